@@ -1,0 +1,60 @@
+# Thin wrapper over CMake + ctest.  The real build lives in build/ (the
+# firebreak binary is build/firebreak); the sanitizer build in build-asan/.
+#
+#   make build     configure and build (installs build dependencies first)
+#   make demo      a real training run under firebreak with faults injected
+#   make test      the whole suite, in build/ and again under ASan+UBSan
+#   make bench     the benchmarks, each printing its baseline and the ratio
+#   make install   PREFIX=/usr/local
+#   make clean
+
+PREFIX ?= /usr/local
+JOBS   ?= $(shell nproc)
+CMAKE_FLAGS ?=
+SAN_EXCLUDE ?= slurm|torch|chromium|bench
+
+.PHONY: all build build-asan deps deps-build demo test test-main test-asan bench install clean fuzz
+
+all: build
+
+deps-build:
+	@bash scripts/deps.sh --build
+
+deps:
+	@bash scripts/deps.sh
+
+build: deps-build
+	@cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_FLAGS) >/dev/null
+	@cmake --build build -j $(JOBS)
+
+build-asan: deps-build
+	@CC=clang cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DFB_SANITIZE=ON $(CMAKE_FLAGS) >/dev/null
+	@cmake --build build-asan -j $(JOBS)
+
+demo: deps build
+	@./build/firebreak demo --run-root demo-runs
+
+test: deps
+	@$(MAKE) --no-print-directory test-main
+	@$(MAKE) --no-print-directory test-asan
+
+test-main: build
+	@cd build && ctest --output-on-failure -j $(JOBS) -LE 'bench'
+
+test-asan: build-asan
+	@cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	  ctest --output-on-failure -j $(JOBS) -LE '$(SAN_EXCLUDE)'
+
+bench: deps build
+	@cd build && ctest --output-on-failure -V -L bench
+
+fuzz: deps-build
+	@CC=clang cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=Debug -DFB_FUZZ=ON -DFB_SANITIZE=ON >/dev/null
+	@cmake --build build-fuzz -j $(JOBS)
+
+install: build
+	@cmake --install build --prefix $(PREFIX)
+
+clean:
+	rm -rf build build-asan build-fuzz

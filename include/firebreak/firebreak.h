@@ -1,0 +1,282 @@
+/*
+ * firebreak.h -- the whole API a training program sees.
+ *
+ * firebreak is the reliability layer a training job runs under.  A rank
+ * links libfirebreak (or is run unmodified; see README), and the supervisor
+ * `firebreak run` launches it, watches it and restarts it.  This header is
+ * the in-process side:
+ *
+ *   - attach / detach:   fb_init(), fb_finalize()
+ *   - progress:          fb_step(), fb_set_phase()  (heartbeats, step times)
+ *   - checkpoints:       fb_ckpt_*                  (safetensors shards)
+ *   - flight recorder:   fb_fr_*                    (collective events)
+ *
+ * Everything a rank reports lands in a per-rank shared-memory segment that
+ * the supervisor reads, and that stays readable after the rank dies, even by
+ * SIGKILL.  The hot path (fb_step, fb_fr_*) is plain stores: no lock, no
+ * system call.
+ *
+ * Conventions:
+ *   - Functions that can fail return int: 0 on success, a negative FB_E*
+ *     code or a negative errno value.  fb_strerror() names either.
+ *   - A program run without the supervisor works: fb_init() returns 0, the
+ *     library records nothing, checkpoints still work when given a directory.
+ *   - Strings passed in are copied; memory the library returns is owned by
+ *     the library unless a function says otherwise.
+ *   - Thread safety: fb_step() and fb_fr_*() are meant for one training
+ *     thread per rank.  fb_ckpt_* functions on one handle must not be called
+ *     concurrently.
+ */
+#ifndef FIREBREAK_H
+#define FIREBREAK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define FB_VERSION_MAJOR 0
+#define FB_VERSION_MINOR 1
+#define FB_VERSION_PATCH 0
+
+/* ------------------------------------------------------------------------
+ * Errors.  Codes are never renumbered; new ones are appended.
+ * ---------------------------------------------------------------------- */
+
+#define FB_ERRNO_MAP(X)                                                     \
+    X(ENOTATTACHED, -4001, "not running under the firebreak supervisor")    \
+    X(EFORMAT,      -4002, "malformed file or input")                       \
+    X(EVERSION,     -4003, "unsupported format version")                    \
+    X(ECORRUPT,     -4004, "data does not match its recorded hash")         \
+    X(ENOCKPT,      -4005, "no complete checkpoint found")                  \
+    X(EBUSY,        -4006, "a checkpoint save is already in flight")        \
+    X(ETOOBIG,      -4007, "size exceeds a limit")                          \
+    X(EMISMATCH,    -4008, "registered tensors do not match the checkpoint")\
+    X(ESTATE,       -4009, "call not valid in the current state")           \
+    X(EINJECTED,    -4010, "failure injected on purpose")
+
+typedef enum {
+#define FB__ERRDEF(name, code, msg) FB_##name = code,
+    FB_ERRNO_MAP(FB__ERRDEF)
+#undef FB__ERRDEF
+    FB_ELAST_ = -4011
+} fb_errno;
+
+/* A static string describing rc (an FB_E* code or a negative errno). */
+const char *fb_strerror(int rc);
+
+/* "0.1.0" */
+const char *fb_version(void);
+
+/* ------------------------------------------------------------------------
+ * Attaching to the run.
+ * ---------------------------------------------------------------------- */
+
+/*
+ * Attach to the run the supervisor set up through the environment
+ * (FIREBREAK_JOB_ID, FIREBREAK_RUN_DIR, rank from FIREBREAK_RANK, RANK,
+ * OMPI_COMM_WORLD_RANK, PMI_RANK or SLURM_PROCID; see docs/environment.md).
+ * Creates this rank's shared-memory segment, installs handlers that record
+ * a fatal signal or an exit code in it, and arms fault injection
+ * (FIREBREAK_INJECT).  Sets the phase to FB_PHASE_INIT.
+ *
+ * Returns 0 when attached, 0 as well when no supervisor is present (the
+ * library then records nothing: fb_attached() says which), or a negative
+ * code when the supervisor's environment is present but unusable (the
+ * program may go on; nothing will be recorded).  Calling it twice is
+ * harmless.
+ */
+int fb_init(void);
+
+/*
+ * Mark this rank as finished cleanly (phase FB_PHASE_DONE), flush and wait
+ * for any in-flight checkpoint of handles still open, and unmap the
+ * segment.  The segment itself stays for the supervisor, which removes it.
+ */
+void fb_finalize(void);
+
+/* 1 if attached to a supervisor, else 0. */
+int fb_attached(void);
+
+/* This rank, the world size, and how many times the job was restarted
+ * (0 for the first attempt).  Without a supervisor: from the usual launcher
+ * variables, else rank 0 of 1. */
+int fb_rank(void);
+int fb_world_size(void);
+int fb_restart_count(void);
+
+/* The run directory (FIREBREAK_RUN_DIR), or NULL without a supervisor. */
+const char *fb_run_dir(void);
+
+/* ------------------------------------------------------------------------
+ * Progress: heartbeats, step timing, phases.
+ * ---------------------------------------------------------------------- */
+
+typedef enum {
+    FB_PHASE_INIT = 0,       /* start-up: before the first fb_step()     */
+    FB_PHASE_TRAIN = 1,      /* training steps                           */
+    FB_PHASE_CHECKPOINT = 2, /* saving a checkpoint (blocking part)      */
+    FB_PHASE_RESTORE = 3,    /* restoring a checkpoint                   */
+    FB_PHASE_DONE = 4        /* finished: fb_finalize() was called       */
+} fb_phase;
+
+/*
+ * Step `step` has completed.  Records a heartbeat and the step's duration,
+ * and switches the phase to FB_PHASE_TRAIN.  Costs a few tens of
+ * nanoseconds: plain stores into shared memory, one clock read (vDSO).
+ * Injected faults fire here (see docs/inject.md).  No-op when not attached,
+ * except for fault injection.
+ */
+void fb_step(uint64_t step);
+
+/* Set the phase explicitly; the supervisor applies a different hang
+ * timeout to each.  The checkpoint and restore calls set their phases
+ * themselves. */
+void fb_set_phase(fb_phase phase);
+
+/* A heartbeat without completing a step (for long start-up work). */
+void fb_heartbeat(void);
+
+/* ------------------------------------------------------------------------
+ * Checkpoints.
+ *
+ * One shard per rank per step in the safetensors format, at
+ *   <dir>/step-<NNNNNNNNNN>/rank-<RRRRR>.safetensors
+ * committed atomically (temporary name, fsync, rename, fsync of the
+ * directory).  A checkpoint is complete when every rank's shard is
+ * committed.  See docs/checkpoint.md for the layout and metadata.
+ * ---------------------------------------------------------------------- */
+
+typedef struct fb_ckpt fb_ckpt;
+
+/* safetensors dtypes, with their on-disk names. */
+typedef enum {
+    FB_DTYPE_BOOL = 0, FB_DTYPE_U8, FB_DTYPE_I8, FB_DTYPE_F8_E5M2,
+    FB_DTYPE_F8_E4M3, FB_DTYPE_I16, FB_DTYPE_U16, FB_DTYPE_F16,
+    FB_DTYPE_BF16, FB_DTYPE_I32, FB_DTYPE_U32, FB_DTYPE_F32, FB_DTYPE_C64,
+    FB_DTYPE_F64, FB_DTYPE_I64, FB_DTYPE_U64,
+    FB_DTYPE_COUNT_
+} fb_dtype;
+
+/* "F32" etc., or NULL for an invalid value. */
+const char *fb_dtype_name(fb_dtype dtype);
+/* Size of one element in bytes, or 0 for an invalid value. */
+size_t fb_dtype_size(fb_dtype dtype);
+
+typedef enum {
+    FB_CKPT_BUSY_WAIT = 0, /* a save while one is in flight waits for it  */
+    FB_CKPT_BUSY_SKIP = 1  /* ... or is skipped (logged), returns FB_EBUSY */
+} fb_ckpt_busy;
+
+typedef enum {
+    FB_CKPT_ERROR_CONTINUE = 0, /* a failed save is reported; training goes on */
+    FB_CKPT_ERROR_STOP = 1      /* ... and the next save/wait returns the error */
+} fb_ckpt_on_error;
+
+typedef struct fb_ckpt_options {
+    const char *dir;        /* NULL: <run_dir>/checkpoints; required when
+                               not attached                               */
+    int rank;               /* -1: fb_rank()                              */
+    int world_size;         /* 0: fb_world_size()                         */
+    int keep;               /* newest complete checkpoints to keep; 0: 2 */
+    int async;              /* 1: save returns after the in-memory copy   */
+    fb_ckpt_busy on_busy;
+    fb_ckpt_on_error on_error;
+    int io_threads;         /* 0: default                                 */
+} fb_ckpt_options;
+
+/* Fill *opt with the defaults (async on, keep 2, wait when busy). */
+void fb_ckpt_options_init(fb_ckpt_options *opt);
+
+/* Open a checkpoint handle.  opt may be NULL for the defaults.  Creates the
+ * directory when missing.  *out is set only on success. */
+int fb_ckpt_open(fb_ckpt **out, const fb_ckpt_options *opt);
+
+/*
+ * Register a tensor to be saved and restored.  `name` is copied; `data`
+ * must stay valid (and its contents stable during fb_ckpt_save's copy)
+ * until fb_ckpt_close().  ndim may be 0 (a scalar); shape entries >= 0.
+ * Optional global shape and offset of the slice this rank holds describe
+ * sharded tensors; NULL means the tensor is whole (a replica).
+ * Registering may allocate and pre-fault staging memory.
+ * Errors: -EINVAL (bad dtype/shape/duplicate name), -ENOMEM, FB_ESTATE
+ * (a save is in flight).
+ */
+int fb_ckpt_register(fb_ckpt *ck, const char *name, fb_dtype dtype,
+                     int ndim, const int64_t *shape, void *data);
+int fb_ckpt_register_slice(fb_ckpt *ck, const char *name, fb_dtype dtype,
+                           int ndim, const int64_t *shape, void *data,
+                           const int64_t *global_shape,
+                           const int64_t *global_offset);
+
+/*
+ * Save every registered tensor as checkpoint `step`.  With async on, it
+ * returns once the bytes are copied to staging memory and background
+ * threads write the shard; otherwise it returns after the shard is
+ * committed.  Returns 0, FB_EBUSY when skipped (on_busy = SKIP), or an
+ * error (I/O errors of an earlier async save when on_error = STOP).
+ */
+int fb_ckpt_save(fb_ckpt *ck, uint64_t step);
+
+/* Wait for an in-flight save; returns its result. */
+int fb_ckpt_wait(fb_ckpt *ck);
+
+/*
+ * Restore the newest complete checkpoint whose shard for this rank
+ * verifies, into the registered tensors.  A missing, truncated or corrupt
+ * shard makes it fall back to the next older checkpoint; each fallback is
+ * reported to the supervisor.  On success *step_out (may be NULL) is the
+ * restored step.  Returns FB_ENOCKPT when there is none (start fresh).
+ */
+int fb_ckpt_restore(fb_ckpt *ck, uint64_t *step_out);
+
+/* Wait for any in-flight save, then free the handle and staging memory. */
+void fb_ckpt_close(fb_ckpt *ck);
+
+/* ------------------------------------------------------------------------
+ * Flight recorder: a ring of collective and point-to-point events per rank
+ * (docs/flight-recorder.md).  The MPI interposer libfirebreak-mpi.so fills
+ * it without code changes; programs that call their own collectives (NCCL,
+ * say) use these calls.
+ * ---------------------------------------------------------------------- */
+
+typedef enum {
+    FB_OP_UNKNOWN = 0,
+    FB_OP_ALLREDUCE, FB_OP_BROADCAST, FB_OP_REDUCE, FB_OP_ALLGATHER,
+    FB_OP_GATHER, FB_OP_SCATTER, FB_OP_REDUCE_SCATTER, FB_OP_ALLTOALL,
+    FB_OP_BARRIER, FB_OP_SEND, FB_OP_RECV, FB_OP_SENDRECV,
+    FB_OP_COALESCED, FB_OP_SCAN, FB_OP_EXSCAN,
+    FB_OP_COUNT_
+} fb_op;
+
+/* "all_reduce", "send", ... (PyTorch's spelling); NULL if invalid. */
+const char *fb_op_name(fb_op op);
+
+/*
+ * Describe a communicator: `comm_id` is an identity stable across ranks
+ * (the same value on every member), `size` its number of ranks, `rank`
+ * this process's rank in it, `global_ranks` (may be NULL) the world ranks
+ * of its members in order.  Returns 0 or a negative code.
+ */
+int fb_fr_comm(uint64_t comm_id, int size, int rank, const int *global_ranks,
+               const char *name);
+
+/*
+ * Record that this rank enters a collective (or p2p operation) on
+ * `comm_id`.  `peer` is the root for rooted collectives, the peer's rank in
+ * the communicator for send/recv, -1 otherwise.  `dtype` uses fb_dtype;
+ * `count` is in elements.  Returns an event handle for fb_fr_end (0 when
+ * not recording).  The per-communicator sequence number is assigned here.
+ */
+uint64_t fb_fr_begin(uint64_t comm_id, fb_op op, fb_dtype dtype,
+                     uint64_t count, int peer);
+
+/* The operation identified by `handle` has completed. */
+void fb_fr_end(uint64_t handle);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* FIREBREAK_H */

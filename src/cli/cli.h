@@ -1,0 +1,23 @@
+/*
+ * cli.h -- the `firebreak` tool's subcommands.  Each lives in its own
+ * cmd_<name>.c, parses its arguments and calls its component's API.
+ * argv[0] is the subcommand's name.  Exit codes: 0 ok, 1 the thing checked
+ * is bad, 2 usage or input error (health: Nagios convention, see there).
+ */
+#ifndef FB_CLI_CLI_H
+#define FB_CLI_CLI_H
+
+int fb__cmd_run(int argc, char **argv);
+int fb__cmd_demo(int argc, char **argv);
+int fb__cmd_ckpt(int argc, char **argv);
+int fb__cmd_fr(int argc, char **argv);
+int fb__cmd_health(int argc, char **argv);
+int fb__cmd_agent(int argc, char **argv);
+int fb__cmd_report(int argc, char **argv);
+int fb__cmd_sim(int argc, char **argv);
+int fb__cmd_watch(int argc, char **argv);
+
+/* Path of the running firebreak binary (for re-executing itself). */
+const char *fb__cli_self(void);
+
+#endif

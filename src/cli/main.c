@@ -1,0 +1,72 @@
+/*
+ * main.c -- `firebreak`: dispatch to a subcommand.
+ */
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "firebreak/firebreak.h"
+
+static const struct {
+    const char *name;
+    int (*fn)(int, char **);
+    const char *summary;
+} commands[] = {
+    {"run", fb__cmd_run, "launch and supervise a training job"},
+    {"demo", fb__cmd_demo, "a real training run with faults injected"},
+    {"ckpt", fb__cmd_ckpt, "list, verify and inspect checkpoints"},
+    {"fr", fb__cmd_fr, "analyze flight recorders (firebreak, PyTorch)"},
+    {"health", fb__cmd_health, "check this node's hardware"},
+    {"agent", fb__cmd_agent, "telemetry agent with Prometheus /metrics"},
+    {"report", fb__cmd_report, "where the time went and why runs failed"},
+    {"sim", fb__cmd_sim, "simulate effective training time at scale"},
+    {"watch", fb__cmd_watch, "per-node watcher (started by run under Slurm)"},
+};
+
+static char self_path[PATH_MAX];
+
+const char *fb__cli_self(void)
+{
+    return self_path;
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: firebreak COMMAND [ARGS...]\n\n"
+               "firebreak keeps a training job running through crashes, hangs "
+               "and bad hardware.\n\ncommands:\n");
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        fprintf(f, "  %-8s %s\n", commands[i].name, commands[i].summary);
+    fprintf(f, "\n'firebreak COMMAND --help' for a command's options; "
+               "'firebreak --version'.\n");
+}
+
+int main(int argc, char **argv)
+{
+    ssize_t n = readlink("/proc/self/exe", self_path, sizeof self_path - 1);
+    if (n > 0)
+        self_path[n] = '\0';
+    else
+        snprintf(self_path, sizeof self_path, "%s", argv[0]);
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") ||
+        !strcmp(argv[1], "help")) {
+        usage(stdout);
+        return 0;
+    }
+    if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "version")) {
+        printf("firebreak %s\n", fb_version());
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (!strcmp(argv[1], commands[i].name))
+            return commands[i].fn(argc - 1, argv + 1);
+    fprintf(stderr, "firebreak: unknown command '%s'\n\n", argv[1]);
+    usage(stderr);
+    return 2;
+}

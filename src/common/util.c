@@ -1,0 +1,278 @@
+/*
+ * util.c -- parsing of durations and sizes, file and directory helpers.
+ */
+#include "common/util.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "firebreak/firebreak.h"
+
+double fb__wall_s(void)
+{
+    return (double)fb__wall_ns() / 1e9;
+}
+
+int fb__parse_duration(const char *s, double *seconds_out)
+{
+    static const struct { const char *suffix; double mult; } units[] = {
+        {"ns", 1e-9}, {"us", 1e-6}, {"ms", 1e-3}, {"s", 1.0},
+        {"m", 60.0}, {"h", 3600.0}, {"d", 86400.0}, {"", 1.0},
+    };
+    if (!s || !*s)
+        return -EINVAL;
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (end == s || errno == ERANGE || !isfinite(v) || v < 0)
+        return -EINVAL;
+    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
+        if (strcmp(end, units[i].suffix) == 0) {
+            double r = v * units[i].mult;
+            if (!isfinite(r))
+                return -EINVAL;
+            *seconds_out = r;
+            return 0;
+        }
+    }
+    return -EINVAL;
+}
+
+int fb__parse_size(const char *s, uint64_t *bytes_out)
+{
+    if (!s || !*s)
+        return -EINVAL;
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (end == s || errno == ERANGE || !isfinite(v) || v < 0)
+        return -EINVAL;
+    double mult = 1;
+    switch (*end) {
+    case '\0': break;
+    case 'k': case 'K': mult = 1024.0; end++; break;
+    case 'm': case 'M': mult = 1024.0 * 1024; end++; break;
+    case 'g': case 'G': mult = 1024.0 * 1024 * 1024; end++; break;
+    case 't': case 'T': mult = 1024.0 * 1024 * 1024 * 1024; end++; break;
+    default: return -EINVAL;
+    }
+    if (*end == 'i' || *end == 'B')
+        end++;
+    if (*end == 'B')
+        end++;
+    if (*end)
+        return -EINVAL;
+    double r = v * mult;
+    if (r >= 18446744073709551615.0)
+        return -EINVAL;
+    *bytes_out = (uint64_t)r;
+    return 0;
+}
+
+int fb__parse_int(const char *s, long long lo, long long hi, long long *out)
+{
+    if (!s || !*s)
+        return -EINVAL;
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (end == s || *end)
+        return -EINVAL;
+    if (errno == ERANGE || v < lo || v > hi)
+        return -ERANGE;
+    *out = v;
+    return 0;
+}
+
+int fb__mkdir_p(const char *path, unsigned mode)
+{
+    char buf[PATH_MAX];
+    if (fb__fmt(buf, sizeof buf, "%s", path))
+        return -ENAMETOOLONG;
+    size_t n = strlen(buf);
+    while (n > 1 && buf[n - 1] == '/')
+        buf[--n] = '\0';
+    for (char *p = buf + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = '\0';
+        if (mkdir(buf, mode) && errno != EEXIST)
+            return -errno;
+        *p = '/';
+    }
+    if (mkdir(buf, mode) && errno != EEXIST)
+        return -errno;
+    struct stat st;
+    if (stat(buf, &st))
+        return -errno;
+    return S_ISDIR(st.st_mode) ? 0 : -ENOTDIR;
+}
+
+int fb__rm_rf(const char *path)
+{
+    struct stat st;
+    if (lstat(path, &st))
+        return errno == ENOENT ? 0 : -errno;
+    if (!S_ISDIR(st.st_mode))
+        return unlink(path) ? -errno : 0;
+    DIR *d = opendir(path);
+    if (!d)
+        return -errno;
+    int rc = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+            continue;
+        char child[PATH_MAX];
+        if (fb__fmt(child, sizeof child, "%s/%s", path, e->d_name)) {
+            rc = -ENAMETOOLONG;
+            continue;
+        }
+        int r = fb__rm_rf(child);
+        if (r && !rc)
+            rc = r;
+    }
+    closedir(d);
+    if (rmdir(path) && !rc)
+        rc = -errno;
+    return rc;
+}
+
+int fb__read_file(const char *path, size_t max_bytes, char **buf_out,
+                  size_t *len_out)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    size_t cap = 4096, len = 0;
+    char *buf = malloc(cap + 1);
+    int rc = 0;
+    if (!buf) {
+        rc = -ENOMEM;
+        goto out;
+    }
+    for (;;) {
+        if (len == cap) {
+            if (cap >= max_bytes) {
+                rc = FB_ETOOBIG;
+                goto out;
+            }
+            size_t ncap = cap * 2 > max_bytes ? max_bytes : cap * 2;
+            char *nb = realloc(buf, ncap + 1);
+            if (!nb) {
+                rc = -ENOMEM;
+                goto out;
+            }
+            buf = nb;
+            cap = ncap;
+        }
+        ssize_t r = read(fd, buf + len, cap - len);
+        if (r < 0) {
+            if (errno == EINTR)
+                continue;
+            rc = -errno;
+            goto out;
+        }
+        if (r == 0)
+            break;
+        len += (size_t)r;
+    }
+    buf[len] = '\0';
+    *buf_out = buf;
+    if (len_out)
+        *len_out = len;
+    buf = NULL;
+out:
+    free(buf);
+    close(fd);
+    return rc;
+}
+
+int fb__fsync_dir(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    int rc = fsync(fd) ? -errno : 0;
+    close(fd);
+    return rc;
+}
+
+int fb__write_file_atomic(const char *path, const void *buf, size_t len)
+{
+    char tmp[PATH_MAX], dir[PATH_MAX];
+    if (fb__fmt(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid()) ||
+        fb__fmt(dir, sizeof dir, "%s", path))
+        return -ENAMETOOLONG;
+    char *slash = strrchr(dir, '/');
+    if (slash)
+        *(slash == dir ? slash + 1 : slash) = '\0';
+    else
+        strcpy(dir, ".");
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return -errno;
+    int rc = 0;
+    const char *p = buf;
+    while (len > 0) {
+        ssize_t w = write(fd, p, len);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            rc = -errno;
+            break;
+        }
+        p += w;
+        len -= (size_t)w;
+    }
+    if (!rc && fsync(fd))
+        rc = -errno;
+    if (close(fd) && !rc)
+        rc = -errno;
+    if (!rc && rename(tmp, path))
+        rc = -errno;
+    if (rc) {
+        unlink(tmp);
+        return rc;
+    }
+    return fb__fsync_dir(dir);
+}
+
+int fb__fmt(char *buf, size_t size, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(buf, size, fmt, ap);
+    va_end(ap);
+    return (n < 0 || (size_t)n >= size) ? -ENAMETOOLONG : 0;
+}
+
+const char *fb__getenv(const char *name)
+{
+    const char *v = getenv(name);
+    return (v && *v) ? v : NULL;
+}
+
+uint64_t fb__fnv1a64(const void *data, size_t len, uint64_t seed)
+{
+    const unsigned char *p = data;
+    uint64_t h = 0xcbf29ce484222325ull ^ seed;
+    for (size_t i = 0; i < len; i++) {
+        h ^= p[i];
+        h *= 0x100000001b3ull;
+    }
+    return h;
+}
+
+int fb__isatty(int fd)
+{
+    return isatty(fd);
+}

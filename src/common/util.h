@@ -1,0 +1,76 @@
+/*
+ * util.h -- small helpers shared by every component (fb__ prefix: internal
+ * to firebreak, not part of the public API).
+ *
+ * Time: fb__now_ns() is CLOCK_MONOTONIC (intervals, heartbeats on one
+ * host); fb__wall_ns() is CLOCK_REALTIME (journal timestamps, events that
+ * are compared across hosts).
+ */
+#ifndef FB_COMMON_UTIL_H
+#define FB_COMMON_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <time.h>
+
+static inline uint64_t fb__now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static inline uint64_t fb__wall_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Seconds since the epoch, as a double (journal timestamps). */
+double fb__wall_s(void);
+
+/* Parse a duration: "90s", "30m", "1.5h", "2d", "250ms", "10us", "5ns" or a
+ * plain number of seconds.  Returns 0, or -EINVAL (negative, empty, junk,
+ * not finite). */
+int fb__parse_duration(const char *s, double *seconds_out);
+
+/* Parse a size: "4096", "64k", "1.5G" (binary multiples).  0 or -EINVAL. */
+int fb__parse_size(const char *s, uint64_t *bytes_out);
+
+/* Parse a whole decimal integer in [lo, hi].  0 or -EINVAL / -ERANGE. */
+int fb__parse_int(const char *s, long long lo, long long hi, long long *out);
+
+/* mkdir -p with `mode`; 0 or -errno. */
+int fb__mkdir_p(const char *path, unsigned mode);
+
+/* Remove a directory tree (no symlink following); 0 or -errno. */
+int fb__rm_rf(const char *path);
+
+/* Read a whole file of at most max_bytes into a NUL-terminated malloc'd
+ * buffer.  0, -errno, or FB_ETOOBIG. */
+int fb__read_file(const char *path, size_t max_bytes, char **buf_out,
+                  size_t *len_out);
+
+/* Write a whole file atomically: temporary name, fsync, rename, fsync of
+ * the directory.  0 or -errno. */
+int fb__write_file_atomic(const char *path, const void *buf, size_t len);
+
+/* fsync a directory by path; 0 or -errno. */
+int fb__fsync_dir(const char *path);
+
+/* snprintf that reports truncation: 0, or -ENAMETOOLONG. */
+int fb__fmt(char *buf, size_t size, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* The environment variable as a string, or NULL if unset or empty. */
+const char *fb__getenv(const char *name);
+
+/* 64-bit FNV-1a over bytes (identities, not integrity). */
+uint64_t fb__fnv1a64(const void *data, size_t len, uint64_t seed);
+
+/* Whether stdout / stderr is a terminal (for live status lines). */
+int fb__isatty(int fd);
+
+#endif

@@ -1,0 +1,51 @@
+/*
+ * error.c -- fb_strerror(), fb_version() and the dtype table.
+ */
+#include <string.h>
+
+#include "firebreak/firebreak.h"
+
+const char *fb_strerror(int rc)
+{
+    switch (rc) {
+    case 0:
+        return "success";
+#define FB__ERRSTR(name, code, msg) case code: return msg;
+        FB_ERRNO_MAP(FB__ERRSTR)
+#undef FB__ERRSTR
+    default:
+        break;
+    }
+    if (rc < 0 && rc > -4000)
+        return strerror(-rc);
+    return "unknown error";
+}
+
+const char *fb_version(void)
+{
+    return "0.1.0";
+}
+
+static const struct {
+    const char *name;
+    size_t size;
+} dtypes[FB_DTYPE_COUNT_] = {
+    [FB_DTYPE_BOOL] = {"BOOL", 1},   [FB_DTYPE_U8] = {"U8", 1},
+    [FB_DTYPE_I8] = {"I8", 1},       [FB_DTYPE_F8_E5M2] = {"F8_E5M2", 1},
+    [FB_DTYPE_F8_E4M3] = {"F8_E4M3", 1}, [FB_DTYPE_I16] = {"I16", 2},
+    [FB_DTYPE_U16] = {"U16", 2},     [FB_DTYPE_F16] = {"F16", 2},
+    [FB_DTYPE_BF16] = {"BF16", 2},   [FB_DTYPE_I32] = {"I32", 4},
+    [FB_DTYPE_U32] = {"U32", 4},     [FB_DTYPE_F32] = {"F32", 4},
+    [FB_DTYPE_C64] = {"C64", 8},     [FB_DTYPE_F64] = {"F64", 8},
+    [FB_DTYPE_I64] = {"I64", 8},     [FB_DTYPE_U64] = {"U64", 8},
+};
+
+const char *fb_dtype_name(fb_dtype dtype)
+{
+    return (unsigned)dtype < FB_DTYPE_COUNT_ ? dtypes[dtype].name : NULL;
+}
+
+size_t fb_dtype_size(fb_dtype dtype)
+{
+    return (unsigned)dtype < FB_DTYPE_COUNT_ ? dtypes[dtype].size : 0;
+}

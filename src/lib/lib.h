@@ -1,0 +1,62 @@
+/*
+ * lib.h -- state of libfirebreak inside a rank, shared by the library's
+ * components (checkpoint engine, flight recorder, fault injection).
+ * Internal: not installed, not part of the public API.
+ */
+#ifndef FB_LIB_LIB_H
+#define FB_LIB_LIB_H
+
+#include <stdint.h>
+
+#include "firebreak/firebreak.h"
+#include "lib/segment.h"
+
+/* This rank's segment, or NULL when not attached. */
+fb__seg *fb__lib_seg(void);
+
+/* Report to the supervisor through the segment (no-op when detached). */
+void fb__lib_report(fb__report_kind kind, int32_t code, uint64_t step,
+                    uint64_t bytes, uint64_t value1, uint64_t value2,
+                    const char *text);
+
+/* The checkpoint directory the supervisor chose (FIREBREAK_CKPT_DIR, else
+ * <run_dir>/checkpoints), or NULL. */
+const char *fb__lib_ckpt_dir(void);
+
+/* ---- fault injection (inject.c) ---- */
+
+#define FB__INJECT_MAX 16
+
+typedef struct fb__inject_fault {
+    fb__inject_kind kind;
+    int rank;           /* -1: every rank                              */
+    int attempt;        /* -1: every attempt; default 0 (the first)    */
+    int has_step;
+    uint64_t step;      /* in-process trigger: at fb_step(step)        */
+    int has_after;
+    double after_s;     /* supervisor-side trigger: seconds after launch */
+    int code;           /* exit code (EXIT)                            */
+    double factor;      /* SLOW: step time multiplier                  */
+    int fired;
+} fb__inject_fault;
+
+typedef struct fb__inject_plan {
+    fb__inject_fault faults[FB__INJECT_MAX];
+    int count;
+} fb__inject_plan;
+
+/* Parse a spec like "kill:rank=1,step=40;hang:rank=2,after=5s".  On error
+ * returns -EINVAL and writes a message naming the bad part into err. */
+int fb__inject_parse(const char *spec, fb__inject_plan *plan, char *err,
+                     size_t err_size);
+const char *fb__inject_kind_name(fb__inject_kind kind);
+
+/* Arm the in-process faults meant for (rank, attempt). */
+void fb__inject_arm(const fb__inject_plan *plan, int rank, int attempt);
+/* Called by fb_step(); fires a due fault.  `step_ns` is the last step's
+ * duration (for SLOW). */
+void fb__inject_step(uint64_t step, uint64_t step_ns);
+/* 1 when any in-process fault is armed (fb_step's fast check). */
+extern int fb__inject_armed;
+
+#endif

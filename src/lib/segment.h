@@ -1,0 +1,222 @@
+/*
+ * segment.h -- the per-rank shared-memory segment (layout version 1.0).
+ *
+ * One file per rank in /dev/shm, named by job, attempt and rank:
+ *
+ *     /dev/shm/fb.<job_id>.<attempt>.<rank>          mode 0600
+ *
+ * The rank creates it in fb_init() and is its only writer (the checkpoint
+ * engine's background threads append reports too, through an atomic
+ * index).  The supervisor, the node watcher and the agent map it read-only.
+ * Because it is a tmpfs file, everything in it survives the rank's death,
+ * SIGKILL included; the supervisor removes it when the run ends and cleans
+ * stale ones whose supervisor is gone.
+ *
+ *   offset 0            +------------------------------------------+
+ *                       | fb__seg_header   (identity, progress,    |
+ *                       |                   exit record, injection)|
+ *   report_offset       +------------------------------------------+
+ *                       | fb__seg_report[report_capacity]          |
+ *                       |   rank -> supervisor messages: checkpoint|
+ *                       |   committed / failed, restore fell back  |
+ *   fr_offset           +------------------------------------------+
+ *                       | flight-recorder ring (src/fr/ring.h):    |
+ *                       |   fr_capacity slots of fr_entry_size     |
+ *   total_size          +------------------------------------------+
+ *
+ * Rules for writers and readers:
+ *  - Header fields are naturally aligned 64- or 32-bit words written with
+ *    relaxed atomic stores (plain stores on x86/arm64), so a reader never
+ *    sees a torn word.  Where several fields must be read together, a
+ *    sequence field is stored last with release ordering and read first
+ *    with acquire ordering.
+ *  - `magic` is stored last at creation (release): a reader that sees the
+ *    magic sees a fully initialized header.
+ *  - Readers check magic and major version, accept any minor version >= 0
+ *    (newer minors only append fields), and bound every offset and count
+ *    by the file size.
+ *  - Times: *_mono_ns are CLOCK_MONOTONIC (comparable on one host only);
+ *    *_wall_ns are CLOCK_REALTIME.
+ */
+#ifndef FB_LIB_SEGMENT_H
+#define FB_LIB_SEGMENT_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define FB__SEG_MAGIC 0x31474553424546ull /* "FEBSEG1\0" little-endian */
+#define FB__SEG_VERSION_MAJOR 1
+#define FB__SEG_VERSION_MINOR 0
+#define FB__SEG_HEADER_SIZE 4096
+#define FB__SEG_REPORT_CAPACITY 128
+#define FB__SEG_FR_DEFAULT_CAPACITY 4096
+#define FB__SEG_FR_MAX_CAPACITY (1u << 22)
+#define FB__SEG_FR_ENTRY_SIZE 128 /* bytes per ring slot; src/fr/ring.h asserts it */
+#define FB__SEG_NAME_MAX 128
+
+/* Reports: what a rank tells the supervisor (which writes the journal). */
+typedef enum {
+    FB_REPORT_NONE = 0,
+    FB_REPORT_CKPT_BEGIN = 1,     /* step                                   */
+    FB_REPORT_CKPT_COMMITTED = 2, /* step, bytes, value1 = stall ns,
+                                     value2 = persist ns                    */
+    FB_REPORT_CKPT_FAILED = 3,    /* step, code (-errno), text             */
+    FB_REPORT_CKPT_SKIPPED = 4,   /* step: a save skipped while busy        */
+    FB_REPORT_RESTORE_BEGIN = 5,
+    FB_REPORT_RESTORE_DONE = 6,   /* step restored, bytes, value1 = ns       */
+    FB_REPORT_RESTORE_FALLBACK = 7, /* step rejected, code, text = why     */
+    FB_REPORT_RESTORE_NONE = 8,   /* no checkpoint: starting fresh          */
+    FB_REPORT_INJECT = 9,         /* an injected fault fires: code = kind,
+                                     step, text = the spec                  */
+    FB_REPORT_NOTE = 10,          /* free text                              */
+    FB_REPORT_CKPT_DELETED = 11   /* an old checkpoint was deleted: step    */
+} fb__report_kind;
+
+#define FB__REPORT_TEXT_MAX 200
+
+typedef struct fb__seg_report {
+    _Atomic uint64_t seq;   /* index + 1, stored last (release); 0: empty */
+    uint32_t kind;          /* fb__report_kind                            */
+    int32_t code;
+    uint64_t step;
+    uint64_t bytes;
+    uint64_t value1;
+    uint64_t value2;
+    uint64_t wall_ns;
+    char text[FB__REPORT_TEXT_MAX];
+} fb__seg_report; /* 256 bytes */
+
+/* What the rank recorded about its own end (exit code or fatal signal). */
+typedef enum {
+    FB_END_NONE = 0,     /* still running, or vanished (SIGKILL)         */
+    FB_END_EXIT = 1,     /* exit(end_code), through exit() / return      */
+    FB_END_SIGNAL = 2,   /* fatal signal end_code (SIGSEGV, SIGABRT...)  */
+    FB_END_FINALIZED = 3 /* fb_finalize() was called                      */
+} fb__end_kind;
+
+/* Injected fault kinds (docs/inject.md). */
+typedef enum {
+    FB_INJECT_NONE = 0,
+    FB_INJECT_KILL = 1,   /* SIGKILL itself                      */
+    FB_INJECT_HANG = 2,   /* stop making progress forever        */
+    FB_INJECT_EXIT = 3,   /* exit(code)                          */
+    FB_INJECT_SLOW = 4,   /* sleep (factor - 1) x step time      */
+    FB_INJECT_SEGV = 5,   /* raise SIGSEGV                        */
+    FB_INJECT_CORRUPT_CKPT = 6 /* flip a byte in the newest shard  */
+} fb__inject_kind;
+
+typedef struct fb__seg_header {
+    /* --- identity: written once at creation, before magic --- */
+    _Atomic uint64_t magic;
+    uint32_t version_major;
+    uint32_t version_minor;
+    uint64_t total_size;
+    uint32_t header_size;
+    uint32_t report_offset;
+    uint32_t report_capacity;
+    uint32_t fr_entry_size;
+    uint64_t fr_offset;
+    uint32_t fr_capacity;        /* slots; a power of two                */
+    int32_t pid;
+    int32_t rank;
+    int32_t world_size;
+    int32_t local_rank;
+    int32_t attempt;
+    int32_t supervisor_pid;
+    uint32_t reserved0;
+    uint64_t created_wall_ns;
+    uint64_t created_mono_ns;
+    char job_id[64];
+    char hostname[64];
+
+    /* --- progress: written by fb_step / fb_set_phase --- */
+    _Atomic uint32_t phase;          /* fb_phase                          */
+    uint32_t reserved1;
+    _Atomic uint64_t step;           /* last completed step               */
+    _Atomic uint64_t steps_done;     /* fb_step calls in this attempt     */
+    _Atomic uint64_t heartbeat_mono_ns; /* last sign of life               */
+    _Atomic uint64_t heartbeat_wall_ns;
+    _Atomic uint64_t phase_since_mono_ns;
+    _Atomic uint64_t last_step_ns;   /* duration of the last step          */
+    _Atomic uint64_t step_ewma_ns;   /* smoothed step duration (1/8)       */
+    _Atomic uint64_t first_step_mono_ns; /* end of start-up / restore      */
+
+    /* --- end record: written by the exit / fatal-signal handlers --- */
+    _Atomic uint32_t end_kind;       /* fb__end_kind                       */
+    _Atomic int32_t end_code;        /* exit code or signal number         */
+    _Atomic uint64_t end_mono_ns;
+
+    /* --- injection record: written just before an injected fault --- */
+    _Atomic uint32_t inject_kind;    /* fb__inject_kind, 0: none fired     */
+    _Atomic int32_t inject_code;
+    _Atomic uint64_t inject_step;
+    _Atomic uint64_t inject_mono_ns;
+
+    /* --- reports: next index to write (atomic fetch-add) --- */
+    _Atomic uint64_t report_head;
+
+    /* --- flight recorder: next slot to write (owned by src/fr) --- */
+    _Atomic uint64_t fr_head;
+    _Atomic uint64_t fr_comm_count;  /* for src/fr's communicator table    */
+} fb__seg_header;
+
+_Static_assert(sizeof(fb__seg_header) <= FB__SEG_HEADER_SIZE,
+               "segment header grew past its page");
+_Static_assert(sizeof(fb__seg_report) == 256, "report slot size changed");
+
+/* ---- writer side (the rank; src/lib/segment.c) ---- */
+
+typedef struct fb__seg fb__seg; /* a mapped segment, either side */
+
+/* Fill `name` (at least FB__SEG_NAME_MAX bytes) with the shm name
+ * "/fb.<job>.<attempt>.<rank>"; 0 or -ENAMETOOLONG / -EINVAL (job ids are
+ * [A-Za-z0-9_-], at most 48 characters). */
+int fb__seg_name(char *name, size_t size, const char *job_id, int attempt,
+                 int rank);
+
+typedef struct fb__seg_create_args {
+    const char *job_id;
+    int attempt, rank, world_size, local_rank, supervisor_pid;
+    uint32_t fr_capacity;   /* 0: default; rounded up to a power of two */
+} fb__seg_create_args;
+
+/* Create (replacing a leftover of the same name) and map the segment. */
+int fb__seg_create(fb__seg **out, const fb__seg_create_args *args);
+
+/* ---- reader side ---- */
+
+/* Map an existing segment read-only by shm name or by path; validates
+ * magic, version and bounds.  -ENOENT while the rank has not created it,
+ * FB_EFORMAT / FB_EVERSION for a bad one. */
+int fb__seg_open(fb__seg **out, const char *name_or_path);
+
+void fb__seg_close(fb__seg *seg);
+
+/* The mapped header (read-only for readers), and the base address. */
+fb__seg_header *fb__seg_hdr(const fb__seg *seg);
+void *fb__seg_base(const fb__seg *seg);
+size_t fb__seg_size(const fb__seg *seg);
+
+/* Append a report (any thread of the rank).  text may be NULL. */
+void fb__seg_append_report(fb__seg *seg, fb__report_kind kind, int32_t code,
+                    uint64_t step, uint64_t bytes, uint64_t value1,
+                    uint64_t value2, const char *text);
+
+/* Read the report with index `idx` (0-based) into *out.  Returns 1 when
+ * read, 0 when not written yet, -1 when it was overwritten (lost). */
+int fb__seg_read_report(const fb__seg *seg, uint64_t idx,
+                        fb__seg_report *out);
+
+/* Copy the whole segment to a file (post-mortem evidence); 0 or -errno. */
+int fb__seg_dump(const fb__seg *seg, const char *path);
+
+/* Remove stale segments in /dev/shm: those whose supervisor pid is dead,
+ * or, when job_id is given, every one of that job.  Returns how many
+ * were removed. */
+int fb__seg_cleanup(const char *job_id);
+
+/* Remove every segment of one job and attempt (attempt < 0: all). */
+int fb__seg_remove_job(const char *job_id, int attempt);
+
+#endif

@@ -1,0 +1,179 @@
+/*
+ * sim.h -- the reliability simulator behind `firebreak sim`.
+ *
+ * A discrete-event Monte Carlo of one training job over a wall-clock
+ * horizon: failures arrive from per-category Poisson processes (or from one
+ * exponential process in model-checking mode), planned maintenance comes
+ * on a schedule, and every interruption costs detection, perhaps a wait for
+ * a replacement node, a restart and the work since the last durable
+ * checkpoint.  Each trial returns where its wall-clock time went; trials
+ * are independent, seeded from (seed, trial index), so results do not
+ * depend on the number of threads.
+ *
+ * Files: sim_model.c (presets, validation, derived quantities),
+ * sim_rates.c (the rates-file parser), sim_engine.c (one trial, threads,
+ * aggregation), sim_search.c (optimal interval, Young, Daly), sim_out.c
+ * (text, JSON, CSV, SVG), sim_journal.c (costs measured by a real run).
+ * The model and the formats are described in docs/sim.md.
+ */
+#ifndef FB_SIM_SIM_H
+#define FB_SIM_SIM_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define FB_SIM_MAX_CATEGORIES 32
+#define FB_SIM_NAME_MAX 32
+#define FB_SIM_MAX_TRIALS 1000000L
+#define FB_SIM_MAX_GPUS 100000000L
+#define FB_SIM_JSON_VERSION 1
+
+enum fb_sim_kind { FB_SIM_CRASH = 0, FB_SIM_HANG = 1 };
+/* A node-scoped failure takes one node out: the job needs a replacement
+ * (spare or wait for repair), and lemon nodes concentrate it.  A
+ * job-scoped failure (network, software) restarts on the same nodes. */
+enum fb_sim_scope { FB_SIM_SCOPE_JOB = 0, FB_SIM_SCOPE_NODE = 1 };
+
+typedef struct fb_sim_category {
+    char name[FB_SIM_NAME_MAX];
+    double rate_per_gpu_s;  /* failures per GPU-second (scales with GPUs) */
+    double rate_per_job_s;  /* failures per job-second (does not scale)   */
+    int kind;               /* enum fb_sim_kind  */
+    int scope;              /* enum fb_sim_scope */
+} fb_sim_category;
+
+typedef struct fb_sim_config {
+    /* Failure model. */
+    int exponential;          /* 1: one process, rate 1/mtbf_s, no extras */
+    double mtbf_s;            /* exponential mode: whole-job MTBF         */
+    int ncat;
+    fb_sim_category cat[FB_SIM_MAX_CATEGORIES];
+    double planned_per_job_s; /* planned maintenance events per second    */
+    double maint_down_s;      /* downtime of one planned maintenance      */
+
+    /* Job. */
+    long gpus;
+    int gpus_per_node;
+    double horizon_s;         /* wall clock (--days)                      */
+
+    /* Checkpointing: compute interval_s, block stall_s, then persist_s in
+     * the background; the checkpoint is durable only when persisted. */
+    double interval_s;
+    double stall_s;
+    double persist_s;
+
+    /* Recovery. */
+    double detect_crash_s, detect_hang_s;
+    double restart_s;         /* relaunch + initialization + restore     */
+    long spares;              /* spare nodes                             */
+    double repair_s;          /* a failed node is back after this         */
+    double drain_repair_s;    /* a drained node is back after this        */
+    double lemon_fraction;    /* share of nodes that are lemons           */
+    double lemon_factor;      /* their failure rate / a normal node's     */
+    int drain;                /* drain a node after its first failure     */
+
+    /* Monte Carlo. */
+    long trials;
+    uint64_t seed;
+    int threads;              /* 0: number of online CPUs                 */
+} fb_sim_config;
+
+/* Where one trial's wall clock went (seconds; they sum to horizon_s). */
+typedef struct fb_sim_time {
+    double useful, checkpoint, lost, detect, restart, repair_wait, maintenance;
+} fb_sim_time;
+
+typedef struct fb_sim_trial {
+    fb_sim_time t;
+    uint32_t interruptions;   /* unexpected */
+    uint32_t planned;
+} fb_sim_trial;
+
+typedef struct fb_sim_result {
+    long trials;
+    double ettr_mean, ettr_p5, ettr_p95;
+    double interruptions_mean, planned_mean;
+    double by_category_mean[FB_SIM_MAX_CATEGORIES];
+    fb_sim_time time_mean;
+    fb_sim_trial *per_trial;  /* when asked for (CSV); owned, free below */
+} fb_sim_result;
+
+typedef struct fb_sim_optimum {
+    double young_s, daly_s;   /* formulas (REFERENCE §2), may be < floor  */
+    double search_s;          /* best interval the simulator found        */
+    double search_ettr;       /* mean ETTR there                          */
+    double floor_s;           /* shortest physical interval (persist)     */
+    int bound_by_floor;       /* search optimum sits on the floor         */
+    int young_below_floor, daly_below_floor;
+    int evaluations;
+} fb_sim_optimum;
+
+/* ---- sim_model.c ---- */
+
+/* Defaults: no preset applied, llama3-like costs (see docs/sim.md). */
+void fb__sim_config_defaults(fb_sim_config *c);
+/* Load preset "llama3", "rsc1" or "rsc2" (categories + planned rate).
+ * Returns 0 or -ENOENT for an unknown name. */
+int fb__sim_preset(fb_sim_config *c, const char *name);
+/* Names of the presets, NULL-terminated. */
+extern const char *const fb__sim_preset_names[];
+/* Check a configuration; on error writes a message naming the option and
+ * returns -EINVAL. */
+int fb__sim_validate(const fb_sim_config *c, char *err, size_t err_size);
+/* Unexpected failures per second for the whole job at its start. */
+double fb__sim_total_rate(const fb_sim_config *c);
+/* Mean detection latency weighted by the categories' rates. */
+double fb__sim_mean_detect(const fb_sim_config *c);
+/* Persist time from bytes per GPU and aggregate storage bandwidth. */
+double fb__sim_persist_time(double bytes_per_gpu, long gpus,
+                            double bytes_per_s);
+
+/* ---- sim_rates.c ---- */
+
+/* Parse a rates file (text, len bytes, need not be NUL-terminated) into
+ * c->cat / c->planned_per_job_s, replacing categories.  On error returns
+ * -EINVAL and writes "line N: what" into err. */
+int fb__sim_parse_rates(fb_sim_config *c, const char *text, size_t len,
+                        char *err, size_t err_size);
+/* Parse one rate "148/54/16384/gpu-day" into per-GPU and per-job rates
+ * (per second).  0 or -EINVAL. */
+int fb__sim_parse_rate(const char *s, int gpus_per_node,
+                       double *per_gpu_s, double *per_job_s);
+
+/* ---- sim_engine.c ---- */
+
+/* Run c->trials trials.  keep_trials: also return per-trial records.
+ * Returns 0, -ENOMEM, or -EINVAL (config not validated). */
+int fb__sim_run(const fb_sim_config *c, int keep_trials, fb_sim_result *r);
+void fb__sim_result_free(fb_sim_result *r);
+/* Mean ETTR only (used by the search): same seeds, same trials. */
+int fb__sim_mean_ettr(const fb_sim_config *c, double *ettr_out);
+
+/* ---- sim_search.c ---- */
+
+double fb__sim_young(double stall_s, double mttf_s);
+double fb__sim_daly(double stall_s, double restart_s, double mttf_s);
+/* Search the checkpoint interval with the best mean ETTR, at or above the
+ * persist floor.  0 or negative errno. */
+int fb__sim_optimize(const fb_sim_config *c, fb_sim_optimum *o);
+
+/* ---- sim_journal.c ---- */
+
+/* Costs that a real run measured. Fields < 0 were not found. */
+typedef struct fb_sim_measured {
+    double stall_s, persist_s, detect_crash_s, detect_hang_s, restart_s;
+    double interval_s;
+    long gpus;
+    int samples_stall, samples_detect, samples_restart;
+} fb_sim_measured;
+
+int fb__sim_read_run(const char *run_dir, fb_sim_measured *m,
+                     char *err, size_t err_size);
+
+/* ---- sim_out.c ---- */
+
+/* Format seconds as "1h23m", "12m30s", "45s", "250ms". */
+void fb__sim_fmt_duration(double s, char *buf, size_t size);
+
+#endif

@@ -1,0 +1,228 @@
+/*
+ * sim_model.c -- the simulator's parameters: defaults, the calibrated
+ * presets, validation and the few quantities derived from them.
+ *
+ * Presets:
+ *   llama3  Llama 3 Table 5 (REFERENCE.md §1): 419 unexpected interruptions
+ *           in 54 days on 16,384 GPUs, grouped into the table's six
+ *           categories, plus 47 planned maintenance events.
+ *   rsc1    Kokolis et al.: 6.50 failures per 1,000 node-days (8 GPUs a
+ *   rsc2    node), 2.34 for RSC-2, split by the Llama 3 category shares.
+ * Rates are per GPU and per wall-clock second (see docs/sim.md, "what a
+ * rate means").
+ */
+#include "sim/sim.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#define DAY_S 86400.0
+
+/* Llama 3 Table 5, counts in 54 days on 16,384 GPUs, by category. */
+static const struct {
+    const char *name;
+    int count;
+    int kind;
+    int scope;
+} llama3_table[] = {
+    {"gpu", 268, FB_SIM_CRASH, FB_SIM_SCOPE_NODE},
+    {"dependency", 56, FB_SIM_CRASH, FB_SIM_SCOPE_JOB},
+    {"network", 35, FB_SIM_CRASH, FB_SIM_SCOPE_JOB},
+    {"unplanned_maintenance", 32, FB_SIM_CRASH, FB_SIM_SCOPE_NODE},
+    {"host", 21, FB_SIM_CRASH, FB_SIM_SCOPE_NODE},
+    {"unknown", 7, FB_SIM_HANG, FB_SIM_SCOPE_JOB},
+};
+#define LLAMA3_TOTAL 419
+#define LLAMA3_PLANNED 47
+#define LLAMA3_DAYS 54.0
+#define LLAMA3_GPUS 16384.0
+
+const char *const fb__sim_preset_names[] = {"llama3", "rsc1", "rsc2", NULL};
+
+void fb__sim_config_defaults(fb_sim_config *c)
+{
+    memset(c, 0, sizeof *c);
+    c->mtbf_s = 0;
+    c->maint_down_s = 600;
+    c->gpus = 16384;
+    c->gpus_per_node = 8;
+    c->horizon_s = 54 * DAY_S;
+    c->interval_s = 900;
+    c->stall_s = 10;
+    c->persist_s = 0;
+    c->detect_crash_s = 30;
+    c->detect_hang_s = 600;
+    c->restart_s = 300;
+    c->spares = -1;
+    c->repair_s = DAY_S;
+    c->drain_repair_s = 3 * DAY_S;
+    c->lemon_fraction = 0;
+    c->lemon_factor = 1;
+    c->drain = 0;
+    c->trials = 1000;
+    c->seed = 1;
+    c->threads = 0;
+}
+
+/* Fill the six Llama 3 categories, scaled so that they sum to
+ * total_per_gpu_s with the table's shares. */
+static void set_llama3_categories(fb_sim_config *c, double total_per_gpu_s)
+{
+    size_t n = sizeof llama3_table / sizeof llama3_table[0];
+    c->ncat = (int)n;
+    for (size_t i = 0; i < n; i++) {
+        fb_sim_category *k = &c->cat[i];
+        memset(k, 0, sizeof *k);
+        snprintf(k->name, sizeof k->name, "%s", llama3_table[i].name);
+        k->rate_per_gpu_s =
+            total_per_gpu_s * llama3_table[i].count / LLAMA3_TOTAL;
+        k->kind = llama3_table[i].kind;
+        k->scope = llama3_table[i].scope;
+    }
+}
+
+int fb__sim_preset(fb_sim_config *c, const char *name)
+{
+    if (strcmp(name, "llama3") == 0) {
+        set_llama3_categories(c, LLAMA3_TOTAL /
+                                     (LLAMA3_DAYS * DAY_S * LLAMA3_GPUS));
+        c->planned_per_job_s = LLAMA3_PLANNED / (LLAMA3_DAYS * DAY_S);
+        return 0;
+    }
+    double per_1000_node_days;
+    if (strcmp(name, "rsc1") == 0)
+        per_1000_node_days = 6.50;
+    else if (strcmp(name, "rsc2") == 0)
+        per_1000_node_days = 2.34;
+    else
+        return -ENOENT;
+    /* The paper gives node-days on 8-GPU nodes. */
+    set_llama3_categories(c, per_1000_node_days / 1000.0 / 8.0 / DAY_S);
+    c->planned_per_job_s = 0;
+    return 0;
+}
+
+double fb__sim_total_rate(const fb_sim_config *c)
+{
+    if (c->exponential)
+        return c->mtbf_s > 0 ? 1.0 / c->mtbf_s : 0;
+    double sum = 0;
+    for (int i = 0; i < c->ncat; i++)
+        sum += c->cat[i].rate_per_gpu_s * (double)c->gpus +
+               c->cat[i].rate_per_job_s;
+    return sum;
+}
+
+double fb__sim_mean_detect(const fb_sim_config *c)
+{
+    if (c->exponential)
+        return c->detect_crash_s;
+    double sum = 0, weighted = 0;
+    for (int i = 0; i < c->ncat; i++) {
+        double r = c->cat[i].rate_per_gpu_s * (double)c->gpus +
+                   c->cat[i].rate_per_job_s;
+        sum += r;
+        weighted += r * (c->cat[i].kind == FB_SIM_HANG ? c->detect_hang_s
+                                                        : c->detect_crash_s);
+    }
+    return sum > 0 ? weighted / sum : c->detect_crash_s;
+}
+
+double fb__sim_persist_time(double bytes_per_gpu, long gpus,
+                            double bytes_per_s)
+{
+    if (bytes_per_s <= 0)
+        return INFINITY;
+    return bytes_per_gpu * (double)gpus / bytes_per_s;
+}
+
+static int fail(char *err, size_t size, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int fail(char *err, size_t size, const char *fmt, ...)
+{
+    if (err && size) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, size, fmt, ap);
+        va_end(ap);
+    }
+    return -EINVAL;
+}
+
+static int nonneg(double v)
+{
+    return isfinite(v) && v >= 0;
+}
+
+int fb__sim_validate(const fb_sim_config *c, char *err, size_t size)
+{
+    if (c->gpus < 1 || c->gpus > FB_SIM_MAX_GPUS)
+        return fail(err, size, "--gpus must be between 1 and %ld",
+                    FB_SIM_MAX_GPUS);
+    if (c->gpus_per_node < 1 || c->gpus_per_node > 1024)
+        return fail(err, size, "--gpus-per-node must be between 1 and 1024");
+    if (!isfinite(c->horizon_s) || c->horizon_s <= 0 ||
+        c->horizon_s > 36500 * DAY_S)
+        return fail(err, size, "--days must be > 0 and at most 36500");
+    if (!isfinite(c->interval_s) || c->interval_s <= 0)
+        return fail(err, size, "--ckpt-interval must be greater than zero");
+    if (!nonneg(c->stall_s))
+        return fail(err, size, "--ckpt-stall must be >= 0");
+    if (!nonneg(c->persist_s))
+        return fail(err, size, "the persist time must be >= 0");
+    if (c->interval_s < c->persist_s)
+        return fail(err, size,
+                    "--ckpt-interval %.6gs is shorter than the %.6gs it takes "
+                    "to persist one checkpoint: no checkpoint would ever "
+                    "become durable; use an interval of at least %.6gs",
+                    c->interval_s, c->persist_s, c->persist_s);
+    if (!nonneg(c->restart_s))
+        return fail(err, size, "--restart must be >= 0");
+    if (!nonneg(c->detect_crash_s) || !nonneg(c->detect_hang_s))
+        return fail(err, size, "--detect must be >= 0");
+    if (!nonneg(c->maint_down_s))
+        return fail(err, size, "--maint-duration must be >= 0");
+    if (c->spares < -1 || c->spares > 10000000)
+        return fail(err, size, "--spares must be between 0 and 10000000");
+    if (!nonneg(c->repair_s) || !nonneg(c->drain_repair_s))
+        return fail(err, size, "--repair and --drain-repair must be >= 0");
+    if (!nonneg(c->lemon_fraction) || c->lemon_fraction > 1)
+        return fail(err, size, "--lemon-fraction must be in [0, 1]");
+    if (!isfinite(c->lemon_factor) || c->lemon_factor < 1 ||
+        c->lemon_factor > 1e6)
+        return fail(err, size, "--lemon-factor must be in [1, 1e6]");
+    if (c->trials < 1 || c->trials > FB_SIM_MAX_TRIALS)
+        return fail(err, size, "--trials must be between 1 and %ld",
+                    FB_SIM_MAX_TRIALS);
+    if (c->threads < 0 || c->threads > 1024)
+        return fail(err, size, "--threads must be between 0 and 1024");
+    if (c->exponential) {
+        if (!isfinite(c->mtbf_s) || c->mtbf_s <= 0)
+            return fail(err, size,
+                        "--failure-model exponential needs --mtbf > 0");
+    } else {
+        if (c->ncat < 1 || c->ncat > FB_SIM_MAX_CATEGORIES)
+            return fail(err, size, "no failure categories (use --preset "
+                                   "or --rates)");
+        for (int i = 0; i < c->ncat; i++)
+            if (!nonneg(c->cat[i].rate_per_gpu_s) ||
+                !nonneg(c->cat[i].rate_per_job_s))
+                return fail(err, size, "rate of category '%s' is negative "
+                                       "or not finite", c->cat[i].name);
+        if (!nonneg(c->planned_per_job_s))
+            return fail(err, size, "planned maintenance rate must be >= 0");
+    }
+    /* Each event costs a few tens of nanoseconds; refuse what would run
+     * for hours rather than hang. */
+    double events = (fb__sim_total_rate(c) + c->planned_per_job_s) *
+                    c->horizon_s;
+    if (!isfinite(events) || events > 1e7)
+        return fail(err, size,
+                    "%.3g failures per trial expected: too many to "
+                    "simulate (at most 1e7); lower the rates, --gpus or "
+                    "--days", events);
+    return 0;
+}
