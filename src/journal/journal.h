@@ -1,0 +1,93 @@
+/*
+ * journal.h -- the run journal: one SQLite database per run directory
+ * (journal.sqlite), written only by the supervisor.  Schema in schema.sql
+ * and docs/journal.md.  Every function returns 0 or a negative code; a
+ * journal error is reported but never stops supervision (the supervisor
+ * keeps running the job).
+ */
+#ifndef FB_JOURNAL_JOURNAL_H
+#define FB_JOURNAL_JOURNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define FB__JOURNAL_SCHEMA_VERSION "1.0"
+
+typedef struct fb__journal fb__journal;
+
+typedef struct fb__journal_run {
+    const char *name, *job_id, *run_dir, *command_json, *launcher, *hostname;
+    const char *options_json;
+    int nproc, nnodes, max_restarts;
+    double hang_timeout_s, started_at;
+} fb__journal_run;
+
+typedef struct fb__journal_incident {
+    int64_t attempt_id;
+    const char *kind;
+    double occurred_at, detected_at, detect_ms;
+    int rank;            /* -1: none */
+    const char *node;
+    int signal;          /* 0: none */
+    int has_exit_code;
+    int exit_code;
+    const char *phase;
+    int64_t step;        /* -1: unknown */
+    double lost_s;       /* < 0: unknown */
+    const char *injected, *detail, *last_lines, *fr_verdict, *health;
+    const char *category, *component, *evidence;
+} fb__journal_incident;
+
+typedef struct fb__journal_event {
+    int64_t attempt_id;
+    double time;
+    int rank;
+    const char *kind;
+    int64_t step;        /* -1: none */
+    int code;
+    int64_t bytes;
+    double value_ms;     /* < 0: none */
+    const char *detail;
+} fb__journal_event;
+
+/* Create or open run_dir/journal.sqlite (WAL, synchronous=NORMAL). */
+int fb__journal_open(fb__journal **out, const char *path, char *err, size_t errsz);
+void fb__journal_close(fb__journal *j);
+const char *fb__journal_errmsg(fb__journal *j);
+
+int fb__journal_begin_run(fb__journal *j, const fb__journal_run *r);
+int fb__journal_end_run(fb__journal *j, double ended_at, const char *status,
+                        int exit_code, const char *reason);
+
+int fb__journal_begin_attempt(fb__journal *j, int number, double started_at,
+                              int64_t *attempt_id_out);
+/* Set one column of an attempt row: `column` is one of launched_at,
+ * ready_at, ended_at, restore_s (REAL) or restored_step, start_step,
+ * end_step (INTEGER), outcome, nodes (TEXT). */
+int fb__journal_attempt_real(fb__journal *j, int64_t attempt_id,
+                             const char *column, double value);
+int fb__journal_attempt_int(fb__journal *j, int64_t attempt_id,
+                            const char *column, int64_t value);
+int fb__journal_attempt_text(fb__journal *j, int64_t attempt_id,
+                             const char *column, const char *value);
+
+int fb__journal_add_incident(fb__journal *j, const fb__journal_incident *inc,
+                         int64_t *id_out);
+/* Update one TEXT column of an incident (fr_verdict, health, detail...). */
+int fb__journal_incident_text(fb__journal *j, int64_t id, const char *column,
+                              const char *value);
+
+int fb__journal_add_event(fb__journal *j, const fb__journal_event *ev);
+
+/* Insert or update the checkpoint row for (attempt, step). */
+int fb__journal_checkpoint(fb__journal *j, int64_t attempt_id, int64_t step,
+                           double committed_at, int ranks, int64_t bytes,
+                           double stall_ms, double persist_ms,
+                           const char *status);
+
+/* Step samples are buffered and written in one transaction by flush. */
+int fb__journal_sample(fb__journal *j, int64_t attempt_id, int rank,
+                       double time, int64_t step, double step_time_ms);
+int fb__journal_flush(fb__journal *j);
+
+#endif
