@@ -1,14 +1,256 @@
 /*
- * cmd_run.c -- `firebreak run` (not built yet: placeholder that says so).
+ * cmd_run.c -- `firebreak run [options] -- CMD ARGS...`: parse options and
+ * hand them to the supervisor.
  */
+#include <getopt.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "cli/cli.h"
+#include "common/jsonw.h"
+#include "common/util.h"
+#include "supervisor/supervisor.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+"usage: firebreak run [options] -- CMD [ARGS...]\n"
+"\n"
+"Launch CMD as a training job, watch every rank, and restart the job from its\n"
+"newest complete checkpoint when a rank crashes, hangs or exits with an error.\n"
+"\n"
+"  --nproc-per-node N     ranks on this node (default 1)\n"
+"  --launcher L           local (default: child processes with torchrun's\n"
+"                         environment), mpirun (Open MPI), or slurm (srun\n"
+"                         inside an allocation)\n"
+"  --max-restarts K       restarts before giving up (default 3)\n"
+"  --hang-timeout DUR     no step progress for DUR = hang (default 300s)\n"
+"  --startup-timeout DUR  limit for start-up and restore phases (default 600s)\n"
+"  --ckpt-timeout DUR     limit for the blocking part of a checkpoint (900s)\n"
+"  --attach-timeout DUR   a rank that never calls fb_init within DUR is hung\n"
+"                         (default: off; unmodified programs are watched for\n"
+"                         exits only)\n"
+"  --grace DUR            SIGTERM to SIGKILL when stopping ranks (default 5s)\n"
+"  --crash-loop N         stop when N attempts in a row fail the same way at\n"
+"                         the same step (default 2; 0 = never)\n"
+"  --run-dir DIR          the run directory (default runs/<name>-<time>)\n"
+"  --run-root DIR         where default run directories go (default runs)\n"
+"  --name NAME            run name (default: the program's name)\n"
+"  --ckpt-dir DIR         checkpoints (default <run-dir>/checkpoints)\n"
+"  --inject SPEC          inject faults, e.g. 'kill:rank=1,step=40' or\n"
+"                         'hang:rank=0,after=5s' (repeatable; docs/inject.md)\n"
+"  --fr-capacity N        flight-recorder events per rank (default 4096)\n"
+"  --no-fr-preload        mpirun: do not preload libfirebreak-mpi.so\n"
+"  --mpirun PATH          mpirun to use; --mpirun-arg ARG passes ARG to it\n"
+"  --spare-nodes N        slurm: nodes held in reserve for restarts\n"
+"  --drain                slurm: drain a node found at fault (scontrol)\n"
+"  --health-check         slurm: health-check nodes before each launch\n"
+"  --on-no-nodes ACTION   slurm: stop (default) or requeue\n"
+"  --quiet                no progress output\n"
+"  --json                 print a summary as one JSON line at the end\n"
+"  -h, --help             this help\n"
+"\n"
+"Durations: 90s, 30m, 1.5h, 250ms or plain seconds.  Exit status: 0 when\n"
+"the program completed, 1 when it did not (restarts exhausted, crash loop),\n"
+"2 for bad usage, 128+N when stopped by signal N.  Everything of a run is in\n"
+"its run directory: journal.sqlite, checkpoints/, logs/, fr/.\n");
+}
+
+static int parse_dur(const char *opt, const char *v, double *out)
+{
+    if (fb__parse_duration(v, out) == 0)
+        return 0;
+    fprintf(stderr, "firebreak run: %s: bad duration '%s' (e.g. 30s, 5m, 1.5h)\n",
+            opt, v);
+    return -1;
+}
+
+static int parse_num(const char *opt, const char *v, long long lo, long long hi,
+                     int *out)
+{
+    long long x;
+    if (fb__parse_int(v, lo, hi, &x) == 0) {
+        *out = (int)x;
+        return 0;
+    }
+    fprintf(stderr, "firebreak run: %s: expected a whole number in [%lld, %lld], "
+            "got '%s'\n", opt, lo, hi, v);
+    return -1;
+}
+
+static void print_json(const fb__sup_result *r)
+{
+    fb__jsonw w;
+    fb__jsonw_init(&w);
+    fb__jsonw_obj_begin(&w);
+    fb__jsonw_kstr(&w, "version", "1.0");
+    fb__jsonw_kbool(&w, "completed", r->completed);
+    fb__jsonw_kint(&w, "exit_code", r->exit_code);
+    fb__jsonw_kstr(&w, "run_dir", r->run_dir);
+    fb__jsonw_kint(&w, "attempts", r->attempts);
+    fb__jsonw_kint(&w, "restarts", r->restarts);
+    fb__jsonw_kdouble(&w, "wall_s", r->wall_s);
+    fb__jsonw_kdouble(&w, "useful_s", r->useful_s);
+    fb__jsonw_kdouble(&w, "ettr", r->ettr);
+    fb__jsonw_kint(&w, "last_step", r->last_step);
+    fb__jsonw_kstr(&w, "reason", r->reason);
+    fb__jsonw_key(&w, "incidents");
+    fb__jsonw_arr_begin(&w);
+    for (int i = 0; i < r->nincidents; i++) {
+        const fb__sup_incident *in = &r->incidents[i];
+        fb__jsonw_obj_begin(&w);
+        fb__jsonw_kstr(&w, "kind", in->kind);
+        fb__jsonw_kint(&w, "rank", in->rank);
+        fb__jsonw_kint(&w, "step", in->step);
+        fb__jsonw_kint(&w, "attempt", in->attempt);
+        fb__jsonw_kdouble(&w, "detect_ms", in->detect_ms);
+        fb__jsonw_kdouble(&w, "lost_s", in->lost_s);
+        fb__jsonw_kstr(&w, "detail", in->detail);
+        fb__jsonw_obj_end(&w);
+    }
+    fb__jsonw_arr_end(&w);
+    fb__jsonw_obj_end(&w);
+    fb__jsonw_print(&w, stdout);
+    fb__jsonw_free(&w);
+}
 
 int fb__cmd_run(int argc, char **argv)
 {
-    (void)argc;
-    (void)argv;
-    fprintf(stderr, "firebreak run: not available in this build yet\n");
-    return 2;
+    enum { O_NPROC = 1000, O_LAUNCHER, O_MAXR, O_HANG, O_STARTUP, O_CKPTT,
+           O_ATTACH, O_GRACE, O_LOOP, O_RUNDIR, O_RUNROOT, O_NAME, O_CKPTDIR,
+           O_INJECT, O_FRCAP, O_NOPRELOAD, O_MPIRUN, O_MPIRUNARG, O_SPARE,
+           O_DRAIN, O_HEALTH, O_NONODES, O_QUIET, O_JSON, O_NNODES };
+    static const struct option longopts[] = {
+        {"nproc-per-node", required_argument, 0, O_NPROC},
+        {"nproc", required_argument, 0, O_NPROC},
+        {"nnodes", required_argument, 0, O_NNODES},
+        {"launcher", required_argument, 0, O_LAUNCHER},
+        {"max-restarts", required_argument, 0, O_MAXR},
+        {"hang-timeout", required_argument, 0, O_HANG},
+        {"startup-timeout", required_argument, 0, O_STARTUP},
+        {"ckpt-timeout", required_argument, 0, O_CKPTT},
+        {"attach-timeout", required_argument, 0, O_ATTACH},
+        {"grace", required_argument, 0, O_GRACE},
+        {"crash-loop", required_argument, 0, O_LOOP},
+        {"run-dir", required_argument, 0, O_RUNDIR},
+        {"run-root", required_argument, 0, O_RUNROOT},
+        {"name", required_argument, 0, O_NAME},
+        {"ckpt-dir", required_argument, 0, O_CKPTDIR},
+        {"inject", required_argument, 0, O_INJECT},
+        {"fr-capacity", required_argument, 0, O_FRCAP},
+        {"no-fr-preload", no_argument, 0, O_NOPRELOAD},
+        {"mpirun", required_argument, 0, O_MPIRUN},
+        {"mpirun-arg", required_argument, 0, O_MPIRUNARG},
+        {"spare-nodes", required_argument, 0, O_SPARE},
+        {"drain", no_argument, 0, O_DRAIN},
+        {"health-check", no_argument, 0, O_HEALTH},
+        {"on-no-nodes", required_argument, 0, O_NONODES},
+        {"quiet", no_argument, 0, O_QUIET},
+        {"json", no_argument, 0, O_JSON},
+        {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0},
+    };
+    fb__sup_options o;
+    fb__sup_options_init(&o);
+    int json = 0;
+    char inject[2048] = "";
+    char *mpirun_args[64];
+    int nmpirun_args = 0;
+    optind = 1;
+    opterr = 0;
+    int c;
+    while ((c = getopt_long(argc, argv, "+h", longopts, NULL)) != -1) {
+        int bad = 0;
+        switch (c) {
+        case 'h': usage(stdout); return 0;
+        case O_NPROC: bad = parse_num("--nproc-per-node", optarg, 1, 4096, &o.nproc_per_node); break;
+        case O_NNODES: bad = parse_num("--nnodes", optarg, 1, 100000, &o.nnodes); break;
+        case O_LAUNCHER:
+            if (!strcmp(optarg, "local")) o.launcher = FB_LAUNCH_LOCAL;
+            else if (!strcmp(optarg, "mpirun")) o.launcher = FB_LAUNCH_MPIRUN;
+            else if (!strcmp(optarg, "slurm")) o.launcher = FB_LAUNCH_SLURM;
+            else {
+                fprintf(stderr, "firebreak run: --launcher: '%s' is not one of "
+                        "local, mpirun, slurm\n", optarg);
+                bad = 1;
+            }
+            break;
+        case O_MAXR: bad = parse_num("--max-restarts", optarg, 0, 1000000, &o.max_restarts); break;
+        case O_HANG: bad = parse_dur("--hang-timeout", optarg, &o.hang_timeout_s); break;
+        case O_STARTUP: bad = parse_dur("--startup-timeout", optarg, &o.startup_timeout_s); break;
+        case O_CKPTT: bad = parse_dur("--ckpt-timeout", optarg, &o.ckpt_timeout_s); break;
+        case O_ATTACH: bad = parse_dur("--attach-timeout", optarg, &o.attach_timeout_s); break;
+        case O_GRACE: bad = parse_dur("--grace", optarg, &o.grace_s); break;
+        case O_LOOP: bad = parse_num("--crash-loop", optarg, 0, 1000, &o.crash_loop); break;
+        case O_RUNDIR: o.run_dir = optarg; break;
+        case O_RUNROOT: o.run_root = optarg; break;
+        case O_NAME: o.name = optarg; break;
+        case O_CKPTDIR: o.ckpt_dir = optarg; break;
+        case O_INJECT: {
+            size_t l = strlen(inject);
+            if (l + strlen(optarg) + 2 >= sizeof inject) {
+                fprintf(stderr, "firebreak run: --inject: too many faults\n");
+                bad = 1;
+                break;
+            }
+            snprintf(inject + l, sizeof inject - l, "%s%s", l ? ";" : "", optarg);
+            break;
+        }
+        case O_FRCAP: bad = parse_num("--fr-capacity", optarg, 16, 1 << 22, &o.fr_capacity); break;
+        case O_NOPRELOAD: o.preload_fr = 0; break;
+        case O_MPIRUN: o.mpirun = optarg; break;
+        case O_MPIRUNARG:
+            if (nmpirun_args < 63)
+                mpirun_args[nmpirun_args++] = optarg;
+            break;
+        case O_SPARE: bad = parse_num("--spare-nodes", optarg, 0, 100000, &o.spare_nodes); break;
+        case O_DRAIN: o.drain = 1; break;
+        case O_HEALTH: o.health_check = 1; break;
+        case O_NONODES:
+            if (strcmp(optarg, "stop") && strcmp(optarg, "requeue")) {
+                fprintf(stderr, "firebreak run: --on-no-nodes: '%s' is not stop "
+                        "or requeue\n", optarg);
+                bad = 1;
+            }
+            o.on_no_nodes = optarg;
+            break;
+        case O_QUIET: o.quiet = 1; break;
+        case O_JSON: json = 1; break;
+        case '?':
+        default:
+            if (optopt)
+                fprintf(stderr, "firebreak run: option needs a value or is unknown: "
+                        "'%s'\n", argv[optind - 1]);
+            else
+                fprintf(stderr, "firebreak run: unknown option '%s'\n", argv[optind - 1]);
+            bad = 1;
+            break;
+        }
+        if (bad) {
+            fprintf(stderr, "usage: firebreak run [options] -- CMD [ARGS...] "
+                    "('firebreak run --help' for more)\n");
+            return 2;
+        }
+    }
+    if (optind < argc && !strcmp(argv[optind], "--"))
+        optind++;
+    if (optind >= argc) {
+        fprintf(stderr, "firebreak run: no program given\n"
+                "usage: firebreak run [options] -- CMD [ARGS...] "
+                "('firebreak run --help' for more)\n");
+        return 2;
+    }
+    mpirun_args[nmpirun_args] = NULL;
+    o.mpirun_args = mpirun_args;
+    o.argv = argv + optind;
+    if (inject[0])
+        o.inject = inject;
+    fb__sup_result res;
+    int rc = fb__sup_run(&o, &res);
+    if (rc)
+        return 2;
+    if (json)
+        print_json(&res);
+    return res.exit_code;
 }

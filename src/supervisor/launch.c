@@ -1,0 +1,304 @@
+/*
+ * launch.c -- starting an attempt's processes.
+ *
+ * local:  one shim + rank per rank, with torchrun's environment contract
+ *         (RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK,
+ *         MASTER_ADDR, MASTER_PORT, TORCHELASTIC_RESTART_COUNT, ...) plus
+ *         FIREBREAK_*; output to logs/rank-<R>.log.
+ * mpirun: one shim + mpirun; the FIREBREAK_* variables are exported with
+ *         -x, libfirebreak-mpi.so is preloaded unless told not to, and
+ *         each rank's output goes to logs/mpirun/1/rank.<R>/{stdout,stderr}.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "common/util.h"
+#include "supervisor/sup.h"
+
+extern char **environ;
+
+typedef struct envb {
+    char **v;
+    int n, cap;
+} envb;
+
+static int env_set(envb *e, const char *name, const char *value)
+{
+    size_t nl = strlen(name);
+    char *kv = malloc(nl + strlen(value) + 2);
+    if (!kv)
+        return -ENOMEM;
+    sprintf(kv, "%s=%s", name, value);
+    for (int i = 0; i < e->n; i++) {
+        if (!strncmp(e->v[i], name, nl) && e->v[i][nl] == '=') {
+            free(e->v[i]);
+            e->v[i] = kv;
+            return 0;
+        }
+    }
+    if (e->n + 2 > e->cap) {
+        int cap = e->cap ? e->cap * 2 : 128;
+        char **nv = realloc(e->v, (size_t)cap * sizeof *nv);
+        if (!nv) {
+            free(kv);
+            return -ENOMEM;
+        }
+        e->v = nv;
+        e->cap = cap;
+    }
+    e->v[e->n++] = kv;
+    e->v[e->n] = NULL;
+    return 0;
+}
+
+static int env_set_default(envb *e, const char *name, const char *value)
+{
+    return getenv(name) ? 0 : env_set(e, name, value);
+}
+
+static void env_free(envb *e)
+{
+    for (int i = 0; i < e->n; i++)
+        free(e->v[i]);
+    free(e->v);
+}
+
+static int env_init(envb *e)
+{
+    memset(e, 0, sizeof *e);
+    for (char **p = environ; *p; p++) {
+        char *eq = strchr(*p, '=');
+        if (!eq)
+            continue;
+        char name[256];
+        size_t nl = (size_t)(eq - *p);
+        if (nl >= sizeof name)
+            continue;
+        memcpy(name, *p, nl);
+        name[nl] = '\0';
+        if (env_set(e, name, eq + 1))
+            return -ENOMEM;
+    }
+    return 0;
+}
+
+static int free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return 29500;
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof a;
+    int port = 29500;
+    if (bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
+        getsockname(fd, (struct sockaddr *)&a, &len) == 0)
+        port = ntohs(a.sin_port);
+    close(fd);
+    return port;
+}
+
+/* Variables every rank gets, whatever the launcher. */
+static int common_env(sup *s, envb *e)
+{
+    char buf[PATH_MAX];
+    int rc = 0;
+    rc |= env_set(e, "FIREBREAK_JOB_ID", s->job_id);
+    rc |= env_set(e, "FIREBREAK_RUN_DIR", s->run_dir);
+    rc |= env_set(e, "FIREBREAK_CKPT_DIR", s->ckpt_dir);
+    snprintf(buf, sizeof buf, "%d", s->attempt);
+    rc |= env_set(e, "FIREBREAK_ATTEMPT", buf);
+    rc |= env_set(e, "TORCHELASTIC_RESTART_COUNT", buf);
+    snprintf(buf, sizeof buf, "%d", s->o->max_restarts);
+    rc |= env_set(e, "TORCHELASTIC_MAX_RESTARTS", buf);
+    rc |= env_set(e, "TORCHELASTIC_RUN_ID", s->job_id);
+    snprintf(buf, sizeof buf, "%d", s->world);
+    rc |= env_set(e, "FIREBREAK_WORLD_SIZE", buf);
+    snprintf(buf, sizeof buf, "%d", (int)getpid());
+    rc |= env_set(e, "FIREBREAK_SUPERVISOR_PID", buf);
+    if (s->o->inject)
+        rc |= env_set(e, "FIREBREAK_INJECT", s->o->inject);
+    if (s->o->fr_capacity > 0) {
+        snprintf(buf, sizeof buf, "%d", s->o->fr_capacity);
+        rc |= env_set(e, "FIREBREAK_FR_CAPACITY", buf);
+    }
+    /* PyTorch's own flight recorder: dump into the run on a timeout. */
+    char torch_dir[PATH_MAX];
+    snprintf(torch_dir, sizeof torch_dir, "%s/fr/torch/attempt-%d", s->run_dir,
+             s->attempt);
+    fb__mkdir_p(torch_dir, 0755);
+    snprintf(buf, sizeof buf, "%s/nccl_trace_rank_", torch_dir);
+    rc |= env_set_default(e, "TORCH_NCCL_TRACE_BUFFER_SIZE", "2000");
+    rc |= env_set_default(e, "TORCH_FR_BUFFER_SIZE", "2000");
+    rc |= env_set_default(e, "TORCH_NCCL_DUMP_ON_TIMEOUT", "1");
+    rc |= env_set_default(e, "TORCH_NCCL_DEBUG_INFO_TEMP_FILE", buf);
+    rc |= env_set_default(e, "TORCH_FR_DUMP_TEMP_FILE", buf);
+    rc |= env_set(e, "MASTER_ADDR", "127.0.0.1");
+    snprintf(buf, sizeof buf, "%d", s->master_port);
+    rc |= env_set(e, "MASTER_PORT", buf);
+    return rc ? -ENOMEM : 0;
+}
+
+static int open_log(sup *s, int rank, char *path, size_t size)
+{
+    if (fb__fmt(path, size, "%s/rank-%d.log", s->logs_dir, rank))
+        return -ENAMETOOLONG;
+    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return -errno;
+    char mark[96];
+    int n = snprintf(mark, sizeof mark, "=== firebreak: attempt %d, rank %d ===\n",
+                     s->attempt, rank);
+    (void)!write(fd, mark, (size_t)n);
+    return fd;
+}
+
+static int launch_local(sup *s)
+{
+    envb e;
+    int rc = env_init(&e);
+    if (!rc)
+        rc = common_env(s, &e);
+    char buf[32];
+    for (int r = 0; r < s->world && !rc; r++) {
+        snprintf(buf, sizeof buf, "%d", r);
+        rc |= env_set(&e, "RANK", buf);
+        rc |= env_set(&e, "LOCAL_RANK", buf);
+        rc |= env_set(&e, "FIREBREAK_RANK", buf);
+        snprintf(buf, sizeof buf, "%d", s->world);
+        rc |= env_set(&e, "WORLD_SIZE", buf);
+        rc |= env_set(&e, "LOCAL_WORLD_SIZE", buf);
+        rc |= env_set(&e, "GROUP_RANK", "0");
+        rc |= env_set(&e, "GROUP_WORLD_SIZE", "1");
+        snprintf(buf, sizeof buf, "%d", r);
+        rc |= env_set(&e, "ROLE_RANK", buf);
+        if (rc)
+            break;
+        int fd = open_log(s, r, s->ranks[r].log_path, sizeof s->ranks[r].log_path);
+        if (fd < 0) {
+            rc = fd;
+            break;
+        }
+        fb__spawn sp = {.argv = s->o->argv, .envp = e.v, .cwd = NULL,
+                        .stdout_fd = fd, .stderr_fd = fd};
+        sup_unit *u = &s->units[s->nunits];
+        memset(u, 0, sizeof *u);
+        u->rank = r;
+        rc = fb__shim_spawn(&sp, &u->shim, &u->msg_fd);
+        close(fd);
+        if (rc)
+            break;
+        s->nunits++;
+    }
+    env_free(&e);
+    return rc;
+}
+
+static int launch_mpirun(sup *s)
+{
+    envb e;
+    int rc = env_init(&e);
+    if (!rc)
+        rc = common_env(s, &e);
+    if (!rc && geteuid() == 0) {
+        rc |= env_set(&e, "OMPI_ALLOW_RUN_AS_ROOT", "1");
+        rc |= env_set(&e, "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
+    }
+    const char *preload = s->o->preload_fr ? fb__sup_fr_preload_path() : NULL;
+    if (preload && !rc) {
+        const char *old = getenv("LD_PRELOAD");
+        char pl[PATH_MAX * 2];
+        snprintf(pl, sizeof pl, "%s%s%s", preload, old ? ":" : "", old ? old : "");
+        rc |= env_set(&e, "FIREBREAK_MPI_PRELOAD", pl);
+    }
+    if (rc) {
+        env_free(&e);
+        return -ENOMEM;
+    }
+    char np[16], outdir[PATH_MAX], ldp[PATH_MAX * 2 + 16];
+    snprintf(np, sizeof np, "%d", s->world);
+    snprintf(outdir, sizeof outdir, "%s/mpirun-attempt-%d", s->logs_dir, s->attempt);
+    static const char *exported[] = {"FIREBREAK_JOB_ID", "FIREBREAK_RUN_DIR",
+        "FIREBREAK_CKPT_DIR", "FIREBREAK_ATTEMPT", "FIREBREAK_WORLD_SIZE",
+        "FIREBREAK_SUPERVISOR_PID", "FIREBREAK_INJECT", "FIREBREAK_FR_CAPACITY",
+        "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS",
+        "TORCHELASTIC_RUN_ID", "MASTER_ADDR", "MASTER_PORT", NULL};
+    const char *argv[256];
+    int n = 0;
+    argv[n++] = s->o->mpirun ? s->o->mpirun : "mpirun";
+    argv[n++] = "--oversubscribe";
+    argv[n++] = "--bind-to";
+    argv[n++] = "none";
+    argv[n++] = "-np";
+    argv[n++] = np;
+    argv[n++] = "--output-filename";
+    argv[n++] = outdir;
+    for (const char **x = exported; *x; x++) {
+        int present = 0;
+        size_t l = strlen(*x);
+        for (int i = 0; i < e.n; i++)
+            present |= !strncmp(e.v[i], *x, l) && e.v[i][l] == '=';
+        if (present) {
+            argv[n++] = "-x";
+            argv[n++] = *x;
+        }
+    }
+    if (preload) {
+        const char *pl = NULL;
+        for (int i = 0; i < e.n; i++)
+            if (!strncmp(e.v[i], "FIREBREAK_MPI_PRELOAD=", 22))
+                pl = e.v[i] + 22;
+        snprintf(ldp, sizeof ldp, "LD_PRELOAD=%s", pl ? pl : preload);
+        argv[n++] = "-x";
+        argv[n++] = ldp;
+    }
+    for (char *const *a = s->o->mpirun_args; a && *a && n < 200; a++)
+        argv[n++] = *a;
+    for (char *const *a = s->o->argv; *a && n < 254; a++)
+        argv[n++] = *a;
+    argv[n] = NULL;
+
+    char logpath[PATH_MAX];
+    snprintf(logpath, sizeof logpath, "%s/mpirun.log", s->logs_dir);
+    int fd = open(logpath, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        rc = -errno;
+        env_free(&e);
+        return rc;
+    }
+    for (int r = 0; r < s->world; r++)
+        snprintf(s->ranks[r].log_path, sizeof s->ranks[r].log_path,
+                 "%s/1/rank.%d/stderr", outdir, r);
+    fb__spawn sp = {.argv = (char *const *)argv, .envp = e.v,
+                    .stdout_fd = fd, .stderr_fd = fd};
+    sup_unit *u = &s->units[0];
+    memset(u, 0, sizeof *u);
+    u->rank = -1;
+    rc = fb__shim_spawn(&sp, &u->shim, &u->msg_fd);
+    close(fd);
+    if (!rc)
+        s->nunits = 1;
+    env_free(&e);
+    return rc;
+}
+
+int fb__sup_launch(sup *s)
+{
+    s->master_port = free_port();
+    s->nunits = 0;
+    switch (s->o->launcher) {
+    case FB_LAUNCH_LOCAL:
+        return launch_local(s);
+    case FB_LAUNCH_MPIRUN:
+        return launch_mpirun(s);
+    default:
+        return -ENOTSUP;
+    }
+}

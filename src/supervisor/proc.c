@@ -1,0 +1,367 @@
+/*
+ * proc.c -- the shim, process-tree walks and kills (see proc.h).
+ */
+#include "supervisor/proc.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/util.h"
+
+int fb__pidfd_open(pid_t pid)
+{
+#ifdef SYS_pidfd_open
+    long fd = syscall(SYS_pidfd_open, pid, 0);
+    return fd < 0 ? -errno : (int)fd;
+#else
+    (void)pid;
+    return -ENOSYS;
+#endif
+}
+
+/* Parent pid of `pid` from /proc/<pid>/stat, or -1. */
+static pid_t proc_ppid(pid_t pid)
+{
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return -1;
+    buf[n] = '\0';
+    /* The command name may hold spaces and parentheses: skip to the last ')'. */
+    char *p = strrchr(buf, ')');
+    if (!p)
+        return -1;
+    char state;
+    int ppid;
+    if (sscanf(p + 1, " %c %d", &state, &ppid) != 2)
+        return -1;
+    return (pid_t)ppid;
+}
+
+typedef struct pp { pid_t pid, ppid; } pp;
+
+static int snapshot(pp *out, int max)
+{
+    DIR *d = opendir("/proc");
+    if (!d)
+        return 0;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) && n < max) {
+        char *end;
+        long pid = strtol(e->d_name, &end, 10);
+        if (*end || pid <= 0)
+            continue;
+        pid_t ppid = proc_ppid((pid_t)pid);
+        if (ppid < 0)
+            continue;
+        out[n].pid = (pid_t)pid;
+        out[n].ppid = ppid;
+        n++;
+    }
+    closedir(d);
+    return n;
+}
+
+static int descendants(const pp *all, int nall, pid_t root, pid_t *out, int max)
+{
+    int n = 0;
+    /* Breadth-first over the snapshot: out[] doubles as the queue. */
+    pid_t frontier = root;
+    int head = -1;
+    for (;;) {
+        for (int i = 0; i < nall && n < max; i++)
+            if (all[i].ppid == frontier && all[i].pid != root)
+                out[n++] = all[i].pid;
+        if (++head >= n)
+            break;
+        frontier = out[head];
+    }
+    return n;
+}
+
+int fb__proc_descendants(pid_t root, pid_t *out, int max)
+{
+    enum { MAXP = 65536 };
+    pp *all = malloc(MAXP * sizeof *all);
+    if (!all)
+        return 0;
+    int nall = snapshot(all, MAXP);
+    int n = descendants(all, nall, root, out, max);
+    free(all);
+    return n;
+}
+
+static void reap_nohang(void)
+{
+    while (waitpid(-1, NULL, WNOHANG) > 0)
+        ;
+}
+
+int fb__proc_sweep(const pid_t *keep, int nkeep, int timeout_ms)
+{
+    enum { MAXD = 4096 };
+    pid_t *d = malloc(MAXD * sizeof *d);
+    pid_t *kd = malloc(MAXD * sizeof *kd);
+    if (!d || !kd) {
+        free(d);
+        free(kd);
+        return 0;
+    }
+    int killed = 0;
+    uint64_t deadline = fb__now_ns() + (uint64_t)timeout_ms * 1000000ull;
+    for (;;) {
+        int n = fb__proc_descendants(getpid(), d, MAXD);
+        int nk = 0;
+        for (int i = 0; i < nkeep && nk < MAXD; i++) {
+            kd[nk++] = keep[i];
+            nk += fb__proc_descendants(keep[i], kd + nk, MAXD - nk);
+        }
+        int victims = 0;
+        for (int i = 0; i < n; i++) {
+            int kept = 0;
+            for (int k = 0; k < nk && !kept; k++)
+                kept = d[i] == kd[k];
+            if (kept)
+                continue;
+            /* Zombies are ours to reap, not to kill. */
+            if (kill(d[i], SIGKILL) == 0) {
+                victims++;
+                killed++;
+            }
+        }
+        reap_nohang();
+        if (victims == 0 || fb__now_ns() > deadline)
+            break;
+        struct timespec ts = {0, 2000000};
+        nanosleep(&ts, NULL);
+    }
+    free(d);
+    free(kd);
+    return killed;
+}
+
+int fb__proc_find_program(const char *prog, char *resolved, size_t size)
+{
+    if (strchr(prog, '/')) {
+        if (fb__fmt(resolved, size, "%s", prog))
+            return -ENAMETOOLONG;
+        struct stat st;
+        if (stat(prog, &st))
+            return -errno;
+        if (S_ISDIR(st.st_mode))
+            return -EISDIR;
+        return access(prog, X_OK) ? -errno : 0;
+    }
+    const char *path = getenv("PATH");
+    if (!path)
+        path = "/usr/local/bin:/usr/bin:/bin";
+    int saw_eacces = 0;
+    const char *p = path;
+    while (*p) {
+        const char *colon = strchr(p, ':');
+        size_t len = colon ? (size_t)(colon - p) : strlen(p);
+        char cand[PATH_MAX];
+        if (fb__fmt(cand, sizeof cand, "%.*s/%s", (int)len, len ? p : ".", prog) == 0) {
+            struct stat st;
+            if (stat(cand, &st) == 0 && !S_ISDIR(st.st_mode)) {
+                if (access(cand, X_OK) == 0) {
+                    fb__fmt(resolved, size, "%s", cand);
+                    return 0;
+                }
+                saw_eacces = 1;
+            }
+        }
+        p += len;
+        if (*p == ':')
+            p++;
+    }
+    return saw_eacces ? -EACCES : -ENOENT;
+}
+
+/* ---- the shim ---- */
+
+static void shim_kill_tree(pid_t rank_pgid)
+{
+    if (rank_pgid > 0)
+        kill(-rank_pgid, SIGKILL);
+    /* Orphans reparented to us (we are a subreaper). */
+    for (int round = 0; round < 100; round++) {
+        pid_t d[1024];
+        int n = fb__proc_descendants(getpid(), d, 1024);
+        int live = 0;
+        for (int i = 0; i < n; i++)
+            if (kill(d[i], SIGKILL) == 0)
+                live++;
+        reap_nohang();
+        if (live == 0)
+            break;
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+    reap_nohang();
+}
+
+static void write_msg(int fd, const fb__shim_msg *m)
+{
+    ssize_t r;
+    do
+        r = write(fd, m, sizeof *m);
+    while (r < 0 && errno == EINTR);
+}
+
+static void shim_main(const fb__spawn *sp, pid_t supervisor, int msg_fd)
+{
+    prctl(PR_SET_NAME, "fb-shim");
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (getppid() != supervisor)
+        _exit(1);
+    prctl(PR_SET_CHILD_SUBREAPER, 1);
+
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGCHLD);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGHUP);
+    sigaddset(&set, SIGUSR1);
+    sigaddset(&set, SIGUSR2);
+    sigprocmask(SIG_BLOCK, &set, NULL);
+
+    /* exec errors come back through a close-on-exec pipe. */
+    int errpipe[2];
+    if (pipe2(errpipe, O_CLOEXEC))
+        _exit(1);
+    pid_t pid = fork();
+    if (pid < 0)
+        _exit(1);
+    if (pid == 0) {
+        close(errpipe[0]);
+        close(msg_fd);
+        setpgid(0, 0);
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() == 1)
+            _exit(1);
+        if (sp->stdout_fd >= 0)
+            dup2(sp->stdout_fd, STDOUT_FILENO);
+        if (sp->stderr_fd >= 0)
+            dup2(sp->stderr_fd, STDERR_FILENO);
+        if (sp->cwd && chdir(sp->cwd)) {
+            int e = errno;
+            (void)!write(errpipe[1], &e, sizeof e);
+            _exit(127);
+        }
+        for (int s = 1; s < NSIG; s++)
+            signal(s, SIG_DFL);
+        sigset_t none;
+        sigemptyset(&none);
+        sigprocmask(SIG_SETMASK, &none, NULL);
+        execvpe(sp->argv[0], sp->argv, sp->envp);
+        int e = errno;
+        (void)!write(errpipe[1], &e, sizeof e);
+        _exit(127);
+    }
+    setpgid(pid, pid); /* both sides, so there is no window */
+    close(errpipe[1]);
+    fb__shim_msg m = {.type = FB_SHIM_STARTED, .pid = pid, .mono_ns = fb__now_ns()};
+    write_msg(msg_fd, &m);
+
+    int exec_errno = 0;
+    for (;;) {
+        siginfo_t si;
+        int sig = sigwaitinfo(&set, &si);
+        if (sig < 0)
+            continue;
+        if (sig == SIGCHLD) {
+            int ws;
+            pid_t r;
+            while ((r = waitpid(-1, &ws, WNOHANG)) > 0) {
+                if (r != pid)
+                    continue;
+                uint64_t t = fb__now_ns();
+                int e;
+                if (read(errpipe[0], &e, sizeof e) == (ssize_t)sizeof e)
+                    exec_errno = e;
+                shim_kill_tree(pid);
+                fb__shim_msg end = {.type = FB_SHIM_ENDED, .pid = pid,
+                                    .wstatus = ws, .exec_errno = exec_errno,
+                                    .mono_ns = t};
+                write_msg(msg_fd, &end);
+                _exit(0);
+            }
+            continue;
+        }
+        if (getppid() != supervisor || sig == SIGUSR2) {
+            /* The supervisor is gone, or asks for a hard stop. */
+            shim_kill_tree(pid);
+            if (getppid() != supervisor)
+                _exit(1);
+            continue; /* the SIGCHLD of the rank ends us */
+        }
+        kill(-pid, sig);
+    }
+}
+
+int fb__shim_spawn(const fb__spawn *sp, pid_t *shim_pid, int *msg_fd)
+{
+    int p[2];
+    if (pipe2(p, O_CLOEXEC))
+        return -errno;
+    pid_t supervisor = getpid();
+    pid_t pid = fork();
+    if (pid < 0) {
+        int e = errno;
+        close(p[0]);
+        close(p[1]);
+        return -e;
+    }
+    if (pid == 0) {
+        close(p[0]);
+        shim_main(sp, supervisor, p[1]);
+        _exit(1);
+    }
+    close(p[1]);
+    fcntl(p[0], F_SETFL, O_NONBLOCK);
+    *shim_pid = pid;
+    *msg_fd = p[0];
+    return 0;
+}
+
+int fb__shim_read(int fd, fb__shim_msg *m)
+{
+    ssize_t r = read(fd, m, sizeof *m);
+    if (r == (ssize_t)sizeof *m)
+        return 1;
+    if (r < 0 && (errno == EAGAIN || errno == EINTR))
+        return 0;
+    return -1;
+}
+
+void fb__shim_stop(pid_t shim, int hard)
+{
+    if (shim > 0)
+        kill(shim, hard ? SIGUSR2 : SIGTERM);
+}
+
+void fb__shim_signal(pid_t shim, int sig)
+{
+    if (shim > 0)
+        kill(shim, sig);
+}

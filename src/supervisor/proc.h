@@ -1,0 +1,73 @@
+/*
+ * proc.h -- process control for the supervisor: the per-unit shim that
+ * guarantees no orphans, process-tree walks and kills.
+ *
+ * Every process the supervisor launches runs under a shim:
+ *
+ *   firebreak run (child subreaper)
+ *     └─ shim  (forked, not exec'd; child subreaper; parent-death SIGTERM)
+ *          └─ rank or mpirun (exec'd; own process group; parent-death SIGKILL)
+ *               └─ whatever it starts, setsid() or not
+ *
+ * - When the rank ends, the shim kills everything left below it (orphans
+ *   reparent to the shim, because it is a subreaper), reaps it, reports the
+ *   rank's wait status through a pipe and exits.
+ * - When the supervisor dies, even by SIGKILL, the kernel sends the shim
+ *   SIGTERM (parent-death signal); the shim kills its whole tree and exits.
+ * - The supervisor is a subreaper too: if a shim is SIGKILLed, what it
+ *   leaves reparents to the supervisor, which sweeps it.
+ */
+#ifndef FB_SUPERVISOR_PROC_H
+#define FB_SUPERVISOR_PROC_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+/* Messages from a shim, fixed size (atomic pipe writes). */
+enum { FB_SHIM_STARTED = 1, FB_SHIM_ENDED = 2 };
+typedef struct fb__shim_msg {
+    int32_t type;
+    int32_t pid;        /* the rank (or mpirun) process                 */
+    int32_t wstatus;    /* ENDED: waitpid status                       */
+    int32_t exec_errno; /* ENDED: errno of a failed exec, else 0        */
+    uint64_t mono_ns;   /* when it happened (CLOCK_MONOTONIC)           */
+} fb__shim_msg;
+
+typedef struct fb__spawn {
+    char *const *argv;      /* program and arguments (execvp)              */
+    char *const *envp;      /* full environment                            */
+    const char *cwd;        /* NULL: inherit                                */
+    int stdout_fd, stderr_fd; /* -1: inherit                               */
+} fb__spawn;
+
+/* Fork a shim that execs sp->argv.  On success *shim_pid and *msg_fd (the
+ * read end of the shim's message pipe, non-blocking, close-on-exec). */
+int fb__shim_spawn(const fb__spawn *sp, pid_t *shim_pid, int *msg_fd);
+
+/* Read one message; 1 read, 0 none available, -1 EOF/error. */
+int fb__shim_read(int msg_fd, fb__shim_msg *msg);
+
+/* Ask a shim to stop its rank: SIGTERM (forwarded to the rank's process
+ * group), or hard: SIGUSR2 (SIGKILL to the whole tree). */
+void fb__shim_stop(pid_t shim, int hard);
+
+/* Forward a signal to the rank below a shim. */
+void fb__shim_signal(pid_t shim, int sig);
+
+/* Collect the pids of every descendant of `root` (not root itself) from
+ * /proc.  Returns how many were found (at most max). */
+int fb__proc_descendants(pid_t root, pid_t *out, int max);
+
+/* SIGKILL every descendant of the calling process except those in keep[]
+ * (and their descendants), repeatedly until none are left or timeout_ms
+ * passes; reaps what it can.  Returns the number killed. */
+int fb__proc_sweep(const pid_t *keep, int nkeep, int timeout_ms);
+
+/* pidfd_open(2) wrapper; -errno on failure. */
+int fb__pidfd_open(pid_t pid);
+
+/* Resolve `prog` like execvp and check it is executable.  0, or -errno
+ * (-ENOENT, -EACCES) with the resolved path in `resolved` when found. */
+int fb__proc_find_program(const char *prog, char *resolved, size_t size);
+
+#endif

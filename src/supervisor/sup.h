@@ -1,0 +1,129 @@
+/*
+ * sup.h -- the supervisor's internal state, shared by its files:
+ * supervisor.c (attempt loop, decisions), launch.c (building rank
+ * environments and starting units), watch.c (reading segments: progress,
+ * reports, hangs), status.c (console output).
+ */
+#ifndef FB_SUPERVISOR_SUP_H
+#define FB_SUPERVISOR_SUP_H
+
+#include <limits.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "journal/journal.h"
+#include "lib/lib.h"
+#include "lib/segment.h"
+#include "supervisor/proc.h"
+#include "supervisor/supervisor.h"
+
+/* A process the supervisor started (through a shim): one rank (local) or
+ * the whole job's mpirun. */
+typedef struct sup_unit {
+    pid_t shim;
+    int msg_fd;
+    pid_t child;          /* rank or mpirun, once the shim said so        */
+    int rank;             /* local: its rank; mpirun: -1                   */
+    int ended;
+    int wstatus, exec_errno;
+    uint64_t end_ns;
+} sup_unit;
+
+typedef struct sup_rank {
+    fb__seg *seg;         /* NULL until the rank created its segment       */
+    pid_t pid;
+    int pidfd;            /* mpirun: watch a process that is not our child */
+    int ended;
+    uint64_t report_idx;
+    uint64_t last_sample_ns;
+    uint64_t last_sample_step;
+    char injected[128];   /* an injected fault that fired in this rank     */
+    uint64_t inject_ns;
+    char log_path[PATH_MAX];
+} sup_rank;
+
+typedef struct sup_ckpt {
+    int64_t step;
+    int ranks;
+    int64_t bytes;
+    double stall_ms, persist_ms;
+} sup_ckpt;
+
+#define SUP_MAX_CKPT_TRACK 64
+
+/* The failure that ends an attempt. */
+typedef struct sup_failure {
+    int set;
+    char kind[24];
+    int rank;
+    int signal;
+    int has_exit_code, exit_code;
+    int64_t step;
+    char phase[16];
+    uint64_t occurred_ns, detected_ns;   /* CLOCK_MONOTONIC */
+    char detail[512];
+    char injected[128];
+    int launch_error;                    /* cannot be fixed by a restart */
+} sup_failure;
+
+typedef struct sup {
+    const fb__sup_options *o;
+    fb__sup_result *res;
+    char run_dir[PATH_MAX];
+    char ckpt_dir[PATH_MAX];
+    char logs_dir[PATH_MAX];
+    char job_id[49];
+    char name[64];
+    char hostname[64];
+    fb__journal *j;
+    int sigfd;
+    int world;
+    int attempt;
+    int64_t attempt_id;
+    uint64_t run_start_ns;
+    uint64_t attempt_start_ns;
+    uint64_t attempt_ready_ns;           /* 0 until every attached rank stepped */
+    int master_port;
+
+    sup_unit *units;
+    int nunits;
+    sup_rank *ranks;
+
+    fb__inject_plan plan;                /* supervisor-side faults (after=) */
+    int plan_fired[FB__INJECT_MAX];
+
+    sup_ckpt ckpts[SUP_MAX_CKPT_TRACK];
+    int nckpts;
+    int64_t durable_step;                /* newest complete checkpoint, -1 */
+    uint64_t durable_ns;                 /* when it became complete         */
+    int64_t restored_step;               /* this attempt, -1 fresh          */
+    double restore_s;
+
+    sup_failure fail;
+    int stop_signal;                     /* SIGINT/SIGTERM received         */
+    int64_t max_step;                    /* this attempt, over ranks        */
+    double useful_s;                     /* all attempts so far             */
+    uint64_t last_status_ns;
+    int status_on_tty;
+} sup;
+
+/* CLOCK_MONOTONIC ns -> Unix seconds. */
+double fb__sup_mono_to_wall(uint64_t mono_ns);
+
+/* launch.c */
+int fb__sup_launch(sup *s);
+
+/* watch.c: one pass over every rank's segment. */
+void fb__sup_watch(sup *s, uint64_t now);
+/* A rank went away (mpirun: pidfd; local: through its shim). */
+void fb__sup_rank_ended(sup *s, int rank, int wstatus_known, int wstatus,
+                        int exec_errno, uint64_t when_ns);
+/* Read the tail of a rank's output for an incident. */
+void fb__sup_last_lines(const sup *s, int rank, char *buf, size_t size);
+const char *fb__sup_phase_name(uint32_t phase);
+
+/* status.c */
+void fb__sup_log(sup *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void fb__sup_status(sup *s, uint64_t now, int force);
+
+#endif

@@ -1,0 +1,809 @@
+/*
+ * supervisor.c -- the attempt loop of `firebreak run`: set up the run
+ * directory and journal, launch, watch (signals, shim messages, pidfds,
+ * segments), decide on a failure (record, snapshot evidence, stop every
+ * rank, restart with back-off or give up), and clean up so that nothing is
+ * left behind: no process, no segment.
+ *
+ * Detection paths and their latency:
+ *   - a local rank's death: its shim's waitpid() returns, the shim writes a
+ *     message, poll() wakes us: well under a millisecond;
+ *   - an mpirun rank's death: a pidfd per rank, same poll(): likewise;
+ *   - a hang: heartbeats in the segments, checked every POLL_MS.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/random.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/jsonw.h"
+#include "common/util.h"
+#include "supervisor/sup.h"
+
+#define POLL_MS 50
+
+void fb__sup_options_init(fb__sup_options *o)
+{
+    memset(o, 0, sizeof *o);
+    o->nproc_per_node = 1;
+    o->launcher = FB_LAUNCH_LOCAL;
+    o->max_restarts = 3;
+    o->hang_timeout_s = 300;
+    o->startup_timeout_s = 600;
+    o->ckpt_timeout_s = 900;
+    o->grace_s = 5;
+    o->crash_loop = 2;
+    o->run_root = "runs";
+    o->preload_fr = 1;
+    o->on_no_nodes = "stop";
+}
+
+double fb__sup_mono_to_wall(uint64_t mono_ns)
+{
+    uint64_t now = fb__now_ns();
+    double wall = fb__wall_s();
+    return wall - ((double)now - (double)mono_ns) / 1e9;
+}
+
+const char *fb__sup_fr_preload_path(void)
+{
+    static char path[PATH_MAX];
+    char self[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n <= 0)
+        return NULL;
+    self[n] = '\0';
+    char *slash = strrchr(self, '/');
+    if (!slash)
+        return NULL;
+    *slash = '\0';
+    static const char *const cands[] = {"%s/libfirebreak-mpi.so",
+                                        "%s/../lib/libfirebreak-mpi.so",
+                                        "%s/../lib/x86_64-linux-gnu/libfirebreak-mpi.so",
+                                        "%s/src/fr/libfirebreak-mpi.so"};
+    for (size_t i = 0; i < sizeof cands / sizeof cands[0]; i++) {
+        snprintf(path, sizeof path, cands[i], self);
+        if (access(path, R_OK) == 0)
+            return path;
+    }
+    return NULL;
+}
+
+static void sanitize_name(const char *in, char *out, size_t size)
+{
+    size_t n = 0;
+    for (; *in && n + 1 < size; in++) {
+        char c = *in;
+        int ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                 (c >= '0' && c <= '9') || c == '_' || c == '-';
+        out[n++] = ok ? c : '_';
+    }
+    out[n] = '\0';
+    if (!n)
+        snprintf(out, size, "job");
+}
+
+static int setup_run_dir(sup *s)
+{
+    const fb__sup_options *o = s->o;
+    const char *base = strrchr(o->argv[0], '/');
+    base = base ? base + 1 : o->argv[0];
+    sanitize_name(o->name ? o->name : base, s->name, 24);
+
+    unsigned char rnd[6];
+    if (getrandom(rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd) {
+        uint64_t x = fb__now_ns() ^ (uint64_t)getpid() << 32;
+        memcpy(rnd, &x, sizeof rnd);
+    }
+    snprintf(s->job_id, sizeof s->job_id, "%s-%02x%02x%02x%02x%02x%02x", s->name,
+             rnd[0], rnd[1], rnd[2], rnd[3], rnd[4], rnd[5]);
+
+    int rc;
+    if (o->run_dir) {
+        rc = fb__fmt(s->run_dir, sizeof s->run_dir, "%s", o->run_dir);
+        if (!rc)
+            rc = fb__mkdir_p(s->run_dir, 0755);
+    } else {
+        time_t t = time(NULL);
+        struct tm tm;
+        localtime_r(&t, &tm);
+        char stamp[32];
+        strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
+        rc = fb__mkdir_p(o->run_root, 0755);
+        for (int k = 1; !rc && k < 1000; k++) {
+            rc = k == 1 ? fb__fmt(s->run_dir, sizeof s->run_dir, "%s/%s-%s",
+                                  o->run_root, s->name, stamp)
+                        : fb__fmt(s->run_dir, sizeof s->run_dir, "%s/%s-%s-%d",
+                                  o->run_root, s->name, stamp, k);
+            if (rc)
+                break;
+            if (mkdir(s->run_dir, 0755) == 0)
+                break;
+            if (errno != EEXIST)
+                rc = -errno;
+        }
+    }
+    if (rc) {
+        fprintf(stderr, "firebreak run: cannot create the run directory %s: %s\n",
+                o->run_dir ? o->run_dir : o->run_root, fb_strerror(rc));
+        return rc;
+    }
+    /* Absolute paths: ranks may change directory. */
+    char abs[PATH_MAX];
+    if (realpath(s->run_dir, abs))
+        snprintf(s->run_dir, sizeof s->run_dir, "%s", abs);
+    if (o->ckpt_dir) {
+        rc = fb__mkdir_p(o->ckpt_dir, 0755);
+        if (!rc && realpath(o->ckpt_dir, abs))
+            snprintf(s->ckpt_dir, sizeof s->ckpt_dir, "%s", abs);
+    } else {
+        rc = fb__fmt(s->ckpt_dir, sizeof s->ckpt_dir, "%s/checkpoints", s->run_dir);
+        if (!rc)
+            rc = fb__mkdir_p(s->ckpt_dir, 0755);
+    }
+    if (!rc)
+        rc = fb__fmt(s->logs_dir, sizeof s->logs_dir, "%s/logs", s->run_dir);
+    if (!rc)
+        rc = fb__mkdir_p(s->logs_dir, 0755);
+    if (!rc) {
+        char path[PATH_MAX], line[80];
+        snprintf(path, sizeof path, "%s/job", s->run_dir);
+        int n = snprintf(line, sizeof line, "%s\n", s->job_id);
+        rc = fb__write_file_atomic(path, line, (size_t)n);
+    }
+    if (rc)
+        fprintf(stderr, "firebreak run: cannot prepare %s: %s\n", s->run_dir,
+                fb_strerror(rc));
+    return rc;
+}
+
+static void command_json(const fb__sup_options *o, fb__jsonw *w)
+{
+    fb__jsonw_arr_begin(w);
+    for (char *const *a = o->argv; *a; a++)
+        fb__jsonw_str(w, *a);
+    fb__jsonw_arr_end(w);
+}
+
+static const char *launcher_name(fb__launcher l)
+{
+    return l == FB_LAUNCH_MPIRUN ? "mpirun" : l == FB_LAUNCH_SLURM ? "slurm" : "local";
+}
+
+static void options_json(const fb__sup_options *o, fb__jsonw *w)
+{
+    fb__jsonw_obj_begin(w);
+    fb__jsonw_kint(w, "nproc_per_node", o->nproc_per_node);
+    fb__jsonw_kstr(w, "launcher", launcher_name(o->launcher));
+    fb__jsonw_kint(w, "max_restarts", o->max_restarts);
+    fb__jsonw_kdouble(w, "hang_timeout_s", o->hang_timeout_s);
+    fb__jsonw_kdouble(w, "startup_timeout_s", o->startup_timeout_s);
+    fb__jsonw_kdouble(w, "ckpt_timeout_s", o->ckpt_timeout_s);
+    fb__jsonw_kdouble(w, "attach_timeout_s", o->attach_timeout_s);
+    fb__jsonw_kdouble(w, "grace_s", o->grace_s);
+    fb__jsonw_kint(w, "crash_loop", o->crash_loop);
+    fb__jsonw_kstr(w, "inject", o->inject);
+    fb__jsonw_obj_end(w);
+}
+
+/* ---- signals ---- */
+
+static int setup_signals(sup *s, sigset_t *old)
+{
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGCHLD);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGHUP);
+    sigaddset(&set, SIGUSR1);
+    if (sigprocmask(SIG_BLOCK, &set, old))
+        return -errno;
+    s->sigfd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
+    return s->sigfd < 0 ? -errno : 0;
+}
+
+static sup_unit *unit_by_shim(sup *s, pid_t pid)
+{
+    for (int i = 0; i < s->nunits; i++)
+        if (s->units[i].shim == pid)
+            return &s->units[i];
+    return NULL;
+}
+
+static void on_shim_msg(sup *s, sup_unit *u, const fb__shim_msg *m)
+{
+    if (m->type == FB_SHIM_STARTED) {
+        u->child = m->pid;
+        if (u->rank >= 0)
+            s->ranks[u->rank].pid = m->pid;
+        return;
+    }
+    if (m->type != FB_SHIM_ENDED || u->ended)
+        return;
+    u->ended = 1;
+    u->wstatus = m->wstatus;
+    u->exec_errno = m->exec_errno;
+    u->end_ns = m->mono_ns;
+    if (u->rank >= 0) {
+        fb__sup_rank_ended(s, u->rank, 1, m->wstatus, m->exec_errno, m->mono_ns);
+        return;
+    }
+    /* mpirun ended.  Ranks that went away are known through pidfds; give
+     * every rank still unresolved its own end record first. */
+    for (int r = 0; r < s->world; r++)
+        if (!s->ranks[r].ended && s->ranks[r].seg)
+            fb__sup_rank_ended(s, r, 0, 0, 0, m->mono_ns);
+    int ok = !m->exec_errno && WIFEXITED(m->wstatus) && WEXITSTATUS(m->wstatus) == 0;
+    if (!ok && !s->fail.set) {
+        sup_failure *f = &s->fail;
+        memset(f, 0, sizeof *f);
+        f->set = 1;
+        f->rank = -1;
+        f->step = s->max_step;
+        f->occurred_ns = m->mono_ns;
+        f->detected_ns = fb__now_ns();
+        snprintf(f->phase, sizeof f->phase, "%s", s->attempt_ready_ns ? "train" : "init");
+        if (m->exec_errno) {
+            snprintf(f->kind, sizeof f->kind, "launch_failure");
+            f->launch_error = 1;
+            snprintf(f->detail, sizeof f->detail, "cannot start mpirun: %s",
+                     strerror(m->exec_errno));
+        } else if (WIFSIGNALED(m->wstatus)) {
+            snprintf(f->kind, sizeof f->kind, "crash");
+            f->signal = WTERMSIG(m->wstatus);
+            snprintf(f->detail, sizeof f->detail, "mpirun killed by signal %d",
+                     f->signal);
+        } else {
+            snprintf(f->kind, sizeof f->kind, "error_exit");
+            f->has_exit_code = 1;
+            f->exit_code = WEXITSTATUS(m->wstatus);
+            snprintf(f->detail, sizeof f->detail,
+                     "mpirun exited with code %d (no rank identified; see "
+                     "logs/mpirun.log)", f->exit_code);
+        }
+    }
+}
+
+static void drain_shim(sup *s, sup_unit *u)
+{
+    fb__shim_msg m;
+    int r;
+    while ((r = fb__shim_read(u->msg_fd, &m)) > 0)
+        on_shim_msg(s, u, &m);
+}
+
+static void reap_children(sup *s)
+{
+    int ws;
+    pid_t pid;
+    while ((pid = waitpid(-1, &ws, WNOHANG)) > 0) {
+        sup_unit *u = unit_by_shim(s, pid);
+        if (!u)
+            continue; /* an orphan reparented to us: reaped */
+        drain_shim(s, u);
+        if (!u->ended) {
+            /* The shim died without reporting (killed): its rank went with
+             * it (parent-death signal). */
+            fb__shim_msg m = {.type = FB_SHIM_ENDED, .pid = u->child,
+                              .wstatus = ws, .mono_ns = fb__now_ns()};
+            on_shim_msg(s, u, &m);
+        }
+    }
+}
+
+static int all_units_ended(const sup *s)
+{
+    for (int i = 0; i < s->nunits; i++)
+        if (!s->units[i].ended)
+            return 0;
+    return 1;
+}
+
+/* Handle one poll() round; returns the signal that asks us to stop, or 0. */
+static void handle_events(sup *s, int timeout_ms)
+{
+    struct pollfd pfd[1 + 1024 + 1024];
+    int map[1 + 1024 + 1024];
+    int n = 0;
+    pfd[n].fd = s->sigfd;
+    pfd[n].events = POLLIN;
+    map[n++] = -1;
+    for (int i = 0; i < s->nunits && n < 1024; i++) {
+        if (s->units[i].msg_fd < 0 || s->units[i].ended)
+            continue;
+        pfd[n].fd = s->units[i].msg_fd;
+        pfd[n].events = POLLIN;
+        map[n++] = i;
+    }
+    for (int r = 0; r < s->world && n < 2048; r++) {
+        if (s->ranks[r].pidfd < 0 || s->ranks[r].ended)
+            continue;
+        pfd[n].fd = s->ranks[r].pidfd;
+        pfd[n].events = POLLIN;
+        map[n++] = 100000 + r;
+    }
+    int rc = poll(pfd, (nfds_t)n, timeout_ms);
+    if (rc <= 0)
+        return;
+    for (int i = 0; i < n; i++) {
+        if (!pfd[i].revents)
+            continue;
+        if (map[i] == -1) {
+            struct signalfd_siginfo si;
+            while (read(s->sigfd, &si, sizeof si) == (ssize_t)sizeof si) {
+                int sig = (int)si.ssi_signo;
+                if (sig == SIGCHLD) {
+                    reap_children(s);
+                } else if (sig == SIGUSR1) {
+                    fb__sup_log(s, "forwarding SIGUSR1 to the ranks");
+                    for (int k = 0; k < s->nunits; k++)
+                        if (!s->units[k].ended)
+                            fb__shim_signal(s->units[k].shim, SIGUSR1);
+                } else if (!s->stop_signal) {
+                    s->stop_signal = sig;
+                }
+            }
+        } else if (map[i] >= 100000) {
+            int r = map[i] - 100000;
+            fb__sup_rank_ended(s, r, 0, 0, 0, fb__now_ns());
+        } else {
+            drain_shim(s, &s->units[map[i]]);
+        }
+    }
+}
+
+/* Supervisor-side faults (after=DURATION): signals to a rank's process. */
+static void fire_injections(sup *s, uint64_t now)
+{
+    for (int i = 0; i < s->plan.count; i++) {
+        fb__inject_fault *f = &s->plan.faults[i];
+        if (!f->has_after || s->plan_fired[i])
+            continue;
+        if (f->attempt >= 0 && f->attempt != s->attempt)
+            continue;
+        if (now - s->attempt_start_ns < (uint64_t)(f->after_s * 1e9))
+            continue;
+        s->plan_fired[i] = 1;
+        for (int r = 0; r < s->world; r++) {
+            if (f->rank >= 0 && f->rank != r)
+                continue;
+            pid_t pid = s->ranks[r].pid;
+            if (pid <= 0)
+                continue;
+            int sig = f->kind == FB_INJECT_KILL ? SIGKILL
+                    : f->kind == FB_INJECT_HANG ? SIGSTOP : SIGSEGV;
+            snprintf(s->ranks[r].injected, sizeof s->ranks[r].injected,
+                     "%s:rank=%d,after=%gs", fb__inject_kind_name(f->kind), r, f->after_s);
+            s->ranks[r].inject_ns = fb__now_ns();
+            fb__sup_log(s, "injecting fault %s (signal %d to pid %d)",
+                        s->ranks[r].injected, sig, (int)pid);
+            kill(pid, sig);
+        }
+    }
+}
+
+static void snapshot_segments(sup *s, const char *why)
+{
+    char dir[PATH_MAX];
+    if (fb__fmt(dir, sizeof dir, "%s/fr/attempt-%d", s->run_dir, s->attempt) ||
+        fb__mkdir_p(dir, 0755))
+        return;
+    int n = 0;
+    for (int r = 0; r < s->world; r++) {
+        if (!s->ranks[r].seg)
+            continue;
+        char path[PATH_MAX];
+        if (fb__fmt(path, sizeof path, "%s/rank-%d.fbseg", dir, r))
+            continue;
+        if (fb__seg_dump(s->ranks[r].seg, path) == 0)
+            n++;
+    }
+    (void)why;
+    (void)n;
+}
+
+/* Stop every unit: SIGTERM through the shims, SIGKILL after the grace
+ * period, then sweep anything that escaped. */
+static void stop_all(sup *s, int sig)
+{
+    uint64_t t0 = fb__now_ns();
+    for (int i = 0; i < s->nunits; i++)
+        if (!s->units[i].ended)
+            fb__shim_signal(s->units[i].shim, sig ? sig : SIGTERM);
+    uint64_t grace = (uint64_t)(s->o->grace_s * 1e9);
+    int hard = 0;
+    while (!all_units_ended(s)) {
+        uint64_t now = fb__now_ns();
+        if (!hard && now - t0 >= grace) {
+            hard = 1;
+            for (int i = 0; i < s->nunits; i++)
+                if (!s->units[i].ended)
+                    fb__shim_stop(s->units[i].shim, 1);
+        }
+        if (hard && now - t0 >= grace + 5000000000ull) {
+            for (int i = 0; i < s->nunits; i++)
+                if (!s->units[i].ended)
+                    kill(s->units[i].shim, SIGKILL);
+        }
+        handle_events(s, 10);
+    }
+    fb__proc_sweep(NULL, 0, 2000);
+}
+
+static void close_attempt(sup *s)
+{
+    for (int i = 0; i < s->nunits; i++)
+        if (s->units[i].msg_fd >= 0)
+            close(s->units[i].msg_fd);
+    for (int r = 0; r < s->world; r++) {
+        fb__seg_close(s->ranks[r].seg);
+        if (s->ranks[r].pidfd >= 0)
+            close(s->ranks[r].pidfd);
+        memset(&s->ranks[r], 0, sizeof s->ranks[r]);
+        s->ranks[r].pidfd = -1;
+    }
+    s->nunits = 0;
+    fb__seg_remove_job(s->job_id, s->attempt);
+}
+
+static void add_result_incident(sup *s, const sup_failure *f, double detect_ms,
+                                double lost_s)
+{
+    fb__sup_result *res = s->res;
+    if (res->nincidents >= FB__SUP_MAX_INCIDENTS)
+        return;
+    fb__sup_incident *in = &res->incidents[res->nincidents++];
+    snprintf(in->kind, sizeof in->kind, "%s", f->kind);
+    in->rank = f->rank;
+    in->step = f->step;
+    in->attempt = s->attempt;
+    in->detect_ms = detect_ms;
+    in->lost_s = lost_s;
+    in->signal = f->signal;
+    in->exit_code = f->has_exit_code ? f->exit_code : -1;
+    snprintf(in->detail, sizeof in->detail, "%s", f->detail);
+}
+
+/* Record the attempt's failure in the journal and the result. */
+static void record_failure(sup *s)
+{
+    sup_failure *f = &s->fail;
+    double detect_ms = (double)(f->detected_ns - f->occurred_ns) / 1e6;
+    /* Work lost: training since the newest durable checkpoint, or since
+     * this attempt became ready when none was made in it. */
+    double lost_s = -1;
+    if (s->attempt_ready_ns) {
+        uint64_t from = s->attempt_ready_ns;
+        if (s->durable_ns > from)
+            from = s->durable_ns;
+        lost_s = f->occurred_ns > from ? (double)(f->occurred_ns - from) / 1e9 : 0;
+    }
+    char last[2048];
+    fb__sup_last_lines(s, f->rank, last, sizeof last);
+    fb__journal_incident inc = {
+        .attempt_id = s->attempt_id, .kind = f->kind,
+        .occurred_at = fb__sup_mono_to_wall(f->occurred_ns),
+        .detected_at = fb__sup_mono_to_wall(f->detected_ns),
+        .detect_ms = detect_ms, .rank = f->rank, .node = s->hostname,
+        .signal = f->signal, .has_exit_code = f->has_exit_code,
+        .exit_code = f->exit_code, .phase = f->phase, .step = f->step,
+        .lost_s = lost_s, .injected = f->injected[0] ? f->injected : NULL,
+        .detail = f->detail, .last_lines = last[0] ? last : NULL,
+    };
+    fb__journal_add_incident(s->j, &inc, NULL);
+    add_result_incident(s, f, detect_ms, lost_s);
+    fb__sup_log(s, "%s: %s (detected in %.1f ms%s)", f->kind, f->detail, detect_ms,
+                f->injected[0] ? ", injected" : "");
+    if (last[0] && !s->o->quiet) {
+        fprintf(stderr, "  last output of rank %d:\n", f->rank);
+        for (char *line = strtok(last, "\n"); line; line = strtok(NULL, "\n"))
+            fprintf(stderr, "    | %s\n", line);
+    }
+}
+
+static void finish_attempt_row(sup *s, const char *outcome)
+{
+    fb__journal_attempt_real(s->j, s->attempt_id, "ended_at", fb__wall_s());
+    fb__journal_attempt_text(s->j, s->attempt_id, "outcome", outcome);
+    if (s->max_step >= 0)
+        fb__journal_attempt_int(s->j, s->attempt_id, "end_step", s->max_step);
+    fb__journal_flush(s->j);
+}
+
+static void add_useful(sup *s, uint64_t end_ns, double lost_s)
+{
+    if (!s->attempt_ready_ns || end_ns <= s->attempt_ready_ns)
+        return;
+    double u = (double)(end_ns - s->attempt_ready_ns) / 1e9;
+    if (lost_s > 0)
+        u -= lost_s;
+    if (u > 0)
+        s->useful_s += u;
+}
+
+/* Run one attempt to its end.  Returns 1 when the job completed, 0 when it
+ * failed or was stopped. */
+static int run_attempt(sup *s)
+{
+    s->attempt_start_ns = fb__now_ns();
+    s->attempt_ready_ns = 0;
+    s->max_step = -1;
+    s->restored_step = -1;
+    s->restore_s = 0;
+    memset(&s->fail, 0, sizeof s->fail);
+    memset(s->plan_fired, 0, sizeof s->plan_fired);
+    fb__journal_begin_attempt(s->j, s->attempt, fb__wall_s(), &s->attempt_id);
+
+    int rc = fb__sup_launch(s);
+    if (rc) {
+        sup_failure *f = &s->fail;
+        f->set = 1;
+        f->launch_error = 1;
+        f->rank = -1;
+        f->step = -1;
+        f->occurred_ns = f->detected_ns = fb__now_ns();
+        snprintf(f->kind, sizeof f->kind, "launch_failure");
+        snprintf(f->phase, sizeof f->phase, "init");
+        snprintf(f->detail, sizeof f->detail, "cannot launch the ranks: %s",
+                 fb_strerror(rc));
+    } else {
+        fb__journal_attempt_real(s->j, s->attempt_id, "launched_at", fb__wall_s());
+        fb__sup_log(s, "attempt %d: launched %d rank%s (%s)", s->attempt, s->world,
+                    s->world == 1 ? "" : "s", launcher_name(s->o->launcher));
+    }
+    while (!s->fail.set && !s->stop_signal && !all_units_ended(s)) {
+        handle_events(s, POLL_MS);
+        uint64_t now = fb__now_ns();
+        fb__sup_watch(s, now);
+        fire_injections(s, now);
+        fb__sup_status(s, now, 0);
+    }
+    /* Last look at the segments: reports sent just before the end. */
+    fb__sup_watch(s, fb__now_ns());
+    int completed = !s->fail.set && !s->stop_signal;
+    uint64_t end_ns = fb__now_ns();
+    if (s->fail.set) {
+        snapshot_segments(s, s->fail.kind);
+        record_failure(s);
+        add_useful(s, s->fail.occurred_ns,
+                   s->res->nincidents ? s->res->incidents[s->res->nincidents - 1].lost_s : 0);
+        stop_all(s, SIGTERM);
+        finish_attempt_row(s, "failed");
+    } else if (s->stop_signal) {
+        fb__sup_log(s, "received %s: stopping the ranks", strsignal(s->stop_signal));
+        add_useful(s, end_ns, 0);
+        stop_all(s, s->stop_signal == SIGINT ? SIGINT : SIGTERM);
+        finish_attempt_row(s, "stopped");
+    } else {
+        add_useful(s, end_ns, 0);
+        finish_attempt_row(s, "completed");
+        fb__proc_sweep(NULL, 0, 1000);
+    }
+    close_attempt(s);
+    return completed;
+}
+
+/* Sleep up to `ms`, still answering signals. */
+static void backoff_wait(sup *s, double seconds)
+{
+    uint64_t until = fb__now_ns() + (uint64_t)(seconds * 1e9);
+    while (!s->stop_signal && fb__now_ns() < until)
+        handle_events(s, 50);
+}
+
+static void print_summary(sup *s)
+{
+    fb__sup_result *res = s->res;
+    if (s->o->quiet)
+        return;
+    if (s->status_on_tty)
+        fputs("\r\033[K", stderr);
+    fprintf(stderr, "firebreak run: %s after %d attempt%s, %d restart%s, "
+            "%.1f s wall, effective training time %.1f%%\n",
+            res->completed ? "completed" : "did not complete", res->attempts,
+            res->attempts == 1 ? "" : "s", res->restarts,
+            res->restarts == 1 ? "" : "s", res->wall_s, 100.0 * res->ettr);
+    if (!res->completed)
+        fprintf(stderr, "firebreak run: %s\n", res->reason);
+    fprintf(stderr, "firebreak run: run directory %s\n", res->run_dir);
+}
+
+int fb__sup_run(const fb__sup_options *o, fb__sup_result *res)
+{
+    memset(res, 0, sizeof *res);
+    const char *status = "failed";
+    sup S, *s = &S;
+    memset(s, 0, sizeof *s);
+    s->o = o;
+    s->res = res;
+    s->sigfd = -1;
+    s->run_start_ns = fb__now_ns();
+    s->durable_step = -1;
+    s->status_on_tty = fb__isatty(2) && !o->quiet;
+    gethostname(s->hostname, sizeof s->hostname - 1);
+    s->world = o->nproc_per_node * (o->nnodes > 0 ? o->nnodes : 1);
+
+    if (o->inject) {
+        char err[256];
+        if (fb__inject_parse(o->inject, &s->plan, err, sizeof err)) {
+            fprintf(stderr, "firebreak run: --inject: %s\n", err);
+            return -EINVAL;
+        }
+    }
+    char resolved[PATH_MAX];
+    int rc = fb__proc_find_program(o->argv[0], resolved, sizeof resolved);
+    if (rc) {
+        fprintf(stderr, "firebreak run: cannot run '%s': %s\n", o->argv[0],
+                rc == -ENOENT ? "no such program (not a file, and not found on PATH)"
+                              : fb_strerror(rc));
+        return rc;
+    }
+    if (o->launcher == FB_LAUNCH_MPIRUN) {
+        rc = fb__proc_find_program(o->mpirun ? o->mpirun : "mpirun", resolved,
+                                   sizeof resolved);
+        if (rc) {
+            fprintf(stderr, "firebreak run: --launcher mpirun: cannot find mpirun "
+                    "(install openmpi-bin, or give --mpirun PATH)\n");
+            return rc;
+        }
+    }
+    rc = setup_run_dir(s);
+    if (rc)
+        return rc;
+    snprintf(res->run_dir, sizeof res->run_dir, "%s", s->run_dir);
+
+    char path[PATH_MAX], err[512];
+    snprintf(path, sizeof path, "%s/journal.sqlite", s->run_dir);
+    rc = fb__journal_open(&s->j, path, err, sizeof err);
+    if (rc) {
+        fprintf(stderr, "firebreak run: %s\n", err);
+        return rc;
+    }
+    fb__jsonw cmd, opts;
+    fb__jsonw_init(&cmd);
+    fb__jsonw_init(&opts);
+    command_json(o, &cmd);
+    options_json(o, &opts);
+    fb__journal_run jr = {
+        .name = s->name, .job_id = s->job_id, .run_dir = s->run_dir,
+        .command_json = fb__jsonw_text(&cmd), .launcher = launcher_name(o->launcher),
+        .hostname = s->hostname, .options_json = fb__jsonw_text(&opts),
+        .nproc = s->world, .nnodes = o->nnodes > 0 ? o->nnodes : 1,
+        .max_restarts = o->max_restarts, .hang_timeout_s = o->hang_timeout_s,
+        .started_at = fb__wall_s(),
+    };
+    fb__journal_begin_run(s->j, &jr);
+    fb__jsonw_free(&cmd);
+    fb__jsonw_free(&opts);
+
+    /* Segments of runs whose supervisor died are removed. */
+    fb__seg_cleanup(NULL);
+    prctl(PR_SET_CHILD_SUBREAPER, 1);
+    sigset_t oldmask;
+    rc = setup_signals(s, &oldmask);
+    s->units = calloc((size_t)(s->world + 1), sizeof *s->units);
+    s->ranks = calloc((size_t)s->world, sizeof *s->ranks);
+    if (rc || !s->units || !s->ranks) {
+        fprintf(stderr, "firebreak run: setup failed: %s\n",
+                fb_strerror(rc ? rc : -ENOMEM));
+        rc = rc ? rc : -ENOMEM;
+        goto out;
+    }
+    for (int r = 0; r < s->world; r++)
+        s->ranks[r].pidfd = -1;
+    fb__sup_log(s, "run %s, job %s: %d rank%s, max %d restart%s, hang timeout %gs",
+                s->run_dir, s->job_id, s->world, s->world == 1 ? "" : "s",
+                o->max_restarts, o->max_restarts == 1 ? "" : "s", o->hang_timeout_s);
+
+    int64_t prev_fail_step = -2;
+    char prev_fail_kind[24] = "";
+    int same_in_a_row = 0, no_progress = 0;
+    for (s->attempt = 0;; s->attempt++) {
+        res->attempts = s->attempt + 1;
+        int64_t restored_before = s->durable_step;
+        if (run_attempt(s)) {
+            res->completed = 1;
+            res->exit_code = 0;
+            status = "completed";
+            snprintf(res->reason, sizeof res->reason, "the program completed");
+            break;
+        }
+        if (s->stop_signal) {
+            status = "interrupted";
+            res->exit_code = 128 + s->stop_signal;
+            snprintf(res->reason, sizeof res->reason, "stopped by %s",
+                     strsignal(s->stop_signal));
+            break;
+        }
+        sup_failure *f = &s->fail;
+        if (f->launch_error) {
+            res->exit_code = 1;
+            snprintf(res->reason, sizeof res->reason,
+                     "%s; not restarting: a restart would fail the same way", f->detail);
+            break;
+        }
+        if (f->step == prev_fail_step && !strcmp(f->kind, prev_fail_kind))
+            same_in_a_row++;
+        else
+            same_in_a_row = 1;
+        prev_fail_step = f->step;
+        snprintf(prev_fail_kind, sizeof prev_fail_kind, "%s", f->kind);
+        if (o->crash_loop > 0 && same_in_a_row >= o->crash_loop) {
+            res->exit_code = 1;
+            snprintf(res->reason, sizeof res->reason,
+                     "crash loop: the job failed the same way (%s) at step %lld in "
+                     "%d attempts in a row; stopping instead of using the remaining "
+                     "restarts. Last failure: %s", f->kind, (long long)f->step,
+                     same_in_a_row, f->detail);
+            break;
+        }
+        if (res->restarts >= o->max_restarts) {
+            res->exit_code = 1;
+            snprintf(res->reason, sizeof res->reason,
+                     "gave up after %d restart%s (--max-restarts %d). Last failure: %s",
+                     res->restarts, res->restarts == 1 ? "" : "s", o->max_restarts,
+                     f->detail);
+            break;
+        }
+        /* Back off when attempts stop making progress. */
+        int progressed = s->max_step > (restored_before >= 0 ? restored_before : -1);
+        no_progress = progressed ? 0 : no_progress + 1;
+        double delay = 0;
+        if (no_progress > 0) {
+            delay = 0.5;
+            for (int k = 1; k < no_progress && delay < 30; k++)
+                delay *= 2;
+            if (delay > 30)
+                delay = 30;
+        }
+        res->restarts++;
+        if (delay > 0) {
+            fb__sup_log(s, "restarting in %.1f s (no progress in the last attempt)", delay);
+            backoff_wait(s, delay);
+            if (s->stop_signal) {
+                status = "interrupted";
+                res->exit_code = 128 + s->stop_signal;
+                snprintf(res->reason, sizeof res->reason, "stopped by %s",
+                         strsignal(s->stop_signal));
+                break;
+            }
+        } else {
+            fb__sup_log(s, "restarting from the newest complete checkpoint%s",
+                        s->durable_step >= 0 ? "" : " (none yet: from the start)");
+        }
+    }
+    rc = 0;
+out:
+    res->wall_s = (double)(fb__now_ns() - s->run_start_ns) / 1e9;
+    res->useful_s = s->useful_s;
+    res->ettr = res->wall_s > 0 ? s->useful_s / res->wall_s : 0;
+    res->last_step = s->max_step;
+    if (s->j) {
+        fb__journal_end_run(s->j, fb__wall_s(), rc ? "failed" : status,
+                            rc ? 1 : res->exit_code, rc ? "setup failed" : res->reason);
+        fb__journal_close(s->j);
+    }
+    fb__seg_remove_job(s->job_id, -1);
+    fb__proc_sweep(NULL, 0, 2000);
+    if (s->sigfd >= 0) {
+        close(s->sigfd);
+        sigprocmask(SIG_SETMASK, &oldmask, NULL);
+    }
+    free(s->units);
+    free(s->ranks);
+    if (!rc)
+        print_summary(s);
+    return rc;
+}

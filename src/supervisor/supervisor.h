@@ -1,0 +1,86 @@
+/*
+ * supervisor.h -- `firebreak run`: launch a job's ranks, watch them, decide,
+ * restart.  The supervisor is the only writer of the run's journal.
+ *
+ * One call, fb__sup_run(), runs a whole job (every attempt) and fills a
+ * result; the CLI and `firebreak demo` both call it.
+ */
+#ifndef FB_SUPERVISOR_SUPERVISOR_H
+#define FB_SUPERVISOR_SUPERVISOR_H
+
+#include <limits.h>
+#include <stdint.h>
+
+typedef enum {
+    FB_LAUNCH_LOCAL = 0, /* ranks as child processes, torchrun's env      */
+    FB_LAUNCH_MPIRUN = 1,/* through mpirun (Open MPI)                      */
+    FB_LAUNCH_SLURM = 2  /* srun inside an allocation (docs/slurm.md)      */
+} fb__launcher;
+
+typedef struct fb__sup_options {
+    char *const *argv;        /* the program and its arguments            */
+    int nproc_per_node;       /* ranks on this node (local, mpirun)        */
+    int nnodes;               /* slurm: nodes to use (0: allocation)       */
+    fb__launcher launcher;
+    int max_restarts;
+    double hang_timeout_s;    /* train phase                               */
+    double startup_timeout_s; /* init and restore phases                   */
+    double ckpt_timeout_s;    /* checkpoint phase                          */
+    double attach_timeout_s;  /* 0: ranks that never attach are only
+                                 watched for exits                         */
+    double grace_s;           /* SIGTERM -> SIGKILL                         */
+    int crash_loop;           /* consecutive failures at the same step     */
+    const char *run_dir;      /* NULL: <run_root>/<name>-<timestamp>        */
+    const char *run_root;     /* default "runs"                              */
+    const char *name;         /* NULL: the program's base name               */
+    const char *inject;       /* fault spec (docs/inject.md), or NULL        */
+    const char *ckpt_dir;     /* NULL: <run_dir>/checkpoints                 */
+    int preload_fr;           /* mpirun: preload libfirebreak-mpi.so        */
+    const char *mpirun;       /* mpirun binary, NULL: "mpirun"              */
+    char *const *mpirun_args; /* extra arguments for mpirun                  */
+    int quiet;                /* no progress output                          */
+    int fr_capacity;          /* 0: default                                  */
+    /* slurm */
+    int spare_nodes;
+    int drain;
+    int health_check;         /* health check nodes before launch           */
+    const char *on_no_nodes;  /* "stop" | "requeue"                          */
+} fb__sup_options;
+
+void fb__sup_options_init(fb__sup_options *o);
+
+#define FB__SUP_MAX_INCIDENTS 64
+
+typedef struct fb__sup_incident {
+    char kind[24];            /* crash, hang, error_exit, ...                */
+    int rank;                 /* -1 unknown                                   */
+    int64_t step;             /* -1 unknown                                   */
+    int attempt;
+    double detect_ms, lost_s;
+    int signal, exit_code;
+    char detail[256];
+} fb__sup_incident;
+
+typedef struct fb__sup_result {
+    int completed;            /* the program completed                       */
+    int exit_code;            /* what `firebreak run` exits with             */
+    int restarts;
+    int attempts;
+    double wall_s, useful_s, ettr;
+    int64_t last_step;
+    char run_dir[PATH_MAX];
+    char reason[512];
+    int nincidents;
+    fb__sup_incident incidents[FB__SUP_MAX_INCIDENTS];
+} fb__sup_result;
+
+/* Run the job to the end.  Returns 0 when the run could be carried out
+ * (whether or not the program completed: see res->completed and
+ * res->exit_code), or a negative code for a setup error, with a message
+ * already printed. */
+int fb__sup_run(const fb__sup_options *o, fb__sup_result *res);
+
+/* Path of libfirebreak-mpi.so next to the running binary, or NULL. */
+const char *fb__sup_fr_preload_path(void);
+
+#endif

@@ -1,0 +1,410 @@
+/*
+ * watch.c -- what the supervisor learns from the ranks' segments: who has
+ * attached, progress and step times (sampled into the journal), the
+ * reports ranks send (checkpoints, restores, injected faults), hangs, and
+ * how a rank that went away ended.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/util.h"
+#include "supervisor/sup.h"
+
+const char *fb__sup_phase_name(uint32_t phase)
+{
+    static const char *const names[] = {"init", "train", "checkpoint",
+                                        "restore", "done"};
+    return phase < 5 ? names[phase] : "unknown";
+}
+
+static const char *report_kind_name(uint32_t k)
+{
+    static const char *const names[] = {
+        [FB_REPORT_NONE] = "none", [FB_REPORT_CKPT_BEGIN] = "ckpt_begin",
+        [FB_REPORT_CKPT_COMMITTED] = "ckpt_committed",
+        [FB_REPORT_CKPT_FAILED] = "ckpt_failed",
+        [FB_REPORT_CKPT_SKIPPED] = "ckpt_skipped",
+        [FB_REPORT_RESTORE_BEGIN] = "restore_begin",
+        [FB_REPORT_RESTORE_DONE] = "restore_done",
+        [FB_REPORT_RESTORE_FALLBACK] = "restore_fallback",
+        [FB_REPORT_RESTORE_NONE] = "restore_none",
+        [FB_REPORT_INJECT] = "inject", [FB_REPORT_NOTE] = "note",
+        [FB_REPORT_CKPT_DELETED] = "ckpt_deleted",
+    };
+    return k < sizeof names / sizeof names[0] && names[k] ? names[k] : "unknown";
+}
+
+static sup_ckpt *ckpt_track(sup *s, int64_t step)
+{
+    for (int i = 0; i < s->nckpts; i++)
+        if (s->ckpts[i].step == step)
+            return &s->ckpts[i];
+    if (s->nckpts == SUP_MAX_CKPT_TRACK) {
+        memmove(s->ckpts, s->ckpts + 1, sizeof s->ckpts[0] * (SUP_MAX_CKPT_TRACK - 1));
+        s->nckpts--;
+    }
+    sup_ckpt *c = &s->ckpts[s->nckpts++];
+    memset(c, 0, sizeof *c);
+    c->step = step;
+    return c;
+}
+
+static void on_report(sup *s, int rank, const fb__seg_report *r)
+{
+    double t = (double)r->wall_ns / 1e9;
+    double value_ms = -1;
+    if (r->kind == FB_REPORT_CKPT_COMMITTED || r->kind == FB_REPORT_RESTORE_DONE)
+        value_ms = (double)r->value1 / 1e6;
+    fb__journal_event ev = {.attempt_id = s->attempt_id, .time = t, .rank = rank,
+                            .kind = report_kind_name(r->kind),
+                            .step = (int64_t)r->step, .code = r->code,
+                            .bytes = (int64_t)r->bytes, .value_ms = value_ms,
+                            .detail = r->text};
+    fb__journal_add_event(s->j, &ev);
+
+    switch (r->kind) {
+    case FB_REPORT_CKPT_COMMITTED: {
+        sup_ckpt *c = ckpt_track(s, (int64_t)r->step);
+        c->ranks++;
+        c->bytes += (int64_t)r->bytes;
+        double stall = (double)r->value1 / 1e6, persist = (double)r->value2 / 1e6;
+        if (stall > c->stall_ms)
+            c->stall_ms = stall;
+        if (persist > c->persist_ms)
+            c->persist_ms = persist;
+        int complete = c->ranks >= s->world;
+        fb__journal_checkpoint(s->j, s->attempt_id, c->step, t, c->ranks, c->bytes,
+                               c->stall_ms, c->persist_ms,
+                               complete ? "complete" : "partial");
+        if (complete && c->step > s->durable_step) {
+            s->durable_step = c->step;
+            s->durable_ns = fb__now_ns();
+        }
+        break;
+    }
+    case FB_REPORT_CKPT_FAILED: {
+        sup_ckpt *c = ckpt_track(s, (int64_t)r->step);
+        fb__journal_checkpoint(s->j, s->attempt_id, c->step, t, c->ranks, c->bytes,
+                               c->stall_ms, c->persist_ms, "failed");
+        char detail[320];
+        snprintf(detail, sizeof detail, "rank %d could not save checkpoint %llu: %s",
+                 rank, (unsigned long long)r->step, r->text);
+        fb__journal_incident inc = {.attempt_id = s->attempt_id, .kind = "save_failed",
+            .occurred_at = t, .detected_at = fb__wall_s(), .rank = rank,
+            .has_exit_code = 0, .phase = "checkpoint", .step = (int64_t)r->step,
+            .lost_s = -1, .detail = detail};
+        inc.detect_ms = (inc.detected_at - t) * 1e3;
+        fb__journal_add_incident(s->j, &inc, NULL);
+        fb__sup_log(s, "%s", detail);
+        break;
+    }
+    case FB_REPORT_RESTORE_DONE:
+        s->restored_step = (int64_t)r->step;
+        if ((double)r->value1 / 1e9 > s->restore_s)
+            s->restore_s = (double)r->value1 / 1e9;
+        fb__journal_attempt_int(s->j, s->attempt_id, "restored_step", s->restored_step);
+        fb__journal_attempt_real(s->j, s->attempt_id, "restore_s", s->restore_s);
+        break;
+    case FB_REPORT_RESTORE_FALLBACK: {
+        char detail[320];
+        snprintf(detail, sizeof detail,
+                 "rank %d rejected checkpoint %llu and fell back: %s", rank,
+                 (unsigned long long)r->step, r->text);
+        fb__journal_incident inc = {.attempt_id = s->attempt_id,
+            .kind = "restore_fallback", .occurred_at = t,
+            .detected_at = fb__wall_s(), .rank = rank, .phase = "restore",
+            .step = (int64_t)r->step, .lost_s = -1, .detail = detail};
+        inc.detect_ms = (inc.detected_at - t) * 1e3;
+        fb__journal_add_incident(s->j, &inc, NULL);
+        fb__sup_log(s, "%s", detail);
+        break;
+    }
+    case FB_REPORT_INJECT:
+        snprintf(s->ranks[rank].injected, sizeof s->ranks[rank].injected, "%s", r->text);
+        break;
+    default:
+        break;
+    }
+}
+
+static void read_reports(sup *s, int r)
+{
+    sup_rank *rk = &s->ranks[r];
+    fb__seg_report rep;
+    int got;
+    if (!rk->seg)
+        return;
+    while ((got = fb__seg_read_report(rk->seg, rk->report_idx, &rep)) != 0) {
+        if (got > 0)
+            on_report(s, r, &rep);
+        rk->report_idx++;
+    }
+}
+
+static void try_attach(sup *s, int r)
+{
+    char name[FB__SEG_NAME_MAX];
+    if (fb__seg_name(name, sizeof name, s->job_id, s->attempt, r))
+        return;
+    fb__seg *seg;
+    if (fb__seg_open(&seg, name))
+        return;
+    sup_rank *rk = &s->ranks[r];
+    rk->seg = seg;
+    fb__seg_header *h = fb__seg_hdr(seg);
+    if (rk->pid <= 0)
+        rk->pid = h->pid;
+    if (s->o->launcher != FB_LAUNCH_LOCAL && rk->pidfd < 0) {
+        rk->pidfd = fb__pidfd_open(h->pid);
+        if (rk->pidfd < 0 && rk->pidfd != -ENOSYS)
+            /* Already gone: the next pass notices through the end record. */
+            rk->pidfd = -1;
+    }
+}
+
+static uint64_t timeout_ns(const sup *s, uint32_t phase)
+{
+    double t;
+    switch (phase) {
+    case FB_PHASE_TRAIN: t = s->o->hang_timeout_s; break;
+    case FB_PHASE_CHECKPOINT: t = s->o->ckpt_timeout_s; break;
+    case FB_PHASE_INIT:
+    case FB_PHASE_RESTORE: t = s->o->startup_timeout_s; break;
+    default: return 0;
+    }
+    return t > 0 ? (uint64_t)(t * 1e9) : 0;
+}
+
+static void declare_hang(sup *s, int rank, uint64_t last_ns, uint64_t now,
+                         uint32_t phase, int64_t step, const char *why)
+{
+    sup_failure *f = &s->fail;
+    memset(f, 0, sizeof *f);
+    f->set = 1;
+    snprintf(f->kind, sizeof f->kind, "hang");
+    f->rank = rank;
+    f->step = step;
+    snprintf(f->phase, sizeof f->phase, "%s", fb__sup_phase_name(phase));
+    f->occurred_ns = last_ns;
+    f->detected_ns = now;
+    snprintf(f->detail, sizeof f->detail, "%s", why);
+}
+
+void fb__sup_watch(sup *s, uint64_t now)
+{
+    int all_ready = 1, attached = 0;
+    uint64_t ready_max = 0;
+    int64_t max_step = -1;
+    /* Hang candidate: the attached rank silent the longest past its limit. */
+    int hang_rank = -1;
+    uint64_t hang_last = 0;
+    uint32_t hang_phase = 0;
+    int64_t hang_step = -1;
+
+    for (int r = 0; r < s->world; r++) {
+        sup_rank *rk = &s->ranks[r];
+        if (!rk->seg)
+            try_attach(s, r);
+        if (!rk->seg) {
+            all_ready = 0;
+            continue;
+        }
+        attached++;
+        fb__seg_header *h = fb__seg_hdr(rk->seg);
+        read_reports(s, r);
+        uint64_t done = atomic_load_explicit(&h->steps_done, memory_order_relaxed);
+        int64_t step = done ? (int64_t)atomic_load_explicit(&h->step, memory_order_relaxed) : -1;
+        if (step > max_step)
+            max_step = step;
+        if (!done) {
+            all_ready = 0;
+        } else {
+            uint64_t first = atomic_load_explicit(&h->first_step_mono_ns, memory_order_relaxed);
+            if (first > ready_max)
+                ready_max = first;
+            if (now - rk->last_sample_ns >= 1000000000ull &&
+                (uint64_t)step != rk->last_sample_step) {
+                double ewma = (double)atomic_load_explicit(&h->step_ewma_ns,
+                                                           memory_order_relaxed) / 1e6;
+                fb__journal_sample(s->j, s->attempt_id, r, fb__wall_s(), step, ewma);
+                rk->last_sample_ns = now;
+                rk->last_sample_step = (uint64_t)step;
+            }
+        }
+        if (rk->ended)
+            continue;
+        uint32_t phase = atomic_load_explicit(&h->phase, memory_order_relaxed);
+        uint64_t hb = atomic_load_explicit(&h->heartbeat_mono_ns, memory_order_acquire);
+        uint64_t limit = timeout_ns(s, phase);
+        if (limit && now > hb && now - hb > limit) {
+            if (hang_rank < 0 || hb < hang_last) {
+                hang_rank = r;
+                hang_last = hb;
+                hang_phase = phase;
+                hang_step = step;
+            }
+        }
+    }
+    if (max_step > s->max_step)
+        s->max_step = max_step;
+    if (!s->attempt_ready_ns && all_ready && attached == s->world) {
+        s->attempt_ready_ns = ready_max;
+        fb__journal_attempt_real(s->j, s->attempt_id, "ready_at",
+                                 fb__sup_mono_to_wall(ready_max));
+    }
+    if (s->fail.set)
+        return;
+    if (hang_rank >= 0) {
+        char why[256];
+        snprintf(why, sizeof why,
+                 "no progress from rank %d for %.1f s in phase %s (limit %.1f s), "
+                 "last step %lld", hang_rank, (double)(now - hang_last) / 1e9,
+                 fb__sup_phase_name(hang_phase),
+                 (double)timeout_ns(s, hang_phase) / 1e9, (long long)hang_step);
+        declare_hang(s, hang_rank, hang_last, now, hang_phase, hang_step, why);
+        return;
+    }
+    if (s->o->attach_timeout_s > 0 && attached < s->world &&
+        now - s->attempt_start_ns > (uint64_t)(s->o->attach_timeout_s * 1e9)) {
+        for (int r = 0; r < s->world; r++) {
+            if (s->ranks[r].seg || s->ranks[r].ended)
+                continue;
+            char why[256];
+            snprintf(why, sizeof why, "rank %d never attached to firebreak within "
+                     "%.1f s (--attach-timeout)", r, s->o->attach_timeout_s);
+            declare_hang(s, r, s->attempt_start_ns, now, FB_PHASE_INIT, -1, why);
+            return;
+        }
+    }
+}
+
+void fb__sup_rank_ended(sup *s, int rank, int wstatus_known, int wstatus,
+                        int exec_errno, uint64_t when_ns)
+{
+    sup_rank *rk = &s->ranks[rank];
+    if (rk->ended)
+        return;
+    rk->ended = 1;
+    if (!rk->seg)
+        try_attach(s, rank);
+    read_reports(s, rank);
+    fb__seg_header *h = rk->seg ? fb__seg_hdr(rk->seg) : NULL;
+    uint32_t end_kind = h ? atomic_load_explicit(&h->end_kind, memory_order_acquire) : 0;
+    int end_code = h ? atomic_load_explicit(&h->end_code, memory_order_relaxed) : 0;
+
+    int ok, sig = 0, has_code = 0, code = 0;
+    if (wstatus_known) {
+        if (WIFEXITED(wstatus)) {
+            has_code = 1;
+            code = WEXITSTATUS(wstatus);
+        } else if (WIFSIGNALED(wstatus)) {
+            sig = WTERMSIG(wstatus);
+        }
+    } else if (end_kind == FB_END_EXIT) {
+        has_code = 1;
+        code = end_code;
+    } else if (end_kind == FB_END_SIGNAL) {
+        sig = end_code;
+    } else if (end_kind == FB_END_FINALIZED) {
+        has_code = 1;
+        code = 0;
+    }
+    ok = has_code && code == 0 && !exec_errno;
+    if (ok || s->fail.set)
+        return;
+
+    /* The first failure of the attempt decides. */
+    sup_failure *f = &s->fail;
+    memset(f, 0, sizeof *f);
+    f->set = 1;
+    f->rank = rank;
+    f->detected_ns = fb__now_ns();
+    f->occurred_ns = when_ns ? when_ns : f->detected_ns;
+    f->step = -1;
+    snprintf(f->phase, sizeof f->phase, "init");
+    if (h) {
+        uint64_t done = atomic_load_explicit(&h->steps_done, memory_order_relaxed);
+        f->step = done ? (int64_t)atomic_load_explicit(&h->step, memory_order_relaxed) : -1;
+        snprintf(f->phase, sizeof f->phase, "%s",
+                 fb__sup_phase_name(atomic_load_explicit(&h->phase, memory_order_relaxed)));
+        uint64_t end_ns = atomic_load_explicit(&h->end_mono_ns, memory_order_relaxed);
+        uint64_t inj_ns = atomic_load_explicit(&h->inject_mono_ns, memory_order_relaxed);
+        /* The rank's own record of its end is the best estimate of when. */
+        if (end_kind != FB_END_NONE && end_ns && end_ns <= f->occurred_ns)
+            f->occurred_ns = end_ns;
+        else if (inj_ns && inj_ns <= f->occurred_ns &&
+                 f->occurred_ns - inj_ns < 5000000000ull)
+            f->occurred_ns = inj_ns;
+    }
+    snprintf(f->injected, sizeof f->injected, "%s", rk->injected);
+    if (exec_errno) {
+        snprintf(f->kind, sizeof f->kind, "launch_failure");
+        snprintf(f->detail, sizeof f->detail, "rank %d could not start %s: %s",
+                 rank, s->o->argv[0], strerror(exec_errno));
+        f->launch_error = 1;
+        f->has_exit_code = 1;
+        f->exit_code = 127;
+    } else if (sig) {
+        snprintf(f->kind, sizeof f->kind, "crash");
+        f->signal = sig;
+        snprintf(f->detail, sizeof f->detail, "rank %d killed by signal %d (%s) "
+                 "at step %lld in phase %s", rank, sig, strsignal(sig),
+                 (long long)f->step, f->phase);
+    } else if (has_code) {
+        snprintf(f->kind, sizeof f->kind, "error_exit");
+        f->has_exit_code = 1;
+        f->exit_code = code;
+        snprintf(f->detail, sizeof f->detail, "rank %d exited with code %d at "
+                 "step %lld in phase %s", rank, code, (long long)f->step, f->phase);
+    } else {
+        /* No exit record and no status: killed by SIGKILL or similar. */
+        snprintf(f->kind, sizeof f->kind, "crash");
+        if (strncmp(rk->injected, "kill:", 5) == 0)
+            f->signal = SIGKILL;
+        snprintf(f->detail, sizeof f->detail, "rank %d vanished without "
+                 "recording an exit (SIGKILL or similar) at step %lld in phase %s",
+                 rank, (long long)f->step, f->phase);
+    }
+}
+
+void fb__sup_last_lines(const sup *s, int rank, char *buf, size_t size)
+{
+    buf[0] = '\0';
+    if (rank < 0 || rank >= s->world || size < 2)
+        return;
+    int fd = open(s->ranks[rank].log_path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    struct stat st;
+    if (fstat(fd, &st) == 0) {
+        size_t want = size - 1;
+        off_t off = st.st_size > (off_t)want ? st.st_size - (off_t)want : 0;
+        ssize_t n = pread(fd, buf, want, off);
+        if (n > 0) {
+            buf[n] = '\0';
+            /* Keep whole lines, and at most the last 12. */
+            char *start = buf;
+            if (off > 0) {
+                char *nl = strchr(buf, '\n');
+                if (nl)
+                    start = nl + 1;
+            }
+            int lines = 0;
+            for (char *p = buf + n - 1; p > start; p--) {
+                if (*p == '\n' && p != buf + n - 1 && ++lines == 12) {
+                    start = p + 1;
+                    break;
+                }
+            }
+            memmove(buf, start, strlen(start) + 1);
+        }
+    }
+    close(fd);
+}
