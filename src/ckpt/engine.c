@@ -1,0 +1,700 @@
+/*
+ * engine.c -- the checkpoint engine behind fb_ckpt_* (firebreak.h).
+ *
+ * Save: with async on, fb_ckpt_save() copies every registered tensor into
+ * staging memory that was allocated and pre-faulted when the tensor was
+ * registered (staging.c), hands the step to the handle's writer thread and
+ * returns; the writer hashes and writes the shard while training goes on.
+ * With async off the same writer code runs on the caller's thread straight
+ * from the tensors.  At most one save is in flight per handle.
+ *
+ * A shard is written as <step dir>/.rank-R.<pid>.tmp: data section first
+ * (hashing as it goes), then the header, whose length is known up front
+ * because hashes are fixed-width hex; then fsync, rename to
+ * rank-R.safetensors, fsync of the step directory.  Rank 0 then applies
+ * retention (store.c).
+ *
+ * Restore: the newest complete checkpoint (store.c) whose shard for this
+ * rank parses, matches the registered tensors and verifies hash by hash,
+ * read by io_threads threads in parallel straight into the tensors.
+ *
+ * Tests crash the engine on purpose with FIREBREAK_CKPT_CRASH_AT=POINT[@STEP]
+ * (POINT: before_rename, after_rename, during_delete; SIGKILL there), and
+ * inject write errors with FIREBREAK_CKPT_FAIL=ENOSPC|EIO|EACCES[@STEP].
+ */
+#include "ckpt/engine.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "ckpt/hash.h"
+#include "ckpt/safetensors.h"
+#include "ckpt/store.h"
+#include "common/jsonw.h"
+#include "common/util.h"
+#include "lib/lib.h"
+
+#define CHUNK_BYTES (8u << 20) /* unit of write+hash in the writer */
+#define MAX_IO_THREADS 16
+
+/* ------------------------------------------------------------------------
+ * Options and test hooks
+ * ---------------------------------------------------------------------- */
+
+void fb_ckpt_options_init(fb_ckpt_options *opt)
+{
+    memset(opt, 0, sizeof *opt);
+    opt->rank = -1;
+    opt->world_size = 0;
+    opt->keep = 2;
+    opt->async = 1;
+    opt->on_busy = FB_CKPT_BUSY_WAIT;
+    opt->on_error = FB_CKPT_ERROR_CONTINUE;
+    opt->io_threads = 0;
+}
+
+/* FIREBREAK_CKPT_CRASH_AT=POINT[@STEP]: SIGKILL at that point of a save. */
+static void crash_hook(const char *point, uint64_t step)
+{
+    const char *spec = fb__getenv("FIREBREAK_CKPT_CRASH_AT");
+    if (!spec)
+        return;
+    size_t n = strlen(point);
+    if (strncmp(spec, point, n) || (spec[n] && spec[n] != '@'))
+        return;
+    long long want;
+    if (spec[n] == '@' && (fb__parse_int(spec + n + 1, 0, LLONG_MAX, &want) ||
+                           (uint64_t)want != step))
+        return;
+    fprintf(stderr, "firebreak: FIREBREAK_CKPT_CRASH_AT=%s: killing rank at "
+                    "step %llu\n", spec, (unsigned long long)step);
+    raise(SIGKILL);
+}
+
+/* FIREBREAK_CKPT_FAIL=ERRNAME[@STEP]: the shard's first write fails so. */
+static int injected_write_error(uint64_t step)
+{
+    const char *spec = fb__getenv("FIREBREAK_CKPT_FAIL");
+    if (!spec)
+        return 0;
+    static const struct { const char *name; int err; } names[] = {
+        {"ENOSPC", ENOSPC}, {"EIO", EIO}, {"EACCES", EACCES}, {"EDQUOT", EDQUOT}};
+    const char *at = strchr(spec, '@');
+    size_t n = at ? (size_t)(at - spec) : strlen(spec);
+    long long want;
+    if (at && (fb__parse_int(at + 1, 0, LLONG_MAX, &want) || (uint64_t)want != step))
+        return 0;
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (strlen(names[i].name) == n && !strncmp(spec, names[i].name, n))
+            return -names[i].err;
+    return 0;
+}
+
+/* ------------------------------------------------------------------------
+ * Handles still open at exit are flushed (fb_finalize's promise).
+ * ---------------------------------------------------------------------- */
+
+static pthread_mutex_t open_mu = PTHREAD_MUTEX_INITIALIZER;
+static fb_ckpt *open_list;
+static int atexit_installed;
+
+static void wait_all_at_exit(void)
+{
+    pthread_mutex_lock(&open_mu);
+    for (fb_ckpt *c = open_list; c; c = c->next_open)
+        fb__ckpt_wait_idle(c);
+    pthread_mutex_unlock(&open_mu);
+}
+
+static void track_open(fb_ckpt *ck, int add)
+{
+    pthread_mutex_lock(&open_mu);
+    if (add) {
+        ck->next_open = open_list;
+        open_list = ck;
+        if (!atexit_installed && atexit(wait_all_at_exit) == 0)
+            atexit_installed = 1;
+    } else {
+        for (fb_ckpt **p = &open_list; *p; p = &(*p)->next_open)
+            if (*p == ck) {
+                *p = ck->next_open;
+                break;
+            }
+    }
+    pthread_mutex_unlock(&open_mu);
+}
+
+/* ------------------------------------------------------------------------
+ * Writing a shard
+ * ---------------------------------------------------------------------- */
+
+static void dims_text(char *buf, size_t size, int ndim, const int64_t *v)
+{
+    size_t len = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < ndim && len < size; i++)
+        len += (size_t)snprintf(buf + len, size - len, "%s%lld", i ? "," : "",
+                                (long long)v[i]);
+}
+
+/* The header JSON, padded with spaces so 8 + length is a multiple of 8. */
+static int build_header(const fb_ckpt *ck, uint64_t step, fb__jsonw *w)
+{
+    char key[FB__ST_NAME_MAX + 64], val[FB__ST_MAX_DIMS * 21 + 1], hex[17];
+    fb__jsonw_init(w);
+    fb__jsonw_obj_begin(w);
+    fb__jsonw_key(w, "__metadata__");
+    fb__jsonw_obj_begin(w);
+    fb__jsonw_kstr(w, "firebreak.format", FB__CKPT_FORMAT_VERSION);
+    fb__jsonw_kstr(w, "firebreak.version", fb_version());
+    snprintf(val, sizeof val, "%llu", (unsigned long long)step);
+    fb__jsonw_kstr(w, "firebreak.step", val);
+    snprintf(val, sizeof val, "%d", ck->rank);
+    fb__jsonw_kstr(w, "firebreak.rank", val);
+    snprintf(val, sizeof val, "%d", ck->world_size);
+    fb__jsonw_kstr(w, "firebreak.world_size", val);
+    snprintf(val, sizeof val, "%d", fb_restart_count());
+    fb__jsonw_kstr(w, "firebreak.attempt", val);
+    fb__jsonw_kstr(w, "firebreak.hash", fb__hash_alg_name(ck->alg));
+    for (size_t i = 0; i < ck->n; i++) {
+        const fb__ckpt_tensor *t = &ck->t[i];
+        fb__hash_hex(t->hash, hex);
+        snprintf(key, sizeof key, "firebreak.hash.%s", t->name);
+        fb__jsonw_kstr(w, key, hex);
+        snprintf(key, sizeof key, "firebreak.global_shape.%s", t->name);
+        dims_text(val, sizeof val, t->ndim, t->global_shape);
+        fb__jsonw_kstr(w, key, val);
+        snprintf(key, sizeof key, "firebreak.global_offset.%s", t->name);
+        dims_text(val, sizeof val, t->ndim, t->global_offset);
+        fb__jsonw_kstr(w, key, val);
+    }
+    fb__jsonw_obj_end(w);
+    uint64_t off = 0;
+    for (size_t i = 0; i < ck->n; i++) {
+        const fb__ckpt_tensor *t = &ck->t[i];
+        fb__jsonw_key(w, t->name);
+        fb__jsonw_obj_begin(w);
+        fb__jsonw_kstr(w, "dtype", fb_dtype_name(t->dtype));
+        fb__jsonw_key(w, "shape");
+        fb__jsonw_arr_begin(w);
+        for (int d = 0; d < t->ndim; d++)
+            fb__jsonw_int(w, t->shape[d]);
+        fb__jsonw_arr_end(w);
+        fb__jsonw_key(w, "data_offsets");
+        fb__jsonw_arr_begin(w);
+        fb__jsonw_uint(w, off);
+        fb__jsonw_uint(w, off + t->bytes);
+        fb__jsonw_arr_end(w);
+        fb__jsonw_obj_end(w);
+        off += t->bytes;
+    }
+    fb__jsonw_obj_end(w);
+    size_t pad = (8 - (8 + w->len) % 8) % 8;
+    if (!w->oom && w->len + pad + 1 > w->cap) {
+        char *nb = realloc(w->buf, w->len + pad + 1);
+        if (nb) {
+            w->buf = nb;
+            w->cap = w->len + pad + 1;
+        } else {
+            w->oom = 1;
+        }
+    }
+    if (!w->oom) {
+        memset(w->buf + w->len, ' ', pad);
+        w->len += pad;
+        w->buf[w->len] = '\0';
+    }
+    if (w->oom) {
+        fb__jsonw_free(w);
+        return -ENOMEM;
+    }
+    if (w->len > FB__ST_HEADER_MAX) {
+        fb__jsonw_free(w);
+        return FB_ETOOBIG;
+    }
+    return 0;
+}
+
+void fb__ckpt_say(char *buf, size_t size, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, size, fmt, ap);
+    va_end(ap);
+}
+
+static int pwrite_all(int fd, const void *buf, size_t len, uint64_t off)
+{
+    const char *p = buf;
+    while (len) {
+        ssize_t r = pwrite(fd, p, len, (off_t)off);
+        if (r < 0) {
+            if (errno == EINTR)
+                continue;
+            return -errno;
+        }
+        if (r == 0)
+            return -EIO;
+        p += r;
+        len -= (size_t)r;
+        off += (uint64_t)r;
+    }
+    return 0;
+}
+
+/*
+ * Write, hash and commit this rank's shard for `step` from the staging
+ * copies (from_staging) or the tensors themselves.  On failure the
+ * temporary file is removed and `why` says what failed.
+ */
+static int write_shard(fb_ckpt *ck, uint64_t step, int from_staging,
+                       uint64_t *bytes_out, char *why, size_t why_size)
+{
+    char sdir[PATH_MAX], tmp[PATH_MAX], final[PATH_MAX];
+    fb__jsonw hdr = {0};
+    int fd = -1, rc;
+    fb__hash_ctx *hc = NULL;
+    if (fb__ckpt_step_path(sdir, sizeof sdir, ck->dir, step) ||
+        fb__fmt(tmp, sizeof tmp, "%s/.rank-%05d.%d.tmp", sdir, ck->rank,
+                (int)getpid()) ||
+        fb__ckpt_shard_path(final, sizeof final, ck->dir, step, ck->rank)) {
+        fb__ckpt_say(why, why_size, "checkpoint path too long under %s", ck->dir);
+        return -ENAMETOOLONG;
+    }
+    if (mkdir(sdir, 0755) && errno != EEXIST) {
+        rc = -errno;
+        fb__ckpt_say(why, why_size, "mkdir %s: %s", sdir, strerror(-rc));
+        return rc;
+    }
+    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        rc = -errno;
+        fb__ckpt_say(why, why_size, "create %s: %s", tmp, strerror(-rc));
+        return rc;
+    }
+    /* Header length first (hashes are fixed-width), data, then header. */
+    for (size_t i = 0; i < ck->n; i++)
+        ck->t[i].hash = 0;
+    if ((rc = build_header(ck, step, &hdr))) {
+        fb__ckpt_say(why, why_size, "building the header: %s", fb_strerror(rc));
+        goto fail;
+    }
+    uint64_t data_off = 8 + hdr.len, off = data_off;
+    fb__jsonw_free(&hdr);
+    if ((rc = injected_write_error(step))) {
+        fb__ckpt_say(why, why_size, "write %s: %s (injected by FIREBREAK_CKPT_FAIL)",
+                 tmp, strerror(-rc));
+        goto fail;
+    }
+    for (size_t i = 0; i < ck->n; i++) {
+        fb__ckpt_tensor *t = &ck->t[i];
+        const char *src = from_staging ? t->staging : t->data;
+        if (!(hc = fb__hash_new(ck->alg))) {
+            rc = -ENOMEM;
+            fb__ckpt_say(why, why_size, "out of memory");
+            goto fail;
+        }
+        for (size_t done = 0; done < t->bytes;) {
+            size_t n = t->bytes - done < CHUNK_BYTES ? t->bytes - done : CHUNK_BYTES;
+            fb__hash_update(hc, src + done, n);
+            if ((rc = pwrite_all(fd, src + done, n, off))) {
+                fb__ckpt_say(why, why_size, "write %s: %s", tmp, strerror(-rc));
+                goto fail;
+            }
+            done += n;
+            off += n;
+        }
+        t->hash = fb__hash_digest(hc);
+        fb__hash_free(hc);
+        hc = NULL;
+    }
+    if ((rc = build_header(ck, step, &hdr))) {
+        fb__ckpt_say(why, why_size, "building the header: %s", fb_strerror(rc));
+        goto fail;
+    }
+    unsigned char lenbuf[8];
+    for (int b = 0; b < 8; b++)
+        lenbuf[b] = (unsigned char)((uint64_t)hdr.len >> (8 * b));
+    if ((rc = pwrite_all(fd, lenbuf, 8, 0)) ||
+        (rc = pwrite_all(fd, hdr.buf, hdr.len, 8))) {
+        fb__ckpt_say(why, why_size, "write %s: %s", tmp, strerror(-rc));
+        goto fail;
+    }
+    if (fsync(fd)) {
+        rc = -errno;
+        fb__ckpt_say(why, why_size, "fsync %s: %s", tmp, strerror(-rc));
+        goto fail;
+    }
+    if (close(fd)) {
+        fd = -1;
+        rc = -errno;
+        fb__ckpt_say(why, why_size, "close %s: %s", tmp, strerror(-rc));
+        goto fail;
+    }
+    fd = -1;
+    crash_hook("before_rename", step);
+    if (rename(tmp, final)) {
+        rc = -errno;
+        fb__ckpt_say(why, why_size, "rename %s: %s", tmp, strerror(-rc));
+        goto fail;
+    }
+    if ((rc = fb__fsync_dir(sdir))) {
+        /* The shard is in place but maybe not durable: report, keep it. */
+        fb__ckpt_say(why, why_size, "fsync %s: %s", sdir, strerror(-rc));
+        fb__jsonw_free(&hdr);
+        return rc;
+    }
+    crash_hook("after_rename", step);
+    *bytes_out = off;
+    fb__jsonw_free(&hdr);
+    return 0;
+fail:
+    fb__hash_free(hc);
+    fb__jsonw_free(&hdr);
+    if (fd >= 0)
+        close(fd);
+    unlink(tmp);
+    rmdir(sdir); /* only when empty: other ranks' shards stay */
+    return rc;
+}
+
+/* The step being saved, for crash points inside retention. */
+static _Thread_local uint64_t saving_step;
+
+static void delete_hook(const char *point, uint64_t deleted_step)
+{
+    (void)deleted_step;
+    crash_hook(point, saving_step);
+}
+
+static void report_deleted(uint64_t step)
+{
+    fb__lib_report(FB_REPORT_CKPT_DELETED, 0, step, 0, 0, 0, NULL);
+}
+
+/* Write + report + retention; runs on the writer thread or the caller. */
+static int persist(fb_ckpt *ck, uint64_t step, int from_staging, uint64_t stall_ns)
+{
+    char why[FB__REPORT_TEXT_MAX + 200] = "";
+    uint64_t bytes = 0, t0 = fb__now_ns();
+    const char *delay = fb__getenv("FIREBREAK_CKPT_WRITE_DELAY_MS");
+    long long delay_ms;
+    if (delay && fb__parse_int(delay, 0, 60000, &delay_ms) == 0) /* tests */
+        usleep((useconds_t)delay_ms * 1000);
+    int rc = write_shard(ck, step, from_staging, &bytes, why, sizeof why);
+    uint64_t persist_ns = fb__now_ns() - t0;
+    if (rc) {
+        fprintf(stderr, "firebreak: checkpoint step %llu (rank %d) failed: %s; "
+                        "older checkpoints are intact\n",
+                (unsigned long long)step, ck->rank, why);
+        fb__lib_report(FB_REPORT_CKPT_FAILED, rc, step, 0, 0, 0, why);
+        return rc;
+    }
+    ck->last_bytes = bytes;
+    ck->last_persist_ns = persist_ns;
+    fb__lib_report(FB_REPORT_CKPT_COMMITTED, 0, step, bytes, stall_ns, persist_ns,
+                   NULL);
+    if (ck->rank == 0 && ck->keep > 0) {
+        saving_step = step;
+        int r = fb__ckpt_retain(ck->dir, ck->world_size, ck->keep, delete_hook,
+                                report_deleted);
+        if (r < 0)
+            fprintf(stderr, "firebreak: deleting old checkpoints in %s: %s\n",
+                    ck->dir, fb_strerror(r));
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------------
+ * The writer thread
+ * ---------------------------------------------------------------------- */
+
+static void *writer_main(void *arg)
+{
+    fb_ckpt *ck = arg;
+    pthread_mutex_lock(&ck->mu);
+    for (;;) {
+        while (!ck->job_ready && !ck->stop)
+            pthread_cond_wait(&ck->cv, &ck->mu);
+        if (ck->job_ready) {
+            uint64_t step = ck->job_step, stall = ck->job_stall_ns;
+            ck->job_ready = 0;
+            pthread_mutex_unlock(&ck->mu);
+            int rc = persist(ck, step, 1, stall);
+            pthread_mutex_lock(&ck->mu);
+            ck->last_rc = rc;
+            if (rc && ck->on_error == FB_CKPT_ERROR_STOP && !ck->sticky_rc)
+                ck->sticky_rc = rc;
+            ck->busy = 0;
+            pthread_cond_broadcast(&ck->cv);
+            continue;
+        }
+        if (ck->stop)
+            break;
+    }
+    pthread_mutex_unlock(&ck->mu);
+    return NULL;
+}
+
+int fb__ckpt_wait_idle(fb_ckpt *ck)
+{
+    pthread_mutex_lock(&ck->mu);
+    while (ck->busy)
+        pthread_cond_wait(&ck->cv, &ck->mu);
+    int rc = ck->last_rc;
+    pthread_mutex_unlock(&ck->mu);
+    return rc;
+}
+
+/* ------------------------------------------------------------------------
+ * Public API
+ * ---------------------------------------------------------------------- */
+
+int fb_ckpt_open(fb_ckpt **out, const fb_ckpt_options *opt_in)
+{
+    fb_ckpt_options opt;
+    if (opt_in)
+        opt = *opt_in;
+    else
+        fb_ckpt_options_init(&opt);
+    const char *dir = opt.dir ? opt.dir : fb__lib_ckpt_dir();
+    if (!dir || !*dir) {
+        fprintf(stderr, "firebreak: fb_ckpt_open: no checkpoint directory (set "
+                        "options.dir, or run under `firebreak run`)\n");
+        return -EINVAL;
+    }
+    int rank = opt.rank >= 0 ? opt.rank : fb_rank();
+    int world = opt.world_size > 0 ? opt.world_size : fb_world_size();
+    if (world < 1 || rank < 0 || rank >= world || rank > 99999 ||
+        opt.keep < 0 || opt.io_threads < 0 ||
+        (opt.on_busy != FB_CKPT_BUSY_WAIT && opt.on_busy != FB_CKPT_BUSY_SKIP) ||
+        (opt.on_error != FB_CKPT_ERROR_CONTINUE && opt.on_error != FB_CKPT_ERROR_STOP)) {
+        fprintf(stderr, "firebreak: fb_ckpt_open: invalid options (rank %d of "
+                        "world size %d, keep %d)\n", rank, world, opt.keep);
+        return -EINVAL;
+    }
+    fb_ckpt *ck = calloc(1, sizeof *ck);
+    if (!ck)
+        return -ENOMEM;
+    int rc;
+    if (fb__fmt(ck->dir, sizeof ck->dir, "%s", dir)) {
+        rc = -ENAMETOOLONG;
+        goto fail;
+    }
+    if ((rc = fb__mkdir_p(ck->dir, 0755))) {
+        fprintf(stderr, "firebreak: fb_ckpt_open: mkdir %s: %s\n", ck->dir,
+                fb_strerror(rc));
+        goto fail;
+    }
+    ck->rank = rank;
+    ck->world_size = world;
+    ck->keep = opt.keep ? opt.keep : 2;
+    ck->async = opt.async != 0;
+    ck->on_busy = opt.on_busy;
+    ck->on_error = opt.on_error;
+    ck->io_threads = opt.io_threads ? opt.io_threads : 4;
+    if (ck->io_threads > MAX_IO_THREADS)
+        ck->io_threads = MAX_IO_THREADS;
+    ck->alg = fb__hash_default();
+    pthread_mutex_init(&ck->mu, NULL);
+    pthread_cond_init(&ck->cv, NULL);
+    if (ck->async) {
+        if ((rc = -pthread_create(&ck->writer, NULL, writer_main, ck))) {
+            pthread_mutex_destroy(&ck->mu);
+            pthread_cond_destroy(&ck->cv);
+            goto fail;
+        }
+        ck->writer_started = 1;
+    }
+    track_open(ck, 1);
+    *out = ck;
+    return 0;
+fail:
+    free(ck);
+    return rc;
+}
+
+static int valid_name(const char *name)
+{
+    size_t n = strlen(name);
+    if (n == 0 || n > FB__ST_NAME_MAX || !strcmp(name, "__metadata__"))
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)name[i] < 0x20 || (unsigned char)name[i] > 0x7e)
+            return 0;
+    return 1;
+}
+
+int fb_ckpt_register_slice(fb_ckpt *ck, const char *name, fb_dtype dtype,
+                           int ndim, const int64_t *shape, void *data,
+                           const int64_t *global_shape,
+                           const int64_t *global_offset)
+{
+    if (!ck || !name)
+        return -EINVAL;
+    pthread_mutex_lock(&ck->mu);
+    int busy = ck->busy;
+    pthread_mutex_unlock(&ck->mu);
+    if (busy)
+        return FB_ESTATE;
+    if (!valid_name(name) || fb_dtype_size(dtype) == 0 || ndim < 0 ||
+        ndim > FB__ST_MAX_DIMS || (ndim > 0 && !shape)) {
+        fprintf(stderr, "firebreak: fb_ckpt_register: tensor \"%.100s\": bad "
+                        "name, dtype or rank (names: 1-%d printable ASCII "
+                        "bytes; ndim 0-%d)\n", name, FB__ST_NAME_MAX,
+                FB__ST_MAX_DIMS);
+        return -EINVAL;
+    }
+    uint64_t bytes = fb_dtype_size(dtype);
+    for (int d = 0; d < ndim; d++) {
+        if (shape[d] < 0 || __builtin_mul_overflow(bytes, (uint64_t)shape[d], &bytes) ||
+            (global_shape && (global_shape[d] < 0 || !global_offset ||
+                              global_offset[d] < 0 ||
+                              global_offset[d] > global_shape[d] - shape[d])))
+            return -EINVAL;
+    }
+    if (bytes > SIZE_MAX / 2 || (bytes && !data))
+        return -EINVAL;
+    for (size_t i = 0; i < ck->n; i++)
+        if (!strcmp(ck->t[i].name, name)) {
+            fprintf(stderr, "firebreak: fb_ckpt_register: tensor \"%s\" is "
+                            "already registered\n", name);
+            return -EINVAL;
+        }
+    if (ck->n == ck->cap) {
+        size_t cap = ck->cap ? ck->cap * 2 : 16;
+        fb__ckpt_tensor *nt = realloc(ck->t, cap * sizeof *nt);
+        if (!nt)
+            return -ENOMEM;
+        ck->t = nt;
+        ck->cap = cap;
+    }
+    fb__ckpt_tensor *t = &ck->t[ck->n];
+    memset(t, 0, sizeof *t);
+    if (!(t->name = strdup(name)))
+        return -ENOMEM;
+    t->dtype = dtype;
+    t->ndim = ndim;
+    for (int d = 0; d < ndim; d++) {
+        t->shape[d] = shape[d];
+        t->global_shape[d] = global_shape ? global_shape[d] : shape[d];
+        t->global_offset[d] = global_shape ? global_offset[d] : 0;
+    }
+    t->data = data;
+    t->bytes = (size_t)bytes;
+    if (ck->async && t->bytes) {
+        int rc = fb__staging_alloc(&t->stage, t->bytes);
+        if (rc) {
+            free(t->name);
+            return rc;
+        }
+        t->staging = t->stage.ptr;
+    }
+    ck->n++;
+    return 0;
+}
+
+int fb_ckpt_register(fb_ckpt *ck, const char *name, fb_dtype dtype, int ndim,
+                     const int64_t *shape, void *data)
+{
+    return fb_ckpt_register_slice(ck, name, dtype, ndim, shape, data, NULL, NULL);
+}
+
+int fb_ckpt_save(fb_ckpt *ck, uint64_t step)
+{
+    if (!ck)
+        return -EINVAL;
+    pthread_mutex_lock(&ck->mu);
+    if (ck->sticky_rc) {
+        int rc = ck->sticky_rc;
+        pthread_mutex_unlock(&ck->mu);
+        return rc;
+    }
+    if (ck->busy && ck->on_busy == FB_CKPT_BUSY_SKIP) {
+        uint64_t inflight = ck->job_step;
+        pthread_mutex_unlock(&ck->mu);
+        char text[96];
+        snprintf(text, sizeof text, "step %llu still being written",
+                 (unsigned long long)inflight);
+        fb__lib_report(FB_REPORT_CKPT_SKIPPED, FB_EBUSY, step, 0, 0, 0, text);
+        fprintf(stderr, "firebreak: checkpoint step %llu skipped: %s\n",
+                (unsigned long long)step, text);
+        return FB_EBUSY;
+    }
+    while (ck->busy)
+        pthread_cond_wait(&ck->cv, &ck->mu);
+    if (ck->sticky_rc) {
+        int rc = ck->sticky_rc;
+        pthread_mutex_unlock(&ck->mu);
+        return rc;
+    }
+    ck->busy = 1;
+    ck->job_step = step;
+    pthread_mutex_unlock(&ck->mu);
+
+    fb__lib_report(FB_REPORT_CKPT_BEGIN, 0, step, 0, 0, 0, NULL);
+    fb_set_phase(FB_PHASE_CHECKPOINT);
+    uint64_t t0 = fb__now_ns();
+    if (ck->async) {
+        for (size_t i = 0; i < ck->n; i++)
+            if (ck->t[i].bytes)
+                memcpy(ck->t[i].staging, ck->t[i].data, ck->t[i].bytes);
+        uint64_t stall = fb__now_ns() - t0;
+        ck->last_stall_ns = stall;
+        fb_set_phase(FB_PHASE_TRAIN);
+        pthread_mutex_lock(&ck->mu);
+        ck->job_stall_ns = stall;
+        ck->job_ready = 1;
+        pthread_cond_broadcast(&ck->cv);
+        pthread_mutex_unlock(&ck->mu);
+        return 0;
+    }
+    int rc = persist(ck, step, 0, 0);
+    ck->last_stall_ns = fb__now_ns() - t0;
+    fb_set_phase(FB_PHASE_TRAIN);
+    pthread_mutex_lock(&ck->mu);
+    ck->busy = 0;
+    ck->last_rc = rc;
+    if (rc && ck->on_error == FB_CKPT_ERROR_STOP)
+        ck->sticky_rc = rc;
+    pthread_cond_broadcast(&ck->cv);
+    pthread_mutex_unlock(&ck->mu);
+    return ck->on_error == FB_CKPT_ERROR_STOP ? rc : 0;
+}
+
+int fb_ckpt_wait(fb_ckpt *ck)
+{
+    return ck ? fb__ckpt_wait_idle(ck) : -EINVAL;
+}
+
+void fb_ckpt_close(fb_ckpt *ck)
+{
+    if (!ck)
+        return;
+    track_open(ck, 0);
+    fb__ckpt_wait_idle(ck);
+    if (ck->writer_started) {
+        pthread_mutex_lock(&ck->mu);
+        ck->stop = 1;
+        pthread_cond_broadcast(&ck->cv);
+        pthread_mutex_unlock(&ck->mu);
+        pthread_join(ck->writer, NULL);
+    }
+    for (size_t i = 0; i < ck->n; i++) {
+        fb__staging_free(&ck->t[i].stage);
+        free(ck->t[i].name);
+    }
+    free(ck->t);
+    pthread_mutex_destroy(&ck->mu);
+    pthread_cond_destroy(&ck->cv);
+    free(ck);
+}

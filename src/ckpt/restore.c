@@ -1,0 +1,224 @@
+/*
+ * restore.c -- fb_ckpt_restore: the newest complete checkpoint whose shard
+ * for this rank verifies, read straight into the registered tensors.
+ *
+ * Walks the checkpoints newest first (store.c).  An incomplete one, or one
+ * whose shard is missing, truncated, malformed, from another world size or
+ * fails its hashes, is reported (RESTORE_FALLBACK, with the reason) and the
+ * next older one is tried.  A shard whose tensors differ from the
+ * registered ones (names, dtypes, shapes) is a program error, not damage:
+ * restore stops with FB_EMISMATCH and says what differs.
+ *
+ * A shard that fails its hashes is renamed rank-R.corrupt, so that the
+ * checkpoint is incomplete for every later restore of every rank; and this
+ * rank's shards of newer incomplete checkpoints (an abandoned timeline)
+ * are removed, so they never mix with shards of the new one.
+ */
+#include "ckpt/engine.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ckpt/shard.h"
+#include "ckpt/store.h"
+#include "common/util.h"
+#include "lib/lib.h"
+
+static void fallback(const fb_ckpt *ck, uint64_t step, int code, const char *why)
+{
+    fprintf(stderr, "firebreak: rank %d: not restoring checkpoint step %llu: %s\n",
+            ck->rank, (unsigned long long)step, why);
+    fb__lib_report(FB_REPORT_RESTORE_FALLBACK, code, step, 0, 0, 0, why);
+}
+
+/* 0 when the shard holds exactly the registered tensors; else FB_EMISMATCH
+ * with the first difference in why. */
+static int match_tensors(const fb_ckpt *ck, const fb__st_header *h,
+                         void **dest, char *why, size_t why_size)
+{
+    if (h->ntensors != ck->n) {
+        fb__ckpt_say(why, why_size, "it holds %zu tensors, %zu are registered",
+                 h->ntensors, ck->n);
+        return FB_EMISMATCH;
+    }
+    for (size_t i = 0; i < ck->n; i++) {
+        const fb__ckpt_tensor *t = &ck->t[i];
+        const fb__st_tensor *s = fb__st_find(h, t->name);
+        if (!s) {
+            fb__ckpt_say(why, why_size, "tensor \"%.200s\" is registered but not in "
+                     "the checkpoint", t->name);
+            return FB_EMISMATCH;
+        }
+        if (s->dtype != t->dtype) {
+            fb__ckpt_say(why, why_size, "tensor \"%.200s\": dtype %s in the checkpoint, "
+                     "%s registered", t->name, fb_dtype_name(s->dtype),
+                     fb_dtype_name(t->dtype));
+            return FB_EMISMATCH;
+        }
+        int same = s->ndim == t->ndim;
+        for (int d = 0; same && d < t->ndim; d++)
+            same = s->shape[d] == t->shape[d];
+        if (!same) {
+            char a[256] = "", b[256] = "";
+            size_t la = 0, lb = 0;
+            for (int d = 0; d < s->ndim && la < sizeof a; d++)
+                la += (size_t)snprintf(a + la, sizeof a - la, "%s%" PRId64,
+                                       d ? "," : "", s->shape[d]);
+            for (int d = 0; d < t->ndim && lb < sizeof b; d++)
+                lb += (size_t)snprintf(b + lb, sizeof b - lb, "%s%" PRId64,
+                                       d ? "," : "", t->shape[d]);
+            fb__ckpt_say(why, why_size, "tensor \"%.200s\": shape [%s] in the "
+                     "checkpoint, [%s] registered", t->name, a, b);
+            return FB_EMISMATCH;
+        }
+        dest[s - h->tensors] = t->data;
+    }
+    return 0;
+}
+
+/* This rank's shard of an abandoned (newer, incomplete) checkpoint. */
+static void drop_own_shard(const fb_ckpt *ck, uint64_t step)
+{
+    char p[PATH_MAX], sdir[PATH_MAX];
+    if (fb__ckpt_shard_path(p, sizeof p, ck->dir, step, ck->rank) ||
+        fb__ckpt_step_path(sdir, sizeof sdir, ck->dir, step))
+        return;
+    if (unlink(p) == 0)
+        fb__fsync_dir(sdir);
+}
+
+static void quarantine_own_shard(const fb_ckpt *ck, uint64_t step)
+{
+    char p[PATH_MAX], q[PATH_MAX], sdir[PATH_MAX];
+    if (fb__ckpt_shard_path(p, sizeof p, ck->dir, step, ck->rank) ||
+        fb__fmt(q, sizeof q, "%s/step-%010llu/rank-%05d.corrupt", ck->dir,
+                (unsigned long long)step, ck->rank) ||
+        fb__ckpt_step_path(sdir, sizeof sdir, ck->dir, step))
+        return;
+    if (rename(p, q) == 0)
+        fb__fsync_dir(sdir);
+}
+
+/* Try one checkpoint: 0 restored, FB_EMISMATCH fatal, other: fall back. */
+static int try_step(fb_ckpt *ck, uint64_t step, uint64_t *bytes_out, char *why,
+                    size_t why_size)
+{
+    char path[PATH_MAX];
+    if (fb__ckpt_shard_path(path, sizeof path, ck->dir, step, ck->rank)) {
+        fb__ckpt_say(why, why_size, "path too long");
+        return -ENAMETOOLONG;
+    }
+    int fd = -1;
+    fb__st_header *h = NULL;
+    void **dest = NULL;
+    int rc = fb__st_open(path, &fd, &h, why, why_size);
+    if (rc)
+        return rc;
+    const char *w = fb__st_meta_get(h, "firebreak.world_size");
+    const char *r = fb__st_meta_get(h, "firebreak.rank");
+    long long wv = -1, rv = -1;
+    if (!w || !r || fb__parse_int(w, 1, INT32_MAX, &wv) ||
+        fb__parse_int(r, 0, INT32_MAX, &rv) || wv != ck->world_size ||
+        rv != ck->rank) {
+        fb__ckpt_say(why, why_size, "%s: metadata says rank %s of world size %s, "
+                 "expected rank %d of %d", path, r ? r : "?", w ? w : "?",
+                 ck->rank, ck->world_size);
+        rc = FB_EFORMAT;
+        goto out;
+    }
+    if ((rc = fb__shard_check_meta(h, path, why, why_size)))
+        goto out;
+    dest = calloc(h->ntensors ? h->ntensors : 1, sizeof *dest);
+    if (!dest) {
+        rc = -ENOMEM;
+        fb__ckpt_say(why, why_size, "out of memory");
+        goto out;
+    }
+    char mm[512];
+    if ((rc = match_tensors(ck, h, dest, mm, sizeof mm))) {
+        fb__ckpt_say(why, why_size, "%s: %s", path, mm);
+        goto out;
+    }
+    rc = fb__shard_read_verify(fd, h, path, dest, ck->io_threads, NULL, NULL, why,
+                               why_size);
+    if (rc == FB_ECORRUPT)
+        quarantine_own_shard(ck, step);
+    if (!rc)
+        *bytes_out = h->data_offset + h->data_len;
+out:
+    free(dest);
+    fb__st_free(h);
+    if (fd >= 0)
+        close(fd);
+    return rc;
+}
+
+int fb_ckpt_restore(fb_ckpt *ck, uint64_t *step_out)
+{
+    if (!ck)
+        return -EINVAL;
+    pthread_mutex_lock(&ck->mu);
+    int busy = ck->busy;
+    pthread_mutex_unlock(&ck->mu);
+    if (busy)
+        return FB_ESTATE;
+    fb__seg *seg = fb__lib_seg();
+    fb_phase before = seg ? (fb_phase)atomic_load_explicit(&fb__seg_hdr(seg)->phase,
+                                                           memory_order_relaxed)
+                          : FB_PHASE_TRAIN;
+    fb__lib_report(FB_REPORT_RESTORE_BEGIN, 0, 0, 0, 0, 0, NULL);
+    fb_set_phase(FB_PHASE_RESTORE);
+    uint64_t t0 = fb__now_ns();
+    fb__ckpt_entry *v = NULL;
+    size_t n = 0;
+    int rc = fb__ckpt_scan(ck->dir, ck->world_size, 0, &v, &n);
+    if (rc == -ENOENT)
+        n = 0, rc = 0;
+    if (rc) {
+        fprintf(stderr, "firebreak: restore: listing %s: %s\n", ck->dir,
+                fb_strerror(rc));
+        goto out;
+    }
+    rc = FB_ENOCKPT;
+    char why[FB__REPORT_TEXT_MAX + 600];
+    for (size_t i = 0; i < n; i++) {
+        if (!v[i].complete) {
+            fb__ckpt_say(why, sizeof why, "incomplete: %d of %d shards committed",
+                     v[i].shards, ck->world_size);
+            fallback(ck, v[i].step, FB_ENOCKPT, why);
+            drop_own_shard(ck, v[i].step);
+            continue;
+        }
+        uint64_t bytes = 0;
+        int r = try_step(ck, v[i].step, &bytes, why, sizeof why);
+        if (r == FB_EMISMATCH) {
+            fprintf(stderr, "firebreak: rank %d: checkpoint step %llu does not "
+                            "match the registered tensors: %s\n", ck->rank,
+                    (unsigned long long)v[i].step, why);
+            fb__lib_report(FB_REPORT_RESTORE_FALLBACK, r, v[i].step, 0, 0, 0, why);
+            rc = r;
+            break;
+        }
+        if (r) {
+            fallback(ck, v[i].step, r, why);
+            continue;
+        }
+        uint64_t ns = fb__now_ns() - t0;
+        fb__lib_report(FB_REPORT_RESTORE_DONE, 0, v[i].step, bytes, ns, 0, NULL);
+        if (step_out)
+            *step_out = v[i].step;
+        rc = 0;
+        break;
+    }
+    if (rc == FB_ENOCKPT)
+        fb__lib_report(FB_REPORT_RESTORE_NONE, 0, 0, 0, 0, 0, NULL);
+out:
+    free(v);
+    fb_set_phase(before);
+    return rc;
+}

@@ -1,0 +1,37 @@
+/*
+ * shard.h -- reading a shard's data and checking it against the hashes in
+ * its metadata; used by restore (into the registered tensors) and by
+ * `firebreak ckpt verify` (into a scratch buffer).
+ */
+#ifndef FB_CKPT_SHARD_H
+#define FB_CKPT_SHARD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ckpt/safetensors.h"
+
+/* Progress callback: bytes done so far (any thread; may be NULL). */
+typedef void (*fb__shard_progress)(void *arg, uint64_t bytes);
+
+/*
+ * Check the firebreak metadata of a shard: format version, hash algorithm
+ * and a hash for every tensor.  0, FB_EVERSION or FB_EFORMAT (err says
+ * which field).
+ */
+int fb__shard_check_meta(const fb__st_header *h, const char *label, char *err,
+                         size_t err_size);
+
+/*
+ * Read every tensor of the open shard (fd, header h) with `threads`
+ * threads, into dest[i] for h->tensors[i] (dest NULL, or an entry NULL:
+ * read into scratch memory and only verify), hashing each tensor and
+ * comparing with its `firebreak.hash.<name>`.  Returns 0, FB_ECORRUPT
+ * (err names the file and tensor), FB_EFORMAT, -errno.
+ */
+int fb__shard_read_verify(int fd, const fb__st_header *h, const char *label,
+                          void *const *dest, int threads,
+                          fb__shard_progress progress, void *progress_arg,
+                          char *err, size_t err_size);
+
+#endif

@@ -1,0 +1,232 @@
+/*
+ * store.c -- listing, completeness and retention of checkpoint directories
+ * (see store.h).
+ */
+#include "ckpt/store.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "ckpt/safetensors.h"
+#include "common/util.h"
+
+int fb__ckpt_step_path(char *buf, size_t size, const char *dir, uint64_t step)
+{
+    return fb__fmt(buf, size, "%s/step-%010llu", dir, (unsigned long long)step);
+}
+
+int fb__ckpt_shard_path(char *buf, size_t size, const char *dir, uint64_t step,
+                        int rank)
+{
+    return fb__fmt(buf, size, "%s/step-%010llu/rank-%05d.safetensors", dir,
+                   (unsigned long long)step, rank);
+}
+
+/* Parse "<prefix><digits><suffix>" exactly; digits at least `min_digits`. */
+static int parse_numbered(const char *name, const char *prefix, const char *suffix,
+                          unsigned long long *out)
+{
+    size_t pl = strlen(prefix), sl = strlen(suffix), n = strlen(name);
+    if (n <= pl + sl || strncmp(name, prefix, pl) || strcmp(name + n - sl, suffix))
+        return -1;
+    unsigned long long v = 0;
+    size_t digits = n - pl - sl;
+    if (digits > 19)
+        return -1;
+    for (size_t i = pl; i < n - sl; i++) {
+        if (name[i] < '0' || name[i] > '9')
+            return -1;
+        v = v * 10 + (unsigned long long)(name[i] - '0');
+    }
+    *out = v;
+    return 0;
+}
+
+/* world_size recorded in a shard's metadata, or -1. */
+static int shard_world_size(const char *path)
+{
+    int fd;
+    fb__st_header *h;
+    if (fb__st_open(path, &fd, &h, NULL, 0))
+        return -1;
+    close(fd);
+    const char *w = fb__st_meta_get(h, "firebreak.world_size");
+    long long v = -1;
+    if (!w || fb__parse_int(w, 1, INT_MAX, &v))
+        v = -1;
+    fb__st_free(h);
+    return (int)v;
+}
+
+static int scan_step(const char *dir, fb__ckpt_entry *e, int world_size,
+                     int with_sizes)
+{
+    char sdir[PATH_MAX];
+    if (fb__ckpt_step_path(sdir, sizeof sdir, dir, e->step))
+        return -ENAMETOOLONG;
+    DIR *d = opendir(sdir);
+    if (!d)
+        return -errno;
+    int cap = 64, n = 0;
+    int *ranks = malloc(sizeof *ranks * (size_t)cap);
+    struct dirent *de;
+    int lowest = INT_MAX;
+    while (ranks && (de = readdir(d))) {
+        unsigned long long r;
+        if (parse_numbered(de->d_name, "rank-", ".safetensors", &r) || r > INT_MAX)
+            continue;
+        if (n == cap) {
+            int *nr = realloc(ranks, sizeof *ranks * (size_t)(cap *= 2));
+            if (!nr) {
+                free(ranks);
+                ranks = NULL;
+                break;
+            }
+            ranks = nr;
+        }
+        ranks[n++] = (int)r;
+        if ((int)r < lowest)
+            lowest = (int)r;
+    }
+    closedir(d);
+    if (!ranks)
+        return -ENOMEM;
+    e->world_size = world_size;
+    if (world_size <= 0 && lowest != INT_MAX) {
+        char p[PATH_MAX];
+        if (!fb__ckpt_shard_path(p, sizeof p, dir, e->step, lowest))
+            e->world_size = shard_world_size(p);
+    }
+    e->shards = 0;
+    for (int i = 0; i < n; i++) {
+        if (e->world_size > 0 && ranks[i] < e->world_size)
+            e->shards++;
+        if (with_sizes) {
+            char p[PATH_MAX];
+            struct stat st;
+            if (!fb__ckpt_shard_path(p, sizeof p, dir, e->step, ranks[i]) &&
+                !stat(p, &st)) {
+                e->bytes += (uint64_t)st.st_size;
+                if (st.st_mtime > e->mtime_s)
+                    e->mtime_s = st.st_mtime;
+            }
+        }
+    }
+    /* Names are unique in a directory, so counting ranks < W suffices. */
+    e->complete = e->world_size > 0 && e->shards == e->world_size;
+    free(ranks);
+    return 0;
+}
+
+static int cmp_newest_first(const void *a, const void *b)
+{
+    const fb__ckpt_entry *x = a, *y = b;
+    return x->step == y->step ? 0 : x->step > y->step ? -1 : 1;
+}
+
+int fb__ckpt_scan(const char *dir, int world_size, int with_sizes,
+                  fb__ckpt_entry **out, size_t *count)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return -errno;
+    size_t n = 0, cap = 16;
+    fb__ckpt_entry *v = calloc(cap, sizeof *v);
+    int rc = 0;
+    struct dirent *de;
+    while (v && (de = readdir(d))) {
+        unsigned long long step;
+        if (parse_numbered(de->d_name, "step-", "", &step))
+            continue;
+        if (n == cap) {
+            fb__ckpt_entry *nv = realloc(v, sizeof *v * (cap *= 2));
+            if (!nv) {
+                rc = -ENOMEM;
+                break;
+            }
+            v = nv;
+        }
+        memset(&v[n], 0, sizeof v[n]);
+        v[n].step = step;
+        if (scan_step(dir, &v[n], world_size, with_sizes) == 0)
+            n++;
+    }
+    closedir(d);
+    if (!v || rc) {
+        free(v);
+        return rc ? rc : -ENOMEM;
+    }
+    qsort(v, n, sizeof *v, cmp_newest_first);
+    *out = v;
+    *count = n;
+    return 0;
+}
+
+/* Rename to a hidden name, make that durable, then remove. */
+static int delete_step(const char *dir, uint64_t step, fb__ckpt_hook hook)
+{
+    char from[PATH_MAX], to[PATH_MAX];
+    if (fb__ckpt_step_path(from, sizeof from, dir, step) ||
+        fb__fmt(to, sizeof to, "%s/.deleted-step-%010llu.%d", dir,
+                (unsigned long long)step, (int)getpid()))
+        return -ENAMETOOLONG;
+    if (rename(from, to))
+        return errno == ENOENT ? 0 : -errno;
+    int rc = fb__fsync_dir(dir);
+    if (hook)
+        hook("during_delete", step);
+    int r = fb__rm_rf(to);
+    return rc ? rc : r;
+}
+
+static void remove_leftovers(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        char p[PATH_MAX];
+        if (!strncmp(de->d_name, ".deleted-step-", 14) &&
+            !fb__fmt(p, sizeof p, "%s/%s", dir, de->d_name))
+            fb__rm_rf(p);
+    }
+    closedir(d);
+}
+
+int fb__ckpt_retain(const char *dir, int world_size, int keep,
+                    fb__ckpt_hook hook, void (*deleted_cb)(uint64_t step))
+{
+    fb__ckpt_entry *v;
+    size_t n;
+    int rc = fb__ckpt_scan(dir, world_size, 0, &v, &n);
+    if (rc)
+        return rc;
+    remove_leftovers(dir);
+    int kept = 0, deleted = 0;
+    size_t i = 0;
+    for (; i < n && kept < keep; i++)
+        kept += v[i].complete;
+    if (kept == keep) {
+        /* v[i..] are all older than the oldest kept complete checkpoint. */
+        for (; i < n; i++) {
+            int r = delete_step(dir, v[i].step, hook);
+            if (r < 0) {
+                rc = r;
+                continue;
+            }
+            deleted++;
+            if (deleted_cb)
+                deleted_cb(v[i].step);
+        }
+    }
+    free(v);
+    return rc ? rc : deleted;
+}

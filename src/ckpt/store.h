@@ -1,0 +1,58 @@
+/*
+ * store.h -- the checkpoint directory on disk, shared by the engine (rank
+ * side) and the `firebreak ckpt` tool.
+ *
+ *   <dir>/step-<NNNNNNNNNN>/rank-<RRRRR>.safetensors   committed shards
+ *   <dir>/step-<N>/.rank-<RRRRR>.<pid>.tmp              a shard being written
+ *   <dir>/.deleted-step-<N>.<pid>                        being deleted
+ *
+ * A shard is committed when it has its final name (rename after fsync, then
+ * fsync of the step directory).  A checkpoint is complete when the shards
+ * of ranks 0 .. world_size-1 are all committed; world_size comes from the
+ * reader (the rank's own) or from a shard's metadata.  Completeness is
+ * computed from the directory alone, so it holds on a filesystem shared by
+ * many nodes.
+ */
+#ifndef FB_CKPT_STORE_H
+#define FB_CKPT_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct fb__ckpt_entry {
+    uint64_t step;
+    int world_size;     /* from the caller or the first shard; -1 unknown */
+    int shards;         /* committed shards of ranks < world_size          */
+    int complete;
+    uint64_t bytes;     /* sum of committed shard sizes (with_sizes)       */
+    int64_t mtime_s;    /* newest shard's mtime (with_sizes)               */
+} fb__ckpt_entry;
+
+int fb__ckpt_step_path(char *buf, size_t size, const char *dir, uint64_t step);
+int fb__ckpt_shard_path(char *buf, size_t size, const char *dir, uint64_t step,
+                        int rank);
+
+/*
+ * List the checkpoints in dir, newest first, into a malloc'd array.
+ * world_size > 0: the expected world size; 0: read it from the lowest
+ * rank's shard.  with_sizes: stat every shard.  0, -errno.
+ */
+int fb__ckpt_scan(const char *dir, int world_size, int with_sizes,
+                  fb__ckpt_entry **out, size_t *count);
+
+/* Called between the steps of a deletion (tests crash there). */
+typedef void (*fb__ckpt_hook)(const char *point, uint64_t step);
+
+/*
+ * Keep the newest `keep` complete checkpoints; delete every step directory
+ * older than the oldest kept one (complete or not) and leftovers of
+ * interrupted deletions.  Nothing newer than a kept checkpoint is touched.
+ * A deletion first renames the step directory to a hidden name and fsyncs
+ * the parent, so no crash leaves a half-deleted directory that looks like
+ * a checkpoint.  deleted_cb (may be NULL) is told each deleted step.
+ * Returns how many were deleted, or -errno.
+ */
+int fb__ckpt_retain(const char *dir, int world_size, int keep,
+                    fb__ckpt_hook hook, void (*deleted_cb)(uint64_t step));
+
+#endif

@@ -1,0 +1,471 @@
+/*
+ * test_engine.c -- the checkpoint engine as a training program sees it:
+ * round trips of every dtype (sync and async), completeness across ranks,
+ * fallback on corruption, mismatch, retention, busy/skip, write failures,
+ * and SIGKILL at each point of a save.  `test_engine NAME` runs one case.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "ckpt/engine.h"
+#include "ckpt/store.h"
+#include "common/util.h"
+#include "firebreak/firebreak.h"
+
+static int failures;
+#define CHECK(c)                                                              \
+    do {                                                                      \
+        if (!(c)) {                                                           \
+            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #c); \
+            failures++;                                                       \
+        }                                                                     \
+    } while (0)
+#define CHECK_RC(e, want)                                                     \
+    do {                                                                      \
+        int rc_ = (e);                                                        \
+        if (rc_ != (want)) {                                                  \
+            fprintf(stderr, "%s:%d: %s returned %d (%s), wanted %d\n", __FILE__, \
+                    __LINE__, #e, rc_, fb_strerror(rc_), (int)(want));        \
+            failures++;                                                       \
+        }                                                                     \
+    } while (0)
+
+static char root[256];
+
+static void fresh_dir(const char *name, char *out, size_t size)
+{
+    snprintf(out, size, "%s/%s", root, name);
+    fb__rm_rf(out);
+}
+
+static fb_ckpt *open_ck(const char *dir, int rank, int world, int async, int keep)
+{
+    fb_ckpt_options o;
+    fb_ckpt_options_init(&o);
+    o.dir = dir;
+    o.rank = rank;
+    o.world_size = world;
+    o.async = async;
+    o.keep = keep;
+    fb_ckpt *ck = NULL;
+    CHECK_RC(fb_ckpt_open(&ck, &o), 0);
+    return ck;
+}
+
+static void fill(void *p, size_t n, unsigned seed)
+{
+    unsigned char *b = p;
+    for (size_t i = 0; i < n; i++)
+        b[i] = (unsigned char)((i * 2654435761u + seed * 40503u) >> 13);
+}
+
+/* One state of every dtype plus a scalar, an empty and a bigger tensor. */
+typedef struct state {
+    void *buf[FB_DTYPE_COUNT_ + 3];
+    size_t bytes[FB_DTYPE_COUNT_ + 3];
+} state;
+
+static void state_register(fb_ckpt *ck, state *s, unsigned seed)
+{
+    char name[64];
+    for (int d = 0; d < FB_DTYPE_COUNT_; d++) {
+        int64_t shape[2] = {3, 5 + d};
+        s->bytes[d] = 3 * (size_t)(5 + d) * fb_dtype_size((fb_dtype)d);
+        s->buf[d] = malloc(s->bytes[d]);
+        fill(s->buf[d], s->bytes[d], seed + (unsigned)d);
+        snprintf(name, sizeof name, "t.%s", fb_dtype_name((fb_dtype)d));
+        CHECK_RC(fb_ckpt_register(ck, name, (fb_dtype)d, 2, shape, s->buf[d]), 0);
+    }
+    int k = FB_DTYPE_COUNT_;
+    s->bytes[k] = 8;
+    s->buf[k] = malloc(8);
+    fill(s->buf[k], 8, seed + 100);
+    CHECK_RC(fb_ckpt_register(ck, "scalar", FB_DTYPE_F64, 0, NULL, s->buf[k]), 0);
+    k++;
+    int64_t zero[2] = {0, 4};
+    s->bytes[k] = 0;
+    s->buf[k] = malloc(1);
+    CHECK_RC(fb_ckpt_register(ck, "empty", FB_DTYPE_F32, 2, zero, s->buf[k]), 0);
+    k++;
+    int64_t big[1] = {3 << 20}; /* 12 MiB: mmap'd staging, several chunks */
+    s->bytes[k] = (size_t)big[0] * 4;
+    s->buf[k] = malloc(s->bytes[k]);
+    fill(s->buf[k], s->bytes[k], seed + 200);
+    CHECK_RC(fb_ckpt_register(ck, "big", FB_DTYPE_F32, 1, big, s->buf[k]), 0);
+}
+
+static void state_refill(state *s, unsigned seed)
+{
+    for (int k = 0; k < FB_DTYPE_COUNT_ + 3; k++)
+        fill(s->buf[k], s->bytes[k], seed + (unsigned)k * 7);
+}
+
+static void state_zero(state *s)
+{
+    for (int k = 0; k < FB_DTYPE_COUNT_ + 3; k++)
+        memset(s->buf[k], 0, s->bytes[k]);
+}
+
+static void state_snapshot(const state *s, state *copy)
+{
+    for (int k = 0; k < FB_DTYPE_COUNT_ + 3; k++) {
+        copy->bytes[k] = s->bytes[k];
+        copy->buf[k] = malloc(s->bytes[k] ? s->bytes[k] : 1);
+        memcpy(copy->buf[k], s->buf[k], s->bytes[k]);
+    }
+}
+
+static int state_equal(const state *a, const state *b)
+{
+    for (int k = 0; k < FB_DTYPE_COUNT_ + 3; k++)
+        if (a->bytes[k] != b->bytes[k] || memcmp(a->buf[k], b->buf[k], a->bytes[k]))
+            return 0;
+    return 1;
+}
+
+static void state_free(state *s)
+{
+    for (int k = 0; k < FB_DTYPE_COUNT_ + 3; k++)
+        free(s->buf[k]);
+}
+
+static int exists(const char *fmt, const char *dir, unsigned long long step, int rank)
+{
+    char p[512];
+    snprintf(p, sizeof p, fmt, dir, step, rank);
+    struct stat st;
+    return stat(p, &st) == 0;
+}
+#define SHARD "%s/step-%010llu/rank-%05d.safetensors"
+
+/* Save steps 10 and 20 with different contents; restore gives 20's. */
+static void case_roundtrip(int async)
+{
+    char dir[300];
+    fresh_dir(async ? "rt_async" : "rt_sync", dir, sizeof dir);
+    fb_ckpt *ck = open_ck(dir, 0, 1, async, 2);
+    state s, want;
+    state_register(ck, &s, 1);
+    CHECK_RC(fb_ckpt_save(ck, 10), 0);
+    CHECK_RC(fb_ckpt_wait(ck), 0);
+    state_refill(&s, 2);
+    CHECK_RC(fb_ckpt_save(ck, 20), 0);
+    /* The async copy is taken at save: changing tensors now is safe. */
+    state_snapshot(&s, &want);
+    state_refill(&s, 3);
+    CHECK_RC(fb_ckpt_wait(ck), 0);
+    CHECK(exists(SHARD, dir, 20, 0));
+    state_zero(&s);
+    uint64_t step = 0;
+    CHECK_RC(fb_ckpt_restore(ck, &step), 0);
+    CHECK(step == 20);
+    CHECK(state_equal(&s, &want));
+    fb_ckpt_close(ck);
+    state_free(&s);
+    state_free(&want);
+}
+
+static void flip_byte(const char *path, long from_end)
+{
+    FILE *f = fopen(path, "r+b");
+    CHECK(f != NULL);
+    if (!f)
+        return;
+    fseek(f, -from_end, SEEK_END);
+    int c = fgetc(f);
+    fseek(f, -from_end, SEEK_END);
+    fputc(c ^ 0x5a, f);
+    fclose(f);
+}
+
+static void case_corrupt(void)
+{
+    char dir[300], p[512];
+    fresh_dir("corrupt", dir, sizeof dir);
+    fb_ckpt *ck = open_ck(dir, 0, 1, 1, 3);
+    state s, want;
+    state_register(ck, &s, 1);
+    CHECK_RC(fb_ckpt_save(ck, 1), 0);
+    state_snapshot(&s, &want);
+    CHECK_RC(fb_ckpt_wait(ck), 0);
+    state_refill(&s, 9);
+    CHECK_RC(fb_ckpt_save(ck, 2), 0);
+    CHECK_RC(fb_ckpt_wait(ck), 0);
+    snprintf(p, sizeof p, SHARD, dir, 2ull, 0);
+    flip_byte(p, 5);
+    state_zero(&s);
+    uint64_t step = 0;
+    CHECK_RC(fb_ckpt_restore(ck, &step), 0);
+    CHECK(step == 1);
+    CHECK(state_equal(&s, &want));
+    /* The corrupt shard is set aside: later restores skip it at once. */
+    CHECK(!exists(SHARD, dir, 2, 0));
+    CHECK(exists("%s/step-%010llu/rank-%05d.corrupt", dir, 2, 0));
+    /* A truncated shard falls back too. */
+    snprintf(p, sizeof p, SHARD, dir, 1ull, 0);
+    CHECK(truncate(p, 100) == 0);
+    CHECK_RC(fb_ckpt_restore(ck, &step), FB_ENOCKPT);
+    fb_ckpt_close(ck);
+    state_free(&s);
+    state_free(&want);
+}
+
+static void case_mismatch(void)
+{
+    char dir[300];
+    fresh_dir("mismatch", dir, sizeof dir);
+    float a[6] = {1, 2, 3, 4, 5, 6}, b[6];
+    int64_t s23[2] = {2, 3}, s32[2] = {3, 2}, s6[1] = {6};
+    fb_ckpt *ck = open_ck(dir, 0, 1, 0, 2);
+    CHECK_RC(fb_ckpt_register(ck, "w", FB_DTYPE_F32, 2, s23, a), 0);
+    CHECK_RC(fb_ckpt_save(ck, 5), 0);
+    fb_ckpt_close(ck);
+    ck = open_ck(dir, 0, 1, 0, 2);
+    CHECK_RC(fb_ckpt_register(ck, "w", FB_DTYPE_F32, 2, s32, b), 0);
+    CHECK_RC(fb_ckpt_restore(ck, NULL), FB_EMISMATCH);
+    fb_ckpt_close(ck);
+    ck = open_ck(dir, 0, 1, 0, 2);
+    CHECK_RC(fb_ckpt_register(ck, "w", FB_DTYPE_I32, 1, s6, b), 0);
+    CHECK_RC(fb_ckpt_restore(ck, NULL), FB_EMISMATCH);
+    fb_ckpt_close(ck);
+    ck = open_ck(dir, 0, 1, 0, 2);
+    CHECK_RC(fb_ckpt_register(ck, "v", FB_DTYPE_F32, 2, s23, b), 0);
+    CHECK_RC(fb_ckpt_restore(ck, NULL), FB_EMISMATCH);
+    CHECK_RC(fb_ckpt_register(ck, "v", FB_DTYPE_F32, 2, s23, b), -EINVAL);
+    fb_ckpt_close(ck);
+    ck = open_ck(dir, 0, 1, 0, 2);
+    CHECK_RC(fb_ckpt_register(ck, "w", FB_DTYPE_F32, 2, s23, b), 0);
+    uint64_t step;
+    CHECK_RC(fb_ckpt_restore(ck, &step), 0);
+    CHECK(step == 5 && !memcmp(a, b, sizeof a));
+    fb_ckpt_close(ck);
+}
+
+/* Ranks of one world save into the same directory (as on a shared
+ * filesystem); a checkpoint missing a rank's shard is not restored. */
+static void case_ranks(void)
+{
+    char dir[300];
+    fresh_dir("ranks", dir, sizeof dir);
+    double v[3][4];
+    int64_t shape[1] = {4};
+    fb_ckpt *ck[3];
+    for (int r = 0; r < 3; r++) {
+        ck[r] = open_ck(dir, r, 3, 1, 2);
+        CHECK_RC(fb_ckpt_register(ck[r], "v", FB_DTYPE_F64, 1, shape, v[r]), 0);
+        for (int i = 0; i < 4; i++)
+            v[r][i] = r * 10 + i;
+        CHECK_RC(fb_ckpt_save(ck[r], 100), 0);
+    }
+    for (int r = 0; r < 3; r++) {
+        CHECK_RC(fb_ckpt_wait(ck[r]), 0);
+        v[r][0] = -1;
+        if (r < 2) /* rank 2 never writes step 200 */
+            CHECK_RC(fb_ckpt_save(ck[r], 200), 0);
+    }
+    for (int r = 0; r < 3; r++) {
+        CHECK_RC(fb_ckpt_wait(ck[r]), 0);
+        uint64_t step = 0;
+        CHECK_RC(fb_ckpt_restore(ck[r], &step), 0);
+        CHECK(step == 100 && v[r][0] == r * 10);
+    }
+    /* Restore dropped the abandoned step-200 shards of ranks 0 and 1. */
+    CHECK(!exists(SHARD, dir, 200, 0) && !exists(SHARD, dir, 200, 1));
+    fb__ckpt_entry *e;
+    size_t n;
+    CHECK_RC(fb__ckpt_scan(dir, 0, 1, &e, &n), 0);
+    CHECK(n == 2 && e[1].step == 100 && e[1].complete && e[1].world_size == 3);
+    free(e);
+    for (int r = 0; r < 3; r++)
+        fb_ckpt_close(ck[r]);
+}
+
+static int count_steps(const char *dir)
+{
+    DIR *d = opendir(dir);
+    int n = 0;
+    struct dirent *e;
+    while (d && (e = readdir(d)))
+        n += e->d_name[0] != '.';
+    if (d)
+        closedir(d);
+    return n;
+}
+
+static void case_retention(void)
+{
+    char dir[300];
+    fresh_dir("retention", dir, sizeof dir);
+    fb_ckpt *ck = open_ck(dir, 0, 1, 1, 2);
+    int64_t shape[1] = {16};
+    float x[16] = {0};
+    CHECK_RC(fb_ckpt_register(ck, "x", FB_DTYPE_F32, 1, shape, x), 0);
+    for (int s = 1; s <= 5; s++) {
+        CHECK_RC(fb_ckpt_save(ck, (uint64_t)s), 0);
+        CHECK_RC(fb_ckpt_wait(ck), 0);
+    }
+    CHECK(count_steps(dir) == 2);
+    CHECK(exists(SHARD, dir, 5, 0) && exists(SHARD, dir, 4, 0));
+    fb_ckpt_close(ck);
+}
+
+static void case_busy_skip(void)
+{
+    char dir[300];
+    fresh_dir("busy", dir, sizeof dir);
+    setenv("FIREBREAK_CKPT_WRITE_DELAY_MS", "300", 1);
+    fb_ckpt_options o;
+    fb_ckpt_options_init(&o);
+    o.dir = dir;
+    o.rank = 0;
+    o.world_size = 1;
+    o.on_busy = FB_CKPT_BUSY_SKIP;
+    fb_ckpt *ck = NULL;
+    CHECK_RC(fb_ckpt_open(&ck, &o), 0);
+    int64_t shape[1] = {16};
+    float x[16] = {0};
+    CHECK_RC(fb_ckpt_register(ck, "x", FB_DTYPE_F32, 1, shape, x), 0);
+    CHECK_RC(fb_ckpt_save(ck, 1), 0);
+    CHECK_RC(fb_ckpt_save(ck, 2), FB_EBUSY);
+    CHECK_RC(fb_ckpt_register(ck, "y", FB_DTYPE_F32, 1, shape, x), FB_ESTATE);
+    CHECK_RC(fb_ckpt_wait(ck), 0);
+    CHECK(exists(SHARD, dir, 1, 0) && !exists(SHARD, dir, 2, 0));
+    fb_ckpt_close(ck);
+    /* WAIT (the default) makes the second save wait for the first. */
+    ck = open_ck(dir, 0, 1, 1, 5);
+    CHECK_RC(fb_ckpt_register(ck, "x", FB_DTYPE_F32, 1, shape, x), 0);
+    CHECK_RC(fb_ckpt_save(ck, 3), 0);
+    CHECK_RC(fb_ckpt_save(ck, 4), 0);
+    CHECK_RC(fb_ckpt_wait(ck), 0);
+    CHECK(exists(SHARD, dir, 3, 0) && exists(SHARD, dir, 4, 0));
+    fb_ckpt_close(ck);
+    unsetenv("FIREBREAK_CKPT_WRITE_DELAY_MS");
+}
+
+/* A failed write (injected ENOSPC) leaves older checkpoints intact. */
+static void case_write_error(int stop)
+{
+    char dir[300];
+    fresh_dir(stop ? "werr_stop" : "werr", dir, sizeof dir);
+    fb_ckpt_options o;
+    fb_ckpt_options_init(&o);
+    o.dir = dir;
+    o.rank = 0;
+    o.world_size = 1;
+    o.on_error = stop ? FB_CKPT_ERROR_STOP : FB_CKPT_ERROR_CONTINUE;
+    fb_ckpt *ck = NULL;
+    CHECK_RC(fb_ckpt_open(&ck, &o), 0);
+    int64_t shape[1] = {16};
+    float x[16] = {1};
+    CHECK_RC(fb_ckpt_register(ck, "x", FB_DTYPE_F32, 1, shape, x), 0);
+    CHECK_RC(fb_ckpt_save(ck, 1), 0);
+    CHECK_RC(fb_ckpt_wait(ck), 0);
+    setenv("FIREBREAK_CKPT_FAIL", "ENOSPC@2", 1);
+    CHECK_RC(fb_ckpt_save(ck, 2), 0);
+    CHECK_RC(fb_ckpt_wait(ck), -ENOSPC);
+    unsetenv("FIREBREAK_CKPT_FAIL");
+    CHECK_RC(fb_ckpt_save(ck, 3), stop ? -ENOSPC : 0);
+    CHECK_RC(fb_ckpt_wait(ck), stop ? -ENOSPC : 0);
+    CHECK(exists(SHARD, dir, 1, 0) && !exists(SHARD, dir, 2, 0));
+    CHECK(!exists("%s/step-%010llu", dir, 2, 0)); /* no empty leftovers */
+    uint64_t step = 0;
+    CHECK_RC(fb_ckpt_restore(ck, &step), 0);
+    CHECK(step == (stop ? 1u : 3u));
+    fb_ckpt_close(ck);
+}
+
+/* A child saves steps 1 and 2 (keep 1) and is SIGKILLed at `point` of
+ * step 2; the checkpoint a restore then takes must be complete. */
+static void case_crash(const char *point, uint64_t want_step)
+{
+    char dir[300], spec[64];
+    fresh_dir(point, dir, sizeof dir);
+    int world = !strcmp(point, "after_rename") ? 2 : 1;
+    pid_t pid = fork();
+    if (pid == 0) {
+        snprintf(spec, sizeof spec, "%s@2", point);
+        setenv("FIREBREAK_CKPT_CRASH_AT", spec, 1);
+        fb_ckpt *ck = open_ck(dir, 0, world, 1, 1);
+        fb_ckpt *ck1 = world > 1 ? open_ck(dir, 1, world, 1, 1) : NULL;
+        int64_t shape[1] = {1 << 20};
+        float *x = calloc(1 << 20, 4);
+        x[0] = 1;
+        fb_ckpt_register(ck, "x", FB_DTYPE_F32, 1, shape, x);
+        if (ck1)
+            fb_ckpt_register(ck1, "x", FB_DTYPE_F32, 1, shape, x);
+        fb_ckpt_save(ck, 1);
+        fb_ckpt_wait(ck);
+        if (ck1) {
+            fb_ckpt_save(ck1, 1); /* rank 1 has step 1 only */
+            fb_ckpt_wait(ck1);
+        }
+        x[0] = 2;
+        fb_ckpt_save(ck, 2);
+        fb_ckpt_wait(ck);
+        _exit(0);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+    for (int r = 0; r < world; r++) {
+        fb_ckpt *ck = open_ck(dir, r, world, 0, 1);
+        int64_t shape[1] = {1 << 20};
+        float *x = calloc(1 << 20, 4);
+        CHECK_RC(fb_ckpt_register(ck, "x", FB_DTYPE_F32, 1, shape, x), 0);
+        uint64_t step = 0;
+        CHECK_RC(fb_ckpt_restore(ck, &step), 0);
+        CHECK(step == want_step && x[0] == (float)want_step);
+        fb_ckpt_close(ck);
+        free(x);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fprintf(stderr, "usage: test_engine CASE\n");
+        return 2;
+    }
+    snprintf(root, sizeof root, "%s/fb-ckpt-test.%d",
+             getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", (int)getpid());
+    fb__mkdir_p(root, 0755);
+    const char *c = argv[1];
+    if (!strcmp(c, "roundtrip_sync"))
+        case_roundtrip(0);
+    else if (!strcmp(c, "roundtrip_async"))
+        case_roundtrip(1);
+    else if (!strcmp(c, "corrupt"))
+        case_corrupt();
+    else if (!strcmp(c, "mismatch"))
+        case_mismatch();
+    else if (!strcmp(c, "ranks"))
+        case_ranks();
+    else if (!strcmp(c, "retention"))
+        case_retention();
+    else if (!strcmp(c, "busy"))
+        case_busy_skip();
+    else if (!strcmp(c, "write_error"))
+        case_write_error(0);
+    else if (!strcmp(c, "write_error_stop"))
+        case_write_error(1);
+    else if (!strcmp(c, "crash_before_rename"))
+        case_crash("before_rename", 1);
+    else if (!strcmp(c, "crash_after_rename"))
+        case_crash("after_rename", 1);
+    else if (!strcmp(c, "crash_during_delete"))
+        case_crash("during_delete", 2);
+    else {
+        fprintf(stderr, "unknown case %s\n", c);
+        return 2;
+    }
+    fb__rm_rf(root);
+    if (failures)
+        fprintf(stderr, "%s: %d check(s) failed\n", c, failures);
+    return failures ? 1 : 0;
+}
