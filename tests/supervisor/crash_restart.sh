@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# A rank SIGKILLed mid-run is noticed at once, the job restarts and completes;
+# the journal records the attempts and the incident as they happened.
+source "$(dirname "$0")/lib.sh"
+"$FB" run --nproc-per-node 3 --max-restarts 2 --hang-timeout 5 --json \
+    --inject 'kill:rank=1,step=8' -- "$RANK" --steps 25 --sleep-ms 10 "$TAG" \
+    >out.json 2>err.txt || fail "run exited $? ($(tail -3 err.txt))"
+[ "$(json_field out.json '["completed"]')" = True ] || fail "not completed"
+[ "$(json_field out.json '["restarts"]')" = 1 ] || fail "restarts != 1"
+[ "$(json_field out.json '["incidents"][0]["kind"]')" = crash ] || fail "kind"
+[ "$(json_field out.json '["incidents"][0]["rank"]')" = 1 ] || fail "rank"
+[ "$(json_field out.json '["incidents"][0]["step"]')" = 8 ] || fail "step"
+d=$(json_field out.json '["incidents"][0]["detect_ms"]')
+python3 -c "import sys; sys.exit(0 if 0 <= $d < 1000 else 1)" || fail "detect_ms $d"
+# Journal: 2 attempts (failed, completed), 1 crash incident with the signal.
+[ "$(q 'select count(*) from attempt')" = 2 ] || fail "attempt rows"
+[ "$(q "select outcome from attempt order by number")" = "$(printf 'failed\ncompleted')" ] || fail "outcomes"
+[ "$(q "select kind||':'||rank||':'||signal||':'||step||':'||phase from incident")" = "crash:1:9:8:train" ] \
+    || fail "incident row: $(q 'select * from incident')"
+[ "$(q "select injected from incident")" = "kill:rank=1,step=8" ] || fail "injected evidence"
+[ "$(q "select status||':'||exit_code from run")" = "completed:0" ] || fail "run row"
+q "select last_lines from incident" | grep -q "injecting fault kill" || fail "last lines"
+[ "$(q 'select count(distinct rank) from step_sample')" -ge 1 ] || true
+grep -q "done rank 1" "$(run_dir)/logs/rank-1.log" || fail "rank log"
+assert_no_segments
+ok "crash detected in $d ms, restarted, completed; journal matches"

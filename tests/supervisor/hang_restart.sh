@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# A rank that stops making progress is declared hung within its timeout plus
+# a second, every rank is stopped, and the job restarts and completes.
+source "$(dirname "$0")/lib.sh"
+"$FB" run --nproc-per-node 2 --max-restarts 1 --hang-timeout 1.5 --json \
+    --inject 'hang:rank=0,step=5' -- "$RANK" --steps 20 --sleep-ms 10 "$TAG" \
+    >out.json 2>err.txt || fail "run exited $?"
+[ "$(json_field out.json '["incidents"][0]["kind"]')" = hang ] || fail "kind"
+[ "$(json_field out.json '["incidents"][0]["rank"]')" = 0 ] || fail "rank"
+d=$(json_field out.json '["incidents"][0]["detect_ms"]')
+# detect_ms counts from the last heartbeat: timeout (1.5 s) <= d <= timeout + 1 s
+python3 -c "import sys; sys.exit(0 if 1500 <= $d <= 2500 else 1)" || fail "detect_ms $d"
+[ "$(json_field out.json '["completed"]')" = True ] || fail "not completed"
+[ "$(q "select kind||':'||phase from incident")" = "hang:train" ] || fail "incident row"
+# Evidence snapshot of the segments was taken before the kill.
+ls "$(run_dir)"/fr/attempt-0/rank-0.fbseg >/dev/null || fail "no segment snapshot"
+assert_no_segments
+ok "hang detected after $d ms (timeout 1500 ms), restarted, completed"

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Failures in every attempt exhaust --max-restarts: exit 1 and a message
+# that says why.  --max-restarts 0 gives up at the first failure.  A failure
+# repeating at the same step is a crash loop and stops early.
+source "$(dirname "$0")/lib.sh"
+# Different steps per attempt (not a crash loop): exhausts 2 restarts.
+set +e
+"$FB" run --nproc-per-node 2 --max-restarts 2 --json \
+    --inject 'kill:rank=0,step=3,attempt=0' --inject 'kill:rank=0,step=4,attempt=1' \
+    --inject 'kill:rank=0,step=5,attempt=2' -- "$RANK" --steps 10 --sleep-ms 5 "$TAG" \
+    >out.json 2>err.txt
+rc=$?
+set -e
+[ $rc = 1 ] || fail "exit code $rc, want 1"
+grep -q "gave up after 2 restarts" err.txt || fail "no clear message: $(cat err.txt)"
+[ "$(json_field out.json '["completed"]')" = False ] || fail "completed?"
+[ "$(q "select status from run")" = failed ] || fail "run status"
+[ "$(q "select count(*) from attempt")" = 3 ] || fail "3 attempts"
+rm -rf runs
+# --max-restarts 0
+set +e
+"$FB" run --nproc-per-node 2 --max-restarts 0 \
+    --inject 'kill:rank=1,step=3' -- "$RANK" --steps 10 --sleep-ms 5 "$TAG" 2>err.txt
+rc=$?
+set -e
+[ $rc = 1 ] || fail "max-restarts 0: exit $rc"
+grep -q "gave up after 0 restarts" err.txt || fail "message: $(cat err.txt)"
+[ "$(q "select count(*) from attempt")" = 1 ] || fail "one attempt"
+rm -rf runs
+# Crash loop: same failure at the same step in every attempt.
+set +e
+"$FB" run --nproc-per-node 2 --max-restarts 5 \
+    --inject 'kill:rank=1,step=3,attempt=any' -- "$RANK" --steps 10 --sleep-ms 5 "$TAG" 2>err.txt
+rc=$?
+set -e
+[ $rc = 1 ] || fail "crash loop: exit $rc"
+grep -q "crash loop" err.txt || fail "no crash-loop diagnosis: $(cat err.txt)"
+[ "$(q "select count(*) from attempt")" = 2 ] || fail "crash loop should stop after 2 attempts"
+ok "restarts exhausted, max-restarts 0 and crash loop all stop with a reason"

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# SIGTERM to the supervisor stops every rank (even one that ignores SIGTERM,
+# after the grace period) and leaves a consistent journal; SIGKILL of the
+# supervisor itself leaves no orphan either, including grandchildren that
+# called setsid().
+source "$(dirname "$0")/lib.sh"
+"$FB" run --nproc-per-node 3 --grace 1 --hang-timeout 30 -- \
+    "$RANK" --steps 100000 --sleep-ms 10 --spawn-child --ignore-term "$TAG" 2>err.txt &
+sup=$!
+for i in $(seq 100); do
+    [ "$(ls "$T"/runs/*/child.* 2>/dev/null | wc -l)" = 3 ] && break
+    sleep 0.1
+done
+[ "$(ls "$T"/runs/*/child.* | wc -l)" = 3 ] || fail "ranks did not start"
+kill -TERM $sup
+set +e
+wait $sup
+rc=$?
+set -e
+[ $rc = 143 ] || fail "exit $rc after SIGTERM, want 143"
+[ -z "$(leftovers)" ] || fail "processes left after SIGTERM: $(leftovers)"
+[ "$(q "select status from run")" = interrupted ] || fail "run status"
+[ "$(q "select outcome from attempt")" = stopped ] || fail "attempt outcome"
+[ "$(q "select count(*) from run where ended_at is not null")" = 1 ] || fail "ended_at"
+assert_no_segments
+rm -rf runs
+
+# SIGKILL the supervisor: the shims notice (parent-death signal) and kill
+# their whole trees, setsid() grandchildren included.
+"$FB" run --nproc-per-node 2 --hang-timeout 30 -- \
+    "$RANK" --steps 100000 --sleep-ms 10 --spawn-child "$TAG" 2>err.txt &
+sup=$!
+for i in $(seq 100); do
+    [ "$(ls "$T"/runs/*/child.* 2>/dev/null | wc -l)" = 2 ] && break
+    sleep 0.1
+done
+[ "$(ls "$T"/runs/*/child.* | wc -l)" = 2 ] || fail "ranks did not start (2)"
+kill -KILL $sup
+wait $sup 2>/dev/null || true
+for i in $(seq 50); do
+    [ -z "$(leftovers)" ] && break
+    sleep 0.1
+done
+[ -z "$(leftovers)" ] || fail "orphans after SIGKILL of the supervisor: $(leftovers)"
+ok "SIGTERM and SIGKILL of the supervisor leave nothing behind"
