@@ -1,14 +1,593 @@
 /*
- * cmd_sim.c -- `firebreak sim` (not built yet: placeholder that says so).
+ * cmd_sim.c -- `firebreak sim`: what effective training time would this job
+ * keep at 16k or 100k GPUs?  Parses options, builds an fb_sim_config
+ * (preset, rates file, or measured costs of a real run), runs the
+ * simulator in src/sim/ and prints.  The model is in docs/sim.md.
  */
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "cli/cli.h"
+#include "common/util.h"
+#include "sim/sim.h"
+
+#define MAX_SWEEP_POINTS 64
+#define MAX_RATES_BYTES (1u << 20)
+#define DEFAULT_CKPT_BYTES_PER_GPU (2.0 * 1024 * 1024 * 1024)
+#define DEFAULT_STORAGE_BYTES_PER_S (2.0 * 1024 * 1024 * 1024 * 1024)
+
+static const char usage_text[] =
+    "usage: firebreak sim [options] [--json] [--csv] [--sweep gpus=A:B "
+    "[--svg FILE]]\n"
+    "\n"
+    "Monte Carlo of one training job: failures, checkpoints, detection,\n"
+    "restarts, spares and maintenance; reports effective training time\n"
+    "(ETTR), interruptions by category, where the time went and the best\n"
+    "checkpoint interval next to Young's and Daly's.  Durations: 90s, 30m,\n"
+    "1.5h, 2d, 250ms.  Sizes: 4G, 512M.  See docs/sim.md.\n"
+    "\n"
+    "failure model:\n"
+    "  --preset NAME            llama3 (default), rsc1, rsc2\n"
+    "  --rates FILE             categories from a file (docs/sim.md)\n"
+    "  --failure-model M        categories (default) | exponential\n"
+    "  --mtbf DUR               exponential: whole-job mean time between "
+    "failures\n"
+    "  --planned-per-day X      planned maintenance events per day "
+    "(llama3: 47/54)\n"
+    "  --maint-duration DUR     downtime of one planned maintenance [10m]\n"
+    "job:\n"
+    "  --gpus N                 GPUs [16384]\n"
+    "  --gpus-per-node N        [8]\n"
+    "  --days D                 wall-clock days simulated [54]\n"
+    "checkpoints:\n"
+    "  --ckpt-interval DUR      compute time between checkpoints [15m]\n"
+    "  --ckpt-stall DUR         training blocked per checkpoint [10s]\n"
+    "  --persist DUR            background time until a checkpoint is "
+    "durable\n"
+    "  --ckpt-size-per-gpu SIZE   or: persist = size x GPUs / bandwidth "
+    "[2G]\n"
+    "  --storage-bandwidth RATE   aggregate, e.g. 2T/s [2T/s]\n"
+    "recovery:\n"
+    "  --detect DUR             detection latency of crashes and hangs\n"
+    "  --detect-crash DUR       [30s]\n"
+    "  --detect-hang DUR        [10m]\n"
+    "  --restart DUR            relaunch + init + restore [5m]\n"
+    "  --spares N               spare nodes [1% of nodes]\n"
+    "  --repair DUR             a failed node is back after [24h]\n"
+    "  --drain-repair DUR       a drained node is back after [3d]\n"
+    "  --lemon-fraction F       share of nodes that fail more often [0]\n"
+    "  --lemon-factor K         how much more often [1]\n"
+    "  --drain                  drain a node after its first failure\n"
+    "  --from-run RUN_DIR       take stall, persist, detection and restart\n"
+    "                           measured by a firebreak run (journal)\n"
+    "monte carlo and output:\n"
+    "  --trials N               [1000]\n"
+    "  --seed S                 [1]\n"
+    "  --threads N              [number of CPUs]\n"
+    "  --no-search              skip the search for the best interval\n"
+    "  --sweep gpus=A:B         doubling from A to B (or gpus=A,B,C)\n"
+    "  --svg FILE               plot of the sweep\n"
+    "  --csv                    per-trial (or per-point) CSV\n"
+    "  --json                   one JSON object on one line, last line\n"
+    "exit: 0 ok, 2 usage or input error\n";
+
+enum opt_type { T_DUR, T_LONG, T_INT, T_DOUBLE, T_SIZE, T_BW, T_STR, T_FLAG };
+
+typedef struct sim_opts {
+    fb_sim_config c;
+    const char *preset, *rates, *model, *from_run, *sweep, *svg;
+    double detect_s, planned_per_day, days, ckpt_bytes, storage_bw;
+    long seed;
+    int json, csv, no_search, help;
+} sim_opts;
+
+static const struct opt {
+    const char *name;
+    enum opt_type type;
+    size_t offset;
+} opts_table[] = {
+    {"--preset", T_STR, offsetof(sim_opts, preset)},
+    {"--rates", T_STR, offsetof(sim_opts, rates)},
+    {"--failure-model", T_STR, offsetof(sim_opts, model)},
+    {"--mtbf", T_DUR, offsetof(sim_opts, c.mtbf_s)},
+    {"--planned-per-day", T_DOUBLE, offsetof(sim_opts, planned_per_day)},
+    {"--maint-duration", T_DUR, offsetof(sim_opts, c.maint_down_s)},
+    {"--gpus", T_LONG, offsetof(sim_opts, c.gpus)},
+    {"--gpus-per-node", T_INT, offsetof(sim_opts, c.gpus_per_node)},
+    {"--days", T_DOUBLE, offsetof(sim_opts, days)},
+    {"--ckpt-interval", T_DUR, offsetof(sim_opts, c.interval_s)},
+    {"--ckpt-stall", T_DUR, offsetof(sim_opts, c.stall_s)},
+    {"--persist", T_DUR, offsetof(sim_opts, c.persist_s)},
+    {"--ckpt-size-per-gpu", T_SIZE, offsetof(sim_opts, ckpt_bytes)},
+    {"--storage-bandwidth", T_BW, offsetof(sim_opts, storage_bw)},
+    {"--detect", T_DUR, offsetof(sim_opts, detect_s)},
+    {"--detect-crash", T_DUR, offsetof(sim_opts, c.detect_crash_s)},
+    {"--detect-hang", T_DUR, offsetof(sim_opts, c.detect_hang_s)},
+    {"--restart", T_DUR, offsetof(sim_opts, c.restart_s)},
+    {"--spares", T_LONG, offsetof(sim_opts, c.spares)},
+    {"--repair", T_DUR, offsetof(sim_opts, c.repair_s)},
+    {"--drain-repair", T_DUR, offsetof(sim_opts, c.drain_repair_s)},
+    {"--lemon-fraction", T_DOUBLE, offsetof(sim_opts, c.lemon_fraction)},
+    {"--lemon-factor", T_DOUBLE, offsetof(sim_opts, c.lemon_factor)},
+    {"--drain", T_FLAG, offsetof(sim_opts, c.drain)},
+    {"--from-run", T_STR, offsetof(sim_opts, from_run)},
+    {"--trials", T_LONG, offsetof(sim_opts, c.trials)},
+    {"--seed", T_LONG, offsetof(sim_opts, seed)},
+    {"--threads", T_INT, offsetof(sim_opts, c.threads)},
+    {"--no-search", T_FLAG, offsetof(sim_opts, no_search)},
+    {"--sweep", T_STR, offsetof(sim_opts, sweep)},
+    {"--svg", T_STR, offsetof(sim_opts, svg)},
+    {"--csv", T_FLAG, offsetof(sim_opts, csv)},
+    {"--json", T_FLAG, offsetof(sim_opts, json)},
+    {"--help", T_FLAG, offsetof(sim_opts, help)},
+};
+#define NOPTS (sizeof opts_table / sizeof opts_table[0])
+
+static int bad(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int bad(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "firebreak sim: ");
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\n");
+    va_end(ap);
+    return 2;
+}
+
+/* "2T/s", "500G", "1.5T/s": bytes per second (binary multiples). */
+static int parse_bandwidth(const char *s, double *out)
+{
+    char buf[64];
+    size_t n = strlen(s);
+    if (n == 0 || n >= sizeof buf)
+        return -EINVAL;
+    memcpy(buf, s, n + 1);
+    if (n > 2 && strcmp(buf + n - 2, "/s") == 0)
+        buf[n - 2] = '\0';
+    uint64_t v;
+    if (fb__parse_size(buf, &v) || v == 0)
+        return -EINVAL;
+    *out = (double)v;
+    return 0;
+}
+
+static int set_option(sim_opts *o, const struct opt *op, const char *arg)
+{
+    char *p = (char *)o + op->offset;
+    long long ll;
+    uint64_t u64;
+    char *end;
+    switch (op->type) {
+    case T_STR:
+        *(const char **)(void *)p = arg;
+        return 0;
+    case T_FLAG:
+        *(int *)(void *)p = 1;
+        return 0;
+    case T_DUR:
+        return fb__parse_duration(arg, (double *)(void *)p);
+    case T_LONG:
+        if (fb__parse_int(arg, -1, 1LL << 53, &ll))
+            return -EINVAL;
+        *(long *)(void *)p = (long)ll;
+        return 0;
+    case T_INT:
+        if (fb__parse_int(arg, 0, 1 << 30, &ll))
+            return -EINVAL;
+        *(int *)(void *)p = (int)ll;
+        return 0;
+    case T_DOUBLE:
+        errno = 0;
+        *(double *)(void *)p = strtod(arg, &end);
+        if (end == arg || *end || errno || !isfinite(*(double *)(void *)p))
+            return -EINVAL;
+        return 0;
+    case T_SIZE:
+        if (fb__parse_size(arg, &u64))
+            return -EINVAL;
+        *(double *)(void *)p = (double)u64;
+        return 0;
+    case T_BW:
+        return parse_bandwidth(arg, (double *)(void *)p);
+    }
+    return -EINVAL;
+}
+
+/* Which options were given, by index in opts_table. */
+typedef struct given {
+    unsigned char v[NOPTS];
+} given;
+
+static int was_given(const given *g, const char *name)
+{
+    for (size_t i = 0; i < NOPTS; i++)
+        if (strcmp(opts_table[i].name, name) == 0)
+            return g->v[i];
+    return 0;
+}
+
+static int parse_args(sim_opts *o, given *g, int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *eq = strchr(a, '=');
+        size_t name_len = eq && a[0] == '-' ? (size_t)(eq - a) : strlen(a);
+        size_t k;
+        for (k = 0; k < NOPTS; k++)
+            if (strlen(opts_table[k].name) == name_len &&
+                strncmp(opts_table[k].name, a, name_len) == 0)
+                break;
+        if (k == NOPTS) {
+            if (strcmp(a, "-h") == 0) {
+                o->help = 1;
+                continue;
+            }
+            return bad("unknown option '%s' (see firebreak sim --help)", a);
+        }
+        const struct opt *op = &opts_table[k];
+        const char *arg = NULL;
+        if (op->type == T_FLAG) {
+            if (eq && a[0] == '-')
+                return bad("%s takes no value", op->name);
+        } else if (eq && a[0] == '-') {
+            arg = eq + 1;
+        } else if (i + 1 < argc) {
+            arg = argv[++i];
+        } else {
+            return bad("%s needs a value", op->name);
+        }
+        if (set_option(o, op, arg))
+            return bad("bad value '%s' for %s", arg, op->name);
+        g->v[k] = 1;
+    }
+    return 0;
+}
+
+/* gpus=A:B (doubling, B included) or gpus=A,B,C. */
+static int parse_sweep(const char *spec, long *gpus, int *n)
+{
+    if (strncmp(spec, "gpus=", 5) != 0)
+        return -EINVAL;
+    const char *s = spec + 5;
+    char *end;
+    *n = 0;
+    if (strchr(s, ':')) {
+        errno = 0;
+        long a = strtol(s, &end, 10);
+        if (errno || end == s || *end != ':')
+            return -EINVAL;
+        const char *t = end + 1;
+        long b = strtol(t, &end, 10);
+        if (errno || end == t || *end || a < 1 || b < a ||
+            b > FB_SIM_MAX_GPUS)
+            return -EINVAL;
+        for (long x = a; x < b && *n < MAX_SWEEP_POINTS - 1; x *= 2)
+            gpus[(*n)++] = x;
+        gpus[(*n)++] = b;
+        return 0;
+    }
+    while (*s) {
+        errno = 0;
+        long x = strtol(s, &end, 10);
+        if (errno || end == s || x < 1 || x > FB_SIM_MAX_GPUS ||
+            *n == MAX_SWEEP_POINTS || (*end && *end != ',') ||
+            (*n > 0 && x <= gpus[*n - 1]))
+            return -EINVAL;
+        gpus[(*n)++] = x;
+        s = *end ? end + 1 : end;
+    }
+    return *n ? 0 : -EINVAL;
+}
+
+static void fmt_bytes(double b, char *buf, size_t size)
+{
+    static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB",
+                                        "PiB"};
+    int u = 0;
+    while (b >= 1024 && u < 5) {
+        b /= 1024;
+        u++;
+    }
+    snprintf(buf, size, "%.4g %s", b, units[u]);
+}
+
+/* How the persist time is decided: given, measured, or derived. */
+typedef struct persist_rule {
+    int derived;              /* recompute for every GPU count */
+    double bytes_per_gpu, bytes_per_s;
+    char from[160];
+} persist_rule;
+
+static void apply_persist(fb_sim_config *c, const persist_rule *pr)
+{
+    if (pr->derived)
+        c->persist_s = fb__sim_persist_time(pr->bytes_per_gpu, c->gpus,
+                                            pr->bytes_per_s);
+}
+
+static int load_rates(fb_sim_config *c, const char *path)
+{
+    char *text = NULL;
+    size_t len = 0;
+    int rc = fb__read_file(path, MAX_RATES_BYTES, &text, &len);
+    if (rc)
+        return bad("--rates %s: cannot read: %s", path, strerror(-rc));
+    char err[256];
+    rc = fb__sim_parse_rates(c, text, len, err, sizeof err);
+    free(text);
+    if (rc)
+        return bad("--rates %s: %s", path, err);
+    return 0;
+}
+
+/* Costs measured by a real run fill what the user did not say. */
+static int apply_run(sim_opts *o, const given *g, persist_rule *pr,
+                     char *source, size_t source_size)
+{
+    fb_sim_measured m;
+    char err[256];
+    if (fb__sim_read_run(o->from_run, &m, err, sizeof err))
+        return bad("--from-run %s: %s", o->from_run, err);
+    fb_sim_config *c = &o->c;
+    if (m.stall_s >= 0 && !was_given(g, "--ckpt-stall"))
+        c->stall_s = m.stall_s;
+    if (m.persist_s >= 0 && !was_given(g, "--persist") &&
+        !was_given(g, "--ckpt-size-per-gpu") &&
+        !was_given(g, "--storage-bandwidth")) {
+        c->persist_s = m.persist_s;
+        pr->derived = 0;
+        snprintf(pr->from, sizeof pr->from, "measured by the run");
+    }
+    if (m.interval_s > 0 && !was_given(g, "--ckpt-interval"))
+        c->interval_s = m.interval_s;
+    if (!was_given(g, "--detect")) {
+        if (m.detect_crash_s >= 0 && !was_given(g, "--detect-crash"))
+            c->detect_crash_s = m.detect_crash_s;
+        if (m.detect_hang_s >= 0 && !was_given(g, "--detect-hang"))
+            c->detect_hang_s = m.detect_hang_s;
+    }
+    if (m.restart_s >= 0 && !was_given(g, "--restart"))
+        c->restart_s = m.restart_s;
+    size_t n = strlen(source);
+    snprintf(source + n, source_size - n,
+             ", costs measured by run %s (%ld ranks: %d checkpoints, %d "
+             "detections, %d restarts)",
+             o->from_run, m.gpus, m.samples_stall, m.samples_detect,
+             m.samples_restart);
+    return 0;
+}
+
+/* Turn parsed options into a config.  Returns 0 or an exit code. */
+static int build_config(sim_opts *o, const given *g, persist_rule *pr,
+                        char *source, size_t source_size)
+{
+    fb_sim_config *c = &o->c;
+    int rc;
+    if (o->model && strcmp(o->model, "exponential") == 0) {
+        c->exponential = 1;
+        if (o->preset || o->rates)
+            return bad("--failure-model exponential replaces --preset and "
+                       "--rates; give only one");
+        if (!was_given(g, "--mtbf"))
+            return bad("--failure-model exponential needs --mtbf DUR");
+        snprintf(source, source_size, "exponential model");
+    } else if (o->model && strcmp(o->model, "categories") != 0) {
+        return bad("unknown --failure-model '%s' (want categories or "
+                   "exponential)", o->model);
+    } else if (o->rates) {
+        if (o->preset)
+            return bad("give --preset or --rates, not both");
+        if ((rc = load_rates(c, o->rates)))
+            return rc;
+        snprintf(source, source_size, "rates %s", o->rates);
+    } else {
+        const char *name = o->preset ? o->preset : "llama3";
+        if (fb__sim_preset(c, name)) {
+            char list[128] = "";
+            for (int i = 0; fb__sim_preset_names[i]; i++) {
+                strncat(list, i ? ", " : "", sizeof list - strlen(list) - 1);
+                strncat(list, fb__sim_preset_names[i],
+                        sizeof list - strlen(list) - 1);
+            }
+            return bad("unknown --preset '%s' (known: %s)", name, list);
+        }
+        snprintf(source, source_size, "preset %s", name);
+    }
+    if (was_given(g, "--mtbf") && !c->exponential)
+        return bad("--mtbf needs --failure-model exponential");
+    if (was_given(g, "--days")) {
+        if (!(o->days > 0))
+            return bad("--days must be greater than zero");
+        c->horizon_s = o->days * 86400.0;
+    }
+    if (was_given(g, "--planned-per-day")) {
+        if (!(o->planned_per_day >= 0))
+            return bad("--planned-per-day must be >= 0");
+        c->planned_per_job_s = o->planned_per_day / 86400.0;
+    }
+    if (was_given(g, "--detect"))
+        c->detect_crash_s = c->detect_hang_s = o->detect_s;
+    if (was_given(g, "--seed")) {
+        if (o->seed < 0)
+            return bad("--seed must be >= 0");
+        c->seed = (uint64_t)o->seed;
+    }
+    if (was_given(g, "--spares") && c->spares < 0)
+        return bad("--spares must be >= 0");
+
+    /* Persist time: given, or size x GPUs / bandwidth.  The model-checking
+     * mode assumes none unless told. */
+    int sized = was_given(g, "--ckpt-size-per-gpu") ||
+                was_given(g, "--storage-bandwidth");
+    pr->bytes_per_gpu = sized && was_given(g, "--ckpt-size-per-gpu")
+                            ? o->ckpt_bytes
+                            : DEFAULT_CKPT_BYTES_PER_GPU;
+    pr->bytes_per_s = sized && was_given(g, "--storage-bandwidth")
+                          ? o->storage_bw
+                          : DEFAULT_STORAGE_BYTES_PER_S;
+    if (was_given(g, "--persist")) {
+        if (sized)
+            return bad("give --persist or --ckpt-size-per-gpu/"
+                       "--storage-bandwidth, not both");
+        pr->derived = 0;
+        snprintf(pr->from, sizeof pr->from, "given");
+    } else if (c->exponential && !sized) {
+        pr->derived = 0;
+        c->persist_s = 0;
+        snprintf(pr->from, sizeof pr->from, "none");
+    } else {
+        pr->derived = 1;
+        char sz[32], bw[32];
+        fmt_bytes(pr->bytes_per_gpu, sz, sizeof sz);
+        fmt_bytes(pr->bytes_per_s, bw, sizeof bw);
+        snprintf(pr->from, sizeof pr->from,
+                 "%s per GPU at %s/s aggregate", sz, bw);
+    }
+    if (o->from_run && (rc = apply_run(o, g, pr, source, source_size)))
+        return rc;
+    apply_persist(c, pr);
+    return 0;
+}
+
+static int run_single(sim_opts *o, const char *source,
+                      const persist_rule *pr)
+{
+    fb_sim_result r;
+    fb_sim_optimum opt;
+    int rc = fb__sim_run(&o->c, o->csv, &r);
+    if (rc)
+        return bad("simulation failed: %s", strerror(-rc));
+    if (!o->no_search && (rc = fb__sim_optimize(&o->c, &opt))) {
+        fb__sim_result_free(&r);
+        return bad("interval search failed: %s", strerror(-rc));
+    }
+    fb_sim_report rep = {&o->c, source, pr->from, &r,
+                         o->no_search ? NULL : &opt};
+    if (o->csv)
+        fb__sim_print_csv(stdout, &rep);
+    if (o->json)
+        rc = fb__sim_print_json(stdout, &rep);
+    else if (!o->csv)
+        fb__sim_print_text(stdout, &rep);
+    fb__sim_result_free(&r);
+    if (rc)
+        return bad("cannot write output: %s", strerror(-rc));
+    return 0;
+}
+
+static int run_sweep(sim_opts *o, const char *source, const persist_rule *pr)
+{
+    long gpus[MAX_SWEEP_POINTS];
+    int n;
+    if (parse_sweep(o->sweep, gpus, &n))
+        return bad("bad --sweep '%s' (want gpus=A:B or gpus=A,B,C with "
+                   "increasing counts)", o->sweep);
+    fb_sim_point *pts = calloc((size_t)n, sizeof *pts);
+    if (!pts)
+        return bad("out of memory");
+    int rc = 0;
+    for (int i = 0; i < n && !rc; i++) {
+        fb_sim_point *p = &pts[i];
+        fb_sim_config c = o->c;
+        c.gpus = gpus[i];
+        apply_persist(&c, pr);
+        p->gpus = c.gpus;
+        p->persist_s = c.persist_s;
+        double rate = fb__sim_total_rate(&c);
+        double mttf = rate > 0 ? 1 / rate : INFINITY;
+        p->young_s = fb__sim_young(c.stall_s, mttf);
+        p->daly_s = fb__sim_daly(c.stall_s,
+                                 c.restart_s + fb__sim_mean_detect(&c), mttf);
+        char err[256];
+        p->feasible = 1;
+        if (c.interval_s < c.persist_s) {
+            p->feasible = 0;
+            char iv[32], ps[32];
+            fb__sim_fmt_duration(c.interval_s, iv, sizeof iv);
+            fb__sim_fmt_duration(c.persist_s, ps, sizeof ps);
+            snprintf(p->why, sizeof p->why,
+                     "impossible: interval %s < persist time %s", iv, ps);
+        } else if (fb__sim_validate(&c, err, sizeof err)) {
+            rc = bad("at %ld GPUs: %s", c.gpus, err);
+            break;
+        } else if ((rc = fb__sim_run(&c, 0, &p->r))) {
+            rc = bad("simulation failed: %s", strerror(-rc));
+            break;
+        }
+        p->best_interval_s = isfinite(p->daly_s) ? p->daly_s : c.horizon_s;
+        if (p->best_interval_s < c.persist_s)
+            p->best_interval_s = c.persist_s;
+        if (p->best_interval_s <= 0)
+            p->best_interval_s = 1;
+        c.interval_s = p->best_interval_s;
+        if (fb__sim_validate(&c, err, sizeof err)) {
+            rc = bad("at %ld GPUs: %s", c.gpus, err);
+            break;
+        }
+        if ((rc = fb__sim_mean_ettr(&c, &p->ettr_at_best)))
+            rc = bad("simulation failed: %s", strerror(-rc));
+    }
+    if (!rc && o->svg) {
+        int wrc = fb__sim_write_svg(o->svg, &o->c, source, pts, n);
+        if (wrc)
+            rc = bad("--svg %s: %s", o->svg, strerror(-wrc));
+    }
+    if (!rc) {
+        if (o->csv)
+            fb__sim_print_sweep_csv(stdout, pts, n);
+        if (o->json) {
+            if (fb__sim_print_sweep_json(stdout, &o->c, source, pts, n))
+                rc = bad("cannot write output");
+        } else if (!o->csv) {
+            printf("firebreak sim --sweep: %s, %.4g days, %ld trials, "
+                   "seed %llu\n\n",
+                   source, o->c.horizon_s / 86400.0, o->c.trials,
+                   (unsigned long long)o->c.seed);
+            fb__sim_print_sweep_text(stdout, &o->c, pts, n);
+            if (o->svg)
+                printf("\nplot: %s\n", o->svg);
+        }
+    }
+    free(pts);
+    return rc;
+}
 
 int fb__cmd_sim(int argc, char **argv)
 {
-    (void)argc;
-    (void)argv;
-    fprintf(stderr, "firebreak sim: not available in this build yet\n");
-    return 2;
+    sim_opts o;
+    given g;
+    memset(&o, 0, sizeof o);
+    memset(&g, 0, sizeof g);
+    fb__sim_config_defaults(&o.c);
+    int rc = parse_args(&o, &g, argc, argv);
+    if (rc)
+        return rc;
+    if (o.help) {
+        fputs(usage_text, stdout);
+        return 0;
+    }
+    if (o.svg && !o.sweep)
+        return bad("--svg plots a sweep: add --sweep gpus=A:B");
+    char source[1024];
+    persist_rule pr;
+    memset(&pr, 0, sizeof pr);
+    if ((rc = build_config(&o, &g, &pr, source, sizeof source)))
+        return rc;
+    char err[512];
+    /* A sweep judges feasibility point by point; validate the rest. */
+    fb_sim_config check = o.c;
+    if (o.sweep && check.interval_s < check.persist_s)
+        check.persist_s = 0;
+    if (fb__sim_validate(&check, err, sizeof err)) {
+        if (check.interval_s < check.persist_s)
+            return bad("%s (persist time: %s)", err, pr.from);
+        return bad("%s", err);
+    }
+    return o.sweep ? run_sweep(&o, source, &pr) : run_single(&o, source, &pr);
 }

@@ -118,6 +118,9 @@ void fb__sim_config_defaults(fb_sim_config *c);
 int fb__sim_preset(fb_sim_config *c, const char *name);
 /* Names of the presets, NULL-terminated. */
 extern const char *const fb__sim_preset_names[];
+/* Format a message into err (may be NULL) and return -EINVAL. */
+int fb__sim_errf(char *err, size_t size, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 /* Check a configuration; on error writes a message naming the option and
  * returns -EINVAL. */
 int fb__sim_validate(const fb_sim_config *c, char *err, size_t err_size);
@@ -173,7 +176,45 @@ int fb__sim_read_run(const char *run_dir, fb_sim_measured *m,
 
 /* ---- sim_out.c ---- */
 
+/* Everything one `firebreak sim` run prints. */
+typedef struct fb_sim_report {
+    const fb_sim_config *c;
+    const char *source;         /* "preset llama3", "rates FILE", ...    */
+    const char *persist_from;   /* how persist_s was obtained            */
+    const fb_sim_result *r;
+    const fb_sim_optimum *o;    /* NULL: no search                       */
+} fb_sim_report;
+
+/* One point of --sweep gpus=A:B. */
+typedef struct fb_sim_point {
+    long gpus;
+    int feasible;               /* 0: the policy is impossible here      */
+    char why[200];              /* ... and why                           */
+    double persist_s, young_s, daly_s;
+    fb_sim_result r;            /* at the given interval                 */
+    double best_interval_s;     /* max(Daly, persist floor)              */
+    double ettr_at_best;        /* mean ETTR at best_interval_s          */
+} fb_sim_point;
+
 /* Format seconds as "1h23m", "12m30s", "45s", "250ms". */
 void fb__sim_fmt_duration(double s, char *buf, size_t size);
+/* Category name for index i (the exponential mode has one, "failure"). */
+const char *fb__sim_cat_name(const fb_sim_config *c, int i);
+int fb__sim_cat_count(const fb_sim_config *c);
+
+void fb__sim_print_text(FILE *f, const fb_sim_report *rep);
+void fb__sim_print_csv(FILE *f, const fb_sim_report *rep);
+/* One line, newline-terminated.  0, -ENOMEM or -EIO. */
+int fb__sim_print_json(FILE *f, const fb_sim_report *rep);
+
+void fb__sim_print_sweep_text(FILE *f, const fb_sim_config *c,
+                              const fb_sim_point *pts, int n);
+void fb__sim_print_sweep_csv(FILE *f, const fb_sim_point *pts, int n);
+int fb__sim_print_sweep_json(FILE *f, const fb_sim_config *c,
+                             const char *source, const fb_sim_point *pts,
+                             int n);
+/* Write the ETTR-versus-GPUs plot.  0 or -errno. */
+int fb__sim_write_svg(const char *path, const fb_sim_config *c,
+                      const char *source, const fb_sim_point *pts, int n);
 
 #endif

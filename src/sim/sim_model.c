@@ -126,22 +126,19 @@ double fb__sim_mean_detect(const fb_sim_config *c)
                    c->cat[i].rate_per_job_s;
         sum += r;
         weighted += r * (c->cat[i].kind == FB_SIM_HANG ? c->detect_hang_s
-                                                        : c->detect_crash_s);
+                                                       : c->detect_crash_s);
     }
     return sum > 0 ? weighted / sum : c->detect_crash_s;
 }
 
-double fb__sim_persist_time(double bytes_per_gpu, long gpus,
-                            double bytes_per_s)
+double fb__sim_persist_time(double bytes_per_gpu, long gpus, double bytes_per_s)
 {
     if (bytes_per_s <= 0)
         return INFINITY;
     return bytes_per_gpu * (double)gpus / bytes_per_s;
 }
 
-static int fail(char *err, size_t size, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static int fail(char *err, size_t size, const char *fmt, ...)
+int fb__sim_errf(char *err, size_t size, const char *fmt, ...)
 {
     if (err && size) {
         va_list ap;
@@ -160,69 +157,80 @@ static int nonneg(double v)
 int fb__sim_validate(const fb_sim_config *c, char *err, size_t size)
 {
     if (c->gpus < 1 || c->gpus > FB_SIM_MAX_GPUS)
-        return fail(err, size, "--gpus must be between 1 and %ld",
-                    FB_SIM_MAX_GPUS);
+        return fb__sim_errf(err, size, "--gpus must be between 1 and %ld",
+                            FB_SIM_MAX_GPUS);
     if (c->gpus_per_node < 1 || c->gpus_per_node > 1024)
-        return fail(err, size, "--gpus-per-node must be between 1 and 1024");
+        return fb__sim_errf(err, size,
+                            "--gpus-per-node must be between 1 and 1024");
     if (!isfinite(c->horizon_s) || c->horizon_s <= 0 ||
         c->horizon_s > 36500 * DAY_S)
-        return fail(err, size, "--days must be > 0 and at most 36500");
+        return fb__sim_errf(err, size, "--days must be > 0 and at most 36500");
     if (!isfinite(c->interval_s) || c->interval_s <= 0)
-        return fail(err, size, "--ckpt-interval must be greater than zero");
+        return fb__sim_errf(err, size,
+                            "--ckpt-interval must be greater than zero");
     if (!nonneg(c->stall_s))
-        return fail(err, size, "--ckpt-stall must be >= 0");
+        return fb__sim_errf(err, size, "--ckpt-stall must be >= 0");
     if (!nonneg(c->persist_s))
-        return fail(err, size, "the persist time must be >= 0");
+        return fb__sim_errf(err, size, "the persist time must be >= 0");
     if (c->interval_s < c->persist_s)
-        return fail(err, size,
-                    "--ckpt-interval %.6gs is shorter than the %.6gs it takes "
-                    "to persist one checkpoint: no checkpoint would ever "
-                    "become durable; use an interval of at least %.6gs",
-                    c->interval_s, c->persist_s, c->persist_s);
+        return fb__sim_errf(
+            err, size,
+            "--ckpt-interval %.6gs is shorter than the %.6gs it takes "
+            "to persist one checkpoint: no checkpoint would ever "
+            "become durable; use an interval of at least %.6gs",
+            c->interval_s, c->persist_s, c->persist_s);
     if (!nonneg(c->restart_s))
-        return fail(err, size, "--restart must be >= 0");
+        return fb__sim_errf(err, size, "--restart must be >= 0");
     if (!nonneg(c->detect_crash_s) || !nonneg(c->detect_hang_s))
-        return fail(err, size, "--detect must be >= 0");
+        return fb__sim_errf(err, size, "--detect must be >= 0");
     if (!nonneg(c->maint_down_s))
-        return fail(err, size, "--maint-duration must be >= 0");
+        return fb__sim_errf(err, size, "--maint-duration must be >= 0");
     if (c->spares < -1 || c->spares > 10000000)
-        return fail(err, size, "--spares must be between 0 and 10000000");
+        return fb__sim_errf(err, size,
+                            "--spares must be between 0 and 10000000");
     if (!nonneg(c->repair_s) || !nonneg(c->drain_repair_s))
-        return fail(err, size, "--repair and --drain-repair must be >= 0");
+        return fb__sim_errf(err, size,
+                            "--repair and --drain-repair must be >= 0");
     if (!nonneg(c->lemon_fraction) || c->lemon_fraction > 1)
-        return fail(err, size, "--lemon-fraction must be in [0, 1]");
+        return fb__sim_errf(err, size, "--lemon-fraction must be in [0, 1]");
     if (!isfinite(c->lemon_factor) || c->lemon_factor < 1 ||
         c->lemon_factor > 1e6)
-        return fail(err, size, "--lemon-factor must be in [1, 1e6]");
+        return fb__sim_errf(err, size, "--lemon-factor must be in [1, 1e6]");
     if (c->trials < 1 || c->trials > FB_SIM_MAX_TRIALS)
-        return fail(err, size, "--trials must be between 1 and %ld",
-                    FB_SIM_MAX_TRIALS);
+        return fb__sim_errf(err, size, "--trials must be between 1 and %ld",
+                            FB_SIM_MAX_TRIALS);
     if (c->threads < 0 || c->threads > 1024)
-        return fail(err, size, "--threads must be between 0 and 1024");
+        return fb__sim_errf(err, size, "--threads must be between 0 and 1024");
     if (c->exponential) {
         if (!isfinite(c->mtbf_s) || c->mtbf_s <= 0)
-            return fail(err, size,
-                        "--failure-model exponential needs --mtbf > 0");
+            return fb__sim_errf(err, size,
+                                "--failure-model exponential needs --mtbf > 0");
     } else {
         if (c->ncat < 1 || c->ncat > FB_SIM_MAX_CATEGORIES)
-            return fail(err, size, "no failure categories (use --preset "
-                                   "or --rates)");
+            return fb__sim_errf(err, size,
+                                "no failure categories (use --preset "
+                                "or --rates)");
         for (int i = 0; i < c->ncat; i++)
             if (!nonneg(c->cat[i].rate_per_gpu_s) ||
                 !nonneg(c->cat[i].rate_per_job_s))
-                return fail(err, size, "rate of category '%s' is negative "
-                                       "or not finite", c->cat[i].name);
+                return fb__sim_errf(err, size,
+                                    "rate of category '%s' is negative "
+                                    "or not finite",
+                                    c->cat[i].name);
         if (!nonneg(c->planned_per_job_s))
-            return fail(err, size, "planned maintenance rate must be >= 0");
+            return fb__sim_errf(err, size,
+                                "planned maintenance rate must be >= 0");
     }
     /* Each event costs a few tens of nanoseconds; refuse what would run
      * for hours rather than hang. */
-    double events = (fb__sim_total_rate(c) + c->planned_per_job_s) *
-                    c->horizon_s;
+    double events =
+        (fb__sim_total_rate(c) + c->planned_per_job_s) * c->horizon_s;
     if (!isfinite(events) || events > 1e7)
-        return fail(err, size,
-                    "%.3g failures per trial expected: too many to "
-                    "simulate (at most 1e7); lower the rates, --gpus or "
-                    "--days", events);
+        return fb__sim_errf(
+            err, size,
+            "%.3g failures per trial expected: too many to "
+            "simulate (at most 1e7); lower the rates, --gpus or "
+            "--days",
+            events);
     return 0;
 }

@@ -1,0 +1,557 @@
+/*
+ * sim_engine.c -- one Monte Carlo trial, and many of them on threads.
+ *
+ * A trial walks the wall clock from one event to the next; nothing is
+ * stepped in time.  The events are failures (a Poisson process whose rate
+ * changes only when a lemon node is drained), planned maintenance (evenly
+ * spaced with a random phase) and the end of the horizon.  Between two
+ * events the job is either running or down:
+ *
+ *   running   cycles of [compute interval][blocking stall], the checkpoint
+ *             persisting in the background for persist_s after its stall;
+ *             a running stretch is accounted in closed form (segment()),
+ *             so the cost of a trial is proportional to its failures, not
+ *             to its checkpoints.
+ *   down      detection -> wait for a replacement node -> restart, or for
+ *             planned maintenance: final checkpoint -> maintenance ->
+ *             restart.  A failure while down counts as an interruption and
+ *             starts recovery over from its own detection.
+ *
+ * Determinism: trial i draws only from a generator seeded by (seed, i);
+ * trials are handed out in blocks, results are stored per trial and summed
+ * in trial order, so any thread count gives the same bits.
+ */
+#include "sim/sim.h"
+#include "sim/sim_rng.h"
+
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define BLOCK_TRIALS 16
+
+/* Read-only after plan_init; shared by all threads. */
+typedef struct plan {
+    const fb_sim_config *c;
+    double horizon_s;
+    double tau, stall, window;   /* window: async in-flight loss window */
+    double job_rate;             /* job-scoped failures per second      */
+    double node_base;            /* per normal node, per second         */
+    long nodes, lemons0, spares;
+    double lemon_factor;
+    double planned_period;       /* INFINITY: none                      */
+    int njob, nnode;
+    int job_idx[FB_SIM_MAX_CATEGORIES], node_idx[FB_SIM_MAX_CATEGORIES];
+    double job_cum[FB_SIM_MAX_CATEGORIES];  /* cumulative rates         */
+    double node_cum[FB_SIM_MAX_CATEGORIES]; /* cumulative shares, to 1  */
+    double detect[FB_SIM_MAX_CATEGORIES];
+    int exp_single;              /* exponential mode: one category      */
+} plan;
+
+/* Per-trial state; heap storage is per thread and reused. */
+typedef struct trial {
+    const plan *p;
+    fb__sim_rng rng;
+    double *heap;                /* repair completion times (min-heap)  */
+    long heap_n;
+    long free_spares;
+    long lemons;
+    double rate;                 /* current total failure rate          */
+    double next_fail;            /* absolute time of the next failure   */
+    fb_sim_trial out;
+    uint64_t *cat_counts;
+} trial;
+
+static long resolve_spares(const fb_sim_config *c, long nodes)
+{
+    if (c->spares >= 0)
+        return c->spares;
+    long s = (nodes + 99) / 100; /* default: 1% of the job's nodes */
+    return s < 1 ? 1 : s;
+}
+
+static void plan_init(plan *p, const fb_sim_config *c)
+{
+    memset(p, 0, sizeof *p);
+    p->c = c;
+    p->horizon_s = c->horizon_s;
+    p->tau = c->interval_s;
+    p->stall = c->stall_s;
+    p->nodes = (c->gpus + c->gpus_per_node - 1) / c->gpus_per_node;
+    p->spares = resolve_spares(c, p->nodes);
+    p->lemon_factor = c->lemon_factor;
+    if (c->exponential) {
+        /* Model checking: one job-scoped process, checkpoint durable at
+         * the end of its stall, nothing else. */
+        p->exp_single = 1;
+        p->window = 0;
+        p->job_rate = 1.0 / c->mtbf_s;
+        p->njob = 1;
+        p->job_idx[0] = 0;
+        p->job_cum[0] = p->job_rate;
+        p->detect[0] = c->detect_crash_s;
+        p->planned_period = INFINITY;
+        return;
+    }
+    p->window = c->persist_s;
+    p->planned_period =
+        c->planned_per_job_s > 0 ? 1.0 / c->planned_per_job_s : INFINITY;
+    double node_rate = 0;
+    for (int i = 0; i < c->ncat; i++) {
+        const fb_sim_category *k = &c->cat[i];
+        double r = k->rate_per_gpu_s * (double)c->gpus + k->rate_per_job_s;
+        p->detect[i] = k->kind == FB_SIM_HANG ? c->detect_hang_s
+                                              : c->detect_crash_s;
+        if (k->scope == FB_SIM_SCOPE_NODE) {
+            p->node_idx[p->nnode] = i;
+            node_rate += r;
+            p->node_cum[p->nnode++] = node_rate;
+        } else {
+            p->job_idx[p->njob] = i;
+            p->job_rate += r;
+            p->job_cum[p->njob++] = p->job_rate;
+        }
+    }
+    for (int j = 0; j < p->nnode; j++)
+        p->node_cum[j] = node_rate > 0 ? p->node_cum[j] / node_rate : 1;
+    if (p->nnode)
+        p->node_cum[p->nnode - 1] = 1.0;
+    p->lemons0 = (long)floor(c->lemon_fraction * (double)p->nodes + 0.5);
+    /* Lemons fail lemon_factor times as often as the others; the total at
+     * the start is the calibrated rate, so an undrained job keeps it. */
+    double weight = (double)(p->nodes - p->lemons0) +
+                    (double)p->lemons0 * p->lemon_factor;
+    p->node_base = weight > 0 ? node_rate / weight : 0;
+}
+
+static double rate_with_lemons(const plan *p, long lemons)
+{
+    return p->job_rate +
+           p->node_base * ((double)(p->nodes - lemons) +
+                           (double)lemons * p->lemon_factor);
+}
+
+/* ---- repair heap ---- */
+
+static void heap_push(trial *s, double v)
+{
+    long i = s->heap_n++;
+    while (i > 0) {
+        long parent = (i - 1) / 2;
+        if (s->heap[parent] <= v)
+            break;
+        s->heap[i] = s->heap[parent];
+        i = parent;
+    }
+    s->heap[i] = v;
+}
+
+static double heap_pop(trial *s)
+{
+    double top = s->heap[0];
+    double last = s->heap[--s->heap_n];
+    long i = 0, n = s->heap_n;
+    for (;;) {
+        long child = 2 * i + 1;
+        if (child >= n)
+            break;
+        if (child + 1 < n && s->heap[child + 1] < s->heap[child])
+            child++;
+        if (last <= s->heap[child])
+            break;
+        s->heap[i] = s->heap[child];
+        i = child;
+    }
+    if (n > 0)
+        s->heap[i] = last;
+    return top;
+}
+
+/* A running stretch of length d that starts right after a restore (no
+ * checkpoint in flight): how much it computed, how long it stalled, and
+ * how much of its compute a failure at its end would throw away. */
+static void segment(const plan *p, double d, double *compute, double *stall,
+                    double *lost)
+{
+    double tau = p->tau, cycle = p->tau + p->stall;
+    double n = floor(d / cycle);
+    double rem = d - n * cycle;
+    if (rem < 0)
+        rem = 0;
+    if (rem < tau) {
+        /* Computing.  The last checkpoint is durable only if its persist
+         * (started at the end of its stall) has finished. */
+        *compute = n * tau + rem;
+        *stall = n * p->stall;
+        *lost = (n >= 1 && rem < p->window) ? tau + rem : rem;
+    } else {
+        /* Inside a stall: this snapshot is not complete; the previous one
+         * is durable because interval >= persist time. */
+        *compute = (n + 1) * tau;
+        *stall = n * p->stall + (rem - tau);
+        *lost = tau;
+    }
+}
+
+static int pick_category(trial *s)
+{
+    const plan *p = s->p;
+    double u = fb__sim_uniform(&s->rng) * s->rate;
+    if (u < p->job_rate || p->nnode == 0) {
+        for (int j = 0; j < p->njob - 1; j++)
+            if (u < p->job_cum[j])
+                return p->job_idx[j];
+        return p->job_idx[p->njob - 1];
+    }
+    double v = (u - p->job_rate) / (s->rate - p->job_rate);
+    for (int j = 0; j < p->nnode - 1; j++)
+        if (v < p->node_cum[j])
+            return p->node_idx[j];
+    return p->node_idx[p->nnode - 1];
+}
+
+/* A failure of category cat strikes at time a.  Returns the time a
+ * replacement node is available (a when none is needed). */
+static double on_failure(trial *s, int cat, double a)
+{
+    const plan *p = s->p;
+    const fb_sim_config *c = p->c;
+    double node_avail = a;
+    s->out.interruptions++;
+    s->cat_counts[cat]++;
+    if (!p->exp_single && c->cat[cat].scope == FB_SIM_SCOPE_NODE) {
+        long n = p->nodes, L = s->lemons;
+        double lemon_w = (double)L * p->lemon_factor;
+        int is_lemon = L > 0 && fb__sim_uniform(&s->rng) * ((double)(n - L) +
+                                                           lemon_w) < lemon_w;
+        while (s->heap_n > 0 && s->heap[0] <= a) {
+            heap_pop(s);
+            s->free_spares++;
+        }
+        heap_push(s, a + (c->drain ? c->drain_repair_s : c->repair_s));
+        if (s->free_spares > 0)
+            s->free_spares--;
+        else
+            node_avail = heap_pop(s);
+        if (c->drain && is_lemon) {
+            /* Drained for good: its replacement is a normal node. */
+            s->lemons--;
+            s->rate = rate_with_lemons(p, s->lemons);
+        }
+    }
+    s->next_fail = a + fb__sim_exp(&s->rng, s->rate);
+    return node_avail;
+}
+
+/* Spend [from, to) of a phase, clipped at `until`, into *acc. */
+static void spend(double *acc, double from, double to, double until)
+{
+    if (to > until)
+        to = until;
+    if (to > from)
+        *acc += to - from;
+}
+
+/* The job is down from *t: because a failure of category cat struck
+ * (cat >= 0), or for planned maintenance (cat < 0; ckpt_first says whether
+ * a final checkpoint must be taken).  Returns 0 with *t the time the job
+ * runs again, or 1 when the horizon ends first. */
+static int down(trial *s, double *t, int cat, int ckpt_first)
+{
+    const plan *p = s->p;
+    const fb_sim_config *c = p->c;
+    fb_sim_time *acc = &s->out.t;
+    double node_ready = -INFINITY;
+    for (;;) {
+        double a = *t;
+        double dur[3];
+        double *into[3];
+        if (cat < 0) {
+            dur[0] = ckpt_first ? p->stall : 0;
+            into[0] = &acc->checkpoint;
+            dur[1] = (ckpt_first ? p->window : 0) + c->maint_down_s;
+            into[1] = &acc->maintenance;
+        } else {
+            double avail = on_failure(s, cat, a);
+            if (avail > node_ready)
+                node_ready = avail;
+            dur[0] = p->detect[cat];
+            into[0] = &acc->detect;
+            dur[1] = node_ready - (a + dur[0]);
+            if (dur[1] < 0)
+                dur[1] = 0;
+            into[1] = &acc->repair_wait;
+        }
+        dur[2] = c->restart_s;
+        into[2] = &acc->restart;
+
+        double until = s->next_fail < p->horizon_s ? s->next_fail
+                                                    : p->horizon_s;
+        double from = a;
+        for (int i = 0; i < 3; i++) {
+            spend(into[i], from, from + dur[i], until);
+            from += dur[i];
+        }
+        if (from <= until) {
+            *t = from;
+            return 0;
+        }
+        if (until >= p->horizon_s)
+            return 1;
+        *t = until;
+        cat = pick_category(s);
+    }
+}
+
+static void run_trial(trial *s, uint64_t index)
+{
+    const plan *p = s->p;
+    const fb_sim_config *c = p->c;
+    fb_sim_time *acc = &s->out.t;
+    double T = p->horizon_s;
+
+    fb__sim_rng_seed(&s->rng, c->seed, index);
+    memset(&s->out, 0, sizeof s->out);
+    s->heap_n = 0;
+    s->free_spares = p->spares;
+    s->lemons = p->lemons0;
+    s->rate = p->exp_single ? p->job_rate : rate_with_lemons(p, s->lemons);
+    s->next_fail = fb__sim_exp(&s->rng, s->rate);
+    double next_maint = isfinite(p->planned_period)
+                            ? fb__sim_uniform(&s->rng) * p->planned_period
+                            : INFINITY;
+    double t = 0;
+    for (;;) {
+        if (next_maint <= t) {
+            /* Came due while the job was down: do it now, before any new
+             * work, so no final checkpoint is needed; events that piled up
+             * during a long outage are served by this one stop. */
+            while (next_maint <= t) {
+                s->out.planned++;
+                next_maint += p->planned_period;
+            }
+            if (down(s, &t, -1, 0))
+                break;
+            continue;
+        }
+        double end = s->next_fail;
+        if (next_maint < end)
+            end = next_maint;
+        if (T < end)
+            end = T;
+        double compute, stall, lost;
+        segment(p, end - t, &compute, &stall, &lost);
+        acc->checkpoint += stall;
+        if (end >= T) {
+            acc->useful += compute;
+            break;
+        }
+        if (end == s->next_fail) {
+            acc->useful += compute - lost;
+            acc->lost += lost;
+            t = end;
+            if (down(s, &t, pick_category(s), 0))
+                break;
+        } else {
+            acc->useful += compute;
+            s->out.planned++;
+            next_maint += p->planned_period;
+            t = end;
+            if (down(s, &t, -1, 1))
+                break;
+        }
+    }
+}
+
+/* ---- threads ---- */
+
+typedef struct work {
+    plan p;
+    long trials;
+    atomic_long next_block;
+    fb_sim_trial *out;
+} work;
+
+typedef struct worker {
+    work *w;
+    pthread_t tid;
+    uint64_t cat_counts[FB_SIM_MAX_CATEGORIES];
+    int rc;
+} worker;
+
+static void *worker_main(void *arg)
+{
+    worker *k = arg;
+    work *w = k->w;
+    trial s;
+    memset(&s, 0, sizeof s);
+    s.p = &w->p;
+    s.cat_counts = k->cat_counts;
+    s.heap = malloc(sizeof(double) * (size_t)(w->p.spares + 2));
+    if (!s.heap) {
+        k->rc = -ENOMEM;
+        return NULL;
+    }
+    long nblocks = (w->trials + BLOCK_TRIALS - 1) / BLOCK_TRIALS;
+    for (;;) {
+        long b = atomic_fetch_add(&w->next_block, 1);
+        if (b >= nblocks)
+            break;
+        long lo = b * BLOCK_TRIALS, hi = lo + BLOCK_TRIALS;
+        if (hi > w->trials)
+            hi = w->trials;
+        for (long i = lo; i < hi; i++) {
+            run_trial(&s, (uint64_t)i);
+            w->out[i] = s.out;
+        }
+    }
+    free(s.heap);
+    return NULL;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Linear interpolation between order statistics. */
+static double quantile(const double *sorted, long n, double q)
+{
+    double pos = q * (double)(n - 1);
+    long i = (long)floor(pos);
+    if (i >= n - 1)
+        return sorted[n - 1];
+    double f = pos - (double)i;
+    return sorted[i] + f * (sorted[i + 1] - sorted[i]);
+}
+
+static int thread_count(const fb_sim_config *c, long trials)
+{
+    long n = c->threads;
+    if (n <= 0) {
+        n = sysconf(_SC_NPROCESSORS_ONLN);
+        if (n < 1)
+            n = 1;
+    }
+    long blocks = (trials + BLOCK_TRIALS - 1) / BLOCK_TRIALS;
+    if (n > blocks)
+        n = blocks;
+    return (int)n;
+}
+
+static void aggregate(const work *w, const worker *ks, int nk,
+                      const double *ettr_sorted, fb_sim_result *r)
+{
+    long n = w->trials;
+    const fb_sim_config *c = w->p.c;
+    double sum_ettr = 0, sum_int = 0, sum_planned = 0;
+    fb_sim_time sum = {0};
+    for (long i = 0; i < n; i++) {
+        const fb_sim_trial *x = &w->out[i];
+        sum_ettr += x->t.useful / c->horizon_s;
+        sum_int += x->interruptions;
+        sum_planned += x->planned;
+        sum.useful += x->t.useful;
+        sum.checkpoint += x->t.checkpoint;
+        sum.lost += x->t.lost;
+        sum.detect += x->t.detect;
+        sum.restart += x->t.restart;
+        sum.repair_wait += x->t.repair_wait;
+        sum.maintenance += x->t.maintenance;
+    }
+    double dn = (double)n;
+    r->trials = n;
+    r->ettr_mean = sum_ettr / dn;
+    r->ettr_p5 = quantile(ettr_sorted, n, 0.05);
+    r->ettr_p95 = quantile(ettr_sorted, n, 0.95);
+    r->interruptions_mean = sum_int / dn;
+    r->planned_mean = sum_planned / dn;
+    r->time_mean.useful = sum.useful / dn;
+    r->time_mean.checkpoint = sum.checkpoint / dn;
+    r->time_mean.lost = sum.lost / dn;
+    r->time_mean.detect = sum.detect / dn;
+    r->time_mean.restart = sum.restart / dn;
+    r->time_mean.repair_wait = sum.repair_wait / dn;
+    r->time_mean.maintenance = sum.maintenance / dn;
+    int ncat = c->exponential ? 1 : c->ncat;
+    for (int j = 0; j < ncat; j++) {
+        uint64_t total = 0;
+        for (int k = 0; k < nk; k++)
+            total += ks[k].cat_counts[j];
+        r->by_category_mean[j] = (double)total / dn;
+    }
+}
+
+int fb__sim_run(const fb_sim_config *c, int keep_trials, fb_sim_result *r)
+{
+    char err[256];
+    memset(r, 0, sizeof *r);
+    if (fb__sim_validate(c, err, sizeof err))
+        return -EINVAL;
+    int rc = 0;
+    work *w = calloc(1, sizeof *w);
+    if (!w)
+        return -ENOMEM;
+    plan_init(&w->p, c);
+    w->trials = c->trials;
+    atomic_init(&w->next_block, 0);
+    w->out = calloc((size_t)c->trials, sizeof *w->out);
+    double *ettr = malloc(sizeof(double) * (size_t)c->trials);
+    int nk = thread_count(c, c->trials);
+    worker *ks = calloc((size_t)nk, sizeof *ks);
+    if (!w->out || !ettr || !ks) {
+        rc = -ENOMEM;
+        goto out;
+    }
+    int started = 0;
+    for (int k = 0; k < nk; k++) {
+        ks[k].w = w;
+        if (k == 0)
+            continue; /* the calling thread is worker 0 */
+        if (pthread_create(&ks[k].tid, NULL, worker_main, &ks[k]) != 0)
+            break; /* fewer threads only makes it slower */
+        started = k;
+    }
+    worker_main(&ks[0]);
+    for (int k = 1; k <= started; k++)
+        pthread_join(ks[k].tid, NULL);
+    for (int k = 0; k < nk; k++)
+        if (ks[k].rc)
+            rc = ks[k].rc;
+    if (rc)
+        goto out;
+    for (long i = 0; i < c->trials; i++)
+        ettr[i] = w->out[i].t.useful / c->horizon_s;
+    qsort(ettr, (size_t)c->trials, sizeof *ettr, cmp_double);
+    aggregate(w, ks, nk, ettr, r);
+    if (keep_trials) {
+        r->per_trial = w->out;
+        w->out = NULL;
+    }
+out:
+    free(ks);
+    free(ettr);
+    free(w->out);
+    free(w);
+    return rc;
+}
+
+void fb__sim_result_free(fb_sim_result *r)
+{
+    free(r->per_trial);
+    r->per_trial = NULL;
+}
+
+int fb__sim_mean_ettr(const fb_sim_config *c, double *ettr_out)
+{
+    fb_sim_result r;
+    int rc = fb__sim_run(c, 0, &r);
+    if (rc == 0)
+        *ettr_out = r.ettr_mean;
+    return rc;
+}

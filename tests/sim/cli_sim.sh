@@ -1,0 +1,206 @@
+#!/usr/bin/env bash
+# CLI tests of `firebreak sim`: output formats, the Llama 3 calibration seen
+# from the command line, determinism, sweeps and plots, --from-run, and
+# every kind of bad input (exit 2 with a message naming the problem).
+#   usage: cli_sim.sh FIREBREAK DATA_DIR
+set -euo pipefail
+
+fb=$1
+data=$2
+src=$(cd "$(dirname "$0")/../.." && pwd)
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fails=0
+
+fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
+
+# json FILE EXPR: evaluate a Python expression over the parsed last line.
+json() {
+    python3 -c 'import json,sys
+d = json.loads(open(sys.argv[1]).read().splitlines()[-1])
+print(eval(sys.argv[2]))' "$1" "$2"
+}
+
+# check COND_EXPR FILE MESSAGE: a Python boolean over the JSON in FILE.
+check() {
+    if [ "$(json "$2" "$1")" != "True" ]; then
+        fail "$3 ($1)"
+    fi
+}
+
+# expect_usage_error NEEDLE ARGS...: exit 2 and NEEDLE on stderr.
+expect_usage_error() {
+    local needle=$1
+    shift
+    local rc=0
+    "$fb" sim "$@" >"$tmp/out" 2>"$tmp/err" || rc=$?
+    if [ "$rc" -ne 2 ]; then
+        fail "sim $* exited $rc, want 2"
+    elif ! grep -qF -- "$needle" "$tmp/err"; then
+        fail "sim $*: stderr lacks '$needle': $(cat "$tmp/err")"
+    fi
+}
+
+quick=(--trials 200 --no-search)
+
+# --help: usage on stdout, exit 0.
+"$fb" sim --help >"$tmp/help"
+grep -q '^usage: firebreak sim' "$tmp/help" || fail "--help has no usage"
+grep -q -- '--ckpt-size-per-gpu' "$tmp/help" || fail "--help lacks options"
+
+# --json: one object on one line, the only line of stdout.
+"$fb" sim --trials 300 --json >"$tmp/llama3.json"
+[ "$(wc -l <"$tmp/llama3.json")" -eq 1 ] || fail "--json printed more lines"
+check 'd["version"] == 1' "$tmp/llama3.json" "version"
+check 'all(k in d["ettr"] for k in ("mean", "p5", "p95"))' \
+    "$tmp/llama3.json" "ettr keys"
+check 'all(k in d["time_s"] for k in ("useful", "checkpoint", "lost", "detect", "restart"))' \
+    "$tmp/llama3.json" "time_s keys"
+check 'all(k in d["optimal_interval_s"] for k in ("search", "young", "daly"))' \
+    "$tmp/llama3.json" "optimal_interval_s keys"
+check 'abs(d["interruptions"]["mean"] - 419) <= 0.03 * 419' \
+    "$tmp/llama3.json" "llama3 interruptions"
+check 'abs(d["interruptions"]["by_category"]["gpu"] - 268) <= 0.03 * 268' \
+    "$tmp/llama3.json" "llama3 gpu category"
+check 'abs(d["interruptions"]["by_category"]["unknown"] - 7) <= 0.6' \
+    "$tmp/llama3.json" "llama3 unknown category"
+check 'abs(sum(d["time_s"][k] for k in ("useful", "checkpoint", "lost", "detect", "restart", "repair_wait", "maintenance")) - d["time_s"]["wall"]) < 1' \
+    "$tmp/llama3.json" "time parts sum to wall"
+check 'abs(d["time_s"]["useful"] / d["time_s"]["wall"] - d["ettr"]["mean"]) < 1e-9' \
+    "$tmp/llama3.json" "ettr is useful / wall"
+check '0 < d["optimal_interval_s"]["search"] < 3600' "$tmp/llama3.json" \
+    "search interval"
+
+# Text output names the parts.
+"$fb" sim "${quick[@]}" >"$tmp/text"
+for w in "effective training time" "lost work" "detection" "restart" gpu; do
+    grep -q "$w" "$tmp/text" || fail "text output lacks '$w'"
+done
+
+# A rates file with the preset's rates gives the preset's answer.
+"$fb" sim "${quick[@]}" --json >"$tmp/preset.json"
+"$fb" sim "${quick[@]}" --json --rates "$data/llama3.rates" >"$tmp/file.json"
+a=$(json "$tmp/preset.json" 'd["ettr"]["mean"]')
+b=$(json "$tmp/file.json" 'd["ettr"]["mean"]')
+python3 -c "import sys; sys.exit(abs($a - $b) > 1e-6)" ||
+    fail "rates file $b != preset $a"
+
+# Determinism: same seed same bits, any thread count; other seed differs.
+"$fb" sim "${quick[@]}" --json --seed 7 --threads 1 >"$tmp/s1"
+"$fb" sim "${quick[@]}" --json --seed 7 --threads 2 >"$tmp/s2"
+"$fb" sim "${quick[@]}" --json --seed 8 --threads 2 >"$tmp/s3"
+cmp -s "$tmp/s1" "$tmp/s2" || fail "threads change the result"
+cmp -s "$tmp/s1" "$tmp/s3" && fail "the seed does not matter"
+
+# Presets rsc1 / rsc2: failures per 1000 node-days.
+"$fb" sim "${quick[@]}" --json --preset rsc1 --gpus 16384 --days 30 >"$tmp/r1"
+check 'abs(d["interruptions"]["mean"] - 6.5 * 2048 * 30 / 1000) <= 0.03 * 6.5 * 2048 * 30 / 1000' \
+    "$tmp/r1" "rsc1 rate"
+"$fb" sim "${quick[@]}" --json --preset rsc2 --gpus 16384 --days 30 >"$tmp/r2"
+check 'abs(d["interruptions"]["mean"] - 2.34 * 2048 * 30 / 1000) <= 0.04 * 2.34 * 2048 * 30 / 1000' \
+    "$tmp/r2" "rsc2 rate"
+
+# Exponential model checking against the first-order formula.
+"$fb" sim --failure-model exponential --mtbf 8h --ckpt-interval 20m \
+    --ckpt-stall 30s --restart 4m --detect 1m --days 30 --trials 300 \
+    --json >"$tmp/exp"
+check 'abs(d["ettr"]["mean"] - (1 - (300 + 600) / 28800) / (1 + 30 / 1200)) < 0.01' \
+    "$tmp/exp" "exponential vs first-order model"
+check 'list(d["interruptions"]["by_category"]) == ["failure"]' "$tmp/exp" \
+    "exponential has one process"
+check 'd["time_s"]["maintenance"] == 0 and d["time_s"]["repair_wait"] == 0' \
+    "$tmp/exp" "exponential switches off maintenance and repairs"
+check 'abs(d["optimal_interval_s"]["search"] / d["optimal_interval_s"]["daly"] - 1) < 0.1' \
+    "$tmp/exp" "search near Daly"
+
+# Physical honesty: the floor is reported, an impossible interval refused.
+"$fb" sim --trials 100 --json --ckpt-size-per-gpu 64G \
+    --storage-bandwidth 1T/s --ckpt-interval 2h >"$tmp/floor"
+check 'd["policy"]["persist_s"] == 64 * 16384 / 1024' "$tmp/floor" \
+    "persist time from size and bandwidth"
+check 'd["optimal_interval_s"]["search"] >= d["policy"]["persist_s"]' \
+    "$tmp/floor" "search below the persist floor"
+check 'd["optimal_interval_s"]["daly_below_floor"] is True' "$tmp/floor" \
+    "daly below floor not flagged"
+"$fb" sim --trials 100 --ckpt-size-per-gpu 64G --storage-bandwidth 1T/s \
+    --ckpt-interval 2h >"$tmp/floor.txt"
+grep -q "impossible: below persist time" "$tmp/floor.txt" ||
+    fail "text does not say the formula is impossible"
+expect_usage_error "persist" --ckpt-interval 10m --ckpt-size-per-gpu 64G \
+    --storage-bandwidth 1T/s
+
+# Sweep: text, JSON, CSV and the SVG plot.
+"$fb" sim --trials 100 --sweep gpus=1024:131072 --svg "$tmp/plot.svg" \
+    --json >"$tmp/sweep"
+check 'len(d["points"]) == 8 and d["points"][-1]["gpus"] == 131072' \
+    "$tmp/sweep" "sweep points"
+check 'all(p["feasible"] for p in d["points"])' "$tmp/sweep" "feasible"
+check 'd["points"][0]["ettr"]["mean"] > d["points"][-1]["ettr"]["mean"] + 0.2' \
+    "$tmp/sweep" "ETTR falls with scale"
+check 'all(p["ettr_at_best"] >= p["ettr"]["mean"] - 0.005 for p in d["points"])' \
+    "$tmp/sweep" "daly interval no worse than the default"
+grep -q '<svg' "$tmp/plot.svg" && grep -q '</svg>' "$tmp/plot.svg" ||
+    fail "no SVG written"
+grep -q '<polyline' "$tmp/plot.svg" || fail "SVG has no curve"
+"$fb" sim --trials 50 --sweep gpus=1024,16384 >"$tmp/sweep.txt"
+grep -q '^ *16384 ' "$tmp/sweep.txt" || fail "sweep text lacks 16384 row"
+"$fb" sim --trials 50 --sweep gpus=1024:131072 --ckpt-size-per-gpu 64G \
+    --storage-bandwidth 1T/s --ckpt-interval 30m --json >"$tmp/sweep2"
+check 'd["points"][-1]["feasible"] is False and "persist" in d["points"][-1]["why"]' \
+    "$tmp/sweep2" "impossible sweep point not flagged"
+check 'd["points"][0]["feasible"] is True' "$tmp/sweep2" "small point"
+
+# CSV: per trial.
+"$fb" sim --trials 25 --no-search --csv >"$tmp/csv"
+[ "$(wc -l <"$tmp/csv")" -eq 26 ] || fail "csv rows: $(wc -l <"$tmp/csv")"
+head -1 "$tmp/csv" | grep -q '^trial,ettr,interruptions' || fail "csv header"
+"$fb" sim --trials 25 --no-search --csv --json >"$tmp/csvjson"
+tail -n 1 "$tmp/csvjson" | grep -q '^{"version"' || fail "json not last"
+
+# --from-run: costs measured by a real run's journal.
+mkdir -p "$tmp/run"
+sqlite3 "$tmp/run/journal.sqlite" <"$src/src/journal/schema.sql"
+sqlite3 "$tmp/run/journal.sqlite" <"$data/journal.sql"
+"$fb" sim --from-run "$tmp/run" --gpus 16384 --trials 100 --json >"$tmp/fr"
+check 'abs(d["policy"]["stall_s"] - 2) < 1e-9' "$tmp/fr" "measured stall"
+check 'abs(d["policy"]["persist_s"] - 6) < 1e-9' "$tmp/fr" "measured persist"
+check 'abs(d["policy"]["interval_s"] - 117.75) < 1e-6' "$tmp/fr" \
+    "measured interval"
+check 'abs(d["policy"]["detect_crash_s"] - 0.5) < 1e-9' "$tmp/fr" \
+    "measured crash detection"
+check 'abs(d["policy"]["detect_hang_s"] - 30) < 1e-9' "$tmp/fr" \
+    "measured hang detection"
+check 'abs(d["policy"]["restart_s"] - 55) < 1e-9' "$tmp/fr" \
+    "measured restart"
+check '"measured" in d["source"] and d["gpus"] == 16384' "$tmp/fr" "source"
+"$fb" sim --from-run "$tmp/run" --restart 10m --trials 50 --no-search \
+    --json >"$tmp/fr2"
+check 'd["policy"]["restart_s"] == 600' "$tmp/fr2" "option beats measurement"
+expect_usage_error "no journal.sqlite" --from-run "$tmp"
+
+# Bad input: exit 2 and a message naming the problem.
+expect_usage_error "line 3: negative rate" --rates "$data/negative.rates"
+expect_usage_error "line 3: bad rate" --rates "$data/badline.rates"
+expect_usage_error "cannot read" --rates "$tmp/nonexistent.rates"
+expect_usage_error "--ckpt-interval must be greater than zero" \
+    --ckpt-interval 0
+expect_usage_error "unknown --preset 'nope'" --preset nope
+expect_usage_error "bad value '-5h' for --mtbf" --failure-model exponential \
+    --mtbf -5h
+expect_usage_error "needs --mtbf" --failure-model exponential
+expect_usage_error "unknown --failure-model" --failure-model weibull
+expect_usage_error "--gpus must be" --gpus 0
+expect_usage_error "bad value 'x' for --trials" --trials x
+expect_usage_error "--trials must be" --trials 0
+expect_usage_error "unknown option '--frobnicate'" --frobnicate
+expect_usage_error "--days needs a value" --days
+expect_usage_error "bad --sweep" --sweep cores=1:2
+expect_usage_error "--svg plots a sweep" --svg "$tmp/x.svg"
+expect_usage_error "--lemon-fraction" --lemon-fraction 2
+expect_usage_error "not both" --preset rsc1 --rates "$data/llama3.rates"
+
+if [ "$fails" -ne 0 ]; then
+    echo "$fails check(s) failed" >&2
+    exit 1
+fi
+echo "ok: firebreak sim CLI"

@@ -1,0 +1,489 @@
+/*
+ * test_sim.c -- correctness of the reliability simulator (src/sim/).
+ *
+ * Each check runs the simulator and compares numbers a user would notice
+ * against what the model must give: the Llama 3 calibration, the
+ * first-order ETTR formula, Daly's interval, the time accounting, spares,
+ * lemons, determinism across thread counts, the persist floor.  Nothing is
+ * timed.  Usage: test_sim [name]   (no name: all checks)
+ */
+#include "sim/sim.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int failures;
+
+#define CHECK(cond, ...)                                                     \
+    do {                                                                     \
+        if (!(cond)) {                                                       \
+            failures++;                                                      \
+            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);  \
+            fprintf(stderr, __VA_ARGS__);                                    \
+            fprintf(stderr, "\n");                                           \
+        }                                                                    \
+    } while (0)
+
+static fb_sim_config llama3(void)
+{
+    fb_sim_config c;
+    fb__sim_config_defaults(&c);
+    fb__sim_preset(&c, "llama3");
+    c.persist_s = 16;
+    c.trials = 400;
+    c.threads = 2;
+    return c;
+}
+
+static fb_sim_config exponential(double mtbf_s, double interval_s,
+                                 double stall_s, double restart_s)
+{
+    fb_sim_config c;
+    fb__sim_config_defaults(&c);
+    c.exponential = 1;
+    c.mtbf_s = mtbf_s;
+    c.interval_s = interval_s;
+    c.stall_s = stall_s;
+    c.restart_s = restart_s;
+    c.detect_crash_s = 0;
+    c.horizon_s = 30 * 86400.0;
+    c.trials = 300;
+    c.threads = 2;
+    return c;
+}
+
+static int run(const fb_sim_config *c, fb_sim_result *r, int keep)
+{
+    char err[256];
+    if (fb__sim_validate(c, err, sizeof err)) {
+        fprintf(stderr, "config rejected: %s\n", err);
+        failures++;
+        return -1;
+    }
+    int rc = fb__sim_run(c, keep, r);
+    CHECK(rc == 0, "fb__sim_run returned %d", rc);
+    return rc;
+}
+
+/* 419 +- 3% unexpected interruptions in 54 days on 16,384 GPUs, with the
+ * table's category shares, and the 47 planned ones. */
+static void test_llama3_calibration(void)
+{
+    static const struct {
+        const char *name;
+        double count;
+    } table[] = {{"gpu", 268},     {"dependency", 56},
+                 {"network", 35},  {"unplanned_maintenance", 32},
+                 {"host", 21},     {"unknown", 7}};
+    fb_sim_config c = llama3();
+    c.trials = 1000;
+    fb_sim_result r;
+    if (run(&c, &r, 0))
+        return;
+    CHECK(fabs(r.interruptions_mean - 419) <= 0.03 * 419,
+          "mean interruptions %.2f, want 419 +- 3%%", r.interruptions_mean);
+    CHECK(fabs(r.planned_mean - 47) <= 1, "planned %.2f, want 47",
+          r.planned_mean);
+    CHECK(c.ncat == 6, "llama3 has %d categories, want 6", c.ncat);
+    for (int i = 0; i < c.ncat; i++) {
+        double want = -1;
+        for (size_t k = 0; k < sizeof table / sizeof table[0]; k++)
+            if (strcmp(table[k].name, c.cat[i].name) == 0)
+                want = table[k].count;
+        CHECK(want > 0, "unexpected category %s", c.cat[i].name);
+        /* Sampling error of a mean of 1000 Poisson counts: sqrt(n/1000). */
+        double tol = 0.03 * want + 4 * sqrt(want / 1000.0);
+        CHECK(fabs(r.by_category_mean[i] - want) <= tol,
+              "category %s: %.2f, want %.0f +- %.2f", c.cat[i].name,
+              r.by_category_mean[i], want, tol);
+        double share = r.by_category_mean[i] / r.interruptions_mean;
+        CHECK(fabs(share - want / 419) <= 0.01,
+              "category %s share %.4f, want %.4f", c.cat[i].name, share,
+              want / 419);
+    }
+    /* Llama 3 kept > 90% effective training time; the default policy
+     * should land in that neighbourhood, not at 50% or 100%. */
+    CHECK(r.ettr_mean > 0.85 && r.ettr_mean < 0.97, "ettr %.4f",
+          r.ettr_mean);
+    CHECK(r.ettr_p5 <= r.ettr_mean && r.ettr_mean <= r.ettr_p95,
+          "p5 %.4f mean %.4f p95 %.4f", r.ettr_p5, r.ettr_mean, r.ettr_p95);
+}
+
+/* rsc1: 6.5 failures per 1000 node-days; rsc2: 2.34. */
+static void test_rsc_rates(void)
+{
+    const char *names[] = {"rsc1", "rsc2"};
+    const double per_1000[] = {6.50, 2.34};
+    for (int k = 0; k < 2; k++) {
+        fb_sim_config c = llama3();
+        fb__sim_preset(&c, names[k]);
+        c.gpus = 8192;
+        c.horizon_s = 20 * 86400.0;
+        fb_sim_result r;
+        if (run(&c, &r, 0))
+            return;
+        double want = per_1000[k] / 1000 * (8192 / 8) * 20;
+        CHECK(fabs(r.interruptions_mean - want) <= 0.03 * want,
+              "%s: %.2f interruptions, want %.2f", names[k],
+              r.interruptions_mean, want);
+        CHECK(r.planned_mean == 0, "%s has no planned maintenance",
+              names[k]);
+    }
+}
+
+/* Where the time went must add up to the wall clock, trial by trial,
+ * whatever the mix of effects. */
+static void test_time_accounting(void)
+{
+    for (int variant = 0; variant < 4; variant++) {
+        fb_sim_config c = llama3();
+        c.trials = 200;
+        if (variant == 1) {
+            c.spares = 0;
+            c.repair_s = 6 * 3600;
+        } else if (variant == 2) {
+            c.lemon_fraction = 0.02;
+            c.lemon_factor = 30;
+            c.drain = 1;
+            c.spares = 2;
+        } else if (variant == 3) {
+            c.gpus = 131072;
+            c.restart_s = 1800;
+            c.detect_hang_s = 3600;
+        }
+        fb_sim_result r;
+        if (run(&c, &r, 1))
+            return;
+        for (long i = 0; i < r.trials; i++) {
+            const fb_sim_time *t = &r.per_trial[i].t;
+            double sum = t->useful + t->checkpoint + t->lost + t->detect +
+                         t->restart + t->repair_wait + t->maintenance;
+            if (fabs(sum - c.horizon_s) > 1e-6 * c.horizon_s ||
+                t->useful < 0 || t->lost < 0) {
+                CHECK(0, "variant %d trial %ld: parts sum to %.3f of %.3f",
+                      variant, i, sum, c.horizon_s);
+                break;
+            }
+        }
+        fb__sim_result_free(&r);
+    }
+}
+
+/* First-order model, where it is valid (lambda*(R + tau) small):
+ * ETTR = (1 - lambda*(R + tau/2)) / (1 + C/tau) within 1% absolute. */
+static void test_first_order_model(void)
+{
+    const double mtbf[] = {3 * 3600.0, 12 * 3600.0, 48 * 3600.0};
+    const double tau[] = {300, 1200, 3600};
+    const double stall[] = {5, 60};
+    const double restart[] = {0, 300, 900};
+    int checked = 0;
+    for (size_t a = 0; a < 3; a++)
+        for (size_t b = 0; b < 3; b++)
+            for (size_t s = 0; s < 2; s++)
+                for (size_t d = 0; d < 3; d++) {
+                    double lambda = 1 / mtbf[a];
+                    if (lambda * (restart[d] + tau[b]) > 0.15)
+                        continue;
+                    fb_sim_config c = exponential(mtbf[a], tau[b], stall[s],
+                                                  restart[d]);
+                    c.trials = 150;
+                    fb_sim_result r;
+                    if (run(&c, &r, 0))
+                        return;
+                    double model = (1 - lambda * (restart[d] + tau[b] / 2)) /
+                                   (1 + stall[s] / tau[b]);
+                    CHECK(fabs(r.ettr_mean - model) <= 0.01,
+                          "mtbf %.0f tau %.0f C %.0f R %.0f: sim %.4f "
+                          "model %.4f",
+                          mtbf[a], tau[b], stall[s], restart[d], r.ettr_mean,
+                          model);
+                    checked++;
+                }
+    CHECK(checked >= 30, "only %d grid points were in the valid range",
+          checked);
+    /* Detection is part of the recovery cost R in the formula. */
+    fb_sim_config c = exponential(6 * 3600.0, 1200, 20, 120);
+    c.detect_crash_s = 180;
+    fb_sim_result r;
+    if (run(&c, &r, 0))
+        return;
+    double model = (1 - (300 + 600) / (6 * 3600.0)) / (1 + 20 / 1200.0);
+    CHECK(fabs(r.ettr_mean - model) <= 0.01, "with detection: %.4f vs %.4f",
+          r.ettr_mean, model);
+    CHECK(r.time_mean.detect > 0, "detection time not accounted");
+}
+
+/* The searched optimum is within 10% of Daly's interval when C and R are
+ * small next to the MTBF. */
+static void test_daly(void)
+{
+    const double mtbf[] = {4 * 3600.0, 24 * 3600.0};
+    const double stall[] = {10, 60};
+    const double restart[] = {60, 300};
+    for (int a = 0; a < 2; a++)
+        for (int s = 0; s < 2; s++)
+            for (int d = 0; d < 2; d++) {
+                fb_sim_config c =
+                    exponential(mtbf[a], 1800, stall[s], restart[d]);
+                c.trials = 300;
+                fb_sim_optimum o;
+                int rc = fb__sim_optimize(&c, &o);
+                CHECK(rc == 0, "optimize: %d", rc);
+                double daly = sqrt(2 * stall[s] * (restart[d] + mtbf[a]));
+                CHECK(fabs(o.daly_s - daly) < 1e-6 * daly, "daly %.3f vs %.3f",
+                      o.daly_s, daly);
+                CHECK(fabs(o.young_s - sqrt(2 * stall[s] * mtbf[a])) < 1e-6,
+                      "young %.3f", o.young_s);
+                CHECK(fabs(o.search_s / daly - 1) <= 0.10,
+                      "mtbf %.0f C %.0f R %.0f: search %.1f, daly %.1f",
+                      mtbf[a], stall[s], restart[d], o.search_s, daly);
+                /* The optimum must beat a clearly worse interval. */
+                c.interval_s = daly * 4;
+                double worse;
+                fb__sim_mean_ettr(&c, &worse);
+                CHECK(o.search_ettr > worse, "search %.5f vs 4x daly %.5f",
+                      o.search_ettr, worse);
+            }
+}
+
+/* An interval shorter than the persist time is refused, and the search
+ * never proposes one: it reports the floor instead. */
+static void test_persist_floor(void)
+{
+    fb_sim_config c = llama3();
+    char err[256];
+    c.persist_s = 1200;
+    c.interval_s = 600;
+    CHECK(fb__sim_validate(&c, err, sizeof err) != 0,
+          "interval below persist time accepted");
+    CHECK(strstr(err, "persist") != NULL, "message: %s", err);
+    c.interval_s = 1200;
+    CHECK(fb__sim_validate(&c, err, sizeof err) == 0, "rejected: %s", err);
+    c.trials = 100;
+    fb_sim_optimum o;
+    CHECK(fb__sim_optimize(&c, &o) == 0, "optimize failed");
+    CHECK(o.daly_below_floor && o.young_below_floor,
+          "daly %.0f young %.0f not flagged below floor %.0f", o.daly_s,
+          o.young_s, o.floor_s);
+    CHECK(o.search_s >= c.persist_s, "search %.1f below persist %.1f",
+          o.search_s, c.persist_s);
+    CHECK(o.bound_by_floor, "search %.1f not flagged as on the floor",
+          o.search_s);
+    c.interval_s = 0;
+    CHECK(fb__sim_validate(&c, err, sizeof err) != 0, "interval 0 accepted");
+}
+
+/* The in-flight async checkpoint is lost with a failure: a long persist
+ * window costs work even at the same interval. */
+static void test_async_window(void)
+{
+    fb_sim_config c = llama3();
+    c.persist_s = 0;
+    fb_sim_result fast, slow;
+    if (run(&c, &fast, 0))
+        return;
+    c.persist_s = c.interval_s / 2;
+    if (run(&c, &slow, 0))
+        return;
+    /* A failure in the first half of an interval also loses the previous
+     * interval: about +tau/2 lost per failure on average. */
+    double extra = (slow.time_mean.lost - fast.time_mean.lost) /
+                   fast.interruptions_mean;
+    CHECK(extra > 0.35 * c.interval_s && extra < 0.65 * c.interval_s,
+          "extra loss per failure %.1f s, interval %.0f", extra,
+          c.interval_s);
+}
+
+/* Spares hide repairs; without them the job waits. */
+static void test_spares(void)
+{
+    fb_sim_config c = llama3();
+    c.spares = 1000;
+    fb_sim_result plenty, none;
+    if (run(&c, &plenty, 0))
+        return;
+    CHECK(plenty.time_mean.repair_wait == 0, "waited %.1f s with 1000 spares",
+          plenty.time_mean.repair_wait);
+    c.spares = 0;
+    c.repair_s = 1200;
+    if (run(&c, &none, 0))
+        return;
+    /* Every node failure (about 321 of 419) waits the full repair, less
+     * the few waits that overlap. */
+    double want = 1200.0 * 321;
+    CHECK(none.time_mean.repair_wait > 0.8 * want &&
+              none.time_mean.repair_wait < 1.05 * want,
+          "repair wait %.0f s, want about %.0f", none.time_mean.repair_wait,
+          want);
+    CHECK(none.ettr_mean < plenty.ettr_mean - 0.06, "ettr %.3f vs %.3f",
+          none.ettr_mean, plenty.ettr_mean);
+}
+
+/* Lemons: undrained, the calibrated rate holds; drained after their first
+ * failure, the rate falls and so do interruptions. */
+static void test_lemons(void)
+{
+    fb_sim_config c = llama3();
+    c.lemon_fraction = 0.01;
+    c.lemon_factor = 50;
+    c.spares = 200;
+    fb_sim_result kept, drained;
+    if (run(&c, &kept, 0))
+        return;
+    CHECK(fabs(kept.interruptions_mean - 419) <= 0.03 * 419,
+          "undrained lemons changed the rate: %.1f", kept.interruptions_mean);
+    c.drain = 1;
+    if (run(&c, &drained, 0))
+        return;
+    CHECK(drained.interruptions_mean < 0.8 * kept.interruptions_mean,
+          "draining did not help: %.1f vs %.1f", drained.interruptions_mean,
+          kept.interruptions_mean);
+    CHECK(drained.ettr_mean > kept.ettr_mean, "ettr %.4f vs %.4f",
+          drained.ettr_mean, kept.ettr_mean);
+}
+
+/* Hang detection costs more than crash detection, for the hang share. */
+static void test_detection_kinds(void)
+{
+    fb_sim_config c = llama3();
+    c.detect_crash_s = 0;
+    c.detect_hang_s = 3600;
+    fb_sim_result r;
+    if (run(&c, &r, 0))
+        return;
+    /* Only "unknown" (7 of 419) hangs. */
+    double want = 7 * 3600.0;
+    CHECK(fabs(r.time_mean.detect - want) < 0.15 * want,
+          "detect %.0f s, want about %.0f", r.time_mean.detect, want);
+}
+
+/* Same seed, any thread count: the same bits.  Another seed: different. */
+static void test_determinism(void)
+{
+    fb_sim_config c = llama3();
+    c.trials = 100;
+    c.lemon_fraction = 0.02;
+    c.lemon_factor = 10;
+    c.drain = 1;
+    fb_sim_result a, b, d;
+    c.threads = 1;
+    if (run(&c, &a, 1))
+        return;
+    c.threads = 3;
+    if (run(&c, &b, 1))
+        return;
+    CHECK(memcmp(a.per_trial, b.per_trial, sizeof *a.per_trial * 100) == 0,
+          "per-trial results differ between 1 and 3 threads");
+    CHECK(a.ettr_mean == b.ettr_mean && a.ettr_p5 == b.ettr_p5,
+          "aggregates differ between thread counts");
+    c.seed = 2;
+    if (run(&c, &d, 1))
+        return;
+    CHECK(d.ettr_mean != a.ettr_mean, "seed does not matter");
+    fb__sim_result_free(&a);
+    fb__sim_result_free(&b);
+    fb__sim_result_free(&d);
+}
+
+static void test_rates_parser(void)
+{
+    fb_sim_config c;
+    fb__sim_config_defaults(&c);
+    char err[256];
+    const char *good = "# comment\n"
+                       "failure gpu 268/54/16384/gpu-day crash node\n"
+                       "failure nccl 7/54/job-day hang  # trailing\n"
+                       "\n"
+                       "failure net 35/54/2048/node-day\n"
+                       "planned 47/54/job-day\n";
+    int rc = fb__sim_parse_rates(&c, good, strlen(good), err, sizeof err);
+    CHECK(rc == 0, "good file rejected: %s", err);
+    CHECK(c.ncat == 3, "ncat %d", c.ncat);
+    CHECK(c.cat[0].scope == FB_SIM_SCOPE_NODE &&
+              c.cat[1].kind == FB_SIM_HANG &&
+              c.cat[1].scope == FB_SIM_SCOPE_JOB,
+          "kinds/scopes not parsed");
+    double want = 268.0 / 54 / 16384 / 86400;
+    CHECK(fabs(c.cat[0].rate_per_gpu_s / want - 1) < 1e-12, "gpu rate %g",
+          c.cat[0].rate_per_gpu_s);
+    CHECK(fabs(c.cat[1].rate_per_job_s / (7.0 / 54 / 86400) - 1) < 1e-12,
+          "job rate %g", c.cat[1].rate_per_job_s);
+    CHECK(fabs(c.cat[2].rate_per_gpu_s / (35.0 / 54 / 2048 / 8 / 86400) -
+               1) < 1e-12,
+          "node rate %g", c.cat[2].rate_per_gpu_s);
+    CHECK(fabs(c.planned_per_job_s / (47.0 / 54 / 86400) - 1) < 1e-12,
+          "planned %g", c.planned_per_job_s);
+    /* The same file gives the llama3 total at 16,384 GPUs. */
+    c.gpus = 16384;
+    double total = fb__sim_total_rate(&c) * 54 * 86400;
+    CHECK(fabs(total - 310) < 1e-6, "total %.6f", total);
+
+    static const struct {
+        const char *text;
+        const char *needle;
+    } bad[] = {
+        {"failure gpu -3/gpu-day\n", "line 1: negative rate"},
+        {"failure gpu 3/gpu-week\n", "line 1: bad rate"},
+        {"\nfailure gpu 3/0/gpu-day\n", "line 2: bad rate"},
+        {"failure gpu 1/gpu-day\nfailure gpu 2/gpu-day\n", "line 2"},
+        {"failure gpu 1/gpu-day crash crash\n", "line 1: unexpected"},
+        {"failure g$u 1/gpu-day\n", "line 1: bad category name"},
+        {"fail gpu 1/gpu-day\n", "line 1: unknown statement"},
+        {"planned 1/gpu-day\n", "line 1: planned maintenance is per job"},
+        {"# nothing\n", "no 'failure' line"},
+        {"failure gpu nan/gpu-day\n", "line 1: bad rate"},
+        {"failure gpu 1e400/gpu-day\n", "line 1: bad rate"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        fb_sim_config d;
+        fb__sim_config_defaults(&d);
+        fb__sim_preset(&d, "llama3");
+        err[0] = '\0';
+        rc = fb__sim_parse_rates(&d, bad[i].text, strlen(bad[i].text), err,
+                                 sizeof err);
+        CHECK(rc != 0, "accepted: %s", bad[i].text);
+        CHECK(strstr(err, bad[i].needle) != NULL, "'%s' -> '%s'",
+              bad[i].text, err);
+        CHECK(d.ncat == 6, "a failed parse changed the config");
+    }
+}
+
+static const struct {
+    const char *name;
+    void (*fn)(void);
+} tests[] = {
+    {"llama3", test_llama3_calibration},
+    {"rsc", test_rsc_rates},
+    {"accounting", test_time_accounting},
+    {"first_order", test_first_order_model},
+    {"daly", test_daly},
+    {"floor", test_persist_floor},
+    {"async", test_async_window},
+    {"spares", test_spares},
+    {"lemons", test_lemons},
+    {"detect", test_detection_kinds},
+    {"determinism", test_determinism},
+    {"rates", test_rates_parser},
+};
+
+int main(int argc, char **argv)
+{
+    int ran = 0;
+    for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
+        if (argc > 1 && strcmp(argv[1], tests[i].name) != 0)
+            continue;
+        int before = failures;
+        tests[i].fn();
+        printf("%s %s\n", failures == before ? "ok  " : "FAIL",
+               tests[i].name);
+        ran++;
+    }
+    if (!ran) {
+        fprintf(stderr, "no test named %s\n", argc > 1 ? argv[1] : "");
+        return 2;
+    }
+    return failures ? 1 : 0;
+}
