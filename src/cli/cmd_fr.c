@@ -1,14 +1,139 @@
 /*
- * cmd_fr.c -- `firebreak fr` (not built yet: placeholder that says so).
+ * cmd_fr.c -- `firebreak fr`: analyze flight recorders (firebreak rings,
+ * PyTorch dumps) and name the rank and the collective.
  */
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "cli/cli.h"
+#include "common/jsonw.h"
+#include "common/util.h"
+#include "firebreak/firebreak.h"
+#include "fr/fr.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+        "usage: firebreak fr analyze INPUT... [--json] [--min-wait DURATION]\n"
+        "                           [--late-threshold DURATION] [--max-findings N]\n"
+        "\n"
+        "Merge every rank's flight recorder and say what went wrong: for a\n"
+        "hang, the collective where progress stopped and the ranks that never\n"
+        "entered it; operation, size, dtype and send/recv mismatches; ranks\n"
+        "that arrive late.  An INPUT is a file or a directory of per-rank\n"
+        "files: firebreak rings (live /dev/shm segments, or .fbseg snapshots;\n"
+        "a name /fb.<job>.<attempt>.<rank> opens a live one) and PyTorch\n"
+        "flight-recorder dumps (JSON or pickle, <prefix><rank>).\n"
+        "\n"
+        "  --json               one JSON object on the last line of stdout\n"
+        "  --min-wait D         pending longer than D is stuck (default 1s;\n"
+        "                       not applied to PyTorch dumps)\n"
+        "  --late-threshold D   mean lateness below D is noise (default 200us)\n"
+        "  --max-findings N     findings listed per kind (default 20)\n"
+        "\n"
+        "Exit: 0 ok, 1 hang / mismatch / slow / undecided, 2 bad usage or no\n"
+        "readable input.\n");
+}
+
+static int cmd_analyze(int argc, char **argv)
+{
+    int json = 0;
+    fb__fr_options opt;
+    fb__fr_options_init(&opt);
+    const char **inputs = calloc((size_t)argc + 1, sizeof *inputs);
+    int n = 0;
+    if (!inputs)
+        return 2;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        double d;
+        long long x;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            free(inputs);
+            return 0;
+        } else if (!strcmp(a, "--json")) {
+            json = 1;
+        } else if ((!strcmp(a, "--min-wait") || !strcmp(a, "--late-threshold")) &&
+                   i + 1 < argc) {
+            if (fb__parse_duration(argv[i + 1], &d)) {
+                fprintf(stderr, "firebreak fr: %s: bad duration '%s'\n", a,
+                        argv[i + 1]);
+                free(inputs);
+                return 2;
+            }
+            if (!strcmp(a, "--min-wait"))
+                opt.min_wait_s = d;
+            else
+                opt.late_threshold_s = d;
+            i++;
+        } else if (!strcmp(a, "--max-findings") && i + 1 < argc) {
+            if (fb__parse_int(argv[i + 1], 1, 100000, &x)) {
+                fprintf(stderr, "firebreak fr: --max-findings: bad number '%s'\n",
+                        argv[i + 1]);
+                free(inputs);
+                return 2;
+            }
+            opt.max_findings = (int)x;
+            i++;
+        } else if (a[0] == '-' && a[1]) {
+            fprintf(stderr, "firebreak fr: unknown option '%s'\n", a);
+            usage(stderr);
+            free(inputs);
+            return 2;
+        } else {
+            inputs[n++] = a;
+        }
+    }
+    if (!n) {
+        fprintf(stderr, "firebreak fr analyze: no INPUT given\n");
+        usage(stderr);
+        free(inputs);
+        return 2;
+    }
+    fb__fr_result *res = NULL;
+    char err[1024];
+    int rc = fb__fr_analyze_paths_opt(inputs, n, &opt, &res, err, sizeof err);
+    free(inputs);
+    if (rc) {
+        fprintf(stderr, "firebreak fr: %s\n", err);
+        return 2;
+    }
+    const char *v = fb__fr_verdict(res);
+    if (json) {
+        fb__jsonw w;
+        fb__jsonw_init(&w);
+        fb__fr_result_json(res, &w);
+        rc = fb__jsonw_print(&w, stdout) ? 2 : 0;
+        fb__jsonw_free(&w);
+        if (rc) {
+            fb__fr_result_free(res);
+            return 2;
+        }
+    } else {
+        fb__fr_result_text(res, stdout);
+    }
+    rc = !strcmp(v, "ok") ? 0 : 1;
+    fb__fr_result_free(res);
+    return rc;
+}
 
 int fb__cmd_fr(int argc, char **argv)
 {
-    (void)argc;
-    (void)argv;
-    fprintf(stderr, "firebreak fr: not available in this build yet\n");
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") ||
+        !strcmp(argv[1], "help")) {
+        usage(stdout);
+        return 0;
+    }
+    if (!strcmp(argv[1], "analyze"))
+        return cmd_analyze(argc - 1, argv + 1);
+    fprintf(stderr, "firebreak fr: unknown subcommand '%s' (analyze)\n", argv[1]);
+    usage(stderr);
     return 2;
 }

@@ -1,0 +1,1475 @@
+/*
+ * analyze.c -- merge every rank's flight recorder and decide what went
+ * wrong (fr.h).  The rules are in docs/flight-recorder.md; in short:
+ *
+ *  hang      per group, the lowest sequence number some rank has been
+ *            stuck in (pending longer than min_wait) is where progress
+ *            stopped; members that never entered it are at fault.  Ranks
+ *            that are themselves stuck in another group are victims, not
+ *            culprits: the culprits are the missing ranks stuck nowhere.
+ *  mismatch  per (group, seq), the majority's operation, size and dtype
+ *            are taken as intended; ranks that differ are at fault.  Sizes
+ *            follow the per-operation rules (all_gather output = input x
+ *            group size, reduce_scatter input = output x group size).
+ *            Sends and recvs match by (group, src, dst, n-th op).
+ *  slow      on collectives every member completed, a rank's lateness is
+ *            its arrival minus the mean arrival of the others; ranks whose
+ *            mean lateness passes late_threshold are reported, worst first.
+ *
+ * Entries are visited a few times in linear passes; per (group, seq)
+ * state lives in dense bucket arrays, so 16,384 ranks x 2,000 entries stay
+ * within seconds and a few GiB.
+ */
+#include "fr/fr.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "common/util.h"
+#include "firebreak/firebreak.h"
+#include "fr/model.h"
+#include "lib/segment.h"
+
+#define MAX_TUPLES 200000
+
+typedef struct finding {
+    const char *kind;
+    int group;             /* -1 none */
+    uint64_t seq;
+    int has_seq;
+    int op;                /* fb_op, -1 none */
+    int *ranks;
+    int nranks;
+    double sort_key;
+    char detail[768];
+} finding;
+
+struct fb__fr_result {
+    fr_model m;
+    fb__fr_options opt;
+    const char *verdict;
+    finding *f;
+    size_t nf, capf;
+    size_t dropped[16];    /* findings over max_findings, per kind index */
+    int *culprits;
+    int nculprits;
+    int nranks;            /* ranks with evidence */
+    int world;
+    char summary[1024];
+};
+
+static const char *const kinds[] = {
+    "missing_ranks", "type_mismatch", "size_mismatch", "dtype_mismatch",
+    "state_mismatch", "p2p_mismatch", "late_ranks", "missing_dump",
+};
+enum { K_MISSING, K_TYPE, K_SIZE, K_DTYPE, K_STATE, K_P2P, K_LATE, K_DUMP };
+
+/* ------------------------------------------------------------------ */
+
+void fb__fr_options_init(fb__fr_options *opt)
+{
+    opt->min_wait_s = 1.0;
+    opt->late_threshold_s = 200e-6;
+    opt->max_findings = 20;
+}
+
+static int cmp_int(const void *a, const void *b)
+{
+    int x = *(const int *)a, y = *(const int *)b;
+    return (x > y) - (x < y);
+}
+
+static int sort_unique(int *v, int n)
+{
+    if (n <= 0)
+        return 0;
+    qsort(v, (size_t)n, sizeof *v, cmp_int);
+    int k = 1;
+    for (int i = 1; i < n; i++)
+        if (v[i] != v[k - 1])
+            v[k++] = v[i];
+    return k;
+}
+
+static finding *add_finding(fb__fr_result *res, int kind, int group,
+                            uint64_t seq, int has_seq, int op,
+                            const int *ranks, int nranks)
+{
+    size_t same = 0;
+    for (size_t i = 0; i < res->nf; i++)
+        if (res->f[i].kind == kinds[kind])
+            same++;
+    if ((int)same >= res->opt.max_findings) {
+        res->dropped[kind]++;
+        return NULL;
+    }
+    if (res->nf == res->capf) {
+        size_t nc = res->capf ? res->capf * 2 : 16;
+        finding *nf = realloc(res->f, nc * sizeof *nf);
+        if (!nf)
+            return NULL;
+        res->f = nf;
+        res->capf = nc;
+    }
+    finding *f = &res->f[res->nf];
+    memset(f, 0, sizeof *f);
+    f->kind = kinds[kind];
+    f->group = group;
+    f->seq = seq;
+    f->has_seq = has_seq;
+    f->op = op;
+    if (nranks > 0) {
+        f->ranks = malloc((size_t)nranks * sizeof *f->ranks);
+        if (!f->ranks)
+            return NULL;
+        memcpy(f->ranks, ranks, (size_t)nranks * sizeof *f->ranks);
+        f->nranks = sort_unique(f->ranks, nranks);
+    }
+    res->nf++;
+    return f;
+}
+
+/* "0, 1, 5-9" into buf, at most ~size bytes. */
+static void fmt_ranks(char *buf, size_t size, const int *r, int n)
+{
+    size_t len = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < n && len + 24 < size; ) {
+        int j = i;
+        while (j + 1 < n && r[j + 1] == r[j] + 1)
+            j++;
+        len += (size_t)snprintf(buf + len, size - len, "%s%d", i ? ", " : "",
+                                r[i]);
+        if (j > i)
+            len += (size_t)snprintf(buf + len, size - len, "%s%d",
+                                    j == i + 1 ? ", " : "-", r[j]);
+        i = j + 1;
+        if (i < n && len + 24 >= size) {
+            snprintf(buf + len, size - len, ", ...");
+            break;
+        }
+    }
+}
+
+static const char *opname(int op)
+{
+    const char *n = op >= 0 ? fb_op_name((fb_op)op) : NULL;
+    return n ? n : "?";
+}
+
+static const char *gname(const fr_model *m, int g)
+{
+    if (g < 0 || (size_t)g >= m->ngroups)
+        return "?";
+    return m->groups[g].name[0] ? m->groups[g].name : m->groups[g].key;
+}
+
+/* ------------------------------------------------------------------ */
+/* Loading inputs. */
+
+static int trailing_number(const char *path)
+{
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    size_t n = strlen(base);
+    /* skip a known extension */
+    const char *dot = strrchr(base, '.');
+    if (dot && dot > base && (!strcmp(dot, ".json") || !strcmp(dot, ".pkl") ||
+                              !strcmp(dot, ".pickle") || !strcmp(dot, ".fbseg")))
+        n = (size_t)(dot - base);
+    size_t e = n;
+    while (e > 0 && base[e - 1] >= '0' && base[e - 1] <= '9')
+        e--;
+    if (e == n || n - e > 9)
+        return -1;
+    int v = 0;
+    for (size_t i = e; i < n; i++)
+        v = v * 10 + (base[i] - '0');
+    return v;
+}
+
+#define MAX_DUMP_BYTES ((size_t)1 << 30)
+
+static int load_one(fr_model *m, const char *path, char *err, size_t errsz)
+{
+    /* live segment name */
+    if (path[0] == '/' && !strchr(path + 1, '/'))
+        return fr_load_ring(m, path, err, errsz);
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        int rc = -errno;
+        snprintf(err, errsz, "%s: %s", path, strerror(errno));
+        return rc;
+    }
+    unsigned char head[8] = {0};
+    size_t got = fread(head, 1, sizeof head, f);
+    fclose(f);
+    uint64_t magic = 0;
+    for (size_t i = 0; i < 8 && i < got; i++)
+        magic |= (uint64_t)head[i] << (8 * i);
+    if (got == 8 && magic == FB__SEG_MAGIC)
+        return fr_load_ring(m, path, err, errsz);
+    char *buf = NULL;
+    size_t len = 0;
+    int rc = fb__read_file(path, MAX_DUMP_BYTES, &buf, &len);
+    if (rc) {
+        snprintf(err, errsz, "%s: cannot read: %s", path, fb_strerror(rc));
+        return rc;
+    }
+    rc = fr_load_torch(m, path, buf, len, trailing_number(path), err, errsz);
+    free(buf);
+    return rc;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Load a path: a file, a live segment name, or a directory of files. */
+static int load_path(fr_model *m, const char *path, int *loaded)
+{
+    char err[512];
+    struct stat st;
+    int is_shm_name = path[0] == '/' && !strchr(path + 1, '/') &&
+                      stat(path, &st) != 0;
+    if (!is_shm_name && stat(path, &st)) {
+        fr_model_warn(m, "%s: %s", path, strerror(errno));
+        return -errno;
+    }
+    if (is_shm_name || !S_ISDIR(st.st_mode)) {
+        int rc = load_one(m, path, err, sizeof err);
+        if (rc)
+            fr_model_warn(m, "%s", err);
+        else
+            (*loaded)++;
+        return rc;
+    }
+    DIR *d = opendir(path);
+    if (!d) {
+        fr_model_warn(m, "%s: %s", path, strerror(errno));
+        return -errno;
+    }
+    char **names = NULL;
+    size_t n = 0, cap = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] == '.')
+            continue;
+        if (n == cap) {
+            cap = cap ? cap * 2 : 64;
+            char **nn = realloc(names, cap * sizeof *nn);
+            if (!nn)
+                break;
+            names = nn;
+        }
+        size_t need = strlen(path) + strlen(e->d_name) + 2;
+        names[n] = malloc(need);
+        if (!names[n])
+            break;
+        snprintf(names[n], need, "%s/%s", path, e->d_name);
+        n++;
+    }
+    closedir(d);
+    qsort(names, n, sizeof *names, cmp_str);
+    int any = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (stat(names[i], &st) == 0 && S_ISREG(st.st_mode)) {
+            any = 1;
+            int rc = load_one(m, names[i], err, sizeof err);
+            if (rc)
+                fr_model_warn(m, "%s", err);
+            else
+                (*loaded)++;
+        }
+        free(names[i]);
+    }
+    free(names);
+    if (!any)
+        fr_model_warn(m, "%s: directory holds no dump files", path);
+    return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* Analysis. */
+
+typedef struct gstat {      /* one member of one group */
+    uint64_t max_entered;   /* highest collective seq entered, 0 none */
+    uint64_t min_seen;      /* lowest seq seen (window start), 0 none */
+    uint64_t stuck_seq;     /* lowest pending collective seq, 0 none  */
+    uint64_t stuck_t;
+    uint64_t first_pending_seq; /* lowest pending, however young */
+    int rank_idx;           /* index in m->ranks, -1 no evidence      */
+} gstat;
+
+typedef struct vc { uint64_t v; uint32_t n; } vc;
+#define NV 4
+typedef struct bucket {
+    vc op[NV], sz[NV], dt[NV];
+    uint32_t n, ndone, npending_old;
+    uint64_t t_base, t_max;
+    double t_sum;           /* of t - t_base */
+    uint8_t t_all;          /* every entry had a time */
+} bucket;
+
+typedef struct tuple { uint32_t kind, group; uint64_t seq; int rank; int op; } tuple;
+
+typedef struct ctx {
+    fb__fr_result *res;
+    fr_model *m;
+    int maxrank;
+    int *rank_idx;          /* global rank -> index in m->ranks, -1 */
+    gstat **gs;             /* per group, per group rank */
+    int *gsize;             /* per group: members */
+    uint64_t *stuck;        /* per group: seq where progress stopped, 0 */
+    int *stuck_op;
+    uint64_t *bbase;        /* per group: bucket window start seq */
+    uint64_t *bcount;
+    bucket **b;
+    tuple *tup;
+    size_t ntup;
+    size_t tup_over;
+    uint64_t snapshot_torch;
+    int any_entries;
+} ctx;
+
+static void tuple_add(ctx *c, int kind, uint32_t g, uint64_t seq, int rank, int op)
+{
+    if (c->ntup >= MAX_TUPLES) {
+        c->tup_over++;
+        return;
+    }
+    c->tup[c->ntup++] = (tuple){(uint32_t)kind, g, seq, rank, op};
+}
+
+static uint64_t snap_of(const ctx *c, const fr_rank *r)
+{
+    return r->src == FR_SRC_RING ? r->snapshot_ns : c->snapshot_torch;
+}
+
+static int old_enough(const ctx *c, const fr_rank *r, uint64_t t)
+{
+    if (r->src != FR_SRC_RING)
+        return 1; /* PyTorch dumps are written on a timeout */
+    uint64_t s = r->snapshot_ns;
+    return t == 0 || (s > t && (double)(s - t) / 1e9 >= c->res->opt.min_wait_s);
+}
+
+static int grank_of(const fr_rank *r, uint32_t g)
+{
+    for (size_t i = 0; i < r->nmemb; i++)
+        if (r->memb[i].group == g)
+            return r->memb[i].grank;
+    return -1;
+}
+
+/* Resolve group membership: members[grank] = global rank or -1. */
+static int resolve_groups(ctx *c)
+{
+    fr_model *m = c->m;
+    c->gsize = calloc(m->ngroups + 1, sizeof *c->gsize);
+    c->gs = calloc(m->ngroups + 1, sizeof *c->gs);
+    if (!c->gsize || !c->gs)
+        return -ENOMEM;
+    for (size_t g = 0; g < m->ngroups; g++) {
+        fr_group *gr = &m->groups[g];
+        int size = gr->size;
+        if (!gr->members) {
+            int maxg = -1;
+            for (size_t i = 0; i < m->nranks; i++) {
+                int gr_rank = grank_of(&m->ranks[i], (uint32_t)g);
+                if (gr_rank > maxg)
+                    maxg = gr_rank;
+            }
+            if (size <= maxg)
+                size = maxg + 1;
+            if (size > (1 << 24))
+                size = maxg + 1;
+            if (size <= 0)
+                continue;
+            gr->members = malloc((size_t)size * sizeof *gr->members);
+            if (!gr->members)
+                return -ENOMEM;
+            for (int k = 0; k < size; k++)
+                gr->members[k] = -1;
+            for (size_t i = 0; i < m->nranks; i++) {
+                int gr_rank = grank_of(&m->ranks[i], (uint32_t)g);
+                if (gr_rank >= 0 && gr_rank < size)
+                    gr->members[gr_rank] = m->ranks[i].rank;
+            }
+            gr->size = size;
+        }
+        c->gsize[g] = gr->size;
+        c->gs[g] = calloc((size_t)gr->size, sizeof(gstat));
+        if (!c->gs[g])
+            return -ENOMEM;
+        for (int k = 0; k < gr->size; k++) {
+            int gl = gr->members[k];
+            c->gs[g][k].rank_idx = (gl >= 0 && gl <= c->maxrank) ? c->rank_idx[gl] : -1;
+        }
+    }
+    return 0;
+}
+
+/* Pass 1: per member summaries. */
+static void member_stats(ctx *c)
+{
+    fr_model *m = c->m;
+    for (size_t i = 0; i < m->nranks; i++) {
+        fr_rank *r = &m->ranks[i];
+        if (c->rank_idx[r->rank] != (int)i)
+            continue; /* a duplicate */
+        uint32_t lastg = UINT32_MAX;
+        gstat *st = NULL;
+        for (size_t k = 0; k < r->n; k++) {
+            const fr_ent *e = &r->ents[k];
+            c->any_entries = 1;
+            if (e->flags & FR_ENT_P2P)
+                continue;
+            if (e->group != lastg) {
+                lastg = e->group;
+                int gr = grank_of(r, e->group);
+                st = (gr >= 0 && gr < c->gsize[e->group]) ? &c->gs[e->group][gr] : NULL;
+            }
+            if (!st)
+                continue;
+            if (e->seq > st->max_entered)
+                st->max_entered = e->seq;
+            if (!st->min_seen || e->seq < st->min_seen)
+                st->min_seen = e->seq;
+            if (e->state != FR_DONE) {
+                if (!st->first_pending_seq || e->seq < st->first_pending_seq)
+                    st->first_pending_seq = e->seq;
+                if (old_enough(c, r, e->t_ns) &&
+                    (!st->stuck_seq || e->seq < st->stuck_seq)) {
+                    st->stuck_seq = e->seq;
+                    st->stuck_t = e->t_ns;
+                }
+            }
+        }
+    }
+}
+
+/* Which member ranks are stuck anywhere (pending long enough). */
+static int rank_stuck(const ctx *c, int global)
+{
+    int idx = (global >= 0 && global <= c->maxrank) ? c->rank_idx[global] : -1;
+    if (idx < 0)
+        return 0;
+    const fr_rank *r = &c->m->ranks[idx];
+    for (size_t i = 0; i < r->nmemb; i++) {
+        uint32_t g = r->memb[i].group;
+        int gr = r->memb[i].grank;
+        if (gr >= 0 && gr < c->gsize[g] && c->gs[g] && c->gs[g][gr].stuck_seq)
+            return 1;
+    }
+    /* pending p2p counts too */
+    for (size_t k = r->n; k-- > 0;) {
+        const fr_ent *e = &r->ents[k];
+        if ((e->flags & FR_ENT_P2P) && e->state != FR_DONE &&
+            old_enough(c, r, e->t_ns))
+            return 1;
+    }
+    return 0;
+}
+
+/* The last completed entry of a rank, described. */
+static void last_done(const ctx *c, int global, char *buf, size_t size)
+{
+    int idx = (global >= 0 && global <= c->maxrank) ? c->rank_idx[global] : -1;
+    buf[0] = '\0';
+    if (idx < 0) {
+        snprintf(buf, size, "rank %d: no flight-recorder data", global);
+        return;
+    }
+    const fr_rank *r = &c->m->ranks[idx];
+    for (size_t k = r->n; k-- > 0;) {
+        const fr_ent *e = &r->ents[k];
+        if (e->state == FR_DONE) {
+            snprintf(buf, size, "rank %d last completed %s #%" PRIu64 " on %s%s",
+                     global, opname(e->op), e->seq, gname(c->m, (int)e->group),
+                     (e->flags & FR_ENT_P2P) ? " (p2p)" : "");
+            if (r->step >= 0)
+                snprintf(buf + strlen(buf), size - strlen(buf), " at step %" PRId64,
+                         r->step);
+            if (e->frame)
+                snprintf(buf + strlen(buf), size - strlen(buf), " from %s",
+                         c->m->strs[e->frame]);
+            return;
+        }
+    }
+    snprintf(buf, size, "rank %d completed nothing in its recorder", global);
+}
+
+static int hang_analysis(ctx *c)
+{
+    fr_model *m = c->m;
+    fb__fr_result *res = c->res;
+    c->stuck = calloc(m->ngroups + 1, sizeof *c->stuck);
+    c->stuck_op = calloc(m->ngroups + 1, sizeof *c->stuck_op);
+    int *missing = malloc(((size_t)c->maxrank + 2) * sizeof *missing);
+    int *unknown = malloc(((size_t)c->maxrank + 2) * sizeof *unknown);
+    if (!c->stuck || !c->stuck_op || !missing || !unknown) {
+        free(missing);
+        free(unknown);
+        return -ENOMEM;
+    }
+    for (size_t g = 0; g < m->ngroups; g++) {
+        int size = c->gsize[g];
+        gstat *gs = c->gs[g];
+        if (!gs)
+            continue;
+        uint64_t s = 0;
+        for (int k = 0; k < size; k++)
+            if (gs[k].stuck_seq && (!s || gs[k].stuck_seq < s))
+                s = gs[k].stuck_seq;
+        if (!s)
+            continue;
+        c->stuck[g] = s;
+        int nmiss = 0, nunk = 0, nwait = 0;
+        double max_wait = 0;
+        int op = -1;
+        for (int k = 0; k < size; k++) {
+            int gl = m->groups[g].members[k];
+            if (gs[k].rank_idx < 0) {
+                unknown[nunk++] = gl;
+                continue;
+            }
+            const fr_rank *r = &m->ranks[gs[k].rank_idx];
+            if (gs[k].max_entered < s && !(r->wrapped && gs[k].min_seen > s)) {
+                missing[nmiss++] = gl;
+            } else if (gs[k].first_pending_seq && gs[k].first_pending_seq <= s) {
+                nwait++;
+                uint64_t snap = snap_of(c, r);
+                if (gs[k].stuck_t && snap > gs[k].stuck_t &&
+                    (double)(snap - gs[k].stuck_t) / 1e9 > max_wait)
+                    max_wait = (double)(snap - gs[k].stuck_t) / 1e9;
+            }
+        }
+        /* the operation at s, from any rank that entered it */
+        for (int k = 0; k < size && op < 0; k++) {
+            if (gs[k].rank_idx < 0)
+                continue;
+            const fr_rank *r = &m->ranks[gs[k].rank_idx];
+            for (size_t i = r->n; i-- > 0;)
+                if (r->ents[i].group == g && r->ents[i].seq == s &&
+                    !(r->ents[i].flags & FR_ENT_P2P)) {
+                    op = r->ents[i].op;
+                    break;
+                }
+        }
+        c->stuck_op[g] = op;
+        char rl[256], wait[64], last[384] = "";
+        snprintf(wait, sizeof wait, "%.1f s", max_wait);
+        if (nmiss) {
+            fmt_ranks(rl, sizeof rl, missing, nmiss);
+            finding *f = add_finding(res, K_MISSING, (int)g, s, 1, op, missing, nmiss);
+            if (!f)
+                continue;
+            last_done(c, f->ranks[0], last, sizeof last);
+            snprintf(f->detail, sizeof f->detail,
+                     "rank%s %s never entered %s #%" PRIu64 " on %s; %d rank%s "
+                     "waiting in it up to %s; %s", nmiss > 1 ? "s" : "", rl,
+                     opname(op), s, gname(m, (int)g), nwait, nwait == 1 ? "" : "s",
+                     wait, last);
+        } else if (nunk) {
+            fmt_ranks(rl, sizeof rl, unknown, nunk);
+            finding *f = add_finding(res, K_MISSING, (int)g, s, 1, op, unknown, nunk);
+            if (f)
+                snprintf(f->detail, sizeof f->detail,
+                         "every rank with data entered %s #%" PRIu64 " on %s "
+                         "(%d waiting up to %s); no flight-recorder data from "
+                         "rank%s %s, which did not finish it", opname(op), s,
+                         gname(m, (int)g), nwait, wait, nunk > 1 ? "s" : "", rl);
+        }
+    }
+    free(missing);
+    free(unknown);
+    return 0;
+}
+
+static uint64_t cmp_size(const fr_ent *e)
+{
+    if (e->op == FB_OP_REDUCE_SCATTER || e->op == FB_OP_SCATTER)
+        return (uint64_t)e->out_numel;
+    return (uint64_t)e->in_numel;
+}
+
+static void vc_add(vc *v, uint64_t x)
+{
+    for (int i = 0; i < NV; i++) {
+        if (v[i].n && v[i].v == x) {
+            v[i].n++;
+            return;
+        }
+        if (!v[i].n) {
+            v[i].v = x;
+            v[i].n = 1;
+            return;
+        }
+    }
+}
+
+static uint64_t vc_major(const vc *v)
+{
+    int best = 0;
+    for (int i = 1; i < NV; i++)
+        if (v[i].n > v[best].n)
+            best = i;
+    return v[best].v;
+}
+
+static int vc_distinct(const vc *v)
+{
+    return v[1].n != 0;
+}
+
+static int buckets(ctx *c)
+{
+    fr_model *m = c->m;
+    size_t G = m->ngroups;
+    c->bbase = calloc(G + 1, sizeof *c->bbase);
+    c->bcount = calloc(G + 1, sizeof *c->bcount);
+    c->b = calloc(G + 1, sizeof *c->b);
+    uint64_t *maxs = calloc(G + 1, sizeof *maxs);
+    uint64_t *mins = calloc(G + 1, sizeof *mins);
+    uint64_t *cnt = calloc(G + 1, sizeof *cnt);
+    int rc = -ENOMEM;
+    if (!c->bbase || !c->bcount || !c->b || !maxs || !mins || !cnt)
+        goto out;
+    for (size_t i = 0; i < m->nranks; i++) {
+        fr_rank *r = &m->ranks[i];
+        if (c->rank_idx[r->rank] != (int)i)
+            continue;
+        for (size_t k = 0; k < r->n; k++) {
+            const fr_ent *e = &r->ents[k];
+            if (e->flags & FR_ENT_P2P)
+                continue;
+            if (e->seq > maxs[e->group])
+                maxs[e->group] = e->seq;
+            if (!mins[e->group] || e->seq < mins[e->group])
+                mins[e->group] = e->seq;
+            cnt[e->group]++;
+        }
+    }
+    for (size_t g = 0; g < G; g++) {
+        if (!cnt[g])
+            continue;
+        uint64_t limit = 4 * cnt[g] / (c->gsize[g] ? (uint64_t)c->gsize[g] : 1) + 4096;
+        uint64_t base = mins[g];
+        if (maxs[g] - mins[g] + 1 > limit) {
+            base = maxs[g] - limit + 1;
+            fr_model_warn(m, "group %s: sequence numbers span %" PRIu64 "..%" PRIu64
+                          "; only the newest %" PRIu64 " are compared across ranks",
+                          gname(m, (int)g), mins[g], maxs[g], limit);
+        }
+        c->bbase[g] = base;
+        c->bcount[g] = maxs[g] - base + 1;
+        c->b[g] = calloc(c->bcount[g], sizeof(bucket));
+        if (!c->b[g])
+            goto out;
+    }
+    for (size_t i = 0; i < m->nranks; i++) {
+        fr_rank *r = &m->ranks[i];
+        if (c->rank_idx[r->rank] != (int)i)
+            continue;
+        for (size_t k = 0; k < r->n; k++) {
+            const fr_ent *e = &r->ents[k];
+            if ((e->flags & FR_ENT_P2P) || e->seq < c->bbase[e->group])
+                continue;
+            bucket *b = &c->b[e->group][e->seq - c->bbase[e->group]];
+            vc_add(b->op, e->op);
+            vc_add(b->sz, cmp_size(e));
+            vc_add(b->dt, e->dtype);
+            if (b->n == 0) {
+                b->t_all = 1;
+                b->t_base = e->t_ns;
+            }
+            b->n++;
+            if (e->state == FR_DONE)
+                b->ndone++;
+            else if (old_enough(c, r, e->t_ns))
+                b->npending_old++;
+            if (!e->t_ns)
+                b->t_all = 0;
+            else {
+                b->t_sum += (double)((int64_t)(e->t_ns - b->t_base));
+                if (e->t_ns > b->t_max)
+                    b->t_max = e->t_ns;
+            }
+        }
+    }
+    rc = 0;
+out:
+    free(maxs);
+    free(mins);
+    free(cnt);
+    return rc;
+}
+
+static int symmetric(int op)
+{
+    return op == FB_OP_ALLREDUCE || op == FB_OP_ALLGATHER ||
+           op == FB_OP_REDUCE_SCATTER || op == FB_OP_ALLTOALL ||
+           op == FB_OP_BARRIER;
+}
+
+/* Pass 2: entries that disagree with their bucket's majority. */
+static void mismatches(ctx *c)
+{
+    fr_model *m = c->m;
+    for (size_t i = 0; i < m->nranks; i++) {
+        fr_rank *r = &m->ranks[i];
+        if (c->rank_idx[r->rank] != (int)i)
+            continue;
+        for (size_t k = 0; k < r->n; k++) {
+            const fr_ent *e = &r->ents[k];
+            uint32_t g = e->group;
+            if ((e->flags & FR_ENT_P2P) || !c->b[g] || e->seq < c->bbase[g])
+                continue;
+            const bucket *b = &c->b[g][e->seq - c->bbase[g]];
+            /* own size rule */
+            int gsz = c->gsize[g];
+            if (gsz > 0 && e->in_numel >= 0 && e->out_numel >= 0 &&
+                ((e->op == FB_OP_ALLGATHER && e->out_numel != e->in_numel * gsz) ||
+                 (e->op == FB_OP_REDUCE_SCATTER && e->in_numel != e->out_numel * gsz))) {
+                tuple_add(c, K_SIZE, g, e->seq, r->rank, e->op);
+                continue;
+            }
+            if (b->n < 2)
+                continue;
+            uint64_t mop = vc_major(b->op);
+            if (vc_distinct(b->op) && e->op != mop) {
+                tuple_add(c, K_TYPE, g, e->seq, r->rank, (int)mop);
+                continue;
+            }
+            if (vc_distinct(b->sz) && cmp_size(e) != vc_major(b->sz) &&
+                e->in_numel >= 0) {
+                tuple_add(c, K_SIZE, g, e->seq, r->rank, e->op);
+                continue;
+            }
+            if (vc_distinct(b->dt) && e->dtype != vc_major(b->dt) && e->dtype) {
+                tuple_add(c, K_DTYPE, g, e->seq, r->rank, e->op);
+                continue;
+            }
+            if (symmetric(e->op) && b->ndone && e->state != FR_DONE &&
+                (int)b->n == gsz && old_enough(c, r, e->t_ns))
+                tuple_add(c, K_STATE, g, e->seq, r->rank, e->op);
+        }
+    }
+}
+
+/* p2p: (group, src, dst, pair_seq) of sends and recvs must pair up. */
+typedef struct p2pkey { uint64_t h; uint32_t g; int32_t src, dst; uint32_t k; int32_t who; uint8_t send, pending, old; } p2pkey;
+
+static int cmp_p2p(const void *a, const void *b)
+{
+    const p2pkey *x = a, *y = b;
+    if (x->g != y->g) return x->g < y->g ? -1 : 1;
+    if (x->src != y->src) return x->src < y->src ? -1 : 1;
+    if (x->dst != y->dst) return x->dst < y->dst ? -1 : 1;
+    if (x->k != y->k) return x->k < y->k ? -1 : 1;
+    return (int)x->send - (int)y->send;
+}
+
+static int p2p_check(ctx *c)
+{
+    fr_model *m = c->m;
+    size_t n = 0, cap = 0;
+    p2pkey *v = NULL;
+    for (size_t i = 0; i < m->nranks; i++) {
+        fr_rank *r = &m->ranks[i];
+        if (c->rank_idx[r->rank] != (int)i)
+            continue;
+        for (size_t k = 0; k < r->n; k++) {
+            const fr_ent *e = &r->ents[k];
+            if (!(e->flags & FR_ENT_P2P) || e->peer < 0 || !e->pair_seq ||
+                (e->op != FB_OP_SEND && e->op != FB_OP_RECV))
+                continue;
+            int me = grank_of(r, e->group);
+            if (me < 0)
+                continue;
+            if (n == cap) {
+                cap = cap ? cap * 2 : 256;
+                p2pkey *nv = realloc(v, cap * sizeof *nv);
+                if (!nv) {
+                    free(v);
+                    return -ENOMEM;
+                }
+                v = nv;
+            }
+            int send = e->op == FB_OP_SEND;
+            v[n++] = (p2pkey){0, e->group, send ? me : e->peer, send ? e->peer : me,
+                              e->pair_seq, r->rank, (uint8_t)send,
+                              e->state != FR_DONE, (uint8_t)old_enough(c, r, e->t_ns)};
+        }
+    }
+    if (n)
+        qsort(v, n, sizeof *v, cmp_p2p);
+    for (size_t i = 0; i < n; i++) {
+        if (i + 1 < n && v[i].g == v[i + 1].g && v[i].src == v[i + 1].src &&
+            v[i].dst == v[i + 1].dst && v[i].k == v[i + 1].k &&
+            v[i].send != v[i + 1].send) {
+            i++;
+            continue;
+        }
+        /* unmatched: the peer never posted its side */
+        int peer_g = v[i].send ? v[i].dst : v[i].src;
+        fr_group *gr = &m->groups[v[i].g];
+        if (peer_g < 0 || peer_g >= gr->size)
+            continue;
+        int peer = gr->members[peer_g];
+        int pidx = (peer >= 0 && peer <= c->maxrank) ? c->rank_idx[peer] : -1;
+        if (pidx < 0)
+            continue; /* no data: reported as a missing dump */
+        const fr_rank *pr = &m->ranks[pidx];
+        if (pr->wrapped && !v[i].pending)
+            continue;
+        if (v[i].pending && !v[i].old)
+            continue; /* just posted: in flight */
+        tuple_add(c, K_P2P, v[i].g, v[i].k, peer, v[i].send ? FB_OP_SEND : FB_OP_RECV);
+        /* remember the direction in the seq's high bit for the detail */
+        c->tup[c->ntup - 1].seq = ((uint64_t)v[i].send << 63) |
+                                  ((uint64_t)(uint32_t)v[i].src << 32) |
+                                  (uint32_t)v[i].dst;
+        c->tup[c->ntup - 1].op = (int)v[i].k | (v[i].pending ? 1 << 30 : 0);
+        (void)v[i].who;
+    }
+    free(v);
+    return 0;
+}
+
+static int cmp_tuple(const void *a, const void *b)
+{
+    const tuple *x = a, *y = b;
+    if (x->kind != y->kind) return x->kind < y->kind ? -1 : 1;
+    if (x->group != y->group) return x->group < y->group ? -1 : 1;
+    if (x->seq != y->seq) return x->seq < y->seq ? -1 : 1;
+    if (x->op != y->op) return x->op < y->op ? -1 : 1;
+    return (x->rank > y->rank) - (x->rank < y->rank);
+}
+
+static void tuples_to_findings(ctx *c, int *p2p_hang)
+{
+    fb__fr_result *res = c->res;
+    fr_model *m = c->m;
+    if (c->ntup)
+        qsort(c->tup, c->ntup, sizeof *c->tup, cmp_tuple);
+    int *rk = malloc((c->ntup + 1) * sizeof *rk);
+    if (!rk)
+        return;
+    for (size_t i = 0; i < c->ntup;) {
+        size_t j = i;
+        int n = 0;
+        while (j < c->ntup && c->tup[j].kind == c->tup[i].kind &&
+               c->tup[j].group == c->tup[i].group && c->tup[j].seq == c->tup[i].seq &&
+               c->tup[j].op == c->tup[i].op)
+            rk[n++] = c->tup[j++].rank;
+        const tuple *t = &c->tup[i];
+        int kind = (int)t->kind;
+        char rl[256];
+        if (kind == K_P2P) {
+            int send = (int)(t->seq >> 63);
+            int src = (int)((t->seq >> 32) & 0x7fffffff), dst = (int)(uint32_t)t->seq;
+            int pending = (t->op >> 30) & 1;
+            int k = t->op & ((1 << 30) - 1);
+            fr_group *gr = &m->groups[t->group];
+            int gsrc = src < gr->size ? gr->members[src] : -1;
+            int gdst = dst < gr->size ? gr->members[dst] : -1;
+            finding *f = add_finding(res, K_P2P, (int)t->group, (uint64_t)k, 1,
+                                     send ? FB_OP_SEND : FB_OP_RECV, rk, n);
+            if (f)
+                snprintf(f->detail, sizeof f->detail,
+                         "%s #%d from rank %d to rank %d on %s (%s) has no "
+                         "matching %s on rank %d", send ? "send" : "recv", k,
+                         gsrc, gdst, gname(m, (int)t->group),
+                         pending ? "still pending" : "completed",
+                         send ? "recv" : "send", send ? gdst : gsrc);
+            if (pending)
+                *p2p_hang = 1;
+        } else {
+            finding *f = add_finding(res, kind, (int)t->group, t->seq, 1, t->op, rk, n);
+            fmt_ranks(rl, sizeof rl, rk, n);
+            const bucket *b = (c->b[t->group] && t->seq >= c->bbase[t->group])
+                                  ? &c->b[t->group][t->seq - c->bbase[t->group]] : NULL;
+            if (f && kind == K_TYPE && b)
+                snprintf(f->detail, sizeof f->detail,
+                         "rank%s %s called another operation where the other "
+                         "ranks called %s #%" PRIu64 " on %s", n > 1 ? "s" : "", rl,
+                         opname(t->op), t->seq, gname(m, (int)t->group));
+            else if (f && kind == K_SIZE && b)
+                snprintf(f->detail, sizeof f->detail,
+                         "rank%s %s passed a size that differs from the other "
+                         "ranks (%" PRIu64 " elements) or breaks the %s size rule "
+                         "in %s #%" PRIu64 " on %s", n > 1 ? "s" : "", rl,
+                         vc_major(b->sz), opname(t->op), opname(t->op), t->seq,
+                         gname(m, (int)t->group));
+            else if (f && kind == K_DTYPE && b)
+                snprintf(f->detail, sizeof f->detail,
+                         "rank%s %s used a dtype other than %s in %s #%" PRIu64
+                         " on %s", n > 1 ? "s" : "", rl, m->strs[vc_major(b->dt)],
+                         opname(t->op), t->seq, gname(m, (int)t->group));
+            else if (f && kind == K_SIZE)
+                snprintf(f->detail, sizeof f->detail,
+                         "rank%s %s: sizes break the %s rule (group size %d) "
+                         "in #%" PRIu64 " on %s", n > 1 ? "s" : "", rl,
+                         opname(t->op), c->gsize[t->group], t->seq,
+                         gname(m, (int)t->group));
+            else if (f && kind == K_STATE)
+                snprintf(f->detail, sizeof f->detail,
+                         "rank%s %s still in %s #%" PRIu64 " on %s, which "
+                         "other ranks completed", n > 1 ? "s" : "", rl,
+                         opname(t->op), t->seq, gname(m, (int)t->group));
+        }
+        i = j;
+    }
+    free(rk);
+    if (c->tup_over)
+        fr_model_warn(m, "%zu more disagreements were not itemized", c->tup_over);
+}
+
+typedef struct late { int rank; double sum; uint32_t n, last; } late;
+
+static int cmp_late(const void *a, const void *b)
+{
+    const late *x = a, *y = b;
+    double dx = x->n ? x->sum / x->n : 0, dy = y->n ? y->sum / y->n : 0;
+    return (dx < dy) - (dx > dy);
+}
+
+static int lateness(ctx *c)
+{
+    fr_model *m = c->m;
+    fb__fr_result *res = c->res;
+    for (size_t g = 0; g < m->ngroups; g++) {
+        if (!c->b[g] || c->gsize[g] < 2)
+            continue;
+        int size = c->gsize[g];
+        late *L = calloc((size_t)size, sizeof *L);
+        if (!L)
+            return -ENOMEM;
+        for (int k = 0; k < size; k++)
+            L[k].rank = m->groups[g].members[k];
+        for (size_t i = 0; i < m->nranks; i++) {
+            fr_rank *r = &m->ranks[i];
+            if (c->rank_idx[r->rank] != (int)i)
+                continue;
+            int me = grank_of(r, (uint32_t)g);
+            if (me < 0 || me >= size)
+                continue;
+            for (size_t k = 0; k < r->n; k++) {
+                const fr_ent *e = &r->ents[k];
+                if (e->group != g || (e->flags & FR_ENT_P2P) || e->seq < c->bbase[g])
+                    continue;
+                const bucket *b = &c->b[g][e->seq - c->bbase[g]];
+                if ((int)b->n != size || b->ndone != b->n || !b->t_all)
+                    continue;
+                double mine = (double)((int64_t)(e->t_ns - b->t_base));
+                double others = (b->t_sum - mine) / (double)(size - 1);
+                L[me].sum += (mine - others) / 1e9;
+                L[me].n++;
+                if (e->t_ns == b->t_max)
+                    L[me].last++;
+            }
+        }
+        qsort(L, (size_t)size, sizeof *L, cmp_late);
+        int nl = 0;
+        int *rk = malloc((size_t)size * sizeof *rk);
+        char det[768];
+        size_t len = 0;
+        det[0] = '\0';
+        for (int k = 0; k < size && rk; k++) {
+            double mean = L[k].n ? L[k].sum / L[k].n : 0;
+            if (mean < res->opt.late_threshold_s || L[k].n < 2)
+                break;
+            if (L[k].last * 4 < L[k].n && mean < 5 * res->opt.late_threshold_s)
+                continue; /* rarely the last one: jitter, not a straggler */
+            rk[nl++] = L[k].rank;
+            if (len + 96 < sizeof det)
+                len += (size_t)snprintf(det + len, sizeof det - len,
+                                        "%srank %d late by %.3f ms on average, last "
+                                        "in %u of %u", nl > 1 ? "; " : "", L[k].rank,
+                                        mean * 1e3, L[k].last, L[k].n);
+        }
+        if (nl) {
+            /* keep the lateness order in `ranks`: add_finding sorts, so
+             * fill the finding by hand */
+            finding *f = add_finding(res, K_LATE, (int)g, 0, 0, -1, rk, nl);
+            if (f) {
+                memcpy(f->ranks, rk, (size_t)nl * sizeof *rk);
+                f->nranks = nl;
+                snprintf(f->detail, sizeof f->detail, "on %s: %s",
+                         gname(m, (int)g), det);
+            }
+        }
+        free(rk);
+        free(L);
+    }
+    return 0;
+}
+
+static void missing_dumps(ctx *c)
+{
+    fr_model *m = c->m;
+    int world = c->res->world;
+    size_t cap = 64, n = 0;
+    int *miss = malloc(cap * sizeof *miss);
+    if (!miss)
+        return;
+    char *seen = calloc((size_t)world + 1, 1);
+    for (size_t g = 0; g < m->ngroups && seen; g++)
+        for (int k = 0; k < m->groups[g].size; k++) {
+            int gl = m->groups[g].members[k];
+            if (gl >= 0 && gl < world)
+                seen[gl] = 1;
+        }
+    for (int r = 0; r < world && seen; r++) {
+        if ((r <= c->maxrank && c->rank_idx[r] >= 0))
+            continue;
+        if (n == cap) {
+            cap *= 2;
+            int *nm = realloc(miss, cap * sizeof *nm);
+            if (!nm)
+                break;
+            miss = nm;
+        }
+        miss[n++] = r;
+    }
+    if (n) {
+        finding *f = add_finding(c->res, K_DUMP, -1, 0, 0, -1, miss, (int)n);
+        char rl[256];
+        fmt_ranks(rl, sizeof rl, miss, (int)n);
+        if (f)
+            snprintf(f->detail, sizeof f->detail,
+                     "no flight-recorder data from rank%s %s of %d: the "
+                     "analysis cannot see %s", n > 1 ? "s" : "", rl, world,
+                     n > 1 ? "them" : "it");
+    }
+    free(seen);
+    free(miss);
+}
+
+static void set_culprits(fb__fr_result *res, const int *v, int n)
+{
+    free(res->culprits);
+    res->culprits = malloc(((size_t)n + 1) * sizeof *v);
+    res->nculprits = 0;
+    if (!res->culprits)
+        return;
+    memcpy(res->culprits, v, (size_t)n * sizeof *v);
+    res->nculprits = sort_unique(res->culprits, n);
+}
+
+static int analyze(fb__fr_result *res)
+{
+    fr_model *m = &res->m;
+    ctx c = {.res = res, .m = m, .maxrank = -1};
+    int rc = -ENOMEM;
+    for (size_t i = 0; i < m->nranks; i++)
+        if (m->ranks[i].rank > c.maxrank)
+            c.maxrank = m->ranks[i].rank;
+    c.rank_idx = malloc(((size_t)c.maxrank + 2) * sizeof *c.rank_idx);
+    c.tup = malloc(MAX_TUPLES * sizeof *c.tup);
+    if (!c.rank_idx || !c.tup)
+        goto out;
+    for (int i = 0; i <= c.maxrank; i++)
+        c.rank_idx[i] = -1;
+    for (size_t i = 0; i < m->nranks; i++) {
+        fr_rank *r = &m->ranks[i];
+        if (c.rank_idx[r->rank] >= 0) {
+            fr_model_warn(m, "rank %d appears twice (%s and %s); using the first",
+                          r->rank, m->ranks[c.rank_idx[r->rank]].path, r->path);
+            continue;
+        }
+        c.rank_idx[r->rank] = (int)i;
+        res->nranks++;
+        if (r->src != FR_SRC_RING)
+            for (size_t k = 0; k < r->n; k++)
+                if (r->ents[k].t_ns > c.snapshot_torch)
+                    c.snapshot_torch = r->ents[k].t_ns;
+    }
+    /* versions */
+    for (size_t i = 1; i < m->nranks; i++)
+        if (m->ranks[i].version && m->ranks[0].version &&
+            m->ranks[i].src == m->ranks[0].src &&
+            strcmp(m->ranks[i].version, m->ranks[0].version)) {
+            fr_model_warn(m, "ranks have different dump versions (rank %d: %s, "
+                          "rank %d: %s); analyzing the fields they share",
+                          m->ranks[0].rank, m->ranks[0].version, m->ranks[i].rank,
+                          m->ranks[i].version);
+            break;
+        }
+    if ((rc = resolve_groups(&c)))
+        goto out;
+    res->world = m->world_size > c.maxrank + 1 ? m->world_size : c.maxrank + 1;
+    for (size_t g = 0; g < m->ngroups; g++)
+        for (int k = 0; k < m->groups[g].size; k++)
+            if (m->groups[g].members[k] >= res->world)
+                res->world = m->groups[g].members[k] + 1;
+    member_stats(&c);
+    if ((rc = hang_analysis(&c)) || (rc = buckets(&c)))
+        goto out;
+    mismatches(&c);
+    if ((rc = p2p_check(&c)))
+        goto out;
+    int p2p_hang = 0;
+    tuples_to_findings(&c, &p2p_hang);
+    missing_dumps(&c);
+
+    /* verdict and culprits */
+    int nmissing = 0, nmis = 0, at_stuck = 0;
+    /* culprits come from findings' rank lists: their total bounds them */
+    size_t cap = 1, nc = 0;
+    for (size_t i = 0; i < res->nf; i++)
+        cap += (size_t)res->f[i].nranks;
+    int *cul = malloc(cap * sizeof *cul);
+    if (!cul)
+        goto out;
+    for (size_t i = 0; i < res->nf; i++) {
+        finding *f = &res->f[i];
+        if (f->kind == kinds[K_MISSING])
+            nmissing++;
+        else if (f->kind == kinds[K_TYPE] || f->kind == kinds[K_SIZE] ||
+                 f->kind == kinds[K_DTYPE] || f->kind == kinds[K_STATE] ||
+                 f->kind == kinds[K_P2P]) {
+            nmis++;
+            if (f->group >= 0 && f->has_seq && c.stuck[f->group] == f->seq &&
+                f->kind != kinds[K_P2P])
+                at_stuck = 1;
+        }
+    }
+    const char *want = NULL;
+    if (at_stuck || (nmis && !nmissing && !p2p_hang))
+        res->verdict = "mismatch";
+    else if (nmissing || p2p_hang)
+        res->verdict = "hang";
+    if (res->verdict && !strcmp(res->verdict, "hang")) {
+        /* culprits: missing (or p2p-silent) ranks that are stuck nowhere */
+        for (int pass = 0; pass < 2 && nc == 0; pass++)
+            for (size_t i = 0; i < res->nf; i++) {
+                finding *f = &res->f[i];
+                if (f->kind != kinds[K_MISSING] && f->kind != kinds[K_P2P])
+                    continue;
+                for (int k = 0; k < f->nranks; k++) {
+                    if (pass == 0 && rank_stuck(&c, f->ranks[k]))
+                        continue;
+                    cul[nc++] = f->ranks[k];
+                }
+            }
+    } else if (res->verdict) {
+        want = at_stuck ? "stuck" : NULL;
+        for (size_t i = 0; i < res->nf; i++) {
+            finding *f = &res->f[i];
+            if (f->kind == kinds[K_MISSING] || f->kind == kinds[K_LATE] ||
+                f->kind == kinds[K_DUMP])
+                continue;
+            if (want && !(f->group >= 0 && f->has_seq && c.stuck[f->group] == f->seq))
+                continue;
+            for (int k = 0; k < f->nranks; k++) {
+                cul[nc++] = f->ranks[k];
+            }
+        }
+    }
+    if (!res->verdict) {
+        int stuck_any = 0;
+        for (size_t g = 0; g < m->ngroups; g++)
+            if (c.stuck[g])
+                stuck_any = 1;
+        if (stuck_any) {
+            res->verdict = "undecided";
+        } else {
+            if ((rc = lateness(&c)))
+                goto out_cul;
+            size_t nlate = 1;
+            for (size_t i = 0; i < res->nf; i++)
+                nlate += (size_t)res->f[i].nranks;
+            int *nl = realloc(cul, nlate * sizeof *cul);
+            if (!nl)
+                goto out_cul;
+            cul = nl;
+            for (size_t i = 0; i < res->nf; i++)
+                if (res->f[i].kind == kinds[K_LATE]) {
+                    res->verdict = "slow";
+                    for (int k = 0; k < res->f[i].nranks; k++)
+                        cul[nc++] = res->f[i].ranks[k];
+                }
+            if (!res->verdict)
+                res->verdict = c.any_entries ? "ok" : "undecided";
+        }
+    }
+    if (!strcmp(res->verdict, "slow")) {
+        free(res->culprits);
+        res->culprits = cul;
+        res->nculprits = (int)nc; /* lateness order */
+        cul = NULL;
+    } else {
+        set_culprits(res, cul, (int)nc);
+    }
+
+    /* summary */
+    {
+        char rl[256];
+        char *s = res->summary;
+        size_t sz = sizeof res->summary;
+        const finding *top = NULL;
+        double best = 0;
+        for (size_t i = 0; i < res->nf; i++) {
+            const finding *f = &res->f[i];
+            if (!strcmp(res->verdict, "hang") && (f->kind == kinds[K_MISSING] ||
+                                                  f->kind == kinds[K_P2P])) {
+                /* the finding made most of culprits: the root, not the
+                 * groups whose members wait for it */
+                int hits = 0;
+                for (int k = 0; k < f->nranks; k++)
+                    for (int j = 0; j < res->nculprits; j++)
+                        if (f->ranks[k] == res->culprits[j])
+                            hits++;
+                double frac = f->nranks ? (double)hits / f->nranks : 0;
+                if (frac > best) {
+                    best = frac;
+                    top = f;
+                }
+            } else if (top) {
+                continue;
+            } else if (!strcmp(res->verdict, "mismatch") &&
+                       f->kind != kinds[K_MISSING] && f->kind != kinds[K_DUMP] &&
+                       f->kind != kinds[K_LATE]) {
+                top = f;
+            } else if (!strcmp(res->verdict, "slow") && f->kind == kinds[K_LATE]) {
+                top = f;
+            }
+        }
+        fmt_ranks(rl, sizeof rl, res->culprits, res->nculprits);
+        if (top)
+            snprintf(s, sz, "%s: %s", res->verdict, top->detail);
+        else if (!strcmp(res->verdict, "undecided") && c.any_entries) {
+            size_t g = 0;
+            while (g < m->ngroups && !c.stuck[g])
+                g++;
+            if (g < m->ngroups)
+                snprintf(s, sz, "undecided: every rank entered %s #%" PRIu64
+                         " on %s and none completed it: suspect the network or "
+                         "the transport, not a rank", opname(c.stuck_op[g]),
+                         c.stuck[g], gname(m, (int)g));
+            else
+                snprintf(s, sz, "undecided");
+        } else if (!strcmp(res->verdict, "undecided"))
+            snprintf(s, sz, "undecided: no flight-recorder entries in %d rank%s",
+                     res->nranks, res->nranks == 1 ? "" : "s");
+        else
+            snprintf(s, sz, "ok: %d rank%s agree on every operation; nothing "
+                     "stuck", res->nranks, res->nranks == 1 ? "" : "s");
+    }
+    rc = 0;
+out_cul:
+    free(cul);
+out:
+    if (c.gs)
+        for (size_t g = 0; g < m->ngroups; g++)
+            free(c.gs[g]);
+    if (c.b)
+        for (size_t g = 0; g < m->ngroups; g++)
+            free(c.b[g]);
+    free(c.gs);
+    free(c.gsize);
+    free(c.b);
+    free(c.bbase);
+    free(c.bcount);
+    free(c.stuck);
+    free(c.stuck_op);
+    free(c.rank_idx);
+    free(c.tup);
+    return rc;
+}
+
+int fb__fr_analyze_paths_opt(const char *const *paths, int npaths,
+                             const fb__fr_options *opt, fb__fr_result **out,
+                             char *err, size_t errsz)
+{
+    fb__fr_result *res = calloc(1, sizeof *res);
+    if (!res)
+        return -ENOMEM;
+    fr_model_init(&res->m);
+    if (opt)
+        res->opt = *opt;
+    else
+        fb__fr_options_init(&res->opt);
+    if (res->opt.max_findings <= 0)
+        res->opt.max_findings = 20;
+    int loaded = 0, last_rc = -ENOENT;
+    for (int i = 0; i < npaths; i++) {
+        int rc = load_path(&res->m, paths[i], &loaded);
+        if (rc)
+            last_rc = rc;
+    }
+    if (!loaded) {
+        snprintf(err, errsz, "no flight-recorder data could be read%s%s",
+                 res->m.nwarnings ? ": " : "",
+                 res->m.nwarnings ? res->m.warnings[0] : "");
+        fb__fr_result_free(res);
+        return last_rc ? last_rc : FB_EFORMAT;
+    }
+    int rc = analyze(res);
+    /* entries are no longer needed: keep the result small */
+    for (size_t i = 0; i < res->m.nranks; i++) {
+        free(res->m.ranks[i].ents);
+        res->m.ranks[i].ents = NULL;
+        res->m.ranks[i].n = res->m.ranks[i].cap = 0;
+    }
+    if (rc) {
+        snprintf(err, errsz, "analysis failed: %s", fb_strerror(rc));
+        fb__fr_result_free(res);
+        return rc;
+    }
+    *out = res;
+    return 0;
+}
+
+int fb__fr_analyze_paths(const char *const *paths, int npaths,
+                         fb__fr_result **out, char *err, size_t errsz)
+{
+    return fb__fr_analyze_paths_opt(paths, npaths, NULL, out, err, errsz);
+}
+
+const char *fb__fr_verdict(const fb__fr_result *r)
+{
+    return r && r->verdict ? r->verdict : "undecided";
+}
+
+int fb__fr_culprit_ranks(const fb__fr_result *r, int *ranks, int max)
+{
+    if (!r)
+        return 0;
+    for (int i = 0; i < r->nculprits && i < max && ranks; i++)
+        ranks[i] = r->culprits[i];
+    return r->nculprits;
+}
+
+void fb__fr_summary(const fb__fr_result *r, char *buf, size_t size)
+{
+    snprintf(buf, size, "%s", r ? r->summary : "undecided");
+}
+
+int fb__fr_result_json(const fb__fr_result *r, fb__jsonw *w)
+{
+    const fr_model *m = &r->m;
+    fb__jsonw_obj_begin(w);
+    fb__jsonw_kstr(w, "verdict", fb__fr_verdict(r));
+    fb__jsonw_kstr(w, "summary", r->summary);
+    fb__jsonw_key(w, "culprits");
+    fb__jsonw_arr_begin(w);
+    for (int i = 0; i < r->nculprits; i++)
+        fb__jsonw_int(w, r->culprits[i]);
+    fb__jsonw_arr_end(w);
+    fb__jsonw_kint(w, "ranks", r->nranks);
+    fb__jsonw_kint(w, "world_size", r->world);
+    fb__jsonw_key(w, "findings");
+    fb__jsonw_arr_begin(w);
+    for (size_t i = 0; i < r->nf; i++) {
+        const finding *f = &r->f[i];
+        fb__jsonw_obj_begin(w);
+        fb__jsonw_kstr(w, "kind", f->kind);
+        if (f->group >= 0) {
+            fb__jsonw_kstr(w, "group", m->groups[f->group].key);
+            fb__jsonw_kstr(w, "group_name", m->groups[f->group].name);
+        } else {
+            fb__jsonw_key(w, "group");
+            fb__jsonw_null(w);
+        }
+        fb__jsonw_key(w, "seq");
+        if (f->has_seq)
+            fb__jsonw_uint(w, f->seq);
+        else
+            fb__jsonw_null(w);
+        fb__jsonw_key(w, "op");
+        if (f->op >= 0)
+            fb__jsonw_str(w, opname(f->op));
+        else
+            fb__jsonw_null(w);
+        fb__jsonw_key(w, "ranks");
+        fb__jsonw_arr_begin(w);
+        for (int k = 0; k < f->nranks; k++)
+            fb__jsonw_int(w, f->ranks[k]);
+        fb__jsonw_arr_end(w);
+        fb__jsonw_kstr(w, "detail", f->detail);
+        fb__jsonw_obj_end(w);
+    }
+    fb__jsonw_arr_end(w);
+    size_t dropped = 0;
+    for (size_t k = 0; k < sizeof r->dropped / sizeof r->dropped[0]; k++)
+        dropped += r->dropped[k];
+    fb__jsonw_kuint(w, "findings_not_listed", dropped);
+    fb__jsonw_key(w, "warnings");
+    fb__jsonw_arr_begin(w);
+    for (size_t i = 0; i < m->nwarnings; i++)
+        fb__jsonw_str(w, m->warnings[i]);
+    fb__jsonw_arr_end(w);
+    fb__jsonw_obj_end(w);
+    return w->oom ? -ENOMEM : 0;
+}
+
+void fb__fr_result_text(const fb__fr_result *r, FILE *f)
+{
+    const fr_model *m = &r->m;
+    char rl[512];
+    fprintf(f, "verdict: %s\n", fb__fr_verdict(r));
+    fprintf(f, "%s\n", r->summary);
+    fmt_ranks(rl, sizeof rl, r->culprits, r->nculprits);
+    if (r->nculprits)
+        fprintf(f, "culprit rank%s: %s\n", r->nculprits > 1 ? "s" : "", rl);
+    fprintf(f, "evidence: %d rank%s of %d\n", r->nranks, r->nranks == 1 ? "" : "s",
+            r->world);
+    if (r->nf)
+        fprintf(f, "\nfindings:\n");
+    for (size_t i = 0; i < r->nf; i++) {
+        const finding *x = &r->f[i];
+        fmt_ranks(rl, sizeof rl, x->ranks, x->nranks);
+        fprintf(f, "  %-15s", x->kind);
+        if (x->group >= 0)
+            fprintf(f, " %s", gname(m, x->group));
+        if (x->has_seq)
+            fprintf(f, " #%" PRIu64, x->seq);
+        fprintf(f, "  ranks [%s]\n      %s\n", rl, x->detail);
+    }
+    for (size_t k = 0; k < sizeof r->dropped / sizeof r->dropped[0]; k++)
+        if (r->dropped[k])
+            fprintf(f, "  (%zu more %s findings not listed)\n", r->dropped[k],
+                    kinds[k]);
+    if (m->nwarnings)
+        fprintf(f, "\nwarnings:\n");
+    for (size_t i = 0; i < m->nwarnings; i++)
+        fprintf(f, "  %s\n", m->warnings[i]);
+}
+
+void fb__fr_result_free(fb__fr_result *r)
+{
+    if (!r)
+        return;
+    for (size_t i = 0; i < r->nf; i++)
+        free(r->f[i].ranks);
+    free(r->f);
+    free(r->culprits);
+    fr_model_free(&r->m);
+    free(r);
+}
+
+void fb__fr_torch_env(const char *dump_dir,
+                      void (*set)(const char *name, const char *value, void *arg),
+                      void *arg)
+{
+    char prefix[PATH_MAX];
+    if (fb__fmt(prefix, sizeof prefix, "%s/nccl_trace_rank_", dump_dir))
+        return;
+    /* buffer size: the old and the new spelling */
+    set("TORCH_NCCL_TRACE_BUFFER_SIZE", "2000", arg);
+    set("TORCH_FR_BUFFER_SIZE", "2000", arg);
+    set("TORCH_NCCL_DUMP_ON_TIMEOUT", "1", arg);
+    set("TORCH_NCCL_DEBUG_INFO_TEMP_FILE", prefix, arg);
+    set("TORCH_FR_DUMP_TEMP_FILE", prefix, arg);
+    set("TORCH_NCCL_ENABLE_MONITORING", "1", arg);
+}

@@ -1,0 +1,83 @@
+/*
+ * fr.h -- flight-recorder analysis, the tool side (library fb_fr_analyze).
+ *
+ * Reads every rank's evidence -- firebreak rings (live segments in
+ * /dev/shm or files written by fb__seg_dump) and PyTorch flight-recorder
+ * dumps (JSON or pickle, versions 2.2 to 2.10) -- merges the ranks and
+ * says what went wrong: which ranks never entered the collective where
+ * progress stopped, which ranks disagree about an operation, which arrive
+ * late.  `firebreak fr analyze` prints it; the supervisor calls it on a
+ * hang.  Formats and rules: docs/flight-recorder.md.
+ */
+#ifndef FB_FR_FR_H
+#define FB_FR_FR_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "common/jsonw.h"
+
+typedef struct fb__fr_result fb__fr_result;
+
+typedef struct fb__fr_options {
+    /* A pending operation younger than this (against the time the
+     * evidence was taken) is in flight, not stuck.  Default 1 s; PyTorch
+     * dumps are written on a timeout, so there it is not applied. */
+    double min_wait_s;
+    /* Mean lateness at collectives below this is noise.  Default 200 us. */
+    double late_threshold_s;
+    /* Findings kept per kind (the rest are counted).  Default 20. */
+    int max_findings;
+} fb__fr_options;
+
+void fb__fr_options_init(fb__fr_options *opt);
+
+/*
+ * Analyze `npaths` inputs: files (rings, dumps) or directories holding one
+ * file per rank; a name "/fb.<job>.<attempt>.<rank>" opens a live segment.
+ * opt may be NULL.  Returns 0 and *out (free with fb__fr_result_free) when
+ * at least one rank's evidence was read; files that could not be read
+ * become warnings in the result.  Returns FB_EFORMAT / -ENOENT / ... with a
+ * message naming the file in err when nothing usable was read.
+ */
+int fb__fr_analyze_paths(const char *const *paths, int npaths,
+                         fb__fr_result **out, char *err, size_t errsz);
+int fb__fr_analyze_paths_opt(const char *const *paths, int npaths,
+                             const fb__fr_options *opt, fb__fr_result **out,
+                             char *err, size_t errsz);
+
+/* "hang", "mismatch", "slow", "ok" or "undecided". */
+const char *fb__fr_verdict(const fb__fr_result *r);
+
+/* The global ranks at fault (hang: never entered where progress stopped;
+ * mismatch: disagree with the majority; slow: late ranks), at most `max`
+ * into ranks (may be NULL).  Returns how many there are. */
+int fb__fr_culprit_ranks(const fb__fr_result *r, int *ranks, int max);
+
+/* One line for the journal and the console, e.g.
+ * "hang: rank 2 never entered all_reduce #6 on world (0x...); 3 ranks
+ * waiting up to 12.0 s; rank 2 last completed all_reduce #5". */
+void fb__fr_summary(const fb__fr_result *r, char *buf, size_t size);
+
+/* The result as one JSON object (verdict, culprits, findings, warnings,
+ * ranks); see docs/flight-recorder.md.  0 or -ENOMEM. */
+int fb__fr_result_json(const fb__fr_result *r, fb__jsonw *w);
+
+/* The result for people. */
+void fb__fr_result_text(const fb__fr_result *r, FILE *f);
+
+void fb__fr_result_free(fb__fr_result *r);
+
+/*
+ * PyTorch's own flight recorder: the variables that make a PyTorch job
+ * keep a trace and dump it into `dump_dir` on a collective timeout
+ * (prefix <dump_dir>/nccl_trace_rank_, one file per rank).  Calls
+ * set(name, value, arg) for each; the caller skips names the user set.
+ */
+void fb__fr_torch_env(const char *dump_dir,
+                      void (*set)(const char *name, const char *value,
+                                  void *arg),
+                      void *arg);
+
+#endif

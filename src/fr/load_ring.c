@@ -1,0 +1,181 @@
+/*
+ * load_ring.c -- read a firebreak flight-recorder ring (ring.h) from a live
+ * segment or a dumped file into the analyzer's model.
+ *
+ * The segment may still be written while we read: every slot is copied
+ * under its sequence check, and a slot that changes under us is skipped
+ * (counted in `torn`), never half-read.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "common/util.h"
+#include "firebreak/firebreak.h"
+#include "fr/model.h"
+#include "fr/ring.h"
+#include "lib/segment.h"
+
+static int is_live(const char *path)
+{
+    return (path[0] == '/' && !strchr(path + 1, '/')) ||
+           !strncmp(path, "/dev/shm/", 9);
+}
+
+static uint64_t snapshot_time(const char *path)
+{
+    struct stat st;
+    if (is_live(path) || stat(path, &st))
+        return fb__wall_ns();
+    return (uint64_t)st.st_mtim.tv_sec * 1000000000ull +
+           (uint64_t)st.st_mtim.tv_nsec;
+}
+
+static int group_of(fr_model *m, uint64_t id, const char *name)
+{
+    char key[32];
+    snprintf(key, sizeof key, "0x%016" PRIx64, id);
+    return fr_model_group(m, key, name);
+}
+
+int fr_load_ring(fr_model *m, const char *path, char *err, size_t errsz)
+{
+    fb__seg *seg = NULL;
+    int rc = fb__seg_open(&seg, path);
+    if (rc) {
+        snprintf(err, errsz, "%s: not a readable firebreak segment: %s", path,
+                 fb_strerror(rc));
+        return rc;
+    }
+    const fb__seg_header *h = fb__seg_hdr(seg);
+    uint32_t cap = h->fr_capacity;
+    if (h->fr_entry_size != FB__SEG_FR_ENTRY_SIZE || cap == 0) {
+        snprintf(err, errsz, "%s: fr_entry_size %u / fr_capacity %u: not a "
+                 "ring this firebreak reads", path, h->fr_entry_size, cap);
+        fb__seg_close(seg);
+        return FB_EVERSION;
+    }
+    if (h->rank < 0) {
+        snprintf(err, errsz, "%s: field rank is %d", path, h->rank);
+        fb__seg_close(seg);
+        return FB_EFORMAT;
+    }
+    fr_rank *r = fr_model_add_rank(m, h->rank, FR_SRC_RING, path);
+    if (!r) {
+        fb__seg_close(seg);
+        return -ENOMEM;
+    }
+    char ver[32];
+    snprintf(ver, sizeof ver, "%u.%u", h->version_major, h->version_minor);
+    r->version = strdup(ver);
+    r->snapshot_ns = snapshot_time(path);
+    r->step = atomic_load_explicit(&((fb__seg_header *)h)->steps_done,
+                                   memory_order_relaxed)
+                  ? (int64_t)atomic_load_explicit(&((fb__seg_header *)h)->step,
+                                                  memory_order_relaxed)
+                  : -1;
+    if (h->world_size > m->world_size)
+        m->world_size = h->world_size;
+
+    const char *area = (const char *)fb__seg_base(seg) + h->fr_offset;
+    uint32_t comm_slots = fb__fr_comm_slots(cap);
+    uint32_t ring_slots = fb__fr_ring_slots(cap);
+    const fb__fr_comm_rec *tab = (const fb__fr_comm_rec *)area;
+    const fb__fr_event *ring =
+        (const fb__fr_event *)(area + (size_t)comm_slots * FB__SEG_FR_ENTRY_SIZE);
+    uint64_t wall_off = h->created_wall_ns - h->created_mono_ns;
+
+    uint64_t ncomm = atomic_load_explicit(&((fb__seg_header *)h)->fr_comm_count,
+                                          memory_order_acquire);
+    if (ncomm > comm_slots)
+        ncomm = comm_slots;
+    for (uint32_t i = 0; i < ncomm; i++) {
+        fb__fr_comm_rec c;
+        if (!fb__fr_read_comm(tab, i, &c))
+            continue;
+        int g = group_of(m, c.comm_id, c.name);
+        if (g < 0)
+            goto oom;
+        if (c.size > 0 && c.size <= (1 << 24) && c.ranks_stride > 0 &&
+            c.ranks_first >= 0 && !m->groups[g].members) {
+            int *mem = malloc((size_t)c.size * sizeof *mem);
+            if (!mem)
+                goto oom;
+            for (int k = 0; k < c.size; k++)
+                mem[k] = c.ranks_first + k * c.ranks_stride;
+            fr_model_group_members(m, g, mem, c.size);
+            free(mem);
+        } else if (c.size > 0 && c.size <= (1 << 24)) {
+            fr_model_group_members(m, g, NULL, c.size);
+        }
+        if (c.rank >= 0 && (c.size <= 0 || c.rank < c.size) &&
+            fr_rank_member(r, (uint32_t)g, c.rank))
+            goto oom;
+    }
+
+    uint64_t head = atomic_load_explicit(&((fb__seg_header *)h)->fr_head,
+                                         memory_order_acquire);
+    uint64_t first = head > ring_slots ? head - ring_slots : 0;
+    r->wrapped = first > 0;
+    if (r->wrapped)
+        fr_model_warn(m, "rank %d: ring wrapped, %" PRIu64 " older events "
+                      "overwritten (%s)", h->rank, first, path);
+    int last_g = -1;
+    uint64_t last_id = 0;
+    for (uint64_t idx = first; idx < head; idx++) {
+        fb__fr_event e;
+        if (!fb__fr_read_event(ring, ring_slots, idx, &e)) {
+            r->torn++;
+            continue;
+        }
+        if (last_g < 0 || e.comm_id != last_id) {
+            last_g = group_of(m, e.comm_id, NULL);
+            if (last_g < 0)
+                goto oom;
+            last_id = e.comm_id;
+            if (e.comm_size > 0 && e.comm_size <= (1 << 24))
+                fr_model_group_members(m, last_g, NULL, e.comm_size);
+            if (e.comm_rank >= 0 &&
+                fr_rank_member(r, (uint32_t)last_g, e.comm_rank))
+                goto oom;
+        }
+        char dt[24];
+        if (e.flags & FB__FR_F_DTYPE_OTHER)
+            snprintf(dt, sizeof dt, "bytes%u", e.elem_bytes);
+        else
+            snprintf(dt, sizeof dt, "%s",
+                     fb_dtype_name((fb_dtype)e.dtype) ? fb_dtype_name((fb_dtype)e.dtype)
+                                                       : "?");
+        fr_ent x = {
+            .seq = e.coll_seq,
+            .t_ns = e.begin_mono_ns + wall_off,
+            .in_numel = (int64_t)(e.count & INT64_MAX),
+            .out_numel = (int64_t)(e.out_count & INT64_MAX),
+            .group = (uint32_t)last_g,
+            .dtype = fr_model_intern(m, dt),
+            .peer = e.peer,
+            .pair_seq = e.pair_seq,
+            .op = e.op < FB_OP_COUNT_ ? e.op : FB_OP_UNKNOWN,
+            .state = e.state == FB__FR_COMPLETED ? FR_DONE
+                     : e.state == FB__FR_STARTED ? FR_PENDING_STARTED
+                                                 : FR_PENDING_SCHEDULED,
+            .flags = (e.flags & FB__FR_F_P2P) ? FR_ENT_P2P : 0,
+        };
+        if (e.flags & FB__FR_F_ANY_SOURCE)
+            x.peer = -1;
+        if (fr_rank_push(r, &x))
+            goto oom;
+    }
+    if (r->torn)
+        fr_model_warn(m, "rank %d: %d events were being rewritten while read "
+                      "(%s)", h->rank, r->torn, path);
+    fb__seg_close(seg);
+    return 0;
+oom:
+    fb__seg_close(seg);
+    snprintf(err, errsz, "%s: out of memory", path);
+    return -ENOMEM;
+}

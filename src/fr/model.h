@@ -1,0 +1,92 @@
+/*
+ * model.h -- the analyzer's merged view of every rank's flight recorder,
+ * whatever the source (firebreak ring, PyTorch JSON or pickle dump).
+ * Loaders (load_ring.c, load_torch.c) fill it; analyze.c reads it.
+ *
+ * Entries are compact (the analysis of 16,384 ranks x 2,000 entries keeps
+ * 32 M of them) and hold interned indices instead of strings.
+ */
+#ifndef FB_FR_MODEL_H
+#define FB_FR_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum { FR_SRC_RING = 1, FR_SRC_TORCH_JSON = 2, FR_SRC_TORCH_PICKLE = 3 };
+enum { FR_PENDING_SCHEDULED = 0, FR_PENDING_STARTED = 1, FR_DONE = 2 };
+#define FR_ENT_P2P 1u
+
+typedef struct fr_ent {
+    uint64_t seq;          /* collective seq, or p2p seq (FR_ENT_P2P)    */
+    uint64_t t_ns;         /* wall-clock entry time, 0 unknown           */
+    int64_t in_numel;      /* -1 unknown                                 */
+    int64_t out_numel;
+    uint32_t group;        /* index into fr_model.groups                 */
+    uint32_t dtype;        /* interned string index, 0 unknown           */
+    int32_t peer;          /* root / peer as a group rank, -1 none       */
+    uint32_t pair_seq;     /* p2p: n-th op with this peer, this way; 0 ? */
+    uint32_t frame;        /* interned "file:line name" of the caller, 0 */
+    uint16_t op;           /* fb_op                                      */
+    uint8_t state;         /* FR_PENDING_* / FR_DONE                      */
+    uint8_t flags;
+} fr_ent;
+
+typedef struct fr_rank {
+    int rank;              /* global rank                                */
+    int src;               /* FR_SRC_*                                   */
+    char *path;
+    char *version;         /* format version as the dump states it       */
+    fr_ent *ents;          /* in recording order                         */
+    size_t n, cap;
+    uint64_t snapshot_ns;  /* wall time the evidence was taken            */
+    int wrapped;           /* older entries were overwritten / dropped    */
+    int64_t step;          /* firebreak: last completed step, -1 unknown */
+    int torn;              /* firebreak: slots skipped while rewritten   */
+    struct fr_memb { uint32_t group; int32_t grank; } *memb;
+    size_t nmemb, cap_memb; /* groups this rank says it belongs to       */
+} fr_rank;
+
+typedef struct fr_group {
+    char *key;             /* comm id "0x..." or PyTorch pg name          */
+    char *name;            /* description, may be ""                      */
+    int size;              /* members, 0 unknown                          */
+    int *members;          /* global ranks by group rank; NULL unknown    */
+} fr_group;
+
+typedef struct fr_model {
+    fr_rank *ranks;
+    size_t nranks, cap_ranks;
+    fr_group *groups;
+    size_t ngroups, cap_groups;
+    void *group_index;     /* key -> index (analyze.c's string table)    */
+    char **strs;           /* interned strings; 0 is ""                   */
+    size_t nstrs, cap_strs;
+    void *str_index;
+    char **warnings;
+    size_t nwarnings, cap_warnings;
+    int world_size;        /* largest world size a source stated, 0 ?    */
+} fr_model;
+
+void fr_model_init(fr_model *m);
+void fr_model_free(fr_model *m);
+fr_rank *fr_model_add_rank(fr_model *m, int rank, int src, const char *path);
+int fr_rank_push(fr_rank *r, const fr_ent *e);
+/* Note that rank r is member `grank` of group g (once per group). */
+int fr_rank_member(fr_rank *r, uint32_t g, int grank);
+/* Group by key; created on first use.  Returns its index or -1 (ENOMEM). */
+int fr_model_group(fr_model *m, const char *key, const char *name);
+/* Set a group's members (copied) when not yet known. */
+void fr_model_group_members(fr_model *m, int g, const int *members, int size);
+uint32_t fr_model_intern(fr_model *m, const char *s);
+void fr_model_warn(fr_model *m, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* Loaders.  Each returns 0, or a negative code with a message naming the
+ * file and the field in err; a warning only goes to m->warnings. */
+int fr_load_ring(fr_model *m, const char *path, char *err, size_t errsz);
+/* A PyTorch dump (JSON or pickle), detected from its first bytes.
+ * `rank_hint` is the file name's trailing number, -1 when none. */
+int fr_load_torch(fr_model *m, const char *path, const void *data, size_t len,
+                  int rank_hint, char *err, size_t errsz);
+
+#endif

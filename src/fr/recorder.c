@@ -1,0 +1,383 @@
+/*
+ * recorder.c -- writes flight-recorder events into this rank's segment
+ * (layout in ring.h): fb_fr_comm, fb_fr_begin, fb_fr_end and the internal
+ * calls of recorder.h.
+ *
+ * Hot path: one clock read, a handful of plain stores into the slot and
+ * two release stores (the slot's seq and fr_head).  Communicator state is
+ * process-local (a small open-addressing table keyed by comm id, with a
+ * one-entry cache in front); only the records a reader needs go to the
+ * segment.
+ */
+#include "fr/recorder.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/util.h"
+#include "lib/lib.h"
+
+static struct {
+    fb__seg_header *hdr;
+    fb__fr_event *ring;
+    uint32_t ring_slots;
+    fb__fr_comm_rec *comms;
+    uint32_t comm_slots;
+    uint64_t wall_minus_mono_ns;
+    fb__fr_comm **table;     /* open addressing; TOMB marks a removed one */
+    size_t table_cap, table_used;
+    fb__fr_comm *last;       /* the communicator of the previous event    */
+} R;
+
+#define TOMB ((fb__fr_comm *)1)
+
+static const char *const op_names[FB_OP_COUNT_] = {
+    [FB_OP_UNKNOWN] = "unknown", [FB_OP_ALLREDUCE] = "all_reduce",
+    [FB_OP_BROADCAST] = "broadcast", [FB_OP_REDUCE] = "reduce",
+    [FB_OP_ALLGATHER] = "all_gather", [FB_OP_GATHER] = "gather",
+    [FB_OP_SCATTER] = "scatter", [FB_OP_REDUCE_SCATTER] = "reduce_scatter",
+    [FB_OP_ALLTOALL] = "all_to_all", [FB_OP_BARRIER] = "barrier",
+    [FB_OP_SEND] = "send", [FB_OP_RECV] = "recv",
+    [FB_OP_SENDRECV] = "sendrecv", [FB_OP_COALESCED] = "coalesced",
+    [FB_OP_SCAN] = "scan", [FB_OP_EXSCAN] = "exscan",
+};
+
+const char *fb_op_name(fb_op op)
+{
+    if ((unsigned)op < FB_OP_COUNT_)
+        return op_names[op];
+    return NULL;
+}
+
+static int bind_seg(fb__seg *seg);
+
+/* Bind to the segment the first time one is there. */
+static int ready(void)
+{
+    if (R.hdr)
+        return 1;
+    return bind_seg(fb__lib_seg());
+}
+
+static int bind_seg(fb__seg *seg)
+{
+    if (!seg)
+        return 0;
+    fb__seg_header *h = fb__seg_hdr(seg);
+    uint32_t cap = h->fr_capacity;
+    if (cap == 0 || h->fr_entry_size != FB__SEG_FR_ENTRY_SIZE)
+        return 0;
+    char *area = (char *)fb__seg_base(seg) + h->fr_offset;
+    R.comm_slots = fb__fr_comm_slots(cap);
+    R.ring_slots = fb__fr_ring_slots(cap);
+    R.comms = (fb__fr_comm_rec *)area;
+    R.ring = (fb__fr_event *)(area + (size_t)R.comm_slots * FB__SEG_FR_ENTRY_SIZE);
+    R.wall_minus_mono_ns = h->created_wall_ns - h->created_mono_ns;
+    R.hdr = h;
+    return 1;
+}
+
+void fb__fr_bind(fb__seg *seg)
+{
+    for (size_t i = 0; i < R.table_cap; i++) {
+        fb__fr_comm *c = R.table[i];
+        if (c && c != TOMB) {
+            free(c->send_seq);
+            free(c->recv_seq);
+            free(c);
+        }
+    }
+    free(R.table);
+    memset(&R, 0, sizeof R);
+    bind_seg(seg);
+}
+
+int fb__fr_active(void)
+{
+    return ready();
+}
+
+static size_t slot_of(uint64_t id, size_t cap)
+{
+    uint64_t x = id * 0x9e3779b97f4a7c15ull;
+    return (size_t)(x >> 17) & (cap - 1);
+}
+
+fb__fr_comm *fb__fr_comm_find(uint64_t id)
+{
+    if (R.last && R.last->id == id)
+        return R.last;
+    if (!R.table)
+        return NULL;
+    for (size_t i = slot_of(id, R.table_cap), n = 0; n < R.table_cap;
+         i = (i + 1) & (R.table_cap - 1), n++) {
+        fb__fr_comm *c = R.table[i];
+        if (!c)
+            return NULL;
+        if (c != TOMB && c->id == id)
+            return c;
+    }
+    return NULL;
+}
+
+static int table_insert(fb__fr_comm *c)
+{
+    if ((R.table_used + 1) * 2 > R.table_cap) {
+        size_t ncap = R.table_cap ? R.table_cap * 2 : 64;
+        fb__fr_comm **nt = calloc(ncap, sizeof *nt);
+        if (!nt)
+            return -ENOMEM;
+        size_t used = 0;
+        for (size_t i = 0; i < R.table_cap; i++) {
+            fb__fr_comm *o = R.table[i];
+            if (!o || o == TOMB)
+                continue;
+            size_t j = slot_of(o->id, ncap);
+            while (nt[j])
+                j = (j + 1) & (ncap - 1);
+            nt[j] = o;
+            used++;
+        }
+        free(R.table);
+        R.table = nt;
+        R.table_cap = ncap;
+        R.table_used = used;
+    }
+    size_t j = slot_of(c->id, R.table_cap);
+    while (R.table[j] && R.table[j] != TOMB)
+        j = (j + 1) & (R.table_cap - 1);
+    if (!R.table[j])
+        R.table_used++;
+    R.table[j] = c;
+    return 0;
+}
+
+void fb__fr_comm_forget(uint64_t id)
+{
+    if (!R.table)
+        return;
+    for (size_t i = slot_of(id, R.table_cap), n = 0; n < R.table_cap;
+         i = (i + 1) & (R.table_cap - 1), n++) {
+        fb__fr_comm *c = R.table[i];
+        if (!c)
+            return;
+        if (c != TOMB && c->id == id) {
+            R.table[i] = TOMB;
+            if (R.last == c)
+                R.last = NULL;
+            free(c->send_seq);
+            free(c->recv_seq);
+            free(c);
+            return;
+        }
+    }
+}
+
+static void write_comm_rec(uint32_t slot, const fb__fr_comm *c,
+                           uint64_t parent_id, int first, int stride,
+                           const char *name)
+{
+    fb__fr_comm_rec *r = &R.comms[slot];
+    atomic_store_explicit(&r->seq, 0, memory_order_relaxed);
+    atomic_thread_fence(memory_order_release);
+    r->comm_id = c->id;
+    r->parent_id = parent_id;
+    r->size = c->size;
+    r->rank = c->rank;
+    r->ranks_first = first;
+    r->ranks_stride = stride;
+    r->created_mono_ns = fb__now_ns();
+    memset(r->name, 0, sizeof r->name);
+    if (name)
+        strncpy(r->name, name, sizeof r->name - 1);
+    memset(r->reserved, 0, sizeof r->reserved);
+    atomic_store_explicit(&r->seq, (uint64_t)slot + 1, memory_order_release);
+}
+
+fb__fr_comm *fb__fr_comm_register(uint64_t id, uint64_t parent_id, int size,
+                                  int rank, int first, int stride,
+                                  const char *name)
+{
+    if (!ready())
+        return NULL;
+    fb__fr_comm *c = fb__fr_comm_find(id);
+    if (!c) {
+        c = calloc(1, sizeof *c);
+        if (!c)
+            return NULL;
+        c->id = id;
+        c->table_slot = -1;
+        if (table_insert(c)) {
+            free(c);
+            return NULL;
+        }
+    }
+    if (c->size != size) {
+        free(c->send_seq);
+        free(c->recv_seq);
+        c->send_seq = c->recv_seq = NULL;
+    }
+    c->size = size;
+    c->rank = rank;
+    if (c->table_slot < 0) {
+        uint64_t n = atomic_load_explicit(&R.hdr->fr_comm_count,
+                                          memory_order_relaxed);
+        if (n < R.comm_slots) {
+            c->table_slot = (int32_t)n;
+            write_comm_rec((uint32_t)n, c, parent_id, first, stride, name);
+            atomic_store_explicit(&R.hdr->fr_comm_count, n + 1,
+                                  memory_order_release);
+        }
+    } else {
+        write_comm_rec((uint32_t)c->table_slot, c, parent_id, first, stride,
+                       name);
+    }
+    return c;
+}
+
+int fb_fr_comm(uint64_t comm_id, int size, int rank, const int *global_ranks,
+               const char *name)
+{
+    if (size <= 0 || rank < 0 || rank >= size)
+        return -EINVAL;
+    if (!ready())
+        return 0;
+    int first = -1, stride = 0;
+    if (global_ranks) {
+        first = global_ranks[0];
+        stride = size > 1 ? global_ranks[1] - global_ranks[0] : 1;
+        for (int i = 1; i < size && stride; i++)
+            if (global_ranks[i] - global_ranks[i - 1] != stride)
+                stride = 0;
+        if (stride <= 0)
+            stride = 0;
+    }
+    return fb__fr_comm_register(comm_id, 0, size, rank, first, stride, name)
+               ? 0 : -ENOMEM;
+}
+
+static uint32_t next_pair_seq(fb__fr_comm *c, int peer, int is_send)
+{
+    if (peer < 0 || peer >= c->size)
+        return 0;
+    uint32_t **arr = is_send ? &c->send_seq : &c->recv_seq;
+    if (!*arr) {
+        *arr = calloc((size_t)c->size, sizeof **arr);
+        if (!*arr)
+            return 0;
+    }
+    return ++(*arr)[peer];
+}
+
+uint64_t fb__fr_record(fb__fr_comm *c, fb_op op, int dtype, uint32_t elem_bytes,
+                       uint64_t count, uint64_t out_count, int peer, int tag,
+                       uint32_t flags, int state)
+{
+    if (!R.hdr || !c)
+        return 0;
+    R.last = c;
+    uint64_t seq;
+    uint32_t pair = 0;
+    if (flags & FB__FR_F_P2P) {
+        seq = ++c->p2p_seq;
+        if (!(flags & FB__FR_F_ANY_SOURCE))
+            pair = next_pair_seq(c, peer, op == FB_OP_SEND);
+    } else {
+        seq = ++c->coll_seq;
+    }
+    fb__seg_header *h = R.hdr;
+    uint64_t idx = atomic_load_explicit(&h->fr_head, memory_order_relaxed);
+    fb__fr_event *e = &R.ring[idx % R.ring_slots];
+    uint64_t now = fb__now_ns();
+
+    atomic_store_explicit(&e->seq, 0, memory_order_relaxed);
+    atomic_thread_fence(memory_order_release);
+    e->comm_id = c->id;
+    e->coll_seq = seq;
+    e->count = count;
+    e->out_count = out_count;
+    e->begin_mono_ns = now;
+    e->end_mono_ns = 0;
+    e->begin_wall_ns = now + R.wall_minus_mono_ns;
+    e->step = atomic_load_explicit(&h->step, memory_order_relaxed);
+    e->peer = peer;
+    e->tag = tag;
+    e->comm_size = c->size;
+    e->comm_rank = c->rank;
+    e->pair_seq = pair;
+    e->elem_bytes = elem_bytes;
+    e->op = (uint16_t)op;
+    e->dtype = (uint8_t)dtype;
+    e->state = (uint8_t)state;
+    e->flags = flags;
+    atomic_store_explicit(&e->seq, idx + 1, memory_order_release);
+    atomic_store_explicit(&h->fr_head, idx + 1, memory_order_release);
+    return idx + 1;
+}
+
+/* The slot of a live handle, or NULL when the ring has overwritten it. */
+static fb__fr_event *live_slot(uint64_t handle)
+{
+    if (!handle || !R.hdr)
+        return NULL;
+    uint64_t idx = handle - 1;
+    uint64_t head = atomic_load_explicit(&R.hdr->fr_head, memory_order_relaxed);
+    if (idx >= head || head - idx > R.ring_slots)
+        return NULL;
+    return &R.ring[idx % R.ring_slots];
+}
+
+void fb__fr_event_state(uint64_t handle, int state)
+{
+    fb__fr_event *e = live_slot(handle);
+    if (!e)
+        return;
+    uint64_t now = state == FB__FR_COMPLETED ? fb__now_ns() : 0;
+    atomic_store_explicit(&e->seq, 0, memory_order_relaxed);
+    atomic_thread_fence(memory_order_release);
+    e->state = (uint8_t)state;
+    if (state == FB__FR_COMPLETED)
+        e->end_mono_ns = now;
+    atomic_store_explicit(&e->seq, handle, memory_order_release);
+}
+
+void fb__fr_event_peer(uint64_t handle, fb__fr_comm *c, int peer)
+{
+    fb__fr_event *e = live_slot(handle);
+    if (!e || !c)
+        return;
+    uint32_t pair = next_pair_seq(c, peer, 0);
+    atomic_store_explicit(&e->seq, 0, memory_order_relaxed);
+    atomic_thread_fence(memory_order_release);
+    e->peer = peer;
+    e->pair_seq = pair;
+    e->flags &= ~(uint32_t)FB__FR_F_ANY_SOURCE;
+    atomic_store_explicit(&e->seq, handle, memory_order_release);
+}
+
+uint64_t fb_fr_begin(uint64_t comm_id, fb_op op, fb_dtype dtype,
+                     uint64_t count, int peer)
+{
+    if (!ready())
+        return 0;
+    fb__fr_comm *c = fb__fr_comm_find(comm_id);
+    if (!c)
+        c = fb__fr_comm_register(comm_id, 0, 0, 0, -1, 0, NULL);
+    if (!c)
+        return 0;
+    uint64_t in = count, out = count;
+    uint64_t n = c->size > 0 ? (uint64_t)c->size : 1;
+    if (op == FB_OP_ALLGATHER)
+        out = count * n;
+    else if (op == FB_OP_REDUCE_SCATTER)
+        in = count * n;
+    uint32_t flags = (op == FB_OP_SEND || op == FB_OP_RECV) ? FB__FR_F_P2P : 0;
+    return fb__fr_record(c, op, (int)dtype, (uint32_t)fb_dtype_size(dtype), in,
+                         out, peer, 0, flags, FB__FR_STARTED);
+}
+
+void fb_fr_end(uint64_t handle)
+{
+    fb__fr_event_state(handle, FB__FR_COMPLETED);
+}

@@ -1,0 +1,61 @@
+#!/bin/bash
+# firebreak fr analyze over firebreak-ring scenarios written by fr_gen:
+# each scenario's verdict and culprit ranks, as a user reads them.
+set -u
+FB=$1 GEN=$2
+T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
+fail=0
+
+# check SCENARIO VERDICT CULPRITS(JSON) [KIND]
+check() {
+  local s=$1 want_v=$2 want_c=$3 want_k=${4:-}
+  "$GEN" "$s" "$T/$s" >/dev/null || { echo "FAIL $s: fr_gen"; fail=1; return; }
+  "$FB" fr analyze "$T/$s" --json >"$T/$s.out" 2>"$T/$s.err"
+  local rc=$?
+  python3 - "$T/$s.out" "$want_v" "$want_c" "$want_k" "$rc" "$s" <<'PY' || fail=1
+import json, sys
+path, v, c, k, rc, s = sys.argv[1:]
+lines = open(path).read().splitlines()
+d = json.loads(lines[-1])
+ok = d["verdict"] == v and d["culprits"] == json.loads(c)
+if k:
+    ok = ok and any(f["kind"] == k and f["ranks"] == json.loads(c) for f in d["findings"])
+want_rc = 0 if v == "ok" else 1
+ok = ok and int(rc) == want_rc
+print(("ok  " if ok else "FAIL") + f" {s}: verdict {d['verdict']} culprits {d['culprits']} rc {rc}: {d['summary']}")
+sys.exit(0 if ok else 1)
+PY
+}
+
+check ok        ok        '[]'
+check hang      hang      '[2]' missing_ranks
+check type      mismatch  '[2]' type_mismatch
+check size      mismatch  '[1]' size_mismatch
+check dtype     mismatch  '[3]' dtype_mismatch
+check allgather mismatch  '[0]' size_mismatch
+check p2p       hang      '[1]' p2p_mismatch
+check subgroup  hang      '[2]'
+check straggler slow      '[3]' late_ranks
+check wrapped   hang      '[1]' missing_ranks
+
+# the text report names the culprit and the collective
+"$FB" fr analyze "$T/hang" >"$T/text" 2>&1
+grep -q "rank 2 never entered all_reduce #6 on world" "$T/text" ||
+  { echo "FAIL text report:"; cat "$T/text"; fail=1; }
+# wrapped rings are said to be wrapped
+grep -q '"warnings":\[.*ring wrapped' "$T/wrapped.out" ||
+  { echo "FAIL wrapped: no warning"; fail=1; }
+# a missing rank's file is reported, not ignored
+rm "$T/hang/rank-3.fbseg"
+"$FB" fr analyze "$T/hang" --json | tail -1 | grep -q '"kind":"missing_dump","group":null,"group_name":null\|"kind":"missing_dump"' ||
+  { echo "FAIL missing dump not reported"; fail=1; }
+# usage and input errors
+"$FB" fr --help | grep -q "fr analyze" || { echo "FAIL --help"; fail=1; }
+"$FB" fr analyze >/dev/null 2>&1; [ $? -eq 2 ] || { echo "FAIL no input: not 2"; fail=1; }
+echo garbage >"$T/junk"
+"$FB" fr analyze "$T/junk" 2>"$T/err"; rc=$?
+[ $rc -eq 2 ] && grep -q "junk" "$T/err" || { echo "FAIL junk input: rc $rc"; cat "$T/err"; fail=1; }
+head -c 5000 "$T/ok/rank-0.fbseg" >"$T/trunc"
+"$FB" fr analyze "$T/trunc" 2>"$T/err"; rc=$?
+[ $rc -eq 2 ] && grep -q "trunc" "$T/err" || { echo "FAIL truncated ring: rc $rc"; cat "$T/err"; fail=1; }
+exit $fail
