@@ -1,0 +1,432 @@
+/*
+ * tool.c -- listing, verifying and inspecting checkpoint directories for
+ * `firebreak ckpt` and the supervisor (see tool.h).
+ */
+#include "ckpt/tool.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ckpt/engine.h"
+#include "ckpt/safetensors.h"
+#include "ckpt/shard.h"
+#include "ckpt/store.h"
+#include "common/jsonw.h"
+#include "common/util.h"
+
+static void human_bytes(char *buf, size_t size, uint64_t b)
+{
+    static const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    double v = (double)b;
+    int u = 0;
+    while (v >= 1024 && u < 4)
+        v /= 1024, u++;
+    snprintf(buf, size, u ? "%.1f %s" : "%.0f %s", v, units[u]);
+}
+
+static void human_age(char *buf, size_t size, int64_t s)
+{
+    if (s < 0)
+        s = 0;
+    if (s < 120)
+        snprintf(buf, size, "%llds", (long long)s);
+    else if (s < 7200)
+        snprintf(buf, size, "%lldm", (long long)(s / 60));
+    else if (s < 172800)
+        snprintf(buf, size, "%lldh", (long long)(s / 3600));
+    else
+        snprintf(buf, size, "%lldd", (long long)(s / 86400));
+}
+
+int fb__ckpt_ls(const char *dir, int json, FILE *out)
+{
+    fb__ckpt_entry *v;
+    size_t n;
+    int rc = fb__ckpt_scan(dir, 0, 1, &v, &n);
+    if (rc) {
+        fprintf(stderr, "firebreak ckpt ls: %s: %s\n", dir, fb_strerror(rc));
+        return 2;
+    }
+    int64_t now = (int64_t)time(NULL);
+    size_t complete = 0;
+    for (size_t i = 0; i < n; i++)
+        complete += (size_t)v[i].complete;
+    if (json) {
+        fb__jsonw w;
+        fb__jsonw_init(&w);
+        fb__jsonw_obj_begin(&w);
+        fb__jsonw_kstr(&w, "dir", dir);
+        fb__jsonw_key(&w, "checkpoints");
+        fb__jsonw_arr_begin(&w);
+        for (size_t i = 0; i < n; i++) {
+            fb__jsonw_obj_begin(&w);
+            fb__jsonw_kuint(&w, "step", v[i].step);
+            fb__jsonw_kbool(&w, "complete", v[i].complete);
+            fb__jsonw_kint(&w, "shards", v[i].shards);
+            fb__jsonw_kint(&w, "world_size", v[i].world_size);
+            fb__jsonw_kuint(&w, "bytes", v[i].bytes);
+            fb__jsonw_kint(&w, "age_s", v[i].mtime_s ? now - v[i].mtime_s : -1);
+            fb__jsonw_obj_end(&w);
+        }
+        fb__jsonw_arr_end(&w);
+        fb__jsonw_kuint(&w, "complete", complete);
+        fb__jsonw_obj_end(&w);
+        fb__jsonw_print(&w, out);
+        fb__jsonw_free(&w);
+    } else {
+        fprintf(out, "%-12s %-10s %-9s %10s %6s\n", "STEP", "STATE", "SHARDS",
+                "SIZE", "AGE");
+        for (size_t i = 0; i < n; i++) {
+            char sz[32], age[32], sh[32];
+            human_bytes(sz, sizeof sz, v[i].bytes);
+            if (v[i].mtime_s)
+                human_age(age, sizeof age, now - v[i].mtime_s);
+            else
+                snprintf(age, sizeof age, "-");
+            if (v[i].world_size > 0)
+                snprintf(sh, sizeof sh, "%d/%d", v[i].shards, v[i].world_size);
+            else
+                snprintf(sh, sizeof sh, "?");
+            fprintf(out, "%-12llu %-10s %-9s %10s %6s\n",
+                    (unsigned long long)v[i].step,
+                    v[i].complete ? "complete" : "incomplete", sh, sz, age);
+        }
+        fprintf(out, "%zu checkpoint(s), %zu complete, in %s\n", n, complete, dir);
+    }
+    free(v);
+    return 0;
+}
+
+/* ---- verification ---- */
+
+typedef struct progress {
+    int on;
+    uint64_t total;
+    uint64_t done; /* atomic */
+    uint64_t last_ns;
+} progress;
+
+static void progress_cb(void *arg, uint64_t bytes)
+{
+    progress *p = arg;
+    uint64_t done = __atomic_add_fetch(&p->done, bytes, __ATOMIC_RELAXED);
+    uint64_t now = fb__now_ns();
+    if (now - __atomic_load_n(&p->last_ns, __ATOMIC_RELAXED) < 200000000ull)
+        return;
+    __atomic_store_n(&p->last_ns, now, __ATOMIC_RELAXED);
+    char a[32], b[32];
+    human_bytes(a, sizeof a, done);
+    human_bytes(b, sizeof b, p->total);
+    fprintf(stderr, "\rverifying: %s of %s (%.0f%%)   ", a, b,
+            p->total ? 100.0 * (double)done / (double)p->total : 100.0);
+}
+
+/* Verify one shard file completely; 0 or an error with err set. */
+static int verify_shard(const char *dir, uint64_t step, int rank, int threads,
+                        progress *pr, char *err, size_t err_size)
+{
+    char path[PATH_MAX];
+    if (fb__ckpt_shard_path(path, sizeof path, dir, step, rank)) {
+        snprintf(err, err_size, "path too long");
+        return -ENAMETOOLONG;
+    }
+    int fd;
+    fb__st_header *h;
+    int rc = fb__st_open(path, &fd, &h, err, err_size);
+    if (rc)
+        return rc;
+    const char *ms = fb__st_meta_get(h, "firebreak.step");
+    const char *mr = fb__st_meta_get(h, "firebreak.rank");
+    long long s = -1, r = -1;
+    if (!ms || !mr || fb__parse_int(ms, 0, LLONG_MAX, &s) ||
+        fb__parse_int(mr, 0, INT_MAX, &r) || (uint64_t)s != step || r != rank) {
+        fb__ckpt_say(err, err_size, "%s: metadata firebreak.step/firebreak.rank "
+                     "(%s/%s) do not match the file's place (%llu/%d)", path,
+                     ms ? ms : "missing", mr ? mr : "missing",
+                     (unsigned long long)step, rank);
+        rc = FB_EFORMAT;
+    } else {
+        rc = fb__shard_read_verify(fd, h, path, NULL, threads,
+                                   pr && pr->on ? progress_cb : NULL, pr, err,
+                                   err_size);
+    }
+    fb__st_free(h);
+    close(fd);
+    return rc;
+}
+
+/* Ranks of the committed shards in one step directory (sorted). */
+static int list_ranks(const char *dir, uint64_t step, int **out, int *count)
+{
+    char sdir[PATH_MAX];
+    if (fb__ckpt_step_path(sdir, sizeof sdir, dir, step))
+        return -ENAMETOOLONG;
+    DIR *d = opendir(sdir);
+    if (!d)
+        return -errno;
+    int n = 0, cap = 16;
+    int *v = malloc(sizeof *v * (size_t)cap);
+    struct dirent *e;
+    while (v && (e = readdir(d))) {
+        int r, len = 0;
+        if (sscanf(e->d_name, "rank-%d.safetensors%n", &r, &len) != 1 ||
+            len != (int)strlen(e->d_name) || r < 0)
+            continue;
+        if (n == cap) {
+            int *nv = realloc(v, sizeof *v * (size_t)(cap *= 2));
+            if (!nv) {
+                free(v);
+                v = NULL;
+                break;
+            }
+            v = nv;
+        }
+        v[n++] = r;
+    }
+    closedir(d);
+    if (!v)
+        return -ENOMEM;
+    for (int i = 1; i < n; i++) /* insertion sort: small, nearly sorted */
+        for (int j = i; j > 0 && v[j - 1] > v[j]; j--) {
+            int t = v[j];
+            v[j] = v[j - 1];
+            v[j - 1] = t;
+        }
+    *out = v;
+    *count = n;
+    return 0;
+}
+
+int fb__ckpt_verify(const char *dir, int has_step, uint64_t step, int threads,
+                    int json, FILE *out)
+{
+    fb__ckpt_entry *v;
+    size_t n;
+    int rc = fb__ckpt_scan(dir, 0, 1, &v, &n);
+    if (rc) {
+        fprintf(stderr, "firebreak ckpt verify: %s: %s\n", dir, fb_strerror(rc));
+        return 2;
+    }
+    progress pr = {.on = !json && fb__isatty(2)};
+    for (size_t i = 0; i < n; i++)
+        if (!has_step || v[i].step == step)
+            pr.total += v[i].bytes;
+    fb__jsonw w;
+    fb__jsonw_init(&w);
+    fb__jsonw_obj_begin(&w);
+    fb__jsonw_kstr(&w, "dir", dir);
+    fb__jsonw_key(&w, "failures");
+    fb__jsonw_arr_begin(&w);
+    int failed = 0, checked = 0, found = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (has_step && v[i].step != step)
+            continue;
+        found = 1;
+        int *ranks = NULL, nr = 0;
+        if (list_ranks(dir, v[i].step, &ranks, &nr))
+            continue;
+        for (int k = 0; k < nr; k++) {
+            char err[1024];
+            checked++;
+            int r = verify_shard(dir, v[i].step, ranks[k], threads, &pr, err,
+                                 sizeof err);
+            if (!r)
+                continue;
+            failed++;
+            if (pr.on)
+                fputc('\n', stderr);
+            if (!json)
+                fprintf(out, "FAIL step %llu rank %d: %s\n",
+                        (unsigned long long)v[i].step, ranks[k], err);
+            fb__jsonw_obj_begin(&w);
+            fb__jsonw_kuint(&w, "step", v[i].step);
+            fb__jsonw_kint(&w, "rank", ranks[k]);
+            fb__jsonw_kstr(&w, "error", err);
+            fb__jsonw_obj_end(&w);
+        }
+        free(ranks);
+        if (!json)
+            fprintf(out, "step %llu: %s, %d/%d shards%s\n",
+                    (unsigned long long)v[i].step,
+                    v[i].complete ? "complete" : "incomplete", v[i].shards,
+                    v[i].world_size, v[i].complete ? "" : " (not restorable)");
+    }
+    if (pr.on)
+        fprintf(stderr, "\r%60s\r", "");
+    fb__jsonw_arr_end(&w);
+    fb__jsonw_kint(&w, "shards_checked", checked);
+    fb__jsonw_kint(&w, "failed", failed);
+    fb__jsonw_kbool(&w, "ok", failed == 0 && found);
+    fb__jsonw_obj_end(&w);
+    if (json)
+        fb__jsonw_print(&w, out);
+    else if (!found)
+        fprintf(out, "no checkpoint%s in %s\n", has_step ? " at that step" : "", dir);
+    else
+        fprintf(out, "%d shard(s) checked, %d failed\n", checked, failed);
+    fb__jsonw_free(&w);
+    free(v);
+    if (has_step && !found) {
+        fprintf(stderr, "firebreak ckpt verify: %s: no checkpoint at step %llu\n",
+                dir, (unsigned long long)step);
+        return 2;
+    }
+    return failed ? 1 : 0;
+}
+
+int fb__ckpt_prepare_restore(const char *dir, int world_size, int threads,
+                             uint64_t *step_out,
+                             void (*why_cb)(void *arg, uint64_t step,
+                                            const char *why),
+                             void *arg)
+{
+    fb__ckpt_entry *v;
+    size_t n;
+    int rc = fb__ckpt_scan(dir, world_size, 0, &v, &n);
+    if (rc)
+        return rc == -ENOENT ? FB_ENOCKPT : rc;
+    rc = FB_ENOCKPT;
+    for (size_t i = 0; i < n && rc == FB_ENOCKPT; i++) {
+        if (!v[i].complete)
+            continue;
+        char err[1024] = "";
+        int bad = 0;
+        for (int r = 0; r < v[i].world_size && !bad; r++)
+            bad = verify_shard(dir, v[i].step, r, threads, NULL, err, sizeof err);
+        if (!bad) {
+            *step_out = v[i].step;
+            rc = 0;
+            break;
+        }
+        char from[PATH_MAX], to[PATH_MAX];
+        if (fb__ckpt_step_path(from, sizeof from, dir, v[i].step) ||
+            fb__fmt(to, sizeof to, "%s/.corrupt-step-%010llu", dir,
+                    (unsigned long long)v[i].step))
+            continue;
+        fb__rm_rf(to);
+        if (rename(from, to) == 0)
+            fb__fsync_dir(dir);
+        if (why_cb)
+            why_cb(arg, v[i].step, err);
+    }
+    free(v);
+    return rc;
+}
+
+/* ---- inspect ---- */
+
+static int pick_shard(const char *path, int has_step, uint64_t step, int rank,
+                      char *out, size_t size)
+{
+    struct stat st;
+    if (stat(path, &st)) {
+        fprintf(stderr, "firebreak ckpt inspect: %s: %s\n", path, strerror(errno));
+        return 2;
+    }
+    if (!S_ISDIR(st.st_mode))
+        return fb__fmt(out, size, "%s", path) ? 2 : 0;
+    if (!has_step) {
+        fb__ckpt_entry *v;
+        size_t n;
+        if (fb__ckpt_scan(path, 0, 0, &v, &n) || n == 0) {
+            fprintf(stderr, "firebreak ckpt inspect: %s: no checkpoints\n", path);
+            return 2;
+        }
+        step = v[0].step;
+        free(v);
+    }
+    if (fb__ckpt_shard_path(out, size, path, step, rank))
+        return 2;
+    return 0;
+}
+
+int fb__ckpt_inspect(const char *path, int has_step, uint64_t step, int rank,
+                     int json, FILE *out)
+{
+    char file[PATH_MAX], err[1024];
+    int rc = pick_shard(path, has_step, step, rank, file, sizeof file);
+    if (rc)
+        return rc;
+    int fd;
+    fb__st_header *h;
+    rc = fb__st_open(file, &fd, &h, err, sizeof err);
+    if (rc) {
+        fprintf(stderr, "firebreak ckpt inspect: %s\n", err);
+        return rc == FB_EFORMAT || rc == FB_ETOOBIG || rc == FB_EVERSION ? 1 : 2;
+    }
+    close(fd);
+    if (json) {
+        fb__jsonw w;
+        fb__jsonw_init(&w);
+        fb__jsonw_obj_begin(&w);
+        fb__jsonw_kstr(&w, "file", file);
+        fb__jsonw_kuint(&w, "header_bytes", h->header_len);
+        fb__jsonw_kuint(&w, "data_bytes", h->data_len);
+        fb__jsonw_key(&w, "metadata");
+        fb__jsonw_obj_begin(&w);
+        for (size_t i = 0; i < h->nmeta; i++)
+            fb__jsonw_kstr(&w, h->meta[i].key, h->meta[i].value);
+        fb__jsonw_obj_end(&w);
+        fb__jsonw_key(&w, "tensors");
+        fb__jsonw_arr_begin(&w);
+        for (size_t i = 0; i < h->ntensors; i++) {
+            const fb__st_tensor *t = &h->tensors[i];
+            fb__jsonw_obj_begin(&w);
+            fb__jsonw_kstr(&w, "name", t->name);
+            fb__jsonw_kstr(&w, "dtype", fb_dtype_name(t->dtype));
+            fb__jsonw_key(&w, "shape");
+            fb__jsonw_arr_begin(&w);
+            for (int d = 0; d < t->ndim; d++)
+                fb__jsonw_int(&w, t->shape[d]);
+            fb__jsonw_arr_end(&w);
+            fb__jsonw_key(&w, "data_offsets");
+            fb__jsonw_arr_begin(&w);
+            fb__jsonw_uint(&w, t->begin);
+            fb__jsonw_uint(&w, t->end);
+            fb__jsonw_arr_end(&w);
+            fb__jsonw_obj_end(&w);
+        }
+        fb__jsonw_arr_end(&w);
+        fb__jsonw_obj_end(&w);
+        fb__jsonw_print(&w, out);
+        fb__jsonw_free(&w);
+    } else {
+        fprintf(out, "%s: %zu tensor(s), header %llu bytes, data %llu bytes\n",
+                file, h->ntensors, (unsigned long long)h->header_len,
+                (unsigned long long)h->data_len);
+        fprintf(out, "metadata:\n");
+        for (size_t i = 0; i < h->nmeta; i++)
+            if (strncmp(h->meta[i].key, "firebreak.hash.", 15) &&
+                strncmp(h->meta[i].key, "firebreak.global_", 17))
+                fprintf(out, "  %s = %s\n", h->meta[i].key, h->meta[i].value);
+        fprintf(out, "tensors:\n");
+        char key[FB__ST_NAME_MAX + 40];
+        for (size_t i = 0; i < h->ntensors; i++) {
+            const fb__st_tensor *t = &h->tensors[i];
+            char shape[512] = "";
+            size_t len = 0;
+            for (int d = 0; d < t->ndim && len < sizeof shape; d++)
+                len += (size_t)snprintf(shape + len, sizeof shape - len, "%s%lld",
+                                        d ? "," : "", (long long)t->shape[d]);
+            snprintf(key, sizeof key, "firebreak.hash.%s", t->name);
+            const char *hash = fb__st_meta_get(h, key);
+            snprintf(key, sizeof key, "firebreak.global_shape.%s", t->name);
+            const char *gs = fb__st_meta_get(h, key);
+            snprintf(key, sizeof key, "firebreak.global_offset.%s", t->name);
+            const char *go = fb__st_meta_get(h, key);
+            fprintf(out, "  %-32s %-8s [%s] %llu bytes  hash %s  global [%s] at [%s]\n",
+                    t->name, fb_dtype_name(t->dtype), shape,
+                    (unsigned long long)(t->end - t->begin), hash ? hash : "-",
+                    gs ? gs : "?", go ? go : "?");
+        }
+    }
+    fb__st_free(h);
+    return 0;
+}

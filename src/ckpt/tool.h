@@ -1,0 +1,42 @@
+/*
+ * tool.h -- tool-side checkpoint operations (library fb_ckpt_tool): what
+ * `firebreak ckpt ls|verify|inspect` prints, and the check the supervisor
+ * runs before a restart so that every rank restores the same step.
+ */
+#ifndef FB_CKPT_TOOL_H
+#define FB_CKPT_TOOL_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+/* `ckpt ls DIR`: exit code 0, or 2 when DIR cannot be read. */
+int fb__ckpt_ls(const char *dir, int json, FILE *out);
+
+/* `ckpt verify DIR`: every shard of every checkpoint (or only `step` when
+ * has_step), every hash.  Progress on stderr when it is a terminal.
+ * Exit code 0 all verify, 1 any failure (each named), 2 unreadable DIR. */
+int fb__ckpt_verify(const char *dir, int has_step, uint64_t step, int threads,
+                    int json, FILE *out);
+
+/* `ckpt inspect PATH`: a shard file, or DIR (newest step, or `step`) and
+ * `rank`.  Exit code 0, 1 malformed shard, 2 not found. */
+int fb__ckpt_inspect(const char *path, int has_step, uint64_t step, int rank,
+                     int json, FILE *out);
+
+/*
+ * Before relaunching ranks: find the newest complete checkpoint of
+ * `world_size` ranks (0: from its metadata) whose every shard verifies;
+ * newer complete ones that fail are set aside (renamed to
+ * .corrupt-step-N, kept for evidence) so that no rank restores them.
+ * Ranks verify only their own shard, so without this check one corrupt
+ * shard makes that rank fall back alone.  *step_out gets the step;
+ * returns 0, FB_ENOCKPT (none), or -errno.  why_cb (may be NULL) is told
+ * each checkpoint set aside and why.
+ */
+int fb__ckpt_prepare_restore(const char *dir, int world_size, int threads,
+                             uint64_t *step_out,
+                             void (*why_cb)(void *arg, uint64_t step,
+                                            const char *why),
+                             void *arg);
+
+#endif

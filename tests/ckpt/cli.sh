@@ -1,0 +1,54 @@
+#!/bin/bash
+# `firebreak ckpt ls|verify|inspect` on checkpoints written through the API
+# by three ranks, then on a corrupted shard.
+set -u
+fb=$1 sample=$2
+dir=$(mktemp -d /tmp/fb-ckpt-cli.XXXXXX)
+trap 'rm -rf "$dir"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+ck=$dir/checkpoints
+
+for r in 0 1 2; do "$sample" "$ck" $r 3 10 30 10 >/dev/null || fail "sample rank $r"; done
+"$sample" "$ck" 0 3 40 40 >/dev/null || fail "sample step 40"   # rank 0 only
+
+out=$("$fb" ckpt ls "$ck") || fail "ls exit $?"
+echo "$out"
+echo "$out" | grep -Eq '^30 +complete +3/3' || fail "ls: step 30 not complete"
+echo "$out" | grep -Eq '^40 +incomplete +1/3' || fail "ls: step 40 not incomplete"
+echo "$out" | grep -Eq '^10 ' && fail "ls: step 10 should have been deleted (keep 2)"
+last=$("$fb" ckpt ls "$ck" --json | tail -n 1)
+python3 -c 'import json,sys; d=json.loads(sys.argv[1]); assert d["complete"]==2 and d["checkpoints"][0]["step"]==40 and not d["checkpoints"][0]["complete"], d' "$last" || fail "ls --json: $last"
+
+"$fb" ckpt verify "$ck" || fail "verify of good checkpoints exit $?"
+shard=$ck/step-0000000030/rank-00001.safetensors
+size=$(stat -c %s "$shard")
+# flip one byte in the data of tensor model.U8 (inspect says where it is)
+off=$("$fb" ckpt inspect "$shard" --json | tail -n 1 | python3 -c 'import json,sys; d=json.load(sys.stdin); t=[t for t in d["tensors"] if t["name"]=="model.U8"][0]; print(8+d["header_bytes"]+t["data_offsets"][0]+2)')
+printf '\x5a' | dd of="$shard" bs=1 seek="$off" conv=notrunc status=none
+[ "$(stat -c %s "$shard")" = "$size" ] || fail "size changed"
+out=$("$fb" ckpt verify "$ck"); rc=$?
+echo "$out"
+[ $rc = 1 ] || fail "verify of a corrupt shard: exit $rc, wanted 1"
+echo "$out" | grep -q 'rank-00001.safetensors: tensor "model.U8"' || fail "verify did not name shard and tensor"
+last=$("$fb" ckpt verify "$ck" --step 30 --json | tail -n 1)
+python3 -c 'import json,sys; d=json.loads(sys.argv[1]); assert not d["ok"] and d["failed"]==1 and d["failures"][0]["rank"]==1, d' "$last" || fail "verify --json: $last"
+"$fb" ckpt verify "$ck" --step 20 >/dev/null || fail "step 20 should verify"
+"$fb" ckpt verify "$ck" --step 99 >/dev/null 2>&1; [ $? = 2 ] || fail "verify of a missing step should exit 2"
+
+# The rank whose shard is corrupt falls back to step 20.
+out=$("$sample" --restore "$ck" 1 3 2>&1) || fail "restore rank 1: $out"
+echo "$out" | grep -q 'restored 20' || fail "rank 1 should fall back to step 20: $out"
+echo "$out" | grep -q 'not restoring checkpoint step 30' || fail "fallback not explained: $out"
+
+out=$("$fb" ckpt inspect "$ck" --step 20 --rank 2) || fail "inspect exit $?"
+echo "$out" | grep -q 'firebreak.world_size = 3' || fail "inspect: metadata"
+echo "$out" | grep -Eq 'model.BF16 +BF16 +\[4,11\]' || fail "inspect: tensors"
+printf 'garbage!' > "$dir/bad.safetensors"
+"$fb" ckpt inspect "$dir/bad.safetensors" 2>"$dir/err"; rc=$?
+[ $rc = 1 ] || fail "inspect of garbage: exit $rc, wanted 1"
+grep -q 'bad.safetensors' "$dir/err" || fail "error does not name the file"
+"$fb" ckpt inspect "$dir/missing" 2>/dev/null; [ $? = 2 ] || fail "missing file: want 2"
+"$fb" ckpt ls 2>/dev/null; [ $? = 2 ] || fail "usage error: want 2"
+"$fb" ckpt frob "$ck" 2>/dev/null; [ $? = 2 ] || fail "unknown subcommand: want 2"
+"$fb" ckpt --help | grep -q 'usage: firebreak ckpt' || fail "--help"
+echo PASS
