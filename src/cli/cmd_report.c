@@ -1,14 +1,115 @@
 /*
- * cmd_report.c -- `firebreak report` (not built yet: placeholder that says so).
+ * cmd_report.c -- `firebreak report RUN_DIR... [--json] [--html FILE]`:
+ * where the time went and why runs failed (src/report/, docs/report.md).
  */
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "cli/cli.h"
+#include "common/jsonw.h"
+#include "report/report.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+        "usage: firebreak report RUN_DIR [RUN_DIR...] [--json] [--html FILE]\n\n"
+        "Reads each run directory's journal.sqlite (and agent.sqlite when\n"
+        "present) and reports: the wall time split into useful training,\n"
+        "checkpoint stall, lost work, detection, restart and start-up, and\n"
+        "restore (they add up to the wall time); effective training time;\n"
+        "every incident with its Llama 3 root-cause category and the evidence\n"
+        "that decided it; with several runs, the aggregate and suspects.\n\n"
+        "  --json       one JSON object on the last line of stdout\n"
+        "  --html FILE  also write a self-contained HTML page with charts\n\n"
+        "Exit: 0 ok, 2 usage error or a journal that cannot be read.\n");
+}
 
 int fb__cmd_report(int argc, char **argv)
 {
-    (void)argc;
-    (void)argv;
-    fprintf(stderr, "firebreak report: not available in this build yet\n");
-    return 2;
+    int json = 0, rc = 0;
+    const char *html = NULL;
+    const char **dirs = calloc((size_t)argc + 1, sizeof *dirs);
+    size_t ndirs = 0;
+    if (!dirs)
+        return 2;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            usage(stdout);
+            free(dirs);
+            return 0;
+        } else if (!strcmp(argv[i], "--json")) {
+            json = 1;
+        } else if (!strcmp(argv[i], "--html")) {
+            if (i + 1 >= argc) {
+                fprintf(stderr, "firebreak report: --html needs a FILE\n");
+                free(dirs);
+                return 2;
+            }
+            html = argv[++i];
+        } else if (!strncmp(argv[i], "--html=", 7)) {
+            html = argv[i] + 7;
+        } else if (argv[i][0] == '-' && argv[i][1]) {
+            fprintf(stderr, "firebreak report: unknown option '%s'\n", argv[i]);
+            usage(stderr);
+            free(dirs);
+            return 2;
+        } else {
+            dirs[ndirs++] = argv[i];
+        }
+    }
+    if (ndirs == 0) {
+        usage(stderr);
+        free(dirs);
+        return 2;
+    }
+    fb__report_run **runs = calloc(ndirs, sizeof *runs);
+    if (!runs) {
+        free(dirs);
+        return 2;
+    }
+    char err[1024];
+    size_t n = 0;
+    for (; n < ndirs; n++) {
+        err[0] = '\0';
+        int r = fb__report_load(dirs[n], &runs[n], err, sizeof err);
+        if (r) {
+            fprintf(stderr, "firebreak report: %s\n", err[0] ? err : dirs[n]);
+            rc = 2;
+            goto out;
+        }
+    }
+    if (html) {
+        char tmp[4096];
+        snprintf(tmp, sizeof tmp, "%s.tmp", html);
+        FILE *f = fopen(tmp, "w");
+        int r = f ? fb__report_write_html(f, runs, n) : -1;
+        if (f && fclose(f))
+            r = -1;
+        if (r || rename(tmp, html)) {
+            fprintf(stderr, "firebreak report: cannot write %s\n", html);
+            remove(tmp);
+            rc = 2;
+            goto out;
+        }
+    }
+    if (json) {
+        fb__jsonw w;
+        fb__jsonw_init(&w);
+        int r = fb__report_write_json(&w, runs, n);
+        if (!r)
+            r = fb__jsonw_print(&w, stdout);
+        fb__jsonw_free(&w);
+        rc = r ? 2 : 0;
+    } else {
+        rc = fb__report_write_text(stdout, runs, n) ? 2 : 0;
+        if (html)
+            printf("\nHTML report: %s\n", html);
+    }
+out:
+    for (size_t i = 0; i < ndirs; i++)
+        fb__report_free(runs[i]);
+    free(runs);
+    free(dirs);
+    return rc;
 }

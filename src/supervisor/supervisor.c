@@ -30,6 +30,9 @@
 #include "common/jsonw.h"
 #include "common/util.h"
 #include "supervisor/sup.h"
+#ifdef FB_HAVE_CKPT_TOOL
+#include "ckpt/tool.h"
+#endif
 
 #define POLL_MS 50
 
@@ -533,6 +536,45 @@ static void add_useful(sup *s, uint64_t end_ns, double lost_s)
         s->useful_s += u;
 }
 
+#ifdef FB_HAVE_CKPT_TOOL
+static void on_set_aside(void *arg, uint64_t step, const char *why)
+{
+    sup *s = arg;
+    char detail[768];
+    snprintf(detail, sizeof detail, "checkpoint %llu set aside before the restart "
+             "(every rank must restore the same step): %s",
+             (unsigned long long)step, why);
+    double now = fb__wall_s();
+    fb__journal_incident inc = {.attempt_id = s->attempt_id,
+        .kind = "restore_fallback", .occurred_at = now, .detected_at = now,
+        .rank = -1, .phase = "restore", .step = (int64_t)step, .lost_s = -1,
+        .detail = detail};
+    fb__journal_add_incident(s->j, &inc, NULL);
+    fb__sup_log(s, "%s", detail);
+}
+#endif
+
+/* Before a restart: agree on the checkpoint every rank will restore.  Each
+ * rank verifies only its own shard; a corrupt shard elsewhere would make
+ * ranks restore different steps, so the supervisor verifies the newest
+ * complete checkpoint as a whole and sets aside the ones that fail. */
+static void prepare_restore(sup *s)
+{
+#ifdef FB_HAVE_CKPT_TOOL
+    uint64_t step;
+    int rc = fb__ckpt_prepare_restore(s->ckpt_dir, s->world, 2, &step,
+                                      on_set_aside, s);
+    if (rc == 0)
+        fb__sup_log(s, "attempt %d will restore checkpoint %llu (verified)",
+                    s->attempt, (unsigned long long)step);
+    else if (rc != FB_ENOCKPT)
+        fb__sup_log(s, "cannot check the checkpoints in %s: %s", s->ckpt_dir,
+                    fb_strerror(rc));
+#else
+    (void)s;
+#endif
+}
+
 /* Run one attempt to its end.  Returns 1 when the job completed, 0 when it
  * failed or was stopped. */
 static int run_attempt(sup *s)
@@ -545,6 +587,8 @@ static int run_attempt(sup *s)
     memset(&s->fail, 0, sizeof s->fail);
     memset(s->plan_fired, 0, sizeof s->plan_fired);
     fb__journal_begin_attempt(s->j, s->attempt, fb__wall_s(), &s->attempt_id);
+    if (s->attempt > 0)
+        prepare_restore(s);
 
     int rc = fb__sup_launch(s);
     if (rc) {

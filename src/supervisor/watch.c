@@ -195,6 +195,8 @@ static void declare_hang(sup *s, int rank, uint64_t last_ns, uint64_t now,
     f->occurred_ns = last_ns;
     f->detected_ns = now;
     snprintf(f->detail, sizeof f->detail, "%s", why);
+    if (rank >= 0)
+        snprintf(f->injected, sizeof f->injected, "%s", s->ranks[rank].injected);
 }
 
 void fb__sup_watch(sup *s, uint64_t now)
@@ -262,12 +264,32 @@ void fb__sup_watch(sup *s, uint64_t now)
     if (s->fail.set)
         return;
     if (hang_rank >= 0) {
+        int by_injection = 0;
+        /* Every rank of a collective job stalls when one does; the oldest
+         * heartbeat is a weak hint.  A rank that recorded a fired hang
+         * injection is direct evidence; the flight recorder's analysis,
+         * run after this, has the last word (supervisor.c). */
+        for (int r = 0; r < s->world; r++) {
+            fb__seg_header *h = s->ranks[r].seg ? fb__seg_hdr(s->ranks[r].seg) : NULL;
+            if (h && atomic_load_explicit(&h->inject_kind, memory_order_acquire) ==
+                         FB_INJECT_HANG) {
+                hang_rank = r;
+                hang_last = atomic_load_explicit(&h->heartbeat_mono_ns, memory_order_relaxed);
+                hang_phase = atomic_load_explicit(&h->phase, memory_order_relaxed);
+                hang_step = (int64_t)atomic_load_explicit(&h->step, memory_order_relaxed);
+                read_reports(s, r);
+                by_injection = 1;
+                break;
+            }
+        }
         char why[256];
         snprintf(why, sizeof why,
                  "no progress from rank %d for %.1f s in phase %s (limit %.1f s), "
-                 "last step %lld", hang_rank, (double)(now - hang_last) / 1e9,
+                 "last step %lld%s", hang_rank, (double)(now - hang_last) / 1e9,
                  fb__sup_phase_name(hang_phase),
-                 (double)timeout_ns(s, hang_phase) / 1e9, (long long)hang_step);
+                 (double)timeout_ns(s, hang_phase) / 1e9, (long long)hang_step,
+                 by_injection ? "; the rank recorded an injected hang" :
+                 "; the rank silent the longest");
         declare_hang(s, hang_rank, hang_last, now, hang_phase, hang_step, why);
         return;
     }

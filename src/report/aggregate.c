@@ -1,0 +1,166 @@
+/*
+ * aggregate.c -- across incidents and runs: the Table 5 rows (component,
+ * category, count) and suspects (nodes or ranks whose failures ended
+ * attempts repeatedly); and fb__report_html, the one call `firebreak demo`
+ * needs.
+ */
+#include "report/report.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static int row_cmp(const void *a, const void *b)
+{
+    const fb__report_row *x = a, *y = b;
+    if (x->count != y->count)
+        return x->count < y->count ? 1 : -1;
+    int c = strcmp(x->category, y->category);
+    return c ? c : strcmp(x->component, y->component);
+}
+
+long fb__report_table(fb__report_run *const *runs, size_t n,
+                      fb__report_row **rows_out)
+{
+    fb__report_row *rows = NULL;
+    size_t nrows = 0, cap = 0;
+    for (size_t r = 0; r < n; r++)
+        for (size_t i = 0; i < runs[r]->nincidents; i++) {
+            const fb__report_class *c = &runs[r]->incidents[i].cls;
+            size_t k = 0;
+            while (k < nrows && (strcmp(rows[k].component, c->component) ||
+                                 strcmp(rows[k].category, c->category)))
+                k++;
+            if (k == nrows) {
+                if (nrows == cap) {
+                    cap = cap ? cap * 2 : 16;
+                    fb__report_row *p = realloc(rows, cap * sizeof *p);
+                    if (!p) {
+                        free(rows);
+                        return -ENOMEM;
+                    }
+                    rows = p;
+                }
+                rows[nrows++] = (fb__report_row){c->component, c->category, 0};
+            }
+            rows[k].count++;
+        }
+    if (nrows)
+        qsort(rows, nrows, sizeof *rows, row_cmp);
+    *rows_out = rows;
+    return (long)nrows;
+}
+
+typedef struct tally {
+    char what[160];
+    size_t failures, runs;
+    size_t last_run;
+} tally;
+
+static int bump(tally **t, size_t *n, size_t *cap, const char *what, size_t run)
+{
+    size_t k = 0;
+    while (k < *n && strcmp((*t)[k].what, what))
+        k++;
+    if (k == *n) {
+        if (*n == *cap) {
+            size_t nc = *cap ? *cap * 2 : 16;
+            tally *p = realloc(*t, nc * sizeof *p);
+            if (!p)
+                return -ENOMEM;
+            *t = p;
+            *cap = nc;
+        }
+        memset(&(*t)[k], 0, sizeof **t);
+        snprintf((*t)[k].what, sizeof (*t)[k].what, "%s", what);
+        (*t)[k].last_run = (size_t)-1;
+        (*n)++;
+    }
+    (*t)[k].failures++;
+    if ((*t)[k].last_run != run) {
+        (*t)[k].last_run = run;
+        (*t)[k].runs++;
+    }
+    return 0;
+}
+
+long fb__report_suspects(fb__report_run *const *runs, size_t n,
+                         fb__report_suspect **out)
+{
+    tally *t = NULL;
+    size_t nt = 0, cap = 0;
+    for (size_t r = 0; r < n; r++)
+        for (size_t i = 0; i < runs[r]->nincidents; i++) {
+            const fb__report_incident *in = &runs[r]->incidents[i];
+            if (!in->ends_attempt || !strcmp(in->cls.category, "Planned"))
+                continue;
+            char what[160];
+            int rc = 0;
+            if (in->node && *in->node) {
+                snprintf(what, sizeof what, "node %.140s", in->node);
+                rc = bump(&t, &nt, &cap, what, r);
+            }
+            if (!rc && in->rank >= 0) {
+                snprintf(what, sizeof what, "rank %d", in->rank);
+                rc = bump(&t, &nt, &cap, what, r);
+            }
+            if (rc) {
+                free(t);
+                return -ENOMEM;
+            }
+        }
+    fb__report_suspect *s = calloc(nt ? nt : 1, sizeof *s);
+    if (!s) {
+        free(t);
+        return -ENOMEM;
+    }
+    size_t ns = 0;
+    for (size_t k = 0; k < nt; k++) {
+        int repeated = n > 1 ? t[k].runs >= 2 : t[k].failures >= 2;
+        if (!repeated)
+            continue;
+        memcpy(s[ns].what, t[k].what, sizeof s[ns].what);
+        s[ns].failures = t[k].failures;
+        s[ns].runs = t[k].runs;
+        ns++;
+    }
+    free(t);
+    *out = s;
+    return (long)ns;
+}
+
+int fb__report_html(const char *run_dir, const char *html_path, char *err,
+                    size_t errsz)
+{
+    fb__report_run *run;
+    int rc = fb__report_load(run_dir, &run, err, errsz);
+    if (rc)
+        return rc;
+    char tmp[4096];
+    if (snprintf(tmp, sizeof tmp, "%s.tmp.%d", html_path, (int)getpid()) >=
+        (int)sizeof tmp) {
+        fb__report_free(run);
+        snprintf(err, errsz, "%s: path too long", html_path);
+        return -ENAMETOOLONG;
+    }
+    FILE *f = fopen(tmp, "w");
+    if (!f) {
+        rc = -errno;
+        snprintf(err, errsz, "cannot write %s: %s", tmp, strerror(errno));
+        fb__report_free(run);
+        return rc;
+    }
+    fb__report_run *const runs[1] = {run};
+    rc = fb__report_write_html(f, runs, 1);
+    if (fclose(f) && !rc)
+        rc = -EIO;
+    if (!rc && rename(tmp, html_path))
+        rc = -errno;
+    if (rc) {
+        snprintf(err, errsz, "cannot write %s: %s", html_path, strerror(-rc));
+        unlink(tmp);
+    }
+    fb__report_free(run);
+    return rc;
+}

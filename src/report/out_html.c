@@ -1,0 +1,660 @@
+/*
+ * out_html.c -- `firebreak report --html FILE`: one self-contained page
+ * (inline CSS and SVG; no scripts, fonts or images from anywhere) with a
+ * timeline of attempts and incidents, the time breakdown, step time per
+ * rank over time and, when agent.sqlite holds them, temperature and power
+ * beside throughput with their Pearson correlation.
+ *
+ * Charts use a viewBox and width:100%, so they shrink with a narrow
+ * window; tables scroll sideways on their own.  Large journals are
+ * bucketed (SERIES_BUCKETS points per line) so the page stays small.
+ */
+#include "report/report.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define SERIES_BUCKETS 300
+#define ENV_BUCKETS 60
+#define MAX_RANK_LINES 16
+#define MAX_MARKERS 2000
+#define MAX_INCIDENT_ROWS 500
+
+static const char *const part_color[FB__T_N] = {
+    "#2e7d32", "#1565c0", "#ef6c00", "#c62828", "#6a1b9a", "#00838f"};
+static const char *const palette[MAX_RANK_LINES] = {
+    "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b",
+    "#e377c2", "#7f7f7f", "#bcbd22", "#17becf", "#393b79", "#637939",
+    "#8c6d31", "#843c39", "#7b4173", "#3182bd"};
+
+static void esc(FILE *f, const char *s)
+{
+    for (; s && *s; s++) {
+        switch (*s) {
+        case '<': fputs("&lt;", f); break;
+        case '>': fputs("&gt;", f); break;
+        case '&': fputs("&amp;", f); break;
+        case '"': fputs("&quot;", f); break;
+        case '\'': fputs("&#39;", f); break;
+        default: fputc(*s, f);
+        }
+    }
+}
+
+static double pct(int64_t a, int64_t b)
+{
+    return b > 0 ? 100.0 * (double)a / (double)b : 0.0;
+}
+
+/* ---- a plot: data ranges mapped into a fixed viewBox ------------------- */
+
+typedef struct plot {
+    FILE *f;
+    double w, h, ml, mr, mt, mb;   /* size and margins (viewBox units) */
+    double x0, x1, y0, y1;         /* data ranges */
+} plot;
+
+static double px(const plot *p, double x)
+{
+    double span = p->x1 > p->x0 ? p->x1 - p->x0 : 1;
+    return p->ml + (x - p->x0) / span * (p->w - p->ml - p->mr);
+}
+
+static double py(const plot *p, double y)
+{
+    double span = p->y1 > p->y0 ? p->y1 - p->y0 : 1;
+    return p->h - p->mb - (y - p->y0) / span * (p->h - p->mt - p->mb);
+}
+
+static double nice_step(double range)
+{
+    if (!(range > 0) || !isfinite(range))
+        return 1;
+    double raw = range / 5, mag = pow(10, floor(log10(raw)));
+    double n = raw / mag;
+    return (n < 1.5 ? 1 : n < 3.5 ? 2 : n < 7.5 ? 5 : 10) * mag;
+}
+
+static void plot_begin(plot *p, FILE *f, const char *label, double h)
+{
+    memset(p, 0, sizeof *p);
+    p->f = f;
+    p->w = 760;
+    p->h = h;
+    p->ml = 64;
+    p->mr = 16;
+    p->mt = 28;
+    p->mb = 44;
+    fprintf(f, "<div class=\"chartbox\"><svg class=\"chart\" viewBox=\"0 0 %.0f %.0f\" role=\"img\" "
+               "aria-label=\"", p->w, p->h);
+    esc(f, label);
+    fprintf(f, "\" xmlns=\"http://www.w3.org/2000/svg\">\n");
+}
+
+/* Axes with ticks; the y axis is skipped when ylabel is NULL. */
+static void axes(plot *p, const char *xlabel, const char *ylabel)
+{
+    FILE *f = p->f;
+    double bx = p->h - p->mb;
+    fprintf(f, "<g class=\"axis\" stroke=\"#444\" fill=\"none\"><line x1=\"%.1f\" "
+               "y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>", p->ml, bx, p->w - p->mr, bx);
+    if (ylabel)
+        fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>",
+                p->ml, p->mt, p->ml, bx);
+    fprintf(f, "</g>\n<g font-size=\"12\" fill=\"#222\">");
+    double st = nice_step(p->x1 - p->x0);
+    for (double x = ceil(p->x0 / st) * st; x <= p->x1 + st * 1e-9; x += st)
+        fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" "
+                   "stroke=\"#444\"/><text x=\"%.1f\" y=\"%.1f\" "
+                   "text-anchor=\"middle\">%g</text>",
+                px(p, x), bx, px(p, x), bx + 4, px(p, x), bx + 16, x);
+    fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">",
+            (p->ml + p->w - p->mr) / 2, p->h - 6);
+    esc(f, xlabel);
+    fprintf(f, "</text>");
+    if (ylabel) {
+        st = nice_step(p->y1 - p->y0);
+        for (double y = ceil(p->y0 / st) * st; y <= p->y1 + st * 1e-9; y += st)
+            fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" "
+                       "stroke=\"#ddd\"/><text x=\"%.1f\" y=\"%.1f\" "
+                       "text-anchor=\"end\">%g</text>",
+                    p->ml, py(p, y), p->w - p->mr, py(p, y), p->ml - 4,
+                    py(p, y) + 4, y);
+        fprintf(f, "<text transform=\"translate(14 %.1f) rotate(-90)\" "
+                   "text-anchor=\"middle\">", (p->mt + bx) / 2);
+        esc(f, ylabel);
+        fprintf(f, "</text>");
+    }
+    fprintf(f, "</g>\n");
+}
+
+/* A legend row along the top of the plot. */
+static void legend(plot *p, const char *const *labels, const char *const *colors,
+                   int n)
+{
+    double x = p->ml;
+    fprintf(p->f, "<g class=\"legend\" font-size=\"12\">");
+    for (int i = 0; i < n; i++) {
+        fprintf(p->f, "<rect x=\"%.1f\" y=\"8\" width=\"10\" height=\"10\" "
+                      "fill=\"%s\"/><text x=\"%.1f\" y=\"17\">", x, colors[i],
+                x + 13);
+        esc(p->f, labels[i]);
+        fprintf(p->f, "</text>");
+        x += 20 + 6.2 * (double)strlen(labels[i]);
+    }
+    fprintf(p->f, "</g>\n");
+}
+
+static void plot_end(plot *p)
+{
+    fprintf(p->f, "</svg></div>\n");
+}
+
+/* A polyline over buckets: NAN points are skipped, and the line breaks
+ * where seg (when given: the attempt of each bucket) changes. */
+static void series(plot *p, const double *xs, const double *ys, const int *seg,
+                   int n, const char *color, const char *title)
+{
+    int open = 0, last_seg = -2;
+    for (int i = 0; i < n; i++) {
+        if (isnan(ys[i]))
+            continue;
+        if (open && seg && seg[i] != last_seg) {
+            fprintf(p->f, "\"><title>%s</title></polyline>\n", title);
+            open = 0;
+        }
+        if (!open)
+            fprintf(p->f, "<polyline fill=\"none\" stroke=\"%s\" "
+                          "stroke-width=\"1.5\" points=\"", color);
+        fprintf(p->f, "%.1f,%.1f ", px(p, xs[i]), py(p, ys[i]));
+        open = 1;
+        last_seg = seg ? seg[i] : -2;
+    }
+    if (open)
+        fprintf(p->f, "\"><title>%s</title></polyline>\n", title);
+}
+
+/* ---- the charts --------------------------------------------------------- */
+
+static void rect(FILE *f, double x0, double x1, double y, double h,
+                 const char *color, const char *title)
+{
+    if (x1 - x0 <= 0)
+        return;
+    fprintf(f, "<rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%.1f\" "
+               "fill=\"%s\"><title>%s</title></rect>", x0, y,
+            x1 - x0 < 0.3 ? 0.3 : x1 - x0, h, color, title);
+}
+
+static void timeline(FILE *f, const fb__report_run *run)
+{
+    int rows = run->nattempts <= 30 ? (int)run->nattempts : 1;
+    plot p;
+    plot_begin(&p, f, "timeline of attempts and incidents", 72 + rows * 22.0);
+    p.x0 = 0;
+    p.x1 = fb__report_s(run->wall_us);
+    p.y0 = 0;
+    p.y1 = rows;
+    for (size_t i = 0; i < run->nattempts; i++) {
+        const fb__report_attempt *a = &run->attempts[i];
+        double y = p.mt + (rows == 1 ? 0 : (double)i) * 22 + 3, h = 16;
+        double s = px(&p, fb__report_s(a->start_us));
+        double rs = px(&p, fb__report_s(a->ready_us - a->us[FB__T_RESTORE]));
+        double r = px(&p, fb__report_s(a->ready_us));
+        double l = px(&p, fb__report_s(a->fail_us - a->us[FB__T_LOST]));
+        double fl = px(&p, fb__report_s(a->fail_us));
+        double d = px(&p, fb__report_s(a->detected_us));
+        double e = px(&p, fb__report_s(a->end_us));
+        char t[96];
+        snprintf(t, sizeof t, "attempt %d: start-up", a->number);
+        rect(f, s, rs, y, h, part_color[FB__T_RESTART], t);
+        snprintf(t, sizeof t, "attempt %d: restore", a->number);
+        rect(f, rs, r, y, h, part_color[FB__T_RESTORE], t);
+        snprintf(t, sizeof t, "attempt %d: training", a->number);
+        rect(f, r, l, y, h, part_color[FB__T_USEFUL], t);
+        snprintf(t, sizeof t, "attempt %d: lost work (recomputed later)", a->number);
+        rect(f, l, fl, y, h, part_color[FB__T_LOST], t);
+        snprintf(t, sizeof t, "attempt %d: detection", a->number);
+        rect(f, fl, d, y, h, part_color[FB__T_DETECT], t);
+        snprintf(t, sizeof t, "attempt %d: teardown", a->number);
+        rect(f, d, e, y, h, part_color[FB__T_RESTART], t);
+        if (rows > 1)
+            fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"12\" "
+                       "text-anchor=\"end\">#%d</text>", p.ml - 4, y + 12, a->number);
+    }
+    for (size_t k = 0; k < run->nckpts && k < MAX_MARKERS; k++) {
+        const fb__report_ckpt *c = &run->ckpts[k];
+        if (c->attempt < 0 || isnan(c->committed_at))
+            continue;
+        double y = p.mt + (rows == 1 ? 0 : (double)c->attempt) * 22 + 3;
+        double x = px(&p, c->committed_at - run->started_at);
+        fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" "
+                   "stroke=\"%s\" stroke-width=\"2\"><title>checkpoint step %lld "
+                   "(%s, stall %.1f ms)</title></line>", x, y, x, y + 16,
+                part_color[FB__T_CKPT], (long long)c->step, c->status, c->stall_ms);
+    }
+    for (size_t k = 0; k < run->nincidents && k < MAX_MARKERS; k++) {
+        const fb__report_incident *in = &run->incidents[k];
+        int row = rows == 1 || in->attempt < 0 ? 0 : in->attempt;
+        double y = p.mt + row * 22.0 + 3;
+        double x = px(&p, in->occurred_at - run->started_at);
+        fprintf(f, "<path d=\"M%.1f %.1f l-5 -8 h10 z\" fill=\"#000\"><title>",
+                x, y + 1);
+        esc(f, in->kind);
+        fprintf(f, " rank %d: ", in->rank);
+        esc(f, in->cls.category);
+        fprintf(f, " / ");
+        esc(f, in->cls.component);
+        fprintf(f, "</title></path>");
+    }
+    fprintf(f, "\n");
+    axes(&p, "time since the run started (s)", NULL);
+    static const char *const labels[] = {"start-up / teardown", "restore",
+        "training", "lost work", "detection", "checkpoint", "incident"};
+    const char *colors[] = {part_color[FB__T_RESTART], part_color[FB__T_RESTORE],
+        part_color[FB__T_USEFUL], part_color[FB__T_LOST],
+        part_color[FB__T_DETECT], part_color[FB__T_CKPT], "#000"};
+    legend(&p, labels, colors, 7);
+    plot_end(&p);
+}
+
+static void breakdown_chart(FILE *f, const int64_t us[FB__T_N], int64_t wall)
+{
+    plot p;
+    plot_begin(&p, f, "time breakdown", 44 + 24.0 * FB__T_N + 28);
+    p.ml = 170;
+    p.x0 = 0;
+    p.x1 = fb__report_s(wall) > 0 ? fb__report_s(wall) : 1;
+    for (int i = 0; i < FB__T_N; i++) {
+        double y = p.mt + i * 24.0;
+        char t[128];
+        snprintf(t, sizeof t, "%s: %.3f s (%.2f%%)", fb__report_part_label(i),
+                 fb__report_s(us[i]), pct(us[i], wall));
+        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"12\" "
+                   "text-anchor=\"end\">%s</text>", p.ml - 6, y + 13,
+                fb__report_part_label(i));
+        rect(f, px(&p, 0), px(&p, fb__report_s(us[i])), y + 2, 16,
+             part_color[i], t);
+        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"12\">%.2f%%</text>\n",
+                px(&p, fb__report_s(us[i])) + 4, y + 14, pct(us[i], wall));
+    }
+    axes(&p, "seconds", NULL);
+    plot_end(&p);
+}
+
+/* Step time per rank, bucketed over time (mean per bucket). */
+static void step_chart(FILE *f, const fb__report_run *run)
+{
+    if (run->nsamples == 0) {
+        fprintf(f, "<p class=\"note\">No step samples in the journal.</p>\n");
+        return;
+    }
+    int maxrank = 0;
+    double ymax = 0;
+    for (size_t i = 0; i < run->nsamples; i++) {
+        const fb__report_sample *x = &run->samples[i];
+        if (x->rank > maxrank)
+            maxrank = x->rank;
+        if (!isnan(x->step_time_ms) && x->step_time_ms > ymax)
+            ymax = x->step_time_ms;
+    }
+    int per_rank = maxrank < MAX_RANK_LINES;
+    int nlines = per_rank ? maxrank + 1 : 2;
+    double *sum = calloc((size_t)nlines * SERIES_BUCKETS, sizeof *sum);
+    double *cnt = calloc((size_t)nlines * SERIES_BUCKETS, sizeof *cnt);
+    double *ys = malloc(SERIES_BUCKETS * sizeof *ys);
+    double *xs = malloc(SERIES_BUCKETS * sizeof *xs);
+    int *seg = malloc(SERIES_BUCKETS * sizeof *seg);
+    if (!sum || !cnt || !ys || !xs || !seg)
+        goto out;
+    for (int b = 0; b < SERIES_BUCKETS; b++)
+        seg[b] = -1;
+    double W = fb__report_s(run->wall_us) > 0 ? fb__report_s(run->wall_us) : 1;
+    for (size_t i = 0; i < run->nsamples; i++) {
+        const fb__report_sample *x = &run->samples[i];
+        if (isnan(x->step_time_ms))
+            continue;
+        int b = (int)((x->time - run->started_at) / W * SERIES_BUCKETS);
+        if (b < 0 || b >= SERIES_BUCKETS)
+            continue;
+        seg[b] = x->attempt;
+        if (per_rank) {
+            sum[x->rank * SERIES_BUCKETS + b] += x->step_time_ms;
+            cnt[x->rank * SERIES_BUCKETS + b] += 1;
+        } else { /* line 0: mean over ranks; line 1: max over ranks */
+            sum[b] += x->step_time_ms;
+            cnt[b] += 1;
+            if (x->step_time_ms > sum[SERIES_BUCKETS + b])
+                sum[SERIES_BUCKETS + b] = x->step_time_ms;
+            cnt[SERIES_BUCKETS + b] = 1;
+        }
+    }
+    plot p;
+    plot_begin(&p, f, "step time per rank over time", 280);
+    p.x0 = 0;
+    p.x1 = W;
+    p.y0 = 0;
+    p.y1 = ymax > 0 ? ymax * 1.05 : 1;
+    axes(&p, "time since the run started (s)", "step time (ms)");
+    const char *labels[MAX_RANK_LINES];
+    char names[MAX_RANK_LINES][24];
+    for (int l = 0; l < nlines; l++) {
+        for (int b = 0; b < SERIES_BUCKETS; b++) {
+            xs[b] = (b + 0.5) * W / SERIES_BUCKETS;
+            double c = cnt[l * SERIES_BUCKETS + b];
+            ys[b] = c > 0 ? sum[l * SERIES_BUCKETS + b] / (per_rank || l == 0 ? c : 1)
+                          : NAN;
+        }
+        if (per_rank)
+            snprintf(names[l], sizeof names[l], "rank %d", l);
+        else
+            snprintf(names[l], sizeof names[l], l == 0 ? "mean over ranks"
+                                                       : "max over ranks");
+        labels[l] = names[l];
+        series(&p, xs, ys, seg, SERIES_BUCKETS, palette[l], names[l]);
+    }
+    legend(&p, labels, palette, nlines);
+    plot_end(&p);
+out:
+    free(sum);
+    free(cnt);
+    free(ys);
+    free(xs);
+    free(seg);
+}
+
+/* Pearson correlation over the buckets where both are known. */
+static double pearson(const double *a, const double *b, int n, int *used)
+{
+    double sa = 0, sb = 0, saa = 0, sbb = 0, sab = 0;
+    int k = 0;
+    for (int i = 0; i < n; i++) {
+        if (isnan(a[i]) || isnan(b[i]))
+            continue;
+        sa += a[i];
+        sb += b[i];
+        saa += a[i] * a[i];
+        sbb += b[i] * b[i];
+        sab += a[i] * b[i];
+        k++;
+    }
+    *used = k;
+    if (k < 3)
+        return NAN;
+    double cov = sab - sa * sb / k, va = saa - sa * sa / k, vb = sbb - sb * sb / k;
+    return va > 0 && vb > 0 ? cov / sqrt(va * vb) : NAN;
+}
+
+static void mean_into(double *sum, double *cnt, int n)
+{
+    for (int i = 0; i < n; i++)
+        sum[i] = cnt[i] > 0 ? sum[i] / cnt[i] : NAN;
+}
+
+static void small_plot(FILE *f, const char *label, const char *ylabel,
+                       const double *xs, const double *ys, double W,
+                       const char *color)
+{
+    double lo = INFINITY, hi = -INFINITY;
+    for (int i = 0; i < ENV_BUCKETS; i++)
+        if (!isnan(ys[i])) {
+            lo = fmin(lo, ys[i]);
+            hi = fmax(hi, ys[i]);
+        }
+    if (!isfinite(lo))
+        return;
+    double pad = hi > lo ? (hi - lo) * 0.1 : fabs(hi) * 0.05 + 1;
+    plot p;
+    plot_begin(&p, f, label, 190);
+    p.x0 = 0;
+    p.x1 = W;
+    p.y0 = lo - pad;
+    p.y1 = hi + pad;
+    axes(&p, "time since the run started (s)", ylabel);
+    series(&p, xs, ys, NULL, ENV_BUCKETS, color, label);
+    legend(&p, &label, &color, 1);
+    plot_end(&p);
+}
+
+static void env_chart(FILE *f, const fb__report_run *run)
+{
+    if (run->nenv == 0) {
+        fprintf(f, "<p class=\"note\">Temperature and power: ");
+        esc(f, run->agent_note[0] ? run->agent_note : "no agent data");
+        fprintf(f, ".</p>\n");
+        return;
+    }
+    double W = fb__report_s(run->wall_us) > 0 ? fb__report_s(run->wall_us) : 1;
+    double thr[ENV_BUCKETS] = {0}, tc[ENV_BUCKETS] = {0}, tp[ENV_BUCKETS] = {0};
+    double cthr[ENV_BUCKETS] = {0}, ctc[ENV_BUCKETS] = {0}, ctp[ENV_BUCKETS] = {0};
+    double xs[ENV_BUCKETS];
+    for (int b = 0; b < ENV_BUCKETS; b++)
+        xs[b] = (b + 0.5) * W / ENV_BUCKETS;
+    for (size_t i = 0; i < run->nsamples; i++) {
+        const fb__report_sample *x = &run->samples[i];
+        int b = (int)((x->time - run->started_at) / W * ENV_BUCKETS);
+        if (b < 0 || b >= ENV_BUCKETS || !(x->step_time_ms > 0))
+            continue;
+        thr[b] += 1000.0 / x->step_time_ms;
+        cthr[b] += 1;
+    }
+    for (size_t i = 0; i < run->nenv; i++) {
+        const fb__report_env *e = &run->env[i];
+        int b = (int)((e->time - run->started_at) / W * ENV_BUCKETS);
+        if (b < 0 || b >= ENV_BUCKETS)
+            continue;
+        if (!isnan(e->temp_c)) {
+            tc[b] += e->temp_c;
+            ctc[b] += 1;
+        }
+        if (!isnan(e->power_w)) {
+            tp[b] += e->power_w;
+            ctp[b] += 1;
+        }
+    }
+    mean_into(thr, cthr, ENV_BUCKETS);
+    mean_into(tc, ctc, ENV_BUCKETS);
+    mean_into(tp, ctp, ENV_BUCKETS);
+    int nt, np;
+    double rt = pearson(tc, thr, ENV_BUCKETS, &nt);
+    double rp = pearson(tp, thr, ENV_BUCKETS, &np);
+    fprintf(f, "<p id=\"correlation\">Correlation with throughput (Pearson r "
+               "over %d-bucket means): temperature <b>", ENV_BUCKETS);
+    if (isnan(rt))
+        fprintf(f, "n/a");
+    else
+        fprintf(f, "r = %.3f</b> (%d buckets)<b>", rt, nt);
+    fprintf(f, "</b>, power <b>");
+    if (isnan(rp))
+        fprintf(f, "n/a");
+    else
+        fprintf(f, "r = %.3f</b> (%d buckets)<b>", rp, np);
+    fprintf(f, "</b>.</p>\n");
+    small_plot(f, "throughput", "steps/s per rank", xs, thr, W, "#2e7d32");
+    small_plot(f, "GPU temperature", "temperature (°C)", xs, tc, W, "#c62828");
+    small_plot(f, "GPU power", "power (W)", xs, tp, W, "#1565c0");
+}
+
+/* ---- the page ----------------------------------------------------------- */
+
+static void breakdown_table(FILE *f, const int64_t us[FB__T_N], int64_t wall)
+{
+    fprintf(f, "<div class=\"tbl\"><table id=\"breakdown\"><tr><th>part</th>"
+               "<th>seconds</th><th>share</th></tr>\n");
+    for (int p = 0; p < FB__T_N; p++)
+        fprintf(f, "<tr><td><span class=\"sw\" style=\"background:%s\"></span>"
+                   "%s</td><td data-key=\"%s\">%.3f</td><td>%.2f%%</td></tr>\n",
+                part_color[p], fb__report_part_label(p), fb__report_part_key(p),
+                fb__report_s(us[p]), pct(us[p], wall));
+    fprintf(f, "<tr><th>total (= wall time)</th><th data-key=\"wall\">%.3f</th>"
+               "<th>100%%</th></tr></table></div>\n", fb__report_s(wall));
+}
+
+static int table5(FILE *f, fb__report_run *const *runs, size_t n)
+{
+    fb__report_row *rows;
+    long nrows = fb__report_table(runs, n, &rows);
+    if (nrows < 0)
+        return (int)nrows;
+    size_t total = 0;
+    for (long i = 0; i < nrows; i++)
+        total += rows[i].count;
+    fprintf(f, "<h2>Incidents by root cause</h2>\n<p class=\"note\">In the "
+               "shape of Llama 3's Table 5.</p><div class=\"tbl\"><table "
+               "id=\"table5\"><tr><th>component</th><th>category</th>"
+               "<th>count</th><th>share</th></tr>\n");
+    for (long i = 0; i < nrows; i++) {
+        fprintf(f, "<tr><td>");
+        esc(f, rows[i].component);
+        fprintf(f, "</td><td>");
+        esc(f, rows[i].category);
+        fprintf(f, "</td><td>%zu</td><td>%.1f%%</td></tr>\n", rows[i].count,
+                total ? 100.0 * (double)rows[i].count / (double)total : 0);
+    }
+    fprintf(f, "</table></div>\n");
+    free(rows);
+    fb__report_suspect *s;
+    long ns = fb__report_suspects(runs, n, &s);
+    if (ns < 0)
+        return (int)ns;
+    if (ns > 0) {
+        fprintf(f, "<h2>Suspects</h2><div class=\"tbl\"><table id=\"suspects\">"
+                   "<tr><th>node / rank</th><th>failures</th><th>runs</th></tr>\n");
+        for (long i = 0; i < ns; i++) {
+            fprintf(f, "<tr><td>");
+            esc(f, s[i].what);
+            fprintf(f, "</td><td>%zu</td><td>%zu</td></tr>\n", s[i].failures,
+                    s[i].runs);
+        }
+        fprintf(f, "</table></div>\n");
+    }
+    free(s);
+    return 0;
+}
+
+static void incident_table(FILE *f, const fb__report_run *run)
+{
+    if (!run->nincidents)
+        return;
+    fprintf(f, "<h3>Incidents</h3><div class=\"tbl\"><table class=\"incidents\">"
+               "<tr><th>#</th><th>attempt</th><th>kind</th><th>rank</th>"
+               "<th>step</th><th>detection (ms)</th><th>lost work (s)</th>"
+               "<th>category</th><th>component</th><th>evidence</th></tr>\n");
+    for (size_t i = 0; i < run->nincidents && i < MAX_INCIDENT_ROWS; i++) {
+        const fb__report_incident *in = &run->incidents[i];
+        double lost = in->lost_acc_s >= 0 ? in->lost_acc_s : in->lost_s;
+        fprintf(f, "<tr><td>%lld</td><td>%d</td><td>", (long long)in->id,
+                in->attempt >= 0 ? run->attempts[in->attempt].number : -1);
+        esc(f, in->kind);
+        if (in->rank >= 0)
+            fprintf(f, "</td><td>%d</td>", in->rank);
+        else
+            fprintf(f, "</td><td>-</td>");
+        if (in->step >= 0)
+            fprintf(f, "<td>%lld</td>", (long long)in->step);
+        else
+            fprintf(f, "<td>-</td>");
+        fprintf(f, "<td>%.1f</td>", in->detect_ms);
+        if (lost >= 0)
+            fprintf(f, "<td>%.3f</td><td>", lost);
+        else
+            fprintf(f, "<td>-</td><td>");
+        esc(f, in->cls.category);
+        fprintf(f, "</td><td>");
+        esc(f, in->cls.component);
+        fprintf(f, "</td><td class=\"ev\">");
+        esc(f, in->cls.evidence);
+        fprintf(f, "</td></tr>\n");
+    }
+    fprintf(f, "</table></div>\n");
+    if (run->nincidents > MAX_INCIDENT_ROWS)
+        fprintf(f, "<p class=\"note\">%zu more incidents: see the text or JSON "
+                   "report.</p>\n", run->nincidents - MAX_INCIDENT_ROWS);
+}
+
+
+static int run_section(FILE *f, fb__report_run *const *runs, size_t r,
+                       size_t n)
+{
+    const fb__report_run *run = runs[r];
+    fprintf(f, "<section class=\"run\"><h2>Run ");
+    esc(f, run->dir);
+    fprintf(f, "</h2>\n<p class=\"summary\">");
+    esc(f, run->name ? run->name : "?");
+    fprintf(f, " &middot; ");
+    esc(f, run->status ? run->status : "?");
+    fprintf(f, " &middot; %d ranks &middot; wall <b>%.3f s</b> &middot; useful "
+               "<b>%.3f s</b> &middot; effective training time <b "
+               "id=\"ettr\">%.2f%%</b> &middot; %zu restarts &middot; %zu "
+               "incidents%s</p>\n",
+            run->nproc, fb__report_s(run->wall_us),
+            fb__report_s(run->us[FB__T_USEFUL]),
+            pct(run->us[FB__T_USEFUL], run->wall_us),
+            run->nattempts ? run->nattempts - 1 : 0, run->nincidents,
+            run->finished ? "" : " &middot; <i>not ended yet</i>");
+    fprintf(f, "<h3>Timeline</h3>\n");
+    timeline(f, run);
+    fprintf(f, "<h3>Where the time went</h3>\n");
+    breakdown_chart(f, run->us, run->wall_us);
+    breakdown_table(f, run->us, run->wall_us);
+    fprintf(f, "<h3>Step time per rank</h3>\n");
+    step_chart(f, run);
+    fprintf(f, "<h3>Temperature and power beside throughput</h3>\n");
+    env_chart(f, run);
+    if (n == 1) {
+        int rc = table5(f, runs, 1);
+        if (rc)
+            return rc;
+    }
+    incident_table(f, run);
+    fprintf(f, "</section>\n");
+    return 0;
+}
+
+int fb__report_write_html(FILE *f, fb__report_run *const *runs, size_t n)
+{
+    fprintf(f, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+               "<meta name=\"viewport\" content=\"width=device-width, "
+               "initial-scale=1\"><meta name=\"generator\" content=\"firebreak "
+               "report %s\"><title>firebreak report</title>\n<style>\n"
+               "body{font-family:system-ui,sans-serif;margin:0 auto;padding:0 "
+               "12px;max-width:980px;color:#222;line-height:1.4}\n"
+               "svg.chart{width:100%%;height:auto;display:block;margin:6px 0 "
+               "14px;min-width:540px}\n.chartbox,.tbl{overflow-x:auto}\n"
+               "td.ev{min-width:22em}\ntable{border-collapse:collapse;"
+               "font-size:13px;margin:6px 0 14px}\nth,td{border-bottom:1px solid "
+               "#ddd;padding:3px 8px;text-align:left;vertical-align:top}\n"
+               ".sw{display:inline-block;width:10px;height:10px;margin-right:6px}\n"
+               ".note{color:#555;font-size:13px}\n</style></head><body>\n"
+               "<h1>firebreak report</h1>\n", FB__REPORT_JSON_VERSION);
+    if (n > 1) {
+        int64_t us[FB__T_N] = {0}, wall = 0;
+        fprintf(f, "<h2>%zu runs</h2><div class=\"tbl\"><table id=\"runs\"><tr>"
+                   "<th>run</th><th>wall (s)</th><th>ETTR</th><th>restarts</th>"
+                   "<th>incidents</th></tr>\n", n);
+        for (size_t r = 0; r < n; r++) {
+            fprintf(f, "<tr><td>");
+            esc(f, runs[r]->dir);
+            fprintf(f, "</td><td>%.3f</td><td>%.2f%%</td><td>%zu</td><td>%zu"
+                       "</td></tr>\n", fb__report_s(runs[r]->wall_us),
+                    pct(runs[r]->us[FB__T_USEFUL], runs[r]->wall_us),
+                    runs[r]->nattempts ? runs[r]->nattempts - 1 : 0,
+                    runs[r]->nincidents);
+            for (int p = 0; p < FB__T_N; p++)
+                us[p] += runs[r]->us[p];
+            wall += runs[r]->wall_us;
+        }
+        fprintf(f, "</table></div>\n<h2>All runs: where the time went</h2>\n");
+        breakdown_chart(f, us, wall);
+        breakdown_table(f, us, wall);
+    }
+    int rc = n > 1 ? table5(f, runs, n) : 0;
+    for (size_t r = 0; r < n && !rc; r++)
+        rc = run_section(f, runs, r, n);
+    if (rc)
+        return rc;
+    fprintf(f, "</body></html>\n");
+    return ferror(f) ? -EIO : 0;
+}

@@ -1,0 +1,188 @@
+/*
+ * out_json.c -- `firebreak report --json`: one object on one line
+ * (docs/report.md, "JSON output", version FB__REPORT_JSON_VERSION).
+ */
+#include "report/report.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/jsonw.h"
+
+static void time_obj(fb__jsonw *w, const int64_t us[FB__T_N])
+{
+    fb__jsonw_key(w, "time_s");
+    fb__jsonw_obj_begin(w);
+    for (int p = 0; p < FB__T_N; p++)
+        fb__jsonw_kdouble(w, fb__report_part_key(p), fb__report_s(us[p]));
+    fb__jsonw_obj_end(w);
+}
+
+static double ratio(int64_t a, int64_t b)
+{
+    return b > 0 ? (double)a / (double)b : 0.0;
+}
+
+static void incident(fb__jsonw *w, const fb__report_run *run, size_t r,
+                     const fb__report_incident *in)
+{
+    fb__jsonw_obj_begin(w);
+    fb__jsonw_kint(w, "run", (long long)r);
+    fb__jsonw_kint(w, "id", in->id);
+    fb__jsonw_kint(w, "attempt",
+                   in->attempt >= 0 ? run->attempts[in->attempt].number : -1);
+    fb__jsonw_kstr(w, "kind", in->kind);
+    fb__jsonw_kstr(w, "category", in->cls.category);
+    fb__jsonw_kstr(w, "component", in->cls.component);
+    fb__jsonw_key(w, "rank");
+    if (in->rank >= 0)
+        fb__jsonw_int(w, in->rank);
+    else
+        fb__jsonw_null(w);
+    fb__jsonw_kstr(w, "node", in->node);
+    fb__jsonw_key(w, "step");
+    if (in->step >= 0)
+        fb__jsonw_int(w, in->step);
+    else
+        fb__jsonw_null(w);
+    fb__jsonw_kdouble(w, "detect_ms", in->detect_ms);
+    double lost = in->lost_acc_s >= 0 ? in->lost_acc_s : in->lost_s;
+    fb__jsonw_key(w, "lost_s");
+    if (lost >= 0)
+        fb__jsonw_double(w, lost);
+    else
+        fb__jsonw_null(w);
+    fb__jsonw_kbool(w, "ended_attempt", in->ends_attempt);
+    fb__jsonw_kstr(w, "evidence", in->cls.evidence);
+    fb__jsonw_kstr(w, "decided_by", in->cls.decided_by);
+    fb__jsonw_kstr(w, "injected", in->injected);
+    fb__jsonw_key(w, "signal");
+    if (in->signal > 0)
+        fb__jsonw_int(w, in->signal);
+    else
+        fb__jsonw_null(w);
+    fb__jsonw_key(w, "exit_code");
+    if (in->has_exit_code)
+        fb__jsonw_int(w, in->exit_code);
+    else
+        fb__jsonw_null(w);
+    fb__jsonw_obj_end(w);
+}
+
+static void run_obj(fb__jsonw *w, const fb__report_run *run)
+{
+    fb__jsonw_obj_begin(w);
+    fb__jsonw_kstr(w, "dir", run->dir);
+    fb__jsonw_kstr(w, "name", run->name);
+    fb__jsonw_kstr(w, "status", run->status);
+    fb__jsonw_kbool(w, "finished", run->finished);
+    fb__jsonw_kstr(w, "schema_version", run->schema_version);
+    fb__jsonw_kint(w, "nproc", run->nproc);
+    fb__jsonw_kdouble(w, "started_at", run->started_at);
+    fb__jsonw_kdouble(w, "wall_s", fb__report_s(run->wall_us));
+    fb__jsonw_kdouble(w, "ettr", ratio(run->us[FB__T_USEFUL], run->wall_us));
+    time_obj(w, run->us);
+    fb__jsonw_kint(w, "restarts", run->nattempts ? (long long)run->nattempts - 1 : 0);
+    fb__jsonw_kint(w, "incidents", (long long)run->nincidents);
+    fb__jsonw_key(w, "attempts");
+    fb__jsonw_arr_begin(w);
+    for (size_t i = 0; i < run->nattempts; i++) {
+        const fb__report_attempt *a = &run->attempts[i];
+        fb__jsonw_obj_begin(w);
+        fb__jsonw_kint(w, "number", a->number);
+        fb__jsonw_kstr(w, "outcome", a->outcome[0] ? a->outcome : NULL);
+        fb__jsonw_kdouble(w, "start_s", fb__report_s(a->start_us));
+        fb__jsonw_kdouble(w, "wall_s", fb__report_s(a->end_us - a->start_us));
+        time_obj(w, a->us);
+        fb__jsonw_kstr(w, "lost_from", a->lost_from);
+        fb__jsonw_obj_end(w);
+    }
+    fb__jsonw_arr_end(w);
+    fb__jsonw_kstr(w, "agent", run->agent_note[0] ? run->agent_note : NULL);
+    fb__jsonw_obj_end(w);
+}
+
+int fb__report_write_json(struct fb__jsonw *w, fb__report_run *const *runs,
+                          size_t n)
+{
+    int64_t us[FB__T_N] = {0}, wall = 0;
+    size_t ninc = 0, restarts = 0;
+    for (size_t r = 0; r < n; r++) {
+        for (int p = 0; p < FB__T_N; p++)
+            us[p] += runs[r]->us[p];
+        wall += runs[r]->wall_us;
+        ninc += runs[r]->nincidents;
+        restarts += runs[r]->nattempts ? runs[r]->nattempts - 1 : 0;
+    }
+    fb__report_row *rows;
+    long nrows = fb__report_table(runs, n, &rows);
+    if (nrows < 0)
+        return (int)nrows;
+    fb__report_suspect *sus;
+    long nsus = fb__report_suspects(runs, n, &sus);
+    if (nsus < 0) {
+        free(rows);
+        return (int)nsus;
+    }
+    fb__jsonw_obj_begin(w);
+    fb__jsonw_kstr(w, "version", FB__REPORT_JSON_VERSION);
+    fb__jsonw_kstr(w, "kind", "firebreak.report");
+    fb__jsonw_kint(w, "nruns", (long long)n);
+    fb__jsonw_kdouble(w, "ettr", ratio(us[FB__T_USEFUL], wall));
+    fb__jsonw_kdouble(w, "wall_s", fb__report_s(wall));
+    time_obj(w, us);
+    fb__jsonw_kint(w, "restarts", (long long)restarts);
+    fb__jsonw_key(w, "incidents");
+    fb__jsonw_arr_begin(w);
+    for (size_t r = 0; r < n; r++)
+        for (size_t i = 0; i < runs[r]->nincidents; i++)
+            incident(w, runs[r], r, &runs[r]->incidents[i]);
+    fb__jsonw_arr_end(w);
+    /* by_category: {category: count}; table: the Table 5 rows. */
+    fb__jsonw_key(w, "by_category");
+    fb__jsonw_obj_begin(w);
+    for (long i = 0; i < nrows; i++) {
+        int seen = 0;
+        for (long k = 0; k < i && !seen; k++)
+            seen = !strcmp(rows[k].category, rows[i].category);
+        if (seen)
+            continue;
+        size_t c = 0;
+        for (long k = i; k < nrows; k++)
+            if (!strcmp(rows[k].category, rows[i].category))
+                c += rows[k].count;
+        fb__jsonw_kint(w, rows[i].category, (long long)c);
+    }
+    fb__jsonw_obj_end(w);
+    fb__jsonw_key(w, "table");
+    fb__jsonw_arr_begin(w);
+    for (long i = 0; i < nrows; i++) {
+        fb__jsonw_obj_begin(w);
+        fb__jsonw_kstr(w, "component", rows[i].component);
+        fb__jsonw_kstr(w, "category", rows[i].category);
+        fb__jsonw_kint(w, "count", (long long)rows[i].count);
+        fb__jsonw_kdouble(w, "share", ninc ? (double)rows[i].count / (double)ninc : 0);
+        fb__jsonw_obj_end(w);
+    }
+    fb__jsonw_arr_end(w);
+    fb__jsonw_key(w, "suspects");
+    fb__jsonw_arr_begin(w);
+    for (long i = 0; i < nsus; i++) {
+        fb__jsonw_obj_begin(w);
+        fb__jsonw_kstr(w, "what", sus[i].what);
+        fb__jsonw_kint(w, "failures", (long long)sus[i].failures);
+        fb__jsonw_kint(w, "runs", (long long)sus[i].runs);
+        fb__jsonw_obj_end(w);
+    }
+    fb__jsonw_arr_end(w);
+    fb__jsonw_key(w, "runs");
+    fb__jsonw_arr_begin(w);
+    for (size_t r = 0; r < n; r++)
+        run_obj(w, runs[r]);
+    fb__jsonw_arr_end(w);
+    fb__jsonw_obj_end(w);
+    free(rows);
+    free(sus);
+    return w->oom ? -ENOMEM : 0;
+}

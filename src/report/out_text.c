@@ -1,0 +1,179 @@
+/*
+ * out_text.c -- the report for people: summary, time breakdown, attempts,
+ * the Table 5 incident table, and each incident with its evidence.  With
+ * several run directories: one summary line per run, the aggregate and the
+ * suspects.
+ */
+#include "report/report.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static double pct(int64_t part, int64_t whole)
+{
+    return whole > 0 ? 100.0 * (double)part / (double)whole : 0.0;
+}
+
+static void breakdown(FILE *f, const int64_t us[FB__T_N], int64_t wall)
+{
+    fprintf(f, "\ntime breakdown                 seconds    share\n");
+    for (int p = 0; p < FB__T_N; p++)
+        fprintf(f, "  %-26s %10.3f  %6.2f%%\n", fb__report_part_label(p),
+                fb__report_s(us[p]), pct(us[p], wall));
+    fprintf(f, "  %-26s %10.3f  %6.2f%%\n", "total (= wall time)",
+            fb__report_s(wall), wall > 0 ? 100.0 : 0.0);
+}
+
+static size_t restarts(const fb__report_run *run)
+{
+    return run->nattempts ? run->nattempts - 1 : 0;
+}
+
+static void summary(FILE *f, const fb__report_run *run)
+{
+    fprintf(f, "run %s (%s, %s, %d ranks on %d node%s, journal schema %s)\n",
+            run->dir, run->name ? run->name : "?",
+            run->status ? run->status : "?", run->nproc, run->nnodes,
+            run->nnodes == 1 ? "" : "s", run->schema_version);
+    if (!run->finished)
+        fprintf(f, "  the run has not ended: accounted up to the journal's "
+                   "last record\n");
+    fprintf(f, "  wall %.3f s, useful %.3f s, effective training time %.2f%%, "
+               "%zu restart%s, %zu incident%s\n",
+            fb__report_s(run->wall_us), fb__report_s(run->us[FB__T_USEFUL]),
+            pct(run->us[FB__T_USEFUL], run->wall_us), restarts(run),
+            restarts(run) == 1 ? "" : "s", run->nincidents,
+            run->nincidents == 1 ? "" : "s");
+}
+
+static void attempts(FILE *f, const fb__report_run *run)
+{
+    fprintf(f, "\nattempts (seconds)\n  %3s %-9s %9s %9s %8s %8s %8s %8s %8s  %s\n",
+            "#", "outcome", "wall", "useful", "ckpt", "lost", "detect",
+            "restart", "restore", "lost work from");
+    for (size_t i = 0; i < run->nattempts; i++) {
+        const fb__report_attempt *a = &run->attempts[i];
+        fprintf(f, "  %3d %-9s %9.3f %9.3f %8.3f %8.3f %8.3f %8.3f %8.3f  %s\n",
+                a->number, a->outcome[0] ? a->outcome : "-",
+                fb__report_s(a->end_us - a->start_us),
+                fb__report_s(a->us[FB__T_USEFUL]), fb__report_s(a->us[FB__T_CKPT]),
+                fb__report_s(a->us[FB__T_LOST]), fb__report_s(a->us[FB__T_DETECT]),
+                fb__report_s(a->us[FB__T_RESTART]),
+                fb__report_s(a->us[FB__T_RESTORE]), a->lost_from);
+    }
+}
+
+static int table(FILE *f, fb__report_run *const *runs, size_t n)
+{
+    fb__report_row *rows;
+    long nrows = fb__report_table(runs, n, &rows);
+    if (nrows < 0)
+        return (int)nrows;
+    size_t total = 0;
+    for (long i = 0; i < nrows; i++)
+        total += rows[i].count;
+    fprintf(f, "\nincidents by root cause (Llama 3 Table 5)\n"
+               "  %-32s %-22s %6s %7s\n", "component", "category", "count",
+            "share");
+    for (long i = 0; i < nrows; i++)
+        fprintf(f, "  %-32s %-22s %6zu %6.1f%%\n", rows[i].component,
+                rows[i].category, rows[i].count,
+                total ? 100.0 * (double)rows[i].count / (double)total : 0.0);
+    if (nrows == 0)
+        fprintf(f, "  (no incidents)\n");
+    free(rows);
+    return 0;
+}
+
+static void incidents(FILE *f, const fb__report_run *run)
+{
+    if (!run->nincidents)
+        return;
+    fprintf(f, "\nincidents\n");
+    for (size_t i = 0; i < run->nincidents; i++) {
+        const fb__report_incident *in = &run->incidents[i];
+        int an = in->attempt >= 0 ? run->attempts[in->attempt].number : -1;
+        fprintf(f, "  #%lld attempt %d %s", (long long)in->id, an, in->kind);
+        if (in->rank >= 0)
+            fprintf(f, " rank %d", in->rank);
+        if (in->node)
+            fprintf(f, " on %s", in->node);
+        if (in->step >= 0)
+            fprintf(f, " at step %lld", (long long)in->step);
+        fprintf(f, ": detected in %.1f ms", in->detect_ms);
+        double lost = in->lost_acc_s >= 0 ? in->lost_acc_s : in->lost_s;
+        if (lost >= 0)
+            fprintf(f, ", lost work %.3f s", lost);
+        fprintf(f, "%s\n", in->ends_attempt ? " (ended its attempt)" : "");
+        if (in->detail && *in->detail)
+            fprintf(f, "      %.300s\n", in->detail);
+        fprintf(f, "      root cause: %s / %s, decided by %s: %s\n",
+                in->cls.category, in->cls.component, in->cls.decided_by,
+                in->cls.evidence);
+    }
+}
+
+static int suspects(FILE *f, fb__report_run *const *runs, size_t n)
+{
+    fb__report_suspect *s;
+    long ns = fb__report_suspects(runs, n, &s);
+    if (ns < 0)
+        return (int)ns;
+    fprintf(f, "\nsuspects (failed repeatedly%s)\n",
+            n > 1 ? " across runs" : " in this run");
+    for (long i = 0; i < ns; i++)
+        fprintf(f, "  %-30s %zu failure%s in %zu run%s\n", s[i].what,
+                s[i].failures, s[i].failures == 1 ? "" : "s", s[i].runs,
+                s[i].runs == 1 ? "" : "s");
+    if (ns == 0)
+        fprintf(f, "  (none)\n");
+    free(s);
+    return 0;
+}
+
+int fb__report_write_text(FILE *f, fb__report_run *const *runs, size_t n)
+{
+    int rc = 0;
+    if (n == 1) {
+        const fb__report_run *run = runs[0];
+        summary(f, run);
+        breakdown(f, run->us, run->wall_us);
+        attempts(f, run);
+        if ((rc = table(f, runs, 1)))
+            return rc;
+        incidents(f, run);
+        if ((rc = suspects(f, runs, 1)))
+            return rc;
+        if (run->agent_note[0])
+            fprintf(f, "\nenvironment: %s\n", run->agent_note);
+        return ferror(f) ? -EIO : 0;
+    }
+    int64_t us[FB__T_N] = {0}, wall = 0;
+    size_t ninc = 0;
+    fprintf(f, "%zu runs\n  %-40s %10s %8s %8s %9s\n", n, "run", "wall s",
+            "ETTR", "restarts", "incidents");
+    for (size_t r = 0; r < n; r++) {
+        const fb__report_run *run = runs[r];
+        fprintf(f, "  %-40s %10.3f %7.2f%% %8zu %9zu\n", run->dir,
+                fb__report_s(run->wall_us),
+                pct(run->us[FB__T_USEFUL], run->wall_us), restarts(run),
+                run->nincidents);
+        for (int p = 0; p < FB__T_N; p++)
+            us[p] += run->us[p];
+        wall += run->wall_us;
+        ninc += run->nincidents;
+    }
+    fprintf(f, "  %-40s %10.3f %7.2f%% %8s %9zu\n", "all runs",
+            fb__report_s(wall), pct(us[FB__T_USEFUL], wall), "", ninc);
+    breakdown(f, us, wall);
+    if ((rc = table(f, runs, n)) || (rc = suspects(f, runs, n)))
+        return rc;
+    for (size_t r = 0; r < n; r++) {
+        fprintf(f, "\n---- %s\n", runs[r]->dir);
+        summary(f, runs[r]);
+        incidents(f, runs[r]);
+    }
+    return ferror(f) ? -EIO : 0;
+}

@@ -1,0 +1,241 @@
+/*
+ * gen_journal.c -- write run directories for the report tests through the
+ * supervisor's own journal API (src/journal/journal.h), so the report
+ * reads exactly what `firebreak run` writes.
+ *
+ *   fb-report-gen SCENARIO RUN_DIR
+ *
+ * basic      five attempts, five incidents with known causes and exactly
+ *            known accounting (see test_report.c and docs/report.md)
+ * agent      basic plus an agent.sqlite with temperature and power
+ * running    basic without the run's end
+ * newminor   basic with schema_version 1.7, an extra column and table
+ * oldschema  basic with schema_version 0.9
+ * empty      a journal with no run
+ * nostart    a run that ended before any attempt
+ * bench      10,000 incidents in 1,000 attempts, 1,000,000 step samples
+ */
+#include <errno.h>
+#include <math.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "journal/journal.h"
+
+#define T0 1700000000.0
+
+static fb__journal *J;
+
+static void die(const char *what)
+{
+    fprintf(stderr, "fb-report-gen: %s: %s\n", what, fb__journal_errmsg(J));
+    exit(2);
+}
+
+#define CHECK(x) do { if ((x) != 0) die(#x); } while (0)
+
+static void begin_run(const char *dir, int nproc)
+{
+    fb__journal_run r = {
+        .name = "gen", .job_id = "gen-1", .run_dir = dir,
+        .command_json = "[\"./fb-toy-train\"]", .launcher = "local",
+        .hostname = "host-a", .options_json = "{}", .nproc = nproc,
+        .nnodes = 1, .max_restarts = 10, .hang_timeout_s = 10,
+        .started_at = T0,
+    };
+    CHECK(fb__journal_begin_run(J, &r));
+}
+
+/* One attempt: [start, end], ready at `ready`, restored from `restored`
+ * (-1 fresh) in restore_s, steps from step0 at 10 steps/s, sampled every
+ * second for ranks 0..nproc-1 from `ready` to `until`. */
+static int64_t attempt(int number, double start, double ready, double end,
+                       int64_t restored, double restore_s, int64_t step0,
+                       double until, int nproc, const char *outcome)
+{
+    int64_t id;
+    CHECK(fb__journal_begin_attempt(J, number, T0 + start, &id));
+    CHECK(fb__journal_attempt_real(J, id, "launched_at", T0 + start + 0.1));
+    CHECK(fb__journal_attempt_real(J, id, "ready_at", T0 + ready));
+    if (restored >= 0) {
+        CHECK(fb__journal_attempt_int(J, id, "restored_step", restored));
+        CHECK(fb__journal_attempt_real(J, id, "restore_s", restore_s));
+    }
+    CHECK(fb__journal_attempt_int(J, id, "start_step", step0));
+    CHECK(fb__journal_attempt_int(J, id, "end_step",
+                                  step0 + (int64_t)llround((until - ready) * 10)));
+    for (double t = ready; t <= until + 1e-9; t += 1.0)
+        for (int r = 0; r < nproc; r++)
+            CHECK(fb__journal_sample(J, id, r, T0 + t,
+                                     step0 + (int64_t)llround((t - ready) * 10),
+                                     100.0 + 5 * r + (t > 45 && t < 50 ? 20 : 0)));
+    CHECK(fb__journal_attempt_real(J, id, "ended_at", T0 + end));
+    CHECK(fb__journal_attempt_text(J, id, "outcome", outcome));
+    return id;
+}
+
+static void incident(int64_t aid, const char *kind, double occurred,
+                     double detected, int rank, const char *node, int sig,
+                     int has_exit, int code, int64_t step, double lost_s,
+                     const char *injected, const char *detail,
+                     const char *fr, const char *health)
+{
+    fb__journal_incident in = {
+        .attempt_id = aid, .kind = kind, .occurred_at = T0 + occurred,
+        .detected_at = T0 + detected, .detect_ms = (detected - occurred) * 1e3,
+        .rank = rank, .node = node, .signal = sig, .has_exit_code = has_exit,
+        .exit_code = code, .phase = "train", .step = step, .lost_s = lost_s,
+        .injected = injected, .detail = detail, .fr_verdict = fr,
+        .health = health,
+    };
+    CHECK(fb__journal_add_incident(J, &in, NULL));
+}
+
+static void basic(const char *dir, int end)
+{
+    begin_run(dir, 2);
+    int64_t a;
+    a = attempt(0, 1, 3, 12, -1, 0, 0, 11, 2, "failed");
+    CHECK(fb__journal_checkpoint(J, a, 50, T0 + 8, 2, 4096, 200, 30, "complete"));
+    incident(a, "crash", 11, 11.5, 1, "host-a", 9, 0, 0, 80, 3.0,
+             "kill:rank=1,step=80", "rank 1 killed by SIGKILL", NULL, NULL);
+    a = attempt(1, 14, 17, 24, 50, 1.5, 50, 23, 2, "failed");
+    CHECK(fb__journal_checkpoint(J, a, 100, T0 + 22, 2, 4096, 300, 30, "complete"));
+    incident(a, "crash", 23, 23.01, 0, "host-b", 11, 0, 0, 110, -1, NULL,
+             "rank 0 killed by SIGSEGV", NULL, NULL);
+    a = attempt(2, 25, 26, 41, 100, 0.5, 100, 30, 2, "failed");
+    incident(a, "hang", 30, 40, 1, "host-a", 9, 0, 0, 140, 4.0, NULL,
+             "rank 1 made no progress for 10 s",
+             "{\"verdict\":\"hang\",\"findings\":[{\"kind\":\"missing_rank\","
+             "\"group\":\"world\",\"seq\":42,\"ranks\":[1],\"detail\":\"rank 1 "
+             "never entered allreduce #42\"}]}", NULL);
+    a = attempt(3, 42, 43, 51, 100, 0.5, 100, 50, 2, "failed");
+    incident(a, "error_exit", 50, 50.1, 0, "host-b", 0, 1, 1, 170, -1, NULL,
+             "rank 0 exited with code 1", NULL,
+             "{\"verdict\":\"fail\",\"checks\":[{\"name\":\"gpu_ecc\",\"status\":"
+             "\"fail\",\"detail\":\"GPU 0: uncorrectable ECC errors, Xid 48\","
+             "\"category\":\"gpu\",\"action\":\"drain\"},{\"name\":\"disk\","
+             "\"status\":\"ok\",\"detail\":\"\",\"category\":\"host\","
+             "\"action\":\"\"}]}");
+    a = attempt(4, 52, 53, 60, 100, 0.5, 100, 60, 2, "completed");
+    CHECK(fb__journal_checkpoint(J, a, 200, T0 + 57, 2, 4096, 100, 30, "complete"));
+    incident(a, "save_failed", 55, 55.2, -1, NULL, 0, 0, 0, 120, -1, NULL,
+             "checkpoint 120 not saved", NULL, NULL);
+    CHECK(fb__journal_flush(J));
+    if (end)
+        CHECK(fb__journal_end_run(J, T0 + 61, "completed", 0, "all steps done"));
+}
+
+static void agent_db(const char *dir)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/agent.sqlite", dir);
+    sqlite3 *db;
+    if (sqlite3_open(path, &db) != SQLITE_OK)
+        exit(2);
+    sqlite3_exec(db, "CREATE TABLE gpu_sample(time REAL, gpu INTEGER, "
+                 "temp_c REAL, power_w REAL); BEGIN", NULL, NULL, NULL);
+    for (double t = 0; t <= 61; t += 0.5) {
+        char sql[256];
+        /* hotter while the step time is longer (t in 45..50) */
+        double temp = 60 + (t > 45 && t < 50 ? 15 : 0) + 0.1 * t;
+        double power = 500 - (t > 45 && t < 50 ? 80 : 0) + 0.5 * t;
+        snprintf(sql, sizeof sql, "INSERT INTO gpu_sample VALUES(%.3f, 0, "
+                 "%.2f, %.2f)", T0 + t, temp, power);
+        sqlite3_exec(db, sql, NULL, NULL, NULL);
+    }
+    sqlite3_exec(db, "COMMIT", NULL, NULL, NULL);
+    sqlite3_close(db);
+}
+
+static void sql_on(const char *dir, const char *sql)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/journal.sqlite", dir);
+    sqlite3 *db;
+    char *msg = NULL;
+    if (sqlite3_open(path, &db) != SQLITE_OK ||
+        sqlite3_exec(db, sql, NULL, NULL, &msg) != SQLITE_OK) {
+        fprintf(stderr, "fb-report-gen: %s: %s\n", sql, msg ? msg : "?");
+        exit(2);
+    }
+    sqlite3_close(db);
+}
+
+static void bench(const char *dir)
+{
+    const int attempts = 1000, per = 10, nproc = 8, samples = 125;
+    begin_run(dir, nproc);
+    double t = 0;
+    for (int n = 0; n < attempts; n++) {
+        int64_t id;
+        CHECK(fb__journal_begin_attempt(J, n, T0 + t, &id));
+        CHECK(fb__journal_attempt_real(J, id, "ready_at", T0 + t + 1));
+        if (n)
+            CHECK(fb__journal_attempt_int(J, id, "restored_step", n * 100));
+        for (int k = 0; k < samples; k++)
+            for (int r = 0; r < nproc; r++)
+                CHECK(fb__journal_sample(J, id, r, T0 + t + 1 + k * 0.1,
+                                         (int64_t)n * 100 + k, 100 + r));
+        CHECK(fb__journal_checkpoint(J, id, n * 100 + 100, T0 + t + 10, nproc,
+                                     1 << 20, 50, 200, "complete"));
+        for (int i = 0; i < per; i++)
+            incident(id, i == 0 ? "crash" : "save_failed", t + 13 + i * 0.01,
+                     t + 13.5 + i * 0.01, (n * 7 + i) % nproc, "host-a",
+                     i == 0 ? (n % 2 ? 9 : 11) : 0, 0, 0, n * 100 + 120, 1.0,
+                     n % 3 ? NULL : "kill:rank=1,step=120", "generated", NULL,
+                     NULL);
+        CHECK(fb__journal_attempt_real(J, id, "ended_at", T0 + t + 14));
+        CHECK(fb__journal_attempt_text(J, id, "outcome", "failed"));
+        if (n % 50 == 49)
+            CHECK(fb__journal_flush(J));
+        t += 15;
+    }
+    CHECK(fb__journal_flush(J));
+    CHECK(fb__journal_end_run(J, T0 + t, "failed", 1, "generated"));
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 3) {
+        fprintf(stderr, "usage: fb-report-gen SCENARIO RUN_DIR\n");
+        return 2;
+    }
+    const char *sc = argv[1], *dir = argv[2];
+    char path[4096], err[512];
+    mkdir(dir, 0755);
+    snprintf(path, sizeof path, "%s/journal.sqlite", dir);
+    remove(path);
+    if (fb__journal_open(&J, path, err, sizeof err)) {
+        fprintf(stderr, "fb-report-gen: %s\n", err);
+        return 2;
+    }
+    if (!strcmp(sc, "basic") || !strcmp(sc, "newminor") ||
+        !strcmp(sc, "oldschema") || !strcmp(sc, "agent")) {
+        basic(dir, 1);
+    } else if (!strcmp(sc, "running")) {
+        basic(dir, 0);
+    } else if (!strcmp(sc, "nostart")) {
+        begin_run(dir, 2);
+        CHECK(fb__journal_end_run(J, T0 + 1, "failed", 2,
+                                  "launcher 'mpirun' not found"));
+    } else if (!strcmp(sc, "bench")) {
+        bench(dir);
+    } else if (strcmp(sc, "empty")) {
+        fprintf(stderr, "fb-report-gen: unknown scenario '%s'\n", sc);
+        return 2;
+    }
+    fb__journal_close(J);
+    if (!strcmp(sc, "agent"))
+        agent_db(dir);
+    if (!strcmp(sc, "newminor"))
+        sql_on(dir, "UPDATE meta SET value='1.7' WHERE key='schema_version';"
+               "ALTER TABLE incident ADD COLUMN future_col TEXT;"
+               "CREATE TABLE future_table(x INTEGER);");
+    if (!strcmp(sc, "oldschema"))
+        sql_on(dir, "UPDATE meta SET value='0.9' WHERE key='schema_version'");
+    return 0;
+}
