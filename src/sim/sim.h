@@ -66,7 +66,7 @@ typedef struct fb_sim_config {
     /* Recovery. */
     double detect_crash_s, detect_hang_s;
     double restart_s;         /* relaunch + initialization + restore     */
-    long spares;              /* spare nodes                             */
+    long spares;              /* spare nodes; -1: 1% of the job's nodes  */
     double repair_s;          /* a failed node is back after this         */
     double drain_repair_s;    /* a drained node is back after this        */
     double lemon_fraction;    /* share of nodes that are lemons           */
@@ -150,6 +150,8 @@ int fb__sim_parse_rate(const char *s, int gpus_per_node,
  * Returns 0, -ENOMEM, or -EINVAL (config not validated). */
 int fb__sim_run(const fb_sim_config *c, int keep_trials, fb_sim_result *r);
 void fb__sim_result_free(fb_sim_result *r);
+/* Spare nodes in effect: c->spares, or 1% of the nodes when it is -1. */
+long fb__sim_spares(const fb_sim_config *c);
 /* Mean ETTR only (used by the search): same seeds, same trials. */
 int fb__sim_mean_ettr(const fb_sim_config *c, double *ettr_out);
 

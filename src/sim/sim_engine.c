@@ -66,10 +66,11 @@ typedef struct trial {
     uint64_t *cat_counts;
 } trial;
 
-static long resolve_spares(const fb_sim_config *c, long nodes)
+long fb__sim_spares(const fb_sim_config *c)
 {
     if (c->spares >= 0)
         return c->spares;
+    long nodes = (c->gpus + c->gpus_per_node - 1) / c->gpus_per_node;
     long s = (nodes + 99) / 100; /* default: 1% of the job's nodes */
     return s < 1 ? 1 : s;
 }
@@ -82,7 +83,7 @@ static void plan_init(plan *p, const fb_sim_config *c)
     p->tau = c->interval_s;
     p->stall = c->stall_s;
     p->nodes = (c->gpus + c->gpus_per_node - 1) / c->gpus_per_node;
-    p->spares = resolve_spares(c, p->nodes);
+    p->spares = fb__sim_spares(c);
     p->lemon_factor = c->lemon_factor;
     if (c->exponential) {
         /* Model checking: one job-scoped process, checkpoint durable at

@@ -80,10 +80,8 @@ static void print_policy(FILE *f, const fb_sim_report *rep)
             iv, st, ps, rep->persist_from ? rep->persist_from : "given");
     fprintf(f, "recovery: detect crash %s / hang %s, restart %s, ", dc, dh,
             rs);
-    if (c->spares >= 0)
-        fprintf(f, "%ld spare nodes", c->spares);
-    else
-        fprintf(f, "spares 1%% of nodes");
+    fprintf(f, "%ld spare nodes%s", fb__sim_spares(c),
+            c->spares < 0 ? " (1%)" : "");
     fprintf(f, ", repair %s", rp);
     if (c->lemon_fraction > 0)
         fprintf(f, "; lemons %.3g%% at %.3gx%s", pct(c->lemon_fraction),
@@ -192,7 +190,7 @@ static void json_config(fb__jsonw *w, const fb_sim_config *c,
     if (c->exponential) {
         fb__jsonw_kdouble(w, "mtbf_s", c->mtbf_s);
     } else {
-        fb__jsonw_kint(w, "spares", c->spares);
+        fb__jsonw_kint(w, "spares", fb__sim_spares(c));
         fb__jsonw_kdouble(w, "repair_s", c->repair_s);
         fb__jsonw_kdouble(w, "lemon_fraction", c->lemon_fraction);
         fb__jsonw_kdouble(w, "lemon_factor", c->lemon_factor);
