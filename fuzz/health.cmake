@@ -1,0 +1,7 @@
+# Health / agent parsers: kernel log records and XID lines, sysfs values.
+foreach(t health_kmsg health_sysfs)
+  add_executable(fuzz_${t} ${CMAKE_CURRENT_LIST_DIR}/${t}.c)
+  target_compile_options(fuzz_${t} PRIVATE -fsanitize=fuzzer)
+  target_link_options(fuzz_${t} PRIVATE -fsanitize=fuzzer)
+  target_link_libraries(fuzz_${t} PRIVATE fb_health fb_lib)
+endforeach()

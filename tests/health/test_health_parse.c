@@ -1,0 +1,139 @@
+/*
+ * test_health_parse.c -- the kernel-log, XID and sysfs parsers on known
+ * inputs (good, truncated, hostile), then every fixture file through the
+ * fuzz targets' input functions so they stay compiled and crash-free.
+ */
+#define _XOPEN_SOURCE 700
+#include <ftw.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/util.h"
+#include "firebreak/firebreak.h"
+#include "health/health.h"
+#include "health/parse.h"
+
+int fb__fuzz_health_kmsg(const uint8_t *data, size_t size);
+int fb__fuzz_health_sysfs(const uint8_t *data, size_t size);
+
+static int failures;
+
+#define CHECK(cond)                                                       \
+    do {                                                                  \
+        if (!(cond)) {                                                    \
+            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__,        \
+                    __LINE__, #cond);                                     \
+            failures++;                                                   \
+        }                                                                 \
+    } while (0)
+
+static void test_kmsg(void)
+{
+    fb__kmsg_record r;
+    const char *line = "4,1234,86100000000,-;NVRM: Xid (PCI:0000:48:00): 79, "
+                       "pid=1, name=x, GPU has fallen off the bus.\n rest";
+    CHECK(fb__kmsg_parse(line, strlen(line), &r) == 0);
+    CHECK(r.prio == 4 && r.seq == 1234 && r.usec == 86100000000ull);
+    CHECK(strncmp(r.text, "NVRM: Xid", 9) == 0);
+    CHECK(strchr(r.text, '\n') == NULL);
+    /* newer kernels may add fields after the flags */
+    const char *more = "6,5,10,c,extra;hello";
+    CHECK(fb__kmsg_parse(more, strlen(more), &r) == 0 && !strcmp(r.text, "hello"));
+    static const char *bad[] = {"", " SUBSYSTEM=pci", "4,1,2", "4,1,2-;x",
+                                "a,1,2,-;x", "4,,2,-;x",
+                                "4,1,99999999999999999999999,-;x",
+                                "4,1,2,-\n;x", "9999,1,2,-;x"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        CHECK(fb__kmsg_parse(bad[i], strlen(bad[i]), &r) == FB_EFORMAT);
+    /* length is honoured: no read past it */
+    CHECK(fb__kmsg_parse(line, 5, &r) == FB_EFORMAT);
+}
+
+static void test_xid(void)
+{
+    fb__xid_event ev;
+    fb__xid_info info;
+    const char *t = "NVRM: Xid (PCI:0000:2b:00): 79, pid=9, name=p, GPU has "
+                    "fallen off the bus.";
+    CHECK(fb__xid_parse(t, strlen(t), &ev) == 1);
+    CHECK(ev.xid == 79 && !strcmp(ev.pci, "0000:2b:00"));
+    fb__xid_lookup(&ev, &info);
+    CHECK(info.status == FB_HEALTH_FAIL && !strcmp(info.component, "Faulty GPU"));
+    const char *old = "NVRM: Xid (0000:2b:00): 13, Graphics Exception";
+    CHECK(fb__xid_parse(old, strlen(old), &ev) == 1 && ev.xid == 13);
+    fb__xid_lookup(&ev, &info);
+    CHECK(info.status == FB_HEALTH_OK && info.category == NULL);
+    const char *rec = "NVRM: Xid (PCI:0000:88:00): 154, GPU recovery action "
+                      "changed from 0x0 (None) to 0x1 (GPU Reset Required)";
+    CHECK(fb__xid_parse(rec, strlen(rec), &ev) == 1 && ev.action == 1);
+    CHECK(!strcmp(ev.action_name, "GPU Reset Required"));
+    fb__xid_lookup(&ev, &info);
+    CHECK(info.status == FB_HEALTH_FAIL);
+    const char *none = "NVRM: Xid (PCI:0000:88:00): 154, GPU recovery action "
+                       "changed from 0x1 (GPU Reset Required) to 0x0 (None)";
+    CHECK(fb__xid_parse(none, strlen(none), &ev) == 1 && ev.action == 0);
+    fb__xid_lookup(&ev, &info);
+    CHECK(info.status == FB_HEALTH_OK);
+    CHECK(fb__xid_parse("kernel: eth0 up", 15, &ev) == 0);
+    static const char *bad[] = {"NVRM: Xid (PCI:0000:2b:00 79", "NVRM: Xid (): 79",
+                                "NVRM: Xid (PCI:zz): 79", "NVRM: Xid (PCI:0000:2b:00): x",
+                                "NVRM: Xid (PCI:0000:2b:00): 99999999999"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        CHECK(fb__xid_parse(bad[i], strlen(bad[i]), &ev) == FB_EFORMAT);
+}
+
+static void test_sysfs(void)
+{
+    int64_t v;
+    uint64_t total;
+    int st;
+    CHECK(fb__sysfs_parse_i64("42\n", 3, &v) == 0 && v == 42);
+    CHECK(fb__sysfs_parse_i64(" -5 ", 4, &v) == 0 && v == -5);
+    CHECK(fb__sysfs_parse_i64("", 0, &v) == FB_EFORMAT);
+    CHECK(fb__sysfs_parse_i64("4x", 2, &v) == FB_EFORMAT);
+    CHECK(fb__sysfs_parse_i64("99999999999999999999", 20, &v) == FB_EFORMAT);
+    CHECK(fb__sysfs_parse_i64("-", 1, &v) == FB_EFORMAT);
+    const char *aer = "RxErr 1\nBadTLP 2\nTOTAL_ERR_COR 3\n";
+    CHECK(fb__aer_parse(aer, strlen(aer), &total) == 0 && total == 3);
+    const char *aer2 = "RxErr 1\nBadTLP 2\n";
+    CHECK(fb__aer_parse(aer2, strlen(aer2), &total) == 0 && total == 3);
+    CHECK(fb__aer_parse("RxErr zero\n", 11, &total) == FB_EFORMAT);
+    CHECK(fb__aer_parse("", 0, &total) == FB_EFORMAT);
+    CHECK(fb__ib_state_parse("4: ACTIVE\n", 10, &st) == 0 && st == 4);
+    CHECK(fb__ib_state_parse("ACTIVE", 6, &st) == FB_EFORMAT);
+    CHECK(fb__ib_state_parse("7: ?", 4, &st) == FB_EFORMAT);
+}
+
+static int feed(const char *path, const struct stat *sb, int flag,
+                struct FTW *ftw)
+{
+    (void)sb;
+    (void)ftw;
+    if (flag != FTW_F)
+        return 0;
+    char *buf;
+    size_t len;
+    if (fb__read_file(path, 1 << 20, &buf, &len) == 0) {
+        fb__fuzz_health_kmsg((const uint8_t *)buf, len);
+        fb__fuzz_health_sysfs((const uint8_t *)buf, len);
+        free(buf);
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    test_kmsg();
+    test_xid();
+    test_sysfs();
+    if (argc > 1 && nftw(argv[1], feed, 16, FTW_PHYS)) {
+        fprintf(stderr, "cannot walk %s\n", argv[1]);
+        failures++;
+    }
+    if (failures)
+        fprintf(stderr, "%d checks failed\n", failures);
+    else
+        printf("health parsers: all checks passed\n");
+    return failures ? 1 : 0;
+}
