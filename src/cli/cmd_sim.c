@@ -376,6 +376,17 @@ static int build_config(sim_opts *o, const given *g, persist_rule *pr,
                        "--rates; give only one");
         if (!was_given(g, "--mtbf"))
             return bad("--failure-model exponential needs --mtbf DUR");
+        /* The model-checking mode has none of these effects; refuse them
+         * rather than ignore them. */
+        static const char *const off[] = {
+            "--planned-per-day", "--maint-duration", "--spares", "--repair",
+            "--drain-repair", "--lemon-fraction", "--lemon-factor",
+            "--drain", "--detect-hang"};
+        for (size_t i = 0; i < sizeof off / sizeof off[0]; i++)
+            if (was_given(g, off[i]))
+                return bad("%s has no effect with --failure-model "
+                           "exponential (one failure process, nothing "
+                           "else)", off[i]);
         snprintf(source, source_size, "exponential model");
     } else if (o->model && strcmp(o->model, "categories") != 0) {
         return bad("unknown --failure-model '%s' (want categories or "

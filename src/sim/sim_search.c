@@ -191,10 +191,12 @@ int fb__sim_optimize(const fb_sim_config *c, fb_sim_optimum *o)
                                                    : MIN_INTERVAL_S;
     double center = isfinite(o->daly_s) && o->daly_s > 0 ? o->daly_s
                                                          : c->interval_s;
-    if (!isfinite(mttf)) {
-        /* No failures: the longest interval wins; nothing to search. */
-        o->search_s = c->horizon_s;
-        s.c.interval_s = c->horizon_s;
+    if (!isfinite(mttf) || c->stall_s <= 0) {
+        /* No failures: the longest interval wins.  Free checkpoints: the
+         * shortest physical one does.  Nothing to search either way. */
+        o->search_s = !isfinite(mttf) ? c->horizon_s : floor_s;
+        o->bound_by_floor = isfinite(mttf) && c->persist_s > 0;
+        s.c.interval_s = o->search_s;
         o->evaluations = 1;
         return fb__sim_mean_ettr(&s.c, &o->search_ettr);
     }

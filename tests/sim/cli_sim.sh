@@ -189,6 +189,8 @@ expect_usage_error "bad value '-5h' for --mtbf" --failure-model exponential \
     --mtbf -5h
 expect_usage_error "needs --mtbf" --failure-model exponential
 expect_usage_error "unknown --failure-model" --failure-model weibull
+expect_usage_error "--spares has no effect" --failure-model exponential \
+    --mtbf 5h --spares 3
 expect_usage_error "--gpus must be" --gpus 0
 expect_usage_error "bad value 'x' for --trials" --trials x
 expect_usage_error "--trials must be" --trials 0
