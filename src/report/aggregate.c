@@ -21,7 +21,7 @@ static int row_cmp(const void *a, const void *b)
 }
 
 long fb__report_table(fb__report_run *const *runs, size_t n,
-                      fb__report_row **rows_out)
+                      fb__report_row **rows_out, size_t *total_out)
 {
     fb__report_row *rows = NULL;
     size_t nrows = 0, cap = 0;
@@ -48,6 +48,11 @@ long fb__report_table(fb__report_run *const *runs, size_t n,
         }
     if (nrows)
         qsort(rows, nrows, sizeof *rows, row_cmp);
+    if (total_out) {
+        *total_out = 0;
+        for (size_t k = 0; k < nrows; k++)
+            *total_out += rows[k].count;
+    }
     *rows_out = rows;
     return (long)nrows;
 }

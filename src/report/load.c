@@ -382,24 +382,32 @@ static int load_samples(loader *L, fb__report_run *run)
 
 /* ---- agent.sqlite ------------------------------------------------------ */
 
-/* The agent's schema is its own (docs/agent.md).  We look for a table with
- * a time column and temperature and/or power columns, by name, so the
- * report keeps working while that schema grows. */
-static int pick_col(const char *name, const char *const *want)
+/* agent.sqlite (docs/agent.md, schema 1.x): gpu_samples(t, gpu, temp_c,
+ * power_w, ...), averaged over the GPUs of each sample time.  A file
+ * from another major version, or without that table, is left out with a
+ * note; the report never fails because of it. */
+static int agent_version_ok(sqlite3 *db, fb__report_run *run, const char *path)
 {
-    for (; *want; want++)
-        if (!strcmp(name, *want))
-            return 1;
-    return 0;
+    sqlite3_stmt *s;
+    if (sqlite3_prepare_v2(db, "SELECT value FROM meta WHERE key="
+                           "'schema_version'", -1, &s, NULL) != SQLITE_OK)
+        return 1; /* no meta table: take the tables for what they are */
+    int ok = 1;
+    if (sqlite3_step(s) == SQLITE_ROW) {
+        const char *v = (const char *)sqlite3_column_text(s, 0);
+        if (v && atoi(v) != 1) {
+            snprintf(run->agent_note, sizeof run->agent_note, "%s: schema "
+                     "version %.20s is not supported (this firebreak reads 1.x)",
+                     path, v);
+            ok = 0;
+        }
+    }
+    sqlite3_finalize(s);
+    return ok;
 }
 
 static void load_agent(fb__report_run *run, const char *dir)
 {
-    static const char *const tcols[] = {"time", "ts", "t", "timestamp", NULL};
-    static const char *const ccols[] = {"temp_c", "temperature_c",
-        "gpu_temp_c", "temperature", "temp", NULL};
-    static const char *const pcols[] = {"power_w", "gpu_power_w", "power",
-        "power_watts", NULL};
     char path[4096];
     struct stat st;
     if (snprintf(path, sizeof path, "%s/agent.sqlite", dir) >= (int)sizeof path ||
@@ -409,63 +417,20 @@ static void load_agent(fb__report_run *run, const char *dir)
         return;
     }
     sqlite3 *db = NULL;
+    sqlite3_stmt *s = NULL;
     if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) {
         snprintf(run->agent_note, sizeof run->agent_note, "%s: cannot open: %s",
                  path, db ? sqlite3_errmsg(db) : "out of memory");
-        sqlite3_close(db);
-        return;
+        goto out;
     }
     sqlite3_busy_timeout(db, 1000);
-    sqlite3_stmt *s = NULL, *ti = NULL;
-    char table[128] = "", tcol[64] = "", ccol[64] = "", pcol[64] = "";
-    if (sqlite3_prepare_v2(db, "SELECT name FROM sqlite_master WHERE "
-                           "type='table' ORDER BY name", -1, &s, NULL) != SQLITE_OK)
+    if (!agent_version_ok(db, run, path))
         goto out;
-    while (!table[0] && sqlite3_step(s) == SQLITE_ROW) {
-        const char *t = (const char *)sqlite3_column_text(s, 0);
-        if (!t || strlen(t) >= sizeof table || strchr(t, '"'))
-            continue;
-        char sql[256];
-        snprintf(sql, sizeof sql, "PRAGMA table_info(\"%s\")", t);
-        if (sqlite3_prepare_v2(db, sql, -1, &ti, NULL) != SQLITE_OK)
-            continue;
-        char tc[64] = "", cc[64] = "", pc[64] = "";
-        while (sqlite3_step(ti) == SQLITE_ROW) {
-            const char *c = (const char *)sqlite3_column_text(ti, 1);
-            if (!c || strlen(c) >= sizeof tc)
-                continue;
-            if (!tc[0] && pick_col(c, tcols))
-                snprintf(tc, sizeof tc, "%s", c);
-            if (!cc[0] && pick_col(c, ccols))
-                snprintf(cc, sizeof cc, "%s", c);
-            if (!pc[0] && pick_col(c, pcols))
-                snprintf(pc, sizeof pc, "%s", c);
-        }
-        sqlite3_finalize(ti);
-        ti = NULL;
-        if (tc[0] && (cc[0] || pc[0])) {
-            snprintf(table, sizeof table, "%s", t);
-            memcpy(tcol, tc, sizeof tc);
-            memcpy(ccol, cc, sizeof cc);
-            memcpy(pcol, pc, sizeof pc);
-        }
-    }
-    sqlite3_finalize(s);
-    s = NULL;
-    if (!table[0]) {
-        snprintf(run->agent_note, sizeof run->agent_note, "%s holds no table "
-                 "with time and temperature or power columns", path);
-        goto out;
-    }
-    char sql[512];
-    snprintf(sql, sizeof sql, "SELECT \"%s\", %s%s%s, %s%s%s FROM \"%s\""
-             " ORDER BY 1", tcol,
-             ccol[0] ? "\"" : "", ccol[0] ? ccol : "NULL", ccol[0] ? "\"" : "",
-             pcol[0] ? "\"" : "", pcol[0] ? pcol : "NULL", pcol[0] ? "\"" : "",
-             table);
-    if (sqlite3_prepare_v2(db, sql, -1, &s, NULL) != SQLITE_OK) {
-        snprintf(run->agent_note, sizeof run->agent_note, "%s: %s", path,
-                 sqlite3_errmsg(db));
+    if (sqlite3_prepare_v2(db, "SELECT t, avg(temp_c), avg(power_w) FROM "
+                           "gpu_samples GROUP BY t ORDER BY t", -1, &s,
+                           NULL) != SQLITE_OK) {
+        snprintf(run->agent_note, sizeof run->agent_note, "%s: no GPU samples "
+                 "(%s)", path, sqlite3_errmsg(db));
         goto out;
     }
     size_t cap = 0;
@@ -484,8 +449,8 @@ static void load_agent(fb__report_run *run, const char *dir)
         snprintf(run->agent_note, sizeof run->agent_note, "%s: %s (agent data "
                  "left out)", path, sqlite3_errmsg(db));
     else if (run->nenv == 0)
-        snprintf(run->agent_note, sizeof run->agent_note, "%s has no samples",
-                 path);
+        snprintf(run->agent_note, sizeof run->agent_note, "%s has no GPU "
+                 "samples (no GPU on this node?)", path);
 out:
     sqlite3_finalize(s);
     sqlite3_close(db);

@@ -495,12 +495,10 @@ static void breakdown_table(FILE *f, const int64_t us[FB__T_N], int64_t wall)
 static int table5(FILE *f, fb__report_run *const *runs, size_t n)
 {
     fb__report_row *rows;
-    long nrows = fb__report_table(runs, n, &rows);
+    size_t total;
+    long nrows = fb__report_table(runs, n, &rows, &total);
     if (nrows < 0)
         return (int)nrows;
-    size_t total = 0;
-    for (long i = 0; i < nrows; i++)
-        total += rows[i].count;
     fprintf(f, "<h2>Incidents by root cause</h2>\n<p class=\"note\">In the "
                "shape of Llama 3's Table 5.</p><div class=\"tbl\"><table "
                "id=\"table5\"><tr><th>component</th><th>category</th>"

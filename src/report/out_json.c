@@ -116,7 +116,7 @@ int fb__report_write_json(struct fb__jsonw *w, fb__report_run *const *runs,
         restarts += runs[r]->nattempts ? runs[r]->nattempts - 1 : 0;
     }
     fb__report_row *rows;
-    long nrows = fb__report_table(runs, n, &rows);
+    long nrows = fb__report_table(runs, n, &rows, NULL);
     if (nrows < 0)
         return (int)nrows;
     fb__report_suspect *sus;

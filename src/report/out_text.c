@@ -68,12 +68,10 @@ static void attempts(FILE *f, const fb__report_run *run)
 static int table(FILE *f, fb__report_run *const *runs, size_t n)
 {
     fb__report_row *rows;
-    long nrows = fb__report_table(runs, n, &rows);
+    size_t total;
+    long nrows = fb__report_table(runs, n, &rows, &total);
     if (nrows < 0)
         return (int)nrows;
-    size_t total = 0;
-    for (long i = 0; i < nrows; i++)
-        total += rows[i].count;
     fprintf(f, "\nincidents by root cause (Llama 3 Table 5)\n"
                "  %-32s %-22s %6s %7s\n", "component", "category", "count",
             "share");

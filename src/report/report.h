@@ -176,9 +176,10 @@ typedef struct fb__report_row {
 } fb__report_row;
 
 /* Table 5 rows over the incidents of all runs, most frequent first;
- * *rows_out is malloc'd.  Returns the number of rows or -ENOMEM. */
+ * *rows_out is malloc'd, *total_out (may be NULL) the incident count.
+ * Returns the number of rows or -ENOMEM. */
 long fb__report_table(fb__report_run *const *runs, size_t n,
-                      fb__report_row **rows_out);
+                      fb__report_row **rows_out, size_t *total_out);
 
 typedef struct fb__report_suspect {
     char what[160];        /* "node gpu-07" or "rank 3" */

@@ -136,16 +136,22 @@ static void agent_db(const char *dir)
     sqlite3 *db;
     if (sqlite3_open(path, &db) != SQLITE_OK)
         exit(2);
-    sqlite3_exec(db, "CREATE TABLE gpu_sample(time REAL, gpu INTEGER, "
-                 "temp_c REAL, power_w REAL); BEGIN", NULL, NULL, NULL);
+    /* the columns of docs/agent.md that the report reads */
+    sqlite3_exec(db, "CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT);"
+                 "INSERT INTO meta VALUES('schema_version','1.0');"
+                 "CREATE TABLE gpu_samples(t REAL NOT NULL, gpu INTEGER NOT NULL,"
+                 " temp_c REAL, power_w REAL, sm_clock_mhz INTEGER); BEGIN",
+                 NULL, NULL, NULL);
     for (double t = 0; t <= 61; t += 0.5) {
         char sql[256];
         /* hotter while the step time is longer (t in 45..50) */
         double temp = 60 + (t > 45 && t < 50 ? 15 : 0) + 0.1 * t;
         double power = 500 - (t > 45 && t < 50 ? 80 : 0) + 0.5 * t;
-        snprintf(sql, sizeof sql, "INSERT INTO gpu_sample VALUES(%.3f, 0, "
-                 "%.2f, %.2f)", T0 + t, temp, power);
-        sqlite3_exec(db, sql, NULL, NULL, NULL);
+        for (int g = 0; g < 2; g++) {
+            snprintf(sql, sizeof sql, "INSERT INTO gpu_samples VALUES(%.3f, %d,"
+                     " %.2f, %.2f, 1980)", T0 + t, g, temp + g, power + 10 * g);
+            sqlite3_exec(db, sql, NULL, NULL, NULL);
+        }
     }
     sqlite3_exec(db, "COMMIT", NULL, NULL, NULL);
     sqlite3_close(db);

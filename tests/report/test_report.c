@@ -208,7 +208,9 @@ static void test_basic(const char *dir)
     EXPECT(ns == 4); /* node host-a, rank 1, node host-b, rank 0 */
     free(s);
     fb__report_row *rows;
-    long nr = fb__report_table(runs, 1, &rows);
+    size_t total;
+    long nr = fb__report_table(runs, 1, &rows, &total);
+    EXPECT(total == 5);
     EXPECT(nr == 5);
     free(rows);
     fb__report_free(run);

@@ -1,0 +1,97 @@
+#!/bin/bash
+# report_cli: `firebreak report` over generated journals: the breakdown adds
+# up, the categories match the causes, and text, JSON and HTML agree.
+set -eu
+FB=$1 GEN=$2
+D=$(mktemp -d)
+trap 'rm -rf "$D"' EXIT
+fail() { echo "report_cli: FAIL: $*" >&2; exit 1; }
+
+"$FB" report --help | grep -q "usage: firebreak report" || fail "--help"
+set +e
+"$FB" report >/dev/null 2>&1; [ $? = 2 ] || fail "no RUN_DIR should exit 2"
+"$FB" report --bogus "$D" >/dev/null 2>&1; [ $? = 2 ] || fail "bad option should exit 2"
+set -e
+
+"$GEN" agent "$D/a"
+"$FB" report "$D/a" --html "$D/a.html" >"$D/a.txt"
+"$FB" report "$D/a" --json >"$D/a.json"
+[ -s "$D/a.html" ] || fail "no HTML written"
+grep -q "effective training time 26.89%" "$D/a.txt" || fail "text ETTR"
+grep -q "HTML report: $D/a.html" "$D/a.txt" || fail "text names the HTML file"
+
+# JSON: last line, one object; parts add up; categories; agrees with text
+# and HTML.
+python3 - "$D/a.json" "$D/a.txt" "$D/a.html" <<'PY'
+import json, re, sys
+lines = open(sys.argv[1]).read().splitlines()
+j = json.loads(lines[-1])
+txt = open(sys.argv[2]).read()
+html = open(sys.argv[3]).read()
+def fail(m):
+    sys.exit("report_cli: FAIL: " + m)
+assert j["version"] == "1.0"
+parts = ["useful", "checkpoint", "lost", "detect", "restart", "restore"]
+s = sum(j["time_s"][p] for p in parts)
+if abs(s - j["wall_s"]) > 1e-6: fail("parts %r sum to %f, wall %f" % (j["time_s"], s, j["wall_s"]))
+if abs(j["wall_s"] - 61) > 1e-9: fail("wall %f" % j["wall_s"])
+if abs(j["ettr"] - 16.4 / 61) > 1e-9: fail("ettr %f" % j["ettr"])
+for a in j["runs"][0]["attempts"]:
+    if abs(sum(a["time_s"][p] for p in parts) - a["wall_s"]) > 1e-6: fail("attempt %d" % a["number"])
+want = [("Unplanned maintenance", "Host maintenance", "injected"),
+        ("Dependency", "Software bug", "signal"),
+        ("Unknown", "Collective watchdog timeout", "flight_recorder"),
+        ("GPU", "GPU HBM3 memory", "xid"),
+        ("Unknown", "Unknown", "none")]
+got = [(i["category"], i["component"], i["decided_by"]) for i in j["incidents"]]
+if got != want: fail("categories %r" % got)
+for k in ("kind", "category", "component", "rank", "step", "detect_ms", "lost_s", "evidence"):
+    if k not in j["incidents"][0]: fail("incident lacks " + k)
+if j["by_category"] != {"Unknown": 2, "Dependency": 1, "GPU": 1, "Unplanned maintenance": 1}:
+    fail("by_category %r" % j["by_category"])
+if j["incidents"][0]["lost_s"] != 3 or j["incidents"][2]["detect_ms"] != 10000:
+    fail("incident numbers")
+# text and HTML say the same seconds as the JSON
+labels = {"useful": "useful training", "checkpoint": "checkpoint stall",
+          "lost": "lost work (recomputed)", "detect": "detection",
+          "restart": "restart and start-up", "restore": "restore"}
+for p in parts:
+    m = re.search(r"^  %s +([0-9.]+) " % re.escape(labels[p]), txt, re.M)
+    if not m or abs(float(m.group(1)) - j["time_s"][p]) > 5e-4: fail("text %s" % p)
+    m = re.search(r'data-key="%s">([0-9.]+)<' % p, html)
+    if not m or abs(float(m.group(1)) - j["time_s"][p]) > 5e-4: fail("html %s" % p)
+if "%.2f%%" % (100 * j["ettr"]) not in html: fail("html ETTR")
+for i in j["incidents"]:
+    if i["evidence"].replace("'", "&#39;") not in html: fail("html evidence of %d" % i["id"])
+# self-contained: no scripts, no outside resources
+for bad in ("<script", "src=", "url(", "@import", "<link", "http://", "https://"):
+    if bad in html.replace('xmlns="http://www.w3.org/2000/svg"', ""): fail("html has " + bad)
+m = re.search(r"temperature <b>r = (-?[0-9.]+)</b>.*power <b>r = (-?[0-9.]+)</b>", html)
+if not m: fail("html states no correlation")
+if not (float(m.group(1)) < -0.5 and float(m.group(2)) > 0.5): fail("correlation %s" % m.group(0))
+for chart in ("timeline of attempts", "time breakdown", "step time per rank", "GPU temperature", "GPU power", "throughput"):
+    if 'aria-label="%s' % chart not in html: fail("html lacks chart " + chart)
+PY
+
+# A newer minor schema version with extra columns and tables is read.
+"$GEN" newminor "$D/n"
+"$FB" report "$D/n" --json | tail -n 1 | grep -q '"ettr":0.2688' || fail "newer minor version"
+
+# A run still going is reported up to its last record, and says so.
+"$GEN" running "$D/r"
+"$FB" report "$D/r" | grep -q "has not ended" || fail "unfinished run not flagged"
+
+# Several runs: aggregate and suspects across runs.
+"$GEN" basic "$D/b"
+"$FB" report "$D/a" "$D/b" >"$D/ab.txt"
+grep -q "^2 runs" "$D/ab.txt" || fail "aggregate text"
+"$FB" report "$D/a" "$D/b" --json --html "$D/ab.html" | tail -n 1 | python3 -c '
+import json, sys
+j = json.loads(sys.stdin.read())
+assert j["nruns"] == 2 and abs(j["wall_s"] - 122) < 1e-9, j["wall_s"]
+assert len(j["incidents"]) == 10
+s = {x["what"]: (x["failures"], x["runs"]) for x in j["suspects"]}
+assert s.get("rank 1") == (4, 2) and s.get("node host-b") == (4, 2), s
+' || fail "aggregate JSON"
+grep -q 'id="suspects"' "$D/ab.html" || fail "aggregate HTML suspects"
+echo "report_cli: ok"
