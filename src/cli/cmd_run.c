@@ -92,7 +92,10 @@ static void print_json(const fb__sup_result *r)
     fb__jsonw_kint(&w, "restarts", r->restarts);
     fb__jsonw_kdouble(&w, "wall_s", r->wall_s);
     fb__jsonw_kdouble(&w, "useful_s", r->useful_s);
-    fb__jsonw_kdouble(&w, "ettr", r->ettr);
+    if (r->ettr_known)
+        fb__jsonw_kdouble(&w, "ettr", r->ettr);
+    else
+        fb__jsonw_key(&w, "ettr"), fb__jsonw_null(&w);
     fb__jsonw_kint(&w, "last_step", r->last_step);
     fb__jsonw_kstr(&w, "reason", r->reason);
     fb__jsonw_key(&w, "incidents");

@@ -103,6 +103,7 @@ typedef struct sup {
     int stop_signal;                     /* SIGINT/SIGTERM received         */
     int64_t max_step;                    /* this attempt, over ranks        */
     double useful_s;                     /* all attempts so far             */
+    int any_attached;                    /* some rank attached, ever        */
     uint64_t last_status_ns;
     int status_on_tty;
 } sup;

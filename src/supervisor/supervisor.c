@@ -654,11 +654,16 @@ static void print_summary(sup *s)
         return;
     if (s->status_on_tty)
         fputs("\r\033[K", stderr);
+    char ettr[64];
+    if (res->ettr_known)
+        snprintf(ettr, sizeof ettr, "%.1f%%", 100.0 * res->ettr);
+    else
+        snprintf(ettr, sizeof ettr, "unknown (no rank attached to firebreak)");
     fprintf(stderr, "firebreak run: %s after %d attempt%s, %d restart%s, "
-            "%.1f s wall, effective training time %.1f%%\n",
+            "%.1f s wall, effective training time %s\n",
             res->completed ? "completed" : "did not complete", res->attempts,
             res->attempts == 1 ? "" : "s", res->restarts,
-            res->restarts == 1 ? "" : "s", res->wall_s, 100.0 * res->ettr);
+            res->restarts == 1 ? "" : "s", res->wall_s, ettr);
     if (!res->completed)
         fprintf(stderr, "firebreak run: %s\n", res->reason);
     fprintf(stderr, "firebreak run: run directory %s\n", res->run_dir);
@@ -833,6 +838,7 @@ out:
     res->wall_s = (double)(fb__now_ns() - s->run_start_ns) / 1e9;
     res->useful_s = s->useful_s;
     res->ettr = res->wall_s > 0 ? s->useful_s / res->wall_s : 0;
+    res->ettr_known = s->any_attached;
     res->last_step = s->max_step;
     if (s->j) {
         fb__journal_end_run(s->j, fb__wall_s(), rc ? "failed" : status,

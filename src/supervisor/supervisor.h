@@ -67,6 +67,7 @@ typedef struct fb__sup_result {
     int restarts;
     int attempts;
     double wall_s, useful_s, ettr;
+    int ettr_known;           /* 0 when no rank ever attached          */
     int64_t last_step;
     char run_dir[PATH_MAX];
     char reason[512];

@@ -158,6 +158,7 @@ static void try_attach(sup *s, int r)
         return;
     sup_rank *rk = &s->ranks[r];
     rk->seg = seg;
+    s->any_attached = 1;
     fb__seg_header *h = fb__seg_hdr(seg);
     if (rk->pid <= 0)
         rk->pid = h->pid;
@@ -350,7 +351,7 @@ void fb__sup_rank_ended(sup *s, int rank, int wstatus_known, int wstatus,
     f->detected_ns = fb__now_ns();
     f->occurred_ns = when_ns ? when_ns : f->detected_ns;
     f->step = -1;
-    snprintf(f->phase, sizeof f->phase, "init");
+    snprintf(f->phase, sizeof f->phase, "%s", h ? "init" : "unknown");
     if (h) {
         uint64_t done = atomic_load_explicit(&h->steps_done, memory_order_relaxed);
         f->step = done ? (int64_t)atomic_load_explicit(&h->step, memory_order_relaxed) : -1;
@@ -376,15 +377,24 @@ void fb__sup_rank_ended(sup *s, int rank, int wstatus_known, int wstatus,
     } else if (sig) {
         snprintf(f->kind, sizeof f->kind, "crash");
         f->signal = sig;
-        snprintf(f->detail, sizeof f->detail, "rank %d killed by signal %d (%s) "
-                 "at step %lld in phase %s", rank, sig, strsignal(sig),
-                 (long long)f->step, f->phase);
+        if (h)
+            snprintf(f->detail, sizeof f->detail, "rank %d killed by signal %d (%s) "
+                     "at step %lld in phase %s", rank, sig, strsignal(sig),
+                     (long long)f->step, f->phase);
+        else
+            snprintf(f->detail, sizeof f->detail, "rank %d killed by signal %d (%s); "
+                     "not attached to firebreak, so its step is unknown", rank, sig,
+                     strsignal(sig));
     } else if (has_code) {
         snprintf(f->kind, sizeof f->kind, "error_exit");
         f->has_exit_code = 1;
         f->exit_code = code;
-        snprintf(f->detail, sizeof f->detail, "rank %d exited with code %d at "
-                 "step %lld in phase %s", rank, code, (long long)f->step, f->phase);
+        if (h)
+            snprintf(f->detail, sizeof f->detail, "rank %d exited with code %d at "
+                     "step %lld in phase %s", rank, code, (long long)f->step, f->phase);
+        else
+            snprintf(f->detail, sizeof f->detail, "rank %d exited with code %d; "
+                     "not attached to firebreak, so its step is unknown", rank, code);
     } else {
         /* No exit record and no status: killed by SIGKILL or similar. */
         snprintf(f->kind, sizeof f->kind, "crash");
