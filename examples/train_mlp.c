@@ -25,6 +25,7 @@
  */
 #include <firebreak/firebreak.h>
 
+#include <errno.h>
 #include <math.h>
 #include <mpi.h>
 #include <stdint.h>
@@ -173,8 +174,11 @@ typedef struct {
 static void load_corpus(const char *path, corpus *c)
 {
     FILE *f = fopen(path, "rb");
-    if (!f)
-        die("cannot open --data %s", path);
+    if (!f) {
+        char msg[4200];
+        snprintf(msg, sizeof msg, "%s: %s", path, strerror(errno));
+        die("cannot open --data %s", msg);
+    }
     c->tok = malloc(MAX_TEXT_BYTES);
     if (!c->tok)
         die("%s", "out of memory");

@@ -3,7 +3,7 @@
 mlp=$1 mpirun=$2
 . "$(dirname "$0")/lib.sh" "$3"
 
-opts=(--steps 60 --hidden 64 --batch 32 --log-every 20 --lr 0.01)
+opts=(--steps 60 --hidden 32 --batch 16 --log-every 20 --lr 0.01)
 for i in 1 2; do
     timeout -k 5 60 "$mpirun" -np 2 "$mlp" "${opts[@]}" >"$T/run$i.log" 2>&1 ||
         fail "run $i exited $?: $(tail -n 5 "$T/run$i.log")"
