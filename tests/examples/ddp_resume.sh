@@ -18,13 +18,7 @@ run_pair() { # STEPS LOGTAG [extra args]: both ranks, sets $codes
             >"$T/$tag.rank-$r.log" 2>&1 &
         pids+=($!)
     done
-    codes=""
-    for r in 0 1; do
-        wait "${pids[$r]}"
-        codes="$codes $?"
-    done
-    pids=()
-    codes=${codes# }
+    wait_all
 }
 
 run_pair 40 first

@@ -28,3 +28,16 @@ fail() {
 hash_of() {
     sed -n 's/^final_hash=\([0-9a-f]\{16\}\)$/\1/p' "$1" | tail -n 1
 }
+
+# wait_all: wait for every pid in $pids, in order; sets $codes to their exit
+# codes separated by spaces and empties $pids.
+wait_all() {
+    local p
+    codes=""
+    for p in "${pids[@]}"; do
+        wait "$p"
+        codes="$codes $?"
+    done
+    pids=()
+    codes=${codes# }
+}

@@ -8,7 +8,6 @@ toy=$1
 
 run_ranks() { # DIR LOGTAG [INJECT]: start both ranks, wait; sets $codes
     local dir=$1 tag=$2 inject=${3:-} r
-    codes=""
     pids=()
     for r in 0 1; do
         RANK=$r WORLD_SIZE=2 LOCAL_RANK=$r FIREBREAK_INJECT=$inject \
@@ -16,12 +15,7 @@ run_ranks() { # DIR LOGTAG [INJECT]: start both ranks, wait; sets $codes
             --run-dir "$dir" >"$dir/$tag.rank-$r.log" 2>&1 &
         pids+=($!)
     done
-    for r in 0 1; do
-        wait "${pids[$r]}"
-        codes="$codes $?"
-    done
-    pids=()
-    codes=${codes# }
+    wait_all
 }
 
 mkdir -p "$T/ref" "$T/faulty"
