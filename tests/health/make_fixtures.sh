@@ -58,7 +58,7 @@ healthy() {
     echo coretemp > "$d/sys/class/hwmon/hwmon0/name"
     echo 52000 > "$d/sys/class/hwmon/hwmon0/temp1_input"
     echo power_meter > "$d/sys/class/hwmon/hwmon1/name"
-    echo 1850000000 > "$d/sys/class/hwmon/hwmon1/power1_average"
+    echo 5200000000 > "$d/sys/class/hwmon/hwmon1/power1_average"
     for z in 0 1; do
         local p="$d/sys/class/powercap/intel-rapl:$z"
         mkdir -p "$p"

@@ -1,0 +1,197 @@
+/*
+ * http.c -- the agent's HTTP side through libmicrohttpd: GET /metrics (the
+ * exposition text the sampler prepared) and GET / (a short page).  Nothing
+ * else: other methods 405, other paths 404, no path reaches the
+ * filesystem, requests are bounded by the connection memory limit, and the
+ * listener binds loopback unless told otherwise.  Without libmicrohttpd
+ * (FB_HAVE_MHD unset) this file compiles to a stub that says so.
+ */
+#include "agent/agent.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef FB_HAVE_MHD
+#include <arpa/inet.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <stdatomic.h>
+#include <sys/socket.h>
+
+#include "common/util.h"
+
+#define REQUEST_MEMORY_LIMIT 8192 /* bytes per connection, headers included */
+#define MAX_CONNECTIONS 64
+
+struct fb__http {
+    struct MHD_Daemon *d;
+    char *(*get)(void *, size_t *);
+    void *ctx;
+    _Atomic uint64_t requests;
+};
+
+static const char index_html[] =
+    "<!doctype html><html><head><title>firebreak agent</title></head>"
+    "<body><h1>firebreak agent</h1><p>Prometheus metrics: "
+    "<a href=\"/metrics\">/metrics</a></p></body></html>\n";
+
+static enum MHD_Result reply(struct MHD_Connection *c, unsigned status,
+                             const char *type, void *body, size_t len,
+                             enum MHD_ResponseMemoryMode mode)
+{
+    struct MHD_Response *r = MHD_create_response_from_buffer(len, body, mode);
+    if (!r)
+        return MHD_NO;
+    MHD_add_response_header(r, "Content-Type", type);
+    if (status == MHD_HTTP_METHOD_NOT_ALLOWED)
+        MHD_add_response_header(r, "Allow", "GET, HEAD");
+    enum MHD_Result ret = MHD_queue_response(c, status, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+static enum MHD_Result handle(void *cls, struct MHD_Connection *c,
+                              const char *url, const char *method,
+                              const char *version, const char *upload_data,
+                              size_t *upload_size, void **con_cls)
+{
+    fb__http *h = cls;
+    static int first;
+    (void)version;
+    (void)upload_data;
+    if (*con_cls == NULL) { /* headers only so far: answer on the next call */
+        *con_cls = &first;
+        return MHD_YES;
+    }
+    if (*upload_size) { /* a body: not accepted, drop it */
+        *upload_size = 0;
+        return MHD_YES;
+    }
+    atomic_fetch_add_explicit(&h->requests, 1, memory_order_relaxed);
+    static char not_allowed[] = "method not allowed\n";
+    static char not_found[] = "not found: try /metrics\n";
+    if (strcmp(method, "GET") && strcmp(method, "HEAD"))
+        return reply(c, MHD_HTTP_METHOD_NOT_ALLOWED, "text/plain", not_allowed,
+                     sizeof not_allowed - 1, MHD_RESPMEM_PERSISTENT);
+    if (!strcmp(url, "/metrics")) {
+        size_t len = 0;
+        char *text = h->get(h->ctx, &len);
+        if (!text)
+            return MHD_NO;
+        return reply(c, MHD_HTTP_OK, "text/plain; version=0.0.4; charset=utf-8",
+                     text, len, MHD_RESPMEM_MUST_FREE);
+    }
+    if (!strcmp(url, "/"))
+        return reply(c, MHD_HTTP_OK, "text/html; charset=utf-8",
+                     (void *)index_html, sizeof index_html - 1,
+                     MHD_RESPMEM_PERSISTENT);
+    return reply(c, MHD_HTTP_NOT_FOUND, "text/plain", not_found,
+                 sizeof not_found - 1, MHD_RESPMEM_PERSISTENT);
+}
+
+int fb__http_start(fb__http **out, const char *listen,
+                   char *(*get_metrics)(void *ctx, size_t *len), void *ctx,
+                   int *port, char *err, size_t err_size)
+{
+    char host[64];
+    long long p;
+    const char *colon = strrchr(listen, ':');
+    *out = NULL;
+    if (!colon || (size_t)(colon - listen) >= sizeof host ||
+        fb__parse_int(colon + 1, 0, 65535, &p)) {
+        snprintf(err, err_size, "--listen '%s': want ADDRESS:PORT, e.g. "
+                 "127.0.0.1:9400 (IPv4)", listen);
+        return -EINVAL;
+    }
+    memcpy(host, listen, (size_t)(colon - listen));
+    host[colon - listen] = '\0';
+    struct sockaddr_in sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons((uint16_t)p);
+    if (!*host)
+        snprintf(host, sizeof host, "127.0.0.1");
+    if (inet_pton(AF_INET, host, &sa.sin_addr) != 1) {
+        snprintf(err, err_size, "--listen '%s': '%s' is not an IPv4 address",
+                 listen, host);
+        return -EINVAL;
+    }
+    fb__http *h = calloc(1, sizeof *h);
+    if (!h)
+        return -ENOMEM;
+    h->get = get_metrics;
+    h->ctx = ctx;
+    h->d = MHD_start_daemon(
+        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG, (uint16_t)p, NULL,
+        NULL, handle, h, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)REQUEST_MEMORY_LIMIT,
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned)MAX_CONNECTIONS,
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)10, MHD_OPTION_END);
+    if (!h->d) {
+        snprintf(err, err_size, "cannot listen on %s (address in use, or not "
+                 "an address of this host?)", listen);
+        free(h);
+        return -EADDRINUSE;
+    }
+    const union MHD_DaemonInfo *info =
+        MHD_get_daemon_info(h->d, MHD_DAEMON_INFO_BIND_PORT);
+    *port = info ? (int)info->port : (int)p;
+    *out = h;
+    return 0;
+}
+
+void fb__http_stop(fb__http *h)
+{
+    if (!h)
+        return;
+    MHD_stop_daemon(h->d);
+    free(h);
+}
+
+uint64_t fb__http_requests(const fb__http *h)
+{
+    return h ? atomic_load_explicit(&((fb__http *)h)->requests,
+                                    memory_order_relaxed) : 0;
+}
+
+int fb__http_available(void)
+{
+    return 1;
+}
+
+#else /* no libmicrohttpd */
+
+int fb__http_start(fb__http **out, const char *listen,
+                   char *(*get_metrics)(void *ctx, size_t *len), void *ctx,
+                   int *port, char *err, size_t err_size)
+{
+    (void)listen;
+    (void)get_metrics;
+    (void)ctx;
+    *out = NULL;
+    *port = 0;
+    snprintf(err, err_size, "built without libmicrohttpd: /metrics is not "
+             "available (install libmicrohttpd-dev and rebuild, or run with "
+             "--listen none to only record samples)");
+    return -ENOTSUP;
+}
+
+void fb__http_stop(fb__http *h)
+{
+    (void)h;
+}
+
+uint64_t fb__http_requests(const fb__http *h)
+{
+    (void)h;
+    return 0;
+}
+
+int fb__http_available(void)
+{
+    return 0;
+}
+
+#endif

@@ -1,0 +1,93 @@
+/*
+ * metrics.c -- writing the Prometheus text exposition format (0.0.4):
+ * "# HELP", "# TYPE" once per family, then its samples, label values
+ * escaped.  Non-finite values are written as NaN / +Inf / -Inf.
+ */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agent/agent.h"
+
+static void put(fb__prom *p, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static void put(fb__prom *p, const char *fmt, ...)
+{
+    if (p->oom)
+        return;
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        size_t room = p->cap - p->len;
+        int n = vsnprintf(p->buf ? p->buf + p->len : NULL, room, fmt, ap);
+        va_end(ap);
+        if (n < 0) {
+            p->oom = 1;
+            return;
+        }
+        if ((size_t)n < room) {
+            p->len += (size_t)n;
+            return;
+        }
+        size_t cap = p->cap ? p->cap * 2 : 16384;
+        while (cap - p->len <= (size_t)n)
+            cap *= 2;
+        char *b = realloc(p->buf, cap);
+        if (!b) {
+            p->oom = 1;
+            return;
+        }
+        p->buf = b;
+        p->cap = cap;
+    }
+}
+
+void fb__prom_family(fb__prom *p, const char *name, const char *type,
+                     const char *help)
+{
+    put(p, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+void fb__prom_sample(fb__prom *p, const char *name, const char *labels,
+                     double value)
+{
+    const char *open = labels && *labels ? "{" : "";
+    const char *close = labels && *labels ? "}" : "";
+    if (isnan(value))
+        put(p, "%s%s%s%s NaN\n", name, open, labels ? labels : "", close);
+    else if (isinf(value))
+        put(p, "%s%s%s%s %sInf\n", name, open, labels ? labels : "", close,
+            value > 0 ? "+" : "-");
+    else if (value == floor(value) && fabs(value) < 1e15)
+        put(p, "%s%s%s%s %.0f\n", name, open, labels ? labels : "", close,
+            value);
+    else
+        put(p, "%s%s%s%s %.9g\n", name, open, labels ? labels : "", close,
+            value);
+}
+
+void fb__prom_escape(char *out, size_t size, const char *in)
+{
+    size_t o = 0;
+    for (; *in && o + 3 < size; in++) {
+        if (*in == '\\' || *in == '"') {
+            out[o++] = '\\';
+            out[o++] = *in;
+        } else if (*in == '\n') {
+            out[o++] = '\\';
+            out[o++] = 'n';
+        } else {
+            out[o++] = *in;
+        }
+    }
+    out[o] = '\0';
+}
+
+void fb__prom_free(fb__prom *p)
+{
+    free(p->buf);
+    memset(p, 0, sizeof *p);
+}

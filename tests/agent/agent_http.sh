@@ -1,0 +1,99 @@
+#!/bin/bash
+# agent_http.sh FIREBREAK NVML_DOUBLE FIXTURES -- the agent's /metrics over
+# real HTTP: dcgm-exporter names and labels for 8 (double) GPUs, firebreak_*
+# metrics, promtool's verdict, and the HTTP surface: only GET /metrics and
+# /, bounded requests, no path reaching the filesystem, loopback default.
+set -u
+fb=$1 double=$2 fx=$3
+tmp=$(mktemp -d)
+pid=
+cleanup() {
+    [ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
+    rm -rf "$tmp"
+}
+trap cleanup EXIT
+fails=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+export FIREBREAK_NVML_LIB=$double FIREBREAK_NVML_SCENARIO=$fx/thermal-slowdown/nvml.txt
+
+"$fb" agent --root "$fx/healthy" --listen 127.0.0.1:0 --port-file "$tmp/port" \
+    --interval 100ms --db "$tmp/agent.sqlite" 2>"$tmp/err" &
+pid=$!
+for _ in $(seq 100); do [ -s "$tmp/port" ] && break; sleep 0.05; done
+[ -s "$tmp/port" ] || { fail "agent did not write its port"; cat "$tmp/err"; exit 1; }
+port=$(cat "$tmp/port")
+url=http://127.0.0.1:$port
+
+code=$(curl -s -o "$tmp/m" -w '%{http_code} %{content_type}' "$url/metrics")
+[ "$code" = "200 text/plain; version=0.0.4; charset=utf-8" ] || fail "/metrics: $code"
+n=$(grep -c '^DCGM_FI_DEV_GPU_TEMP{gpu="[0-7]",UUID="GPU-[^"]*",pci_bus_id="00000000:[0-9A-F]*:00.0",device="nvidia[0-7]",modelName="NVIDIA H100 80GB HBM3",Hostname="[^"]*"} ' "$tmp/m")
+[ "$n" = 8 ] || fail "expected 8 DCGM_FI_DEV_GPU_TEMP samples with dcgm-exporter labels, got $n"
+grep -q '^DCGM_FI_DEV_GPU_TEMP{gpu="6",.*} 93$' "$tmp/m" || fail "GPU 6 temperature"
+for m in DCGM_FI_DEV_POWER_USAGE DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION DCGM_FI_DEV_SM_CLOCK \
+         DCGM_FI_DEV_MEM_CLOCK DCGM_FI_DEV_GPU_UTIL DCGM_FI_DEV_XID_ERRORS \
+         DCGM_FI_DEV_PCIE_REPLAY_COUNTER DCGM_FI_DEV_ROW_REMAP_FAILURE \
+         firebreak_agent_up firebreak_agent_info firebreak_node_power_watts \
+         firebreak_host_temperature_celsius firebreak_host_power_watts \
+         firebreak_host_energy_joules_total; do
+    grep -q "^$m[{ ]" "$tmp/m" || fail "missing $m"
+done
+grep -q '^firebreak_gpu_thermal_slowdown{gpu="6",.*} 1$' "$tmp/m" || fail "thermal slowdown flag for GPU 6"
+grep -q '^firebreak_gpu_thermal_slowdown{gpu="0",.*} 0$' "$tmp/m" || fail "no thermal flag for GPU 0"
+grep -q '^firebreak_node_power_watts 5200$' "$tmp/m" || fail "node power from the power meter"
+
+# promtool: no parse errors; the only lint notes are dcgm-exporter's own
+# naming (camelCase labels, counters without _total), kept for its
+# dashboards; the firebreak_* families lint clean.
+promtool check metrics < "$tmp/m" > "$tmp/lint" 2>&1; rc=$?
+[ $rc = 0 ] || [ $rc = 3 ] || fail "promtool check metrics: exit $rc (parse error): $(head -3 "$tmp/lint")"
+if grep -v '^DCGM_FI_DEV_[A-Z_]* \(label names should be written in .snake_case. not .camelCase.\|counter metrics should have "_total" suffix\|metric name should not include type .counter.\)$' "$tmp/lint" | grep -q .; then
+    fail "promtool lint beyond dcgm naming:"; grep -v '^DCGM' "$tmp/lint" | head
+fi
+awk '/^# (HELP|TYPE) DCGM_/ {next} /^DCGM_/ {next} {print}' "$tmp/m" | promtool check metrics \
+    || fail "firebreak_* metrics do not lint clean"
+
+# the HTTP surface
+[ "$(curl -s -o "$tmp/idx" -w '%{http_code}' "$url/")" = 200 ] && grep -q '/metrics' "$tmp/idx" || fail "/ page"
+[ "$(curl -s -o /dev/null -w '%{http_code}' "$url/nope")" = 404 ] || fail "unknown path not 404"
+[ "$(curl -s -o /dev/null -w '%{http_code}' --path-as-is "$url/../../etc/passwd")" = 404 ] || fail "traversal not 404"
+[ "$(curl -s -o /dev/null -w '%{http_code}' "$url/metrics?x=1")" = 200 ] || fail "query string on /metrics"
+[ "$(curl -s -o /dev/null -w '%{http_code}' -X POST -d 'x=1' "$url/metrics")" = 405 ] || fail "POST not 405"
+[ "$(curl -s -o /dev/null -w '%{http_code}' -X DELETE "$url/metrics")" = 405 ] || fail "DELETE not 405"
+big=$(head -c 20000 /dev/zero | tr '\0' a)
+code=$(curl -s -o /dev/null -w '%{http_code}' -H "X-Big: $big" "$url/metrics")
+case "$code" in 200) fail "a 20 kB header was accepted" ;; esac
+# still serving after all that
+[ "$(curl -s -o /dev/null -w '%{http_code}' "$url/metrics")" = 200 ] || fail "agent stopped serving"
+# many sequential scrapes: samples keep coming, the counter moves
+s1=$(curl -s "$url/metrics" | awk '/^firebreak_agent_samples_total/ {print $2}')
+sleep 0.5
+s2=$(curl -s "$url/metrics" | awk '/^firebreak_agent_samples_total/ {print $2}')
+[ "${s2:-0}" -gt "${s1:-0}" ] || fail "samples_total did not grow ($s1 -> $s2)"
+
+# loopback only by default: the listening socket is on 127.0.0.1
+ss -ltn 2>/dev/null | grep -q "127.0.0.1:$port " || fail "not listening on loopback"
+
+# SIGTERM: clean exit 0, events and samples in the database
+kill -TERM $pid; wait $pid; rc=$?; pid=
+[ $rc = 0 ] || fail "agent exit $rc after SIGTERM"
+grep -q "thermal_slowdown gpu6: thermal slowdown began" "$tmp/err" || fail "thermal event line on stderr"
+[ "$(sqlite3 "$tmp/agent.sqlite" "select value from meta where key='schema_version'")" = 1.0 ] || fail "schema_version"
+[ "$(sqlite3 "$tmp/agent.sqlite" "select count(*) from events where kind='thermal_slowdown' and subject='gpu6'")" = 1 ] || fail "thermal event in the database"
+sqlite3 "$tmp/agent.sqlite" "select evidence from events where kind='thermal_slowdown'" | jq -e '.temp_c == 93 and .clock_event_reasons == 96' >/dev/null || fail "thermal evidence"
+[ "$(sqlite3 "$tmp/agent.sqlite" "select count(distinct gpu) from gpu_samples")" = 8 ] || fail "gpu samples"
+[ "$(sqlite3 "$tmp/agent.sqlite" "select count(*) > 0 from host_samples where kind='node_power_w' and value = 5200")" = 1 ] || fail "node power samples"
+
+# a taken port is an error that names the address; bad --listen is usage
+"$fb" agent --root "$fx/healthy" --listen "127.0.0.1:$port" --duration 1s --quiet 2>/dev/null &
+p2=$!
+sleep 0.3
+"$fb" agent --root "$fx/healthy" --listen "127.0.0.1:$port" --duration 1s 2>"$tmp/err2"; rc=$?
+wait $p2
+[ $rc != 0 ] && grep -q "127.0.0.1:$port" "$tmp/err2" || fail "port in use: exit $rc"
+"$fb" agent --listen nonsense --duration 1s 2>"$tmp/err3"; rc=$?
+[ $rc != 0 ] && grep -q "nonsense" "$tmp/err3" || fail "bad --listen: exit $rc"
+"$fb" agent --interval 0 2>/dev/null; [ $? = 2 ] || fail "--interval 0 accepted"
+"$fb" agent --help | grep -q -- "--listen" || fail "--help"
+
+[ $fails = 0 ] && echo "agent http: all passed"
+exit $((fails > 0))

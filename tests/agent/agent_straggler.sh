@@ -1,0 +1,74 @@
+#!/bin/bash
+# agent_straggler.sh FIREBREAK FAKE_RANK NVML_DOUBLE FIXTURES -- four ranks
+# attach through the supervisor's environment; fault injection makes rank 2
+# four times slower from step 5.  The agent, given the run directory, must
+# flag rank 2 (and only rank 2) as a straggler with its evidence, in its
+# database and on /metrics.
+set -u
+fb=$1 rank_bin=$2 double=$3 fx=$4
+tmp=$(mktemp -d)
+job=agtest-$$-$RANDOM
+pids=()
+cleanup() {
+    for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
+    for p in "${pids[@]}"; do wait "$p" 2>/dev/null; done
+    rm -f /dev/shm/fb."$job".*
+    rm -rf "$tmp"
+}
+trap cleanup EXIT
+fails=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+
+run=$tmp/run
+mkdir -p "$run"
+echo "$job" > "$run/job"
+for r in 0 1 2 3; do
+    FIREBREAK_JOB_ID=$job FIREBREAK_RANK=$r FIREBREAK_WORLD_SIZE=4 \
+    FIREBREAK_RUN_DIR=$run FIREBREAK_SUPERVISOR_PID=$$ \
+    FIREBREAK_INJECT="slow:rank=2,step=5,factor=4" \
+        "$rank_bin" 0 40 &
+    pids+=($!)
+done
+
+export FIREBREAK_NVML_LIB=$double FIREBREAK_NVML_SCENARIO=$fx/healthy/nvml.txt
+"$fb" agent --run "$run" --root "$fx/healthy" --listen none --interval 100ms \
+    --duration 3s 2>"$tmp/err"
+rc=$?
+[ $rc = 0 ] || fail "agent exit $rc: $(cat "$tmp/err")"
+# while the ranks still run: their metrics
+"$fb" agent --run "$run" --db "$tmp/once.sqlite" --root "$fx/healthy" --once --quiet > "$tmp/m"
+db=$run/agent.sqlite
+[ -f "$db" ] || { fail "no $db"; exit 1; }
+[ ! -e "$run/journal.sqlite" ] || fail "the agent must not write journal.sqlite"
+
+q() { sqlite3 "$db" "$1"; }
+[ "$(q "select count(*) from events where kind='straggler' and subject='rank2'")" = 1 ] ||
+    fail "rank 2 not flagged once: $(q "select kind, subject, detail from events")"
+[ "$(q "select count(*) from events where kind='straggler' and subject<>'rank2'")" = 0 ] ||
+    fail "another rank flagged: $(q "select subject from events where kind='straggler'")"
+q "select evidence from events where kind='straggler'" |
+    jq -e '.rank == 2 and .ratio > 1.5 and .step >= 5 and .others_median_s > 0.03 and .others_median_s < 0.1 and .samples_over >= 3' >/dev/null ||
+    fail "straggler evidence: $(q "select evidence from events where kind='straggler'")"
+grep -q "straggler rank2: rank 2 is a straggler" "$tmp/err" || fail "no straggler line on stderr"
+[ "$(q "select count(distinct rank) from rank_samples")" = 4 ] || fail "rank samples for 4 ranks"
+[ "$(q "select max(straggler) from rank_samples where rank=2")" = 1 ] || fail "rank 2 samples not marked"
+[ "$(q "select max(steps_done) > 10 from rank_samples where rank=0")" = 1 ] || fail "rank 0 progress"
+
+grep -q '^firebreak_run_ranks{job_id="'"$job"'"} 4$' "$tmp/m" || fail "firebreak_run_ranks"
+grep -q '^firebreak_run_restarts{job_id="'"$job"'"} 0$' "$tmp/m" || fail "firebreak_run_restarts"
+s0=$(awk -F' ' '/^firebreak_rank_step_seconds\{.*rank="0"\}/ {print $2}' "$tmp/m")
+s2=$(awk -F' ' '/^firebreak_rank_step_seconds\{.*rank="2"\}/ {print $2}' "$tmp/m")
+awk -v a="$s2" -v b="$s0" 'BEGIN { exit !(a > 2 * b && b > 0) }' || fail "step seconds rank2 $s2 vs rank0 $s0"
+grep -q '^firebreak_rank_steps_total{job_id="'"$job"'",rank="3"} [1-9]' "$tmp/m" || fail "steps_total"
+
+# a restart: the agent follows the highest attempt present
+FIREBREAK_JOB_ID=$job FIREBREAK_RANK=0 FIREBREAK_WORLD_SIZE=1 FIREBREAK_ATTEMPT=1 \
+FIREBREAK_RUN_DIR=$run FIREBREAK_SUPERVISOR_PID=$$ "$rank_bin" 0 40 &
+pids+=($!)
+for _ in $(seq 50); do [ -e "/dev/shm/fb.$job.1.0" ] && break; sleep 0.05; done
+"$fb" agent --run "$run" --db "$tmp/once2.sqlite" --root "$fx/healthy" --once --quiet > "$tmp/m2"
+grep -q '^firebreak_run_restarts{job_id="'"$job"'"} 1$' "$tmp/m2" || fail "restart not followed"
+grep -q '^firebreak_run_ranks{job_id="'"$job"'"} 1$' "$tmp/m2" || fail "old attempt's ranks still counted"
+
+[ $fails = 0 ] && echo "agent straggler: all passed"
+exit $((fails > 0))

@@ -1,0 +1,128 @@
+/*
+ * test_agent_detect.c -- the agent's pure detectors: stragglers (median of
+ * the others, consecutive samples, hysteresis, ranks not judged) and node
+ * power swings; Prometheus label escaping and number formatting.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "agent/agent.h"
+#include "lib/segment.h"
+
+static int failures;
+
+#define CHECK(cond)                                                       \
+    do {                                                                  \
+        if (!(cond)) {                                                    \
+            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__,        \
+                    __LINE__, #cond);                                     \
+            failures++;                                                   \
+        }                                                                 \
+    } while (0)
+
+static int began[8], ended[8];
+
+static void emit(void *ctx, const fb__rank_sample *r, int begin)
+{
+    (void)ctx;
+    if (begin)
+        began[r->rank]++;
+    else
+        ended[r->rank]++;
+}
+
+static void set(fb__rank_sample *r, int n, const double *ewma)
+{
+    for (int i = 0; i < n; i++) {
+        r[i].rank = i;
+        r[i].steps_done = 10;
+        r[i].step_ewma_s = ewma[i];
+    }
+}
+
+static void test_stragglers(void)
+{
+    fb__rank_sample r[4];
+    memset(r, 0, sizeof r);
+    double even[4] = {0.1, 0.1, 0.11, 0.1};
+    double slow[4] = {0.1, 0.1, 0.4, 0.1};
+    set(r, 4, even);
+    fb__agent_stragglers(r, 4, 1.5, 3, emit, NULL);
+    CHECK(began[2] == 0 && !r[2].straggler);
+    set(r, 4, slow);
+    fb__agent_stragglers(r, 4, 1.5, 3, emit, NULL);
+    fb__agent_stragglers(r, 4, 1.5, 3, emit, NULL);
+    CHECK(began[2] == 0); /* two samples: not yet */
+    fb__agent_stragglers(r, 4, 1.5, 3, emit, NULL);
+    CHECK(began[2] == 1 && r[2].straggler && r[2].median_s > 0.099 &&
+          r[2].median_s < 0.101);
+    CHECK(began[0] + began[1] + began[3] == 0); /* the others are fine */
+    fb__agent_stragglers(r, 4, 1.5, 3, emit, NULL);
+    CHECK(began[2] == 1); /* reported once */
+    double between[4] = {0.1, 0.1, 0.14, 0.1}; /* under 1.5x, above 1.25x */
+    set(r, 4, between);
+    fb__agent_stragglers(r, 4, 1.5, 3, emit, NULL);
+    CHECK(ended[2] == 0 && r[2].straggler);
+    set(r, 4, even);
+    fb__agent_stragglers(r, 4, 1.5, 3, emit, NULL);
+    CHECK(ended[2] == 1 && !r[2].straggler);
+    /* a rank that ended or has too few steps is not judged */
+    set(r, 4, slow);
+    r[2].end_kind = FB_END_EXIT;
+    for (int i = 0; i < 5; i++)
+        fb__agent_stragglers(r, 4, 1.5, 3, emit, NULL);
+    CHECK(began[2] == 1);
+    r[2].end_kind = FB_END_NONE;
+    r[2].steps_done = 2;
+    for (int i = 0; i < 5; i++)
+        fb__agent_stragglers(r, 4, 1.5, 3, emit, NULL);
+    CHECK(began[2] == 1);
+    /* one rank alone has nobody to be slower than */
+    fb__rank_sample one[1];
+    memset(one, 0, sizeof one);
+    set(one, 1, slow + 2);
+    for (int i = 0; i < 5; i++)
+        fb__agent_stragglers(one, 1, 1.5, 3, emit, NULL);
+    CHECK(!one[0].straggler);
+}
+
+static void test_swing(void)
+{
+    CHECK(fb__agent_power_swing(5600, 1200, 0.3, 500) == 1);
+    CHECK(fb__agent_power_swing(1200, 5600, 0.3, 500) == 1);
+    CHECK(fb__agent_power_swing(5600, 5200, 0.3, 500) == 0);
+    CHECK(fb__agent_power_swing(800, 300, 0.3, 500) == 1);
+    CHECK(fb__agent_power_swing(800, 400, 0.3, 500) == 0); /* under 500 W */
+    CHECK(fb__agent_power_swing(0, 5000, 0.3, 500) == 0);  /* no baseline */
+}
+
+static void test_prom(void)
+{
+    char out[64];
+    fb__prom p = {0};
+    fb__prom_escape(out, sizeof out, "a\"b\\c\nd");
+    CHECK(!strcmp(out, "a\\\"b\\\\c\\nd"));
+    fb__prom_escape(out, 8, "0123456789");
+    CHECK(strlen(out) < 8);
+    fb__prom_family(&p, "x_seconds", "gauge", "help");
+    fb__prom_sample(&p, "x_seconds", "", 1.5);
+    fb__prom_sample(&p, "x_seconds", "a=\"1\"", 42);
+    fb__prom_sample(&p, "x_seconds", "", NAN);
+    CHECK(p.buf && !strcmp(p.buf, "# HELP x_seconds help\n# TYPE x_seconds gauge\n"
+                                   "x_seconds 1.5\nx_seconds{a=\"1\"} 42\n"
+                                   "x_seconds NaN\n"));
+    fb__prom_free(&p);
+}
+
+int main(void)
+{
+    test_stragglers();
+    test_swing();
+    test_prom();
+    if (failures)
+        fprintf(stderr, "%d checks failed\n", failures);
+    else
+        printf("agent detectors: all checks passed\n");
+    return failures ? 1 : 0;
+}
