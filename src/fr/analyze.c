@@ -59,6 +59,7 @@ struct fb__fr_result {
     int *culprits;
     int nculprits;
     int nranks;            /* ranks with evidence */
+    uint64_t events;       /* entries read */
     int world;
     char summary[1024];
 };
@@ -684,7 +685,8 @@ static int buckets(ctx *c)
                 continue;
             bucket *b = &c->b[e->group][e->seq - c->bbase[e->group]];
             vc_add(b->op, e->op);
-            vc_add(b->sz, cmp_size(e));
+            if (!(e->flags & FR_ENT_VARIABLE))
+                vc_add(b->sz, cmp_size(e));
             vc_add(b->dt, e->dtype);
             if (b->n == 0) {
                 b->t_all = 1;
@@ -736,6 +738,7 @@ static void mismatches(ctx *c)
             /* own size rule */
             int gsz = c->gsize[g];
             if (gsz > 0 && e->in_numel >= 0 && e->out_numel >= 0 &&
+                !(e->flags & FR_ENT_VARIABLE) &&
                 ((e->op == FB_OP_ALLGATHER && e->out_numel != e->in_numel * gsz) ||
                  (e->op == FB_OP_REDUCE_SCATTER && e->in_numel != e->out_numel * gsz))) {
                 tuple_add(c, K_SIZE, g, e->seq, r->rank, e->op);
@@ -749,7 +752,7 @@ static void mismatches(ctx *c)
                 continue;
             }
             if (vc_distinct(b->sz) && cmp_size(e) != vc_major(b->sz) &&
-                e->in_numel >= 0) {
+                e->in_numel >= 0 && !(e->flags & FR_ENT_VARIABLE)) {
                 tuple_add(c, K_SIZE, g, e->seq, r->rank, e->op);
                 continue;
             }
@@ -1317,6 +1320,7 @@ int fb__fr_analyze_paths_opt(const char *const *paths, int npaths,
     int rc = analyze(res);
     /* entries are no longer needed: keep the result small */
     for (size_t i = 0; i < res->m.nranks; i++) {
+        res->events += res->m.ranks[i].n;
         free(res->m.ranks[i].ents);
         res->m.ranks[i].ents = NULL;
         res->m.ranks[i].n = res->m.ranks[i].cap = 0;
@@ -1368,6 +1372,7 @@ int fb__fr_result_json(const fb__fr_result *r, fb__jsonw *w)
     fb__jsonw_arr_end(w);
     fb__jsonw_kint(w, "ranks", r->nranks);
     fb__jsonw_kint(w, "world_size", r->world);
+    fb__jsonw_kuint(w, "events", r->events);
     fb__jsonw_key(w, "findings");
     fb__jsonw_arr_begin(w);
     for (size_t i = 0; i < r->nf; i++) {

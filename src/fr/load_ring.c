@@ -162,7 +162,8 @@ int fr_load_ring(fr_model *m, const char *path, char *err, size_t errsz)
             .state = e.state == FB__FR_COMPLETED ? FR_DONE
                      : e.state == FB__FR_STARTED ? FR_PENDING_STARTED
                                                  : FR_PENDING_SCHEDULED,
-            .flags = (e.flags & FB__FR_F_P2P) ? FR_ENT_P2P : 0,
+            .flags = ((e.flags & FB__FR_F_P2P) ? FR_ENT_P2P : 0) |
+                     ((e.flags & FB__FR_F_VARIABLE) ? FR_ENT_VARIABLE : 0),
         };
         if (e.flags & FB__FR_F_ANY_SOURCE)
             x.peer = -1;

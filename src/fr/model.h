@@ -15,6 +15,7 @@
 enum { FR_SRC_RING = 1, FR_SRC_TORCH_JSON = 2, FR_SRC_TORCH_PICKLE = 3 };
 enum { FR_PENDING_SCHEDULED = 0, FR_PENDING_STARTED = 1, FR_DONE = 2 };
 #define FR_ENT_P2P 1u
+#define FR_ENT_VARIABLE 2u /* sizes differ across ranks by design */
 
 typedef struct fr_ent {
     uint64_t seq;          /* collective seq, or p2p seq (FR_ENT_P2P)    */

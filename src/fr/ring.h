@@ -46,7 +46,8 @@ enum {
     FB__FR_F_P2P = 1u << 0,         /* point-to-point: seq is the p2p seq */
     FB__FR_F_NONBLOCKING = 1u << 1, /* MPI_I*: completes in a Wait/Test    */
     FB__FR_F_ANY_SOURCE = 1u << 2,  /* recv from MPI_ANY_SOURCE            */
-    FB__FR_F_DTYPE_OTHER = 1u << 3  /* dtype is not an fb_dtype; elem_bytes */
+    FB__FR_F_DTYPE_OTHER = 1u << 3, /* dtype is not an fb_dtype; elem_bytes */
+    FB__FR_F_VARIABLE = 1u << 4     /* v-variant: sizes differ by design   */
 };
 
 #define FB__FR_NAME_MAX 64
