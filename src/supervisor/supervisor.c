@@ -33,6 +33,9 @@
 #ifdef FB_HAVE_CKPT_TOOL
 #include "ckpt/tool.h"
 #endif
+#ifdef FB_HAVE_FR_ANALYZE
+#include "fr/fr.h"
+#endif
 
 #define POLL_MS 50
 
@@ -397,6 +400,57 @@ static void fire_injections(sup *s, uint64_t now)
     }
 }
 
+/* On a hang: analyze the flight recorders (the segment snapshots, and
+ * PyTorch's own dumps when it wrote any) before anything is killed; the
+ * analysis names the rank that never entered the collective where progress
+ * stopped, and its verdict goes into the incident. */
+static void analyze_hang(sup *s, char *verdict_json, size_t size)
+{
+    verdict_json[0] = '\0';
+#ifdef FB_HAVE_FR_ANALYZE
+    char segdir[PATH_MAX], torchdir[PATH_MAX], err[512];
+    snprintf(segdir, sizeof segdir, "%s/fr/attempt-%d", s->run_dir, s->attempt);
+    snprintf(torchdir, sizeof torchdir, "%s/fr/torch/attempt-%d", s->run_dir, s->attempt);
+    const char *paths[2] = {segdir, torchdir};
+    int npaths = 1;
+    if (rmdir(torchdir) != 0 && errno == ENOTEMPTY)
+        npaths = 2; /* PyTorch dumped its trace there */
+    fb__fr_result *r = NULL;
+    int rc = fb__fr_analyze_paths(paths, npaths, &r, err, sizeof err);
+    if (rc) {
+        fb__sup_log(s, "flight-recorder analysis: %s", err);
+        return;
+    }
+    char summary[512];
+    fb__fr_summary(r, summary, sizeof summary);
+    int culprits[8];
+    int n = fb__fr_culprit_ranks(r, culprits, 8);
+    fb__sup_log(s, "flight recorder: %s", summary);
+    sup_failure *f = &s->fail;
+    if (!strcmp(fb__fr_verdict(r), "hang") && n >= 1) {
+        if (n == 1 && culprits[0] >= 0 && culprits[0] < s->world &&
+            culprits[0] != f->rank) {
+            f->rank = culprits[0];
+            fb__seg_header *h = s->ranks[f->rank].seg ? fb__seg_hdr(s->ranks[f->rank].seg) : NULL;
+            if (h && atomic_load_explicit(&h->steps_done, memory_order_relaxed))
+                f->step = (int64_t)atomic_load_explicit(&h->step, memory_order_relaxed);
+            snprintf(f->injected, sizeof f->injected, "%s", s->ranks[f->rank].injected);
+        }
+        size_t l = strlen(f->detail);
+        snprintf(f->detail + l, sizeof f->detail - l, "; flight recorder: %s", summary);
+    }
+    fb__jsonw w;
+    fb__jsonw_init(&w);
+    if (fb__fr_result_json(r, &w) == 0)
+        snprintf(verdict_json, size, "%s", fb__jsonw_text(&w));
+    fb__jsonw_free(&w);
+    fb__fr_result_free(r);
+#else
+    (void)s;
+    (void)size;
+#endif
+}
+
 static void snapshot_segments(sup *s, const char *why)
 {
     char dir[PATH_MAX];
@@ -480,7 +534,7 @@ static void add_result_incident(sup *s, const sup_failure *f, double detect_ms,
 }
 
 /* Record the attempt's failure in the journal and the result. */
-static void record_failure(sup *s)
+static void record_failure(sup *s, const char *fr_verdict)
 {
     sup_failure *f = &s->fail;
     double detect_ms = (double)(f->detected_ns - f->occurred_ns) / 1e6;
@@ -504,6 +558,7 @@ static void record_failure(sup *s)
         .exit_code = f->exit_code, .phase = f->phase, .step = f->step,
         .lost_s = lost_s, .injected = f->injected[0] ? f->injected : NULL,
         .detail = f->detail, .last_lines = last[0] ? last : NULL,
+        .fr_verdict = fr_verdict && fr_verdict[0] ? fr_verdict : NULL,
     };
     fb__journal_add_incident(s->j, &inc, NULL);
     add_result_incident(s, f, detect_ms, lost_s);
@@ -620,7 +675,11 @@ static int run_attempt(sup *s)
     uint64_t end_ns = fb__now_ns();
     if (s->fail.set) {
         snapshot_segments(s, s->fail.kind);
-        record_failure(s);
+        char *verdict = calloc(1, 65536);
+        if (verdict && !strcmp(s->fail.kind, "hang"))
+            analyze_hang(s, verdict, 65536);
+        record_failure(s, verdict);
+        free(verdict);
         add_useful(s, s->fail.occurred_ns,
                    s->res->nincidents ? s->res->incidents[s->res->nincidents - 1].lost_s : 0);
         stop_all(s, SIGTERM);
