@@ -83,6 +83,10 @@ void fb__journal_close(fb__journal *j)
     if (!j)
         return;
     fb__journal_flush(j);
+    /* Leave a single self-contained file behind: readers of a finished
+     * run need no -wal/-shm files (and read-only readers cannot remove
+     * them). */
+    sqlite3_exec(j->db, "PRAGMA journal_mode=DELETE", NULL, NULL, NULL);
     sqlite3_close(j->db);
     free(j->samples);
     free(j);
