@@ -34,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "ckpt/hash.h"
@@ -45,6 +46,7 @@
 
 #define CHUNK_BYTES (8u << 20) /* unit of write+hash in the writer */
 #define MAX_IO_THREADS 16
+#define IOV_BATCH 256
 
 /* ------------------------------------------------------------------------
  * Options and test hooks
@@ -232,6 +234,31 @@ void fb__ckpt_say(char *buf, size_t size, const char *fmt, ...)
     va_end(ap);
 }
 
+/* pwritev until everything is written; modifies iov.  0 or -errno. */
+static int pwritev_all(int fd, struct iovec *iov, int cnt, uint64_t off)
+{
+    while (cnt > 0) {
+        ssize_t r = pwritev(fd, iov, cnt, (off_t)off);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0)
+            return -errno;
+        if (r == 0)
+            return -EIO;
+        off += (uint64_t)r;
+        while (cnt > 0 && (size_t)r >= iov->iov_len) {
+            r -= (ssize_t)iov->iov_len;
+            iov++;
+            cnt--;
+        }
+        if (cnt > 0) {
+            iov->iov_base = (char *)iov->iov_base + r;
+            iov->iov_len -= (size_t)r;
+        }
+    }
+    return 0;
+}
+
 static int pwrite_all(int fd, const void *buf, size_t len, uint64_t off)
 {
     const char *p = buf;
@@ -251,6 +278,24 @@ static int pwrite_all(int fd, const void *buf, size_t len, uint64_t off)
     return 0;
 }
 
+typedef struct hash_job {
+    fb_ckpt *ck;
+    int from_staging;
+    pthread_t tid;
+} hash_job;
+
+/* Fill every tensor's hash from the bytes being written. */
+static void *hash_all(void *arg)
+{
+    hash_job *j = arg;
+    for (size_t i = 0; i < j->ck->n; i++) {
+        fb__ckpt_tensor *t = &j->ck->t[i];
+        t->hash = fb__hash(j->ck->alg, j->from_staging ? t->staging : t->data,
+                           t->bytes);
+    }
+    return NULL;
+}
+
 /*
  * Write, hash and commit this rank's shard for `step` from the staging
  * copies (from_staging) or the tensors themselves.  On failure the
@@ -262,7 +307,6 @@ static int write_shard(fb_ckpt *ck, uint64_t step, int from_staging,
     char sdir[PATH_MAX], tmp[PATH_MAX], final[PATH_MAX];
     fb__jsonw hdr = {0};
     int fd = -1, rc;
-    fb__hash_ctx *hc = NULL;
     if (fb__ckpt_step_path(sdir, sizeof sdir, ck->dir, step) ||
         fb__fmt(tmp, sizeof tmp, "%s/.rank-%05d.%d.tmp", sdir, ck->rank,
                 (int)getpid()) ||
@@ -288,35 +332,63 @@ static int write_shard(fb_ckpt *ck, uint64_t step, int from_staging,
         fb__ckpt_say(why, why_size, "building the header: %s", fb_strerror(rc));
         goto fail;
     }
-    uint64_t data_off = 8 + hdr.len, off = data_off;
+    uint64_t data_off = 8 + hdr.len, off = data_off, file_bytes = data_off;
     fb__jsonw_free(&hdr);
+    for (size_t i = 0; i < ck->n; i++)
+        file_bytes += ck->t[i].bytes;
+    /* Reserve the blocks up front: a full disk fails here, before any data
+     * is written, and the writes then land in allocated extents.  (Not
+     * posix_fallocate: glibc emulates it by writing, where unsupported.) */
+    if (fallocate(fd, 0, 0, (off_t)file_bytes) && (rc = -errno) != -EOPNOTSUPP &&
+        rc != -ENOSYS) {
+        fb__ckpt_say(why, why_size, "allocate %llu bytes for %s: %s",
+                     (unsigned long long)file_bytes, tmp, strerror(-rc));
+        goto fail;
+    }
+    rc = 0;
     if ((rc = injected_write_error(step))) {
         fb__ckpt_say(why, why_size, "write %s: %s (injected by FIREBREAK_CKPT_FAIL)",
                  tmp, strerror(-rc));
         goto fail;
     }
-    for (size_t i = 0; i < ck->n; i++) {
-        fb__ckpt_tensor *t = &ck->t[i];
-        const char *src = from_staging ? t->staging : t->data;
-        if (!(hc = fb__hash_new(ck->alg))) {
-            rc = -ENOMEM;
-            fb__ckpt_say(why, why_size, "out of memory");
-            goto fail;
-        }
-        for (size_t done = 0; done < t->bytes;) {
-            size_t n = t->bytes - done < CHUNK_BYTES ? t->bytes - done : CHUNK_BYTES;
-            fb__hash_update(hc, src + done, n);
-            if ((rc = pwrite_all(fd, src + done, n, off))) {
-                fb__ckpt_say(why, why_size, "write %s: %s", tmp, strerror(-rc));
-                goto fail;
+    /* Hash on a second thread while this one writes: the shard is then
+     * limited by the slower of the two, not their sum. */
+    hash_job hj = {.ck = ck, .from_staging = from_staging};
+    int hashing = pthread_create(&hj.tid, NULL, hash_all, &hj) == 0;
+    /* Data in batches of up to CHUNK_BYTES and IOV_BATCH pieces: one
+     * pwritev each, so many small tensors cost few system calls. */
+    struct iovec iov[IOV_BATCH];
+    size_t i = 0, done = 0;
+    while (i < ck->n && !rc) {
+        int np = 0;
+        size_t total = 0;
+        while (i < ck->n && np < IOV_BATCH && total < CHUNK_BYTES) {
+            fb__ckpt_tensor *t = &ck->t[i];
+            char *src = from_staging ? t->staging : t->data;
+            size_t n = t->bytes - done < CHUNK_BYTES - total ? t->bytes - done
+                                                             : CHUNK_BYTES - total;
+            if (n) {
+                iov[np].iov_base = src + done;
+                iov[np].iov_len = n;
+                np++;
             }
+            total += n;
             done += n;
-            off += n;
+            if (done == t->bytes) {
+                i++;
+                done = 0;
+            }
         }
-        t->hash = fb__hash_digest(hc);
-        fb__hash_free(hc);
-        hc = NULL;
+        if (np && (rc = pwritev_all(fd, iov, np, off)))
+            fb__ckpt_say(why, why_size, "write %s: %s", tmp, strerror(-rc));
+        off += total;
     }
+    if (hashing)
+        pthread_join(hj.tid, NULL);
+    else
+        hash_all(&hj);
+    if (rc)
+        goto fail;
     if ((rc = build_header(ck, step, &hdr))) {
         fb__ckpt_say(why, why_size, "building the header: %s", fb_strerror(rc));
         goto fail;
@@ -358,7 +430,6 @@ static int write_shard(fb_ckpt *ck, uint64_t step, int from_staging,
     fb__jsonw_free(&hdr);
     return 0;
 fail:
-    fb__hash_free(hc);
     fb__jsonw_free(&hdr);
     if (fd >= 0)
         close(fd);

@@ -12,6 +12,16 @@
 #include <xxhash.h>
 #endif
 
+#ifdef FB_HAVE_XXHASH_AVX2
+uint64_t fb__xxh3_avx2(const void *data, size_t len);
+void fb__xxh3_update_avx2(void *state, const void *data, size_t len);
+#define HAVE_AVX2() __builtin_cpu_supports("avx2")
+#else
+#define HAVE_AVX2() 0
+#define fb__xxh3_avx2(d, n) 0
+#define fb__xxh3_update_avx2(s, d, n) ((void)0)
+#endif
+
 struct fb__hash_ctx {
     fb__hash_alg alg;
     uint32_t crc;
@@ -142,7 +152,10 @@ void fb__hash_update(fb__hash_ctx *c, const void *data, size_t len)
         return;
 #ifdef FB_HAVE_XXHASH
     if (c->alg == FB__HASH_XXH3) {
-        XXH3_64bits_update(c->xxh, data, len);
+        if (HAVE_AVX2())
+            fb__xxh3_update_avx2(c->xxh, data, len);
+        else
+            XXH3_64bits_update(c->xxh, data, len);
         return;
     }
 #endif
@@ -172,7 +185,7 @@ uint64_t fb__hash(fb__hash_alg alg, const void *data, size_t len)
 {
 #ifdef FB_HAVE_XXHASH
     if (alg == FB__HASH_XXH3)
-        return XXH3_64bits(data, len);
+        return HAVE_AVX2() ? fb__xxh3_avx2(data, len) : XXH3_64bits(data, len);
 #endif
     return (uint64_t)(crc32c_update(0xffffffffu, data, len) ^ 0xffffffffu);
 }

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "ckpt/engine.h"
@@ -20,6 +21,7 @@
 
 #define READ_CHUNK (8u << 20)
 #define MAX_THREADS 16
+#define IOV_BATCH 256
 
 int fb__shard_check_meta(const fb__st_header *h, const char *label, char *err,
                          size_t err_size)
@@ -67,57 +69,127 @@ typedef struct job {
     char err[512];
 } job;
 
+/* preadv until every iovec is full; returns bytes read (short at EOF) or
+ * -errno.  Modifies iov. */
+static ssize_t preadv_full(int fd, struct iovec *iov, int cnt, uint64_t off)
+{
+    ssize_t got = 0;
+    while (cnt > 0) {
+        ssize_t r = preadv(fd, iov, cnt > IOV_BATCH ? IOV_BATCH : cnt, (off_t)off);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0)
+            return -errno;
+        if (r == 0)
+            break;
+        got += r;
+        off += (uint64_t)r;
+        while (cnt > 0 && (size_t)r >= iov->iov_len) {
+            r -= (ssize_t)iov->iov_len;
+            iov++;
+            cnt--;
+        }
+        if (cnt > 0) {
+            iov->iov_base = (char *)iov->iov_base + r;
+            iov->iov_len -= (size_t)r;
+        }
+    }
+    return got;
+}
+
+static int finish_tensor(job *j, const fb__st_tensor *t, uint64_t got)
+{
+    char key[FB__ST_NAME_MAX + 32];
+    uint64_t want = 0;
+    snprintf(key, sizeof key, "firebreak.hash.%s", t->name);
+    if (fb__hash_parse_hex(fb__st_meta_get(j->h, key), &want)) {
+        snprintf(j->err, sizeof j->err, "%s: metadata %.200s is missing or "
+                 "malformed", j->label, key);
+        return FB_EFORMAT;
+    }
+    if (want != got) {
+        snprintf(j->err, sizeof j->err, "%s: tensor \"%.200s\": hash %016llx, "
+                 "recorded %016llx (data corrupted)", j->label, t->name,
+                 (unsigned long long)got, (unsigned long long)want);
+        return FB_ECORRUPT;
+    }
+    return 0;
+}
+
+/*
+ * Read tensors [first, last) in batches of up to READ_CHUNK bytes and
+ * IOV_BATCH pieces (one preadv each, so many small tensors cost one system
+ * call), then hash each piece; a tensor's hash is checked when its last
+ * piece is in.
+ */
 static void *read_range(void *arg)
 {
     job *j = arg;
+    const fb__st_header *h = j->h;
     char *scratch = NULL;
-    char key[FB__ST_NAME_MAX + 32];
-    for (size_t i = j->first; i < j->last && !j->rc; i++) {
-        const fb__st_tensor *t = &j->h->tensors[i];
-        char *dst = j->dest ? j->dest[i] : NULL;
-        uint64_t len = t->end - t->begin;
-        if (!dst && len && !scratch && !(scratch = malloc(READ_CHUNK))) {
-            j->rc = -ENOMEM;
-            break;
-        }
-        fb__hash_ctx *hc = fb__hash_new(j->alg);
-        if (!hc) {
-            j->rc = -ENOMEM;
-            break;
-        }
-        for (uint64_t done = 0; done < len;) {
-            size_t n = len - done < READ_CHUNK ? (size_t)(len - done) : READ_CHUNK;
-            char *p = dst ? dst + done : scratch;
-            ssize_t r = pread(j->fd, p, n, (off_t)(j->h->data_offset + t->begin + done));
-            if (r < 0 && errno == EINTR)
-                continue;
-            if (r <= 0) {
-                j->rc = r < 0 ? -errno : FB_ECORRUPT;
-                snprintf(j->err, sizeof j->err, "%s: tensor \"%.200s\": %s",
-                         j->label, t->name, r < 0 ? strerror(errno) : "file truncated");
+    struct iovec iov[IOV_BATCH];
+    struct piece { size_t tensor; uint64_t at; size_t n; char *p; } pc[IOV_BATCH];
+    fb__hash_ctx *hc = NULL;
+    if (!j->dest && !(scratch = malloc(READ_CHUNK))) {
+        j->rc = -ENOMEM;
+        snprintf(j->err, sizeof j->err, "%s: out of memory", j->label);
+        return NULL;
+    }
+    size_t i = j->first;
+    uint64_t done = 0;
+    while (i < j->last && !j->rc) {
+        uint64_t off = h->data_offset + h->tensors[i].begin + done;
+        size_t np = 0, total = 0;
+        while (i < j->last && np < IOV_BATCH && total < READ_CHUNK) {
+            const fb__st_tensor *t = &h->tensors[i];
+            uint64_t len = t->end - t->begin;
+            size_t n = len - done < READ_CHUNK - total ? (size_t)(len - done)
+                                                        : READ_CHUNK - total;
+            char *p = j->dest && j->dest[i] ? (char *)j->dest[i] + done
+                                             : scratch ? scratch + total : NULL;
+            if (!p && n) { /* dest given but this tensor has none */
+                j->rc = -EINVAL;
                 break;
             }
-            fb__hash_update(hc, p, (size_t)r);
-            done += (uint64_t)r;
-            if (j->progress)
-                j->progress(j->progress_arg, (uint64_t)r);
+            pc[np] = (struct piece){i, done, n, p};
+            iov[np].iov_base = p;
+            iov[np].iov_len = n;
+            np++;
+            total += n;
+            done += n;
+            if (done == len) {
+                i++;
+                done = 0;
+            }
         }
-        uint64_t want = 0, got = fb__hash_digest(hc);
-        fb__hash_free(hc);
         if (j->rc)
             break;
-        snprintf(key, sizeof key, "firebreak.hash.%s", t->name);
-        if (fb__hash_parse_hex(fb__st_meta_get(j->h, key), &want)) {
-            j->rc = FB_EFORMAT;
-            snprintf(j->err, sizeof j->err, "%s: metadata %.200s is missing or "
-                     "malformed", j->label, key);
-        } else if (want != got) {
-            j->rc = FB_ECORRUPT;
-            snprintf(j->err, sizeof j->err, "%s: tensor \"%.200s\": hash %016llx, "
-                     "recorded %016llx (data corrupted)", j->label, t->name,
-                     (unsigned long long)got, (unsigned long long)want);
+        ssize_t r = preadv_full(j->fd, iov, (int)np, off);
+        if (r != (ssize_t)total) {
+            j->rc = r < 0 ? (int)r : FB_ECORRUPT;
+            snprintf(j->err, sizeof j->err, "%s: tensor \"%.200s\": %s", j->label,
+                     h->tensors[pc[0].tensor].name,
+                     r < 0 ? strerror((int)-r) : "file truncated");
+            break;
         }
+        for (size_t k = 0; k < np && !j->rc; k++) {
+            const fb__st_tensor *t = &h->tensors[pc[k].tensor];
+            if (pc[k].at == 0 && !(hc = fb__hash_new(j->alg))) {
+                j->rc = -ENOMEM;
+                snprintf(j->err, sizeof j->err, "%s: out of memory", j->label);
+                break;
+            }
+            fb__hash_update(hc, pc[k].p, pc[k].n);
+            if (pc[k].at + pc[k].n == t->end - t->begin) {
+                j->rc = finish_tensor(j, t, fb__hash_digest(hc));
+                fb__hash_free(hc);
+                hc = NULL;
+            }
+        }
+        if (j->progress)
+            j->progress(j->progress_arg, total);
     }
+    fb__hash_free(hc);
     free(scratch);
     return NULL;
 }

@@ -33,6 +33,12 @@ static void fill(uint64_t step)
                                            : (unsigned char)(i * 131 + k * 17 + step * 7);
 }
 
+static void release(void)
+{
+    for (int k = 0; k < NT; k++)
+        free(buf[k]);
+}
+
 static void setup(fb_ckpt *ck)
 {
     for (int d = 0; d < FB_DTYPE_COUNT_; d++) {
@@ -92,6 +98,8 @@ int main(int argc, char **argv)
         uint64_t step = 0;
         rc = fb_ckpt_restore(ck, &step);
         if (rc) {
+            fb_ckpt_close(ck);
+            release();
             printf("restore: %s\n", fb_strerror(rc));
             return rc == FB_ENOCKPT ? 4 : 1;
         }
@@ -102,14 +110,18 @@ int main(int argc, char **argv)
             memcpy(got[k], buf[k], bytes[k]);
         }
         fill(step);
-        for (int k = 0; k < NT; k++)
-            if (memcmp(got[k], buf[k], bytes[k])) {
+        int differ = 0;
+        for (int k = 0; k < NT; k++) {
+            if (!differ && memcmp(got[k], buf[k], bytes[k])) {
                 printf("tensor %s differs from step %llu's contents\n", names[k],
                        (unsigned long long)step);
-                return 1;
+                differ = 1;
             }
+            free(got[k]);
+        }
         fb_ckpt_close(ck);
-        return 0;
+        release();
+        return differ;
     }
     uint64_t first = strtoull(a[4], NULL, 10), last = strtoull(a[5], NULL, 10);
     uint64_t every = argc > 6 ? strtoull(a[6], NULL, 10) : 1;
@@ -132,6 +144,7 @@ int main(int argc, char **argv)
         }
     }
     fb_ckpt_close(ck);
+    release();
     printf("saved, last result: %s\n", rc ? fb_strerror(rc) : "ok");
     return rc ? 1 : 0;
 }

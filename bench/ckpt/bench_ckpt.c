@@ -1,0 +1,302 @@
+/*
+ * bench_ckpt.c -- the checkpoint engine against the hardware, in one run:
+ *
+ *   stall    fb_ckpt_save (async) vs one memcpy of the same bytes     <= 1.5x
+ *   persist  background write+fsync vs fio sequential write + fsync   >= 0.9x
+ *   restore  verified parallel read vs fio sequential read, both after
+ *            POSIX_FADV_DONTNEED (fio: invalidate=1)                  >= 0.9x
+ *   torch    torch.save of the same tensors vs our stall              >= 20x
+ *   hash     XXH3-64 vs CRC32C throughput (the choice of hash)
+ *
+ * 1 GiB (BENCH_CKPT_MIB to change) in tensors of mixed sizes, on the
+ * directory given (the run directory's filesystem).  Both sides warmed:
+ * sources, staging and memcpy destination are faulted in beforehand; each
+ * figure is the best of 3.  Usage: bench_ckpt DIR
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "ckpt/engine.h"
+#include "ckpt/hash.h"
+#include "common/json.h"
+#include "common/util.h"
+#include "firebreak/firebreak.h"
+
+#define REPS 3
+
+typedef struct { int count; size_t bytes; } group;
+
+static double best(double a, double b) { return a < b ? a : b; }
+
+static double gbps(uint64_t bytes, double s) { return (double)bytes / s / 1e9; }
+
+/* Run a command, return its stdout (malloc'd) or NULL. */
+static char *run(const char *cmd)
+{
+    FILE *p = popen(cmd, "r");
+    if (!p)
+        return NULL;
+    size_t cap = 1 << 16, len = 0;
+    char *buf = malloc(cap);
+    size_t n;
+    while (buf && (n = fread(buf + len, 1, cap - len - 1, p)) > 0) {
+        len += n;
+        if (len + 1 == cap) {
+            char *nb = realloc(buf, cap *= 2);
+            if (!nb) {
+                free(buf);
+                buf = NULL;
+                break;
+            }
+            buf = nb;
+        }
+    }
+    int st = pclose(p);
+    if (!buf || st != 0) {
+        free(buf);
+        return NULL;
+    }
+    buf[len] = '\0';
+    return buf;
+}
+
+/* fio bandwidth in bytes/s of the first job, read or write. */
+static double fio_bw(const char *dir, const char *rw, uint64_t bytes)
+{
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd,
+             "fio --name=fbbench --directory=%s --filename=fio.dat --rw=%s "
+             "--bs=8M --size=%llu --ioengine=psync --end_fsync=1 --invalidate=1 "
+             "--output-format=json 2>/dev/null",
+             dir, rw, (unsigned long long)bytes);
+    char *out = run(cmd);
+    if (!out)
+        return -1;
+    const char *start = strchr(out, '{');
+    fb__json_doc *doc;
+    double bw = -1;
+    if (start && !fb__json_parse(start, strlen(start), NULL, &doc, NULL, 0)) {
+        const fb__json *job = fb__json_at(fb__json_get(fb__json_root(doc), "jobs"), 0);
+        const fb__json *side = fb__json_get(job, !strcmp(rw, "read") ? "read" : "write");
+        const fb__json *b = fb__json_get(side, "bw_bytes");
+        if (fb__json_as_double(b, &bw))
+            bw = -1;
+        fb__json_free(doc);
+    }
+    free(out);
+    return bw;
+}
+
+static void drop_cache(const char *path)
+{
+    int fd = open(path, O_RDONLY);
+    if (fd < 0)
+        return;
+    fdatasync(fd);
+    posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+    close(fd);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 2) {
+        fprintf(stderr, "usage: bench_ckpt DIR\n");
+        return 2;
+    }
+    const char *dir = argv[1];
+    const char *mib_env = getenv("BENCH_CKPT_MIB");
+    uint64_t scale = mib_env ? strtoull(mib_env, NULL, 10) : 1024;
+    /* Mixed sizes, 1 GiB at scale 1024: 4 x 128 MiB, 8 x 32 MiB, 64 x 2 MiB,
+     * 64 x 1 MiB, 1024 x 64 KiB. */
+    group groups[] = {{4, 128u << 20}, {8, 32u << 20}, {64, 2u << 20},
+                      {64, 1u << 20}, {1024, 64u << 10}};
+    int ngroups = 5, ntensors = 0;
+    uint64_t total = 0;
+    for (int g = 0; g < ngroups; g++) {
+        groups[g].bytes = (size_t)((uint64_t)groups[g].bytes * scale / 1024);
+        groups[g].bytes &= ~(size_t)7;
+        ntensors += groups[g].count;
+        total += (uint64_t)groups[g].count * groups[g].bytes;
+    }
+    char ckdir[1024];
+    snprintf(ckdir, sizeof ckdir, "%s/checkpoints", dir);
+    fb__rm_rf(ckdir);
+    fb__mkdir_p(dir, 0755);
+
+    fb_ckpt_options o;
+    fb_ckpt_options_init(&o);
+    o.dir = ckdir;
+    o.rank = 0;
+    o.world_size = 1;
+    o.keep = 1;
+    if (getenv("BENCH_CKPT_IO_THREADS"))
+        o.io_threads = atoi(getenv("BENCH_CKPT_IO_THREADS"));
+    fb_ckpt *ck;
+    if (fb_ckpt_open(&ck, &o))
+        return 1;
+    void **src = calloc((size_t)ntensors, sizeof *src);
+    size_t *len = calloc((size_t)ntensors, sizeof *len);
+    int k = 0;
+    uint64_t t0 = fb__now_ns();
+    for (int g = 0; g < ngroups; g++)
+        for (int i = 0; i < groups[g].count; i++, k++) {
+            len[k] = groups[g].bytes;
+            src[k] = malloc(len[k]);
+            for (size_t b = 0; b < len[k]; b += 4096)
+                ((unsigned char *)src[k])[b] = (unsigned char)(b * 31 + (size_t)k);
+            memset(src[k], k, len[k] < 4096 ? len[k] : 4096);
+            char name[64];
+            snprintf(name, sizeof name, "layers.%d.g%d.weight", k, g);
+            int64_t shape[1] = {(int64_t)(len[k] / 4)};
+            if (fb_ckpt_register(ck, name, FB_DTYPE_F32, 1, shape, src[k]))
+                return 1;
+        }
+    double reg_s = (double)(fb__now_ns() - t0) / 1e9;
+    printf("state: %d tensors, %.0f MiB; register (staging allocated and "
+           "pre-faulted) %.2f s\n", ntensors, (double)total / 1048576.0, reg_s);
+
+    /* memcpy baseline into a pre-faulted destination. */
+    char *dst = mmap(NULL, total, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    madvise(dst, total, MADV_HUGEPAGE);
+    memset(dst, 1, total);
+    double memcpy_s = 1e9;
+    for (int r = 0; r < REPS; r++) {
+        uint64_t a = fb__now_ns();
+        size_t off = 0;
+        for (int i = 0; i < ntensors; i++) {
+            memcpy(dst + off, src[i], len[i]);
+            off += len[i];
+        }
+        memcpy_s = best(memcpy_s, (double)(fb__now_ns() - a) / 1e9);
+    }
+    munmap(dst, total);
+
+    double stall_s = 1e9, persist_s = 1e9, restore_s = 1e9;
+    for (int r = 0; r < REPS; r++) {
+        uint64_t a = fb__now_ns();
+        if (fb_ckpt_save(ck, (uint64_t)(r + 1)))
+            return 1;
+        stall_s = best(stall_s, (double)(fb__now_ns() - a) / 1e9);
+        if (fb_ckpt_wait(ck))
+            return 1;
+        persist_s = best(persist_s, (double)ck->last_persist_ns / 1e9);
+    }
+    char shard[1200];
+    snprintf(shard, sizeof shard, "%s/step-%010d/rank-00000.safetensors", ckdir, REPS);
+    for (int r = 0; r < REPS; r++) {
+        drop_cache(shard);
+        uint64_t a = fb__now_ns(), step;
+        if (fb_ckpt_restore(ck, &step))
+            return 1;
+        restore_s = best(restore_s, (double)(fb__now_ns() - a) / 1e9);
+    }
+    fb_ckpt_close(ck);
+
+    /* Hash choice. */
+    double xxh_s = 1e9, crc_s = 1e9;
+    for (int r = 0; r < REPS; r++) {
+        for (int alg = 0; alg < 2; alg++) {
+            uint64_t a = fb__now_ns(), acc = 0;
+            for (int i = 0; i < ntensors; i++)
+                acc ^= fb__hash((fb__hash_alg)alg, src[i], len[i]);
+            double s = (double)(fb__now_ns() - a) / 1e9;
+            if (alg == FB__HASH_XXH3 && fb__hash_default() == FB__HASH_XXH3)
+                xxh_s = best(xxh_s, s);
+            else if (alg == FB__HASH_CRC32C)
+                crc_s = best(crc_s, s);
+            if (acc == 42)
+                printf(" ");
+        }
+    }
+
+    /* fio on the same directory: write (end_fsync), then read after
+     * invalidating the file's cache (POSIX_FADV_DONTNEED). */
+    double fio_w = -1, fio_r = -1;
+    for (int r = 0; r < REPS; r++) {
+        double w = fio_bw(dir, "write", total);
+        double rd = fio_bw(dir, "read", total);
+        if (w > fio_w)
+            fio_w = w;
+        if (rd > fio_r)
+            fio_r = rd;
+    }
+    char fio_file[1100];
+    snprintf(fio_file, sizeof fio_file, "%s/fio.dat", dir);
+    unlink(fio_file);
+
+    /* torch.save / torch.load of the same tensor sizes. */
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd,
+             "/usr/bin/python3 - <<'PY'\n"
+             "import time, os, torch\n"
+             "sizes = [%zu]*%d + [%zu]*%d + [%zu]*%d + [%zu]*%d + [%zu]*%d\n"
+             "sd = {'t%%d' %% i: torch.ones(n // 4, dtype=torch.float32) for i, n in enumerate(sizes)}\n"
+             "p = '%s/torch.pt'\n"
+             "best_s, best_l = 1e9, 1e9\n"
+             "for r in range(%d):\n"
+             "    a = time.perf_counter(); torch.save(sd, p); best_s = min(best_s, time.perf_counter() - a)\n"
+             "    fd = os.open(p, os.O_RDONLY); os.fsync(fd); os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED); os.close(fd)\n"
+             "    a = time.perf_counter(); torch.load(p); best_l = min(best_l, time.perf_counter() - a)\n"
+             "os.unlink(p)\n"
+             "print(best_s, best_l)\n"
+             "PY",
+             groups[0].bytes, groups[0].count, groups[1].bytes, groups[1].count,
+             groups[2].bytes, groups[2].count, groups[3].bytes, groups[3].count,
+             groups[4].bytes, groups[4].count, dir, REPS);
+    double torch_save = -1, torch_load = -1;
+    char *out = run(cmd);
+    if (!out || sscanf(out, "%lf %lf", &torch_save, &torch_load) != 2)
+        torch_save = torch_load = -1;
+    free(out);
+
+    int ok = 1;
+    double r_stall = stall_s / memcpy_s;
+    printf("stall:   save %.3f s   memcpy %.3f s (%.2f GB/s)   ratio %.2fx   "
+           "(target <= 1.5x) %s\n", stall_s, memcpy_s, gbps(total, memcpy_s), r_stall,
+           r_stall <= 1.5 ? "ok" : "MISSED");
+    ok &= r_stall <= 1.5;
+    double ours_w = gbps(total, persist_s), ours_r = gbps(total, restore_s);
+    if (fio_w > 0) {
+        double ratio = ours_w / (fio_w / 1e9);
+        printf("persist: %.2f GB/s   fio write+fsync %.2f GB/s   ratio %.2fx   "
+               "(target >= 0.9x) %s\n", ours_w, fio_w / 1e9, ratio,
+               ratio >= 0.9 ? "ok" : "MISSED");
+        ok &= ratio >= 0.9;
+    } else {
+        printf("persist: %.2f GB/s   fio: not available\n", ours_w);
+    }
+    if (fio_r > 0) {
+        double ratio = ours_r / (fio_r / 1e9);
+        printf("restore: %.2f GB/s (verified)   fio read (fadvise DONTNEED) %.2f "
+               "GB/s   ratio %.2fx   (target >= 0.9x) %s\n", ours_r, fio_r / 1e9,
+               ratio, ratio >= 0.9 ? "ok" : "MISSED");
+        ok &= ratio >= 0.9;
+    } else {
+        printf("restore: %.2f GB/s   fio: not available\n", ours_r);
+    }
+    if (torch_save > 0) {
+        printf("torch:   torch.save %.3f s = %.0fx our stall (target >= 20x) %s;  "
+               "torch.load %.3f s vs our restore %.3f s\n", torch_save,
+               torch_save / stall_s, torch_save / stall_s >= 20 ? "ok" : "MISSED",
+               torch_load, restore_s);
+        ok &= torch_save / stall_s >= 20;
+    } else {
+        printf("torch:   /usr/bin/python3 with torch not available\n");
+    }
+    printf("hash:    xxh3-64 %.2f GB/s   crc32c %.2f GB/s   (shards use %s)\n",
+           xxh_s < 1e9 ? gbps(total, xxh_s) : 0.0, gbps(total, crc_s),
+           fb__hash_alg_name(fb__hash_default()));
+    fb__rm_rf(ckdir);
+    for (int i = 0; i < ntensors; i++)
+        free(src[i]);
+    free(src);
+    free(len);
+    printf("%s\n", ok ? "all targets met" : "some targets missed");
+    return 0;
+}
