@@ -39,6 +39,7 @@
 
 #include "ckpt/hash.h"
 #include "ckpt/safetensors.h"
+#include "ckpt/shard.h"
 #include "ckpt/store.h"
 #include "common/jsonw.h"
 #include "common/util.h"
@@ -246,15 +247,7 @@ static int pwritev_all(int fd, struct iovec *iov, int cnt, uint64_t off)
         if (r == 0)
             return -EIO;
         off += (uint64_t)r;
-        while (cnt > 0 && (size_t)r >= iov->iov_len) {
-            r -= (ssize_t)iov->iov_len;
-            iov++;
-            cnt--;
-        }
-        if (cnt > 0) {
-            iov->iov_base = (char *)iov->iov_base + r;
-            iov->iov_len -= (size_t)r;
-        }
+        fb__iov_advance(&iov, &cnt, (size_t)r);
     }
     return 0;
 }

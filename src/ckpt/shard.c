@@ -69,6 +69,19 @@ typedef struct job {
     char err[512];
 } job;
 
+void fb__iov_advance(struct iovec **iov, int *cnt, size_t n)
+{
+    while (*cnt > 0 && n >= (*iov)->iov_len) {
+        n -= (*iov)->iov_len;
+        (*iov)++;
+        (*cnt)--;
+    }
+    if (*cnt > 0) {
+        (*iov)->iov_base = (char *)(*iov)->iov_base + n;
+        (*iov)->iov_len -= n;
+    }
+}
+
 /* preadv until every iovec is full; returns bytes read (short at EOF) or
  * -errno.  Modifies iov. */
 static ssize_t preadv_full(int fd, struct iovec *iov, int cnt, uint64_t off)
@@ -84,15 +97,7 @@ static ssize_t preadv_full(int fd, struct iovec *iov, int cnt, uint64_t off)
             break;
         got += r;
         off += (uint64_t)r;
-        while (cnt > 0 && (size_t)r >= iov->iov_len) {
-            r -= (ssize_t)iov->iov_len;
-            iov++;
-            cnt--;
-        }
-        if (cnt > 0) {
-            iov->iov_base = (char *)iov->iov_base + r;
-            iov->iov_len -= (size_t)r;
-        }
+        fb__iov_advance(&iov, &cnt, (size_t)r);
     }
     return got;
 }

@@ -11,6 +11,11 @@
 
 #include "ckpt/safetensors.h"
 
+struct iovec;
+
+/* Drop the first n bytes from an iovec array (after a short transfer). */
+void fb__iov_advance(struct iovec **iov, int *cnt, size_t n);
+
 /* Progress callback: bytes done so far (any thread; may be NULL). */
 typedef void (*fb__shard_progress)(void *arg, uint64_t bytes);
 
