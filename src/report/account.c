@@ -102,34 +102,50 @@ static double run_end(const fb__report_run *run)
     return end;
 }
 
-/* When did attempt a finish step `step`?  From its step samples: the last
- * sample at or below the step and the first at or above it, interpolated.
- * Returns µs since run start, or `none` without samples. */
-static int64_t time_of_step(const fb__report_run *run, int a, int64_t step,
-                            int64_t none)
+/* When did attempt a finish step `step`?  Known points: its step samples,
+ * the first step at ready_at (r, step_r) and the failing step when it
+ * failed (f, step_f; -1 unknown).  The last point at or below the step and
+ * the first at or above it are interpolated.  Returns µs since run start,
+ * INT64_MIN/4 when every point is past the step (all of the attempt's
+ * training came after it), INT64_MAX/4 when none is (nothing did), or
+ * `none` without any point. */
+typedef struct point {
+    int64_t step, t_us;
+} point;
+
+static void consider(point *lo, point *hi, int64_t step, point x)
 {
-    const fb__report_sample *lo = NULL, *hi = NULL;
+    if (x.step <= step && (lo->t_us == INT64_MIN || x.step > lo->step ||
+                           (x.step == lo->step && x.t_us > lo->t_us)))
+        *lo = x;
+    if (x.step >= step && (hi->t_us == INT64_MIN || x.step < hi->step ||
+                           (x.step == hi->step && x.t_us < hi->t_us)))
+        *hi = x;
+}
+
+static int64_t time_of_step(const fb__report_run *run, int a, int64_t step,
+                            int64_t none, point ready, point failed)
+{
+    point lo = {0, INT64_MIN}, hi = {0, INT64_MIN};
     const fb__report_attempt *at = &run->attempts[a];
     for (size_t i = at->sample_lo; i < at->sample_hi; i++) {
         const fb__report_sample *x = &run->samples[i];
-        if (x->step <= step &&
-            (!lo || x->step > lo->step || (x->step == lo->step && x->time > lo->time)))
-            lo = x;
-        if (x->step >= step &&
-            (!hi || x->step < hi->step || (x->step == hi->step && x->time < hi->time)))
-            hi = x;
+        consider(&lo, &hi, step, (point){x->step, rel_us(run, x->time, 0)});
     }
-    if (!lo && !hi)
+    if (ready.step >= 0)
+        consider(&lo, &hi, step, ready);
+    if (failed.step >= 0)
+        consider(&lo, &hi, step, failed);
+    if (lo.t_us == INT64_MIN && hi.t_us == INT64_MIN)
         return none;
-    if (!lo)
-        return INT64_MIN / 4; /* every sample is past the step: all of it */
-    if (!hi)
-        return INT64_MAX / 4; /* never got past it: nothing after it */
-    double t = lo->time;
-    if (hi->step > lo->step)
-        t += (hi->time - lo->time) * (double)(step - lo->step) /
-             (double)(hi->step - lo->step);
-    return rel_us(run, t, none);
+    if (lo.t_us == INT64_MIN)
+        return INT64_MIN / 4;
+    if (hi.t_us == INT64_MIN)
+        return INT64_MAX / 4;
+    if (hi.step == lo.step)
+        return lo.t_us;
+    return lo.t_us + llround((double)(hi.t_us - lo.t_us) *
+                             (double)(step - lo.step) / (double)(hi.step - lo.step));
 }
 
 /* Lost work of attempt i, ending at f after training from r: the time
@@ -141,8 +157,14 @@ static int64_t lost_us(fb__report_run *run, size_t i, int64_t r, int64_t f)
     fb__report_attempt *a = &run->attempts[i];
     if (i + 1 < run->nattempts) {
         int64_t restored = run->attempts[i + 1].restored_step;
+        /* the first step it completed, at ready_at */
+        int64_t step_r = a->start_step >= 0 ? a->start_step
+                         : a->restored_step >= 0 ? a->restored_step + 1 : -1;
+        int64_t step_f = a->failure >= 0 && run->incidents[a->failure].step >= 0
+                             ? run->incidents[a->failure].step : a->end_step;
         int64_t t = restored < 0 ? INT64_MIN / 4
-                                 : time_of_step(run, (int)i, restored, INT64_MIN);
+                    : time_of_step(run, (int)i, restored, INT64_MIN,
+                                   (point){step_r, r}, (point){step_f, f});
         if (t != INT64_MIN) {
             int64_t from = clamp64(t, r, f);
             int64_t stall = 0;

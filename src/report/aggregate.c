@@ -11,6 +11,11 @@
 #include <string.h>
 #include <unistd.h>
 
+int fb__report_is_interruption(const fb__report_incident *in)
+{
+    return in->ends_attempt && strcmp(in->cls.category, "Planned") != 0;
+}
+
 static int row_cmp(const void *a, const void *b)
 {
     const fb__report_row *x = a, *y = b;
@@ -28,6 +33,8 @@ long fb__report_table(fb__report_run *const *runs, size_t n,
     for (size_t r = 0; r < n; r++)
         for (size_t i = 0; i < runs[r]->nincidents; i++) {
             const fb__report_class *c = &runs[r]->incidents[i].cls;
+            if (!fb__report_is_interruption(&runs[r]->incidents[i]))
+                continue;
             size_t k = 0;
             while (k < nrows && (strcmp(rows[k].component, c->component) ||
                                  strcmp(rows[k].category, c->category)))
@@ -98,7 +105,7 @@ long fb__report_suspects(fb__report_run *const *runs, size_t n,
     for (size_t r = 0; r < n; r++)
         for (size_t i = 0; i < runs[r]->nincidents; i++) {
             const fb__report_incident *in = &runs[r]->incidents[i];
-            if (!in->ends_attempt || !strcmp(in->cls.category, "Planned"))
+            if (!fb__report_is_interruption(in))
                 continue;
             char what[160];
             int rc = 0;

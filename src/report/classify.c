@@ -423,6 +423,11 @@ void fb__report_classify(const fb__report_evidence *ev, fb__report_class *out)
             "itself with an error; no hardware evidence", ev->exit_code);
     } else if (from_fr(ev->fr_verdict, out)) {
         /* decided */
+    } else if (!strcmp(kind, "restore_fallback") && ev->detail &&
+               strstr(ev->detail, "incomplete")) {
+        set(out, C_UNKNOWN, "kind", "the checkpoint was incomplete: a rank "
+            "stopped before its shard committed, a consequence of the "
+            "interruption before it, not a fault of its own");
     } else if (!strcmp(kind, "hang")) {
         set(out, C_WATCHDOG, "kind", "no progress until the hang timeout; no "
             "flight-recorder culprit and no hardware evidence");

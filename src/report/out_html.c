@@ -499,8 +499,9 @@ static int table5(FILE *f, fb__report_run *const *runs, size_t n)
     long nrows = fb__report_table(runs, n, &rows, &total);
     if (nrows < 0)
         return (int)nrows;
-    fprintf(f, "<h2>Incidents by root cause</h2>\n<p class=\"note\">In the "
-               "shape of Llama 3's Table 5.</p><div class=\"tbl\"><table "
+    fprintf(f, "<h2>Interruptions by root cause</h2>\n<p class=\"note\">"
+               "Unexpected interruptions (incidents that ended an attempt), in "
+               "the shape of Llama 3's Table 5.</p><div class=\"tbl\"><table "
                "id=\"table5\"><tr><th>component</th><th>category</th>"
                "<th>count</th><th>share</th></tr>\n");
     for (long i = 0; i < nrows; i++) {

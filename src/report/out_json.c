@@ -107,16 +107,16 @@ int fb__report_write_json(struct fb__jsonw *w, fb__report_run *const *runs,
                           size_t n)
 {
     int64_t us[FB__T_N] = {0}, wall = 0;
-    size_t ninc = 0, restarts = 0;
+    size_t restarts = 0;
     for (size_t r = 0; r < n; r++) {
         for (int p = 0; p < FB__T_N; p++)
             us[p] += runs[r]->us[p];
         wall += runs[r]->wall_us;
-        ninc += runs[r]->nincidents;
         restarts += runs[r]->nattempts ? runs[r]->nattempts - 1 : 0;
     }
     fb__report_row *rows;
-    long nrows = fb__report_table(runs, n, &rows, NULL);
+    size_t ninterrupt;
+    long nrows = fb__report_table(runs, n, &rows, &ninterrupt);
     if (nrows < 0)
         return (int)nrows;
     fb__report_suspect *sus;
@@ -133,13 +133,14 @@ int fb__report_write_json(struct fb__jsonw *w, fb__report_run *const *runs,
     fb__jsonw_kdouble(w, "wall_s", fb__report_s(wall));
     time_obj(w, us);
     fb__jsonw_kint(w, "restarts", (long long)restarts);
+    fb__jsonw_kint(w, "interruptions", (long long)ninterrupt);
     fb__jsonw_key(w, "incidents");
     fb__jsonw_arr_begin(w);
     for (size_t r = 0; r < n; r++)
         for (size_t i = 0; i < runs[r]->nincidents; i++)
             incident(w, runs[r], r, &runs[r]->incidents[i]);
     fb__jsonw_arr_end(w);
-    /* by_category: {category: count}; table: the Table 5 rows. */
+    /* by_category: {category: interruptions}; table: the Table 5 rows. */
     fb__jsonw_key(w, "by_category");
     fb__jsonw_obj_begin(w);
     for (long i = 0; i < nrows; i++) {
@@ -162,7 +163,8 @@ int fb__report_write_json(struct fb__jsonw *w, fb__report_run *const *runs,
         fb__jsonw_kstr(w, "component", rows[i].component);
         fb__jsonw_kstr(w, "category", rows[i].category);
         fb__jsonw_kint(w, "count", (long long)rows[i].count);
-        fb__jsonw_kdouble(w, "share", ninc ? (double)rows[i].count / (double)ninc : 0);
+        fb__jsonw_kdouble(w, "share", ninterrupt ? (double)rows[i].count /
+                                                   (double)ninterrupt : 0);
         fb__jsonw_obj_end(w);
     }
     fb__jsonw_arr_end(w);

@@ -72,7 +72,7 @@ static int table(FILE *f, fb__report_run *const *runs, size_t n)
     long nrows = fb__report_table(runs, n, &rows, &total);
     if (nrows < 0)
         return (int)nrows;
-    fprintf(f, "\nincidents by root cause (Llama 3 Table 5)\n"
+    fprintf(f, "\nunexpected interruptions by root cause (Llama 3 Table 5)\n"
                "  %-32s %-22s %6s %7s\n", "component", "category", "count",
             "share");
     for (long i = 0; i < nrows; i++)
@@ -80,7 +80,7 @@ static int table(FILE *f, fb__report_run *const *runs, size_t n)
                 rows[i].category, rows[i].count,
                 total ? 100.0 * (double)rows[i].count / (double)total : 0.0);
     if (nrows == 0)
-        fprintf(f, "  (no incidents)\n");
+        fprintf(f, "  (no interruptions)\n");
     free(rows);
     return 0;
 }

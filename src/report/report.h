@@ -175,8 +175,14 @@ typedef struct fb__report_row {
     size_t count;
 } fb__report_row;
 
-/* Table 5 rows over the incidents of all runs, most frequent first;
- * *rows_out is malloc'd, *total_out (may be NULL) the incident count.
+/* An unexpected interruption: the incident ended its attempt and was not
+ * a planned stop.  Table 5 and suspects count only these; the other
+ * incidents (a failed save, a restore that fell back) are listed, not
+ * counted. */
+int fb__report_is_interruption(const fb__report_incident *in);
+
+/* Table 5 rows over the interruptions of all runs, most frequent first;
+ * *rows_out is malloc'd, *total_out (may be NULL) the interruptions.
  * Returns the number of rows or -ENOMEM. */
 long fb__report_table(fb__report_run *const *runs, size_t n,
                       fb__report_row **rows_out, size_t *total_out);

@@ -1,0 +1,67 @@
+#!/usr/bin/env python3
+"""agree.py JSON TXT HTML: a report's three outputs say the same thing.
+
+The JSON is the last line of its file and one object; its time parts add
+up to the wall time for the run and each attempt; the text breakdown and
+the HTML table carry the same seconds; the HTML states the same effective
+training time and every incident's evidence; the page is self-contained.
+Exits 1 with the first disagreement."""
+import json
+import re
+import sys
+
+PARTS = ["useful", "checkpoint", "lost", "detect", "restart", "restore"]
+LABELS = {"useful": "useful training", "checkpoint": "checkpoint stall",
+          "lost": "lost work (recomputed)", "detect": "detection",
+          "restart": "restart and start-up", "restore": "restore"}
+
+
+def fail(msg):
+    sys.exit("agree: FAIL: " + msg)
+
+
+def main():
+    lines = open(sys.argv[1]).read().splitlines()
+    j = json.loads(lines[-1])
+    txt = open(sys.argv[2]).read()
+    html = open(sys.argv[3]).read()
+    if j.get("version") != "1.0":
+        fail("version %r" % j.get("version"))
+    total = sum(j["time_s"][p] for p in PARTS)
+    if abs(total - j["wall_s"]) > 1e-5:
+        fail("parts %r sum to %f, wall %f" % (j["time_s"], total, j["wall_s"]))
+    if j["wall_s"] > 0 and abs(j["ettr"] - j["time_s"]["useful"] / j["wall_s"]) > 1e-9:
+        fail("ettr")
+    for run in j["runs"]:
+        for a in run["attempts"]:
+            s = sum(a["time_s"][p] for p in PARTS)
+            if abs(s - a["wall_s"]) > 1e-5:
+                fail("attempt %d parts sum to %f, wall %f" % (a["number"], s, a["wall_s"]))
+    for p in PARTS:
+        m = re.search(r"^  %s +([0-9.]+) " % re.escape(LABELS[p]), txt, re.M)
+        if not m or abs(float(m.group(1)) - j["time_s"][p]) > 5e-4:
+            fail("text %s" % p)
+        m = re.search(r'data-key="%s">([0-9.]+)<' % p, html)
+        if not m or abs(float(m.group(1)) - j["time_s"][p]) > 5e-4:
+            fail("html %s" % p)
+    if "effective training time %.2f%%" % (100 * j["ettr"]) not in txt:
+        fail("text ETTR")
+    if "%.2f%%" % (100 * j["ettr"]) not in html:
+        fail("html ETTR")
+    for i in j["incidents"][:500]:
+        ev = i["evidence"].replace("&", "&amp;").replace("<", "&lt;").replace(
+            ">", "&gt;").replace('"', "&quot;").replace("'", "&#39;")
+        if ev not in html:
+            fail("html lacks the evidence of incident %d" % i["id"])
+        if i["evidence"] not in txt:
+            fail("text lacks the evidence of incident %d" % i["id"])
+    page = html.replace('xmlns="http://www.w3.org/2000/svg"', "")
+    for bad in ("<script", "src=", "url(", "@import", "<link", "http://", "https://"):
+        if bad in page:
+            fail("html is not self-contained: " + bad)
+    for chart in ("timeline of attempts", "time breakdown", "step time per rank"):
+        if 'aria-label="%s' % chart not in html:
+            fail("html lacks chart " + chart)
+
+
+main()
