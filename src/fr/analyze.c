@@ -348,9 +348,17 @@ static void tuple_add(ctx *c, int kind, uint32_t g, uint64_t seq, int rank, int 
     c->tup[c->ntup++] = (tuple){(uint32_t)kind, g, seq, rank, op};
 }
 
+/* When the evidence was taken.  A PyTorch dump is written on the timeout,
+ * so its file time says how long ranks waited -- unless the file was
+ * copied long after (then only the newest entry is known). */
 static uint64_t snap_of(const ctx *c, const fr_rank *r)
 {
-    return r->src == FR_SRC_RING ? r->snapshot_ns : c->snapshot_torch;
+    if (r->src == FR_SRC_RING)
+        return r->snapshot_ns;
+    if (r->snapshot_ns >= c->snapshot_torch &&
+        r->snapshot_ns - c->snapshot_torch < 86400ull * 1000000000ull)
+        return r->snapshot_ns;
+    return c->snapshot_torch;
 }
 
 static int old_enough(const ctx *c, const fr_rank *r, uint64_t t)
@@ -566,7 +574,10 @@ static int hang_analysis(ctx *c)
         }
         c->stuck_op[g] = op;
         char rl[256], wait[64], last[384] = "";
-        snprintf(wait, sizeof wait, "%.1f s", max_wait);
+        if (max_wait >= 0.05)
+            snprintf(wait, sizeof wait, " up to %.1f s", max_wait);
+        else
+            wait[0] = '\0';
         if (nmiss) {
             fmt_ranks(rl, sizeof rl, missing, nmiss);
             finding *f = add_finding(res, K_MISSING, (int)g, s, 1, op, missing, nmiss);
@@ -575,7 +586,7 @@ static int hang_analysis(ctx *c)
             last_done(c, f->ranks[0], last, sizeof last);
             snprintf(f->detail, sizeof f->detail,
                      "rank%s %s never entered %s #%" PRIu64 " on %s; %d rank%s "
-                     "waiting in it up to %s; %s", nmiss > 1 ? "s" : "", rl,
+                     "waiting in it%s; %s", nmiss > 1 ? "s" : "", rl,
                      opname(op), s, gname(m, (int)g), nwait, nwait == 1 ? "" : "s",
                      wait, last);
         } else if (nunk) {
@@ -584,7 +595,7 @@ static int hang_analysis(ctx *c)
             if (f)
                 snprintf(f->detail, sizeof f->detail,
                          "every rank with data entered %s #%" PRIu64 " on %s "
-                         "(%d waiting up to %s); no flight-recorder data from "
+                         "(%d waiting%s); no flight-recorder data from "
                          "rank%s %s, which did not finish it", opname(op), s,
                          gname(m, (int)g), nwait, wait, nunk > 1 ? "s" : "", rl);
         }
