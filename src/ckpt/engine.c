@@ -37,6 +37,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "ckpt/cuda.h"
 #include "ckpt/hash.h"
 #include "ckpt/safetensors.h"
 #include "ckpt/shard.h"
@@ -283,7 +284,7 @@ static void *hash_all(void *arg)
     hash_job *j = arg;
     for (size_t i = 0; i < j->ck->n; i++) {
         fb__ckpt_tensor *t = &j->ck->t[i];
-        t->hash = fb__hash(j->ck->alg, j->from_staging ? t->staging : t->data,
+        t->hash = fb__hash(j->ck->alg, fb__ckpt_source(t, j->from_staging),
                            t->bytes);
     }
     return NULL;
@@ -357,7 +358,7 @@ static int write_shard(fb_ckpt *ck, uint64_t step, int from_staging,
         size_t total = 0;
         while (i < ck->n && np < IOV_BATCH && total < CHUNK_BYTES) {
             fb__ckpt_tensor *t = &ck->t[i];
-            char *src = from_staging ? t->staging : t->data;
+            char *src = (char *)fb__ckpt_source(t, from_staging);
             size_t n = t->bytes - done < CHUNK_BYTES - total ? t->bytes - done
                                                              : CHUNK_BYTES - total;
             if (n) {
@@ -655,13 +656,17 @@ int fb_ckpt_register_slice(fb_ckpt *ck, const char *name, fb_dtype dtype,
     }
     t->data = data;
     t->bytes = (size_t)bytes;
-    if (ck->async && t->bytes) {
+    t->on_device = t->bytes && fb__cuda_is_device(data);
+    if ((ck->async || t->on_device) && t->bytes) {
         int rc = fb__staging_alloc(&t->stage, t->bytes);
         if (rc) {
             free(t->name);
             return rc;
         }
         t->staging = t->stage.ptr;
+        /* Pinned staging lets the device copy run at DMA speed; pageable
+         * memory still works, only slower. */
+        t->pinned = t->on_device && fb__cuda_pin(t->staging, t->bytes) == 0;
     }
     ck->n++;
     return 0;
@@ -671,6 +676,30 @@ int fb_ckpt_register(fb_ckpt *ck, const char *name, fb_dtype dtype, int ndim,
                      const int64_t *shape, void *data)
 {
     return fb_ckpt_register_slice(ck, name, dtype, ndim, shape, data, NULL, NULL);
+}
+
+/*
+ * Copy the tensors into staging: device tensors are queued on the CUDA
+ * stream first so the DMA overlaps the host memcpy; host tensors only
+ * when `host` (async).  Returns when every copy is done.
+ */
+static int snapshot(fb_ckpt *ck, int host)
+{
+    int rc = 0, queued = 0;
+    for (size_t i = 0; i < ck->n && !rc; i++)
+        if (ck->t[i].on_device) {
+            rc = fb__cuda_d2h_async(ck->t[i].staging, ck->t[i].data, ck->t[i].bytes);
+            queued = 1;
+        }
+    for (size_t i = 0; host && i < ck->n; i++)
+        if (ck->t[i].bytes && !ck->t[i].on_device)
+            memcpy(ck->t[i].staging, ck->t[i].data, ck->t[i].bytes);
+    if (queued) {
+        int r = fb__cuda_sync();
+        if (!rc)
+            rc = r;
+    }
+    return rc;
 }
 
 int fb_ckpt_save(fb_ckpt *ck, uint64_t step)
@@ -708,10 +737,21 @@ int fb_ckpt_save(fb_ckpt *ck, uint64_t step)
     fb__lib_report(FB_REPORT_CKPT_BEGIN, 0, step, 0, 0, 0, NULL);
     fb_set_phase(FB_PHASE_CHECKPOINT);
     uint64_t t0 = fb__now_ns();
+    int rc = snapshot(ck, ck->async);
+    if (rc) {
+        fb_set_phase(FB_PHASE_TRAIN);
+        fb__lib_report(FB_REPORT_CKPT_FAILED, rc, step, 0, 0, 0,
+                       "copying device tensors to host memory failed");
+        pthread_mutex_lock(&ck->mu);
+        ck->busy = 0;
+        ck->last_rc = rc;
+        if (ck->on_error == FB_CKPT_ERROR_STOP)
+            ck->sticky_rc = rc;
+        pthread_cond_broadcast(&ck->cv);
+        pthread_mutex_unlock(&ck->mu);
+        return ck->on_error == FB_CKPT_ERROR_STOP ? rc : 0;
+    }
     if (ck->async) {
-        for (size_t i = 0; i < ck->n; i++)
-            if (ck->t[i].bytes)
-                memcpy(ck->t[i].staging, ck->t[i].data, ck->t[i].bytes);
         uint64_t stall = fb__now_ns() - t0;
         ck->last_stall_ns = stall;
         fb_set_phase(FB_PHASE_TRAIN);
@@ -722,7 +762,7 @@ int fb_ckpt_save(fb_ckpt *ck, uint64_t step)
         pthread_mutex_unlock(&ck->mu);
         return 0;
     }
-    int rc = persist(ck, step, 0, 0);
+    rc = persist(ck, step, 0, 0);
     ck->last_stall_ns = fb__now_ns() - t0;
     fb_set_phase(FB_PHASE_TRAIN);
     pthread_mutex_lock(&ck->mu);
@@ -754,6 +794,8 @@ void fb_ckpt_close(fb_ckpt *ck)
         pthread_join(ck->writer, NULL);
     }
     for (size_t i = 0; i < ck->n; i++) {
+        if (ck->t[i].pinned)
+            fb__cuda_unpin(ck->t[i].staging);
         fb__staging_free(&ck->t[i].stage);
         free(ck->t[i].name);
     }

@@ -38,7 +38,9 @@ typedef struct fb__ckpt_tensor {
     void *data;
     size_t bytes;
     fb__staging stage;
-    void *staging;      /* stage.ptr (async only)                       */
+    void *staging;      /* stage.ptr (async, or a device tensor)        */
+    int on_device;      /* data is CUDA device memory (cuda.h)          */
+    int pinned;         /* staging registered with CUDA for DMA         */
     uint64_t hash;      /* of the last shard written                    */
 } fb__ckpt_tensor;
 
@@ -72,6 +74,13 @@ struct fb_ckpt {
 /* snprintf into a message buffer, where cutting a long path is fine. */
 void fb__ckpt_say(char *buf, size_t size, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+
+/* Where the writer reads a tensor's bytes from. */
+static inline const char *fb__ckpt_source(const fb__ckpt_tensor *t, int from_staging)
+{
+    return (from_staging || t->on_device) ? (const char *)t->staging
+                                          : (const char *)t->data;
+}
 
 /* Wait until no save is in flight; the last save's result. */
 int fb__ckpt_wait_idle(fb_ckpt *ck);

@@ -24,6 +24,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "ckpt/cuda.h"
 #include "ckpt/shard.h"
 #include "ckpt/store.h"
 #include "common/util.h"
@@ -76,7 +77,7 @@ static int match_tensors(const fb_ckpt *ck, const fb__st_header *h,
                      "checkpoint, [%s] registered", t->name, a, b);
             return FB_EMISMATCH;
         }
-        dest[s - h->tensors] = t->data;
+        dest[s - h->tensors] = t->on_device ? t->staging : t->data;
     }
     return 0;
 }
@@ -148,6 +149,11 @@ static int try_step(fb_ckpt *ck, uint64_t step, uint64_t *bytes_out, char *why,
                                why_size);
     if (rc == FB_ECORRUPT)
         quarantine_own_shard(ck, step);
+    for (size_t i = 0; !rc && i < ck->n; i++)
+        if (ck->t[i].on_device &&
+            (rc = fb__cuda_h2d(ck->t[i].data, ck->t[i].staging, ck->t[i].bytes)))
+            fb__ckpt_say(why, why_size, "copying tensor \"%.200s\" to the device "
+                         "failed", ck->t[i].name);
     if (!rc)
         *bytes_out = h->data_offset + h->data_len;
 out:
