@@ -28,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "common/json.h"
 
@@ -83,6 +84,19 @@ static void append(fb__report_class *out, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(out->evidence + n, sizeof out->evidence - n, fmt, ap);
     va_end(ap);
+}
+
+/* The cause whose Llama 3 component is `name` (health checks name it,
+ * docs/health.md), or NULL. */
+static const cause *cause_named(const char *name)
+{
+    static const cause *const all[] = {&C_GPU, &C_HBM, &C_SRAM, &C_GSP, &C_SDC,
+        &C_THERMAL, &C_SWBUG, &C_DEP, &C_NET, &C_MAINT, &C_NIC, &C_SSD, &C_PSU,
+        &C_CHASSIS, &C_IOB, &C_CPU, &C_SYSMEM};
+    for (size_t i = 0; name && i < sizeof all / sizeof all[0]; i++)
+        if (!strcasecmp(name, all[i]->component))
+            return all[i];
+    return NULL;
 }
 
 /* Case-insensitive whole-word search (a "word" may contain spaces) within
@@ -224,19 +238,23 @@ static int from_health(const char *health, fb__report_class *out, int commit)
         const char *name = fb__json_as_str(fb__json_get(c, "name"));
         const char *cat = fb__json_as_str(fb__json_get(c, "category"));
         const char *detail = fb__json_as_str(fb__json_get(c, "detail"));
+        const cause *named =
+            cause_named(fb__json_as_str(fb__json_get(c, "component")));
         cause k;
         const char *why = "";
         int xid = fb__report_find_xid(detail);
-        if (xid >= 0)
+        if (named)
+            k = *named;
+        else if (xid >= 0)
             k = xid_cause(xid, &why);
         else if (!hw_cause(name, cat, detail, &k))
             continue; /* a failing check that names no component */
         found = 1;
         if (commit)
-            set(out, k, xid >= 0 ? "xid" : "health",
+            set(out, k, xid >= 0 && !named ? "xid" : "health",
                 "health check '%s'%s%s%s failed: %.200s%s%s", name ? name : "?",
                 cat ? " (" : "", cat ? cat : "", cat ? ")" : "",
-                detail ? detail : "", xid >= 0 ? "; " : "", xid >= 0 ? why : "");
+                detail ? detail : "", *why ? "; " : "", why);
         else
             append(out, "; also: health check '%s' failed (%s)",
                    name ? name : "?", k.component);
@@ -245,7 +263,25 @@ static int from_health(const char *health, fb__report_class *out, int commit)
     return found;
 }
 
-/* Flight-recorder verdict: findings with kind/group/seq/ranks/detail. */
+/* Ranks of a JSON array as "1,5" into buf. */
+static void rank_list(const fb__json *arr, char *buf, size_t size)
+{
+    size_t used = 0;
+    buf[0] = '\0';
+    for (const fb__json *r = arr && arr->type == FB_JSON_ARRAY ? arr->child : NULL;
+         r && used + 24 < size; r = r->next) {
+        int64_t v;
+        if (fb__json_as_i64(r, &v) == 0)
+            used += (size_t)snprintf(buf + used, size - used, "%s%lld",
+                                     used ? "," : "", (long long)v);
+    }
+}
+
+/* Flight-recorder verdict (docs/flight-recorder.md): verdict hang,
+ * mismatch, slow, ok or undecided; summary; culprits; findings with
+ * kind/group/seq/ranks/detail.  A mismatch (ranks disagree on a
+ * collective's type, size or dtype) is a program bug; a hang or a slow
+ * rank with a culprit and nothing else is a watchdog timeout. */
 static int from_fr(const char *fr, fb__report_class *out)
 {
     fb__json_doc *doc = parse_json(fr);
@@ -253,41 +289,39 @@ static int from_fr(const char *fr, fb__report_class *out)
         return 0;
     const fb__json *root = fb__json_root(doc);
     const char *verdict = fb__json_as_str(fb__json_get(root, "verdict"));
+    const char *summary = fb__json_as_str(fb__json_get(root, "summary"));
     const fb__json *findings = fb__json_get(root, "findings");
     const fb__json *f = findings && findings->type == FB_JSON_ARRAY
                             ? findings->child : NULL;
-    int decided = 0;
-    if (f) {
-        const char *kind = fb__json_as_str(fb__json_get(f, "kind"));
-        const char *group = fb__json_as_str(fb__json_get(f, "group"));
-        const char *detail = fb__json_as_str(fb__json_get(f, "detail"));
-        int64_t seq = -1;
-        fb__json_as_i64(fb__json_get(f, "seq"), &seq);
-        char ranks[96] = "";
-        const fb__json *rk = fb__json_get(f, "ranks");
-        size_t used = 0;
-        for (const fb__json *r = rk && rk->type == FB_JSON_ARRAY ? rk->child : NULL;
-             r && used + 24 < sizeof ranks; r = r->next) {
-            int64_t v;
-            if (fb__json_as_i64(r, &v) == 0)
-                used += (size_t)snprintf(ranks + used, sizeof ranks - used,
-                                         "%s%lld", used ? "," : "", (long long)v);
+    const char *kind = fb__json_as_str(fb__json_get(f, "kind"));
+    char ranks[96];
+    rank_list(fb__json_get(root, "culprits"), ranks, sizeof ranks);
+    if (!ranks[0])
+        rank_list(fb__json_get(f, "ranks"), ranks, sizeof ranks);
+    int mismatch = verdict ? !strcmp(verdict, "mismatch")
+                           : kind && strstr(kind, "mismatch") &&
+                                 !strstr(kind, "state");
+    int decided = mismatch || (verdict ? !strcmp(verdict, "hang") ||
+                                             !strcmp(verdict, "slow")
+                                       : f != NULL);
+    if (decided) {
+        char what[256];
+        if (summary && *summary) {
+            snprintf(what, sizeof what, "%.250s", summary);
+        } else {
+            const char *group = fb__json_as_str(fb__json_get(f, "group"));
+            const char *detail = fb__json_as_str(fb__json_get(f, "detail"));
+            int64_t seq = -1;
+            fb__json_as_i64(fb__json_get(f, "seq"), &seq);
+            snprintf(what, sizeof what, "%.40s in group %.40s at seq %lld: %.150s",
+                     kind ? kind : "finding", group ? group : "?",
+                     (long long)seq, detail ? detail : "");
         }
-        int mismatch = kind && (strstr(kind, "mismatch") || strstr(kind, "desync"));
         set(out, mismatch ? C_SWBUG : C_WATCHDOG, "flight_recorder",
-            "flight recorder: %s%s%s at seq %lld, rank(s) [%s]: %.160s%s",
-            kind ? kind : verdict ? verdict : "finding",
-            group ? " in group " : "", group ? group : "", (long long)seq,
-            ranks, detail ? detail : "",
+            "flight recorder: %s: %s; culprit rank(s) [%s]%s",
+            verdict ? verdict : "finding", what, ranks,
             mismatch ? " (ranks disagree on the collective: a program bug)"
                      : " (no hardware evidence)");
-        decided = 1;
-    } else if (verdict && *verdict && !has_word(verdict, "ok") &&
-               !has_word(verdict, "none")) {
-        set(out, C_WATCHDOG, "flight_recorder",
-            "flight recorder verdict '%.100s' with no culprit (no hardware "
-            "evidence)", verdict);
-        decided = 1;
     }
     fb__json_free(doc);
     return decided;

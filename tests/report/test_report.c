@@ -84,6 +84,12 @@ static void test_classify(void)
         .health = "{\"verdict\":\"fail\",\"checks\":[{\"name\":\"ib0\",\"status\":"
                   "\"fail\",\"category\":\"network\",\"detail\":\"port down\"}]}"};
     cls(&ev, "Network", "Network switch/cable", "health");
+    ev = (fb__report_evidence){.kind = "crash", /* docs/health.md's form */
+        .health = "{\"version\":\"1.0\",\"verdict\":\"fail\",\"checks\":[{"
+                  "\"name\":\"gpu3.present\",\"status\":\"fail\",\"detail\":"
+                  "\"GPU 3: GPU is lost\",\"category\":\"GPU\",\"component\":"
+                  "\"Faulty GPU\",\"action\":\"drain\"}]}"};
+    cls(&ev, "GPU", "Faulty GPU", "health");
     ev = (fb__report_evidence){.kind = "crash",
         .last_lines = "NVRM: Xid (PCI:0000:3b:00): 119, GSP timeout"};
     cls(&ev, "GPU", "GPU system processor", "xid");
