@@ -280,7 +280,36 @@ int fb__seg_read_report(const fb__seg *seg, uint64_t idx, fb__seg_report *out)
 
 int fb__seg_dump(const fb__seg *seg, const char *path)
 {
-    return fb__write_file_atomic(path, seg->base, seg->size);
+    /* Atomic (temporary name + rename) but not fsynced: the supervisor takes
+     * these snapshots on the restart path, where two fsyncs per rank would
+     * cost more than the whole relaunch; the page cache writes them soon. */
+    char tmp[PATH_MAX];
+    if (fb__fmt(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid()))
+        return -ENAMETOOLONG;
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return -errno;
+    const char *p = seg->base;
+    size_t left = seg->size;
+    int rc = 0;
+    while (left > 0) {
+        ssize_t w = write(fd, p, left);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            rc = -errno;
+            break;
+        }
+        p += w;
+        left -= (size_t)w;
+    }
+    if (close(fd) && !rc)
+        rc = -errno;
+    if (!rc && rename(tmp, path))
+        rc = -errno;
+    if (rc)
+        unlink(tmp);
+    return rc;
 }
 
 /* Parse "fb.<job>.<attempt>.<rank>" into its job id. */

@@ -289,6 +289,23 @@ static int launch_mpirun(sup *s)
     return rc;
 }
 
+char **fb__sup_env_common(sup *s)
+{
+    envb e;
+    if (env_init(&e) || common_env(s, &e)) {
+        env_free(&e);
+        return NULL;
+    }
+    return e.v;
+}
+
+void fb__sup_env_free(char **env)
+{
+    for (char **p = env; p && *p; p++)
+        free(*p);
+    free(env);
+}
+
 int fb__sup_launch(sup *s)
 {
     s->master_port = free_port();
@@ -298,6 +315,8 @@ int fb__sup_launch(sup *s)
         return launch_local(s);
     case FB_LAUNCH_MPIRUN:
         return launch_mpirun(s);
+    case FB_LAUNCH_SLURM:
+        return fb__sup_launch_slurm(s);
     default:
         return -ENOTSUP;
     }

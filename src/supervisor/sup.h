@@ -106,7 +106,13 @@ typedef struct sup {
     int any_attached;                    /* some rank attached, ever        */
     uint64_t last_status_ns;
     int status_on_tty;
+    /* launcher slurm (slurm.c) */
+    struct fb__sup_slurm *slurm;         /* NULL for other launchers        */
+    char launch_detail[256];             /* why a launch failed, or ""      */
 } sup;
+
+/* sup_unit.rank of the slurm launcher's watcher step. */
+#define FB__SUP_UNIT_WATCHERS (-2)
 
 /* CLOCK_MONOTONIC ns -> Unix seconds. */
 double fb__sup_mono_to_wall(uint64_t mono_ns);
@@ -122,6 +128,19 @@ void fb__sup_rank_ended(sup *s, int rank, int wstatus_known, int wstatus,
 /* Read the tail of a rank's output for an incident. */
 void fb__sup_last_lines(const sup *s, int rank, char *buf, size_t size);
 const char *fb__sup_phase_name(uint32_t phase);
+
+/* launch.c, for other launchers: the environment every rank gets
+ * (NULL-terminated, NULL when out of memory); free with fb__sup_env_free. */
+char **fb__sup_env_common(sup *s);
+void fb__sup_env_free(char **env);
+
+/* slurm.c (docs/slurm.md) */
+int fb__sup_slurm_init(sup *s);          /* sets s->world; prints errors   */
+int fb__sup_launch_slurm(sup *s);
+int fb__sup_slurm_fd(const sup *s);      /* watchers' stdout to poll, -1   */
+void fb__sup_slurm_read(sup *s);
+void fb__sup_slurm_tick(sup *s, uint64_t now);
+void fb__sup_slurm_on_failure(sup *s);   /* blame a node, before recording */
 
 /* status.c */
 void fb__sup_log(sup *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

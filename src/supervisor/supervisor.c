@@ -246,6 +246,8 @@ static void on_shim_msg(sup *s, sup_unit *u, const fb__shim_msg *m)
         fb__sup_rank_ended(s, u->rank, 1, m->wstatus, m->exec_errno, m->mono_ns);
         return;
     }
+    if (u->rank == FB__SUP_UNIT_WATCHERS)
+        return; /* slurm's node watchers: not the job */
     /* mpirun ended.  Ranks that went away are known through pidfds; give
      * every rank still unresolved its own end record first. */
     for (int r = 0; r < s->world; r++)
@@ -340,6 +342,12 @@ static void handle_events(sup *s, int timeout_ms)
         pfd[n].events = POLLIN;
         map[n++] = 100000 + r;
     }
+    int slurm_fd = fb__sup_slurm_fd(s);
+    if (slurm_fd >= 0) {
+        pfd[n].fd = slurm_fd;
+        pfd[n].events = POLLIN;
+        map[n++] = -2;
+    }
     int rc = poll(pfd, (nfds_t)n, timeout_ms);
     if (rc <= 0)
         return;
@@ -361,6 +369,8 @@ static void handle_events(sup *s, int timeout_ms)
                     s->stop_signal = sig;
                 }
             }
+        } else if (map[i] == -2) {
+            fb__sup_slurm_read(s);
         } else if (map[i] >= 100000) {
             int r = map[i] - 100000;
             fb__sup_rank_ended(s, r, 0, 0, 0, fb__now_ns());
@@ -656,7 +666,7 @@ static int run_attempt(sup *s)
         snprintf(f->kind, sizeof f->kind, "launch_failure");
         snprintf(f->phase, sizeof f->phase, "init");
         snprintf(f->detail, sizeof f->detail, "cannot launch the ranks: %s",
-                 fb_strerror(rc));
+                 s->launch_detail[0] ? s->launch_detail : fb_strerror(rc));
     } else {
         fb__journal_attempt_real(s->j, s->attempt_id, "launched_at", fb__wall_s());
         fb__sup_log(s, "attempt %d: launched %d rank%s (%s)", s->attempt, s->world,
@@ -667,6 +677,8 @@ static int run_attempt(sup *s)
         uint64_t now = fb__now_ns();
         fb__sup_watch(s, now);
         fire_injections(s, now);
+        if (s->slurm)
+            fb__sup_slurm_tick(s, now);
         fb__sup_status(s, now, 0);
     }
     /* Last look at the segments: reports sent just before the end. */
@@ -674,6 +686,8 @@ static int run_attempt(sup *s)
     int completed = !s->fail.set && !s->stop_signal;
     uint64_t end_ns = fb__now_ns();
     if (s->fail.set) {
+        if (s->slurm)
+            fb__sup_slurm_on_failure(s);
         snapshot_segments(s, s->fail.kind);
         char *verdict = calloc(1, 65536);
         if (verdict && !strcmp(s->fail.kind, "hang"))
@@ -767,6 +781,11 @@ int fb__sup_run(const fb__sup_options *o, fb__sup_result *res)
             return rc;
         }
     }
+    if (o->launcher == FB_LAUNCH_SLURM) {
+        rc = fb__sup_slurm_init(s);
+        if (rc)
+            return rc;
+    }
     rc = setup_run_dir(s);
     if (rc)
         return rc;
@@ -842,6 +861,7 @@ int fb__sup_run(const fb__sup_options *o, fb__sup_result *res)
                      "%s; not restarting: a restart would fail the same way", f->detail);
             break;
         }
+        int64_t prev_step_before = prev_fail_step;
         if (f->step == prev_fail_step && !strcmp(f->kind, prev_fail_kind))
             same_in_a_row++;
         else
@@ -865,8 +885,10 @@ int fb__sup_run(const fb__sup_options *o, fb__sup_result *res)
                      f->detail);
             break;
         }
-        /* Back off when attempts stop making progress. */
-        int progressed = s->max_step > (restored_before >= 0 ? restored_before : -1);
+        /* Back off when attempts stop making progress: progress is failing
+         * later than the attempt before, or a new durable checkpoint. */
+        int progressed = s->durable_step > restored_before ||
+                         f->step > prev_step_before || prev_step_before == -2;
         no_progress = progressed ? 0 : no_progress + 1;
         double delay = 0;
         if (no_progress > 0) {

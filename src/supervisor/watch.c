@@ -113,6 +113,10 @@ static void on_report(sup *s, int rank, const fb__seg_report *r)
         fb__journal_attempt_real(s->j, s->attempt_id, "restore_s", s->restore_s);
         break;
     case FB_REPORT_RESTORE_FALLBACK: {
+        /* A partial checkpoint left by the failed attempt is expected (the
+         * event row keeps it); only a rejected complete one is an incident. */
+        if (r->code == FB_ENOCKPT)
+            break;
         char detail[320];
         snprintf(detail, sizeof detail,
                  "rank %d rejected checkpoint %llu and fell back: %s", rank,

@@ -1,0 +1,839 @@
+/*
+ * slurm.c -- the slurm launcher of `firebreak run` (docs/slurm.md).
+ *
+ * Inside an allocation (SLURM_JOB_ID set), each attempt:
+ *   1. picks its nodes: the allocation's, in Slurm's order, less those
+ *      found at fault; the first `need` of them (the rest are spares);
+ *   2. with --health-check, first runs `firebreak watch --health` on every
+ *      candidate node (one srun step); a node that fails is left out, and
+ *      drained with firebreak's reason when --drain is given;
+ *   3. starts the ranks: one step, `srun -K1 -m block -w NODES ...`
+ *      (unit 0; the rank of task t is SLURM_PROCID, on node t / per-node);
+ *   4. starts one watcher per node: `srun --ntasks-per-node=1 firebreak
+ *      watch` (unit 1), whose stdout is a pipe the supervisor polls
+ *      (fb__sup_slurm_fd): rank ends and heartbeats arrive as fbw1 lines.
+ * When too few healthy nodes remain the attempt cannot launch: the run
+ * stops with a message naming the excluded nodes, or, with
+ * --on-no-nodes requeue, asks Slurm to requeue the job first.
+ *
+ * Everything here runs in the supervisor's thread; commands run without a
+ * shell, with the supervisor's signal mask cleared and a parent-death
+ * signal so that nothing outlives a killed supervisor.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/util.h"
+#include "supervisor/slurm.h"
+#include "supervisor/sup.h"
+
+#define MAX_NODES 1024
+#define MAX_RANKS 8192
+#define UNIT_WATCHERS 1          /* index in s->units */
+#define HEALTH_TIMEOUT_MS 120000
+
+typedef struct snode {
+    char name[FB__SLURM_NODE_MAX];
+    char addr[FB__SLURM_NODE_MAX];
+    int bad;                     /* excluded for the rest of the run */
+    char why[256];
+} snode;
+
+typedef struct rank_beat {
+    int have;
+    long long step, age_ms;
+    int phase;
+    uint64_t rx_ns;
+} rank_beat;
+
+struct fb__sup_slurm {
+    char job_id[32];
+    char self[PATH_MAX];         /* this firebreak binary                 */
+    snode nodes[MAX_NODES];
+    int nnodes, need, ppn;
+    int cur[MAX_NODES];          /* this attempt's nodes (indices)        */
+    int ncur;
+    int watch_fd;                /* watchers' stdout; -1                   */
+    char buf[8 * FB__SLURM_LINE_MAX];
+    size_t len;
+    int dropping;                /* inside an over-long line              */
+    int watch_stop_sent;
+    int suspect;                 /* node of the last failure; -1          */
+    char suspect_why[256];
+    rank_beat beats[MAX_RANKS];
+    char srun_log[PATH_MAX];
+};
+
+static struct fb__sup_slurm g_slurm; /* one supervisor per process */
+
+/* ---- the fbw1 line protocol ---- */
+
+int fb__slurm_node_name_ok(const char *s)
+{
+    size_t n = 0;
+    for (; s[n]; n++) {
+        char c = s[n];
+        int ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                 (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-';
+        if (!ok || n >= FB__SLURM_NODE_MAX - 1)
+            return 0;
+    }
+    return n > 0;
+}
+
+const char *fb__slurm_end_how_name(fb__slurm_end_how how)
+{
+    switch (how) {
+    case FB_SLURM_END_EXIT: return "exit";
+    case FB_SLURM_END_SIGNAL: return "signal";
+    case FB_SLURM_END_FINALIZED: return "finalized";
+    case FB_SLURM_END_VANISHED: return "vanished";
+    }
+    return "unknown";
+}
+
+/* Split `line` into at most `max` space-separated fields; the last one
+ * takes the rest of the line when rest is set. */
+static int split(char *line, char **f, int max, int rest)
+{
+    int n = 0;
+    char *p = line;
+    while (*p && n < max) {
+        if (rest && n == max - 1) {
+            f[n++] = p;
+            break;
+        }
+        f[n++] = p;
+        char *sp = strchr(p, ' ');
+        if (!sp)
+            break;
+        *sp = '\0';
+        p = sp + 1;
+    }
+    return n;
+}
+
+static int num(const char *s, long long lo, long long hi, long long *out)
+{
+    return fb__parse_int(s, lo, hi, out);
+}
+
+int fb__slurm_parse_line(const char *line, size_t len, int max_rank,
+                         fb__slurm_msg *m)
+{
+    char buf[FB__SLURM_LINE_MAX + 1];
+    char *f[8];
+    long long a, b, c;
+    if (len == 0 || len > FB__SLURM_LINE_MAX || memchr(line, '\0', len))
+        return -EINVAL;
+    memcpy(buf, line, len);
+    buf[len] = '\0';
+    memset(m, 0, sizeof *m);
+    if (strncmp(buf, "fbw1 ", 5))
+        return -EINVAL;
+    char *body = buf + 5;
+    if (!strncmp(body, "health ", 7)) {
+        int n = split(body, f, 4, 1);
+        if (n < 3 || !fb__slurm_node_name_ok(f[1]))
+            return -EINVAL;
+        if (strcmp(f[2], "ok") && strcmp(f[2], "warn") && strcmp(f[2], "fail") &&
+            strcmp(f[2], "error"))
+            return -EINVAL;
+        m->kind = FB_SLURM_MSG_HEALTH;
+        snprintf(m->node, sizeof m->node, "%s", f[1]);
+        snprintf(m->verdict, sizeof m->verdict, "%s", f[2]);
+        snprintf(m->reason, sizeof m->reason, "%s", n > 3 ? f[3] : "");
+        return 0;
+    }
+    int n = split(body, f, 6, 0);
+    if (n == 4 && !strcmp(f[0], "hello") && fb__slurm_node_name_ok(f[1]) &&
+        !num(f[2], 0, MAX_NODES - 1, &a) && !num(f[3], 1, INT32_MAX, &b)) {
+        m->kind = FB_SLURM_MSG_HELLO;
+        snprintf(m->node, sizeof m->node, "%s", f[1]);
+        m->nodeid = (int)a;
+        m->pid = b;
+        return 0;
+    }
+    if (n == 3 && !strcmp(f[0], "attach") && !num(f[1], 0, max_rank - 1, &a) &&
+        !num(f[2], 1, INT32_MAX, &b)) {
+        m->kind = FB_SLURM_MSG_ATTACH;
+        m->rank = (int)a;
+        m->pid = b;
+        return 0;
+    }
+    if (n == 5 && !strcmp(f[0], "beat") && !num(f[1], 0, max_rank - 1, &a) &&
+        !num(f[2], -1, INT64_MAX, &b) && !num(f[3], 0, 15, &c)) {
+        long long age;
+        if (num(f[4], 0, INT64_MAX, &age))
+            return -EINVAL;
+        m->kind = FB_SLURM_MSG_BEAT;
+        m->rank = (int)a;
+        m->step = b;
+        m->phase = (int)c;
+        m->age_ms = age;
+        return 0;
+    }
+    if (n == 4 && !strcmp(f[0], "end") && !num(f[1], 0, max_rank - 1, &a) &&
+        !num(f[3], -255, 255, &c)) {
+        static const fb__slurm_end_how hows[] = {FB_SLURM_END_EXIT,
+            FB_SLURM_END_SIGNAL, FB_SLURM_END_FINALIZED, FB_SLURM_END_VANISHED};
+        for (size_t i = 0; i < sizeof hows / sizeof hows[0]; i++) {
+            if (!strcmp(f[2], fb__slurm_end_how_name(hows[i]))) {
+                m->kind = FB_SLURM_MSG_END;
+                m->rank = (int)a;
+                m->how = hows[i];
+                m->code = (int)c;
+                return 0;
+            }
+        }
+        return -EINVAL;
+    }
+    if (n == 2 && !strcmp(f[0], "bye") && fb__slurm_node_name_ok(f[1])) {
+        m->kind = FB_SLURM_MSG_BYE;
+        snprintf(m->node, sizeof m->node, "%s", f[1]);
+        return 0;
+    }
+    return -EINVAL;
+}
+
+/* ---- running commands ---- */
+
+static void child_setup(int out_fd, int err_fd)
+{
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    int devnull = open("/dev/null", O_RDWR);
+    if (devnull >= 0)
+        dup2(devnull, 0);
+    if (out_fd >= 0)
+        dup2(out_fd, 1);
+    if (err_fd >= 0)
+        dup2(err_fd, 2);
+}
+
+/* Run argv, capture up to size-1 bytes of stdout; stderr to err_fd (-1:
+ * inherit).  Returns the exit status (0..255), 128+signal, or -errno
+ * (-ETIMEDOUT: killed after timeout_ms). */
+static int run_capture(char *const argv[], char *out, size_t size, int err_fd,
+                       int timeout_ms)
+{
+    int p[2];
+    if (pipe2(p, O_CLOEXEC))
+        return -errno;
+    pid_t pid = fork();
+    if (pid < 0) {
+        int e = -errno;
+        close(p[0]);
+        close(p[1]);
+        return e;
+    }
+    if (pid == 0) {
+        child_setup(p[1], err_fd);
+        execvp(argv[0], argv);
+        _exit(127);
+    }
+    close(p[1]);
+    size_t len = 0;
+    uint64_t deadline = fb__now_ns() + (uint64_t)timeout_ms * 1000000ull;
+    int timed_out = 0;
+    for (;;) {
+        uint64_t now = fb__now_ns();
+        if (now >= deadline) {
+            timed_out = 1;
+            kill(pid, SIGKILL);
+            break;
+        }
+        struct pollfd pf = {.fd = p[0], .events = POLLIN};
+        int r = poll(&pf, 1, (int)((deadline - now) / 1000000ull) + 1);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            continue;
+        char tmp[4096];
+        ssize_t n = read(p[0], tmp, sizeof tmp);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        size_t take = (size_t)n;
+        if (size && len + take > size - 1)
+            take = size - 1 - len;
+        if (take)
+            memcpy(out + len, tmp, take);
+        len += take;
+    }
+    close(p[0]);
+    if (size)
+        out[len] = '\0';
+    int ws;
+    while (waitpid(pid, &ws, 0) < 0 && errno == EINTR)
+        ;
+    if (timed_out)
+        return -ETIMEDOUT;
+    return WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws);
+}
+
+/* ---- nodes ---- */
+
+static int node_list(const struct fb__sup_slurm *g, const int *idx, int n,
+                     char *buf, size_t size)
+{
+    size_t len = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < n; i++) {
+        int w = snprintf(buf + len, size - len, "%s%s", i ? "," : "",
+                         g->nodes[idx[i]].name);
+        if (w < 0 || (size_t)w >= size - len)
+            return -ENAMETOOLONG;
+        len += (size_t)w;
+    }
+    return 0;
+}
+
+static int node_index(const struct fb__sup_slurm *g, const char *name)
+{
+    for (int i = 0; i < g->nnodes; i++)
+        if (!strcmp(g->nodes[i].name, name))
+            return i;
+    return -1;
+}
+
+/* NodeAddr of every node, for MASTER_ADDR (`scontrol -o show node`). */
+static void load_addrs(struct fb__sup_slurm *g)
+{
+    static char out[1 << 18];
+    char *argv[] = {"scontrol", "-o", "show", "node", NULL};
+    if (run_capture(argv, out, sizeof out, -1, 10000) != 0)
+        return;
+    for (char *line = strtok(out, "\n"); line; line = strtok(NULL, "\n")) {
+        char name[FB__SLURM_NODE_MAX] = "", addr[FB__SLURM_NODE_MAX] = "";
+        char *p = strstr(line, "NodeName="), *q = strstr(line, "NodeAddr=");
+        if (!p || !q || sscanf(p + 9, "%63[^ ]", name) != 1 ||
+            sscanf(q + 9, "%63[^ ]", addr) != 1)
+            continue;
+        int i = node_index(g, name);
+        if (i >= 0 && fb__slurm_node_name_ok(addr))
+            snprintf(g->nodes[i].addr, sizeof g->nodes[i].addr, "%s", addr);
+    }
+}
+
+static void drain_node(sup *s, int i, const char *why)
+{
+    struct fb__sup_slurm *g = s->slurm;
+    char nn[128], reason[320];
+    snprintf(nn, sizeof nn, "NodeName=%s", g->nodes[i].name);
+    snprintf(reason, sizeof reason, "Reason=%s%s",
+             strncmp(why, "firebreak:", 10) ? "firebreak: " : "", why);
+    char *argv[] = {"scontrol", "update", nn, "State=DRAIN", reason, NULL};
+    char out[512];
+    int rc = run_capture(argv, out, sizeof out, -1, 15000);
+    if (rc)
+        fb__sup_log(s, "could not drain %s: scontrol exited %d", g->nodes[i].name, rc);
+    else
+        fb__sup_log(s, "drained %s (%s)", g->nodes[i].name, reason + 7);
+}
+
+static void exclude_node(sup *s, int i, const char *why)
+{
+    struct fb__sup_slurm *g = s->slurm;
+    if (g->nodes[i].bad)
+        return;
+    g->nodes[i].bad = 1;
+    snprintf(g->nodes[i].why, sizeof g->nodes[i].why, "%s", why);
+    fb__sup_log(s, "leaving out %s: %s", g->nodes[i].name, why);
+    if (s->o->drain)
+        drain_node(s, i, why);
+}
+
+int fb__sup_slurm_init(sup *s)
+{
+    struct fb__sup_slurm *g = &g_slurm;
+    const fb__sup_options *o = s->o;
+    memset(g, 0, sizeof *g);
+    g->watch_fd = -1;
+    g->suspect = -1;
+    s->slurm = g;
+    const char *job = fb__getenv("SLURM_JOB_ID");
+    const char *list = fb__getenv("SLURM_JOB_NODELIST");
+    if (!list)
+        list = fb__getenv("SLURM_NODELIST");
+    if (!job || !list) {
+        fprintf(stderr, "firebreak run: --launcher slurm runs inside a Slurm "
+                "allocation (salloc or an sbatch script): SLURM_JOB_ID and "
+                "SLURM_JOB_NODELIST are not set\n");
+        return -EINVAL;
+    }
+    snprintf(g->job_id, sizeof g->job_id, "%s", job);
+    char resolved[PATH_MAX];
+    if (fb__proc_find_program("srun", resolved, sizeof resolved) ||
+        fb__proc_find_program("scontrol", resolved, sizeof resolved)) {
+        fprintf(stderr, "firebreak run: --launcher slurm: srun or scontrol not "
+                "found on PATH (install slurm-client)\n");
+        return -ENOENT;
+    }
+    ssize_t n = readlink("/proc/self/exe", g->self, sizeof g->self - 1);
+    if (n <= 0) {
+        fprintf(stderr, "firebreak run: cannot find my own binary: %s\n", strerror(errno));
+        return -errno;
+    }
+    g->self[n] = '\0';
+
+    static char out[1 << 18];
+    char *argv[] = {"scontrol", "show", "hostnames", (char *)list, NULL};
+    int rc = run_capture(argv, out, sizeof out, -1, 10000);
+    if (rc) {
+        fprintf(stderr, "firebreak run: 'scontrol show hostnames %s' failed (%d): "
+                "is slurmctld reachable?\n", list, rc);
+        return -EIO;
+    }
+    for (char *line = strtok(out, "\n"); line && g->nnodes < MAX_NODES;
+         line = strtok(NULL, "\n")) {
+        if (!fb__slurm_node_name_ok(line)) {
+            fprintf(stderr, "firebreak run: unexpected node name '%.64s' from "
+                    "scontrol show hostnames\n", line);
+            return -EINVAL;
+        }
+        snprintf(g->nodes[g->nnodes].name, FB__SLURM_NODE_MAX, "%s", line);
+        g->nnodes++;
+    }
+    load_addrs(g);
+    g->ppn = o->nproc_per_node;
+    g->need = o->nnodes > 0 ? o->nnodes : g->nnodes - o->spare_nodes;
+    if (g->need < 1 || g->need + o->spare_nodes > g->nnodes) {
+        fprintf(stderr, "firebreak run: the allocation (job %s) has %d node%s, "
+                "fewer than %d for the job (--nnodes) + %d spare%s (--spare-nodes)\n",
+                g->job_id, g->nnodes, g->nnodes == 1 ? "" : "s",
+                g->need < 1 ? 1 : g->need, o->spare_nodes,
+                o->spare_nodes == 1 ? "" : "s");
+        return -EINVAL;
+    }
+    if ((long long)g->need * g->ppn > MAX_RANKS) {
+        fprintf(stderr, "firebreak run: %d nodes x %d ranks is more than %d ranks\n",
+                g->need, g->ppn, MAX_RANKS);
+        return -EINVAL;
+    }
+    s->world = g->need * g->ppn;
+    return 0;
+}
+
+/* Health-check the candidate nodes in one step; leave out those that fail
+ * or do not answer. */
+static void health_check(sup *s, const int *cand, int ncand)
+{
+    struct fb__sup_slurm *g = s->slurm;
+    char list[MAX_NODES * 8], nn[16], logp[PATH_MAX];
+    static char out[MAX_NODES * (FB__SLURM_LINE_MAX + 1)];
+    if (node_list(g, cand, ncand, list, sizeof list))
+        return;
+    snprintf(nn, sizeof nn, "%d", ncand);
+    char *argv[] = {"srun", "--overlap", "--kill-on-bad-exit=0", "-N", nn,
+                    "--ntasks-per-node=1", "-w", list, "--export=ALL",
+                    g->self, "watch", "--health", NULL};
+    snprintf(logp, sizeof logp, "%s/health-attempt-%d.log", s->logs_dir, s->attempt);
+    int lfd = open(logp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    uint64_t t0 = fb__now_ns();
+    int rc = run_capture(argv, out, sizeof out, lfd, HEALTH_TIMEOUT_MS);
+    if (lfd >= 0)
+        close(lfd);
+    int answered[MAX_NODES] = {0};
+    for (char *line = strtok(out, "\n"); line; line = strtok(NULL, "\n")) {
+        fb__slurm_msg m;
+        if (fb__slurm_parse_line(line, strlen(line), 1, &m) ||
+            m.kind != FB_SLURM_MSG_HEALTH)
+            continue;
+        int i = node_index(g, m.node);
+        if (i < 0)
+            continue;
+        answered[i] = 1;
+        if (!strcmp(m.verdict, "fail")) {
+            char why[256];
+            if (g->suspect == i && g->suspect_why[0])
+                snprintf(why, sizeof why, "%.150s (after %.90s)", m.reason, g->suspect_why);
+            else
+                snprintf(why, sizeof why, "%s", m.reason);
+            exclude_node(s, i, why);
+        }
+    }
+    for (int k = 0; k < ncand; k++)
+        if (!answered[cand[k]])
+            exclude_node(s, cand[k], rc == -ETIMEDOUT
+                         ? "firebreak: health check timed out"
+                         : "firebreak: health check gave no answer");
+    fb__sup_log(s, "health check of %d node%s took %.0f ms", ncand,
+                ncand == 1 ? "" : "s", (double)(fb__now_ns() - t0) / 1e6);
+}
+
+static void no_nodes(sup *s, int healthy)
+{
+    struct fb__sup_slurm *g = s->slurm;
+    size_t len = 0;
+    char left[1024] = "";
+    for (int i = 0; i < g->nnodes && len < sizeof left - 1; i++) {
+        if (!g->nodes[i].bad)
+            continue;
+        int w = snprintf(left + len, sizeof left - len, "%s%s (%s)", len ? ", " : "",
+                         g->nodes[i].name, g->nodes[i].why);
+        if (w > 0)
+            len += (size_t)w;
+    }
+    if (len >= sizeof left)
+        len = sizeof left - 1;
+    int requeue = !strcmp(s->o->on_no_nodes, "requeue");
+    int qrc = -1;
+    if (requeue) {
+        char *argv[] = {"scontrol", "requeue", g->job_id, NULL};
+        char out[256];
+        qrc = run_capture(argv, out, sizeof out, -1, 15000);
+    }
+    snprintf(s->launch_detail, sizeof s->launch_detail,
+             "too few healthy nodes: the job needs %d, %d remain%s%.180s%s; %s",
+             g->need, healthy, len ? " (left out: " : "", left, len ? ")" : "",
+             !requeue ? "stopping (--on-no-nodes stop)"
+             : qrc == 0 ? "asked Slurm to requeue the job (--on-no-nodes requeue)"
+                        : "could not requeue the job (scontrol requeue failed)");
+    fb__sup_log(s, "%s", s->launch_detail);
+}
+
+static int spawn_step(sup *s, sup_unit *u, char *const *argv, char **envp,
+                      int out_fd, int err_fd, int rank)
+{
+    memset(u, 0, sizeof *u);
+    u->rank = rank;
+    fb__spawn sp = {.argv = argv, .envp = envp, .stdout_fd = out_fd,
+                    .stderr_fd = err_fd};
+    int rc = fb__shim_spawn(&sp, &u->shim, &u->msg_fd);
+    if (!rc)
+        s->nunits++;
+    return rc;
+}
+
+int fb__sup_launch_slurm(sup *s)
+{
+    struct fb__sup_slurm *g = s->slurm;
+    const fb__sup_options *o = s->o;
+    s->launch_detail[0] = '\0';
+    if (g->watch_fd >= 0) {
+        close(g->watch_fd);
+        g->watch_fd = -1;
+    }
+    g->len = 0;
+    g->dropping = 0;
+    g->watch_stop_sent = 0;
+    memset(g->beats, 0, sizeof g->beats);
+
+    int cand[MAX_NODES], ncand = 0;
+    for (int i = 0; i < g->nnodes; i++)
+        if (!g->nodes[i].bad)
+            cand[ncand++] = i;
+    if (o->health_check && ncand >= g->need)
+        health_check(s, cand, ncand);
+    g->ncur = 0;
+    int healthy = 0;
+    for (int i = 0; i < g->nnodes; i++) {
+        if (g->nodes[i].bad)
+            continue;
+        healthy++;
+        if (g->ncur < g->need)
+            g->cur[g->ncur++] = i;
+    }
+    if (g->ncur < g->need) {
+        no_nodes(s, healthy);
+        return -EHOSTUNREACH;
+    }
+    g->suspect = -1;
+    g->suspect_why[0] = '\0';
+
+    char list[MAX_NODES * 8], nn[16], np[16], ppn[16], att[16], world[16];
+    char outpat[PATH_MAX], master[FB__SLURM_NODE_MAX + 16], logp[PATH_MAX];
+    int rc = node_list(g, g->cur, g->ncur, list, sizeof list);
+    if (rc)
+        return rc;
+    snprintf(nn, sizeof nn, "%d", g->need);
+    snprintf(np, sizeof np, "%d", s->world);
+    snprintf(ppn, sizeof ppn, "%d", g->ppn);
+    snprintf(att, sizeof att, "%d", s->attempt);
+    snprintf(world, sizeof world, "%d", s->world);
+    char dir[PATH_MAX];
+    if (fb__fmt(dir, sizeof dir, "%s/slurm-attempt-%d", s->logs_dir, s->attempt) ||
+        fb__mkdir_p(dir, 0755) ||
+        fb__fmt(outpat, sizeof outpat, "--output=%s/rank-%%t.log", dir))
+        return -ENAMETOOLONG;
+    for (int r = 0; r < s->world; r++)
+        snprintf(s->ranks[r].log_path, sizeof s->ranks[r].log_path,
+                 "%s/rank-%d.log", dir, r);
+    const snode *first = &g->nodes[g->cur[0]];
+    snprintf(master, sizeof master, "MASTER_ADDR=%s",
+             first->addr[0] ? first->addr : first->name);
+
+    char **env = fb__sup_env_common(s);
+    if (!env)
+        return -ENOMEM;
+    int nenv = 0;
+    while (env[nenv])
+        nenv++;
+    char **envp = calloc((size_t)nenv + 2, sizeof *envp);
+    if (!envp) {
+        fb__sup_env_free(env);
+        return -ENOMEM;
+    }
+    int m = 0;
+    for (int i = 0; i < nenv; i++)
+        if (strncmp(env[i], "MASTER_ADDR=", 12))
+            envp[m++] = env[i];
+    envp[m++] = master;
+    envp[m] = NULL;
+
+    /* The ranks. */
+    const char *argv[300];
+    int n = 0;
+    argv[n++] = "srun";
+    argv[n++] = "--overlap";
+    argv[n++] = "--kill-on-bad-exit=1";
+    argv[n++] = "-N";
+    argv[n++] = nn;
+    argv[n++] = "-n";
+    argv[n++] = np;
+    argv[n++] = "--ntasks-per-node";
+    argv[n++] = ppn;
+    argv[n++] = "-m";
+    argv[n++] = "block";
+    argv[n++] = "-w";
+    argv[n++] = list;
+    argv[n++] = "--export=ALL";
+    argv[n++] = outpat;
+    for (char *const *a = o->argv; *a && n < 298; a++)
+        argv[n++] = *a;
+    argv[n] = NULL;
+    snprintf(g->srun_log, sizeof g->srun_log, "%s/srun.log", dir);
+    int lfd = open(g->srun_log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    snprintf(logp, sizeof logp, "%s/watch.log", dir);
+    int wfd = open(logp, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    int pfd[2] = {-1, -1};
+    if (lfd < 0 || wfd < 0 || pipe2(pfd, O_CLOEXEC)) {
+        rc = -errno;
+        goto out;
+    }
+    rc = spawn_step(s, &s->units[0], (char *const *)argv, envp, lfd, lfd, -1);
+    if (rc)
+        goto out;
+
+    /* One watcher per node; its stdout comes back through the pipe. */
+    char *wargv[] = {"srun", "--overlap", "--kill-on-bad-exit=0", "-N", nn,
+                     "--ntasks-per-node=1", "-m", "block", "-w", list,
+                     "--export=ALL", g->self, "watch", "--job", s->job_id,
+                     "--attempt", att, "--ranks-per-node", ppn, "--world",
+                     world, NULL};
+    rc = spawn_step(s, &s->units[UNIT_WATCHERS], wargv, envp, pfd[1], wfd,
+                    FB__SUP_UNIT_WATCHERS);
+    if (rc)
+        goto out;
+    fcntl(pfd[0], F_SETFL, O_NONBLOCK);
+    g->watch_fd = pfd[0];
+    pfd[0] = -1;
+    fb__sup_log(s, "attempt %d on %s (%d spare%s)", s->attempt, list,
+                healthy - g->need, healthy - g->need == 1 ? "" : "s");
+out:
+    if (pfd[0] >= 0)
+        close(pfd[0]);
+    if (pfd[1] >= 0)
+        close(pfd[1]);
+    if (lfd >= 0)
+        close(lfd);
+    if (wfd >= 0)
+        close(wfd);
+    free(envp);
+    fb__sup_env_free(env);
+    return rc;
+}
+
+/* ---- watching ---- */
+
+int fb__sup_slurm_fd(const sup *s)
+{
+    return s->slurm ? s->slurm->watch_fd : -1;
+}
+
+static const char *node_of_rank(const sup *s, int rank)
+{
+    const struct fb__sup_slurm *g = s->slurm;
+    int k = g->ppn > 0 ? rank / g->ppn : -1;
+    return k >= 0 && k < g->ncur ? g->nodes[g->cur[k]].name : "?";
+}
+
+static void on_msg(sup *s, const fb__slurm_msg *m)
+{
+    struct fb__sup_slurm *g = s->slurm;
+    uint64_t now = fb__now_ns();
+    switch (m->kind) {
+    case FB_SLURM_MSG_HELLO:
+        if (m->nodeid < g->ncur && strcmp(m->node, g->nodes[g->cur[m->nodeid]].name))
+            fb__sup_log(s, "watcher %d reports node %s, expected %s", m->nodeid,
+                        m->node, g->nodes[g->cur[m->nodeid]].name);
+        break;
+    case FB_SLURM_MSG_BEAT: {
+        rank_beat *b = &g->beats[m->rank];
+        b->have = 1;
+        b->step = m->step;
+        b->phase = m->phase;
+        b->age_ms = m->age_ms;
+        b->rx_ns = now;
+        if (m->step > s->max_step)
+            s->max_step = m->step;
+        break;
+    }
+    case FB_SLURM_MSG_END: {
+        /* The watcher only knows what the rank recorded; a wait status is
+         * made from it so a remote end reads like a local one. */
+        int known = 1, ws = 0;
+        if (m->how == FB_SLURM_END_EXIT)
+            ws = W_EXITCODE(m->code & 0xff, 0);
+        else if (m->how == FB_SLURM_END_SIGNAL)
+            ws = W_EXITCODE(0, m->code & 0x7f);
+        else if (m->how == FB_SLURM_END_FINALIZED)
+            ws = 0;
+        else
+            known = 0;
+        if (!s->ranks[m->rank].ended)
+            fb__sup_rank_ended(s, m->rank, known, ws, 0, now);
+        break;
+    }
+    default:
+        break;
+    }
+}
+
+void fb__sup_slurm_read(sup *s)
+{
+    struct fb__sup_slurm *g = s->slurm;
+    if (!g || g->watch_fd < 0)
+        return;
+    for (;;) {
+        ssize_t n = read(g->watch_fd, g->buf + g->len, sizeof g->buf - g->len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return; /* EAGAIN */
+        if (n == 0) {
+            close(g->watch_fd);
+            g->watch_fd = -1;
+            return;
+        }
+        g->len += (size_t)n;
+        char *start = g->buf, *nl;
+        while ((nl = memchr(start, '\n', g->len - (size_t)(start - g->buf)))) {
+            fb__slurm_msg m;
+            if (!g->dropping &&
+                fb__slurm_parse_line(start, (size_t)(nl - start), s->world, &m) == 0)
+                on_msg(s, &m);
+            g->dropping = 0;
+            start = nl + 1;
+        }
+        size_t rest = g->len - (size_t)(start - g->buf);
+        if (rest >= FB__SLURM_LINE_MAX) {
+            g->dropping = 1; /* an over-long line: skip to its end */
+            rest = 0;
+        }
+        memmove(g->buf, start, rest);
+        g->len = rest;
+    }
+}
+
+void fb__sup_slurm_tick(sup *s, uint64_t now)
+{
+    struct fb__sup_slurm *g = s->slurm;
+    if (!g || s->nunits <= UNIT_WATCHERS)
+        return;
+    /* The ranks' step is over: the watchers have nothing left to watch. */
+    if (s->units[0].ended && !s->units[UNIT_WATCHERS].ended && !g->watch_stop_sent) {
+        fb__sup_slurm_read(s);
+        g->watch_stop_sent = 1;
+        fb__shim_stop(s->units[UNIT_WATCHERS].shim, 0);
+    }
+    if (s->fail.set)
+        return;
+    /* Hangs of ranks whose segment is not on this host: the watchers'
+     * heartbeat ages. */
+    for (int r = 0; r < s->world; r++) {
+        rank_beat *b = &g->beats[r];
+        if (!b->have || s->ranks[r].seg || s->ranks[r].ended)
+            continue;
+        double limit = b->phase == FB_PHASE_TRAIN ? s->o->hang_timeout_s
+                     : b->phase == FB_PHASE_CHECKPOINT ? s->o->ckpt_timeout_s
+                     : b->phase == FB_PHASE_DONE ? 0 : s->o->startup_timeout_s;
+        double age_s = (double)b->age_ms / 1e3 + (double)(now - b->rx_ns) / 1e9;
+        if (limit <= 0 || age_s <= limit)
+            continue;
+        sup_failure *f = &s->fail;
+        memset(f, 0, sizeof *f);
+        f->set = 1;
+        snprintf(f->kind, sizeof f->kind, "hang");
+        f->rank = r;
+        f->step = b->step;
+        snprintf(f->phase, sizeof f->phase, "%s", fb__sup_phase_name((uint32_t)b->phase));
+        f->detected_ns = now;
+        f->occurred_ns = now - (uint64_t)(age_s * 1e9);
+        snprintf(f->detail, sizeof f->detail, "no progress from rank %d on %s for "
+                 "%.1f s in phase %s (limit %.1f s), last step %lld (node watcher)",
+                 r, node_of_rank(s, r), age_s, f->phase, limit, b->step);
+        return;
+    }
+}
+
+/* srun's own report of the first task that failed: "srun: error: NODE:
+ * task T: WHAT". */
+static int srun_blame(const struct fb__sup_slurm *g, int *task, char *what, size_t size)
+{
+    char *text = NULL;
+    size_t len = 0;
+    if (fb__read_file(g->srun_log, 1 << 20, &text, &len))
+        return -1;
+    int found = -1;
+    for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+        char node[FB__SLURM_NODE_MAX], rest[200];
+        int t;
+        if (sscanf(line, "srun: error: %63[^:]: task %d: %199[^\n]", node, &t, rest) == 3 &&
+            strstr(rest, "Terminated") == NULL) {
+            *task = t;
+            snprintf(what, size, "%s", rest);
+            found = 0;
+            break;
+        }
+    }
+    free(text);
+    return found;
+}
+
+void fb__sup_slurm_on_failure(sup *s)
+{
+    struct fb__sup_slurm *g = s->slurm;
+    sup_failure *f = &s->fail;
+    if (!g || f->launch_error)
+        return;
+    if (f->rank < 0) {
+        int task;
+        char what[200];
+        if (srun_blame(g, &task, what, sizeof what) == 0 && task >= 0 && task < s->world) {
+            f->rank = task;
+            snprintf(f->detail, sizeof f->detail, "rank %d: %s (srun)", task, what);
+        }
+    }
+    if (f->rank < 0 || f->rank >= s->world)
+        return;
+    const char *node = node_of_rank(s, f->rank);
+    size_t l = strlen(f->detail);
+    snprintf(f->detail + l, sizeof f->detail - l, " on %s", node);
+    g->suspect = node_index(g, node);
+    snprintf(g->suspect_why, sizeof g->suspect_why, "%s of rank %d at step %lld",
+             f->kind, f->rank, (long long)f->step);
+}
