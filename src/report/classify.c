@@ -462,6 +462,11 @@ void fb__report_classify(const fb__report_evidence *ev, fb__report_class *out)
         set(out, C_UNKNOWN, "kind", "the checkpoint was incomplete: a rank "
             "stopped before its shard committed, a consequence of the "
             "interruption before it, not a fault of its own");
+    } else if (!strcmp(kind, "restore_fallback") && ev->detail &&
+               (strstr(ev->detail, "corrupt") || strstr(ev->detail, "hash"))) {
+        set(out, C_UNKNOWN, "kind", "a checkpoint shard failed its hash check "
+            "(corrupted on storage or before it was written); what corrupted "
+            "it is not recorded");
     } else if (!strcmp(kind, "hang")) {
         set(out, C_WATCHDOG, "kind", "no progress until the hang timeout; no "
             "flight-recorder culprit and no hardware evidence");

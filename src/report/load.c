@@ -489,6 +489,41 @@ void fb__report_free(fb__report_run *run)
     free(run);
 }
 
+/* A checkpoint that failed its hash check after `--inject corrupt:...`:
+ * the supervisor records the injection as an `inject` event of the rank
+ * (the incident that follows, a restore fallback in a later attempt, has
+ * no injected column), so the latest such event before the fallback on
+ * the same rank is its injected cause. */
+static int attribute_corruption(loader *L, fb__report_run *run)
+{
+    sqlite3_stmt *s = NULL;
+    for (size_t i = 0; i < run->nincidents; i++) {
+        fb__report_incident *in = &run->incidents[i];
+        if (strcmp(in->kind, "restore_fallback") || in->injected ||
+            (in->detail && strstr(in->detail, "incomplete")))
+            continue;
+        int rc;
+        if (!s && (rc = prep(L, "SELECT detail FROM event WHERE kind='inject'"
+                                " AND detail LIKE 'corrupt:%' AND time <= ?"
+                                " AND (?2 < 0 OR rank IS NULL OR rank = ?2)"
+                                " ORDER BY time DESC LIMIT 1", &s)))
+            return rc;
+        sqlite3_bind_double(s, 1, in->detected_at);
+        sqlite3_bind_int(s, 2, in->rank);
+        rc = sqlite3_step(s);
+        if (rc == SQLITE_ROW) {
+            in->injected = col_str(s, 0);
+            in->injected_from_event = in->injected != NULL;
+        } else if (rc != SQLITE_DONE) {
+            sqlite3_finalize(s);
+            return db_fail(L, rc, "reading event");
+        }
+        sqlite3_reset(s);
+    }
+    sqlite3_finalize(s);
+    return 0;
+}
+
 static void classify_all(fb__report_run *run)
 {
     for (size_t i = 0; i < run->nincidents; i++) {
@@ -502,6 +537,11 @@ static void classify_all(fb__report_run *run)
             .exit_code = in->exit_code,
         };
         fb__report_classify(&ev, &in->cls);
+        if (in->injected_from_event && !strcmp(in->cls.decided_by, "injected")) {
+            size_t n = strlen(in->cls.evidence);
+            snprintf(in->cls.evidence + n, sizeof in->cls.evidence - n,
+                     " (the rank's inject event before this restore)");
+        }
     }
 }
 
@@ -555,7 +595,8 @@ int fb__report_load(const char *run_dir, fb__report_run **out, char *err,
     }
     if ((rc = check_version(&L, run)) || (rc = load_run(&L, run)) ||
         (rc = load_attempts(&L, run)) || (rc = load_incidents(&L, run)) ||
-        (rc = load_ckpts(&L, run)) || (rc = load_samples(&L, run)))
+        (rc = load_ckpts(&L, run)) || (rc = load_samples(&L, run)) ||
+        (rc = attribute_corruption(&L, run)))
         goto out;
     sqlite3_exec(L.db, "COMMIT", NULL, NULL, NULL);
     load_agent(run, dir);

@@ -74,6 +74,7 @@ typedef struct fb__report_incident {
     double lost_s;             /* journal value; < 0: unknown */
     double lost_acc_s;         /* accounted lost work; < 0: not accounted */
     int ends_attempt;          /* the failure that ended its attempt */
+    int injected_from_event;   /* injected: from an `inject` event */
     fb__report_class cls;
 } fb__report_incident;
 

@@ -35,7 +35,8 @@ want = [("Unplanned maintenance", "Host maintenance", "injected"),
         ("Dependency", "Software bug", "signal"),
         ("Unknown", "Collective watchdog timeout", "flight_recorder"),
         ("GPU", "GPU HBM3 memory", "xid"),
-        ("Unknown", "Unknown", "none")]
+        ("Unknown", "Unknown", "none"),
+        ("Host", "SSD", "injected")]
 got = [(i["category"], i["component"], i["decided_by"]) for i in j["incidents"]]
 if got != want: fail("categories %r" % got)
 for k in ("kind", "category", "component", "rank", "step", "detect_ms", "lost_s", "evidence"):
@@ -68,7 +69,7 @@ grep -q "^2 runs" "$D/ab.txt" || fail "aggregate text"
 import json, sys
 j = json.loads(sys.stdin.read())
 assert j["nruns"] == 2 and abs(j["wall_s"] - 122) < 1e-9, j["wall_s"]
-assert len(j["incidents"]) == 10
+assert len(j["incidents"]) == 12
 s = {x["what"]: (x["failures"], x["runs"]) for x in j["suspects"]}
 assert s.get("rank 1") == (4, 2) and s.get("node host-b") == (4, 2), s
 ' || fail "aggregate JSON"

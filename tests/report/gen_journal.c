@@ -120,10 +120,17 @@ static void basic(const char *dir, int end)
              "\"category\":\"gpu\",\"action\":\"drain\"},{\"name\":\"disk\","
              "\"status\":\"ok\",\"detail\":\"\",\"category\":\"host\","
              "\"action\":\"\"}]}");
+    fb__journal_event ev = {.attempt_id = a, .time = T0 + 49, .rank = 0,
+                            .kind = "inject", .step = 165, .code = 6,
+                            .value_ms = -1, .detail = "corrupt:rank=0,step=165"};
+    CHECK(fb__journal_add_event(J, &ev));
     a = attempt(4, 52, 53, 60, 100, 0.5, 100, 60, 2, "completed");
     CHECK(fb__journal_checkpoint(J, a, 200, T0 + 57, 2, 4096, 100, 30, "complete"));
     incident(a, "save_failed", 55, 55.2, -1, NULL, 0, 0, 0, 120, -1, NULL,
              "checkpoint 120 not saved", NULL, NULL);
+    incident(a, "restore_fallback", 52.5, 52.5, -1, NULL, 0, 0, 0, 160, -1,
+             NULL, "checkpoint 160 set aside: rank-00000.safetensors: hash "
+             "0c3b, recorded 8c2c (data corrupted)", NULL, NULL);
     CHECK(fb__journal_flush(J));
     if (end)
         CHECK(fb__journal_end_run(J, T0 + 61, "completed", 0, "all steps done"));

@@ -105,6 +105,9 @@ static void test_classify(void)
     ev = (fb__report_evidence){.kind = "restore_fallback",
                                .injected = "corrupt:rank=1,step=90"};
     cls(&ev, "Host", "SSD", "injected");
+    ev = (fb__report_evidence){.kind = "restore_fallback",
+                               .detail = "tensor x: hash 01, recorded 02"};
+    cls(&ev, "Unknown", "Unknown", "kind");
     ev = (fb__report_evidence){.kind = "save_failed"};
     cls(&ev, "Unknown", "Unknown", "none");
     ev = (fb__report_evidence){0};
@@ -149,7 +152,7 @@ static void test_basic(const char *dir)
     fb__report_run *run = load(dir);
     EXPECT(run->finished);
     EXPECT(run->nattempts == 5);
-    EXPECT(run->nincidents == 5);
+    EXPECT(run->nincidents == 6);
     EXPECT_US(run->wall_us, 61.0);
     EXPECT_US(run->us[FB__T_USEFUL], 16.4);
     EXPECT_US(run->us[FB__T_CKPT], 0.6);
@@ -198,8 +201,9 @@ static void test_basic(const char *dir)
         {"Unknown", "Collective watchdog timeout", "flight_recorder"},
         {"GPU", "GPU HBM3 memory", "xid"},
         {"Unknown", "Unknown", "none"},
+        {"Host", "SSD", "injected"}, /* from the rank's inject event */
     };
-    for (size_t i = 0; i < run->nincidents && i < 5; i++) {
+    for (size_t i = 0; i < run->nincidents && i < 6; i++) {
         EXPECT_STR(run->incidents[i].cls.category, want[i][0]);
         EXPECT_STR(run->incidents[i].cls.component, want[i][1]);
         EXPECT_STR(run->incidents[i].cls.decided_by, want[i][2]);
