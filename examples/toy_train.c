@@ -42,6 +42,16 @@ typedef struct {
 
 static int rank;
 
+/* Slurm's warning before the time limit (sbatch --signal=USR1@N), forwarded
+ * by the supervisor: save a final checkpoint and stop cleanly. */
+static volatile sig_atomic_t usr1_received;
+
+static void on_usr1(int sig)
+{
+    (void)sig;
+    usr1_received = 1;
+}
+
 static void usage(FILE *f)
 {
     fprintf(f,
@@ -59,6 +69,7 @@ static void usage(FILE *f)
 "                   <run dir>/checkpoints; none: no checkpoints)\n"
 "  --spawn-child    fork a child that calls setsid() and sleeps forever\n"
 "Prints final_hash=<16 hex digits> for this rank.\n"
+"SIGUSR1: save a checkpoint at the current step and exit 0.\n"
 "Exit: 0 done, 1 failure, 2 usage error.\n");
 }
 
@@ -239,6 +250,7 @@ int main(int argc, char **argv)
            start ? "resuming after" : "starting at", (unsigned long long)start);
     fflush(stdout);
 
+    signal(SIGUSR1, on_usr1);
     for (uint64_t step = start + 1; step <= (uint64_t)steps; step++) {
         mix_step(&s, step, rank_salt);
         ex_sleep_ms(sleep_ms);
@@ -250,6 +262,23 @@ int main(int argc, char **argv)
                         rank, (unsigned long long)step, fb_strerror(rc));
                 return 1;
             }
+        }
+        if (usr1_received) {
+            if (ck && !(ckpt_every && step % (uint64_t)ckpt_every == 0))
+                rc = fb_ckpt_save(ck, step);
+            if (ck && (rc = fb_ckpt_wait(ck)) != 0) {
+                fprintf(stderr, "fb-toy-train: rank %d: final checkpoint at step "
+                        "%llu: %s\n", rank, (unsigned long long)step, fb_strerror(rc));
+                return 1;
+            }
+            printf("rank %d: SIGUSR1: saved checkpoint %llu, stopping\n", rank,
+                   (unsigned long long)step);
+            fflush(stdout);
+            if (ck)
+                fb_ckpt_close(ck);
+            fb_finalize();
+            free(s.payload);
+            return 0;
         }
     }
     int status = 0;

@@ -1,14 +1,265 @@
 /*
- * cmd_watch.c -- `firebreak watch` (not built yet: placeholder that says so).
+ * cmd_watch.c -- `firebreak watch`: the per-node watcher of the slurm
+ * launcher (docs/slurm.md).  Started by the supervisor with `srun
+ * --ntasks-per-node=1`, it maps this node's rank segments
+ * (/dev/shm/fb.<job>.<attempt>.<rank>), holds a pidfd on each rank, and
+ * writes fbw1 status lines (src/supervisor/slurm.h) to stdout, which
+ * Slurm forwards to the supervisor.  `--health` instead runs this node's
+ * health checks once and prints one fbw1 health line.
  */
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
+#include "firebreak/firebreak.h"
+#include "common/util.h"
+#include "health/health.h"
+#include "lib/segment.h"
+#include "supervisor/proc.h"
+#include "supervisor/slurm.h"
+
+#define MAX_LOCAL 1024
+
+static volatile sig_atomic_t g_stop;
+
+static void on_stop(int sig)
+{
+    (void)sig;
+    g_stop = 1;
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+"usage: firebreak watch --job ID --attempt N --ranks-per-node P --world W\n"
+"                       [--node NAME] [--node-id K] [--interval DUR]\n"
+"       firebreak watch --health [--node NAME]\n"
+"\n"
+"The per-node watcher of `firebreak run --launcher slurm`, started by the\n"
+"supervisor on every node with `srun --ntasks-per-node=1`.  Watches ranks\n"
+"K*P .. K*P+P-1 of the job (K: --node-id, default SLURM_NODEID) through\n"
+"their segments in /dev/shm and prints one status line per event on stdout\n"
+"(protocol fbw1, docs/slurm.md); exits when every rank has ended, or on\n"
+"SIGTERM.  SIGUSR1 is ignored (it is meant for the ranks).\n"
+"\n"
+"  --health        run this node's health checks (`firebreak health`) once\n"
+"                  and print `fbw1 health NODE VERDICT REASON`.  Test hook:\n"
+"                  FIREBREAK_HEALTH_ROOT_<NODE> (non-alphanumerics as _), else\n"
+"                  FIREBREAK_HEALTH_ROOT, is read as the fixture tree (--root)\n"
+"  --node NAME     this node's name (default SLURMD_NODENAME, else hostname)\n"
+"  --interval DUR  heartbeat lines every DUR (default 1s)\n"
+"  -h, --help      this help\n");
+}
+
+static void node_name(const char *opt, char *buf, size_t size)
+{
+    const char *v = opt ? opt : fb__getenv("SLURMD_NODENAME");
+    if (v)
+        snprintf(buf, size, "%s", v);
+    else if (gethostname(buf, size - 1))
+        snprintf(buf, size, "unknown");
+    buf[size - 1] = '\0';
+    if (!fb__slurm_node_name_ok(buf))
+        snprintf(buf, size, "unknown");
+}
+
+static int health_mode(const char *node)
+{
+    char var[128];
+    size_t k = snprintf(var, sizeof var, "FIREBREAK_HEALTH_ROOT_");
+    for (const char *p = node; *p && k + 1 < sizeof var; p++) {
+        char c = *p;
+        int alnum = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                    (c >= '0' && c <= '9');
+        var[k++] = alnum ? c : '_';
+    }
+    var[k] = '\0';
+    fb__health_opts o;
+    fb__health_opts_init(&o);
+    o.root = fb__getenv(var);
+    if (!o.root)
+        o.root = fb__getenv("FIREBREAK_HEALTH_ROOT");
+    fb__health_result *r = NULL;
+    char err[256] = "";
+    int rc = fb__health_run(&o, &r, err, sizeof err);
+    if (rc) {
+        printf("fbw1 health %s error firebreak: could not check: %s\n", node,
+               err[0] ? err : fb_strerror(rc));
+        return 0;
+    }
+    char reason[256] = "";
+    fb__health_status v = fb__health_verdict(r);
+    fb__health_reason(r, reason, sizeof reason);
+    for (char *p = reason; *p; p++)
+        if (*p == '\n' || *p == '\r')
+            *p = ' ';
+    printf("fbw1 health %s %s %s\n", node, fb__health_status_name(v),
+           reason[0] ? reason : "all checks passed");
+    fb__health_free(r);
+    return 0;
+}
+
+typedef struct wrank {
+    int rank;
+    fb__seg *seg;
+    int pidfd;
+    int ended;
+} wrank;
+
+static void report_end(wrank *w)
+{
+    fb__seg_header *h = fb__seg_hdr(w->seg);
+    uint32_t kind = atomic_load_explicit(&h->end_kind, memory_order_acquire);
+    int code = atomic_load_explicit(&h->end_code, memory_order_relaxed);
+    fb__slurm_end_how how = kind == FB_END_EXIT ? FB_SLURM_END_EXIT
+                          : kind == FB_END_SIGNAL ? FB_SLURM_END_SIGNAL
+                          : kind == FB_END_FINALIZED ? FB_SLURM_END_FINALIZED
+                                                     : FB_SLURM_END_VANISHED;
+    if (how == FB_SLURM_END_FINALIZED || how == FB_SLURM_END_VANISHED)
+        code = 0;
+    printf("fbw1 end %d %s %d\n", w->rank, fb__slurm_end_how_name(how), code);
+    w->ended = 1;
+}
+
+static void try_attach(const char *job, int attempt, wrank *w)
+{
+    char name[FB__SEG_NAME_MAX];
+    if (fb__seg_name(name, sizeof name, job, attempt, w->rank) ||
+        fb__seg_open(&w->seg, name))
+        return;
+    fb__seg_header *h = fb__seg_hdr(w->seg);
+    printf("fbw1 attach %d %d\n", w->rank, (int)h->pid);
+    w->pidfd = fb__pidfd_open(h->pid);
+    if (w->pidfd < 0)
+        report_end(w); /* already gone */
+}
+
+static void beat(wrank *w, uint64_t now)
+{
+    fb__seg_header *h = fb__seg_hdr(w->seg);
+    uint64_t done = atomic_load_explicit(&h->steps_done, memory_order_relaxed);
+    long long step = done ? (long long)atomic_load_explicit(&h->step, memory_order_relaxed) : -1;
+    uint32_t phase = atomic_load_explicit(&h->phase, memory_order_relaxed);
+    uint64_t hb = atomic_load_explicit(&h->heartbeat_mono_ns, memory_order_acquire);
+    long long age = now > hb ? (long long)((now - hb) / 1000000ull) : 0;
+    printf("fbw1 beat %d %lld %u %lld\n", w->rank, step, phase > 15 ? 15 : phase, age);
+}
 
 int fb__cmd_watch(int argc, char **argv)
 {
-    (void)argc;
-    (void)argv;
-    fprintf(stderr, "firebreak watch: not available in this build yet\n");
-    return 2;
+    const char *job = NULL, *node_opt = NULL;
+    long long attempt = -1, ppn = -1, world = -1, node_id = -1;
+    double interval_s = 1.0;
+    int health = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage(stdout);
+            return 0;
+        }
+        if (!strcmp(a, "--health")) {
+            health = 1;
+            continue;
+        }
+        if (i + 1 >= argc) {
+            fprintf(stderr, "firebreak watch: %s needs a value\n", a);
+            return 2;
+        }
+        const char *v = argv[++i];
+        int bad = 0;
+        if (!strcmp(a, "--job")) job = v;
+        else if (!strcmp(a, "--node")) node_opt = v;
+        else if (!strcmp(a, "--attempt")) bad = fb__parse_int(v, 0, 1 << 30, &attempt);
+        else if (!strcmp(a, "--ranks-per-node")) bad = fb__parse_int(v, 1, MAX_LOCAL, &ppn);
+        else if (!strcmp(a, "--world")) bad = fb__parse_int(v, 1, 1 << 24, &world);
+        else if (!strcmp(a, "--node-id")) bad = fb__parse_int(v, 0, 1 << 20, &node_id);
+        else if (!strcmp(a, "--interval")) bad = fb__parse_duration(v, &interval_s) || interval_s <= 0;
+        else {
+            fprintf(stderr, "firebreak watch: unknown option '%s' (see --help)\n", a);
+            return 2;
+        }
+        if (bad) {
+            fprintf(stderr, "firebreak watch: %s: bad value '%s'\n", a, v);
+            return 2;
+        }
+    }
+    char node[FB__SLURM_NODE_MAX];
+    node_name(node_opt, node, sizeof node);
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    if (health)
+        return health_mode(node);
+    if (!job || attempt < 0 || ppn < 1 || world < 1) {
+        fprintf(stderr, "firebreak watch: --job, --attempt, --ranks-per-node and "
+                "--world are required (see --help)\n");
+        return 2;
+    }
+    if (node_id < 0) {
+        const char *e = fb__getenv("SLURM_NODEID");
+        if (!e || fb__parse_int(e, 0, 1 << 20, &node_id)) {
+            fprintf(stderr, "firebreak watch: no --node-id and no SLURM_NODEID\n");
+            return 2;
+        }
+    }
+    struct sigaction sa = {.sa_handler = on_stop};
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+    signal(SIGUSR1, SIG_IGN);
+    signal(SIGPIPE, SIG_IGN);
+
+    wrank ranks[MAX_LOCAL];
+    int n = 0;
+    for (long long r = node_id * ppn; r < (node_id + 1) * ppn && r < world; r++) {
+        memset(&ranks[n], 0, sizeof ranks[n]);
+        ranks[n].rank = (int)r;
+        ranks[n].pidfd = -1;
+        n++;
+    }
+    printf("fbw1 hello %s %lld %d\n", node, node_id, (int)getpid());
+    uint64_t interval_ns = (uint64_t)(interval_s * 1e9), last_beat = 0;
+    int left = n;
+    while (!g_stop && left > 0) {
+        struct pollfd pfd[MAX_LOCAL];
+        int map[MAX_LOCAL], np = 0;
+        for (int i = 0; i < n; i++) {
+            if (ranks[i].ended)
+                continue;
+            if (!ranks[i].seg)
+                try_attach(job, (int)attempt, &ranks[i]);
+            if (ranks[i].seg && !ranks[i].ended && ranks[i].pidfd >= 0) {
+                pfd[np].fd = ranks[i].pidfd;
+                pfd[np].events = POLLIN;
+                map[np++] = i;
+            }
+        }
+        int rc = poll(pfd, (nfds_t)np, 50);
+        for (int k = 0; rc > 0 && k < np; k++)
+            if (pfd[k].revents)
+                report_end(&ranks[map[k]]);
+        uint64_t now = fb__now_ns();
+        if (now - last_beat >= interval_ns) {
+            last_beat = now;
+            for (int i = 0; i < n; i++)
+                if (ranks[i].seg && !ranks[i].ended)
+                    beat(&ranks[i], now);
+        }
+        left = 0;
+        for (int i = 0; i < n; i++)
+            left += !ranks[i].ended;
+    }
+    if (!left)
+        printf("fbw1 bye %s\n", node);
+    for (int i = 0; i < n; i++) {
+        if (ranks[i].pidfd >= 0)
+            close(ranks[i].pidfd);
+        if (ranks[i].seg)
+            fb__seg_close(ranks[i].seg);
+    }
+    return 0;
 }

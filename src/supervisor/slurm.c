@@ -478,17 +478,15 @@ static void no_nodes(sup *s, int healthy)
 {
     struct fb__sup_slurm *g = s->slurm;
     size_t len = 0;
-    char left[1024] = "";
-    for (int i = 0; i < g->nnodes && len < sizeof left - 1; i++) {
+    char left[160] = "";
+    for (int i = 0; i < g->nnodes && len < sizeof left; i++) {
         if (!g->nodes[i].bad)
             continue;
-        int w = snprintf(left + len, sizeof left - len, "%s%s (%s)", len ? ", " : "",
-                         g->nodes[i].name, g->nodes[i].why);
+        int w = snprintf(left + len, sizeof left - len, "%s%s", len ? ", " : "",
+                         g->nodes[i].name);
         if (w > 0)
             len += (size_t)w;
     }
-    if (len >= sizeof left)
-        len = sizeof left - 1;
     int requeue = !strcmp(s->o->on_no_nodes, "requeue");
     int qrc = -1;
     if (requeue) {
@@ -497,11 +495,12 @@ static void no_nodes(sup *s, int healthy)
         qrc = run_capture(argv, out, sizeof out, -1, 15000);
     }
     snprintf(s->launch_detail, sizeof s->launch_detail,
-             "too few healthy nodes: the job needs %d, %d remain%s%.180s%s; %s",
-             g->need, healthy, len ? " (left out: " : "", left, len ? ")" : "",
+             "too few healthy nodes: the job needs %d, %d remain; %s; left out: %s",
+             g->need, healthy,
              !requeue ? "stopping (--on-no-nodes stop)"
              : qrc == 0 ? "asked Slurm to requeue the job (--on-no-nodes requeue)"
-                        : "could not requeue the job (scontrol requeue failed)");
+                        : "could not requeue the job (scontrol requeue failed)",
+             len ? left : "none");
     fb__sup_log(s, "%s", s->launch_detail);
 }
 

@@ -1,0 +1,71 @@
+# Shared helpers for the Slurm tests (sourced): bring up the local four-node
+# cluster once per script (scripts/slurm-cluster.sh), tear it down on exit,
+# and fail when any process of the test or any daemon is left behind.
+#   $FB  firebreak    $TOY  fb-toy-train    $T  a fresh temporary directory
+#   $FIX the health fixtures (tests/health/fixtures)
+set -euo pipefail
+FB=$1
+SRC=$2
+BIN=$(dirname "$FB")
+TOY=$BIN/fb-toy-train
+FIX=$SRC/tests/health/fixtures
+T=$(mktemp -d /tmp/fb-slurm-test.XXXXXX)
+CL=$T/cluster
+cd "$T"
+
+fail() { echo "FAIL: $*" >&2; exit 1; }
+ok() { echo "ok: $*"; }
+
+# Processes of this test: ranks and watchers started from this build.
+leftovers() { pgrep -f -- "^($TOY|$FB) " || true; }
+
+cleanup() {
+    local rc=$? left
+    if [ -f "$CL/slurm.conf" ]; then
+        "$SRC/scripts/slurm-cluster.sh" down "$CL" || rc=1
+    fi
+    left=$(leftovers)
+    if [ -n "$left" ]; then
+        echo "FAIL: processes left behind:" >&2
+        ps -o pid,ppid,stat,args -p "$(echo $left | tr ' ' ',')" >&2 || true
+        kill -9 $left 2>/dev/null || true
+        rc=1
+    fi
+    rm -rf "$T"
+    exit $rc
+}
+trap cleanup EXIT
+
+"$SRC/scripts/slurm-cluster.sh" up "$CL" >"$T/cluster.env" 2>"$T/cluster.err" \
+    || { cat "$T/cluster.err" >&2; fail "cluster did not come up"; }
+eval "$(tail -n 1 "$T/cluster.env")"
+export SLURM_CONF
+# Every node healthy unless a test says otherwise (test hook, docs/slurm.md).
+export FIREBREAK_HEALTH_ROOT=$FIX/healthy
+
+json_field() { python3 -c 'import json,sys; d=json.loads(open(sys.argv[1]).read().strip().splitlines()[-1]); print(eval("d"+sys.argv[2]))' "$1" "$2"; }
+
+# Reference hash of rank R after N steps, without any fault: the toy
+# trainer's state depends only on its rank and the step count.
+ref_hash() { # R STEPS
+    mkdir -p "$T/ref"
+    env -u FIREBREAK_JOB_ID RANK=$1 WORLD_SIZE=$(($1 + 1)) "$TOY" --steps "$2" --sleep-ms 0 \
+        --ckpt-every 0 --run-dir "$T/ref" >/dev/null
+    cat "$T/ref/final_hash.rank-$1"
+}
+
+# Wait up to $2 seconds for a file to exist.
+wait_file() {
+    local i
+    for i in $(seq 1 $(($2 * 10))); do [ -e "$1" ] && return 0; sleep 0.1; done
+    return 1
+}
+
+wait_no_jobs() {
+    local i
+    for i in $(seq 1 100); do [ -z "$(squeue -h)" ] && return 0; sleep 0.1; done
+    fail "jobs still in the queue: $(squeue -h)"
+}
+
+node_state() { scontrol show node "$1" | tr ' ' '\n' | sed -n "s/^$2=//p"; }
+node_reason() { scontrol show node "$1" | sed -n 's/^ *Reason=//p'; }
