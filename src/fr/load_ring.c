@@ -124,7 +124,8 @@ int fr_load_ring(fr_model *m, const char *path, char *err, size_t errsz)
         fr_model_warn(m, "rank %d: ring wrapped, %" PRIu64 " older events "
                       "overwritten (%s)", h->rank, first, path);
     int last_g = -1;
-    uint64_t last_id = 0;
+    uint64_t last_id = 0, last_dkey = UINT64_MAX;
+    uint32_t last_dt = 0;
     for (uint64_t idx = first; idx < head; idx++) {
         fb__fr_event e;
         if (!fb__fr_read_event(ring, ring_slots, idx, &e)) {
@@ -142,20 +143,26 @@ int fr_load_ring(fr_model *m, const char *path, char *err, size_t errsz)
                 fr_rank_member(r, (uint32_t)last_g, e.comm_rank))
                 goto oom;
         }
-        char dt[24];
-        if (e.flags & FB__FR_F_DTYPE_OTHER)
-            snprintf(dt, sizeof dt, "bytes%u", e.elem_bytes);
-        else
-            snprintf(dt, sizeof dt, "%s",
-                     fb_dtype_name((fb_dtype)e.dtype) ? fb_dtype_name((fb_dtype)e.dtype)
-                                                       : "?");
+        uint64_t dkey = ((uint64_t)e.elem_bytes << 16) | ((uint64_t)e.dtype << 1) |
+                        !!(e.flags & FB__FR_F_DTYPE_OTHER);
+        if (dkey != last_dkey) { /* interning is a hash lookup: skip repeats */
+            char dt[24];
+            if (e.flags & FB__FR_F_DTYPE_OTHER)
+                snprintf(dt, sizeof dt, "bytes%u", e.elem_bytes);
+            else
+                snprintf(dt, sizeof dt, "%s",
+                         fb_dtype_name((fb_dtype)e.dtype)
+                             ? fb_dtype_name((fb_dtype)e.dtype) : "?");
+            last_dkey = dkey;
+            last_dt = fr_model_intern(m, dt);
+        }
         fr_ent x = {
             .seq = e.coll_seq,
             .t_ns = e.begin_mono_ns + wall_off,
             .in_numel = (int64_t)(e.count & INT64_MAX),
             .out_numel = (int64_t)(e.out_count & INT64_MAX),
             .group = (uint32_t)last_g,
-            .dtype = fr_model_intern(m, dt),
+            .dtype = last_dt,
             .peer = e.peer,
             .pair_seq = e.pair_seq,
             .op = e.op < FB_OP_COUNT_ ? e.op : FB_OP_UNKNOWN,

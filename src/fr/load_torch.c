@@ -45,6 +45,21 @@ static const fb__json *member(const fb__json *obj, const char *key)
     return fb__json_get(obj, key);
 }
 
+static int add_rank(int **r, int *n, size_t *cap, int64_t x)
+{
+    if (x < 0 || x > INT32_MAX || *n >= MAX_RANKS_IN_PG)
+        return -1;
+    if ((size_t)*n == *cap) {
+        int *nr = realloc(*r, *cap * 2 * sizeof *nr);
+        if (!nr)
+            return -1;
+        *r = nr;
+        *cap *= 2;
+    }
+    (*r)[(*n)++] = (int)x;
+    return 0;
+}
+
 /* "[0, 1, 2]" or a list of ints -> malloc'd array. */
 static int parse_ranks(const fb__json *v, int **out, int *n)
 {
@@ -59,16 +74,8 @@ static int parse_ranks(const fb__json *v, int **out, int *n)
     if (v->type == FB_JSON_ARRAY) {
         for (const fb__json *c = v->child; c; c = c->next) {
             int64_t x;
-            if (as_int(c, &x) || x < 0 || x > INT32_MAX || *n >= MAX_RANKS_IN_PG)
+            if (as_int(c, &x) || add_rank(&r, n, &cap, x))
                 goto bad;
-            if ((size_t)*n == cap) {
-                cap *= 2;
-                int *nr = realloc(r, cap * sizeof *nr);
-                if (!nr)
-                    goto bad;
-                r = nr;
-            }
-            r[(*n)++] = (int)x;
         }
     } else if (v->type == FB_JSON_STRING) {
         const char *s = v->str;
@@ -79,16 +86,8 @@ static int parse_ranks(const fb__json *v, int **out, int *n)
                 break;
             char *e;
             unsigned long long x = strtoull(s, &e, 10);
-            if (x > INT32_MAX || *n >= MAX_RANKS_IN_PG)
+            if (add_rank(&r, n, &cap, x > INT32_MAX ? -1 : (int64_t)x))
                 goto bad;
-            if ((size_t)*n == cap) {
-                cap *= 2;
-                int *nr = realloc(r, cap * sizeof *nr);
-                if (!nr)
-                    goto bad;
-                r = nr;
-            }
-            r[(*n)++] = (int)x;
             s = e;
         }
     } else {

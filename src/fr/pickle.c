@@ -308,6 +308,22 @@ static int memo_get(vm *v, size_t idx)
     return push(v, v->memo[idx]);
 }
 
+static int text_index(vm *v, size_t *idx)
+{
+    const char *s;
+    size_t n;
+    int rc = line(v, &s, &n);
+    if (rc)
+        return rc;
+    char buf[24];
+    if (n == 0 || n >= sizeof buf)
+        return fail(v, FB_EFORMAT, "bad memo index");
+    memcpy(buf, s, n);
+    buf[n] = '\0';
+    *idx = (size_t)strtoull(buf, NULL, 10);
+    return 0;
+}
+
 static int mark(vm *v)
 {
     if ((int)v->nmarks >= v->lim.max_depth)
@@ -600,26 +616,11 @@ static int run(vm *v)
             a = v->stack[v->marks[v->nmarks - 1] - 1];
             rc = collect(v, a, 1);
             break;
-        case 'p': {
-            if ((rc = line(v, &s, &n)))
+        case 'p': case 'g': { /* PUT / GET with a text index */
+            size_t idx;
+            if ((rc = text_index(v, &idx)))
                 return rc;
-            char buf[24];
-            if (n == 0 || n >= sizeof buf)
-                return fail(v, FB_EFORMAT, "bad memo index");
-            memcpy(buf, s, n);
-            buf[n] = '\0';
-            rc = memo_put(v, (size_t)strtoull(buf, NULL, 10));
-            break;
-        }
-        case 'g': {
-            if ((rc = line(v, &s, &n)))
-                return rc;
-            char buf[24];
-            if (n == 0 || n >= sizeof buf)
-                return fail(v, FB_EFORMAT, "bad memo index");
-            memcpy(buf, s, n);
-            buf[n] = '\0';
-            rc = memo_get(v, (size_t)strtoull(buf, NULL, 10));
+            rc = v->op == 'p' ? memo_put(v, idx) : memo_get(v, idx);
             break;
         }
         case 'q': case 'h':

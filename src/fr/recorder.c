@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "common/util.h"
 #include "lib/lib.h"
@@ -333,7 +334,17 @@ void fb__fr_event_state(uint64_t handle, int state)
     fb__fr_event *e = live_slot(handle);
     if (!e)
         return;
-    uint64_t now = state == FB__FR_COMPLETED ? fb__now_ns() : 0;
+    /* Completion time from the coarse clock (a few ns instead of tens;
+     * tick resolution, ~1-4 ms): arrival times, which the analysis
+     * compares across ranks, keep the precise clock. */
+    uint64_t now = 0;
+    if (state == FB__FR_COMPLETED) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+        now = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+        if (now < e->begin_mono_ns)
+            now = e->begin_mono_ns;
+    }
     atomic_store_explicit(&e->seq, 0, memory_order_relaxed);
     atomic_thread_fence(memory_order_release);
     e->state = (uint8_t)state;

@@ -205,8 +205,30 @@ PLAN = {
 }
 
 
+def many(out, ranks, n, fmt):
+    """ranks x n all_reduces; rank ranks//3 never enters the last one."""
+    os.makedirs(out, exist_ok=True)
+    world = {"0": ("default_pg", list(range(ranks)))}
+    for r in range(ranks):
+        m = n - 1 if r == ranks // 3 else n
+        ents = [entry(i, "0", i + 1, "nccl:all_reduce",
+                      "completed" if i < n - 1 else "scheduled", i * 10.0)
+                for i in range(m)]
+        d = dump(r, ents, world)
+        path = os.path.join(out, f"nccl_trace_rank_{r}")
+        if fmt == "json":
+            with open(path, "w") as f:
+                json.dump(d, f)
+        else:
+            with open(path, "wb") as f:
+                pickle.dump(d, f, protocol=int(fmt[1]))
+
+
 def main():
     out = sys.argv[1]
+    if len(sys.argv) > 2 and sys.argv[2] == "--many":
+        many(out, int(sys.argv[3]), int(sys.argv[4]), sys.argv[5])
+        return
     _install_fake_jit()
     for name, fmts in PLAN.items():
         dumps = scenario(name)

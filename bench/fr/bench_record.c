@@ -1,0 +1,78 @@
+/*
+ * bench_record.c -- cost of recording one flight-recorder event
+ * (fb_fr_begin + fb_fr_end, and fb_fr_begin alone) into a real segment,
+ * against an empty loop of the same trip count in the same run.
+ */
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "common/util.h"
+#include "firebreak/firebreak.h"
+#include "fr/recorder.h"
+#include "lib/segment.h"
+
+#define N 5000000
+
+static volatile uint64_t sink;
+
+static double per_op(uint64_t t0, uint64_t t1)
+{
+    return (double)(t1 - t0) / N;
+}
+
+int main(void)
+{
+    char job[32];
+    snprintf(job, sizeof job, "frbench%d", (int)getpid());
+    fb__seg *seg = NULL;
+    fb__seg_create_args a = {.job_id = job, .rank = 0, .world_size = 1};
+    if (fb__seg_create(&seg, &a)) {
+        fprintf(stderr, "bench_record: cannot create a segment\n");
+        return 1;
+    }
+    fb__fr_bind(seg);
+    int ranks[1] = {0};
+    fb_fr_comm(42, 1, 0, ranks, "bench");
+    double best_empty = 1e9, best_pair = 1e9, best_begin = 1e9, best_clock = 1e9;
+    for (int rep = 0; rep < 5; rep++) {
+        uint64_t t0 = fb__now_ns();
+        for (uint64_t i = 0; i < N; i++) {
+            sink = i;
+            __asm__ volatile("" ::: "memory");
+        }
+        uint64_t t1 = fb__now_ns();
+        for (uint64_t i = 0; i < N; i++) {
+            uint64_t h = fb_fr_begin(42, FB_OP_ALLREDUCE, FB_DTYPE_F32, 1024, -1);
+            fb_fr_end(h);
+            sink = h;
+        }
+        uint64_t t2 = fb__now_ns();
+        for (uint64_t i = 0; i < N; i++)
+            sink = fb_fr_begin(42, FB_OP_ALLREDUCE, FB_DTYPE_F32, 1024, -1);
+        uint64_t t3 = fb__now_ns();
+        for (uint64_t i = 0; i < N; i++)
+            sink = fb__now_ns();
+        uint64_t t4 = fb__now_ns();
+        if (per_op(t3, t4) < best_clock) best_clock = per_op(t3, t4);
+        if (per_op(t0, t1) < best_empty) best_empty = per_op(t0, t1);
+        if (per_op(t1, t2) < best_pair) best_pair = per_op(t1, t2);
+        if (per_op(t2, t3) < best_begin) best_begin = per_op(t2, t3);
+    }
+    printf("empty loop:                 %6.1f ns/iter (baseline)\n", best_empty);
+    printf("fb_fr_begin + fb_fr_end:    %6.1f ns/event, %5.1f ns over the "
+           "baseline (target < 50)\n", best_pair, best_pair - best_empty);
+    printf("fb_fr_begin alone:          %6.1f ns/event, %5.1f ns over the baseline\n",
+           best_begin, best_begin - best_empty);
+    printf("one clock_gettime:          %6.1f ns (the floor of a timed event on "
+           "this machine)\n", best_clock);
+    printf("ratio event/empty loop:     %.1fx; begin/clock read: %.2fx\n",
+           best_pair / best_empty, best_begin / best_clock);
+    char name[FB__SEG_NAME_MAX];
+    fb__seg_name(name, sizeof name, job, 0, 0);
+    shm_unlink(name);
+    fb__fr_bind(NULL);
+    fb__seg_close(seg);
+    return 0;
+}
