@@ -5,6 +5,7 @@
 #include "report/report.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -46,11 +47,12 @@ static void incident(fb__jsonw *w, const fb__report_run *run, size_t r,
         fb__jsonw_int(w, in->step);
     else
         fb__jsonw_null(w);
-    fb__jsonw_kdouble(w, "detect_ms", in->detect_ms);
+    /* the journal keeps microseconds: drop float noise past them */
+    fb__jsonw_kdouble(w, "detect_ms", round(in->detect_ms * 1e3) / 1e3);
     double lost = in->lost_acc_s >= 0 ? in->lost_acc_s : in->lost_s;
     fb__jsonw_key(w, "lost_s");
     if (lost >= 0)
-        fb__jsonw_double(w, lost);
+        fb__jsonw_double(w, round(lost * 1e6) / 1e6);
     else
         fb__jsonw_null(w);
     fb__jsonw_kbool(w, "ended_attempt", in->ends_attempt);
