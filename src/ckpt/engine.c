@@ -570,6 +570,8 @@ int fb_ckpt_open(fb_ckpt **out, const fb_ckpt_options *opt_in)
     if (ck->io_threads > MAX_IO_THREADS)
         ck->io_threads = MAX_IO_THREADS;
     ck->alg = fb__hash_default();
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    ck->copy_threads = cpus < 2 ? 1 : cpus < ck->io_threads ? (int)cpus : ck->io_threads;
     pthread_mutex_init(&ck->mu, NULL);
     pthread_cond_init(&ck->cv, NULL);
     if (ck->async) {
@@ -678,6 +680,79 @@ int fb_ckpt_register(fb_ckpt *ck, const char *name, fb_dtype dtype, int ndim,
     return fb_ckpt_register_slice(ck, name, dtype, ndim, shape, data, NULL, NULL);
 }
 
+typedef struct copy_job {
+    fb_ckpt *ck;
+    size_t first, last;        /* tensors [first, last)             */
+    size_t skip, stop;         /* bytes of tensor first to skip; bytes of
+                                  tensor last-1 to stop at (0: all)   */
+} copy_job;
+
+static void *copy_range(void *arg)
+{
+    copy_job *j = arg;
+    for (size_t i = j->first; i < j->last; i++) {
+        fb__ckpt_tensor *t = &j->ck->t[i];
+        if (!t->bytes || t->on_device)
+            continue;
+        size_t from = i == j->first ? j->skip : 0;
+        size_t to = i == j->last - 1 && j->stop ? j->stop : t->bytes;
+        if (to > from)
+            memcpy((char *)t->staging + from, (const char *)t->data + from, to - from);
+    }
+    return NULL;
+}
+
+/* Host tensors into staging, split by bytes over up to copy_threads
+ * threads (the caller is one): one core's memcpy does not reach the
+ * memory bandwidth of a multi-core node. */
+static void copy_host(fb_ckpt *ck)
+{
+    size_t total = 0;
+    for (size_t i = 0; i < ck->n; i++)
+        total += ck->t[i].on_device ? 0 : ck->t[i].bytes;
+    int nt = ck->copy_threads;
+    if (total < (64u << 20) || nt < 2) {
+        copy_job all = {ck, 0, ck->n, 0, 0};
+        copy_range(&all);
+        return;
+    }
+    copy_job jobs[MAX_IO_THREADS];
+    pthread_t tid[MAX_IO_THREADS];
+    int started[MAX_IO_THREADS] = {0};
+    size_t per = total / (size_t)nt + 1, i = 0, at = 0; /* at: bytes into t[i] */
+    for (int k = 0; k < nt; k++) {
+        copy_job *j = &jobs[k];
+        j->ck = ck;
+        j->first = i;
+        j->skip = at;
+        size_t want = k == nt - 1 ? SIZE_MAX : per;
+        while (i < ck->n && want) {
+            fb__ckpt_tensor *t = &ck->t[i];
+            size_t left = t->on_device ? 0 : t->bytes - at;
+            if (left > want) {
+                at += want;
+                want = 0;
+                break;
+            }
+            want -= left;
+            i++;
+            at = 0;
+        }
+        /* This job ends inside tensor i (at > 0) or just before it. */
+        j->last = at ? i + 1 : i;
+        j->stop = at;
+    }
+    for (int k = 1; k < nt; k++)
+        started[k] = pthread_create(&tid[k], NULL, copy_range, &jobs[k]) == 0;
+    copy_range(&jobs[0]);
+    for (int k = 1; k < nt; k++) {
+        if (started[k])
+            pthread_join(tid[k], NULL);
+        else
+            copy_range(&jobs[k]);
+    }
+}
+
 /*
  * Copy the tensors into staging: device tensors are queued on the CUDA
  * stream first so the DMA overlaps the host memcpy; host tensors only
@@ -691,9 +766,8 @@ static int snapshot(fb_ckpt *ck, int host)
             rc = fb__cuda_d2h_async(ck->t[i].staging, ck->t[i].data, ck->t[i].bytes);
             queued = 1;
         }
-    for (size_t i = 0; host && i < ck->n; i++)
-        if (ck->t[i].bytes && !ck->t[i].on_device)
-            memcpy(ck->t[i].staging, ck->t[i].data, ck->t[i].bytes);
+    if (host)
+        copy_host(ck);
     if (queued) {
         int r = fb__cuda_sync();
         if (!rc)

@@ -47,6 +47,7 @@ typedef struct fb__ckpt_tensor {
 struct fb_ckpt {
     char dir[PATH_MAX];
     int rank, world_size, keep, async, io_threads;
+    int copy_threads;   /* threads for save's host copy (caller included) */
     fb_ckpt_busy on_busy;
     fb_ckpt_on_error on_error;
     fb__hash_alg alg;
