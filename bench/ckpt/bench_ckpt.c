@@ -2,7 +2,8 @@
  * bench_ckpt.c -- the checkpoint engine against the hardware, in one run:
  *
  *   stall    fb_ckpt_save (async) vs one memcpy of the same bytes     <= 1.5x
- *   persist  background write+fsync vs fio sequential write + fsync   >= 0.9x
+ *   persist  background write+fsync vs fio sequential write + fsync
+ *            of a new file (as each checkpoint is)                   >= 0.9x
  *   restore  verified parallel read vs fio sequential read, both after
  *            POSIX_FADV_DONTNEED (fio: invalidate=1)                  >= 0.9x
  *   torch    torch.save of the same tensors vs our stall              >= 20x
@@ -218,7 +219,10 @@ int main(int argc, char **argv)
     /* fio on the same directory: write (end_fsync), then read after
      * invalidating the file's cache (POSIX_FADV_DONTNEED). */
     double fio_w = -1, fio_r = -1;
+    char fio_file[1100];
+    snprintf(fio_file, sizeof fio_file, "%s/fio.dat", dir);
     for (int r = 0; r < REPS; r++) {
+        unlink(fio_file); /* a new file each time, as a checkpoint is */
         double w = fio_bw(dir, "write", total);
         double rd = fio_bw(dir, "read", total);
         if (w > fio_w)
@@ -226,8 +230,6 @@ int main(int argc, char **argv)
         if (rd > fio_r)
             fio_r = rd;
     }
-    char fio_file[1100];
-    snprintf(fio_file, sizeof fio_file, "%s/fio.dat", dir);
     unlink(fio_file);
 
     /* torch.save / torch.load of the same tensor sizes. */
