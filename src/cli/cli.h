@@ -17,6 +17,10 @@ int fb__cmd_report(int argc, char **argv);
 int fb__cmd_sim(int argc, char **argv);
 int fb__cmd_watch(int argc, char **argv);
 
+struct fb__sup_result;
+/* Replace a run's live estimates by the journal's exact accounting. */
+void fb__cli_account(struct fb__sup_result *res);
+
 /* Path of the running firebreak binary (for re-executing itself). */
 const char *fb__cli_self(void);
 

@@ -104,6 +104,7 @@ static int run_job(const char *trainer, const char *root, const char *name,
     o.name = name;
     o.inject = faults;
     o.quiet = quiet;
+    o.account = fb__cli_account;
     return fb__sup_run(&o, res);
 }
 

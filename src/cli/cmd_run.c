@@ -247,6 +247,7 @@ int fb__cmd_run(int argc, char **argv)
     mpirun_args[nmpirun_args] = NULL;
     o.mpirun_args = mpirun_args;
     o.argv = argv + optind;
+    o.account = fb__cli_account;
     if (inject[0])
         o.inject = inject;
     fb__sup_result res;

@@ -934,6 +934,8 @@ out:
     }
     free(s->units);
     free(s->ranks);
+    if (!rc && o->account)
+        o->account(res);
     if (!rc)
         print_summary(s);
     return rc;

@@ -11,6 +11,8 @@
 #include <limits.h>
 #include <stdint.h>
 
+struct fb__sup_result;
+
 typedef enum {
     FB_LAUNCH_LOCAL = 0, /* ranks as child processes, torchrun's env      */
     FB_LAUNCH_MPIRUN = 1,/* through mpirun (Open MPI)                      */
@@ -45,6 +47,10 @@ typedef struct fb__sup_options {
     int drain;
     int health_check;         /* health check nodes before launch           */
     const char *on_no_nodes;  /* "stop" | "requeue"                          */
+    /* Called after the journal is closed, before the summary is printed,
+     * to replace the live estimates (useful_s, ettr, incidents' lost_s) by
+     * the exact accounting of the journal (the report's).  May be NULL. */
+    void (*account)(struct fb__sup_result *res);
 } fb__sup_options;
 
 void fb__sup_options_init(fb__sup_options *o);

@@ -1,0 +1,43 @@
+/*
+ * account.c -- one source of truth for effective training time: after a
+ * run, `firebreak run` and `firebreak demo` replace the supervisor's live
+ * estimates with the report's exact accounting of the journal
+ * (docs/report.md), so every command prints the same numbers.
+ */
+#include <stdio.h>
+
+#include "cli/cli.h"
+#include "supervisor/supervisor.h"
+#ifdef FB_HAVE_REPORT
+#include "report/report.h"
+#endif
+
+void fb__cli_account(fb__sup_result *res)
+{
+#ifdef FB_HAVE_REPORT
+    fb__report_run *run = NULL;
+    char err[512];
+    if (fb__report_load(res->run_dir, &run, err, sizeof err)) {
+        fprintf(stderr, "firebreak: accounting: %s\n", err);
+        return;
+    }
+    if (run->wall_us > 0) {
+        res->wall_s = fb__report_s(run->wall_us);
+        res->useful_s = fb__report_s(run->us[FB__T_USEFUL]);
+        res->ettr = res->useful_s / res->wall_s;
+    }
+    /* The incidents that ended attempts, in order, are the result's. */
+    int k = 0;
+    for (size_t i = 0; i < run->nincidents && k < res->nincidents; i++) {
+        const fb__report_incident *in = &run->incidents[i];
+        if (!in->ends_attempt)
+            continue;
+        if (in->lost_acc_s >= 0)
+            res->incidents[k].lost_s = in->lost_acc_s;
+        k++;
+    }
+    fb__report_free(run);
+#else
+    (void)res;
+#endif
+}
