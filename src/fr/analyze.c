@@ -523,9 +523,15 @@ static int hang_analysis(ctx *c)
     c->stuck_op = calloc(m->ngroups + 1, sizeof *c->stuck_op);
     int *missing = malloc(((size_t)c->maxrank + 2) * sizeof *missing);
     int *unknown = malloc(((size_t)c->maxrank + 2) * sizeof *unknown);
-    if (!c->stuck || !c->stuck_op || !missing || !unknown) {
+    int maxsize = 1;
+    for (size_t g = 0; g < m->ngroups; g++)
+        if (c->gsize[g] > maxsize)
+            maxsize = c->gsize[g];
+    int *unknown_g = malloc((size_t)maxsize * sizeof *unknown_g);
+    if (!c->stuck || !c->stuck_op || !missing || !unknown || !unknown_g) {
         free(missing);
         free(unknown);
+        free(unknown_g);
         return -ENOMEM;
     }
     for (size_t g = 0; g < m->ngroups; g++) {
@@ -540,13 +546,16 @@ static int hang_analysis(ctx *c)
         if (!s)
             continue;
         c->stuck[g] = s;
-        int nmiss = 0, nunk = 0, nwait = 0;
+        int nmiss = 0, nunk = 0, nunk_g = 0, nwait = 0;
         double max_wait = 0;
         int op = -1;
         for (int k = 0; k < size; k++) {
             int gl = m->groups[g].members[k];
             if (gs[k].rank_idx < 0) {
-                unknown[nunk++] = gl;
+                if (gl >= 0)
+                    unknown[nunk++] = gl;
+                else
+                    unknown_g[nunk_g++] = k;
                 continue;
             }
             const fr_rank *r = &m->ranks[gs[k].rank_idx];
@@ -589,19 +598,26 @@ static int hang_analysis(ctx *c)
                      "waiting in it%s; %s", nmiss > 1 ? "s" : "", rl,
                      opname(op), s, gname(m, (int)g), nwait, nwait == 1 ? "" : "s",
                      wait, last);
-        } else if (nunk) {
-            fmt_ranks(rl, sizeof rl, unknown, nunk);
+        } else if (nunk || nunk_g) {
+            if (nunk)
+                fmt_ranks(rl, sizeof rl, unknown, nunk);
+            else
+                fmt_ranks(rl, sizeof rl, unknown_g, nunk_g);
             finding *f = add_finding(res, K_MISSING, (int)g, s, 1, op, unknown, nunk);
             if (f)
                 snprintf(f->detail, sizeof f->detail,
                          "every rank with data entered %s #%" PRIu64 " on %s "
-                         "(%d waiting%s); no flight-recorder data from "
-                         "rank%s %s, which did not finish it", opname(op), s,
-                         gname(m, (int)g), nwait, wait, nunk > 1 ? "s" : "", rl);
+                         "(%d waiting%s); no flight-recorder data from %s%s %s, "
+                         "which did not finish it", opname(op), s,
+                         gname(m, (int)g), nwait, wait,
+                         nunk ? "rank" : "members (group ranks; world ranks "
+                                         "unknown) ",
+                         (nunk ? nunk : nunk_g) > 1 ? "s" : "", rl);
         }
     }
     free(missing);
     free(unknown);
+    free(unknown_g);
     return 0;
 }
 
@@ -1244,7 +1260,7 @@ static int analyze(fb__fr_result *res)
                         if (f->ranks[k] == res->culprits[j])
                             hits++;
                 double frac = f->nranks ? (double)hits / f->nranks : 0;
-                if (frac > best) {
+                if (frac > best || !top) {
                     best = frac;
                     top = f;
                 }

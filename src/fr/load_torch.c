@@ -175,6 +175,28 @@ static const char *str_or(const fb__json *v, const char *def)
     return s ? s : def;
 }
 
+/* The fields of one entry, found in one pass over its members. */
+enum { F_PG, F_PGID, F_PN, F_STATE, F_ISP2P, F_CSEQ, F_PSEQ, F_RID, F_TIME,
+       F_INDT, F_INSZ, F_OUTSZ, F_FRAMES, F_RETIRED, F_N };
+static const char *const field_names[F_N] = {
+    "process_group", "pg_id", "profiling_name", "state", "is_p2p",
+    "collective_seq_id", "p2p_seq_id", "record_id", "time_created_ns",
+    "input_dtypes", "input_sizes", "output_sizes", "frames", "retired",
+};
+
+static void fields(const fb__json *e, const fb__json *f[F_N])
+{
+    for (int i = 0; i < F_N; i++)
+        f[i] = NULL;
+    for (const fb__json *c = e->child; c; c = c->next)
+        for (int i = 0; i < F_N; i++)
+            if (!f[i] && c->key_len == strlen(field_names[i]) &&
+                !memcmp(c->key, field_names[i], c->key_len)) {
+                f[i] = c;
+                break;
+            }
+}
+
 /* p2p pair counters: (group, peer, direction) -> count, linear (few). */
 typedef struct pairc { uint32_t g; int peer, send; uint32_t n; } pairc;
 
@@ -288,7 +310,9 @@ static int load_dom(fr_model *m, const char *path, const fb__json *root, int src
                               (int)rank, idx, path);
             continue;
         }
-        const fb__json *pgv = member(e, "process_group");
+        const fb__json *F[F_N];
+        fields(e, F);
+        const fb__json *pgv = F[F_PG];
         char gkey[256] = "";
         const char *gdesc = "";
         if (pgv && pgv->type == FB_JSON_ARRAY && pgv->child &&
@@ -298,11 +322,11 @@ static int load_dom(fr_model *m, const char *path, const fb__json *root, int src
                 gdesc = str_or(pgv->child->next, "");
         } else {
             int64_t pid;
-            if (!as_int(member(e, "pg_id"), &pid))
+            if (!as_int(F[F_PGID], &pid))
                 snprintf(gkey, sizeof gkey, "%" PRId64, pid);
         }
-        const char *pn = fb__json_as_str(member(e, "profiling_name"));
-        const char *state = fb__json_as_str(member(e, "state"));
+        const char *pn = fb__json_as_str(F[F_PN]);
+        const char *state = fb__json_as_str(F[F_STATE]);
         if (!gkey[0] || !pn) {
             if (!skipped++)
                 fr_model_warn(m, "rank %d: entries[%zu] lacks %s or has the wrong "
@@ -314,10 +338,10 @@ static int load_dom(fr_model *m, const char *path, const fb__json *root, int src
         int peer;
         fb_op op = parse_name(pn, &peer);
         int64_t is_p2p = 0;
-        if (as_int(member(e, "is_p2p"), &is_p2p))
+        if (as_int(F[F_ISP2P], &is_p2p))
             is_p2p = op == FB_OP_SEND || op == FB_OP_RECV;
         int64_t seq = 0;
-        if (as_int(member(e, is_p2p ? "p2p_seq_id" : "collective_seq_id"), &seq) ||
+        if (as_int((is_p2p ? F[F_PSEQ] : F[F_CSEQ]), &seq) ||
             seq < 0) {
             if (!skipped++)
                 fr_model_warn(m, "rank %d: entries[%zu].%s is missing or not an "
@@ -326,7 +350,7 @@ static int load_dom(fr_model *m, const char *path, const fb__json *root, int src
             continue;
         }
         int64_t rid;
-        if (!as_int(member(e, "record_id"), &rid) && (min_record < 0 || rid < min_record))
+        if (!as_int(F[F_RID], &rid) && (min_record < 0 || rid < min_record))
             min_record = rid;
         int g = fr_model_group(m, gkey, gdesc);
         if (g < 0) {
@@ -334,11 +358,11 @@ static int load_dom(fr_model *m, const char *path, const fb__json *root, int src
             break;
         }
         int64_t t = 0;
-        as_int(member(e, "time_created_ns"), &t);
-        const fb__json *dts = member(e, "input_dtypes");
+        as_int(F[F_TIME], &t);
+        const fb__json *dts = F[F_INDT];
         const char *dt = (dts && dts->type == FB_JSON_ARRAY && dts->child)
                              ? str_or(dts->child, "") : "";
-        const fb__json *fr = member(e, "frames");
+        const fb__json *fr = F[F_FRAMES];
         uint32_t frame = 0;
         if (fr && fr->type == FB_JSON_ARRAY && fr->child &&
             fr->child->type == FB_JSON_OBJECT) {
@@ -354,8 +378,8 @@ static int load_dom(fr_model *m, const char *path, const fb__json *root, int src
         fr_ent x = {
             .seq = (uint64_t)seq,
             .t_ns = t > 0 ? (uint64_t)t : 0,
-            .in_numel = numel(member(e, "input_sizes")),
-            .out_numel = numel(member(e, "output_sizes")),
+            .in_numel = numel(F[F_INSZ]),
+            .out_numel = numel(F[F_OUTSZ]),
             .group = (uint32_t)g,
             .dtype = fr_model_intern(m, dt),
             .peer = peer,
@@ -368,7 +392,7 @@ static int load_dom(fr_model *m, const char *path, const fb__json *root, int src
         };
         if (!state) {
             int64_t retired = 0;
-            if (!as_int(member(e, "retired"), &retired) && retired)
+            if (!as_int(F[F_RETIRED], &retired) && retired)
                 x.state = FR_DONE;
         }
         if (op == FB_OP_COALESCED || op == FB_OP_UNKNOWN)

@@ -244,9 +244,24 @@ static int push_number_text(vm *v, const char *txt)
 
 static int push_int(vm *v, int64_t i)
 {
-    char buf[32];
-    snprintf(buf, sizeof buf, "%" PRId64, i);
-    return push_number_text(v, buf);
+    /* the hot path of a dump: ids, sizes, times (no printf) */
+    char buf[24], *e = buf + sizeof buf - 1, *p = e;
+    uint64_t u = i < 0 ? 0 - (uint64_t)i : (uint64_t)i;
+    *p = '\0';
+    do {
+        *--p = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (i < 0)
+        *--p = '-';
+    pnode *x = node(v, FB_JSON_NUMBER);
+    if (!x)
+        return push(v, NULL);
+    x->j.str_len = (size_t)(e - p);
+    x->j.str = str_copy(v, p, x->j.str_len);
+    if (!x->j.str)
+        return fail(v, -ENOMEM, "out of memory");
+    return push(v, x);
 }
 
 static int push_long_bytes(vm *v, const unsigned char *b, size_t n)
