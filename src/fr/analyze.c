@@ -521,12 +521,13 @@ static int hang_analysis(ctx *c)
     fb__fr_result *res = c->res;
     c->stuck = calloc(m->ngroups + 1, sizeof *c->stuck);
     c->stuck_op = calloc(m->ngroups + 1, sizeof *c->stuck_op);
-    int *missing = malloc(((size_t)c->maxrank + 2) * sizeof *missing);
-    int *unknown = malloc(((size_t)c->maxrank + 2) * sizeof *unknown);
+    /* each list holds at most one group's members */
     int maxsize = 1;
     for (size_t g = 0; g < m->ngroups; g++)
         if (c->gsize[g] > maxsize)
             maxsize = c->gsize[g];
+    int *missing = malloc((size_t)maxsize * sizeof *missing);
+    int *unknown = malloc((size_t)maxsize * sizeof *unknown);
     int *unknown_g = malloc((size_t)maxsize * sizeof *unknown_g);
     if (!c->stuck || !c->stuck_op || !missing || !unknown || !unknown_g) {
         free(missing);

@@ -58,7 +58,7 @@ int fr_load_ring(fr_model *m, const char *path, char *err, size_t errsz)
         fb__seg_close(seg);
         return FB_EVERSION;
     }
-    if (h->rank < 0) {
+    if (h->rank < 0 || h->rank > FR_MAX_RANK) {
         snprintf(err, errsz, "%s: field rank is %d", path, h->rank);
         fb__seg_close(seg);
         return FB_EFORMAT;
@@ -77,7 +77,7 @@ int fr_load_ring(fr_model *m, const char *path, char *err, size_t errsz)
                   ? (int64_t)atomic_load_explicit(&((fb__seg_header *)h)->step,
                                                   memory_order_relaxed)
                   : -1;
-    if (h->world_size > m->world_size)
+    if (h->world_size > m->world_size && h->world_size <= FR_MAX_RANK)
         m->world_size = h->world_size;
 
     const char *area = (const char *)fb__seg_base(seg) + h->fr_offset;
@@ -100,7 +100,8 @@ int fr_load_ring(fr_model *m, const char *path, char *err, size_t errsz)
         if (g < 0)
             goto oom;
         if (c.size > 0 && c.size <= (1 << 24) && c.ranks_stride > 0 &&
-            c.ranks_first >= 0 && !m->groups[g].members) {
+            c.ranks_first >= 0 && !m->groups[g].members &&
+            (int64_t)c.ranks_first + (int64_t)(c.size - 1) * c.ranks_stride <= FR_MAX_RANK) {
             int *mem = malloc((size_t)c.size * sizeof *mem);
             if (!mem)
                 goto oom;

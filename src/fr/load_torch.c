@@ -47,7 +47,7 @@ static const fb__json *member(const fb__json *obj, const char *key)
 
 static int add_rank(int **r, int *n, size_t *cap, int64_t x)
 {
-    if (x < 0 || x > INT32_MAX || *n >= MAX_RANKS_IN_PG)
+    if (x < 0 || x > FR_MAX_RANK || *n >= MAX_RANKS_IN_PG)
         return -1;
     if ((size_t)*n == *cap) {
         int *nr = realloc(*r, *cap * 2 * sizeof *nr);
@@ -227,8 +227,13 @@ static int load_dom(fr_model *m, const char *path, const fb__json *root, int src
     }
     const char *version = fb__json_as_str(member(root, "version"));
     int64_t rank = -1;
-    if (as_int(member(root, "rank"), &rank) || rank < 0 || rank > INT32_MAX)
+    if (as_int(member(root, "rank"), &rank) || rank < 0 || rank > FR_MAX_RANK)
         rank = rank_hint;
+    if (rank > FR_MAX_RANK) {
+        snprintf(err, errsz, "%s: rank %" PRId64 " is over the limit of %d",
+                 path, rank, FR_MAX_RANK);
+        return FB_ETOOBIG;
+    }
     if (rank < 0) {
         snprintf(err, errsz, "%s: no rank in the dump and none at the end of the "
                  "file name (PyTorch names dumps <prefix><rank>)", path);

@@ -14,6 +14,9 @@
 
 enum { FR_SRC_RING = 1, FR_SRC_TORCH_JSON = 2, FR_SRC_TORCH_PICKLE = 3 };
 enum { FR_PENDING_SCHEDULED = 0, FR_PENDING_STARTED = 1, FR_DONE = 2 };
+/* Largest rank number the analyzer accepts (16 M ranks). */
+#define FR_MAX_RANK (1 << 24)
+
 #define FR_ENT_P2P 1u
 #define FR_ENT_VARIABLE 2u /* sizes differ across ranks by design */
 

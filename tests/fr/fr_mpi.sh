@@ -21,7 +21,8 @@ trap cleanup EXIT
 fail=0
 run() { # JOBID INJECT ARGS...  (call in a subshell: it execs mpirun)
   local job=$1 inject=$2; shift 2
-  exec mpirun --oversubscribe --bind-to none -np 4 --mca btl_vader_backing_directory "$T" -x FIREBREAK_JOB_ID=$job \
+  exec mpirun --oversubscribe --bind-to none -np 4 --mca btl_vader_backing_directory "$T" \
+    -x ASAN_OPTIONS=detect_leaks=0 -x FIREBREAK_JOB_ID=$job \
     -x FIREBREAK_INJECT="$inject" -x LD_PRELOAD="$PRELOAD" "$PROG" "$@"
 }
 
