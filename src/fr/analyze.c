@@ -1391,6 +1391,7 @@ int fb__fr_result_json(const fb__fr_result *r, fb__jsonw *w)
 {
     const fr_model *m = &r->m;
     fb__jsonw_obj_begin(w);
+    fb__jsonw_kstr(w, "version", FB__FR_RESULT_VERSION);
     fb__jsonw_kstr(w, "verdict", fb__fr_verdict(r));
     fb__jsonw_kstr(w, "summary", r->summary);
     fb__jsonw_key(w, "culprits");

@@ -18,6 +18,9 @@
 
 #include "common/jsonw.h"
 
+/* Version of the --json / fb__fr_result_json object (docs/flight-recorder.md). */
+#define FB__FR_RESULT_VERSION "1.0"
+
 typedef struct fb__fr_result fb__fr_result;
 
 typedef struct fb__fr_options {
