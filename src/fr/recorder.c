@@ -29,6 +29,9 @@ static struct {
     fb__fr_comm **table;     /* open addressing; TOMB marks a removed one */
     size_t table_cap, table_used;
     fb__fr_comm *last;       /* the communicator of the previous event    */
+    uint32_t next_slot;      /* fr_head % ring_slots, kept without dividing */
+    uint64_t last_handle;    /* the previous event and its slot, for the   */
+    fb__fr_event *last_slot; /* fb_fr_end that usually follows at once     */
 } R;
 
 #define TOMB ((fb__fr_comm *)1)
@@ -75,6 +78,8 @@ static int bind_seg(fb__seg *seg)
     R.comms = (fb__fr_comm_rec *)area;
     R.ring = (fb__fr_event *)(area + (size_t)R.comm_slots * FB__SEG_FR_ENTRY_SIZE);
     R.wall_minus_mono_ns = h->created_wall_ns - h->created_mono_ns;
+    R.next_slot = (uint32_t)(atomic_load_explicit(&h->fr_head, memory_order_relaxed) %
+                             R.ring_slots);
     R.hdr = h;
     return 1;
 }
@@ -289,7 +294,9 @@ uint64_t fb__fr_record(fb__fr_comm *c, fb_op op, int dtype, uint32_t elem_bytes,
     }
     fb__seg_header *h = R.hdr;
     uint64_t idx = atomic_load_explicit(&h->fr_head, memory_order_relaxed);
-    fb__fr_event *e = &R.ring[idx % R.ring_slots];
+    fb__fr_event *e = &R.ring[R.next_slot];
+    if (++R.next_slot == R.ring_slots)
+        R.next_slot = 0;
     uint64_t now = fb__now_ns();
 
     atomic_store_explicit(&e->seq, 0, memory_order_relaxed);
@@ -314,6 +321,8 @@ uint64_t fb__fr_record(fb__fr_comm *c, fb_op op, int dtype, uint32_t elem_bytes,
     e->flags = flags;
     atomic_store_explicit(&e->seq, idx + 1, memory_order_release);
     atomic_store_explicit(&h->fr_head, idx + 1, memory_order_release);
+    R.last_handle = idx + 1;
+    R.last_slot = e;
     return idx + 1;
 }
 
@@ -322,6 +331,8 @@ static fb__fr_event *live_slot(uint64_t handle)
 {
     if (!handle || !R.hdr)
         return NULL;
+    if (handle == R.last_handle)
+        return R.last_slot; /* the newest event: it cannot be overwritten */
     uint64_t idx = handle - 1;
     uint64_t head = atomic_load_explicit(&R.hdr->fr_head, memory_order_relaxed);
     if (idx >= head || head - idx > R.ring_slots)
