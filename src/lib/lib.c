@@ -65,7 +65,10 @@ static int env_int(const char *const *names, int def)
 static void on_fatal_signal(int sig, siginfo_t *si, void *uc)
 {
     fb__seg_header *h = g.hdr;
-    if (h && atomic_load_explicit(&h->end_kind, memory_order_relaxed) == FB_END_NONE) {
+    /* A fatal signal after fb_finalize() (a crash in exit handlers, say)
+     * still counts: only an earlier fatal signal wins over it. */
+    uint32_t prev = h ? atomic_load_explicit(&h->end_kind, memory_order_relaxed) : 0;
+    if (h && (prev == FB_END_NONE || prev == FB_END_FINALIZED)) {
         atomic_store_explicit(&h->end_code, sig, memory_order_relaxed);
         atomic_store_explicit(&h->end_mono_ns, fb__now_ns(), memory_order_relaxed);
         atomic_store_explicit(&h->end_kind, FB_END_SIGNAL, memory_order_release);
@@ -91,7 +94,8 @@ static void on_exit_record(int status, void *arg)
     fb__seg_header *h = g.hdr;
     if (!h)
         return;
-    if (atomic_load_explicit(&h->end_kind, memory_order_relaxed) != FB_END_NONE)
+    uint32_t prev = atomic_load_explicit(&h->end_kind, memory_order_relaxed);
+    if (prev != FB_END_NONE && prev != FB_END_FINALIZED)
         return;
     atomic_store_explicit(&h->end_code, status, memory_order_relaxed);
     atomic_store_explicit(&h->end_mono_ns, fb__now_ns(), memory_order_relaxed);

@@ -92,7 +92,8 @@ typedef enum {
     FB_END_NONE = 0,     /* still running, or vanished (SIGKILL)         */
     FB_END_EXIT = 1,     /* exit(end_code), through exit() / return      */
     FB_END_SIGNAL = 2,   /* fatal signal end_code (SIGSEGV, SIGABRT...)  */
-    FB_END_FINALIZED = 3 /* fb_finalize() was called                      */
+    FB_END_FINALIZED = 3 /* fb_finalize() was called; an exit code or a
+                            fatal signal recorded later replaces it        */
 } fb__end_kind;
 
 /* Injected fault kinds (docs/inject.md). */

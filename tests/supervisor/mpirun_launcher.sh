@@ -10,4 +10,15 @@ source "$(dirname "$0")/lib.sh"
 [ "$(json_field out.json '["incidents"][0]["kind"]')" = crash ] || fail "kind"
 [ "$(q "select count(*) from attempt")" = 2 ] || fail "attempts"
 assert_no_segments
-ok "mpirun launcher: crash of rank 2 detected and recovered"
+rm -rf runs
+# A rank that finalizes cleanly and then dies (SIGABRT in an exit handler) is
+# still named, with its signal, from its own end record.
+set +e
+"$FB" run --launcher mpirun --nproc-per-node 3 --max-restarts 0 \
+    -- "$RANK" --steps 5 --sleep-ms 5 --abort-after-finalize 1 "$TAG" >out.txt 2>err.txt
+rc=$?
+set -e
+[ $rc = 1 ] || fail "abort after finalize: exit $rc"
+[ "$(q "select kind||':'||rank||':'||signal||':'||phase from incident")" = "crash:1:6:done" ] \
+    || fail "abort after finalize: $(q 'select kind,rank,signal,phase,detail from incident')"
+ok "mpirun launcher: crash of rank 2 detected and recovered; abort after finalize named"

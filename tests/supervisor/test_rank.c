@@ -5,7 +5,7 @@
  * attempt starts from step 1, and prints "done" at the end.
  *
  *   fb-test-rank [--steps N] [--sleep-ms M] [--spawn-child] [--ignore-term]
- *                [--exit-code C]
+ *                [--exit-code C] [--abort-after-finalize RANK]
  */
 #include <signal.h>
 #include <stdio.h>
@@ -19,7 +19,7 @@
 int main(int argc, char **argv)
 {
     long steps = 20, sleep_ms = 20, exit_code = 0;
-    int spawn = 0, ignore_term = 0;
+    int spawn = 0, ignore_term = 0, abort_rank = -1;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--steps") && i + 1 < argc)
             steps = atol(argv[++i]);
@@ -31,6 +31,8 @@ int main(int argc, char **argv)
             spawn = 1;
         else if (!strcmp(argv[i], "--ignore-term"))
             ignore_term = 1;
+        else if (!strcmp(argv[i], "--abort-after-finalize") && i + 1 < argc)
+            abort_rank = atoi(argv[++i]);
     }
     if (ignore_term)
         signal(SIGTERM, SIG_IGN);
@@ -70,5 +72,7 @@ int main(int argc, char **argv)
     }
     printf("done rank %d\n", fb_rank());
     fb_finalize();
+    if (fb_rank() == abort_rank)
+        abort(); /* a crash in exit handlers, after a clean finalize */
     return (int)exit_code;
 }
