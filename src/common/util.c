@@ -206,6 +206,22 @@ int fb__fsync_dir(const char *path)
     return rc;
 }
 
+int fb__write_all(int fd, const void *buf, size_t len)
+{
+    const char *p = buf;
+    while (len > 0) {
+        ssize_t w = write(fd, p, len);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            return -errno;
+        }
+        p += w;
+        len -= (size_t)w;
+    }
+    return 0;
+}
+
 int fb__write_file_atomic(const char *path, const void *buf, size_t len)
 {
     char tmp[PATH_MAX], dir[PATH_MAX];
@@ -220,19 +236,7 @@ int fb__write_file_atomic(const char *path, const void *buf, size_t len)
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0)
         return -errno;
-    int rc = 0;
-    const char *p = buf;
-    while (len > 0) {
-        ssize_t w = write(fd, p, len);
-        if (w < 0) {
-            if (errno == EINTR)
-                continue;
-            rc = -errno;
-            break;
-        }
-        p += w;
-        len -= (size_t)w;
-    }
+    int rc = fb__write_all(fd, buf, len);
     if (!rc && fsync(fd))
         rc = -errno;
     if (close(fd) && !rc)

@@ -57,6 +57,9 @@ int fb__read_file(const char *path, size_t max_bytes, char **buf_out,
  * the directory.  0 or -errno. */
 int fb__write_file_atomic(const char *path, const void *buf, size_t len);
 
+/* write(2) all of buf, retrying on EINTR and short writes; 0 or -errno. */
+int fb__write_all(int fd, const void *buf, size_t len);
+
 /* fsync a directory by path; 0 or -errno. */
 int fb__fsync_dir(const char *path);
 

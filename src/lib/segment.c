@@ -289,20 +289,7 @@ int fb__seg_dump(const fb__seg *seg, const char *path)
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (fd < 0)
         return -errno;
-    const char *p = seg->base;
-    size_t left = seg->size;
-    int rc = 0;
-    while (left > 0) {
-        ssize_t w = write(fd, p, left);
-        if (w < 0) {
-            if (errno == EINTR)
-                continue;
-            rc = -errno;
-            break;
-        }
-        p += w;
-        left -= (size_t)w;
-    }
+    int rc = fb__write_all(fd, seg->base, seg->size);
     if (close(fd) && !rc)
         rc = -errno;
     if (!rc && rename(tmp, path))
