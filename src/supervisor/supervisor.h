@@ -64,7 +64,7 @@ typedef struct fb__sup_incident {
     int attempt;
     double detect_ms, lost_s;
     int signal, exit_code;
-    char detail[256];
+    char detail[640];
 } fb__sup_incident;
 
 typedef struct fb__sup_result {

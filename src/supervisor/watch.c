@@ -402,11 +402,16 @@ void fb__sup_rank_ended(sup *s, int rank, int wstatus_known, int wstatus,
     } else {
         /* No exit record and no status: killed by SIGKILL or similar. */
         snprintf(f->kind, sizeof f->kind, "crash");
-        if (strncmp(rk->injected, "kill:", 5) == 0)
+        if (strncmp(rk->injected, "kill:", 5) == 0) {
             f->signal = SIGKILL;
-        snprintf(f->detail, sizeof f->detail, "rank %d vanished without "
-                 "recording an exit (SIGKILL or similar) at step %lld in phase %s",
-                 rank, (long long)f->step, f->phase);
+            snprintf(f->detail, sizeof f->detail, "rank %d killed by SIGKILL (the "
+                     "injected fault it recorded) at step %lld in phase %s",
+                     rank, (long long)f->step, f->phase);
+        } else {
+            snprintf(f->detail, sizeof f->detail, "rank %d vanished without "
+                     "recording an exit (SIGKILL or similar) at step %lld in phase %s",
+                     rank, (long long)f->step, f->phase);
+        }
     }
 }
 
