@@ -42,4 +42,17 @@ for i in $(seq 50); do
     sleep 0.1
 done
 [ -z "$(leftovers)" ] || fail "orphans after SIGKILL of the supervisor: $(leftovers)"
-ok "SIGTERM and SIGKILL of the supervisor leave nothing behind"
+
+# The killed supervisor could not remove its segments: they stay as
+# evidence, and the next run on this machine removes them as stale (older
+# than a few seconds, supervisor gone).
+job=$(cat "$(run_dir)/job")
+ls /dev/shm/fb."$job".* >/dev/null 2>&1 || fail "no segments left by the killed run"
+touch -d '1 minute ago' /dev/shm/fb."$job".*
+rm -rf runs
+"$FB" run --quiet --nproc-per-node 1 -- "$RANK" --steps 2 --sleep-ms 1 "$TAG" 2>/dev/null \
+    || fail "run after the killed one"
+if ls /dev/shm/fb."$job".* >/dev/null 2>&1; then
+    fail "stale segments of the killed run were not cleaned"
+fi
+ok "SIGTERM and SIGKILL of the supervisor leave nothing behind; stale segments cleaned"
