@@ -1,0 +1,183 @@
+/*
+ * test_common.c -- unit tests of the shared parsers and writers: the
+ * bounded JSON parser, the JSON writer, durations, sizes, and fault-injection
+ * specs.  Every case is something a user or a file could hand us.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/json.h"
+#include "common/jsonw.h"
+#include "common/util.h"
+#include "firebreak/firebreak.h"
+#include "lib/lib.h"
+
+static int failures;
+#define CHECK(c)                                                              \
+    do {                                                                      \
+        if (!(c)) {                                                           \
+            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #c); \
+            failures++;                                                       \
+        }                                                                     \
+    } while (0)
+
+static int parse(const char *s, fb__json_doc **doc, const fb__json_limits *lim)
+{
+    char err[128];
+    return fb__json_parse(s, strlen(s), lim, doc, err, sizeof err);
+}
+
+static void test_json(void)
+{
+    fb__json_doc *doc;
+    CHECK(parse("{\"a\": [1, -2.5e3, true, null, \"x\\u00e9\\ud83d\\ude00\"], "
+                "\"big\": 18446744073709551615, \"neg\": -9223372036854775808}",
+                &doc, NULL) == 0);
+    const fb__json *r = fb__json_root(doc);
+    const fb__json *a = fb__json_get(r, "a");
+    CHECK(a && a->type == FB_JSON_ARRAY && a->count == 5);
+    double d;
+    CHECK(fb__json_as_double(fb__json_at(a, 1), &d) == 0 && d == -2500.0);
+    CHECK(fb__json_at(a, 2)->boolean == 1);
+    CHECK(!strcmp(fb__json_as_str(fb__json_at(a, 4)), "x\xc3\xa9\xf0\x9f\x98\x80"));
+    uint64_t u;
+    CHECK(fb__json_as_u64(fb__json_get(r, "big"), &u) == 0 && u == 18446744073709551615ull);
+    int64_t i;
+    CHECK(fb__json_as_i64(fb__json_get(r, "neg"), &i) == 0 && i == INT64_MIN);
+    CHECK(fb__json_as_i64(fb__json_get(r, "big"), &i) == FB_EFORMAT); /* out of range */
+    CHECK(fb__json_as_u64(fb__json_get(r, "neg"), &u) == FB_EFORMAT);
+    CHECK(!fb__json_has_duplicate_keys(r));
+    fb__json_free(doc);
+
+    CHECK(parse("{\"k\":1,\"k\":2}", &doc, NULL) == 0);
+    CHECK(fb__json_has_duplicate_keys(fb__json_root(doc)));
+    fb__json_free(doc);
+
+    /* Hostile input: each fails cleanly. */
+    const char *bad[] = {"", "{", "[1,]", "{\"a\"}", "{\"a\":}", "\"\\x\"", "01",
+                         "1.", "-", "tru", "\"\\ud800\"", "\"\\udc00x\"", "{} x",
+                         "\"a\nb\"", "[1 2]", "{1:2}", "nul", "\"\\u12g4\""};
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        int rc = parse(bad[k], &doc, NULL);
+        if (rc != FB_EFORMAT)
+            fprintf(stderr, "bad JSON %zu (%s) gave %d\n", k, bad[k], rc);
+        CHECK(rc == FB_EFORMAT);
+    }
+    /* Limits: depth, nodes, size. */
+    char deep[300];
+    memset(deep, '[', 200);
+    deep[200] = '\0';
+    fb__json_limits lim = {.max_depth = 64};
+    CHECK(parse(deep, &doc, &lim) == FB_ETOOBIG);
+    fb__json_limits few = {.max_nodes = 3};
+    CHECK(parse("[1,2,3,4]", &doc, &few) == FB_ETOOBIG);
+    fb__json_limits small = {.max_input = 4};
+    CHECK(parse("[1,2,3,4]", &doc, &small) == FB_ETOOBIG);
+    /* Not NUL-terminated input: only len bytes are read. */
+    char buf[4] = {'[', '7', ']', 'x'};
+    char err[64];
+    CHECK(fb__json_parse(buf, 3, NULL, &doc, err, sizeof err) == 0);
+    fb__json_free(doc);
+}
+
+static void test_jsonw(void)
+{
+    fb__jsonw w;
+    fb__jsonw_init(&w);
+    fb__jsonw_obj_begin(&w);
+    fb__jsonw_kstr(&w, "s", "q\"b\\\n\x01\xff");
+    fb__jsonw_key(&w, "a");
+    fb__jsonw_arr_begin(&w);
+    fb__jsonw_int(&w, -3);
+    fb__jsonw_double(&w, 0.1);
+    fb__jsonw_double(&w, NAN);
+    fb__jsonw_obj_begin(&w);
+    fb__jsonw_obj_end(&w);
+    fb__jsonw_arr_end(&w);
+    fb__jsonw_kbool(&w, "t", 1);
+    fb__jsonw_obj_end(&w);
+    const char *want = "{\"s\":\"q\\\"b\\\\\\n\\u0001\xef\xbf\xbd\",\"a\":[-3,0.1,null,{}],\"t\":true}";
+    if (strcmp(fb__jsonw_text(&w), want))
+        fprintf(stderr, "jsonw: %s\n", fb__jsonw_text(&w));
+    CHECK(!strcmp(fb__jsonw_text(&w), want));
+    /* What we write, we read back. */
+    fb__json_doc *doc;
+    CHECK(parse(fb__jsonw_text(&w), &doc, NULL) == 0);
+    fb__json_free(doc);
+    fb__jsonw_free(&w);
+}
+
+static void test_units(void)
+{
+    double s;
+    CHECK(fb__parse_duration("90s", &s) == 0 && s == 90);
+    CHECK(fb__parse_duration("1.5h", &s) == 0 && s == 5400);
+    CHECK(fb__parse_duration("250ms", &s) == 0 && fabs(s - 0.25) < 1e-12);
+    CHECK(fb__parse_duration("2d", &s) == 0 && s == 172800);
+    CHECK(fb__parse_duration("7", &s) == 0 && s == 7);
+    CHECK(fb__parse_duration("-1s", &s) != 0);
+    CHECK(fb__parse_duration("5 s", &s) != 0);
+    CHECK(fb__parse_duration("1e999", &s) != 0);
+    CHECK(fb__parse_duration("", &s) != 0);
+    CHECK(fb__parse_duration("3x", &s) != 0);
+    uint64_t b;
+    CHECK(fb__parse_size("64k", &b) == 0 && b == 65536);
+    CHECK(fb__parse_size("1.5G", &b) == 0 && b == 1610612736ull);
+    CHECK(fb__parse_size("2GiB", &b) == 0 && b == 2147483648ull);
+    CHECK(fb__parse_size("12q", &b) != 0);
+    long long v;
+    CHECK(fb__parse_int("42", 0, 100, &v) == 0 && v == 42);
+    CHECK(fb__parse_int("420", 0, 100, &v) != 0);
+    CHECK(fb__parse_int("4x", 0, 100, &v) != 0);
+}
+
+static void test_inject(void)
+{
+    fb__inject_plan p;
+    char err[256];
+    CHECK(fb__inject_parse("kill:rank=1,step=40;hang:rank=*,after=2.5s,attempt=any;"
+                           "exit:rank=3,step=9,code=7;slow:rank=0,step=1,factor=3",
+                           &p, err, sizeof err) == 0);
+    CHECK(p.count == 4);
+    CHECK(p.faults[0].kind == FB_INJECT_KILL && p.faults[0].rank == 1 &&
+          p.faults[0].step == 40 && p.faults[0].attempt == 0);
+    CHECK(p.faults[1].rank == -1 && p.faults[1].attempt == -1 &&
+          p.faults[1].has_after && p.faults[1].after_s == 2.5);
+    CHECK(p.faults[2].code == 7 && p.faults[3].factor == 3.0);
+    struct { const char *spec, *msg; } bad[] = {
+        {"boom:rank=1,step=2", "unknown fault kind 'boom'"},
+        {"kill:step=2", "needs rank=N"},
+        {"kill:rank=1", "exactly one of step=N or after=DURATION"},
+        {"kill:rank=1,step=2,after=1s", "exactly one of"},
+        {"exit:rank=1,after=1s", "after= works for kill, hang and segv"},
+        {"kill:rank=x,step=2", "bad value 'x' for 'rank'"},
+        {"kill:rank=1,step=2,colour=red", "unknown key 'colour'"},
+        {"slow:rank=1,step=2,factor=0.5", "bad value '0.5' for 'factor'"},
+        {"kill:rank=1,step", "is not key=value"},
+        {"", "empty fault spec"},
+    };
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        int rc = fb__inject_parse(bad[k].spec, &p, err, sizeof err);
+        CHECK(rc != 0);
+        if (!strstr(err, bad[k].msg)) {
+            fprintf(stderr, "inject '%s': message '%s' lacks '%s'\n", bad[k].spec,
+                    err, bad[k].msg);
+            failures++;
+        }
+    }
+}
+
+int main(void)
+{
+    test_json();
+    test_jsonw();
+    test_units();
+    test_inject();
+    if (failures)
+        fprintf(stderr, "%d check(s) failed\n", failures);
+    else
+        printf("common: all checks passed\n");
+    return failures ? 1 : 0;
+}
