@@ -13,7 +13,7 @@
 #include "fr/recorder.h"
 #include "lib/segment.h"
 
-#define N 5000000
+#define N 1000000
 
 static volatile uint64_t sink;
 
@@ -36,7 +36,7 @@ int main(void)
     int ranks[1] = {0};
     fb_fr_comm(42, 1, 0, ranks, "bench");
     double best_empty = 1e9, best_pair = 1e9, best_begin = 1e9, best_clock = 1e9;
-    for (int rep = 0; rep < 5; rep++) {
+    for (int rep = 0; rep < 25; rep++) {
         uint64_t t0 = fb__now_ns();
         for (uint64_t i = 0; i < N; i++) {
             sink = i;
@@ -65,8 +65,14 @@ int main(void)
            "baseline (target < 50)\n", best_pair, best_pair - best_empty);
     printf("fb_fr_begin alone:          %6.1f ns/event, %5.1f ns over the baseline\n",
            best_begin, best_begin - best_empty);
-    printf("one clock_gettime:          %6.1f ns (the floor of a timed event on "
-           "this machine)\n", best_clock);
+    printf("one clock_gettime:          %6.1f ns (what each event paid before "
+           "the TSC clock)\n", best_clock);
+    fb__seg_header *h = fb__seg_hdr(seg);
+    printf("event clock:                %s",
+           h->fr_clock == FB_CLOCK_TSC ? "tsc" : "clock_gettime(CLOCK_MONOTONIC)");
+    if (h->fr_clock == FB_CLOCK_TSC)
+        printf(" at %.1f MHz", (double)h->fr_tsc_hz / 1e6);
+    printf(" (FIREBREAK_FR_CLOCK=monotonic forces clock_gettime)\n");
     printf("ratio event/empty loop:     %.1fx; begin/clock read: %.2fx\n",
            best_pair / best_empty, best_begin / best_clock);
     char name[FB__SEG_NAME_MAX];

@@ -4,7 +4,9 @@
  * calls of recorder.h.
  *
  * Hot path: one clock read, a handful of plain stores into the slot and
- * two release stores (the slot's seq and fr_head).  Communicator state is
+ * two release stores (the slot's seq and fr_head).  The clock read is the
+ * TSC where it is invariant and the kernel keeps time with it (see
+ * event_ns), else clock_gettime.  Communicator state is
  * process-local (a small open-addressing table keyed by comm id, with a
  * one-entry cache in front); only the records a reader needs go to the
  * segment.
@@ -15,6 +17,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+#if defined(__x86_64__)
+#include <cpuid.h>
+#include <x86intrin.h>
+#endif
 
 #include "common/util.h"
 #include "lib/lib.h"
@@ -35,6 +42,145 @@ static struct {
 } R;
 
 #define TOMB ((fb__fr_comm *)1)
+
+/*
+ * Event clock.  clock_gettime(CLOCK_MONOTONIC) costs tens of ns in a VM;
+ * rdtsc about half of it.  With an invariant TSC (constant rate, ticking
+ * in every C-state, synchronized across CPUs: the kernel's clocksource is
+ * "tsc") an event's time is
+ *
+ *     ns = anchor_ns + ((tsc - anchor_tsc) * mult >> 32)
+ *
+ * where (anchor_tsc, anchor_ns) is a CLOCK_MONOTONIC reading taken between
+ * two rdtsc, renewed on the first event more than REANCHOR_NS after the
+ * last one, so that no time is ever extrapolated further than that.  mult
+ * (ns per tick << 32) comes from the span between the renewed anchor and a
+ * calibration base at least min(CAL_SPAN_NS, age of the process's first
+ * anchor) old; until that span reaches CAL_MIN_NS every event reads
+ * clock_gettime.  Error against CLOCK_MONOTONIC: the anchor's own reading
+ * (tens of ns) plus the rate error over at most REANCHOR_NS (well under a
+ * microsecond).  An event's time is never before the previous event's.
+ *
+ * Process-wide, one writer thread (the recorder's rule).
+ */
+#define REANCHOR_NS 1000000ull   /* 1 ms   */
+#define CAL_MIN_NS 200000ull     /* 200 us */
+#define CAL_SPAN_NS 1000000000ull /* 1 s   */
+
+static struct {
+    int mode;                 /* FB_CLOCK_*; 0: not chosen yet           */
+    uint64_t anchor_tsc, anchor_ns;
+    uint64_t mult;            /* ns per tick << 32; 0: not calibrated    */
+    uint64_t refresh_ticks;   /* REANCHOR_NS in ticks; 0 while uncalibrated */
+    uint64_t cal_tsc, cal_ns; /* calibration base                        */
+    uint64_t cal_span_ns;     /* span mult was computed over             */
+} C;
+
+#if defined(__x86_64__)
+/* Invariant TSC (CPUID 0x80000007 EDX bit 8) and the kernel's clocksource
+ * is the TSC (it checked the TSC is synchronized and stable). */
+static int tsc_usable(void)
+{
+    unsigned a, b, c, d;
+    if (!__get_cpuid(0x80000007, &a, &b, &c, &d) || !(d & (1u << 8)))
+        return 0;
+    FILE *f = fopen("/sys/devices/system/clocksource/clocksource0/"
+                    "current_clocksource", "r");
+    if (!f)
+        return 0;
+    char src[32] = "";
+    int ok = fgets(src, sizeof src, f) && !strcmp(src, "tsc\n");
+    fclose(f);
+    return ok;
+}
+
+/* A CLOCK_MONOTONIC reading and the TSC at the same moment: the tightest
+ * of three tries, so that a preemption inside one does not skew it. */
+static void read_pair(uint64_t *tsc, uint64_t *ns)
+{
+    uint64_t best = UINT64_MAX;
+    for (int i = 0; i < 3; i++) {
+        uint64_t t1 = __rdtsc();
+        uint64_t n = fb__now_ns();
+        uint64_t t2 = __rdtsc();
+        if (t2 - t1 < best) {
+            best = t2 - t1;
+            *tsc = t1 + (t2 - t1) / 2;
+            *ns = n;
+        }
+    }
+}
+#endif
+
+static void publish_clock(void);
+
+static void clock_init(void)
+{
+    C.mode = FB_CLOCK_MONOTONIC;
+#if defined(__x86_64__)
+    const char *force = fb__getenv("FIREBREAK_FR_CLOCK");
+    if ((!force || strcmp(force, "monotonic")) && tsc_usable()) {
+        C.mode = FB_CLOCK_TSC;
+        read_pair(&C.cal_tsc, &C.cal_ns);
+        C.anchor_tsc = C.cal_tsc;
+        C.anchor_ns = C.cal_ns;
+    }
+#endif
+}
+
+#if defined(__x86_64__)
+/* The slow path of event_ns: a new anchor, and a better rate when the
+ * span allows.  Gives up on the TSC if it disagrees with the kernel. */
+static uint64_t reanchor(void)
+{
+    uint64_t tsc, ns;
+    read_pair(&tsc, &ns);
+    /* Never before the previous event (the old rate may have run ahead). */
+    uint64_t out = ns;
+    if (R.last_slot && R.last_slot->begin_mono_ns > out)
+        out = R.last_slot->begin_mono_ns;
+    if (tsc <= C.cal_tsc || ns < C.cal_ns) {
+        C.mode = FB_CLOCK_MONOTONIC; /* TSC went backwards: stop trusting it */
+        publish_clock();
+        return ns;
+    }
+    uint64_t span_ns = ns - C.cal_ns;
+    if (span_ns >= CAL_MIN_NS && span_ns >= C.cal_span_ns) {
+        unsigned __int128 m = ((unsigned __int128)span_ns << 32) / (tsc - C.cal_tsc);
+        /* Sanity: a TSC between 100 MHz and 20 GHz. */
+        if (m > ((unsigned __int128)10 << 32) || m < ((1ull << 32) / 20)) {
+            C.mode = FB_CLOCK_MONOTONIC;
+            publish_clock();
+            return ns;
+        }
+        C.mult = (uint64_t)m;
+        C.refresh_ticks = (REANCHOR_NS << 32) / C.mult;
+        C.cal_span_ns = span_ns < CAL_SPAN_NS ? span_ns : CAL_SPAN_NS;
+        if (span_ns >= CAL_SPAN_NS) {
+            C.cal_tsc = tsc;
+            C.cal_ns = ns;
+        }
+        publish_clock();
+    }
+    C.anchor_tsc = tsc;
+    C.anchor_ns = out;
+    return out;
+}
+#endif
+
+/* CLOCK_MONOTONIC nanoseconds for an event. */
+static inline uint64_t event_ns(void)
+{
+#if defined(__x86_64__)
+    if (C.mode == FB_CLOCK_TSC) {
+        uint64_t d = __rdtsc() - C.anchor_tsc;
+        if (__builtin_expect(d < C.refresh_ticks, 1))
+            return C.anchor_ns + ((d * C.mult) >> 32);
+        return reanchor();
+    }
+#endif
+    return fb__now_ns();
+}
 
 static const char *const op_names[FB_OP_COUNT_] = {
     [FB_OP_UNKNOWN] = "unknown", [FB_OP_ALLREDUCE] = "all_reduce",
@@ -81,7 +227,23 @@ static int bind_seg(fb__seg *seg)
     R.next_slot = (uint32_t)(atomic_load_explicit(&h->fr_head, memory_order_relaxed) %
                              R.ring_slots);
     R.hdr = h;
+    if (!C.mode)
+        clock_init();
+    publish_clock();
     return 1;
+}
+
+/* Tell readers how event times are taken (header fields of minor 1). */
+static void publish_clock(void)
+{
+    fb__seg_header *h = R.hdr;
+    if (!h)
+        return;
+    uint64_t hz = 0;
+    if (C.mode == FB_CLOCK_TSC && C.mult)
+        hz = (uint64_t)((1000000000ull << 32) / C.mult);
+    atomic_store_explicit(&h->fr_tsc_hz, hz, memory_order_relaxed);
+    atomic_store_explicit(&h->fr_clock, (uint32_t)C.mode, memory_order_relaxed);
 }
 
 void fb__fr_bind(fb__seg *seg)
@@ -297,7 +459,7 @@ uint64_t fb__fr_record(fb__fr_comm *c, fb_op op, int dtype, uint32_t elem_bytes,
     fb__fr_event *e = &R.ring[R.next_slot];
     if (++R.next_slot == R.ring_slots)
         R.next_slot = 0;
-    uint64_t now = fb__now_ns();
+    uint64_t now = event_ns();
 
     atomic_store_explicit(&e->seq, 0, memory_order_relaxed);
     atomic_thread_fence(memory_order_release);

@@ -1,5 +1,5 @@
 /*
- * segment.h -- the per-rank shared-memory segment (layout version 1.0).
+ * segment.h -- the per-rank shared-memory segment (layout version 1.1).
  *
  * One file per rank in /dev/shm, named by job, attempt and rank:
  *
@@ -37,6 +37,8 @@
  *    by the file size.
  *  - Times: *_mono_ns are CLOCK_MONOTONIC (comparable on one host only);
  *    *_wall_ns are CLOCK_REALTIME.
+ *  - Minor 1 appended fr_clock and fr_tsc_hz; a minor-0 file reads them as
+ *    0 (clock unknown, which means CLOCK_MONOTONIC).
  */
 #ifndef FB_LIB_SEGMENT_H
 #define FB_LIB_SEGMENT_H
@@ -47,7 +49,7 @@
 
 #define FB__SEG_MAGIC 0x31474553424546ull /* "FEBSEG1\0" little-endian */
 #define FB__SEG_VERSION_MAJOR 1
-#define FB__SEG_VERSION_MINOR 0
+#define FB__SEG_VERSION_MINOR 1
 #define FB__SEG_HEADER_SIZE 4096
 #define FB__SEG_REPORT_CAPACITY 128
 #define FB__SEG_FR_DEFAULT_CAPACITY 4096
@@ -160,7 +162,21 @@ typedef struct fb__seg_header {
     /* --- flight recorder: next slot to write (owned by src/fr) --- */
     _Atomic uint64_t fr_head;
     _Atomic uint64_t fr_comm_count;  /* for src/fr's communicator table    */
+
+    /* --- minor 1: how the flight recorder takes event times (src/fr) --- */
+    _Atomic uint32_t fr_clock;       /* fb__seg_clock; 0 in minor-0 files  */
+    uint32_t reserved2;
+    _Atomic uint64_t fr_tsc_hz;      /* calibrated TSC rate (FB_CLOCK_TSC)  */
 } fb__seg_header;
+
+/* fr_clock: the source of the flight recorder's *_mono_ns event times.
+ * Either way they are CLOCK_MONOTONIC nanoseconds. */
+typedef enum {
+    FB_CLOCK_UNKNOWN = 0,   /* minor 0, or no event recorded yet          */
+    FB_CLOCK_MONOTONIC = 1, /* clock_gettime(CLOCK_MONOTONIC) per event   */
+    FB_CLOCK_TSC = 2        /* invariant TSC, converted with anchors taken
+                               from CLOCK_MONOTONIC at least every ms     */
+} fb__seg_clock;
 
 _Static_assert(sizeof(fb__seg_header) <= FB__SEG_HEADER_SIZE,
                "segment header grew past its page");
