@@ -218,6 +218,31 @@ static uint32_t next_pair(pairc **pc, size_t *n, size_t *cap, uint32_t g,
     return 1;
 }
 
+static int has_group(const fr_rank *r, uint32_t g)
+{
+    for (size_t i = 0; i < r->nmemb; i++)
+        if (r->memb[i].group == g)
+            return 1;
+    return 0;
+}
+
+/* Group g takes the members of the dump's one unnamed pg_config group. */
+static int adopt_unnamed(fr_model *m, fr_rank *r, int g, const int *rk, int n,
+                         const char *path)
+{
+    for (int i = 0; i < n; i++)
+        if (rk[i] == r->rank) {
+            fr_model_group_members(m, g, rk, n);
+            if (fr_rank_member(r, (uint32_t)g, i))
+                return -ENOMEM;
+            fr_model_warn(m, "rank %d: pg_config has no group '%s' but one group "
+                          "with an empty name; read as that group (%s)", r->rank,
+                          m->groups[g].key, path);
+            return 0;
+        }
+    return 0;
+}
+
 static int load_dom(fr_model *m, const char *path, const fb__json *root, int src,
                     int rank_hint, char *err, size_t errsz)
 {
@@ -269,12 +294,29 @@ static int load_dom(fr_model *m, const char *path, const fb__json *root, int src
                           (int)rank, version, path);
     }
 
+    /* ProcessGroupGloo (torch 2.9 to 2.15) files its group in pg_config
+     * under an empty name, while its entries name the group by id ("0").
+     * An entry can never name "", so a dump's only unnamed group stands for
+     * the first group its entries name that pg_config does not describe. */
+    int *unnamed = NULL, nunnamed = 0, unnamed_count = 0;
     const fb__json *pgc = member(root, "pg_config");
     if (pgc && pgc->type == FB_JSON_OBJECT) {
         for (const fb__json *pg = pgc->child; pg; pg = pg->next) {
             char key[256];
             snprintf(key, sizeof key, "%.*s", (int)(pg->key_len < 255 ? pg->key_len : 255),
                      pg->key ? pg->key : "");
+            if (!key[0]) {
+                free(unnamed);
+                unnamed = NULL;
+                nunnamed = 0;
+                if (++unnamed_count == 1 &&
+                    (parse_ranks(member(pg, "ranks"), &unnamed, &nunnamed) || !nunnamed)) {
+                    free(unnamed);
+                    unnamed = NULL;
+                    nunnamed = 0;
+                }
+                continue;
+            }
             const char *desc = str_or(member(pg, "desc"), "");
             int g = fr_model_group(m, key, desc);
             if (g < 0)
@@ -297,10 +339,12 @@ static int load_dom(fr_model *m, const char *path, const fb__json *root, int src
 
     if (!entries) {
         fr_model_warn(m, "rank %d: no 'entries' (%s)", (int)rank, path);
+        free(unnamed);
         return 0;
     }
     if (entries->type != FB_JSON_ARRAY) {
         fr_model_warn(m, "rank %d: 'entries' is not a list (%s)", (int)rank, path);
+        free(unnamed);
         return 0;
     }
     pairc *pc = NULL;
@@ -362,6 +406,13 @@ static int load_dom(fr_model *m, const char *path, const fb__json *root, int src
             rc = -ENOMEM;
             break;
         }
+        if (unnamed && !has_group(r, (uint32_t)g)) {
+            rc = adopt_unnamed(m, r, g, unnamed, nunnamed, path);
+            free(unnamed); /* for the first such group only */
+            unnamed = NULL;
+            if (rc)
+                break;
+        }
         int64_t t = 0;
         as_int(F[F_TIME], &t);
         const fb__json *dts = F[F_INDT];
@@ -395,11 +446,11 @@ static int load_dom(fr_model *m, const char *path, const fb__json *root, int src
             .flags = is_p2p ? FR_ENT_P2P : 0,
             .frame = frame,
         };
-        if (!state) {
-            int64_t retired = 0;
-            if (!as_int(F[F_RETIRED], &retired) && retired)
-                x.state = FR_DONE;
-        }
+        /* gloo never updates `state` past "scheduled": `retired` (set
+         * when the work finished) is what tells a completed entry. */
+        int64_t retired = 0;
+        if (!as_int(F[F_RETIRED], &retired) && retired)
+            x.state = FR_DONE;
         if (op == FB_OP_COALESCED || op == FB_OP_UNKNOWN)
             x.flags |= FR_ENT_VARIABLE;
         if (is_p2p && peer >= 0)
@@ -411,6 +462,7 @@ static int load_dom(fr_model *m, const char *path, const fb__json *root, int src
         }
     }
     free(pc);
+    free(unnamed);
     if (skipped > 1)
         fr_model_warn(m, "rank %d: %zu entries skipped in all (%s)", (int)rank,
                       skipped, path);
