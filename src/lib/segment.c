@@ -340,6 +340,49 @@ static int supervisor_alive(const char *path)
     return kill(h.supervisor_pid, 0) == 0 || errno == EPERM;
 }
 
+/* Is any segment of `job` left in /dev/shm? */
+static int job_has_segments(const char *job)
+{
+    DIR *d = opendir(SHM_DIR);
+    if (!d)
+        return 0;
+    char prefix[80];
+    snprintf(prefix, sizeof prefix, "fb.%s.", job);
+    size_t pl = strlen(prefix);
+    int found = 0;
+    struct dirent *e;
+    while (!found && (e = readdir(d)))
+        found = !strncmp(e->d_name, prefix, pl) &&
+                strcmp(e->d_name + pl, "ompi") != 0;
+    closedir(d);
+    return found;
+}
+
+/* "fb.<job>.ompi": Open MPI's shared memory of a job (supervisor/launch.c).
+ * Stale when old and the job has no segment left. */
+static void cleanup_mpi_dir(const char *name, const char *job_id, int only_stale)
+{
+    size_t n = strlen(name);
+    if (strncmp(name, "fb.", 3) != 0 || n < 9 || strcmp(name + n - 5, ".ompi") != 0)
+        return;
+    char job[64];
+    if (n - 8 >= sizeof job)
+        return;
+    memcpy(job, name + 3, n - 8);
+    job[n - 8] = '\0';
+    if (job_id && strcmp(job, job_id) != 0)
+        return;
+    char path[PATH_MAX];
+    if (fb__fmt(path, sizeof path, SHM_DIR "/%s", name))
+        return;
+    if (only_stale) {
+        struct stat st;
+        if (stat(path, &st) || time(NULL) - st.st_mtime < 5 || job_has_segments(job))
+            return;
+    }
+    fb__rm_rf(path);
+}
+
 static int cleanup(const char *job_id, int attempt, int only_stale)
 {
     DIR *d = opendir(SHM_DIR);
@@ -350,8 +393,11 @@ static int cleanup(const char *job_id, int attempt, int only_stale)
     while ((e = readdir(d))) {
         char job[64];
         int a, r;
-        if (parse_seg_filename(e->d_name, job, sizeof job, &a, &r))
+        if (parse_seg_filename(e->d_name, job, sizeof job, &a, &r)) {
+            if (attempt < 0)
+                cleanup_mpi_dir(e->d_name, job_id, only_stale);
             continue;
+        }
         if (job_id && strcmp(job, job_id) != 0)
             continue;
         if (attempt >= 0 && a != attempt)

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/util.h"
@@ -207,6 +208,14 @@ static int launch_mpirun(sup *s)
     int rc = env_init(&e);
     if (!rc)
         rc = common_env(s, &e);
+    /* Open MPI's shared-memory files go to a directory of this job, so
+     * that ranks killed before they could clean up leave nothing in
+     * /dev/shm once the attempt is over (close_attempt removes it). */
+    char shm_dir[PATH_MAX];
+    if (!rc && !getenv("OMPI_MCA_btl_vader_backing_directory") &&
+        fb__sup_mpi_shm_dir(s, shm_dir, sizeof shm_dir) == 0 &&
+        (mkdir(shm_dir, 0700) == 0 || errno == EEXIST))
+        rc |= env_set(&e, "OMPI_MCA_btl_vader_backing_directory", shm_dir);
     if (!rc && geteuid() == 0) {
         rc |= env_set(&e, "OMPI_ALLOW_RUN_AS_ROOT", "1");
         rc |= env_set(&e, "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
@@ -304,6 +313,11 @@ void fb__sup_env_free(char **env)
     for (char **p = env; p && *p; p++)
         free(*p);
     free(env);
+}
+
+int fb__sup_mpi_shm_dir(const sup *s, char *buf, size_t size)
+{
+    return fb__fmt(buf, size, "/dev/shm/fb.%s.ompi", s->job_id);
 }
 
 int fb__sup_launch(sup *s)

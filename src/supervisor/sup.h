@@ -119,6 +119,8 @@ double fb__sup_mono_to_wall(uint64_t mono_ns);
 
 /* launch.c */
 int fb__sup_launch(sup *s);
+/* The directory for Open MPI's shared-memory files of this job. */
+int fb__sup_mpi_shm_dir(const sup *s, char *buf, size_t size);
 
 /* watch.c: one pass over every rank's segment. */
 void fb__sup_watch(sup *s, uint64_t now);

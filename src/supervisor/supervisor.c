@@ -523,6 +523,9 @@ static void close_attempt(sup *s)
     }
     s->nunits = 0;
     fb__seg_remove_job(s->job_id, s->attempt);
+    char shm_dir[PATH_MAX];
+    if (fb__sup_mpi_shm_dir(s, shm_dir, sizeof shm_dir) == 0)
+        fb__rm_rf(shm_dir);
 }
 
 static void add_result_incident(sup *s, const sup_failure *f, double detect_ms,

@@ -43,6 +43,6 @@ assert_no_segments() {
     local job
     job=$(cat "$(run_dir)/job")
     if ls /dev/shm | grep -q "^fb\.$job\."; then
-        fail "segments of job $job left in /dev/shm"
+        fail "segments (or Open MPI shared memory, fb.$job.ompi) of job $job left in /dev/shm"
     fi
 }
