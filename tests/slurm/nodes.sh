@@ -83,7 +83,12 @@ for _ in $(seq 1 150); do
     sleep 0.1
 done
 [ "${restarts:-0}" -ge 1 ] || fail "run 3: job $job not requeued: $(scontrol show job $job; cat $T/batch-*.out)"
-state=$(scontrol show job "$job" | tr ' ' '\n' | sed -n 's/^JobState=//p')
+# Right after the requeue the job may still be COMPLETING its first run.
+for _ in $(seq 1 100); do
+    state=$(scontrol show job "$job" | tr ' ' '\n' | sed -n 's/^JobState=//p')
+    case "$state" in PENDING|REQUEUED|REQUEUE_HOLD|REQUEUE_FED) break ;; esac
+    sleep 0.1
+done
 case "$state" in PENDING|REQUEUED|REQUEUE_HOLD|REQUEUE_FED) ;; *) fail "run 3: job state $state" ;; esac
 grep -q "asked Slurm to requeue" "$T"/batch-*.out || fail "run 3: no requeue message: $(cat $T/batch-*.out)"
 scancel "$job"
