@@ -122,6 +122,8 @@ int fb__sup_launch(sup *s);
 /* The directory for Open MPI's shared-memory files of this job. */
 int fb__sup_mpi_shm_dir(const sup *s, char *buf, size_t size);
 
+/* watch.c: map rank r's segment if it exists by now. */
+void fb__sup_try_attach(sup *s, int r);
 /* watch.c: one pass over every rank's segment. */
 void fb__sup_watch(sup *s, uint64_t now);
 /* A rank went away (mpirun: pidfd; local: through its shim). */

@@ -249,10 +249,17 @@ static void on_shim_msg(sup *s, sup_unit *u, const fb__shim_msg *m)
     if (u->rank == FB__SUP_UNIT_WATCHERS)
         return; /* slurm's node watchers: not the job */
     /* mpirun ended.  Ranks that went away are known through pidfds; give
-     * every rank still unresolved its own end record first. */
-    for (int r = 0; r < s->world; r++)
-        if (!s->ranks[r].ended && s->ranks[r].seg)
+     * every rank still unresolved its own end record first -- attaching
+     * late to ranks that came and went between two looks (their segments
+     * outlive them). */
+    for (int r = 0; r < s->world; r++) {
+        if (s->ranks[r].ended)
+            continue;
+        if (!s->ranks[r].seg)
+            fb__sup_try_attach(s, r);
+        if (s->ranks[r].seg)
             fb__sup_rank_ended(s, r, 0, 0, 0, m->mono_ns);
+    }
     int ok = !m->exec_errno && WIFEXITED(m->wstatus) && WEXITSTATUS(m->wstatus) == 0;
     if (!ok && !s->fail.set) {
         sup_failure *f = &s->fail;

@@ -152,7 +152,7 @@ static void read_reports(sup *s, int r)
     }
 }
 
-static void try_attach(sup *s, int r)
+void fb__sup_try_attach(sup *s, int r)
 {
     char name[FB__SEG_NAME_MAX];
     if (fb__seg_name(name, sizeof name, s->job_id, s->attempt, r))
@@ -218,7 +218,7 @@ void fb__sup_watch(sup *s, uint64_t now)
     for (int r = 0; r < s->world; r++) {
         sup_rank *rk = &s->ranks[r];
         if (!rk->seg)
-            try_attach(s, r);
+            fb__sup_try_attach(s, r);
         if (!rk->seg) {
             all_ready = 0;
             continue;
@@ -320,7 +320,7 @@ void fb__sup_rank_ended(sup *s, int rank, int wstatus_known, int wstatus,
         return;
     rk->ended = 1;
     if (!rk->seg)
-        try_attach(s, rank);
+        fb__sup_try_attach(s, rank);
     read_reports(s, rank);
     fb__seg_header *h = rk->seg ? fb__seg_hdr(rk->seg) : NULL;
     uint32_t end_kind = h ? atomic_load_explicit(&h->end_kind, memory_order_acquire) : 0;
