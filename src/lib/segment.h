@@ -139,7 +139,10 @@ typedef struct fb__seg_header {
     _Atomic uint64_t step;           /* last completed step               */
     _Atomic uint64_t steps_done;     /* fb_step calls in this attempt     */
     _Atomic uint64_t heartbeat_mono_ns; /* last sign of life               */
-    _Atomic uint64_t heartbeat_wall_ns;
+    _Atomic uint64_t heartbeat_wall_ns; /* creation time only: fb_step keeps
+                                          to one clock read; wall time of a
+                                          heartbeat = heartbeat_mono_ns +
+                                          created_wall_ns - created_mono_ns */
     _Atomic uint64_t phase_since_mono_ns;
     _Atomic uint64_t last_step_ns;   /* duration of the last step          */
     _Atomic uint64_t step_ewma_ns;   /* smoothed step duration (1/8)       */
