@@ -109,10 +109,38 @@ typedef struct wrank {
     fb__seg *seg;
     int pidfd;
     int ended;
+    uint64_t report_idx; /* next report of the rank's ring to forward */
+    int sent_first_step; /* a beat went out after its first step       */
 } wrank;
+
+/* Forward the rank's new reports (checkpoints, restores, injected faults):
+ * the supervisor may be on another host and cannot read the segment. */
+static void send_reports(wrank *w)
+{
+    fb__seg_report rep;
+    int got;
+    while ((got = fb__seg_read_report(w->seg, w->report_idx, &rep)) != 0) {
+        if (got > 0) {
+            char text[sizeof rep.text];
+            size_t i = 0;
+            for (; rep.text[i] && i + 1 < sizeof text; i++) {
+                unsigned char c = (unsigned char)rep.text[i];
+                text[i] = (c < 0x20 || c == 0x7f) ? '?' : (char)c;
+            }
+            text[i] = '\0';
+            printf("fbw1 report %d %llu %u %d %llu %llu %llu %llu %llu %s\n", w->rank,
+                   (unsigned long long)w->report_idx, rep.kind, rep.code,
+                   (unsigned long long)rep.step, (unsigned long long)rep.bytes,
+                   (unsigned long long)rep.value1, (unsigned long long)rep.value2,
+                   (unsigned long long)rep.wall_ns, text);
+        }
+        w->report_idx++;
+    }
+}
 
 static void report_end(wrank *w)
 {
+    send_reports(w); /* what it said before it went comes first */
     fb__seg_header *h = fb__seg_hdr(w->seg);
     uint32_t kind = atomic_load_explicit(&h->end_kind, memory_order_acquire);
     int code = atomic_load_explicit(&h->end_code, memory_order_relaxed);
@@ -243,6 +271,18 @@ int fb__cmd_watch(int argc, char **argv)
             if (pfd[k].revents)
                 report_end(&ranks[map[k]]);
         uint64_t now = fb__now_ns();
+        for (int i = 0; i < n; i++) {
+            if (!ranks[i].seg || ranks[i].ended)
+                continue;
+            send_reports(&ranks[i]);
+            /* The first step is news at once: the attempt's start-up ends. */
+            fb__seg_header *h = fb__seg_hdr(ranks[i].seg);
+            if (!ranks[i].sent_first_step &&
+                atomic_load_explicit(&h->steps_done, memory_order_relaxed)) {
+                ranks[i].sent_first_step = 1;
+                beat(&ranks[i], now);
+            }
+        }
         if (now - last_beat >= interval_ns) {
             last_beat = now;
             for (int i = 0; i < n; i++)

@@ -154,6 +154,33 @@ int fb__slurm_parse_line(const char *line, size_t len, int max_rank,
         snprintf(m->reason, sizeof m->reason, "%s", n > 3 ? f[3] : "");
         return 0;
     }
+    if (!strncmp(body, "report ", 7)) {
+        char *r[11];
+        long long v[9];
+        static const long long lo[9] = {0, 0, 0, INT32_MIN, 0, 0, 0, 0, 0};
+        static const long long hi[9] = {0, INT64_MAX, 64, INT32_MAX, INT64_MAX,
+                                        INT64_MAX, INT64_MAX, INT64_MAX, INT64_MAX};
+        int k = split(body, r, 11, 1);
+        if (k < 10)
+            return -EINVAL;
+        for (int i = 0; i < 9; i++) {
+            long long h = i == 0 ? max_rank - 1 : hi[i];
+            if (num(r[i + 1], lo[i], h, &v[i]))
+                return -EINVAL;
+        }
+        m->kind = FB_SLURM_MSG_REPORT;
+        m->rank = (int)v[0];
+        m->rep_idx = v[1];
+        m->rep_kind = (int)v[2];
+        m->rep_code = (int)v[3];
+        m->rep_step = v[4];
+        m->rep_bytes = v[5];
+        m->rep_v1 = v[6];
+        m->rep_v2 = v[7];
+        m->rep_wall_ns = v[8];
+        snprintf(m->rep_text, sizeof m->rep_text, "%s", k > 10 ? r[10] : "");
+        return 0;
+    }
     int n = split(body, f, 6, 0);
     if (n == 4 && !strcmp(f[0], "hello") && fb__slurm_node_name_ok(f[1]) &&
         !num(f[2], 0, MAX_NODES - 1, &a) && !num(f[3], 1, INT32_MAX, &b)) {
@@ -689,6 +716,35 @@ static void on_msg(sup *s, const fb__slurm_msg *m)
         b->rx_ns = now;
         if (m->step > s->max_step)
             s->max_step = m->step;
+        /* Progress of a rank whose segment is not on this host: readiness
+         * and step samples come from its watcher. */
+        sup_rank *rk = &s->ranks[m->rank];
+        if (!rk->seg && m->step >= 0) {
+            uint64_t age_ns = (uint64_t)m->age_ms * 1000000ull;
+            if (!rk->remote_ready_ns)
+                rk->remote_ready_ns = now > age_ns ? now - age_ns : now;
+            if ((uint64_t)m->step != rk->last_sample_step || !rk->last_sample_ns) {
+                fb__journal_sample(s->j, s->attempt_id, m->rank, fb__wall_s(), m->step, -1);
+                rk->last_sample_step = (uint64_t)m->step;
+                rk->last_sample_ns = now;
+            }
+        }
+        break;
+    }
+    case FB_SLURM_MSG_REPORT: {
+        /* The same report may also be read from the segment when the rank
+         * shares this host: delivery is by index, so it counts once. */
+        fb__seg_report rep;
+        memset(&rep, 0, sizeof rep);
+        rep.kind = (uint32_t)m->rep_kind;
+        rep.code = m->rep_code;
+        rep.step = (uint64_t)m->rep_step;
+        rep.bytes = (uint64_t)m->rep_bytes;
+        rep.value1 = (uint64_t)m->rep_v1;
+        rep.value2 = (uint64_t)m->rep_v2;
+        rep.wall_ns = (uint64_t)m->rep_wall_ns;
+        snprintf(rep.text, sizeof rep.text, "%s", m->rep_text);
+        fb__sup_deliver_report(s, m->rank, (uint64_t)m->rep_idx, &rep);
         break;
     }
     case FB_SLURM_MSG_END: {

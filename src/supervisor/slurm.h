@@ -17,6 +17,10 @@
  *                                       heartbeat age in milliseconds
  *   fbw1 end RANK HOW CODE              RANK's process is gone; HOW is
  *                                       exit | signal | finalized | vanished
+ *   fbw1 report RANK IDX KIND CODE STEP BYTES V1 V2 WALL_NS TEXT...
+ *                                       RANK's report number IDX (segment
+ *                                       report ring, docs/segment.md);
+ *                                       TEXT is the rest of the line
  *   fbw1 health NODE VERDICT REASON...  `watch --health`: ok | warn | fail |
  *                                       error, then a free-text reason
  *   fbw1 bye NODE                       every rank of NODE has ended
@@ -35,7 +39,8 @@ typedef enum {
     FB_SLURM_MSG_BEAT,
     FB_SLURM_MSG_END,
     FB_SLURM_MSG_HEALTH,
-    FB_SLURM_MSG_BYE
+    FB_SLURM_MSG_BYE,
+    FB_SLURM_MSG_REPORT
 } fb__slurm_msg_kind;
 
 typedef enum {
@@ -58,6 +63,10 @@ typedef struct fb__slurm_msg {
     int code;                       /* end                              */
     char verdict[8];                /* health                           */
     char reason[256];               /* health                           */
+    long long rep_idx;              /* report: its index in the ring    */
+    int rep_kind, rep_code;         /* report: fb__report_kind, code    */
+    long long rep_step, rep_bytes, rep_v1, rep_v2, rep_wall_ns;
+    char rep_text[208];             /* report: free text                */
 } fb__slurm_msg;
 
 /* Parse one line (without its newline; need not be NUL-terminated).

@@ -40,6 +40,7 @@ typedef struct sup_rank {
     char injected[128];   /* an injected fault that fired in this rank     */
     uint64_t inject_ns;
     char log_path[PATH_MAX];
+    uint64_t remote_ready_ns; /* first step seen by the node's watcher    */
 } sup_rank;
 
 typedef struct sup_ckpt {
@@ -104,6 +105,8 @@ typedef struct sup {
     int64_t max_step;                    /* this attempt, over ranks        */
     double useful_s;                     /* all attempts so far             */
     int any_attached;                    /* some rank attached, ever        */
+    int remote_only;                     /* test hook: never map segments
+                                            (FIREBREAK_SLURM_REMOTE_ONLY)   */
     uint64_t last_status_ns;
     int status_on_tty;
     /* launcher slurm (slurm.c) */
@@ -122,6 +125,10 @@ int fb__sup_launch(sup *s);
 /* The directory for Open MPI's shared-memory files of this job. */
 int fb__sup_mpi_shm_dir(const sup *s, char *buf, size_t size);
 
+/* watch.c: act on rank `rank`'s report number `idx`, read from its
+ * segment or forwarded by its node's watcher; each index counts once. */
+void fb__sup_deliver_report(sup *s, int rank, uint64_t idx,
+                            const fb__seg_report *rep);
 /* watch.c: map rank r's segment if it exists by now. */
 void fb__sup_try_attach(sup *s, int r);
 /* watch.c: one pass over every rank's segment. */

@@ -764,6 +764,10 @@ int fb__sup_run(const fb__sup_options *o, fb__sup_result *res)
     s->run_start_ns = fb__now_ns();
     s->durable_step = -1;
     s->status_on_tty = fb__isatty(2) && !o->quiet;
+    /* Test hook (docs/slurm.md): behave as if no rank shared this host, so
+     * that everything must travel through the node watchers. */
+    s->remote_only = o->launcher == FB_LAUNCH_SLURM &&
+                     fb__getenv("FIREBREAK_SLURM_REMOTE_ONLY") != NULL;
     gethostname(s->hostname, sizeof s->hostname - 1);
     s->world = o->nproc_per_node * (o->nnodes > 0 ? o->nnodes : 1);
 

@@ -138,6 +138,16 @@ static void on_report(sup *s, int rank, const fb__seg_report *r)
     }
 }
 
+void fb__sup_deliver_report(sup *s, int rank, uint64_t idx,
+                            const fb__seg_report *rep)
+{
+    sup_rank *rk = &s->ranks[rank];
+    if (idx < rk->report_idx)
+        return; /* already seen through the other path */
+    rk->report_idx = idx + 1;
+    on_report(s, rank, rep);
+}
+
 static void read_reports(sup *s, int r)
 {
     sup_rank *rk = &s->ranks[r];
@@ -147,13 +157,16 @@ static void read_reports(sup *s, int r)
         return;
     while ((got = fb__seg_read_report(rk->seg, rk->report_idx, &rep)) != 0) {
         if (got > 0)
-            on_report(s, r, &rep);
-        rk->report_idx++;
+            fb__sup_deliver_report(s, r, rk->report_idx, &rep);
+        else
+            rk->report_idx++; /* overwritten before we could read it */
     }
 }
 
 void fb__sup_try_attach(sup *s, int r)
 {
+    if (s->remote_only)
+        return;
     char name[FB__SEG_NAME_MAX];
     if (fb__seg_name(name, sizeof name, s->job_id, s->attempt, r))
         return;
@@ -220,7 +233,15 @@ void fb__sup_watch(sup *s, uint64_t now)
         if (!rk->seg)
             fb__sup_try_attach(s, r);
         if (!rk->seg) {
-            all_ready = 0;
+            /* Not on this host: ready once its node's watcher saw a step. */
+            if (rk->remote_ready_ns) {
+                attached++;
+                s->any_attached = 1;
+                if (rk->remote_ready_ns > ready_max)
+                    ready_max = rk->remote_ready_ns;
+            } else {
+                all_ready = 0;
+            }
             continue;
         }
         attached++;

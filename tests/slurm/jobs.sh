@@ -30,6 +30,37 @@ done
 [ "$(sqlite3 "$T/r2/journal.sqlite" 'select count(*) from attempt')" = 2 ] || fail "run 2 attempts"
 ok "rank killed on node3: restarted, fault-free hash"
 
+# 2b. The same with the supervisor acting as if no rank shared its host
+#     (FIREBREAK_SLURM_REMOTE_ONLY, a test hook): the ranks' end, progress
+#     and reports (checkpoints committed) reach the journal only through the
+#     node watchers, as on a real multi-host allocation.
+FIREBREAK_SLURM_REMOTE_ONLY=1 salloc -Q -N4 "$FB" run --launcher slurm --run-dir "$T/r2b" \
+    --json --max-restarts 2 --inject 'kill:rank=2,step=12' \
+    -- "$TOY" --steps $STEPS --sleep-ms 20 --ckpt-every 5 \
+    >r2b.json 2>r2b.err || fail "run 2b exited $? ($(tail -3 r2b.err))"
+[ "$(json_field r2b.json '["completed"]')" = True ] || fail "run 2b not completed"
+[ "$(json_field r2b.json '["incidents"][0]["rank"]')" = 2 ] || fail "run 2b incident rank"
+for r in 0 1 2 3; do
+    [ "$(cat "$T/r2b/final_hash.rank-$r")" = "$(cat "$T/r1/final_hash.rank-$r")" ] || fail "run 2b rank $r hash"
+done
+j="$T/r2b/journal.sqlite"
+n=$(sqlite3 "$j" "select count(*) from checkpoint where status='complete' and ranks=4")
+[ "$n" -ge 4 ] || fail "run 2b: complete checkpoints in the journal: $n"
+[ "$(sqlite3 "$j" "select count(distinct rank) from event where kind='ckpt_committed'")" = 4 ] \
+    || fail "run 2b: ckpt_committed events not from every rank"
+[ "$(sqlite3 "$j" "select count(*) from attempt where ready_at is not null")" = 2 ] \
+    || fail "run 2b: attempts without ready_at"
+dup=$(sqlite3 "$j" "select count(*) from (select attempt_id, rank, step, count(*) c from step_sample group by 1,2,3 having c > 1)")
+[ "$dup" = 0 ] || fail "run 2b: $dup step samples recorded twice"
+python3 -c "import json,sys; e=json.loads(open('r2b.json').read().splitlines()[-1])['ettr']; sys.exit(0 if e and 0 < e < 1 else 1)" \
+    || fail "run 2b: no effective training time: $(tail -1 r2b.json)"
+[ "$(sqlite3 "$j" "select count(*) from attempt where restored_step is not null")" -ge 1 ] \
+    || fail "run 2b: the restore was not recorded"
+# Each report counts once, also where both paths could deliver it (run 2).
+dup=$(sqlite3 "$T/r2/journal.sqlite" "select count(*) from (select attempt_id, rank, kind, step, count(*) c from event group by 1,2,3,4 having c > 1)")
+[ "$dup" = 0 ] || fail "run 2: $dup reports recorded twice"
+ok "remote-only: ends, progress and checkpoint reports arrive through the node watchers"
+
 # 3. SIGUSR1 to the supervisor (what sbatch --signal=USR1@N delivers):
 #    every rank saves a checkpoint and exits 0.
 salloc -Q -N4 "$FB" run --launcher slurm --run-dir "$T/r3" --json -- \

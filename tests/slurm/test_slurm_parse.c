@@ -69,6 +69,12 @@ int main(int argc, char **argv)
     name[63] = '\0';
     CHECK(fb__slurm_node_name_ok(name), "63-character node name rejected");
     CHECK(fb__slurm_parse_line("", 0, 1, &m) == -EINVAL, "empty line");
+    l = "fbw1 report 3 41 2 0 120 65536 1500000 4200000 1764500000000000000 shard rank 3";
+    CHECK(fb__slurm_parse_line(l, strlen(l), 4, &m) == 0 &&
+          m.kind == FB_SLURM_MSG_REPORT && m.rank == 3 && m.rep_idx == 41 &&
+          m.rep_kind == 2 && m.rep_step == 120 && m.rep_bytes == 65536 &&
+          m.rep_v1 == 1500000 && m.rep_v2 == 4200000 &&
+          !strcmp(m.rep_text, "shard rank 3"), "report line fields");
     if (failures)
         return 1;
     printf("ok: fbw1 parser\n");
