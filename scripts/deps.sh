@@ -11,7 +11,7 @@ set -euo pipefail
 
 build_pkgs=(build-essential cmake pkg-config clang libclang-rt-14-dev
             libsqlite3-dev sqlite3 libxxhash-dev libmicrohttpd-dev
-            libopenmpi-dev openmpi-bin)
+            libopenmpi-dev openmpi-bin libmpich-dev mpich)
 test_pkgs=(python3-torch python3-numpy fio hyperfine prometheus chromium jq curl bc
            slurm-wlm munge procps)
 

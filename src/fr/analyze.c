@@ -1473,7 +1473,7 @@ void fb__fr_result_text(const fb__fr_result *r, FILE *f)
     for (size_t k = 0; k < sizeof r->dropped / sizeof r->dropped[0]; k++)
         if (r->dropped[k])
             fprintf(f, "  (%zu more %s findings not listed)\n", r->dropped[k],
-                    kinds[k]);
+                    kinds[k] ? kinds[k] : "other");
     if (m->nwarnings)
         fprintf(f, "\nwarnings:\n");
     for (size_t i = 0; i < m->nwarnings; i++)

@@ -154,7 +154,7 @@ uint32_t fr_model_intern(fr_model *m, const char *s)
 {
     strtab *t = m->str_index;
     uint32_t idx;
-    size_t slot;
+    size_t slot = 0; /* set by strtab_find; said for the compiler */
     if (!t)
         return 0;
     if (strtab_find(t, m->strs, s, &idx, &slot))

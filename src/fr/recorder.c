@@ -99,6 +99,8 @@ static int tsc_usable(void)
 static void read_pair(uint64_t *tsc, uint64_t *ns)
 {
     uint64_t best = UINT64_MAX;
+    *tsc = 0; /* always set by the first round; said for the compiler */
+    *ns = 0;
     for (int i = 0; i < 3; i++) {
         uint64_t t1 = __rdtsc();
         uint64_t n = fb__now_ns();
