@@ -50,5 +50,5 @@ grep -q 'bad.safetensors' "$dir/err" || fail "error does not name the file"
 "$fb" ckpt inspect "$dir/missing" 2>/dev/null; [ $? = 2 ] || fail "missing file: want 2"
 "$fb" ckpt ls 2>/dev/null; [ $? = 2 ] || fail "usage error: want 2"
 "$fb" ckpt frob "$ck" 2>/dev/null; [ $? = 2 ] || fail "unknown subcommand: want 2"
-"$fb" ckpt --help | grep -q 'usage: firebreak ckpt' || fail "--help"
+grep -q 'usage: firebreak ckpt' <<<"$("$fb" ckpt --help)" || fail "--help"
 echo PASS

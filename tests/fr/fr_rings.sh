@@ -50,7 +50,7 @@ rm "$T/hang/rank-3.fbseg"
 "$FB" fr analyze "$T/hang" --json | tail -1 | grep -q '"kind":"missing_dump","group":null,"group_name":null\|"kind":"missing_dump"' ||
   { echo "FAIL missing dump not reported"; fail=1; }
 # usage and input errors
-"$FB" fr --help | grep -q "fr analyze" || { echo "FAIL --help"; fail=1; }
+grep -q "fr analyze" <<<"$("$FB" fr --help)" || { echo "FAIL --help"; fail=1; }
 "$FB" fr analyze >/dev/null 2>&1; [ $? -eq 2 ] || { echo "FAIL no input: not 2"; fail=1; }
 echo garbage >"$T/junk"
 "$FB" fr analyze "$T/junk" 2>"$T/err"; rc=$?

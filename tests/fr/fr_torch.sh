@@ -39,7 +39,7 @@ check versions-json hang '[3]' missing_ranks 'different dump versions'
 check ok-json ok '[]'
 check ok-p2 ok '[]'
 # stack frames from the pickle name where the culprit was
-"$FB" fr analyze "$DATA/hang-p2" | grep -q "train.py:42 train_step" ||
+grep -q "train.py:42 train_step" <<<"$("$FB" fr analyze "$DATA/hang-p2")" ||
   { echo "FAIL frames not shown"; fail=1; }
 # a rank's dump missing is reported
 T=$(mktemp -d); trap 'rm -rf "$T" /tmp/fr_torch.$$' EXIT

@@ -152,7 +152,7 @@ check disk.shm fail Host SSD
 [ $rc = 3 ] && grep -q "/nonexistent/dir" "$tmp/err" || { echo "FAIL bad root: exit $rc"; fails=$((fails + 1)); }
 "$fb" health --bogus >/dev/null 2>&1; rc=$?
 [ $rc = 3 ] || { echo "FAIL unknown option: exit $rc"; fails=$((fails + 1)); }
-"$fb" health --help | grep -q "Exit: 0 ok, 1 warn, 2 fail, 3 could not check" || { echo "FAIL --help"; fails=$((fails + 1)); }
+grep -q "Exit: 0 ok, 1 warn, 2 fail, 3 could not check" <<<"$("$fb" health --help)" || { echo "FAIL --help"; fails=$((fails + 1)); }
 
 # text output names the failing check
 FIREBREAK_NVML_LIB=$double FIREBREAK_NVML_SCENARIO=$fx/gpu-lost/nvml.txt \

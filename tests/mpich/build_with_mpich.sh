@@ -16,7 +16,11 @@ cmake -S "$SRC" -B "$T" -DCMAKE_BUILD_TYPE=Release -DMPI_C_COMPILER="$MPICC" >"$
 grep -q "Found MPI_C: .*mpich" "$T/configure.log" || { echo "FAIL: CMake did not pick MPICH"; exit 1; }
 cmake --build "$T" -j2 --target firebreak_mpi fb-train-mlp >"$T/build.log" 2>&1 \
     || { grep -E "error|warning" "$T/build.log" | head -20; echo "FAIL: build against MPICH"; exit 1; }
-ldd "$T/libfirebreak-mpi.so" | grep -q libmpich || { echo "FAIL: interposer not linked to MPICH"; exit 1; }
-nm -D --defined-only "$T/libfirebreak-mpi.so" | grep -Eq " MPI_Allreduce(@|$)" \
+# Whole outputs first: with pipefail, `cmd | grep -q` fails when grep stops
+# reading early.
+libs=$(ldd "$T/libfirebreak-mpi.so")
+syms=$(nm -D --defined-only "$T/libfirebreak-mpi.so")
+grep -q libmpich <<<"$libs" || { echo "FAIL: interposer not linked to MPICH"; exit 1; }
+grep -Eq " MPI_Allreduce(@|$)" <<<"$syms" \
     || { echo "FAIL: interposer does not define MPI_Allreduce"; exit 1; }
 echo "ok: libfirebreak-mpi.so and fb-train-mlp build and link against MPICH"

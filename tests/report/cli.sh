@@ -7,7 +7,7 @@ D=$(mktemp -d)
 trap 'rm -rf "$D"' EXIT
 fail() { echo "report_cli: FAIL: $*" >&2; exit 1; }
 
-"$FB" report --help | grep -q "usage: firebreak report" || fail "--help"
+grep -q "usage: firebreak report" <<<"$("$FB" report --help)" || fail "--help"
 set +e
 "$FB" report >/dev/null 2>&1; [ $? = 2 ] || fail "no RUN_DIR should exit 2"
 "$FB" report --bogus "$D" >/dev/null 2>&1; [ $? = 2 ] || fail "bad option should exit 2"
@@ -59,7 +59,7 @@ PY
 
 # A run still going is reported up to its last record, and says so.
 "$GEN" running "$D/r"
-"$FB" report "$D/r" | grep -q "has not ended" || fail "unfinished run not flagged"
+grep -q "has not ended" <<<"$("$FB" report "$D/r")" || fail "unfinished run not flagged"
 
 # Several runs: aggregate and suspects across runs.
 "$GEN" basic "$D/b"

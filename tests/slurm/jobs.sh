@@ -102,5 +102,5 @@ wait $apid || true
 wait_no_jobs
 for _ in $(seq 1 50); do [ -z "$(leftovers)" ] && break; sleep 0.1; done
 [ -z "$(leftovers)" ] || fail "run 4: processes left after scancel: $(leftovers)"
-ls /dev/shm | grep -q "^fb\.$(cat "$T/r4/job")\." && fail "run 4: segments left"
+grep -q "^fb\.$(cat "$T/r4/job")\." <<<"$(ls /dev/shm)" && fail "run 4: segments left"
 ok "scancel: no process left on any node"

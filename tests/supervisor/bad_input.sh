@@ -27,5 +27,5 @@ printf '#!/bin/sh\n' > notexec.sh
 expect2 -- ./notexec.sh
 grep -qi "permission denied" err.txt || fail "non-executable: $(cat err.txt)"
 [ ! -d runs ] || fail "a run directory was created for bad input"
-"$FB" run --help | grep -q -- "--max-restarts" || fail "--help"
+grep -q -- "--max-restarts" <<<"$("$FB" run --help)" || fail "--help"
 ok "usage errors exit 2 with messages"
