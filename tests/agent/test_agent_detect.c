@@ -9,17 +9,7 @@
 
 #include "agent/agent.h"
 #include "lib/segment.h"
-
-static int failures;
-
-#define CHECK(cond)                                                       \
-    do {                                                                  \
-        if (!(cond)) {                                                    \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__,        \
-                    __LINE__, #cond);                                     \
-            failures++;                                                   \
-        }                                                                 \
-    } while (0)
+#include "../check.h"
 
 static int began[8], ended[8];
 

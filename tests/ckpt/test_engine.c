@@ -17,24 +17,7 @@
 #include "ckpt/store.h"
 #include "common/util.h"
 #include "firebreak/firebreak.h"
-
-static int failures;
-#define CHECK(c)                                                              \
-    do {                                                                      \
-        if (!(c)) {                                                           \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #c); \
-            failures++;                                                       \
-        }                                                                     \
-    } while (0)
-#define CHECK_RC(e, want)                                                     \
-    do {                                                                      \
-        int rc_ = (e);                                                        \
-        if (rc_ != (want)) {                                                  \
-            fprintf(stderr, "%s:%d: %s returned %d (%s), wanted %d\n", __FILE__, \
-                    __LINE__, #e, rc_, fb_strerror(rc_), (int)(want));        \
-            failures++;                                                       \
-        }                                                                     \
-    } while (0)
+#include "../check.h"
 
 static char root[256];
 

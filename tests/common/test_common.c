@@ -13,15 +13,7 @@
 #include "common/util.h"
 #include "firebreak/firebreak.h"
 #include "lib/lib.h"
-
-static int failures;
-#define CHECK(c)                                                              \
-    do {                                                                      \
-        if (!(c)) {                                                           \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #c); \
-            failures++;                                                       \
-        }                                                                     \
-    } while (0)
+#include "../check.h"
 
 static int parse(const char *s, fb__json_doc **doc, const fb__json_limits *lim)
 {

@@ -11,42 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 
-typedef struct {
-    uint8_t type;
-    void *parentObj;
-    int rank;
-    union {
-        struct {
-            uint64_t seqNumber;
-            const char *func;
-            void const *sendBuff;
-            void *recvBuff;
-            size_t count;
-            int root;
-            const char *datatype;
-            uint8_t nChannels, nWarps;
-            const char *algo, *proto;
-        } coll;
-        struct {
-            const char *func;
-            void *buff;
-            const char *datatype;
-            size_t count;
-            int peer;
-            uint8_t nChannels;
-        } p2p;
-        char pad[128];
-    };
-} descr;
-
-typedef struct {
-    const char *name;
-    int (*init)(void **, int *, const char *, uint64_t, int, int, int, void *);
-    int (*startEvent)(void *, void **, descr *);
-    int (*stopEvent)(void *);
-    int (*recordEventState)(void *, int, void *);
-    int (*finalize)(void *);
-} plugin;
+#include "fr/nccl_profiler_v4.h"
 
 int main(int argc, char **argv)
 {
@@ -57,7 +22,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "dlopen: %s\n", dlerror());
         return 1;
     }
-    const plugin *p = dlsym(so, "ncclProfiler_v4");
+    const fb_nccl_profiler_v4_t *p = dlsym(so, "ncclProfiler_v4");
     if (!p || strcmp(p->name, "firebreak")) {
         fprintf(stderr, "no ncclProfiler_v4 named firebreak\n");
         return 1;
@@ -65,14 +30,14 @@ int main(int argc, char **argv)
     void *ctx = NULL;
     int mask = 0;
     p->init(&ctx, &mask, "dp", 0xabcdef, 1, 4, 1, NULL);
-    if (!ctx || !(mask & 2)) {
+    if (!ctx || !(mask & FB_NCCL_PROFILE_COLL)) {
         fprintf(stderr, "plugin did not activate collectives (mask %d)\n", mask);
         return 1;
     }
     for (int i = 0; i < 3; i++) {
-        descr d;
+        fb_nccl_descr_v4_t d;
         memset(&d, 0, sizeof d);
-        d.type = 1 << 1;
+        d.type = FB_NCCL_PROFILE_COLL;
         d.coll.seqNumber = (uint64_t)i;
         d.coll.func = "AllReduce";
         d.coll.count = 1024;
@@ -83,9 +48,9 @@ int main(int argc, char **argv)
         if (i < 2)
             p->stopEvent(h);
     }
-    descr s;
+    fb_nccl_descr_v4_t s;
     memset(&s, 0, sizeof s);
-    s.type = 1 << 2;
+    s.type = FB_NCCL_PROFILE_P2P;
     s.p2p.func = "Send";
     s.p2p.datatype = "ncclBfloat16";
     s.p2p.count = 8;

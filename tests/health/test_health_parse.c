@@ -13,20 +13,10 @@
 #include "firebreak/firebreak.h"
 #include "health/health.h"
 #include "health/parse.h"
+#include "../check.h"
 
 int fb__fuzz_health_kmsg(const uint8_t *data, size_t size);
 int fb__fuzz_health_sysfs(const uint8_t *data, size_t size);
-
-static int failures;
-
-#define CHECK(cond)                                                       \
-    do {                                                                  \
-        if (!(cond)) {                                                    \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__,        \
-                    __LINE__, #cond);                                     \
-            failures++;                                                   \
-        }                                                                 \
-    } while (0)
 
 static void test_kmsg(void)
 {

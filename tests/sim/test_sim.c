@@ -13,18 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static int failures;
-
-#define CHECK(cond, ...)                                                     \
-    do {                                                                     \
-        if (!(cond)) {                                                       \
-            failures++;                                                      \
-            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);  \
-            fprintf(stderr, __VA_ARGS__);                                    \
-            fprintf(stderr, "\n");                                           \
-        }                                                                    \
-    } while (0)
+#include "../check.h"
 
 static fb_sim_config llama3(void)
 {
@@ -63,7 +52,7 @@ static int run(const fb_sim_config *c, fb_sim_result *r, int keep)
         return -1;
     }
     int rc = fb__sim_run(c, keep, r);
-    CHECK(rc == 0, "fb__sim_run returned %d", rc);
+    CHECKF(rc == 0, "fb__sim_run returned %d", rc);
     return rc;
 }
 
@@ -82,32 +71,32 @@ static void test_llama3_calibration(void)
     fb_sim_result r;
     if (run(&c, &r, 0))
         return;
-    CHECK(fabs(r.interruptions_mean - 419) <= 0.03 * 419,
+    CHECKF(fabs(r.interruptions_mean - 419) <= 0.03 * 419,
           "mean interruptions %.2f, want 419 +- 3%%", r.interruptions_mean);
-    CHECK(fabs(r.planned_mean - 47) <= 1, "planned %.2f, want 47",
+    CHECKF(fabs(r.planned_mean - 47) <= 1, "planned %.2f, want 47",
           r.planned_mean);
-    CHECK(c.ncat == 6, "llama3 has %d categories, want 6", c.ncat);
+    CHECKF(c.ncat == 6, "llama3 has %d categories, want 6", c.ncat);
     for (int i = 0; i < c.ncat; i++) {
         double want = -1;
         for (size_t k = 0; k < sizeof table / sizeof table[0]; k++)
             if (strcmp(table[k].name, c.cat[i].name) == 0)
                 want = table[k].count;
-        CHECK(want > 0, "unexpected category %s", c.cat[i].name);
+        CHECKF(want > 0, "unexpected category %s", c.cat[i].name);
         /* Sampling error of a mean of 1000 Poisson counts: sqrt(n/1000). */
         double tol = 0.03 * want + 4 * sqrt(want / 1000.0);
-        CHECK(fabs(r.by_category_mean[i] - want) <= tol,
+        CHECKF(fabs(r.by_category_mean[i] - want) <= tol,
               "category %s: %.2f, want %.0f +- %.2f", c.cat[i].name,
               r.by_category_mean[i], want, tol);
         double share = r.by_category_mean[i] / r.interruptions_mean;
-        CHECK(fabs(share - want / 419) <= 0.01,
+        CHECKF(fabs(share - want / 419) <= 0.01,
               "category %s share %.4f, want %.4f", c.cat[i].name, share,
               want / 419);
     }
     /* Llama 3 kept > 90% effective training time; the default policy
      * should land in that neighbourhood, not at 50% or 100%. */
-    CHECK(r.ettr_mean > 0.85 && r.ettr_mean < 0.97, "ettr %.4f",
+    CHECKF(r.ettr_mean > 0.85 && r.ettr_mean < 0.97, "ettr %.4f",
           r.ettr_mean);
-    CHECK(r.ettr_p5 <= r.ettr_mean && r.ettr_mean <= r.ettr_p95,
+    CHECKF(r.ettr_p5 <= r.ettr_mean && r.ettr_mean <= r.ettr_p95,
           "p5 %.4f mean %.4f p95 %.4f", r.ettr_p5, r.ettr_mean, r.ettr_p95);
 }
 
@@ -125,10 +114,10 @@ static void test_rsc_rates(void)
         if (run(&c, &r, 0))
             return;
         double want = per_1000[k] / 1000 * (8192 / 8) * 20;
-        CHECK(fabs(r.interruptions_mean - want) <= 0.03 * want,
+        CHECKF(fabs(r.interruptions_mean - want) <= 0.03 * want,
               "%s: %.2f interruptions, want %.2f", names[k],
               r.interruptions_mean, want);
-        CHECK(r.planned_mean == 0, "%s has no planned maintenance",
+        CHECKF(r.planned_mean == 0, "%s has no planned maintenance",
               names[k]);
     }
 }
@@ -162,7 +151,7 @@ static void test_time_accounting(void)
                          t->restart + t->repair_wait + t->maintenance;
             if (fabs(sum - c.horizon_s) > 1e-6 * c.horizon_s ||
                 t->useful < 0 || t->lost < 0) {
-                CHECK(0, "variant %d trial %ld: parts sum to %.3f of %.3f",
+                CHECKF(0, "variant %d trial %ld: parts sum to %.3f of %.3f",
                       variant, i, sum, c.horizon_s);
                 break;
             }
@@ -195,14 +184,14 @@ static void test_first_order_model(void)
                         return;
                     double model = (1 - lambda * (restart[d] + tau[b] / 2)) /
                                    (1 + stall[s] / tau[b]);
-                    CHECK(fabs(r.ettr_mean - model) <= 0.01,
+                    CHECKF(fabs(r.ettr_mean - model) <= 0.01,
                           "mtbf %.0f tau %.0f C %.0f R %.0f: sim %.4f "
                           "model %.4f",
                           mtbf[a], tau[b], stall[s], restart[d], r.ettr_mean,
                           model);
                     checked++;
                 }
-    CHECK(checked >= 30, "only %d grid points were in the valid range",
+    CHECKF(checked >= 30, "only %d grid points were in the valid range",
           checked);
     /* Detection is part of the recovery cost R in the formula. */
     fb_sim_config c = exponential(6 * 3600.0, 1200, 20, 120);
@@ -211,9 +200,9 @@ static void test_first_order_model(void)
     if (run(&c, &r, 0))
         return;
     double model = (1 - (300 + 600) / (6 * 3600.0)) / (1 + 20 / 1200.0);
-    CHECK(fabs(r.ettr_mean - model) <= 0.01, "with detection: %.4f vs %.4f",
+    CHECKF(fabs(r.ettr_mean - model) <= 0.01, "with detection: %.4f vs %.4f",
           r.ettr_mean, model);
-    CHECK(r.time_mean.detect > 0, "detection time not accounted");
+    CHECKF(r.time_mean.detect > 0, "detection time not accounted");
 }
 
 /* The searched optimum is within 10% of Daly's interval when C and R are
@@ -231,20 +220,20 @@ static void test_daly(void)
                 c.trials = 300;
                 fb_sim_optimum o;
                 int rc = fb__sim_optimize(&c, &o);
-                CHECK(rc == 0, "optimize: %d", rc);
+                CHECKF(rc == 0, "optimize: %d", rc);
                 double daly = sqrt(2 * stall[s] * (restart[d] + mtbf[a]));
-                CHECK(fabs(o.daly_s - daly) < 1e-6 * daly, "daly %.3f vs %.3f",
+                CHECKF(fabs(o.daly_s - daly) < 1e-6 * daly, "daly %.3f vs %.3f",
                       o.daly_s, daly);
-                CHECK(fabs(o.young_s - sqrt(2 * stall[s] * mtbf[a])) < 1e-6,
+                CHECKF(fabs(o.young_s - sqrt(2 * stall[s] * mtbf[a])) < 1e-6,
                       "young %.3f", o.young_s);
-                CHECK(fabs(o.search_s / daly - 1) <= 0.10,
+                CHECKF(fabs(o.search_s / daly - 1) <= 0.10,
                       "mtbf %.0f C %.0f R %.0f: search %.1f, daly %.1f",
                       mtbf[a], stall[s], restart[d], o.search_s, daly);
                 /* The optimum must beat a clearly worse interval. */
                 c.interval_s = daly * 4;
                 double worse;
                 fb__sim_mean_ettr(&c, &worse);
-                CHECK(o.search_ettr > worse, "search %.5f vs 4x daly %.5f",
+                CHECKF(o.search_ettr > worse, "search %.5f vs 4x daly %.5f",
                       o.search_ettr, worse);
             }
 }
@@ -257,23 +246,23 @@ static void test_persist_floor(void)
     char err[256];
     c.persist_s = 1200;
     c.interval_s = 600;
-    CHECK(fb__sim_validate(&c, err, sizeof err) != 0,
+    CHECKF(fb__sim_validate(&c, err, sizeof err) != 0,
           "interval below persist time accepted");
-    CHECK(strstr(err, "persist") != NULL, "message: %s", err);
+    CHECKF(strstr(err, "persist") != NULL, "message: %s", err);
     c.interval_s = 1200;
-    CHECK(fb__sim_validate(&c, err, sizeof err) == 0, "rejected: %s", err);
+    CHECKF(fb__sim_validate(&c, err, sizeof err) == 0, "rejected: %s", err);
     c.trials = 100;
     fb_sim_optimum o;
-    CHECK(fb__sim_optimize(&c, &o) == 0, "optimize failed");
-    CHECK(o.daly_below_floor && o.young_below_floor,
+    CHECKF(fb__sim_optimize(&c, &o) == 0, "optimize failed");
+    CHECKF(o.daly_below_floor && o.young_below_floor,
           "daly %.0f young %.0f not flagged below floor %.0f", o.daly_s,
           o.young_s, o.floor_s);
-    CHECK(o.search_s >= c.persist_s, "search %.1f below persist %.1f",
+    CHECKF(o.search_s >= c.persist_s, "search %.1f below persist %.1f",
           o.search_s, c.persist_s);
-    CHECK(o.bound_by_floor, "search %.1f not flagged as on the floor",
+    CHECKF(o.bound_by_floor, "search %.1f not flagged as on the floor",
           o.search_s);
     c.interval_s = 0;
-    CHECK(fb__sim_validate(&c, err, sizeof err) != 0, "interval 0 accepted");
+    CHECKF(fb__sim_validate(&c, err, sizeof err) != 0, "interval 0 accepted");
 }
 
 /* The in-flight async checkpoint is lost with a failure: a long persist
@@ -292,7 +281,7 @@ static void test_async_window(void)
      * interval: about +tau/2 lost per failure on average. */
     double extra = (slow.time_mean.lost - fast.time_mean.lost) /
                    fast.interruptions_mean;
-    CHECK(extra > 0.35 * c.interval_s && extra < 0.65 * c.interval_s,
+    CHECKF(extra > 0.35 * c.interval_s && extra < 0.65 * c.interval_s,
           "extra loss per failure %.1f s, interval %.0f", extra,
           c.interval_s);
 }
@@ -305,7 +294,7 @@ static void test_spares(void)
     fb_sim_result plenty, none;
     if (run(&c, &plenty, 0))
         return;
-    CHECK(plenty.time_mean.repair_wait == 0, "waited %.1f s with 1000 spares",
+    CHECKF(plenty.time_mean.repair_wait == 0, "waited %.1f s with 1000 spares",
           plenty.time_mean.repair_wait);
     c.spares = 0;
     c.repair_s = 1200;
@@ -314,11 +303,11 @@ static void test_spares(void)
     /* Every node failure (about 321 of 419) waits the full repair, less
      * the few waits that overlap. */
     double want = 1200.0 * 321;
-    CHECK(none.time_mean.repair_wait > 0.8 * want &&
+    CHECKF(none.time_mean.repair_wait > 0.8 * want &&
               none.time_mean.repair_wait < 1.05 * want,
           "repair wait %.0f s, want about %.0f", none.time_mean.repair_wait,
           want);
-    CHECK(none.ettr_mean < plenty.ettr_mean - 0.06, "ettr %.3f vs %.3f",
+    CHECKF(none.ettr_mean < plenty.ettr_mean - 0.06, "ettr %.3f vs %.3f",
           none.ettr_mean, plenty.ettr_mean);
 }
 
@@ -333,15 +322,15 @@ static void test_lemons(void)
     fb_sim_result kept, drained;
     if (run(&c, &kept, 0))
         return;
-    CHECK(fabs(kept.interruptions_mean - 419) <= 0.03 * 419,
+    CHECKF(fabs(kept.interruptions_mean - 419) <= 0.03 * 419,
           "undrained lemons changed the rate: %.1f", kept.interruptions_mean);
     c.drain = 1;
     if (run(&c, &drained, 0))
         return;
-    CHECK(drained.interruptions_mean < 0.8 * kept.interruptions_mean,
+    CHECKF(drained.interruptions_mean < 0.8 * kept.interruptions_mean,
           "draining did not help: %.1f vs %.1f", drained.interruptions_mean,
           kept.interruptions_mean);
-    CHECK(drained.ettr_mean > kept.ettr_mean, "ettr %.4f vs %.4f",
+    CHECKF(drained.ettr_mean > kept.ettr_mean, "ettr %.4f vs %.4f",
           drained.ettr_mean, kept.ettr_mean);
 }
 
@@ -356,7 +345,7 @@ static void test_detection_kinds(void)
         return;
     /* Only "unknown" (7 of 419) hangs. */
     double want = 7 * 3600.0;
-    CHECK(fabs(r.time_mean.detect - want) < 0.15 * want,
+    CHECKF(fabs(r.time_mean.detect - want) < 0.15 * want,
           "detect %.0f s, want about %.0f", r.time_mean.detect, want);
 }
 
@@ -375,14 +364,14 @@ static void test_determinism(void)
     c.threads = 3;
     if (run(&c, &b, 1))
         return;
-    CHECK(memcmp(a.per_trial, b.per_trial, sizeof *a.per_trial * 100) == 0,
+    CHECKF(memcmp(a.per_trial, b.per_trial, sizeof *a.per_trial * 100) == 0,
           "per-trial results differ between 1 and 3 threads");
-    CHECK(a.ettr_mean == b.ettr_mean && a.ettr_p5 == b.ettr_p5,
+    CHECKF(a.ettr_mean == b.ettr_mean && a.ettr_p5 == b.ettr_p5,
           "aggregates differ between thread counts");
     c.seed = 2;
     if (run(&c, &d, 1))
         return;
-    CHECK(d.ettr_mean != a.ettr_mean, "seed does not matter");
+    CHECKF(d.ettr_mean != a.ettr_mean, "seed does not matter");
     fb__sim_result_free(&a);
     fb__sim_result_free(&b);
     fb__sim_result_free(&d);
@@ -400,26 +389,26 @@ static void test_rates_parser(void)
                        "failure net 35/54/2048/node-day\n"
                        "planned 47/54/job-day\n";
     int rc = fb__sim_parse_rates(&c, good, strlen(good), err, sizeof err);
-    CHECK(rc == 0, "good file rejected: %s", err);
-    CHECK(c.ncat == 3, "ncat %d", c.ncat);
-    CHECK(c.cat[0].scope == FB_SIM_SCOPE_NODE &&
+    CHECKF(rc == 0, "good file rejected: %s", err);
+    CHECKF(c.ncat == 3, "ncat %d", c.ncat);
+    CHECKF(c.cat[0].scope == FB_SIM_SCOPE_NODE &&
               c.cat[1].kind == FB_SIM_HANG &&
               c.cat[1].scope == FB_SIM_SCOPE_JOB,
           "kinds/scopes not parsed");
     double want = 268.0 / 54 / 16384 / 86400;
-    CHECK(fabs(c.cat[0].rate_per_gpu_s / want - 1) < 1e-12, "gpu rate %g",
+    CHECKF(fabs(c.cat[0].rate_per_gpu_s / want - 1) < 1e-12, "gpu rate %g",
           c.cat[0].rate_per_gpu_s);
-    CHECK(fabs(c.cat[1].rate_per_job_s / (7.0 / 54 / 86400) - 1) < 1e-12,
+    CHECKF(fabs(c.cat[1].rate_per_job_s / (7.0 / 54 / 86400) - 1) < 1e-12,
           "job rate %g", c.cat[1].rate_per_job_s);
-    CHECK(fabs(c.cat[2].rate_per_gpu_s / (35.0 / 54 / 2048 / 8 / 86400) -
+    CHECKF(fabs(c.cat[2].rate_per_gpu_s / (35.0 / 54 / 2048 / 8 / 86400) -
                1) < 1e-12,
           "node rate %g", c.cat[2].rate_per_gpu_s);
-    CHECK(fabs(c.planned_per_job_s / (47.0 / 54 / 86400) - 1) < 1e-12,
+    CHECKF(fabs(c.planned_per_job_s / (47.0 / 54 / 86400) - 1) < 1e-12,
           "planned %g", c.planned_per_job_s);
     /* The same file gives the llama3 total at 16,384 GPUs. */
     c.gpus = 16384;
     double total = fb__sim_total_rate(&c) * 54 * 86400;
-    CHECK(fabs(total - 310) < 1e-6, "total %.6f", total);
+    CHECKF(fabs(total - 310) < 1e-6, "total %.6f", total);
 
     static const struct {
         const char *text;
@@ -444,10 +433,10 @@ static void test_rates_parser(void)
         err[0] = '\0';
         rc = fb__sim_parse_rates(&d, bad[i].text, strlen(bad[i].text), err,
                                  sizeof err);
-        CHECK(rc != 0, "accepted: %s", bad[i].text);
-        CHECK(strstr(err, bad[i].needle) != NULL, "'%s' -> '%s'",
+        CHECKF(rc != 0, "accepted: %s", bad[i].text);
+        CHECKF(strstr(err, bad[i].needle) != NULL, "'%s' -> '%s'",
               bad[i].text, err);
-        CHECK(d.ncat == 6, "a failed parse changed the config");
+        CHECKF(d.ncat == 6, "a failed parse changed the config");
     }
 }
 

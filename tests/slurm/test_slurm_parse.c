@@ -10,16 +10,12 @@
 #include <string.h>
 
 #include "supervisor/slurm.h"
-
-static int failures;
-
-#define CHECK(c, ...) do { if (!(c)) { failures++; fprintf(stderr, "FAIL %s:%d: ", \
-    __FILE__, __LINE__); fprintf(stderr, __VA_ARGS__); fputc('\n', stderr); } } while (0)
+#include "../check.h"
 
 static void each_line(const char *path, int want_ok)
 {
     FILE *f = fopen(path, "r");
-    CHECK(f != NULL, "cannot open %s", path);
+    CHECKF(f != NULL, "cannot open %s", path);
     if (!f)
         return;
     char line[1024];
@@ -28,12 +24,12 @@ static void each_line(const char *path, int want_ok)
         size_t len = strcspn(line, "\n");
         fb__slurm_msg m;
         int rc = fb__slurm_parse_line(line, len, 8, &m);
-        CHECK(want_ok ? rc == 0 : rc == -EINVAL, "%s: '%.*s' gave %d", path,
+        CHECKF(want_ok ? rc == 0 : rc == -EINVAL, "%s: '%.*s' gave %d", path,
               (int)len, line, rc);
         n++;
     }
     fclose(f);
-    CHECK(n > 5, "%s: only %d lines", path, n);
+    CHECKF(n > 5, "%s: only %d lines", path, n);
 }
 
 int main(int argc, char **argv)
@@ -50,27 +46,27 @@ int main(int argc, char **argv)
 
     fb__slurm_msg m;
     const char *l = "fbw1 end 3 signal 9";
-    CHECK(fb__slurm_parse_line(l, strlen(l), 4, &m) == 0 && m.kind == FB_SLURM_MSG_END &&
+    CHECKF(fb__slurm_parse_line(l, strlen(l), 4, &m) == 0 && m.kind == FB_SLURM_MSG_END &&
           m.rank == 3 && m.how == FB_SLURM_END_SIGNAL && m.code == 9, "end fields");
-    CHECK(fb__slurm_parse_line(l, strlen(l), 3, &m) == -EINVAL, "rank == max_rank");
+    CHECKF(fb__slurm_parse_line(l, strlen(l), 3, &m) == -EINVAL, "rank == max_rank");
     l = "fbw1 health node3 fail firebreak: a b  c";
-    CHECK(fb__slurm_parse_line(l, strlen(l), 1, &m) == 0 &&
+    CHECKF(fb__slurm_parse_line(l, strlen(l), 1, &m) == 0 &&
           !strcmp(m.reason, "firebreak: a b  c") && !strcmp(m.node, "node3"), "reason kept whole");
     char nul[] = "fbw1 bye no\0de3";
-    CHECK(fb__slurm_parse_line(nul, sizeof nul - 1, 1, &m) == -EINVAL, "embedded NUL");
+    CHECKF(fb__slurm_parse_line(nul, sizeof nul - 1, 1, &m) == -EINVAL, "embedded NUL");
     char big[FB__SLURM_LINE_MAX + 2];
     memset(big, 'a', sizeof big);
     memcpy(big, "fbw1 bye ", 9);
-    CHECK(fb__slurm_parse_line(big, sizeof big, 1, &m) == -EINVAL, "over-long line");
+    CHECKF(fb__slurm_parse_line(big, sizeof big, 1, &m) == -EINVAL, "over-long line");
     char name[80];
     memset(name, 'n', sizeof name);
     name[64] = '\0';
-    CHECK(!fb__slurm_node_name_ok(name), "64-character node name accepted");
+    CHECKF(!fb__slurm_node_name_ok(name), "64-character node name accepted");
     name[63] = '\0';
-    CHECK(fb__slurm_node_name_ok(name), "63-character node name rejected");
-    CHECK(fb__slurm_parse_line("", 0, 1, &m) == -EINVAL, "empty line");
+    CHECKF(fb__slurm_node_name_ok(name), "63-character node name rejected");
+    CHECKF(fb__slurm_parse_line("", 0, 1, &m) == -EINVAL, "empty line");
     l = "fbw1 report 3 41 2 0 120 65536 1500000 4200000 1764500000000000000 shard rank 3";
-    CHECK(fb__slurm_parse_line(l, strlen(l), 4, &m) == 0 &&
+    CHECKF(fb__slurm_parse_line(l, strlen(l), 4, &m) == 0 &&
           m.kind == FB_SLURM_MSG_REPORT && m.rank == 3 && m.rep_idx == 41 &&
           m.rep_kind == 2 && m.rep_step == 120 && m.rep_bytes == 65536 &&
           m.rep_v1 == 1500000 && m.rep_v2 == 4200000 &&
