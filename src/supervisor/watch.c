@@ -458,6 +458,10 @@ void fb__sup_last_lines(const sup *s, int rank, char *buf, size_t size)
                 if (nl)
                     start = nl + 1;
             }
+            /* Only this attempt's output: from its marker line on. */
+            for (char *mk = start; (mk = strstr(mk, "=== firebreak: attempt ")); mk++)
+                if (mk == buf || mk[-1] == '\n')
+                    start = mk;
             int lines = 0;
             for (char *p = buf + n - 1; p > start; p--) {
                 if (*p == '\n' && p != buf + n - 1 && ++lines == 12) {

@@ -6,6 +6,7 @@
  *
  *   fb-test-rank [--steps N] [--sleep-ms M] [--spawn-child] [--ignore-term]
  *                [--exit-code C] [--abort-after-finalize RANK]
+ *                [--init-sleep-ms M]
  */
 #include <signal.h>
 #include <stdio.h>
@@ -18,13 +19,15 @@
 
 int main(int argc, char **argv)
 {
-    long steps = 20, sleep_ms = 20, exit_code = 0;
+    long steps = 20, sleep_ms = 20, exit_code = 0, init_sleep_ms = 0;
     int spawn = 0, ignore_term = 0, abort_rank = -1;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--steps") && i + 1 < argc)
             steps = atol(argv[++i]);
         else if (!strcmp(argv[i], "--sleep-ms") && i + 1 < argc)
             sleep_ms = atol(argv[++i]);
+        else if (!strcmp(argv[i], "--init-sleep-ms") && i + 1 < argc)
+            init_sleep_ms = atol(argv[++i]);
         else if (!strcmp(argv[i], "--exit-code") && i + 1 < argc)
             exit_code = atol(argv[++i]);
         else if (!strcmp(argv[i], "--spawn-child"))
@@ -65,6 +68,9 @@ int main(int argc, char **argv)
             _exit(0);
         }
     }
+    /* Long start-up work before the first step (start-up timeout tests). */
+    struct timespec init = {init_sleep_ms / 1000, (init_sleep_ms % 1000) * 1000000L};
+    nanosleep(&init, NULL);
     struct timespec ts = {sleep_ms / 1000, (sleep_ms % 1000) * 1000000L};
     for (long s = 1; s <= steps; s++) {
         nanosleep(&ts, NULL);

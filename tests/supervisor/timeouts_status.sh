@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Per-phase limits, back-off, SIGUSR1 and the live status line:
+#  - start-up work longer than --hang-timeout but within --startup-timeout
+#    is not a hang; past --startup-timeout it is, in phase init;
+#  - attempts that fail again at the same step back off (0.5 s, then 1 s);
+#  - SIGUSR1 to the supervisor reaches the ranks (the toy trainer then saves
+#    a checkpoint and stops: the run completes);
+#  - on a terminal, a live status line with steps/s and ETTR.
+source "$(dirname "$0")/lib.sh"
+
+# Start-up of 2 s: fine with --startup-timeout 10s although --hang-timeout is 1s.
+"$FB" run --nproc-per-node 2 --hang-timeout 1 --startup-timeout 10 --json \
+    -- "$RANK" --init-sleep-ms 2000 --steps 5 --sleep-ms 5 "$TAG" >out.json 2>err.txt \
+    || fail "slow start-up within its limit was treated as a failure: $(tail -3 err.txt)"
+[ "$(json_field out.json '["restarts"]')" = 0 ] || fail "restarted a slow start-up"
+rm -rf runs
+# Start-up of 30 s against --startup-timeout 1.5s: a hang in phase init.
+set +e
+"$FB" run --nproc-per-node 1 --max-restarts 0 --hang-timeout 60 --startup-timeout 1.5 \
+    -- "$RANK" --init-sleep-ms 30000 --steps 5 "$TAG" >/dev/null 2>err.txt
+rc=$?
+set -e
+[ $rc = 1 ] || fail "start-up past its limit: exit $rc"
+[ "$(q "select kind||':'||phase from incident")" = "hang:init" ] || fail "incident: $(q 'select kind,phase,detail from incident')"
+rm -rf runs
+
+# Back-off: the same failure at the same step (crash-loop detection off).
+set +e
+"$FB" run --nproc-per-node 1 --max-restarts 3 --crash-loop 0 \
+    --inject 'kill:rank=0,step=3,attempt=any' -- "$RANK" --steps 10 --sleep-ms 5 "$TAG" 2>err.txt
+set -e
+grep -q "restarting in 0.5 s (no progress" err.txt || fail "no first back-off: $(cat err.txt)"
+grep -q "restarting in 1.0 s (no progress" err.txt || fail "back-off did not grow: $(cat err.txt)"
+# An incident's last lines are the failing attempt's own output.
+[ "$(q "select count(*) from incident where last_lines like '%attempt 0,%' and attempt_id != (select min(id) from attempt)")" = 0 ] \
+    || fail "last lines of a later incident show attempt 0's output"
+rm -rf runs
+
+# SIGUSR1 is forwarded: the toy trainer saves a checkpoint and exits 0.
+ln -s "$BIN/fb-toy-train" "$T/toy-$TAG"
+"$FB" run --nproc-per-node 2 --run-dir usr1 -- "$T/toy-$TAG" --steps 100000 --sleep-ms 5 \
+    --ckpt-every 1000 2>usr1.err &
+sup=$!
+for _ in $(seq 100); do
+    [ "$(sqlite3 usr1/journal.sqlite 'select count(*) from step_sample' 2>/dev/null || echo 0)" -gt 0 ] && break
+    sleep 0.1
+done
+kill -USR1 $sup
+wait $sup || fail "run after SIGUSR1 exited $? ($(tail -3 usr1.err))"
+grep -q "SIGUSR1: saved checkpoint" usr1/logs/rank-0.log || fail "rank 0 did not get SIGUSR1"
+grep -q "SIGUSR1: saved checkpoint" usr1/logs/rank-1.log || fail "rank 1 did not get SIGUSR1"
+
+# A terminal gets the live status line (script(1) provides the terminal).
+script -qfec "\"$FB\" run --nproc-per-node 2 -- \"$RANK\" --steps 40 --sleep-ms 30 \"$TAG\"" \
+    /dev/null >tty.txt </dev/null || fail "run on a terminal failed"
+grep -q $'\r\033\[Kattempt 0 | step [0-9]* | [0-9.]* steps/s | restarts 0 | ETTR' tty.txt \
+    || fail "no live status line: $(head -c 600 tty.txt | od -c | head)"
+ok "start-up limit, back-off, SIGUSR1 and the live status line behave"
