@@ -1,12 +1,20 @@
 /*
  * bench_ckpt.c -- the checkpoint engine against the hardware, in one run:
  *
- *   stall    fb_ckpt_save (async) vs one memcpy of the same bytes     <= 1.5x
+ *   stall    what fb_ckpt_save (async) costs the training thread vs one
+ *            memcpy of the same bytes                                  <= 1.5x
+ *            - copy snapshot: save's own time;
+ *            - write-protect snapshot: save's time plus what the next
+ *              step loses, measured as (save + step) - step, for a step
+ *              that reads every weight then writes every weight, and for
+ *              the worst case, a step that overwrites every weight at
+ *              once;
  *   persist  background write+fsync vs fio sequential write + fsync
  *            of a new file (as each checkpoint is)                   >= 0.9x
  *   restore  verified parallel read vs fio sequential read, both after
  *            POSIX_FADV_DONTNEED (fio: invalidate=1)                  >= 0.9x
- *   torch    torch.save of the same tensors vs our stall              >= 20x
+ *   torch    torch.save of the same tensors vs our stall (write-protect
+ *            snapshot, the reading step)                              >= 20x
  *   hash     XXH3-64 vs CRC32C throughput (the choice of hash)
  *
  * 1 GiB (BENCH_CKPT_MIB to change) in tensors of mixed sizes, on the
@@ -28,11 +36,83 @@
 #include "common/util.h"
 #include "firebreak/firebreak.h"
 
+static double best(double a, double b) { return a < b ? a : b; }
+
 #define REPS 3
 
-typedef struct { int count; size_t bytes; } group;
+static void **src;
+static size_t *len;
+static int ntensors;
 
-static double best(double a, double b) { return a < b ? a : b; }
+/* One training step over every tensor: a "forward" that reads each weight,
+ * then an "update" that writes each one.  read_pass 0: the update alone. */
+static uint64_t train_step(int read_pass)
+{
+    uint64_t acc = 0;
+    if (read_pass)
+        for (int i = 0; i < ntensors; i++) {
+            const uint64_t *w = src[i];
+            for (size_t k = 0; k < len[i] / 8; k++)
+                acc += w[k];
+        }
+    for (int i = 0; i < ntensors; i++) {
+        uint64_t *w = src[i];
+        for (size_t k = 0; k < len[i] / 8; k++)
+            w[k] += 0x0101010101010101ull;
+    }
+    return acc;
+}
+
+static volatile uint64_t sink;
+
+/* One mode's numbers, each the best of REPS saves. */
+typedef struct {
+    double save, stall, loss, persist; /* stall: save + writes' waits; loss:
+                                          (save + step) - step            */
+    uint64_t faults;
+    int protected_;
+} measured;
+
+/* REPS saves, each followed by a training step (read_pass: see train_step;
+ * -1: no step, save alone). */
+static measured measure(fb_ckpt *ck, int read_pass, uint64_t *step_no)
+{
+    measured m = {1e9, 1e9, 1e9, 1e9, 0, 1};
+    double plain = 1e9;
+    for (int r = 0; r < REPS && read_pass >= 0; r++) {
+        uint64_t a = fb__now_ns();
+        sink += train_step(read_pass);
+        plain = best(plain, (double)(fb__now_ns() - a) / 1e9);
+    }
+    for (int r = 0; r < REPS; r++) {
+        uint64_t a = fb__now_ns();
+        if (fb_ckpt_save(ck, ++*step_no))
+            exit(1);
+        uint64_t b = fb__now_ns();
+        if (read_pass >= 0)
+            sink += train_step(read_pass);
+        uint64_t c = fb__now_ns();
+        if (fb_ckpt_wait(ck)) {
+            fprintf(stderr, "bench_ckpt: save %llu failed\n",
+                    (unsigned long long)*step_no);
+            exit(1);
+        }
+        if ((double)ck->last_stall_ns / 1e9 < m.stall) { /* one save's pair */
+            m.stall = (double)ck->last_stall_ns / 1e9;
+            m.save = (double)(b - a) / 1e9;
+            m.faults = ck->last_faults;
+        }
+        if (read_pass >= 0)
+            m.loss = best(m.loss, (double)(c - a) / 1e9 - plain);
+        m.persist = best(m.persist, (double)ck->last_persist_ns / 1e9);
+        m.protected_ &= ck->last_protected;
+    }
+    if (m.loss < 0)
+        m.loss = 0;
+    return m;
+}
+
+typedef struct { int count; size_t bytes; } group;
 
 static double gbps(uint64_t bytes, double s) { return (double)bytes / s / 1e9; }
 
@@ -42,12 +122,12 @@ static char *run(const char *cmd)
     FILE *p = popen(cmd, "r");
     if (!p)
         return NULL;
-    size_t cap = 1 << 16, len = 0;
+    size_t cap = 1 << 16, used = 0;
     char *buf = malloc(cap);
     size_t n;
-    while (buf && (n = fread(buf + len, 1, cap - len - 1, p)) > 0) {
-        len += n;
-        if (len + 1 == cap) {
+    while (buf && (n = fread(buf + used, 1, cap - used - 1, p)) > 0) {
+        used += n;
+        if (used + 1 == cap) {
             char *nb = realloc(buf, cap *= 2);
             if (!nb) {
                 free(buf);
@@ -62,7 +142,7 @@ static char *run(const char *cmd)
         free(buf);
         return NULL;
     }
-    buf[len] = '\0';
+    buf[used] = '\0';
     return buf;
 }
 
@@ -116,7 +196,7 @@ int main(int argc, char **argv)
      * 64 x 1 MiB, 1024 x 64 KiB. */
     group groups[] = {{4, 128u << 20}, {8, 32u << 20}, {64, 2u << 20},
                       {64, 1u << 20}, {1024, 64u << 10}};
-    int ngroups = 5, ntensors = 0;
+    int ngroups = 5;
     uint64_t total = 0;
     for (int g = 0; g < ngroups; g++) {
         groups[g].bytes = (size_t)((uint64_t)groups[g].bytes * scale / 1024);
@@ -137,13 +217,10 @@ int main(int argc, char **argv)
     o.keep = 1;
     if (getenv("BENCH_CKPT_IO_THREADS"))
         o.io_threads = atoi(getenv("BENCH_CKPT_IO_THREADS"));
-    fb_ckpt *ck;
-    if (fb_ckpt_open(&ck, &o))
-        return 1;
-    void **src = calloc((size_t)ntensors, sizeof *src);
-    size_t *len = calloc((size_t)ntensors, sizeof *len);
+    src = calloc((size_t)ntensors, sizeof *src);
+    len = calloc((size_t)ntensors, sizeof *len);
+    char (*names)[64] = calloc((size_t)ntensors, sizeof *names);
     int k = 0;
-    uint64_t t0 = fb__now_ns();
     for (int g = 0; g < ngroups; g++)
         for (int i = 0; i < groups[g].count; i++, k++) {
             len[k] = groups[g].bytes;
@@ -151,15 +228,26 @@ int main(int argc, char **argv)
             for (size_t b = 0; b < len[k]; b += 4096)
                 ((unsigned char *)src[k])[b] = (unsigned char)(b * 31 + (size_t)k);
             memset(src[k], k, len[k] < 4096 ? len[k] : 4096);
-            char name[64];
-            snprintf(name, sizeof name, "layers.%d.g%d.weight", k, g);
-            int64_t shape[1] = {(int64_t)(len[k] / 4)};
-            if (fb_ckpt_register(ck, name, FB_DTYPE_F32, 1, shape, src[k]))
-                return 1;
+            snprintf(names[k], sizeof names[k], "layers.%d.g%d.weight", k, g);
         }
-    double reg_s = (double)(fb__now_ns() - t0) / 1e9;
-    printf("state: %d tensors, %.0f MiB; register (staging allocated and "
-           "pre-faulted) %.2f s\n", ntensors, (double)total / 1048576.0, reg_s);
+    /* Register every tensor with a handle in the given snapshot mode. */
+#define OPEN_AND_REGISTER(mode, what)                                          \
+    do {                                                                       \
+        o.snapshot = (mode);                                                   \
+        if (fb_ckpt_open(&ck, &o))                                             \
+            return 1;                                                          \
+        uint64_t t0 = fb__now_ns();                                            \
+        for (int i = 0; i < ntensors; i++) {                                   \
+            int64_t shape[1] = {(int64_t)(len[i] / 4)};                        \
+            if (fb_ckpt_register(ck, names[i], FB_DTYPE_F32, 1, shape, src[i])) \
+                return 1;                                                      \
+        }                                                                      \
+        printf("state: %d tensors, %.0f MiB; register (%s) %.2f s\n",          \
+               ntensors, (double)total / 1048576.0, what,                      \
+               (double)(fb__now_ns() - t0) / 1e9);                             \
+    } while (0)
+    fb_ckpt *ck;
+    OPEN_AND_REGISTER(FB_CKPT_SNAPSHOT_COPY, "staging allocated and pre-faulted");
 
     /* memcpy baseline into a pre-faulted destination. */
     char *dst = mmap(NULL, total, PROT_READ | PROT_WRITE,
@@ -178,18 +266,14 @@ int main(int argc, char **argv)
     }
     munmap(dst, total);
 
-    double stall_s = 1e9, persist_s = 1e9, restore_s = 1e9;
-    for (int r = 0; r < REPS; r++) {
-        uint64_t a = fb__now_ns();
-        if (fb_ckpt_save(ck, (uint64_t)(r + 1)))
-            return 1;
-        stall_s = best(stall_s, (double)(fb__now_ns() - a) / 1e9);
-        if (fb_ckpt_wait(ck))
-            return 1;
-        persist_s = best(persist_s, (double)ck->last_persist_ns / 1e9);
-    }
+    /* Copy snapshots: save alone (stall, persist), then save + a step. */
+    uint64_t step_no = 0;
+    measured c_alone = measure(ck, -1, &step_no);
+    measured c_step = measure(ck, 1, &step_no);
+    double stall_s = c_alone.stall, persist_s = c_alone.persist, restore_s = 1e9;
     char shard[1200];
-    snprintf(shard, sizeof shard, "%s/step-%010d/rank-00000.safetensors", ckdir, REPS);
+    snprintf(shard, sizeof shard, "%s/step-%010llu/rank-00000.safetensors", ckdir,
+             (unsigned long long)step_no);
     for (int r = 0; r < REPS; r++) {
         drop_cache(shard);
         uint64_t a = fb__now_ns(), step;
@@ -198,6 +282,22 @@ int main(int argc, char **argv)
         restore_s = best(restore_s, (double)(fb__now_ns() - a) / 1e9);
     }
     fb_ckpt_close(ck);
+
+    /* Write-protect snapshots: a step that reads then writes every weight
+     * after save, and the worst case, one that overwrites every weight at
+     * once. */
+    measured p_step = {0}, p_worst = {0};
+    int have_wp = 0;
+    o.snapshot = FB_CKPT_SNAPSHOT_PROTECT;
+    if (fb_ckpt_open(&ck, &o) == 0) {
+        fb_ckpt_close(ck);
+        OPEN_AND_REGISTER(FB_CKPT_SNAPSHOT_PROTECT,
+                          "staging, huge pages, write-protect registration");
+        p_step = measure(ck, 1, &step_no);
+        p_worst = measure(ck, 0, &step_no);
+        have_wp = p_step.protected_ && p_worst.protected_;
+        fb_ckpt_close(ck);
+    }
 
     /* Hash choice. */
     double xxh_s = 1e9, crc_s = 1e9;
@@ -259,10 +359,34 @@ int main(int argc, char **argv)
 
     int ok = 1;
     double r_stall = stall_s / memcpy_s;
-    printf("stall:   save %.3f s   memcpy %.3f s (%.2f GB/s)   ratio %.2fx   "
-           "(target <= 1.5x) %s\n", stall_s, memcpy_s, gbps(total, memcpy_s), r_stall,
-           r_stall <= 1.5 ? "ok" : "MISSED");
+    printf("stall:   copy snapshot: save %.3f s   memcpy %.3f s (%.2f GB/s)   "
+           "ratio %.2fx   (target <= 1.5x) %s\n", stall_s, memcpy_s,
+           gbps(total, memcpy_s), r_stall, r_stall <= 1.5 ? "ok" : "MISSED");
     ok &= r_stall <= 1.5;
+    double our_stall = stall_s; /* what torch.save is compared with */
+    if (have_wp) {
+        our_stall = p_step.stall;
+        printf("stall:   write-protect snapshot, reading step: save returns in "
+               "%.4f s; stall (save + writes that waited) %.4f s (%llu waited)   "
+               "ratio %.2fx memcpy (target <= 1.5x) %s\n", p_step.save,
+               p_step.stall, (unsigned long long)p_step.faults,
+               p_step.stall / memcpy_s, p_step.stall / memcpy_s <= 1.5 ? "ok" : "MISSED");
+        printf("stall:   write-protect snapshot, worst case (a step that "
+               "overwrites every weight at once): stall %.3f s (%llu waited)   "
+               "ratio %.2fx memcpy (target <= 1.5x) %s\n", p_worst.stall,
+               (unsigned long long)p_worst.faults, p_worst.stall / memcpy_s,
+               p_worst.stall / memcpy_s <= 1.5 ? "ok" : "MISSED");
+        ok &= p_step.stall / memcpy_s <= 1.5 && p_worst.stall / memcpy_s <= 1.5;
+        printf("interference (no target): the reading step after save is "
+               "slowed by %.3f s beyond the stall with copy snapshots (hash + "
+               "write), %.3f s with write protection (copy + hash + write); "
+               "memory bandwidth shared with the step\n",
+               c_step.loss > c_step.stall ? c_step.loss - c_step.stall : 0.0,
+               p_step.loss > p_step.stall ? p_step.loss - p_step.stall : 0.0);
+    } else {
+        printf("stall:   write-protect snapshot: not available here "
+               "(userfaultfd refused); torch.save compared with the copy\n");
+    }
     double ours_w = gbps(total, persist_s), ours_r = gbps(total, restore_s);
     if (fio_w > 0) {
         double ratio = ours_w / (fio_w / 1e9);
@@ -283,11 +407,12 @@ int main(int argc, char **argv)
         printf("restore: %.2f GB/s   fio: not available\n", ours_r);
     }
     if (torch_save > 0) {
-        printf("torch:   torch.save %.3f s = %.0fx our stall (target >= 20x) %s;  "
-               "torch.load %.3f s vs our restore %.3f s\n", torch_save,
-               torch_save / stall_s, torch_save / stall_s >= 20 ? "ok" : "MISSED",
-               torch_load, restore_s);
-        ok &= torch_save / stall_s >= 20;
+        printf("torch:   torch.save %.3f s = %.0fx our stall of %.3f s (target "
+               ">= 20x) %s;  torch.load %.3f s vs our restore %.3f s\n",
+               torch_save, torch_save / our_stall, our_stall,
+               torch_save / our_stall >= 20 ? "ok" : "MISSED", torch_load,
+               restore_s);
+        ok &= torch_save / our_stall >= 20;
     } else {
         printf("torch:   /usr/bin/python3 with torch not available\n");
     }
@@ -299,6 +424,7 @@ int main(int argc, char **argv)
         free(src[i]);
     free(src);
     free(len);
+    free(names);
     printf("%s\n", ok ? "all targets met" : "some targets missed");
     return 0;
 }

@@ -175,6 +175,16 @@ typedef enum {
     FB_CKPT_ERROR_STOP = 1      /* ... and the next save/wait returns the error */
 } fb_ckpt_on_error;
 
+/* How an async save takes its in-memory snapshot of host tensors
+ * (docs/checkpoint.md).  FIREBREAK_CKPT_SNAPSHOT=auto|copy|protect
+ * overrides the option. */
+typedef enum {
+    FB_CKPT_SNAPSHOT_AUTO = 0,   /* protect where the kernel allows, else copy */
+    FB_CKPT_SNAPSHOT_COPY = 1,   /* copy every tensor before save returns     */
+    FB_CKPT_SNAPSHOT_PROTECT = 2 /* write-protect and copy behind; open fails
+                                    where userfaultfd is not allowed          */
+} fb_ckpt_snapshot;
+
 typedef struct fb_ckpt_options {
     const char *dir;        /* NULL: <run_dir>/checkpoints; required when
                                not attached                               */
@@ -185,6 +195,7 @@ typedef struct fb_ckpt_options {
     fb_ckpt_busy on_busy;
     fb_ckpt_on_error on_error;
     int io_threads;         /* 0: default                                 */
+    fb_ckpt_snapshot snapshot;
 } fb_ckpt_options;
 
 /* Fill *opt with the defaults (async on, keep 2, wait when busy). */
@@ -196,8 +207,10 @@ int fb_ckpt_open(fb_ckpt **out, const fb_ckpt_options *opt);
 
 /*
  * Register a tensor to be saved and restored.  `name` is copied; `data`
- * must stay valid (and its contents stable during fb_ckpt_save's copy)
- * until fb_ckpt_close().  ndim may be 0 (a scalar); shape entries >= 0.
+ * must stay valid and mapped until fb_ckpt_close().  With a copy snapshot
+ * its contents must be stable during fb_ckpt_save; with write protection
+ * the program may write it as soon as save returns (a write to a page not
+ * yet copied waits for that page's copy).  ndim may be 0 (a scalar); shape entries >= 0.
  * Optional global shape and offset of the slice this rank holds describe
  * sharded tensors; NULL means the tensor is whole (a replica).
  * Registering may allocate and pre-fault staging memory.
@@ -213,8 +226,8 @@ int fb_ckpt_register_slice(fb_ckpt *ck, const char *name, fb_dtype dtype,
 
 /*
  * Save every registered tensor as checkpoint `step`.  With async on, it
- * returns once the bytes are copied to staging memory and background
- * threads write the shard; otherwise it returns after the shard is
+ * returns once the snapshot is taken -- the bytes copied to staging memory,
+ * or the pages write-protected -- and background threads write the shard; otherwise it returns after the shard is
  * committed.  Returns 0, FB_EBUSY when skipped (on_busy = SKIP), or an
  * error (I/O errors of an earlier async save when on_error = STOP).
  */

@@ -1,10 +1,13 @@
 /*
  * engine.c -- the checkpoint engine behind fb_ckpt_* (firebreak.h).
  *
- * Save: with async on, fb_ckpt_save() copies every registered tensor into
- * staging memory that was allocated and pre-faulted when the tensor was
- * registered (staging.c), hands the step to the handle's writer thread and
- * returns; the writer hashes and writes the shard while training goes on.
+ * Save: with async on, fb_ckpt_save() takes a snapshot of every registered
+ * tensor -- by write-protecting its pages (protect.c), where the kernel
+ * allows, or else by copying it into staging memory that was allocated and
+ * pre-faulted when the tensor was registered (staging.c) -- hands the step
+ * to the handle's writer thread and returns.  The writer copies the
+ * protected tensors into staging behind the training thread's back, then
+ * hashes and writes the shard while training goes on.
  * With async off the same writer code runs on the caller's thread straight
  * from the tensors.  At most one save is in flight per handle.
  *
@@ -19,8 +22,10 @@
  * read by io_threads threads in parallel straight into the tensors.
  *
  * Tests crash the engine on purpose with FIREBREAK_CKPT_CRASH_AT=POINT[@STEP]
- * (POINT: before_rename, after_rename, during_delete; SIGKILL there), and
- * inject write errors with FIREBREAK_CKPT_FAIL=ENOSPC|EIO|EACCES[@STEP].
+ * (POINT: before_rename, after_rename, during_delete; SIGKILL there),
+ * inject write errors with FIREBREAK_CKPT_FAIL=ENOSPC|EIO|EACCES[@STEP], and
+ * slow the writer with FIREBREAK_CKPT_WRITE_DELAY_MS and, before it copies
+ * write-protected tensors, FIREBREAK_CKPT_DRAIN_DELAY_MS.
  */
 #include "ckpt/engine.h"
 
@@ -49,6 +54,9 @@
 #define CHUNK_BYTES (8u << 20) /* unit of write+hash in the writer */
 #define MAX_IO_THREADS 16
 #define IOV_BATCH 256
+/* Smaller host tensors are copied in the stall: a few bytes are cheaper to
+ * copy than to protect, and small heap blocks share pages with others. */
+#define WP_MIN_BYTES (16u << 10)
 
 /* ------------------------------------------------------------------------
  * Options and test hooks
@@ -450,11 +458,33 @@ static void report_deleted(uint64_t step)
 static int persist(fb_ckpt *ck, uint64_t step, int from_staging, uint64_t stall_ns)
 {
     char why[FB__REPORT_TEXT_MAX + 200] = "";
-    uint64_t bytes = 0, t0 = fb__now_ns();
-    const char *delay = fb__getenv("FIREBREAK_CKPT_WRITE_DELAY_MS");
+    uint64_t bytes = 0;
     long long delay_ms;
+    if (ck->job_protected) {
+        /* Finish the snapshot first: copy what save protected.  Tests hold
+         * the copy back to make writes wait for it. */
+        const char *hold = fb__getenv("FIREBREAK_CKPT_DRAIN_DELAY_MS");
+        if (hold && fb__parse_int(hold, 0, 60000, &delay_ms) == 0)
+            usleep((useconds_t)delay_ms * 1000);
+        int wrc = fb__wp_drain(ck);
+        ck->job_protected = 0;
+        ck->last_faults = ck->wp.faults;
+        stall_ns += ck->wp.fault_ns; /* writes that waited count as stall */
+        ck->last_stall_ns = stall_ns;
+        if (wrc) {
+            fb__ckpt_say(why, sizeof why, "lifting the write protection failed "
+                         "(%s); snapshot abandoned, later saves copy",
+                         strerror(-wrc));
+            fprintf(stderr, "firebreak: checkpoint step %llu (rank %d) failed: "
+                            "%s\n", (unsigned long long)step, ck->rank, why);
+            fb__lib_report(FB_REPORT_CKPT_FAILED, wrc, step, 0, 0, 0, why);
+            return wrc;
+        }
+    }
+    const char *delay = fb__getenv("FIREBREAK_CKPT_WRITE_DELAY_MS");
     if (delay && fb__parse_int(delay, 0, 60000, &delay_ms) == 0) /* tests */
         usleep((useconds_t)delay_ms * 1000);
+    uint64_t t0 = fb__now_ns();
     int rc = write_shard(ck, step, from_staging, &bytes, why, sizeof why);
     uint64_t persist_ns = fb__now_ns() - t0;
     if (rc) {
@@ -483,6 +513,9 @@ static int persist(fb_ckpt *ck, uint64_t step, int from_staging, uint64_t stall_
  * The writer thread
  * ---------------------------------------------------------------------- */
 
+/* The writer runs with every signal blocked (set by fb_ckpt_open around
+ * pthread_create): a handler running on it while pages are protected could
+ * write one and wait for itself. */
 static void *writer_main(void *arg)
 {
     fb_ckpt *ck = arg;
@@ -542,6 +575,7 @@ int fb_ckpt_open(fb_ckpt **out, const fb_ckpt_options *opt_in)
     if (world < 1 || rank < 0 || rank >= world || rank > 99999 ||
         opt.keep < 0 || opt.io_threads < 0 ||
         (opt.on_busy != FB_CKPT_BUSY_WAIT && opt.on_busy != FB_CKPT_BUSY_SKIP) ||
+        (unsigned)opt.snapshot > FB_CKPT_SNAPSHOT_PROTECT ||
         (opt.on_error != FB_CKPT_ERROR_CONTINUE && opt.on_error != FB_CKPT_ERROR_STOP)) {
         fprintf(stderr, "firebreak: fb_ckpt_open: invalid options (rank %d of "
                         "world size %d, keep %d)\n", rank, world, opt.keep);
@@ -572,10 +606,43 @@ int fb_ckpt_open(fb_ckpt **out, const fb_ckpt_options *opt_in)
     ck->alg = fb__hash_default();
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     ck->copy_threads = cpus < 2 ? 1 : cpus < ck->io_threads ? (int)cpus : ck->io_threads;
+    ck->wp.fd = -1;
+    ck->snapshot = opt.snapshot;
+    const char *snap = fb__getenv("FIREBREAK_CKPT_SNAPSHOT");
+    if (snap) {
+        if (!strcmp(snap, "auto"))
+            ck->snapshot = FB_CKPT_SNAPSHOT_AUTO;
+        else if (!strcmp(snap, "copy"))
+            ck->snapshot = FB_CKPT_SNAPSHOT_COPY;
+        else if (!strcmp(snap, "protect"))
+            ck->snapshot = FB_CKPT_SNAPSHOT_PROTECT;
+        else {
+            fprintf(stderr, "firebreak: FIREBREAK_CKPT_SNAPSHOT=%s: expected "
+                            "auto, copy or protect\n", snap);
+            rc = -EINVAL;
+            goto fail;
+        }
+    }
+    if (ck->async && ck->snapshot != FB_CKPT_SNAPSHOT_COPY) {
+        char why[256];
+        if ((rc = fb__wp_open(&ck->wp, why, sizeof why)) &&
+            ck->snapshot == FB_CKPT_SNAPSHOT_PROTECT) {
+            fprintf(stderr, "firebreak: fb_ckpt_open: write-protect snapshots "
+                            "asked for but unavailable: %s\n", why);
+            goto fail;
+        }
+        rc = 0;
+    }
     pthread_mutex_init(&ck->mu, NULL);
     pthread_cond_init(&ck->cv, NULL);
     if (ck->async) {
-        if ((rc = -pthread_create(&ck->writer, NULL, writer_main, ck))) {
+        sigset_t all, old;
+        sigfillset(&all);
+        pthread_sigmask(SIG_SETMASK, &all, &old);
+        rc = -pthread_create(&ck->writer, NULL, writer_main, ck);
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        if (rc) {
+            fb__wp_close(&ck->wp);
             pthread_mutex_destroy(&ck->mu);
             pthread_cond_destroy(&ck->cv);
             goto fail;
@@ -669,6 +736,9 @@ int fb_ckpt_register_slice(fb_ckpt *ck, const char *name, fb_dtype dtype,
         /* Pinned staging lets the device copy run at DMA speed; pageable
          * memory still works, only slower. */
         t->pinned = t->on_device && fb__cuda_pin(t->staging, t->bytes) == 0;
+        t->wp = ck->wp.fd >= 0 && !t->on_device && t->bytes >= WP_MIN_BYTES &&
+                fb__wp_register(&ck->wp, data, t->bytes) == 0;
+        ck->wp.planned = 0;
     }
     ck->n++;
     return 0;
@@ -682,6 +752,7 @@ int fb_ckpt_register(fb_ckpt *ck, const char *name, fb_dtype dtype, int ndim,
 
 typedef struct copy_job {
     fb_ckpt *ck;
+    int skip_wp;               /* leave write-protected tensors out  */
     size_t first, last;        /* tensors [first, last)             */
     size_t skip, stop;         /* bytes of tensor first to skip; bytes of
                                   tensor last-1 to stop at (0: all)   */
@@ -692,7 +763,7 @@ static void *copy_range(void *arg)
     copy_job *j = arg;
     for (size_t i = j->first; i < j->last; i++) {
         fb__ckpt_tensor *t = &j->ck->t[i];
-        if (!t->bytes || t->on_device)
+        if (!t->bytes || t->on_device || (j->skip_wp && t->wp))
             continue;
         size_t from = i == j->first ? j->skip : 0;
         size_t to = i == j->last - 1 && j->stop ? j->stop : t->bytes;
@@ -705,14 +776,15 @@ static void *copy_range(void *arg)
 /* Host tensors into staging, split by bytes over up to copy_threads
  * threads (the caller is one): one core's memcpy does not reach the
  * memory bandwidth of a multi-core node. */
-static void copy_host(fb_ckpt *ck)
+static void copy_host(fb_ckpt *ck, int skip_wp)
 {
     size_t total = 0;
+#define COPIED(t) ((t)->on_device || (skip_wp && (t)->wp) ? 0 : (t)->bytes)
     for (size_t i = 0; i < ck->n; i++)
-        total += ck->t[i].on_device ? 0 : ck->t[i].bytes;
+        total += COPIED(&ck->t[i]);
     int nt = ck->copy_threads;
     if (total < (64u << 20) || nt < 2) {
-        copy_job all = {ck, 0, ck->n, 0, 0};
+        copy_job all = {ck, skip_wp, 0, ck->n, 0, 0};
         copy_range(&all);
         return;
     }
@@ -723,12 +795,13 @@ static void copy_host(fb_ckpt *ck)
     for (int k = 0; k < nt; k++) {
         copy_job *j = &jobs[k];
         j->ck = ck;
+        j->skip_wp = skip_wp;
         j->first = i;
         j->skip = at;
         size_t want = k == nt - 1 ? SIZE_MAX : per;
         while (i < ck->n && want) {
             fb__ckpt_tensor *t = &ck->t[i];
-            size_t left = t->on_device ? 0 : t->bytes - at;
+            size_t left = COPIED(t) ? t->bytes - at : 0;
             if (left > want) {
                 at += want;
                 want = 0;
@@ -751,28 +824,39 @@ static void copy_host(fb_ckpt *ck)
         else
             copy_range(&jobs[k]);
     }
+#undef COPIED
 }
 
 /*
- * Copy the tensors into staging: device tensors are queued on the CUDA
- * stream first so the DMA overlaps the host memcpy; host tensors only
- * when `host` (async).  Returns when every copy is done.
+ * Take the snapshot: device tensors are queued on the CUDA stream first so
+ * the DMA overlaps the host side; host tensors only when `host` (async):
+ * write-protected where planned (*protected_out = 1; the writer copies
+ * them), the rest copied here.  Returns when every copy is done.
  */
-static int snapshot(fb_ckpt *ck, int host)
+static int snapshot(fb_ckpt *ck, int host, int *protected_out)
 {
-    int rc = 0, queued = 0;
+    int rc = 0, queued = 0, prot = 0;
     for (size_t i = 0; i < ck->n && !rc; i++)
         if (ck->t[i].on_device) {
             rc = fb__cuda_d2h_async(ck->t[i].staging, ck->t[i].data, ck->t[i].bytes);
             queued = 1;
         }
-    if (host)
-        copy_host(ck);
+    if (host && !rc) {
+        if (ck->wp.fd >= 0 && fb__wp_plan(ck) == 0 && ck->wp.nt > 0)
+            prot = fb__wp_protect(ck) == 0;
+        copy_host(ck, prot);
+    }
     if (queued) {
         int r = fb__cuda_sync();
         if (!rc)
             rc = r;
     }
+    if (rc && prot) {
+        /* The save fails: release the protection here, never leave it. */
+        (void)fb__wp_drain(ck);
+        prot = 0;
+    }
+    *protected_out = prot;
     return rc;
 }
 
@@ -811,7 +895,8 @@ int fb_ckpt_save(fb_ckpt *ck, uint64_t step)
     fb__lib_report(FB_REPORT_CKPT_BEGIN, 0, step, 0, 0, 0, NULL);
     fb_set_phase(FB_PHASE_CHECKPOINT);
     uint64_t t0 = fb__now_ns();
-    int rc = snapshot(ck, ck->async);
+    int prot = 0;
+    int rc = snapshot(ck, ck->async, &prot);
     if (rc) {
         fb_set_phase(FB_PHASE_TRAIN);
         fb__lib_report(FB_REPORT_CKPT_FAILED, rc, step, 0, 0, 0,
@@ -827,9 +912,12 @@ int fb_ckpt_save(fb_ckpt *ck, uint64_t step)
     }
     if (ck->async) {
         uint64_t stall = fb__now_ns() - t0;
-        ck->last_stall_ns = stall;
+        ck->last_stall_ns = ck->last_save_ns = stall;
+        ck->last_protected = prot;
+        ck->last_faults = 0;
         fb_set_phase(FB_PHASE_TRAIN);
         pthread_mutex_lock(&ck->mu);
+        ck->job_protected = prot;
         ck->job_stall_ns = stall;
         ck->job_ready = 1;
         pthread_cond_broadcast(&ck->cv);
@@ -867,6 +955,7 @@ void fb_ckpt_close(fb_ckpt *ck)
         pthread_mutex_unlock(&ck->mu);
         pthread_join(ck->writer, NULL);
     }
+    fb__wp_close(&ck->wp);
     for (size_t i = 0; i < ck->n; i++) {
         if (ck->t[i].pinned)
             fb__cuda_unpin(ck->t[i].staging);

@@ -28,6 +28,40 @@ typedef struct fb__staging {
 int fb__staging_alloc(fb__staging *s, size_t bytes);
 void fb__staging_free(fb__staging *s);
 
+/* Write-protect snapshots (protect.c): the plan of what save protects. */
+typedef struct fb__wp_span {
+    uintptr_t lo, hi;   /* page-aligned, registered with the descriptor   */
+    size_t t0, t1;      /* its tensors, [t0, t1) in the plan's order      */
+    size_t chunk0;      /* its first chunk                                */
+} fb__wp_span;
+
+typedef struct fb__wp {
+    int fd;             /* userfaultfd; -1: none (saves copy)             */
+    int planned;        /* the plan matches the registered tensors        */
+    size_t nt, nspan, nchunk;
+    size_t *order;      /* tensor indexes by start address                */
+    uintptr_t *start, *end, *maxend; /* per planned tensor; maxend: running max */
+    fb__wp_span *span;
+    unsigned char *done;/* per chunk: copied and released                 */
+    uint64_t faults, fault_ns; /* last save: writes that waited; bound on
+                                  the time they waited (protect.c)        */
+} fb__wp;
+
+int fb__wp_open(fb__wp *w, char *why, size_t why_size);
+/* A tensor to protect from now on (its huge pages collapsed); the next
+ * plan checks its memory and registers it.  -errno: it is copied. */
+int fb__wp_register(fb__wp *w, void *data, size_t bytes);
+int fb__wp_plan(fb_ckpt *ck);
+/* In save's stall: protect every planned tensor.  On failure nothing is
+ * left protected and this save copies. */
+int fb__wp_protect(fb_ckpt *ck);
+/* On the writer: copy every chunk to staging, faulted ones first, and
+ * release it.  Returns with nothing protected; non-zero: the snapshot was
+ * abandoned. */
+int fb__wp_drain(fb_ckpt *ck);
+void fb__wp_reset(fb__wp *w);
+void fb__wp_close(fb__wp *w);
+
 typedef struct fb__ckpt_tensor {
     char *name;
     fb_dtype dtype;
@@ -41,6 +75,7 @@ typedef struct fb__ckpt_tensor {
     void *staging;      /* stage.ptr (async, or a device tensor)        */
     int on_device;      /* data is CUDA device memory (cuda.h)          */
     int pinned;         /* staging registered with CUDA for DMA         */
+    int wp;             /* snapshot by write protection, not copied     */
     uint64_t hash;      /* of the last shard written                    */
 } fb__ckpt_tensor;
 
@@ -51,6 +86,9 @@ struct fb_ckpt {
     fb_ckpt_busy on_busy;
     fb_ckpt_on_error on_error;
     fb__hash_alg alg;
+    fb_ckpt_snapshot snapshot; /* as asked: auto, copy or protect       */
+    fb__wp wp;
+    int job_protected;  /* the save in flight waits for fb__wp_drain    */
     fb__ckpt_tensor *t;
     size_t n, cap;
 
@@ -68,6 +106,9 @@ struct fb_ckpt {
 
     /* Last save's numbers (tests, bench). */
     uint64_t last_stall_ns, last_persist_ns, last_bytes;
+    uint64_t last_save_ns;     /* time fb_ckpt_save itself took        */
+    uint64_t last_faults;      /* writes that waited for the snapshot  */
+    int last_protected;        /* 1: by write protection; 0: copied    */
 
     fb_ckpt *next_open; /* list of open handles (flushed at exit)       */
 };
