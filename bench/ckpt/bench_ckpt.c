@@ -71,13 +71,14 @@ typedef struct {
                                           (save + step) - step            */
     uint64_t faults;
     int protected_;
+    double first_save; /* the first save's own time (it makes the plan) */
 } measured;
 
 /* REPS saves, each followed by a training step (read_pass: see train_step;
  * -1: no step, save alone). */
 static measured measure(fb_ckpt *ck, int read_pass, uint64_t *step_no)
 {
-    measured m = {1e9, 1e9, 1e9, 1e9, 0, 1};
+    measured m = {1e9, 1e9, 1e9, 1e9, 0, 1, 0};
     double plain = 1e9;
     for (int r = 0; r < REPS && read_pass >= 0; r++) {
         uint64_t a = fb__now_ns();
@@ -97,6 +98,8 @@ static measured measure(fb_ckpt *ck, int read_pass, uint64_t *step_no)
                     (unsigned long long)*step_no);
             exit(1);
         }
+        if (r == 0)
+            m.first_save = (double)(b - a) / 1e9;
         if ((double)ck->last_stall_ns / 1e9 < m.stall) { /* one save's pair */
             m.stall = (double)ck->last_stall_ns / 1e9;
             m.save = (double)(b - a) / 1e9;
@@ -371,6 +374,9 @@ int main(int argc, char **argv)
                "ratio %.2fx memcpy (target <= 1.5x) %s\n", p_step.save,
                p_step.stall, (unsigned long long)p_step.faults,
                p_step.stall / memcpy_s, p_step.stall / memcpy_s <= 1.5 ? "ok" : "MISSED");
+        printf("stall:   write-protect snapshot, first save after registering "
+               "(makes the plan: /proc/self/maps, one registration per run of "
+               "tensors): %.4f s\n", p_step.first_save);
         printf("stall:   write-protect snapshot, worst case (a step that "
                "overwrites every weight at once): stall %.3f s (%llu waited)   "
                "ratio %.2fx memcpy (target <= 1.5x) %s\n", p_worst.stall,

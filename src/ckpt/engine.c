@@ -127,14 +127,24 @@ static void wait_all_at_exit(void)
     pthread_mutex_unlock(&open_mu);
 }
 
+/* A forked child has none of the writer threads: its exit must not wait
+ * for their saves (it would wait forever). */
+static void forget_in_child(void)
+{
+    pthread_mutex_init(&open_mu, NULL);
+    open_list = NULL;
+}
+
 static void track_open(fb_ckpt *ck, int add)
 {
     pthread_mutex_lock(&open_mu);
     if (add) {
         ck->next_open = open_list;
         open_list = ck;
-        if (!atexit_installed && atexit(wait_all_at_exit) == 0)
+        if (!atexit_installed && atexit(wait_all_at_exit) == 0) {
             atexit_installed = 1;
+            pthread_atfork(NULL, NULL, forget_in_child);
+        }
     } else {
         for (fb_ckpt **p = &open_list; *p; p = &(*p)->next_open)
             if (*p == ck) {
