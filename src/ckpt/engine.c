@@ -470,6 +470,13 @@ static int persist(fb_ckpt *ck, uint64_t step, int from_staging, uint64_t stall_
     char why[FB__REPORT_TEXT_MAX + 200] = "";
     uint64_t bytes = 0;
     long long delay_ms;
+    char how[80];
+    if (!from_staging)
+        snprintf(how, sizeof how, "synchronous save");
+    else if (ck->job_protected)
+        snprintf(how, sizeof how, "write-protect snapshot");
+    else
+        snprintf(how, sizeof how, "copy snapshot");
     if (ck->job_protected) {
         /* Finish the snapshot first: copy what save protected.  Tests hold
          * the copy back to make writes wait for it. */
@@ -481,6 +488,8 @@ static int persist(fb_ckpt *ck, uint64_t step, int from_staging, uint64_t stall_
         ck->last_faults = ck->wp.faults;
         stall_ns += ck->wp.fault_ns; /* writes that waited count as stall */
         ck->last_stall_ns = stall_ns;
+        snprintf(how, sizeof how, "write-protect snapshot, %llu writes waited",
+                 (unsigned long long)ck->wp.faults);
         if (wrc) {
             fb__ckpt_say(why, sizeof why, "lifting the write protection failed "
                          "(%s); snapshot abandoned, later saves copy",
@@ -507,7 +516,7 @@ static int persist(fb_ckpt *ck, uint64_t step, int from_staging, uint64_t stall_
     ck->last_bytes = bytes;
     ck->last_persist_ns = persist_ns;
     fb__lib_report(FB_REPORT_CKPT_COMMITTED, 0, step, bytes, stall_ns, persist_ns,
-                   NULL);
+                   how);
     if (ck->rank == 0 && ck->keep > 0) {
         saving_step = step;
         int r = fb__ckpt_retain(ck->dir, ck->world_size, ck->keep, delete_hook,
