@@ -54,8 +54,8 @@
 #define CHUNK_BYTES (8u << 20) /* unit of write+hash in the writer */
 #define MAX_IO_THREADS 16
 #define IOV_BATCH 256
-/* Smaller host tensors are copied in the stall: a few bytes are cheaper to
- * copy than to protect, and small heap blocks share pages with others. */
+/* Smaller host tensors are copied in the stall: a few pages are cheaper to
+ * copy than to protect. */
 #define WP_MIN_BYTES (16u << 10)
 
 /* ------------------------------------------------------------------------
@@ -797,6 +797,16 @@ static void *copy_range(void *arg)
  * memory bandwidth of a multi-core node. */
 static void copy_host(fb_ckpt *ck, int skip_wp)
 {
+    /* Write-protected tensors: only the partial pages at their ends. */
+    for (size_t i = 0; skip_wp && i < ck->n; i++) {
+        fb__ckpt_tensor *t = &ck->t[i];
+        if (!t->wp)
+            continue;
+        uintptr_t a = (uintptr_t)t->data, lo, hi;
+        fb__wp_interior(t, &lo, &hi);
+        memcpy(t->staging, t->data, lo - a);
+        memcpy((char *)t->staging + (hi - a), (const char *)hi, a + t->bytes - hi);
+    }
     size_t total = 0;
 #define COPIED(t) ((t)->on_device || (skip_wp && (t)->wp) ? 0 : (t)->bytes)
     for (size_t i = 0; i < ck->n; i++)

@@ -40,14 +40,20 @@ typedef struct fb__wp {
     int planned;        /* the plan matches the registered tensors        */
     size_t nt, nspan, nchunk;
     size_t *order;      /* tensor indexes by start address                */
-    uintptr_t *start, *end, *maxend; /* per planned tensor; maxend: running max */
+    uintptr_t *start, *end, *maxend; /* per planned tensor, its interior;
+                                        maxend: running max of end        */
     fb__wp_span *span;
     unsigned char *done;/* per chunk: copied and released                 */
     uint64_t faults, fault_ns; /* last save: writes that waited; bound on
                                   the time they waited (protect.c)        */
 } fb__wp;
 
+typedef struct fb__ckpt_tensor fb__ckpt_tensor;
+
 int fb__wp_open(fb__wp *w, char *why, size_t why_size);
+/* [*lo, *hi): the whole pages inside t, what protection covers (may be
+ * empty); the bytes before and after are copied in the stall. */
+void fb__wp_interior(const fb__ckpt_tensor *t, uintptr_t *lo, uintptr_t *hi);
 /* A tensor to protect from now on (its huge pages collapsed); the next
  * plan checks its memory and registers it.  -errno: it is copied. */
 int fb__wp_register(fb__wp *w, void *data, size_t bytes);
@@ -62,7 +68,7 @@ int fb__wp_drain(fb_ckpt *ck);
 void fb__wp_reset(fb__wp *w);
 void fb__wp_close(fb__wp *w);
 
-typedef struct fb__ckpt_tensor {
+struct fb__ckpt_tensor {
     char *name;
     fb_dtype dtype;
     int ndim;
@@ -77,7 +83,7 @@ typedef struct fb__ckpt_tensor {
     int pinned;         /* staging registered with CUDA for DMA         */
     int wp;             /* snapshot by write protection, not copied     */
     uint64_t hash;      /* of the last shard written                    */
-} fb__ckpt_tensor;
+};
 
 struct fb_ckpt {
     char dir[PATH_MAX];

@@ -12,6 +12,11 @@
  * snapshot the copy would have taken.  QEMU's background snapshots use the
  * same mechanism.
  *
+ * Only the whole pages inside a tensor are protected; the partial pages at
+ * its ends (< 4 KiB each) are copied in the stall.  So a protected page
+ * holds nothing but tensor bytes: never a neighbour in the heap, never
+ * firebreak's own state, nothing the writer itself writes while copying.
+ *
  * Rules that keep it safe:
  *  - Pages are protected only while the writer runs drain(); drain returns
  *    only once no page is protected (or the descriptor, and with it every
@@ -66,6 +71,15 @@ static uintptr_t page_size(void)
 
 static uintptr_t down(uintptr_t a, uintptr_t to) { return a & ~(to - 1); }
 static uintptr_t up(uintptr_t a, uintptr_t to) { return (a + to - 1) & ~(to - 1); }
+
+void fb__wp_interior(const fb__ckpt_tensor *t, uintptr_t *lo, uintptr_t *hi)
+{
+    uintptr_t a = (uintptr_t)t->data, ps = page_size();
+    *lo = up(a, ps);
+    *hi = down(a + t->bytes, ps);
+    if (*hi < *lo)
+        *hi = *lo;
+}
 
 void fb__wp_reset(fb__wp *w)
 {
@@ -251,11 +265,11 @@ int fb__wp_plan(fb_ckpt *ck)
     int rc = load_private_anon(&v, &nv);
     if (rc)
         return rc;
-    uintptr_t ps = page_size();
     for (size_t i = 0; i < ck->n; i++) {
         fb__ckpt_tensor *t = &ck->t[i];
-        if (t->wp && !covered(v, nv, down((uintptr_t)t->data, ps),
-                              up((uintptr_t)t->data + t->bytes, ps)))
+        uintptr_t lo, hi;
+        fb__wp_interior(t, &lo, &hi);
+        if (t->wp && (hi == lo || !covered(v, nv, lo, hi)))
             t->wp = 0;
     }
     free(v);
@@ -302,21 +316,19 @@ static int build_plan(fb_ckpt *ck)
         return -ENOMEM;
     }
     for (size_t i = 0, k = 0; i < ck->n; i++) {
-        all_start[i] = (uintptr_t)ck->t[i].data;
+        uintptr_t hi;
+        fb__wp_interior(&ck->t[i], &all_start[i], &hi);
         if (ck->t[i].wp)
             idx[k++] = i;
     }
     qsort_r(idx, n, sizeof *idx, by_start, all_start);
     free(all_start);
-    uintptr_t ps = page_size();
     size_t ns = 0, chunks = 0;
     for (size_t k = 0; k < n; k++) {
-        const fb__ckpt_tensor *t = &ck->t[idx[k]];
         w->order[k] = idx[k];
-        w->start[k] = (uintptr_t)t->data;
-        w->end[k] = w->start[k] + t->bytes;
+        fb__wp_interior(&ck->t[idx[k]], &w->start[k], &w->end[k]);
         w->maxend[k] = k && w->maxend[k - 1] > w->end[k] ? w->maxend[k - 1] : w->end[k];
-        uintptr_t lo = down(w->start[k], ps), hi = up(w->end[k], ps);
+        uintptr_t lo = w->start[k], hi = w->end[k];
         if (ns && lo <= w->span[ns - 1].hi) { /* touching or overlapping */
             if (hi > w->span[ns - 1].hi)
                 w->span[ns - 1].hi = hi;
@@ -435,7 +447,7 @@ static int copy_release(fb_ckpt *ck, size_t c)
         uintptr_t to = w->end[k] < hi ? w->end[k] : hi;
         if (to > from) {
             fb__ckpt_tensor *t = &ck->t[w->order[k]];
-            memcpy((char *)t->staging + (from - w->start[k]), (const void *)from,
+            memcpy((char *)t->staging + (from - (uintptr_t)t->data), (const void *)from,
                    to - from);
         }
     }
