@@ -17,7 +17,9 @@ assert ranks == [1, 2, 3, 0], ranks
 for i in d["incidents"]:
     assert i["detect_ms"] >= 0 and i["lost_s"] >= 0, i
     if i["kind"] == "hang":
-        assert 3000 <= i["detect_ms"] <= 4000, i
+        # Detected when the rank silent the longest passes 3 s; the culprit
+        # (rank 2, by its recorded injection) may have beaten a moment later.
+        assert 2900 <= i["detect_ms"] <= 4000, i
     else:
         assert i["detect_ms"] < 1000, i
 assert 0 < d["ettr"] < 1, d["ettr"]
