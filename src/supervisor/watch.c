@@ -367,6 +367,22 @@ void fb__sup_rank_ended(sup *s, int rank, int wstatus_known, int wstatus,
     ok = has_code && code == 0 && !exec_errno;
     if (ok || s->fail.set)
         return;
+    if (!sig && !has_code && !exec_errno && strncmp(rk->injected, "kill:", 5)) {
+        /* Gone without a word: under mpirun or srun usually the launcher's
+         * teardown after another rank died.  A rank that has recorded a
+         * fatal end (it may still be dying) is the cause, not this one. */
+        for (int r = 0; r < s->world && !s->fail.set; r++) {
+            if (r == rank || s->ranks[r].ended || !s->ranks[r].seg)
+                continue;
+            fb__seg_header *o = fb__seg_hdr(s->ranks[r].seg);
+            uint32_t k = atomic_load_explicit(&o->end_kind, memory_order_acquire);
+            int c = atomic_load_explicit(&o->end_code, memory_order_relaxed);
+            if (k == FB_END_SIGNAL || (k == FB_END_EXIT && c != 0))
+                fb__sup_rank_ended(s, r, 0, 0, 0, when_ns);
+        }
+        if (s->fail.set)
+            return;
+    }
 
     /* The first failure of the attempt decides. */
     sup_failure *f = &s->fail;
