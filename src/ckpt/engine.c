@@ -562,6 +562,14 @@ static void *writer_main(void *arg)
     return NULL;
 }
 
+int fb__ckpt_busy(fb_ckpt *ck)
+{
+    pthread_mutex_lock(&ck->mu);
+    int busy = ck->busy;
+    pthread_mutex_unlock(&ck->mu);
+    return busy;
+}
+
 int fb__ckpt_wait_idle(fb_ckpt *ck)
 {
     pthread_mutex_lock(&ck->mu);
@@ -694,10 +702,7 @@ int fb_ckpt_register_slice(fb_ckpt *ck, const char *name, fb_dtype dtype,
 {
     if (!ck || !name)
         return -EINVAL;
-    pthread_mutex_lock(&ck->mu);
-    int busy = ck->busy;
-    pthread_mutex_unlock(&ck->mu);
-    if (busy)
+    if (fb__ckpt_busy(ck))
         return FB_ESTATE;
     if (!valid_name(name) || fb_dtype_size(dtype) == 0 || ndim < 0 ||
         ndim > FB__ST_MAX_DIMS || (ndim > 0 && !shape)) {

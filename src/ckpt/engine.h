@@ -130,6 +130,9 @@ static inline const char *fb__ckpt_source(const fb__ckpt_tensor *t, int from_sta
                                           : (const char *)t->data;
 }
 
+/* A save is in flight (registering and restoring must wait). */
+int fb__ckpt_busy(fb_ckpt *ck);
+
 /* Wait until no save is in flight; the last save's result. */
 int fb__ckpt_wait_idle(fb_ckpt *ck);
 

@@ -168,10 +168,7 @@ int fb_ckpt_restore(fb_ckpt *ck, uint64_t *step_out)
 {
     if (!ck)
         return -EINVAL;
-    pthread_mutex_lock(&ck->mu);
-    int busy = ck->busy;
-    pthread_mutex_unlock(&ck->mu);
-    if (busy)
+    if (fb__ckpt_busy(ck))
         return FB_ESTATE;
     fb__seg *seg = fb__lib_seg();
     fb_phase before = seg ? (fb_phase)atomic_load_explicit(&fb__seg_hdr(seg)->phase,

@@ -7,6 +7,14 @@
 #ifndef FB_CLI_CLI_H
 #define FB_CLI_CLI_H
 
+#include <string.h>
+
+/* `--help` or `-h`. */
+static inline int fb__cli_is_help(const char *arg)
+{
+    return !strcmp(arg, "--help") || !strcmp(arg, "-h");
+}
+
 int fb__cmd_run(int argc, char **argv);
 int fb__cmd_demo(int argc, char **argv);
 int fb__cmd_ckpt(int argc, char **argv);

@@ -46,7 +46,7 @@ int fb__cmd_agent(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+        if (fb__cli_is_help(a)) {
             usage(stdout);
             return 0;
         } else if (!strcmp(a, "--once")) {

@@ -26,7 +26,7 @@ static void usage(FILE *f)
 
 int fb__cmd_ckpt(int argc, char **argv)
 {
-    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+    if (argc < 2 || fb__cli_is_help(argv[1])) {
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
     }
@@ -35,7 +35,7 @@ int fb__cmd_ckpt(int argc, char **argv)
     long long step = 0, rank = 0, threads = 4;
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+        if (fb__cli_is_help(a)) {
             usage(stdout);
             return 0;
         } else if (!strcmp(a, "--json")) {

@@ -50,7 +50,7 @@ static int cmd_analyze(int argc, char **argv)
         const char *a = argv[i];
         double d;
         long long x;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+        if (fb__cli_is_help(a)) {
             usage(stdout);
             free(inputs);
             return 0;
@@ -126,7 +126,7 @@ int fb__cmd_fr(int argc, char **argv)
         usage(stderr);
         return 2;
     }
-    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") ||
+    if (fb__cli_is_help(argv[1]) ||
         !strcmp(argv[1], "help")) {
         usage(stdout);
         return 0;

@@ -50,7 +50,7 @@ int fb__cmd_health(int argc, char **argv)
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         long long n;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+        if (fb__cli_is_help(a)) {
             usage(stdout);
             return 0;
         } else if (!strcmp(a, "--json")) {

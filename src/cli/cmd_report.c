@@ -34,7 +34,7 @@ int fb__cmd_report(int argc, char **argv)
     if (!dirs)
         return 2;
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+        if (fb__cli_is_help(argv[i])) {
             usage(stdout);
             free(dirs);
             return 0;

@@ -186,7 +186,7 @@ int fb__cmd_watch(int argc, char **argv)
     int health = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+        if (fb__cli_is_help(a)) {
             usage(stdout);
             return 0;
         }

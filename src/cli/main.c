@@ -54,7 +54,7 @@ int main(int argc, char **argv)
         usage(stderr);
         return 2;
     }
-    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") ||
+    if (fb__cli_is_help(argv[1]) ||
         !strcmp(argv[1], "help")) {
         usage(stdout);
         return 0;

@@ -752,6 +752,15 @@ static void print_summary(sup *s)
     fprintf(stderr, "firebreak run: run directory %s\n", res->run_dir);
 }
 
+/* A stop signal ended the run: its result (exit 128 + signal). */
+static const char *interrupted(sup *s, fb__sup_result *res)
+{
+    res->exit_code = 128 + s->stop_signal;
+    snprintf(res->reason, sizeof res->reason, "stopped by %s",
+             strsignal(s->stop_signal));
+    return "interrupted";
+}
+
 int fb__sup_run(const fb__sup_options *o, fb__sup_result *res)
 {
     memset(res, 0, sizeof *res);
@@ -862,10 +871,7 @@ int fb__sup_run(const fb__sup_options *o, fb__sup_result *res)
             break;
         }
         if (s->stop_signal) {
-            status = "interrupted";
-            res->exit_code = 128 + s->stop_signal;
-            snprintf(res->reason, sizeof res->reason, "stopped by %s",
-                     strsignal(s->stop_signal));
+            status = interrupted(s, res);
             break;
         }
         sup_failure *f = &s->fail;
@@ -917,10 +923,7 @@ int fb__sup_run(const fb__sup_options *o, fb__sup_result *res)
             fb__sup_log(s, "restarting in %.1f s (no progress in the last attempt)", delay);
             backoff_wait(s, delay);
             if (s->stop_signal) {
-                status = "interrupted";
-                res->exit_code = 128 + s->stop_signal;
-                snprintf(res->reason, sizeof res->reason, "stopped by %s",
-                         strsignal(s->stop_signal));
+                status = interrupted(s, res);
                 break;
             }
         } else {

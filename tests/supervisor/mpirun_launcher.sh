@@ -21,4 +21,24 @@ set -e
 [ $rc = 1 ] || fail "abort after finalize: exit $rc"
 [ "$(q "select kind||':'||rank||':'||signal||':'||phase from incident")" = "crash:1:6:done" ] \
     || fail "abort after finalize: $(q 'select kind,rank,signal,phase,detail from incident')"
-ok "mpirun launcher: crash of rank 2 detected and recovered; abort after finalize named"
+# A rank that vanishes without a record while another has recorded a fatal
+# end (rank 1 exited 3 and is still dying) is not the cause: rank 2 is
+# SIGKILLed here the way a launcher's teardown would, and rank 1 is named.
+rm -rf runs
+set +e
+"$FB" run --launcher mpirun --nproc-per-node 3 --max-restarts 0 \
+    -- "$RANK" --steps 500 --sleep-ms 10 --early-exit 1:3:4000 "$TAG" >out.txt 2>err.txt &
+fbpid=$!
+set -e
+for _ in $(seq 100); do ls runs/*/lingering.1 >/dev/null 2>&1 && break; sleep 0.1; done
+ls runs/*/lingering.1 >/dev/null 2>&1 || { kill $fbpid; fail "rank 1 never lingered"; }
+kill -KILL "$(cat runs/*/pid.2)"
+set +e
+wait $fbpid
+rc=$?
+set -e
+[ $rc = 1 ] || fail "early exit: exit $rc ($(tail -3 err.txt))"
+[ "$(q "select kind||':'||rank||':'||exit_code from incident")" = "error_exit:1:3" ] \
+    || fail "early exit: $(q 'select kind,rank,exit_code,detail from incident')"
+assert_no_segments
+ok "mpirun launcher: crash of rank 2 detected and recovered; abort after finalize named; a rank killed in teardown not blamed"

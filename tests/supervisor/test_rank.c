@@ -6,7 +6,11 @@
  *
  *   fb-test-rank [--steps N] [--sleep-ms M] [--spawn-child] [--ignore-term]
  *                [--exit-code C] [--abort-after-finalize RANK]
- *                [--init-sleep-ms M]
+ *                [--init-sleep-ms M] [--early-exit RANK:CODE:LINGER_MS]
+ *
+ * --early-exit: that rank exits with CODE at step 3, and its process lingers
+ * LINGER_MS after firebreak has recorded the exit (it writes
+ * <run_dir>/lingering.RANK then); every rank writes <run_dir>/pid.RANK.
  */
 #include <signal.h>
 #include <stdio.h>
@@ -17,10 +21,25 @@
 
 #include <firebreak/firebreak.h>
 
+static long linger_ms;
+
+/* Registered before fb_init, so it runs after firebreak's exit record. */
+static void linger(void)
+{
+    char path[4096];
+    const char *dir = fb_run_dir();
+    snprintf(path, sizeof path, "%s/lingering.%d", dir ? dir : ".", fb_rank());
+    FILE *f = fopen(path, "w");
+    if (f)
+        fclose(f);
+    struct timespec ts = {linger_ms / 1000, (linger_ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
 int main(int argc, char **argv)
 {
     long steps = 20, sleep_ms = 20, exit_code = 0, init_sleep_ms = 0;
-    int spawn = 0, ignore_term = 0, abort_rank = -1;
+    int spawn = 0, ignore_term = 0, abort_rank = -1, early_rank = -1, early_code = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--steps") && i + 1 < argc)
             steps = atol(argv[++i]);
@@ -36,7 +55,15 @@ int main(int argc, char **argv)
             ignore_term = 1;
         else if (!strcmp(argv[i], "--abort-after-finalize") && i + 1 < argc)
             abort_rank = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--early-exit") && i + 1 < argc &&
+                 sscanf(argv[++i], "%d:%d:%ld", &early_rank, &early_code,
+                        &linger_ms) != 3) {
+            fprintf(stderr, "--early-exit RANK:CODE:LINGER_MS\n");
+            return 2;
+        }
     }
+    if (early_rank >= 0)
+        atexit(linger);
     if (ignore_term)
         signal(SIGTERM, SIG_IGN);
     int rc = fb_init();
@@ -45,6 +72,15 @@ int main(int argc, char **argv)
     printf("rank %d of %d, attempt %d, attached=%d\n", fb_rank(), fb_world_size(),
            fb_restart_count(), fb_attached());
     fflush(stdout);
+    if (early_rank >= 0 && fb_run_dir()) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/pid.%d", fb_run_dir(), fb_rank());
+        FILE *f = fopen(path, "w");
+        if (f) {
+            fprintf(f, "%d\n", (int)getpid());
+            fclose(f);
+        }
+    }
     if (spawn) {
         pid_t pid = fork();
         if (pid == 0) {
@@ -75,7 +111,11 @@ int main(int argc, char **argv)
     for (long s = 1; s <= steps; s++) {
         nanosleep(&ts, NULL);
         fb_step((uint64_t)s);
+        if (s == 3 && fb_rank() == early_rank)
+            exit(early_code);
     }
+    if (early_rank >= 0)
+        linger_ms = 0; /* only the early rank lingers */
     printf("done rank %d\n", fb_rank());
     fb_finalize();
     if (fb_rank() == abort_rank)
