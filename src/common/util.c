@@ -146,12 +146,49 @@ int fb__rm_rf(const char *path)
     return rc;
 }
 
+int fb__open_regular(const char *path, int flags)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY | flags);
+    if (fd < 0)
+        return -errno;
+    struct stat st;
+    if (fstat(fd, &st) < 0) {
+        int rc = -errno;
+        close(fd);
+        return rc;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        return FB_ENOTREG;
+    }
+    int fl = fcntl(fd, F_GETFL);
+    if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) < 0) {
+        int rc = -errno;
+        close(fd);
+        return rc;
+    }
+    return fd;
+}
+
+char *fb__safe_text(char *dst, size_t size, const char *src)
+{
+    if (!size)
+        return dst;
+    size_t i = 0;
+    for (; src && src[i] && i + 1 < size; i++) {
+        unsigned char c = (unsigned char)src[i];
+        dst[i] = (c < 0x20 && c != '\t') || c == 0x7f ? '?' : (char)c;
+    }
+    dst[i] = '\0';
+    return dst;
+}
+
 int fb__read_file(const char *path, size_t max_bytes, char **buf_out,
                   size_t *len_out)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = fb__open_regular(path, 0);
     if (fd < 0)
-        return -errno;
+        return fd;
     size_t cap = 4096, len = 0;
     char *buf = malloc(cap + 1);
     int rc = 0;

@@ -48,8 +48,22 @@ int fb__mkdir_p(const char *path, unsigned mode);
 /* Remove a directory tree (no symlink following); 0 or -errno. */
 int fb__rm_rf(const char *path);
 
+/* open(2) a file that must be a regular file, for reading input from
+ * outside (shards, dumps, journals, rates files, sysfs): the open is
+ * non-blocking, so a FIFO or a device in its place cannot hang the caller,
+ * and anything but a regular file is refused with FB_ENOTREG.  The
+ * descriptor returned is blocking again, O_CLOEXEC.  fd, or -errno /
+ * FB_ENOTREG.  `flags` adds to O_RDONLY (O_NOFOLLOW, ...). */
+int fb__open_regular(const char *path, int flags);
+
+/* Copy src into dst (size bytes, NUL-terminated) with every control byte
+ * (below 0x20 but tab, and 0x7f) written as '?', so text that came from a
+ * rank or a file cannot drive the terminal it is printed on.  Returns dst. */
+char *fb__safe_text(char *dst, size_t size, const char *src);
+
 /* Read a whole file of at most max_bytes into a NUL-terminated malloc'd
- * buffer.  0, -errno, or FB_ETOOBIG. */
+ * buffer.  The file must be a regular file (fb__open_regular).  0, -errno,
+ * FB_ENOTREG or FB_ETOOBIG. */
 int fb__read_file(const char *path, size_t max_bytes, char **buf_out,
                   size_t *len_out);
 

@@ -7,6 +7,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "common/json.h"
 #include "common/jsonw.h"
@@ -161,8 +164,42 @@ static void test_inject(void)
     }
 }
 
+/* Files from outside: a FIFO or a directory in place of a file is refused
+ * at once, never waited on; control bytes never reach a terminal. */
+static void test_files(void)
+{
+    char dir[] = "/tmp/fb-test-common-XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    char fifo[256], reg[256];
+    snprintf(fifo, sizeof fifo, "%s/fifo", dir);
+    snprintf(reg, sizeof reg, "%s/reg", dir);
+    CHECK(mkfifo(fifo, 0600) == 0);
+    char *buf = NULL;
+    size_t len = 0;
+    CHECK_RC(fb__read_file(fifo, 4096, &buf, &len), FB_ENOTREG);
+    CHECK_RC(fb__read_file(dir, 4096, &buf, &len), FB_ENOTREG);
+    CHECK_RC(fb__open_regular("/dev/null", 0), FB_ENOTREG);
+    CHECK(fb__write_file_atomic(reg, "abc", 3) == 0);
+    CHECK(fb__read_file(reg, 4096, &buf, &len) == 0 && len == 3 && !strcmp(buf, "abc"));
+    free(buf);
+    int fd = fb__open_regular(reg, 0);
+    CHECK(fd >= 0 && !(fcntl(fd, F_GETFL) & O_NONBLOCK));
+    if (fd >= 0)
+        close(fd);
+    CHECK(strcmp(fb_strerror(FB_ENOTREG), "unknown error") != 0);
+    unlink(fifo);
+    unlink(reg);
+    rmdir(dir);
+
+    char out[16];
+    CHECK(!strcmp(fb__safe_text(out, sizeof out, "a\033[2Jb\tc\x7f"), "a?[2Jb\tc?"));
+    CHECK(!strcmp(fb__safe_text(out, 4, "abcdef"), "abc"));
+    CHECK(!strcmp(fb__safe_text(out, sizeof out, NULL), ""));
+}
+
 int main(void)
 {
+    test_files();
     test_json();
     test_jsonw();
     test_units();
