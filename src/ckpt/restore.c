@@ -145,8 +145,8 @@ static int try_step(fb_ckpt *ck, uint64_t step, uint64_t *bytes_out, char *why,
         fb__ckpt_say(why, why_size, "%s: %s", path, mm);
         goto out;
     }
-    rc = fb__shard_read_verify(fd, h, path, dest, ck->io_threads, NULL, NULL, why,
-                               why_size);
+    rc = fb__shard_read_verify(fd, h, path, dest, ck->io_threads, NULL, NULL, NULL,
+                               NULL, why, why_size);
     if (rc == FB_ECORRUPT)
         quarantine_own_shard(ck, step);
     for (size_t i = 0; !rc && i < ck->n; i++)

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "common/json.h"
+#include "common/util.h"
 
 int fb__st_dtype_from_name(const char *name, size_t len)
 {
@@ -276,11 +277,10 @@ int fb__st_parse_buffer(const void *buf, size_t size, const char *label,
 int fb__st_open(const char *path, int *fd_out, fb__st_header **out, char *err,
                 size_t err_size)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        int rc = -errno;
-        return failf(err, err_size, rc, "%s: %s", path, strerror(-rc));
-    }
+    /* A FIFO or device in a shard's place is refused, never waited on. */
+    int fd = fb__open_regular(path, 0);
+    if (fd < 0)
+        return failf(err, err_size, fd, "%s: %s", path, fb_strerror(fd));
     struct stat st;
     unsigned char lenbuf[8];
     char *json = NULL;
@@ -288,10 +288,6 @@ int fb__st_open(const char *path, int *fd_out, fb__st_header **out, char *err,
     if (fstat(fd, &st)) {
         rc = -errno;
         failf(err, err_size, rc, "%s: %s", path, strerror(-rc));
-        goto fail;
-    }
-    if (!S_ISREG(st.st_mode)) {
-        rc = failf(err, err_size, FB_EFORMAT, "%s: not a regular file", path);
         goto fail;
     }
     uint64_t size = (uint64_t)st.st_size;

@@ -3,21 +3,28 @@
  *
  * Tensors are split into `threads` runs of consecutive tensors holding
  * about equal bytes, so each thread reads one contiguous range of the
- * file sequentially.  Each tensor is hashed as it is read.
+ * file sequentially.  Each tensor is hashed as it is read.  Only the
+ * calling thread asks the caller's stop function (it may read the
+ * caller's signalfd, which is not for many threads); the others see its
+ * answer in a shared flag between chunks.
  */
 #include "ckpt/shard.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "ckpt/engine.h"
 #include "ckpt/hash.h"
+#include "common/util.h"
 
 #define READ_CHUNK (8u << 20)
 #define MAX_THREADS 16
@@ -56,6 +63,32 @@ int fb__shard_check_meta(const fb__st_header *h, const char *label, char *err,
     return 0;
 }
 
+int fb__shard_check_place(const fb__st_header *h, const char *label,
+                          uint64_t step, int rank, int world_size, char *err,
+                          size_t err_size)
+{
+    static const char *const keys[] = {"firebreak.step", "firebreak.rank",
+                                       "firebreak.world_size"};
+    static const char *const where[] = {"the step directory it is in",
+                                        "its file name", "the run's world size"};
+    long long want[3] = {(long long)step, rank, world_size};
+    for (int k = 0; k < 3; k++) {
+        if (k == 2 && world_size <= 0)
+            break;
+        const char *v = fb__st_meta_get(h, keys[k]);
+        long long got = -1;
+        if (v && !fb__parse_int(v, 0, LLONG_MAX, &got) && got == want[k])
+            continue;
+        char shown[32];
+        fb__safe_text(shown, sizeof shown, v ? v : "missing");
+        snprintf(err, err_size, "%s: metadata %s is %s%s%s, expected %lld (%s)",
+                 label, keys[k], v ? "\"" : "", shown, v ? "\"" : "", want[k],
+                 where[k]);
+        return FB_EFORMAT;
+    }
+    return 0;
+}
+
 typedef struct job {
     int fd;
     const fb__st_header *h;
@@ -65,6 +98,9 @@ typedef struct job {
     fb__hash_alg alg;
     fb__shard_progress progress;
     void *progress_arg;
+    fb__shard_stop stop;        /* job 0 only: the calling thread */
+    void *stop_arg;
+    atomic_int *cancel;         /* shared: stop said so            */
     int rc;
     char err[512];
 } job;
@@ -135,7 +171,10 @@ static void *read_range(void *arg)
     struct iovec iov[IOV_BATCH];
     struct piece { size_t tensor; uint64_t at; size_t n; char *p; } pc[IOV_BATCH];
     fb__hash_ctx *hc = NULL;
-    if (!j->dest && !(scratch = malloc(READ_CHUNK))) {
+    int need_scratch = !j->dest;
+    for (size_t k = j->first; !need_scratch && k < j->last; k++)
+        need_scratch = !j->dest[k];
+    if (need_scratch && !(scratch = malloc(READ_CHUNK))) {
         j->rc = -ENOMEM;
         snprintf(j->err, sizeof j->err, "%s: out of memory", j->label);
         return NULL;
@@ -143,6 +182,13 @@ static void *read_range(void *arg)
     size_t i = j->first;
     uint64_t done = 0;
     while (i < j->last && !j->rc) {
+        if (j->stop && j->stop(j->stop_arg))
+            atomic_store(j->cancel, 1);
+        if (atomic_load(j->cancel)) {
+            j->rc = -ECANCELED;
+            snprintf(j->err, sizeof j->err, "%s: verification stopped", j->label);
+            break;
+        }
         uint64_t off = h->data_offset + h->tensors[i].begin + done;
         size_t np = 0, total = 0;
         while (i < j->last && np < IOV_BATCH && total < READ_CHUNK) {
@@ -151,11 +197,7 @@ static void *read_range(void *arg)
             size_t n = len - done < READ_CHUNK - total ? (size_t)(len - done)
                                                         : READ_CHUNK - total;
             char *p = j->dest && j->dest[i] ? (char *)j->dest[i] + done
-                                             : scratch ? scratch + total : NULL;
-            if (!p && n) { /* dest given but this tensor has none */
-                j->rc = -EINVAL;
-                break;
-            }
+                                             : scratch + total;
             pc[np] = (struct piece){i, done, n, p};
             iov[np].iov_base = p;
             iov[np].iov_len = n;
@@ -199,10 +241,34 @@ static void *read_range(void *arg)
     return NULL;
 }
 
+/* Join thread tid, asking stop every 50 ms meanwhile. */
+static void join_polling(pthread_t tid, fb__shard_stop stop, void *stop_arg,
+                         atomic_int *cancel)
+{
+    if (!stop) {
+        pthread_join(tid, NULL);
+        return;
+    }
+    for (;;) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 50000000;
+        if (ts.tv_nsec >= 1000000000) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000;
+        }
+        if (pthread_timedjoin_np(tid, NULL, &ts) != ETIMEDOUT)
+            return;
+        if (stop(stop_arg))
+            atomic_store(cancel, 1);
+    }
+}
+
 int fb__shard_read_verify(int fd, const fb__st_header *h, const char *label,
                           void *const *dest, int threads,
                           fb__shard_progress progress, void *progress_arg,
-                          char *err, size_t err_size)
+                          fb__shard_stop stop, void *stop_arg, char *err,
+                          size_t err_size)
 {
     int rc = fb__shard_check_meta(h, label, err, err_size);
     if (rc)
@@ -218,6 +284,7 @@ int fb__shard_read_verify(int fd, const fb__st_header *h, const char *label,
     (void)posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
 
     job jobs[MAX_THREADS];
+    atomic_int cancel = 0;
     pthread_t tid[MAX_THREADS];
     int started[MAX_THREADS] = {0};
     uint64_t per = h->data_len / (uint64_t)threads + 1, acc = 0;
@@ -232,6 +299,9 @@ int fb__shard_read_verify(int fd, const fb__st_header *h, const char *label,
         j->alg = alg;
         j->progress = progress;
         j->progress_arg = progress_arg;
+        j->stop = k == 0 ? stop : NULL;
+        j->stop_arg = stop_arg;
+        j->cancel = &cancel;
         j->first = i;
         /* Take tensors until this thread's share of bytes is reached. */
         while (i < h->ntensors &&
@@ -246,7 +316,7 @@ int fb__shard_read_verify(int fd, const fb__st_header *h, const char *label,
     read_range(&jobs[0]);
     for (int k = 1; k < threads; k++) {
         if (started[k])
-            pthread_join(tid[k], NULL);
+            join_polling(tid[k], stop, stop_arg, &cancel);
         else
             read_range(&jobs[k]);
     }

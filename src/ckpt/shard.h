@@ -27,16 +27,35 @@ typedef void (*fb__shard_progress)(void *arg, uint64_t bytes);
 int fb__shard_check_meta(const fb__st_header *h, const char *label, char *err,
                          size_t err_size);
 
+/* Asked between chunks, on the calling thread only: non-zero stops the
+ * read (may be NULL). */
+typedef int (*fb__shard_stop)(void *arg);
+
+/*
+ * Check that a shard's recorded place -- firebreak.step, firebreak.rank
+ * and firebreak.world_size -- is where it was found: directory `step`,
+ * file `rank`, the run's `world_size` (0: not checked).  A shard copied
+ * or linked under another step's name fails here.  0 or FB_EFORMAT with
+ * err naming the field.
+ */
+int fb__shard_check_place(const fb__st_header *h, const char *label,
+                          uint64_t step, int rank, int world_size, char *err,
+                          size_t err_size);
+
 /*
  * Read every tensor of the open shard (fd, header h) with `threads`
  * threads, into dest[i] for h->tensors[i] (dest NULL, or an entry NULL:
  * read into scratch memory and only verify), hashing each tensor and
- * comparing with its `firebreak.hash.<name>`.  Returns 0, FB_ECORRUPT
- * (err names the file and tensor), FB_EFORMAT, -errno.
+ * comparing with its `firebreak.hash.<name>`.  stop (may be NULL) is
+ * polled by the calling thread between chunks of 8 MiB and while it waits
+ * for the other threads.  Returns 0, FB_ECORRUPT (err names the file and
+ * tensor), FB_EFORMAT, -ECANCELED (stop said so), -errno.  On failure
+ * the dest buffers hold whatever was read.
  */
 int fb__shard_read_verify(int fd, const fb__st_header *h, const char *label,
                           void *const *dest, int threads,
                           fb__shard_progress progress, void *progress_arg,
-                          char *err, size_t err_size);
+                          fb__shard_stop stop, void *stop_arg, char *err,
+                          size_t err_size);
 
 #endif

@@ -128,9 +128,11 @@ static void progress_cb(void *arg, uint64_t bytes)
             p->total ? 100.0 * (double)done / (double)p->total : 100.0);
 }
 
-/* Verify one shard file completely; 0 or an error with err set. */
-static int verify_shard(const char *dir, uint64_t step, int rank, int threads,
-                        progress *pr, char *err, size_t err_size)
+/* Verify one shard file completely: its place (step, rank, world size
+ * when world > 0) and every hash; 0 or an error with err set. */
+static int verify_shard(const char *dir, uint64_t step, int rank, int world,
+                        int threads, progress *pr, fb__shard_stop stop,
+                        void *stop_arg, char *err, size_t err_size)
 {
     char path[PATH_MAX];
     if (fb__ckpt_shard_path(path, sizeof path, dir, step, rank)) {
@@ -142,21 +144,11 @@ static int verify_shard(const char *dir, uint64_t step, int rank, int threads,
     int rc = fb__st_open(path, &fd, &h, err, err_size);
     if (rc)
         return rc;
-    const char *ms = fb__st_meta_get(h, "firebreak.step");
-    const char *mr = fb__st_meta_get(h, "firebreak.rank");
-    long long s = -1, r = -1;
-    if (!ms || !mr || fb__parse_int(ms, 0, LLONG_MAX, &s) ||
-        fb__parse_int(mr, 0, INT_MAX, &r) || (uint64_t)s != step || r != rank) {
-        fb__ckpt_say(err, err_size, "%s: metadata firebreak.step/firebreak.rank "
-                     "(%s/%s) do not match the file's place (%llu/%d)", path,
-                     ms ? ms : "missing", mr ? mr : "missing",
-                     (unsigned long long)step, rank);
-        rc = FB_EFORMAT;
-    } else {
+    rc = fb__shard_check_place(h, path, step, rank, world, err, err_size);
+    if (!rc)
         rc = fb__shard_read_verify(fd, h, path, NULL, threads,
-                                   pr && pr->on ? progress_cb : NULL, pr, err,
-                                   err_size);
-    }
+                                   pr && pr->on ? progress_cb : NULL, pr, stop,
+                                   stop_arg, err, err_size);
     fb__st_free(h);
     close(fd);
     return rc;
@@ -229,17 +221,21 @@ int fb__ckpt_verify(const char *dir, int has_step, uint64_t step, int threads,
         if (has_step && v[i].step != step)
             continue;
         found = 1;
-        int *ranks = NULL, nr = 0;
+        int *ranks = NULL, nr = 0, step_failed = 0;
         if (list_ranks(dir, v[i].step, &ranks, &nr))
             continue;
         for (int k = 0; k < nr; k++) {
             char err[1024];
             checked++;
-            int r = verify_shard(dir, v[i].step, ranks[k], threads, &pr, err,
-                                 sizeof err);
+            /* Every shard must agree with the world size completeness was
+             * counted with (the lowest rank's). */
+            int r = verify_shard(dir, v[i].step, ranks[k],
+                                 v[i].world_size > 0 ? v[i].world_size : 0,
+                                 threads, &pr, NULL, NULL, err, sizeof err);
             if (!r)
                 continue;
             failed++;
+            step_failed++;
             if (pr.on)
                 fputc('\n', stderr);
             if (!json)
@@ -252,11 +248,14 @@ int fb__ckpt_verify(const char *dir, int has_step, uint64_t step, int threads,
             fb__jsonw_obj_end(&w);
         }
         free(ranks);
+        /* A step with any failed shard is not complete, whatever count. */
+        int restorable = v[i].complete && !step_failed;
         if (!json)
             fprintf(out, "step %llu: %s, %d/%d shards%s\n",
                     (unsigned long long)v[i].step,
-                    v[i].complete ? "complete" : "incomplete", v[i].shards,
-                    v[i].world_size, v[i].complete ? "" : " (not restorable)");
+                    step_failed ? "FAILED" : v[i].complete ? "complete" : "incomplete",
+                    v[i].shards, v[i].world_size,
+                    restorable ? "" : " (not restorable)");
     }
     if (pr.on)
         fprintf(stderr, "\r%60s\r", "");
@@ -285,7 +284,7 @@ int fb__ckpt_prepare_restore(const char *dir, int world_size, int threads,
                              uint64_t *step_out,
                              void (*why_cb)(void *arg, uint64_t step,
                                             const char *why),
-                             void *arg)
+                             int (*stop)(void *arg), void *arg)
 {
     fb__ckpt_entry *v;
     size_t n;
@@ -299,7 +298,13 @@ int fb__ckpt_prepare_restore(const char *dir, int world_size, int threads,
         char err[1024] = "";
         int bad = 0;
         for (int r = 0; r < v[i].world_size && !bad; r++)
-            bad = verify_shard(dir, v[i].step, r, threads, NULL, err, sizeof err);
+            bad = stop && stop(arg) ? -ECANCELED
+                : verify_shard(dir, v[i].step, r, v[i].world_size, threads, NULL,
+                               stop, arg, err, sizeof err);
+        if (bad == -ECANCELED) { /* a stop is no verdict: set nothing aside */
+            rc = bad;
+            break;
+        }
         if (!bad) {
             *step_out = v[i].step;
             rc = 0;

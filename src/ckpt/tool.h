@@ -24,19 +24,24 @@ int fb__ckpt_inspect(const char *path, int has_step, uint64_t step, int rank,
                      int json, FILE *out);
 
 /*
- * Before relaunching ranks: find the newest complete checkpoint of
- * `world_size` ranks (0: from its metadata) whose every shard verifies;
- * newer complete ones that fail are set aside (renamed to
- * .corrupt-step-N, kept for evidence) so that no rank restores them.
- * Ranks verify only their own shard, so without this check one corrupt
- * shard makes that rank fall back alone.  *step_out gets the step;
- * returns 0, FB_ENOCKPT (none), or -errno.  why_cb (may be NULL) is told
- * each checkpoint set aside and why.
+ * Before launching ranks (every attempt, the first included): find the
+ * newest complete checkpoint of `world_size` ranks (0: from its metadata)
+ * whose every shard verifies -- readable regular file, recorded step,
+ * rank and world size matching its place, every hash; newer complete ones
+ * that fail are set aside (renamed to .corrupt-step-N, kept for evidence)
+ * so that no rank restores them.  Ranks verify only their own shard, so
+ * without this check one corrupt shard makes that rank fall back alone.
+ * *step_out gets the step; returns 0, FB_ENOCKPT (none), -ECANCELED (stop
+ * said so; nothing more is set aside), or -errno.  why_cb (may be NULL)
+ * is told each checkpoint set aside and why.  stop (may be NULL) is asked
+ * on the calling thread between shards and every 8 MiB read, so a signal
+ * can end a long verification; a read blocked in the kernel (a hung hard
+ * NFS mount) still waits for the kernel.
  */
 int fb__ckpt_prepare_restore(const char *dir, int world_size, int threads,
                              uint64_t *step_out,
                              void (*why_cb)(void *arg, uint64_t step,
                                             const char *why),
-                             void *arg);
+                             int (*stop)(void *arg), void *arg);
 
 #endif

@@ -616,7 +616,7 @@ static void on_set_aside(void *arg, uint64_t step, const char *why)
 {
     sup *s = arg;
     char detail[768];
-    snprintf(detail, sizeof detail, "checkpoint %llu set aside before the restart "
+    snprintf(detail, sizeof detail, "checkpoint %llu set aside before the launch "
              "(every rank must restore the same step): %s",
              (unsigned long long)step, why);
     double now = fb__wall_s();
@@ -627,22 +627,32 @@ static void on_set_aside(void *arg, uint64_t step, const char *why)
     fb__journal_add_incident(s->j, &inc, NULL);
     fb__sup_log(s, "%s", detail);
 }
+
+/* Asked during the check below: signals keep being answered, and a stop
+ * (SIGTERM, SIGINT, SIGHUP) ends the check. */
+static int stop_asked(void *arg)
+{
+    sup *s = arg;
+    handle_events(s, 0);
+    return s->stop_signal != 0;
+}
 #endif
 
-/* Before a restart: agree on the checkpoint every rank will restore.  Each
- * rank verifies only its own shard; a corrupt shard elsewhere would make
- * ranks restore different steps, so the supervisor verifies the newest
- * complete checkpoint as a whole and sets aside the ones that fail. */
+/* Before every launch, the first included: agree on the checkpoint every
+ * rank will restore.  Each rank verifies only its own shard; a corrupt
+ * shard elsewhere would make ranks restore different steps, so the
+ * supervisor verifies the newest complete checkpoint as a whole and sets
+ * aside the ones that fail. */
 static void prepare_restore(sup *s)
 {
 #ifdef FB_HAVE_CKPT_TOOL
     uint64_t step;
     int rc = fb__ckpt_prepare_restore(s->ckpt_dir, s->world, 2, &step,
-                                      on_set_aside, s);
+                                      on_set_aside, stop_asked, s);
     if (rc == 0)
         fb__sup_log(s, "attempt %d will restore checkpoint %llu (verified)",
                     s->attempt, (unsigned long long)step);
-    else if (rc != FB_ENOCKPT)
+    else if (rc != FB_ENOCKPT && rc != -ECANCELED)
         fb__sup_log(s, "cannot check the checkpoints in %s: %s", s->ckpt_dir,
                     fb_strerror(rc));
 #else
@@ -662,10 +672,10 @@ static int run_attempt(sup *s)
     memset(&s->fail, 0, sizeof s->fail);
     memset(s->plan_fired, 0, sizeof s->plan_fired);
     fb__journal_begin_attempt(s->j, s->attempt, fb__wall_s(), &s->attempt_id);
-    if (s->attempt > 0)
-        prepare_restore(s);
+    prepare_restore(s);
 
-    int rc = fb__sup_launch(s);
+    /* A stop during the check: launch nothing; the loop below ends at once. */
+    int rc = s->stop_signal ? 0 : fb__sup_launch(s);
     if (rc) {
         sup_failure *f = &s->fail;
         f->set = 1;
@@ -677,7 +687,7 @@ static int run_attempt(sup *s)
         snprintf(f->phase, sizeof f->phase, "init");
         snprintf(f->detail, sizeof f->detail, "cannot launch the ranks: %s",
                  s->launch_detail[0] ? s->launch_detail : fb_strerror(rc));
-    } else {
+    } else if (!s->stop_signal) {
         fb__journal_attempt_real(s->j, s->attempt_id, "launched_at", fb__wall_s());
         fb__sup_log(s, "attempt %d: launched %d rank%s (%s)", s->attempt, s->world,
                     s->world == 1 ? "" : "s", launcher_name(s->o->launcher));

@@ -51,4 +51,18 @@ grep -q 'bad.safetensors' "$dir/err" || fail "error does not name the file"
 "$fb" ckpt ls 2>/dev/null; [ $? = 2 ] || fail "usage error: want 2"
 "$fb" ckpt frob "$ck" 2>/dev/null; [ $? = 2 ] || fail "unknown subcommand: want 2"
 grep -q 'usage: firebreak ckpt' <<<"$("$fb" ckpt --help)" || fail "--help"
+
+# Shards that disagree on the world size: rank 0 of a 1-rank run beside
+# ranks 1-3 of a 4-rank run.  Counted by rank 0's world size the step
+# looks complete (1/1); a step with any failed shard is never complete.
+ws=$dir/ws
+"$sample" "$ws" 0 1 240 240 >/dev/null || fail "sample world 1"
+for r in 1 2 3; do "$sample" "$ws" $r 4 240 240 >/dev/null || fail "sample $r"; done
+out=$("$fb" ckpt verify "$ws"); rc=$?
+echo "$out"
+[ $rc = 1 ] || fail "verify of mixed world sizes: exit $rc, wanted 1"
+echo "$out" | grep -q 'FAIL step 240 rank 2: .*firebreak.world_size is "4", expected 1' ||
+    fail "verify did not name the world size"
+echo "$out" | grep -q '^step 240: complete' && fail "a step with failures called complete"
+echo "$out" | grep -q '^step 240: FAILED, 1/1 shards (not restorable)' || fail "step line"
 echo PASS

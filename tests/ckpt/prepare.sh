@@ -1,7 +1,9 @@
 #!/bin/bash
-# The supervisor's check before a restart (fb__ckpt_prepare_restore, through
+# The supervisor's check before a launch (fb__ckpt_prepare_restore, through
 # test_ckpt_prepare): with one corrupt shard in the newest checkpoint, that
-# checkpoint is set aside and every rank restores the same older step.
+# checkpoint is set aside and every rank restores the same older step; a
+# shard of another world size is set aside too; a stop asked for during
+# the check ends it with nothing set aside.
 set -u
 sample=$1 prepare=$2
 dir=$(mktemp -d /tmp/fb-ckpt-prep.XXXXXX)
@@ -23,4 +25,16 @@ for r in 0 1 2; do
     out=$("$sample" --restore "$ck" $r 3 2>&1) || fail "restore $r: $out"
     echo "$out" | grep -q 'restored 10' || fail "rank $r: $out"
 done
+# A stop during the check: no verdict, nothing set aside.
+out=$("$prepare" "$ck" 3 2) || fail "prepare with stop: $out"
+echo "$out" | grep -qx 'none: Operation canceled' || fail "want canceled, got: $out"
+[ -d "$ck/step-0000000010" ] || fail "a stopped check set step 10 aside"
+# Rank 1 of step 10 replaced by rank 1 of a 4-rank run at step 10: step,
+# rank and hashes verify, the world size does not.
+"$sample" "$dir/w4" 1 4 10 10 >/dev/null || fail "sample world 4"
+cp "$dir/w4/step-0000000010/rank-00001.safetensors" "$ck/step-0000000010/" || fail cp
+out=$("$prepare" "$ck" 3) || fail "prepare: $out"
+echo "$out"
+echo "$out" | grep -q 'set aside step 10: .*rank-00001.safetensors: metadata firebreak.world_size is "4", expected 3' ||
+    fail "world size not checked: $out"
 echo PASS

@@ -1,8 +1,10 @@
 /*
  * test_prepare.c -- runs fb__ckpt_prepare_restore (the supervisor's check
  * before a restart) on DIR for WORLD ranks and prints what it decided.
- * Usage: test_ckpt_prepare DIR WORLD
+ * Usage: test_ckpt_prepare DIR WORLD [STOP_AFTER]
+ * STOP_AFTER: the stop callback says stop on its STOP_AFTER-th call.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -15,15 +17,25 @@ static void why(void *arg, uint64_t step, const char *text)
     printf("set aside step %llu: %s\n", (unsigned long long)step, text);
 }
 
+static int calls, stop_after;
+
+static int stop(void *arg)
+{
+    (void)arg;
+    return ++calls >= stop_after;
+}
+
 int main(int argc, char **argv)
 {
-    if (argc != 3)
+    if (argc != 3 && argc != 4)
         return 2;
+    stop_after = argc == 4 ? atoi(argv[3]) : 0;
     uint64_t step = 0;
-    int rc = fb__ckpt_prepare_restore(argv[1], atoi(argv[2]), 2, &step, why, NULL);
+    int rc = fb__ckpt_prepare_restore(argv[1], atoi(argv[2]), 2, &step, why,
+                                      stop_after ? stop : NULL, NULL);
     if (rc) {
         printf("none: %s\n", fb_strerror(rc));
-        return rc == FB_ENOCKPT ? 0 : 1;
+        return rc == FB_ENOCKPT || rc == -ECANCELED ? 0 : 1;
     }
     printf("restore %llu\n", (unsigned long long)step);
     return 0;

@@ -78,7 +78,7 @@ int main(int argc, char **argv)
             failures++;
         } else if (!strcmp(cases[i].file, "valid.safetensors")) {
             /* A shard we wrote verifies; one flipped data byte does not. */
-            if (fb__shard_read_verify(fd, h, path, NULL, 2, NULL, NULL, err,
+            if (fb__shard_read_verify(fd, h, path, NULL, 2, NULL, NULL, NULL, NULL, err,
                                       sizeof err)) {
                 fprintf(stderr, "valid.safetensors: %s\n", err);
                 failures++;
@@ -88,7 +88,7 @@ int main(int argc, char **argv)
             int t = mkstemp(tmp);
             if (t < 0 || write(t, buf, len) != (ssize_t)len) {
                 failures++;
-            } else if (fb__shard_read_verify(t, h, tmp, NULL, 1, NULL, NULL, err,
+            } else if (fb__shard_read_verify(t, h, tmp, NULL, 1, NULL, NULL, NULL, NULL, err,
                                              sizeof err) != FB_ECORRUPT ||
                        !strstr(err, "tensor \"step\"")) {
                 fprintf(stderr, "flipped byte not caught: %s\n", err);
