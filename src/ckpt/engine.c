@@ -326,6 +326,7 @@ static int write_shard(fb_ckpt *ck, uint64_t step, int from_staging,
         fb__ckpt_say(why, why_size, "checkpoint path too long under %s", ck->dir);
         return -ENAMETOOLONG;
     }
+    (void)fb__ckpt_clean_tmp(ck->dir, step, ck->rank, (int)getpid());
     if (mkdir(sdir, 0755) && errno != EEXIST) {
         rc = -errno;
         fb__ckpt_say(why, why_size, "mkdir %s: %s", sdir, strerror(-rc));

@@ -7,7 +7,16 @@
  * fails its hashes, is reported (RESTORE_FALLBACK, with the reason) and the
  * next older one is tried.  A shard whose tensors differ from the
  * registered ones (names, dtypes, shapes) is a program error, not damage:
- * restore stops with FB_EMISMATCH and says what differs.
+ * restore stops with FB_EMISMATCH and says what differs.  A shard whose
+ * recorded step, rank or world size is not its place (a shard copied or
+ * linked under another step's name) is damage: fall back.
+ *
+ * Nothing is written into the registered tensors before the whole shard
+ * has verified, so a restore that fails leaves them byte for byte as they
+ * were: tensors with staging memory (async handles, device tensors) are
+ * read into it, hashed there, and copied into place only after every hash
+ * matched; tensors without (synchronous handles) are read twice, the first
+ * time only to verify (docs/checkpoint.md has the cost).
  *
  * A shard that fails its hashes is renamed rank-R.corrupt, so that the
  * checkpoint is incomplete for every later restore of every rank; and this
@@ -37,10 +46,11 @@ static void fallback(const fb_ckpt *ck, uint64_t step, int code, const char *why
     fb__lib_report(FB_REPORT_RESTORE_FALLBACK, code, step, 0, 0, 0, why);
 }
 
-/* 0 when the shard holds exactly the registered tensors; else FB_EMISMATCH
- * with the first difference in why. */
+/* 0 when the shard holds exactly the registered tensors, with map[j] the
+ * registered tensor of the shard's tensor j; else FB_EMISMATCH with the
+ * first difference in why. */
 static int match_tensors(const fb_ckpt *ck, const fb__st_header *h,
-                         void **dest, char *why, size_t why_size)
+                         size_t *map, char *why, size_t why_size)
 {
     if (h->ntensors != ck->n) {
         fb__ckpt_say(why, why_size, "it holds %zu tensors, %zu are registered",
@@ -77,7 +87,7 @@ static int match_tensors(const fb_ckpt *ck, const fb__st_header *h,
                      "checkpoint, [%s] registered", t->name, a, b);
             return FB_EMISMATCH;
         }
-        dest[s - h->tensors] = t->on_device ? t->staging : t->data;
+        map[s - h->tensors] = i;
     }
     return 0;
 }
@@ -105,6 +115,61 @@ static void quarantine_own_shard(const fb_ckpt *ck, uint64_t step)
         fb__fsync_dir(sdir);
 }
 
+/*
+ * Read and verify the shard into staging where a tensor has it (else only
+ * verify); then, when some tensor has no staging, read it again into
+ * those tensors.  Only the second pass writes user memory, after the
+ * first verified everything.
+ */
+static int read_shard(fb_ckpt *ck, int fd, const fb__st_header *h,
+                      const char *path, const size_t *map, void **dest,
+                      char *why, size_t why_size)
+{
+    int direct = 0;
+    for (size_t j = 0; j < h->ntensors; j++) {
+        const fb__ckpt_tensor *t = &ck->t[map[j]];
+        dest[j] = t->staging;
+        direct |= t->bytes && !t->staging;
+    }
+    int rc = fb__shard_read_verify(fd, h, path, dest, ck->io_threads, NULL, NULL,
+                                   NULL, NULL, why, why_size);
+    if (rc || !direct)
+        return rc;
+    for (size_t j = 0; j < h->ntensors; j++) {
+        const fb__ckpt_tensor *t = &ck->t[map[j]];
+        dest[j] = t->staging ? NULL : t->data;
+    }
+    char err[FB__REPORT_TEXT_MAX + 600];
+    rc = fb__shard_read_verify(fd, h, path, dest, ck->io_threads, NULL, NULL,
+                               NULL, NULL, err, sizeof err);
+    if (rc)
+        fb__ckpt_say(why, why_size, "%s (the shard changed while it was read; "
+                     "registered tensors without staging hold part of it)", err);
+    return rc;
+}
+
+/* Staged tensors into place, once the shard verified: device tensors
+ * first, so a failing device copy leaves the host tensors untouched. */
+static int place_staged(fb_ckpt *ck, char *why, size_t why_size)
+{
+    for (size_t i = 0; i < ck->n; i++) {
+        fb__ckpt_tensor *t = &ck->t[i];
+        int rc = t->bytes && t->on_device
+                     ? fb__cuda_h2d(t->data, t->staging, t->bytes) : 0;
+        if (rc) {
+            fb__ckpt_say(why, why_size, "copying tensor \"%.200s\" to the device "
+                         "failed", t->name);
+            return rc;
+        }
+    }
+    for (size_t i = 0; i < ck->n; i++) {
+        fb__ckpt_tensor *t = &ck->t[i];
+        if (t->bytes && t->staging && !t->on_device)
+            memcpy(t->data, t->staging, t->bytes);
+    }
+    return 0;
+}
+
 /* Try one checkpoint: 0 restored, FB_EMISMATCH fatal, other: fall back. */
 static int try_step(fb_ckpt *ck, uint64_t step, uint64_t *bytes_out, char *why,
                     size_t why_size)
@@ -117,46 +182,35 @@ static int try_step(fb_ckpt *ck, uint64_t step, uint64_t *bytes_out, char *why,
     int fd = -1;
     fb__st_header *h = NULL;
     void **dest = NULL;
+    size_t *map = NULL;
     int rc = fb__st_open(path, &fd, &h, why, why_size);
     if (rc)
         return rc;
-    const char *w = fb__st_meta_get(h, "firebreak.world_size");
-    const char *r = fb__st_meta_get(h, "firebreak.rank");
-    long long wv = -1, rv = -1;
-    if (!w || !r || fb__parse_int(w, 1, INT32_MAX, &wv) ||
-        fb__parse_int(r, 0, INT32_MAX, &rv) || wv != ck->world_size ||
-        rv != ck->rank) {
-        fb__ckpt_say(why, why_size, "%s: metadata says rank %s of world size %s, "
-                 "expected rank %d of %d", path, r ? r : "?", w ? w : "?",
-                 ck->rank, ck->world_size);
-        rc = FB_EFORMAT;
-        goto out;
-    }
-    if ((rc = fb__shard_check_meta(h, path, why, why_size)))
+    if ((rc = fb__shard_check_place(h, path, step, ck->rank, ck->world_size, why,
+                                    why_size)) ||
+        (rc = fb__shard_check_meta(h, path, why, why_size)))
         goto out;
     dest = calloc(h->ntensors ? h->ntensors : 1, sizeof *dest);
-    if (!dest) {
+    map = calloc(h->ntensors ? h->ntensors : 1, sizeof *map);
+    if (!dest || !map) {
         rc = -ENOMEM;
         fb__ckpt_say(why, why_size, "out of memory");
         goto out;
     }
     char mm[512];
-    if ((rc = match_tensors(ck, h, dest, mm, sizeof mm))) {
+    if ((rc = match_tensors(ck, h, map, mm, sizeof mm))) {
         fb__ckpt_say(why, why_size, "%s: %s", path, mm);
         goto out;
     }
-    rc = fb__shard_read_verify(fd, h, path, dest, ck->io_threads, NULL, NULL, NULL,
-                               NULL, why, why_size);
+    rc = read_shard(ck, fd, h, path, map, dest, why, why_size);
     if (rc == FB_ECORRUPT)
         quarantine_own_shard(ck, step);
-    for (size_t i = 0; !rc && i < ck->n; i++)
-        if (ck->t[i].on_device &&
-            (rc = fb__cuda_h2d(ck->t[i].data, ck->t[i].staging, ck->t[i].bytes)))
-            fb__ckpt_say(why, why_size, "copying tensor \"%.200s\" to the device "
-                         "failed", ck->t[i].name);
+    if (!rc)
+        rc = place_staged(ck, why, why_size);
     if (!rc)
         *bytes_out = h->data_offset + h->data_len;
 out:
+    free(map);
     free(dest);
     fb__st_free(h);
     if (fd >= 0)
@@ -189,6 +243,8 @@ int fb_ckpt_restore(fb_ckpt *ck, uint64_t *step_out)
     }
     rc = FB_ENOCKPT;
     char why[FB__REPORT_TEXT_MAX + 600];
+    for (size_t i = 0; i < n; i++) /* leftovers of this rank's crashed saves */
+        (void)fb__ckpt_clean_tmp(ck->dir, v[i].step, ck->rank, (int)getpid());
     for (size_t i = 0; i < n; i++) {
         if (!v[i].complete) {
             fb__ckpt_say(why, sizeof why, "incomplete: %d of %d shards committed",

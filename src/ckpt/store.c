@@ -169,6 +169,31 @@ int fb__ckpt_scan(const char *dir, int world_size, int with_sizes,
     return 0;
 }
 
+int fb__ckpt_clean_tmp(const char *dir, uint64_t step, int rank, int keep_pid)
+{
+    char sdir[PATH_MAX], prefix[32], p[PATH_MAX];
+    if (fb__ckpt_step_path(sdir, sizeof sdir, dir, step))
+        return -ENAMETOOLONG;
+    snprintf(prefix, sizeof prefix, ".rank-%05d.", rank);
+    DIR *d = opendir(sdir);
+    if (!d)
+        return errno == ENOENT ? 0 : -errno;
+    int removed = 0;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        unsigned long long pid;
+        if (parse_numbered(de->d_name, prefix, ".tmp", &pid) ||
+            pid == (unsigned long long)keep_pid ||
+            fb__fmt(p, sizeof p, "%s/%s", sdir, de->d_name))
+            continue;
+        removed += unlink(p) == 0;
+    }
+    closedir(d);
+    if (removed)
+        fb__fsync_dir(sdir);
+    return removed;
+}
+
 /* Rename to a hidden name, make that durable, then remove. */
 static int delete_step(const char *dir, uint64_t step, fb__ckpt_hook hook)
 {

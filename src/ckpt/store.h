@@ -40,6 +40,17 @@ int fb__ckpt_shard_path(char *buf, size_t size, const char *dir, uint64_t step,
 int fb__ckpt_scan(const char *dir, int world_size, int with_sizes,
                   fb__ckpt_entry **out, size_t *count);
 
+/*
+ * Remove the temporaries of rank `rank` (.rank-R.<pid>.tmp) in the step
+ * directory of `step`, but for the one of pid `keep_pid`.  A rank's
+ * temporaries are written only by the process that is that rank, one
+ * save at a time, so when that process begins a save or a restore, every
+ * other one of them was left by a writer that is gone (a crashed save of
+ * an earlier attempt); other ranks' temporaries are theirs to clean, as
+ * they may be writing them now.  Returns how many were removed, or -errno.
+ */
+int fb__ckpt_clean_tmp(const char *dir, uint64_t step, int rank, int keep_pid);
+
 /* Called between the steps of a deletion (tests crash there). */
 typedef void (*fb__ckpt_hook)(const char *point, uint64_t step);
 

@@ -1,8 +1,9 @@
 /*
  * test_engine.c -- the checkpoint engine as a training program sees it:
  * round trips of every dtype (sync and async), completeness across ranks,
- * fallback on corruption, mismatch, retention, busy/skip, write failures,
- * and SIGKILL at each point of a save.  `test_engine NAME` runs one case.
+ * fallback on corruption (tensors untouched when every checkpoint is bad),
+ * shards out of place, stale temporaries, mismatch, retention, busy/skip,
+ * write failures, and SIGKILL at each point of a save.  `test_engine NAME` runs one case.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -241,6 +242,124 @@ static void case_corrupt(void)
     state_free(&want);
 }
 
+/* A restore that fails leaves every registered byte as it was: each
+ * checkpoint is corrupt in its last tensor ("big"), read after the others
+ * (by another thread, too). */
+static void case_untouched(int async)
+{
+    char dir[300], p[512];
+    fresh_dir(async ? "untouched_async" : "untouched_sync", dir, sizeof dir);
+    fb_ckpt *ck = open_ck(dir, 0, 1, async, 3);
+    state s, before;
+    state_register(ck, &s, 1);
+    for (unsigned k = 1; k <= 2; k++) {
+        state_refill(&s, k);
+        CHECK_RC(fb_ckpt_save(ck, k), 0);
+        CHECK_RC(fb_ckpt_wait(ck), 0);
+        snprintf(p, sizeof p, SHARD, dir, (unsigned long long)k, 0);
+        flip_byte(p, 5);
+    }
+    state_refill(&s, 77);
+    state_snapshot(&s, &before);
+    CHECK_RC(fb_ckpt_restore(ck, NULL), FB_ENOCKPT);
+    for (int k = 0; k < FB_DTYPE_COUNT_ + 3; k++)
+        CHECKF(!memcmp(s.buf[k], before.buf[k], s.bytes[k]),
+               "tensor %d changed by a restore that failed", k);
+    fb_ckpt_close(ck);
+    state_free(&s);
+    state_free(&before);
+}
+
+static void copy_file(const char *from, const char *to)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    CHECK_RC(fb__read_file(from, 1u << 30, &buf, &len), 0);
+    CHECK_RC(fb__write_file_atomic(to, buf, len), 0);
+    free(buf);
+}
+
+/* A shard's recorded step must be its directory's: step 1's shard copied
+ * or linked under a newer step's name is not restored as that step. */
+static void case_placed(void)
+{
+    char dir[300], a[512], b[512];
+    fresh_dir("placed", dir, sizeof dir);
+    fb_ckpt *ck = open_ck(dir, 0, 1, 1, 5);
+    state s, want;
+    state_register(ck, &s, 1);
+    CHECK_RC(fb_ckpt_save(ck, 1), 0);
+    CHECK_RC(fb_ckpt_wait(ck), 0);
+    state_snapshot(&s, &want);
+    for (unsigned k = 2; k <= 3; k++) {
+        state_refill(&s, k);
+        CHECK_RC(fb_ckpt_save(ck, k), 0);
+        CHECK_RC(fb_ckpt_wait(ck), 0);
+    }
+    snprintf(a, sizeof a, SHARD, dir, 1ull, 0);
+    snprintf(b, sizeof b, SHARD, dir, 2ull, 0);
+    copy_file(a, b);
+    snprintf(b, sizeof b, SHARD, dir, 3ull, 0);
+    CHECK(unlink(b) == 0);
+    CHECK(symlink("../step-0000000001/rank-00000.safetensors", b) == 0);
+    state_zero(&s);
+    uint64_t step = 0;
+    CHECK_RC(fb_ckpt_restore(ck, &step), 0);
+    CHECKF(step == 1, "restored step %llu from a shard saved at step 1",
+           (unsigned long long)step);
+    CHECK(state_equal(&s, &want));
+    fb_ckpt_close(ck);
+    state_free(&s);
+    state_free(&want);
+}
+
+static void touch(const char *dir, unsigned long long step, const char *name)
+{
+    char p[512];
+    snprintf(p, sizeof p, "%s/step-%010llu", dir, step);
+    fb__mkdir_p(p, 0755);
+    snprintf(p, sizeof p, "%s/step-%010llu/%s", dir, step, name);
+    CHECK_RC(fb__write_file_atomic(p, "x", 1), 0);
+}
+
+static int there(const char *dir, unsigned long long step, const char *name)
+{
+    char p[512];
+    struct stat st;
+    snprintf(p, sizeof p, "%s/step-%010llu/%s", dir, step, name);
+    return stat(p, &st) == 0;
+}
+
+/* Temporaries of crashed saves: this rank's own are removed when it
+ * restores or saves into that step; another rank's (it may be writing it
+ * now) and one of this process stay. */
+static void case_stale_tmp(void)
+{
+    char dir[300], mine[64];
+    fresh_dir("stale_tmp", dir, sizeof dir);
+    fb_ckpt *ck = open_ck(dir, 0, 1, 0, 5);
+    state s;
+    state_register(ck, &s, 1);
+    CHECK_RC(fb_ckpt_save(ck, 1), 0);
+    snprintf(mine, sizeof mine, ".rank-00000.%d.tmp", (int)getpid());
+    touch(dir, 1, ".rank-00000.999999.tmp");
+    touch(dir, 1, ".rank-00001.999999.tmp");
+    touch(dir, 1, mine);
+    touch(dir, 5, ".rank-00000.888888.tmp");
+    touch(dir, 2, ".rank-00000.777777.tmp");
+    CHECK_RC(fb_ckpt_restore(ck, NULL), 0);
+    CHECK(!there(dir, 1, ".rank-00000.999999.tmp"));
+    CHECK(!there(dir, 5, ".rank-00000.888888.tmp"));
+    CHECK(there(dir, 1, ".rank-00001.999999.tmp"));
+    CHECK(there(dir, 1, mine));
+    touch(dir, 2, ".rank-00000.777777.tmp");
+    CHECK_RC(fb_ckpt_save(ck, 2), 0);
+    CHECK(!there(dir, 2, ".rank-00000.777777.tmp"));
+    CHECK(exists(SHARD, dir, 2, 0));
+    fb_ckpt_close(ck);
+    state_free(&s);
+}
+
 static void case_mismatch(void)
 {
     char dir[300];
@@ -469,6 +588,14 @@ int main(int argc, char **argv)
         case_big_copy();
     else if (!strcmp(c, "corrupt"))
         case_corrupt();
+    else if (!strcmp(c, "untouched_async"))
+        case_untouched(1);
+    else if (!strcmp(c, "untouched_sync"))
+        case_untouched(0);
+    else if (!strcmp(c, "placed"))
+        case_placed();
+    else if (!strcmp(c, "stale_tmp"))
+        case_stale_tmp();
     else if (!strcmp(c, "mismatch"))
         case_mismatch();
     else if (!strcmp(c, "ranks"))
