@@ -35,6 +35,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -916,20 +917,26 @@ int fb_ckpt_save(fb_ckpt *ck, uint64_t step)
                 (unsigned long long)step, text);
         return FB_EBUSY;
     }
+    /* Waiting for the previous save is part of this one: in the checkpoint
+     * phase (the supervisor applies the checkpoint timeout, not the hang
+     * timeout of training) and inside the stall this save reports. */
+    pthread_mutex_unlock(&ck->mu);
+    fb__lib_report(FB_REPORT_CKPT_BEGIN, 0, step, 0, 0, 0, NULL);
+    fb_set_phase(FB_PHASE_CHECKPOINT);
+    uint64_t t0 = fb__now_ns();
+    pthread_mutex_lock(&ck->mu);
     while (ck->busy)
         pthread_cond_wait(&ck->cv, &ck->mu);
     if (ck->sticky_rc) {
         int rc = ck->sticky_rc;
         pthread_mutex_unlock(&ck->mu);
+        fb_set_phase(FB_PHASE_TRAIN);
         return rc;
     }
     ck->busy = 1;
     ck->job_step = step;
     pthread_mutex_unlock(&ck->mu);
 
-    fb__lib_report(FB_REPORT_CKPT_BEGIN, 0, step, 0, 0, 0, NULL);
-    fb_set_phase(FB_PHASE_CHECKPOINT);
-    uint64_t t0 = fb__now_ns();
     int prot = 0;
     int rc = snapshot(ck, ck->async, &prot);
     if (rc) {
@@ -972,9 +979,31 @@ int fb_ckpt_save(fb_ckpt *ck, uint64_t step)
     return ck->on_error == FB_CKPT_ERROR_STOP ? rc : 0;
 }
 
+fb_phase fb__ckpt_phase(void)
+{
+    fb__seg *seg = fb__lib_seg();
+    return seg ? (fb_phase)atomic_load_explicit(&fb__seg_hdr(seg)->phase,
+                                                memory_order_relaxed)
+               : FB_PHASE_TRAIN;
+}
+
+/* Wait for the save in flight in the checkpoint phase, so the supervisor
+ * times the wait with the checkpoint limit, not as silence in training;
+ * then back to the phase before. */
+static int wait_in_ckpt_phase(fb_ckpt *ck)
+{
+    if (!fb__ckpt_busy(ck))
+        return fb__ckpt_wait_idle(ck);
+    fb_phase before = fb__ckpt_phase();
+    fb_set_phase(FB_PHASE_CHECKPOINT);
+    int rc = fb__ckpt_wait_idle(ck);
+    fb_set_phase(before);
+    return rc;
+}
+
 int fb_ckpt_wait(fb_ckpt *ck)
 {
-    return ck ? fb__ckpt_wait_idle(ck) : -EINVAL;
+    return ck ? wait_in_ckpt_phase(ck) : -EINVAL;
 }
 
 void fb_ckpt_close(fb_ckpt *ck)
@@ -982,7 +1011,7 @@ void fb_ckpt_close(fb_ckpt *ck)
     if (!ck)
         return;
     track_open(ck, 0);
-    fb__ckpt_wait_idle(ck);
+    wait_in_ckpt_phase(ck);
     if (ck->writer_started) {
         pthread_mutex_lock(&ck->mu);
         ck->stop = 1;

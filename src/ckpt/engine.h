@@ -130,6 +130,9 @@ static inline const char *fb__ckpt_source(const fb__ckpt_tensor *t, int from_sta
                                           : (const char *)t->data;
 }
 
+/* The rank's phase now (FB_PHASE_TRAIN when not attached). */
+fb_phase fb__ckpt_phase(void);
+
 /* A save is in flight (registering and restoring must wait). */
 int fb__ckpt_busy(fb_ckpt *ck);
 

@@ -27,7 +27,6 @@
 
 #include <errno.h>
 #include <inttypes.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -224,10 +223,7 @@ int fb_ckpt_restore(fb_ckpt *ck, uint64_t *step_out)
         return -EINVAL;
     if (fb__ckpt_busy(ck))
         return FB_ESTATE;
-    fb__seg *seg = fb__lib_seg();
-    fb_phase before = seg ? (fb_phase)atomic_load_explicit(&fb__seg_hdr(seg)->phase,
-                                                           memory_order_relaxed)
-                          : FB_PHASE_TRAIN;
+    fb_phase before = fb__ckpt_phase();
     fb__lib_report(FB_REPORT_RESTORE_BEGIN, 0, 0, 0, 0, 0, NULL);
     fb_set_phase(FB_PHASE_RESTORE);
     uint64_t t0 = fb__now_ns();
