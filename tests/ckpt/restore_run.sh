@@ -13,6 +13,9 @@
 #   save_wait     a save that waits for the previous one (slow writer,
 #                 short hang timeout): no hang in train, the wait counted
 #                 as checkpoint stall
+#   sigterm_check SIGTERM while the check before the first launch reads a
+#                 16 GiB shard: the run ends at once, nothing launched,
+#                 nothing set aside
 #
 # Usage: restore_run.sh FIREBREAK CASE
 set -u
@@ -117,6 +120,39 @@ save_wait)
     [ -n "$stall" ] && [ "$stall" -ge 2000 ] ||
         fail "stall of step 10 is ${stall:-missing} ms; the wait was not counted"
     ok "waiting for the previous save: no hang, stall $stall ms"
+    ;;
+sigterm_check)
+    # A sparse shard that claims 16 GiB: read as zeros at memory speed, it
+    # keeps the check busy for seconds (and fails its hash at the end).
+    mkdir -p ck/step-0000000010
+    python3 - ck/step-0000000010/rank-00000.safetensors <<'PY' || fail "shard"
+import json, struct, sys
+n = 16 << 30
+meta = {"firebreak.format": "1", "firebreak.step": "10", "firebreak.rank": "0",
+        "firebreak.world_size": "1", "firebreak.hash": "xxh3-64",
+        "firebreak.hash.big": "0123456789abcdef"}
+h = json.dumps({"__metadata__": meta,
+                "big": {"dtype": "U8", "shape": [n], "data_offsets": [0, n]}}).encode()
+h += b" " * ((8 - (8 + len(h)) % 8) % 8)
+with open(sys.argv[1], "wb") as f:
+    f.write(struct.pack("<Q", len(h)) + h)
+    f.truncate(8 + len(h) + n)
+PY
+    timeout -k 5 60 "$FB" run --run-dir r1 --ckpt-dir ck --nproc-per-node 1 \
+        --grace 2s -- "$TOY" --steps 5 >/dev/null 2>err.txt &
+    pid=$!
+    sleep 1
+    kill -TERM $pid
+    t0=$(date +%s%N)
+    wait $pid
+    rc=$?
+    ms=$((($(date +%s%N) - t0) / 1000000))
+    [ $rc = 143 ] || fail "exit $rc, wanted 143 (SIGTERM): $(tail -3 err.txt)"
+    [ $ms -lt 3000 ] || fail "the run took $ms ms to end after SIGTERM"
+    grep -q 'launched' err.txt && fail "ranks launched after SIGTERM: $(cat err.txt)"
+    [ -f ck/step-0000000010/rank-00000.safetensors ] ||
+        fail "a stopped check set the checkpoint aside"
+    ok "SIGTERM during the check: ended in $ms ms, nothing launched"
     ;;
 *)
     fail "unknown case $CASE"
