@@ -234,15 +234,20 @@ int fb_ckpt_register_slice(fb_ckpt *ck, const char *name, fb_dtype dtype,
  */
 int fb_ckpt_save(fb_ckpt *ck, uint64_t step);
 
-/* Wait for an in-flight save; returns its result. */
+/* Wait for an in-flight save (in phase FB_PHASE_CHECKPOINT, then back to
+ * the phase before); returns its result. */
 int fb_ckpt_wait(fb_ckpt *ck);
 
 /*
  * Restore the newest complete checkpoint whose shard for this rank
- * verifies, into the registered tensors.  A missing, truncated or corrupt
- * shard makes it fall back to the next older checkpoint; each fallback is
- * reported to the supervisor.  On success *step_out (may be NULL) is the
- * restored step.  Returns FB_ENOCKPT when there is none (start fresh).
+ * verifies, into the registered tensors.  A missing, truncated, corrupt
+ * or misplaced shard (recorded step, rank or world size not its place; not
+ * a regular file) makes it fall back to the next older checkpoint; each
+ * fallback is reported to the supervisor.  A shard is verified whole
+ * before any byte of it is written into the tensors, so a restore that
+ * fails leaves them as they were.  On success *step_out (may be NULL) is
+ * the restored step.  Returns FB_ENOCKPT when there is none (start fresh;
+ * the tensors are untouched).
  */
 int fb_ckpt_restore(fb_ckpt *ck, uint64_t *step_out);
 

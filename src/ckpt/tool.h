@@ -13,8 +13,11 @@
 int fb__ckpt_ls(const char *dir, int json, FILE *out);
 
 /* `ckpt verify DIR`: every shard of every checkpoint (or only `step` when
- * has_step), every hash.  Progress on stderr when it is a terminal.
- * Exit code 0 all verify, 1 any failure (each named), 2 unreadable DIR. */
+ * has_step): a regular file, recorded step and rank its place, world size
+ * the step's (its lowest rank's), every hash.  A step with any failed
+ * shard is reported FAILED, never complete.  Progress on stderr when it
+ * is a terminal.  Exit code 0 all verify, 1 any failure (each named), 2
+ * unreadable DIR. */
 int fb__ckpt_verify(const char *dir, int has_step, uint64_t step, int threads,
                     int json, FILE *out);
 
