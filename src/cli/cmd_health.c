@@ -124,6 +124,7 @@ int fb__cmd_health(int argc, char **argv)
         fb__jsonw w;
         fb__jsonw_init(&w);
         fb__health_write_json(r, &w);
+        /* A failed write to stdout is reported by main(); exit 3. */
         if (fb__jsonw_print(&w, stdout))
             code = EXIT_UNKNOWN;
         fb__jsonw_free(&w);

@@ -487,8 +487,9 @@ static int run_single(sim_opts *o, const char *source,
     else if (!o->csv)
         fb__sim_print_text(stdout, &rep);
     fb__sim_result_free(&r);
-    if (rc)
-        return bad("cannot write output: %s", strerror(-rc));
+    if (rc) /* main() names a failed write to stdout */
+        return ferror(stdout) ? 2 : bad("cannot write output: %s",
+                                        strerror(-rc));
     return 0;
 }
 
@@ -554,7 +555,7 @@ static int run_sweep(sim_opts *o, const char *source, const persist_rule *pr)
             fb__sim_print_sweep_csv(stdout, pts, n);
         if (o->json) {
             if (fb__sim_print_sweep_json(stdout, &o->c, source, pts, n))
-                rc = bad("cannot write output");
+                rc = ferror(stdout) ? 2 : bad("cannot write output");
         } else if (!o->csv) {
             printf("firebreak sim --sweep: %s, %.4g days, %ld trials, "
                    "seed %llu\n\n",
