@@ -14,6 +14,7 @@
 
 #include "cli/cli.h"
 #include "common/util.h"
+#include "firebreak/firebreak.h"
 #include "sim/sim.h"
 
 #define MAX_SWEEP_POINTS 64
@@ -317,7 +318,8 @@ static int load_rates(fb_sim_config *c, const char *path)
     size_t len = 0;
     int rc = fb__read_file(path, MAX_RATES_BYTES, &text, &len);
     if (rc)
-        return bad("--rates %s: cannot read: %s", path, strerror(-rc));
+        return bad("--rates %s: cannot read: %s", path,
+                   rc == FB_ETOOBIG ? "larger than 1 MiB" : fb_strerror(rc));
     char err[256];
     rc = fb__sim_parse_rates(c, text, len, err, sizeof err);
     free(text);
