@@ -9,6 +9,7 @@
 
 #include "cli/cli.h"
 #include "common/jsonw.h"
+#include "common/util.h"
 #include "report/report.h"
 
 static void usage(FILE *f)
@@ -75,7 +76,9 @@ int fb__cmd_report(int argc, char **argv)
         err[0] = '\0';
         int r = fb__report_load(dirs[n], &runs[n], err, sizeof err);
         if (r) {
-            fprintf(stderr, "firebreak report: %s\n", err[0] ? err : dirs[n]);
+            /* err may quote the journal (the run's reason) */
+            fprintf(stderr, "firebreak report: %s\n",
+                    fb__safe_text(err, sizeof err, err[0] ? err : dirs[n]));
             rc = 2;
             goto out;
         }

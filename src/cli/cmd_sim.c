@@ -130,14 +130,16 @@ static const struct opt {
 #define NOPTS (sizeof opts_table / sizeof opts_table[0])
 
 static int bad(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* The message quotes arguments and rates-file text: control bytes are
+ * written as '?' so a file cannot drive the terminal. */
 static int bad(const char *fmt, ...)
 {
+    char msg[2048];
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "firebreak sim: ");
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, "\n");
+    vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    fprintf(stderr, "firebreak sim: %s\n", fb__safe_text(msg, sizeof msg, msg));
     return 2;
 }
 

@@ -182,6 +182,13 @@ expect_usage_error "no journal.sqlite" --from-run "$tmp"
 expect_usage_error "line 3: negative rate" --rates "$data/negative.rates"
 expect_usage_error "line 3: bad rate" --rates "$data/badline.rates"
 expect_usage_error "cannot read" --rates "$tmp/nonexistent.rates"
+# A rates file with a terminal escape in a name: the error quotes it with
+# the control byte as '?', never raw.
+printf 'failure \033[2Jgpu 1/job-day\n' >"$tmp/escape.rates"
+expect_usage_error "bad category name '?[2Jgpu'" --rates "$tmp/escape.rates"
+if grep -q "$(printf '\033')" "$tmp/err"; then
+    fail "sim --rates: a raw ESC from the rates file reached stderr"
+fi
 # FIFOs where files should be are refused at once (timeout 60: not blocked)
 mkfifo "$tmp/rates.fifo"
 expect_usage_error "$tmp/rates.fifo: cannot read: not a regular file" \
