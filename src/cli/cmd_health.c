@@ -108,8 +108,8 @@ int fb__cmd_health(int argc, char **argv)
                 rc == -12 ? "out of memory" : err);
         return EXIT_UNKNOWN;
     }
-    fb__health_status v = fb__health_verdict(r);
-    int code = (int)v;
+    fb__health_status v = fb__health_outcome(r);
+    int code = fb__health_exit_code(v);
     if (drain && v == FB_HEALTH_FAIL) {
         int drc = fb__health_drain(r, node, err, sizeof err);
         if (drc) /* the verdict stays fail: the node is bad either way */
