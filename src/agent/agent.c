@@ -116,9 +116,12 @@ static void event(agent *a, int kind_index, const char *subject,
     a->events_by_kind[kind_index]++;
     fb__agent_db_event(a->db, fb__wall_s(), full_kind, subject, severity,
                        detail, fb__jsonw_text(evidence));
-    if (!a->o->quiet)
-        fprintf(stderr, "firebreak agent: %s %s: %s\n", full_kind, subject,
-                detail);
+    if (!a->o->quiet) { /* detail may quote the kernel log */
+        char line[700];
+        snprintf(line, sizeof line, "%s %s: %s", full_kind, subject, detail);
+        fprintf(stderr, "firebreak agent: %s\n",
+                fb__safe_text(line, sizeof line, line));
+    }
 }
 
 /* ---- GPUs ---- */

@@ -129,9 +129,14 @@ void fb__health_check_kernel_log(const fb__health_opts *o, fb__health_result *r)
     }
     int rc = fb__kmsg_open(k, path);
     if (rc) {
-        fb__health_add(r, "kernel.xid", FB_HEALTH_SKIPPED, NULL, NULL, NULL,
-                       "cannot read the kernel log %s: %s (run as root)",
-                       path, strerror(-rc));
+        if (rc == FB_ENOTREG) /* a FIFO or directory: not a kernel log */
+            fb__health_add(r, "kernel.xid", FB_HEALTH_UNKNOWN, NULL, NULL,
+                           NULL, "cannot decide: the kernel log %s: %s",
+                           path, fb_strerror(rc));
+        else
+            fb__health_add(r, "kernel.xid", FB_HEALTH_SKIPPED, NULL, NULL,
+                           NULL, "cannot read the kernel log %s: %s (run as "
+                           "root)", path, fb_strerror(rc));
         free(k);
         k = NULL;
         goto out;
@@ -180,7 +185,13 @@ void fb__health_check_kernel_log(const fb__health_opts *o, fb__health_result *r)
                  (unsigned long long)k->malformed, bad_xid, dropped,
                  XID_DISTINCT_MAX, rc < 0 ? "; read error: " : "",
                  rc < 0 ? strerror(-rc) : "");
-    if (!nseen)
+    if (!nseen && k->truncated)
+        fb__health_add(r, "kernel.xid", FB_HEALTH_UNKNOWN, NULL, NULL, NULL,
+                       "cannot decide: the kernel log %s is larger than %llu "
+                       "MiB; no NVIDIA XID in the first %llu records%s", path,
+                       FB__KMSG_FILE_MAX >> 20,
+                       (unsigned long long)k->records, notes);
+    else if (!nseen)
         fb__health_add(r, "kernel.xid", FB_HEALTH_OK, NULL, NULL, NULL,
                        "no NVIDIA XID in %llu kernel log records%s%s",
                        (unsigned long long)k->records,

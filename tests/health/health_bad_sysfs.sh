@@ -1,7 +1,8 @@
 #!/bin/bash
 # health_bad_sysfs.sh FIREBREAK FIXTURES -- sysfs values that cannot be
 # used never read as ok: a 5 GB file (sparse: no disk), a 3-byte file of
-# NUL bytes, a FIFO (which must not hang the check) make their check
+# NUL bytes, a FIFO (which must not hang the check), and the same for the
+# kernel log read from a file, make their check
 # "unknown", exit 3, with the file named; a definite failure elsewhere
 # still exits 2; `watch --health` (the supervisor's view, which knows
 # ok / warn / fail) says warn; control bytes from sysfs never reach the
@@ -63,6 +64,17 @@ if [ -n "$aer" ] && [ -e "$aer/aer_dev_fatal" ]; then
     expect "$t" 3 '[.checks[] | select((.name | startswith("pcie.aer.")) and .status == "unknown" and (.detail | test("aer_dev_fatal: oversized")))] | length == 1' \
         "5 GB aer_dev_fatal"
 fi
+
+# the kernel log as a plain file is read up to 256 MiB; past that, or as
+# a FIFO, the XID check cannot decide (and does not read 5 GB or hang)
+t=$(tree kmsgbig)
+truncate -s 5G "$t/dev/kmsg"
+expect "$t" 3 '[.checks[] | select(.name == "kernel.xid" and .status == "unknown" and (.detail | test("larger than 256 MiB")))] | length == 1' \
+    "5 GB kernel log"
+t=$(tree kmsgfifo)
+rm "$t/dev/kmsg" && mkfifo "$t/dev/kmsg"
+expect "$t" 3 '[.checks[] | select(.name == "kernel.xid" and .status == "unknown" and (.detail | test("not a regular file")))] | length == 1' \
+    "FIFO as the kernel log"
 
 # a definite failure beats a check that cannot decide
 t=$(tree both)
