@@ -27,6 +27,7 @@
 #include <arpa/inet.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <sys/socket.h>
 
@@ -128,6 +129,33 @@ static void on_connection(void *cls, struct MHD_Connection *c,
     *socket_context = k;
     if (h->nlive > MAX_CONNECTIONS)
         evict(h, k);
+}
+
+/* libmicrohttpd's messages (a client gone mid-request, an evicted
+ * connection) on stderr, at most LOG_BURST a minute: clients must not be
+ * able to flood the node's log. */
+#define LOG_BURST 10
+static void http_log(void *cls, const char *fmt, va_list ap)
+{
+    static uint64_t window_ns;
+    static unsigned in_window, dropped;
+    (void)cls;
+    uint64_t now = fb__now_ns();
+    if (now - window_ns > 60000000000ull) {
+        if (dropped)
+            fprintf(stderr, "firebreak agent: http: %u more messages "
+                    "suppressed\n", dropped);
+        window_ns = now;
+        in_window = dropped = 0;
+    }
+    if (in_window++ >= LOG_BURST) {
+        dropped++;
+        return;
+    }
+    char msg[512];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    msg[strcspn(msg, "\n")] = '\0';
+    fprintf(stderr, "firebreak agent: http: %s\n", msg);
 }
 
 static conn *conn_of(struct MHD_Connection *c)
@@ -249,7 +277,8 @@ int fb__http_start(fb__http **out, const char *listen,
      * the connection list needs no lock. */
     h->d = MHD_start_daemon(
         MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ERROR_LOG, (uint16_t)p, NULL,
-        NULL, handle, h, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
+        NULL, handle, h, MHD_OPTION_EXTERNAL_LOGGER, http_log, NULL,
+        MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)REQUEST_MEMORY_LIMIT,
         MHD_OPTION_CONNECTION_LIMIT, (unsigned)MHD_CONNECTIONS,
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)HEADER_TIMEOUT_S,
