@@ -11,7 +11,8 @@
  * connection must finish its request headers within HEADER_TIMEOUT_S of
  * its last activity, and when a new connection would go over the cap, the
  * connection idle the longest -- one with no request being answered: a
- * partial request or a keep-alive between requests -- is shut down to
+ * partial request (headers or body still coming) or a keep-alive between
+ * requests -- is shut down to
  * make room.  So a scrape is always served, however many idle sockets
  * one peer holds.  The callbacks all run on libmicrohttpd's one internal
  * polling thread; the connection list is only touched there.
@@ -45,7 +46,7 @@ typedef struct conn {
     struct conn *prev, *next;
     struct MHD_Connection *c;
     uint64_t idle_since_ns; /* accepted, or its last request answered */
-    int busy;               /* a request's headers are in: being answered */
+    int busy;               /* a request is complete: being answered */
     int evicted;            /* shut down, waiting for libmicrohttpd's close */
 } conn;
 
@@ -209,9 +210,6 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c,
     (void)version;
     (void)upload_data;
     if (*con_cls == NULL) { /* headers only so far: answer on the next call */
-        conn *k = conn_of(c);
-        if (k)
-            k->busy = 1;
         *con_cls = &first;
         return MHD_YES;
     }
@@ -219,6 +217,11 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c,
         *upload_size = 0;
         return MHD_YES;
     }
+    /* The request is complete and answered now: only from here on is the
+     * connection busy (a body trickled in slowly leaves it evictable). */
+    conn *k = conn_of(c);
+    if (k)
+        k->busy = 1;
     atomic_fetch_add_explicit(&h->requests, 1, memory_order_relaxed);
     static char not_allowed[] = "method not allowed\n";
     static char not_found[] = "not found: try /metrics\n";
