@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -115,9 +116,12 @@ static void event(agent *a, int kind_index, const char *subject,
     a->events_by_kind[kind_index]++;
     fb__agent_db_event(a->db, fb__wall_s(), full_kind, subject, severity,
                        detail, fb__jsonw_text(evidence));
-    if (!a->o->quiet)
-        fprintf(stderr, "firebreak agent: %s %s: %s\n", full_kind, subject,
-                detail);
+    if (!a->o->quiet) { /* detail may quote the kernel log */
+        char line[700];
+        snprintf(line, sizeof line, "%s %s: %s", full_kind, subject, detail);
+        fprintf(stderr, "firebreak agent: %s\n",
+                fb__safe_text(line, sizeof line, line));
+    }
 }
 
 /* ---- GPUs ---- */
@@ -728,13 +732,22 @@ static int start(agent *a, const fb__agent_opts *o)
     a->o = o;
     a->attempt = -1;
     pthread_mutex_init(&a->mu, NULL);
+    struct stat st;
+    int rc = !o->root ? 0 : stat(o->root, &st) ? -errno
+                          : !S_ISDIR(st.st_mode) ? -ENOTDIR : 0;
+    if (rc) {
+        fprintf(stderr, "firebreak agent: --root %s: %s (want the directory "
+                "that holds a sys/, proc/ and dev/ tree)\n", o->root,
+                fb_strerror(rc));
+        return rc;
+    }
     if (gethostname(a->host, sizeof a->host - 1))
         snprintf(a->host, sizeof a->host, "unknown");
     a->slots = calloc(FB__AGENT_MAX_RANKS, sizeof *a->slots);
     a->compact = calloc(FB__AGENT_MAX_RANKS, sizeof *a->compact);
     if (!a->slots || !a->compact)
         return -ENOMEM;
-    int rc = fb__nvml_open(&a->nvml, o->nvml_lib, o->root == NULL, err, sizeof err);
+    rc = fb__nvml_open(&a->nvml, o->nvml_lib, o->root == NULL, err, sizeof err);
     if (rc) {
         if (!o->quiet)
             fprintf(stderr, "firebreak agent: GPU metrics off: %s\n", err);

@@ -5,6 +5,17 @@
  * filesystem, requests are bounded by the connection memory limit, and the
  * listener binds loopback unless told otherwise.  Without libmicrohttpd
  * (FB_HAVE_MHD unset) this file compiles to a stub that says so.
+ *
+ * Connections are capped (MAX_CONNECTIONS), and the cap cannot be held by
+ * clients that connect and stall ("GET /met" and nothing more): a
+ * connection must finish its request headers within HEADER_TIMEOUT_S of
+ * its last activity, and when a new connection would go over the cap, the
+ * connection idle the longest -- one with no request being answered: a
+ * partial request (headers or body still coming) or a keep-alive between
+ * requests -- is shut down to
+ * make room.  So a scrape is always served, however many idle sockets
+ * one peer holds.  The callbacks all run on libmicrohttpd's one internal
+ * polling thread; the connection list is only touched there.
  */
 #include "agent/agent.h"
 
@@ -17,6 +28,7 @@
 #include <arpa/inet.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <sys/socket.h>
 
@@ -24,13 +36,149 @@
 
 #define REQUEST_MEMORY_LIMIT 8192 /* bytes per connection, headers included */
 #define MAX_CONNECTIONS 64
+/* libmicrohttpd's own cap is higher, so that a new connection reaches
+ * on_connection, which evicts an idle one to stay within MAX_CONNECTIONS. */
+#define MHD_CONNECTIONS (2 * MAX_CONNECTIONS)
+#define HEADER_TIMEOUT_S 3 /* inactivity before a connection is closed */
+
+/* One TCP connection (libmicrohttpd's socket context). */
+typedef struct conn {
+    struct conn *prev, *next;
+    struct MHD_Connection *c;
+    uint64_t idle_since_ns; /* accepted, or its last request answered */
+    int busy;               /* a request is complete: being answered */
+    int evicted;            /* shut down, waiting for libmicrohttpd's close */
+} conn;
 
 struct fb__http {
     struct MHD_Daemon *d;
     char *(*get)(void *, size_t *);
     void *ctx;
     _Atomic uint64_t requests;
+    _Atomic uint64_t evictions;
+    conn *conns; /* live connections, newest first */
+    int nlive;   /* in conns and not evicted */
 };
+
+/* The connection idle the longest, or NULL when every one is busy. */
+static conn *oldest_idle(fb__http *h)
+{
+    conn *best = NULL;
+    for (conn *k = h->conns; k; k = k->next)
+        if (!k->busy && !k->evicted &&
+            (!best || k->idle_since_ns <= best->idle_since_ns))
+            best = k;
+    return best;
+}
+
+/* Shut the socket down; libmicrohttpd sees the end of the stream on its
+ * next poll and closes the connection (NOTIFY_CLOSED frees the entry). */
+static void evict(fb__http *h, conn *k)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(k->c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (ci)
+        shutdown(ci->connect_fd, SHUT_RDWR);
+    k->evicted = 1;
+    h->nlive--;
+    atomic_fetch_add_explicit(&h->evictions, 1, memory_order_relaxed);
+}
+
+static void on_connection(void *cls, struct MHD_Connection *c,
+                          void **socket_context,
+                          enum MHD_ConnectionNotificationCode code)
+{
+    fb__http *h = cls;
+    conn *k = *socket_context;
+    if (code == MHD_CONNECTION_NOTIFY_CLOSED) {
+        if (!k)
+            return;
+        if (!k->evicted)
+            h->nlive--;
+        if (k->prev)
+            k->prev->next = k->next;
+        else
+            h->conns = k->next;
+        if (k->next)
+            k->next->prev = k->prev;
+        free(k);
+        *socket_context = NULL;
+        return;
+    }
+    /* NOTIFY_STARTED: make room first, so the newcomer is never the one
+     * evicted; when every connection is busy answering, refuse it. */
+    if (h->nlive >= MAX_CONNECTIONS) {
+        conn *victim = oldest_idle(h);
+        if (victim)
+            evict(h, victim);
+    }
+    k = calloc(1, sizeof *k);
+    if (!k) {
+        const union MHD_ConnectionInfo *ci =
+            MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+        if (ci)
+            shutdown(ci->connect_fd, SHUT_RDWR);
+        return;
+    }
+    k->c = c;
+    k->idle_since_ns = fb__now_ns();
+    k->next = h->conns;
+    if (h->conns)
+        h->conns->prev = k;
+    h->conns = k;
+    h->nlive++;
+    *socket_context = k;
+    if (h->nlive > MAX_CONNECTIONS)
+        evict(h, k);
+}
+
+/* libmicrohttpd's messages (a client gone mid-request, an evicted
+ * connection) on stderr, at most LOG_BURST a minute: clients must not be
+ * able to flood the node's log. */
+#define LOG_BURST 10
+static void http_log(void *cls, const char *fmt, va_list ap)
+{
+    static uint64_t window_ns;
+    static unsigned in_window, dropped;
+    (void)cls;
+    uint64_t now = fb__now_ns();
+    if (now - window_ns > 60000000000ull) {
+        if (dropped)
+            fprintf(stderr, "firebreak agent: http: %u more messages "
+                    "suppressed\n", dropped);
+        window_ns = now;
+        in_window = dropped = 0;
+    }
+    if (in_window++ >= LOG_BURST) {
+        dropped++;
+        return;
+    }
+    char msg[512];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    msg[strcspn(msg, "\n")] = '\0';
+    fprintf(stderr, "firebreak agent: http: %s\n", msg);
+}
+
+static conn *conn_of(struct MHD_Connection *c)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return ci ? ci->socket_context : NULL;
+}
+
+/* A request was answered (or abandoned): its connection is idle again. */
+static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
+                         enum MHD_RequestTerminationCode toe)
+{
+    (void)cls;
+    (void)con_cls;
+    (void)toe;
+    conn *k = conn_of(c);
+    if (k) {
+        k->busy = 0;
+        k->idle_since_ns = fb__now_ns();
+    }
+}
 
 static const char index_html[] =
     "<!doctype html><html><head><title>firebreak agent</title></head>"
@@ -69,6 +217,11 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c,
         *upload_size = 0;
         return MHD_YES;
     }
+    /* The request is complete and answered now: only from here on is the
+     * connection busy (a body trickled in slowly leaves it evictable). */
+    conn *k = conn_of(c);
+    if (k)
+        k->busy = 1;
     atomic_fetch_add_explicit(&h->requests, 1, memory_order_relaxed);
     static char not_allowed[] = "method not allowed\n";
     static char not_found[] = "not found: try /metrics\n";
@@ -123,12 +276,17 @@ int fb__http_start(fb__http **out, const char *listen,
         return -ENOMEM;
     h->get = get_metrics;
     h->ctx = ctx;
+    /* One internal polling thread (poll or epoll, not select's 1024 fds):
+     * the connection list needs no lock. */
     h->d = MHD_start_daemon(
-        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG, (uint16_t)p, NULL,
-        NULL, handle, h, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
+        MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ERROR_LOG, (uint16_t)p, NULL,
+        NULL, handle, h, MHD_OPTION_EXTERNAL_LOGGER, http_log, NULL,
+        MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)REQUEST_MEMORY_LIMIT,
-        MHD_OPTION_CONNECTION_LIMIT, (unsigned)MAX_CONNECTIONS,
-        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)10, MHD_OPTION_END);
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned)MHD_CONNECTIONS,
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)HEADER_TIMEOUT_S,
+        MHD_OPTION_NOTIFY_CONNECTION, on_connection, h,
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, h, MHD_OPTION_END);
     if (!h->d) {
         snprintf(err, err_size, "cannot listen on %s (address in use, or not "
                  "an address of this host?)", listen);

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "firebreak/firebreak.h"
 #include "health/nvml.h"
@@ -54,8 +55,16 @@ static int prep(fb__agent_db *d, const char *sql, sqlite3_stmt **st)
 int fb__agent_db_open(fb__agent_db **out, const char *path, const char *host,
                       double interval_s, char *err, size_t err_size)
 {
-    fb__agent_db *d = calloc(1, sizeof *d);
     *out = NULL;
+    /* SQLite would block opening a FIFO (or read a device): an existing
+     * database must be a regular file. */
+    struct stat st;
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+        snprintf(err, err_size, "agent database %s: %s", path,
+                 fb_strerror(FB_ENOTREG));
+        return FB_ENOTREG;
+    }
+    fb__agent_db *d = calloc(1, sizeof *d);
     if (!d)
         return -ENOMEM;
     int rc = sqlite3_open_v2(path, &d->db,

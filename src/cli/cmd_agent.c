@@ -36,7 +36,9 @@ static void usage(FILE *f)
         "  --duration D        stop after D (tests, benchmarks)\n"
         "  --once              take one sample, print /metrics, exit\n"
         "  --straggler-ratio R flag ranks over R x the others' median (1.5)\n"
-        "  --quiet             no event lines on stderr\n");
+        "  --quiet             no event lines on stderr\n\n"
+        "Exit: 0 stopped (SIGTERM / SIGINT, --duration, --once), 2 usage error\n"
+        "or could not start (the message names the option or file).\n");
 }
 
 int fb__cmd_agent(int argc, char **argv)
@@ -104,6 +106,8 @@ int fb__cmd_agent(int argc, char **argv)
                 "--listen none to only record samples\n");
         return 2;
     }
+    /* Every failure is one to start: a bad --listen, --root, --db or
+     * --port-file, the port taken (the message has named it). */
     int rc = fb__agent_run(&o);
-    return rc ? 1 : 0;
+    return rc ? 2 : 0;
 }

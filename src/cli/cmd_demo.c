@@ -121,9 +121,10 @@ static void print_summary(const fb__sup_result *r, const char *hash,
     printf("    %-17s %5s %6s %12s %9s  %s\n", "kind", "rank", "step", "detect", "lost", "detail");
     for (int i = 0; i < r->nincidents; i++) {
         const fb__sup_incident *in = &r->incidents[i];
+        char detail[sizeof in->detail]; /* may quote what a rank printed */
         printf("    %-17s %5d %6lld %9.1f ms %7.2f s  %s\n", in->kind, in->rank,
                (long long)in->step, in->detect_ms, in->lost_s > 0 ? in->lost_s : 0,
-               in->detail);
+               fb__safe_text(detail, sizeof detail, in->detail));
     }
     printf("  final weights     %s\n", hash[0] ? hash : "(none)");
     if (ref_hash)

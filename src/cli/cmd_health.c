@@ -108,8 +108,8 @@ int fb__cmd_health(int argc, char **argv)
                 rc == -12 ? "out of memory" : err);
         return EXIT_UNKNOWN;
     }
-    fb__health_status v = fb__health_verdict(r);
-    int code = (int)v;
+    fb__health_status v = fb__health_outcome(r);
+    int code = fb__health_exit_code(v);
     if (drain && v == FB_HEALTH_FAIL) {
         int drc = fb__health_drain(r, node, err, sizeof err);
         if (drc) /* the verdict stays fail: the node is bad either way */
@@ -124,6 +124,7 @@ int fb__cmd_health(int argc, char **argv)
         fb__jsonw w;
         fb__jsonw_init(&w);
         fb__health_write_json(r, &w);
+        /* A failed write to stdout is reported by main(); exit 3. */
         if (fb__jsonw_print(&w, stdout))
             code = EXIT_UNKNOWN;
         fb__jsonw_free(&w);

@@ -2,12 +2,14 @@
  * cmd_report.c -- `firebreak report RUN_DIR... [--json] [--html FILE]`:
  * where the time went and why runs failed (src/report/, docs/report.md).
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli/cli.h"
 #include "common/jsonw.h"
+#include "common/util.h"
 #include "report/report.h"
 
 static void usage(FILE *f)
@@ -74,37 +76,37 @@ int fb__cmd_report(int argc, char **argv)
         err[0] = '\0';
         int r = fb__report_load(dirs[n], &runs[n], err, sizeof err);
         if (r) {
-            fprintf(stderr, "firebreak report: %s\n", err[0] ? err : dirs[n]);
+            /* err may quote the journal (the run's reason) */
+            fprintf(stderr, "firebreak report: %s\n",
+                    fb__safe_text(err, sizeof err, err[0] ? err : dirs[n]));
             rc = 2;
             goto out;
         }
     }
-    if (html) {
-        char tmp[4096];
-        snprintf(tmp, sizeof tmp, "%s.tmp", html);
-        FILE *f = fopen(tmp, "w");
-        int r = f ? fb__report_write_html(f, runs, n) : -1;
-        if (f && fclose(f))
-            r = -1;
-        if (r || rename(tmp, html)) {
-            fprintf(stderr, "firebreak report: cannot write %s\n", html);
-            remove(tmp);
-            rc = 2;
-            goto out;
-        }
+    if (html && fb__report_write_html_file(html, runs, n, err, sizeof err)) {
+        fprintf(stderr, "firebreak report: --html: %s\n", err);
+        rc = 2;
+        goto out;
     }
+    int r;
     if (json) {
         fb__jsonw w;
         fb__jsonw_init(&w);
-        int r = fb__report_write_json(&w, runs, n);
+        r = fb__report_write_json(&w, runs, n);
         if (!r)
             r = fb__jsonw_print(&w, stdout);
         fb__jsonw_free(&w);
-        rc = r ? 2 : 0;
     } else {
-        rc = fb__report_write_text(stdout, runs, n) ? 2 : 0;
-        if (html)
+        r = fb__report_write_text(stdout, runs, n);
+        if (!r && html)
             printf("\nHTML report: %s\n", html);
+        if (!r && fflush(stdout))
+            r = -EIO;
+    }
+    if (r) { /* main() names a failed write to stdout */
+        if (!ferror(stdout))
+            fprintf(stderr, "firebreak report: %s\n", strerror(-r));
+        rc = 2;
     }
 out:
     for (size_t i = 0; i < ndirs; i++)

@@ -14,6 +14,7 @@
 
 #include "cli/cli.h"
 #include "common/util.h"
+#include "firebreak/firebreak.h"
 #include "sim/sim.h"
 
 #define MAX_SWEEP_POINTS 64
@@ -129,14 +130,16 @@ static const struct opt {
 #define NOPTS (sizeof opts_table / sizeof opts_table[0])
 
 static int bad(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* The message quotes arguments and rates-file text: control bytes are
+ * written as '?' so a file cannot drive the terminal. */
 static int bad(const char *fmt, ...)
 {
+    char msg[2048];
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "firebreak sim: ");
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, "\n");
+    vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    fprintf(stderr, "firebreak sim: %s\n", fb__safe_text(msg, sizeof msg, msg));
     return 2;
 }
 
@@ -317,7 +320,8 @@ static int load_rates(fb_sim_config *c, const char *path)
     size_t len = 0;
     int rc = fb__read_file(path, MAX_RATES_BYTES, &text, &len);
     if (rc)
-        return bad("--rates %s: cannot read: %s", path, strerror(-rc));
+        return bad("--rates %s: cannot read: %s", path,
+                   rc == FB_ETOOBIG ? "larger than 1 MiB" : fb_strerror(rc));
     char err[256];
     rc = fb__sim_parse_rates(c, text, len, err, sizeof err);
     free(text);
@@ -487,8 +491,9 @@ static int run_single(sim_opts *o, const char *source,
     else if (!o->csv)
         fb__sim_print_text(stdout, &rep);
     fb__sim_result_free(&r);
-    if (rc)
-        return bad("cannot write output: %s", strerror(-rc));
+    if (rc) /* main() names a failed write to stdout */
+        return ferror(stdout) ? 2 : bad("cannot write output: %s",
+                                        strerror(-rc));
     return 0;
 }
 
@@ -554,7 +559,7 @@ static int run_sweep(sim_opts *o, const char *source, const persist_rule *pr)
             fb__sim_print_sweep_csv(stdout, pts, n);
         if (o->json) {
             if (fb__sim_print_sweep_json(stdout, &o->c, source, pts, n))
-                rc = bad("cannot write output");
+                rc = ferror(stdout) ? 2 : bad("cannot write output");
         } else if (!o->csv) {
             printf("firebreak sim --sweep: %s, %.4g days, %ld trials, "
                    "seed %llu\n\n",

@@ -1,6 +1,9 @@
 /*
- * main.c -- `firebreak`: dispatch to a subcommand.
+ * main.c -- `firebreak`: dispatch to a subcommand, then make sure what it
+ * printed reached stdout: a command whose output could not be written
+ * (a full disk, /dev/full, a closed pipe end) does not exit 0.
  */
+#include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
@@ -43,6 +46,30 @@ static void usage(FILE *f)
                "'firebreak --version'.\n");
 }
 
+/* Flush and close stdout; when what was printed could not be written,
+ * say so on stderr and turn a successful exit into an error: 2, or 3 for
+ * `health` (Nagios: could not check), whose every verdict is replaced
+ * since the caller did not get it.  Another failing exit code is kept.
+ * Commands leave the message about stdout to this.  Closing a stdout that
+ * was never open (`>&-`) with nothing written is not an error (gnulib's
+ * close_stdout does the same). */
+static int finish(int code, const char *cmd)
+{
+    int err = 0;
+    errno = 0;
+    if (fflush(stdout) != 0)
+        err = errno ? errno : EIO;
+    else if (ferror(stdout))
+        err = EIO; /* an earlier flush failed; its errno is gone */
+    if (fclose(stdout) != 0 && !err && errno != EBADF)
+        err = errno ? errno : EIO;
+    if (!err)
+        return code;
+    fprintf(stderr, "firebreak%s%s: cannot write output: %s\n",
+            cmd ? " " : "", cmd ? cmd : "", strerror(err));
+    return cmd && !strcmp(cmd, "health") ? 3 : code ? code : 2;
+}
+
 int main(int argc, char **argv)
 {
     ssize_t n = readlink("/proc/self/exe", self_path, sizeof self_path - 1);
@@ -57,15 +84,16 @@ int main(int argc, char **argv)
     if (fb__cli_is_help(argv[1]) ||
         !strcmp(argv[1], "help")) {
         usage(stdout);
-        return 0;
+        return finish(0, NULL);
     }
     if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "version")) {
         printf("firebreak %s\n", fb_version());
-        return 0;
+        return finish(0, NULL);
     }
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (!strcmp(argv[1], commands[i].name))
-            return commands[i].fn(argc - 1, argv + 1);
+            return finish(commands[i].fn(argc - 1, argv + 1),
+                          commands[i].name);
     fprintf(stderr, "firebreak: unknown command '%s'\n\n", argv[1]);
     usage(stderr);
     return 2;

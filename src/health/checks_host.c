@@ -5,6 +5,14 @@
  * fb__health_path so a fixture tree can stand in for the real one; entries
  * that are symbolic links on a real system are plain directories there, so
  * everything is opened by path (stat follows links) and never by d_type.
+ *
+ * A sysfs value is read bounded (4 KiB for a number, 64 KiB for a text
+ * file) and only from a regular file (fb__read_file: a FIFO cannot hang
+ * us).  A file that is absent is no evidence (not every device has every
+ * counter); one that is there but oversized, not a number (garbage, NUL
+ * bytes), a FIFO or a device, or unreadable makes its check "unknown"
+ * with the file named -- it can never read as ok.  A definite failure
+ * elsewhere in the same check still fails it.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -21,6 +29,16 @@
 #define SYSFS_MAX 65536
 #define XID_DISTINCT_MAX 64
 #define MAX_ENTRIES 4096
+
+/* Why a sysfs file could not be used, for the evidence. */
+static const char *why_unusable(int rc)
+{
+    switch (rc) {
+    case FB_EFORMAT: return "not a value (garbage or NUL bytes)";
+    case FB_ETOOBIG: return "oversized for a sysfs value";
+    default: return fb_strerror(rc); /* FB_ENOTREG: a FIFO, device, dir */
+    }
+}
 
 /* Read a small sysfs file under the root.  0, -errno or FB_ETOOBIG. */
 static int read_small(const fb__health_opts *o, const char *abs_path,
@@ -111,9 +129,14 @@ void fb__health_check_kernel_log(const fb__health_opts *o, fb__health_result *r)
     }
     int rc = fb__kmsg_open(k, path);
     if (rc) {
-        fb__health_add(r, "kernel.xid", FB_HEALTH_SKIPPED, NULL, NULL, NULL,
-                       "cannot read the kernel log %s: %s (run as root)",
-                       path, strerror(-rc));
+        if (rc == FB_ENOTREG) /* a FIFO or directory: not a kernel log */
+            fb__health_add(r, "kernel.xid", FB_HEALTH_UNKNOWN, NULL, NULL,
+                           NULL, "cannot decide: the kernel log %s: %s",
+                           path, fb_strerror(rc));
+        else
+            fb__health_add(r, "kernel.xid", FB_HEALTH_SKIPPED, NULL, NULL,
+                           NULL, "cannot read the kernel log %s: %s (run as "
+                           "root)", path, fb_strerror(rc));
         free(k);
         k = NULL;
         goto out;
@@ -162,7 +185,13 @@ void fb__health_check_kernel_log(const fb__health_opts *o, fb__health_result *r)
                  (unsigned long long)k->malformed, bad_xid, dropped,
                  XID_DISTINCT_MAX, rc < 0 ? "; read error: " : "",
                  rc < 0 ? strerror(-rc) : "");
-    if (!nseen)
+    if (!nseen && k->truncated)
+        fb__health_add(r, "kernel.xid", FB_HEALTH_UNKNOWN, NULL, NULL, NULL,
+                       "cannot decide: the kernel log %s is larger than %llu "
+                       "MiB; no NVIDIA XID in the first %llu records%s", path,
+                       FB__KMSG_FILE_MAX >> 20,
+                       (unsigned long long)k->records, notes);
+    else if (!nseen)
         fb__health_add(r, "kernel.xid", FB_HEALTH_OK, NULL, NULL, NULL,
                        "no NVIDIA XID in %llu kernel log records%s%s",
                        (unsigned long long)k->records,
@@ -200,43 +229,43 @@ static void check_edac(const fb__health_opts *o, fb__health_result *r)
     char **mcs = list_dir(o, "/sys/devices/system/edac/mc", "mc", &n);
     int64_t ce_total = 0, ue_total = 0;
     int read_any = 0, bad = 0;
-    char bad_path[512] = "";
+    char bad_note[700] = "";
     for (size_t i = 0; i < n; i++) {
-        char p[512];
-        int64_t ce, ue;
-        snprintf(p, sizeof p, "/sys/devices/system/edac/mc/%s/ce_count", mcs[i]);
-        int rc1 = read_i64(o, p, &ce);
-        if (rc1 == FB_EFORMAT || (rc1 == 0 && ce < 0)) {
-            bad++;
-            snprintf(bad_path, sizeof bad_path, "%s", p);
-        } else if (rc1 == 0) {
-            ce_total += ce;
-            read_any = 1;
-        }
-        snprintf(p, sizeof p, "/sys/devices/system/edac/mc/%s/ue_count", mcs[i]);
-        int rc2 = read_i64(o, p, &ue);
-        if (rc2 == FB_EFORMAT || (rc2 == 0 && ue < 0)) {
-            bad++;
-            snprintf(bad_path, sizeof bad_path, "%s", p);
-        } else if (rc2 == 0) {
-            ue_total += ue;
+        static const char *const files[] = {"ce_count", "ue_count"};
+        for (int k = 0; k < 2; k++) {
+            char p[512];
+            int64_t v;
+            snprintf(p, sizeof p, "/sys/devices/system/edac/mc/%s/%s", mcs[i],
+                     files[k]);
+            int rc = read_i64(o, p, &v);
+            if (rc == -ENOENT)
+                continue;
+            if (rc || v < 0) {
+                if (!bad++)
+                    snprintf(bad_note, sizeof bad_note, "%s: %s", p,
+                             rc ? why_unusable(rc) : "negative count");
+                continue;
+            }
+            *(k ? &ue_total : &ce_total) += v;
             read_any = 1;
         }
     }
     free_list(mcs, n);
-    if (bad)
-        fb__health_add(r, "host.edac.read", FB_HEALTH_WARN, "Unknown", NULL,
-                       "check the EDAC driver", "%d malformed EDAC counter "
-                       "files, e.g. %s", bad, bad_path);
-    if (!read_any)
-        fb__health_add(r, "host.edac", FB_HEALTH_SKIPPED, NULL, NULL, NULL,
-                       "no EDAC memory controllers (no EDAC driver loaded)");
-    else if (ue_total)
+    if (ue_total)
         fb__health_add(r, "host.edac", FB_HEALTH_FAIL, "Host", "System memory",
                        "drain the node and replace the DIMM (edac-util -v "
                        "names it)", "%lld uncorrectable and %lld correctable "
-                       "memory errors over %zu memory controllers",
-                       (long long)ue_total, (long long)ce_total, n);
+                       "memory errors over %zu memory controllers%s%s",
+                       (long long)ue_total, (long long)ce_total, n,
+                       bad ? "; also unreadable: " : "", bad_note);
+    else if (bad)
+        fb__health_add(r, "host.edac", FB_HEALTH_UNKNOWN, NULL, NULL,
+                       "check the EDAC driver", "cannot decide: %d EDAC "
+                       "counter file%s unusable, e.g. %s", bad,
+                       bad == 1 ? "" : "s", bad_note);
+    else if (!read_any)
+        fb__health_add(r, "host.edac", FB_HEALTH_SKIPPED, NULL, NULL, NULL,
+                       "no EDAC memory controllers (no EDAC driver loaded)");
     else if (ce_total)
         fb__health_add(r, "host.edac", FB_HEALTH_WARN, "Host", "System memory",
                        "watch the correctable error count; replace the DIMM "
@@ -262,24 +291,26 @@ static void check_ib_port(const fb__health_opts *o, fb__health_result *r,
     snprintf(p, sizeof p, "/sys/class/infiniband/%s/ports/%s/state", dev, port);
     int rc = read_small(o, p, &buf, &len);
     if (rc == 0) {
-        if (fb__ib_state_parse(buf, len, &state))
-            state = -2;
+        rc = fb__ib_state_parse(buf, len, &state);
         free(buf);
     }
-    if (state == -1 || state == -2) {
-        fb__health_add(r, name, FB_HEALTH_WARN, "Network", "NIC",
-                       "check the HCA driver", "%s: %s", p,
-                       state == -1 ? "unreadable" : "malformed state");
+    if (rc) { /* a port without a readable state: cannot say it is up */
+        fb__health_add(r, name, FB_HEALTH_UNKNOWN, NULL, NULL,
+                       "check the HCA driver", "cannot decide: %s: %s", p,
+                       why_unusable(rc));
         return;
     }
-    char errs[300] = "";
+    char errs[300] = "", bad_note[700] = "";
     size_t off = 0;
     int64_t total_errs = 0;
     for (size_t i = 0; i < sizeof counters / sizeof counters[0]; i++) {
         int64_t v;
         snprintf(p, sizeof p, "/sys/class/infiniband/%s/ports/%s/counters/%s",
                  dev, port, counters[i]);
-        if (read_i64(o, p, &v) || v <= 0)
+        rc = read_i64(o, p, &v);
+        if (rc && rc != -ENOENT && !bad_note[0])
+            snprintf(bad_note, sizeof bad_note, "%s: %s", p, why_unusable(rc));
+        if (rc || v <= 0)
             continue;
         total_errs += v;
         int w = snprintf(errs + off, sizeof errs - off, "%s%s=%lld",
@@ -292,6 +323,11 @@ static void check_ib_port(const fb__health_opts *o, fb__health_result *r,
                        "check the cable and the switch port; drain the node",
                        "%s port %s is not active (state %d)%s%s", dev, port,
                        state, off ? "; " : "", errs);
+    else if (bad_note[0])
+        fb__health_add(r, name, FB_HEALTH_UNKNOWN, NULL, NULL,
+                       "check the HCA driver", "cannot decide: %s port %s "
+                       "active, but %s%s%s", dev, port, bad_note,
+                       off ? "; errors: " : "", errs);
     else if (total_errs)
         fb__health_add(r, name, FB_HEALTH_WARN, "Network", "Network switch/cable",
                        "watch the counters; reseat or replace the cable if "
@@ -332,28 +368,34 @@ static void check_aer(const fb__health_opts *o, fb__health_result *r)
     for (size_t i = 0; i < n; i++) {
         static const char *kinds[] = {"fatal", "nonfatal", "correctable"};
         uint64_t counts[3] = {0, 0, 0};
-        int have = 0, bad = 0;
+        int have = 0;
+        char bad_note[700] = "";
         for (int k = 0; k < 3; k++) {
             char p[512], *buf;
             size_t len;
             snprintf(p, sizeof p, "/sys/bus/pci/devices/%s/aer_dev_%s",
                      devs[i], kinds[k]);
-            if (read_small(o, p, &buf, &len))
+            int rc = read_small(o, p, &buf, &len);
+            if (rc == -ENOENT)
                 continue;
             have = 1;
-            if (fb__aer_parse(buf, len, &counts[k]))
-                bad = 1;
-            free(buf);
+            if (rc == 0) {
+                rc = fb__aer_parse(buf, len, &counts[k]);
+                free(buf);
+            }
+            if (rc && !bad_note[0])
+                snprintf(bad_note, sizeof bad_note, "%s: %s", p,
+                         why_unusable(rc));
         }
         if (!have)
             continue;
         with_aer++;
         char name[64];
         snprintf(name, sizeof name, "pcie.aer.%s", devs[i]);
-        if (bad)
-            fb__health_add(r, name, FB_HEALTH_WARN, "Unknown", NULL,
+        if (bad_note[0] && !counts[0])
+            fb__health_add(r, name, FB_HEALTH_UNKNOWN, NULL, NULL,
                            "check the PCIe AER driver",
-                           "%s: malformed aer_dev_* file", devs[i]);
+                           "cannot decide: %s", bad_note);
         else if (counts[0])
             fb__health_add(r, name, FB_HEALTH_FAIL, "Host", "IO expansion board",
                            "drain the node; reseat or replace the device",
@@ -414,15 +456,14 @@ static void check_thermal(const fb__health_opts *o, fb__health_result *r)
         int rc = read_i64(o, p, &mc);
         int64_t fail_at = crit > 0 ? crit : HOST_TEMP_FAIL_MC;
         int64_t warn_at = crit > 0 ? crit - 10000 : HOST_TEMP_WARN_MC;
-        if (rc)
-            fb__health_add(r, name, rc == FB_EFORMAT ? FB_HEALTH_WARN
-                                                     : FB_HEALTH_SKIPPED,
-                           rc == FB_EFORMAT ? "Host" : NULL,
-                           rc == FB_EFORMAT ? "Server chassis" : NULL,
-                           rc == FB_EFORMAT ? "check the thermal sensor" : NULL,
-                           "%s (%s): %s", p, type,
-                           rc == FB_EFORMAT ? "malformed temperature"
-                                            : fb_strerror(rc));
+        if (rc == -ENOENT)
+            fb__health_add(r, name, FB_HEALTH_SKIPPED, NULL, NULL, NULL,
+                           "%s (%s): %s", p, type, fb_strerror(rc));
+        else if (rc)
+            fb__health_add(r, name, FB_HEALTH_UNKNOWN, NULL, NULL,
+                           "check the thermal sensor",
+                           "cannot decide: %s (%s): %s", p, type,
+                           why_unusable(rc));
         else if (mc < -50000 || mc > 200000)
             fb__health_add(r, name, FB_HEALTH_WARN, "Host", "Server chassis",
                            "check the thermal sensor",

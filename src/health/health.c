@@ -36,6 +36,7 @@ const char *fb__health_status_name(fb__health_status s)
     case FB_HEALTH_WARN: return "warn";
     case FB_HEALTH_FAIL: return "fail";
     case FB_HEALTH_SKIPPED: return "skipped";
+    case FB_HEALTH_UNKNOWN: return "unknown";
     }
     return "?";
 }
@@ -70,12 +71,17 @@ fb__health_check *fb__health_add(fb__health_result *r, const char *name,
         c->component = component;
         c->action = action;
     } else {
-        c->action = st == FB_HEALTH_OK ? action : NULL;
+        c->action = st == FB_HEALTH_OK || st == FB_HEALTH_UNKNOWN ? action
+                                                                  : NULL;
     }
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(c->detail, sizeof c->detail, fmt, ap);
     va_end(ap);
+    /* Names and evidence carry text from sysfs, NVML and the kernel log:
+     * no control byte reaches a terminal, the drain reason or the JSON. */
+    fb__safe_text(c->name, sizeof c->name, c->name);
+    fb__safe_text(c->detail, sizeof c->detail, c->detail);
     return c;
 }
 
@@ -116,13 +122,36 @@ void fb__health_free(fb__health_result *r)
     free(r);
 }
 
-fb__health_status fb__health_verdict(const fb__health_result *r)
+/* Severity of a status for the outcome: a check that could not decide
+ * might hide a failure, so it ranks above a warning, below a failure. */
+static int rank_of(fb__health_status s)
+{
+    switch (s) {
+    case FB_HEALTH_WARN: return 1;
+    case FB_HEALTH_UNKNOWN: return 2;
+    case FB_HEALTH_FAIL: return 3;
+    default: return 0; /* ok, skipped */
+    }
+}
+
+fb__health_status fb__health_outcome(const fb__health_result *r)
 {
     fb__health_status v = FB_HEALTH_OK;
     for (size_t i = 0; i < r->count; i++)
-        if (r->checks[i].status != FB_HEALTH_SKIPPED && r->checks[i].status > v)
+        if (rank_of(r->checks[i].status) > rank_of(v))
             v = r->checks[i].status;
     return v;
+}
+
+int fb__health_exit_code(fb__health_status outcome)
+{
+    return outcome == FB_HEALTH_UNKNOWN ? 3 : (int)outcome;
+}
+
+fb__health_status fb__health_verdict(const fb__health_result *r)
+{
+    fb__health_status v = fb__health_outcome(r);
+    return v == FB_HEALTH_UNKNOWN ? FB_HEALTH_WARN : v;
 }
 
 size_t fb__health_count(const fb__health_result *r)
@@ -137,7 +166,7 @@ const fb__health_check *fb__health_at(const fb__health_result *r, size_t i)
 
 static const fb__health_check *worst(const fb__health_result *r)
 {
-    fb__health_status v = fb__health_verdict(r);
+    fb__health_status v = fb__health_outcome(r);
     if (v == FB_HEALTH_OK)
         return NULL;
     for (size_t i = 0; i < r->count; i++)
@@ -172,14 +201,14 @@ void fb__health_reason(const fb__health_result *r, char *buf, size_t size)
 
 void fb__health_write_json(const fb__health_result *r, fb__jsonw *w)
 {
-    size_t counts[4] = {0, 0, 0, 0};
-    fb__health_status v = fb__health_verdict(r);
+    size_t counts[FB__HEALTH_NSTATUS] = {0};
+    fb__health_status v = fb__health_outcome(r);
     fb__jsonw_obj_begin(w);
     fb__jsonw_kstr(w, "version", FB__HEALTH_JSON_VERSION);
     fb__jsonw_kstr(w, "host", r->host);
     fb__jsonw_kstr(w, "root", r->root);
     fb__jsonw_kstr(w, "verdict", fb__health_status_name(v));
-    fb__jsonw_kint(w, "exit", (int)v);
+    fb__jsonw_kint(w, "exit", fb__health_exit_code(v));
     fb__jsonw_kstr(w, "category", fb__health_category(r));
     fb__jsonw_key(w, "checks");
     fb__jsonw_arr_begin(w);
@@ -198,7 +227,7 @@ void fb__health_write_json(const fb__health_result *r, fb__jsonw *w)
     fb__jsonw_arr_end(w);
     fb__jsonw_key(w, "counts");
     fb__jsonw_obj_begin(w);
-    for (int s = 0; s < 4; s++)
+    for (int s = 0; s < FB__HEALTH_NSTATUS; s++)
         fb__jsonw_kuint(w, fb__health_status_name((fb__health_status)s),
                         counts[s]);
     fb__jsonw_obj_end(w);
@@ -226,7 +255,7 @@ void fb__health_print(const fb__health_result *r, int verbose, FILE *f)
     if (ok || skipped)
         fprintf(f, "        %zu checks ok, %zu skipped (-v lists them)\n", ok,
                 skipped);
-    fprintf(f, "verdict: %s\n", fb__health_status_name(fb__health_verdict(r)));
+    fprintf(f, "verdict: %s\n", fb__health_status_name(fb__health_outcome(r)));
 }
 
 int fb__health_drain(const fb__health_result *r, const char *node,

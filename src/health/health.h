@@ -10,10 +10,14 @@
  *       fb__health_free(r);
  *   }
  *
- * Every check yields ok, warn, fail or skipped, with evidence (`detail`),
- * the Llama 3 category and component of a failure, and the recommended
- * action.  The verdict is the worst of ok / warn / fail (skipped does not
- * count).  Sources: NVML (dlopen), the kernel log, sysfs, statvfs; with
+ * Every check yields ok, warn, fail, skipped or unknown, with evidence
+ * (`detail`), the Llama 3 category and component of a failure, and the
+ * recommended action.  A check is unknown when its input could not be
+ * read or made sense of (a sysfs value oversized, garbage or NUL bytes,
+ * a FIFO or device in its place): it cannot say ok.  The outcome is fail
+ * if any check fails, else unknown if any could not decide, else warn if
+ * any warns, else ok (skipped does not count); it is the exit code (0 ok,
+ * 1 warn, 2 fail, 3 unknown).  Sources: NVML (dlopen), the kernel log, sysfs, statvfs; with
  * `root` set they are read from a fixture tree that mirrors /sys, /proc and
  * /dev/kmsg (a plain file of kmsg records).  docs/health.md has the list.
  */
@@ -26,13 +30,15 @@
 
 #include "common/jsonw.h"
 
-/* Ordered by severity; also the Nagios exit code for ok / warn / fail. */
+/* ok / warn / fail are also their Nagios exit codes; unknown exits 3. */
 typedef enum {
     FB_HEALTH_OK = 0,
     FB_HEALTH_WARN = 1,
     FB_HEALTH_FAIL = 2,
-    FB_HEALTH_SKIPPED = 3
+    FB_HEALTH_SKIPPED = 3,
+    FB_HEALTH_UNKNOWN = 4    /* could not decide: input unreadable or garbage */
 } fb__health_status;
+#define FB__HEALTH_NSTATUS 5
 
 #define FB__HEALTH_JSON_VERSION "1.0"
 
@@ -65,14 +71,22 @@ int fb__health_run(const fb__health_opts *o, fb__health_result **out,
                    char *err, size_t err_size);
 void fb__health_free(fb__health_result *r);
 
+/* The outcome: fail > unknown > warn > ok (see above). */
+fb__health_status fb__health_outcome(const fb__health_result *r);
+/* Its exit code: 0 ok, 1 warn, 2 fail, 3 unknown. */
+int fb__health_exit_code(fb__health_status outcome);
+/* ok / warn / fail only, for callers that know no "unknown" (`firebreak
+ * watch --health` and the supervisor): an unknown outcome is warn -- the
+ * node needs a look but is not shown to be bad. */
 fb__health_status fb__health_verdict(const fb__health_result *r);
 size_t fb__health_count(const fb__health_result *r);
 const fb__health_check *fb__health_at(const fb__health_result *r, size_t i);
-/* The Llama 3 category of the first failing check (else the first warning),
- * or NULL when all is well. */
+/* The Llama 3 category of the first check with the outcome's status, or
+ * NULL when all is well. */
 const char *fb__health_category(const fb__health_result *r);
-/* A one-line reason naming the first failing check, for the journal and
- * for `scontrol ... Reason=` ("firebreak: gpu3.lost: ..."); bounded. */
+/* A one-line reason naming the first check with the outcome's status
+ * (the first failing one when any fails), for the journal and for
+ * `scontrol ... Reason=` ("firebreak: gpu3.lost: ..."); bounded. */
 void fb__health_reason(const fb__health_result *r, char *buf, size_t size);
 
 const char *fb__health_status_name(fb__health_status s);

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "firebreak/firebreak.h"
 #include "health/parse.h"
 
 int fb__kmsg_open(fb__kmsg_reader *k, const char *path)
@@ -19,8 +20,14 @@ int fb__kmsg_open(fb__kmsg_reader *k, const char *path)
     if (k->fd < 0)
         return -errno;
     struct stat st;
-    if (fstat(k->fd, &st) == 0 && S_ISCHR(st.st_mode))
-        k->is_dev = 1;
+    int rc = fstat(k->fd, &st) ? -errno
+             : S_ISCHR(st.st_mode) || S_ISREG(st.st_mode) ? 0 : FB_ENOTREG;
+    if (rc) {
+        close(k->fd);
+        k->fd = -1;
+        return rc;
+    }
+    k->is_dev = S_ISCHR(st.st_mode);
     return 0;
 }
 
@@ -85,7 +92,11 @@ int fb__kmsg_next(fb__kmsg_reader *k, fb__kmsg_record *rec, int final)
             k->malformed++;
             k->len = 0;
         }
-        ssize_t n = read(k->fd, k->buf + k->len, sizeof k->buf - k->len);
+        ssize_t n = 0;
+        if (k->file_bytes >= FB__KMSG_FILE_MAX)
+            k->truncated = 1; /* read as if the file ended here */
+        else
+            n = read(k->fd, k->buf + k->len, sizeof k->buf - k->len);
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0)
@@ -99,5 +110,6 @@ int fb__kmsg_next(fb__kmsg_reader *k, fb__kmsg_record *rec, int final)
             return 0;
         }
         k->len += (size_t)n;
+        k->file_bytes += (uint64_t)n;
     }
 }

@@ -72,16 +72,21 @@ void fb__xid_lookup(const fb__xid_event *ev, fb__xid_info *info);
 
 /* Reads /dev/kmsg (one record per read(), non-blocking) or a plain file of
  * records, one per line (fixtures, saved logs).  Continuation lines
- * (" KEY=value") are skipped; malformed ones are counted. */
+ * (" KEY=value") are skipped; malformed ones are counted.  A plain file is
+ * read up to FB__KMSG_FILE_MAX bytes (the kernel's ring is far smaller),
+ * then `truncated` is set and the rest is not read. */
+#define FB__KMSG_FILE_MAX (256ull << 20)
 typedef struct fb__kmsg_reader {
     int fd;
     int is_dev;
+    int truncated;           /* a plain file past FB__KMSG_FILE_MAX */
     size_t len, pos;
-    uint64_t records, malformed, lost;
+    uint64_t records, malformed, lost, file_bytes;
     char buf[16384];
 } fb__kmsg_reader;
 
-/* 0 or -errno. */
+/* 0, -errno, or FB_ENOTREG when path is neither the kernel's character
+ * device nor a regular file (a FIFO would never end). */
 int fb__kmsg_open(fb__kmsg_reader *k, const char *path);
 /* Next record: 1 when *rec is filled, 0 when nothing more is there now
  * (`final`: a partial last line of a file counts as a record, as in a

@@ -149,30 +149,8 @@ int fb__report_html(const char *run_dir, const char *html_path, char *err,
     int rc = fb__report_load(run_dir, &run, err, errsz);
     if (rc)
         return rc;
-    char tmp[4096];
-    if (snprintf(tmp, sizeof tmp, "%s.tmp.%d", html_path, (int)getpid()) >=
-        (int)sizeof tmp) {
-        fb__report_free(run);
-        snprintf(err, errsz, "%s: path too long", html_path);
-        return -ENAMETOOLONG;
-    }
-    FILE *f = fopen(tmp, "w");
-    if (!f) {
-        rc = -errno;
-        snprintf(err, errsz, "cannot write %s: %s", tmp, strerror(errno));
-        fb__report_free(run);
-        return rc;
-    }
     fb__report_run *const runs[1] = {run};
-    rc = fb__report_write_html(f, runs, 1);
-    if (fclose(f) && !rc)
-        rc = -EIO;
-    if (!rc && rename(tmp, html_path))
-        rc = -errno;
-    if (rc) {
-        snprintf(err, errsz, "cannot write %s: %s", html_path, strerror(-rc));
-        unlink(tmp);
-    }
+    rc = fb__report_write_html_file(html_path, runs, 1, err, errsz);
     fb__report_free(run);
     return rc;
 }

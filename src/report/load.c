@@ -15,7 +15,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include "common/util.h"
 #include "firebreak/firebreak.h"
 
 typedef struct loader {
@@ -26,6 +28,30 @@ typedef struct loader {
 } loader;
 
 /* Map an SQLite failure to our code and a message naming the file. */
+/* SQLite would block forever opening a FIFO (and read a device): the
+ * database and the side files SQLite opens next to it (-wal, -shm,
+ * -journal), where present, must be regular files.  Checked with
+ * fb__open_regular, which never blocks.  0, or FB_ENOTREG / -errno with
+ * err naming the file. */
+static int sqlite_files_regular(const char *path, char *err, size_t errsz)
+{
+    static const char *const side[] = {"", "-wal", "-shm", "-journal"};
+    for (size_t i = 0; i < sizeof side / sizeof side[0]; i++) {
+        char p[4200];
+        struct stat st;
+        snprintf(p, sizeof p, "%s%s", path, side[i]);
+        if (i > 0 && lstat(p, &st) != 0)
+            continue; /* no side file: nothing to check */
+        int fd = fb__open_regular(p, 0);
+        if (fd < 0) {
+            snprintf(err, errsz, "%s: %s", p, fb_strerror(fd));
+            return fd;
+        }
+        close(fd);
+    }
+    return 0;
+}
+
 static int db_fail(loader *L, int rc, const char *what)
 {
     int prim = rc & 0xff;
@@ -418,6 +444,11 @@ static void load_agent(fb__report_run *run, const char *dir)
     }
     sqlite3 *db = NULL;
     sqlite3_stmt *s = NULL;
+    char why[512];
+    if (sqlite_files_regular(path, why, sizeof why)) {
+        snprintf(run->agent_note, sizeof run->agent_note, "%s", why);
+        return;
+    }
     if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) {
         snprintf(run->agent_note, sizeof run->agent_note, "%s: cannot open: %s",
                  path, db ? sqlite3_errmsg(db) : "out of memory");
@@ -576,12 +607,15 @@ int fb__report_load(const char *run_dir, fb__report_run **out, char *err,
         else
             snprintf(dir, sizeof dir, ".");
     }
+    int rc = sqlite_files_regular(path, err, errsz);
+    if (rc)
+        return rc;
     fb__report_run *run = calloc(1, sizeof *run);
     if (!run)
         return -ENOMEM;
     run->dir = strdup(run_dir);
     loader L = {.path = path, .err = err, .errsz = errsz};
-    int rc = sqlite3_open_v2(path, &L.db, SQLITE_OPEN_READONLY, NULL);
+    rc = sqlite3_open_v2(path, &L.db, SQLITE_OPEN_READONLY, NULL);
     if (rc != SQLITE_OK) {
         rc = db_fail(&L, rc, "opening");
         goto out;

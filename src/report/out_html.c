@@ -12,9 +12,15 @@
 #include "report/report.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/util.h"
+#include "firebreak/firebreak.h"
 
 #define SERIES_BUCKETS 300
 #define ENV_BUCKETS 60
@@ -29,16 +35,25 @@ static const char *const palette[MAX_RANK_LINES] = {
     "#e377c2", "#7f7f7f", "#bcbd22", "#17becf", "#393b79", "#637939",
     "#8c6d31", "#843c39", "#7b4173", "#3182bd"};
 
+/* Text from the journal (details, node names, statuses) as HTML text or
+ * an attribute value: markup characters escaped, control bytes (which
+ * HTML does not allow, and which would drive a terminal the file is
+ * printed on) as U+FFFD. */
 static void esc(FILE *f, const char *s)
 {
     for (; s && *s; s++) {
-        switch (*s) {
+        unsigned char c = (unsigned char)*s;
+        switch (c) {
         case '<': fputs("&lt;", f); break;
         case '>': fputs("&gt;", f); break;
         case '&': fputs("&amp;", f); break;
         case '"': fputs("&quot;", f); break;
         case '\'': fputs("&#39;", f); break;
-        default: fputc(*s, f);
+        default:
+            if ((c < 0x20 && c != '\t' && c != '\n') || c == 0x7f)
+                fputs("&#xFFFD;", f);
+            else
+                fputc(c, f);
         }
     }
 }
@@ -232,8 +247,10 @@ static void timeline(FILE *f, const fb__report_run *run)
         double x = px(&p, c->committed_at - run->started_at);
         fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" "
                    "stroke=\"%s\" stroke-width=\"2\"><title>checkpoint step %lld "
-                   "(%s, stall %.1f ms)</title></line>", x, y, x, y + 16,
-                part_color[FB__T_CKPT], (long long)c->step, c->status, c->stall_ms);
+                   "(", x, y, x, y + 16, part_color[FB__T_CKPT],
+                (long long)c->step);
+        esc(f, c->status);
+        fprintf(f, ", stall %.1f ms)</title></line>", c->stall_ms);
     }
     for (size_t k = 0; k < run->nincidents && k < MAX_MARKERS; k++) {
         const fb__report_incident *in = &run->incidents[k];
@@ -656,4 +673,81 @@ int fb__report_write_html(FILE *f, fb__report_run *const *runs, size_t n)
         return rc;
     fprintf(f, "</body></html>\n");
     return ferror(f) ? -EIO : 0;
+}
+
+/* The page into an open stream; every write, the flush and the close are
+ * checked (a full disk, /dev/full).  fsync when the file is a regular one.
+ * Closes f.  0 or -errno. */
+static int write_stream(FILE *f, fb__report_run *const *runs, size_t n)
+{
+    int rc = fb__report_write_html(f, runs, n);
+    if (fflush(f) && (!rc || rc == -EIO))
+        rc = -errno; /* why the write failed (ENOSPC), not just -EIO */
+    if (!rc && ferror(f))
+        rc = -EIO;
+    struct stat st;
+    if (!rc && fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode) &&
+        fsync(fileno(f)))
+        rc = -errno;
+    if (fclose(f) && !rc)
+        rc = errno ? -errno : -EIO;
+    return rc;
+}
+
+int fb__report_write_html_file(const char *path, fb__report_run *const *runs,
+                               size_t n, char *err, size_t errsz)
+{
+    struct stat st;
+    int rc;
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+        /* A device or a FIFO (/dev/stdout, a pipe): written in place; a
+         * directory is refused by fopen. */
+        errno = 0;
+        FILE *f = fopen(path, "w");
+        rc = f ? write_stream(f, runs, n) : -errno;
+        if (rc)
+            snprintf(err, errsz, "cannot write %s: %s", path, fb_strerror(rc));
+        return rc;
+    }
+    /* A regular file: a temporary one renamed over it, so a reader never
+     * sees half a page and a failed write leaves the old page. */
+    char tmp[4096];
+    if (fb__fmt(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid())) {
+        snprintf(err, errsz, "%s: path too long", path);
+        return -ENAMETOOLONG;
+    }
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        rc = -errno;
+        snprintf(err, errsz, "cannot write %s: %s", path, fb_strerror(rc));
+        return rc;
+    }
+    FILE *f = fdopen(fd, "w");
+    if (!f) {
+        rc = -errno;
+        close(fd);
+        unlink(tmp);
+        snprintf(err, errsz, "cannot write %s: %s", path, fb_strerror(rc));
+        return rc;
+    }
+    rc = write_stream(f, runs, n);
+    if (!rc && rename(tmp, path))
+        rc = -errno;
+    if (!rc) {
+        char dir[4096];
+        snprintf(dir, sizeof dir, "%s", path);
+        char *slash = strrchr(dir, '/');
+        if (!slash)
+            snprintf(dir, sizeof dir, ".");
+        else if (slash == dir)
+            dir[1] = '\0';
+        else
+            *slash = '\0';
+        rc = fb__fsync_dir(dir);
+    }
+    if (rc) {
+        snprintf(err, errsz, "cannot write %s: %s", path, fb_strerror(rc));
+        unlink(tmp);
+    }
+    return rc;
 }

@@ -3,6 +3,12 @@
  * the Table 5 incident table, and each incident with its evidence.  With
  * several run directories: one summary line per run, the aggregate and the
  * suspects.
+ *
+ * Text from the journal (incident details, node names, evidence quoting
+ * the ranks' last lines, statuses) goes to a terminal: the report is
+ * written into memory and copied out with every control byte but newline
+ * and tab as '?', and the free-text fields are printed on one line each
+ * (fb__safe_text), so a journal cannot drive the terminal or fake lines.
  */
 #include "report/report.h"
 
@@ -10,6 +16,8 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "common/util.h"
 
 static double pct(int64_t part, int64_t whole)
 {
@@ -93,11 +101,13 @@ static void incidents(FILE *f, const fb__report_run *run)
     for (size_t i = 0; i < run->nincidents; i++) {
         const fb__report_incident *in = &run->incidents[i];
         int an = in->attempt >= 0 ? run->attempts[in->attempt].number : -1;
-        fprintf(f, "  #%lld attempt %d %s", (long long)in->id, an, in->kind);
+        char buf[1024];
+        fprintf(f, "  #%lld attempt %d %s", (long long)in->id, an,
+                fb__safe_text(buf, sizeof buf, in->kind));
         if (in->rank >= 0)
             fprintf(f, " rank %d", in->rank);
         if (in->node)
-            fprintf(f, " on %s", in->node);
+            fprintf(f, " on %s", fb__safe_text(buf, sizeof buf, in->node));
         if (in->step >= 0)
             fprintf(f, " at step %lld", (long long)in->step);
         fprintf(f, ": detected in %.1f ms", in->detect_ms);
@@ -106,10 +116,11 @@ static void incidents(FILE *f, const fb__report_run *run)
             fprintf(f, ", lost work %.3f s", lost);
         fprintf(f, "%s\n", in->ends_attempt ? " (ended its attempt)" : "");
         if (in->detail && *in->detail)
-            fprintf(f, "      %.300s\n", in->detail);
+            fprintf(f, "      %.300s\n",
+                    fb__safe_text(buf, sizeof buf, in->detail));
         fprintf(f, "      root cause: %s / %s, decided by %s: %s\n",
                 in->cls.category, in->cls.component, in->cls.decided_by,
-                in->cls.evidence);
+                fb__safe_text(buf, sizeof buf, in->cls.evidence));
     }
 }
 
@@ -131,7 +142,7 @@ static int suspects(FILE *f, fb__report_run *const *runs, size_t n)
     return 0;
 }
 
-int fb__report_write_text(FILE *f, fb__report_run *const *runs, size_t n)
+static int write_text(FILE *f, fb__report_run *const *runs, size_t n)
 {
     int rc = 0;
     if (n == 1) {
@@ -174,4 +185,27 @@ int fb__report_write_text(FILE *f, fb__report_run *const *runs, size_t n)
         incidents(f, runs[r]);
     }
     return ferror(f) ? -EIO : 0;
+}
+
+int fb__report_write_text(FILE *f, fb__report_run *const *runs, size_t n)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&text, &len);
+    if (!m)
+        return -ENOMEM;
+    int rc = write_text(m, runs, n);
+    if (fclose(m) && !rc)
+        rc = -ENOMEM;
+    for (size_t i = 0; !rc && i < len; i++) {
+        unsigned char c = (unsigned char)text[i];
+        if ((c < 0x20 && c != '\n' && c != '\t') || c == 0x7f)
+            text[i] = '?';
+    }
+    if (!rc && len && fwrite(text, 1, len, f) != len)
+        rc = -EIO;
+    free(text);
+    if (!rc && ferror(f))
+        rc = -EIO;
+    return rc;
 }

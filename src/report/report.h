@@ -161,6 +161,12 @@ struct fb__jsonw;
 int fb__report_write_json(struct fb__jsonw *w, fb__report_run *const *runs,
                           size_t n);
 int fb__report_write_html(FILE *f, fb__report_run *const *runs, size_t n);
+/* The page into the file `path`, every write checked: a regular file (or
+ * a new one) through a temporary file, fsync and rename; a device or FIFO
+ * already there (/dev/stdout) written in place.  0, or a negative code
+ * with err naming the file and the error. */
+int fb__report_write_html_file(const char *path, fb__report_run *const *runs,
+                               size_t n, char *err, size_t errsz);
 
 /*
  * For `firebreak demo` and others: load run_dir and write its HTML report

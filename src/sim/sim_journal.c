@@ -24,6 +24,36 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/util.h"
+#include "firebreak/firebreak.h"
+
+/* SQLite would block forever opening a FIFO: the journal and the side
+ * files SQLite opens next to it (-wal, -shm, -journal), where present,
+ * must be regular files (fb__open_regular never blocks). */
+static int files_regular(const char *path, char *err, size_t size)
+{
+    static const char *const side[] = {"", "-wal", "-shm", "-journal"};
+    for (size_t i = 0; i < sizeof side / sizeof side[0]; i++) {
+        char p[4200];
+        struct stat st;
+        snprintf(p, sizeof p, "%s%s", path, side[i]);
+        if (i > 0 && lstat(p, &st) != 0)
+            continue;
+        int fd = fb__open_regular(p, 0);
+        if (fd < 0) {
+            /* fb_sim does not link libfirebreak's fb_strerror */
+            fb__sim_errf(err, size, "%s: %s", p,
+                         fd == FB_ENOTREG ? "not a regular file (a FIFO, "
+                                            "device or directory)"
+                                          : strerror(-fd));
+            return fd;
+        }
+        close(fd);
+    }
+    return 0;
+}
 
 /* Run a query returning one row; up to ncol column values into out[]
  * (NULL, a missing row or a missing column give -1).  0 or -EIO. */
@@ -89,6 +119,9 @@ int fb__sim_read_run(const char *run_dir, fb_sim_measured *m, char *err,
         return fb__sim_errf(err, size,
                             "no journal.sqlite in this directory (%s)",
                             strerror(errno));
+    int frc = files_regular(path, err, size);
+    if (frc)
+        return frc;
     sqlite3 *db = NULL;
     if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) {
         int rc = fb__sim_errf(err, size, "cannot open %s: %s", path,

@@ -11,6 +11,8 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 void fb__sim_fmt_duration(double s, char *buf, size_t size)
 {
@@ -398,6 +400,25 @@ static void svg_polyline(FILE *f, const axes *a, const fb_sim_point *pts,
     fprintf(f, "\"/>\n");
 }
 
+/* Text into the SVG (the source names a rates file or a run directory):
+ * markup escaped, control bytes, which XML does not allow, as '?'. */
+static void xml_text(FILE *f, const char *s)
+{
+    for (; *s; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (ch == '<')
+            fputs("&lt;", f);
+        else if (ch == '>')
+            fputs("&gt;", f);
+        else if (ch == '&')
+            fputs("&amp;", f);
+        else if ((ch < 0x20 && ch != '\t') || ch == 0x7f)
+            fputc('?', f);
+        else
+            fputc(ch, f);
+    }
+}
+
 int fb__sim_write_svg(const char *path, const fb_sim_config *c,
                       const char *source, const fb_sim_point *pts, int n)
 {
@@ -426,8 +447,10 @@ int fb__sim_write_svg(const char *path, const fb_sim_config *c,
             SVG_W, SVG_H, SVG_W, SVG_H);
     fprintf(f, "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n");
     fprintf(f, "<text x=\"%.0f\" y=\"24\" font-size=\"15\">Effective "
-               "training time vs scale (%s, %.4g days, %ld trials)</text>\n",
-            PAD_L, source, c->horizon_s / 86400.0, c->trials);
+               "training time vs scale (", PAD_L);
+    xml_text(f, source);
+    fprintf(f, ", %.4g days, %ld trials)</text>\n", c->horizon_s / 86400.0,
+            c->trials);
     /* Grid and axis labels. */
     for (double y = a.y0; y <= 1.0 + 1e-9; y += 0.1) {
         fprintf(f, "<line x1=\"%.0f\" x2=\"%.0f\" y1=\"%.1f\" y2=\"%.1f\" "
@@ -494,7 +517,18 @@ int fb__sim_write_svg(const char *path, const fb_sim_config *c,
             PAD_L + 10, PAD_L + 40, LEGEND_Y + 18, LEGEND_Y + 18,
             PAD_L + 46, LEGEND_Y + 22);
     fprintf(f, "</svg>\n");
-    if (fclose(f) != 0)
-        return -errno;
-    return 0;
+    /* Every write checked: the flush, a write that failed earlier (its
+     * data is gone even when the last flush succeeds), fsync, the close. */
+    int rc = 0;
+    struct stat st;
+    if (fflush(f))
+        rc = -errno;
+    else if (ferror(f))
+        rc = -EIO;
+    else if (fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode) &&
+             fsync(fileno(f)))
+        rc = -errno;
+    if (fclose(f) != 0 && !rc)
+        rc = -errno;
+    return rc;
 }

@@ -102,13 +102,13 @@ check pcie.aer.0000:28:00.0 fail Host
 s=host-hot; run host-hot 2
 check host.thermal.thermal_zone1 fail Host "Server chassis"
 
-s=malformed; run malformed 1
-expect '.verdict == "warn"' "malformed input warns, never crashes"
-check host.edac.read warn
-expect '[.checks[] | select(.name == "host.edac.read") | .detail | test("mc0/ce_count")] | any' "names the bad file"
-check ib.mlx5_0.1 warn
-check pcie.aer.0000:18:00.0 warn
-check host.thermal.thermal_zone0 warn
+s=malformed; run malformed 3
+expect '.verdict == "unknown"' "malformed sysfs values cannot be decided (exit 3), never crash"
+check host.edac unknown
+expect '[.checks[] | select(.name == "host.edac") | .detail | test("mc0/ce_count")] | any' "names the bad file"
+check ib.mlx5_0.1 unknown
+check pcie.aer.0000:18:00.0 unknown
+check host.thermal.thermal_zone0 unknown
 check gpu0.thermal warn
 check gpu0.power warn
 expect '[.checks[] | select(.name == "kernel.xid") | .detail | test("malformed")] | any' "truncated log noted"

@@ -74,4 +74,31 @@ s = {x["what"]: (x["failures"], x["runs"]) for x in j["suspects"]}
 assert s.get("rank 1") == (4, 2) and s.get("node host-b") == (4, 2), s
 ' || fail "aggregate JSON"
 grep -q 'id="suspects"' "$D/ab.html" || fail "aggregate HTML suspects"
+
+# Terminal escapes in the journal's text (detail, node, category, evidence,
+# the run's reason) never reach the terminal raw: '?' in the text report
+# and in error messages, \u001b in JSON (the value kept), U+FFFD in HTML.
+ESC=$(printf '\033')
+"$GEN" escapes "$D/esc"
+"$FB" report "$D/esc" --html "$D/esc.html" >"$D/esc.txt" 2>&1 || fail "escapes: exit $?"
+grep -q "$ESC" "$D/esc.txt" && fail "escapes: raw ESC in the text report: $(grep "$ESC" "$D/esc.txt" | od -c | head -3)"
+grep -q 'on host?\[2J-a' "$D/esc.txt" || fail "escapes: node not shown as host?[2J-a"
+grep -q 'rank 1 said ?\[2J?\]0;owned? and died' "$D/esc.txt" || fail "escapes: detail not sanitized"
+grep -q 'node host?\[2J-a' "$D/esc.txt" || fail "escapes: suspect not sanitized"
+grep -q "$ESC" "$D/esc.html" && fail "escapes: raw ESC in the HTML"
+grep -q 'GPU&#xFFFD;\[2J' "$D/esc.html" || fail "escapes: HTML category not escaped"
+"$FB" report "$D/esc" --json >"$D/esc.json" || fail "escapes --json: exit $?"
+grep -q "$ESC" "$D/esc.json" && fail "escapes: raw ESC in the JSON"
+python3 - "$D/esc.json" <<'PY' || fail "escapes: JSON does not keep the text"
+import json, sys
+j = json.loads(open(sys.argv[1]).read().splitlines()[-1])
+assert j["incidents"][0]["node"] == "host\x1b[2J-a", j["incidents"][0]
+assert j["incidents"][1]["category"] == "GPU\x1b[2J", j["incidents"][1]
+PY
+"$GEN" nostart_escapes "$D/escn"
+rc=0
+"$FB" report "$D/escn" >/dev/null 2>"$D/escn.err" || rc=$?
+[ $rc = 2 ] || fail "never-started run with escapes: exit $rc, want 2"
+grep -q "$ESC" "$D/escn.err" && fail "escapes: raw ESC in the error message"
+grep -q 'launcher ?\[2J?\]0;x? gone' "$D/escn.err" || fail "escapes: reason: $(cat "$D/escn.err")"
 echo "report_cli: ok"

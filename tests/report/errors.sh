@@ -47,6 +47,26 @@ exec 3>&-
 wait "$LOCKER"; LOCKER=
 "$FB" report "$D/locked" >/dev/null || fail "unlocked journal not readable"
 
+# A FIFO where a database should be: SQLite would block opening it, so
+# the report refuses it, within seconds, naming the file (bounded by
+# timeout: a hang fails the test instead of stalling it).
+expect2_fifo() { # DIR-OR-FILE FIFO-PATH
+    timeout 10 "$FB" report "$1" >"$D/out" 2>"$D/err"
+    local rc=$?
+    [ $rc = 2 ] || fail "$2 is a FIFO: exit $rc, expected 2 (124: it blocked)"
+    grep -q -- "$2: not a regular file" "$D/err" || fail "$2 is a FIFO: message: $(cat "$D/err")"
+}
+mkdir "$D/fifojournal" && mkfifo "$D/fifojournal/journal.sqlite"
+expect2_fifo "$D/fifojournal" "$D/fifojournal/journal.sqlite"
+expect2_fifo "$D/fifojournal/journal.sqlite" "$D/fifojournal/journal.sqlite"
+cp -r "$D/ok" "$D/fifowal" && mkfifo "$D/fifowal/journal.sqlite-wal"
+expect2_fifo "$D/fifowal" "$D/fifowal/journal.sqlite-wal"
+# agent.sqlite as a FIFO: the report goes on without the agent's data
+cp -r "$D/ok" "$D/fifoagent" && mkfifo "$D/fifoagent/agent.sqlite"
+timeout 10 "$FB" report "$D/fifoagent" >"$D/out" 2>"$D/err" ||
+    fail "agent.sqlite a FIFO: exit $? (124: it blocked)"
+grep -q "agent.sqlite: not a regular file" "$D/out" || fail "agent.sqlite a FIFO: not said"
+
 # The HTML file cannot be written.
 "$FB" report "$D/ok" --html "$D/no/such/dir/r.html" >/dev/null 2>"$D/err"
 [ $? = 2 ] || fail "unwritable --html should exit 2"

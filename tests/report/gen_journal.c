@@ -136,6 +136,39 @@ static void basic(const char *dir, int end)
         CHECK(fb__journal_end_run(J, T0 + 61, "completed", 0, "all steps done"));
 }
 
+/* Text with terminal escape sequences everywhere a journal carries text
+ * that the report prints: an incident's detail, node, last lines, an
+ * event's detail, the run's reason. */
+#define ESC_CLEAR "\033[2J"
+static void escapes(const char *dir)
+{
+    begin_run(dir, 2);
+    int64_t a = attempt(0, 1, 3, 12, -1, 0, 0, 11, 2, "failed");
+    fb__journal_incident in = {
+        .attempt_id = a, .kind = "crash", .occurred_at = T0 + 11,
+        .detected_at = T0 + 11.5, .detect_ms = 500, .rank = 1,
+        .node = "host" ESC_CLEAR "-a", .signal = 11, .phase = "train",
+        .step = 80, .lost_s = 3,
+        .detail = "rank 1 said " ESC_CLEAR "\033]0;owned\007 and died",
+        .last_lines = "segfault " ESC_CLEAR "\nline two\033[31m red",
+    };
+    CHECK(fb__journal_add_incident(J, &in, NULL));
+    a = attempt(1, 14, 17, 24, -1, 0, 0, 23, 2, "failed");
+    fb__journal_incident in2 = {
+        .attempt_id = a, .kind = "hang", .occurred_at = T0 + 20,
+        .detected_at = T0 + 23, .detect_ms = 3000, .rank = 0,
+        .node = "host" ESC_CLEAR "-a", .phase = "train", .step = 60,
+        .lost_s = 1, .detail = "no progress",
+        .category = "GPU" ESC_CLEAR, .component = "HBM\033[5m",
+        .evidence = "the supervisor saw \033]0;owned\007" ESC_CLEAR,
+    };
+    CHECK(fb__journal_add_incident(J, &in2, NULL));
+    attempt(2, 24, 25, 30, -1, 0, 0, 29, 2, "completed");
+    CHECK(fb__journal_flush(J));
+    CHECK(fb__journal_end_run(J, T0 + 31, "completed", 0,
+                              "done " ESC_CLEAR));
+}
+
 static void agent_db(const char *dir)
 {
     char path[4096];
@@ -237,6 +270,12 @@ int main(int argc, char **argv)
                                   "launcher 'mpirun' not found"));
     } else if (!strcmp(sc, "bench")) {
         bench(dir);
+    } else if (!strcmp(sc, "escapes")) {
+        escapes(dir);
+    } else if (!strcmp(sc, "nostart_escapes")) {
+        begin_run(dir, 2);
+        CHECK(fb__journal_end_run(J, T0 + 1, "failed", 2,
+                                  "launcher " ESC_CLEAR "\033]0;x\007 gone"));
     } else if (strcmp(sc, "empty")) {
         fprintf(stderr, "fb-report-gen: unknown scenario '%s'\n", sc);
         return 2;

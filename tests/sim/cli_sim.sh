@@ -33,7 +33,7 @@ expect_usage_error() {
     local needle=$1
     shift
     local rc=0
-    "$fb" sim "$@" >"$tmp/out" 2>"$tmp/err" || rc=$?
+    timeout 60 "$fb" sim "$@" >"$tmp/out" 2>"$tmp/err" || rc=$?
     if [ "$rc" -ne 2 ]; then
         fail "sim $* exited $rc, want 2"
     elif ! grep -qF -- "$needle" "$tmp/err"; then
@@ -182,6 +182,20 @@ expect_usage_error "no journal.sqlite" --from-run "$tmp"
 expect_usage_error "line 3: negative rate" --rates "$data/negative.rates"
 expect_usage_error "line 3: bad rate" --rates "$data/badline.rates"
 expect_usage_error "cannot read" --rates "$tmp/nonexistent.rates"
+# A rates file with a terminal escape in a name: the error quotes it with
+# the control byte as '?', never raw.
+printf 'failure \033[2Jgpu 1/job-day\n' >"$tmp/escape.rates"
+expect_usage_error "bad category name '?[2Jgpu'" --rates "$tmp/escape.rates"
+if grep -q "$(printf '\033')" "$tmp/err"; then
+    fail "sim --rates: a raw ESC from the rates file reached stderr"
+fi
+# FIFOs where files should be are refused at once (timeout 60: not blocked)
+mkfifo "$tmp/rates.fifo"
+expect_usage_error "$tmp/rates.fifo: cannot read: not a regular file" \
+    --rates "$tmp/rates.fifo"
+mkdir "$tmp/fiforun" && mkfifo "$tmp/fiforun/journal.sqlite"
+expect_usage_error "$tmp/fiforun/journal.sqlite: not a regular file" \
+    --from-run "$tmp/fiforun"
 expect_usage_error "--ckpt-interval must be greater than zero" \
     --ckpt-interval 0
 expect_usage_error "unknown --preset 'nope'" --preset nope
