@@ -5,6 +5,7 @@
  */
 #include <errno.h>
 #include <limits.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -70,8 +71,27 @@ static int finish(int code, const char *cmd)
     return cmd && !strcmp(cmd, "health") ? 3 : code ? code : 2;
 }
 
+/* A command started with stdin, stdout or stderr closed would hand that
+ * descriptor number to the first file it opens (a journal, a shard), and
+ * its printed output would land there.  Hold each closed slot with
+ * /dev/null opened read-only: reads see end of file, writes fail (EBADF),
+ * and finish() turns failed output into an error as for a full disk. */
+static void hold_std_fds(void)
+{
+    for (int fd = 0; fd <= 2; fd++) {
+        if (fcntl(fd, F_GETFD) != -1 || errno != EBADF)
+            continue;
+        int nfd = open("/dev/null", O_RDONLY);
+        if (nfd >= 0 && nfd != fd) {
+            dup2(nfd, fd);
+            close(nfd);
+        }
+    }
+}
+
 int main(int argc, char **argv)
 {
+    hold_std_fds();
     ssize_t n = readlink("/proc/self/exe", self_path, sizeof self_path - 1);
     if (n > 0)
         self_path[n] = '\0';

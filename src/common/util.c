@@ -170,14 +170,56 @@ int fb__open_regular(const char *path, int flags)
     return fd;
 }
 
+/* Length of the valid UTF-8 sequence at p (at most `left` bytes), or 0. */
+static size_t utf8_len(const unsigned char *p, size_t left)
+{
+    size_t n = p[0] >= 0xc2 && p[0] <= 0xdf ? 2
+             : p[0] >= 0xe0 && p[0] <= 0xef ? 3
+             : p[0] >= 0xf0 && p[0] <= 0xf4 ? 4 : 0;
+    if (!n || n > left)
+        return 0;
+    for (size_t i = 1; i < n; i++)
+        if ((p[i] & 0xc0) != 0x80)
+            return 0;
+    unsigned cp = n == 2 ? (p[0] & 0x1fu) << 6 | (p[1] & 0x3fu)
+                : n == 3 ? (p[0] & 0x0fu) << 12 | (p[1] & 0x3fu) << 6 | (p[2] & 0x3fu)
+                : (p[0] & 0x07u) << 18 | (p[1] & 0x3fu) << 12 |
+                  (p[2] & 0x3fu) << 6 | (p[3] & 0x3fu);
+    if ((n == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) ||
+        (n == 4 && (cp < 0x10000 || cp > 0x10ffff)))
+        return 0;
+    return n;
+}
+
 char *fb__safe_text(char *dst, size_t size, const char *src)
 {
     if (!size)
         return dst;
-    size_t i = 0;
-    for (; src && src[i] && i + 1 < size; i++) {
-        unsigned char c = (unsigned char)src[i];
-        dst[i] = (c < 0x20 && c != '\t') || c == 0x7f ? '?' : (char)c;
+    const unsigned char *p = (const unsigned char *)(src ? src : "");
+    size_t i = 0, left = strlen((const char *)p);
+    while (*p && i + 1 < size) {
+        if (*p < 0x80) {
+            dst[i++] = (*p < 0x20 && *p != '\t') || *p == 0x7f ? '?' : (char)*p;
+            p++;
+            left--;
+            continue;
+        }
+        /* Valid UTF-8 passes whole, but the C1 controls (U+0080..U+009F,
+         * "\xc2\x80".."\xc2\x9f": CSI among them) and any byte that is not
+         * part of a valid sequence (a lone 0x9b is CSI on an 8-bit
+         * terminal) become '?'. */
+        size_t n = utf8_len(p, left);
+        if (n == 0 || (n == 2 && p[0] == 0xc2 && p[1] < 0xa0)) {
+            dst[i++] = '?';
+            n = n ? n : 1;
+        } else {
+            if (i + n + 1 > size)
+                break;
+            memcpy(dst + i, p, n);
+            i += n;
+        }
+        p += n;
+        left -= n;
     }
     dst[i] = '\0';
     return dst;

@@ -56,9 +56,11 @@ int fb__rm_rf(const char *path);
  * FB_ENOTREG.  `flags` adds to O_RDONLY (O_NOFOLLOW, ...). */
 int fb__open_regular(const char *path, int flags);
 
-/* Copy src into dst (size bytes, NUL-terminated) with every control byte
- * (below 0x20 but tab, and 0x7f) written as '?', so text that came from a
- * rank or a file cannot drive the terminal it is printed on.  Returns dst. */
+/* Copy src into dst (size bytes, NUL-terminated) with every control
+ * character written as '?' (C0 but tab, DEL, the C1 controls U+0080..U+009F)
+ * and every byte that is not valid UTF-8 too, so text that came from a rank
+ * or a file cannot drive the terminal it is printed on.  A multi-byte
+ * character is never cut.  Returns dst. */
 char *fb__safe_text(char *dst, size_t size, const char *src);
 
 /* Read a whole file of at most max_bytes into a NUL-terminated malloc'd

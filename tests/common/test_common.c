@@ -195,6 +195,13 @@ static void test_files(void)
     CHECK(!strcmp(fb__safe_text(out, sizeof out, "a\033[2Jb\tc\x7f"), "a?[2Jb\tc?"));
     CHECK(!strcmp(fb__safe_text(out, 4, "abcdef"), "abc"));
     CHECK(!strcmp(fb__safe_text(out, sizeof out, NULL), ""));
+    /* C1 CSI as a UTF-8 character and as a lone 8-bit byte; valid UTF-8
+     * (e-acute, a 4-byte emoji) passes; no character is cut at the end. */
+    CHECK(!strcmp(fb__safe_text(out, sizeof out, "a\xc2\x9b" "2J\x9b" "b"), "a?2J?b"));
+    CHECK(!strcmp(fb__safe_text(out, sizeof out, "\xc3\xa9\xf0\x9f\x98\x80"),
+                  "\xc3\xa9\xf0\x9f\x98\x80"));
+    CHECK(!strcmp(fb__safe_text(out, 3, "a\xc3\xa9"), "a"));
+    CHECK(!strcmp(fb__safe_text(out, sizeof out, "\xed\xa0\x80\xc0\xaf\xff"), "??????"));
 }
 
 int main(void)
