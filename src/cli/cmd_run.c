@@ -2,6 +2,7 @@
  * cmd_run.c -- `firebreak run [options] -- CMD ARGS...`: parse options and
  * hand them to the supervisor.
  */
+#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,7 +32,8 @@ static void usage(FILE *f)
 "  --attach-timeout DUR   a rank that never calls fb_init within DUR is hung\n"
 "                         (default: off; unmodified programs are watched for\n"
 "                         exits only)\n"
-"  --grace DUR            SIGTERM to SIGKILL when stopping ranks (default 5s)\n"
+"  --grace DUR            SIGTERM to SIGKILL when stopping ranks (default 5s;\n"
+"                         0 = SIGKILL at once)\n"
 "  --crash-loop N         stop when N attempts in a row fail the same way at\n"
 "                         the same step (default 2; 0 = never)\n"
 "  --run-dir DIR          the run directory (default runs/<name>-<time>)\n"
@@ -51,18 +53,32 @@ static void usage(FILE *f)
 "  --json                 print a summary as one JSON line at the end\n"
 "  -h, --help             this help\n"
 "\n"
-"Durations: 90s, 30m, 1.5h, 250ms or plain seconds.  Exit status: 0 when\n"
+"Durations: 90s, 30m, 1.5h, 250ms or plain seconds; timeouts from 1ms to 30d\n"
+"(--grace from 0).  Exit status: 0 when\n"
 "the program completed, 1 when it did not (restarts exhausted, crash loop),\n"
 "2 for bad usage, 128+N when stopped by signal N.  Everything of a run is in\n"
 "its run directory: journal.sqlite, checkpoints/, logs/, fr/.\n");
 }
 
-static int parse_dur(const char *opt, const char *v, double *out)
+/* Timeouts are at most 30 days: beyond that a limit is no limit, and
+ * seconds * 1e9 must stay inside a uint64_t of nanoseconds. */
+#define MAX_TIMEOUT_S (30.0 * 86400)
+/* Ranks in one job. */
+#define MAX_WORLD 65536
+
+/* A duration in [lo_s, hi_s]; the message names the option and the bounds. */
+static int parse_dur(const char *opt, const char *v, double lo_s, double hi_s,
+                     double *out)
 {
-    if (fb__parse_duration(v, out) == 0)
+    int rc = fb__parse_duration_in(v, lo_s, hi_s, out);
+    if (rc == 0)
         return 0;
-    fprintf(stderr, "firebreak run: %s: bad duration '%s' (e.g. 30s, 5m, 1.5h)\n",
-            opt, v);
+    if (rc == -ERANGE)
+        fprintf(stderr, "firebreak run: %s: '%s' is out of range: give a duration "
+                "from %s to 30d\n", opt, v, lo_s > 0 ? "1ms" : "0");
+    else
+        fprintf(stderr, "firebreak run: %s: bad duration '%s' (e.g. 30s, 5m, "
+                "1.5h)\n", opt, v);
     return -1;
 }
 
@@ -180,11 +196,11 @@ int fb__cmd_run(int argc, char **argv)
             }
             break;
         case O_MAXR: bad = parse_num("--max-restarts", optarg, 0, 1000000, &o.max_restarts); break;
-        case O_HANG: bad = parse_dur("--hang-timeout", optarg, &o.hang_timeout_s); break;
-        case O_STARTUP: bad = parse_dur("--startup-timeout", optarg, &o.startup_timeout_s); break;
-        case O_CKPTT: bad = parse_dur("--ckpt-timeout", optarg, &o.ckpt_timeout_s); break;
-        case O_ATTACH: bad = parse_dur("--attach-timeout", optarg, &o.attach_timeout_s); break;
-        case O_GRACE: bad = parse_dur("--grace", optarg, &o.grace_s); break;
+        case O_HANG: bad = parse_dur("--hang-timeout", optarg, 1e-3, MAX_TIMEOUT_S, &o.hang_timeout_s); break;
+        case O_STARTUP: bad = parse_dur("--startup-timeout", optarg, 1e-3, MAX_TIMEOUT_S, &o.startup_timeout_s); break;
+        case O_CKPTT: bad = parse_dur("--ckpt-timeout", optarg, 1e-3, MAX_TIMEOUT_S, &o.ckpt_timeout_s); break;
+        case O_ATTACH: bad = parse_dur("--attach-timeout", optarg, 1e-3, MAX_TIMEOUT_S, &o.attach_timeout_s); break;
+        case O_GRACE: bad = parse_dur("--grace", optarg, 0, MAX_TIMEOUT_S, &o.grace_s); break;
         case O_LOOP: bad = parse_num("--crash-loop", optarg, 0, 1000, &o.crash_loop); break;
         case O_RUNDIR: o.run_dir = optarg; break;
         case O_RUNROOT: o.run_root = optarg; break;
@@ -204,8 +220,12 @@ int fb__cmd_run(int argc, char **argv)
         case O_NOPRELOAD: o.preload_fr = 0; break;
         case O_MPIRUN: o.mpirun = optarg; break;
         case O_MPIRUNARG:
-            if (nmpirun_args < 63)
-                mpirun_args[nmpirun_args++] = optarg;
+            if (nmpirun_args == 63) {
+                fprintf(stderr, "firebreak run: --mpirun-arg: at most 63\n");
+                bad = 1;
+                break;
+            }
+            mpirun_args[nmpirun_args++] = optarg;
             break;
         case O_SPARE: bad = parse_num("--spare-nodes", optarg, 0, 100000, &o.spare_nodes); break;
         case O_DRAIN: o.drain = 1; break;
@@ -235,6 +255,11 @@ int fb__cmd_run(int argc, char **argv)
                     "('firebreak run --help' for more)\n");
             return 2;
         }
+    }
+    if ((long long)o.nproc_per_node * (o.nnodes > 0 ? o.nnodes : 1) > MAX_WORLD) {
+        fprintf(stderr, "firebreak run: --nproc-per-node %d x --nnodes %d is more "
+                "than %d ranks\n", o.nproc_per_node, o.nnodes, MAX_WORLD);
+        return 2;
     }
     if (optind < argc && !strcmp(argv[optind], "--"))
         optind++;

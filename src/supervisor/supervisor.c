@@ -761,31 +761,15 @@ static const char *interrupted(sup *s, fb__sup_result *res)
     return "interrupted";
 }
 
-int fb__sup_run(const fb__sup_options *o, fb__sup_result *res)
+/* Everything that can be refused before the run directory is touched
+ * (exit 2, nothing launched).  Prints what is wrong. */
+static int check_inputs(sup *s)
 {
-    memset(res, 0, sizeof *res);
-    const char *status = "failed";
-    sup S, *s = &S;
-    memset(s, 0, sizeof *s);
-    s->o = o;
-    s->res = res;
-    s->sigfd = -1;
-    s->run_start_ns = fb__now_ns();
-    s->durable_step = -1;
-    s->status_on_tty = fb__isatty(2) && !o->quiet;
-    /* Test hook (docs/slurm.md): behave as if no rank shared this host, so
-     * that everything must travel through the node watchers. */
-    s->remote_only = o->launcher == FB_LAUNCH_SLURM &&
-                     fb__getenv("FIREBREAK_SLURM_REMOTE_ONLY") != NULL;
-    gethostname(s->hostname, sizeof s->hostname - 1);
-    s->world = o->nproc_per_node * (o->nnodes > 0 ? o->nnodes : 1);
-
-    if (o->inject) {
-        char err[256];
-        if (fb__inject_parse(o->inject, &s->plan, err, sizeof err)) {
-            fprintf(stderr, "firebreak run: --inject: %s\n", err);
-            return -EINVAL;
-        }
+    const fb__sup_options *o = s->o;
+    char err[256];
+    if (o->inject && fb__inject_parse(o->inject, &s->plan, err, sizeof err)) {
+        fprintf(stderr, "firebreak run: --inject: %s\n", err);
+        return -EINVAL;
     }
     char resolved[PATH_MAX];
     int rc = fb__proc_find_program(o->argv[0], resolved, sizeof resolved);
@@ -805,10 +789,40 @@ int fb__sup_run(const fb__sup_options *o, fb__sup_result *res)
         }
     }
     if (o->launcher == FB_LAUNCH_SLURM) {
-        rc = fb__sup_slurm_init(s);
+        rc = fb__sup_slurm_init(s); /* sets s->world */
         if (rc)
             return rc;
     }
+    /* Only now is the world size known (slurm: the allocation). */
+    if (o->inject && fb__inject_check_world(&s->plan, s->world, err, sizeof err)) {
+        fprintf(stderr, "firebreak run: --inject: %s\n", err);
+        return -EINVAL;
+    }
+    return 0;
+}
+
+int fb__sup_run(const fb__sup_options *o, fb__sup_result *res)
+{
+    memset(res, 0, sizeof *res);
+    const char *status = "failed";
+    sup S, *s = &S;
+    memset(s, 0, sizeof *s);
+    s->o = o;
+    s->res = res;
+    s->sigfd = -1;
+    s->run_start_ns = fb__now_ns();
+    s->durable_step = -1;
+    s->status_on_tty = fb__isatty(2) && !o->quiet;
+    /* Test hook (docs/slurm.md): behave as if no rank shared this host, so
+     * that everything must travel through the node watchers. */
+    s->remote_only = o->launcher == FB_LAUNCH_SLURM &&
+                     fb__getenv("FIREBREAK_SLURM_REMOTE_ONLY") != NULL;
+    gethostname(s->hostname, sizeof s->hostname - 1);
+    s->world = o->nproc_per_node * (o->nnodes > 0 ? o->nnodes : 1);
+
+    int rc = check_inputs(s);
+    if (rc)
+        return rc;
     rc = setup_run_dir(s);
     if (rc)
         return rc;
