@@ -95,7 +95,7 @@ static int parse_num(const char *opt, const char *v, long long lo, long long hi,
     return -1;
 }
 
-static void print_json(const fb__sup_result *r)
+static int print_json(const fb__sup_result *r)
 {
     fb__jsonw w;
     fb__jsonw_init(&w);
@@ -130,8 +130,20 @@ static void print_json(const fb__sup_result *r)
     }
     fb__jsonw_arr_end(&w);
     fb__jsonw_obj_end(&w);
-    fb__jsonw_print(&w, stdout);
+    int rc = fb__jsonw_print(&w, stdout);
     fb__jsonw_free(&w);
+    return rc;
+}
+
+/* stdout could not be written (a full disk, /dev/full, a closed pipe):
+ * say so, exit 2.  A script reading the output must not take silence for
+ * an answer. */
+static int stdout_failed(const char *what)
+{
+    int e = errno;
+    fprintf(stderr, "firebreak run: cannot write %s to stdout: %s\n", what,
+            strerror(e ? e : EIO));
+    return 2;
 }
 
 int fb__cmd_run(int argc, char **argv)
@@ -182,7 +194,12 @@ int fb__cmd_run(int argc, char **argv)
     while ((c = getopt_long(argc, argv, "+h", longopts, NULL)) != -1) {
         int bad = 0;
         switch (c) {
-        case 'h': usage(stdout); return 0;
+        case 'h':
+            usage(stdout);
+            errno = 0;
+            if (fflush(stdout) || ferror(stdout))
+                return stdout_failed("the help");
+            return 0;
         case O_NPROC: bad = parse_num("--nproc-per-node", optarg, 1, 4096, &o.nproc_per_node); break;
         case O_NNODES: bad = parse_num("--nnodes", optarg, 1, 100000, &o.nnodes); break;
         case O_LAUNCHER:
@@ -279,7 +296,10 @@ int fb__cmd_run(int argc, char **argv)
     int rc = fb__sup_run(&o, &res);
     if (rc)
         return 2;
-    if (json)
-        print_json(&res);
+    if (json) {
+        errno = 0;
+        if (print_json(&res) || ferror(stdout))
+            return stdout_failed("the --json summary");
+    }
     return res.exit_code;
 }

@@ -50,5 +50,17 @@ printf '#!/bin/sh\n' > notexec.sh
 expect2 -- ./notexec.sh
 grep -qi "permission denied" err.txt || fail "non-executable: $(cat err.txt)"
 [ ! -d runs ] || fail "a run directory was created for bad input"
+# Output that cannot be written is an error, not a silent success.
+set +e
+"$FB" run --json --quiet --run-dir full-run -- /bin/true >/dev/full 2>err.txt
+rc=$?
+"$FB" run --help >/dev/full 2>err2.txt
+rc2=$?
+set -e
+[ $rc = 2 ] || fail "run --json >/dev/full exited $rc, want 2"
+grep -q "cannot write the --json summary to stdout: No space left on device" err.txt ||
+    fail "run --json >/dev/full: $(cat err.txt)"
+[ $rc2 = 2 ] || fail "run --help >/dev/full exited $rc2, want 2"
+grep -q "cannot write the help to stdout" err2.txt || fail "run --help >/dev/full: $(cat err2.txt)"
 grep -q -- "--max-restarts" <<<"$("$FB" run --help)" || fail "--help"
 ok "usage errors exit 2 with messages"
