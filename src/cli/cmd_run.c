@@ -40,6 +40,8 @@ static void usage(FILE *f)
 "  --run-root DIR         where default run directories go (default runs)\n"
 "  --name NAME            run name (default: the program's name)\n"
 "  --ckpt-dir DIR         checkpoints (default <run-dir>/checkpoints)\n"
+"  --shared-group GROUP   let GROUP read the run (directories 2750, files\n"
+"                         0640); default: private to you (0700, 0600)\n"
 "  --inject SPEC          inject faults, e.g. 'kill:rank=1,step=40' or\n"
 "                         'hang:rank=0,after=5s' (repeatable; docs/inject.md)\n"
 "  --fr-capacity N        flight-recorder events per rank (default 4096)\n"
@@ -151,7 +153,7 @@ int fb__cmd_run(int argc, char **argv)
     enum { O_NPROC = 1000, O_LAUNCHER, O_MAXR, O_HANG, O_STARTUP, O_CKPTT,
            O_ATTACH, O_GRACE, O_LOOP, O_RUNDIR, O_RUNROOT, O_NAME, O_CKPTDIR,
            O_INJECT, O_FRCAP, O_NOPRELOAD, O_MPIRUN, O_MPIRUNARG, O_SPARE,
-           O_DRAIN, O_HEALTH, O_NONODES, O_QUIET, O_JSON, O_NNODES };
+           O_DRAIN, O_HEALTH, O_NONODES, O_QUIET, O_JSON, O_NNODES, O_SHGROUP };
     static const struct option longopts[] = {
         {"nproc-per-node", required_argument, 0, O_NPROC},
         {"nproc", required_argument, 0, O_NPROC},
@@ -168,6 +170,7 @@ int fb__cmd_run(int argc, char **argv)
         {"run-root", required_argument, 0, O_RUNROOT},
         {"name", required_argument, 0, O_NAME},
         {"ckpt-dir", required_argument, 0, O_CKPTDIR},
+        {"shared-group", required_argument, 0, O_SHGROUP},
         {"inject", required_argument, 0, O_INJECT},
         {"fr-capacity", required_argument, 0, O_FRCAP},
         {"no-fr-preload", no_argument, 0, O_NOPRELOAD},
@@ -223,6 +226,7 @@ int fb__cmd_run(int argc, char **argv)
         case O_RUNROOT: o.run_root = optarg; break;
         case O_NAME: o.name = optarg; break;
         case O_CKPTDIR: o.ckpt_dir = optarg; break;
+        case O_SHGROUP: o.shared_group = optarg; break;
         case O_INJECT: {
             size_t l = strlen(inject);
             if (l + strlen(optarg) + 2 >= sizeof inject) {

@@ -37,6 +37,8 @@ typedef struct fb__sup_options {
     const char *name;         /* NULL: the program's base name               */
     const char *inject;       /* fault spec (docs/inject.md), or NULL        */
     const char *ckpt_dir;     /* NULL: <run_dir>/checkpoints                 */
+    const char *shared_group; /* NULL: private (0700/0600); else a group that
+                                 may read the run (02750/0640)               */
     int preload_fr;           /* mpirun: preload libfirebreak-mpi.so        */
     const char *mpirun;       /* mpirun binary, NULL: "mpirun"              */
     char *const *mpirun_args; /* extra arguments for mpirun                  */
