@@ -131,6 +131,16 @@ static int print_json(const fb__sup_result *r)
         fb__jsonw_obj_end(&w);
     }
     fb__jsonw_arr_end(&w);
+    fb__jsonw_key(&w, "journal");
+    fb__jsonw_obj_begin(&w);
+    fb__jsonw_kbool(&w, "complete", !r->journal_incomplete);
+    fb__jsonw_kint(&w, "dropped_rows", (long long)r->journal_dropped_rows);
+    fb__jsonw_kint(&w, "dropped_samples", (long long)r->journal_dropped_samples);
+    if (r->journal_incomplete)
+        fb__jsonw_kstr(&w, "error", r->journal_error);
+    else
+        fb__jsonw_key(&w, "error"), fb__jsonw_null(&w);
+    fb__jsonw_obj_end(&w);
     fb__jsonw_obj_end(&w);
     int rc = fb__jsonw_print(&w, stdout);
     fb__jsonw_free(&w);

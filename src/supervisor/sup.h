@@ -118,6 +118,10 @@ typedef struct sup {
     gid_t shared_gid;
     mode_t user_umask;                   /* restored when the run ends      */
     int umask_set;
+    /* the journal's health, as last reported (supervisor.c) */
+    int journal_failing;
+    uint64_t journal_dropped_seen;
+    uint64_t journal_tick_ns;
 } sup;
 
 /* sup_unit.rank of the slurm launcher's watcher step. */
@@ -174,6 +178,8 @@ void fb__sup_release_dirs(sup *s);
 
 /* status.c */
 void fb__sup_log(sup *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* A problem the user must see, --quiet or not: "firebreak run: ..." */
+void fb__sup_warn(sup *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void fb__sup_status(sup *s, uint64_t now, int force);
 
 #endif

@@ -81,7 +81,14 @@ typedef struct fb__sup_result {
     char reason[512];
     int nincidents;
     fb__sup_incident incidents[FB__SUP_MAX_INCIDENTS];
+    /* The journal lost writes (exit status 3): how many, and why. */
+    int journal_incomplete;
+    uint64_t journal_dropped_rows, journal_dropped_samples;
+    char journal_error[256];
 } fb__sup_result;
+
+/* Exit status when the run's journal could not be written completely. */
+#define FB__SUP_EXIT_JOURNAL 3
 
 /* Run the job to the end.  Returns 0 when the run could be carried out
  * (whether or not the program completed: see res->completed and
