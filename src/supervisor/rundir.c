@@ -165,6 +165,10 @@ int fb__sup_lock_dir(sup *s, const char *dir, const char *what, int slot)
         close(fd);
         return 0;
     }
+    /* Created before the directory got its group (we lock first). */
+    if (s->shared && fchown(fd, (uid_t)-1, s->shared_gid))
+        fb__sup_log(s, "warning: cannot give %s to group '%s': %s", path,
+                    s->o->shared_group, strerror(errno));
     char since[64], line[256];
     time_t t = time(NULL);
     struct tm tm;

@@ -138,7 +138,7 @@ static int make_run_dir(sup *s)
     char abs[PATH_MAX];
     if (realpath(s->run_dir, abs))
         snprintf(s->run_dir, sizeof s->run_dir, "%s", abs);
-    return fb__sup_secure_dir(s, s->run_dir);
+    return 0;
 }
 
 static int same_dir(const char *a, const char *b)
@@ -165,9 +165,13 @@ static int setup_run_dir(sup *s)
     snprintf(s->job_id, sizeof s->job_id, "%s-%02x%02x%02x%02x%02x%02x", s->name,
              rnd[0], rnd[1], rnd[2], rnd[3], rnd[4], rnd[5]);
 
+    /* Lock first: the directory may be another run's, which must not be
+     * touched, not even its mode. */
     int rc = make_run_dir(s);
     if (!rc)
         rc = fb__sup_lock_dir(s, s->run_dir, "run directory", 0);
+    if (!rc)
+        rc = fb__sup_secure_dir(s, s->run_dir);
     if (rc)
         return rc;
     char abs[PATH_MAX];
@@ -189,9 +193,10 @@ static int setup_run_dir(sup *s)
     }
     /* A checkpoint directory is one run's too, wherever it is: two runs
      * writing and restoring the same steps would mix their states. */
-    rc = fb__sup_secure_dir(s, s->ckpt_dir);
-    if (!rc && !same_dir(s->ckpt_dir, s->run_dir))
+    if (!same_dir(s->ckpt_dir, s->run_dir))
         rc = fb__sup_lock_dir(s, s->ckpt_dir, "checkpoint directory", 1);
+    if (!rc)
+        rc = fb__sup_secure_dir(s, s->ckpt_dir);
     if (!rc)
         rc = fb__fmt(s->logs_dir, sizeof s->logs_dir, "%s/logs", s->run_dir);
     if (!rc && mkdir(s->logs_dir, 0700) && errno != EEXIST)

@@ -14,7 +14,8 @@ expect_busy() {   # expect_busy WHAT ARGS...: exit 2, the holder named
     grep -q "the $what .* is in use by another firebreak run (pid $A on host $(hostname)" err.txt ||
         fail "message does not name the holder: $(cat err.txt)"
 }
-"$FB" run --quiet --run-dir R -- "$RANK" --steps 100000 --sleep-ms 10 "$TAG" 2>a.err &
+group=$(getent group users >/dev/null && echo users || id -gn)
+"$FB" run --quiet --run-dir R --shared-group "$group" -- "$RANK" --steps 100000 --sleep-ms 10 "$TAG" 2>a.err &
 A=$!
 for _ in $(seq 100); do
     [ -s R/journal.sqlite ] && grep -q "^$A " R/supervisor.lock 2>/dev/null && break
@@ -25,6 +26,7 @@ job=$(cat R/job)
 expect_busy "run directory" --run-dir R
 [ "$(cat R/job)" = "$job" ] || fail "the second run overwrote job"
 [ "$(sqlite3 R/journal.sqlite 'select count(*) from run')" = 1 ] || fail "the second run wrote the journal"
+[ "$(stat -c %a R)" = 2750 ] || fail "the second run changed the first's mode: $(stat -c %a R)"
 # Sharing the first run's checkpoints from another run directory: refused too.
 expect_busy "checkpoint directory" --run-dir R2 --ckpt-dir R/checkpoints
 [ ! -e R2/job ] && [ ! -e R2/journal.sqlite ] || fail "the refused run wrote to R2"
