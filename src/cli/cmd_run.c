@@ -56,10 +56,14 @@ static void usage(FILE *f)
 "  -h, --help             this help\n"
 "\n"
 "Durations: 90s, 30m, 1.5h, 250ms or plain seconds; timeouts from 1ms to 30d\n"
-"(--grace from 0).  Exit status: 0 when\n"
-"the program completed, 1 when it did not (restarts exhausted, crash loop),\n"
-"2 for bad usage, 128+N when stopped by signal N.  Everything of a run is in\n"
-"its run directory: journal.sqlite, checkpoints/, logs/, fr/.\n");
+"(--grace from 0).\n"
+"\n"
+"Exit status: 0 the program completed, 1 it did not (restarts exhausted,\n"
+"crash loop), 2 bad usage, the run or checkpoint directory in use by another\n"
+"run, or stdout not writable, 3 the journal could not be written completely\n"
+"(e.g. a full disk; said on stderr), 128+N stopped by signal N.\n"
+"Everything of a run is in its run directory, private to you unless\n"
+"--shared-group: journal.sqlite, checkpoints/, logs/, fr/.\n");
 }
 
 /* Timeouts are at most 30 days: beyond that a limit is no limit, and

@@ -49,6 +49,22 @@ const char *fb__inject_kind_name(fb__inject_kind kind)
     return "?";
 }
 
+/* Each key at most once: "rank=1,rank=2" is a typo, not a choice.
+ * `seen` holds the keys met so far in one fault. */
+static int seen_twice(const char *key, unsigned *seen)
+{
+    static const char *const keys[] = {"rank", "attempt", "step", "after",
+                                       "code", "factor"};
+    for (unsigned i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        if (strcmp(key, keys[i]))
+            continue;
+        if (*seen & (1u << i))
+            return 1;
+        *seen |= 1u << i;
+    }
+    return 0;
+}
+
 static int parse_one(char *item, fb__inject_fault *f, char *err, size_t es)
 {
     memset(f, 0, sizeof *f);
@@ -67,9 +83,6 @@ static int parse_one(char *item, fb__inject_fault *f, char *err, size_t es)
                  "segv, corrupt)", item);
         return -EINVAL;
     }
-    /* Each key at most once: "rank=1,rank=2" is a typo, not a choice. */
-    static const char *const keys[] = {"rank", "attempt", "step", "after",
-                                       "code", "factor"};
     unsigned seen = 0;
     char *save = NULL;
     for (char *kv = colon ? strtok_r(colon + 1, ",", &save) : NULL; kv;
@@ -82,14 +95,9 @@ static int parse_one(char *item, fb__inject_fault *f, char *err, size_t es)
         *eq = '\0';
         const char *k = kv, *v = eq + 1;
         long long x;
-        for (unsigned i = 0; i < sizeof keys / sizeof keys[0]; i++) {
-            if (strcmp(k, keys[i]))
-                continue;
-            if (seen & (1u << i)) {
-                snprintf(err, es, "key '%s' given twice in fault '%s'", k, item);
-                return -EINVAL;
-            }
-            seen |= 1u << i;
+        if (seen_twice(k, &seen)) {
+            snprintf(err, es, "key '%s' given twice in fault '%s'", k, item);
+            return -EINVAL;
         }
         if (!strcmp(k, "rank")) {
             if (!strcmp(v, "*"))
