@@ -367,9 +367,14 @@ static int all_units_ended(const sup *s)
     return 1;
 }
 
-/* Handle one poll() round; returns the signal that asks us to stop, or 0. */
+static void journal_tick(sup *s, uint64_t now);
+
+/* Handle one poll() round; returns the signal that asks us to stop, or 0.
+ * Every loop of the supervisor goes through here, so this is also where
+ * the journal's retries happen (once a second). */
 static void handle_events(sup *s, int timeout_ms)
 {
+    journal_tick(s, fb__now_ns());
     struct pollfd pfd[1 + 1024 + 1024];
     int map[1 + 1024 + 1024];
     int n = 0;
@@ -655,76 +660,6 @@ static void add_useful(sup *s, uint64_t end_ns, double lost_s)
         s->useful_s += u;
 }
 
-/* ---- the journal's health ---- */
-
-/* Say when the journal starts or stops failing, and what it dropped: a
- * journal that cannot be written must never look like a quiet run. */
-static void report_journal(sup *s)
-{
-    fb__journal_status st;
-    fb__journal_get_status(s->j, &st);
-    if (st.failing && !s->journal_failing)
-        fb__sup_warn(s, "journal %s cannot be written: %s. Keeping %zu row%s and "
-                     "%zu step sample%s in memory (at most 4096 and 65536), "
-                     "retrying every second", st.path, st.last_error,
-                     st.pending_rows, st.pending_rows == 1 ? "" : "s",
-                     st.pending_samples, st.pending_samples == 1 ? "" : "s");
-    else if (!st.failing && s->journal_failing)
-        fb__sup_warn(s, "journal %s is written again; the delayed rows are in it",
-                     st.path);
-    uint64_t dropped = st.dropped_rows + st.dropped_samples;
-    if (dropped > s->journal_dropped_seen)
-        fb__sup_warn(s, "journal %s: %llu row%s and %llu step sample%s dropped so "
-                     "far (%s)", st.path, (unsigned long long)st.dropped_rows,
-                     st.dropped_rows == 1 ? "" : "s",
-                     (unsigned long long)st.dropped_samples,
-                     st.dropped_samples == 1 ? "" : "s", st.last_error);
-    s->journal_failing = st.failing;
-    s->journal_dropped_seen = dropped;
-}
-
-/* Once a second: write buffered samples, retry what failed. */
-static void journal_tick(sup *s, uint64_t now)
-{
-    if (now - s->journal_tick_ns < 1000000000ull)
-        return;
-    s->journal_tick_ns = now;
-    fb__journal_flush(s->j);
-    report_journal(s);
-}
-
-/* End of the run: a few last tries (the disk may have room again), close,
- * and make what was lost part of the result: exit status 3 unless a signal
- * stopped the run. */
-static void close_journal(sup *s)
-{
-    fb__sup_result *res = s->res;
-    for (int k = 0; k < 5 && fb__journal_flush(s->j) != 0; k++) {
-        struct timespec ts = {0, 200000000};
-        nanosleep(&ts, NULL);
-    }
-    report_journal(s);
-    fb__journal_status st;
-    fb__journal_close_status(s->j, &st);
-    s->j = NULL;
-    if (!st.dropped_rows && !st.dropped_samples)
-        return;
-    res->journal_incomplete = 1;
-    res->journal_dropped_rows = st.dropped_rows;
-    res->journal_dropped_samples = st.dropped_samples;
-    snprintf(res->journal_error, sizeof res->journal_error, "%s", st.last_error);
-    fb__sup_warn(s, "the journal %s is INCOMPLETE: %llu row%s and %llu step "
-                 "sample%s could not be written (%s). It may show the run as "
-                 "still running, or miss incidents; this summary is the record. "
-                 "Exit status %d.", st.path, (unsigned long long)st.dropped_rows,
-                 st.dropped_rows == 1 ? "" : "s",
-                 (unsigned long long)st.dropped_samples,
-                 st.dropped_samples == 1 ? "" : "s", st.last_error,
-                 res->exit_code > 1 ? res->exit_code : FB__SUP_EXIT_JOURNAL);
-    if (res->exit_code <= 1)
-        res->exit_code = FB__SUP_EXIT_JOURNAL;
-}
-
 #ifdef FB_HAVE_CKPT_TOOL
 static void on_set_aside(void *arg, uint64_t step, const char *why)
 {
@@ -803,7 +738,6 @@ static int run_attempt(sup *s)
         fire_injections(s, now);
         if (s->slurm)
             fb__sup_slurm_tick(s, now);
-        journal_tick(s, now);
         fb__sup_status(s, now, 0);
     }
     /* Last look at the segments: reports sent just before the end. */
@@ -841,10 +775,78 @@ static int run_attempt(sup *s)
 static void backoff_wait(sup *s, double seconds)
 {
     uint64_t until = fb__now_ns() + (uint64_t)(seconds * 1e9);
-    while (!s->stop_signal && fb__now_ns() < until) {
+    while (!s->stop_signal && fb__now_ns() < until)
         handle_events(s, 50);
-        journal_tick(s, fb__now_ns());
+}
+
+/* ---- the journal's health ---- */
+
+/* Say when the journal starts or stops failing, and what it dropped: a
+ * journal that cannot be written must never look like a quiet run. */
+static void report_journal(sup *s)
+{
+    fb__journal_status st;
+    fb__journal_get_status(s->j, &st);
+    if (st.failing && !s->journal_failing)
+        fb__sup_warn(s, "journal %s cannot be written: %s. Keeping %zu row%s and "
+                     "%zu step sample%s in memory (at most 4096 and 65536), "
+                     "retrying every second", st.path, st.last_error,
+                     st.pending_rows, st.pending_rows == 1 ? "" : "s",
+                     st.pending_samples, st.pending_samples == 1 ? "" : "s");
+    else if (!st.failing && s->journal_failing)
+        fb__sup_warn(s, "journal %s is written again; the delayed rows are in it",
+                     st.path);
+    uint64_t dropped = st.dropped_rows + st.dropped_samples;
+    if (dropped > s->journal_dropped_seen)
+        fb__sup_warn(s, "journal %s: %llu row%s and %llu step sample%s dropped so "
+                     "far (%s)", st.path, (unsigned long long)st.dropped_rows,
+                     st.dropped_rows == 1 ? "" : "s",
+                     (unsigned long long)st.dropped_samples,
+                     st.dropped_samples == 1 ? "" : "s", st.last_error);
+    s->journal_failing = st.failing;
+    s->journal_dropped_seen = dropped;
+}
+
+/* Once a second: write buffered samples, retry what failed. */
+static void journal_tick(sup *s, uint64_t now)
+{
+    if (now - s->journal_tick_ns < 1000000000ull)
+        return;
+    s->journal_tick_ns = now;
+    fb__journal_flush(s->j);
+    report_journal(s);
+}
+
+/* End of the run: a few last tries (the disk may have room again), close,
+ * and make what was lost part of the result: exit status 3 unless a signal
+ * stopped the run. */
+static void close_journal(sup *s)
+{
+    fb__sup_result *res = s->res;
+    for (int k = 0; k < 5 && fb__journal_flush(s->j) != 0; k++) {
+        struct timespec ts = {0, 200000000};
+        nanosleep(&ts, NULL);
     }
+    report_journal(s);
+    fb__journal_status st;
+    fb__journal_close_status(s->j, &st);
+    s->j = NULL;
+    if (!st.dropped_rows && !st.dropped_samples)
+        return;
+    res->journal_incomplete = 1;
+    res->journal_dropped_rows = st.dropped_rows;
+    res->journal_dropped_samples = st.dropped_samples;
+    snprintf(res->journal_error, sizeof res->journal_error, "%s", st.last_error);
+    fb__sup_warn(s, "the journal %s is INCOMPLETE: %llu row%s and %llu step "
+                 "sample%s could not be written (%s). It may show the run as "
+                 "still running, or miss incidents; this summary is the record. "
+                 "Exit status %d.", st.path, (unsigned long long)st.dropped_rows,
+                 st.dropped_rows == 1 ? "" : "s",
+                 (unsigned long long)st.dropped_samples,
+                 st.dropped_samples == 1 ? "" : "s", st.last_error,
+                 res->exit_code > 1 ? res->exit_code : FB__SUP_EXIT_JOURNAL);
+    if (res->exit_code <= 1)
+        res->exit_code = FB__SUP_EXIT_JOURNAL;
 }
 
 static void print_summary(sup *s)
