@@ -810,7 +810,7 @@ static void report_journal(sup *s)
 /* Once a second: write buffered samples, retry what failed. */
 static void journal_tick(sup *s, uint64_t now)
 {
-    if (now - s->journal_tick_ns < 1000000000ull)
+    if (!s->j || now - s->journal_tick_ns < 1000000000ull)
         return;
     s->journal_tick_ns = now;
     fb__journal_flush(s->j);
