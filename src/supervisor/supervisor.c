@@ -100,7 +100,7 @@ static void sanitize_name(const char *in, char *out, size_t size)
         snprintf(out, size, "job");
 }
 
-/* Create (or reuse) the run directory, with its mode. */
+/* Create (or reuse) the run directory; its mode is set once it is locked. */
 static int make_run_dir(sup *s)
 {
     const fb__sup_options *o = s->o;
