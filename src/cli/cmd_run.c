@@ -2,6 +2,7 @@
  * cmd_run.c -- `firebreak run [options] -- CMD ARGS...`: parse options and
  * hand them to the supervisor.
  */
+#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,13 +32,16 @@ static void usage(FILE *f)
 "  --attach-timeout DUR   a rank that never calls fb_init within DUR is hung\n"
 "                         (default: off; unmodified programs are watched for\n"
 "                         exits only)\n"
-"  --grace DUR            SIGTERM to SIGKILL when stopping ranks (default 5s)\n"
+"  --grace DUR            SIGTERM to SIGKILL when stopping ranks (default 5s;\n"
+"                         0 = SIGKILL at once)\n"
 "  --crash-loop N         stop when N attempts in a row fail the same way at\n"
 "                         the same step (default 2; 0 = never)\n"
 "  --run-dir DIR          the run directory (default runs/<name>-<time>)\n"
 "  --run-root DIR         where default run directories go (default runs)\n"
 "  --name NAME            run name (default: the program's name)\n"
 "  --ckpt-dir DIR         checkpoints (default <run-dir>/checkpoints)\n"
+"  --shared-group GROUP   let GROUP read the run (directories 2750, files\n"
+"                         0640); default: private to you (0700, 0600)\n"
 "  --inject SPEC          inject faults, e.g. 'kill:rank=1,step=40' or\n"
 "                         'hang:rank=0,after=5s' (repeatable; docs/inject.md)\n"
 "  --fr-capacity N        flight-recorder events per rank (default 4096)\n"
@@ -51,18 +55,36 @@ static void usage(FILE *f)
 "  --json                 print a summary as one JSON line at the end\n"
 "  -h, --help             this help\n"
 "\n"
-"Durations: 90s, 30m, 1.5h, 250ms or plain seconds.  Exit status: 0 when\n"
-"the program completed, 1 when it did not (restarts exhausted, crash loop),\n"
-"2 for bad usage, 128+N when stopped by signal N.  Everything of a run is in\n"
-"its run directory: journal.sqlite, checkpoints/, logs/, fr/.\n");
+"Durations: 90s, 30m, 1.5h, 250ms or plain seconds; timeouts from 1ms to 30d\n"
+"(--grace from 0).\n"
+"\n"
+"Exit status: 0 the program completed, 1 it did not (restarts exhausted,\n"
+"crash loop), 2 bad usage, the run or checkpoint directory in use by another\n"
+"run, or stdout not writable, 3 the journal could not be written completely\n"
+"(e.g. a full disk; said on stderr), 128+N stopped by signal N.\n"
+"Everything of a run is in its run directory, private to you unless\n"
+"--shared-group: journal.sqlite, checkpoints/, logs/, fr/.\n");
 }
 
-static int parse_dur(const char *opt, const char *v, double *out)
+/* Timeouts are at most 30 days: beyond that a limit is no limit, and
+ * seconds * 1e9 must stay inside a uint64_t of nanoseconds. */
+#define MAX_TIMEOUT_S (30.0 * 86400)
+/* Ranks in one job. */
+#define MAX_WORLD 65536
+
+/* A duration in [lo_s, hi_s]; the message names the option and the bounds. */
+static int parse_dur(const char *opt, const char *v, double lo_s, double hi_s,
+                     double *out)
 {
-    if (fb__parse_duration(v, out) == 0)
+    int rc = fb__parse_duration_in(v, lo_s, hi_s, out);
+    if (rc == 0)
         return 0;
-    fprintf(stderr, "firebreak run: %s: bad duration '%s' (e.g. 30s, 5m, 1.5h)\n",
-            opt, v);
+    if (rc == -ERANGE)
+        fprintf(stderr, "firebreak run: %s: '%s' is out of range: give a duration "
+                "from %s to 30d\n", opt, v, lo_s > 0 ? "1ms" : "0");
+    else
+        fprintf(stderr, "firebreak run: %s: bad duration '%s' (e.g. 30s, 5m, "
+                "1.5h)\n", opt, v);
     return -1;
 }
 
@@ -79,7 +101,7 @@ static int parse_num(const char *opt, const char *v, long long lo, long long hi,
     return -1;
 }
 
-static void print_json(const fb__sup_result *r)
+static int print_json(const fb__sup_result *r)
 {
     fb__jsonw w;
     fb__jsonw_init(&w);
@@ -113,9 +135,31 @@ static void print_json(const fb__sup_result *r)
         fb__jsonw_obj_end(&w);
     }
     fb__jsonw_arr_end(&w);
+    fb__jsonw_key(&w, "journal");
+    fb__jsonw_obj_begin(&w);
+    fb__jsonw_kbool(&w, "complete", !r->journal_incomplete);
+    fb__jsonw_kint(&w, "dropped_rows", (long long)r->journal_dropped_rows);
+    fb__jsonw_kint(&w, "dropped_samples", (long long)r->journal_dropped_samples);
+    if (r->journal_incomplete)
+        fb__jsonw_kstr(&w, "error", r->journal_error);
+    else
+        fb__jsonw_key(&w, "error"), fb__jsonw_null(&w);
     fb__jsonw_obj_end(&w);
-    fb__jsonw_print(&w, stdout);
+    fb__jsonw_obj_end(&w);
+    int rc = fb__jsonw_print(&w, stdout);
     fb__jsonw_free(&w);
+    return rc;
+}
+
+/* stdout could not be written (a full disk, /dev/full, a closed pipe):
+ * say so, exit 2.  A script reading the output must not take silence for
+ * an answer. */
+static int stdout_failed(const char *what)
+{
+    int e = errno;
+    fprintf(stderr, "firebreak run: cannot write %s to stdout: %s\n", what,
+            strerror(e ? e : EIO));
+    return 2;
 }
 
 int fb__cmd_run(int argc, char **argv)
@@ -123,7 +167,7 @@ int fb__cmd_run(int argc, char **argv)
     enum { O_NPROC = 1000, O_LAUNCHER, O_MAXR, O_HANG, O_STARTUP, O_CKPTT,
            O_ATTACH, O_GRACE, O_LOOP, O_RUNDIR, O_RUNROOT, O_NAME, O_CKPTDIR,
            O_INJECT, O_FRCAP, O_NOPRELOAD, O_MPIRUN, O_MPIRUNARG, O_SPARE,
-           O_DRAIN, O_HEALTH, O_NONODES, O_QUIET, O_JSON, O_NNODES };
+           O_DRAIN, O_HEALTH, O_NONODES, O_QUIET, O_JSON, O_NNODES, O_SHGROUP };
     static const struct option longopts[] = {
         {"nproc-per-node", required_argument, 0, O_NPROC},
         {"nproc", required_argument, 0, O_NPROC},
@@ -140,6 +184,7 @@ int fb__cmd_run(int argc, char **argv)
         {"run-root", required_argument, 0, O_RUNROOT},
         {"name", required_argument, 0, O_NAME},
         {"ckpt-dir", required_argument, 0, O_CKPTDIR},
+        {"shared-group", required_argument, 0, O_SHGROUP},
         {"inject", required_argument, 0, O_INJECT},
         {"fr-capacity", required_argument, 0, O_FRCAP},
         {"no-fr-preload", no_argument, 0, O_NOPRELOAD},
@@ -166,7 +211,12 @@ int fb__cmd_run(int argc, char **argv)
     while ((c = getopt_long(argc, argv, "+h", longopts, NULL)) != -1) {
         int bad = 0;
         switch (c) {
-        case 'h': usage(stdout); return 0;
+        case 'h':
+            usage(stdout);
+            errno = 0;
+            if (fflush(stdout) || ferror(stdout))
+                return stdout_failed("the help");
+            return 0;
         case O_NPROC: bad = parse_num("--nproc-per-node", optarg, 1, 4096, &o.nproc_per_node); break;
         case O_NNODES: bad = parse_num("--nnodes", optarg, 1, 100000, &o.nnodes); break;
         case O_LAUNCHER:
@@ -180,16 +230,17 @@ int fb__cmd_run(int argc, char **argv)
             }
             break;
         case O_MAXR: bad = parse_num("--max-restarts", optarg, 0, 1000000, &o.max_restarts); break;
-        case O_HANG: bad = parse_dur("--hang-timeout", optarg, &o.hang_timeout_s); break;
-        case O_STARTUP: bad = parse_dur("--startup-timeout", optarg, &o.startup_timeout_s); break;
-        case O_CKPTT: bad = parse_dur("--ckpt-timeout", optarg, &o.ckpt_timeout_s); break;
-        case O_ATTACH: bad = parse_dur("--attach-timeout", optarg, &o.attach_timeout_s); break;
-        case O_GRACE: bad = parse_dur("--grace", optarg, &o.grace_s); break;
+        case O_HANG: bad = parse_dur("--hang-timeout", optarg, 1e-3, MAX_TIMEOUT_S, &o.hang_timeout_s); break;
+        case O_STARTUP: bad = parse_dur("--startup-timeout", optarg, 1e-3, MAX_TIMEOUT_S, &o.startup_timeout_s); break;
+        case O_CKPTT: bad = parse_dur("--ckpt-timeout", optarg, 1e-3, MAX_TIMEOUT_S, &o.ckpt_timeout_s); break;
+        case O_ATTACH: bad = parse_dur("--attach-timeout", optarg, 1e-3, MAX_TIMEOUT_S, &o.attach_timeout_s); break;
+        case O_GRACE: bad = parse_dur("--grace", optarg, 0, MAX_TIMEOUT_S, &o.grace_s); break;
         case O_LOOP: bad = parse_num("--crash-loop", optarg, 0, 1000, &o.crash_loop); break;
         case O_RUNDIR: o.run_dir = optarg; break;
         case O_RUNROOT: o.run_root = optarg; break;
         case O_NAME: o.name = optarg; break;
         case O_CKPTDIR: o.ckpt_dir = optarg; break;
+        case O_SHGROUP: o.shared_group = optarg; break;
         case O_INJECT: {
             size_t l = strlen(inject);
             if (l + strlen(optarg) + 2 >= sizeof inject) {
@@ -204,8 +255,12 @@ int fb__cmd_run(int argc, char **argv)
         case O_NOPRELOAD: o.preload_fr = 0; break;
         case O_MPIRUN: o.mpirun = optarg; break;
         case O_MPIRUNARG:
-            if (nmpirun_args < 63)
-                mpirun_args[nmpirun_args++] = optarg;
+            if (nmpirun_args == 63) {
+                fprintf(stderr, "firebreak run: --mpirun-arg: at most 63\n");
+                bad = 1;
+                break;
+            }
+            mpirun_args[nmpirun_args++] = optarg;
             break;
         case O_SPARE: bad = parse_num("--spare-nodes", optarg, 0, 100000, &o.spare_nodes); break;
         case O_DRAIN: o.drain = 1; break;
@@ -236,6 +291,11 @@ int fb__cmd_run(int argc, char **argv)
             return 2;
         }
     }
+    if ((long long)o.nproc_per_node * (o.nnodes > 0 ? o.nnodes : 1) > MAX_WORLD) {
+        fprintf(stderr, "firebreak run: --nproc-per-node %d x --nnodes %d is more "
+                "than %d ranks\n", o.nproc_per_node, o.nnodes, MAX_WORLD);
+        return 2;
+    }
     if (optind < argc && !strcmp(argv[optind], "--"))
         optind++;
     if (optind >= argc) {
@@ -254,7 +314,10 @@ int fb__cmd_run(int argc, char **argv)
     int rc = fb__sup_run(&o, &res);
     if (rc)
         return 2;
-    if (json)
-        print_json(&res);
+    if (json) {
+        errno = 0;
+        if (print_json(&res) || ferror(stdout))
+            return stdout_failed("the --json summary");
+    }
     return res.exit_code;
 }

@@ -46,6 +46,19 @@ int fb__parse_duration(const char *s, double *seconds_out)
     return -EINVAL;
 }
 
+int fb__parse_duration_in(const char *s, double lo_s, double hi_s,
+                          double *seconds_out)
+{
+    double v;
+    int rc = fb__parse_duration(s, &v);
+    if (rc)
+        return rc;
+    if (v < lo_s || v > hi_s)
+        return -ERANGE;
+    *seconds_out = v;
+    return 0;
+}
+
 int fb__parse_size(const char *s, uint64_t *bytes_out)
 {
     if (!s || !*s)

@@ -36,6 +36,12 @@ double fb__wall_s(void);
  * not finite). */
 int fb__parse_duration(const char *s, double *seconds_out);
 
+/* fb__parse_duration, and the result must lie in [lo_s, hi_s] (a bound
+ * keeps seconds * 1e9 inside a uint64_t of nanoseconds).  0, -EINVAL (not a
+ * duration) or -ERANGE (a duration out of bounds). */
+int fb__parse_duration_in(const char *s, double lo_s, double hi_s,
+                          double *seconds_out);
+
 /* Parse a size: "4096", "64k", "1.5G" (binary multiples).  0 or -EINVAL. */
 int fb__parse_size(const char *s, uint64_t *bytes_out);
 

@@ -5,10 +5,21 @@
  * the agent read while a run is live; synchronous=NORMAL keeps a commit off
  * the supervisor's critical path (WAL still never corrupts on a crash; the
  * last transactions may be lost on power failure, never half-applied).
+ *
+ * A write that fails is not lost quietly.  When SQLite refuses one for a
+ * reason that may pass (a full disk, an I/O error, a lock), it goes into a
+ * bounded queue, in order, and every fb__journal_flush() retries the whole
+ * queue, and the buffered step samples, in one transaction.  Row ids (run,
+ * attempt, incident) are chosen here, not by SQLite, so that the updates
+ * that refer to a queued insert still find it; no write reads the
+ * database.  A write refused for good (a constraint: a bug), or that finds
+ * the queue full, is dropped and counted.  fb__journal_get_status() tells
+ * the caller, who must say so: this file prints nothing.
  */
 #include "journal/journal.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,17 +36,217 @@ typedef struct sample {
     double time, step_time_ms;
 } sample;
 
+/* One row write, kept until it is in the database. */
+enum { V_NULL, V_INT, V_REAL, V_TEXT };
+typedef struct jval {
+    int type;
+    int64_t i;
+    double r;
+    char *t;
+} jval;
+
+#define MAX_VALS 24
+typedef struct jop {
+    char *sql;
+    int n;
+    int oom;
+    jval v[MAX_VALS];
+} jop;
+
+/* Bounds of what waits in memory while the database cannot be written. */
+#define DEFAULT_MAX_OPS 4096
+#define DEFAULT_MAX_SAMPLES 65536
+/* Samples are written in batches of this many when nothing fails. */
+#define SAMPLE_BATCH 4096
+
 struct fb__journal {
     sqlite3 *db;
+    char path[PATH_MAX];
     int64_t run_id;
+    int64_t last_attempt_id, last_incident_id;
     sample *samples;
     size_t nsamples, cap;
+    jop *ops;
+    size_t nops, cap_ops;
+    size_t max_ops, max_samples;
+    fb__journal_status st;
 };
 
-static int fail(fb__journal *j, int rc)
+static int errno_of(int sqlite_rc)
 {
-    fprintf(stderr, "firebreak: journal: %s\n", sqlite3_errmsg(j->db));
-    return rc == SQLITE_FULL ? -ENOSPC : -EIO;
+    return (sqlite_rc & 0xff) == SQLITE_FULL ? -ENOSPC : -EIO;
+}
+
+/* Errors that may pass: keep the write and retry it. */
+static int transient(int sqlite_rc)
+{
+    switch (sqlite_rc & 0xff) {
+    case SQLITE_FULL: case SQLITE_IOERR: case SQLITE_BUSY: case SQLITE_LOCKED:
+    case SQLITE_CANTOPEN: case SQLITE_NOMEM: case SQLITE_PROTOCOL:
+    case SQLITE_READONLY:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+/* Remember what went wrong: SQLite's message and the system's error. */
+static void note_error(fb__journal *j, int sqlite_rc)
+{
+    int sys = sqlite3_system_errno(j->db);
+    const char *msg = sqlite3_errmsg(j->db);
+    if (!msg || !strcmp(msg, "not an error"))
+        msg = sqlite3_errstr(sqlite_rc);
+    if (sys)
+        snprintf(j->st.last_error, sizeof j->st.last_error, "%s (%s)", msg,
+                 strerror(sys));
+    else
+        snprintf(j->st.last_error, sizeof j->st.last_error, "%s", msg);
+    j->st.failures++;
+}
+
+static void op_free(jop *op)
+{
+    for (int i = 0; i < op->n; i++)
+        free(op->v[i].t);
+    free(op->sql);
+    memset(op, 0, sizeof *op);
+}
+
+static void op_init(jop *op, const char *sql)
+{
+    memset(op, 0, sizeof *op);
+    op->sql = strdup(sql);
+    op->oom = !op->sql;
+}
+
+static jval *op_val(jop *op, int type)
+{
+    if (op->n == MAX_VALS) {
+        op->oom = 1;
+        return NULL;
+    }
+    jval *v = &op->v[op->n++];
+    v->type = type;
+    return v;
+}
+
+static void op_int(jop *op, int64_t x)
+{
+    jval *v = op_val(op, V_INT);
+    if (v)
+        v->i = x;
+}
+
+static void op_real(jop *op, double x)
+{
+    jval *v = op_val(op, V_REAL);
+    if (v)
+        v->r = x;
+}
+
+static void op_null(jop *op)
+{
+    op_val(op, V_NULL);
+}
+
+/* NULL for "absent" values. */
+static void op_text(jop *op, const char *x)
+{
+    if (!x) {
+        op_null(op);
+        return;
+    }
+    jval *v = op_val(op, V_TEXT);
+    if (v && !(v->t = strdup(x)))
+        op->oom = 1;
+}
+
+/* Run one write; SQLITE_OK, or SQLite's error (noted). */
+static int exec_op(fb__journal *j, const jop *op)
+{
+    sqlite3_stmt *st;
+    int rc = sqlite3_prepare_v2(j->db, op->sql, -1, &st, NULL);
+    if (rc != SQLITE_OK) {
+        note_error(j, rc);
+        return rc;
+    }
+    for (int i = 0; i < op->n; i++) {
+        const jval *v = &op->v[i];
+        if (v->type == V_INT)
+            sqlite3_bind_int64(st, i + 1, v->i);
+        else if (v->type == V_REAL)
+            sqlite3_bind_double(st, i + 1, v->r);
+        else if (v->type == V_TEXT)
+            sqlite3_bind_text(st, i + 1, v->t, -1, SQLITE_STATIC);
+        else
+            sqlite3_bind_null(st, i + 1);
+    }
+    rc = sqlite3_step(st);
+    if (rc == SQLITE_DONE || rc == SQLITE_ROW)
+        rc = SQLITE_OK;
+    else
+        note_error(j, rc);
+    sqlite3_finalize(st);
+    return rc;
+}
+
+static void drop_op(fb__journal *j, jop *op)
+{
+    j->st.dropped_rows++;
+    op_free(op);
+}
+
+/* Write now, or queue for a retry; 0 when written or queued. */
+static int submit(fb__journal *j, jop *op)
+{
+    if (op->oom) {
+        snprintf(j->st.last_error, sizeof j->st.last_error, "out of memory");
+        drop_op(j, op);
+        return -ENOMEM;
+    }
+    if (j->nops == 0) {
+        int rc = exec_op(j, op);
+        if (rc == SQLITE_OK) {
+            op_free(op);
+            return 0;
+        }
+        if (!transient(rc)) {
+            drop_op(j, op);
+            return -EIO;
+        }
+        j->st.failing = 1;
+    }
+    if (j->nops == j->max_ops) {
+        drop_op(j, op);
+        return -ENOSPC;
+    }
+    if (j->nops == j->cap_ops) {
+        size_t cap = j->cap_ops ? j->cap_ops * 2 : 16;
+        jop *n = realloc(j->ops, cap * sizeof *n);
+        if (!n) {
+            drop_op(j, op);
+            return -ENOMEM;
+        }
+        j->ops = n;
+        j->cap_ops = cap;
+    }
+    j->ops[j->nops++] = *op; /* the queue owns its strings now */
+    return 0;
+}
+
+static int64_t max_id(fb__journal *j, const char *table)
+{
+    char sql[64];
+    snprintf(sql, sizeof sql, "SELECT coalesce(max(id), 0) FROM %s", table);
+    sqlite3_stmt *st;
+    int64_t id = 0;
+    if (sqlite3_prepare_v2(j->db, sql, -1, &st, NULL) == SQLITE_OK) {
+        if (sqlite3_step(st) == SQLITE_ROW)
+            id = sqlite3_column_int64(st, 0);
+        sqlite3_finalize(st);
+    }
+    return id;
 }
 
 int fb__journal_open(fb__journal **out, const char *path, char *err, size_t errsz)
@@ -74,106 +285,117 @@ int fb__journal_open(fb__journal **out, const char *path, char *err, size_t errs
         free(j);
         return -EIO;
     }
+    snprintf(j->path, sizeof j->path, "%s", path);
+    j->max_ops = DEFAULT_MAX_OPS;
+    j->max_samples = DEFAULT_MAX_SAMPLES;
+    j->run_id = max_id(j, "run");
+    j->last_attempt_id = max_id(j, "attempt");
+    j->last_incident_id = max_id(j, "incident");
     *out = j;
     return 0;
 }
 
 void fb__journal_close(fb__journal *j)
 {
+    fb__journal_close_status(j, NULL);
+}
+
+void fb__journal_close_status(fb__journal *j, fb__journal_status *st)
+{
     if (!j)
         return;
     fb__journal_flush(j);
+    /* What could not be written by now is lost. */
+    j->st.dropped_rows += j->nops;
+    j->st.dropped_samples += j->nsamples;
+    for (size_t i = 0; i < j->nops; i++)
+        op_free(&j->ops[i]);
+    j->nops = j->nsamples = 0;
     /* Leave a single self-contained file behind: readers of a finished
      * run need no -wal/-shm files (and read-only readers cannot remove
      * them). */
-    sqlite3_exec(j->db, "PRAGMA journal_mode=DELETE", NULL, NULL, NULL);
+    if (!j->st.failing)
+        sqlite3_exec(j->db, "PRAGMA journal_mode=DELETE", NULL, NULL, NULL);
+    if (st)
+        fb__journal_get_status(j, st);
     sqlite3_close(j->db);
+    free(j->ops);
     free(j->samples);
     free(j);
 }
 
 const char *fb__journal_errmsg(fb__journal *j)
 {
-    return j ? sqlite3_errmsg(j->db) : "no journal";
+    if (!j)
+        return "no journal";
+    return j->st.last_error[0] ? j->st.last_error : sqlite3_errmsg(j->db);
 }
 
-/* Bind helpers: NULL for "absent" values. */
-static void bind_text(sqlite3_stmt *s, int i, const char *v)
+void fb__journal_get_status(fb__journal *j, fb__journal_status *st)
 {
-    if (v)
-        sqlite3_bind_text(s, i, v, -1, SQLITE_TRANSIENT);
-    else
-        sqlite3_bind_null(s, i);
+    *st = j->st;
+    st->pending_rows = j->nops;
+    st->pending_samples = j->nsamples;
+    snprintf(st->path, sizeof st->path, "%s", j->path);
 }
 
-static int step_done(fb__journal *j, sqlite3_stmt *s)
+void fb__journal_set_limits(fb__journal *j, size_t max_rows, size_t max_samples)
 {
-    int rc = sqlite3_step(s);
-    sqlite3_finalize(s);
-    return (rc == SQLITE_DONE || rc == SQLITE_ROW) ? 0 : fail(j, rc);
-}
-
-static int prepare(fb__journal *j, const char *sql, sqlite3_stmt **s)
-{
-    int rc = sqlite3_prepare_v2(j->db, sql, -1, s, NULL);
-    return rc == SQLITE_OK ? 0 : fail(j, rc);
+    j->max_ops = max_rows;
+    j->max_samples = max_samples;
 }
 
 int fb__journal_begin_run(fb__journal *j, const fb__journal_run *r)
 {
-    sqlite3_stmt *s;
-    if (prepare(j, "INSERT INTO run(name, job_id, run_dir, command, launcher,"
-                   " nproc, nnodes, hostname, max_restarts, hang_timeout_s,"
-                   " options, started_at) VALUES(?,?,?,?,?,?,?,?,?,?,?,?)", &s))
-        return -EIO;
-    bind_text(s, 1, r->name);
-    bind_text(s, 2, r->job_id);
-    bind_text(s, 3, r->run_dir);
-    bind_text(s, 4, r->command_json);
-    bind_text(s, 5, r->launcher);
-    sqlite3_bind_int(s, 6, r->nproc);
-    sqlite3_bind_int(s, 7, r->nnodes);
-    bind_text(s, 8, r->hostname);
-    sqlite3_bind_int(s, 9, r->max_restarts);
-    sqlite3_bind_double(s, 10, r->hang_timeout_s);
-    bind_text(s, 11, r->options_json ? r->options_json : "{}");
-    sqlite3_bind_double(s, 12, r->started_at);
-    int rc = step_done(j, s);
-    if (!rc)
-        j->run_id = sqlite3_last_insert_rowid(j->db);
-    return rc;
+    jop op;
+    op_init(&op, "INSERT INTO run(id, name, job_id, run_dir, command, launcher,"
+                 " nproc, nnodes, hostname, max_restarts, hang_timeout_s,"
+                 " options, started_at) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?)");
+    op_int(&op, ++j->run_id);
+    op_text(&op, r->name);
+    op_text(&op, r->job_id);
+    op_text(&op, r->run_dir);
+    op_text(&op, r->command_json);
+    op_text(&op, r->launcher);
+    op_int(&op, r->nproc);
+    op_int(&op, r->nnodes);
+    op_text(&op, r->hostname);
+    op_int(&op, r->max_restarts);
+    op_real(&op, r->hang_timeout_s);
+    op_text(&op, r->options_json ? r->options_json : "{}");
+    op_real(&op, r->started_at);
+    return submit(j, &op);
 }
 
 int fb__journal_end_run(fb__journal *j, double ended_at, const char *status,
                         int exit_code, const char *reason)
 {
-    fb__journal_flush(j);
-    sqlite3_stmt *s;
-    if (prepare(j, "UPDATE run SET ended_at=?, status=?, exit_code=?, reason=?"
-                   " WHERE id=?", &s))
-        return -EIO;
-    sqlite3_bind_double(s, 1, ended_at);
-    bind_text(s, 2, status);
-    sqlite3_bind_int(s, 3, exit_code);
-    bind_text(s, 4, reason);
-    sqlite3_bind_int64(s, 5, j->run_id);
-    return step_done(j, s);
+    jop op;
+    op_init(&op, "UPDATE run SET ended_at=?, status=?, exit_code=?, reason=?"
+                 " WHERE id=?");
+    op_real(&op, ended_at);
+    op_text(&op, status);
+    op_int(&op, exit_code);
+    op_text(&op, reason);
+    op_int(&op, j->run_id);
+    int rc = submit(j, &op);
+    int frc = fb__journal_flush(j);
+    return rc ? rc : frc;
 }
 
 int fb__journal_begin_attempt(fb__journal *j, int number, double started_at,
                               int64_t *attempt_id_out)
 {
-    sqlite3_stmt *s;
-    if (prepare(j, "INSERT INTO attempt(run_id, number, started_at)"
-                   " VALUES(?,?,?)", &s))
-        return -EIO;
-    sqlite3_bind_int64(s, 1, j->run_id);
-    sqlite3_bind_int(s, 2, number);
-    sqlite3_bind_double(s, 3, started_at);
-    int rc = step_done(j, s);
-    if (!rc)
-        *attempt_id_out = sqlite3_last_insert_rowid(j->db);
-    return rc;
+    jop op;
+    op_init(&op, "INSERT INTO attempt(id, run_id, number, started_at)"
+                 " VALUES(?,?,?,?)");
+    int64_t id = ++j->last_attempt_id;
+    op_int(&op, id);
+    op_int(&op, j->run_id);
+    op_int(&op, number);
+    op_real(&op, started_at);
+    *attempt_id_out = id;
+    return submit(j, &op);
 }
 
 static int column_allowed(const char *col, const char *const *allowed)
@@ -194,85 +416,84 @@ static int attempt_set(fb__journal *j, int64_t id, const char *column,
         return -EINVAL;
     char sql[128];
     snprintf(sql, sizeof sql, "UPDATE attempt SET %s=? WHERE id=?", column);
-    sqlite3_stmt *s;
-    if (prepare(j, sql, &s))
-        return -EIO;
-    if (type == 0)
-        sqlite3_bind_double(s, 1, d);
-    else if (type == 1)
-        sqlite3_bind_int64(s, 1, i);
+    jop op;
+    op_init(&op, sql);
+    if (type == V_REAL)
+        op_real(&op, d);
+    else if (type == V_INT)
+        op_int(&op, i);
     else
-        bind_text(s, 1, t);
-    sqlite3_bind_int64(s, 2, id);
-    return step_done(j, s);
+        op_text(&op, t);
+    op_int(&op, id);
+    return submit(j, &op);
 }
 
 int fb__journal_attempt_real(fb__journal *j, int64_t id, const char *c, double v)
 {
-    return attempt_set(j, id, c, 0, v, 0, NULL);
+    return attempt_set(j, id, c, V_REAL, v, 0, NULL);
 }
 
 int fb__journal_attempt_int(fb__journal *j, int64_t id, const char *c, int64_t v)
 {
-    return attempt_set(j, id, c, 1, 0, v, NULL);
+    return attempt_set(j, id, c, V_INT, 0, v, NULL);
 }
 
 int fb__journal_attempt_text(fb__journal *j, int64_t id, const char *c,
                              const char *v)
 {
-    return attempt_set(j, id, c, 2, 0, 0, v);
+    return attempt_set(j, id, c, V_TEXT, 0, 0, v);
 }
 
 int fb__journal_add_incident(fb__journal *j, const fb__journal_incident *in,
                          int64_t *id_out)
 {
-    sqlite3_stmt *s;
-    if (prepare(j, "INSERT INTO incident(run_id, attempt_id, kind, occurred_at,"
-                   " detected_at, detect_ms, rank, node, signal, exit_code, phase,"
-                   " step, lost_s, injected, detail, last_lines, fr_verdict,"
-                   " health, category, component, evidence)"
-                   " VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", &s))
-        return -EIO;
-    sqlite3_bind_int64(s, 1, j->run_id);
-    sqlite3_bind_int64(s, 2, in->attempt_id);
-    bind_text(s, 3, in->kind);
-    sqlite3_bind_double(s, 4, in->occurred_at);
-    sqlite3_bind_double(s, 5, in->detected_at);
-    sqlite3_bind_double(s, 6, in->detect_ms);
+    jop op;
+    op_init(&op, "INSERT INTO incident(id, run_id, attempt_id, kind, occurred_at,"
+                 " detected_at, detect_ms, rank, node, signal, exit_code, phase,"
+                 " step, lost_s, injected, detail, last_lines, fr_verdict,"
+                 " health, category, component, evidence)"
+                 " VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
+    int64_t id = ++j->last_incident_id;
+    op_int(&op, id);
+    op_int(&op, j->run_id);
+    op_int(&op, in->attempt_id);
+    op_text(&op, in->kind);
+    op_real(&op, in->occurred_at);
+    op_real(&op, in->detected_at);
+    op_real(&op, in->detect_ms);
     if (in->rank >= 0)
-        sqlite3_bind_int(s, 7, in->rank);
+        op_int(&op, in->rank);
     else
-        sqlite3_bind_null(s, 7);
-    bind_text(s, 8, in->node);
+        op_null(&op);
+    op_text(&op, in->node);
     if (in->signal > 0)
-        sqlite3_bind_int(s, 9, in->signal);
+        op_int(&op, in->signal);
     else
-        sqlite3_bind_null(s, 9);
+        op_null(&op);
     if (in->has_exit_code)
-        sqlite3_bind_int(s, 10, in->exit_code);
+        op_int(&op, in->exit_code);
     else
-        sqlite3_bind_null(s, 10);
-    bind_text(s, 11, in->phase);
+        op_null(&op);
+    op_text(&op, in->phase);
     if (in->step >= 0)
-        sqlite3_bind_int64(s, 12, in->step);
+        op_int(&op, in->step);
     else
-        sqlite3_bind_null(s, 12);
+        op_null(&op);
     if (in->lost_s >= 0)
-        sqlite3_bind_double(s, 13, in->lost_s);
+        op_real(&op, in->lost_s);
     else
-        sqlite3_bind_null(s, 13);
-    bind_text(s, 14, in->injected);
-    bind_text(s, 15, in->detail ? in->detail : "");
-    bind_text(s, 16, in->last_lines);
-    bind_text(s, 17, in->fr_verdict);
-    bind_text(s, 18, in->health);
-    bind_text(s, 19, in->category);
-    bind_text(s, 20, in->component);
-    bind_text(s, 21, in->evidence);
-    int rc = step_done(j, s);
-    if (!rc && id_out)
-        *id_out = sqlite3_last_insert_rowid(j->db);
-    return rc;
+        op_null(&op);
+    op_text(&op, in->injected);
+    op_text(&op, in->detail ? in->detail : "");
+    op_text(&op, in->last_lines);
+    op_text(&op, in->fr_verdict);
+    op_text(&op, in->health);
+    op_text(&op, in->category);
+    op_text(&op, in->component);
+    op_text(&op, in->evidence);
+    if (id_out)
+        *id_out = id;
+    return submit(j, &op);
 }
 
 int fb__journal_incident_text(fb__journal *j, int64_t id, const char *column,
@@ -284,125 +505,191 @@ int fb__journal_incident_text(fb__journal *j, int64_t id, const char *column,
         return -EINVAL;
     char sql[128];
     snprintf(sql, sizeof sql, "UPDATE incident SET %s=? WHERE id=?", column);
-    sqlite3_stmt *s;
-    if (prepare(j, sql, &s))
-        return -EIO;
-    bind_text(s, 1, value);
-    sqlite3_bind_int64(s, 2, id);
-    return step_done(j, s);
+    jop op;
+    op_init(&op, sql);
+    op_text(&op, value);
+    op_int(&op, id);
+    return submit(j, &op);
 }
 
 int fb__journal_add_event(fb__journal *j, const fb__journal_event *ev)
 {
-    sqlite3_stmt *s;
-    if (prepare(j, "INSERT INTO event(run_id, attempt_id, time, rank, kind, step,"
-                   " code, bytes, value_ms, detail) VALUES(?,?,?,?,?,?,?,?,?,?)", &s))
-        return -EIO;
-    sqlite3_bind_int64(s, 1, j->run_id);
-    sqlite3_bind_int64(s, 2, ev->attempt_id);
-    sqlite3_bind_double(s, 3, ev->time);
+    jop op;
+    op_init(&op, "INSERT INTO event(run_id, attempt_id, time, rank, kind, step,"
+                 " code, bytes, value_ms, detail) VALUES(?,?,?,?,?,?,?,?,?,?)");
+    op_int(&op, j->run_id);
+    op_int(&op, ev->attempt_id);
+    op_real(&op, ev->time);
     if (ev->rank >= 0)
-        sqlite3_bind_int(s, 4, ev->rank);
+        op_int(&op, ev->rank);
     else
-        sqlite3_bind_null(s, 4);
-    bind_text(s, 5, ev->kind);
+        op_null(&op);
+    op_text(&op, ev->kind);
     if (ev->step >= 0)
-        sqlite3_bind_int64(s, 6, ev->step);
+        op_int(&op, ev->step);
     else
-        sqlite3_bind_null(s, 6);
-    sqlite3_bind_int(s, 7, ev->code);
-    sqlite3_bind_int64(s, 8, ev->bytes);
+        op_null(&op);
+    op_int(&op, ev->code);
+    op_int(&op, ev->bytes);
     if (ev->value_ms >= 0)
-        sqlite3_bind_double(s, 9, ev->value_ms);
+        op_real(&op, ev->value_ms);
     else
-        sqlite3_bind_null(s, 9);
-    bind_text(s, 10, ev->detail);
-    return step_done(j, s);
+        op_null(&op);
+    op_text(&op, ev->detail);
+    return submit(j, &op);
 }
 
+/* Insert or update the row of (attempt, step): an update, then an insert
+ * when there was no row -- two writes that need no read, so that either
+ * may wait in the queue. */
 int fb__journal_checkpoint(fb__journal *j, int64_t attempt_id, int64_t step,
                            double committed_at, int ranks, int64_t bytes,
                            double stall_ms, double persist_ms, const char *status)
 {
-    sqlite3_stmt *s;
-    if (prepare(j, "SELECT id FROM checkpoint WHERE attempt_id=? AND step=?", &s))
-        return -EIO;
-    sqlite3_bind_int64(s, 1, attempt_id);
-    sqlite3_bind_int64(s, 2, step);
-    int64_t id = -1;
-    if (sqlite3_step(s) == SQLITE_ROW)
-        id = sqlite3_column_int64(s, 0);
-    sqlite3_finalize(s);
-    if (id < 0) {
-        if (prepare(j, "INSERT INTO checkpoint(committed_at, ranks, bytes,"
-                       " stall_ms, persist_ms, status, run_id, attempt_id, step)"
-                       " VALUES(?,?,?,?,?,?,?,?,?)", &s))
-            return -EIO;
-        sqlite3_bind_int64(s, 7, j->run_id);
-        sqlite3_bind_int64(s, 8, attempt_id);
-        sqlite3_bind_int64(s, 9, step);
-    } else {
-        if (prepare(j, "UPDATE checkpoint SET committed_at=?, ranks=?, bytes=?,"
-                       " stall_ms=?, persist_ms=?, status=? WHERE id=?", &s))
-            return -EIO;
-        sqlite3_bind_int64(s, 7, id);
+    jop up, ins;
+    op_init(&up, "UPDATE checkpoint SET committed_at=?, ranks=?, bytes=?,"
+                 " stall_ms=?, persist_ms=?, status=? WHERE attempt_id=? AND step=?");
+    op_init(&ins, "INSERT INTO checkpoint(committed_at, ranks, bytes, stall_ms,"
+                  " persist_ms, status, run_id, attempt_id, step)"
+                  " SELECT ?,?,?,?,?,?,?,?,? WHERE NOT EXISTS (SELECT 1 FROM"
+                  " checkpoint WHERE attempt_id=? AND step=?)");
+    jop *ops[2] = {&up, &ins};
+    for (int k = 0; k < 2; k++) {
+        op_real(ops[k], committed_at);
+        op_int(ops[k], ranks);
+        op_int(ops[k], bytes);
+        op_real(ops[k], stall_ms);
+        op_real(ops[k], persist_ms);
+        op_text(ops[k], status);
     }
-    sqlite3_bind_double(s, 1, committed_at);
-    sqlite3_bind_int(s, 2, ranks);
-    sqlite3_bind_int64(s, 3, bytes);
-    sqlite3_bind_double(s, 4, stall_ms);
-    sqlite3_bind_double(s, 5, persist_ms);
-    bind_text(s, 6, status);
-    return step_done(j, s);
+    op_int(&up, attempt_id);
+    op_int(&up, step);
+    op_int(&ins, j->run_id);
+    op_int(&ins, attempt_id);
+    op_int(&ins, step);
+    op_int(&ins, attempt_id);
+    op_int(&ins, step);
+    int rc = submit(j, &up);
+    int rc2 = submit(j, &ins);
+    return rc ? rc : rc2;
 }
 
 int fb__journal_sample(fb__journal *j, int64_t attempt_id, int rank,
                        double time, int64_t step, double step_time_ms)
 {
+    if (j->nsamples >= j->max_samples) {
+        j->st.dropped_samples++;
+        return -ENOSPC;
+    }
     if (j->nsamples == j->cap) {
         size_t cap = j->cap ? j->cap * 2 : 256;
         sample *n = realloc(j->samples, cap * sizeof *n);
-        if (!n)
+        if (!n) {
+            j->st.dropped_samples++;
             return -ENOMEM;
+        }
         j->samples = n;
         j->cap = cap;
     }
     j->samples[j->nsamples++] = (sample){attempt_id, step, rank, time, step_time_ms};
+    /* Batches, so that memory stays bounded between the caller's flushes;
+     * while the database fails, the caller's flushes retry. */
+    if (j->nsamples % SAMPLE_BATCH == 0 && !j->st.failing)
+        fb__journal_flush(j);
     return 0;
+}
+
+/* The queued rows, in order, in the open transaction.  A row refused for
+ * good is dropped (counted); the others stay queued until the COMMIT.
+ * SQLITE_OK or the first error that may pass. */
+static int write_ops(fb__journal *j)
+{
+    size_t kept = 0;
+    int rc = SQLITE_OK;
+    for (size_t i = 0; i < j->nops; i++) {
+        if (rc == SQLITE_OK) {
+            int r = exec_op(j, &j->ops[i]);
+            if (r != SQLITE_OK && !transient(r)) {
+                drop_op(j, &j->ops[i]);
+                continue;
+            }
+            rc = r;
+        }
+        j->ops[kept++] = j->ops[i];
+    }
+    j->nops = kept;
+    return rc;
+}
+
+static int write_samples(fb__journal *j)
+{
+    if (j->nsamples == 0)
+        return SQLITE_OK;
+    sqlite3_stmt *st;
+    int rc = sqlite3_prepare_v2(j->db, "INSERT INTO step_sample VALUES(?,?,?,?,?,?)",
+                                -1, &st, NULL);
+    if (rc != SQLITE_OK) {
+        note_error(j, rc);
+        return rc;
+    }
+    for (size_t i = 0; i < j->nsamples && rc == SQLITE_OK; i++) {
+        const sample *x = &j->samples[i];
+        sqlite3_bind_int64(st, 1, j->run_id);
+        sqlite3_bind_int64(st, 2, x->attempt_id);
+        sqlite3_bind_int(st, 3, x->rank);
+        sqlite3_bind_double(st, 4, x->time);
+        sqlite3_bind_int64(st, 5, x->step);
+        if (x->step_time_ms >= 0)
+            sqlite3_bind_double(st, 6, x->step_time_ms);
+        else
+            sqlite3_bind_null(st, 6);
+        int r = sqlite3_step(st);
+        if (r != SQLITE_DONE) {
+            note_error(j, r);
+            rc = r;
+        }
+        sqlite3_reset(st);
+    }
+    sqlite3_finalize(st);
+    return rc;
 }
 
 int fb__journal_flush(fb__journal *j)
 {
-    if (!j || j->nsamples == 0)
+    if (!j || (j->nops == 0 && j->nsamples == 0))
         return 0;
-    sqlite3_stmt *s;
-    if (sqlite3_exec(j->db, "BEGIN", NULL, NULL, NULL) != SQLITE_OK)
-        return fail(j, SQLITE_ERROR);
-    if (prepare(j, "INSERT INTO step_sample VALUES(?,?,?,?,?,?)", &s)) {
-        sqlite3_exec(j->db, "ROLLBACK", NULL, NULL, NULL);
-        return -EIO;
+    int rc = sqlite3_exec(j->db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
+    if (rc != SQLITE_OK) {
+        note_error(j, rc);
+        goto failed;
     }
-    int rc = 0;
-    for (size_t i = 0; i < j->nsamples && !rc; i++) {
-        const sample *x = &j->samples[i];
-        sqlite3_bind_int64(s, 1, j->run_id);
-        sqlite3_bind_int64(s, 2, x->attempt_id);
-        sqlite3_bind_int(s, 3, x->rank);
-        sqlite3_bind_double(s, 4, x->time);
-        sqlite3_bind_int64(s, 5, x->step);
-        if (x->step_time_ms >= 0)
-            sqlite3_bind_double(s, 6, x->step_time_ms);
-        else
-            sqlite3_bind_null(s, 6);
-        int r = sqlite3_step(s);
-        if (r != SQLITE_DONE)
-            rc = fail(j, r);
-        sqlite3_reset(s);
+    /* Rows first (samples refer to attempts).  The queue is kept until the
+     * COMMIT: a failed COMMIT rolls every row back. */
+    rc = write_ops(j);
+    if (rc == SQLITE_OK)
+        rc = write_samples(j);
+    if (rc == SQLITE_OK) {
+        rc = sqlite3_exec(j->db, "COMMIT", NULL, NULL, NULL);
+        if (rc != SQLITE_OK)
+            note_error(j, rc);
     }
-    sqlite3_finalize(s);
-    if (sqlite3_exec(j->db, rc ? "ROLLBACK" : "COMMIT", NULL, NULL, NULL) != SQLITE_OK &&
-        !rc)
-        rc = fail(j, SQLITE_ERROR);
+    if (rc != SQLITE_OK) {
+        if (!sqlite3_get_autocommit(j->db))
+            sqlite3_exec(j->db, "ROLLBACK", NULL, NULL, NULL);
+        if (!transient(rc)) {
+            /* The samples themselves are refused: drop them, counted. */
+            j->st.dropped_samples += j->nsamples;
+            j->nsamples = 0;
+        }
+        goto failed;
+    }
+    for (size_t i = 0; i < j->nops; i++)
+        op_free(&j->ops[i]);
+    j->nops = 0;
     j->nsamples = 0;
-    return rc;
+    j->st.failing = 0;
+    return 0;
+failed:
+    j->st.failing = 1;
+    return errno_of(rc);
 }

@@ -2,12 +2,17 @@
  * journal.h -- the run journal: one SQLite database per run directory
  * (journal.sqlite), written only by the supervisor.  Schema in schema.sql
  * and docs/journal.md.  Every function returns 0 or a negative code; a
- * journal error is reported but never stops supervision (the supervisor
- * keeps running the job).
+ * journal error never stops supervision (the supervisor keeps running the
+ * job), and it is never lost quietly: a write that fails for a reason that
+ * may pass (a full disk, an I/O error) waits in a bounded queue and is
+ * retried by every fb__journal_flush(); what is dropped is counted, and
+ * fb__journal_get_status() tells the caller, who must say so.  A write
+ * function returns 0 when the row is written or queued.
  */
 #ifndef FB_JOURNAL_JOURNAL_H
 #define FB_JOURNAL_JOURNAL_H
 
+#include <limits.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -50,10 +55,29 @@ typedef struct fb__journal_event {
     const char *detail;
 } fb__journal_event;
 
+/* Whether the journal is being written, and what was lost. */
+typedef struct fb__journal_status {
+    int failing;                /* the last write failed: writes wait       */
+    size_t pending_rows;        /* rows waiting in the queue                */
+    size_t pending_samples;     /* step samples waiting                     */
+    uint64_t dropped_rows;      /* rows lost for good (queue full, refused, */
+    uint64_t dropped_samples;   /* or still waiting when the journal closed)*/
+    uint64_t failures;          /* failed writes and retries so far         */
+    char last_error[256];       /* SQLite's message (the system's error)    */
+    char path[PATH_MAX];
+} fb__journal_status;
+
 /* Create or open run_dir/journal.sqlite (WAL, synchronous=NORMAL). */
 int fb__journal_open(fb__journal **out, const char *path, char *err, size_t errsz);
+/* Flush, close, free.  fb__journal_close_status fills *st (may be NULL) with
+ * the final status: rows or samples that could not be written by then
+ * count as dropped. */
 void fb__journal_close(fb__journal *j);
+void fb__journal_close_status(fb__journal *j, fb__journal_status *st);
 const char *fb__journal_errmsg(fb__journal *j);
+void fb__journal_get_status(fb__journal *j, fb__journal_status *st);
+/* Bounds of the queue (default 4096 rows, 65536 samples); for tests. */
+void fb__journal_set_limits(fb__journal *j, size_t max_rows, size_t max_samples);
 
 int fb__journal_begin_run(fb__journal *j, const fb__journal_run *r);
 int fb__journal_end_run(fb__journal *j, double ended_at, const char *status,
@@ -85,7 +109,10 @@ int fb__journal_checkpoint(fb__journal *j, int64_t attempt_id, int64_t step,
                            double stall_ms, double persist_ms,
                            const char *status);
 
-/* Step samples are buffered and written in one transaction by flush. */
+/* Step samples are buffered and written in one transaction by flush (and
+ * every 4096 samples).  Flush writes every queued row and sample in one
+ * transaction: 0, or -ENOSPC / -EIO when it failed (everything stays
+ * queued, but rows refused for good, which are dropped and counted). */
 int fb__journal_sample(fb__journal *j, int64_t attempt_id, int rank,
                        double time, int64_t step, double step_time_ms);
 int fb__journal_flush(fb__journal *j);

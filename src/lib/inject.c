@@ -49,6 +49,22 @@ const char *fb__inject_kind_name(fb__inject_kind kind)
     return "?";
 }
 
+/* Each key at most once: "rank=1,rank=2" is a typo, not a choice.
+ * `seen` holds the keys met so far in one fault. */
+static int seen_twice(const char *key, unsigned *seen)
+{
+    static const char *const keys[] = {"rank", "attempt", "step", "after",
+                                       "code", "factor"};
+    for (unsigned i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        if (strcmp(key, keys[i]))
+            continue;
+        if (*seen & (1u << i))
+            return 1;
+        *seen |= 1u << i;
+    }
+    return 0;
+}
+
 static int parse_one(char *item, fb__inject_fault *f, char *err, size_t es)
 {
     memset(f, 0, sizeof *f);
@@ -67,6 +83,7 @@ static int parse_one(char *item, fb__inject_fault *f, char *err, size_t es)
                  "segv, corrupt)", item);
         return -EINVAL;
     }
+    unsigned seen = 0;
     char *save = NULL;
     for (char *kv = colon ? strtok_r(colon + 1, ",", &save) : NULL; kv;
          kv = strtok_r(NULL, ",", &save)) {
@@ -78,6 +95,10 @@ static int parse_one(char *item, fb__inject_fault *f, char *err, size_t es)
         *eq = '\0';
         const char *k = kv, *v = eq + 1;
         long long x;
+        if (seen_twice(k, &seen)) {
+            snprintf(err, es, "key '%s' given twice in fault '%s'", k, item);
+            return -EINVAL;
+        }
         if (!strcmp(k, "rank")) {
             if (!strcmp(v, "*"))
                 f->rank = -1;
@@ -98,7 +119,7 @@ static int parse_one(char *item, fb__inject_fault *f, char *err, size_t es)
             f->has_step = 1;
             f->step = (uint64_t)x;
         } else if (!strcmp(k, "after")) {
-            if (fb__parse_duration(v, &f->after_s))
+            if (fb__parse_duration_in(v, 0, FB__INJECT_AFTER_MAX_S, &f->after_s))
                 goto bad;
             f->has_after = 1;
         } else if (!strcmp(k, "code")) {
@@ -167,6 +188,22 @@ int fb__inject_parse(const char *spec, fb__inject_plan *plan, char *err,
     }
     if (plan->count == 0) {
         snprintf(err, err_size, "empty fault spec");
+        return -EINVAL;
+    }
+    return 0;
+}
+
+int fb__inject_check_world(const fb__inject_plan *plan, int world, char *err,
+                           size_t err_size)
+{
+    for (int i = 0; i < plan->count; i++) {
+        const fb__inject_fault *f = &plan->faults[i];
+        if (f->rank < world)
+            continue;
+        snprintf(err, err_size, "fault %d (%s:rank=%d) names rank %d, but the "
+                 "job has %d rank%s (0..%d): it would never fire", i + 1,
+                 fb__inject_kind_name(f->kind), f->rank, f->rank, world,
+                 world == 1 ? "" : "s", world - 1);
         return -EINVAL;
     }
     return 0;

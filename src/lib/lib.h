@@ -49,6 +49,12 @@ typedef struct fb__inject_plan {
  * returns -EINVAL and writes a message naming the bad part into err. */
 int fb__inject_parse(const char *spec, fb__inject_plan *plan, char *err,
                      size_t err_size);
+/* after= is at most this many seconds (30 days). */
+#define FB__INJECT_AFTER_MAX_S (30.0 * 86400)
+/* Every fault must name a rank of a job of `world` ranks (rank=* always
+ * does): 0, or -EINVAL with a message naming the rank and the world size. */
+int fb__inject_check_world(const fb__inject_plan *plan, int world, char *err,
+                           size_t err_size);
 const char *fb__inject_kind_name(fb__inject_kind kind);
 
 /* Arm the in-process faults meant for (rank, attempt). */

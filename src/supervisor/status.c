@@ -27,6 +27,19 @@ void fb__sup_log(sup *s, const char *fmt, ...)
     s->last_status_ns = 0; /* redraw the status line */
 }
 
+void fb__sup_warn(sup *s, const char *fmt, ...)
+{
+    if (s->status_on_tty)
+        fputs("\r\033[K", stderr);
+    fputs("firebreak run: ", stderr);
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    s->last_status_ns = 0;
+}
+
 void fb__sup_status(sup *s, uint64_t now, int force)
 {
     if (s->o->quiet)

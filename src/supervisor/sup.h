@@ -112,6 +112,16 @@ typedef struct sup {
     /* launcher slurm (slurm.c) */
     struct fb__sup_slurm *slurm;         /* NULL for other launchers        */
     char launch_detail[256];             /* why a launch failed, or ""      */
+    /* rundir.c: ownership and access */
+    int lock_fd[2];                      /* run dir, checkpoint dir; -1     */
+    int shared;                          /* --shared-group given            */
+    gid_t shared_gid;
+    mode_t user_umask;                   /* restored when the run ends      */
+    int umask_set;
+    /* the journal's health, as last reported (supervisor.c) */
+    int journal_failing;
+    uint64_t journal_dropped_seen;
+    uint64_t journal_tick_ns;
 } sup;
 
 /* sup_unit.rank of the slurm launcher's watcher step. */
@@ -153,8 +163,23 @@ void fb__sup_slurm_read(sup *s);
 void fb__sup_slurm_tick(sup *s, uint64_t now);
 void fb__sup_slurm_on_failure(sup *s);   /* blame a node, before recording */
 
+/* rundir.c (one supervisor per directory; private or group modes) */
+/* Resolve --shared-group and set the run's umask; prints errors. */
+int fb__sup_access_init(sup *s);
+/* mkdir -p with the user's own umask (parents of the run's directories). */
+int fb__sup_mkdir_parents(sup *s, const char *path);
+/* Give one of the run's directories its mode: 0700, or 02750 and the group. */
+int fb__sup_secure_dir(sup *s, const char *path);
+/* Lock dir/supervisor.lock for this run (slot 0: run dir, 1: checkpoint
+ * dir); -EBUSY, with a message naming the holder, when another run has it. */
+int fb__sup_lock_dir(sup *s, const char *dir, const char *what, int slot);
+/* Drop the locks, restore the user's umask. */
+void fb__sup_release_dirs(sup *s);
+
 /* status.c */
 void fb__sup_log(sup *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* A problem the user must see, --quiet or not: "firebreak run: ..." */
+void fb__sup_warn(sup *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void fb__sup_status(sup *s, uint64_t now, int force);
 
 #endif

@@ -100,6 +100,56 @@ static void sanitize_name(const char *in, char *out, size_t size)
         snprintf(out, size, "job");
 }
 
+/* Create (or reuse) the run directory; its mode is set once it is locked. */
+static int make_run_dir(sup *s)
+{
+    const fb__sup_options *o = s->o;
+    int rc;
+    if (o->run_dir) {
+        rc = fb__fmt(s->run_dir, sizeof s->run_dir, "%s", o->run_dir);
+        if (!rc)
+            rc = fb__sup_mkdir_parents(s, s->run_dir);
+    } else {
+        time_t t = time(NULL);
+        struct tm tm;
+        localtime_r(&t, &tm);
+        char stamp[32];
+        strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
+        rc = fb__sup_mkdir_parents(s, o->run_root);
+        for (int k = 1; !rc && k < 1000; k++) {
+            rc = k == 1 ? fb__fmt(s->run_dir, sizeof s->run_dir, "%s/%s-%s",
+                                  o->run_root, s->name, stamp)
+                        : fb__fmt(s->run_dir, sizeof s->run_dir, "%s/%s-%s-%d",
+                                  o->run_root, s->name, stamp, k);
+            if (rc)
+                break;
+            if (mkdir(s->run_dir, 0700) == 0)
+                break;
+            if (errno != EEXIST)
+                rc = -errno;
+        }
+    }
+    if (rc) {
+        fprintf(stderr, "firebreak run: cannot create the run directory %s: %s\n",
+                o->run_dir ? o->run_dir : o->run_root, fb_strerror(rc));
+        return rc;
+    }
+    /* Absolute paths: ranks may change directory. */
+    char abs[PATH_MAX];
+    if (realpath(s->run_dir, abs))
+        snprintf(s->run_dir, sizeof s->run_dir, "%s", abs);
+    return 0;
+}
+
+static int same_dir(const char *a, const char *b)
+{
+    struct stat sa, sb;
+    return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev &&
+           sa.st_ino == sb.st_ino;
+}
+
+/* The run directory and the checkpoint directory, each locked for this run
+ * before anything in it is written (rundir.c), then logs/ and `job`. */
 static int setup_run_dir(sup *s)
 {
     const fb__sup_options *o = s->o;
@@ -115,60 +165,51 @@ static int setup_run_dir(sup *s)
     snprintf(s->job_id, sizeof s->job_id, "%s-%02x%02x%02x%02x%02x%02x", s->name,
              rnd[0], rnd[1], rnd[2], rnd[3], rnd[4], rnd[5]);
 
-    int rc;
-    if (o->run_dir) {
-        rc = fb__fmt(s->run_dir, sizeof s->run_dir, "%s", o->run_dir);
-        if (!rc)
-            rc = fb__mkdir_p(s->run_dir, 0755);
-    } else {
-        time_t t = time(NULL);
-        struct tm tm;
-        localtime_r(&t, &tm);
-        char stamp[32];
-        strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
-        rc = fb__mkdir_p(o->run_root, 0755);
-        for (int k = 1; !rc && k < 1000; k++) {
-            rc = k == 1 ? fb__fmt(s->run_dir, sizeof s->run_dir, "%s/%s-%s",
-                                  o->run_root, s->name, stamp)
-                        : fb__fmt(s->run_dir, sizeof s->run_dir, "%s/%s-%s-%d",
-                                  o->run_root, s->name, stamp, k);
-            if (rc)
-                break;
-            if (mkdir(s->run_dir, 0755) == 0)
-                break;
-            if (errno != EEXIST)
-                rc = -errno;
-        }
-    }
-    if (rc) {
-        fprintf(stderr, "firebreak run: cannot create the run directory %s: %s\n",
-                o->run_dir ? o->run_dir : o->run_root, fb_strerror(rc));
+    /* Lock first: the directory may be another run's, which must not be
+     * touched, not even its mode. */
+    int rc = make_run_dir(s);
+    if (!rc)
+        rc = fb__sup_lock_dir(s, s->run_dir, "run directory", 0);
+    if (!rc)
+        rc = fb__sup_secure_dir(s, s->run_dir);
+    if (rc)
         return rc;
-    }
-    /* Absolute paths: ranks may change directory. */
     char abs[PATH_MAX];
-    if (realpath(s->run_dir, abs))
-        snprintf(s->run_dir, sizeof s->run_dir, "%s", abs);
     if (o->ckpt_dir) {
-        rc = fb__mkdir_p(o->ckpt_dir, 0755);
+        rc = fb__sup_mkdir_parents(s, o->ckpt_dir);
         if (!rc && realpath(o->ckpt_dir, abs))
             snprintf(s->ckpt_dir, sizeof s->ckpt_dir, "%s", abs);
+        else if (!rc)
+            rc = fb__fmt(s->ckpt_dir, sizeof s->ckpt_dir, "%s", o->ckpt_dir);
     } else {
         rc = fb__fmt(s->ckpt_dir, sizeof s->ckpt_dir, "%s/checkpoints", s->run_dir);
-        if (!rc)
-            rc = fb__mkdir_p(s->ckpt_dir, 0755);
+        if (!rc && mkdir(s->ckpt_dir, 0700) && errno != EEXIST)
+            rc = -errno;
     }
+    if (rc) {
+        fprintf(stderr, "firebreak run: cannot create the checkpoint directory "
+                "%s: %s\n", o->ckpt_dir ? o->ckpt_dir : s->ckpt_dir, fb_strerror(rc));
+        return rc;
+    }
+    /* A checkpoint directory is one run's too, wherever it is: two runs
+     * writing and restoring the same steps would mix their states. */
+    if (!same_dir(s->ckpt_dir, s->run_dir))
+        rc = fb__sup_lock_dir(s, s->ckpt_dir, "checkpoint directory", 1);
+    if (!rc)
+        rc = fb__sup_secure_dir(s, s->ckpt_dir);
     if (!rc)
         rc = fb__fmt(s->logs_dir, sizeof s->logs_dir, "%s/logs", s->run_dir);
+    if (!rc && mkdir(s->logs_dir, 0700) && errno != EEXIST)
+        rc = -errno;
     if (!rc)
-        rc = fb__mkdir_p(s->logs_dir, 0755);
+        rc = fb__sup_secure_dir(s, s->logs_dir);
     if (!rc) {
         char path[PATH_MAX], line[80];
         snprintf(path, sizeof path, "%s/job", s->run_dir);
         int n = snprintf(line, sizeof line, "%s\n", s->job_id);
         rc = fb__write_file_atomic(path, line, (size_t)n);
     }
-    if (rc)
+    if (rc && rc != -EBUSY)
         fprintf(stderr, "firebreak run: cannot prepare %s: %s\n", s->run_dir,
                 fb_strerror(rc));
     return rc;
@@ -326,9 +367,14 @@ static int all_units_ended(const sup *s)
     return 1;
 }
 
-/* Handle one poll() round; returns the signal that asks us to stop, or 0. */
+static void journal_tick(sup *s, uint64_t now);
+
+/* Handle one poll() round; returns the signal that asks us to stop, or 0.
+ * Every loop of the supervisor goes through here, so this is also where
+ * the journal's retries happen (once a second). */
 static void handle_events(sup *s, int timeout_ms)
 {
+    journal_tick(s, fb__now_ns());
     struct pollfd pfd[1 + 1024 + 1024];
     int map[1 + 1024 + 1024];
     int n = 0;
@@ -483,6 +529,9 @@ static void snapshot_segments(sup *s, const char *why)
             continue;
         if (fb__seg_dump(s->ranks[r].seg, path) == 0)
             n++;
+        /* fb__seg_dump writes 0600: the run's group may read it too. */
+        if (s->shared)
+            chmod(path, 0640);
     }
     (void)why;
     (void)n;
@@ -740,6 +789,76 @@ static void backoff_wait(sup *s, double seconds)
         handle_events(s, 50);
 }
 
+/* ---- the journal's health ---- */
+
+/* Say when the journal starts or stops failing, and what it dropped: a
+ * journal that cannot be written must never look like a quiet run. */
+static void report_journal(sup *s)
+{
+    fb__journal_status st;
+    fb__journal_get_status(s->j, &st);
+    if (st.failing && !s->journal_failing)
+        fb__sup_warn(s, "journal %s cannot be written: %s. Keeping %zu row%s and "
+                     "%zu step sample%s in memory (at most 4096 and 65536), "
+                     "retrying every second", st.path, st.last_error,
+                     st.pending_rows, st.pending_rows == 1 ? "" : "s",
+                     st.pending_samples, st.pending_samples == 1 ? "" : "s");
+    else if (!st.failing && s->journal_failing)
+        fb__sup_warn(s, "journal %s is written again; the delayed rows are in it",
+                     st.path);
+    uint64_t dropped = st.dropped_rows + st.dropped_samples;
+    if (dropped > s->journal_dropped_seen)
+        fb__sup_warn(s, "journal %s: %llu row%s and %llu step sample%s dropped so "
+                     "far (%s)", st.path, (unsigned long long)st.dropped_rows,
+                     st.dropped_rows == 1 ? "" : "s",
+                     (unsigned long long)st.dropped_samples,
+                     st.dropped_samples == 1 ? "" : "s", st.last_error);
+    s->journal_failing = st.failing;
+    s->journal_dropped_seen = dropped;
+}
+
+/* Once a second: write buffered samples, retry what failed. */
+static void journal_tick(sup *s, uint64_t now)
+{
+    if (!s->j || now - s->journal_tick_ns < 1000000000ull)
+        return;
+    s->journal_tick_ns = now;
+    fb__journal_flush(s->j);
+    report_journal(s);
+}
+
+/* End of the run: a few last tries (the disk may have room again), close,
+ * and make what was lost part of the result: exit status 3 unless a signal
+ * stopped the run. */
+static void close_journal(sup *s)
+{
+    fb__sup_result *res = s->res;
+    for (int k = 0; k < 5 && fb__journal_flush(s->j) != 0; k++) {
+        struct timespec ts = {0, 200000000};
+        nanosleep(&ts, NULL);
+    }
+    report_journal(s);
+    fb__journal_status st;
+    fb__journal_close_status(s->j, &st);
+    s->j = NULL;
+    if (!st.dropped_rows && !st.dropped_samples)
+        return;
+    res->journal_incomplete = 1;
+    res->journal_dropped_rows = st.dropped_rows;
+    res->journal_dropped_samples = st.dropped_samples;
+    snprintf(res->journal_error, sizeof res->journal_error, "%s", st.last_error);
+    fb__sup_warn(s, "the journal %s is INCOMPLETE: %llu row%s and %llu step "
+                 "sample%s could not be written (%s). It may show the run as "
+                 "still running, or miss incidents; this summary is the record. "
+                 "Exit status %d.", st.path, (unsigned long long)st.dropped_rows,
+                 st.dropped_rows == 1 ? "" : "s",
+                 (unsigned long long)st.dropped_samples,
+                 st.dropped_samples == 1 ? "" : "s", st.last_error,
+                 res->exit_code > 1 ? res->exit_code : FB__SUP_EXIT_JOURNAL);
+    if (res->exit_code <= 1)
+        res->exit_code = FB__SUP_EXIT_JOURNAL;
+}
+
 static void print_summary(sup *s)
 {
     fb__sup_result *res = s->res;
@@ -771,31 +890,15 @@ static const char *interrupted(sup *s, fb__sup_result *res)
     return "interrupted";
 }
 
-int fb__sup_run(const fb__sup_options *o, fb__sup_result *res)
+/* Everything that can be refused before the run directory is touched
+ * (exit 2, nothing launched).  Prints what is wrong. */
+static int check_inputs(sup *s)
 {
-    memset(res, 0, sizeof *res);
-    const char *status = "failed";
-    sup S, *s = &S;
-    memset(s, 0, sizeof *s);
-    s->o = o;
-    s->res = res;
-    s->sigfd = -1;
-    s->run_start_ns = fb__now_ns();
-    s->durable_step = -1;
-    s->status_on_tty = fb__isatty(2) && !o->quiet;
-    /* Test hook (docs/slurm.md): behave as if no rank shared this host, so
-     * that everything must travel through the node watchers. */
-    s->remote_only = o->launcher == FB_LAUNCH_SLURM &&
-                     fb__getenv("FIREBREAK_SLURM_REMOTE_ONLY") != NULL;
-    gethostname(s->hostname, sizeof s->hostname - 1);
-    s->world = o->nproc_per_node * (o->nnodes > 0 ? o->nnodes : 1);
-
-    if (o->inject) {
-        char err[256];
-        if (fb__inject_parse(o->inject, &s->plan, err, sizeof err)) {
-            fprintf(stderr, "firebreak run: --inject: %s\n", err);
-            return -EINVAL;
-        }
+    const fb__sup_options *o = s->o;
+    char err[256];
+    if (o->inject && fb__inject_parse(o->inject, &s->plan, err, sizeof err)) {
+        fprintf(stderr, "firebreak run: --inject: %s\n", err);
+        return -EINVAL;
     }
     char resolved[PATH_MAX];
     int rc = fb__proc_find_program(o->argv[0], resolved, sizeof resolved);
@@ -815,58 +918,26 @@ int fb__sup_run(const fb__sup_options *o, fb__sup_result *res)
         }
     }
     if (o->launcher == FB_LAUNCH_SLURM) {
-        rc = fb__sup_slurm_init(s);
+        rc = fb__sup_slurm_init(s); /* sets s->world */
         if (rc)
             return rc;
     }
-    rc = setup_run_dir(s);
-    if (rc)
-        return rc;
-    snprintf(res->run_dir, sizeof res->run_dir, "%s", s->run_dir);
-
-    char path[PATH_MAX], err[512];
-    snprintf(path, sizeof path, "%s/journal.sqlite", s->run_dir);
-    rc = fb__journal_open(&s->j, path, err, sizeof err);
-    if (rc) {
-        fprintf(stderr, "firebreak run: %s\n", err);
-        return rc;
+    /* Only now is the world size known (slurm: the allocation). */
+    if (o->inject && fb__inject_check_world(&s->plan, s->world, err, sizeof err)) {
+        fprintf(stderr, "firebreak run: --inject: %s\n", err);
+        return -EINVAL;
     }
-    fb__jsonw cmd, opts;
-    fb__jsonw_init(&cmd);
-    fb__jsonw_init(&opts);
-    command_json(o, &cmd);
-    options_json(o, &opts);
-    fb__journal_run jr = {
-        .name = s->name, .job_id = s->job_id, .run_dir = s->run_dir,
-        .command_json = fb__jsonw_text(&cmd), .launcher = launcher_name(o->launcher),
-        .hostname = s->hostname, .options_json = fb__jsonw_text(&opts),
-        .nproc = s->world, .nnodes = o->nnodes > 0 ? o->nnodes : 1,
-        .max_restarts = o->max_restarts, .hang_timeout_s = o->hang_timeout_s,
-        .started_at = fb__wall_s(),
-    };
-    fb__journal_begin_run(s->j, &jr);
-    fb__jsonw_free(&cmd);
-    fb__jsonw_free(&opts);
+    return 0;
+}
 
-    /* Segments of runs whose supervisor died are removed. */
-    fb__seg_cleanup(NULL);
-    prctl(PR_SET_CHILD_SUBREAPER, 1);
-    sigset_t oldmask;
-    rc = setup_signals(s, &oldmask);
-    s->units = calloc((size_t)(s->world + 1), sizeof *s->units);
-    s->ranks = calloc((size_t)s->world, sizeof *s->ranks);
-    if (rc || !s->units || !s->ranks) {
-        fprintf(stderr, "firebreak run: setup failed: %s\n",
-                fb_strerror(rc ? rc : -ENOMEM));
-        rc = rc ? rc : -ENOMEM;
-        goto out;
-    }
-    for (int r = 0; r < s->world; r++)
-        s->ranks[r].pidfd = -1;
-    fb__sup_log(s, "run %s, job %s: %d rank%s, max %d restart%s, hang timeout %gs",
-                s->run_dir, s->job_id, s->world, s->world == 1 ? "" : "s",
-                o->max_restarts, o->max_restarts == 1 ? "" : "s", o->hang_timeout_s);
-
+/* Every attempt, until the job completes, is stopped, or is given up
+ * (crash loop, --max-restarts, a launch failure).  Returns the run's
+ * status for the journal; fills res->exit_code and res->reason. */
+static const char *attempt_loop(sup *s)
+{
+    const fb__sup_options *o = s->o;
+    fb__sup_result *res = s->res;
+    const char *status = "failed";
     int64_t prev_fail_step = -2;
     char prev_fail_kind[24] = "";
     int same_in_a_row = 0, no_progress = 0;
@@ -941,6 +1012,81 @@ int fb__sup_run(const fb__sup_options *o, fb__sup_result *res)
                         s->durable_step >= 0 ? "" : " (none yet: from the start)");
         }
     }
+    return status;
+}
+
+int fb__sup_run(const fb__sup_options *o, fb__sup_result *res)
+{
+    memset(res, 0, sizeof *res);
+    const char *status = "failed";
+    sup S, *s = &S;
+    memset(s, 0, sizeof *s);
+    s->o = o;
+    s->res = res;
+    s->sigfd = -1;
+    s->run_start_ns = fb__now_ns();
+    s->durable_step = -1;
+    s->status_on_tty = fb__isatty(2) && !o->quiet;
+    /* Test hook (docs/slurm.md): behave as if no rank shared this host, so
+     * that everything must travel through the node watchers. */
+    s->remote_only = o->launcher == FB_LAUNCH_SLURM &&
+                     fb__getenv("FIREBREAK_SLURM_REMOTE_ONLY") != NULL;
+    gethostname(s->hostname, sizeof s->hostname - 1);
+    s->world = o->nproc_per_node * (o->nnodes > 0 ? o->nnodes : 1);
+
+    s->lock_fd[0] = s->lock_fd[1] = -1;
+    int rc = check_inputs(s);
+    if (rc)
+        return rc;
+    rc = fb__sup_access_init(s);
+    if (!rc)
+        rc = setup_run_dir(s);
+    char path[PATH_MAX], err[512];
+    if (!rc && (rc = fb__fmt(path, sizeof path, "%s/journal.sqlite", s->run_dir)) == 0 &&
+        (rc = fb__journal_open(&s->j, path, err, sizeof err)) != 0)
+        fprintf(stderr, "firebreak run: %s\n", err);
+    if (rc) {
+        fb__sup_release_dirs(s);
+        return rc;
+    }
+    snprintf(res->run_dir, sizeof res->run_dir, "%s", s->run_dir);
+    fb__jsonw cmd, opts;
+    fb__jsonw_init(&cmd);
+    fb__jsonw_init(&opts);
+    command_json(o, &cmd);
+    options_json(o, &opts);
+    fb__journal_run jr = {
+        .name = s->name, .job_id = s->job_id, .run_dir = s->run_dir,
+        .command_json = fb__jsonw_text(&cmd), .launcher = launcher_name(o->launcher),
+        .hostname = s->hostname, .options_json = fb__jsonw_text(&opts),
+        .nproc = s->world, .nnodes = o->nnodes > 0 ? o->nnodes : 1,
+        .max_restarts = o->max_restarts, .hang_timeout_s = o->hang_timeout_s,
+        .started_at = fb__wall_s(),
+    };
+    fb__journal_begin_run(s->j, &jr);
+    fb__jsonw_free(&cmd);
+    fb__jsonw_free(&opts);
+
+    /* Segments of runs whose supervisor died are removed. */
+    fb__seg_cleanup(NULL);
+    prctl(PR_SET_CHILD_SUBREAPER, 1);
+    sigset_t oldmask;
+    rc = setup_signals(s, &oldmask);
+    s->units = calloc((size_t)(s->world + 1), sizeof *s->units);
+    s->ranks = calloc((size_t)s->world, sizeof *s->ranks);
+    if (rc || !s->units || !s->ranks) {
+        fprintf(stderr, "firebreak run: setup failed: %s\n",
+                fb_strerror(rc ? rc : -ENOMEM));
+        rc = rc ? rc : -ENOMEM;
+        goto out;
+    }
+    for (int r = 0; r < s->world; r++)
+        s->ranks[r].pidfd = -1;
+    fb__sup_log(s, "run %s, job %s: %d rank%s, max %d restart%s, hang timeout %gs",
+                s->run_dir, s->job_id, s->world, s->world == 1 ? "" : "s",
+                o->max_restarts, o->max_restarts == 1 ? "" : "s", o->hang_timeout_s);
+
+    status = attempt_loop(s);
     rc = 0;
 out:
     res->wall_s = (double)(fb__now_ns() - s->run_start_ns) / 1e9;
@@ -951,7 +1097,7 @@ out:
     if (s->j) {
         fb__journal_end_run(s->j, fb__wall_s(), rc ? "failed" : status,
                             rc ? 1 : res->exit_code, rc ? "setup failed" : res->reason);
-        fb__journal_close(s->j);
+        close_journal(s);
     }
     fb__seg_remove_job(s->job_id, -1);
     fb__proc_sweep(NULL, 0, 2000);
@@ -961,9 +1107,11 @@ out:
     }
     free(s->units);
     free(s->ranks);
-    if (!rc && o->account)
+    /* The exact accounting reads the journal: not from an incomplete one. */
+    if (!rc && o->account && !res->journal_incomplete)
         o->account(res);
     if (!rc)
         print_summary(s);
+    fb__sup_release_dirs(s);
     return rc;
 }

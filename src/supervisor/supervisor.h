@@ -37,6 +37,8 @@ typedef struct fb__sup_options {
     const char *name;         /* NULL: the program's base name               */
     const char *inject;       /* fault spec (docs/inject.md), or NULL        */
     const char *ckpt_dir;     /* NULL: <run_dir>/checkpoints                 */
+    const char *shared_group; /* NULL: private (0700/0600); else a group that
+                                 may read the run (02750/0640)               */
     int preload_fr;           /* mpirun: preload libfirebreak-mpi.so        */
     const char *mpirun;       /* mpirun binary, NULL: "mpirun"              */
     char *const *mpirun_args; /* extra arguments for mpirun                  */
@@ -79,7 +81,14 @@ typedef struct fb__sup_result {
     char reason[512];
     int nincidents;
     fb__sup_incident incidents[FB__SUP_MAX_INCIDENTS];
+    /* The journal lost writes (exit status 3): how many, and why. */
+    int journal_incomplete;
+    uint64_t journal_dropped_rows, journal_dropped_samples;
+    char journal_error[256];
 } fb__sup_result;
+
+/* Exit status when the run's journal could not be written completely. */
+#define FB__SUP_EXIT_JOURNAL 3
 
 /* Run the job to the end.  Returns 0 when the run could be carried out
  * (whether or not the program completed: see res->completed and

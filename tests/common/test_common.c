@@ -3,6 +3,7 @@
  * bounded JSON parser, the JSON writer, durations, sizes, and fault-injection
  * specs.  Every case is something a user or a file could hand us.
  */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -117,6 +118,14 @@ static void test_units(void)
     CHECK(fb__parse_duration("1e999", &s) != 0);
     CHECK(fb__parse_duration("", &s) != 0);
     CHECK(fb__parse_duration("3x", &s) != 0);
+    /* Bounded: an absurd timeout is an error, not "detection off". */
+    CHECK(fb__parse_duration_in("30d", 1e-3, 30 * 86400.0, &s) == 0 && s == 2592000);
+    CHECK_RC(fb__parse_duration_in("99999999999999999h", 1e-3, 30 * 86400.0, &s),
+             -ERANGE);
+    CHECK_RC(fb__parse_duration_in("0", 1e-3, 30 * 86400.0, &s), -ERANGE);
+    CHECK_RC(fb__parse_duration_in("0s", 0, 10, &s), 0);
+    CHECK_RC(fb__parse_duration_in("-5s", 0, 10, &s), -EINVAL);
+    CHECK_RC(fb__parse_duration_in("abc", 0, 10, &s), -EINVAL);
     uint64_t b;
     CHECK(fb__parse_size("64k", &b) == 0 && b == 65536);
     CHECK(fb__parse_size("1.5G", &b) == 0 && b == 1610612736ull);
@@ -152,6 +161,10 @@ static void test_inject(void)
         {"slow:rank=1,step=2,factor=0.5", "bad value '0.5' for 'factor'"},
         {"kill:rank=1,step", "is not key=value"},
         {"", "empty fault spec"},
+        {"kill:rank=1,rank=2,step=3", "key 'rank' given twice"},
+        {"kill:rank=1,step=3,step=4", "key 'step' given twice"},
+        {"slow:rank=1,step=3,factor=2,factor=3", "key 'factor' given twice"},
+        {"kill:rank=1,after=99999999999999h", "bad value '99999999999999h' for 'after'"},
     };
     for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
         int rc = fb__inject_parse(bad[k].spec, &p, err, sizeof err);
@@ -162,6 +175,13 @@ static void test_inject(void)
             failures++;
         }
     }
+    /* A fault for a rank the job does not have would never fire. */
+    CHECK_RC(fb__inject_parse("kill:rank=5,step=3", &p, err, sizeof err), 0);
+    CHECK_RC(fb__inject_check_world(&p, 1, err, sizeof err), -EINVAL);
+    CHECKF(strstr(err, "rank 5") && strstr(err, "1 rank"), "message: %s", err);
+    CHECK_RC(fb__inject_check_world(&p, 6, err, sizeof err), 0);
+    CHECK_RC(fb__inject_parse("hang:rank=*,step=3", &p, err, sizeof err), 0);
+    CHECK_RC(fb__inject_check_world(&p, 1, err, sizeof err), 0);
 }
 
 /* Files from outside: a FIFO or a directory in place of a file is refused

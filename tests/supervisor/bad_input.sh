@@ -17,6 +17,29 @@ grep -q "nproc-per-node" err.txt || fail "message does not name the option"
 expect2 --hang-timeout abc -- /bin/true
 grep -q "bad duration 'abc'" err.txt || fail "duration message"
 expect2 --launcher pbs -- /bin/true
+# Durations are bounded: an overflowing or zero timeout is not "detection off".
+expect2 --hang-timeout 99999999999999999h -- /bin/true
+grep -q -- "--hang-timeout: '99999999999999999h' is out of range" err.txt || fail "overflow: $(cat err.txt)"
+for opt in --hang-timeout --startup-timeout --ckpt-timeout --attach-timeout; do
+    expect2 $opt 0 -- /bin/true
+    grep -q -- "$opt: '0' is out of range" err.txt || fail "$opt 0: $(cat err.txt)"
+    expect2 $opt -5s -- /bin/true
+    expect2 $opt 31d -- /bin/true
+done
+expect2 --grace 31d -- /bin/true
+expect2 --max-restarts -1 -- /bin/true
+expect2 --max-restarts 99999999999999999999 -- /bin/true
+expect2 --crash-loop -1 -- /bin/true
+expect2 --fr-capacity 0 -- /bin/true
+expect2 --nproc-per-node 4096 --nnodes 100000 -- /bin/true
+grep -q "more than 65536 ranks" err.txt || fail "world bound: $(cat err.txt)"
+# A fault for a rank the job does not have, or a key given twice.
+expect2 --inject 'kill:rank=5,step=3' -- /bin/true
+grep -q "names rank 5, but the job has 1 rank" err.txt || fail "inject rank: $(cat err.txt)"
+expect2 --nproc-per-node 2 --inject 'hang:rank=0,step=1;kill:rank=2,after=1s' -- /bin/true
+grep -q "names rank 2, but the job has 2 ranks" err.txt || fail "inject rank: $(cat err.txt)"
+expect2 --inject 'kill:rank=1,rank=2,step=3' -- /bin/true
+grep -q "key 'rank' given twice" err.txt || fail "inject duplicate: $(cat err.txt)"
 expect2 --inject 'explode:rank=1,step=2' -- /bin/true
 grep -q "unknown fault kind 'explode'" err.txt || fail "inject message"
 expect2
@@ -27,5 +50,17 @@ printf '#!/bin/sh\n' > notexec.sh
 expect2 -- ./notexec.sh
 grep -qi "permission denied" err.txt || fail "non-executable: $(cat err.txt)"
 [ ! -d runs ] || fail "a run directory was created for bad input"
+# Output that cannot be written is an error, not a silent success.
+set +e
+"$FB" run --json --quiet --run-dir full-run -- /bin/true >/dev/full 2>err.txt
+rc=$?
+"$FB" run --help >/dev/full 2>err2.txt
+rc2=$?
+set -e
+[ $rc = 2 ] || fail "run --json >/dev/full exited $rc, want 2"
+grep -q "cannot write the --json summary to stdout: No space left on device" err.txt ||
+    fail "run --json >/dev/full: $(cat err.txt)"
+[ $rc2 = 2 ] || fail "run --help >/dev/full exited $rc2, want 2"
+grep -q "cannot write the help to stdout" err2.txt || fail "run --help >/dev/full: $(cat err2.txt)"
 grep -q -- "--max-restarts" <<<"$("$FB" run --help)" || fail "--help"
 ok "usage errors exit 2 with messages"
