@@ -218,14 +218,6 @@ static uint32_t next_pair(pairc **pc, size_t *n, size_t *cap, uint32_t g,
     return 1;
 }
 
-static int has_group(const fr_rank *r, uint32_t g)
-{
-    for (size_t i = 0; i < r->nmemb; i++)
-        if (r->memb[i].group == g)
-            return 1;
-    return 0;
-}
-
 /* Group g takes the members of the dump's one unnamed pg_config group. */
 static int adopt_unnamed(fr_model *m, fr_rank *r, int g, const int *rk, int n,
                          const char *path)
@@ -233,7 +225,7 @@ static int adopt_unnamed(fr_model *m, fr_rank *r, int g, const int *rk, int n,
     for (int i = 0; i < n; i++)
         if (rk[i] == r->rank) {
             fr_model_group_members(m, g, rk, n);
-            if (fr_rank_member(r, (uint32_t)g, i))
+            if (fr_rank_member(m, r, (uint32_t)g, i))
                 return -ENOMEM;
             fr_model_warn(m, "rank %d: pg_config has no group '%s' but one group "
                           "with an empty name; read as that group (%s)", r->rank,
@@ -326,7 +318,7 @@ static int load_dom(fr_model *m, const char *path, const fb__json *root, int src
                 fr_model_group_members(m, g, rk, n);
                 for (int i = 0; i < n; i++)
                     if (rk[i] == rank)
-                        fr_rank_member(r, (uint32_t)g, i);
+                        fr_rank_member(m, r, (uint32_t)g, i);
             } else if (member(pg, "ranks")) {
                 fr_model_warn(m, "rank %d: pg_config[%s].ranks is not a rank list "
                               "(%s)", (int)rank, key, path);
@@ -406,7 +398,7 @@ static int load_dom(fr_model *m, const char *path, const fb__json *root, int src
             rc = -ENOMEM;
             break;
         }
-        if (unnamed && !has_group(r, (uint32_t)g)) {
+        if (unnamed && !fr_rank_in_group(m, r, (uint32_t)g)) {
             rc = adopt_unnamed(m, r, g, unnamed, nunnamed, path);
             free(unnamed); /* for the first such group only */
             unnamed = NULL;
