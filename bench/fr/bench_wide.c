@@ -1,13 +1,14 @@
 /*
  * bench_wide.c -- `firebreak fr analyze` on one PyTorch dump whose group
  * lists 1,000,000 ranks (rank 0 waits in all_reduce #5; no other rank's
- * dump), and on one dump in 100,000 groups of two.  Prints the command's
+ * dump), on one dump in 100,000 groups of two, and on one dump with sends
+ * to 200,000 peers (the loader's p2p pair counters).  Prints the command's
  * time, the analysis through the API, and as the baseline the time to
  * merely read and parse the same file into the model, with the ratio.
  * The analysis was quadratic in the ranks (27.6 s at 300k); the target is
  * under 2 s for the command at 1M ranks.
  *
- *   fr_bench_wide FIREBREAK [RANKS [GROUPS]]
+ *   fr_bench_wide FIREBREAK [RANKS [GROUPS [PEERS]]]
  */
 #include <fcntl.h>
 #include <stdio.h>
@@ -32,14 +33,25 @@ static void entry(FILE *f, int i, int g, int seq, int pending)
             T0 + (unsigned long long)i * 10000000ull, pending ? "scheduled" : "completed");
 }
 
-/* One group "0" of `ranks` ranks, or `groups` groups {0, g + 1}. */
-static int write_dump(const char *path, int ranks, int groups)
+/* One group "0" of `ranks` ranks; or `groups` groups {0, g + 1}; or one
+ * group of peers + 1 ranks where rank 0 sent once to each peer. */
+static int write_dump(const char *path, int ranks, int groups, int peers)
 {
     FILE *f = fopen(path, "w");
     if (!f)
         return -1;
     fprintf(f, "{\"version\":\"2.10\",\"rank\":0,\"pg_config\":{");
-    if (ranks) {
+    if (peers) {
+        fprintf(f, "\"0\":{\"name\":\"0\",\"desc\":\"g0\",\"ranks\":\"[");
+        for (int r = 0; r <= peers; r++)
+            fprintf(f, "%s%d", r ? ", " : "", r);
+        fprintf(f, "]\"}},\"entries\":[");
+        for (int i = 0; i < peers; i++)
+            fprintf(f, "%s{\"record_id\":%d,\"process_group\":[\"0\",\"g0\"],"
+                    "\"p2p_seq_id\":%d,\"profiling_name\":\"nccl:send 0->%d\","
+                    "\"state\":\"completed\",\"is_p2p\":true}", i ? "," : "", i,
+                    i + 1, i + 1);
+    } else if (ranks) {
         fprintf(f, "\"0\":{\"name\":\"0\",\"desc\":\"g0\",\"ranks\":\"[");
         for (int r = 0; r < ranks; r++)
             fprintf(f, "%s%d", r ? ", " : "", r);
@@ -141,18 +153,23 @@ int main(int argc, char **argv)
     }
     int ranks = argc > 2 ? atoi(argv[2]) : 1000000;
     int groups = argc > 3 ? atoi(argv[3]) : 100000;
+    int peers = argc > 4 ? atoi(argv[4]) : 200000;
     char dir[] = "/dev/shm/frwide.XXXXXX", path[64], what[96];
     if (!mkdtemp(dir))
         return 1;
     snprintf(path, sizeof path, "%s/nccl_trace_rank_0", dir);
-    int rc = write_dump(path, ranks, 0) ? 1 : 0;
+    int rc = write_dump(path, ranks, 0, 0) ? 1 : 0;
     snprintf(what, sizeof what, "1 dump, 1 group of %d ranks", ranks);
     if (!rc)
         rc = run(argv[1], what, path, 2.0);
-    int rc2 = write_dump(path, 0, groups) ? 1 : 0;
+    int rc2 = write_dump(path, 0, groups, 0) ? 1 : 0;
     snprintf(what, sizeof what, "1 dump, %d groups of 2", groups);
     if (!rc2)
         rc2 = run(argv[1], what, path, 0);
+    if (!rc2 && !(rc2 = write_dump(path, 0, 0, peers) ? 1 : 0)) {
+        snprintf(what, sizeof what, "1 dump, sends to %d peers", peers);
+        rc2 = run(argv[1], what, path, 0);
+    }
     unlink(path);
     rmdir(dir);
     return rc || rc2;
