@@ -46,7 +46,8 @@ static int group_of(fr_model *m, uint64_t id, const char *name)
 /* fb__seg_open opens blocking; a FIFO (or device) named like a segment or
  * a snapshot would hang the analysis.  The file is opened here through
  * fb__open_regular and the segment mapped through /proc/self/fd/N, the
- * same inode, so nothing can be swapped in between. */
+ * same inode, so nothing can be swapped in between (without /proc, by
+ * name again: a window of a few microseconds remains). */
 static int open_segment(fb__seg **seg, const char *path)
 {
     char file[PATH_MAX], via[64];
