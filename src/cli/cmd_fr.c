@@ -33,8 +33,9 @@ static void usage(FILE *f)
         "  --late-threshold D   mean lateness below D is noise (default 200us)\n"
         "  --max-findings N     findings listed per kind (default 20)\n"
         "\n"
-        "Exit: 0 ok, 1 hang / mismatch / slow / undecided, 2 bad usage or no\n"
-        "readable input.\n");
+        "Exit: 0 ok, 1 hang / mismatch / slow / undecided, 2 bad usage, no\n"
+        "readable input, or incomplete input (verdict incomplete: nothing\n"
+        "decided and some ranks' evidence is missing; the result is printed).\n");
 }
 
 static int cmd_analyze(int argc, char **argv)
@@ -98,7 +99,8 @@ static int cmd_analyze(int argc, char **argv)
     int rc = fb__fr_analyze_paths_opt(inputs, n, &opt, &res, err, sizeof err);
     free(inputs);
     if (rc) {
-        fprintf(stderr, "firebreak fr: %s\n", err);
+        char safe[sizeof err];
+        fprintf(stderr, "firebreak fr: %s\n", fb__safe_text(safe, sizeof safe, err));
         return 2;
     }
     const char *v = fb__fr_verdict(res);
@@ -115,7 +117,9 @@ static int cmd_analyze(int argc, char **argv)
     } else {
         fb__fr_result_text(res, stdout);
     }
-    rc = !strcmp(v, "ok") ? 0 : 1;
+    /* incomplete is an input problem: the ranks given say nothing is
+     * wrong, and the ranks not given could */
+    rc = !strcmp(v, "ok") ? 0 : !strcmp(v, "incomplete") ? 2 : 1;
     fb__fr_result_free(res);
     return rc;
 }

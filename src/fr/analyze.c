@@ -29,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "common/util.h"
 #include "firebreak/firebreak.h"
@@ -56,11 +57,14 @@ struct fb__fr_result {
     finding *f;
     size_t nf, capf;
     size_t dropped[16];    /* findings over max_findings, per kind index */
+    size_t listed[16];     /* findings kept, per kind index */
     int *culprits;
     int nculprits;
     int nranks;            /* ranks with evidence */
     uint64_t events;       /* entries read */
     int world;
+    int nmissing;          /* ranks of the world with no evidence */
+    char missing[256];     /* them, as "1-3, 7" (bounded) */
     char summary[1024];
 };
 
@@ -101,11 +105,7 @@ static finding *add_finding(fb__fr_result *res, int kind, int group,
                             uint64_t seq, int has_seq, int op,
                             const int *ranks, int nranks)
 {
-    size_t same = 0;
-    for (size_t i = 0; i < res->nf; i++)
-        if (res->f[i].kind == kinds[kind])
-            same++;
-    if ((int)same >= res->opt.max_findings) {
+    if (res->listed[kind] >= (size_t)res->opt.max_findings) {
         res->dropped[kind]++;
         return NULL;
     }
@@ -131,16 +131,18 @@ static finding *add_finding(fb__fr_result *res, int kind, int group,
         memcpy(f->ranks, ranks, (size_t)nranks * sizeof *f->ranks);
         f->nranks = sort_unique(f->ranks, nranks);
     }
+    res->listed[kind]++;
     res->nf++;
     return f;
 }
 
-/* "0, 1, 5-9" into buf, at most ~size bytes. */
+/* "0, 1, 5-9" into buf (sorted r), at most size bytes: a list too long
+ * ends in ", ... (N in all)", so a million ranks still fit a line. */
 static void fmt_ranks(char *buf, size_t size, const int *r, int n)
 {
     size_t len = 0;
     buf[0] = '\0';
-    for (int i = 0; i < n && len + 24 < size; ) {
+    for (int i = 0; i < n && len + 48 < size; ) {
         int j = i;
         while (j + 1 < n && r[j + 1] == r[j] + 1)
             j++;
@@ -150,8 +152,8 @@ static void fmt_ranks(char *buf, size_t size, const int *r, int n)
             len += (size_t)snprintf(buf + len, size - len, "%s%d",
                                     j == i + 1 ? ", " : "-", r[j]);
         i = j + 1;
-        if (i < n && len + 24 >= size) {
-            snprintf(buf + len, size - len, ", ...");
+        if (i < n && len + 48 >= size) {
+            snprintf(buf + len, size - len, ", ... (%d in all)", n);
             break;
         }
     }
@@ -201,17 +203,21 @@ static int load_one(fr_model *m, const char *path, char *err, size_t errsz)
     /* live segment name */
     if (path[0] == '/' && !strchr(path + 1, '/'))
         return fr_load_ring(m, path, err, errsz);
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        int rc = -errno;
-        snprintf(err, errsz, "%s: %s", path, strerror(errno));
-        return rc;
+    /* Opened without blocking and refused unless a regular file: a FIFO
+     * in place of a dump would hang the supervisor's hang diagnosis. */
+    int fd = fb__open_regular(path, 0);
+    if (fd < 0) {
+        snprintf(err, errsz, "%s: %s", path, fb_strerror(fd));
+        return fd;
     }
     unsigned char head[8] = {0};
-    size_t got = fread(head, 1, sizeof head, f);
-    fclose(f);
+    ssize_t got;
+    do
+        got = read(fd, head, sizeof head);
+    while (got < 0 && errno == EINTR);
+    close(fd);
     uint64_t magic = 0;
-    for (size_t i = 0; i < 8 && i < got; i++)
+    for (ssize_t i = 0; i < 8 && i < got; i++)
         magic |= (uint64_t)head[i] << (8 * i);
     if (got == 8 && magic == FB__SEG_MAGIC)
         return fr_load_ring(m, path, err, errsz);
@@ -251,6 +257,8 @@ static int load_path(fr_model *m, const char *path, int *loaded)
             (*loaded)++;
         return rc;
     }
+    /* opendir opens with O_DIRECTORY | O_NONBLOCK: a FIFO swapped in
+     * after the stat fails with ENOTDIR instead of blocking */
     DIR *d = opendir(path);
     if (!d) {
         fr_model_warn(m, "%s: %s", path, strerror(errno));
@@ -287,6 +295,8 @@ static int load_path(fr_model *m, const char *path, int *loaded)
                 fr_model_warn(m, "%s", err);
             else
                 (*loaded)++;
+        } else if (stat(names[i], &st) == 0 && !S_ISDIR(st.st_mode)) {
+            fr_model_warn(m, "%s: %s; skipped", names[i], fb_strerror(FB_ENOTREG));
         }
         free(names[i]);
     }
@@ -327,6 +337,8 @@ typedef struct ctx {
     int *rank_idx;          /* global rank -> index in m->ranks, -1 */
     gstat **gs;             /* per group, per group rank */
     int *gsize;             /* per group: members */
+    int *grank;             /* per group: the bound rank's group rank, -1 */
+    uint8_t *stuck_rank;    /* per index in m->ranks: pending long enough */
     uint64_t *stuck;        /* per group: seq where progress stopped, 0 */
     int *stuck_op;
     uint64_t *bbase;        /* per group: bucket window start seq */
@@ -369,50 +381,88 @@ static int old_enough(const ctx *c, const fr_rank *r, uint64_t t)
     return t == 0 || (s > t && (double)(s - t) / 1e9 >= c->res->opt.min_wait_s);
 }
 
-static int grank_of(const fr_rank *r, uint32_t g)
+/* A rank's group rank in every group is a lookup in c->grank while the
+ * rank is bound: ranks may belong to many groups, and scanning their
+ * membership list per entry or per group made the passes quadratic. */
+static void bind_rank(ctx *c, const fr_rank *r)
 {
-    for (size_t i = 0; i < r->nmemb; i++)
-        if (r->memb[i].group == g)
-            return r->memb[i].grank;
-    return -1;
+    for (size_t i = r->nmemb; i-- > 0;) /* the first record wins */
+        c->grank[r->memb[i].group] = r->memb[i].grank;
 }
 
-/* Resolve group membership: members[grank] = global rank or -1. */
-static int resolve_groups(ctx *c)
+static void unbind_rank(ctx *c, const fr_rank *r)
+{
+    for (size_t i = 0; i < r->nmemb; i++)
+        c->grank[r->memb[i].group] = -1;
+}
+
+/* Groups whose member list no source gave: sized and filled from what the
+ * ranks say about themselves (members[grank] = global rank or -1). */
+static int fill_unlisted_groups(ctx *c)
 {
     fr_model *m = c->m;
-    c->gsize = calloc(m->ngroups + 1, sizeof *c->gsize);
-    c->gs = calloc(m->ngroups + 1, sizeof *c->gs);
-    if (!c->gsize || !c->gs)
+    int *maxg = malloc((m->ngroups + 1) * sizeof *maxg);
+    if (!maxg)
         return -ENOMEM;
+    for (size_t g = 0; g < m->ngroups; g++)
+        maxg[g] = m->groups[g].members ? INT_MIN : -1;
+    for (size_t i = 0; i < m->nranks; i++)
+        for (size_t k = 0; k < m->ranks[i].nmemb; k++) {
+            const struct fr_memb *mb = &m->ranks[i].memb[k];
+            if (maxg[mb->group] != INT_MIN && mb->grank > maxg[mb->group])
+                maxg[mb->group] = mb->grank;
+        }
+    int rc = 0;
     for (size_t g = 0; g < m->ngroups; g++) {
         fr_group *gr = &m->groups[g];
         int size = gr->size;
-        if (!gr->members) {
-            int maxg = -1;
-            for (size_t i = 0; i < m->nranks; i++) {
-                int gr_rank = grank_of(&m->ranks[i], (uint32_t)g);
-                if (gr_rank > maxg)
-                    maxg = gr_rank;
-            }
-            if (size <= maxg)
-                size = maxg + 1;
-            if (size > (1 << 24))
-                size = maxg + 1;
-            if (size <= 0)
-                continue;
-            gr->members = malloc((size_t)size * sizeof *gr->members);
-            if (!gr->members)
-                return -ENOMEM;
-            for (int k = 0; k < size; k++)
-                gr->members[k] = -1;
-            for (size_t i = 0; i < m->nranks; i++) {
-                int gr_rank = grank_of(&m->ranks[i], (uint32_t)g);
-                if (gr_rank >= 0 && gr_rank < size)
-                    gr->members[gr_rank] = m->ranks[i].rank;
-            }
-            gr->size = size;
+        if (maxg[g] == INT_MIN)
+            continue;
+        if (size <= maxg[g] || size > (1 << 24))
+            size = maxg[g] + 1;
+        if (size <= 0) {
+            maxg[g] = INT_MIN;
+            continue;
         }
+        gr->members = malloc((size_t)size * sizeof *gr->members);
+        if (!gr->members) {
+            rc = -ENOMEM;
+            goto out;
+        }
+        for (int k = 0; k < size; k++)
+            gr->members[k] = -1;
+        gr->size = size;
+    }
+    for (size_t i = 0; i < m->nranks; i++)
+        for (size_t k = 0; k < m->ranks[i].nmemb; k++) {
+            const struct fr_memb *mb = &m->ranks[i].memb[k];
+            fr_group *gr = &m->groups[mb->group];
+            if (maxg[mb->group] != INT_MIN && mb->grank >= 0 && mb->grank < gr->size)
+                gr->members[mb->grank] = m->ranks[i].rank;
+        }
+out:
+    free(maxg);
+    return rc;
+}
+
+/* Resolve group membership and allocate the per-member summaries. */
+static int resolve_groups(ctx *c)
+{
+    fr_model *m = c->m;
+    int rc;
+    c->gsize = calloc(m->ngroups + 1, sizeof *c->gsize);
+    c->gs = calloc(m->ngroups + 1, sizeof *c->gs);
+    c->grank = malloc((m->ngroups + 1) * sizeof *c->grank);
+    if (!c->gsize || !c->gs || !c->grank)
+        return -ENOMEM;
+    for (size_t g = 0; g < m->ngroups; g++)
+        c->grank[g] = -1;
+    if ((rc = fill_unlisted_groups(c)))
+        return rc;
+    for (size_t g = 0; g < m->ngroups; g++) {
+        fr_group *gr = &m->groups[g];
+        if (!gr->members || gr->size <= 0)
+            continue;
         c->gsize[g] = gr->size;
         c->gs[g] = calloc((size_t)gr->size, sizeof(gstat));
         if (!c->gs[g])
@@ -435,6 +485,7 @@ static void member_stats(ctx *c)
             continue; /* a duplicate */
         uint32_t lastg = UINT32_MAX;
         gstat *st = NULL;
+        bind_rank(c, r);
         for (size_t k = 0; k < r->n; k++) {
             const fr_ent *e = &r->ents[k];
             c->any_entries = 1;
@@ -442,7 +493,7 @@ static void member_stats(ctx *c)
                 continue;
             if (e->group != lastg) {
                 lastg = e->group;
-                int gr = grank_of(r, e->group);
+                int gr = c->grank[e->group];
                 st = (gr >= 0 && gr < c->gsize[e->group]) ? &c->gs[e->group][gr] : NULL;
             }
             if (!st)
@@ -461,30 +512,41 @@ static void member_stats(ctx *c)
                 }
             }
         }
+        unbind_rank(c, r);
     }
 }
 
-/* Which member ranks are stuck anywhere (pending long enough). */
+/* Which ranks with evidence are stuck anywhere (a collective or a p2p op
+ * pending long enough), once per rank: the culprit step asks for each of
+ * up to a million candidates. */
+static int mark_stuck_ranks(ctx *c)
+{
+    const fr_model *m = c->m;
+    c->stuck_rank = calloc(m->nranks + 1, 1);
+    if (!c->stuck_rank)
+        return -ENOMEM;
+    for (size_t i = 0; i < m->nranks; i++) {
+        const fr_rank *r = &m->ranks[i];
+        for (size_t k = 0; k < r->nmemb && !c->stuck_rank[i]; k++) {
+            uint32_t g = r->memb[k].group;
+            int gr = r->memb[k].grank;
+            if (gr >= 0 && gr < c->gsize[g] && c->gs[g] && c->gs[g][gr].stuck_seq)
+                c->stuck_rank[i] = 1;
+        }
+        for (size_t k = r->n; k-- > 0 && !c->stuck_rank[i];) {
+            const fr_ent *e = &r->ents[k];
+            if ((e->flags & FR_ENT_P2P) && e->state != FR_DONE &&
+                old_enough(c, r, e->t_ns))
+                c->stuck_rank[i] = 1;
+        }
+    }
+    return 0;
+}
+
 static int rank_stuck(const ctx *c, int global)
 {
     int idx = (global >= 0 && global <= c->maxrank) ? c->rank_idx[global] : -1;
-    if (idx < 0)
-        return 0;
-    const fr_rank *r = &c->m->ranks[idx];
-    for (size_t i = 0; i < r->nmemb; i++) {
-        uint32_t g = r->memb[i].group;
-        int gr = r->memb[i].grank;
-        if (gr >= 0 && gr < c->gsize[g] && c->gs[g] && c->gs[g][gr].stuck_seq)
-            return 1;
-    }
-    /* pending p2p counts too */
-    for (size_t k = r->n; k-- > 0;) {
-        const fr_ent *e = &r->ents[k];
-        if ((e->flags & FR_ENT_P2P) && e->state != FR_DONE &&
-            old_enough(c, r, e->t_ns))
-            return 1;
-    }
-    return 0;
+    return idx >= 0 && c->stuck_rank[idx];
 }
 
 /* The last completed entry of a rank, described. */
@@ -817,18 +879,20 @@ static int p2p_check(ctx *c)
         fr_rank *r = &m->ranks[i];
         if (c->rank_idx[r->rank] != (int)i)
             continue;
+        bind_rank(c, r);
         for (size_t k = 0; k < r->n; k++) {
             const fr_ent *e = &r->ents[k];
             if (!(e->flags & FR_ENT_P2P) || e->peer < 0 || !e->pair_seq ||
                 (e->op != FB_OP_SEND && e->op != FB_OP_RECV))
                 continue;
-            int me = grank_of(r, e->group);
+            int me = c->grank[e->group];
             if (me < 0)
                 continue;
             if (n == cap) {
                 cap = cap ? cap * 2 : 256;
                 p2pkey *nv = realloc(v, cap * sizeof *nv);
                 if (!nv) {
+                    unbind_rank(c, r);
                     free(v);
                     return -ENOMEM;
                 }
@@ -839,6 +903,7 @@ static int p2p_check(ctx *c)
                               e->pair_seq, r->rank, (uint8_t)send,
                               e->state != FR_DONE, (uint8_t)old_enough(c, r, e->t_ns)};
         }
+        unbind_rank(c, r);
     }
     if (n)
         qsort(v, n, sizeof *v, cmp_p2p);
@@ -973,158 +1038,174 @@ static int cmp_late(const void *a, const void *b)
     return (dx < dy) - (dx > dy);
 }
 
-static int lateness(ctx *c)
+/* One group's late ranks, worst first, as a finding.  Sorts L. */
+static int late_finding(ctx *c, size_t g, late *L, int size)
 {
-    fr_model *m = c->m;
     fb__fr_result *res = c->res;
-    for (size_t g = 0; g < m->ngroups; g++) {
-        if (!c->b[g] || c->gsize[g] < 2)
-            continue;
-        int size = c->gsize[g];
-        late *L = calloc((size_t)size, sizeof *L);
-        if (!L)
-            return -ENOMEM;
-        for (int k = 0; k < size; k++)
-            L[k].rank = m->groups[g].members[k];
-        for (size_t i = 0; i < m->nranks; i++) {
-            fr_rank *r = &m->ranks[i];
-            if (c->rank_idx[r->rank] != (int)i)
-                continue;
-            int me = grank_of(r, (uint32_t)g);
-            if (me < 0 || me >= size)
-                continue;
-            for (size_t k = 0; k < r->n; k++) {
-                const fr_ent *e = &r->ents[k];
-                if (e->group != g || (e->flags & FR_ENT_P2P) || e->seq < c->bbase[g])
-                    continue;
-                const bucket *b = &c->b[g][e->seq - c->bbase[g]];
-                if ((int)b->n != size || b->ndone != b->n || !b->t_all)
-                    continue;
-                double mine = (double)((int64_t)(e->t_ns - b->t_base));
-                double others = (b->t_sum - mine) / (double)(size - 1);
-                L[me].sum += (mine - others) / 1e9;
-                L[me].n++;
-                if (e->t_ns == b->t_max)
-                    L[me].last++;
-            }
-        }
-        qsort(L, (size_t)size, sizeof *L, cmp_late);
-        int nl = 0;
-        int *rk = malloc((size_t)size * sizeof *rk);
-        char det[768];
-        size_t len = 0;
-        det[0] = '\0';
-        for (int k = 0; k < size && rk; k++) {
-            double mean = L[k].n ? L[k].sum / L[k].n : 0;
-            if (mean < res->opt.late_threshold_s || L[k].n < 2)
-                break;
-            if (L[k].last * 4 < L[k].n && mean < 5 * res->opt.late_threshold_s)
-                continue; /* rarely the last one: jitter, not a straggler */
-            rk[nl++] = L[k].rank;
-            if (len + 96 < sizeof det)
-                len += (size_t)snprintf(det + len, sizeof det - len,
-                                        "%srank %d late by %.3f ms on average, last "
-                                        "in %u of %u", nl > 1 ? "; " : "", L[k].rank,
-                                        mean * 1e3, L[k].last, L[k].n);
-        }
-        if (nl) {
-            /* keep the lateness order in `ranks`: add_finding sorts, so
-             * fill the finding by hand */
-            finding *f = add_finding(res, K_LATE, (int)g, 0, 0, -1, rk, nl);
-            if (f) {
-                memcpy(f->ranks, rk, (size_t)nl * sizeof *rk);
-                f->nranks = nl;
-                snprintf(f->detail, sizeof f->detail, "on %s: %s",
-                         gname(m, (int)g), det);
-            }
-        }
-        free(rk);
-        free(L);
+    qsort(L, (size_t)size, sizeof *L, cmp_late);
+    int nl = 0;
+    int *rk = malloc((size_t)size * sizeof *rk);
+    char det[768];
+    size_t len = 0;
+    if (!rk)
+        return -ENOMEM;
+    det[0] = '\0';
+    for (int k = 0; k < size; k++) {
+        double mean = L[k].n ? L[k].sum / L[k].n : 0;
+        if (mean < res->opt.late_threshold_s || L[k].n < 2)
+            break;
+        if (L[k].last * 4 < L[k].n && mean < 5 * res->opt.late_threshold_s)
+            continue; /* rarely the last one: jitter, not a straggler */
+        rk[nl++] = L[k].rank;
+        if (len + 96 < sizeof det)
+            len += (size_t)snprintf(det + len, sizeof det - len,
+                                    "%srank %d late by %.3f ms on average, last "
+                                    "in %u of %u", nl > 1 ? "; " : "", L[k].rank,
+                                    mean * 1e3, L[k].last, L[k].n);
     }
+    if (nl) {
+        /* keep the lateness order in `ranks`: add_finding sorts, so
+         * fill the finding by hand */
+        finding *f = add_finding(res, K_LATE, (int)g, 0, 0, -1, rk, nl);
+        if (f) {
+            memcpy(f->ranks, rk, (size_t)nl * sizeof *rk);
+            f->nranks = nl;
+            snprintf(f->detail, sizeof f->detail, "on %s: %s",
+                     gname(c->m, (int)g), det);
+        }
+    }
+    free(rk);
     return 0;
 }
 
-static void missing_dumps(ctx *c)
+/* Lateness of every member of every group at the collectives all members
+ * completed: one pass over every rank's entries, then each group's
+ * finding. */
+static int lateness(ctx *c)
 {
     fr_model *m = c->m;
-    int world = c->res->world;
-    size_t cap = 64, n = 0;
-    int *miss = malloc(cap * sizeof *miss);
-    if (!miss)
-        return;
-    char *seen = calloc((size_t)world + 1, 1);
-    for (size_t g = 0; g < m->ngroups && seen; g++)
-        for (int k = 0; k < m->groups[g].size; k++) {
-            int gl = m->groups[g].members[k];
-            if (gl >= 0 && gl < world)
-                seen[gl] = 1;
-        }
-    for (int r = 0; r < world && seen; r++) {
-        if ((r <= c->maxrank && c->rank_idx[r] >= 0))
+    late **L = calloc(m->ngroups + 1, sizeof *L);
+    int rc = -ENOMEM;
+    if (!L)
+        return -ENOMEM;
+    for (size_t g = 0; g < m->ngroups; g++) {
+        if (!c->b[g] || c->gsize[g] < 2)
             continue;
-        if (n == cap) {
-            cap *= 2;
-            int *nm = realloc(miss, cap * sizeof *nm);
-            if (!nm)
-                break;
-            miss = nm;
-        }
-        miss[n++] = r;
+        L[g] = calloc((size_t)c->gsize[g], sizeof **L);
+        if (!L[g])
+            goto out;
+        for (int k = 0; k < c->gsize[g]; k++)
+            L[g][k].rank = m->groups[g].members[k];
     }
+    for (size_t i = 0; i < m->nranks; i++) {
+        fr_rank *r = &m->ranks[i];
+        if (c->rank_idx[r->rank] != (int)i)
+            continue;
+        bind_rank(c, r);
+        for (size_t k = 0; k < r->n; k++) {
+            const fr_ent *e = &r->ents[k];
+            uint32_t g = e->group;
+            int size = c->gsize[g], me = c->grank[g];
+            if (!L[g] || (e->flags & FR_ENT_P2P) || e->seq < c->bbase[g] ||
+                me < 0 || me >= size)
+                continue;
+            const bucket *b = &c->b[g][e->seq - c->bbase[g]];
+            if ((int)b->n != size || b->ndone != b->n || !b->t_all)
+                continue;
+            double mine = (double)((int64_t)(e->t_ns - b->t_base));
+            double others = (b->t_sum - mine) / (double)(size - 1);
+            L[g][me].sum += (mine - others) / 1e9;
+            L[g][me].n++;
+            if (e->t_ns == b->t_max)
+                L[g][me].last++;
+        }
+        unbind_rank(c, r);
+    }
+    for (size_t g = 0; g < m->ngroups; g++)
+        if (L[g] && (rc = late_finding(c, g, L[g], c->gsize[g])))
+            goto out;
+    rc = 0;
+out:
+    for (size_t g = 0; g < m->ngroups; g++)
+        free(L[g]);
+    free(L);
+    return rc;
+}
+
+/* Ranks of the world without evidence: a finding, and the compact list
+ * the verdict `incomplete` and the summary name. */
+static int missing_dumps(ctx *c)
+{
+    fb__fr_result *res = c->res;
+    int world = res->world;
+    size_t n = 0;
+    int *miss = malloc(((size_t)world + 1) * sizeof *miss);
+    if (!miss)
+        return -ENOMEM;
+    for (int r = 0; r < world; r++)
+        if (r > c->maxrank || c->rank_idx[r] < 0)
+            miss[n++] = r;
+    res->nmissing = (int)n;
+    fmt_ranks(res->missing, sizeof res->missing, miss, (int)n);
     if (n) {
-        finding *f = add_finding(c->res, K_DUMP, -1, 0, 0, -1, miss, (int)n);
-        char rl[256];
-        fmt_ranks(rl, sizeof rl, miss, (int)n);
+        finding *f = add_finding(res, K_DUMP, -1, 0, 0, -1, miss, (int)n);
         if (f)
             snprintf(f->detail, sizeof f->detail,
                      "no flight-recorder data from rank%s %s of %d: the "
-                     "analysis cannot see %s", n > 1 ? "s" : "", rl, world,
-                     n > 1 ? "them" : "it");
+                     "analysis cannot see %s", n > 1 ? "s" : "", res->missing,
+                     world, n > 1 ? "them" : "it");
     }
-    free(seen);
     free(miss);
+    return 0;
 }
 
-static void set_culprits(fb__fr_result *res, const int *v, int n)
+/* Takes v (malloc'd, n ranks) as the culprits; sorted unless `ordered`. */
+static void set_culprits(fb__fr_result *res, int *v, int n, int ordered)
 {
     free(res->culprits);
-    res->culprits = malloc(((size_t)n + 1) * sizeof *v);
-    res->nculprits = 0;
-    if (!res->culprits)
-        return;
-    memcpy(res->culprits, v, (size_t)n * sizeof *v);
-    res->nculprits = sort_unique(res->culprits, n);
+    res->culprits = v;
+    res->nculprits = ordered ? n : sort_unique(v, n);
 }
 
-static int analyze(fb__fr_result *res)
+static int is_mismatch_kind(const finding *f)
 {
-    fr_model *m = &res->m;
-    ctx c = {.res = res, .m = m, .maxrank = -1};
-    int rc = -ENOMEM;
+    return f->kind == kinds[K_TYPE] || f->kind == kinds[K_SIZE] ||
+           f->kind == kinds[K_DTYPE] || f->kind == kinds[K_STATE] ||
+           f->kind == kinds[K_P2P];
+}
+
+static int at_stuck_seq(const ctx *c, const finding *f)
+{
+    return f->group >= 0 && f->has_seq && c->stuck[f->group] == f->seq;
+}
+
+/* Ranks by number (rank_idx; a rank read twice is warned about and its
+ * first file used), the time PyTorch dumps were taken, dump versions. */
+static int index_ranks(ctx *c)
+{
+    fr_model *m = c->m;
     for (size_t i = 0; i < m->nranks; i++)
-        if (m->ranks[i].rank > c.maxrank)
-            c.maxrank = m->ranks[i].rank;
-    c.rank_idx = malloc(((size_t)c.maxrank + 2) * sizeof *c.rank_idx);
-    c.tup = malloc(MAX_TUPLES * sizeof *c.tup);
-    if (!c.rank_idx || !c.tup)
-        goto out;
-    for (int i = 0; i <= c.maxrank; i++)
-        c.rank_idx[i] = -1;
+        if (m->ranks[i].rank > c->maxrank)
+            c->maxrank = m->ranks[i].rank;
+    c->rank_idx = malloc(((size_t)c->maxrank + 2) * sizeof *c->rank_idx);
+    if (!c->rank_idx)
+        return -ENOMEM;
+    for (int i = 0; i <= c->maxrank; i++)
+        c->rank_idx[i] = -1;
     for (size_t i = 0; i < m->nranks; i++) {
         fr_rank *r = &m->ranks[i];
-        if (c.rank_idx[r->rank] >= 0) {
+        if (c->rank_idx[r->rank] >= 0) {
             fr_model_warn(m, "rank %d appears twice (%s and %s); using the first",
-                          r->rank, m->ranks[c.rank_idx[r->rank]].path, r->path);
+                          r->rank, m->ranks[c->rank_idx[r->rank]].path, r->path);
             continue;
         }
-        c.rank_idx[r->rank] = (int)i;
-        res->nranks++;
+        c->rank_idx[r->rank] = (int)i;
+        c->res->nranks++;
         if (r->src != FR_SRC_RING)
             for (size_t k = 0; k < r->n; k++)
-                if (r->ents[k].t_ns > c.snapshot_torch)
-                    c.snapshot_torch = r->ents[k].t_ns;
+                if (r->ents[k].t_ns > c->snapshot_torch)
+                    c->snapshot_torch = r->ents[k].t_ns;
     }
-    /* versions */
     for (size_t i = 1; i < m->nranks; i++)
         if (m->ranks[i].version && m->ranks[0].version &&
             m->ranks[i].src == m->ranks[0].src &&
@@ -1135,170 +1216,230 @@ static int analyze(fb__fr_result *res)
                           m->ranks[i].version);
             break;
         }
-    if ((rc = resolve_groups(&c)))
+    return 0;
+}
+
+/* The verdict the findings decide: a mismatch where progress stopped (or
+ * mismatches and nothing missing) before a hang; NULL when they decide
+ * nothing.  *at_stuck: a mismatch sits where progress stopped. */
+static void decide_verdict(ctx *c, int p2p_hang, int *at_stuck)
+{
+    fb__fr_result *res = c->res;
+    int nmissing = 0, nmis = 0;
+    *at_stuck = 0;
+    for (size_t i = 0; i < res->nf; i++) {
+        const finding *f = &res->f[i];
+        if (f->kind == kinds[K_MISSING]) {
+            nmissing++;
+        } else if (is_mismatch_kind(f)) {
+            nmis++;
+            if (at_stuck_seq(c, f) && f->kind != kinds[K_P2P])
+                *at_stuck = 1;
+        }
+    }
+    if (*at_stuck || (nmis && !nmissing && !p2p_hang))
+        res->verdict = "mismatch";
+    else if (nmissing || p2p_hang)
+        res->verdict = "hang";
+}
+
+/* Culprits of a decided verdict.  Undecided by the findings: `undecided`
+ * when something is stuck, else late ranks (`slow`) or `ok`.  `ok` and
+ * `undecided` become `incomplete` when ranks of the world have no evidence:
+ * their evidence could have changed the answer.  A decided verdict stays,
+ * missing evidence or not (docs/flight-recorder.md). */
+static int find_culprits(ctx *c, int at_stuck)
+{
+    fb__fr_result *res = c->res;
+    const fr_model *m = c->m;
+    size_t cap = 1, nc = 0;
+    int rc;
+    for (size_t i = 0; i < res->nf; i++) /* culprits come from rank lists */
+        cap += (size_t)res->f[i].nranks;
+    int *cul = malloc(cap * sizeof *cul);
+    if (!cul)
+        return -ENOMEM;
+    if (res->verdict && !strcmp(res->verdict, "hang")) {
+        /* missing (or p2p-silent) ranks that are stuck nowhere; if every
+         * one is stuck somewhere, all of them */
+        for (int pass = 0; pass < 2 && nc == 0; pass++)
+            for (size_t i = 0; i < res->nf; i++) {
+                const finding *f = &res->f[i];
+                if (f->kind != kinds[K_MISSING] && f->kind != kinds[K_P2P])
+                    continue;
+                for (int k = 0; k < f->nranks; k++)
+                    if (pass == 1 || !rank_stuck(c, f->ranks[k]))
+                        cul[nc++] = f->ranks[k];
+            }
+    } else if (res->verdict) {
+        for (size_t i = 0; i < res->nf; i++) {
+            const finding *f = &res->f[i];
+            if (!is_mismatch_kind(f) || (at_stuck && !at_stuck_seq(c, f)))
+                continue;
+            for (int k = 0; k < f->nranks; k++)
+                cul[nc++] = f->ranks[k];
+        }
+    }
+    if (res->verdict) {
+        set_culprits(res, cul, (int)nc, 0);
+        return 0;
+    }
+    int stuck_any = 0;
+    for (size_t g = 0; g < m->ngroups; g++)
+        if (c->stuck[g])
+            stuck_any = 1;
+    if (!stuck_any) {
+        if ((rc = lateness(c))) {
+            free(cul);
+            return rc;
+        }
+        for (size_t i = 0; i < res->nf; i++)
+            if (res->f[i].kind == kinds[K_LATE]) { /* K_LATE is added last */
+                size_t need = nc + (size_t)res->f[i].nranks + 1;
+                if (need > cap) {
+                    int *ncul = realloc(cul, need * sizeof *cul);
+                    if (!ncul) {
+                        free(cul);
+                        return -ENOMEM;
+                    }
+                    cul = ncul;
+                    cap = need;
+                }
+                res->verdict = "slow";
+                for (int k = 0; k < res->f[i].nranks; k++)
+                    cul[nc++] = res->f[i].ranks[k];
+            }
+    }
+    if (!res->verdict)
+        res->verdict = stuck_any || !c->any_entries ? "undecided" : "ok";
+    if (res->nmissing && (!strcmp(res->verdict, "ok") ||
+                          !strcmp(res->verdict, "undecided")))
+        res->verdict = "incomplete";
+    set_culprits(res, cul, (int)nc, 1); /* slow: lateness order */
+    return 0;
+}
+
+static int is_culprit(const fb__fr_result *res, int rank)
+{
+    return bsearch(&rank, res->culprits, (size_t)res->nculprits,
+                   sizeof rank, cmp_int) != NULL;
+}
+
+/* The finding that tells the verdict.  For a hang, the missing_ranks or
+ * p2p finding that made most of the culprits: the root, not the groups
+ * whose members wait for it (culprits are sorted then: a binary search
+ * per rank keeps this n log n for a million ranks). */
+static const finding *top_finding(const fb__fr_result *res)
+{
+    const char *v = res->verdict;
+    const finding *top = NULL;
+    double best = 0;
+    for (size_t i = 0; i < res->nf; i++) {
+        const finding *f = &res->f[i];
+        if (!strcmp(v, "hang") && (f->kind == kinds[K_MISSING] ||
+                                   f->kind == kinds[K_P2P])) {
+            int hits = 0;
+            for (int k = 0; k < f->nranks; k++)
+                hits += is_culprit(res, f->ranks[k]);
+            double frac = f->nranks ? (double)hits / f->nranks : 0;
+            if (frac > best || !top) {
+                best = frac;
+                top = f;
+            }
+        } else if (top) {
+            continue;
+        } else if (!strcmp(v, "mismatch") && is_mismatch_kind(f)) {
+            top = f;
+        } else if (!strcmp(v, "slow") && f->kind == kinds[K_LATE]) {
+            top = f;
+        }
+    }
+    return top;
+}
+
+/* One line: the verdict and what tells it. */
+static void write_summary(ctx *c)
+{
+    fb__fr_result *res = c->res;
+    const fr_model *m = c->m;
+    const finding *top = top_finding(res);
+    char seen[640];
+    int n = res->nranks, incomplete = !strcmp(res->verdict, "incomplete");
+    if (top) {
+        snprintf(res->summary, sizeof res->summary, "%s: %s", res->verdict,
+                 top->detail);
+        return;
+    }
+    size_t g = 0;
+    while (g < m->ngroups && !c->stuck[g])
+        g++;
+    if (g < m->ngroups)
+        snprintf(seen, sizeof seen, "every rank%s entered %s #%" PRIu64
+                 " on %s and none completed it: suspect the network or the "
+                 "transport, not a rank", incomplete ? " read" : "",
+                 opname(c->stuck_op[g]), c->stuck[g], gname(m, (int)g));
+    else if (!c->any_entries)
+        snprintf(seen, sizeof seen, "no flight-recorder entries in %d rank%s",
+                 n, n == 1 ? "" : "s");
+    else if (incomplete)
+        snprintf(seen, sizeof seen, "the %d rank%s read show%s nothing stuck "
+                 "and no disagreement", n, n == 1 ? "" : "s", n == 1 ? "s" : "");
+    else
+        snprintf(seen, sizeof seen, "%d rank%s agree on every operation; "
+                 "nothing stuck", n, n == 1 ? "" : "s");
+    if (incomplete)
+        snprintf(res->summary, sizeof res->summary, "incomplete: missing rank%s "
+                 "%s (no flight-recorder data from %d of %d ranks); %s",
+                 res->nmissing == 1 ? "" : "s", res->missing, res->nmissing,
+                 res->world, seen);
+    else
+        snprintf(res->summary, sizeof res->summary, "%s: %s", res->verdict, seen);
+}
+
+/* Text from ranks and files (group names, dtypes, frames, paths) goes into
+ * details and the summary, which end on terminals and in logs: control
+ * bytes become '?'.  Warnings are scrubbed by fr_model_warn. */
+static void scrub(char *s, size_t size)
+{
+    char tmp[1024];
+    fb__safe_text(tmp, sizeof tmp < size ? sizeof tmp : size, s);
+    memcpy(s, tmp, strlen(tmp) + 1);
+}
+
+static int analyze(fb__fr_result *res)
+{
+    fr_model *m = &res->m;
+    ctx c = {.res = res, .m = m, .maxrank = -1};
+    int rc, p2p_hang = 0, at_stuck = 0;
+    if ((rc = index_ranks(&c)) || (rc = resolve_groups(&c)))
         goto out;
     res->world = m->world_size > c.maxrank + 1 ? m->world_size : c.maxrank + 1;
     for (size_t g = 0; g < m->ngroups; g++)
         for (int k = 0; k < m->groups[g].size; k++)
             if (m->groups[g].members[k] >= res->world)
                 res->world = m->groups[g].members[k] + 1;
+    c.tup = malloc(MAX_TUPLES * sizeof *c.tup);
+    if (!c.tup) {
+        rc = -ENOMEM;
+        goto out;
+    }
     member_stats(&c);
-    if ((rc = hang_analysis(&c)) || (rc = buckets(&c)))
+    if ((rc = mark_stuck_ranks(&c)) || (rc = hang_analysis(&c)) ||
+        (rc = buckets(&c)))
         goto out;
     mismatches(&c);
     if ((rc = p2p_check(&c)))
         goto out;
-    int p2p_hang = 0;
     tuples_to_findings(&c, &p2p_hang);
-    missing_dumps(&c);
-
-    /* verdict and culprits */
-    int nmissing = 0, nmis = 0, at_stuck = 0;
-    /* culprits come from findings' rank lists: their total bounds them */
-    size_t cap = 1, nc = 0;
-    for (size_t i = 0; i < res->nf; i++)
-        cap += (size_t)res->f[i].nranks;
-    int *cul = malloc(cap * sizeof *cul);
-    if (!cul)
+    if ((rc = missing_dumps(&c)))
         goto out;
-    for (size_t i = 0; i < res->nf; i++) {
-        finding *f = &res->f[i];
-        if (f->kind == kinds[K_MISSING])
-            nmissing++;
-        else if (f->kind == kinds[K_TYPE] || f->kind == kinds[K_SIZE] ||
-                 f->kind == kinds[K_DTYPE] || f->kind == kinds[K_STATE] ||
-                 f->kind == kinds[K_P2P]) {
-            nmis++;
-            if (f->group >= 0 && f->has_seq && c.stuck[f->group] == f->seq &&
-                f->kind != kinds[K_P2P])
-                at_stuck = 1;
-        }
-    }
-    const char *want = NULL;
-    if (at_stuck || (nmis && !nmissing && !p2p_hang))
-        res->verdict = "mismatch";
-    else if (nmissing || p2p_hang)
-        res->verdict = "hang";
-    if (res->verdict && !strcmp(res->verdict, "hang")) {
-        /* culprits: missing (or p2p-silent) ranks that are stuck nowhere */
-        for (int pass = 0; pass < 2 && nc == 0; pass++)
-            for (size_t i = 0; i < res->nf; i++) {
-                finding *f = &res->f[i];
-                if (f->kind != kinds[K_MISSING] && f->kind != kinds[K_P2P])
-                    continue;
-                for (int k = 0; k < f->nranks; k++) {
-                    if (pass == 0 && rank_stuck(&c, f->ranks[k]))
-                        continue;
-                    cul[nc++] = f->ranks[k];
-                }
-            }
-    } else if (res->verdict) {
-        want = at_stuck ? "stuck" : NULL;
-        for (size_t i = 0; i < res->nf; i++) {
-            finding *f = &res->f[i];
-            if (f->kind == kinds[K_MISSING] || f->kind == kinds[K_LATE] ||
-                f->kind == kinds[K_DUMP])
-                continue;
-            if (want && !(f->group >= 0 && f->has_seq && c.stuck[f->group] == f->seq))
-                continue;
-            for (int k = 0; k < f->nranks; k++) {
-                cul[nc++] = f->ranks[k];
-            }
-        }
-    }
-    if (!res->verdict) {
-        int stuck_any = 0;
-        for (size_t g = 0; g < m->ngroups; g++)
-            if (c.stuck[g])
-                stuck_any = 1;
-        if (stuck_any) {
-            res->verdict = "undecided";
-        } else {
-            if ((rc = lateness(&c)))
-                goto out_cul;
-            size_t nlate = 1;
-            for (size_t i = 0; i < res->nf; i++)
-                nlate += (size_t)res->f[i].nranks;
-            int *nl = realloc(cul, nlate * sizeof *cul);
-            if (!nl)
-                goto out_cul;
-            cul = nl;
-            for (size_t i = 0; i < res->nf; i++)
-                if (res->f[i].kind == kinds[K_LATE]) {
-                    res->verdict = "slow";
-                    for (int k = 0; k < res->f[i].nranks; k++)
-                        cul[nc++] = res->f[i].ranks[k];
-                }
-            if (!res->verdict)
-                res->verdict = c.any_entries ? "ok" : "undecided";
-        }
-    }
-    if (!strcmp(res->verdict, "slow")) {
-        free(res->culprits);
-        res->culprits = cul;
-        res->nculprits = (int)nc; /* lateness order */
-        cul = NULL;
-    } else {
-        set_culprits(res, cul, (int)nc);
-    }
-
-    /* summary */
-    {
-        char rl[256];
-        char *s = res->summary;
-        size_t sz = sizeof res->summary;
-        const finding *top = NULL;
-        double best = 0;
-        for (size_t i = 0; i < res->nf; i++) {
-            const finding *f = &res->f[i];
-            if (!strcmp(res->verdict, "hang") && (f->kind == kinds[K_MISSING] ||
-                                                  f->kind == kinds[K_P2P])) {
-                /* the finding made most of culprits: the root, not the
-                 * groups whose members wait for it */
-                int hits = 0;
-                for (int k = 0; k < f->nranks; k++)
-                    for (int j = 0; j < res->nculprits; j++)
-                        if (f->ranks[k] == res->culprits[j])
-                            hits++;
-                double frac = f->nranks ? (double)hits / f->nranks : 0;
-                if (frac > best || !top) {
-                    best = frac;
-                    top = f;
-                }
-            } else if (top) {
-                continue;
-            } else if (!strcmp(res->verdict, "mismatch") &&
-                       f->kind != kinds[K_MISSING] && f->kind != kinds[K_DUMP] &&
-                       f->kind != kinds[K_LATE]) {
-                top = f;
-            } else if (!strcmp(res->verdict, "slow") && f->kind == kinds[K_LATE]) {
-                top = f;
-            }
-        }
-        fmt_ranks(rl, sizeof rl, res->culprits, res->nculprits);
-        if (top)
-            snprintf(s, sz, "%s: %s", res->verdict, top->detail);
-        else if (!strcmp(res->verdict, "undecided") && c.any_entries) {
-            size_t g = 0;
-            while (g < m->ngroups && !c.stuck[g])
-                g++;
-            if (g < m->ngroups)
-                snprintf(s, sz, "undecided: every rank entered %s #%" PRIu64
-                         " on %s and none completed it: suspect the network or "
-                         "the transport, not a rank", opname(c.stuck_op[g]),
-                         c.stuck[g], gname(m, (int)g));
-            else
-                snprintf(s, sz, "undecided");
-        } else if (!strcmp(res->verdict, "undecided"))
-            snprintf(s, sz, "undecided: no flight-recorder entries in %d rank%s",
-                     res->nranks, res->nranks == 1 ? "" : "s");
-        else
-            snprintf(s, sz, "ok: %d rank%s agree on every operation; nothing "
-                     "stuck", res->nranks, res->nranks == 1 ? "" : "s");
-    }
-    rc = 0;
-out_cul:
-    free(cul);
+    decide_verdict(&c, p2p_hang, &at_stuck);
+    if ((rc = find_culprits(&c, at_stuck)))
+        goto out;
+    write_summary(&c);
+    scrub(res->summary, sizeof res->summary);
+    for (size_t i = 0; i < res->nf; i++)
+        scrub(res->f[i].detail, sizeof res->f[i].detail);
 out:
     if (c.gs)
         for (size_t g = 0; g < m->ngroups; g++)
@@ -1308,6 +1449,8 @@ out:
             free(c.b[g]);
     free(c.gs);
     free(c.gsize);
+    free(c.grank);
+    free(c.stuck_rank);
     free(c.b);
     free(c.bbase);
     free(c.bcount);
@@ -1401,6 +1544,8 @@ int fb__fr_result_json(const fb__fr_result *r, fb__jsonw *w)
     fb__jsonw_arr_end(w);
     fb__jsonw_kint(w, "ranks", r->nranks);
     fb__jsonw_kint(w, "world_size", r->world);
+    fb__jsonw_kint(w, "missing_count", r->nmissing);
+    fb__jsonw_kstr(w, "missing_ranks", r->missing);
     fb__jsonw_kuint(w, "events", r->events);
     fb__jsonw_key(w, "findings");
     fb__jsonw_arr_begin(w);
@@ -1447,10 +1592,13 @@ int fb__fr_result_json(const fb__fr_result *r, fb__jsonw *w)
     return w->oom ? -ENOMEM : 0;
 }
 
+/* For people, on a terminal: group names come from ranks and dumps and are
+ * printed through fb__safe_text; details, the summary and warnings were
+ * scrubbed when written. */
 void fb__fr_result_text(const fb__fr_result *r, FILE *f)
 {
     const fr_model *m = &r->m;
-    char rl[512];
+    char rl[512], name[256];
     fprintf(f, "verdict: %s\n", fb__fr_verdict(r));
     fprintf(f, "%s\n", r->summary);
     fmt_ranks(rl, sizeof rl, r->culprits, r->nculprits);
@@ -1458,6 +1606,8 @@ void fb__fr_result_text(const fb__fr_result *r, FILE *f)
         fprintf(f, "culprit rank%s: %s\n", r->nculprits > 1 ? "s" : "", rl);
     fprintf(f, "evidence: %d rank%s of %d\n", r->nranks, r->nranks == 1 ? "" : "s",
             r->world);
+    if (r->nmissing)
+        fprintf(f, "missing ranks: %s\n", r->missing);
     if (r->nf)
         fprintf(f, "\nfindings:\n");
     for (size_t i = 0; i < r->nf; i++) {
@@ -1465,7 +1615,7 @@ void fb__fr_result_text(const fb__fr_result *r, FILE *f)
         fmt_ranks(rl, sizeof rl, x->ranks, x->nranks);
         fprintf(f, "  %-15s", x->kind);
         if (x->group >= 0)
-            fprintf(f, " %s", gname(m, x->group));
+            fprintf(f, " %s", fb__safe_text(name, sizeof name, gname(m, x->group)));
         if (x->has_seq)
             fprintf(f, " #%" PRIu64, x->seq);
         fprintf(f, "  ranks [%s]\n      %s\n", rl, x->detail);

@@ -19,7 +19,7 @@
 #include "common/jsonw.h"
 
 /* Version of the --json / fb__fr_result_json object (docs/flight-recorder.md). */
-#define FB__FR_RESULT_VERSION "1.0"
+#define FB__FR_RESULT_VERSION "1.1"
 
 typedef struct fb__fr_result fb__fr_result;
 
@@ -50,7 +50,10 @@ int fb__fr_analyze_paths_opt(const char *const *paths, int npaths,
                              const fb__fr_options *opt, fb__fr_result **out,
                              char *err, size_t errsz);
 
-/* "hang", "mismatch", "slow", "ok" or "undecided". */
+/* "hang", "mismatch", "slow", "ok", "undecided" or "incomplete" (nothing
+ * decided, and ranks of the world have no evidence: docs/flight-recorder.md).
+ * A decided verdict (hang, mismatch, slow) stays one when evidence is
+ * missing; the missing ranks are a missing_dump finding either way. */
 const char *fb__fr_verdict(const fb__fr_result *r);
 
 /* The global ranks at fault (hang: never entered where progress stopped;
@@ -58,7 +61,8 @@ const char *fb__fr_verdict(const fb__fr_result *r);
  * into ranks (may be NULL).  Returns how many there are. */
 int fb__fr_culprit_ranks(const fb__fr_result *r, int *ranks, int max);
 
-/* One line for the journal and the console, e.g.
+/* One line for the journal and the console (control bytes from dumps
+ * are '?'), e.g.
  * "hang: rank 2 never entered all_reduce #6 on world (0x...); 3 ranks
  * waiting up to 12.0 s; rank 2 last completed all_reduce #5". */
 void fb__fr_summary(const fb__fr_result *r, char *buf, size_t size);

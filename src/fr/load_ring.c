@@ -8,10 +8,12 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "common/util.h"
 #include "firebreak/firebreak.h"
@@ -41,10 +43,34 @@ static int group_of(fr_model *m, uint64_t id, const char *name)
     return fr_model_group(m, key, name);
 }
 
+/* fb__seg_open opens blocking; a FIFO (or device) named like a segment or
+ * a snapshot would hang the analysis.  The file is opened here through
+ * fb__open_regular and the segment mapped through /proc/self/fd/N, the
+ * same inode, so nothing can be swapped in between (without /proc, by
+ * name again: a window of a few microseconds remains). */
+static int open_segment(fb__seg **seg, const char *path)
+{
+    char file[PATH_MAX], via[64];
+    int rc;
+    if (path[0] == '/' && !strchr(path + 1, '/'))
+        rc = fb__fmt(file, sizeof file, "/dev/shm%s", path);
+    else
+        rc = fb__fmt(file, sizeof file, "%s", path);
+    if (rc)
+        return rc;
+    int fd = fb__open_regular(file, 0);
+    if (fd < 0)
+        return fd;
+    snprintf(via, sizeof via, "/proc/self/fd/%d", fd);
+    rc = fb__seg_open(seg, access(via, F_OK) == 0 ? via : file);
+    close(fd);
+    return rc;
+}
+
 int fr_load_ring(fr_model *m, const char *path, char *err, size_t errsz)
 {
     fb__seg *seg = NULL;
-    int rc = fb__seg_open(&seg, path);
+    int rc = open_segment(&seg, path);
     if (rc) {
         snprintf(err, errsz, "%s: not a readable firebreak segment: %s", path,
                  fb_strerror(rc));
@@ -113,7 +139,7 @@ int fr_load_ring(fr_model *m, const char *path, char *err, size_t errsz)
             fr_model_group_members(m, g, NULL, c.size);
         }
         if (c.rank >= 0 && (c.size <= 0 || c.rank < c.size) &&
-            fr_rank_member(r, (uint32_t)g, c.rank))
+            fr_rank_member(m, r, (uint32_t)g, c.rank))
             goto oom;
     }
 
@@ -141,7 +167,7 @@ int fr_load_ring(fr_model *m, const char *path, char *err, size_t errsz)
             if (e.comm_size > 0 && e.comm_size <= (1 << 24))
                 fr_model_group_members(m, last_g, NULL, e.comm_size);
             if (e.comm_rank >= 0 &&
-                fr_rank_member(r, (uint32_t)last_g, e.comm_rank))
+                fr_rank_member(m, r, (uint32_t)last_g, e.comm_rank))
                 goto oom;
         }
         uint64_t dkey = ((uint64_t)e.elem_bytes << 16) | ((uint64_t)e.dtype << 1) |

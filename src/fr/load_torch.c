@@ -197,33 +197,55 @@ static void fields(const fb__json *e, const fb__json *f[F_N])
             }
 }
 
-/* p2p pair counters: (group, peer, direction) -> count, linear (few). */
+/* p2p pair counters: (group, peer, direction) -> ops so far, in a hash
+ * table (open addressing, at most half full; n == 0 is an empty slot): a
+ * rank may talk to thousands of peers, and a list made that quadratic. */
 typedef struct pairc { uint32_t g; int peer, send; uint32_t n; } pairc;
+typedef struct pairtab { pairc *slot; size_t cap, used; } pairtab;
 
-static uint32_t next_pair(pairc **pc, size_t *n, size_t *cap, uint32_t g,
-                          int peer, int send)
+static size_t pair_hash(uint32_t g, int peer, int send, size_t cap)
 {
-    for (size_t i = 0; i < *n; i++)
-        if ((*pc)[i].g == g && (*pc)[i].peer == peer && (*pc)[i].send == send)
-            return ++(*pc)[i].n;
-    if (*n == *cap) {
-        size_t nc = *cap ? *cap * 2 : 16;
-        pairc *np = realloc(*pc, nc * sizeof *np);
-        if (!np)
-            return 0;
-        *pc = np;
-        *cap = nc;
-    }
-    (*pc)[(*n)++] = (pairc){g, peer, send, 1};
-    return 1;
+    uint64_t x = ((uint64_t)g << 33) ^ ((uint64_t)(uint32_t)peer << 1) ^
+                 (uint64_t)(send != 0);
+    x *= 0x9e3779b97f4a7c15ull;
+    return (size_t)(x >> 20) & (cap - 1);
 }
 
-static int has_group(const fr_rank *r, uint32_t g)
+static int pair_grow(pairtab *t)
 {
-    for (size_t i = 0; i < r->nmemb; i++)
-        if (r->memb[i].group == g)
-            return 1;
+    size_t nc = t->cap ? t->cap * 2 : 64;
+    pairc *ns = calloc(nc, sizeof *ns);
+    if (!ns)
+        return -ENOMEM;
+    for (size_t i = 0; i < t->cap; i++) {
+        const pairc *p = &t->slot[i];
+        if (!p->n)
+            continue;
+        size_t j = pair_hash(p->g, p->peer, p->send, nc);
+        while (ns[j].n)
+            j = (j + 1) & (nc - 1);
+        ns[j] = *p;
+    }
+    free(t->slot);
+    t->slot = ns;
+    t->cap = nc;
     return 0;
+}
+
+/* The n-th op of this rank with `peer` in this direction; 0 unknown. */
+static uint32_t next_pair(pairtab *t, uint32_t g, int peer, int send)
+{
+    if ((t->used + 1) * 2 > t->cap && pair_grow(t))
+        return 0;
+    size_t j = pair_hash(g, peer, send, t->cap);
+    for (; t->slot[j].n; j = (j + 1) & (t->cap - 1)) {
+        pairc *p = &t->slot[j];
+        if (p->g == g && p->peer == peer && p->send == send)
+            return p->n == UINT32_MAX ? 0 : ++p->n;
+    }
+    t->slot[j] = (pairc){g, peer, send, 1};
+    t->used++;
+    return 1;
 }
 
 /* Group g takes the members of the dump's one unnamed pg_config group. */
@@ -233,7 +255,7 @@ static int adopt_unnamed(fr_model *m, fr_rank *r, int g, const int *rk, int n,
     for (int i = 0; i < n; i++)
         if (rk[i] == r->rank) {
             fr_model_group_members(m, g, rk, n);
-            if (fr_rank_member(r, (uint32_t)g, i))
+            if (fr_rank_member(m, r, (uint32_t)g, i))
                 return -ENOMEM;
             fr_model_warn(m, "rank %d: pg_config has no group '%s' but one group "
                           "with an empty name; read as that group (%s)", r->rank,
@@ -326,7 +348,7 @@ static int load_dom(fr_model *m, const char *path, const fb__json *root, int src
                 fr_model_group_members(m, g, rk, n);
                 for (int i = 0; i < n; i++)
                     if (rk[i] == rank)
-                        fr_rank_member(r, (uint32_t)g, i);
+                        fr_rank_member(m, r, (uint32_t)g, i);
             } else if (member(pg, "ranks")) {
                 fr_model_warn(m, "rank %d: pg_config[%s].ranks is not a rank list "
                               "(%s)", (int)rank, key, path);
@@ -347,8 +369,7 @@ static int load_dom(fr_model *m, const char *path, const fb__json *root, int src
         free(unnamed);
         return 0;
     }
-    pairc *pc = NULL;
-    size_t npc = 0, cpc = 0;
+    pairtab pairs = {0};
     size_t idx = 0, skipped = 0;
     int64_t min_record = -1;
     int rc = 0;
@@ -406,7 +427,7 @@ static int load_dom(fr_model *m, const char *path, const fb__json *root, int src
             rc = -ENOMEM;
             break;
         }
-        if (unnamed && !has_group(r, (uint32_t)g)) {
+        if (unnamed && !fr_rank_in_group(m, r, (uint32_t)g)) {
             rc = adopt_unnamed(m, r, g, unnamed, nunnamed, path);
             free(unnamed); /* for the first such group only */
             unnamed = NULL;
@@ -454,14 +475,13 @@ static int load_dom(fr_model *m, const char *path, const fb__json *root, int src
         if (op == FB_OP_COALESCED || op == FB_OP_UNKNOWN)
             x.flags |= FR_ENT_VARIABLE;
         if (is_p2p && peer >= 0)
-            x.pair_seq = next_pair(&pc, &npc, &cpc, (uint32_t)g, peer,
-                                   op == FB_OP_SEND);
+            x.pair_seq = next_pair(&pairs, (uint32_t)g, peer, op == FB_OP_SEND);
         if (fr_rank_push(r, &x)) {
             rc = -ENOMEM;
             break;
         }
     }
-    free(pc);
+    free(pairs.slot);
     free(unnamed);
     if (skipped > 1)
         fr_model_warn(m, "rank %d: %zu entries skipped in all (%s)", (int)rank,

@@ -137,13 +137,18 @@ int fr_rank_push(fr_rank *r, const fr_ent *e)
     return 0;
 }
 
-int fr_rank_member(fr_rank *r, uint32_t g, int grank)
+int fr_rank_in_group(const fr_model *m, const fr_rank *r, uint32_t g)
 {
-    for (size_t i = 0; i < r->nmemb; i++)
-        if (r->memb[i].group == g)
-            return 0;
+    return m->groups[g].member_of == (size_t)(r - m->ranks) + 1;
+}
+
+int fr_rank_member(fr_model *m, fr_rank *r, uint32_t g, int grank)
+{
+    if (fr_rank_in_group(m, r, g))
+        return 0;
     if (grow((void **)&r->memb, &r->cap_memb, r->nmemb + 1, sizeof *r->memb))
         return -ENOMEM;
+    m->groups[g].member_of = (size_t)(r - m->ranks) + 1;
     r->memb[r->nmemb].group = g;
     r->memb[r->nmemb].grank = grank;
     r->nmemb++;
@@ -237,11 +242,14 @@ void fr_model_warn(fr_model *m, const char *fmt, ...)
 {
     if (m->nwarnings >= 1000)
         return;
-    char buf[512];
+    char raw[512], buf[512];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
+    vsnprintf(raw, sizeof raw, fmt, ap);
     va_end(ap);
+    /* warnings quote paths, group names and versions from dumps: no
+     * control bytes reach a terminal */
+    fb__safe_text(buf, sizeof buf, raw);
     if (grow((void **)&m->warnings, &m->cap_warnings, m->nwarnings + 1,
              sizeof *m->warnings))
         return;

@@ -55,6 +55,8 @@ typedef struct fr_group {
     char *name;            /* description, may be ""                      */
     int size;              /* members, 0 unknown                          */
     int *members;          /* global ranks by group rank; NULL unknown    */
+    size_t member_of;      /* 1 + index in fr_model.ranks of the last rank
+                            * recorded as a member (fr_rank_member), 0   */
 } fr_group;
 
 typedef struct fr_model {
@@ -75,8 +77,12 @@ void fr_model_init(fr_model *m);
 void fr_model_free(fr_model *m);
 fr_rank *fr_model_add_rank(fr_model *m, int rank, int src, const char *path);
 int fr_rank_push(fr_rank *r, const fr_ent *e);
-/* Note that rank r is member `grank` of group g (once per group). */
-int fr_rank_member(fr_rank *r, uint32_t g, int grank);
+/* Note that rank r (the rank a loader is reading, the last one added) is
+ * member `grank` of group g; again for the same group is a no-op.  O(1):
+ * a dump may describe 100,000 groups. */
+int fr_rank_member(fr_model *m, fr_rank *r, uint32_t g, int grank);
+/* Whether r was recorded as a member of g (r: the last rank added). */
+int fr_rank_in_group(const fr_model *m, const fr_rank *r, uint32_t g);
 /* Group by key; created on first use.  Returns its index or -1 (ENOMEM). */
 int fr_model_group(fr_model *m, const char *key, const char *name);
 /* Set a group's members (copied) when not yet known. */

@@ -4,6 +4,10 @@ versions 2.2..2.10) for the analyzer's scenarios, as JSON and as pickles of
 protocols 2..5, one file per rank named nccl_trace_rank_<R> like PyTorch.
 
     python3 gen_torch.py OUTDIR
+    python3 gen_torch.py OUTDIR --many RANKS ENTRIES FMT  (the bench)
+    python3 gen_torch.py OUTDIR --wide RANKS    (one dump, one huge group)
+    python3 gen_torch.py OUTDIR --groups N      (one dump, N groups)
+    python3 gen_torch.py OUTDIR --hostile       (escape sequences in strings)
 
 The files under tests/fr/data/torch/ were made by this script; rerun it
 to regenerate them.  No torch needed: one scenario imitates the typed
@@ -224,10 +228,67 @@ def many(out, ranks, n, fmt):
                 pickle.dump(d, f, protocol=int(fmt[1]))
 
 
+def write_json(out, rank, d):
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, f"nccl_trace_rank_{rank}"), "w") as f:
+        json.dump(d, f)
+
+
+def wide(out, ranks):
+    """One dump, rank 0's, whose one group lists `ranks` ranks; rank 0
+    waits in all_reduce #5 and no other rank's dump is there."""
+    ents = allreduces(5, pending_last=True)
+    d = dump(0, ents, {})
+    d["pg_config"] = {"0": {"name": "0", "desc": "default_pg",
+                            "ranks": str(list(range(ranks)))}}
+    write_json(out, 0, d)
+
+
+def groups(out, n):
+    """One dump, rank 0's, in n groups {0, g + 1} with two completed
+    all_reduces each: nothing wrong in what it shows, ranks 1..n missing."""
+    pgs = {str(g): (f"pair{g}", [0, g + 1]) for g in range(n)}
+    ents = []
+    for g in range(n):
+        for s in (1, 2):
+            e = entry(len(ents), str(g), s, "nccl:all_reduce", "completed",
+                      len(ents) * 0.01)
+            e["pg_id"] = g
+            e["process_group"] = [str(g), f"pair{g}"]
+            ents.append(e)
+    write_json(out, 0, dump(0, ents, pgs))
+
+
+def hostile(out):
+    """The hang scenario with terminal escape sequences in every string a
+    dump carries that the analyzer prints: group key and description,
+    dtype, stack frame file and function."""
+    esc = "\x1b[2J\x1b]0;owned\x07"
+    frames = [{"name": "step" + esc, "filename": "train" + esc + ".py",
+               "line": 7}]
+    for r in range(4):
+        ents = allreduces(6 if r != 2 else 5, pending_last=r != 2,
+                          frames=frames, dtype="Float" + esc)
+        for e in ents:
+            e["process_group"] = ["0", "tp" + esc]
+        d = dump(r, ents, {"0": ("tp" + esc, [0, 1, 2, 3])})
+        d["version"] = "2.10" + esc if r == 3 else "2.10"
+        write_json(out, r, d)
+
+
 def main():
     out = sys.argv[1]
     if len(sys.argv) > 2 and sys.argv[2] == "--many":
         many(out, int(sys.argv[3]), int(sys.argv[4]), sys.argv[5])
+        return
+    if len(sys.argv) > 2 and sys.argv[2] == "--wide":
+        wide(out, int(sys.argv[3]))
+        return
+    if len(sys.argv) > 2 and sys.argv[2] == "--groups":
+        groups(out, int(sys.argv[3]))
+        return
+    if len(sys.argv) > 2 and sys.argv[2] == "--hostile":
+        hostile(out)
         return
     _install_fake_jit()
     for name, fmts in PLAN.items():
