@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# A rank that writes random bytes over its own segment every millisecond
+# (all of it, or only what follows the identity) never crashes the
+# supervisor: the rank is failed as "segment_corrupt", the incident, the
+# journal and the log name the rank and its segment, and the run ends with
+# an exit status, not a signal.
+source "$(dirname "$0")/lib.sh"
+SCR=$BIN/fb-test-scribbler
+for mode in all live; do
+    rm -rf runs
+    rc=0
+    timeout -s KILL 90 "$FB" run --nproc-per-node 2 --max-restarts 1 --json \
+        -- "$SCR" --scribble-rank 1 --mode $mode --seconds 10 "$TAG" \
+        >out.json 2>err.txt || rc=$?
+    [ "$rc" -lt 128 ] || fail "$mode: firebreak run died of signal $((rc - 128)) ($(tail -3 err.txt))"
+    [ "$rc" = 1 ] || fail "$mode: run exited $rc, wanted 1 ($(tail -3 err.txt))"
+    job=$(cat "$(run_dir)/job")
+    [ "$(json_field out.json '["incidents"][0]["kind"]')" = segment_corrupt ] \
+        || fail "$mode: kind: $(tail -1 out.json)"
+    [ "$(json_field out.json '["incidents"][0]["rank"]')" = 1 ] || fail "$mode: rank"
+    grep -q "segment of rank 1 (/dev/shm/fb\.$job\.0\.1) is corrupt" err.txt \
+        || fail "$mode: log does not name the segment: $(grep -i corrupt err.txt | head -3)"
+    [ "$(q "select kind||':'||rank from incident order by id limit 1")" = "segment_corrupt:1" ] \
+        || fail "$mode: incident row: $(q 'select kind, rank, detail from incident')"
+    q "select detail from incident" | grep -q "/dev/shm/fb\.$job\.0\.1" \
+        || fail "$mode: incident detail: $(q 'select detail from incident')"
+    assert_no_segments
+    ok "$mode: scribbled segment named as corrupt, supervisor exited $rc"
+done

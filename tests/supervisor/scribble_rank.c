@@ -1,0 +1,97 @@
+/*
+ * scribble_rank.c -- a hostile rank for supervisor tests: it attaches like
+ * any rank, steps a few times, then one rank writes random bytes over its
+ * own segment every millisecond (through the library's internal handle,
+ * lib.h), as a wild pointer or a malicious program would.  The others keep
+ * stepping.  The supervisor must not crash, and must name the segment.
+ *
+ *   fb-test-scribbler [--scribble-rank R] [--mode all|live] [--seconds S]
+ *
+ * --mode all: the whole segment, identity and magic included.
+ * --mode live: everything after the identity (progress, end record, heads,
+ *   reports, flight-recorder ring), so the reader's copies are all that
+ *   stands between it and the garbage offsets a rewritten header would give.
+ */
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "firebreak/firebreak.h"
+#include "lib/lib.h"
+#include "lib/segment.h"
+
+static uint64_t rng_state;
+
+static uint64_t next(void)
+{
+    uint64_t x = rng_state; /* xorshift64 */
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    return rng_state = x;
+}
+
+static void sleep_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+int main(int argc, char **argv)
+{
+    int scribble_rank = 0, live_only = 0;
+    double seconds = 10;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--scribble-rank") && i + 1 < argc)
+            scribble_rank = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--mode") && i + 1 < argc)
+            live_only = !strcmp(argv[++i], "live");
+        else if (!strcmp(argv[i], "--seconds") && i + 1 < argc)
+            seconds = atof(argv[++i]);
+    }
+    int rc = fb_init();
+    if (rc) {
+        fprintf(stderr, "fb_init: %s\n", fb_strerror(rc));
+        return 3;
+    }
+    rng_state = 0x9e3779b97f4a7c15ull ^ ((uint64_t)getpid() << 17);
+    for (uint64_t s = 1; s <= 5; s++) {
+        sleep_ms(20);
+        fb_step(s);
+    }
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    fb__seg *seg = fb__lib_seg();
+    int me = fb_rank() == scribble_rank && seg;
+    if (me) {
+        printf("rank %d: scribbling over its segment (%s)\n", fb_rank(),
+               live_only ? "live fields" : "all of it");
+        fflush(stdout);
+    }
+    unsigned char *base = fb__seg_base(seg);
+    size_t size = fb__seg_size(seg);
+    size_t from = live_only ? offsetof(fb__seg_header, phase) : 0;
+    uint64_t step = 5;
+    for (;;) {
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        if ((double)(t.tv_sec - t0.tv_sec) + (t.tv_nsec - t0.tv_nsec) / 1e9 > seconds)
+            break;
+        if (me) {
+            for (size_t off = from; off + 8 <= size; off += 8) {
+                uint64_t v = next();
+                memcpy(base + off, &v, 8);
+            }
+            sleep_ms(1);
+        } else {
+            fb_step(++step);
+            sleep_ms(10);
+        }
+    }
+    printf("done rank %d\n", fb_rank());
+    fb_finalize();
+    return 0;
+}
