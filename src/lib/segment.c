@@ -253,8 +253,9 @@ int fb__seg_open_as(fb__seg **out, const char *name_or_path, uid_t uid,
         rc = fb__fmt(path, sizeof path, "%s", name_or_path);
     if (rc)
         goto out;
-    /* O_NOFOLLOW: a symlink planted under the name is refused (ELOOP). */
-    fd = fb__open_regular(path, O_NOFOLLOW);
+    /* O_NOFOLLOW: a symlink planted under the name is refused (ELOOP).
+     * A file the user named (any owner) may be a link to a dump. */
+    fd = fb__open_regular(path, uid == FB__SEG_ANY_OWNER ? 0 : O_NOFOLLOW);
     if (fd < 0) {
         rc = fd == -ELOOP ? FB_ENOTOURS : fd;
         goto out;

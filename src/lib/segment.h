@@ -260,10 +260,10 @@ typedef struct fb__seg_identity {
 #define FB__SEG_ANY_OWNER ((uid_t)-1)
 
 /* Map an existing segment read-only by shm name or by path; validates
- * magic, version and bounds and copies the identity.  Opens with
- * O_NOFOLLOW; refuses anything but a regular file (FB_ENOTREG), and unless
- * `uid` is FB__SEG_ANY_OWNER a file not owned by `uid` or with any group
- * or other permission bit (FB_ENOTOURS).  `st` (may be NULL) receives the
+ * magic, version and bounds and copies the identity.  Refuses anything
+ * but a regular file (FB_ENOTREG), and unless `uid` is FB__SEG_ANY_OWNER
+ * a symlink, a file not owned by `uid` or one with any group or other
+ * permission bit (FB_ENOTOURS).  `st` (may be NULL) receives the
  * file's stat whenever fstat ran, so a refusal can name owner and mode.
  * -ENOENT while the rank has not created it, FB_EFORMAT / FB_EVERSION for
  * a bad one. */
