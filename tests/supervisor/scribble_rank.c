@@ -6,11 +6,14 @@
  * stepping.  The supervisor must not crash, and must name the segment.
  *
  *   fb-test-scribbler [--scribble-rank R] [--mode all|live] [--seconds S]
+ *                     [--delay-ms M]
  *
  * --mode all: the whole segment, identity and magic included.
  * --mode live: everything after the identity (progress, end record, heads,
  *   reports, flight-recorder ring), so the reader's copies are all that
  *   stands between it and the garbage offsets a rewritten header would give.
+ * --delay-ms: step this long before scribbling (default 100), so a reader
+ *   started beside it attaches first.
  */
 #include <stddef.h>
 #include <stdint.h>
@@ -45,6 +48,7 @@ int main(int argc, char **argv)
 {
     int scribble_rank = 0, live_only = 0;
     double seconds = 10;
+    long delay_ms = 100;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--scribble-rank") && i + 1 < argc)
             scribble_rank = atoi(argv[++i]);
@@ -52,6 +56,8 @@ int main(int argc, char **argv)
             live_only = !strcmp(argv[++i], "live");
         else if (!strcmp(argv[i], "--seconds") && i + 1 < argc)
             seconds = atof(argv[++i]);
+        else if (!strcmp(argv[i], "--delay-ms") && i + 1 < argc)
+            delay_ms = atol(argv[++i]);
     }
     int rc = fb_init();
     if (rc) {
@@ -59,9 +65,10 @@ int main(int argc, char **argv)
         return 3;
     }
     rng_state = 0x9e3779b97f4a7c15ull ^ ((uint64_t)getpid() << 17);
-    for (uint64_t s = 1; s <= 5; s++) {
+    uint64_t step = 0;
+    for (long waited = 0; waited < delay_ms; waited += 20) {
         sleep_ms(20);
-        fb_step(s);
+        fb_step(++step);
     }
     struct timespec t0, t;
     clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -75,7 +82,6 @@ int main(int argc, char **argv)
     unsigned char *base = fb__seg_base(seg);
     size_t size = fb__seg_size(seg);
     size_t from = live_only ? offsetof(fb__seg_header, phase) : 0;
-    uint64_t step = 5;
     for (;;) {
         clock_gettime(CLOCK_MONOTONIC, &t);
         if ((double)(t.tv_sec - t0.tv_sec) + (t.tv_nsec - t0.tv_nsec) / 1e9 > seconds)
