@@ -27,3 +27,27 @@ for mode in all live; do
     assert_no_segments
     ok "$mode: scribbled segment named as corrupt, supervisor exited $rc"
 done
+
+# A rank that keeps to the protocol but writes nonsense: random reports
+# (kinds, numbers, unterminated text with control bytes) and random ring
+# slots, for 10 s.  The segment stays consistent, so the supervisor reads
+# all of it: it must survive, finish the run, and journal only safe text.
+rm -rf runs
+rc=0
+timeout -s KILL 90 "$FB" run --nproc-per-node 2 --max-restarts 0 --json \
+    -- "$SCR" --scribble-rank 1 --mode reports --seconds 10 "$TAG" \
+    >out.json 2>err.txt || rc=$?
+[ "$rc" -lt 128 ] || fail "reports: firebreak run died of signal $((rc - 128)) ($(tail -3 err.txt))"
+[ "$rc" = 0 ] || fail "reports: run exited $rc ($(tail -3 err.txt))"
+n=$(q "select count(*) from event where rank = 1")
+[ "$n" -ge 1000 ] || fail "reports: only $n events from rank 1 journalled"
+python3 - "$(run_dir)/journal.sqlite" <<'PY' || fail "reports: control bytes reached the journal"
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+db.text_factory = bytes
+bad = [r for (r,) in db.execute("select detail from event where detail is not null "
+                                "union all select detail from incident")
+       if any(c < 0x20 and c != 9 or c == 0x7f for c in r)]
+sys.exit(1 if bad else 0)
+PY
+ok "reports: 10 s of nonsense reports read ($n events), run completed"

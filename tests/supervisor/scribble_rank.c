@@ -5,13 +5,19 @@
  * lib.h), as a wild pointer or a malicious program would.  The others keep
  * stepping.  The supervisor must not crash, and must name the segment.
  *
- *   fb-test-scribbler [--scribble-rank R] [--mode all|live] [--seconds S]
+ *   fb-test-scribbler [--scribble-rank R] [--mode all|live|reports]
+ *                     [--seconds S]
  *                     [--delay-ms M]
  *
  * --mode all: the whole segment, identity and magic included.
  * --mode live: everything after the identity (progress, end record, heads,
  *   reports, flight-recorder ring), so the reader's copies are all that
  *   stands between it and the garbage offsets a rewritten header would give.
+ * --mode reports: a rank that keeps to the protocol but not to sense: every
+ *   ms a report with random kind, fields and text (no NUL), published
+ *   properly, and random flight-recorder slots behind a plausible fr_head.
+ *   The segment stays consistent, so the supervisor reads garbage for the
+ *   whole time instead of giving up on the segment.
  * --delay-ms: step this long before scribbling (default 100), so a reader
  *   started beside it attaches first.
  */
@@ -44,16 +50,47 @@ static void sleep_ms(long ms)
     nanosleep(&ts, NULL);
 }
 
+static void fill(void *p, size_t n)
+{
+    unsigned char *b = p;
+    for (size_t i = 0; i < n; i++)
+        b[i] = (unsigned char)next();
+}
+
+/* One well-published report of random content, and random ring slots. */
+static void scribble_reports(fb__seg *seg)
+{
+    fb__seg_header *h = fb__seg_hdr(seg);
+    fb__seg_report *ring =
+        (fb__seg_report *)((char *)fb__seg_base(seg) + FB__SEG_HEADER_SIZE);
+    uint64_t idx = atomic_fetch_add(&h->report_head, 1);
+    fb__seg_report *r = &ring[idx % FB__SEG_REPORT_CAPACITY];
+    atomic_store(&r->seq, 0);
+    fill((char *)r + sizeof r->seq, sizeof *r - sizeof r->seq);
+    r->kind = (uint32_t)(next() % 16);
+    atomic_store(&r->seq, idx + 1);
+
+    uint32_t cap = h->fr_capacity;
+    unsigned char *area = (unsigned char *)fb__seg_base(seg) + h->fr_offset;
+    for (int i = 0; i < 8; i++)
+        fill(area + (next() % cap) * FB__SEG_FR_ENTRY_SIZE, FB__SEG_FR_ENTRY_SIZE);
+    atomic_fetch_add(&h->fr_head, next() % 64);
+    atomic_store(&h->fr_comm_count, next() % 1000);
+}
+
 int main(int argc, char **argv)
 {
-    int scribble_rank = 0, live_only = 0;
+    int scribble_rank = 0, live_only = 0, reports = 0;
     double seconds = 10;
     long delay_ms = 100;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--scribble-rank") && i + 1 < argc)
             scribble_rank = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--mode") && i + 1 < argc)
-            live_only = !strcmp(argv[++i], "live");
+        else if (!strcmp(argv[i], "--mode") && i + 1 < argc) {
+            i++;
+            live_only = !strcmp(argv[i], "live");
+            reports = !strcmp(argv[i], "reports");
+        }
         else if (!strcmp(argv[i], "--seconds") && i + 1 < argc)
             seconds = atof(argv[++i]);
         else if (!strcmp(argv[i], "--delay-ms") && i + 1 < argc)
@@ -76,17 +113,23 @@ int main(int argc, char **argv)
     int me = fb_rank() == scribble_rank && seg;
     if (me) {
         printf("rank %d: scribbling over its segment (%s)\n", fb_rank(),
-               live_only ? "live fields" : "all of it");
+               reports ? "reports and ring" : live_only ? "live fields" : "all of it");
         fflush(stdout);
     }
     unsigned char *base = fb__seg_base(seg);
     size_t size = fb__seg_size(seg);
     size_t from = live_only ? offsetof(fb__seg_header, phase) : 0;
+    unsigned long n = 0;
     for (;;) {
         clock_gettime(CLOCK_MONOTONIC, &t);
         if ((double)(t.tv_sec - t0.tv_sec) + (t.tv_nsec - t0.tv_nsec) / 1e9 > seconds)
             break;
-        if (me) {
+        if (me && reports) {
+            scribble_reports(seg);
+            if (++n % 10 == 0)
+                fb_step(++step); /* alive, as far as heartbeats go */
+            sleep_ms(1);
+        } else if (me) {
             for (size_t off = from; off + 8 <= size; off += 8) {
                 uint64_t v = next();
                 memcpy(base + off, &v, 8);
