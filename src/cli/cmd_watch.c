@@ -140,8 +140,10 @@ static void send_reports(wrank *w)
                    (unsigned long long)rep.step, (unsigned long long)rep.bytes,
                    (unsigned long long)rep.value1, (unsigned long long)rep.value2,
                    (unsigned long long)rep.wall_ns, text);
+            w->report_idx++;
+        } else {
+            w->report_idx = fb__seg_report_next(w->seg, w->report_idx); /* lost */
         }
-        w->report_idx++;
     }
 }
 

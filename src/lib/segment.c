@@ -472,6 +472,16 @@ int fb__seg_read_report(const fb__seg *seg, uint64_t idx, fb__seg_report *out)
     return 1;
 }
 
+uint64_t fb__seg_report_next(const fb__seg *seg, uint64_t idx)
+{
+    fb__seg_header *h = seg->base;
+    uint64_t head = atomic_load_explicit(&h->report_head, memory_order_acquire);
+    uint64_t cap = seg->id.report_capacity;
+    if (head > idx + 1 && head - (idx + 1) > cap)
+        return head - cap;
+    return idx + 1;
+}
+
 int fb__seg_dump(const fb__seg *seg, const char *path)
 {
     /* Atomic (temporary name + rename) but not fsynced: the supervisor takes

@@ -308,6 +308,10 @@ void fb__seg_append_report(fb__seg *seg, fb__report_kind kind, int32_t code,
 int fb__seg_read_report(const fb__seg *seg, uint64_t idx,
                         fb__seg_report *out);
 
+/* After fb__seg_read_report returned -1 (lost) for `idx`: the next index
+ * worth reading, idx + 1 or the oldest one the ring can still hold. */
+uint64_t fb__seg_report_next(const fb__seg *seg, uint64_t idx);
+
 /* Copy the whole segment to a file (post-mortem evidence); 0 or -errno. */
 int fb__seg_dump(const fb__seg *seg, const char *path);
 

@@ -215,8 +215,8 @@ static void read_reports(sup *s, int r)
            (got = fb__seg_read_report(rk->seg, rk->report_idx, &rep)) != 0) {
         if (got > 0)
             fb__sup_deliver_report(s, r, rk->report_idx, &rep);
-        else
-            rk->report_idx++; /* overwritten before we could read it */
+        else /* overwritten before we could read it */
+            rk->report_idx = fb__seg_report_next(rk->seg, rk->report_idx);
     }
 }
 
@@ -244,6 +244,17 @@ void fb__sup_try_attach(sup *s, int r)
                  (unsigned)(st.st_mode & 07777), name,
                  rc == FB_ENOTREG ? ", not a regular file" : "");
         segment_failure(s, r, "segment_not_ours", detail);
+        return;
+    }
+    if (rc == FB_EFORMAT) {
+        /* The magic is stored last, so a half-created segment reads as
+         * -ENOENT: a malformed one was written that way. */
+        rk->seg_refused = 1;
+        char detail[400];
+        snprintf(detail, sizeof detail, "segment of rank %d (/dev/shm%s) is "
+                 "corrupt: its sizes and offsets do not fit the file; not read, "
+                 "the rank is treated as failed", r, name);
+        segment_failure(s, r, "segment_corrupt", detail);
         return;
     }
     if (rc)

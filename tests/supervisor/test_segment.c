@@ -15,6 +15,7 @@
  * Tests that need another uid (chown) run only as root; they say so.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -131,6 +132,69 @@ out:
     fb__seg_close(r);
     fb__seg_close(w);
     fb__seg_remove_job(job, 1);
+}
+
+/* A reader far behind skips to what the ring still holds, in one step. */
+static void test_report_next(void)
+{
+    fb__seg *w = make(9, 0);
+    fb__seg *r = NULL;
+    char name[FB__SEG_NAME_MAX];
+    fb__seg_name(name, sizeof name, job, 9, 0);
+    CHECK_RC(fb__seg_open(&r, name), 0);
+    if (!w || !r)
+        goto out;
+    for (int i = 0; i < 1000; i++)
+        fb__seg_append_report(w, FB_REPORT_NOTE, 0, (uint64_t)i, 0, 0, 0, "n");
+    fb__seg_report rep;
+    CHECK_RC(fb__seg_read_report(r, 0, &rep), -1);
+    uint64_t next = fb__seg_report_next(r, 0);
+    CHECKF(next == 1000 - FB__SEG_REPORT_CAPACITY, "next %llu", (unsigned long long)next);
+    CHECK_RC(fb__seg_read_report(r, next, &rep), 1);
+    CHECKF(rep.step == next, "step %llu", (unsigned long long)rep.step);
+    CHECK(fb__seg_report_next(r, 998) == 999);
+out:
+    fb__seg_close(r);
+    fb__seg_close(w);
+    fb__seg_remove_job(job, 9);
+}
+
+/* Malformed sizes or offsets: refused at attach. */
+static void test_malformed(void)
+{
+    fb__seg *model = make(10, 0);
+    if (!model)
+        return;
+    static const struct { size_t off; uint64_t value; int bytes; } bad[] = {
+        {offsetof(fb__seg_header, total_size), 1ull << 40, 8},
+        {offsetof(fb__seg_header, report_offset), 0xfffff000u, 4},
+        {offsetof(fb__seg_header, report_capacity), 0, 4},
+        {offsetof(fb__seg_header, report_offset), FB__SEG_HEADER_SIZE + 4, 4},
+        {offsetof(fb__seg_header, fr_offset), 1ull << 40, 8},
+        {offsetof(fb__seg_header, fr_capacity), 3, 4},
+        {offsetof(fb__seg_header, fr_capacity), 1u << 21, 4},
+        {offsetof(fb__seg_header, header_size), 16, 4},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char path[64];
+        snprintf(path, sizeof path, "/tmp/fbseg-malformed-%d", (int)getpid());
+        int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        CHECK(fd >= 0);
+        if (fd < 0)
+            break;
+        CHECK(write(fd, fb__seg_base(model), fb__seg_size(model)) ==
+              (ssize_t)fb__seg_size(model));
+        CHECK(pwrite(fd, &bad[i].value, (size_t)bad[i].bytes, (off_t)bad[i].off) ==
+              bad[i].bytes);
+        close(fd);
+        fb__seg *r = NULL;
+        int rc = fb__seg_open(&r, path);
+        CHECKF(rc == FB_EFORMAT, "case %zu: %d (%s)", i, rc, fb_strerror(rc));
+        fb__seg_close(r);
+        unlink(path);
+    }
+    fb__seg_close(model);
+    fb__seg_remove_job(job, 10);
 }
 
 /* Report text: bounded, NUL-terminated, no control bytes. */
@@ -314,6 +378,8 @@ int main(void)
     test_toctou_offsets();
     test_heads();
     test_report_text();
+    test_report_next();
+    test_malformed();
     test_not_ours();
     test_fr_live();
     fb__seg_remove_job(job, -1);
