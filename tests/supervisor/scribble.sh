@@ -24,6 +24,11 @@ for mode in all live; do
         || fail "$mode: incident row: $(q 'select kind, rank, detail from incident')"
     q "select detail from incident" | grep -q "/dev/shm/fb\.$job\.0\.1" \
         || fail "$mode: incident detail: $(q 'select detail from incident')"
+    "$FB" report "$(run_dir)" >report.txt 2>&1 || fail "$mode: report: $(tail -3 report.txt)"
+    grep -q "segment_corrupt rank 1 .*(ended its attempt)" report.txt \
+        || fail "$mode: report: $(grep -A2 '#1' report.txt)"
+    grep -q "root cause: Dependency / Software bug, decided by kind" report.txt \
+        || fail "$mode: report root cause: $(grep 'root cause' report.txt | head -2)"
     assert_no_segments
     ok "$mode: scribbled segment named as corrupt, supervisor exited $rc"
 done
