@@ -297,8 +297,11 @@ int fb__seg_open_as(fb__seg **out, const char *name_or_path, uid_t uid,
         goto out;
     seg->id.owner_uid = st.st_uid;
     seg->id.mode = (uint32_t)(st.st_mode & 07777);
-    seg->report_head_seen = 0;
-    seg->fr_head_seen = 0;
+    /* Heads are judged by how they move from here on. */
+    seg->report_head_seen = atomic_load_explicit(&((fb__seg_header *)base)->report_head,
+                                                 memory_order_acquire);
+    seg->fr_head_seen = atomic_load_explicit(&((fb__seg_header *)base)->fr_head,
+                                             memory_order_acquire);
     *out = seg;
     seg = NULL;
     base = MAP_FAILED;
@@ -360,7 +363,6 @@ int fb__seg_check(fb__seg *seg, char *why, size_t why_size)
     unsigned long long value = 0;
     uint64_t rh = atomic_load_explicit(&h->report_head, memory_order_acquire);
     uint64_t fh = atomic_load_explicit(&h->fr_head, memory_order_acquire);
-    uint32_t phase = atomic_load_explicit(&h->phase, memory_order_relaxed);
     uint32_t end_kind = atomic_load_explicit(&h->end_kind, memory_order_relaxed);
     uint32_t inject_kind = atomic_load_explicit(&h->inject_kind, memory_order_relaxed);
     if (atomic_load_explicit(&h->magic, memory_order_acquire) != FB__SEG_MAGIC) {
@@ -373,9 +375,6 @@ int fb__seg_check(fb__seg *seg, char *why, size_t why_size)
     } else if (!head_ok(fh, &seg->fr_head_seen)) {
         field = "fr_head";
         value = fh;
-    } else if (phase > FB_PHASE_DONE) {
-        field = "phase";
-        value = phase;
     } else if (end_kind > FB_END_FINALIZED) {
         field = "end_kind";
         value = end_kind;

@@ -285,8 +285,9 @@ const fb__seg_identity *fb__seg_ident(const fb__seg *seg);
 
 /* Is the live segment still consistent with what was attached?  Checks
  * magic, the identity (byte for byte against the copy), the heads (never
- * backwards, never more than FB__SEG_HEAD_JUMP_MAX since the last check)
- * and the enums (phase, end_kind, inject_kind).  0, or FB_EFORMAT with a
+ * backwards, never more than FB__SEG_HEAD_JUMP_MAX since attach or the
+ * last check) and the library-written enums (end_kind, inject_kind; the
+ * phase is the program's to set, fb_set_phase, and reads as "unknown").  0, or FB_EFORMAT with a
  * sentence in `why` naming the field.  Readers call it once per pass and
  * stop trusting a segment that failed it once. */
 int fb__seg_check(fb__seg *seg, char *why, size_t why_size);
