@@ -3,7 +3,8 @@
 # (the job id is world-readable in <run>/job) before a restart.  The rank
 # refuses to write into it and says so; the supervisor refuses to read it,
 # records a "segment_not_ours" incident naming the rank, the owner and the
-# file, and neither crashes nor trusts the file's forged contents.
+# file, and neither crashes nor trusts the file's forged contents.  The
+# next attempt (a new name) runs recorded and completes.
 source "$(dirname "$0")/lib.sh"
 if [ "$(id -u)" != 0 ]; then
     echo "skip: planting another uid's file needs root (chown)"
@@ -12,7 +13,7 @@ fi
 planted=
 trap 'rc_=$?; [ -n "$planted" ] && rm -f "$planted"; (exit $rc_); cleanup' EXIT
 rc=0
-"$FB" run --nproc-per-node 1 --max-restarts 1 --json \
+"$FB" run --nproc-per-node 1 --max-restarts 2 --json \
     --inject 'kill:rank=0,step=40' -- "$RANK" --steps 60 --sleep-ms 50 "$TAG" \
     >out.json 2>err.txt &
 pid=$!
@@ -39,6 +40,9 @@ os.close(fd)
 PY
 wait $pid || rc=$?
 [ "$rc" -lt 128 ] || fail "firebreak run died of signal $((rc - 128)) ($(tail -3 err.txt))"
+[ "$rc" = 0 ] || fail "run exited $rc ($(tail -3 err.txt))"
+[ "$(json_field out.json '["completed"]')" = True ] || fail "not completed"
+[ "$(json_field out.json '["restarts"]')" = 2 ] || fail "restarts != 2"
 [ "$(json_field out.json '["incidents"][0]["kind"]')" = crash ] || fail "first incident: $(tail -1 out.json)"
 [ "$(json_field out.json '["incidents"][1]["kind"]')" = segment_not_ours ] \
     || fail "second incident: $(tail -1 out.json)"
