@@ -28,11 +28,14 @@ for _ in $(seq 100); do [ -s "$seg0" ] && break; sleep 0.05; done
 # past its end and a report head that says "read me": what an attacker
 # who wants the supervisor to fault would write.
 planted=/dev/shm/fb.$job.1.0
-python3 - "$seg0" "$planted" <<'PY'
+# Its supervisor_pid is this script, alive to the end, so a stale-segment
+# sweep by an older firebreak elsewhere on the machine leaves it alone.
+python3 - "$seg0" "$planted" $$ <<'PY'
 import os, struct, sys
-src, dst = sys.argv[1], sys.argv[2]
+src, dst, keeper = sys.argv[1], sys.argv[2], int(sys.argv[3])
 b = bytearray(open(src, 'rb').read())
 struct.pack_into('<I', b, 28, 0xfffff000)        # report_offset
+struct.pack_into('<i', b, 72, keeper)            # supervisor_pid
 fd = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
 os.write(fd, bytes(b))
 os.fchown(fd, 65534, -1)
@@ -51,7 +54,7 @@ want="segment of rank 0 is not ours: owner uid 65534 mode 0600 ($planted"
 grep -qF "$want" err.txt || fail "log: $(grep -i 'not ours' err.txt | head -3)"
 q "select detail from incident where kind = 'segment_not_ours'" | grep -qF "$want" \
     || fail "incident detail: $(q 'select kind, detail from incident')"
-[ "$(stat -c %u "$planted")" = 65534 ] || fail "the planted file was touched"
+[ "$(stat -c %u "$planted")" = 65534 ] || fail "the planted file was touched: $(ls -la "$planted" 2>&1); $(grep -i "not ours\|corrupt" err.txt | head -3)"
 ok "planted segment refused by the supervisor; incident names $planted"
 
 # The rank itself (the supervisor may stop it before it gets this far):
