@@ -44,6 +44,7 @@ typedef struct sup_rank {
     int seg_refused;      /* a file under its name is not ours: logged     */
     int seg_corrupt;      /* its segment failed fb__seg_check: no longer
                              read (watch.c, docs/segment.md)               */
+    uint64_t seg_ok_ns;   /* when its segment last passed fb__seg_check    */
 } sup_rank;
 
 typedef struct sup_ckpt {

@@ -55,7 +55,8 @@ static fb__seg_header *live_hdr(const sup *s, int r)
     return rk->seg && !rk->seg_corrupt ? fb__seg_hdr(rk->seg) : NULL;
 }
 
-/* The first failure of the attempt decides; a segment problem is one. */
+/* The first failure of the attempt decides; a segment problem is one.
+ * It happened after the segment last looked sound (or at attach time). */
 static void segment_failure(sup *s, int rank, const char *kind,
                             const char *detail)
 {
@@ -70,6 +71,8 @@ static void segment_failure(sup *s, int rank, const char *kind,
     f->rank = rank;
     f->step = -1;
     f->detected_ns = f->occurred_ns = fb__now_ns();
+    if (s->ranks[rank].seg_ok_ns && s->ranks[rank].seg_ok_ns < f->detected_ns)
+        f->occurred_ns = s->ranks[rank].seg_ok_ns;
     snprintf(f->phase, sizeof f->phase, "unknown");
     snprintf(f->detail, sizeof f->detail, "%s", detail);
     snprintf(f->injected, sizeof f->injected, "%s", s->ranks[rank].injected);
@@ -83,8 +86,10 @@ static int check_segment(sup *s, int r)
     if (!rk->seg || rk->seg_corrupt)
         return -1;
     char why[128];
-    if (fb__seg_check(rk->seg, why, sizeof why) == 0)
+    if (fb__seg_check(rk->seg, why, sizeof why) == 0) {
+        rk->seg_ok_ns = fb__now_ns();
         return 0;
+    }
     rk->seg_corrupt = 1;
     char name[FB__SEG_NAME_MAX] = "";
     fb__seg_name(name, sizeof name, s->job_id, s->attempt, r);
