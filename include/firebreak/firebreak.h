@@ -56,13 +56,14 @@ extern "C" {
     X(EMISMATCH,    -4008, "registered tensors do not match the checkpoint")\
     X(ESTATE,       -4009, "call not valid in the current state")           \
     X(EINJECTED,    -4010, "failure injected on purpose")                   \
-    X(ENOTREG,      -4011, "not a regular file (a FIFO, device or directory)")
+    X(ENOTREG,      -4011, "not a regular file (a FIFO, device or directory)") \
+    X(ENOTOURS,     -4012, "file belongs to another user or is open to others")
 
 typedef enum {
 #define FB__ERRDEF(name, code, msg) FB_##name = code,
     FB_ERRNO_MAP(FB__ERRDEF)
 #undef FB__ERRDEF
-    FB_ELAST_ = -4012
+    FB_ELAST_ = -4013
 } fb_errno;
 
 /* A static string describing rc (an FB_E* code or a negative errno). */

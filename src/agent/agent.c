@@ -51,6 +51,7 @@ typedef struct {
     int kmsg_ok;
 
     char job[JOB_ID_MAX];
+    uid_t job_uid;           /* owner of <run_dir>/job: the segments'  */
     int attempt;             /* highest attempt seen, -1 before any */
     rank_slot *slots;        /* by rank number */
     int nslots;              /* 1 + the highest rank seen */
@@ -300,6 +301,11 @@ static void read_job(agent *a)
     for (size_t i = 0; i < n && valid; i++)
         valid = (buf[i] >= 'a' && buf[i] <= 'z') || (buf[i] >= 'A' && buf[i] <= 'Z') ||
                 (buf[i] >= '0' && buf[i] <= '9') || buf[i] == '_' || buf[i] == '-';
+    struct stat st;
+    if (valid && stat(path, &st) == 0)
+        a->job_uid = st.st_uid; /* the user the job runs as */
+    else
+        valid = 0;
     if (valid && (n != strlen(a->job) || memcmp(a->job, buf, n))) {
         memcpy(a->job, buf, n);
         a->job[n] = '\0';
@@ -357,7 +363,9 @@ static void find_ranks(agent *a)
         if (fb__fmt(path, sizeof path, "%s/%s", a->o->shm_dir, e->d_name))
             continue;
         fb__seg *seg;
-        if (fb__seg_open(&seg, path))
+        /* Only segments of the user the job runs as: another user could
+         * plant a file under the name (docs/segment.md, "Readers"). */
+        if (fb__seg_open_as(&seg, path, a->job_uid, NULL))
             continue; /* not created completely yet: next sample */
         memset(&a->slots[rank], 0, sizeof a->slots[rank]);
         a->slots[rank].seg = seg;
@@ -413,8 +421,9 @@ static void sample_ranks(agent *a, double t)
         fb__rank_sample *s = &sl->s;
         uint64_t hb = atomic_load_explicit(&h->heartbeat_mono_ns, memory_order_acquire);
         s->rank = r;
-        s->attempt = h->attempt;
-        s->pid = h->pid;
+        const fb__seg_identity *id = fb__seg_ident(sl->seg);
+        s->attempt = id->attempt;
+        s->pid = id->pid;
         s->phase = (int)atomic_load_explicit(&h->phase, memory_order_relaxed);
         s->end_kind = (int)atomic_load_explicit(&h->end_kind, memory_order_relaxed);
         s->step = atomic_load_explicit(&h->step, memory_order_relaxed);
@@ -422,7 +431,7 @@ static void sample_ranks(agent *a, double t)
         s->last_step_s = atomic_load_explicit(&h->last_step_ns, memory_order_relaxed) / 1e9;
         s->step_ewma_s = atomic_load_explicit(&h->step_ewma_ns, memory_order_relaxed) / 1e9;
         s->heartbeat_age_s = hb && now > hb ? (now - hb) / 1e9 : 0;
-        s->attempt_age_s = now > h->created_mono_ns ? (now - h->created_mono_ns) / 1e9 : 0;
+        s->attempt_age_s = now > id->created_mono_ns ? (now - id->created_mono_ns) / 1e9 : 0;
         s->productive_s = (double)s->steps_done * s->step_ewma_s;
         a->compact[n++] = *s;
     }

@@ -111,6 +111,8 @@ typedef struct wrank {
     int ended;
     uint64_t report_idx; /* next report of the rank's ring to forward */
     int sent_first_step; /* a beat went out after its first step       */
+    int refused;         /* a file under its name is not ours           */
+    int corrupt;         /* failed fb__seg_check: no longer read        */
 } wrank;
 
 /* Forward the rank's new reports (checkpoints, restores, injected faults):
@@ -119,7 +121,12 @@ static void send_reports(wrank *w)
 {
     fb__seg_report rep;
     int got;
-    while ((got = fb__seg_read_report(w->seg, w->report_idx, &rep)) != 0) {
+    if (w->corrupt)
+        return;
+    /* At most one ring's worth per pass: a hostile head cannot keep us. */
+    uint32_t budget = fb__seg_ident(w->seg)->report_capacity + 1;
+    while (budget-- > 0 &&
+           (got = fb__seg_read_report(w->seg, w->report_idx, &rep)) != 0) {
         if (got > 0) {
             char text[sizeof rep.text];
             size_t i = 0;
@@ -133,17 +140,41 @@ static void send_reports(wrank *w)
                    (unsigned long long)rep.step, (unsigned long long)rep.bytes,
                    (unsigned long long)rep.value1, (unsigned long long)rep.value2,
                    (unsigned long long)rep.wall_ns, text);
+            w->report_idx++;
+        } else {
+            w->report_idx = fb__seg_report_next(w->seg, w->report_idx); /* lost */
         }
-        w->report_idx++;
     }
+}
+
+/* Check the segment before reading it; a corrupt one is said once (a
+ * note report, which the supervisor journals as an event naming the
+ * segment, and stderr) and never read again: its beats stop, and the
+ * supervisor's hang timeout takes over. */
+static void check(wrank *w)
+{
+    char why[128];
+    if (w->corrupt || fb__seg_check(w->seg, why, sizeof why) == 0)
+        return;
+    w->corrupt = 1;
+    char text[FB__REPORT_TEXT_MAX];
+    snprintf(text, sizeof text, "segment of rank %d is corrupt: %s; no longer read",
+             w->rank, why);
+    fprintf(stderr, "firebreak watch: %s\n", text);
+    printf("fbw1 report %d %llu %u 0 0 0 0 0 %llu %s\n", w->rank,
+           (unsigned long long)w->report_idx, (unsigned)FB_REPORT_NOTE,
+           (unsigned long long)fb__wall_ns(), text);
+    w->report_idx++;
 }
 
 static void report_end(wrank *w)
 {
+    check(w);
     send_reports(w); /* what it said before it went comes first */
     fb__seg_header *h = fb__seg_hdr(w->seg);
-    uint32_t kind = atomic_load_explicit(&h->end_kind, memory_order_acquire);
-    int code = atomic_load_explicit(&h->end_code, memory_order_relaxed);
+    uint32_t kind = w->corrupt ? FB_END_NONE
+                  : atomic_load_explicit(&h->end_kind, memory_order_acquire);
+    int code = w->corrupt ? 0 : atomic_load_explicit(&h->end_code, memory_order_relaxed);
     fb__slurm_end_how how = kind == FB_END_EXIT ? FB_SLURM_END_EXIT
                           : kind == FB_END_SIGNAL ? FB_SLURM_END_SIGNAL
                           : kind == FB_END_FINALIZED ? FB_SLURM_END_FINALIZED
@@ -157,12 +188,23 @@ static void report_end(wrank *w)
 static void try_attach(const char *job, int attempt, wrank *w)
 {
     char name[FB__SEG_NAME_MAX];
-    if (fb__seg_name(name, sizeof name, job, attempt, w->rank) ||
-        fb__seg_open(&w->seg, name))
+    struct stat st;
+    memset(&st, 0, sizeof st);
+    if (w->refused || fb__seg_name(name, sizeof name, job, attempt, w->rank))
         return;
-    fb__seg_header *h = fb__seg_hdr(w->seg);
-    printf("fbw1 attach %d %d\n", w->rank, (int)h->pid);
-    w->pidfd = fb__pidfd_open(h->pid);
+    int rc = fb__seg_open_as(&w->seg, name, geteuid(), &st);
+    if (rc == FB_ENOTOURS || rc == FB_ENOTREG) {
+        w->refused = 1;
+        fprintf(stderr, "firebreak watch: segment of rank %d is not ours: owner "
+                "uid %u mode %04o (/dev/shm%s); refusing to read it\n", w->rank,
+                (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777), name);
+        return;
+    }
+    if (rc)
+        return;
+    int pid = fb__seg_ident(w->seg)->pid;
+    printf("fbw1 attach %d %d\n", w->rank, pid);
+    w->pidfd = pid > 0 ? fb__pidfd_open(pid) : -1;
     if (w->pidfd < 0)
         report_end(w); /* already gone */
 }
@@ -274,6 +316,9 @@ int fb__cmd_watch(int argc, char **argv)
         for (int i = 0; i < n; i++) {
             if (!ranks[i].seg || ranks[i].ended)
                 continue;
+            check(&ranks[i]);
+            if (ranks[i].corrupt)
+                continue;
             send_reports(&ranks[i]);
             /* The first step is news at once: the attempt's start-up ends. */
             fb__seg_header *h = fb__seg_hdr(ranks[i].seg);
@@ -286,7 +331,7 @@ int fb__cmd_watch(int argc, char **argv)
         if (now - last_beat >= interval_ns) {
             last_beat = now;
             for (int i = 0; i < n; i++)
-                if (ranks[i].seg && !ranks[i].ended)
+                if (ranks[i].seg && !ranks[i].ended && !ranks[i].corrupt)
                     beat(&ranks[i], now);
         }
         left = 0;

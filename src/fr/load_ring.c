@@ -4,7 +4,10 @@
  *
  * The segment may still be written while we read: every slot is copied
  * under its sequence check, and a slot that changes under us is skipped
- * (counted in `torn`), never half-read.
+ * (counted in `torn`), never half-read.  Offsets, capacity, rank and clock
+ * anchors come from the identity fb__seg_open_as copied and bounded at
+ * attach; heads read live are clamped to the ring before use.  The file
+ * is one the user named (or a dump), so any owner is accepted.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -43,59 +46,39 @@ static int group_of(fr_model *m, uint64_t id, const char *name)
     return fr_model_group(m, key, name);
 }
 
-/* fb__seg_open opens blocking; a FIFO (or device) named like a segment or
- * a snapshot would hang the analysis.  The file is opened here through
- * fb__open_regular and the segment mapped through /proc/self/fd/N, the
- * same inode, so nothing can be swapped in between (without /proc, by
- * name again: a window of a few microseconds remains). */
-static int open_segment(fb__seg **seg, const char *path)
-{
-    char file[PATH_MAX], via[64];
-    int rc;
-    if (path[0] == '/' && !strchr(path + 1, '/'))
-        rc = fb__fmt(file, sizeof file, "/dev/shm%s", path);
-    else
-        rc = fb__fmt(file, sizeof file, "%s", path);
-    if (rc)
-        return rc;
-    int fd = fb__open_regular(file, 0);
-    if (fd < 0)
-        return fd;
-    snprintf(via, sizeof via, "/proc/self/fd/%d", fd);
-    rc = fb__seg_open(seg, access(via, F_OK) == 0 ? via : file);
-    close(fd);
-    return rc;
-}
-
 int fr_load_ring(fr_model *m, const char *path, char *err, size_t errsz)
 {
     fb__seg *seg = NULL;
-    int rc = open_segment(&seg, path);
+    int rc = fb__seg_open_as(&seg, path, FB__SEG_ANY_OWNER, NULL);
     if (rc) {
         snprintf(err, errsz, "%s: not a readable firebreak segment: %s", path,
                  fb_strerror(rc));
         return rc;
     }
-    const fb__seg_header *h = fb__seg_hdr(seg);
-    uint32_t cap = h->fr_capacity;
-    if (h->fr_entry_size != FB__SEG_FR_ENTRY_SIZE || cap == 0) {
+    const fb__seg_header *h = fb__seg_hdr(seg); /* live fields only */
+    const fb__seg_identity *id = fb__seg_ident(seg);
+    uint32_t cap;
+    const char *area = fb__seg_fr_area(seg, &cap);
+    if (!area) {
         snprintf(err, errsz, "%s: fr_entry_size %u / fr_capacity %u: not a "
-                 "ring this firebreak reads", path, h->fr_entry_size, cap);
+                 "ring this firebreak reads", path, id->fr_entry_size,
+                 id->fr_capacity);
         fb__seg_close(seg);
         return FB_EVERSION;
     }
-    if (h->rank < 0 || h->rank > FR_MAX_RANK) {
-        snprintf(err, errsz, "%s: field rank is %d", path, h->rank);
+    int rank = id->rank;
+    if (rank < 0 || rank > FR_MAX_RANK) {
+        snprintf(err, errsz, "%s: field rank is %d", path, rank);
         fb__seg_close(seg);
         return FB_EFORMAT;
     }
-    fr_rank *r = fr_model_add_rank(m, h->rank, FR_SRC_RING, path);
+    fr_rank *r = fr_model_add_rank(m, rank, FR_SRC_RING, path);
     if (!r) {
         fb__seg_close(seg);
         return -ENOMEM;
     }
     char ver[32];
-    snprintf(ver, sizeof ver, "%u.%u", h->version_major, h->version_minor);
+    snprintf(ver, sizeof ver, "%u.%u", id->version_major, id->version_minor);
     r->version = strdup(ver);
     r->snapshot_ns = snapshot_time(path);
     r->step = atomic_load_explicit(&((fb__seg_header *)h)->steps_done,
@@ -103,16 +86,15 @@ int fr_load_ring(fr_model *m, const char *path, char *err, size_t errsz)
                   ? (int64_t)atomic_load_explicit(&((fb__seg_header *)h)->step,
                                                   memory_order_relaxed)
                   : -1;
-    if (h->world_size > m->world_size && h->world_size <= FR_MAX_RANK)
-        m->world_size = h->world_size;
+    if (id->world_size > m->world_size && id->world_size <= FR_MAX_RANK)
+        m->world_size = id->world_size;
 
-    const char *area = (const char *)fb__seg_base(seg) + h->fr_offset;
     uint32_t comm_slots = fb__fr_comm_slots(cap);
     uint32_t ring_slots = fb__fr_ring_slots(cap);
     const fb__fr_comm_rec *tab = (const fb__fr_comm_rec *)area;
     const fb__fr_event *ring =
         (const fb__fr_event *)(area + (size_t)comm_slots * FB__SEG_FR_ENTRY_SIZE);
-    uint64_t wall_off = h->created_wall_ns - h->created_mono_ns;
+    uint64_t wall_off = id->created_wall_ns - id->created_mono_ns;
 
     uint64_t ncomm = atomic_load_explicit(&((fb__seg_header *)h)->fr_comm_count,
                                           memory_order_acquire);
@@ -122,7 +104,9 @@ int fr_load_ring(fr_model *m, const char *path, char *err, size_t errsz)
         fb__fr_comm_rec c;
         if (!fb__fr_read_comm(tab, i, &c))
             continue;
-        int g = group_of(m, c.comm_id, c.name);
+        char name[FB__FR_NAME_MAX];
+        fb__safe_text(name, sizeof name, c.name); /* printed by the analyzer */
+        int g = group_of(m, c.comm_id, name);
         if (g < 0)
             goto oom;
         if (c.size > 0 && c.size <= (1 << 24) && c.ranks_stride > 0 &&
@@ -145,11 +129,11 @@ int fr_load_ring(fr_model *m, const char *path, char *err, size_t errsz)
 
     uint64_t head = atomic_load_explicit(&((fb__seg_header *)h)->fr_head,
                                          memory_order_acquire);
-    uint64_t first = head > ring_slots ? head - ring_slots : 0;
+    uint64_t first = head > ring_slots ? head - ring_slots : 0; /* clamp */
     r->wrapped = first > 0;
     if (r->wrapped)
         fr_model_warn(m, "rank %d: ring wrapped, %" PRIu64 " older events "
-                      "overwritten (%s)", h->rank, first, path);
+                      "overwritten (%s)", rank, first, path);
     int last_g = -1;
     uint64_t last_id = 0, last_dkey = UINT64_MAX;
     uint32_t last_dt = 0;
@@ -206,7 +190,7 @@ int fr_load_ring(fr_model *m, const char *path, char *err, size_t errsz)
     }
     if (r->torn)
         fr_model_warn(m, "rank %d: %d events were being rewritten while read "
-                      "(%s)", h->rank, r->torn, path);
+                      "(%s)", rank, r->torn, path);
     fb__seg_close(seg);
     return 0;
 oom:

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/util.h"
@@ -167,13 +168,26 @@ int fb_init(void)
             fr_cap = (uint64_t)v;
     }
     static const char *sup_vars[] = {"FIREBREAK_SUPERVISOR_PID", NULL};
+    struct stat taken;
+    memset(&taken, 0, sizeof taken);
     fb__seg_create_args args = {
         .job_id = job, .attempt = g.restart_count, .rank = g.rank,
         .world_size = g.world_size, .local_rank = g.local_rank,
         .supervisor_pid = env_int(sup_vars, 0),
-        .fr_capacity = (uint32_t)fr_cap,
+        .fr_capacity = (uint32_t)fr_cap, .taken = &taken,
     };
     int rc = fb__seg_create(&g.seg, &args);
+    if (rc == FB_ENOTOURS) {
+        /* Someone else put a file under our name: never write into it, and
+         * say so loudly (the supervisor refuses the file too, naming it). */
+        char name[FB__SEG_NAME_MAX];
+        fb__seg_name(name, sizeof name, job, g.restart_count, g.rank);
+        fprintf(stderr, "firebreak: rank %d cannot create its segment: "
+                "/dev/shm%s already exists and is not ours (owner uid %u, "
+                "mode %04o); not recording this rank\n", g.rank, name,
+                (unsigned)taken.st_uid, (unsigned)(taken.st_mode & 07777));
+        return rc;
+    }
     if (rc) {
         fprintf(stderr, "firebreak: rank %d cannot create its segment: %s\n",
                 g.rank, fb_strerror(rc));

@@ -8,6 +8,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,10 +24,16 @@
 
 #define SHM_DIR "/dev/shm"
 
+/* Bytes of the header written once at creation, before the magic. */
+#define IDENT_BYTES offsetof(fb__seg_header, phase)
+
 struct fb__seg {
     void *base;
-    size_t size;
+    size_t size;               /* mapped bytes: fstat at attach          */
     int writable;
+    fb__seg_identity id;       /* reader: copied once, bounded           */
+    unsigned char ident_raw[IDENT_BYTES]; /* the identity as attached     */
+    uint64_t report_head_seen, fr_head_seen; /* fb__seg_check's last look */
 };
 
 static int valid_job_id(const char *job)
@@ -50,12 +58,44 @@ int fb__seg_name(char *name, size_t size, const char *job_id, int attempt,
     return fb__fmt(name, size, "/fb.%s.%d.%d", job_id, attempt, rank);
 }
 
+static int copy_identity(fb__seg *seg);
+
 static uint32_t round_pow2(uint32_t v)
 {
     uint32_t p = 1;
     while (p < v)
         p <<= 1;
     return p;
+}
+
+/* A file under our segment's name: ours (a leftover of this very attempt,
+ * relaunched by hand) when a regular file of our uid with no group/other
+ * bits; then it is removed.  FB_ENOTOURS otherwise, *taken filled. */
+static int remove_leftover(const char *name, struct stat *taken)
+{
+    char path[PATH_MAX];
+    int rc = fb__fmt(path, sizeof path, SHM_DIR "%s", name);
+    if (rc)
+        return rc;
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
+    if (fd < 0)
+        return errno == ELOOP ? FB_ENOTOURS : -errno;
+    struct stat st;
+    if (fstat(fd, &st)) {
+        rc = -errno;
+        goto out;
+    }
+    if (taken)
+        *taken = st;
+    if (!S_ISREG(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 077)) {
+        rc = FB_ENOTOURS;
+        goto out;
+    }
+    if (shm_unlink(name) && errno != ENOENT)
+        rc = -errno;
+out:
+    close(fd);
+    return rc;
 }
 
 int fb__seg_create(fb__seg **out, const fb__seg_create_args *a)
@@ -72,13 +112,20 @@ int fb__seg_create(fb__seg **out, const fb__seg_create_args *a)
     size_t fr_off = report_off + FB__SEG_REPORT_CAPACITY * sizeof(fb__seg_report);
     size_t total = fr_off + (size_t)cap * FB__SEG_FR_ENTRY_SIZE;
 
-    /* A leftover of the same name can only come from a rank of this very
-     * attempt that died and was relaunched by hand: replace it. */
-    shm_unlink(name);
-    int fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    /* Exclusive: never write into a file someone else put under the name.
+     * /dev/shm is world-writable, and job ids are readable in <run>/job. */
+    int flags = O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
+    int fd = shm_open(name, flags, 0600);
+    if (fd < 0 && errno == EEXIST) {
+        rc = remove_leftover(name, a->taken);
+        if (rc)
+            return rc;
+        fd = shm_open(name, flags, 0600);
+    }
     if (fd < 0)
         return -errno;
-    if (ftruncate(fd, (off_t)total)) {
+    /* The umask may have cleared bits, never added any; be explicit. */
+    if (fchmod(fd, 0600) || ftruncate(fd, (off_t)total)) {
         rc = -errno;
         close(fd);
         shm_unlink(name);
@@ -129,68 +176,147 @@ int fb__seg_create(fb__seg **out, const fb__seg_create_args *a)
     atomic_store_explicit(&h->phase_since_mono_ns, h->created_mono_ns,
                           memory_order_relaxed);
     atomic_store_explicit(&h->magic, FB__SEG_MAGIC, memory_order_release);
+    copy_identity(seg); /* our own, valid by construction */
     *out = seg;
     return 0;
 }
 
-int fb__seg_open(fb__seg **out, const char *name_or_path)
+/* Copy the identity once and check it against the mapped size.  Every
+ * later use of an offset or a capacity goes through these copies, so a
+ * rank rewriting its header after this cannot move a reader out of
+ * bounds. */
+static int copy_identity(fb__seg *seg)
+{
+    const fb__seg_header *h = seg->base;
+    uint64_t size = seg->size;
+    memcpy(seg->ident_raw, seg->base, IDENT_BYTES);
+    fb__seg_header c; /* a private copy: nothing below re-reads the map */
+    memset(&c, 0, sizeof c);
+    memcpy(&c, seg->ident_raw, IDENT_BYTES);
+    if (atomic_load_explicit(&((fb__seg_header *)h)->magic,
+                             memory_order_acquire) != FB__SEG_MAGIC ||
+        c.magic != FB__SEG_MAGIC)
+        return -ENOENT; /* not initialized yet, or not a segment */
+    if (c.version_major != FB__SEG_VERSION_MAJOR)
+        return FB_EVERSION;
+    if (c.total_size != size || c.header_size < sizeof(fb__seg_header) ||
+        c.header_size > size || c.report_offset < c.header_size ||
+        c.report_capacity == 0 ||
+        (uint64_t)c.report_offset +
+                (uint64_t)c.report_capacity * sizeof(fb__seg_report) > size ||
+        c.report_offset % _Alignof(fb__seg_report) != 0 ||
+        c.fr_offset > size || c.fr_entry_size == 0 ||
+        c.fr_offset % 8 != 0 || c.fr_entry_size % 8 != 0 ||
+        c.fr_capacity > FB__SEG_FR_MAX_CAPACITY ||
+        (c.fr_capacity & (c.fr_capacity - 1)) != 0 ||
+        c.fr_offset + (uint64_t)c.fr_capacity * c.fr_entry_size > size)
+        return FB_EFORMAT;
+    fb__seg_identity *id = &seg->id;
+    id->version_major = c.version_major;
+    id->version_minor = c.version_minor;
+    id->total_size = c.total_size;
+    id->header_size = c.header_size;
+    id->report_offset = c.report_offset;
+    id->report_capacity = c.report_capacity;
+    id->fr_entry_size = c.fr_entry_size;
+    id->fr_offset = c.fr_offset;
+    id->fr_capacity = c.fr_capacity;
+    id->pid = c.pid;
+    id->rank = c.rank;
+    id->world_size = c.world_size;
+    id->local_rank = c.local_rank;
+    id->attempt = c.attempt;
+    id->supervisor_pid = c.supervisor_pid;
+    id->created_wall_ns = c.created_wall_ns;
+    id->created_mono_ns = c.created_mono_ns;
+    char text[sizeof c.job_id + 1];
+    memcpy(text, c.job_id, sizeof c.job_id);
+    text[sizeof c.job_id] = '\0';
+    fb__safe_text(id->job_id, sizeof id->job_id, text);
+    memcpy(text, c.hostname, sizeof c.hostname);
+    text[sizeof c.hostname] = '\0';
+    fb__safe_text(id->hostname, sizeof id->hostname, text);
+    return 0;
+}
+
+int fb__seg_open_as(fb__seg **out, const char *name_or_path, uid_t uid,
+                    struct stat *st_out)
 {
     char path[PATH_MAX];
-    int rc;
+    fb__seg *seg = NULL;
+    void *base = MAP_FAILED;
+    size_t size = 0;
+    int fd = -1, rc;
     if (name_or_path[0] == '/' && strchr(name_or_path + 1, '/') == NULL)
         rc = fb__fmt(path, sizeof path, SHM_DIR "%s", name_or_path);
     else
         rc = fb__fmt(path, sizeof path, "%s", name_or_path);
     if (rc)
-        return rc;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -errno;
+        goto out;
+    /* O_NOFOLLOW: a symlink planted under the name is refused (ELOOP).
+     * A file the user named (any owner) may be a link to a dump. */
+    fd = fb__open_regular(path, uid == FB__SEG_ANY_OWNER ? 0 : O_NOFOLLOW);
+    if (fd < 0) {
+        rc = fd == -ELOOP ? FB_ENOTOURS : fd;
+        goto out;
+    }
     struct stat st;
     if (fstat(fd, &st)) {
         rc = -errno;
-        close(fd);
-        return rc;
+        goto out;
     }
-    if ((size_t)st.st_size < FB__SEG_HEADER_SIZE) {
-        close(fd);
-        return st.st_size == 0 ? -ENOENT : FB_EFORMAT;
+    if (st_out)
+        *st_out = st;
+    if (uid != FB__SEG_ANY_OWNER && (st.st_uid != uid || (st.st_mode & 077))) {
+        rc = FB_ENOTOURS;
+        goto out;
     }
-    size_t size = (size_t)st.st_size;
-    void *base = mmap(NULL, size, PROT_READ, MAP_SHARED, fd, 0);
-    rc = -errno;
-    close(fd);
-    if (base == MAP_FAILED)
-        return rc;
-    const fb__seg_header *h = base;
-    rc = 0;
-    if (atomic_load_explicit(&((fb__seg_header *)base)->magic,
-                             memory_order_acquire) != FB__SEG_MAGIC)
-        rc = -ENOENT; /* not initialized yet, or not a segment */
-    else if (h->version_major != FB__SEG_VERSION_MAJOR)
-        rc = FB_EVERSION;
-    else if (h->total_size != size || h->header_size < sizeof(fb__seg_header) ||
-             h->report_offset < h->header_size ||
-             (uint64_t)h->report_offset +
-                     (uint64_t)h->report_capacity * sizeof(fb__seg_report) > size ||
-             h->fr_offset > size || h->fr_entry_size == 0 ||
-             h->fr_capacity > FB__SEG_FR_MAX_CAPACITY ||
-             (h->fr_capacity & (h->fr_capacity - 1)) != 0 ||
-             h->fr_offset + (uint64_t)h->fr_capacity * h->fr_entry_size > size)
+    if (st.st_size < FB__SEG_HEADER_SIZE) {
+        rc = st.st_size == 0 ? -ENOENT : FB_EFORMAT;
+        goto out;
+    }
+    if ((uint64_t)st.st_size > SIZE_MAX / 2) {
         rc = FB_EFORMAT;
-    if (rc) {
-        munmap(base, size);
-        return rc;
+        goto out;
     }
-    fb__seg *seg = calloc(1, sizeof *seg);
+    size = (size_t)st.st_size;
+    base = mmap(NULL, size, PROT_READ, MAP_SHARED, fd, 0);
+    if (base == MAP_FAILED) {
+        rc = -errno;
+        goto out;
+    }
+    seg = calloc(1, sizeof *seg);
     if (!seg) {
-        munmap(base, size);
-        return -ENOMEM;
+        rc = -ENOMEM;
+        goto out;
     }
     seg->base = base;
     seg->size = size;
+    rc = copy_identity(seg);
+    if (rc)
+        goto out;
+    seg->id.owner_uid = st.st_uid;
+    seg->id.mode = (uint32_t)(st.st_mode & 07777);
+    /* Heads are judged by how they move from here on. */
+    seg->report_head_seen = atomic_load_explicit(&((fb__seg_header *)base)->report_head,
+                                                 memory_order_acquire);
+    seg->fr_head_seen = atomic_load_explicit(&((fb__seg_header *)base)->fr_head,
+                                             memory_order_acquire);
     *out = seg;
-    return 0;
+    seg = NULL;
+    base = MAP_FAILED;
+out:
+    free(seg);
+    if (base != MAP_FAILED)
+        munmap(base, size);
+    if (fd >= 0)
+        close(fd);
+    return rc;
+}
+
+int fb__seg_open(fb__seg **out, const char *name_or_path)
+{
+    return fb__seg_open_as(out, name_or_path, geteuid(), NULL);
 }
 
 void fb__seg_close(fb__seg *seg)
@@ -216,11 +342,73 @@ size_t fb__seg_size(const fb__seg *seg)
     return seg ? seg->size : 0;
 }
 
-static fb__seg_report *report_slot(const fb__seg *seg, uint64_t idx)
+const fb__seg_identity *fb__seg_ident(const fb__seg *seg)
+{
+    return seg ? &seg->id : NULL;
+}
+
+/* A head may only move forward, and not absurdly far between two looks. */
+static int head_ok(uint64_t head, uint64_t *seen)
+{
+    if (head < *seen || head - *seen > FB__SEG_HEAD_JUMP_MAX)
+        return 0;
+    *seen = head;
+    return 1;
+}
+
+int fb__seg_check(fb__seg *seg, char *why, size_t why_size)
 {
     fb__seg_header *h = seg->base;
-    fb__seg_report *r = (fb__seg_report *)((char *)seg->base + h->report_offset);
-    return &r[idx % h->report_capacity];
+    const char *field = NULL;
+    unsigned long long value = 0;
+    uint64_t rh = atomic_load_explicit(&h->report_head, memory_order_acquire);
+    uint64_t fh = atomic_load_explicit(&h->fr_head, memory_order_acquire);
+    uint32_t end_kind = atomic_load_explicit(&h->end_kind, memory_order_relaxed);
+    uint32_t inject_kind = atomic_load_explicit(&h->inject_kind, memory_order_relaxed);
+    if (atomic_load_explicit(&h->magic, memory_order_acquire) != FB__SEG_MAGIC) {
+        field = "magic";
+    } else if (memcmp(seg->ident_raw, seg->base, IDENT_BYTES) != 0) {
+        field = "identity (offsets, sizes, rank or pid)";
+    } else if (!head_ok(rh, &seg->report_head_seen)) {
+        field = "report_head";
+        value = rh;
+    } else if (!head_ok(fh, &seg->fr_head_seen)) {
+        field = "fr_head";
+        value = fh;
+    } else if (end_kind > FB_END_FINALIZED) {
+        field = "end_kind";
+        value = end_kind;
+    } else if (inject_kind > FB_INJECT_CORRUPT_CKPT) {
+        field = "inject_kind";
+        value = inject_kind;
+    }
+    if (!field)
+        return 0;
+    if (why && why_size) {
+        if (value)
+            snprintf(why, why_size, "field %s changed to %llu", field, value);
+        else
+            snprintf(why, why_size, "field %s was overwritten", field);
+    }
+    return FB_EFORMAT;
+}
+
+const void *fb__seg_fr_area(const fb__seg *seg, uint32_t *capacity)
+{
+    const fb__seg_identity *id = &seg->id;
+    if (id->fr_capacity == 0 || id->fr_entry_size != FB__SEG_FR_ENTRY_SIZE) {
+        *capacity = 0;
+        return NULL;
+    }
+    *capacity = id->fr_capacity;
+    return (const char *)seg->base + id->fr_offset;
+}
+
+/* Writer side: the rank's own layout, fixed at creation. */
+static fb__seg_report *report_slot(const fb__seg *seg, uint64_t idx)
+{
+    fb__seg_report *r = (fb__seg_report *)((char *)seg->base + FB__SEG_HEADER_SIZE);
+    return &r[idx % FB__SEG_REPORT_CAPACITY];
 }
 
 void fb__seg_append_report(fb__seg *seg, fb__report_kind kind, int32_t code,
@@ -250,32 +438,47 @@ void fb__seg_append_report(fb__seg *seg, fb__report_kind kind, int32_t code,
 int fb__seg_read_report(const fb__seg *seg, uint64_t idx, fb__seg_report *out)
 {
     fb__seg_header *h = seg->base;
+    uint64_t cap = seg->id.report_capacity;
     uint64_t head = atomic_load_explicit(&h->report_head, memory_order_acquire);
     if (idx >= head)
         return 0;
-    if (head - idx > h->report_capacity)
+    if (head - idx > cap)
         return -1;
-    fb__seg_report *r = report_slot(seg, idx);
+    fb__seg_report *ring = (fb__seg_report *)((char *)seg->base + seg->id.report_offset);
+    fb__seg_report *r = &ring[idx % cap];
     uint64_t s1 = atomic_load_explicit(&r->seq, memory_order_acquire);
     if (s1 == 0)
         return 0; /* being written; try again on the next poll */
     if (s1 != idx + 1)
         return s1 > idx + 1 ? -1 : 0;
-    out->kind = r->kind;
-    out->code = r->code;
-    out->step = r->step;
-    out->bytes = r->bytes;
-    out->value1 = r->value1;
-    out->value2 = r->value2;
-    out->wall_ns = r->wall_ns;
-    memcpy(out->text, r->text, sizeof out->text);
-    out->text[sizeof out->text - 1] = '\0';
+    fb__seg_report c;
+    memcpy(&c, r, sizeof c);
     atomic_thread_fence(memory_order_acquire);
     uint64_t s2 = atomic_load_explicit(&r->seq, memory_order_relaxed);
     if (s2 != s1)
         return s2 == 0 ? 0 : -1;
+    /* Only the private copy is looked at from here on. */
+    out->kind = c.kind;
+    out->code = c.code;
+    out->step = c.step;
+    out->bytes = c.bytes;
+    out->value1 = c.value1;
+    out->value2 = c.value2;
+    out->wall_ns = c.wall_ns;
+    c.text[sizeof c.text - 1] = '\0';
+    fb__safe_text(out->text, sizeof out->text, c.text);
     atomic_store_explicit(&out->seq, s1, memory_order_relaxed);
     return 1;
+}
+
+uint64_t fb__seg_report_next(const fb__seg *seg, uint64_t idx)
+{
+    fb__seg_header *h = seg->base;
+    uint64_t head = atomic_load_explicit(&h->report_head, memory_order_acquire);
+    uint64_t cap = seg->id.report_capacity;
+    if (head > idx + 1 && head - (idx + 1) > cap)
+        return head - cap;
+    return idx + 1;
 }
 
 int fb__seg_dump(const fb__seg *seg, const char *path)
@@ -325,7 +528,7 @@ static int parse_seg_filename(const char *fn, char *job, size_t job_size,
 
 static int supervisor_alive(const char *path)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = fb__open_regular(path, O_NOFOLLOW);
     if (fd < 0)
         return 1; /* cannot tell: leave it */
     fb__seg_header h;
@@ -375,11 +578,11 @@ static void cleanup_mpi_dir(const char *name, const char *job_id, int only_stale
     char path[PATH_MAX];
     if (fb__fmt(path, sizeof path, SHM_DIR "/%s", name))
         return;
-    if (only_stale) {
-        struct stat st;
-        if (stat(path, &st) || time(NULL) - st.st_mtime < 5 || job_has_segments(job))
-            return;
-    }
+    struct stat st;
+    if (lstat(path, &st) || !S_ISDIR(st.st_mode) || st.st_uid != geteuid())
+        return; /* not ours: not ours to remove */
+    if (only_stale && (time(NULL) - st.st_mtime < 5 || job_has_segments(job)))
+        return;
     fb__rm_rf(path);
 }
 
@@ -405,10 +608,15 @@ static int cleanup(const char *job_id, int attempt, int only_stale)
         char path[PATH_MAX];
         if (fb__fmt(path, sizeof path, SHM_DIR "/%s", e->d_name))
             continue;
+        /* Only our own regular files: another user's file under one of
+         * our names is evidence (and, as root, not ours to delete); a
+         * FIFO would block the open in supervisor_alive. */
+        struct stat st;
+        if (lstat(path, &st) || !S_ISREG(st.st_mode) || st.st_uid != geteuid())
+            continue;
         if (only_stale) {
-            struct stat st;
             /* Young segments may belong to a rank still initializing. */
-            if (stat(path, &st) || time(NULL) - st.st_mtime < 5)
+            if (time(NULL) - st.st_mtime < 5)
                 continue;
             if (supervisor_alive(path))
                 continue;

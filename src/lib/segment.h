@@ -35,6 +35,25 @@
  *  - Readers check magic and major version, accept any minor version >= 0
  *    (newer minors only append fields), and bound every offset and count
  *    by the file size.
+ *
+ * Trust (readers): the rank writes this file while we read it, and a buggy
+ * or hostile rank may write anything, at any time.  So a reader
+ *  - opens it with O_NOFOLLOW, and accepts only a regular file owned by
+ *    the expected user with no group or other permission bits
+ *    (fb__seg_open_as; another local user could otherwise plant a file
+ *    under the name before the rank creates it);
+ *  - copies the identity (offsets, capacities, sizes, rank, pid...) ONCE
+ *    at attach, bounded by the mapped size from fstat, and uses only the
+ *    copies afterwards (fb__seg_identity); the live identity is never
+ *    re-read except by fb__seg_check, which compares it to the copy;
+ *  - bounds every head or index it reads live before using it (modulo a
+ *    copied capacity), copies slots out before looking at them, and
+ *    NUL-terminates copied text;
+ *  - calls fb__seg_check on every pass: a changed identity, a head that
+ *    went backwards or jumped absurdly, or an enum out of range means the
+ *    segment is corrupt, and the reader stops trusting it.
+ * Not defended: a rank that truncates its own file makes readers of the
+ * lost pages take SIGBUS (tmpfs files cannot be sealed).
  *  - Times: *_mono_ns are CLOCK_MONOTONIC (comparable on one host only);
  *    *_wall_ns are CLOCK_REALTIME.
  *  - Minor 1 appended fr_clock and fr_tsc_hz; a minor-0 file reads them as
@@ -46,6 +65,8 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
+#include <sys/types.h>
 
 #define FB__SEG_MAGIC 0x31474553424546ull /* "FEBSEG1\0" little-endian */
 #define FB__SEG_VERSION_MAJOR 1
@@ -56,6 +77,9 @@
 #define FB__SEG_FR_MAX_CAPACITY (1u << 22)
 #define FB__SEG_FR_ENTRY_SIZE 128 /* bytes per ring slot; src/fr/ring.h asserts it */
 #define FB__SEG_NAME_MAX 128
+/* A head (report_head, fr_head) that moves by more than this between two
+ * checks, or backwards, is corruption, not progress. */
+#define FB__SEG_HEAD_JUMP_MAX (1ull << 32)
 
 /* Reports: what a rank tells the supervisor (which writes the journal). */
 typedef enum {
@@ -199,24 +223,78 @@ typedef struct fb__seg_create_args {
     const char *job_id;
     int attempt, rank, world_size, local_rank, supervisor_pid;
     uint32_t fr_capacity;   /* 0: default; rounded up to a power of two */
+    struct stat *taken;     /* may be NULL: the stat of a file that held
+                               the name and is not ours (FB_ENOTOURS)    */
 } fb__seg_create_args;
 
-/* Create (replacing a leftover of the same name) and map the segment. */
+/* Create and map the segment, exclusively (O_EXCL | O_NOFOLLOW, 0600).
+ * A file already under the name that is ours (our uid, a regular file, no
+ * group/other bits) is a leftover of this very attempt and is replaced;
+ * anything else is refused with FB_ENOTOURS, and args->taken (when not
+ * NULL) receives its stat, so the caller can name owner and mode. */
 int fb__seg_create(fb__seg **out, const fb__seg_create_args *args);
 
 /* ---- reader side ---- */
 
+/* The identity, copied once at attach and bounded by the mapped size:
+ * readers use these, never the live header's copies of the same fields. */
+typedef struct fb__seg_identity {
+    uint32_t version_major, version_minor;
+    uint64_t total_size;       /* == the mapped size                     */
+    uint32_t header_size;
+    uint32_t report_offset;    /* report area lies inside the mapping    */
+    uint32_t report_capacity;  /* >= 1                                    */
+    uint32_t fr_entry_size;
+    uint64_t fr_offset;        /* fr area lies inside the mapping        */
+    uint32_t fr_capacity;      /* a power of two, or 0                    */
+    int32_t pid, rank, world_size, local_rank, attempt, supervisor_pid;
+    uint64_t created_wall_ns, created_mono_ns;
+    char job_id[64];           /* NUL-terminated, control bytes as '?'    */
+    char hostname[64];
+    uid_t owner_uid;           /* from fstat at attach                    */
+    uint32_t mode;             /* st_mode & 07777                         */
+} fb__seg_identity;
+
+/* Expected owner "anyone" for fb__seg_open_as: explicit files a user
+ * names (firebreak fr) and the node agent, which only reports metrics. */
+#define FB__SEG_ANY_OWNER ((uid_t)-1)
+
 /* Map an existing segment read-only by shm name or by path; validates
- * magic, version and bounds.  -ENOENT while the rank has not created it,
- * FB_EFORMAT / FB_EVERSION for a bad one. */
+ * magic, version and bounds and copies the identity.  Refuses anything
+ * but a regular file (FB_ENOTREG), and unless `uid` is FB__SEG_ANY_OWNER
+ * a symlink, a file not owned by `uid` or one with any group or other
+ * permission bit (FB_ENOTOURS).  `st` (may be NULL) receives the
+ * file's stat whenever fstat ran, so a refusal can name owner and mode.
+ * -ENOENT while the rank has not created it, FB_EFORMAT / FB_EVERSION for
+ * a bad one. */
+int fb__seg_open_as(fb__seg **out, const char *name_or_path, uid_t uid,
+                    struct stat *st);
+
+/* fb__seg_open_as(out, name_or_path, geteuid(), NULL). */
 int fb__seg_open(fb__seg **out, const char *name_or_path);
 
 void fb__seg_close(fb__seg *seg);
 
-/* The mapped header (read-only for readers), and the base address. */
+/* The mapped header.  Readers may load only the live fields (progress,
+ * end record, injection record, heads) from it, and must bound what they
+ * load before using it as an index; identity comes from fb__seg_identity. */
 fb__seg_header *fb__seg_hdr(const fb__seg *seg);
 void *fb__seg_base(const fb__seg *seg);
 size_t fb__seg_size(const fb__seg *seg);
+const fb__seg_identity *fb__seg_ident(const fb__seg *seg);
+
+/* Is the live segment still consistent with what was attached?  Checks
+ * magic, the identity (byte for byte against the copy), the heads (never
+ * backwards, never more than FB__SEG_HEAD_JUMP_MAX since attach or the
+ * last check) and the library-written enums (end_kind, inject_kind; the
+ * phase is the program's to set, fb_set_phase, and reads as "unknown").  0, or FB_EFORMAT with a
+ * sentence in `why` naming the field.  Readers call it once per pass and
+ * stop trusting a segment that failed it once. */
+int fb__seg_check(fb__seg *seg, char *why, size_t why_size);
+
+/* The flight-recorder area from the copied identity: base address and
+ * capacity in slots (0: no ring, or entries of another size). */
+const void *fb__seg_fr_area(const fb__seg *seg, uint32_t *capacity);
 
 /* Append a report (any thread of the rank).  text may be NULL. */
 void fb__seg_append_report(fb__seg *seg, fb__report_kind kind, int32_t code,
@@ -224,16 +302,24 @@ void fb__seg_append_report(fb__seg *seg, fb__report_kind kind, int32_t code,
                     uint64_t value2, const char *text);
 
 /* Read the report with index `idx` (0-based) into *out.  Returns 1 when
- * read, 0 when not written yet, -1 when it was overwritten (lost). */
+ * read, 0 when not written yet, -1 when it was overwritten (lost).  The
+ * copy's text is NUL-terminated with control bytes as '?'.  A caller that
+ * loops until 0 should stop after report_capacity reads per pass: a
+ * hostile report_head is bounded only by fb__seg_check. */
 int fb__seg_read_report(const fb__seg *seg, uint64_t idx,
                         fb__seg_report *out);
+
+/* After fb__seg_read_report returned -1 (lost) for `idx`: the next index
+ * worth reading, idx + 1 or the oldest one the ring can still hold. */
+uint64_t fb__seg_report_next(const fb__seg *seg, uint64_t idx);
 
 /* Copy the whole segment to a file (post-mortem evidence); 0 or -errno. */
 int fb__seg_dump(const fb__seg *seg, const char *path);
 
 /* Remove stale segments in /dev/shm: those whose supervisor pid is dead,
- * or, when job_id is given, every one of that job.  Returns how many
- * were removed. */
+ * or, when job_id is given, every one of that job.  Only regular files of
+ * our own uid are touched (another user's file under a segment's name is
+ * left as evidence).  Returns how many were removed. */
 int fb__seg_cleanup(const char *job_id);
 
 /* Remove every segment of one job and attempt (attempt < 0: all). */

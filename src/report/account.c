@@ -49,7 +49,8 @@ const char *fb__report_part_label(int part)
 static int ends_attempt(const char *kind)
 {
     static const char *const k[] = {"crash", "hang", "error_exit",
-        "launch_failure", "node_failure", "interrupted", NULL};
+        "launch_failure", "node_failure", "interrupted", "segment_corrupt",
+        "segment_not_ours", NULL};
     for (int i = 0; k[i]; i++)
         if (!strcmp(kind, k[i]))
             return 1;

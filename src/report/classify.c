@@ -452,6 +452,14 @@ void fb__report_classify(const fb__report_evidence *ev, fb__report_class *out)
     } else if (!strcmp(kind, "launch_failure")) {
         set(out, C_DEP, "kind", "the job could not be launched: %.200s",
             ev->detail ? ev->detail : "");
+    } else if (!strcmp(kind, "segment_corrupt")) {
+        set(out, C_SWBUG, "kind", "the rank wrote over its own firebreak "
+            "segment (a wild write in the program): %.200s",
+            ev->detail ? ev->detail : "");
+    } else if (!strcmp(kind, "segment_not_ours")) {
+        set(out, C_UNKNOWN, "kind", "another local user's file held the "
+            "rank's segment name, so the rank could not record: %.200s",
+            ev->detail ? ev->detail : "");
     } else if (crashed && ev->has_exit_code && ev->exit_code != 0) {
         set(out, C_SWBUG, "exit_code", "exit code %d: the program stopped "
             "itself with an error; no hardware evidence", ev->exit_code);

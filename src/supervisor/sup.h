@@ -41,6 +41,10 @@ typedef struct sup_rank {
     uint64_t inject_ns;
     char log_path[PATH_MAX];
     uint64_t remote_ready_ns; /* first step seen by the node's watcher    */
+    int seg_refused;      /* a file under its name is not ours: logged     */
+    int seg_corrupt;      /* its segment failed fb__seg_check: no longer
+                             read (watch.c, docs/segment.md)               */
+    uint64_t seg_ok_ns;   /* when its segment last passed fb__seg_check    */
 } sup_rank;
 
 typedef struct sup_ckpt {

@@ -3,6 +3,12 @@
  * attached, progress and step times (sampled into the journal), the
  * reports ranks send (checkpoints, restores, injected faults), hangs, and
  * how a rank that went away ended.
+ *
+ * A segment is written by the rank, which may be buggy or hostile: only
+ * segments that are ours are attached (fb__seg_open_as), identity comes
+ * from the copy made at attach, every pass starts with fb__seg_check, and
+ * a segment that fails it once is never read again; the rank is failed
+ * with kind "segment_corrupt" (docs/segment.md, "Readers").
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -39,6 +45,59 @@ static const char *report_kind_name(uint32_t k)
         [FB_REPORT_CKPT_DELETED] = "ckpt_deleted",
     };
     return k < sizeof names / sizeof names[0] && names[k] ? names[k] : "unknown";
+}
+
+/* The live header of rank r's segment, or NULL when not attached or no
+ * longer trusted. */
+static fb__seg_header *live_hdr(const sup *s, int r)
+{
+    const sup_rank *rk = &s->ranks[r];
+    return rk->seg && !rk->seg_corrupt ? fb__seg_hdr(rk->seg) : NULL;
+}
+
+/* The first failure of the attempt decides; a segment problem is one.
+ * It happened after the segment last looked sound (or at attach time). */
+static void segment_failure(sup *s, int rank, const char *kind,
+                            const char *detail)
+{
+    if (s->fail.set) {
+        fb__sup_log(s, "%s", detail); /* record_failure logs the deciding one */
+        return;
+    }
+    sup_failure *f = &s->fail;
+    memset(f, 0, sizeof *f);
+    f->set = 1;
+    snprintf(f->kind, sizeof f->kind, "%s", kind);
+    f->rank = rank;
+    f->step = -1;
+    f->detected_ns = f->occurred_ns = fb__now_ns();
+    if (s->ranks[rank].seg_ok_ns && s->ranks[rank].seg_ok_ns < f->detected_ns)
+        f->occurred_ns = s->ranks[rank].seg_ok_ns;
+    snprintf(f->phase, sizeof f->phase, "unknown");
+    snprintf(f->detail, sizeof f->detail, "%s", detail);
+    snprintf(f->injected, sizeof f->injected, "%s", s->ranks[rank].injected);
+}
+
+/* Check rank r's segment before reading it.  0, or -1 when it is (or has
+ * just been found) corrupt: then it is never read again. */
+static int check_segment(sup *s, int r)
+{
+    sup_rank *rk = &s->ranks[r];
+    if (!rk->seg || rk->seg_corrupt)
+        return -1;
+    char why[128];
+    if (fb__seg_check(rk->seg, why, sizeof why) == 0) {
+        rk->seg_ok_ns = fb__now_ns();
+        return 0;
+    }
+    rk->seg_corrupt = 1;
+    char name[FB__SEG_NAME_MAX] = "";
+    fb__seg_name(name, sizeof name, s->job_id, s->attempt, r);
+    char detail[400];
+    snprintf(detail, sizeof detail, "segment of rank %d (/dev/shm%s) is corrupt: "
+             "%s; no longer read, the rank is treated as failed", r, name, why);
+    segment_failure(s, r, "segment_corrupt", detail);
+    return -1;
 }
 
 static sup_ckpt *ckpt_track(sup *s, int64_t step)
@@ -153,13 +212,16 @@ static void read_reports(sup *s, int r)
     sup_rank *rk = &s->ranks[r];
     fb__seg_report rep;
     int got;
-    if (!rk->seg)
+    if (!live_hdr(s, r))
         return;
-    while ((got = fb__seg_read_report(rk->seg, rk->report_idx, &rep)) != 0) {
+    /* At most one ring's worth per pass: a hostile head cannot keep us. */
+    uint32_t budget = fb__seg_ident(rk->seg)->report_capacity + 1;
+    while (budget-- > 0 &&
+           (got = fb__seg_read_report(rk->seg, rk->report_idx, &rep)) != 0) {
         if (got > 0)
             fb__sup_deliver_report(s, r, rk->report_idx, &rep);
-        else
-            rk->report_idx++; /* overwritten before we could read it */
+        else /* overwritten before we could read it */
+            rk->report_idx = fb__seg_report_next(rk->seg, rk->report_idx);
     }
 }
 
@@ -167,20 +229,48 @@ void fb__sup_try_attach(sup *s, int r)
 {
     if (s->remote_only)
         return;
+    sup_rank *rk = &s->ranks[r];
     char name[FB__SEG_NAME_MAX];
-    if (fb__seg_name(name, sizeof name, s->job_id, s->attempt, r))
+    if (rk->seg_refused || fb__seg_name(name, sizeof name, s->job_id, s->attempt, r))
         return;
     fb__seg *seg;
-    if (fb__seg_open(&seg, name))
+    struct stat st;
+    memset(&st, 0, sizeof st);
+    int rc = fb__seg_open_as(&seg, name, geteuid(), &st);
+    if (rc == FB_ENOTOURS || rc == FB_ENOTREG) {
+        /* Planted by someone else before the rank could create it: the
+         * rank cannot record (fb_init refuses the name), and nothing in
+         * the file is to be believed. */
+        rk->seg_refused = 1;
+        char detail[400];
+        snprintf(detail, sizeof detail, "segment of rank %d is not ours: owner "
+                 "uid %u mode %04o (/dev/shm%s%s); refusing to read it, the rank "
+                 "cannot record", r, (unsigned)st.st_uid,
+                 (unsigned)(st.st_mode & 07777), name,
+                 rc == FB_ENOTREG ? ", not a regular file" : "");
+        segment_failure(s, r, "segment_not_ours", detail);
         return;
-    sup_rank *rk = &s->ranks[r];
+    }
+    if (rc == FB_EFORMAT) {
+        /* The magic is stored last, so a half-created segment reads as
+         * -ENOENT: a malformed one was written that way. */
+        rk->seg_refused = 1;
+        char detail[400];
+        snprintf(detail, sizeof detail, "segment of rank %d (/dev/shm%s) is "
+                 "corrupt: its sizes and offsets do not fit the file; not read, "
+                 "the rank is treated as failed", r, name);
+        segment_failure(s, r, "segment_corrupt", detail);
+        return;
+    }
+    if (rc)
+        return;
     rk->seg = seg;
     s->any_attached = 1;
-    fb__seg_header *h = fb__seg_hdr(seg);
+    const fb__seg_identity *id = fb__seg_ident(seg);
     if (rk->pid <= 0)
-        rk->pid = h->pid;
-    if (s->o->launcher != FB_LAUNCH_LOCAL && rk->pidfd < 0) {
-        rk->pidfd = fb__pidfd_open(h->pid);
+        rk->pid = id->pid;
+    if (s->o->launcher != FB_LAUNCH_LOCAL && rk->pidfd < 0 && id->pid > 0) {
+        rk->pidfd = fb__pidfd_open(id->pid);
         if (rk->pidfd < 0 && rk->pidfd != -ENOSYS)
             /* Already gone: the next pass notices through the end record. */
             rk->pidfd = -1;
@@ -245,6 +335,8 @@ void fb__sup_watch(sup *s, uint64_t now)
             continue;
         }
         attached++;
+        if (check_segment(s, r))
+            continue;
         fb__seg_header *h = fb__seg_hdr(rk->seg);
         read_reports(s, r);
         uint64_t done = atomic_load_explicit(&h->steps_done, memory_order_relaxed);
@@ -296,7 +388,7 @@ void fb__sup_watch(sup *s, uint64_t now)
          * injection is direct evidence; the flight recorder's analysis,
          * run after this, has the last word (supervisor.c). */
         for (int r = 0; r < s->world; r++) {
-            fb__seg_header *h = s->ranks[r].seg ? fb__seg_hdr(s->ranks[r].seg) : NULL;
+            fb__seg_header *h = live_hdr(s, r);
             if (h && atomic_load_explicit(&h->inject_kind, memory_order_acquire) ==
                          FB_INJECT_HANG) {
                 hang_rank = r;
@@ -342,8 +434,11 @@ void fb__sup_rank_ended(sup *s, int rank, int wstatus_known, int wstatus,
     rk->ended = 1;
     if (!rk->seg)
         fb__sup_try_attach(s, rank);
+    /* A segment it scribbled over before dying holds no record to trust. */
+    if (rk->seg)
+        check_segment(s, rank);
     read_reports(s, rank);
-    fb__seg_header *h = rk->seg ? fb__seg_hdr(rk->seg) : NULL;
+    fb__seg_header *h = live_hdr(s, rank);
     uint32_t end_kind = h ? atomic_load_explicit(&h->end_kind, memory_order_acquire) : 0;
     int end_code = h ? atomic_load_explicit(&h->end_code, memory_order_relaxed) : 0;
 
@@ -372,9 +467,9 @@ void fb__sup_rank_ended(sup *s, int rank, int wstatus_known, int wstatus,
          * teardown after another rank died.  A rank that has recorded a
          * fatal end (it may still be dying) is the cause, not this one. */
         for (int r = 0; r < s->world && !s->fail.set; r++) {
-            if (r == rank || s->ranks[r].ended || !s->ranks[r].seg)
+            fb__seg_header *o = live_hdr(s, r);
+            if (r == rank || s->ranks[r].ended || !o)
                 continue;
-            fb__seg_header *o = fb__seg_hdr(s->ranks[r].seg);
             uint32_t k = atomic_load_explicit(&o->end_kind, memory_order_acquire);
             int c = atomic_load_explicit(&o->end_code, memory_order_relaxed);
             if (k == FB_END_SIGNAL || (k == FB_END_EXIT && c != 0))

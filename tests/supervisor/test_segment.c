@@ -1,0 +1,389 @@
+/*
+ * test_segment.c -- the segment reader trusts nothing the rank or another
+ * user can write (src/lib/segment.c, docs/segment.md "Readers"):
+ *
+ *  - offsets and capacities rewritten after attach are not used (the
+ *    identity is copied once), and fb__seg_check names the field;
+ *  - a huge or backwards report_head is bounded and flagged;
+ *  - copied report text is NUL-terminated and free of control bytes;
+ *  - a file planted under a segment's name by another uid, open to
+ *    others, or a symlink is refused by the reader (FB_ENOTOURS) and by
+ *    the creating rank, which leaves it alone;
+ *  - the flight-recorder loader survives a thread that keeps rewriting
+ *    fr_offset / fr_capacity while it reads.
+ *
+ * Tests that need another uid (chown) run only as root; they say so.
+ */
+#include <errno.h>
+#include <stddef.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../check.h"
+#include "fr/model.h"
+#include "lib/segment.h"
+
+#define OTHER_UID 65534
+
+static char job[64];
+
+static fb__seg *make(int attempt, int rank)
+{
+    fb__seg *seg = NULL;
+    fb__seg_create_args a = {.job_id = job, .attempt = attempt, .rank = rank,
+                             .world_size = 4, .fr_capacity = 256};
+    CHECK_RC(fb__seg_create(&seg, &a), 0);
+    return seg;
+}
+
+static void seg_path(char *buf, size_t size, int attempt, int rank)
+{
+    char name[FB__SEG_NAME_MAX];
+    fb__seg_name(name, sizeof name, job, attempt, rank);
+    snprintf(buf, size, "/dev/shm%s", name);
+}
+
+/* Offsets rewritten after attach: reads stay in bounds, check says so. */
+static void test_toctou_offsets(void)
+{
+    fb__seg *w = make(0, 0);
+    fb__seg *r = NULL;
+    char name[FB__SEG_NAME_MAX], why[128];
+    fb__seg_name(name, sizeof name, job, 0, 0);
+    CHECK_RC(fb__seg_open(&r, name), 0);
+    if (!w || !r)
+        goto out;
+    fb__seg_append_report(w, FB_REPORT_NOTE, 0, 1, 0, 0, 0, "hello");
+    CHECK_RC(fb__seg_check(r, why, sizeof why), 0);
+
+    fb__seg_header *h = fb__seg_hdr(w);
+    h->report_offset = 0xfffff000u; /* far past the mapping */
+    h->report_capacity = 1;
+    h->fr_offset = 1ull << 40;
+    atomic_fetch_add(&h->report_head, 1);
+    fb__seg_report rep;
+    int got = fb__seg_read_report(r, 0, &rep); /* crashed before the fix */
+    CHECKF(got == 1 && !strcmp(rep.text, "hello"), "got %d", got);
+    CHECKF(fb__seg_ident(r)->report_offset == FB__SEG_HEADER_SIZE,
+           "report_offset %u", fb__seg_ident(r)->report_offset);
+    uint32_t cap = 0;
+    const char *area = fb__seg_fr_area(r, &cap);
+    CHECK(area && cap == 256 &&
+          area + (size_t)cap * FB__SEG_FR_ENTRY_SIZE <=
+              (char *)fb__seg_base(r) + fb__seg_size(r));
+    why[0] = '\0';
+    CHECK_RC(fb__seg_check(r, why, sizeof why), FB_EFORMAT);
+    CHECKF(strstr(why, "identity") != NULL, "why: %s", why);
+out:
+    fb__seg_close(r);
+    fb__seg_close(w);
+    fb__seg_remove_job(job, 0);
+}
+
+/* A head that jumps absurdly or goes back is corruption, and the report
+ * reader neither loops nor reads out of bounds. */
+static void test_heads(void)
+{
+    fb__seg *w = make(1, 0);
+    fb__seg *r = NULL;
+    char name[FB__SEG_NAME_MAX], why[128] = "";
+    fb__seg_name(name, sizeof name, job, 1, 0);
+    CHECK_RC(fb__seg_open(&r, name), 0);
+    if (!w || !r)
+        goto out;
+    fb__seg_header *h = fb__seg_hdr(w);
+    for (int i = 0; i < 3; i++)
+        fb__seg_append_report(w, FB_REPORT_NOTE, 0, (uint64_t)i, 0, 0, 0, "x");
+    CHECK_RC(fb__seg_check(r, why, sizeof why), 0);
+    atomic_store(&h->report_head, UINT64_MAX - 5);
+    fb__seg_report rep;
+    CHECK_RC(fb__seg_read_report(r, 3, &rep), -1);
+    CHECK_RC(fb__seg_check(r, why, sizeof why), FB_EFORMAT);
+    CHECKF(strstr(why, "report_head") != NULL, "why: %s", why);
+
+    fb__seg_close(r);
+    r = NULL;
+    atomic_store(&h->report_head, 10);
+    CHECK_RC(fb__seg_open(&r, name), 0); /* heads judged from here */
+    atomic_store(&h->fr_head, 100);
+    CHECK_RC(fb__seg_check(r, why, sizeof why), 0);
+    atomic_store(&h->fr_head, 50); /* backwards */
+    CHECK_RC(fb__seg_check(r, why, sizeof why), FB_EFORMAT);
+    CHECKF(strstr(why, "fr_head") != NULL, "why: %s", why);
+
+    atomic_store(&h->fr_head, 100);
+    atomic_store(&h->phase, 77); /* fb_set_phase takes any value: not corrupt */
+    CHECK_RC(fb__seg_check(r, why, sizeof why), 0);
+    atomic_store(&h->phase, FB_PHASE_TRAIN);
+    atomic_store(&h->end_kind, 9);
+    CHECK_RC(fb__seg_check(r, why, sizeof why), FB_EFORMAT);
+    CHECKF(strstr(why, "end_kind") != NULL, "why: %s", why);
+    atomic_store(&h->end_kind, FB_END_NONE);
+    atomic_store(&h->magic, 0);
+    CHECK_RC(fb__seg_check(r, why, sizeof why), FB_EFORMAT);
+    CHECKF(strstr(why, "magic") != NULL, "why: %s", why);
+out:
+    fb__seg_close(r);
+    fb__seg_close(w);
+    fb__seg_remove_job(job, 1);
+}
+
+/* A reader far behind skips to what the ring still holds, in one step. */
+static void test_report_next(void)
+{
+    fb__seg *w = make(9, 0);
+    fb__seg *r = NULL;
+    char name[FB__SEG_NAME_MAX];
+    fb__seg_name(name, sizeof name, job, 9, 0);
+    CHECK_RC(fb__seg_open(&r, name), 0);
+    if (!w || !r)
+        goto out;
+    for (int i = 0; i < 1000; i++)
+        fb__seg_append_report(w, FB_REPORT_NOTE, 0, (uint64_t)i, 0, 0, 0, "n");
+    fb__seg_report rep;
+    CHECK_RC(fb__seg_read_report(r, 0, &rep), -1);
+    uint64_t next = fb__seg_report_next(r, 0);
+    CHECKF(next == 1000 - FB__SEG_REPORT_CAPACITY, "next %llu", (unsigned long long)next);
+    CHECK_RC(fb__seg_read_report(r, next, &rep), 1);
+    CHECKF(rep.step == next, "step %llu", (unsigned long long)rep.step);
+    CHECK(fb__seg_report_next(r, 998) == 999);
+out:
+    fb__seg_close(r);
+    fb__seg_close(w);
+    fb__seg_remove_job(job, 9);
+}
+
+/* Malformed sizes or offsets: refused at attach. */
+static void test_malformed(void)
+{
+    fb__seg *model = make(10, 0);
+    if (!model)
+        return;
+    static const struct { size_t off; uint64_t value; int bytes; } bad[] = {
+        {offsetof(fb__seg_header, total_size), 1ull << 40, 8},
+        {offsetof(fb__seg_header, report_offset), 0xfffff000u, 4},
+        {offsetof(fb__seg_header, report_capacity), 0, 4},
+        {offsetof(fb__seg_header, report_offset), FB__SEG_HEADER_SIZE + 4, 4},
+        {offsetof(fb__seg_header, fr_offset), 1ull << 40, 8},
+        {offsetof(fb__seg_header, fr_capacity), 3, 4},
+        {offsetof(fb__seg_header, fr_capacity), 1u << 21, 4},
+        {offsetof(fb__seg_header, header_size), 16, 4},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char path[64];
+        snprintf(path, sizeof path, "/tmp/fbseg-malformed-%d", (int)getpid());
+        int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        CHECK(fd >= 0);
+        if (fd < 0)
+            break;
+        CHECK(write(fd, fb__seg_base(model), fb__seg_size(model)) ==
+              (ssize_t)fb__seg_size(model));
+        CHECK(pwrite(fd, &bad[i].value, (size_t)bad[i].bytes, (off_t)bad[i].off) ==
+              bad[i].bytes);
+        close(fd);
+        fb__seg *r = NULL;
+        int rc = fb__seg_open(&r, path);
+        CHECKF(rc == FB_EFORMAT, "case %zu: %d (%s)", i, rc, fb_strerror(rc));
+        fb__seg_close(r);
+        unlink(path);
+    }
+    fb__seg_close(model);
+    fb__seg_remove_job(job, 10);
+}
+
+/* Report text: bounded, NUL-terminated, no control bytes. */
+static void test_report_text(void)
+{
+    fb__seg *w = make(2, 0);
+    fb__seg *r = NULL;
+    char name[FB__SEG_NAME_MAX];
+    fb__seg_name(name, sizeof name, job, 2, 0);
+    CHECK_RC(fb__seg_open(&r, name), 0);
+    if (!w || !r)
+        goto out;
+    fb__seg_append_report(w, FB_REPORT_NOTE, 0, 0, 0, 0, 0, "x");
+    fb__seg_report *slot =
+        (fb__seg_report *)((char *)fb__seg_base(w) + FB__SEG_HEADER_SIZE);
+    memset(slot->text, 'A', sizeof slot->text);
+    slot->text[3] = '\033';
+    slot->text[4] = '\n';
+    fb__seg_report rep;
+    memset(&rep, 0x55, sizeof rep);
+    CHECK_RC(fb__seg_read_report(r, 0, &rep), 1);
+    size_t n = strnlen(rep.text, sizeof rep.text);
+    CHECKF(n < sizeof rep.text, "text not terminated (%zu)", n);
+    for (size_t i = 0; i < n; i++)
+        CHECKF((unsigned char)rep.text[i] >= 0x20 && rep.text[i] != 0x7f,
+               "control byte 0x%02x at %zu", (unsigned char)rep.text[i], i);
+out:
+    fb__seg_close(r);
+    fb__seg_close(w);
+    fb__seg_remove_job(job, 2);
+}
+
+/* Copy a valid segment's bytes to `path` (a file the reader would map). */
+static int plant(const char *path, const fb__seg *model, mode_t mode, uid_t uid)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
+    if (fd < 0)
+        return -errno;
+    ssize_t n = write(fd, fb__seg_base(model), fb__seg_size(model));
+    int rc = n == (ssize_t)fb__seg_size(model) ? 0 : -EIO;
+    if (!rc && fchmod(fd, mode))
+        rc = -errno;
+    if (!rc && uid != (uid_t)-1 && fchown(fd, uid, (gid_t)-1))
+        rc = -errno;
+    close(fd);
+    return rc;
+}
+
+static void test_not_ours(void)
+{
+    fb__seg *model = make(3, 0); /* a well-formed image to copy */
+    char path[256], name[FB__SEG_NAME_MAX];
+    struct stat st;
+    fb__seg *r = NULL;
+    if (!model)
+        return;
+
+    /* Ours but open to others (0644): refused by the reader. */
+    seg_path(path, sizeof path, 4, 0);
+    fb__seg_name(name, sizeof name, job, 4, 0);
+    CHECK_RC(plant(path, model, 0644, (uid_t)-1), 0);
+    memset(&st, 0, sizeof st);
+    CHECK_RC(fb__seg_open_as(&r, name, geteuid(), &st), FB_ENOTOURS);
+    CHECKF((st.st_mode & 07777) == 0644, "mode %o", st.st_mode & 07777);
+    fb__seg_close(r);
+    r = NULL;
+    /* ... and an explicit file of any owner is still readable. */
+    CHECK_RC(fb__seg_open_as(&r, path, FB__SEG_ANY_OWNER, NULL), 0);
+    fb__seg_close(r);
+    r = NULL;
+    /* The creating rank does not write into it either. */
+    fb__seg *w = NULL;
+    struct stat taken;
+    memset(&taken, 0, sizeof taken);
+    fb__seg_create_args a = {.job_id = job, .attempt = 4, .rank = 0,
+                             .world_size = 1, .taken = &taken};
+    CHECK_RC(fb__seg_create(&w, &a), FB_ENOTOURS);
+    CHECK(stat(path, &st) == 0 && (st.st_mode & 07777) == 0644);
+    fb__seg_close(w);
+    w = NULL;
+    unlink(path);
+
+    /* A symlink under the name: refused (O_NOFOLLOW). */
+    seg_path(path, sizeof path, 5, 0);
+    fb__seg_name(name, sizeof name, job, 5, 0);
+    CHECK(symlink("/etc/passwd", path) == 0);
+    CHECK_RC(fb__seg_open(&r, name), FB_ENOTOURS);
+    fb__seg_close(r);
+    r = NULL;
+    a.attempt = 5;
+    CHECK_RC(fb__seg_create(&w, &a), FB_ENOTOURS);
+    fb__seg_close(w);
+    w = NULL;
+    CHECK(lstat(path, &st) == 0 && S_ISLNK(st.st_mode));
+    unlink(path);
+
+    /* Our own leftover (0600) is replaced. */
+    seg_path(path, sizeof path, 6, 0);
+    CHECK_RC(plant(path, model, 0600, (uid_t)-1), 0);
+    a.attempt = 6;
+    CHECK_RC(fb__seg_create(&w, &a), 0);
+    fb__seg_close(w);
+    w = NULL;
+
+    if (geteuid() != 0) {
+        printf("skip: another uid's file needs root (chown)\n");
+    } else {
+        /* Another user's well-formed 0600 file: refused, named, untouched. */
+        seg_path(path, sizeof path, 7, 0);
+        fb__seg_name(name, sizeof name, job, 7, 0);
+        CHECK_RC(plant(path, model, 0600, OTHER_UID), 0);
+        memset(&st, 0, sizeof st);
+        CHECK_RC(fb__seg_open_as(&r, name, geteuid(), &st), FB_ENOTOURS);
+        CHECKF(st.st_uid == OTHER_UID, "uid %u", (unsigned)st.st_uid);
+        fb__seg_close(r);
+        r = NULL;
+        memset(&taken, 0, sizeof taken);
+        a.attempt = 7;
+        CHECK_RC(fb__seg_create(&w, &a), FB_ENOTOURS);
+        CHECKF(taken.st_uid == OTHER_UID, "taken uid %u", (unsigned)taken.st_uid);
+        CHECK(stat(path, &st) == 0 && st.st_uid == OTHER_UID);
+        fb__seg_close(w);
+        w = NULL;
+        /* The agent's view: the job's user is the other uid. */
+        CHECK_RC(fb__seg_open_as(&r, name, OTHER_UID, NULL), 0);
+        fb__seg_close(r);
+        r = NULL;
+        unlink(path);
+    }
+    fb__seg_close(model);
+    fb__seg_remove_job(job, -1);
+}
+
+/* The fr loader against a writer that keeps moving the fr area. */
+static volatile int stop_flipping;
+
+static void *flipper(void *arg)
+{
+    fb__seg_header *h = arg;
+    uint64_t good_off = h->fr_offset;
+    uint32_t good_cap = h->fr_capacity;
+    while (!stop_flipping) {
+        h->fr_offset = 1ull << 40;
+        h->fr_capacity = 1u << 22;
+        atomic_store(&h->fr_head, UINT64_MAX - 1);
+        h->fr_offset = good_off;
+        h->fr_capacity = good_cap;
+        atomic_store(&h->fr_head, 0);
+    }
+    return NULL;
+}
+
+static void test_fr_live(void)
+{
+    fb__seg *w = make(8, 0);
+    char name[FB__SEG_NAME_MAX], err[256];
+    fb__seg_name(name, sizeof name, job, 8, 0);
+    if (!w)
+        return;
+    pthread_t t;
+    stop_flipping = 0;
+    CHECK(pthread_create(&t, NULL, flipper, fb__seg_hdr(w)) == 0);
+    int ok = 0;
+    for (int i = 0; i < 3000; i++) {
+        fr_model m;
+        fr_model_init(&m);
+        int rc = fr_load_ring(&m, name, err, sizeof err);
+        ok += rc == 0;
+        fr_model_free(&m);
+    }
+    stop_flipping = 1;
+    pthread_join(t, NULL);
+    CHECKF(ok > 0, "no load succeeded: %s", err);
+    fb__seg_close(w);
+    fb__seg_remove_job(job, 8);
+}
+
+int main(void)
+{
+    snprintf(job, sizeof job, "segtest-%d", (int)getpid());
+    test_toctou_offsets();
+    test_heads();
+    test_report_text();
+    test_report_next();
+    test_malformed();
+    test_not_ours();
+    test_fr_live();
+    fb__seg_remove_job(job, -1);
+    if (!failures)
+        printf("ok: segment reader\n");
+    return failures != 0;
+}

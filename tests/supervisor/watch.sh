@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# The node watcher (`firebreak watch`, Slurm's per-node reader) against a
+# rank that scribbles over its segment: it does not crash, says on stderr
+# and in a forwarded note report that the rank's segment is corrupt, stops
+# reading it, and still reports the rank's end.  And against another
+# user's file under a rank's name: refused, naming owner and mode.
+source "$(dirname "$0")/lib.sh"
+SCR=$BIN/fb-test-scribbler
+job=fbwatch-$$-$RANDOM
+trap 'rc_=$?; rm -f /dev/shm/fb.$job.*; (exit $rc_); cleanup' EXIT
+for mode in all live; do
+    rm -f /dev/shm/fb.$job.*
+    FIREBREAK_JOB_ID=$job FIREBREAK_RANK=0 FIREBREAK_WORLD_SIZE=1 \
+        "$SCR" --mode $mode --delay-ms 600 --seconds 2 "$TAG" >rank.out 2>&1 &
+    rpid=$!
+    rc=0
+    timeout -s KILL 30 "$FB" watch --job $job --attempt 0 --ranks-per-node 1 \
+        --world 1 --node-id 0 --interval 0.1 >w.out 2>w.err || rc=$?
+    wait $rpid || fail "$mode: the scribbling rank failed: $(cat rank.out)"
+    [ "$rc" -lt 124 ] || fail "$mode: firebreak watch exited $rc ($(tail -3 w.err))"
+    grep -q "^fbw1 attach 0 " w.out || fail "$mode: never attached: $(head -3 w.out)"
+    grep -Eq "^fbw1 report 0 [0-9]+ 10 0 0 0 0 0 [0-9]+ segment of rank 0 is corrupt: " w.out \
+        || fail "$mode: no note report: $(grep report w.out | tail -3)"
+    grep -q "firebreak watch: segment of rank 0 is corrupt" w.err \
+        || fail "$mode: stderr: $(cat w.err)"
+    grep -q "^fbw1 end 0 " w.out || fail "$mode: end not reported"
+    ok "$mode: the watcher names the corrupt segment and survives"
+done
+
+if [ "$(id -u)" != 0 ]; then
+    echo "skip: planting another uid's file needs root (chown)"
+    exit 0
+fi
+rm -f /dev/shm/fb.$job.*
+planted=/dev/shm/fb.$job.0.0
+head -c 65536 /dev/zero >"$planted"
+chmod 0600 "$planted"
+chown 65534 "$planted"
+rc=0
+timeout 1 "$FB" watch --job $job --attempt 0 --ranks-per-node 1 --world 1 \
+    --node-id 0 >w.out 2>w.err || rc=$?
+[ "$rc" = 124 ] || fail "watch exited $rc, wanted 124 (the rank never attached): $(cat w.err)"
+grep -qF "segment of rank 0 is not ours: owner uid 65534 mode 0600 ($planted)" w.err \
+    || fail "stderr: $(cat w.err)"
+! grep -q "^fbw1 attach" w.out || fail "attached to another user's file"
+ok "the watcher refuses another user's file"
