@@ -1532,6 +1532,11 @@ void fb__fr_summary(const fb__fr_result *r, char *buf, size_t size)
 
 int fb__fr_result_json(const fb__fr_result *r, fb__jsonw *w)
 {
+    return fb__fr_result_json_max(r, w, SIZE_MAX);
+}
+
+int fb__fr_result_json_max(const fb__fr_result *r, fb__jsonw *w, size_t max_list)
+{
     const fr_model *m = &r->m;
     fb__jsonw_obj_begin(w);
     fb__jsonw_kstr(w, "version", FB__FR_RESULT_VERSION);
@@ -1539,9 +1544,10 @@ int fb__fr_result_json(const fb__fr_result *r, fb__jsonw *w)
     fb__jsonw_kstr(w, "summary", r->summary);
     fb__jsonw_key(w, "culprits");
     fb__jsonw_arr_begin(w);
-    for (int i = 0; i < r->nculprits; i++)
+    for (int i = 0; i < r->nculprits && (size_t)i < max_list; i++)
         fb__jsonw_int(w, r->culprits[i]);
     fb__jsonw_arr_end(w);
+    fb__jsonw_kint(w, "culprit_count", r->nculprits);
     fb__jsonw_kint(w, "ranks", r->nranks);
     fb__jsonw_kint(w, "world_size", r->world);
     fb__jsonw_kint(w, "missing_count", r->nmissing);
@@ -1572,9 +1578,10 @@ int fb__fr_result_json(const fb__fr_result *r, fb__jsonw *w)
             fb__jsonw_null(w);
         fb__jsonw_key(w, "ranks");
         fb__jsonw_arr_begin(w);
-        for (int k = 0; k < f->nranks; k++)
+        for (int k = 0; k < f->nranks && (size_t)k < max_list; k++)
             fb__jsonw_int(w, f->ranks[k]);
         fb__jsonw_arr_end(w);
+        fb__jsonw_kint(w, "rank_count", f->nranks);
         fb__jsonw_kstr(w, "detail", f->detail);
         fb__jsonw_obj_end(w);
     }
@@ -1585,9 +1592,11 @@ int fb__fr_result_json(const fb__fr_result *r, fb__jsonw *w)
     fb__jsonw_kuint(w, "findings_not_listed", dropped);
     fb__jsonw_key(w, "warnings");
     fb__jsonw_arr_begin(w);
-    for (size_t i = 0; i < m->nwarnings; i++)
+    for (size_t i = 0; i < m->nwarnings && i < max_list; i++)
         fb__jsonw_str(w, m->warnings[i]);
     fb__jsonw_arr_end(w);
+    fb__jsonw_kuint(w, "warnings_not_listed",
+                    m->nwarnings > max_list ? m->nwarnings - max_list : 0);
     fb__jsonw_obj_end(w);
     return w->oom ? -ENOMEM : 0;
 }

@@ -71,6 +71,13 @@ void fb__fr_summary(const fb__fr_result *r, char *buf, size_t size);
  * ranks); see docs/flight-recorder.md.  0 or -ENOMEM. */
 int fb__fr_result_json(const fb__fr_result *r, fb__jsonw *w);
 
+/* The same with every list (culprits, each finding's ranks, warnings) cut
+ * to its first max_list entries; culprit_count, rank_count and
+ * warnings_not_listed still give the whole.  The supervisor journals a
+ * hang's verdict this way, so a group of a million ranks stays a few
+ * kilobytes that the report can read. */
+int fb__fr_result_json_max(const fb__fr_result *r, fb__jsonw *w, size_t max_list);
+
 /* The result for people. */
 void fb__fr_result_text(const fb__fr_result *r, FILE *f);
 

@@ -467,9 +467,15 @@ static void fire_injections(sup *s, uint64_t now)
  * PyTorch's own dumps when it wrote any) before anything is killed; the
  * analysis names the rank that never entered the collective where progress
  * stopped, and its verdict goes into the incident. */
-static void analyze_hang(sup *s, char *verdict_json, size_t size)
+/* Analyze the flight recorders of a hang; blame its one culprit.  Returns
+ * the analyzer's JSON result for the journal (malloc'd), its rank lists
+ * cut to SUP_FR_JSON_MAX_LIST entries so that a group of a million ranks
+ * journals kilobytes, not megabytes; or NULL. */
+#define SUP_FR_JSON_MAX_LIST 256
+
+static char *analyze_hang(sup *s)
 {
-    verdict_json[0] = '\0';
+    char *verdict_json = NULL;
 #ifdef FB_HAVE_FR_ANALYZE
     char segdir[PATH_MAX], torchdir[PATH_MAX], err[512];
     snprintf(segdir, sizeof segdir, "%s/fr/attempt-%d", s->run_dir, s->attempt);
@@ -482,7 +488,7 @@ static void analyze_hang(sup *s, char *verdict_json, size_t size)
     int rc = fb__fr_analyze_paths(paths, npaths, &r, err, sizeof err);
     if (rc) {
         fb__sup_log(s, "flight-recorder analysis: %s", err);
-        return;
+        return NULL;
     }
     char summary[512];
     fb__fr_summary(r, summary, sizeof summary);
@@ -504,14 +510,14 @@ static void analyze_hang(sup *s, char *verdict_json, size_t size)
     }
     fb__jsonw w;
     fb__jsonw_init(&w);
-    if (fb__fr_result_json(r, &w) == 0)
-        snprintf(verdict_json, size, "%s", fb__jsonw_text(&w));
+    if (fb__fr_result_json_max(r, &w, SUP_FR_JSON_MAX_LIST) == 0)
+        verdict_json = strdup(fb__jsonw_text(&w));
     fb__jsonw_free(&w);
     fb__fr_result_free(r);
 #else
     (void)s;
-    (void)size;
 #endif
+    return verdict_json;
 }
 
 static void snapshot_segments(sup *s, const char *why)
@@ -758,9 +764,7 @@ static int run_attempt(sup *s)
         if (s->slurm)
             fb__sup_slurm_on_failure(s);
         snapshot_segments(s, s->fail.kind);
-        char *verdict = calloc(1, 65536);
-        if (verdict && !strcmp(s->fail.kind, "hang"))
-            analyze_hang(s, verdict, 65536);
+        char *verdict = !strcmp(s->fail.kind, "hang") ? analyze_hang(s) : NULL;
         record_failure(s, verdict);
         free(verdict);
         add_useful(s, s->fail.occurred_ns,
