@@ -2,6 +2,7 @@
  * jsonw.c -- streaming JSON writer (see jsonw.h).
  */
 #include "common/jsonw.h"
+#include "common/util.h"
 
 #include <errno.h>
 #include <math.h>
@@ -80,30 +81,6 @@ void fb__jsonw_obj_end(fb__jsonw *w) { close_(w, '}'); }
 void fb__jsonw_arr_begin(fb__jsonw *w) { open_(w, '['); }
 void fb__jsonw_arr_end(fb__jsonw *w) { close_(w, ']'); }
 
-/* Length of a valid UTF-8 sequence at s (at most n bytes), or 0. */
-static size_t utf8_len(const unsigned char *s, size_t n)
-{
-    unsigned c = s[0];
-    size_t len;
-    unsigned min;
-    if (c < 0x80)
-        return 1;
-    if ((c & 0xe0) == 0xc0) { len = 2; min = 0x80; c &= 0x1f; }
-    else if ((c & 0xf0) == 0xe0) { len = 3; min = 0x800; c &= 0x0f; }
-    else if ((c & 0xf8) == 0xf0) { len = 4; min = 0x10000; c &= 0x07; }
-    else return 0;
-    if (len > n)
-        return 0;
-    for (size_t i = 1; i < len; i++) {
-        if ((s[i] & 0xc0) != 0x80)
-            return 0;
-        c = (c << 6) | (s[i] & 0x3f);
-    }
-    if (c < min || c > 0x10ffff || (c >= 0xd800 && c <= 0xdfff))
-        return 0;
-    return len;
-}
-
 static void put_escaped(fb__jsonw *w, const char *s, size_t n)
 {
     put(w, "\"", 1);
@@ -116,7 +93,7 @@ static void put_escaped(fb__jsonw *w, const char *s, size_t n)
             esc[0] = '\\'; esc[1] = (char)c;
             put(w, esc, 2);
             i++;
-        } else if (c < 0x20) {
+        } else if (c < 0x20 || c == 0x7f) {
             const char *named = c == '\n' ? "\\n" : c == '\t' ? "\\t"
                               : c == '\r' ? "\\r" : NULL;
             if (named) {
@@ -130,10 +107,16 @@ static void put_escaped(fb__jsonw *w, const char *s, size_t n)
             put(w, (const char *)p + i, 1);
             i++;
         } else {
-            size_t l = utf8_len(p + i, n - i);
+            size_t l = fb__utf8_len(p + i, n - i);
             if (l == 0) {
                 puts_(w, "\xef\xbf\xbd");
                 i++;
+            } else if (l == 2 && c == 0xc2 && p[i + 1] < 0xa0) {
+                /* a C1 control (CSI among them): escaped, so that output
+                 * on a terminal cannot drive it */
+                snprintf(esc, sizeof esc, "\\u%04x", p[i + 1]);
+                puts_(w, esc);
+                i += 2;
             } else {
                 put(w, (const char *)p + i, l);
                 i += l;

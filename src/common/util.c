@@ -183,25 +183,27 @@ int fb__open_regular(const char *path, int flags)
     return fd;
 }
 
-/* Length of the valid UTF-8 sequence at p (at most `left` bytes), or 0. */
-static size_t utf8_len(const unsigned char *p, size_t left)
+size_t fb__utf8_len(const unsigned char *s, size_t n)
 {
-    size_t n = p[0] >= 0xc2 && p[0] <= 0xdf ? 2
-             : p[0] >= 0xe0 && p[0] <= 0xef ? 3
-             : p[0] >= 0xf0 && p[0] <= 0xf4 ? 4 : 0;
-    if (!n || n > left)
+    unsigned c = s[0];
+    size_t len;
+    unsigned min;
+    if (c < 0x80)
+        return 1;
+    if ((c & 0xe0) == 0xc0) { len = 2; min = 0x80; c &= 0x1f; }
+    else if ((c & 0xf0) == 0xe0) { len = 3; min = 0x800; c &= 0x0f; }
+    else if ((c & 0xf8) == 0xf0) { len = 4; min = 0x10000; c &= 0x07; }
+    else return 0;
+    if (len > n)
         return 0;
-    for (size_t i = 1; i < n; i++)
-        if ((p[i] & 0xc0) != 0x80)
+    for (size_t i = 1; i < len; i++) {
+        if ((s[i] & 0xc0) != 0x80)
             return 0;
-    unsigned cp = n == 2 ? (p[0] & 0x1fu) << 6 | (p[1] & 0x3fu)
-                : n == 3 ? (p[0] & 0x0fu) << 12 | (p[1] & 0x3fu) << 6 | (p[2] & 0x3fu)
-                : (p[0] & 0x07u) << 18 | (p[1] & 0x3fu) << 12 |
-                  (p[2] & 0x3fu) << 6 | (p[3] & 0x3fu);
-    if ((n == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) ||
-        (n == 4 && (cp < 0x10000 || cp > 0x10ffff)))
+        c = (c << 6) | (s[i] & 0x3f);
+    }
+    if (c < min || c > 0x10ffff || (c >= 0xd800 && c <= 0xdfff))
         return 0;
-    return n;
+    return len;
 }
 
 char *fb__safe_text(char *dst, size_t size, const char *src)
@@ -221,7 +223,7 @@ char *fb__safe_text(char *dst, size_t size, const char *src)
          * "\xc2\x80".."\xc2\x9f": CSI among them) and any byte that is not
          * part of a valid sequence (a lone 0x9b is CSI on an 8-bit
          * terminal) become '?'. */
-        size_t n = utf8_len(p, left);
+        size_t n = fb__utf8_len(p, left);
         if (n == 0 || (n == 2 && p[0] == 0xc2 && p[1] < 0xa0)) {
             dst[i++] = '?';
             n = n ? n : 1;

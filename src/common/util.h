@@ -62,6 +62,10 @@ int fb__rm_rf(const char *path);
  * FB_ENOTREG.  `flags` adds to O_RDONLY (O_NOFOLLOW, ...). */
 int fb__open_regular(const char *path, int flags);
 
+/* Length of the valid UTF-8 sequence at s (at most n bytes; 1 for ASCII),
+ * or 0 when it is not one (overlong, surrogate, past U+10FFFF, cut). */
+size_t fb__utf8_len(const unsigned char *s, size_t n);
+
 /* Copy src into dst (size bytes, NUL-terminated) with every control
  * character written as '?' (C0 but tab, DEL, the C1 controls U+0080..U+009F)
  * and every byte that is not valid UTF-8 too, so text that came from a rank

@@ -83,7 +83,7 @@ static void test_jsonw(void)
     fb__jsonw w;
     fb__jsonw_init(&w);
     fb__jsonw_obj_begin(&w);
-    fb__jsonw_kstr(&w, "s", "q\"b\\\n\x01\xff");
+    fb__jsonw_kstr(&w, "s", "q\"b\\\n\x01\xff\x7f\xc2\x9b\xc3\xa9");
     fb__jsonw_key(&w, "a");
     fb__jsonw_arr_begin(&w);
     fb__jsonw_int(&w, -3);
@@ -94,7 +94,7 @@ static void test_jsonw(void)
     fb__jsonw_arr_end(&w);
     fb__jsonw_kbool(&w, "t", 1);
     fb__jsonw_obj_end(&w);
-    const char *want = "{\"s\":\"q\\\"b\\\\\\n\\u0001\xef\xbf\xbd\",\"a\":[-3,0.1,null,{}],\"t\":true}";
+    const char *want = "{\"s\":\"q\\\"b\\\\\\n\\u0001\xef\xbf\xbd\\u007f\\u009b\xc3\xa9\",\"a\":[-3,0.1,null,{}],\"t\":true}";
     if (strcmp(fb__jsonw_text(&w), want))
         fprintf(stderr, "jsonw: %s\n", fb__jsonw_text(&w));
     CHECK(!strcmp(fb__jsonw_text(&w), want));
