@@ -283,12 +283,14 @@ int fb__ckpt_verify(const char *dir, int has_step, uint64_t step, int threads,
 int fb__ckpt_prepare_restore(const char *dir, int world_size, int threads,
                              uint64_t *step_out,
                              void (*why_cb)(void *arg, uint64_t step,
-                                            const char *why),
+                                            int set_aside, const char *why),
                              int (*stop)(void *arg), void *arg)
 {
     fb__ckpt_entry *v;
     size_t n;
-    int rc = fb__ckpt_scan(dir, world_size, 0, &v, &n);
+    /* World sizes as the lowest rank's shard records them: a checkpoint of
+     * another job size is passed over, not set aside. */
+    int rc = fb__ckpt_scan(dir, 0, 0, &v, &n);
     if (rc)
         return rc == -ENOENT ? FB_ENOCKPT : rc;
     rc = FB_ENOCKPT;
@@ -296,6 +298,14 @@ int fb__ckpt_prepare_restore(const char *dir, int world_size, int threads,
         if (!v[i].complete)
             continue;
         char err[1024] = "";
+        if (world_size > 0 && v[i].world_size != world_size) {
+            snprintf(err, sizeof err, "saved by %d ranks, this job has %d: "
+                     "not restorable by it, left in place", v[i].world_size,
+                     world_size);
+            if (why_cb)
+                why_cb(arg, v[i].step, 0, err);
+            continue;
+        }
         int bad = 0;
         for (int r = 0; r < v[i].world_size && !bad; r++)
             bad = stop && stop(arg) ? -ECANCELED
@@ -319,7 +329,7 @@ int fb__ckpt_prepare_restore(const char *dir, int world_size, int threads,
         if (rename(from, to) == 0)
             fb__fsync_dir(dir);
         if (why_cb)
-            why_cb(arg, v[i].step, err);
+            why_cb(arg, v[i].step, 1, err);
     }
     free(v);
     return rc;

@@ -36,7 +36,11 @@ int fb__ckpt_inspect(const char *path, int has_step, uint64_t step, int rank,
  * without this check one corrupt shard makes that rank fall back alone.
  * *step_out gets the step; returns 0, FB_ENOCKPT (none), -ECANCELED (stop
  * said so; nothing more is set aside), or -errno.  why_cb (may be NULL)
- * is told each checkpoint set aside and why.  stop (may be NULL) is asked
+ * is told each checkpoint passed over and why: set_aside 1 for one set
+ * aside, 0 for one of another job size (every shard a world size other
+ * than `world_size`: a job relaunched with more or fewer ranks), which is
+ * not restorable by this job but not bad, and stays where it is.  stop
+ * (may be NULL) is asked
  * on the calling thread between shards and every 8 MiB read, so a signal
  * can end a long verification; a read blocked in the kernel (a hung hard
  * NFS mount) still waits for the kernel.
@@ -44,7 +48,7 @@ int fb__ckpt_inspect(const char *path, int has_step, uint64_t step, int rank,
 int fb__ckpt_prepare_restore(const char *dir, int world_size, int threads,
                              uint64_t *step_out,
                              void (*why_cb)(void *arg, uint64_t step,
-                                            const char *why),
+                                            int set_aside, const char *why),
                              int (*stop)(void *arg), void *arg);
 
 #endif

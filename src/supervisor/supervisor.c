@@ -667,9 +667,13 @@ static void add_useful(sup *s, uint64_t end_ns, double lost_s)
 }
 
 #ifdef FB_HAVE_CKPT_TOOL
-static void on_set_aside(void *arg, uint64_t step, const char *why)
+static void on_set_aside(void *arg, uint64_t step, int set_aside, const char *why)
 {
     sup *s = arg;
+    if (!set_aside) { /* another job size's: nothing wrong with it */
+        fb__sup_log(s, "checkpoint %llu passed over: %s", (unsigned long long)step, why);
+        return;
+    }
     char detail[768];
     snprintf(detail, sizeof detail, "checkpoint %llu set aside before the launch "
              "(every rank must restore the same step): %s",

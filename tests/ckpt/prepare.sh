@@ -37,4 +37,16 @@ out=$("$prepare" "$ck" 3) || fail "prepare: $out"
 echo "$out"
 echo "$out" | grep -q 'set aside step 10: .*rank-00001.safetensors: metadata firebreak.world_size is "4", expected 3' ||
     fail "world size not checked: $out"
+# A checkpoint of another job size (every shard says 4 ranks) is passed
+# over and left in place: a job relaunched with 3 ranks restores its own.
+for r in 0 1 2; do "$sample" "$ck" $r 3 20 20 10 >/dev/null || fail "sample $r"; done
+for r in 0 1 2 3; do "$sample" "$ck" $r 4 30 30 10 >/dev/null || fail "sample w4 $r"; done
+out=$("$prepare" "$ck" 3) || fail "prepare: $out"
+echo "$out"
+echo "$out" | grep -q 'passed over step 30: saved by 4 ranks, this job has 3' ||
+    fail "other job size not said: $out"
+echo "$out" | tail -n 1 | grep -qx 'restore 20' || fail "want restore 20 (the 3-rank step)"
+[ -d "$ck/step-0000000030" ] || fail "the 4-rank checkpoint was moved"
+out=$("$prepare" "$ck" 4) || fail "prepare 4: $out"
+echo "$out" | tail -n 1 | grep -qx 'restore 30' || fail "a 4-rank job wants its step 30: $out"
 echo PASS

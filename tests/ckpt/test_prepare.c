@@ -11,10 +11,11 @@
 #include "ckpt/tool.h"
 #include "firebreak/firebreak.h"
 
-static void why(void *arg, uint64_t step, const char *text)
+static void why(void *arg, uint64_t step, int set_aside, const char *text)
 {
     (void)arg;
-    printf("set aside step %llu: %s\n", (unsigned long long)step, text);
+    printf("%s step %llu: %s\n", set_aside ? "set aside" : "passed over",
+           (unsigned long long)step, text);
 }
 
 static int calls, stop_after;
