@@ -641,8 +641,9 @@ static void record_failure(sup *s, const char *fr_verdict)
                 f->injected[0] ? ", injected" : "");
     if (last[0] && !s->o->quiet) {
         fprintf(stderr, "  last output of rank %d:\n", f->rank);
+        char shown[sizeof last];
         for (char *line = strtok(last, "\n"); line; line = strtok(NULL, "\n"))
-            fprintf(stderr, "    | %s\n", line);
+            fprintf(stderr, "    | %s\n", fb__safe_text(shown, sizeof shown, line));
     }
 }
 
