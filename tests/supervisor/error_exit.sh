@@ -7,3 +7,11 @@ source "$(dirname "$0")/lib.sh"
 [ "$(json_field out.json '["incidents"][0]["kind"]')" = error_exit ] || fail "kind"
 [ "$(q "select exit_code||':'||rank||':'||step from incident")" = "7:1:4" ] || fail "row"
 ok "error exit recorded with its code and restarted"
+# A rank's last lines reach the console with control bytes as '?': an
+# escape sequence in its output cannot drive the operator's terminal.
+printf '#!/bin/sh\nprintf "boom \\033[2J\\033]0;owned\\007 done\\n"\nexit 3\n' > esc.sh
+chmod +x esc.sh
+"$FB" run --max-restarts 0 --run-dir esc-run -- ./esc.sh >/dev/null 2>err.txt && fail "esc.sh run succeeded"
+grep -q 'boom ?\[2J?\]0;owned? done' err.txt || fail "last line not shown safely: $(cat -v err.txt)"
+! grep -q $'\033' err.txt || fail "an escape byte reached the console: $(cat -v err.txt)"
+ok "a rank's last lines are shown without control bytes"
