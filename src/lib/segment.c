@@ -355,6 +355,30 @@ static int seg_truncated(const fb__seg *seg, uint64_t *offset)
     return fb__seg_guard_lost(seg->guard_slot, offset);
 }
 
+/* After a truncation was found: load from pages below the lowest lost one,
+ * halving the range each time, so the guard's record (and the dump's
+ * zeros) start where the file now ends, not where a reader happened to
+ * look first.  Pages below the lost one are still the file's, so a load
+ * either succeeds or faults and moves the record down: at most about 17
+ * faults for the largest segment, once. */
+static void find_file_end(const fb__seg *seg)
+{
+    long ps = sysconf(_SC_PAGESIZE);
+    uint64_t page = ps > 0 ? (uint64_t)ps : 4096, lost = 0;
+    if (!fb__seg_guard_lost(seg->guard_slot, &lost))
+        return;
+    uint64_t lo = 0, hi = lost / page; /* the first lost page is in [lo, hi] */
+    while (lo < hi) {
+        uint64_t mid = lo + (hi - lo) / 2;
+        (void)*(const volatile unsigned char *)((const char *)seg->base + mid * page);
+        fb__seg_guard_lost(seg->guard_slot, &lost);
+        if (lost <= mid * page)
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+}
+
 int fb__seg_truncated(const fb__seg *seg, uint64_t *offset)
 {
     return seg ? seg_truncated(seg, offset) : 0;
@@ -402,10 +426,11 @@ int fb__seg_check(fb__seg *seg, char *why, size_t why_size)
     /* After the loads above: any of them may have found the file shrunk,
      * and then they read zeros, which would only say "magic". */
     if (seg_truncated(seg, &lost_at)) {
+        find_file_end(seg);
+        fb__seg_guard_lost(seg->guard_slot, &lost_at);
         if (why && why_size)
-            snprintf(why, why_size, "the file was truncated (offset %llu of "
-                     "%zu bytes no longer exists)", (unsigned long long)lost_at,
-                     seg->size);
+            snprintf(why, why_size, "the file was truncated to %llu of its "
+                     "%zu bytes", (unsigned long long)lost_at, seg->size);
         return FB_EFORMAT;
     }
     if (atomic_load_explicit(&h->magic, memory_order_acquire) != FB__SEG_MAGIC) {

@@ -384,7 +384,7 @@ static void test_fr_live(void)
 static void test_truncated(void)
 {
     long page = sysconf(_SC_PAGESIZE);
-    char name[FB__SEG_NAME_MAX], path[256], why[128] = "";
+    char name[FB__SEG_NAME_MAX], path[256], why[128] = "", want[96];
     fb__seg *w = make(11, 0), *r = NULL;
     fb__seg_name(name, sizeof name, job, 11, 0);
     seg_path(path, sizeof path, 11, 0);
@@ -410,8 +410,10 @@ static void test_truncated(void)
     CHECKF(strstr(why, "truncated") != NULL, "why: %s", why);
     uint64_t off = 0;
     CHECK(fb__seg_truncated(r, &off) == 1);
-    CHECKF(off >= (uint64_t)page && off < fb__seg_size(r), "lost from %llu",
-           (unsigned long long)off);
+    CHECKF(off == (uint64_t)page, "lost from %llu", (unsigned long long)off);
+    snprintf(want, sizeof want, "truncated to %ld of its %zu bytes", page,
+             fb__seg_size(r));
+    CHECKF(strstr(why, want) != NULL, "why: %s", why);
     /* The evidence that is left can still be kept. */
     char dump[64];
     snprintf(dump, sizeof dump, "/tmp/fbseg-trunc-%d", (int)getpid());
@@ -430,6 +432,23 @@ static void test_truncated(void)
     w = NULL;
     fb__seg_remove_job(job, 11);
 
+    /* To three pages, found by fb__seg_check alone: it names the new end
+     * of the file, not the page it happened to probe. */
+    w = make(16, 0);
+    fb__seg_name(name, sizeof name, job, 16, 0);
+    seg_path(path, sizeof path, 16, 0);
+    CHECK_RC(fb__seg_open(&r, name), 0);
+    if (!w || !r)
+        goto out;
+    CHECK(truncate(path, 3 * page) == 0);
+    CHECK_RC(fb__seg_check(r, why, sizeof why), FB_EFORMAT);
+    snprintf(want, sizeof want, "truncated to %ld of its", 3 * page);
+    CHECKF(strstr(why, want) != NULL, "why: %s", why);
+    fb__seg_close(r);
+    r = NULL;
+    fb__seg_close(w);
+    w = NULL;
+
     /* To 0: even the header is gone. */
     w = make(12, 0);
     fb__seg_name(name, sizeof name, job, 12, 0);
@@ -442,7 +461,7 @@ static void test_truncated(void)
     CHECK(atomic_load(&fb__seg_hdr(r)->magic) == 0);
     CHECK_RC(fb__seg_read_report(r, 0, &rep), 0);
     CHECK_RC(fb__seg_check(r, why, sizeof why), FB_EFORMAT);
-    CHECKF(strstr(why, "truncated (offset 0 of") != NULL, "why: %s", why);
+    CHECKF(strstr(why, "truncated to 0 of") != NULL, "why: %s", why);
     fb__seg_close(r);
     r = NULL;
     CHECK_RC(fb__seg_open(&r, name), -ENOENT); /* as if not created yet */
