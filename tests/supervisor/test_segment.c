@@ -529,6 +529,9 @@ static void sigbus_child(int how)
 {
     struct rlimit no_core = {0, 0};
     setrlimit(RLIMIT_CORE, &no_core);
+    /* The default action before the guard (a sanitizer runtime would
+     * otherwise have its own handler there, which reports and exits). */
+    signal(SIGBUS, SIG_DFL);
     if (how == 3) {
         struct sigaction sa;
         memset(&sa, 0, sizeof sa);
