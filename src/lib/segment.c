@@ -429,8 +429,9 @@ int fb__seg_check(fb__seg *seg, char *why, size_t why_size)
         find_file_end(seg);
         fb__seg_guard_lost(seg->guard_slot, &lost_at);
         if (why && why_size)
-            snprintf(why, why_size, "the file was truncated to %llu of its "
-                     "%zu bytes", (unsigned long long)lost_at, seg->size);
+            snprintf(why, why_size, "the file was truncated: its pages from "
+                     "offset %llu of %zu bytes are gone",
+                     (unsigned long long)lost_at, seg->size);
         return FB_EFORMAT;
     }
     if (atomic_load_explicit(&h->magic, memory_order_acquire) != FB__SEG_MAGIC) {

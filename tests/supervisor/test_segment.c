@@ -411,8 +411,8 @@ static void test_truncated(void)
     uint64_t off = 0;
     CHECK(fb__seg_truncated(r, &off) == 1);
     CHECKF(off == (uint64_t)page, "lost from %llu", (unsigned long long)off);
-    snprintf(want, sizeof want, "truncated to %ld of its %zu bytes", page,
-             fb__seg_size(r));
+    snprintf(want, sizeof want, "truncated: its pages from offset %ld of %zu "
+             "bytes are gone", page, fb__seg_size(r));
     CHECKF(strstr(why, want) != NULL, "why: %s", why);
     /* The evidence that is left can still be kept. */
     char dump[64];
@@ -442,7 +442,7 @@ static void test_truncated(void)
         goto out;
     CHECK(truncate(path, 3 * page) == 0);
     CHECK_RC(fb__seg_check(r, why, sizeof why), FB_EFORMAT);
-    snprintf(want, sizeof want, "truncated to %ld of its", 3 * page);
+    snprintf(want, sizeof want, "pages from offset %ld of", 3 * page);
     CHECKF(strstr(why, want) != NULL, "why: %s", why);
     fb__seg_close(r);
     r = NULL;
@@ -461,7 +461,7 @@ static void test_truncated(void)
     CHECK(atomic_load(&fb__seg_hdr(r)->magic) == 0);
     CHECK_RC(fb__seg_read_report(r, 0, &rep), 0);
     CHECK_RC(fb__seg_check(r, why, sizeof why), FB_EFORMAT);
-    CHECKF(strstr(why, "truncated to 0 of") != NULL, "why: %s", why);
+    CHECKF(strstr(why, "pages from offset 0 of") != NULL, "why: %s", why);
     fb__seg_close(r);
     r = NULL;
     CHECK_RC(fb__seg_open(&r, name), -ENOENT); /* as if not created yet */
