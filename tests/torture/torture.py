@@ -257,6 +257,14 @@ def make_schedule(seed):
 # Running a schedule
 # ---------------------------------------------------------------------------
 
+def die_with_parent(sig=signal.SIGTERM):
+    """preexec_fn: the child gets `sig` when this script dies, even by
+    SIGKILL (a ctest timeout): a supervisor stops its job on SIGTERM."""
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    return lambda: libc.prctl(1, int(sig), 0, 0, 0)  # PR_SET_PDEATHSIG
+
+
 class Ctx:
     fb = trainer = data = root = None
     verbose = False
@@ -447,7 +455,8 @@ def run_leg(i, lg, sdir, ck, prev_run_dir, tag, res):
                         lg["fill"]["for"])
     t0 = time.monotonic()
     with open(out_path, "wb") as fo, open(err_path, "wb") as fe:
-        p = subprocess.Popen(cmd, stdout=fo, stderr=fe, env=env)
+        p = subprocess.Popen(cmd, stdout=fo, stderr=fe, env=env,
+                             preexec_fn=die_with_parent())
         if filler:
             filler.start()
         killed = False
@@ -679,7 +688,8 @@ def run_schedule(sched, ref_hash):
         p = subprocess.run(["unshare", "-m", "--propagation", "private",
                             sys.executable, os.path.abspath(__file__), "--inner"],
                            env=env, capture_output=True, text=True,
-                           timeout=LEG_TIMEOUT_S * (len(sched["legs"]) + 1))
+                           timeout=LEG_TIMEOUT_S * (len(sched["legs"]) + 1),
+                           preexec_fn=die_with_parent(signal.SIGKILL))
         try:
             res = json.loads(p.stdout.strip().splitlines()[-1])
         except (ValueError, IndexError):
@@ -760,7 +770,8 @@ def reference_hash():
            "--run-dir", os.path.join(sdir, "run"), "--quiet", "--json", "--",
            Ctx.trainer, "--data", Ctx.data] + TRAIN_ARGS
     env = {k: v for k, v in os.environ.items() if not k.startswith("FIREBREAK_")}
-    p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=LEG_TIMEOUT_S)
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=LEG_TIMEOUT_S,
+                       preexec_fn=die_with_parent())
     if p.returncode:
         sys.exit("FAIL: the fault-free reference run exited %d:\n%s" %
                  (p.returncode, p.stderr[-3000:]))
