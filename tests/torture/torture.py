@@ -48,7 +48,7 @@ SLEEP_MS = 25
 TRAIN_ARGS = ["--steps", str(STEPS), "--hidden", "32", "--batch", "16",
               "--ckpt-every", str(CKPT_EVERY), "--log-every", "20",
               "--sleep-ms", str(SLEEP_MS)]
-LEG_TIMEOUT_S = 120          # a leg that runs longer is a failure (a hang)
+LEG_TIMEOUT_S = 60           # a leg that runs longer is a failure (a hang)
 GONE_AFTER_EXIT_S = 3.0      # processes must be gone this soon after exit
 GONE_AFTER_SIGKILL_S = 10.0  # ... after the supervisor was SIGKILLed
 DEFAULT_COUNT = 55
@@ -65,15 +65,20 @@ KINDS = ["crashes", "hang", "corrupt", "save_kill", "crash_point",
 class Rng:
     """splitmix64, like the trainer's: the same schedule on every Python."""
 
-    def __init__(self, seed):
-        self.s = (seed * 0x9E3779B97F4A7C15 + 0x1234567) & (2**64 - 1)
-
-    def next(self):
-        self.s = (self.s + 0x9E3779B97F4A7C15) & (2**64 - 1)
-        z = self.s
+    @staticmethod
+    def mix(z):
         z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & (2**64 - 1)
         z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & (2**64 - 1)
         return z ^ (z >> 31)
+
+    def __init__(self, seed):
+        # The state starts at a hash of the seed: seeds N and N+1 must not
+        # be the same stream shifted by one draw.
+        self.s = self.mix((seed ^ 0x5EED5EED5EED) & (2**64 - 1))
+
+    def next(self):
+        self.s = (self.s + 0x9E3779B97F4A7C15) & (2**64 - 1)
+        return self.mix(self.s)
 
     def int(self, lo, hi):          # lo..hi inclusive
         return lo + self.next() % (hi - lo + 1)
@@ -415,6 +420,24 @@ class Filler(threading.Thread):
             pass
 
 
+def where_stuck(pid, tag):
+    """Evidence from a leg that never ended: its processes, the
+    supervisor's kernel stack and, with gdb, its threads' backtraces."""
+    pids = sorted(set(pgrep_tag(tag)) | {pid})
+    out = subprocess.run(["ps", "-o", "pid,ppid,stat,wchan:24,etimes,args", "-p",
+                          ",".join(map(str, pids))], capture_output=True, text=True).stdout
+    try:
+        out += "kernel stack of %d:\n%s" % (pid, open("/proc/%d/stack" % pid).read())
+    except OSError:
+        pass
+    if shutil.which("gdb"):
+        g = subprocess.run(["gdb", "-p", str(pid), "-batch", "-nx", "-ex",
+                            "thread apply all bt"], capture_output=True, text=True,
+                           timeout=60)
+        out += "\n".join(l for l in g.stdout.splitlines() if l.startswith(("#", "Thread")))
+    return out
+
+
 def run_leg(i, lg, sdir, ck, prev_run_dir, tag, res):
     """Run one leg; append its findings to res['errors']."""
     errs = res["errors"]
@@ -469,8 +492,8 @@ def run_leg(i, lg, sdir, ck, prev_run_dir, tag, res):
                     killed = True
             rc = p.wait(timeout=LEG_TIMEOUT_S)
         except subprocess.TimeoutExpired:
-            errs.append("leg %d: firebreak run still running after %d s; killed" %
-                        (i, LEG_TIMEOUT_S))
+            errs.append("leg %d: firebreak run still running after %d s; killed. "
+                        "Where it was:\n%s" % (i, LEG_TIMEOUT_S, where_stuck(p.pid, tag)))
             os.kill(p.pid, signal.SIGKILL)
             rc = p.wait()
         finally:
