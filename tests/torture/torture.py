@@ -768,6 +768,8 @@ def describe(sched):
     parts = []
     for i, lg in enumerate(sched["legs"]):
         d = []
+        if lg["same_run_dir"] and i > 0:
+            d.append("same --run-dir")
         if lg["before"]:
             d.append("tamper " + "+".join("%s(%s,r%d)" % (o["how"], o["which"], o["rank"])
                                           for o in lg["before"]))
