@@ -206,7 +206,11 @@ def make_schedule(seed):
             c = r.pick(ckpt_steps()[2:-1])
             legs.append(leg(env={"FIREBREAK_CKPT_CRASH_AT": "before_rename@%d" % c},
                             max_restarts=0, expect="fail", grace=grace))
-        legs.append(leg(before=tamper_ops(r), inject=in_process_faults(r, r.int(0, 1)),
+        # Sometimes every checkpoint is corrupt: the ranks must start
+        # afresh, from the same weights as the reference.
+        ops = [{"which": "every", "how": "flip", "rank": -1, "salt": 0}] \
+            if r.chance(0.3) else tamper_ops(r)
+        legs.append(leg(before=ops, inject=in_process_faults(r, r.int(0, 1)),
                         same_run_dir=r.chance(0.5), grace=grace))
     elif kind == "disk_full":
         # 2 ranks x ~98 KiB shards: 300-500 KiB holds 1-2 checkpoints, so
@@ -328,9 +332,29 @@ def complete_steps(ck):
     return sorted(out, reverse=True)
 
 
+def tamper_every(ck, notes):
+    """Flip a byte in the last tensor of every shard of every complete
+    checkpoint: each rank reads a whole shard into its tensors before the
+    last hash fails, and then has no checkpoint to restore."""
+    steps = complete_steps(ck)
+    for step in steps:
+        for q in range(NPROC):
+            path = os.path.join(ck, "step-%010d" % step, "rank-%05d.safetensors" % q)
+            with open(path, "r+b") as f:
+                f.seek(-3, os.SEEK_END)
+                b = f.read(1)
+                f.seek(-3, os.SEEK_END)
+                f.write(bytes([b[0] ^ 0x10]))
+    notes.append("flipped a byte in the last tensor of every shard of steps %s" %
+                 ",".join(map(str, sorted(steps))))
+
+
 def tamper(ck, ops, notes):
     steps = complete_steps(ck)
     for op in ops:
+        if op["which"] == "every":
+            tamper_every(ck, notes)
+            continue
         if not steps:
             notes.append("tamper %s: no complete checkpoint" % op["how"])
             continue
