@@ -557,6 +557,7 @@ def run_leg(i, lg, sdir, ck, prev_run_dir, tag, res):
         pass
     if not killed:
         journal_checks(i, lg, run_dir, errs)
+        journal_run_status(i, lg, rc, run_dir, errs)
         check_outcome(i, lg, rc, summary, run_dir, err_path, err_tail, res)
     return run_dir
 
@@ -655,6 +656,19 @@ def journal_checks(i, lg, run_dir, errs):
             errs.append("leg %d attempt %d: stopping the ranks took %.1f s after the %s "
                         "was detected (--grace %s)" % (i, num, ended - det, kind,
                                                        lg["grace"]))
+
+
+def journal_run_status(i, lg, rc, run_dir, errs):
+    """The journal's run row ends as the command did.  Not required when
+    the journal itself is on a full disk."""
+    if lg["disk"] and lg["disk"]["run_dir_on_disk"] and lg["expect"] == "fail":
+        return
+    want = {0: "completed", 1: "failed"}.get(rc)
+    rows = journal_query(run_dir, "select status, exit_code, ended_at is not null "
+                         "from run order by id desc limit 1")
+    if want and (not rows or tuple(rows[0]) != (want, rc, 1)):
+        errs.append("leg %d: firebreak run exited %d, the journal's run row says "
+                    "(status, exit_code, ended) = %s" % (i, rc, rows[0] if rows else None))
 
 
 def check_ckpt_dir(ck, errs):
