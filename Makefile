@@ -11,7 +11,7 @@
 PREFIX ?= /usr/local
 JOBS   ?= $(shell nproc)
 CMAKE_FLAGS ?=
-SAN_EXCLUDE ?= slurm|torch|chromium|bench|demo|build
+SAN_EXCLUDE ?= slurm|torch|chromium|bench|demo|build|torture
 
 .PHONY: all build build-asan deps deps-build demo test test-main test-asan bench install clean fuzz
 
