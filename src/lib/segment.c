@@ -608,21 +608,24 @@ static int parse_seg_filename(const char *fn, char *job, size_t job_size,
     return 0;
 }
 
-static int supervisor_alive(const char *path)
+/* Whether a segment of ours is stale: its supervisor (or, for a rank run
+ * without one, the rank) is gone.  A header not written yet belongs to a
+ * rank still initializing while the file is young (under 5 s), to a
+ * creator that died mid-way when older.  The age rule applies only to
+ * that case: a killed supervisor's segments go at the next run's start,
+ * however soon it comes. */
+static int is_stale(const char *path, const struct stat *st)
 {
     int fd = fb__open_regular(path, O_NOFOLLOW);
     if (fd < 0)
-        return 1; /* cannot tell: leave it */
+        return 0; /* cannot tell: leave it */
     fb__seg_header h;
     ssize_t n = read(fd, &h, sizeof h);
     close(fd);
     if (n != (ssize_t)sizeof h || h.magic != FB__SEG_MAGIC)
-        return 0; /* never initialized: its creator died mid-way */
-    if (h.supervisor_pid <= 0) {
-        /* Not started by a supervisor: alive while the rank is. */
-        return h.pid > 0 && (kill(h.pid, 0) == 0 || errno == EPERM);
-    }
-    return kill(h.supervisor_pid, 0) == 0 || errno == EPERM;
+        return time(NULL) - st->st_mtime >= 5;
+    pid_t owner = h.supervisor_pid > 0 ? (pid_t)h.supervisor_pid : (pid_t)h.pid;
+    return owner <= 0 || (kill(owner, 0) != 0 && errno == ESRCH);
 }
 
 /* Is any segment of `job` left in /dev/shm? */
@@ -643,8 +646,26 @@ static int job_has_segments(const char *job)
     return found;
 }
 
-/* "fb.<job>.ompi": Open MPI's shared memory of a job (supervisor/launch.c).
- * Stale when old and the job has no segment left. */
+/* Stale when the supervisor that wrote its FB__SEG_MPI_DIR_PID file is
+ * gone; without that file (an older firebreak), when old and the job has
+ * no segment left. */
+static int mpi_dir_stale(const char *path, const struct stat *st, const char *job)
+{
+    char pidfile[PATH_MAX], *text = NULL;
+    size_t len;
+    long long pid = 0;
+    if (!fb__fmt(pidfile, sizeof pidfile, "%s/" FB__SEG_MPI_DIR_PID, path) &&
+        !fb__read_file(pidfile, 64, &text, &len)) {
+        text[strcspn(text, "\n")] = '\0';
+        int bad = fb__parse_int(text, 1, INT_MAX, &pid);
+        free(text);
+        if (!bad)
+            return kill((pid_t)pid, 0) != 0 && errno == ESRCH;
+    }
+    return time(NULL) - st->st_mtime >= 5 && !job_has_segments(job);
+}
+
+/* "fb.<job>.ompi": Open MPI's shared memory of a job (supervisor/launch.c). */
 static void cleanup_mpi_dir(const char *name, const char *job_id, int only_stale)
 {
     size_t n = strlen(name);
@@ -663,7 +684,7 @@ static void cleanup_mpi_dir(const char *name, const char *job_id, int only_stale
     struct stat st;
     if (lstat(path, &st) || !S_ISDIR(st.st_mode) || st.st_uid != geteuid())
         return; /* not ours: not ours to remove */
-    if (only_stale && (time(NULL) - st.st_mtime < 5 || job_has_segments(job)))
+    if (only_stale && !mpi_dir_stale(path, &st, job))
         return;
     fb__rm_rf(path);
 }
@@ -696,13 +717,8 @@ static int cleanup(const char *job_id, int attempt, int only_stale)
         struct stat st;
         if (lstat(path, &st) || !S_ISREG(st.st_mode) || st.st_uid != geteuid())
             continue;
-        if (only_stale) {
-            /* Young segments may belong to a rank still initializing. */
-            if (time(NULL) - st.st_mtime < 5)
-                continue;
-            if (supervisor_alive(path))
-                continue;
-        }
+        if (only_stale && !is_stale(path, &st))
+            continue;
         if (unlink(path) == 0)
             removed++;
     }

@@ -334,6 +334,11 @@ int fb__seg_dump(const fb__seg *seg, const char *path);
  * left as evidence).  Returns how many were removed. */
 int fb__seg_cleanup(const char *job_id);
 
+/* In /dev/shm/fb.<job>.ompi (Open MPI's shared memory of a job, made by
+ * the supervisor for each attempt): the supervisor's pid, so that a later
+ * run can tell the directory of a killed supervisor from a live one. */
+#define FB__SEG_MPI_DIR_PID "firebreak.pid"
+
 /* Remove every segment of one job and attempt (attempt < 0: all). */
 int fb__seg_remove_job(const char *job_id, int attempt);
 
