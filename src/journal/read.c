@@ -163,7 +163,7 @@ static int check_version(fb__journal_ro *jr)
                  "not supported: this firebreak reads %d.x; %s", jr->path,
                  jr->version, FB__JOURNAL_SCHEMA_MAJOR,
                  major < FB__JOURNAL_SCHEMA_MAJOR
-                     ? "read it with the firebreak release that wrote it"
+                     ? "report on it with the firebreak release that wrote it"
                      : "use a newer firebreak");
         return FB_EVERSION;
     }
