@@ -17,9 +17,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
-#include "common/util.h"
 #include "firebreak/firebreak.h"
 #include "journal/journal.h"
 
