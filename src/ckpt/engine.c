@@ -63,9 +63,16 @@
  * Options and test hooks
  * ---------------------------------------------------------------------- */
 
-void fb_ckpt_options_init(fb_ckpt_options *opt)
+/* The size of fb_ckpt_options in the first release (every field up to
+ * `snapshot`).  Never changes: a caller's struct is at least this big. */
+#define OPTIONS_V1_SIZE (offsetof(fb_ckpt_options, snapshot) + sizeof(fb_ckpt_snapshot))
+_Static_assert(offsetof(fb_ckpt_options, struct_size) == 0,
+               "struct_size comes first (the ABI rule in firebreak.h)");
+
+static void options_defaults(fb_ckpt_options *opt)
 {
     memset(opt, 0, sizeof *opt);
+    opt->struct_size = sizeof *opt;
     opt->rank = -1;
     opt->world_size = 0;
     opt->keep = 2;
@@ -73,6 +80,50 @@ void fb_ckpt_options_init(fb_ckpt_options *opt)
     opt->on_busy = FB_CKPT_BUSY_WAIT;
     opt->on_error = FB_CKPT_ERROR_CONTINUE;
     opt->io_threads = 0;
+    opt->snapshot = FB_CKPT_SNAPSHOT_AUTO;
+}
+
+void fb_ckpt_options_init_sized(fb_ckpt_options *opt, size_t struct_size)
+{
+    fb_ckpt_options d;
+    if (!opt || struct_size < sizeof opt->struct_size)
+        return;
+    options_defaults(&d);
+    /* A newer caller's fields this library does not know: 0, their default. */
+    memset(opt, 0, struct_size);
+    memcpy(opt, &d, struct_size < sizeof d ? struct_size : sizeof d);
+    opt->struct_size = struct_size;
+}
+
+/*
+ * The caller's options as this library's struct (firebreak.h, ABI rule):
+ * the fields its struct_size covers, 0 for the rest; bytes beyond this
+ * library's struct must be 0.  0, -EINVAL, -E2BIG.
+ */
+static int options_read(const fb_ckpt_options *in, fb_ckpt_options *out)
+{
+    if (!in) {
+        options_defaults(out);
+        return 0;
+    }
+    size_t n = in->struct_size;
+    if (n < OPTIONS_V1_SIZE) {
+        fprintf(stderr, "firebreak: fb_ckpt_open: options.struct_size is %zu "
+                        "(at least %zu): start from fb_ckpt_options_init()\n",
+                n, (size_t)OPTIONS_V1_SIZE);
+        return -EINVAL;
+    }
+    memset(out, 0, sizeof *out);
+    memcpy(out, in, n < sizeof *out ? n : sizeof *out);
+    for (size_t i = sizeof *out; i < n; i++)
+        if (((const unsigned char *)in)[i]) {
+            fprintf(stderr, "firebreak: fb_ckpt_open: an option at byte %zu is "
+                            "set, but this libfirebreak (%s) knows options up "
+                            "to byte %zu only\n", i, fb_version(), sizeof *out);
+            return -E2BIG;
+        }
+    out->struct_size = sizeof *out;
+    return 0;
 }
 
 /* FIREBREAK_CKPT_CRASH_AT=POINT[@STEP]: SIGKILL at that point of a save. */
@@ -589,10 +640,9 @@ int fb__ckpt_wait_idle(fb_ckpt *ck)
 int fb_ckpt_open(fb_ckpt **out, const fb_ckpt_options *opt_in)
 {
     fb_ckpt_options opt;
-    if (opt_in)
-        opt = *opt_in;
-    else
-        fb_ckpt_options_init(&opt);
+    int rc = options_read(opt_in, &opt);
+    if (rc)
+        return rc;
     const char *dir = opt.dir ? opt.dir : fb__lib_ckpt_dir();
     if (!dir || !*dir) {
         fprintf(stderr, "firebreak: fb_ckpt_open: no checkpoint directory (set "
@@ -613,7 +663,6 @@ int fb_ckpt_open(fb_ckpt **out, const fb_ckpt_options *opt_in)
     fb_ckpt *ck = calloc(1, sizeof *ck);
     if (!ck)
         return -ENOMEM;
-    int rc;
     if (fb__fmt(ck->dir, sizeof ck->dir, "%s", dir)) {
         rc = -ENAMETOOLONG;
         goto fail;
