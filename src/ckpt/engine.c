@@ -21,11 +21,12 @@
  * rank parses, matches the registered tensors and verifies hash by hash,
  * read by io_threads threads in parallel straight into the tensors.
  *
- * Tests crash the engine on purpose with FIREBREAK_CKPT_CRASH_AT=POINT[@STEP]
- * (POINT: before_rename, after_rename, during_delete; SIGKILL there),
- * inject write errors with FIREBREAK_CKPT_FAIL=ENOSPC|EIO|EACCES[@STEP], and
- * slow the writer with FIREBREAK_CKPT_WRITE_DELAY_MS and, before it copies
- * write-protected tensors, FIREBREAK_CKPT_DRAIN_DELAY_MS.
+ * In a test build (FB_TEST_HOOKS), tests crash the engine on purpose with
+ * FIREBREAK_CKPT_CRASH_AT=POINT[@STEP] (POINT: before_rename, after_rename,
+ * during_delete; SIGKILL there), inject write errors with
+ * FIREBREAK_CKPT_FAIL=ENOSPC|EIO|EACCES|EDQUOT[@STEP], and slow the writer
+ * with FIREBREAK_CKPT_WRITE_DELAY_MS and, before it copies write-protected
+ * tensors, FIREBREAK_CKPT_DRAIN_DELAY_MS.  A release build has none of them.
  */
 #include "ckpt/engine.h"
 
@@ -126,6 +127,12 @@ static int options_read(const fb_ckpt_options *in, fb_ckpt_options *out)
     return 0;
 }
 
+/*
+ * Test hooks, compiled in only with FB_TEST_HOOKS (a CMake option, on in
+ * the build trees `make test` uses, off in `make install`'s: see
+ * docs/development.md).  A release library ignores these variables.
+ */
+#ifdef FB_TEST_HOOKS
 /* FIREBREAK_CKPT_CRASH_AT=POINT[@STEP]: SIGKILL at that point of a save. */
 static void crash_hook(const char *point, uint64_t step)
 {
@@ -162,6 +169,34 @@ static int injected_write_error(uint64_t step)
             return -names[i].err;
     return 0;
 }
+
+/* FIREBREAK_CKPT_WRITE_DELAY_MS / _DRAIN_DELAY_MS=N: the writer sleeps N ms
+ * (at most 60 s) before writing the shard / copying protected tensors. */
+static void test_delay(const char *var)
+{
+    const char *v = fb__getenv(var);
+    long long ms;
+    if (v && fb__parse_int(v, 0, 60000, &ms) == 0)
+        usleep((useconds_t)ms * 1000);
+}
+#else
+static void crash_hook(const char *point, uint64_t step)
+{
+    (void)point;
+    (void)step;
+}
+
+static int injected_write_error(uint64_t step)
+{
+    (void)step;
+    return 0;
+}
+
+static void test_delay(const char *var)
+{
+    (void)var;
+}
+#endif
 
 /* ------------------------------------------------------------------------
  * Handles still open at exit are flushed (fb_finalize's promise).
@@ -522,7 +557,6 @@ static int persist(fb_ckpt *ck, uint64_t step, int from_staging, uint64_t stall_
 {
     char why[FB__REPORT_TEXT_MAX + 200] = "";
     uint64_t bytes = 0;
-    long long delay_ms;
     char how[80];
     if (!from_staging)
         snprintf(how, sizeof how, "synchronous save");
@@ -533,9 +567,7 @@ static int persist(fb_ckpt *ck, uint64_t step, int from_staging, uint64_t stall_
     if (ck->job_protected) {
         /* Finish the snapshot first: copy what save protected.  Tests hold
          * the copy back to make writes wait for it. */
-        const char *hold = fb__getenv("FIREBREAK_CKPT_DRAIN_DELAY_MS");
-        if (hold && fb__parse_int(hold, 0, 60000, &delay_ms) == 0)
-            usleep((useconds_t)delay_ms * 1000);
+        test_delay("FIREBREAK_CKPT_DRAIN_DELAY_MS");
         int wrc = fb__wp_drain(ck);
         ck->job_protected = 0;
         ck->last_faults = ck->wp.faults;
@@ -553,9 +585,7 @@ static int persist(fb_ckpt *ck, uint64_t step, int from_staging, uint64_t stall_
             return wrc;
         }
     }
-    const char *delay = fb__getenv("FIREBREAK_CKPT_WRITE_DELAY_MS");
-    if (delay && fb__parse_int(delay, 0, 60000, &delay_ms) == 0) /* tests */
-        usleep((useconds_t)delay_ms * 1000);
+    test_delay("FIREBREAK_CKPT_WRITE_DELAY_MS");
     uint64_t t0 = fb__now_ns();
     int rc = write_shard(ck, step, from_staging, &bytes, why, sizeof why);
     uint64_t persist_ns = fb__now_ns() - t0;

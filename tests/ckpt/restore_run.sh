@@ -17,7 +17,8 @@
 #                 16 GiB shard: the run ends at once, nothing launched,
 #                 nothing set aside
 #
-# Usage: restore_run.sh FIREBREAK CASE
+# Usage: restore_run.sh FIREBREAK CASE   (exit 77: skipped; ctest passes
+# FB_TEST_HOOKS=ON|OFF, the build's, in the environment)
 set -u
 FB=$1 CASE=$2
 TOY=$(dirname "$FB")/fb-toy-train
@@ -110,6 +111,9 @@ all_corrupt)
     ok "failed restores left the state untouched (final hash $b)"
     ;;
 save_wait)
+    # The slow writer is a test hook (FIREBREAK_CKPT_WRITE_DELAY_MS).
+    [ "${FB_TEST_HOOKS:-ON}" = ON ] ||
+        { echo "skipped: built without the checkpoint test hooks (FB_TEST_HOOKS)"; exit 77; }
     FIREBREAK_CKPT_WRITE_DELAY_MS=3000 timeout -k 5 60 "$FB" run --run-dir r1 \
         --ckpt-dir ck --hang-timeout 1.5s --max-restarts 0 --nproc-per-node 1 -- \
         "$TOY" --steps 10 --sleep-ms 10 --ckpt-every 5 >/dev/null 2>err.txt ||
