@@ -3,9 +3,11 @@
  * checkpoint holds the tensors as they were when fb_ckpt_save was called,
  * whatever the program writes right after, and nothing ever waits forever.
  * FIREBREAK_CKPT_DRAIN_DELAY_MS holds the writer's copy back so that the
- * writes below really land on protected pages.  `test_protect CASE`.
+ * writes below really land on protected pages.  `test_protect CASE`;
+ * `test_protect --list` names them (the table at the end).
  *
- * Exit 77 (skipped) where the kernel refuses userfaultfd to this process.
+ * Exit 77 (skipped) where the kernel refuses userfaultfd to this process,
+ * or the case needs the test hooks and the build has none.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -482,38 +484,72 @@ static int case_unprivileged(const char *dir)
     return 0;
 }
 
+static int run_overwrite(const char *dir) { case_overwrite(dir); return 0; }
+static int run_threads_kernel(const char *dir) { case_threads_kernel(dir); return 0; }
+static int run_fork(const char *dir) { case_fork(dir); return 0; }
+static int run_neighbors(const char *dir) { case_neighbors(dir); return 0; }
+static int run_fallbacks(const char *dir) { case_fallbacks(dir); return 0; }
+
+/*
+ * The cases, the only list: tests/ckpt/CMakeLists.txt reads this table
+ * (one `{"name", ...}` per line), `test_protect --list` prints it.  HOOKS:
+ * the case holds the writer's copy back (FIREBREAK_CKPT_DRAIN_DELAY_MS), a
+ * test hook; a build without them (FB_TEST_HOOKS off) skips it.  UFFD: the
+ * case needs userfaultfd, skipped where the kernel refuses it.
+ */
+enum { UFFD = 1, HOOKS = 2 };
+static const struct {
+    const char *name;
+    int (*run)(const char *dir);
+    int needs;
+} cases[] = {
+    {"overwrite", run_overwrite, UFFD | HOOKS},
+    {"threads_kernel", run_threads_kernel, UFFD | HOOKS},
+    {"fork", run_fork, UFFD | HOOKS},
+    {"neighbors", run_neighbors, UFFD | HOOKS},
+    {"fallbacks", run_fallbacks, UFFD},
+    {"unprivileged", case_unprivileged, 0},
+};
+
 int main(int argc, char **argv)
 {
+    size_t ncases = sizeof cases / sizeof cases[0];
     if (argc < 2) {
-        fprintf(stderr, "usage: test_protect CASE\n");
+        fprintf(stderr, "usage: test_protect CASE | --list\n");
         return 2;
     }
+    if (!strcmp(argv[1], "--list")) {
+        for (size_t i = 0; i < ncases; i++)
+            printf("%s\n", cases[i].name);
+        return 0;
+    }
+    const char *c = argv[1];
+    size_t i = 0;
+    while (i < ncases && strcmp(cases[i].name, c))
+        i++;
+    if (i == ncases) {
+        fprintf(stderr, "unknown case %s (test_protect --list)\n", c);
+        return 2;
+    }
+#ifndef FB_TEST_HOOKS
+    if (cases[i].needs & HOOKS) {
+        fprintf(stderr, "%s: needs the checkpoint test hooks (FB_TEST_HOOKS); "
+                        "skipped\n", c);
+        return SKIP;
+    }
+#endif
     snprintf(root, sizeof root, "%s/fb-protect-test.%d",
              getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", (int)getpid());
     fb__mkdir_p(root, 0755);
     char dir[512];
     snprintf(dir, sizeof dir, "%s/ck", root);
     alarm(60); /* a write that waits forever fails the test, not CI */
-    const char *c = argv[1];
     int rc = 0;
-    if (strcmp(c, "unprivileged") && !available(dir)) {
+    if ((cases[i].needs & UFFD) && !available(dir)) {
         fprintf(stderr, "%s: userfaultfd refused to this process; skipped\n", c);
         rc = SKIP;
-    } else if (!strcmp(c, "overwrite")) {
-        case_overwrite(dir);
-    } else if (!strcmp(c, "threads_kernel")) {
-        case_threads_kernel(dir);
-    } else if (!strcmp(c, "fork")) {
-        case_fork(dir);
-    } else if (!strcmp(c, "neighbors")) {
-        case_neighbors(dir);
-    } else if (!strcmp(c, "fallbacks")) {
-        case_fallbacks(dir);
-    } else if (!strcmp(c, "unprivileged")) {
-        rc = case_unprivileged(dir);
     } else {
-        fprintf(stderr, "unknown case %s\n", c);
-        return 2;
+        rc = cases[i].run(dir);
     }
     fb__rm_rf(root);
     if (failures)
