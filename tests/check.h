@@ -8,6 +8,7 @@
  *   CHECK_RC(expr, want)        an int return code (names it: fb_strerror)
  *   CHECK_EQ_INT(a, b)          two integers (as long long) are equal
  *   CHECK_EQ_U64(a, b)          two unsigned integers (as unsigned long long)
+ *   CHECK_EQ_DBL(a, b)          two doubles are exactly equal
  *   CHECK_EQ_STR(a, b)          two strings are equal (NULL is a value)
  *   CHECK_EQ_MEM(a, b, n)       n bytes are equal (names the first that is not)
  *
@@ -72,6 +73,16 @@ static int failures;
                            b_ = (unsigned long long)(b);                      \
         if (a_ != b_) {                                                       \
             fprintf(stderr, "%s:%d: check failed: %s == %s: %llu != %llu\n",  \
+                    __FILE__, __LINE__, #a, #b, a_, b_);                      \
+            failures++;                                                       \
+        }                                                                     \
+    } while (0)
+
+#define CHECK_EQ_DBL(a, b)                                                    \
+    do {                                                                      \
+        double a_ = (double)(a), b_ = (double)(b);                            \
+        if (!(a_ == b_)) {                                                    \
+            fprintf(stderr, "%s:%d: check failed: %s == %s: %.17g != %.17g\n",\
                     __FILE__, __LINE__, #a, #b, a_, b_);                      \
             failures++;                                                       \
         }                                                                     \
