@@ -8,9 +8,9 @@
  * next older one is tried.  A shard whose tensors differ from the
  * registered ones (names, dtypes, shapes, a slice's place) is a program
  * error, not damage: restore stops with FB_EMISMATCH and says what
- * differs.  A shard whose
- * recorded step, rank or world size is not its place (a shard copied or
- * linked under another step's name) is damage: fall back.
+ * differs.  A shard whose recorded step, rank or world size is not its
+ * place (a shard copied or linked under another step's name) is damage:
+ * fall back.
  *
  * Nothing is written into the registered tensors before the whole shard
  * has verified, so a restore that fails leaves them byte for byte as they
