@@ -193,7 +193,7 @@ static void case_overwrite(const char *dir)
     uint64_t t0 = fb__now_ns();
     CHECK_RC(fb_ckpt_save(ck, 1), 0);
     uint64_t saved = fb__now_ns();
-    CHECK(ck->last_protected == 1);
+    CHECK_EQ_INT(ck->last_protected, 1);
     /* The untouched tensor first, while the copy is held back: its first
      * write must wait too (pages never touched are protected as well). */
     fill(s.p[T_UNTOUCHED], s.n[T_UNTOUCHED], 100 + T_UNTOUCHED);
@@ -220,12 +220,12 @@ static void case_overwrite(const char *dir)
     set_fill(&s, 7);
     fill(s.p[T_UNTOUCHED], s.n[T_UNTOUCHED], 7 + T_UNTOUCHED);
     CHECK_RC(fb_ckpt_save(ck, 2), 0);
-    CHECK(ck->last_protected == 1);
+    CHECK_EQ_INT(ck->last_protected, 1);
     set_overwrite(&s, 200, 0, 1);
     CHECK_RC(fb_ckpt_wait(ck), 0);
     uint64_t step = 0;
     CHECK_RC(fb_ckpt_restore(ck, &step), 0);
-    CHECK(step == 2);
+    CHECK_EQ_U64(step, 2);
     for (int i = 0; i < T_COUNT; i++)
         CHECKF(same(s.p[i], s.n[i], 7 + (unsigned)i), "save 2: t%02d", i);
     fb_ckpt_close(ck);
@@ -259,7 +259,7 @@ static void case_threads_kernel(const char *dir)
     fill(msg, sizeof msg, 99);
     CHECK(write(fds[1], msg, sizeof msg) == (ssize_t)sizeof msg);
     CHECK_RC(fb_ckpt_save(ck, 1), 0);
-    CHECK(ck->last_protected == 1);
+    CHECK_EQ_INT(ck->last_protected, 1);
     pthread_t tid[2];
     writer_arg args[2] = {{&s, 0}, {&s, 1}};
     for (int k = 0; k < 2; k++)
@@ -282,13 +282,13 @@ static void case_threads_kernel(const char *dir)
     CHECKF(WIFEXITED(status) && WEXITSTATUS(status) != 1,
            "process_vm_writev into a protected tensor failed (status %d)", status);
     if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
-        CHECK(memcmp(remote, msg, sizeof msg) == 0);
+        CHECK_EQ_MEM(remote, msg, sizeof msg);
     else
         fprintf(stderr, "threads_kernel: process_vm_writev not permitted here; "
                         "that part skipped\n");
     for (int k = 0; k < 2; k++)
         pthread_join(tid[k], NULL);
-    CHECK(memcmp((char *)s.p[T_HUGE] + 12345, msg, sizeof msg) == 0);
+    CHECK_EQ_MEM((char *)s.p[T_HUGE] + 12345, msg, sizeof msg);
     CHECK(same(s.p[T_SMALL], s.n[T_SMALL], 100 + T_SMALL));
     CHECK_RC(fb_ckpt_wait(ck), 0);
     unsetenv("FIREBREAK_CKPT_DRAIN_DELAY_MS");
@@ -316,7 +316,7 @@ static void case_fork(const char *dir)
     CHECK(pid > 0);
     int status = 0;
     CHECK(waitpid(pid, &status, 0) == pid);
-    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    CHECKF(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child status 0x%x", status);
     /* The child did not wait for the parent's copy (held back 2 s). */
     CHECKF(fb__now_ns() - t0 < 1500000000ull, "the child took %.3f s: it "
            "waited on the parent's write protection",
@@ -354,7 +354,7 @@ static void case_neighbors(const char *dir)
     setenv("FIREBREAK_CKPT_DRAIN_DELAY_MS", "1500", 1);
     uint64_t t0 = fb__now_ns();
     CHECK_RC(fb_ckpt_save(ck, 1), 0);
-    CHECK(ck->last_protected == 1);
+    CHECK_EQ_INT(ck->last_protected, 1);
     for (int i = 0; i < N; i++) {
         memset(before[i], 0xab, 100);
         memset(after[i], 0xcd, 100);
@@ -396,9 +396,10 @@ static void case_fallbacks(const char *dir)
     fill(m, n, 1);
     fill(shared, n, 2);
     CHECK_RC(fb_ckpt_save(ck, 1), 0);
-    CHECK(ck->last_protected == 1);
+    CHECK_EQ_INT(ck->last_protected, 1);
     /* Shared memory could be written through another mapping: copied. */
-    CHECK(ck->t[0].wp == 1 && ck->t[1].wp == 0);
+    CHECK_EQ_INT(ck->t[0].wp, 1);
+    CHECK_EQ_INT(ck->t[1].wp, 0);
     CHECK_RC(fb_ckpt_wait(ck), 0);
 
     /* Replace the private tensor's memory at the same address. */
@@ -406,19 +407,21 @@ static void case_fallbacks(const char *dir)
                -1, 0) == m);
     fill(m, n, 3);
     CHECK_RC(fb_ckpt_save(ck, 2), 0);
-    CHECK(ck->last_protected == 0); /* this one copied ...              */
+    CHECK_EQ_INT(ck->last_protected, 0); /* this one copied ...              */
     fill(m, n, 4);
     CHECK_RC(fb_ckpt_wait(ck), 0);
     uint64_t step = 0;
     CHECK_RC(fb_ckpt_restore(ck, &step), 0);
-    CHECK(step == 2 && same(m, n, 3) && same(shared, n, 2));
+    CHECK_EQ_U64(step, 2);
+    CHECK(same(m, n, 3) && same(shared, n, 2));
     fill(m, n, 5);
     CHECK_RC(fb_ckpt_save(ck, 3), 0);
-    CHECK(ck->last_protected == 1); /* ... the next protects it again  */
+    CHECK_EQ_INT(ck->last_protected, 1); /* ... the next protects it again  */
     fill(m, n, 6);
     CHECK_RC(fb_ckpt_wait(ck), 0);
     CHECK_RC(fb_ckpt_restore(ck, &step), 0);
-    CHECK(step == 3 && same(m, n, 5));
+    CHECK_EQ_U64(step, 3);
+    CHECK(same(m, n, 5));
     fb_ckpt_close(ck);
 
     /* FIREBREAK_CKPT_SNAPSHOT overrides the option; a bad value is named. */
@@ -427,7 +430,7 @@ static void case_fallbacks(const char *dir)
     CHECK(ck != NULL);
     CHECK_RC(fb_ckpt_register(ck, "private", FB_DTYPE_U8, 1, shape, m), 0);
     CHECK_RC(fb_ckpt_save(ck, 4), 0);
-    CHECK(ck->last_protected == 0);
+    CHECK_EQ_INT(ck->last_protected, 0);
     CHECK_RC(fb_ckpt_wait(ck), 0);
     fb_ckpt_close(ck);
     setenv("FIREBREAK_CKPT_SNAPSHOT", "cow", 1);
@@ -466,7 +469,7 @@ static int case_unprivileged(const char *dir)
         int64_t shape[1] = {(int64_t)n};
         CHECK_RC(fb_ckpt_register(ck, "x", FB_DTYPE_U8, 1, shape, m), 0);
         CHECK_RC(fb_ckpt_save(ck, 1), 0);
-        CHECK(ck->last_protected == 0);
+        CHECK_EQ_INT(ck->last_protected, 0);
         fill(m, n, 2);
         CHECK_RC(fb_ckpt_wait(ck), 0);
         uint64_t step;
