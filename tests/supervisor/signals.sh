@@ -36,7 +36,8 @@ for i in $(seq 100); do
 done
 [ "$(ls "$T"/runs/*/child.* | wc -l)" = 2 ] || fail "ranks did not start (2)"
 kill -KILL $sup
-wait $sup 2>/dev/null || true
+rc=0; wait $sup 2>/dev/null || rc=$?
+[ $rc = 137 ] || fail "the supervisor exited $rc before it was SIGKILLed: $(tail -3 err.txt)"
 for i in $(seq 50); do
     [ -z "$(leftovers)" ] && break
     sleep 0.1
