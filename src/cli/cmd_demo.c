@@ -18,7 +18,6 @@
 #include "cli/cli.h"
 #include "common/jsonw.h"
 #include "common/util.h"
-#include "supervisor/proc.h"
 #include "supervisor/supervisor.h"
 #ifdef FB_HAVE_REPORT
 #include "report/report.h"

@@ -54,6 +54,13 @@ int fb__mkdir_p(const char *path, unsigned mode);
 /* Remove a directory tree (no symlink following); 0 or -errno. */
 int fb__rm_rf(const char *path);
 
+/* Resolve `prog` like execvp (a name with a '/' as it is, else the first
+ * match on PATH) and check it is executable.  0, or -errno (-ENOENT,
+ * -EACCES, -EISDIR, -ENAMETOOLONG), with the resolved path in `resolved`
+ * when found.  (The supervisor checks its program and srun with it; the
+ * demo finds its trainer.) */
+int fb__proc_find_program(const char *prog, char *resolved, size_t size);
+
 /* open(2) a file that must be a regular file, for reading input from
  * outside (shards, dumps, journals, rates files, sysfs): the open is
  * non-blocking, so a FIFO or a device in its place cannot hang the caller,

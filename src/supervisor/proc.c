@@ -158,44 +158,6 @@ int fb__proc_sweep(const pid_t *keep, int nkeep, int timeout_ms)
     return killed;
 }
 
-int fb__proc_find_program(const char *prog, char *resolved, size_t size)
-{
-    if (strchr(prog, '/')) {
-        if (fb__fmt(resolved, size, "%s", prog))
-            return -ENAMETOOLONG;
-        struct stat st;
-        if (stat(prog, &st))
-            return -errno;
-        if (S_ISDIR(st.st_mode))
-            return -EISDIR;
-        return access(prog, X_OK) ? -errno : 0;
-    }
-    const char *path = getenv("PATH");
-    if (!path)
-        path = "/usr/local/bin:/usr/bin:/bin";
-    int saw_eacces = 0;
-    const char *p = path;
-    while (*p) {
-        const char *colon = strchr(p, ':');
-        size_t len = colon ? (size_t)(colon - p) : strlen(p);
-        char cand[PATH_MAX];
-        if (fb__fmt(cand, sizeof cand, "%.*s/%s", (int)len, len ? p : ".", prog) == 0) {
-            struct stat st;
-            if (stat(cand, &st) == 0 && !S_ISDIR(st.st_mode)) {
-                if (access(cand, X_OK) == 0) {
-                    fb__fmt(resolved, size, "%s", cand);
-                    return 0;
-                }
-                saw_eacces = 1;
-            }
-        }
-        p += len;
-        if (*p == ':')
-            p++;
-    }
-    return saw_eacces ? -EACCES : -ENOENT;
-}
-
 /* ---- the shim ---- */
 
 /* Reap every child that ended.  The rank's own status is kept (*reaped,

@@ -66,8 +66,4 @@ int fb__proc_sweep(const pid_t *keep, int nkeep, int timeout_ms);
 /* pidfd_open(2) wrapper; -errno on failure. */
 int fb__pidfd_open(pid_t pid);
 
-/* Resolve `prog` like execvp and check it is executable.  0, or -errno
- * (-ENOENT, -EACCES) with the resolved path in `resolved` when found. */
-int fb__proc_find_program(const char *prog, char *resolved, size_t size);
-
 #endif

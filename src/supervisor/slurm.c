@@ -11,7 +11,8 @@
  *      (unit 0; the rank of task t is SLURM_PROCID, on node t / per-node);
  *   4. starts one watcher per node: `srun --ntasks-per-node=1 firebreak
  *      watch` (unit 1), whose stdout is a pipe the supervisor polls
- *      (fb__sup_slurm_fd): rank ends and heartbeats arrive as fbw1 lines.
+ *      (fb__sup_slurm_fd): rank ends and heartbeats arrive as fbw1 lines,
+ *      read here with fb__fbw1_parse (fbw1.h; the watcher is watcher.c).
  * When too few healthy nodes remain the attempt cannot launch: the run
  * stops with a message naming the excluded nodes, or, with
  * --on-no-nodes requeue, asks Slurm to requeue the job first.
@@ -33,17 +34,18 @@
 #include <unistd.h>
 
 #include "common/util.h"
-#include "supervisor/slurm.h"
+#include "supervisor/fbw1.h"
 #include "supervisor/sup.h"
 
 #define MAX_NODES 1024
+_Static_assert(FB__FBW1_NODEID_MAX == MAX_NODES - 1, "a hello names one of our nodes");
 #define MAX_RANKS 8192
 #define UNIT_WATCHERS 1          /* index in s->units */
 #define HEALTH_TIMEOUT_MS 120000
 
 typedef struct snode {
-    char name[FB__SLURM_NODE_MAX];
-    char addr[FB__SLURM_NODE_MAX];
+    char name[FB__FBW1_NODE_MAX];
+    char addr[FB__FBW1_NODE_MAX];
     int bad;                     /* excluded for the rest of the run */
     char why[256];
 } snode;
@@ -63,7 +65,7 @@ struct fb__sup_slurm {
     int cur[MAX_NODES];          /* this attempt's nodes (indices)        */
     int ncur;
     int watch_fd;                /* watchers' stdout; -1                   */
-    char buf[8 * FB__SLURM_LINE_MAX];
+    char buf[8 * FB__FBW1_LINE_MAX];
     size_t len;
     int dropping;                /* inside an over-long line              */
     int watch_stop_sent;
@@ -74,163 +76,6 @@ struct fb__sup_slurm {
 };
 
 static struct fb__sup_slurm g_slurm; /* one supervisor per process */
-
-/* ---- the fbw1 line protocol ---- */
-
-int fb__slurm_node_name_ok(const char *s)
-{
-    size_t n = 0;
-    for (; s[n]; n++) {
-        char c = s[n];
-        int ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-                 (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-';
-        if (!ok || n >= FB__SLURM_NODE_MAX - 1)
-            return 0;
-    }
-    return n > 0;
-}
-
-const char *fb__slurm_end_how_name(fb__slurm_end_how how)
-{
-    switch (how) {
-    case FB_SLURM_END_EXIT: return "exit";
-    case FB_SLURM_END_SIGNAL: return "signal";
-    case FB_SLURM_END_FINALIZED: return "finalized";
-    case FB_SLURM_END_VANISHED: return "vanished";
-    }
-    return "unknown";
-}
-
-/* Split `line` into at most `max` space-separated fields; the last one
- * takes the rest of the line when rest is set. */
-static int split(char *line, char **f, int max, int rest)
-{
-    int n = 0;
-    char *p = line;
-    while (*p && n < max) {
-        if (rest && n == max - 1) {
-            f[n++] = p;
-            break;
-        }
-        f[n++] = p;
-        char *sp = strchr(p, ' ');
-        if (!sp)
-            break;
-        *sp = '\0';
-        p = sp + 1;
-    }
-    return n;
-}
-
-static int num(const char *s, long long lo, long long hi, long long *out)
-{
-    return fb__parse_int(s, lo, hi, out);
-}
-
-int fb__slurm_parse_line(const char *line, size_t len, int max_rank,
-                         fb__slurm_msg *m)
-{
-    char buf[FB__SLURM_LINE_MAX + 1];
-    char *f[8];
-    long long a, b, c;
-    if (len == 0 || len > FB__SLURM_LINE_MAX || memchr(line, '\0', len))
-        return -EINVAL;
-    memcpy(buf, line, len);
-    buf[len] = '\0';
-    memset(m, 0, sizeof *m);
-    if (strncmp(buf, "fbw1 ", 5))
-        return -EINVAL;
-    char *body = buf + 5;
-    if (!strncmp(body, "health ", 7)) {
-        int n = split(body, f, 4, 1);
-        if (n < 3 || !fb__slurm_node_name_ok(f[1]))
-            return -EINVAL;
-        if (strcmp(f[2], "ok") && strcmp(f[2], "warn") && strcmp(f[2], "fail") &&
-            strcmp(f[2], "error"))
-            return -EINVAL;
-        m->kind = FB_SLURM_MSG_HEALTH;
-        snprintf(m->node, sizeof m->node, "%s", f[1]);
-        snprintf(m->verdict, sizeof m->verdict, "%s", f[2]);
-        snprintf(m->reason, sizeof m->reason, "%s", n > 3 ? f[3] : "");
-        return 0;
-    }
-    if (!strncmp(body, "report ", 7)) {
-        char *r[11];
-        long long v[9];
-        static const long long lo[9] = {0, 0, 0, INT32_MIN, 0, 0, 0, 0, 0};
-        static const long long hi[9] = {0, INT64_MAX, 64, INT32_MAX, INT64_MAX,
-                                        INT64_MAX, INT64_MAX, INT64_MAX, INT64_MAX};
-        int k = split(body, r, 11, 1);
-        if (k < 10)
-            return -EINVAL;
-        for (int i = 0; i < 9; i++) {
-            long long h = i == 0 ? max_rank - 1 : hi[i];
-            if (num(r[i + 1], lo[i], h, &v[i]))
-                return -EINVAL;
-        }
-        m->kind = FB_SLURM_MSG_REPORT;
-        m->rank = (int)v[0];
-        m->rep_idx = v[1];
-        m->rep_kind = (int)v[2];
-        m->rep_code = (int)v[3];
-        m->rep_step = v[4];
-        m->rep_bytes = v[5];
-        m->rep_v1 = v[6];
-        m->rep_v2 = v[7];
-        m->rep_wall_ns = v[8];
-        snprintf(m->rep_text, sizeof m->rep_text, "%s", k > 10 ? r[10] : "");
-        return 0;
-    }
-    int n = split(body, f, 6, 0);
-    if (n == 4 && !strcmp(f[0], "hello") && fb__slurm_node_name_ok(f[1]) &&
-        !num(f[2], 0, MAX_NODES - 1, &a) && !num(f[3], 1, INT32_MAX, &b)) {
-        m->kind = FB_SLURM_MSG_HELLO;
-        snprintf(m->node, sizeof m->node, "%s", f[1]);
-        m->nodeid = (int)a;
-        m->pid = b;
-        return 0;
-    }
-    if (n == 3 && !strcmp(f[0], "attach") && !num(f[1], 0, max_rank - 1, &a) &&
-        !num(f[2], 1, INT32_MAX, &b)) {
-        m->kind = FB_SLURM_MSG_ATTACH;
-        m->rank = (int)a;
-        m->pid = b;
-        return 0;
-    }
-    if (n == 5 && !strcmp(f[0], "beat") && !num(f[1], 0, max_rank - 1, &a) &&
-        !num(f[2], -1, INT64_MAX, &b) && !num(f[3], 0, 15, &c)) {
-        long long age;
-        if (num(f[4], 0, INT64_MAX, &age))
-            return -EINVAL;
-        m->kind = FB_SLURM_MSG_BEAT;
-        m->rank = (int)a;
-        m->step = b;
-        m->phase = (int)c;
-        m->age_ms = age;
-        return 0;
-    }
-    if (n == 4 && !strcmp(f[0], "end") && !num(f[1], 0, max_rank - 1, &a) &&
-        !num(f[3], -255, 255, &c)) {
-        static const fb__slurm_end_how hows[] = {FB_SLURM_END_EXIT,
-            FB_SLURM_END_SIGNAL, FB_SLURM_END_FINALIZED, FB_SLURM_END_VANISHED};
-        for (size_t i = 0; i < sizeof hows / sizeof hows[0]; i++) {
-            if (!strcmp(f[2], fb__slurm_end_how_name(hows[i]))) {
-                m->kind = FB_SLURM_MSG_END;
-                m->rank = (int)a;
-                m->how = hows[i];
-                m->code = (int)c;
-                return 0;
-            }
-        }
-        return -EINVAL;
-    }
-    if (n == 2 && !strcmp(f[0], "bye") && fb__slurm_node_name_ok(f[1])) {
-        m->kind = FB_SLURM_MSG_BYE;
-        snprintf(m->node, sizeof m->node, "%s", f[1]);
-        return 0;
-    }
-    return -EINVAL;
-}
 
 /* ---- running commands ---- */
 
@@ -344,13 +189,13 @@ static void load_addrs(struct fb__sup_slurm *g)
     if (run_capture(argv, out, sizeof out, -1, 10000) != 0)
         return;
     for (char *line = strtok(out, "\n"); line; line = strtok(NULL, "\n")) {
-        char name[FB__SLURM_NODE_MAX] = "", addr[FB__SLURM_NODE_MAX] = "";
+        char name[FB__FBW1_NODE_MAX] = "", addr[FB__FBW1_NODE_MAX] = "";
         char *p = strstr(line, "NodeName="), *q = strstr(line, "NodeAddr=");
         if (!p || !q || sscanf(p + 9, "%63[^ ]", name) != 1 ||
             sscanf(q + 9, "%63[^ ]", addr) != 1)
             continue;
         int i = node_index(g, name);
-        if (i >= 0 && fb__slurm_node_name_ok(addr))
+        if (i >= 0 && fb__fbw1_node_name_ok(addr))
             snprintf(g->nodes[i].addr, sizeof g->nodes[i].addr, "%s", addr);
     }
 }
@@ -426,12 +271,12 @@ int fb__sup_slurm_init(sup *s)
     }
     for (char *line = strtok(out, "\n"); line && g->nnodes < MAX_NODES;
          line = strtok(NULL, "\n")) {
-        if (!fb__slurm_node_name_ok(line)) {
+        if (!fb__fbw1_node_name_ok(line)) {
             fprintf(stderr, "firebreak run: unexpected node name '%.64s' from "
                     "scontrol show hostnames\n", line);
             return -EINVAL;
         }
-        snprintf(g->nodes[g->nnodes].name, FB__SLURM_NODE_MAX, "%s", line);
+        snprintf(g->nodes[g->nnodes].name, FB__FBW1_NODE_MAX, "%s", line);
         g->nnodes++;
     }
     load_addrs(g);
@@ -460,7 +305,7 @@ static void health_check(sup *s, const int *cand, int ncand)
 {
     struct fb__sup_slurm *g = s->slurm;
     char list[MAX_NODES * 8], nn[16], logp[PATH_MAX];
-    static char out[MAX_NODES * (FB__SLURM_LINE_MAX + 1)];
+    static char out[MAX_NODES * (FB__FBW1_LINE_MAX + 1)];
     if (node_list(g, cand, ncand, list, sizeof list))
         return;
     snprintf(nn, sizeof nn, "%d", ncand);
@@ -475,15 +320,15 @@ static void health_check(sup *s, const int *cand, int ncand)
         close(lfd);
     int answered[MAX_NODES] = {0};
     for (char *line = strtok(out, "\n"); line; line = strtok(NULL, "\n")) {
-        fb__slurm_msg m;
-        if (fb__slurm_parse_line(line, strlen(line), 1, &m) ||
-            m.kind != FB_SLURM_MSG_HEALTH)
+        fb__fbw1_msg m;
+        if (fb__fbw1_parse(line, strlen(line), 1, &m) ||
+            m.kind != FB_FBW1_HEALTH)
             continue;
         int i = node_index(g, m.node);
         if (i < 0)
             continue;
         answered[i] = 1;
-        if (!strcmp(m.verdict, "fail")) {
+        if (m.verdict == FB_FBW1_FAIL) {
             char why[256];
             if (g->suspect == i && g->suspect_why[0])
                 snprintf(why, sizeof why, "%.150s (after %.90s)", m.reason, g->suspect_why);
@@ -581,7 +426,7 @@ int fb__sup_launch_slurm(sup *s)
     g->suspect_why[0] = '\0';
 
     char list[MAX_NODES * 8], nn[16], np[16], ppn[16], att[16], world[16];
-    char outpat[PATH_MAX], master[FB__SLURM_NODE_MAX + 16], logp[PATH_MAX];
+    char outpat[PATH_MAX], master[FB__FBW1_NODE_MAX + 16], logp[PATH_MAX];
     int rc = node_list(g, g->cur, g->ncur, list, sizeof list);
     if (rc)
         return rc;
@@ -697,17 +542,17 @@ static const char *node_of_rank(const sup *s, int rank)
     return k >= 0 && k < g->ncur ? g->nodes[g->cur[k]].name : "?";
 }
 
-static void on_msg(sup *s, const fb__slurm_msg *m)
+static void on_msg(sup *s, const fb__fbw1_msg *m)
 {
     struct fb__sup_slurm *g = s->slurm;
     uint64_t now = fb__now_ns();
     switch (m->kind) {
-    case FB_SLURM_MSG_HELLO:
+    case FB_FBW1_HELLO:
         if (m->nodeid < g->ncur && strcmp(m->node, g->nodes[g->cur[m->nodeid]].name))
             fb__sup_log(s, "watcher %d reports node %s, expected %s", m->nodeid,
                         m->node, g->nodes[g->cur[m->nodeid]].name);
         break;
-    case FB_SLURM_MSG_BEAT: {
+    case FB_FBW1_BEAT: {
         rank_beat *b = &g->beats[m->rank];
         b->have = 1;
         b->step = m->step;
@@ -731,7 +576,7 @@ static void on_msg(sup *s, const fb__slurm_msg *m)
         }
         break;
     }
-    case FB_SLURM_MSG_REPORT: {
+    case FB_FBW1_REPORT: {
         /* The same report may also be read from the segment when the rank
          * shares this host: delivery is by index, so it counts once. */
         fb__seg_report rep;
@@ -747,15 +592,15 @@ static void on_msg(sup *s, const fb__slurm_msg *m)
         fb__sup_deliver_report(s, m->rank, (uint64_t)m->rep_idx, &rep);
         break;
     }
-    case FB_SLURM_MSG_END: {
+    case FB_FBW1_END: {
         /* The watcher only knows what the rank recorded; a wait status is
          * made from it so a remote end reads like a local one. */
         int known = 1, ws = 0;
-        if (m->how == FB_SLURM_END_EXIT)
+        if (m->how == FB_FBW1_END_EXIT)
             ws = W_EXITCODE(m->code & 0xff, 0);
-        else if (m->how == FB_SLURM_END_SIGNAL)
+        else if (m->how == FB_FBW1_END_SIGNAL)
             ws = W_EXITCODE(0, m->code & 0x7f);
-        else if (m->how == FB_SLURM_END_FINALIZED)
+        else if (m->how == FB_FBW1_END_FINALIZED)
             ws = 0;
         else
             known = 0;
@@ -787,15 +632,15 @@ void fb__sup_slurm_read(sup *s)
         g->len += (size_t)n;
         char *start = g->buf, *nl;
         while ((nl = memchr(start, '\n', g->len - (size_t)(start - g->buf)))) {
-            fb__slurm_msg m;
+            fb__fbw1_msg m;
             if (!g->dropping &&
-                fb__slurm_parse_line(start, (size_t)(nl - start), s->world, &m) == 0)
+                fb__fbw1_parse(start, (size_t)(nl - start), s->world, &m) == 0)
                 on_msg(s, &m);
             g->dropping = 0;
             start = nl + 1;
         }
         size_t rest = g->len - (size_t)(start - g->buf);
-        if (rest >= FB__SLURM_LINE_MAX) {
+        if (rest >= FB__FBW1_LINE_MAX) {
             g->dropping = 1; /* an over-long line: skip to its end */
             rest = 0;
         }
@@ -855,7 +700,7 @@ static int srun_blame(const struct fb__sup_slurm *g, int *task, char *what, size
         return -1;
     int found = -1;
     for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
-        char node[FB__SLURM_NODE_MAX], rest[200];
+        char node[FB__FBW1_NODE_MAX], rest[200];
         int t;
         if (sscanf(line, "srun: error: %63[^:]: task %d: %199[^\n]", node, &t, rest) == 3 &&
             strstr(rest, "Terminated") == NULL) {

@@ -1,0 +1,343 @@
+/*
+ * watcher.c -- the per-node watcher of the slurm launcher (`firebreak
+ * watch`, watcher.h, docs/slurm.md).  It reads this node's rank segments
+ * and pidfds and writes what it sees as fbw1 lines (fbw1.h), the protocol
+ * whose reader is slurm.c.  Every line goes through fb__fbw1_format: a
+ * message the reader would refuse is never written.
+ *
+ * A segment is written by its rank, which may scribble over it: the
+ * watcher checks each segment before reading it (fb__seg_check), reads
+ * at most one ring of reports per pass, and never reads a corrupt one
+ * again.  `--health` instead runs this node's health checks once.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/util.h"
+#include "firebreak/firebreak.h"
+#include "health/health.h"
+#include "lib/segment.h"
+#include "supervisor/proc.h"
+#include "supervisor/watcher.h"
+
+static volatile sig_atomic_t g_stop;
+
+static void on_stop(int sig)
+{
+    (void)sig;
+    g_stop = 1;
+}
+
+/* Write one message; one that does not format (a value out of the
+ * protocol's bounds, e.g. from a scribbled segment) is not written, as the
+ * reader would drop it. */
+static void emit(FILE *out, const fb__fbw1_msg *m)
+{
+    char line[FB__FBW1_LINE_MAX + 2];
+    int n = fb__fbw1_format(m, line, sizeof line);
+    if (n > 0)
+        fwrite(line, 1, (size_t)n, out);
+}
+
+void fb__watch_node_name(const char *opt, char buf[FB__FBW1_NODE_MAX])
+{
+    const char *v = opt ? opt : fb__getenv("SLURMD_NODENAME");
+    if (v)
+        snprintf(buf, FB__FBW1_NODE_MAX, "%s", v);
+    else if (gethostname(buf, FB__FBW1_NODE_MAX - 1))
+        snprintf(buf, FB__FBW1_NODE_MAX, "unknown");
+    buf[FB__FBW1_NODE_MAX - 1] = '\0';
+    if (!fb__fbw1_node_name_ok(buf))
+        snprintf(buf, FB__FBW1_NODE_MAX, "unknown");
+}
+
+/* ---- --health ---- */
+
+static fb__fbw1_verdict verdict_of(fb__health_status v)
+{
+    switch (v) {
+    case FB_HEALTH_OK: return FB_FBW1_OK;
+    case FB_HEALTH_WARN: return FB_FBW1_WARN;
+    case FB_HEALTH_FAIL: return FB_FBW1_FAIL;
+    default: return FB_FBW1_ERROR; /* fb__health_verdict gives none other */
+    }
+}
+
+int fb__watch_health(const char *node, FILE *out)
+{
+    char var[128];
+    size_t k = (size_t)snprintf(var, sizeof var, "FIREBREAK_HEALTH_ROOT_");
+    for (const char *p = node; *p && k + 1 < sizeof var; p++) {
+        char c = *p;
+        int alnum = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                    (c >= '0' && c <= '9');
+        var[k++] = alnum ? c : '_';
+    }
+    var[k] = '\0';
+    fb__health_opts o;
+    fb__health_opts_init(&o);
+    o.root = fb__getenv(var);
+    if (!o.root)
+        o.root = fb__getenv("FIREBREAK_HEALTH_ROOT");
+    fb__fbw1_msg m;
+    memset(&m, 0, sizeof m);
+    m.kind = FB_FBW1_HEALTH;
+    snprintf(m.node, sizeof m.node, "%s", node);
+    fb__health_result *r = NULL;
+    char err[256] = "";
+    int rc = fb__health_run(&o, &r, err, sizeof err);
+    if (rc) {
+        m.verdict = FB_FBW1_ERROR;
+        snprintf(m.reason, sizeof m.reason, "firebreak: could not check: %s",
+                 err[0] ? err : fb_strerror(rc));
+        emit(out, &m);
+        return 0;
+    }
+    m.verdict = verdict_of(fb__health_verdict(r));
+    fb__health_reason(r, m.reason, sizeof m.reason);
+    for (char *p = m.reason; *p; p++)
+        if (*p == '\n' || *p == '\r')
+            *p = ' ';
+    if (!m.reason[0])
+        snprintf(m.reason, sizeof m.reason, "all checks passed");
+    emit(out, &m);
+    fb__health_free(r);
+    return 0;
+}
+
+/* ---- watching the ranks ---- */
+
+typedef struct wrank {
+    int rank;
+    fb__seg *seg;
+    int pidfd;
+    int ended;
+    uint64_t report_idx; /* next report of the rank's ring to forward */
+    int sent_first_step; /* a beat went out after its first step       */
+    int refused;         /* a file under its name is not ours           */
+    int corrupt;         /* failed fb__seg_check: no longer read        */
+} wrank;
+
+static void msg_init(fb__fbw1_msg *m, fb__fbw1_kind kind, int rank)
+{
+    memset(m, 0, sizeof *m);
+    m->kind = kind;
+    m->rank = rank;
+}
+
+/* Forward the rank's new reports (checkpoints, restores, injected faults):
+ * the supervisor may be on another host and cannot read the segment. */
+static void send_reports(FILE *out, wrank *w)
+{
+    fb__seg_report rep;
+    int got;
+    if (w->corrupt)
+        return;
+    /* At most one ring's worth per pass: a hostile head cannot keep us. */
+    uint32_t budget = fb__seg_ident(w->seg)->report_capacity + 1;
+    while (budget-- > 0 &&
+           (got = fb__seg_read_report(w->seg, w->report_idx, &rep)) != 0) {
+        if (got > 0) {
+            fb__fbw1_msg m;
+            msg_init(&m, FB_FBW1_REPORT, w->rank);
+            m.rep_idx = (long long)w->report_idx;
+            m.rep_kind = rep.kind > INT32_MAX ? -1 : (int)rep.kind;
+            m.rep_code = rep.code;
+            m.rep_step = (long long)rep.step;
+            m.rep_bytes = (long long)rep.bytes;
+            m.rep_v1 = (long long)rep.value1;
+            m.rep_v2 = (long long)rep.value2;
+            m.rep_wall_ns = (long long)rep.wall_ns;
+            /* rep.text need not be terminated; control bytes become '?' */
+            size_t n = strnlen(rep.text, sizeof rep.text - 1);
+            memcpy(m.rep_text, rep.text, n);
+            m.rep_text[n] = '\0';
+            emit(out, &m);
+            w->report_idx++;
+        } else {
+            w->report_idx = fb__seg_report_next(w->seg, w->report_idx); /* lost */
+        }
+    }
+}
+
+/* Check the segment before reading it; a corrupt one is said once (a
+ * note report, which the supervisor journals as an event naming the
+ * segment, and stderr) and never read again: its beats stop, and the
+ * supervisor's hang timeout takes over. */
+static void check(FILE *out, wrank *w)
+{
+    char why[128];
+    if (w->corrupt || fb__seg_check(w->seg, why, sizeof why) == 0)
+        return;
+    w->corrupt = 1;
+    fb__fbw1_msg m;
+    msg_init(&m, FB_FBW1_REPORT, w->rank);
+    m.rep_idx = (long long)w->report_idx;
+    m.rep_kind = FB_REPORT_NOTE;
+    m.rep_wall_ns = (long long)fb__wall_ns();
+    snprintf(m.rep_text, FB__REPORT_TEXT_MAX,
+             "segment of rank %d is corrupt: %s; no longer read", w->rank, why);
+    fprintf(stderr, "firebreak watch: %s\n", m.rep_text);
+    emit(out, &m);
+    w->report_idx++;
+}
+
+static void report_end(FILE *out, wrank *w)
+{
+    check(out, w);
+    send_reports(out, w); /* what it said before it went comes first */
+    fb__seg_header *h = fb__seg_hdr(w->seg);
+    uint32_t kind = w->corrupt ? FB_END_NONE
+                  : atomic_load_explicit(&h->end_kind, memory_order_acquire);
+    int code = w->corrupt ? 0 : atomic_load_explicit(&h->end_code, memory_order_relaxed);
+    fb__fbw1_msg m;
+    msg_init(&m, FB_FBW1_END, w->rank);
+    m.how = kind == FB_END_EXIT ? FB_FBW1_END_EXIT
+          : kind == FB_END_SIGNAL ? FB_FBW1_END_SIGNAL
+          : kind == FB_END_FINALIZED ? FB_FBW1_END_FINALIZED
+                                     : FB_FBW1_END_VANISHED;
+    m.code = m.how == FB_FBW1_END_EXIT || m.how == FB_FBW1_END_SIGNAL ? code : 0;
+    emit(out, &m);
+    w->ended = 1;
+}
+
+static void try_attach(FILE *out, const char *job, int attempt, wrank *w)
+{
+    char name[FB__SEG_NAME_MAX];
+    struct stat st;
+    memset(&st, 0, sizeof st);
+    if (w->refused || fb__seg_name(name, sizeof name, job, attempt, w->rank))
+        return;
+    int rc = fb__seg_open_as(&w->seg, name, geteuid(), &st);
+    if (rc == FB_ENOTOURS || rc == FB_ENOTREG) {
+        w->refused = 1;
+        fprintf(stderr, "firebreak watch: segment of rank %d is not ours: owner "
+                "uid %u mode %04o (/dev/shm%s); refusing to read it\n", w->rank,
+                (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777), name);
+        return;
+    }
+    if (rc)
+        return;
+    int pid = fb__seg_ident(w->seg)->pid;
+    fb__fbw1_msg m;
+    msg_init(&m, FB_FBW1_ATTACH, w->rank);
+    m.pid = pid;
+    emit(out, &m);
+    w->pidfd = pid > 0 ? fb__pidfd_open(pid) : -1;
+    if (w->pidfd < 0)
+        report_end(out, w); /* already gone */
+}
+
+static void beat(FILE *out, wrank *w, uint64_t now)
+{
+    fb__seg_header *h = fb__seg_hdr(w->seg);
+    uint64_t done = atomic_load_explicit(&h->steps_done, memory_order_relaxed);
+    uint32_t phase = atomic_load_explicit(&h->phase, memory_order_relaxed);
+    uint64_t hb = atomic_load_explicit(&h->heartbeat_mono_ns, memory_order_acquire);
+    fb__fbw1_msg m;
+    msg_init(&m, FB_FBW1_BEAT, w->rank);
+    m.step = done ? (long long)atomic_load_explicit(&h->step, memory_order_relaxed) : -1;
+    m.phase = phase > FB__FBW1_PHASE_MAX ? FB__FBW1_PHASE_MAX : (int)phase;
+    m.age_ms = now > hb ? (long long)((now - hb) / 1000000ull) : 0;
+    emit(out, &m);
+}
+
+/* One pass over the ranks after poll: attach, forward, first-step beats. */
+static void pass(const fb__watch_opts *o, wrank *ranks, int n, uint64_t now)
+{
+    for (int i = 0; i < n; i++) {
+        wrank *w = &ranks[i];
+        if (!w->seg || w->ended)
+            continue;
+        check(o->out, w);
+        if (w->corrupt)
+            continue;
+        send_reports(o->out, w);
+        /* The first step is news at once: the attempt's start-up ends. */
+        fb__seg_header *h = fb__seg_hdr(w->seg);
+        if (!w->sent_first_step &&
+            atomic_load_explicit(&h->steps_done, memory_order_relaxed)) {
+            w->sent_first_step = 1;
+            beat(o->out, w, now);
+        }
+    }
+}
+
+int fb__watch_run(const fb__watch_opts *o)
+{
+    struct sigaction sa = {.sa_handler = on_stop};
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+    signal(SIGUSR1, SIG_IGN);
+    signal(SIGPIPE, SIG_IGN);
+
+    static wrank ranks[FB__WATCH_MAX_LOCAL];
+    int n = 0;
+    for (long long r = o->node_id * o->ranks_per_node;
+         r < (o->node_id + 1) * o->ranks_per_node && r < o->world &&
+         n < FB__WATCH_MAX_LOCAL; r++) {
+        memset(&ranks[n], 0, sizeof ranks[n]);
+        ranks[n].rank = (int)r;
+        ranks[n].pidfd = -1;
+        n++;
+    }
+    fb__fbw1_msg m;
+    memset(&m, 0, sizeof m);
+    m.kind = FB_FBW1_HELLO;
+    snprintf(m.node, sizeof m.node, "%s", o->node);
+    m.nodeid = o->node_id > INT32_MAX ? -1 : (int)o->node_id;
+    m.pid = getpid();
+    emit(o->out, &m);
+    uint64_t interval_ns = (uint64_t)(o->interval_s * 1e9), last_beat = 0;
+    int left = n;
+    while (!g_stop && left > 0) {
+        struct pollfd pfd[FB__WATCH_MAX_LOCAL];
+        int map[FB__WATCH_MAX_LOCAL], np = 0;
+        for (int i = 0; i < n; i++) {
+            if (ranks[i].ended)
+                continue;
+            if (!ranks[i].seg)
+                try_attach(o->out, o->job, o->attempt, &ranks[i]);
+            if (ranks[i].seg && !ranks[i].ended && ranks[i].pidfd >= 0) {
+                pfd[np].fd = ranks[i].pidfd;
+                pfd[np].events = POLLIN;
+                map[np++] = i;
+            }
+        }
+        int rc = poll(pfd, (nfds_t)np, 50);
+        for (int k = 0; rc > 0 && k < np; k++)
+            if (pfd[k].revents)
+                report_end(o->out, &ranks[map[k]]);
+        uint64_t now = fb__now_ns();
+        pass(o, ranks, n, now);
+        if (now - last_beat >= interval_ns) {
+            last_beat = now;
+            for (int i = 0; i < n; i++)
+                if (ranks[i].seg && !ranks[i].ended && !ranks[i].corrupt)
+                    beat(o->out, &ranks[i], now);
+        }
+        left = 0;
+        for (int i = 0; i < n; i++)
+            left += !ranks[i].ended;
+    }
+    if (!left) {
+        msg_init(&m, FB_FBW1_BYE, 0);
+        snprintf(m.node, sizeof m.node, "%s", o->node);
+        emit(o->out, &m);
+    }
+    for (int i = 0; i < n; i++) {
+        if (ranks[i].pidfd >= 0)
+            close(ranks[i].pidfd);
+        if (ranks[i].seg)
+            fb__seg_close(ranks[i].seg);
+    }
+    return 0;
+}

@@ -1,0 +1,48 @@
+/*
+ * watcher.h -- the per-node watcher of the slurm launcher (`firebreak
+ * watch`, docs/slurm.md): the far end of slurm.c.  Not to be confused with
+ * watch.c, the supervisor's own event loop.
+ *
+ * The supervisor starts one watcher per node with `srun
+ * --ntasks-per-node=1`; it maps that node's rank segments
+ * (/dev/shm/fb.<job>.<attempt>.<rank>), holds a pidfd on each rank and
+ * writes fbw1 lines (fbw1.h) that Slurm forwards to the supervisor.
+ * src/cli/cmd_watch.c only parses the command line and calls these.
+ */
+#ifndef FB_SUPERVISOR_WATCHER_H
+#define FB_SUPERVISOR_WATCHER_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+#include "supervisor/fbw1.h"
+
+#define FB__WATCH_MAX_LOCAL 1024 /* ranks one watcher watches */
+
+typedef struct fb__watch_opts {
+    const char *job;        /* the job id of the segments' names         */
+    int attempt;
+    int ranks_per_node;     /* 1..FB__WATCH_MAX_LOCAL                    */
+    int world;
+    long long node_id;      /* watches ranks node_id*P .. node_id*P+P-1  */
+    double interval_s;      /* between beat lines, > 0                   */
+    const char *node;       /* this node's name (fb__watch_node_name)    */
+    FILE *out;              /* where the lines go (stdout)               */
+} fb__watch_opts;
+
+/* This node's name: `opt`, else SLURMD_NODENAME, else the hostname;
+ * "unknown" when that is not a node name fbw1 can carry. */
+void fb__watch_node_name(const char *opt, char buf[FB__FBW1_NODE_MAX]);
+
+/* Watch the ranks until every one has ended (then `bye`) or until SIGTERM,
+ * SIGINT or SIGHUP (installed here; SIGUSR1 and SIGPIPE are ignored).
+ * Returns 0. */
+int fb__watch_run(const fb__watch_opts *o);
+
+/* Run this node's health checks once and write one `health` line to out
+ * (test hook: FIREBREAK_HEALTH_ROOT_<NODE>, else FIREBREAK_HEALTH_ROOT, is
+ * the fixture tree).  Returns 0: a check that could not run is the verdict
+ * `error`, which the supervisor reads. */
+int fb__watch_health(const char *node, FILE *out);
+
+#endif
