@@ -3,7 +3,8 @@
  * directory and journal, launch, watch (signals, shim messages, pidfds,
  * segments), decide on a failure (record, snapshot evidence, stop every
  * rank, restart with back-off or give up), and clean up so that nothing is
- * left behind: no process, no segment.
+ * left behind: no process, no segment.  What to decide is policy.c's
+ * (restart or stop, back-off, crash loop); this file does what it says.
  *
  * Detection paths and their latency:
  *   - a local rank's death: its shim's waitpid() returns, the shim writes a
