@@ -677,7 +677,7 @@ void fb__sup_slurm_tick(sup *s, uint64_t now)
         sup_failure *f = &s->fail;
         memset(f, 0, sizeof *f);
         f->set = 1;
-        snprintf(f->kind, sizeof f->kind, "hang");
+        f->kind = FB__SUP_FAIL_HANG;
         f->rank = r;
         f->step = b->step;
         snprintf(f->phase, sizeof f->phase, "%s", fb__sup_phase_name((uint32_t)b->phase));
@@ -735,5 +735,5 @@ void fb__sup_slurm_on_failure(sup *s)
     snprintf(f->detail + l, sizeof f->detail - l, " on %s", node);
     g->suspect = node_index(g, node);
     snprintf(g->suspect_why, sizeof g->suspect_why, "%s of rank %d at step %lld",
-             f->kind, f->rank, (long long)f->step);
+             fb__sup_fail_kind_name(f->kind), f->rank, (long long)f->step);
 }

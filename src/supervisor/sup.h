@@ -2,7 +2,8 @@
  * sup.h -- the supervisor's internal state, shared by its files:
  * supervisor.c (attempt loop, decisions), launch.c (building rank
  * environments and starting units), watch.c (reading segments: progress,
- * reports, hangs), status.c (console output).
+ * reports, hangs), status.c (console output), policy.c (the decisions,
+ * as pure functions: failure kinds, blame, restart or stop).
  */
 #ifndef FB_SUPERVISOR_SUP_H
 #define FB_SUPERVISOR_SUP_H
@@ -14,6 +15,7 @@
 #include "journal/journal.h"
 #include "lib/lib.h"
 #include "lib/segment.h"
+#include "supervisor/policy.h"
 #include "supervisor/proc.h"
 #include "supervisor/supervisor.h"
 
@@ -38,6 +40,7 @@ typedef struct sup_rank {
     uint64_t last_sample_ns;
     uint64_t last_sample_step;
     char injected[128];   /* an injected fault that fired in this rank     */
+    fb__inject_kind injected_kind; /* ... its kind (NONE: none)            */
     uint64_t inject_ns;
     char log_path[PATH_MAX];
     uint64_t remote_ready_ns; /* first step seen by the node's watcher    */
@@ -59,7 +62,7 @@ typedef struct sup_ckpt {
 /* The failure that ends an attempt. */
 typedef struct sup_failure {
     int set;
-    char kind[24];
+    fb__sup_fail_kind kind;
     int rank;
     int signal;
     int has_exit_code, exit_code;

@@ -3,7 +3,8 @@
  * directory and journal, launch, watch (signals, shim messages, pidfds,
  * segments), decide on a failure (record, snapshot evidence, stop every
  * rank, restart with back-off or give up), and clean up so that nothing is
- * left behind: no process, no segment.
+ * left behind: no process, no segment.  What to decide is policy.c's
+ * (restart or stop, back-off, crash loop); this file does what it says.
  *
  * Detection paths and their latency:
  *   - a local rank's death: its shim's waitpid() returns, the shim writes a
@@ -269,6 +270,44 @@ static sup_unit *unit_by_shim(sup *s, pid_t pid)
     return NULL;
 }
 
+/* mpirun ended and no rank's end decided: mpirun's own status is the
+ * failure, when it is one. */
+static void mpirun_failure(sup *s, const fb__shim_msg *m)
+{
+    fb__sup_rank_end e = {.wstatus_known = 1, .wstatus = m->wstatus,
+                          .exec_errno = m->exec_errno};
+    fb__sup_end_verdict v;
+    fb__sup_judge_end(&e, &v);
+    if (v.how == FB__SUP_END_OK)
+        return;
+    sup_failure *f = &s->fail;
+    memset(f, 0, sizeof *f);
+    f->set = 1;
+    f->kind = v.kind;
+    f->rank = -1;
+    f->step = s->max_step;
+    f->occurred_ns = m->mono_ns;
+    f->detected_ns = fb__now_ns();
+    snprintf(f->phase, sizeof f->phase, "%s", s->attempt_ready_ns ? "train" : "init");
+    if (v.how == FB__SUP_END_LAUNCH) {
+        f->launch_error = 1;
+        snprintf(f->detail, sizeof f->detail, "cannot start mpirun: %s",
+                 strerror(m->exec_errno));
+    } else if (v.how == FB__SUP_END_SIGNAL) {
+        f->signal = v.signal;
+        snprintf(f->detail, sizeof f->detail, "mpirun killed by signal %d",
+                 f->signal);
+    } else {
+        /* exit code, or a status that is neither (judged "vanished") */
+        f->kind = FB__SUP_FAIL_ERROR_EXIT;
+        f->has_exit_code = 1;
+        f->exit_code = WEXITSTATUS(m->wstatus);
+        snprintf(f->detail, sizeof f->detail,
+                 "mpirun exited with code %d (no rank identified; see "
+                 "logs/mpirun.log)", f->exit_code);
+    }
+}
+
 static void on_shim_msg(sup *s, sup_unit *u, const fb__shim_msg *m)
 {
     if (m->type == FB_SHIM_STARTED) {
@@ -301,35 +340,8 @@ static void on_shim_msg(sup *s, sup_unit *u, const fb__shim_msg *m)
         if (s->ranks[r].seg)
             fb__sup_rank_ended(s, r, 0, 0, 0, m->mono_ns);
     }
-    int ok = !m->exec_errno && WIFEXITED(m->wstatus) && WEXITSTATUS(m->wstatus) == 0;
-    if (!ok && !s->fail.set) {
-        sup_failure *f = &s->fail;
-        memset(f, 0, sizeof *f);
-        f->set = 1;
-        f->rank = -1;
-        f->step = s->max_step;
-        f->occurred_ns = m->mono_ns;
-        f->detected_ns = fb__now_ns();
-        snprintf(f->phase, sizeof f->phase, "%s", s->attempt_ready_ns ? "train" : "init");
-        if (m->exec_errno) {
-            snprintf(f->kind, sizeof f->kind, "launch_failure");
-            f->launch_error = 1;
-            snprintf(f->detail, sizeof f->detail, "cannot start mpirun: %s",
-                     strerror(m->exec_errno));
-        } else if (WIFSIGNALED(m->wstatus)) {
-            snprintf(f->kind, sizeof f->kind, "crash");
-            f->signal = WTERMSIG(m->wstatus);
-            snprintf(f->detail, sizeof f->detail, "mpirun killed by signal %d",
-                     f->signal);
-        } else {
-            snprintf(f->kind, sizeof f->kind, "error_exit");
-            f->has_exit_code = 1;
-            f->exit_code = WEXITSTATUS(m->wstatus);
-            snprintf(f->detail, sizeof f->detail,
-                     "mpirun exited with code %d (no rank identified; see "
-                     "logs/mpirun.log)", f->exit_code);
-        }
-    }
+    if (!s->fail.set)
+        mpirun_failure(s, m);
 }
 
 static void drain_shim(sup *s, sup_unit *u)
@@ -455,6 +467,7 @@ static void fire_injections(sup *s, uint64_t now)
                     : f->kind == FB_INJECT_HANG ? SIGSTOP : SIGSEGV;
             snprintf(s->ranks[r].injected, sizeof s->ranks[r].injected,
                      "%s:rank=%d,after=%gs", fb__inject_kind_name(f->kind), r, f->after_s);
+            s->ranks[r].injected_kind = f->kind;
             s->ranks[r].inject_ns = fb__now_ns();
             fb__sup_log(s, "injecting fault %s (signal %d to pid %d)",
                         s->ranks[r].injected, sig, (int)pid);
@@ -600,7 +613,7 @@ static void add_result_incident(sup *s, const sup_failure *f, double detect_ms,
     if (res->nincidents >= FB__SUP_MAX_INCIDENTS)
         return;
     fb__sup_incident *in = &res->incidents[res->nincidents++];
-    snprintf(in->kind, sizeof in->kind, "%s", f->kind);
+    snprintf(in->kind, sizeof in->kind, "%s", fb__sup_fail_kind_name(f->kind));
     in->rank = f->rank;
     in->step = f->step;
     in->attempt = s->attempt;
@@ -628,7 +641,7 @@ static void record_failure(sup *s, const char *fr_verdict)
     char last[2048];
     fb__sup_last_lines(s, f->rank, last, sizeof last);
     fb__journal_incident inc = {
-        .attempt_id = s->attempt_id, .kind = f->kind,
+        .attempt_id = s->attempt_id, .kind = fb__sup_fail_kind_name(f->kind),
         .occurred_at = fb__sup_mono_to_wall(f->occurred_ns),
         .detected_at = fb__sup_mono_to_wall(f->detected_ns),
         .detect_ms = detect_ms, .rank = f->rank, .node = s->hostname,
@@ -640,7 +653,8 @@ static void record_failure(sup *s, const char *fr_verdict)
     };
     fb__journal_add_incident(s->j, &inc, NULL);
     add_result_incident(s, f, detect_ms, lost_s);
-    fb__sup_log(s, "%s: %s (detected in %.1f ms%s)", f->kind, f->detail, detect_ms,
+    fb__sup_log(s, "%s: %s (detected in %.1f ms%s)", fb__sup_fail_kind_name(f->kind),
+                f->detail, detect_ms,
                 f->injected[0] ? ", injected" : "");
     if (last[0] && !s->o->quiet) {
         fprintf(stderr, "  last output of rank %d:\n", f->rank);
@@ -684,7 +698,8 @@ static void on_set_aside(void *arg, uint64_t step, int set_aside, const char *wh
              (unsigned long long)step, why);
     double now = fb__wall_s();
     fb__journal_incident inc = {.attempt_id = s->attempt_id,
-        .kind = "restore_fallback", .occurred_at = now, .detected_at = now,
+        .kind = fb__sup_fail_kind_name(FB__SUP_FAIL_RESTORE_FALLBACK),
+        .occurred_at = now, .detected_at = now,
         .rank = -1, .phase = "restore", .step = (int64_t)step, .lost_s = -1,
         .detail = detail};
     fb__journal_add_incident(s->j, &inc, NULL);
@@ -723,9 +738,9 @@ static void prepare_restore(sup *s)
 #endif
 }
 
-/* Run one attempt to its end.  Returns 1 when the job completed, 0 when it
- * failed or was stopped. */
-static int run_attempt(sup *s)
+/* Launch the attempt's ranks; a launch that fails is the attempt's
+ * failure (not restarted). */
+static void start_attempt(sup *s)
 {
     s->attempt_start_ns = fb__now_ns();
     s->attempt_ready_ns = 0;
@@ -737,7 +752,7 @@ static int run_attempt(sup *s)
     fb__journal_begin_attempt(s->j, s->attempt, fb__wall_s(), &s->attempt_id);
     prepare_restore(s);
 
-    /* A stop during the check: launch nothing; the loop below ends at once. */
+    /* A stop during the check: launch nothing; the watch loop ends at once. */
     int rc = s->stop_signal ? 0 : fb__sup_launch(s);
     if (rc) {
         sup_failure *f = &s->fail;
@@ -746,7 +761,7 @@ static int run_attempt(sup *s)
         f->rank = -1;
         f->step = -1;
         f->occurred_ns = f->detected_ns = fb__now_ns();
-        snprintf(f->kind, sizeof f->kind, "launch_failure");
+        f->kind = FB__SUP_FAIL_LAUNCH_FAILURE;
         snprintf(f->phase, sizeof f->phase, "init");
         snprintf(f->detail, sizeof f->detail, "cannot launch the ranks: %s",
                  s->launch_detail[0] ? s->launch_detail : fb_strerror(rc));
@@ -755,6 +770,28 @@ static int run_attempt(sup *s)
         fb__sup_log(s, "attempt %d: launched %d rank%s (%s)", s->attempt, s->world,
                     s->world == 1 ? "" : "s", launcher_name(s->o->launcher));
     }
+}
+
+/* The attempt failed: keep the evidence, record, stop every rank. */
+static void fail_attempt(sup *s)
+{
+    if (s->slurm)
+        fb__sup_slurm_on_failure(s);
+    snapshot_segments(s, fb__sup_fail_kind_name(s->fail.kind));
+    char *verdict = s->fail.kind == FB__SUP_FAIL_HANG ? analyze_hang(s) : NULL;
+    record_failure(s, verdict);
+    free(verdict);
+    add_useful(s, s->fail.occurred_ns,
+               s->res->nincidents ? s->res->incidents[s->res->nincidents - 1].lost_s : 0);
+    stop_all(s, SIGTERM);
+    finish_attempt_row(s, "failed");
+}
+
+/* Run one attempt to its end.  Returns 1 when the job completed, 0 when it
+ * failed or was stopped. */
+static int run_attempt(sup *s)
+{
+    start_attempt(s);
     while (!s->fail.set && !s->stop_signal && !all_units_ended(s)) {
         handle_events(s, POLL_MS);
         uint64_t now = fb__now_ns();
@@ -769,16 +806,7 @@ static int run_attempt(sup *s)
     int completed = !s->fail.set && !s->stop_signal;
     uint64_t end_ns = fb__now_ns();
     if (s->fail.set) {
-        if (s->slurm)
-            fb__sup_slurm_on_failure(s);
-        snapshot_segments(s, s->fail.kind);
-        char *verdict = !strcmp(s->fail.kind, "hang") ? analyze_hang(s) : NULL;
-        record_failure(s, verdict);
-        free(verdict);
-        add_useful(s, s->fail.occurred_ns,
-                   s->res->nincidents ? s->res->incidents[s->res->nincidents - 1].lost_s : 0);
-        stop_all(s, SIGTERM);
-        finish_attempt_row(s, "failed");
+        fail_attempt(s);
     } else if (s->stop_signal) {
         fb__sup_log(s, "received %s: stopping the ranks", strsignal(s->stop_signal));
         add_useful(s, end_ns, 0);
@@ -942,126 +970,93 @@ static int check_inputs(sup *s)
     return 0;
 }
 
+/* Say in res why the run stops after this attempt (policy.c decided). */
+static const char *stop_reason(sup *s, const fb__sup_decision *d,
+                               const fb__sup_history *h)
+{
+    const fb__sup_options *o = s->o;
+    fb__sup_result *res = s->res;
+    const sup_failure *f = &s->fail;
+    res->exit_code = 1;
+    switch (d->action) {
+    case FB__SUP_DO_COMPLETED:
+        res->completed = 1;
+        res->exit_code = 0;
+        snprintf(res->reason, sizeof res->reason, "the program completed");
+        return "completed";
+    case FB__SUP_DO_INTERRUPTED:
+        return interrupted(s, res);
+    case FB__SUP_DO_STOP_LAUNCH:
+        snprintf(res->reason, sizeof res->reason,
+                 "%s; not restarting: a restart would fail the same way", f->detail);
+        break;
+    case FB__SUP_DO_STOP_CRASH_LOOP:
+        snprintf(res->reason, sizeof res->reason,
+                 "crash loop: the job failed the same way (%s) at step %lld in "
+                 "%d attempts in a row; stopping instead of using the remaining "
+                 "restarts. Last failure: %s", fb__sup_fail_kind_name(f->kind),
+                 (long long)f->step, d->same_in_a_row, f->detail);
+        break;
+    case FB__SUP_DO_STOP_MAX_RESTARTS:
+        snprintf(res->reason, sizeof res->reason,
+                 "gave up after %d restart%s (--max-restarts %d). Last failure: %s",
+                 h->restarts, h->restarts == 1 ? "" : "s", o->max_restarts, f->detail);
+        break;
+    case FB__SUP_DO_RESTART:
+        break;
+    }
+    return "failed";
+}
+
 /* Every attempt, until the job completes, is stopped, or is given up
- * (crash loop, --max-restarts, a launch failure).  Returns the run's
- * status for the journal; fills res->exit_code and res->reason. */
+ * (crash loop, --max-restarts, a launch failure: fb__sup_decide).
+ * Returns the run's status for the journal; fills res->exit_code and
+ * res->reason. */
 static const char *attempt_loop(sup *s)
 {
     const fb__sup_options *o = s->o;
     fb__sup_result *res = s->res;
-    const char *status = "failed";
-    int64_t prev_fail_step = -2;
-    char prev_fail_kind[24] = "";
-    int same_in_a_row = 0, no_progress = 0;
+    const fb__sup_restart_limits lim = {.max_restarts = o->max_restarts,
+                                        .crash_loop = o->crash_loop};
+    fb__sup_history h;
+    fb__sup_history_init(&h);
     for (s->attempt = 0;; s->attempt++) {
         res->attempts = s->attempt + 1;
-        int64_t restored_before = s->durable_step;
-        if (run_attempt(s)) {
-            res->completed = 1;
-            res->exit_code = 0;
-            status = "completed";
-            snprintf(res->reason, sizeof res->reason, "the program completed");
-            break;
-        }
-        if (s->stop_signal) {
-            status = interrupted(s, res);
-            break;
-        }
-        sup_failure *f = &s->fail;
-        if (f->launch_error) {
-            res->exit_code = 1;
-            snprintf(res->reason, sizeof res->reason,
-                     "%s; not restarting: a restart would fail the same way", f->detail);
-            break;
-        }
-        int64_t prev_step_before = prev_fail_step;
-        if (f->step == prev_fail_step && !strcmp(f->kind, prev_fail_kind))
-            same_in_a_row++;
-        else
-            same_in_a_row = 1;
-        prev_fail_step = f->step;
-        snprintf(prev_fail_kind, sizeof prev_fail_kind, "%s", f->kind);
-        if (o->crash_loop > 0 && same_in_a_row >= o->crash_loop) {
-            res->exit_code = 1;
-            snprintf(res->reason, sizeof res->reason,
-                     "crash loop: the job failed the same way (%s) at step %lld in "
-                     "%d attempts in a row; stopping instead of using the remaining "
-                     "restarts. Last failure: %s", f->kind, (long long)f->step,
-                     same_in_a_row, f->detail);
-            break;
-        }
-        if (res->restarts >= o->max_restarts) {
-            res->exit_code = 1;
-            snprintf(res->reason, sizeof res->reason,
-                     "gave up after %d restart%s (--max-restarts %d). Last failure: %s",
-                     res->restarts, res->restarts == 1 ? "" : "s", o->max_restarts,
-                     f->detail);
-            break;
-        }
-        /* Back off when attempts stop making progress: progress is failing
-         * later than the attempt before, or a new durable checkpoint. */
-        int progressed = s->durable_step > restored_before ||
-                         f->step > prev_step_before || prev_step_before == -2;
-        no_progress = progressed ? 0 : no_progress + 1;
-        double delay = 0;
-        if (no_progress > 0) {
-            delay = 0.5;
-            for (int k = 1; k < no_progress && delay < 30; k++)
-                delay *= 2;
-            if (delay > 30)
-                delay = 30;
-        }
-        res->restarts++;
-        if (delay > 0) {
-            fb__sup_log(s, "restarting in %.1f s (no progress in the last attempt)", delay);
-            backoff_wait(s, delay);
-            if (s->stop_signal) {
-                status = interrupted(s, res);
-                break;
-            }
+        fb__sup_attempt_end a = {.durable_before = s->durable_step};
+        a.completed = run_attempt(s);
+        a.stop_signal = s->stop_signal;
+        a.kind = s->fail.kind;
+        a.step = s->fail.step;
+        a.launch_error = s->fail.launch_error;
+        a.durable_after = s->durable_step;
+        fb__sup_decision d;
+        fb__sup_decide(&lim, &h, &a, &d);
+        res->restarts = h.restarts;
+        if (d.action != FB__SUP_DO_RESTART)
+            return stop_reason(s, &d, &h);
+        if (d.delay_s > 0) {
+            fb__sup_log(s, "restarting in %.1f s (no progress in the last attempt)",
+                        d.delay_s);
+            backoff_wait(s, d.delay_s);
+            if (s->stop_signal)
+                return interrupted(s, res);
         } else {
             fb__sup_log(s, "restarting from the newest complete checkpoint%s",
                         s->durable_step >= 0 ? "" : " (none yet: from the start)");
         }
     }
-    return status;
 }
 
-int fb__sup_run(const fb__sup_options *o, fb__sup_result *res)
+/* The journal, opened in the run directory, with the run's row. */
+static int open_journal(sup *s)
 {
-    memset(res, 0, sizeof *res);
-    const char *status = "failed";
-    sup S, *s = &S;
-    memset(s, 0, sizeof *s);
-    s->o = o;
-    s->res = res;
-    s->sigfd = -1;
-    s->run_start_ns = fb__now_ns();
-    s->durable_step = -1;
-    s->status_on_tty = fb__isatty(2) && !o->quiet;
-    /* Test hook (docs/slurm.md): behave as if no rank shared this host, so
-     * that everything must travel through the node watchers. */
-    s->remote_only = o->launcher == FB_LAUNCH_SLURM &&
-                     fb__getenv("FIREBREAK_SLURM_REMOTE_ONLY") != NULL;
-    gethostname(s->hostname, sizeof s->hostname - 1);
-    s->world = o->nproc_per_node * (o->nnodes > 0 ? o->nnodes : 1);
-
-    s->lock_fd[0] = s->lock_fd[1] = -1;
-    int rc = check_inputs(s);
+    const fb__sup_options *o = s->o;
+    char path[PATH_MAX], err[512];
+    int rc = fb__fmt(path, sizeof path, "%s/journal.sqlite", s->run_dir);
+    if (!rc && (rc = fb__journal_open(&s->j, path, err, sizeof err)) != 0)
+        fprintf(stderr, "firebreak run: %s\n", err);
     if (rc)
         return rc;
-    rc = fb__sup_access_init(s);
-    if (!rc)
-        rc = setup_run_dir(s);
-    char path[PATH_MAX], err[512];
-    if (!rc && (rc = fb__fmt(path, sizeof path, "%s/journal.sqlite", s->run_dir)) == 0 &&
-        (rc = fb__journal_open(&s->j, path, err, sizeof err)) != 0)
-        fprintf(stderr, "firebreak run: %s\n", err);
-    if (rc) {
-        fb__sup_release_dirs(s);
-        return rc;
-    }
-    snprintf(res->run_dir, sizeof res->run_dir, "%s", s->run_dir);
     fb__jsonw cmd, opts;
     fb__jsonw_init(&cmd);
     fb__jsonw_init(&opts);
@@ -1078,29 +1073,36 @@ int fb__sup_run(const fb__sup_options *o, fb__sup_result *res)
     fb__journal_begin_run(s->j, &jr);
     fb__jsonw_free(&cmd);
     fb__jsonw_free(&opts);
+    return 0;
+}
 
+/* Before the first launch: no leftovers of dead runs, subreaper, signals
+ * through a signalfd, the ranks' table. */
+static int setup_processes(sup *s, sigset_t *oldmask)
+{
     /* Segments of runs whose supervisor died are removed. */
     fb__seg_cleanup(NULL);
     prctl(PR_SET_CHILD_SUBREAPER, 1);
-    sigset_t oldmask;
-    rc = setup_signals(s, &oldmask);
+    int rc = setup_signals(s, oldmask);
     s->units = calloc((size_t)(s->world + 1), sizeof *s->units);
     s->ranks = calloc((size_t)s->world, sizeof *s->ranks);
-    if (rc || !s->units || !s->ranks) {
-        fprintf(stderr, "firebreak run: setup failed: %s\n",
-                fb_strerror(rc ? rc : -ENOMEM));
-        rc = rc ? rc : -ENOMEM;
-        goto out;
+    if (!rc && (!s->units || !s->ranks))
+        rc = -ENOMEM;
+    if (rc) {
+        fprintf(stderr, "firebreak run: setup failed: %s\n", fb_strerror(rc));
+        return rc;
     }
     for (int r = 0; r < s->world; r++)
         s->ranks[r].pidfd = -1;
-    fb__sup_log(s, "run %s, job %s: %d rank%s, max %d restart%s, hang timeout %gs",
-                s->run_dir, s->job_id, s->world, s->world == 1 ? "" : "s",
-                o->max_restarts, o->max_restarts == 1 ? "" : "s", o->hang_timeout_s);
+    return 0;
+}
 
-    status = attempt_loop(s);
-    rc = 0;
-out:
+/* The end of the run, however it went: the result's totals, the journal
+ * closed, nothing left behind (processes, segments, signal mask). */
+static void finish_run(sup *s, int rc, const char *status, const sigset_t *oldmask)
+{
+    const fb__sup_options *o = s->o;
+    fb__sup_result *res = s->res;
     res->wall_s = (double)(fb__now_ns() - s->run_start_ns) / 1e9;
     res->useful_s = s->useful_s;
     res->ettr = res->wall_s > 0 ? s->useful_s / res->wall_s : 0;
@@ -1115,7 +1117,7 @@ out:
     fb__proc_sweep(NULL, 0, 2000);
     if (s->sigfd >= 0) {
         close(s->sigfd);
-        sigprocmask(SIG_SETMASK, &oldmask, NULL);
+        sigprocmask(SIG_SETMASK, oldmask, NULL);
     }
     free(s->units);
     free(s->ranks);
@@ -1125,5 +1127,51 @@ out:
     if (!rc)
         print_summary(s);
     fb__sup_release_dirs(s);
+}
+
+int fb__sup_run(const fb__sup_options *o, fb__sup_result *res)
+{
+    memset(res, 0, sizeof *res);
+    sup S, *s = &S;
+    memset(s, 0, sizeof *s);
+    s->o = o;
+    s->res = res;
+    s->sigfd = -1;
+    s->run_start_ns = fb__now_ns();
+    s->durable_step = -1;
+    s->status_on_tty = fb__isatty(2) && !o->quiet;
+    /* Test hook (docs/slurm.md): behave as if no rank shared this host, so
+     * that everything must travel through the node watchers. */
+    s->remote_only = o->launcher == FB_LAUNCH_SLURM &&
+                     fb__getenv("FIREBREAK_SLURM_REMOTE_ONLY") != NULL;
+    gethostname(s->hostname, sizeof s->hostname - 1);
+    s->world = o->nproc_per_node * (o->nnodes > 0 ? o->nnodes : 1);
+    s->lock_fd[0] = s->lock_fd[1] = -1;
+
+    int rc = check_inputs(s);
+    if (rc)
+        return rc;
+    rc = fb__sup_access_init(s);
+    if (!rc)
+        rc = setup_run_dir(s);
+    if (!rc)
+        rc = open_journal(s);
+    if (rc) {
+        fb__sup_release_dirs(s);
+        return rc;
+    }
+    snprintf(res->run_dir, sizeof res->run_dir, "%s", s->run_dir);
+
+    const char *status = "failed";
+    sigset_t oldmask;
+    sigemptyset(&oldmask);
+    rc = setup_processes(s, &oldmask);
+    if (!rc) {
+        fb__sup_log(s, "run %s, job %s: %d rank%s, max %d restart%s, hang timeout %gs",
+                    s->run_dir, s->job_id, s->world, s->world == 1 ? "" : "s",
+                    o->max_restarts, o->max_restarts == 1 ? "" : "s", o->hang_timeout_s);
+        status = attempt_loop(s);
+    }
+    finish_run(s, rc, status, &oldmask);
     return rc;
 }

@@ -9,6 +9,9 @@
  * from the copy made at attach, every pass starts with fb__seg_check, and
  * a segment that fails it once is never read again; the rank is failed
  * with kind "segment_corrupt" (docs/segment.md, "Readers").
+ *
+ * What kind of failure a rank's end was and which rank is to blame are
+ * policy.c's decisions; this file gathers the facts and records them.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -57,7 +60,7 @@ static fb__seg_header *live_hdr(const sup *s, int r)
 
 /* The first failure of the attempt decides; a segment problem is one.
  * It happened after the segment last looked sound (or at attach time). */
-static void segment_failure(sup *s, int rank, const char *kind,
+static void segment_failure(sup *s, int rank, fb__sup_fail_kind kind,
                             const char *detail)
 {
     if (s->fail.set) {
@@ -67,7 +70,7 @@ static void segment_failure(sup *s, int rank, const char *kind,
     sup_failure *f = &s->fail;
     memset(f, 0, sizeof *f);
     f->set = 1;
-    snprintf(f->kind, sizeof f->kind, "%s", kind);
+    f->kind = kind;
     f->rank = rank;
     f->step = -1;
     f->detected_ns = f->occurred_ns = fb__now_ns();
@@ -96,8 +99,15 @@ static int check_segment(sup *s, int r)
     char detail[400];
     snprintf(detail, sizeof detail, "segment of rank %d (/dev/shm%s) is corrupt: "
              "%s; no longer read, the rank is treated as failed", r, name, why);
-    segment_failure(s, r, "segment_corrupt", detail);
+    segment_failure(s, r, FB__SUP_FAIL_SEGMENT_CORRUPT, detail);
     return -1;
+}
+
+/* A report's code as an injected fault's kind; a rank may send anything. */
+static fb__inject_kind inject_kind_of(int32_t code)
+{
+    return code > FB_INJECT_NONE && code <= FB_INJECT_CORRUPT_CKPT ? (fb__inject_kind)code
+                                                                  : FB_INJECT_NONE;
 }
 
 static sup_ckpt *ckpt_track(sup *s, int64_t step)
@@ -155,7 +165,7 @@ static void on_report(sup *s, int rank, const fb__seg_report *r)
         char detail[320];
         snprintf(detail, sizeof detail, "rank %d could not save checkpoint %llu: %s",
                  rank, (unsigned long long)r->step, r->text);
-        fb__journal_incident inc = {.attempt_id = s->attempt_id, .kind = "save_failed",
+        fb__journal_incident inc = {.attempt_id = s->attempt_id, .kind = fb__sup_fail_kind_name(FB__SUP_FAIL_SAVE_FAILED),
             .occurred_at = t, .detected_at = fb__wall_s(), .rank = rank,
             .has_exit_code = 0, .phase = "checkpoint", .step = (int64_t)r->step,
             .lost_s = -1, .detail = detail};
@@ -181,7 +191,8 @@ static void on_report(sup *s, int rank, const fb__seg_report *r)
                  "rank %d rejected checkpoint %llu and fell back: %s", rank,
                  (unsigned long long)r->step, r->text);
         fb__journal_incident inc = {.attempt_id = s->attempt_id,
-            .kind = "restore_fallback", .occurred_at = t,
+            .kind = fb__sup_fail_kind_name(FB__SUP_FAIL_RESTORE_FALLBACK),
+            .occurred_at = t,
             .detected_at = fb__wall_s(), .rank = rank, .phase = "restore",
             .step = (int64_t)r->step, .lost_s = -1, .detail = detail};
         inc.detect_ms = (inc.detected_at - t) * 1e3;
@@ -190,7 +201,10 @@ static void on_report(sup *s, int rank, const fb__seg_report *r)
         break;
     }
     case FB_REPORT_INJECT:
+        /* The text is the evidence for the journal; the code, the kind
+         * that fired (inject.c), is what blame looks at. */
         snprintf(s->ranks[rank].injected, sizeof s->ranks[rank].injected, "%s", r->text);
+        s->ranks[rank].injected_kind = inject_kind_of(r->code);
         break;
     default:
         break;
@@ -248,7 +262,7 @@ void fb__sup_try_attach(sup *s, int r)
                  "cannot record", r, (unsigned)st.st_uid,
                  (unsigned)(st.st_mode & 07777), name,
                  rc == FB_ENOTREG ? ", not a regular file" : "");
-        segment_failure(s, r, "segment_not_ours", detail);
+        segment_failure(s, r, FB__SUP_FAIL_SEGMENT_NOT_OURS, detail);
         return;
     }
     if (rc == FB_EFORMAT) {
@@ -259,7 +273,7 @@ void fb__sup_try_attach(sup *s, int r)
         snprintf(detail, sizeof detail, "segment of rank %d (/dev/shm%s) is "
                  "corrupt: its sizes and offsets do not fit the file; not read, "
                  "the rank is treated as failed", r, name);
-        segment_failure(s, r, "segment_corrupt", detail);
+        segment_failure(s, r, FB__SUP_FAIL_SEGMENT_CORRUPT, detail);
         return;
     }
     if (rc)
@@ -296,7 +310,7 @@ static void declare_hang(sup *s, int rank, uint64_t last_ns, uint64_t now,
     sup_failure *f = &s->fail;
     memset(f, 0, sizeof *f);
     f->set = 1;
-    snprintf(f->kind, sizeof f->kind, "hang");
+    f->kind = FB__SUP_FAIL_HANG;
     f->rank = rank;
     f->step = step;
     snprintf(f->phase, sizeof f->phase, "%s", fb__sup_phase_name(phase));
@@ -307,127 +321,256 @@ static void declare_hang(sup *s, int rank, uint64_t last_ns, uint64_t now,
         snprintf(f->injected, sizeof f->injected, "%s", s->ranks[rank].injected);
 }
 
-void fb__sup_watch(sup *s, uint64_t now)
-{
-    int all_ready = 1, attached = 0;
-    uint64_t ready_max = 0;
-    int64_t max_step = -1;
+/* What one pass over the ranks found. */
+typedef struct watch_pass {
+    int all_ready, attached;
+    uint64_t ready_max;       /* the last rank's first step               */
+    int64_t max_step;
     /* Hang candidate: the attached rank silent the longest past its limit. */
-    int hang_rank = -1;
-    uint64_t hang_last = 0;
-    uint32_t hang_phase = 0;
-    int64_t hang_step = -1;
+    int hang_rank;
+    uint64_t hang_last;
+    uint32_t hang_phase;
+    int64_t hang_step;
+} watch_pass;
 
-    for (int r = 0; r < s->world; r++) {
-        sup_rank *rk = &s->ranks[r];
-        if (!rk->seg)
-            fb__sup_try_attach(s, r);
-        if (!rk->seg) {
-            /* Not on this host: ready once its node's watcher saw a step. */
-            if (rk->remote_ready_ns) {
-                attached++;
-                s->any_attached = 1;
-                if (rk->remote_ready_ns > ready_max)
-                    ready_max = rk->remote_ready_ns;
-            } else {
-                all_ready = 0;
-            }
-            continue;
-        }
-        attached++;
-        if (check_segment(s, r))
-            continue;
-        fb__seg_header *h = fb__seg_hdr(rk->seg);
-        read_reports(s, r);
-        uint64_t done = atomic_load_explicit(&h->steps_done, memory_order_relaxed);
-        int64_t step = done ? (int64_t)atomic_load_explicit(&h->step, memory_order_relaxed) : -1;
-        uint32_t phase = atomic_load_explicit(&h->phase, memory_order_relaxed);
-        uint64_t hb = atomic_load_explicit(&h->heartbeat_mono_ns, memory_order_acquire);
-        /* Shrunk since the check: what was just read is zeros, which would
-         * look like a heartbeat from boot time (a hang).  The truncation
-         * is the failure to report. */
-        if (fb__seg_truncated(rk->seg, NULL) && check_segment(s, r))
-            continue;
-        if (step > max_step)
-            max_step = step;
-        if (!done) {
-            all_ready = 0;
+/* Journal rank r's step time, at most once a second and per new step. */
+static void sample_steps(sup *s, int r, fb__seg_header *h, int64_t step, uint64_t now)
+{
+    sup_rank *rk = &s->ranks[r];
+    if (now - rk->last_sample_ns < 1000000000ull || (uint64_t)step == rk->last_sample_step)
+        return;
+    double ewma = (double)atomic_load_explicit(&h->step_ewma_ns, memory_order_relaxed) / 1e6;
+    fb__journal_sample(s->j, s->attempt_id, r, fb__wall_s(), step, ewma);
+    rk->last_sample_ns = now;
+    rk->last_sample_step = (uint64_t)step;
+}
+
+/* Rank r's part of a pass: attach, check, reports, progress, silence. */
+static void watch_rank(sup *s, int r, uint64_t now, watch_pass *p)
+{
+    sup_rank *rk = &s->ranks[r];
+    if (!rk->seg)
+        fb__sup_try_attach(s, r);
+    if (!rk->seg) {
+        /* Not on this host: ready once its node's watcher saw a step. */
+        if (rk->remote_ready_ns) {
+            p->attached++;
+            s->any_attached = 1;
+            if (rk->remote_ready_ns > p->ready_max)
+                p->ready_max = rk->remote_ready_ns;
         } else {
-            uint64_t first = atomic_load_explicit(&h->first_step_mono_ns, memory_order_relaxed);
-            if (first > ready_max)
-                ready_max = first;
-            if (now - rk->last_sample_ns >= 1000000000ull &&
-                (uint64_t)step != rk->last_sample_step) {
-                double ewma = (double)atomic_load_explicit(&h->step_ewma_ns,
-                                                           memory_order_relaxed) / 1e6;
-                fb__journal_sample(s->j, s->attempt_id, r, fb__wall_s(), step, ewma);
-                rk->last_sample_ns = now;
-                rk->last_sample_step = (uint64_t)step;
-            }
+            p->all_ready = 0;
         }
-        if (rk->ended)
-            continue;
-        uint64_t limit = timeout_ns(s, phase);
-        if (limit && now > hb && now - hb > limit) {
-            if (hang_rank < 0 || hb < hang_last) {
-                hang_rank = r;
-                hang_last = hb;
-                hang_phase = phase;
-                hang_step = step;
-            }
+        return;
+    }
+    p->attached++;
+    if (check_segment(s, r))
+        return;
+    fb__seg_header *h = fb__seg_hdr(rk->seg);
+    read_reports(s, r);
+    uint64_t done = atomic_load_explicit(&h->steps_done, memory_order_relaxed);
+    int64_t step = done ? (int64_t)atomic_load_explicit(&h->step, memory_order_relaxed) : -1;
+    uint32_t phase = atomic_load_explicit(&h->phase, memory_order_relaxed);
+    uint64_t hb = atomic_load_explicit(&h->heartbeat_mono_ns, memory_order_acquire);
+    /* Shrunk since the check: what was just read is zeros, which would
+     * look like a heartbeat from boot time (a hang).  The truncation
+     * is the failure to report. */
+    if (fb__seg_truncated(rk->seg, NULL) && check_segment(s, r))
+        return;
+    if (step > p->max_step)
+        p->max_step = step;
+    if (!done) {
+        p->all_ready = 0;
+    } else {
+        uint64_t first = atomic_load_explicit(&h->first_step_mono_ns, memory_order_relaxed);
+        if (first > p->ready_max)
+            p->ready_max = first;
+        sample_steps(s, r, h, step, now);
+    }
+    if (rk->ended)
+        return;
+    uint64_t limit = timeout_ns(s, phase);
+    if (limit && now > hb && now - hb > limit &&
+        (p->hang_rank < 0 || hb < p->hang_last)) {
+        p->hang_rank = r;
+        p->hang_last = hb;
+        p->hang_phase = phase;
+        p->hang_step = step;
+    }
+}
+
+/* A pass found a rank silent past its limit: declare the hang. */
+static void blame_hang(sup *s, watch_pass *p, uint64_t now)
+{
+    int by_injection = 0;
+    /* Every rank of a collective job stalls when one does; the oldest
+     * heartbeat is a weak hint.  A rank that recorded a fired hang
+     * injection is direct evidence; the flight recorder's analysis,
+     * run after this, has the last word (supervisor.c). */
+    for (int r = 0; r < s->world; r++) {
+        fb__seg_header *h = live_hdr(s, r);
+        if (h && atomic_load_explicit(&h->inject_kind, memory_order_acquire) ==
+                     FB_INJECT_HANG) {
+            p->hang_rank = r;
+            p->hang_last = atomic_load_explicit(&h->heartbeat_mono_ns, memory_order_relaxed);
+            p->hang_phase = atomic_load_explicit(&h->phase, memory_order_relaxed);
+            p->hang_step = (int64_t)atomic_load_explicit(&h->step, memory_order_relaxed);
+            read_reports(s, r);
+            by_injection = 1;
+            break;
         }
     }
-    if (max_step > s->max_step)
-        s->max_step = max_step;
-    if (!s->attempt_ready_ns && all_ready && attached == s->world) {
-        s->attempt_ready_ns = ready_max;
+    char why[256];
+    snprintf(why, sizeof why,
+             "no progress from rank %d for %.1f s in phase %s (limit %.1f s), "
+             "last step %lld%s", p->hang_rank, (double)(now - p->hang_last) / 1e9,
+             fb__sup_phase_name(p->hang_phase),
+             (double)timeout_ns(s, p->hang_phase) / 1e9, (long long)p->hang_step,
+             by_injection ? "; the rank recorded an injected hang" :
+             "; the rank silent the longest");
+    declare_hang(s, p->hang_rank, p->hang_last, now, p->hang_phase, p->hang_step, why);
+}
+
+/* --attach-timeout: a rank that never attached counts as hung in init. */
+static void check_attach_timeout(sup *s, int attached, uint64_t now)
+{
+    if (s->o->attach_timeout_s <= 0 || attached >= s->world ||
+        now - s->attempt_start_ns <= (uint64_t)(s->o->attach_timeout_s * 1e9))
+        return;
+    for (int r = 0; r < s->world; r++) {
+        if (s->ranks[r].seg || s->ranks[r].ended)
+            continue;
+        char why[256];
+        snprintf(why, sizeof why, "rank %d never attached to firebreak within "
+                 "%.1f s (--attach-timeout)", r, s->o->attach_timeout_s);
+        declare_hang(s, r, s->attempt_start_ns, now, FB_PHASE_INIT, -1, why);
+        return;
+    }
+}
+
+void fb__sup_watch(sup *s, uint64_t now)
+{
+    watch_pass p = {.all_ready = 1, .max_step = -1, .hang_rank = -1,
+                    .hang_step = -1};
+    for (int r = 0; r < s->world; r++)
+        watch_rank(s, r, now, &p);
+    if (p.max_step > s->max_step)
+        s->max_step = p.max_step;
+    if (!s->attempt_ready_ns && p.all_ready && p.attached == s->world) {
+        s->attempt_ready_ns = p.ready_max;
         fb__journal_attempt_real(s->j, s->attempt_id, "ready_at",
-                                 fb__sup_mono_to_wall(ready_max));
+                                 fb__sup_mono_to_wall(p.ready_max));
     }
     if (s->fail.set)
         return;
-    if (hang_rank >= 0) {
-        int by_injection = 0;
-        /* Every rank of a collective job stalls when one does; the oldest
-         * heartbeat is a weak hint.  A rank that recorded a fired hang
-         * injection is direct evidence; the flight recorder's analysis,
-         * run after this, has the last word (supervisor.c). */
-        for (int r = 0; r < s->world; r++) {
-            fb__seg_header *h = live_hdr(s, r);
-            if (h && atomic_load_explicit(&h->inject_kind, memory_order_acquire) ==
-                         FB_INJECT_HANG) {
-                hang_rank = r;
-                hang_last = atomic_load_explicit(&h->heartbeat_mono_ns, memory_order_relaxed);
-                hang_phase = atomic_load_explicit(&h->phase, memory_order_relaxed);
-                hang_step = (int64_t)atomic_load_explicit(&h->step, memory_order_relaxed);
-                read_reports(s, r);
-                by_injection = 1;
-                break;
-            }
-        }
-        char why[256];
-        snprintf(why, sizeof why,
-                 "no progress from rank %d for %.1f s in phase %s (limit %.1f s), "
-                 "last step %lld%s", hang_rank, (double)(now - hang_last) / 1e9,
-                 fb__sup_phase_name(hang_phase),
-                 (double)timeout_ns(s, hang_phase) / 1e9, (long long)hang_step,
-                 by_injection ? "; the rank recorded an injected hang" :
-                 "; the rank silent the longest");
-        declare_hang(s, hang_rank, hang_last, now, hang_phase, hang_step, why);
-        return;
+    if (p.hang_rank >= 0)
+        blame_hang(s, &p, now);
+    else
+        check_attach_timeout(s, p.attached, now);
+}
+
+/* Rank r's own end record, as far as its segment can be trusted. */
+static void end_record(const sup *s, int r, fb__sup_end_record *rec)
+{
+    fb__seg_header *h = live_hdr(s, r);
+    rec->ended = s->ranks[r].ended;
+    rec->readable = h != NULL;
+    rec->end_kind = h ? atomic_load_explicit(&h->end_kind, memory_order_acquire)
+                      : FB_END_NONE;
+    rec->end_code = h ? atomic_load_explicit(&h->end_code, memory_order_relaxed) : 0;
+}
+
+/* The rank to blame instead of `rank`, which ended as `v` says, or -1
+ * (policy.c: a rank that vanished without a word yields to one that has
+ * recorded a fatal end). */
+static int blame_instead(const sup *s, int rank, const fb__sup_end_verdict *v)
+{
+    if (v->how != FB__SUP_END_VANISHED)
+        return -1;
+    fb__sup_end_record *recs = calloc((size_t)s->world, sizeof *recs);
+    if (!recs)
+        return -1; /* blame the rank that vanished */
+    for (int r = 0; r < s->world; r++)
+        end_record(s, r, &recs[r]);
+    int other = fb__sup_blame_instead(v, rank, recs, s->world);
+    free(recs);
+    return other;
+}
+
+/* The failure's detail line, from how the rank ended. */
+static void end_detail(const sup *s, sup_failure *f, fb__sup_end_how how,
+                       int exec_errno, int attached)
+{
+    int rank = f->rank, sig = f->signal;
+    switch (how) {
+    case FB__SUP_END_LAUNCH:
+        snprintf(f->detail, sizeof f->detail, "rank %d could not start %s: %s",
+                 rank, s->o->argv[0], strerror(exec_errno));
+        break;
+    case FB__SUP_END_SIGNAL:
+        if (attached)
+            snprintf(f->detail, sizeof f->detail, "rank %d killed by signal %d (%s) "
+                     "at step %lld in phase %s", rank, sig, strsignal(sig),
+                     (long long)f->step, f->phase);
+        else
+            snprintf(f->detail, sizeof f->detail, "rank %d killed by signal %d (%s); "
+                     "not attached to firebreak, so its step is unknown", rank, sig,
+                     strsignal(sig));
+        break;
+    case FB__SUP_END_EXIT:
+        if (attached)
+            snprintf(f->detail, sizeof f->detail, "rank %d exited with code %d at "
+                     "step %lld in phase %s", rank, f->exit_code, (long long)f->step,
+                     f->phase);
+        else
+            snprintf(f->detail, sizeof f->detail, "rank %d exited with code %d; "
+                     "not attached to firebreak, so its step is unknown", rank,
+                     f->exit_code);
+        break;
+    case FB__SUP_END_INJECTED_KILL:
+        snprintf(f->detail, sizeof f->detail, "rank %d killed by SIGKILL (the "
+                 "injected fault it recorded) at step %lld in phase %s",
+                 rank, (long long)f->step, f->phase);
+        break;
+    case FB__SUP_END_VANISHED:
+    case FB__SUP_END_OK:
+        snprintf(f->detail, sizeof f->detail, "rank %d vanished without "
+                 "recording an exit (SIGKILL or similar) at step %lld in phase %s",
+                 rank, (long long)f->step, f->phase);
+        break;
     }
-    if (s->o->attach_timeout_s > 0 && attached < s->world &&
-        now - s->attempt_start_ns > (uint64_t)(s->o->attach_timeout_s * 1e9)) {
-        for (int r = 0; r < s->world; r++) {
-            if (s->ranks[r].seg || s->ranks[r].ended)
-                continue;
-            char why[256];
-            snprintf(why, sizeof why, "rank %d never attached to firebreak within "
-                     "%.1f s (--attach-timeout)", r, s->o->attach_timeout_s);
-            declare_hang(s, r, s->attempt_start_ns, now, FB_PHASE_INIT, -1, why);
-            return;
-        }
+}
+
+/* Make rank `rank`'s end, judged `v`, the attempt's failure. */
+static void record_end(sup *s, int rank, const fb__sup_rank_end *e,
+                       const fb__sup_end_verdict *v, uint64_t when_ns)
+{
+    fb__seg_header *h = live_hdr(s, rank);
+    sup_failure *f = &s->fail;
+    memset(f, 0, sizeof *f);
+    f->set = 1;
+    f->kind = v->kind;
+    f->rank = rank;
+    f->signal = v->signal;
+    f->has_exit_code = v->has_exit_code;
+    f->exit_code = v->exit_code;
+    f->launch_error = v->launch_error;
+    f->detected_ns = fb__now_ns();
+    f->step = -1;
+    snprintf(f->phase, sizeof f->phase, "unknown");
+    uint64_t end_ns = 0, inj_ns = 0;
+    if (h) {
+        uint64_t done = atomic_load_explicit(&h->steps_done, memory_order_relaxed);
+        f->step = done ? (int64_t)atomic_load_explicit(&h->step, memory_order_relaxed) : -1;
+        snprintf(f->phase, sizeof f->phase, "%s",
+                 fb__sup_phase_name(atomic_load_explicit(&h->phase, memory_order_relaxed)));
+        end_ns = atomic_load_explicit(&h->end_mono_ns, memory_order_relaxed);
+        inj_ns = atomic_load_explicit(&h->inject_mono_ns, memory_order_relaxed);
     }
+    f->occurred_ns = fb__sup_end_time(when_ns, f->detected_ns, e->end_kind, end_ns,
+                                      inj_ns);
+    snprintf(f->injected, sizeof f->injected, "%s", s->ranks[rank].injected);
+    end_detail(s, f, v->how, e->exec_errno, h != NULL);
 }
 
 void fb__sup_rank_ended(sup *s, int rank, int wstatus_known, int wstatus,
@@ -443,113 +586,23 @@ void fb__sup_rank_ended(sup *s, int rank, int wstatus_known, int wstatus,
     if (rk->seg)
         check_segment(s, rank);
     read_reports(s, rank);
-    fb__seg_header *h = live_hdr(s, rank);
-    uint32_t end_kind = h ? atomic_load_explicit(&h->end_kind, memory_order_acquire) : 0;
-    int end_code = h ? atomic_load_explicit(&h->end_code, memory_order_relaxed) : 0;
-
-    int ok, sig = 0, has_code = 0, code = 0;
-    if (wstatus_known) {
-        if (WIFEXITED(wstatus)) {
-            has_code = 1;
-            code = WEXITSTATUS(wstatus);
-        } else if (WIFSIGNALED(wstatus)) {
-            sig = WTERMSIG(wstatus);
-        }
-    } else if (end_kind == FB_END_EXIT) {
-        has_code = 1;
-        code = end_code;
-    } else if (end_kind == FB_END_SIGNAL) {
-        sig = end_code;
-    } else if (end_kind == FB_END_FINALIZED) {
-        has_code = 1;
-        code = 0;
-    }
-    ok = has_code && code == 0 && !exec_errno;
-    if (ok || s->fail.set)
+    fb__sup_end_record rec;
+    end_record(s, rank, &rec);
+    fb__sup_rank_end e = {.wstatus_known = wstatus_known, .wstatus = wstatus,
+                          .exec_errno = exec_errno, .end_kind = rec.end_kind,
+                          .end_code = rec.end_code, .injected = rk->injected_kind};
+    fb__sup_end_verdict v;
+    fb__sup_judge_end(&e, &v);
+    /* The first failure of the attempt decides. */
+    if (v.how == FB__SUP_END_OK || s->fail.set)
         return;
-    if (!sig && !has_code && !exec_errno && strncmp(rk->injected, "kill:", 5)) {
-        /* Gone without a word: under mpirun or srun usually the launcher's
-         * teardown after another rank died.  A rank that has recorded a
-         * fatal end (it may still be dying) is the cause, not this one. */
-        for (int r = 0; r < s->world && !s->fail.set; r++) {
-            fb__seg_header *o = live_hdr(s, r);
-            if (r == rank || s->ranks[r].ended || !o)
-                continue;
-            uint32_t k = atomic_load_explicit(&o->end_kind, memory_order_acquire);
-            int c = atomic_load_explicit(&o->end_code, memory_order_relaxed);
-            if (k == FB_END_SIGNAL || (k == FB_END_EXIT && c != 0))
-                fb__sup_rank_ended(s, r, 0, 0, 0, when_ns);
-        }
+    int other = blame_instead(s, rank, &v);
+    if (other >= 0) {
+        fb__sup_rank_ended(s, other, 0, 0, 0, when_ns);
         if (s->fail.set)
             return;
     }
-
-    /* The first failure of the attempt decides. */
-    sup_failure *f = &s->fail;
-    memset(f, 0, sizeof *f);
-    f->set = 1;
-    f->rank = rank;
-    f->detected_ns = fb__now_ns();
-    f->occurred_ns = when_ns ? when_ns : f->detected_ns;
-    f->step = -1;
-    snprintf(f->phase, sizeof f->phase, "%s", h ? "init" : "unknown");
-    if (h) {
-        uint64_t done = atomic_load_explicit(&h->steps_done, memory_order_relaxed);
-        f->step = done ? (int64_t)atomic_load_explicit(&h->step, memory_order_relaxed) : -1;
-        snprintf(f->phase, sizeof f->phase, "%s",
-                 fb__sup_phase_name(atomic_load_explicit(&h->phase, memory_order_relaxed)));
-        uint64_t end_ns = atomic_load_explicit(&h->end_mono_ns, memory_order_relaxed);
-        uint64_t inj_ns = atomic_load_explicit(&h->inject_mono_ns, memory_order_relaxed);
-        /* The rank's own record of its end is the best estimate of when. */
-        if (end_kind != FB_END_NONE && end_ns && end_ns <= f->occurred_ns)
-            f->occurred_ns = end_ns;
-        else if (inj_ns && inj_ns <= f->occurred_ns &&
-                 f->occurred_ns - inj_ns < 5000000000ull)
-            f->occurred_ns = inj_ns;
-    }
-    snprintf(f->injected, sizeof f->injected, "%s", rk->injected);
-    if (exec_errno) {
-        snprintf(f->kind, sizeof f->kind, "launch_failure");
-        snprintf(f->detail, sizeof f->detail, "rank %d could not start %s: %s",
-                 rank, s->o->argv[0], strerror(exec_errno));
-        f->launch_error = 1;
-        f->has_exit_code = 1;
-        f->exit_code = 127;
-    } else if (sig) {
-        snprintf(f->kind, sizeof f->kind, "crash");
-        f->signal = sig;
-        if (h)
-            snprintf(f->detail, sizeof f->detail, "rank %d killed by signal %d (%s) "
-                     "at step %lld in phase %s", rank, sig, strsignal(sig),
-                     (long long)f->step, f->phase);
-        else
-            snprintf(f->detail, sizeof f->detail, "rank %d killed by signal %d (%s); "
-                     "not attached to firebreak, so its step is unknown", rank, sig,
-                     strsignal(sig));
-    } else if (has_code) {
-        snprintf(f->kind, sizeof f->kind, "error_exit");
-        f->has_exit_code = 1;
-        f->exit_code = code;
-        if (h)
-            snprintf(f->detail, sizeof f->detail, "rank %d exited with code %d at "
-                     "step %lld in phase %s", rank, code, (long long)f->step, f->phase);
-        else
-            snprintf(f->detail, sizeof f->detail, "rank %d exited with code %d; "
-                     "not attached to firebreak, so its step is unknown", rank, code);
-    } else {
-        /* No exit record and no status: killed by SIGKILL or similar. */
-        snprintf(f->kind, sizeof f->kind, "crash");
-        if (strncmp(rk->injected, "kill:", 5) == 0) {
-            f->signal = SIGKILL;
-            snprintf(f->detail, sizeof f->detail, "rank %d killed by SIGKILL (the "
-                     "injected fault it recorded) at step %lld in phase %s",
-                     rank, (long long)f->step, f->phase);
-        } else {
-            snprintf(f->detail, sizeof f->detail, "rank %d vanished without "
-                     "recording an exit (SIGKILL or similar) at step %lld in phase %s",
-                     rank, (long long)f->step, f->phase);
-        }
-    }
+    record_end(s, rank, &e, &v, when_ns);
 }
 
 void fb__sup_last_lines(const sup *s, int rank, char *buf, size_t size)

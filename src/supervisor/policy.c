@@ -1,0 +1,184 @@
+/*
+ * policy.c -- the supervisor's decisions (policy.h): failure kinds and
+ * their names, how a rank ended, who is to blame, restart or stop.
+ *
+ * Pure functions only: no I/O, no clock, no globals.  The I/O loops gather
+ * the facts (supervisor.c, watch.c) and tests/supervisor/test_policy.c
+ * checks every rule from a table.
+ */
+#include "supervisor/policy.h"
+
+#include <signal.h>
+#include <string.h>
+#include <sys/wait.h>
+
+static const char *const fail_kind_names[FB__SUP_FAIL_KIND_COUNT] = {
+    [FB__SUP_FAIL_NONE] = "none",
+    [FB__SUP_FAIL_HANG] = "hang",
+    [FB__SUP_FAIL_CRASH] = "crash",
+    [FB__SUP_FAIL_ERROR_EXIT] = "error_exit",
+    [FB__SUP_FAIL_LAUNCH_FAILURE] = "launch_failure",
+    [FB__SUP_FAIL_SEGMENT_CORRUPT] = "segment_corrupt",
+    [FB__SUP_FAIL_SEGMENT_NOT_OURS] = "segment_not_ours",
+    [FB__SUP_FAIL_SAVE_FAILED] = "save_failed",
+    [FB__SUP_FAIL_RESTORE_FALLBACK] = "restore_fallback",
+};
+
+const char *fb__sup_fail_kind_name(fb__sup_fail_kind kind)
+{
+    if ((unsigned)kind < FB__SUP_FAIL_KIND_COUNT && fail_kind_names[kind])
+        return fail_kind_names[kind];
+    return "unknown";
+}
+
+/* ---- how one rank ended ---- */
+
+void fb__sup_judge_end(const fb__sup_rank_end *e, fb__sup_end_verdict *v)
+{
+    memset(v, 0, sizeof *v);
+    int sig = 0, has_code = 0, code = 0;
+    if (e->wstatus_known) {
+        if (WIFEXITED(e->wstatus)) {
+            has_code = 1;
+            code = WEXITSTATUS(e->wstatus);
+        } else if (WIFSIGNALED(e->wstatus)) {
+            sig = WTERMSIG(e->wstatus);
+        }
+    } else if (e->end_kind == FB_END_EXIT) {
+        has_code = 1;
+        code = e->end_code;
+    } else if (e->end_kind == FB_END_SIGNAL) {
+        sig = e->end_code;
+    } else if (e->end_kind == FB_END_FINALIZED) {
+        has_code = 1;
+    }
+
+    if (e->exec_errno) {
+        v->how = FB__SUP_END_LAUNCH;
+        v->kind = FB__SUP_FAIL_LAUNCH_FAILURE;
+        v->launch_error = 1;
+        v->has_exit_code = 1;
+        v->exit_code = 127;
+    } else if (sig) {
+        v->how = FB__SUP_END_SIGNAL;
+        v->kind = FB__SUP_FAIL_CRASH;
+        v->signal = sig;
+    } else if (has_code && code != 0) {
+        v->how = FB__SUP_END_EXIT;
+        v->kind = FB__SUP_FAIL_ERROR_EXIT;
+        v->has_exit_code = 1;
+        v->exit_code = code;
+    } else if (has_code) {
+        v->how = FB__SUP_END_OK;
+    } else if (e->injected == FB_INJECT_KILL) {
+        /* The rank recorded the kill it was about to receive. */
+        v->how = FB__SUP_END_INJECTED_KILL;
+        v->kind = FB__SUP_FAIL_CRASH;
+        v->signal = SIGKILL;
+    } else {
+        v->how = FB__SUP_END_VANISHED;
+        v->kind = FB__SUP_FAIL_CRASH;
+    }
+}
+
+int fb__sup_record_is_fatal(uint32_t end_kind, int end_code)
+{
+    fb__sup_rank_end e = {.end_kind = end_kind, .end_code = end_code};
+    fb__sup_end_verdict v;
+    fb__sup_judge_end(&e, &v);
+    return v.how == FB__SUP_END_SIGNAL || v.how == FB__SUP_END_EXIT;
+}
+
+/* ---- which rank is to blame ---- */
+
+int fb__sup_blame_instead(const fb__sup_end_verdict *self_verdict, int self,
+                          const fb__sup_end_record *recs, int n)
+{
+    if (self_verdict->how != FB__SUP_END_VANISHED)
+        return -1;
+    for (int r = 0; r < n; r++) {
+        const fb__sup_end_record *o = &recs[r];
+        if (r == self || o->ended || !o->readable)
+            continue;
+        if (fb__sup_record_is_fatal(o->end_kind, o->end_code))
+            return r;
+    }
+    return -1;
+}
+
+#define INJECT_CAUSE_WINDOW_NS 5000000000ull
+
+uint64_t fb__sup_end_time(uint64_t noticed_ns, uint64_t detected_ns,
+                          uint32_t end_kind, uint64_t end_ns, uint64_t inject_ns)
+{
+    uint64_t t = noticed_ns ? noticed_ns : detected_ns;
+    if (end_kind != FB_END_NONE && end_ns && end_ns <= t)
+        return end_ns;
+    if (inject_ns && inject_ns <= t && t - inject_ns < INJECT_CAUSE_WINDOW_NS)
+        return inject_ns;
+    return t;
+}
+
+/* ---- restart or stop ---- */
+
+void fb__sup_history_init(fb__sup_history *h)
+{
+    memset(h, 0, sizeof *h);
+    h->prev_fail_step = -2;
+    h->prev_fail_kind = FB__SUP_FAIL_NONE;
+}
+
+#define BACKOFF_FIRST_S 0.5
+#define BACKOFF_MAX_S 30.0
+
+double fb__sup_backoff_s(int no_progress)
+{
+    if (no_progress <= 0)
+        return 0;
+    double delay = BACKOFF_FIRST_S;
+    for (int k = 1; k < no_progress && delay < BACKOFF_MAX_S; k++)
+        delay *= 2;
+    return delay > BACKOFF_MAX_S ? BACKOFF_MAX_S : delay;
+}
+
+void fb__sup_decide(const fb__sup_restart_limits *lim, fb__sup_history *h,
+                    const fb__sup_attempt_end *a, fb__sup_decision *d)
+{
+    memset(d, 0, sizeof *d);
+    if (a->completed) {
+        d->action = FB__SUP_DO_COMPLETED;
+        return;
+    }
+    if (a->stop_signal) {
+        d->action = FB__SUP_DO_INTERRUPTED;
+        return;
+    }
+    if (a->launch_error) {
+        d->action = FB__SUP_DO_STOP_LAUNCH;
+        return;
+    }
+    int64_t prev_step = h->prev_fail_step;
+    if (a->step == h->prev_fail_step && a->kind == h->prev_fail_kind)
+        h->same_in_a_row++;
+    else
+        h->same_in_a_row = 1;
+    h->prev_fail_step = a->step;
+    h->prev_fail_kind = a->kind;
+    d->same_in_a_row = h->same_in_a_row;
+    if (lim->crash_loop > 0 && h->same_in_a_row >= lim->crash_loop) {
+        d->action = FB__SUP_DO_STOP_CRASH_LOOP;
+        return;
+    }
+    if (h->restarts >= lim->max_restarts) {
+        d->action = FB__SUP_DO_STOP_MAX_RESTARTS;
+        return;
+    }
+    /* Progress: failing later than the attempt before, or a new complete
+     * checkpoint; the first failure always counts as progress. */
+    int progressed = a->durable_after > a->durable_before || a->step > prev_step ||
+                     prev_step == -2;
+    h->no_progress = progressed ? 0 : h->no_progress + 1;
+    h->restarts++;
+    d->action = FB__SUP_DO_RESTART;
+    d->delay_s = fb__sup_backoff_s(h->no_progress);
+}

@@ -1,0 +1,167 @@
+/*
+ * policy.h -- the supervisor's decisions as pure functions: what kind of
+ * failure ended an attempt, which rank is to blame, and whether to restart
+ * (and after what back-off) or stop.
+ *
+ * Nothing here does I/O, reads a clock or touches global state: the I/O
+ * loops (supervisor.c, watch.c) gather what they know into the small
+ * structs below and act on the answer.  tests/supervisor/test_policy.c
+ * tests every rule from a table of cases (docs/supervisor.md, "Where the
+ * rules live").
+ */
+#ifndef FB_SUPERVISOR_POLICY_H
+#define FB_SUPERVISOR_POLICY_H
+
+#include <stdint.h>
+
+#include "lib/segment.h"
+
+/* ---- failure kinds ---- */
+
+/* What ended an attempt (sup_failure.kind), and the other incidents the
+ * supervisor journals.  The names are the journal's and --json's
+ * (docs/journal.md): never renamed. */
+typedef enum {
+    FB__SUP_FAIL_NONE = 0,
+    FB__SUP_FAIL_HANG,             /* no heartbeat within the phase's limit */
+    FB__SUP_FAIL_CRASH,            /* a fatal signal, or vanished           */
+    FB__SUP_FAIL_ERROR_EXIT,       /* exited with a non-zero code           */
+    FB__SUP_FAIL_LAUNCH_FAILURE,   /* cannot be started: never restarted    */
+    FB__SUP_FAIL_SEGMENT_CORRUPT,  /* its segment failed fb__seg_check      */
+    FB__SUP_FAIL_SEGMENT_NOT_OURS, /* a file under its name is not ours     */
+    /* incidents that do not end an attempt */
+    FB__SUP_FAIL_SAVE_FAILED,      /* a rank could not save a checkpoint    */
+    FB__SUP_FAIL_RESTORE_FALLBACK, /* a complete checkpoint was rejected    */
+    FB__SUP_FAIL_KIND_COUNT
+} fb__sup_fail_kind;
+
+/* "hang", "crash", ...; "none" for FB__SUP_FAIL_NONE, "unknown" out of
+ * range. */
+const char *fb__sup_fail_kind_name(fb__sup_fail_kind kind);
+
+/* ---- how one rank ended ---- */
+
+/* What the supervisor knows when a rank goes away. */
+typedef struct fb__sup_rank_end {
+    int wstatus_known;         /* local launcher: from the shim's waitpid   */
+    int wstatus;
+    int exec_errno;            /* the program could not be executed         */
+    uint32_t end_kind;         /* its own end record (fb__end_kind), or
+                                  FB_END_NONE when its segment is not read  */
+    int end_code;
+    fb__inject_kind injected;  /* a fault that fired in it, or NONE         */
+} fb__sup_rank_end;
+
+typedef enum {
+    FB__SUP_END_OK = 0,        /* exit code 0 or fb_finalize(): no failure  */
+    FB__SUP_END_LAUNCH,        /* exec failed                               */
+    FB__SUP_END_SIGNAL,        /* a fatal signal (wait status or record)    */
+    FB__SUP_END_EXIT,          /* a non-zero exit code                      */
+    FB__SUP_END_INJECTED_KILL, /* no word, but it recorded an injected kill */
+    FB__SUP_END_VANISHED       /* no word at all (SIGKILL or similar)       */
+} fb__sup_end_how;
+
+typedef struct fb__sup_end_verdict {
+    fb__sup_end_how how;
+    fb__sup_fail_kind kind;    /* NONE when how is OK                       */
+    int signal;                /* 0: none known                             */
+    int has_exit_code, exit_code;
+    int launch_error;          /* a restart would fail the same way         */
+} fb__sup_end_verdict;
+
+/* The wait status when known (local), else the rank's own end record. */
+void fb__sup_judge_end(const fb__sup_rank_end *e, fb__sup_end_verdict *v);
+
+/* A rank's own end record says it died of a failure (a signal, or a
+ * non-zero exit): what fb__sup_judge_end makes of it alone. */
+int fb__sup_record_is_fatal(uint32_t end_kind, int end_code);
+
+/* ---- which rank is to blame ---- */
+
+/* Another rank, as seen when one vanished. */
+typedef struct fb__sup_end_record {
+    int ended;                 /* its end was already handled               */
+    int readable;              /* its segment is attached and trusted       */
+    uint32_t end_kind;         /* fb__end_kind                              */
+    int end_code;
+} fb__sup_end_record;
+
+/* The first failure of an attempt decides, with one exception: a rank
+ * that vanished without a word (under mpirun or srun typically the
+ * launcher's teardown after another rank died) yields to a rank that has
+ * recorded a fatal end but whose death has not been noticed yet.  Given
+ * rank `self`'s verdict and every rank's record (recs[0..n)), returns the
+ * rank to blame instead -- the lowest-numbered such rank -- or -1 to blame
+ * `self`.  An injected kill is not "without a word": it is blamed on the
+ * rank it was injected in. */
+int fb__sup_blame_instead(const fb__sup_end_verdict *self_verdict, int self,
+                          const fb__sup_end_record *recs, int n);
+
+/* When a rank's failure occurred (CLOCK_MONOTONIC ns): when its end was
+ * noticed (`noticed_ns`, or `detected_ns` when 0), or earlier: its own
+ * record of its end when it has one, else the injected fault's time when
+ * that was less than 5 s before.  A time later than noticed is not
+ * believed.  end_ns and inject_ns are 0 when unknown. */
+uint64_t fb__sup_end_time(uint64_t noticed_ns, uint64_t detected_ns,
+                          uint32_t end_kind, uint64_t end_ns, uint64_t inject_ns);
+
+/* ---- restart or stop ---- */
+
+typedef struct fb__sup_restart_limits {
+    int max_restarts;          /* --max-restarts                            */
+    int crash_loop;            /* --crash-loop; 0: never stop early         */
+} fb__sup_restart_limits;
+
+/* What the policy remembers between attempts.  Start with
+ * fb__sup_history_init. */
+typedef struct fb__sup_history {
+    int restarts;              /* restarts so far                            */
+    int64_t prev_fail_step;    /* the previous failure's step; -2: none     */
+    fb__sup_fail_kind prev_fail_kind;
+    int same_in_a_row;         /* failures of this kind at this step         */
+    int no_progress;           /* failed attempts in a row without progress */
+} fb__sup_history;
+
+void fb__sup_history_init(fb__sup_history *h);
+
+/* How an attempt ended, as the policy needs it. */
+typedef struct fb__sup_attempt_end {
+    int completed;             /* the program completed                      */
+    int stop_signal;           /* a signal asked the run to stop, or 0      */
+    fb__sup_fail_kind kind;    /* the failure that ended it                  */
+    int64_t step;              /* where it failed, -1 unknown                */
+    int launch_error;
+    int64_t durable_before;    /* newest complete checkpoint at its launch   */
+    int64_t durable_after;     /* ... and at its end (-1: none)              */
+} fb__sup_attempt_end;
+
+typedef enum {
+    FB__SUP_DO_RESTART = 0,
+    FB__SUP_DO_COMPLETED,      /* stop: the program completed               */
+    FB__SUP_DO_INTERRUPTED,    /* stop: a signal                             */
+    FB__SUP_DO_STOP_LAUNCH,    /* stop: a restart would fail the same way   */
+    FB__SUP_DO_STOP_CRASH_LOOP,/* stop: the same failure at the same step   */
+    FB__SUP_DO_STOP_MAX_RESTARTS
+} fb__sup_action;
+
+typedef struct fb__sup_decision {
+    fb__sup_action action;
+    double delay_s;            /* RESTART: back off this long first         */
+    int same_in_a_row;         /* CRASH_LOOP: how many                      */
+} fb__sup_decision;
+
+/* Decide after an attempt, in this order: completed; stopped by a signal;
+ * a launch failure is not restarted; the same failure kind at the same
+ * step `crash_loop` attempts in a row is a crash loop; after
+ * `max_restarts` restarts stop; else restart, at once when the attempt
+ * made progress (failed later than the one before, or made a new complete
+ * checkpoint), else after fb__sup_backoff_s.  Updates *h (a restart is
+ * counted in h->restarts). */
+void fb__sup_decide(const fb__sup_restart_limits *lim, fb__sup_history *h,
+                    const fb__sup_attempt_end *a, fb__sup_decision *d);
+
+/* The back-off after `no_progress` attempts in a row without progress:
+ * 0, then 0.5 s, doubling, at most 30 s. */
+double fb__sup_backoff_s(int no_progress);
+
+#endif

@@ -1,0 +1,377 @@
+/*
+ * test_policy.c -- the supervisor's decisions (src/supervisor/policy.c),
+ * one table per rule: failure kinds and their names, how a rank ended,
+ * which rank is to blame, when the failure occurred, back-off, restart or
+ * stop.  No process is started: each case is the facts the I/O loops
+ * would gather, and the answer docs/supervisor.md promises.
+ *
+ * To test a new rule: add a row to its table (or a table), run
+ * `ctest -R supervisor_policy`.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "../check.h"
+#include "supervisor/policy.h"
+
+/* Wait statuses as waitpid() reports them. */
+#define EXITED(code) (((code) & 0xff) << 8)
+#define KILLED(sig) ((sig) & 0x7f)
+
+#define N(a) (sizeof(a) / sizeof((a)[0]))
+
+/* ---- failure kinds: the journal's names, never renamed ---- */
+
+static void test_kind_names(void)
+{
+    static const struct {
+        fb__sup_fail_kind kind;
+        const char *name;
+    } cases[] = {
+        {FB__SUP_FAIL_NONE, "none"},
+        {FB__SUP_FAIL_HANG, "hang"},
+        {FB__SUP_FAIL_CRASH, "crash"},
+        {FB__SUP_FAIL_ERROR_EXIT, "error_exit"},
+        {FB__SUP_FAIL_LAUNCH_FAILURE, "launch_failure"},
+        {FB__SUP_FAIL_SEGMENT_CORRUPT, "segment_corrupt"},
+        {FB__SUP_FAIL_SEGMENT_NOT_OURS, "segment_not_ours"},
+        {FB__SUP_FAIL_SAVE_FAILED, "save_failed"},
+        {FB__SUP_FAIL_RESTORE_FALLBACK, "restore_fallback"},
+        {FB__SUP_FAIL_KIND_COUNT, "unknown"},
+        {(fb__sup_fail_kind)-1, "unknown"},
+    };
+    for (size_t i = 0; i < N(cases); i++) {
+        const char *got = fb__sup_fail_kind_name(cases[i].kind);
+        CHECKF(!strcmp(got, cases[i].name), "kind %d: got \"%s\", want \"%s\"",
+               (int)cases[i].kind, got, cases[i].name);
+    }
+    /* Every kind has a name of its own. */
+    for (int a = 0; a < FB__SUP_FAIL_KIND_COUNT; a++)
+        for (int b = a + 1; b < FB__SUP_FAIL_KIND_COUNT; b++)
+            CHECKF(strcmp(fb__sup_fail_kind_name((fb__sup_fail_kind)a),
+                          fb__sup_fail_kind_name((fb__sup_fail_kind)b)),
+                   "kinds %d and %d share the name %s", a, b,
+                   fb__sup_fail_kind_name((fb__sup_fail_kind)a));
+}
+
+/* ---- how one rank ended ---- */
+
+static void test_judge_end(void)
+{
+    static const struct {
+        const char *what;
+        fb__sup_rank_end e;
+        fb__sup_end_how how;
+        fb__sup_fail_kind kind;
+        int signal, has_exit_code, exit_code, launch_error;
+    } cases[] = {
+        {"local exit 0", {.wstatus_known = 1, .wstatus = EXITED(0)},
+         FB__SUP_END_OK, FB__SUP_FAIL_NONE, 0, 0, 0, 0},
+        {"local exit 3", {.wstatus_known = 1, .wstatus = EXITED(3)},
+         FB__SUP_END_EXIT, FB__SUP_FAIL_ERROR_EXIT, 0, 1, 3, 0},
+        {"local SIGSEGV", {.wstatus_known = 1, .wstatus = KILLED(SIGSEGV)},
+         FB__SUP_END_SIGNAL, FB__SUP_FAIL_CRASH, SIGSEGV, 0, 0, 0},
+        {"exec failed", {.wstatus_known = 1, .wstatus = EXITED(127), .exec_errno = ENOENT},
+         FB__SUP_END_LAUNCH, FB__SUP_FAIL_LAUNCH_FAILURE, 0, 1, 127, 1},
+        {"exec failure beats an exit 0", {.wstatus_known = 1, .wstatus = EXITED(0),
+                                          .exec_errno = EACCES},
+         FB__SUP_END_LAUNCH, FB__SUP_FAIL_LAUNCH_FAILURE, 0, 1, 127, 1},
+        {"the wait status beats the record",
+         {.wstatus_known = 1, .wstatus = EXITED(0), .end_kind = FB_END_SIGNAL, .end_code = 6},
+         FB__SUP_END_OK, FB__SUP_FAIL_NONE, 0, 0, 0, 0},
+        {"a SIGKILL seen by waitpid is a signal, injected or not",
+         {.wstatus_known = 1, .wstatus = KILLED(SIGKILL), .injected = FB_INJECT_KILL},
+         FB__SUP_END_SIGNAL, FB__SUP_FAIL_CRASH, SIGKILL, 0, 0, 0},
+        {"record: exit 2", {.end_kind = FB_END_EXIT, .end_code = 2},
+         FB__SUP_END_EXIT, FB__SUP_FAIL_ERROR_EXIT, 0, 1, 2, 0},
+        {"record: exit 0", {.end_kind = FB_END_EXIT, .end_code = 0},
+         FB__SUP_END_OK, FB__SUP_FAIL_NONE, 0, 0, 0, 0},
+        {"record: SIGABRT", {.end_kind = FB_END_SIGNAL, .end_code = SIGABRT},
+         FB__SUP_END_SIGNAL, FB__SUP_FAIL_CRASH, SIGABRT, 0, 0, 0},
+        {"record: finalized", {.end_kind = FB_END_FINALIZED},
+         FB__SUP_END_OK, FB__SUP_FAIL_NONE, 0, 0, 0, 0},
+        {"no status, no record: vanished", {.end_kind = FB_END_NONE},
+         FB__SUP_END_VANISHED, FB__SUP_FAIL_CRASH, 0, 0, 0, 0},
+        {"no status, no record, an injected kill recorded",
+         {.injected = FB_INJECT_KILL},
+         FB__SUP_END_INJECTED_KILL, FB__SUP_FAIL_CRASH, SIGKILL, 0, 0, 0},
+        {"an injected hang does not explain a vanished rank",
+         {.injected = FB_INJECT_HANG},
+         FB__SUP_END_VANISHED, FB__SUP_FAIL_CRASH, 0, 0, 0, 0},
+        {"record: signal 0 is no signal", {.end_kind = FB_END_SIGNAL, .end_code = 0},
+         FB__SUP_END_VANISHED, FB__SUP_FAIL_CRASH, 0, 0, 0, 0},
+        {"a stopped status is no end", {.wstatus_known = 1, .wstatus = 0x137f},
+         FB__SUP_END_VANISHED, FB__SUP_FAIL_CRASH, 0, 0, 0, 0},
+    };
+    for (size_t i = 0; i < N(cases); i++) {
+        fb__sup_end_verdict v;
+        memset(&v, 0xa5, sizeof v);
+        fb__sup_judge_end(&cases[i].e, &v);
+        const char *w = cases[i].what;
+        CHECKF(v.how == cases[i].how, "%s: how %d, want %d", w, v.how, cases[i].how);
+        CHECKF(v.kind == cases[i].kind, "%s: kind %s, want %s", w,
+               fb__sup_fail_kind_name(v.kind), fb__sup_fail_kind_name(cases[i].kind));
+        CHECKF(v.signal == cases[i].signal, "%s: signal %d, want %d", w, v.signal,
+               cases[i].signal);
+        CHECKF(v.has_exit_code == cases[i].has_exit_code &&
+                   (!v.has_exit_code || v.exit_code == cases[i].exit_code),
+               "%s: exit code %d/%d, want %d/%d", w, v.has_exit_code, v.exit_code,
+               cases[i].has_exit_code, cases[i].exit_code);
+        CHECKF(v.launch_error == cases[i].launch_error, "%s: launch_error %d, want %d",
+               w, v.launch_error, cases[i].launch_error);
+    }
+}
+
+static void test_record_is_fatal(void)
+{
+    static const struct {
+        uint32_t end_kind;
+        int end_code, fatal;
+    } cases[] = {
+        {FB_END_NONE, 0, 0},      {FB_END_EXIT, 0, 0},   {FB_END_EXIT, 1, 1},
+        {FB_END_EXIT, 255, 1},    {FB_END_SIGNAL, 9, 1}, {FB_END_SIGNAL, 11, 1},
+        {FB_END_SIGNAL, 0, 0},    {FB_END_FINALIZED, 0, 0},
+    };
+    for (size_t i = 0; i < N(cases); i++) {
+        int got = fb__sup_record_is_fatal(cases[i].end_kind, cases[i].end_code);
+        CHECKF(got == cases[i].fatal, "end_kind %u code %d: fatal %d, want %d",
+               cases[i].end_kind, cases[i].end_code, got, cases[i].fatal);
+    }
+}
+
+/* ---- which rank is to blame ---- */
+
+#define LIVE(k, c) {.readable = 1, .end_kind = (k), .end_code = (c)}
+#define QUIET {.readable = 1}
+
+static void test_blame(void)
+{
+    static const struct {
+        const char *what;
+        fb__sup_end_how self_how;
+        int self;
+        fb__sup_end_record recs[4];
+        int want;
+    } cases[] = {
+        {"a recorded fatal end beats a vanished rank (mpirun teardown)",
+         FB__SUP_END_VANISHED, 1,
+         {QUIET, QUIET, QUIET, LIVE(FB_END_SIGNAL, SIGSEGV)}, 3},
+        {"... a non-zero exit too", FB__SUP_END_VANISHED, 0,
+         {QUIET, LIVE(FB_END_EXIT, 2), QUIET, QUIET}, 1},
+        {"the lowest such rank", FB__SUP_END_VANISHED, 1,
+         {QUIET, QUIET, LIVE(FB_END_EXIT, 1), LIVE(FB_END_SIGNAL, SIGABRT)}, 2},
+        {"not one whose end was already handled", FB__SUP_END_VANISHED, 1,
+         {QUIET, QUIET, QUIET,
+          {.ended = 1, .readable = 1, .end_kind = FB_END_SIGNAL, .end_code = 9}}, -1},
+        {"not one whose segment is not read (not attached, corrupt)",
+         FB__SUP_END_VANISHED, 1,
+         {QUIET, QUIET, QUIET, {.end_kind = FB_END_SIGNAL, .end_code = 9}}, -1},
+        {"a clean exit is no cause", FB__SUP_END_VANISHED, 1,
+         {LIVE(FB_END_EXIT, 0), QUIET, LIVE(FB_END_FINALIZED, 0), QUIET}, -1},
+        {"nobody recorded anything: the vanished rank", FB__SUP_END_VANISHED, 2,
+         {QUIET, QUIET, QUIET, QUIET}, -1},
+        {"its own record does not count", FB__SUP_END_VANISHED, 2,
+         {QUIET, QUIET, LIVE(FB_END_SIGNAL, 9), QUIET}, -1},
+        {"an injected kill is blamed on the injected rank",
+         FB__SUP_END_INJECTED_KILL, 1,
+         {QUIET, QUIET, QUIET, LIVE(FB_END_SIGNAL, SIGSEGV)}, -1},
+        {"a rank that died by a signal is the first failure: it decides",
+         FB__SUP_END_SIGNAL, 1,
+         {QUIET, QUIET, QUIET, LIVE(FB_END_SIGNAL, SIGSEGV)}, -1},
+        {"a non-zero exit decides too", FB__SUP_END_EXIT, 0,
+         {QUIET, LIVE(FB_END_SIGNAL, SIGSEGV), QUIET, QUIET}, -1},
+        {"a launch failure decides", FB__SUP_END_LAUNCH, 0,
+         {QUIET, LIVE(FB_END_EXIT, 1), QUIET, QUIET}, -1},
+    };
+    for (size_t i = 0; i < N(cases); i++) {
+        fb__sup_end_verdict v = {.how = cases[i].self_how};
+        int got = fb__sup_blame_instead(&v, cases[i].self, cases[i].recs, 4);
+        CHECKF(got == cases[i].want, "%s: blamed %d, want %d", cases[i].what, got,
+               cases[i].want);
+    }
+}
+
+/* ---- when it occurred ---- */
+
+static void test_end_time(void)
+{
+    const uint64_t S = 1000000000ull, T = 1000 * S; /* noticed at T */
+    static const struct {
+        const char *what;
+        uint64_t noticed, detected;
+        uint32_t end_kind;
+        uint64_t end_ns, inject_ns, want;
+    } cases[] = {
+        {"no record: when noticed", 1000, 2000, FB_END_NONE, 0, 0, 1000},
+        {"noticed unknown: when detected", 0, 2000, FB_END_NONE, 0, 0, 2000},
+        {"its own end record", 1000, 2000, FB_END_EXIT, 900, 0, 900},
+        {"the record beats the injection", 1000, 2000, FB_END_SIGNAL, 900, 800, 900},
+        {"a record later than noticed is not believed", 1000, 2000, FB_END_EXIT, 1500,
+         0, 1000},
+        {"an end time without an end kind is ignored", 1000, 2000, FB_END_NONE, 900, 0,
+         1000},
+    };
+    for (size_t i = 0; i < N(cases); i++) {
+        uint64_t got = fb__sup_end_time(cases[i].noticed, cases[i].detected,
+                                        cases[i].end_kind, cases[i].end_ns,
+                                        cases[i].inject_ns);
+        CHECKF(got == cases[i].want, "%s: %llu, want %llu", cases[i].what,
+               (unsigned long long)got, (unsigned long long)cases[i].want);
+    }
+    /* The injected fault's time, when it is the likely cause (< 5 s). */
+    struct {
+        const char *what;
+        uint64_t inject_ns, want;
+    } inj[] = {
+        {"injected 1 s before", T - S, T - S},
+        {"injected 4.9 s before", T - 49 * S / 10, T - 49 * S / 10},
+        {"injected 5 s before: not the cause", T - 5 * S, T},
+        {"injected after it was noticed", T + 1, T},
+    };
+    for (size_t i = 0; i < N(inj); i++) {
+        uint64_t got = fb__sup_end_time(T, T + S, FB_END_NONE, 0, inj[i].inject_ns);
+        CHECKF(got == inj[i].want, "%s: %llu, want %llu", inj[i].what,
+               (unsigned long long)got, (unsigned long long)inj[i].want);
+    }
+}
+
+/* ---- back-off ---- */
+
+static void test_backoff(void)
+{
+    static const struct {
+        int no_progress;
+        double want;
+    } cases[] = {
+        {-1, 0}, {0, 0}, {1, 0.5}, {2, 1}, {3, 2}, {4, 4}, {5, 8}, {6, 16},
+        {7, 30}, {8, 30}, {1000, 30}, {2147483647, 30},
+    };
+    for (size_t i = 0; i < N(cases); i++) {
+        double got = fb__sup_backoff_s(cases[i].no_progress);
+        CHECKF(got == cases[i].want, "after %d attempts without progress: %g s, want %g s",
+               cases[i].no_progress, got, cases[i].want);
+    }
+}
+
+/* ---- restart or stop: sequences of attempts ---- */
+
+#define MAX_SEQ 12
+
+/* One attempt's end and the decision expected after it. */
+typedef struct step_case {
+    fb__sup_attempt_end a;
+    fb__sup_action want;
+    double delay_s;            /* RESTART */
+} step_case;
+
+#define CRASH_AT(st) {.kind = FB__SUP_FAIL_CRASH, .step = (st), .durable_before = -1, \
+                      .durable_after = -1}
+#define HANG_AT(st) {.kind = FB__SUP_FAIL_HANG, .step = (st), .durable_before = -1, \
+                     .durable_after = -1}
+#define R(delay) FB__SUP_DO_RESTART, (delay)
+
+static const char *action_name(fb__sup_action a)
+{
+    static const char *const names[] = {
+        [FB__SUP_DO_RESTART] = "restart", [FB__SUP_DO_COMPLETED] = "completed",
+        [FB__SUP_DO_INTERRUPTED] = "interrupted", [FB__SUP_DO_STOP_LAUNCH] = "stop_launch",
+        [FB__SUP_DO_STOP_CRASH_LOOP] = "crash_loop",
+        [FB__SUP_DO_STOP_MAX_RESTARTS] = "max_restarts",
+    };
+    return (unsigned)a < N(names) ? names[a] : "?";
+}
+
+static void test_decide(void)
+{
+    static const struct {
+        const char *what;
+        fb__sup_restart_limits lim;
+        int n;
+        step_case seq[MAX_SEQ];
+        int want_restarts;
+    } cases[] = {
+        {"completed", {3, 2}, 1, {{{.completed = 1}, FB__SUP_DO_COMPLETED, 0}}, 0},
+        {"completed after a restart", {3, 2}, 2,
+         {{CRASH_AT(5), R(0)}, {{.completed = 1}, FB__SUP_DO_COMPLETED, 0}}, 1},
+        {"a stop signal", {3, 2}, 1,
+         {{{.stop_signal = SIGTERM, .kind = FB__SUP_FAIL_CRASH}, FB__SUP_DO_INTERRUPTED, 0}},
+         0},
+        {"a launch failure is not restarted", {3, 2}, 1,
+         {{{.kind = FB__SUP_FAIL_LAUNCH_FAILURE, .launch_error = 1, .step = -1},
+           FB__SUP_DO_STOP_LAUNCH, 0}}, 0},
+        {"crash loop: the same failure at the same step twice", {3, 2}, 2,
+         {{CRASH_AT(5), R(0)}, {CRASH_AT(5), FB__SUP_DO_STOP_CRASH_LOOP, 0}}, 1},
+        {"crash loop of 3", {10, 3}, 3,
+         {{CRASH_AT(5), R(0)}, {CRASH_AT(5), R(0.5)},
+          {CRASH_AT(5), FB__SUP_DO_STOP_CRASH_LOOP, 0}}, 2},
+        {"unknown step, same kind: a crash loop too", {3, 2}, 2,
+         {{CRASH_AT(-1), R(0)}, {CRASH_AT(-1), FB__SUP_DO_STOP_CRASH_LOOP, 0}}, 1},
+        {"another kind at the same step is no crash loop", {3, 2}, 2,
+         {{CRASH_AT(5), R(0)}, {HANG_AT(5), R(0.5)}}, 2},
+        {"the same kind at another step is no crash loop", {3, 2}, 3,
+         {{CRASH_AT(5), R(0)}, {CRASH_AT(7), R(0)}, {CRASH_AT(5), R(0.5)}}, 3},
+        {"--crash-loop 0: never stop early", {3, 0}, 4,
+         {{CRASH_AT(5), R(0)}, {CRASH_AT(5), R(0.5)}, {CRASH_AT(5), R(1)},
+          {CRASH_AT(5), FB__SUP_DO_STOP_MAX_RESTARTS, 0}}, 3},
+        {"--max-restarts 0", {0, 2}, 1,
+         {{CRASH_AT(5), FB__SUP_DO_STOP_MAX_RESTARTS, 0}}, 0},
+        {"--max-restarts 2 with progress", {2, 2}, 3,
+         {{CRASH_AT(1), R(0)}, {CRASH_AT(2), R(0)},
+          {CRASH_AT(3), FB__SUP_DO_STOP_MAX_RESTARTS, 0}}, 2},
+        {"a crash loop is found before the restarts run out", {1, 2}, 2,
+         {{CRASH_AT(5), R(0)}, {CRASH_AT(5), FB__SUP_DO_STOP_CRASH_LOOP, 0}}, 1},
+        {"back-off doubles to its cap", {100, 0}, 10,
+         {{CRASH_AT(5), R(0)}, {CRASH_AT(5), R(0.5)}, {CRASH_AT(5), R(1)},
+          {CRASH_AT(5), R(2)}, {CRASH_AT(5), R(4)}, {CRASH_AT(5), R(8)},
+          {CRASH_AT(5), R(16)}, {CRASH_AT(5), R(30)}, {CRASH_AT(5), R(30)},
+          {CRASH_AT(5), R(30)}}, 10},
+        {"failing earlier is no progress", {10, 0}, 2,
+         {{CRASH_AT(10), R(0)}, {CRASH_AT(4), R(0.5)}}, 2},
+        {"a new complete checkpoint is progress: the back-off resets", {10, 0}, 5,
+         {{CRASH_AT(5), R(0)}, {CRASH_AT(5), R(0.5)}, {CRASH_AT(5), R(1)},
+          {{.kind = FB__SUP_FAIL_CRASH, .step = 5, .durable_before = -1,
+            .durable_after = 4}, R(0)},
+          {{.kind = FB__SUP_FAIL_CRASH, .step = 5, .durable_before = 4,
+            .durable_after = 4}, R(0.5)}}, 5},
+        {"failing later is progress: the back-off resets", {10, 0}, 4,
+         {{CRASH_AT(5), R(0)}, {CRASH_AT(5), R(0.5)}, {CRASH_AT(6), R(0)},
+          {CRASH_AT(6), R(0.5)}}, 4},
+    };
+    for (size_t i = 0; i < N(cases); i++) {
+        fb__sup_history h;
+        fb__sup_history_init(&h);
+        for (int k = 0; k < cases[i].n; k++) {
+            const step_case *c = &cases[i].seq[k];
+            fb__sup_decision d;
+            fb__sup_decide(&cases[i].lim, &h, &c->a, &d);
+            CHECKF(d.action == c->want, "%s, attempt %d: %s, want %s", cases[i].what, k,
+                   action_name(d.action), action_name(c->want));
+            if (c->want == FB__SUP_DO_RESTART)
+                CHECKF(d.delay_s == c->delay_s, "%s, attempt %d: back-off %g s, want %g s",
+                       cases[i].what, k, d.delay_s, c->delay_s);
+            if (c->want == FB__SUP_DO_STOP_CRASH_LOOP)
+                CHECKF(d.same_in_a_row == cases[i].lim.crash_loop,
+                       "%s: %d in a row, want %d", cases[i].what, d.same_in_a_row,
+                       cases[i].lim.crash_loop);
+        }
+        CHECKF(h.restarts == cases[i].want_restarts, "%s: %d restarts, want %d",
+               cases[i].what, h.restarts, cases[i].want_restarts);
+    }
+}
+
+int main(void)
+{
+    test_kind_names();
+    test_judge_end();
+    test_record_is_fatal();
+    test_blame();
+    test_end_time();
+    test_backoff();
+    test_decide();
+    if (failures)
+        fprintf(stderr, "test_policy: %d check%s failed\n", failures,
+                failures == 1 ? "" : "s");
+    return failures != 0;
+}
