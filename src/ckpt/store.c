@@ -49,8 +49,7 @@ static int parse_numbered(const char *name, const char *prefix, const char *suff
     return 0;
 }
 
-/* world_size recorded in a shard's metadata, or -1. */
-static int shard_world_size(const char *path)
+int fb__ckpt_shard_world_size(const char *path)
 {
     int fd;
     fb__st_header *h;
@@ -102,7 +101,7 @@ static int scan_step(const char *dir, fb__ckpt_entry *e, int world_size,
     if (world_size <= 0 && lowest != INT_MAX) {
         char p[PATH_MAX];
         if (!fb__ckpt_shard_path(p, sizeof p, dir, e->step, lowest))
-            e->world_size = shard_world_size(p);
+            e->world_size = fb__ckpt_shard_world_size(p);
     }
     e->shards = 0;
     for (int i = 0; i < n; i++) {

@@ -40,6 +40,10 @@ int fb__ckpt_shard_path(char *buf, size_t size, const char *dir, uint64_t step,
 int fb__ckpt_scan(const char *dir, int world_size, int with_sizes,
                   fb__ckpt_entry **out, size_t *count);
 
+/* The world size a shard records in its metadata, or -1 when it cannot be
+ * read (missing, malformed, truncated header). */
+int fb__ckpt_shard_world_size(const char *path);
+
 /*
  * Remove the temporaries of rank `rank` (.rank-R.<pid>.tmp) in the step
  * directory of `step`, but for the one of pid `keep_pid`.  A rank's

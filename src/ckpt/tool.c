@@ -288,9 +288,7 @@ int fb__ckpt_prepare_restore(const char *dir, int world_size, int threads,
 {
     fb__ckpt_entry *v;
     size_t n;
-    /* World sizes as the lowest rank's shard records them: a checkpoint of
-     * another job size is passed over, not set aside. */
-    int rc = fb__ckpt_scan(dir, 0, 0, &v, &n);
+    int rc = fb__ckpt_scan(dir, world_size, 0, &v, &n);
     if (rc)
         return rc == -ENOENT ? FB_ENOCKPT : rc;
     rc = FB_ENOCKPT;
@@ -298,10 +296,15 @@ int fb__ckpt_prepare_restore(const char *dir, int world_size, int threads,
         if (!v[i].complete)
             continue;
         char err[1024] = "";
-        if (world_size > 0 && v[i].world_size != world_size) {
+        /* Rank 0's shard says a job of another size saved it: passed over,
+         * not set aside.  One that cannot say (truncated, malformed) is
+         * verified below and set aside like any bad shard. */
+        char p0[PATH_MAX];
+        int w0 = world_size > 0 && !fb__ckpt_shard_path(p0, sizeof p0, dir, v[i].step, 0)
+                     ? fb__ckpt_shard_world_size(p0) : -1;
+        if (w0 > 0 && w0 != world_size) {
             snprintf(err, sizeof err, "saved by %d ranks, this job has %d: "
-                     "not restorable by it, left in place", v[i].world_size,
-                     world_size);
+                     "not restorable by it, left in place", w0, world_size);
             if (why_cb)
                 why_cb(arg, v[i].step, 0, err);
             continue;

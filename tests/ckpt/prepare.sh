@@ -49,4 +49,14 @@ echo "$out" | tail -n 1 | grep -qx 'restore 20' || fail "want restore 20 (the 3-
 [ -d "$ck/step-0000000030" ] || fail "the 4-rank checkpoint was moved"
 out=$("$prepare" "$ck" 4) || fail "prepare 4: $out"
 echo "$out" | tail -n 1 | grep -qx 'restore 30' || fail "a 4-rank job wants its step 30: $out"
+# Rank 0's shard truncated: it cannot say its world size, so it is not
+# "another job's" -- it is bad, and the step is set aside (the other rank
+# would otherwise restore it alone).
+for r in 0 1 2; do "$sample" "$ck" $r 3 40 40 10 >/dev/null || fail "sample $r"; done
+shard=$ck/step-0000000040/rank-00000.safetensors
+truncate -s $(( $(stat -c %s "$shard") / 2 )) "$shard"
+out=$("$prepare" "$ck" 3) || fail "prepare: $out"
+echo "$out"
+echo "$out" | grep -q 'set aside step 40: .*rank-00000.safetensors' || fail "truncated rank 0 not set aside: $out"
+echo "$out" | tail -n 1 | grep -qx 'restore 20' || fail "want restore 20"
 echo PASS
