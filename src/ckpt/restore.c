@@ -35,6 +35,7 @@
 #include "ckpt/cuda.h"
 #include "ckpt/shard.h"
 #include "ckpt/store.h"
+#include "common/alloc.h"
 #include "common/util.h"
 #include "lib/lib.h"
 
@@ -189,8 +190,8 @@ static int try_step(fb_ckpt *ck, uint64_t step, uint64_t *bytes_out, char *why,
                                     why_size)) ||
         (rc = fb__shard_check_meta(h, path, why, why_size)))
         goto out;
-    dest = calloc(h->ntensors ? h->ntensors : 1, sizeof *dest);
-    map = calloc(h->ntensors ? h->ntensors : 1, sizeof *map);
+    dest = fb__calloc(h->ntensors ? h->ntensors : 1, sizeof *dest);
+    map = fb__calloc(h->ntensors ? h->ntensors : 1, sizeof *map);
     if (!dest || !map) {
         rc = -ENOMEM;
         fb__ckpt_say(why, why_size, "out of memory");

@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/alloc.h"
 #include "common/json.h"
 #include "common/util.h"
 
@@ -73,7 +74,7 @@ static int parse_meta(fb__st_header *h, const fb__json *m, const char *label,
     if (fb__json_has_duplicate_keys(m))
         return failf(err, err_size, FB_EFORMAT,
                      "%s: __metadata__ has a duplicate key", label);
-    h->meta = calloc(m->count ? m->count : 1, sizeof *h->meta);
+    h->meta = fb__calloc(m->count ? m->count : 1, sizeof *h->meta);
     if (!h->meta)
         return -ENOMEM;
     for (const fb__json *v = m->child; v; v = v->next) {
@@ -174,7 +175,7 @@ int fb__st_parse_header(const char *json, size_t len, uint64_t file_size,
         return failf(err, err_size, FB_EFORMAT,
                      "%s: header length %zu runs past the end of the file "
                      "(%llu bytes)", label, len, (unsigned long long)file_size);
-    fb__st_header *h = calloc(1, sizeof *h);
+    fb__st_header *h = fb__calloc(1, sizeof *h);
     if (!h)
         return -ENOMEM;
     h->header_len = len;
@@ -202,7 +203,7 @@ int fb__st_parse_header(const char *json, size_t len, uint64_t file_size,
                    "%s: header has a duplicate tensor name", label);
         goto fail;
     }
-    h->tensors = calloc(root->count ? root->count : 1, sizeof *h->tensors);
+    h->tensors = fb__calloc(root->count ? root->count : 1, sizeof *h->tensors);
     if (!h->tensors) {
         rc = -ENOMEM;
         goto fail;
@@ -311,7 +312,7 @@ int fb__st_open(const char *path, int *fd_out, fb__st_header **out, char *err,
                    (unsigned long long)size);
         goto fail;
     }
-    json = malloc(n ? n : 1);
+    json = fb__malloc(n ? n : 1);
     if (!json) {
         rc = -ENOMEM;
         goto fail;

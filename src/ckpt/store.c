@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "ckpt/safetensors.h"
+#include "common/alloc.h"
 #include "common/util.h"
 
 int fb__ckpt_step_path(char *buf, size_t size, const char *dir, uint64_t step)
@@ -75,7 +76,7 @@ static int scan_step(const char *dir, fb__ckpt_entry *e, int world_size,
     if (!d)
         return -errno;
     int cap = 64, n = 0;
-    int *ranks = malloc(sizeof *ranks * (size_t)cap);
+    int *ranks = fb__malloc(sizeof *ranks * (size_t)cap);
     struct dirent *de;
     int lowest = INT_MAX;
     while (ranks && (de = readdir(d))) {
@@ -83,7 +84,7 @@ static int scan_step(const char *dir, fb__ckpt_entry *e, int world_size,
         if (parse_numbered(de->d_name, "rank-", ".safetensors", &r) || r > INT_MAX)
             continue;
         if (n == cap) {
-            int *nr = realloc(ranks, sizeof *ranks * (size_t)(cap *= 2));
+            int *nr = fb__realloc(ranks, sizeof *ranks * (size_t)(cap *= 2));
             if (!nr) {
                 free(ranks);
                 ranks = NULL;
@@ -138,7 +139,7 @@ int fb__ckpt_scan(const char *dir, int world_size, int with_sizes,
     if (!d)
         return -errno;
     size_t n = 0, cap = 16;
-    fb__ckpt_entry *v = calloc(cap, sizeof *v);
+    fb__ckpt_entry *v = fb__calloc(cap, sizeof *v);
     int rc = 0;
     struct dirent *de;
     while (v && (de = readdir(d))) {
@@ -146,7 +147,7 @@ int fb__ckpt_scan(const char *dir, int world_size, int with_sizes,
         if (parse_numbered(de->d_name, "step-", "", &step))
             continue;
         if (n == cap) {
-            fb__ckpt_entry *nv = realloc(v, sizeof *v * (cap *= 2));
+            fb__ckpt_entry *nv = fb__realloc(v, sizeof *v * (cap *= 2));
             if (!nv) {
                 rc = -ENOMEM;
                 break;

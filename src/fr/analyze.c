@@ -31,6 +31,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/alloc.h"
 #include "common/util.h"
 #include "firebreak/firebreak.h"
 #include "fr/model.h"
@@ -111,7 +112,7 @@ static finding *add_finding(fb__fr_result *res, int kind, int group,
     }
     if (res->nf == res->capf) {
         size_t nc = res->capf ? res->capf * 2 : 16;
-        finding *nf = realloc(res->f, nc * sizeof *nf);
+        finding *nf = fb__realloc(res->f, nc * sizeof *nf);
         if (!nf)
             return NULL;
         res->f = nf;
@@ -125,7 +126,7 @@ static finding *add_finding(fb__fr_result *res, int kind, int group,
     f->has_seq = has_seq;
     f->op = op;
     if (nranks > 0) {
-        f->ranks = malloc((size_t)nranks * sizeof *f->ranks);
+        f->ranks = fb__malloc((size_t)nranks * sizeof *f->ranks);
         if (!f->ranks)
             return NULL;
         memcpy(f->ranks, ranks, (size_t)nranks * sizeof *f->ranks);
@@ -272,13 +273,13 @@ static int load_path(fr_model *m, const char *path, int *loaded)
             continue;
         if (n == cap) {
             cap = cap ? cap * 2 : 64;
-            char **nn = realloc(names, cap * sizeof *nn);
+            char **nn = fb__realloc(names, cap * sizeof *nn);
             if (!nn)
                 break;
             names = nn;
         }
         size_t need = strlen(path) + strlen(e->d_name) + 2;
-        names[n] = malloc(need);
+        names[n] = fb__malloc(need);
         if (!names[n])
             break;
         snprintf(names[n], need, "%s/%s", path, e->d_name);
@@ -401,7 +402,7 @@ static void unbind_rank(ctx *c, const fr_rank *r)
 static int fill_unlisted_groups(ctx *c)
 {
     fr_model *m = c->m;
-    int *maxg = malloc((m->ngroups + 1) * sizeof *maxg);
+    int *maxg = fb__malloc((m->ngroups + 1) * sizeof *maxg);
     if (!maxg)
         return -ENOMEM;
     for (size_t g = 0; g < m->ngroups; g++)
@@ -424,7 +425,7 @@ static int fill_unlisted_groups(ctx *c)
             maxg[g] = INT_MIN;
             continue;
         }
-        gr->members = malloc((size_t)size * sizeof *gr->members);
+        gr->members = fb__malloc((size_t)size * sizeof *gr->members);
         if (!gr->members) {
             rc = -ENOMEM;
             goto out;
@@ -450,9 +451,9 @@ static int resolve_groups(ctx *c)
 {
     fr_model *m = c->m;
     int rc;
-    c->gsize = calloc(m->ngroups + 1, sizeof *c->gsize);
-    c->gs = calloc(m->ngroups + 1, sizeof *c->gs);
-    c->grank = malloc((m->ngroups + 1) * sizeof *c->grank);
+    c->gsize = fb__calloc(m->ngroups + 1, sizeof *c->gsize);
+    c->gs = fb__calloc(m->ngroups + 1, sizeof *c->gs);
+    c->grank = fb__malloc((m->ngroups + 1) * sizeof *c->grank);
     if (!c->gsize || !c->gs || !c->grank)
         return -ENOMEM;
     for (size_t g = 0; g < m->ngroups; g++)
@@ -464,7 +465,7 @@ static int resolve_groups(ctx *c)
         if (!gr->members || gr->size <= 0)
             continue;
         c->gsize[g] = gr->size;
-        c->gs[g] = calloc((size_t)gr->size, sizeof(gstat));
+        c->gs[g] = fb__calloc((size_t)gr->size, sizeof(gstat));
         if (!c->gs[g])
             return -ENOMEM;
         for (int k = 0; k < gr->size; k++) {
@@ -522,7 +523,7 @@ static void member_stats(ctx *c)
 static int mark_stuck_ranks(ctx *c)
 {
     const fr_model *m = c->m;
-    c->stuck_rank = calloc(m->nranks + 1, 1);
+    c->stuck_rank = fb__calloc(m->nranks + 1, 1);
     if (!c->stuck_rank)
         return -ENOMEM;
     for (size_t i = 0; i < m->nranks; i++) {
@@ -581,16 +582,16 @@ static int hang_analysis(ctx *c)
 {
     fr_model *m = c->m;
     fb__fr_result *res = c->res;
-    c->stuck = calloc(m->ngroups + 1, sizeof *c->stuck);
-    c->stuck_op = calloc(m->ngroups + 1, sizeof *c->stuck_op);
+    c->stuck = fb__calloc(m->ngroups + 1, sizeof *c->stuck);
+    c->stuck_op = fb__calloc(m->ngroups + 1, sizeof *c->stuck_op);
     /* each list holds at most one group's members */
     int maxsize = 1;
     for (size_t g = 0; g < m->ngroups; g++)
         if (c->gsize[g] > maxsize)
             maxsize = c->gsize[g];
-    int *missing = malloc((size_t)maxsize * sizeof *missing);
-    int *unknown = malloc((size_t)maxsize * sizeof *unknown);
-    int *unknown_g = malloc((size_t)maxsize * sizeof *unknown_g);
+    int *missing = fb__malloc((size_t)maxsize * sizeof *missing);
+    int *unknown = fb__malloc((size_t)maxsize * sizeof *unknown);
+    int *unknown_g = fb__malloc((size_t)maxsize * sizeof *unknown_g);
     if (!c->stuck || !c->stuck_op || !missing || !unknown || !unknown_g) {
         free(missing);
         free(unknown);
@@ -724,12 +725,12 @@ static int buckets(ctx *c)
 {
     fr_model *m = c->m;
     size_t G = m->ngroups;
-    c->bbase = calloc(G + 1, sizeof *c->bbase);
-    c->bcount = calloc(G + 1, sizeof *c->bcount);
-    c->b = calloc(G + 1, sizeof *c->b);
-    uint64_t *maxs = calloc(G + 1, sizeof *maxs);
-    uint64_t *mins = calloc(G + 1, sizeof *mins);
-    uint64_t *cnt = calloc(G + 1, sizeof *cnt);
+    c->bbase = fb__calloc(G + 1, sizeof *c->bbase);
+    c->bcount = fb__calloc(G + 1, sizeof *c->bcount);
+    c->b = fb__calloc(G + 1, sizeof *c->b);
+    uint64_t *maxs = fb__calloc(G + 1, sizeof *maxs);
+    uint64_t *mins = fb__calloc(G + 1, sizeof *mins);
+    uint64_t *cnt = fb__calloc(G + 1, sizeof *cnt);
     int rc = -ENOMEM;
     if (!c->bbase || !c->bcount || !c->b || !maxs || !mins || !cnt)
         goto out;
@@ -761,7 +762,7 @@ static int buckets(ctx *c)
         }
         c->bbase[g] = base;
         c->bcount[g] = maxs[g] - base + 1;
-        c->b[g] = calloc(c->bcount[g], sizeof(bucket));
+        c->b[g] = fb__calloc(c->bcount[g], sizeof(bucket));
         if (!c->b[g])
             goto out;
     }
@@ -890,7 +891,7 @@ static int p2p_check(ctx *c)
                 continue;
             if (n == cap) {
                 cap = cap ? cap * 2 : 256;
-                p2pkey *nv = realloc(v, cap * sizeof *nv);
+                p2pkey *nv = fb__realloc(v, cap * sizeof *nv);
                 if (!nv) {
                     unbind_rank(c, r);
                     free(v);
@@ -956,7 +957,7 @@ static void tuples_to_findings(ctx *c, int *p2p_hang)
     fr_model *m = c->m;
     if (c->ntup)
         qsort(c->tup, c->ntup, sizeof *c->tup, cmp_tuple);
-    int *rk = malloc((c->ntup + 1) * sizeof *rk);
+    int *rk = fb__malloc((c->ntup + 1) * sizeof *rk);
     if (!rk)
         return;
     for (size_t i = 0; i < c->ntup;) {
@@ -1044,7 +1045,7 @@ static int late_finding(ctx *c, size_t g, late *L, int size)
     fb__fr_result *res = c->res;
     qsort(L, (size_t)size, sizeof *L, cmp_late);
     int nl = 0;
-    int *rk = malloc((size_t)size * sizeof *rk);
+    int *rk = fb__malloc((size_t)size * sizeof *rk);
     char det[768];
     size_t len = 0;
     if (!rk)
@@ -1084,14 +1085,14 @@ static int late_finding(ctx *c, size_t g, late *L, int size)
 static int lateness(ctx *c)
 {
     fr_model *m = c->m;
-    late **L = calloc(m->ngroups + 1, sizeof *L);
+    late **L = fb__calloc(m->ngroups + 1, sizeof *L);
     int rc = -ENOMEM;
     if (!L)
         return -ENOMEM;
     for (size_t g = 0; g < m->ngroups; g++) {
         if (!c->b[g] || c->gsize[g] < 2)
             continue;
-        L[g] = calloc((size_t)c->gsize[g], sizeof **L);
+        L[g] = fb__calloc((size_t)c->gsize[g], sizeof **L);
         if (!L[g])
             goto out;
         for (int k = 0; k < c->gsize[g]; k++)
@@ -1139,7 +1140,7 @@ static int missing_dumps(ctx *c)
     fb__fr_result *res = c->res;
     int world = res->world;
     size_t n = 0;
-    int *miss = malloc(((size_t)world + 1) * sizeof *miss);
+    int *miss = fb__malloc(((size_t)world + 1) * sizeof *miss);
     if (!miss)
         return -ENOMEM;
     for (int r = 0; r < world; r++)
@@ -1187,7 +1188,7 @@ static int index_ranks(ctx *c)
     for (size_t i = 0; i < m->nranks; i++)
         if (m->ranks[i].rank > c->maxrank)
             c->maxrank = m->ranks[i].rank;
-    c->rank_idx = malloc(((size_t)c->maxrank + 2) * sizeof *c->rank_idx);
+    c->rank_idx = fb__malloc(((size_t)c->maxrank + 2) * sizeof *c->rank_idx);
     if (!c->rank_idx)
         return -ENOMEM;
     for (int i = 0; i <= c->maxrank; i++)
@@ -1256,7 +1257,7 @@ static int find_culprits(ctx *c, int at_stuck)
     int rc;
     for (size_t i = 0; i < res->nf; i++) /* culprits come from rank lists */
         cap += (size_t)res->f[i].nranks;
-    int *cul = malloc(cap * sizeof *cul);
+    int *cul = fb__malloc(cap * sizeof *cul);
     if (!cul)
         return -ENOMEM;
     if (res->verdict && !strcmp(res->verdict, "hang")) {
@@ -1297,7 +1298,7 @@ static int find_culprits(ctx *c, int at_stuck)
             if (res->f[i].kind == kinds[K_LATE]) { /* K_LATE is added last */
                 size_t need = nc + (size_t)res->f[i].nranks + 1;
                 if (need > cap) {
-                    int *ncul = realloc(cul, need * sizeof *cul);
+                    int *ncul = fb__realloc(cul, need * sizeof *cul);
                     if (!ncul) {
                         free(cul);
                         return -ENOMEM;
@@ -1418,7 +1419,7 @@ static int analyze(fb__fr_result *res)
         for (int k = 0; k < m->groups[g].size; k++)
             if (m->groups[g].members[k] >= res->world)
                 res->world = m->groups[g].members[k] + 1;
-    c.tup = malloc(MAX_TUPLES * sizeof *c.tup);
+    c.tup = fb__malloc(MAX_TUPLES * sizeof *c.tup);
     if (!c.tup) {
         rc = -ENOMEM;
         goto out;
@@ -1465,7 +1466,7 @@ int fb__fr_analyze_paths_opt(const char *const *paths, int npaths,
                              const fb__fr_options *opt, fb__fr_result **out,
                              char *err, size_t errsz)
 {
-    fb__fr_result *res = calloc(1, sizeof *res);
+    fb__fr_result *res = fb__calloc(1, sizeof *res);
     if (!res)
         return -ENOMEM;
     fr_model_init(&res->m);

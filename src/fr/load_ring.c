@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/alloc.h"
 #include "common/util.h"
 #include "firebreak/firebreak.h"
 #include "fr/model.h"
@@ -79,7 +80,7 @@ int fr_load_ring(fr_model *m, const char *path, char *err, size_t errsz)
     }
     char ver[32];
     snprintf(ver, sizeof ver, "%u.%u", id->version_major, id->version_minor);
-    r->version = strdup(ver);
+    r->version = fb__strdup(ver);
     r->snapshot_ns = snapshot_time(path);
     r->step = atomic_load_explicit(&((fb__seg_header *)h)->steps_done,
                                    memory_order_relaxed)
@@ -112,7 +113,7 @@ int fr_load_ring(fr_model *m, const char *path, char *err, size_t errsz)
         if (c.size > 0 && c.size <= (1 << 24) && c.ranks_stride > 0 &&
             c.ranks_first >= 0 && !m->groups[g].members &&
             (int64_t)c.ranks_first + (int64_t)(c.size - 1) * c.ranks_stride <= FR_MAX_RANK) {
-            int *mem = malloc((size_t)c.size * sizeof *mem);
+            int *mem = fb__malloc((size_t)c.size * sizeof *mem);
             if (!mem)
                 goto oom;
             for (int k = 0; k < c.size; k++)

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "common/alloc.h"
 #include "common/json.h"
 #include "firebreak/firebreak.h"
 #include "fr/model.h"
@@ -50,7 +51,7 @@ static int add_rank(int **r, int *n, size_t *cap, int64_t x)
     if (x < 0 || x > FR_MAX_RANK || *n >= MAX_RANKS_IN_PG)
         return -1;
     if ((size_t)*n == *cap) {
-        int *nr = realloc(*r, *cap * 2 * sizeof *nr);
+        int *nr = fb__realloc(*r, *cap * 2 * sizeof *nr);
         if (!nr)
             return -1;
         *r = nr;
@@ -68,7 +69,7 @@ static int parse_ranks(const fb__json *v, int **out, int *n)
     if (!v)
         return -1;
     size_t cap = 16;
-    int *r = malloc(cap * sizeof *r);
+    int *r = fb__malloc(cap * sizeof *r);
     if (!r)
         return -ENOMEM;
     if (v->type == FB_JSON_ARRAY) {
@@ -214,7 +215,7 @@ static size_t pair_hash(uint32_t g, int peer, int send, size_t cap)
 static int pair_grow(pairtab *t)
 {
     size_t nc = t->cap ? t->cap * 2 : 64;
-    pairc *ns = calloc(nc, sizeof *ns);
+    pairc *ns = fb__calloc(nc, sizeof *ns);
     if (!ns)
         return -ENOMEM;
     for (size_t i = 0; i < t->cap; i++) {
@@ -295,7 +296,7 @@ static int load_dom(fr_model *m, const char *path, const fb__json *root, int src
     fr_rank *r = fr_model_add_rank(m, (int)rank, src, path);
     if (!r)
         return -ENOMEM;
-    r->version = strdup(version ? version : "?");
+    r->version = fb__strdup(version ? version : "?");
     struct stat st;
     if (stat(path, &st) == 0)
         r->snapshot_ns = (uint64_t)st.st_mtim.tv_sec * 1000000000ull +

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/alloc.h"
 #include "common/util.h"
 
 /* A string -> index hash table (open addressing, grows at 1/2). */
@@ -41,7 +42,7 @@ static int strtab_grow(strtab *t, char **strs, size_t n)
     if ((n + 1) * 2 <= t->cap)
         return 0;
     size_t ncap = t->cap ? t->cap * 2 : 64;
-    uint32_t *ns = calloc(ncap, sizeof *ns);
+    uint32_t *ns = fb__calloc(ncap, sizeof *ns);
     if (!ns)
         return -ENOMEM;
     for (size_t k = 0; k < t->cap; k++) {
@@ -67,7 +68,7 @@ static int grow(void **arr, size_t *cap, size_t need, size_t elem)
     size_t ncap = *cap ? *cap : 8;
     while (ncap < need)
         ncap *= 2;
-    void *p = realloc(*arr, ncap * elem);
+    void *p = fb__realloc(*arr, ncap * elem);
     if (!p)
         return -ENOMEM;
     *arr = p;
@@ -78,8 +79,8 @@ static int grow(void **arr, size_t *cap, size_t need, size_t elem)
 void fr_model_init(fr_model *m)
 {
     memset(m, 0, sizeof *m);
-    m->str_index = calloc(1, sizeof(strtab));
-    m->group_index = calloc(1, sizeof(strtab)); /* {of_str, cap} */
+    m->str_index = fb__calloc(1, sizeof(strtab));
+    m->group_index = fb__calloc(1, sizeof(strtab)); /* {of_str, cap} */
     fr_model_intern(m, "");
 }
 
@@ -122,7 +123,7 @@ fr_rank *fr_model_add_rank(fr_model *m, int rank, int src, const char *path)
     r->rank = rank;
     r->src = src;
     r->step = -1;
-    r->path = strdup(path ? path : "");
+    r->path = fb__strdup(path ? path : "");
     if (!r->path)
         return NULL;
     m->nranks++;
@@ -167,7 +168,7 @@ uint32_t fr_model_intern(fr_model *m, const char *s)
     if (strtab_grow(t, m->strs, m->nstrs) ||
         grow((void **)&m->strs, &m->cap_strs, m->nstrs + 1, sizeof *m->strs))
         return 0;
-    char *copy = strdup(s);
+    char *copy = fb__strdup(s);
     if (!copy)
         return 0;
     strtab_find(t, m->strs, s, &idx, &slot);
@@ -189,7 +190,7 @@ int fr_model_group(fr_model *m, const char *key, const char *name)
     if (sidx < gm->cap && gm->of_str[sidx]) {
         fr_group *g = &m->groups[gm->of_str[sidx] - 1];
         if (name && *name && (!g->name || !*g->name)) {
-            char *n = strdup(name);
+            char *n = fb__strdup(name);
             if (n) {
                 free(g->name);
                 g->name = n;
@@ -201,7 +202,7 @@ int fr_model_group(fr_model *m, const char *key, const char *name)
         size_t ncap = gm->cap ? gm->cap : 64;
         while (ncap <= sidx)
             ncap *= 2;
-        uint32_t *n = realloc(gm->of_str, ncap * sizeof *n);
+        uint32_t *n = fb__realloc(gm->of_str, ncap * sizeof *n);
         if (!n)
             return -1;
         memset(n + gm->cap, 0, (ncap - gm->cap) * sizeof *n);
@@ -213,8 +214,8 @@ int fr_model_group(fr_model *m, const char *key, const char *name)
         return -1;
     fr_group *g = &m->groups[m->ngroups];
     memset(g, 0, sizeof *g);
-    g->key = strdup(key);
-    g->name = strdup(name ? name : "");
+    g->key = fb__strdup(key);
+    g->name = fb__strdup(name ? name : "");
     if (!g->key || !g->name) {
         free(g->key);
         free(g->name);
@@ -233,7 +234,7 @@ void fr_model_group_members(fr_model *m, int gi, const int *members, int size)
         g->size = size;
     if (g->members || !members || size != g->size)
         return;
-    g->members = malloc((size_t)size * sizeof *g->members);
+    g->members = fb__malloc((size_t)size * sizeof *g->members);
     if (g->members)
         memcpy(g->members, members, (size_t)size * sizeof *g->members);
 }
@@ -253,7 +254,7 @@ void fr_model_warn(fr_model *m, const char *fmt, ...)
     if (grow((void **)&m->warnings, &m->cap_warnings, m->nwarnings + 1,
              sizeof *m->warnings))
         return;
-    char *w = strdup(buf);
+    char *w = fb__strdup(buf);
     if (w)
         m->warnings[m->nwarnings++] = w;
 }
