@@ -102,19 +102,22 @@ static int sort_unique(int *v, int n)
     return k;
 }
 
-static finding *add_finding(fb__fr_result *res, int kind, int group,
-                            uint64_t seq, int has_seq, int op,
-                            const int *ranks, int nranks)
+/* A finding in *out, or *out NULL when max_findings of its kind are
+ * listed already (it is counted).  0 or -ENOMEM. */
+static int add_finding(fb__fr_result *res, int kind, int group, uint64_t seq,
+                       int has_seq, int op, const int *ranks, int nranks,
+                       finding **out)
 {
+    *out = NULL;
     if (res->listed[kind] >= (size_t)res->opt.max_findings) {
         res->dropped[kind]++;
-        return NULL;
+        return 0;
     }
     if (res->nf == res->capf) {
         size_t nc = res->capf ? res->capf * 2 : 16;
         finding *nf = fb__realloc(res->f, nc * sizeof *nf);
         if (!nf)
-            return NULL;
+            return -ENOMEM;
         res->f = nf;
         res->capf = nc;
     }
@@ -128,13 +131,14 @@ static finding *add_finding(fb__fr_result *res, int kind, int group,
     if (nranks > 0) {
         f->ranks = fb__malloc((size_t)nranks * sizeof *f->ranks);
         if (!f->ranks)
-            return NULL;
+            return -ENOMEM;
         memcpy(f->ranks, ranks, (size_t)nranks * sizeof *f->ranks);
         f->nranks = sort_unique(f->ranks, nranks);
     }
     res->listed[kind]++;
     res->nf++;
-    return f;
+    *out = f;
+    return 0;
 }
 
 /* "0, 1, 5-9" into buf (sorted r), at most size bytes: a list too long
@@ -252,7 +256,7 @@ static int load_path(fr_model *m, const char *path, int *loaded)
     }
     if (is_shm_name || !S_ISDIR(st.st_mode)) {
         int rc = load_one(m, path, err, sizeof err);
-        if (rc)
+        if (rc && rc != -ENOMEM)
             fr_model_warn(m, "%s", err);
         else
             (*loaded)++;
@@ -267,41 +271,56 @@ static int load_path(fr_model *m, const char *path, int *loaded)
     }
     char **names = NULL;
     size_t n = 0, cap = 0;
+    int rc = 0;
     struct dirent *e;
     while ((e = readdir(d))) {
         if (e->d_name[0] == '.')
             continue;
         if (n == cap) {
-            cap = cap ? cap * 2 : 64;
-            char **nn = fb__realloc(names, cap * sizeof *nn);
-            if (!nn)
+            size_t ncap = cap ? cap * 2 : 64;
+            char **nn = fb__realloc(names, ncap * sizeof *nn);
+            if (!nn) {
+                rc = -ENOMEM;
                 break;
+            }
             names = nn;
+            cap = ncap;
         }
         size_t need = strlen(path) + strlen(e->d_name) + 2;
         names[n] = fb__malloc(need);
-        if (!names[n])
+        if (!names[n]) {
+            rc = -ENOMEM;
             break;
+        }
         snprintf(names[n], need, "%s/%s", path, e->d_name);
         n++;
     }
     closedir(d);
-    qsort(names, n, sizeof *names, cmp_str);
+    if (n)
+        qsort(names, n, sizeof *names, cmp_str);
     int any = 0;
     for (size_t i = 0; i < n; i++) {
+        if (rc) {
+            free(names[i]);
+            continue;
+        }
         if (stat(names[i], &st) == 0 && S_ISREG(st.st_mode)) {
             any = 1;
-            int rc = load_one(m, names[i], err, sizeof err);
-            if (rc)
+            rc = load_one(m, names[i], err, sizeof err);
+            if (rc && rc != -ENOMEM)
                 fr_model_warn(m, "%s", err);
-            else
+            else if (!rc)
                 (*loaded)++;
+            if (rc != -ENOMEM)
+                rc = 0;
         } else if (stat(names[i], &st) == 0 && !S_ISDIR(st.st_mode)) {
             fr_model_warn(m, "%s: %s; skipped", names[i], fb_strerror(FB_ENOTREG));
         }
         free(names[i]);
     }
     free(names);
+    if (rc)
+        return rc;
     if (!any)
         fr_model_warn(m, "%s: directory holds no dump files", path);
     return 0;
@@ -598,7 +617,8 @@ static int hang_analysis(ctx *c)
         free(unknown_g);
         return -ENOMEM;
     }
-    for (size_t g = 0; g < m->ngroups; g++) {
+    int rc = 0;
+    for (size_t g = 0; g < m->ngroups && !rc; g++) {
         int size = c->gsize[g];
         gstat *gs = c->gs[g];
         if (!gs)
@@ -653,8 +673,9 @@ static int hang_analysis(ctx *c)
             wait[0] = '\0';
         if (nmiss) {
             fmt_ranks(rl, sizeof rl, missing, nmiss);
-            finding *f = add_finding(res, K_MISSING, (int)g, s, 1, op, missing, nmiss);
-            if (!f)
+            finding *f;
+            if ((rc = add_finding(res, K_MISSING, (int)g, s, 1, op, missing,
+                                  nmiss, &f)) || !f)
                 continue;
             last_done(c, f->ranks[0], last, sizeof last);
             snprintf(f->detail, sizeof f->detail,
@@ -667,7 +688,8 @@ static int hang_analysis(ctx *c)
                 fmt_ranks(rl, sizeof rl, unknown, nunk);
             else
                 fmt_ranks(rl, sizeof rl, unknown_g, nunk_g);
-            finding *f = add_finding(res, K_MISSING, (int)g, s, 1, op, unknown, nunk);
+            finding *f;
+            rc = add_finding(res, K_MISSING, (int)g, s, 1, op, unknown, nunk, &f);
             if (f)
                 snprintf(f->detail, sizeof f->detail,
                          "every rank with data entered %s #%" PRIu64 " on %s "
@@ -682,7 +704,7 @@ static int hang_analysis(ctx *c)
     free(missing);
     free(unknown);
     free(unknown_g);
-    return 0;
+    return rc;
 }
 
 static uint64_t cmp_size(const fr_ent *e)
@@ -951,16 +973,17 @@ static int cmp_tuple(const void *a, const void *b)
     return (x->rank > y->rank) - (x->rank < y->rank);
 }
 
-static void tuples_to_findings(ctx *c, int *p2p_hang)
+static int tuples_to_findings(ctx *c, int *p2p_hang)
 {
     fb__fr_result *res = c->res;
     fr_model *m = c->m;
+    int rc = 0;
     if (c->ntup)
         qsort(c->tup, c->ntup, sizeof *c->tup, cmp_tuple);
     int *rk = fb__malloc((c->ntup + 1) * sizeof *rk);
     if (!rk)
-        return;
-    for (size_t i = 0; i < c->ntup;) {
+        return -ENOMEM;
+    for (size_t i = 0; i < c->ntup && !rc;) {
         size_t j = i;
         int n = 0;
         while (j < c->ntup && c->tup[j].kind == c->tup[i].kind &&
@@ -978,8 +1001,9 @@ static void tuples_to_findings(ctx *c, int *p2p_hang)
             fr_group *gr = &m->groups[t->group];
             int gsrc = src < gr->size ? gr->members[src] : -1;
             int gdst = dst < gr->size ? gr->members[dst] : -1;
-            finding *f = add_finding(res, K_P2P, (int)t->group, (uint64_t)k, 1,
-                                     send ? FB_OP_SEND : FB_OP_RECV, rk, n);
+            finding *f;
+            rc = add_finding(res, K_P2P, (int)t->group, (uint64_t)k, 1,
+                             send ? FB_OP_SEND : FB_OP_RECV, rk, n, &f);
             if (f)
                 snprintf(f->detail, sizeof f->detail,
                          "%s #%d from rank %d to rank %d on %s (%s) has no "
@@ -990,7 +1014,8 @@ static void tuples_to_findings(ctx *c, int *p2p_hang)
             if (pending)
                 *p2p_hang = 1;
         } else {
-            finding *f = add_finding(res, kind, (int)t->group, t->seq, 1, t->op, rk, n);
+            finding *f;
+            rc = add_finding(res, kind, (int)t->group, t->seq, 1, t->op, rk, n, &f);
             fmt_ranks(rl, sizeof rl, rk, n);
             const bucket *b = (c->b[t->group] && t->seq >= c->bbase[t->group])
                                   ? &c->b[t->group][t->seq - c->bbase[t->group]] : NULL;
@@ -1028,6 +1053,7 @@ static void tuples_to_findings(ctx *c, int *p2p_hang)
     free(rk);
     if (c->tup_over)
         fr_model_warn(m, "%zu more disagreements were not itemized", c->tup_over);
+    return rc;
 }
 
 typedef struct late { int rank; double sum; uint32_t n, last; } late;
@@ -1067,7 +1093,12 @@ static int late_finding(ctx *c, size_t g, late *L, int size)
     if (nl) {
         /* keep the lateness order in `ranks`: add_finding sorts, so
          * fill the finding by hand */
-        finding *f = add_finding(res, K_LATE, (int)g, 0, 0, -1, rk, nl);
+        finding *f;
+        int rc = add_finding(res, K_LATE, (int)g, 0, 0, -1, rk, nl, &f);
+        if (rc) {
+            free(rk);
+            return rc;
+        }
         if (f) {
             memcpy(f->ranks, rk, (size_t)nl * sizeof *rk);
             f->nranks = nl;
@@ -1148,8 +1179,10 @@ static int missing_dumps(ctx *c)
             miss[n++] = r;
     res->nmissing = (int)n;
     fmt_ranks(res->missing, sizeof res->missing, miss, (int)n);
+    int rc = 0;
     if (n) {
-        finding *f = add_finding(res, K_DUMP, -1, 0, 0, -1, miss, (int)n);
+        finding *f;
+        rc = add_finding(res, K_DUMP, -1, 0, 0, -1, miss, (int)n, &f);
         if (f)
             snprintf(f->detail, sizeof f->detail,
                      "no flight-recorder data from rank%s %s of %d: the "
@@ -1157,7 +1190,7 @@ static int missing_dumps(ctx *c)
                      world, n > 1 ? "them" : "it");
     }
     free(miss);
-    return 0;
+    return rc;
 }
 
 /* Takes v (malloc'd, n ranks) as the culprits; sorted unless `ordered`. */
@@ -1429,10 +1462,8 @@ static int analyze(fb__fr_result *res)
         (rc = buckets(&c)))
         goto out;
     mismatches(&c);
-    if ((rc = p2p_check(&c)))
-        goto out;
-    tuples_to_findings(&c, &p2p_hang);
-    if ((rc = missing_dumps(&c)))
+    if ((rc = p2p_check(&c)) || (rc = tuples_to_findings(&c, &p2p_hang)) ||
+        (rc = missing_dumps(&c)))
         goto out;
     decide_verdict(&c, p2p_hang, &at_stuck);
     if ((rc = find_culprits(&c, at_stuck)))
@@ -1441,6 +1472,8 @@ static int analyze(fb__fr_result *res)
     scrub(res->summary, sizeof res->summary);
     for (size_t i = 0; i < res->nf; i++)
         scrub(res->f[i].detail, sizeof res->f[i].detail);
+    if (m->oom) /* a warning could not be stored */
+        rc = -ENOMEM;
 out:
     if (c.gs)
         for (size_t g = 0; g < m->ngroups; g++)
@@ -1467,9 +1500,15 @@ int fb__fr_analyze_paths_opt(const char *const *paths, int npaths,
                              char *err, size_t errsz)
 {
     fb__fr_result *res = fb__calloc(1, sizeof *res);
-    if (!res)
+    if (!res) {
+        snprintf(err, errsz, "flight-recorder analysis: %s", fb_strerror(-ENOMEM));
         return -ENOMEM;
-    fr_model_init(&res->m);
+    }
+    if (fr_model_init(&res->m)) {
+        snprintf(err, errsz, "flight-recorder analysis: %s", fb_strerror(-ENOMEM));
+        fb__fr_result_free(res);
+        return -ENOMEM;
+    }
     if (opt)
         res->opt = *opt;
     else
@@ -1479,6 +1518,13 @@ int fb__fr_analyze_paths_opt(const char *const *paths, int npaths,
     int loaded = 0, last_rc = -ENOENT;
     for (int i = 0; i < npaths; i++) {
         int rc = load_path(&res->m, paths[i], &loaded);
+        /* out of memory while reading is no missing evidence: a verdict
+         * without a rank's dump could blame the wrong rank */
+        if (rc == -ENOMEM || res->m.oom) {
+            snprintf(err, errsz, "%s: %s", paths[i], fb_strerror(-ENOMEM));
+            fb__fr_result_free(res);
+            return -ENOMEM;
+        }
         if (rc)
             last_rc = rc;
     }

@@ -81,6 +81,8 @@ int fr_load_ring(fr_model *m, const char *path, char *err, size_t errsz)
     char ver[32];
     snprintf(ver, sizeof ver, "%u.%u", id->version_major, id->version_minor);
     r->version = fb__strdup(ver);
+    if (!r->version)
+        goto oom;
     r->snapshot_ns = snapshot_time(path);
     r->step = atomic_load_explicit(&((fb__seg_header *)h)->steps_done,
                                    memory_order_relaxed)
@@ -118,8 +120,10 @@ int fr_load_ring(fr_model *m, const char *path, char *err, size_t errsz)
                 goto oom;
             for (int k = 0; k < c.size; k++)
                 mem[k] = c.ranks_first + k * c.ranks_stride;
-            fr_model_group_members(m, g, mem, c.size);
+            rc = fr_model_group_members(m, g, mem, c.size);
             free(mem);
+            if (rc)
+                goto oom;
         } else if (c.size > 0 && c.size <= (1 << 24)) {
             fr_model_group_members(m, g, NULL, c.size);
         }
@@ -165,8 +169,9 @@ int fr_load_ring(fr_model *m, const char *path, char *err, size_t errsz)
                 snprintf(dt, sizeof dt, "%s",
                          fb_dtype_name((fb_dtype)e.dtype)
                              ? fb_dtype_name((fb_dtype)e.dtype) : "?");
+            if (fr_model_intern(m, dt, &last_dt))
+                goto oom;
             last_dkey = dkey;
-            last_dt = fr_model_intern(m, dt);
         }
         fr_ent x = {
             .seq = e.coll_seq,
