@@ -50,13 +50,15 @@ static int parse_numbered(const char *name, const char *prefix, const char *suff
     return 0;
 }
 
-/* world_size recorded in a shard's metadata, or -1. */
+/* world_size recorded in a shard's metadata, -1 when it has none or cannot
+ * be read, -ENOMEM. */
 static int shard_world_size(const char *path)
 {
     int fd;
     fb__st_header *h;
-    if (fb__st_open(path, &fd, &h, NULL, 0))
-        return -1;
+    int rc = fb__st_open(path, &fd, &h, NULL, 0);
+    if (rc)
+        return rc == -ENOMEM ? rc : -1;
     close(fd);
     const char *w = fb__st_meta_get(h, "firebreak.world_size");
     long long v = -1;
@@ -104,6 +106,10 @@ static int scan_step(const char *dir, fb__ckpt_entry *e, int world_size,
         char p[PATH_MAX];
         if (!fb__ckpt_shard_path(p, sizeof p, dir, e->step, lowest))
             e->world_size = shard_world_size(p);
+        if (e->world_size == -ENOMEM) {
+            free(ranks);
+            return -ENOMEM;
+        }
     }
     e->shards = 0;
     for (int i = 0; i < n; i++) {
@@ -156,7 +162,12 @@ int fb__ckpt_scan(const char *dir, int world_size, int with_sizes,
         }
         memset(&v[n], 0, sizeof v[n]);
         v[n].step = step;
-        if (scan_step(dir, &v[n], world_size, with_sizes) == 0)
+        int r = scan_step(dir, &v[n], world_size, with_sizes);
+        if (r == -ENOMEM) { /* a step passed over would look absent */
+            rc = r;
+            break;
+        }
+        if (r == 0)
             n++;
     }
     closedir(d);

@@ -473,7 +473,7 @@ int fb__json_has_duplicate_keys(const fb__json *obj)
         return 0;
     const fb__json **v = fb__malloc(obj->count * sizeof *v);
     if (!v)
-        return 1; /* cannot tell: be conservative */
+        return -ENOMEM;
     size_t n = 0;
     for (const fb__json *c = obj->child; c; c = c->next)
         v[n++] = c;
