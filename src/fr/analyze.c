@@ -40,7 +40,7 @@
 #define MAX_TUPLES 200000
 
 typedef struct finding {
-    const char *kind;
+    fb__fr_finding_kind kind;
     int group;             /* -1 none */
     uint64_t seq;
     int has_seq;
@@ -54,11 +54,12 @@ typedef struct finding {
 struct fb__fr_result {
     fr_model m;
     fb__fr_options opt;
-    const char *verdict;
+    int verdict;           /* fb__fr_verdict_code; V_NONE while undecided
+                            * by the findings */
     finding *f;
     size_t nf, capf;
-    size_t dropped[16];    /* findings over max_findings, per kind index */
-    size_t listed[16];     /* findings kept, per kind index */
+    size_t dropped[FB__FR_FINDING_KIND_COUNT_]; /* over max_findings */
+    size_t listed[FB__FR_FINDING_KIND_COUNT_];  /* findings kept */
     int *culprits;
     int nculprits;
     int nranks;            /* ranks with evidence */
@@ -69,11 +70,53 @@ struct fb__fr_result {
     char summary[1024];
 };
 
-static const char *const kinds[] = {
-    "missing_ranks", "type_mismatch", "size_mismatch", "dtype_mismatch",
-    "state_mismatch", "p2p_mismatch", "late_ranks", "missing_dump",
+enum { V_NONE = -1 };
+
+/* The names of docs/flight-recorder.md: JSON and text output, journals
+ * and reports read them, so they never change. */
+static const char *const verdict_names[FB__FR_VERDICT_COUNT_] = {
+    [FB__FR_UNDECIDED] = "undecided", [FB__FR_HANG] = "hang",
+    [FB__FR_MISMATCH] = "mismatch", [FB__FR_SLOW] = "slow",
+    [FB__FR_OK] = "ok", [FB__FR_INCOMPLETE] = "incomplete",
 };
-enum { K_MISSING, K_TYPE, K_SIZE, K_DTYPE, K_STATE, K_P2P, K_LATE, K_DUMP };
+
+static const char *const kind_names[FB__FR_FINDING_KIND_COUNT_] = {
+    [FB__FR_MISSING_RANKS] = "missing_ranks",
+    [FB__FR_TYPE_MISMATCH] = "type_mismatch",
+    [FB__FR_SIZE_MISMATCH] = "size_mismatch",
+    [FB__FR_DTYPE_MISMATCH] = "dtype_mismatch",
+    [FB__FR_STATE_MISMATCH] = "state_mismatch",
+    [FB__FR_P2P_MISMATCH] = "p2p_mismatch",
+    [FB__FR_LATE_RANKS] = "late_ranks",
+    [FB__FR_MISSING_DUMP] = "missing_dump",
+};
+
+
+const char *fb__fr_verdict_name(fb__fr_verdict_code v)
+{
+    return (unsigned)v < FB__FR_VERDICT_COUNT_ ? verdict_names[v] : NULL;
+}
+
+const char *fb__fr_finding_kind_name(fb__fr_finding_kind k)
+{
+    return (unsigned)k < FB__FR_FINDING_KIND_COUNT_ ? kind_names[k] : NULL;
+}
+
+int fb__fr_verdict_from_name(const char *name)
+{
+    for (int v = 0; name && v < FB__FR_VERDICT_COUNT_; v++)
+        if (!strcmp(verdict_names[v], name))
+            return v;
+    return -1;
+}
+
+int fb__fr_finding_kind_from_name(const char *name)
+{
+    for (int k = 0; name && k < FB__FR_FINDING_KIND_COUNT_; k++)
+        if (!strcmp(kind_names[k], name))
+            return k;
+    return -1;
+}
 
 /* ------------------------------------------------------------------ */
 
@@ -104,9 +147,9 @@ static int sort_unique(int *v, int n)
 
 /* A finding in *out, or *out NULL when max_findings of its kind are
  * listed already (it is counted).  0 or -ENOMEM. */
-static int add_finding(fb__fr_result *res, int kind, int group, uint64_t seq,
-                       int has_seq, int op, const int *ranks, int nranks,
-                       finding **out)
+static int add_finding(fb__fr_result *res, fb__fr_finding_kind kind, int group,
+                       uint64_t seq, int has_seq, int op, const int *ranks,
+                       int nranks, finding **out)
 {
     *out = NULL;
     if (res->listed[kind] >= (size_t)res->opt.max_findings) {
@@ -123,7 +166,7 @@ static int add_finding(fb__fr_result *res, int kind, int group, uint64_t seq,
     }
     finding *f = &res->f[res->nf];
     memset(f, 0, sizeof *f);
-    f->kind = kinds[kind];
+    f->kind = (fb__fr_finding_kind)kind;
     f->group = group;
     f->seq = seq;
     f->has_seq = has_seq;
@@ -674,7 +717,7 @@ static int hang_analysis(ctx *c)
         if (nmiss) {
             fmt_ranks(rl, sizeof rl, missing, nmiss);
             finding *f;
-            if ((rc = add_finding(res, K_MISSING, (int)g, s, 1, op, missing,
+            if ((rc = add_finding(res, FB__FR_MISSING_RANKS, (int)g, s, 1, op, missing,
                                   nmiss, &f)) || !f)
                 continue;
             last_done(c, f->ranks[0], last, sizeof last);
@@ -689,7 +732,8 @@ static int hang_analysis(ctx *c)
             else
                 fmt_ranks(rl, sizeof rl, unknown_g, nunk_g);
             finding *f;
-            rc = add_finding(res, K_MISSING, (int)g, s, 1, op, unknown, nunk, &f);
+            rc = add_finding(res, FB__FR_MISSING_RANKS, (int)g, s, 1, op, unknown,
+                             nunk, &f);
             if (f)
                 snprintf(f->detail, sizeof f->detail,
                          "every rank with data entered %s #%" PRIu64 " on %s "
@@ -854,28 +898,28 @@ static void mismatches(ctx *c)
                 !(e->flags & FR_ENT_VARIABLE) &&
                 ((e->op == FB_OP_ALLGATHER && e->out_numel != e->in_numel * gsz) ||
                  (e->op == FB_OP_REDUCE_SCATTER && e->in_numel != e->out_numel * gsz))) {
-                tuple_add(c, K_SIZE, g, e->seq, r->rank, e->op);
+                tuple_add(c, FB__FR_SIZE_MISMATCH, g, e->seq, r->rank, e->op);
                 continue;
             }
             if (b->n < 2)
                 continue;
             uint64_t mop = vc_major(b->op);
             if (vc_distinct(b->op) && e->op != mop) {
-                tuple_add(c, K_TYPE, g, e->seq, r->rank, (int)mop);
+                tuple_add(c, FB__FR_TYPE_MISMATCH, g, e->seq, r->rank, (int)mop);
                 continue;
             }
             if (vc_distinct(b->sz) && cmp_size(e) != vc_major(b->sz) &&
                 e->in_numel >= 0 && !(e->flags & FR_ENT_VARIABLE)) {
-                tuple_add(c, K_SIZE, g, e->seq, r->rank, e->op);
+                tuple_add(c, FB__FR_SIZE_MISMATCH, g, e->seq, r->rank, e->op);
                 continue;
             }
             if (vc_distinct(b->dt) && e->dtype != vc_major(b->dt) && e->dtype) {
-                tuple_add(c, K_DTYPE, g, e->seq, r->rank, e->op);
+                tuple_add(c, FB__FR_DTYPE_MISMATCH, g, e->seq, r->rank, e->op);
                 continue;
             }
             if (symmetric(e->op) && b->ndone && e->state != FR_DONE &&
                 (int)b->n == gsz && old_enough(c, r, e->t_ns))
-                tuple_add(c, K_STATE, g, e->seq, r->rank, e->op);
+                tuple_add(c, FB__FR_STATE_MISMATCH, g, e->seq, r->rank, e->op);
         }
     }
 }
@@ -951,7 +995,8 @@ static int p2p_check(ctx *c)
             continue;
         if (v[i].pending && !v[i].old)
             continue; /* just posted: in flight */
-        tuple_add(c, K_P2P, v[i].g, v[i].k, peer, v[i].send ? FB_OP_SEND : FB_OP_RECV);
+        tuple_add(c, FB__FR_P2P_MISMATCH, v[i].g, v[i].k, peer,
+                  v[i].send ? FB_OP_SEND : FB_OP_RECV);
         /* remember the direction in the seq's high bit for the detail */
         c->tup[c->ntup - 1].seq = ((uint64_t)v[i].send << 63) |
                                   ((uint64_t)(uint32_t)v[i].src << 32) |
@@ -993,7 +1038,7 @@ static int tuples_to_findings(ctx *c, int *p2p_hang)
         const tuple *t = &c->tup[i];
         int kind = (int)t->kind;
         char rl[256];
-        if (kind == K_P2P) {
+        if (kind == FB__FR_P2P_MISMATCH) {
             int send = (int)(t->seq >> 63);
             int src = (int)((t->seq >> 32) & 0x7fffffff), dst = (int)(uint32_t)t->seq;
             int pending = (t->op >> 30) & 1;
@@ -1002,7 +1047,7 @@ static int tuples_to_findings(ctx *c, int *p2p_hang)
             int gsrc = src < gr->size ? gr->members[src] : -1;
             int gdst = dst < gr->size ? gr->members[dst] : -1;
             finding *f;
-            rc = add_finding(res, K_P2P, (int)t->group, (uint64_t)k, 1,
+            rc = add_finding(res, FB__FR_P2P_MISMATCH, (int)t->group, (uint64_t)k, 1,
                              send ? FB_OP_SEND : FB_OP_RECV, rk, n, &f);
             if (f)
                 snprintf(f->detail, sizeof f->detail,
@@ -1019,30 +1064,30 @@ static int tuples_to_findings(ctx *c, int *p2p_hang)
             fmt_ranks(rl, sizeof rl, rk, n);
             const bucket *b = (c->b[t->group] && t->seq >= c->bbase[t->group])
                                   ? &c->b[t->group][t->seq - c->bbase[t->group]] : NULL;
-            if (f && kind == K_TYPE && b)
+            if (f && kind == FB__FR_TYPE_MISMATCH && b)
                 snprintf(f->detail, sizeof f->detail,
                          "rank%s %s called another operation where the other "
                          "ranks called %s #%" PRIu64 " on %s", n > 1 ? "s" : "", rl,
                          opname(t->op), t->seq, gname(m, (int)t->group));
-            else if (f && kind == K_SIZE && b)
+            else if (f && kind == FB__FR_SIZE_MISMATCH && b)
                 snprintf(f->detail, sizeof f->detail,
                          "rank%s %s passed a size that differs from the other "
                          "ranks (%" PRIu64 " elements) or breaks the %s size rule "
                          "in %s #%" PRIu64 " on %s", n > 1 ? "s" : "", rl,
                          vc_major(b->sz), opname(t->op), opname(t->op), t->seq,
                          gname(m, (int)t->group));
-            else if (f && kind == K_DTYPE && b)
+            else if (f && kind == FB__FR_DTYPE_MISMATCH && b)
                 snprintf(f->detail, sizeof f->detail,
                          "rank%s %s used a dtype other than %s in %s #%" PRIu64
                          " on %s", n > 1 ? "s" : "", rl, m->strs[vc_major(b->dt)],
                          opname(t->op), t->seq, gname(m, (int)t->group));
-            else if (f && kind == K_SIZE)
+            else if (f && kind == FB__FR_SIZE_MISMATCH)
                 snprintf(f->detail, sizeof f->detail,
                          "rank%s %s: sizes break the %s rule (group size %d) "
                          "in #%" PRIu64 " on %s", n > 1 ? "s" : "", rl,
                          opname(t->op), c->gsize[t->group], t->seq,
                          gname(m, (int)t->group));
-            else if (f && kind == K_STATE)
+            else if (f && kind == FB__FR_STATE_MISMATCH)
                 snprintf(f->detail, sizeof f->detail,
                          "rank%s %s still in %s #%" PRIu64 " on %s, which "
                          "other ranks completed", n > 1 ? "s" : "", rl,
@@ -1094,7 +1139,7 @@ static int late_finding(ctx *c, size_t g, late *L, int size)
         /* keep the lateness order in `ranks`: add_finding sorts, so
          * fill the finding by hand */
         finding *f;
-        int rc = add_finding(res, K_LATE, (int)g, 0, 0, -1, rk, nl, &f);
+        int rc = add_finding(res, FB__FR_LATE_RANKS, (int)g, 0, 0, -1, rk, nl, &f);
         if (rc) {
             free(rk);
             return rc;
@@ -1182,7 +1227,7 @@ static int missing_dumps(ctx *c)
     int rc = 0;
     if (n) {
         finding *f;
-        rc = add_finding(res, K_DUMP, -1, 0, 0, -1, miss, (int)n, &f);
+        rc = add_finding(res, FB__FR_MISSING_DUMP, -1, 0, 0, -1, miss, (int)n, &f);
         if (f)
             snprintf(f->detail, sizeof f->detail,
                      "no flight-recorder data from rank%s %s of %d: the "
@@ -1203,9 +1248,16 @@ static void set_culprits(fb__fr_result *res, int *v, int n, int ordered)
 
 static int is_mismatch_kind(const finding *f)
 {
-    return f->kind == kinds[K_TYPE] || f->kind == kinds[K_SIZE] ||
-           f->kind == kinds[K_DTYPE] || f->kind == kinds[K_STATE] ||
-           f->kind == kinds[K_P2P];
+    switch (f->kind) {
+    case FB__FR_TYPE_MISMATCH:
+    case FB__FR_SIZE_MISMATCH:
+    case FB__FR_DTYPE_MISMATCH:
+    case FB__FR_STATE_MISMATCH:
+    case FB__FR_P2P_MISMATCH:
+        return 1;
+    default:
+        return 0;
+    }
 }
 
 static int at_stuck_seq(const ctx *c, const finding *f)
@@ -1263,18 +1315,18 @@ static void decide_verdict(ctx *c, int p2p_hang, int *at_stuck)
     *at_stuck = 0;
     for (size_t i = 0; i < res->nf; i++) {
         const finding *f = &res->f[i];
-        if (f->kind == kinds[K_MISSING]) {
+        if (f->kind == FB__FR_MISSING_RANKS) {
             nmissing++;
         } else if (is_mismatch_kind(f)) {
             nmis++;
-            if (at_stuck_seq(c, f) && f->kind != kinds[K_P2P])
+            if (at_stuck_seq(c, f) && f->kind != FB__FR_P2P_MISMATCH)
                 *at_stuck = 1;
         }
     }
     if (*at_stuck || (nmis && !nmissing && !p2p_hang))
-        res->verdict = "mismatch";
+        res->verdict = FB__FR_MISMATCH;
     else if (nmissing || p2p_hang)
-        res->verdict = "hang";
+        res->verdict = FB__FR_HANG;
 }
 
 /* Culprits of a decided verdict.  Undecided by the findings: `undecided`
@@ -1293,19 +1345,19 @@ static int find_culprits(ctx *c, int at_stuck)
     int *cul = fb__malloc(cap * sizeof *cul);
     if (!cul)
         return -ENOMEM;
-    if (res->verdict && !strcmp(res->verdict, "hang")) {
+    if (res->verdict == FB__FR_HANG) {
         /* missing (or p2p-silent) ranks that are stuck nowhere; if every
          * one is stuck somewhere, all of them */
         for (int pass = 0; pass < 2 && nc == 0; pass++)
             for (size_t i = 0; i < res->nf; i++) {
                 const finding *f = &res->f[i];
-                if (f->kind != kinds[K_MISSING] && f->kind != kinds[K_P2P])
+                if (f->kind != FB__FR_MISSING_RANKS && f->kind != FB__FR_P2P_MISMATCH)
                     continue;
                 for (int k = 0; k < f->nranks; k++)
                     if (pass == 1 || !rank_stuck(c, f->ranks[k]))
                         cul[nc++] = f->ranks[k];
             }
-    } else if (res->verdict) {
+    } else if (res->verdict != V_NONE) {
         for (size_t i = 0; i < res->nf; i++) {
             const finding *f = &res->f[i];
             if (!is_mismatch_kind(f) || (at_stuck && !at_stuck_seq(c, f)))
@@ -1314,7 +1366,7 @@ static int find_culprits(ctx *c, int at_stuck)
                 cul[nc++] = f->ranks[k];
         }
     }
-    if (res->verdict) {
+    if (res->verdict != V_NONE) {
         set_culprits(res, cul, (int)nc, 0);
         return 0;
     }
@@ -1328,7 +1380,7 @@ static int find_culprits(ctx *c, int at_stuck)
             return rc;
         }
         for (size_t i = 0; i < res->nf; i++)
-            if (res->f[i].kind == kinds[K_LATE]) { /* K_LATE is added last */
+            if (res->f[i].kind == FB__FR_LATE_RANKS) { /* added last */
                 size_t need = nc + (size_t)res->f[i].nranks + 1;
                 if (need > cap) {
                     int *ncul = fb__realloc(cul, need * sizeof *cul);
@@ -1339,16 +1391,16 @@ static int find_culprits(ctx *c, int at_stuck)
                     cul = ncul;
                     cap = need;
                 }
-                res->verdict = "slow";
+                res->verdict = FB__FR_SLOW;
                 for (int k = 0; k < res->f[i].nranks; k++)
                     cul[nc++] = res->f[i].ranks[k];
             }
     }
-    if (!res->verdict)
-        res->verdict = stuck_any || !c->any_entries ? "undecided" : "ok";
-    if (res->nmissing && (!strcmp(res->verdict, "ok") ||
-                          !strcmp(res->verdict, "undecided")))
-        res->verdict = "incomplete";
+    if (res->verdict == V_NONE)
+        res->verdict = stuck_any || !c->any_entries ? FB__FR_UNDECIDED : FB__FR_OK;
+    if (res->nmissing && (res->verdict == FB__FR_OK ||
+                          res->verdict == FB__FR_UNDECIDED))
+        res->verdict = FB__FR_INCOMPLETE;
     set_culprits(res, cul, (int)nc, 1); /* slow: lateness order */
     return 0;
 }
@@ -1365,13 +1417,13 @@ static int is_culprit(const fb__fr_result *res, int rank)
  * per rank keeps this n log n for a million ranks). */
 static const finding *top_finding(const fb__fr_result *res)
 {
-    const char *v = res->verdict;
+    int v = res->verdict;
     const finding *top = NULL;
     double best = 0;
     for (size_t i = 0; i < res->nf; i++) {
         const finding *f = &res->f[i];
-        if (!strcmp(v, "hang") && (f->kind == kinds[K_MISSING] ||
-                                   f->kind == kinds[K_P2P])) {
+        if (v == FB__FR_HANG && (f->kind == FB__FR_MISSING_RANKS ||
+                                 f->kind == FB__FR_P2P_MISMATCH)) {
             int hits = 0;
             for (int k = 0; k < f->nranks; k++)
                 hits += is_culprit(res, f->ranks[k]);
@@ -1382,9 +1434,9 @@ static const finding *top_finding(const fb__fr_result *res)
             }
         } else if (top) {
             continue;
-        } else if (!strcmp(v, "mismatch") && is_mismatch_kind(f)) {
+        } else if (v == FB__FR_MISMATCH && is_mismatch_kind(f)) {
             top = f;
-        } else if (!strcmp(v, "slow") && f->kind == kinds[K_LATE]) {
+        } else if (v == FB__FR_SLOW && f->kind == FB__FR_LATE_RANKS) {
             top = f;
         }
     }
@@ -1398,9 +1450,9 @@ static void write_summary(ctx *c)
     const fr_model *m = c->m;
     const finding *top = top_finding(res);
     char seen[640];
-    int n = res->nranks, incomplete = !strcmp(res->verdict, "incomplete");
+    int n = res->nranks, incomplete = res->verdict == FB__FR_INCOMPLETE;
     if (top) {
-        snprintf(res->summary, sizeof res->summary, "%s: %s", res->verdict,
+        snprintf(res->summary, sizeof res->summary, "%s: %s", fb__fr_verdict(res),
                  top->detail);
         return;
     }
@@ -1427,7 +1479,8 @@ static void write_summary(ctx *c)
                  res->nmissing == 1 ? "" : "s", res->missing, res->nmissing,
                  res->world, seen);
     else
-        snprintf(res->summary, sizeof res->summary, "%s: %s", res->verdict, seen);
+        snprintf(res->summary, sizeof res->summary, "%s: %s", fb__fr_verdict(res),
+                 seen);
 }
 
 /* Text from ranks and files (group names, dtypes, frames, paths) goes into
@@ -1504,6 +1557,7 @@ int fb__fr_analyze_paths_opt(const char *const *paths, int npaths,
         snprintf(err, errsz, "flight-recorder analysis: %s", fb_strerror(-ENOMEM));
         return -ENOMEM;
     }
+    res->verdict = V_NONE;
     if (fr_model_init(&res->m)) {
         snprintf(err, errsz, "flight-recorder analysis: %s", fb_strerror(-ENOMEM));
         fb__fr_result_free(res);
@@ -1558,9 +1612,15 @@ int fb__fr_analyze_paths(const char *const *paths, int npaths,
     return fb__fr_analyze_paths_opt(paths, npaths, NULL, out, err, errsz);
 }
 
+fb__fr_verdict_code fb__fr_verdict_kind(const fb__fr_result *r)
+{
+    return r && r->verdict != V_NONE ? (fb__fr_verdict_code)r->verdict
+                                     : FB__FR_UNDECIDED;
+}
+
 const char *fb__fr_verdict(const fb__fr_result *r)
 {
-    return r && r->verdict ? r->verdict : "undecided";
+    return fb__fr_verdict_name(fb__fr_verdict_kind(r));
 }
 
 int fb__fr_culprit_ranks(const fb__fr_result *r, int *ranks, int max)
@@ -1605,7 +1665,7 @@ int fb__fr_result_json_max(const fb__fr_result *r, fb__jsonw *w, size_t max_list
     for (size_t i = 0; i < r->nf; i++) {
         const finding *f = &r->f[i];
         fb__jsonw_obj_begin(w);
-        fb__jsonw_kstr(w, "kind", f->kind);
+        fb__jsonw_kstr(w, "kind", fb__fr_finding_kind_name(f->kind));
         if (f->group >= 0) {
             fb__jsonw_kstr(w, "group", m->groups[f->group].key);
             fb__jsonw_kstr(w, "group_name", m->groups[f->group].name);
@@ -1669,7 +1729,7 @@ void fb__fr_result_text(const fb__fr_result *r, FILE *f)
     for (size_t i = 0; i < r->nf; i++) {
         const finding *x = &r->f[i];
         fmt_ranks(rl, sizeof rl, x->ranks, x->nranks);
-        fprintf(f, "  %-15s", x->kind);
+        fprintf(f, "  %-15s", fb__fr_finding_kind_name(x->kind));
         if (x->group >= 0)
             fprintf(f, " %s", fb__safe_text(name, sizeof name, gname(m, x->group)));
         if (x->has_seq)
@@ -1679,7 +1739,7 @@ void fb__fr_result_text(const fb__fr_result *r, FILE *f)
     for (size_t k = 0; k < sizeof r->dropped / sizeof r->dropped[0]; k++)
         if (r->dropped[k])
             fprintf(f, "  (%zu more %s findings not listed)\n", r->dropped[k],
-                    kinds[k] ? kinds[k] : "other");
+                    fb__fr_finding_kind_name((fb__fr_finding_kind)k));
     if (m->nwarnings)
         fprintf(f, "\nwarnings:\n");
     for (size_t i = 0; i < m->nwarnings; i++)
