@@ -42,7 +42,9 @@ void fb__fr_options_init(fb__fr_options *opt);
  * opt may be NULL.  Returns 0 and *out (free with fb__fr_result_free) when
  * at least one rank's evidence was read; files that could not be read
  * become warnings in the result.  Returns FB_EFORMAT / -ENOENT / ... with a
- * message naming the file in err when nothing usable was read.
+ * message naming the file in err when nothing usable was read, and -ENOMEM
+ * when memory ran out anywhere (never a verdict made without a rank's
+ * evidence or a finding).
  */
 int fb__fr_analyze_paths(const char *const *paths, int npaths,
                          fb__fr_result **out, char *err, size_t errsz);
