@@ -236,6 +236,8 @@ int main(int argc, char **argv)
         "torch/dtype-p3", "torch/straggler-json", "torch/p2p-p5",
         "torch/subgroup-p4", "torch/wrapped-p2", "torch/ok-json",
         "torch/versions-json", "ring/wrapped-rank-0.fbseg",
+        "torch/hang-json/nccl_trace_rank_1", /* one rank of four: incomplete */
+        "torch_real/2.9.1/json", "torch_real/2.15.0/pickle",
     };
     char path[4096];
     for (size_t i = 0; i < sizeof fr_cases / sizeof fr_cases[0]; i++) {
