@@ -3,12 +3,15 @@
  * supervisor, the node watcher and `firebreak fr` use it: a segment image
  * is built from the input in a memfd, attached with the real reader
  * (fb__seg_open_as), then changed again through the file while mapped --
- * the rank rewriting its header after the checks -- and every reader
- * function runs over it: check, progress and end-record loads, report
+ * the rank rewriting its header after the checks, or truncating the file
+ * under the mapping (the SIGBUS guard) -- and every reader function runs
+ * over it: check, progress and end-record loads, report
  * reads, the fr area, and the flight-recorder ring loader.
  *
- * Input: byte 0 picks the image: even = a valid template (small ring)
- * with patches applied, odd = the input itself is the image.  Patches are
+ * Input: byte 0 picks the image: bit 0 clear = a valid template (small
+ * ring) with patches applied, set = the input itself is the image; bit 1
+ * set = after the second patch, the next two bytes (x 64) give a size the
+ * file is truncated to.  Patches are
  * records {u16 offset/8, u8 len, len bytes}; a record with len 0 splits
  * the ones applied before attach from the ones applied after.
  */
@@ -78,13 +81,20 @@ static void patch(int fd, const uint8_t **p, const uint8_t *end, size_t img_size
 }
 
 static void read_all(fb__seg *seg, const char *path, int fd,
-                     const uint8_t **p, const uint8_t *end, size_t img_size)
+                     const uint8_t **p, const uint8_t *end, size_t img_size,
+                     int shrink)
 {
     char why[128];
     uint64_t sink = 0;
     for (int pass = 0; pass < 2; pass++) {
         if (pass == 1)
             patch(fd, p, end, img_size); /* the rank writes after attach */
+        if (pass == 1 && shrink && end - *p >= 2) {
+            size_t to = (size_t)((*p)[0] | (*p)[1] << 8) * 64;
+            *p += 2;
+            if (ftruncate(fd, (off_t)(to < img_size ? to : img_size)))
+                return;
+        }
         fb__seg_check(seg, why, sizeof why);
         const fb__seg_identity *id = fb__seg_ident(seg);
         fb__seg_header *h = fb__seg_hdr(seg);
@@ -142,7 +152,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
     fb__seg *seg = NULL;
     if (fb__seg_open_as(&seg, path, FB__SEG_ANY_OWNER, NULL) == 0) {
-        read_all(seg, path, fd, &p, end, img_size);
+        read_all(seg, path, fd, &p, end, img_size, data[0] & 2);
         fb__seg_close(seg);
     }
 out:

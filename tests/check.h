@@ -6,11 +6,21 @@
  *   CHECK(cond)                 cond must hold
  *   CHECKF(cond, fmt, ...)      ... and say more when it does not
  *   CHECK_RC(expr, want)        an int return code (names it: fb_strerror)
+ *   CHECK_EQ_INT(a, b)          two integers (as long long) are equal
+ *   CHECK_EQ_U64(a, b)          two unsigned integers (as unsigned long long)
+ *   CHECK_EQ_DBL(a, b)          two doubles are exactly equal
+ *   CHECK_EQ_STR(a, b)          two strings are equal (NULL is a value)
+ *   CHECK_EQ_MEM(a, b, n)       n bytes are equal (names the first that is not)
+ *
+ * The CHECK_EQ_* print both sides, each expression and its value (libuv's
+ * ASSERT_EQ): compare values with them, not with CHECK(a == b).  Each
+ * argument is evaluated once.
  */
 #ifndef FB_TESTS_CHECK_H
 #define FB_TESTS_CHECK_H
 
 #include <stdio.h>
+#include <string.h>
 
 #include "firebreak/firebreak.h"
 
@@ -43,6 +53,65 @@ static int failures;
             fprintf(stderr, "%s:%d: %s returned %d (%s), wanted %d\n",        \
                     __FILE__, __LINE__, #expr, rc_, fb_strerror(rc_),         \
                     (int)(want));                                             \
+            failures++;                                                       \
+        }                                                                     \
+    } while (0)
+
+#define CHECK_EQ_INT(a, b)                                                    \
+    do {                                                                      \
+        long long a_ = (long long)(a), b_ = (long long)(b);                   \
+        if (a_ != b_) {                                                       \
+            fprintf(stderr, "%s:%d: check failed: %s == %s: %lld != %lld\n",  \
+                    __FILE__, __LINE__, #a, #b, a_, b_);                      \
+            failures++;                                                       \
+        }                                                                     \
+    } while (0)
+
+#define CHECK_EQ_U64(a, b)                                                    \
+    do {                                                                      \
+        unsigned long long a_ = (unsigned long long)(a),                      \
+                           b_ = (unsigned long long)(b);                      \
+        if (a_ != b_) {                                                       \
+            fprintf(stderr, "%s:%d: check failed: %s == %s: %llu != %llu\n",  \
+                    __FILE__, __LINE__, #a, #b, a_, b_);                      \
+            failures++;                                                       \
+        }                                                                     \
+    } while (0)
+
+#define CHECK_EQ_DBL(a, b)                                                    \
+    do {                                                                      \
+        double a_ = (double)(a), b_ = (double)(b);                            \
+        if (!(a_ == b_)) {                                                    \
+            fprintf(stderr, "%s:%d: check failed: %s == %s: %.17g != %.17g\n",\
+                    __FILE__, __LINE__, #a, #b, a_, b_);                      \
+            failures++;                                                       \
+        }                                                                     \
+    } while (0)
+
+#define CHECK_EQ_STR(a, b)                                                    \
+    do {                                                                      \
+        const char *a_ = (a), *b_ = (b);                                      \
+        if (a_ != b_ && (!a_ || !b_ || strcmp(a_, b_))) {                     \
+            fprintf(stderr, "%s:%d: check failed: %s == %s: ", __FILE__,       \
+                    __LINE__, #a, #b);                                        \
+            fprintf(stderr, a_ ? "\"%s\"" : "%s", a_ ? a_ : "NULL");          \
+            fprintf(stderr, " != ");                                          \
+            fprintf(stderr, b_ ? "\"%s\"" : "%s", b_ ? b_ : "NULL");          \
+            fputc('\n', stderr);                                              \
+            failures++;                                                       \
+        }                                                                     \
+    } while (0)
+
+#define CHECK_EQ_MEM(a, b, n)                                                 \
+    do {                                                                      \
+        const unsigned char *a_ = (const void *)(a), *b_ = (const void *)(b); \
+        size_t n_ = (n), i_ = 0;                                              \
+        while (i_ < n_ && a_[i_] == b_[i_])                                   \
+            i_++;                                                             \
+        if (i_ < n_) {                                                        \
+            fprintf(stderr, "%s:%d: check failed: %s == %s (%zu bytes): "     \
+                    "byte %zu is 0x%02x != 0x%02x\n", __FILE__, __LINE__,     \
+                    #a, #b, n_, i_, a_[i_], b_[i_]);                          \
             failures++;                                                       \
         }                                                                     \
     } while (0)

@@ -40,9 +40,15 @@ extern "C" {
 #define FB_VERSION_MAJOR 0
 #define FB_VERSION_MINOR 1
 #define FB_VERSION_PATCH 0
+/* "0.1.0": fb_version() returns the library's; this is the header's. */
+#define FB__STRINGIFY(x) #x
+#define FB__VERSION_STR(a, b, c) FB__STRINGIFY(a) "." FB__STRINGIFY(b) "." FB__STRINGIFY(c)
+#define FB_VERSION_STRING \
+    FB__VERSION_STR(FB_VERSION_MAJOR, FB_VERSION_MINOR, FB_VERSION_PATCH)
 
 /* ------------------------------------------------------------------------
- * Errors.  Codes are never renumbered; new ones are appended.
+ * Errors.  Codes are never renumbered; new ones are appended, each one
+ * below the last (FB__ERRNO_BASE - its position; error.c checks it).
  * ---------------------------------------------------------------------- */
 
 #define FB_ERRNO_MAP(X)                                                     \
@@ -59,17 +65,28 @@ extern "C" {
     X(ENOTREG,      -4011, "not a regular file (a FIFO, device or directory)") \
     X(ENOTOURS,     -4012, "file belongs to another user or is open to others")
 
+#define FB__ERRNO_BASE (-4001)
+
+/* Positions in the table: FB__ERRNO_COUNT is how many codes there are. */
+enum {
+#define FB__ERRPOS(name, code, msg) FB__ERRPOS_##name,
+    FB_ERRNO_MAP(FB__ERRPOS)
+#undef FB__ERRPOS
+    FB__ERRNO_COUNT
+};
+
 typedef enum {
 #define FB__ERRDEF(name, code, msg) FB_##name = code,
     FB_ERRNO_MAP(FB__ERRDEF)
 #undef FB__ERRDEF
-    FB_ELAST_ = -4013
+    FB_ELAST_ = FB__ERRNO_BASE - FB__ERRNO_COUNT /* one past the last code */
 } fb_errno;
 
 /* A static string describing rc (an FB_E* code or a negative errno). */
 const char *fb_strerror(int rc);
 
-/* "0.1.0" */
+/* The library's version, "MAJOR.MINOR.PATCH" ("0.1.0"): compare with
+ * FB_VERSION_STRING to see the header a program was built with. */
 const char *fb_version(void);
 
 /* ------------------------------------------------------------------------
@@ -187,7 +204,28 @@ typedef enum {
                                     where userfaultfd is not allowed          */
 } fb_ckpt_snapshot;
 
+/*
+ * Options of fb_ckpt_open().  The caller allocates this struct, and later
+ * versions of the library will add fields at its end, so:
+ *
+ *   ABI rule.  `struct_size` comes first and says how big the caller's
+ *   struct is: fb_ckpt_options_init() sets it to the size the caller was
+ *   compiled with.  The library reads only the fields that size covers;
+ *   a field past it (added after the caller was built) reads as 0, and 0
+ *   means "the default" for every field added after the first release.
+ *   A caller built against a newer header may pass a bigger struct: the
+ *   library accepts it when every byte it does not know is 0, and fails
+ *   with -E2BIG when one is not (an option it cannot honour was asked
+ *   for).  Fields are never removed, reordered or retyped.
+ *
+ * Always start from fb_ckpt_options_init(&opt) (or FB_CKPT_OPTIONS_INIT),
+ * then set the fields wanted: fb_ckpt_open() refuses a struct_size of 0
+ * (-EINVAL), which is what an options struct that was never initialised
+ * usually holds.
+ */
 typedef struct fb_ckpt_options {
+    size_t struct_size;     /* sizeof(fb_ckpt_options) as the caller saw
+                               it; set by fb_ckpt_options_init()          */
     const char *dir;        /* NULL: <run_dir>/checkpoints; required when
                                not attached                               */
     int rank;               /* -1: fb_rank()                              */
@@ -196,15 +234,31 @@ typedef struct fb_ckpt_options {
     int async;              /* 1: save returns after the in-memory copy   */
     fb_ckpt_busy on_busy;
     fb_ckpt_on_error on_error;
-    int io_threads;         /* 0: default                                 */
+    int io_threads;         /* 0: default (4)                             */
     fb_ckpt_snapshot snapshot;
+    /* New fields go here, at the end; 0 must mean their default. */
 } fb_ckpt_options;
 
-/* Fill *opt with the defaults (async on, keep 2, wait when busy). */
-void fb_ckpt_options_init(fb_ckpt_options *opt);
+/*
+ * Fill *opt with the defaults (async on, keep 2, wait when busy, rank and
+ * world size from the run) and set opt->struct_size.  A macro over
+ * fb_ckpt_options_init_sized(), so that the size is the caller's.
+ */
+#define fb_ckpt_options_init(opt) \
+    fb_ckpt_options_init_sized((opt), sizeof *(opt))
+void fb_ckpt_options_init_sized(fb_ckpt_options *opt, size_t struct_size);
+
+/* The same defaults as an initializer:
+ *   fb_ckpt_options o = FB_CKPT_OPTIONS_INIT; */
+#define FB_CKPT_OPTIONS_INIT                                                 \
+    { sizeof(fb_ckpt_options), NULL, -1, 0, 2, 1, FB_CKPT_BUSY_WAIT,         \
+      FB_CKPT_ERROR_CONTINUE, 0, FB_CKPT_SNAPSHOT_AUTO }
 
 /* Open a checkpoint handle.  opt may be NULL for the defaults.  Creates the
- * directory when missing.  *out is set only on success. */
+ * directory when missing.  *out is set only on success.  Errors: -EINVAL
+ * (an invalid option, or opt->struct_size 0 or smaller than the first
+ * release's struct), -E2BIG (a newer caller set a field this library does
+ * not have), -ENOMEM, -errno of creating the directory. */
 int fb_ckpt_open(fb_ckpt **out, const fb_ckpt_options *opt);
 
 /*
@@ -212,12 +266,17 @@ int fb_ckpt_open(fb_ckpt **out, const fb_ckpt_options *opt);
  * must stay valid and mapped until fb_ckpt_close().  With a copy snapshot
  * its contents must be stable during fb_ckpt_save; with write protection
  * the program may write it as soon as save returns (a write to a page not
- * yet copied waits for that page's copy).  ndim may be 0 (a scalar); shape entries >= 0.
- * Optional global shape and offset of the slice this rank holds describe
- * sharded tensors; NULL means the tensor is whole (a replica).
+ * yet copied waits for that page's copy).  ndim may be 0 (a scalar);
+ * shape entries >= 0.
+ * fb_ckpt_register_slice() describes a sharded tensor: this rank holds the
+ * slice `shape` at `global_offset` of a tensor of `global_shape` (both of
+ * ndim entries, recorded in the shard; each dimension must satisfy
+ * 0 <= global_offset[d] and global_offset[d] + shape[d] <= global_shape[d]).
+ * A NULL global_shape means the tensor is whole (a replica), as with
+ * fb_ckpt_register().  Restore requires the same geometry as was saved.
  * Registering may allocate and pre-fault staging memory.
- * Errors: -EINVAL (bad dtype/shape/duplicate name), -ENOMEM, FB_ESTATE
- * (a save is in flight).
+ * Errors: -EINVAL (bad dtype/shape/slice geometry/duplicate name), -ENOMEM,
+ * FB_ESTATE (a save is in flight).
  */
 int fb_ckpt_register(fb_ckpt *ck, const char *name, fb_dtype dtype,
                      int ndim, const int64_t *shape, void *data);

@@ -21,11 +21,12 @@
  * rank parses, matches the registered tensors and verifies hash by hash,
  * read by io_threads threads in parallel straight into the tensors.
  *
- * Tests crash the engine on purpose with FIREBREAK_CKPT_CRASH_AT=POINT[@STEP]
- * (POINT: before_rename, after_rename, during_delete; SIGKILL there),
- * inject write errors with FIREBREAK_CKPT_FAIL=ENOSPC|EIO|EACCES[@STEP], and
- * slow the writer with FIREBREAK_CKPT_WRITE_DELAY_MS and, before it copies
- * write-protected tensors, FIREBREAK_CKPT_DRAIN_DELAY_MS.
+ * In a test build (FB_TEST_HOOKS), tests crash the engine on purpose with
+ * FIREBREAK_CKPT_CRASH_AT=POINT[@STEP] (POINT: before_rename, after_rename,
+ * during_delete; SIGKILL there), inject write errors with
+ * FIREBREAK_CKPT_FAIL=ENOSPC|EIO|EACCES|EDQUOT[@STEP], and slow the writer
+ * with FIREBREAK_CKPT_WRITE_DELAY_MS and, before it copies write-protected
+ * tensors, FIREBREAK_CKPT_DRAIN_DELAY_MS.  A release build has none of them.
  */
 #include "ckpt/engine.h"
 
@@ -63,9 +64,16 @@
  * Options and test hooks
  * ---------------------------------------------------------------------- */
 
-void fb_ckpt_options_init(fb_ckpt_options *opt)
+/* The size of fb_ckpt_options in the first release (every field up to
+ * `snapshot`).  Never changes: a caller's struct is at least this big. */
+#define OPTIONS_V1_SIZE (offsetof(fb_ckpt_options, snapshot) + sizeof(fb_ckpt_snapshot))
+_Static_assert(offsetof(fb_ckpt_options, struct_size) == 0,
+               "struct_size comes first (the ABI rule in firebreak.h)");
+
+static void options_defaults(fb_ckpt_options *opt)
 {
     memset(opt, 0, sizeof *opt);
+    opt->struct_size = sizeof *opt;
     opt->rank = -1;
     opt->world_size = 0;
     opt->keep = 2;
@@ -73,8 +81,58 @@ void fb_ckpt_options_init(fb_ckpt_options *opt)
     opt->on_busy = FB_CKPT_BUSY_WAIT;
     opt->on_error = FB_CKPT_ERROR_CONTINUE;
     opt->io_threads = 0;
+    opt->snapshot = FB_CKPT_SNAPSHOT_AUTO;
 }
 
+void fb_ckpt_options_init_sized(fb_ckpt_options *opt, size_t struct_size)
+{
+    fb_ckpt_options d;
+    if (!opt || struct_size < sizeof opt->struct_size)
+        return;
+    options_defaults(&d);
+    /* A newer caller's fields this library does not know: 0, their default. */
+    memset(opt, 0, struct_size);
+    memcpy(opt, &d, struct_size < sizeof d ? struct_size : sizeof d);
+    opt->struct_size = struct_size;
+}
+
+/*
+ * The caller's options as this library's struct (firebreak.h, ABI rule):
+ * the fields its struct_size covers, 0 for the rest; bytes beyond this
+ * library's struct must be 0.  0, -EINVAL, -E2BIG.
+ */
+static int options_read(const fb_ckpt_options *in, fb_ckpt_options *out)
+{
+    if (!in) {
+        options_defaults(out);
+        return 0;
+    }
+    size_t n = in->struct_size;
+    if (n < OPTIONS_V1_SIZE) {
+        fprintf(stderr, "firebreak: fb_ckpt_open: options.struct_size is %zu "
+                        "(at least %zu): start from fb_ckpt_options_init()\n",
+                n, (size_t)OPTIONS_V1_SIZE);
+        return -EINVAL;
+    }
+    memset(out, 0, sizeof *out);
+    memcpy(out, in, n < sizeof *out ? n : sizeof *out);
+    for (size_t i = sizeof *out; i < n; i++)
+        if (((const unsigned char *)in)[i]) {
+            fprintf(stderr, "firebreak: fb_ckpt_open: an option at byte %zu is "
+                            "set, but this libfirebreak (%s) knows options up "
+                            "to byte %zu only\n", i, fb_version(), sizeof *out);
+            return -E2BIG;
+        }
+    out->struct_size = sizeof *out;
+    return 0;
+}
+
+/*
+ * Test hooks, compiled in only with FB_TEST_HOOKS (a CMake option, on in
+ * the build trees `make test` uses, off in `make install`'s: see
+ * docs/development.md).  A release library ignores these variables.
+ */
+#ifdef FB_TEST_HOOKS
 /* FIREBREAK_CKPT_CRASH_AT=POINT[@STEP]: SIGKILL at that point of a save. */
 static void crash_hook(const char *point, uint64_t step)
 {
@@ -111,6 +169,34 @@ static int injected_write_error(uint64_t step)
             return -names[i].err;
     return 0;
 }
+
+/* FIREBREAK_CKPT_WRITE_DELAY_MS / _DRAIN_DELAY_MS=N: the writer sleeps N ms
+ * (at most 60 s) before writing the shard / copying protected tensors. */
+static void test_delay(const char *var)
+{
+    const char *v = fb__getenv(var);
+    long long ms;
+    if (v && fb__parse_int(v, 0, 60000, &ms) == 0)
+        usleep((useconds_t)ms * 1000);
+}
+#else
+static void crash_hook(const char *point, uint64_t step)
+{
+    (void)point;
+    (void)step;
+}
+
+static int injected_write_error(uint64_t step)
+{
+    (void)step;
+    return 0;
+}
+
+static void test_delay(const char *var)
+{
+    (void)var;
+}
+#endif
 
 /* ------------------------------------------------------------------------
  * Handles still open at exit are flushed (fb_finalize's promise).
@@ -471,7 +557,6 @@ static int persist(fb_ckpt *ck, uint64_t step, int from_staging, uint64_t stall_
 {
     char why[FB__REPORT_TEXT_MAX + 200] = "";
     uint64_t bytes = 0;
-    long long delay_ms;
     char how[80];
     if (!from_staging)
         snprintf(how, sizeof how, "synchronous save");
@@ -482,9 +567,7 @@ static int persist(fb_ckpt *ck, uint64_t step, int from_staging, uint64_t stall_
     if (ck->job_protected) {
         /* Finish the snapshot first: copy what save protected.  Tests hold
          * the copy back to make writes wait for it. */
-        const char *hold = fb__getenv("FIREBREAK_CKPT_DRAIN_DELAY_MS");
-        if (hold && fb__parse_int(hold, 0, 60000, &delay_ms) == 0)
-            usleep((useconds_t)delay_ms * 1000);
+        test_delay("FIREBREAK_CKPT_DRAIN_DELAY_MS");
         int wrc = fb__wp_drain(ck);
         ck->job_protected = 0;
         ck->last_faults = ck->wp.faults;
@@ -502,9 +585,7 @@ static int persist(fb_ckpt *ck, uint64_t step, int from_staging, uint64_t stall_
             return wrc;
         }
     }
-    const char *delay = fb__getenv("FIREBREAK_CKPT_WRITE_DELAY_MS");
-    if (delay && fb__parse_int(delay, 0, 60000, &delay_ms) == 0) /* tests */
-        usleep((useconds_t)delay_ms * 1000);
+    test_delay("FIREBREAK_CKPT_WRITE_DELAY_MS");
     uint64_t t0 = fb__now_ns();
     int rc = write_shard(ck, step, from_staging, &bytes, why, sizeof why);
     uint64_t persist_ns = fb__now_ns() - t0;
@@ -589,10 +670,9 @@ int fb__ckpt_wait_idle(fb_ckpt *ck)
 int fb_ckpt_open(fb_ckpt **out, const fb_ckpt_options *opt_in)
 {
     fb_ckpt_options opt;
-    if (opt_in)
-        opt = *opt_in;
-    else
-        fb_ckpt_options_init(&opt);
+    int rc = options_read(opt_in, &opt);
+    if (rc)
+        return rc;
     const char *dir = opt.dir ? opt.dir : fb__lib_ckpt_dir();
     if (!dir || !*dir) {
         fprintf(stderr, "firebreak: fb_ckpt_open: no checkpoint directory (set "
@@ -613,7 +693,6 @@ int fb_ckpt_open(fb_ckpt **out, const fb_ckpt_options *opt_in)
     fb_ckpt *ck = calloc(1, sizeof *ck);
     if (!ck)
         return -ENOMEM;
-    int rc;
     if (fb__fmt(ck->dir, sizeof ck->dir, "%s", dir)) {
         rc = -ENAMETOOLONG;
         goto fail;

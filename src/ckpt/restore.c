@@ -6,10 +6,11 @@
  * whose shard is missing, truncated, malformed, from another world size or
  * fails its hashes, is reported (RESTORE_FALLBACK, with the reason) and the
  * next older one is tried.  A shard whose tensors differ from the
- * registered ones (names, dtypes, shapes) is a program error, not damage:
- * restore stops with FB_EMISMATCH and says what differs.  A shard whose
- * recorded step, rank or world size is not its place (a shard copied or
- * linked under another step's name) is damage: fall back.
+ * registered ones (names, dtypes, shapes, a slice's place) is a program
+ * error, not damage: restore stops with FB_EMISMATCH and says what
+ * differs.  A shard whose recorded step, rank or world size is not its
+ * place (a shard copied or linked under another step's name) is damage:
+ * fall back.
  *
  * Nothing is written into the registered tensors before the whole shard
  * has verified, so a restore that fails leaves them byte for byte as they
@@ -44,6 +45,39 @@ static void fallback(const fb_ckpt *ck, uint64_t step, int code, const char *why
     fprintf(stderr, "firebreak: rank %d: not restoring checkpoint step %llu: %s\n",
             ck->rank, (unsigned long long)step, why);
     fb__lib_report(FB_REPORT_RESTORE_FALLBACK, code, step, 0, 0, 0, why);
+}
+
+static void dims_text(char *buf, size_t size, int ndim, const int64_t *v)
+{
+    size_t len = 0;
+    buf[0] = '\0';
+    for (int d = 0; d < ndim && len < size; d++)
+        len += (size_t)snprintf(buf + len, size - len, "%s%" PRId64,
+                                d ? "," : "", v[d]);
+}
+
+/* A slice's recorded place (firebreak.global_shape.NAME and
+ * .global_offset.NAME, written by the engine) must be the registered one:
+ * the same local shape at another offset is another part of the tensor.
+ * A shard without the keys records no place. */
+static int match_slice(const fb__ckpt_tensor *t, const fb__st_header *h,
+                       char *why, size_t why_size)
+{
+    static const char *const what[2] = {"global_shape", "global_offset"};
+    char key[FB__ST_NAME_MAX + 64], want[FB__ST_MAX_DIMS * 21 + 1];
+    for (int k = 0; k < 2; k++) {
+        snprintf(key, sizeof key, "firebreak.%s.%s", what[k], t->name);
+        const char *got = fb__st_meta_get(h, key);
+        if (!got)
+            continue;
+        dims_text(want, sizeof want, t->ndim, k ? t->global_offset : t->global_shape);
+        if (strcmp(got, want)) {
+            fb__ckpt_say(why, why_size, "tensor \"%.200s\": %s [%.200s] in the "
+                         "checkpoint, [%s] registered", t->name, what[k], got, want);
+            return FB_EMISMATCH;
+        }
+    }
+    return 0;
 }
 
 /* 0 when the shard holds exactly the registered tensors, with map[j] the
@@ -87,6 +121,9 @@ static int match_tensors(const fb_ckpt *ck, const fb__st_header *h,
                      "checkpoint, [%s] registered", t->name, a, b);
             return FB_EMISMATCH;
         }
+        int rc = match_slice(t, h, why, why_size);
+        if (rc)
+            return rc;
         map[s - h->tensors] = i;
     }
     return 0;

@@ -1,7 +1,10 @@
 /*
  * journal.h -- the run journal: one SQLite database per run directory
- * (journal.sqlite), written only by the supervisor.  Schema in schema.sql
- * and docs/journal.md.  Every function returns 0 or a negative code; a
+ * (journal.sqlite), written only by the supervisor (journal.c) and read by
+ * `firebreak report` and `firebreak sim --from-run` through the reader at
+ * the end of this file (read.c).  Schema in schema.sql and docs/journal.md.
+ *
+ * Writing.  Every function returns 0 or a negative code; a
  * journal error never stops supervision (the supervisor keeps running the
  * job), and it is never lost quietly: a write that fails for a reason that
  * may pass (a full disk, an I/O error) waits in a bounded queue and is
@@ -17,6 +20,8 @@
 #include <stdint.h>
 
 #define FB__JOURNAL_SCHEMA_VERSION "1.0"
+/* The major version readers accept (every minor of it): see read.c. */
+#define FB__JOURNAL_SCHEMA_MAJOR 1
 
 typedef struct fb__journal fb__journal;
 
@@ -116,5 +121,129 @@ int fb__journal_checkpoint(fb__journal *j, int64_t attempt_id, int64_t step,
 int fb__journal_sample(fb__journal *j, int64_t attempt_id, int rank,
                        double time, int64_t step, double step_time_ms);
 int fb__journal_flush(fb__journal *j);
+
+/* ---- Reading (read.c) -------------------------------------------------
+ *
+ * The one reader of journal.sqlite.  It opens the file read-only (never
+ * immutable: a live run's WAL must be seen), refuses a FIFO, device or
+ * directory where the database or its -wal, -shm, -journal files are
+ * (SQLite would block opening a FIFO), reads in one transaction (a
+ * consistent picture of a live run), and applies the schema-version rule:
+ * every minor version of FB__JOURNAL_SCHEMA_MAJOR is read (a new minor only
+ * adds tables and nullable columns, which the reader does not name), any
+ * other major is refused with FB_EVERSION.
+ *
+ * Rows come through cursors, in id order (step samples: in the order they
+ * were written).  In a row, text is NULL when the column is NULL and points
+ * into SQLite's memory, valid until the next call on the cursor; a NULL
+ * REAL is NAN; a NULL integer is -1 (signal: 0), as the writer's structs
+ * above say "none".  Errors: a negative code (-EBUSY when another process
+ * holds a lock, FB_EFORMAT for a corrupted file or not a journal,
+ * FB_EVERSION, FB_ENOTREG, -ENOMEM, -errno) and a message naming the file
+ * and what to do, from fb__journal_ro_errmsg(). */
+
+typedef struct fb__journal_ro fb__journal_ro;
+typedef struct fb__journal_cursor fb__journal_cursor;
+
+typedef enum {
+    FB__JOURNAL_RUN, FB__JOURNAL_ATTEMPT, FB__JOURNAL_INCIDENT,
+    FB__JOURNAL_CHECKPOINT, FB__JOURNAL_EVENT, FB__JOURNAL_SAMPLE,
+    FB__JOURNAL_NTABLES
+} fb__journal_table;
+
+typedef struct fb__journal_run_row {
+    int64_t id;
+    const char *name, *status, *reason, *hostname;
+    int nproc, nnodes;
+    double started_at, ended_at;
+} fb__journal_run_row;
+
+typedef struct fb__journal_attempt_row {
+    int64_t id, run_id;
+    int number;
+    double started_at, launched_at, ready_at, ended_at;
+    int64_t restored_step;
+    double restore_s;
+    int64_t start_step, end_step;
+    const char *outcome;
+} fb__journal_attempt_row;
+
+typedef struct fb__journal_incident_row {
+    int64_t id, attempt_id;
+    const char *kind;
+    double occurred_at, detected_at, detect_ms;
+    int rank;
+    const char *node;
+    int signal;
+    int has_exit_code, exit_code;
+    const char *phase;
+    int64_t step;
+    double lost_s;
+    const char *injected, *detail, *last_lines, *fr_verdict, *health;
+    const char *category, *component, *evidence;
+} fb__journal_incident_row;
+
+typedef struct fb__journal_checkpoint_row {
+    int64_t id, attempt_id, step;
+    double committed_at;
+    int ranks;
+    int64_t bytes;
+    double stall_ms, persist_ms;
+    const char *status;
+} fb__journal_checkpoint_row;
+
+typedef struct fb__journal_event_row {
+    int64_t id, attempt_id;
+    double time;
+    int rank;
+    const char *kind;
+    int64_t step;
+    int code;
+    int64_t bytes;
+    double value_ms;
+    const char *detail;
+} fb__journal_event_row;
+
+typedef struct fb__journal_sample_row {
+    int64_t attempt_id;
+    int rank;
+    double time;
+    int64_t step;
+    double step_time_ms;
+} fb__journal_sample_row;
+
+/* SQLite's files for the database at path -- the file itself and, where
+ * present, path-wal, -shm and -journal -- are regular files (checked
+ * without blocking).  0, or FB_ENOTREG / -errno with err naming the file.
+ * For other read-only SQLite files too (the agent's). */
+int fb__journal_files_regular(const char *path, char *err, size_t errsz);
+
+/* Open the journal at path (the file, not the run directory) for reading:
+ * the checks above, then the schema version.  On failure *out is NULL and
+ * err holds the message. */
+int fb__journal_open_ro(const char *path, fb__journal_ro **out, char *err,
+                        size_t errsz);
+void fb__journal_close_ro(fb__journal_ro *jr);
+/* meta.schema_version as the file says it ("1.0"). */
+const char *fb__journal_ro_version(const fb__journal_ro *jr);
+/* The message of the last failure, naming the file. */
+const char *fb__journal_ro_errmsg(const fb__journal_ro *jr);
+
+/* Number of rows in a table (to size an array before reading it). */
+int fb__journal_count(fb__journal_ro *jr, fb__journal_table t, int64_t *n);
+/* A cursor over every row of table t.  Close it before the reader. */
+int fb__journal_rows(fb__journal_ro *jr, fb__journal_table t,
+                     fb__journal_cursor **out);
+void fb__journal_rows_close(fb__journal_cursor *c);
+/* The next row of a cursor over that table: 1 a row, 0 no more, or a
+ * negative code (-EINVAL: a cursor over another table). */
+int fb__journal_next_run(fb__journal_cursor *c, fb__journal_run_row *r);
+int fb__journal_next_attempt(fb__journal_cursor *c, fb__journal_attempt_row *r);
+int fb__journal_next_incident(fb__journal_cursor *c,
+                              fb__journal_incident_row *r);
+int fb__journal_next_checkpoint(fb__journal_cursor *c,
+                                fb__journal_checkpoint_row *r);
+int fb__journal_next_event(fb__journal_cursor *c, fb__journal_event_row *r);
+int fb__journal_next_sample(fb__journal_cursor *c, fb__journal_sample_row *r);
 
 #endif

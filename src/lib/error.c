@@ -21,9 +21,17 @@ const char *fb_strerror(int rc)
     return "unknown error";
 }
 
+/* The table is dense: each code is the base minus its position, so
+ * FB_ELAST_ (computed from the count) is one past the last. */
+#define FB__ERRCHECK(name, code, msg)                                         \
+    _Static_assert(code == FB__ERRNO_BASE - FB__ERRPOS_##name,                \
+                   "FB_" #name ": codes are appended one below the last");
+FB_ERRNO_MAP(FB__ERRCHECK)
+#undef FB__ERRCHECK
+
 const char *fb_version(void)
 {
-    return "0.1.0";
+    return FB_VERSION_STRING;
 }
 
 static const struct {

@@ -21,7 +21,6 @@
  */
 #include "lib/lib.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -33,6 +32,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ckpt/store.h"
 #include "common/util.h"
 
 static const char *const kind_names[] = {
@@ -249,31 +249,29 @@ static void record(const fb__inject_fault *f, uint64_t step)
     fprintf(stderr, "firebreak: injecting fault %s\n", text);
 }
 
-/* Flip one byte in the data section of this rank's newest shard. */
+/* Flip one byte in the data section of this rank's newest shard.  The
+ * layout of the checkpoint directory is src/ckpt/store.h's to know. */
 static void corrupt_newest_shard(void)
 {
     const char *dir = fb__lib_ckpt_dir();
     if (!dir)
         return;
-    DIR *d = opendir(dir);
-    if (!d)
-        return;
-    char newest[NAME_MAX + 1] = "";
-    struct dirent *e;
-    while ((e = readdir(d)))
-        if (!strncmp(e->d_name, "step-", 5) && strcmp(e->d_name, newest) > 0)
-            snprintf(newest, sizeof newest, "%s", e->d_name);
-    closedir(d);
-    if (!newest[0])
+    fb__ckpt_entry *e = NULL;
+    size_t n = 0;
+    if (fb__ckpt_scan(dir, fb_world_size(), 0, &e, &n))
         return;
     char path[PATH_MAX];
-    if (fb__fmt(path, sizeof path, "%s/%s/rank-%05d.safetensors", dir, newest,
-                fb_rank()))
+    int found = 0;
+    struct stat st;
+    for (size_t i = 0; i < n && !found; i++)     /* newest first */
+        found = !fb__ckpt_shard_path(path, sizeof path, dir, e[i].step, fb_rank()) &&
+                lstat(path, &st) == 0;
+    free(e);
+    if (!found)
         return;
     int fd = open(path, O_RDWR | O_CLOEXEC);
     if (fd < 0)
         return;
-    struct stat st;
     if (fstat(fd, &st) == 0 && st.st_size > 16) {
         off_t off = st.st_size - 1 - (st.st_size / 7 % 8);
         unsigned char b;

@@ -1,6 +1,7 @@
 /*
  * segment.c -- create, map, read and clean the per-rank shared-memory
- * segments described in segment.h.
+ * segments described in segment.h.  Reader mappings are guarded against
+ * a rank that truncates its file (segment_guard.c).
  */
 #include "lib/segment.h"
 
@@ -21,6 +22,7 @@
 
 #include "common/util.h"
 #include "firebreak/firebreak.h"
+#include "lib/segment_guard.h"
 
 #define SHM_DIR "/dev/shm"
 
@@ -31,6 +33,8 @@ struct fb__seg {
     void *base;
     size_t size;               /* mapped bytes: fstat at attach          */
     int writable;
+    int guarded;               /* reader: registered with the SIGBUS guard */
+    uint32_t guard_slot;
     fb__seg_identity id;       /* reader: copied once, bounded           */
     unsigned char ident_raw[IDENT_BYTES]; /* the identity as attached     */
     uint64_t report_head_seen, fr_head_seen; /* fb__seg_check's last look */
@@ -59,6 +63,7 @@ int fb__seg_name(char *name, size_t size, const char *job_id, int attempt,
 }
 
 static int copy_identity(fb__seg *seg);
+static int seg_truncated(const fb__seg *seg, uint64_t *offset);
 
 static uint32_t round_pow2(uint32_t v)
 {
@@ -280,19 +285,27 @@ int fb__seg_open_as(fb__seg **out, const char *name_or_path, uid_t uid,
         goto out;
     }
     size = (size_t)st.st_size;
-    base = mmap(NULL, size, PROT_READ, MAP_SHARED, fd, 0);
-    if (base == MAP_FAILED) {
-        rc = -errno;
-        goto out;
-    }
     seg = calloc(1, sizeof *seg);
     if (!seg) {
         rc = -ENOMEM;
         goto out;
     }
+    base = mmap(NULL, size, PROT_READ, MAP_SHARED, fd, 0);
+    if (base == MAP_FAILED) {
+        rc = -errno;
+        goto out;
+    }
     seg->base = base;
     seg->size = size;
+    /* Guarded before the first load: the rank may shrink the file at any
+     * time, also between the fstat above and the copy below. */
+    rc = fb__seg_guard_add(base, size, &seg->guard_slot);
+    if (rc)
+        goto out;
+    seg->guarded = 1;
     rc = copy_identity(seg);
+    if (rc == 0 && seg_truncated(seg, NULL))
+        rc = FB_EFORMAT; /* shrank since fstat: its size does not fit */
     if (rc)
         goto out;
     seg->id.owner_uid = st.st_uid;
@@ -306,6 +319,8 @@ int fb__seg_open_as(fb__seg **out, const char *name_or_path, uid_t uid,
     seg = NULL;
     base = MAP_FAILED;
 out:
+    if (seg && seg->guarded)
+        fb__seg_guard_remove(seg->guard_slot);
     free(seg);
     if (base != MAP_FAILED)
         munmap(base, size);
@@ -323,8 +338,50 @@ void fb__seg_close(fb__seg *seg)
 {
     if (!seg)
         return;
+    if (seg->guarded)
+        fb__seg_guard_remove(seg->guard_slot);
     munmap(seg->base, seg->size);
     free(seg);
+}
+
+/* Has the file shrunk under a reader's mapping?  A truncation loses a
+ * suffix of the file, so loading from the last page is enough to find
+ * one: when that page is gone, the guard zero-fills it and records it. */
+static int seg_truncated(const fb__seg *seg, uint64_t *offset)
+{
+    if (!seg->guarded)
+        return 0;
+    (void)*(const volatile unsigned char *)((const char *)seg->base + seg->size - 1);
+    return fb__seg_guard_lost(seg->guard_slot, offset);
+}
+
+/* After a truncation was found: load from pages below the lowest lost one,
+ * halving the range each time, so the guard's record (and the dump's
+ * zeros) start where the file now ends, not where a reader happened to
+ * look first.  Pages below the lost one are still the file's, so a load
+ * either succeeds or faults and moves the record down: at most about 17
+ * faults for the largest segment, once. */
+static void find_file_end(const fb__seg *seg)
+{
+    long ps = sysconf(_SC_PAGESIZE);
+    uint64_t page = ps > 0 ? (uint64_t)ps : 4096, lost = 0;
+    if (!fb__seg_guard_lost(seg->guard_slot, &lost))
+        return;
+    uint64_t lo = 0, hi = lost / page; /* the first lost page is in [lo, hi] */
+    while (lo < hi) {
+        uint64_t mid = lo + (hi - lo) / 2;
+        (void)*(const volatile unsigned char *)((const char *)seg->base + mid * page);
+        fb__seg_guard_lost(seg->guard_slot, &lost);
+        if (lost <= mid * page)
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+}
+
+int fb__seg_truncated(const fb__seg *seg, uint64_t *offset)
+{
+    return seg ? seg_truncated(seg, offset) : 0;
 }
 
 fb__seg_header *fb__seg_hdr(const fb__seg *seg)
@@ -365,6 +422,18 @@ int fb__seg_check(fb__seg *seg, char *why, size_t why_size)
     uint64_t fh = atomic_load_explicit(&h->fr_head, memory_order_acquire);
     uint32_t end_kind = atomic_load_explicit(&h->end_kind, memory_order_relaxed);
     uint32_t inject_kind = atomic_load_explicit(&h->inject_kind, memory_order_relaxed);
+    uint64_t lost_at = 0;
+    /* After the loads above: any of them may have found the file shrunk,
+     * and then they read zeros, which would only say "magic". */
+    if (seg_truncated(seg, &lost_at)) {
+        find_file_end(seg);
+        fb__seg_guard_lost(seg->guard_slot, &lost_at);
+        if (why && why_size)
+            snprintf(why, why_size, "the file was truncated: its pages from "
+                     "offset %llu of %zu bytes are gone",
+                     (unsigned long long)lost_at, seg->size);
+        return FB_EFORMAT;
+    }
     if (atomic_load_explicit(&h->magic, memory_order_acquire) != FB__SEG_MAGIC) {
         field = "magic";
     } else if (memcmp(seg->ident_raw, seg->base, IDENT_BYTES) != 0) {
@@ -492,7 +561,20 @@ int fb__seg_dump(const fb__seg *seg, const char *path)
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (fd < 0)
         return -errno;
-    int rc = fb__write_all(fd, seg->base, seg->size);
+    int rc = 0;
+    if (seg->guarded) {
+        /* Through a buffer: our own loads from pages a truncation took are
+         * zero-filled by the guard, where write() from the mapping would
+         * fail with EFAULT and lose the evidence that is still there. */
+        unsigned char buf[16384];
+        for (size_t off = 0; !rc && off < seg->size; off += sizeof buf) {
+            size_t n = seg->size - off < sizeof buf ? seg->size - off : sizeof buf;
+            memcpy(buf, (const char *)seg->base + off, n);
+            rc = fb__write_all(fd, buf, n);
+        }
+    } else {
+        rc = fb__write_all(fd, seg->base, seg->size);
+    }
     if (close(fd) && !rc)
         rc = -errno;
     if (!rc && rename(tmp, path))
@@ -526,21 +608,24 @@ static int parse_seg_filename(const char *fn, char *job, size_t job_size,
     return 0;
 }
 
-static int supervisor_alive(const char *path)
+/* Whether a segment of ours is stale: its supervisor (or, for a rank run
+ * without one, the rank) is gone.  A header not written yet belongs to a
+ * rank still initializing while the file is young (under 5 s), to a
+ * creator that died mid-way when older.  The age rule applies only to
+ * that case: a killed supervisor's segments go at the next run's start,
+ * however soon it comes. */
+static int is_stale(const char *path, const struct stat *st)
 {
     int fd = fb__open_regular(path, O_NOFOLLOW);
     if (fd < 0)
-        return 1; /* cannot tell: leave it */
+        return 0; /* cannot tell: leave it */
     fb__seg_header h;
     ssize_t n = read(fd, &h, sizeof h);
     close(fd);
     if (n != (ssize_t)sizeof h || h.magic != FB__SEG_MAGIC)
-        return 0; /* never initialized: its creator died mid-way */
-    if (h.supervisor_pid <= 0) {
-        /* Not started by a supervisor: alive while the rank is. */
-        return h.pid > 0 && (kill(h.pid, 0) == 0 || errno == EPERM);
-    }
-    return kill(h.supervisor_pid, 0) == 0 || errno == EPERM;
+        return time(NULL) - st->st_mtime >= 5;
+    pid_t owner = h.supervisor_pid > 0 ? (pid_t)h.supervisor_pid : (pid_t)h.pid;
+    return owner <= 0 || (kill(owner, 0) != 0 && errno == ESRCH);
 }
 
 /* Is any segment of `job` left in /dev/shm? */
@@ -561,8 +646,26 @@ static int job_has_segments(const char *job)
     return found;
 }
 
-/* "fb.<job>.ompi": Open MPI's shared memory of a job (supervisor/launch.c).
- * Stale when old and the job has no segment left. */
+/* Stale when the supervisor that wrote its FB__SEG_MPI_DIR_PID file is
+ * gone; without that file (an older firebreak), when old and the job has
+ * no segment left. */
+static int mpi_dir_stale(const char *path, const struct stat *st, const char *job)
+{
+    char pidfile[PATH_MAX], *text = NULL;
+    size_t len;
+    long long pid = 0;
+    if (!fb__fmt(pidfile, sizeof pidfile, "%s/" FB__SEG_MPI_DIR_PID, path) &&
+        !fb__read_file(pidfile, 64, &text, &len)) {
+        text[strcspn(text, "\n")] = '\0';
+        int bad = fb__parse_int(text, 1, INT_MAX, &pid);
+        free(text);
+        if (!bad)
+            return kill((pid_t)pid, 0) != 0 && errno == ESRCH;
+    }
+    return time(NULL) - st->st_mtime >= 5 && !job_has_segments(job);
+}
+
+/* "fb.<job>.ompi": Open MPI's shared memory of a job (supervisor/launch.c). */
 static void cleanup_mpi_dir(const char *name, const char *job_id, int only_stale)
 {
     size_t n = strlen(name);
@@ -581,7 +684,7 @@ static void cleanup_mpi_dir(const char *name, const char *job_id, int only_stale
     struct stat st;
     if (lstat(path, &st) || !S_ISDIR(st.st_mode) || st.st_uid != geteuid())
         return; /* not ours: not ours to remove */
-    if (only_stale && (time(NULL) - st.st_mtime < 5 || job_has_segments(job)))
+    if (only_stale && !mpi_dir_stale(path, &st, job))
         return;
     fb__rm_rf(path);
 }
@@ -614,13 +717,8 @@ static int cleanup(const char *job_id, int attempt, int only_stale)
         struct stat st;
         if (lstat(path, &st) || !S_ISREG(st.st_mode) || st.st_uid != geteuid())
             continue;
-        if (only_stale) {
-            /* Young segments may belong to a rank still initializing. */
-            if (time(NULL) - st.st_mtime < 5)
-                continue;
-            if (supervisor_alive(path))
-                continue;
-        }
+        if (only_stale && !is_stale(path, &st))
+            continue;
         if (unlink(path) == 0)
             removed++;
     }

@@ -51,9 +51,12 @@
  *    NUL-terminates copied text;
  *  - calls fb__seg_check on every pass: a changed identity, a head that
  *    went backwards or jumped absurdly, or an enum out of range means the
- *    segment is corrupt, and the reader stops trusting it.
- * Not defended: a rank that truncates its own file makes readers of the
- * lost pages take SIGBUS (tmpfs files cannot be sealed).
+ *    segment is corrupt, and the reader stops trusting it;
+ *  - survives a rank that truncates its own file (tmpfs files cannot be
+ *    sealed): reader mappings are registered with a SIGBUS guard
+ *    (segment_guard.h) that zero-fills the lost pages so the load runs
+ *    again, and fb__seg_check reports the segment truncated.  The guard's
+ *    handler is installed by the first fb__seg_open_as, never in a rank.
  *  - Times: *_mono_ns are CLOCK_MONOTONIC (comparable on one host only);
  *    *_wall_ns are CLOCK_REALTIME.
  *  - Minor 1 appended fr_clock and fr_tsc_hz; a minor-0 file reads them as
@@ -284,6 +287,8 @@ size_t fb__seg_size(const fb__seg *seg);
 const fb__seg_identity *fb__seg_ident(const fb__seg *seg);
 
 /* Is the live segment still consistent with what was attached?  Checks
+ * that the file was not truncated under the mapping (it loads from the
+ * last page; a page the file lost reads as zeros from then on), then
  * magic, the identity (byte for byte against the copy), the heads (never
  * backwards, never more than FB__SEG_HEAD_JUMP_MAX since attach or the
  * last check) and the library-written enums (end_kind, inject_kind; the
@@ -291,6 +296,12 @@ const fb__seg_identity *fb__seg_ident(const fb__seg *seg);
  * sentence in `why` naming the field.  Readers call it once per pass and
  * stop trusting a segment that failed it once. */
 int fb__seg_check(fb__seg *seg, char *why, size_t why_size);
+
+/* A reader's mapping: 1 when the file shrank under it (the SIGBUS guard
+ * zero-filled pages from *offset on; offset may be NULL), else 0.  Loads
+ * from the last page to find out.  Cheaper than fb__seg_check, for a
+ * reader that wants to know whether the values it just read were real. */
+int fb__seg_truncated(const fb__seg *seg, uint64_t *offset);
 
 /* The flight-recorder area from the copied identity: base address and
  * capacity in slots (0: no ring, or entries of another size). */
@@ -313,7 +324,8 @@ int fb__seg_read_report(const fb__seg *seg, uint64_t idx,
  * worth reading, idx + 1 or the oldest one the ring can still hold. */
 uint64_t fb__seg_report_next(const fb__seg *seg, uint64_t idx);
 
-/* Copy the whole segment to a file (post-mortem evidence); 0 or -errno. */
+/* Copy the whole segment to a file (post-mortem evidence; pages a
+ * truncation took are written as zeros); 0 or -errno. */
 int fb__seg_dump(const fb__seg *seg, const char *path);
 
 /* Remove stale segments in /dev/shm: those whose supervisor pid is dead,
@@ -321,6 +333,11 @@ int fb__seg_dump(const fb__seg *seg, const char *path);
  * our own uid are touched (another user's file under a segment's name is
  * left as evidence).  Returns how many were removed. */
 int fb__seg_cleanup(const char *job_id);
+
+/* In /dev/shm/fb.<job>.ompi (Open MPI's shared memory of a job, made by
+ * the supervisor for each attempt): the supervisor's pid, so that a later
+ * run can tell the directory of a killed supervisor from a live one. */
+#define FB__SEG_MPI_DIR_PID "firebreak.pid"
 
 /* Remove every segment of one job and attempt (attempt < 0: all). */
 int fb__seg_remove_job(const char *job_id, int attempt);

@@ -2,10 +2,11 @@
  * load.c -- read a run directory's journal.sqlite (and agent.sqlite when
  * it is there) into an fb__report_run.
  *
- * The journal belongs to the supervisor: we open it read-only, name only
- * the columns we know (newer minor versions add columns and tables, which
- * we ignore), refuse other major versions, and turn SQLite's BUSY, NOTADB
- * and CORRUPT into messages that name the file and say what to do.
+ * The journal is read through src/journal's reader (journal.h,
+ * "Reading"), which holds the rules: read-only, regular files only, one
+ * transaction, the schema-version rule, messages that name the file.  What
+ * is here is what the report makes of the rows.  agent.sqlite belongs to
+ * the agent (docs/agent.md) and is still read here, with SQL of its own.
  */
 #include "report/report.h"
 
@@ -14,163 +15,58 @@
 #include <sqlite3.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
-#include "common/util.h"
 #include "firebreak/firebreak.h"
+#include "journal/journal.h"
 
 typedef struct loader {
-    sqlite3 *db;
+    fb__journal_ro *jr;
     const char *path;
     char *err;
     size_t errsz;
 } loader;
 
-/* Map an SQLite failure to our code and a message naming the file. */
-/* SQLite would block forever opening a FIFO (and read a device): the
- * database and the side files SQLite opens next to it (-wal, -shm,
- * -journal), where present, must be regular files.  Checked with
- * fb__open_regular, which never blocks.  0, or FB_ENOTREG / -errno with
- * err naming the file. */
-static int sqlite_files_regular(const char *path, char *err, size_t errsz)
+/* A failure of the reader: its message (naming the file) into err. */
+static int read_fail(loader *L, int rc)
 {
-    static const char *const side[] = {"", "-wal", "-shm", "-journal"};
-    for (size_t i = 0; i < sizeof side / sizeof side[0]; i++) {
-        char p[4200];
-        struct stat st;
-        snprintf(p, sizeof p, "%s%s", path, side[i]);
-        if (i > 0 && lstat(p, &st) != 0)
-            continue; /* no side file: nothing to check */
-        int fd = fb__open_regular(p, 0);
-        if (fd < 0) {
-            snprintf(err, errsz, "%s: %s", p, fb_strerror(fd));
-            return fd;
-        }
-        close(fd);
-    }
-    return 0;
+    snprintf(L->err, L->errsz, "%s", fb__journal_ro_errmsg(L->jr));
+    return rc;
 }
 
-static int db_fail(loader *L, int rc, const char *what)
+static char *dup_str(const char *t)
 {
-    int prim = rc & 0xff;
-    if (prim == SQLITE_BUSY || prim == SQLITE_LOCKED) {
-        snprintf(L->err, L->errsz, "%s is locked by another process (%s); "
-                 "wait for it to finish or copy the file and report on the copy",
-                 L->path, what);
-        return -EBUSY;
-    }
-    if (prim == SQLITE_NOTADB || prim == SQLITE_CORRUPT) {
-        snprintf(L->err, L->errsz, "%s is corrupted or not an SQLite database "
-                 "(%s: %s); restore it from a backup or inspect it with "
-                 "'sqlite3 %s \"PRAGMA integrity_check\"'", L->path, what,
-                 sqlite3_errstr(rc), L->path);
-        return FB_EFORMAT;
-    }
-    if (prim == SQLITE_NOMEM)
-        return -ENOMEM;
-    snprintf(L->err, L->errsz, "%s: %s: %s", L->path, what,
-             L->db ? sqlite3_errmsg(L->db) : sqlite3_errstr(rc));
-    return FB_EFORMAT;
-}
-
-static char *col_str(sqlite3_stmt *s, int i)
-{
-    const unsigned char *t = sqlite3_column_text(s, i);
-    return t ? strdup((const char *)t) : NULL;
-}
-
-static double col_real(sqlite3_stmt *s, int i)
-{
-    return sqlite3_column_type(s, i) == SQLITE_NULL ? NAN
-                                                   : sqlite3_column_double(s, i);
-}
-
-static int64_t col_i64(sqlite3_stmt *s, int i, int64_t none)
-{
-    return sqlite3_column_type(s, i) == SQLITE_NULL ? none
-                                                   : sqlite3_column_int64(s, i);
-}
-
-static int prep(loader *L, const char *sql, sqlite3_stmt **s)
-{
-    int rc = sqlite3_prepare_v2(L->db, sql, -1, s, NULL);
-    return rc == SQLITE_OK ? 0 : db_fail(L, rc, "reading the journal");
-}
-
-/* meta.schema_version: same major accepted, others refused. */
-static int check_version(loader *L, fb__report_run *run)
-{
-    sqlite3_stmt *s;
-    int rc = sqlite3_prepare_v2(L->db, "SELECT value FROM meta WHERE "
-                                "key='schema_version'", -1, &s, NULL);
-    if (rc != SQLITE_OK) {
-        if ((rc & 0xff) == SQLITE_ERROR) {
-            snprintf(L->err, L->errsz, "%s is not a firebreak journal (no "
-                     "meta table); was it written by 'firebreak run'?", L->path);
-            return FB_EFORMAT;
-        }
-        return db_fail(L, rc, "reading meta");
-    }
-    rc = sqlite3_step(s);
-    if (rc != SQLITE_ROW) {
-        sqlite3_finalize(s);
-        if (rc != SQLITE_DONE)
-            return db_fail(L, rc, "reading meta");
-        snprintf(L->err, L->errsz, "%s has no meta.schema_version: not a "
-                 "firebreak journal", L->path);
-        return FB_EFORMAT;
-    }
-    const char *v = (const char *)sqlite3_column_text(s, 0);
-    snprintf(run->schema_version, sizeof run->schema_version, "%s", v ? v : "");
-    sqlite3_finalize(s);
-    char *end;
-    long major = strtol(run->schema_version, &end, 10);
-    if (end == run->schema_version || (*end && *end != '.')) {
-        snprintf(L->err, L->errsz, "%s: meta.schema_version '%s' is not "
-                 "MAJOR.MINOR", L->path, run->schema_version);
-        return FB_EFORMAT;
-    }
-    if (major != FB__REPORT_SCHEMA_MAJOR) {
-        snprintf(L->err, L->errsz, "%s: journal schema version %s is not "
-                 "supported: this firebreak reads %d.x; %s",
-                 L->path, run->schema_version, FB__REPORT_SCHEMA_MAJOR,
-                 major < FB__REPORT_SCHEMA_MAJOR
-                     ? "report on it with the firebreak release that wrote it"
-                     : "use a newer firebreak");
-        return FB_EVERSION;
-    }
-    return 0;
+    return t ? strdup(t) : NULL;
 }
 
 static int load_run(loader *L, fb__report_run *run)
 {
-    sqlite3_stmt *s;
-    int rc = prep(L, "SELECT name, status, reason, hostname, nproc, nnodes,"
-                     " started_at, ended_at FROM run ORDER BY id LIMIT 1", &s);
+    fb__journal_cursor *c;
+    fb__journal_run_row r;
+    int rc = fb__journal_rows(L->jr, FB__JOURNAL_RUN, &c);
     if (rc)
-        return rc;
-    rc = sqlite3_step(s);
-    if (rc == SQLITE_ROW) {
-        run->name = col_str(s, 0);
-        run->status = col_str(s, 1);
-        run->reason = col_str(s, 2);
-        run->hostname = col_str(s, 3);
-        run->nproc = sqlite3_column_int(s, 4);
-        run->nnodes = sqlite3_column_int(s, 5);
-        run->started_at = col_real(s, 6);
-        run->ended_at = col_real(s, 7);
+        return read_fail(L, rc);
+    rc = fb__journal_next_run(c, &r);
+    if (rc == 1) { /* the first run: one per journal today */
+        run->name = dup_str(r.name);
+        run->status = dup_str(r.status);
+        run->reason = dup_str(r.reason);
+        run->hostname = dup_str(r.hostname);
+        run->nproc = r.nproc;
+        run->nnodes = r.nnodes;
+        run->started_at = r.started_at;
+        run->ended_at = r.ended_at;
         run->finished = !isnan(run->ended_at);
         rc = 0;
-    } else if (rc == SQLITE_DONE) {
+    } else if (rc == 0) {
         snprintf(L->err, L->errsz, "%s holds no run: the journal is empty "
                  "(did 'firebreak run' fail before it began?)", L->path);
         rc = FB_EFORMAT;
     } else {
-        rc = db_fail(L, rc, "reading run");
+        rc = read_fail(L, rc);
     }
-    sqlite3_finalize(s);
+    fb__journal_rows_close(c);
     if (!rc && isnan(run->started_at)) {
         snprintf(L->err, L->errsz, "%s: run.started_at is NULL", L->path);
         rc = FB_EFORMAT;
@@ -208,39 +104,38 @@ static int attempt_index(const fb__report_run *run, int64_t id)
 
 static int load_attempts(loader *L, fb__report_run *run)
 {
-    sqlite3_stmt *s;
-    int rc = prep(L, "SELECT id, number, started_at, launched_at, ready_at,"
-                     " ended_at, restored_step, restore_s, start_step, end_step,"
-                     " outcome FROM attempt ORDER BY id", &s);
+    fb__journal_cursor *c;
+    fb__journal_attempt_row r;
+    int rc = fb__journal_rows(L->jr, FB__JOURNAL_ATTEMPT, &c);
     if (rc)
-        return rc;
+        return read_fail(L, rc);
     size_t cap = 0;
-    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+    while ((rc = fb__journal_next_attempt(c, &r)) == 1) {
         if (grow((void **)&run->attempts, &cap, run->nattempts,
                  sizeof *run->attempts)) {
-            sqlite3_finalize(s);
+            fb__journal_rows_close(c);
             return -ENOMEM;
         }
         fb__report_attempt *a = &run->attempts[run->nattempts++];
         memset(a, 0, sizeof *a);
-        a->id = sqlite3_column_int64(s, 0);
-        a->number = sqlite3_column_int(s, 1);
-        a->started_at = col_real(s, 2);
-        a->launched_at = col_real(s, 3);
-        a->ready_at = col_real(s, 4);
-        a->ended_at = col_real(s, 5);
-        a->restored_step = col_i64(s, 6, -1);
-        a->restore_s = col_real(s, 7);
-        a->start_step = col_i64(s, 8, -1);
-        a->end_step = col_i64(s, 9, -1);
-        const unsigned char *o = sqlite3_column_text(s, 10);
-        snprintf(a->outcome, sizeof a->outcome, "%s", o ? (const char *)o : "");
+        a->id = r.id;
+        a->number = r.number;
+        a->started_at = r.started_at;
+        a->launched_at = r.launched_at;
+        a->ready_at = r.ready_at;
+        a->ended_at = r.ended_at;
+        a->restored_step = r.restored_step;
+        a->restore_s = r.restore_s;
+        a->start_step = r.start_step;
+        a->end_step = r.end_step;
+        snprintf(a->outcome, sizeof a->outcome, "%s",
+                 r.outcome ? r.outcome : "");
         a->failure = -1;
         a->lost_from = "none";
     }
-    sqlite3_finalize(s);
-    if (rc != SQLITE_DONE)
-        return db_fail(L, rc, "reading attempt");
+    fb__journal_rows_close(c);
+    if (rc)
+        return read_fail(L, rc);
     if (run->nattempts == 0) {
         snprintf(L->err, L->errsz, "%s: the run never started (no attempt "
                  "was launched)%s%s", L->path, run->reason ? ": " : "",
@@ -252,84 +147,79 @@ static int load_attempts(loader *L, fb__report_run *run)
 
 static int load_incidents(loader *L, fb__report_run *run)
 {
-    sqlite3_stmt *s;
-    int rc = prep(L, "SELECT id, attempt_id, kind, occurred_at, detected_at,"
-                     " detect_ms, rank, node, signal, exit_code, phase, step,"
-                     " lost_s, injected, detail, last_lines, fr_verdict, health,"
-                     " category, component, evidence FROM incident ORDER BY id",
-                  &s);
+    fb__journal_cursor *c;
+    fb__journal_incident_row r;
+    int rc = fb__journal_rows(L->jr, FB__JOURNAL_INCIDENT, &c);
     if (rc)
-        return rc;
+        return read_fail(L, rc);
     size_t cap = 0;
-    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+    while ((rc = fb__journal_next_incident(c, &r)) == 1) {
         if (grow((void **)&run->incidents, &cap, run->nincidents,
                  sizeof *run->incidents)) {
-            sqlite3_finalize(s);
+            fb__journal_rows_close(c);
             return -ENOMEM;
         }
         fb__report_incident *in = &run->incidents[run->nincidents++];
         memset(in, 0, sizeof *in);
-        in->id = sqlite3_column_int64(s, 0);
-        in->attempt_id = sqlite3_column_int64(s, 1);
+        in->id = r.id;
+        in->attempt_id = r.attempt_id;
         in->attempt = attempt_index(run, in->attempt_id);
-        in->kind = col_str(s, 2);
-        in->occurred_at = col_real(s, 3);
-        in->detected_at = col_real(s, 4);
-        in->detect_ms = col_real(s, 5);
-        in->rank = (int)col_i64(s, 6, -1);
-        in->node = col_str(s, 7);
-        in->signal = (int)col_i64(s, 8, 0);
-        in->has_exit_code = sqlite3_column_type(s, 9) != SQLITE_NULL;
-        in->exit_code = sqlite3_column_int(s, 9);
-        in->phase = col_str(s, 10);
-        in->step = col_i64(s, 11, -1);
-        double lost = col_real(s, 12);
-        in->lost_s = isnan(lost) ? -1 : lost;
+        in->kind = dup_str(r.kind);
+        in->occurred_at = r.occurred_at;
+        in->detected_at = r.detected_at;
+        in->detect_ms = r.detect_ms;
+        in->rank = r.rank;
+        in->node = dup_str(r.node);
+        in->signal = r.signal;
+        in->has_exit_code = r.has_exit_code;
+        in->exit_code = r.exit_code;
+        in->phase = dup_str(r.phase);
+        in->step = r.step;
+        in->lost_s = isnan(r.lost_s) ? -1 : r.lost_s;
         in->lost_acc_s = -1;
-        in->injected = col_str(s, 13);
-        in->detail = col_str(s, 14);
-        in->last_lines = col_str(s, 15);
-        in->fr_verdict = col_str(s, 16);
-        in->health = col_str(s, 17);
-        in->sup_category = col_str(s, 18);
-        in->sup_component = col_str(s, 19);
-        in->sup_evidence = col_str(s, 20);
+        in->injected = dup_str(r.injected);
+        in->detail = dup_str(r.detail);
+        in->last_lines = dup_str(r.last_lines);
+        in->fr_verdict = dup_str(r.fr_verdict);
+        in->health = dup_str(r.health);
+        in->sup_category = dup_str(r.category);
+        in->sup_component = dup_str(r.component);
+        in->sup_evidence = dup_str(r.evidence);
         if (!in->kind) {
-            sqlite3_finalize(s);
+            fb__journal_rows_close(c);
             snprintf(L->err, L->errsz, "%s: incident %lld has no kind",
                      L->path, (long long)in->id);
             return FB_EFORMAT;
         }
     }
-    sqlite3_finalize(s);
-    return rc == SQLITE_DONE ? 0 : db_fail(L, rc, "reading incident");
+    fb__journal_rows_close(c);
+    return rc ? read_fail(L, rc) : 0;
 }
 
 static int load_ckpts(loader *L, fb__report_run *run)
 {
-    sqlite3_stmt *s;
-    int rc = prep(L, "SELECT attempt_id, step, committed_at, stall_ms, status"
-                     " FROM checkpoint ORDER BY id", &s);
+    fb__journal_cursor *c;
+    fb__journal_checkpoint_row r;
+    int rc = fb__journal_rows(L->jr, FB__JOURNAL_CHECKPOINT, &c);
     if (rc)
-        return rc;
+        return read_fail(L, rc);
     size_t cap = 0;
-    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+    while ((rc = fb__journal_next_checkpoint(c, &r)) == 1) {
         if (grow((void **)&run->ckpts, &cap, run->nckpts, sizeof *run->ckpts)) {
-            sqlite3_finalize(s);
+            fb__journal_rows_close(c);
             return -ENOMEM;
         }
-        fb__report_ckpt *c = &run->ckpts[run->nckpts++];
-        c->attempt = attempt_index(run, sqlite3_column_int64(s, 0));
-        c->step = sqlite3_column_int64(s, 1);
-        c->committed_at = col_real(s, 2);
-        c->stall_ms = col_real(s, 3);
-        if (isnan(c->stall_ms) || c->stall_ms < 0)
-            c->stall_ms = 0;
-        const unsigned char *st = sqlite3_column_text(s, 4);
-        snprintf(c->status, sizeof c->status, "%s", st ? (const char *)st : "");
+        fb__report_ckpt *k = &run->ckpts[run->nckpts++];
+        k->attempt = attempt_index(run, r.attempt_id);
+        k->step = r.step;
+        k->committed_at = r.committed_at;
+        k->stall_ms = r.stall_ms;
+        if (isnan(k->stall_ms) || k->stall_ms < 0)
+            k->stall_ms = 0;
+        snprintf(k->status, sizeof k->status, "%s", r.status ? r.status : "");
     }
-    sqlite3_finalize(s);
-    return rc == SQLITE_DONE ? 0 : db_fail(L, rc, "reading checkpoint");
+    fb__journal_rows_close(c);
+    return rc ? read_fail(L, rc) : 0;
 }
 
 /* Stable counting sort of the samples by attempt, so each attempt's
@@ -366,43 +256,38 @@ static int group_samples(fb__report_run *run)
 
 static int load_samples(loader *L, fb__report_run *run)
 {
-    sqlite3_stmt *s;
-    int rc = prep(L, "SELECT count(*) FROM step_sample", &s);
+    int64_t n;
+    int rc = fb__journal_count(L->jr, FB__JOURNAL_SAMPLE, &n);
     if (rc)
-        return rc;
-    rc = sqlite3_step(s);
-    int64_t n = rc == SQLITE_ROW ? sqlite3_column_int64(s, 0) : 0;
-    sqlite3_finalize(s);
-    if (rc != SQLITE_ROW)
-        return db_fail(L, rc, "reading step_sample");
+        return read_fail(L, rc);
     if (n <= 0)
         return 0;
     run->samples = malloc((size_t)n * sizeof *run->samples);
     if (!run->samples)
         return -ENOMEM;
-    rc = prep(L, "SELECT attempt_id, rank, time, step, step_time_ms"
-                 " FROM step_sample", &s);
+    fb__journal_cursor *c;
+    fb__journal_sample_row r;
+    rc = fb__journal_rows(L->jr, FB__JOURNAL_SAMPLE, &c);
     if (rc)
-        return rc;
+        return read_fail(L, rc);
     int64_t last_id = INT64_MIN;
     int last_idx = -1;
-    while (run->nsamples < (size_t)n && (rc = sqlite3_step(s)) == SQLITE_ROW) {
+    while (run->nsamples < (size_t)n &&
+           (rc = fb__journal_next_sample(c, &r)) == 1) {
         fb__report_sample *x = &run->samples[run->nsamples++];
-        int64_t aid = sqlite3_column_int64(s, 0);
-        if (aid != last_id) { /* samples come in runs of one attempt */
-            last_id = aid;
-            last_idx = attempt_index(run, aid);
+        if (r.attempt_id != last_id) { /* samples come in runs of one attempt */
+            last_id = r.attempt_id;
+            last_idx = attempt_index(run, r.attempt_id);
         }
         x->attempt = last_idx;
-        x->rank = sqlite3_column_int(s, 1);
-        x->time = sqlite3_column_double(s, 2);
-        x->step = sqlite3_column_int64(s, 3);
-        x->step_time_ms = sqlite3_column_type(s, 4) == SQLITE_NULL
-                              ? NAN : (float)sqlite3_column_double(s, 4);
+        x->rank = r.rank;
+        x->time = r.time;
+        x->step = r.step;
+        x->step_time_ms = isnan(r.step_time_ms) ? NAN : (float)r.step_time_ms;
     }
-    sqlite3_finalize(s);
-    if (rc != SQLITE_ROW && rc != SQLITE_DONE)
-        return db_fail(L, rc, "reading step_sample");
+    fb__journal_rows_close(c);
+    if (rc < 0)
+        return read_fail(L, rc);
     return group_samples(run);
 }
 
@@ -412,6 +297,12 @@ static int load_samples(loader *L, fb__report_run *run)
  * power_w, ...), averaged over the GPUs of each sample time.  A file
  * from another major version, or without that table, is left out with a
  * note; the report never fails because of it. */
+static double col_real(sqlite3_stmt *s, int i)
+{
+    return sqlite3_column_type(s, i) == SQLITE_NULL ? NAN
+                                                   : sqlite3_column_double(s, i);
+}
+
 static int agent_version_ok(sqlite3 *db, fb__report_run *run, const char *path)
 {
     sqlite3_stmt *s;
@@ -445,7 +336,7 @@ static void load_agent(fb__report_run *run, const char *dir)
     sqlite3 *db = NULL;
     sqlite3_stmt *s = NULL;
     char why[512];
-    if (sqlite_files_regular(path, why, sizeof why)) {
+    if (fb__journal_files_regular(path, why, sizeof why)) {
         snprintf(run->agent_note, sizeof run->agent_note, "%s", why);
         return;
     }
@@ -525,34 +416,75 @@ void fb__report_free(fb__report_run *run)
  * (the incident that follows, a restore fallback in a later attempt, has
  * no injected column), so the latest such event before the fallback on
  * the same rank is its injected cause. */
+typedef struct inject_event {
+    double time;
+    int rank; /* -1: not one rank */
+    char *detail;
+} inject_event;
+
+static int needs_cause(const fb__report_incident *in)
+{
+    return !strcmp(in->kind, "restore_fallback") && !in->injected &&
+           !(in->detail && strstr(in->detail, "incomplete"));
+}
+
+/* The journal's `inject` events of a corrupt: fault, in id order. */
+static int load_corrupt_injects(loader *L, inject_event **out, size_t *n)
+{
+    fb__journal_cursor *c;
+    fb__journal_event_row r;
+    size_t cap = 0;
+    int rc = fb__journal_rows(L->jr, FB__JOURNAL_EVENT, &c);
+    if (rc)
+        return read_fail(L, rc);
+    while ((rc = fb__journal_next_event(c, &r)) == 1) {
+        if (!r.kind || strcmp(r.kind, "inject") || !r.detail ||
+            strncasecmp(r.detail, "corrupt:", 8))
+            continue;
+        if (grow((void **)out, &cap, *n, sizeof **out)) {
+            rc = -ENOMEM;
+            break;
+        }
+        inject_event *e = &(*out)[*n];
+        e->time = r.time;
+        e->rank = r.rank;
+        if (!(e->detail = strdup(r.detail))) {
+            rc = -ENOMEM;
+            break;
+        }
+        (*n)++;
+    }
+    fb__journal_rows_close(c);
+    return rc < 0 && rc != -ENOMEM ? read_fail(L, rc) : rc;
+}
+
 static int attribute_corruption(loader *L, fb__report_run *run)
 {
-    sqlite3_stmt *s = NULL;
-    for (size_t i = 0; i < run->nincidents; i++) {
+    size_t i = 0, nev = 0;
+    while (i < run->nincidents && !needs_cause(&run->incidents[i]))
+        i++;
+    if (i == run->nincidents)
+        return 0;
+    inject_event *ev = NULL;
+    int rc = load_corrupt_injects(L, &ev, &nev);
+    for (; !rc && i < run->nincidents; i++) {
         fb__report_incident *in = &run->incidents[i];
-        if (strcmp(in->kind, "restore_fallback") || in->injected ||
-            (in->detail && strstr(in->detail, "incomplete")))
+        if (!needs_cause(in))
             continue;
-        int rc;
-        if (!s && (rc = prep(L, "SELECT detail FROM event WHERE kind='inject'"
-                                " AND detail LIKE 'corrupt:%' AND time <= ?"
-                                " AND (?2 < 0 OR rank IS NULL OR rank = ?2)"
-                                " ORDER BY time DESC LIMIT 1", &s)))
-            return rc;
-        sqlite3_bind_double(s, 1, in->detected_at);
-        sqlite3_bind_int(s, 2, in->rank);
-        rc = sqlite3_step(s);
-        if (rc == SQLITE_ROW) {
-            in->injected = col_str(s, 0);
-            in->injected_from_event = in->injected != NULL;
-        } else if (rc != SQLITE_DONE) {
-            sqlite3_finalize(s);
-            return db_fail(L, rc, "reading event");
-        }
-        sqlite3_reset(s);
+        const inject_event *best = NULL; /* the latest, the first of ties */
+        for (size_t k = 0; k < nev; k++)
+            if (ev[k].time <= in->detected_at &&
+                (in->rank < 0 || ev[k].rank < 0 || ev[k].rank == in->rank) &&
+                (!best || ev[k].time > best->time))
+                best = &ev[k];
+        if (best && !(in->injected = strdup(best->detail)))
+            rc = -ENOMEM;
+        in->injected_from_event = in->injected != NULL;
     }
-    sqlite3_finalize(s);
-    return 0;
+    for (size_t k = 0; k < nev; k++)
+        free(ev[k].detail);
+    free(ev);
+    return rc;
 }
 
 static void classify_all(fb__report_run *run)
@@ -607,37 +539,27 @@ int fb__report_load(const char *run_dir, fb__report_run **out, char *err,
         else
             snprintf(dir, sizeof dir, ".");
     }
-    int rc = sqlite_files_regular(path, err, errsz);
-    if (rc)
-        return rc;
     fb__report_run *run = calloc(1, sizeof *run);
     if (!run)
         return -ENOMEM;
     run->dir = strdup(run_dir);
     loader L = {.path = path, .err = err, .errsz = errsz};
-    rc = sqlite3_open_v2(path, &L.db, SQLITE_OPEN_READONLY, NULL);
-    if (rc != SQLITE_OK) {
-        rc = db_fail(&L, rc, "opening");
+    int rc = fb__journal_open_ro(path, &L.jr, err, errsz);
+    if (rc)
         goto out;
-    }
-    sqlite3_busy_timeout(L.db, 1000);
-    /* One read transaction so the picture is consistent with a live run. */
-    rc = sqlite3_exec(L.db, "BEGIN", NULL, NULL, NULL);
-    if (rc != SQLITE_OK) {
-        rc = db_fail(&L, rc, "starting a read");
+    snprintf(run->schema_version, sizeof run->schema_version, "%s",
+             fb__journal_ro_version(L.jr));
+    if ((rc = load_run(&L, run)) || (rc = load_attempts(&L, run)) ||
+        (rc = load_incidents(&L, run)) || (rc = load_ckpts(&L, run)) ||
+        (rc = load_samples(&L, run)) || (rc = attribute_corruption(&L, run)))
         goto out;
-    }
-    if ((rc = check_version(&L, run)) || (rc = load_run(&L, run)) ||
-        (rc = load_attempts(&L, run)) || (rc = load_incidents(&L, run)) ||
-        (rc = load_ckpts(&L, run)) || (rc = load_samples(&L, run)) ||
-        (rc = attribute_corruption(&L, run)))
-        goto out;
-    sqlite3_exec(L.db, "COMMIT", NULL, NULL, NULL);
+    fb__journal_close_ro(L.jr);
+    L.jr = NULL;
     load_agent(run, dir);
     classify_all(run);
     rc = fb__report_account(run, err, errsz);
 out:
-    sqlite3_close(L.db);
+    fb__journal_close_ro(L.jr);
     if (rc) {
         fb__report_free(run);
         return rc;

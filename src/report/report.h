@@ -20,8 +20,6 @@
 #include <stdio.h>
 
 #define FB__REPORT_JSON_VERSION "1.0"
-/* The journal schema major version this reader understands. */
-#define FB__REPORT_SCHEMA_MAJOR 1
 
 /* The partition of wall time (order is the order of every output). */
 typedef enum {

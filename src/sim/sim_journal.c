@@ -4,7 +4,9 @@
  * docs/journal.md), so `firebreak sim --from-run` can project that job to
  * another scale.
  *
- * Read-only: the supervisor is the journal's only writer.  What is taken:
+ * Read through src/journal's reader (journal.h, "Reading"), which opens
+ * it read-only and applies the schema-version rule; the measures are
+ * computed here from its rows.  What is taken:
  *   stall, persist  mean stall_ms / persist_ms of complete checkpoints
  *   interval        mean gap between consecutive commits in one attempt,
  *                   less the stall (compute time between checkpoints)
@@ -19,88 +21,203 @@
 #include "sim/sim.h"
 
 #include <errno.h>
-#include <sqlite3.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
-#include "common/util.h"
-#include "firebreak/firebreak.h"
+#include "journal/journal.h"
 
-/* SQLite would block forever opening a FIFO: the journal and the side
- * files SQLite opens next to it (-wal, -shm, -journal), where present,
- * must be regular files (fb__open_regular never blocks). */
-static int files_regular(const char *path, char *err, size_t size)
+/* A mean as SQLite's avg() takes it: NaN (NULL) values left out, summed
+ * in row order; -1 when there is none. */
+typedef struct mean {
+    double sum;
+    int n;
+} mean;
+
+static void mean_add(mean *m, double x)
 {
-    static const char *const side[] = {"", "-wal", "-shm", "-journal"};
-    for (size_t i = 0; i < sizeof side / sizeof side[0]; i++) {
-        char p[4200];
-        struct stat st;
-        snprintf(p, sizeof p, "%s%s", path, side[i]);
-        if (i > 0 && lstat(p, &st) != 0)
-            continue;
-        int fd = fb__open_regular(p, 0);
-        if (fd < 0) {
-            /* fb_sim does not link libfirebreak's fb_strerror */
-            fb__sim_errf(err, size, "%s: %s", p,
-                         fd == FB_ENOTREG ? "not a regular file (a FIFO, "
-                                            "device or directory)"
-                                          : strerror(-fd));
-            return fd;
+    if (!isnan(x)) {
+        m->sum += x;
+        m->n++;
+    }
+}
+
+static double mean_of(const mean *m)
+{
+    return m->n ? m->sum / m->n : -1;
+}
+
+/* What the measures need of the journal's rows. */
+typedef struct attempt {
+    int64_t id, run_id;
+    int number;
+    double started_at, ready_at, ended_at;
+    double last_detected_at; /* latest incident detected in it; NaN: none */
+} attempt;
+
+typedef struct ckpt {
+    int64_t id, attempt_id;
+    double committed_at, stall_ms;
+} ckpt;
+
+typedef struct rows {
+    attempt *att;
+    size_t natt;
+    ckpt *ck;       /* complete checkpoints, in id order */
+    size_t nck;
+    mean stall, persist, crash, hang;
+    int ncrash, nhang;
+    long gpus;      /* nproc of the last run; -1: none */
+} rows;
+
+static int push(void **arr, size_t *n, size_t *cap, size_t elem)
+{
+    if (*n < *cap)
+        return 0;
+    size_t nc = *cap ? *cap * 2 : 16;
+    void *p = realloc(*arr, nc * elem);
+    if (!p)
+        return -ENOMEM;
+    *arr = p;
+    *cap = nc;
+    return 0;
+}
+
+static attempt *find_attempt(rows *R, int64_t id)
+{
+    for (size_t i = 0; i < R->natt; i++)
+        if (R->att[i].id == id)
+            return &R->att[i];
+    return NULL;
+}
+
+/* Read every table the measures need into R.  0, or the reader's code. */
+static int read_rows(fb__journal_ro *jr, rows *R)
+{
+    fb__journal_cursor *c = NULL;
+    size_t cap = 0;
+    int rc;
+    fb__journal_run_row run;
+    if ((rc = fb__journal_rows(jr, FB__JOURNAL_RUN, &c)))
+        return rc;
+    while ((rc = fb__journal_next_run(c, &run)) == 1)
+        R->gpus = run.nproc; /* the last run, NULL: -1 */
+    fb__journal_rows_close(c);
+    if (rc)
+        return rc;
+
+    fb__journal_attempt_row a;
+    if ((rc = fb__journal_rows(jr, FB__JOURNAL_ATTEMPT, &c)))
+        return rc;
+    while ((rc = fb__journal_next_attempt(c, &a)) == 1) {
+        if ((rc = push((void **)&R->att, &R->natt, &cap, sizeof *R->att)))
+            break;
+        R->att[R->natt++] = (attempt){
+            .id = a.id, .run_id = a.run_id, .number = a.number,
+            .started_at = a.started_at, .ready_at = a.ready_at,
+            .ended_at = a.ended_at, .last_detected_at = NAN};
+    }
+    fb__journal_rows_close(c);
+    if (rc)
+        return rc;
+
+    fb__journal_incident_row in;
+    if ((rc = fb__journal_rows(jr, FB__JOURNAL_INCIDENT, &c)))
+        return rc;
+    while ((rc = fb__journal_next_incident(c, &in)) == 1) {
+        attempt *p = find_attempt(R, in.attempt_id);
+        if (p && !isnan(in.detected_at) &&
+            (isnan(p->last_detected_at) || in.detected_at > p->last_detected_at))
+            p->last_detected_at = in.detected_at;
+        const char *k = in.kind ? in.kind : "";
+        if (!strcmp(k, "crash") || !strcmp(k, "error_exit") ||
+            !strcmp(k, "node_failure")) {
+            R->ncrash++;
+            mean_add(&R->crash, in.detect_ms);
+        } else if (!strcmp(k, "hang")) {
+            R->nhang++;
+            mean_add(&R->hang, in.detect_ms);
         }
-        close(fd);
     }
-    return 0;
-}
+    fb__journal_rows_close(c);
+    if (rc)
+        return rc;
 
-/* Run a query returning one row; up to ncol column values into out[]
- * (NULL, a missing row or a missing column give -1).  0 or -EIO. */
-static int one_row(sqlite3 *db, const char *sql, double *out, int ncol,
-                   char *err, size_t size)
-{
-    sqlite3_stmt *st = NULL;
-    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
-        fb__sim_errf(err, size, "journal query failed: %s", sqlite3_errmsg(db));
-        return -EIO;
+    fb__journal_checkpoint_row k;
+    cap = 0;
+    if ((rc = fb__journal_rows(jr, FB__JOURNAL_CHECKPOINT, &c)))
+        return rc;
+    while ((rc = fb__journal_next_checkpoint(c, &k)) == 1) {
+        if (!k.status || strcmp(k.status, "complete"))
+            continue;
+        mean_add(&R->stall, k.stall_ms);
+        mean_add(&R->persist, k.persist_ms);
+        if ((rc = push((void **)&R->ck, &R->nck, &cap, sizeof *R->ck)))
+            break;
+        R->ck[R->nck++] = (ckpt){.id = k.id, .attempt_id = k.attempt_id,
+                                 .committed_at = k.committed_at,
+                                 .stall_ms = k.stall_ms};
     }
-    for (int i = 0; i < ncol; i++)
-        out[i] = -1;
-    if (ncol > sqlite3_column_count(st))
-        ncol = sqlite3_column_count(st);
-    int rc = sqlite3_step(st);
-    if (rc == SQLITE_ROW) {
-        for (int i = 0; i < ncol; i++)
-            if (sqlite3_column_type(st, i) != SQLITE_NULL)
-                out[i] = sqlite3_column_double(st, i);
-    } else if (rc != SQLITE_DONE) {
-        fb__sim_errf(err, size, "journal query failed: %s", sqlite3_errmsg(db));
-        sqlite3_finalize(st);
-        return -EIO;
-    }
-    sqlite3_finalize(st);
-    return 0;
-}
-
-static int check_version(sqlite3 *db, char *err, size_t size)
-{
-    sqlite3_stmt *st = NULL;
-    const char *sql = "SELECT value FROM meta WHERE key = 'schema_version'";
-    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
-        return fb__sim_errf(err, size, "not a firebreak journal (%s)",
-                            sqlite3_errmsg(db));
-    int rc = 0;
-    if (sqlite3_step(st) == SQLITE_ROW) {
-        const char *v = (const char *)sqlite3_column_text(st, 0);
-        /* Readers accept any version with the same major number. */
-        if (!v || strtol(v, NULL, 10) != 1)
-            rc = fb__sim_errf(err, size,
-                              "journal schema version '%s' is not 1.x",
-                              v ? v : "(null)");
-    }
-    sqlite3_finalize(st);
+    fb__journal_rows_close(c);
     return rc;
+}
+
+/* By attempt, then commit time (unknown first, as SQL sorts NULL), then
+ * id. */
+static int ckpt_order(const void *x, const void *y)
+{
+    const ckpt *a = x, *b = y;
+    if (a->attempt_id != b->attempt_id)
+        return a->attempt_id < b->attempt_id ? -1 : 1;
+    int na = isnan(a->committed_at), nb = isnan(b->committed_at);
+    if (na != nb)
+        return na ? -1 : 1;
+    if (!na && a->committed_at != b->committed_at)
+        return a->committed_at < b->committed_at ? -1 : 1;
+    return (a->id > b->id) - (a->id < b->id);
+}
+
+/* Compute time between consecutive complete commits of one attempt, less
+ * the stall of the later one; gaps that are not positive left out. */
+static double interval_s(rows *R)
+{
+    mean m = {0};
+    qsort(R->ck, R->nck, sizeof *R->ck, ckpt_order);
+    for (size_t i = 1; i < R->nck; i++) {
+        if (R->ck[i].attempt_id != R->ck[i - 1].attempt_id)
+            continue;
+        double gap = R->ck[i].committed_at - R->ck[i - 1].committed_at -
+                     R->ck[i].stall_ms / 1e3;
+        if (gap > 0)
+            mean_add(&m, gap);
+    }
+    return mean_of(&m);
+}
+
+/* For every ready attempt after the first, from the end of the one before
+ * it (its last detection, else its end, else this one's start) to ready. */
+static double restart_s(const rows *R, int *samples)
+{
+    mean m = {0};
+    *samples = 0;
+    for (size_t i = 0; i < R->natt; i++) {
+        const attempt *a = &R->att[i];
+        if (a->number < 1 || isnan(a->ready_at))
+            continue;
+        for (size_t j = 0; j < R->natt; j++) {
+            const attempt *p = &R->att[j];
+            if (p->run_id != a->run_id || p->number != a->number - 1)
+                continue;
+            double from = !isnan(p->last_detected_at) ? p->last_detected_at
+                          : !isnan(p->ended_at)       ? p->ended_at
+                                                      : a->started_at;
+            (*samples)++;
+            mean_add(&m, a->ready_at - from);
+        }
+    }
+    return mean_of(&m);
 }
 
 int fb__sim_read_run(const char *run_dir, fb_sim_measured *m, char *err,
@@ -119,58 +236,31 @@ int fb__sim_read_run(const char *run_dir, fb_sim_measured *m, char *err,
         return fb__sim_errf(err, size,
                             "no journal.sqlite in this directory (%s)",
                             strerror(errno));
-    int frc = files_regular(path, err, size);
-    if (frc)
-        return frc;
-    sqlite3 *db = NULL;
-    if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) {
-        int rc = fb__sim_errf(err, size, "cannot open %s: %s", path,
-                              db ? sqlite3_errmsg(db) : "out of memory");
-        sqlite3_close(db);
+    fb__journal_ro *jr;
+    int rc = fb__journal_open_ro(path, &jr, err, size);
+    if (rc)
         return rc;
+    rows R = {.gpus = -1};
+    rc = read_rows(jr, &R);
+    if (rc == -ENOMEM) {
+        snprintf(err, size, "%s: out of memory", path);
+    } else if (rc) {
+        snprintf(err, size, "%s", fb__journal_ro_errmsg(jr));
+    } else {
+        /* avg(x) / 1e3, as the SQL this replaced: the mean, then seconds */
+        m->samples_stall = (int)R.nck;
+        m->stall_s = R.stall.n ? mean_of(&R.stall) / 1e3 : -1;
+        m->persist_s = R.persist.n ? mean_of(&R.persist) / 1e3 : -1;
+        m->samples_detect = R.ncrash + R.nhang;
+        m->detect_crash_s = R.crash.n ? mean_of(&R.crash) / 1e3 : -1;
+        m->detect_hang_s = R.hang.n ? mean_of(&R.hang) / 1e3 : -1;
+        m->restart_s = restart_s(&R, &m->samples_restart);
+        m->interval_s = interval_s(&R);
+        m->gpus = R.gpus;
     }
-    sqlite3_busy_timeout(db, 2000);
-    /* Each query gives one row; what it measures is assigned below. */
-    enum { Q_CKPT, Q_INTERVAL, Q_CRASH, Q_HANG, Q_RESTART, Q_RUN, NQ };
-    static const char *const queries[NQ] = {
-        [Q_CKPT] = "SELECT count(*), avg(stall_ms) / 1e3, "
-                   "avg(persist_ms) / 1e3 FROM checkpoint "
-                   "WHERE status = 'complete'",
-        [Q_INTERVAL] = "SELECT avg(gap) FROM (SELECT committed_at - "
-                       "lag(committed_at) OVER (PARTITION BY attempt_id "
-                       "ORDER BY committed_at) - stall_ms / 1e3 AS gap "
-                       "FROM checkpoint WHERE status = 'complete') "
-                       "WHERE gap > 0",
-        [Q_CRASH] = "SELECT count(*), avg(detect_ms) / 1e3 FROM incident "
-                    "WHERE kind IN ('crash', 'error_exit', 'node_failure')",
-        [Q_HANG] = "SELECT count(*), avg(detect_ms) / 1e3 FROM incident "
-                   "WHERE kind = 'hang'",
-        [Q_RESTART] = "SELECT count(*), avg(a.ready_at - coalesce("
-                      "(SELECT max(i.detected_at) FROM incident i "
-                      "WHERE i.attempt_id = p.id), p.ended_at, "
-                      "a.started_at)) "
-                      "FROM attempt a JOIN attempt p ON p.run_id = a.run_id "
-                      "AND p.number = a.number - 1 "
-                      "WHERE a.number >= 1 AND a.ready_at IS NOT NULL",
-        [Q_RUN] = "SELECT nproc FROM run ORDER BY id DESC LIMIT 1",
-    };
-    double v[NQ][3];
-    int rc = check_version(db, err, size);
-    for (int q = 0; q < NQ && !rc; q++)
-        rc = one_row(db, queries[q], v[q], 3, err, size);
-    if (!rc) {
-        m->samples_stall = (int)v[Q_CKPT][0];
-        m->stall_s = v[Q_CKPT][1];
-        m->persist_s = v[Q_CKPT][2];
-        m->interval_s = v[Q_INTERVAL][0];
-        m->samples_detect = (int)v[Q_CRASH][0] + (int)v[Q_HANG][0];
-        m->detect_crash_s = v[Q_CRASH][1];
-        m->detect_hang_s = v[Q_HANG][1];
-        m->samples_restart = (int)v[Q_RESTART][0];
-        m->restart_s = v[Q_RESTART][1];
-        m->gpus = (long)v[Q_RUN][0];
-    }
-    sqlite3_close(db);
+    fb__journal_close_ro(jr);
+    free(R.att);
+    free(R.ck);
     if (rc)
         return rc;
     if (m->samples_stall == 0 && m->samples_detect == 0 &&

@@ -214,8 +214,14 @@ static int launch_mpirun(sup *s)
     char shm_dir[PATH_MAX];
     if (!rc && !getenv("OMPI_MCA_btl_vader_backing_directory") &&
         fb__sup_mpi_shm_dir(s, shm_dir, sizeof shm_dir) == 0 &&
-        (mkdir(shm_dir, 0700) == 0 || errno == EEXIST))
+        (mkdir(shm_dir, 0700) == 0 || errno == EEXIST)) {
+        /* Whose it is, for the stale cleanup of a later run (segment.h). */
+        char pidfile[PATH_MAX], pid[24];
+        int n = snprintf(pid, sizeof pid, "%d\n", (int)getpid());
+        if (!fb__fmt(pidfile, sizeof pidfile, "%s/" FB__SEG_MPI_DIR_PID, shm_dir))
+            fb__write_file_atomic(pidfile, pid, (size_t)n);
         rc |= env_set(&e, "OMPI_MCA_btl_vader_backing_directory", shm_dir);
+    }
     if (!rc && geteuid() == 0) {
         rc |= env_set(&e, "OMPI_ALLOW_RUN_AS_ROOT", "1");
         rc |= env_set(&e, "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");

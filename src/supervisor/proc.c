@@ -198,7 +198,21 @@ int fb__proc_find_program(const char *prog, char *resolved, size_t size)
 
 /* ---- the shim ---- */
 
-static void shim_kill_tree(pid_t rank_pgid)
+/* Reap every child that ended.  The rank's own status is kept (*reaped,
+ * *ws): reaping orphans with waitpid(-1) may collect the rank too, and its
+ * status is what the supervisor waits for. */
+static void shim_reap(pid_t rank, int *reaped, int *ws)
+{
+    int st;
+    pid_t r;
+    while ((r = waitpid(-1, &st, WNOHANG)) > 0)
+        if (r == rank && !*reaped) {
+            *reaped = 1;
+            *ws = st;
+        }
+}
+
+static void shim_kill_tree(pid_t rank_pgid, int *reaped, int *ws)
 {
     if (rank_pgid > 0)
         kill(-rank_pgid, SIGKILL);
@@ -210,13 +224,13 @@ static void shim_kill_tree(pid_t rank_pgid)
         for (int i = 0; i < n; i++)
             if (kill(d[i], SIGKILL) == 0)
                 live++;
-        reap_nohang();
+        shim_reap(rank_pgid, reaped, ws);
         if (live == 0)
             break;
         struct timespec ts = {0, 1000000};
         nanosleep(&ts, NULL);
     }
-    reap_nohang();
+    shim_reap(rank_pgid, reaped, ws);
 }
 
 static void write_msg(int fd, const fb__shim_msg *m)
@@ -283,39 +297,35 @@ static void shim_main(const fb__spawn *sp, pid_t supervisor, int msg_fd)
     fb__shim_msg m = {.type = FB_SHIM_STARTED, .pid = pid, .mono_ns = fb__now_ns()};
     write_msg(msg_fd, &m);
 
-    int exec_errno = 0;
+    int exec_errno = 0, reaped = 0, ws = 0;
     for (;;) {
         siginfo_t si;
         int sig = sigwaitinfo(&set, &si);
         if (sig < 0)
             continue;
         if (sig == SIGCHLD) {
-            int ws;
-            pid_t r;
-            while ((r = waitpid(-1, &ws, WNOHANG)) > 0) {
-                if (r != pid)
-                    continue;
-                uint64_t t = fb__now_ns();
-                int e;
-                if (read(errpipe[0], &e, sizeof e) == (ssize_t)sizeof e)
-                    exec_errno = e;
-                shim_kill_tree(pid);
-                fb__shim_msg end = {.type = FB_SHIM_ENDED, .pid = pid,
-                                    .wstatus = ws, .exec_errno = exec_errno,
-                                    .mono_ns = t};
-                write_msg(msg_fd, &end);
-                _exit(0);
-            }
-            continue;
-        }
-        if (getppid() != supervisor || sig == SIGUSR2) {
+            shim_reap(pid, &reaped, &ws);
+        } else if (getppid() != supervisor || sig == SIGUSR2) {
             /* The supervisor is gone, or asks for a hard stop. */
-            shim_kill_tree(pid);
+            shim_kill_tree(pid, &reaped, &ws);
             if (getppid() != supervisor)
                 _exit(1);
-            continue; /* the SIGCHLD of the rank ends us */
+        } else {
+            kill(-pid, sig);
         }
-        kill(-pid, sig);
+        if (!reaped)
+            continue;
+        /* The rank ended (by itself, or in the hard stop's kill): its
+         * status goes to the supervisor, whichever wait collected it. */
+        uint64_t t = fb__now_ns();
+        int e;
+        if (read(errpipe[0], &e, sizeof e) == (ssize_t)sizeof e)
+            exec_errno = e;
+        shim_kill_tree(pid, &reaped, &ws);
+        fb__shim_msg end = {.type = FB_SHIM_ENDED, .pid = pid, .wstatus = ws,
+                            .exec_errno = exec_errno, .mono_ns = t};
+        write_msg(msg_fd, &end);
+        _exit(0);
     }
 }
 

@@ -561,7 +561,10 @@ static void stop_all(sup *s, int sig)
                 if (!s->units[i].ended)
                     fb__shim_stop(s->units[i].shim, 1);
         }
-        if (hard && now - t0 >= grace + 5000000000ull) {
+        if (hard == 1 && now - t0 >= grace + 5000000000ull) {
+            hard = 2;
+            fb__sup_log(s, "a shim did not report its rank's end within 5 s "
+                        "of the hard stop: killed");
             for (int i = 0; i < s->nunits; i++)
                 if (!s->units[i].ended)
                     kill(s->units[i].shim, SIGKILL);

@@ -341,6 +341,13 @@ void fb__sup_watch(sup *s, uint64_t now)
         read_reports(s, r);
         uint64_t done = atomic_load_explicit(&h->steps_done, memory_order_relaxed);
         int64_t step = done ? (int64_t)atomic_load_explicit(&h->step, memory_order_relaxed) : -1;
+        uint32_t phase = atomic_load_explicit(&h->phase, memory_order_relaxed);
+        uint64_t hb = atomic_load_explicit(&h->heartbeat_mono_ns, memory_order_acquire);
+        /* Shrunk since the check: what was just read is zeros, which would
+         * look like a heartbeat from boot time (a hang).  The truncation
+         * is the failure to report. */
+        if (fb__seg_truncated(rk->seg, NULL) && check_segment(s, r))
+            continue;
         if (step > max_step)
             max_step = step;
         if (!done) {
@@ -360,8 +367,6 @@ void fb__sup_watch(sup *s, uint64_t now)
         }
         if (rk->ended)
             continue;
-        uint32_t phase = atomic_load_explicit(&h->phase, memory_order_relaxed);
-        uint64_t hb = atomic_load_explicit(&h->heartbeat_mono_ns, memory_order_acquire);
         uint64_t limit = timeout_ns(s, phase);
         if (limit && now > hb && now - hb > limit) {
             if (hang_rank < 0 || hb < hang_last) {

@@ -13,11 +13,15 @@
 #   save_wait     a save that waits for the previous one (slow writer,
 #                 short hang timeout): no hang in train, the wait counted
 #                 as checkpoint stall
+#   inject_corrupt `--inject corrupt:rank=0,step=25`: rank 0's newest shard
+#                 (found through the checkpoint store's layout) fails
+#                 `ckpt verify`, and only that one
 #   sigterm_check SIGTERM while the check before the first launch reads a
 #                 16 GiB shard: the run ends at once, nothing launched,
 #                 nothing set aside
 #
-# Usage: restore_run.sh FIREBREAK CASE
+# Usage: restore_run.sh FIREBREAK CASE   (exit 77: skipped; ctest passes
+# FB_TEST_HOOKS=ON|OFF, the build's, in the environment)
 set -u
 FB=$1 CASE=$2
 TOY=$(dirname "$FB")/fb-toy-train
@@ -110,6 +114,9 @@ all_corrupt)
     ok "failed restores left the state untouched (final hash $b)"
     ;;
 save_wait)
+    # The slow writer is a test hook (FIREBREAK_CKPT_WRITE_DELAY_MS).
+    [ "${FB_TEST_HOOKS:-ON}" = ON ] ||
+        { echo "skipped: built without the checkpoint test hooks (FB_TEST_HOOKS)"; exit 77; }
     FIREBREAK_CKPT_WRITE_DELAY_MS=3000 timeout -k 5 60 "$FB" run --run-dir r1 \
         --ckpt-dir ck --hang-timeout 1.5s --max-restarts 0 --nproc-per-node 1 -- \
         "$TOY" --steps 10 --sleep-ms 10 --ckpt-every 5 >/dev/null 2>err.txt ||
@@ -120,6 +127,21 @@ save_wait)
     [ -n "$stall" ] && [ "$stall" -ge 2000 ] ||
         fail "stall of step 10 is ${stall:-missing} ms; the wait was not counted"
     ok "waiting for the previous save: no hang, stall $stall ms"
+    ;;
+inject_corrupt)
+    # Saves at 10 and 20 (async; 100 ms to commit 20 before step 25).
+    "$FB" run --quiet --run-dir r --ckpt-dir ck --inject 'corrupt:rank=0,step=25' -- \
+        "$TOY" --steps 25 --sleep-ms 20 --ckpt-every 10 >/dev/null 2>err.txt ||
+        fail "run: $(tail -3 err.txt)"
+    grep -q "injecting fault corrupt:rank=0,step=25" r/logs/rank-0.log ||
+        fail "no injection message: $(tail -3 r/logs/rank-0.log)"
+    "$FB" ckpt verify ck >v.txt 2>&1
+    rc=$?
+    [ $rc = 1 ] || fail "ckpt verify exit $rc after the corruption: $(cat v.txt)"
+    [ "$(grep -c '^FAIL ' v.txt)" = 1 ] &&
+        grep -Eq "^FAIL step (10|20) rank 0: .*rank-00000.safetensors: .*data corrupted" v.txt ||
+        fail "verify: $(cat v.txt)"
+    ok "corrupt: $(grep '^FAIL' v.txt | cut -d: -f1)"
     ;;
 sigterm_check)
     # A sparse shard that claims 16 GiB: read as zeros at memory speed, it

@@ -3,10 +3,13 @@
  * round trips of every dtype (sync and async), completeness across ranks,
  * fallback on corruption (tensors untouched when every checkpoint is bad),
  * shards out of place, stale temporaries, mismatch, retention, busy/skip,
- * write failures, and SIGKILL at each point of a save.  `test_engine NAME` runs one case.
+ * write failures, SIGKILL at each point of a save, sharded slices and the
+ * options struct across library versions.  `test_engine NAME` runs one
+ * case, `test_engine --list` names them (the table at the end).
  */
 #include <dirent.h>
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +18,7 @@
 #include <unistd.h>
 
 #include "ckpt/engine.h"
+#include "ckpt/safetensors.h"
 #include "ckpt/store.h"
 #include "common/util.h"
 #include "firebreak/firebreak.h"
@@ -105,13 +109,14 @@ static void state_snapshot(const state *s, state *copy)
     }
 }
 
-static int state_equal(const state *a, const state *b)
-{
-    for (int k = 0; k < FB_DTYPE_COUNT_ + 3; k++)
-        if (a->bytes[k] != b->bytes[k] || memcmp(a->buf[k], b->buf[k], a->bytes[k]))
-            return 0;
-    return 1;
-}
+/* Every tensor of `got` holds the bytes of `want`'s. */
+#define CHECK_STATE(got, want)                                                \
+    do {                                                                      \
+        for (int k_ = 0; k_ < FB_DTYPE_COUNT_ + 3; k_++) {                    \
+            CHECK_EQ_U64((got)->bytes[k_], (want)->bytes[k_]);                \
+            CHECK_EQ_MEM((got)->buf[k_], (want)->buf[k_], (got)->bytes[k_]);  \
+        }                                                                     \
+    } while (0)
 
 static void state_free(state *s)
 {
@@ -148,8 +153,8 @@ static void case_roundtrip(int async)
     state_zero(&s);
     uint64_t step = 0;
     CHECK_RC(fb_ckpt_restore(ck, &step), 0);
-    CHECK(step == 20);
-    CHECK(state_equal(&s, &want));
+    CHECK_EQ_U64(step, 20);
+    CHECK_STATE(&s, &want);
     fb_ckpt_close(ck);
     state_free(&s);
     state_free(&want);
@@ -190,7 +195,7 @@ static void case_big_copy(void)
     uint64_t step = 0;
     CHECK_RC(fb_ckpt_restore(ck, &step), 0);
     for (int i = 0; i < N; i++) {
-        CHECK(!memcmp(t[i], want[i], sizes[i]));
+        CHECK_EQ_MEM(t[i], want[i], sizes[i]);
         free(t[i]);
         free(want[i]);
     }
@@ -228,8 +233,8 @@ static void case_corrupt(void)
     state_zero(&s);
     uint64_t step = 0;
     CHECK_RC(fb_ckpt_restore(ck, &step), 0);
-    CHECK(step == 1);
-    CHECK(state_equal(&s, &want));
+    CHECK_EQ_U64(step, 1);
+    CHECK_STATE(&s, &want);
     /* The corrupt shard is set aside: later restores skip it at once. */
     CHECK(!exists(SHARD, dir, 2, 0));
     CHECK(exists("%s/step-%010llu/rank-%05d.corrupt", dir, 2, 0));
@@ -262,9 +267,8 @@ static void case_untouched(int async)
     state_refill(&s, 77);
     state_snapshot(&s, &before);
     CHECK_RC(fb_ckpt_restore(ck, NULL), FB_ENOCKPT);
-    for (int k = 0; k < FB_DTYPE_COUNT_ + 3; k++)
-        CHECKF(!memcmp(s.buf[k], before.buf[k], s.bytes[k]),
-               "tensor %d changed by a restore that failed", k);
+    /* Not a byte changed by the restores that failed. */
+    CHECK_STATE(&s, &before);
     fb_ckpt_close(ck);
     state_free(&s);
     state_free(&before);
@@ -305,9 +309,8 @@ static void case_placed(void)
     state_zero(&s);
     uint64_t step = 0;
     CHECK_RC(fb_ckpt_restore(ck, &step), 0);
-    CHECKF(step == 1, "restored step %llu from a shard saved at step 1",
-           (unsigned long long)step);
-    CHECK(state_equal(&s, &want));
+    CHECK_EQ_U64(step, 1); /* the shards under steps 2 and 3 are step 1's */
+    CHECK_STATE(&s, &want);
     fb_ckpt_close(ck);
     state_free(&s);
     state_free(&want);
@@ -387,7 +390,8 @@ static void case_mismatch(void)
     CHECK_RC(fb_ckpt_register(ck, "w", FB_DTYPE_F32, 2, s23, b), 0);
     uint64_t step;
     CHECK_RC(fb_ckpt_restore(ck, &step), 0);
-    CHECK(step == 5 && !memcmp(a, b, sizeof a));
+    CHECK_EQ_U64(step, 5);
+    CHECK_EQ_MEM(a, b, sizeof a);
     fb_ckpt_close(ck);
 }
 
@@ -417,14 +421,20 @@ static void case_ranks(void)
         CHECK_RC(fb_ckpt_wait(ck[r]), 0);
         uint64_t step = 0;
         CHECK_RC(fb_ckpt_restore(ck[r], &step), 0);
-        CHECK(step == 100 && v[r][0] == r * 10);
+        CHECK_EQ_U64(step, 100);
+        CHECK_EQ_INT(v[r][0], r * 10);
     }
     /* Restore dropped the abandoned step-200 shards of ranks 0 and 1. */
     CHECK(!exists(SHARD, dir, 200, 0) && !exists(SHARD, dir, 200, 1));
     fb__ckpt_entry *e;
     size_t n;
     CHECK_RC(fb__ckpt_scan(dir, 0, 1, &e, &n), 0);
-    CHECK(n == 2 && e[1].step == 100 && e[1].complete && e[1].world_size == 3);
+    CHECK_EQ_U64(n, 2);
+    if (n == 2) {
+        CHECK_EQ_U64(e[1].step, 100);
+        CHECK_EQ_INT(e[1].complete, 1);
+        CHECK_EQ_INT(e[1].world_size, 3);
+    }
     free(e);
     for (int r = 0; r < 3; r++)
         fb_ckpt_close(ck[r]);
@@ -454,7 +464,7 @@ static void case_retention(void)
         CHECK_RC(fb_ckpt_save(ck, (uint64_t)s), 0);
         CHECK_RC(fb_ckpt_wait(ck), 0);
     }
-    CHECK(count_steps(dir) == 2);
+    CHECK_EQ_INT(count_steps(dir), 2);
     CHECK(exists(SHARD, dir, 5, 0) && exists(SHARD, dir, 4, 0));
     fb_ckpt_close(ck);
 }
@@ -520,7 +530,7 @@ static void case_write_error(int stop)
     CHECK(!exists("%s/step-%010llu", dir, 2, 0)); /* no empty leftovers */
     uint64_t step = 0;
     CHECK_RC(fb_ckpt_restore(ck, &step), 0);
-    CHECK(step == (stop ? 1u : 3u));
+    CHECK_EQ_U64(step, stop ? 1u : 3u);
     fb_ckpt_close(ck);
 }
 
@@ -556,7 +566,9 @@ static void case_crash(const char *point, uint64_t want_step)
     }
     int status = 0;
     waitpid(pid, &status, 0);
-    CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+    CHECKF(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL,
+           "the saving child was not SIGKILLed at %s (wait status 0x%x)", point,
+           status);
     for (int r = 0; r < world; r++) {
         fb_ckpt *ck = open_ck(dir, r, world, 0, 1);
         int64_t shape[1] = {1 << 20};
@@ -564,60 +576,233 @@ static void case_crash(const char *point, uint64_t want_step)
         CHECK_RC(fb_ckpt_register(ck, "x", FB_DTYPE_F32, 1, shape, x), 0);
         uint64_t step = 0;
         CHECK_RC(fb_ckpt_restore(ck, &step), 0);
-        CHECK(step == want_step && x[0] == (float)want_step);
+        CHECK_EQ_U64(step, want_step);
+        CHECK_EQ_INT(x[0], want_step);
         fb_ckpt_close(ck);
         free(x);
     }
 }
 
+/* A sharded tensor: this rank holds rows 2..5 of an 8x6 tensor.  The
+ * bytes round-trip, the place is recorded in the shard, a place that does
+ * not fit is refused at registration, and a restore into another place
+ * (the same local shape) is a mismatch, not a silent load. */
+static void case_slice(void)
+{
+    char dir[300], p[512];
+    fresh_dir("slice", dir, sizeof dir);
+    enum { ROWS = 4, COLS = 6 };
+    int64_t shape[2] = {ROWS, COLS}, global[2] = {8, COLS}, at[2] = {2, 0};
+    float w[ROWS * COLS], want[ROWS * COLS];
+    fill(w, sizeof w, 42);
+    memcpy(want, w, sizeof w);
+    fb_ckpt *ck = open_ck(dir, 0, 1, 1, 2);
+    CHECK_RC(fb_ckpt_register_slice(ck, "w", FB_DTYPE_F32, 2, shape, w, global, at), 0);
+    /* Geometry that does not fit the global tensor, or half of it. */
+    int64_t past[2] = {5, 0}, neg[2] = {-1, 0}, small[2] = {3, COLS};
+    CHECK_RC(fb_ckpt_register_slice(ck, "v", FB_DTYPE_F32, 2, shape, w, global, past), -EINVAL);
+    CHECK_RC(fb_ckpt_register_slice(ck, "v", FB_DTYPE_F32, 2, shape, w, global, neg), -EINVAL);
+    CHECK_RC(fb_ckpt_register_slice(ck, "v", FB_DTYPE_F32, 2, shape, w, small, at), -EINVAL);
+    CHECK_RC(fb_ckpt_register_slice(ck, "v", FB_DTYPE_F32, 2, shape, w, global, NULL), -EINVAL);
+    CHECK_RC(fb_ckpt_save(ck, 7), 0);
+    memset(w, 0, sizeof w); /* after save: the async snapshot has the bytes */
+    CHECK_RC(fb_ckpt_wait(ck), 0);
+    uint64_t step = 0;
+    CHECK_RC(fb_ckpt_restore(ck, &step), 0);
+    CHECK_EQ_U64(step, 7);
+    CHECK_EQ_MEM(w, want, sizeof w);
+    fb_ckpt_close(ck);
+
+    /* The place is in the shard's metadata. */
+    fb__st_header *h = NULL;
+    int fd = -1;
+    snprintf(p, sizeof p, SHARD, dir, 7ull, 0);
+    CHECK_RC(fb__st_open(p, &fd, &h, NULL, 0), 0);
+    if (h) {
+        CHECK_EQ_STR(fb__st_meta_get(h, "firebreak.global_shape.w"), "8,6");
+        CHECK_EQ_STR(fb__st_meta_get(h, "firebreak.global_offset.w"), "2,0");
+        close(fd);
+        fb__st_free(h);
+    }
+
+    /* The same local shape at rows 4..7, or registered whole: mismatch,
+     * and the tensor is left as it was. */
+    int64_t other[2] = {4, 0};
+    memset(w, 0x7f, sizeof w);
+    float before[ROWS * COLS];
+    memcpy(before, w, sizeof w);
+    ck = open_ck(dir, 0, 1, 0, 2);
+    CHECK_RC(fb_ckpt_register_slice(ck, "w", FB_DTYPE_F32, 2, shape, w, global, other), 0);
+    CHECK_RC(fb_ckpt_restore(ck, NULL), FB_EMISMATCH);
+    fb_ckpt_close(ck);
+    ck = open_ck(dir, 0, 1, 0, 2);
+    CHECK_RC(fb_ckpt_register(ck, "w", FB_DTYPE_F32, 2, shape, w), 0);
+    CHECK_RC(fb_ckpt_restore(ck, NULL), FB_EMISMATCH);
+    fb_ckpt_close(ck);
+    CHECK_EQ_MEM(w, before, sizeof w);
+}
+
+/* fb_ckpt_options across library versions (the ABI rule in firebreak.h). */
+static void case_options_abi(void)
+{
+    char dir[300];
+    fresh_dir("options", dir, sizeof dir);
+    fb_ckpt_options o;
+    memset(&o, 0xee, sizeof o);
+    fb_ckpt_options_init(&o);
+    CHECK_EQ_U64(o.struct_size, sizeof o);
+    CHECK_EQ_INT(o.rank, -1);
+    CHECK_EQ_INT(o.keep, 2);
+    CHECK_EQ_INT(o.async, 1);
+    CHECK_EQ_INT(o.snapshot, FB_CKPT_SNAPSHOT_AUTO);
+    /* The initializer agrees with the function. */
+    fb_ckpt_options i = FB_CKPT_OPTIONS_INIT;
+    CHECK_EQ_MEM(&i, &o, sizeof o);
+
+    /* Never initialised (struct_size 0), or too small: refused. */
+    fb_ckpt *ck = NULL;
+    o.dir = dir;
+    o.rank = 0;
+    o.world_size = 1;
+    o.struct_size = 0;
+    CHECK_RC(fb_ckpt_open(&ck, &o), -EINVAL);
+    o.struct_size = offsetof(fb_ckpt_options, snapshot);
+    CHECK_RC(fb_ckpt_open(&ck, &o), -EINVAL);
+    CHECK(ck == NULL);
+
+    /* A newer caller's bigger struct: its unknown tail must be zero. */
+    struct {
+        fb_ckpt_options o;
+        int future_field;
+    } big;
+    memset(&big, 0xee, sizeof big);
+    fb_ckpt_options_init_sized(&big.o, sizeof big);
+    CHECK_EQ_U64(big.o.struct_size, sizeof big);
+    CHECK_EQ_INT(big.future_field, 0);
+    CHECK_EQ_INT(big.o.keep, 2);
+    big.o.dir = dir;
+    big.o.rank = 0;
+    big.o.world_size = 1;
+    big.o.async = 0;
+    CHECK_RC(fb_ckpt_open(&ck, &big.o), 0);
+    fb_ckpt_close(ck);
+    ck = NULL;
+    big.future_field = 1;
+    CHECK_RC(fb_ckpt_open(&ck, &big.o), -E2BIG);
+    CHECK(ck == NULL);
+
+    /* An older caller (the first release's struct, up to `snapshot`) gets
+     * today's fields, every later one reads as 0. */
+    fb_ckpt_options_init(&o);
+    o.struct_size = offsetof(fb_ckpt_options, snapshot) + sizeof o.snapshot;
+    o.dir = dir;
+    o.rank = 0;
+    o.world_size = 1;
+    o.keep = 3;
+    CHECK_RC(fb_ckpt_open(&ck, &o), 0);
+    if (ck)
+        CHECK_EQ_INT(ck->keep, 3);
+    fb_ckpt_close(ck);
+}
+
+/* The test hooks read their variables only in a test build: a release
+ * library (FB_TEST_HOOKS off) saves as if they were not set. */
+static void case_hooks_build(void)
+{
+    char dir[300];
+    fresh_dir("hooks", dir, sizeof dir);
+    fb_ckpt *ck = open_ck(dir, 0, 1, 0, 2);
+    int64_t shape[1] = {4};
+    float x[4] = {1, 2, 3, 4};
+    CHECK_RC(fb_ckpt_register(ck, "x", FB_DTYPE_F32, 1, shape, x), 0);
+    setenv("FIREBREAK_CKPT_FAIL", "EIO", 1);
+    CHECK_RC(fb_ckpt_save(ck, 1), 0); /* on_error CONTINUE: wait tells */
+#ifdef FB_TEST_HOOKS
+    CHECK_RC(fb_ckpt_wait(ck), -EIO);
+    CHECK(!exists(SHARD, dir, 1, 0));
+#else
+    CHECK_RC(fb_ckpt_wait(ck), 0);
+    CHECK(exists(SHARD, dir, 1, 0));
+#endif
+    unsetenv("FIREBREAK_CKPT_FAIL");
+    fb_ckpt_close(ck);
+}
+
+static void case_roundtrip_sync(void) { case_roundtrip(0); }
+static void case_roundtrip_async(void) { case_roundtrip(1); }
+static void case_untouched_async(void) { case_untouched(1); }
+static void case_untouched_sync(void) { case_untouched(0); }
+static void case_write_error_continue(void) { case_write_error(0); }
+static void case_write_error_stop(void) { case_write_error(1); }
+static void case_crash_before_rename(void) { case_crash("before_rename", 1); }
+static void case_crash_after_rename(void) { case_crash("after_rename", 1); }
+static void case_crash_during_delete(void) { case_crash("during_delete", 2); }
+
+/*
+ * The cases.  This table is the only list: tests/ckpt/CMakeLists.txt reads
+ * it (one `{"name", ...}` per line) and adds ckpt_<name> for each, and
+ * `test_engine --list` prints it.  HOOKS: the case needs the engine's test
+ * hooks (FB_TEST_HOOKS); without them it is skipped (exit 77).
+ */
+enum { PLAIN = 0, HOOKS = 1 };
+static const struct {
+    const char *name;
+    void (*run)(void);
+    int needs;
+} cases[] = {
+    {"roundtrip_sync", case_roundtrip_sync, PLAIN},
+    {"roundtrip_async", case_roundtrip_async, PLAIN},
+    {"big_copy", case_big_copy, PLAIN},
+    {"corrupt", case_corrupt, PLAIN},
+    {"untouched_async", case_untouched_async, PLAIN},
+    {"untouched_sync", case_untouched_sync, PLAIN},
+    {"placed", case_placed, PLAIN},
+    {"stale_tmp", case_stale_tmp, PLAIN},
+    {"mismatch", case_mismatch, PLAIN},
+    {"ranks", case_ranks, PLAIN},
+    {"retention", case_retention, PLAIN},
+    {"slice", case_slice, PLAIN},
+    {"options_abi", case_options_abi, PLAIN},
+    {"hooks_build", case_hooks_build, PLAIN},
+    {"busy", case_busy_skip, HOOKS},
+    {"write_error", case_write_error_continue, HOOKS},
+    {"write_error_stop", case_write_error_stop, HOOKS},
+    {"crash_before_rename", case_crash_before_rename, HOOKS},
+    {"crash_after_rename", case_crash_after_rename, HOOKS},
+    {"crash_during_delete", case_crash_during_delete, HOOKS},
+};
+
 int main(int argc, char **argv)
 {
+    size_t ncases = sizeof cases / sizeof cases[0];
     if (argc < 2) {
-        fprintf(stderr, "usage: test_engine CASE\n");
+        fprintf(stderr, "usage: test_engine CASE | --list\n");
         return 2;
     }
+    if (!strcmp(argv[1], "--list")) {
+        for (size_t i = 0; i < ncases; i++)
+            printf("%s\n", cases[i].name);
+        return 0;
+    }
+    const char *c = argv[1];
+    size_t i = 0;
+    while (i < ncases && strcmp(cases[i].name, c))
+        i++;
+    if (i == ncases) {
+        fprintf(stderr, "unknown case %s (test_engine --list)\n", c);
+        return 2;
+    }
+#ifndef FB_TEST_HOOKS
+    if (cases[i].needs == HOOKS) {
+        fprintf(stderr, "%s: skipped: needs the checkpoint test hooks "
+                        "(configure with -DFB_TEST_HOOKS=ON)\n", c);
+        return 77;
+    }
+#endif
     snprintf(root, sizeof root, "%s/fb-ckpt-test.%d",
              getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", (int)getpid());
     fb__mkdir_p(root, 0755);
-    const char *c = argv[1];
-    if (!strcmp(c, "roundtrip_sync"))
-        case_roundtrip(0);
-    else if (!strcmp(c, "roundtrip_async"))
-        case_roundtrip(1);
-    else if (!strcmp(c, "big_copy"))
-        case_big_copy();
-    else if (!strcmp(c, "corrupt"))
-        case_corrupt();
-    else if (!strcmp(c, "untouched_async"))
-        case_untouched(1);
-    else if (!strcmp(c, "untouched_sync"))
-        case_untouched(0);
-    else if (!strcmp(c, "placed"))
-        case_placed();
-    else if (!strcmp(c, "stale_tmp"))
-        case_stale_tmp();
-    else if (!strcmp(c, "mismatch"))
-        case_mismatch();
-    else if (!strcmp(c, "ranks"))
-        case_ranks();
-    else if (!strcmp(c, "retention"))
-        case_retention();
-    else if (!strcmp(c, "busy"))
-        case_busy_skip();
-    else if (!strcmp(c, "write_error"))
-        case_write_error(0);
-    else if (!strcmp(c, "write_error_stop"))
-        case_write_error(1);
-    else if (!strcmp(c, "crash_before_rename"))
-        case_crash("before_rename", 1);
-    else if (!strcmp(c, "crash_after_rename"))
-        case_crash("after_rename", 1);
-    else if (!strcmp(c, "crash_during_delete"))
-        case_crash("during_delete", 2);
-    else {
-        fprintf(stderr, "unknown case %s\n", c);
-        return 2;
-    }
+    cases[i].run();
     fb__rm_rf(root);
     if (failures)
         fprintf(stderr, "%s: %d check(s) failed\n", c, failures);

@@ -3,9 +3,11 @@
  * checkpoint holds the tensors as they were when fb_ckpt_save was called,
  * whatever the program writes right after, and nothing ever waits forever.
  * FIREBREAK_CKPT_DRAIN_DELAY_MS holds the writer's copy back so that the
- * writes below really land on protected pages.  `test_protect CASE`.
+ * writes below really land on protected pages.  `test_protect CASE`;
+ * `test_protect --list` names them (the table at the end).
  *
- * Exit 77 (skipped) where the kernel refuses userfaultfd to this process.
+ * Exit 77 (skipped) where the kernel refuses userfaultfd to this process,
+ * or the case needs the test hooks and the build has none.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -191,7 +193,7 @@ static void case_overwrite(const char *dir)
     uint64_t t0 = fb__now_ns();
     CHECK_RC(fb_ckpt_save(ck, 1), 0);
     uint64_t saved = fb__now_ns();
-    CHECK(ck->last_protected == 1);
+    CHECK_EQ_INT(ck->last_protected, 1);
     /* The untouched tensor first, while the copy is held back: its first
      * write must wait too (pages never touched are protected as well). */
     fill(s.p[T_UNTOUCHED], s.n[T_UNTOUCHED], 100 + T_UNTOUCHED);
@@ -218,12 +220,12 @@ static void case_overwrite(const char *dir)
     set_fill(&s, 7);
     fill(s.p[T_UNTOUCHED], s.n[T_UNTOUCHED], 7 + T_UNTOUCHED);
     CHECK_RC(fb_ckpt_save(ck, 2), 0);
-    CHECK(ck->last_protected == 1);
+    CHECK_EQ_INT(ck->last_protected, 1);
     set_overwrite(&s, 200, 0, 1);
     CHECK_RC(fb_ckpt_wait(ck), 0);
     uint64_t step = 0;
     CHECK_RC(fb_ckpt_restore(ck, &step), 0);
-    CHECK(step == 2);
+    CHECK_EQ_U64(step, 2);
     for (int i = 0; i < T_COUNT; i++)
         CHECKF(same(s.p[i], s.n[i], 7 + (unsigned)i), "save 2: t%02d", i);
     fb_ckpt_close(ck);
@@ -257,7 +259,7 @@ static void case_threads_kernel(const char *dir)
     fill(msg, sizeof msg, 99);
     CHECK(write(fds[1], msg, sizeof msg) == (ssize_t)sizeof msg);
     CHECK_RC(fb_ckpt_save(ck, 1), 0);
-    CHECK(ck->last_protected == 1);
+    CHECK_EQ_INT(ck->last_protected, 1);
     pthread_t tid[2];
     writer_arg args[2] = {{&s, 0}, {&s, 1}};
     for (int k = 0; k < 2; k++)
@@ -280,13 +282,13 @@ static void case_threads_kernel(const char *dir)
     CHECKF(WIFEXITED(status) && WEXITSTATUS(status) != 1,
            "process_vm_writev into a protected tensor failed (status %d)", status);
     if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
-        CHECK(memcmp(remote, msg, sizeof msg) == 0);
+        CHECK_EQ_MEM(remote, msg, sizeof msg);
     else
         fprintf(stderr, "threads_kernel: process_vm_writev not permitted here; "
                         "that part skipped\n");
     for (int k = 0; k < 2; k++)
         pthread_join(tid[k], NULL);
-    CHECK(memcmp((char *)s.p[T_HUGE] + 12345, msg, sizeof msg) == 0);
+    CHECK_EQ_MEM((char *)s.p[T_HUGE] + 12345, msg, sizeof msg);
     CHECK(same(s.p[T_SMALL], s.n[T_SMALL], 100 + T_SMALL));
     CHECK_RC(fb_ckpt_wait(ck), 0);
     unsetenv("FIREBREAK_CKPT_DRAIN_DELAY_MS");
@@ -314,7 +316,7 @@ static void case_fork(const char *dir)
     CHECK(pid > 0);
     int status = 0;
     CHECK(waitpid(pid, &status, 0) == pid);
-    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    CHECKF(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child status 0x%x", status);
     /* The child did not wait for the parent's copy (held back 2 s). */
     CHECKF(fb__now_ns() - t0 < 1500000000ull, "the child took %.3f s: it "
            "waited on the parent's write protection",
@@ -352,7 +354,7 @@ static void case_neighbors(const char *dir)
     setenv("FIREBREAK_CKPT_DRAIN_DELAY_MS", "1500", 1);
     uint64_t t0 = fb__now_ns();
     CHECK_RC(fb_ckpt_save(ck, 1), 0);
-    CHECK(ck->last_protected == 1);
+    CHECK_EQ_INT(ck->last_protected, 1);
     for (int i = 0; i < N; i++) {
         memset(before[i], 0xab, 100);
         memset(after[i], 0xcd, 100);
@@ -394,9 +396,10 @@ static void case_fallbacks(const char *dir)
     fill(m, n, 1);
     fill(shared, n, 2);
     CHECK_RC(fb_ckpt_save(ck, 1), 0);
-    CHECK(ck->last_protected == 1);
+    CHECK_EQ_INT(ck->last_protected, 1);
     /* Shared memory could be written through another mapping: copied. */
-    CHECK(ck->t[0].wp == 1 && ck->t[1].wp == 0);
+    CHECK_EQ_INT(ck->t[0].wp, 1);
+    CHECK_EQ_INT(ck->t[1].wp, 0);
     CHECK_RC(fb_ckpt_wait(ck), 0);
 
     /* Replace the private tensor's memory at the same address. */
@@ -404,19 +407,21 @@ static void case_fallbacks(const char *dir)
                -1, 0) == m);
     fill(m, n, 3);
     CHECK_RC(fb_ckpt_save(ck, 2), 0);
-    CHECK(ck->last_protected == 0); /* this one copied ...              */
+    CHECK_EQ_INT(ck->last_protected, 0); /* this one copied ...              */
     fill(m, n, 4);
     CHECK_RC(fb_ckpt_wait(ck), 0);
     uint64_t step = 0;
     CHECK_RC(fb_ckpt_restore(ck, &step), 0);
-    CHECK(step == 2 && same(m, n, 3) && same(shared, n, 2));
+    CHECK_EQ_U64(step, 2);
+    CHECK(same(m, n, 3) && same(shared, n, 2));
     fill(m, n, 5);
     CHECK_RC(fb_ckpt_save(ck, 3), 0);
-    CHECK(ck->last_protected == 1); /* ... the next protects it again  */
+    CHECK_EQ_INT(ck->last_protected, 1); /* ... the next protects it again  */
     fill(m, n, 6);
     CHECK_RC(fb_ckpt_wait(ck), 0);
     CHECK_RC(fb_ckpt_restore(ck, &step), 0);
-    CHECK(step == 3 && same(m, n, 5));
+    CHECK_EQ_U64(step, 3);
+    CHECK(same(m, n, 5));
     fb_ckpt_close(ck);
 
     /* FIREBREAK_CKPT_SNAPSHOT overrides the option; a bad value is named. */
@@ -425,7 +430,7 @@ static void case_fallbacks(const char *dir)
     CHECK(ck != NULL);
     CHECK_RC(fb_ckpt_register(ck, "private", FB_DTYPE_U8, 1, shape, m), 0);
     CHECK_RC(fb_ckpt_save(ck, 4), 0);
-    CHECK(ck->last_protected == 0);
+    CHECK_EQ_INT(ck->last_protected, 0);
     CHECK_RC(fb_ckpt_wait(ck), 0);
     fb_ckpt_close(ck);
     setenv("FIREBREAK_CKPT_SNAPSHOT", "cow", 1);
@@ -464,7 +469,7 @@ static int case_unprivileged(const char *dir)
         int64_t shape[1] = {(int64_t)n};
         CHECK_RC(fb_ckpt_register(ck, "x", FB_DTYPE_U8, 1, shape, m), 0);
         CHECK_RC(fb_ckpt_save(ck, 1), 0);
-        CHECK(ck->last_protected == 0);
+        CHECK_EQ_INT(ck->last_protected, 0);
         fill(m, n, 2);
         CHECK_RC(fb_ckpt_wait(ck), 0);
         uint64_t step;
@@ -482,38 +487,72 @@ static int case_unprivileged(const char *dir)
     return 0;
 }
 
+static int run_overwrite(const char *dir) { case_overwrite(dir); return 0; }
+static int run_threads_kernel(const char *dir) { case_threads_kernel(dir); return 0; }
+static int run_fork(const char *dir) { case_fork(dir); return 0; }
+static int run_neighbors(const char *dir) { case_neighbors(dir); return 0; }
+static int run_fallbacks(const char *dir) { case_fallbacks(dir); return 0; }
+
+/*
+ * The cases, the only list: tests/ckpt/CMakeLists.txt reads this table
+ * (one `{"name", ...}` per line), `test_protect --list` prints it.  HOOKS:
+ * the case holds the writer's copy back (FIREBREAK_CKPT_DRAIN_DELAY_MS), a
+ * test hook; a build without them (FB_TEST_HOOKS off) skips it.  UFFD: the
+ * case needs userfaultfd, skipped where the kernel refuses it.
+ */
+enum { UFFD = 1, HOOKS = 2 };
+static const struct {
+    const char *name;
+    int (*run)(const char *dir);
+    int needs;
+} cases[] = {
+    {"overwrite", run_overwrite, UFFD | HOOKS},
+    {"threads_kernel", run_threads_kernel, UFFD | HOOKS},
+    {"fork", run_fork, UFFD | HOOKS},
+    {"neighbors", run_neighbors, UFFD | HOOKS},
+    {"fallbacks", run_fallbacks, UFFD},
+    {"unprivileged", case_unprivileged, 0},
+};
+
 int main(int argc, char **argv)
 {
+    size_t ncases = sizeof cases / sizeof cases[0];
     if (argc < 2) {
-        fprintf(stderr, "usage: test_protect CASE\n");
+        fprintf(stderr, "usage: test_protect CASE | --list\n");
         return 2;
     }
+    if (!strcmp(argv[1], "--list")) {
+        for (size_t i = 0; i < ncases; i++)
+            printf("%s\n", cases[i].name);
+        return 0;
+    }
+    const char *c = argv[1];
+    size_t i = 0;
+    while (i < ncases && strcmp(cases[i].name, c))
+        i++;
+    if (i == ncases) {
+        fprintf(stderr, "unknown case %s (test_protect --list)\n", c);
+        return 2;
+    }
+#ifndef FB_TEST_HOOKS
+    if (cases[i].needs & HOOKS) {
+        fprintf(stderr, "%s: needs the checkpoint test hooks (FB_TEST_HOOKS); "
+                        "skipped\n", c);
+        return SKIP;
+    }
+#endif
     snprintf(root, sizeof root, "%s/fb-protect-test.%d",
              getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", (int)getpid());
     fb__mkdir_p(root, 0755);
     char dir[512];
     snprintf(dir, sizeof dir, "%s/ck", root);
     alarm(60); /* a write that waits forever fails the test, not CI */
-    const char *c = argv[1];
     int rc = 0;
-    if (strcmp(c, "unprivileged") && !available(dir)) {
+    if ((cases[i].needs & UFFD) && !available(dir)) {
         fprintf(stderr, "%s: userfaultfd refused to this process; skipped\n", c);
         rc = SKIP;
-    } else if (!strcmp(c, "overwrite")) {
-        case_overwrite(dir);
-    } else if (!strcmp(c, "threads_kernel")) {
-        case_threads_kernel(dir);
-    } else if (!strcmp(c, "fork")) {
-        case_fork(dir);
-    } else if (!strcmp(c, "neighbors")) {
-        case_neighbors(dir);
-    } else if (!strcmp(c, "fallbacks")) {
-        case_fallbacks(dir);
-    } else if (!strcmp(c, "unprivileged")) {
-        rc = case_unprivileged(dir);
     } else {
-        fprintf(stderr, "unknown case %s\n", c);
-        return 2;
+        rc = cases[i].run(dir);
     }
     fb__rm_rf(root);
     if (failures)

@@ -28,26 +28,33 @@ static int parse(const char *s, fb__json_doc **doc, const fb__json_limits *lim)
 static void test_json(void)
 {
     fb__json_doc *doc;
-    CHECK(parse("{\"a\": [1, -2.5e3, true, null, \"x\\u00e9\\ud83d\\ude00\"], "
-                "\"big\": 18446744073709551615, \"neg\": -9223372036854775808}",
-                &doc, NULL) == 0);
+    CHECK_RC(parse("{\"a\": [1, -2.5e3, true, null, \"x\\u00e9\\ud83d\\ude00\"], "
+                   "\"big\": 18446744073709551615, \"neg\": -9223372036854775808}",
+                   &doc, NULL), 0);
     const fb__json *r = fb__json_root(doc);
     const fb__json *a = fb__json_get(r, "a");
-    CHECK(a && a->type == FB_JSON_ARRAY && a->count == 5);
+    CHECK(a != NULL);
+    if (!a)
+        return;
+    CHECK_EQ_INT(a->type, FB_JSON_ARRAY);
+    CHECK_EQ_U64(a->count, 5);
     double d;
-    CHECK(fb__json_as_double(fb__json_at(a, 1), &d) == 0 && d == -2500.0);
-    CHECK(fb__json_at(a, 2)->boolean == 1);
-    CHECK(!strcmp(fb__json_as_str(fb__json_at(a, 4)), "x\xc3\xa9\xf0\x9f\x98\x80"));
+    CHECK_RC(fb__json_as_double(fb__json_at(a, 1), &d), 0);
+    CHECK_EQ_DBL(d, -2500.0);
+    CHECK_EQ_INT(fb__json_at(a, 2)->boolean, 1);
+    CHECK_EQ_STR(fb__json_as_str(fb__json_at(a, 4)), "x\xc3\xa9\xf0\x9f\x98\x80");
     uint64_t u;
-    CHECK(fb__json_as_u64(fb__json_get(r, "big"), &u) == 0 && u == 18446744073709551615ull);
+    CHECK_RC(fb__json_as_u64(fb__json_get(r, "big"), &u), 0);
+    CHECK_EQ_U64(u, 18446744073709551615ull);
     int64_t i;
-    CHECK(fb__json_as_i64(fb__json_get(r, "neg"), &i) == 0 && i == INT64_MIN);
-    CHECK(fb__json_as_i64(fb__json_get(r, "big"), &i) == FB_EFORMAT); /* out of range */
-    CHECK(fb__json_as_u64(fb__json_get(r, "neg"), &u) == FB_EFORMAT);
+    CHECK_RC(fb__json_as_i64(fb__json_get(r, "neg"), &i), 0);
+    CHECK_EQ_INT(i, INT64_MIN);
+    CHECK_RC(fb__json_as_i64(fb__json_get(r, "big"), &i), FB_EFORMAT); /* out of range */
+    CHECK_RC(fb__json_as_u64(fb__json_get(r, "neg"), &u), FB_EFORMAT);
     CHECK(!fb__json_has_duplicate_keys(r));
     fb__json_free(doc);
 
-    CHECK(parse("{\"k\":1,\"k\":2}", &doc, NULL) == 0);
+    CHECK_RC(parse("{\"k\":1,\"k\":2}", &doc, NULL), 0);
     CHECK(fb__json_has_duplicate_keys(fb__json_root(doc)));
     fb__json_free(doc);
 
@@ -57,24 +64,23 @@ static void test_json(void)
                          "\"a\nb\"", "[1 2]", "{1:2}", "nul", "\"\\u12g4\""};
     for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
         int rc = parse(bad[k], &doc, NULL);
-        if (rc != FB_EFORMAT)
-            fprintf(stderr, "bad JSON %zu (%s) gave %d\n", k, bad[k], rc);
-        CHECK(rc == FB_EFORMAT);
+        CHECKF(rc == FB_EFORMAT, "bad JSON %zu (%s) gave %d (%s)", k, bad[k], rc,
+               fb_strerror(rc));
     }
     /* Limits: depth, nodes, size. */
     char deep[300];
     memset(deep, '[', 200);
     deep[200] = '\0';
     fb__json_limits lim = {.max_depth = 64};
-    CHECK(parse(deep, &doc, &lim) == FB_ETOOBIG);
+    CHECK_RC(parse(deep, &doc, &lim), FB_ETOOBIG);
     fb__json_limits few = {.max_nodes = 3};
-    CHECK(parse("[1,2,3,4]", &doc, &few) == FB_ETOOBIG);
+    CHECK_RC(parse("[1,2,3,4]", &doc, &few), FB_ETOOBIG);
     fb__json_limits small = {.max_input = 4};
-    CHECK(parse("[1,2,3,4]", &doc, &small) == FB_ETOOBIG);
+    CHECK_RC(parse("[1,2,3,4]", &doc, &small), FB_ETOOBIG);
     /* Not NUL-terminated input: only len bytes are read. */
     char buf[4] = {'[', '7', ']', 'x'};
     char err[64];
-    CHECK(fb__json_parse(buf, 3, NULL, &doc, err, sizeof err) == 0);
+    CHECK_RC(fb__json_parse(buf, 3, NULL, &doc, err, sizeof err), 0);
     fb__json_free(doc);
 }
 
@@ -95,12 +101,10 @@ static void test_jsonw(void)
     fb__jsonw_kbool(&w, "t", 1);
     fb__jsonw_obj_end(&w);
     const char *want = "{\"s\":\"q\\\"b\\\\\\n\\u0001\xef\xbf\xbd\\u007f\\u009b\xc3\xa9\",\"a\":[-3,0.1,null,{}],\"t\":true}";
-    if (strcmp(fb__jsonw_text(&w), want))
-        fprintf(stderr, "jsonw: %s\n", fb__jsonw_text(&w));
-    CHECK(!strcmp(fb__jsonw_text(&w), want));
+    CHECK_EQ_STR(fb__jsonw_text(&w), want);
     /* What we write, we read back. */
     fb__json_doc *doc;
-    CHECK(parse(fb__jsonw_text(&w), &doc, NULL) == 0);
+    CHECK_RC(parse(fb__jsonw_text(&w), &doc, NULL), 0);
     fb__json_free(doc);
     fb__jsonw_free(&w);
 }
@@ -108,18 +112,24 @@ static void test_jsonw(void)
 static void test_units(void)
 {
     double s;
-    CHECK(fb__parse_duration("90s", &s) == 0 && s == 90);
-    CHECK(fb__parse_duration("1.5h", &s) == 0 && s == 5400);
-    CHECK(fb__parse_duration("250ms", &s) == 0 && fabs(s - 0.25) < 1e-12);
-    CHECK(fb__parse_duration("2d", &s) == 0 && s == 172800);
-    CHECK(fb__parse_duration("7", &s) == 0 && s == 7);
+    CHECK_RC(fb__parse_duration("90s", &s), 0);
+    CHECK_EQ_DBL(s, 90);
+    CHECK_RC(fb__parse_duration("1.5h", &s), 0);
+    CHECK_EQ_DBL(s, 5400);
+    CHECK_RC(fb__parse_duration("250ms", &s), 0);
+    CHECKF(fabs(s - 0.25) < 1e-12, "250ms is %.17g s", s);
+    CHECK_RC(fb__parse_duration("2d", &s), 0);
+    CHECK_EQ_DBL(s, 172800);
+    CHECK_RC(fb__parse_duration("7", &s), 0);
+    CHECK_EQ_DBL(s, 7);
     CHECK(fb__parse_duration("-1s", &s) != 0);
     CHECK(fb__parse_duration("5 s", &s) != 0);
     CHECK(fb__parse_duration("1e999", &s) != 0);
     CHECK(fb__parse_duration("", &s) != 0);
     CHECK(fb__parse_duration("3x", &s) != 0);
     /* Bounded: an absurd timeout is an error, not "detection off". */
-    CHECK(fb__parse_duration_in("30d", 1e-3, 30 * 86400.0, &s) == 0 && s == 2592000);
+    CHECK_RC(fb__parse_duration_in("30d", 1e-3, 30 * 86400.0, &s), 0);
+    CHECK_EQ_DBL(s, 2592000);
     CHECK_RC(fb__parse_duration_in("99999999999999999h", 1e-3, 30 * 86400.0, &s),
              -ERANGE);
     CHECK_RC(fb__parse_duration_in("0", 1e-3, 30 * 86400.0, &s), -ERANGE);
@@ -127,12 +137,16 @@ static void test_units(void)
     CHECK_RC(fb__parse_duration_in("-5s", 0, 10, &s), -EINVAL);
     CHECK_RC(fb__parse_duration_in("abc", 0, 10, &s), -EINVAL);
     uint64_t b;
-    CHECK(fb__parse_size("64k", &b) == 0 && b == 65536);
-    CHECK(fb__parse_size("1.5G", &b) == 0 && b == 1610612736ull);
-    CHECK(fb__parse_size("2GiB", &b) == 0 && b == 2147483648ull);
+    CHECK_RC(fb__parse_size("64k", &b), 0);
+    CHECK_EQ_U64(b, 65536);
+    CHECK_RC(fb__parse_size("1.5G", &b), 0);
+    CHECK_EQ_U64(b, 1610612736ull);
+    CHECK_RC(fb__parse_size("2GiB", &b), 0);
+    CHECK_EQ_U64(b, 2147483648ull);
     CHECK(fb__parse_size("12q", &b) != 0);
     long long v;
-    CHECK(fb__parse_int("42", 0, 100, &v) == 0 && v == 42);
+    CHECK_RC(fb__parse_int("42", 0, 100, &v), 0);
+    CHECK_EQ_INT(v, 42);
     CHECK(fb__parse_int("420", 0, 100, &v) != 0);
     CHECK(fb__parse_int("4x", 0, 100, &v) != 0);
 }
@@ -141,15 +155,20 @@ static void test_inject(void)
 {
     fb__inject_plan p;
     char err[256];
-    CHECK(fb__inject_parse("kill:rank=1,step=40;hang:rank=*,after=2.5s,attempt=any;"
-                           "exit:rank=3,step=9,code=7;slow:rank=0,step=1,factor=3",
-                           &p, err, sizeof err) == 0);
-    CHECK(p.count == 4);
-    CHECK(p.faults[0].kind == FB_INJECT_KILL && p.faults[0].rank == 1 &&
-          p.faults[0].step == 40 && p.faults[0].attempt == 0);
-    CHECK(p.faults[1].rank == -1 && p.faults[1].attempt == -1 &&
-          p.faults[1].has_after && p.faults[1].after_s == 2.5);
-    CHECK(p.faults[2].code == 7 && p.faults[3].factor == 3.0);
+    CHECK_RC(fb__inject_parse("kill:rank=1,step=40;hang:rank=*,after=2.5s,attempt=any;"
+                              "exit:rank=3,step=9,code=7;slow:rank=0,step=1,factor=3",
+                              &p, err, sizeof err), 0);
+    CHECK_EQ_INT(p.count, 4);
+    CHECK_EQ_STR(fb__inject_kind_name(p.faults[0].kind), "kill");
+    CHECK_EQ_INT(p.faults[0].rank, 1);
+    CHECK_EQ_U64(p.faults[0].step, 40);
+    CHECK_EQ_INT(p.faults[0].attempt, 0);
+    CHECK_EQ_INT(p.faults[1].rank, -1);
+    CHECK_EQ_INT(p.faults[1].attempt, -1);
+    CHECK_EQ_INT(p.faults[1].has_after, 1);
+    CHECK_EQ_DBL(p.faults[1].after_s, 2.5);
+    CHECK_EQ_INT(p.faults[2].code, 7);
+    CHECK_EQ_DBL(p.faults[3].factor, 3.0);
     struct { const char *spec, *msg; } bad[] = {
         {"boom:rank=1,step=2", "unknown fault kind 'boom'"},
         {"kill:step=2", "needs rank=N"},
@@ -167,13 +186,9 @@ static void test_inject(void)
         {"kill:rank=1,after=99999999999999h", "bad value '99999999999999h' for 'after'"},
     };
     for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
-        int rc = fb__inject_parse(bad[k].spec, &p, err, sizeof err);
-        CHECK(rc != 0);
-        if (!strstr(err, bad[k].msg)) {
-            fprintf(stderr, "inject '%s': message '%s' lacks '%s'\n", bad[k].spec,
-                    err, bad[k].msg);
-            failures++;
-        }
+        CHECK_RC(fb__inject_parse(bad[k].spec, &p, err, sizeof err), -EINVAL);
+        CHECKF(strstr(err, bad[k].msg), "inject '%s': message '%s' lacks '%s'",
+               bad[k].spec, err, bad[k].msg);
     }
     /* A fault for a rank the job does not have would never fire. */
     CHECK_RC(fb__inject_parse("kill:rank=5,step=3", &p, err, sizeof err), 0);
@@ -193,35 +208,48 @@ static void test_files(void)
     char fifo[256], reg[256];
     snprintf(fifo, sizeof fifo, "%s/fifo", dir);
     snprintf(reg, sizeof reg, "%s/reg", dir);
-    CHECK(mkfifo(fifo, 0600) == 0);
+    CHECKF(mkfifo(fifo, 0600) == 0, "mkfifo %s: %s", fifo, strerror(errno));
     char *buf = NULL;
     size_t len = 0;
     CHECK_RC(fb__read_file(fifo, 4096, &buf, &len), FB_ENOTREG);
     CHECK_RC(fb__read_file(dir, 4096, &buf, &len), FB_ENOTREG);
     CHECK_RC(fb__open_regular("/dev/null", 0), FB_ENOTREG);
-    CHECK(fb__write_file_atomic(reg, "abc", 3) == 0);
-    CHECK(fb__read_file(reg, 4096, &buf, &len) == 0 && len == 3 && !strcmp(buf, "abc"));
+    CHECK_RC(fb__write_file_atomic(reg, "abc", 3), 0);
+    CHECK_RC(fb__read_file(reg, 4096, &buf, &len), 0);
+    CHECK_EQ_U64(len, 3);
+    CHECK_EQ_STR(buf, "abc");
     free(buf);
     int fd = fb__open_regular(reg, 0);
     CHECK(fd >= 0 && !(fcntl(fd, F_GETFL) & O_NONBLOCK));
     if (fd >= 0)
         close(fd);
     CHECK(strcmp(fb_strerror(FB_ENOTREG), "unknown error") != 0);
+    /* The error table: dense, FB_ELAST_ one past its last code, and every
+     * code named; the version string is the header's. */
+    CHECK_EQ_INT(FB_ELAST_, FB_ENOTOURS - 1);
+    for (int c = FB__ERRNO_BASE; c > FB_ELAST_; c--)
+        CHECKF(strcmp(fb_strerror(c), "unknown error"), "code %d", c);
+    CHECK_EQ_STR(fb_strerror(FB_ELAST_), "unknown error");
+    CHECK_EQ_STR(fb_version(), FB_VERSION_STRING);
+    char v[32];
+    snprintf(v, sizeof v, "%d.%d.%d", FB_VERSION_MAJOR, FB_VERSION_MINOR,
+             FB_VERSION_PATCH);
+    CHECK_EQ_STR(fb_version(), v);
     unlink(fifo);
     unlink(reg);
     rmdir(dir);
 
     char out[16];
-    CHECK(!strcmp(fb__safe_text(out, sizeof out, "a\033[2Jb\tc\x7f"), "a?[2Jb\tc?"));
-    CHECK(!strcmp(fb__safe_text(out, 4, "abcdef"), "abc"));
-    CHECK(!strcmp(fb__safe_text(out, sizeof out, NULL), ""));
+    CHECK_EQ_STR(fb__safe_text(out, sizeof out, "a\033[2Jb\tc\x7f"), "a?[2Jb\tc?");
+    CHECK_EQ_STR(fb__safe_text(out, 4, "abcdef"), "abc");
+    CHECK_EQ_STR(fb__safe_text(out, sizeof out, NULL), "");
     /* C1 CSI as a UTF-8 character and as a lone 8-bit byte; valid UTF-8
      * (e-acute, a 4-byte emoji) passes; no character is cut at the end. */
-    CHECK(!strcmp(fb__safe_text(out, sizeof out, "a\xc2\x9b" "2J\x9b" "b"), "a?2J?b"));
-    CHECK(!strcmp(fb__safe_text(out, sizeof out, "\xc3\xa9\xf0\x9f\x98\x80"),
-                  "\xc3\xa9\xf0\x9f\x98\x80"));
-    CHECK(!strcmp(fb__safe_text(out, 3, "a\xc3\xa9"), "a"));
-    CHECK(!strcmp(fb__safe_text(out, sizeof out, "\xed\xa0\x80\xc0\xaf\xff"), "??????"));
+    CHECK_EQ_STR(fb__safe_text(out, sizeof out, "a\xc2\x9b" "2J\x9b" "b"), "a?2J?b");
+    CHECK_EQ_STR(fb__safe_text(out, sizeof out, "\xc3\xa9\xf0\x9f\x98\x80"),
+                 "\xc3\xa9\xf0\x9f\x98\x80");
+    CHECK_EQ_STR(fb__safe_text(out, 3, "a\xc3\xa9"), "a");
+    CHECK_EQ_STR(fb__safe_text(out, sizeof out, "\xed\xa0\x80\xc0\xaf\xff"), "??????");
 }
 
 int main(void)

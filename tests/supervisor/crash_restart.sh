@@ -20,7 +20,16 @@ python3 -c "import sys; sys.exit(0 if 0 <= $d < 1000 else 1)" || fail "detect_ms
 [ "$(q "select injected from incident")" = "kill:rank=1,step=8" ] || fail "injected evidence"
 [ "$(q "select status||':'||exit_code from run")" = "completed:0" ] || fail "run row"
 q "select last_lines from incident" | grep -q "injecting fault kill" || fail "last lines"
-[ "$(q 'select count(distinct rank) from step_sample')" -ge 1 ] || true
+# Step samples (progress over time, what `firebreak report` draws): the
+# completed attempt ran 25 steps of >= 10 ms, polled every 50 ms, so every
+# rank of it was sampled, at a step it ran, with its step time in ms.  (The
+# failed attempt lives ~80 ms: a loaded machine may sample none of it.)
+sampled="select count(distinct s.rank) from step_sample s join attempt a on a.id = s.attempt_id
+         where a.number = 1"
+[ "$(q "$sampled")" = 3 ] ||
+    fail "step samples of attempt 1: $(q 'select attempt_id, rank, step, step_time_ms from step_sample')"
+[ "$(q "select count(*) from step_sample where step > 24 or not (step_time_ms >= 5)")" = 0 ] ||
+    fail "a step sample out of range: $(q 'select attempt_id, rank, step, step_time_ms from step_sample')"
 grep -q "done rank 1" "$(run_dir)/logs/rank-1.log" || fail "rank log"
 assert_no_segments
 ok "crash detected in $d ms, restarted, completed; journal matches"

@@ -59,8 +59,9 @@ ok "planted segment refused by the supervisor; incident names $planted"
 
 # The rank itself (the supervisor may stop it before it gets this far):
 # fb_init fails loudly, naming the file and its owner, and leaves it alone.
+# The program goes on, unrecorded (fb_init's contract): it exits 0.
 out=$(FIREBREAK_JOB_ID=$job FIREBREAK_ATTEMPT=1 FIREBREAK_RANK=0 \
-      "$RANK" --steps 1 --sleep-ms 1 "$TAG" 2>&1) || true
+      "$RANK" --steps 1 --sleep-ms 1 "$TAG" 2>&1) || fail "the rank exited $?: $out"
 echo "$out" | grep -qF "$planted already exists and is not ours (owner uid 65534, mode 0600)" \
     || fail "the rank did not say why it runs unrecorded: $out"
 echo "$out" | grep -q "attached=0" || fail "the rank claims to be attached: $out"

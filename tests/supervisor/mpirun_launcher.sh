@@ -41,4 +41,18 @@ set -e
 [ "$(q "select kind||':'||rank||':'||exit_code from incident")" = "error_exit:1:3" ] \
     || fail "early exit: $(q 'select kind,rank,exit_code,detail from incident')"
 assert_no_segments
-ok "mpirun launcher: crash of rank 2 detected and recovered; abort after finalize named; a rank killed in teardown not blamed"
+# A hard stop after --grace (a SIGSTOPped rank keeps mpirun from ending on
+# SIGTERM): the shim's kill of the tree must still report mpirun's end, so
+# the supervisor never waits 5 s more to SIGKILL the shim.
+rm -rf runs
+set +e
+"$FB" run --launcher mpirun --nproc-per-node 2 --grace 1s --hang-timeout 1s \
+    --max-restarts 0 --inject 'hang:rank=1,after=0.5s' \
+    -- "$RANK" --steps 5000 --sleep-ms 10 "$TAG" >out.txt 2>err.txt
+rc=$?
+set -e
+[ $rc = 1 ] || fail "hard stop: exit $rc ($(tail -3 err.txt))"
+[ "$(q "select kind||':'||rank from incident")" = "hang:1" ] || fail "hard stop: $(q 'select kind,rank,detail from incident')"
+! grep -q "did not report its rank's end" err.txt || fail "hard stop lost mpirun's end: $(grep 'did not report' err.txt)"
+assert_no_segments
+ok "mpirun launcher: crash of rank 2 detected and recovered; abort after finalize named; a rank killed in teardown not blamed; a hard stop reports mpirun's end"

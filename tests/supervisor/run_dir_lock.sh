@@ -32,7 +32,8 @@ expect_busy "checkpoint directory" --run-dir R2 --ckpt-dir R/checkpoints
 [ ! -e R2/job ] && [ ! -e R2/journal.sqlite ] || fail "the refused run wrote to R2"
 # The holder dies without cleaning up: the kernel drops its lock.
 kill -9 $A
-wait $A 2>/dev/null || true
+rc=0; wait $A 2>/dev/null || rc=$?
+[ $rc = 137 ] || fail "the holder exited $rc before it was SIGKILLed: $(tail -3 a.err)"
 for _ in $(seq 50); do [ -z "$(leftovers)" ] && break; sleep 0.1; done
 "$FB" run --quiet --run-dir R -- "$RANK" --steps 3 "$TAG" 2>b.err ||
     fail "a run after the holder was SIGKILLed: $(cat b.err)"

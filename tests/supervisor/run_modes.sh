@@ -31,7 +31,8 @@ for _ in $(seq 100); do [ -e L/journal.sqlite-wal ] && [ -e L/journal.sqlite-shm
 [ "$(stat -c %a L/journal.sqlite-wal L/journal.sqlite-shm)" = "$(printf '600\n600')" ] ||
     fail "journal -wal/-shm: $(ls -l L/journal.sqlite-*)"
 kill -TERM $pid
-wait $pid || true
+rc=0; wait $pid || rc=$?
+[ $rc = 143 ] || fail "the run exited $rc after SIGTERM, want 143 (128 + SIGTERM)"
 
 # A group that may read: setgid directories, 0640 files, that group.
 group=$(getent group users >/dev/null && echo users || id -gn)

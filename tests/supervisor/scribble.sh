@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # A rank that writes random bytes over its own segment every millisecond
-# (all of it, or only what follows the identity) never crashes the
-# supervisor: the rank is failed as "segment_corrupt", the incident, the
-# journal and the log name the rank and its segment, and the run ends with
-# an exit status, not a signal.
+# (all of it, or only what follows the identity), or truncates its segment
+# file (to one page, or to 0: loads from the lost pages raise SIGBUS in
+# every reader that is not guarded), never crashes the supervisor: the
+# rank is failed as "segment_corrupt", the incident, the journal and the
+# log name the rank and its segment, and the run ends with an exit status,
+# not a signal.
 source "$(dirname "$0")/lib.sh"
 SCR=$BIN/fb-test-scribbler
-for mode in all live; do
+for mode in all live truncate truncate0; do
     rm -rf runs
     rc=0
     timeout -s KILL 90 "$FB" run --nproc-per-node 2 --max-restarts 1 --json \
@@ -20,6 +22,10 @@ for mode in all live; do
     [ "$(json_field out.json '["incidents"][0]["rank"]')" = 1 ] || fail "$mode: rank"
     grep -q "segment of rank 1 (/dev/shm/fb\.$job\.0\.1) is corrupt" err.txt \
         || fail "$mode: log does not name the segment: $(grep -i corrupt err.txt | head -3)"
+    case $mode in truncate*)
+        grep -q "segment of rank 1 (/dev/shm/fb\.$job\.0\.1) is corrupt: the file was truncated" err.txt \
+            || fail "$mode: log does not say truncated: $(grep -i corrupt err.txt | head -3)"
+    esac
     [ "$(q "select kind||':'||rank from incident order by id limit 1")" = "segment_corrupt:1" ] \
         || fail "$mode: incident row: $(q 'select kind, rank, detail from incident')"
     q "select detail from incident" | grep -q "/dev/shm/fb\.$job\.0\.1" \

@@ -5,7 +5,8 @@
  * lib.h), as a wild pointer or a malicious program would.  The others keep
  * stepping.  The supervisor must not crash, and must name the segment.
  *
- *   fb-test-scribbler [--scribble-rank R] [--mode all|live|reports]
+ *   fb-test-scribbler [--scribble-rank R]
+ *                     [--mode all|live|reports|truncate|truncate0]
  *                     [--seconds S]
  *                     [--delay-ms M]
  *
@@ -18,14 +19,20 @@
  *   properly, and random flight-recorder slots behind a plausible fr_head.
  *   The segment stays consistent, so the supervisor reads garbage for the
  *   whole time instead of giving up on the segment.
+ * --mode truncate, truncate0: ftruncate() its own segment file, once, to
+ *   one page (the header survives; the rank keeps stepping) or to 0 bytes
+ *   (the rank can no longer touch it: it sleeps, then leaves with _exit).
+ *   Readers that load from the lost pages take SIGBUS unless guarded.
  * --delay-ms: step this long before scribbling (default 100), so a reader
  *   started beside it attaches first.
  */
+#include <fcntl.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -78,9 +85,24 @@ static void scribble_reports(fb__seg *seg)
     atomic_store(&h->fr_comm_count, next() % 1000);
 }
 
+/* Shrink our own segment file to `size` bytes, as a hostile rank could. */
+static int truncate_own(fb__seg *seg, off_t size)
+{
+    const fb__seg_header *h = fb__seg_hdr(seg);
+    char name[FB__SEG_NAME_MAX];
+    if (fb__seg_name(name, sizeof name, h->job_id, h->attempt, h->rank))
+        return -1;
+    int fd = shm_open(name, O_RDWR | O_CLOEXEC, 0);
+    if (fd < 0)
+        return -1;
+    int rc = ftruncate(fd, size);
+    close(fd);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
-    int scribble_rank = 0, live_only = 0, reports = 0;
+    int scribble_rank = 0, live_only = 0, reports = 0, truncate_to = -1;
     double seconds = 10;
     long delay_ms = 100;
     for (int i = 1; i < argc; i++) {
@@ -90,6 +112,10 @@ int main(int argc, char **argv)
             i++;
             live_only = !strcmp(argv[i], "live");
             reports = !strcmp(argv[i], "reports");
+            if (!strcmp(argv[i], "truncate"))
+                truncate_to = (int)sysconf(_SC_PAGESIZE);
+            else if (!strcmp(argv[i], "truncate0"))
+                truncate_to = 0;
         }
         else if (!strcmp(argv[i], "--seconds") && i + 1 < argc)
             seconds = atof(argv[++i]);
@@ -112,9 +138,26 @@ int main(int argc, char **argv)
     fb__seg *seg = fb__lib_seg();
     int me = fb_rank() == scribble_rank && seg;
     if (me) {
-        printf("rank %d: scribbling over its segment (%s)\n", fb_rank(),
-               reports ? "reports and ring" : live_only ? "live fields" : "all of it");
+        if (truncate_to >= 0)
+            printf("rank %d: truncating its segment to %d bytes\n", fb_rank(),
+                   truncate_to);
+        else
+            printf("rank %d: scribbling over its segment (%s)\n", fb_rank(),
+                   reports ? "reports and ring" : live_only ? "live fields" : "all of it");
         fflush(stdout);
+    }
+    if (me && truncate_to >= 0) {
+        if (truncate_own(seg, truncate_to)) {
+            perror("truncate own segment");
+            return 4;
+        }
+        if (truncate_to == 0) {
+            /* fb_step, fb_finalize and the exit record would all store
+             * into the lost header page and die of SIGBUS here. */
+            sleep_ms((long)(seconds * 1000));
+            _exit(0);
+        }
+        me = 0; /* the header is still there: step like the others */
     }
     unsigned char *base = fb__seg_base(seg);
     size_t size = fb__seg_size(seg);

@@ -36,7 +36,8 @@ for i in $(seq 100); do
 done
 [ "$(ls "$T"/runs/*/child.* | wc -l)" = 2 ] || fail "ranks did not start (2)"
 kill -KILL $sup
-wait $sup 2>/dev/null || true
+rc=0; wait $sup 2>/dev/null || rc=$?
+[ $rc = 137 ] || fail "the supervisor exited $rc before it was SIGKILLed: $(tail -3 err.txt)"
 for i in $(seq 50); do
     [ -z "$(leftovers)" ] && break
     sleep 0.1
@@ -44,15 +45,37 @@ done
 [ -z "$(leftovers)" ] || fail "orphans after SIGKILL of the supervisor: $(leftovers)"
 
 # The killed supervisor could not remove its segments: they stay as
-# evidence, and the next run on this machine removes them as stale (older
-# than a few seconds, supervisor gone).
+# evidence, and the next run on this machine removes them as stale
+# (supervisor gone), however soon it starts.
 job=$(cat "$(run_dir)/job")
 ls /dev/shm/fb."$job".* >/dev/null 2>&1 || fail "no segments left by the killed run"
-touch -d '1 minute ago' /dev/shm/fb."$job".*
 rm -rf runs
 "$FB" run --quiet --nproc-per-node 1 -- "$RANK" --steps 2 --sleep-ms 1 "$TAG" 2>/dev/null \
     || fail "run after the killed one"
 if ls /dev/shm/fb."$job".* >/dev/null 2>&1; then
     fail "stale segments of the killed run were not cleaned"
+fi
+
+# The same under mpirun: Open MPI's shared-memory directory of the killed
+# run (fb.<job>.ompi) goes at the next run's start too.
+rm -rf runs
+"$FB" run --launcher mpirun --nproc-per-node 2 --hang-timeout 30 -- \
+    "$RANK" --steps 100000 --sleep-ms 10 "$TAG" 2>err.txt &
+sup=$!
+for i in $(seq 100); do
+    [ "$(ls /dev/shm/fb."$(cat runs/*/job 2>/dev/null)".* 2>/dev/null | wc -l)" -ge 3 ] && break
+    sleep 0.1
+done
+job=$(cat "$(run_dir)/job")
+[ -d /dev/shm/fb."$job".ompi ] || { kill $sup; fail "no Open MPI directory for job $job"; }
+kill -KILL $sup
+wait $sup 2>/dev/null || true
+for i in $(seq 50); do [ -z "$(leftovers)" ] && break; sleep 0.1; done
+ls -d /dev/shm/fb."$job".* >/dev/null 2>&1 || fail "nothing left by the killed mpirun run"
+rm -rf runs
+"$FB" run --quiet --nproc-per-node 1 -- "$RANK" --steps 2 --sleep-ms 1 "$TAG" 2>/dev/null \
+    || fail "run after the killed mpirun run"
+if ls -d /dev/shm/fb."$job".* >/dev/null 2>&1; then
+    fail "left by the killed mpirun run: $(ls -d /dev/shm/fb."$job".*)"
 fi
 ok "SIGTERM and SIGKILL of the supervisor leave nothing behind; stale segments cleaned"

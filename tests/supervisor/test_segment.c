@@ -10,7 +10,12 @@
  *    others, or a symlink is refused by the reader (FB_ENOTOURS) and by
  *    the creating rank, which leaves it alone;
  *  - the flight-recorder loader survives a thread that keeps rewriting
- *    fr_offset / fr_capacity while it reads.
+ *    fr_offset / fr_capacity while it reads;
+ *  - a rank that truncates its file (to a page, to 0, to 0 and back) does
+ *    not kill the reader with SIGBUS: reads return zeros, fb__seg_check
+ *    says "truncated", the dump still works, and a truncated file is
+ *    refused at attach; a SIGBUS anywhere else still kills (or reaches
+ *    the handler that was there before).
  *
  * Tests that need another uid (chown) run only as root; they say so.
  */
@@ -21,8 +26,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "../check.h"
@@ -372,9 +380,217 @@ static void test_fr_live(void)
     fb__seg_remove_job(job, 8);
 }
 
+/* A rank shrinks its file under the reader: no SIGBUS reaches us. */
+static void test_truncated(void)
+{
+    long page = sysconf(_SC_PAGESIZE);
+    char name[FB__SEG_NAME_MAX], path[256], why[128] = "", want[96];
+    fb__seg *w = make(11, 0), *r = NULL;
+    fb__seg_name(name, sizeof name, job, 11, 0);
+    seg_path(path, sizeof path, 11, 0);
+    CHECK_RC(fb__seg_open(&r, name), 0);
+    if (!w || !r)
+        goto out;
+    fb__seg_append_report(w, FB_REPORT_NOTE, 0, 1, 0, 0, 0, "before");
+    CHECK_RC(fb__seg_check(r, why, sizeof why), 0);
+    CHECK(fb__seg_truncated(r, NULL) == 0);
+
+    /* To one page: the header stays, reports and ring are gone. */
+    CHECK(truncate(path, page) == 0);
+    fb__seg_report rep;
+    CHECK_RC(fb__seg_read_report(r, 0, &rep), 0); /* SIGBUS before the guard */
+    uint32_t cap = 0;
+    const unsigned char *area = fb__seg_fr_area(r, &cap);
+    unsigned sum = 0;
+    for (size_t i = 0; area && i < (size_t)cap * FB__SEG_FR_ENTRY_SIZE; i++)
+        sum |= area[i];
+    CHECKF(area && sum == 0, "ring read %u", sum);
+    CHECK(atomic_load(&fb__seg_hdr(r)->magic) == FB__SEG_MAGIC);
+    CHECK_RC(fb__seg_check(r, why, sizeof why), FB_EFORMAT);
+    CHECKF(strstr(why, "truncated") != NULL, "why: %s", why);
+    uint64_t off = 0;
+    CHECK(fb__seg_truncated(r, &off) == 1);
+    CHECKF(off == (uint64_t)page, "lost from %llu", (unsigned long long)off);
+    snprintf(want, sizeof want, "truncated: its pages from offset %ld of %zu "
+             "bytes are gone", page, fb__seg_size(r));
+    CHECKF(strstr(why, want) != NULL, "why: %s", why);
+    /* The evidence that is left can still be kept. */
+    char dump[64];
+    snprintf(dump, sizeof dump, "/tmp/fbseg-trunc-%d", (int)getpid());
+    CHECK_RC(fb__seg_dump(r, dump), 0);
+    struct stat st;
+    CHECK(stat(dump, &st) == 0 && (size_t)st.st_size == fb__seg_size(r));
+    unlink(dump);
+    fb__seg_close(r);
+    r = NULL;
+
+    /* A fresh attach of the shrunk file: refused, not faulted on. */
+    CHECK_RC(fb__seg_open(&r, name), FB_EFORMAT);
+    fb__seg_close(r);
+    r = NULL;
+    fb__seg_close(w);
+    w = NULL;
+    fb__seg_remove_job(job, 11);
+
+    /* To three pages, found by fb__seg_check alone: it names the new end
+     * of the file, not the page it happened to probe. */
+    w = make(16, 0);
+    fb__seg_name(name, sizeof name, job, 16, 0);
+    seg_path(path, sizeof path, 16, 0);
+    CHECK_RC(fb__seg_open(&r, name), 0);
+    if (!w || !r)
+        goto out;
+    CHECK(truncate(path, 3 * page) == 0);
+    CHECK_RC(fb__seg_check(r, why, sizeof why), FB_EFORMAT);
+    snprintf(want, sizeof want, "pages from offset %ld of", 3 * page);
+    CHECKF(strstr(why, want) != NULL, "why: %s", why);
+    fb__seg_close(r);
+    r = NULL;
+    fb__seg_close(w);
+    w = NULL;
+
+    /* To 0: even the header is gone. */
+    w = make(12, 0);
+    fb__seg_name(name, sizeof name, job, 12, 0);
+    seg_path(path, sizeof path, 12, 0);
+    CHECK_RC(fb__seg_open(&r, name), 0);
+    if (!w || !r)
+        goto out;
+    size_t size = fb__seg_size(r);
+    CHECK(truncate(path, 0) == 0);
+    CHECK(atomic_load(&fb__seg_hdr(r)->magic) == 0);
+    CHECK_RC(fb__seg_read_report(r, 0, &rep), 0);
+    CHECK_RC(fb__seg_check(r, why, sizeof why), FB_EFORMAT);
+    CHECKF(strstr(why, "pages from offset 0 of") != NULL, "why: %s", why);
+    fb__seg_close(r);
+    r = NULL;
+    CHECK_RC(fb__seg_open(&r, name), -ENOENT); /* as if not created yet */
+    fb__seg_close(r);
+    r = NULL;
+
+    /* To 0 and back before the reader looked: zeros, no fault; the check
+     * finds the magic gone. */
+    CHECK(truncate(path, (off_t)size) == 0);
+    fb__seg_close(w);
+    w = make(13, 0);
+    fb__seg_name(name, sizeof name, job, 13, 0);
+    seg_path(path, sizeof path, 13, 0);
+    CHECK_RC(fb__seg_open(&r, name), 0);
+    if (!w || !r)
+        goto out;
+    CHECK(truncate(path, 0) == 0 && truncate(path, (off_t)size) == 0);
+    CHECK_RC(fb__seg_check(r, why, sizeof why), FB_EFORMAT);
+    CHECKF(strstr(why, "magic") != NULL, "why: %s", why);
+    CHECK(fb__seg_truncated(r, NULL) == 0);
+out:
+    fb__seg_close(r);
+    fb__seg_close(w);
+    fb__seg_remove_job(job, -1);
+}
+
+/* Readers come and go (a supervisor re-attaches every attempt): slots are
+ * reused, and the guard still covers the newest mapping. */
+static void test_guard_reuse(void)
+{
+    char name[FB__SEG_NAME_MAX], path[256], why[128] = "";
+    fb__seg *w = make(14, 0), *r = NULL;
+    fb__seg_name(name, sizeof name, job, 14, 0);
+    seg_path(path, sizeof path, 14, 0);
+    for (int i = 0; w && i < 2000; i++) {
+        fb__seg *rs[4] = {NULL, NULL, NULL, NULL};
+        for (int k = 0; k < 4; k++)
+            CHECK_RC(fb__seg_open(&rs[k], name), 0);
+        for (int k = 0; k < 4; k++)
+            fb__seg_close(rs[k]);
+    }
+    CHECK_RC(fb__seg_open(&r, name), 0);
+    if (w && r) {
+        CHECK(truncate(path, 0) == 0);
+        CHECK_RC(fb__seg_check(r, why, sizeof why), FB_EFORMAT);
+        CHECKF(strstr(why, "truncated") != NULL, "why: %s", why);
+    }
+    fb__seg_close(r);
+    fb__seg_close(w);
+    fb__seg_remove_job(job, 14);
+}
+
+static void on_foreign_sigbus(int sig, siginfo_t *si, void *uc)
+{
+    (void)sig;
+    (void)si;
+    (void)uc;
+    _exit(42);
+}
+
+/* In a child with a reader attached: 1 fault on a truncated mapping that
+ * is not a segment, 2 raise(SIGBUS), 3 like 1 with a SIGBUS handler of
+ * its own installed before the reader's (it must still get the fault). */
+static void sigbus_child(int how)
+{
+    struct rlimit no_core = {0, 0};
+    setrlimit(RLIMIT_CORE, &no_core);
+    /* The default action before the guard (a sanitizer runtime would
+     * otherwise have its own handler there, which reports and exits). */
+    signal(SIGBUS, SIG_DFL);
+    if (how == 3) {
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_sigaction = on_foreign_sigbus;
+        sa.sa_flags = SA_SIGINFO;
+        sigaction(SIGBUS, &sa, NULL);
+    }
+    char name[FB__SEG_NAME_MAX], other[64];
+    fb__seg_name(name, sizeof name, job, 15, 0);
+    fb__seg *r = NULL;
+    if (fb__seg_open(&r, name))
+        _exit(3); /* the guard is installed from here on */
+    if (how == 2)
+        raise(SIGBUS);
+    snprintf(other, sizeof other, "/tmp/fbseg-other-%d", (int)getpid());
+    int fd = open(other, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0 || ftruncate(fd, 8192))
+        _exit(4);
+    volatile unsigned char *p = mmap(NULL, 8192, PROT_READ, MAP_SHARED, fd, 0);
+    unlink(other);
+    if (p == MAP_FAILED || ftruncate(fd, 0))
+        _exit(5);
+    (void)p[4096];
+    _exit(0); /* survived: the guard swallowed a fault not its own */
+}
+
+static void test_sigbus_elsewhere(void)
+{
+    fb__seg *w = make(15, 0);
+    if (!w)
+        return;
+    for (int how = 1; how <= 3; how++) {
+        pid_t pid = fork();
+        if (pid == 0)
+            sigbus_child(how);
+        int st = 0;
+        CHECK(pid > 0 && waitpid(pid, &st, 0) == pid);
+        if (how < 3)
+            CHECKF(WIFSIGNALED(st) && WTERMSIG(st) == SIGBUS,
+                   "case %d: status 0x%x (exit %d, signal %d)", how, st,
+                   WIFEXITED(st) ? WEXITSTATUS(st) : -1,
+                   WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+        else
+            CHECKF(WIFEXITED(st) && WEXITSTATUS(st) == 42,
+                   "case 3: status 0x%x (exit %d, signal %d)", st,
+                   WIFEXITED(st) ? WEXITSTATUS(st) : -1,
+                   WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+    }
+    fb__seg_close(w);
+    fb__seg_remove_job(job, 15);
+}
+
 int main(void)
 {
     snprintf(job, sizeof job, "segtest-%d", (int)getpid());
+    /* First, while no reader has installed the guard in this process. */
+    test_sigbus_elsewhere();
+    test_truncated();
+    test_guard_reuse();
     test_toctou_offsets();
     test_heads();
     test_report_text();

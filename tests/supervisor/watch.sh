@@ -2,13 +2,14 @@
 # The node watcher (`firebreak watch`, Slurm's per-node reader) against a
 # rank that scribbles over its segment: it does not crash, says on stderr
 # and in a forwarded note report that the rank's segment is corrupt, stops
-# reading it, and still reports the rank's end.  And against another
+# reading it, and still reports the rank's end; the same when the rank
+# truncates its segment file (to a page, to 0) instead.  And against another
 # user's file under a rank's name: refused, naming owner and mode.
 source "$(dirname "$0")/lib.sh"
 SCR=$BIN/fb-test-scribbler
 job=fbwatch-$$-$RANDOM
 trap 'rc_=$?; rm -f /dev/shm/fb.$job.*; (exit $rc_); cleanup' EXIT
-for mode in all live; do
+for mode in all live truncate truncate0; do
     rm -f /dev/shm/fb.$job.*
     FIREBREAK_JOB_ID=$job FIREBREAK_RANK=0 FIREBREAK_WORLD_SIZE=1 \
         "$SCR" --mode $mode --delay-ms 600 --seconds 2 "$TAG" >rank.out 2>&1 &
