@@ -36,6 +36,7 @@
 #include "ckpt/cuda.h"
 #include "ckpt/shard.h"
 #include "ckpt/store.h"
+#include "common/alloc.h"
 #include "common/util.h"
 #include "lib/lib.h"
 
@@ -206,7 +207,8 @@ static int place_staged(fb_ckpt *ck, char *why, size_t why_size)
     return 0;
 }
 
-/* Try one checkpoint: 0 restored, FB_EMISMATCH fatal, other: fall back. */
+/* Try one checkpoint: 0 restored, FB_EMISMATCH or -ENOMEM fatal, other:
+ * fall back. */
 static int try_step(fb_ckpt *ck, uint64_t step, uint64_t *bytes_out, char *why,
                     size_t why_size)
 {
@@ -226,8 +228,8 @@ static int try_step(fb_ckpt *ck, uint64_t step, uint64_t *bytes_out, char *why,
                                     why_size)) ||
         (rc = fb__shard_check_meta(h, path, why, why_size)))
         goto out;
-    dest = calloc(h->ntensors ? h->ntensors : 1, sizeof *dest);
-    map = calloc(h->ntensors ? h->ntensors : 1, sizeof *map);
+    dest = fb__calloc(h->ntensors ? h->ntensors : 1, sizeof *dest);
+    map = fb__calloc(h->ntensors ? h->ntensors : 1, sizeof *map);
     if (!dest || !map) {
         rc = -ENOMEM;
         fb__ckpt_say(why, why_size, "out of memory");
@@ -288,6 +290,13 @@ int fb_ckpt_restore(fb_ckpt *ck, uint64_t *step_out)
         }
         uint64_t bytes = 0;
         int r = try_step(ck, v[i].step, &bytes, why, sizeof why);
+        if (r == -ENOMEM) {
+            /* not damage: an older checkpoint would lose the newer's steps */
+            fprintf(stderr, "firebreak: rank %d: restoring checkpoint step %llu: "
+                            "%s\n", ck->rank, (unsigned long long)v[i].step, why);
+            rc = r;
+            break;
+        }
         if (r == FB_EMISMATCH) {
             fprintf(stderr, "firebreak: rank %d: checkpoint step %llu does not "
                             "match the registered tensors: %s\n", ck->rank,

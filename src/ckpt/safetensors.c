@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/alloc.h"
 #include "common/json.h"
 #include "common/util.h"
 
@@ -70,10 +71,13 @@ static int parse_meta(fb__st_header *h, const fb__json *m, const char *label,
     if (m->type != FB_JSON_OBJECT)
         return failf(err, err_size, FB_EFORMAT,
                      "%s: __metadata__ is not an object", label);
-    if (fb__json_has_duplicate_keys(m))
+    int dup = fb__json_has_duplicate_keys(m);
+    if (dup < 0)
+        return dup;
+    if (dup)
         return failf(err, err_size, FB_EFORMAT,
                      "%s: __metadata__ has a duplicate key", label);
-    h->meta = calloc(m->count ? m->count : 1, sizeof *h->meta);
+    h->meta = fb__calloc(m->count ? m->count : 1, sizeof *h->meta);
     if (!h->meta)
         return -ENOMEM;
     for (const fb__json *v = m->child; v; v = v->next) {
@@ -104,7 +108,10 @@ static int parse_tensor(fb__st_tensor *t, const fb__json *e, const char *label,
     if (e->type != FB_JSON_OBJECT)
         return failf(err, err_size, FB_EFORMAT,
                      "%s: tensor \"%.100s\" is not an object", label, e->key);
-    if (fb__json_has_duplicate_keys(e))
+    int dup = fb__json_has_duplicate_keys(e);
+    if (dup < 0)
+        return dup;
+    if (dup)
         return failf(err, err_size, FB_EFORMAT,
                      "%s: tensor \"%.100s\" has a duplicate field", label, e->key);
     const fb__json *dt = fb__json_get(e, "dtype");
@@ -174,9 +181,10 @@ int fb__st_parse_header(const char *json, size_t len, uint64_t file_size,
         return failf(err, err_size, FB_EFORMAT,
                      "%s: header length %zu runs past the end of the file "
                      "(%llu bytes)", label, len, (unsigned long long)file_size);
-    fb__st_header *h = calloc(1, sizeof *h);
+    fb__st_header *h = fb__calloc(1, sizeof *h);
     if (!h)
-        return -ENOMEM;
+        return failf(err, err_size, -ENOMEM, "%s: out of memory reading the "
+                     "header", label);
     h->header_len = len;
     h->data_offset = 8 + (uint64_t)len;
     h->data_len = file_size - h->data_offset;
@@ -197,12 +205,17 @@ int fb__st_parse_header(const char *json, size_t len, uint64_t file_size,
                    label);
         goto fail;
     }
-    if (fb__json_has_duplicate_keys(root)) {
+    int dup = fb__json_has_duplicate_keys(root);
+    if (dup < 0) {
+        rc = dup;
+        goto fail;
+    }
+    if (dup) {
         rc = failf(err, err_size, FB_EFORMAT,
                    "%s: header has a duplicate tensor name", label);
         goto fail;
     }
-    h->tensors = calloc(root->count ? root->count : 1, sizeof *h->tensors);
+    h->tensors = fb__calloc(root->count ? root->count : 1, sizeof *h->tensors);
     if (!h->tensors) {
         rc = -ENOMEM;
         goto fail;
@@ -242,6 +255,8 @@ int fb__st_parse_header(const char *json, size_t len, uint64_t file_size,
     *out = h;
     return 0;
 fail:
+    if (rc == -ENOMEM)
+        failf(err, err_size, rc, "%s: out of memory reading the header", label);
     fb__st_free(h);
     return rc;
 }
@@ -311,9 +326,10 @@ int fb__st_open(const char *path, int *fd_out, fb__st_header **out, char *err,
                    (unsigned long long)size);
         goto fail;
     }
-    json = malloc(n ? n : 1);
+    json = fb__malloc(n ? n : 1);
     if (!json) {
-        rc = -ENOMEM;
+        rc = failf(err, err_size, -ENOMEM, "%s: out of memory reading the header",
+                   path);
         goto fail;
     }
     size_t got = 0;

@@ -24,6 +24,7 @@
 
 #include "ckpt/engine.h"
 #include "ckpt/hash.h"
+#include "common/alloc.h"
 #include "common/util.h"
 
 #define READ_CHUNK (8u << 20)
@@ -174,7 +175,7 @@ static void *read_range(void *arg)
     int need_scratch = !j->dest;
     for (size_t k = j->first; !need_scratch && k < j->last; k++)
         need_scratch = !j->dest[k];
-    if (need_scratch && !(scratch = malloc(READ_CHUNK))) {
+    if (need_scratch && !(scratch = fb__malloc(READ_CHUNK))) {
         j->rc = -ENOMEM;
         snprintf(j->err, sizeof j->err, "%s: out of memory", j->label);
         return NULL;

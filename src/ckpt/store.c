@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "ckpt/safetensors.h"
+#include "common/alloc.h"
 #include "common/util.h"
 
 int fb__ckpt_step_path(char *buf, size_t size, const char *dir, uint64_t step)
@@ -53,8 +54,9 @@ int fb__ckpt_shard_world_size(const char *path)
 {
     int fd;
     fb__st_header *h;
-    if (fb__st_open(path, &fd, &h, NULL, 0))
-        return -1;
+    int rc = fb__st_open(path, &fd, &h, NULL, 0);
+    if (rc)
+        return rc == -ENOMEM ? rc : -1;
     close(fd);
     const char *w = fb__st_meta_get(h, "firebreak.world_size");
     long long v = -1;
@@ -74,7 +76,7 @@ static int scan_step(const char *dir, fb__ckpt_entry *e, int world_size,
     if (!d)
         return -errno;
     int cap = 64, n = 0;
-    int *ranks = malloc(sizeof *ranks * (size_t)cap);
+    int *ranks = fb__malloc(sizeof *ranks * (size_t)cap);
     struct dirent *de;
     int lowest = INT_MAX;
     while (ranks && (de = readdir(d))) {
@@ -82,7 +84,7 @@ static int scan_step(const char *dir, fb__ckpt_entry *e, int world_size,
         if (parse_numbered(de->d_name, "rank-", ".safetensors", &r) || r > INT_MAX)
             continue;
         if (n == cap) {
-            int *nr = realloc(ranks, sizeof *ranks * (size_t)(cap *= 2));
+            int *nr = fb__realloc(ranks, sizeof *ranks * (size_t)(cap *= 2));
             if (!nr) {
                 free(ranks);
                 ranks = NULL;
@@ -102,6 +104,10 @@ static int scan_step(const char *dir, fb__ckpt_entry *e, int world_size,
         char p[PATH_MAX];
         if (!fb__ckpt_shard_path(p, sizeof p, dir, e->step, lowest))
             e->world_size = fb__ckpt_shard_world_size(p);
+        if (e->world_size == -ENOMEM) {
+            free(ranks);
+            return -ENOMEM;
+        }
     }
     e->shards = 0;
     for (int i = 0; i < n; i++) {
@@ -137,7 +143,7 @@ int fb__ckpt_scan(const char *dir, int world_size, int with_sizes,
     if (!d)
         return -errno;
     size_t n = 0, cap = 16;
-    fb__ckpt_entry *v = calloc(cap, sizeof *v);
+    fb__ckpt_entry *v = fb__calloc(cap, sizeof *v);
     int rc = 0;
     struct dirent *de;
     while (v && (de = readdir(d))) {
@@ -145,7 +151,7 @@ int fb__ckpt_scan(const char *dir, int world_size, int with_sizes,
         if (parse_numbered(de->d_name, "step-", "", &step))
             continue;
         if (n == cap) {
-            fb__ckpt_entry *nv = realloc(v, sizeof *v * (cap *= 2));
+            fb__ckpt_entry *nv = fb__realloc(v, sizeof *v * (cap *= 2));
             if (!nv) {
                 rc = -ENOMEM;
                 break;
@@ -154,7 +160,12 @@ int fb__ckpt_scan(const char *dir, int world_size, int with_sizes,
         }
         memset(&v[n], 0, sizeof v[n]);
         v[n].step = step;
-        if (scan_step(dir, &v[n], world_size, with_sizes) == 0)
+        int r = scan_step(dir, &v[n], world_size, with_sizes);
+        if (r == -ENOMEM) { /* a step passed over would look absent */
+            rc = r;
+            break;
+        }
+        if (r == 0)
             n++;
     }
     closedir(d);

@@ -40,8 +40,8 @@ int fb__ckpt_shard_path(char *buf, size_t size, const char *dir, uint64_t step,
 int fb__ckpt_scan(const char *dir, int world_size, int with_sizes,
                   fb__ckpt_entry **out, size_t *count);
 
-/* The world size a shard records in its metadata, or -1 when it cannot be
- * read (missing, malformed, truncated header). */
+/* The world size a shard records in its metadata, -1 when it has none or
+ * cannot be read (missing, malformed, truncated header), -ENOMEM. */
 int fb__ckpt_shard_world_size(const char *path);
 
 /*

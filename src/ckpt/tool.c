@@ -302,6 +302,10 @@ int fb__ckpt_prepare_restore(const char *dir, int world_size, int threads,
         char p0[PATH_MAX];
         int w0 = world_size > 0 && !fb__ckpt_shard_path(p0, sizeof p0, dir, v[i].step, 0)
                      ? fb__ckpt_shard_world_size(p0) : -1;
+        if (w0 == -ENOMEM) {
+            rc = w0;
+            break;
+        }
         if (w0 > 0 && w0 != world_size) {
             snprintf(err, sizeof err, "saved by %d ranks, this job has %d: "
                      "not restorable by it, left in place", w0, world_size);

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/alloc.h"
 #include "firebreak/firebreak.h"
 
 typedef struct block {
@@ -43,7 +44,7 @@ static void *arena_alloc(fb__json_doc *doc, size_t n)
     block *b = doc->blocks;
     if (!b || b->cap - b->used < n) {
         size_t cap = n > 65536 ? n : 65536;
-        b = malloc(sizeof *b + cap);
+        b = fb__malloc(sizeof *b + cap);
         if (!b)
             return NULL;
         b->cap = cap;
@@ -398,7 +399,7 @@ int fb__json_parse(const char *text, size_t len, const fb__json_limits *lim,
                      len, max_input);
         return FB_ETOOBIG;
     }
-    fb__json_doc *doc = calloc(1, sizeof *doc);
+    fb__json_doc *doc = fb__calloc(1, sizeof *doc);
     if (!doc)
         return -ENOMEM;
     ps.doc = doc;
@@ -470,9 +471,9 @@ int fb__json_has_duplicate_keys(const fb__json *obj)
 {
     if (!obj || obj->type != FB_JSON_OBJECT || obj->count < 2)
         return 0;
-    const fb__json **v = malloc(obj->count * sizeof *v);
+    const fb__json **v = fb__malloc(obj->count * sizeof *v);
     if (!v)
-        return 1; /* cannot tell: be conservative */
+        return -ENOMEM;
     size_t n = 0;
     for (const fb__json *c = obj->child; c; c = c->next)
         v[n++] = c;

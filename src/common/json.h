@@ -58,7 +58,8 @@ void fb__json_free(fb__json_doc *doc);
 const fb__json *fb__json_get(const fb__json *obj, const char *key);
 /* Array element i or NULL. */
 const fb__json *fb__json_at(const fb__json *arr, size_t i);
-/* 1 if an object has two members with the same key. */
+/* 1 if an object has two members with the same key, 0 if not, -ENOMEM
+ * when it cannot tell (a caller that rejects on non-zero stays safe). */
 int fb__json_has_duplicate_keys(const fb__json *obj);
 
 /* Conversions: 0 on success, FB_EFORMAT when the type or range is wrong. */

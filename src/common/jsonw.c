@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/alloc.h"
+
 void fb__jsonw_init(fb__jsonw *w)
 {
     memset(w, 0, sizeof *w);
@@ -28,7 +30,7 @@ static void put(fb__jsonw *w, const char *s, size_t n)
         size_t cap = w->cap ? w->cap : 256;
         while (w->len + n + 1 > cap)
             cap *= 2;
-        char *nb = realloc(w->buf, cap);
+        char *nb = fb__realloc(w->buf, cap);
         if (!nb) {
             w->oom = 1;
             return;

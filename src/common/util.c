@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/alloc.h"
 #include "firebreak/firebreak.h"
 
 double fb__wall_s(void)
@@ -285,7 +286,7 @@ int fb__read_file(const char *path, size_t max_bytes, char **buf_out,
     if (fd < 0)
         return fd;
     size_t cap = 4096, len = 0;
-    char *buf = malloc(cap + 1);
+    char *buf = fb__malloc(cap + 1);
     int rc = 0;
     if (!buf) {
         rc = -ENOMEM;
@@ -298,7 +299,7 @@ int fb__read_file(const char *path, size_t max_bytes, char **buf_out,
                 goto out;
             }
             size_t ncap = cap * 2 > max_bytes ? max_bytes : cap * 2;
-            char *nb = realloc(buf, ncap + 1);
+            char *nb = fb__realloc(buf, ncap + 1);
             if (!nb) {
                 rc = -ENOMEM;
                 goto out;

@@ -31,6 +31,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/alloc.h"
 #include "common/util.h"
 #include "firebreak/firebreak.h"
 #include "fr/model.h"
@@ -39,7 +40,7 @@
 #define MAX_TUPLES 200000
 
 typedef struct finding {
-    const char *kind;
+    fb__fr_finding_kind kind;
     int group;             /* -1 none */
     uint64_t seq;
     int has_seq;
@@ -53,11 +54,12 @@ typedef struct finding {
 struct fb__fr_result {
     fr_model m;
     fb__fr_options opt;
-    const char *verdict;
+    int verdict;           /* fb__fr_verdict_code; V_NONE while undecided
+                            * by the findings */
     finding *f;
     size_t nf, capf;
-    size_t dropped[16];    /* findings over max_findings, per kind index */
-    size_t listed[16];     /* findings kept, per kind index */
+    size_t dropped[FB__FR_FINDING_KIND_COUNT_]; /* over max_findings */
+    size_t listed[FB__FR_FINDING_KIND_COUNT_];  /* findings kept */
     int *culprits;
     int nculprits;
     int nranks;            /* ranks with evidence */
@@ -68,11 +70,53 @@ struct fb__fr_result {
     char summary[1024];
 };
 
-static const char *const kinds[] = {
-    "missing_ranks", "type_mismatch", "size_mismatch", "dtype_mismatch",
-    "state_mismatch", "p2p_mismatch", "late_ranks", "missing_dump",
+enum { V_NONE = -1 };
+
+/* The names of docs/flight-recorder.md: JSON and text output, journals
+ * and reports read them, so they never change. */
+static const char *const verdict_names[FB__FR_VERDICT_COUNT_] = {
+    [FB__FR_UNDECIDED] = "undecided", [FB__FR_HANG] = "hang",
+    [FB__FR_MISMATCH] = "mismatch", [FB__FR_SLOW] = "slow",
+    [FB__FR_OK] = "ok", [FB__FR_INCOMPLETE] = "incomplete",
 };
-enum { K_MISSING, K_TYPE, K_SIZE, K_DTYPE, K_STATE, K_P2P, K_LATE, K_DUMP };
+
+static const char *const kind_names[FB__FR_FINDING_KIND_COUNT_] = {
+    [FB__FR_MISSING_RANKS] = "missing_ranks",
+    [FB__FR_TYPE_MISMATCH] = "type_mismatch",
+    [FB__FR_SIZE_MISMATCH] = "size_mismatch",
+    [FB__FR_DTYPE_MISMATCH] = "dtype_mismatch",
+    [FB__FR_STATE_MISMATCH] = "state_mismatch",
+    [FB__FR_P2P_MISMATCH] = "p2p_mismatch",
+    [FB__FR_LATE_RANKS] = "late_ranks",
+    [FB__FR_MISSING_DUMP] = "missing_dump",
+};
+
+
+const char *fb__fr_verdict_name(fb__fr_verdict_code v)
+{
+    return (unsigned)v < FB__FR_VERDICT_COUNT_ ? verdict_names[v] : NULL;
+}
+
+const char *fb__fr_finding_kind_name(fb__fr_finding_kind k)
+{
+    return (unsigned)k < FB__FR_FINDING_KIND_COUNT_ ? kind_names[k] : NULL;
+}
+
+int fb__fr_verdict_from_name(const char *name)
+{
+    for (int v = 0; name && v < FB__FR_VERDICT_COUNT_; v++)
+        if (!strcmp(verdict_names[v], name))
+            return v;
+    return -1;
+}
+
+int fb__fr_finding_kind_from_name(const char *name)
+{
+    for (int k = 0; name && k < FB__FR_FINDING_KIND_COUNT_; k++)
+        if (!strcmp(kind_names[k], name))
+            return k;
+    return -1;
+}
 
 /* ------------------------------------------------------------------ */
 
@@ -101,39 +145,43 @@ static int sort_unique(int *v, int n)
     return k;
 }
 
-static finding *add_finding(fb__fr_result *res, int kind, int group,
-                            uint64_t seq, int has_seq, int op,
-                            const int *ranks, int nranks)
+/* A finding in *out, or *out NULL when max_findings of its kind are
+ * listed already (it is counted).  0 or -ENOMEM. */
+static int add_finding(fb__fr_result *res, fb__fr_finding_kind kind, int group,
+                       uint64_t seq, int has_seq, int op, const int *ranks,
+                       int nranks, finding **out)
 {
+    *out = NULL;
     if (res->listed[kind] >= (size_t)res->opt.max_findings) {
         res->dropped[kind]++;
-        return NULL;
+        return 0;
     }
     if (res->nf == res->capf) {
         size_t nc = res->capf ? res->capf * 2 : 16;
-        finding *nf = realloc(res->f, nc * sizeof *nf);
+        finding *nf = fb__realloc(res->f, nc * sizeof *nf);
         if (!nf)
-            return NULL;
+            return -ENOMEM;
         res->f = nf;
         res->capf = nc;
     }
     finding *f = &res->f[res->nf];
     memset(f, 0, sizeof *f);
-    f->kind = kinds[kind];
+    f->kind = (fb__fr_finding_kind)kind;
     f->group = group;
     f->seq = seq;
     f->has_seq = has_seq;
     f->op = op;
     if (nranks > 0) {
-        f->ranks = malloc((size_t)nranks * sizeof *f->ranks);
+        f->ranks = fb__malloc((size_t)nranks * sizeof *f->ranks);
         if (!f->ranks)
-            return NULL;
+            return -ENOMEM;
         memcpy(f->ranks, ranks, (size_t)nranks * sizeof *f->ranks);
         f->nranks = sort_unique(f->ranks, nranks);
     }
     res->listed[kind]++;
     res->nf++;
-    return f;
+    *out = f;
+    return 0;
 }
 
 /* "0, 1, 5-9" into buf (sorted r), at most size bytes: a list too long
@@ -251,7 +299,7 @@ static int load_path(fr_model *m, const char *path, int *loaded)
     }
     if (is_shm_name || !S_ISDIR(st.st_mode)) {
         int rc = load_one(m, path, err, sizeof err);
-        if (rc)
+        if (rc && rc != -ENOMEM)
             fr_model_warn(m, "%s", err);
         else
             (*loaded)++;
@@ -266,41 +314,56 @@ static int load_path(fr_model *m, const char *path, int *loaded)
     }
     char **names = NULL;
     size_t n = 0, cap = 0;
+    int rc = 0;
     struct dirent *e;
     while ((e = readdir(d))) {
         if (e->d_name[0] == '.')
             continue;
         if (n == cap) {
-            cap = cap ? cap * 2 : 64;
-            char **nn = realloc(names, cap * sizeof *nn);
-            if (!nn)
+            size_t ncap = cap ? cap * 2 : 64;
+            char **nn = fb__realloc(names, ncap * sizeof *nn);
+            if (!nn) {
+                rc = -ENOMEM;
                 break;
+            }
             names = nn;
+            cap = ncap;
         }
         size_t need = strlen(path) + strlen(e->d_name) + 2;
-        names[n] = malloc(need);
-        if (!names[n])
+        names[n] = fb__malloc(need);
+        if (!names[n]) {
+            rc = -ENOMEM;
             break;
+        }
         snprintf(names[n], need, "%s/%s", path, e->d_name);
         n++;
     }
     closedir(d);
-    qsort(names, n, sizeof *names, cmp_str);
+    if (n)
+        qsort(names, n, sizeof *names, cmp_str);
     int any = 0;
     for (size_t i = 0; i < n; i++) {
+        if (rc) {
+            free(names[i]);
+            continue;
+        }
         if (stat(names[i], &st) == 0 && S_ISREG(st.st_mode)) {
             any = 1;
-            int rc = load_one(m, names[i], err, sizeof err);
-            if (rc)
+            rc = load_one(m, names[i], err, sizeof err);
+            if (rc && rc != -ENOMEM)
                 fr_model_warn(m, "%s", err);
-            else
+            else if (!rc)
                 (*loaded)++;
+            if (rc != -ENOMEM)
+                rc = 0;
         } else if (stat(names[i], &st) == 0 && !S_ISDIR(st.st_mode)) {
             fr_model_warn(m, "%s: %s; skipped", names[i], fb_strerror(FB_ENOTREG));
         }
         free(names[i]);
     }
     free(names);
+    if (rc)
+        return rc;
     if (!any)
         fr_model_warn(m, "%s: directory holds no dump files", path);
     return 0;
@@ -401,7 +464,7 @@ static void unbind_rank(ctx *c, const fr_rank *r)
 static int fill_unlisted_groups(ctx *c)
 {
     fr_model *m = c->m;
-    int *maxg = malloc((m->ngroups + 1) * sizeof *maxg);
+    int *maxg = fb__malloc((m->ngroups + 1) * sizeof *maxg);
     if (!maxg)
         return -ENOMEM;
     for (size_t g = 0; g < m->ngroups; g++)
@@ -424,7 +487,7 @@ static int fill_unlisted_groups(ctx *c)
             maxg[g] = INT_MIN;
             continue;
         }
-        gr->members = malloc((size_t)size * sizeof *gr->members);
+        gr->members = fb__malloc((size_t)size * sizeof *gr->members);
         if (!gr->members) {
             rc = -ENOMEM;
             goto out;
@@ -450,9 +513,9 @@ static int resolve_groups(ctx *c)
 {
     fr_model *m = c->m;
     int rc;
-    c->gsize = calloc(m->ngroups + 1, sizeof *c->gsize);
-    c->gs = calloc(m->ngroups + 1, sizeof *c->gs);
-    c->grank = malloc((m->ngroups + 1) * sizeof *c->grank);
+    c->gsize = fb__calloc(m->ngroups + 1, sizeof *c->gsize);
+    c->gs = fb__calloc(m->ngroups + 1, sizeof *c->gs);
+    c->grank = fb__malloc((m->ngroups + 1) * sizeof *c->grank);
     if (!c->gsize || !c->gs || !c->grank)
         return -ENOMEM;
     for (size_t g = 0; g < m->ngroups; g++)
@@ -464,7 +527,7 @@ static int resolve_groups(ctx *c)
         if (!gr->members || gr->size <= 0)
             continue;
         c->gsize[g] = gr->size;
-        c->gs[g] = calloc((size_t)gr->size, sizeof(gstat));
+        c->gs[g] = fb__calloc((size_t)gr->size, sizeof(gstat));
         if (!c->gs[g])
             return -ENOMEM;
         for (int k = 0; k < gr->size; k++) {
@@ -522,7 +585,7 @@ static void member_stats(ctx *c)
 static int mark_stuck_ranks(ctx *c)
 {
     const fr_model *m = c->m;
-    c->stuck_rank = calloc(m->nranks + 1, 1);
+    c->stuck_rank = fb__calloc(m->nranks + 1, 1);
     if (!c->stuck_rank)
         return -ENOMEM;
     for (size_t i = 0; i < m->nranks; i++) {
@@ -581,23 +644,24 @@ static int hang_analysis(ctx *c)
 {
     fr_model *m = c->m;
     fb__fr_result *res = c->res;
-    c->stuck = calloc(m->ngroups + 1, sizeof *c->stuck);
-    c->stuck_op = calloc(m->ngroups + 1, sizeof *c->stuck_op);
+    c->stuck = fb__calloc(m->ngroups + 1, sizeof *c->stuck);
+    c->stuck_op = fb__calloc(m->ngroups + 1, sizeof *c->stuck_op);
     /* each list holds at most one group's members */
     int maxsize = 1;
     for (size_t g = 0; g < m->ngroups; g++)
         if (c->gsize[g] > maxsize)
             maxsize = c->gsize[g];
-    int *missing = malloc((size_t)maxsize * sizeof *missing);
-    int *unknown = malloc((size_t)maxsize * sizeof *unknown);
-    int *unknown_g = malloc((size_t)maxsize * sizeof *unknown_g);
+    int *missing = fb__malloc((size_t)maxsize * sizeof *missing);
+    int *unknown = fb__malloc((size_t)maxsize * sizeof *unknown);
+    int *unknown_g = fb__malloc((size_t)maxsize * sizeof *unknown_g);
     if (!c->stuck || !c->stuck_op || !missing || !unknown || !unknown_g) {
         free(missing);
         free(unknown);
         free(unknown_g);
         return -ENOMEM;
     }
-    for (size_t g = 0; g < m->ngroups; g++) {
+    int rc = 0;
+    for (size_t g = 0; g < m->ngroups && !rc; g++) {
         int size = c->gsize[g];
         gstat *gs = c->gs[g];
         if (!gs)
@@ -652,8 +716,9 @@ static int hang_analysis(ctx *c)
             wait[0] = '\0';
         if (nmiss) {
             fmt_ranks(rl, sizeof rl, missing, nmiss);
-            finding *f = add_finding(res, K_MISSING, (int)g, s, 1, op, missing, nmiss);
-            if (!f)
+            finding *f;
+            if ((rc = add_finding(res, FB__FR_MISSING_RANKS, (int)g, s, 1, op, missing,
+                                  nmiss, &f)) || !f)
                 continue;
             last_done(c, f->ranks[0], last, sizeof last);
             snprintf(f->detail, sizeof f->detail,
@@ -666,7 +731,9 @@ static int hang_analysis(ctx *c)
                 fmt_ranks(rl, sizeof rl, unknown, nunk);
             else
                 fmt_ranks(rl, sizeof rl, unknown_g, nunk_g);
-            finding *f = add_finding(res, K_MISSING, (int)g, s, 1, op, unknown, nunk);
+            finding *f;
+            rc = add_finding(res, FB__FR_MISSING_RANKS, (int)g, s, 1, op, unknown,
+                             nunk, &f);
             if (f)
                 snprintf(f->detail, sizeof f->detail,
                          "every rank with data entered %s #%" PRIu64 " on %s "
@@ -681,7 +748,7 @@ static int hang_analysis(ctx *c)
     free(missing);
     free(unknown);
     free(unknown_g);
-    return 0;
+    return rc;
 }
 
 static uint64_t cmp_size(const fr_ent *e)
@@ -724,12 +791,12 @@ static int buckets(ctx *c)
 {
     fr_model *m = c->m;
     size_t G = m->ngroups;
-    c->bbase = calloc(G + 1, sizeof *c->bbase);
-    c->bcount = calloc(G + 1, sizeof *c->bcount);
-    c->b = calloc(G + 1, sizeof *c->b);
-    uint64_t *maxs = calloc(G + 1, sizeof *maxs);
-    uint64_t *mins = calloc(G + 1, sizeof *mins);
-    uint64_t *cnt = calloc(G + 1, sizeof *cnt);
+    c->bbase = fb__calloc(G + 1, sizeof *c->bbase);
+    c->bcount = fb__calloc(G + 1, sizeof *c->bcount);
+    c->b = fb__calloc(G + 1, sizeof *c->b);
+    uint64_t *maxs = fb__calloc(G + 1, sizeof *maxs);
+    uint64_t *mins = fb__calloc(G + 1, sizeof *mins);
+    uint64_t *cnt = fb__calloc(G + 1, sizeof *cnt);
     int rc = -ENOMEM;
     if (!c->bbase || !c->bcount || !c->b || !maxs || !mins || !cnt)
         goto out;
@@ -761,7 +828,7 @@ static int buckets(ctx *c)
         }
         c->bbase[g] = base;
         c->bcount[g] = maxs[g] - base + 1;
-        c->b[g] = calloc(c->bcount[g], sizeof(bucket));
+        c->b[g] = fb__calloc(c->bcount[g], sizeof(bucket));
         if (!c->b[g])
             goto out;
     }
@@ -831,28 +898,28 @@ static void mismatches(ctx *c)
                 !(e->flags & FR_ENT_VARIABLE) &&
                 ((e->op == FB_OP_ALLGATHER && e->out_numel != e->in_numel * gsz) ||
                  (e->op == FB_OP_REDUCE_SCATTER && e->in_numel != e->out_numel * gsz))) {
-                tuple_add(c, K_SIZE, g, e->seq, r->rank, e->op);
+                tuple_add(c, FB__FR_SIZE_MISMATCH, g, e->seq, r->rank, e->op);
                 continue;
             }
             if (b->n < 2)
                 continue;
             uint64_t mop = vc_major(b->op);
             if (vc_distinct(b->op) && e->op != mop) {
-                tuple_add(c, K_TYPE, g, e->seq, r->rank, (int)mop);
+                tuple_add(c, FB__FR_TYPE_MISMATCH, g, e->seq, r->rank, (int)mop);
                 continue;
             }
             if (vc_distinct(b->sz) && cmp_size(e) != vc_major(b->sz) &&
                 e->in_numel >= 0 && !(e->flags & FR_ENT_VARIABLE)) {
-                tuple_add(c, K_SIZE, g, e->seq, r->rank, e->op);
+                tuple_add(c, FB__FR_SIZE_MISMATCH, g, e->seq, r->rank, e->op);
                 continue;
             }
             if (vc_distinct(b->dt) && e->dtype != vc_major(b->dt) && e->dtype) {
-                tuple_add(c, K_DTYPE, g, e->seq, r->rank, e->op);
+                tuple_add(c, FB__FR_DTYPE_MISMATCH, g, e->seq, r->rank, e->op);
                 continue;
             }
             if (symmetric(e->op) && b->ndone && e->state != FR_DONE &&
                 (int)b->n == gsz && old_enough(c, r, e->t_ns))
-                tuple_add(c, K_STATE, g, e->seq, r->rank, e->op);
+                tuple_add(c, FB__FR_STATE_MISMATCH, g, e->seq, r->rank, e->op);
         }
     }
 }
@@ -890,7 +957,7 @@ static int p2p_check(ctx *c)
                 continue;
             if (n == cap) {
                 cap = cap ? cap * 2 : 256;
-                p2pkey *nv = realloc(v, cap * sizeof *nv);
+                p2pkey *nv = fb__realloc(v, cap * sizeof *nv);
                 if (!nv) {
                     unbind_rank(c, r);
                     free(v);
@@ -928,7 +995,8 @@ static int p2p_check(ctx *c)
             continue;
         if (v[i].pending && !v[i].old)
             continue; /* just posted: in flight */
-        tuple_add(c, K_P2P, v[i].g, v[i].k, peer, v[i].send ? FB_OP_SEND : FB_OP_RECV);
+        tuple_add(c, FB__FR_P2P_MISMATCH, v[i].g, v[i].k, peer,
+                  v[i].send ? FB_OP_SEND : FB_OP_RECV);
         /* remember the direction in the seq's high bit for the detail */
         c->tup[c->ntup - 1].seq = ((uint64_t)v[i].send << 63) |
                                   ((uint64_t)(uint32_t)v[i].src << 32) |
@@ -950,16 +1018,17 @@ static int cmp_tuple(const void *a, const void *b)
     return (x->rank > y->rank) - (x->rank < y->rank);
 }
 
-static void tuples_to_findings(ctx *c, int *p2p_hang)
+static int tuples_to_findings(ctx *c, int *p2p_hang)
 {
     fb__fr_result *res = c->res;
     fr_model *m = c->m;
+    int rc = 0;
     if (c->ntup)
         qsort(c->tup, c->ntup, sizeof *c->tup, cmp_tuple);
-    int *rk = malloc((c->ntup + 1) * sizeof *rk);
+    int *rk = fb__malloc((c->ntup + 1) * sizeof *rk);
     if (!rk)
-        return;
-    for (size_t i = 0; i < c->ntup;) {
+        return -ENOMEM;
+    for (size_t i = 0; i < c->ntup && !rc;) {
         size_t j = i;
         int n = 0;
         while (j < c->ntup && c->tup[j].kind == c->tup[i].kind &&
@@ -969,7 +1038,7 @@ static void tuples_to_findings(ctx *c, int *p2p_hang)
         const tuple *t = &c->tup[i];
         int kind = (int)t->kind;
         char rl[256];
-        if (kind == K_P2P) {
+        if (kind == FB__FR_P2P_MISMATCH) {
             int send = (int)(t->seq >> 63);
             int src = (int)((t->seq >> 32) & 0x7fffffff), dst = (int)(uint32_t)t->seq;
             int pending = (t->op >> 30) & 1;
@@ -977,8 +1046,9 @@ static void tuples_to_findings(ctx *c, int *p2p_hang)
             fr_group *gr = &m->groups[t->group];
             int gsrc = src < gr->size ? gr->members[src] : -1;
             int gdst = dst < gr->size ? gr->members[dst] : -1;
-            finding *f = add_finding(res, K_P2P, (int)t->group, (uint64_t)k, 1,
-                                     send ? FB_OP_SEND : FB_OP_RECV, rk, n);
+            finding *f;
+            rc = add_finding(res, FB__FR_P2P_MISMATCH, (int)t->group, (uint64_t)k, 1,
+                             send ? FB_OP_SEND : FB_OP_RECV, rk, n, &f);
             if (f)
                 snprintf(f->detail, sizeof f->detail,
                          "%s #%d from rank %d to rank %d on %s (%s) has no "
@@ -989,34 +1059,35 @@ static void tuples_to_findings(ctx *c, int *p2p_hang)
             if (pending)
                 *p2p_hang = 1;
         } else {
-            finding *f = add_finding(res, kind, (int)t->group, t->seq, 1, t->op, rk, n);
+            finding *f;
+            rc = add_finding(res, kind, (int)t->group, t->seq, 1, t->op, rk, n, &f);
             fmt_ranks(rl, sizeof rl, rk, n);
             const bucket *b = (c->b[t->group] && t->seq >= c->bbase[t->group])
                                   ? &c->b[t->group][t->seq - c->bbase[t->group]] : NULL;
-            if (f && kind == K_TYPE && b)
+            if (f && kind == FB__FR_TYPE_MISMATCH && b)
                 snprintf(f->detail, sizeof f->detail,
                          "rank%s %s called another operation where the other "
                          "ranks called %s #%" PRIu64 " on %s", n > 1 ? "s" : "", rl,
                          opname(t->op), t->seq, gname(m, (int)t->group));
-            else if (f && kind == K_SIZE && b)
+            else if (f && kind == FB__FR_SIZE_MISMATCH && b)
                 snprintf(f->detail, sizeof f->detail,
                          "rank%s %s passed a size that differs from the other "
                          "ranks (%" PRIu64 " elements) or breaks the %s size rule "
                          "in %s #%" PRIu64 " on %s", n > 1 ? "s" : "", rl,
                          vc_major(b->sz), opname(t->op), opname(t->op), t->seq,
                          gname(m, (int)t->group));
-            else if (f && kind == K_DTYPE && b)
+            else if (f && kind == FB__FR_DTYPE_MISMATCH && b)
                 snprintf(f->detail, sizeof f->detail,
                          "rank%s %s used a dtype other than %s in %s #%" PRIu64
                          " on %s", n > 1 ? "s" : "", rl, m->strs[vc_major(b->dt)],
                          opname(t->op), t->seq, gname(m, (int)t->group));
-            else if (f && kind == K_SIZE)
+            else if (f && kind == FB__FR_SIZE_MISMATCH)
                 snprintf(f->detail, sizeof f->detail,
                          "rank%s %s: sizes break the %s rule (group size %d) "
                          "in #%" PRIu64 " on %s", n > 1 ? "s" : "", rl,
                          opname(t->op), c->gsize[t->group], t->seq,
                          gname(m, (int)t->group));
-            else if (f && kind == K_STATE)
+            else if (f && kind == FB__FR_STATE_MISMATCH)
                 snprintf(f->detail, sizeof f->detail,
                          "rank%s %s still in %s #%" PRIu64 " on %s, which "
                          "other ranks completed", n > 1 ? "s" : "", rl,
@@ -1027,6 +1098,7 @@ static void tuples_to_findings(ctx *c, int *p2p_hang)
     free(rk);
     if (c->tup_over)
         fr_model_warn(m, "%zu more disagreements were not itemized", c->tup_over);
+    return rc;
 }
 
 typedef struct late { int rank; double sum; uint32_t n, last; } late;
@@ -1044,7 +1116,7 @@ static int late_finding(ctx *c, size_t g, late *L, int size)
     fb__fr_result *res = c->res;
     qsort(L, (size_t)size, sizeof *L, cmp_late);
     int nl = 0;
-    int *rk = malloc((size_t)size * sizeof *rk);
+    int *rk = fb__malloc((size_t)size * sizeof *rk);
     char det[768];
     size_t len = 0;
     if (!rk)
@@ -1066,7 +1138,12 @@ static int late_finding(ctx *c, size_t g, late *L, int size)
     if (nl) {
         /* keep the lateness order in `ranks`: add_finding sorts, so
          * fill the finding by hand */
-        finding *f = add_finding(res, K_LATE, (int)g, 0, 0, -1, rk, nl);
+        finding *f;
+        int rc = add_finding(res, FB__FR_LATE_RANKS, (int)g, 0, 0, -1, rk, nl, &f);
+        if (rc) {
+            free(rk);
+            return rc;
+        }
         if (f) {
             memcpy(f->ranks, rk, (size_t)nl * sizeof *rk);
             f->nranks = nl;
@@ -1084,14 +1161,14 @@ static int late_finding(ctx *c, size_t g, late *L, int size)
 static int lateness(ctx *c)
 {
     fr_model *m = c->m;
-    late **L = calloc(m->ngroups + 1, sizeof *L);
+    late **L = fb__calloc(m->ngroups + 1, sizeof *L);
     int rc = -ENOMEM;
     if (!L)
         return -ENOMEM;
     for (size_t g = 0; g < m->ngroups; g++) {
         if (!c->b[g] || c->gsize[g] < 2)
             continue;
-        L[g] = calloc((size_t)c->gsize[g], sizeof **L);
+        L[g] = fb__calloc((size_t)c->gsize[g], sizeof **L);
         if (!L[g])
             goto out;
         for (int k = 0; k < c->gsize[g]; k++)
@@ -1139,7 +1216,7 @@ static int missing_dumps(ctx *c)
     fb__fr_result *res = c->res;
     int world = res->world;
     size_t n = 0;
-    int *miss = malloc(((size_t)world + 1) * sizeof *miss);
+    int *miss = fb__malloc(((size_t)world + 1) * sizeof *miss);
     if (!miss)
         return -ENOMEM;
     for (int r = 0; r < world; r++)
@@ -1147,8 +1224,10 @@ static int missing_dumps(ctx *c)
             miss[n++] = r;
     res->nmissing = (int)n;
     fmt_ranks(res->missing, sizeof res->missing, miss, (int)n);
+    int rc = 0;
     if (n) {
-        finding *f = add_finding(res, K_DUMP, -1, 0, 0, -1, miss, (int)n);
+        finding *f;
+        rc = add_finding(res, FB__FR_MISSING_DUMP, -1, 0, 0, -1, miss, (int)n, &f);
         if (f)
             snprintf(f->detail, sizeof f->detail,
                      "no flight-recorder data from rank%s %s of %d: the "
@@ -1156,7 +1235,7 @@ static int missing_dumps(ctx *c)
                      world, n > 1 ? "them" : "it");
     }
     free(miss);
-    return 0;
+    return rc;
 }
 
 /* Takes v (malloc'd, n ranks) as the culprits; sorted unless `ordered`. */
@@ -1169,9 +1248,16 @@ static void set_culprits(fb__fr_result *res, int *v, int n, int ordered)
 
 static int is_mismatch_kind(const finding *f)
 {
-    return f->kind == kinds[K_TYPE] || f->kind == kinds[K_SIZE] ||
-           f->kind == kinds[K_DTYPE] || f->kind == kinds[K_STATE] ||
-           f->kind == kinds[K_P2P];
+    switch (f->kind) {
+    case FB__FR_TYPE_MISMATCH:
+    case FB__FR_SIZE_MISMATCH:
+    case FB__FR_DTYPE_MISMATCH:
+    case FB__FR_STATE_MISMATCH:
+    case FB__FR_P2P_MISMATCH:
+        return 1;
+    default:
+        return 0;
+    }
 }
 
 static int at_stuck_seq(const ctx *c, const finding *f)
@@ -1187,7 +1273,7 @@ static int index_ranks(ctx *c)
     for (size_t i = 0; i < m->nranks; i++)
         if (m->ranks[i].rank > c->maxrank)
             c->maxrank = m->ranks[i].rank;
-    c->rank_idx = malloc(((size_t)c->maxrank + 2) * sizeof *c->rank_idx);
+    c->rank_idx = fb__malloc(((size_t)c->maxrank + 2) * sizeof *c->rank_idx);
     if (!c->rank_idx)
         return -ENOMEM;
     for (int i = 0; i <= c->maxrank; i++)
@@ -1229,18 +1315,18 @@ static void decide_verdict(ctx *c, int p2p_hang, int *at_stuck)
     *at_stuck = 0;
     for (size_t i = 0; i < res->nf; i++) {
         const finding *f = &res->f[i];
-        if (f->kind == kinds[K_MISSING]) {
+        if (f->kind == FB__FR_MISSING_RANKS) {
             nmissing++;
         } else if (is_mismatch_kind(f)) {
             nmis++;
-            if (at_stuck_seq(c, f) && f->kind != kinds[K_P2P])
+            if (at_stuck_seq(c, f) && f->kind != FB__FR_P2P_MISMATCH)
                 *at_stuck = 1;
         }
     }
     if (*at_stuck || (nmis && !nmissing && !p2p_hang))
-        res->verdict = "mismatch";
+        res->verdict = FB__FR_MISMATCH;
     else if (nmissing || p2p_hang)
-        res->verdict = "hang";
+        res->verdict = FB__FR_HANG;
 }
 
 /* Culprits of a decided verdict.  Undecided by the findings: `undecided`
@@ -1256,22 +1342,22 @@ static int find_culprits(ctx *c, int at_stuck)
     int rc;
     for (size_t i = 0; i < res->nf; i++) /* culprits come from rank lists */
         cap += (size_t)res->f[i].nranks;
-    int *cul = malloc(cap * sizeof *cul);
+    int *cul = fb__malloc(cap * sizeof *cul);
     if (!cul)
         return -ENOMEM;
-    if (res->verdict && !strcmp(res->verdict, "hang")) {
+    if (res->verdict == FB__FR_HANG) {
         /* missing (or p2p-silent) ranks that are stuck nowhere; if every
          * one is stuck somewhere, all of them */
         for (int pass = 0; pass < 2 && nc == 0; pass++)
             for (size_t i = 0; i < res->nf; i++) {
                 const finding *f = &res->f[i];
-                if (f->kind != kinds[K_MISSING] && f->kind != kinds[K_P2P])
+                if (f->kind != FB__FR_MISSING_RANKS && f->kind != FB__FR_P2P_MISMATCH)
                     continue;
                 for (int k = 0; k < f->nranks; k++)
                     if (pass == 1 || !rank_stuck(c, f->ranks[k]))
                         cul[nc++] = f->ranks[k];
             }
-    } else if (res->verdict) {
+    } else if (res->verdict != V_NONE) {
         for (size_t i = 0; i < res->nf; i++) {
             const finding *f = &res->f[i];
             if (!is_mismatch_kind(f) || (at_stuck && !at_stuck_seq(c, f)))
@@ -1280,7 +1366,7 @@ static int find_culprits(ctx *c, int at_stuck)
                 cul[nc++] = f->ranks[k];
         }
     }
-    if (res->verdict) {
+    if (res->verdict != V_NONE) {
         set_culprits(res, cul, (int)nc, 0);
         return 0;
     }
@@ -1294,10 +1380,10 @@ static int find_culprits(ctx *c, int at_stuck)
             return rc;
         }
         for (size_t i = 0; i < res->nf; i++)
-            if (res->f[i].kind == kinds[K_LATE]) { /* K_LATE is added last */
+            if (res->f[i].kind == FB__FR_LATE_RANKS) { /* added last */
                 size_t need = nc + (size_t)res->f[i].nranks + 1;
                 if (need > cap) {
-                    int *ncul = realloc(cul, need * sizeof *cul);
+                    int *ncul = fb__realloc(cul, need * sizeof *cul);
                     if (!ncul) {
                         free(cul);
                         return -ENOMEM;
@@ -1305,16 +1391,16 @@ static int find_culprits(ctx *c, int at_stuck)
                     cul = ncul;
                     cap = need;
                 }
-                res->verdict = "slow";
+                res->verdict = FB__FR_SLOW;
                 for (int k = 0; k < res->f[i].nranks; k++)
                     cul[nc++] = res->f[i].ranks[k];
             }
     }
-    if (!res->verdict)
-        res->verdict = stuck_any || !c->any_entries ? "undecided" : "ok";
-    if (res->nmissing && (!strcmp(res->verdict, "ok") ||
-                          !strcmp(res->verdict, "undecided")))
-        res->verdict = "incomplete";
+    if (res->verdict == V_NONE)
+        res->verdict = stuck_any || !c->any_entries ? FB__FR_UNDECIDED : FB__FR_OK;
+    if (res->nmissing && (res->verdict == FB__FR_OK ||
+                          res->verdict == FB__FR_UNDECIDED))
+        res->verdict = FB__FR_INCOMPLETE;
     set_culprits(res, cul, (int)nc, 1); /* slow: lateness order */
     return 0;
 }
@@ -1331,13 +1417,13 @@ static int is_culprit(const fb__fr_result *res, int rank)
  * per rank keeps this n log n for a million ranks). */
 static const finding *top_finding(const fb__fr_result *res)
 {
-    const char *v = res->verdict;
+    int v = res->verdict;
     const finding *top = NULL;
     double best = 0;
     for (size_t i = 0; i < res->nf; i++) {
         const finding *f = &res->f[i];
-        if (!strcmp(v, "hang") && (f->kind == kinds[K_MISSING] ||
-                                   f->kind == kinds[K_P2P])) {
+        if (v == FB__FR_HANG && (f->kind == FB__FR_MISSING_RANKS ||
+                                 f->kind == FB__FR_P2P_MISMATCH)) {
             int hits = 0;
             for (int k = 0; k < f->nranks; k++)
                 hits += is_culprit(res, f->ranks[k]);
@@ -1348,9 +1434,9 @@ static const finding *top_finding(const fb__fr_result *res)
             }
         } else if (top) {
             continue;
-        } else if (!strcmp(v, "mismatch") && is_mismatch_kind(f)) {
+        } else if (v == FB__FR_MISMATCH && is_mismatch_kind(f)) {
             top = f;
-        } else if (!strcmp(v, "slow") && f->kind == kinds[K_LATE]) {
+        } else if (v == FB__FR_SLOW && f->kind == FB__FR_LATE_RANKS) {
             top = f;
         }
     }
@@ -1364,9 +1450,9 @@ static void write_summary(ctx *c)
     const fr_model *m = c->m;
     const finding *top = top_finding(res);
     char seen[640];
-    int n = res->nranks, incomplete = !strcmp(res->verdict, "incomplete");
+    int n = res->nranks, incomplete = res->verdict == FB__FR_INCOMPLETE;
     if (top) {
-        snprintf(res->summary, sizeof res->summary, "%s: %s", res->verdict,
+        snprintf(res->summary, sizeof res->summary, "%s: %s", fb__fr_verdict(res),
                  top->detail);
         return;
     }
@@ -1393,7 +1479,8 @@ static void write_summary(ctx *c)
                  res->nmissing == 1 ? "" : "s", res->missing, res->nmissing,
                  res->world, seen);
     else
-        snprintf(res->summary, sizeof res->summary, "%s: %s", res->verdict, seen);
+        snprintf(res->summary, sizeof res->summary, "%s: %s", fb__fr_verdict(res),
+                 seen);
 }
 
 /* Text from ranks and files (group names, dtypes, frames, paths) goes into
@@ -1418,7 +1505,7 @@ static int analyze(fb__fr_result *res)
         for (int k = 0; k < m->groups[g].size; k++)
             if (m->groups[g].members[k] >= res->world)
                 res->world = m->groups[g].members[k] + 1;
-    c.tup = malloc(MAX_TUPLES * sizeof *c.tup);
+    c.tup = fb__malloc(MAX_TUPLES * sizeof *c.tup);
     if (!c.tup) {
         rc = -ENOMEM;
         goto out;
@@ -1428,10 +1515,8 @@ static int analyze(fb__fr_result *res)
         (rc = buckets(&c)))
         goto out;
     mismatches(&c);
-    if ((rc = p2p_check(&c)))
-        goto out;
-    tuples_to_findings(&c, &p2p_hang);
-    if ((rc = missing_dumps(&c)))
+    if ((rc = p2p_check(&c)) || (rc = tuples_to_findings(&c, &p2p_hang)) ||
+        (rc = missing_dumps(&c)))
         goto out;
     decide_verdict(&c, p2p_hang, &at_stuck);
     if ((rc = find_culprits(&c, at_stuck)))
@@ -1440,6 +1525,8 @@ static int analyze(fb__fr_result *res)
     scrub(res->summary, sizeof res->summary);
     for (size_t i = 0; i < res->nf; i++)
         scrub(res->f[i].detail, sizeof res->f[i].detail);
+    if (m->oom) /* a warning could not be stored */
+        rc = -ENOMEM;
 out:
     if (c.gs)
         for (size_t g = 0; g < m->ngroups; g++)
@@ -1465,10 +1552,17 @@ int fb__fr_analyze_paths_opt(const char *const *paths, int npaths,
                              const fb__fr_options *opt, fb__fr_result **out,
                              char *err, size_t errsz)
 {
-    fb__fr_result *res = calloc(1, sizeof *res);
-    if (!res)
+    fb__fr_result *res = fb__calloc(1, sizeof *res);
+    if (!res) {
+        snprintf(err, errsz, "flight-recorder analysis: %s", fb_strerror(-ENOMEM));
         return -ENOMEM;
-    fr_model_init(&res->m);
+    }
+    res->verdict = V_NONE;
+    if (fr_model_init(&res->m)) {
+        snprintf(err, errsz, "flight-recorder analysis: %s", fb_strerror(-ENOMEM));
+        fb__fr_result_free(res);
+        return -ENOMEM;
+    }
     if (opt)
         res->opt = *opt;
     else
@@ -1478,6 +1572,13 @@ int fb__fr_analyze_paths_opt(const char *const *paths, int npaths,
     int loaded = 0, last_rc = -ENOENT;
     for (int i = 0; i < npaths; i++) {
         int rc = load_path(&res->m, paths[i], &loaded);
+        /* out of memory while reading is no missing evidence: a verdict
+         * without a rank's dump could blame the wrong rank */
+        if (rc == -ENOMEM || res->m.oom) {
+            snprintf(err, errsz, "%s: %s", paths[i], fb_strerror(-ENOMEM));
+            fb__fr_result_free(res);
+            return -ENOMEM;
+        }
         if (rc)
             last_rc = rc;
     }
@@ -1511,9 +1612,15 @@ int fb__fr_analyze_paths(const char *const *paths, int npaths,
     return fb__fr_analyze_paths_opt(paths, npaths, NULL, out, err, errsz);
 }
 
+fb__fr_verdict_code fb__fr_verdict_kind(const fb__fr_result *r)
+{
+    return r && r->verdict != V_NONE ? (fb__fr_verdict_code)r->verdict
+                                     : FB__FR_UNDECIDED;
+}
+
 const char *fb__fr_verdict(const fb__fr_result *r)
 {
-    return r && r->verdict ? r->verdict : "undecided";
+    return fb__fr_verdict_name(fb__fr_verdict_kind(r));
 }
 
 int fb__fr_culprit_ranks(const fb__fr_result *r, int *ranks, int max)
@@ -1558,7 +1665,7 @@ int fb__fr_result_json_max(const fb__fr_result *r, fb__jsonw *w, size_t max_list
     for (size_t i = 0; i < r->nf; i++) {
         const finding *f = &r->f[i];
         fb__jsonw_obj_begin(w);
-        fb__jsonw_kstr(w, "kind", f->kind);
+        fb__jsonw_kstr(w, "kind", fb__fr_finding_kind_name(f->kind));
         if (f->group >= 0) {
             fb__jsonw_kstr(w, "group", m->groups[f->group].key);
             fb__jsonw_kstr(w, "group_name", m->groups[f->group].name);
@@ -1622,7 +1729,7 @@ void fb__fr_result_text(const fb__fr_result *r, FILE *f)
     for (size_t i = 0; i < r->nf; i++) {
         const finding *x = &r->f[i];
         fmt_ranks(rl, sizeof rl, x->ranks, x->nranks);
-        fprintf(f, "  %-15s", x->kind);
+        fprintf(f, "  %-15s", fb__fr_finding_kind_name(x->kind));
         if (x->group >= 0)
             fprintf(f, " %s", fb__safe_text(name, sizeof name, gname(m, x->group)));
         if (x->has_seq)
@@ -1632,7 +1739,7 @@ void fb__fr_result_text(const fb__fr_result *r, FILE *f)
     for (size_t k = 0; k < sizeof r->dropped / sizeof r->dropped[0]; k++)
         if (r->dropped[k])
             fprintf(f, "  (%zu more %s findings not listed)\n", r->dropped[k],
-                    kinds[k] ? kinds[k] : "other");
+                    fb__fr_finding_kind_name((fb__fr_finding_kind)k));
     if (m->nwarnings)
         fprintf(f, "\nwarnings:\n");
     for (size_t i = 0; i < m->nwarnings; i++)

@@ -42,7 +42,9 @@ void fb__fr_options_init(fb__fr_options *opt);
  * opt may be NULL.  Returns 0 and *out (free with fb__fr_result_free) when
  * at least one rank's evidence was read; files that could not be read
  * become warnings in the result.  Returns FB_EFORMAT / -ENOENT / ... with a
- * message naming the file in err when nothing usable was read.
+ * message naming the file in err when nothing usable was read, and -ENOMEM
+ * when memory ran out anywhere (never a verdict made without a rank's
+ * evidence or a finding).
  */
 int fb__fr_analyze_paths(const char *const *paths, int npaths,
                          fb__fr_result **out, char *err, size_t errsz);
@@ -50,10 +52,43 @@ int fb__fr_analyze_paths_opt(const char *const *paths, int npaths,
                              const fb__fr_options *opt, fb__fr_result **out,
                              char *err, size_t errsz);
 
-/* "hang", "mismatch", "slow", "ok", "undecided" or "incomplete" (nothing
- * decided, and ranks of the world have no evidence: docs/flight-recorder.md).
- * A decided verdict (hang, mismatch, slow) stays one when evidence is
- * missing; the missing ranks are a missing_dump finding either way. */
+/* Verdicts (docs/flight-recorder.md).  incomplete: nothing decided, and
+ * ranks of the world have no evidence.  A decided verdict (hang, mismatch,
+ * slow) stays one when evidence is missing; the missing ranks are a
+ * missing_dump finding either way.  Names: fb__fr_verdict_name. */
+typedef enum fb__fr_verdict_code {
+    FB__FR_UNDECIDED = 0,  /* "undecided" */
+    FB__FR_HANG,           /* "hang"      */
+    FB__FR_MISMATCH,       /* "mismatch"  */
+    FB__FR_SLOW,           /* "slow"      */
+    FB__FR_OK,             /* "ok"        */
+    FB__FR_INCOMPLETE,     /* "incomplete" */
+    FB__FR_VERDICT_COUNT_
+} fb__fr_verdict_code;
+
+/* Kinds of findings, in the order they are listed (docs/flight-recorder.md).
+ * Names: fb__fr_finding_kind_name. */
+typedef enum fb__fr_finding_kind {
+    FB__FR_MISSING_RANKS = 0, /* "missing_ranks"  */
+    FB__FR_TYPE_MISMATCH,     /* "type_mismatch"  */
+    FB__FR_SIZE_MISMATCH,     /* "size_mismatch"  */
+    FB__FR_DTYPE_MISMATCH,    /* "dtype_mismatch" */
+    FB__FR_STATE_MISMATCH,    /* "state_mismatch" */
+    FB__FR_P2P_MISMATCH,      /* "p2p_mismatch"   */
+    FB__FR_LATE_RANKS,        /* "late_ranks"     */
+    FB__FR_MISSING_DUMP,      /* "missing_dump"   */
+    FB__FR_FINDING_KIND_COUNT_
+} fb__fr_finding_kind;
+
+/* The name in --json and text output, or NULL when v / k is out of range. */
+const char *fb__fr_verdict_name(fb__fr_verdict_code v);
+const char *fb__fr_finding_kind_name(fb__fr_finding_kind k);
+/* The code of a name, or -1 (for readers of the JSON result). */
+int fb__fr_verdict_from_name(const char *name);
+int fb__fr_finding_kind_from_name(const char *name);
+
+/* The verdict (FB__FR_UNDECIDED for a NULL result), and its name. */
+fb__fr_verdict_code fb__fr_verdict_kind(const fb__fr_result *r);
 const char *fb__fr_verdict(const fb__fr_result *r);
 
 /* The global ranks at fault (hang: never entered where progress stopped;

@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/alloc.h"
 #include "common/util.h"
 #include "firebreak/firebreak.h"
 #include "fr/model.h"
@@ -79,7 +80,9 @@ int fr_load_ring(fr_model *m, const char *path, char *err, size_t errsz)
     }
     char ver[32];
     snprintf(ver, sizeof ver, "%u.%u", id->version_major, id->version_minor);
-    r->version = strdup(ver);
+    r->version = fb__strdup(ver);
+    if (!r->version)
+        goto oom;
     r->snapshot_ns = snapshot_time(path);
     r->step = atomic_load_explicit(&((fb__seg_header *)h)->steps_done,
                                    memory_order_relaxed)
@@ -112,13 +115,15 @@ int fr_load_ring(fr_model *m, const char *path, char *err, size_t errsz)
         if (c.size > 0 && c.size <= (1 << 24) && c.ranks_stride > 0 &&
             c.ranks_first >= 0 && !m->groups[g].members &&
             (int64_t)c.ranks_first + (int64_t)(c.size - 1) * c.ranks_stride <= FR_MAX_RANK) {
-            int *mem = malloc((size_t)c.size * sizeof *mem);
+            int *mem = fb__malloc((size_t)c.size * sizeof *mem);
             if (!mem)
                 goto oom;
             for (int k = 0; k < c.size; k++)
                 mem[k] = c.ranks_first + k * c.ranks_stride;
-            fr_model_group_members(m, g, mem, c.size);
+            rc = fr_model_group_members(m, g, mem, c.size);
             free(mem);
+            if (rc)
+                goto oom;
         } else if (c.size > 0 && c.size <= (1 << 24)) {
             fr_model_group_members(m, g, NULL, c.size);
         }
@@ -164,8 +169,9 @@ int fr_load_ring(fr_model *m, const char *path, char *err, size_t errsz)
                 snprintf(dt, sizeof dt, "%s",
                          fb_dtype_name((fb_dtype)e.dtype)
                              ? fb_dtype_name((fb_dtype)e.dtype) : "?");
+            if (fr_model_intern(m, dt, &last_dt))
+                goto oom;
             last_dkey = dkey;
-            last_dt = fr_model_intern(m, dt);
         }
         fr_ent x = {
             .seq = e.coll_seq,

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "common/alloc.h"
 #include "common/json.h"
 #include "firebreak/firebreak.h"
 #include "fr/model.h"
@@ -50,9 +51,9 @@ static int add_rank(int **r, int *n, size_t *cap, int64_t x)
     if (x < 0 || x > FR_MAX_RANK || *n >= MAX_RANKS_IN_PG)
         return -1;
     if ((size_t)*n == *cap) {
-        int *nr = realloc(*r, *cap * 2 * sizeof *nr);
+        int *nr = fb__realloc(*r, *cap * 2 * sizeof *nr);
         if (!nr)
-            return -1;
+            return -ENOMEM;
         *r = nr;
         *cap *= 2;
     }
@@ -60,21 +61,23 @@ static int add_rank(int **r, int *n, size_t *cap, int64_t x)
     return 0;
 }
 
-/* "[0, 1, 2]" or a list of ints -> malloc'd array. */
+/* "[0, 1, 2]" or a list of ints -> malloc'd array.  0, -ENOMEM, or -1
+ * (not a rank list). */
 static int parse_ranks(const fb__json *v, int **out, int *n)
 {
+    int rc = -1;
     *out = NULL;
     *n = 0;
     if (!v)
         return -1;
     size_t cap = 16;
-    int *r = malloc(cap * sizeof *r);
+    int *r = fb__malloc(cap * sizeof *r);
     if (!r)
         return -ENOMEM;
     if (v->type == FB_JSON_ARRAY) {
         for (const fb__json *c = v->child; c; c = c->next) {
             int64_t x;
-            if (as_int(c, &x) || add_rank(&r, n, &cap, x))
+            if (as_int(c, &x) || (rc = add_rank(&r, n, &cap, x)))
                 goto bad;
         }
     } else if (v->type == FB_JSON_STRING) {
@@ -86,7 +89,7 @@ static int parse_ranks(const fb__json *v, int **out, int *n)
                 break;
             char *e;
             unsigned long long x = strtoull(s, &e, 10);
-            if (add_rank(&r, n, &cap, x > INT32_MAX ? -1 : (int64_t)x))
+            if ((rc = add_rank(&r, n, &cap, x > INT32_MAX ? -1 : (int64_t)x)))
                 goto bad;
             s = e;
         }
@@ -98,7 +101,7 @@ static int parse_ranks(const fb__json *v, int **out, int *n)
 bad:
     free(r);
     *n = 0;
-    return -1;
+    return rc == -ENOMEM ? -ENOMEM : -1;
 }
 
 /* Sum over tensors of the product of dims; -1 when unreadable. */
@@ -214,7 +217,7 @@ static size_t pair_hash(uint32_t g, int peer, int send, size_t cap)
 static int pair_grow(pairtab *t)
 {
     size_t nc = t->cap ? t->cap * 2 : 64;
-    pairc *ns = calloc(nc, sizeof *ns);
+    pairc *ns = fb__calloc(nc, sizeof *ns);
     if (!ns)
         return -ENOMEM;
     for (size_t i = 0; i < t->cap; i++) {
@@ -232,20 +235,24 @@ static int pair_grow(pairtab *t)
     return 0;
 }
 
-/* The n-th op of this rank with `peer` in this direction; 0 unknown. */
-static uint32_t next_pair(pairtab *t, uint32_t g, int peer, int send)
+/* The n-th op of this rank with `peer` in this direction (0 past 2^32-1)
+ * in *n.  0 or -ENOMEM. */
+static int next_pair(pairtab *t, uint32_t g, int peer, int send, uint32_t *n)
 {
     if ((t->used + 1) * 2 > t->cap && pair_grow(t))
-        return 0;
+        return -ENOMEM;
     size_t j = pair_hash(g, peer, send, t->cap);
     for (; t->slot[j].n; j = (j + 1) & (t->cap - 1)) {
         pairc *p = &t->slot[j];
-        if (p->g == g && p->peer == peer && p->send == send)
-            return p->n == UINT32_MAX ? 0 : ++p->n;
+        if (p->g == g && p->peer == peer && p->send == send) {
+            *n = p->n == UINT32_MAX ? 0 : ++p->n;
+            return 0;
+        }
     }
     t->slot[j] = (pairc){g, peer, send, 1};
     t->used++;
-    return 1;
+    *n = 1;
+    return 0;
 }
 
 /* Group g takes the members of the dump's one unnamed pg_config group. */
@@ -254,8 +261,8 @@ static int adopt_unnamed(fr_model *m, fr_rank *r, int g, const int *rk, int n,
 {
     for (int i = 0; i < n; i++)
         if (rk[i] == r->rank) {
-            fr_model_group_members(m, g, rk, n);
-            if (fr_rank_member(m, r, (uint32_t)g, i))
+            if (fr_model_group_members(m, g, rk, n) ||
+                fr_rank_member(m, r, (uint32_t)g, i))
                 return -ENOMEM;
             fr_model_warn(m, "rank %d: pg_config has no group '%s' but one group "
                           "with an empty name; read as that group (%s)", r->rank,
@@ -295,7 +302,9 @@ static int load_dom(fr_model *m, const char *path, const fb__json *root, int src
     fr_rank *r = fr_model_add_rank(m, (int)rank, src, path);
     if (!r)
         return -ENOMEM;
-    r->version = strdup(version ? version : "?");
+    r->version = fb__strdup(version ? version : "?");
+    if (!r->version)
+        return -ENOMEM;
     struct stat st;
     if (stat(path, &st) == 0)
         r->snapshot_ns = (uint64_t)st.st_mtim.tv_sec * 1000000000ull +
@@ -331,8 +340,12 @@ static int load_dom(fr_model *m, const char *path, const fb__json *root, int src
                 free(unnamed);
                 unnamed = NULL;
                 nunnamed = 0;
-                if (++unnamed_count == 1 &&
-                    (parse_ranks(member(pg, "ranks"), &unnamed, &nunnamed) || !nunnamed)) {
+                int prc = ++unnamed_count == 1
+                              ? parse_ranks(member(pg, "ranks"), &unnamed, &nunnamed)
+                              : -1;
+                if (prc == -ENOMEM)
+                    return -ENOMEM;
+                if (prc || !nunnamed) {
                     free(unnamed);
                     unnamed = NULL;
                     nunnamed = 0;
@@ -341,14 +354,26 @@ static int load_dom(fr_model *m, const char *path, const fb__json *root, int src
             }
             const char *desc = str_or(member(pg, "desc"), "");
             int g = fr_model_group(m, key, desc);
-            if (g < 0)
+            if (g < 0) {
+                free(unnamed);
                 return -ENOMEM;
+            }
             int *rk = NULL, n = 0;
-            if (parse_ranks(member(pg, "ranks"), &rk, &n) == 0 && n > 0) {
-                fr_model_group_members(m, g, rk, n);
-                for (int i = 0; i < n; i++)
+            int prc = parse_ranks(member(pg, "ranks"), &rk, &n);
+            if (prc == -ENOMEM) {
+                free(unnamed);
+                return -ENOMEM;
+            }
+            if (prc == 0 && n > 0) {
+                int mrc = fr_model_group_members(m, g, rk, n);
+                for (int i = 0; i < n && !mrc; i++)
                     if (rk[i] == rank)
-                        fr_rank_member(m, r, (uint32_t)g, i);
+                        mrc = fr_rank_member(m, r, (uint32_t)g, i);
+                if (mrc) {
+                    free(rk);
+                    free(unnamed);
+                    return mrc;
+                }
             } else if (member(pg, "ranks")) {
                 fr_model_warn(m, "rank %d: pg_config[%s].ranks is not a rank list "
                               "(%s)", (int)rank, key, path);
@@ -450,7 +475,15 @@ static int load_dom(fr_model *m, const char *path, const fb__json *root, int src
             snprintf(buf, sizeof buf, "%s:%" PRId64 " %s",
                      str_or(member(f0, "filename"), "?"), ln,
                      str_or(member(f0, "name"), "?"));
-            frame = fr_model_intern(m, buf);
+            if (fr_model_intern(m, buf, &frame)) {
+                rc = -ENOMEM;
+                break;
+            }
+        }
+        uint32_t dtype;
+        if (fr_model_intern(m, dt, &dtype)) {
+            rc = -ENOMEM;
+            break;
         }
         fr_ent x = {
             .seq = (uint64_t)seq,
@@ -458,7 +491,7 @@ static int load_dom(fr_model *m, const char *path, const fb__json *root, int src
             .in_numel = numel(F[F_INSZ]),
             .out_numel = numel(F[F_OUTSZ]),
             .group = (uint32_t)g,
-            .dtype = fr_model_intern(m, dt),
+            .dtype = dtype,
             .peer = peer,
             .op = (uint16_t)op,
             .state = state && !strcmp(state, "completed") ? FR_DONE
@@ -474,9 +507,9 @@ static int load_dom(fr_model *m, const char *path, const fb__json *root, int src
             x.state = FR_DONE;
         if (op == FB_OP_COALESCED || op == FB_OP_UNKNOWN)
             x.flags |= FR_ENT_VARIABLE;
-        if (is_p2p && peer >= 0)
-            x.pair_seq = next_pair(&pairs, (uint32_t)g, peer, op == FB_OP_SEND);
-        if (fr_rank_push(r, &x)) {
+        if ((is_p2p && peer >= 0 &&
+             next_pair(&pairs, (uint32_t)g, peer, op == FB_OP_SEND, &x.pair_seq)) ||
+            fr_rank_push(r, &x)) {
             rc = -ENOMEM;
             break;
         }

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/alloc.h"
 #include "common/util.h"
 
 /* A string -> index hash table (open addressing, grows at 1/2). */
@@ -41,7 +42,7 @@ static int strtab_grow(strtab *t, char **strs, size_t n)
     if ((n + 1) * 2 <= t->cap)
         return 0;
     size_t ncap = t->cap ? t->cap * 2 : 64;
-    uint32_t *ns = calloc(ncap, sizeof *ns);
+    uint32_t *ns = fb__calloc(ncap, sizeof *ns);
     if (!ns)
         return -ENOMEM;
     for (size_t k = 0; k < t->cap; k++) {
@@ -67,7 +68,7 @@ static int grow(void **arr, size_t *cap, size_t need, size_t elem)
     size_t ncap = *cap ? *cap : 8;
     while (ncap < need)
         ncap *= 2;
-    void *p = realloc(*arr, ncap * elem);
+    void *p = fb__realloc(*arr, ncap * elem);
     if (!p)
         return -ENOMEM;
     *arr = p;
@@ -75,12 +76,17 @@ static int grow(void **arr, size_t *cap, size_t need, size_t elem)
     return 0;
 }
 
-void fr_model_init(fr_model *m)
+int fr_model_init(fr_model *m)
 {
+    uint32_t empty;
     memset(m, 0, sizeof *m);
-    m->str_index = calloc(1, sizeof(strtab));
-    m->group_index = calloc(1, sizeof(strtab)); /* {of_str, cap} */
-    fr_model_intern(m, "");
+    m->str_index = fb__calloc(1, sizeof(strtab));
+    m->group_index = fb__calloc(1, sizeof(strtab)); /* {of_str, cap} */
+    if (!m->str_index || !m->group_index || fr_model_intern(m, "", &empty)) {
+        m->oom = 1;
+        return -ENOMEM;
+    }
+    return 0;
 }
 
 void fr_model_free(fr_model *m)
@@ -115,16 +121,20 @@ void fr_model_free(fr_model *m)
 
 fr_rank *fr_model_add_rank(fr_model *m, int rank, int src, const char *path)
 {
-    if (grow((void **)&m->ranks, &m->cap_ranks, m->nranks + 1, sizeof *m->ranks))
+    if (grow((void **)&m->ranks, &m->cap_ranks, m->nranks + 1, sizeof *m->ranks)) {
+        m->oom = 1;
         return NULL;
+    }
     fr_rank *r = &m->ranks[m->nranks];
     memset(r, 0, sizeof *r);
     r->rank = rank;
     r->src = src;
     r->step = -1;
-    r->path = strdup(path ? path : "");
-    if (!r->path)
+    r->path = fb__strdup(path ? path : "");
+    if (!r->path) {
+        m->oom = 1;
         return NULL;
+    }
     m->nranks++;
     return r;
 }
@@ -155,25 +165,28 @@ int fr_rank_member(fr_model *m, fr_rank *r, uint32_t g, int grank)
     return 0;
 }
 
-uint32_t fr_model_intern(fr_model *m, const char *s)
+int fr_model_intern(fr_model *m, const char *s, uint32_t *idx)
 {
     strtab *t = m->str_index;
-    uint32_t idx;
     size_t slot = 0; /* set by strtab_find; said for the compiler */
     if (!t)
+        goto oom;
+    if (strtab_find(t, m->strs, s, idx, &slot))
         return 0;
-    if (strtab_find(t, m->strs, s, &idx, &slot))
-        return idx;
     if (strtab_grow(t, m->strs, m->nstrs) ||
         grow((void **)&m->strs, &m->cap_strs, m->nstrs + 1, sizeof *m->strs))
-        return 0;
-    char *copy = strdup(s);
+        goto oom;
+    char *copy = fb__strdup(s);
     if (!copy)
-        return 0;
-    strtab_find(t, m->strs, s, &idx, &slot);
+        goto oom;
+    strtab_find(t, m->strs, s, idx, &slot);
     m->strs[m->nstrs] = copy;
     t->slots[slot] = (uint32_t)(m->nstrs + 1);
-    return (uint32_t)m->nstrs++;
+    *idx = (uint32_t)m->nstrs++;
+    return 0;
+oom:
+    m->oom = 1;
+    return -ENOMEM;
 }
 
 int fr_model_group(fr_model *m, const char *key, const char *name)
@@ -181,19 +194,17 @@ int fr_model_group(fr_model *m, const char *key, const char *name)
     /* group_index: for each interned string, its group index + 1 */
     struct gmap { uint32_t *of_str; size_t cap; } *gm = m->group_index;
     _Static_assert(sizeof(struct gmap) == sizeof(strtab), "same allocation");
-    if (!gm)
-        return -1;
-    uint32_t sidx = fr_model_intern(m, key);
-    if (sidx == 0 && *key)
-        return -1;
+    uint32_t sidx;
+    if (!gm || fr_model_intern(m, key, &sidx))
+        goto oom;
     if (sidx < gm->cap && gm->of_str[sidx]) {
         fr_group *g = &m->groups[gm->of_str[sidx] - 1];
         if (name && *name && (!g->name || !*g->name)) {
-            char *n = strdup(name);
-            if (n) {
-                free(g->name);
-                g->name = n;
-            }
+            char *n = fb__strdup(name);
+            if (!n)
+                goto oom;
+            free(g->name);
+            g->name = n;
         }
         return (int)gm->of_str[sidx] - 1;
     }
@@ -201,41 +212,48 @@ int fr_model_group(fr_model *m, const char *key, const char *name)
         size_t ncap = gm->cap ? gm->cap : 64;
         while (ncap <= sidx)
             ncap *= 2;
-        uint32_t *n = realloc(gm->of_str, ncap * sizeof *n);
+        uint32_t *n = fb__realloc(gm->of_str, ncap * sizeof *n);
         if (!n)
-            return -1;
+            goto oom;
         memset(n + gm->cap, 0, (ncap - gm->cap) * sizeof *n);
         gm->of_str = n;
         gm->cap = ncap;
     }
     if (grow((void **)&m->groups, &m->cap_groups, m->ngroups + 1,
              sizeof *m->groups))
-        return -1;
+        goto oom;
     fr_group *g = &m->groups[m->ngroups];
     memset(g, 0, sizeof *g);
-    g->key = strdup(key);
-    g->name = strdup(name ? name : "");
+    g->key = fb__strdup(key);
+    g->name = fb__strdup(name ? name : "");
     if (!g->key || !g->name) {
         free(g->key);
         free(g->name);
-        return -1;
+        goto oom;
     }
     gm->of_str[sidx] = (uint32_t)++m->ngroups;
     return (int)m->ngroups - 1;
+oom:
+    m->oom = 1;
+    return -1;
 }
 
-void fr_model_group_members(fr_model *m, int gi, const int *members, int size)
+int fr_model_group_members(fr_model *m, int gi, const int *members, int size)
 {
     fr_group *g = &m->groups[gi];
     if (size <= 0)
-        return;
+        return 0;
     if (!g->size)
         g->size = size;
     if (g->members || !members || size != g->size)
-        return;
-    g->members = malloc((size_t)size * sizeof *g->members);
-    if (g->members)
-        memcpy(g->members, members, (size_t)size * sizeof *g->members);
+        return 0;
+    g->members = fb__malloc((size_t)size * sizeof *g->members);
+    if (!g->members) {
+        m->oom = 1;
+        return -ENOMEM;
+    }
+    memcpy(g->members, members, (size_t)size * sizeof *g->members);
+    return 0;
 }
 
 void fr_model_warn(fr_model *m, const char *fmt, ...)
@@ -251,9 +269,14 @@ void fr_model_warn(fr_model *m, const char *fmt, ...)
      * control bytes reach a terminal */
     fb__safe_text(buf, sizeof buf, raw);
     if (grow((void **)&m->warnings, &m->cap_warnings, m->nwarnings + 1,
-             sizeof *m->warnings))
+             sizeof *m->warnings)) {
+        m->oom = 1;
         return;
-    char *w = strdup(buf);
-    if (w)
-        m->warnings[m->nwarnings++] = w;
+    }
+    char *w = fb__strdup(buf);
+    if (!w) {
+        m->oom = 1;
+        return;
+    }
+    m->warnings[m->nwarnings++] = w;
 }

@@ -71,9 +71,13 @@ typedef struct fr_model {
     char **warnings;
     size_t nwarnings, cap_warnings;
     int world_size;        /* largest world size a source stated, 0 ?    */
+    int oom;               /* an allocation failed in a function that has
+                            * no error return (warnings, group members):
+                            * the model is not whole, the analysis fails */
 } fr_model;
 
-void fr_model_init(fr_model *m);
+/* 0 or -ENOMEM (then m->oom is set; fr_model_free still applies). */
+int fr_model_init(fr_model *m);
 void fr_model_free(fr_model *m);
 fr_rank *fr_model_add_rank(fr_model *m, int rank, int src, const char *path);
 int fr_rank_push(fr_rank *r, const fr_ent *e);
@@ -85,9 +89,13 @@ int fr_rank_member(fr_model *m, fr_rank *r, uint32_t g, int grank);
 int fr_rank_in_group(const fr_model *m, const fr_rank *r, uint32_t g);
 /* Group by key; created on first use.  Returns its index or -1 (ENOMEM). */
 int fr_model_group(fr_model *m, const char *key, const char *name);
-/* Set a group's members (copied) when not yet known. */
-void fr_model_group_members(fr_model *m, int g, const int *members, int size);
-uint32_t fr_model_intern(fr_model *m, const char *s);
+/* Set a group's members (copied) when not yet known.  0 or -ENOMEM
+ * (m->oom is set too). */
+int fr_model_group_members(fr_model *m, int g, const int *members, int size);
+/* The index of string s in m->strs (0 is ""), interned on first use, in
+ * *idx.  0 or -ENOMEM. */
+int fr_model_intern(fr_model *m, const char *s, uint32_t *idx);
+/* A warning for the result; one that cannot be stored sets m->oom. */
 void fr_model_warn(fr_model *m, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 

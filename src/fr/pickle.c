@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/alloc.h"
 #include "firebreak/firebreak.h"
 
 typedef struct pnode {
@@ -55,7 +56,7 @@ static void *arena(fb__pickle_doc *d, size_t n)
     block *b = d->blocks;
     if (!b || b->cap - b->used < n) {
         size_t cap = n > (1u << 20) ? n : (1u << 20);
-        b = malloc(sizeof *b + cap);
+        b = fb__malloc(sizeof *b + cap);
         if (!b)
             return NULL;
         b->cap = cap;
@@ -106,7 +107,7 @@ static int push(vm *v, pnode *n)
         size_t nc = v->scap ? v->scap * 2 : 256;
         if (nc > v->lim.max_nodes + 16)
             return fail(v, FB_ETOOBIG, "stack too deep");
-        pnode **ns = realloc(v->stack, nc * sizeof *ns);
+        pnode **ns = fb__realloc(v->stack, nc * sizeof *ns);
         if (!ns)
             return fail(v, -ENOMEM, "out of memory");
         v->stack = ns;
@@ -305,7 +306,7 @@ static int memo_put(vm *v, size_t idx)
         size_t nc = v->memo_cap ? v->memo_cap : 256;
         while (nc <= idx)
             nc *= 2;
-        pnode **nm = realloc(v->memo, nc * sizeof *nm);
+        pnode **nm = fb__realloc(v->memo, nc * sizeof *nm);
         if (!nm)
             return fail(v, -ENOMEM, "out of memory");
         memset(nm + v->memo_cap, 0, (nc - v->memo_cap) * sizeof *nm);
@@ -714,8 +715,8 @@ int fb__pickle_parse(const void *data, size_t len, const fb__pickle_limits *lim,
                  v.lim.max_input);
         return FB_ETOOBIG;
     }
-    v.doc = calloc(1, sizeof *v.doc);
-    v.marks = malloc((size_t)v.lim.max_depth * sizeof *v.marks);
+    v.doc = fb__calloc(1, sizeof *v.doc);
+    v.marks = fb__malloc((size_t)v.lim.max_depth * sizeof *v.marks);
     if (!v.doc || !v.marks) {
         free(v.doc);
         free(v.marks);

@@ -509,7 +509,7 @@ static char *analyze_hang(sup *s)
     int n = fb__fr_culprit_ranks(r, culprits, 8);
     fb__sup_log(s, "flight recorder: %s", summary);
     sup_failure *f = &s->fail;
-    if (!strcmp(fb__fr_verdict(r), "hang") && n >= 1) {
+    if (fb__fr_verdict_kind(r) == FB__FR_HANG && n >= 1) {
         if (n == 1 && culprits[0] >= 0 && culprits[0] < s->world &&
             culprits[0] != f->rank) {
             f->rank = culprits[0];
