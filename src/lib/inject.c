@@ -193,11 +193,18 @@ int fb__inject_parse(const char *spec, fb__inject_plan *plan, char *err,
     return 0;
 }
 
-int fb__inject_check_world(const fb__inject_plan *plan, int world, char *err,
-                           size_t err_size)
+int fb__inject_check_job(const fb__inject_plan *plan, int world,
+                         int max_restarts, char *err, size_t err_size)
 {
     for (int i = 0; i < plan->count; i++) {
         const fb__inject_fault *f = &plan->faults[i];
+        if (max_restarts >= 0 && f->attempt > max_restarts) {
+            snprintf(err, err_size, "fault %d (%s:attempt=%d) names attempt %d, "
+                     "but --max-restarts %d allows attempts 0..%d: it would "
+                     "never fire", i + 1, fb__inject_kind_name(f->kind),
+                     f->attempt, f->attempt, max_restarts, max_restarts);
+            return -EINVAL;
+        }
         if (f->rank < world)
             continue;
         snprintf(err, err_size, "fault %d (%s:rank=%d) names rank %d, but the "

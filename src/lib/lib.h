@@ -52,9 +52,10 @@ int fb__inject_parse(const char *spec, fb__inject_plan *plan, char *err,
 /* after= is at most this many seconds (30 days). */
 #define FB__INJECT_AFTER_MAX_S (30.0 * 86400)
 /* Every fault must name a rank of a job of `world` ranks (rank=* always
- * does): 0, or -EINVAL with a message naming the rank and the world size. */
-int fb__inject_check_world(const fb__inject_plan *plan, int world, char *err,
-                           size_t err_size);
+ * does) and an attempt the job may reach (at most max_restarts; < 0: not
+ * checked): 0, or -EINVAL with a message naming the rank or attempt. */
+int fb__inject_check_job(const fb__inject_plan *plan, int world,
+                         int max_restarts, char *err, size_t err_size);
 const char *fb__inject_kind_name(fb__inject_kind kind);
 
 /* Arm the in-process faults meant for (rank, attempt). */

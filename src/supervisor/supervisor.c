@@ -963,7 +963,8 @@ static int check_inputs(sup *s)
             return rc;
     }
     /* Only now is the world size known (slurm: the allocation). */
-    if (o->inject && fb__inject_check_world(&s->plan, s->world, err, sizeof err)) {
+    if (o->inject && fb__inject_check_job(&s->plan, s->world, o->max_restarts,
+                                          err, sizeof err)) {
         fprintf(stderr, "firebreak run: --inject: %s\n", err);
         return -EINVAL;
     }

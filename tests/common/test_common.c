@@ -192,11 +192,18 @@ static void test_inject(void)
     }
     /* A fault for a rank the job does not have would never fire. */
     CHECK_RC(fb__inject_parse("kill:rank=5,step=3", &p, err, sizeof err), 0);
-    CHECK_RC(fb__inject_check_world(&p, 1, err, sizeof err), -EINVAL);
+    CHECK_RC(fb__inject_check_job(&p, 1, 3, err, sizeof err), -EINVAL);
     CHECKF(strstr(err, "rank 5") && strstr(err, "1 rank"), "message: %s", err);
-    CHECK_RC(fb__inject_check_world(&p, 6, err, sizeof err), 0);
+    CHECK_RC(fb__inject_check_job(&p, 6, 3, err, sizeof err), 0);
     CHECK_RC(fb__inject_parse("hang:rank=*,step=3", &p, err, sizeof err), 0);
-    CHECK_RC(fb__inject_check_world(&p, 1, err, sizeof err), 0);
+    CHECK_RC(fb__inject_check_job(&p, 1, 3, err, sizeof err), 0);
+    /* Nor would one for an attempt past --max-restarts. */
+    CHECK_RC(fb__inject_parse("kill:rank=0,step=3,attempt=4", &p, err, sizeof err), 0);
+    CHECK_RC(fb__inject_check_job(&p, 1, 3, err, sizeof err), -EINVAL);
+    CHECKF(strstr(err, "attempt 4") && strstr(err, "--max-restarts 3"), "message: %s", err);
+    CHECK_RC(fb__inject_check_job(&p, 1, 4, err, sizeof err), 0);
+    CHECK_RC(fb__inject_parse("kill:rank=0,step=3,attempt=*", &p, err, sizeof err), 0);
+    CHECK_RC(fb__inject_check_job(&p, 1, 0, err, sizeof err), 0);
 }
 
 /* Files from outside: a FIFO or a directory in place of a file is refused

@@ -38,6 +38,8 @@ expect2 --inject 'kill:rank=5,step=3' -- /bin/true
 grep -q "names rank 5, but the job has 1 rank" err.txt || fail "inject rank: $(cat err.txt)"
 expect2 --nproc-per-node 2 --inject 'hang:rank=0,step=1;kill:rank=2,after=1s' -- /bin/true
 grep -q "names rank 2, but the job has 2 ranks" err.txt || fail "inject rank: $(cat err.txt)"
+expect2 --max-restarts 2 --inject 'kill:rank=0,step=3,attempt=3' -- /bin/true
+grep -q "names attempt 3, but --max-restarts 2" err.txt || fail "inject attempt: $(cat err.txt)"
 expect2 --inject 'kill:rank=1,rank=2,step=3' -- /bin/true
 grep -q "key 'rank' given twice" err.txt || fail "inject duplicate: $(cat err.txt)"
 expect2 --inject 'explode:rank=1,step=2' -- /bin/true
