@@ -14,7 +14,8 @@
  *
  * The CHECK_EQ_* print both sides, each expression and its value (libuv's
  * ASSERT_EQ): compare values with them, not with CHECK(a == b).  Each
- * argument is evaluated once.
+ * argument is evaluated once.  CHECK_EQ_INT and CHECK_EQ_U64 do not compile
+ * with a float or double argument: use CHECK_EQ_DBL.
  */
 #ifndef FB_TESTS_CHECK_H
 #define FB_TESTS_CHECK_H
@@ -57,8 +58,16 @@ static int failures;
         }                                                                     \
     } while (0)
 
+/* CHECK_EQ_INT and CHECK_EQ_U64 refuse a floating-point argument at
+ * compile time: cast to an integer, 2.5 would equal 2. */
+#define CHECK_NOT_FLOAT_(x)                                                   \
+    (void)sizeof(char[_Generic((x), float: -1, double: -1, long double: -1,  \
+                               default: 1)])
+
 #define CHECK_EQ_INT(a, b)                                                    \
     do {                                                                      \
+        CHECK_NOT_FLOAT_(a);                                                  \
+        CHECK_NOT_FLOAT_(b);                                                  \
         long long a_ = (long long)(a), b_ = (long long)(b);                   \
         if (a_ != b_) {                                                       \
             fprintf(stderr, "%s:%d: check failed: %s == %s: %lld != %lld\n",  \
@@ -69,6 +78,8 @@ static int failures;
 
 #define CHECK_EQ_U64(a, b)                                                    \
     do {                                                                      \
+        CHECK_NOT_FLOAT_(a);                                                  \
+        CHECK_NOT_FLOAT_(b);                                                  \
         unsigned long long a_ = (unsigned long long)(a),                      \
                            b_ = (unsigned long long)(b);                      \
         if (a_ != b_) {                                                       \

@@ -8,13 +8,10 @@
 
 #include "cli/cli.h"
 #include "supervisor/supervisor.h"
-#ifdef FB_HAVE_REPORT
 #include "report/report.h"
-#endif
 
 void fb__cli_account(fb__sup_result *res)
 {
-#ifdef FB_HAVE_REPORT
     fb__report_run *run = NULL;
     char err[512];
     if (fb__report_load(res->run_dir, &run, err, sizeof err)) {
@@ -37,7 +34,4 @@ void fb__cli_account(fb__sup_result *res)
         k++;
     }
     fb__report_free(run);
-#else
-    (void)res;
-#endif
 }

@@ -19,9 +19,7 @@
 #include "common/jsonw.h"
 #include "common/util.h"
 #include "supervisor/supervisor.h"
-#ifdef FB_HAVE_REPORT
 #include "report/report.h"
-#endif
 
 /* Steps, checkpoint interval and faults: 4 attempts fail, the 5th completes. */
 #define DEMO_STEPS "240"
@@ -198,7 +196,6 @@ int fb__cmd_demo(int argc, char **argv)
             read_hash(ref->run_dir, ref_hash, sizeof ref_hash);
         match = hash[0] && !strcmp(hash, ref_hash);
     }
-#ifdef FB_HAVE_REPORT
     {
         char err[512];
         snprintf(html, sizeof html, "%s/report.html", res->run_dir);
@@ -207,7 +204,6 @@ int fb__cmd_demo(int argc, char **argv)
             html[0] = '\0';
         }
     }
-#endif
     print_summary(res, hash, reference ? ref_hash : NULL, match, html);
     if (json) {
         fb__jsonw w;

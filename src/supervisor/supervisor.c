@@ -31,12 +31,8 @@
 #include "common/jsonw.h"
 #include "common/util.h"
 #include "supervisor/sup.h"
-#ifdef FB_HAVE_CKPT_TOOL
 #include "ckpt/tool.h"
-#endif
-#ifdef FB_HAVE_FR_ANALYZE
 #include "fr/fr.h"
-#endif
 
 #define POLL_MS 50
 
@@ -489,7 +485,6 @@ static void fire_injections(sup *s, uint64_t now)
 static char *analyze_hang(sup *s)
 {
     char *verdict_json = NULL;
-#ifdef FB_HAVE_FR_ANALYZE
     char segdir[PATH_MAX], torchdir[PATH_MAX], err[512];
     snprintf(segdir, sizeof segdir, "%s/fr/attempt-%d", s->run_dir, s->attempt);
     snprintf(torchdir, sizeof torchdir, "%s/fr/torch/attempt-%d", s->run_dir, s->attempt);
@@ -527,9 +522,6 @@ static char *analyze_hang(sup *s)
         verdict_json = strdup(fb__jsonw_text(&w));
     fb__jsonw_free(&w);
     fb__fr_result_free(r);
-#else
-    (void)s;
-#endif
     return verdict_json;
 }
 
@@ -684,7 +676,6 @@ static void add_useful(sup *s, uint64_t end_ns, double lost_s)
         s->useful_s += u;
 }
 
-#ifdef FB_HAVE_CKPT_TOOL
 static void on_set_aside(void *arg, uint64_t step, int set_aside, const char *why)
 {
     sup *s = arg;
@@ -714,7 +705,6 @@ static int stop_asked(void *arg)
     handle_events(s, 0);
     return s->stop_signal != 0;
 }
-#endif
 
 /* Before every launch, the first included: agree on the checkpoint every
  * rank will restore.  Each rank verifies only its own shard; a corrupt
@@ -723,7 +713,6 @@ static int stop_asked(void *arg)
  * aside the ones that fail. */
 static void prepare_restore(sup *s)
 {
-#ifdef FB_HAVE_CKPT_TOOL
     uint64_t step;
     int rc = fb__ckpt_prepare_restore(s->ckpt_dir, s->world, 2, &step,
                                       on_set_aside, stop_asked, s);
@@ -733,9 +722,6 @@ static void prepare_restore(sup *s)
     else if (rc != FB_ENOCKPT && rc != -ECANCELED)
         fb__sup_log(s, "cannot check the checkpoints in %s: %s", s->ckpt_dir,
                     fb_strerror(rc));
-#else
-    (void)s;
-#endif
 }
 
 /* Launch the attempt's ranks; a launch that fails is the attempt's

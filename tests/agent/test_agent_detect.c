@@ -39,35 +39,38 @@ static void test_stragglers(void)
     double slow[4] = {0.1, 0.1, 0.4, 0.1};
     set(r, 4, even);
     fb__agent_stragglers(r, 4, 1.5, 3, emit, NULL);
-    CHECK(began[2] == 0 && !r[2].straggler);
+    CHECK_EQ_INT(began[2], 0);
+    CHECK(!r[2].straggler);
     set(r, 4, slow);
     fb__agent_stragglers(r, 4, 1.5, 3, emit, NULL);
     fb__agent_stragglers(r, 4, 1.5, 3, emit, NULL);
-    CHECK(began[2] == 0); /* two samples: not yet */
+    CHECK_EQ_INT(began[2], 0); /* two samples: not yet */
     fb__agent_stragglers(r, 4, 1.5, 3, emit, NULL);
-    CHECK(began[2] == 1 && r[2].straggler && r[2].median_s > 0.099 &&
-          r[2].median_s < 0.101);
-    CHECK(began[0] + began[1] + began[3] == 0); /* the others are fine */
+    CHECK_EQ_INT(began[2], 1);
+    CHECK(r[2].straggler && r[2].median_s > 0.099 && r[2].median_s < 0.101);
+    CHECK_EQ_INT(began[0] + began[1] + began[3], 0); /* the others are fine */
     fb__agent_stragglers(r, 4, 1.5, 3, emit, NULL);
-    CHECK(began[2] == 1); /* reported once */
+    CHECK_EQ_INT(began[2], 1); /* reported once */
     double between[4] = {0.1, 0.1, 0.14, 0.1}; /* under 1.5x, above 1.25x */
     set(r, 4, between);
     fb__agent_stragglers(r, 4, 1.5, 3, emit, NULL);
-    CHECK(ended[2] == 0 && r[2].straggler);
+    CHECK_EQ_INT(ended[2], 0);
+    CHECK(r[2].straggler);
     set(r, 4, even);
     fb__agent_stragglers(r, 4, 1.5, 3, emit, NULL);
-    CHECK(ended[2] == 1 && !r[2].straggler);
+    CHECK_EQ_INT(ended[2], 1);
+    CHECK(!r[2].straggler);
     /* a rank that ended or has too few steps is not judged */
     set(r, 4, slow);
     r[2].end_kind = FB_END_EXIT;
     for (int i = 0; i < 5; i++)
         fb__agent_stragglers(r, 4, 1.5, 3, emit, NULL);
-    CHECK(began[2] == 1);
+    CHECK_EQ_INT(began[2], 1);
     r[2].end_kind = FB_END_NONE;
     r[2].steps_done = 2;
     for (int i = 0; i < 5; i++)
         fb__agent_stragglers(r, 4, 1.5, 3, emit, NULL);
-    CHECK(began[2] == 1);
+    CHECK_EQ_INT(began[2], 1);
     /* one rank alone has nobody to be slower than */
     fb__rank_sample one[1];
     memset(one, 0, sizeof one);
@@ -79,12 +82,12 @@ static void test_stragglers(void)
 
 static void test_swing(void)
 {
-    CHECK(fb__agent_power_swing(5600, 1200, 0.3, 500) == 1);
-    CHECK(fb__agent_power_swing(1200, 5600, 0.3, 500) == 1);
-    CHECK(fb__agent_power_swing(5600, 5200, 0.3, 500) == 0);
-    CHECK(fb__agent_power_swing(800, 300, 0.3, 500) == 1);
-    CHECK(fb__agent_power_swing(800, 400, 0.3, 500) == 0); /* under 500 W */
-    CHECK(fb__agent_power_swing(0, 5000, 0.3, 500) == 0);  /* no baseline */
+    CHECK_EQ_INT(fb__agent_power_swing(5600, 1200, 0.3, 500), 1);
+    CHECK_EQ_INT(fb__agent_power_swing(1200, 5600, 0.3, 500), 1);
+    CHECK_EQ_INT(fb__agent_power_swing(5600, 5200, 0.3, 500), 0);
+    CHECK_EQ_INT(fb__agent_power_swing(800, 300, 0.3, 500), 1);
+    CHECK_EQ_INT(fb__agent_power_swing(800, 400, 0.3, 500), 0); /* under 500 W */
+    CHECK_EQ_INT(fb__agent_power_swing(0, 5000, 0.3, 500), 0);  /* no baseline */
 }
 
 static void test_prom(void)
@@ -92,16 +95,16 @@ static void test_prom(void)
     char out[64];
     fb__prom p = {0};
     fb__prom_escape(out, sizeof out, "a\"b\\c\nd");
-    CHECK(!strcmp(out, "a\\\"b\\\\c\\nd"));
+    CHECK_EQ_STR(out, "a\\\"b\\\\c\\nd");
     fb__prom_escape(out, 8, "0123456789");
     CHECK(strlen(out) < 8);
     fb__prom_family(&p, "x_seconds", "gauge", "help");
     fb__prom_sample(&p, "x_seconds", "", 1.5);
     fb__prom_sample(&p, "x_seconds", "a=\"1\"", 42);
     fb__prom_sample(&p, "x_seconds", "", NAN);
-    CHECK(p.buf && !strcmp(p.buf, "# HELP x_seconds help\n# TYPE x_seconds gauge\n"
-                                   "x_seconds 1.5\nx_seconds{a=\"1\"} 42\n"
-                                   "x_seconds NaN\n"));
+    CHECK_EQ_STR(p.buf, "# HELP x_seconds help\n# TYPE x_seconds gauge\n"
+                        "x_seconds 1.5\nx_seconds{a=\"1\"} 42\n"
+                        "x_seconds NaN\n");
     fb__prom_free(&p);
 }
 

@@ -422,7 +422,7 @@ static void case_ranks(void)
         uint64_t step = 0;
         CHECK_RC(fb_ckpt_restore(ck[r], &step), 0);
         CHECK_EQ_U64(step, 100);
-        CHECK_EQ_INT(v[r][0], r * 10);
+        CHECK_EQ_DBL(v[r][0], r * 10);
     }
     /* Restore dropped the abandoned step-200 shards of ranks 0 and 1. */
     CHECK(!exists(SHARD, dir, 200, 0) && !exists(SHARD, dir, 200, 1));
@@ -577,7 +577,7 @@ static void case_crash(const char *point, uint64_t want_step)
         uint64_t step = 0;
         CHECK_RC(fb_ckpt_restore(ck, &step), 0);
         CHECK_EQ_U64(step, want_step);
-        CHECK_EQ_INT(x[0], want_step);
+        CHECK_EQ_DBL(x[0], want_step);
         fb_ckpt_close(ck);
         free(x);
     }

@@ -52,7 +52,7 @@ int main(int argc, char **argv)
         fb__json_as_i64(fb__json_get(root, "culprit_count"), &count);
         CHECKF(c && c->count == 256, "culprits listed: %zu", c ? c->count : 0);
         CHECKF(count == world - 1, "culprit_count %lld, want %ld", (long long)count, world - 1);
-        CHECK(!strcmp(fb__json_as_str(fb__json_get(root, "verdict")), "hang"));
+        CHECK_EQ_STR(fb__json_as_str(fb__json_get(root, "verdict")), "hang");
         fb__json_free(doc);
     }
     fb__jsonw_free(&w);

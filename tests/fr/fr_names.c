@@ -91,14 +91,14 @@ int main(int argc, char **argv)
                "finding kind %s is not in docs/flight-recorder.md",
                n ? n : "(null)");
     }
-    CHECK(fb__fr_verdict_name(FB__FR_VERDICT_COUNT_) == NULL);
-    CHECK(fb__fr_verdict_name((fb__fr_verdict_code)-1) == NULL);
-    CHECK(fb__fr_finding_kind_name(FB__FR_FINDING_KIND_COUNT_) == NULL);
-    CHECK(fb__fr_verdict_from_name("stuck") == -1);
-    CHECK(fb__fr_verdict_from_name(NULL) == -1);
-    CHECK(fb__fr_finding_kind_from_name("") == -1);
-    CHECK(fb__fr_verdict_kind(NULL) == FB__FR_UNDECIDED);
-    CHECK(!strcmp(fb__fr_verdict(NULL), "undecided"));
+    CHECK_EQ_STR(fb__fr_verdict_name(FB__FR_VERDICT_COUNT_), NULL);
+    CHECK_EQ_STR(fb__fr_verdict_name((fb__fr_verdict_code)-1), NULL);
+    CHECK_EQ_STR(fb__fr_finding_kind_name(FB__FR_FINDING_KIND_COUNT_), NULL);
+    CHECK_EQ_INT(fb__fr_verdict_from_name("stuck"), -1);
+    CHECK_EQ_INT(fb__fr_verdict_from_name(NULL), -1);
+    CHECK_EQ_INT(fb__fr_finding_kind_from_name(""), -1);
+    CHECK_EQ_INT(fb__fr_verdict_kind(NULL), FB__FR_UNDECIDED);
+    CHECK_EQ_STR(fb__fr_verdict(NULL), "undecided");
 
     /* a result: the enum and the name agree */
     static const struct { const char *dir; fb__fr_verdict_code want; } cases[] = {

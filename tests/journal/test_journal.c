@@ -156,7 +156,7 @@ static void test_retry(void)
     CHECK_RC(fb__journal_incident_text(j, inc, "fr_verdict", "{\"v\":1}"), 0);
     CHECK_RC(fb__journal_attempt_text(j, a0, "outcome", "failed"), 0);
     CHECK_RC(fb__journal_begin_attempt(j, 1, 3.0, &a1), 0);
-    CHECK(a1 == a0 + 1);
+    CHECK_EQ_INT(a1, a0 + 1);
     CHECK_RC(fb__journal_checkpoint(j, a1, 10, 4.0, 2, 100, 1, 2, "partial"), 0);
     CHECK_RC(fb__journal_checkpoint(j, a1, 10, 4.5, 2, 200, 1, 2, "complete"), 0);
     CHECK_RC(fb__journal_sample(j, a1, 0, 4.0, 10, 5.0), 0);
@@ -166,27 +166,31 @@ static void test_retry(void)
     /* incident, its update, the attempt's update, an attempt, and two
      * checkpoint writes (update, insert-if-absent) each time */
     CHECKF(st.pending_rows == 8, "pending_rows %zu", st.pending_rows);
-    CHECK(st.pending_samples == 1);
-    CHECK(st.dropped_rows == 0 && st.dropped_samples == 0);
+    CHECK_EQ_INT(st.pending_samples, 1);
+    CHECK_EQ_INT(st.dropped_rows, 0);
+    CHECK_EQ_INT(st.dropped_samples, 0);
     CHECKF(strstr(st.last_error, "full") != NULL, "last_error '%s'", st.last_error);
     CHECK(strstr(st.path, "retry.sqlite") != NULL);
-    CHECK(count("select count(*) from incident") == 0);
+    CHECK_EQ_INT(count("select count(*) from incident"), 0);
 
     disk_full = 0;
     CHECK_RC(fb__journal_flush(j), 0);
     fb__journal_get_status(j, &st);
-    CHECK(!st.failing && st.pending_rows == 0 && st.pending_samples == 0);
-    CHECK(count("select count(*) from incident where kind='crash' and "
-                "fr_verdict='{\"v\":1}'") == 1);
-    CHECK(count("select count(*) from attempt") == 2);
-    CHECK(count("select count(*) from attempt where outcome='failed'") == 1);
-    CHECK(count("select count(*) from checkpoint") == 1);
-    CHECK(count("select bytes from checkpoint where status='complete'") == 200);
-    CHECK(count("select count(*) from step_sample") == 1);
+    CHECK(!st.failing);
+    CHECK_EQ_INT(st.pending_rows, 0);
+    CHECK_EQ_INT(st.pending_samples, 0);
+    CHECK_EQ_INT(count("select count(*) from incident where kind='crash' and "
+                       "fr_verdict='{\"v\":1}'"), 1);
+    CHECK_EQ_INT(count("select count(*) from attempt"), 2);
+    CHECK_EQ_INT(count("select count(*) from attempt where outcome='failed'"), 1);
+    CHECK_EQ_INT(count("select count(*) from checkpoint"), 1);
+    CHECK_EQ_INT(count("select bytes from checkpoint where status='complete'"), 200);
+    CHECK_EQ_INT(count("select count(*) from step_sample"), 1);
     CHECK_RC(fb__journal_end_run(j, 5, "completed", 0, "ok"), 0);
     fb__journal_close_status(j, &st);
-    CHECK(st.dropped_rows == 0 && st.dropped_samples == 0);
-    CHECK(count("select count(*) from run where status='completed'") == 1);
+    CHECK_EQ_INT(st.dropped_rows, 0);
+    CHECK_EQ_INT(st.dropped_samples, 0);
+    CHECK_EQ_INT(count("select count(*) from run where status='completed'"), 1);
 }
 
 /* The disk stays full: the queue is bounded, and what does not fit -- and
@@ -207,19 +211,21 @@ static void test_bounded(void)
     for (int i = 0; i < 3; i++)
         fb__journal_sample(j, a0, 0, 2.0 + i, i, 1.0);
     fb__journal_get_status(j, &st);
-    CHECK(st.pending_rows == 3 && st.dropped_rows == 2);
-    CHECK(st.pending_samples == 2 && st.dropped_samples == 1);
+    CHECK_EQ_INT(st.pending_rows, 3);
+    CHECK_EQ_INT(st.dropped_rows, 2);
+    CHECK_EQ_INT(st.pending_samples, 2);
+    CHECK_EQ_INT(st.dropped_samples, 1);
     CHECK_RC(fb__journal_end_run(j, 5, "completed", 0, "ok"), -ENOSPC);
     fb__journal_close_status(j, &st);
     /* 2 that did not fit, the run's end that did not fit, 3 still waiting */
     CHECKF(st.dropped_rows == 6, "dropped_rows %llu", (unsigned long long)st.dropped_rows);
-    CHECK(st.dropped_samples == 3);
+    CHECK_EQ_INT(st.dropped_samples, 3);
     CHECK(st.failing);
     disk_full = 0;
     /* What made it before the disk filled is there; the run row says
      * "running" -- which is why the caller must report the drops. */
-    CHECK(count("select count(*) from attempt") == 1);
-    CHECK(count("select count(*) from run where status='running'") == 1);
+    CHECK_EQ_INT(count("select count(*) from attempt"), 1);
+    CHECK_EQ_INT(count("select count(*) from run where status='running'"), 1);
 }
 
 /* A row refused for good (a bug, not the disk) does not block the rows
@@ -243,7 +249,7 @@ static void test_refused(void)
     CHECKF(st.dropped_rows == 2 && st.pending_rows == 0, "dropped %llu pending %zu",
            (unsigned long long)st.dropped_rows, st.pending_rows);
     CHECKF(strstr(st.last_error, "NOT NULL") != NULL, "last_error '%s'", st.last_error);
-    CHECK(count("select count(*) from incident where kind='hang'") == 2);
+    CHECK_EQ_INT(count("select count(*) from incident where kind='hang'"), 2);
     fb__journal_close(j);
 }
 

@@ -82,16 +82,11 @@ static void sql(const char *path, const char *stmts)
 {
     sqlite3 *db = NULL;
     char *msg = NULL;
-    CHECK(sqlite3_open(path, &db) == SQLITE_OK);
+    CHECK_EQ_INT(sqlite3_open(path, &db), SQLITE_OK);
     CHECKF(sqlite3_exec(db, stmts, NULL, NULL, &msg) == SQLITE_OK, "%s: %s",
            stmts, msg ? msg : "?");
     sqlite3_free(msg);
     sqlite3_close(db);
-}
-
-static int streq(const char *a, const char *b)
-{
-    return a && b && !strcmp(a, b);
 }
 
 /* Every table reads back what was written; NULLs come as "none". */
@@ -101,13 +96,18 @@ static void check_rows(fb__journal_ro *jr, int finished)
     fb__journal_run_row run;
     CHECK_RC(fb__journal_rows(jr, FB__JOURNAL_RUN, &c), 0);
     CHECK_RC(fb__journal_next_run(c, &run), 1);
-    CHECK(streq(run.name, "t") && streq(run.hostname, "h1"));
-    CHECK(run.nproc == 4 && run.nnodes == 2 && run.started_at == 100.25);
+    CHECK_EQ_STR(run.name, "t");
+    CHECK_EQ_STR(run.hostname, "h1");
+    CHECK_EQ_INT(run.nproc, 4);
+    CHECK_EQ_INT(run.nnodes, 2);
+    CHECK_EQ_DBL(run.started_at, 100.25);
     if (finished) {
-        CHECK(streq(run.status, "completed") && streq(run.reason, "done"));
-        CHECK(run.ended_at == 200);
+        CHECK_EQ_STR(run.status, "completed");
+        CHECK_EQ_STR(run.reason, "done");
+        CHECK_EQ_DBL(run.ended_at, 200);
     } else {
-        CHECK(streq(run.status, "running") && run.reason == NULL);
+        CHECK_EQ_STR(run.status, "running");
+        CHECK_EQ_STR(run.reason, NULL);
         CHECK(isnan(run.ended_at));
     }
     CHECK_RC(fb__journal_next_run(c, &run), 0);
@@ -116,13 +116,19 @@ static void check_rows(fb__journal_ro *jr, int finished)
     fb__journal_attempt_row a;
     CHECK_RC(fb__journal_rows(jr, FB__JOURNAL_ATTEMPT, &c), 0);
     CHECK_RC(fb__journal_next_attempt(c, &a), 1);
-    CHECK(a.number == 0 && a.started_at == 100.5 && a.ready_at == 102);
-    CHECK(a.end_step == 41 && a.start_step == -1 && a.restored_step == -1);
+    CHECK_EQ_INT(a.number, 0);
+    CHECK_EQ_DBL(a.started_at, 100.5);
+    CHECK_EQ_DBL(a.ready_at, 102);
+    CHECK_EQ_INT(a.end_step, 41);
+    CHECK_EQ_INT(a.start_step, -1);
+    CHECK_EQ_INT(a.restored_step, -1);
     CHECK(isnan(a.launched_at) && isnan(a.ended_at) && isnan(a.restore_s));
-    CHECK(streq(a.outcome, "failed"));
+    CHECK_EQ_STR(a.outcome, "failed");
     int64_t a0 = a.id;
     CHECK_RC(fb__journal_next_attempt(c, &a), 1);
-    CHECK(a.number == 1 && a.id > a0 && a.outcome == NULL);
+    CHECK_EQ_INT(a.number, 1);
+    CHECK(a.id > a0);
+    CHECK_EQ_STR(a.outcome, NULL);
     CHECK_RC(fb__journal_next_attempt(c, &a), 0);
     /* a cursor is read as its own table only */
     fb__journal_incident_row in;
@@ -131,30 +137,46 @@ static void check_rows(fb__journal_ro *jr, int finished)
 
     CHECK_RC(fb__journal_rows(jr, FB__JOURNAL_INCIDENT, &c), 0);
     CHECK_RC(fb__journal_next_incident(c, &in), 1);
-    CHECK(in.attempt_id == a0 && streq(in.kind, "crash"));
-    CHECK(in.occurred_at == 110 && in.detected_at == 110.5);
-    CHECK(in.detect_ms == 500 && in.rank == 3 && streq(in.node, "n2"));
-    CHECK(in.signal == 9 && !in.has_exit_code && in.step == 41);
-    CHECK(isnan(in.lost_s) && streq(in.category, "GPU"));
-    CHECK(streq(in.detail, "rank 3 died") && in.fr_verdict == NULL);
+    CHECK_EQ_INT(in.attempt_id, a0);
+    CHECK_EQ_STR(in.kind, "crash");
+    CHECK_EQ_DBL(in.occurred_at, 110);
+    CHECK_EQ_DBL(in.detected_at, 110.5);
+    CHECK_EQ_DBL(in.detect_ms, 500);
+    CHECK_EQ_INT(in.rank, 3);
+    CHECK_EQ_STR(in.node, "n2");
+    CHECK_EQ_INT(in.signal, 9);
+    CHECK(!in.has_exit_code);
+    CHECK_EQ_INT(in.step, 41);
+    CHECK(isnan(in.lost_s));
+    CHECK_EQ_STR(in.category, "GPU");
+    CHECK_EQ_STR(in.detail, "rank 3 died");
+    CHECK_EQ_STR(in.fr_verdict, NULL);
     CHECK_RC(fb__journal_next_incident(c, &in), 0);
     fb__journal_rows_close(c);
 
     fb__journal_checkpoint_row k;
     CHECK_RC(fb__journal_rows(jr, FB__JOURNAL_CHECKPOINT, &c), 0);
     CHECK_RC(fb__journal_next_checkpoint(c, &k), 1);
-    CHECK(k.attempt_id == a0 && k.step == 40 && k.committed_at == 108);
-    CHECK(k.ranks == 4 && k.bytes == 4096 && k.stall_ms == 12.5);
-    CHECK(k.persist_ms == 80 && streq(k.status, "complete"));
+    CHECK_EQ_INT(k.attempt_id, a0);
+    CHECK_EQ_INT(k.step, 40);
+    CHECK_EQ_DBL(k.committed_at, 108);
+    CHECK_EQ_INT(k.ranks, 4);
+    CHECK_EQ_INT(k.bytes, 4096);
+    CHECK_EQ_DBL(k.stall_ms, 12.5);
+    CHECK_EQ_DBL(k.persist_ms, 80);
+    CHECK_EQ_STR(k.status, "complete");
     CHECK_RC(fb__journal_next_checkpoint(c, &k), 0);
     fb__journal_rows_close(c);
 
     fb__journal_event_row e;
     CHECK_RC(fb__journal_rows(jr, FB__JOURNAL_EVENT, &c), 0);
     CHECK_RC(fb__journal_next_event(c, &e), 1);
-    CHECK(e.time == 105 && e.rank == -1 && streq(e.kind, "inject"));
-    CHECK(e.step == -1 && isnan(e.value_ms));
-    CHECK(streq(e.detail, "corrupt:step=40"));
+    CHECK_EQ_DBL(e.time, 105);
+    CHECK_EQ_INT(e.rank, -1);
+    CHECK_EQ_STR(e.kind, "inject");
+    CHECK_EQ_INT(e.step, -1);
+    CHECK(isnan(e.value_ms));
+    CHECK_EQ_STR(e.detail, "corrupt:step=40");
     CHECK_RC(fb__journal_next_event(c, &e), 0);
     fb__journal_rows_close(c);
 
@@ -164,10 +186,13 @@ static void check_rows(fb__journal_ro *jr, int finished)
     fb__journal_sample_row s;
     CHECK_RC(fb__journal_rows(jr, FB__JOURNAL_SAMPLE, &c), 0);
     CHECK_RC(fb__journal_next_sample(c, &s), 1);
-    CHECK(s.rank == 0 && s.time == 103 && s.step == 10);
-    CHECK(s.step_time_ms == 50);
+    CHECK_EQ_INT(s.rank, 0);
+    CHECK_EQ_DBL(s.time, 103);
+    CHECK_EQ_INT(s.step, 10);
+    CHECK_EQ_DBL(s.step_time_ms, 50);
     CHECK_RC(fb__journal_next_sample(c, &s), 1);
-    CHECK(s.rank == 1 && s.step == 11);
+    CHECK_EQ_INT(s.rank, 1);
+    CHECK_EQ_INT(s.step, 11);
     CHECK_RC(fb__journal_next_sample(c, &s), 0);
     fb__journal_rows_close(c);
 }
@@ -183,7 +208,7 @@ static void test_roundtrip(void)
         fprintf(stderr, "open_ro: %s\n", err);
         return;
     }
-    CHECK(streq(fb__journal_ro_version(jr), FB__JOURNAL_SCHEMA_VERSION));
+    CHECK_EQ_STR(fb__journal_ro_version(jr), FB__JOURNAL_SCHEMA_VERSION);
     check_rows(jr, 1);
     fb__journal_close_ro(jr);
 }
@@ -225,7 +250,7 @@ static void test_newer_minor(void)
         fprintf(stderr, "open_ro (1.7): %s\n", err);
         return;
     }
-    CHECK(streq(fb__journal_ro_version(jr), "1.7"));
+    CHECK_EQ_STR(fb__journal_ro_version(jr), "1.7");
     check_rows(jr, 1);
     fb__journal_close_ro(jr);
 }
@@ -281,14 +306,14 @@ static void test_not_a_journal(void)
 static void test_fifo(void)
 {
     const char *path = in_dir("fifo.sqlite");
-    CHECK(mkfifo(path, 0600) == 0);
+    CHECK_EQ_INT(mkfifo(path, 0600), 0);
     alarm(20);
     expect_refused(path, FB_ENOTREG, path, ": not a regular file");
     path = in_dir("walfifo.sqlite");
     write_journal(path, 0);
     const char *wal = in_dir("walfifo.sqlite-wal");
     unlink(wal);
-    CHECK(mkfifo(wal, 0600) == 0);
+    CHECK_EQ_INT(mkfifo(wal, 0600), 0);
     expect_refused(path, FB_ENOTREG, wal, ": not a regular file");
     alarm(0);
 }

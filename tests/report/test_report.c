@@ -18,18 +18,13 @@
 
 #include "firebreak/firebreak.h"
 #include "report/report.h"
+#include "../check.h"
 
-static int failures;
-
-#define EXPECT(c) do { if (!(c)) { fprintf(stderr, "%s:%d: expected %s\n", \
-    __FILE__, __LINE__, #c); failures++; } } while (0)
+/* A duration in microseconds against the expected seconds. */
 #define EXPECT_US(got, want_s) do { long long g_ = (long long)(got), \
     w_ = llround((want_s) * 1e6); if (g_ != w_) { fprintf(stderr, \
     "%s:%d: %s = %lld us, expected %lld us\n", __FILE__, __LINE__, #got, \
     g_, w_); failures++; } } while (0)
-#define EXPECT_STR(got, want) do { const char *g_ = (got); if (!g_ || \
-    strcmp(g_, want)) { fprintf(stderr, "%s:%d: %s = '%s', expected '%s'\n", \
-    __FILE__, __LINE__, #got, g_ ? g_ : "(null)", want); failures++; } } while (0)
 
 static void cls(const fb__report_evidence *ev, const char *category,
                 const char *component, const char *by)
@@ -47,12 +42,12 @@ static void cls(const fb__report_evidence *ev, const char *category,
 
 static void test_classify(void)
 {
-    EXPECT(fb__report_find_xid("NVRM: Xid (PCI:0000:3b:00): 79, pid=1") == 79);
-    EXPECT(fb__report_find_xid("XID 48 seen") == 48);
-    EXPECT(fb__report_find_xid("xid=119") == 119);
-    EXPECT(fb__report_find_xid("no such thing") == -1);
-    EXPECT(fb__report_find_xid("Xid (unterminated") == -1);
-    EXPECT(fb__report_find_xid(NULL) == -1);
+    CHECK_EQ_INT(fb__report_find_xid("NVRM: Xid (PCI:0000:3b:00): 79, pid=1"), 79);
+    CHECK_EQ_INT(fb__report_find_xid("XID 48 seen"), 48);
+    CHECK_EQ_INT(fb__report_find_xid("xid=119"), 119);
+    CHECK_EQ_INT(fb__report_find_xid("no such thing"), -1);
+    CHECK_EQ_INT(fb__report_find_xid("Xid (unterminated"), -1);
+    CHECK_EQ_INT(fb__report_find_xid(NULL), -1);
 
     fb__report_evidence ev = {.kind = "crash", .signal = 9,
                               .injected = "kill:rank=1,step=30"};
@@ -121,7 +116,7 @@ static void test_classify(void)
         char path[1024], buf[65536];
         snprintf(path, sizeof path, "%s/%s", dir, files[i]);
         FILE *f = fopen(path, "r");
-        EXPECT(f != NULL);
+        CHECK(f != NULL);
         if (!f)
             continue;
         size_t n = fread(buf, 1, sizeof buf - 1, f);
@@ -131,7 +126,7 @@ static void test_classify(void)
                                  .fr_verdict = buf, .last_lines = buf};
         fb__report_class c;
         fb__report_classify(&e, &c);
-        EXPECT(strcmp(c.decided_by, "none") != 0);
+        CHECK(strcmp(c.decided_by, "none") != 0);
     }
 }
 
@@ -150,9 +145,9 @@ static fb__report_run *load(const char *dir)
 static void test_basic(const char *dir)
 {
     fb__report_run *run = load(dir);
-    EXPECT(run->finished);
-    EXPECT(run->nattempts == 5);
-    EXPECT(run->nincidents == 6);
+    CHECK(run->finished);
+    CHECK_EQ_INT(run->nattempts, 5);
+    CHECK_EQ_INT(run->nincidents, 6);
     EXPECT_US(run->wall_us, 61.0);
     EXPECT_US(run->us[FB__T_USEFUL], 16.4);
     EXPECT_US(run->us[FB__T_CKPT], 0.6);
@@ -163,7 +158,7 @@ static void test_basic(const char *dir)
     int64_t sum = 0;
     for (int p = 0; p < FB__T_N; p++)
         sum += run->us[p];
-    EXPECT(sum == run->wall_us);
+    CHECK_EQ_INT(sum, run->wall_us);
 
     /* attempt 0: start-up 2 s, training 8 s (0.2 ckpt, 3 lost), detect
      * 0.5 s, teardown 0.5 s */
@@ -174,7 +169,7 @@ static void test_basic(const char *dir)
     EXPECT_US(a->us[FB__T_DETECT], 0.5);
     EXPECT_US(a->us[FB__T_RESTART], 2.5);
     EXPECT_US(a->us[FB__T_RESTORE], 0);
-    EXPECT_STR(a->lost_from, "steps");
+    CHECK_EQ_STR(a->lost_from, "steps");
     a = &run->attempts[1];
     EXPECT_US(a->us[FB__T_RESTORE], 1.5);
     EXPECT_US(a->us[FB__T_RESTART], 2.49);
@@ -187,12 +182,12 @@ static void test_basic(const char *dir)
     a = &run->attempts[4];
     EXPECT_US(a->us[FB__T_USEFUL], 6.9);
     EXPECT_US(a->us[FB__T_LOST], 0);
-    EXPECT(a->failure == -1);
+    CHECK_EQ_INT(a->failure, -1);
     for (size_t i = 0; i < run->nattempts; i++) {
         int64_t s = 0;
         for (int p = 0; p < FB__T_N; p++)
             s += run->attempts[i].us[p];
-        EXPECT(s == run->attempts[i].end_us - run->attempts[i].start_us);
+        CHECK_EQ_INT(s, run->attempts[i].end_us - run->attempts[i].start_us);
     }
 
     static const char *const want[][3] = {
@@ -204,24 +199,24 @@ static void test_basic(const char *dir)
         {"Host", "SSD", "injected"}, /* from the rank's inject event */
     };
     for (size_t i = 0; i < run->nincidents && i < 6; i++) {
-        EXPECT_STR(run->incidents[i].cls.category, want[i][0]);
-        EXPECT_STR(run->incidents[i].cls.component, want[i][1]);
-        EXPECT_STR(run->incidents[i].cls.decided_by, want[i][2]);
+        CHECK_EQ_STR(run->incidents[i].cls.category, want[i][0]);
+        CHECK_EQ_STR(run->incidents[i].cls.component, want[i][1]);
+        CHECK_EQ_STR(run->incidents[i].cls.decided_by, want[i][2]);
     }
-    EXPECT(run->incidents[0].ends_attempt && !run->incidents[4].ends_attempt);
-    EXPECT(fabs(run->incidents[0].lost_acc_s - 3.0) < 1e-9);
-    EXPECT(strstr(run->incidents[2].cls.evidence, "rank(s) [1]") != NULL);
+    CHECK(run->incidents[0].ends_attempt && !run->incidents[4].ends_attempt);
+    CHECK(fabs(run->incidents[0].lost_acc_s - 3.0) < 1e-9);
+    CHECK(strstr(run->incidents[2].cls.evidence, "rank(s) [1]") != NULL);
 
     fb__report_suspect *s;
     fb__report_run *runs[1] = {run};
     long ns = fb__report_suspects(runs, 1, &s);
-    EXPECT(ns == 4); /* node host-a, rank 1, node host-b, rank 0 */
+    CHECK_EQ_INT(ns, 4); /* node host-a, rank 1, node host-b, rank 0 */
     free(s);
     fb__report_row *rows;
     size_t total;
     long nr = fb__report_table(runs, 1, &rows, &total);
-    EXPECT(total == 4); /* interruptions only: not the failed save */
-    EXPECT(nr == 4);
+    CHECK_EQ_INT(total, 4); /* interruptions only: not the failed save */
+    CHECK_EQ_INT(nr, 4);
     free(rows);
     fb__report_free(run);
 }
@@ -229,7 +224,7 @@ static void test_basic(const char *dir)
 static void test_running(const char *dir)
 {
     fb__report_run *run = load(dir);
-    EXPECT(!run->finished);
+    CHECK(!run->finished);
     EXPECT_US(run->wall_us, 60.0); /* the last record: attempt 4 ended */
     EXPECT_US(run->us[FB__T_USEFUL], 16.4);
     fb__report_free(run);
@@ -248,7 +243,7 @@ static void test_error(const char *dir, const char *code, const char *text)
                 dir, rc, fb_strerror(rc), err, code, text);
         failures++;
     }
-    EXPECT(run == NULL);
+    CHECK(run == NULL);
 }
 
 int main(int argc, char **argv)

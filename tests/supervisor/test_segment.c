@@ -160,7 +160,7 @@ static void test_report_next(void)
     CHECKF(next == 1000 - FB__SEG_REPORT_CAPACITY, "next %llu", (unsigned long long)next);
     CHECK_RC(fb__seg_read_report(r, next, &rep), 1);
     CHECKF(rep.step == next, "step %llu", (unsigned long long)rep.step);
-    CHECK(fb__seg_report_next(r, 998) == 999);
+    CHECK_EQ_INT(fb__seg_report_next(r, 998), 999);
 out:
     fb__seg_close(r);
     fb__seg_close(w);
@@ -190,10 +190,10 @@ static void test_malformed(void)
         CHECK(fd >= 0);
         if (fd < 0)
             break;
-        CHECK(write(fd, fb__seg_base(model), fb__seg_size(model)) ==
-              (ssize_t)fb__seg_size(model));
-        CHECK(pwrite(fd, &bad[i].value, (size_t)bad[i].bytes, (off_t)bad[i].off) ==
-              bad[i].bytes);
+        CHECK_EQ_INT(write(fd, fb__seg_base(model), fb__seg_size(model)),
+                     (ssize_t)fb__seg_size(model));
+        CHECK_EQ_INT(pwrite(fd, &bad[i].value, (size_t)bad[i].bytes, (off_t)bad[i].off),
+                     bad[i].bytes);
         close(fd);
         fb__seg *r = NULL;
         int rc = fb__seg_open(&r, path);
@@ -280,7 +280,8 @@ static void test_not_ours(void)
     fb__seg_create_args a = {.job_id = job, .attempt = 4, .rank = 0,
                              .world_size = 1, .taken = &taken};
     CHECK_RC(fb__seg_create(&w, &a), FB_ENOTOURS);
-    CHECK(stat(path, &st) == 0 && (st.st_mode & 07777) == 0644);
+    CHECK_EQ_INT(stat(path, &st), 0);
+    CHECK_EQ_INT(st.st_mode & 07777, 0644);
     fb__seg_close(w);
     w = NULL;
     unlink(path);
@@ -288,7 +289,7 @@ static void test_not_ours(void)
     /* A symlink under the name: refused (O_NOFOLLOW). */
     seg_path(path, sizeof path, 5, 0);
     fb__seg_name(name, sizeof name, job, 5, 0);
-    CHECK(symlink("/etc/passwd", path) == 0);
+    CHECK_EQ_INT(symlink("/etc/passwd", path), 0);
     CHECK_RC(fb__seg_open(&r, name), FB_ENOTOURS);
     fb__seg_close(r);
     r = NULL;
@@ -323,7 +324,8 @@ static void test_not_ours(void)
         a.attempt = 7;
         CHECK_RC(fb__seg_create(&w, &a), FB_ENOTOURS);
         CHECKF(taken.st_uid == OTHER_UID, "taken uid %u", (unsigned)taken.st_uid);
-        CHECK(stat(path, &st) == 0 && st.st_uid == OTHER_UID);
+        CHECK_EQ_INT(stat(path, &st), 0);
+        CHECK_EQ_INT(st.st_uid, OTHER_UID);
         fb__seg_close(w);
         w = NULL;
         /* The agent's view: the job's user is the other uid. */
@@ -364,7 +366,7 @@ static void test_fr_live(void)
         return;
     pthread_t t;
     stop_flipping = 0;
-    CHECK(pthread_create(&t, NULL, flipper, fb__seg_hdr(w)) == 0);
+    CHECK_EQ_INT(pthread_create(&t, NULL, flipper, fb__seg_hdr(w)), 0);
     int ok = 0;
     for (int i = 0; i < 3000; i++) {
         fr_model m;
@@ -393,10 +395,10 @@ static void test_truncated(void)
         goto out;
     fb__seg_append_report(w, FB_REPORT_NOTE, 0, 1, 0, 0, 0, "before");
     CHECK_RC(fb__seg_check(r, why, sizeof why), 0);
-    CHECK(fb__seg_truncated(r, NULL) == 0);
+    CHECK_EQ_INT(fb__seg_truncated(r, NULL), 0);
 
     /* To one page: the header stays, reports and ring are gone. */
-    CHECK(truncate(path, page) == 0);
+    CHECK_EQ_INT(truncate(path, page), 0);
     fb__seg_report rep;
     CHECK_RC(fb__seg_read_report(r, 0, &rep), 0); /* SIGBUS before the guard */
     uint32_t cap = 0;
@@ -405,11 +407,11 @@ static void test_truncated(void)
     for (size_t i = 0; area && i < (size_t)cap * FB__SEG_FR_ENTRY_SIZE; i++)
         sum |= area[i];
     CHECKF(area && sum == 0, "ring read %u", sum);
-    CHECK(atomic_load(&fb__seg_hdr(r)->magic) == FB__SEG_MAGIC);
+    CHECK_EQ_U64(atomic_load(&fb__seg_hdr(r)->magic), FB__SEG_MAGIC);
     CHECK_RC(fb__seg_check(r, why, sizeof why), FB_EFORMAT);
     CHECKF(strstr(why, "truncated") != NULL, "why: %s", why);
     uint64_t off = 0;
-    CHECK(fb__seg_truncated(r, &off) == 1);
+    CHECK_EQ_INT(fb__seg_truncated(r, &off), 1);
     CHECKF(off == (uint64_t)page, "lost from %llu", (unsigned long long)off);
     snprintf(want, sizeof want, "truncated: its pages from offset %ld of %zu "
              "bytes are gone", page, fb__seg_size(r));
@@ -419,7 +421,8 @@ static void test_truncated(void)
     snprintf(dump, sizeof dump, "/tmp/fbseg-trunc-%d", (int)getpid());
     CHECK_RC(fb__seg_dump(r, dump), 0);
     struct stat st;
-    CHECK(stat(dump, &st) == 0 && (size_t)st.st_size == fb__seg_size(r));
+    CHECK_EQ_INT(stat(dump, &st), 0);
+    CHECK_EQ_U64(st.st_size, fb__seg_size(r));
     unlink(dump);
     fb__seg_close(r);
     r = NULL;
@@ -440,7 +443,7 @@ static void test_truncated(void)
     CHECK_RC(fb__seg_open(&r, name), 0);
     if (!w || !r)
         goto out;
-    CHECK(truncate(path, 3 * page) == 0);
+    CHECK_EQ_INT(truncate(path, 3 * page), 0);
     CHECK_RC(fb__seg_check(r, why, sizeof why), FB_EFORMAT);
     snprintf(want, sizeof want, "pages from offset %ld of", 3 * page);
     CHECKF(strstr(why, want) != NULL, "why: %s", why);
@@ -457,8 +460,8 @@ static void test_truncated(void)
     if (!w || !r)
         goto out;
     size_t size = fb__seg_size(r);
-    CHECK(truncate(path, 0) == 0);
-    CHECK(atomic_load(&fb__seg_hdr(r)->magic) == 0);
+    CHECK_EQ_INT(truncate(path, 0), 0);
+    CHECK_EQ_U64(atomic_load(&fb__seg_hdr(r)->magic), 0);
     CHECK_RC(fb__seg_read_report(r, 0, &rep), 0);
     CHECK_RC(fb__seg_check(r, why, sizeof why), FB_EFORMAT);
     CHECKF(strstr(why, "pages from offset 0 of") != NULL, "why: %s", why);
@@ -470,7 +473,7 @@ static void test_truncated(void)
 
     /* To 0 and back before the reader looked: zeros, no fault; the check
      * finds the magic gone. */
-    CHECK(truncate(path, (off_t)size) == 0);
+    CHECK_EQ_INT(truncate(path, (off_t)size), 0);
     fb__seg_close(w);
     w = make(13, 0);
     fb__seg_name(name, sizeof name, job, 13, 0);
@@ -478,10 +481,11 @@ static void test_truncated(void)
     CHECK_RC(fb__seg_open(&r, name), 0);
     if (!w || !r)
         goto out;
-    CHECK(truncate(path, 0) == 0 && truncate(path, (off_t)size) == 0);
+    CHECK_EQ_INT(truncate(path, 0), 0);
+    CHECK_EQ_INT(truncate(path, (off_t)size), 0);
     CHECK_RC(fb__seg_check(r, why, sizeof why), FB_EFORMAT);
     CHECKF(strstr(why, "magic") != NULL, "why: %s", why);
-    CHECK(fb__seg_truncated(r, NULL) == 0);
+    CHECK_EQ_INT(fb__seg_truncated(r, NULL), 0);
 out:
     fb__seg_close(r);
     fb__seg_close(w);
@@ -505,7 +509,7 @@ static void test_guard_reuse(void)
     }
     CHECK_RC(fb__seg_open(&r, name), 0);
     if (w && r) {
-        CHECK(truncate(path, 0) == 0);
+        CHECK_EQ_INT(truncate(path, 0), 0);
         CHECK_RC(fb__seg_check(r, why, sizeof why), FB_EFORMAT);
         CHECKF(strstr(why, "truncated") != NULL, "why: %s", why);
     }
