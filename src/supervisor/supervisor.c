@@ -479,8 +479,8 @@ static void fire_injections(sup *s, uint64_t now)
 /* On a hang: analyze the flight recorders (the segment snapshots, and
  * PyTorch's own dumps when it wrote any) before anything is killed; the
  * analysis names the rank that never entered the collective where progress
- * stopped, and its verdict goes into the incident. */
-/* Analyze the flight recorders of a hang; blame its one culprit.  Returns
+ * stopped, and its verdict goes into the incident.  Whether its culprit
+ * takes the blame is fb__sup_blame_hang's to say (policy.c).  Returns
  * the analyzer's JSON result for the journal (malloc'd), its rank lists
  * cut to SUP_FR_JSON_MAX_LIST entries so that a group of a million ranks
  * journals kilobytes, not megabytes; or NULL. */
@@ -509,10 +509,14 @@ static char *analyze_hang(sup *s)
     int n = fb__fr_culprit_ranks(r, culprits, 8);
     fb__sup_log(s, "flight recorder: %s", summary);
     sup_failure *f = &s->fail;
-    if (fb__fr_verdict_kind(r) == FB__FR_HANG && n >= 1) {
-        if (n == 1 && culprits[0] >= 0 && culprits[0] < s->world &&
-            culprits[0] != f->rank) {
-            f->rank = culprits[0];
+    fb__sup_hang_facts hf = {.world = s->world, .declared = f->rank,
+                             .fr_hang = fb__fr_verdict_kind(r) == FB__FR_HANG,
+                             .fr_culprits = culprits, .fr_nculprits = n};
+    fb__sup_hang_blame b;
+    fb__sup_blame_hang(&hf, &b);
+    if (b.fr_named) {
+        if (b.rank != f->rank) {
+            f->rank = b.rank;
             fb__seg_header *h = s->ranks[f->rank].seg ? fb__seg_hdr(s->ranks[f->rank].seg) : NULL;
             if (h && atomic_load_explicit(&h->steps_done, memory_order_relaxed))
                 f->step = (int64_t)atomic_load_explicit(&h->step, memory_order_relaxed);
@@ -1086,7 +1090,8 @@ static int setup_processes(sup *s, sigset_t *oldmask)
     int rc = setup_signals(s, oldmask);
     s->units = calloc((size_t)(s->world + 1), sizeof *s->units);
     s->ranks = calloc((size_t)s->world, sizeof *s->ranks);
-    if (!rc && (!s->units || !s->ranks))
+    s->hang_facts = calloc((size_t)s->world, sizeof *s->hang_facts);
+    if (!rc && (!s->units || !s->ranks || !s->hang_facts))
         rc = -ENOMEM;
     if (rc) {
         fprintf(stderr, "firebreak run: setup failed: %s\n", fb_strerror(rc));
@@ -1162,6 +1167,7 @@ int fb__sup_run(const fb__sup_options *o, fb__sup_result *res)
     }
     snprintf(res->run_dir, sizeof res->run_dir, "%s", s->run_dir);
 
+    free(s->hang_facts);
     const char *status = "failed";
     sigset_t oldmask;
     sigemptyset(&oldmask);
