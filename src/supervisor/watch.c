@@ -10,8 +10,9 @@
  * a segment that fails it once is never read again; the rank is failed
  * with kind "segment_corrupt" (docs/segment.md, "Readers").
  *
- * What kind of failure a rank's end was and which rank is to blame are
- * policy.c's decisions; this file gathers the facts and records them.
+ * What kind of failure a rank's end was, which rank is to blame and
+ * whether (and on whom) a hang is declared are policy.c's decisions; this
+ * file gathers the facts and records them.
  */
 #include <errno.h>
 #include <fcntl.h>
