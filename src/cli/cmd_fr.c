@@ -103,7 +103,6 @@ static int cmd_analyze(int argc, char **argv)
         fprintf(stderr, "firebreak fr: %s\n", fb__safe_text(safe, sizeof safe, err));
         return 2;
     }
-    const char *v = fb__fr_verdict(res);
     if (json) {
         fb__jsonw w;
         fb__jsonw_init(&w);
@@ -119,7 +118,8 @@ static int cmd_analyze(int argc, char **argv)
     }
     /* incomplete is an input problem: the ranks given say nothing is
      * wrong, and the ranks not given could */
-    rc = !strcmp(v, "ok") ? 0 : !strcmp(v, "incomplete") ? 2 : 1;
+    fb__fr_verdict_code v = fb__fr_verdict_kind(res);
+    rc = v == FB__FR_OK ? 0 : v == FB__FR_INCOMPLETE ? 2 : 1;
     fb__fr_result_free(res);
     return rc;
 }

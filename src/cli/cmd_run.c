@@ -219,16 +219,17 @@ int fb__cmd_run(int argc, char **argv)
             return 0;
         case O_NPROC: bad = parse_num("--nproc-per-node", optarg, 1, 4096, &o.nproc_per_node); break;
         case O_NNODES: bad = parse_num("--nnodes", optarg, 1, 100000, &o.nnodes); break;
-        case O_LAUNCHER:
-            if (!strcmp(optarg, "local")) o.launcher = FB_LAUNCH_LOCAL;
-            else if (!strcmp(optarg, "mpirun")) o.launcher = FB_LAUNCH_MPIRUN;
-            else if (!strcmp(optarg, "slurm")) o.launcher = FB_LAUNCH_SLURM;
-            else {
+        case O_LAUNCHER: {
+            int l = fb__sup_launcher_from_name(optarg);
+            if (l < 0) {
                 fprintf(stderr, "firebreak run: --launcher: '%s' is not one of "
                         "local, mpirun, slurm\n", optarg);
                 bad = 1;
+            } else {
+                o.launcher = (fb__launcher)l;
             }
             break;
+        }
         case O_MAXR: bad = parse_num("--max-restarts", optarg, 0, 1000000, &o.max_restarts); break;
         case O_HANG: bad = parse_dur("--hang-timeout", optarg, 1e-3, MAX_TIMEOUT_S, &o.hang_timeout_s); break;
         case O_STARTUP: bad = parse_dur("--startup-timeout", optarg, 1e-3, MAX_TIMEOUT_S, &o.startup_timeout_s); break;
@@ -265,14 +266,17 @@ int fb__cmd_run(int argc, char **argv)
         case O_SPARE: bad = parse_num("--spare-nodes", optarg, 0, 100000, &o.spare_nodes); break;
         case O_DRAIN: o.drain = 1; break;
         case O_HEALTH: o.health_check = 1; break;
-        case O_NONODES:
-            if (strcmp(optarg, "stop") && strcmp(optarg, "requeue")) {
+        case O_NONODES: {
+            int v = fb__sup_on_no_nodes_from_name(optarg);
+            if (v < 0) {
                 fprintf(stderr, "firebreak run: --on-no-nodes: '%s' is not stop "
                         "or requeue\n", optarg);
                 bad = 1;
+            } else {
+                o.on_no_nodes = (fb__on_no_nodes)v;
             }
-            o.on_no_nodes = optarg;
             break;
+        }
         case O_QUIET: o.quiet = 1; break;
         case O_JSON: json = 1; break;
         case '?':

@@ -13,20 +13,27 @@
 #include "cli/cli.h"
 #include "firebreak/firebreak.h"
 
-static const struct {
+/* io_error_exit: the exit code when what the command printed could not
+ * be written (finish()), whatever it would have been; 0 for the default:
+ * a failing code is kept, a successful one becomes 2.  `health` has 3,
+ * "could not check" (Nagios): its verdict did not reach the caller. */
+typedef struct command {
     const char *name;
     int (*fn)(int, char **);
     const char *summary;
-} commands[] = {
-    {"run", fb__cmd_run, "launch and supervise a training job"},
-    {"demo", fb__cmd_demo, "a real training run with faults injected"},
-    {"ckpt", fb__cmd_ckpt, "list, verify and inspect checkpoints"},
-    {"fr", fb__cmd_fr, "analyze flight recorders (firebreak, PyTorch)"},
-    {"health", fb__cmd_health, "check this node's hardware"},
-    {"agent", fb__cmd_agent, "telemetry agent with Prometheus /metrics"},
-    {"report", fb__cmd_report, "where the time went and why runs failed"},
-    {"sim", fb__cmd_sim, "simulate effective training time at scale"},
-    {"watch", fb__cmd_watch, "per-node watcher (started by run under Slurm)"},
+    int io_error_exit;
+} command;
+
+static const command commands[] = {
+    {"run", fb__cmd_run, "launch and supervise a training job", 0},
+    {"demo", fb__cmd_demo, "a real training run with faults injected", 0},
+    {"ckpt", fb__cmd_ckpt, "list, verify and inspect checkpoints", 0},
+    {"fr", fb__cmd_fr, "analyze flight recorders (firebreak, PyTorch)", 0},
+    {"health", fb__cmd_health, "check this node's hardware", 3},
+    {"agent", fb__cmd_agent, "telemetry agent with Prometheus /metrics", 0},
+    {"report", fb__cmd_report, "where the time went and why runs failed", 0},
+    {"sim", fb__cmd_sim, "simulate effective training time at scale", 0},
+    {"watch", fb__cmd_watch, "per-node watcher (started by run under Slurm)", 0},
 };
 
 static char self_path[PATH_MAX];
@@ -48,14 +55,14 @@ static void usage(FILE *f)
 }
 
 /* Flush and close stdout; when what was printed could not be written,
- * say so on stderr and turn a successful exit into an error: 2, or 3 for
- * `health` (Nagios: could not check), whose every verdict is replaced
- * since the caller did not get it.  Another failing exit code is kept.
+ * say so on stderr and exit with the command's io_error_exit when it has
+ * one, else turn a successful exit into 2 (a failing code is kept).
  * Commands leave the message about stdout to this.  Closing a stdout that
  * was never open (`>&-`) with nothing written is not an error (gnulib's
  * close_stdout does the same). */
-static int finish(int code, const char *cmd)
+static int finish(int code, const command *c)
 {
+    const char *cmd = c ? c->name : NULL;
     int err = 0;
     errno = 0;
     if (fflush(stdout) != 0)
@@ -68,7 +75,9 @@ static int finish(int code, const char *cmd)
         return code;
     fprintf(stderr, "firebreak%s%s: cannot write output: %s\n",
             cmd ? " " : "", cmd ? cmd : "", strerror(err));
-    return cmd && !strcmp(cmd, "health") ? 3 : code ? code : 2;
+    if (c && c->io_error_exit)
+        return c->io_error_exit;
+    return code ? code : 2;
 }
 
 /* A command started with stdin, stdout or stderr closed would hand that
@@ -112,8 +121,7 @@ int main(int argc, char **argv)
     }
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (!strcmp(argv[1], commands[i].name))
-            return finish(commands[i].fn(argc - 1, argv + 1),
-                          commands[i].name);
+            return finish(commands[i].fn(argc - 1, argv + 1), &commands[i]);
     fprintf(stderr, "firebreak: unknown command '%s'\n\n", argv[1]);
     usage(stderr);
     return 2;

@@ -106,6 +106,49 @@ int fb__sup_blame_instead(const fb__sup_end_verdict *self_verdict, int self,
     return -1;
 }
 
+/* The watched rank silent the longest past its phase's limit, or -1. */
+static int oldest_silent(const fb__sup_hang_facts *f)
+{
+    int rank = -1;
+    for (int r = 0; r < f->world; r++) {
+        const fb__sup_hang_rank *k = &f->ranks[r];
+        if (!k->watched || !k->limit_ns || f->now_ns <= k->last_beat_ns ||
+            f->now_ns - k->last_beat_ns <= k->limit_ns)
+            continue;
+        if (rank < 0 || k->last_beat_ns < f->ranks[rank].last_beat_ns)
+            rank = r;
+    }
+    return rank;
+}
+
+void fb__sup_blame_hang(const fb__sup_hang_facts *f, fb__sup_hang_blame *b)
+{
+    memset(b, 0, sizeof *b);
+    b->rank = f->declared;
+    b->basis = f->declared >= 0 ? FB__SUP_HANG_DECLARED : FB__SUP_HANG_NONE;
+    if (f->declared < 0 && f->ranks) {
+        b->rank = oldest_silent(f);
+        if (b->rank < 0)
+            return;
+        b->basis = FB__SUP_HANG_OLDEST_BEAT;
+        for (int r = 0; r < f->world; r++) {
+            if (f->ranks[r].readable && f->ranks[r].injected == FB_INJECT_HANG) {
+                b->rank = r;
+                b->basis = FB__SUP_HANG_INJECTED;
+                break;
+            }
+        }
+    }
+    if (!f->fr_hang || f->fr_nculprits < 1)
+        return;
+    b->fr_named = 1;
+    int c = f->fr_culprits ? f->fr_culprits[0] : -1;
+    if (f->fr_nculprits == 1 && c >= 0 && c < f->world && c != b->rank) {
+        b->rank = c;
+        b->basis = FB__SUP_HANG_FR_CULPRIT;
+    }
+}
+
 #define INJECT_CAUSE_WINDOW_NS 5000000000ull
 
 uint64_t fb__sup_end_time(uint64_t noticed_ns, uint64_t detected_ns,

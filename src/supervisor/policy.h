@@ -105,6 +105,68 @@ int fb__sup_blame_instead(const fb__sup_end_verdict *self_verdict, int self,
 uint64_t fb__sup_end_time(uint64_t noticed_ns, uint64_t detected_ns,
                           uint32_t end_kind, uint64_t end_ns, uint64_t inject_ns);
 
+/* ---- which rank a hang is blamed on ---- */
+
+/* One rank as a watch pass read its segment (watch.c). */
+typedef struct fb__sup_hang_rank {
+    int readable;              /* its segment is attached and trusted       */
+    int watched;               /* readable and its end not yet noticed: its
+                                  silence counts                            */
+    uint64_t last_beat_ns;     /* its heartbeat, CLOCK_MONOTONIC            */
+    uint64_t limit_ns;         /* its phase's limit (--hang-timeout,
+                                  --ckpt-timeout, --startup-timeout); 0:
+                                  none                                      */
+    uint32_t phase;            /* fb__phase                                 */
+    int64_t step;              /* its last step, -1 none yet                */
+    fb__inject_kind injected;  /* the fault its segment records as fired    */
+} fb__sup_hang_rank;
+
+/* What is known of a hang. */
+typedef struct fb__sup_hang_facts {
+    uint64_t now_ns;
+    const fb__sup_hang_rank *ranks; /* ranks[0..world); NULL when declared */
+    int world;
+    int declared;              /* the rank the hang is already blamed on
+                                  (an earlier call, --attach-timeout, a
+                                  node watcher), or -1: decide from ranks   */
+    /* The flight recorder's analysis of the hang, once it has run. */
+    int fr_hang;               /* its verdict is "hang"                     */
+    const int *fr_culprits;    /* the first of its culprits                 */
+    int fr_nculprits;          /* how many it names in all                  */
+} fb__sup_hang_facts;
+
+typedef enum {
+    FB__SUP_HANG_NONE = 0,     /* no rank silent past its limit: no hang    */
+    FB__SUP_HANG_OLDEST_BEAT,  /* the rank silent the longest past its limit */
+    FB__SUP_HANG_INJECTED,     /* the rank recorded a fired hang injection  */
+    FB__SUP_HANG_DECLARED,     /* facts.declared, kept                      */
+    FB__SUP_HANG_FR_CULPRIT    /* the flight recorder's one culprit         */
+} fb__sup_hang_basis;
+
+typedef struct fb__sup_hang_blame {
+    int rank;                  /* -1: no hang                               */
+    fb__sup_hang_basis basis;
+    int fr_named;              /* the flight recorder found a hang and named
+                                  its culprits: its summary belongs in the
+                                  incident's detail                         */
+} fb__sup_hang_blame;
+
+/* Which rank a hang is blamed on.  Every rank of a collective job stalls
+ * when one does, so the heartbeats are weak evidence, and later evidence
+ * overrides it:
+ *   1. no declared rank: a hang is a watched rank silent for longer than
+ *      its phase's limit (now > last beat + limit); the one silent the
+ *      longest, the lowest-numbered on a tie.  None: no hang (rank -1).
+ *   2. then a readable rank whose segment records a fired hang injection
+ *      (the lowest-numbered), ended or not, is direct evidence;
+ *   3. then the flight recorder, when its verdict is a hang that names
+ *      exactly one culprit, a rank of the job: that rank.  Several
+ *      culprits leave the blame as it was.
+ * The watch pass calls it without the flight recorder's verdict, and the
+ * analysis after the snapshots calls it again with `declared` the rank
+ * the first call (or whoever declared the hang) chose. */
+void fb__sup_blame_hang(const fb__sup_hang_facts *f, fb__sup_hang_blame *b);
+
 /* ---- restart or stop ---- */
 
 typedef struct fb__sup_restart_limits {

@@ -359,7 +359,7 @@ static void no_nodes(sup *s, int healthy)
         if (w > 0)
             len += (size_t)w;
     }
-    int requeue = !strcmp(s->o->on_no_nodes, "requeue");
+    int requeue = s->o->on_no_nodes == FB_ON_NO_NODES_REQUEUE;
     int qrc = -1;
     if (requeue) {
         char *argv[] = {"scontrol", "requeue", g->job_id, NULL};

@@ -96,6 +96,8 @@ typedef struct sup {
     sup_unit *units;
     int nunits;
     sup_rank *ranks;
+    fb__sup_hang_rank *hang_facts;       /* per rank, as the last watch
+                                            pass read it (watch.c)         */
 
     fb__inject_plan plan;                /* supervisor-side faults (after=) */
     int plan_fired[FB__INJECT_MAX];

@@ -49,7 +49,53 @@ void fb__sup_options_init(fb__sup_options *o)
     o->crash_loop = 2;
     o->run_root = "runs";
     o->preload_fr = 1;
-    o->on_no_nodes = "stop";
+    o->on_no_nodes = FB_ON_NO_NODES_STOP;
+}
+
+static const char *const launcher_names[] = {
+    [FB_LAUNCH_LOCAL] = "local",
+    [FB_LAUNCH_MPIRUN] = "mpirun",
+    [FB_LAUNCH_SLURM] = "slurm",
+};
+
+static const char *const on_no_nodes_names[FB_ON_NO_NODES_COUNT_] = {
+    [FB_ON_NO_NODES_STOP] = "stop",
+    [FB_ON_NO_NODES_REQUEUE] = "requeue",
+};
+
+#define NAMES_N(t) ((int)(sizeof(t) / sizeof((t)[0])))
+
+static const char *name_of(const char *const *names, int n, int v)
+{
+    return v >= 0 && v < n && names[v] ? names[v] : "unknown";
+}
+
+static int value_of(const char *const *names, int n, const char *name)
+{
+    for (int v = 0; name && v < n; v++)
+        if (names[v] && !strcmp(names[v], name))
+            return v;
+    return -1;
+}
+
+const char *fb__sup_launcher_name(fb__launcher l)
+{
+    return name_of(launcher_names, NAMES_N(launcher_names), (int)l);
+}
+
+int fb__sup_launcher_from_name(const char *name)
+{
+    return value_of(launcher_names, NAMES_N(launcher_names), name);
+}
+
+const char *fb__sup_on_no_nodes_name(fb__on_no_nodes v)
+{
+    return name_of(on_no_nodes_names, NAMES_N(on_no_nodes_names), (int)v);
+}
+
+int fb__sup_on_no_nodes_from_name(const char *name)
+{
+    return value_of(on_no_nodes_names, NAMES_N(on_no_nodes_names), name);
 }
 
 double fb__sup_mono_to_wall(uint64_t mono_ns)
@@ -220,16 +266,11 @@ static void command_json(const fb__sup_options *o, fb__jsonw *w)
     fb__jsonw_arr_end(w);
 }
 
-static const char *launcher_name(fb__launcher l)
-{
-    return l == FB_LAUNCH_MPIRUN ? "mpirun" : l == FB_LAUNCH_SLURM ? "slurm" : "local";
-}
-
 static void options_json(const fb__sup_options *o, fb__jsonw *w)
 {
     fb__jsonw_obj_begin(w);
     fb__jsonw_kint(w, "nproc_per_node", o->nproc_per_node);
-    fb__jsonw_kstr(w, "launcher", launcher_name(o->launcher));
+    fb__jsonw_kstr(w, "launcher", fb__sup_launcher_name(o->launcher));
     fb__jsonw_kint(w, "max_restarts", o->max_restarts);
     fb__jsonw_kdouble(w, "hang_timeout_s", o->hang_timeout_s);
     fb__jsonw_kdouble(w, "startup_timeout_s", o->startup_timeout_s);
@@ -475,8 +516,8 @@ static void fire_injections(sup *s, uint64_t now)
 /* On a hang: analyze the flight recorders (the segment snapshots, and
  * PyTorch's own dumps when it wrote any) before anything is killed; the
  * analysis names the rank that never entered the collective where progress
- * stopped, and its verdict goes into the incident. */
-/* Analyze the flight recorders of a hang; blame its one culprit.  Returns
+ * stopped, and its verdict goes into the incident.  Whether its culprit
+ * takes the blame is fb__sup_blame_hang's to say (policy.c).  Returns
  * the analyzer's JSON result for the journal (malloc'd), its rank lists
  * cut to SUP_FR_JSON_MAX_LIST entries so that a group of a million ranks
  * journals kilobytes, not megabytes; or NULL. */
@@ -504,10 +545,14 @@ static char *analyze_hang(sup *s)
     int n = fb__fr_culprit_ranks(r, culprits, 8);
     fb__sup_log(s, "flight recorder: %s", summary);
     sup_failure *f = &s->fail;
-    if (fb__fr_verdict_kind(r) == FB__FR_HANG && n >= 1) {
-        if (n == 1 && culprits[0] >= 0 && culprits[0] < s->world &&
-            culprits[0] != f->rank) {
-            f->rank = culprits[0];
+    fb__sup_hang_facts hf = {.world = s->world, .declared = f->rank,
+                             .fr_hang = fb__fr_verdict_kind(r) == FB__FR_HANG,
+                             .fr_culprits = culprits, .fr_nculprits = n};
+    fb__sup_hang_blame b;
+    fb__sup_blame_hang(&hf, &b);
+    if (b.fr_named) {
+        if (b.rank != f->rank) {
+            f->rank = b.rank;
             fb__seg_header *h = s->ranks[f->rank].seg ? fb__seg_hdr(s->ranks[f->rank].seg) : NULL;
             if (h && atomic_load_explicit(&h->steps_done, memory_order_relaxed))
                 f->step = (int64_t)atomic_load_explicit(&h->step, memory_order_relaxed);
@@ -754,7 +799,7 @@ static void start_attempt(sup *s)
     } else if (!s->stop_signal) {
         fb__journal_attempt_real(s->j, s->attempt_id, "launched_at", fb__wall_s());
         fb__sup_log(s, "attempt %d: launched %d rank%s (%s)", s->attempt, s->world,
-                    s->world == 1 ? "" : "s", launcher_name(s->o->launcher));
+                    s->world == 1 ? "" : "s", fb__sup_launcher_name(s->o->launcher));
     }
 }
 
@@ -1051,7 +1096,7 @@ static int open_journal(sup *s)
     options_json(o, &opts);
     fb__journal_run jr = {
         .name = s->name, .job_id = s->job_id, .run_dir = s->run_dir,
-        .command_json = fb__jsonw_text(&cmd), .launcher = launcher_name(o->launcher),
+        .command_json = fb__jsonw_text(&cmd), .launcher = fb__sup_launcher_name(o->launcher),
         .hostname = s->hostname, .options_json = fb__jsonw_text(&opts),
         .nproc = s->world, .nnodes = o->nnodes > 0 ? o->nnodes : 1,
         .max_restarts = o->max_restarts, .hang_timeout_s = o->hang_timeout_s,
@@ -1073,7 +1118,8 @@ static int setup_processes(sup *s, sigset_t *oldmask)
     int rc = setup_signals(s, oldmask);
     s->units = calloc((size_t)(s->world + 1), sizeof *s->units);
     s->ranks = calloc((size_t)s->world, sizeof *s->ranks);
-    if (!rc && (!s->units || !s->ranks))
+    s->hang_facts = calloc((size_t)s->world, sizeof *s->hang_facts);
+    if (!rc && (!s->units || !s->ranks || !s->hang_facts))
         rc = -ENOMEM;
     if (rc) {
         fprintf(stderr, "firebreak run: setup failed: %s\n", fb_strerror(rc));
@@ -1108,6 +1154,7 @@ static void finish_run(sup *s, int rc, const char *status, const sigset_t *oldma
     }
     free(s->units);
     free(s->ranks);
+    free(s->hang_facts);
     /* The exact accounting reads the journal: not from an incomplete one. */
     if (!rc && o->account && !res->journal_incomplete)
         o->account(res);

@@ -19,6 +19,22 @@ typedef enum {
     FB_LAUNCH_SLURM = 2  /* srun inside an allocation (docs/slurm.md)      */
 } fb__launcher;
 
+/* --on-no-nodes: what the slurm launcher does when too few healthy nodes
+ * remain (docs/slurm.md). */
+typedef enum {
+    FB_ON_NO_NODES_STOP = 0,   /* stop the run                              */
+    FB_ON_NO_NODES_REQUEUE,    /* ask Slurm to requeue the job              */
+    FB_ON_NO_NODES_COUNT_
+} fb__on_no_nodes;
+
+/* The options' names ("local", "mpirun", "slurm"; "stop", "requeue"):
+ * the one table each, for parsing and for output.  A name of a value out
+ * of range is "unknown"; the value of an unknown name is -1. */
+const char *fb__sup_launcher_name(fb__launcher l);
+int fb__sup_launcher_from_name(const char *name);
+const char *fb__sup_on_no_nodes_name(fb__on_no_nodes v);
+int fb__sup_on_no_nodes_from_name(const char *name);
+
 typedef struct fb__sup_options {
     char *const *argv;        /* the program and its arguments            */
     int nproc_per_node;       /* ranks on this node (local, mpirun)        */
@@ -48,7 +64,7 @@ typedef struct fb__sup_options {
     int spare_nodes;
     int drain;
     int health_check;         /* health check nodes before launch           */
-    const char *on_no_nodes;  /* "stop" | "requeue"                          */
+    fb__on_no_nodes on_no_nodes;
     /* Called after the journal is closed, before the summary is printed,
      * to replace the live estimates (useful_s, ettr, incidents' lost_s) by
      * the exact accounting of the journal (the report's).  May be NULL. */

@@ -10,8 +10,9 @@
  * a segment that fails it once is never read again; the rank is failed
  * with kind "segment_corrupt" (docs/segment.md, "Readers").
  *
- * What kind of failure a rank's end was and which rank is to blame are
- * policy.c's decisions; this file gathers the facts and records them.
+ * What kind of failure a rank's end was, which rank is to blame and
+ * whether (and on whom) a hang is declared are policy.c's decisions; this
+ * file gathers the facts and records them.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -321,16 +322,11 @@ static void declare_hang(sup *s, int rank, uint64_t last_ns, uint64_t now,
         snprintf(f->injected, sizeof f->injected, "%s", s->ranks[rank].injected);
 }
 
-/* What one pass over the ranks found. */
+/* What one pass over the ranks found (what a hang is, s->hang_facts). */
 typedef struct watch_pass {
     int all_ready, attached;
     uint64_t ready_max;       /* the last rank's first step               */
     int64_t max_step;
-    /* Hang candidate: the attached rank silent the longest past its limit. */
-    int hang_rank;
-    uint64_t hang_last;
-    uint32_t hang_phase;
-    int64_t hang_step;
 } watch_pass;
 
 /* Journal rank r's step time, at most once a second and per new step. */
@@ -345,10 +341,14 @@ static void sample_steps(sup *s, int r, fb__seg_header *h, int64_t step, uint64_
     rk->last_sample_step = (uint64_t)step;
 }
 
-/* Rank r's part of a pass: attach, check, reports, progress, silence. */
-static void watch_rank(sup *s, int r, uint64_t now, watch_pass *p)
+/* Rank r's part of a pass: attach, check, reports, progress, and its
+ * facts for fb__sup_blame_hang into *hf. */
+static void watch_rank(sup *s, int r, uint64_t now, watch_pass *p,
+                       fb__sup_hang_rank *hf)
 {
     sup_rank *rk = &s->ranks[r];
+    memset(hf, 0, sizeof *hf);
+    hf->step = -1;
     if (!rk->seg)
         fb__sup_try_attach(s, r);
     if (!rk->seg) {
@@ -387,48 +387,32 @@ static void watch_rank(sup *s, int r, uint64_t now, watch_pass *p)
             p->ready_max = first;
         sample_steps(s, r, h, step, now);
     }
-    if (rk->ended)
-        return;
-    uint64_t limit = timeout_ns(s, phase);
-    if (limit && now > hb && now - hb > limit &&
-        (p->hang_rank < 0 || hb < p->hang_last)) {
-        p->hang_rank = r;
-        p->hang_last = hb;
-        p->hang_phase = phase;
-        p->hang_step = step;
-    }
+    hf->readable = 1;
+    hf->watched = !rk->ended;
+    hf->last_beat_ns = hb;
+    hf->limit_ns = timeout_ns(s, phase);
+    hf->phase = phase;
+    hf->step = step;
+    hf->injected = inject_kind_of(
+        (int32_t)atomic_load_explicit(&h->inject_kind, memory_order_acquire));
 }
 
-/* A pass found a rank silent past its limit: declare the hang. */
-static void blame_hang(sup *s, watch_pass *p, uint64_t now)
+/* A pass found a rank silent past its limit: declare the hang on the
+ * rank policy.c blames (b). */
+static void blame_hang(sup *s, const fb__sup_hang_blame *b, uint64_t now)
 {
-    int by_injection = 0;
-    /* Every rank of a collective job stalls when one does; the oldest
-     * heartbeat is a weak hint.  A rank that recorded a fired hang
-     * injection is direct evidence; the flight recorder's analysis,
-     * run after this, has the last word (supervisor.c). */
-    for (int r = 0; r < s->world; r++) {
-        fb__seg_header *h = live_hdr(s, r);
-        if (h && atomic_load_explicit(&h->inject_kind, memory_order_acquire) ==
-                     FB_INJECT_HANG) {
-            p->hang_rank = r;
-            p->hang_last = atomic_load_explicit(&h->heartbeat_mono_ns, memory_order_relaxed);
-            p->hang_phase = atomic_load_explicit(&h->phase, memory_order_relaxed);
-            p->hang_step = (int64_t)atomic_load_explicit(&h->step, memory_order_relaxed);
-            read_reports(s, r);
-            by_injection = 1;
-            break;
-        }
-    }
+    const fb__sup_hang_rank *k = &s->hang_facts[b->rank];
+    if (b->basis == FB__SUP_HANG_INJECTED)
+        read_reports(s, b->rank); /* the injection's text, for the incident */
     char why[256];
     snprintf(why, sizeof why,
              "no progress from rank %d for %.1f s in phase %s (limit %.1f s), "
-             "last step %lld%s", p->hang_rank, (double)(now - p->hang_last) / 1e9,
-             fb__sup_phase_name(p->hang_phase),
-             (double)timeout_ns(s, p->hang_phase) / 1e9, (long long)p->hang_step,
-             by_injection ? "; the rank recorded an injected hang" :
-             "; the rank silent the longest");
-    declare_hang(s, p->hang_rank, p->hang_last, now, p->hang_phase, p->hang_step, why);
+             "last step %lld%s", b->rank, (double)(now - k->last_beat_ns) / 1e9,
+             fb__sup_phase_name(k->phase), (double)timeout_ns(s, k->phase) / 1e9,
+             (long long)k->step,
+             b->basis == FB__SUP_HANG_INJECTED ? "; the rank recorded an injected hang"
+                                               : "; the rank silent the longest");
+    declare_hang(s, b->rank, k->last_beat_ns, now, k->phase, k->step, why);
 }
 
 /* --attach-timeout: a rank that never attached counts as hung in init. */
@@ -450,10 +434,9 @@ static void check_attach_timeout(sup *s, int attached, uint64_t now)
 
 void fb__sup_watch(sup *s, uint64_t now)
 {
-    watch_pass p = {.all_ready = 1, .max_step = -1, .hang_rank = -1,
-                    .hang_step = -1};
+    watch_pass p = {.all_ready = 1, .max_step = -1};
     for (int r = 0; r < s->world; r++)
-        watch_rank(s, r, now, &p);
+        watch_rank(s, r, now, &p, &s->hang_facts[r]);
     if (p.max_step > s->max_step)
         s->max_step = p.max_step;
     if (!s->attempt_ready_ns && p.all_ready && p.attached == s->world) {
@@ -463,8 +446,12 @@ void fb__sup_watch(sup *s, uint64_t now)
     }
     if (s->fail.set)
         return;
-    if (p.hang_rank >= 0)
-        blame_hang(s, &p, now);
+    fb__sup_hang_facts hf = {.now_ns = now, .ranks = s->hang_facts,
+                             .world = s->world, .declared = -1};
+    fb__sup_hang_blame b;
+    fb__sup_blame_hang(&hf, &b);
+    if (b.rank >= 0)
+        blame_hang(s, &b, now);
     else
         check_attach_timeout(s, p.attached, now);
 }

@@ -193,6 +193,129 @@ static void test_blame(void)
     }
 }
 
+/* ---- which rank a hang is blamed on ---- */
+
+#define S_ 1000000000ull
+/* A rank in training whose last beat was `ago` s before now (1000 s),
+ * with a 10 s limit. */
+#define BEAT(ago) {.readable = 1, .watched = 1, .last_beat_ns = 1000 * S_ - (ago) * S_, \
+                   .limit_ns = 10 * S_, .phase = FB_PHASE_TRAIN, .step = 7}
+#define BEAT_INJ(ago, k) {.readable = 1, .watched = 1, .last_beat_ns = 1000 * S_ - (ago) * S_, \
+                   .limit_ns = 10 * S_, .phase = FB_PHASE_TRAIN, .step = 7, .injected = (k)}
+#define ENDED(ago) {.readable = 1, .last_beat_ns = 1000 * S_ - (ago) * S_, \
+                    .limit_ns = 10 * S_, .phase = FB_PHASE_TRAIN, .step = 7}
+#define UNREAD {.step = -1}
+#define NOLIMIT(ago) {.readable = 1, .watched = 1, .last_beat_ns = 1000 * S_ - (ago) * S_, \
+                      .phase = FB_PHASE_DONE, .step = 7}
+#define FR(...) 1, {__VA_ARGS__}
+
+static const char *hang_basis_name(fb__sup_hang_basis b)
+{
+    switch (b) {
+    case FB__SUP_HANG_NONE: return "none";
+    case FB__SUP_HANG_OLDEST_BEAT: return "oldest_beat";
+    case FB__SUP_HANG_INJECTED: return "injected";
+    case FB__SUP_HANG_DECLARED: return "declared";
+    case FB__SUP_HANG_FR_CULPRIT: return "fr_culprit";
+    }
+    return "?";
+}
+
+static void test_blame_hang(void)
+{
+    static const struct {
+        const char *what;
+        int declared;          /* -1: from the ranks below */
+        fb__sup_hang_rank ranks[4];
+        int fr_hang, culprits[3], nculprits;
+        int want_rank;
+        fb__sup_hang_basis want_basis;
+        int want_fr_named;
+    } cases[] = {
+        /* 1. the heartbeats */
+        {"everyone beat recently: no hang", -1,
+         {BEAT(1), BEAT(2), BEAT(9), BEAT(0)}, 0, {0}, 0, -1, FB__SUP_HANG_NONE, 0},
+        {"exactly at the limit is not past it", -1,
+         {BEAT(1), BEAT(10), BEAT(1), BEAT(1)}, 0, {0}, 0, -1, FB__SUP_HANG_NONE, 0},
+        {"one rank silent past its limit", -1,
+         {BEAT(1), BEAT(1), BEAT(11), BEAT(1)}, 0, {0}, 0, 2, FB__SUP_HANG_OLDEST_BEAT, 0},
+        {"the one silent the longest", -1,
+         {BEAT(12), BEAT(30), BEAT(11), BEAT(1)}, 0, {0}, 0, 1, FB__SUP_HANG_OLDEST_BEAT, 0},
+        {"a tie: the lowest-numbered", -1,
+         {BEAT(1), BEAT(20), BEAT(1), BEAT(20)}, 0, {0}, 0, 1, FB__SUP_HANG_OLDEST_BEAT, 0},
+        {"a rank whose end was noticed is not hung", -1,
+         {ENDED(50), BEAT(1), BEAT(1), BEAT(1)}, 0, {0}, 0, -1, FB__SUP_HANG_NONE, 0},
+        {"an unread segment is not hung (not attached, corrupt)", -1,
+         {UNREAD, BEAT(1), BEAT(1), BEAT(1)}, 0, {0}, 0, -1, FB__SUP_HANG_NONE, 0},
+        {"a phase without a limit is never hung", -1,
+         {NOLIMIT(500), BEAT(1), BEAT(11), BEAT(1)}, 0, {0}, 0, 2,
+         FB__SUP_HANG_OLDEST_BEAT, 0},
+        {"a beat in the future is no silence", -1,
+         {{.readable = 1, .watched = 1, .last_beat_ns = 2000 * S_, .limit_ns = 10 * S_},
+          BEAT(1), BEAT(1), BEAT(1)}, 0, {0}, 0, -1, FB__SUP_HANG_NONE, 0},
+        /* 2. a recorded hang injection */
+        {"a recorded hang injection beats the oldest beat", -1,
+         {BEAT(30), BEAT(1), BEAT_INJ(5, FB_INJECT_HANG), BEAT(1)}, 0, {0}, 0, 2,
+         FB__SUP_HANG_INJECTED, 0},
+        {"... the lowest-numbered injected rank", -1,
+         {BEAT(30), BEAT_INJ(5, FB_INJECT_HANG), BEAT_INJ(5, FB_INJECT_HANG), BEAT(1)},
+         0, {0}, 0, 1, FB__SUP_HANG_INJECTED, 0},
+        {"... even one whose end was noticed", -1,
+         {BEAT(30), BEAT(1), BEAT(1),
+          {.readable = 1, .last_beat_ns = 999 * S_, .injected = FB_INJECT_HANG}},
+         0, {0}, 0, 3, FB__SUP_HANG_INJECTED, 0},
+        {"... not one whose segment is not read", -1,
+         {BEAT(30), BEAT(1), {.injected = FB_INJECT_HANG}, BEAT(1)}, 0, {0}, 0, 0,
+         FB__SUP_HANG_OLDEST_BEAT, 0},
+        {"another injected kind is no evidence of a hang", -1,
+         {BEAT(30), BEAT_INJ(1, FB_INJECT_SLOW), BEAT_INJ(1, FB_INJECT_KILL), BEAT(1)},
+         0, {0}, 0, 0, FB__SUP_HANG_OLDEST_BEAT, 0},
+        {"an injection alone, no rank past its limit: no hang yet", -1,
+         {BEAT(1), BEAT_INJ(5, FB_INJECT_HANG), BEAT(1), BEAT(1)}, 0, {0}, 0, -1,
+         FB__SUP_HANG_NONE, 0},
+        /* 3. the flight recorder, on top of what was declared */
+        {"the flight recorder's one culprit takes the blame", 1, {{0}},
+         FR(3), 1, 3, FB__SUP_HANG_FR_CULPRIT, 1},
+        {"... it beats a recorded injection too", -1,
+         {BEAT(30), BEAT(1), BEAT_INJ(5, FB_INJECT_HANG), BEAT(1)}, FR(0), 1, 0,
+         FB__SUP_HANG_FR_CULPRIT, 1},
+        {"... and decides from the heartbeats in one call", -1,
+         {BEAT(30), BEAT(1), BEAT(1), BEAT(1)}, FR(2), 1, 2, FB__SUP_HANG_FR_CULPRIT, 1},
+        {"the culprit is the declared rank: kept, the summary still belongs", 2, {{0}},
+         FR(2), 1, 2, FB__SUP_HANG_DECLARED, 1},
+        {"several culprits: the blame stays, the summary belongs", 1, {{0}},
+         FR(2, 3), 2, 1, FB__SUP_HANG_DECLARED, 1},
+        {"a culprit outside the job is ignored", 1, {{0}},
+         FR(4), 1, 1, FB__SUP_HANG_DECLARED, 1},
+        {"a negative culprit is ignored", 1, {{0}},
+         FR(-1), 1, 1, FB__SUP_HANG_DECLARED, 1},
+        {"a verdict other than hang does not blame", 1, {{0}},
+         0, {3}, 1, 1, FB__SUP_HANG_DECLARED, 0},
+        {"a hang naming nobody does not blame", 1, {{0}},
+         FR(0), 0, 1, FB__SUP_HANG_DECLARED, 0},
+        {"declared (--attach-timeout, a node watcher), no analysis", 3, {{0}},
+         0, {0}, 0, 3, FB__SUP_HANG_DECLARED, 0},
+        {"no hang from the heartbeats: the flight recorder is not asked", -1,
+         {BEAT(1), BEAT(1), BEAT(1), BEAT(1)}, FR(2), 1, -1, FB__SUP_HANG_NONE, 0},
+    };
+    for (size_t i = 0; i < N(cases); i++) {
+        fb__sup_hang_facts f = {.now_ns = 1000 * S_, .world = 4,
+                                .declared = cases[i].declared,
+                                .ranks = cases[i].declared < 0 ? cases[i].ranks : NULL,
+                                .fr_hang = cases[i].fr_hang,
+                                .fr_culprits = cases[i].culprits,
+                                .fr_nculprits = cases[i].nculprits};
+        fb__sup_hang_blame b;
+        fb__sup_blame_hang(&f, &b);
+        CHECKF(b.rank == cases[i].want_rank && b.basis == cases[i].want_basis &&
+                   b.fr_named == cases[i].want_fr_named,
+               "%s: rank %d (%s, fr_named %d), want rank %d (%s, fr_named %d)",
+               cases[i].what, b.rank, hang_basis_name(b.basis), b.fr_named,
+               cases[i].want_rank, hang_basis_name(cases[i].want_basis),
+               cases[i].want_fr_named);
+    }
+}
+
 /* ---- when it occurred ---- */
 
 static void test_end_time(void)
@@ -367,6 +490,7 @@ int main(void)
     test_judge_end();
     test_record_is_fatal();
     test_blame();
+    test_blame_hang();
     test_end_time();
     test_backoff();
     test_decide();
