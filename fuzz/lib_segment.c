@@ -54,7 +54,7 @@ static void template(unsigned char *img)
     fb__seg_report *r = (fb__seg_report *)(img + FB__SEG_HEADER_SIZE);
     for (int i = 0; i < 3; i++) {
         r[i].seq = (uint64_t)i + 1;
-        r[i].kind = FB_REPORT_NOTE;
+        r[i].kind = FB__REPORT_NOTE;
         memcpy(r[i].text, "note", 5);
     }
     h->report_head = 3;
@@ -116,11 +116,11 @@ static void read_all(fb__seg *seg, const char *path, int fd,
         const unsigned char *area = fb__seg_fr_area(seg, &cap);
         if (area)
             sink += area[(size_t)cap * FB__SEG_FR_ENTRY_SIZE - 1];
-        fr_model m;
+        fb__fr_model m;
         char err[256];
-        fr_model_init(&m);
-        fr_load_ring(&m, path, err, sizeof err);
-        fr_model_free(&m);
+        fb__fr_model_init(&m);
+        fb__fr_load_ring(&m, path, err, sizeof err);
+        fb__fr_model_free(&m);
     }
     if (sink == 42)
         fputc(' ', stderr);

@@ -15,7 +15,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    fb_sim_config c;
+    fb__sim_config c;
     fb__sim_config_defaults(&c);
     char err[256];
     err[0] = '\0';
@@ -29,7 +29,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (c.ncat < 1 || c.ncat > FB_SIM_MAX_CATEGORIES)
         abort();
     for (int i = 0; i < c.ncat; i++) {
-        const fb_sim_category *k = &c.cat[i];
+        const fb__sim_category *k = &c.cat[i];
         if (!memchr(k->name, '\0', sizeof k->name) || k->name[0] == '\0')
             abort();
         if (!isfinite(k->rate_per_gpu_s) || k->rate_per_gpu_s < 0 ||

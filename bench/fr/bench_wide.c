@@ -75,15 +75,15 @@ static int write_dump(const char *path, int ranks, int groups, int peers)
 static double load_only(const char *path)
 {
     uint64_t t0 = fb__now_ns();
-    fr_model m;
-    fr_model_init(&m);
+    fb__fr_model m;
+    fb__fr_model_init(&m);
     char *buf = NULL, err[256];
     size_t len = 0;
     if (fb__read_file(path, (size_t)1 << 30, &buf, &len) ||
-        fr_load_torch(&m, path, buf, len, 0, err, sizeof err))
+        fb__fr_load_torch(&m, path, buf, len, 0, err, sizeof err))
         fprintf(stderr, "bench_wide: cannot load %s\n", path);
     free(buf);
-    fr_model_free(&m);
+    fb__fr_model_free(&m);
     return (double)(fb__now_ns() - t0) / 1e9;
 }
 

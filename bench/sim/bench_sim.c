@@ -13,11 +13,11 @@
 
 #include <stdio.h>
 
-static double best_of_3_run(const fb_sim_config *c, double *events_out)
+static double best_of_3_run(const fb__sim_config *c, double *events_out)
 {
     double best = 1e30;
     for (int i = 0; i < 3; i++) {
-        fb_sim_result r;
+        fb__sim_result r;
         uint64_t t0 = fb__now_ns();
         if (fb__sim_run(c, 0, &r)) {
             fprintf(stderr, "bench_sim: simulation failed\n");
@@ -40,7 +40,7 @@ int main(void)
     int rc = 0;
     printf("firebreak sim benchmark: llama3 preset, 54 days, 1000 trials\n");
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        fb_sim_config c;
+        fb__sim_config c;
         fb__sim_config_defaults(&c);
         fb__sim_preset(&c, "llama3");
         c.gpus = cases[i].gpus;
@@ -57,7 +57,7 @@ int main(void)
                events / 1e6, s / events * 1e9,
                s < cases[i].target_s ? "ok" : "SLOW");
         uint64_t t0 = fb__now_ns();
-        fb_sim_optimum o;
+        fb__sim_optimum o;
         if (fb__sim_optimize(&c, &o))
             rc = 1;
         printf("  %6ld GPUs: interval search %.3f s (%d evaluations)\n",

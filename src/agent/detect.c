@@ -19,7 +19,7 @@ static int cmp_double(const void *a, const void *b)
 
 static int judged(const fb__rank_sample *r)
 {
-    return r->steps_done >= MIN_STEPS && r->end_kind == FB_END_NONE &&
+    return r->steps_done >= MIN_STEPS && r->end_kind == FB__END_NONE &&
            r->step_ewma_s > 0;
 }
 

@@ -549,7 +549,7 @@ static void delete_hook(const char *point, uint64_t deleted_step)
 
 static void report_deleted(uint64_t step)
 {
-    fb__lib_report(FB_REPORT_CKPT_DELETED, 0, step, 0, 0, 0, NULL);
+    fb__lib_report(FB__REPORT_CKPT_DELETED, 0, step, 0, 0, 0, NULL);
 }
 
 /* Write + report + retention; runs on the writer thread or the caller. */
@@ -581,7 +581,7 @@ static int persist(fb_ckpt *ck, uint64_t step, int from_staging, uint64_t stall_
                          strerror(-wrc));
             fprintf(stderr, "firebreak: checkpoint step %llu (rank %d) failed: "
                             "%s\n", (unsigned long long)step, ck->rank, why);
-            fb__lib_report(FB_REPORT_CKPT_FAILED, wrc, step, 0, 0, 0, why);
+            fb__lib_report(FB__REPORT_CKPT_FAILED, wrc, step, 0, 0, 0, why);
             return wrc;
         }
     }
@@ -593,12 +593,12 @@ static int persist(fb_ckpt *ck, uint64_t step, int from_staging, uint64_t stall_
         fprintf(stderr, "firebreak: checkpoint step %llu (rank %d) failed: %s; "
                         "older checkpoints are intact\n",
                 (unsigned long long)step, ck->rank, why);
-        fb__lib_report(FB_REPORT_CKPT_FAILED, rc, step, 0, 0, 0, why);
+        fb__lib_report(FB__REPORT_CKPT_FAILED, rc, step, 0, 0, 0, why);
         return rc;
     }
     ck->last_bytes = bytes;
     ck->last_persist_ns = persist_ns;
-    fb__lib_report(FB_REPORT_CKPT_COMMITTED, 0, step, bytes, stall_ns, persist_ns,
+    fb__lib_report(FB__REPORT_CKPT_COMMITTED, 0, step, bytes, stall_ns, persist_ns,
                    how);
     if (ck->rank == 0 && ck->keep > 0) {
         saving_step = step;
@@ -991,7 +991,7 @@ int fb_ckpt_save(fb_ckpt *ck, uint64_t step)
         char text[96];
         snprintf(text, sizeof text, "step %llu still being written",
                  (unsigned long long)inflight);
-        fb__lib_report(FB_REPORT_CKPT_SKIPPED, FB_EBUSY, step, 0, 0, 0, text);
+        fb__lib_report(FB__REPORT_CKPT_SKIPPED, FB_EBUSY, step, 0, 0, 0, text);
         fprintf(stderr, "firebreak: checkpoint step %llu skipped: %s\n",
                 (unsigned long long)step, text);
         return FB_EBUSY;
@@ -1000,7 +1000,7 @@ int fb_ckpt_save(fb_ckpt *ck, uint64_t step)
      * phase (the supervisor applies the checkpoint timeout, not the hang
      * timeout of training) and inside the stall this save reports. */
     pthread_mutex_unlock(&ck->mu);
-    fb__lib_report(FB_REPORT_CKPT_BEGIN, 0, step, 0, 0, 0, NULL);
+    fb__lib_report(FB__REPORT_CKPT_BEGIN, 0, step, 0, 0, 0, NULL);
     fb_set_phase(FB_PHASE_CHECKPOINT);
     uint64_t t0 = fb__now_ns();
     pthread_mutex_lock(&ck->mu);
@@ -1020,7 +1020,7 @@ int fb_ckpt_save(fb_ckpt *ck, uint64_t step)
     int rc = snapshot(ck, ck->async, &prot);
     if (rc) {
         fb_set_phase(FB_PHASE_TRAIN);
-        fb__lib_report(FB_REPORT_CKPT_FAILED, rc, step, 0, 0, 0,
+        fb__lib_report(FB__REPORT_CKPT_FAILED, rc, step, 0, 0, 0,
                        "copying device tensors to host memory failed");
         pthread_mutex_lock(&ck->mu);
         ck->busy = 0;

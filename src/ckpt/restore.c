@@ -44,7 +44,7 @@ static void fallback(const fb_ckpt *ck, uint64_t step, int code, const char *why
 {
     fprintf(stderr, "firebreak: rank %d: not restoring checkpoint step %llu: %s\n",
             ck->rank, (unsigned long long)step, why);
-    fb__lib_report(FB_REPORT_RESTORE_FALLBACK, code, step, 0, 0, 0, why);
+    fb__lib_report(FB__REPORT_RESTORE_FALLBACK, code, step, 0, 0, 0, why);
 }
 
 static void dims_text(char *buf, size_t size, int ndim, const int64_t *v)
@@ -263,7 +263,7 @@ int fb_ckpt_restore(fb_ckpt *ck, uint64_t *step_out)
     if (fb__ckpt_busy(ck))
         return FB_ESTATE;
     fb_phase before = fb__ckpt_phase();
-    fb__lib_report(FB_REPORT_RESTORE_BEGIN, 0, 0, 0, 0, 0, NULL);
+    fb__lib_report(FB__REPORT_RESTORE_BEGIN, 0, 0, 0, 0, 0, NULL);
     fb_set_phase(FB_PHASE_RESTORE);
     uint64_t t0 = fb__now_ns();
     fb__ckpt_entry *v = NULL;
@@ -301,7 +301,7 @@ int fb_ckpt_restore(fb_ckpt *ck, uint64_t *step_out)
             fprintf(stderr, "firebreak: rank %d: checkpoint step %llu does not "
                             "match the registered tensors: %s\n", ck->rank,
                     (unsigned long long)v[i].step, why);
-            fb__lib_report(FB_REPORT_RESTORE_FALLBACK, r, v[i].step, 0, 0, 0, why);
+            fb__lib_report(FB__REPORT_RESTORE_FALLBACK, r, v[i].step, 0, 0, 0, why);
             rc = r;
             break;
         }
@@ -310,14 +310,14 @@ int fb_ckpt_restore(fb_ckpt *ck, uint64_t *step_out)
             continue;
         }
         uint64_t ns = fb__now_ns() - t0;
-        fb__lib_report(FB_REPORT_RESTORE_DONE, 0, v[i].step, bytes, ns, 0, NULL);
+        fb__lib_report(FB__REPORT_RESTORE_DONE, 0, v[i].step, bytes, ns, 0, NULL);
         if (step_out)
             *step_out = v[i].step;
         rc = 0;
         break;
     }
     if (rc == FB_ENOCKPT)
-        fb__lib_report(FB_REPORT_RESTORE_NONE, 0, 0, 0, 0, 0, NULL);
+        fb__lib_report(FB__REPORT_RESTORE_NONE, 0, 0, 0, 0, 0, NULL);
 out:
     free(v);
     fb_set_phase(before);

@@ -65,7 +65,7 @@ static int find_trainer(char *out, size_t size)
                 return 0;
         }
     }
-    return fb__proc_find_program("fb-train-mlp", out, size);
+    return fb__find_program("fb-train-mlp", out, size);
 }
 
 static int read_hash(const char *run_dir, char *hash, size_t size)
@@ -92,7 +92,7 @@ static int run_job(const char *trainer, const char *root, const char *name,
     fb__sup_options_init(&o);
     o.argv = argv;
     o.nproc_per_node = nproc;
-    o.launcher = FB_LAUNCH_MPIRUN;
+    o.launcher = FB__LAUNCH_MPIRUN;
     o.max_restarts = 6;
     o.hang_timeout_s = 3;
     o.startup_timeout_s = 60;

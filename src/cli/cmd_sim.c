@@ -1,6 +1,6 @@
 /*
  * cmd_sim.c -- `firebreak sim`: what effective training time would this job
- * keep at 16k or 100k GPUs?  Parses options, builds an fb_sim_config
+ * keep at 16k or 100k GPUs?  Parses options, builds an fb__sim_config
  * (preset, rates file, or measured costs of a real run), runs the
  * simulator in src/sim/ and prints.  The model is in docs/sim.md.
  */
@@ -80,7 +80,7 @@ static const char usage_text[] =
 enum opt_type { T_DUR, T_LONG, T_INT, T_DOUBLE, T_SIZE, T_BW, T_STR, T_FLAG };
 
 typedef struct sim_opts {
-    fb_sim_config c;
+    fb__sim_config c;
     const char *preset, *rates, *model, *from_run, *sweep, *svg;
     double detect_s, planned_per_day, days, ckpt_bytes, storage_bw;
     long seed;
@@ -307,14 +307,14 @@ typedef struct persist_rule {
     char from[160];
 } persist_rule;
 
-static void apply_persist(fb_sim_config *c, const persist_rule *pr)
+static void apply_persist(fb__sim_config *c, const persist_rule *pr)
 {
     if (pr->derived)
         c->persist_s = fb__sim_persist_time(pr->bytes_per_gpu, c->gpus,
                                             pr->bytes_per_s);
 }
 
-static int load_rates(fb_sim_config *c, const char *path)
+static int load_rates(fb__sim_config *c, const char *path)
 {
     char *text = NULL;
     size_t len = 0;
@@ -334,11 +334,11 @@ static int load_rates(fb_sim_config *c, const char *path)
 static int apply_run(sim_opts *o, const given *g, persist_rule *pr,
                      char *source, size_t source_size)
 {
-    fb_sim_measured m;
+    fb__sim_measured m;
     char err[256];
     if (fb__sim_read_run(o->from_run, &m, err, sizeof err))
         return bad("--from-run %s: %s", o->from_run, err);
-    fb_sim_config *c = &o->c;
+    fb__sim_config *c = &o->c;
     if (m.stall_s >= 0 && !was_given(g, "--ckpt-stall"))
         c->stall_s = m.stall_s;
     if (m.persist_s >= 0 && !was_given(g, "--persist") &&
@@ -371,7 +371,7 @@ static int apply_run(sim_opts *o, const given *g, persist_rule *pr,
 static int build_config(sim_opts *o, const given *g, persist_rule *pr,
                         char *source, size_t source_size)
 {
-    fb_sim_config *c = &o->c;
+    fb__sim_config *c = &o->c;
     int rc;
     if (o->model && strcmp(o->model, "exponential") == 0) {
         c->exponential = 1;
@@ -473,8 +473,8 @@ static int build_config(sim_opts *o, const given *g, persist_rule *pr,
 static int run_single(sim_opts *o, const char *source,
                       const persist_rule *pr)
 {
-    fb_sim_result r;
-    fb_sim_optimum opt;
+    fb__sim_result r;
+    fb__sim_optimum opt;
     int rc = fb__sim_run(&o->c, o->csv, &r);
     if (rc)
         return bad("simulation failed: %s", strerror(-rc));
@@ -482,7 +482,7 @@ static int run_single(sim_opts *o, const char *source,
         fb__sim_result_free(&r);
         return bad("interval search failed: %s", strerror(-rc));
     }
-    fb_sim_report rep = {&o->c, source, pr->from, &r,
+    fb__sim_report rep = {&o->c, source, pr->from, &r,
                          o->no_search ? NULL : &opt};
     if (o->csv)
         fb__sim_print_csv(stdout, &rep);
@@ -504,13 +504,13 @@ static int run_sweep(sim_opts *o, const char *source, const persist_rule *pr)
     if (parse_sweep(o->sweep, gpus, &n))
         return bad("bad --sweep '%s' (want gpus=A:B or gpus=A,B,C with "
                    "increasing counts)", o->sweep);
-    fb_sim_point *pts = calloc((size_t)n, sizeof *pts);
+    fb__sim_point *pts = calloc((size_t)n, sizeof *pts);
     if (!pts)
         return bad("out of memory");
     int rc = 0;
     for (int i = 0; i < n && !rc; i++) {
-        fb_sim_point *p = &pts[i];
-        fb_sim_config c = o->c;
+        fb__sim_point *p = &pts[i];
+        fb__sim_config c = o->c;
         c.gpus = gpus[i];
         apply_persist(&c, pr);
         p->gpus = c.gpus;
@@ -597,7 +597,7 @@ int fb__cmd_sim(int argc, char **argv)
         return rc;
     char err[512];
     /* A sweep judges feasibility point by point; validate the rest. */
-    fb_sim_config check = o.c;
+    fb__sim_config check = o.c;
     if (o.sweep && check.interval_s < check.persist_s)
         check.persist_s = 0;
     if (fb__sim_validate(&check, err, sizeof err)) {

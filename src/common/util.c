@@ -160,7 +160,7 @@ int fb__rm_rf(const char *path)
     return rc;
 }
 
-int fb__proc_find_program(const char *prog, char *resolved, size_t size)
+int fb__find_program(const char *prog, char *resolved, size_t size)
 {
     if (strchr(prog, '/')) {
         if (fb__fmt(resolved, size, "%s", prog))

@@ -59,7 +59,7 @@ int fb__rm_rf(const char *path);
  * -EACCES, -EISDIR, -ENAMETOOLONG), with the resolved path in `resolved`
  * when found.  (The supervisor checks its program and srun with it; the
  * demo finds its trainer.) */
-int fb__proc_find_program(const char *prog, char *resolved, size_t size);
+int fb__find_program(const char *prog, char *resolved, size_t size);
 
 /* open(2) a file that must be a regular file, for reading input from
  * outside (shards, dumps, journals, rates files, sysfs): the open is

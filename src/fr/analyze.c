@@ -52,7 +52,7 @@ typedef struct finding {
 } finding;
 
 struct fb__fr_result {
-    fr_model m;
+    fb__fr_model m;
     fb__fr_options opt;
     int verdict;           /* fb__fr_verdict_code; V_NONE while undecided
                             * by the findings */
@@ -213,7 +213,7 @@ static const char *opname(int op)
     return n ? n : "?";
 }
 
-static const char *gname(const fr_model *m, int g)
+static const char *gname(const fb__fr_model *m, int g)
 {
     if (g < 0 || (size_t)g >= m->ngroups)
         return "?";
@@ -246,11 +246,11 @@ static int trailing_number(const char *path)
 
 #define MAX_DUMP_BYTES ((size_t)1 << 30)
 
-static int load_one(fr_model *m, const char *path, char *err, size_t errsz)
+static int load_one(fb__fr_model *m, const char *path, char *err, size_t errsz)
 {
     /* live segment name */
     if (path[0] == '/' && !strchr(path + 1, '/'))
-        return fr_load_ring(m, path, err, errsz);
+        return fb__fr_load_ring(m, path, err, errsz);
     /* Opened without blocking and refused unless a regular file: a FIFO
      * in place of a dump would hang the supervisor's hang diagnosis. */
     int fd = fb__open_regular(path, 0);
@@ -268,7 +268,7 @@ static int load_one(fr_model *m, const char *path, char *err, size_t errsz)
     for (ssize_t i = 0; i < 8 && i < got; i++)
         magic |= (uint64_t)head[i] << (8 * i);
     if (got == 8 && magic == FB__SEG_MAGIC)
-        return fr_load_ring(m, path, err, errsz);
+        return fb__fr_load_ring(m, path, err, errsz);
     char *buf = NULL;
     size_t len = 0;
     int rc = fb__read_file(path, MAX_DUMP_BYTES, &buf, &len);
@@ -276,7 +276,7 @@ static int load_one(fr_model *m, const char *path, char *err, size_t errsz)
         snprintf(err, errsz, "%s: cannot read: %s", path, fb_strerror(rc));
         return rc;
     }
-    rc = fr_load_torch(m, path, buf, len, trailing_number(path), err, errsz);
+    rc = fb__fr_load_torch(m, path, buf, len, trailing_number(path), err, errsz);
     free(buf);
     return rc;
 }
@@ -287,20 +287,20 @@ static int cmp_str(const void *a, const void *b)
 }
 
 /* Load a path: a file, a live segment name, or a directory of files. */
-static int load_path(fr_model *m, const char *path, int *loaded)
+static int load_path(fb__fr_model *m, const char *path, int *loaded)
 {
     char err[512];
     struct stat st;
     int is_shm_name = path[0] == '/' && !strchr(path + 1, '/') &&
                       stat(path, &st) != 0;
     if (!is_shm_name && stat(path, &st)) {
-        fr_model_warn(m, "%s: %s", path, strerror(errno));
+        fb__fr_model_warn(m, "%s: %s", path, strerror(errno));
         return -errno;
     }
     if (is_shm_name || !S_ISDIR(st.st_mode)) {
         int rc = load_one(m, path, err, sizeof err);
         if (rc && rc != -ENOMEM)
-            fr_model_warn(m, "%s", err);
+            fb__fr_model_warn(m, "%s", err);
         else
             (*loaded)++;
         return rc;
@@ -309,7 +309,7 @@ static int load_path(fr_model *m, const char *path, int *loaded)
      * after the stat fails with ENOTDIR instead of blocking */
     DIR *d = opendir(path);
     if (!d) {
-        fr_model_warn(m, "%s: %s", path, strerror(errno));
+        fb__fr_model_warn(m, "%s: %s", path, strerror(errno));
         return -errno;
     }
     char **names = NULL;
@@ -351,13 +351,13 @@ static int load_path(fr_model *m, const char *path, int *loaded)
             any = 1;
             rc = load_one(m, names[i], err, sizeof err);
             if (rc && rc != -ENOMEM)
-                fr_model_warn(m, "%s", err);
+                fb__fr_model_warn(m, "%s", err);
             else if (!rc)
                 (*loaded)++;
             if (rc != -ENOMEM)
                 rc = 0;
         } else if (stat(names[i], &st) == 0 && !S_ISDIR(st.st_mode)) {
-            fr_model_warn(m, "%s: %s; skipped", names[i], fb_strerror(FB_ENOTREG));
+            fb__fr_model_warn(m, "%s: %s; skipped", names[i], fb_strerror(FB_ENOTREG));
         }
         free(names[i]);
     }
@@ -365,7 +365,7 @@ static int load_path(fr_model *m, const char *path, int *loaded)
     if (rc)
         return rc;
     if (!any)
-        fr_model_warn(m, "%s: directory holds no dump files", path);
+        fb__fr_model_warn(m, "%s: directory holds no dump files", path);
     return 0;
 }
 
@@ -395,7 +395,7 @@ typedef struct tuple { uint32_t kind, group; uint64_t seq; int rank; int op; } t
 
 typedef struct ctx {
     fb__fr_result *res;
-    fr_model *m;
+    fb__fr_model *m;
     int maxrank;
     int *rank_idx;          /* global rank -> index in m->ranks, -1 */
     gstat **gs;             /* per group, per group rank */
@@ -426,7 +426,7 @@ static void tuple_add(ctx *c, int kind, uint32_t g, uint64_t seq, int rank, int 
 /* When the evidence was taken.  A PyTorch dump is written on the timeout,
  * so its file time says how long ranks waited -- unless the file was
  * copied long after (then only the newest entry is known). */
-static uint64_t snap_of(const ctx *c, const fr_rank *r)
+static uint64_t snap_of(const ctx *c, const fb__fr_rank *r)
 {
     if (r->src == FR_SRC_RING)
         return r->snapshot_ns;
@@ -436,7 +436,7 @@ static uint64_t snap_of(const ctx *c, const fr_rank *r)
     return c->snapshot_torch;
 }
 
-static int old_enough(const ctx *c, const fr_rank *r, uint64_t t)
+static int old_enough(const ctx *c, const fb__fr_rank *r, uint64_t t)
 {
     if (r->src != FR_SRC_RING)
         return 1; /* PyTorch dumps are written on a timeout */
@@ -447,13 +447,13 @@ static int old_enough(const ctx *c, const fr_rank *r, uint64_t t)
 /* A rank's group rank in every group is a lookup in c->grank while the
  * rank is bound: ranks may belong to many groups, and scanning their
  * membership list per entry or per group made the passes quadratic. */
-static void bind_rank(ctx *c, const fr_rank *r)
+static void bind_rank(ctx *c, const fb__fr_rank *r)
 {
     for (size_t i = r->nmemb; i-- > 0;) /* the first record wins */
         c->grank[r->memb[i].group] = r->memb[i].grank;
 }
 
-static void unbind_rank(ctx *c, const fr_rank *r)
+static void unbind_rank(ctx *c, const fb__fr_rank *r)
 {
     for (size_t i = 0; i < r->nmemb; i++)
         c->grank[r->memb[i].group] = -1;
@@ -463,7 +463,7 @@ static void unbind_rank(ctx *c, const fr_rank *r)
  * ranks say about themselves (members[grank] = global rank or -1). */
 static int fill_unlisted_groups(ctx *c)
 {
-    fr_model *m = c->m;
+    fb__fr_model *m = c->m;
     int *maxg = fb__malloc((m->ngroups + 1) * sizeof *maxg);
     if (!maxg)
         return -ENOMEM;
@@ -471,13 +471,13 @@ static int fill_unlisted_groups(ctx *c)
         maxg[g] = m->groups[g].members ? INT_MIN : -1;
     for (size_t i = 0; i < m->nranks; i++)
         for (size_t k = 0; k < m->ranks[i].nmemb; k++) {
-            const struct fr_memb *mb = &m->ranks[i].memb[k];
+            const struct fb__fr_memb *mb = &m->ranks[i].memb[k];
             if (maxg[mb->group] != INT_MIN && mb->grank > maxg[mb->group])
                 maxg[mb->group] = mb->grank;
         }
     int rc = 0;
     for (size_t g = 0; g < m->ngroups; g++) {
-        fr_group *gr = &m->groups[g];
+        fb__fr_group *gr = &m->groups[g];
         int size = gr->size;
         if (maxg[g] == INT_MIN)
             continue;
@@ -498,8 +498,8 @@ static int fill_unlisted_groups(ctx *c)
     }
     for (size_t i = 0; i < m->nranks; i++)
         for (size_t k = 0; k < m->ranks[i].nmemb; k++) {
-            const struct fr_memb *mb = &m->ranks[i].memb[k];
-            fr_group *gr = &m->groups[mb->group];
+            const struct fb__fr_memb *mb = &m->ranks[i].memb[k];
+            fb__fr_group *gr = &m->groups[mb->group];
             if (maxg[mb->group] != INT_MIN && mb->grank >= 0 && mb->grank < gr->size)
                 gr->members[mb->grank] = m->ranks[i].rank;
         }
@@ -511,7 +511,7 @@ out:
 /* Resolve group membership and allocate the per-member summaries. */
 static int resolve_groups(ctx *c)
 {
-    fr_model *m = c->m;
+    fb__fr_model *m = c->m;
     int rc;
     c->gsize = fb__calloc(m->ngroups + 1, sizeof *c->gsize);
     c->gs = fb__calloc(m->ngroups + 1, sizeof *c->gs);
@@ -523,7 +523,7 @@ static int resolve_groups(ctx *c)
     if ((rc = fill_unlisted_groups(c)))
         return rc;
     for (size_t g = 0; g < m->ngroups; g++) {
-        fr_group *gr = &m->groups[g];
+        fb__fr_group *gr = &m->groups[g];
         if (!gr->members || gr->size <= 0)
             continue;
         c->gsize[g] = gr->size;
@@ -541,16 +541,16 @@ static int resolve_groups(ctx *c)
 /* Pass 1: per member summaries. */
 static void member_stats(ctx *c)
 {
-    fr_model *m = c->m;
+    fb__fr_model *m = c->m;
     for (size_t i = 0; i < m->nranks; i++) {
-        fr_rank *r = &m->ranks[i];
+        fb__fr_rank *r = &m->ranks[i];
         if (c->rank_idx[r->rank] != (int)i)
             continue; /* a duplicate */
         uint32_t lastg = UINT32_MAX;
         gstat *st = NULL;
         bind_rank(c, r);
         for (size_t k = 0; k < r->n; k++) {
-            const fr_ent *e = &r->ents[k];
+            const fb__fr_ent *e = &r->ents[k];
             c->any_entries = 1;
             if (e->flags & FR_ENT_P2P)
                 continue;
@@ -584,12 +584,12 @@ static void member_stats(ctx *c)
  * up to a million candidates. */
 static int mark_stuck_ranks(ctx *c)
 {
-    const fr_model *m = c->m;
+    const fb__fr_model *m = c->m;
     c->stuck_rank = fb__calloc(m->nranks + 1, 1);
     if (!c->stuck_rank)
         return -ENOMEM;
     for (size_t i = 0; i < m->nranks; i++) {
-        const fr_rank *r = &m->ranks[i];
+        const fb__fr_rank *r = &m->ranks[i];
         for (size_t k = 0; k < r->nmemb && !c->stuck_rank[i]; k++) {
             uint32_t g = r->memb[k].group;
             int gr = r->memb[k].grank;
@@ -597,7 +597,7 @@ static int mark_stuck_ranks(ctx *c)
                 c->stuck_rank[i] = 1;
         }
         for (size_t k = r->n; k-- > 0 && !c->stuck_rank[i];) {
-            const fr_ent *e = &r->ents[k];
+            const fb__fr_ent *e = &r->ents[k];
             if ((e->flags & FR_ENT_P2P) && e->state != FR_DONE &&
                 old_enough(c, r, e->t_ns))
                 c->stuck_rank[i] = 1;
@@ -621,9 +621,9 @@ static void last_done(const ctx *c, int global, char *buf, size_t size)
         snprintf(buf, size, "rank %d: no flight-recorder data", global);
         return;
     }
-    const fr_rank *r = &c->m->ranks[idx];
+    const fb__fr_rank *r = &c->m->ranks[idx];
     for (size_t k = r->n; k-- > 0;) {
-        const fr_ent *e = &r->ents[k];
+        const fb__fr_ent *e = &r->ents[k];
         if (e->state == FR_DONE) {
             snprintf(buf, size, "rank %d last completed %s #%" PRIu64 " on %s%s",
                      global, opname(e->op), e->seq, gname(c->m, (int)e->group),
@@ -642,7 +642,7 @@ static void last_done(const ctx *c, int global, char *buf, size_t size)
 
 static int hang_analysis(ctx *c)
 {
-    fr_model *m = c->m;
+    fb__fr_model *m = c->m;
     fb__fr_result *res = c->res;
     c->stuck = fb__calloc(m->ngroups + 1, sizeof *c->stuck);
     c->stuck_op = fb__calloc(m->ngroups + 1, sizeof *c->stuck_op);
@@ -685,7 +685,7 @@ static int hang_analysis(ctx *c)
                     unknown_g[nunk_g++] = k;
                 continue;
             }
-            const fr_rank *r = &m->ranks[gs[k].rank_idx];
+            const fb__fr_rank *r = &m->ranks[gs[k].rank_idx];
             if (gs[k].max_entered < s && !(r->wrapped && gs[k].min_seen > s)) {
                 missing[nmiss++] = gl;
             } else if (gs[k].first_pending_seq && gs[k].first_pending_seq <= s) {
@@ -700,7 +700,7 @@ static int hang_analysis(ctx *c)
         for (int k = 0; k < size && op < 0; k++) {
             if (gs[k].rank_idx < 0)
                 continue;
-            const fr_rank *r = &m->ranks[gs[k].rank_idx];
+            const fb__fr_rank *r = &m->ranks[gs[k].rank_idx];
             for (size_t i = r->n; i-- > 0;)
                 if (r->ents[i].group == g && r->ents[i].seq == s &&
                     !(r->ents[i].flags & FR_ENT_P2P)) {
@@ -751,7 +751,7 @@ static int hang_analysis(ctx *c)
     return rc;
 }
 
-static uint64_t cmp_size(const fr_ent *e)
+static uint64_t cmp_size(const fb__fr_ent *e)
 {
     if (e->op == FB_OP_REDUCE_SCATTER || e->op == FB_OP_SCATTER)
         return (uint64_t)e->out_numel;
@@ -789,7 +789,7 @@ static int vc_distinct(const vc *v)
 
 static int buckets(ctx *c)
 {
-    fr_model *m = c->m;
+    fb__fr_model *m = c->m;
     size_t G = m->ngroups;
     c->bbase = fb__calloc(G + 1, sizeof *c->bbase);
     c->bcount = fb__calloc(G + 1, sizeof *c->bcount);
@@ -801,11 +801,11 @@ static int buckets(ctx *c)
     if (!c->bbase || !c->bcount || !c->b || !maxs || !mins || !cnt)
         goto out;
     for (size_t i = 0; i < m->nranks; i++) {
-        fr_rank *r = &m->ranks[i];
+        fb__fr_rank *r = &m->ranks[i];
         if (c->rank_idx[r->rank] != (int)i)
             continue;
         for (size_t k = 0; k < r->n; k++) {
-            const fr_ent *e = &r->ents[k];
+            const fb__fr_ent *e = &r->ents[k];
             if (e->flags & FR_ENT_P2P)
                 continue;
             if (e->seq > maxs[e->group])
@@ -822,7 +822,7 @@ static int buckets(ctx *c)
         uint64_t base = mins[g];
         if (maxs[g] - mins[g] + 1 > limit) {
             base = maxs[g] - limit + 1;
-            fr_model_warn(m, "group %s: sequence numbers span %" PRIu64 "..%" PRIu64
+            fb__fr_model_warn(m, "group %s: sequence numbers span %" PRIu64 "..%" PRIu64
                           "; only the newest %" PRIu64 " are compared across ranks",
                           gname(m, (int)g), mins[g], maxs[g], limit);
         }
@@ -833,11 +833,11 @@ static int buckets(ctx *c)
             goto out;
     }
     for (size_t i = 0; i < m->nranks; i++) {
-        fr_rank *r = &m->ranks[i];
+        fb__fr_rank *r = &m->ranks[i];
         if (c->rank_idx[r->rank] != (int)i)
             continue;
         for (size_t k = 0; k < r->n; k++) {
-            const fr_ent *e = &r->ents[k];
+            const fb__fr_ent *e = &r->ents[k];
             if ((e->flags & FR_ENT_P2P) || e->seq < c->bbase[e->group])
                 continue;
             bucket *b = &c->b[e->group][e->seq - c->bbase[e->group]];
@@ -881,13 +881,13 @@ static int symmetric(int op)
 /* Pass 2: entries that disagree with their bucket's majority. */
 static void mismatches(ctx *c)
 {
-    fr_model *m = c->m;
+    fb__fr_model *m = c->m;
     for (size_t i = 0; i < m->nranks; i++) {
-        fr_rank *r = &m->ranks[i];
+        fb__fr_rank *r = &m->ranks[i];
         if (c->rank_idx[r->rank] != (int)i)
             continue;
         for (size_t k = 0; k < r->n; k++) {
-            const fr_ent *e = &r->ents[k];
+            const fb__fr_ent *e = &r->ents[k];
             uint32_t g = e->group;
             if ((e->flags & FR_ENT_P2P) || !c->b[g] || e->seq < c->bbase[g])
                 continue;
@@ -939,16 +939,16 @@ static int cmp_p2p(const void *a, const void *b)
 
 static int p2p_check(ctx *c)
 {
-    fr_model *m = c->m;
+    fb__fr_model *m = c->m;
     size_t n = 0, cap = 0;
     p2pkey *v = NULL;
     for (size_t i = 0; i < m->nranks; i++) {
-        fr_rank *r = &m->ranks[i];
+        fb__fr_rank *r = &m->ranks[i];
         if (c->rank_idx[r->rank] != (int)i)
             continue;
         bind_rank(c, r);
         for (size_t k = 0; k < r->n; k++) {
-            const fr_ent *e = &r->ents[k];
+            const fb__fr_ent *e = &r->ents[k];
             if (!(e->flags & FR_ENT_P2P) || e->peer < 0 || !e->pair_seq ||
                 (e->op != FB_OP_SEND && e->op != FB_OP_RECV))
                 continue;
@@ -983,14 +983,14 @@ static int p2p_check(ctx *c)
         }
         /* unmatched: the peer never posted its side */
         int peer_g = v[i].send ? v[i].dst : v[i].src;
-        fr_group *gr = &m->groups[v[i].g];
+        fb__fr_group *gr = &m->groups[v[i].g];
         if (peer_g < 0 || peer_g >= gr->size)
             continue;
         int peer = gr->members[peer_g];
         int pidx = (peer >= 0 && peer <= c->maxrank) ? c->rank_idx[peer] : -1;
         if (pidx < 0)
             continue; /* no data: reported as a missing dump */
-        const fr_rank *pr = &m->ranks[pidx];
+        const fb__fr_rank *pr = &m->ranks[pidx];
         if (pr->wrapped && !v[i].pending)
             continue;
         if (v[i].pending && !v[i].old)
@@ -1021,7 +1021,7 @@ static int cmp_tuple(const void *a, const void *b)
 static int tuples_to_findings(ctx *c, int *p2p_hang)
 {
     fb__fr_result *res = c->res;
-    fr_model *m = c->m;
+    fb__fr_model *m = c->m;
     int rc = 0;
     if (c->ntup)
         qsort(c->tup, c->ntup, sizeof *c->tup, cmp_tuple);
@@ -1043,7 +1043,7 @@ static int tuples_to_findings(ctx *c, int *p2p_hang)
             int src = (int)((t->seq >> 32) & 0x7fffffff), dst = (int)(uint32_t)t->seq;
             int pending = (t->op >> 30) & 1;
             int k = t->op & ((1 << 30) - 1);
-            fr_group *gr = &m->groups[t->group];
+            fb__fr_group *gr = &m->groups[t->group];
             int gsrc = src < gr->size ? gr->members[src] : -1;
             int gdst = dst < gr->size ? gr->members[dst] : -1;
             finding *f;
@@ -1097,7 +1097,7 @@ static int tuples_to_findings(ctx *c, int *p2p_hang)
     }
     free(rk);
     if (c->tup_over)
-        fr_model_warn(m, "%zu more disagreements were not itemized", c->tup_over);
+        fb__fr_model_warn(m, "%zu more disagreements were not itemized", c->tup_over);
     return rc;
 }
 
@@ -1160,7 +1160,7 @@ static int late_finding(ctx *c, size_t g, late *L, int size)
  * finding. */
 static int lateness(ctx *c)
 {
-    fr_model *m = c->m;
+    fb__fr_model *m = c->m;
     late **L = fb__calloc(m->ngroups + 1, sizeof *L);
     int rc = -ENOMEM;
     if (!L)
@@ -1175,12 +1175,12 @@ static int lateness(ctx *c)
             L[g][k].rank = m->groups[g].members[k];
     }
     for (size_t i = 0; i < m->nranks; i++) {
-        fr_rank *r = &m->ranks[i];
+        fb__fr_rank *r = &m->ranks[i];
         if (c->rank_idx[r->rank] != (int)i)
             continue;
         bind_rank(c, r);
         for (size_t k = 0; k < r->n; k++) {
-            const fr_ent *e = &r->ents[k];
+            const fb__fr_ent *e = &r->ents[k];
             uint32_t g = e->group;
             int size = c->gsize[g], me = c->grank[g];
             if (!L[g] || (e->flags & FR_ENT_P2P) || e->seq < c->bbase[g] ||
@@ -1269,7 +1269,7 @@ static int at_stuck_seq(const ctx *c, const finding *f)
  * first file used), the time PyTorch dumps were taken, dump versions. */
 static int index_ranks(ctx *c)
 {
-    fr_model *m = c->m;
+    fb__fr_model *m = c->m;
     for (size_t i = 0; i < m->nranks; i++)
         if (m->ranks[i].rank > c->maxrank)
             c->maxrank = m->ranks[i].rank;
@@ -1279,9 +1279,9 @@ static int index_ranks(ctx *c)
     for (int i = 0; i <= c->maxrank; i++)
         c->rank_idx[i] = -1;
     for (size_t i = 0; i < m->nranks; i++) {
-        fr_rank *r = &m->ranks[i];
+        fb__fr_rank *r = &m->ranks[i];
         if (c->rank_idx[r->rank] >= 0) {
-            fr_model_warn(m, "rank %d appears twice (%s and %s); using the first",
+            fb__fr_model_warn(m, "rank %d appears twice (%s and %s); using the first",
                           r->rank, m->ranks[c->rank_idx[r->rank]].path, r->path);
             continue;
         }
@@ -1296,7 +1296,7 @@ static int index_ranks(ctx *c)
         if (m->ranks[i].version && m->ranks[0].version &&
             m->ranks[i].src == m->ranks[0].src &&
             strcmp(m->ranks[i].version, m->ranks[0].version)) {
-            fr_model_warn(m, "ranks have different dump versions (rank %d: %s, "
+            fb__fr_model_warn(m, "ranks have different dump versions (rank %d: %s, "
                           "rank %d: %s); analyzing the fields they share",
                           m->ranks[0].rank, m->ranks[0].version, m->ranks[i].rank,
                           m->ranks[i].version);
@@ -1337,7 +1337,7 @@ static void decide_verdict(ctx *c, int p2p_hang, int *at_stuck)
 static int find_culprits(ctx *c, int at_stuck)
 {
     fb__fr_result *res = c->res;
-    const fr_model *m = c->m;
+    const fb__fr_model *m = c->m;
     size_t cap = 1, nc = 0;
     int rc;
     for (size_t i = 0; i < res->nf; i++) /* culprits come from rank lists */
@@ -1447,7 +1447,7 @@ static const finding *top_finding(const fb__fr_result *res)
 static void write_summary(ctx *c)
 {
     fb__fr_result *res = c->res;
-    const fr_model *m = c->m;
+    const fb__fr_model *m = c->m;
     const finding *top = top_finding(res);
     char seen[640];
     int n = res->nranks, incomplete = res->verdict == FB__FR_INCOMPLETE;
@@ -1485,7 +1485,7 @@ static void write_summary(ctx *c)
 
 /* Text from ranks and files (group names, dtypes, frames, paths) goes into
  * details and the summary, which end on terminals and in logs: control
- * bytes become '?'.  Warnings are scrubbed by fr_model_warn. */
+ * bytes become '?'.  Warnings are scrubbed by fb__fr_model_warn. */
 static void scrub(char *s, size_t size)
 {
     char tmp[1024];
@@ -1495,7 +1495,7 @@ static void scrub(char *s, size_t size)
 
 static int analyze(fb__fr_result *res)
 {
-    fr_model *m = &res->m;
+    fb__fr_model *m = &res->m;
     ctx c = {.res = res, .m = m, .maxrank = -1};
     int rc, p2p_hang = 0, at_stuck = 0;
     if ((rc = index_ranks(&c)) || (rc = resolve_groups(&c)))
@@ -1558,7 +1558,7 @@ int fb__fr_analyze_paths_opt(const char *const *paths, int npaths,
         return -ENOMEM;
     }
     res->verdict = V_NONE;
-    if (fr_model_init(&res->m)) {
+    if (fb__fr_model_init(&res->m)) {
         snprintf(err, errsz, "flight-recorder analysis: %s", fb_strerror(-ENOMEM));
         fb__fr_result_free(res);
         return -ENOMEM;
@@ -1644,7 +1644,7 @@ int fb__fr_result_json(const fb__fr_result *r, fb__jsonw *w)
 
 int fb__fr_result_json_max(const fb__fr_result *r, fb__jsonw *w, size_t max_list)
 {
-    const fr_model *m = &r->m;
+    const fb__fr_model *m = &r->m;
     fb__jsonw_obj_begin(w);
     fb__jsonw_kstr(w, "version", FB__FR_RESULT_VERSION);
     fb__jsonw_kstr(w, "verdict", fb__fr_verdict(r));
@@ -1713,7 +1713,7 @@ int fb__fr_result_json_max(const fb__fr_result *r, fb__jsonw *w, size_t max_list
  * scrubbed when written. */
 void fb__fr_result_text(const fb__fr_result *r, FILE *f)
 {
-    const fr_model *m = &r->m;
+    const fb__fr_model *m = &r->m;
     char rl[512], name[256];
     fprintf(f, "verdict: %s\n", fb__fr_verdict(r));
     fprintf(f, "%s\n", r->summary);
@@ -1754,7 +1754,7 @@ void fb__fr_result_free(fb__fr_result *r)
         free(r->f[i].ranks);
     free(r->f);
     free(r->culprits);
-    fr_model_free(&r->m);
+    fb__fr_model_free(&r->m);
     free(r);
 }
 

@@ -40,14 +40,14 @@ static uint64_t snapshot_time(const char *path)
            (uint64_t)st.st_mtim.tv_nsec;
 }
 
-static int group_of(fr_model *m, uint64_t id, const char *name)
+static int group_of(fb__fr_model *m, uint64_t id, const char *name)
 {
     char key[32];
     snprintf(key, sizeof key, "0x%016" PRIx64, id);
-    return fr_model_group(m, key, name);
+    return fb__fr_model_group(m, key, name);
 }
 
-int fr_load_ring(fr_model *m, const char *path, char *err, size_t errsz)
+int fb__fr_load_ring(fb__fr_model *m, const char *path, char *err, size_t errsz)
 {
     fb__seg *seg = NULL;
     int rc = fb__seg_open_as(&seg, path, FB__SEG_ANY_OWNER, NULL);
@@ -73,7 +73,7 @@ int fr_load_ring(fr_model *m, const char *path, char *err, size_t errsz)
         fb__seg_close(seg);
         return FB_EFORMAT;
     }
-    fr_rank *r = fr_model_add_rank(m, rank, FR_SRC_RING, path);
+    fb__fr_rank *r = fb__fr_model_add_rank(m, rank, FR_SRC_RING, path);
     if (!r) {
         fb__seg_close(seg);
         return -ENOMEM;
@@ -120,15 +120,15 @@ int fr_load_ring(fr_model *m, const char *path, char *err, size_t errsz)
                 goto oom;
             for (int k = 0; k < c.size; k++)
                 mem[k] = c.ranks_first + k * c.ranks_stride;
-            rc = fr_model_group_members(m, g, mem, c.size);
+            rc = fb__fr_model_group_members(m, g, mem, c.size);
             free(mem);
             if (rc)
                 goto oom;
         } else if (c.size > 0 && c.size <= (1 << 24)) {
-            fr_model_group_members(m, g, NULL, c.size);
+            fb__fr_model_group_members(m, g, NULL, c.size);
         }
         if (c.rank >= 0 && (c.size <= 0 || c.rank < c.size) &&
-            fr_rank_member(m, r, (uint32_t)g, c.rank))
+            fb__fr_rank_member(m, r, (uint32_t)g, c.rank))
             goto oom;
     }
 
@@ -137,7 +137,7 @@ int fr_load_ring(fr_model *m, const char *path, char *err, size_t errsz)
     uint64_t first = head > ring_slots ? head - ring_slots : 0; /* clamp */
     r->wrapped = first > 0;
     if (r->wrapped)
-        fr_model_warn(m, "rank %d: ring wrapped, %" PRIu64 " older events "
+        fb__fr_model_warn(m, "rank %d: ring wrapped, %" PRIu64 " older events "
                       "overwritten (%s)", rank, first, path);
     int last_g = -1;
     uint64_t last_id = 0, last_dkey = UINT64_MAX;
@@ -154,9 +154,9 @@ int fr_load_ring(fr_model *m, const char *path, char *err, size_t errsz)
                 goto oom;
             last_id = e.comm_id;
             if (e.comm_size > 0 && e.comm_size <= (1 << 24))
-                fr_model_group_members(m, last_g, NULL, e.comm_size);
+                fb__fr_model_group_members(m, last_g, NULL, e.comm_size);
             if (e.comm_rank >= 0 &&
-                fr_rank_member(m, r, (uint32_t)last_g, e.comm_rank))
+                fb__fr_rank_member(m, r, (uint32_t)last_g, e.comm_rank))
                 goto oom;
         }
         uint64_t dkey = ((uint64_t)e.elem_bytes << 16) | ((uint64_t)e.dtype << 1) |
@@ -169,11 +169,11 @@ int fr_load_ring(fr_model *m, const char *path, char *err, size_t errsz)
                 snprintf(dt, sizeof dt, "%s",
                          fb_dtype_name((fb_dtype)e.dtype)
                              ? fb_dtype_name((fb_dtype)e.dtype) : "?");
-            if (fr_model_intern(m, dt, &last_dt))
+            if (fb__fr_model_intern(m, dt, &last_dt))
                 goto oom;
             last_dkey = dkey;
         }
-        fr_ent x = {
+        fb__fr_ent x = {
             .seq = e.coll_seq,
             .t_ns = e.begin_mono_ns + wall_off,
             .in_numel = (int64_t)(e.count & INT64_MAX),
@@ -191,11 +191,11 @@ int fr_load_ring(fr_model *m, const char *path, char *err, size_t errsz)
         };
         if (e.flags & FB__FR_F_ANY_SOURCE)
             x.peer = -1;
-        if (fr_rank_push(r, &x))
+        if (fb__fr_rank_push(r, &x))
             goto oom;
     }
     if (r->torn)
-        fr_model_warn(m, "rank %d: %d events were being rewritten while read "
+        fb__fr_model_warn(m, "rank %d: %d events were being rewritten while read "
                       "(%s)", rank, r->torn, path);
     fb__seg_close(seg);
     return 0;

@@ -256,15 +256,15 @@ static int next_pair(pairtab *t, uint32_t g, int peer, int send, uint32_t *n)
 }
 
 /* Group g takes the members of the dump's one unnamed pg_config group. */
-static int adopt_unnamed(fr_model *m, fr_rank *r, int g, const int *rk, int n,
+static int adopt_unnamed(fb__fr_model *m, fb__fr_rank *r, int g, const int *rk, int n,
                          const char *path)
 {
     for (int i = 0; i < n; i++)
         if (rk[i] == r->rank) {
-            if (fr_model_group_members(m, g, rk, n) ||
-                fr_rank_member(m, r, (uint32_t)g, i))
+            if (fb__fr_model_group_members(m, g, rk, n) ||
+                fb__fr_rank_member(m, r, (uint32_t)g, i))
                 return -ENOMEM;
-            fr_model_warn(m, "rank %d: pg_config has no group '%s' but one group "
+            fb__fr_model_warn(m, "rank %d: pg_config has no group '%s' but one group "
                           "with an empty name; read as that group (%s)", r->rank,
                           m->groups[g].key, path);
             return 0;
@@ -272,7 +272,7 @@ static int adopt_unnamed(fr_model *m, fr_rank *r, int g, const int *rk, int n,
     return 0;
 }
 
-static int load_dom(fr_model *m, const char *path, const fb__json *root, int src,
+static int load_dom(fb__fr_model *m, const char *path, const fb__json *root, int src,
                     int rank_hint, char *err, size_t errsz)
 {
     if (!root || root->type != FB_JSON_OBJECT) {
@@ -299,7 +299,7 @@ static int load_dom(fr_model *m, const char *path, const fb__json *root, int src
                  "flight-recorder dump", path);
         return FB_EFORMAT;
     }
-    fr_rank *r = fr_model_add_rank(m, (int)rank, src, path);
+    fb__fr_rank *r = fb__fr_model_add_rank(m, (int)rank, src, path);
     if (!r)
         return -ENOMEM;
     r->version = fb__strdup(version ? version : "?");
@@ -310,18 +310,18 @@ static int load_dom(fr_model *m, const char *path, const fb__json *root, int src
         r->snapshot_ns = (uint64_t)st.st_mtim.tv_sec * 1000000000ull +
                          (uint64_t)st.st_mtim.tv_nsec;
     if (!version) {
-        fr_model_warn(m, "rank %d: no 'version' field (%s); reading it as 2.x",
+        fb__fr_model_warn(m, "rank %d: no 'version' field (%s); reading it as 2.x",
                       (int)rank, path);
     } else {
         int maj = 0, min = 0;
         if (sscanf(version, "%d.%d", &maj, &min) != 2 || maj != 2)
-            fr_model_warn(m, "rank %d: dump version '%s' is not 2.x (%s); "
+            fb__fr_model_warn(m, "rank %d: dump version '%s' is not 2.x (%s); "
                           "reading the fields it shares", (int)rank, version, path);
         else if (min > 10)
-            fr_model_warn(m, "rank %d: dump version %s is newer than 2.10 (%s); "
+            fb__fr_model_warn(m, "rank %d: dump version %s is newer than 2.10 (%s); "
                           "reading the fields it shares", (int)rank, version, path);
         else if (min < 2)
-            fr_model_warn(m, "rank %d: dump version %s is older than 2.2 (%s)",
+            fb__fr_model_warn(m, "rank %d: dump version %s is older than 2.2 (%s)",
                           (int)rank, version, path);
     }
 
@@ -353,7 +353,7 @@ static int load_dom(fr_model *m, const char *path, const fb__json *root, int src
                 continue;
             }
             const char *desc = str_or(member(pg, "desc"), "");
-            int g = fr_model_group(m, key, desc);
+            int g = fb__fr_model_group(m, key, desc);
             if (g < 0) {
                 free(unnamed);
                 return -ENOMEM;
@@ -365,32 +365,32 @@ static int load_dom(fr_model *m, const char *path, const fb__json *root, int src
                 return -ENOMEM;
             }
             if (prc == 0 && n > 0) {
-                int mrc = fr_model_group_members(m, g, rk, n);
+                int mrc = fb__fr_model_group_members(m, g, rk, n);
                 for (int i = 0; i < n && !mrc; i++)
                     if (rk[i] == rank)
-                        mrc = fr_rank_member(m, r, (uint32_t)g, i);
+                        mrc = fb__fr_rank_member(m, r, (uint32_t)g, i);
                 if (mrc) {
                     free(rk);
                     free(unnamed);
                     return mrc;
                 }
             } else if (member(pg, "ranks")) {
-                fr_model_warn(m, "rank %d: pg_config[%s].ranks is not a rank list "
+                fb__fr_model_warn(m, "rank %d: pg_config[%s].ranks is not a rank list "
                               "(%s)", (int)rank, key, path);
             }
             free(rk);
         }
     } else if (pgc) {
-        fr_model_warn(m, "rank %d: pg_config is not a dict (%s)", (int)rank, path);
+        fb__fr_model_warn(m, "rank %d: pg_config is not a dict (%s)", (int)rank, path);
     }
 
     if (!entries) {
-        fr_model_warn(m, "rank %d: no 'entries' (%s)", (int)rank, path);
+        fb__fr_model_warn(m, "rank %d: no 'entries' (%s)", (int)rank, path);
         free(unnamed);
         return 0;
     }
     if (entries->type != FB_JSON_ARRAY) {
-        fr_model_warn(m, "rank %d: 'entries' is not a list (%s)", (int)rank, path);
+        fb__fr_model_warn(m, "rank %d: 'entries' is not a list (%s)", (int)rank, path);
         free(unnamed);
         return 0;
     }
@@ -401,7 +401,7 @@ static int load_dom(fr_model *m, const char *path, const fb__json *root, int src
     for (const fb__json *e = entries->child; e; e = e->next, idx++) {
         if (e->type != FB_JSON_OBJECT) {
             if (!skipped++)
-                fr_model_warn(m, "rank %d: entries[%zu] is not a dict (%s)",
+                fb__fr_model_warn(m, "rank %d: entries[%zu] is not a dict (%s)",
                               (int)rank, idx, path);
             continue;
         }
@@ -424,7 +424,7 @@ static int load_dom(fr_model *m, const char *path, const fb__json *root, int src
         const char *state = fb__json_as_str(F[F_STATE]);
         if (!gkey[0] || !pn) {
             if (!skipped++)
-                fr_model_warn(m, "rank %d: entries[%zu] lacks %s or has the wrong "
+                fb__fr_model_warn(m, "rank %d: entries[%zu] lacks %s or has the wrong "
                               "type (%s); such entries are skipped", (int)rank, idx,
                               !gkey[0] ? "process_group/pg_id" : "profiling_name",
                               path);
@@ -439,7 +439,7 @@ static int load_dom(fr_model *m, const char *path, const fb__json *root, int src
         if (as_int((is_p2p ? F[F_PSEQ] : F[F_CSEQ]), &seq) ||
             seq < 0) {
             if (!skipped++)
-                fr_model_warn(m, "rank %d: entries[%zu].%s is missing or not an "
+                fb__fr_model_warn(m, "rank %d: entries[%zu].%s is missing or not an "
                               "integer (%s); such entries are skipped", (int)rank,
                               idx, is_p2p ? "p2p_seq_id" : "collective_seq_id", path);
             continue;
@@ -447,12 +447,12 @@ static int load_dom(fr_model *m, const char *path, const fb__json *root, int src
         int64_t rid;
         if (!as_int(F[F_RID], &rid) && (min_record < 0 || rid < min_record))
             min_record = rid;
-        int g = fr_model_group(m, gkey, gdesc);
+        int g = fb__fr_model_group(m, gkey, gdesc);
         if (g < 0) {
             rc = -ENOMEM;
             break;
         }
-        if (unnamed && !fr_rank_in_group(m, r, (uint32_t)g)) {
+        if (unnamed && !fb__fr_rank_in_group(m, r, (uint32_t)g)) {
             rc = adopt_unnamed(m, r, g, unnamed, nunnamed, path);
             free(unnamed); /* for the first such group only */
             unnamed = NULL;
@@ -475,17 +475,17 @@ static int load_dom(fr_model *m, const char *path, const fb__json *root, int src
             snprintf(buf, sizeof buf, "%s:%" PRId64 " %s",
                      str_or(member(f0, "filename"), "?"), ln,
                      str_or(member(f0, "name"), "?"));
-            if (fr_model_intern(m, buf, &frame)) {
+            if (fb__fr_model_intern(m, buf, &frame)) {
                 rc = -ENOMEM;
                 break;
             }
         }
         uint32_t dtype;
-        if (fr_model_intern(m, dt, &dtype)) {
+        if (fb__fr_model_intern(m, dt, &dtype)) {
             rc = -ENOMEM;
             break;
         }
-        fr_ent x = {
+        fb__fr_ent x = {
             .seq = (uint64_t)seq,
             .t_ns = t > 0 ? (uint64_t)t : 0,
             .in_numel = numel(F[F_INSZ]),
@@ -509,7 +509,7 @@ static int load_dom(fr_model *m, const char *path, const fb__json *root, int src
             x.flags |= FR_ENT_VARIABLE;
         if ((is_p2p && peer >= 0 &&
              next_pair(&pairs, (uint32_t)g, peer, op == FB_OP_SEND, &x.pair_seq)) ||
-            fr_rank_push(r, &x)) {
+            fb__fr_rank_push(r, &x)) {
             rc = -ENOMEM;
             break;
         }
@@ -517,11 +517,11 @@ static int load_dom(fr_model *m, const char *path, const fb__json *root, int src
     free(pairs.slot);
     free(unnamed);
     if (skipped > 1)
-        fr_model_warn(m, "rank %d: %zu entries skipped in all (%s)", (int)rank,
+        fb__fr_model_warn(m, "rank %d: %zu entries skipped in all (%s)", (int)rank,
                       skipped, path);
     if (min_record > 0) {
         r->wrapped = 1;
-        fr_model_warn(m, "rank %d: the dump starts at record_id %" PRId64 ": "
+        fb__fr_model_warn(m, "rank %d: the dump starts at record_id %" PRId64 ": "
                       "older entries were dropped from PyTorch's ring (%s)",
                       (int)rank, min_record, path);
     }
@@ -530,7 +530,7 @@ static int load_dom(fr_model *m, const char *path, const fb__json *root, int src
     return rc;
 }
 
-int fr_load_torch(fr_model *m, const char *path, const void *data, size_t len,
+int fb__fr_load_torch(fb__fr_model *m, const char *path, const void *data, size_t len,
                   int rank_hint, char *err, size_t errsz)
 {
     const unsigned char *p = data;
@@ -564,7 +564,7 @@ int fr_load_torch(fr_model *m, const char *path, const void *data, size_t len,
         return rc;
     }
     if (fb__pickle_unknown_calls(doc))
-        fr_model_warn(m, "%s: %zu objects of unknown classes were read as null",
+        fb__fr_model_warn(m, "%s: %zu objects of unknown classes were read as null",
                       path, fb__pickle_unknown_calls(doc));
     rc = load_dom(m, path, fb__pickle_root(doc), FR_SRC_TORCH_PICKLE, rank_hint,
                   err, errsz);

@@ -76,20 +76,20 @@ static int grow(void **arr, size_t *cap, size_t need, size_t elem)
     return 0;
 }
 
-int fr_model_init(fr_model *m)
+int fb__fr_model_init(fb__fr_model *m)
 {
     uint32_t empty;
     memset(m, 0, sizeof *m);
     m->str_index = fb__calloc(1, sizeof(strtab));
     m->group_index = fb__calloc(1, sizeof(strtab)); /* {of_str, cap} */
-    if (!m->str_index || !m->group_index || fr_model_intern(m, "", &empty)) {
+    if (!m->str_index || !m->group_index || fb__fr_model_intern(m, "", &empty)) {
         m->oom = 1;
         return -ENOMEM;
     }
     return 0;
 }
 
-void fr_model_free(fr_model *m)
+void fb__fr_model_free(fb__fr_model *m)
 {
     for (size_t i = 0; i < m->nranks; i++) {
         free(m->ranks[i].ents);
@@ -119,13 +119,13 @@ void fr_model_free(fr_model *m)
     memset(m, 0, sizeof *m);
 }
 
-fr_rank *fr_model_add_rank(fr_model *m, int rank, int src, const char *path)
+fb__fr_rank *fb__fr_model_add_rank(fb__fr_model *m, int rank, int src, const char *path)
 {
     if (grow((void **)&m->ranks, &m->cap_ranks, m->nranks + 1, sizeof *m->ranks)) {
         m->oom = 1;
         return NULL;
     }
-    fr_rank *r = &m->ranks[m->nranks];
+    fb__fr_rank *r = &m->ranks[m->nranks];
     memset(r, 0, sizeof *r);
     r->rank = rank;
     r->src = src;
@@ -139,7 +139,7 @@ fr_rank *fr_model_add_rank(fr_model *m, int rank, int src, const char *path)
     return r;
 }
 
-int fr_rank_push(fr_rank *r, const fr_ent *e)
+int fb__fr_rank_push(fb__fr_rank *r, const fb__fr_ent *e)
 {
     if (grow((void **)&r->ents, &r->cap, r->n + 1, sizeof *r->ents))
         return -ENOMEM;
@@ -147,14 +147,14 @@ int fr_rank_push(fr_rank *r, const fr_ent *e)
     return 0;
 }
 
-int fr_rank_in_group(const fr_model *m, const fr_rank *r, uint32_t g)
+int fb__fr_rank_in_group(const fb__fr_model *m, const fb__fr_rank *r, uint32_t g)
 {
     return m->groups[g].member_of == (size_t)(r - m->ranks) + 1;
 }
 
-int fr_rank_member(fr_model *m, fr_rank *r, uint32_t g, int grank)
+int fb__fr_rank_member(fb__fr_model *m, fb__fr_rank *r, uint32_t g, int grank)
 {
-    if (fr_rank_in_group(m, r, g))
+    if (fb__fr_rank_in_group(m, r, g))
         return 0;
     if (grow((void **)&r->memb, &r->cap_memb, r->nmemb + 1, sizeof *r->memb))
         return -ENOMEM;
@@ -165,7 +165,7 @@ int fr_rank_member(fr_model *m, fr_rank *r, uint32_t g, int grank)
     return 0;
 }
 
-int fr_model_intern(fr_model *m, const char *s, uint32_t *idx)
+int fb__fr_model_intern(fb__fr_model *m, const char *s, uint32_t *idx)
 {
     strtab *t = m->str_index;
     size_t slot = 0; /* set by strtab_find; said for the compiler */
@@ -189,16 +189,16 @@ oom:
     return -ENOMEM;
 }
 
-int fr_model_group(fr_model *m, const char *key, const char *name)
+int fb__fr_model_group(fb__fr_model *m, const char *key, const char *name)
 {
     /* group_index: for each interned string, its group index + 1 */
     struct gmap { uint32_t *of_str; size_t cap; } *gm = m->group_index;
     _Static_assert(sizeof(struct gmap) == sizeof(strtab), "same allocation");
     uint32_t sidx;
-    if (!gm || fr_model_intern(m, key, &sidx))
+    if (!gm || fb__fr_model_intern(m, key, &sidx))
         goto oom;
     if (sidx < gm->cap && gm->of_str[sidx]) {
-        fr_group *g = &m->groups[gm->of_str[sidx] - 1];
+        fb__fr_group *g = &m->groups[gm->of_str[sidx] - 1];
         if (name && *name && (!g->name || !*g->name)) {
             char *n = fb__strdup(name);
             if (!n)
@@ -222,7 +222,7 @@ int fr_model_group(fr_model *m, const char *key, const char *name)
     if (grow((void **)&m->groups, &m->cap_groups, m->ngroups + 1,
              sizeof *m->groups))
         goto oom;
-    fr_group *g = &m->groups[m->ngroups];
+    fb__fr_group *g = &m->groups[m->ngroups];
     memset(g, 0, sizeof *g);
     g->key = fb__strdup(key);
     g->name = fb__strdup(name ? name : "");
@@ -238,9 +238,9 @@ oom:
     return -1;
 }
 
-int fr_model_group_members(fr_model *m, int gi, const int *members, int size)
+int fb__fr_model_group_members(fb__fr_model *m, int gi, const int *members, int size)
 {
-    fr_group *g = &m->groups[gi];
+    fb__fr_group *g = &m->groups[gi];
     if (size <= 0)
         return 0;
     if (!g->size)
@@ -256,7 +256,7 @@ int fr_model_group_members(fr_model *m, int gi, const int *members, int size)
     return 0;
 }
 
-void fr_model_warn(fr_model *m, const char *fmt, ...)
+void fb__fr_model_warn(fb__fr_model *m, const char *fmt, ...)
 {
     if (m->nwarnings >= 1000)
         return;

@@ -20,12 +20,12 @@ enum { FR_PENDING_SCHEDULED = 0, FR_PENDING_STARTED = 1, FR_DONE = 2 };
 #define FR_ENT_P2P 1u
 #define FR_ENT_VARIABLE 2u /* sizes differ across ranks by design */
 
-typedef struct fr_ent {
+typedef struct fb__fr_ent {
     uint64_t seq;          /* collective seq, or p2p seq (FR_ENT_P2P)    */
     uint64_t t_ns;         /* wall-clock entry time, 0 unknown           */
     int64_t in_numel;      /* -1 unknown                                 */
     int64_t out_numel;
-    uint32_t group;        /* index into fr_model.groups                 */
+    uint32_t group;        /* index into fb__fr_model.groups                 */
     uint32_t dtype;        /* interned string index, 0 unknown           */
     int32_t peer;          /* root / peer as a group rank, -1 none       */
     uint32_t pair_seq;     /* p2p: n-th op with this peer, this way; 0 ? */
@@ -33,36 +33,36 @@ typedef struct fr_ent {
     uint16_t op;           /* fb_op                                      */
     uint8_t state;         /* FR_PENDING_* / FR_DONE                      */
     uint8_t flags;
-} fr_ent;
+} fb__fr_ent;
 
-typedef struct fr_rank {
+typedef struct fb__fr_rank {
     int rank;              /* global rank                                */
     int src;               /* FR_SRC_*                                   */
     char *path;
     char *version;         /* format version as the dump states it       */
-    fr_ent *ents;          /* in recording order                         */
+    fb__fr_ent *ents;          /* in recording order                         */
     size_t n, cap;
     uint64_t snapshot_ns;  /* wall time the evidence was taken            */
     int wrapped;           /* older entries were overwritten / dropped    */
     int64_t step;          /* firebreak: last completed step, -1 unknown */
     int torn;              /* firebreak: slots skipped while rewritten   */
-    struct fr_memb { uint32_t group; int32_t grank; } *memb;
+    struct fb__fr_memb { uint32_t group; int32_t grank; } *memb;
     size_t nmemb, cap_memb; /* groups this rank says it belongs to       */
-} fr_rank;
+} fb__fr_rank;
 
-typedef struct fr_group {
+typedef struct fb__fr_group {
     char *key;             /* comm id "0x..." or PyTorch pg name          */
     char *name;            /* description, may be ""                      */
     int size;              /* members, 0 unknown                          */
     int *members;          /* global ranks by group rank; NULL unknown    */
-    size_t member_of;      /* 1 + index in fr_model.ranks of the last rank
-                            * recorded as a member (fr_rank_member), 0   */
-} fr_group;
+    size_t member_of;      /* 1 + index in fb__fr_model.ranks of the last rank
+                            * recorded as a member (fb__fr_rank_member), 0   */
+} fb__fr_group;
 
-typedef struct fr_model {
-    fr_rank *ranks;
+typedef struct fb__fr_model {
+    fb__fr_rank *ranks;
     size_t nranks, cap_ranks;
-    fr_group *groups;
+    fb__fr_group *groups;
     size_t ngroups, cap_groups;
     void *group_index;     /* key -> index (analyze.c's string table)    */
     char **strs;           /* interned strings; 0 is ""                   */
@@ -74,37 +74,37 @@ typedef struct fr_model {
     int oom;               /* an allocation failed in a function that has
                             * no error return (warnings, group members):
                             * the model is not whole, the analysis fails */
-} fr_model;
+} fb__fr_model;
 
-/* 0 or -ENOMEM (then m->oom is set; fr_model_free still applies). */
-int fr_model_init(fr_model *m);
-void fr_model_free(fr_model *m);
-fr_rank *fr_model_add_rank(fr_model *m, int rank, int src, const char *path);
-int fr_rank_push(fr_rank *r, const fr_ent *e);
+/* 0 or -ENOMEM (then m->oom is set; fb__fr_model_free still applies). */
+int fb__fr_model_init(fb__fr_model *m);
+void fb__fr_model_free(fb__fr_model *m);
+fb__fr_rank *fb__fr_model_add_rank(fb__fr_model *m, int rank, int src, const char *path);
+int fb__fr_rank_push(fb__fr_rank *r, const fb__fr_ent *e);
 /* Note that rank r (the rank a loader is reading, the last one added) is
  * member `grank` of group g; again for the same group is a no-op.  O(1):
  * a dump may describe 100,000 groups. */
-int fr_rank_member(fr_model *m, fr_rank *r, uint32_t g, int grank);
+int fb__fr_rank_member(fb__fr_model *m, fb__fr_rank *r, uint32_t g, int grank);
 /* Whether r was recorded as a member of g (r: the last rank added). */
-int fr_rank_in_group(const fr_model *m, const fr_rank *r, uint32_t g);
+int fb__fr_rank_in_group(const fb__fr_model *m, const fb__fr_rank *r, uint32_t g);
 /* Group by key; created on first use.  Returns its index or -1 (ENOMEM). */
-int fr_model_group(fr_model *m, const char *key, const char *name);
+int fb__fr_model_group(fb__fr_model *m, const char *key, const char *name);
 /* Set a group's members (copied) when not yet known.  0 or -ENOMEM
  * (m->oom is set too). */
-int fr_model_group_members(fr_model *m, int g, const int *members, int size);
+int fb__fr_model_group_members(fb__fr_model *m, int g, const int *members, int size);
 /* The index of string s in m->strs (0 is ""), interned on first use, in
  * *idx.  0 or -ENOMEM. */
-int fr_model_intern(fr_model *m, const char *s, uint32_t *idx);
+int fb__fr_model_intern(fb__fr_model *m, const char *s, uint32_t *idx);
 /* A warning for the result; one that cannot be stored sets m->oom. */
-void fr_model_warn(fr_model *m, const char *fmt, ...)
+void fb__fr_model_warn(fb__fr_model *m, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
 /* Loaders.  Each returns 0, or a negative code with a message naming the
  * file and the field in err; a warning only goes to m->warnings. */
-int fr_load_ring(fr_model *m, const char *path, char *err, size_t errsz);
+int fb__fr_load_ring(fb__fr_model *m, const char *path, char *err, size_t errsz);
 /* A PyTorch dump (JSON or pickle), detected from its first bytes.
  * `rank_hint` is the file name's trailing number, -1 when none. */
-int fr_load_torch(fr_model *m, const char *path, const void *data, size_t len,
+int fb__fr_load_torch(fb__fr_model *m, const char *path, const void *data, size_t len,
                   int rank_hint, char *err, size_t errsz);
 
 #endif

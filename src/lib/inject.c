@@ -36,10 +36,10 @@
 #include "common/util.h"
 
 static const char *const kind_names[] = {
-    [FB_INJECT_NONE] = "none", [FB_INJECT_KILL] = "kill",
-    [FB_INJECT_HANG] = "hang", [FB_INJECT_EXIT] = "exit",
-    [FB_INJECT_SLOW] = "slow", [FB_INJECT_SEGV] = "segv",
-    [FB_INJECT_CORRUPT_CKPT] = "corrupt",
+    [FB__INJECT_NONE] = "none", [FB__INJECT_KILL] = "kill",
+    [FB__INJECT_HANG] = "hang", [FB__INJECT_EXIT] = "exit",
+    [FB__INJECT_SLOW] = "slow", [FB__INJECT_SEGV] = "segv",
+    [FB__INJECT_CORRUPT_CKPT] = "corrupt",
 };
 
 const char *fb__inject_kind_name(fb__inject_kind kind)
@@ -78,7 +78,7 @@ static int parse_one(char *item, fb__inject_fault *f, char *err, size_t es)
     for (int k = 1; k < (int)(sizeof kind_names / sizeof kind_names[0]); k++)
         if (strcmp(item, kind_names[k]) == 0)
             f->kind = (fb__inject_kind)k;
-    if (f->kind == FB_INJECT_NONE) {
+    if (f->kind == FB__INJECT_NONE) {
         snprintf(err, es, "unknown fault kind '%s' (kill, hang, exit, slow, "
                  "segv, corrupt)", item);
         return -EINVAL;
@@ -150,8 +150,8 @@ static int parse_one(char *item, fb__inject_fault *f, char *err, size_t es)
                  item);
         return -EINVAL;
     }
-    if (f->has_after && f->kind != FB_INJECT_KILL && f->kind != FB_INJECT_HANG &&
-        f->kind != FB_INJECT_SEGV) {
+    if (f->has_after && f->kind != FB__INJECT_KILL && f->kind != FB__INJECT_HANG &&
+        f->kind != FB__INJECT_SEGV) {
         snprintf(err, es, "fault '%s': after= works for kill, hang and segv "
                  "(delivered as signals); use step= for the others", item);
         return -EINVAL;
@@ -252,7 +252,7 @@ static void record(const fb__inject_fault *f, uint64_t step)
         atomic_store_explicit(&h->inject_kind, (uint32_t)f->kind,
                               memory_order_release);
     }
-    fb__lib_report(FB_REPORT_INJECT, (int32_t)f->kind, step, 0, 0, 0, text);
+    fb__lib_report(FB__REPORT_INJECT, (int32_t)f->kind, step, 0, 0, 0, text);
     fprintf(stderr, "firebreak: injecting fault %s\n", text);
 }
 
@@ -310,23 +310,23 @@ void fb__inject_step(uint64_t step, uint64_t step_ns)
         f->fired = 1;
         record(f, step);
         switch (f->kind) {
-        case FB_INJECT_KILL:
+        case FB__INJECT_KILL:
             raise(SIGKILL);
             break;
-        case FB_INJECT_SEGV:
+        case FB__INJECT_SEGV:
             raise(SIGSEGV);
             break;
-        case FB_INJECT_EXIT:
+        case FB__INJECT_EXIT:
             exit(f->code);
-        case FB_INJECT_HANG:
+        case FB__INJECT_HANG:
             for (;;)
                 pause();
-        case FB_INJECT_SLOW:
+        case FB__INJECT_SLOW:
             slow_on = 1;
             slow_factor = f->factor;
             slow_from_step = step;
             break;
-        case FB_INJECT_CORRUPT_CKPT:
+        case FB__INJECT_CORRUPT_CKPT:
             corrupt_newest_shard();
             break;
         default:

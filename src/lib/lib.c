@@ -69,10 +69,10 @@ static void on_fatal_signal(int sig, siginfo_t *si, void *uc)
     /* A fatal signal after fb_finalize() (a crash in exit handlers, say)
      * still counts: only an earlier fatal signal wins over it. */
     uint32_t prev = h ? atomic_load_explicit(&h->end_kind, memory_order_relaxed) : 0;
-    if (h && (prev == FB_END_NONE || prev == FB_END_FINALIZED)) {
+    if (h && (prev == FB__END_NONE || prev == FB__END_FINALIZED)) {
         atomic_store_explicit(&h->end_code, sig, memory_order_relaxed);
         atomic_store_explicit(&h->end_mono_ns, fb__now_ns(), memory_order_relaxed);
-        atomic_store_explicit(&h->end_kind, FB_END_SIGNAL, memory_order_release);
+        atomic_store_explicit(&h->end_kind, FB__END_SIGNAL, memory_order_release);
     }
     /* Hand the signal to whoever had it before us (or the default action)
      * and let it happen again. */
@@ -96,11 +96,11 @@ static void on_exit_record(int status, void *arg)
     if (!h)
         return;
     uint32_t prev = atomic_load_explicit(&h->end_kind, memory_order_relaxed);
-    if (prev != FB_END_NONE && prev != FB_END_FINALIZED)
+    if (prev != FB__END_NONE && prev != FB__END_FINALIZED)
         return;
     atomic_store_explicit(&h->end_code, status, memory_order_relaxed);
     atomic_store_explicit(&h->end_mono_ns, fb__now_ns(), memory_order_relaxed);
-    atomic_store_explicit(&h->end_kind, FB_END_EXIT, memory_order_release);
+    atomic_store_explicit(&h->end_kind, FB__END_EXIT, memory_order_release);
 }
 
 static void install_handlers(void)
@@ -209,9 +209,9 @@ void fb_finalize(void)
     atomic_store_explicit(&h->phase, FB_PHASE_DONE, memory_order_relaxed);
     atomic_store_explicit(&h->phase_since_mono_ns, now, memory_order_relaxed);
     atomic_store_explicit(&h->heartbeat_mono_ns, now, memory_order_relaxed);
-    if (atomic_load_explicit(&h->end_kind, memory_order_relaxed) == FB_END_NONE) {
+    if (atomic_load_explicit(&h->end_kind, memory_order_relaxed) == FB__END_NONE) {
         atomic_store_explicit(&h->end_mono_ns, now, memory_order_relaxed);
-        atomic_store_explicit(&h->end_kind, FB_END_FINALIZED, memory_order_release);
+        atomic_store_explicit(&h->end_kind, FB__END_FINALIZED, memory_order_release);
     }
     /* The mapping stays until exit: the exit handler still records the
      * exit code into it, and background checkpoint threads may report. */

@@ -444,10 +444,10 @@ int fb__seg_check(fb__seg *seg, char *why, size_t why_size)
     } else if (!head_ok(fh, &seg->fr_head_seen)) {
         field = "fr_head";
         value = fh;
-    } else if (end_kind > FB_END_FINALIZED) {
+    } else if (end_kind > FB__END_FINALIZED) {
         field = "end_kind";
         value = end_kind;
-    } else if (inject_kind > FB_INJECT_CORRUPT_CKPT) {
+    } else if (inject_kind > FB__INJECT_CORRUPT_CKPT) {
         field = "inject_kind";
         value = inject_kind;
     }

@@ -86,20 +86,20 @@
 
 /* Reports: what a rank tells the supervisor (which writes the journal). */
 typedef enum {
-    FB_REPORT_NONE = 0,
-    FB_REPORT_CKPT_BEGIN = 1,     /* step                                   */
-    FB_REPORT_CKPT_COMMITTED = 2, /* step, bytes, value1 = stall ns,
+    FB__REPORT_NONE = 0,
+    FB__REPORT_CKPT_BEGIN = 1,     /* step                                   */
+    FB__REPORT_CKPT_COMMITTED = 2, /* step, bytes, value1 = stall ns,
                                      value2 = persist ns                    */
-    FB_REPORT_CKPT_FAILED = 3,    /* step, code (-errno), text             */
-    FB_REPORT_CKPT_SKIPPED = 4,   /* step: a save skipped while busy        */
-    FB_REPORT_RESTORE_BEGIN = 5,
-    FB_REPORT_RESTORE_DONE = 6,   /* step restored, bytes, value1 = ns       */
-    FB_REPORT_RESTORE_FALLBACK = 7, /* step rejected, code, text = why     */
-    FB_REPORT_RESTORE_NONE = 8,   /* no checkpoint: starting fresh          */
-    FB_REPORT_INJECT = 9,         /* an injected fault fires: code = kind,
+    FB__REPORT_CKPT_FAILED = 3,    /* step, code (-errno), text             */
+    FB__REPORT_CKPT_SKIPPED = 4,   /* step: a save skipped while busy        */
+    FB__REPORT_RESTORE_BEGIN = 5,
+    FB__REPORT_RESTORE_DONE = 6,   /* step restored, bytes, value1 = ns       */
+    FB__REPORT_RESTORE_FALLBACK = 7, /* step rejected, code, text = why     */
+    FB__REPORT_RESTORE_NONE = 8,   /* no checkpoint: starting fresh          */
+    FB__REPORT_INJECT = 9,         /* an injected fault fires: code = kind,
                                      step, text = the spec                  */
-    FB_REPORT_NOTE = 10,          /* free text                              */
-    FB_REPORT_CKPT_DELETED = 11   /* an old checkpoint was deleted: step    */
+    FB__REPORT_NOTE = 10,          /* free text                              */
+    FB__REPORT_CKPT_DELETED = 11   /* an old checkpoint was deleted: step    */
 } fb__report_kind;
 
 #define FB__REPORT_TEXT_MAX 200
@@ -118,22 +118,22 @@ typedef struct fb__seg_report {
 
 /* What the rank recorded about its own end (exit code or fatal signal). */
 typedef enum {
-    FB_END_NONE = 0,     /* still running, or vanished (SIGKILL)         */
-    FB_END_EXIT = 1,     /* exit(end_code), through exit() / return      */
-    FB_END_SIGNAL = 2,   /* fatal signal end_code (SIGSEGV, SIGABRT...)  */
-    FB_END_FINALIZED = 3 /* fb_finalize() was called; an exit code or a
+    FB__END_NONE = 0,     /* still running, or vanished (SIGKILL)         */
+    FB__END_EXIT = 1,     /* exit(end_code), through exit() / return      */
+    FB__END_SIGNAL = 2,   /* fatal signal end_code (SIGSEGV, SIGABRT...)  */
+    FB__END_FINALIZED = 3 /* fb_finalize() was called; an exit code or a
                             fatal signal recorded later replaces it        */
 } fb__end_kind;
 
 /* Injected fault kinds (docs/inject.md). */
 typedef enum {
-    FB_INJECT_NONE = 0,
-    FB_INJECT_KILL = 1,   /* SIGKILL itself                      */
-    FB_INJECT_HANG = 2,   /* stop making progress forever        */
-    FB_INJECT_EXIT = 3,   /* exit(code)                          */
-    FB_INJECT_SLOW = 4,   /* sleep (factor - 1) x step time      */
-    FB_INJECT_SEGV = 5,   /* raise SIGSEGV                        */
-    FB_INJECT_CORRUPT_CKPT = 6 /* flip a byte in the newest shard  */
+    FB__INJECT_NONE = 0,
+    FB__INJECT_KILL = 1,   /* SIGKILL itself                      */
+    FB__INJECT_HANG = 2,   /* stop making progress forever        */
+    FB__INJECT_EXIT = 3,   /* exit(code)                          */
+    FB__INJECT_SLOW = 4,   /* sleep (factor - 1) x step time      */
+    FB__INJECT_SEGV = 5,   /* raise SIGSEGV                        */
+    FB__INJECT_CORRUPT_CKPT = 6 /* flip a byte in the newest shard  */
 } fb__inject_kind;
 
 typedef struct fb__seg_header {

@@ -29,26 +29,26 @@
 #define FB_SIM_MAX_GPUS 100000000L
 #define FB_SIM_JSON_VERSION 1
 
-enum fb_sim_kind { FB_SIM_CRASH = 0, FB_SIM_HANG = 1 };
+enum fb__sim_kind { FB_SIM_CRASH = 0, FB_SIM_HANG = 1 };
 /* A node-scoped failure takes one node out: the job needs a replacement
  * (spare or wait for repair), and lemon nodes concentrate it.  A
  * job-scoped failure (network, software) restarts on the same nodes. */
-enum fb_sim_scope { FB_SIM_SCOPE_JOB = 0, FB_SIM_SCOPE_NODE = 1 };
+enum fb__sim_scope { FB_SIM_SCOPE_JOB = 0, FB_SIM_SCOPE_NODE = 1 };
 
-typedef struct fb_sim_category {
+typedef struct fb__sim_category {
     char name[FB_SIM_NAME_MAX];
     double rate_per_gpu_s;  /* failures per GPU-second (scales with GPUs) */
     double rate_per_job_s;  /* failures per job-second (does not scale)   */
-    int kind;               /* enum fb_sim_kind  */
-    int scope;              /* enum fb_sim_scope */
-} fb_sim_category;
+    int kind;               /* enum fb__sim_kind  */
+    int scope;              /* enum fb__sim_scope */
+} fb__sim_category;
 
-typedef struct fb_sim_config {
+typedef struct fb__sim_config {
     /* Failure model. */
     int exponential;          /* 1: one process, rate 1/mtbf_s, no extras */
     double mtbf_s;            /* exponential mode: whole-job MTBF         */
     int ncat;
-    fb_sim_category cat[FB_SIM_MAX_CATEGORIES];
+    fb__sim_category cat[FB_SIM_MAX_CATEGORIES];
     double planned_per_job_s; /* planned maintenance events per second    */
     double maint_down_s;      /* downtime of one planned maintenance      */
 
@@ -77,29 +77,29 @@ typedef struct fb_sim_config {
     long trials;
     uint64_t seed;
     int threads;              /* 0: number of online CPUs                 */
-} fb_sim_config;
+} fb__sim_config;
 
 /* Where one trial's wall clock went (seconds; they sum to horizon_s). */
-typedef struct fb_sim_time {
+typedef struct fb__sim_time {
     double useful, checkpoint, lost, detect, restart, repair_wait, maintenance;
-} fb_sim_time;
+} fb__sim_time;
 
-typedef struct fb_sim_trial {
-    fb_sim_time t;
+typedef struct fb__sim_trial {
+    fb__sim_time t;
     uint32_t interruptions;   /* unexpected */
     uint32_t planned;
-} fb_sim_trial;
+} fb__sim_trial;
 
-typedef struct fb_sim_result {
+typedef struct fb__sim_result {
     long trials;
     double ettr_mean, ettr_p5, ettr_p95;
     double interruptions_mean, planned_mean;
     double by_category_mean[FB_SIM_MAX_CATEGORIES];
-    fb_sim_time time_mean;
-    fb_sim_trial *per_trial;  /* when asked for (CSV); owned, free below */
-} fb_sim_result;
+    fb__sim_time time_mean;
+    fb__sim_trial *per_trial;  /* when asked for (CSV); owned, free below */
+} fb__sim_result;
 
-typedef struct fb_sim_optimum {
+typedef struct fb__sim_optimum {
     double young_s, daly_s;   /* formulas (REFERENCE §2), may be < floor  */
     double search_s;          /* best interval the simulator found        */
     double search_ettr;       /* mean ETTR there                          */
@@ -107,15 +107,15 @@ typedef struct fb_sim_optimum {
     int bound_by_floor;       /* search optimum sits on the floor         */
     int young_below_floor, daly_below_floor;
     int evaluations;
-} fb_sim_optimum;
+} fb__sim_optimum;
 
 /* ---- sim_model.c ---- */
 
 /* Defaults: no preset applied, llama3-like costs (see docs/sim.md). */
-void fb__sim_config_defaults(fb_sim_config *c);
+void fb__sim_config_defaults(fb__sim_config *c);
 /* Load preset "llama3", "rsc1" or "rsc2" (categories + planned rate).
  * Returns 0 or -ENOENT for an unknown name. */
-int fb__sim_preset(fb_sim_config *c, const char *name);
+int fb__sim_preset(fb__sim_config *c, const char *name);
 /* Names of the presets, NULL-terminated. */
 extern const char *const fb__sim_preset_names[];
 /* Format a message into err (may be NULL) and return -EINVAL. */
@@ -123,11 +123,11 @@ int fb__sim_errf(char *err, size_t size, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* Check a configuration; on error writes a message naming the option and
  * returns -EINVAL. */
-int fb__sim_validate(const fb_sim_config *c, char *err, size_t err_size);
+int fb__sim_validate(const fb__sim_config *c, char *err, size_t err_size);
 /* Unexpected failures per second for the whole job at its start. */
-double fb__sim_total_rate(const fb_sim_config *c);
+double fb__sim_total_rate(const fb__sim_config *c);
 /* Mean detection latency weighted by the categories' rates. */
-double fb__sim_mean_detect(const fb_sim_config *c);
+double fb__sim_mean_detect(const fb__sim_config *c);
 /* Persist time from bytes per GPU and aggregate storage bandwidth. */
 double fb__sim_persist_time(double bytes_per_gpu, long gpus,
                             double bytes_per_s);
@@ -137,7 +137,7 @@ double fb__sim_persist_time(double bytes_per_gpu, long gpus,
 /* Parse a rates file (text, len bytes, need not be NUL-terminated) into
  * c->cat / c->planned_per_job_s, replacing categories.  On error returns
  * -EINVAL and writes "line N: what" into err. */
-int fb__sim_parse_rates(fb_sim_config *c, const char *text, size_t len,
+int fb__sim_parse_rates(fb__sim_config *c, const char *text, size_t len,
                         char *err, size_t err_size);
 /* Parse one rate "148/54/16384/gpu-day" into per-GPU and per-job rates
  * (per second).  0 or -EINVAL. */
@@ -148,12 +148,12 @@ int fb__sim_parse_rate(const char *s, int gpus_per_node,
 
 /* Run c->trials trials.  keep_trials: also return per-trial records.
  * Returns 0, -ENOMEM, or -EINVAL (config not validated). */
-int fb__sim_run(const fb_sim_config *c, int keep_trials, fb_sim_result *r);
-void fb__sim_result_free(fb_sim_result *r);
+int fb__sim_run(const fb__sim_config *c, int keep_trials, fb__sim_result *r);
+void fb__sim_result_free(fb__sim_result *r);
 /* Spare nodes in effect: c->spares, or 1% of the nodes when it is -1. */
-long fb__sim_spares(const fb_sim_config *c);
+long fb__sim_spares(const fb__sim_config *c);
 /* Mean ETTR only (used by the search): same seeds, same trials. */
-int fb__sim_mean_ettr(const fb_sim_config *c, double *ettr_out);
+int fb__sim_mean_ettr(const fb__sim_config *c, double *ettr_out);
 
 /* ---- sim_search.c ---- */
 
@@ -161,62 +161,62 @@ double fb__sim_young(double stall_s, double mttf_s);
 double fb__sim_daly(double stall_s, double restart_s, double mttf_s);
 /* Search the checkpoint interval with the best mean ETTR, at or above the
  * persist floor.  0 or negative errno. */
-int fb__sim_optimize(const fb_sim_config *c, fb_sim_optimum *o);
+int fb__sim_optimize(const fb__sim_config *c, fb__sim_optimum *o);
 
 /* ---- sim_journal.c ---- */
 
 /* Costs that a real run measured. Fields < 0 were not found. */
-typedef struct fb_sim_measured {
+typedef struct fb__sim_measured {
     double stall_s, persist_s, detect_crash_s, detect_hang_s, restart_s;
     double interval_s;
     long gpus;
     int samples_stall, samples_detect, samples_restart;
-} fb_sim_measured;
+} fb__sim_measured;
 
-int fb__sim_read_run(const char *run_dir, fb_sim_measured *m,
+int fb__sim_read_run(const char *run_dir, fb__sim_measured *m,
                      char *err, size_t err_size);
 
 /* ---- sim_out.c ---- */
 
 /* Everything one `firebreak sim` run prints. */
-typedef struct fb_sim_report {
-    const fb_sim_config *c;
+typedef struct fb__sim_report {
+    const fb__sim_config *c;
     const char *source;         /* "preset llama3", "rates FILE", ...    */
     const char *persist_from;   /* how persist_s was obtained            */
-    const fb_sim_result *r;
-    const fb_sim_optimum *o;    /* NULL: no search                       */
-} fb_sim_report;
+    const fb__sim_result *r;
+    const fb__sim_optimum *o;    /* NULL: no search                       */
+} fb__sim_report;
 
 /* One point of --sweep gpus=A:B. */
-typedef struct fb_sim_point {
+typedef struct fb__sim_point {
     long gpus;
     int feasible;               /* 0: the policy is impossible here      */
     char why[200];              /* ... and why                           */
     double persist_s, young_s, daly_s;
-    fb_sim_result r;            /* at the given interval                 */
+    fb__sim_result r;            /* at the given interval                 */
     double best_interval_s;     /* max(Daly, persist floor)              */
     double ettr_at_best;        /* mean ETTR at best_interval_s          */
-} fb_sim_point;
+} fb__sim_point;
 
 /* Format seconds as "1h23m", "12m30s", "45s", "250ms". */
 void fb__sim_fmt_duration(double s, char *buf, size_t size);
 /* Category name for index i (the exponential mode has one, "failure"). */
-const char *fb__sim_cat_name(const fb_sim_config *c, int i);
-int fb__sim_cat_count(const fb_sim_config *c);
+const char *fb__sim_cat_name(const fb__sim_config *c, int i);
+int fb__sim_cat_count(const fb__sim_config *c);
 
-void fb__sim_print_text(FILE *f, const fb_sim_report *rep);
-void fb__sim_print_csv(FILE *f, const fb_sim_report *rep);
+void fb__sim_print_text(FILE *f, const fb__sim_report *rep);
+void fb__sim_print_csv(FILE *f, const fb__sim_report *rep);
 /* One line, newline-terminated.  0, -ENOMEM or -EIO. */
-int fb__sim_print_json(FILE *f, const fb_sim_report *rep);
+int fb__sim_print_json(FILE *f, const fb__sim_report *rep);
 
-void fb__sim_print_sweep_text(FILE *f, const fb_sim_config *c,
-                              const fb_sim_point *pts, int n);
-void fb__sim_print_sweep_csv(FILE *f, const fb_sim_point *pts, int n);
-int fb__sim_print_sweep_json(FILE *f, const fb_sim_config *c,
-                             const char *source, const fb_sim_point *pts,
+void fb__sim_print_sweep_text(FILE *f, const fb__sim_config *c,
+                              const fb__sim_point *pts, int n);
+void fb__sim_print_sweep_csv(FILE *f, const fb__sim_point *pts, int n);
+int fb__sim_print_sweep_json(FILE *f, const fb__sim_config *c,
+                             const char *source, const fb__sim_point *pts,
                              int n);
 /* Write the ETTR-versus-GPUs plot.  0 or -errno. */
-int fb__sim_write_svg(const char *path, const fb_sim_config *c,
-                      const char *source, const fb_sim_point *pts, int n);
+int fb__sim_write_svg(const char *path, const fb__sim_config *c,
+                      const char *source, const fb__sim_point *pts, int n);
 
 #endif

@@ -36,7 +36,7 @@
 
 /* Read-only after plan_init; shared by all threads. */
 typedef struct plan {
-    const fb_sim_config *c;
+    const fb__sim_config *c;
     double horizon_s;
     double tau, stall, window;   /* window: async in-flight loss window */
     double job_rate;             /* job-scoped failures per second      */
@@ -62,11 +62,11 @@ typedef struct trial {
     long lemons;
     double rate;                 /* current total failure rate          */
     double next_fail;            /* absolute time of the next failure   */
-    fb_sim_trial out;
+    fb__sim_trial out;
     uint64_t *cat_counts;
 } trial;
 
-long fb__sim_spares(const fb_sim_config *c)
+long fb__sim_spares(const fb__sim_config *c)
 {
     if (c->spares >= 0)
         return c->spares;
@@ -75,7 +75,7 @@ long fb__sim_spares(const fb_sim_config *c)
     return s < 1 ? 1 : s;
 }
 
-static void plan_init(plan *p, const fb_sim_config *c)
+static void plan_init(plan *p, const fb__sim_config *c)
 {
     memset(p, 0, sizeof *p);
     p->c = c;
@@ -103,7 +103,7 @@ static void plan_init(plan *p, const fb_sim_config *c)
         c->planned_per_job_s > 0 ? 1.0 / c->planned_per_job_s : INFINITY;
     double node_rate = 0;
     for (int i = 0; i < c->ncat; i++) {
-        const fb_sim_category *k = &c->cat[i];
+        const fb__sim_category *k = &c->cat[i];
         double r = k->rate_per_gpu_s * (double)c->gpus + k->rate_per_job_s;
         p->detect[i] = k->kind == FB_SIM_HANG ? c->detect_hang_s
                                               : c->detect_crash_s;
@@ -220,7 +220,7 @@ static int pick_category(trial *s)
 static double on_failure(trial *s, int cat, double a)
 {
     const plan *p = s->p;
-    const fb_sim_config *c = p->c;
+    const fb__sim_config *c = p->c;
     double node_avail = a;
     s->out.interruptions++;
     s->cat_counts[cat]++;
@@ -264,8 +264,8 @@ static void spend(double *acc, double from, double to, double until)
 static int down(trial *s, double *t, int cat, int ckpt_first)
 {
     const plan *p = s->p;
-    const fb_sim_config *c = p->c;
-    fb_sim_time *acc = &s->out.t;
+    const fb__sim_config *c = p->c;
+    fb__sim_time *acc = &s->out.t;
     double node_ready = -INFINITY;
     for (;;) {
         double a = *t;
@@ -311,8 +311,8 @@ static int down(trial *s, double *t, int cat, int ckpt_first)
 static void run_trial(trial *s, uint64_t index)
 {
     const plan *p = s->p;
-    const fb_sim_config *c = p->c;
-    fb_sim_time *acc = &s->out.t;
+    const fb__sim_config *c = p->c;
+    fb__sim_time *acc = &s->out.t;
     double T = p->horizon_s;
 
     fb__sim_rng_seed(&s->rng, c->seed, index);
@@ -374,7 +374,7 @@ typedef struct work {
     plan p;
     long trials;
     atomic_long next_block;
-    fb_sim_trial *out;
+    fb__sim_trial *out;
 } work;
 
 typedef struct worker {
@@ -431,7 +431,7 @@ static double quantile(const double *sorted, long n, double q)
     return sorted[i] + f * (sorted[i + 1] - sorted[i]);
 }
 
-static int thread_count(const fb_sim_config *c, long trials)
+static int thread_count(const fb__sim_config *c, long trials)
 {
     long n = c->threads;
     if (n <= 0) {
@@ -446,14 +446,14 @@ static int thread_count(const fb_sim_config *c, long trials)
 }
 
 static void aggregate(const work *w, const worker *ks, int nk,
-                      const double *ettr_sorted, fb_sim_result *r)
+                      const double *ettr_sorted, fb__sim_result *r)
 {
     long n = w->trials;
-    const fb_sim_config *c = w->p.c;
+    const fb__sim_config *c = w->p.c;
     double sum_ettr = 0, sum_int = 0, sum_planned = 0;
-    fb_sim_time sum = {0};
+    fb__sim_time sum = {0};
     for (long i = 0; i < n; i++) {
-        const fb_sim_trial *x = &w->out[i];
+        const fb__sim_trial *x = &w->out[i];
         sum_ettr += x->t.useful / c->horizon_s;
         sum_int += x->interruptions;
         sum_planned += x->planned;
@@ -488,7 +488,7 @@ static void aggregate(const work *w, const worker *ks, int nk,
     }
 }
 
-int fb__sim_run(const fb_sim_config *c, int keep_trials, fb_sim_result *r)
+int fb__sim_run(const fb__sim_config *c, int keep_trials, fb__sim_result *r)
 {
     char err[256];
     memset(r, 0, sizeof *r);
@@ -542,15 +542,15 @@ out:
     return rc;
 }
 
-void fb__sim_result_free(fb_sim_result *r)
+void fb__sim_result_free(fb__sim_result *r)
 {
     free(r->per_trial);
     r->per_trial = NULL;
 }
 
-int fb__sim_mean_ettr(const fb_sim_config *c, double *ettr_out)
+int fb__sim_mean_ettr(const fb__sim_config *c, double *ettr_out)
 {
-    fb_sim_result r;
+    fb__sim_result r;
     int rc = fb__sim_run(c, 0, &r);
     if (rc == 0)
         *ettr_out = r.ettr_mean;

@@ -220,7 +220,7 @@ static double restart_s(const rows *R, int *samples)
     return mean_of(&m);
 }
 
-int fb__sim_read_run(const char *run_dir, fb_sim_measured *m, char *err,
+int fb__sim_read_run(const char *run_dir, fb__sim_measured *m, char *err,
                      size_t size)
 {
     memset(m, 0, sizeof *m);

@@ -42,7 +42,7 @@ static const struct {
 
 const char *const fb__sim_preset_names[] = {"llama3", "rsc1", "rsc2", NULL};
 
-void fb__sim_config_defaults(fb_sim_config *c)
+void fb__sim_config_defaults(fb__sim_config *c)
 {
     memset(c, 0, sizeof *c);
     c->mtbf_s = 0;
@@ -69,12 +69,12 @@ void fb__sim_config_defaults(fb_sim_config *c)
 
 /* Fill the six Llama 3 categories, scaled so that they sum to
  * total_per_gpu_s with the table's shares. */
-static void set_llama3_categories(fb_sim_config *c, double total_per_gpu_s)
+static void set_llama3_categories(fb__sim_config *c, double total_per_gpu_s)
 {
     size_t n = sizeof llama3_table / sizeof llama3_table[0];
     c->ncat = (int)n;
     for (size_t i = 0; i < n; i++) {
-        fb_sim_category *k = &c->cat[i];
+        fb__sim_category *k = &c->cat[i];
         memset(k, 0, sizeof *k);
         snprintf(k->name, sizeof k->name, "%s", llama3_table[i].name);
         k->rate_per_gpu_s =
@@ -84,7 +84,7 @@ static void set_llama3_categories(fb_sim_config *c, double total_per_gpu_s)
     }
 }
 
-int fb__sim_preset(fb_sim_config *c, const char *name)
+int fb__sim_preset(fb__sim_config *c, const char *name)
 {
     if (strcmp(name, "llama3") == 0) {
         set_llama3_categories(c, LLAMA3_TOTAL /
@@ -105,7 +105,7 @@ int fb__sim_preset(fb_sim_config *c, const char *name)
     return 0;
 }
 
-double fb__sim_total_rate(const fb_sim_config *c)
+double fb__sim_total_rate(const fb__sim_config *c)
 {
     if (c->exponential)
         return c->mtbf_s > 0 ? 1.0 / c->mtbf_s : 0;
@@ -116,7 +116,7 @@ double fb__sim_total_rate(const fb_sim_config *c)
     return sum;
 }
 
-double fb__sim_mean_detect(const fb_sim_config *c)
+double fb__sim_mean_detect(const fb__sim_config *c)
 {
     if (c->exponential)
         return c->detect_crash_s;
@@ -154,7 +154,7 @@ static int nonneg(double v)
     return isfinite(v) && v >= 0;
 }
 
-int fb__sim_validate(const fb_sim_config *c, char *err, size_t size)
+int fb__sim_validate(const fb__sim_config *c, char *err, size_t size)
 {
     if (c->gpus < 1 || c->gpus > FB_SIM_MAX_GPUS)
         return fb__sim_errf(err, size, "--gpus must be between 1 and %ld",

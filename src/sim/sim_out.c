@@ -39,12 +39,12 @@ void fb__sim_fmt_duration(double s, char *buf, size_t size)
         snprintf(buf, size, sec ? "%ldm%02lds" : "%ldm", m, sec);
 }
 
-const char *fb__sim_cat_name(const fb_sim_config *c, int i)
+const char *fb__sim_cat_name(const fb__sim_config *c, int i)
 {
     return c->exponential ? "failure" : c->cat[i].name;
 }
 
-int fb__sim_cat_count(const fb_sim_config *c)
+int fb__sim_cat_count(const fb__sim_config *c)
 {
     return c->exponential ? 1 : c->ncat;
 }
@@ -54,9 +54,9 @@ static double pct(double x)
     return 100.0 * x;
 }
 
-static void print_policy(FILE *f, const fb_sim_report *rep)
+static void print_policy(FILE *f, const fb__sim_report *rep)
 {
-    const fb_sim_config *c = rep->c;
+    const fb__sim_config *c = rep->c;
     char iv[32], st[32], ps[32], dc[32], dh[32], rs[32], rp[32];
     fb__sim_fmt_duration(c->interval_s, iv, sizeof iv);
     fb__sim_fmt_duration(c->stall_s, st, sizeof st);
@@ -98,10 +98,10 @@ static void print_time_row(FILE *f, const char *name, double s, double T)
     fprintf(f, "  %-12s %10s  %6.2f%%\n", name, d, pct(s / T));
 }
 
-void fb__sim_print_text(FILE *f, const fb_sim_report *rep)
+void fb__sim_print_text(FILE *f, const fb__sim_report *rep)
 {
-    const fb_sim_config *c = rep->c;
-    const fb_sim_result *r = rep->r;
+    const fb__sim_config *c = rep->c;
+    const fb__sim_result *r = rep->r;
     double T = c->horizon_s;
     print_policy(f, rep);
     fprintf(f, "\neffective training time (ETTR): mean %.2f%%  p5 %.2f%%  "
@@ -126,7 +126,7 @@ void fb__sim_print_text(FILE *f, const fb_sim_report *rep)
     print_time_row(f, "restart", r->time_mean.restart, T);
     print_time_row(f, "repair wait", r->time_mean.repair_wait, T);
     print_time_row(f, "maintenance", r->time_mean.maintenance, T);
-    const fb_sim_optimum *o = rep->o;
+    const fb__sim_optimum *o = rep->o;
     if (!o)
         return;
     char b[32];
@@ -154,14 +154,14 @@ void fb__sim_print_text(FILE *f, const fb_sim_report *rep)
                    "smaller checkpoints would raise ETTR.\n");
 }
 
-void fb__sim_print_csv(FILE *f, const fb_sim_report *rep)
+void fb__sim_print_csv(FILE *f, const fb__sim_report *rep)
 {
-    const fb_sim_result *r = rep->r;
+    const fb__sim_result *r = rep->r;
     double T = rep->c->horizon_s;
     fprintf(f, "trial,ettr,interruptions,planned,useful_s,checkpoint_s,"
                "lost_s,detect_s,restart_s,repair_wait_s,maintenance_s\n");
     for (long i = 0; r->per_trial && i < r->trials; i++) {
-        const fb_sim_trial *x = &r->per_trial[i];
+        const fb__sim_trial *x = &r->per_trial[i];
         fprintf(f, "%ld,%.6f,%u,%u,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f\n", i,
                 x->t.useful / T, x->interruptions, x->planned, x->t.useful,
                 x->t.checkpoint, x->t.lost, x->t.detect, x->t.restart,
@@ -169,7 +169,7 @@ void fb__sim_print_csv(FILE *f, const fb_sim_report *rep)
     }
 }
 
-static void json_config(fb__jsonw *w, const fb_sim_config *c,
+static void json_config(fb__jsonw *w, const fb__sim_config *c,
                         const char *source)
 {
     fb__jsonw_kint(w, "version", FB_SIM_JSON_VERSION);
@@ -201,7 +201,7 @@ static void json_config(fb__jsonw *w, const fb_sim_config *c,
     fb__jsonw_obj_end(w);
 }
 
-static void json_ettr(fb__jsonw *w, const fb_sim_result *r)
+static void json_ettr(fb__jsonw *w, const fb__sim_result *r)
 {
     fb__jsonw_key(w, "ettr");
     fb__jsonw_obj_begin(w);
@@ -218,10 +218,10 @@ static int json_finish(fb__jsonw *w, FILE *f)
     return rc;
 }
 
-int fb__sim_print_json(FILE *f, const fb_sim_report *rep)
+int fb__sim_print_json(FILE *f, const fb__sim_report *rep)
 {
-    const fb_sim_config *c = rep->c;
-    const fb_sim_result *r = rep->r;
+    const fb__sim_config *c = rep->c;
+    const fb__sim_result *r = rep->r;
     fb__jsonw w;
     fb__jsonw_init(&w);
     fb__jsonw_obj_begin(&w);
@@ -250,7 +250,7 @@ int fb__sim_print_json(FILE *f, const fb_sim_report *rep)
     fb__jsonw_obj_end(&w);
     fb__jsonw_key(&w, "optimal_interval_s");
     if (rep->o) {
-        const fb_sim_optimum *o = rep->o;
+        const fb__sim_optimum *o = rep->o;
         fb__jsonw_obj_begin(&w);
         fb__jsonw_kdouble(&w, "search", o->search_s);
         fb__jsonw_kdouble(&w, "young", o->young_s);
@@ -270,14 +270,14 @@ int fb__sim_print_json(FILE *f, const fb_sim_report *rep)
 
 /* ---- sweep ---- */
 
-void fb__sim_print_sweep_text(FILE *f, const fb_sim_config *c,
-                              const fb_sim_point *pts, int n)
+void fb__sim_print_sweep_text(FILE *f, const fb__sim_config *c,
+                              const fb__sim_point *pts, int n)
 {
     fprintf(f, "%9s %8s %8s %8s %9s %9s %9s %10s  %s\n", "gpus", "ETTR",
             "p5", "p95", "failures", "persist", "daly", "at daly",
             "(ETTR at the given interval, then at max(daly, persist))");
     for (int i = 0; i < n; i++) {
-        const fb_sim_point *p = &pts[i];
+        const fb__sim_point *p = &pts[i];
         char ps[32], dl[32];
         fb__sim_fmt_duration(p->persist_s, ps, sizeof ps);
         fb__sim_fmt_duration(p->daly_s, dl, sizeof dl);
@@ -299,12 +299,12 @@ void fb__sim_print_sweep_text(FILE *f, const fb_sim_config *c,
     (void)c;
 }
 
-void fb__sim_print_sweep_csv(FILE *f, const fb_sim_point *pts, int n)
+void fb__sim_print_sweep_csv(FILE *f, const fb__sim_point *pts, int n)
 {
     fprintf(f, "gpus,feasible,ettr_mean,ettr_p5,ettr_p95,interruptions_mean,"
                "persist_s,young_s,daly_s,best_interval_s,ettr_at_best\n");
     for (int i = 0; i < n; i++) {
-        const fb_sim_point *p = &pts[i];
+        const fb__sim_point *p = &pts[i];
         if (p->feasible)
             fprintf(f, "%ld,1,%.6f,%.6f,%.6f,%.3f,", p->gpus,
                     p->r.ettr_mean, p->r.ettr_p5, p->r.ettr_p95,
@@ -316,8 +316,8 @@ void fb__sim_print_sweep_csv(FILE *f, const fb_sim_point *pts, int n)
     }
 }
 
-int fb__sim_print_sweep_json(FILE *f, const fb_sim_config *c,
-                             const char *source, const fb_sim_point *pts,
+int fb__sim_print_sweep_json(FILE *f, const fb__sim_config *c,
+                             const char *source, const fb__sim_point *pts,
                              int n)
 {
     fb__jsonw w;
@@ -328,7 +328,7 @@ int fb__sim_print_sweep_json(FILE *f, const fb_sim_config *c,
     fb__jsonw_key(&w, "points");
     fb__jsonw_arr_begin(&w);
     for (int i = 0; i < n; i++) {
-        const fb_sim_point *p = &pts[i];
+        const fb__sim_point *p = &pts[i];
         fb__jsonw_obj_begin(&w);
         fb__jsonw_kint(&w, "gpus", p->gpus);
         fb__jsonw_kbool(&w, "feasible", p->feasible);
@@ -387,7 +387,7 @@ static void svg_gpus_label(char *buf, size_t size, long gpus)
         snprintf(buf, size, "%ld", gpus);
 }
 
-static void svg_polyline(FILE *f, const axes *a, const fb_sim_point *pts,
+static void svg_polyline(FILE *f, const axes *a, const fb__sim_point *pts,
                          int n, int best, const char *style)
 {
     fprintf(f, "<polyline fill=\"none\" %s points=\"", style);
@@ -419,8 +419,8 @@ static void xml_text(FILE *f, const char *s)
     }
 }
 
-int fb__sim_write_svg(const char *path, const fb_sim_config *c,
-                      const char *source, const fb_sim_point *pts, int n)
+int fb__sim_write_svg(const char *path, const fb__sim_config *c,
+                      const char *source, const fb__sim_point *pts, int n)
 {
     if (n < 1)
         return -EINVAL;

@@ -154,7 +154,7 @@ static int rate_error(char *err, size_t size, long line, const char *tok,
 }
 
 /* One tokenized line into *c (categories appended). */
-static int parse_statement(fb_sim_config *c, char **tok, int ntok, long line,
+static int parse_statement(fb__sim_config *c, char **tok, int ntok, long line,
                            int *planned_seen, char *err, size_t size)
 {
     double per_gpu, per_job;
@@ -198,7 +198,7 @@ static int parse_statement(fb_sim_config *c, char **tok, int ntok, long line,
     rc = fb__sim_parse_rate(tok[2], c->gpus_per_node, &per_gpu, &per_job);
     if (rc)
         return rate_error(err, size, line, tok[2], rc);
-    fb_sim_category k;
+    fb__sim_category k;
     memset(&k, 0, sizeof k);
     snprintf(k.name, sizeof k.name, "%s", tok[1]);
     k.rate_per_gpu_s = per_gpu;
@@ -226,10 +226,10 @@ static int parse_statement(fb_sim_config *c, char **tok, int ntok, long line,
     return 0;
 }
 
-int fb__sim_parse_rates(fb_sim_config *c, const char *text, size_t len,
+int fb__sim_parse_rates(fb__sim_config *c, const char *text, size_t len,
                         char *err, size_t size)
 {
-    fb_sim_config next = *c;
+    fb__sim_config next = *c;
     next.ncat = 0;
     next.planned_per_job_s = 0;
     int planned_seen = 0;

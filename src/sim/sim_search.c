@@ -36,7 +36,7 @@ double fb__sim_daly(double stall_s, double restart_s, double mttf_s)
 }
 
 typedef struct search {
-    fb_sim_config c;
+    fb__sim_config c;
     int evaluations;
 } search;
 
@@ -164,7 +164,7 @@ static int golden(search *s, const double *gx, const double *gy, int best,
     return rc;
 }
 
-int fb__sim_optimize(const fb_sim_config *c, fb_sim_optimum *o)
+int fb__sim_optimize(const fb__sim_config *c, fb__sim_optimum *o)
 {
     memset(o, 0, sizeof *o);
     double rate = fb__sim_total_rate(c);

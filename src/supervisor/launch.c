@@ -107,7 +107,7 @@ static int free_port(void)
 }
 
 /* Variables every rank gets, whatever the launcher. */
-static int common_env(sup *s, envb *e)
+static int common_env(fb__sup *s, envb *e)
 {
     char buf[PATH_MAX];
     int rc = 0;
@@ -147,7 +147,7 @@ static int common_env(sup *s, envb *e)
     return rc ? -ENOMEM : 0;
 }
 
-static int open_log(sup *s, int rank, char *path, size_t size)
+static int open_log(fb__sup *s, int rank, char *path, size_t size)
 {
     if (fb__fmt(path, size, "%s/rank-%d.log", s->logs_dir, rank))
         return -ENAMETOOLONG;
@@ -161,7 +161,7 @@ static int open_log(sup *s, int rank, char *path, size_t size)
     return fd;
 }
 
-static int launch_local(sup *s)
+static int launch_local(fb__sup *s)
 {
     envb e;
     int rc = env_init(&e);
@@ -189,7 +189,7 @@ static int launch_local(sup *s)
         }
         fb__spawn sp = {.argv = s->o->argv, .envp = e.v, .cwd = NULL,
                         .stdout_fd = fd, .stderr_fd = fd};
-        sup_unit *u = &s->units[s->nunits];
+        fb__sup_unit *u = &s->units[s->nunits];
         memset(u, 0, sizeof *u);
         u->rank = r;
         rc = fb__shim_spawn(&sp, &u->shim, &u->msg_fd);
@@ -202,7 +202,7 @@ static int launch_local(sup *s)
     return rc;
 }
 
-static int launch_mpirun(sup *s)
+static int launch_mpirun(fb__sup *s)
 {
     envb e;
     int rc = env_init(&e);
@@ -293,7 +293,7 @@ static int launch_mpirun(sup *s)
                  "%s/1/rank.%d/stderr", outdir, r);
     fb__spawn sp = {.argv = (char *const *)argv, .envp = e.v,
                     .stdout_fd = fd, .stderr_fd = fd};
-    sup_unit *u = &s->units[0];
+    fb__sup_unit *u = &s->units[0];
     memset(u, 0, sizeof *u);
     u->rank = -1;
     rc = fb__shim_spawn(&sp, &u->shim, &u->msg_fd);
@@ -304,7 +304,7 @@ static int launch_mpirun(sup *s)
     return rc;
 }
 
-char **fb__sup_env_common(sup *s)
+char **fb__sup_env_common(fb__sup *s)
 {
     envb e;
     if (env_init(&e) || common_env(s, &e)) {
@@ -321,21 +321,21 @@ void fb__sup_env_free(char **env)
     free(env);
 }
 
-int fb__sup_mpi_shm_dir(const sup *s, char *buf, size_t size)
+int fb__sup_mpi_shm_dir(const fb__sup *s, char *buf, size_t size)
 {
     return fb__fmt(buf, size, "/dev/shm/fb.%s.ompi", s->job_id);
 }
 
-int fb__sup_launch(sup *s)
+int fb__sup_launch(fb__sup *s)
 {
     s->master_port = free_port();
     s->nunits = 0;
     switch (s->o->launcher) {
-    case FB_LAUNCH_LOCAL:
+    case FB__LAUNCH_LOCAL:
         return launch_local(s);
-    case FB_LAUNCH_MPIRUN:
+    case FB__LAUNCH_MPIRUN:
         return launch_mpirun(s);
-    case FB_LAUNCH_SLURM:
+    case FB__LAUNCH_SLURM:
         return fb__sup_launch_slurm(s);
     default:
         return -ENOTSUP;

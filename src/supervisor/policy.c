@@ -44,12 +44,12 @@ void fb__sup_judge_end(const fb__sup_rank_end *e, fb__sup_end_verdict *v)
         } else if (WIFSIGNALED(e->wstatus)) {
             sig = WTERMSIG(e->wstatus);
         }
-    } else if (e->end_kind == FB_END_EXIT) {
+    } else if (e->end_kind == FB__END_EXIT) {
         has_code = 1;
         code = e->end_code;
-    } else if (e->end_kind == FB_END_SIGNAL) {
+    } else if (e->end_kind == FB__END_SIGNAL) {
         sig = e->end_code;
-    } else if (e->end_kind == FB_END_FINALIZED) {
+    } else if (e->end_kind == FB__END_FINALIZED) {
         has_code = 1;
     }
 
@@ -70,7 +70,7 @@ void fb__sup_judge_end(const fb__sup_rank_end *e, fb__sup_end_verdict *v)
         v->exit_code = code;
     } else if (has_code) {
         v->how = FB__SUP_END_OK;
-    } else if (e->injected == FB_INJECT_KILL) {
+    } else if (e->injected == FB__INJECT_KILL) {
         /* The rank recorded the kill it was about to receive. */
         v->how = FB__SUP_END_INJECTED_KILL;
         v->kind = FB__SUP_FAIL_CRASH;
@@ -132,7 +132,7 @@ void fb__sup_blame_hang(const fb__sup_hang_facts *f, fb__sup_hang_blame *b)
             return;
         b->basis = FB__SUP_HANG_OLDEST_BEAT;
         for (int r = 0; r < f->world; r++) {
-            if (f->ranks[r].readable && f->ranks[r].injected == FB_INJECT_HANG) {
+            if (f->ranks[r].readable && f->ranks[r].injected == FB__INJECT_HANG) {
                 b->rank = r;
                 b->basis = FB__SUP_HANG_INJECTED;
                 break;
@@ -155,7 +155,7 @@ uint64_t fb__sup_end_time(uint64_t noticed_ns, uint64_t detected_ns,
                           uint32_t end_kind, uint64_t end_ns, uint64_t inject_ns)
 {
     uint64_t t = noticed_ns ? noticed_ns : detected_ns;
-    if (end_kind != FB_END_NONE && end_ns && end_ns <= t)
+    if (end_kind != FB__END_NONE && end_ns && end_ns <= t)
         return end_ns;
     if (inject_ns && inject_ns <= t && t - inject_ns < INJECT_CAUSE_WINDOW_NS)
         return inject_ns;

@@ -18,7 +18,7 @@
 
 /* ---- failure kinds ---- */
 
-/* What ended an attempt (sup_failure.kind), and the other incidents the
+/* What ended an attempt (fb__sup_failure.kind), and the other incidents the
  * supervisor journals.  The names are the journal's and --json's
  * (docs/journal.md): never renamed. */
 typedef enum {
@@ -47,7 +47,7 @@ typedef struct fb__sup_rank_end {
     int wstatus;
     int exec_errno;            /* the program could not be executed         */
     uint32_t end_kind;         /* its own end record (fb__end_kind), or
-                                  FB_END_NONE when its segment is not read  */
+                                  FB__END_NONE when its segment is not read  */
     int end_code;
     fb__inject_kind injected;  /* a fault that fired in it, or NONE         */
 } fb__sup_rank_end;

@@ -63,7 +63,7 @@ static int in_group(gid_t gid)
     return 0;
 }
 
-int fb__sup_access_init(sup *s)
+int fb__sup_access_init(fb__sup *s)
 {
     const char *group = s->o->shared_group;
     if (group) {
@@ -84,7 +84,7 @@ int fb__sup_access_init(sup *s)
     return 0;
 }
 
-int fb__sup_mkdir_parents(sup *s, const char *path)
+int fb__sup_mkdir_parents(fb__sup *s, const char *path)
 {
     mode_t private = umask(s->user_umask);
     int rc = fb__mkdir_p(path, 0777);
@@ -92,7 +92,7 @@ int fb__sup_mkdir_parents(sup *s, const char *path)
     return rc;
 }
 
-int fb__sup_secure_dir(sup *s, const char *path)
+int fb__sup_secure_dir(fb__sup *s, const char *path)
 {
     mode_t want = s->shared ? 02750 : 0700;
     struct stat st;
@@ -136,7 +136,7 @@ static void describe_holder(int fd, const char *path, char *buf, size_t size)
     }
 }
 
-int fb__sup_lock_dir(sup *s, const char *dir, const char *what, int slot)
+int fb__sup_lock_dir(fb__sup *s, const char *dir, const char *what, int slot)
 {
     char path[PATH_MAX];
     if (fb__fmt(path, sizeof path, "%s/" LOCK_NAME, dir))
@@ -183,7 +183,7 @@ int fb__sup_lock_dir(sup *s, const char *dir, const char *what, int slot)
     return 0;
 }
 
-void fb__sup_release_dirs(sup *s)
+void fb__sup_release_dirs(fb__sup *s)
 {
     for (int i = 0; i < 2; i++) {
         if (s->lock_fd[i] >= 0)

@@ -200,7 +200,7 @@ static void load_addrs(struct fb__sup_slurm *g)
     }
 }
 
-static void drain_node(sup *s, int i, const char *why)
+static void drain_node(fb__sup *s, int i, const char *why)
 {
     struct fb__sup_slurm *g = s->slurm;
     char nn[128], reason[320];
@@ -216,7 +216,7 @@ static void drain_node(sup *s, int i, const char *why)
         fb__sup_log(s, "drained %s (%s)", g->nodes[i].name, reason + 7);
 }
 
-static void exclude_node(sup *s, int i, const char *why)
+static void exclude_node(fb__sup *s, int i, const char *why)
 {
     struct fb__sup_slurm *g = s->slurm;
     if (g->nodes[i].bad)
@@ -228,7 +228,7 @@ static void exclude_node(sup *s, int i, const char *why)
         drain_node(s, i, why);
 }
 
-int fb__sup_slurm_init(sup *s)
+int fb__sup_slurm_init(fb__sup *s)
 {
     struct fb__sup_slurm *g = &g_slurm;
     const fb__sup_options *o = s->o;
@@ -248,8 +248,8 @@ int fb__sup_slurm_init(sup *s)
     }
     snprintf(g->job_id, sizeof g->job_id, "%s", job);
     char resolved[PATH_MAX];
-    if (fb__proc_find_program("srun", resolved, sizeof resolved) ||
-        fb__proc_find_program("scontrol", resolved, sizeof resolved)) {
+    if (fb__find_program("srun", resolved, sizeof resolved) ||
+        fb__find_program("scontrol", resolved, sizeof resolved)) {
         fprintf(stderr, "firebreak run: --launcher slurm: srun or scontrol not "
                 "found on PATH (install slurm-client)\n");
         return -ENOENT;
@@ -301,7 +301,7 @@ int fb__sup_slurm_init(sup *s)
 
 /* Health-check the candidate nodes in one step; leave out those that fail
  * or do not answer. */
-static void health_check(sup *s, const int *cand, int ncand)
+static void health_check(fb__sup *s, const int *cand, int ncand)
 {
     struct fb__sup_slurm *g = s->slurm;
     char list[MAX_NODES * 8], nn[16], logp[PATH_MAX];
@@ -346,7 +346,7 @@ static void health_check(sup *s, const int *cand, int ncand)
                 ncand == 1 ? "" : "s", (double)(fb__now_ns() - t0) / 1e6);
 }
 
-static void no_nodes(sup *s, int healthy)
+static void no_nodes(fb__sup *s, int healthy)
 {
     struct fb__sup_slurm *g = s->slurm;
     size_t len = 0;
@@ -376,7 +376,7 @@ static void no_nodes(sup *s, int healthy)
     fb__sup_log(s, "%s", s->launch_detail);
 }
 
-static int spawn_step(sup *s, sup_unit *u, char *const *argv, char **envp,
+static int spawn_step(fb__sup *s, fb__sup_unit *u, char *const *argv, char **envp,
                       int out_fd, int err_fd, int rank)
 {
     memset(u, 0, sizeof *u);
@@ -389,7 +389,7 @@ static int spawn_step(sup *s, sup_unit *u, char *const *argv, char **envp,
     return rc;
 }
 
-int fb__sup_launch_slurm(sup *s)
+int fb__sup_launch_slurm(fb__sup *s)
 {
     struct fb__sup_slurm *g = s->slurm;
     const fb__sup_options *o = s->o;
@@ -530,19 +530,19 @@ out:
 
 /* ---- watching ---- */
 
-int fb__sup_slurm_fd(const sup *s)
+int fb__sup_slurm_fd(const fb__sup *s)
 {
     return s->slurm ? s->slurm->watch_fd : -1;
 }
 
-static const char *node_of_rank(const sup *s, int rank)
+static const char *node_of_rank(const fb__sup *s, int rank)
 {
     const struct fb__sup_slurm *g = s->slurm;
     int k = g->ppn > 0 ? rank / g->ppn : -1;
     return k >= 0 && k < g->ncur ? g->nodes[g->cur[k]].name : "?";
 }
 
-static void on_msg(sup *s, const fb__fbw1_msg *m)
+static void on_msg(fb__sup *s, const fb__fbw1_msg *m)
 {
     struct fb__sup_slurm *g = s->slurm;
     uint64_t now = fb__now_ns();
@@ -563,7 +563,7 @@ static void on_msg(sup *s, const fb__fbw1_msg *m)
             s->max_step = m->step;
         /* Progress of a rank whose segment is not on this host: readiness
          * and step samples come from its watcher. */
-        sup_rank *rk = &s->ranks[m->rank];
+        fb__sup_rank *rk = &s->ranks[m->rank];
         if (!rk->seg && m->step >= 0) {
             uint64_t age_ns = (uint64_t)m->age_ms * 1000000ull;
             if (!rk->remote_ready_ns)
@@ -613,7 +613,7 @@ static void on_msg(sup *s, const fb__fbw1_msg *m)
     }
 }
 
-void fb__sup_slurm_read(sup *s)
+void fb__sup_slurm_read(fb__sup *s)
 {
     struct fb__sup_slurm *g = s->slurm;
     if (!g || g->watch_fd < 0)
@@ -649,7 +649,7 @@ void fb__sup_slurm_read(sup *s)
     }
 }
 
-void fb__sup_slurm_tick(sup *s, uint64_t now)
+void fb__sup_slurm_tick(fb__sup *s, uint64_t now)
 {
     struct fb__sup_slurm *g = s->slurm;
     if (!g || s->nunits <= UNIT_WATCHERS)
@@ -674,7 +674,7 @@ void fb__sup_slurm_tick(sup *s, uint64_t now)
         double age_s = (double)b->age_ms / 1e3 + (double)(now - b->rx_ns) / 1e9;
         if (limit <= 0 || age_s <= limit)
             continue;
-        sup_failure *f = &s->fail;
+        fb__sup_failure *f = &s->fail;
         memset(f, 0, sizeof *f);
         f->set = 1;
         f->kind = FB__SUP_FAIL_HANG;
@@ -714,10 +714,10 @@ static int srun_blame(const struct fb__sup_slurm *g, int *task, char *what, size
     return found;
 }
 
-void fb__sup_slurm_on_failure(sup *s)
+void fb__sup_slurm_on_failure(fb__sup *s)
 {
     struct fb__sup_slurm *g = s->slurm;
-    sup_failure *f = &s->fail;
+    fb__sup_failure *f = &s->fail;
     if (!g || f->launch_error)
         return;
     if (f->rank < 0) {

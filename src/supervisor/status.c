@@ -11,7 +11,7 @@
 #include "common/util.h"
 #include "supervisor/sup.h"
 
-void fb__sup_log(sup *s, const char *fmt, ...)
+void fb__sup_log(fb__sup *s, const char *fmt, ...)
 {
     if (s->o->quiet)
         return;
@@ -27,7 +27,7 @@ void fb__sup_log(sup *s, const char *fmt, ...)
     s->last_status_ns = 0; /* redraw the status line */
 }
 
-void fb__sup_warn(sup *s, const char *fmt, ...)
+void fb__sup_warn(fb__sup *s, const char *fmt, ...)
 {
     if (s->status_on_tty)
         fputs("\r\033[K", stderr);
@@ -40,7 +40,7 @@ void fb__sup_warn(sup *s, const char *fmt, ...)
     s->last_status_ns = 0;
 }
 
-void fb__sup_status(sup *s, uint64_t now, int force)
+void fb__sup_status(fb__sup *s, uint64_t now, int force)
 {
     if (s->o->quiet)
         return;

@@ -21,7 +21,7 @@
 
 /* A process the supervisor started (through a shim): one rank (local) or
  * the whole job's mpirun. */
-typedef struct sup_unit {
+typedef struct fb__sup_unit {
     pid_t shim;
     int msg_fd;
     pid_t child;          /* rank or mpirun, once the shim said so        */
@@ -29,9 +29,9 @@ typedef struct sup_unit {
     int ended;
     int wstatus, exec_errno;
     uint64_t end_ns;
-} sup_unit;
+} fb__sup_unit;
 
-typedef struct sup_rank {
+typedef struct fb__sup_rank {
     fb__seg *seg;         /* NULL until the rank created its segment       */
     pid_t pid;
     int pidfd;            /* mpirun: watch a process that is not our child */
@@ -48,19 +48,19 @@ typedef struct sup_rank {
     int seg_corrupt;      /* its segment failed fb__seg_check: no longer
                              read (watch.c, docs/segment.md)               */
     uint64_t seg_ok_ns;   /* when its segment last passed fb__seg_check    */
-} sup_rank;
+} fb__sup_rank;
 
-typedef struct sup_ckpt {
+typedef struct fb__sup_ckpt {
     int64_t step;
     int ranks;
     int64_t bytes;
     double stall_ms, persist_ms;
-} sup_ckpt;
+} fb__sup_ckpt;
 
 #define SUP_MAX_CKPT_TRACK 64
 
 /* The failure that ends an attempt. */
-typedef struct sup_failure {
+typedef struct fb__sup_failure {
     int set;
     fb__sup_fail_kind kind;
     int rank;
@@ -72,9 +72,9 @@ typedef struct sup_failure {
     char detail[512];
     char injected[128];
     int launch_error;                    /* cannot be fixed by a restart */
-} sup_failure;
+} fb__sup_failure;
 
-typedef struct sup {
+typedef struct fb__sup {
     const fb__sup_options *o;
     fb__sup_result *res;
     char run_dir[PATH_MAX];
@@ -93,23 +93,23 @@ typedef struct sup {
     uint64_t attempt_ready_ns;           /* 0 until every attached rank stepped */
     int master_port;
 
-    sup_unit *units;
+    fb__sup_unit *units;
     int nunits;
-    sup_rank *ranks;
+    fb__sup_rank *ranks;
     fb__sup_hang_rank *hang_facts;       /* per rank, as the last watch
                                             pass read it (watch.c)         */
 
     fb__inject_plan plan;                /* supervisor-side faults (after=) */
     int plan_fired[FB__INJECT_MAX];
 
-    sup_ckpt ckpts[SUP_MAX_CKPT_TRACK];
+    fb__sup_ckpt ckpts[SUP_MAX_CKPT_TRACK];
     int nckpts;
     int64_t durable_step;                /* newest complete checkpoint, -1 */
     uint64_t durable_ns;                 /* when it became complete         */
     int64_t restored_step;               /* this attempt, -1 fresh          */
     double restore_s;
 
-    sup_failure fail;
+    fb__sup_failure fail;
     int stop_signal;                     /* SIGINT/SIGTERM received         */
     int64_t max_step;                    /* this attempt, over ranks        */
     double useful_s;                     /* all attempts so far             */
@@ -131,64 +131,64 @@ typedef struct sup {
     int journal_failing;
     uint64_t journal_dropped_seen;
     uint64_t journal_tick_ns;
-} sup;
+} fb__sup;
 
-/* sup_unit.rank of the slurm launcher's watcher step. */
+/* fb__sup_unit.rank of the slurm launcher's watcher step. */
 #define FB__SUP_UNIT_WATCHERS (-2)
 
 /* CLOCK_MONOTONIC ns -> Unix seconds. */
 double fb__sup_mono_to_wall(uint64_t mono_ns);
 
 /* launch.c */
-int fb__sup_launch(sup *s);
+int fb__sup_launch(fb__sup *s);
 /* The directory for Open MPI's shared-memory files of this job. */
-int fb__sup_mpi_shm_dir(const sup *s, char *buf, size_t size);
+int fb__sup_mpi_shm_dir(const fb__sup *s, char *buf, size_t size);
 
 /* watch.c: act on rank `rank`'s report number `idx`, read from its
  * segment or forwarded by its node's watcher; each index counts once. */
-void fb__sup_deliver_report(sup *s, int rank, uint64_t idx,
+void fb__sup_deliver_report(fb__sup *s, int rank, uint64_t idx,
                             const fb__seg_report *rep);
 /* watch.c: map rank r's segment if it exists by now. */
-void fb__sup_try_attach(sup *s, int r);
+void fb__sup_try_attach(fb__sup *s, int r);
 /* watch.c: one pass over every rank's segment. */
-void fb__sup_watch(sup *s, uint64_t now);
+void fb__sup_watch(fb__sup *s, uint64_t now);
 /* A rank went away (mpirun: pidfd; local: through its shim). */
-void fb__sup_rank_ended(sup *s, int rank, int wstatus_known, int wstatus,
+void fb__sup_rank_ended(fb__sup *s, int rank, int wstatus_known, int wstatus,
                         int exec_errno, uint64_t when_ns);
 /* Read the tail of a rank's output for an incident. */
-void fb__sup_last_lines(const sup *s, int rank, char *buf, size_t size);
+void fb__sup_last_lines(const fb__sup *s, int rank, char *buf, size_t size);
 const char *fb__sup_phase_name(uint32_t phase);
 
 /* launch.c, for other launchers: the environment every rank gets
  * (NULL-terminated, NULL when out of memory); free with fb__sup_env_free. */
-char **fb__sup_env_common(sup *s);
+char **fb__sup_env_common(fb__sup *s);
 void fb__sup_env_free(char **env);
 
 /* slurm.c (docs/slurm.md) */
-int fb__sup_slurm_init(sup *s);          /* sets s->world; prints errors   */
-int fb__sup_launch_slurm(sup *s);
-int fb__sup_slurm_fd(const sup *s);      /* watchers' stdout to poll, -1   */
-void fb__sup_slurm_read(sup *s);
-void fb__sup_slurm_tick(sup *s, uint64_t now);
-void fb__sup_slurm_on_failure(sup *s);   /* blame a node, before recording */
+int fb__sup_slurm_init(fb__sup *s);          /* sets s->world; prints errors   */
+int fb__sup_launch_slurm(fb__sup *s);
+int fb__sup_slurm_fd(const fb__sup *s);      /* watchers' stdout to poll, -1   */
+void fb__sup_slurm_read(fb__sup *s);
+void fb__sup_slurm_tick(fb__sup *s, uint64_t now);
+void fb__sup_slurm_on_failure(fb__sup *s);   /* blame a node, before recording */
 
 /* rundir.c (one supervisor per directory; private or group modes) */
 /* Resolve --shared-group and set the run's umask; prints errors. */
-int fb__sup_access_init(sup *s);
+int fb__sup_access_init(fb__sup *s);
 /* mkdir -p with the user's own umask (parents of the run's directories). */
-int fb__sup_mkdir_parents(sup *s, const char *path);
+int fb__sup_mkdir_parents(fb__sup *s, const char *path);
 /* Give one of the run's directories its mode: 0700, or 02750 and the group. */
-int fb__sup_secure_dir(sup *s, const char *path);
+int fb__sup_secure_dir(fb__sup *s, const char *path);
 /* Lock dir/supervisor.lock for this run (slot 0: run dir, 1: checkpoint
  * dir); -EBUSY, with a message naming the holder, when another run has it. */
-int fb__sup_lock_dir(sup *s, const char *dir, const char *what, int slot);
+int fb__sup_lock_dir(fb__sup *s, const char *dir, const char *what, int slot);
 /* Drop the locks, restore the user's umask. */
-void fb__sup_release_dirs(sup *s);
+void fb__sup_release_dirs(fb__sup *s);
 
 /* status.c */
-void fb__sup_log(sup *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void fb__sup_log(fb__sup *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* A problem the user must see, --quiet or not: "firebreak run: ..." */
-void fb__sup_warn(sup *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-void fb__sup_status(sup *s, uint64_t now, int force);
+void fb__sup_warn(fb__sup *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void fb__sup_status(fb__sup *s, uint64_t now, int force);
 
 #endif

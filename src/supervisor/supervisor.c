@@ -40,7 +40,7 @@ void fb__sup_options_init(fb__sup_options *o)
 {
     memset(o, 0, sizeof *o);
     o->nproc_per_node = 1;
-    o->launcher = FB_LAUNCH_LOCAL;
+    o->launcher = FB__LAUNCH_LOCAL;
     o->max_restarts = 3;
     o->hang_timeout_s = 300;
     o->startup_timeout_s = 600;
@@ -53,9 +53,9 @@ void fb__sup_options_init(fb__sup_options *o)
 }
 
 static const char *const launcher_names[] = {
-    [FB_LAUNCH_LOCAL] = "local",
-    [FB_LAUNCH_MPIRUN] = "mpirun",
-    [FB_LAUNCH_SLURM] = "slurm",
+    [FB__LAUNCH_LOCAL] = "local",
+    [FB__LAUNCH_MPIRUN] = "mpirun",
+    [FB__LAUNCH_SLURM] = "slurm",
 };
 
 static const char *const on_no_nodes_names[FB_ON_NO_NODES_COUNT_] = {
@@ -144,7 +144,7 @@ static void sanitize_name(const char *in, char *out, size_t size)
 }
 
 /* Create (or reuse) the run directory; its mode is set once it is locked. */
-static int make_run_dir(sup *s)
+static int make_run_dir(fb__sup *s)
 {
     const fb__sup_options *o = s->o;
     int rc;
@@ -193,7 +193,7 @@ static int same_dir(const char *a, const char *b)
 
 /* The run directory and the checkpoint directory, each locked for this run
  * before anything in it is written (rundir.c), then logs/ and `job`. */
-static int setup_run_dir(sup *s)
+static int setup_run_dir(fb__sup *s)
 {
     const fb__sup_options *o = s->o;
     const char *base = strrchr(o->argv[0], '/');
@@ -284,7 +284,7 @@ static void options_json(const fb__sup_options *o, fb__jsonw *w)
 
 /* ---- signals ---- */
 
-static int setup_signals(sup *s, sigset_t *old)
+static int setup_signals(fb__sup *s, sigset_t *old)
 {
     sigset_t set;
     sigemptyset(&set);
@@ -299,7 +299,7 @@ static int setup_signals(sup *s, sigset_t *old)
     return s->sigfd < 0 ? -errno : 0;
 }
 
-static sup_unit *unit_by_shim(sup *s, pid_t pid)
+static fb__sup_unit *unit_by_shim(fb__sup *s, pid_t pid)
 {
     for (int i = 0; i < s->nunits; i++)
         if (s->units[i].shim == pid)
@@ -309,7 +309,7 @@ static sup_unit *unit_by_shim(sup *s, pid_t pid)
 
 /* mpirun ended and no rank's end decided: mpirun's own status is the
  * failure, when it is one. */
-static void mpirun_failure(sup *s, const fb__shim_msg *m)
+static void mpirun_failure(fb__sup *s, const fb__shim_msg *m)
 {
     fb__sup_rank_end e = {.wstatus_known = 1, .wstatus = m->wstatus,
                           .exec_errno = m->exec_errno};
@@ -317,7 +317,7 @@ static void mpirun_failure(sup *s, const fb__shim_msg *m)
     fb__sup_judge_end(&e, &v);
     if (v.how == FB__SUP_END_OK)
         return;
-    sup_failure *f = &s->fail;
+    fb__sup_failure *f = &s->fail;
     memset(f, 0, sizeof *f);
     f->set = 1;
     f->kind = v.kind;
@@ -345,7 +345,7 @@ static void mpirun_failure(sup *s, const fb__shim_msg *m)
     }
 }
 
-static void on_shim_msg(sup *s, sup_unit *u, const fb__shim_msg *m)
+static void on_shim_msg(fb__sup *s, fb__sup_unit *u, const fb__shim_msg *m)
 {
     if (m->type == FB_SHIM_STARTED) {
         u->child = m->pid;
@@ -381,7 +381,7 @@ static void on_shim_msg(sup *s, sup_unit *u, const fb__shim_msg *m)
         mpirun_failure(s, m);
 }
 
-static void drain_shim(sup *s, sup_unit *u)
+static void drain_shim(fb__sup *s, fb__sup_unit *u)
 {
     fb__shim_msg m;
     int r;
@@ -389,12 +389,12 @@ static void drain_shim(sup *s, sup_unit *u)
         on_shim_msg(s, u, &m);
 }
 
-static void reap_children(sup *s)
+static void reap_children(fb__sup *s)
 {
     int ws;
     pid_t pid;
     while ((pid = waitpid(-1, &ws, WNOHANG)) > 0) {
-        sup_unit *u = unit_by_shim(s, pid);
+        fb__sup_unit *u = unit_by_shim(s, pid);
         if (!u)
             continue; /* an orphan reparented to us: reaped */
         drain_shim(s, u);
@@ -408,7 +408,7 @@ static void reap_children(sup *s)
     }
 }
 
-static int all_units_ended(const sup *s)
+static int all_units_ended(const fb__sup *s)
 {
     for (int i = 0; i < s->nunits; i++)
         if (!s->units[i].ended)
@@ -416,12 +416,12 @@ static int all_units_ended(const sup *s)
     return 1;
 }
 
-static void journal_tick(sup *s, uint64_t now);
+static void journal_tick(fb__sup *s, uint64_t now);
 
 /* Handle one poll() round; returns the signal that asks us to stop, or 0.
  * Every loop of the supervisor goes through here, so this is also where
  * the journal's retries happen (once a second). */
-static void handle_events(sup *s, int timeout_ms)
+static void handle_events(fb__sup *s, int timeout_ms)
 {
     journal_tick(s, fb__now_ns());
     struct pollfd pfd[1 + 1024 + 1024];
@@ -483,7 +483,7 @@ static void handle_events(sup *s, int timeout_ms)
 }
 
 /* Supervisor-side faults (after=DURATION): signals to a rank's process. */
-static void fire_injections(sup *s, uint64_t now)
+static void fire_injections(fb__sup *s, uint64_t now)
 {
     for (int i = 0; i < s->plan.count; i++) {
         fb__inject_fault *f = &s->plan.faults[i];
@@ -500,8 +500,8 @@ static void fire_injections(sup *s, uint64_t now)
             pid_t pid = s->ranks[r].pid;
             if (pid <= 0)
                 continue;
-            int sig = f->kind == FB_INJECT_KILL ? SIGKILL
-                    : f->kind == FB_INJECT_HANG ? SIGSTOP : SIGSEGV;
+            int sig = f->kind == FB__INJECT_KILL ? SIGKILL
+                    : f->kind == FB__INJECT_HANG ? SIGSTOP : SIGSEGV;
             snprintf(s->ranks[r].injected, sizeof s->ranks[r].injected,
                      "%s:rank=%d,after=%gs", fb__inject_kind_name(f->kind), r, f->after_s);
             s->ranks[r].injected_kind = f->kind;
@@ -523,7 +523,7 @@ static void fire_injections(sup *s, uint64_t now)
  * journals kilobytes, not megabytes; or NULL. */
 #define SUP_FR_JSON_MAX_LIST 256
 
-static char *analyze_hang(sup *s)
+static char *analyze_hang(fb__sup *s)
 {
     char *verdict_json = NULL;
     char segdir[PATH_MAX], torchdir[PATH_MAX], err[512];
@@ -544,7 +544,7 @@ static char *analyze_hang(sup *s)
     int culprits[8];
     int n = fb__fr_culprit_ranks(r, culprits, 8);
     fb__sup_log(s, "flight recorder: %s", summary);
-    sup_failure *f = &s->fail;
+    fb__sup_failure *f = &s->fail;
     fb__sup_hang_facts hf = {.world = s->world, .declared = f->rank,
                              .fr_hang = fb__fr_verdict_kind(r) == FB__FR_HANG,
                              .fr_culprits = culprits, .fr_nculprits = n};
@@ -570,7 +570,7 @@ static char *analyze_hang(sup *s)
     return verdict_json;
 }
 
-static void snapshot_segments(sup *s, const char *why)
+static void snapshot_segments(fb__sup *s, const char *why)
 {
     char dir[PATH_MAX];
     if (fb__fmt(dir, sizeof dir, "%s/fr/attempt-%d", s->run_dir, s->attempt) ||
@@ -595,7 +595,7 @@ static void snapshot_segments(sup *s, const char *why)
 
 /* Stop every unit: SIGTERM through the shims, SIGKILL after the grace
  * period, then sweep anything that escaped. */
-static void stop_all(sup *s, int sig)
+static void stop_all(fb__sup *s, int sig)
 {
     uint64_t t0 = fb__now_ns();
     for (int i = 0; i < s->nunits; i++)
@@ -624,7 +624,7 @@ static void stop_all(sup *s, int sig)
     fb__proc_sweep(NULL, 0, 2000);
 }
 
-static void close_attempt(sup *s)
+static void close_attempt(fb__sup *s)
 {
     for (int i = 0; i < s->nunits; i++)
         if (s->units[i].msg_fd >= 0)
@@ -643,7 +643,7 @@ static void close_attempt(sup *s)
         fb__rm_rf(shm_dir);
 }
 
-static void add_result_incident(sup *s, const sup_failure *f, double detect_ms,
+static void add_result_incident(fb__sup *s, const fb__sup_failure *f, double detect_ms,
                                 double lost_s)
 {
     fb__sup_result *res = s->res;
@@ -662,9 +662,9 @@ static void add_result_incident(sup *s, const sup_failure *f, double detect_ms,
 }
 
 /* Record the attempt's failure in the journal and the result. */
-static void record_failure(sup *s, const char *fr_verdict)
+static void record_failure(fb__sup *s, const char *fr_verdict)
 {
-    sup_failure *f = &s->fail;
+    fb__sup_failure *f = &s->fail;
     double detect_ms = (double)(f->detected_ns - f->occurred_ns) / 1e6;
     /* Work lost: training since the newest durable checkpoint, or since
      * this attempt became ready when none was made in it. */
@@ -701,7 +701,7 @@ static void record_failure(sup *s, const char *fr_verdict)
     }
 }
 
-static void finish_attempt_row(sup *s, const char *outcome)
+static void finish_attempt_row(fb__sup *s, const char *outcome)
 {
     fb__journal_attempt_real(s->j, s->attempt_id, "ended_at", fb__wall_s());
     fb__journal_attempt_text(s->j, s->attempt_id, "outcome", outcome);
@@ -710,7 +710,7 @@ static void finish_attempt_row(sup *s, const char *outcome)
     fb__journal_flush(s->j);
 }
 
-static void add_useful(sup *s, uint64_t end_ns, double lost_s)
+static void add_useful(fb__sup *s, uint64_t end_ns, double lost_s)
 {
     if (!s->attempt_ready_ns || end_ns <= s->attempt_ready_ns)
         return;
@@ -723,7 +723,7 @@ static void add_useful(sup *s, uint64_t end_ns, double lost_s)
 
 static void on_set_aside(void *arg, uint64_t step, int set_aside, const char *why)
 {
-    sup *s = arg;
+    fb__sup *s = arg;
     if (!set_aside) { /* another job size's: nothing wrong with it */
         fb__sup_log(s, "checkpoint %llu passed over: %s", (unsigned long long)step, why);
         return;
@@ -746,7 +746,7 @@ static void on_set_aside(void *arg, uint64_t step, int set_aside, const char *wh
  * (SIGTERM, SIGINT, SIGHUP) ends the check. */
 static int stop_asked(void *arg)
 {
-    sup *s = arg;
+    fb__sup *s = arg;
     handle_events(s, 0);
     return s->stop_signal != 0;
 }
@@ -756,7 +756,7 @@ static int stop_asked(void *arg)
  * shard elsewhere would make ranks restore different steps, so the
  * supervisor verifies the newest complete checkpoint as a whole and sets
  * aside the ones that fail. */
-static void prepare_restore(sup *s)
+static void prepare_restore(fb__sup *s)
 {
     uint64_t step;
     int rc = fb__ckpt_prepare_restore(s->ckpt_dir, s->world, 2, &step,
@@ -771,7 +771,7 @@ static void prepare_restore(sup *s)
 
 /* Launch the attempt's ranks; a launch that fails is the attempt's
  * failure (not restarted). */
-static void start_attempt(sup *s)
+static void start_attempt(fb__sup *s)
 {
     s->attempt_start_ns = fb__now_ns();
     s->attempt_ready_ns = 0;
@@ -786,7 +786,7 @@ static void start_attempt(sup *s)
     /* A stop during the check: launch nothing; the watch loop ends at once. */
     int rc = s->stop_signal ? 0 : fb__sup_launch(s);
     if (rc) {
-        sup_failure *f = &s->fail;
+        fb__sup_failure *f = &s->fail;
         f->set = 1;
         f->launch_error = 1;
         f->rank = -1;
@@ -804,7 +804,7 @@ static void start_attempt(sup *s)
 }
 
 /* The attempt failed: keep the evidence, record, stop every rank. */
-static void fail_attempt(sup *s)
+static void fail_attempt(fb__sup *s)
 {
     if (s->slurm)
         fb__sup_slurm_on_failure(s);
@@ -820,7 +820,7 @@ static void fail_attempt(sup *s)
 
 /* Run one attempt to its end.  Returns 1 when the job completed, 0 when it
  * failed or was stopped. */
-static int run_attempt(sup *s)
+static int run_attempt(fb__sup *s)
 {
     start_attempt(s);
     while (!s->fail.set && !s->stop_signal && !all_units_ended(s)) {
@@ -853,7 +853,7 @@ static int run_attempt(sup *s)
 }
 
 /* Sleep up to `ms`, still answering signals. */
-static void backoff_wait(sup *s, double seconds)
+static void backoff_wait(fb__sup *s, double seconds)
 {
     uint64_t until = fb__now_ns() + (uint64_t)(seconds * 1e9);
     while (!s->stop_signal && fb__now_ns() < until)
@@ -864,7 +864,7 @@ static void backoff_wait(sup *s, double seconds)
 
 /* Say when the journal starts or stops failing, and what it dropped: a
  * journal that cannot be written must never look like a quiet run. */
-static void report_journal(sup *s)
+static void report_journal(fb__sup *s)
 {
     fb__journal_status st;
     fb__journal_get_status(s->j, &st);
@@ -889,7 +889,7 @@ static void report_journal(sup *s)
 }
 
 /* Once a second: write buffered samples, retry what failed. */
-static void journal_tick(sup *s, uint64_t now)
+static void journal_tick(fb__sup *s, uint64_t now)
 {
     if (!s->j || now - s->journal_tick_ns < 1000000000ull)
         return;
@@ -901,7 +901,7 @@ static void journal_tick(sup *s, uint64_t now)
 /* End of the run: a few last tries (the disk may have room again), close,
  * and make what was lost part of the result: exit status 3 unless a signal
  * stopped the run. */
-static void close_journal(sup *s)
+static void close_journal(fb__sup *s)
 {
     fb__sup_result *res = s->res;
     for (int k = 0; k < 5 && fb__journal_flush(s->j) != 0; k++) {
@@ -930,7 +930,7 @@ static void close_journal(sup *s)
         res->exit_code = FB__SUP_EXIT_JOURNAL;
 }
 
-static void print_summary(sup *s)
+static void print_summary(fb__sup *s)
 {
     fb__sup_result *res = s->res;
     if (s->o->quiet)
@@ -953,7 +953,7 @@ static void print_summary(sup *s)
 }
 
 /* A stop signal ended the run: its result (exit 128 + signal). */
-static const char *interrupted(sup *s, fb__sup_result *res)
+static const char *interrupted(fb__sup *s, fb__sup_result *res)
 {
     res->exit_code = 128 + s->stop_signal;
     snprintf(res->reason, sizeof res->reason, "stopped by %s",
@@ -963,7 +963,7 @@ static const char *interrupted(sup *s, fb__sup_result *res)
 
 /* Everything that can be refused before the run directory is touched
  * (exit 2, nothing launched).  Prints what is wrong. */
-static int check_inputs(sup *s)
+static int check_inputs(fb__sup *s)
 {
     const fb__sup_options *o = s->o;
     char err[256];
@@ -972,15 +972,15 @@ static int check_inputs(sup *s)
         return -EINVAL;
     }
     char resolved[PATH_MAX];
-    int rc = fb__proc_find_program(o->argv[0], resolved, sizeof resolved);
+    int rc = fb__find_program(o->argv[0], resolved, sizeof resolved);
     if (rc) {
         fprintf(stderr, "firebreak run: cannot run '%s': %s\n", o->argv[0],
                 rc == -ENOENT ? "no such program (not a file, and not found on PATH)"
                               : fb_strerror(rc));
         return rc;
     }
-    if (o->launcher == FB_LAUNCH_MPIRUN) {
-        rc = fb__proc_find_program(o->mpirun ? o->mpirun : "mpirun", resolved,
+    if (o->launcher == FB__LAUNCH_MPIRUN) {
+        rc = fb__find_program(o->mpirun ? o->mpirun : "mpirun", resolved,
                                    sizeof resolved);
         if (rc) {
             fprintf(stderr, "firebreak run: --launcher mpirun: cannot find mpirun "
@@ -988,7 +988,7 @@ static int check_inputs(sup *s)
             return rc;
         }
     }
-    if (o->launcher == FB_LAUNCH_SLURM) {
+    if (o->launcher == FB__LAUNCH_SLURM) {
         rc = fb__sup_slurm_init(s); /* sets s->world */
         if (rc)
             return rc;
@@ -1003,12 +1003,12 @@ static int check_inputs(sup *s)
 }
 
 /* Say in res why the run stops after this attempt (policy.c decided). */
-static const char *stop_reason(sup *s, const fb__sup_decision *d,
+static const char *stop_reason(fb__sup *s, const fb__sup_decision *d,
                                const fb__sup_history *h)
 {
     const fb__sup_options *o = s->o;
     fb__sup_result *res = s->res;
-    const sup_failure *f = &s->fail;
+    const fb__sup_failure *f = &s->fail;
     res->exit_code = 1;
     switch (d->action) {
     case FB__SUP_DO_COMPLETED:
@@ -1044,7 +1044,7 @@ static const char *stop_reason(sup *s, const fb__sup_decision *d,
  * (crash loop, --max-restarts, a launch failure: fb__sup_decide).
  * Returns the run's status for the journal; fills res->exit_code and
  * res->reason. */
-static const char *attempt_loop(sup *s)
+static const char *attempt_loop(fb__sup *s)
 {
     const fb__sup_options *o = s->o;
     fb__sup_result *res = s->res;
@@ -1080,7 +1080,7 @@ static const char *attempt_loop(sup *s)
 }
 
 /* The journal, opened in the run directory, with the run's row. */
-static int open_journal(sup *s)
+static int open_journal(fb__sup *s)
 {
     const fb__sup_options *o = s->o;
     char path[PATH_MAX], err[512];
@@ -1110,7 +1110,7 @@ static int open_journal(sup *s)
 
 /* Before the first launch: no leftovers of dead runs, subreaper, signals
  * through a signalfd, the ranks' table. */
-static int setup_processes(sup *s, sigset_t *oldmask)
+static int setup_processes(fb__sup *s, sigset_t *oldmask)
 {
     /* Segments of runs whose supervisor died are removed. */
     fb__seg_cleanup(NULL);
@@ -1132,7 +1132,7 @@ static int setup_processes(sup *s, sigset_t *oldmask)
 
 /* The end of the run, however it went: the result's totals, the journal
  * closed, nothing left behind (processes, segments, signal mask). */
-static void finish_run(sup *s, int rc, const char *status, const sigset_t *oldmask)
+static void finish_run(fb__sup *s, int rc, const char *status, const sigset_t *oldmask)
 {
     const fb__sup_options *o = s->o;
     fb__sup_result *res = s->res;
@@ -1166,7 +1166,7 @@ static void finish_run(sup *s, int rc, const char *status, const sigset_t *oldma
 int fb__sup_run(const fb__sup_options *o, fb__sup_result *res)
 {
     memset(res, 0, sizeof *res);
-    sup S, *s = &S;
+    fb__sup S, *s = &S;
     memset(s, 0, sizeof *s);
     s->o = o;
     s->res = res;
@@ -1176,7 +1176,7 @@ int fb__sup_run(const fb__sup_options *o, fb__sup_result *res)
     s->status_on_tty = fb__isatty(2) && !o->quiet;
     /* Test hook (docs/slurm.md): behave as if no rank shared this host, so
      * that everything must travel through the node watchers. */
-    s->remote_only = o->launcher == FB_LAUNCH_SLURM &&
+    s->remote_only = o->launcher == FB__LAUNCH_SLURM &&
                      fb__getenv("FIREBREAK_SLURM_REMOTE_ONLY") != NULL;
     gethostname(s->hostname, sizeof s->hostname - 1);
     s->world = o->nproc_per_node * (o->nnodes > 0 ? o->nnodes : 1);

@@ -14,9 +14,9 @@
 struct fb__sup_result;
 
 typedef enum {
-    FB_LAUNCH_LOCAL = 0, /* ranks as child processes, torchrun's env      */
-    FB_LAUNCH_MPIRUN = 1,/* through mpirun (Open MPI)                      */
-    FB_LAUNCH_SLURM = 2  /* srun inside an allocation (docs/slurm.md)      */
+    FB__LAUNCH_LOCAL = 0, /* ranks as child processes, torchrun's env      */
+    FB__LAUNCH_MPIRUN = 1,/* through mpirun (Open MPI)                      */
+    FB__LAUNCH_SLURM = 2  /* srun inside an allocation (docs/slurm.md)      */
 } fb__launcher;
 
 /* --on-no-nodes: what the slurm launcher does when too few healthy nodes

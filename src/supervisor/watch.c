@@ -37,38 +37,38 @@ const char *fb__sup_phase_name(uint32_t phase)
 static const char *report_kind_name(uint32_t k)
 {
     static const char *const names[] = {
-        [FB_REPORT_NONE] = "none", [FB_REPORT_CKPT_BEGIN] = "ckpt_begin",
-        [FB_REPORT_CKPT_COMMITTED] = "ckpt_committed",
-        [FB_REPORT_CKPT_FAILED] = "ckpt_failed",
-        [FB_REPORT_CKPT_SKIPPED] = "ckpt_skipped",
-        [FB_REPORT_RESTORE_BEGIN] = "restore_begin",
-        [FB_REPORT_RESTORE_DONE] = "restore_done",
-        [FB_REPORT_RESTORE_FALLBACK] = "restore_fallback",
-        [FB_REPORT_RESTORE_NONE] = "restore_none",
-        [FB_REPORT_INJECT] = "inject", [FB_REPORT_NOTE] = "note",
-        [FB_REPORT_CKPT_DELETED] = "ckpt_deleted",
+        [FB__REPORT_NONE] = "none", [FB__REPORT_CKPT_BEGIN] = "ckpt_begin",
+        [FB__REPORT_CKPT_COMMITTED] = "ckpt_committed",
+        [FB__REPORT_CKPT_FAILED] = "ckpt_failed",
+        [FB__REPORT_CKPT_SKIPPED] = "ckpt_skipped",
+        [FB__REPORT_RESTORE_BEGIN] = "restore_begin",
+        [FB__REPORT_RESTORE_DONE] = "restore_done",
+        [FB__REPORT_RESTORE_FALLBACK] = "restore_fallback",
+        [FB__REPORT_RESTORE_NONE] = "restore_none",
+        [FB__REPORT_INJECT] = "inject", [FB__REPORT_NOTE] = "note",
+        [FB__REPORT_CKPT_DELETED] = "ckpt_deleted",
     };
     return k < sizeof names / sizeof names[0] && names[k] ? names[k] : "unknown";
 }
 
 /* The live header of rank r's segment, or NULL when not attached or no
  * longer trusted. */
-static fb__seg_header *live_hdr(const sup *s, int r)
+static fb__seg_header *live_hdr(const fb__sup *s, int r)
 {
-    const sup_rank *rk = &s->ranks[r];
+    const fb__sup_rank *rk = &s->ranks[r];
     return rk->seg && !rk->seg_corrupt ? fb__seg_hdr(rk->seg) : NULL;
 }
 
 /* The first failure of the attempt decides; a segment problem is one.
  * It happened after the segment last looked sound (or at attach time). */
-static void segment_failure(sup *s, int rank, fb__sup_fail_kind kind,
+static void segment_failure(fb__sup *s, int rank, fb__sup_fail_kind kind,
                             const char *detail)
 {
     if (s->fail.set) {
         fb__sup_log(s, "%s", detail); /* record_failure logs the deciding one */
         return;
     }
-    sup_failure *f = &s->fail;
+    fb__sup_failure *f = &s->fail;
     memset(f, 0, sizeof *f);
     f->set = 1;
     f->kind = kind;
@@ -84,9 +84,9 @@ static void segment_failure(sup *s, int rank, fb__sup_fail_kind kind,
 
 /* Check rank r's segment before reading it.  0, or -1 when it is (or has
  * just been found) corrupt: then it is never read again. */
-static int check_segment(sup *s, int r)
+static int check_segment(fb__sup *s, int r)
 {
-    sup_rank *rk = &s->ranks[r];
+    fb__sup_rank *rk = &s->ranks[r];
     if (!rk->seg || rk->seg_corrupt)
         return -1;
     char why[128];
@@ -107,11 +107,11 @@ static int check_segment(sup *s, int r)
 /* A report's code as an injected fault's kind; a rank may send anything. */
 static fb__inject_kind inject_kind_of(int32_t code)
 {
-    return code > FB_INJECT_NONE && code <= FB_INJECT_CORRUPT_CKPT ? (fb__inject_kind)code
-                                                                  : FB_INJECT_NONE;
+    return code > FB__INJECT_NONE && code <= FB__INJECT_CORRUPT_CKPT ? (fb__inject_kind)code
+                                                                  : FB__INJECT_NONE;
 }
 
-static sup_ckpt *ckpt_track(sup *s, int64_t step)
+static fb__sup_ckpt *ckpt_track(fb__sup *s, int64_t step)
 {
     for (int i = 0; i < s->nckpts; i++)
         if (s->ckpts[i].step == step)
@@ -120,17 +120,17 @@ static sup_ckpt *ckpt_track(sup *s, int64_t step)
         memmove(s->ckpts, s->ckpts + 1, sizeof s->ckpts[0] * (SUP_MAX_CKPT_TRACK - 1));
         s->nckpts--;
     }
-    sup_ckpt *c = &s->ckpts[s->nckpts++];
+    fb__sup_ckpt *c = &s->ckpts[s->nckpts++];
     memset(c, 0, sizeof *c);
     c->step = step;
     return c;
 }
 
-static void on_report(sup *s, int rank, const fb__seg_report *r)
+static void on_report(fb__sup *s, int rank, const fb__seg_report *r)
 {
     double t = (double)r->wall_ns / 1e9;
     double value_ms = -1;
-    if (r->kind == FB_REPORT_CKPT_COMMITTED || r->kind == FB_REPORT_RESTORE_DONE)
+    if (r->kind == FB__REPORT_CKPT_COMMITTED || r->kind == FB__REPORT_RESTORE_DONE)
         value_ms = (double)r->value1 / 1e6;
     fb__journal_event ev = {.attempt_id = s->attempt_id, .time = t, .rank = rank,
                             .kind = report_kind_name(r->kind),
@@ -140,8 +140,8 @@ static void on_report(sup *s, int rank, const fb__seg_report *r)
     fb__journal_add_event(s->j, &ev);
 
     switch (r->kind) {
-    case FB_REPORT_CKPT_COMMITTED: {
-        sup_ckpt *c = ckpt_track(s, (int64_t)r->step);
+    case FB__REPORT_CKPT_COMMITTED: {
+        fb__sup_ckpt *c = ckpt_track(s, (int64_t)r->step);
         c->ranks++;
         c->bytes += (int64_t)r->bytes;
         double stall = (double)r->value1 / 1e6, persist = (double)r->value2 / 1e6;
@@ -159,8 +159,8 @@ static void on_report(sup *s, int rank, const fb__seg_report *r)
         }
         break;
     }
-    case FB_REPORT_CKPT_FAILED: {
-        sup_ckpt *c = ckpt_track(s, (int64_t)r->step);
+    case FB__REPORT_CKPT_FAILED: {
+        fb__sup_ckpt *c = ckpt_track(s, (int64_t)r->step);
         fb__journal_checkpoint(s->j, s->attempt_id, c->step, t, c->ranks, c->bytes,
                                c->stall_ms, c->persist_ms, "failed");
         char detail[320];
@@ -175,14 +175,14 @@ static void on_report(sup *s, int rank, const fb__seg_report *r)
         fb__sup_log(s, "%s", detail);
         break;
     }
-    case FB_REPORT_RESTORE_DONE:
+    case FB__REPORT_RESTORE_DONE:
         s->restored_step = (int64_t)r->step;
         if ((double)r->value1 / 1e9 > s->restore_s)
             s->restore_s = (double)r->value1 / 1e9;
         fb__journal_attempt_int(s->j, s->attempt_id, "restored_step", s->restored_step);
         fb__journal_attempt_real(s->j, s->attempt_id, "restore_s", s->restore_s);
         break;
-    case FB_REPORT_RESTORE_FALLBACK: {
+    case FB__REPORT_RESTORE_FALLBACK: {
         /* A partial checkpoint left by the failed attempt is expected (the
          * event row keeps it); only a rejected complete one is an incident. */
         if (r->code == FB_ENOCKPT)
@@ -201,7 +201,7 @@ static void on_report(sup *s, int rank, const fb__seg_report *r)
         fb__sup_log(s, "%s", detail);
         break;
     }
-    case FB_REPORT_INJECT:
+    case FB__REPORT_INJECT:
         /* The text is the evidence for the journal; the code, the kind
          * that fired (inject.c), is what blame looks at. */
         snprintf(s->ranks[rank].injected, sizeof s->ranks[rank].injected, "%s", r->text);
@@ -212,19 +212,19 @@ static void on_report(sup *s, int rank, const fb__seg_report *r)
     }
 }
 
-void fb__sup_deliver_report(sup *s, int rank, uint64_t idx,
+void fb__sup_deliver_report(fb__sup *s, int rank, uint64_t idx,
                             const fb__seg_report *rep)
 {
-    sup_rank *rk = &s->ranks[rank];
+    fb__sup_rank *rk = &s->ranks[rank];
     if (idx < rk->report_idx)
         return; /* already seen through the other path */
     rk->report_idx = idx + 1;
     on_report(s, rank, rep);
 }
 
-static void read_reports(sup *s, int r)
+static void read_reports(fb__sup *s, int r)
 {
-    sup_rank *rk = &s->ranks[r];
+    fb__sup_rank *rk = &s->ranks[r];
     fb__seg_report rep;
     int got;
     if (!live_hdr(s, r))
@@ -240,11 +240,11 @@ static void read_reports(sup *s, int r)
     }
 }
 
-void fb__sup_try_attach(sup *s, int r)
+void fb__sup_try_attach(fb__sup *s, int r)
 {
     if (s->remote_only)
         return;
-    sup_rank *rk = &s->ranks[r];
+    fb__sup_rank *rk = &s->ranks[r];
     char name[FB__SEG_NAME_MAX];
     if (rk->seg_refused || fb__seg_name(name, sizeof name, s->job_id, s->attempt, r))
         return;
@@ -284,7 +284,7 @@ void fb__sup_try_attach(sup *s, int r)
     const fb__seg_identity *id = fb__seg_ident(seg);
     if (rk->pid <= 0)
         rk->pid = id->pid;
-    if (s->o->launcher != FB_LAUNCH_LOCAL && rk->pidfd < 0 && id->pid > 0) {
+    if (s->o->launcher != FB__LAUNCH_LOCAL && rk->pidfd < 0 && id->pid > 0) {
         rk->pidfd = fb__pidfd_open(id->pid);
         if (rk->pidfd < 0 && rk->pidfd != -ENOSYS)
             /* Already gone: the next pass notices through the end record. */
@@ -292,7 +292,7 @@ void fb__sup_try_attach(sup *s, int r)
     }
 }
 
-static uint64_t timeout_ns(const sup *s, uint32_t phase)
+static uint64_t timeout_ns(const fb__sup *s, uint32_t phase)
 {
     double t;
     switch (phase) {
@@ -305,10 +305,10 @@ static uint64_t timeout_ns(const sup *s, uint32_t phase)
     return t > 0 ? (uint64_t)(t * 1e9) : 0;
 }
 
-static void declare_hang(sup *s, int rank, uint64_t last_ns, uint64_t now,
+static void declare_hang(fb__sup *s, int rank, uint64_t last_ns, uint64_t now,
                          uint32_t phase, int64_t step, const char *why)
 {
-    sup_failure *f = &s->fail;
+    fb__sup_failure *f = &s->fail;
     memset(f, 0, sizeof *f);
     f->set = 1;
     f->kind = FB__SUP_FAIL_HANG;
@@ -330,9 +330,9 @@ typedef struct watch_pass {
 } watch_pass;
 
 /* Journal rank r's step time, at most once a second and per new step. */
-static void sample_steps(sup *s, int r, fb__seg_header *h, int64_t step, uint64_t now)
+static void sample_steps(fb__sup *s, int r, fb__seg_header *h, int64_t step, uint64_t now)
 {
-    sup_rank *rk = &s->ranks[r];
+    fb__sup_rank *rk = &s->ranks[r];
     if (now - rk->last_sample_ns < 1000000000ull || (uint64_t)step == rk->last_sample_step)
         return;
     double ewma = (double)atomic_load_explicit(&h->step_ewma_ns, memory_order_relaxed) / 1e6;
@@ -343,10 +343,10 @@ static void sample_steps(sup *s, int r, fb__seg_header *h, int64_t step, uint64_
 
 /* Rank r's part of a pass: attach, check, reports, progress, and its
  * facts for fb__sup_blame_hang into *hf. */
-static void watch_rank(sup *s, int r, uint64_t now, watch_pass *p,
+static void watch_rank(fb__sup *s, int r, uint64_t now, watch_pass *p,
                        fb__sup_hang_rank *hf)
 {
-    sup_rank *rk = &s->ranks[r];
+    fb__sup_rank *rk = &s->ranks[r];
     memset(hf, 0, sizeof *hf);
     hf->step = -1;
     if (!rk->seg)
@@ -399,7 +399,7 @@ static void watch_rank(sup *s, int r, uint64_t now, watch_pass *p,
 
 /* A pass found a rank silent past its limit: declare the hang on the
  * rank policy.c blames (b). */
-static void blame_hang(sup *s, const fb__sup_hang_blame *b, uint64_t now)
+static void blame_hang(fb__sup *s, const fb__sup_hang_blame *b, uint64_t now)
 {
     const fb__sup_hang_rank *k = &s->hang_facts[b->rank];
     if (b->basis == FB__SUP_HANG_INJECTED)
@@ -416,7 +416,7 @@ static void blame_hang(sup *s, const fb__sup_hang_blame *b, uint64_t now)
 }
 
 /* --attach-timeout: a rank that never attached counts as hung in init. */
-static void check_attach_timeout(sup *s, int attached, uint64_t now)
+static void check_attach_timeout(fb__sup *s, int attached, uint64_t now)
 {
     if (s->o->attach_timeout_s <= 0 || attached >= s->world ||
         now - s->attempt_start_ns <= (uint64_t)(s->o->attach_timeout_s * 1e9))
@@ -432,7 +432,7 @@ static void check_attach_timeout(sup *s, int attached, uint64_t now)
     }
 }
 
-void fb__sup_watch(sup *s, uint64_t now)
+void fb__sup_watch(fb__sup *s, uint64_t now)
 {
     watch_pass p = {.all_ready = 1, .max_step = -1};
     for (int r = 0; r < s->world; r++)
@@ -457,20 +457,20 @@ void fb__sup_watch(sup *s, uint64_t now)
 }
 
 /* Rank r's own end record, as far as its segment can be trusted. */
-static void end_record(const sup *s, int r, fb__sup_end_record *rec)
+static void end_record(const fb__sup *s, int r, fb__sup_end_record *rec)
 {
     fb__seg_header *h = live_hdr(s, r);
     rec->ended = s->ranks[r].ended;
     rec->readable = h != NULL;
     rec->end_kind = h ? atomic_load_explicit(&h->end_kind, memory_order_acquire)
-                      : FB_END_NONE;
+                      : FB__END_NONE;
     rec->end_code = h ? atomic_load_explicit(&h->end_code, memory_order_relaxed) : 0;
 }
 
 /* The rank to blame instead of `rank`, which ended as `v` says, or -1
  * (policy.c: a rank that vanished without a word yields to one that has
  * recorded a fatal end). */
-static int blame_instead(const sup *s, int rank, const fb__sup_end_verdict *v)
+static int blame_instead(const fb__sup *s, int rank, const fb__sup_end_verdict *v)
 {
     if (v->how != FB__SUP_END_VANISHED)
         return -1;
@@ -485,7 +485,7 @@ static int blame_instead(const sup *s, int rank, const fb__sup_end_verdict *v)
 }
 
 /* The failure's detail line, from how the rank ended. */
-static void end_detail(const sup *s, sup_failure *f, fb__sup_end_how how,
+static void end_detail(const fb__sup *s, fb__sup_failure *f, fb__sup_end_how how,
                        int exec_errno, int attached)
 {
     int rank = f->rank, sig = f->signal;
@@ -529,11 +529,11 @@ static void end_detail(const sup *s, sup_failure *f, fb__sup_end_how how,
 }
 
 /* Make rank `rank`'s end, judged `v`, the attempt's failure. */
-static void record_end(sup *s, int rank, const fb__sup_rank_end *e,
+static void record_end(fb__sup *s, int rank, const fb__sup_rank_end *e,
                        const fb__sup_end_verdict *v, uint64_t when_ns)
 {
     fb__seg_header *h = live_hdr(s, rank);
-    sup_failure *f = &s->fail;
+    fb__sup_failure *f = &s->fail;
     memset(f, 0, sizeof *f);
     f->set = 1;
     f->kind = v->kind;
@@ -560,10 +560,10 @@ static void record_end(sup *s, int rank, const fb__sup_rank_end *e,
     end_detail(s, f, v->how, e->exec_errno, h != NULL);
 }
 
-void fb__sup_rank_ended(sup *s, int rank, int wstatus_known, int wstatus,
+void fb__sup_rank_ended(fb__sup *s, int rank, int wstatus_known, int wstatus,
                         int exec_errno, uint64_t when_ns)
 {
-    sup_rank *rk = &s->ranks[rank];
+    fb__sup_rank *rk = &s->ranks[rank];
     if (rk->ended)
         return;
     rk->ended = 1;
@@ -592,7 +592,7 @@ void fb__sup_rank_ended(sup *s, int rank, int wstatus_known, int wstatus,
     record_end(s, rank, &e, &v, when_ns);
 }
 
-void fb__sup_last_lines(const sup *s, int rank, char *buf, size_t size)
+void fb__sup_last_lines(const fb__sup *s, int rank, char *buf, size_t size)
 {
     buf[0] = '\0';
     if (rank < 0 || rank >= s->world || size < 2)

@@ -179,7 +179,7 @@ static void check(FILE *out, wrank *w)
     fb__fbw1_msg m;
     msg_init(&m, FB_FBW1_REPORT, w->rank);
     m.rep_idx = (long long)w->report_idx;
-    m.rep_kind = FB_REPORT_NOTE;
+    m.rep_kind = FB__REPORT_NOTE;
     m.rep_wall_ns = (long long)fb__wall_ns();
     snprintf(m.rep_text, FB__REPORT_TEXT_MAX,
              "segment of rank %d is corrupt: %s; no longer read", w->rank, why);
@@ -193,14 +193,14 @@ static void report_end(FILE *out, wrank *w)
     check(out, w);
     send_reports(out, w); /* what it said before it went comes first */
     fb__seg_header *h = fb__seg_hdr(w->seg);
-    uint32_t kind = w->corrupt ? FB_END_NONE
+    uint32_t kind = w->corrupt ? FB__END_NONE
                   : atomic_load_explicit(&h->end_kind, memory_order_acquire);
     int code = w->corrupt ? 0 : atomic_load_explicit(&h->end_code, memory_order_relaxed);
     fb__fbw1_msg m;
     msg_init(&m, FB_FBW1_END, w->rank);
-    m.how = kind == FB_END_EXIT ? FB_FBW1_END_EXIT
-          : kind == FB_END_SIGNAL ? FB_FBW1_END_SIGNAL
-          : kind == FB_END_FINALIZED ? FB_FBW1_END_FINALIZED
+    m.how = kind == FB__END_EXIT ? FB_FBW1_END_EXIT
+          : kind == FB__END_SIGNAL ? FB_FBW1_END_SIGNAL
+          : kind == FB__END_FINALIZED ? FB_FBW1_END_FINALIZED
                                      : FB_FBW1_END_VANISHED;
     m.code = m.how == FB_FBW1_END_EXIT || m.how == FB_FBW1_END_SIGNAL ? code : 0;
     emit(out, &m);

@@ -62,11 +62,11 @@ static void test_stragglers(void)
     CHECK(!r[2].straggler);
     /* a rank that ended or has too few steps is not judged */
     set(r, 4, slow);
-    r[2].end_kind = FB_END_EXIT;
+    r[2].end_kind = FB__END_EXIT;
     for (int i = 0; i < 5; i++)
         fb__agent_stragglers(r, 4, 1.5, 3, emit, NULL);
     CHECK_EQ_INT(began[2], 1);
-    r[2].end_kind = FB_END_NONE;
+    r[2].end_kind = FB__END_NONE;
     r[2].steps_done = 2;
     for (int i = 0; i < 5; i++)
         fb__agent_stragglers(r, 4, 1.5, 3, emit, NULL);

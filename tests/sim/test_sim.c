@@ -15,9 +15,9 @@
 #include <string.h>
 #include "../check.h"
 
-static fb_sim_config llama3(void)
+static fb__sim_config llama3(void)
 {
-    fb_sim_config c;
+    fb__sim_config c;
     fb__sim_config_defaults(&c);
     fb__sim_preset(&c, "llama3");
     c.persist_s = 16;
@@ -26,10 +26,10 @@ static fb_sim_config llama3(void)
     return c;
 }
 
-static fb_sim_config exponential(double mtbf_s, double interval_s,
+static fb__sim_config exponential(double mtbf_s, double interval_s,
                                  double stall_s, double restart_s)
 {
-    fb_sim_config c;
+    fb__sim_config c;
     fb__sim_config_defaults(&c);
     c.exponential = 1;
     c.mtbf_s = mtbf_s;
@@ -43,7 +43,7 @@ static fb_sim_config exponential(double mtbf_s, double interval_s,
     return c;
 }
 
-static int run(const fb_sim_config *c, fb_sim_result *r, int keep)
+static int run(const fb__sim_config *c, fb__sim_result *r, int keep)
 {
     char err[256];
     if (fb__sim_validate(c, err, sizeof err)) {
@@ -66,9 +66,9 @@ static void test_llama3_calibration(void)
     } table[] = {{"gpu", 268},     {"dependency", 56},
                  {"network", 35},  {"unplanned_maintenance", 32},
                  {"host", 21},     {"unknown", 7}};
-    fb_sim_config c = llama3();
+    fb__sim_config c = llama3();
     c.trials = 1000;
-    fb_sim_result r;
+    fb__sim_result r;
     if (run(&c, &r, 0))
         return;
     CHECKF(fabs(r.interruptions_mean - 419) <= 0.03 * 419,
@@ -106,11 +106,11 @@ static void test_rsc_rates(void)
     const char *names[] = {"rsc1", "rsc2"};
     const double per_1000[] = {6.50, 2.34};
     for (int k = 0; k < 2; k++) {
-        fb_sim_config c = llama3();
+        fb__sim_config c = llama3();
         fb__sim_preset(&c, names[k]);
         c.gpus = 8192;
         c.horizon_s = 20 * 86400.0;
-        fb_sim_result r;
+        fb__sim_result r;
         if (run(&c, &r, 0))
             return;
         double want = per_1000[k] / 1000 * (8192 / 8) * 20;
@@ -127,7 +127,7 @@ static void test_rsc_rates(void)
 static void test_time_accounting(void)
 {
     for (int variant = 0; variant < 4; variant++) {
-        fb_sim_config c = llama3();
+        fb__sim_config c = llama3();
         c.trials = 200;
         if (variant == 1) {
             c.spares = 0;
@@ -142,11 +142,11 @@ static void test_time_accounting(void)
             c.restart_s = 1800;
             c.detect_hang_s = 3600;
         }
-        fb_sim_result r;
+        fb__sim_result r;
         if (run(&c, &r, 1))
             return;
         for (long i = 0; i < r.trials; i++) {
-            const fb_sim_time *t = &r.per_trial[i].t;
+            const fb__sim_time *t = &r.per_trial[i].t;
             double sum = t->useful + t->checkpoint + t->lost + t->detect +
                          t->restart + t->repair_wait + t->maintenance;
             if (fabs(sum - c.horizon_s) > 1e-6 * c.horizon_s ||
@@ -176,10 +176,10 @@ static void test_first_order_model(void)
                     double lambda = 1 / mtbf[a];
                     if (lambda * (restart[d] + tau[b]) > 0.15)
                         continue;
-                    fb_sim_config c = exponential(mtbf[a], tau[b], stall[s],
+                    fb__sim_config c = exponential(mtbf[a], tau[b], stall[s],
                                                   restart[d]);
                     c.trials = 150;
-                    fb_sim_result r;
+                    fb__sim_result r;
                     if (run(&c, &r, 0))
                         return;
                     double model = (1 - lambda * (restart[d] + tau[b] / 2)) /
@@ -194,9 +194,9 @@ static void test_first_order_model(void)
     CHECKF(checked >= 30, "only %d grid points were in the valid range",
           checked);
     /* Detection is part of the recovery cost R in the formula. */
-    fb_sim_config c = exponential(6 * 3600.0, 1200, 20, 120);
+    fb__sim_config c = exponential(6 * 3600.0, 1200, 20, 120);
     c.detect_crash_s = 180;
-    fb_sim_result r;
+    fb__sim_result r;
     if (run(&c, &r, 0))
         return;
     double model = (1 - (300 + 600) / (6 * 3600.0)) / (1 + 20 / 1200.0);
@@ -215,10 +215,10 @@ static void test_daly(void)
     for (int a = 0; a < 2; a++)
         for (int s = 0; s < 2; s++)
             for (int d = 0; d < 2; d++) {
-                fb_sim_config c =
+                fb__sim_config c =
                     exponential(mtbf[a], 1800, stall[s], restart[d]);
                 c.trials = 300;
-                fb_sim_optimum o;
+                fb__sim_optimum o;
                 int rc = fb__sim_optimize(&c, &o);
                 CHECKF(rc == 0, "optimize: %d", rc);
                 double daly = sqrt(2 * stall[s] * (restart[d] + mtbf[a]));
@@ -242,7 +242,7 @@ static void test_daly(void)
  * never proposes one: it reports the floor instead. */
 static void test_persist_floor(void)
 {
-    fb_sim_config c = llama3();
+    fb__sim_config c = llama3();
     char err[256];
     c.persist_s = 1200;
     c.interval_s = 600;
@@ -252,7 +252,7 @@ static void test_persist_floor(void)
     c.interval_s = 1200;
     CHECKF(fb__sim_validate(&c, err, sizeof err) == 0, "rejected: %s", err);
     c.trials = 100;
-    fb_sim_optimum o;
+    fb__sim_optimum o;
     CHECKF(fb__sim_optimize(&c, &o) == 0, "optimize failed");
     CHECKF(o.daly_below_floor && o.young_below_floor,
           "daly %.0f young %.0f not flagged below floor %.0f", o.daly_s,
@@ -269,9 +269,9 @@ static void test_persist_floor(void)
  * window costs work even at the same interval. */
 static void test_async_window(void)
 {
-    fb_sim_config c = llama3();
+    fb__sim_config c = llama3();
     c.persist_s = 0;
-    fb_sim_result fast, slow;
+    fb__sim_result fast, slow;
     if (run(&c, &fast, 0))
         return;
     c.persist_s = c.interval_s / 2;
@@ -289,9 +289,9 @@ static void test_async_window(void)
 /* Spares hide repairs; without them the job waits. */
 static void test_spares(void)
 {
-    fb_sim_config c = llama3();
+    fb__sim_config c = llama3();
     c.spares = 1000;
-    fb_sim_result plenty, none;
+    fb__sim_result plenty, none;
     if (run(&c, &plenty, 0))
         return;
     CHECKF(plenty.time_mean.repair_wait == 0, "waited %.1f s with 1000 spares",
@@ -315,11 +315,11 @@ static void test_spares(void)
  * failure, the rate falls and so do interruptions. */
 static void test_lemons(void)
 {
-    fb_sim_config c = llama3();
+    fb__sim_config c = llama3();
     c.lemon_fraction = 0.01;
     c.lemon_factor = 50;
     c.spares = 200;
-    fb_sim_result kept, drained;
+    fb__sim_result kept, drained;
     if (run(&c, &kept, 0))
         return;
     CHECKF(fabs(kept.interruptions_mean - 419) <= 0.03 * 419,
@@ -337,10 +337,10 @@ static void test_lemons(void)
 /* Hang detection costs more than crash detection, for the hang share. */
 static void test_detection_kinds(void)
 {
-    fb_sim_config c = llama3();
+    fb__sim_config c = llama3();
     c.detect_crash_s = 0;
     c.detect_hang_s = 3600;
-    fb_sim_result r;
+    fb__sim_result r;
     if (run(&c, &r, 0))
         return;
     /* Only "unknown" (7 of 419) hangs. */
@@ -352,12 +352,12 @@ static void test_detection_kinds(void)
 /* Same seed, any thread count: the same bits.  Another seed: different. */
 static void test_determinism(void)
 {
-    fb_sim_config c = llama3();
+    fb__sim_config c = llama3();
     c.trials = 100;
     c.lemon_fraction = 0.02;
     c.lemon_factor = 10;
     c.drain = 1;
-    fb_sim_result a, b, d;
+    fb__sim_result a, b, d;
     c.threads = 1;
     if (run(&c, &a, 1))
         return;
@@ -379,7 +379,7 @@ static void test_determinism(void)
 
 static void test_rates_parser(void)
 {
-    fb_sim_config c;
+    fb__sim_config c;
     fb__sim_config_defaults(&c);
     char err[256];
     const char *good = "# comment\n"
@@ -427,7 +427,7 @@ static void test_rates_parser(void)
         {"failure gpu 1e400/gpu-day\n", "line 1: bad rate"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        fb_sim_config d;
+        fb__sim_config d;
         fb__sim_config_defaults(&d);
         fb__sim_preset(&d, "llama3");
         err[0] = '\0';

@@ -67,7 +67,7 @@ static void test_toctou_offsets(void)
     CHECK_RC(fb__seg_open(&r, name), 0);
     if (!w || !r)
         goto out;
-    fb__seg_append_report(w, FB_REPORT_NOTE, 0, 1, 0, 0, 0, "hello");
+    fb__seg_append_report(w, FB__REPORT_NOTE, 0, 1, 0, 0, 0, "hello");
     CHECK_RC(fb__seg_check(r, why, sizeof why), 0);
 
     fb__seg_header *h = fb__seg_hdr(w);
@@ -107,7 +107,7 @@ static void test_heads(void)
         goto out;
     fb__seg_header *h = fb__seg_hdr(w);
     for (int i = 0; i < 3; i++)
-        fb__seg_append_report(w, FB_REPORT_NOTE, 0, (uint64_t)i, 0, 0, 0, "x");
+        fb__seg_append_report(w, FB__REPORT_NOTE, 0, (uint64_t)i, 0, 0, 0, "x");
     CHECK_RC(fb__seg_check(r, why, sizeof why), 0);
     atomic_store(&h->report_head, UINT64_MAX - 5);
     fb__seg_report rep;
@@ -132,7 +132,7 @@ static void test_heads(void)
     atomic_store(&h->end_kind, 9);
     CHECK_RC(fb__seg_check(r, why, sizeof why), FB_EFORMAT);
     CHECKF(strstr(why, "end_kind") != NULL, "why: %s", why);
-    atomic_store(&h->end_kind, FB_END_NONE);
+    atomic_store(&h->end_kind, FB__END_NONE);
     atomic_store(&h->magic, 0);
     CHECK_RC(fb__seg_check(r, why, sizeof why), FB_EFORMAT);
     CHECKF(strstr(why, "magic") != NULL, "why: %s", why);
@@ -153,7 +153,7 @@ static void test_report_next(void)
     if (!w || !r)
         goto out;
     for (int i = 0; i < 1000; i++)
-        fb__seg_append_report(w, FB_REPORT_NOTE, 0, (uint64_t)i, 0, 0, 0, "n");
+        fb__seg_append_report(w, FB__REPORT_NOTE, 0, (uint64_t)i, 0, 0, 0, "n");
     fb__seg_report rep;
     CHECK_RC(fb__seg_read_report(r, 0, &rep), -1);
     uint64_t next = fb__seg_report_next(r, 0);
@@ -215,7 +215,7 @@ static void test_report_text(void)
     CHECK_RC(fb__seg_open(&r, name), 0);
     if (!w || !r)
         goto out;
-    fb__seg_append_report(w, FB_REPORT_NOTE, 0, 0, 0, 0, 0, "x");
+    fb__seg_append_report(w, FB__REPORT_NOTE, 0, 0, 0, 0, 0, "x");
     fb__seg_report *slot =
         (fb__seg_report *)((char *)fb__seg_base(w) + FB__SEG_HEADER_SIZE);
     memset(slot->text, 'A', sizeof slot->text);
@@ -369,11 +369,11 @@ static void test_fr_live(void)
     CHECK_EQ_INT(pthread_create(&t, NULL, flipper, fb__seg_hdr(w)), 0);
     int ok = 0;
     for (int i = 0; i < 3000; i++) {
-        fr_model m;
-        fr_model_init(&m);
-        int rc = fr_load_ring(&m, name, err, sizeof err);
+        fb__fr_model m;
+        fb__fr_model_init(&m);
+        int rc = fb__fr_load_ring(&m, name, err, sizeof err);
         ok += rc == 0;
-        fr_model_free(&m);
+        fb__fr_model_free(&m);
     }
     stop_flipping = 1;
     pthread_join(t, NULL);
@@ -393,7 +393,7 @@ static void test_truncated(void)
     CHECK_RC(fb__seg_open(&r, name), 0);
     if (!w || !r)
         goto out;
-    fb__seg_append_report(w, FB_REPORT_NOTE, 0, 1, 0, 0, 0, "before");
+    fb__seg_append_report(w, FB__REPORT_NOTE, 0, 1, 0, 0, 0, "before");
     CHECK_RC(fb__seg_check(r, why, sizeof why), 0);
     CHECK_EQ_INT(fb__seg_truncated(r, NULL), 0);
 
