@@ -307,7 +307,11 @@ int fb_ckpt_wait(fb_ckpt *ck);
  * before any byte of it is written into the tensors, so a restore that
  * fails leaves them as they were.  On success *step_out (may be NULL) is
  * the restored step.  Returns FB_ENOCKPT when there is none (start fresh;
- * the tensors are untouched).
+ * the tensors are untouched), -ENOMEM when it could not allocate what
+ * verifying needs (it then stops rather than fall back to an older step:
+ * a lack of memory says nothing against the newer checkpoint), FB_ESTATE
+ * while a save is in flight, or FB_EMISMATCH when the registered tensors
+ * do not match the checkpoint's.
  */
 int fb_ckpt_restore(fb_ckpt *ck, uint64_t *step_out);
 
