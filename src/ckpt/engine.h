@@ -46,6 +46,7 @@ typedef struct fb__wp {
     unsigned char *done;/* per chunk: copied and released                 */
     uint64_t faults, fault_ns; /* last save: writes that waited; bound on
                                   the time they waited (protect.c)        */
+    uint64_t protected_ns;     /* when the last save's protection was set  */
 } fb__wp;
 
 typedef struct fb__ckpt_tensor fb__ckpt_tensor;

@@ -389,6 +389,7 @@ int fb__wp_protect(fb_ckpt *ck)
             return rc;
         }
     }
+    w->protected_ns = fb__now_ns();
     return 0;
 }
 
@@ -471,8 +472,10 @@ int fb__wp_drain(fb_ckpt *ck)
     int rc = 0;
     struct uffd_msg msg[16];
     /* A fault read now was raised after the previous read: from then to its
-     * release bounds how long its writer waited. */
-    uint64_t prev_read = fb__now_ns();
+     * release bounds how long its writer waited.  The first read may find
+     * faults raised any time since the protection was set (the writer may
+     * start draining late), so the first bound runs from then. */
+    uint64_t prev_read = w->protected_ns ? w->protected_ns : fb__now_ns();
     while (left && !rc) {
         uint64_t this_read = fb__now_ns();
         ssize_t got = read(w->fd, msg, sizeof msg);
