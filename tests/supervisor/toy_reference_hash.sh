@@ -7,7 +7,7 @@ ln -s "$BIN/fb-toy-train" "$T/toy-$TAG"   # the tag in every command line
 TOY=$T/toy-$TAG
 "$FB" run --nproc-per-node 3 --run-dir ref --quiet -- "$TOY" --steps 40 --sleep-ms 5 --ckpt-every 5 \
     || fail "reference run failed"
-"$FB" run --nproc-per-node 3 --run-dir faulty --hang-timeout 1.5 --max-restarts 4 --json \
+"$FB" run --nproc-per-node 3 --run-dir faulty --hang-timeout 3 --max-restarts 4 --json \
     --inject 'kill:rank=0,step=12,attempt=0' --inject 'hang:rank=1,step=23,attempt=1' \
     --inject 'exit:rank=2,step=31,code=4,attempt=2' \
     -- "$TOY" --steps 40 --sleep-ms 5 --ckpt-every 5 >out.json 2>err.txt \
