@@ -552,10 +552,13 @@ static char *analyze_hang(fb__sup *s)
     fb__sup_blame_hang(&hf, &b);
     if (b.fr_named) {
         if (b.rank != f->rank) {
+            /* The step is the culprit's own (-1 when it did none, or its
+             * segment is no longer trusted), never the rank first blamed. */
             f->rank = b.rank;
-            fb__seg_header *h = s->ranks[f->rank].seg ? fb__seg_hdr(s->ranks[f->rank].seg) : NULL;
-            if (h && atomic_load_explicit(&h->steps_done, memory_order_relaxed))
-                f->step = (int64_t)atomic_load_explicit(&h->step, memory_order_relaxed);
+            const fb__sup_rank *cr = &s->ranks[f->rank];
+            fb__seg_header *h = cr->seg && !cr->seg_corrupt ? fb__seg_hdr(cr->seg) : NULL;
+            f->step = h && atomic_load_explicit(&h->steps_done, memory_order_relaxed)
+                ? (int64_t)atomic_load_explicit(&h->step, memory_order_relaxed) : -1;
             snprintf(f->injected, sizeof f->injected, "%s", s->ranks[f->rank].injected);
         }
         size_t l = strlen(f->detail);
