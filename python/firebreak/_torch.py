@@ -214,7 +214,8 @@ class Checkpointer:
     # -- helpers --------------------------------------------------------
 
     def _open(self):
-        return _firebreak.Ckpt(**self._opts)
+        opts = {k: v for k, v in self._opts.items() if v is not None}
+        return _firebreak.Ckpt(**opts)
 
     def _check_open(self):
         if self._closed:
