@@ -221,6 +221,40 @@ def case_corrupt_fallback():
     check(len(o2.state) == 0, "optimizer state from the corrupt step")
 
 
+def case_extension_input():
+    """The extension itself checks what the glue hands it."""
+    from firebreak import _firebreak as fb
+    c = fb.Ckpt("ck")
+    t = torch.zeros(4)
+    raises(ValueError, ["tensor w", "8 bytes given", "make 16"],
+           lambda: c.register("w", fb.DTYPE_F32, (4,), t.data_ptr(), 8, t))
+    raises(ValueError, ["tensor w", "dtype 99"],
+           lambda: c.register("w", 99, (4,), t.data_ptr(), 16, t))
+    raises(ValueError, ["tensor w", "dimension 0 is -1"],
+           lambda: c.register("w", fb.DTYPE_F32, (-1,), t.data_ptr(), 16, t))
+    raises(ValueError, ["tensor w", "null address"],
+           lambda: c.register("w", fb.DTYPE_F32, (4,), 0, 16, t))
+    raises(ValueError, ["tensor w", "33 dimensions"],
+           lambda: c.register("w", fb.DTYPE_F32, (1,) * 33, t.data_ptr(), 4, t))
+    c.register("w", fb.DTYPE_F32, (4,), t.data_ptr(), 16, t)
+    try:
+        c.register("w", fb.DTYPE_F32, (4,), t.data_ptr(), 16, t)
+        check(False, "a duplicate name was accepted")
+    except fb.Error as e:
+        check(e.args[0] == -22 and "registering tensor w" in e.args[1],
+              "duplicate name: %r" % (e.args,))
+    raises(ValueError, ["phase 9"], lambda: fb.set_phase(9))
+    raises(ValueError, ["rank 2 of world size 1"], lambda: fb.layout("ck", 2, 1))
+    check(c.save(3) is True, "save")
+    c.close()
+    c.close()
+    raises(ValueError, ["closed"], lambda: c.save(4))
+    raises(ValueError, ["closed"], lambda: c.dir)
+    check(fb.layout("ck", 0, 1) == (3, [("w", fb.DTYPE_F32, (4,))]),
+          "layout %r" % (fb.layout("ck", 0, 1),))
+    check(fb.layout("nowhere", 0, 1) is None, "layout of a missing directory")
+
+
 CASES = {k[5:]: v for k, v in sorted(globals().items()) if k.startswith("case_")}
 
 
