@@ -33,6 +33,23 @@
 #include "ckpt/safetensors.h"
 #include "ckpt/store.h"
 
+/* Python 3.8 and 3.9 lack these two (setup.py allows >= 3.8). */
+#if PY_VERSION_HEX < 0x030A0000
+static inline PyObject *Py_NewRef(PyObject *o)
+{
+    Py_INCREF(o);
+    return o;
+}
+static int PyModule_AddObjectRef(PyObject *m, const char *name, PyObject *o)
+{
+    Py_INCREF(o);
+    if (PyModule_AddObject(m, name, o) == 0)
+        return 0;
+    Py_DECREF(o);
+    return -1;
+}
+#endif
+
 static PyObject *fb_error; /* firebreak.Error */
 
 /* Raise firebreak.Error(rc, "what: strerror"). */

@@ -198,6 +198,35 @@ def case_save_waits():
     check(os.path.exists("ck/step-0000000002/rank-00000.safetensors"), "step 2")
 
 
+def case_save_fails():
+    """A failed write (disk full, test hook) raises firebreak.Error from
+    wait(); the older checkpoint stays restorable."""
+    if os.environ.get("FB_TEST_HOOKS") != "ON":
+        print("skip save_fails: no FB_TEST_HOOKS")
+        return
+    t = torch.arange(8.0)
+    ck = firebreak.Checkpointer({"t": t}, dir="ck")
+    ck.save(1)
+    ck.wait()
+    os.environ["FIREBREAK_CKPT_FAIL"] = "ENOSPC@2"
+    try:
+        t.add_(1)
+        ck.save(2)
+        try:
+            ck.wait()
+            check(False, "wait after a failed save raised nothing")
+        except firebreak.Error as e:
+            check(e.args[0] == -28 and "No space" in e.args[1],
+                  "failed save: %r" % (e.args,))
+    finally:
+        del os.environ["FIREBREAK_CKPT_FAIL"]
+    ck.close()
+    u = torch.zeros(8)
+    ck2 = firebreak.Checkpointer({"t": u}, dir="ck")
+    check(ck2.restore() == 1 and torch.equal(u, torch.arange(8.0)), "step 1 restored")
+    ck2.close()
+
+
 def case_corrupt_fallback():
     """A corrupt newest shard: restore falls back to the older checkpoint,
     even when the older one holds fewer tensors (no optimizer state yet)."""
