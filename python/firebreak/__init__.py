@@ -1,0 +1,59 @@
+"""firebreak: the reliability layer for training jobs, from Python.
+
+Heartbeats (step), phases (phase) and checkpoints (Checkpointer) over
+libfirebreak, whose engine is C (the _firebreak extension).  Outside the
+supervisor (`firebreak run`) heartbeats and phases are no-ops and the
+checkpointer still saves and restores.  See docs/pytorch.md.
+"""
+import contextlib
+
+from . import _firebreak
+from ._firebreak import Error
+
+__all__ = ["Error", "Checkpointer", "step", "heartbeat", "phase", "attached",
+           "rank", "world_size", "restart_count", "run_dir", "finalize"]
+__version__ = _firebreak.VERSION
+
+_firebreak.init()   # 0 attached or not; < 0: environment unusable, record nothing
+
+attached = _firebreak.attached
+rank = _firebreak.rank
+world_size = _firebreak.world_size
+restart_count = _firebreak.restart_count
+run_dir = _firebreak.run_dir
+heartbeat = _firebreak.heartbeat
+finalize = _firebreak.finalize
+
+
+def step(n):
+    """Step n has completed: a heartbeat (and the step's timing)."""
+    _firebreak.step(n)
+
+
+_PHASES = {"init": _firebreak.PHASE_INIT, "train": _firebreak.PHASE_TRAIN,
+           "checkpoint": _firebreak.PHASE_CHECKPOINT,
+           "restore": _firebreak.PHASE_RESTORE,
+           # No phase of its own in libfirebreak yet: evaluation is timed
+           # with the checkpoint phase's limit (--ckpt-timeout), the one
+           # meant for long work without steps.  docs/pytorch.md.
+           "eval": _firebreak.PHASE_CHECKPOINT}
+
+
+@contextlib.contextmanager
+def phase(name):
+    """with firebreak.phase("eval"): ... -- the block runs under that
+    phase's hang limit; training's phase is restored afterwards."""
+    if name not in _PHASES:
+        raise ValueError("phase %r: expected one of %s" % (name, ", ".join(_PHASES)))
+    _firebreak.set_phase(_PHASES[name])
+    try:
+        yield
+    finally:
+        _firebreak.set_phase(_firebreak.PHASE_TRAIN)
+
+
+def __getattr__(name):
+    if name == "Checkpointer":   # torch is imported only when it is used
+        from ._torch import Checkpointer
+        return Checkpointer
+    raise AttributeError("module 'firebreak' has no attribute %r" % name)

@@ -1,0 +1,307 @@
+"""The firebreak Python package without the supervisor: save and restore,
+lazily created optimizer state, and bad input (each raises, naming the
+tensor, and leaves the state and the checkpoints as they were).
+Run: PYTHONPATH=<build>/python /usr/bin/python3 api.py [CASE...]"""
+import os
+import shutil
+import sys
+import tempfile
+import time
+
+try:
+    import torch
+except ImportError:
+    print("SKIP: this python has no torch")
+    sys.exit(77)
+
+import firebreak
+
+failures = 0
+
+
+def check(cond, what):
+    global failures
+    if not cond:
+        failures += 1
+        print("FAIL: %s" % what, file=sys.stderr)
+
+
+def raises(exc, words, fn):
+    """fn() raises exc whose message has every one of words."""
+    try:
+        fn()
+    except exc as e:
+        msg = str(e)
+        check(all(w in msg for w in words), "message %r lacks %s" % (msg, words))
+        return
+    except BaseException as e:
+        check(False, "expected %s, got %r" % (exc.__name__, e))
+        return
+    check(False, "expected %s %s, nothing raised" % (exc.__name__, words))
+
+
+def make(seed=0, hidden=8):
+    torch.manual_seed(seed)
+    m = torch.nn.Sequential(torch.nn.Linear(4, hidden), torch.nn.Tanh(),
+                            torch.nn.Linear(hidden, 2))
+    o = torch.optim.AdamW(m.parameters(), lr=1e-2)
+    s = torch.optim.lr_scheduler.StepLR(o, 3, gamma=0.5)
+    return m, o, s
+
+
+def train(m, o, s, n):
+    for _ in range(n):
+        m(torch.randn(5, 4)).pow(2).sum().backward()
+        o.step()
+        s.step()
+        o.zero_grad()
+
+
+def same_optim(a, b):
+    a, b = a.state_dict(), b.state_dict()
+    if a["param_groups"] != b["param_groups"] or a["state"].keys() != b["state"].keys():
+        return False
+    return all(sa.keys() == b["state"][k].keys() and
+               all(torch.equal(v, b["state"][k][n]) for n, v in sa.items())
+               for k, sa in a["state"].items())
+
+
+def snapshot(m):
+    return [t.clone() for t in m.state_dict().values()]
+
+
+def case_unattached():
+    check(not firebreak.attached(), "attached without a supervisor")
+    firebreak.step(1)
+    firebreak.heartbeat()
+    with firebreak.phase("eval"):
+        pass
+    raises(ValueError, ["phase 'nope'"], lambda: firebreak.phase("nope").__enter__())
+    ck = firebreak.Checkpointer({"w": torch.zeros(3)})   # default ./checkpoints
+    check(os.path.realpath(ck.dir) == os.path.realpath("checkpoints"),
+          "default dir %s" % ck.dir)
+    check(ck.restore() is None, "restore with no checkpoint")
+    ck.save(1)
+    ck.close()
+    check(os.path.exists("checkpoints/step-0000000001/rank-00000.safetensors"),
+          "no shard in ./checkpoints")
+
+
+def case_roundtrip_lazy_state():
+    m, o, s = make()
+    ck = firebreak.Checkpointer({"model": m, "optim": o, "sched": s},
+                                extra={"pos": 0}, dir="ck")
+    ck.save(0)                   # before the first step: no exp_avg yet
+    train(m, o, s, 4)            # AdamW's state appears: a new plan
+    ck.extra["pos"] = 40
+    ck.save(4)
+    want_rng = torch.get_rng_state()
+    want = snapshot(m)
+    want_sched = s.state_dict()
+    ck.close()
+    m2, o2, s2 = make(seed=1)
+    torch.manual_seed(99)
+    ck2 = firebreak.Checkpointer({"model": m2, "optim": o2, "sched": s2}, dir="ck")
+    check(ck2.restore() == 4, "restored step")
+    check(all(torch.equal(a, b) for a, b in zip(want, snapshot(m2))), "weights")
+    check(same_optim(o, o2), "optimizer state")
+    check(s2.state_dict() == want_sched, "scheduler state")
+    check(ck2.extra == {"pos": 40}, "extra %r" % ck2.extra)
+    check(torch.equal(torch.get_rng_state(), want_rng), "torch RNG state")
+    train(m2, o2, s2, 1)         # and training goes on, saving again
+    ck2.save(5)
+    ck2.close()
+    raises(ValueError, ["closed"], lambda: ck2.save(6))
+    raises(ValueError, ["closed"], ck2.restore)
+    raises(ValueError, ["closed"], ck2.wait)
+
+
+def case_bad_dtype():
+    ck = firebreak.Checkpointer({"a": torch.zeros(2, dtype=torch.complex128)}, dir="ck")
+    raises(TypeError, ["tensor a", "complex128", "expected"], lambda: ck.save(1))
+    ck.close()
+    check(not os.path.exists("ck/step-0000000001"), "a checkpoint was written")
+
+
+def case_non_contiguous():
+    t = torch.zeros(4, 3).t()
+    ck = firebreak.Checkpointer({"a": t}, dir="ck")
+    raises(ValueError, ["tensor a", "not contiguous", "expected a contiguous"],
+           lambda: ck.save(1))
+    ck.close()
+    check(not os.path.exists("ck/step-0000000001"), "a checkpoint was written")
+
+
+def case_keys_changed():
+    m, o, s = make()
+    ck = firebreak.Checkpointer({"model": m}, dir="ck")
+    ck.save(1)
+    ck.close()
+    m2 = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(),
+                             torch.nn.Linear(8, 2), torch.nn.Linear(2, 2))
+    before = snapshot(m2)
+    ck2 = firebreak.Checkpointer({"model": m2}, dir="ck")
+    raises(ValueError, ["tensor model/3.weight", "keys changed"], ck2.restore)
+    check(all(torch.equal(a, b) for a, b in zip(before, snapshot(m2))),
+          "the model changed though restore failed")
+    ck3 = firebreak.Checkpointer({"net": m2}, dir="ck")
+    raises(ValueError, ["holds state ['model']", "['net']"], ck3.restore)
+
+
+def case_other_shape():
+    m, o, s = make(hidden=8)
+    ck = firebreak.Checkpointer({"model": m, "optim": o}, dir="ck")
+    train(m, o, s, 1)
+    ck.save(1)
+    ck.close()
+    m2, o2, s2 = make(hidden=16)
+    before = snapshot(m2)
+    ck2 = firebreak.Checkpointer({"model": m2, "optim": o2}, dir="ck")
+    raises(ValueError, ["tensor model/0.weight", "(16, 4)", "(8, 4)"], ck2.restore)
+    check(all(torch.equal(a, b) for a, b in zip(before, snapshot(m2))),
+          "the model changed though restore failed")
+    check(len(o2.state) == 0, "the optimizer changed though restore failed")
+
+
+def case_bad_extra():
+    class Mine:
+        pass
+    ck = firebreak.Checkpointer({"a": torch.zeros(2)}, extra={"x": Mine()}, dir="ck")
+    raises(TypeError, ["cannot be checkpointed", "Mine"], lambda: ck.save(1))
+    ck.close()
+    check(not os.path.exists("ck/step-0000000001"), "a checkpoint was written")
+
+
+def case_bad_state():
+    raises(TypeError, ["state['x']", "state_dict"],
+           lambda: firebreak.Checkpointer({"x": 3}, dir="ck"))
+    raises(TypeError, ["non-empty dict"], lambda: firebreak.Checkpointer([], dir="ck"))
+
+
+def case_save_waits():
+    """A save while the previous one persists waits for it (test hook)."""
+    if os.environ.get("FB_TEST_HOOKS") != "ON":
+        print("skip save_waits: no FB_TEST_HOOKS")
+        return
+    os.environ["FIREBREAK_CKPT_WRITE_DELAY_MS"] = "400"
+    try:
+        t = torch.zeros(1000)
+        ck = firebreak.Checkpointer({"t": t}, dir="ck")
+        ck.save(1)
+        t0 = time.monotonic()
+        ck.save(2)
+        waited = time.monotonic() - t0
+        ck.close()
+    finally:
+        del os.environ["FIREBREAK_CKPT_WRITE_DELAY_MS"]
+    check(waited > 0.2, "second save returned after %.3fs, did not wait" % waited)
+    check(os.path.exists("ck/step-0000000002/rank-00000.safetensors"), "step 2")
+
+
+def case_save_fails():
+    """A failed write (disk full, test hook) raises firebreak.Error from
+    wait(); the older checkpoint stays restorable."""
+    if os.environ.get("FB_TEST_HOOKS") != "ON":
+        print("skip save_fails: no FB_TEST_HOOKS")
+        return
+    t = torch.arange(8.0)
+    ck = firebreak.Checkpointer({"t": t}, dir="ck")
+    ck.save(1)
+    ck.wait()
+    os.environ["FIREBREAK_CKPT_FAIL"] = "ENOSPC@2"
+    try:
+        t.add_(1)
+        ck.save(2)
+        try:
+            ck.wait()
+            check(False, "wait after a failed save raised nothing")
+        except firebreak.Error as e:
+            check(e.args[0] == -28 and "No space" in e.args[1],
+                  "failed save: %r" % (e.args,))
+    finally:
+        del os.environ["FIREBREAK_CKPT_FAIL"]
+    ck.close()
+    u = torch.zeros(8)
+    ck2 = firebreak.Checkpointer({"t": u}, dir="ck")
+    check(ck2.restore() == 1 and torch.equal(u, torch.arange(8.0)), "step 1 restored")
+    ck2.close()
+
+
+def case_corrupt_fallback():
+    """A corrupt newest shard: restore falls back to the older checkpoint,
+    even when the older one holds fewer tensors (no optimizer state yet)."""
+    m, o, s = make()
+    ck = firebreak.Checkpointer({"model": m, "optim": o}, dir="ck", keep=3)
+    ck.save(1)
+    want = snapshot(m)
+    train(m, o, s, 2)
+    ck.save(2)
+    ck.close()
+    path = "ck/step-0000000002/rank-00000.safetensors"
+    with open(path, "r+b") as f:
+        f.seek(-3, os.SEEK_END)
+        b = f.read(1)
+        f.seek(-3, os.SEEK_END)
+        f.write(bytes([b[0] ^ 0xff]))
+    m2, o2, s2 = make(seed=5)
+    ck2 = firebreak.Checkpointer({"model": m2, "optim": o2}, dir="ck")
+    check(ck2.restore() == 1, "did not fall back to step 1")
+    check(all(torch.equal(a, b) for a, b in zip(want, snapshot(m2))), "weights")
+    check(len(o2.state) == 0, "optimizer state from the corrupt step")
+
+
+def case_extension_input():
+    """The extension itself checks what the glue hands it."""
+    from firebreak import _firebreak as fb
+    c = fb.Ckpt("ck")
+    t = torch.zeros(4)
+    raises(ValueError, ["tensor w", "8 bytes given", "make 16"],
+           lambda: c.register("w", fb.DTYPE_F32, (4,), t.data_ptr(), 8, t))
+    raises(ValueError, ["tensor w", "dtype 99"],
+           lambda: c.register("w", 99, (4,), t.data_ptr(), 16, t))
+    raises(ValueError, ["tensor w", "dimension 0 is -1"],
+           lambda: c.register("w", fb.DTYPE_F32, (-1,), t.data_ptr(), 16, t))
+    raises(ValueError, ["tensor w", "null address"],
+           lambda: c.register("w", fb.DTYPE_F32, (4,), 0, 16, t))
+    raises(ValueError, ["tensor w", "33 dimensions"],
+           lambda: c.register("w", fb.DTYPE_F32, (1,) * 33, t.data_ptr(), 4, t))
+    c.register("w", fb.DTYPE_F32, (4,), t.data_ptr(), 16, t)
+    try:
+        c.register("w", fb.DTYPE_F32, (4,), t.data_ptr(), 16, t)
+        check(False, "a duplicate name was accepted")
+    except fb.Error as e:
+        check(e.args[0] == -22 and "registering tensor w" in e.args[1],
+              "duplicate name: %r" % (e.args,))
+    raises(ValueError, ["phase 9"], lambda: fb.set_phase(9))
+    raises(ValueError, ["rank 2 of world size 1"], lambda: fb.layout("ck", 2, 1))
+    check(c.save(3) is True, "save")
+    c.close()
+    c.close()
+    raises(ValueError, ["closed"], lambda: c.save(4))
+    raises(ValueError, ["closed"], lambda: c.dir)
+    check(fb.layout("ck", 0, 1) == (3, [("w", fb.DTYPE_F32, (4,))]),
+          "layout %r" % (fb.layout("ck", 0, 1),))
+    check(fb.layout("nowhere", 0, 1) is None, "layout of a missing directory")
+
+
+CASES = {k[5:]: v for k, v in sorted(globals().items()) if k.startswith("case_")}
+
+
+def main():
+    names = sys.argv[1:] or list(CASES)
+    for name in names:
+        d = tempfile.mkdtemp(prefix="fbpy-")
+        cwd = os.getcwd()
+        os.chdir(d)
+        try:
+            before = failures
+            CASES[name]()
+            print("%s %s" % ("ok" if failures == before else "FAILED", name))
+        finally:
+            os.chdir(cwd)
+            shutil.rmtree(d)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# `pip install ./python` builds the package standalone from the repository's
+# sources (no CMake build, no installed libfirebreak) into a fresh venv, and
+# the API tests pass with that venv's python.  Offline: setuptools and torch
+# come from the system (--system-site-packages, --no-build-isolation).
+set -euo pipefail
+SRC=$1
+PY=$2
+"$PY" -c 'import torch, setuptools, venv' 2>/dev/null || { echo "SKIP: $PY lacks torch, setuptools or venv"; exit 77; }
+T=$(mktemp -d /tmp/fbpy-pip.XXXXXX)
+trap 'rm -rf "$T"' EXIT
+mkdir "$T/repo"
+cp -r "$SRC/include" "$SRC/src" "$SRC/python" "$T/repo/"   # a copy: pip builds in place
+rm -rf "$T/repo/python/build" "$T/repo/python/"*.egg-info
+"$PY" -m venv --system-site-packages "$T/venv"
+"$T/venv/bin/pip" install -q --no-build-isolation "$T/repo/python" >"$T/pip.log" 2>&1 \
+    || { tail -20 "$T/pip.log"; echo "FAIL: pip install ./python"; exit 1; }
+cd "$T"
+got=$("$T/venv/bin/python" -c 'import firebreak; print(firebreak.__file__)')
+case $got in
+    "$T/venv/"*) ;;
+    *) echo "FAIL: imported firebreak from $got, not the venv"; exit 1 ;;
+esac
+env -u PYTHONPATH "$T/venv/bin/python" "$SRC/tests/python/api.py"
+echo "ok: pip install ./python into a venv; api tests pass there"
