@@ -72,6 +72,9 @@ typedef struct fb__sup_failure {
     char detail[512];
     char injected[128];
     int launch_error;                    /* cannot be fixed by a restart */
+    int by_silence;                      /* a hang blamed on the rank silent
+                                            the longest: nothing so far tells
+                                            which rank stopped first */
 } fb__sup_failure;
 
 typedef struct fb__sup {

@@ -523,6 +523,18 @@ static void fire_injections(fb__sup *s, uint64_t now)
  * journals kilobytes, not megabytes; or NULL. */
 #define SUP_FR_JSON_MAX_LIST 256
 
+/* A hang blamed on silence alone that the flight recorder did not settle:
+ * the detail says so, so that "silent the longest" is not read as "stopped
+ * first". */
+static void undecided_by_fr(fb__sup_failure *f)
+{
+    if (!f->by_silence)
+        return;
+    size_t l = strlen(f->detail);
+    snprintf(f->detail + l, sizeof f->detail - l,
+             "; the flight recorder could not tell which rank stopped first");
+}
+
 static char *analyze_hang(fb__sup *s)
 {
     char *verdict_json = NULL;
@@ -537,6 +549,7 @@ static char *analyze_hang(fb__sup *s)
     int rc = fb__fr_analyze_paths(paths, npaths, &r, err, sizeof err);
     if (rc) {
         fb__sup_log(s, "flight-recorder analysis: %s", err);
+        undecided_by_fr(&s->fail);
         return NULL;
     }
     char summary[512];
@@ -564,6 +577,8 @@ static char *analyze_hang(fb__sup *s)
         size_t l = strlen(f->detail);
         snprintf(f->detail + l, sizeof f->detail - l, "; flight recorder: %s", summary);
     }
+    if (!b.fr_named || n != 1)
+        undecided_by_fr(f); /* no hang verdict, or several culprits */
     fb__jsonw w;
     fb__jsonw_init(&w);
     if (fb__fr_result_json_max(r, &w, SUP_FR_JSON_MAX_LIST) == 0)
