@@ -106,6 +106,65 @@ static int free_port(void)
     return port;
 }
 
+/* A program named python, python3, python3.11, ...: the one whose torch
+ * can be asked for its version. */
+static int is_python(const char *prog)
+{
+    const char *b = strrchr(prog, '/');
+    b = b ? b + 1 : prog;
+    if (strncmp(b, "python", 6))
+        return 0;
+    for (b += 6; *b; b++)
+        if ((*b < '0' || *b > '9') && *b != '.')
+            return 0;
+    return 1;
+}
+
+#define TORCH_PROBE_TIMEOUT_MS 30000
+
+/* torch's version, once per run, from the program's own interpreter
+ * (importing torch takes seconds; a program that is not Python, or a
+ * Python without torch, leaves it unknown: ""). */
+static const char *probe_torch(fb__sup *s)
+{
+    if (s->torch_probed)
+        return s->torch_version;
+    s->torch_probed = 1;
+    const char *prog = s->o->argv ? s->o->argv[0] : NULL;
+    if (!prog || !is_python(prog))
+        return s->torch_version;
+    char *argv[] = {(char *)prog, "-c",
+                    "import sys, torch; sys.stdout.write(torch.__version__)", NULL};
+    int devnull = open("/dev/null", O_WRONLY | O_CLOEXEC);
+    char out[64];
+    int rc = fb__sup_run_capture(argv, out, sizeof out, devnull, TORCH_PROBE_TIMEOUT_MS);
+    if (devnull >= 0)
+        close(devnull);
+    if (rc == 0 && out[0] && !strchr(out, '\n'))
+        snprintf(s->torch_version, sizeof s->torch_version, "%s", out);
+    char safe[64];
+    fb__sup_log(s, "torch version of %s: %s", prog,
+                rc == 0 ? fb__safe_text(safe, sizeof safe, out)
+                : rc == -ETIMEDOUT ? "unknown (it did not answer within 30 s)"
+                                   : "unknown (no torch)");
+    return s->torch_version;
+}
+
+/* One flight-recorder setting under the spellings `names` asks for, unless
+ * the user set it under either spelling (their choice, 0 included, stands). */
+static int torch_fr_default(envb *e, int names, const char *old_name,
+                            const char *new_name, const char *value)
+{
+    if (getenv(old_name) || getenv(new_name))
+        return 0;
+    int rc = 0;
+    if (names & FB__SUP_TORCH_FR_OLD)
+        rc |= env_set(e, old_name, value);
+    if (names & FB__SUP_TORCH_FR_NEW)
+        rc |= env_set(e, new_name, value);
+    return rc;
+}
+
 /* Variables every rank gets, whatever the launcher. */
 static int common_env(fb__sup *s, envb *e)
 {
@@ -136,11 +195,13 @@ static int common_env(fb__sup *s, envb *e)
              s->attempt);
     fb__mkdir_p(torch_dir, 0755);
     snprintf(buf, sizeof buf, "%s/nccl_trace_rank_", torch_dir);
-    rc |= env_set_default(e, "TORCH_NCCL_TRACE_BUFFER_SIZE", "2000");
-    rc |= env_set_default(e, "TORCH_FR_BUFFER_SIZE", "2000");
+    const char *tv = probe_torch(s);
+    int names = fb__sup_torch_fr_names(tv[0] ? tv : NULL);
+    rc |= torch_fr_default(e, names, "TORCH_NCCL_TRACE_BUFFER_SIZE",
+                           "TORCH_FR_BUFFER_SIZE", "2000");
+    rc |= torch_fr_default(e, names, "TORCH_NCCL_DEBUG_INFO_TEMP_FILE",
+                           "TORCH_FR_DUMP_TEMP_FILE", buf);
     rc |= env_set_default(e, "TORCH_NCCL_DUMP_ON_TIMEOUT", "1");
-    rc |= env_set_default(e, "TORCH_NCCL_DEBUG_INFO_TEMP_FILE", buf);
-    rc |= env_set_default(e, "TORCH_FR_DUMP_TEMP_FILE", buf);
     rc |= env_set(e, "MASTER_ADDR", "127.0.0.1");
     snprintf(buf, sizeof buf, "%d", s->master_port);
     rc |= env_set(e, "MASTER_PORT", buf);

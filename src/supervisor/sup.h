@@ -95,6 +95,10 @@ typedef struct fb__sup {
     uint64_t attempt_start_ns;
     uint64_t attempt_ready_ns;           /* 0 until every attached rank stepped */
     int master_port;
+    /* torch's version as the program's interpreter reports it (launch.c,
+     * probed once per run); "" unknown */
+    char torch_version[64];
+    int torch_probed;
 
     fb__sup_unit *units;
     int nunits;
@@ -144,6 +148,11 @@ double fb__sup_mono_to_wall(uint64_t mono_ns);
 
 /* launch.c */
 int fb__sup_launch(fb__sup *s);
+/* Run argv (stdin /dev/null), capture up to size-1 bytes of its stdout;
+ * stderr to err_fd (-1: inherit).  Returns the exit status (0..255),
+ * 128+signal, or -errno (-ETIMEDOUT: killed after timeout_ms). slurm.c */
+int fb__sup_run_capture(char *const argv[], char *out, size_t size, int err_fd,
+                        int timeout_ms);
 /* The directory for Open MPI's shared-memory files of this job. */
 int fb__sup_mpi_shm_dir(const fb__sup *s, char *buf, size_t size);
 
