@@ -4,7 +4,8 @@
  * local:  one shim + rank per rank, with torchrun's environment contract
  *         (RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK,
  *         MASTER_ADDR, MASTER_PORT, TORCHELASTIC_RESTART_COUNT, ...) plus
- *         FIREBREAK_*; output to logs/rank-<R>.log.
+ *         FIREBREAK_*, TORCHELASTIC_ERROR_FILE per rank; output to
+ *         logs/rank-<R>.log.
  * mpirun: one shim + mpirun; the FIREBREAK_* variables are exported with
  *         -x, libfirebreak-mpi.so is preloaded unless told not to, and
  *         each rank's output goes to logs/mpirun/1/rank.<R>/{stdout,stderr}.
@@ -241,6 +242,13 @@ static int launch_local(fb__sup *s)
         rc |= env_set(&e, "GROUP_WORLD_SIZE", "1");
         snprintf(buf, sizeof buf, "%d", r);
         rc |= env_set(&e, "ROLE_RANK", buf);
+        /* torchrun's per-rank error file (errorfile.c reads it on a
+         * failure); always ours, as under torchrun, and fresh */
+        char errfile[PATH_MAX];
+        if (!rc && !(rc = fb__sup_error_file_path(s, r, errfile, sizeof errfile))) {
+            unlink(errfile);
+            rc = env_set(&e, "TORCHELASTIC_ERROR_FILE", errfile);
+        }
         if (rc)
             break;
         int fd = open_log(s, r, s->ranks[r].log_path, sizeof s->ranks[r].log_path);

@@ -148,6 +148,16 @@ double fb__sup_mono_to_wall(uint64_t mono_ns);
 
 /* launch.c */
 int fb__sup_launch(fb__sup *s);
+/* TORCHELASTIC_ERROR_FILE (errorfile.c): rank's path in this attempt; the
+ * exception's message (one line) and the user's frame ("FILE:LINE in
+ * FUNC", or "") from such a file, or its text.  0, -errno, FB_ENOTREG,
+ * FB_ETOOBIG (over FB__SUP_ERROR_FILE_MAX bytes) or FB_EFORMAT. */
+#define FB__SUP_ERROR_FILE_MAX (256 * 1024)
+int fb__sup_error_file_path(const fb__sup *s, int rank, char *buf, size_t size);
+int fb__sup_error_file_read(const char *path, char *msg, size_t msize, char *where,
+                            size_t wsize);
+int fb__sup_error_file_parse(const char *text, size_t len, char *msg, size_t msize,
+                             char *where, size_t wsize);
 /* Run argv (stdin /dev/null), capture up to size-1 bytes of its stdout;
  * stderr to err_fd (-1: inherit).  Returns the exit status (0..255),
  * 128+signal, or -errno (-ETIMEDOUT: killed after timeout_ms). slurm.c */

@@ -679,6 +679,29 @@ static void add_result_incident(fb__sup *s, const fb__sup_failure *f, double det
     snprintf(in->detail, sizeof in->detail, "%s", f->detail);
 }
 
+/* A failed rank of the local launcher that left its exception in
+ * TORCHELASTIC_ERROR_FILE (PyTorch's @record): the message and the user's
+ * frame join the detail. */
+static void error_file_detail(fb__sup *s, fb__sup_failure *f)
+{
+    if (s->o->launcher != FB__LAUNCH_LOCAL || f->rank < 0 || f->rank >= s->world ||
+        f->kind == FB__SUP_FAIL_HANG)
+        return;
+    char path[PATH_MAX], msg[256], where[256];
+    if (fb__sup_error_file_path(s, f->rank, path, sizeof path))
+        return;
+    int rc = fb__sup_error_file_read(path, msg, sizeof msg, where, sizeof where);
+    if (rc == -ENOENT)
+        return;
+    if (rc) {
+        fb__sup_log(s, "rank %d's error file %s: %s", f->rank, path, fb_strerror(rc));
+        return;
+    }
+    size_t l = strlen(f->detail);
+    snprintf(f->detail + l, sizeof f->detail - l, "; %s%s%s", msg,
+             where[0] ? " at " : "", where);
+}
+
 /* Record the attempt's failure in the journal and the result. */
 static void record_failure(fb__sup *s, const char *fr_verdict)
 {
@@ -693,6 +716,7 @@ static void record_failure(fb__sup *s, const char *fr_verdict)
             from = s->durable_ns;
         lost_s = f->occurred_ns > from ? (double)(f->occurred_ns - from) / 1e9 : 0;
     }
+    error_file_detail(s, f);
     char last[2048];
     fb__sup_last_lines(s, f->rank, last, sizeof last);
     fb__journal_incident inc = {
