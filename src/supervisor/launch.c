@@ -256,15 +256,28 @@ static int launch_local(fb__sup *s)
             rc = fd;
             break;
         }
-        fb__spawn sp = {.argv = s->o->argv, .envp = e.v, .cwd = NULL,
-                        .stdout_fd = fd, .stderr_fd = fd};
         fb__sup_unit *u = &s->units[s->nunits];
         memset(u, 0, sizeof *u);
         u->rank = r;
+        int out_fd = fd;
+        if (fb__sup_rank_in_spec(s->o->console_ranks, r) == 1) {
+            rc = fb__sup_tee_open(r, fd, &u->tee, &out_fd);
+            if (rc) {
+                close(fd);
+                break;
+            }
+        }
+        fb__spawn sp = {.argv = s->o->argv, .envp = e.v, .cwd = NULL,
+                        .stdout_fd = out_fd, .stderr_fd = out_fd};
         rc = fb__shim_spawn(&sp, &u->shim, &u->msg_fd);
         close(fd);
-        if (rc)
+        if (out_fd != fd)
+            close(out_fd);
+        if (rc) {
+            fb__sup_tee_close(s, u->tee);
+            u->tee = NULL;
             break;
+        }
         s->nunits++;
     }
     env_free(&e);

@@ -19,6 +19,18 @@
 #include "supervisor/proc.h"
 #include "supervisor/supervisor.h"
 
+/* A rank's output on its way to its log and the console (tee.c). */
+#define FB__SUP_TEE_LINE 2048
+typedef struct fb__sup_tee {
+    int fd;               /* the pipe's read end (non-blocking); -1 at EOF */
+    int log_fd;           /* logs/rank-<R>.log                              */
+    int rank;
+    int cutting;          /* inside a line longer than the buffer          */
+    int log_failed;       /* said once                                      */
+    size_t len;
+    char line[FB__SUP_TEE_LINE];
+} fb__sup_tee;
+
 /* A process the supervisor started (through a shim): one rank (local) or
  * the whole job's mpirun. */
 typedef struct fb__sup_unit {
@@ -29,6 +41,7 @@ typedef struct fb__sup_unit {
     int ended;
     int wstatus, exec_errno;
     uint64_t end_ns;
+    fb__sup_tee *tee;     /* --console-ranks chose this rank; else NULL   */
 } fb__sup_unit;
 
 typedef struct fb__sup_rank {
@@ -125,6 +138,8 @@ typedef struct fb__sup {
                                             (FIREBREAK_SLURM_REMOTE_ONLY)   */
     uint64_t last_status_ns;
     int status_on_tty;
+    uint64_t tee_dropped;                /* console lines lost, not yet said */
+    uint64_t tee_dropped_total;
     /* launcher slurm (slurm.c) */
     struct fb__sup_slurm *slurm;         /* NULL for other launchers        */
     char launch_detail[256];             /* why a launch failed, or ""      */
@@ -148,6 +163,14 @@ double fb__sup_mono_to_wall(uint64_t mono_ns);
 
 /* launch.c */
 int fb__sup_launch(fb__sup *s);
+/* --console-ranks (tee.c): a pipe for rank's output (its write end for
+ * the rank, *write_fd; the caller closes it once the rank is started);
+ * read what is there (up to max_bytes); drain, close and free. */
+int fb__sup_tee_open(int rank, int log_fd, fb__sup_tee **out, int *write_fd);
+int fb__sup_tee_read(fb__sup *s, fb__sup_tee *t, size_t max_bytes);
+void fb__sup_tee_poll_read(fb__sup *s, fb__sup_tee *t);
+void fb__sup_tee_close(fb__sup *s, fb__sup_tee *t);
+
 /* TORCHELASTIC_ERROR_FILE (errorfile.c): rank's path in this attempt; the
  * exception's message (one line) and the user's frame ("FILE:LINE in
  * FUNC", or "") from such a file, or its text.  0, -errno, FB_ENOTREG,

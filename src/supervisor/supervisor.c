@@ -385,6 +385,10 @@ static void drain_shim(fb__sup *s, fb__sup_unit *u)
 {
     fb__shim_msg m;
     int r;
+    /* The rank's output before its end is in the pipe by now: into the
+     * log first, where the incident's last lines come from. */
+    if (u->tee)
+        fb__sup_tee_read(s, u->tee, 4u << 20);
     while ((r = fb__shim_read(u->msg_fd, &m)) > 0)
         on_shim_msg(s, u, &m);
 }
@@ -424,8 +428,8 @@ static void journal_tick(fb__sup *s, uint64_t now);
 static void handle_events(fb__sup *s, int timeout_ms)
 {
     journal_tick(s, fb__now_ns());
-    struct pollfd pfd[1 + 1024 + 1024];
-    int map[1 + 1024 + 1024];
+    struct pollfd pfd[1 + 1024 + 1024 + 1024 + 1];
+    int map[1 + 1024 + 1024 + 1024 + 1];
     int n = 0;
     pfd[n].fd = s->sigfd;
     pfd[n].events = POLLIN;
@@ -443,6 +447,15 @@ static void handle_events(fb__sup *s, int timeout_ms)
         pfd[n].fd = s->ranks[r].pidfd;
         pfd[n].events = POLLIN;
         map[n++] = 100000 + r;
+    }
+    int ntee = 0;
+    for (int i = 0; i < s->nunits && ntee < 1024; i++) {
+        if (!s->units[i].tee || s->units[i].tee->fd < 0)
+            continue;
+        pfd[n].fd = s->units[i].tee->fd;
+        pfd[n].events = POLLIN;
+        map[n++] = 200000 + i;
+        ntee++;
     }
     int slurm_fd = fb__sup_slurm_fd(s);
     if (slurm_fd >= 0) {
@@ -473,6 +486,8 @@ static void handle_events(fb__sup *s, int timeout_ms)
             }
         } else if (map[i] == -2) {
             fb__sup_slurm_read(s);
+        } else if (map[i] >= 200000) {
+            fb__sup_tee_poll_read(s, s->units[map[i] - 200000].tee);
         } else if (map[i] >= 100000) {
             int r = map[i] - 100000;
             fb__sup_rank_ended(s, r, 0, 0, 0, fb__now_ns());
@@ -644,9 +659,18 @@ static void stop_all(fb__sup *s, int sig)
 
 static void close_attempt(fb__sup *s)
 {
-    for (int i = 0; i < s->nunits; i++)
+    for (int i = 0; i < s->nunits; i++) {
         if (s->units[i].msg_fd >= 0)
             close(s->units[i].msg_fd);
+        fb__sup_tee_close(s, s->units[i].tee);
+        s->units[i].tee = NULL;
+    }
+    if (s->tee_dropped) {
+        fb__sup_log(s, "%llu line%s of rank output not shown: the console did not "
+                    "keep up; the logs have them", (unsigned long long)s->tee_dropped,
+                    s->tee_dropped == 1 ? "" : "s");
+        s->tee_dropped = 0;
+    }
     for (int r = 0; r < s->world; r++) {
         fb__seg_close(s->ranks[r].seg);
         if (s->ranks[r].pidfd >= 0)
