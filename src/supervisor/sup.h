@@ -15,6 +15,7 @@
 #include "journal/journal.h"
 #include "lib/lib.h"
 #include "lib/segment.h"
+#include "supervisor/errorfile.h"
 #include "supervisor/policy.h"
 #include "supervisor/proc.h"
 #include "supervisor/supervisor.h"
@@ -171,16 +172,9 @@ int fb__sup_tee_read(fb__sup *s, fb__sup_tee *t, size_t max_bytes);
 void fb__sup_tee_poll_read(fb__sup *s, fb__sup_tee *t);
 void fb__sup_tee_close(fb__sup *s, fb__sup_tee *t);
 
-/* TORCHELASTIC_ERROR_FILE (errorfile.c): rank's path in this attempt; the
- * exception's message (one line) and the user's frame ("FILE:LINE in
- * FUNC", or "") from such a file, or its text.  0, -errno, FB_ENOTREG,
- * FB_ETOOBIG (over FB__SUP_ERROR_FILE_MAX bytes) or FB_EFORMAT. */
-#define FB__SUP_ERROR_FILE_MAX (256 * 1024)
+/* TORCHELASTIC_ERROR_FILE: rank's path in this attempt (errorfile.c;
+ * reading one: errorfile.h). */
 int fb__sup_error_file_path(const fb__sup *s, int rank, char *buf, size_t size);
-int fb__sup_error_file_read(const char *path, char *msg, size_t msize, char *where,
-                            size_t wsize);
-int fb__sup_error_file_parse(const char *text, size_t len, char *msg, size_t msize,
-                             char *where, size_t wsize);
 /* Run argv (stdin /dev/null), capture up to size-1 bytes of its stdout;
  * stderr to err_fd (-1: inherit).  Returns the exit status (0..255),
  * 128+signal, or -errno (-ETIMEDOUT: killed after timeout_ms). slurm.c */
