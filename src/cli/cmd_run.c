@@ -51,6 +51,11 @@ static void usage(FILE *f)
 "  --drain                slurm: drain a node found at fault (scontrol)\n"
 "  --health-check         slurm: health-check nodes before each launch\n"
 "  --on-no-nodes ACTION   slurm: stop (default) or requeue\n"
+"  --console-ranks RANKS  local: also show these ranks' output (stdout and\n"
+"                         stderr) on stderr, each line after [rankR]: ('all',\n"
+"                         'none', or e.g. '0' or '0,2-3'; default none: the\n"
+"                         output goes to logs/rank-R.log only, as always).\n"
+"                         --local-ranks-filter is the same (torchrun's name)\n"
 "  --quiet                no progress output\n"
 "  --json                 print a summary as one JSON line at the end\n"
 "  -h, --help             this help\n"
@@ -167,7 +172,8 @@ int fb__cmd_run(int argc, char **argv)
     enum { O_NPROC = 1000, O_LAUNCHER, O_MAXR, O_HANG, O_STARTUP, O_CKPTT,
            O_ATTACH, O_GRACE, O_LOOP, O_RUNDIR, O_RUNROOT, O_NAME, O_CKPTDIR,
            O_INJECT, O_FRCAP, O_NOPRELOAD, O_MPIRUN, O_MPIRUNARG, O_SPARE,
-           O_DRAIN, O_HEALTH, O_NONODES, O_QUIET, O_JSON, O_NNODES, O_SHGROUP };
+           O_DRAIN, O_HEALTH, O_NONODES, O_QUIET, O_JSON, O_NNODES, O_SHGROUP,
+           O_CONSOLE };
     static const struct option longopts[] = {
         {"nproc-per-node", required_argument, 0, O_NPROC},
         {"nproc", required_argument, 0, O_NPROC},
@@ -194,6 +200,8 @@ int fb__cmd_run(int argc, char **argv)
         {"drain", no_argument, 0, O_DRAIN},
         {"health-check", no_argument, 0, O_HEALTH},
         {"on-no-nodes", required_argument, 0, O_NONODES},
+        {"console-ranks", required_argument, 0, O_CONSOLE},
+        {"local-ranks-filter", required_argument, 0, O_CONSOLE},
         {"quiet", no_argument, 0, O_QUIET},
         {"json", no_argument, 0, O_JSON},
         {"help", no_argument, 0, 'h'},
@@ -277,6 +285,14 @@ int fb__cmd_run(int argc, char **argv)
             }
             break;
         }
+        case O_CONSOLE:
+            if (!fb__sup_rank_spec_valid(optarg)) {
+                fprintf(stderr, "firebreak run: --console-ranks '%s': want 'all', "
+                        "'none', or ranks and ranges such as '0' or '0,2-3'\n", optarg);
+                bad = 1;
+            }
+            o.console_ranks = optarg;
+            break;
         case O_QUIET: o.quiet = 1; break;
         case O_JSON: json = 1; break;
         case '?':
@@ -298,6 +314,14 @@ int fb__cmd_run(int argc, char **argv)
     if ((long long)o.nproc_per_node * (o.nnodes > 0 ? o.nnodes : 1) > MAX_WORLD) {
         fprintf(stderr, "firebreak run: --nproc-per-node %d x --nnodes %d is more "
                 "than %d ranks\n", o.nproc_per_node, o.nnodes, MAX_WORLD);
+        return 2;
+    }
+    if (o.console_ranks && strcmp(o.console_ranks, "none") &&
+        o.launcher != FB__LAUNCH_LOCAL) {
+        fprintf(stderr, "firebreak run: --console-ranks is for the local launcher; "
+                "with --launcher %s each rank's output is in the run's logs/ "
+                "(mpirun writes its own per-rank files there)\n",
+                fb__sup_launcher_name(o.launcher));
         return 2;
     }
     if (optind < argc && !strcmp(argv[optind], "--"))

@@ -1265,8 +1265,24 @@ static int at_stuck_seq(const ctx *c, const finding *f)
     return f->group >= 0 && f->has_seq && c->stuck[f->group] == f->seq;
 }
 
-/* Ranks by number (rank_idx; a rank read twice is warned about and its
- * first file used), the time PyTorch dumps were taken, dump versions. */
+/* Which of two files read for the same rank is analyzed (a read before
+ * b): the one with entries over an empty one (a firebreak ring that saw
+ * none of PyTorch's collectives beside PyTorch's own dump, in either
+ * order).  Of two with entries, firebreak's ring over PyTorch's dump,
+ * whatever the order they were read in, so that every rank read from both
+ * is analyzed from the same kind of source (the two name groups
+ * differently, and mixing them would split one collective in two); of
+ * two of the same kind, the first.  Returns 1 when b replaces a. */
+static int rank_source_wins(const fb__fr_rank *a, const fb__fr_rank *b)
+{
+    if (!a->n || !b->n)
+        return b->n > 0 && a->n == 0;
+    return b->src == FR_SRC_RING && a->src != FR_SRC_RING;
+}
+
+/* Ranks by number (rank_idx; a rank read twice is warned about and one
+ * file chosen by rank_source_wins), the time PyTorch dumps were taken,
+ * dump versions. */
 static int index_ranks(ctx *c)
 {
     fb__fr_model *m = c->m;
@@ -1280,17 +1296,27 @@ static int index_ranks(ctx *c)
         c->rank_idx[i] = -1;
     for (size_t i = 0; i < m->nranks; i++) {
         fb__fr_rank *r = &m->ranks[i];
-        if (c->rank_idx[r->rank] >= 0) {
-            fb__fr_model_warn(m, "rank %d appears twice (%s and %s); using the first",
-                          r->rank, m->ranks[c->rank_idx[r->rank]].path, r->path);
+        int prev = c->rank_idx[r->rank];
+        if (prev >= 0) {
+            const fb__fr_rank *p = &m->ranks[prev];
+            int wins = rank_source_wins(p, r);
+            fb__fr_model_warn(m, "rank %d appears twice (%s, %zu entries, and %s, "
+                              "%zu entries); using %s", r->rank, p->path, p->n,
+                              r->path, r->n, wins ? r->path : p->path);
+            if (wins)
+                c->rank_idx[r->rank] = (int)i;
             continue;
         }
         c->rank_idx[r->rank] = (int)i;
         c->res->nranks++;
-        if (r->src != FR_SRC_RING)
-            for (size_t k = 0; k < r->n; k++)
-                if (r->ents[k].t_ns > c->snapshot_torch)
-                    c->snapshot_torch = r->ents[k].t_ns;
+    }
+    for (size_t i = 0; i < m->nranks; i++) {
+        const fb__fr_rank *r = &m->ranks[i];
+        if (c->rank_idx[r->rank] != (int)i || r->src == FR_SRC_RING)
+            continue;
+        for (size_t k = 0; k < r->n; k++)
+            if (r->ents[k].t_ns > c->snapshot_torch)
+                c->snapshot_torch = r->ents[k].t_ns;
     }
     for (size_t i = 1; i < m->nranks; i++)
         if (m->ranks[i].version && m->ranks[0].version &&

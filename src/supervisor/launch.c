@@ -4,7 +4,8 @@
  * local:  one shim + rank per rank, with torchrun's environment contract
  *         (RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK,
  *         MASTER_ADDR, MASTER_PORT, TORCHELASTIC_RESTART_COUNT, ...) plus
- *         FIREBREAK_*; output to logs/rank-<R>.log.
+ *         FIREBREAK_*, TORCHELASTIC_ERROR_FILE per rank; output to
+ *         logs/rank-<R>.log.
  * mpirun: one shim + mpirun; the FIREBREAK_* variables are exported with
  *         -x, libfirebreak-mpi.so is preloaded unless told not to, and
  *         each rank's output goes to logs/mpirun/1/rank.<R>/{stdout,stderr}.
@@ -106,6 +107,65 @@ static int free_port(void)
     return port;
 }
 
+/* A program named python, python3, python3.11, ...: the one whose torch
+ * can be asked for its version. */
+static int is_python(const char *prog)
+{
+    const char *b = strrchr(prog, '/');
+    b = b ? b + 1 : prog;
+    if (strncmp(b, "python", 6))
+        return 0;
+    for (b += 6; *b; b++)
+        if ((*b < '0' || *b > '9') && *b != '.')
+            return 0;
+    return 1;
+}
+
+#define TORCH_PROBE_TIMEOUT_MS 30000
+
+/* torch's version, once per run, from the program's own interpreter
+ * (importing torch takes seconds; a program that is not Python, or a
+ * Python without torch, leaves it unknown: ""). */
+static const char *probe_torch(fb__sup *s)
+{
+    if (s->torch_probed)
+        return s->torch_version;
+    s->torch_probed = 1;
+    const char *prog = s->o->argv ? s->o->argv[0] : NULL;
+    if (!prog || !is_python(prog))
+        return s->torch_version;
+    char *argv[] = {(char *)prog, "-c",
+                    "import sys, torch; sys.stdout.write(torch.__version__)", NULL};
+    int devnull = open("/dev/null", O_WRONLY | O_CLOEXEC);
+    char out[64];
+    int rc = fb__sup_run_capture(argv, out, sizeof out, devnull, TORCH_PROBE_TIMEOUT_MS);
+    if (devnull >= 0)
+        close(devnull);
+    if (rc == 0 && out[0] && !strchr(out, '\n'))
+        snprintf(s->torch_version, sizeof s->torch_version, "%s", out);
+    char safe[64];
+    fb__sup_log(s, "torch version of %s: %s", prog,
+                rc == 0 ? fb__safe_text(safe, sizeof safe, out)
+                : rc == -ETIMEDOUT ? "unknown (it did not answer within 30 s)"
+                                   : "unknown (no torch)");
+    return s->torch_version;
+}
+
+/* One flight-recorder setting under the spellings `names` asks for, unless
+ * the user set it under either spelling (their choice, 0 included, stands). */
+static int torch_fr_default(envb *e, int names, const char *old_name,
+                            const char *new_name, const char *value)
+{
+    if (getenv(old_name) || getenv(new_name))
+        return 0;
+    int rc = 0;
+    if (names & FB__SUP_TORCH_FR_OLD)
+        rc |= env_set(e, old_name, value);
+    if (names & FB__SUP_TORCH_FR_NEW)
+        rc |= env_set(e, new_name, value);
+    return rc;
+}
+
 /* Variables every rank gets, whatever the launcher. */
 static int common_env(fb__sup *s, envb *e)
 {
@@ -136,11 +196,13 @@ static int common_env(fb__sup *s, envb *e)
              s->attempt);
     fb__mkdir_p(torch_dir, 0755);
     snprintf(buf, sizeof buf, "%s/nccl_trace_rank_", torch_dir);
-    rc |= env_set_default(e, "TORCH_NCCL_TRACE_BUFFER_SIZE", "2000");
-    rc |= env_set_default(e, "TORCH_FR_BUFFER_SIZE", "2000");
+    const char *tv = probe_torch(s);
+    int names = fb__sup_torch_fr_names(tv[0] ? tv : NULL);
+    rc |= torch_fr_default(e, names, "TORCH_NCCL_TRACE_BUFFER_SIZE",
+                           "TORCH_FR_BUFFER_SIZE", "2000");
+    rc |= torch_fr_default(e, names, "TORCH_NCCL_DEBUG_INFO_TEMP_FILE",
+                           "TORCH_FR_DUMP_TEMP_FILE", buf);
     rc |= env_set_default(e, "TORCH_NCCL_DUMP_ON_TIMEOUT", "1");
-    rc |= env_set_default(e, "TORCH_NCCL_DEBUG_INFO_TEMP_FILE", buf);
-    rc |= env_set_default(e, "TORCH_FR_DUMP_TEMP_FILE", buf);
     rc |= env_set(e, "MASTER_ADDR", "127.0.0.1");
     snprintf(buf, sizeof buf, "%d", s->master_port);
     rc |= env_set(e, "MASTER_PORT", buf);
@@ -180,6 +242,13 @@ static int launch_local(fb__sup *s)
         rc |= env_set(&e, "GROUP_WORLD_SIZE", "1");
         snprintf(buf, sizeof buf, "%d", r);
         rc |= env_set(&e, "ROLE_RANK", buf);
+        /* torchrun's per-rank error file (errorfile.c reads it on a
+         * failure); always ours, as under torchrun, and fresh */
+        char errfile[PATH_MAX];
+        if (!rc && !(rc = fb__sup_error_file_path(s, r, errfile, sizeof errfile))) {
+            unlink(errfile);
+            rc = env_set(&e, "TORCHELASTIC_ERROR_FILE", errfile);
+        }
         if (rc)
             break;
         int fd = open_log(s, r, s->ranks[r].log_path, sizeof s->ranks[r].log_path);
@@ -187,15 +256,28 @@ static int launch_local(fb__sup *s)
             rc = fd;
             break;
         }
-        fb__spawn sp = {.argv = s->o->argv, .envp = e.v, .cwd = NULL,
-                        .stdout_fd = fd, .stderr_fd = fd};
         fb__sup_unit *u = &s->units[s->nunits];
         memset(u, 0, sizeof *u);
         u->rank = r;
+        int out_fd = fd;
+        if (fb__sup_rank_in_spec(s->o->console_ranks, r) == 1) {
+            rc = fb__sup_tee_open(r, fd, &u->tee, &out_fd);
+            if (rc) {
+                close(fd);
+                break;
+            }
+        }
+        fb__spawn sp = {.argv = s->o->argv, .envp = e.v, .cwd = NULL,
+                        .stdout_fd = out_fd, .stderr_fd = out_fd};
         rc = fb__shim_spawn(&sp, &u->shim, &u->msg_fd);
         close(fd);
-        if (rc)
+        if (out_fd != fd)
+            close(out_fd);
+        if (rc) {
+            fb__sup_tee_close(s, u->tee);
+            u->tee = NULL;
             break;
+        }
         s->nunits++;
     }
     env_free(&e);

@@ -225,3 +225,26 @@ void fb__sup_decide(const fb__sup_restart_limits *lim, fb__sup_history *h,
     d->action = FB__SUP_DO_RESTART;
     d->delay_s = fb__sup_backoff_s(h->no_progress);
 }
+
+int fb__sup_torch_fr_names(const char *version)
+{
+    const int both = FB__SUP_TORCH_FR_OLD | FB__SUP_TORCH_FR_NEW;
+    if (!version)
+        return both;
+    long part[2] = {0, 0};
+    const char *p = version;
+    for (int i = 0; i < 2; i++) {
+        if (*p < '0' || *p > '9')
+            return both;
+        for (int d = 0; *p >= '0' && *p <= '9'; p++, d++) {
+            if (d >= 6)
+                return both;
+            part[i] = part[i] * 10 + (*p - '0');
+        }
+        if (i == 0 && *p++ != '.')
+            return both;
+    }
+    if (part[0] > 2 || (part[0] == 2 && part[1] >= 7))
+        return FB__SUP_TORCH_FR_NEW;
+    return FB__SUP_TORCH_FR_OLD;
+}

@@ -226,4 +226,21 @@ void fb__sup_decide(const fb__sup_restart_limits *lim, fb__sup_history *h,
  * 0, then 0.5 s, doubling, at most 30 s. */
 double fb__sup_backoff_s(int no_progress);
 
+/* Which spellings of PyTorch's flight-recorder variables a rank's torch
+ * reads.  torch 2.7 renamed TORCH_NCCL_TRACE_BUFFER_SIZE and
+ * TORCH_NCCL_DEBUG_INFO_TEMP_FILE to TORCH_FR_BUFFER_SIZE and
+ * TORCH_FR_DUMP_TEMP_FILE, and warns "... is deprecated" for each old name
+ * set.  A bit mask of these: */
+enum {
+    FB__SUP_TORCH_FR_OLD = 1,  /* TORCH_NCCL_TRACE_BUFFER_SIZE, ..._TEMP_FILE */
+    FB__SUP_TORCH_FR_NEW = 2   /* TORCH_FR_BUFFER_SIZE, TORCH_FR_DUMP_TEMP_FILE */
+};
+
+/* The names to set for torch `version` (torch.__version__: "2.7.0",
+ * "2.10.0a0+git1234", "1.13.1+cpu"): the new ones from 2.7 on, the old
+ * ones before.  NULL or a string that does not start MAJOR.MINOR (not a
+ * Python program, no torch, the probe timed out): both, as the safe side
+ * (a deprecation warning, not a missing dump). */
+int fb__sup_torch_fr_names(const char *version);
+
 #endif

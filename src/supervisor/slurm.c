@@ -94,11 +94,8 @@ static void child_setup(int out_fd, int err_fd)
         dup2(err_fd, 2);
 }
 
-/* Run argv, capture up to size-1 bytes of stdout; stderr to err_fd (-1:
- * inherit).  Returns the exit status (0..255), 128+signal, or -errno
- * (-ETIMEDOUT: killed after timeout_ms). */
-static int run_capture(char *const argv[], char *out, size_t size, int err_fd,
-                       int timeout_ms)
+int fb__sup_run_capture(char *const argv[], char *out, size_t size, int err_fd,
+                        int timeout_ms)
 {
     int p[2];
     if (pipe2(p, O_CLOEXEC))
@@ -186,7 +183,7 @@ static void load_addrs(struct fb__sup_slurm *g)
 {
     static char out[1 << 18];
     char *argv[] = {"scontrol", "-o", "show", "node", NULL};
-    if (run_capture(argv, out, sizeof out, -1, 10000) != 0)
+    if (fb__sup_run_capture(argv, out, sizeof out, -1, 10000) != 0)
         return;
     for (char *line = strtok(out, "\n"); line; line = strtok(NULL, "\n")) {
         char name[FB__FBW1_NODE_MAX] = "", addr[FB__FBW1_NODE_MAX] = "";
@@ -209,7 +206,7 @@ static void drain_node(fb__sup *s, int i, const char *why)
              strncmp(why, "firebreak:", 10) ? "firebreak: " : "", why);
     char *argv[] = {"scontrol", "update", nn, "State=DRAIN", reason, NULL};
     char out[512];
-    int rc = run_capture(argv, out, sizeof out, -1, 15000);
+    int rc = fb__sup_run_capture(argv, out, sizeof out, -1, 15000);
     if (rc)
         fb__sup_log(s, "could not drain %s: scontrol exited %d", g->nodes[i].name, rc);
     else
@@ -263,7 +260,7 @@ int fb__sup_slurm_init(fb__sup *s)
 
     static char out[1 << 18];
     char *argv[] = {"scontrol", "show", "hostnames", (char *)list, NULL};
-    int rc = run_capture(argv, out, sizeof out, -1, 10000);
+    int rc = fb__sup_run_capture(argv, out, sizeof out, -1, 10000);
     if (rc) {
         fprintf(stderr, "firebreak run: 'scontrol show hostnames %s' failed (%d): "
                 "is slurmctld reachable?\n", list, rc);
@@ -315,7 +312,7 @@ static void health_check(fb__sup *s, const int *cand, int ncand)
     snprintf(logp, sizeof logp, "%s/health-attempt-%d.log", s->logs_dir, s->attempt);
     int lfd = open(logp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     uint64_t t0 = fb__now_ns();
-    int rc = run_capture(argv, out, sizeof out, lfd, HEALTH_TIMEOUT_MS);
+    int rc = fb__sup_run_capture(argv, out, sizeof out, lfd, HEALTH_TIMEOUT_MS);
     if (lfd >= 0)
         close(lfd);
     int answered[MAX_NODES] = {0};
@@ -364,7 +361,7 @@ static void no_nodes(fb__sup *s, int healthy)
     if (requeue) {
         char *argv[] = {"scontrol", "requeue", g->job_id, NULL};
         char out[256];
-        qrc = run_capture(argv, out, sizeof out, -1, 15000);
+        qrc = fb__sup_run_capture(argv, out, sizeof out, -1, 15000);
     }
     snprintf(s->launch_detail, sizeof s->launch_detail,
              "too few healthy nodes: the job needs %d, %d remain; %s; left out: %s",

@@ -15,9 +15,22 @@
 #include "journal/journal.h"
 #include "lib/lib.h"
 #include "lib/segment.h"
+#include "supervisor/errorfile.h"
 #include "supervisor/policy.h"
 #include "supervisor/proc.h"
 #include "supervisor/supervisor.h"
+
+/* A rank's output on its way to its log and the console (tee.c). */
+#define FB__SUP_TEE_LINE 2048
+typedef struct fb__sup_tee {
+    int fd;               /* the pipe's read end (non-blocking); -1 at EOF */
+    int log_fd;           /* logs/rank-<R>.log                              */
+    int rank;
+    int cutting;          /* inside a line longer than the buffer          */
+    int log_failed;       /* said once                                      */
+    size_t len;
+    char line[FB__SUP_TEE_LINE];
+} fb__sup_tee;
 
 /* A process the supervisor started (through a shim): one rank (local) or
  * the whole job's mpirun. */
@@ -29,6 +42,7 @@ typedef struct fb__sup_unit {
     int ended;
     int wstatus, exec_errno;
     uint64_t end_ns;
+    fb__sup_tee *tee;     /* --console-ranks chose this rank; else NULL   */
 } fb__sup_unit;
 
 typedef struct fb__sup_rank {
@@ -72,6 +86,9 @@ typedef struct fb__sup_failure {
     char detail[512];
     char injected[128];
     int launch_error;                    /* cannot be fixed by a restart */
+    int by_silence;                      /* a hang blamed on the rank silent
+                                            the longest: nothing so far tells
+                                            which rank stopped first */
 } fb__sup_failure;
 
 typedef struct fb__sup {
@@ -92,6 +109,10 @@ typedef struct fb__sup {
     uint64_t attempt_start_ns;
     uint64_t attempt_ready_ns;           /* 0 until every attached rank stepped */
     int master_port;
+    /* torch's version as the program's interpreter reports it (launch.c,
+     * probed once per run); "" unknown */
+    char torch_version[64];
+    int torch_probed;
 
     fb__sup_unit *units;
     int nunits;
@@ -118,6 +139,8 @@ typedef struct fb__sup {
                                             (FIREBREAK_SLURM_REMOTE_ONLY)   */
     uint64_t last_status_ns;
     int status_on_tty;
+    uint64_t tee_dropped;                /* console lines lost, not yet said */
+    uint64_t tee_dropped_total;
     /* launcher slurm (slurm.c) */
     struct fb__sup_slurm *slurm;         /* NULL for other launchers        */
     char launch_detail[256];             /* why a launch failed, or ""      */
@@ -141,6 +164,22 @@ double fb__sup_mono_to_wall(uint64_t mono_ns);
 
 /* launch.c */
 int fb__sup_launch(fb__sup *s);
+/* --console-ranks (tee.c): a pipe for rank's output (its write end for
+ * the rank, *write_fd; the caller closes it once the rank is started);
+ * read what is there (up to max_bytes); drain, close and free. */
+int fb__sup_tee_open(int rank, int log_fd, fb__sup_tee **out, int *write_fd);
+int fb__sup_tee_read(fb__sup *s, fb__sup_tee *t, size_t max_bytes);
+void fb__sup_tee_poll_read(fb__sup *s, fb__sup_tee *t);
+void fb__sup_tee_close(fb__sup *s, fb__sup_tee *t);
+
+/* TORCHELASTIC_ERROR_FILE: rank's path in this attempt (errorfile.c;
+ * reading one: errorfile.h). */
+int fb__sup_error_file_path(const fb__sup *s, int rank, char *buf, size_t size);
+/* Run argv (stdin /dev/null), capture up to size-1 bytes of its stdout;
+ * stderr to err_fd (-1: inherit).  Returns the exit status (0..255),
+ * 128+signal, or -errno (-ETIMEDOUT: killed after timeout_ms). slurm.c */
+int fb__sup_run_capture(char *const argv[], char *out, size_t size, int err_fd,
+                        int timeout_ms);
 /* The directory for Open MPI's shared-memory files of this job. */
 int fb__sup_mpi_shm_dir(const fb__sup *s, char *buf, size_t size);
 

@@ -385,6 +385,10 @@ static void drain_shim(fb__sup *s, fb__sup_unit *u)
 {
     fb__shim_msg m;
     int r;
+    /* The rank's output before its end is in the pipe by now: into the
+     * log first, where the incident's last lines come from. */
+    if (u->tee)
+        fb__sup_tee_read(s, u->tee, 4u << 20);
     while ((r = fb__shim_read(u->msg_fd, &m)) > 0)
         on_shim_msg(s, u, &m);
 }
@@ -424,8 +428,8 @@ static void journal_tick(fb__sup *s, uint64_t now);
 static void handle_events(fb__sup *s, int timeout_ms)
 {
     journal_tick(s, fb__now_ns());
-    struct pollfd pfd[1 + 1024 + 1024];
-    int map[1 + 1024 + 1024];
+    struct pollfd pfd[1 + 1024 + 1024 + 1024 + 1];
+    int map[1 + 1024 + 1024 + 1024 + 1];
     int n = 0;
     pfd[n].fd = s->sigfd;
     pfd[n].events = POLLIN;
@@ -443,6 +447,15 @@ static void handle_events(fb__sup *s, int timeout_ms)
         pfd[n].fd = s->ranks[r].pidfd;
         pfd[n].events = POLLIN;
         map[n++] = 100000 + r;
+    }
+    int ntee = 0;
+    for (int i = 0; i < s->nunits && ntee < 1024; i++) {
+        if (!s->units[i].tee || s->units[i].tee->fd < 0)
+            continue;
+        pfd[n].fd = s->units[i].tee->fd;
+        pfd[n].events = POLLIN;
+        map[n++] = 200000 + i;
+        ntee++;
     }
     int slurm_fd = fb__sup_slurm_fd(s);
     if (slurm_fd >= 0) {
@@ -473,6 +486,8 @@ static void handle_events(fb__sup *s, int timeout_ms)
             }
         } else if (map[i] == -2) {
             fb__sup_slurm_read(s);
+        } else if (map[i] >= 200000) {
+            fb__sup_tee_poll_read(s, s->units[map[i] - 200000].tee);
         } else if (map[i] >= 100000) {
             int r = map[i] - 100000;
             fb__sup_rank_ended(s, r, 0, 0, 0, fb__now_ns());
@@ -523,6 +538,18 @@ static void fire_injections(fb__sup *s, uint64_t now)
  * journals kilobytes, not megabytes; or NULL. */
 #define SUP_FR_JSON_MAX_LIST 256
 
+/* A hang blamed on silence alone that the flight recorder did not settle:
+ * the detail says so, so that "silent the longest" is not read as "stopped
+ * first". */
+static void undecided_by_fr(fb__sup_failure *f)
+{
+    if (!f->by_silence)
+        return;
+    size_t l = strlen(f->detail);
+    snprintf(f->detail + l, sizeof f->detail - l,
+             "; the flight recorder could not tell which rank stopped first");
+}
+
 static char *analyze_hang(fb__sup *s)
 {
     char *verdict_json = NULL;
@@ -537,6 +564,7 @@ static char *analyze_hang(fb__sup *s)
     int rc = fb__fr_analyze_paths(paths, npaths, &r, err, sizeof err);
     if (rc) {
         fb__sup_log(s, "flight-recorder analysis: %s", err);
+        undecided_by_fr(&s->fail);
         return NULL;
     }
     char summary[512];
@@ -564,6 +592,8 @@ static char *analyze_hang(fb__sup *s)
         size_t l = strlen(f->detail);
         snprintf(f->detail + l, sizeof f->detail - l, "; flight recorder: %s", summary);
     }
+    if (!b.fr_named || n != 1)
+        undecided_by_fr(f); /* no hang verdict, or several culprits */
     fb__jsonw w;
     fb__jsonw_init(&w);
     if (fb__fr_result_json_max(r, &w, SUP_FR_JSON_MAX_LIST) == 0)
@@ -629,9 +659,18 @@ static void stop_all(fb__sup *s, int sig)
 
 static void close_attempt(fb__sup *s)
 {
-    for (int i = 0; i < s->nunits; i++)
+    for (int i = 0; i < s->nunits; i++) {
         if (s->units[i].msg_fd >= 0)
             close(s->units[i].msg_fd);
+        fb__sup_tee_close(s, s->units[i].tee);
+        s->units[i].tee = NULL;
+    }
+    if (s->tee_dropped) {
+        fb__sup_log(s, "%llu line%s of rank output not shown: the console did not "
+                    "keep up; the logs have them", (unsigned long long)s->tee_dropped,
+                    s->tee_dropped == 1 ? "" : "s");
+        s->tee_dropped = 0;
+    }
     for (int r = 0; r < s->world; r++) {
         fb__seg_close(s->ranks[r].seg);
         if (s->ranks[r].pidfd >= 0)
@@ -664,6 +703,29 @@ static void add_result_incident(fb__sup *s, const fb__sup_failure *f, double det
     snprintf(in->detail, sizeof in->detail, "%s", f->detail);
 }
 
+/* A failed rank of the local launcher that left its exception in
+ * TORCHELASTIC_ERROR_FILE (PyTorch's @record): the message and the user's
+ * frame join the detail. */
+static void error_file_detail(fb__sup *s, fb__sup_failure *f)
+{
+    if (s->o->launcher != FB__LAUNCH_LOCAL || f->rank < 0 || f->rank >= s->world ||
+        f->kind == FB__SUP_FAIL_HANG)
+        return;
+    char path[PATH_MAX], msg[256], where[256];
+    if (fb__sup_error_file_path(s, f->rank, path, sizeof path))
+        return;
+    int rc = fb__sup_error_file_read(path, msg, sizeof msg, where, sizeof where);
+    if (rc == -ENOENT)
+        return;
+    if (rc) {
+        fb__sup_log(s, "rank %d's error file %s: %s", f->rank, path, fb_strerror(rc));
+        return;
+    }
+    size_t l = strlen(f->detail);
+    snprintf(f->detail + l, sizeof f->detail - l, "; %s%s%s", msg,
+             where[0] ? " at " : "", where);
+}
+
 /* Record the attempt's failure in the journal and the result. */
 static void record_failure(fb__sup *s, const char *fr_verdict)
 {
@@ -678,6 +740,7 @@ static void record_failure(fb__sup *s, const char *fr_verdict)
             from = s->durable_ns;
         lost_s = f->occurred_ns > from ? (double)(f->occurred_ns - from) / 1e9 : 0;
     }
+    error_file_detail(s, f);
     char last[2048];
     fb__sup_last_lines(s, f->rank, last, sizeof last);
     fb__journal_incident inc = {

@@ -60,6 +60,9 @@ typedef struct fb__sup_options {
     char *const *mpirun_args; /* extra arguments for mpirun                  */
     int quiet;                /* no progress output                          */
     int fr_capacity;          /* 0: default                                  */
+    const char *console_ranks;/* local: ranks whose output is also shown on
+                                 stderr, "[rankR]: " first ("all", "0,2-3");
+                                 NULL or "none": logs only                    */
     /* slurm */
     int spare_nodes;
     int drain;
@@ -72,6 +75,12 @@ typedef struct fb__sup_options {
 } fb__sup_options;
 
 void fb__sup_options_init(fb__sup_options *o);
+
+/* A --console-ranks value: "all", "none", or ranks and ranges ("0,2-3").
+ * fb__sup_rank_in_spec: 1 when rank is in it, 0 when not, -1 when the
+ * value is not one. */
+int fb__sup_rank_in_spec(const char *spec, int rank);
+int fb__sup_rank_spec_valid(const char *spec);
 
 #define FB__SUP_MAX_INCIDENTS 64
 

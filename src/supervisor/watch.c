@@ -404,15 +404,19 @@ static void blame_hang(fb__sup *s, const fb__sup_hang_blame *b, uint64_t now)
     const fb__sup_hang_rank *k = &s->hang_facts[b->rank];
     if (b->basis == FB__SUP_HANG_INJECTED)
         read_reports(s, b->rank); /* the injection's text, for the incident */
+    /* Silence is what the watch pass measured, not who stopped first:
+     * the wording says only that (analyze_hang in supervisor.c adds what
+     * the flight recorder could or could not tell). */
     char why[256];
     snprintf(why, sizeof why,
              "no progress from rank %d for %.1f s in phase %s (limit %.1f s), "
-             "last step %lld%s", b->rank, (double)(now - k->last_beat_ns) / 1e9,
+             "last step %lld; %s", b->rank, (double)(now - k->last_beat_ns) / 1e9,
              fb__sup_phase_name(k->phase), (double)timeout_ns(s, k->phase) / 1e9,
              (long long)k->step,
-             b->basis == FB__SUP_HANG_INJECTED ? "; the rank recorded an injected hang"
-                                               : "; the rank silent the longest");
+             b->basis == FB__SUP_HANG_INJECTED ? "the rank recorded an injected hang"
+                                               : "it was silent the longest");
     declare_hang(s, b->rank, k->last_beat_ns, now, k->phase, k->step, why);
+    s->fail.by_silence = b->basis == FB__SUP_HANG_OLDEST_BEAT;
 }
 
 /* --attach-timeout: a rank that never attached counts as hung in init. */

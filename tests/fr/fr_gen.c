@@ -6,7 +6,7 @@
  *
  *   fr_gen SCENARIO OUTDIR [RANKS [ENTRIES]]
  *
- * Scenarios: ok, hang, type, size, dtype, p2p, subgroup, straggler,
+ * Scenarios: empty, ok, hang, type, size, dtype, p2p, subgroup, straggler,
  * wrapped, allgather, many (RANKS x ENTRIES all_reduces, for the bench).
  */
 #include <errno.h>
@@ -130,7 +130,10 @@ int main(int argc, char **argv)
         fb__seg *seg = open_rank(r, world, cap);
         fb__fr_comm *w = fb__fr_comm_find(WORLD_ID);
         memset(tus, 0, ntus * sizeof *tus);
-        if (!strcmp(s, "ok")) {
+        if (!strcmp(s, "empty")) {
+            /* attached, recorded nothing (a rank whose collectives firebreak
+             * does not see: PyTorch's NCCL without the profiler plugin) */
+        } else if (!strcmp(s, "ok")) {
             for (int i = 0; i < 10; i++)
                 ar(w, 1024, FB_DTYPE_F32, 1, 0);
         } else if (!strcmp(s, "hang")) {

@@ -2,7 +2,7 @@
 # firebreak fr analyze over PyTorch flight-recorder dumps (JSON and pickle
 # protocols 2-5, made by gen_torch.py): each scenario's verdict and culprits.
 set -u
-FB=$1 DATA=$2
+FB=$1 DATA=$2 GEN=$3
 fail=0
 check() { # DIR VERDICT CULPRITS [KIND] [WARNING]
   local d=$1 v=$2 c=$3 k=${4:-} w=${5:-}
@@ -54,4 +54,17 @@ head -c 300 "$DATA/hang-p2/nccl_trace_rank_0" >"$T/nccl_trace_rank_9"
 "$FB" fr analyze "$T/nccl_trace_rank_9" 2>"$T/err"; rc=$?
 [ $rc -eq 2 ] && grep -q "nccl_trace_rank_9.*truncated" "$T/err" ||
   { echo "FAIL truncated pickle: rc $rc: $(cat "$T/err")"; fail=1; }
+# the same rank read from a firebreak ring and a PyTorch dump: the one with
+# entries wins over an empty one, in either order; of two with entries,
+# firebreak's ring, in either order
+"$GEN" empty "$T/empty" >/dev/null && "$GEN" ok "$T/ok" >/dev/null ||
+  { echo "FAIL fr_gen"; fail=1; }
+for order in "$T/empty $DATA/hang-json" "$DATA/hang-json $T/empty"; do
+  "$FB" fr analyze $order --json | tail -1 | grep -q '"verdict":"hang","summary":"hang: rank 2 never' ||
+    { echo "FAIL empty ring beside a dump ($order)"; fail=1; }
+done
+for order in "$T/ok $DATA/hang-json" "$DATA/hang-json $T/ok"; do
+  "$FB" fr analyze $order --json | tail -1 | grep -q '"verdict":"ok"' ||
+    { echo "FAIL ring and dump with entries ($order)"; fail=1; }
+done
 exit $fail

@@ -484,6 +484,26 @@ static void test_decide(void)
     }
 }
 
+static void test_torch_fr_names(void)
+{
+    const int O = FB__SUP_TORCH_FR_OLD, W = FB__SUP_TORCH_FR_NEW;
+    static const struct {
+        const char *version;
+        int want;
+    } cases[] = {
+        {"2.7.0", 2}, {"2.7.0+cu126", 2}, {"2.10.0a0+git1234", 2}, {"2.15.0", 2},
+        {"3.0", 2}, {"2.6.0", 1}, {"2.6.0+cpu", 1}, {"1.13.1", 1}, {"2.0", 1},
+        {"1.13.1+cpu", 1}, {NULL, 3}, {"", 3}, {"2", 3}, {"2.", 3}, {"v2.7", 3},
+        {"Traceback (most recent call last):", 3}, {"99999999.1", 3},
+    };
+    for (size_t i = 0; i < N(cases); i++) {
+        int want = (cases[i].want & 1 ? O : 0) | (cases[i].want & 2 ? W : 0);
+        int got = fb__sup_torch_fr_names(cases[i].version);
+        CHECKF(got == want, "torch %s: names %d, want %d",
+               cases[i].version ? cases[i].version : "(unknown)", got, want);
+    }
+}
+
 int main(void)
 {
     test_kind_names();
@@ -494,6 +514,7 @@ int main(void)
     test_end_time();
     test_backoff();
     test_decide();
+    test_torch_fr_names();
     if (failures)
         fprintf(stderr, "test_policy: %d check%s failed\n", failures,
                 failures == 1 ? "" : "s");

@@ -22,6 +22,9 @@ rc=$?
 set -e
 [ $rc = 1 ] || fail "start-up past its limit: exit $rc"
 [ "$(q "select kind||':'||phase from incident")" = "hang:init" ] || fail "incident: $(q 'select kind,phase,detail from incident')"
+# Blamed on silence alone (empty rings): said as such, not as who stopped first.
+q "select detail from incident" | grep -q "it was silent the longest; the flight recorder could not tell which rank stopped first" \
+    || fail "hang blamed on silence worded as more: $(q 'select detail from incident')"
 rm -rf runs
 
 # Back-off: the same failure at the same step (crash-loop detection off).

@@ -1,0 +1,5 @@
+# The reader of PyTorch's TORCHELASTIC_ERROR_FILE (src/supervisor/errorfile.c).
+add_executable(fuzz_sup_error_file ${CMAKE_CURRENT_LIST_DIR}/sup_error_file.c)
+target_compile_options(fuzz_sup_error_file PRIVATE -fsanitize=fuzzer)
+target_link_options(fuzz_sup_error_file PRIVATE -fsanitize=fuzzer)
+target_link_libraries(fuzz_sup_error_file PRIVATE fb_supervisor fb_lib)
