@@ -1783,19 +1783,3 @@ void fb__fr_result_free(fb__fr_result *r)
     fb__fr_model_free(&r->m);
     free(r);
 }
-
-void fb__fr_torch_env(const char *dump_dir,
-                      void (*set)(const char *name, const char *value, void *arg),
-                      void *arg)
-{
-    char prefix[PATH_MAX];
-    if (fb__fmt(prefix, sizeof prefix, "%s/nccl_trace_rank_", dump_dir))
-        return;
-    /* buffer size: the old and the new spelling */
-    set("TORCH_NCCL_TRACE_BUFFER_SIZE", "2000", arg);
-    set("TORCH_FR_BUFFER_SIZE", "2000", arg);
-    set("TORCH_NCCL_DUMP_ON_TIMEOUT", "1", arg);
-    set("TORCH_NCCL_DEBUG_INFO_TEMP_FILE", prefix, arg);
-    set("TORCH_FR_DUMP_TEMP_FILE", prefix, arg);
-    set("TORCH_NCCL_ENABLE_MONITORING", "1", arg);
-}

@@ -118,15 +118,4 @@ void fb__fr_result_text(const fb__fr_result *r, FILE *f);
 
 void fb__fr_result_free(fb__fr_result *r);
 
-/*
- * PyTorch's own flight recorder: the variables that make a PyTorch job
- * keep a trace and dump it into `dump_dir` on a collective timeout
- * (prefix <dump_dir>/nccl_trace_rank_, one file per rank).  Calls
- * set(name, value, arg) for each; the caller skips names the user set.
- */
-void fb__fr_torch_env(const char *dump_dir,
-                      void (*set)(const char *name, const char *value,
-                                  void *arg),
-                      void *arg);
-
 #endif
