@@ -39,7 +39,8 @@ rc=$?
 set -e
 [ $rc = 1 ] || fail "early exit: exit $rc ($(tail -3 err.txt))"
 [ "$(q "select kind||':'||rank||':'||exit_code from incident")" = "error_exit:1:3" ] \
-    || fail "early exit: $(q 'select kind,rank,exit_code,detail from incident')"
+    || fail "early exit: $(q 'select kind,rank,exit_code,detail from incident')
+$(tail -25 err.txt)"
 assert_no_segments
 # A hard stop after --grace (a SIGSTOPped rank keeps mpirun from ending on
 # SIGTERM): the shim's kill of the tree must still report mpirun's end, so
