@@ -451,9 +451,12 @@ static int apply_run(sim_opts *o, const given *g, persist_rule *pr,
     size_t n = strlen(source);
     snprintf(source + n, source_size - n,
              ", costs measured by run %s (%ld ranks: %d checkpoints, %d "
-             "detections, %d restarts)",
+             "detections, %d restarts; rank restores from memory %d, "
+             "peer %d, storage %d)",
              o->from_run, m.gpus, m.samples_stall, m.samples_detect,
-             m.samples_restart);
+             m.samples_restart, m.samples_restore[FB_SIM_TIER_MEMORY],
+             m.samples_restore[FB_SIM_TIER_PEER],
+             m.samples_restore[FB_SIM_TIER_STORAGE]);
     return 0;
 }
 
