@@ -167,11 +167,14 @@ void fb__sim_print_text(FILE *f, const fb__sim_report *rep)
             o->bound_by_floor ? "  [at the persist floor]" : "");
     fb__sim_fmt_duration(o->young_s, b, sizeof b);
     fprintf(f, "  young        %10s%s\n", b,
-            o->young_below_floor ? "  [impossible: below persist time]"
+            o->young_below_floor ? (c->tiers ? "  [impossible: below the floor]"
+                                             : "  [impossible: below persist time]")
                                  : "");
     fb__sim_fmt_duration(o->daly_s, b, sizeof b);
     fprintf(f, "  daly         %10s%s\n", b,
-            o->daly_below_floor ? "  [impossible: below persist time]" : "");
+            o->daly_below_floor ? (c->tiers ? "  [impossible: below the floor]"
+                                            : "  [impossible: below persist time]")
+                                : "");
     if (o->floor_s > 0) {
         fb__sim_fmt_duration(o->floor_s, b, sizeof b);
         fprintf(f, "  floor        %10s  (%s)\n", b,
@@ -179,7 +182,15 @@ void fb__sim_print_text(FILE *f, const fb__sim_report *rep)
                            "shared by --persist-every intervals"
                          : "one checkpoint's persist time");
     }
-    if (o->bound_by_floor || o->young_below_floor || o->daly_below_floor)
+    if (c->tiers &&
+        (o->bound_by_floor || o->young_below_floor || o->daly_below_floor))
+        fprintf(f, "note: the formulas ask for checkpoints faster than "
+                   "the peer copy or storage can take them; the best "
+                   "physical policy is bounded by that floor -- a larger "
+                   "--persist-every (if storage sets it), a faster peer "
+                   "copy or smaller checkpoints would raise ETTR.\n");
+    else if (o->bound_by_floor || o->young_below_floor ||
+             o->daly_below_floor)
         fprintf(f, "note: the formulas ask for checkpoints faster than "
                    "storage can persist them; the best physical policy is "
                    "bounded by the persist time -- faster storage or "
