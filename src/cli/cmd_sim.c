@@ -466,8 +466,8 @@ static const char *const tier_options[] = {
     "--restore-storage", "--double-failure"};
 
 /* Say where each tier cost comes from (the JSON's assumptions). */
-static void describe_tiers(const sim_opts *o, const given *g,
-                           const persist_rule *pr, tier_rule *tr)
+static void describe_tiers(const sim_opts *o, const persist_rule *pr,
+                           tier_rule *tr)
 {
     char sz[32], bw[32];
     size_t n = 0;
@@ -502,7 +502,6 @@ static void describe_tiers(const sim_opts *o, const given *g,
                                          "at the storage bandwidth"
                                        : "");
     }
-    (void)g;
 }
 
 /* Turn parsed options into a config.  Returns 0 or an exit code. */
@@ -631,7 +630,7 @@ static int build_config(sim_opts *o, const given *g, persist_rule *pr,
                         source_size)))
         return rc;
     if (c->tiers)
-        describe_tiers(o, g, pr, tr);
+        describe_tiers(o, pr, tr);
     apply_persist(c, pr);
     apply_tiers(c, pr, tr);
     return 0;

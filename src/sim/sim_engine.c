@@ -203,29 +203,40 @@ static double heap_pop(trial *s)
 }
 
 /* A running stretch of length d that starts right after a restore (no
- * checkpoint in flight): how much it computed, how long it stalled, and
- * how much of its compute a failure at its end would throw away. */
+ * checkpoint in flight) as n whole [compute tau][stall] cycles and rem
+ * seconds of the next: how much it computed and how long it stalled. */
+static void cycles(const plan *p, double d, double *n, double *rem,
+                   double *compute, double *stall)
+{
+    double tau = p->tau, cycle = p->tau + p->stall;
+    *n = floor(d / cycle);
+    *rem = d - *n * cycle;
+    if (*rem < 0)
+        *rem = 0;
+    if (*rem < tau) {
+        *compute = *n * tau + *rem;
+        *stall = *n * p->stall;
+    } else {
+        *compute = (*n + 1) * tau;
+        *stall = *n * p->stall + (*rem - tau);
+    }
+}
+
+/* Without tiers: also how much of its compute a failure at its end would
+ * throw away. */
 static void segment(const plan *p, double d, double *compute, double *stall,
                     double *lost)
 {
-    double tau = p->tau, cycle = p->tau + p->stall;
-    double n = floor(d / cycle);
-    double rem = d - n * cycle;
-    if (rem < 0)
-        rem = 0;
-    if (rem < tau) {
+    double n, rem;
+    cycles(p, d, &n, &rem, compute, stall);
+    if (rem < p->tau)
         /* Computing.  The last checkpoint is durable only if its persist
          * (started at the end of its stall) has finished. */
-        *compute = n * tau + rem;
-        *stall = n * p->stall;
-        *lost = (n >= 1 && rem < p->window) ? tau + rem : rem;
-    } else {
+        *lost = (n >= 1 && rem < p->window) ? p->tau + rem : rem;
+    else
         /* Inside a stall: this snapshot is not complete; the previous one
          * is durable because interval >= persist time. */
-        *compute = (n + 1) * tau;
-        *stall = n * p->stall + (rem - tau);
-        *lost = tau;
-    }
+        *lost = p->tau;
 }
 
 /* A running stretch of length d with tiers, from checkpoint s->at: what
@@ -238,17 +249,8 @@ static void tier_segment(trial *s, double d, double *compute, double *stall)
     const plan *p = s->p;
     const fb__sim_config *c = p->c;
     double tau = p->tau, cycle = p->tau + p->stall;
-    double n = floor(d / cycle);
-    double rem = d - n * cycle;
-    if (rem < 0)
-        rem = 0;
-    if (rem < tau) {
-        *compute = n * tau + rem;
-        *stall = n * p->stall;
-    } else {
-        *compute = (n + 1) * tau;
-        *stall = n * p->stall + (rem - tau);
-    }
+    double n, rem;
+    cycles(p, d, &n, &rem, compute, stall);
     if (n >= 1)
         s->mem = (ckpt_at){s->at.pos + n * tau, s->at.index + (long)n};
     if (d >= c->peer_s) {

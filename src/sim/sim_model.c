@@ -175,6 +175,16 @@ static int nonneg(double v)
     return isfinite(v) && v >= 0;
 }
 
+/* An interval below a physical floor: what it is too short for. */
+static int too_short(char *err, size_t size, double interval_s,
+                     double need_s, const char *takes, const char *never)
+{
+    return fb__sim_errf(err, size,
+                        "--ckpt-interval %.6gs is shorter than the %.6gs it "
+                        "takes to %s: %s; use an interval of at least %.6gs",
+                        interval_s, need_s, takes, never, need_s);
+}
+
 /* The tiers' parameters, and the two physical floors: a peer copy must
  * be complete before the next checkpoint starts one, and a persist before
  * the next checkpoint that goes to storage. */
@@ -206,12 +216,9 @@ static int validate_tiers(const fb__sim_config *c, char *err, size_t size)
     if (!nonneg(c->double_failure) || c->double_failure > 1)
         return fb__sim_errf(err, size, "--double-failure must be in [0, 1]");
     if (c->interval_s < c->peer_s)
-        return fb__sim_errf(
-            err, size,
-            "--ckpt-interval %.6gs is shorter than the %.6gs it takes "
-            "to copy one checkpoint to its peers: no peer copy would "
-            "ever complete; use an interval of at least %.6gs",
-            c->interval_s, c->peer_s, c->peer_s);
+        return too_short(err, size, c->interval_s, c->peer_s,
+                         "copy one checkpoint to its peers",
+                         "no peer copy would ever complete");
     if (c->interval_s * c->persist_every < c->persist_s)
         return fb__sim_errf(
             err, size,
@@ -247,12 +254,9 @@ int fb__sim_validate(const fb__sim_config *c, char *err, size_t size)
         if (rc)
             return rc;
     } else if (c->interval_s < c->persist_s)
-        return fb__sim_errf(
-            err, size,
-            "--ckpt-interval %.6gs is shorter than the %.6gs it takes "
-            "to persist one checkpoint: no checkpoint would ever "
-            "become durable; use an interval of at least %.6gs",
-            c->interval_s, c->persist_s, c->persist_s);
+        return too_short(err, size, c->interval_s, c->persist_s,
+                         "persist one checkpoint",
+                         "no checkpoint would ever become durable");
     if (!nonneg(c->restart_s))
         return fb__sim_errf(err, size, "--restart must be >= 0");
     if (!nonneg(c->detect_crash_s) || !nonneg(c->detect_hang_s))
