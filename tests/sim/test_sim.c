@@ -530,6 +530,19 @@ static void test_tiers_node(void)
     CHECKF(lost > 0.35 * c.interval_s && lost < 0.7 * c.interval_s,
            "lost %.1f s a restore, memory interval %.0f s", lost,
            c.interval_s);
+    /* The tiers' draws are the trial's own: any thread count, same bits. */
+    fb__sim_result a, b;
+    c.trials = 64;
+    c.threads = 1;
+    if (run(&c, &a, 1))
+        return;
+    c.threads = 3;
+    if (run(&c, &b, 1))
+        return;
+    CHECKF(memcmp(a.per_trial, b.per_trial, sizeof *a.per_trial * 64) == 0,
+           "per-trial results differ between 1 and 3 threads");
+    fb__sim_result_free(&a);
+    fb__sim_result_free(&b);
 }
 
 /* A node and its peer both lost: storage, up to a storage interval (10
