@@ -285,7 +285,6 @@ def main():
             if rank == 0:
                 print("gpt: the ranks' weights differ: %s" % hashes, file=sys.stderr)
             status = 1
-        dist.destroy_process_group()
     if rank == 0 and not status:
         print("final_hash=%s data_pos=%d" % (digest, data_pos), flush=True)
         out = args.hash_out
@@ -293,6 +292,15 @@ def main():
             out = os.path.join(os.environ["FIREBREAK_RUN_DIR"], "final_hash")
         if out:
             write_atomic(out, digest + "\n")
+    if world > 1:
+        # Leave without destroying the process group or DDP: in torch 1.13
+        # that can deadlock (the gloo worker thread frees a tensor and needs
+        # the GIL, which the thread destroying the group holds while it
+        # joins the worker).  Everything worth keeping is written.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        firebreak.finalize()
+        os._exit(status)
     return status
 
 
