@@ -273,9 +273,13 @@ static void print_summary(const demo_job *job, const fb__sup_result *r,
                (long long)in->step, in->detect_ms, in->lost_s > 0 ? in->lost_s : 0,
                fb__safe_text(detail, sizeof detail, in->detail));
     }
-    printf("  final weights     %s\n", hash[0] ? hash : "(none)");
+    /* The hashes are what the trainer wrote: printed as safe text. */
+    char safe[128], ref_safe[128];
+    printf("  final weights     %s\n",
+           hash[0] ? fb__safe_text(safe, sizeof safe, hash) : "(none)");
     if (ref_hash)
-        printf("  reference run     %s  -> %s\n", ref_hash[0] ? ref_hash : "(none)",
+        printf("  reference run     %s  -> %s\n",
+               ref_hash[0] ? fb__safe_text(ref_safe, sizeof ref_safe, ref_hash) : "(none)",
                match ? "MATCH: bit-identical after every recovery"
                      : "MISMATCH");
     if (html && html[0])
