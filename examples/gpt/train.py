@@ -143,6 +143,25 @@ def state_hash(model, opt):
     return h.hexdigest()
 
 
+FIXED_ONE = 2.0 ** 40      # fixed-point scale of the gradient sums
+
+
+def exact_allreduce(world, bucket):
+    """DDP communication hook: the mean of the ranks' gradients, summed in
+    64-bit fixed point.  Integer sums do not depend on the order of the
+    additions, so the result is the same whatever the bucket layout (DDP
+    lays its buckets out again after the first step of every process,
+    restored or not) and however gloo splits the sum among 3 or more ranks.
+    A float sum would differ in the last bits after a restore."""
+    g = bucket.buffer()
+    q = torch.round(g.double() * FIXED_ONE).long()
+    fut = dist.all_reduce(q, async_op=True).get_future()
+
+    def mean(f):
+        return (f.value()[0].double() / (FIXED_ONE * world)).to(g.dtype)
+    return fut.then(mean)
+
+
 def write_atomic(path, text):
     d = os.path.dirname(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(dir=d, prefix=".final_hash.")
@@ -225,7 +244,10 @@ def main():
 
     torch.manual_seed(args.seed)              # the same initial weights everywhere
     model = GPT(len(vocab), args.ctx, args.dim, args.heads, args.layers, args.dropout)
-    net = DDP(model) if world > 1 else model
+    net = model
+    if world > 1:
+        net = DDP(model)
+        net.register_comm_hook(world, exact_allreduce)
     opt = torch.optim.AdamW(net.parameters(), lr=args.lr, weight_decay=0.01)
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=args.steps,
                                                        eta_min=args.lr / 10)
