@@ -141,8 +141,7 @@ static int use_build_tree_package(void)
     return setenv("PYTHONPATH", path, 1) == 0;
 }
 
-/* Ask the interpreter whether it imports torch and firebreak.  Returns 0
- * with torch's version in job->torch_version, else prints why not. */
+/* Exit status 3: no torch; 4: no firebreak package; 0: torch's version. */
 static const char probe_py[] =
     "import sys\n"
     "try:\n"
@@ -155,22 +154,28 @@ static const char probe_py[] =
     "    sys.stdout.write('%s' % e); sys.exit(4)\n"
     "sys.stdout.write(torch.__version__)\n";
 
+/* Ask the interpreter whether it imports torch and firebreak.  Returns 0
+ * with torch's version in job->torch_version, else prints why not. */
 static int probe_python(demo_job *job)
 {
     int p[2];
-    if (pipe(p))
-        return -errno;
-    pid_t pid = fork();
-    if (pid < 0) {
+    pid_t pid = -1;
+    if (pipe2(p, O_CLOEXEC) == 0 && (pid = fork()) < 0) {
+        int e = errno;
         close(p[0]);
         close(p[1]);
-        return -errno;
+        errno = e;
+    }
+    if (pid < 0) {
+        fprintf(stderr, "firebreak demo --torch: cannot run %s: %s\n", job->program,
+                strerror(errno));
+        return -1;
     }
     if (pid == 0) {
         dup2(p[1], 1);
         close(p[0]);
         close(p[1]);
-        int null = open("/dev/null", O_WRONLY);
+        int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
         if (null >= 0)
             dup2(null, 2);
         execl(job->program, job->program, "-c", probe_py, (char *)NULL);
