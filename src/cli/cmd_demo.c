@@ -37,15 +37,18 @@ static const char demo_faults[] =
     "corrupt:rank=0,step=215,attempt=3;"
     "kill:rank=0,step=218,attempt=3";
 
-/* The PyTorch example: same kinds of faults, on ranks 0 and 1. */
+/* The PyTorch example: same kinds of faults, on ranks 0 and 1.  The
+ * corruption comes 17 steps after the save of step 80, time enough for that
+ * asynchronous save to be committed even on a loaded machine, so that it is
+ * step 80's shard that is corrupted and set aside. */
 #define TORCH_STEPS "120"
 #define TORCH_CKPT_EVERY "20"
 static const char torch_faults[] =
     "kill:rank=1,step=30,attempt=0;"
     "hang:rank=0,step=55,attempt=1;"
     "exit:rank=1,step=75,code=3,attempt=2;"
-    "corrupt:rank=0,step=95,attempt=3;"
-    "kill:rank=0,step=98,attempt=3";
+    "corrupt:rank=0,step=97,attempt=3;"
+    "kill:rank=0,step=99,attempt=3";
 
 /* What the demo trains: the C/MPI trainer or the PyTorch example. */
 typedef struct demo_job {

@@ -32,7 +32,7 @@ assert d["match"] is True and d["final_hash"] == d["reference_hash"], d
 # kind, rank, step, and the detection latency's bounds in ms (a crash or
 # an exit is seen at once, the hang after the 3 s limit)
 want = [("crash", 1, 30, 0, 1000), ("hang", 0, 55, 2900, 4000),
-        ("error_exit", 1, 75, 0, 1000), ("crash", 0, 98, 0, 1000)]
+        ("error_exit", 1, 75, 0, 1000), ("crash", 0, 99, 0, 1000)]
 assert len(d["incidents"]) == len(want) and d["restarts"] == 4, d
 for i, (kind, rank, step, lo, hi) in zip(d["incidents"], want):
     assert (i["kind"], i["rank"], i["step"]) == (kind, rank, step), (i, kind, rank, step)
