@@ -499,6 +499,10 @@ static void classify_all(fb__report_run *run)
             .signal = in->signal, .has_exit_code = in->has_exit_code,
             .exit_code = in->exit_code,
         };
+        /* The supervisor classified a fallback without the inject event
+         * the report found for it: that event is the better evidence. */
+        if (in->injected_from_event)
+            ev.category = ev.component = ev.evidence = NULL;
         fb__report_classify(&ev, &in->cls);
         if (in->injected_from_event && !strcmp(in->cls.decided_by, "injected")) {
             size_t n = strlen(in->cls.evidence);

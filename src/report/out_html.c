@@ -262,7 +262,7 @@ static void timeline(FILE *f, const fb__report_run *run)
         esc(f, in->kind);
         fprintf(f, " rank %d: ", in->rank);
         esc(f, in->cls.category);
-        fprintf(f, " / ");
+        fprintf(f, "%s / ", in->cls.injected ? " (injected)" : "");
         esc(f, in->cls.component);
         fprintf(f, "</title></path>");
     }
@@ -578,6 +578,8 @@ static void incident_table(FILE *f, const fb__report_run *run)
         else
             fprintf(f, "<td>-</td><td>");
         esc(f, in->cls.category);
+        if (in->cls.injected)
+            fprintf(f, " <span class=\"inj\">(injected)</span>");
         fprintf(f, "</td><td>");
         esc(f, in->cls.component);
         fprintf(f, "</td><td class=\"ev\">");

@@ -59,6 +59,8 @@ static void incident(fb__jsonw *w, const fb__report_run *run, size_t r,
     fb__jsonw_kstr(w, "evidence", in->cls.evidence);
     fb__jsonw_kstr(w, "decided_by", in->cls.decided_by);
     fb__jsonw_kstr(w, "injected", in->injected);
+    /* the category is the one the injected fault imitates */
+    fb__jsonw_kbool(w, "injected_cause", in->cls.injected);
     fb__jsonw_key(w, "signal");
     if (in->signal > 0)
         fb__jsonw_int(w, in->signal);

@@ -118,8 +118,9 @@ static void incidents(FILE *f, const fb__report_run *run)
         if (in->detail && *in->detail)
             fprintf(f, "      %.300s\n",
                     fb__safe_text(buf, sizeof buf, in->detail));
-        fprintf(f, "      root cause: %s / %s, decided by %s: %s\n",
-                in->cls.category, in->cls.component, in->cls.decided_by,
+        fprintf(f, "      root cause: %s%s / %s, decided by %s: %s\n",
+                in->cls.category, in->cls.injected ? " (injected)" : "",
+                in->cls.component, in->cls.decided_by,
                 fb__safe_text(buf, sizeof buf, in->cls.evidence));
     }
 }

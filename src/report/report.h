@@ -5,7 +5,7 @@
  * read-only) is loaded into an fb__report_run, its wall time is split into
  * six parts that add up exactly (account.c, docs/report.md), every incident
  * gets a Llama 3 root-cause category with the evidence that decided it
- * (classify.c), and the result is written as text, one-line JSON or a
+ * (src/diag, diag.h), and the result is written as text, one-line JSON or a
  * self-contained HTML page with inline SVG charts (out_*.c).  agent.sqlite,
  * when present beside the journal, adds temperature and power.
  *
@@ -18,6 +18,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+
+#include "diag/diag.h"
 
 #define FB__REPORT_JSON_VERSION "1.0"
 
@@ -33,30 +35,22 @@ const char *fb__report_part_label(int part);
 
 /* ---- root cause ------------------------------------------------------- */
 
-/* What classify looks at: the incident's columns (any may be NULL / 0). */
-typedef struct fb__report_evidence {
-    const char *kind, *injected, *detail, *last_lines, *fr_verdict, *health;
-    const char *category, *component, *evidence; /* set by the supervisor */
-    int signal;              /* 0: none */
-    int has_exit_code, exit_code;
-} fb__report_evidence;
+/* The classifier is src/diag's (diag.h), shared with the supervisor, which
+ * stores its answer with the incident; the report classifies incidents of
+ * journals that have none, under the same rules. */
+typedef fb__diag_evidence fb__report_evidence;
+typedef fb__diag_class fb__report_class;
 
-/* The answer.  category/component are static strings; evidence is
- * written into the caller's buffer (truncated, always NUL-terminated)
- * unless the supervisor's own evidence was kept. */
-typedef struct fb__report_class {
-    const char *category, *component;
-    const char *decided_by; /* supervisor, injected, health, xid, signal,
-                               exit_code, log, flight_recorder, kind, none */
-    char evidence[512];
-} fb__report_class;
+static inline void fb__report_classify(const fb__report_evidence *ev,
+                                       fb__report_class *out)
+{
+    fb__diag_classify(ev, out);
+}
 
-/* Classify one incident.  Never fails: no evidence gives "Unknown". */
-void fb__report_classify(const fb__report_evidence *ev, fb__report_class *out);
-
-/* The NVIDIA XID named in a kernel-log style line ("Xid (PCI:...): 79,")
- * within text, or -1.  Bounded: looks at most at the first 64 KiB. */
-int fb__report_find_xid(const char *text);
+static inline int fb__report_find_xid(const char *text)
+{
+    return fb__diag_find_xid(text);
+}
 
 /* ---- loaded runs ------------------------------------------------------ */
 
