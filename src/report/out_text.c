@@ -143,6 +143,42 @@ static int suspects(FILE *f, fb__report_run *const *runs, size_t n)
     return 0;
 }
 
+/* The agent's part: correlation with throughput, and its events. */
+static void agent_part(FILE *f, const fb__report_run *run)
+{
+    if (run->nenv) {
+        fb__report_envcorr ec;
+        fb__report_env_corr(run, &ec);
+        fprintf(f, "\nenvironment: correlation with throughput (Pearson r over "
+                   "%d-bucket means): temperature ", FB__REPORT_ENV_BUCKETS);
+        if (isnan(ec.r_temp))
+            fprintf(f, "n/a");
+        else
+            fprintf(f, "r = %.3f (%d buckets)", ec.r_temp, ec.n_temp);
+        fprintf(f, ", power ");
+        if (isnan(ec.r_power))
+            fprintf(f, "n/a\n");
+        else
+            fprintf(f, "r = %.3f (%d buckets)\n", ec.r_power, ec.n_power);
+    } else if (run->agent_note[0]) {
+        fprintf(f, "\nenvironment: %s\n", run->agent_note);
+    }
+    if (!run->events_total)
+        return;
+    fprintf(f, "\nagent events (%zu", run->nevents);
+    if (run->events_total > run->nevents)
+        fprintf(f, " of %zu", run->events_total);
+    fprintf(f, ")\n  %10s  %-22s %-10s %-5s %s\n", "at s", "kind", "subject",
+            "sev", "detail");
+    for (size_t i = 0; i < run->nevents; i++) {
+        const fb__report_agent_event *e = &run->events[i];
+        char buf[600];
+        fprintf(f, "  %10.3f  %-22s %-10s %-5s %s\n", e->time - run->started_at,
+                e->kind, e->subject, e->severity,
+                fb__safe_text(buf, sizeof buf, e->detail));
+    }
+}
+
 static int write_text(FILE *f, fb__report_run *const *runs, size_t n)
 {
     int rc = 0;
@@ -156,8 +192,7 @@ static int write_text(FILE *f, fb__report_run *const *runs, size_t n)
         incidents(f, run);
         if ((rc = suspects(f, runs, 1)))
             return rc;
-        if (run->agent_note[0])
-            fprintf(f, "\nenvironment: %s\n", run->agent_note);
+        agent_part(f, run);
         return ferror(f) ? -EIO : 0;
     }
     int64_t us[FB__T_N] = {0}, wall = 0;
@@ -184,6 +219,7 @@ static int write_text(FILE *f, fb__report_run *const *runs, size_t n)
         fprintf(f, "\n---- %s\n", runs[r]->dir);
         summary(f, runs[r]);
         incidents(f, runs[r]);
+        agent_part(f, runs[r]);
     }
     return ferror(f) ? -EIO : 0;
 }

@@ -105,6 +105,16 @@ typedef struct fb__report_env {
     double time, temp_c, power_w;
 } fb__report_env;
 
+/* One event of the agent (agent.sqlite `events`, docs/agent.md). */
+typedef struct fb__report_agent_event {
+    double time;
+    char kind[32], subject[32], severity[8];
+    char *detail;
+} fb__report_agent_event;
+
+/* The agent's events read, at most (the rest are counted, not kept). */
+#define FB__REPORT_AGENT_EVENTS_MAX 10000
+
 typedef struct fb__report_run {
     char *dir, *name, *status, *reason, *hostname;
     char schema_version[32];
@@ -122,6 +132,8 @@ typedef struct fb__report_run {
     fb__report_env *env;           /* agent.sqlite, sorted by time */
     size_t nenv;
     char agent_note[256];          /* why agent data is absent, or "" */
+    fb__report_agent_event *events; /* agent.sqlite, by time            */
+    size_t nevents, events_total;  /* kept; in the file                 */
 } fb__report_run;
 
 /*
@@ -144,6 +156,25 @@ static inline double fb__report_s(int64_t us)
 {
     return (double)us / 1e6;
 }
+
+/* ---- the environment beside throughput (env.c) ------------------------ */
+
+#define FB__REPORT_ENV_BUCKETS 60
+
+/* Bucket means over the run's wall time (NAN: no data in the bucket) and
+ * the Pearson correlation of temperature and of power with throughput
+ * over the buckets where both are known (NAN: fewer than 3 such buckets,
+ * or a series that does not vary; n_*: the buckets used). */
+typedef struct fb__report_envcorr {
+    double wall_s;
+    double x_s[FB__REPORT_ENV_BUCKETS];        /* bucket centres, s */
+    double throughput[FB__REPORT_ENV_BUCKETS]; /* steps/s per rank */
+    double temp_c[FB__REPORT_ENV_BUCKETS], power_w[FB__REPORT_ENV_BUCKETS];
+    double r_temp, r_power;
+    int n_temp, n_power;
+} fb__report_envcorr;
+
+void fb__report_env_corr(const fb__report_run *run, fb__report_envcorr *out);
 
 /* ---- outputs ---------------------------------------------------------- */
 

@@ -193,6 +193,26 @@ static void agent_db(const char *dir)
             sqlite3_exec(db, sql, NULL, NULL, NULL);
         }
     }
+    /* the agent's events (docs/agent.md): a swing, then a thermal slowdown
+     * while it is hot; text that must be escaped and cleaned */
+    sqlite3_exec(db, "CREATE TABLE events(id INTEGER PRIMARY KEY, t REAL NOT NULL,"
+                 " kind TEXT NOT NULL, subject TEXT, severity TEXT NOT NULL,"
+                 " detail TEXT NOT NULL, evidence TEXT NOT NULL)", NULL, NULL, NULL);
+    static const struct { double t; const char *kind, *subject, *sev, *detail; } ev[] = {
+        {45.2, "power_swing", "node", "warn",
+         "node power 1020 W -> 700 W in 1 s (<31%> of it)"},
+        {46.0, "thermal_slowdown", "gpu0", "warn",
+         "GPU 0: thermal slowdown (clock event reasons 0x40) at 75 C " ESC_CLEAR},
+        {50.5, "thermal_slowdown_end", "gpu0", "info", "GPU 0: thermal slowdown ended"},
+    };
+    for (size_t i = 0; i < sizeof ev / sizeof ev[0]; i++) {
+        char *q = sqlite3_mprintf("INSERT INTO events(t,kind,subject,severity,"
+                                  "detail,evidence) VALUES(%.3f,%Q,%Q,%Q,%Q,'{}')",
+                                  T0 + ev[i].t, ev[i].kind, ev[i].subject,
+                                  ev[i].sev, ev[i].detail);
+        sqlite3_exec(db, q, NULL, NULL, NULL);
+        sqlite3_free(q);
+    }
     sqlite3_exec(db, "COMMIT", NULL, NULL, NULL);
     sqlite3_close(db);
 }
