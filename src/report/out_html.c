@@ -153,7 +153,7 @@ static void legend(plot *p, const char *const *labels, const char *const *colors
     double x = p->ml, y = 8;
     fprintf(p->f, "<g class=\"legend\" font-size=\"12\">");
     for (int i = 0; i < n; i++) {
-        double wl = 20 + 6.2 * (double)strlen(labels[i]);
+        double wl = 22 + 7.0 * (double)strlen(labels[i]);
         if (x > p->ml && x + wl > p->w - p->mr) {
             x = p->ml;
             y += 16;
@@ -213,14 +213,14 @@ static void rect(FILE *f, double x0, double x1, double y, double h,
 static const char *event_color(const char *kind)
 {
     if (!strncmp(kind, "thermal", 7))
-        return "#c62828";
+        return "#e91e63";
     if (!strncmp(kind, "power_slowdown", 14))
-        return "#1565c0";
+        return "#795548";
     if (!strncmp(kind, "power_swing", 11))
-        return "#ef6c00";
+        return "#f9a825";
     if (!strncmp(kind, "straggler", 9))
-        return "#6a1b9a";
-    return "#616161";
+        return "#37474f";
+    return "#9e9e9e";
 }
 
 /* The agent's events on their own row under the attempts: diamonds, the
@@ -317,12 +317,13 @@ static void timeline(FILE *f, const fb__report_run *run)
     axes(&p, "time since the run started (s)", NULL);
     static const char *const labels[] = {"start-up / teardown", "restore",
         "training", "lost work", "detection", "checkpoint", "incident",
-        "agent: thermal", "power slowdown", "power swing", "straggler"};
+        "agent: thermal", "power slowdown", "power swing", "straggler",
+        "other"};
     const char *colors[] = {part_color[FB__T_RESTART], part_color[FB__T_RESTORE],
         part_color[FB__T_USEFUL], part_color[FB__T_LOST],
-        part_color[FB__T_DETECT], part_color[FB__T_CKPT], "#000", "#c62828",
-        "#1565c0", "#ef6c00", "#6a1b9a"};
-    legend(&p, labels, colors, erow ? 11 : 7);
+        part_color[FB__T_DETECT], part_color[FB__T_CKPT], "#000", "#e91e63",
+        "#795548", "#f9a825", "#37474f", "#9e9e9e"};
+    legend(&p, labels, colors, erow ? 12 : 7);
     plot_end(&p);
 }
 
