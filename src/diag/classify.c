@@ -271,9 +271,10 @@ static int from_health(const char *health, fb__diag_class *out, int commit)
         found = 1;
         if (commit)
             set(out, k, xid >= 0 && !named ? "xid" : "health",
-                "health check '%s'%s%s%s failed: %.200s%s%s", name ? name : "?",
+                "health check '%s'%s%s%s failed%s%.200s%s%s", name ? name : "?",
                 cat ? " (" : "", cat ? cat : "", cat ? ")" : "",
-                detail ? detail : "", *why ? "; " : "", why);
+                detail && *detail ? ": " : "", detail ? detail : "",
+                *why ? "; " : "", why);
         else
             append(out, "; also: health check '%s' failed (%s)",
                    name ? name : "?", k.component);

@@ -228,4 +228,66 @@ typedef struct fb__report_suspect {
 long fb__report_suspects(fb__report_run *const *runs, size_t n,
                          fb__report_suspect **out);
 
+/* ---- the fleet: nodes across runs (fleet.c) ---------------------------- */
+
+/* Lemon flags (docs/report.md "Fleet"). */
+enum { FB__FLEET_REPEAT, FB__FLEET_HARDWARE, FB__FLEET_HEALTH, FB__FLEET_RATE,
+       FB__FLEET_NFLAGS };
+const char *fb__fleet_flag_name(int flag);
+
+typedef struct fb__fleet_thresholds {
+    int repeat_runs;     /* interruptions in at least this many runs   (2) */
+    int hardware;        /* hardware root causes, at least             (2) */
+    int health;          /* failed health verdicts after incidents     (2) */
+    double rate_factor;  /* interruptions per run >= factor x fleet's  (3) */
+    int rate_min;        /* ... with at least this many interruptions  (2) */
+} fb__fleet_thresholds;
+void fb__fleet_thresholds_init(fb__fleet_thresholds *t);
+
+/* One incident behind a node's counts. */
+typedef struct fb__fleet_ev {
+    char run[64];
+    int attempt;
+    int64_t id;
+    char kind[24], category[48], component[48], checks[200];
+    char why[400];
+    int interruption, hardware, health_fail;
+} fb__fleet_ev;
+
+typedef struct fb__fleet_node {
+    char name[128];
+    size_t runs;          /* runs it appears in (host or incident node)  */
+    size_t runs_failed;   /* runs with an interruption on it             */
+    size_t interruptions, hardware, health_fails;
+    double rate;          /* interruptions / runs                        */
+    unsigned flags;       /* 1 << FB__FLEET_*                            */
+    fb__fleet_ev *ev;     /* the first EV_PER_NODE_MAX                    */
+    size_t nev, nevidence;
+    size_t last_run, last_failed_run; /* while adding                    */
+} fb__fleet_node;
+
+typedef struct fb__fleet {
+    fb__fleet_thresholds t;
+    fb__fleet_node *nodes;
+    size_t nnodes, cap;
+    size_t nruns, skipped, interruptions;
+    double rate;          /* interruptions per node-run, the fleet's     */
+} fb__fleet;
+
+#define FB__FLEET_RUNS_MAX 100000
+
+/* Add DIR: a run directory, or a directory whose subdirectories are run
+ * directories (read in name order; FB__FLEET_RUNS_MAX runs in all).  A run
+ * that cannot be read is skipped, counted and said on errf.  0 or -ENOMEM. */
+int fb__fleet_add_dir(fb__fleet *f, const char *dir, FILE *errf);
+/* Add a loaded run's facts (0 or -ENOMEM); then finish: judge and rank. */
+int fb__fleet_add_run(fb__fleet *f, const fb__report_run *run);
+void fb__fleet_finish(fb__fleet *f);
+/* The policy, pure: set n->rate and n->flags from its counts. */
+void fb__fleet_judge(const fb__fleet_thresholds *t, double fleet_rate,
+                     fb__fleet_node *n);
+int fb__fleet_write_text(FILE *out, const fb__fleet *f);
+int fb__fleet_write_json(struct fb__jsonw *w, const fb__fleet *f);
+void fb__fleet_free(fb__fleet *f);
+
 #endif
