@@ -513,14 +513,16 @@ static int table5(FILE *f, fb__report_run *const *runs, size_t n)
                "Unexpected interruptions (incidents that ended an attempt), in "
                "the shape of Llama 3's Table 5.</p><div class=\"tbl\"><table "
                "id=\"table5\"><tr><th>component</th><th>category</th>"
-               "<th>count</th><th>share</th></tr>\n");
+               "<th>count</th><th>share</th><th>of them injected</th></tr>\n");
     for (long i = 0; i < nrows; i++) {
         fprintf(f, "<tr><td>");
         esc(f, rows[i].component);
         fprintf(f, "</td><td>");
         esc(f, rows[i].category);
-        fprintf(f, "</td><td>%zu</td><td>%.1f%%</td></tr>\n", rows[i].count,
-                total ? 100.0 * (double)rows[i].count / (double)total : 0);
+        fprintf(f, "</td><td>%zu</td><td>%.1f%%</td><td>%zu</td></tr>\n",
+                rows[i].count,
+                total ? 100.0 * (double)rows[i].count / (double)total : 0,
+                rows[i].injected);
     }
     fprintf(f, "</table></div>\n");
     free(rows);

@@ -226,6 +226,7 @@ int fb__report_write_json(struct fb__jsonw *w, fb__report_run *const *runs,
         fb__jsonw_kint(w, "count", (long long)rows[i].count);
         fb__jsonw_kdouble(w, "share", ninterrupt ? (double)rows[i].count /
                                                    (double)ninterrupt : 0);
+        fb__jsonw_kint(w, "injected", (long long)rows[i].injected);
         fb__jsonw_obj_end(w);
     }
     fb__jsonw_arr_end(w);

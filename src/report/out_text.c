@@ -81,12 +81,13 @@ static int table(FILE *f, fb__report_run *const *runs, size_t n)
     if (nrows < 0)
         return (int)nrows;
     fprintf(f, "\nunexpected interruptions by root cause (Llama 3 Table 5)\n"
-               "  %-32s %-22s %6s %7s\n", "component", "category", "count",
-            "share");
+               "  %-32s %-22s %6s %7s %9s\n", "component", "category", "count",
+            "share", "injected");
     for (long i = 0; i < nrows; i++)
-        fprintf(f, "  %-32s %-22s %6zu %6.1f%%\n", rows[i].component,
+        fprintf(f, "  %-32s %-22s %6zu %6.1f%% %9zu\n", rows[i].component,
                 rows[i].category, rows[i].count,
-                total ? 100.0 * (double)rows[i].count / (double)total : 0.0);
+                total ? 100.0 * (double)rows[i].count / (double)total : 0.0,
+                rows[i].injected);
     if (nrows == 0)
         fprintf(f, "  (no interruptions)\n");
     free(rows);

@@ -203,6 +203,7 @@ int fb__report_html(const char *run_dir, const char *html_path, char *err,
 typedef struct fb__report_row {
     const char *component, *category;
     size_t count;
+    size_t injected;       /* of count: injected faults imitating it */
 } fb__report_row;
 
 /* An unexpected interruption: the incident ended its attempt and was not

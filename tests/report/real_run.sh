@@ -33,6 +33,9 @@ want = [("kill", "Unknown", "Unknown", 1),
         ("hang", "Unknown", "Collective watchdog timeout", 1)]
 assert got == want, got
 assert j["by_category"] == {"Dependency": 1, "Unknown": 2}, j["by_category"]
+# all three were injected: said beside the category, counted in Table 5
+assert [i["injected_cause"] for i in ends] == [True, True, True], ends
+assert sum(r["injected"] for r in j["table"]) == 3, j["table"]
 hang = ends[2]
 assert hang["detect_ms"] >= 2000, hang["detect_ms"]   # includes the 2 s timeout
 assert j["time_s"]["detect"] >= 2.0, j["time_s"]
