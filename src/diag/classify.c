@@ -576,33 +576,28 @@ static void from_signal(int sig, const char *how, fb__diag_class *out)
 /* An injected fault is filed under the real fault it imitates, marked
  * injected: a SIGKILL from outside is a stop by an unknown sender (not
  * host maintenance: nobody maintained anything). */
+static const struct {
+    const char *kind;
+    const cause *c;
+    const char *as;
+} imitates[] = {
+    {"kill", &C_UNKNOWN, "SIGKILL from outside the process, as from an unknown sender"},
+    {"segv", &C_SWBUG, "the program crashed itself with SIGSEGV, as a software bug does"},
+    {"exit", &C_SWBUG, "the program exited with an error code, as a software bug does"},
+    {"hang", &C_WATCHDOG, "a rank stopped making progress, as before a collective "
+                          "watchdog timeout"},
+    {"corrupt", &C_SSD, "a checkpoint shard corrupted on storage"},
+};
+
 static void from_injected(const char *inj, fb__diag_class *out)
 {
-    char kind[16] = "";
-    size_t i = 0;
-    while (inj[i] && inj[i] != ':' && i + 1 < sizeof kind) {
-        kind[i] = inj[i];
-        i++;
-    }
-    kind[i] = '\0';
-    if (!strcmp(kind, "kill"))
-        set(out, C_UNKNOWN, "injected", "injected fault '%.200s': SIGKILL from "
-            "outside the process, as from an unknown sender", inj);
-    else if (!strcmp(kind, "segv"))
-        set(out, C_SWBUG, "injected", "injected fault '%.200s': the program "
-            "crashed itself with SIGSEGV, as a software bug does", inj);
-    else if (!strcmp(kind, "exit"))
-        set(out, C_SWBUG, "injected", "injected fault '%.200s': the program "
-            "exited with an error code, as a software bug does", inj);
-    else if (!strcmp(kind, "hang"))
-        set(out, C_WATCHDOG, "injected", "injected fault '%.200s': a rank "
-            "stopped making progress, as before a collective watchdog timeout", inj);
-    else if (!strcmp(kind, "corrupt"))
-        set(out, C_SSD, "injected", "injected fault '%.200s': a checkpoint "
-            "shard corrupted on storage", inj);
-    else
-        set(out, C_UNKNOWN, "injected", "injected fault '%.200s' (it imitates "
-            "no Table 5 cause)", inj);
+    size_t n = strcspn(inj, ":");
+    set(out, C_UNKNOWN, "injected", "injected fault '%.200s' (it imitates no "
+        "Table 5 cause)", inj);
+    for (size_t i = 0; i < sizeof imitates / sizeof imitates[0]; i++)
+        if (n == strlen(imitates[i].kind) && !strncmp(inj, imitates[i].kind, n))
+            set(out, *imitates[i].c, "injected", "injected fault '%.200s': %s",
+                inj, imitates[i].as);
     out->injected = 1;
 }
 

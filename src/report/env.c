@@ -9,6 +9,7 @@
 #include "report/report.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 static double pearson(const double *a, const double *b, int n, int *used)
@@ -84,4 +85,13 @@ void fb__report_env_corr(const fb__report_run *run, fb__report_envcorr *out)
     mean_into(out->power_w, ctp, N);
     out->r_temp = pearson(out->temp_c, out->throughput, N, &out->n_temp);
     out->r_power = pearson(out->power_w, out->throughput, N, &out->n_power);
+}
+
+void fb__report_corr_phrase(double r, int n, const char *b0, const char *b1,
+                            char *buf, size_t size)
+{
+    if (isnan(r))
+        snprintf(buf, size, "%sn/a%s", b0, b1);
+    else
+        snprintf(buf, size, "%sr = %.3f%s (%d buckets)", b0, r, b1, n);
 }

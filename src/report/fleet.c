@@ -147,6 +147,15 @@ static int add_evidence(fb__fleet_node *n, const fb__report_run *run,
     return 0;
 }
 
+/* Count run idx once for the node. */
+static void seen_in(fb__fleet_node *n, size_t idx)
+{
+    if (n->last_run != idx) {
+        n->last_run = idx;
+        n->runs++;
+    }
+}
+
 int fb__fleet_add_run(fb__fleet *f, const fb__report_run *run)
 {
     size_t idx = f->nruns++;
@@ -155,10 +164,7 @@ int fb__fleet_add_run(fb__fleet *f, const fb__report_run *run)
         fb__fleet_node *n = node_of(f, run->hostname);
         if (!n)
             return -ENOMEM;
-        if (n->last_run != idx) {
-            n->last_run = idx;
-            n->runs++;
-        }
+        seen_in(n, idx);
     }
     for (size_t i = 0; i < run->nincidents; i++) {
         const fb__report_incident *in = &run->incidents[i];
@@ -173,10 +179,7 @@ int fb__fleet_add_run(fb__fleet *f, const fb__report_run *run)
         fb__fleet_node *n = node_of(f, in->node);
         if (!n)
             return -ENOMEM;
-        if (n->last_run != idx) {
-            n->last_run = idx;
-            n->runs++;
-        }
+        seen_in(n, idx);
         n->interruptions += (size_t)intr;
         n->hardware += (size_t)hw;
         n->health_fails += (size_t)hfail;

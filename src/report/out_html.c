@@ -467,18 +467,12 @@ static void env_chart(FILE *f, const fb__report_run *run)
     }
     fb__report_envcorr ec;
     fb__report_env_corr(run, &ec);
+    char rt[80], rp[80];
+    fb__report_corr_phrase(ec.r_temp, ec.n_temp, "<b>", "</b>", rt, sizeof rt);
+    fb__report_corr_phrase(ec.r_power, ec.n_power, "<b>", "</b>", rp, sizeof rp);
     fprintf(f, "<p id=\"correlation\">Correlation with throughput (Pearson r "
-               "over %d-bucket means): temperature <b>", ENV_BUCKETS);
-    if (isnan(ec.r_temp))
-        fprintf(f, "n/a");
-    else
-        fprintf(f, "r = %.3f</b> (%d buckets)<b>", ec.r_temp, ec.n_temp);
-    fprintf(f, "</b>, power <b>");
-    if (isnan(ec.r_power))
-        fprintf(f, "n/a");
-    else
-        fprintf(f, "r = %.3f</b> (%d buckets)<b>", ec.r_power, ec.n_power);
-    fprintf(f, "</b>.</p>\n");
+               "over %d-bucket means): temperature %s, power %s.</p>\n",
+            ENV_BUCKETS, rt, rp);
     small_plot(f, "throughput", "steps/s per rank", ec.x_s, ec.throughput,
                ec.wall_s, "#2e7d32");
     small_plot(f, "GPU temperature", "temperature (°C)", ec.x_s, ec.temp_c,

@@ -150,17 +150,12 @@ static void agent_part(FILE *f, const fb__report_run *run)
     if (run->nenv) {
         fb__report_envcorr ec;
         fb__report_env_corr(run, &ec);
+        char rt[64], rp[64];
+        fb__report_corr_phrase(ec.r_temp, ec.n_temp, "", "", rt, sizeof rt);
+        fb__report_corr_phrase(ec.r_power, ec.n_power, "", "", rp, sizeof rp);
         fprintf(f, "\nenvironment: correlation with throughput (Pearson r over "
-                   "%d-bucket means): temperature ", FB__REPORT_ENV_BUCKETS);
-        if (isnan(ec.r_temp))
-            fprintf(f, "n/a");
-        else
-            fprintf(f, "r = %.3f (%d buckets)", ec.r_temp, ec.n_temp);
-        fprintf(f, ", power ");
-        if (isnan(ec.r_power))
-            fprintf(f, "n/a\n");
-        else
-            fprintf(f, "r = %.3f (%d buckets)\n", ec.r_power, ec.n_power);
+                   "%d-bucket means): temperature %s, power %s\n",
+                FB__REPORT_ENV_BUCKETS, rt, rp);
     } else if (run->agent_note[0]) {
         fprintf(f, "\nenvironment: %s\n", run->agent_note);
     }

@@ -175,6 +175,10 @@ typedef struct fb__report_envcorr {
 } fb__report_envcorr;
 
 void fb__report_env_corr(const fb__report_run *run, fb__report_envcorr *out);
+/* "r = 0.812 (40 buckets)" or "n/a", the number between b0 and b1 (markup
+ * or ""), as every output prints it. */
+void fb__report_corr_phrase(double r, int n, const char *b0, const char *b1,
+                            char *buf, size_t size);
 
 /* ---- outputs ---------------------------------------------------------- */
 
