@@ -96,9 +96,15 @@ const char *fb__diag_kline_name(fb__kline_kind k);
 #define FB__DIAG_KLINES_MAX 32
 #define FB__DIAG_KMSG_FILE_MAX (64ull << 20)
 
+/* A line of `dmesg` output, "[  123.456789] text" (exactly 6 digits after
+ * the point), as a record (prio 6): 0 or FB_EFORMAT. */
+struct fb__kmsg_record;
+int fb__diag_dmesg_parse(const char *line, size_t len, struct fb__kmsg_record *rec);
+
 /*
  * Read the kernel log at `path` (/dev/kmsg, or a plain file of records
- * "prio,seq,usec,flags;text", one a line) and keep the evidence lines whose
+ * "prio,seq,usec,flags;text" or of dmesg lines "[  123.456789] text", one
+ * a line, mixed as they come) and keep the evidence lines whose
  * time since boot is within [from_us, to_us], as "[SECONDS] text\n" into
  * buf (the newest FB__DIAG_KLINES_MAX; text with control bytes as '?').
  * Never blocks (/dev/kmsg is read until it has nothing more; a FIFO is

@@ -15,7 +15,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "firebreak/firebreak.h"
 #include "health/parse.h"
 
 #define LINE_KEEP 240 /* bytes of a kept line's text */
@@ -124,6 +126,41 @@ fb__kline_kind fb__diag_kernel_line(const char *text, size_t len, fb__kline *out
     return out->kind = FB__KLINE_NONE;
 }
 
+int fb__diag_dmesg_parse(const char *line, size_t len, fb__kmsg_record *rec)
+{
+    const char *nl = memchr(line, '\n', len);
+    const char *p = line, *end = nl ? nl : line + len;
+    memset(rec, 0, sizeof *rec);
+    if (p >= end || *p++ != '[')
+        return FB_EFORMAT;
+    while (p < end && *p == ' ')
+        p++;
+    uint64_t sec = 0, usec = 0;
+    int nd = 0, nf = 0;
+    while (p < end && isdigit((unsigned char)*p) && nd < 12) {
+        sec = sec * 10 + (uint64_t)(*p++ - '0');
+        nd++;
+    }
+    if (!nd || p >= end || *p++ != '.')
+        return FB_EFORMAT;
+    while (p < end && isdigit((unsigned char)*p) && nf < 6) {
+        usec = usec * 10 + (uint64_t)(*p++ - '0');
+        nf++;
+    }
+    if (nf != 6 || p >= end || *p++ != ']')
+        return FB_EFORMAT;
+    if (p < end && *p == ' ')
+        p++;
+    rec->usec = sec * 1000000ull + usec;
+    rec->prio = 6;
+    size_t n = (size_t)(end - p);
+    if (n >= sizeof rec->text)
+        n = sizeof rec->text - 1;
+    memcpy(rec->text, p, n);
+    rec->text[n] = '\0';
+    return 0;
+}
+
 /* The kept lines: a ring of the newest. */
 typedef struct kept {
     char line[FB__DIAG_KLINES_MAX][LINE_KEEP + 24];
@@ -147,6 +184,66 @@ static void keep(kept *k, const fb__kmsg_record *rec)
         k->n++;
 }
 
+/* One line of a plain file: a /dev/kmsg record or a dmesg line. */
+static void take_line(const char *line, size_t len, uint64_t from_us,
+                      uint64_t to_us, kept *k)
+{
+    fb__kmsg_record rec;
+    fb__kline kl;
+    if (len == 0 || line[0] == ' ')
+        return; /* empty, or a record's " KEY=value" continuation */
+    if (fb__kmsg_parse(line, len, &rec) && fb__diag_dmesg_parse(line, len, &rec))
+        return; /* neither form: not evidence */
+    if (rec.usec >= from_us && rec.usec <= to_us &&
+        fb__diag_kernel_line(rec.text, strlen(rec.text), &kl) != FB__KLINE_NONE)
+        keep(k, &rec);
+}
+
+/* A plain file, line by line: at most FB__DIAG_KMSG_FILE_MAX bytes; a
+ * line longer than the buffer is passed over whole. */
+static int scan_file(int fd, uint64_t from_us, uint64_t to_us, kept *k,
+                     char *buf, size_t cap)
+{
+    size_t len = 0;
+    uint64_t total = 0;
+    int skipping = 0;
+    for (;;) {
+        ssize_t n = 0;
+        if (total < FB__DIAG_KMSG_FILE_MAX) {
+            size_t want = cap - len;
+            if (want > FB__DIAG_KMSG_FILE_MAX - total)
+                want = (size_t)(FB__DIAG_KMSG_FILE_MAX - total);
+            n = read(fd, buf + len, want);
+            if (n < 0 && errno == EINTR)
+                continue;
+            if (n < 0)
+                return -errno;
+        }
+        total += (uint64_t)n;
+        len += (size_t)n;
+        size_t pos = 0;
+        char *nl;
+        while ((nl = memchr(buf + pos, '\n', len - pos)) != NULL) {
+            size_t l = (size_t)(nl - (buf + pos));
+            if (!skipping)
+                take_line(buf + pos, l, from_us, to_us, k);
+            skipping = 0;
+            pos += l + 1;
+        }
+        memmove(buf, buf + pos, len - pos);
+        len -= pos;
+        if (n == 0) { /* the end (or the bound): a last line without '\n' */
+            if (len && !skipping)
+                take_line(buf, len, from_us, to_us, k);
+            return 0;
+        }
+        if (len == cap) { /* a line longer than the buffer */
+            skipping = 1;
+            len = 0;
+        }
+    }
+}
+
 int fb__diag_kmsg_scan(const char *path, uint64_t from_us, uint64_t to_us,
                        char *buf, size_t size)
 {
@@ -160,15 +257,17 @@ int fb__diag_kmsg_scan(const char *path, uint64_t from_us, uint64_t to_us,
         free(k);
         return rc;
     }
-    fb__kmsg_record rec;
-    int got;
-    while ((got = fb__kmsg_next(r, &rec, 1)) == 1) {
-        fb__kline kl;
-        if (rec.usec >= from_us && rec.usec <= to_us &&
-            fb__diag_kernel_line(rec.text, strlen(rec.text), &kl) != FB__KLINE_NONE)
-            keep(k, &rec);
-        if (!r->is_dev && r->file_bytes >= FB__DIAG_KMSG_FILE_MAX)
-            break; /* read as if the file ended here */
+    int got = 0;
+    if (r->is_dev) {
+        fb__kmsg_record rec;
+        while ((got = fb__kmsg_next(r, &rec, 1)) == 1) {
+            fb__kline kl;
+            if (rec.usec >= from_us && rec.usec <= to_us &&
+                fb__diag_kernel_line(rec.text, strlen(rec.text), &kl) != FB__KLINE_NONE)
+                keep(k, &rec);
+        }
+    } else {
+        got = scan_file(r->fd, from_us, to_us, k, r->buf, sizeof r->buf);
     }
     fb__kmsg_close(r);
     rc = got < 0 ? got : k->n;

@@ -59,6 +59,8 @@ typedef struct fixture {
 static const fixture fixtures[] = {
     {"xid79_then_crash", "crash", "xid79.kmsg", "xid79.last", NULL, NULL, NULL,
      6, -1, 0, 48213, "GPU", "Faulty GPU", "kernel_log"},
+    {"xid79_dmesg_then_crash", "crash", "xid79.dmesg", "xid79.last", NULL, NULL,
+     NULL, 6, -1, 0, 48213, "GPU", "Faulty GPU", "kernel_log"},
     {"oom_kill", "crash", "oom.kmsg", NULL, NULL, NULL, NULL,
      9, -1, 0, 48213, "Dependency", "Host out of memory", "kernel_log"},
     {"nccl_network_error", "error_exit", NULL, "nccl.last", NULL, NULL, NULL,
@@ -247,6 +249,17 @@ static void test_scan(void)
     }
     n = fb__diag_kmsg_scan(path, FROM_US, TO_US, buf, sizeof buf);
     CHECKF(n == 1 && strstr(buf, ": 48, x"), "%d '%s'", n, buf);
+    /* dmesg lines mixed with records; malformed stamps are not lines. */
+    write_file(path, "[ 4800.000001] NVRM: Xid (PCI:0000:3b:00): 79, a\n"
+                     "[4800.5] NVRM: Xid (PCI:0000:3b:00): 48, short stamp\n"
+                     "[ 4800.0000011] NVRM: Xid (PCI:0000:3b:00): 48, long stamp\n"
+                     "[ 100.000000] NVRM: Xid (PCI:0000:3b:00): 48, too early\n"
+                     "3,7,4801000000,-;NVRM: Xid (PCI:0000:3b:00): 94, b\n"
+                     "[ 4802.000000] Out of memory: Killed process 9 (x) y");
+    n = fb__diag_kmsg_scan(path, FROM_US, TO_US, buf, sizeof buf);
+    CHECKF(n == 3 && strstr(buf, "[4800.000001] NVRM: Xid (PCI:0000:3b:00): 79, a\n") &&
+           strstr(buf, ": 94, b") && strstr(buf, "[4802.000000] Out of memory") &&
+           !strstr(buf, "stamp") && !strstr(buf, "early"), "%d '%s'", n, buf);
     /* Nothing there; a FIFO refused at once; a missing file. */
     write_file(path, "");
     CHECK_EQ_INT(fb__diag_kmsg_scan(path, 0, ~0ull, buf, sizeof buf), 0);
