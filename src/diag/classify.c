@@ -279,6 +279,11 @@ static int from_health(const char *health, fb__diag_class *out, int commit)
             append(out, "; also: health check '%s' failed (%s)",
                    name ? name : "?", k.component);
     }
+    /* A verdict with no failing check that names a component is evidence
+     * too: the node looked healthy (or could not say) right after. */
+    const char *verdict = fb__json_as_str(fb__json_get(root, "verdict"));
+    if (!found && !commit && verdict)
+        append(out, "; also: the node's health check after it: %.16s", verdict);
     fb__json_free(doc);
     return found;
 }

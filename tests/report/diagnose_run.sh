@@ -119,13 +119,14 @@ print("%s: %s / %s by %s%s" % (name, cat, comp, rule, " (injected)" if inj == "y
 PY
 }
 
-scenario xid79 xid79 kill
+scenario xid79 xid79 kill --health-root "$FIXTURES/healthy"
 check xid79 GPU "Faulty GPU" kernel_log no "Xid (PCI:0000:3b:00): 79"
 grep -q "root cause: GPU / Faulty GPU, decided by kernel_log" "$D/xid79.txt" || fail "xid79: text"
 grep -q "long before" "$D/xid79.json" && fail "xid79: a line outside the window is evidence"
 
-scenario oom oom kill
+scenario oom oom kill --health-root "$FIXTURES/healthy"
 check oom Dependency "Host out of memory" kernel_log no "OOM killer killed the rank"
+grep -q "also: the node's health check after it: ok" "$D/oom.json" || fail "oom: health ok not in the chain"
 
 scenario ib nothing kill --health-root "$FIXTURES/ib-down"
 check ib Network "Network switch/cable" health no "health check 'ib.mlx5_1.1'"
