@@ -18,8 +18,11 @@ set -u
 FB=$1 TOY=$2 FIXTURES=$3
 D=$(mktemp -d)
 TAG="diagnose-run-$$"
+sups=()
 cleanup() {
-    pkill -KILL -f -- "$TAG" 2>/dev/null || true   # helper, not a check
+    # a supervisor stopped by SIGTERM stops its ranks first
+    for p in "${sups[@]}"; do kill -TERM "$p" 2>/dev/null; done
+    for p in "${sups[@]}"; do wait "$p" 2>/dev/null; done
     rm -rf "$D"
 }
 trap cleanup EXIT
@@ -53,6 +56,7 @@ scenario() {
         --kmsg "$kmsg" --quiet "$@" \
         -- "$D/toy-$TAG" --steps 60 --sleep-ms 50 >"$D/$name.log" 2>&1 &
     local sup=$! pid="" i
+    sups+=("$sup")
     if [ "$mode" = kill ]; then
         for i in $(seq 200); do
             pid=$(rank_pid "$run" 1) && [ -s "$run/logs/rank-1.log" ] && break
