@@ -10,9 +10,10 @@
 set -u
 FB=$1 TOY=$2 DOUBLE=$3
 D=$(mktemp -d)
-agent=""
+agent="" sup=""
 cleanup() {
-    [ -n "$agent" ] && kill "$agent" 2>/dev/null && wait "$agent" 2>/dev/null
+    for p in $agent $sup; do kill -TERM "$p" 2>/dev/null; done
+    for p in $agent $sup; do wait "$p" 2>/dev/null; done
     rm -rf "$D"
 }
 trap cleanup EXIT
@@ -44,6 +45,7 @@ for _ in $(seq 100); do [ -s "$D/run/job" ] && break; sleep 0.05; done
 agent=$!
 rc=0
 wait $sup || rc=$?
+sup=""
 [ $rc = 0 ] || fail "firebreak run exit $rc: $(tail -n 5 "$D/run.log")"
 kill -TERM "$agent"
 rc=0
