@@ -12,6 +12,7 @@
 #          Network switch/cable (the check's own component), by health
 #   kill   an injected SIGKILL with the XID 79 log -> Unknown (injected),
 #          the kernel line still in the chain
+#   full   a save failing with ENOSPC (test hook) -> Storage full
 # The supervisor stores category, component, evidence and health in the
 # journal; `firebreak report` shows them (text, JSON, HTML agree).
 set -u
@@ -140,6 +141,26 @@ check injected Unknown Unknown injected yes "also: kernel log"
 grep -q "root cause: Unknown (injected) / Unknown, decided by injected" "$D/injected.txt" ||
     fail "injected: text"
 grep -q '<span class="inj">(injected)</span>' "$D/injected.html" || fail "injected: html"
+
+# A save that fails with ENOSPC (the engine's test hook): the failed-save
+# incident is classified when the supervisor writes it -> Storage full.
+if [ "${FB_TEST_HOOKS:-}" = ON ]; then
+    FIREBREAK_CKPT_FAIL=ENOSPC@20 timeout 60 "$FB" run --nproc-per-node 1 \
+        --run-dir "$D/full" --quiet -- "$D/toy-$TAG" --steps 30 --sleep-ms 10 \
+        >"$D/full.log" 2>&1 || fail "diskfull: $(tail -n 5 "$D/full.log")"
+    python3 - "$D/full/journal.sqlite" <<'PY' || fail "diskfull: classification"
+import sqlite3, sys
+rows = sqlite3.connect(sys.argv[1]).execute(
+    "SELECT category, component, evidence FROM incident WHERE kind='save_failed'").fetchall()
+assert len(rows) == 1, rows
+cat, comp, ev = rows[0]
+assert (cat, comp) == ("Dependency", "Storage full"), rows
+assert ev.startswith("[by log] ") or ev.startswith("[by storage] "), ev
+print("diskfull: %s / %s %s" % (cat, comp, ev.split("]")[0] + "]"))
+PY
+else
+    echo "diskfull: skipped (FB_TEST_HOOKS is not ON)"
+fi
 
 [ -z "$(pgrep -f -- "$TAG")" ] || fail "processes left behind"
 echo "report_diagnose_run: ok"
