@@ -75,14 +75,15 @@ static const cause C_OOM_HOST = {"Host out of memory", "Dependency"};
 static const cause C_OOM_GPU = {"GPU out of memory", "Dependency"};
 static const cause C_DISK_FULL = {"Storage full", "Dependency"};
 
-static void set(fb__diag_class *out, cause c, const char *by, const char *fmt,
+static void set(fb__diag_class *out, cause c, fb__diag_rule by, const char *fmt,
                 ...) __attribute__((format(printf, 4, 5)));
-static void set(fb__diag_class *out, cause c, const char *by, const char *fmt,
+static void set(fb__diag_class *out, cause c, fb__diag_rule by, const char *fmt,
                 ...)
 {
     out->component = c.component;
     out->category = c.category;
-    out->decided_by = by;
+    out->rule = by;
+    out->decided_by = fb__diag_rule_name(by);
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(out->evidence, sizeof out->evidence, fmt, ap);
@@ -270,7 +271,7 @@ static int from_health(const char *health, fb__diag_class *out, int commit)
             continue; /* a failing check that names no component */
         found = 1;
         if (commit)
-            set(out, k, xid >= 0 && !named ? "xid" : "health",
+            set(out, k, xid >= 0 && !named ? FB__DIAG_BY_XID : FB__DIAG_BY_HEALTH,
                 "health check '%s'%s%s%s failed%s%.200s%s%s", name ? name : "?",
                 cat ? " (" : "", cat ? cat : "", cat ? ")" : "",
                 detail && *detail ? ": " : "", detail ? detail : "",
@@ -335,7 +336,7 @@ static int from_fr(const char *fr, fb__diag_class *out)
                      kind ? kind : "finding", group ? group : "?",
                      (long long)seq, detail ? detail : "");
         }
-        set(out, mismatch ? C_SWBUG : C_WATCHDOG, "flight_recorder",
+        set(out, mismatch ? C_SWBUG : C_WATCHDOG, FB__DIAG_BY_FLIGHT_RECORDER,
             "flight recorder: %s: %s; culprit rank(s) [%s]%s",
             verdict ? verdict : "finding", what, ranks,
             mismatch ? " (ranks disagree on the collective: a program bug)"
@@ -533,12 +534,12 @@ static int from_log(const char *text, const char *where, fb__diag_class *out)
         if (!at)
             continue;
         line_of(text, at, quote, sizeof quote);
-        set(out, *log_rules[i].c, "log", "%s in the %s: '%s'", log_rules[i].why,
+        set(out, *log_rules[i].c, FB__DIAG_BY_LOG, "%s in the %s: '%s'", log_rules[i].why,
             where, quote);
         return 1;
     }
     if (traceback_exception(text, quote, sizeof quote)) {
-        set(out, C_SWBUG, "log", "a Python exception ended the program (the %s "
+        set(out, C_SWBUG, FB__DIAG_BY_LOG, "a Python exception ended the program (the %s "
             "hold its traceback): '%s'; no hardware evidence", where, quote);
         return 1;
     }
@@ -571,10 +572,10 @@ static int self_signal(int sig)
 static void from_signal(int sig, const char *how, fb__diag_class *out)
 {
     if (self_signal(sig))
-        set(out, C_SWBUG, "signal", "%s %s (%d): the program faulted or "
+        set(out, C_SWBUG, FB__DIAG_BY_SIGNAL, "%s %s (%d): the program faulted or "
             "aborted itself; no hardware evidence", how, sig_name(sig), sig);
     else
-        set(out, C_UNKNOWN, "signal", "%s %s (%d) sent from outside the process "
+        set(out, C_UNKNOWN, FB__DIAG_BY_SIGNAL, "%s %s (%d) sent from outside the process "
             "by an unknown sender; no other evidence", how, sig_name(sig), sig);
 }
 
@@ -597,11 +598,11 @@ static const struct {
 static void from_injected(const char *inj, fb__diag_class *out)
 {
     size_t n = strcspn(inj, ":");
-    set(out, C_UNKNOWN, "injected", "injected fault '%.200s' (it imitates no "
+    set(out, C_UNKNOWN, FB__DIAG_BY_INJECTED, "injected fault '%.200s' (it imitates no "
         "Table 5 cause)", inj);
     for (size_t i = 0; i < sizeof imitates / sizeof imitates[0]; i++)
         if (n == strlen(imitates[i].kind) && !strncmp(inj, imitates[i].kind, n))
-            set(out, *imitates[i].c, "injected", "injected fault '%.200s': %s",
+            set(out, *imitates[i].c, FB__DIAG_BY_INJECTED, "injected fault '%.200s': %s",
                 inj, imitates[i].as);
     out->injected = 1;
 }
@@ -618,19 +619,22 @@ static void keep_recorded(const fb__diag_evidence *ev, fb__diag_class *out)
 {
     out->category = ev->category;
     out->component = ev->component && *ev->component ? ev->component : ev->category;
-    out->decided_by = fb__diag_stored_rule(ev->evidence, &out->injected);
+    out->rule = fb__diag_stored_rule(ev->evidence);
+    out->decided_by = fb__diag_rule_name(out->rule);
+    out->injected = out->rule == FB__DIAG_BY_INJECTED;
     const char *e = ev->evidence && *ev->evidence ? ev->evidence
                                                   : "recorded by the supervisor";
-    if (!strncmp(e, "[by ", 4)) { /* "[by RULE] " */
-        const char *close = strchr(e, ']');
-        if (close && close - e < 40)
-            e = close[1] == ' ' ? close + 2 : close + 1;
+    /* "[by RULE] " of a rule we know is ours, not part of the chain */
+    if (out->rule != FB__DIAG_BY_SUPERVISOR || !strncmp(e, "[by supervisor]", 15)) {
+        e += 5 + strlen(out->decided_by);
+        if (*e == ' ')
+            e++;
     }
     snprintf(out->evidence, sizeof out->evidence, "%s", e);
 }
 
-/* Rules 4 to 13 for an incident that was not injected; 1 when one
- * decided.  kbest: the kernel log's best line (rank 0: none). */
+/* Rules 4 to 15 for an incident that was not injected.  kbest: the
+ * kernel log's best line, krank its rank (0: none). */
 static void decide(const fb__diag_evidence *ev, const char *kind, int krank,
                    const kfind *kbest, fb__diag_class *out)
 {
@@ -639,20 +643,20 @@ static void decide(const fb__diag_evidence *ev, const char *kind, int krank,
     int xid, app;
     if (krank >= 3) {
         cause c = kernel_cause(kbest, &why);
-        set(out, c, "kernel_log", "%s in the kernel log around the incident: '%s'",
+        set(out, c, FB__DIAG_BY_KERNEL_LOG, "%s in the kernel log around the incident: '%s'",
             why, kbest->line);
     } else if (from_health(ev->health, out, 1)) {
         /* decided */
     } else if ((xid = fb__diag_find_xid(ev->detail)) >= 0 ||
                (xid = fb__diag_find_xid(ev->last_lines)) >= 0) {
-        set(out, xid_cause(xid, &why, &app), "xid", "NVIDIA XID %d in the %s: %s",
+        set(out, xid_cause(xid, &why, &app), FB__DIAG_BY_XID, "NVIDIA XID %d in the %s: %s",
             xid, fb__diag_find_xid(ev->detail) >= 0 ? "detail" : "last lines", why);
     } else if (krank == 1) {
-        set(out, kernel_cause(kbest, &why), "kernel_log", "NVIDIA XID %d in the "
+        set(out, kernel_cause(kbest, &why), FB__DIAG_BY_KERNEL_LOG, "NVIDIA XID %d in the "
             "kernel log (%s): '%s'", kbest->kl.xid, why, kbest->line);
     } else if (krank == 2 && (crashed || ev->signal == 9) &&
                (ev->pid <= 0 || kbest->kl.pid <= 0 || kbest->kl.pid == ev->pid)) {
-        set(out, C_OOM_HOST, "kernel_log", "the kernel's OOM killer killed %s "
+        set(out, C_OOM_HOST, FB__DIAG_BY_KERNEL_LOG, "the kernel's OOM killer killed %s "
             "(pid %d, %s): host memory ran out: '%s'",
             ev->pid > 0 && kbest->kl.pid == ev->pid ? "the rank" : "a process",
             kbest->kl.pid, kbest->kl.name[0] ? kbest->kl.name : "?", kbest->line);
@@ -660,11 +664,11 @@ static void decide(const fb__diag_evidence *ev, const char *kind, int krank,
                from_log(ev->detail, "detail", out)) {
         /* decided */
     } else if (ev->ckpt_code == -28 || ev->ckpt_code == -122) {
-        set(out, C_DISK_FULL, "storage", "the checkpoint could not be written: "
+        set(out, C_DISK_FULL, FB__DIAG_BY_STORAGE, "the checkpoint could not be written: "
             "code %d (%s)", ev->ckpt_code, ev->ckpt_code == -28
             ? "no space left on device" : "disk quota exceeded");
     } else if (ev->ckpt_code == -5) {
-        set(out, C_SSD, "storage", "the checkpoint could not be written: "
+        set(out, C_SSD, FB__DIAG_BY_STORAGE, "the checkpoint could not be written: "
             "code -5 (I/O error on the storage device)");
     } else if (crashed && ev->signal > 0) {
         from_signal(ev->signal, "killed by", out);
@@ -672,36 +676,36 @@ static void decide(const fb__diag_evidence *ev, const char *kind, int krank,
                ev->exit_code < 160) {
         from_signal(ev->exit_code - 128, "exit code reports", out);
     } else if (!strcmp(kind, "launch_failure")) {
-        set(out, C_DEP, "kind", "the job could not be launched: %.200s",
+        set(out, C_DEP, FB__DIAG_BY_KIND, "the job could not be launched: %.200s",
             ev->detail ? ev->detail : "");
     } else if (!strcmp(kind, "segment_corrupt")) {
-        set(out, C_SWBUG, "kind", "the rank wrote over its own firebreak "
+        set(out, C_SWBUG, FB__DIAG_BY_KIND, "the rank wrote over its own firebreak "
             "segment (a wild write in the program): %.200s",
             ev->detail ? ev->detail : "");
     } else if (!strcmp(kind, "segment_not_ours")) {
-        set(out, C_UNKNOWN, "kind", "another local user's file held the "
+        set(out, C_UNKNOWN, FB__DIAG_BY_KIND, "another local user's file held the "
             "rank's segment name, so the rank could not record: %.200s",
             ev->detail ? ev->detail : "");
     } else if (crashed && ev->has_exit_code && ev->exit_code != 0) {
-        set(out, C_SWBUG, "exit_code", "exit code %d: the program stopped "
+        set(out, C_SWBUG, FB__DIAG_BY_EXIT_CODE, "exit code %d: the program stopped "
             "itself with an error; no hardware evidence", ev->exit_code);
     } else if (from_fr(ev->fr_verdict, out)) {
         /* decided */
     } else if (!strcmp(kind, "restore_fallback") && ev->detail &&
                strstr(ev->detail, "incomplete")) {
-        set(out, C_UNKNOWN, "kind", "the checkpoint was incomplete: a rank "
+        set(out, C_UNKNOWN, FB__DIAG_BY_KIND, "the checkpoint was incomplete: a rank "
             "stopped before its shard committed, a consequence of the "
             "interruption before it, not a fault of its own");
     } else if (!strcmp(kind, "restore_fallback") && ev->detail &&
                (strstr(ev->detail, "corrupt") || strstr(ev->detail, "hash"))) {
-        set(out, C_UNKNOWN, "kind", "a checkpoint shard failed its hash check "
+        set(out, C_UNKNOWN, FB__DIAG_BY_KIND, "a checkpoint shard failed its hash check "
             "(corrupted on storage or before it was written); what corrupted "
             "it is not recorded");
     } else if (!strcmp(kind, "hang")) {
-        set(out, C_WATCHDOG, "kind", "no progress until the hang timeout; no "
+        set(out, C_WATCHDOG, FB__DIAG_BY_KIND, "no progress until the hang timeout; no "
             "flight-recorder culprit and no hardware evidence");
     } else {
-        set(out, C_UNKNOWN, "none", "no evidence for this %s",
+        set(out, C_UNKNOWN, FB__DIAG_BY_NONE, "no evidence for this %s",
             *kind ? kind : "incident");
     }
 }
@@ -710,15 +714,15 @@ static void decide(const fb__diag_evidence *ev, const char *kind, int krank,
 static void also(const fb__diag_evidence *ev, int krank, const kfind *kbest,
                  fb__diag_class *out)
 {
-    const char *by = out->decided_by;
-    if (krank && strcmp(by, "kernel_log"))
+    fb__diag_rule by = out->rule;
+    if (krank && by != FB__DIAG_BY_KERNEL_LOG)
         append(out, "; also: kernel log: '%s'", kbest->line);
-    if (strcmp(by, "health"))
+    if (by != FB__DIAG_BY_HEALTH)
         from_health(ev->health, out, 0);
-    if (ev->signal > 0 && strcmp(by, "signal"))
+    if (ev->signal > 0 && by != FB__DIAG_BY_SIGNAL)
         append(out, "; also: ended by %s (%d)", sig_name(ev->signal), ev->signal);
-    else if (ev->has_exit_code && ev->exit_code && strcmp(by, "signal") &&
-             strcmp(by, "exit_code"))
+    else if (ev->has_exit_code && ev->exit_code && by != FB__DIAG_BY_SIGNAL &&
+             by != FB__DIAG_BY_EXIT_CODE)
         append(out, "; also: exit code %d", ev->exit_code);
 }
 
@@ -731,7 +735,7 @@ void fb__diag_classify(const fb__diag_evidence *ev, fb__diag_class *out)
         return;
     }
     if (!strcmp(kind, "interrupted")) {
-        set(out, C_PLANNED, "kind", "the run was interrupted on purpose "
+        set(out, C_PLANNED, FB__DIAG_BY_KIND, "the run was interrupted on purpose "
             "(operator or scheduler stop): %.200s", ev->detail ? ev->detail : "");
         return;
     }
@@ -747,26 +751,33 @@ void fb__diag_classify(const fb__diag_evidence *ev, fb__diag_class *out)
 
 /* ---- stored form ------------------------------------------------------- */
 
-static const char *const rules[] = {"supervisor", "injected", "kernel_log",
-    "health", "xid", "log", "storage", "signal", "exit_code",
-    "flight_recorder", "kind", "none"};
+static const char *const rule_names[FB__DIAG_NRULES] = {
+    [FB__DIAG_BY_SUPERVISOR] = "supervisor", [FB__DIAG_BY_INJECTED] = "injected",
+    [FB__DIAG_BY_KERNEL_LOG] = "kernel_log", [FB__DIAG_BY_HEALTH] = "health",
+    [FB__DIAG_BY_XID] = "xid", [FB__DIAG_BY_LOG] = "log",
+    [FB__DIAG_BY_STORAGE] = "storage", [FB__DIAG_BY_SIGNAL] = "signal",
+    [FB__DIAG_BY_EXIT_CODE] = "exit_code",
+    [FB__DIAG_BY_FLIGHT_RECORDER] = "flight_recorder",
+    [FB__DIAG_BY_KIND] = "kind", [FB__DIAG_BY_NONE] = "none"};
+
+const char *fb__diag_rule_name(fb__diag_rule r)
+{
+    return (unsigned)r < FB__DIAG_NRULES ? rule_names[r] : "?";
+}
 
 void fb__diag_format_stored(const fb__diag_class *c, char *buf, size_t size)
 {
-    snprintf(buf, size, "[by %s] %s", c->decided_by, c->evidence);
+    snprintf(buf, size, "[by %s] %s", fb__diag_rule_name(c->rule), c->evidence);
 }
 
-const char *fb__diag_stored_rule(const char *evidence, int *injected)
+fb__diag_rule fb__diag_stored_rule(const char *evidence)
 {
-    *injected = 0;
     if (!evidence || strncmp(evidence, "[by ", 4))
-        return "supervisor";
-    for (size_t i = 0; i < sizeof rules / sizeof rules[0]; i++) {
-        size_t n = strlen(rules[i]);
-        if (!strncmp(evidence + 4, rules[i], n) && evidence[4 + n] == ']') {
-            *injected = !strcmp(rules[i], "injected");
-            return rules[i];
-        }
+        return FB__DIAG_BY_SUPERVISOR;
+    for (int i = 0; i < FB__DIAG_NRULES; i++) {
+        size_t n = strlen(rule_names[i]);
+        if (!strncmp(evidence + 4, rule_names[i], n) && evidence[4 + n] == ']')
+            return (fb__diag_rule)i;
     }
-    return "recorded";
+    return FB__DIAG_BY_SUPERVISOR;
 }

@@ -39,14 +39,25 @@ typedef struct fb__diag_evidence {
     int pid;                 /* the failed rank's pid, 0: unknown           */
 } fb__diag_evidence;
 
+/* The rule that decided (docs/report.md "Root cause"); its name is
+ * fb__diag_rule_name's, also the stored form's "[by NAME]". */
+typedef enum {
+    FB__DIAG_BY_SUPERVISOR,  /* recorded already (an older journal: any text) */
+    FB__DIAG_BY_INJECTED, FB__DIAG_BY_KERNEL_LOG, FB__DIAG_BY_HEALTH,
+    FB__DIAG_BY_XID, FB__DIAG_BY_LOG, FB__DIAG_BY_STORAGE, FB__DIAG_BY_SIGNAL,
+    FB__DIAG_BY_EXIT_CODE, FB__DIAG_BY_FLIGHT_RECORDER, FB__DIAG_BY_KIND,
+    FB__DIAG_BY_NONE, FB__DIAG_NRULES
+} fb__diag_rule;
+
+const char *fb__diag_rule_name(fb__diag_rule r);
+
 /* The answer.  category / component / decided_by are static strings;
  * evidence is the chain: the sentence of the rule that decided, then
  * "; also: ..." for other evidence seen.  Truncated, NUL-terminated. */
 typedef struct fb__diag_class {
     const char *category, *component;
-    const char *decided_by; /* supervisor (recorded), injected, kernel_log, health, xid,
-                               log, storage, signal, exit_code,
-                               flight_recorder, kind, none */
+    fb__diag_rule rule;
+    const char *decided_by; /* fb__diag_rule_name(rule) */
     int injected;           /* an injected fault: the category is the one
                                it imitates */
     char evidence[1024];
@@ -56,11 +67,10 @@ typedef struct fb__diag_class {
 void fb__diag_classify(const fb__diag_evidence *ev, fb__diag_class *out);
 
 /* The evidence column as the supervisor stores it: "[by RULE] chain".
- * fb__diag_stored_rule reads the rule back (a static string;
- * "supervisor" when the text has no such prefix: an older journal) and
- * sets *injected when the rule is "injected". */
+ * fb__diag_stored_rule reads the rule back (FB__DIAG_BY_SUPERVISOR when
+ * the text has no such prefix: an older journal's). */
 void fb__diag_format_stored(const fb__diag_class *c, char *buf, size_t size);
-const char *fb__diag_stored_rule(const char *evidence, int *injected);
+fb__diag_rule fb__diag_stored_rule(const char *evidence);
 
 /* The NVIDIA XID named in text ("Xid (PCI:...): 79,", "XID 48",
  * "xid=119"), or -1.  Bounded: looks at most at the first 64 KiB. */

@@ -308,6 +308,19 @@ static void test_rules(void)
     fb__diag_classify(&ev, &c);
     CHECK_EQ_STR(c.decided_by, "supervisor");
     CHECK_EQ_STR(c.evidence, "[byx] odd");
+    /* a rule we do not know stays in the text; one we know is taken out */
+    ev.evidence = "[by moon] odd";
+    fb__diag_classify(&ev, &c);
+    CHECK_EQ_STR(c.decided_by, "supervisor");
+    CHECK_EQ_STR(c.evidence, "[by moon] odd");
+    ev.evidence = "[by health]";
+    fb__diag_classify(&ev, &c);
+    CHECK_EQ_STR(c.decided_by, "health");
+    CHECK_EQ_STR(c.evidence, "");
+    ev.evidence = "[by supervisor] said so";
+    fb__diag_classify(&ev, &c);
+    CHECK_EQ_STR(c.decided_by, "supervisor");
+    CHECK_EQ_STR(c.evidence, "said so");
 }
 
 int main(int argc, char **argv)
