@@ -544,7 +544,7 @@ static void classify_all(fb__report_run *run)
         if (in->injected_from_event)
             ev.category = ev.component = ev.evidence = NULL;
         fb__report_classify(&ev, &in->cls);
-        if (in->injected_from_event && !strcmp(in->cls.decided_by, "injected")) {
+        if (in->injected_from_event && in->cls.rule == FB__DIAG_BY_INJECTED) {
             size_t n = strlen(in->cls.evidence);
             snprintf(in->cls.evidence + n, sizeof in->cls.evidence - n,
                      " (the rank's inject event before this restore)");
