@@ -51,6 +51,9 @@ static void usage(FILE *f)
 "  --drain                slurm: drain a node found at fault (scontrol)\n"
 "  --health-check         slurm: health-check nodes before each launch\n"
 "  --on-no-nodes ACTION   slurm: stop (default) or requeue\n"
+"  --on-straggler ACTION  a rank that keeps arriving late at collectives:\n"
+"                         warn (default: incident, warning, lateness.prom;\n"
+"                         no restart) or off (docs/supervisor.md)\n"
 "  --console-ranks RANKS  local: also show these ranks' output (stdout and\n"
 "                         stderr) on stderr, each line after [rankR]: ('all',\n"
 "                         'none', or e.g. '0' or '0,2-3'; default none: the\n"
@@ -179,7 +182,7 @@ int fb__cmd_run(int argc, char **argv)
     enum { O_NPROC = 1000, O_LAUNCHER, O_MAXR, O_HANG, O_STARTUP, O_CKPTT,
            O_ATTACH, O_GRACE, O_LOOP, O_RUNDIR, O_RUNROOT, O_NAME, O_CKPTDIR,
            O_INJECT, O_FRCAP, O_NOPRELOAD, O_MPIRUN, O_MPIRUNARG, O_SPARE,
-           O_DRAIN, O_HEALTH, O_NONODES, O_QUIET, O_JSON, O_NNODES, O_SHGROUP,
+           O_DRAIN, O_HEALTH, O_NONODES, O_STRAGGLER, O_QUIET, O_JSON, O_NNODES, O_SHGROUP,
            O_CONSOLE, O_KMSG, O_NOIHEALTH, O_HEALTHROOT };
     static const struct option longopts[] = {
         {"nproc-per-node", required_argument, 0, O_NPROC},
@@ -207,6 +210,7 @@ int fb__cmd_run(int argc, char **argv)
         {"drain", no_argument, 0, O_DRAIN},
         {"health-check", no_argument, 0, O_HEALTH},
         {"on-no-nodes", required_argument, 0, O_NONODES},
+        {"on-straggler", required_argument, 0, O_STRAGGLER},
         {"console-ranks", required_argument, 0, O_CONSOLE},
         {"local-ranks-filter", required_argument, 0, O_CONSOLE},
         {"kmsg", required_argument, 0, O_KMSG},
@@ -292,6 +296,17 @@ int fb__cmd_run(int argc, char **argv)
                 bad = 1;
             } else {
                 o.on_no_nodes = (fb__on_no_nodes)v;
+            }
+            break;
+        }
+        case O_STRAGGLER: {
+            int v = fb__sup_on_straggler_from_name(optarg);
+            if (v < 0) {
+                fprintf(stderr, "firebreak run: --on-straggler: '%s' is not warn "
+                        "or off\n", optarg);
+                bad = 1;
+            } else {
+                o.on_straggler = (fb__on_straggler)v;
             }
             break;
         }

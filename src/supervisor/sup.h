@@ -156,6 +156,11 @@ typedef struct fb__sup {
     int journal_failing;
     uint64_t journal_dropped_seen;
     uint64_t journal_tick_ns;
+    /* lateness.c: the live straggler check, per attempt */
+    struct fb__fr_late *late;            /* NULL until the first pass       */
+    uint64_t late_pass_ns, late_event_ns, late_prom_ns;
+    uint8_t *late_warned;                /* per rank: incident written      */
+    int late_off;                        /* could not start: said once      */
 } fb__sup;
 
 /* fb__sup_unit.rank of the slurm launcher's watcher step. */
@@ -232,6 +237,12 @@ int fb__sup_secure_dir(fb__sup *s, const char *path);
 int fb__sup_lock_dir(fb__sup *s, const char *dir, const char *what, int slot);
 /* Drop the locks, restore the user's umask. */
 void fb__sup_release_dirs(fb__sup *s);
+
+/* lateness.c: feed the rings read since the last pass to the live
+ * lateness analysis, name stragglers (a pass at most every 250 ms);
+ * fb__sup_lateness_end at the end of an attempt. */
+void fb__sup_lateness(fb__sup *s, uint64_t now);
+void fb__sup_lateness_end(fb__sup *s);
 
 /* status.c */
 void fb__sup_log(fb__sup *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -660,6 +660,7 @@ static void stop_all(fb__sup *s, int sig)
 
 static void close_attempt(fb__sup *s)
 {
+    fb__sup_lateness_end(s); /* reads the segments: before they close */
     for (int i = 0; i < s->nunits; i++) {
         if (s->units[i].msg_fd >= 0)
             close(s->units[i].msg_fd);

@@ -27,6 +27,17 @@ typedef enum {
     FB_ON_NO_NODES_COUNT_
 } fb__on_no_nodes;
 
+/* --on-straggler: what the supervisor does about a rank that keeps
+ * arriving late at the job's collectives (lateness.c, docs/supervisor.md). */
+typedef enum {
+    FB_ON_STRAGGLER_WARN = 0,  /* incident, warning, metrics; no restart    */
+    FB_ON_STRAGGLER_OFF,       /* no live lateness analysis                  */
+    FB_ON_STRAGGLER_COUNT_
+} fb__on_straggler;
+
+const char *fb__sup_on_straggler_name(fb__on_straggler v);
+int fb__sup_on_straggler_from_name(const char *name);
+
 /* The options' names ("local", "mpirun", "slurm"; "stop", "requeue"):
  * the one table each, for parsing and for output.  A name of a value out
  * of range is "unknown"; the value of an unknown name is -1. */
@@ -72,6 +83,7 @@ typedef struct fb__sup_options {
     int incident_health;      /* run the health check after a failure       */
     const char *health_root;  /* its --root (a fixture tree), or NULL       */
     fb__on_no_nodes on_no_nodes;
+    fb__on_straggler on_straggler;
     /* Called after the journal is closed, before the summary is printed,
      * to replace the live estimates (useful_s, ettr, incidents' lost_s) by
      * the exact accounting of the journal (the report's).  May be NULL. */

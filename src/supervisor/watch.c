@@ -455,6 +455,7 @@ void fb__sup_watch(fb__sup *s, uint64_t now)
     }
     if (s->fail.set)
         return;
+    fb__sup_lateness(s, now);
     fb__sup_hang_facts hf = {.now_ns = now, .ranks = s->hang_facts,
                              .world = s->world, .declared = -1};
     fb__sup_hang_blame b;
