@@ -56,6 +56,19 @@ static void describe(char *buf, size_t size, int rank, const fb__fr_late_window 
              "%u of the last %u collectives", rank, w->mean_s * 1e3, w->last, w->n);
 }
 
+/* An event "lateness": rank's window now (value_ms its mean lateness,
+ * code the collectives it reached last, bytes those in the window). */
+static void sample_event(fb__sup *s, int rank, const fb__fr_late_window *w, double now)
+{
+    char what[200];
+    describe(what, sizeof what, rank, w);
+    fb__journal_event ev = {.attempt_id = s->attempt_id, .time = now, .rank = rank,
+                            .kind = "lateness", .step = s->max_step,
+                            .code = (int)w->last, .bytes = w->n,
+                            .value_ms = w->mean_s * 1e3, .detail = what};
+    fb__journal_add_event(s->j, &ev);
+}
+
 static void named(fb__sup *s, int rank, const fb__fr_late_window *w, double step_s)
 {
     double now = fb__wall_s();
@@ -70,6 +83,7 @@ static void named(fb__sup *s, int rank, const fb__fr_late_window *w, double step
         return;
     }
     s->late_warned[rank] = 1;
+    sample_event(s, rank, w, now); /* the window that named it */
     snprintf(detail, sizeof detail, "%s (step time %.1f ms); the job goes on "
              "(--on-straggler warn)", what, step_s * 1e3);
     fb__journal_incident inc = {
@@ -107,23 +121,13 @@ static void lateness_events(fb__sup *s)
     if (worst < 0)
         return;
     double now = fb__wall_s();
-    int n = 0;
-    for (int i = -1; i < s->world && n < MAX_EVENTS; i++) {
-        int r = i < 0 ? worst : i, flagged = 0;
-        if (i >= 0 && (r == worst || fb__fr_late_get(s->late, r, &w, &flagged) ||
-                       !flagged))
-            continue;
-        if (i < 0)
-            fb__fr_late_get(s->late, r, &w, &flagged);
-        char what[200];
-        describe(what, sizeof what, r, &w);
-        fb__journal_event ev = {.attempt_id = s->attempt_id, .time = now, .rank = r,
-                                .kind = "lateness", .step = s->max_step,
-                                .code = flagged, .bytes = w.n,
-                                .value_ms = w.mean_s * 1e3, .detail = what};
-        fb__journal_add_event(s->j, &ev);
-        n++;
-    }
+    sample_event(s, worst, &ww, now);
+    int n = 1, flagged;
+    for (int r = 0; r < s->world && n < MAX_EVENTS; r++)
+        if (r != worst && !fb__fr_late_get(s->late, r, &w, &flagged) && flagged) {
+            sample_event(s, r, &w, now);
+            n++;
+        }
 }
 
 /* run_dir/lateness.prom, written whole and renamed into place. */
