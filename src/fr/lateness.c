@@ -33,6 +33,9 @@
 #define OPEN_MAX 128u        /* collectives being gathered (power of two) */
 #define WORLD_MAX (1 << 20)
 #define WINDOW_MAX 4096
+/* Offsets past an hour count as an hour: world x this and window x this
+ * stay far inside int64. */
+#define OFFSET_MAX_NS 3600000000000ull
 
 typedef struct open_coll {
     uint64_t comm_id, coll_seq; /* coll_seq 0: the slot is free            */
@@ -161,6 +164,14 @@ static void slot_free(fb__fr_late *t, uint32_t i)
     t->nopen--;
 }
 
+/* An arrival's offset from the earliest, clamped: the ring is the rank's
+ * to write, and a time a day off must not overflow the sums. */
+static int64_t offset_ns(uint64_t t_ns, uint64_t base)
+{
+    uint64_t d = t_ns - base;
+    return d > OFFSET_MAX_NS ? (int64_t)OFFSET_MAX_NS : (int64_t)d;
+}
+
 /* Every member arrived: each one's lateness into its window. */
 static void close_coll(fb__fr_late *t, open_coll *c)
 {
@@ -171,13 +182,13 @@ static void close_coll(fb__fr_late *t, open_coll *c)
             base = c->t_ns[k];
     int64_t sum = 0;
     for (int k = 0; k < n; k++) {
-        sum += (int64_t)(c->t_ns[k] - base);
+        sum += offset_ns(c->t_ns[k], base);
         if (c->t_ns[k] > tmax)
             tmax = c->t_ns[k];
     }
     size_t win = (size_t)t->rule.window;
     for (int k = 0; k < n; k++) {
-        int64_t mine = (int64_t)(c->t_ns[k] - base);
+        int64_t mine = offset_ns(c->t_ns[k], base);
         int64_t late = n > 1 ? mine - (sum - mine) / (n - 1) : 0;
         uint8_t last = n > 1 && c->t_ns[k] == tmax;
         rank_state *r = &t->rk[k];
