@@ -10,7 +10,8 @@
  * One message per line, fields separated by one space, at most
  * FB__FBW1_LINE_MAX bytes before the newline, no control bytes:
  *
- *   fbw1 hello NODE NODEID PID          the watcher of NODE started
+ *   fbw1 hello NODE NODEID PID [HOST]   the watcher of NODE started; HOST:
+ *                                       its machine's hostname (optional)
  *   fbw1 attach RANK PID                RANK created its segment
  *   fbw1 beat RANK STEP PHASE AGE_MS    progress (STEP -1: none yet),
  *                                       heartbeat age in milliseconds
@@ -65,6 +66,7 @@ typedef enum {
 typedef struct fb__fbw1_msg {
     fb__fbw1_kind kind;
     char node[FB__FBW1_NODE_MAX];   /* hello, health, bye               */
+    char host[FB__FBW1_NODE_MAX];   /* hello: hostname; "": not given   */
     int nodeid;                     /* hello                            */
     long long pid;                  /* hello, attach                    */
     int rank;                       /* attach, beat, end, report        */

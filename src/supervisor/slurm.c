@@ -33,6 +33,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "common/jsonw.h"
 #include "common/util.h"
 #include "supervisor/fbw1.h"
 #include "supervisor/sup.h"
@@ -46,6 +47,7 @@ _Static_assert(FB__FBW1_NODEID_MAX == MAX_NODES - 1, "a hello names one of our n
 typedef struct snode {
     char name[FB__FBW1_NODE_MAX];
     char addr[FB__FBW1_NODE_MAX];
+    char host[FB__FBW1_NODE_MAX]; /* NodeHostName, then what its watcher says */
     int bad;                     /* excluded for the rest of the run */
     char why[256];
 } snode;
@@ -178,7 +180,8 @@ static int node_index(const struct fb__sup_slurm *g, const char *name)
     return -1;
 }
 
-/* NodeAddr of every node, for MASTER_ADDR (`scontrol -o show node`). */
+/* NodeAddr of every node, for MASTER_ADDR, and NodeHostName, the host
+ * under the name until its watcher says (`scontrol -o show node`). */
 static void load_addrs(struct fb__sup_slurm *g)
 {
     static char out[1 << 18];
@@ -194,6 +197,11 @@ static void load_addrs(struct fb__sup_slurm *g)
         int i = node_index(g, name);
         if (i >= 0 && fb__fbw1_node_name_ok(addr))
             snprintf(g->nodes[i].addr, sizeof g->nodes[i].addr, "%s", addr);
+        char host[FB__FBW1_NODE_MAX] = "";
+        char *h = strstr(line, "NodeHostName=");
+        if (i >= 0 && h && sscanf(h + 13, "%63[^ ]", host) == 1 &&
+            fb__fbw1_node_name_ok(host))
+            snprintf(g->nodes[i].host, sizeof g->nodes[i].host, "%s", host);
     }
 }
 
@@ -532,11 +540,76 @@ int fb__sup_slurm_fd(const fb__sup *s)
     return s->slurm ? s->slurm->watch_fd : -1;
 }
 
-static const char *node_of_rank(const fb__sup *s, int rank)
+static const snode *snode_of_rank(const fb__sup *s, int rank)
 {
     const struct fb__sup_slurm *g = s->slurm;
-    int k = g->ppn > 0 ? rank / g->ppn : -1;
-    return k >= 0 && k < g->ncur ? g->nodes[g->cur[k]].name : "?";
+    int k = g->ppn > 0 && rank >= 0 ? rank / g->ppn : -1;
+    return k >= 0 && k < g->ncur ? &g->nodes[g->cur[k]] : NULL;
+}
+
+static const char *node_of_rank(const fb__sup *s, int rank)
+{
+    const snode *n = snode_of_rank(s, rank);
+    return n ? n->name : "?";
+}
+
+int fb__sup_slurm_nnodes(const fb__sup *s)
+{
+    return s->slurm ? s->slurm->need : 1;
+}
+
+void fb__sup_rank_where(const fb__sup *s, int rank, const char **node,
+                        const char **host)
+{
+    *node = *host = NULL;
+    if (s->slurm) {
+        const snode *n = snode_of_rank(s, rank);
+        if (n) {
+            *node = n->name;
+            *host = n->host[0] ? n->host : NULL;
+        }
+        return;
+    }
+    /* mpirun inside an allocation may place ranks on other hosts. */
+    if (s->o->launcher == FB__LAUNCH_MPIRUN && fb__getenv("SLURM_JOB_NODELIST"))
+        return;
+    *node = *host = s->hostname;
+}
+
+/* Journal where every rank of this attempt runs, and its node list. */
+static void place_node_ranks(fb__sup *s, int only_node)
+{
+    const struct fb__sup_slurm *g = s->slurm;
+    for (int r = 0; r < s->world; r++) {
+        const char *node, *host;
+        if (g && only_node >= 0 && snode_of_rank(s, r) != &g->nodes[only_node])
+            continue;
+        fb__sup_rank_where(s, r, &node, &host);
+        if (node)
+            fb__journal_place(s->j, s->attempt_id, r, node, host);
+    }
+}
+
+void fb__sup_place_ranks(fb__sup *s)
+{
+    place_node_ranks(s, -1);
+    fb__jsonw w;
+    fb__jsonw_init(&w);
+    fb__jsonw_arr_begin(&w);
+    const struct fb__sup_slurm *g = s->slurm;
+    if (g) {
+        for (int k = 0; k < g->ncur; k++)
+            fb__jsonw_str(&w, g->nodes[g->cur[k]].name);
+    } else {
+        const char *node, *host;
+        fb__sup_rank_where(s, 0, &node, &host);
+        if (node)
+            fb__jsonw_str(&w, node);
+    }
+    fb__jsonw_arr_end(&w);
+    if (strcmp(fb__jsonw_text(&w), "[]"))
+        fb__journal_attempt_text(s->j, s->attempt_id, "nodes", fb__jsonw_text(&w));
+    fb__jsonw_free(&w);
 }
 
 static void on_msg(fb__sup *s, const fb__fbw1_msg *m)
@@ -544,11 +617,23 @@ static void on_msg(fb__sup *s, const fb__fbw1_msg *m)
     struct fb__sup_slurm *g = s->slurm;
     uint64_t now = fb__now_ns();
     switch (m->kind) {
-    case FB_FBW1_HELLO:
-        if (m->nodeid < g->ncur && strcmp(m->node, g->nodes[g->cur[m->nodeid]].name))
+    case FB_FBW1_HELLO: {
+        if (m->nodeid >= g->ncur)
+            break;
+        snode *n = &g->nodes[g->cur[m->nodeid]];
+        if (strcmp(m->node, n->name)) {
             fb__sup_log(s, "watcher %d reports node %s, expected %s", m->nodeid,
-                        m->node, g->nodes[g->cur[m->nodeid]].name);
+                        m->node, n->name);
+            break;
+        }
+        /* The machine's own name is the host: journal it if Slurm's
+         * NodeHostName said otherwise (or nothing). */
+        if (m->host[0] && strcmp(m->host, n->host)) {
+            snprintf(n->host, sizeof n->host, "%s", m->host);
+            place_node_ranks(s, g->cur[m->nodeid]);
+        }
         break;
+    }
     case FB_FBW1_BEAT: {
         rank_beat *b = &g->beats[m->rank];
         b->have = 1;

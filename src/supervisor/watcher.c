@@ -295,6 +295,10 @@ int fb__watch_run(const fb__watch_opts *o)
     snprintf(m.node, sizeof m.node, "%s", o->node);
     m.nodeid = o->node_id > INT32_MAX ? -1 : (int)o->node_id;
     m.pid = getpid();
+    /* The machine under the Slurm node name (often the same name); one
+     * that is not a valid name is left out rather than sent. */
+    if (gethostname(m.host, sizeof m.host - 1) || !fb__fbw1_node_name_ok(m.host))
+        m.host[0] = '\0';
     emit(o->out, &m);
     uint64_t interval_ns = (uint64_t)(o->interval_s * 1e9), last_beat = 0;
     int left = n;
