@@ -14,6 +14,7 @@ TOY=$BIN/fb-toy-train
 FIX=$SRC/tests/health/fixtures
 T=$(mktemp -d /tmp/fb-slurm-test.XXXXXX)
 CL=$T/cluster
+MORE_CLUSTERS=()   # state directories of other clusters a test brings up
 cd "$T"
 
 fail() { echo "FAIL: $*" >&2; exit 1; }
@@ -24,9 +25,12 @@ leftovers() { pgrep -f -- "^($TOY|$FB) " || true; }
 
 cleanup() {
     local rc=$? left
-    if [ -s "$CL/cluster" ]; then
-        "$SRC/scripts/slurm-cluster.sh" down "$CL" || rc=1
-    fi
+    local c
+    for c in "$CL" "${MORE_CLUSTERS[@]}"; do
+        if [ -s "$c/cluster" ]; then
+            "$SRC/scripts/slurm-cluster.sh" down "$c" || rc=1
+        fi
+    done
     left=$(leftovers)
     if [ -n "$left" ]; then
         echo "FAIL: processes left behind:" >&2
