@@ -21,12 +21,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (fb__fbw1_parse((const char *)data, size, max_rank, &m) != 0)
         return 0;
     /* A parsed message keeps its invariants. */
-    if ((m.kind == FB_FBW1_HEALTH || m.kind == FB_FBW1_HELLO || m.kind == FB_FBW1_BYE) &&
+    if ((m.kind == FB_FBW1_HEALTH || m.kind == FB_FBW1_HELLO || m.kind == FB_FBW1_BYE ||
+         m.kind == FB_FBW1_ALIVE) &&
         !fb__fbw1_node_name_ok(m.node))
         __builtin_trap();
     if (m.host[0] && (m.kind != FB_FBW1_HELLO || !fb__fbw1_node_name_ok(m.host)))
         __builtin_trap();
     if (m.kind != FB_FBW1_HELLO && m.kind != FB_FBW1_HEALTH && m.kind != FB_FBW1_BYE &&
+        m.kind != FB_FBW1_ALIVE &&
         (m.rank < 0 || m.rank >= max_rank))
         __builtin_trap();
     if (!memchr(m.reason, '\0', sizeof m.reason) || !memchr(m.rep_text, '\0', sizeof m.rep_text))

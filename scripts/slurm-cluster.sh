@@ -22,7 +22,8 @@
 #       run CMD on NODE: in its network, UTS and mount namespaces
 #   scripts/slurm-cluster.sh fail DIR NODE kill|link-down|stop
 #       lose NODE: kill every process on it (slurmd too), take its link
-#       down, or SIGSTOP every process on it
+#       down (its view of DIR and the shared paths turns read-only, as a
+#       network filesystem would be lost), or SIGSTOP every process on it
 #   scripts/slurm-cluster.sh heal DIR NODE
 #       undo `fail`: link up, SIGCONT, slurmd started again if gone
 #
@@ -367,6 +368,15 @@ cmd_exec() {
     exec nsenter -t "$h" --net --uts --mount --wd="$PWD" -- "$@"
 }
 
+shared_mounts() { # NODE ro|rw: remount the node's view of DIR and --share paths
+    local h p
+    h=$(holder_of "$1")
+    alive "$h" || return 0
+    for p in "$D" $SHARED; do
+        nsenter -t "$h" --mount -- mount -o "remount,bind,$2" "$p" 2>/dev/null || true
+    done
+}
+
 cmd_fail() {
     local d=${1:-} node=${2:-} how=${3:-}
     [ -n "$d" ] && [ -d "$d" ] && [ -n "$node" ] || die "usage: fail DIR NODE kill|link-down|stop"
@@ -378,7 +388,9 @@ cmd_fail() {
         p=$(node_pids "$node" | grep -vx "$(holder_of "$node")" | tr '\n' ' ')
         # shellcheck disable=SC2086
         [ -n "${p// /}" ] && kill -KILL $p 2>/dev/null || true ;;
-    link-down) ip link set "$(veth_of "$node")" down ;;
+    link-down) # the network, and with it the shared filesystem: read-only
+        ip link set "$(veth_of "$node")" down
+        shared_mounts "$node" ro ;;
     stop)
         p=$(node_pids "$node" | grep -vx "$(holder_of "$node")" | tr '\n' ' ')
         # shellcheck disable=SC2086
@@ -393,6 +405,7 @@ cmd_heal() {
     load "$d"
     node_ok "$node"
     ip link set "$(veth_of "$node")" up
+    shared_mounts "$node" rw
     p=$(node_pids "$node" | tr '\n' ' ')
     # shellcheck disable=SC2086
     [ -n "${p// /}" ] && kill -CONT $p 2>/dev/null || true
@@ -409,7 +422,7 @@ fail) shift; cmd_fail "$@" ;;
 heal) shift; cmd_heal "$@" ;;
 _host) shift; cmd_host "$@" ;;
 -h|--help|help)
-    sed -n '2,32p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    sed -n '2,/^set -euo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; exit 0 ;;
 *) echo "usage: slurm-cluster.sh up DIR [--nodes N] [--share PATH]... | down DIR | status DIR |" \
         "exec DIR NODE -- CMD | fail DIR NODE kill|link-down|stop | heal DIR NODE" >&2; exit 2 ;;
 esac

@@ -201,8 +201,9 @@ int fb__fbw1_parse(const char *line, size_t len, int max_rank, fb__fbw1_msg *m)
         }
         return -EINVAL;
     }
-    if (n == 2 && !strcmp(f[0], "bye") && fb__fbw1_node_name_ok(f[1])) {
-        m->kind = FB_FBW1_BYE;
+    if (n == 2 && (!strcmp(f[0], "bye") || !strcmp(f[0], "alive")) &&
+        fb__fbw1_node_name_ok(f[1])) {
+        m->kind = f[0][0] == 'b' ? FB_FBW1_BYE : FB_FBW1_ALIVE;
         snprintf(m->node, sizeof m->node, "%s", f[1]);
         return 0;
     }
@@ -252,9 +253,11 @@ static int head(const fb__fbw1_msg *m, char *buf, size_t size, int *len)
                      fb__fbw1_verdict_name(m->verdict));
         break;
     case FB_FBW1_BYE:
+    case FB_FBW1_ALIVE:
         if (!fb__fbw1_node_name_ok(m->node))
             return -EINVAL;
-        w = snprintf(buf, size, "fbw1 bye %s", m->node);
+        w = snprintf(buf, size, "fbw1 %s %s", m->kind == FB_FBW1_BYE ? "bye" : "alive",
+                     m->node);
         break;
     case FB_FBW1_REPORT:
         if (m->rank < 0 || m->rep_idx < 0 ||

@@ -24,6 +24,8 @@
  *   fbw1 health NODE VERDICT REASON...  `watch --health`: ok | warn | fail |
  *                                       error, then a free-text reason
  *   fbw1 bye NODE                       every rank of NODE has ended
+ *   fbw1 alive NODE                     the watcher of NODE is alive (every
+ *                                       interval, ranks or none)
  *
  * The lines come from other nodes through srun's stdout: the parser takes
  * any bytes and either rejects them or fills a message within the bounds.
@@ -46,7 +48,8 @@ typedef enum {
     FB_FBW1_END,
     FB_FBW1_HEALTH,
     FB_FBW1_BYE,
-    FB_FBW1_REPORT
+    FB_FBW1_REPORT,
+    FB_FBW1_ALIVE
 } fb__fbw1_kind;
 
 typedef enum {
@@ -65,7 +68,7 @@ typedef enum {
 
 typedef struct fb__fbw1_msg {
     fb__fbw1_kind kind;
-    char node[FB__FBW1_NODE_MAX];   /* hello, health, bye               */
+    char node[FB__FBW1_NODE_MAX];   /* hello, health, bye, alive        */
     char host[FB__FBW1_NODE_MAX];   /* hello: hostname; "": not given   */
     int nodeid;                     /* hello                            */
     long long pid;                  /* hello, attach                    */

@@ -52,6 +52,14 @@ typedef struct snode {
     char why[256];
 } snode;
 
+/* What the supervisor last heard from the watcher of a node of this
+ * attempt (indexed by the node's position in cur). */
+typedef struct node_watch {
+    int heard;                   /* a line came from it                   */
+    int bye;                     /* it said every rank of it ended         */
+    uint64_t rx_ns;              /* when its last line came                */
+} node_watch;
+
 typedef struct rank_beat {
     int have;
     long long step, age_ms;
@@ -74,6 +82,8 @@ struct fb__sup_slurm {
     int suspect;                 /* node of the last failure; -1          */
     char suspect_why[256];
     rank_beat beats[MAX_RANKS];
+    node_watch watch[MAX_NODES];
+    int lost;                    /* node (index) of a node_failure; -1    */
     char srun_log[PATH_MAX];
 };
 
@@ -240,6 +250,7 @@ int fb__sup_slurm_init(fb__sup *s)
     memset(g, 0, sizeof *g);
     g->watch_fd = -1;
     g->suspect = -1;
+    g->lost = -1;
     s->slurm = g;
     const char *job = fb__getenv("SLURM_JOB_ID");
     const char *list = fb__getenv("SLURM_JOB_NODELIST");
@@ -406,7 +417,9 @@ int fb__sup_launch_slurm(fb__sup *s)
     g->len = 0;
     g->dropping = 0;
     g->watch_stop_sent = 0;
+    g->lost = -1;
     memset(g->beats, 0, sizeof g->beats);
+    memset(g->watch, 0, sizeof g->watch);
 
     int cand[MAX_NODES], ncand = 0;
     for (int i = 0; i < g->nnodes; i++)
@@ -576,6 +589,18 @@ void fb__sup_rank_where(const fb__sup *s, int rank, const char **node,
     *node = *host = s->hostname;
 }
 
+void fb__sup_failure_where(const fb__sup *s, const fb__sup_failure *f,
+                           const char **node, const char **host)
+{
+    const struct fb__sup_slurm *g = s->slurm;
+    if (g && f->kind == FB__SUP_FAIL_NODE_FAILURE && g->lost >= 0) {
+        *node = g->nodes[g->lost].name;
+        *host = g->nodes[g->lost].host[0] ? g->nodes[g->lost].host : NULL;
+        return;
+    }
+    fb__sup_rank_where(s, f->rank, node, host);
+}
+
 /* Journal where every rank of this attempt runs, and its node list. */
 static void place_node_ranks(fb__sup *s, int only_node)
 {
@@ -612,10 +637,40 @@ void fb__sup_place_ranks(fb__sup *s)
     fb__jsonw_free(&w);
 }
 
+/* The position in cur of the node a message comes from; -1 if unknown. */
+static int msg_node(const fb__sup *s, const fb__fbw1_msg *m)
+{
+    const struct fb__sup_slurm *g = s->slurm;
+    switch (m->kind) {
+    case FB_FBW1_HELLO:
+        return m->nodeid < g->ncur ? m->nodeid : -1;
+    case FB_FBW1_BYE:
+    case FB_FBW1_ALIVE:
+        for (int k = 0; k < g->ncur; k++)
+            if (!strcmp(g->nodes[g->cur[k]].name, m->node))
+                return k;
+        return -1;
+    case FB_FBW1_ATTACH:
+    case FB_FBW1_BEAT:
+    case FB_FBW1_END:
+    case FB_FBW1_REPORT:
+        return g->ppn > 0 && m->rank / g->ppn < g->ncur ? m->rank / g->ppn : -1;
+    default:
+        return -1;
+    }
+}
+
 static void on_msg(fb__sup *s, const fb__fbw1_msg *m)
 {
     struct fb__sup_slurm *g = s->slurm;
     uint64_t now = fb__now_ns();
+    int k = msg_node(s, m);
+    if (k >= 0) {
+        g->watch[k].heard = 1;
+        g->watch[k].rx_ns = now;
+        if (m->kind == FB_FBW1_BYE)
+            g->watch[k].bye = 1;
+    }
     switch (m->kind) {
     case FB_FBW1_HELLO: {
         if (m->nodeid >= g->ncur)
@@ -731,6 +786,56 @@ void fb__sup_slurm_read(fb__sup *s)
     }
 }
 
+/* A node of this attempt is lost when its watcher, once heard, has said
+ * nothing (not even its `alive`, sent every second) for --node-timeout
+ * while some rank of it runs: killed with its slurmd, cut off, or frozen.
+ * A hang is told apart by its watcher, which still speaks.  Sets the
+ * failure and returns 1. */
+static int node_lost(fb__sup *s, uint64_t now)
+{
+    struct fb__sup_slurm *g = s->slurm;
+    double limit = s->o->node_timeout_s;
+    if (limit <= 0 || s->units[UNIT_WATCHERS].ended)
+        return 0;
+    for (int k = 0; k < g->ncur; k++) {
+        const node_watch *w = &g->watch[k];
+        if (!w->heard || w->bye)
+            continue;
+        int running = 0, first = k * g->ppn;
+        long long step = -1;
+        for (int r = first; r < first + g->ppn && r < s->world; r++) {
+            running |= !s->ranks[r].ended;
+            if (g->beats[r].have && g->beats[r].step > step)
+                step = g->beats[r].step;
+        }
+        double silent_s = (double)(now - w->rx_ns) / 1e9;
+        if (!running || silent_s <= limit)
+            continue;
+        const snode *n = &g->nodes[g->cur[k]];
+        fb__sup_failure *f = &s->fail;
+        memset(f, 0, sizeof *f);
+        f->set = 1;
+        f->kind = FB__SUP_FAIL_NODE_FAILURE;
+        f->rank = -1;
+        f->step = step;
+        snprintf(f->phase, sizeof f->phase, "%s", g->beats[first].have
+                 ? fb__sup_phase_name((uint32_t)g->beats[first].phase) : "init");
+        f->detected_ns = now;
+        f->occurred_ns = w->rx_ns;
+        g->lost = g->cur[k];
+        snprintf(f->detail, sizeof f->detail, "node %s lost: its watcher said "
+                 "nothing for %.1f s (limit %.1f s) with rank%s %d-%d on it; last "
+                 "step %lld", n->name, silent_s, limit, g->ppn == 1 ? "" : "s",
+                 first, first + g->ppn - 1, step);
+        if (g->ppn == 1)
+            snprintf(f->detail, sizeof f->detail, "node %s lost: its watcher said "
+                     "nothing for %.1f s (limit %.1f s) with rank %d on it; last "
+                     "step %lld", n->name, silent_s, limit, first, step);
+        return 1;
+    }
+    return 0;
+}
+
 void fb__sup_slurm_tick(fb__sup *s, uint64_t now)
 {
     struct fb__sup_slurm *g = s->slurm;
@@ -743,6 +848,8 @@ void fb__sup_slurm_tick(fb__sup *s, uint64_t now)
         fb__shim_stop(s->units[UNIT_WATCHERS].shim, 0);
     }
     if (s->fail.set)
+        return;
+    if (node_lost(s, now))
         return;
     /* Hangs of ranks whose segment is not on this host: the watchers'
      * heartbeat ages. */
@@ -802,6 +909,18 @@ void fb__sup_slurm_on_failure(fb__sup *s)
     fb__sup_failure *f = &s->fail;
     if (!g || f->launch_error)
         return;
+    if (f->kind == FB__SUP_FAIL_NODE_FAILURE && g->lost >= 0) {
+        /* A lost node is not trusted again in this run, whatever a health
+         * check says later: its ranks may still run there, cut off. */
+        char why[256];
+        snprintf(why, sizeof why, "firebreak: node lost (its watcher silent "
+                 "for %.0f s)", (double)(f->detected_ns - f->occurred_ns) / 1e9);
+        g->suspect = g->lost;
+        snprintf(g->suspect_why, sizeof g->suspect_why, "node_failure at step %lld",
+                 (long long)f->step);
+        exclude_node(s, g->lost, why);
+        return;
+    }
     if (f->rank < 0) {
         int task;
         char what[200];

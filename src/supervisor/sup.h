@@ -216,6 +216,9 @@ int fb__sup_slurm_nnodes(const fb__sup *s);  /* nodes the job uses; 1 without */
  * inside an allocation). */
 void fb__sup_rank_where(const fb__sup *s, int rank, const char **node,
                         const char **host);
+/* The node and host of a failure: its rank's, or the lost node's. */
+void fb__sup_failure_where(const fb__sup *s, const fb__sup_failure *f,
+                           const char **node, const char **host);
 /* Journal every rank's node and host (placement) and the attempt's nodes. */
 void fb__sup_place_ranks(fb__sup *s);
 

@@ -44,6 +44,7 @@ void fb__sup_options_init(fb__sup_options *o)
     o->max_restarts = 3;
     o->hang_timeout_s = 300;
     o->startup_timeout_s = 600;
+    o->node_timeout_s = 10;
     o->ckpt_timeout_s = 900;
     o->grace_s = 5;
     o->crash_loop = 2;
@@ -274,6 +275,7 @@ static void options_json(const fb__sup_options *o, fb__jsonw *w)
     fb__jsonw_kint(w, "max_restarts", o->max_restarts);
     fb__jsonw_kdouble(w, "hang_timeout_s", o->hang_timeout_s);
     fb__jsonw_kdouble(w, "startup_timeout_s", o->startup_timeout_s);
+    fb__jsonw_kdouble(w, "node_timeout_s", o->node_timeout_s);
     fb__jsonw_kdouble(w, "ckpt_timeout_s", o->ckpt_timeout_s);
     fb__jsonw_kdouble(w, "attach_timeout_s", o->attach_timeout_s);
     fb__jsonw_kdouble(w, "grace_s", o->grace_s);
@@ -744,7 +746,7 @@ static void record_failure(fb__sup *s, const char *fr_verdict)
     char last[2048];
     fb__sup_last_lines(s, f->rank, last, sizeof last);
     const char *node, *host;
-    fb__sup_rank_where(s, f->rank, &node, &host);
+    fb__sup_failure_where(s, f, &node, &host);
     fb__journal_incident inc = {
         .attempt_id = s->attempt_id, .kind = fb__sup_fail_kind_name(f->kind),
         .occurred_at = fb__sup_mono_to_wall(f->occurred_ns),

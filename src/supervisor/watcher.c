@@ -339,6 +339,11 @@ int fb__watch_run(const fb__watch_opts *o)
         pass(o, ranks, n, now);
         if (now - last_beat >= interval_ns) {
             last_beat = now;
+            /* The node is alive, with ranks attached or not yet: the
+             * supervisor tells a lost node by its watcher's silence. */
+            msg_init(&m, FB_FBW1_ALIVE, 0);
+            snprintf(m.node, sizeof m.node, "%s", o->node);
+            emit(o->out, &m);
             for (int i = 0; i < n; i++)
                 if (ranks[i].seg && !ranks[i].ended && !ranks[i].corrupt)
                     beat(o->out, &ranks[i], now);
