@@ -43,12 +43,16 @@ _Static_assert(FB__FBW1_NODEID_MAX == MAX_NODES - 1, "a hello names one of our n
 #define MAX_RANKS 8192
 #define UNIT_WATCHERS 1          /* index in s->units */
 #define HEALTH_TIMEOUT_MS 120000
+#define LOST_RECHECK_TIMEOUT_MS 5000
 
 typedef struct snode {
     char name[FB__FBW1_NODE_MAX];
     char addr[FB__FBW1_NODE_MAX];
     char host[FB__FBW1_NODE_MAX]; /* NodeHostName, then what its watcher says */
-    int bad;                     /* excluded for the rest of the run */
+    int bad;                     /* excluded (for the rest of the run,
+                                    unless lost and back: recheck_lost) */
+    int lost;                    /* a node_failure's node               */
+    int lost_attempt;            /* the attempt it was lost in          */
     char why[256];
 } snode;
 
@@ -317,7 +321,8 @@ int fb__sup_slurm_init(fb__sup *s)
 
 /* Health-check the candidate nodes in one step; leave out those that fail
  * or do not answer. */
-static void health_check(fb__sup *s, const int *cand, int ncand)
+static void health_check(fb__sup *s, const int *cand, int ncand, int timeout_ms,
+                         const char *log_tag, int *passed)
 {
     struct fb__sup_slurm *g = s->slurm;
     char list[MAX_NODES * 8], nn[16], logp[PATH_MAX];
@@ -328,10 +333,11 @@ static void health_check(fb__sup *s, const int *cand, int ncand)
     char *argv[] = {"srun", "--overlap", "--kill-on-bad-exit=0", "-N", nn,
                     "--ntasks-per-node=1", "-w", list, "--export=ALL",
                     g->self, "watch", "--health", NULL};
-    snprintf(logp, sizeof logp, "%s/health-attempt-%d.log", s->logs_dir, s->attempt);
+    snprintf(logp, sizeof logp, "%s/health-attempt-%d%s.log", s->logs_dir, s->attempt,
+             log_tag);
     int lfd = open(logp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     uint64_t t0 = fb__now_ns();
-    int rc = fb__sup_run_capture(argv, out, sizeof out, lfd, HEALTH_TIMEOUT_MS);
+    int rc = fb__sup_run_capture(argv, out, sizeof out, lfd, timeout_ms);
     if (lfd >= 0)
         close(lfd);
     int answered[MAX_NODES] = {0};
@@ -344,6 +350,8 @@ static void health_check(fb__sup *s, const int *cand, int ncand)
         if (i < 0)
             continue;
         answered[i] = 1;
+        if (passed)
+            passed[i] = m.verdict == FB_FBW1_OK || m.verdict == FB_FBW1_WARN;
         if (m.verdict == FB_FBW1_FAIL) {
             char why[256];
             if (g->suspect == i && g->suspect_why[0])
@@ -360,6 +368,36 @@ static void health_check(fb__sup *s, const int *cand, int ncand)
                          : "firebreak: health check gave no answer");
     fb__sup_log(s, "health check of %d node%s took %.0f ms", ncand,
                 ncand == 1 ? "" : "s", (double)(fb__now_ns() - t0) / 1e6);
+}
+
+/* With --health-check (and without --drain, which hands a node to the
+ * operator), a node lost earlier in the run is checked again before each
+ * launch but the one right after the loss, in a step of its own with a
+ * shorter limit (a node still gone must not hold up the others' check),
+ * and taken back only when it answers and passes. */
+static void recheck_lost(fb__sup *s)
+{
+    struct fb__sup_slurm *g = s->slurm;
+    int lost[MAX_NODES], n = 0;
+    static int passed[MAX_NODES];
+    for (int i = 0; i < g->nnodes; i++)
+        if (g->nodes[i].lost && g->nodes[i].lost_attempt < s->attempt - 1)
+            lost[n++] = i;
+    if (!n)
+        return;
+    memset(passed, 0, sizeof passed);
+    health_check(s, lost, n, LOST_RECHECK_TIMEOUT_MS, "-lost", passed);
+    for (int k = 0; k < n; k++) {
+        snode *nd = &g->nodes[lost[k]];
+        if (!passed[lost[k]]) {
+            fb__sup_log(s, "%s, lost earlier, is still left out: no passing "
+                        "health check", nd->name);
+            continue;
+        }
+        nd->lost = nd->bad = 0;
+        nd->why[0] = '\0';
+        fb__sup_log(s, "%s, lost earlier, is back: it passed the health check", nd->name);
+    }
 }
 
 static void no_nodes(fb__sup *s, int healthy)
@@ -425,8 +463,15 @@ int fb__sup_launch_slurm(fb__sup *s)
     for (int i = 0; i < g->nnodes; i++)
         if (!g->nodes[i].bad)
             cand[ncand++] = i;
+    if (o->health_check && !o->drain) {
+        recheck_lost(s);
+        ncand = 0;
+        for (int i = 0; i < g->nnodes; i++)
+            if (!g->nodes[i].bad)
+                cand[ncand++] = i;
+    }
     if (o->health_check && ncand >= g->need)
-        health_check(s, cand, ncand);
+        health_check(s, cand, ncand, HEALTH_TIMEOUT_MS, "", NULL);
     g->ncur = 0;
     int healthy = 0;
     for (int i = 0; i < g->nnodes; i++) {
@@ -910,8 +955,8 @@ void fb__sup_slurm_on_failure(fb__sup *s)
     if (!g || f->launch_error)
         return;
     if (f->kind == FB__SUP_FAIL_NODE_FAILURE && g->lost >= 0) {
-        /* A lost node is not trusted again in this run, whatever a health
-         * check says later: its ranks may still run there, cut off. */
+        /* A lost node is left out; it is taken back only by a passing
+         * health check at a later launch (recheck_lost), never without. */
         char why[256];
         snprintf(why, sizeof why, "firebreak: node lost (its watcher silent "
                  "for %.0f s)", (double)(f->detected_ns - f->occurred_ns) / 1e9);
@@ -919,6 +964,8 @@ void fb__sup_slurm_on_failure(fb__sup *s)
         snprintf(g->suspect_why, sizeof g->suspect_why, "node_failure at step %lld",
                  (long long)f->step);
         exclude_node(s, g->lost, why);
+        g->nodes[g->lost].lost = 1;
+        g->nodes[g->lost].lost_attempt = s->attempt;
         return;
     }
     if (f->rank < 0) {

@@ -95,3 +95,37 @@ row=$(sqlite3 "$r/journal.sqlite" "select kind, rank, node from incident")
 [ "$row" = "hang|2|node3" ] || fail "hang: incidents: $row"
 node_state node3 State | grep -q DRAIN && fail "hang: node3 drained"
 ok "a rank's hang on node3 stays a hang: node3 not lost, not drained"
+
+# A lost node that comes back is not trusted until it passes the health
+# check (--health-check, no --drain): node3 frozen, lost; the next restart
+# (rank 0 killed in attempt 1) finds it still frozen and leaves it out;
+# node3 thawed; the restart after that (rank 0 killed in attempt 2) checks
+# it, it passes, and attempt 3 runs on node1, node2 and node3 again.
+# (--crash-loop 0: a crash on another host is journaled without its step,
+# so two of them read as the same step to the crash-loop rule.)
+recluster back
+r=$T/r-back
+salloc -Q -N4 --no-kill "$FB" run --launcher slurm --nnodes 3 --spare-nodes 1 --health-check \
+    --node-timeout $NODE_TIMEOUT --run-dir "$r" --json --max-restarts 3 --crash-loop 0 \
+    --inject 'kill:rank=0,step=150,attempt=1' --inject 'kill:rank=0,step=240,attempt=2' \
+    -- "$TOY" --steps 300 --sleep-ms 50 --ckpt-every 10 >back.json 2>back.err &
+apid=$!
+for _ in $(seq 1 300); do
+    grep -qs "starting at" "$r/logs/slurm-attempt-0/rank-2.log" && break; sleep 0.1
+done
+sleep 1
+"$CLS" fail "$CL" node3 stop
+for _ in $(seq 1 600); do grep -q "attempt 2 on" back.err && break; sleep 0.1; done
+grep -q "attempt 2 on" back.err || fail "back: no attempt 2 ($(tail -5 back.err))"
+"$CLS" heal "$CL" node3
+wait $apid || fail "back: run exited $? ($(grep -v "status:" back.err | tail -12))"
+[ "$(json_field back.json '["completed"]')" = True ] || fail "back: not completed"
+grep -q "attempt 1 on node1,node2,node4 (0 spares)" back.err || fail "back: attempt 1: $(grep attempt back.err)"
+grep -q "node3, lost earlier, is still left out" back.err || fail "back: node3 not left out while frozen"
+grep -q "attempt 2 on node1,node2,node4 (0 spares)" back.err || fail "back: attempt 2: $(grep attempt back.err)"
+grep -q "node3, lost earlier, is back: it passed the health check" back.err || fail "back: node3 not taken back"
+grep -q "attempt 3 on node1,node2,node3 (1 spare)" back.err || fail "back: attempt 3: $(grep attempt back.err)"
+for k in 0 1 2; do
+    [ "$(cat "$r/final_hash.rank-$k")" = "$(ref_hash $k 300)" ] || fail "back: rank $k hash"
+done
+ok "a lost node is taken back only after it passed the health check"
