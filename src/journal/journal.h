@@ -216,6 +216,8 @@ typedef struct fb__journal_event_row {
     double value_ms;
     const char *detail;
     const char *node, *host; /* 1.1 */
+    const char *source;   /* restore_done: memory, peer or storage; NULL
+                             where the journal has no event.source */
 } fb__journal_event_row;
 
 typedef struct fb__journal_sample_row {

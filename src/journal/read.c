@@ -49,7 +49,16 @@ struct fb__journal_cursor {
 
 /* The columns each cursor reads, in the order its next function takes
  * them: those of schema 1.1 (a newer minor's extra ones are ignored).  A
- * 1.0 file lacks some: `old` reads NULL in their place. */
+ * 1.0 file lacks some: `old` reads NULL in their place.  event.source
+ * (restore_done's tier, issue 18; in no schema.sql yet) is read, after
+ * them, where the column exists: EVENT_SOURCE below. */
+#define EVENT_SOURCE_11                                                       \
+    "SELECT id, attempt_id, time, rank, kind, step, code, bytes, value_ms,"   \
+    " detail, node, host, source FROM event ORDER BY id"
+#define EVENT_SOURCE_10                                                       \
+    "SELECT id, attempt_id, time, rank, kind, step, code, bytes, value_ms,"   \
+    " detail, NULL, NULL, source FROM event ORDER BY id"
+
 static const struct {
     const char *name; /* the table, as messages name it */
     const char *select;
@@ -290,8 +299,15 @@ int fb__journal_rows(fb__journal_ro *jr, fb__journal_table t,
     }
     c->jr = jr;
     c->table = t;
-    const char *sql = jr->minor < 1 && tables[t].old ? tables[t].old : tables[t].select;
-    rc = sqlite3_prepare_v2(jr->db, sql, -1, &c->st, NULL);
+    /* event.source is read where the column exists. */
+    rc = SQLITE_ERROR;
+    if (t == FB__JOURNAL_EVENT)
+        rc = sqlite3_prepare_v2(jr->db, jr->minor < 1 ? EVENT_SOURCE_10 : EVENT_SOURCE_11,
+                                -1, &c->st, NULL);
+    if (rc != SQLITE_OK) {
+        const char *sql = jr->minor < 1 && tables[t].old ? tables[t].old : tables[t].select;
+        rc = sqlite3_prepare_v2(jr->db, sql, -1, &c->st, NULL);
+    }
     if (rc != SQLITE_OK) {
         free(c);
         return db_fail(jr, rc, "reading the journal");
@@ -452,6 +468,7 @@ int fb__journal_next_event(fb__journal_cursor *c, fb__journal_event_row *r)
     r->detail = col_text(s, 9);
     r->node = col_text(s, 10);
     r->host = col_text(s, 11);
+    r->source = sqlite3_column_count(s) > 12 ? col_text(s, 12) : NULL;
     return 1;
 }
 
