@@ -8,7 +8,8 @@
 #      node3; the journal names node3 and its host in the incident, places
 #      every rank (placement, attempt.nodes, run.nnodes), and step samples
 #      and checkpoint events carry their rank's node and host; the report
-#      shows ranks per node and names node3, not this machine;
+#      shows ranks per node and names node3, not this machine, and so
+#      does the fleet view (lemon nodes);
 #   3. `down` of a busy cluster, one of its nodes stopped (SIGSTOP) and
 #      another's link down, leaves no namespace, link, mount or process.
 source "$(dirname "$0")/lib.sh"
@@ -97,7 +98,19 @@ nodes = d["runs"][0]["attempts"][0]["nodes"]
 assert [(n["node"], n["host"], n["ranks"]) for n in nodes] == \
     [("node%d" % (r + 1), "node%d" % (r + 1), [r]) for r in range(4)], nodes
 PY
-ok "node identity: incident, placement, samples, events and the report name node3"
+# The fleet view (lemon nodes) counts the nodes the run ran on, not the
+# machine the supervisor ran on.
+"$FB" report --fleet "$T/r" --json >fleet.json || fail "report --fleet exited $?"
+python3 - fleet.json "$me" <<'PY' || fail "fleet: $(tail -1 fleet.json | head -c 600)"
+import json, sys
+d = json.loads(open(sys.argv[1]).read().splitlines()[-1])
+nodes = {n["node"]: n for n in d["nodes"]}
+assert sorted(nodes) == ["node1", "node2", "node3", "node4"], sorted(nodes)
+assert all(n["runs"] == 1 for n in nodes.values()), nodes
+assert nodes["node3"]["interruptions"] == 1, nodes["node3"]
+assert sum(n["interruptions"] for n in nodes.values()) == 1, nodes
+PY
+ok "node identity: incident, placement, samples, events, the report and the fleet name node3"
 
 # 3. A second, busy cluster taken down with a node stopped and another's
 #    link down: nothing of it remains.
