@@ -42,6 +42,8 @@ cleanup() {
     exit $rc
 }
 trap cleanup EXIT
+# A test stopped by a signal (ctest's timeout, ^C) still takes its clusters down.
+trap 'exit 143' TERM INT HUP
 
 "$SRC/scripts/slurm-cluster.sh" up "$CL" --share "$T" >"$T/cluster.env" 2>"$T/cluster.err" \
     || { cat "$T/cluster.err" >&2; fail "cluster did not come up"; }
