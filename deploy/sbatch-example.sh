@@ -16,6 +16,9 @@
 # Let `firebreak run --on-no-nodes requeue` put the job back in the queue
 # when too few healthy nodes remain.
 #SBATCH --requeue
+# Keep the allocation when one of its nodes fails: firebreak detects the
+# lost node (node_failure), leaves it out and restarts on a spare.
+#SBATCH --no-kill
 #SBATCH --output=%x-%j.out
 
 # Checkpoints and the run directory must be on a filesystem every node sees

@@ -21,10 +21,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (fb__fbw1_parse((const char *)data, size, max_rank, &m) != 0)
         return 0;
     /* A parsed message keeps its invariants. */
-    if ((m.kind == FB_FBW1_HEALTH || m.kind == FB_FBW1_HELLO || m.kind == FB_FBW1_BYE) &&
+    if ((m.kind == FB_FBW1_HEALTH || m.kind == FB_FBW1_HELLO || m.kind == FB_FBW1_BYE ||
+         m.kind == FB_FBW1_ALIVE) &&
         !fb__fbw1_node_name_ok(m.node))
         __builtin_trap();
+    if (m.host[0] && (m.kind != FB_FBW1_HELLO || !fb__fbw1_node_name_ok(m.host)))
+        __builtin_trap();
     if (m.kind != FB_FBW1_HELLO && m.kind != FB_FBW1_HEALTH && m.kind != FB_FBW1_BYE &&
+        m.kind != FB_FBW1_ALIVE &&
         (m.rank < 0 || m.rank >= max_rank))
         __builtin_trap();
     if (!memchr(m.reason, '\0', sizeof m.reason) || !memchr(m.rep_text, '\0', sizeof m.rep_text))
@@ -35,6 +39,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (n <= 0 || fb__fbw1_parse(line, (size_t)n - 1, max_rank, &back) != 0)
         __builtin_trap();
     if (m.kind != back.kind || m.rank != back.rank || strcmp(m.node, back.node) ||
+        strcmp(m.host, back.host) ||
         strcmp(m.reason, back.reason) || strcmp(m.rep_text, back.rep_text) ||
         m.step != back.step || m.age_ms != back.age_ms || m.code != back.code ||
         m.rep_idx != back.rep_idx || m.rep_wall_ns != back.rep_wall_ns)

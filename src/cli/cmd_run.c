@@ -48,6 +48,8 @@ static void usage(FILE *f)
 "  --no-fr-preload        mpirun: do not preload libfirebreak-mpi.so\n"
 "  --mpirun PATH          mpirun to use; --mpirun-arg ARG passes ARG to it\n"
 "  --spare-nodes N        slurm: nodes held in reserve for restarts\n"
+"  --node-timeout DUR     slurm: a node whose watcher says nothing this long\n"
+"                         is lost (node_failure; default 10s)\n"
 "  --drain                slurm: drain a node found at fault (scontrol)\n"
 "  --health-check         slurm: health-check nodes before each launch\n"
 "  --on-no-nodes ACTION   slurm: stop (default) or requeue\n"
@@ -182,8 +184,8 @@ int fb__cmd_run(int argc, char **argv)
     enum { O_NPROC = 1000, O_LAUNCHER, O_MAXR, O_HANG, O_STARTUP, O_CKPTT,
            O_ATTACH, O_GRACE, O_LOOP, O_RUNDIR, O_RUNROOT, O_NAME, O_CKPTDIR,
            O_INJECT, O_FRCAP, O_NOPRELOAD, O_MPIRUN, O_MPIRUNARG, O_SPARE,
-           O_DRAIN, O_HEALTH, O_NONODES, O_STRAGGLER, O_QUIET, O_JSON, O_NNODES, O_SHGROUP,
-           O_CONSOLE, O_KMSG, O_NOIHEALTH, O_HEALTHROOT };
+           O_DRAIN, O_HEALTH, O_NONODES, O_STRAGGLER, O_QUIET, O_JSON, O_NNODES,
+           O_SHGROUP, O_CONSOLE, O_KMSG, O_NOIHEALTH, O_HEALTHROOT, O_NODETIMEOUT };
     static const struct option longopts[] = {
         {"nproc-per-node", required_argument, 0, O_NPROC},
         {"nproc", required_argument, 0, O_NPROC},
@@ -207,6 +209,7 @@ int fb__cmd_run(int argc, char **argv)
         {"mpirun", required_argument, 0, O_MPIRUN},
         {"mpirun-arg", required_argument, 0, O_MPIRUNARG},
         {"spare-nodes", required_argument, 0, O_SPARE},
+        {"node-timeout", required_argument, 0, O_NODETIMEOUT},
         {"drain", no_argument, 0, O_DRAIN},
         {"health-check", no_argument, 0, O_HEALTH},
         {"on-no-nodes", required_argument, 0, O_NONODES},
@@ -286,6 +289,7 @@ int fb__cmd_run(int argc, char **argv)
             mpirun_args[nmpirun_args++] = optarg;
             break;
         case O_SPARE: bad = parse_num("--spare-nodes", optarg, 0, 100000, &o.spare_nodes); break;
+        case O_NODETIMEOUT: bad = parse_dur("--node-timeout", optarg, 0.5, MAX_TIMEOUT_S, &o.node_timeout_s); break;
         case O_DRAIN: o.drain = 1; break;
         case O_HEALTH: o.health_check = 1; break;
         case O_NONODES: {

@@ -33,8 +33,17 @@ extern const char fb__journal_schema_sql[];
 typedef struct sample {
     int64_t attempt_id, step;
     int rank;
+    int node, host;      /* indices into names; -1: not known */
     double time, step_time_ms;
 } sample;
+
+/* Where a rank of the placed attempt runs: indices into names, -1. */
+typedef struct place {
+    int node, host;
+} place;
+
+/* Ranks of one attempt the journal places (fb__journal_place). */
+#define MAX_PLACED_RANKS (1 << 20)
 
 /* One row write, kept until it is in the database. */
 enum { V_NULL, V_INT, V_REAL, V_TEXT };
@@ -70,6 +79,13 @@ struct fb__journal {
     size_t nops, cap_ops;
     size_t max_ops, max_samples;
     fb__journal_status st;
+    /* Node and host names, interned (kept until close): samples waiting
+     * in the queue refer to them by index. */
+    char **names;
+    size_t nnames, cap_names;
+    int64_t placed_attempt;      /* the attempt of places[]; 0: none */
+    place *places;               /* by rank */
+    size_t nplaces;
 };
 
 static int errno_of(int sqlite_rc)
@@ -249,6 +265,42 @@ static int64_t max_id(fb__journal *j, const char *table)
     return id;
 }
 
+/* A journal of schema 1.0 (written by an older firebreak) gains the
+ * nullable columns of 1.1 and says so in meta; the placement table came
+ * with the schema script.  SQLITE_OK or the failure. */
+static int upgrade(fb__journal *j, char **msg)
+{
+    static const char *const add[][2] = {
+        {"incident", "host"}, {"event", "node"}, {"event", "host"},
+        {"step_sample", "node"}, {"step_sample", "host"},
+    };
+    int rc = SQLITE_OK;
+    for (size_t i = 0; i < sizeof add / sizeof add[0] && rc == SQLITE_OK; i++) {
+        sqlite3_stmt *st;
+        rc = sqlite3_prepare_v2(j->db, "SELECT 1 FROM pragma_table_info(?) WHERE name=?",
+                                -1, &st, NULL);
+        if (rc != SQLITE_OK)
+            break;
+        sqlite3_bind_text(st, 1, add[i][0], -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 2, add[i][1], -1, SQLITE_STATIC);
+        int have = sqlite3_step(st) == SQLITE_ROW;
+        sqlite3_finalize(st);
+        if (!have) {
+            char sql[128];
+            snprintf(sql, sizeof sql, "ALTER TABLE %s ADD COLUMN %s TEXT", add[i][0],
+                     add[i][1]);
+            rc = sqlite3_exec(j->db, sql, NULL, NULL, msg);
+        }
+    }
+    if (rc == SQLITE_OK) {
+        char sql[128];
+        snprintf(sql, sizeof sql, "UPDATE meta SET value='%s' WHERE key="
+                 "'schema_version' AND value='1.0'", FB__JOURNAL_SCHEMA_VERSION);
+        rc = sqlite3_exec(j->db, sql, NULL, NULL, msg);
+    }
+    return rc;
+}
+
 int fb__journal_open(fb__journal **out, const char *path, char *err, size_t errsz)
 {
     fb__journal *j = calloc(1, sizeof *j);
@@ -278,6 +330,8 @@ int fb__journal_open(fb__journal **out, const char *path, char *err, size_t errs
                  FB__JOURNAL_SCHEMA_VERSION, fb_version());
         rc = sqlite3_exec(j->db, sql, NULL, NULL, &msg);
     }
+    if (rc == SQLITE_OK)
+        rc = upgrade(j, &msg);
     if (rc != SQLITE_OK) {
         snprintf(err, errsz, "cannot initialize %s: %s", path, msg ? msg : "?");
         sqlite3_free(msg);
@@ -321,6 +375,10 @@ void fb__journal_close_status(fb__journal *j, fb__journal_status *st)
     sqlite3_close(j->db);
     free(j->ops);
     free(j->samples);
+    for (size_t i = 0; i < j->nnames; i++)
+        free(j->names[i]);
+    free(j->names);
+    free(j->places);
     free(j);
 }
 
@@ -444,6 +502,74 @@ int fb__journal_attempt_text(fb__journal *j, int64_t id, const char *c,
     return attempt_set(j, id, c, V_TEXT, 0, 0, v);
 }
 
+/* The index of name in j->names, added if new; -1 for NULL or no memory. */
+static int intern(fb__journal *j, const char *name)
+{
+    if (!name)
+        return -1;
+    for (size_t i = 0; i < j->nnames; i++)
+        if (!strcmp(j->names[i], name))
+            return (int)i;
+    if (j->nnames == j->cap_names) {
+        size_t cap = j->cap_names ? j->cap_names * 2 : 16;
+        char **p = realloc(j->names, cap * sizeof *p);
+        if (!p)
+            return -1;
+        j->names = p;
+        j->cap_names = cap;
+    }
+    char *c = strdup(name);
+    if (!c)
+        return -1;
+    j->names[j->nnames] = c;
+    return (int)j->nnames++;
+}
+
+static const char *name_at(const fb__journal *j, int i)
+{
+    return i >= 0 && (size_t)i < j->nnames ? j->names[i] : NULL;
+}
+
+/* Where `rank` of `attempt_id` runs, as last placed; {-1, -1} if unknown. */
+static place placed(const fb__journal *j, int64_t attempt_id, int rank)
+{
+    if (attempt_id != j->placed_attempt || rank < 0 || (size_t)rank >= j->nplaces)
+        return (place){-1, -1};
+    return j->places[rank];
+}
+
+int fb__journal_place(fb__journal *j, int64_t attempt_id, int rank,
+                      const char *node, const char *host)
+{
+    if (rank < 0 || rank >= MAX_PLACED_RANKS || !node)
+        return -EINVAL;
+    if (attempt_id != j->placed_attempt) {
+        j->placed_attempt = attempt_id;
+        for (size_t i = 0; i < j->nplaces; i++)
+            j->places[i] = (place){-1, -1};
+    }
+    if ((size_t)rank >= j->nplaces) {
+        size_t n = (size_t)rank + 1 > j->nplaces * 2 ? (size_t)rank + 1 : j->nplaces * 2;
+        place *p = realloc(j->places, n * sizeof *p);
+        if (!p)
+            return -ENOMEM;
+        for (size_t i = j->nplaces; i < n; i++)
+            p[i] = (place){-1, -1};
+        j->places = p;
+        j->nplaces = n;
+    }
+    j->places[rank] = (place){intern(j, node), intern(j, host)};
+    jop op;
+    op_init(&op, "INSERT OR REPLACE INTO placement(run_id, attempt_id, rank, node,"
+                 " host) VALUES(?,?,?,?,?)");
+    op_int(&op, j->run_id);
+    op_int(&op, attempt_id);
+    op_int(&op, rank);
+    op_text(&op, node);
+    op_text(&op, host);
+    return submit(j, &op);
+}
+
 int fb__journal_add_incident(fb__journal *j, const fb__journal_incident *in,
                          int64_t *id_out)
 {
@@ -451,8 +577,9 @@ int fb__journal_add_incident(fb__journal *j, const fb__journal_incident *in,
     op_init(&op, "INSERT INTO incident(id, run_id, attempt_id, kind, occurred_at,"
                  " detected_at, detect_ms, rank, node, signal, exit_code, phase,"
                  " step, lost_s, injected, detail, last_lines, fr_verdict,"
-                 " health, category, component, evidence)"
-                 " VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
+                 " health, category, component, evidence, host)"
+                 " VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
+    place pl = placed(j, in->attempt_id, in->rank);
     int64_t id = ++j->last_incident_id;
     op_int(&op, id);
     op_int(&op, j->run_id);
@@ -465,7 +592,7 @@ int fb__journal_add_incident(fb__journal *j, const fb__journal_incident *in,
         op_int(&op, in->rank);
     else
         op_null(&op);
-    op_text(&op, in->node);
+    op_text(&op, in->node ? in->node : name_at(j, pl.node));
     if (in->signal > 0)
         op_int(&op, in->signal);
     else
@@ -491,6 +618,7 @@ int fb__journal_add_incident(fb__journal *j, const fb__journal_incident *in,
     op_text(&op, in->category);
     op_text(&op, in->component);
     op_text(&op, in->evidence);
+    op_text(&op, in->host ? in->host : name_at(j, pl.host));
     if (id_out)
         *id_out = id;
     return submit(j, &op);
@@ -516,7 +644,9 @@ int fb__journal_add_event(fb__journal *j, const fb__journal_event *ev)
 {
     jop op;
     op_init(&op, "INSERT INTO event(run_id, attempt_id, time, rank, kind, step,"
-                 " code, bytes, value_ms, detail) VALUES(?,?,?,?,?,?,?,?,?,?)");
+                 " code, bytes, value_ms, detail, node, host)"
+                 " VALUES(?,?,?,?,?,?,?,?,?,?,?,?)");
+    place pl = placed(j, ev->attempt_id, ev->rank);
     op_int(&op, j->run_id);
     op_int(&op, ev->attempt_id);
     op_real(&op, ev->time);
@@ -536,6 +666,8 @@ int fb__journal_add_event(fb__journal *j, const fb__journal_event *ev)
     else
         op_null(&op);
     op_text(&op, ev->detail);
+    op_text(&op, name_at(j, pl.node));
+    op_text(&op, name_at(j, pl.host));
     return submit(j, &op);
 }
 
@@ -591,7 +723,9 @@ int fb__journal_sample(fb__journal *j, int64_t attempt_id, int rank,
         j->samples = n;
         j->cap = cap;
     }
-    j->samples[j->nsamples++] = (sample){attempt_id, step, rank, time, step_time_ms};
+    place pl = placed(j, attempt_id, rank);
+    j->samples[j->nsamples++] = (sample){attempt_id, step, rank, pl.node, pl.host,
+                                         time, step_time_ms};
     /* Batches, so that memory stays bounded between the caller's flushes;
      * while the database fails, the caller's flushes retry. */
     if (j->nsamples % SAMPLE_BATCH == 0 && !j->st.failing)
@@ -626,8 +760,9 @@ static int write_samples(fb__journal *j)
     if (j->nsamples == 0)
         return SQLITE_OK;
     sqlite3_stmt *st;
-    int rc = sqlite3_prepare_v2(j->db, "INSERT INTO step_sample VALUES(?,?,?,?,?,?)",
-                                -1, &st, NULL);
+    int rc = sqlite3_prepare_v2(j->db, "INSERT INTO step_sample(run_id, attempt_id,"
+                                " rank, time, step, step_time_ms, node, host)"
+                                " VALUES(?,?,?,?,?,?,?,?)", -1, &st, NULL);
     if (rc != SQLITE_OK) {
         note_error(j, rc);
         return rc;
@@ -643,6 +778,8 @@ static int write_samples(fb__journal *j)
             sqlite3_bind_double(st, 6, x->step_time_ms);
         else
             sqlite3_bind_null(st, 6);
+        sqlite3_bind_text(st, 7, name_at(j, x->node), -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 8, name_at(j, x->host), -1, SQLITE_STATIC);
         int r = sqlite3_step(st);
         if (r != SQLITE_DONE) {
             note_error(j, r);

@@ -19,7 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define FB__JOURNAL_SCHEMA_VERSION "1.0"
+#define FB__JOURNAL_SCHEMA_VERSION "1.1"
 /* The major version readers accept (every minor of it): see read.c. */
 #define FB__JOURNAL_SCHEMA_MAJOR 1
 
@@ -37,7 +37,8 @@ typedef struct fb__journal_incident {
     const char *kind;
     double occurred_at, detected_at, detect_ms;
     int rank;            /* -1: none */
-    const char *node;
+    const char *node;    /* NULL: the rank's placed node (fb__journal_place) */
+    const char *host;    /* NULL: the rank's placed host */
     int signal;          /* 0: none */
     int has_exit_code;
     int exit_code;
@@ -100,6 +101,15 @@ int fb__journal_attempt_int(fb__journal *j, int64_t attempt_id,
 int fb__journal_attempt_text(fb__journal *j, int64_t attempt_id,
                              const char *column, const char *value);
 
+/* Where `rank` of the attempt runs (schema 1.1): a placement row (written
+ * again when called again), and from then on the node and host of that
+ * rank's incidents (unless given), events and step samples in that
+ * attempt.  node: the Slurm node name, or the host's name where there is
+ * no Slurm; host: the machine's hostname (NULL: not known).  Placing a
+ * new attempt forgets the previous one's ranks. */
+int fb__journal_place(fb__journal *j, int64_t attempt_id, int rank,
+                      const char *node, const char *host);
+
 int fb__journal_add_incident(fb__journal *j, const fb__journal_incident *inc,
                          int64_t *id_out);
 /* Update one TEXT column of an incident (fr_verdict, health, detail...). */
@@ -130,8 +140,9 @@ int fb__journal_flush(fb__journal *j);
  * (SQLite would block opening a FIFO), reads in one transaction (a
  * consistent picture of a live run), and applies the schema-version rule:
  * every minor version of FB__JOURNAL_SCHEMA_MAJOR is read (a new minor only
- * adds tables and nullable columns, which the reader does not name), any
- * other major is refused with FB_EVERSION.
+ * adds tables and nullable columns: a newer one's the reader does not name,
+ * an older one's read as NULL or no rows), any other major is refused with
+ * FB_EVERSION.
  *
  * Rows come through cursors, in id order (step samples: in the order they
  * were written).  In a row, text is NULL when the column is NULL and points
@@ -148,6 +159,7 @@ typedef struct fb__journal_cursor fb__journal_cursor;
 typedef enum {
     FB__JOURNAL_RUN, FB__JOURNAL_ATTEMPT, FB__JOURNAL_INCIDENT,
     FB__JOURNAL_CHECKPOINT, FB__JOURNAL_EVENT, FB__JOURNAL_SAMPLE,
+    FB__JOURNAL_PLACEMENT, /* 1.1; none in a 1.0 file */
     FB__JOURNAL_NTABLES
 } fb__journal_table;
 
@@ -181,6 +193,7 @@ typedef struct fb__journal_incident_row {
     double lost_s;
     const char *injected, *detail, *last_lines, *fr_verdict, *health;
     const char *category, *component, *evidence;
+    const char *host;    /* 1.1 */
 } fb__journal_incident_row;
 
 typedef struct fb__journal_checkpoint_row {
@@ -202,8 +215,9 @@ typedef struct fb__journal_event_row {
     int64_t bytes;
     double value_ms;
     const char *detail;
+    const char *node, *host; /* 1.1 */
     const char *source;   /* restore_done: memory, peer or storage; NULL
-                             where the journal has no event.source (1.0) */
+                             where the journal has no event.source */
 } fb__journal_event_row;
 
 typedef struct fb__journal_sample_row {
@@ -212,7 +226,14 @@ typedef struct fb__journal_sample_row {
     double time;
     int64_t step;
     double step_time_ms;
+    const char *node, *host; /* 1.1 */
 } fb__journal_sample_row;
+
+typedef struct fb__journal_placement_row {
+    int64_t attempt_id;
+    int rank;
+    const char *node, *host;
+} fb__journal_placement_row;
 
 /* SQLite's files for the database at path -- the file itself and, where
  * present, path-wal, -shm and -journal -- are regular files (checked
@@ -247,5 +268,7 @@ int fb__journal_next_checkpoint(fb__journal_cursor *c,
                                 fb__journal_checkpoint_row *r);
 int fb__journal_next_event(fb__journal_cursor *c, fb__journal_event_row *r);
 int fb__journal_next_sample(fb__journal_cursor *c, fb__journal_sample_row *r);
+int fb__journal_next_placement(fb__journal_cursor *c,
+                               fb__journal_placement_row *r);
 
 #endif

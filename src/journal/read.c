@@ -37,6 +37,7 @@ struct fb__journal_ro {
     sqlite3 *db;
     char path[PATH_MAX];
     char version[32];
+    long minor;                  /* of version */
     char err[1024];
 };
 
@@ -47,16 +48,21 @@ struct fb__journal_cursor {
 };
 
 /* The columns each cursor reads, in the order its next function takes
- * them.  Only columns of schema 1.0: a newer minor's extra ones are
- * ignored, except event.source (restore_done's tier, issue 18), read by
- * this select where the column exists. */
-#define EVENT_SELECT_SOURCE                                                   \
+ * them: those of schema 1.1 (a newer minor's extra ones are ignored).  A
+ * 1.0 file lacks some: `old` reads NULL in their place.  event.source
+ * (restore_done's tier, issue 18; in no schema.sql yet) is read, after
+ * them, where the column exists: EVENT_SOURCE below. */
+#define EVENT_SOURCE_11                                                       \
     "SELECT id, attempt_id, time, rank, kind, step, code, bytes, value_ms,"   \
-    " detail, source FROM event ORDER BY id"
+    " detail, node, host, source FROM event ORDER BY id"
+#define EVENT_SOURCE_10                                                       \
+    "SELECT id, attempt_id, time, rank, kind, step, code, bytes, value_ms,"   \
+    " detail, NULL, NULL, source FROM event ORDER BY id"
 
 static const struct {
     const char *name; /* the table, as messages name it */
     const char *select;
+    const char *old;  /* for schema 1.0, where it differs */
 } tables[FB__JOURNAL_NTABLES] = {
     [FB__JOURNAL_RUN] = {"run", "SELECT id, name, status, reason, hostname,"
                          " nproc, nnodes, started_at, ended_at FROM run"
@@ -69,18 +75,32 @@ static const struct {
                               " occurred_at, detected_at, detect_ms, rank,"
                               " node, signal, exit_code, phase, step, lost_s,"
                               " injected, detail, last_lines, fr_verdict,"
-                              " health, category, component, evidence"
+                              " health, category, component, evidence, host"
+                              " FROM incident ORDER BY id",
+                              "SELECT id, attempt_id, kind,"
+                              " occurred_at, detected_at, detect_ms, rank,"
+                              " node, signal, exit_code, phase, step, lost_s,"
+                              " injected, detail, last_lines, fr_verdict,"
+                              " health, category, component, evidence, NULL"
                               " FROM incident ORDER BY id"},
     [FB__JOURNAL_CHECKPOINT] = {"checkpoint", "SELECT id, attempt_id, step,"
                                 " committed_at, ranks, bytes, stall_ms,"
                                 " persist_ms, status FROM checkpoint"
                                 " ORDER BY id"},
     [FB__JOURNAL_EVENT] = {"event", "SELECT id, attempt_id, time, rank, kind,"
-                           " step, code, bytes, value_ms, detail FROM event"
-                           " ORDER BY id"},
+                           " step, code, bytes, value_ms, detail, node, host"
+                           " FROM event ORDER BY id",
+                           "SELECT id, attempt_id, time, rank, kind,"
+                           " step, code, bytes, value_ms, detail, NULL, NULL"
+                           " FROM event ORDER BY id"},
     /* no id: samples come in the order they were written (rowid) */
     [FB__JOURNAL_SAMPLE] = {"step_sample", "SELECT attempt_id, rank, time,"
-                            " step, step_time_ms FROM step_sample"},
+                            " step, step_time_ms, node, host FROM step_sample",
+                            "SELECT attempt_id, rank, time,"
+                            " step, step_time_ms, NULL, NULL FROM step_sample"},
+    [FB__JOURNAL_PLACEMENT] = {"placement", "SELECT attempt_id, rank, node, host"
+                               " FROM placement ORDER BY attempt_id, rank",
+                               "SELECT 0, 0, '', NULL WHERE 0"},
 };
 
 int fb__journal_files_regular(const char *path, char *err, size_t errsz)
@@ -163,6 +183,7 @@ static int check_version(fb__journal_ro *jr)
                  "not MAJOR.MINOR", jr->path, jr->version);
         return FB_EFORMAT;
     }
+    jr->minor = *end == '.' ? strtol(end + 1, NULL, 10) : 0;
     if (major != FB__JOURNAL_SCHEMA_MAJOR) {
         snprintf(jr->err, sizeof jr->err, "%s: journal schema version %s is "
                  "not supported: this firebreak reads %d.x; %s", jr->path,
@@ -250,6 +271,8 @@ int fb__journal_count(fb__journal_ro *jr, fb__journal_table t, int64_t *n)
         return rc;
     char what[64], sql[64];
     snprintf(what, sizeof what, "reading %s", tables[t].name);
+    if (jr->minor < 1 && t == FB__JOURNAL_PLACEMENT)
+        return 0; /* no such table in 1.0 */
     snprintf(sql, sizeof sql, "SELECT count(*) FROM %s", tables[t].name);
     sqlite3_stmt *s;
     rc = sqlite3_prepare_v2(jr->db, sql, -1, &s, NULL);
@@ -276,13 +299,15 @@ int fb__journal_rows(fb__journal_ro *jr, fb__journal_table t,
     }
     c->jr = jr;
     c->table = t;
-    /* event.source (a later minor) is read where the column exists. */
+    /* event.source is read where the column exists. */
     rc = SQLITE_ERROR;
     if (t == FB__JOURNAL_EVENT)
-        rc = sqlite3_prepare_v2(jr->db, EVENT_SELECT_SOURCE, -1, &c->st,
-                                NULL);
-    if (rc != SQLITE_OK)
-        rc = sqlite3_prepare_v2(jr->db, tables[t].select, -1, &c->st, NULL);
+        rc = sqlite3_prepare_v2(jr->db, jr->minor < 1 ? EVENT_SOURCE_10 : EVENT_SOURCE_11,
+                                -1, &c->st, NULL);
+    if (rc != SQLITE_OK) {
+        const char *sql = jr->minor < 1 && tables[t].old ? tables[t].old : tables[t].select;
+        rc = sqlite3_prepare_v2(jr->db, sql, -1, &c->st, NULL);
+    }
     if (rc != SQLITE_OK) {
         free(c);
         return db_fail(jr, rc, "reading the journal");
@@ -402,6 +427,7 @@ int fb__journal_next_incident(fb__journal_cursor *c,
     r->category = col_text(s, 18);
     r->component = col_text(s, 19);
     r->evidence = col_text(s, 20);
+    r->host = col_text(s, 21);
     return 1;
 }
 
@@ -440,7 +466,9 @@ int fb__journal_next_event(fb__journal_cursor *c, fb__journal_event_row *r)
     r->bytes = col_i64(s, 7, -1);
     r->value_ms = col_real(s, 8);
     r->detail = col_text(s, 9);
-    r->source = sqlite3_column_count(s) > 10 ? col_text(s, 10) : NULL;
+    r->node = col_text(s, 10);
+    r->host = col_text(s, 11);
+    r->source = sqlite3_column_count(s) > 12 ? col_text(s, 12) : NULL;
     return 1;
 }
 
@@ -455,5 +483,21 @@ int fb__journal_next_sample(fb__journal_cursor *c, fb__journal_sample_row *r)
     r->time = col_real(s, 2);
     r->step = sqlite3_column_int64(s, 3);
     r->step_time_ms = col_real(s, 4);
+    r->node = col_text(s, 5);
+    r->host = col_text(s, 6);
+    return 1;
+}
+
+int fb__journal_next_placement(fb__journal_cursor *c,
+                               fb__journal_placement_row *r)
+{
+    int rc = step(c, FB__JOURNAL_PLACEMENT);
+    if (rc != 1)
+        return rc;
+    sqlite3_stmt *s = c->st;
+    r->attempt_id = sqlite3_column_int64(s, 0);
+    r->rank = sqlite3_column_int(s, 1);
+    r->node = col_text(s, 2);
+    r->host = col_text(s, 3);
     return 1;
 }

@@ -1,4 +1,5 @@
--- firebreak journal, schema version 1.
+-- firebreak journal, schema version 1.1 (1.1 added the columns and the
+-- table marked "1.1"; a 1.0 file opened by the writer gains them).
 -- One SQLite database per run directory (journal.sqlite), written only by
 -- the supervisor (`firebreak run`).  Times are Unix seconds (REAL, microsecond
 -- precision, CLOCK_REALTIME); durations carry their unit in the name.
@@ -43,7 +44,7 @@ CREATE TABLE IF NOT EXISTS attempt (
   start_step      INTEGER,            -- first step it completed
   end_step        INTEGER,            -- last step completed (max over ranks)
   outcome         TEXT,               -- completed | failed | stopped
-  nodes           TEXT                -- JSON array of node names (slurm)
+  nodes           TEXT                -- JSON array of its node names, in rank order
 );
 
 CREATE TABLE IF NOT EXISTS incident (
@@ -57,7 +58,7 @@ CREATE TABLE IF NOT EXISTS incident (
   detected_at     REAL NOT NULL,      -- when the supervisor knew
   detect_ms       REAL NOT NULL,      -- detected_at - occurred_at
   rank            INTEGER,            -- NULL: not one rank
-  node            TEXT,
+  node            TEXT,               -- the rank's node (Slurm's name; else the host)
   signal          INTEGER,            -- fatal signal, if any
   exit_code       INTEGER,            -- exit code, if any
   phase           TEXT,               -- init | train | checkpoint | restore | done
@@ -70,7 +71,8 @@ CREATE TABLE IF NOT EXISTS incident (
   health          TEXT,               -- health verdict (JSON), if run
   category        TEXT,               -- Llama 3 category (report fills if NULL)
   component       TEXT,
-  evidence        TEXT                -- what decided the category
+  evidence        TEXT,               -- what decided the category
+  host            TEXT                -- 1.1: hostname of the node's machine
 );
 
 CREATE TABLE IF NOT EXISTS checkpoint (
@@ -98,7 +100,9 @@ CREATE TABLE IF NOT EXISTS event (
   code            INTEGER,
   bytes           INTEGER,
   value_ms        REAL,
-  detail          TEXT
+  detail          TEXT,
+  node            TEXT,               -- 1.1: the rank's node, as in placement
+  host            TEXT                -- 1.1: and its machine's hostname
 );
 
 -- Progress samples: one row per rank about once a second while it steps.
@@ -108,6 +112,20 @@ CREATE TABLE IF NOT EXISTS step_sample (
   rank            INTEGER NOT NULL,
   time            REAL NOT NULL,
   step            INTEGER NOT NULL,
-  step_time_ms    REAL                -- smoothed step duration
+  step_time_ms    REAL,               -- smoothed step duration
+  node            TEXT,               -- 1.1: the rank's node, as in placement
+  host            TEXT                -- 1.1: and its machine's hostname
 );
 CREATE INDEX IF NOT EXISTS step_sample_by_rank ON step_sample(run_id, rank, time);
+
+-- 1.1: where each rank of an attempt ran.  node: the Slurm node name (the
+-- host's name under the local launcher); host: the machine's hostname as
+-- its node watcher (or the supervisor, for its own host) reported it.
+CREATE TABLE IF NOT EXISTS placement (
+  run_id          INTEGER NOT NULL,
+  attempt_id      INTEGER NOT NULL REFERENCES attempt(id),
+  rank            INTEGER NOT NULL,
+  node            TEXT NOT NULL,
+  host            TEXT,
+  PRIMARY KEY (attempt_id, rank)
+);

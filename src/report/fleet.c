@@ -159,8 +159,18 @@ static void seen_in(fb__fleet_node *n, size_t idx)
 int fb__fleet_add_run(fb__fleet *f, const fb__report_run *run)
 {
     size_t idx = f->nruns++;
-    /* the run's own host counts as a node it ran on */
-    if (run->hostname && *run->hostname) {
+    /* The nodes it ran on: its ranks' (journal placement, schema 1.1),
+     * else the run's own host. */
+    int placed = 0;
+    for (size_t a = 0; a < run->nattempts; a++)
+        for (size_t k = 0; k < run->attempts[a].nnodes; k++) {
+            fb__fleet_node *n = node_of(f, run->attempts[a].nodes[k].node);
+            if (!n)
+                return -ENOMEM;
+            seen_in(n, idx);
+            placed = 1;
+        }
+    if (!placed && run->hostname && *run->hostname) {
         fb__fleet_node *n = node_of(f, run->hostname);
         if (!n)
             return -ENOMEM;

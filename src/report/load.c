@@ -170,6 +170,7 @@ static int load_incidents(loader *L, fb__report_run *run)
         in->detect_ms = r.detect_ms;
         in->rank = r.rank;
         in->node = dup_str(r.node);
+        in->host = dup_str(r.host);
         in->signal = r.signal;
         in->has_exit_code = r.has_exit_code;
         in->exit_code = r.exit_code;
@@ -190,6 +191,57 @@ static int load_incidents(loader *L, fb__report_run *run)
             snprintf(L->err, L->errsz, "%s: incident %lld has no kind",
                      L->path, (long long)in->id);
             return FB_EFORMAT;
+        }
+    }
+    fb__journal_rows_close(c);
+    return rc ? read_fail(L, rc) : 0;
+}
+
+/* Rank r of attempt a ran on node/host: add it to the attempt's nodes. */
+static int place_rank(fb__report_attempt *a, int r, const char *node,
+                      const char *host)
+{
+    size_t k = 0;
+    while (k < a->nnodes && strcmp(a->nodes[k].node, node))
+        k++;
+    if (k == a->nnodes) {
+        fb__report_node *p = realloc(a->nodes, (k + 1) * sizeof *p);
+        if (!p)
+            return -ENOMEM;
+        a->nodes = p;
+        memset(&p[k], 0, sizeof p[k]);
+        p[k].node = strdup(node);
+        p[k].host = dup_str(host);
+        a->nnodes++;
+        if (!p[k].node || (host && !p[k].host))
+            return -ENOMEM;
+    }
+    fb__report_node *n = &a->nodes[k];
+    if ((n->nranks & (n->nranks - 1)) == 0) { /* 0, 1, 2, 4...: grow */
+        int *p = realloc(n->ranks, (n->nranks ? n->nranks * 2 : 1) * sizeof *p);
+        if (!p)
+            return -ENOMEM;
+        n->ranks = p;
+    }
+    n->ranks[n->nranks++] = r;
+    return 0;
+}
+
+/* Where each attempt's ranks ran (rows by attempt, then rank). */
+static int load_placement(loader *L, fb__report_run *run)
+{
+    fb__journal_cursor *c;
+    fb__journal_placement_row r;
+    int rc = fb__journal_rows(L->jr, FB__JOURNAL_PLACEMENT, &c);
+    if (rc)
+        return read_fail(L, rc);
+    while ((rc = fb__journal_next_placement(c, &r)) == 1) {
+        int a = attempt_index(run, r.attempt_id);
+        if (a < 0 || !r.node || r.rank < 0)
+            continue;
+        if (place_rank(&run->attempts[a], r.rank, r.node, r.host)) {
+            fb__journal_rows_close(c);
+            return -ENOMEM;
         }
     }
     fb__journal_rows_close(c);
@@ -425,6 +477,7 @@ void fb__report_free(fb__report_run *run)
         fb__report_incident *in = &run->incidents[i];
         free(in->kind);
         free(in->node);
+        free(in->host);
         free(in->phase);
         free(in->injected);
         free(in->detail);
@@ -436,6 +489,14 @@ void fb__report_free(fb__report_run *run)
         free(in->sup_evidence);
     }
     free(run->incidents);
+    for (size_t i = 0; i < run->nattempts; i++) {
+        for (size_t k = 0; k < run->attempts[i].nnodes; k++) {
+            free(run->attempts[i].nodes[k].node);
+            free(run->attempts[i].nodes[k].host);
+            free(run->attempts[i].nodes[k].ranks);
+        }
+        free(run->attempts[i].nodes);
+    }
     free(run->attempts);
     free(run->samples);
     free(run->ckpts);
@@ -595,7 +656,8 @@ int fb__report_load(const char *run_dir, fb__report_run **out, char *err,
     snprintf(run->schema_version, sizeof run->schema_version, "%s",
              fb__journal_ro_version(L.jr));
     if ((rc = load_run(&L, run)) || (rc = load_attempts(&L, run)) ||
-        (rc = load_incidents(&L, run)) || (rc = load_ckpts(&L, run)) ||
+        (rc = load_incidents(&L, run)) || (rc = load_placement(&L, run)) ||
+        (rc = load_ckpts(&L, run)) ||
         (rc = load_samples(&L, run)) || (rc = attribute_corruption(&L, run)))
         goto out;
     if ((rc = fb__report_load_lateness(L.jr, run))) {

@@ -42,6 +42,7 @@ static void incident(fb__jsonw *w, const fb__report_run *run, size_t r,
     else
         fb__jsonw_null(w);
     fb__jsonw_kstr(w, "node", in->node);
+    fb__jsonw_kstr(w, "host", in->host);
     fb__jsonw_key(w, "step");
     if (in->step >= 0)
         fb__jsonw_int(w, in->step);
@@ -156,6 +157,22 @@ static void run_obj(fb__jsonw *w, const fb__report_run *run)
         fb__jsonw_kdouble(w, "wall_s", fb__report_s(a->end_us - a->start_us));
         time_obj(w, a->us);
         fb__jsonw_kstr(w, "lost_from", a->lost_from);
+        /* where its ranks ran (journal schema 1.1; [] before) */
+        fb__jsonw_key(w, "nodes");
+        fb__jsonw_arr_begin(w);
+        for (size_t k = 0; k < a->nnodes; k++) {
+            const fb__report_node *nd = &a->nodes[k];
+            fb__jsonw_obj_begin(w);
+            fb__jsonw_kstr(w, "node", nd->node);
+            fb__jsonw_kstr(w, "host", nd->host);
+            fb__jsonw_key(w, "ranks");
+            fb__jsonw_arr_begin(w);
+            for (size_t q = 0; q < nd->nranks; q++)
+                fb__jsonw_int(w, nd->ranks[q]);
+            fb__jsonw_arr_end(w);
+            fb__jsonw_obj_end(w);
+        }
+        fb__jsonw_arr_end(w);
         fb__jsonw_obj_end(w);
     }
     fb__jsonw_arr_end(w);

@@ -73,6 +73,69 @@ static void attempts(FILE *f, const fb__report_run *run)
     }
 }
 
+/* Ascending ranks as ranges: "0-3,8,10-11". */
+static void rank_ranges(FILE *f, const int *r, size_t n)
+{
+    for (size_t i = 0; i < n;) {
+        size_t j = i;
+        while (j + 1 < n && r[j + 1] == r[j] + 1)
+            j++;
+        fprintf(f, "%s%d", i ? "," : "", r[i]);
+        if (j > i)
+            fprintf(f, "-%d", r[j]);
+        i = j + 1;
+    }
+}
+
+static int same_nodes(const fb__report_attempt *a, const fb__report_attempt *b)
+{
+    if (a->nnodes != b->nnodes)
+        return 0;
+    for (size_t k = 0; k < a->nnodes; k++) {
+        const fb__report_node *x = &a->nodes[k], *y = &b->nodes[k];
+        if (strcmp(x->node, y->node) || x->nranks != y->nranks ||
+            memcmp(x->ranks, y->ranks, x->nranks * sizeof *x->ranks))
+            return 0;
+    }
+    return 1;
+}
+
+/* Ranks per node, each attempt (journal schema 1.1): "node3 (host h3): 2-3".
+ * At most 32 nodes a line. */
+static void placement(FILE *f, const fb__report_run *run)
+{
+    int any = 0;
+    for (size_t i = 0; i < run->nattempts; i++)
+        any |= run->attempts[i].nnodes > 0;
+    if (!any)
+        return;
+    fprintf(f, "\nranks per node\n");
+    for (size_t i = 0; i < run->nattempts; i++) {
+        const fb__report_attempt *a = &run->attempts[i];
+        if (!a->nnodes)
+            continue;
+        if (i > 0 && same_nodes(a, &run->attempts[i - 1])) {
+            fprintf(f, "  attempt %d: as attempt %d\n", a->number,
+                    run->attempts[i - 1].number);
+            continue;
+        }
+        fprintf(f, "  attempt %d: %zu node%s:", a->number, a->nnodes,
+                a->nnodes == 1 ? "" : "s");
+        for (size_t k = 0; k < a->nnodes && k < 32; k++) {
+            const fb__report_node *nd = &a->nodes[k];
+            char b1[128], b2[128];
+            fprintf(f, "%s %s", k ? ";" : "", fb__safe_text(b1, sizeof b1, nd->node));
+            if (nd->host && strcmp(nd->host, nd->node))
+                fprintf(f, " (host %s)", fb__safe_text(b2, sizeof b2, nd->host));
+            fprintf(f, " rank%s ", nd->nranks == 1 ? "" : "s");
+            rank_ranges(f, nd->ranks, nd->nranks);
+        }
+        if (a->nnodes > 32)
+            fprintf(f, "; and %zu more", a->nnodes - 32);
+        fprintf(f, "\n");
+    }
+}
+
 static int table(FILE *f, fb__report_run *const *runs, size_t n)
 {
     fb__report_row *rows;
@@ -109,6 +172,8 @@ static void incidents(FILE *f, const fb__report_run *run)
             fprintf(f, " rank %d", in->rank);
         if (in->node)
             fprintf(f, " on %s", fb__safe_text(buf, sizeof buf, in->node));
+        if (in->host && (!in->node || strcmp(in->host, in->node)))
+            fprintf(f, " (host %s)", fb__safe_text(buf, sizeof buf, in->host));
         if (in->step >= 0)
             fprintf(f, " at step %lld", (long long)in->step);
         fprintf(f, ": detected in %.1f ms", in->detect_ms);
@@ -183,6 +248,7 @@ static int write_text(FILE *f, fb__report_run *const *runs, size_t n)
         summary(f, run);
         breakdown(f, run->us, run->wall_us);
         attempts(f, run);
+        placement(f, run);
         if ((rc = table(f, runs, 1)))
             return rc;
         incidents(f, run);

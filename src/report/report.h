@@ -58,6 +58,7 @@ typedef struct fb__report_incident {
     int64_t id, attempt_id;
     int attempt;               /* index into run->attempts, -1: unknown */
     char *kind, *node, *phase, *injected, *detail, *last_lines;
+    char *host;                /* the node's machine (schema 1.1), or NULL */
     char *fr_verdict, *health, *sup_category, *sup_component, *sup_evidence;
     int rank;                  /* -1: not one rank */
     int signal, has_exit_code, exit_code;
@@ -69,6 +70,13 @@ typedef struct fb__report_incident {
     int injected_from_event;   /* injected: from an `inject` event */
     fb__report_class cls;
 } fb__report_incident;
+
+/* One node of an attempt and the ranks it ran (journal placement, 1.1). */
+typedef struct fb__report_node {
+    char *node, *host;         /* host: NULL when not known */
+    int *ranks;                /* ascending */
+    size_t nranks;
+} fb__report_node;
 
 typedef struct fb__report_attempt {
     int64_t id;
@@ -84,6 +92,8 @@ typedef struct fb__report_attempt {
     const char *lost_from;         /* "steps", "incident", "none" */
     int failure;                   /* incident index that ended it, -1 */
     size_t sample_lo, sample_hi;   /* its samples: run->samples[lo, hi) */
+    fb__report_node *nodes;        /* where its ranks ran, in rank order */
+    size_t nnodes;                 /* 0: not journaled (schema 1.0)       */
 } fb__report_attempt;
 
 typedef struct fb__report_sample {

@@ -160,10 +160,13 @@ int fb__fbw1_parse(const char *line, size_t len, int max_rank, fb__fbw1_msg *m)
     if (!strncmp(body, "report ", 7))
         return parse_report(body, max_rank, m);
     int n = split(body, f, 6, 0);
-    if (n == 4 && !strcmp(f[0], "hello") && fb__fbw1_node_name_ok(f[1]) &&
-        !num(f[2], 0, FB__FBW1_NODEID_MAX, &a) && !num(f[3], 1, INT32_MAX, &b)) {
+    if ((n == 4 || n == 5) && !strcmp(f[0], "hello") && fb__fbw1_node_name_ok(f[1]) &&
+        !num(f[2], 0, FB__FBW1_NODEID_MAX, &a) && !num(f[3], 1, INT32_MAX, &b) &&
+        (n == 4 || fb__fbw1_node_name_ok(f[4]))) {
         m->kind = FB_FBW1_HELLO;
         snprintf(m->node, sizeof m->node, "%s", f[1]);
+        if (n == 5)
+            snprintf(m->host, sizeof m->host, "%s", f[4]);
         m->nodeid = (int)a;
         m->pid = b;
         return 0;
@@ -198,8 +201,9 @@ int fb__fbw1_parse(const char *line, size_t len, int max_rank, fb__fbw1_msg *m)
         }
         return -EINVAL;
     }
-    if (n == 2 && !strcmp(f[0], "bye") && fb__fbw1_node_name_ok(f[1])) {
-        m->kind = FB_FBW1_BYE;
+    if (n == 2 && (!strcmp(f[0], "bye") || !strcmp(f[0], "alive")) &&
+        fb__fbw1_node_name_ok(f[1])) {
+        m->kind = f[0][0] == 'b' ? FB_FBW1_BYE : FB_FBW1_ALIVE;
         snprintf(m->node, sizeof m->node, "%s", f[1]);
         return 0;
     }
@@ -218,7 +222,10 @@ static int head(const fb__fbw1_msg *m, char *buf, size_t size, int *len)
         if (!fb__fbw1_node_name_ok(m->node) || !in(m->nodeid, 0, FB__FBW1_NODEID_MAX) ||
             !in(m->pid, 1, INT32_MAX))
             return -EINVAL;
-        w = snprintf(buf, size, "fbw1 hello %s %d %lld", m->node, m->nodeid, m->pid);
+        if (m->host[0] && !fb__fbw1_node_name_ok(m->host))
+            return -EINVAL;
+        w = snprintf(buf, size, "fbw1 hello %s %d %lld%s%s", m->node, m->nodeid, m->pid,
+                     m->host[0] ? " " : "", m->host);
         break;
     case FB_FBW1_ATTACH:
         if (m->rank < 0 || !in(m->pid, 1, INT32_MAX))
@@ -246,9 +253,11 @@ static int head(const fb__fbw1_msg *m, char *buf, size_t size, int *len)
                      fb__fbw1_verdict_name(m->verdict));
         break;
     case FB_FBW1_BYE:
+    case FB_FBW1_ALIVE:
         if (!fb__fbw1_node_name_ok(m->node))
             return -EINVAL;
-        w = snprintf(buf, size, "fbw1 bye %s", m->node);
+        w = snprintf(buf, size, "fbw1 %s %s", m->kind == FB_FBW1_BYE ? "bye" : "alive",
+                     m->node);
         break;
     case FB_FBW1_REPORT:
         if (m->rank < 0 || m->rep_idx < 0 ||

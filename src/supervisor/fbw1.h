@@ -10,7 +10,8 @@
  * One message per line, fields separated by one space, at most
  * FB__FBW1_LINE_MAX bytes before the newline, no control bytes:
  *
- *   fbw1 hello NODE NODEID PID          the watcher of NODE started
+ *   fbw1 hello NODE NODEID PID [HOST]   the watcher of NODE started; HOST:
+ *                                       its machine's hostname (optional)
  *   fbw1 attach RANK PID                RANK created its segment
  *   fbw1 beat RANK STEP PHASE AGE_MS    progress (STEP -1: none yet),
  *                                       heartbeat age in milliseconds
@@ -23,6 +24,8 @@
  *   fbw1 health NODE VERDICT REASON...  `watch --health`: ok | warn | fail |
  *                                       error, then a free-text reason
  *   fbw1 bye NODE                       every rank of NODE has ended
+ *   fbw1 alive NODE                     the watcher of NODE is alive (every
+ *                                       interval, ranks or none)
  *
  * The lines come from other nodes through srun's stdout: the parser takes
  * any bytes and either rejects them or fills a message within the bounds.
@@ -45,7 +48,8 @@ typedef enum {
     FB_FBW1_END,
     FB_FBW1_HEALTH,
     FB_FBW1_BYE,
-    FB_FBW1_REPORT
+    FB_FBW1_REPORT,
+    FB_FBW1_ALIVE
 } fb__fbw1_kind;
 
 typedef enum {
@@ -64,7 +68,8 @@ typedef enum {
 
 typedef struct fb__fbw1_msg {
     fb__fbw1_kind kind;
-    char node[FB__FBW1_NODE_MAX];   /* hello, health, bye               */
+    char node[FB__FBW1_NODE_MAX];   /* hello, health, bye, alive        */
+    char host[FB__FBW1_NODE_MAX];   /* hello: hostname; "": not given   */
     int nodeid;                     /* hello                            */
     long long pid;                  /* hello, attach                    */
     int rank;                       /* attach, beat, end, report        */

@@ -20,6 +20,7 @@ static const char *const fail_kind_names[FB__SUP_FAIL_KIND_COUNT] = {
     [FB__SUP_FAIL_LAUNCH_FAILURE] = "launch_failure",
     [FB__SUP_FAIL_SEGMENT_CORRUPT] = "segment_corrupt",
     [FB__SUP_FAIL_SEGMENT_NOT_OURS] = "segment_not_ours",
+    [FB__SUP_FAIL_NODE_FAILURE] = "node_failure",
     [FB__SUP_FAIL_SAVE_FAILED] = "save_failed",
     [FB__SUP_FAIL_RESTORE_FALLBACK] = "restore_fallback",
 };

@@ -29,6 +29,8 @@ typedef enum {
     FB__SUP_FAIL_LAUNCH_FAILURE,   /* cannot be started: never restarted    */
     FB__SUP_FAIL_SEGMENT_CORRUPT,  /* its segment failed fb__seg_check      */
     FB__SUP_FAIL_SEGMENT_NOT_OURS, /* a file under its name is not ours     */
+    FB__SUP_FAIL_NODE_FAILURE,     /* slurm: a whole node lost (its watcher
+                                      silent): docs/slurm.md                */
     /* incidents that do not end an attempt */
     FB__SUP_FAIL_SAVE_FAILED,      /* a rank could not save a checkpoint    */
     FB__SUP_FAIL_RESTORE_FALLBACK, /* a complete checkpoint was rejected    */

@@ -33,6 +33,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "common/jsonw.h"
 #include "common/util.h"
 #include "supervisor/fbw1.h"
 #include "supervisor/sup.h"
@@ -42,13 +43,26 @@ _Static_assert(FB__FBW1_NODEID_MAX == MAX_NODES - 1, "a hello names one of our n
 #define MAX_RANKS 8192
 #define UNIT_WATCHERS 1          /* index in s->units */
 #define HEALTH_TIMEOUT_MS 120000
+#define LOST_RECHECK_TIMEOUT_MS 5000
 
 typedef struct snode {
     char name[FB__FBW1_NODE_MAX];
     char addr[FB__FBW1_NODE_MAX];
-    int bad;                     /* excluded for the rest of the run */
+    char host[FB__FBW1_NODE_MAX]; /* NodeHostName, then what its watcher says */
+    int bad;                     /* excluded (for the rest of the run,
+                                    unless lost and back: recheck_lost) */
+    int lost;                    /* a node_failure's node               */
+    int lost_attempt;            /* the attempt it was lost in          */
     char why[256];
 } snode;
+
+/* What the supervisor last heard from the watcher of a node of this
+ * attempt (indexed by the node's position in cur). */
+typedef struct node_watch {
+    int heard;                   /* a line came from it                   */
+    int bye;                     /* it said every rank of it ended         */
+    uint64_t rx_ns;              /* when its last line came                */
+} node_watch;
 
 typedef struct rank_beat {
     int have;
@@ -72,6 +86,8 @@ struct fb__sup_slurm {
     int suspect;                 /* node of the last failure; -1          */
     char suspect_why[256];
     rank_beat beats[MAX_RANKS];
+    node_watch watch[MAX_NODES];
+    int lost;                    /* node (index) of a node_failure; -1    */
     char srun_log[PATH_MAX];
 };
 
@@ -178,7 +194,8 @@ static int node_index(const struct fb__sup_slurm *g, const char *name)
     return -1;
 }
 
-/* NodeAddr of every node, for MASTER_ADDR (`scontrol -o show node`). */
+/* NodeAddr of every node, for MASTER_ADDR, and NodeHostName, the host
+ * under the name until its watcher says (`scontrol -o show node`). */
 static void load_addrs(struct fb__sup_slurm *g)
 {
     static char out[1 << 18];
@@ -194,6 +211,11 @@ static void load_addrs(struct fb__sup_slurm *g)
         int i = node_index(g, name);
         if (i >= 0 && fb__fbw1_node_name_ok(addr))
             snprintf(g->nodes[i].addr, sizeof g->nodes[i].addr, "%s", addr);
+        char host[FB__FBW1_NODE_MAX] = "";
+        char *h = strstr(line, "NodeHostName=");
+        if (i >= 0 && h && sscanf(h + 13, "%63[^ ]", host) == 1 &&
+            fb__fbw1_node_name_ok(host))
+            snprintf(g->nodes[i].host, sizeof g->nodes[i].host, "%s", host);
     }
 }
 
@@ -232,6 +254,7 @@ int fb__sup_slurm_init(fb__sup *s)
     memset(g, 0, sizeof *g);
     g->watch_fd = -1;
     g->suspect = -1;
+    g->lost = -1;
     s->slurm = g;
     const char *job = fb__getenv("SLURM_JOB_ID");
     const char *list = fb__getenv("SLURM_JOB_NODELIST");
@@ -298,7 +321,8 @@ int fb__sup_slurm_init(fb__sup *s)
 
 /* Health-check the candidate nodes in one step; leave out those that fail
  * or do not answer. */
-static void health_check(fb__sup *s, const int *cand, int ncand)
+static void health_check(fb__sup *s, const int *cand, int ncand, int timeout_ms,
+                         const char *log_tag, int *passed)
 {
     struct fb__sup_slurm *g = s->slurm;
     char list[MAX_NODES * 8], nn[16], logp[PATH_MAX];
@@ -309,10 +333,11 @@ static void health_check(fb__sup *s, const int *cand, int ncand)
     char *argv[] = {"srun", "--overlap", "--kill-on-bad-exit=0", "-N", nn,
                     "--ntasks-per-node=1", "-w", list, "--export=ALL",
                     g->self, "watch", "--health", NULL};
-    snprintf(logp, sizeof logp, "%s/health-attempt-%d.log", s->logs_dir, s->attempt);
+    snprintf(logp, sizeof logp, "%s/health-attempt-%d%s.log", s->logs_dir, s->attempt,
+             log_tag);
     int lfd = open(logp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     uint64_t t0 = fb__now_ns();
-    int rc = fb__sup_run_capture(argv, out, sizeof out, lfd, HEALTH_TIMEOUT_MS);
+    int rc = fb__sup_run_capture(argv, out, sizeof out, lfd, timeout_ms);
     if (lfd >= 0)
         close(lfd);
     int answered[MAX_NODES] = {0};
@@ -325,6 +350,8 @@ static void health_check(fb__sup *s, const int *cand, int ncand)
         if (i < 0)
             continue;
         answered[i] = 1;
+        if (passed)
+            passed[i] = m.verdict == FB_FBW1_OK || m.verdict == FB_FBW1_WARN;
         if (m.verdict == FB_FBW1_FAIL) {
             char why[256];
             if (g->suspect == i && g->suspect_why[0])
@@ -341,6 +368,36 @@ static void health_check(fb__sup *s, const int *cand, int ncand)
                          : "firebreak: health check gave no answer");
     fb__sup_log(s, "health check of %d node%s took %.0f ms", ncand,
                 ncand == 1 ? "" : "s", (double)(fb__now_ns() - t0) / 1e6);
+}
+
+/* With --health-check (and without --drain, which hands a node to the
+ * operator), a node lost earlier in the run is checked again before each
+ * launch but the one right after the loss, in a step of its own with a
+ * shorter limit (a node still gone must not hold up the others' check),
+ * and taken back only when it answers and passes. */
+static void recheck_lost(fb__sup *s)
+{
+    struct fb__sup_slurm *g = s->slurm;
+    int lost[MAX_NODES], n = 0;
+    static int passed[MAX_NODES];
+    for (int i = 0; i < g->nnodes; i++)
+        if (g->nodes[i].lost && g->nodes[i].lost_attempt < s->attempt - 1)
+            lost[n++] = i;
+    if (!n)
+        return;
+    memset(passed, 0, sizeof passed);
+    health_check(s, lost, n, LOST_RECHECK_TIMEOUT_MS, "-lost", passed);
+    for (int k = 0; k < n; k++) {
+        snode *nd = &g->nodes[lost[k]];
+        if (!passed[lost[k]]) {
+            fb__sup_log(s, "%s, lost earlier, is still left out: no passing "
+                        "health check", nd->name);
+            continue;
+        }
+        nd->lost = nd->bad = 0;
+        nd->why[0] = '\0';
+        fb__sup_log(s, "%s, lost earlier, is back: it passed the health check", nd->name);
+    }
 }
 
 static void no_nodes(fb__sup *s, int healthy)
@@ -398,14 +455,23 @@ int fb__sup_launch_slurm(fb__sup *s)
     g->len = 0;
     g->dropping = 0;
     g->watch_stop_sent = 0;
+    g->lost = -1;
     memset(g->beats, 0, sizeof g->beats);
+    memset(g->watch, 0, sizeof g->watch);
 
     int cand[MAX_NODES], ncand = 0;
     for (int i = 0; i < g->nnodes; i++)
         if (!g->nodes[i].bad)
             cand[ncand++] = i;
+    if (o->health_check && !o->drain) {
+        recheck_lost(s);
+        ncand = 0;
+        for (int i = 0; i < g->nnodes; i++)
+            if (!g->nodes[i].bad)
+                cand[ncand++] = i;
+    }
     if (o->health_check && ncand >= g->need)
-        health_check(s, cand, ncand);
+        health_check(s, cand, ncand, HEALTH_TIMEOUT_MS, "", NULL);
     g->ncur = 0;
     int healthy = 0;
     for (int i = 0; i < g->nnodes; i++) {
@@ -532,23 +598,142 @@ int fb__sup_slurm_fd(const fb__sup *s)
     return s->slurm ? s->slurm->watch_fd : -1;
 }
 
-static const char *node_of_rank(const fb__sup *s, int rank)
+static const snode *snode_of_rank(const fb__sup *s, int rank)
 {
     const struct fb__sup_slurm *g = s->slurm;
-    int k = g->ppn > 0 ? rank / g->ppn : -1;
-    return k >= 0 && k < g->ncur ? g->nodes[g->cur[k]].name : "?";
+    int k = g->ppn > 0 && rank >= 0 ? rank / g->ppn : -1;
+    return k >= 0 && k < g->ncur ? &g->nodes[g->cur[k]] : NULL;
+}
+
+static const char *node_of_rank(const fb__sup *s, int rank)
+{
+    const snode *n = snode_of_rank(s, rank);
+    return n ? n->name : "?";
+}
+
+int fb__sup_slurm_nnodes(const fb__sup *s)
+{
+    return s->slurm ? s->slurm->need : 1;
+}
+
+void fb__sup_rank_where(const fb__sup *s, int rank, const char **node,
+                        const char **host)
+{
+    *node = *host = NULL;
+    if (s->slurm) {
+        const snode *n = snode_of_rank(s, rank);
+        if (n) {
+            *node = n->name;
+            *host = n->host[0] ? n->host : NULL;
+        }
+        return;
+    }
+    /* mpirun inside an allocation may place ranks on other hosts. */
+    if (s->o->launcher == FB__LAUNCH_MPIRUN && fb__getenv("SLURM_JOB_NODELIST"))
+        return;
+    *node = *host = s->hostname;
+}
+
+void fb__sup_failure_where(const fb__sup *s, const fb__sup_failure *f,
+                           const char **node, const char **host)
+{
+    const struct fb__sup_slurm *g = s->slurm;
+    if (g && f->kind == FB__SUP_FAIL_NODE_FAILURE && g->lost >= 0) {
+        *node = g->nodes[g->lost].name;
+        *host = g->nodes[g->lost].host[0] ? g->nodes[g->lost].host : NULL;
+        return;
+    }
+    fb__sup_rank_where(s, f->rank, node, host);
+}
+
+/* Journal where every rank of this attempt runs, and its node list. */
+static void place_node_ranks(fb__sup *s, int only_node)
+{
+    const struct fb__sup_slurm *g = s->slurm;
+    for (int r = 0; r < s->world; r++) {
+        const char *node, *host;
+        if (g && only_node >= 0 && snode_of_rank(s, r) != &g->nodes[only_node])
+            continue;
+        fb__sup_rank_where(s, r, &node, &host);
+        if (node)
+            fb__journal_place(s->j, s->attempt_id, r, node, host);
+    }
+}
+
+void fb__sup_place_ranks(fb__sup *s)
+{
+    place_node_ranks(s, -1);
+    fb__jsonw w;
+    fb__jsonw_init(&w);
+    fb__jsonw_arr_begin(&w);
+    const struct fb__sup_slurm *g = s->slurm;
+    if (g) {
+        for (int k = 0; k < g->ncur; k++)
+            fb__jsonw_str(&w, g->nodes[g->cur[k]].name);
+    } else {
+        const char *node, *host;
+        fb__sup_rank_where(s, 0, &node, &host);
+        if (node)
+            fb__jsonw_str(&w, node);
+    }
+    fb__jsonw_arr_end(&w);
+    if (strcmp(fb__jsonw_text(&w), "[]"))
+        fb__journal_attempt_text(s->j, s->attempt_id, "nodes", fb__jsonw_text(&w));
+    fb__jsonw_free(&w);
+}
+
+/* The position in cur of the node a message comes from; -1 if unknown. */
+static int msg_node(const fb__sup *s, const fb__fbw1_msg *m)
+{
+    const struct fb__sup_slurm *g = s->slurm;
+    switch (m->kind) {
+    case FB_FBW1_HELLO:
+        return m->nodeid < g->ncur ? m->nodeid : -1;
+    case FB_FBW1_BYE:
+    case FB_FBW1_ALIVE:
+        for (int k = 0; k < g->ncur; k++)
+            if (!strcmp(g->nodes[g->cur[k]].name, m->node))
+                return k;
+        return -1;
+    case FB_FBW1_ATTACH:
+    case FB_FBW1_BEAT:
+    case FB_FBW1_END:
+    case FB_FBW1_REPORT:
+        return g->ppn > 0 && m->rank / g->ppn < g->ncur ? m->rank / g->ppn : -1;
+    default:
+        return -1;
+    }
 }
 
 static void on_msg(fb__sup *s, const fb__fbw1_msg *m)
 {
     struct fb__sup_slurm *g = s->slurm;
     uint64_t now = fb__now_ns();
+    int k = msg_node(s, m);
+    if (k >= 0) {
+        g->watch[k].heard = 1;
+        g->watch[k].rx_ns = now;
+        if (m->kind == FB_FBW1_BYE)
+            g->watch[k].bye = 1;
+    }
     switch (m->kind) {
-    case FB_FBW1_HELLO:
-        if (m->nodeid < g->ncur && strcmp(m->node, g->nodes[g->cur[m->nodeid]].name))
+    case FB_FBW1_HELLO: {
+        if (m->nodeid >= g->ncur)
+            break;
+        snode *n = &g->nodes[g->cur[m->nodeid]];
+        if (strcmp(m->node, n->name)) {
             fb__sup_log(s, "watcher %d reports node %s, expected %s", m->nodeid,
-                        m->node, g->nodes[g->cur[m->nodeid]].name);
+                        m->node, n->name);
+            break;
+        }
+        /* The machine's own name is the host: journal it if Slurm's
+         * NodeHostName said otherwise (or nothing). */
+        if (m->host[0] && strcmp(m->host, n->host)) {
+            snprintf(n->host, sizeof n->host, "%s", m->host);
+            place_node_ranks(s, g->cur[m->nodeid]);
+        }
         break;
+    }
     case FB_FBW1_BEAT: {
         rank_beat *b = &g->beats[m->rank];
         b->have = 1;
@@ -646,6 +831,56 @@ void fb__sup_slurm_read(fb__sup *s)
     }
 }
 
+/* A node of this attempt is lost when its watcher, once heard, has said
+ * nothing (not even its `alive`, sent every second) for --node-timeout
+ * while some rank of it runs: killed with its slurmd, cut off, or frozen.
+ * A hang is told apart by its watcher, which still speaks.  Sets the
+ * failure and returns 1. */
+static int node_lost(fb__sup *s, uint64_t now)
+{
+    struct fb__sup_slurm *g = s->slurm;
+    double limit = s->o->node_timeout_s;
+    if (limit <= 0 || s->units[UNIT_WATCHERS].ended)
+        return 0;
+    for (int k = 0; k < g->ncur; k++) {
+        const node_watch *w = &g->watch[k];
+        if (!w->heard || w->bye)
+            continue;
+        int running = 0, first = k * g->ppn;
+        long long step = -1;
+        for (int r = first; r < first + g->ppn && r < s->world; r++) {
+            running |= !s->ranks[r].ended;
+            if (g->beats[r].have && g->beats[r].step > step)
+                step = g->beats[r].step;
+        }
+        double silent_s = (double)(now - w->rx_ns) / 1e9;
+        if (!running || silent_s <= limit)
+            continue;
+        const snode *n = &g->nodes[g->cur[k]];
+        fb__sup_failure *f = &s->fail;
+        memset(f, 0, sizeof *f);
+        f->set = 1;
+        f->kind = FB__SUP_FAIL_NODE_FAILURE;
+        f->rank = -1;
+        f->step = step;
+        snprintf(f->phase, sizeof f->phase, "%s", g->beats[first].have
+                 ? fb__sup_phase_name((uint32_t)g->beats[first].phase) : "init");
+        f->detected_ns = now;
+        f->occurred_ns = w->rx_ns;
+        g->lost = g->cur[k];
+        snprintf(f->detail, sizeof f->detail, "node %s lost: its watcher said "
+                 "nothing for %.1f s (limit %.1f s) with rank%s %d-%d on it; last "
+                 "step %lld", n->name, silent_s, limit, g->ppn == 1 ? "" : "s",
+                 first, first + g->ppn - 1, step);
+        if (g->ppn == 1)
+            snprintf(f->detail, sizeof f->detail, "node %s lost: its watcher said "
+                     "nothing for %.1f s (limit %.1f s) with rank %d on it; last "
+                     "step %lld", n->name, silent_s, limit, first, step);
+        return 1;
+    }
+    return 0;
+}
+
 void fb__sup_slurm_tick(fb__sup *s, uint64_t now)
 {
     struct fb__sup_slurm *g = s->slurm;
@@ -658,6 +893,8 @@ void fb__sup_slurm_tick(fb__sup *s, uint64_t now)
         fb__shim_stop(s->units[UNIT_WATCHERS].shim, 0);
     }
     if (s->fail.set)
+        return;
+    if (node_lost(s, now))
         return;
     /* Hangs of ranks whose segment is not on this host: the watchers'
      * heartbeat ages. */
@@ -717,6 +954,20 @@ void fb__sup_slurm_on_failure(fb__sup *s)
     fb__sup_failure *f = &s->fail;
     if (!g || f->launch_error)
         return;
+    if (f->kind == FB__SUP_FAIL_NODE_FAILURE && g->lost >= 0) {
+        /* A lost node is left out; it is taken back only by a passing
+         * health check at a later launch (recheck_lost), never without. */
+        char why[256];
+        snprintf(why, sizeof why, "firebreak: node lost (its watcher silent "
+                 "for %.0f s)", (double)(f->detected_ns - f->occurred_ns) / 1e9);
+        g->suspect = g->lost;
+        snprintf(g->suspect_why, sizeof g->suspect_why, "node_failure at step %lld",
+                 (long long)f->step);
+        exclude_node(s, g->lost, why);
+        g->nodes[g->lost].lost = 1;
+        g->nodes[g->lost].lost_attempt = s->attempt;
+        return;
+    }
     if (f->rank < 0) {
         int task;
         char what[200];

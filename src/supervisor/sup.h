@@ -224,6 +224,17 @@ int fb__sup_slurm_fd(const fb__sup *s);      /* watchers' stdout to poll, -1   *
 void fb__sup_slurm_read(fb__sup *s);
 void fb__sup_slurm_tick(fb__sup *s, uint64_t now);
 void fb__sup_slurm_on_failure(fb__sup *s);   /* blame a node, before recording */
+int fb__sup_slurm_nnodes(const fb__sup *s);  /* nodes the job uses; 1 without */
+/* Where a rank runs: its node (Slurm's name; the host's elsewhere) and the
+ * machine's hostname; NULL where not known (rank -1 under Slurm, mpirun
+ * inside an allocation). */
+void fb__sup_rank_where(const fb__sup *s, int rank, const char **node,
+                        const char **host);
+/* The node and host of a failure: its rank's, or the lost node's. */
+void fb__sup_failure_where(const fb__sup *s, const fb__sup_failure *f,
+                           const char **node, const char **host);
+/* Journal every rank's node and host (placement) and the attempt's nodes. */
+void fb__sup_place_ranks(fb__sup *s);
 
 /* rundir.c (one supervisor per directory; private or group modes) */
 /* Resolve --shared-group and set the run's umask; prints errors. */

@@ -44,6 +44,7 @@ void fb__sup_options_init(fb__sup_options *o)
     o->max_restarts = 3;
     o->hang_timeout_s = 300;
     o->startup_timeout_s = 600;
+    o->node_timeout_s = 10;
     o->ckpt_timeout_s = 900;
     o->grace_s = 5;
     o->crash_loop = 2;
@@ -275,6 +276,7 @@ static void options_json(const fb__sup_options *o, fb__jsonw *w)
     fb__jsonw_kint(w, "max_restarts", o->max_restarts);
     fb__jsonw_kdouble(w, "hang_timeout_s", o->hang_timeout_s);
     fb__jsonw_kdouble(w, "startup_timeout_s", o->startup_timeout_s);
+    fb__jsonw_kdouble(w, "node_timeout_s", o->node_timeout_s);
     fb__jsonw_kdouble(w, "ckpt_timeout_s", o->ckpt_timeout_s);
     fb__jsonw_kdouble(w, "attach_timeout_s", o->attach_timeout_s);
     fb__jsonw_kdouble(w, "grace_s", o->grace_s);
@@ -745,11 +747,13 @@ static void record_failure(fb__sup *s, const char *fr_verdict)
     error_file_detail(s, f);
     char last[2048];
     fb__sup_last_lines(s, f->rank, last, sizeof last);
+    const char *node, *host;
+    fb__sup_failure_where(s, f, &node, &host);
     fb__journal_incident inc = {
         .attempt_id = s->attempt_id, .kind = fb__sup_fail_kind_name(f->kind),
         .occurred_at = fb__sup_mono_to_wall(f->occurred_ns),
         .detected_at = fb__sup_mono_to_wall(f->detected_ns),
-        .detect_ms = detect_ms, .rank = f->rank, .node = s->hostname,
+        .detect_ms = detect_ms, .rank = f->rank, .node = node, .host = host,
         .signal = f->signal, .has_exit_code = f->has_exit_code,
         .exit_code = f->exit_code, .phase = f->phase, .step = f->step,
         .lost_s = lost_s, .injected = f->injected[0] ? f->injected : NULL,
@@ -868,6 +872,7 @@ static void start_attempt(fb__sup *s)
                  s->launch_detail[0] ? s->launch_detail : fb_strerror(rc));
     } else if (!s->stop_signal) {
         fb__journal_attempt_real(s->j, s->attempt_id, "launched_at", fb__wall_s());
+        fb__sup_place_ranks(s);
         fb__sup_log(s, "attempt %d: launched %d rank%s (%s)", s->attempt, s->world,
                     s->world == 1 ? "" : "s", fb__sup_launcher_name(s->o->launcher));
     }
@@ -1169,7 +1174,7 @@ static int open_journal(fb__sup *s)
         .name = s->name, .job_id = s->job_id, .run_dir = s->run_dir,
         .command_json = fb__jsonw_text(&cmd), .launcher = fb__sup_launcher_name(o->launcher),
         .hostname = s->hostname, .options_json = fb__jsonw_text(&opts),
-        .nproc = s->world, .nnodes = o->nnodes > 0 ? o->nnodes : 1,
+        .nproc = s->world, .nnodes = s->slurm ? fb__sup_slurm_nnodes(s) : o->nnodes > 0 ? o->nnodes : 1,
         .max_restarts = o->max_restarts, .hang_timeout_s = o->hang_timeout_s,
         .started_at = fb__wall_s(),
     };

@@ -76,6 +76,7 @@ typedef struct fb__sup_options {
                                  NULL or "none": logs only                    */
     /* slurm */
     int spare_nodes;
+    double node_timeout_s;    /* a node's watcher silent this long: lost    */
     int drain;
     int health_check;         /* health check nodes before launch           */
     /* diagnosis after a failure (diagnose.c; local and mpirun launchers) */

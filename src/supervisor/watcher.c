@@ -11,6 +11,7 @@
  * again.  `--health` instead runs this node's health checks once.
  */
 #include <errno.h>
+#include <limits.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -269,6 +270,20 @@ static void pass(const fb__watch_opts *o, wrank *ranks, int n, uint64_t now)
     }
 }
 
+/* Remove the segment of a rank of this node: on another host than the
+ * supervisor's nobody else will (a rank killed by SIGKILL leaves it).
+ * Only our own regular file goes, as the supervisor's cleanup does. */
+static void remove_segment(const fb__watch_opts *o, const wrank *w)
+{
+    char name[FB__SEG_NAME_MAX], path[PATH_MAX];
+    struct stat st;
+    if (fb__seg_name(name, sizeof name, o->job, o->attempt, w->rank) ||
+        fb__fmt(path, sizeof path, "/dev/shm%s", name))
+        return;
+    if (lstat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid())
+        unlink(path);
+}
+
 int fb__watch_run(const fb__watch_opts *o)
 {
     struct sigaction sa = {.sa_handler = on_stop};
@@ -295,6 +310,10 @@ int fb__watch_run(const fb__watch_opts *o)
     snprintf(m.node, sizeof m.node, "%s", o->node);
     m.nodeid = o->node_id > INT32_MAX ? -1 : (int)o->node_id;
     m.pid = getpid();
+    /* The machine under the Slurm node name (often the same name); one
+     * that is not a valid name is left out rather than sent. */
+    if (gethostname(m.host, sizeof m.host - 1) || !fb__fbw1_node_name_ok(m.host))
+        m.host[0] = '\0';
     emit(o->out, &m);
     uint64_t interval_ns = (uint64_t)(o->interval_s * 1e9), last_beat = 0;
     int left = n;
@@ -320,6 +339,11 @@ int fb__watch_run(const fb__watch_opts *o)
         pass(o, ranks, n, now);
         if (now - last_beat >= interval_ns) {
             last_beat = now;
+            /* The node is alive, with ranks attached or not yet: the
+             * supervisor tells a lost node by its watcher's silence. */
+            msg_init(&m, FB_FBW1_ALIVE, 0);
+            snprintf(m.node, sizeof m.node, "%s", o->node);
+            emit(o->out, &m);
             for (int i = 0; i < n; i++)
                 if (ranks[i].seg && !ranks[i].ended && !ranks[i].corrupt)
                     beat(o->out, &ranks[i], now);
@@ -333,11 +357,33 @@ int fb__watch_run(const fb__watch_opts *o)
         snprintf(m.node, sizeof m.node, "%s", o->node);
         emit(o->out, &m);
     }
+    /* Stopped (the step ends, scancel): the ranks are being stopped too;
+     * give them up to a second to go before their segments are removed.
+     * A rank still alive keeps its segment. */
+    for (int t = 0; left > 0 && t < 20; t++) {
+        struct pollfd pfd[FB__WATCH_MAX_LOCAL];
+        int map[FB__WATCH_MAX_LOCAL], np = 0;
+        for (int i = 0; i < n; i++)
+            if (!ranks[i].ended && ranks[i].pidfd >= 0) {
+                pfd[np].fd = ranks[i].pidfd;
+                pfd[np].events = POLLIN;
+                map[np++] = i;
+            }
+        if (np == 0)
+            break;
+        if (poll(pfd, (nfds_t)np, 50) > 0)
+            for (int k = 0; k < np; k++)
+                if (pfd[k].revents)
+                    ranks[map[k]].ended = 1;
+    }
     for (int i = 0; i < n; i++) {
         if (ranks[i].pidfd >= 0)
             close(ranks[i].pidfd);
-        if (ranks[i].seg)
+        if (ranks[i].seg) {
             fb__seg_close(ranks[i].seg);
+            if (ranks[i].ended)
+                remove_segment(o, &ranks[i]);
+        }
     }
     return 0;
 }

@@ -6,7 +6,9 @@
  * refused with FB_EVERSION and a message that names the file and says
  * what to do; a FIFO where the database or its -wal is, is refused at once
  * (SQLite would block opening it); a file that is not a journal is
- * refused.
+ * refused; where ranks ran (schema 1.1: placement, and the node and host
+ * of incidents, events and samples) reads back, and a 1.0 file reads with
+ * those as NULL and is upgraded to 1.1 when the writer opens it.
  */
 #include <errno.h>
 #include <math.h>
@@ -255,6 +257,175 @@ static void test_newer_minor(void)
     fb__journal_close_ro(jr);
 }
 
+/* Schema 1.1: fb__journal_place gives each rank's node and host to its
+ * incidents (unless named), events and samples, in that attempt only. */
+static void test_placement(void)
+{
+    const char *path = in_dir("place.sqlite");
+    fb__journal *j = NULL;
+    char err[1024] = "";
+    CHECK_RC(fb__journal_open(&j, path, err, sizeof err), 0);
+    if (!j)
+        return;
+    fb__journal_run r = {.name = "p", .job_id = "p-1", .run_dir = dir,
+                         .command_json = "[]", .launcher = "slurm",
+                         .hostname = "login", .nproc = 4, .nnodes = 2,
+                         .started_at = 1};
+    CHECK_RC(fb__journal_begin_run(j, &r), 0);
+    int64_t a0, a1;
+    CHECK_RC(fb__journal_begin_attempt(j, 0, 2, &a0), 0);
+    static const char *const node[] = {"node1", "node1", "node2", "node2"};
+    static const char *const host[] = {"h1", "h1", "h2", "h2"};
+    for (int k = 0; k < 4; k++)
+        CHECK_RC(fb__journal_place(j, a0, k, node[k], host[k]), 0);
+    CHECK_RC(fb__journal_place(j, a0, -1, "x", NULL), -EINVAL);
+    CHECK_RC(fb__journal_place(j, a0, 0, NULL, NULL), -EINVAL);
+    fb__journal_incident in = {.attempt_id = a0, .kind = "crash", .rank = 3,
+                               .step = -1, .lost_s = -1, .detail = "d"};
+    CHECK_RC(fb__journal_add_incident(j, &in, NULL), 0);
+    in.rank = -1;
+    in.node = "node9";
+    CHECK_RC(fb__journal_add_incident(j, &in, NULL), 0);
+    fb__journal_event ev = {.attempt_id = a0, .time = 3, .rank = 2,
+                            .kind = "ckpt_committed", .step = 5, .value_ms = -1};
+    CHECK_RC(fb__journal_add_event(j, &ev), 0);
+    CHECK_RC(fb__journal_sample(j, a0, 1, 4, 6, -1), 0);
+    /* A new attempt: rank 1 moves to node3; rank 0 is not placed. */
+    CHECK_RC(fb__journal_begin_attempt(j, 1, 5, &a1), 0);
+    CHECK_RC(fb__journal_place(j, a1, 1, "node3", NULL), 0);
+    CHECK_RC(fb__journal_sample(j, a1, 1, 6, 7, -1), 0);
+    CHECK_RC(fb__journal_sample(j, a1, 0, 6, 7, -1), 0);
+    CHECK_RC(fb__journal_sample(j, a0, 1, 6, 7, -1), 0); /* a0 no longer placed */
+    fb__journal_close(j);
+
+    fb__journal_ro *jr = NULL;
+    CHECK_RC(fb__journal_open_ro(path, &jr, err, sizeof err), 0);
+    if (!jr) {
+        fprintf(stderr, "open_ro (placement): %s\n", err);
+        return;
+    }
+    CHECK_EQ_STR(fb__journal_ro_version(jr), FB__JOURNAL_SCHEMA_VERSION);
+    fb__journal_cursor *c;
+    fb__journal_placement_row p;
+    int64_t n = -1;
+    CHECK_RC(fb__journal_count(jr, FB__JOURNAL_PLACEMENT, &n), 0);
+    CHECKF(n == 5, "%lld placement rows", (long long)n);
+    CHECK_RC(fb__journal_rows(jr, FB__JOURNAL_PLACEMENT, &c), 0);
+    for (int k = 0; k < 4; k++) {
+        CHECK_RC(fb__journal_next_placement(c, &p), 1);
+        CHECK_EQ_INT(p.attempt_id, a0);
+        CHECK_EQ_INT(p.rank, k);
+        CHECK_EQ_STR(p.node, node[k]);
+        CHECK_EQ_STR(p.host, host[k]);
+    }
+    CHECK_RC(fb__journal_next_placement(c, &p), 1);
+    CHECK_EQ_INT(p.attempt_id, a1);
+    CHECK_EQ_STR(p.node, "node3");
+    CHECK_EQ_STR(p.host, NULL);
+    CHECK_RC(fb__journal_next_placement(c, &p), 0);
+    fb__journal_rows_close(c);
+
+    fb__journal_incident_row ir;
+    CHECK_RC(fb__journal_rows(jr, FB__JOURNAL_INCIDENT, &c), 0);
+    CHECK_RC(fb__journal_next_incident(c, &ir), 1);
+    CHECK_EQ_STR(ir.node, "node2");
+    CHECK_EQ_STR(ir.host, "h2");
+    CHECK_RC(fb__journal_next_incident(c, &ir), 1);
+    CHECK_EQ_STR(ir.node, "node9");
+    CHECK_EQ_STR(ir.host, NULL);
+    fb__journal_rows_close(c);
+
+    fb__journal_event_row e;
+    CHECK_RC(fb__journal_rows(jr, FB__JOURNAL_EVENT, &c), 0);
+    CHECK_RC(fb__journal_next_event(c, &e), 1);
+    CHECK_EQ_STR(e.node, "node2");
+    CHECK_EQ_STR(e.host, "h2");
+    fb__journal_rows_close(c);
+
+    static const char *const want[][2] = {{"node1", "h1"}, {"node3", NULL},
+                                          {NULL, NULL}, {NULL, NULL}};
+    fb__journal_sample_row sr;
+    CHECK_RC(fb__journal_rows(jr, FB__JOURNAL_SAMPLE, &c), 0);
+    for (int k = 0; k < 4; k++) {
+        CHECK_RC(fb__journal_next_sample(c, &sr), 1);
+        CHECK_EQ_STR(sr.node, want[k][0]);
+        CHECK_EQ_STR(sr.host, want[k][1]);
+    }
+    fb__journal_rows_close(c);
+    fb__journal_close_ro(jr);
+}
+
+/* A 1.0 journal (no placement, no node or host columns): it reads, with
+ * those as NULL and no placement rows; the writer opening it upgrades it
+ * to 1.1 and writes the new columns. */
+static void test_schema_1_0(void)
+{
+    const char *path = in_dir("v10.sqlite");
+    write_journal(path, 0);
+    sql(path, "UPDATE meta SET value='1.0' WHERE key='schema_version';"
+              "DROP TABLE placement;"
+              "ALTER TABLE incident DROP COLUMN host;"
+              "ALTER TABLE event DROP COLUMN node; ALTER TABLE event DROP COLUMN host;"
+              "ALTER TABLE step_sample DROP COLUMN node;"
+              "ALTER TABLE step_sample DROP COLUMN host;");
+    fb__journal_ro *jr = NULL;
+    char err[1024] = "";
+    CHECK_RC(fb__journal_open_ro(path, &jr, err, sizeof err), 0);
+    if (!jr) {
+        fprintf(stderr, "open_ro (1.0): %s\n", err);
+        return;
+    }
+    CHECK_EQ_STR(fb__journal_ro_version(jr), "1.0");
+    check_rows(jr, 1);
+    int64_t n = -1;
+    CHECK_RC(fb__journal_count(jr, FB__JOURNAL_PLACEMENT, &n), 0);
+    CHECK_EQ_INT(n, 0);
+    fb__journal_cursor *c;
+    fb__journal_placement_row p;
+    CHECK_RC(fb__journal_rows(jr, FB__JOURNAL_PLACEMENT, &c), 0);
+    CHECK_RC(fb__journal_next_placement(c, &p), 0);
+    fb__journal_rows_close(c);
+    fb__journal_incident_row ir;
+    CHECK_RC(fb__journal_rows(jr, FB__JOURNAL_INCIDENT, &c), 0);
+    CHECK_RC(fb__journal_next_incident(c, &ir), 1);
+    CHECK_EQ_STR(ir.host, NULL);
+    fb__journal_rows_close(c);
+    fb__journal_close_ro(jr);
+
+    fb__journal *j = NULL;
+    CHECK_RC(fb__journal_open(&j, path, err, sizeof err), 0);
+    if (!j) {
+        fprintf(stderr, "open (1.0): %s\n", err);
+        return;
+    }
+    int64_t a2;
+    CHECK_RC(fb__journal_begin_attempt(j, 2, 300, &a2), 0);
+    CHECK_RC(fb__journal_place(j, a2, 0, "node4", "h4"), 0);
+    CHECK_RC(fb__journal_sample(j, a2, 0, 301, 1, -1), 0);
+    CHECK_RC(fb__journal_flush(j), 0);
+    fb__journal_status st;
+    fb__journal_close_status(j, &st);
+    CHECK_EQ_INT(st.dropped_rows, 0);
+    CHECK_EQ_INT(st.dropped_samples, 0);
+    CHECK_RC(fb__journal_open_ro(path, &jr, err, sizeof err), 0);
+    if (!jr)
+        return;
+    CHECK_EQ_STR(fb__journal_ro_version(jr), FB__JOURNAL_SCHEMA_VERSION);
+    CHECK_RC(fb__journal_count(jr, FB__JOURNAL_PLACEMENT, &n), 0);
+    CHECK_EQ_INT(n, 1);
+    fb__journal_sample_row sr;
+    CHECK_RC(fb__journal_rows(jr, FB__JOURNAL_SAMPLE, &c), 0);
+    int got = 0;
+    while (fb__journal_next_sample(c, &sr) == 1)
+        if (sr.attempt_id == a2) {
+            CHECK_EQ_STR(sr.node, "node4");
+            got++;
+        }
+    CHECK_EQ_INT(got, 1);
+    fb__journal_rows_close(c);
+    fb__journal_close_ro(jr);
+}
+
 /* Open must fail with want, and its message hold each of the needles. */
 static void expect_refused(const char *path, int want, const char *n1,
                            const char *n2)
@@ -327,6 +498,8 @@ int main(void)
     test_roundtrip();
     test_live();
     test_newer_minor();
+    test_placement();
+    test_schema_1_0();
     test_other_major();
     test_not_a_journal();
     test_fifo();

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # jobs.sh FIREBREAK SRCDIR -- `firebreak run --launcher slurm` on the local
-# four-node cluster: a job completes; a rank killed on node3 is restarted
+# cluster of four separate hosts: a job completes; a rank killed on node3 is restarted
 # and the job ends with the fault-free hash; SIGUSR1 makes the ranks save a
 # final checkpoint and stop cleanly; scancel leaves no process anywhere.
 source "$(dirname "$0")/lib.sh"
@@ -102,5 +102,7 @@ wait $apid || true
 wait_no_jobs
 for _ in $(seq 1 50); do [ -z "$(leftovers)" ] && break; sleep 0.1; done
 [ -z "$(leftovers)" ] || fail "run 4: processes left after scancel: $(leftovers)"
-grep -q "^fb\.$(cat "$T/r4/job")\." <<<"$(ls /dev/shm)" && fail "run 4: segments left"
+for n in node1 node2 node3 node4; do
+    grep -q "^fb\.$(cat "$T/r4/job")\." <<<"$(on $n ls /dev/shm)" && fail "run 4: segments left on $n"
+done
 ok "scancel: no process left on any node"

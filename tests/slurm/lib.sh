@@ -1,8 +1,11 @@
-# Shared helpers for the Slurm tests (sourced): bring up the local four-node
-# cluster once per script (scripts/slurm-cluster.sh), tear it down on exit,
-# and fail when any process of the test or any daemon is left behind.
+# Shared helpers for the Slurm tests (sourced): bring up the local cluster
+# of separate hosts once per script (scripts/slurm-cluster.sh: four nodes,
+# each with its own network, hostname, /dev/shm and /tmp; $T is the shared
+# filesystem), tear it down on exit, and fail when any process of the test,
+# any daemon, namespace, link or mount of the cluster is left behind.
 #   $FB  firebreak    $TOY  fb-toy-train    $T  a fresh temporary directory
 #   $FIX the health fixtures (tests/health/fixtures)
+#   on NODE CMD...  run CMD on NODE (its namespaces)
 set -euo pipefail
 FB=$1
 SRC=$2
@@ -11,6 +14,7 @@ TOY=$BIN/fb-toy-train
 FIX=$SRC/tests/health/fixtures
 T=$(mktemp -d /tmp/fb-slurm-test.XXXXXX)
 CL=$T/cluster
+MORE_CLUSTERS=()   # state directories of other clusters a test brings up
 cd "$T"
 
 fail() { echo "FAIL: $*" >&2; exit 1; }
@@ -21,9 +25,12 @@ leftovers() { pgrep -f -- "^($TOY|$FB) " || true; }
 
 cleanup() {
     local rc=$? left
-    if [ -f "$CL/slurm.conf" ]; then
-        "$SRC/scripts/slurm-cluster.sh" down "$CL" || rc=1
-    fi
+    local c
+    for c in "$CL" "${MORE_CLUSTERS[@]}"; do
+        if [ -s "$c/cluster" ]; then
+            "$SRC/scripts/slurm-cluster.sh" down "$c" || rc=1
+        fi
+    done
     left=$(leftovers)
     if [ -n "$left" ]; then
         echo "FAIL: processes left behind:" >&2
@@ -35,13 +42,17 @@ cleanup() {
     exit $rc
 }
 trap cleanup EXIT
+# A test stopped by a signal (ctest's timeout, ^C) still takes its clusters down.
+trap 'exit 143' TERM INT HUP
 
-"$SRC/scripts/slurm-cluster.sh" up "$CL" >"$T/cluster.env" 2>"$T/cluster.err" \
+"$SRC/scripts/slurm-cluster.sh" up "$CL" --share "$T" >"$T/cluster.env" 2>"$T/cluster.err" \
     || { cat "$T/cluster.err" >&2; fail "cluster did not come up"; }
 eval "$(tail -n 1 "$T/cluster.env")"
 export SLURM_CONF
 # Every node healthy unless a test says otherwise (test hook, docs/slurm.md).
 export FIREBREAK_HEALTH_ROOT=$FIX/healthy
+
+on() { local n=$1; shift; "$SRC/scripts/slurm-cluster.sh" exec "$CL" "$n" -- "$@"; }
 
 json_field() { python3 -c 'import json,sys; d=json.loads(open(sys.argv[1]).read().strip().splitlines()[-1]); print(eval("d"+sys.argv[2]))' "$1" "$2"; }
 

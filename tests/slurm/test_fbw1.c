@@ -55,7 +55,7 @@ static int msg_eq(const fb__fbw1_msg *a, const fb__fbw1_msg *b, const char *what
         fprintf(stderr, "%s: " #f " '%s' != '%s'\n", what, a->f, b->f);        \
         return 0;                                                              \
     }
-    EQ_INT(kind) EQ_STR(node) EQ_INT(nodeid) EQ_INT(pid) EQ_INT(rank)
+    EQ_INT(kind) EQ_STR(node) EQ_STR(host) EQ_INT(nodeid) EQ_INT(pid) EQ_INT(rank)
     EQ_INT(step) EQ_INT(phase) EQ_INT(age_ms) EQ_INT(how) EQ_INT(code)
     EQ_INT(verdict) EQ_STR(reason) EQ_INT(rep_idx) EQ_INT(rep_kind)
     EQ_INT(rep_code) EQ_INT(rep_step) EQ_INT(rep_bytes) EQ_INT(rep_v1)
@@ -98,6 +98,8 @@ static void test_round_trips(void)
     m.nodeid = 3;
     m.pid = 4242;
     round_trip(&m, 8, "hello");
+    snprintf(m.host, sizeof m.host, "gpu-node-17.cluster.example");
+    round_trip(&m, 8, "hello with its host");
     m.nodeid = FB__FBW1_NODEID_MAX;
     m.pid = INT32_MAX;
     memset(m.node, 'n', FB__FBW1_NODE_MAX - 1);
@@ -149,6 +151,11 @@ static void test_round_trips(void)
     m = msg(FB_FBW1_BYE);
     snprintf(m.node, sizeof m.node, "node4");
     round_trip(&m, 1, "bye");
+    m.kind = FB_FBW1_ALIVE;
+    round_trip(&m, 1, "alive");
+    m.node[0] = '\0';
+    char nope[64];
+    CHECK_RC(fb__fbw1_format(&m, nope, sizeof nope), -EINVAL);
 
     m = msg(FB_FBW1_REPORT);
     m.rank = 2;
@@ -274,10 +281,12 @@ static void test_hostile(void)
 
     /* Missing and extra fields of every kind. */
     static const char *const fields[] = {
-        "fbw1 hello node3 2", "fbw1 hello node3 2 42 7", "fbw1 attach 1",
+        "fbw1 hello node3 2", "fbw1 hello node3 2 42 h7 8", "fbw1 attach 1",
+        "fbw1 hello node3 2 42 h/7", "fbw1 hello node3 2 42 ",
         "fbw1 attach 1 2 3", "fbw1 beat 1 2 3", "fbw1 beat 1 2 3 4 5",
         "fbw1 end 1 exit", "fbw1 end 1 exit 0 0", "fbw1 health node3",
         "fbw1 bye", "fbw1 bye node3 node4", "fbw1 report 0 0 2 0 30 0 0 0",
+        "fbw1 alive", "fbw1 alive node3 node4", "fbw1 alive node/3",
         "fbw1 hello  node3 2 42", "fbw1 attach 1  2", "fbw1 beat 1 2 3 4 ",
         "fbw1 nope 1 2", "fbw2 bye node3", "fbw1", "fbw1 ",
     };
@@ -319,8 +328,8 @@ static void test_hostile(void)
 static void test_random(void)
 {
     static const char *const seeds[] = {
-        "fbw1 hello node3 2 4242", "fbw1 attach 7 31337", "fbw1 beat 7 120 1 35",
-        "fbw1 end 3 signal 11", "fbw1 health node3 fail reason here", "fbw1 bye node3",
+        "fbw1 hello node3 2 4242", "fbw1 hello node3 2 4242 node3.example", "fbw1 attach 7 31337", "fbw1 beat 7 120 1 35",
+        "fbw1 end 3 signal 11", "fbw1 health node3 fail reason here", "fbw1 bye node3", "fbw1 alive node3",
         "fbw1 report 0 17 7 -4004 60 0 0 0 1764500000000000000 checkpoint 60",
     };
     uint64_t x = 0x9e3779b97f4a7c15ull;
