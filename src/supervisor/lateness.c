@@ -18,6 +18,7 @@
  *     Prometheus' text format (for node_exporter's textfile collector).
  */
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -130,10 +131,26 @@ static void lateness_events(fb__sup *s)
         }
 }
 
+/* Append to a buffer of cap bytes; a line that does not fit marks it
+ * cut (*len = cap) and nothing more is added. */
+static void put(char *buf, size_t cap, size_t *len, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void put(char *buf, size_t cap, size_t *len, const char *fmt, ...)
+{
+    if (*len >= cap)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(buf + *len, cap - *len, fmt, ap);
+    va_end(ap);
+    *len = n < 0 || (size_t)n >= cap - *len ? cap : *len + (size_t)n;
+}
+
 /* run_dir/lateness.prom, written whole and renamed into place. */
 static void write_prom(fb__sup *s)
 {
-    size_t cap = 1024 + (size_t)s->world * 3 * 120, len = 0;
+    /* a series line is at most ~130 bytes (a 48-byte job id) */
+    size_t cap = 2048 + (size_t)s->world * 3 * 192, len = 0;
     char *buf = malloc(cap);
     if (!buf)
         return;
@@ -147,17 +164,21 @@ static void write_prom(fb__sup *s)
          "rank a straggler"},
     };
     for (int m = 0; m < 3; m++) {
-        len += (size_t)snprintf(buf + len, cap - len, "# HELP %s %s.\n# TYPE %s gauge\n",
-                                metric[m][0], metric[m][1], metric[m][0]);
+        put(buf, cap, &len, "# HELP %s %s.\n# TYPE %s gauge\n", metric[m][0],
+            metric[m][1], metric[m][0]);
         for (int r = 0; r < s->world; r++) {
             fb__fr_late_window w;
             int flagged;
             if (fb__fr_late_get(s->late, r, &w, &flagged) || !w.n)
                 continue;
             double v = m == 0 ? w.mean_s : m == 1 ? (double)w.last / w.n : flagged;
-            len += (size_t)snprintf(buf + len, cap - len, "%s{job_id=\"%s\",rank=\"%d\"} %.6g\n",
-                                    metric[m][0], s->job_id, r, v);
+            put(buf, cap, &len, "%s{job_id=\"%s\",rank=\"%d\"} %.6g\n",
+                metric[m][0], s->job_id, r, v);
         }
+    }
+    if (len >= cap) { /* cannot happen with the bound above: write nothing */
+        free(buf);
+        return;
     }
     char path[PATH_MAX];
     if (snprintf(path, sizeof path, "%s/lateness.prom", s->run_dir) < (int)sizeof path)

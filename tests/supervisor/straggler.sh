@@ -40,6 +40,10 @@ rows = [l for l in run["lateness"] if l["kind"] == "lateness" and l["rank"] == 2
 assert rows and all(l["late_ms"] > 20 and l["last"] * 2 > l["collectives"] for l in rows), run["lateness"]
 assert any(l["kind"] == "straggler" and l["rank"] == 2 for l in run["lateness"])
 PY
+"$FB" report --html page.html "$(run_dir)" >/dev/null || fail "report --html exited $?"
+grep -q '<table id="lateness">' page.html || fail "HTML: no lateness table"
+grep -q '<title>rank 2</title></polyline>' page.html || fail "HTML: no lateness line for rank 2"
+grep -q '<title>straggler rank 2</title></line>' page.html || fail "HTML: no naming marker"
 assert_no_segments
 rm -rf runs
 
