@@ -85,8 +85,11 @@ static void named(fb__sup *s, int rank, const fb__fr_late_window *w, double step
     }
     s->late_warned[rank] = 1;
     sample_event(s, rank, w, now); /* the window that named it */
-    snprintf(detail, sizeof detail, "%s (step time %.1f ms); the job goes on "
-             "(--on-straggler warn)", what, step_s * 1e3);
+    char step[48] = "step time unknown";
+    if (step_s > 0)
+        snprintf(step, sizeof step, "step time %.1f ms", step_s * 1e3);
+    snprintf(detail, sizeof detail, "%s (%s); the job goes on (--on-straggler "
+             "warn)", what, step);
     fb__journal_incident inc = {
         .attempt_id = s->attempt_id, .kind = "straggler", .occurred_at = now,
         .detected_at = now, .rank = rank, .node = s->hostname, .phase = "train",
