@@ -207,7 +207,9 @@ static int start(fb__sup *s)
 
 void fb__sup_lateness(fb__sup *s, uint64_t now)
 {
-    if (s->o->on_straggler == FB_ON_STRAGGLER_OFF || s->world < 2 ||
+    /* slurm: most ranks' rings are on other nodes, where no whole-job
+     * collective could be assembled from; not analyzed (yet) */
+    if (s->o->on_straggler == FB_ON_STRAGGLER_OFF || s->world < 2 || s->slurm ||
         now - s->late_pass_ns < PASS_NS || (!s->late && start(s)))
         return;
     s->late_pass_ns = now;

@@ -15,6 +15,12 @@ train() { "$FB" run --launcher mpirun --nproc-per-node 4 --max-restarts 0 "$@" \
     -- "$T/fb-train-mlp-$TAG" --steps $steps --hidden 32 --batch 16 --sleep-ms 10 \
     --log-every 1000; }
 
+rc=0
+"$FB" run --on-straggler restart -- true >out.txt 2>err.txt || rc=$?
+[ $rc = 2 ] && grep -q -- "--on-straggler: 'restart' is not warn or off" err.txt ||
+    fail "--on-straggler restart: exit $rc, $(cat err.txt)"
+[ ! -e runs ] || fail "a bad --on-straggler created runs/"
+
 train --inject 'slow:rank=2,step=5,factor=4' >out.txt 2>err.txt ||
     fail "slow run exited $? ($(tail -5 err.txt))"
 got=$(q "select kind||':'||rank||':'||node from incident")
