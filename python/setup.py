@@ -27,7 +27,7 @@ if not os.path.exists(os.path.join(ROOT, "include", "firebreak", "firebreak.h"))
 LIB_SOURCES = {
     "common": ["util.c", "json.c", "jsonw.c"],
     "lib": ["lib.c", "segment.c", "segment_guard.c", "inject.c", "error.c"],
-    "ckpt": ["engine.c", "restore.c", "staging.c", "protect.c", "safetensors.c",
+    "ckpt": ["engine.c", "restore.c", "layout.c", "staging.c", "protect.c", "safetensors.c",
              "shard.c", "store.c", "hash.c", "cuda.c"],
     "fr": ["recorder.c"],
 }

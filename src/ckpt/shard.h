@@ -50,7 +50,9 @@ int fb__shard_check_place(const fb__st_header *h, const char *label,
  * polled by the calling thread between chunks of 8 MiB and while it waits
  * for the other threads.  Returns 0, FB_ECORRUPT (err names the file and
  * tensor), FB_EFORMAT, -ECANCELED (stop said so), -errno.  On failure
- * the dest buffers hold whatever was read.
+ * the dest buffers hold whatever was read.  h may list only some of the
+ * shard's tensors (in file order, with gaps between them): only those are
+ * read.
  */
 int fb__shard_read_verify(int fd, const fb__st_header *h, const char *label,
                           void *const *dest, int threads,
