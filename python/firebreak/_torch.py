@@ -597,6 +597,8 @@ class Checkpointer:
         if got is None or got != lay.step:
             return None if got is None else (got, None, None, None)
         meta = self._parse_meta(got, bufs.pop(META))
+        # where each of this rank's saved tensors sat in its global tensor
+        meta["_places"] = {e[0]: (tuple(e[4]), tuple(e[5])) for e in entries}
         need = [n for n in _refs(meta["objects"], []) if n not in bufs]
         where = {(e[0], e[1]): e for e in lay.tensors()}
         owners = meta.get("replicated", {})
@@ -682,7 +684,14 @@ class Checkpointer:
         if set(objects) != set(self.state):
             raise ValueError("checkpoint step %d holds state %s; the program's "
                              "state is %s" % (step, sorted(objects), sorted(self.state)))
-        _, live, _, dtensors = self._flatten()
+        _, live, places, dtensors = self._flatten()
+        saved_places = meta.get("_places")   # None: resharded to the live places
+        for name, (gs, go) in places.items():
+            got = saved_places.get(name) if saved_places is not None else None
+            if got is not None and got != (tuple(gs), tuple(go)):
+                raise ValueError("tensor %s: the program has the slice at %s of a "
+                                 "tensor of %s, checkpoint step %d has it at %s of %s"
+                                 % (name, tuple(go), tuple(gs), step, got[1], got[0]))
         lazy = tuple("%s/state/" % k for k, o in self.state.items()
                      if isinstance(o, torch.optim.Optimizer))
         for name, t in live.items():

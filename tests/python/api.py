@@ -284,6 +284,32 @@ def case_extension_input():
     check(fb.layout("nowhere", 0, 1) is None, "layout of a missing directory")
 
 
+def case_slice_input():
+    """firebreak.Slice and replicated= check their arguments; a slice
+    restored at another place raises naming both, the tensor untouched."""
+    raises(ValueError, ["Slice", "4 elements at offset 3 do not fit the global "
+                        "size 6 of dimension 0"],
+           lambda: firebreak.Slice(torch.zeros(4, 2), (6, 2), (3, 0)))
+    raises(ValueError, ["Slice", "1 dimensions, global shape (6, 2)"],
+           lambda: firebreak.Slice(torch.zeros(4), (6, 2), (0, 0)))
+    raises(TypeError, ["Slice", "expected a tensor"],
+           lambda: firebreak.Slice([1, 2], (2,), (0,)))
+    raises(ValueError, ["replicated", "'nope'", "['a']"],
+           lambda: firebreak.Checkpointer({"a": torch.zeros(2)}, dir="ck",
+                                          replicated=["nope"]))
+    t = torch.arange(8.0).reshape(4, 2)
+    ck = firebreak.Checkpointer({"w": firebreak.Slice(t, (8, 2), (4, 0))}, dir="ck")
+    ck.save(1)
+    ck.close()
+    u = torch.zeros(4, 2)
+    ck2 = firebreak.Checkpointer({"w": firebreak.Slice(u, (8, 2), (0, 0))}, dir="ck")
+    raises(ValueError, ["tensor w", "slice at (0, 0) of a tensor of (8, 2)",
+                        "step 1 has it at (4, 0) of (8, 2)"], ck2.restore)
+    check(torch.equal(u, torch.zeros(4, 2)), "the slice changed though restore failed")
+    ck3 = firebreak.Checkpointer({"w": firebreak.Slice(u, (8, 2), (4, 0))}, dir="ck")
+    check(ck3.restore() == 1 and torch.equal(u, t), "slice restored in place")
+
+
 CASES = {k[5:]: v for k, v in sorted(globals().items()) if k.startswith("case_")}
 
 
