@@ -76,32 +76,33 @@ static int parse_dims(const char *text, int ndim, int64_t *out)
     return *p ? -1 : 0;
 }
 
-/* A stored tensor's place in its global tensor; whole when not recorded. */
-static int read_place(const fb__st_header *h, const fb__st_tensor *t, stored *s,
-                      const char *path, char *err, size_t err_size)
+int fb__shard_slice_place(const fb__st_header *h, const fb__st_tensor *t,
+                          int64_t *global_shape, int64_t *global_offset,
+                          const char *label, char *err, size_t err_size)
 {
     static const char *const what[2] = {"global_shape", "global_offset"};
     char key[FB__ST_NAME_MAX + 64];
-    int64_t *dst[2] = {s->gshape, s->goff};
+    int64_t *dst[2] = {global_shape, global_offset};
     for (int d = 0; d < t->ndim; d++) {
-        s->gshape[d] = t->shape[d];
-        s->goff[d] = 0;
+        global_shape[d] = t->shape[d];
+        global_offset[d] = 0;
     }
     for (int k = 0; k < 2; k++) {
         snprintf(key, sizeof key, "firebreak.%s.%s", what[k], t->name);
         const char *v = fb__st_meta_get(h, key);
         if (v && parse_dims(v, t->ndim, dst[k])) {
             fb__ckpt_say(err, err_size, "%s: metadata %.200s is not %d "
-                         "comma-separated integers", path, key, t->ndim);
+                         "comma-separated non-negative integers", label, key,
+                         t->ndim);
             return FB_EFORMAT;
         }
     }
     for (int d = 0; d < t->ndim; d++)
-        if (s->goff[d] > s->gshape[d] - t->shape[d]) {
-            fb__ckpt_say(err, err_size, "%s: tensor \"%.200s\": slice at offset "
-                         "%" PRId64 " of %" PRId64 " elements in dimension %d "
-                         "exceeds the global size %" PRId64, path, t->name,
-                         s->goff[d], t->shape[d], d, s->gshape[d]);
+        if (global_offset[d] > global_shape[d] - t->shape[d]) {
+            fb__ckpt_say(err, err_size, "%s: tensor \"%.200s\": slice of %" PRId64
+                         " elements at offset %" PRId64 " in dimension %d "
+                         "exceeds the global size %" PRId64, label, t->name,
+                         t->shape[d], global_offset[d], d, global_shape[d]);
             return FB_EFORMAT;
         }
     return 0;
@@ -162,7 +163,8 @@ static int load_step(fb_ckpt_layout *l, char *err, size_t err_size)
             stored *s = &l->s[l->n++];
             s->rank = r;
             s->t = &h->tensors[j];
-            int rc = read_place(h, s->t, s, path, err, err_size);
+            int rc = fb__shard_slice_place(h, s->t, s->gshape, s->goff, path,
+                                           err, err_size);
             if (rc)
                 return rc;
         }

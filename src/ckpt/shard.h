@@ -27,6 +27,18 @@ typedef void (*fb__shard_progress)(void *arg, uint64_t bytes);
 int fb__shard_check_meta(const fb__st_header *h, const char *label, char *err,
                          size_t err_size);
 
+/*
+ * A tensor's place in its global tensor, from the shard's metadata
+ * (firebreak.global_shape.NAME, firebreak.global_offset.NAME; outside
+ * input, parsed with bounds): exactly ndim non-negative integers each,
+ * and the slice inside the global shape.  Without the keys the tensor is
+ * whole (global shape = its shape, offset 0).  0 or FB_EFORMAT with err
+ * naming the key (layout.c).
+ */
+int fb__shard_slice_place(const fb__st_header *h, const fb__st_tensor *t,
+                          int64_t *global_shape, int64_t *global_offset,
+                          const char *label, char *err, size_t err_size);
+
 /* Asked between chunks, on the calling thread only: non-zero stops the
  * read (may be NULL). */
 typedef int (*fb__shard_stop)(void *arg);

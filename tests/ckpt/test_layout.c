@@ -332,11 +332,39 @@ static void case_bad_place(void)
         CHECK_EQ_U64(fb_ckpt_layout_step(lay), 1);
     fb_ckpt_layout_close(lay);
     lay = NULL;
-    patch(path, "\"firebreak.global_offset.w\":\"4,0\"",
-          "\"firebreak.global_offset.w\":\"3,x\"");
+    /* Malformed places: not ndim non-negative integers. */
+    static const char *const bad[] = {"3,x", "-30", ",30", "30,", "3,,", "3 0",
+                                      "300"};
+    const char *prev = "4,0";
+    char from[64], to[64];
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(from, sizeof from, "\"firebreak.global_offset.w\":\"%s\"", prev);
+        snprintf(to, sizeof to, "\"firebreak.global_offset.w\":\"%s\"", bad[i]);
+        patch(path, from, to);
+        prev = bad[i];
+        lay = NULL;
+        CHECK_RC(fb_ckpt_layout_open(&lay, dir, 2, FB_CKPT_NEWEST), 0);
+        if (lay)
+            CHECKF(fb_ckpt_layout_step(lay) == 1, "offset \"%s\" accepted", bad[i]);
+        fb_ckpt_layout_close(lay);
+    }
+    /* The same shard's global shape made too small for the slice. */
+    snprintf(from, sizeof from, "\"firebreak.global_offset.w\":\"%s\"", prev);
+    patch(path, from, "\"firebreak.global_offset.w\":\"3,0\"");
+    patch(path, "\"firebreak.global_shape.w\":\"6,5\"",
+          "\"firebreak.global_shape.w\":\"5,5\"");
+    lay = NULL;
     CHECK_RC(fb_ckpt_layout_open(&lay, dir, 2, FB_CKPT_NEWEST), 0);
     if (lay)
         CHECK_EQ_U64(fb_ckpt_layout_step(lay), 1);
+    fb_ckpt_layout_close(lay);
+    /* Put right again, step 2 is read. */
+    patch(path, "\"firebreak.global_shape.w\":\"5,5\"",
+          "\"firebreak.global_shape.w\":\"6,5\"");
+    lay = NULL;
+    CHECK_RC(fb_ckpt_layout_open(&lay, dir, 2, FB_CKPT_NEWEST), 0);
+    if (lay)
+        CHECK_EQ_U64(fb_ckpt_layout_step(lay), 2);
     fb_ckpt_layout_close(lay);
 }
 
