@@ -443,6 +443,7 @@ class Checkpointer:
         meta = {"format": META_FORMAT, "step": step, "objects": skeleton,
                 "rng": _rng_state(), "extra": self.extra,
                 "world_size": self.world_size, "replicated": owners,
+                "members": self._members if owners else None,
                 "slices": sorted(places)}
         try:
             data = pickle.dumps(meta, protocol=4)
@@ -632,6 +633,15 @@ class Checkpointer:
         meta = self._parse_meta(step, mbuf)
         owners = meta.get("replicated", {})
         sliced = set(meta.get("slices", ()))
+        members = meta.get("members")
+        if owners and members is not None and list(members) != list(range(n_old)):
+            # replicas of one group only: another group's tensor of the same
+            # name may hold other values, so "any shard" would be wrong
+            raise Error(_firebreak.EMISMATCH,
+                        "checkpoint step %d was saved by %d ranks, this job has %d: "
+                        "its replicated state is replicated over the group %s, not "
+                        "the whole world, and cannot be restored on another world "
+                        "size" % (step, n_old, self.world_size, list(members)))
         _, live, places, _ = self._flatten()
         first = {}
         for e in entries:

@@ -9,6 +9,7 @@ torch.distributed (gloo, CPU, ranks spawned by the test):
              restored ends bit-identical to an uninterrupted run.
   reshard    a 2-rank DDP checkpoint restored by 1 and by 3 ranks; a
              per-rank tensor makes it fail naming both world sizes.
+  group      replicated over a named group (the world; groups of one).
   slice      firebreak.Slice: rows of a global tensor saved by 2 ranks,
              restored by 1, 3 and 4 ranks (and back), every element right.
   dtensor    (torch 2.x) a DTensor sharded over 2 ranks, restored by 1
@@ -69,9 +70,14 @@ def child_ddp(rank, world, ckdir, kill_at, replicated, extra_local, steps):
     sched = torch.optim.lr_scheduler.StepLR(opt, 5, gamma=0.7)
     torch.manual_seed(100 + rank)
     state = {"model": ddp, "optim": opt, "sched": sched}
-    if extra_local:
-        state["local"] = torch.full((4,), float(rank))
     kw = {} if replicated is None else {"replicated": replicated}
+    if extra_local == 1:     # a per-rank tensor
+        state["local"] = torch.full((4,), float(rank))
+    elif extra_local == 2:   # the world, named as a group
+        kw["group"] = dist.new_group([0, 1])
+    elif extra_local == 3:   # each rank a group of its own
+        groups = [dist.new_group([r]) for r in range(world)]
+        kw["group"] = groups[rank]
     ck = firebreak.Checkpointer(state, dir=ckdir, extra={"pos": 0}, **kw)
     start = ck.restore() or 0
     print("start=%d" % start, flush=True)
@@ -283,6 +289,31 @@ def case_reshard(tmp):
     check(out[0][0] != 0 and "saved by 2 ranks, this job has 1" in err and
           "tensor local" in err, "per-rank state on another size: rc %d %s"
           % (out[0][0], err[-600:]))
+
+
+def case_group(tmp):
+    """replicated over a named group: the world as a group writes half per
+    rank; groups of one rank each write a copy per rank, restore on the
+    same size, and refuse another size naming the group and both sizes."""
+    d = os.path.join(tmp, "world")
+    f = final(ddp_run(d, 2, extra_local=2, steps=8))
+    sizes = shard_sizes(d, 8)
+    state = int(f[0].split("state_bytes=")[1].split()[0]) if f else 0
+    check(len(sizes) == 2 and all(s < 0.6 * state + 16384 for s in sizes),
+          "group [0, 1]: shards %s of a %d-byte state" % (sizes, state))
+    d = os.path.join(tmp, "own")
+    f = final(ddp_run(d, 2, extra_local=3, steps=8))
+    sizes = shard_sizes(d, 8)
+    check(len(sizes) == 2 and all(s > state for s in sizes),
+          "groups of one: shards %s of a %d-byte state" % (sizes, state))
+    out = ddp_run(d, 2, extra_local=3, steps=8)
+    check(all("start=8" in o for _, o, _ in out) and final(out) == f,
+          "groups of one, restored: %s vs %s" % (final(out), f))
+    shutil.rmtree(os.path.join(d, "step-0000000004"), ignore_errors=True)
+    out = ddp_run(d, 1, steps=8)
+    err = out[0][2]
+    check(out[0][0] != 0 and "saved by 2 ranks, this job has 1" in err and
+          "group [0]" in err, "groups of one on 1 rank: rc %d %s" % (out[0][0], err[-600:]))
 
 
 def case_slice(tmp):
