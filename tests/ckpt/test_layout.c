@@ -4,7 +4,8 @@
  * global tensor read back on another world size (every split of rows and
  * columns), mismatches and uncovered regions named, corruption caught
  * before any buffer is written, steps chosen by world size and max_step,
- * and a shard whose recorded slice does not fit passed over.
+ * a shard whose recorded slice does not fit passed over; fb_ckpt_dir and
+ * fb_ckpt_device_support.
  * `test_layout NAME` runs one case, `test_layout --list` names them.
  */
 #include <errno.h>
@@ -368,6 +369,18 @@ static void case_bad_place(void)
     fb_ckpt_layout_close(lay);
 }
 
+/* The handle's directory and whether the CUDA path is built in. */
+static void case_handle_info(void)
+{
+    char dir[512];
+    fresh_dir("info", dir, sizeof dir);
+    fb_ckpt *ck = open_ck(dir, 0, 1);
+    CHECK_EQ_STR(fb_ckpt_dir(ck), dir);
+    fb_ckpt_close(ck);
+    CHECK(fb_ckpt_dir(NULL) == NULL);
+    CHECK_EQ_INT(fb_ckpt_device_support(), FB_TEST_EXPECT_CUDA);
+}
+
 static const struct {
     const char *name;
     void (*run)(void);
@@ -379,6 +392,7 @@ static const struct {
     {"corrupt", case_corrupt, 0},
     {"choose_step", case_choose_step, 0},
     {"bad_place", case_bad_place, 0},
+    {"handle_info", case_handle_info, 0},
 };
 
 int main(int argc, char **argv)
