@@ -231,17 +231,16 @@ static void case_mismatch(void)
 }
 
 /* Flip one byte at `from_end` bytes before the end of a file. */
-static void flip(const char *path, long from_end)
+static void flip(const char *path, size_t from_end)
 {
-    FILE *f = fopen(path, "r+b");
-    CHECK(f != NULL);
-    if (!f)
-        return;
-    fseek(f, -from_end, SEEK_END);
-    int c = fgetc(f);
-    fseek(f, -from_end, SEEK_END);
-    fputc(c ^ 0xff, f);
-    fclose(f);
+    char *buf = NULL;
+    size_t len = 0;
+    CHECK_RC(fb__read_file(path, 1 << 20, &buf, &len), 0);
+    if (buf && len >= from_end) {
+        buf[len - from_end] ^= 0xff;
+        CHECK_RC(fb__write_file_atomic(path, buf, len), 0);
+    }
+    free(buf);
 }
 
 static void case_corrupt(void)
@@ -309,10 +308,7 @@ static void patch(const char *path, const char *from, const char *to)
     CHECKF(p != NULL, "%s has no %s", path, from);
     if (p) {
         memcpy(p, to, strlen(to));
-        FILE *f = fopen(path, "wb");
-        CHECK(f && fwrite(buf, 1, len, f) == len);
-        if (f)
-            fclose(f);
+        CHECK_RC(fb__write_file_atomic(path, buf, len), 0);
     }
     free(buf);
 }
