@@ -62,6 +62,12 @@ _DTYPES = {
     torch.complex64: _firebreak.DTYPE_C64, torch.float64: _firebreak.DTYPE_F64,
     torch.int64: _firebreak.DTYPE_I64,
 }
+# Newer torch has more of the format's dtypes (unsigned, float8).
+for _name, _code in (("uint16", "DTYPE_U16"), ("uint32", "DTYPE_U32"),
+                     ("uint64", "DTYPE_U64"), ("float8_e5m2", "DTYPE_F8_E5M2"),
+                     ("float8_e4m3fn", "DTYPE_F8_E4M3")):
+    if hasattr(torch, _name):
+        _DTYPES[getattr(torch, _name)] = getattr(_firebreak, _code)
 _TORCH_OF = {v: k for k, v in _DTYPES.items()}
 
 

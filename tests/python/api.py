@@ -284,6 +284,29 @@ def case_extension_input():
     check(fb.layout("nowhere", 0, 1) is None, "layout of a missing directory")
 
 
+def case_newer_dtypes():
+    """torch 2.x's unsigned and float8 dtypes round-trip (absent in 1.13)."""
+    names = ["uint16", "uint32", "uint64", "float8_e5m2", "float8_e4m3fn"]
+    have = [n for n in names if hasattr(torch, n)]
+    if not have:
+        print("skip newer_dtypes: torch %s has none of %s" % (torch.__version__, names))
+        return
+    src = {n: (torch.arange(40, dtype=torch.uint8) * 3).view(torch.uint8)
+           for n in have}
+    state = {n: src[n][:(40 // torch.empty(0, dtype=getattr(torch, n)).element_size())
+                       * torch.empty(0, dtype=getattr(torch, n)).element_size()]
+             .view(getattr(torch, n)).clone() for n in have}
+    ck = firebreak.Checkpointer(state, dir="ck")
+    ck.save(1)
+    ck.close()
+    back = {n: torch.zeros_like(t) for n, t in state.items()}
+    ck2 = firebreak.Checkpointer(back, dir="ck")
+    check(ck2.restore() == 1, "restore")
+    for n in have:
+        check(back[n].view(torch.uint8).tolist() == state[n].view(torch.uint8).tolist(),
+              "dtype %s restored differently" % n)
+
+
 def case_slice_input():
     """firebreak.Slice and replicated= check their arguments; a slice
     restored at another place raises naming both, the tensor untouched."""
