@@ -553,6 +553,7 @@ static PyTypeObject CkptType = {
 typedef struct {
     PyObject_HEAD
     fb_ckpt_layout *lay;
+    int in_use;       /* read() is running with the GIL released */
 } Layout;
 
 static PyTypeObject LayoutType;
@@ -598,6 +599,7 @@ static PyObject *py_open_layout(PyObject *self, PyObject *args, PyObject *kw)
         goto out;
     }
     l->lay = lay;
+    l->in_use = 0;
     result = (PyObject *)l;
 out:
     Py_XDECREF(dir_obj);
@@ -606,10 +608,16 @@ out:
 
 static int layout_open(Layout *l)
 {
-    if (l->lay)
-        return 0;
-    PyErr_SetString(PyExc_ValueError, "checkpoint layout is closed");
-    return -1;
+    if (!l->lay) {
+        PyErr_SetString(PyExc_ValueError, "checkpoint layout is closed");
+        return -1;
+    }
+    if (l->in_use) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "checkpoint layout used by two threads at once");
+        return -1;
+    }
+    return 0;
 }
 
 /* tensors() -> [(name, rank, dtype, shape, global_shape, global_offset)] */
@@ -689,9 +697,11 @@ static PyObject *Layout_read(Layout *l, PyObject *args, PyObject *kw)
     char err[1024];
     int rc;
     fb_ckpt_layout *lay = l->lay;
+    l->in_use = 1;
     Py_BEGIN_ALLOW_THREADS
     rc = fb_ckpt_layout_read(lay, q, (size_t)n, io_threads, err, sizeof err);
     Py_END_ALLOW_THREADS
+    l->in_use = 0;
     if (rc) {
         raise_rc(rc, err[0] ? err : "reading a checkpoint");
         goto out;
@@ -706,6 +716,11 @@ out:
 
 static PyObject *Layout_close(Layout *l, PyObject *noargs)
 {
+    if (l->in_use) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "checkpoint layout closed while another thread reads it");
+        return NULL;
+    }
     fb_ckpt_layout_close(l->lay);
     l->lay = NULL;
     Py_RETURN_NONE;

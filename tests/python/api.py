@@ -282,6 +282,29 @@ def case_extension_input():
     check(fb.layout("ck", 0, 1) == (3, [("w", fb.DTYPE_F32, (4,))]),
           "layout %r" % (fb.layout("ck", 0, 1),))
     check(fb.layout("nowhere", 0, 1) is None, "layout of a missing directory")
+    # the reader across shards
+    check(fb.open_layout("nowhere") is None, "open_layout of a missing directory")
+    lay = fb.open_layout("ck", 0)
+    check(lay.step == 3 and lay.world_size == 1, "layout %d %d" % (lay.step, lay.world_size))
+    check(lay.tensors() == [("w", 0, fb.DTYPE_F32, (4,), (4,), (0,))],
+          "tensors %r" % (lay.tensors(),))
+    u = torch.ones(4)
+    raises(TypeError, ["a request is"], lambda: lay.read([("w", -1)]))
+    raises(ValueError, ["tensor w", "8 bytes given", "make 16"],
+           lambda: lay.read([("w", -1, fb.DTYPE_F32, (4,), (4,), (0,), u.data_ptr(), 8)]))
+    raises(ValueError, ["tensor w", "1 dimensions, a global shape of 2"],
+           lambda: lay.read([("w", -1, fb.DTYPE_F32, (4,), (4, 1), (0,), u.data_ptr(), 16)]))
+    try:
+        lay.read([("v", -1, fb.DTYPE_F32, (4,), (4,), (0,), u.data_ptr(), 16)])
+        check(False, "a missing tensor was read")
+    except fb.Error as e:
+        check(e.args[0] == fb.EMISMATCH and '"v" is not in step 3' in e.args[1],
+              "missing tensor: %r" % (e.args,))
+    check(torch.equal(u, torch.ones(4)), "buffer written by a failed read")
+    lay.read([("w", -1, fb.DTYPE_F32, (2,), (4,), (2,), u.data_ptr(), 8)])
+    check(torch.equal(u, torch.tensor([0.0, 0.0, 1.0, 1.0])), "region read %s" % u)
+    lay.close()
+    raises(ValueError, ["layout is closed"], lay.tensors)
 
 
 def case_newer_dtypes():
