@@ -373,11 +373,40 @@ class Checkpointer:
                 keys.add(k)
                 params.update(id(p) for p in o.parameters())
         for k, o in self.state.items():
-            if isinstance(o, torch.optim.Optimizer) and params:
-                mine = [id(p) for g in o.param_groups for p in g["params"]]
-                if mine and all(p in params for p in mine):
-                    keys.add(k)
+            if not isinstance(o, torch.optim.Optimizer):
+                continue
+            mine = [p for g in o.param_groups for p in g["params"]]
+            if params and mine and all(id(p) in params for p in mine):
+                keys.add(k)
+            # FSDP2 / DTensor parameters: their state is sharded like them
+            # (slices), and the plain tensors beside it (AdamW's step) are
+            # the same on every rank
+            elif _DTensor is not None and mine and all(isinstance(p, _DTensor)
+                                                      for p in mine):
+                keys.add(k)
         return keys
+
+    def _param_of(self, name):
+        """The parameter whose optimizer state `name` is
+        ("optim/state/3/exp_avg": parameter 3 in param_groups order, as
+        torch numbers them), or None."""
+        parts = name.split("/")
+        opt = self.state.get(parts[0])
+        if (len(parts) < 4 or parts[1] != "state" or not parts[2].isdigit()
+                or not isinstance(opt, torch.optim.Optimizer)):
+            return None
+        params = [p for g in opt.param_groups for p in g["params"]]
+        i = int(parts[2])
+        return params[i] if i < len(params) else None
+
+    def _state_template(self, name, gshape):
+        """For optimizer state of a DTensor parameter that the program has
+        not created yet (lazily, at the first step): the parameter, whose
+        sharding the state has.  None when there is none."""
+        p = self._param_of(name)
+        if _DTensor is None or not isinstance(p, _DTensor) or tuple(p.shape) != tuple(gshape):
+            return None
+        return p
 
     # -- helpers --------------------------------------------------------
 
@@ -661,14 +690,19 @@ class Checkpointer:
             if n in owners:
                 region = (e[3], e[3], (0,) * len(e[3]))
             elif n in sliced:
-                if n not in places:
-                    raise Error(_firebreak.EMISMATCH,
-                                "checkpoint step %d was saved by %d ranks, this job has "
-                                "%d: tensor %s is a slice there, and this rank has no "
-                                "slice of it to take its place from"
-                                % (step, n_old, self.world_size, n))
-                gs, go = places[n]
-                region = (tuple(live[n].shape), gs, go)
+                if n in places:
+                    gs, go = places[n]
+                    region = (tuple(live[n].shape), gs, go)
+                else:
+                    p = self._state_template(n, e[4])
+                    if p is None:
+                        raise Error(_firebreak.EMISMATCH,
+                                    "checkpoint step %d was saved by %d ranks, this job "
+                                    "has %d: tensor %s is a slice there, and this rank "
+                                    "has no slice of it to take its place from"
+                                    % (step, n_old, self.world_size, n))
+                    local, gs, go = _dtensor_place(p)
+                    region = (tuple(local.shape), gs, go)
             else:
                 raise Error(_firebreak.EMISMATCH,
                             "checkpoint step %d was saved by %d ranks, this job has %d: "
@@ -701,6 +735,13 @@ class Checkpointer:
             raise ValueError("checkpoint step %d holds state %s; the program's "
                              "state is %s" % (step, sorted(objects), sorted(self.state)))
         _, live, places, dtensors = self._flatten()
+        for name, b in bufs.items():     # lazily created state of DTensors
+            p = None if name in live else self._param_of(name)
+            if _DTensor is not None and isinstance(p, _DTensor):
+                local, gs, go = _dtensor_place(p)
+                if tuple(b.shape) == tuple(local.shape):
+                    dtensors[name] = p
+                    places[name] = (gs, go)
         saved_places = meta.get("_places")   # None: resharded to the live places
         for name, (gs, go) in places.items():
             got = saved_places.get(name) if saved_places is not None else None

@@ -14,6 +14,9 @@ torch.distributed (gloo, CPU, ranks spawned by the test):
              restored by 1, 3 and 4 ranks (and back), every element right.
   dtensor    (torch 2.x) a DTensor sharded over 2 ranks, restored by 1
              and by 3.
+  fsdp       (torch 2.x) FSDP2 (fully_shard) model and AdamW state saved
+             by 2 ranks, restored by 2, 1 and 3: the gathered state equal
+             to the saved one, and training goes on.
 
 Run: PYTHONPATH=<build>/python PYTHON replicated.py [CASE...]"""
 import hashlib
@@ -162,6 +165,59 @@ def child_dtensor(rank, world, ckdir, mode):
         got = state["w"]["weight"].full_tensor()
         print("restored=%s ok=%s" % (step, torch.equal(got, global_tensor(3))),
               flush=True)
+    ck.close()
+    dist.destroy_process_group()
+
+
+def full_hash(sd_model, sd_optim):
+    """A hash of model and optimizer state with every DTensor gathered."""
+    import torch
+    h = hashlib.sha256()
+
+    def add(v):
+        if hasattr(v, "full_tensor"):
+            v = v.full_tensor()
+        h.update(v.detach().cpu().numpy().tobytes() if torch.is_tensor(v)
+                 else repr(v).encode())
+    for k in sorted(sd_model):
+        add(sd_model[k])
+    for k, st in sorted(sd_optim["state"].items()):
+        for n in sorted(st):
+            add(st[n])
+    return h.hexdigest()
+
+
+def child_fsdp(rank, world, ckdir, mode):
+    """FSDP2 (fully_shard) over `world` ranks with AdamW: save after 3
+    steps, or restore (on any world size) and print the gathered state."""
+    import torch
+    import torch.distributed as dist
+    from torch.distributed.fsdp import fully_shard
+    import firebreak
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(),
+                            torch.nn.Linear(16, 6))
+    for layer in (m[0], m[2]):
+        fully_shard(layer)
+    fully_shard(m)
+    o = torch.optim.AdamW(m.parameters(), lr=1e-2)
+    ck = firebreak.Checkpointer({"model": m, "optim": o}, dir=ckdir, async_save=False)
+    if mode == "save":
+        torch.manual_seed(10 + rank)
+        for _ in range(3):
+            m(torch.randn(4, 8)).pow(2).sum().backward()
+            o.step()
+            o.zero_grad()
+        ck.save(3)
+        print("saved=%s" % full_hash(m.state_dict(), o.state_dict()), flush=True)
+    else:
+        step = ck.restore()
+        print("restored=%s step=%s" % (full_hash(m.state_dict(), o.state_dict()), step),
+              flush=True)
+        m(torch.randn(4, 8)).pow(2).sum().backward()   # and it trains on
+        o.step()
     ck.close()
     dist.destroy_process_group()
 
@@ -352,14 +408,37 @@ def case_dtensor(tmp):
               "dtensor restored by %d ranks: %s" % (world, [(o, e[-800:]) for _, o, e in out]))
 
 
+def case_fsdp(tmp):
+    import torch
+    try:
+        from torch.distributed.fsdp import fully_shard  # noqa: F401
+    except ImportError:
+        print("skip fsdp: torch %s has no fully_shard (FSDP2)" % torch.__version__)
+        return
+    ck = os.path.join(tmp, "fsdp")
+    out = spawn(2, ["fsdp", ck, "save"])
+    saved = [l for _, o, _ in out for l in o.splitlines() if l.startswith("saved=")]
+    check(all(rc == 0 for rc, _, _ in out) and len(saved) == 2 and saved[0] == saved[1],
+          "fsdp save: %s" % [(o, e[-800:]) for _, o, e in out])
+    want = saved[0].split("=", 1)[1] if saved else None
+    for world in (2, 1, 3):
+        out = spawn(world, ["fsdp", ck, "load"])
+        got = [l for _, o, _ in out for l in o.splitlines() if l.startswith("restored=")]
+        check(all(rc == 0 for rc, _, _ in out) and len(got) == world and
+              all(g == "restored=%s step=3" % want for g in got),
+              "fsdp restored by %d ranks: %s, saved %s; %s"
+              % (world, got, want, [e[-800:] for _, _, e in out]))
+
+
 CASES = {k[5:]: v for k, v in sorted(globals().items()) if k.startswith("case_")}
 
 
 def main():
     if len(sys.argv) > 1 and sys.argv[1] == "child":
         rank, world = int(sys.argv[2]), int(sys.argv[3])
-        if sys.argv[4] == "dtensor":
-            child_dtensor(rank, world, sys.argv[5], sys.argv[6])
+        if sys.argv[4] in ("dtensor", "fsdp"):
+            fn = child_dtensor if sys.argv[4] == "dtensor" else child_fsdp
+            fn(rank, world, sys.argv[5], sys.argv[6])
             return 0
         ckdir, kill_at, rep, local, steps = sys.argv[4:9]
         child_ddp(rank, world, ckdir, int(kill_at),
