@@ -109,14 +109,16 @@ class Slice:
 
 
 def _dtensor_type():
+    # Any failure means no DTensor: torch 1.13's distributed modules do not
+    # all import under Python 3.11 (ValueError from a dataclass).
     try:
         from torch.distributed.tensor import DTensor
         return DTensor
-    except ImportError:
+    except Exception:
         try:
             from torch.distributed._tensor import DTensor
             return DTensor
-        except ImportError:
+        except Exception:
             return None
 
 
