@@ -3,7 +3,8 @@
 # run`, killed twice by injected faults (rank 1 at step 23, then rank 0 at
 # step 37 of the restarted attempt), ends with the same parameter hash as
 # the same job run without faults; each restart resumed from the newest
-# checkpoint (steps 20 and 30).
+# complete checkpoint (steps 20 and 30, or 20 and 20 when step 30's
+# background save had not committed when rank 0 was killed).
 # Args: FIREBREAK_BINARY SOURCE_DIR PYTHON
 source "$(dirname "$0")/../supervisor/lib.sh"
 SRC=$2
@@ -26,7 +27,12 @@ cd faulty
 [ "$(json_field out.json '["completed"]')" = True ] || fail "not completed: $(tail -1 out.json)"
 [ "$(json_field out.json '["restarts"]')" = 2 ] || fail "restarts: $(tail -1 out.json)"
 starts=$(grep -h '^start at step' runs/*/logs/rank-0.log | awk '{print $4}' | tr '\n' ' ')
-[ "$starts" = "0 20 30 " ] || fail "attempts started at steps '$starts', expected '0 20 30 '"
+# Step 30's save is asynchronous: when rank 0 dies at 37 on a loaded
+# machine it may not be durable yet, and then 20 is the newest complete one.
+case "$starts" in
+    "0 20 30 "|"0 20 20 ") ;;
+    *) fail "attempts started at steps '$starts', expected '0 20 30 ' (or '0 20 20 ')" ;;
+esac
 got=$(final_hash runs/*/)
 [ "$got" = "$want" ] || fail "killed twice and restored: $got; fault-free: $want"
 ok "DDP job killed twice and restored from firebreak checkpoints: $got, as without faults"
