@@ -10,10 +10,12 @@ checkpoints, over 2 ranks (gloo, spawned processes).
   - dcp.load on 2 ranks (a given step, and the newest) restores every value
     bit for bit, and on 1 process (another world size) the DTensor loads
     into a plain tensor;
-  - saving a step that is complete again is refused;
-  - the coordinator killed while committing step 30 (test builds): the
-    other rank's shard is committed, step 30 is not complete, and the
-    newest loadable checkpoint is still step 20;
+  - saving a step that is complete again is refused; metadata naming
+    anything but DCP's classes and plain values is not unpickled;
+  - the coordinator killed right after committing step 30 (test builds):
+    step 30 is complete and is the newest loadable checkpoint, every value
+    in it: the coordinator's commit comes after every other shard's and
+    carries DCP's metadata;
   - a byte flipped in rank 1's shard: dcp.load fails on both ranks naming
     that shard, and no rank's state changed; `ckpt verify` fails too.
 
@@ -139,7 +141,7 @@ def worker(rank, phase, ckdir, pgfile):
         before = {k: (t.full_tensor() if hasattr(t, "full_tensor") else t.clone())
                   for k, t in state.items() if isinstance(t, torch.Tensor)}
         try:
-            dcp.load(state, storage_reader=StorageReader(ckdir))
+            dcp.load(state, storage_reader=StorageReader(ckdir, step=20))
             raise AssertionError("dcp.load of a corrupt shard succeeded")
         except AssertionError:
             raise
@@ -153,7 +155,7 @@ def worker(rank, phase, ckdir, pgfile):
             if not same(now, t):
                 raise AssertionError("rank %d: %s changed by a failed load" % (rank, k))
     elif phase == "crash":
-        # rank 0 (the coordinator) has FIREBREAK_CKPT_CRASH_AT=before_rename@30
+        # rank 0 (the coordinator) has FIREBREAK_CKPT_CRASH_AT=after_rename@30
         dcp.save(dist_state(full_state(3)), storage_writer=StorageWriter(ckdir, step=30))
         raise AssertionError("the save of step 30 went through")
     dist.destroy_process_group()
@@ -254,6 +256,16 @@ def check_shards(ckdir, step, want):
     return md
 
 
+def load_here(ckdir, step, v, what):
+    """dcp.load of step in this process (no process group): full_state(v)."""
+    state = zero_like(full_state(v))
+    dcp.load(state, storage_reader=StorageReader(ckdir, step=step), no_dist=True)
+    try:
+        compare(state, full_state(v), what)
+    except AssertionError as e:
+        check(False, str(e))
+
+
 def flip_byte(ckdir, step, rank, tensor):
     path = os.path.join(ckdir, "step-%010d" % step, "rank-%05d.safetensors" % rank)
     with open(path, "r+b") as f:
@@ -284,12 +296,7 @@ def main():
         run_ranks("load", ckdir, tmp)
 
         # Another world size: one process, the DTensor into a plain tensor.
-        state = zero_like(full_state(0))
-        dcp.load(state, storage_reader=StorageReader(ckdir, step=10), no_dist=True)
-        try:
-            compare(state, full_state(0), "1-process load of a 2-rank checkpoint")
-        except AssertionError as e:
-            check(False, str(e))
+        load_here(ckdir, 10, 0, "1-process load of a 2-rank checkpoint")
 
         # Metadata that would run code when unpickled is refused.
         from firebreak import _firebreak
@@ -303,26 +310,27 @@ def main():
         try:
             StorageReader(os.path.join(tmp, "evil")).read_metadata()
             check(False, "metadata naming os.system was unpickled")
-        except pickle.UnpicklingError as e:
-            check("system" in str(e), "refused, but the error does not say why: %s" % e)
+        except Exception as e:
+            check(isinstance(e, pickle.UnpicklingError) and "system" in str(e),
+                  "not refused by the unpickler, or without saying why: %r" % e)
 
         if os.environ.get("FB_TEST_HOOKS", "ON").upper() in ("ON", "1", "TRUE", "YES"):
+            # The coordinator killed right after its commit: the step is
+            # complete then, and only then, with the metadata in it.
             outs = run_ranks("crash", ckdir, tmp,
-                             env0={"FIREBREAK_CKPT_CRASH_AT": "before_rename@30"},
+                             env0={"FIREBREAK_CKPT_CRASH_AT": "after_rename@30"},
                              expect_ok=False)
-            check(outs[0][0] == -9, "rank 0 exited %d, not killed at before_rename:\n%s"
+            check(outs[0][0] == -9, "rank 0 exited %d, not killed at after_rename:\n%s"
                   % (outs[0][0], outs[0][1][-2000:]))
             check(outs[1][0] != 0, "rank 1 finished a save whose coordinator died")
-            step30 = os.path.join(ckdir, "step-0000000030")
-            check(os.path.exists(os.path.join(step30, "rank-00001.safetensors")),
-                  "rank 1's shard of step 30 is not committed")
-            check(not os.path.exists(os.path.join(step30, "rank-00000.safetensors")),
-                  "rank 0's shard of step 30 is committed")
             ls = listing(fb, ckdir)
-            check(ls.get("complete") == 2, "after the crash, ckpt ls: %s" % ls)
+            check(ls.get("complete") == 3, "after the crash, ckpt ls: %s" % ls)
+            rc, out = verify(fb, ckdir, "--step", "30")
+            check(rc == 0, "ckpt verify of step 30 exited %d:\n%s" % (rc, out))
             md = StorageReader(ckdir).read_metadata()
-            check(md.storage_meta.checkpoint_id.endswith("step-0000000020"),
-                  "newest loadable: %s" % md.storage_meta.checkpoint_id)
+            check(md.storage_meta.checkpoint_id.endswith("step-0000000030"),
+                  "newest loadable: %s, not step 30" % md.storage_meta.checkpoint_id)
+            load_here(ckdir, 30, 3, "step 30, committed as its coordinator died")
         else:
             print("crash case skipped: not a test build (FB_TEST_HOOKS)")
 
