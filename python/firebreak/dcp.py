@@ -87,7 +87,7 @@ def _item_name(index, whole, taken, n):
         name += "@" + ",".join(str(o) for o in index.offset)
     ok = (0 < len(name) <= 1000 and all(0x20 <= ord(c) < 0x7f for c in name)
           and not name.startswith("__dcp__/") and not name.startswith("__firebreak__/")
-          and name not in taken)
+          and name != "__metadata__" and name not in taken)
     return name if ok else "__dcp__/item/%d" % n
 
 
@@ -123,7 +123,7 @@ class StorageWriter(_dcp.StorageWriter):
         self.keep = keep
         self._coordinator = False
         self._rank = None
-        self._pending = None   # coordinator: (Ckpt, tensors) until finish
+        self._pending = None   # coordinator: its Ckpt, registered, until finish()
 
     # -- the DCP interface
     def reset(self, checkpoint_id=None):

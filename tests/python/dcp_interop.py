@@ -10,6 +10,9 @@ checkpoints, over 2 ranks (gloo, spawned processes).
   - dcp.load on 2 ranks (a given step, and the newest) restores every value
     bit for bit, and on 1 process (another world size) the DTensor loads
     into a plain tensor;
+  - in one process: FQNs that are no valid tensor names (non-ASCII,
+    "__metadata__") and dtypes the format lacks (float8, complex128,
+    uint16, stored as bytes) round-trip;
   - saving a step that is complete again is refused; metadata naming
     anything but DCP's classes and plain values is not unpickled;
   - the coordinator killed right after committing step 30 (test builds):
@@ -297,6 +300,25 @@ def main():
 
         # Another world size: one process, the DTensor into a plain tensor.
         load_here(ckdir, 10, 0, "1-process load of a 2-rank checkpoint")
+
+        # One process: names the format cannot hold, dtypes it lacks.
+        odd = {"mod\u00e8le.w": torch.randn(3, 2), "__metadata__": torch.arange(4),
+               "f8": torch.randn(6).to(torch.float8_e4m3fn),
+               "c128": torch.randn(3, dtype=torch.complex128),
+               "u16": torch.arange(5).to(torch.uint16), "empty": torch.zeros(0, 3)}
+        odd_dir = os.path.join(tmp, "odd")
+        dcp.save(odd, storage_writer=StorageWriter(odd_dir, step=1), no_dist=True)
+        back = {k: torch.zeros_like(v) for k, v in odd.items()}
+        dcp.load(back, storage_reader=StorageReader(odd_dir), no_dist=True)
+        for k in odd:
+            check(same(back[k], odd[k]), "1 process: %r differs after dcp.load" % k)
+        with safe_open(os.path.join(odd_dir, "step-0000000001", "rank-00000.safetensors"),
+                       "pt") as f:
+            names = sorted(f.keys())
+        check(all(0x20 <= ord(c) < 0x7f for n in names for c in n)
+              and "__metadata__" not in names, "shard names: %s" % names)
+        rc, out = verify(fb, odd_dir)
+        check(rc == 0, "ckpt verify of the 1-process checkpoint exited %d:\n%s" % (rc, out))
 
         # Metadata that would run code when unpickled is refused.
         from firebreak import _firebreak
