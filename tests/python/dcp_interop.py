@@ -35,19 +35,11 @@ import sys
 import tempfile
 import time
 
-try:
-    import torch
-    import torch.distributed.checkpoint  # noqa: F401
-    import firebreak.dcp  # noqa: F401
-except ImportError as e:
-    print("SKIP: %s" % e)
-    sys.exit(77)
-try:
-    import safetensors
-    from safetensors import safe_open
-except ImportError:
-    print("SKIP: this python has no safetensors package")
-    sys.exit(77)
+from fbtest import check, finish, require
+
+require("torch", "torch.distributed.checkpoint", "firebreak.dcp", "safetensors")
+import torch
+from safetensors import safe_open
 
 import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
@@ -166,17 +158,6 @@ def worker(rank, phase, ckdir, pgfile):
 
 
 # -------------------------------------------------------------- parent
-
-failures = 0
-
-
-def check(cond, what):
-    global failures
-    if not cond:
-        failures += 1
-        print("FAIL: %s" % what, file=sys.stderr)
-    return cond
-
 
 def run_ranks(phase, ckdir, tmp, env0=None, expect_ok=True):
     pgfile = os.path.join(tmp, "pg-" + phase)
@@ -369,9 +350,7 @@ def main():
                   % (rc, out))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    if failures:
-        sys.exit(1)
-    print("ok: dcp save/async_save/load over firebreak checkpoints, verified")
+    finish("ok: dcp save/async_save/load over firebreak checkpoints, verified")
 
 
 if __name__ == "__main__":

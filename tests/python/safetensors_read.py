@@ -7,20 +7,14 @@ Run: PYTHONPATH=<build>/python PYTHON safetensors_read.py
 """
 import os
 import shutil
-import sys
 import tempfile
 
-try:
-    import torch
-    import firebreak
-except ImportError as e:
-    print("SKIP: %s" % e)
-    sys.exit(77)
-try:
-    from safetensors import safe_open
-except ImportError:
-    print("SKIP: this python has no safetensors package")
-    sys.exit(77)
+from fbtest import check, finish, require
+
+require("torch", "firebreak", "safetensors")
+import firebreak
+import torch
+from safetensors import safe_open
 
 
 def bits(t):
@@ -58,7 +52,6 @@ def main():
     want.update(dtypes)
 
     tmp = tempfile.mkdtemp(prefix="fb-st.")
-    failures = []
     try:
         ck = firebreak.Checkpointer(state, dir=tmp)
         ck.save(1)
@@ -66,35 +59,29 @@ def main():
         ck.close()
         shards = [os.path.join(d, f) for d, _, fs in os.walk(tmp) for f in fs
                   if f.endswith(".safetensors")]
-        if len(shards) != 1:
-            failures.append("expected 1 shard, found %s" % shards)
+        check(len(shards) == 1, "expected 1 shard, found %s" % shards)
         for path in shards:
             with safe_open(path, "pt") as f:
                 names = set(f.keys())
                 meta = f.metadata()
-                if "__firebreak__/meta" not in names:
-                    failures.append("%s: no __firebreak__/meta" % path)
-                elif f.get_tensor("__firebreak__/meta").dtype != torch.uint8:
-                    failures.append("%s: __firebreak__/meta is not U8" % path)
+                if check("__firebreak__/meta" in names, "%s: no __firebreak__/meta" % path):
+                    check(f.get_tensor("__firebreak__/meta").dtype == torch.uint8,
+                          "%s: __firebreak__/meta is not U8" % path)
                 missing = set(want) - names
-                if missing:
-                    failures.append("%s lacks %s" % (path, sorted(missing)))
+                check(not missing, "%s lacks %s" % (path, sorted(missing)))
                 for name in sorted(set(want) & names):
                     t = f.get_tensor(name)
                     w = want[name]
-                    if t.dtype != w.dtype or t.shape != w.shape or not torch.equal(bits(t), bits(w)):
-                        failures.append("%s: %s read as %s %s, saved %s %s (or other bytes)"
-                                        % (path, name, t.dtype, tuple(t.shape), w.dtype,
-                                           tuple(w.shape)))
-                    if "firebreak.hash." + name not in meta:
-                        failures.append("%s: no firebreak.hash.%s" % (path, name))
+                    check(t.dtype == w.dtype and t.shape == w.shape
+                          and torch.equal(bits(t), bits(w)),
+                          "%s: %s read as %s %s, saved %s %s (or other bytes)"
+                          % (path, name, t.dtype, tuple(t.shape), w.dtype, tuple(w.shape)))
+                    check("firebreak.hash." + name in meta,
+                          "%s: no firebreak.hash.%s" % (path, name))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    for f in failures:
-        print("FAIL: %s" % f, file=sys.stderr)
-    if failures:
-        sys.exit(1)
-    print("ok: safetensors reads every tensor of a Checkpointer shard (%d tensors)" % len(want))
+    finish("ok: safetensors reads every tensor of a Checkpointer shard (%d tensors)"
+           % len(want))
 
 
 if __name__ == "__main__":
