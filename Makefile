@@ -3,6 +3,7 @@
 #
 #   make build     configure and build (installs build dependencies first)
 #   make demo      a real training run under firebreak with faults injected
+#   make demo-torch  the same with the PyTorch example (examples/gpt)
 #   make test      the whole suite, in build/ and again under ASan+UBSan
 #   make bench     the benchmarks, each printing its baseline and the ratio
 #   make install   PREFIX=/usr/local, from build-release/ (no test hooks)
@@ -13,7 +14,7 @@ JOBS   ?= $(shell nproc)
 CMAKE_FLAGS ?=
 SAN_EXCLUDE ?= slurm|torch|chromium|bench|demo|build|torture
 
-.PHONY: all build build-asan deps deps-build demo test test-main test-asan bench install clean fuzz
+.PHONY: all build build-asan deps deps-build demo demo-torch test test-main test-asan bench install clean fuzz
 
 all: build
 
@@ -33,6 +34,9 @@ build-asan: deps-build
 
 demo: deps build
 	@./build/firebreak demo --run-root demo-runs
+
+demo-torch: deps build
+	@./build/firebreak demo --torch --run-root demo-runs
 
 test: deps
 	@$(MAKE) --no-print-directory test-main

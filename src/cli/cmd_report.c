@@ -15,7 +15,8 @@
 static void usage(FILE *f)
 {
     fprintf(f,
-        "usage: firebreak report RUN_DIR [RUN_DIR...] [--json] [--html FILE]\n\n"
+        "usage: firebreak report RUN_DIR [RUN_DIR...] [--json] [--html FILE]\n"
+        "       firebreak report --fleet DIR [DIR...] [--json]\n\n"
         "Reads each run directory's journal.sqlite (and agent.sqlite when\n"
         "present) and reports: the wall time split into useful training,\n"
         "checkpoint stall, lost work, detection, restart and start-up, and\n"
@@ -23,13 +24,50 @@ static void usage(FILE *f)
         "every incident with its Llama 3 root-cause category and the evidence\n"
         "that decided it; with several runs, the aggregate and suspects.\n\n"
         "  --json       one JSON object on the last line of stdout\n"
-        "  --html FILE  also write a self-contained HTML page with charts\n\n"
+        "  --html FILE  also write a self-contained HTML page with charts\n"
+        "  --fleet      nodes across many runs (each DIR a run directory or a\n"
+        "               directory of them), ranked by interruptions, hardware\n"
+        "               root causes and failed health checks, lemons flagged\n"
+        "               with the incidents behind each flag\n\n"
         "Exit: 0 ok, 2 usage error or a journal that cannot be read.\n");
+}
+
+static int fleet(const char **dirs, size_t n, int json)
+{
+    fb__fleet f;
+    memset(&f, 0, sizeof f);
+    fb__fleet_thresholds_init(&f.t);
+    int r = 0;
+    for (size_t i = 0; !r && i < n; i++)
+        r = fb__fleet_add_dir(&f, dirs[i], stderr);
+    if (r) {
+        if (r != -ENOENT) /* a missing DIR was named already */
+            fprintf(stderr, "firebreak report: --fleet: %s\n", strerror(-r));
+        fb__fleet_free(&f);
+        return 2;
+    }
+    fb__fleet_finish(&f);
+    if (json) {
+        fb__jsonw w;
+        fb__jsonw_init(&w);
+        r = fb__fleet_write_json(&w, &f);
+        if (!r)
+            r = fb__jsonw_print(&w, stdout);
+        fb__jsonw_free(&w);
+    } else {
+        r = fb__fleet_write_text(stdout, &f);
+        if (!r && fflush(stdout))
+            r = -EIO;
+    }
+    fb__fleet_free(&f);
+    if (r && !ferror(stdout))
+        fprintf(stderr, "firebreak report: %s\n", strerror(-r));
+    return r ? 2 : 0;
 }
 
 int fb__cmd_report(int argc, char **argv)
 {
-    int json = 0, rc = 0;
+    int json = 0, rc = 0, is_fleet = 0;
     const char *html = NULL;
     const char **dirs = calloc((size_t)argc + 1, sizeof *dirs);
     size_t ndirs = 0;
@@ -42,6 +80,8 @@ int fb__cmd_report(int argc, char **argv)
             return 0;
         } else if (!strcmp(argv[i], "--json")) {
             json = 1;
+        } else if (!strcmp(argv[i], "--fleet")) {
+            is_fleet = 1;
         } else if (!strcmp(argv[i], "--html")) {
             if (i + 1 >= argc) {
                 fprintf(stderr, "firebreak report: --html needs a FILE\n");
@@ -64,6 +104,17 @@ int fb__cmd_report(int argc, char **argv)
         usage(stderr);
         free(dirs);
         return 2;
+    }
+    if (is_fleet) {
+        if (html) {
+            fprintf(stderr, "firebreak report: --fleet has no --html page (use "
+                    "--json or the text)\n");
+            free(dirs);
+            return 2;
+        }
+        rc = fleet(dirs, ndirs, json);
+        free(dirs);
+        return rc;
     }
     fb__report_run **runs = calloc(ndirs, sizeof *runs);
     if (!runs) {

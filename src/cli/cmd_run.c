@@ -56,6 +56,13 @@ static void usage(FILE *f)
 "                         'none', or e.g. '0' or '0,2-3'; default none: the\n"
 "                         output goes to logs/rank-R.log only, as always).\n"
 "                         --local-ranks-filter is the same (torchrun's name)\n"
+"  --kmsg FILE            the kernel log read after a failure for its root\n"
+"                         cause (default /dev/kmsg, or FIREBREAK_KMSG; a\n"
+"                         file of /dev/kmsg records or dmesg lines; 'none':\n"
+"                         not read)\n"
+"  --no-incident-health   do not run the health check after a failure\n"
+"  --health-root DIR      that health check reads the fixture tree DIR\n"
+"                         (as firebreak health --root)\n"
 "  --quiet                no progress output\n"
 "  --json                 print a summary as one JSON line at the end\n"
 "  -h, --help             this help\n"
@@ -173,7 +180,7 @@ int fb__cmd_run(int argc, char **argv)
            O_ATTACH, O_GRACE, O_LOOP, O_RUNDIR, O_RUNROOT, O_NAME, O_CKPTDIR,
            O_INJECT, O_FRCAP, O_NOPRELOAD, O_MPIRUN, O_MPIRUNARG, O_SPARE,
            O_DRAIN, O_HEALTH, O_NONODES, O_QUIET, O_JSON, O_NNODES, O_SHGROUP,
-           O_CONSOLE };
+           O_CONSOLE, O_KMSG, O_NOIHEALTH, O_HEALTHROOT };
     static const struct option longopts[] = {
         {"nproc-per-node", required_argument, 0, O_NPROC},
         {"nproc", required_argument, 0, O_NPROC},
@@ -202,6 +209,9 @@ int fb__cmd_run(int argc, char **argv)
         {"on-no-nodes", required_argument, 0, O_NONODES},
         {"console-ranks", required_argument, 0, O_CONSOLE},
         {"local-ranks-filter", required_argument, 0, O_CONSOLE},
+        {"kmsg", required_argument, 0, O_KMSG},
+        {"no-incident-health", no_argument, 0, O_NOIHEALTH},
+        {"health-root", required_argument, 0, O_HEALTHROOT},
         {"quiet", no_argument, 0, O_QUIET},
         {"json", no_argument, 0, O_JSON},
         {"help", no_argument, 0, 'h'},
@@ -293,6 +303,9 @@ int fb__cmd_run(int argc, char **argv)
             }
             o.console_ranks = optarg;
             break;
+        case O_KMSG: o.kmsg_path = optarg; break;
+        case O_NOIHEALTH: o.incident_health = 0; break;
+        case O_HEALTHROOT: o.health_root = optarg; break;
         case O_QUIET: o.quiet = 1; break;
         case O_JSON: json = 1; break;
         case '?':
@@ -339,6 +352,8 @@ int fb__cmd_run(int argc, char **argv)
     if (inject[0])
         o.inject = inject;
     fb__sup_result res;
+    if (!o.kmsg_path && getenv("FIREBREAK_KMSG") && *getenv("FIREBREAK_KMSG"))
+        o.kmsg_path = getenv("FIREBREAK_KMSG");
     int rc = fb__sup_run(&o, &res);
     if (rc)
         return 2;

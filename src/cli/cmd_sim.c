@@ -21,6 +21,12 @@
 #define MAX_RATES_BYTES (1u << 20)
 #define DEFAULT_CKPT_BYTES_PER_GPU (2.0 * 1024 * 1024 * 1024)
 #define DEFAULT_STORAGE_BYTES_PER_S (2.0 * 1024 * 1024 * 1024 * 1024)
+/* A rank's verified restore rate, bench_ckpt in docs/bench.md (1.34 GB/s
+ * from a file; from memory it is faster): the default cost of a restore
+ * per byte when no run measured one. */
+#define DEFAULT_RESTORE_BYTES_PER_S 1.34e9
+/* --from-run warns when it stretches a run's bytes or ranks further. */
+#define TOY_FACTOR 100.0
 
 static const char usage_text[] =
     "usage: firebreak sim [options] [--json] [--csv] [--sweep gpus=A:B "
@@ -53,11 +59,23 @@ static const char usage_text[] =
     "  --ckpt-size-per-gpu SIZE   or: persist = size x GPUs / bandwidth "
     "[2G]\n"
     "  --storage-bandwidth RATE   aggregate, e.g. 2T/s [2T/s]\n"
+    "checkpoint tiers (any of these turns them on; docs/sim.md):\n"
+    "  --tiers                  node memory, k peers' memory, storage\n"
+    "  --peers K                copies on K other nodes [1]\n"
+    "  --peer-copy DUR          stall end -> peer copies complete\n"
+    "  --peer-bandwidth RATE      or: size x GPUs per node x K / RATE\n"
+    "  --persist-every M        every M-th checkpoint to storage [1]\n"
+    "  --restore-memory DUR     [size / 1.34 GB/s]\n"
+    "  --restore-peer DUR       [max(memory, peer copy / K)]\n"
+    "  --restore-storage DUR    [max(memory, size x GPUs / bandwidth)]\n"
+    "  --double-failure F       share of node failures that take their\n"
+    "                           peers' copies too [0]\n"
     "recovery:\n"
     "  --detect DUR             detection latency of crashes and hangs\n"
     "  --detect-crash DUR       [30s]\n"
     "  --detect-hang DUR        [10m]\n"
     "  --restart DUR            relaunch + init + restore [5m]\n"
+    "                           (with tiers: without the restore)\n"
     "  --spares N               spare nodes [1% of nodes]\n"
     "  --repair DUR             a failed node is back after [24h]\n"
     "  --drain-repair DUR       a drained node is back after [3d]\n"
@@ -82,7 +100,7 @@ enum opt_type { T_DUR, T_LONG, T_INT, T_DOUBLE, T_SIZE, T_BW, T_STR, T_FLAG };
 typedef struct sim_opts {
     fb__sim_config c;
     const char *preset, *rates, *model, *from_run, *sweep, *svg;
-    double detect_s, planned_per_day, days, ckpt_bytes, storage_bw;
+    double detect_s, planned_per_day, days, ckpt_bytes, storage_bw, peer_bw;
     long seed;
     int json, csv, no_search, help;
 } sim_opts;
@@ -106,6 +124,18 @@ static const struct opt {
     {"--persist", T_DUR, offsetof(sim_opts, c.persist_s)},
     {"--ckpt-size-per-gpu", T_SIZE, offsetof(sim_opts, ckpt_bytes)},
     {"--storage-bandwidth", T_BW, offsetof(sim_opts, storage_bw)},
+    {"--tiers", T_FLAG, offsetof(sim_opts, c.tiers)},
+    {"--peers", T_INT, offsetof(sim_opts, c.peers)},
+    {"--peer-copy", T_DUR, offsetof(sim_opts, c.peer_s)},
+    {"--peer-bandwidth", T_BW, offsetof(sim_opts, peer_bw)},
+    {"--persist-every", T_INT, offsetof(sim_opts, c.persist_every)},
+    {"--restore-memory", T_DUR,
+     offsetof(sim_opts, c.restore_s) + FB_SIM_TIER_MEMORY * sizeof(double)},
+    {"--restore-peer", T_DUR,
+     offsetof(sim_opts, c.restore_s) + FB_SIM_TIER_PEER * sizeof(double)},
+    {"--restore-storage", T_DUR,
+     offsetof(sim_opts, c.restore_s) + FB_SIM_TIER_STORAGE * sizeof(double)},
+    {"--double-failure", T_DOUBLE, offsetof(sim_opts, c.double_failure)},
     {"--detect", T_DUR, offsetof(sim_opts, detect_s)},
     {"--detect-crash", T_DUR, offsetof(sim_opts, c.detect_crash_s)},
     {"--detect-hang", T_DUR, offsetof(sim_opts, c.detect_hang_s)},
@@ -314,6 +344,41 @@ static void apply_persist(fb__sim_config *c, const persist_rule *pr)
                                             pr->bytes_per_s);
 }
 
+/* How the tier costs are decided at each GPU count: given, scaled from a
+ * rate per rank (measured by a run, or the default), or derived from the
+ * links they cross. */
+typedef struct tier_rule {
+    int peer_derived;                  /* K x size x GPUs a node / bw   */
+    double peer_bw;
+    int given[FB_SIM_NTIERS];          /* --restore-TIER                */
+    double bps[FB_SIM_NTIERS];         /* bytes/s a rank restores        */
+    int measured[FB_SIM_NTIERS];
+    char from[768];
+} tier_rule;
+
+/* Restore times not given: size / rate per rank, and no faster than the
+ * link the bytes cross (one copy back over the node's link for a peer;
+ * every node's bytes through the shared storage for storage). */
+static void apply_tiers(fb__sim_config *c, const persist_rule *pr,
+                        const tier_rule *tr)
+{
+    if (!c->tiers)
+        return;
+    double b = pr->bytes_per_gpu;
+    if (tr->peer_derived)
+        c->peer_s = c->peers * b * c->gpus_per_node / tr->peer_bw;
+    double t[FB_SIM_NTIERS];
+    for (int i = 0; i < FB_SIM_NTIERS; i++)
+        t[i] = b / tr->bps[i];
+    t[FB_SIM_TIER_PEER] = fmax(t[FB_SIM_TIER_PEER], c->peer_s / c->peers);
+    t[FB_SIM_TIER_STORAGE] =
+        fmax(t[FB_SIM_TIER_STORAGE],
+             fb__sim_persist_time(b, c->gpus, pr->bytes_per_s));
+    for (int i = 0; i < FB_SIM_NTIERS; i++)
+        if (!tr->given[i])
+            c->restore_s[i] = t[i];
+}
+
 static int load_rates(fb__sim_config *c, const char *path)
 {
     char *text = NULL;
@@ -332,6 +397,7 @@ static int load_rates(fb__sim_config *c, const char *path)
 
 /* Costs measured by a real run fill what the user did not say. */
 static int apply_run(sim_opts *o, const given *g, persist_rule *pr,
+                     tier_rule *tr, char *warning, size_t warning_size,
                      char *source, size_t source_size)
 {
     fb__sim_measured m;
@@ -356,19 +422,91 @@ static int apply_run(sim_opts *o, const given *g, persist_rule *pr,
         if (m.detect_hang_s >= 0 && !was_given(g, "--detect-hang"))
             c->detect_hang_s = m.detect_hang_s;
     }
-    if (m.restart_s >= 0 && !was_given(g, "--restart"))
+    if (m.restart_s >= 0 && !was_given(g, "--restart")) {
         c->restart_s = m.restart_s;
+        /* With tiers the restore is counted apart, by tier. */
+        if (c->tiers && m.restore_s > 0)
+            c->restart_s = fmax(0, m.restart_s - m.restore_s);
+    }
+    for (int i = 0; i < FB_SIM_NTIERS; i++)
+        if (m.restore_bps[i] > 0) {
+            tr->bps[i] = m.restore_bps[i];
+            tr->measured[i] = 1;
+        }
+    /* A toy run's costs stretched to a large job: say so. */
+    double bytes_x = m.bytes_per_rank > 0 ? pr->bytes_per_gpu /
+                                                m.bytes_per_rank : 0;
+    double ranks_x = m.gpus > 0 ? (double)c->gpus / (double)m.gpus : 0;
+    if (bytes_x > TOY_FACTOR || ranks_x > TOY_FACTOR) {
+        char rb[32], tb[32];
+        fmt_bytes(m.bytes_per_rank, rb, sizeof rb);
+        fmt_bytes(pr->bytes_per_gpu, tb, sizeof tb);
+        snprintf(warning, warning_size,
+                 "--from-run extrapolates from a toy-sized run: %ld ranks "
+                 "with %s of checkpoint each, projected to %ld GPUs with %s "
+                 "each (x%.3g bytes, x%.3g ranks); the measured costs are "
+                 "scaled linearly and may not hold at that size",
+                 m.gpus, rb, c->gpus, tb, bytes_x, ranks_x);
+    }
     size_t n = strlen(source);
     snprintf(source + n, source_size - n,
              ", costs measured by run %s (%ld ranks: %d checkpoints, %d "
-             "detections, %d restarts)",
+             "detections, %d restarts; rank restores from memory %d, "
+             "peer %d, storage %d)",
              o->from_run, m.gpus, m.samples_stall, m.samples_detect,
-             m.samples_restart);
+             m.samples_restart, m.samples_restore[FB_SIM_TIER_MEMORY],
+             m.samples_restore[FB_SIM_TIER_PEER],
+             m.samples_restore[FB_SIM_TIER_STORAGE]);
     return 0;
+}
+
+static const char *const tier_options[] = {
+    "--tiers", "--peers", "--peer-copy", "--peer-bandwidth",
+    "--persist-every", "--restore-memory", "--restore-peer",
+    "--restore-storage", "--double-failure"};
+
+/* Say where each tier cost comes from (the JSON's assumptions). */
+static void describe_tiers(const sim_opts *o, const persist_rule *pr,
+                           tier_rule *tr)
+{
+    char sz[32], bw[32];
+    size_t n = 0;
+    fmt_bytes(pr->bytes_per_gpu, sz, sizeof sz);
+    if (tr->peer_derived) {
+        fmt_bytes(tr->peer_bw, bw, sizeof bw);
+        n += (size_t)snprintf(tr->from + n, sizeof tr->from - n,
+                              "peer copy: %d x %s x %d GPUs a node at %s/s "
+                              "a node",
+                              o->c.peers, sz, o->c.gpus_per_node, bw);
+    } else {
+        n += (size_t)snprintf(tr->from + n, sizeof tr->from - n,
+                              "peer copy: given");
+    }
+    for (int i = 0; i < FB_SIM_NTIERS && n < sizeof tr->from; i++) {
+        const char *name = fb__sim_tier_name(i);
+        if (tr->given[i]) {
+            n += (size_t)snprintf(tr->from + n, sizeof tr->from - n,
+                                  "; %s restore: given", name);
+            continue;
+        }
+        char rate[32];
+        fmt_bytes(tr->bps[i], rate, sizeof rate);
+        n += (size_t)snprintf(
+            tr->from + n, sizeof tr->from - n, "; %s restore: %s at %s/s a "
+            "rank (%s)%s", name, sz, rate,
+            tr->measured[i] ? "measured by the run"
+                            : "default: bench_ckpt's verified restore",
+            i == FB_SIM_TIER_PEER      ? ", at least one copy back over "
+                                         "the node's link"
+            : i == FB_SIM_TIER_STORAGE ? ", at least every GPU's bytes "
+                                         "at the storage bandwidth"
+                                       : "");
+    }
 }
 
 /* Turn parsed options into a config.  Returns 0 or an exit code. */
 static int build_config(sim_opts *o, const given *g, persist_rule *pr,
+                        tier_rule *tr, char *warning, size_t warning_size,
                         char *source, size_t source_size)
 {
     fb__sim_config *c = &o->c;
@@ -464,14 +602,43 @@ static int build_config(sim_opts *o, const given *g, persist_rule *pr,
         snprintf(pr->from, sizeof pr->from,
                  "%s per GPU at %s/s aggregate", sz, bw);
     }
-    if (o->from_run && (rc = apply_run(o, g, pr, source, source_size)))
+    for (size_t i = 0; i < sizeof tier_options / sizeof tier_options[0];
+         i++)
+        if (was_given(g, tier_options[i]))
+            c->tiers = 1;
+    if (c->tiers) {
+        if (c->exponential)
+            return bad("checkpoint tiers need --failure-model categories "
+                       "(the exponential model has no nodes)");
+        if (was_given(g, "--peer-copy") && was_given(g, "--peer-bandwidth"))
+            return bad("give --peer-copy or --peer-bandwidth, not both");
+        if (!was_given(g, "--peer-copy") && !was_given(g, "--peer-bandwidth"))
+            return bad("checkpoint tiers need the peer copy's time: "
+                       "--peer-copy DUR, or --peer-bandwidth RATE (what one "
+                       "node sends to its peers per second)");
+        tr->peer_derived = was_given(g, "--peer-bandwidth");
+        tr->peer_bw = o->peer_bw;
+        static const char *const restore_opt[FB_SIM_NTIERS] = {
+            "--restore-memory", "--restore-peer", "--restore-storage"};
+        for (int i = 0; i < FB_SIM_NTIERS; i++) {
+            tr->given[i] = was_given(g, restore_opt[i]);
+            tr->bps[i] = DEFAULT_RESTORE_BYTES_PER_S;
+        }
+    }
+    if (o->from_run &&
+        (rc = apply_run(o, g, pr, tr, warning, warning_size, source,
+                        source_size)))
         return rc;
+    if (c->tiers)
+        describe_tiers(o, pr, tr);
     apply_persist(c, pr);
+    apply_tiers(c, pr, tr);
     return 0;
 }
 
 static int run_single(sim_opts *o, const char *source,
-                      const persist_rule *pr)
+                      const persist_rule *pr, const tier_rule *tr,
+                      const char *warning)
 {
     fb__sim_result r;
     fb__sim_optimum opt;
@@ -483,7 +650,8 @@ static int run_single(sim_opts *o, const char *source,
         return bad("interval search failed: %s", strerror(-rc));
     }
     fb__sim_report rep = {&o->c, source, pr->from, &r,
-                         o->no_search ? NULL : &opt};
+                         o->no_search ? NULL : &opt, tr->from,
+                         warning[0] ? warning : NULL};
     if (o->csv)
         fb__sim_print_csv(stdout, &rep);
     if (o->json)
@@ -497,7 +665,8 @@ static int run_single(sim_opts *o, const char *source,
     return 0;
 }
 
-static int run_sweep(sim_opts *o, const char *source, const persist_rule *pr)
+static int run_sweep(sim_opts *o, const char *source, const persist_rule *pr,
+                     const tier_rule *tr)
 {
     long gpus[MAX_SWEEP_POINTS];
     int n;
@@ -513,6 +682,7 @@ static int run_sweep(sim_opts *o, const char *source, const persist_rule *pr)
         fb__sim_config c = o->c;
         c.gpus = gpus[i];
         apply_persist(&c, pr);
+        apply_tiers(&c, pr, tr);
         p->gpus = c.gpus;
         p->persist_s = c.persist_s;
         double rate = fb__sim_total_rate(&c);
@@ -522,13 +692,14 @@ static int run_sweep(sim_opts *o, const char *source, const persist_rule *pr)
                                  c.restart_s + fb__sim_mean_detect(&c), mttf);
         char err[256];
         p->feasible = 1;
-        if (c.interval_s < c.persist_s) {
+        if (c.interval_s < fb__sim_floor(&c)) {
             p->feasible = 0;
             char iv[32], ps[32];
             fb__sim_fmt_duration(c.interval_s, iv, sizeof iv);
-            fb__sim_fmt_duration(c.persist_s, ps, sizeof ps);
+            fb__sim_fmt_duration(fb__sim_floor(&c), ps, sizeof ps);
             snprintf(p->why, sizeof p->why,
-                     "impossible: interval %s < persist time %s", iv, ps);
+                     "impossible: interval %s < %s time %s", iv,
+                     c.tiers ? "peer copy or persist" : "persist", ps);
         } else if (fb__sim_validate(&c, err, sizeof err)) {
             rc = bad("at %ld GPUs: %s", c.gpus, err);
             break;
@@ -537,8 +708,8 @@ static int run_sweep(sim_opts *o, const char *source, const persist_rule *pr)
             break;
         }
         p->best_interval_s = isfinite(p->daly_s) ? p->daly_s : c.horizon_s;
-        if (p->best_interval_s < c.persist_s)
-            p->best_interval_s = c.persist_s;
+        if (p->best_interval_s < fb__sim_floor(&c))
+            p->best_interval_s = fb__sim_floor(&c);
         if (p->best_interval_s <= 0)
             p->best_interval_s = 1;
         c.interval_s = p->best_interval_s;
@@ -590,20 +761,27 @@ int fb__cmd_sim(int argc, char **argv)
     }
     if (o.svg && !o.sweep)
         return bad("--svg plots a sweep: add --sweep gpus=A:B");
-    char source[1024];
+    char source[1024], warning[512] = "";
     persist_rule pr;
+    tier_rule tr;
     memset(&pr, 0, sizeof pr);
-    if ((rc = build_config(&o, &g, &pr, source, sizeof source)))
+    memset(&tr, 0, sizeof tr);
+    if ((rc = build_config(&o, &g, &pr, &tr, warning, sizeof warning, source,
+                           sizeof source)))
         return rc;
+    if (warning[0])
+        fprintf(stderr, "firebreak sim: warning: %s\n", warning);
     char err[512];
     /* A sweep judges feasibility point by point; validate the rest. */
     fb__sim_config check = o.c;
-    if (o.sweep && check.interval_s < check.persist_s)
-        check.persist_s = 0;
+    if (o.sweep && check.interval_s < fb__sim_floor(&check))
+        check.persist_s = check.peer_s = 0;
     if (fb__sim_validate(&check, err, sizeof err)) {
-        if (check.interval_s < check.persist_s)
+        if (check.interval_s * (check.tiers ? check.persist_every : 1) <
+            check.persist_s)
             return bad("%s (persist time: %s)", err, pr.from);
         return bad("%s", err);
     }
-    return o.sweep ? run_sweep(&o, source, &pr) : run_single(&o, source, &pr);
+    return o.sweep ? run_sweep(&o, source, &pr, &tr)
+                   : run_single(&o, source, &pr, &tr, warning);
 }

@@ -202,6 +202,8 @@ typedef struct fb__journal_event_row {
     int64_t bytes;
     double value_ms;
     const char *detail;
+    const char *source;   /* restore_done: memory, peer or storage; NULL
+                             where the journal has no event.source (1.0) */
 } fb__journal_event_row;
 
 typedef struct fb__journal_sample_row {

@@ -48,7 +48,12 @@ struct fb__journal_cursor {
 
 /* The columns each cursor reads, in the order its next function takes
  * them.  Only columns of schema 1.0: a newer minor's extra ones are
- * ignored. */
+ * ignored, except event.source (restore_done's tier, issue 18), read by
+ * this select where the column exists. */
+#define EVENT_SELECT_SOURCE                                                   \
+    "SELECT id, attempt_id, time, rank, kind, step, code, bytes, value_ms,"   \
+    " detail, source FROM event ORDER BY id"
+
 static const struct {
     const char *name; /* the table, as messages name it */
     const char *select;
@@ -271,7 +276,13 @@ int fb__journal_rows(fb__journal_ro *jr, fb__journal_table t,
     }
     c->jr = jr;
     c->table = t;
-    rc = sqlite3_prepare_v2(jr->db, tables[t].select, -1, &c->st, NULL);
+    /* event.source (a later minor) is read where the column exists. */
+    rc = SQLITE_ERROR;
+    if (t == FB__JOURNAL_EVENT)
+        rc = sqlite3_prepare_v2(jr->db, EVENT_SELECT_SOURCE, -1, &c->st,
+                                NULL);
+    if (rc != SQLITE_OK)
+        rc = sqlite3_prepare_v2(jr->db, tables[t].select, -1, &c->st, NULL);
     if (rc != SQLITE_OK) {
         free(c);
         return db_fail(jr, rc, "reading the journal");
@@ -429,6 +440,7 @@ int fb__journal_next_event(fb__journal_cursor *c, fb__journal_event_row *r)
     r->bytes = col_i64(s, 7, -1);
     r->value_ms = col_real(s, 8);
     r->detail = col_text(s, 9);
+    r->source = sqlite3_column_count(s) > 10 ? col_text(s, 10) : NULL;
     return 1;
 }
 

@@ -49,9 +49,10 @@ long fb__report_table(fb__report_run *const *runs, size_t n,
                     }
                     rows = p;
                 }
-                rows[nrows++] = (fb__report_row){c->component, c->category, 0};
+                rows[nrows++] = (fb__report_row){c->component, c->category, 0, 0};
             }
             rows[k].count++;
+            rows[k].injected += (size_t)(c->injected != 0);
         }
     if (nrows)
         qsort(rows, nrows, sizeof *rows, row_cmp);

@@ -323,6 +323,42 @@ static int agent_version_ok(sqlite3 *db, fb__report_run *run, const char *path)
     return ok;
 }
 
+/* The agent's events (kind, subject, severity, detail), by time: at most
+ * FB__REPORT_AGENT_EVENTS_MAX kept, all counted.  A database without the
+ * table (an agent that recorded none, a minimal file) has none. */
+static void load_events(sqlite3 *db, fb__report_run *run)
+{
+    sqlite3_stmt *s;
+    if (sqlite3_prepare_v2(db, "SELECT t, kind, subject, severity, detail FROM "
+                           "events ORDER BY t, id", -1, &s, NULL) != SQLITE_OK)
+        return;
+    size_t cap = 0;
+    while (sqlite3_step(s) == SQLITE_ROW) {
+        double t = col_real(s, 0);
+        if (isnan(t))
+            continue;
+        run->events_total++;
+        if (run->nevents >= FB__REPORT_AGENT_EVENTS_MAX ||
+            grow((void **)&run->events, &cap, run->nevents, sizeof *run->events))
+            continue;
+        fb__report_agent_event *e = &run->events[run->nevents];
+        memset(e, 0, sizeof *e);
+        e->time = t;
+        const char *k = (const char *)sqlite3_column_text(s, 1);
+        const char *sub = (const char *)sqlite3_column_text(s, 2);
+        const char *sev = (const char *)sqlite3_column_text(s, 3);
+        const char *d = (const char *)sqlite3_column_text(s, 4);
+        snprintf(e->kind, sizeof e->kind, "%s", k ? k : "?");
+        snprintf(e->subject, sizeof e->subject, "%s", sub ? sub : "");
+        snprintf(e->severity, sizeof e->severity, "%s", sev ? sev : "");
+        /* a sentence: 512 bytes are plenty; a longer one is cut */
+        e->detail = strndup(d ? d : "", 512);
+        if (e->detail)
+            run->nevents++;
+    }
+    sqlite3_finalize(s);
+}
+
 static void load_agent(fb__report_run *run, const char *dir)
 {
     char path[4096];
@@ -348,6 +384,7 @@ static void load_agent(fb__report_run *run, const char *dir)
     sqlite3_busy_timeout(db, 1000);
     if (!agent_version_ok(db, run, path))
         goto out;
+    load_events(db, run);
     if (sqlite3_prepare_v2(db, "SELECT t, avg(temp_c), avg(power_w) FROM "
                            "gpu_samples GROUP BY t ORDER BY t", -1, &s,
                            NULL) != SQLITE_OK) {
@@ -403,6 +440,9 @@ void fb__report_free(fb__report_run *run)
     free(run->samples);
     free(run->ckpts);
     free(run->env);
+    for (size_t i = 0; i < run->nevents; i++)
+        free(run->events[i].detail);
+    free(run->events);
     free(run->dir);
     free(run->name);
     free(run->status);
@@ -499,8 +539,12 @@ static void classify_all(fb__report_run *run)
             .signal = in->signal, .has_exit_code = in->has_exit_code,
             .exit_code = in->exit_code,
         };
+        /* The supervisor classified a fallback without the inject event
+         * the report found for it: that event is the better evidence. */
+        if (in->injected_from_event)
+            ev.category = ev.component = ev.evidence = NULL;
         fb__report_classify(&ev, &in->cls);
-        if (in->injected_from_event && !strcmp(in->cls.decided_by, "injected")) {
+        if (in->injected_from_event && in->cls.rule == FB__DIAG_BY_INJECTED) {
             size_t n = strlen(in->cls.evidence);
             snprintf(in->cls.evidence + n, sizeof in->cls.evidence - n,
                      " (the rank's inject event before this restore)");

@@ -23,7 +23,7 @@
 #include "firebreak/firebreak.h"
 
 #define SERIES_BUCKETS 300
-#define ENV_BUCKETS 60
+#define ENV_BUCKETS FB__REPORT_ENV_BUCKETS
 #define MAX_RANK_LINES 16
 #define MAX_MARKERS 2000
 #define MAX_INCIDENT_ROWS 500
@@ -145,19 +145,25 @@ static void axes(plot *p, const char *xlabel, const char *ylabel)
     fprintf(f, "</g>\n");
 }
 
-/* A legend row along the top of the plot. */
+/* A legend along the top of the plot: rows of 16 px, as many as needed
+ * (the plot's top margin must leave room for them). */
 static void legend(plot *p, const char *const *labels, const char *const *colors,
                    int n)
 {
-    double x = p->ml;
+    double x = p->ml, y = 8;
     fprintf(p->f, "<g class=\"legend\" font-size=\"12\">");
     for (int i = 0; i < n; i++) {
-        fprintf(p->f, "<rect x=\"%.1f\" y=\"8\" width=\"10\" height=\"10\" "
-                      "fill=\"%s\"/><text x=\"%.1f\" y=\"17\">", x, colors[i],
-                x + 13);
+        double wl = 22 + 7.0 * (double)strlen(labels[i]);
+        if (x > p->ml && x + wl > p->w - p->mr) {
+            x = p->ml;
+            y += 16;
+        }
+        fprintf(p->f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"10\" height=\"10\" "
+                      "fill=\"%s\"/><text x=\"%.1f\" y=\"%.1f\">", x, y,
+                colors[i], x + 13, y + 9);
         esc(p->f, labels[i]);
         fprintf(p->f, "</text>");
-        x += 20 + 6.2 * (double)strlen(labels[i]);
+        x += wl;
     }
     fprintf(p->f, "</g>\n");
 }
@@ -203,15 +209,54 @@ static void rect(FILE *f, double x0, double x1, double y, double h,
             x1 - x0 < 0.3 ? 0.3 : x1 - x0, h, color, title);
 }
 
+/* The colour of an agent event's marker, by its kind's family. */
+static const char *event_color(const char *kind)
+{
+    if (!strncmp(kind, "thermal", 7))
+        return "#e91e63";
+    if (!strncmp(kind, "power_slowdown", 14))
+        return "#795548";
+    if (!strncmp(kind, "power_swing", 11))
+        return "#f9a825";
+    if (!strncmp(kind, "straggler", 9))
+        return "#37474f";
+    return "#9e9e9e";
+}
+
+/* The agent's events on their own row under the attempts: diamonds, the
+ * event in the tooltip. */
+static void event_markers(FILE *f, const plot *p, const fb__report_run *run,
+                          double y)
+{
+    fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"12\" "
+               "text-anchor=\"end\">agent</text>", p->ml - 4, y + 12);
+    for (size_t k = 0; k < run->nevents && k < MAX_MARKERS; k++) {
+        const fb__report_agent_event *e = &run->events[k];
+        double x = px(p, e->time - run->started_at);
+        fprintf(f, "<path class=\"agent-event\" d=\"M%.1f %.1f l5 7 l-5 7 l-5 -7 z\" "
+                   "fill=\"%s\"><title>%.3f s: ", x, y + 1, event_color(e->kind),
+                e->time - run->started_at);
+        esc(f, e->kind);
+        fprintf(f, " ");
+        esc(f, e->subject);
+        fprintf(f, ": ");
+        esc(f, e->detail);
+        fprintf(f, "</title></path>");
+    }
+}
+
 static void timeline(FILE *f, const fb__report_run *run)
 {
     int rows = run->nattempts <= 30 ? (int)run->nattempts : 1;
+    int erow = run->nevents > 0; /* a row for the agent's events */
     plot p;
-    plot_begin(&p, f, "timeline of attempts and incidents", 72 + rows * 22.0);
+    plot_begin(&p, f, "timeline of attempts and incidents",
+               72 + (rows + erow) * 22.0 + erow * 16.0);
+    p.mt += erow * 16.0; /* a second legend row */
     p.x0 = 0;
     p.x1 = fb__report_s(run->wall_us);
     p.y0 = 0;
-    p.y1 = rows;
+    p.y1 = rows + erow;
     for (size_t i = 0; i < run->nattempts; i++) {
         const fb__report_attempt *a = &run->attempts[i];
         double y = p.mt + (rows == 1 ? 0 : (double)i) * 22 + 3, h = 16;
@@ -262,18 +307,23 @@ static void timeline(FILE *f, const fb__report_run *run)
         esc(f, in->kind);
         fprintf(f, " rank %d: ", in->rank);
         esc(f, in->cls.category);
-        fprintf(f, " / ");
+        fprintf(f, "%s / ", in->cls.injected ? " (injected)" : "");
         esc(f, in->cls.component);
         fprintf(f, "</title></path>");
     }
+    if (erow)
+        event_markers(f, &p, run, p.mt + rows * 22.0 + 3);
     fprintf(f, "\n");
     axes(&p, "time since the run started (s)", NULL);
     static const char *const labels[] = {"start-up / teardown", "restore",
-        "training", "lost work", "detection", "checkpoint", "incident"};
+        "training", "lost work", "detection", "checkpoint", "incident",
+        "agent: thermal", "power slowdown", "power swing", "straggler",
+        "other"};
     const char *colors[] = {part_color[FB__T_RESTART], part_color[FB__T_RESTORE],
         part_color[FB__T_USEFUL], part_color[FB__T_LOST],
-        part_color[FB__T_DETECT], part_color[FB__T_CKPT], "#000"};
-    legend(&p, labels, colors, 7);
+        part_color[FB__T_DETECT], part_color[FB__T_CKPT], "#000", "#e91e63",
+        "#795548", "#f9a825", "#37474f", "#9e9e9e"};
+    legend(&p, labels, colors, erow ? 12 : 7);
     plot_end(&p);
 }
 
@@ -382,34 +432,6 @@ out:
     free(seg);
 }
 
-/* Pearson correlation over the buckets where both are known. */
-static double pearson(const double *a, const double *b, int n, int *used)
-{
-    double sa = 0, sb = 0, saa = 0, sbb = 0, sab = 0;
-    int k = 0;
-    for (int i = 0; i < n; i++) {
-        if (isnan(a[i]) || isnan(b[i]))
-            continue;
-        sa += a[i];
-        sb += b[i];
-        saa += a[i] * a[i];
-        sbb += b[i] * b[i];
-        sab += a[i] * b[i];
-        k++;
-    }
-    *used = k;
-    if (k < 3)
-        return NAN;
-    double cov = sab - sa * sb / k, va = saa - sa * sa / k, vb = sbb - sb * sb / k;
-    return va > 0 && vb > 0 ? cov / sqrt(va * vb) : NAN;
-}
-
-static void mean_into(double *sum, double *cnt, int n)
-{
-    for (int i = 0; i < n; i++)
-        sum[i] = cnt[i] > 0 ? sum[i] / cnt[i] : NAN;
-}
-
 static void small_plot(FILE *f, const char *label, const char *ylabel,
                        const double *xs, const double *ys, double W,
                        const char *color)
@@ -443,55 +465,20 @@ static void env_chart(FILE *f, const fb__report_run *run)
         fprintf(f, ".</p>\n");
         return;
     }
-    double W = fb__report_s(run->wall_us) > 0 ? fb__report_s(run->wall_us) : 1;
-    double thr[ENV_BUCKETS] = {0}, tc[ENV_BUCKETS] = {0}, tp[ENV_BUCKETS] = {0};
-    double cthr[ENV_BUCKETS] = {0}, ctc[ENV_BUCKETS] = {0}, ctp[ENV_BUCKETS] = {0};
-    double xs[ENV_BUCKETS];
-    for (int b = 0; b < ENV_BUCKETS; b++)
-        xs[b] = (b + 0.5) * W / ENV_BUCKETS;
-    for (size_t i = 0; i < run->nsamples; i++) {
-        const fb__report_sample *x = &run->samples[i];
-        int b = (int)((x->time - run->started_at) / W * ENV_BUCKETS);
-        if (b < 0 || b >= ENV_BUCKETS || !(x->step_time_ms > 0))
-            continue;
-        thr[b] += 1000.0 / x->step_time_ms;
-        cthr[b] += 1;
-    }
-    for (size_t i = 0; i < run->nenv; i++) {
-        const fb__report_env *e = &run->env[i];
-        int b = (int)((e->time - run->started_at) / W * ENV_BUCKETS);
-        if (b < 0 || b >= ENV_BUCKETS)
-            continue;
-        if (!isnan(e->temp_c)) {
-            tc[b] += e->temp_c;
-            ctc[b] += 1;
-        }
-        if (!isnan(e->power_w)) {
-            tp[b] += e->power_w;
-            ctp[b] += 1;
-        }
-    }
-    mean_into(thr, cthr, ENV_BUCKETS);
-    mean_into(tc, ctc, ENV_BUCKETS);
-    mean_into(tp, ctp, ENV_BUCKETS);
-    int nt, np;
-    double rt = pearson(tc, thr, ENV_BUCKETS, &nt);
-    double rp = pearson(tp, thr, ENV_BUCKETS, &np);
+    fb__report_envcorr ec;
+    fb__report_env_corr(run, &ec);
+    char rt[80], rp[80];
+    fb__report_corr_phrase(ec.r_temp, ec.n_temp, "<b>", "</b>", rt, sizeof rt);
+    fb__report_corr_phrase(ec.r_power, ec.n_power, "<b>", "</b>", rp, sizeof rp);
     fprintf(f, "<p id=\"correlation\">Correlation with throughput (Pearson r "
-               "over %d-bucket means): temperature <b>", ENV_BUCKETS);
-    if (isnan(rt))
-        fprintf(f, "n/a");
-    else
-        fprintf(f, "r = %.3f</b> (%d buckets)<b>", rt, nt);
-    fprintf(f, "</b>, power <b>");
-    if (isnan(rp))
-        fprintf(f, "n/a");
-    else
-        fprintf(f, "r = %.3f</b> (%d buckets)<b>", rp, np);
-    fprintf(f, "</b>.</p>\n");
-    small_plot(f, "throughput", "steps/s per rank", xs, thr, W, "#2e7d32");
-    small_plot(f, "GPU temperature", "temperature (°C)", xs, tc, W, "#c62828");
-    small_plot(f, "GPU power", "power (W)", xs, tp, W, "#1565c0");
+               "over %d-bucket means): temperature %s, power %s.</p>\n",
+            ENV_BUCKETS, rt, rp);
+    small_plot(f, "throughput", "steps/s per rank", ec.x_s, ec.throughput,
+               ec.wall_s, "#2e7d32");
+    small_plot(f, "GPU temperature", "temperature (°C)", ec.x_s, ec.temp_c,
+               ec.wall_s, "#c62828");
+    small_plot(f, "GPU power", "power (W)", ec.x_s, ec.power_w, ec.wall_s,
+               "#1565c0");
 }
 
 /* ---- the page ----------------------------------------------------------- */
@@ -520,14 +507,16 @@ static int table5(FILE *f, fb__report_run *const *runs, size_t n)
                "Unexpected interruptions (incidents that ended an attempt), in "
                "the shape of Llama 3's Table 5.</p><div class=\"tbl\"><table "
                "id=\"table5\"><tr><th>component</th><th>category</th>"
-               "<th>count</th><th>share</th></tr>\n");
+               "<th>count</th><th>share</th><th>of them injected</th></tr>\n");
     for (long i = 0; i < nrows; i++) {
         fprintf(f, "<tr><td>");
         esc(f, rows[i].component);
         fprintf(f, "</td><td>");
         esc(f, rows[i].category);
-        fprintf(f, "</td><td>%zu</td><td>%.1f%%</td></tr>\n", rows[i].count,
-                total ? 100.0 * (double)rows[i].count / (double)total : 0);
+        fprintf(f, "</td><td>%zu</td><td>%.1f%%</td><td>%zu</td></tr>\n",
+                rows[i].count,
+                total ? 100.0 * (double)rows[i].count / (double)total : 0,
+                rows[i].injected);
     }
     fprintf(f, "</table></div>\n");
     free(rows);
@@ -578,6 +567,8 @@ static void incident_table(FILE *f, const fb__report_run *run)
         else
             fprintf(f, "<td>-</td><td>");
         esc(f, in->cls.category);
+        if (in->cls.injected)
+            fprintf(f, " <span class=\"inj\">(injected)</span>");
         fprintf(f, "</td><td>");
         esc(f, in->cls.component);
         fprintf(f, "</td><td class=\"ev\">");
@@ -590,6 +581,32 @@ static void incident_table(FILE *f, const fb__report_run *run)
                    "report.</p>\n", run->nincidents - MAX_INCIDENT_ROWS);
 }
 
+
+static void event_table(FILE *f, const fb__report_run *run)
+{
+    if (!run->events_total)
+        return;
+    fprintf(f, "<h3>Agent events</h3><div class=\"tbl\"><table id=\"agent-events\">"
+               "<tr><th>at (s)</th><th>kind</th><th>subject</th><th>severity</th>"
+               "<th>detail</th></tr>\n");
+    for (size_t i = 0; i < run->nevents && i < MAX_INCIDENT_ROWS; i++) {
+        const fb__report_agent_event *e = &run->events[i];
+        fprintf(f, "<tr><td>%.3f</td><td>", e->time - run->started_at);
+        esc(f, e->kind);
+        fprintf(f, "</td><td>");
+        esc(f, e->subject);
+        fprintf(f, "</td><td>");
+        esc(f, e->severity);
+        fprintf(f, "</td><td class=\"ev\">");
+        esc(f, e->detail);
+        fprintf(f, "</td></tr>\n");
+    }
+    fprintf(f, "</table></div>\n");
+    if (run->events_total > MAX_INCIDENT_ROWS)
+        fprintf(f, "<p class=\"note\">%zu more agent events: see the text or "
+                   "JSON report.</p>\n", run->events_total - (run->nevents <
+                   MAX_INCIDENT_ROWS ? run->nevents : MAX_INCIDENT_ROWS));
+}
 
 static int run_section(FILE *f, fb__report_run *const *runs, size_t r,
                        size_t n)
@@ -619,6 +636,7 @@ static int run_section(FILE *f, fb__report_run *const *runs, size_t r,
     step_chart(f, run);
     fprintf(f, "<h3>Temperature and power beside throughput</h3>\n");
     env_chart(f, run);
+    event_table(f, run);
     if (n == 1) {
         int rc = table5(f, runs, 1);
         if (rc)

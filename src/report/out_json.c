@@ -59,6 +59,8 @@ static void incident(fb__jsonw *w, const fb__report_run *run, size_t r,
     fb__jsonw_kstr(w, "evidence", in->cls.evidence);
     fb__jsonw_kstr(w, "decided_by", in->cls.decided_by);
     fb__jsonw_kstr(w, "injected", in->injected);
+    /* the category is the one the injected fault imitates */
+    fb__jsonw_kbool(w, "injected_cause", in->cls.injected);
     fb__jsonw_key(w, "signal");
     if (in->signal > 0)
         fb__jsonw_int(w, in->signal);
@@ -70,6 +72,62 @@ static void incident(fb__jsonw *w, const fb__report_run *run, size_t r,
     else
         fb__jsonw_null(w);
     fb__jsonw_obj_end(w);
+}
+
+static void real_or_null(fb__jsonw *w, const char *key, double v)
+{
+    fb__jsonw_key(w, key);
+    if (isnan(v))
+        fb__jsonw_null(w);
+    else
+        fb__jsonw_double(w, round(v * 1e6) / 1e6);
+}
+
+/* "environment": the correlation (null: n/a), "agent_events": the events
+ * (time since the run started), "agent_event_counts": by kind. */
+static void agent_obj(fb__jsonw *w, const fb__report_run *run)
+{
+    fb__jsonw_key(w, "environment");
+    if (run->nenv) {
+        fb__report_envcorr ec;
+        fb__report_env_corr(run, &ec);
+        fb__jsonw_obj_begin(w);
+        fb__jsonw_kint(w, "buckets", FB__REPORT_ENV_BUCKETS);
+        real_or_null(w, "r_temp_throughput", ec.r_temp);
+        fb__jsonw_kint(w, "temp_buckets", ec.n_temp);
+        real_or_null(w, "r_power_throughput", ec.r_power);
+        fb__jsonw_kint(w, "power_buckets", ec.n_power);
+        fb__jsonw_obj_end(w);
+    } else {
+        fb__jsonw_null(w);
+    }
+    fb__jsonw_kint(w, "agent_events_total", (long long)run->events_total);
+    fb__jsonw_key(w, "agent_event_counts");
+    fb__jsonw_obj_begin(w);
+    for (size_t i = 0; i < run->nevents; i++) {
+        size_t k = 0, c = 0;
+        while (k < i && strcmp(run->events[k].kind, run->events[i].kind))
+            k++;
+        if (k < i)
+            continue; /* counted at its first */
+        for (size_t j = i; j < run->nevents; j++)
+            c += !strcmp(run->events[j].kind, run->events[i].kind);
+        fb__jsonw_kint(w, run->events[i].kind, (long long)c);
+    }
+    fb__jsonw_obj_end(w);
+    fb__jsonw_key(w, "agent_events");
+    fb__jsonw_arr_begin(w);
+    for (size_t i = 0; i < run->nevents; i++) {
+        const fb__report_agent_event *e = &run->events[i];
+        fb__jsonw_obj_begin(w);
+        fb__jsonw_kdouble(w, "at_s", round((e->time - run->started_at) * 1e6) / 1e6);
+        fb__jsonw_kstr(w, "kind", e->kind);
+        fb__jsonw_kstr(w, "subject", e->subject);
+        fb__jsonw_kstr(w, "severity", e->severity);
+        fb__jsonw_kstr(w, "detail", e->detail);
+        fb__jsonw_obj_end(w);
+    }
+    fb__jsonw_arr_end(w);
 }
 
 static void run_obj(fb__jsonw *w, const fb__report_run *run)
@@ -102,6 +160,7 @@ static void run_obj(fb__jsonw *w, const fb__report_run *run)
     }
     fb__jsonw_arr_end(w);
     fb__jsonw_kstr(w, "agent", run->agent_note[0] ? run->agent_note : NULL);
+    agent_obj(w, run);
     fb__jsonw_obj_end(w);
 }
 
@@ -167,6 +226,7 @@ int fb__report_write_json(struct fb__jsonw *w, fb__report_run *const *runs,
         fb__jsonw_kint(w, "count", (long long)rows[i].count);
         fb__jsonw_kdouble(w, "share", ninterrupt ? (double)rows[i].count /
                                                    (double)ninterrupt : 0);
+        fb__jsonw_kint(w, "injected", (long long)rows[i].injected);
         fb__jsonw_obj_end(w);
     }
     fb__jsonw_arr_end(w);

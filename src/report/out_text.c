@@ -81,12 +81,13 @@ static int table(FILE *f, fb__report_run *const *runs, size_t n)
     if (nrows < 0)
         return (int)nrows;
     fprintf(f, "\nunexpected interruptions by root cause (Llama 3 Table 5)\n"
-               "  %-32s %-22s %6s %7s\n", "component", "category", "count",
-            "share");
+               "  %-32s %-22s %6s %7s %9s\n", "component", "category", "count",
+            "share", "injected");
     for (long i = 0; i < nrows; i++)
-        fprintf(f, "  %-32s %-22s %6zu %6.1f%%\n", rows[i].component,
+        fprintf(f, "  %-32s %-22s %6zu %6.1f%% %9zu\n", rows[i].component,
                 rows[i].category, rows[i].count,
-                total ? 100.0 * (double)rows[i].count / (double)total : 0.0);
+                total ? 100.0 * (double)rows[i].count / (double)total : 0.0,
+                rows[i].injected);
     if (nrows == 0)
         fprintf(f, "  (no interruptions)\n");
     free(rows);
@@ -118,8 +119,9 @@ static void incidents(FILE *f, const fb__report_run *run)
         if (in->detail && *in->detail)
             fprintf(f, "      %.300s\n",
                     fb__safe_text(buf, sizeof buf, in->detail));
-        fprintf(f, "      root cause: %s / %s, decided by %s: %s\n",
-                in->cls.category, in->cls.component, in->cls.decided_by,
+        fprintf(f, "      root cause: %s%s / %s, decided by %s: %s\n",
+                in->cls.category, in->cls.injected ? " (injected)" : "",
+                in->cls.component, in->cls.decided_by,
                 fb__safe_text(buf, sizeof buf, in->cls.evidence));
     }
 }
@@ -142,6 +144,37 @@ static int suspects(FILE *f, fb__report_run *const *runs, size_t n)
     return 0;
 }
 
+/* The agent's part: correlation with throughput, and its events. */
+static void agent_part(FILE *f, const fb__report_run *run)
+{
+    if (run->nenv) {
+        fb__report_envcorr ec;
+        fb__report_env_corr(run, &ec);
+        char rt[64], rp[64];
+        fb__report_corr_phrase(ec.r_temp, ec.n_temp, "", "", rt, sizeof rt);
+        fb__report_corr_phrase(ec.r_power, ec.n_power, "", "", rp, sizeof rp);
+        fprintf(f, "\nenvironment: correlation with throughput (Pearson r over "
+                   "%d-bucket means): temperature %s, power %s\n",
+                FB__REPORT_ENV_BUCKETS, rt, rp);
+    } else if (run->agent_note[0]) {
+        fprintf(f, "\nenvironment: %s\n", run->agent_note);
+    }
+    if (!run->events_total)
+        return;
+    fprintf(f, "\nagent events (%zu", run->nevents);
+    if (run->events_total > run->nevents)
+        fprintf(f, " of %zu", run->events_total);
+    fprintf(f, ")\n  %10s  %-22s %-10s %-5s %s\n", "at s", "kind", "subject",
+            "sev", "detail");
+    for (size_t i = 0; i < run->nevents; i++) {
+        const fb__report_agent_event *e = &run->events[i];
+        char buf[600];
+        fprintf(f, "  %10.3f  %-22s %-10s %-5s %s\n", e->time - run->started_at,
+                e->kind, e->subject, e->severity,
+                fb__safe_text(buf, sizeof buf, e->detail));
+    }
+}
+
 static int write_text(FILE *f, fb__report_run *const *runs, size_t n)
 {
     int rc = 0;
@@ -155,8 +188,7 @@ static int write_text(FILE *f, fb__report_run *const *runs, size_t n)
         incidents(f, run);
         if ((rc = suspects(f, runs, 1)))
             return rc;
-        if (run->agent_note[0])
-            fprintf(f, "\nenvironment: %s\n", run->agent_note);
+        agent_part(f, run);
         return ferror(f) ? -EIO : 0;
     }
     int64_t us[FB__T_N] = {0}, wall = 0;
@@ -183,6 +215,7 @@ static int write_text(FILE *f, fb__report_run *const *runs, size_t n)
         fprintf(f, "\n---- %s\n", runs[r]->dir);
         summary(f, runs[r]);
         incidents(f, runs[r]);
+        agent_part(f, runs[r]);
     }
     return ferror(f) ? -EIO : 0;
 }

@@ -5,7 +5,7 @@
  * read-only) is loaded into an fb__report_run, its wall time is split into
  * six parts that add up exactly (account.c, docs/report.md), every incident
  * gets a Llama 3 root-cause category with the evidence that decided it
- * (classify.c), and the result is written as text, one-line JSON or a
+ * (src/diag, diag.h), and the result is written as text, one-line JSON or a
  * self-contained HTML page with inline SVG charts (out_*.c).  agent.sqlite,
  * when present beside the journal, adds temperature and power.
  *
@@ -18,6 +18,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+
+#include "diag/diag.h"
 
 #define FB__REPORT_JSON_VERSION "1.0"
 
@@ -33,30 +35,22 @@ const char *fb__report_part_label(int part);
 
 /* ---- root cause ------------------------------------------------------- */
 
-/* What classify looks at: the incident's columns (any may be NULL / 0). */
-typedef struct fb__report_evidence {
-    const char *kind, *injected, *detail, *last_lines, *fr_verdict, *health;
-    const char *category, *component, *evidence; /* set by the supervisor */
-    int signal;              /* 0: none */
-    int has_exit_code, exit_code;
-} fb__report_evidence;
+/* The classifier is src/diag's (diag.h), shared with the supervisor, which
+ * stores its answer with the incident; the report classifies incidents of
+ * journals that have none, under the same rules. */
+typedef fb__diag_evidence fb__report_evidence;
+typedef fb__diag_class fb__report_class;
 
-/* The answer.  category/component are static strings; evidence is
- * written into the caller's buffer (truncated, always NUL-terminated)
- * unless the supervisor's own evidence was kept. */
-typedef struct fb__report_class {
-    const char *category, *component;
-    const char *decided_by; /* supervisor, injected, health, xid, signal,
-                               exit_code, log, flight_recorder, kind, none */
-    char evidence[512];
-} fb__report_class;
+static inline void fb__report_classify(const fb__report_evidence *ev,
+                                       fb__report_class *out)
+{
+    fb__diag_classify(ev, out);
+}
 
-/* Classify one incident.  Never fails: no evidence gives "Unknown". */
-void fb__report_classify(const fb__report_evidence *ev, fb__report_class *out);
-
-/* The NVIDIA XID named in a kernel-log style line ("Xid (PCI:...): 79,")
- * within text, or -1.  Bounded: looks at most at the first 64 KiB. */
-int fb__report_find_xid(const char *text);
+static inline int fb__report_find_xid(const char *text)
+{
+    return fb__diag_find_xid(text);
+}
 
 /* ---- loaded runs ------------------------------------------------------ */
 
@@ -111,6 +105,16 @@ typedef struct fb__report_env {
     double time, temp_c, power_w;
 } fb__report_env;
 
+/* One event of the agent (agent.sqlite `events`, docs/agent.md). */
+typedef struct fb__report_agent_event {
+    double time;
+    char kind[32], subject[32], severity[8];
+    char *detail;
+} fb__report_agent_event;
+
+/* The agent's events read, at most (the rest are counted, not kept). */
+#define FB__REPORT_AGENT_EVENTS_MAX 10000
+
 typedef struct fb__report_run {
     char *dir, *name, *status, *reason, *hostname;
     char schema_version[32];
@@ -128,6 +132,8 @@ typedef struct fb__report_run {
     fb__report_env *env;           /* agent.sqlite, sorted by time */
     size_t nenv;
     char agent_note[256];          /* why agent data is absent, or "" */
+    fb__report_agent_event *events; /* agent.sqlite, by time            */
+    size_t nevents, events_total;  /* kept; in the file                 */
 } fb__report_run;
 
 /*
@@ -150,6 +156,29 @@ static inline double fb__report_s(int64_t us)
 {
     return (double)us / 1e6;
 }
+
+/* ---- the environment beside throughput (env.c) ------------------------ */
+
+#define FB__REPORT_ENV_BUCKETS 60
+
+/* Bucket means over the run's wall time (NAN: no data in the bucket) and
+ * the Pearson correlation of temperature and of power with throughput
+ * over the buckets where both are known (NAN: fewer than 3 such buckets,
+ * or a series that does not vary; n_*: the buckets used). */
+typedef struct fb__report_envcorr {
+    double wall_s;
+    double x_s[FB__REPORT_ENV_BUCKETS];        /* bucket centres, s */
+    double throughput[FB__REPORT_ENV_BUCKETS]; /* steps/s per rank */
+    double temp_c[FB__REPORT_ENV_BUCKETS], power_w[FB__REPORT_ENV_BUCKETS];
+    double r_temp, r_power;
+    int n_temp, n_power;
+} fb__report_envcorr;
+
+void fb__report_env_corr(const fb__report_run *run, fb__report_envcorr *out);
+/* "r = 0.812 (40 buckets)" or "n/a", the number between b0 and b1 (markup
+ * or ""), as every output prints it. */
+void fb__report_corr_phrase(double r, int n, const char *b0, const char *b1,
+                            char *buf, size_t size);
 
 /* ---- outputs ---------------------------------------------------------- */
 
@@ -178,6 +207,7 @@ int fb__report_html(const char *run_dir, const char *html_path, char *err,
 typedef struct fb__report_row {
     const char *component, *category;
     size_t count;
+    size_t injected;       /* of count: injected faults imitating it */
 } fb__report_row;
 
 /* An unexpected interruption: the incident ended its attempt and was not
@@ -202,5 +232,67 @@ typedef struct fb__report_suspect {
  * -ENOMEM; *out is malloc'd. */
 long fb__report_suspects(fb__report_run *const *runs, size_t n,
                          fb__report_suspect **out);
+
+/* ---- the fleet: nodes across runs (fleet.c) ---------------------------- */
+
+/* Lemon flags (docs/report.md "Fleet"). */
+enum { FB__FLEET_REPEAT, FB__FLEET_HARDWARE, FB__FLEET_HEALTH, FB__FLEET_RATE,
+       FB__FLEET_NFLAGS };
+const char *fb__fleet_flag_name(int flag);
+
+typedef struct fb__fleet_thresholds {
+    int repeat_runs;     /* interruptions in at least this many runs   (2) */
+    int hardware;        /* hardware root causes, at least             (2) */
+    int health;          /* failed health verdicts after incidents     (2) */
+    double rate_factor;  /* interruptions per run >= factor x fleet's  (3) */
+    int rate_min;        /* ... with at least this many interruptions  (2) */
+} fb__fleet_thresholds;
+void fb__fleet_thresholds_init(fb__fleet_thresholds *t);
+
+/* One incident behind a node's counts. */
+typedef struct fb__fleet_ev {
+    char run[64];
+    int attempt;
+    int64_t id;
+    char kind[24], category[48], component[48], checks[200];
+    char why[400];
+    int interruption, hardware, health_fail;
+} fb__fleet_ev;
+
+typedef struct fb__fleet_node {
+    char name[128];
+    size_t runs;          /* runs it appears in (host or incident node)  */
+    size_t runs_failed;   /* runs with an interruption on it             */
+    size_t interruptions, hardware, health_fails;
+    double rate;          /* interruptions / runs                        */
+    unsigned flags;       /* 1 << FB__FLEET_*                            */
+    fb__fleet_ev *ev;     /* the first EV_PER_NODE_MAX                    */
+    size_t nev, nevidence;
+    size_t last_run, last_failed_run; /* while adding                    */
+} fb__fleet_node;
+
+typedef struct fb__fleet {
+    fb__fleet_thresholds t;
+    fb__fleet_node *nodes;
+    size_t nnodes, cap;
+    size_t nruns, skipped, interruptions;
+    double rate;          /* interruptions per node-run, the fleet's     */
+} fb__fleet;
+
+#define FB__FLEET_RUNS_MAX 100000
+
+/* Add DIR: a run directory, or a directory whose subdirectories are run
+ * directories (read in name order; FB__FLEET_RUNS_MAX runs in all).  A run
+ * that cannot be read is skipped, counted and said on errf.  0 or -ENOMEM. */
+int fb__fleet_add_dir(fb__fleet *f, const char *dir, FILE *errf);
+/* Add a loaded run's facts (0 or -ENOMEM); then finish: judge and rank. */
+int fb__fleet_add_run(fb__fleet *f, const fb__report_run *run);
+void fb__fleet_finish(fb__fleet *f);
+/* The policy, pure: set n->rate and n->flags from its counts. */
+void fb__fleet_judge(const fb__fleet_thresholds *t, double fleet_rate,
+                     fb__fleet_node *n);
+int fb__fleet_write_text(FILE *out, const fb__fleet *f);
+int fb__fleet_write_json(struct fb__jsonw *w, const fb__fleet *f);
+void fb__fleet_free(fb__fleet *f);
 
 #endif

@@ -35,6 +35,16 @@ enum fb__sim_kind { FB_SIM_CRASH = 0, FB_SIM_HANG = 1 };
  * job-scoped failure (network, software) restarts on the same nodes. */
 enum fb__sim_scope { FB_SIM_SCOPE_JOB = 0, FB_SIM_SCOPE_NODE = 1 };
 
+/* Checkpoint tiers (docs/sim.md, "Checkpoint tiers"): where a restore
+ * reads the checkpoint from, nearest first. */
+enum fb__sim_tier {
+    FB_SIM_TIER_MEMORY = 0,   /* the node's own memory                   */
+    FB_SIM_TIER_PEER = 1,     /* a copy in k peer nodes' memory          */
+    FB_SIM_TIER_STORAGE = 2,  /* shared storage                          */
+    FB_SIM_NTIERS = 3
+};
+#define FB_SIM_MAX_PEERS 64
+
 typedef struct fb__sim_category {
     char name[FB_SIM_NAME_MAX];
     double rate_per_gpu_s;  /* failures per GPU-second (scales with GPUs) */
@@ -63,9 +73,24 @@ typedef struct fb__sim_config {
     double stall_s;
     double persist_s;
 
+    /* Checkpoint tiers; tiers == 0: one tier, every checkpoint durable
+     * persist_s after its stall (the model without tiers).  With tiers
+     * every checkpoint is in node memory at the end of its stall, in k
+     * peers' memory peer_s later, and every persist_every-th one is on
+     * storage persist_s after its stall; restart_s then excludes the
+     * restore, which costs restore_s[tier] of the tier it reads. */
+    int tiers;
+    int peers;                /* k copies, each on another node          */
+    double peer_s;            /* stall end -> all k peer copies complete */
+    int persist_every;        /* M: every M-th checkpoint to storage     */
+    double restore_s[FB_SIM_NTIERS];
+    double double_failure;    /* share of node failures that also take
+                                 their peers' copies (a shared domain)   */
+
     /* Recovery. */
     double detect_crash_s, detect_hang_s;
-    double restart_s;         /* relaunch + initialization + restore     */
+    double restart_s;         /* relaunch + initialization + restore
+                                 (with tiers: without the restore)       */
     long spares;              /* spare nodes; -1: 1% of the job's nodes  */
     double repair_s;          /* a failed node is back after this         */
     double drain_repair_s;    /* a drained node is back after this        */
@@ -88,6 +113,7 @@ typedef struct fb__sim_trial {
     fb__sim_time t;
     uint32_t interruptions;   /* unexpected */
     uint32_t planned;
+    uint32_t restores[FB_SIM_NTIERS]; /* with tiers: restores by tier   */
 } fb__sim_trial;
 
 typedef struct fb__sim_result {
@@ -95,6 +121,7 @@ typedef struct fb__sim_result {
     double ettr_mean, ettr_p5, ettr_p95;
     double interruptions_mean, planned_mean;
     double by_category_mean[FB_SIM_MAX_CATEGORIES];
+    double restores_mean[FB_SIM_NTIERS]; /* with tiers               */
     fb__sim_time time_mean;
     fb__sim_trial *per_trial;  /* when asked for (CSV); owned, free below */
 } fb__sim_result;
@@ -128,6 +155,12 @@ int fb__sim_validate(const fb__sim_config *c, char *err, size_t err_size);
 double fb__sim_total_rate(const fb__sim_config *c);
 /* Mean detection latency weighted by the categories' rates. */
 double fb__sim_mean_detect(const fb__sim_config *c);
+/* The shortest interval the checkpoint policy allows: the persist time
+ * without tiers; with tiers, the peer copy's time and the persist time
+ * shared by persist_every intervals. */
+double fb__sim_floor(const fb__sim_config *c);
+/* Tier names: "memory", "peer", "storage". */
+const char *fb__sim_tier_name(int tier);
 /* Persist time from bytes per GPU and aggregate storage bandwidth. */
 double fb__sim_persist_time(double bytes_per_gpu, long gpus,
                             double bytes_per_s);
@@ -171,6 +204,13 @@ typedef struct fb__sim_measured {
     double interval_s;
     long gpus;
     int samples_stall, samples_detect, samples_restart;
+    /* Restores (restore_done events): bytes per second a rank restored,
+     * by the tier the event names (event.source, a later schema minor;
+     * without it every restore counts as one from storage). */
+    double restore_bps[FB_SIM_NTIERS];
+    int samples_restore[FB_SIM_NTIERS];
+    double restore_s;         /* mean restore inside a restart (attempts) */
+    double bytes_per_rank;    /* checkpoint bytes of one rank             */
 } fb__sim_measured;
 
 int fb__sim_read_run(const char *run_dir, fb__sim_measured *m,
@@ -185,6 +225,8 @@ typedef struct fb__sim_report {
     const char *persist_from;   /* how persist_s was obtained            */
     const fb__sim_result *r;
     const fb__sim_optimum *o;    /* NULL: no search                       */
+    const char *tiers_from;     /* how the tier costs were obtained      */
+    const char *warning;        /* NULL, or what the projection stretches */
 } fb__sim_report;
 
 /* One point of --sweep gpus=A:B. */

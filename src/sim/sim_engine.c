@@ -17,6 +17,11 @@
  *             restart.  A failure while down counts as an interruption and
  *             starts recovery over from its own detection.
  *
+ * With checkpoint tiers (c->tiers) a trial also keeps where the job's
+ * state is (compute seconds done, `pos`) and the newest checkpoint each
+ * tier holds; a failure restores from the newest one that survives it
+ * (tier_failure()), and the work between is lost (tier_restore()).
+ *
  * Determinism: trial i draws only from a generator seeded by (seed, i);
  * trials are handed out in blocks, results are stored per trial and summed
  * in trial order, so any thread count gives the same bits.
@@ -50,7 +55,16 @@ typedef struct plan {
     double node_cum[FB_SIM_MAX_CATEGORIES]; /* cumulative shares, to 1  */
     double detect[FB_SIM_MAX_CATEGORIES];
     int exp_single;              /* exponential mode: one category      */
+    int tiers;                   /* checkpoint tiers on                 */
 } plan;
+
+/* With tiers: a checkpoint, as the compute position it holds (seconds of
+ * compute since the start) and its index (0: the start; the persist-every
+ * count runs on it). */
+typedef struct ckpt_at {
+    double pos;
+    long index;
+} ckpt_at;
 
 /* Per-trial state; heap storage is per thread and reused. */
 typedef struct trial {
@@ -64,6 +78,21 @@ typedef struct trial {
     double next_fail;            /* absolute time of the next failure   */
     fb__sim_trial out;
     uint64_t *cat_counts;
+
+    /* Tiers only.  The job's state is `now` compute seconds in; the
+     * running stretch started from checkpoint `at`.  Newest checkpoint in
+     * every node's memory, in the peers' memory (peer_ok: the peers hold
+     * any copy of the current timeline), on storage.  lost_nodes: nodes
+     * lost since the newest peer-complete checkpoint (their memory held
+     * peer copies of other nodes' shards).  While down, the restore that
+     * the failures so far require: the oldest position, the farthest tier
+     * (restore_tier < 0: none yet). */
+    double now;
+    ckpt_at at, mem, peer, store;
+    int peer_ok;
+    long lost_nodes;
+    ckpt_at restore;
+    int restore_tier;
 } trial;
 
 long fb__sim_spares(const fb__sim_config *c)
@@ -99,6 +128,7 @@ static void plan_init(plan *p, const fb__sim_config *c)
         return;
     }
     p->window = c->persist_s;
+    p->tiers = c->tiers;
     p->planned_period =
         c->planned_per_job_s > 0 ? 1.0 / c->planned_per_job_s : INFINITY;
     double node_rate = 0;
@@ -173,29 +203,157 @@ static double heap_pop(trial *s)
 }
 
 /* A running stretch of length d that starts right after a restore (no
- * checkpoint in flight): how much it computed, how long it stalled, and
- * how much of its compute a failure at its end would throw away. */
+ * checkpoint in flight) as n whole [compute tau][stall] cycles and rem
+ * seconds of the next: how much it computed and how long it stalled. */
+static void cycles(const plan *p, double d, double *n, double *rem,
+                   double *compute, double *stall)
+{
+    double tau = p->tau, cycle = p->tau + p->stall;
+    *n = floor(d / cycle);
+    *rem = d - *n * cycle;
+    if (*rem < 0)
+        *rem = 0;
+    if (*rem < tau) {
+        *compute = *n * tau + *rem;
+        *stall = *n * p->stall;
+    } else {
+        *compute = (*n + 1) * tau;
+        *stall = *n * p->stall + (*rem - tau);
+    }
+}
+
+/* Without tiers: also how much of its compute a failure at its end would
+ * throw away. */
 static void segment(const plan *p, double d, double *compute, double *stall,
                     double *lost)
 {
-    double tau = p->tau, cycle = p->tau + p->stall;
-    double n = floor(d / cycle);
-    double rem = d - n * cycle;
-    if (rem < 0)
-        rem = 0;
-    if (rem < tau) {
+    double n, rem;
+    cycles(p, d, &n, &rem, compute, stall);
+    if (rem < p->tau)
         /* Computing.  The last checkpoint is durable only if its persist
          * (started at the end of its stall) has finished. */
-        *compute = n * tau + rem;
-        *stall = n * p->stall;
-        *lost = (n >= 1 && rem < p->window) ? tau + rem : rem;
-    } else {
+        *lost = (n >= 1 && rem < p->window) ? p->tau + rem : rem;
+    else
         /* Inside a stall: this snapshot is not complete; the previous one
          * is durable because interval >= persist time. */
-        *compute = (n + 1) * tau;
-        *stall = n * p->stall + (rem - tau);
-        *lost = tau;
+        *lost = p->tau;
+}
+
+/* A running stretch of length d with tiers, from checkpoint s->at: what
+ * it computed and stalled, and the newest checkpoint each tier holds at
+ * its end.  Checkpoint i of the stretch ends its stall at i * cycle; it is
+ * in memory then, on the peers peer_s later, and, if its index is a
+ * multiple of persist_every, on storage persist_s later. */
+static void tier_segment(trial *s, double d, double *compute, double *stall)
+{
+    const plan *p = s->p;
+    const fb__sim_config *c = p->c;
+    double tau = p->tau, cycle = p->tau + p->stall;
+    double n, rem;
+    cycles(p, d, &n, &rem, compute, stall);
+    if (n >= 1)
+        s->mem = (ckpt_at){s->at.pos + n * tau, s->at.index + (long)n};
+    if (d >= c->peer_s) {
+        double i = fmin(floor((d - c->peer_s) / cycle), n);
+        if (i >= 1) {
+            s->peer = (ckpt_at){s->at.pos + i * tau, s->at.index + (long)i};
+            s->peer_ok = 1;
+            s->lost_nodes = 0;
+        }
     }
+    if (d >= c->persist_s) {
+        double i = fmin(floor((d - c->persist_s) / cycle), n);
+        if (i >= 1) {
+            long index = s->at.index + (long)i;
+            i -= (double)(index % c->persist_every);
+            if (i >= 1)
+                s->store = (ckpt_at){s->at.pos + i * tau,
+                                     s->at.index + (long)i};
+        }
+    }
+}
+
+/* A node was lost: are its peer copies gone too?  Either a failure that
+ * takes the peers' domain with it (double_failure), or independent bad
+ * luck: every one of its k peers is among the nodes lost since the newest
+ * peer-complete checkpoint (placement at random among the other nodes). */
+static int peers_lost(trial *s)
+{
+    const plan *p = s->p;
+    const fb__sim_config *c = p->c;
+    if (!s->peer_ok)
+        return 1;
+    if (c->double_failure > 0 &&
+        fb__sim_uniform(&s->rng) < c->double_failure)
+        return 1;
+    if (s->lost_nodes < c->peers)
+        return 0;
+    double prob = 1;
+    for (int j = 0; j < c->peers; j++)
+        prob *= (double)(s->lost_nodes - j) / (double)(p->nodes - 1 - j);
+    return fb__sim_uniform(&s->rng) < prob;
+}
+
+/* A failure of category cat with tiers: which checkpoint survives it.  A
+ * job-scoped failure (process, software, network) leaves every node's
+ * memory; a node-scoped one loses that node's memory, so its ranks need
+ * the peer copy, or storage when that is gone as well.  Several failures
+ * in one outage: the oldest checkpoint and the farthest tier of all. */
+static void tier_failure(trial *s, int cat)
+{
+    const fb__sim_config *c = s->p->c;
+    ckpt_at from = s->mem;
+    int tier = FB_SIM_TIER_MEMORY;
+    if (c->cat[cat].scope == FB_SIM_SCOPE_NODE) {
+        int lost = peers_lost(s);
+        s->lost_nodes++;
+        if (!lost && s->peer.pos >= s->store.pos) {
+            from = s->peer;
+            tier = FB_SIM_TIER_PEER;
+        } else {
+            from = s->store;
+            tier = FB_SIM_TIER_STORAGE;
+        }
+    }
+    if (s->restore_tier < 0 || from.pos < s->restore.pos)
+        s->restore = from;
+    if (tier > s->restore_tier)
+        s->restore_tier = tier;
+}
+
+/* Planned maintenance with tiers: the final checkpoint goes to storage,
+ * and the nodes may be rebooted, so the job comes back from storage. */
+static void tier_maintenance(trial *s, int ckpt_first)
+{
+    if (ckpt_first)
+        s->store = (ckpt_at){s->now, s->mem.index + 1};
+    s->mem = s->store;
+    s->peer_ok = 0;
+    s->restore = s->store;
+    s->restore_tier = FB_SIM_TIER_STORAGE;
+}
+
+/* The outage is over (or the horizon ended in it): the job goes back to
+ * the checkpoint the failures left, and the compute since is lost. */
+static void tier_restore(trial *s)
+{
+    if (s->restore_tier < 0)
+        return;
+    double lost = s->now - s->restore.pos;
+    s->out.t.useful -= lost;
+    s->out.t.lost += lost;
+    s->out.restores[s->restore_tier]++;
+    s->now = s->restore.pos;
+    s->at = s->restore;
+    /* The restored checkpoint is in every node's memory again; newer
+     * copies belong to a timeline that was rolled back. */
+    s->mem = s->restore;
+    if (s->peer.pos > s->restore.pos || s->restore_tier ==
+                                            FB_SIM_TIER_STORAGE)
+        s->peer_ok = 0;
+    if (s->store.pos > s->restore.pos)
+        s->store = s->restore;
+    s->restore_tier = -1;
 }
 
 static int pick_category(trial *s)
@@ -244,6 +402,8 @@ static double on_failure(trial *s, int cat, double a)
             s->rate = rate_with_lemons(p, s->lemons);
         }
     }
+    if (p->tiers)
+        tier_failure(s, cat);
     s->next_fail = a + fb__sim_exp(&s->rng, s->rate);
     return node_avail;
 }
@@ -267,6 +427,11 @@ static int down(trial *s, double *t, int cat, int ckpt_first)
     const fb__sim_config *c = p->c;
     fb__sim_time *acc = &s->out.t;
     double node_ready = -INFINITY;
+    if (p->tiers) {
+        s->restore_tier = -1;
+        if (cat < 0)
+            tier_maintenance(s, ckpt_first);
+    }
     for (;;) {
         double a = *t;
         double dur[3];
@@ -288,6 +453,8 @@ static int down(trial *s, double *t, int cat, int ckpt_first)
             into[1] = &acc->repair_wait;
         }
         dur[2] = c->restart_s;
+        if (p->tiers)
+            dur[2] += c->restore_s[s->restore_tier];
         into[2] = &acc->restart;
 
         double until = s->next_fail < p->horizon_s ? s->next_fail
@@ -299,10 +466,15 @@ static int down(trial *s, double *t, int cat, int ckpt_first)
         }
         if (from <= until) {
             *t = from;
+            if (p->tiers)
+                tier_restore(s);
             return 0;
         }
-        if (until >= p->horizon_s)
+        if (until >= p->horizon_s) {
+            if (p->tiers)
+                tier_restore(s);
             return 1;
+        }
         *t = until;
         cat = pick_category(s);
     }
@@ -325,6 +497,14 @@ static void run_trial(trial *s, uint64_t index)
     double next_maint = isfinite(p->planned_period)
                             ? fb__sim_uniform(&s->rng) * p->planned_period
                             : INFINITY;
+    if (p->tiers) {
+        /* The start is checkpoint 0, everywhere. */
+        s->now = 0;
+        s->at = s->mem = s->peer = s->store = (ckpt_at){0, 0};
+        s->peer_ok = 1;
+        s->lost_nodes = 0;
+        s->restore_tier = -1;
+    }
     double t = 0;
     for (;;) {
         if (next_maint <= t) {
@@ -335,7 +515,9 @@ static void run_trial(trial *s, uint64_t index)
                 s->out.planned++;
                 next_maint += p->planned_period;
             }
-            if (down(s, &t, -1, 0))
+            /* With tiers the restored state may be newer than storage,
+             * and maintenance may reboot the nodes: checkpoint first. */
+            if (down(s, &t, -1, p->tiers && s->now > s->store.pos))
                 break;
             continue;
         }
@@ -344,8 +526,14 @@ static void run_trial(trial *s, uint64_t index)
             end = next_maint;
         if (T < end)
             end = T;
-        double compute, stall, lost;
-        segment(p, end - t, &compute, &stall, &lost);
+        double compute, stall, lost = 0;
+        if (p->tiers) {
+            /* The loss is known only when the outage is: tier_restore(). */
+            tier_segment(s, end - t, &compute, &stall);
+            s->now = s->at.pos + compute;
+        } else {
+            segment(p, end - t, &compute, &stall, &lost);
+        }
         acc->checkpoint += stall;
         if (end >= T) {
             acc->useful += compute;
@@ -451,6 +639,7 @@ static void aggregate(const work *w, const worker *ks, int nk,
     long n = w->trials;
     const fb__sim_config *c = w->p.c;
     double sum_ettr = 0, sum_int = 0, sum_planned = 0;
+    double sum_restores[FB_SIM_NTIERS] = {0};
     fb__sim_time sum = {0};
     for (long i = 0; i < n; i++) {
         const fb__sim_trial *x = &w->out[i];
@@ -464,6 +653,8 @@ static void aggregate(const work *w, const worker *ks, int nk,
         sum.restart += x->t.restart;
         sum.repair_wait += x->t.repair_wait;
         sum.maintenance += x->t.maintenance;
+        for (int k = 0; k < FB_SIM_NTIERS; k++)
+            sum_restores[k] += x->restores[k];
     }
     double dn = (double)n;
     r->trials = n;
@@ -472,6 +663,8 @@ static void aggregate(const work *w, const worker *ks, int nk,
     r->ettr_p95 = quantile(ettr_sorted, n, 0.95);
     r->interruptions_mean = sum_int / dn;
     r->planned_mean = sum_planned / dn;
+    for (int k = 0; k < FB_SIM_NTIERS; k++)
+        r->restores_mean[k] = sum_restores[k] / dn;
     r->time_mean.useful = sum.useful / dn;
     r->time_mean.checkpoint = sum.checkpoint / dn;
     r->time_mean.lost = sum.lost / dn;

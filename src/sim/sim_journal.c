@@ -16,6 +16,12 @@
  *                   that ended the previous attempt (or its end) to the
  *                   first completed step (teardown, relaunch, init,
  *                   restore)
+ *   restores        bytes per second of the ranks' restore_done events,
+ *                   by the tier event.source names (a later schema minor;
+ *                   without it, storage); the mean restore_s of attempts,
+ *                   to take the restore out of the restart with tiers;
+ *                   a rank's checkpoint bytes (restore_done, else a
+ *                   complete checkpoint's bytes / ranks), to scale by
  * Anything the journal lacks is left < 0 and the caller keeps its default.
  */
 #include "sim/sim.h"
@@ -69,6 +75,9 @@ typedef struct rows {
     size_t nck;
     mean stall, persist, crash, hang;
     int ncrash, nhang;
+    double restore_bytes[FB_SIM_NTIERS], restore_secs[FB_SIM_NTIERS];
+    int nrestore[FB_SIM_NTIERS];
+    mean restore_event_bytes, ckpt_rank_bytes, attempt_restore;
     long gpus;      /* nproc of the last run; -1: none */
 } rows;
 
@@ -114,6 +123,8 @@ static int read_rows(fb__journal_ro *jr, rows *R)
     while ((rc = fb__journal_next_attempt(c, &a)) == 1) {
         if ((rc = push((void **)&R->att, &R->natt, &cap, sizeof *R->att)))
             break;
+        if (a.number >= 1 && a.restore_s > 0)
+            mean_add(&R->attempt_restore, a.restore_s);
         R->att[R->natt++] = (attempt){
             .id = a.id, .run_id = a.run_id, .number = a.number,
             .started_at = a.started_at, .ready_at = a.ready_at,
@@ -154,11 +165,33 @@ static int read_rows(fb__journal_ro *jr, rows *R)
             continue;
         mean_add(&R->stall, k.stall_ms);
         mean_add(&R->persist, k.persist_ms);
+        if (k.bytes > 0 && k.ranks > 0)
+            mean_add(&R->ckpt_rank_bytes, (double)k.bytes / k.ranks);
         if ((rc = push((void **)&R->ck, &R->nck, &cap, sizeof *R->ck)))
             break;
         R->ck[R->nck++] = (ckpt){.id = k.id, .attempt_id = k.attempt_id,
                                  .committed_at = k.committed_at,
                                  .stall_ms = k.stall_ms};
+    }
+    fb__journal_rows_close(c);
+    if (rc)
+        return rc;
+
+    fb__journal_event_row e;
+    if ((rc = fb__journal_rows(jr, FB__JOURNAL_EVENT, &c)))
+        return rc;
+    while ((rc = fb__journal_next_event(c, &e)) == 1) {
+        if (!e.kind || strcmp(e.kind, "restore_done") || e.bytes <= 0 ||
+            !(e.value_ms > 0))
+            continue;
+        int tier = FB_SIM_TIER_STORAGE;
+        for (int i = 0; e.source && i < FB_SIM_NTIERS; i++)
+            if (!strcmp(e.source, fb__sim_tier_name(i)))
+                tier = i;
+        R->restore_bytes[tier] += (double)e.bytes;
+        R->restore_secs[tier] += e.value_ms / 1e3;
+        R->nrestore[tier]++;
+        mean_add(&R->restore_event_bytes, (double)e.bytes);
     }
     fb__journal_rows_close(c);
     return rc;
@@ -227,6 +260,9 @@ int fb__sim_read_run(const char *run_dir, fb__sim_measured *m, char *err,
     m->stall_s = m->persist_s = m->detect_crash_s = m->detect_hang_s = -1;
     m->restart_s = m->interval_s = -1;
     m->gpus = -1;
+    m->restore_s = m->bytes_per_rank = -1;
+    for (int i = 0; i < FB_SIM_NTIERS; i++)
+        m->restore_bps[i] = -1;
     char path[4096];
     if (snprintf(path, sizeof path, "%s/journal.sqlite", run_dir) >=
         (int)sizeof path)
@@ -257,6 +293,15 @@ int fb__sim_read_run(const char *run_dir, fb__sim_measured *m, char *err,
         m->restart_s = restart_s(&R, &m->samples_restart);
         m->interval_s = interval_s(&R);
         m->gpus = R.gpus;
+        for (int i = 0; i < FB_SIM_NTIERS; i++) {
+            m->samples_restore[i] = R.nrestore[i];
+            if (R.nrestore[i] && R.restore_secs[i] > 0)
+                m->restore_bps[i] = R.restore_bytes[i] / R.restore_secs[i];
+        }
+        m->restore_s = mean_of(&R.attempt_restore);
+        m->bytes_per_rank = R.restore_event_bytes.n
+                                ? mean_of(&R.restore_event_bytes)
+                                : mean_of(&R.ckpt_rank_bytes);
     }
     fb__journal_close_ro(jr);
     free(R.att);

@@ -53,6 +53,11 @@ void fb__sim_config_defaults(fb__sim_config *c)
     c->interval_s = 900;
     c->stall_s = 10;
     c->persist_s = 0;
+    c->tiers = 0;
+    c->peers = 1;
+    c->peer_s = 0;
+    c->persist_every = 1;
+    c->double_failure = 0;
     c->detect_crash_s = 30;
     c->detect_hang_s = 600;
     c->restart_s = 300;
@@ -131,6 +136,22 @@ double fb__sim_mean_detect(const fb__sim_config *c)
     return sum > 0 ? weighted / sum : c->detect_crash_s;
 }
 
+double fb__sim_floor(const fb__sim_config *c)
+{
+    if (!c->tiers)
+        return c->persist_s;
+    double storage = c->persist_every > 0 ? c->persist_s / c->persist_every
+                                          : c->persist_s;
+    return c->peer_s > storage ? c->peer_s : storage;
+}
+
+const char *fb__sim_tier_name(int tier)
+{
+    static const char *const names[FB_SIM_NTIERS] = {"memory", "peer",
+                                                     "storage"};
+    return tier >= 0 && tier < FB_SIM_NTIERS ? names[tier] : "?";
+}
+
 double fb__sim_persist_time(double bytes_per_gpu, long gpus, double bytes_per_s)
 {
     if (bytes_per_s <= 0)
@@ -154,6 +175,62 @@ static int nonneg(double v)
     return isfinite(v) && v >= 0;
 }
 
+/* An interval below a physical floor: what it is too short for. */
+static int too_short(char *err, size_t size, double interval_s,
+                     double need_s, const char *takes, const char *never)
+{
+    return fb__sim_errf(err, size,
+                        "--ckpt-interval %.6gs is shorter than the %.6gs it "
+                        "takes to %s: %s; use an interval of at least %.6gs",
+                        interval_s, need_s, takes, never, need_s);
+}
+
+/* The tiers' parameters, and the two physical floors: a peer copy must
+ * be complete before the next checkpoint starts one, and a persist before
+ * the next checkpoint that goes to storage. */
+static int validate_tiers(const fb__sim_config *c, char *err, size_t size)
+{
+    long nodes = (c->gpus + c->gpus_per_node - 1) / c->gpus_per_node;
+    if (c->exponential)
+        return fb__sim_errf(err, size,
+                            "checkpoint tiers need --failure-model "
+                            "categories (the exponential model has no "
+                            "nodes)");
+    if (c->peers < 1 || c->peers > FB_SIM_MAX_PEERS)
+        return fb__sim_errf(err, size, "--peers must be between 1 and %d",
+                            FB_SIM_MAX_PEERS);
+    if (nodes < (long)c->peers + 1)
+        return fb__sim_errf(err, size,
+                            "--peers %d needs at least %d nodes; the job "
+                            "has %ld",
+                            c->peers, c->peers + 1, nodes);
+    if (c->persist_every < 1 || c->persist_every > 1000000)
+        return fb__sim_errf(err, size,
+                            "--persist-every must be between 1 and 1000000");
+    if (!nonneg(c->peer_s))
+        return fb__sim_errf(err, size, "--peer-copy must be >= 0");
+    for (int i = 0; i < FB_SIM_NTIERS; i++)
+        if (!nonneg(c->restore_s[i]))
+            return fb__sim_errf(err, size, "--restore-%s must be >= 0",
+                                fb__sim_tier_name(i));
+    if (!nonneg(c->double_failure) || c->double_failure > 1)
+        return fb__sim_errf(err, size, "--double-failure must be in [0, 1]");
+    if (c->interval_s < c->peer_s)
+        return too_short(err, size, c->interval_s, c->peer_s,
+                         "copy one checkpoint to its peers",
+                         "no peer copy would ever complete");
+    if (c->interval_s * c->persist_every < c->persist_s)
+        return fb__sim_errf(
+            err, size,
+            "--ckpt-interval %.6gs x --persist-every %d is shorter than "
+            "the %.6gs it takes to persist one checkpoint: no checkpoint "
+            "would ever reach storage; use an interval of at least %.6gs "
+            "or persist less often",
+            c->interval_s, c->persist_every, c->persist_s,
+            c->persist_s / c->persist_every);
+    return 0;
+}
+
 int fb__sim_validate(const fb__sim_config *c, char *err, size_t size)
 {
     if (c->gpus < 1 || c->gpus > FB_SIM_MAX_GPUS)
@@ -172,13 +249,14 @@ int fb__sim_validate(const fb__sim_config *c, char *err, size_t size)
         return fb__sim_errf(err, size, "--ckpt-stall must be >= 0");
     if (!nonneg(c->persist_s))
         return fb__sim_errf(err, size, "the persist time must be >= 0");
-    if (c->interval_s < c->persist_s)
-        return fb__sim_errf(
-            err, size,
-            "--ckpt-interval %.6gs is shorter than the %.6gs it takes "
-            "to persist one checkpoint: no checkpoint would ever "
-            "become durable; use an interval of at least %.6gs",
-            c->interval_s, c->persist_s, c->persist_s);
+    if (c->tiers) {
+        int rc = validate_tiers(c, err, size);
+        if (rc)
+            return rc;
+    } else if (c->interval_s < c->persist_s)
+        return too_short(err, size, c->interval_s, c->persist_s,
+                         "persist one checkpoint",
+                         "no checkpoint would ever become durable");
     if (!nonneg(c->restart_s))
         return fb__sim_errf(err, size, "--restart must be >= 0");
     if (!nonneg(c->detect_crash_s) || !nonneg(c->detect_hang_s))

@@ -78,10 +78,32 @@ static void print_policy(FILE *f, const fb__sim_report *rep)
                 mt, iv, st, dc, rs);
         return;
     }
-    fprintf(f, "policy: checkpoint every %s, stall %s, persist %s (%s)\n",
-            iv, st, ps, rep->persist_from ? rep->persist_from : "given");
-    fprintf(f, "recovery: detect crash %s / hang %s, restart %s, ", dc, dh,
-            rs);
+    if (c->tiers) {
+        char pc[32], rm[32], rpe[32], rst[32], si[32];
+        fb__sim_fmt_duration(c->peer_s, pc, sizeof pc);
+        fb__sim_fmt_duration(c->restore_s[FB_SIM_TIER_MEMORY], rm, sizeof rm);
+        fb__sim_fmt_duration(c->restore_s[FB_SIM_TIER_PEER], rpe, sizeof rpe);
+        fb__sim_fmt_duration(c->restore_s[FB_SIM_TIER_STORAGE], rst,
+                             sizeof rst);
+        fb__sim_fmt_duration(c->interval_s * c->persist_every, si, sizeof si);
+        fprintf(f, "tiers: checkpoint to memory every %s, stall %s; copy to "
+                   "%d peer%s %s; every %d%s to storage (every %s of "
+                   "compute), persist %s (%s)\n",
+                iv, st, c->peers, c->peers == 1 ? "" : "s", pc,
+                c->persist_every,
+                c->persist_every == 1 ? "" : "th", si, ps,
+                rep->persist_from ? rep->persist_from : "given");
+        fprintf(f, "restore: memory %s, peer %s, storage %s (%s); "
+                   "double failures %.3g%% of node failures plus "
+                   "coincidences\n",
+                rm, rpe, rst, rep->tiers_from ? rep->tiers_from : "given",
+                pct(c->double_failure));
+    } else {
+        fprintf(f, "policy: checkpoint every %s, stall %s, persist %s (%s)\n",
+                iv, st, ps, rep->persist_from ? rep->persist_from : "given");
+    }
+    fprintf(f, "recovery: detect crash %s / hang %s, restart %s%s, ", dc,
+            dh, rs, c->tiers ? " + restore" : "");
     fprintf(f, "%ld spare nodes%s", fb__sim_spares(c),
             c->spares < 0 ? " (1%)" : "");
     fprintf(f, ", repair %s", rp);
@@ -118,6 +140,14 @@ void fb__sim_print_text(FILE *f, const fb__sim_report *rep)
                 r->interruptions_mean > 0 ? pct(m / r->interruptions_mean)
                                           : 0.0);
     }
+    if (c->tiers)
+        fprintf(f, "\nrestores (mean per trial): memory %.1f, peer %.1f, "
+                   "storage %.1f\n",
+                r->restores_mean[FB_SIM_TIER_MEMORY],
+                r->restores_mean[FB_SIM_TIER_PEER],
+                r->restores_mean[FB_SIM_TIER_STORAGE]);
+    if (rep->warning)
+        fprintf(f, "\nwarning: %s\n", rep->warning);
     fprintf(f, "\nwhere the time went (mean per trial):\n");
     print_time_row(f, "useful", r->time_mean.useful, T);
     print_time_row(f, "checkpoint", r->time_mean.checkpoint, T);
@@ -137,17 +167,30 @@ void fb__sim_print_text(FILE *f, const fb__sim_report *rep)
             o->bound_by_floor ? "  [at the persist floor]" : "");
     fb__sim_fmt_duration(o->young_s, b, sizeof b);
     fprintf(f, "  young        %10s%s\n", b,
-            o->young_below_floor ? "  [impossible: below persist time]"
+            o->young_below_floor ? (c->tiers ? "  [impossible: below the floor]"
+                                             : "  [impossible: below persist time]")
                                  : "");
     fb__sim_fmt_duration(o->daly_s, b, sizeof b);
     fprintf(f, "  daly         %10s%s\n", b,
-            o->daly_below_floor ? "  [impossible: below persist time]" : "");
+            o->daly_below_floor ? (c->tiers ? "  [impossible: below the floor]"
+                                            : "  [impossible: below persist time]")
+                                : "");
     if (o->floor_s > 0) {
         fb__sim_fmt_duration(o->floor_s, b, sizeof b);
-        fprintf(f, "  floor        %10s  (one checkpoint's persist time)\n",
-                b);
+        fprintf(f, "  floor        %10s  (%s)\n", b,
+                c->tiers ? "the peer copy's time, or the persist time "
+                           "shared by --persist-every intervals"
+                         : "one checkpoint's persist time");
     }
-    if (o->bound_by_floor || o->young_below_floor || o->daly_below_floor)
+    if (c->tiers &&
+        (o->bound_by_floor || o->young_below_floor || o->daly_below_floor))
+        fprintf(f, "note: the formulas ask for checkpoints faster than "
+                   "the peer copy or storage can take them; the best "
+                   "physical policy is bounded by that floor -- a larger "
+                   "--persist-every (if storage sets it), a faster peer "
+                   "copy or smaller checkpoints would raise ETTR.\n");
+    else if (o->bound_by_floor || o->young_below_floor ||
+             o->daly_below_floor)
         fprintf(f, "note: the formulas ask for checkpoints faster than "
                    "storage can persist them; the best physical policy is "
                    "bounded by the persist time -- faster storage or "
@@ -198,6 +241,69 @@ static void json_config(fb__jsonw *w, const fb__sim_config *c,
         fb__jsonw_kdouble(w, "lemon_factor", c->lemon_factor);
         fb__jsonw_kbool(w, "drain", c->drain);
     }
+    if (c->tiers) {
+        fb__jsonw_key(w, "tiers");
+        fb__jsonw_obj_begin(w);
+        fb__jsonw_kdouble(w, "memory_interval_s", c->interval_s);
+        fb__jsonw_kint(w, "peers", c->peers);
+        fb__jsonw_kdouble(w, "peer_copy_s", c->peer_s);
+        fb__jsonw_kint(w, "persist_every", c->persist_every);
+        fb__jsonw_kdouble(w, "storage_interval_s",
+                          c->interval_s * c->persist_every);
+        fb__jsonw_key(w, "restore_s");
+        fb__jsonw_obj_begin(w);
+        for (int i = 0; i < FB_SIM_NTIERS; i++)
+            fb__jsonw_kdouble(w, fb__sim_tier_name(i), c->restore_s[i]);
+        fb__jsonw_obj_end(w);
+        fb__jsonw_kdouble(w, "double_failure", c->double_failure);
+        fb__jsonw_obj_end(w);
+    }
+    fb__jsonw_obj_end(w);
+}
+
+/* What the numbers rest on, beyond the policy: the failure categories and
+ * their rates, maintenance, and where derived costs came from. */
+static void json_assumptions(fb__jsonw *w, const fb__sim_report *rep)
+{
+    const fb__sim_config *c = rep->c;
+    fb__jsonw_key(w, "assumptions");
+    fb__jsonw_obj_begin(w);
+    fb__jsonw_kstr(w, "persist_from",
+                   rep->persist_from ? rep->persist_from : "given");
+    if (c->tiers)
+        fb__jsonw_kstr(w, "tiers_from",
+                       rep->tiers_from ? rep->tiers_from : "given");
+    if (!c->exponential) {
+        fb__jsonw_kdouble(w, "planned_per_day", c->planned_per_job_s * 86400);
+        fb__jsonw_kdouble(w, "maint_duration_s", c->maint_down_s);
+        fb__jsonw_kdouble(w, "drain_repair_s", c->drain_repair_s);
+        fb__jsonw_key(w, "categories");
+        fb__jsonw_arr_begin(w);
+        for (int i = 0; i < c->ncat; i++) {
+            const fb__sim_category *k = &c->cat[i];
+            fb__jsonw_obj_begin(w);
+            fb__jsonw_kstr(w, "name", k->name);
+            fb__jsonw_kdouble(w, "per_gpu_day", k->rate_per_gpu_s * 86400);
+            fb__jsonw_kdouble(w, "per_job_day", k->rate_per_job_s * 86400);
+            fb__jsonw_kstr(w, "kind", k->kind == FB_SIM_HANG ? "hang"
+                                                             : "crash");
+            fb__jsonw_kstr(w, "scope", k->scope == FB_SIM_SCOPE_NODE
+                                           ? "node" : "job");
+            if (c->tiers)
+                fb__jsonw_kstr(w, "restores_from",
+                               k->scope == FB_SIM_SCOPE_NODE
+                                   ? "peer (storage if the peers' copies "
+                                     "are lost too)"
+                                   : "memory");
+            fb__jsonw_obj_end(w);
+        }
+        fb__jsonw_arr_end(w);
+    }
+    fb__jsonw_key(w, "warnings");
+    fb__jsonw_arr_begin(w);
+    if (rep->warning)
+        fb__jsonw_str(w, rep->warning);
+    fb__jsonw_arr_end(w);
     fb__jsonw_obj_end(w);
 }
 
@@ -226,6 +332,7 @@ int fb__sim_print_json(FILE *f, const fb__sim_report *rep)
     fb__jsonw_init(&w);
     fb__jsonw_obj_begin(&w);
     json_config(&w, c, rep->source);
+    json_assumptions(&w, rep);
     json_ettr(&w, r);
     fb__jsonw_key(&w, "interruptions");
     fb__jsonw_obj_begin(&w);
@@ -237,6 +344,13 @@ int fb__sim_print_json(FILE *f, const fb__sim_report *rep)
         fb__jsonw_kdouble(&w, fb__sim_cat_name(c, i), r->by_category_mean[i]);
     fb__jsonw_obj_end(&w);
     fb__jsonw_obj_end(&w);
+    if (c->tiers) {
+        fb__jsonw_key(&w, "restores");
+        fb__jsonw_obj_begin(&w);
+        for (int i = 0; i < FB_SIM_NTIERS; i++)
+            fb__jsonw_kdouble(&w, fb__sim_tier_name(i), r->restores_mean[i]);
+        fb__jsonw_obj_end(&w);
+    }
     fb__jsonw_key(&w, "time_s");
     fb__jsonw_obj_begin(&w);
     fb__jsonw_kdouble(&w, "useful", r->time_mean.useful);

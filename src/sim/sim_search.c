@@ -9,8 +9,9 @@
  * around Daly's estimate finds the neighbourhood; a least-squares fit of
  * the first-order shape over the points there gives the optimum (a
  * golden-section search in log(interval) when the fit is not concave).
- * Candidates never go below the persist time: such a policy could not
- * make a checkpoint durable.
+ * Candidates never go below the floor (fb__sim_floor: the persist time,
+ * or with tiers the peer copy's): such a policy could not make a
+ * checkpoint durable.
  */
 #include "sim/sim.h"
 
@@ -43,8 +44,9 @@ typedef struct search {
 static int eval(search *s, double log_tau, double *ettr)
 {
     s->c.interval_s = exp(log_tau);
-    if (s->c.interval_s < s->c.persist_s)
-        s->c.interval_s = s->c.persist_s;
+    double floor_s = fb__sim_floor(&s->c);
+    if (s->c.interval_s < floor_s)
+        s->c.interval_s = floor_s;
     s->evaluations++;
     return fb__sim_mean_ettr(&s->c, ettr);
 }
@@ -170,9 +172,22 @@ int fb__sim_optimize(const fb__sim_config *c, fb__sim_optimum *o)
     double rate = fb__sim_total_rate(c);
     double mttf = rate > 0 ? 1.0 / rate : INFINITY;
     double recover = c->restart_s + fb__sim_mean_detect(c);
+    double phys_floor = fb__sim_floor(c);
+    if (c->tiers && rate > 0) {
+        /* The restore is outside restart_s: memory for job-scoped
+         * failures, a peer for node-scoped ones. */
+        double node = 0;
+        for (int i = 0; i < c->ncat; i++)
+            if (c->cat[i].scope == FB_SIM_SCOPE_NODE)
+                node += c->cat[i].rate_per_gpu_s * (double)c->gpus +
+                        c->cat[i].rate_per_job_s;
+        recover += (node * c->restore_s[FB_SIM_TIER_PEER] +
+                    (rate - node) * c->restore_s[FB_SIM_TIER_MEMORY]) /
+                   rate;
+    }
     o->young_s = fb__sim_young(c->stall_s, mttf);
     o->daly_s = fb__sim_daly(c->stall_s, recover, mttf);
-    o->floor_s = c->persist_s;
+    o->floor_s = phys_floor;
     o->young_below_floor = o->young_s < o->floor_s;
     o->daly_below_floor = o->daly_s < o->floor_s;
 
@@ -187,15 +202,15 @@ int fb__sim_optimize(const fb__sim_config *c, fb__sim_optimum *o)
         s.c.trials = t < 100 ? (c->trials < 100 ? c->trials : 100) : t;
     }
 
-    double floor_s = c->persist_s > MIN_INTERVAL_S ? c->persist_s
-                                                   : MIN_INTERVAL_S;
+    double floor_s = phys_floor > MIN_INTERVAL_S ? phys_floor
+                                                 : MIN_INTERVAL_S;
     double center = isfinite(o->daly_s) && o->daly_s > 0 ? o->daly_s
                                                          : c->interval_s;
     if (!isfinite(mttf) || c->stall_s <= 0) {
         /* No failures: the longest interval wins.  Free checkpoints: the
          * shortest physical one does.  Nothing to search either way. */
         o->search_s = !isfinite(mttf) ? c->horizon_s : floor_s;
-        o->bound_by_floor = isfinite(mttf) && c->persist_s > 0;
+        o->bound_by_floor = isfinite(mttf) && phys_floor > 0;
         s.c.interval_s = o->search_s;
         o->evaluations = 1;
         return fb__sim_mean_ettr(&s.c, &o->search_ettr);
@@ -231,13 +246,13 @@ int fb__sim_optimize(const fb__sim_config *c, fb__sim_optimum *o)
             return rc;
     }
     o->search_s = exp(best_x);
-    if (o->search_s < c->persist_s)
-        o->search_s = c->persist_s;
+    if (o->search_s < phys_floor)
+        o->search_s = phys_floor;
     o->search_ettr = best_y;
     /* On the floor: the best policy the physics allows is "checkpoint as
      * soon as the previous one is durable"; say so. */
-    o->bound_by_floor = c->persist_s > 0 && best == 0 && lo == floor_s &&
-                        o->search_s <= c->persist_s * 1.05;
+    o->bound_by_floor = phys_floor > 0 && best == 0 && lo == floor_s &&
+                        o->search_s <= phys_floor * 1.05;
     o->evaluations = s.evaluations;
     return 0;
 }

@@ -62,6 +62,7 @@ typedef struct fb__sup_rank {
     int seg_corrupt;      /* its segment failed fb__seg_check: no longer
                              read (watch.c, docs/segment.md)               */
     uint64_t seg_ok_ns;   /* when its segment last passed fb__seg_check    */
+    int ckpt_code;        /* its last failed save's code (-errno), 0 none  */
 } fb__sup_rank;
 
 typedef struct fb__sup_ckpt {
@@ -131,6 +132,7 @@ typedef struct fb__sup {
     double restore_s;
 
     fb__sup_failure fail;
+    int64_t fail_incident_id;            /* the failure's journal row, 0    */
     int stop_signal;                     /* SIGINT/SIGTERM received         */
     int64_t max_step;                    /* this attempt, over ranks        */
     double useful_s;                     /* all attempts so far             */
@@ -194,6 +196,13 @@ void fb__sup_watch(fb__sup *s, uint64_t now);
 /* A rank went away (mpirun: pidfd; local: through its shim). */
 void fb__sup_rank_ended(fb__sup *s, int rank, int wstatus_known, int wstatus,
                         int exec_errno, uint64_t when_ns);
+/* diagnose.c: after a failure (ranks stopped), the node's health, the
+ * kernel log and the root cause, stored with the incident
+ * s->fail_incident_id.  fb__sup_classify_row: the root cause of an incident
+ * about to be written, from what it carries (buf holds its evidence). */
+void fb__sup_diagnose(fb__sup *s, const char *fr_verdict);
+void fb__sup_classify_row(fb__journal_incident *inc, int ckpt_code, char *buf,
+                          size_t size);
 /* Read the tail of a rank's output for an incident. */
 void fb__sup_last_lines(const fb__sup *s, int rank, char *buf, size_t size);
 const char *fb__sup_phase_name(uint32_t phase);

@@ -50,6 +50,7 @@ void fb__sup_options_init(fb__sup_options *o)
     o->run_root = "runs";
     o->preload_fr = 1;
     o->on_no_nodes = FB_ON_NO_NODES_STOP;
+    o->incident_health = 1;
 }
 
 static const char *const launcher_names[] = {
@@ -754,7 +755,7 @@ static void record_failure(fb__sup *s, const char *fr_verdict)
         .detail = f->detail, .last_lines = last[0] ? last : NULL,
         .fr_verdict = fr_verdict && fr_verdict[0] ? fr_verdict : NULL,
     };
-    fb__journal_add_incident(s->j, &inc, NULL);
+    fb__journal_add_incident(s->j, &inc, &s->fail_incident_id);
     add_result_incident(s, f, detect_ms, lost_s);
     fb__sup_log(s, "%s: %s (detected in %.1f ms%s)", fb__sup_fail_kind_name(f->kind),
                 f->detail, detect_ms,
@@ -804,6 +805,8 @@ static void on_set_aside(void *arg, uint64_t step, int set_aside, const char *wh
         .occurred_at = now, .detected_at = now,
         .rank = -1, .phase = "restore", .step = (int64_t)step, .lost_s = -1,
         .detail = detail};
+    char evidence[1200];
+    fb__sup_classify_row(&inc, 0, evidence, sizeof evidence);
     fb__journal_add_incident(s->j, &inc, NULL);
     fb__sup_log(s, "%s", detail);
 }
@@ -877,10 +880,11 @@ static void fail_attempt(fb__sup *s)
     snapshot_segments(s, fb__sup_fail_kind_name(s->fail.kind));
     char *verdict = s->fail.kind == FB__SUP_FAIL_HANG ? analyze_hang(s) : NULL;
     record_failure(s, verdict);
-    free(verdict);
     add_useful(s, s->fail.occurred_ns,
                s->res->nincidents ? s->res->incidents[s->res->nincidents - 1].lost_s : 0);
     stop_all(s, SIGTERM);
+    fb__sup_diagnose(s, verdict); /* health, kernel log, root cause */
+    free(verdict);
     finish_attempt_row(s, "failed");
 }
 

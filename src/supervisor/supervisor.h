@@ -67,6 +67,10 @@ typedef struct fb__sup_options {
     int spare_nodes;
     int drain;
     int health_check;         /* health check nodes before launch           */
+    /* diagnosis after a failure (diagnose.c; local and mpirun launchers) */
+    const char *kmsg_path;    /* kernel log; NULL: /dev/kmsg; "none": off    */
+    int incident_health;      /* run the health check after a failure       */
+    const char *health_root;  /* its --root (a fixture tree), or NULL       */
     fb__on_no_nodes on_no_nodes;
     /* Called after the journal is closed, before the summary is printed,
      * to replace the live estimates (useful_s, ettr, incidents' lost_s) by

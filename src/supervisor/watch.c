@@ -171,6 +171,9 @@ static void on_report(fb__sup *s, int rank, const fb__seg_report *r)
             .has_exit_code = 0, .phase = "checkpoint", .step = (int64_t)r->step,
             .lost_s = -1, .detail = detail};
         inc.detect_ms = (inc.detected_at - t) * 1e3;
+        s->ranks[rank].ckpt_code = (int)r->code;
+        char evidence[1200];
+        fb__sup_classify_row(&inc, (int)r->code, evidence, sizeof evidence);
         fb__journal_add_incident(s->j, &inc, NULL);
         fb__sup_log(s, "%s", detail);
         break;
@@ -197,6 +200,8 @@ static void on_report(fb__sup *s, int rank, const fb__seg_report *r)
             .detected_at = fb__wall_s(), .rank = rank, .phase = "restore",
             .step = (int64_t)r->step, .lost_s = -1, .detail = detail};
         inc.detect_ms = (inc.detected_at - t) * 1e3;
+        char evidence[1200];
+        fb__sup_classify_row(&inc, 0, evidence, sizeof evidence);
         fb__journal_add_incident(s->j, &inc, NULL);
         fb__sup_log(s, "%s", detail);
         break;

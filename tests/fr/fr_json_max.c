@@ -16,7 +16,7 @@
 #include "fr/fr.h"
 #include "../check.h"
 
-/* The report's limits for incident.fr_verdict (src/report/classify.c). */
+/* The report's limits for incident.fr_verdict (src/diag/classify.c). */
 static int parse_as_report(const char *text, fb__json_doc **doc)
 {
     fb__json_limits lim = {.max_input = 1u << 20, .max_depth = 16,

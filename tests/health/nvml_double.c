@@ -16,6 +16,14 @@
  * nvlink_errors (per link with errors, on the links in nvlink_err_mask)
  * nvlink_err_mask recovery.  Energy grows with power over time, as on real
  * hardware.
+ *
+ * Readings that vary, deterministically (for correlations and events):
+ * with `wave_period N` (samples), a GPU's k-th temperature reading and the
+ * power and clock event reasons read after it follow a triangle wave of
+ * period N: temp + temp_wave * w(k), power_mw + power_wave_mw * w(k), and
+ * reasons | reasons_wave while w(k) > 1/2, where w goes 0 -> 1 -> 0 over
+ * N readings.  k counts that GPU's temperature readings (one per agent
+ * sample), so the sequence does not depend on timing.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,7 +38,8 @@
 typedef struct {
     int index, lost;
     char name[96], uuid[96];
-    unsigned long long v[32];
+    unsigned long long v[40];
+    unsigned long long reads;   /* temperature readings so far (the wave) */
 } gpu;
 
 enum {
@@ -38,7 +47,8 @@ enum {
     K_REASONS, K_UTIL, K_ECC_UNC, K_ECC_CORR, K_REMAP_CORR, K_REMAP_UNC,
     K_REMAP_PENDING, K_REMAP_FAILURE, K_RET_SBE, K_RET_DBE, K_GEN, K_GEN_MAX,
     K_WIDTH, K_WIDTH_MAX, K_REPLAY, K_NVLINKS, K_NVLINK_DOWN, K_NVLINK_ERRORS,
-    K_NVLINK_ERR_MASK, K_RECOVERY, K_COUNT_
+    K_NVLINK_ERR_MASK, K_RECOVERY, K_WAVE_PERIOD, K_TEMP_WAVE,
+    K_POWER_WAVE, K_REASONS_WAVE, K_COUNT_
 };
 
 static const char *keys[K_COUNT_] = {
@@ -47,7 +57,8 @@ static const char *keys[K_COUNT_] = {
     "remap_corr", "remap_unc", "remap_pending", "remap_failure",
     "retired_sbe", "retired_dbe", "pcie_gen", "pcie_gen_max", "pcie_width",
     "pcie_width_max", "replay", "nvlinks", "nvlink_down", "nvlink_errors",
-    "nvlink_err_mask", "recovery"};
+    "nvlink_err_mask", "recovery", "wave_period", "temp_wave", "power_wave_mw",
+    "reasons_wave"};
 
 static gpu gpus[MAX_GPUS];
 static int count, init_error, loaded;
@@ -242,17 +253,28 @@ int nvmlDeviceGetPciInfo_v3(void *h, void *pci)
     return 0;
 }
 
+/* The wave at the GPU's current reading, in 1/1000 (0..1000). */
+static unsigned long long wave_milli(const gpu *g)
+{
+    unsigned long long n = g->v[K_WAVE_PERIOD];
+    if (n < 2 || !g->reads)
+        return 0;
+    unsigned long long ph = (g->reads - 1) % n, half = n / 2;
+    return ph <= half ? ph * 1000 / half : (n - ph) * 1000 / (n - half);
+}
+
 int nvmlDeviceGetTemperature(void *h, int sensor, unsigned *t)
 {
     DEV(h);
-    *t = (unsigned)g->v[K_TEMP];
+    g->reads++;
+    *t = (unsigned)(g->v[K_TEMP] + g->v[K_TEMP_WAVE] * wave_milli(g) / 1000);
     return sensor == 0 ? 0 : INVALID_ARGUMENT;
 }
 
 int nvmlDeviceGetPowerUsage(void *h, unsigned *mw)
 {
     DEV(h);
-    *mw = (unsigned)g->v[K_POWER];
+    *mw = (unsigned)(g->v[K_POWER] + g->v[K_POWER_WAVE] * wave_milli(g) / 1000);
     return 0;
 }
 
@@ -288,7 +310,7 @@ int nvmlDeviceGetMaxClockInfo(void *h, int type, unsigned *mhz)
 int nvmlDeviceGetCurrentClocksEventReasons(void *h, unsigned long long *r)
 {
     DEV(h);
-    *r = g->v[K_REASONS];
+    *r = g->v[K_REASONS] | (wave_milli(g) > 500 ? g->v[K_REASONS_WAVE] : 0);
     return 0;
 }
 

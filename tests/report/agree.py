@@ -55,6 +55,29 @@ def main():
             fail("html lacks the evidence of incident %d" % i["id"])
         if i["evidence"] not in txt:
             fail("text lacks the evidence of incident %d" % i["id"])
+    for r in j["runs"]:
+        for e in r.get("agent_events", [])[:500]:
+            d = e["detail"]
+            shown = "".join("?" if ord(c) < 0x20 or c == "\x7f" else c for c in d)
+            hd = d.replace("&", "&amp;").replace("<", "&lt;").replace(
+                ">", "&gt;").replace('"', "&quot;").replace("'", "&#39;")
+            hd = "".join("&#xFFFD;" if (ord(c) < 0x20 and c not in "\t\n") or
+                         c == "\x7f" else c for c in hd)
+            if hd not in html:
+                fail("html lacks agent event %s at %s" % (e["kind"], e["at_s"]))
+            if shown not in txt:
+                fail("text lacks agent event %s at %s" % (e["kind"], e["at_s"]))
+        env = r.get("environment")
+        if env:
+            for key, name in (("r_temp_throughput", "temperature"),
+                              ("r_power_throughput", "power")):
+                v = env[key]
+                want = "n/a" if v is None else "r = %.3f" % v
+                if "%s %s" % (name, want) not in txt:
+                    fail("text %s correlation is not %s" % (name, want))
+                hw = "n/a" if v is None else "r = %.3f</b>" % v
+                if "%s <b>%s" % (name, hw) not in html:
+                    fail("html %s correlation is not %s" % (name, want))
     page = html.replace('xmlns="http://www.w3.org/2000/svg"', "")
     for bad in ("<script", "src=", "url(", "@import", "<link", "http://", "https://"):
         if bad in page:

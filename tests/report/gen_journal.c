@@ -14,6 +14,10 @@
  * empty      a journal with no run
  * nostart    a run that ended before any attempt
  * bench      10,000 incidents in 1,000 attempts, 1,000,000 step samples
+ * fleet0..3  four runs of one fleet for `report --fleet` (see fleet_run):
+ *            gpu-07 fails on hardware in runs 0 and 1 and its health check
+ *            fails twice; gpu-03 has software bugs in runs 1 and 2;
+ *            gpu-05 only an injected kill; gpu-02 only hosts runs
  */
 #include <errno.h>
 #include <math.h>
@@ -193,6 +197,26 @@ static void agent_db(const char *dir)
             sqlite3_exec(db, sql, NULL, NULL, NULL);
         }
     }
+    /* the agent's events (docs/agent.md): a swing, then a thermal slowdown
+     * while it is hot; text that must be escaped and cleaned */
+    sqlite3_exec(db, "CREATE TABLE events(id INTEGER PRIMARY KEY, t REAL NOT NULL,"
+                 " kind TEXT NOT NULL, subject TEXT, severity TEXT NOT NULL,"
+                 " detail TEXT NOT NULL, evidence TEXT NOT NULL)", NULL, NULL, NULL);
+    static const struct { double t; const char *kind, *subject, *sev, *detail; } ev[] = {
+        {45.2, "power_swing", "node", "warn",
+         "node power 1020 W -> 700 W in 1 s (<31%> of it)"},
+        {46.0, "thermal_slowdown", "gpu0", "warn",
+         "GPU 0: thermal slowdown (clock event reasons 0x40) at 75 C " ESC_CLEAR},
+        {50.5, "thermal_slowdown_end", "gpu0", "info", "GPU 0: thermal slowdown ended"},
+    };
+    for (size_t i = 0; i < sizeof ev / sizeof ev[0]; i++) {
+        char *q = sqlite3_mprintf("INSERT INTO events(t,kind,subject,severity,"
+                                  "detail,evidence) VALUES(%.3f,%Q,%Q,%Q,%Q,'{}')",
+                                  T0 + ev[i].t, ev[i].kind, ev[i].subject,
+                                  ev[i].sev, ev[i].detail);
+        sqlite3_exec(db, q, NULL, NULL, NULL);
+        sqlite3_free(q);
+    }
     sqlite3_exec(db, "COMMIT", NULL, NULL, NULL);
     sqlite3_close(db);
 }
@@ -244,6 +268,67 @@ static void bench(const char *dir)
     CHECK(fb__journal_end_run(J, T0 + t, "failed", 1, "generated"));
 }
 
+/* A crash on `node` with a classification stored as the supervisor
+ * stores it, and a health verdict (NULL: none). */
+static void fleet_incident(int64_t a, const char *kind, double t, const char *node,
+                           const char *cat, const char *comp, const char *ev,
+                           const char *injected, const char *health)
+{
+    fb__journal_incident in = {
+        .attempt_id = a, .kind = kind, .occurred_at = T0 + t,
+        .detected_at = T0 + t + 0.5, .detect_ms = 500, .rank = 0, .node = node,
+        .signal = 9, .phase = "train", .step = 10, .lost_s = 1,
+        .injected = injected, .detail = "generated", .health = health,
+        .category = cat, .component = comp, .evidence = ev,
+    };
+    CHECK(fb__journal_add_incident(J, &in, NULL));
+}
+
+#define HEALTH_FAIL "{\"version\":\"1.0\",\"verdict\":\"fail\",\"checks\":[" \
+    "{\"name\":\"kernel.xid79.0000:3b:00\",\"status\":\"fail\",\"component\":" \
+    "\"Faulty GPU\"},{\"name\":\"gpu.count\",\"status\":\"ok\"}]}"
+#define HEALTH_OK "{\"version\":\"1.0\",\"verdict\":\"ok\",\"checks\":[]}"
+
+static void fleet_run(const char *dir, int n)
+{
+    fb__journal_run r = {
+        .name = n == 0 ? "f0" : n == 1 ? "f1" : n == 2 ? "f2" : "f3",
+        .job_id = "gen-f", .run_dir = dir, .command_json = "[\"x\"]",
+        .launcher = "local", .hostname = "gpu-02", .options_json = "{}",
+        .nproc = 1, .nnodes = 1, .max_restarts = 3, .hang_timeout_s = 10,
+        .started_at = T0,
+    };
+    CHECK(fb__journal_begin_run(J, &r));
+    int64_t a = attempt(0, 0, 1, 10, -1, 0, 0, 9, 1, "failed");
+    switch (n) {
+    case 0:
+        fleet_incident(a, "crash", 9, "gpu-07", "GPU", "Faulty GPU",
+                       "[by kernel_log] GPU has fallen off the bus in the kernel "
+                       "log around the incident: '[12.0] NVRM: Xid (PCI:0000:3b:00): "
+                       "79, pid=1'", NULL, HEALTH_FAIL);
+        break;
+    case 1:
+        fleet_incident(a, "crash", 9, "gpu-07", NULL, NULL, NULL, NULL,
+                       HEALTH_FAIL); /* classified by the report: health */
+        a = attempt(1, 11, 12, 20, 0, 0, 1, 19, 1, "failed");
+        fleet_incident(a, "error_exit", 19, "gpu-03", "Dependency",
+                       "Software bug", "[by log] a Python exception ended the "
+                       "program: 'ValueError: bad batch'", NULL, HEALTH_OK);
+        break;
+    case 2:
+        fleet_incident(a, "error_exit", 9, "gpu-03", "Dependency",
+                       "Software bug", "[by log] a Python exception ended the "
+                       "program: 'KeyError: step'", NULL, NULL);
+        break;
+    default:
+        fleet_incident(a, "crash", 9, "gpu-05", NULL, NULL, NULL,
+                       "kill:rank=0,step=10", NULL);
+    }
+    CHECK(fb__journal_attempt_real(J, a, "ended_at", T0 + 30));
+    CHECK(fb__journal_flush(J));
+    CHECK(fb__journal_end_run(J, T0 + 30, "failed", 1, "generated"));
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 3) {
@@ -270,6 +355,8 @@ int main(int argc, char **argv)
                                   "launcher 'mpirun' not found"));
     } else if (!strcmp(sc, "bench")) {
         bench(dir);
+    } else if (!strncmp(sc, "fleet", 5) && sc[5] >= '0' && sc[5] <= '3' && !sc[6]) {
+        fleet_run(dir, sc[5] - '0');
     } else if (!strcmp(sc, "escapes")) {
         escapes(dir);
     } else if (!strcmp(sc, "nostart_escapes")) {

@@ -28,11 +28,14 @@ assert run["status"] == "completed", run["status"]
 assert j["restarts"] == 3, j["restarts"]
 ends = [i for i in j["incidents"] if i["ended_attempt"]]
 got = [(i["injected"].split(":")[0], i["category"], i["component"], i["rank"]) for i in ends]
-want = [("kill", "Unplanned maintenance", "Host maintenance", 1),
+want = [("kill", "Unknown", "Unknown", 1),
         ("segv", "Dependency", "Software bug", 0),
         ("hang", "Unknown", "Collective watchdog timeout", 1)]
 assert got == want, got
-assert j["by_category"] == {"Unplanned maintenance": 1, "Dependency": 1, "Unknown": 1}, j["by_category"]
+assert j["by_category"] == {"Dependency": 1, "Unknown": 2}, j["by_category"]
+# all three were injected: said beside the category, counted in Table 5
+assert [i["injected_cause"] for i in ends] == [True, True, True], ends
+assert sum(r["injected"] for r in j["table"]) == 3, j["table"]
 hang = ends[2]
 assert hang["detect_ms"] >= 2000, hang["detect_ms"]   # includes the 2 s timeout
 assert j["time_s"]["detect"] >= 2.0, j["time_s"]

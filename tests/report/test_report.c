@@ -51,7 +51,8 @@ static void test_classify(void)
 
     fb__report_evidence ev = {.kind = "crash", .signal = 9,
                               .injected = "kill:rank=1,step=30"};
-    cls(&ev, "Unplanned maintenance", "Host maintenance", "injected");
+    /* what it imitates: a SIGKILL by an unknown sender, not maintenance */
+    cls(&ev, "Unknown", "Unknown", "injected");
     ev = (fb__report_evidence){.kind = "crash", .signal = 9};
     cls(&ev, "Unknown", "Unknown", "signal");
     ev = (fb__report_evidence){.kind = "crash", .signal = 6};
@@ -191,7 +192,7 @@ static void test_basic(const char *dir)
     }
 
     static const char *const want[][3] = {
-        {"Unplanned maintenance", "Host maintenance", "injected"},
+        {"Unknown", "Unknown", "injected"},
         {"Dependency", "Software bug", "signal"},
         {"Unknown", "Collective watchdog timeout", "flight_recorder"},
         {"GPU", "GPU HBM3 memory", "xid"},

@@ -177,6 +177,52 @@ check '"measured" in d["source"] and d["gpus"] == 16384' "$tmp/fr" "source"
     --json >"$tmp/fr2"
 check 'd["policy"]["restart_s"] == 600' "$tmp/fr2" "option beats measurement"
 expect_usage_error "no journal.sqlite" --from-run "$tmp"
+# Without event.source (schema 1.0) the tiers' restore costs keep their
+# defaults and the toy run's size draws a warning on stderr.
+"$fb" sim --from-run "$tmp/run" --tiers --peer-copy 10s --trials 20 \
+    --no-search --json >"$tmp/fr3" 2>"$tmp/fr3.err"
+check 'd["policy"]["tiers"]["restore_s"]["memory"] == 2 * 2**30 / 1.34e9' \
+    "$tmp/fr3" "no restore measured: the default memory restore"
+grep -q "warning: --from-run extrapolates from a toy-sized run: 4 ranks" \
+    "$tmp/fr3.err" || fail "no toy-run warning: $(cat "$tmp/fr3.err")"
+check 'len(d["assumptions"]["warnings"]) == 1' "$tmp/fr3" "warning in json"
+# With it (a later minor), each tier's rate per rank, scaled to 2 GiB a
+# GPU; storage no faster than 2 GiB x 16,384 GPUs at 2 TiB/s; the restore
+# taken out of the measured restart.
+mkdir -p "$tmp/run11"
+sqlite3 "$tmp/run11/journal.sqlite" <"$src/src/journal/schema.sql"
+sqlite3 "$tmp/run11/journal.sqlite" <"$data/journal.sql"
+sqlite3 "$tmp/run11/journal.sqlite" <"$data/journal_tiers.sql"
+"$fb" sim --from-run "$tmp/run11" --tiers --peer-copy 10s --trials 20 \
+    --no-search --json >"$tmp/fr4" 2>/dev/null
+check 'd["policy"]["tiers"]["restore_s"] == {"memory": 20.48, "peer": 102.4, "storage": 1024}' \
+    "$tmp/fr4" "measured restores by tier, scaled by bytes"
+check 'd["policy"]["restart_s"] == 53' "$tmp/fr4" "restart without restore"
+"$fb" sim --from-run "$tmp/run11" --tiers --peer-copy 10s --trials 20 \
+    --ckpt-size-per-gpu 1M --storage-bandwidth 1M/s --persist-every 200 \
+    --no-search --json \
+    >"$tmp/fr5" 2>/dev/null
+check 'd["policy"]["tiers"]["restore_s"]["storage"] == 16384' "$tmp/fr5" \
+    "storage restore bounded by every GPU's bytes at the storage bandwidth"
+
+# Tiers: options, floors and refusals.
+"$fb" sim --trials 50 --no-search --peer-copy 5s --persist-every 4 \
+    --ckpt-interval 60s --json >"$tmp/tiers"
+check 'd["policy"]["tiers"]["storage_interval_s"] == 240 and d["restores"]["memory"] > 0' \
+    "$tmp/tiers" "tiers in json"
+"$fb" sim --trials 50 --no-search --peer-copy 5s >"$tmp/tiers.txt"
+grep -q "^restores (mean per trial): memory" "$tmp/tiers.txt" ||
+    fail "text output lacks the restores by tier"
+expect_usage_error "need the peer copy's time" --persist-every 4
+expect_usage_error "no peer copy would ever complete" --peer-copy 20m
+expect_usage_error "no checkpoint would ever reach storage" \
+    --peer-copy 5s --ckpt-interval 10s --gpus 131072
+expect_usage_error "--peers 3 needs at least 4 nodes" --peer-copy 1s \
+    --peers 3 --gpus 16
+expect_usage_error "checkpoint tiers need --failure-model categories" \
+    --peer-copy 1s --failure-model exponential --mtbf 1h
+expect_usage_error "--double-failure must be in [0, 1]" --peer-copy 1s \
+    --double-failure 2
 
 # Bad input: exit 2 and a message naming the problem.
 expect_usage_error "line 3: negative rate" --rates "$data/negative.rates"

@@ -440,10 +440,184 @@ static void test_rates_parser(void)
     }
 }
 
+/* ---- checkpoint tiers ---- */
+
+/* Llama 3 at 16,384 GPUs with tiers: memory every 5 minutes, a peer copy
+ * 10 s later, every 10th checkpoint to storage (persist 100 s); restores
+ * of 2 s, 10 s, 100 s.  keep_scope: only the categories of that scope
+ * fail (the others' rates are zeroed). */
+static fb__sim_config tiers(int keep_scope)
+{
+    fb__sim_config c = llama3();
+    c.planned_per_job_s = 0;
+    c.tiers = 1;
+    c.peers = 1;
+    c.interval_s = 300;
+    c.stall_s = 1;
+    c.peer_s = 10;
+    c.persist_every = 10;
+    c.persist_s = 100;
+    c.restore_s[FB_SIM_TIER_MEMORY] = 2;
+    c.restore_s[FB_SIM_TIER_PEER] = 10;
+    c.restore_s[FB_SIM_TIER_STORAGE] = 100;
+    c.restart_s = 60;
+    c.spares = 1000;
+    c.trials = 200;
+    for (int i = 0; i < c.ncat; i++)
+        if (c.cat[i].scope != keep_scope)
+            c.cat[i].rate_per_gpu_s = 0;
+    return c;
+}
+
+static double restores(const fb__sim_result *r)
+{
+    return r->restores_mean[FB_SIM_TIER_MEMORY] +
+           r->restores_mean[FB_SIM_TIER_PEER] +
+           r->restores_mean[FB_SIM_TIER_STORAGE];
+}
+
+/* A rank or process failure keeps every node's memory: each restore
+ * reads it (2 s), and a failure loses about half a memory interval, not
+ * half a storage interval (10 x longer). */
+static void test_tiers_rank(void)
+{
+    fb__sim_config c = tiers(FB_SIM_SCOPE_JOB);
+    fb__sim_result r;
+    if (run(&c, &r, 0))
+        return;
+    double n = restores(&r);
+    CHECKF(n > 50, "%.1f restores", n);
+    CHECKF(r.restores_mean[FB_SIM_TIER_MEMORY] == n,
+           "restores: memory %.2f peer %.2f storage %.2f",
+           r.restores_mean[FB_SIM_TIER_MEMORY],
+           r.restores_mean[FB_SIM_TIER_PEER],
+           r.restores_mean[FB_SIM_TIER_STORAGE]);
+    double lost = r.time_mean.lost / n;
+    CHECKF(lost > 0.35 * c.interval_s && lost < 0.65 * c.interval_s,
+           "lost %.1f s a restore, memory interval %.0f s", lost,
+           c.interval_s);
+    /* Restart + memory restore per outage (the horizon may cut one). */
+    double want = n * (c.restart_s + 2);
+    CHECKF(fabs(r.time_mean.restart - want) < 0.02 * want,
+           "restart time %.0f s, want about %.0f", r.time_mean.restart, want);
+    const fb__sim_time *t = &r.time_mean;
+    double sum = t->useful + t->checkpoint + t->lost + t->detect +
+                 t->restart + t->repair_wait + t->maintenance;
+    CHECKF(fabs(sum - c.horizon_s) < 1e-6 * c.horizon_s,
+           "time parts sum to %.3f, wall %.3f", sum, c.horizon_s);
+}
+
+/* A node failure loses the node's memory: its ranks restore from the peer
+ * copy (10 s), which is at most one memory interval behind; storage only
+ * for the rare coincidence of a node and its peer. */
+static void test_tiers_node(void)
+{
+    fb__sim_config c = tiers(FB_SIM_SCOPE_NODE);
+    fb__sim_result r;
+    if (run(&c, &r, 0))
+        return;
+    double n = restores(&r);
+    CHECKF(n > 200, "%.1f restores", n);
+    CHECKF(r.restores_mean[FB_SIM_TIER_MEMORY] == 0,
+           "%.2f node failures restored from the lost node's memory",
+           r.restores_mean[FB_SIM_TIER_MEMORY]);
+    CHECKF(r.restores_mean[FB_SIM_TIER_PEER] > 0.99 * n,
+           "peer %.2f of %.2f restores", r.restores_mean[FB_SIM_TIER_PEER],
+           n);
+    /* Half an interval, plus a whole one for the failures that strike
+     * before the newest checkpoint's peer copy is complete (10 of 301 s). */
+    double lost = r.time_mean.lost / n;
+    CHECKF(lost > 0.35 * c.interval_s && lost < 0.7 * c.interval_s,
+           "lost %.1f s a restore, memory interval %.0f s", lost,
+           c.interval_s);
+    /* The tiers' draws are the trial's own: any thread count, same bits. */
+    fb__sim_result a, b;
+    c.trials = 64;
+    c.threads = 1;
+    if (run(&c, &a, 1))
+        return;
+    c.threads = 3;
+    if (run(&c, &b, 1))
+        return;
+    CHECKF(memcmp(a.per_trial, b.per_trial, sizeof *a.per_trial * 64) == 0,
+           "per-trial results differ between 1 and 3 threads");
+    fb__sim_result_free(&a);
+    fb__sim_result_free(&b);
+}
+
+/* A node and its peer both lost: storage, up to a storage interval (10
+ * memory intervals) behind.  Either through a shared failure domain
+ * (double_failure), or by coincidence: on two nodes every second node
+ * failure before a new peer copy is complete hits the first one's peer. */
+static void test_tiers_double(void)
+{
+    fb__sim_config c = tiers(FB_SIM_SCOPE_NODE);
+    c.double_failure = 1;
+    fb__sim_result r;
+    if (run(&c, &r, 0))
+        return;
+    double n = restores(&r);
+    CHECKF(n > 200 && r.restores_mean[FB_SIM_TIER_STORAGE] == n,
+           "storage %.2f of %.2f restores",
+           r.restores_mean[FB_SIM_TIER_STORAGE], n);
+    double lost = r.time_mean.lost / n;
+    CHECKF(lost > 3 * c.interval_s,
+           "lost %.1f s a restore from storage, storage interval %.0f s",
+           lost, c.interval_s * c.persist_every);
+    /* Coincidences: the same job failure rate on 2 nodes and on 2,048. */
+    c.double_failure = 0;
+    c.spares = 10;
+    c.repair_s = 60;
+    c.peer_s = 300;
+    c.persist_s = 1000; /* storage never newer than the peer copy */
+    c.restore_s[FB_SIM_TIER_PEER] = 60;
+    double job_rate = 1.0 / 1800;
+    fb__sim_result few, many;
+    for (int pass = 0; pass < 2; pass++) {
+        c.gpus = pass == 0 ? 16 : 16384;
+        for (int i = 0; i < c.ncat; i++)
+            if (c.cat[i].rate_per_gpu_s > 0)
+                c.cat[i].rate_per_gpu_s = job_rate / (double)c.gpus / 3;
+        if (run(&c, pass == 0 ? &few : &many, 0))
+            return;
+    }
+    double nf = restores(&few), nm = restores(&many);
+    CHECKF(few.restores_mean[FB_SIM_TIER_STORAGE] > 0.1 * nf,
+           "2 nodes: storage %.2f of %.2f restores",
+           few.restores_mean[FB_SIM_TIER_STORAGE], nf);
+    CHECKF(many.restores_mean[FB_SIM_TIER_STORAGE] < 0.01 * nm,
+           "2,048 nodes: storage %.2f of %.2f restores",
+           many.restores_mean[FB_SIM_TIER_STORAGE], nm);
+}
+
+/* Tiers refuse intervals their copies could not keep up with. */
+static void test_tiers_floor(void)
+{
+    fb__sim_config c = tiers(FB_SIM_SCOPE_NODE);
+    char err[256];
+    CHECKF(fb__sim_validate(&c, err, sizeof err) == 0, "rejected: %s", err);
+    c.interval_s = 9;
+    CHECKF(fb__sim_validate(&c, err, sizeof err) != 0 &&
+               strstr(err, "peers") != NULL,
+           "interval below the peer copy: %s", err);
+    c.interval_s = 12;
+    c.persist_every = 5;
+    CHECKF(fb__sim_validate(&c, err, sizeof err) != 0 &&
+               strstr(err, "persist") != NULL,
+           "5 intervals of 12 s below a 100 s persist: %s", err);
+    CHECKF(fabs(fb__sim_floor(&c) - 20) < 1e-9, "floor %.3f", fb__sim_floor(&c));
+    c.persist_every = 9;
+    CHECKF(fb__sim_validate(&c, err, sizeof err) == 0, "rejected: %s", err);
+}
+
 static const struct {
     const char *name;
     void (*fn)(void);
 } tests[] = {
+    {"tiers_rank", test_tiers_rank},
+    {"tiers_node", test_tiers_node},
+    {"tiers_double", test_tiers_double},
+    {"tiers_floor", test_tiers_floor},
     {"llama3", test_llama3_calibration},
     {"rsc", test_rsc_rates},
     {"accounting", test_time_accounting},

@@ -1,0 +1,91 @@
+# examples/gpt/train.py without the supervisor:
+#  1. 3 ranks by hand with torchrun's environment (Debian's
+#     /usr/bin/python3): a fault-free run whose eval loss falls; a run whose
+#     rank 1 is killed at step 47 (FIREBREAK_INJECT fires in firebreak.step
+#     even unsupervised), then started again: it restores step 40 and ends
+#     with the same final_hash as the fault-free run.  3 ranks, not 2: with
+#     2 a float sum of gradients is the same in any order, with 3 it is not
+#     (the example sums in fixed point).
+#  2. under torchrun itself (PyPI torch 2.x in the venv scripts/deps.sh
+#     makes, when it is there and matches the extension's python): the same
+#     kill, torchrun tearing the group down, and a rerun restoring step 40,
+#     bit-identical to torchrun's fault-free run.
+# Args: SCRIPT PY_PACKAGE_DIR SCRATCH_DIR
+script=$1 pkgdir=$2
+. "$(dirname "$0")/lib.sh" "$3"
+py=/usr/bin/python3
+venv=/opt/firebreak/torch-2.15.0
+export PYTHONPATH=$pkgdir
+"$py" -c 'import torch, firebreak' 2>/dev/null || { echo "SKIP: $py lacks torch or firebreak"; exit 77; }
+args=(--steps 60 --ckpt-every 20 --eval-every 30 --log-every 20)
+
+free_port() {
+    "$py" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+# run_ranks TAG [env...]: 3 ranks in $T/TAG (its own ./checkpoints)
+run_ranks() {
+    local tag=$1 r
+    shift
+    mkdir -p "$T/$tag"
+    export MASTER_ADDR=127.0.0.1 MASTER_PORT=$(free_port) WORLD_SIZE=3
+    for r in 0 1 2; do
+        (cd "$T/$tag" && env "$@" RANK=$r LOCAL_RANK=$r timeout -k 5 120 \
+             "$py" "$script" "${args[@]}" >"rank-$r.log" 2>&1) &
+        pids+=($!)
+    done
+}
+full_hash() { sed -n 's/^final_hash=\([0-9a-f]\{64\}\) .*/\1/p' "$1" | tail -n 1; }
+
+run_ranks clean
+wait_all
+[ "$codes" = "0 0 0" ] || fail "fault-free run exit codes $codes: $(tail -n 5 "$T/clean/rank-0.log")"
+want=$(full_hash "$T/clean/rank-0.log")
+[ -n "$want" ] || fail "fault-free run printed no final_hash: $(tail -n 3 "$T/clean/rank-0.log")"
+evals=$(sed -n 's/^step [0-9]* eval loss \([0-9.]*\)$/\1/p' "$T/clean/rank-0.log" | tr '\n' ' ')
+"$py" -c 'import sys; a = [float(x) for x in sys.argv[1].split()]; sys.exit(not (len(a) == 2 and a[1] < a[0]))' "$evals" \
+    || fail "eval loss did not fall: '$evals'"
+
+# Rank 1 dies at step 47; the others wait in the next all_reduce until
+# they are stopped (by the test here, by torchrun or firebreak run in real
+# use).
+run_ranks killed FIREBREAK_INJECT=kill:rank=1,step=47
+wait "${pids[1]}"
+c1=$?
+kill -TERM "${pids[0]}" "${pids[2]}"
+wait_all
+[ "$c1" = 137 ] || fail "rank 1 exited $c1, expected 137 (SIGKILL): $(tail -n 3 "$T/killed/rank-1.log")"
+grep -q "injecting fault kill:rank=1,step=47" "$T/killed/rank-1.log" || fail "the fault did not fire"
+run_ranks killed
+wait_all
+[ "$codes" = "0 0 0" ] || fail "restored run exit codes $codes: $(tail -n 5 "$T/killed/rank-0.log")"
+grep -q "restored at step 40" "$T/killed/rank-0.log" ||
+    fail "did not restore step 40: $(grep '^gpt:' "$T/killed/rank-0.log")"
+got=$(full_hash "$T/killed/rank-0.log")
+[ "$got" = "$want" ] || fail "killed at step 47 and restored: $got; fault-free: $want"
+echo "ok: /usr/bin/python3, 3 ranks, killed at step 47 and restored from step 40: $got, as without faults"
+
+# torchrun (torch 2.x) when the venv is ready and its python is the
+# extension's (PYTHONPATH=$pkgdir holds a CPython extension for one version).
+if [ ! -e "$venv/.firebreak-ready" ] ||
+   ! "$venv/bin/python" -c 'import torch, firebreak' 2>/dev/null; then
+    echo "note: no torch 2.x venv usable with $pkgdir; torchrun part not run"
+    exit 0
+fi
+trun() { # TAG [env...]
+    local tag=$1
+    shift
+    mkdir -p "$T/$tag"
+    (cd "$T/$tag" && env "$@" timeout -k 5 180 "$venv/bin/torchrun" --nproc-per-node 2 \
+         --rdzv-backend c10d --rdzv-endpoint "127.0.0.1:$(free_port)" \
+         "$script" "${args[@]}" >out.log 2>&1)
+}
+trun tclean || fail "torchrun fault-free run exited $?: $(tail -n 5 "$T/tclean/out.log")"
+want2=$(sed -n 's/^\(\[default0\]:\)\{0,1\}final_hash=\([0-9a-f]\{64\}\) .*/\2/p' "$T/tclean/out.log" | tail -n 1)
+want2=${want2:-$(full_hash "$T/tclean/out.log")}
+[ -n "$want2" ] || fail "torchrun printed no final_hash: $(tail -n 5 "$T/tclean/out.log")"
+trun tkilled FIREBREAK_INJECT=kill:rank=1,step=47 && fail "torchrun with rank 1 killed exited 0"
+trun tkilled || fail "torchrun restored run exited $?: $(tail -n 5 "$T/tkilled/out.log")"
+grep -q "restored at step 40" "$T/tkilled/out.log" || fail "torchrun rerun did not restore step 40"
+got2=$(full_hash "$T/tkilled/out.log")
+[ "$got2" = "$want2" ] || fail "torchrun, killed and restored: $got2; fault-free: $want2"
+echo "ok: torchrun ($("$venv/bin/python" -c 'import torch; print(torch.__version__)')), killed and restored: $got2, as without faults"

@@ -1,0 +1,58 @@
+#!/bin/bash
+# report_fleet: `firebreak report --fleet` over four generated runs of one
+# fleet (fb-report-gen fleet0..3) and a directory that is not a run: the
+# nodes ranked, gpu-07 flagged repeat + hardware + health with its
+# incidents, gpu-03 repeat only (software bugs), an injected kill and a
+# node that only hosted runs not flagged; text and JSON agree; a missing
+# DIR is exit 2; an unreadable run is skipped and said.
+set -u
+FB=$1 GEN=$2
+D=$(mktemp -d)
+trap 'rm -rf "$D"' EXIT
+fail() { echo "report_fleet: FAIL: $*" >&2; exit 1; }
+mkdir -p "$D/fleet"
+for i in 0 1 2 3; do "$GEN" fleet$i "$D/fleet/run-$i" || fail "gen $i"; done
+mkdir "$D/fleet/notes"                       # not a run: ignored
+mkdir "$D/fleet/broken"; echo garbage >"$D/fleet/broken/journal.sqlite"
+"$FB" report --fleet "$D/fleet" >"$D/f.txt" 2>"$D/f.err" || fail "text: $(cat "$D/f.err")"
+"$FB" report --fleet "$D/fleet" --json >"$D/f.json" 2>/dev/null || fail "json"
+grep -q "skipped .*broken" "$D/f.err" || fail "the broken run not said: $(cat "$D/f.err")"
+python3 - "$D/f.json" "$D/f.txt" <<'PY' || fail "fleet"
+import json, re, sys
+j = json.loads(open(sys.argv[1]).read().splitlines()[-1])
+txt = open(sys.argv[2]).read()
+assert j["kind"] == "firebreak.fleet" and j["nruns"] == 4 and j["skipped"] == 1, j
+nodes = {n["node"]: n for n in j["nodes"]}
+assert [n["node"] for n in j["nodes"]] == ["gpu-07", "gpu-03", "gpu-05", "gpu-02"], \
+    [n["node"] for n in j["nodes"]]
+g7 = nodes["gpu-07"]
+assert g7["flags"] == ["repeat", "hardware", "health"], g7
+assert (g7["runs_failed"], g7["hardware"], g7["health_fails"]) == (2, 2, 2), g7
+assert [e["run"] for e in g7["evidence"]] == ["f0", "f1"], g7["evidence"]
+assert all(e["failed_checks"] == "kernel.xid79.0000:3b:00" for e in g7["evidence"])
+assert "Xid (PCI:0000:3b:00): 79" in g7["evidence"][0]["evidence"]
+assert nodes["gpu-03"]["flags"] == ["repeat"], nodes["gpu-03"]
+assert nodes["gpu-05"]["flags"] == [] and nodes["gpu-05"]["hardware"] == 0
+assert nodes["gpu-05"]["evidence"][0]["category"] == "Unknown (injected)"
+assert nodes["gpu-02"]["runs"] == 4 and nodes["gpu-02"]["interruptions"] == 0
+# the text says the same
+for n in j["nodes"]:
+    flags = ",".join(n["flags"]) or "-"
+    m = re.search(r"^  %s +(\d+) +(\d+) +(\d+) +(\d+) +[0-9.]+  (\S+)$" % re.escape(n["node"]),
+                  txt, re.M)
+    assert m, n["node"]
+    assert (int(m.group(1)), int(m.group(2)), int(m.group(3)), int(m.group(4)),
+            m.group(5)) == (n["runs"], n["interruptions"], n["hardware"],
+                            n["health_fails"], flags), (n, m.groups())
+    if n["flags"]:
+        assert "\n%s (%s): evidence\n" % (n["node"], flags) in txt
+        for e in n["evidence"]:
+            assert e["evidence"] in txt, e
+PY
+# one run directory works too; a missing one is an error
+"$FB" report --fleet "$D/fleet/run-0" --json | tail -n 1 | grep -q '"nruns":1' || fail "a run dir"
+rc=0; "$FB" report --fleet "$D/nothing" >/dev/null 2>"$D/e" || rc=$?
+[ $rc = 2 ] && grep -q "nothing" "$D/e" || fail "missing DIR: exit $rc $(cat "$D/e")"
+rc=0; "$FB" report --fleet "$D/fleet" --html "$D/x.html" >/dev/null 2>&1 || rc=$?
+[ $rc = 2 ] || fail "--fleet --html: exit $rc"
+echo "report_fleet: ok"
