@@ -38,6 +38,7 @@ import time
 from fbtest import check, finish, require
 
 require("torch", "torch.distributed.checkpoint", "firebreak.dcp", "safetensors")
+import firebreak
 import torch
 from safetensors import safe_open
 
@@ -301,8 +302,21 @@ def main():
         rc, out = verify(fb, odd_dir)
         check(rc == 0, "ckpt verify of the 1-process checkpoint exited %d:\n%s" % (rc, out))
 
-        # Metadata that would run code when unpickled is refused.
+        # The extension's shard reader: a shard read as another rank's, a
+        # tensor it lacks, a name that is no string.
         from firebreak import _firebreak
+        shard1 = _firebreak.shard_path(ckdir, 20, 1)
+        for args, exc, words in (((shard1, 20, 0, 2, None), firebreak.Error, "firebreak.rank"),
+                                 ((shard1, 21, 1, 2, None), firebreak.Error, "firebreak.step"),
+                                 ((shard1, 20, 1, 2, ["nope"]), firebreak.Error, '"nope"'),
+                                 ((shard1, 20, 1, 2, [1]), TypeError, "str")):
+            try:
+                _firebreak.shard_read(*args)
+                check(False, "shard_read%r did not raise" % (args,))
+            except exc as e:
+                check(words in str(e), "shard_read%r: %r does not say %s" % (args, e, words))
+
+        # Metadata that would run code when unpickled is refused.
         blob = torch.frombuffer(bytearray(pickle.dumps(os.system)), dtype=torch.uint8)
         ck = _firebreak.Ckpt(dir=os.path.join(tmp, "evil"), rank=0, world_size=1,
                              async_save=False)
