@@ -36,39 +36,39 @@ pkgs=("${build_pkgs[@]}")
 if [ "${1:-}" != "--build" ]; then pkgs+=("${test_pkgs[@]}"); fi
 
 install_debian() {
-missing=()
-for p in "${pkgs[@]}"; do
-    if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed"; then
-        missing+=("$p")
+    missing=()
+    for p in "${pkgs[@]}"; do
+        if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed"; then
+            missing+=("$p")
+        fi
+    done
+    if [ ${#missing[@]} -eq 0 ]; then return 0; fi
+
+    if [ "$(id -u)" -ne 0 ]; then
+        echo "deps.sh: missing packages: ${missing[*]}" >&2
+        echo "deps.sh: run as root (or: sudo $0) to install them" >&2
+        exit 1
     fi
-done
-if [ ${#missing[@]} -eq 0 ]; then return 0; fi
 
-if [ "$(id -u)" -ne 0 ]; then
-    echo "deps.sh: missing packages: ${missing[*]}" >&2
-    echo "deps.sh: run as root (or: sudo $0) to install them" >&2
-    exit 1
-fi
-
-echo "deps.sh: installing ${missing[*]}" >&2
-policy=/usr/sbin/policy-rc.d
-had_policy=0
-[ -e "$policy" ] && had_policy=1
-if [ $had_policy -eq 0 ]; then
-    printf '#!/bin/sh\nexit 101\n' > "$policy"
-    chmod +x "$policy"
-    trap 'rm -f "$policy"' EXIT
-fi
-export DEBIAN_FRONTEND=noninteractive
-apt-get update -qq || true
-apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-# Some postinst scripts start daemons despite policy-rc.d when there is no
-# init system; stop any we did not ask for.
-for d in prometheus munged slurmctld slurmd; do
-    pkill -x "$d" 2>/dev/null || true
-done
-if [ $had_policy -eq 0 ]; then rm -f "$policy"; trap - EXIT; fi
-echo "deps.sh: done" >&2
+    echo "deps.sh: installing ${missing[*]}" >&2
+    policy=/usr/sbin/policy-rc.d
+    had_policy=0
+    [ -e "$policy" ] && had_policy=1
+    if [ $had_policy -eq 0 ]; then
+        printf '#!/bin/sh\nexit 101\n' > "$policy"
+        chmod +x "$policy"
+        trap 'rm -f "$policy"' EXIT
+    fi
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq || true
+    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+    # Some postinst scripts start daemons despite policy-rc.d when there is no
+    # init system; stop any we did not ask for.
+    for d in prometheus munged slurmctld slurmd; do
+        pkill -x "$d" 2>/dev/null || true
+    done
+    if [ $had_policy -eq 0 ]; then rm -f "$policy"; trap - EXIT; fi
+    echo "deps.sh: done" >&2
 }
 
 # The torch 2 venv (needs python3-venv, so after the Debian packages).
