@@ -10,7 +10,7 @@ import contextlib
 from . import _firebreak
 from ._firebreak import Error
 
-__all__ = ["Error", "Checkpointer", "step", "heartbeat", "phase", "attached",
+__all__ = ["Error", "Checkpointer", "Slice", "step", "heartbeat", "phase", "attached",
            "rank", "world_size", "restart_count", "run_dir", "finalize"]
 __version__ = _firebreak.VERSION
 
@@ -53,7 +53,7 @@ def phase(name):
 
 
 def __getattr__(name):
-    if name == "Checkpointer":   # torch is imported only when it is used
-        from ._torch import Checkpointer
-        return Checkpointer
+    if name in ("Checkpointer", "Slice"):   # torch is imported only when used
+        from . import _torch
+        return getattr(_torch, name)
     raise AttributeError("module 'firebreak' has no attribute %r" % name)

@@ -1110,3 +1110,8 @@ void fb_ckpt_close(fb_ckpt *ck)
     pthread_cond_destroy(&ck->cv);
     free(ck);
 }
+
+const char *fb_ckpt_dir(const fb_ckpt *ck)
+{
+    return ck ? ck->dir : NULL;
+}
