@@ -62,6 +62,8 @@ typedef struct fb__sup_rank {
     int seg_corrupt;      /* its segment failed fb__seg_check: no longer
                              read (watch.c, docs/segment.md)               */
     uint64_t seg_ok_ns;   /* when its segment last passed fb__seg_check    */
+    char where[160];      /* where its Python main thread was when asked
+                             for a dump (a NOTE_WHERE report), "" unknown  */
 } fb__sup_rank;
 
 typedef struct fb__sup_ckpt {
@@ -223,6 +225,19 @@ int fb__sup_secure_dir(fb__sup *s, const char *path);
 int fb__sup_lock_dir(fb__sup *s, const char *dir, const char *what, int slot);
 /* Drop the locks, restore the user's umask. */
 void fb__sup_release_dirs(fb__sup *s);
+
+/* pyhooks.c: a hang and the Python hooks (docs/supervisor.md).
+ * fb__sup_request_dumps: ask every live rank that listens to dump its
+ * flight recorders (PyTorch's, and where its main thread is), and wait a
+ * bounded time for the answers; before the snapshot.
+ * fb__sup_hang_undecided: the hang is blamed on no rank (policy.c rule 4):
+ * rewrite the failure's rank and detail; `evidence` is what the flight
+ * recorder said. */
+void fb__sup_request_dumps(fb__sup *s);
+void fb__sup_hang_undecided(fb__sup *s, const char *evidence);
+/* Where the supervisor's copy of the firebreak Python package is (the
+ * directory to put on PYTHONPATH), or -ENOENT. */
+int fb__sup_python_dir(char *buf, size_t size);
 
 /* status.c */
 void fb__sup_log(fb__sup *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
