@@ -601,6 +601,11 @@ static char *analyze_hang(fb__sup *s)
             f->step = h && atomic_load_explicit(&h->steps_done, memory_order_relaxed)
                 ? (int64_t)atomic_load_explicit(&h->step, memory_order_relaxed) : -1;
             snprintf(f->injected, sizeof f->injected, "%s", s->ranks[f->rank].injected);
+            /* Lead with the rank blamed, not the one the detail began with. */
+            char was[sizeof f->detail];
+            snprintf(was, sizeof was, "%s", f->detail);
+            snprintf(f->detail, sizeof f->detail, "rank %d, named by the flight "
+                     "recorder; %s", f->rank, was);
         }
         size_t l = strlen(f->detail);
         snprintf(f->detail + l, sizeof f->detail - l, "; flight recorder: %s", summary);
