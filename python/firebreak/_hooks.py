@@ -161,6 +161,10 @@ class _Hooks:
         self._hook_ddp()
         self._hook_save_load()
         _when_imported("torch.distributed.checkpoint", self._hook_dcp)
+        # The script is done when the interpreter exits: no step limit
+        # for what follows (torch's own teardown takes seconds in 2.x).
+        import atexit
+        atexit.register(self.fb.finalize)
         t = threading.Thread(target=self._dump_loop, name="firebreak-dump",
                              daemon=True)
         t.start()
