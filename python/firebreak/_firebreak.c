@@ -528,6 +528,10 @@ static PyTypeObject CkptType = {
  * dump_wait, so the recorder's one-writer rule holds whatever thread
  * (the training thread, DDP's comm hook, a future's callback) records.
  */
+#include <linux/futex.h>
+#include <sys/syscall.h>
+
+#include "common/util.h"
 #include "fr/recorder.h"
 #include "lib/lib.h"
 
@@ -703,12 +707,21 @@ static PyObject *py_dump_wait(PyObject *self, PyObject *args)
         return PyLong_FromLong(0);
     uint64_t req = last;
     Py_BEGIN_ALLOW_THREADS
-    struct timespec ts = {0, 5000000}; /* 5 ms: one load per wake, no syscall else */
-    for (int waited = 0;; waited += 5) {
-        req = atomic_load_explicit(&h->dump_request, memory_order_relaxed);
-        if (req != last || waited >= timeout_ms)
+    /* A futex on the word's low half: the supervisor wakes it after its
+     * pwrite (fb__seg_request_dump), so the thread sleeps until asked
+     * instead of polling (wakeups every few ms would cost the training
+     * thread's collectives on a busy machine).  The timeout bounds a
+     * missed wake. */
+    uint32_t *word = (uint32_t *)(void *)&h->dump_request;
+    uint64_t until = fb__now_ns() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0) * 1000000ull;
+    for (;;) {
+        req = atomic_load_explicit(&h->dump_request, memory_order_acquire);
+        uint64_t now = fb__now_ns();
+        if (req != last || now >= until)
             break;
-        nanosleep(&ts, NULL);
+        uint64_t left = until - now;
+        struct timespec ts = {(time_t)(left / 1000000000ull), (long)(left % 1000000000ull)};
+        syscall(SYS_futex, word, FUTEX_WAIT, (uint32_t)last, &ts, NULL, 0);
     }
     Py_END_ALLOW_THREADS
     return PyLong_FromUnsignedLongLong(req);

@@ -15,7 +15,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/futex.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -766,6 +768,14 @@ int fb__seg_request_dump(const fb__seg *seg, const char *name_or_path,
         ssize_t n = pwrite(fd, &request, sizeof request,
                            (off_t)offsetof(fb__seg_header, dump_request));
         rc = n == (ssize_t)sizeof request ? 0 : n < 0 ? -errno : -EIO;
+        /* The rank's thread sleeps on the word's low half (a shared
+         * futex: keyed by the file's page, so our read-only mapping of it
+         * reaches it; a wake only reads).  A truncated page is EFAULT,
+         * not a fault. */
+        if (!rc)
+            syscall(SYS_futex, (uint32_t *)((char *)seg->base +
+                                            offsetof(fb__seg_header, dump_request)),
+                    FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
     }
     close(fd);
     return rc;

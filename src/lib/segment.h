@@ -331,7 +331,8 @@ const void *fb__seg_fr_area(const fb__seg *seg, uint32_t *capacity);
  * pwrite(2) on the file, reopened by `name_or_path` with O_NOFOLLOW and
  * accepted only when it is still the file attached (same device and
  * inode): a write through a mapping of a file the rank may truncate
- * would fault.  0 or a negative code. */
+ * would fault.  Then wakes the rank's thread, which sleeps on the word's
+ * low 32 bits (a shared futex).  0 or a negative code. */
 int fb__seg_request_dump(const fb__seg *seg, const char *name_or_path,
                          uint64_t request);
 
