@@ -22,6 +22,7 @@ supervisor:
 docs/pytorch.md, "Unmodified scripts".  Nothing here may break the
 program: a hook that fails says so once on stderr and stands aside.
 """
+import _thread
 import functools
 import os
 import sys
@@ -140,7 +141,7 @@ class _Hooks:
         self.base_said = False
         self.first_opt = None      # id of the optimizer whose steps count
         self.comms = {}            # id(pg) -> (pg, comm_id, ranks)
-        self.tls = threading.local()
+        self.inside = set()        # threads inside a recorded call
         self.rank = fb.rank()
         self.run_dir = fb.run_dir()
         self.dtypes = self._dtype_table()
@@ -362,45 +363,32 @@ class _Hooks:
                     setattr(c10d, name, w)
 
     def _wrap(self, orig, op, flags, params, what):
-        import inspect
-        try:
-            sig = inspect.signature(orig)
-            names = list(sig.parameters)
-            defaults = {k: p.default for k, p in sig.parameters.items()
-                        if p.default is not inspect.Parameter.empty}
-        except (TypeError, ValueError):   # a builtin without a signature
-            names, defaults = list(params), {}
-        where = [names.index(p) if p in names else -1 for p in params]
-        hooks, fb, tls = self, self.fb, self.tls
-
-        def arg(args, kwargs, i, p):
-            if p in kwargs:
-                return kwargs[p]
-            if 0 <= i < len(args):
-                return args[i]
-            return defaults.get(p)
+        extract = _extractor(orig, params)
+        hooks, fb = self, self.fb
+        fr_end, inside = fb.fr_end, self.inside
+        get_ident = _thread.get_ident
 
         @functools.wraps(orig)
         def recorded(*args, **kwargs):
-            if getattr(tls, "inside", False):
+            tid = get_ident()
+            if tid in inside:
                 return orig(*args, **kwargs)   # a call torch makes inside one we record
             h = 0
             try:
-                a = [arg(args, kwargs, i, p) for i, p in zip(where, params)]
-                g, t, cnt, out, peer = what(a)
+                g, t, cnt, out, peer = what(extract(args, kwargs))
                 h = hooks._record(op, g, t, cnt, out, peer, flags)
             except Exception as e:            # never the program's problem
                 hooks._failed("recording %s" % orig.__name__, e)
-            tls.inside = True
+            inside.add(tid)
             try:
                 ret = orig(*args, **kwargs)
             finally:
-                tls.inside = False
+                inside.discard(tid)
             if h:
-                if hasattr(ret, "get_future"):   # async_op: a Work
+                if ret is None or not hasattr(ret, "get_future"):
+                    fr_end(h)
+                else:                          # async_op: a Work
                     hooks._end_later(ret, h)
-                else:
-                    fb.fr_end(h)
             return ret
         recorded._firebreak = True
         return recorded
@@ -641,6 +629,33 @@ class _Hooks:
         with open(tmp, "wb") as f:
             f.write(data)
         os.replace(tmp, path)
+
+
+def _extractor(fn, params):
+    """A function (args, kwargs) -> the values of `params` in a call of
+    fn, defaults filled in: generated once per function from its
+    signature, so a call costs a few indexings."""
+    import inspect
+    try:
+        sig = inspect.signature(fn)
+        names = list(sig.parameters)
+        defaults = {k: p.default for k, p in sig.parameters.items()
+                    if p.default is not inspect.Parameter.empty}
+    except (TypeError, ValueError):   # a builtin without a signature
+        names, defaults = list(params), {}
+    d = {p: defaults.get(p) for p in params}
+    lines = ["def extract(args, kwargs):", "    n = len(args)"]
+    for k, p in enumerate(params):
+        i = names.index(p) if p in names else -1
+        if i >= 0:
+            lines.append("    v%d = args[%d] if n > %d else kwargs.get(%r, D[%r])"
+                         % (k, i, i, p, p))
+        else:
+            lines.append("    v%d = kwargs.get(%r, D[%r])" % (k, p, p))
+    lines.append("    return (%s,)" % ", ".join("v%d" % k for k in range(len(params))))
+    ns = {"D": d}
+    exec("\n".join(lines), ns)
+    return ns["extract"]
 
 
 def _path_of(f):
