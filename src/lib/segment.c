@@ -248,6 +248,14 @@ static int copy_identity(fb__seg *seg)
     return 0;
 }
 
+/* A segment's name ("/fb.<job>.<attempt>.<rank>": in /dev/shm) or a path. */
+static int seg_path(char *path, size_t size, const char *name_or_path)
+{
+    if (name_or_path[0] == '/' && strchr(name_or_path + 1, '/') == NULL)
+        return fb__fmt(path, size, SHM_DIR "%s", name_or_path);
+    return fb__fmt(path, size, "%s", name_or_path);
+}
+
 int fb__seg_open_as(fb__seg **out, const char *name_or_path, uid_t uid,
                     struct stat *st_out)
 {
@@ -256,10 +264,7 @@ int fb__seg_open_as(fb__seg **out, const char *name_or_path, uid_t uid,
     void *base = MAP_FAILED;
     size_t size = 0;
     int fd = -1, rc;
-    if (name_or_path[0] == '/' && strchr(name_or_path + 1, '/') == NULL)
-        rc = fb__fmt(path, sizeof path, SHM_DIR "%s", name_or_path);
-    else
-        rc = fb__fmt(path, sizeof path, "%s", name_or_path);
+    rc = seg_path(path, sizeof path, name_or_path);
     if (rc)
         goto out;
     /* O_NOFOLLOW: a symlink planted under the name is refused (ELOOP).
@@ -749,10 +754,7 @@ int fb__seg_request_dump(const fb__seg *seg, const char *name_or_path,
     int rc;
     if (!seg || seg->writable)
         return -EINVAL;
-    if (name_or_path[0] == '/' && strchr(name_or_path + 1, '/') == NULL)
-        rc = fb__fmt(path, sizeof path, SHM_DIR "%s", name_or_path);
-    else
-        rc = fb__fmt(path, sizeof path, "%s", name_or_path);
+    rc = seg_path(path, sizeof path, name_or_path);
     if (rc)
         return rc;
     int fd = open(path, O_WRONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
