@@ -535,6 +535,20 @@ static PyTypeObject CkptType = {
 #include "fr/recorder.h"
 #include "lib/lib.h"
 
+#if PY_VERSION_HEX < 0x03090000
+/* Python 3.8 lacks these two accessors (3.9 added them). */
+static PyCodeObject *PyFrame_GetCode(PyFrameObject *f)
+{
+    Py_INCREF(f->f_code);
+    return f->f_code;
+}
+static PyFrameObject *PyFrame_GetBack(PyFrameObject *f)
+{
+    Py_XINCREF(f->f_back);
+    return f->f_back;
+}
+#endif
+
 #define HOOK_SKIP_MAX 8
 static char *hook_skip[HOOK_SKIP_MAX]; /* file prefixes that are not the caller */
 static size_t hook_skip_len[HOOK_SKIP_MAX];

@@ -10,6 +10,8 @@
 #  - barrier: rank 1 (of 3) calls a barrier where the others all_reduce ->
 #    the mismatch named, with both lines;
 #  - all: every rank stops at once -> a hang blamed on no rank;
+#  - dcp: a torch.distributed.checkpoint save makes its step durable, and
+#    its load after the restart continues the step count;
 #  - with torch >= 2.7, PyTorch's own flight recorder dumped on request.
 # No process and no /dev/shm segment is left behind (lib.sh, per run).
 # Args: FIREBREAK_BINARY SOURCE_DIR PYTHON
@@ -69,6 +71,23 @@ first=$(qq "select min(step) from step_sample where attempt_id = (select max(id)
 qq "select detail from event where kind = 'note'" | grep -q "the step count continues from step 10" \
     || fail "crash: no note of the resumed step count"
 ok "crash: restarted from the script's torch.save at step 10, ETTR $(field crash '["ettr"]')"
+
+# ---- a torch.distributed.checkpoint save and load (one rank; Debian's
+# torch 1.13 has no torch.distributed.checkpoint)
+if "$PY" -c 'import torch.distributed.checkpoint' 2>/dev/null; then
+cp "$SRC/tests/python/dcp_plain.py" "$T/$TAG/dcp_plain.py"
+mkdir "$T/dcp"
+rd=$T/dcp/run
+(cd "$T/dcp" && "$FB" run --max-restarts 1 --run-dir "$rd" -- "$PY" "$T/$TAG/dcp_plain.py" \
+    "$T/dcp/ckpt" >out.txt 2>err.txt) || fail "dcp: exit $?: $(tail -5 "$T/dcp/err.txt")"
+grep -q "restarting from the newest complete checkpoint (step 4)" "$T/dcp/err.txt" \
+    || fail "dcp: restart message: $(grep restarting "$T/dcp/err.txt")"
+qq "select detail from event where kind = 'note'" | grep -q "dcp.load .*: the step count continues from step 4" \
+    || fail "dcp: no note of the resumed step count: $(qq "select kind, step, detail from event")"
+ok "dcp: dcp.save made step 4 durable, dcp.load resumed the count"
+else
+    echo "dcp: skipped, $PY's torch has no torch.distributed.checkpoint"
+fi
 
 # ---- rank 1 sleeps before an all_reduce
 run sleep 2 0 --fault sleep --fault-step 12
