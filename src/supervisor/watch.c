@@ -401,6 +401,10 @@ static void watch_rank(fb__sup *s, int r, uint64_t now, watch_pass *p,
     hf->step = step;
     hf->injected = inject_kind_of(
         (int32_t)atomic_load_explicit(&h->inject_kind, memory_order_acquire));
+    /* The supervisor's own after= hang (SIGSTOP) is as direct as a
+     * recorded one: the stopped rank cannot record it. */
+    if (hf->injected == FB__INJECT_NONE && rk->injected_kind == FB__INJECT_HANG)
+        hf->injected = FB__INJECT_HANG;
 }
 
 /* A pass found a rank silent past its limit: declare the hang on the
