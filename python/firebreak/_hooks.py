@@ -145,6 +145,8 @@ class _Hooks:
         self.rank = fb.rank()
         self.run_dir = fb.run_dir()
         self.dtypes = self._dtype_table()
+        self.world_of = torch.distributed.distributed_c10d.GroupMember \
+            if torch.distributed.is_available() else None
 
     # -- set-up ------------------------------------------------------------
 
@@ -245,7 +247,7 @@ class _Hooks:
     def _comm(self, group):
         dist = self.torch.distributed
         c10d = dist.distributed_c10d
-        if group is None or group is getattr(c10d.GroupMember, "WORLD", None):
+        if group is None:
             group = c10d._get_default_group()
         hit = self.comms.get(id(group))
         if hit is not None and hit[0] is group:
@@ -268,27 +270,30 @@ class _Hooks:
             stride = 0
         self.fb.fr_comm(cid, max(len(ranks), 1), grank, first, stride,
                         "pg " + name)
-        hit = (group, cid, ranks)
+        # the group, its id, its world ranks, world rank -> group rank
+        hit = (group, cid, ranks, {r: i for i, r in enumerate(ranks)})
         self.comms[id(group)] = hit
         return hit
 
-    def _dt(self, t):
-        d = self.dtypes.get(t.dtype)
-        if d is None:
-            return -1, t.element_size()
-        return d, 0
-
     def _record(self, op, group, tensor, count, out_count, peer=-1, flags=0):
-        _, cid, ranks = self._comm(group)
-        if peer is not None and peer >= 0 and ranks:
-            peer = ranks.index(peer) if peer in ranks else -1
-        elif peer is None:
+        # The hot path: one dict lookup for the group (GroupMember.WORLD is
+        # the default group in 1.13 and 2.x alike), one for the dtype.
+        if group is None:
+            group = self.world_of.WORLD
+        hit = self.comms.get(id(group))
+        if hit is None or hit[0] is not group:
+            hit = self._comm(group)
+        if peer is None:
             peer = -1
-        if tensor is not None:
-            dt, eb = self._dt(tensor)
-        else:
+        elif peer >= 0:
+            peer = hit[3].get(peer, -1)
+        if tensor is None:
             dt, eb = -1, 0
-        return self.fb.fr_begin(cid, op, dt, eb, count, out_count, peer, flags)
+        else:
+            dt, eb = self.dtypes.get(tensor.dtype), 0
+            if dt is None:
+                dt, eb = -1, tensor.element_size()
+        return self.fb.fr_begin(hit[1], op, dt, eb, count, out_count, peer, flags)
 
     def _hook_distributed(self):
         dist = self.torch.distributed
