@@ -46,6 +46,10 @@ static void usage(FILE *f)
 "                         'hang:rank=0,after=5s' (repeatable; docs/inject.md)\n"
 "  --fr-capacity N        flight-recorder events per rank (default 4096)\n"
 "  --no-fr-preload        mpirun: do not preload libfirebreak-mpi.so\n"
+"  --no-python-hooks      do not load firebreak's hooks into Python ranks\n"
+"                         (default: a rank that imports torch heartbeats per\n"
+"                         optimizer step and records its collectives;\n"
+"                         docs/pytorch.md, \"Unmodified scripts\")\n"
 "  --mpirun PATH          mpirun to use; --mpirun-arg ARG passes ARG to it\n"
 "  --spare-nodes N        slurm: nodes held in reserve for restarts\n"
 "  --node-timeout DUR     slurm: a node whose watcher says nothing this long\n"
@@ -185,7 +189,8 @@ int fb__cmd_run(int argc, char **argv)
            O_ATTACH, O_GRACE, O_LOOP, O_RUNDIR, O_RUNROOT, O_NAME, O_CKPTDIR,
            O_INJECT, O_FRCAP, O_NOPRELOAD, O_MPIRUN, O_MPIRUNARG, O_SPARE,
            O_DRAIN, O_HEALTH, O_NONODES, O_STRAGGLER, O_QUIET, O_JSON, O_NNODES,
-           O_SHGROUP, O_CONSOLE, O_KMSG, O_NOIHEALTH, O_HEALTHROOT, O_NODETIMEOUT };
+           O_SHGROUP, O_CONSOLE, O_KMSG, O_NOIHEALTH, O_HEALTHROOT, O_NODETIMEOUT,
+           O_NOPYHOOKS };
     static const struct option longopts[] = {
         {"nproc-per-node", required_argument, 0, O_NPROC},
         {"nproc", required_argument, 0, O_NPROC},
@@ -206,6 +211,7 @@ int fb__cmd_run(int argc, char **argv)
         {"inject", required_argument, 0, O_INJECT},
         {"fr-capacity", required_argument, 0, O_FRCAP},
         {"no-fr-preload", no_argument, 0, O_NOPRELOAD},
+        {"no-python-hooks", no_argument, 0, O_NOPYHOOKS},
         {"mpirun", required_argument, 0, O_MPIRUN},
         {"mpirun-arg", required_argument, 0, O_MPIRUNARG},
         {"spare-nodes", required_argument, 0, O_SPARE},
@@ -279,6 +285,7 @@ int fb__cmd_run(int argc, char **argv)
         }
         case O_FRCAP: bad = parse_num("--fr-capacity", optarg, 16, 1 << 22, &o.fr_capacity); break;
         case O_NOPRELOAD: o.preload_fr = 0; break;
+        case O_NOPYHOOKS: o.no_python_hooks = 1; break;
         case O_MPIRUN: o.mpirun = optarg; break;
         case O_MPIRUNARG:
             if (nmpirun_args == 63) {

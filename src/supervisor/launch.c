@@ -166,6 +166,32 @@ static int torch_fr_default(envb *e, int names, const char *old_name,
     return rc;
 }
 
+/* The Python hooks (docs/pytorch.md, "Unmodified scripts"): the
+ * package's _boot directory (a sitecustomize.py that chains to any other)
+ * and the package itself first on PYTHONPATH, so that they load in a rank
+ * whose environment lacks firebreak.  They stay idle until the rank
+ * imports torch.  Without a copy of the package: a line in the log, no
+ * hooks. */
+static int python_hooks_env(fb__sup *s, envb *e)
+{
+    static int said;
+    if (s->o->no_python_hooks)
+        return 0;
+    char dir[PATH_MAX], val[3 * PATH_MAX];
+    if (fb__sup_python_dir(dir, sizeof dir)) {
+        if (!said++)
+            fb__sup_log(s, "no copy of the firebreak Python package next to this "
+                        "firebreak (set FIREBREAK_PYTHON_DIR): Python ranks run "
+                        "without hooks");
+        return 0;
+    }
+    const char *old = getenv("PYTHONPATH");
+    if (fb__fmt(val, sizeof val, "%s/firebreak/_boot:%s%s%s", dir, dir,
+                old && old[0] ? ":" : "", old && old[0] ? old : ""))
+        return 0;
+    return env_set(e, "PYTHONPATH", val) | env_set(e, "FIREBREAK_PYTHON_HOOKS", "1");
+}
+
 /* Variables every rank gets, whatever the launcher. */
 static int common_env(fb__sup *s, envb *e)
 {
@@ -203,6 +229,7 @@ static int common_env(fb__sup *s, envb *e)
     rc |= torch_fr_default(e, names, "TORCH_NCCL_DEBUG_INFO_TEMP_FILE",
                            "TORCH_FR_DUMP_TEMP_FILE", buf);
     rc |= env_set_default(e, "TORCH_NCCL_DUMP_ON_TIMEOUT", "1");
+    rc |= python_hooks_env(s, e);
     rc |= env_set(e, "MASTER_ADDR", "127.0.0.1");
     snprintf(buf, sizeof buf, "%d", s->master_port);
     rc |= env_set(e, "MASTER_PORT", buf);

@@ -63,6 +63,8 @@ typedef struct fb__sup_rank {
                              read (watch.c, docs/segment.md)               */
     uint64_t seg_ok_ns;   /* when its segment last passed fb__seg_check    */
     int ckpt_code;        /* its last failed save's code (-errno), 0 none  */
+    char where[160];      /* where its Python main thread was when asked
+                             for a dump (a NOTE_WHERE report), "" unknown  */
 } fb__sup_rank;
 
 typedef struct fb__sup_ckpt {
@@ -254,6 +256,18 @@ void fb__sup_release_dirs(fb__sup *s);
  * fb__sup_lateness_end at the end of an attempt. */
 void fb__sup_lateness(fb__sup *s, uint64_t now);
 void fb__sup_lateness_end(fb__sup *s);
+/* pyhooks.c: a hang and the Python hooks (docs/supervisor.md).
+ * fb__sup_request_dumps: ask every live rank that listens to dump its
+ * flight recorders (PyTorch's, and where its main thread is), and wait a
+ * bounded time for the answers; before the snapshot.
+ * fb__sup_hang_undecided: the hang is blamed on no rank (policy.c rule 4):
+ * rewrite the failure's rank and detail; `evidence` is what the flight
+ * recorder said. */
+void fb__sup_request_dumps(fb__sup *s);
+void fb__sup_hang_undecided(fb__sup *s, const char *evidence);
+/* Where the supervisor's copy of the firebreak Python package is (the
+ * directory to put on PYTHONPATH), or -ENOENT. */
+int fb__sup_python_dir(char *buf, size_t size);
 
 /* status.c */
 void fb__sup_log(fb__sup *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -564,10 +564,19 @@ static char *analyze_hang(fb__sup *s)
     if (rmdir(torchdir) != 0 && errno == ENOTEMPTY)
         npaths = 2; /* PyTorch dumped its trace there */
     fb__fr_result *r = NULL;
+    fb__sup_failure *f = &s->fail;
     int rc = fb__fr_analyze_paths(paths, npaths, &r, err, sizeof err);
     if (rc) {
         fb__sup_log(s, "flight-recorder analysis: %s", err);
-        undecided_by_fr(&s->fail);
+        fb__sup_hang_facts hf = {.world = s->world, .declared = f->rank,
+                                 .fr_analyzed = 1,
+                                 .declared_by_silence = f->by_silence};
+        fb__sup_hang_blame b;
+        fb__sup_blame_hang(&hf, &b);
+        if (b.basis == FB__SUP_HANG_UNDECIDED)
+            fb__sup_hang_undecided(s, err);
+        else
+            undecided_by_fr(f);
         return NULL;
     }
     char summary[512];
@@ -575,13 +584,17 @@ static char *analyze_hang(fb__sup *s)
     int culprits[8];
     int n = fb__fr_culprit_ranks(r, culprits, 8);
     fb__sup_log(s, "flight recorder: %s", summary);
-    fb__sup_failure *f = &s->fail;
+    /* A mismatch where progress stopped names its culprits as a hang's do. */
+    fb__fr_verdict_code vk = fb__fr_verdict_kind(r);
     fb__sup_hang_facts hf = {.world = s->world, .declared = f->rank,
-                             .fr_hang = fb__fr_verdict_kind(r) == FB__FR_HANG,
-                             .fr_culprits = culprits, .fr_nculprits = n};
+                             .fr_hang = vk == FB__FR_HANG || vk == FB__FR_MISMATCH,
+                             .fr_culprits = culprits, .fr_nculprits = n,
+                             .fr_analyzed = 1, .declared_by_silence = f->by_silence};
     fb__sup_hang_blame b;
     fb__sup_blame_hang(&hf, &b);
-    if (b.fr_named) {
+    if (b.basis == FB__SUP_HANG_UNDECIDED) {
+        fb__sup_hang_undecided(s, summary);
+    } else if (b.fr_named) {
         if (b.rank != f->rank) {
             /* The step is the culprit's own (-1 when it did none, or its
              * segment is no longer trusted), never the rank first blamed. */
@@ -591,12 +604,22 @@ static char *analyze_hang(fb__sup *s)
             f->step = h && atomic_load_explicit(&h->steps_done, memory_order_relaxed)
                 ? (int64_t)atomic_load_explicit(&h->step, memory_order_relaxed) : -1;
             snprintf(f->injected, sizeof f->injected, "%s", s->ranks[f->rank].injected);
+            /* Lead with the rank blamed, not the one the detail began with. */
+            char was[sizeof f->detail];
+            snprintf(was, sizeof was, "%s", f->detail);
+            snprintf(f->detail, sizeof f->detail, "rank %d, named by the flight "
+                     "recorder; %s", f->rank, was);
         }
         size_t l = strlen(f->detail);
         snprintf(f->detail + l, sizeof f->detail - l, "; flight recorder: %s", summary);
     }
-    if (!b.fr_named || n != 1)
+    if (b.basis != FB__SUP_HANG_UNDECIDED && (!b.fr_named || n != 1))
         undecided_by_fr(f); /* no hang verdict, or several culprits */
+    if (f->rank >= 0 && s->ranks[f->rank].where[0]) {
+        size_t l = strlen(f->detail);
+        snprintf(f->detail + l, sizeof f->detail - l, "; rank %d was at %s", f->rank,
+                 s->ranks[f->rank].where);
+    }
     fb__jsonw w;
     fb__jsonw_init(&w);
     if (fb__fr_result_json_max(r, &w, SUP_FR_JSON_MAX_LIST) == 0)
@@ -883,6 +906,8 @@ static void fail_attempt(fb__sup *s)
 {
     if (s->slurm)
         fb__sup_slurm_on_failure(s);
+    if (s->fail.kind == FB__SUP_FAIL_HANG)
+        fb__sup_request_dumps(s);
     snapshot_segments(s, fb__sup_fail_kind_name(s->fail.kind));
     char *verdict = s->fail.kind == FB__SUP_FAIL_HANG ? analyze_hang(s) : NULL;
     record_failure(s, verdict);
@@ -1149,8 +1174,12 @@ static const char *attempt_loop(fb__sup *s)
             if (s->stop_signal)
                 return interrupted(s, res);
         } else {
-            fb__sup_log(s, "restarting from the newest complete checkpoint%s",
-                        s->durable_step >= 0 ? "" : " (none yet: from the start)");
+            if (s->durable_step >= 0)
+                fb__sup_log(s, "restarting from the newest complete checkpoint "
+                            "(step %lld)", (long long)s->durable_step);
+            else
+                fb__sup_log(s, "restarting from the newest complete checkpoint "
+                            "(none yet: from the start)");
         }
     }
 }

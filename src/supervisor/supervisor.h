@@ -67,6 +67,8 @@ typedef struct fb__sup_options {
     const char *shared_group; /* NULL: private (0700/0600); else a group that
                                  may read the run (02750/0640)               */
     int preload_fr;           /* mpirun: preload libfirebreak-mpi.so        */
+    int no_python_hooks;      /* do not put firebreak's hooks on the ranks'
+                                 PYTHONPATH (docs/pytorch.md)               */
     const char *mpirun;       /* mpirun binary, NULL: "mpirun"              */
     char *const *mpirun_args; /* extra arguments for mpirun                  */
     int quiet;                /* no progress output                          */

@@ -149,7 +149,9 @@ static void on_report(fb__sup *s, int rank, const fb__seg_report *r)
             c->stall_ms = stall;
         if (persist > c->persist_ms)
             c->persist_ms = persist;
-        int complete = c->ranks >= s->world;
+        /* The script's own checkpoint (Python hooks) is the job's whole
+         * state at that step, whichever rank wrote it. */
+        int complete = c->ranks >= s->world || r->code == FB__COMMIT_WHOLE;
         fb__journal_checkpoint(s->j, s->attempt_id, c->step, t, c->ranks, c->bytes,
                                c->stall_ms, c->persist_ms,
                                complete ? "complete" : "partial");
@@ -206,6 +208,10 @@ static void on_report(fb__sup *s, int rank, const fb__seg_report *r)
         fb__sup_log(s, "%s", detail);
         break;
     }
+    case FB__REPORT_NOTE:
+        if (r->code == FB__NOTE_WHERE) /* answering a dump request */
+            fb__safe_text(s->ranks[rank].where, sizeof s->ranks[rank].where, r->text);
+        break;
     case FB__REPORT_INJECT:
         /* The text is the evidence for the journal; the code, the kind
          * that fired (inject.c), is what blame looks at. */
@@ -400,6 +406,10 @@ static void watch_rank(fb__sup *s, int r, uint64_t now, watch_pass *p,
     hf->step = step;
     hf->injected = inject_kind_of(
         (int32_t)atomic_load_explicit(&h->inject_kind, memory_order_acquire));
+    /* The supervisor's own after= hang (SIGSTOP) is as direct as a
+     * recorded one: the stopped rank cannot record it. */
+    if (hf->injected == FB__INJECT_NONE && rk->injected_kind == FB__INJECT_HANG)
+        hf->injected = FB__INJECT_HANG;
 }
 
 /* A pass found a rank silent past its limit: declare the hang on the
