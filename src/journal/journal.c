@@ -249,6 +249,49 @@ static int64_t max_id(fb__journal *j, const char *table)
     return id;
 }
 
+/* Columns added by minor versions after 1.0, all nullable: a journal of
+ * an older minor that this writer reopens gains them (ALTER TABLE), and
+ * its meta.schema_version becomes this writer's. */
+static const struct { const char *table, *column, *type; } added_columns[] = {
+    {"event", "source", "TEXT"},            /* 1.1: restore_done's tier */
+};
+
+static int has_column(sqlite3 *db, const char *table, const char *column)
+{
+    char sql[128];
+    snprintf(sql, sizeof sql, "PRAGMA table_info(%s)", table);
+    sqlite3_stmt *st;
+    int found = 0;
+    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
+        return 0;
+    while (!found && sqlite3_step(st) == SQLITE_ROW) {
+        const unsigned char *name = sqlite3_column_text(st, 1);
+        found = name && !strcmp((const char *)name, column);
+    }
+    sqlite3_finalize(st);
+    return found;
+}
+
+static int migrate(sqlite3 *db, char **msg)
+{
+    int rc = SQLITE_OK;
+    for (size_t i = 0; rc == SQLITE_OK &&
+                       i < sizeof added_columns / sizeof added_columns[0]; i++) {
+        if (has_column(db, added_columns[i].table, added_columns[i].column))
+            continue;
+        char sql[160];
+        snprintf(sql, sizeof sql, "ALTER TABLE %s ADD COLUMN %s %s",
+                 added_columns[i].table, added_columns[i].column,
+                 added_columns[i].type);
+        rc = sqlite3_exec(db, sql, NULL, NULL, msg);
+    }
+    if (rc == SQLITE_OK)
+        rc = sqlite3_exec(db, "UPDATE meta SET value='" FB__JOURNAL_SCHEMA_VERSION
+                              "' WHERE key='schema_version' AND value='1.0'",
+                          NULL, NULL, msg);
+    return rc;
+}
+
 int fb__journal_open(fb__journal **out, const char *path, char *err, size_t errsz)
 {
     fb__journal *j = calloc(1, sizeof *j);
@@ -278,6 +321,8 @@ int fb__journal_open(fb__journal **out, const char *path, char *err, size_t errs
                  FB__JOURNAL_SCHEMA_VERSION, fb_version());
         rc = sqlite3_exec(j->db, sql, NULL, NULL, &msg);
     }
+    if (rc == SQLITE_OK)
+        rc = migrate(j->db, &msg);
     if (rc != SQLITE_OK) {
         snprintf(err, errsz, "cannot initialize %s: %s", path, msg ? msg : "?");
         sqlite3_free(msg);
@@ -516,7 +561,8 @@ int fb__journal_add_event(fb__journal *j, const fb__journal_event *ev)
 {
     jop op;
     op_init(&op, "INSERT INTO event(run_id, attempt_id, time, rank, kind, step,"
-                 " code, bytes, value_ms, detail) VALUES(?,?,?,?,?,?,?,?,?,?)");
+                 " code, bytes, value_ms, detail, source)"
+                 " VALUES(?,?,?,?,?,?,?,?,?,?,?)");
     op_int(&op, j->run_id);
     op_int(&op, ev->attempt_id);
     op_real(&op, ev->time);
@@ -536,6 +582,7 @@ int fb__journal_add_event(fb__journal *j, const fb__journal_event *ev)
     else
         op_null(&op);
     op_text(&op, ev->detail);
+    op_text(&op, ev->source);
     return submit(j, &op);
 }
 

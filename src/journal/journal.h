@@ -19,7 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define FB__JOURNAL_SCHEMA_VERSION "1.0"
+#define FB__JOURNAL_SCHEMA_VERSION "1.1"
 /* The major version readers accept (every minor of it): see read.c. */
 #define FB__JOURNAL_SCHEMA_MAJOR 1
 
@@ -58,6 +58,7 @@ typedef struct fb__journal_event {
     int64_t bytes;
     double value_ms;     /* < 0: none */
     const char *detail;
+    const char *source;  /* restore_done: memory, peer, storage; NULL: none */
 } fb__journal_event;
 
 /* Whether the journal is being written, and what was lost. */

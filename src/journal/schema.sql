@@ -1,4 +1,4 @@
--- firebreak journal, schema version 1.
+-- firebreak journal, schema version 1.1 (meta.schema_version).
 -- One SQLite database per run directory (journal.sqlite), written only by
 -- the supervisor (`firebreak run`).  Times are Unix seconds (REAL, microsecond
 -- precision, CLOCK_REALTIME); durations carry their unit in the name.
@@ -98,7 +98,8 @@ CREATE TABLE IF NOT EXISTS event (
   code            INTEGER,
   bytes           INTEGER,
   value_ms        REAL,
-  detail          TEXT
+  detail          TEXT,
+  source          TEXT                -- 1.1, restore_done: memory | peer | storage
 );
 
 -- Progress samples: one row per rank about once a second while it steps.
