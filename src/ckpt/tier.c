@@ -339,8 +339,8 @@ out:
  * Copying a shard between tiers
  * ---------------------------------------------------------------------- */
 
-static int verify_shard(const char *path, uint64_t step, int rank, char *why,
-                        size_t why_size)
+int fb__ckpt_verify_shard(const char *path, uint64_t step, int rank, char *why,
+                          size_t why_size)
 {
     int fd = -1;
     fb__st_header *h = NULL;
@@ -367,7 +367,7 @@ int fb__ckpt_copy_shard(const char *from_dir, const char *to_dir, uint64_t step,
         return -ENAMETOOLONG;
     }
     int rc;
-    if (verify && (rc = verify_shard(src, step, rank, why, why_size)))
+    if (verify && (rc = fb__ckpt_verify_shard(src, step, rank, why, why_size)))
         return rc;
     int in = fb__open_regular(src, 0), out = -1;
     if (in < 0) {

@@ -71,6 +71,11 @@ void fb__tier_committed(struct fb_ckpt *ck, uint64_t step, const char *dir);
 /* fb_ckpt_restore for a handle with a memory tier. */
 int fb__tier_restore(struct fb_ckpt *ck, uint64_t *step_out);
 
+/* Verify the shard at path: a regular file, its recorded step and rank
+ * these, its metadata, every hash.  0, or the error with why filled. */
+int fb__ckpt_verify_shard(const char *path, uint64_t step, int rank, char *why,
+                          size_t why_size);
+
 /* Copy a committed shard from one checkpoint directory to another with
  * the commit protocol (temporary name, fsync, rename, fsync of the step
  * directory).  verify: check every hash of the source first.  0, or an
