@@ -100,10 +100,10 @@ int fb__tier_open(fb_ckpt *ck, const char *opt_dir)
         env_num("LOCAL_WORLD_SIZE", 1, 1000000, &local) < 0)
         return -EINVAL;
     struct stat st;
-    if (stat(mem, &st) || !S_ISDIR(st.st_mode)) {
+    int bad = stat(mem, &st) ? errno : S_ISDIR(st.st_mode) ? 0 : ENOTDIR;
+    if (bad) {
         fprintf(stderr, "firebreak: rank %d: node-memory checkpoints in %s: %s; "
-                        "saving to storage only\n", ck->rank, mem,
-                errno ? strerror(errno) : "not a directory");
+                        "saving to storage only\n", ck->rank, mem, strerror(bad));
         return 0;
     }
     if (fb__fmt(t->mem_dir, sizeof t->mem_dir, "%s", mem)) {
