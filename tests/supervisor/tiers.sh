@@ -3,7 +3,7 @@
 # trainer under the local launcher, 2 ranks, a checkpoint every 5 steps.
 # Every case ends with the final state of a run that never failed, bit for
 # bit, and nothing of the job left in /dev/shm.
-#   tiers.sh FIREBREAK CASE    CASE: memory | corrupt | cap | lifetime
+#   tiers.sh FIREBREAK CASE    CASE: memory | corrupt | cap | lifetime | mpirun
 source "$(dirname "$0")/lib.sh"
 CASE=$2
 ln -s "$BIN/fb-toy-train" "$T/toy-$TAG"   # the tag in every command line
@@ -162,6 +162,23 @@ lifetime)
         || fail "next run failed"
     [ ! -e "$mem" ] || fail "stale node memory $mem not removed by the next start"
     ok "node memory removed at the end of a failed run and at the next start after SIGKILL"
+    ;;
+mpirun)
+    # The MPI trainer under mpirun (the variables reach the ranks through
+    # mpirun's -x): a rank killed, both restore from node memory, the
+    # final weights are the fault-free run's.
+    MLP=(--steps 120 --hidden 32 --batch 16 --ckpt-every 10 --log-every 40)
+    ln -s "$BIN/fb-train-mlp" "$T/mlp-$TAG"
+    "$FB" run --launcher mpirun --nproc-per-node 2 --run-dir ref --quiet \
+        -- "$T/mlp-$TAG" "${MLP[@]}" 2>err.txt || fail "reference: $(tail -3 err.txt)"
+    "$FB" run --launcher mpirun --nproc-per-node 2 --run-dir f --persist-every 3 \
+        --max-restarts 2 --quiet --inject 'kill:rank=1,step=75,attempt=0' \
+        -- "$T/mlp-$TAG" "${MLP[@]}" 2>err.txt || fail "run failed: $(tail -5 err.txt)"
+    [ "$(sources f)" = "0:memory,1:memory" ] || fail "restored from: $(sources f)"
+    a=$(cat ref/final_hash); b=$(cat f/final_hash)
+    [ -n "$a" ] && [ "$a" = "$b" ] || fail "final weights: reference $a, got $b"
+    nothing_in_shm f
+    ok "mpirun: restored from node memory, final weights bit-identical"
     ;;
 *) fail "unknown case $CASE" ;;
 esac
