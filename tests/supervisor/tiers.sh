@@ -164,9 +164,8 @@ lifetime)
     ok "node memory removed at the end of a failed run and at the next start after SIGKILL"
     ;;
 mpirun)
-    # The MPI trainer under mpirun (the variables reach the ranks through
-    # mpirun's -x): a rank killed, both restore from node memory, the
-    # final weights are the fault-free run's.
+    # The MPI trainer under mpirun: a rank killed, both restore from node
+    # memory, the final weights are the fault-free run's.
     MLP=(--steps 120 --hidden 32 --batch 16 --ckpt-every 10 --log-every 40)
     ln -s "$BIN/fb-train-mlp" "$T/mlp-$TAG"
     "$FB" run --launcher mpirun --nproc-per-node 2 --run-dir ref --quiet \
