@@ -462,17 +462,11 @@ void fb__ckpt_mem_dir_remove(const char *path)
  * writing the file). */
 static int mem_dir_stale(const char *path, const struct stat *st)
 {
-    char pidfile[PATH_MAX], *text = NULL;
-    size_t len;
-    long long pid;
-    if (!fb__fmt(pidfile, sizeof pidfile, "%s/" MEM_PID_FILE, path) &&
-        !fb__read_file(pidfile, 64, &text, &len)) {
-        text[strcspn(text, "\n")] = '\0';
-        int bad = fb__parse_int(text, 1, INT_MAX, &pid);
-        free(text);
-        if (!bad)
-            return kill((pid_t)pid, 0) != 0 && errno == ESRCH;
-    }
+    char pidfile[PATH_MAX];
+    int gone = fb__fmt(pidfile, sizeof pidfile, "%s/" MEM_PID_FILE, path)
+                   ? -1 : fb__pid_file_gone(pidfile);
+    if (gone >= 0)
+        return gone;
     return time(NULL) - st->st_mtime >= 60;
 }
 
