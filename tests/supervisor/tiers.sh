@@ -58,7 +58,7 @@ memory)
     atime_works || { echo "skip: atime is not updated on $T (noatime?)"; exit 77; }
     reference
     "$FB" run --nproc-per-node 2 --run-dir f --persist-every 1 --max-restarts 2 \
-        --quiet --inject 'kill:rank=1,step=37,attempt=0' -- "$TOY" "${STEPS[@]}" \
+        --quiet --inject 'kill:rank=1,step=39,attempt=0' -- "$TOY" "${STEPS[@]}" \
         2>err.txt || fail "run failed: $(tail -5 err.txt)"
     [ "$(sources f)" = "0:memory,1:memory" ] || fail "restored from: $(sources f)"
     shards=(f/checkpoints/step-0000000035/rank-0000{0,1}.safetensors)
@@ -71,12 +71,13 @@ memory)
     ok "rank killed: restored from node memory, storage not read, state bit-identical"
     ;;
 corrupt)
-    # Rank 0's memory copy of step 35 corrupted, then a rank killed: the
-    # memory copy is set aside (recorded), storage's step 35 serves.
+    # Rank 0's memory copy of step 35 corrupted, then rank 0 killed (the
+    # faults of one step fire in the order given): the memory copy is set
+    # aside (recorded), storage's step 35 serves.
     reference
     "$FB" run --nproc-per-node 2 --run-dir f --persist-every 1 --max-restarts 2 \
         --quiet --inject 'corrupt:rank=0,step=39,attempt=0' \
-        --inject 'kill:rank=1,step=39,attempt=0' -- "$TOY" "${STEPS[@]}" \
+        --inject 'kill:rank=0,step=39,attempt=0' -- "$TOY" "${STEPS[@]}" \
         2>err.txt || fail "run failed: $(tail -5 err.txt)"
     [ "$(sources f)" = "0:storage,1:storage" ] || fail "restored from: $(sources f)"
     [ "$(jq1 f "select restored_step from attempt where number = 1")" = 35 ] \
