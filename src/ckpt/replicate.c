@@ -218,7 +218,8 @@ static int receive_into(int fd, const char *tmp, const fb__repl_header *rh,
     unsigned char *map = MAP_FAILED;
     fb__st_header *h = NULL;
     verifier v = {0};
-    if (fallocate(out, 0, 0, (off_t)bytes) && ftruncate(out, (off_t)bytes)) {
+    if ((fallocate(out, 0, 0, (off_t)bytes) &&
+         (errno != EOPNOTSUPP || ftruncate(out, (off_t)bytes)))) {
         rc = -errno;
         fb__ckpt_say(why, why_size, "allocate %s (%llu bytes): %s", tmp,
                      (unsigned long long)bytes, strerror(-rc));
