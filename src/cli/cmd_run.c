@@ -42,6 +42,12 @@ static void usage(FILE *f)
 "  --ckpt-dir DIR         checkpoints (default <run-dir>/checkpoints)\n"
 "  --shared-group GROUP   let GROUP read the run (directories 2750, files\n"
 "                         0640); default: private to you (0700, 0600)\n"
+"  --persist-every M      checkpoints go to node memory (/dev/shm) first;\n"
+"                         every M-th save also to the checkpoint directory\n"
+"                         (0: only on SIGUSR1 and at the end of the run)\n"
+"  --memory-ckpt-max SIZE cap on node-memory checkpoints (e.g. 64G): oldest\n"
+"                         steps evicted first; a save that cannot fit goes\n"
+"                         to the checkpoint directory (turns node memory on)\n"
 "  --inject SPEC          inject faults, e.g. 'kill:rank=1,step=40' or\n"
 "                         'hang:rank=0,after=5s' (repeatable; docs/inject.md)\n"
 "  --fr-capacity N        flight-recorder events per rank (default 4096)\n"
@@ -190,7 +196,7 @@ int fb__cmd_run(int argc, char **argv)
            O_INJECT, O_FRCAP, O_NOPRELOAD, O_MPIRUN, O_MPIRUNARG, O_SPARE,
            O_DRAIN, O_HEALTH, O_NONODES, O_STRAGGLER, O_QUIET, O_JSON, O_NNODES,
            O_SHGROUP, O_CONSOLE, O_KMSG, O_NOIHEALTH, O_HEALTHROOT, O_NODETIMEOUT,
-           O_NOPYHOOKS };
+           O_NOPYHOOKS, O_PERSIST, O_MEMMAX };
     static const struct option longopts[] = {
         {"nproc-per-node", required_argument, 0, O_NPROC},
         {"nproc", required_argument, 0, O_NPROC},
@@ -209,6 +215,8 @@ int fb__cmd_run(int argc, char **argv)
         {"ckpt-dir", required_argument, 0, O_CKPTDIR},
         {"shared-group", required_argument, 0, O_SHGROUP},
         {"inject", required_argument, 0, O_INJECT},
+        {"persist-every", required_argument, 0, O_PERSIST},
+        {"memory-ckpt-max", required_argument, 0, O_MEMMAX},
         {"fr-capacity", required_argument, 0, O_FRCAP},
         {"no-fr-preload", no_argument, 0, O_NOPRELOAD},
         {"no-python-hooks", no_argument, 0, O_NOPYHOOKS},
@@ -273,6 +281,14 @@ int fb__cmd_run(int argc, char **argv)
         case O_NAME: o.name = optarg; break;
         case O_CKPTDIR: o.ckpt_dir = optarg; break;
         case O_SHGROUP: o.shared_group = optarg; break;
+        case O_PERSIST: bad = parse_num("--persist-every", optarg, 0, 1000000000, &o.persist_every); break;
+        case O_MEMMAX:
+            if (fb__parse_size(optarg, &o.memory_ckpt_max) || !o.memory_ckpt_max) {
+                fprintf(stderr, "firebreak run: --memory-ckpt-max '%s': want a "
+                        "size above 0, e.g. 64G or 512M\n", optarg);
+                bad = 1;
+            }
+            break;
         case O_INJECT: {
             size_t l = strlen(inject);
             if (l + strlen(optarg) + 2 >= sizeof inject) {

@@ -662,17 +662,11 @@ static int job_has_segments(const char *job)
  * no segment left. */
 static int mpi_dir_stale(const char *path, const struct stat *st, const char *job)
 {
-    char pidfile[PATH_MAX], *text = NULL;
-    size_t len;
-    long long pid = 0;
-    if (!fb__fmt(pidfile, sizeof pidfile, "%s/" FB__SEG_MPI_DIR_PID, path) &&
-        !fb__read_file(pidfile, 64, &text, &len)) {
-        text[strcspn(text, "\n")] = '\0';
-        int bad = fb__parse_int(text, 1, INT_MAX, &pid);
-        free(text);
-        if (!bad)
-            return kill((pid_t)pid, 0) != 0 && errno == ESRCH;
-    }
+    char pidfile[PATH_MAX];
+    int gone = fb__fmt(pidfile, sizeof pidfile, "%s/" FB__SEG_MPI_DIR_PID, path)
+                   ? -1 : fb__pid_file_gone(pidfile);
+    if (gone >= 0)
+        return gone;
     return time(NULL) - st->st_mtime >= 5 && !job_has_segments(job);
 }
 

@@ -212,6 +212,13 @@ static int common_env(fb__sup *s, envb *e)
     rc |= env_set(e, "FIREBREAK_SUPERVISOR_PID", buf);
     if (s->o->inject)
         rc |= env_set(e, "FIREBREAK_INJECT", s->o->inject);
+    if (s->mem_dir[0]) { /* node-memory checkpoints (tiers.c) */
+        rc |= env_set(e, "FIREBREAK_CKPT_MEM_DIR", s->mem_dir);
+        snprintf(buf, sizeof buf, "%d", s->o->persist_every < 0 ? 1 : s->o->persist_every);
+        rc |= env_set(e, "FIREBREAK_CKPT_PERSIST_EVERY", buf);
+        snprintf(buf, sizeof buf, "%llu", (unsigned long long)s->o->memory_ckpt_max);
+        rc |= env_set(e, "FIREBREAK_CKPT_MEM_MAX", buf);
+    }
     if (s->o->fr_capacity > 0) {
         snprintf(buf, sizeof buf, "%d", s->o->fr_capacity);
         rc |= env_set(e, "FIREBREAK_FR_CAPACITY", buf);
@@ -352,6 +359,7 @@ static int launch_mpirun(fb__sup *s)
     static const char *exported[] = {"FIREBREAK_JOB_ID", "FIREBREAK_RUN_DIR",
         "FIREBREAK_CKPT_DIR", "FIREBREAK_ATTEMPT", "FIREBREAK_WORLD_SIZE",
         "FIREBREAK_SUPERVISOR_PID", "FIREBREAK_INJECT", "FIREBREAK_FR_CAPACITY",
+        "FIREBREAK_CKPT_MEM_DIR", "FIREBREAK_CKPT_PERSIST_EVERY", "FIREBREAK_CKPT_MEM_MAX",
         "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS",
         "TORCHELASTIC_RUN_ID", "MASTER_ADDR", "MASTER_PORT", NULL};
     const char *argv[256];

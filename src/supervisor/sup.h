@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "ckpt/tier.h"
 #include "journal/journal.h"
 #include "lib/lib.h"
 #include "lib/segment.h"
@@ -154,6 +155,7 @@ typedef struct fb__sup {
     gid_t shared_gid;
     mode_t user_umask;                   /* restored when the run ends      */
     int umask_set;
+    char mem_dir[PATH_MAX];              /* node-memory tier; "": none (tiers.c) */
     /* the journal's health, as last reported (supervisor.c) */
     int journal_failing;
     uint64_t journal_dropped_seen;
@@ -268,6 +270,15 @@ void fb__sup_hang_undecided(fb__sup *s, const char *evidence);
 /* Where the supervisor's copy of the firebreak Python package is (the
  * directory to put on PYTHONPATH), or -ENOENT. */
 int fb__sup_python_dir(char *buf, size_t size);
+/* tiers.c (node-memory checkpoints): create the tier (and remove dead
+ * runs' ones); whether storage holds a complete checkpoint newer than
+ * step; SIGUSR1's copy to storage (on a thread), reaped by poll; the end
+ * of the run: copy the newest memory checkpoint to storage, remove it. */
+int fb__sup_tiers_setup(fb__sup *s);
+int fb__sup_tiers_storage_newer(fb__sup *s, uint64_t step);
+void fb__sup_tiers_persist_request(fb__sup *s);
+void fb__sup_tiers_poll(fb__sup *s);
+void fb__sup_tiers_finish(fb__sup *s);
 
 /* status.c */
 void fb__sup_log(fb__sup *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

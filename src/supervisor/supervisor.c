@@ -52,6 +52,7 @@ void fb__sup_options_init(fb__sup_options *o)
     o->preload_fr = 1;
     o->on_no_nodes = FB_ON_NO_NODES_STOP;
     o->incident_health = 1;
+    o->persist_every = -1;
 }
 
 static const char *const launcher_names[] = {
@@ -282,6 +283,10 @@ static void options_json(const fb__sup_options *o, fb__jsonw *w)
     fb__jsonw_kdouble(w, "grace_s", o->grace_s);
     fb__jsonw_kint(w, "crash_loop", o->crash_loop);
     fb__jsonw_kstr(w, "inject", o->inject);
+    if (o->persist_every >= 0 || o->memory_ckpt_max) {
+        fb__jsonw_kint(w, "persist_every", o->persist_every < 0 ? 1 : o->persist_every);
+        fb__jsonw_kuint(w, "memory_ckpt_max", o->memory_ckpt_max);
+    }
     fb__jsonw_obj_end(w);
 }
 
@@ -431,6 +436,7 @@ static void journal_tick(fb__sup *s, uint64_t now);
 static void handle_events(fb__sup *s, int timeout_ms)
 {
     journal_tick(s, fb__now_ns());
+    fb__sup_tiers_poll(s);
     struct pollfd pfd[1 + 1024 + 1024 + 1024 + 1];
     int map[1 + 1024 + 1024 + 1024 + 1];
     int n = 0;
@@ -479,6 +485,7 @@ static void handle_events(fb__sup *s, int timeout_ms)
                 if (sig == SIGCHLD) {
                     reap_children(s);
                 } else if (sig == SIGUSR1) {
+                    fb__sup_tiers_persist_request(s);
                     fb__sup_log(s, "forwarding SIGUSR1 to the ranks");
                     for (int k = 0; k < s->nunits; k++)
                         if (!s->units[k].ended)
@@ -856,7 +863,22 @@ static int stop_asked(void *arg)
 static void prepare_restore(fb__sup *s)
 {
     uint64_t step;
-    int rc = fb__ckpt_prepare_restore(s->ckpt_dir, s->world, 2, &step,
+    int rc;
+    if (s->mem_dir[0]) {
+        /* Node memory first; storage is read only when it may hold a
+         * newer step (a rank that crashed restores with no storage read). */
+        rc = fb__ckpt_prepare_restore(s->mem_dir, s->world, 2, &step, on_set_aside,
+                                      stop_asked, s);
+        if (rc == -ECANCELED)
+            return;
+        if (rc == 0) {
+            fb__sup_log(s, "attempt %d will restore checkpoint %llu from node "
+                        "memory (verified)", s->attempt, (unsigned long long)step);
+            if (!fb__sup_tiers_storage_newer(s, step))
+                return;
+        }
+    }
+    rc = fb__ckpt_prepare_restore(s->ckpt_dir, s->world, 2, &step,
                                       on_set_aside, stop_asked, s);
     if (rc == 0)
         fb__sup_log(s, "attempt %d will restore checkpoint %llu (verified)",
@@ -1068,6 +1090,13 @@ static int check_inputs(fb__sup *s)
 {
     const fb__sup_options *o = s->o;
     char err[256];
+    if ((o->persist_every >= 0 || o->memory_ckpt_max) &&
+        o->launcher == FB__LAUNCH_SLURM) {
+        fprintf(stderr, "firebreak run: --persist-every and --memory-ckpt-max "
+                        "work with the local and mpirun launchers (one node); "
+                        "not yet with slurm\n");
+        return -EINVAL;
+    }
     if (o->inject && fb__inject_parse(o->inject, &s->plan, err, sizeof err)) {
         fprintf(stderr, "firebreak run: --inject: %s\n", err);
         return -EINVAL;
@@ -1217,10 +1246,13 @@ static int open_journal(fb__sup *s)
  * through a signalfd, the ranks' table. */
 static int setup_processes(fb__sup *s, sigset_t *oldmask)
 {
-    /* Segments of runs whose supervisor died are removed. */
+    /* Segments of runs whose supervisor died are removed, and so are their
+     * node-memory checkpoints. */
     fb__seg_cleanup(NULL);
     prctl(PR_SET_CHILD_SUBREAPER, 1);
     int rc = setup_signals(s, oldmask);
+    if (!rc)
+        rc = fb__sup_tiers_setup(s);
     s->units = calloc((size_t)(s->world + 1), sizeof *s->units);
     s->ranks = calloc((size_t)s->world, sizeof *s->ranks);
     s->hang_facts = calloc((size_t)s->world, sizeof *s->hang_facts);
@@ -1251,8 +1283,9 @@ static void finish_run(fb__sup *s, int rc, const char *status, const sigset_t *o
                             rc ? 1 : res->exit_code, rc ? "setup failed" : res->reason);
         close_journal(s);
     }
-    fb__seg_remove_job(s->job_id, -1);
     fb__proc_sweep(NULL, 0, 2000);
+    fb__sup_tiers_finish(s); /* after every rank is gone */
+    fb__seg_remove_job(s->job_id, -1);
     if (s->sigfd >= 0) {
         close(s->sigfd);
         sigprocmask(SIG_SETMASK, oldmask, NULL);

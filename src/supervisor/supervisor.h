@@ -73,6 +73,11 @@ typedef struct fb__sup_options {
     char *const *mpirun_args; /* extra arguments for mpirun                  */
     int quiet;                /* no progress output                          */
     int fr_capacity;          /* 0: default                                  */
+    /* Node-memory checkpoints (docs/checkpoint.md, "Tiers"): on when
+     * persist_every >= 0 or memory_ckpt_max > 0. */
+    int persist_every;        /* every M-th save also to storage; -1: no
+                                 memory tier (1 when only the cap is given) */
+    uint64_t memory_ckpt_max; /* the node's cap in bytes; 0: none          */
     const char *console_ranks;/* local: ranks whose output is also shown on
                                  stderr, "[rankR]: " first ("all", "0,2-3");
                                  NULL or "none": logs only                    */

@@ -137,6 +137,10 @@ static void on_report(fb__sup *s, int rank, const fb__seg_report *r)
                             .step = (int64_t)r->step, .code = r->code,
                             .bytes = (int64_t)r->bytes, .value_ms = value_ms,
                             .detail = r->text};
+    /* The tier that served a restore: the rank's text, taken only when it
+     * is one of the names (it comes from another process). */
+    if (r->kind == FB__REPORT_RESTORE_DONE)
+        ev.source = fb__tier_source_name(fb__tier_source_from_name(r->text));
     fb__journal_add_event(s->j, &ev);
 
     switch (r->kind) {
