@@ -22,6 +22,7 @@ static const char *const fail_kind_names[FB__SUP_FAIL_KIND_COUNT] = {
     [FB__SUP_FAIL_SEGMENT_NOT_OURS] = "segment_not_ours",
     [FB__SUP_FAIL_SAVE_FAILED] = "save_failed",
     [FB__SUP_FAIL_RESTORE_FALLBACK] = "restore_fallback",
+    [FB__SUP_FAIL_SDC] = "sdc",
 };
 
 const char *fb__sup_fail_kind_name(fb__sup_fail_kind kind)

@@ -18,6 +18,7 @@
 #include "supervisor/errorfile.h"
 #include "supervisor/policy.h"
 #include "supervisor/proc.h"
+#include "supervisor/sdc.h"
 #include "supervisor/supervisor.h"
 
 /* A rank's output on its way to its log and the console (tee.c). */
@@ -154,6 +155,8 @@ typedef struct fb__sup {
     int journal_failing;
     uint64_t journal_dropped_seen;
     uint64_t journal_tick_ns;
+    /* silent-data-corruption comparison (sdc.c); NULL until first used */
+    struct fb__sup_sdc *sdc;
 } fb__sup;
 
 /* fb__sup_unit.rank of the slurm launcher's watcher step. */
