@@ -5,6 +5,9 @@
  * steps, and publish one record per tensor piece in the segment's SDC
  * ring (segment.h, minor 2).  The supervisor compares (supervisor/sdc.c).
  *
+ * The hash is the checkpoints' (XXH3-64; CRC32C in builds without
+ * libxxhash): every rank of a job runs the same build.
+ *
  * Cost: one XXH3 pass over `slice_bytes` per step, plus a pass over every
  * tensor once per `full_every` steps; no lock, no system call.
  */
@@ -108,7 +111,7 @@ static void publish(uint64_t step, uint32_t ti, size_t off, size_t len,
                     uint32_t flags)
 {
     const sdc_tensor *t = &S.t[ti];
-    uint64_t h = fb__hash(FB__HASH_XXH3, t->data + off, len);
+    uint64_t h = fb__hash(fb__hash_default(), t->data + off, len);
     fb__seg_append_sdc(fb__lib_seg(), step, h, off, len, ti, flags, t->name);
 }
 

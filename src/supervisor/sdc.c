@@ -18,7 +18,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ckpt/hash.h"
 #include "ckpt/store.h"
 #include "common/util.h"
 #include "supervisor/sdc.h"
@@ -208,9 +207,10 @@ static void compare(fb__sup *s, pending *p)
     d->clean_step = clean >= 0 ? clean : (int64_t)p->k.step - 1;
 
     char who[160] = "", node[64] = "?", bad_hash[17], good_hash[17];
-    fb__hash_hex(cand, good_hash);
+    snprintf(good_hash, sizeof good_hash, "%016llx", (unsigned long long)cand);
     if (majority) {
-        fb__hash_hex(p->hash[first_bad], bad_hash);
+        snprintf(bad_hash, sizeof bad_hash, "%016llx",
+                 (unsigned long long)p->hash[first_bad]);
         const fb__seg_identity *id = s->ranks[first_bad].seg
                                          ? fb__seg_ident(s->ranks[first_bad].seg)
                                          : NULL;
