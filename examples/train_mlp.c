@@ -400,7 +400,10 @@ static void reg(fb_ckpt *ck, const char *name, fb_dtype dt, int ndim,
     }
 }
 
-static void register_state(fb_ckpt *ck, model *mo, train_state *st)
+/* The replicated tensors -- weights and both Adam moments, every one the
+ * same on every rank -- by name: fn(arg, name, parameter index, data). */
+static void each_replica(model *mo, void (*fn)(void *, const char *, int, float *),
+                         void *arg)
 {
     char name[64];
     float *bufs[3] = {mo->w, mo->m, mo->v};
@@ -408,9 +411,25 @@ static void register_state(fb_ckpt *ck, model *mo, train_state *st)
     for (int b = 0; b < 3; b++)
         for (int p = 0; p < P_COUNT; p++) {
             snprintf(name, sizeof name, "%s%s", prefix[b], param_names[p]);
-            reg(ck, name, FB_DTYPE_F32, mo->ndim[p], mo->shape[p],
-                bufs[b] + mo->off[p]);
+            fn(arg, name, p, bufs[b] + mo->off[p]);
         }
+}
+
+typedef struct {
+    fb_ckpt *ck;
+    model *mo;
+} reg_arg;
+
+static void reg_replica(void *arg, const char *name, int p, float *data)
+{
+    reg_arg *a = arg;
+    reg(a->ck, name, FB_DTYPE_F32, a->mo->ndim[p], a->mo->shape[p], data);
+}
+
+static void register_state(fb_ckpt *ck, model *mo, train_state *st)
+{
+    reg_arg a = {ck, mo};
+    each_replica(mo, reg_replica, &a);
     const int64_t one[1] = {1}, three[1] = {3};
     reg(ck, "adam.step", FB_DTYPE_U64, 1, one, st->adam_step);
     reg(ck, "rng.state", FB_DTYPE_U64, 1, one, st->rng);
@@ -419,22 +438,14 @@ static void register_state(fb_ckpt *ck, model *mo, train_state *st)
     reg(ck, "loss.stats", FB_DTYPE_F64, 1, three, st->loss_stats);
 }
 
-/* The replicated state, for the SDC check: every tensor of the weights
- * and of both Adam moments (the RNG, cursor and loss are per rank). */
-static void register_sdc(model *mo)
+/* The SDC check hashes the replicated state (the RNG, cursor and loss
+ * statistics are per rank and stay out). */
+static void sdc_replica(void *arg, const char *name, int p, float *data)
 {
-    char name[64];
-    float *bufs[3] = {mo->w, mo->m, mo->v};
-    const char *prefix[3] = {"", "adam.m.", "adam.v."};
-    for (int b = 0; b < 3; b++)
-        for (int p = 0; p < P_COUNT; p++) {
-            snprintf(name, sizeof name, "%s%s", prefix[b], param_names[p]);
-            int rc = fb_sdc_register(name, bufs[b] + mo->off[p],
-                                     mo->len[p] * sizeof(float));
-            if (rc)
-                die("cannot register a tensor for the SDC check: %s",
-                    fb_strerror(rc));
-        }
+    model *mo = arg;
+    int rc = fb_sdc_register(name, data, mo->len[p] * sizeof(float));
+    if (rc)
+        die("cannot register a tensor for the SDC check: %s", fb_strerror(rc));
 }
 
 /* Restore the newest checkpoint; every rank must land on the same step.
@@ -517,7 +528,7 @@ int main(int argc, char **argv)
                 "training without checkpoints\n");
     }
     uint64_t start = ck ? restore(ck, &st) : 0;
-    register_sdc(&mo);
+    each_replica(&mo, sdc_replica, &mo);
     if (mpi_rank == 0) {
         printf("fb-train-mlp: %d ranks, vocab %d, %zu parameters, batch %lld x %d, "
                "%s step %llu\n", mpi_size, c.vocab, mo.n, o.batch, mpi_size,

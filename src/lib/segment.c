@@ -541,6 +541,23 @@ void fb__seg_append_report(fb__seg *seg, fb__report_kind kind, int32_t code,
     atomic_store_explicit(&r->seq, idx + 1, memory_order_release);
 }
 
+/* Copy ring slot `slot` (its first word is its seq: index + 1, 0 while
+ * being written) for index idx into `copy`: 1 copied whole, 0 not written
+ * yet or being rewritten (try later), -1 overwritten (lost). */
+static int copy_slot(const void *slot, size_t size, uint64_t idx, void *copy)
+{
+    _Atomic uint64_t *seq = (_Atomic uint64_t *)slot;
+    uint64_t s1 = atomic_load_explicit(seq, memory_order_acquire);
+    if (s1 != idx + 1)
+        return s1 > idx + 1 ? -1 : 0;
+    memcpy(copy, slot, size);
+    atomic_thread_fence(memory_order_acquire);
+    uint64_t s2 = atomic_load_explicit(seq, memory_order_relaxed);
+    if (s2 != s1)
+        return s2 == 0 ? 0 : -1;
+    return 1;
+}
+
 int fb__seg_read_report(const fb__seg *seg, uint64_t idx, fb__seg_report *out)
 {
     fb__seg_header *h = seg->base;
@@ -551,18 +568,10 @@ int fb__seg_read_report(const fb__seg *seg, uint64_t idx, fb__seg_report *out)
     if (head - idx > cap)
         return -1;
     fb__seg_report *ring = (fb__seg_report *)((char *)seg->base + seg->id.report_offset);
-    fb__seg_report *r = &ring[idx % cap];
-    uint64_t s1 = atomic_load_explicit(&r->seq, memory_order_acquire);
-    if (s1 == 0)
-        return 0; /* being written; try again on the next poll */
-    if (s1 != idx + 1)
-        return s1 > idx + 1 ? -1 : 0;
     fb__seg_report c;
-    memcpy(&c, r, sizeof c);
-    atomic_thread_fence(memory_order_acquire);
-    uint64_t s2 = atomic_load_explicit(&r->seq, memory_order_relaxed);
-    if (s2 != s1)
-        return s2 == 0 ? 0 : -1;
+    int got = copy_slot(&ring[idx % cap], sizeof c, idx, &c);
+    if (got != 1)
+        return got;
     /* Only the private copy is looked at from here on. */
     out->kind = c.kind;
     out->code = c.code;
@@ -573,7 +582,7 @@ int fb__seg_read_report(const fb__seg *seg, uint64_t idx, fb__seg_report *out)
     out->wall_ns = c.wall_ns;
     c.text[sizeof c.text - 1] = '\0';
     fb__safe_text(out->text, sizeof out->text, c.text);
-    atomic_store_explicit(&out->seq, s1, memory_order_relaxed);
+    atomic_store_explicit(&out->seq, idx + 1, memory_order_relaxed);
     return 1;
 }
 
@@ -630,16 +639,10 @@ int fb__seg_read_sdc(const fb__seg *seg, uint64_t idx, fb__seg_sdc *out)
         return -1;
     const fb__seg_sdc *ring =
         (const fb__seg_sdc *)((const char *)seg->base + seg->id.sdc_offset);
-    const fb__seg_sdc *r = &ring[idx & (cap - 1)];
-    uint64_t s1 = atomic_load_explicit((_Atomic uint64_t *)&r->seq, memory_order_acquire);
-    if (s1 != idx + 1)
-        return s1 > idx + 1 ? -1 : 0;
     fb__seg_sdc c;
-    memcpy(&c, r, sizeof c);
-    atomic_thread_fence(memory_order_acquire);
-    uint64_t s2 = atomic_load_explicit((_Atomic uint64_t *)&r->seq, memory_order_relaxed);
-    if (s2 != s1)
-        return -1;
+    int got = copy_slot(&ring[idx & (cap - 1)], sizeof c, idx, &c);
+    if (got != 1)
+        return got;
     out->step = c.step;
     out->hash = c.hash;
     out->offset = c.offset;
@@ -648,7 +651,7 @@ int fb__seg_read_sdc(const fb__seg *seg, uint64_t idx, fb__seg_sdc *out)
     out->flags = c.flags;
     c.name[sizeof c.name - 1] = '\0';
     fb__safe_text(out->name, sizeof out->name, c.name);
-    atomic_store_explicit(&out->seq, s1, memory_order_relaxed);
+    atomic_store_explicit(&out->seq, idx + 1, memory_order_relaxed);
     return 1;
 }
 

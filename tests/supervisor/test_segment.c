@@ -55,6 +55,17 @@ static fb__seg *make(int attempt, int rank)
     return seg;
 }
 
+/* A rank's segment (rank 0 of `attempt`) and a reader attached to it;
+ * `name` (FB__SEG_NAME_MAX bytes) gets its shm name. */
+static fb__seg *make_pair(int attempt, fb__seg **reader, char *name)
+{
+    fb__seg *w = make(attempt, 0);
+    *reader = NULL;
+    fb__seg_name(name, FB__SEG_NAME_MAX, job, attempt, 0);
+    CHECK_RC(fb__seg_open(reader, name), 0);
+    return w;
+}
+
 static void seg_path(char *buf, size_t size, int attempt, int rank)
 {
     char name[FB__SEG_NAME_MAX];
@@ -65,11 +76,9 @@ static void seg_path(char *buf, size_t size, int attempt, int rank)
 /* Offsets rewritten after attach: reads stay in bounds, check says so. */
 static void test_toctou_offsets(void)
 {
-    fb__seg *w = make(0, 0);
-    fb__seg *r = NULL;
+    fb__seg *r;
     char name[FB__SEG_NAME_MAX], why[128];
-    fb__seg_name(name, sizeof name, job, 0, 0);
-    CHECK_RC(fb__seg_open(&r, name), 0);
+    fb__seg *w = make_pair(0, &r, name);
     if (!w || !r)
         goto out;
     fb__seg_append_report(w, FB__REPORT_NOTE, 0, 1, 0, 0, 0, "hello");
@@ -103,11 +112,9 @@ out:
  * reader neither loops nor reads out of bounds. */
 static void test_heads(void)
 {
-    fb__seg *w = make(1, 0);
-    fb__seg *r = NULL;
+    fb__seg *r;
     char name[FB__SEG_NAME_MAX], why[128] = "";
-    fb__seg_name(name, sizeof name, job, 1, 0);
-    CHECK_RC(fb__seg_open(&r, name), 0);
+    fb__seg *w = make_pair(1, &r, name);
     if (!w || !r)
         goto out;
     fb__seg_header *h = fb__seg_hdr(w);
@@ -150,11 +157,9 @@ out:
 /* SDC records: round trip, bounds at attach and after. */
 static void test_sdc(void)
 {
-    fb__seg *w = make(5, 0);
-    fb__seg *r = NULL;
+    fb__seg *r;
     char name[FB__SEG_NAME_MAX], why[128] = "";
-    fb__seg_name(name, sizeof name, job, 5, 0);
-    CHECK_RC(fb__seg_open(&r, name), 0);
+    fb__seg *w = make_pair(5, &r, name);
     if (!w || !r)
         goto out;
     CHECK_EQ_INT(fb__seg_ident(r)->sdc_capacity, FB__SEG_SDC_CAPACITY);
