@@ -388,9 +388,8 @@ int fb_sdc_register(const char *name, void *data, size_t bytes);
 int fb_sdc_configure(size_t slice_bytes, uint64_t full_every);
 
 /* Hash this step's slice and publish it.  Call it on every rank after the
- * optimizer step, after fb_step(step).  Returns 0 (also when nothing is
- * registered or not attached: the hashes are then computed but go
- * nowhere). */
+ * optimizer step, after fb_step(step).  Returns 0; costs nothing when
+ * nothing is registered or not attached (no supervisor to compare). */
 int fb_sdc_check(uint64_t step);
 
 /* Forget every registered tensor. */

@@ -117,8 +117,8 @@ static void publish(uint64_t step, uint32_t ti, size_t off, size_t len,
 
 int fb_sdc_check(uint64_t step)
 {
-    if (!S.n)
-        return 0;
+    if (!S.n || !fb__lib_seg())
+        return 0; /* nothing to check, or nobody to compare with */
     configure_defaults();
     if (S.full_every && step % S.full_every == 0) {
         for (uint32_t i = 0; i < S.n; i++)

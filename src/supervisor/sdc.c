@@ -11,7 +11,9 @@
  * Bounds: what a rank wrote is copied out under its sequence check
  * (fb__seg_read_sdc); at most one ring's worth of records per rank and
  * pass; pieces waiting for other ranks and the agreement history are
- * fixed tables whose oldest entries are dropped when full.
+ * fixed tables whose oldest entries are dropped when full.  Lookups are
+ * linear scans of those tables: cheap for tens of ranks; thousands of
+ * ranks on one supervisor would want a hashed index.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -206,7 +208,7 @@ static void compare(fb__sup *s, pending *p)
                                 p->k.step);
     d->clean_step = clean >= 0 ? clean : (int64_t)p->k.step - 1;
 
-    char who[160] = "", node[64] = "?", bad_hash[17], good_hash[17];
+    char who[320] = "", node[64] = "?", bad_hash[17], good_hash[17];
     snprintf(good_hash, sizeof good_hash, "%016llx", (unsigned long long)cand);
     if (majority) {
         snprintf(bad_hash, sizeof bad_hash, "%016llx",
