@@ -36,6 +36,7 @@ typedef struct sdc_tensor {
 static struct {
     sdc_tensor *t;
     uint32_t n, cap;
+    size_t total;       /* bytes registered */
     size_t slice;
     uint64_t full_every;
     int configured;
@@ -69,6 +70,8 @@ int fb_sdc_configure(size_t slice_bytes, uint64_t full_every)
         S.slice = slice_bytes < SDC_MIN_SLICE ? SDC_MIN_SLICE : slice_bytes;
     if (full_every && !env_full)
         S.full_every = full_every;
+    S.cur_t = 0; /* pieces start at multiples of the (new) slice */
+    S.cur_off = 0;
     return 0;
 }
 
@@ -94,6 +97,7 @@ int fb_sdc_register(const char *name, void *data, size_t bytes)
     snprintf(t->name, sizeof t->name, "%s", name);
     t->data = data;
     t->bytes = bytes;
+    S.total += bytes;
     configure_defaults();
     return 0;
 }
@@ -103,6 +107,7 @@ void fb_sdc_clear(void)
     free(S.t);
     S.t = NULL;
     S.n = S.cap = 0;
+    S.total = 0;
     S.cur_t = 0;
     S.cur_off = 0;
 }
@@ -133,7 +138,8 @@ int fb_sdc_check(uint64_t step)
         S.cur_t = 0, S.cur_off = 0;
     uint32_t t0 = S.cur_t;
     size_t o0 = S.cur_off, done = 0;
-    for (int pieces = 0; pieces < SDC_MAX_PIECES && done < S.slice; pieces++) {
+    for (int pieces = 0; pieces < SDC_MAX_PIECES && done < S.slice &&
+                         (done < S.total || pieces == 0); pieces++) {
         if (pieces > 0 && S.cur_t == t0 && S.cur_off == o0)
             break; /* a whole rotation in one check */
         const sdc_tensor *t = &S.t[S.cur_t];
