@@ -22,6 +22,7 @@
 
 #include "ckpt/store.h"
 #include "common/util.h"
+#include "health/health.h"
 #include "supervisor/sdc.h"
 #include "supervisor/sup.h"
 
@@ -175,6 +176,31 @@ static void note_agreed(fb__sup_sdc *d, const piece_key *k)
     a->step = (int64_t)k->step;
 }
 
+/* On one host the suspect node is this one: check its health now, for
+ * the incident (under Slurm the relaunch health-checks the suspect node
+ * and drains it under --drain: slurm.c). */
+static void health_now(fb__sup *s, char *buf, size_t size)
+{
+    buf[0] = '\0';
+    if (s->slurm)
+        return;
+    fb__health_opts o;
+    fb__health_opts_init(&o);
+    o.ckpt_dir = s->ckpt_dir;
+    fb__health_result *r = NULL;
+    char err[128];
+    if (fb__health_run(&o, &r, err, sizeof err)) {
+        snprintf(buf, size, "; health check of this node failed to run: %s", err);
+        return;
+    }
+    char reason[200];
+    fb__health_reason(r, reason, sizeof reason);
+    snprintf(buf, size, "; health check of node %s: %s%s%s", s->hostname,
+             fb__health_status_name(fb__health_verdict(r)), reason[0] ? ", " : "",
+             reason);
+    fb__health_free(r);
+}
+
 /* Every rank sent piece p: agree, or fail the attempt. */
 static void compare(fb__sup *s, pending *p)
 {
@@ -234,6 +260,8 @@ static void compare(fb__sup *s, pending *p)
     f->step = (int64_t)p->k.step;
     f->detected_ns = f->occurred_ns = fb__now_ns();
     snprintf(f->phase, sizeof f->phase, "train");
+    char health[300];
+    health_now(s, health, sizeof health);
     char clean_text[96];
     if (clean >= 0)
         snprintf(clean_text, sizeof clean_text, "it last agreed at step %lld",
@@ -242,12 +270,12 @@ static void compare(fb__sup *s, pending *p)
         snprintf(clean_text, sizeof clean_text, "no earlier agreement on it was seen");
     snprintf(f->detail, sizeof f->detail,
              "silent data corruption: replicas of tensor %s disagree after step "
-             "%llu (bytes %llu..%llu%s): %s; %s; the node is suspect; restarting "
+             "%llu (bytes %llu..%llu%s): %s; %s; the node is suspect%s; restarting "
              "from a checkpoint at or before step %lld", p->name,
              (unsigned long long)p->k.step, (unsigned long long)p->k.offset,
              (unsigned long long)(p->k.offset + p->k.length),
              p->k.flags & FB__SDC_FULL ? ", full check" : "", who, clean_text,
-             (long long)d->clean_step);
+             health, (long long)d->clean_step);
     if (first_bad >= 0)
         snprintf(f->injected, sizeof f->injected, "%s", s->ranks[first_bad].injected);
 }

@@ -35,6 +35,8 @@ detail=$(sqlite3 "$J" "select detail from incident")
 grep -q "tensor w1 disagree after step 25" <<<"$detail" || fail "detail: $detail"
 grep -q "rank 1 on node " <<<"$detail" || fail "detail names no rank and node: $detail"
 grep -q "last agreed at step 24" <<<"$detail" || fail "detail: $detail"
+grep -q "the node is suspect; health check of node $host: " <<<"$detail" ||
+    fail "no health check of the suspect node: $detail"
 [ -d "$T/flip/checkpoints/.sdc-step-0000000025" ] ||
     fail "checkpoint 25 (taken after the flip) not set aside: $(ls -a "$T/flip/checkpoints")"
 resumed=$(sed -n 's/.*resuming after step \([0-9]*\)$/\1/p' "$T"/flip/logs/mpirun-attempt-1/*/rank.0/stdout)
