@@ -243,11 +243,17 @@ static void compare(fb__sup *s, pending *p)
                                          ? fb__seg_ident(s->ranks[first_bad].seg)
                                          : NULL;
         snprintf(node, sizeof node, "%s", id && id->hostname[0] ? id->hostname : s->hostname);
-        int others = world - agree;
-        snprintf(who, sizeof who, "rank %d on node %s hashed it %s, the other "
-                 "%d rank%s %s%s", first_bad, node, bad_hash, agree,
-                 agree == 1 ? "" : "s", good_hash,
-                 others > 1 ? " (and more ranks disagree)" : "");
+        char more[96] = "";
+        size_t ml = 0;
+        for (int r = first_bad + 1; r < world && ml < sizeof more - 12; r++)
+            if (p->hash[r] != cand)
+                ml += (size_t)snprintf(more + ml, sizeof more - ml, "%s%d",
+                                       ml ? "," : " (also off it: rank ", r);
+        if (ml)
+            snprintf(more + ml, sizeof more - ml, ")");
+        snprintf(who, sizeof who, "rank %d on node %s hashed it %s, the majority "
+                 "(%d of %d ranks) %s%s", first_bad, node, bad_hash, agree, world,
+                 good_hash, more);
     } else {
         snprintf(who, sizeof who, "no majority among the %d ranks: cannot tell "
                  "which replica is wrong", world);
