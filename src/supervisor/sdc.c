@@ -276,12 +276,13 @@ static void compare(fb__sup *s, pending *p)
         snprintf(clean_text, sizeof clean_text, "no earlier agreement on it was seen");
     snprintf(f->detail, sizeof f->detail,
              "silent data corruption: replicas of tensor %s disagree after step "
-             "%llu (bytes %llu..%llu%s): %s; %s; the node is suspect%s; restarting "
+             "%llu (bytes %llu..%llu%s): %s; %s; %s%s; restarting "
              "from a checkpoint at or before step %lld", p->name,
              (unsigned long long)p->k.step, (unsigned long long)p->k.offset,
              (unsigned long long)(p->k.offset + p->k.length),
              p->k.flags & FB__SDC_FULL ? ", full check" : "", who, clean_text,
-             health, (long long)d->clean_step);
+             majority ? "the node is suspect" : "no node can be named", health,
+             (long long)d->clean_step);
     if (first_bad >= 0)
         snprintf(f->injected, sizeof f->injected, "%s", s->ranks[first_bad].injected);
 }

@@ -6,7 +6,8 @@
 #     incident naming rank 1, its node and w1; the checkpoints taken after
 #     the corruption are set aside, the restart resumes after step 20 (the
 #     newest checkpoint before the flip), and the run ends with weights
-#     bit-identical to the fault-free run's.
+#     bit-identical to the fault-free run's;
+#  3. on 2 ranks there is no majority: the `sdc` incident names no rank.
 source "$(dirname "$0")/lib.sh"
 MLP=$BIN/fb-train-mlp
 cp /usr/share/common-licenses/GPL-3 "$T/$TAG.txt" # names every rank process
@@ -48,3 +49,15 @@ for r in ref flip; do
     ! ls /dev/shm | grep -q "^fb\.$job\." || fail "segments of the $r run left in /dev/shm"
 done
 ok "flip on rank 1 (w1, step 25): sdc incident, resumed after step 20, final hash $got matches"
+
+# Two ranks: which replica is wrong cannot be told.
+"$FB" run --launcher mpirun --nproc-per-node 2 --max-restarts 0 --run-dir "$T/two" \
+    --inject 'flip:rank=0,step=10' -- "$MLP" "${opts[@]}" --steps 20 >two.out 2>two.err &&
+    fail "the 2-rank run with a flipped bit completed"
+row=$(sqlite3 "$T/two/journal.sqlite" "select kind||'|'||ifnull(rank,-1)||'|'||step from incident")
+[ "$row" = "sdc|-1|10" ] || fail "2 ranks: incident $row: $(sqlite3 "$T/two/journal.sqlite" 'select detail from incident')"
+sqlite3 "$T/two/journal.sqlite" "select detail from incident" | grep -q "no majority among the 2 ranks" ||
+    fail "2 ranks: $(sqlite3 "$T/two/journal.sqlite" 'select detail from incident')"
+job=$(cat "$T/two/job")
+! ls /dev/shm | grep -q "^fb\.$job\." || fail "segments of the 2-rank run left in /dev/shm"
+ok "2 ranks: sdc incident without a rank (no majority)"
