@@ -62,6 +62,7 @@ struct fb__sup_sdc {
     int64_t clean_step;  /* after a mismatch: newest trustworthy step, -1 */
     uint64_t compared, lost;  /* this attempt: pieces compared, records dropped */
     int mismatched;
+    int readable;        /* ranks whose segments are read (this pass) */
 };
 
 static int sdc_init(fb__sup *s)
@@ -205,12 +206,16 @@ static void health_now(fb__sup *s, char *buf, size_t size)
 static void compare(fb__sup *s, pending *p)
 {
     fb__sup_sdc *d = s->sdc;
-    int world = d->world;
+    int world = d->world, voters = 0;
     d->compared++;
-    /* The majority hash: the one most ranks hold (Boyer-Moore, checked). */
+    /* The majority hash among the ranks that sent the piece: the one most
+     * of them hold (Boyer-Moore, checked). */
     uint64_t cand = 0;
     int votes = 0;
     for (int r = 0; r < world; r++) {
+        if (!p->got[r])
+            continue;
+        voters++;
         if (!votes)
             cand = p->hash[r], votes = 1;
         else
@@ -218,18 +223,18 @@ static void compare(fb__sup *s, pending *p)
     }
     int agree = 0, first_bad = -1;
     for (int r = 0; r < world; r++)
-        agree += p->hash[r] == cand;
-    if (agree == world) {
+        agree += p->got[r] && p->hash[r] == cand;
+    if (agree == voters) {
         note_agreed(d, &p->k);
         return;
     }
     d->mismatched = 1;
     if (s->fail.set)
         return;
-    int majority = agree * 2 > world;
-    for (int r = 0; r < world && first_bad < 0; r++)
-        if (!majority || p->hash[r] != cand)
-            first_bad = majority ? r : -1;
+    int majority = agree * 2 > voters;
+    for (int r = 0; r < world && first_bad < 0 && majority; r++)
+        if (p->got[r] && p->hash[r] != cand)
+            first_bad = r;
     int64_t clean = last_agreed(d, p->k.tensor, p->k.offset, p->k.length,
                                 p->k.step);
     d->clean_step = clean >= 0 ? clean : (int64_t)p->k.step - 1;
@@ -246,17 +251,17 @@ static void compare(fb__sup *s, pending *p)
         char more[96] = "";
         size_t ml = 0;
         for (int r = first_bad + 1; r < world && ml < sizeof more - 12; r++)
-            if (p->hash[r] != cand)
+            if (p->got[r] && p->hash[r] != cand)
                 ml += (size_t)snprintf(more + ml, sizeof more - ml, "%s%d",
                                        ml ? "," : " (also off it: rank ", r);
         if (ml)
             snprintf(more + ml, sizeof more - ml, ")");
         snprintf(who, sizeof who, "rank %d on node %s hashed it %s, the majority "
-                 "(%d of %d ranks) %s%s", first_bad, node, bad_hash, agree, world,
+                 "(%d of %d ranks) %s%s", first_bad, node, bad_hash, agree, voters,
                  good_hash, more);
     } else {
         snprintf(who, sizeof who, "no majority among the %d ranks: cannot tell "
-                 "which replica is wrong", world);
+                 "which replica is wrong", voters);
     }
     fb__sup_failure *f = &s->fail;
     memset(f, 0, sizeof *f);
@@ -285,6 +290,15 @@ static void compare(fb__sup *s, pending *p)
              (long long)d->clean_step);
     if (first_bad >= 0)
         snprintf(f->injected, sizeof f->injected, "%s", s->ranks[first_bad].injected);
+}
+
+/* Whether every rank whose segment the supervisor reads sent piece p. */
+static int all_sent(const fb__sup *s, const pending *p)
+{
+    for (int r = 0; r < s->world; r++)
+        if (s->ranks[r].seg && !s->ranks[r].seg_corrupt && !p->got[r])
+            return 0;
+    return 1;
 }
 
 static void read_rank(fb__sup *s, int r)
@@ -319,7 +333,7 @@ static void read_rank(fb__sup *s, int r)
             snprintf(p->name, sizeof p->name, "%s", rec.name);
         p->got[r] = 1;
         p->hash[r] = rec.hash;
-        if (++p->have == d->world) {
+        if (++p->have >= d->readable && d->readable >= 2 && all_sent(s, p)) {
             compare(s, p);
             p->used = 0;
         }
@@ -337,6 +351,12 @@ void fb__sup_sdc_pass(fb__sup *s)
         for (int i = 0; i < PENDING_MAX; i++)
             d->pend[i].used = 0;
     }
+    /* The ranks compared are those whose segments this supervisor reads:
+     * every rank with the local and mpirun launchers, the ranks on its own
+     * node under Slurm. */
+    d->readable = 0;
+    for (int r = 0; r < s->world; r++)
+        d->readable += s->ranks[r].seg && !s->ranks[r].seg_corrupt;
     for (int r = 0; r < s->world; r++) {
         const fb__sup_rank *rk = &s->ranks[r];
         if (rk->seg && !rk->seg_corrupt)
@@ -350,10 +370,10 @@ void fb__sup_sdc_attempt_end(fb__sup *s)
     if (!d || (!d->compared && !d->lost))
         return;
     fb__sup_log(s, "sdc check: %llu piece%s compared across %d ranks in attempt "
-                "%d, %s%s%llu record%s not compared (overwritten or a rank "
+                "%d, %s; %llu record%s not compared (overwritten or a rank "
                 "missing)", (unsigned long long)d->compared,
-                d->compared == 1 ? "" : "s", d->world, s->attempt,
-                d->mismatched ? "a disagreement" : "all agreed", "; ",
+                d->compared == 1 ? "" : "s", d->readable, s->attempt,
+                d->mismatched ? "a disagreement" : "all agreed",
                 (unsigned long long)d->lost, d->lost == 1 ? "" : "s");
     d->compared = d->lost = 0;
     d->mismatched = 0;
