@@ -884,15 +884,8 @@ static void *copy_range(void *arg)
 static void copy_host(fb_ckpt *ck, int skip_wp)
 {
     /* Write-protected tensors: only the partial pages at their ends. */
-    for (size_t i = 0; skip_wp && i < ck->n; i++) {
-        fb__ckpt_tensor *t = &ck->t[i];
-        if (!t->wp)
-            continue;
-        uintptr_t a = (uintptr_t)t->data, lo, hi;
-        fb__wp_interior(t, &lo, &hi);
-        memcpy(t->staging, t->data, lo - a);
-        memcpy((char *)t->staging + (hi - a), (const char *)hi, a + t->bytes - hi);
-    }
+    if (skip_wp)
+        fb__wp_copy_edges(ck);
     size_t total = 0;
 #define COPIED(t) ((t)->on_device || (skip_wp && (t)->wp) ? 0 : (t)->bytes)
     for (size_t i = 0; i < ck->n; i++)
