@@ -34,13 +34,15 @@ void fb__staging_free(fb__staging *s);
 int fb__staging_alloc_now(fb__staging *s, size_t bytes);
 /* The same background thread collapses [addr, addr + len) into huge pages
  * (contents unchanged; a hint).  fb__bg_cancel drops owner's queued work
- * and waits until none of it runs; fb__bg_hold(1) keeps the thread from
- * starting more work until the matching fb__bg_hold(0) (a snapshot in
- * progress: its page-table calls would queue behind the thread's);
- * fb__bg_pending: bytes not done yet. */
+ * and waits until none of it runs.  fb__bg_hold(WHAT, 1) keeps the thread
+ * from starting work of that kind (FB__BG_ALL: any; FB__BG_COLLAPSE:
+ * collapses, which take the page tables for writing) until the matching
+ * fb__bg_hold(WHAT, 0): a snapshot's page-table calls would queue behind
+ * the thread's.  fb__bg_pending: bytes not done yet. */
+enum { FB__BG_ALL = 0, FB__BG_COLLAPSE = 1 };
 void fb__bg_collapse(const void *owner, void *addr, size_t len);
 void fb__bg_cancel(const void *owner);
-void fb__bg_hold(int hold);
+void fb__bg_hold(int what, int hold);
 size_t fb__bg_pending(void);
 
 /* Write-protect snapshots (protect.c): the plan of what save protects. */

@@ -393,10 +393,11 @@ int fb__wp_protect(fb_ckpt *ck)
     fb__wp *w = &ck->wp;
     memset(w->done, 0, w->nchunk);
     w->faults = w->fault_ns = 0;
-    /* Until drain has released the last chunk, the background thread
-     * (staging.c) starts nothing: each of its page-table changes would
-     * hold up a protection or release here. */
-    fb__bg_hold(1);
+    /* While this protects, the background thread (staging.c) starts
+     * nothing; until drain has released the last chunk, no collapse
+     * either (each would hold up a release).  It may populate staging
+     * meanwhile, ahead of drain's copy. */
+    fb__bg_hold(FB__BG_ALL, 1);
     for (size_t s = 0; s < w->nspan; s++) {
         int rc = wp_range(w->fd, w->span[s].lo, w->span[s].hi - w->span[s].lo, 1);
         if (rc) {
@@ -410,11 +411,13 @@ int fb__wp_protect(fb_ckpt *ck)
                 drop_fd(w); /* last resort: drops every protection */
             else
                 w->planned = 0;
-            fb__bg_hold(0);
+            fb__bg_hold(FB__BG_ALL, 0);
             return rc;
         }
     }
     w->protected_ns = fb__now_ns();
+    fb__bg_hold(FB__BG_COLLAPSE, 1);
+    fb__bg_hold(FB__BG_ALL, 0);
     return 0;
 }
 
@@ -572,7 +575,7 @@ int fb__wp_drain(fb_ckpt *ck)
     }
     /* Nothing is protected any more, so no thread waits on a page, and
      * taking the background thread's lock cannot wait for one that does. */
-    fb__bg_hold(0);
+    fb__bg_hold(FB__BG_COLLAPSE, 0);
     return rc;
 }
 

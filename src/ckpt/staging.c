@@ -68,10 +68,11 @@ static struct {
     size_t n, cap;
     int started;
     const void *running;    /* owner of the piece in progress, or NULL   */
-    int held;               /* > 0: start no piece (fb__bg_hold)          */
+    int held[2];            /* > 0: start no piece of [FB__BG_ALL], no
+                               collapse [FB__BG_COLLAPSE] (fb__bg_hold)  */
     int populate_ok;        /* 0: MADV_POPULATE_WRITE refused (old kernel) */
 } bg = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, NULL, 0, 0, 0,
-        NULL, 0, 1};
+        NULL, {0, 0}, 1};
 
 static uintptr_t page_bytes(void)
 {
@@ -97,20 +98,31 @@ static void bg_piece(int advice, uintptr_t lo, uintptr_t hi)
         __atomic_fetch_or((volatile unsigned char *)p, 0, __ATOMIC_RELAXED);
 }
 
+/* The next item to work on, or SIZE_MAX: none, or held.  Collapses first:
+ * they make the first save's protection cheap, while staging is needed
+ * only once the writer copies. */
+static size_t bg_next(void)
+{
+    if (bg.held[FB__BG_ALL])
+        return SIZE_MAX;
+    size_t i = 0, first_populate = SIZE_MAX;
+    for (; i < bg.n; i++) {
+        if (bg.q[i].advice == MADV_COLLAPSE && !bg.held[FB__BG_COLLAPSE])
+            return i;
+        if (bg.q[i].advice != MADV_COLLAPSE && first_populate == SIZE_MAX)
+            first_populate = i;
+    }
+    return first_populate;
+}
+
 static void *bg_main(void *arg)
 {
     (void)arg;
     pthread_mutex_lock(&bg.mu);
     for (;;) {
-        while (bg.n == 0 || bg.held)
+        size_t i;
+        while ((i = bg_next()) == SIZE_MAX)
             pthread_cond_wait(&bg.cv, &bg.mu);
-        /* Collapses first: they make the first save's protection cheap,
-         * while staging is only needed once the writer copies. */
-        size_t i = 0;
-        while (i < bg.n && bg.q[i].advice != MADV_COLLAPSE)
-            i++;
-        if (i == bg.n)
-            i = 0;
         bg_item *it = &bg.q[i];
         uintptr_t lo = it->at;
         uintptr_t hi = it->end - lo > PIECE_BYTES ? lo + PIECE_BYTES : it->end;
@@ -141,7 +153,7 @@ static void bg_child(void)
     bg.n = 0;
     bg.started = 0;
     bg.running = NULL;
-    bg.held = 0;
+    bg.held[0] = bg.held[1] = 0;
 }
 
 static pthread_once_t bg_atfork_once = PTHREAD_ONCE_INIT;
@@ -202,11 +214,11 @@ void fb__bg_cancel(const void *owner)
     pthread_mutex_unlock(&bg.mu);
 }
 
-void fb__bg_hold(int hold)
+void fb__bg_hold(int what, int hold)
 {
     pthread_mutex_lock(&bg.mu);
-    bg.held += hold ? 1 : -1;
-    if (!bg.held)
+    bg.held[what] += hold ? 1 : -1;
+    if (!bg.held[what])
         pthread_cond_broadcast(&bg.cv);
     pthread_mutex_unlock(&bg.mu);
 }

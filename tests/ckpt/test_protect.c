@@ -509,7 +509,7 @@ static size_t resident(const void *p, size_t n)
  * exact. */
 static void case_background(const char *dir)
 {
-    fb__bg_hold(1);
+    fb__bg_hold(FB__BG_ALL, 1);
     size_t n = (8u << 20) + 100, n2 = (64u << 10) + 12;
     char *big = malloc(n), *small = malloc(n2);
     CHECK(big && small);
@@ -539,7 +539,7 @@ static void case_background(const char *dir)
     fb_ckpt_close(ck);
 
     /* Let go: the thread faults in what a new registration mapped. */
-    fb__bg_hold(0);
+    fb__bg_hold(FB__BG_ALL, 0);
     ck = open_mode(dir, FB_CKPT_SNAPSHOT_COPY);
     CHECK(ck != NULL);
     CHECK_RC(fb_ckpt_register(ck, "big", FB_DTYPE_U8, 1, shape, big), 0);
