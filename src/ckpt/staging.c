@@ -15,7 +15,7 @@
  *    instead of a heap allocation each in 4 KiB pages);
  *  - registration only maps; a background thread (one per process, started
  *    on first use, every signal blocked) populates the mappings with
- *    MADV_POPULATE_WRITE, 4 MiB at a time, and also collapses registered
+ *    MADV_POPULATE_WRITE, 4 MiB at a time, and then collapses registered
  *    tensors' interiors into huge pages for protect.c (MADV_COLLAPSE, a
  *    copy of the tensor the kernel makes under its own locks);
  *  - neither changes a byte: populating maps the page the memory already
@@ -98,21 +98,23 @@ static void bg_piece(int advice, uintptr_t lo, uintptr_t hi)
         __atomic_fetch_or((volatile unsigned char *)p, 0, __ATOMIC_RELAXED);
 }
 
-/* The next item to work on, or SIZE_MAX: none, or held.  Collapses first:
- * they make the first save's protection cheap, while staging is needed
- * only once the writer copies. */
+/* The next item to work on, or SIZE_MAX: none, or held.  Staging first:
+ * a first save before it is faulted in pays the faults in the writer's
+ * copy, which writes to protected pages wait for (the copy snapshot pays
+ * them in the stall itself); a tensor not yet collapsed costs only a
+ * slower protection, 4 KiB pages instead of 2 MiB ones. */
 static size_t bg_next(void)
 {
     if (bg.held[FB__BG_ALL])
         return SIZE_MAX;
-    size_t i = 0, first_populate = SIZE_MAX;
-    for (; i < bg.n; i++) {
-        if (bg.q[i].advice == MADV_COLLAPSE && !bg.held[FB__BG_COLLAPSE])
+    size_t first_collapse = SIZE_MAX;
+    for (size_t i = 0; i < bg.n; i++) {
+        if (bg.q[i].advice != MADV_COLLAPSE)
             return i;
-        if (bg.q[i].advice != MADV_COLLAPSE && first_populate == SIZE_MAX)
-            first_populate = i;
+        if (first_collapse == SIZE_MAX && !bg.held[FB__BG_COLLAPSE])
+            first_collapse = i;
     }
-    return first_populate;
+    return first_collapse;
 }
 
 static void *bg_main(void *arg)
