@@ -57,21 +57,28 @@
 
 typedef struct bg_item {
     const void *owner;  /* cancel key                                   */
-    int advice;         /* MADV_POPULATE_WRITE or MADV_COLLAPSE          */
     uintptr_t at, end;  /* what is left to do                           */
 } bg_item;
+
+/* Items [head, n) of q are pending, the one at head in progress. */
+typedef struct bg_queue {
+    bg_item *q;
+    size_t head, n, cap;
+} bg_queue;
+
+enum { POPULATE = 0, COLLAPSE = 1 };
+static const int advice_of[2] = {MADV_POPULATE_WRITE, MADV_COLLAPSE};
 
 static struct {
     pthread_mutex_t mu;
     pthread_cond_t cv;      /* work queued / a piece finished            */
-    bg_item *q;
-    size_t n, cap;
+    bg_queue queue[2];      /* [POPULATE], [COLLAPSE]                    */
     int started;
     const void *running;    /* owner of the piece in progress, or NULL   */
     int held[2];            /* > 0: start no piece of [FB__BG_ALL], no
                                collapse [FB__BG_COLLAPSE] (fb__bg_hold)  */
     int populate_ok;        /* 0: MADV_POPULATE_WRITE refused (old kernel) */
-} bg = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, NULL, 0, 0, 0,
+} bg = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, {{0}, {0}}, 0,
         NULL, {0, 0}, 1};
 
 static uintptr_t page_bytes(void)
@@ -87,34 +94,31 @@ static void bg_piece(int advice, uintptr_t lo, uintptr_t hi)
         (void)madvise((void *)lo, hi - lo, MADV_COLLAPSE); /* a hint: may fail */
         return;
     }
-    if (__atomic_load_n(&bg.populate_ok, __ATOMIC_RELAXED) &&
-        madvise((void *)lo, hi - lo, MADV_POPULATE_WRITE) == 0)
-        return;
-    if (errno == EINVAL)
+    if (__atomic_load_n(&bg.populate_ok, __ATOMIC_RELAXED)) {
+        if (madvise((void *)lo, hi - lo, MADV_POPULATE_WRITE) == 0 || errno != EINVAL)
+            return; /* done, or out of memory: then the save faults it */
         __atomic_store_n(&bg.populate_ok, 0, __ATOMIC_RELAXED);
+    }
     /* Kernels before 5.14: touch each page with an atomic no-op, which
      * leaves its byte as it is even when a save is copying into it. */
     for (uintptr_t p = lo; p < hi; p += page_bytes())
         __atomic_fetch_or((volatile unsigned char *)p, 0, __ATOMIC_RELAXED);
 }
 
-/* The next item to work on, or SIZE_MAX: none, or held.  Staging first:
- * a first save before it is faulted in pays the faults in the writer's
- * copy, which writes to protected pages wait for (the copy snapshot pays
- * them in the stall itself); a tensor not yet collapsed costs only a
- * slower protection, 4 KiB pages instead of 2 MiB ones. */
-static size_t bg_next(void)
+/* The queue to work on next, or -1: none, or held.  Staging first: a
+ * first save before it is faulted in pays the faults in the writer's copy,
+ * which writes to protected pages wait for (the copy snapshot pays them in
+ * the stall itself); a tensor not yet collapsed costs only a slower
+ * protection, 4 KiB pages instead of 2 MiB ones. */
+static int bg_next(void)
 {
     if (bg.held[FB__BG_ALL])
-        return SIZE_MAX;
-    size_t first_collapse = SIZE_MAX;
-    for (size_t i = 0; i < bg.n; i++) {
-        if (bg.q[i].advice != MADV_COLLAPSE)
-            return i;
-        if (first_collapse == SIZE_MAX && !bg.held[FB__BG_COLLAPSE])
-            first_collapse = i;
-    }
-    return first_collapse;
+        return -1;
+    if (bg.queue[POPULATE].head < bg.queue[POPULATE].n)
+        return POPULATE;
+    if (bg.queue[COLLAPSE].head < bg.queue[COLLAPSE].n && !bg.held[FB__BG_COLLAPSE])
+        return COLLAPSE;
+    return -1;
 }
 
 static void *bg_main(void *arg)
@@ -122,21 +126,22 @@ static void *bg_main(void *arg)
     (void)arg;
     pthread_mutex_lock(&bg.mu);
     for (;;) {
-        size_t i;
-        while ((i = bg_next()) == SIZE_MAX)
+        int kind;
+        while ((kind = bg_next()) < 0)
             pthread_cond_wait(&bg.cv, &bg.mu);
-        bg_item *it = &bg.q[i];
+        bg_queue *qu = &bg.queue[kind];
+        bg_item *it = &qu->q[qu->head];
+        const void *owner = it->owner;
         uintptr_t lo = it->at;
         uintptr_t hi = it->end - lo > PIECE_BYTES ? lo + PIECE_BYTES : it->end;
-        int advice = it->advice;
         it->at = hi;
-        bg.running = it->owner;
-        if (hi == it->end) { /* taken whole: off the queue */
-            memmove(&bg.q[i], &bg.q[i + 1], (bg.n - i - 1) * sizeof bg.q[0]);
-            bg.n--;
-        }
+        if (hi == it->end && ++qu->head == qu->n) /* taken whole: off the queue */
+            qu->head = qu->n = 0;
+        if (hi == lo) /* cancelled */
+            continue;
+        bg.running = owner;
         pthread_mutex_unlock(&bg.mu);
-        bg_piece(advice, lo, hi);
+        bg_piece(advice_of[kind], lo, hi);
         pthread_mutex_lock(&bg.mu);
         bg.running = NULL;
         pthread_cond_broadcast(&bg.cv);
@@ -152,7 +157,8 @@ static void bg_child(void)
 {
     pthread_mutex_init(&bg.mu, NULL);
     pthread_cond_init(&bg.cv, NULL);
-    bg.n = 0;
+    bg.queue[POPULATE].head = bg.queue[POPULATE].n = 0;
+    bg.queue[COLLAPSE].head = bg.queue[COLLAPSE].n = 0;
     bg.started = 0;
     bg.running = NULL;
     bg.held[0] = bg.held[1] = 0;
@@ -164,7 +170,7 @@ static void bg_atfork(void) { pthread_atfork(bg_prepare, bg_parent, bg_child); }
 /* Queue [addr, addr + len) for `advice`; under bg.mu.  Where no thread can
  * be started or no memory is left the work is skipped: it only saves
  * faults later. */
-static void bg_queue_locked(const void *owner, int advice, void *addr, size_t len)
+static void bg_queue_locked(const void *owner, int kind, void *addr, size_t len)
 {
     if (!len)
         return;
@@ -184,33 +190,40 @@ static void bg_queue_locked(const void *owner, int advice, void *addr, size_t le
             return;
         bg.started = 1;
     }
-    if (bg.n == bg.cap) {
-        size_t cap = bg.cap ? bg.cap * 2 : 64;
-        bg_item *nq = realloc(bg.q, cap * sizeof *nq);
+    bg_queue *qu = &bg.queue[kind];
+    if (qu->n == qu->cap && qu->head > qu->cap / 2) {
+        /* Mostly done: move the pending ones down instead of growing (the
+         * thread keeps no pointer into the queue while it works). */
+        memmove(qu->q, qu->q + qu->head, (qu->n - qu->head) * sizeof *qu->q);
+        qu->n -= qu->head;
+        qu->head = 0;
+    }
+    if (qu->n == qu->cap) {
+        size_t cap = qu->cap ? qu->cap * 2 : 64;
+        bg_item *nq = realloc(qu->q, cap * sizeof *nq);
         if (!nq)
             return;
-        bg.q = nq;
-        bg.cap = cap;
+        qu->q = nq;
+        qu->cap = cap;
     }
-    bg.q[bg.n++] = (bg_item){owner, advice, (uintptr_t)addr, (uintptr_t)addr + len};
+    qu->q[qu->n++] = (bg_item){owner, (uintptr_t)addr, (uintptr_t)addr + len};
     pthread_cond_broadcast(&bg.cv);
 }
 
 void fb__bg_collapse(const void *owner, void *addr, size_t len)
 {
     pthread_mutex_lock(&bg.mu);
-    bg_queue_locked(owner, MADV_COLLAPSE, addr, len);
+    bg_queue_locked(owner, COLLAPSE, addr, len);
     pthread_mutex_unlock(&bg.mu);
 }
 
 void fb__bg_cancel(const void *owner)
 {
     pthread_mutex_lock(&bg.mu);
-    size_t k = 0;
-    for (size_t i = 0; i < bg.n; i++)
-        if (bg.q[i].owner != owner)
-            bg.q[k++] = bg.q[i];
-    bg.n = k;
+    for (int kind = 0; kind < 2; kind++)
+        for (size_t i = bg.queue[kind].head; i < bg.queue[kind].n; i++)
+            if (bg.queue[kind].q[i].owner == owner) /* nothing left to do */
+                bg.queue[kind].q[i].at = bg.queue[kind].q[i].end;
     while (bg.running == owner)
         pthread_cond_wait(&bg.cv, &bg.mu);
     pthread_mutex_unlock(&bg.mu);
@@ -229,8 +242,9 @@ size_t fb__bg_pending(void)
 {
     pthread_mutex_lock(&bg.mu);
     size_t left = 0;
-    for (size_t i = 0; i < bg.n; i++)
-        left += bg.q[i].end - bg.q[i].at;
+    for (int kind = 0; kind < 2; kind++)
+        for (size_t i = bg.queue[kind].head; i < bg.queue[kind].n; i++)
+            left += bg.queue[kind].q[i].end - bg.queue[kind].q[i].at;
     if (bg.running)
         left++;
     pthread_mutex_unlock(&bg.mu);
@@ -297,7 +311,7 @@ static void *slab_alloc(size_t bytes, slab **out)
         }
         s->next = slabs;
         slabs = s;
-        bg_queue_locked(s, MADV_POPULATE_WRITE, s->base, SLAB_BYTES);
+        bg_queue_locked(s, POPULATE, s->base, SLAB_BYTES);
     }
     void *p = s->base + s->used;
     s->used += len;
@@ -349,7 +363,7 @@ int fb__staging_alloc(fb__staging *s, size_t bytes)
     s->bytes = bytes;
     s->mapped = len;
     pthread_mutex_lock(&bg.mu);
-    bg_queue_locked(p, MADV_POPULATE_WRITE, p, len);
+    bg_queue_locked(p, POPULATE, p, len);
     pthread_mutex_unlock(&bg.mu);
     return 0;
 }
