@@ -459,6 +459,7 @@ static int write_shard(fb_ckpt *ck, uint64_t step, int from_staging,
      * pwritev each, so many small tensors cost few system calls. */
     struct iovec iov[IOV_BATCH];
     size_t i = 0, done = 0;
+    fb__write_behind wb = {data_off, data_off}; /* store.h */
     while (i < ck->n && !rc) {
         int np = 0;
         size_t total = 0;
@@ -482,6 +483,8 @@ static int write_shard(fb_ckpt *ck, uint64_t step, int from_staging,
         if (np && (rc = pwritev_all(fd, iov, np, off)))
             fb__ckpt_say(why, why_size, "write %s: %s", tmp, strerror(-rc));
         off += total;
+        if (!rc)
+            fb__ckpt_write_behind(fd, &wb, off);
     }
     if (hashing)
         pthread_join(hj.tid, NULL);

@@ -55,6 +55,23 @@ int fb__ckpt_shard_world_size(const char *path);
  */
 int fb__ckpt_clean_tmp(const char *dir, uint64_t step, int rank, int keep_pid);
 
+/*
+ * Write-behind for a shard being written sequentially: after each write,
+ * fb__ckpt_write_behind(fd, &wb, end) starts the writeback of what was
+ * written since the last call (so the disk works while the writer copies,
+ * and the final fsync has little left), then waits for the data written
+ * more than FB__CKPT_WRITE_BEHIND bytes before `end` to reach the disk and
+ * drops it from the page cache (which would otherwise hold a second copy
+ * of the checkpoint).  Only hints: errors are left to the fsync that
+ * follows.  Start with wb = {first byte written, same}.
+ */
+#define FB__CKPT_WRITE_BEHIND ((uint64_t)64 << 20)
+typedef struct fb__write_behind {
+    uint64_t started;   /* writeback started below this offset          */
+    uint64_t synced;    /* on disk and out of the page cache below this  */
+} fb__write_behind;
+void fb__ckpt_write_behind(int fd, fb__write_behind *wb, uint64_t end);
+
 /* Called between the steps of a deletion (tests crash there). */
 typedef void (*fb__ckpt_hook)(const char *point, uint64_t step);
 
