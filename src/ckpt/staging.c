@@ -287,6 +287,7 @@ typedef struct slab {
     struct slab *next;
     char *base;
     size_t used;        /* bump pointer                                 */
+    size_t queued;      /* populating queued below this (2 MiB steps)  */
     size_t live;        /* allocations not yet freed                    */
 } slab;
 
@@ -311,11 +312,17 @@ static void *slab_alloc(size_t bytes, slab **out)
         }
         s->next = slabs;
         slabs = s;
-        bg_queue_locked(s, POPULATE, s->base, SLAB_BYTES);
     }
     void *p = s->base + s->used;
     s->used += len;
     s->live++;
+    if (s->used > s->queued) {
+        /* Only what is handed out, 2 MiB at a time: a program with a few
+         * small tensors does not get 64 MiB faulted in. */
+        size_t upto = (s->used + HUGE_BYTES - 1) & ~(HUGE_BYTES - 1);
+        bg_queue_locked(s, POPULATE, s->base + s->queued, upto - s->queued);
+        s->queued = upto;
+    }
     pthread_mutex_unlock(&bg.mu);
     *out = s;
     return p;

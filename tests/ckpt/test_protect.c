@@ -543,11 +543,19 @@ static void case_background(const char *dir)
     ck = open_mode(dir, FB_CKPT_SNAPSHOT_COPY);
     CHECK(ck != NULL);
     CHECK_RC(fb_ckpt_register(ck, "big", FB_DTYPE_U8, 1, shape, big), 0);
+    CHECK_RC(fb_ckpt_register(ck, "small", FB_DTYPE_U8, 1, shape2, small), 0);
     st = &ck->t[0].stage;
     for (int i = 0; i < 3000 && fb__bg_pending(); i++)
         usleep(10000);
     CHECK_EQ_U64(fb__bg_pending(), 0);
     CHECK_EQ_U64(resident(st->ptr, st->mapped), st->mapped / (size_t)sysconf(_SC_PAGESIZE));
+    /* The small one's slab (64 MiB, its first allocation at the start):
+     * only the 2 MiB handed out are faulted in. */
+    const fb__staging *sm = &ck->t[1].stage;
+    CHECK(sm->slab != NULL);
+    CHECKF(resident(sm->ptr, 64u << 20) * (size_t)sysconf(_SC_PAGESIZE) <= (2u << 20),
+           "%zu KiB of the slab faulted in",
+           resident(sm->ptr, 64u << 20) * (size_t)sysconf(_SC_PAGESIZE) >> 10);
     fb_ckpt_close(ck);
     free(big);
     free(small);
