@@ -460,6 +460,17 @@ static int write_shard(fb_ckpt *ck, uint64_t step, int from_staging,
     struct iovec iov[IOV_BATCH];
     size_t i = 0, done = 0;
     fb__write_behind wb = {data_off, data_off}; /* store.h */
+    /* With O_DIRECT where the file takes it (store.h), else the loop. */
+    rc = fb__ckpt_write_direct(tmp, fd, ck, from_staging, data_off,
+                               file_bytes - data_off);
+    if (rc == 1) {
+        rc = 0;
+    } else if (rc) {
+        fb__ckpt_say(why, why_size, "write %s: %s", tmp, strerror(-rc));
+    } else {
+        i = ck->n; /* all written */
+        off = file_bytes;
+    }
     while (i < ck->n && !rc) {
         int np = 0;
         size_t total = 0;

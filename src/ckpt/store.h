@@ -72,6 +72,21 @@ typedef struct fb__write_behind {
 } fb__write_behind;
 void fb__ckpt_write_behind(int fd, fb__write_behind *wb, uint64_t end);
 
+/*
+ * Write the data section of a shard, [data_off, data_off + bytes) of the
+ * file open as fd (written with plain writes), with O_DIRECT through a
+ * second descriptor of path: the bytes go from memory to the disk without
+ * a copy in the page cache (and without its writeback, which costs the
+ * CPU most of a buffered write on a busy machine).  Each 8 MiB of the
+ * file is gathered from the tensors (source: fb__ckpt_source) into an
+ * aligned buffer and written; the partial 4 KiB blocks at the two ends go
+ * through fd.  Returns 0 when written, 1 when this file cannot take direct
+ * I/O (nothing to undo: write it the plain way), or -errno.
+ */
+struct fb_ckpt;
+int fb__ckpt_write_direct(const char *path, int fd, const struct fb_ckpt *ck,
+                          int from_staging, uint64_t data_off, uint64_t bytes);
+
 /* Called between the steps of a deletion (tests crash there). */
 typedef void (*fb__ckpt_hook)(const char *point, uint64_t step);
 
