@@ -163,6 +163,16 @@ static uint64_t make_state(group *groups, int ngroups, uint64_t scale,
     return total;
 }
 
+/* One rank of one, the newest checkpoint kept, into dir. */
+static void bench_options(fb_ckpt_options *o, const char *dir)
+{
+    fb_ckpt_options_init(o);
+    o->dir = dir;
+    o->rank = 0;
+    o->world_size = 1;
+    o->keep = 1;
+}
+
 static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -203,11 +213,7 @@ static int startup_child(const char *dir, const char *mode, const char *when,
     munmap(dst, total);
 
     fb_ckpt_options o;
-    fb_ckpt_options_init(&o);
-    o.dir = dir;
-    o.rank = 0;
-    o.world_size = 1;
-    o.keep = 1;
+    bench_options(&o, dir);
     o.snapshot = !strcmp(mode, "copy") ? FB_CKPT_SNAPSHOT_COPY
                                        : FB_CKPT_SNAPSHOT_PROTECT;
     fb_ckpt *ck;
@@ -412,11 +418,7 @@ int main(int argc, char **argv)
     fb__rm_rf(ckdir);
 
     fb_ckpt_options o;
-    fb_ckpt_options_init(&o);
-    o.dir = ckdir;
-    o.rank = 0;
-    o.world_size = 1;
-    o.keep = 1;
+    bench_options(&o, ckdir);
     if (getenv("BENCH_CKPT_IO_THREADS"))
         o.io_threads = atoi(getenv("BENCH_CKPT_IO_THREADS"));
     /* Register every tensor with a handle in the given snapshot mode. */

@@ -341,42 +341,6 @@ void fb__ckpt_say(char *buf, size_t size, const char *fmt, ...)
     va_end(ap);
 }
 
-/* pwritev until everything is written; modifies iov.  0 or -errno. */
-static int pwritev_all(int fd, struct iovec *iov, int cnt, uint64_t off)
-{
-    while (cnt > 0) {
-        ssize_t r = pwritev(fd, iov, cnt, (off_t)off);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r < 0)
-            return -errno;
-        if (r == 0)
-            return -EIO;
-        off += (uint64_t)r;
-        fb__iov_advance(&iov, &cnt, (size_t)r);
-    }
-    return 0;
-}
-
-static int pwrite_all(int fd, const void *buf, size_t len, uint64_t off)
-{
-    const char *p = buf;
-    while (len) {
-        ssize_t r = pwrite(fd, p, len, (off_t)off);
-        if (r < 0) {
-            if (errno == EINTR)
-                continue;
-            return -errno;
-        }
-        if (r == 0)
-            return -EIO;
-        p += r;
-        len -= (size_t)r;
-        off += (uint64_t)r;
-    }
-    return 0;
-}
-
 typedef struct hash_job {
     fb_ckpt *ck;
     int from_staging;
@@ -491,7 +455,7 @@ static int write_shard(fb_ckpt *ck, uint64_t step, int from_staging,
                 done = 0;
             }
         }
-        if (np && (rc = pwritev_all(fd, iov, np, off)))
+        if (np && (rc = fb__ckpt_pwritev_all(fd, iov, np, off)))
             fb__ckpt_say(why, why_size, "write %s: %s", tmp, strerror(-rc));
         off += total;
         if (!rc)
@@ -510,8 +474,8 @@ static int write_shard(fb_ckpt *ck, uint64_t step, int from_staging,
     unsigned char lenbuf[8];
     for (int b = 0; b < 8; b++)
         lenbuf[b] = (unsigned char)((uint64_t)hdr.len >> (8 * b));
-    if ((rc = pwrite_all(fd, lenbuf, 8, 0)) ||
-        (rc = pwrite_all(fd, hdr.buf, hdr.len, 8))) {
+    if ((rc = fb__ckpt_pwrite_all(fd, lenbuf, 8, 0)) ||
+        (rc = fb__ckpt_pwrite_all(fd, hdr.buf, hdr.len, 8))) {
         fb__ckpt_say(why, why_size, "write %s: %s", tmp, strerror(-rc));
         goto fail;
     }

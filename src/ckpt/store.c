@@ -12,10 +12,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "ckpt/engine.h"
 #include "ckpt/safetensors.h"
+#include "ckpt/shard.h"
 #include "common/alloc.h"
 #include "common/util.h"
 
@@ -323,21 +325,26 @@ static void gather(const fb_ckpt *ck, int from_staging, gather_cursor *c,
     }
 }
 
-static int pwrite_full(int fd, const char *p, size_t n, uint64_t off)
+int fb__ckpt_pwritev_all(int fd, struct iovec *iov, int cnt, uint64_t off)
 {
-    while (n) {
-        ssize_t r = pwrite(fd, p, n, (off_t)off);
+    while (cnt > 0) {
+        ssize_t r = pwritev(fd, iov, cnt, (off_t)off);
         if (r < 0 && errno == EINTR)
             continue;
         if (r < 0)
             return -errno;
         if (r == 0)
             return -EIO;
-        p += r;
-        n -= (size_t)r;
         off += (uint64_t)r;
+        fb__iov_advance(&iov, &cnt, (size_t)r);
     }
     return 0;
+}
+
+int fb__ckpt_pwrite_all(int fd, const void *buf, size_t n, uint64_t off)
+{
+    struct iovec one = {.iov_base = (void *)buf, .iov_len = n};
+    return n ? fb__ckpt_pwritev_all(fd, &one, 1, off) : 0;
 }
 
 int fb__ckpt_write_direct(const char *path, int fd, const fb_ckpt *ck,
@@ -369,18 +376,18 @@ int fb__ckpt_write_direct(const char *path, int fd, const fb_ckpt *ck,
     int rc = 0;
     /* The head: up to the first aligned block, the plain way. */
     gather(ck, from_staging, &c, buf, (size_t)(lo - data_off));
-    rc = pwrite_full(fd, buf, (size_t)(lo - data_off), data_off);
+    rc = fb__ckpt_pwrite_all(fd, buf, (size_t)(lo - data_off), data_off);
     for (uint64_t off = lo; off < hi && !rc; off += DIO_BATCH) {
         size_t n = hi - off < DIO_BATCH ? (size_t)(hi - off) : DIO_BATCH;
         gather(ck, from_staging, &c, buf, n);
-        rc = pwrite_full(dfd, buf, n, off);
+        rc = fb__ckpt_pwrite_all(dfd, buf, n, off);
         if (rc == -EINVAL)
             rc = 1; /* opened, but not written so here: the plain way
                        rewrites the whole section */
     }
     if (!rc) { /* the tail: after the last aligned block */
         gather(ck, from_staging, &c, buf, (size_t)(data_off + bytes - hi));
-        rc = pwrite_full(fd, buf, (size_t)(data_off + bytes - hi), hi);
+        rc = fb__ckpt_pwrite_all(fd, buf, (size_t)(data_off + bytes - hi), hi);
     }
     fb__staging_free(&bounce);
     close(dfd);

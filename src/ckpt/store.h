@@ -84,6 +84,11 @@ void fb__ckpt_write_behind(int fd, fb__write_behind *wb, uint64_t end);
  * I/O (nothing to undo: write it the plain way), or -errno.
  */
 struct fb_ckpt;
+/* pwritev / pwrite until everything is written (modifies iov): 0, or
+ * -errno (-EIO when no byte was taken). */
+struct iovec;
+int fb__ckpt_pwritev_all(int fd, struct iovec *iov, int cnt, uint64_t off);
+int fb__ckpt_pwrite_all(int fd, const void *buf, size_t n, uint64_t off);
 int fb__ckpt_write_direct(const char *path, int fd, const struct fb_ckpt *ck,
                           int from_staging, uint64_t data_off, uint64_t bytes);
 
