@@ -743,6 +743,12 @@ fail:
     return rc;
 }
 
+/* names.h's view of the registered names. */
+static const char *tensor_name(const void *arg, size_t i)
+{
+    return ((const fb_ckpt *)arg)->t[i].name;
+}
+
 static int valid_name(const char *name)
 {
     size_t n = strlen(name);
@@ -781,12 +787,11 @@ int fb_ckpt_register_slice(fb_ckpt *ck, const char *name, fb_dtype dtype,
     }
     if (bytes > SIZE_MAX / 2 || (bytes && !data))
         return -EINVAL;
-    for (size_t i = 0; i < ck->n; i++)
-        if (!strcmp(ck->t[i].name, name)) {
-            fprintf(stderr, "firebreak: fb_ckpt_register: tensor \"%s\" is "
-                            "already registered\n", name);
-            return -EINVAL;
-        }
+    if (fb__names_find(&ck->names, name, tensor_name, ck) >= 0) {
+        fprintf(stderr, "firebreak: fb_ckpt_register: tensor \"%s\" is "
+                        "already registered\n", name);
+        return -EINVAL;
+    }
     if (ck->n == ck->cap) {
         size_t cap = ck->cap ? ck->cap * 2 : 16;
         fb__ckpt_tensor *nt = realloc(ck->t, cap * sizeof *nt);
@@ -822,6 +827,13 @@ int fb_ckpt_register_slice(fb_ckpt *ck, const char *name, fb_dtype dtype,
         t->wp = ck->wp.fd >= 0 && !t->on_device && t->bytes >= WP_MIN_BYTES &&
                 fb__wp_register(&ck->wp, data, t->bytes) == 0;
         ck->wp.planned = 0;
+    }
+    if (fb__names_add(&ck->names, ck->n, tensor_name, ck)) {
+        if (t->pinned)
+            fb__cuda_unpin(t->staging);
+        fb__staging_free(&t->stage);
+        free(t->name);
+        return -ENOMEM;
     }
     ck->n++;
     return 0;
@@ -1077,6 +1089,7 @@ void fb_ckpt_close(fb_ckpt *ck)
         free(ck->t[i].name);
     }
     free(ck->t);
+    fb__names_free(&ck->names);
     pthread_mutex_destroy(&ck->mu);
     pthread_cond_destroy(&ck->cv);
     free(ck);

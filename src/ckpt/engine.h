@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "ckpt/hash.h"
+#include "ckpt/names.h"
 #include "ckpt/safetensors.h"
 #include "firebreak/firebreak.h"
 
@@ -122,6 +123,7 @@ struct fb_ckpt {
     int job_protected;  /* the save in flight waits for fb__wp_drain    */
     fb__ckpt_tensor *t;
     size_t n, cap;
+    fb__names names;    /* index of t[].name (duplicates at registration) */
 
     /* The writer thread and the one save in flight, under mu. */
     pthread_mutex_t mu;
