@@ -70,7 +70,7 @@ for line in open(sys.argv[1]):
         print(f"  baseline: Slurm marked the node not responding after {slurm:.2f} s; "
               f"ratio firebreak / Slurm = {det / slurm:.2f}")
         base = f"Slurm's notice {slurm:.2f} s ({det / slurm:.2f}x)"
-    result.target("bench_slurm_nodeloss", f"node lost by {how} -> node_failure",
-                  f"{det:.2f} s", base,
-                  f"<= {bound:g} s (timeout {limit:g} + 1 + tick)", det <= bound)
+    result.target("bench_slurm_nodeloss",
+                  f"node lost ({how}) -> detected, --node-timeout {limit:g} s",
+                  f"{det:.2f} s", base, f"<= {bound:g} s", det <= bound)
 PY

@@ -128,7 +128,7 @@ int main(void)
     int met = bench_target(
         "bench_sdc", "SDC check, 1 GiB in 16 tensors, default setting",
         bench_fmt(m, sizeof m, "%.3f ms a step = %.3f%%", cost_ms, pct),
-        bench_fmt(b, sizeof b, "step (read+write all) %.1f ms", step_ms), "< 1% of the step",
+        bench_fmt(b, sizeof b, "step (read+write all) %.1f ms", step_ms), "< 1% of step",
         pct < 1.0);
     free(p);
     fb_sdc_clear();
