@@ -25,10 +25,9 @@ for _ in 1 2 3; do
     paired+=("$(grep -h '^paired_us=' runs/*/logs/rank-0.log | cut -d= -f2 | tr ' ' ,)")
     without+=("$(one --no-python-hooks)")
 done
-python3 - "${with[*]}" "${without[*]}" "${paired[*]}" "$SRC/bench" <<'PY'
+PYTHONPATH="$SRC/bench" python3 - "${with[*]}" "${without[*]}" "${paired[*]}" <<'PY'
 import statistics, sys
-sys.path.insert(0, sys.argv[4])
-import result
+from result import target
 w = [float(x) for x in sys.argv[1].split()]
 b = [float(x) for x in sys.argv[2].split()]
 p = [tuple(float(v) for v in x.split(",")) for x in sys.argv[3].split()]
@@ -36,9 +35,9 @@ pw, pb, cw, cb = (statistics.median(x[i] for x in p) for i in range(4))
 print("paired in one process (blocks through the hooks and around them, "
       "alternated): %.1f us/call with, %.1f us without: %+.2f us, ratio %.3f "
       "(target: < 1.02)" % (pw, pb, pw - pb, pw / pb))
-result.target("fr_bench_pyhooks", "Python hooks, 8-byte gloo all_reduce, 2 ranks",
-              "%.1f us/call = %.3fx" % (pw, pw / pb),
-              "without the hooks %.1f us/call" % pb, "< 1.02x (2%)", pw / pb < 1.02)
+target("fr_bench_pyhooks", "Python hooks, 8-byte gloo all_reduce, 2 ranks",
+       "%.1f us/call = %.3fx" % (pw, pw / pb),
+       "without the hooks %.1f us/call" % pb, "< 1.02x (2%)", pw / pb < 1.02)
 print("  the calling thread's CPU time: %.2f us/call with, %.2f us without: "
       "the hooks' own cost %+.2f us/call" % (cw, cb, cw - cb))
 mw, mb = statistics.median(w), statistics.median(b)

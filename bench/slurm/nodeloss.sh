@@ -52,10 +52,9 @@ for how in kill link-down stop; do
     [ -n "$det" ] || fail "$how: no node_failure recorded"
     echo "$how $det $rel ${slurm:-nan}" >>results.txt
 done
-python3 - results.txt $NODE_TIMEOUT $TICK_S "$SRC/bench" <<'PY'
+PYTHONPATH="$SRC/bench" python3 - results.txt $NODE_TIMEOUT $TICK_S <<'PY'
 import math, sys
-sys.path.insert(0, sys.argv[4])
-import result
+from result import target
 limit, tick = float(sys.argv[2]), float(sys.argv[3])
 bound = limit + 1 + tick
 for line in open(sys.argv[1]):
@@ -70,7 +69,6 @@ for line in open(sys.argv[1]):
         print(f"  baseline: Slurm marked the node not responding after {slurm:.2f} s; "
               f"ratio firebreak / Slurm = {det / slurm:.2f}")
         base = f"Slurm's notice {slurm:.2f} s ({det / slurm:.2f}x)"
-    result.target("bench_slurm_nodeloss",
-                  f"node lost ({how}) -> detected, --node-timeout {limit:g} s",
-                  f"{det:.2f} s", base, f"<= {bound:g} s", det <= bound)
+    target("bench_slurm_nodeloss", f"node lost ({how}) -> detected, --node-timeout {limit:g} s",
+           f"{det:.2f} s", base, f"<= {bound:g} s", det <= bound)
 PY
