@@ -284,6 +284,78 @@ static void remove_segment(const fb__watch_opts *o, const wrank *w)
         unlink(path);
 }
 
+/* A hang: copy the segment (and with it the flight-recorder ring) of
+ * every rank of this node into the run directory, where the supervisor
+ * analyzes them with those of the other nodes; then say how many.  The
+ * supervisor asks before it stops anything, so the rings are as the hang
+ * left them. */
+static void snapshot(const fb__watch_opts *o, wrank *ranks, int n)
+{
+    fb__fbw1_msg m;
+    msg_init(&m, FB_FBW1_SNAPPED, 0);
+    snprintf(m.node, sizeof m.node, "%s", o->node);
+    m.attempt = o->attempt;
+    const char *run = fb__getenv("FIREBREAK_RUN_DIR");
+    char dir[PATH_MAX];
+    if (!run || fb__fmt(dir, sizeof dir, "%s/fr/attempt-%d", run, o->attempt) ||
+        fb__mkdir_p(dir, 0755)) {
+        fprintf(stderr, "firebreak watch: no flight-recorder snapshot: %s\n",
+                run ? "cannot create its directory in the run" : "FIREBREAK_RUN_DIR not set");
+        emit(o->out, &m);
+        return;
+    }
+    for (int i = 0; i < n; i++) {
+        char path[PATH_MAX];
+        if (!ranks[i].seg || fb__fmt(path, sizeof path, "%s/rank-%d.fbseg", dir, ranks[i].rank))
+            continue;
+        int rc = fb__seg_dump(ranks[i].seg, path);
+        if (rc)
+            fprintf(stderr, "firebreak watch: snapshot of rank %d: %s\n", ranks[i].rank,
+                    fb_strerror(rc));
+        else if (m.count < FB__FBW1_COUNT_MAX)
+            m.count++;
+    }
+    emit(o->out, &m);
+}
+
+/* Requests from the supervisor: fbw1 lines on in_fd, read as they come
+ * (bounded buffer; an over-long line is skipped to its end, a line that
+ * does not parse is dropped).  EOF or an error closes the channel. */
+typedef struct wreq {
+    int fd;
+    char buf[2 * FB__FBW1_LINE_MAX];
+    size_t len;
+    int dropping;
+} wreq;
+
+static void read_requests(const fb__watch_opts *o, wreq *q, wrank *ranks, int n)
+{
+    ssize_t got = read(q->fd, q->buf + q->len, sizeof q->buf - q->len);
+    if (got < 0 && (errno == EINTR || errno == EAGAIN))
+        return;
+    if (got <= 0) {
+        q->fd = -1;
+        return;
+    }
+    q->len += (size_t)got;
+    char *start = q->buf, *nl;
+    while ((nl = memchr(start, '\n', q->len - (size_t)(start - q->buf)))) {
+        fb__fbw1_msg m;
+        if (!q->dropping && fb__fbw1_parse(start, (size_t)(nl - start), 1, &m) == 0 &&
+            m.kind == FB_FBW1_SNAP && m.attempt == o->attempt)
+            snapshot(o, ranks, n);
+        q->dropping = 0;
+        start = nl + 1;
+    }
+    size_t rest = q->len - (size_t)(start - q->buf);
+    if (rest >= FB__FBW1_LINE_MAX) {
+        q->dropping = 1;
+        rest = 0;
+    }
+    memmove(q->buf, start, rest);
+    q->len = rest;
+}
+
 int fb__watch_run(const fb__watch_opts *o)
 {
     struct sigaction sa = {.sa_handler = on_stop};
@@ -317,8 +389,11 @@ int fb__watch_run(const fb__watch_opts *o)
     emit(o->out, &m);
     uint64_t interval_ns = (uint64_t)(o->interval_s * 1e9), last_beat = 0;
     int left = n;
+    static wreq req;
+    memset(&req, 0, sizeof req);
+    req.fd = o->in_fd;
     while (!g_stop && left > 0) {
-        struct pollfd pfd[FB__WATCH_MAX_LOCAL];
+        struct pollfd pfd[FB__WATCH_MAX_LOCAL + 1];
         int map[FB__WATCH_MAX_LOCAL], np = 0;
         for (int i = 0; i < n; i++) {
             if (ranks[i].ended)
@@ -331,7 +406,15 @@ int fb__watch_run(const fb__watch_opts *o)
                 map[np++] = i;
             }
         }
-        int rc = poll(pfd, (nfds_t)np, 50);
+        if (req.fd >= 0) {
+            pfd[np].fd = req.fd;
+            pfd[np].events = POLLIN;
+            pfd[np].revents = 0;
+        }
+        int rc = poll(pfd, (nfds_t)np + (req.fd >= 0), 50);
+        /* A snapshot first: the rings as the hang left them. */
+        if (rc > 0 && req.fd >= 0 && pfd[np].revents)
+            read_requests(o, &req, ranks, n);
         for (int k = 0; rc > 0 && k < np; k++)
             if (pfd[k].revents)
                 report_end(o->out, &ranks[map[k]]);

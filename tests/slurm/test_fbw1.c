@@ -59,7 +59,7 @@ static int msg_eq(const fb__fbw1_msg *a, const fb__fbw1_msg *b, const char *what
     EQ_INT(step) EQ_INT(phase) EQ_INT(age_ms) EQ_INT(how) EQ_INT(code)
     EQ_INT(verdict) EQ_STR(reason) EQ_INT(rep_idx) EQ_INT(rep_kind)
     EQ_INT(rep_code) EQ_INT(rep_step) EQ_INT(rep_bytes) EQ_INT(rep_v1)
-    EQ_INT(rep_v2) EQ_INT(rep_wall_ns) EQ_STR(rep_text)
+    EQ_INT(rep_v2) EQ_INT(rep_wall_ns) EQ_STR(rep_text) EQ_INT(attempt) EQ_INT(count)
 #undef EQ_INT
 #undef EQ_STR
     return 1;
@@ -155,6 +155,23 @@ static void test_round_trips(void)
     round_trip(&m, 1, "alive");
     m.node[0] = '\0';
     char nope[64];
+    CHECK_RC(fb__fbw1_format(&m, nope, sizeof nope), -EINVAL);
+
+    m = msg(FB_FBW1_SNAP);
+    m.attempt = 3;
+    round_trip(&m, 1, "snap");
+    m.attempt = FB__FBW1_ATTEMPT_MAX;
+    round_trip(&m, 1, "snap at its bound");
+    m.attempt = FB__FBW1_ATTEMPT_MAX + 1;
+    CHECK_RC(fb__fbw1_format(&m, nope, sizeof nope), -EINVAL);
+    m = msg(FB_FBW1_SNAPPED);
+    snprintf(m.node, sizeof m.node, "node2");
+    m.attempt = 1;
+    m.count = 0;
+    round_trip(&m, 1, "snapped, nothing written");
+    m.count = FB__FBW1_COUNT_MAX;
+    round_trip(&m, 1, "snapped at its bound");
+    m.count = FB__FBW1_COUNT_MAX + 1;
     CHECK_RC(fb__fbw1_format(&m, nope, sizeof nope), -EINVAL);
 
     m = msg(FB_FBW1_REPORT);
@@ -287,6 +304,9 @@ static void test_hostile(void)
         "fbw1 end 1 exit", "fbw1 end 1 exit 0 0", "fbw1 health node3",
         "fbw1 bye", "fbw1 bye node3 node4", "fbw1 report 0 0 2 0 30 0 0 0",
         "fbw1 alive", "fbw1 alive node3 node4", "fbw1 alive node/3",
+        "fbw1 snap", "fbw1 snap 1 2", "fbw1 snap -1", "fbw1 snap 1000001",
+        "fbw1 snapped node2 1", "fbw1 snapped node2 1 2 3", "fbw1 snapped node/2 1 2",
+        "fbw1 snapped node2 1 1025", "fbw1 snapped node2 -1 2", "fbw1 snap 1 ",
         "fbw1 hello  node3 2 42", "fbw1 attach 1  2", "fbw1 beat 1 2 3 4 ",
         "fbw1 nope 1 2", "fbw2 bye node3", "fbw1", "fbw1 ",
     };
