@@ -628,6 +628,14 @@ int fb__sup_launch_slurm(fb__sup *s)
     argv[n++] = list;
     argv[n++] = "--export=ALL";
     argv[n++] = outpat;
+    /* torchrun's contract, per task (srun sets only SLURM_*): what a
+     * PyTorch script reads to join its process group. */
+    argv[n++] = "/bin/sh";
+    argv[n++] = "-c";
+    argv[n++] = "RANK=$SLURM_PROCID LOCAL_RANK=$SLURM_LOCALID WORLD_SIZE=$SLURM_NTASKS "
+                "GROUP_RANK=$SLURM_NODEID LOCAL_WORLD_SIZE=$SLURM_NTASKS_PER_NODE; "
+                "export RANK LOCAL_RANK WORLD_SIZE GROUP_RANK LOCAL_WORLD_SIZE; exec \"$@\"";
+    argv[n++] = "firebreak-rank";
     for (char *const *a = o->argv; *a && n < 298; a++)
         argv[n++] = *a;
     argv[n] = NULL;
@@ -1137,6 +1145,17 @@ void fb__sup_slurm_on_failure(fb__sup *s)
         if (srun_blame(g, &task, what, sizeof what) == 0 && task >= 0 && task < s->world) {
             f->rank = task;
             snprintf(f->detail, sizeof f->detail, "rank %d: %s (srun)", task, what);
+            /* A rank without a segment (a plain PyTorch script) ends
+             * unseen by its watcher: srun's words are all there is. */
+            static const struct { const char *what; int sig; } sigs[] = {
+                {"Killed", SIGKILL}, {"Segmentation fault", SIGSEGV},
+                {"Aborted", SIGABRT}, {"Bus error", SIGBUS}, {"Terminated", SIGTERM}};
+            for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
+                if (!strncmp(what, sigs[i].what, strlen(sigs[i].what))) {
+                    f->kind = FB__SUP_FAIL_CRASH;
+                    f->signal = sigs[i].sig;
+                    f->has_exit_code = 0;
+                }
         }
     }
     if (f->rank < 0 || f->rank >= s->world)
