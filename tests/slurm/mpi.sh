@@ -7,7 +7,8 @@
 #      ranks' rings into the run directory before anything is stopped, and
 #      the incident names rank 3, node2 and the collective where it
 #      stopped (not rank 0, the first silent rank the watchers report);
-#      `firebreak fr analyze` on the run's snapshots says the same; the
+#      `firebreak fr analyze` on the run's snapshots says the same, with
+#      the host of rank 3 (its ring's identity); the
 #      run resumes from a checkpoint and ends with the reference hash;
 #   3. rank 3 killed on node2: restart, the reference hash.
 source "$(dirname "$0")/lib.sh"
@@ -59,7 +60,8 @@ grep -q "snapshots from 3 of 3 node watchers" "$T/hang.err" "$T/hang/logs/"*.log
     || fail "the watchers did not all snapshot: $(grep -h 'flight recorder' "$T/hang.err" "$T/hang/logs/"*.log)"
 "$FB" fr analyze "$T/hang/fr/attempt-0" --json >fr.out 2>&1 && fail "fr analyze found no hang"
 [ "$(json_field fr.out '["culprits"]')" = "[3]" ] || fail "fr analyze: $(tail -n 3 fr.out)"
-grep -q "all_reduce" fr.out || fail "fr analyze names no collective: $(head -n 5 fr.out)"
+grep -q "rank 3 never entered all_reduce" fr.out || fail "fr analyze names no collective: $(head -n 5 fr.out)"
+grep -q "rank 3 (host node2) last completed" fr.out || fail "fr analyze names no host: $(head -n 5 fr.out)"
 [ "$(cat "$T/hang/final_hash")" = "$want" ] || fail "hang run ended with $(cat "$T/hang/final_hash"), not $want"
 ok "hang of rank 3 on node2: $detail"
 
