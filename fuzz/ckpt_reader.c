@@ -1,7 +1,8 @@
 /*
  * ckpt_reader.c -- libFuzzer target for the safetensors shard reader:
  * parse a whole file from memory, then check its firebreak metadata and
- * hash every tensor the header describes (bounds come from the parser).
+ * hash every tensor the header describes (bounds come from the parser),
+ * and read every tensor's recorded slice place (layout.c).
  */
 #include <stddef.h>
 #include <stdint.h>
@@ -24,6 +25,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             (void)fb__hash(fb__hash_default(), data + h->data_offset + t->begin,
                            (size_t)(t->end - t->begin));
         }
+    }
+    for (size_t i = 0; i < h->ntensors; i++) {
+        int64_t gshape[FB__ST_MAX_DIMS], goff[FB__ST_MAX_DIMS];
+        (void)fb__shard_slice_place(h, &h->tensors[i], gshape, goff, "fuzz", err,
+                                    sizeof err);
     }
     (void)fb__st_meta_get(h, "firebreak.step");
     fb__st_free(h);

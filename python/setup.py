@@ -2,8 +2,9 @@
 the extension compiles the libfirebreak sources it needs (src/common,
 src/lib, src/ckpt, the flight recorder's recorder.c) into itself, so no
 installed libfirebreak is required.  XXH3 from Debian's libxxhash-dev
-when its header is present (else CRC32C, as in the CMake build); no CUDA;
-no test hooks (a release build).
+when its header is present (else CRC32C, as in the CMake build); the CUDA
+device path when the toolkit's headers are found; no test hooks (a release
+build).
 
     pip install ./python                    (from the repository root)
     pip install --no-build-isolation ./python   (offline: setuptools from the system)
@@ -27,7 +28,7 @@ if not os.path.exists(os.path.join(ROOT, "include", "firebreak", "firebreak.h"))
 LIB_SOURCES = {
     "common": ["util.c", "json.c", "jsonw.c"],
     "lib": ["lib.c", "segment.c", "segment_guard.c", "inject.c", "error.c"],
-    "ckpt": ["engine.c", "restore.c", "staging.c", "protect.c", "safetensors.c",
+    "ckpt": ["engine.c", "restore.c", "layout.c", "staging.c", "protect.c", "safetensors.c",
              "shard.c", "store.c", "hash.c", "cuda.c"],
     "fr": ["recorder.c"],
 }
@@ -41,13 +42,26 @@ xxhash = os.path.exists(os.path.join(sysconfig.get_config_var("INCLUDEDIR") or "
 if xxhash:
     macros.append(("FB_HAVE_XXHASH", None))
 
+# The device-to-host path of the checkpoint engine (src/ckpt/cuda.c) when
+# the CUDA toolkit's headers are there (CUDA_HOME, else /usr/local/cuda):
+# headers only, libcudart is loaded with dlopen at run time.
+# FIREBREAK_NO_CUDA=1 leaves it out.
+include_dirs = [os.path.join(ROOT, "include"), SRC]
+libraries = ["pthread", "m", "rt"]
+cuda_inc = os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"), "include")
+if (os.path.exists(os.path.join(cuda_inc, "cuda_runtime_api.h"))
+        and os.environ.get("FIREBREAK_NO_CUDA") != "1"):
+    macros.append(("FB_HAVE_CUDA", None))
+    include_dirs.append(cuda_inc)
+    libraries.append("dl")
+
 ext = Extension(
     "firebreak._firebreak",
     sources=sources,
-    include_dirs=[os.path.join(ROOT, "include"), SRC],
+    include_dirs=include_dirs,
     define_macros=macros,
     extra_compile_args=["-std=gnu11", "-fvisibility=hidden", "-Wno-unused-parameter"],
-    libraries=["pthread", "m", "rt"],
+    libraries=libraries,
 )
 
 setup(
@@ -56,6 +70,7 @@ setup(
     description="firebreak: heartbeats, phases and verified checkpoints for "
                 "training jobs (a CPython extension over libfirebreak)",
     packages=["firebreak"],
+    package_data={"firebreak": ["_boot/sitecustomize.py"]},
     ext_modules=[ext],
     python_requires=">=3.8",
 )

@@ -318,6 +318,98 @@ int fb_ckpt_restore(fb_ckpt *ck, uint64_t *step_out);
 /* Wait for any in-flight save, then free the handle and staging memory. */
 void fb_ckpt_close(fb_ckpt *ck);
 
+/* The handle's checkpoint directory (the option, or the one picked when
+ * it was NULL).  Owned by the handle. */
+const char *fb_ckpt_dir(const fb_ckpt *ck);
+
+/* 1 when this libfirebreak was built with the device-to-host path (CUDA
+ * toolkit found at build time; libcudart is loaded at run time), else 0.
+ * Without it a device pointer given to fb_ckpt_register is read as host
+ * memory: a crash.  Whether a GPU is present is another question. */
+int fb_ckpt_device_support(void);
+
+/* ------------------------------------------------------------------------
+ * Reading checkpoints across shards: what a step holds, and any part of
+ * any tensor from whichever rank's shard holds it.  For replicated state
+ * written by one rank of a group, and for sharded state restored on
+ * another world size (docs/checkpoint.md, "Reading across shards").
+ * ---------------------------------------------------------------------- */
+
+#define FB_CKPT_MAX_DIMS 32        /* dimensions of a tensor, at most      */
+#define FB_CKPT_NEWEST UINT64_MAX  /* max_step of fb_ckpt_layout_open      */
+
+typedef struct fb_ckpt_layout fb_ckpt_layout;
+
+/*
+ * Open the newest complete checkpoint of `dir` whose step is <= max_step,
+ * reading the header of every shard (no data).  world_size > 0: the
+ * checkpoint must have been saved by that many ranks (completeness is
+ * counted with it); 0: the world size the lowest rank's shard records
+ * (to restore on another world size).  A step with a shard that is not a
+ * regular file, has a malformed header, or records another step, rank or
+ * world size than its place is passed over (as restore does).  Nothing is
+ * verified yet: fb_ckpt_layout_read verifies what it reads.  *out is set
+ * only on success.  Errors: FB_ENOCKPT (none; also when dir is missing),
+ * -ENOMEM, -EINVAL, -errno of listing dir.
+ */
+int fb_ckpt_layout_open(fb_ckpt_layout **out, const char *dir, int world_size,
+                        uint64_t max_step);
+uint64_t fb_ckpt_layout_step(const fb_ckpt_layout *lay);
+int fb_ckpt_layout_world_size(const fb_ckpt_layout *lay);
+
+/* One stored tensor: a whole tensor, or a slice of a global one.  Pointers
+ * are owned by the layout. */
+typedef struct fb_ckpt_tensor_info {
+    const char *name;
+    int rank;                     /* the shard that holds it                */
+    fb_dtype dtype;
+    int ndim;
+    const int64_t *shape;         /* what is stored                         */
+    const int64_t *global_shape;  /* the whole tensor; == shape when whole  */
+    const int64_t *global_offset; /* where shape sits in it; 0s when whole  */
+    uint64_t bytes;
+} fb_ckpt_tensor_info;
+
+/* How many tensors the step's shards hold (all ranks together), and the
+ * i-th, by rank then the shard's order.  -ERANGE past the end. */
+size_t fb_ckpt_layout_count(const fb_ckpt_layout *lay);
+int fb_ckpt_layout_tensor(const fb_ckpt_layout *lay, size_t i,
+                          fb_ckpt_tensor_info *out);
+
+/* One region to read: the part `shape` at `global_offset` (NULL: 0s) of
+ * the tensor `name` of `global_shape` (NULL: == shape, a whole tensor),
+ * into `data` (contiguous, row-major, shape x dtype bytes). */
+typedef struct fb_ckpt_read_req {
+    const char *name;
+    int rank;                     /* -1: any shard; else only that rank's   */
+    fb_dtype dtype;
+    int ndim;
+    const int64_t *shape;
+    const int64_t *global_shape;
+    const int64_t *global_offset;
+    void *data;
+} fb_ckpt_read_req;
+
+/*
+ * Read every request from the shards that hold it: a whole tensor from any
+ * shard that has it (a replica), a region from every stored slice that
+ * overlaps it (resharding: the region may span slices saved by several
+ * ranks).  Each stored tensor needed is read whole and its hash verified;
+ * nothing is written into any request's data before every stored tensor
+ * needed by any request has verified, so on failure the buffers are as
+ * they were.  io_threads: readers per shard (0: 4).  Errors, with err
+ * (may be NULL) naming the tensor, the shard and what was expected:
+ * FB_EMISMATCH (a name not in the step, or not in that rank's shard; a
+ * dtype, dimension count or global shape other than stored; a region the
+ * stored slices do not cover whole), FB_ECORRUPT (a hash differs, a file
+ * truncated or changed since open), FB_EFORMAT (stored slices overlap
+ * each other), -EINVAL (a bad request), -ENOMEM, -errno of reading.
+ */
+int fb_ckpt_layout_read(fb_ckpt_layout *lay, const fb_ckpt_read_req *req,
+                        size_t n, int io_threads, char *err, size_t err_size);
+
+void fb_ckpt_layout_close(fb_ckpt_layout *lay);
+
 /* ------------------------------------------------------------------------
  * Flight recorder: a ring of collective and point-to-point events per rank
  * (docs/flight-recorder.md).  The MPI interposer libfirebreak-mpi.so fills

@@ -10,8 +10,9 @@ import contextlib
 from . import _firebreak
 from ._firebreak import Error
 
-__all__ = ["Error", "Checkpointer", "step", "heartbeat", "phase", "attached",
-           "rank", "world_size", "restart_count", "run_dir", "finalize"]
+__all__ = ["Error", "Checkpointer", "Slice", "step", "heartbeat", "phase", "attached",
+           "rank", "world_size", "restart_count", "run_dir", "finalize",
+           "committed"]
 __version__ = _firebreak.VERSION
 
 _firebreak.init()   # 0 attached or not; < 0: environment unusable, record nothing
@@ -25,9 +26,25 @@ heartbeat = _firebreak.heartbeat
 finalize = _firebreak.finalize
 
 
+# The Python hooks (_hooks.py) count optimizer steps until the script
+# calls step() itself: from then on its numbers win.
+_user_steps = False
+_last_step = 0
+
+
 def step(n):
     """Step n has completed: a heartbeat (and the step's timing)."""
+    global _user_steps, _last_step
+    _user_steps = True
+    _last_step = n
     _firebreak.step(n)
+
+
+def committed(n):
+    """The program's own checkpoint of step n is durable (written some way
+    the hooks do not see: torch.save and dcp.save are seen)."""
+    from ._hooks import committed as _committed
+    _committed(n)
 
 
 _PHASES = {"init": _firebreak.PHASE_INIT, "train": _firebreak.PHASE_TRAIN,
@@ -53,7 +70,7 @@ def phase(name):
 
 
 def __getattr__(name):
-    if name == "Checkpointer":   # torch is imported only when it is used
-        from ._torch import Checkpointer
-        return Checkpointer
+    if name in ("Checkpointer", "Slice"):   # torch is imported only when used
+        from . import _torch
+        return getattr(_torch, name)
     raise AttributeError("module 'firebreak' has no attribute %r" % name)

@@ -2,10 +2,11 @@
  * _firebreak.c -- the CPython extension over libfirebreak.
  *
  * The engine stays in C: this file only converts Python values to the
- * public API's arguments and back (fb_init, fb_step, phases, fb_ckpt_*),
- * plus one read-only helper, layout(), that tells the torch glue which
- * tensors the newest complete checkpoint of a rank holds (so lazily created
- * optimizer state can be allocated before restoring into it).  Torch is
+ * public API's arguments and back (fb_init, fb_step, phases, fb_ckpt_*,
+ * and the reader fb_ckpt_layout_*: which tensors a step's shards hold, so
+ * lazily created optimizer state can be allocated before restoring into
+ * it, and any region of them from any rank's shard).  Only the public
+ * header is included.  Torch is
  * not known here: a tensor arrives as an address, a byte count and an
  * owner object whose reference the handle keeps until close, so the memory
  * the engine was given stays valid (firebreak.h: "data must stay valid
@@ -26,11 +27,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "firebreak/firebreak.h"
+/* firebreak.dcp's shard reader (py_shard_read) reads single shards
+ * through the engine's internal reader. */
 #include "ckpt/engine.h"
+#include "ckpt/hash.h"
 #include "ckpt/safetensors.h"
+#include "ckpt/shard.h"
 #include "ckpt/store.h"
 
 /* Python 3.8 and 3.9 lack these two (setup.py allows >= 3.8). */
@@ -157,12 +163,28 @@ static PyObject *py_dtype_size(PyObject *self, PyObject *arg)
     return PyLong_FromSize_t(fb_dtype_size((fb_dtype)d));
 }
 
+/* A shape tuple from ndim entries. */
+static PyObject *dims_tuple(int ndim, const int64_t *v)
+{
+    PyObject *t = PyTuple_New(ndim);
+    for (int d = 0; t && d < ndim; d++) {
+        PyObject *x = PyLong_FromLongLong(v[d]);
+        if (!x) {
+            Py_CLEAR(t);
+            break;
+        }
+        PyTuple_SET_ITEM(t, d, x);
+    }
+    return t;
+}
+
 /*
  * layout(dir, rank, world_size) -> None | (step, [(name, dtype, shape)])
- * The newest complete checkpoint in dir whose shard for `rank` has a valid
- * header, and that shard's tensors (dtype as the fb_dtype number).  Reads
- * headers only: verifying is fb_ckpt_restore's job, which may then still
- * fall back to an older checkpoint (the glue asks again).
+ * The newest complete checkpoint in dir saved by world_size ranks whose
+ * shards have valid headers, and the tensors of `rank`'s shard (dtype as
+ * the fb_dtype number).  Reads headers only: verifying is
+ * fb_ckpt_restore's job, which may then still fall back to an older
+ * checkpoint (the glue asks again).
  */
 static PyObject *py_layout(PyObject *self, PyObject *args)
 {
@@ -172,19 +194,17 @@ static PyObject *py_layout(PyObject *self, PyObject *args)
                           &world_size))
         return NULL;
     const char *dir = PyBytes_AS_STRING(dir_obj);
-    PyObject *result = NULL;
-    fb__ckpt_entry *v = NULL;
-    size_t n = 0;
-    fb__st_header *h = NULL;
+    PyObject *result = NULL, *list = NULL;
+    fb_ckpt_layout *lay = NULL;
     int rc;
     if (rank < 0 || world_size < 1 || rank >= world_size) {
         PyErr_Format(PyExc_ValueError, "rank %d of world size %d", rank, world_size);
         goto out;
     }
     Py_BEGIN_ALLOW_THREADS
-    rc = fb__ckpt_scan(dir, world_size, 0, &v, &n);
+    rc = fb_ckpt_layout_open(&lay, dir, world_size, FB_CKPT_NEWEST);
     Py_END_ALLOW_THREADS
-    if (rc == -ENOENT) {
+    if (rc == FB_ENOCKPT) {
         result = Py_NewRef(Py_None);
         goto out;
     }
@@ -192,56 +212,241 @@ static PyObject *py_layout(PyObject *self, PyObject *args)
         raise_rc(rc, dir);
         goto out;
     }
-    for (size_t i = 0; i < n && !result; i++) {
-        if (!v[i].complete)
+    if (!(list = PyList_New(0)))
+        goto out;
+    for (size_t i = 0; i < fb_ckpt_layout_count(lay); i++) {
+        fb_ckpt_tensor_info t;
+        if (fb_ckpt_layout_tensor(lay, i, &t) || t.rank != rank)
             continue;
-        char path[PATH_MAX], err[512];
-        if (fb__ckpt_shard_path(path, sizeof path, dir, v[i].step, rank))
-            continue;
-        int fd = -1;
-        Py_BEGIN_ALLOW_THREADS
-        rc = fb__st_open(path, &fd, &h, err, sizeof err);
-        Py_END_ALLOW_THREADS
-        if (fd >= 0)
-            close(fd);
-        if (rc == -ENOMEM) {
-            PyErr_NoMemory();
+        PyObject *item = Py_BuildValue("(siN)", t.name, (int)t.dtype,
+                                       dims_tuple(t.ndim, t.shape));
+        if (!item || PyList_Append(list, item)) {
+            Py_XDECREF(item);
             goto out;
         }
-        if (rc)
-            continue; /* damaged: restore falls back past it too */
-        PyObject *list = PyList_New((Py_ssize_t)h->ntensors);
-        if (!list)
-            goto out;
-        for (size_t j = 0; j < h->ntensors; j++) {
-            const fb__st_tensor *t = &h->tensors[j];
-            PyObject *shape = PyTuple_New(t->ndim);
-            if (!shape) {
-                Py_DECREF(list);
-                goto out;
-            }
-            for (int d = 0; d < t->ndim; d++)
-                PyTuple_SET_ITEM(shape, d, PyLong_FromLongLong(t->shape[d]));
-            PyObject *item = Py_BuildValue("(s#iN)", t->name, (Py_ssize_t)t->name_len,
-                                           (int)t->dtype, shape);
-            if (!item) {
-                Py_DECREF(list);
-                goto out;
-            }
-            PyList_SET_ITEM(list, (Py_ssize_t)j, item);
-        }
-        result = Py_BuildValue("(KN)", (unsigned long long)v[i].step, list);
-        if (!result)
-            goto out;
-        fb__st_free(h);
-        h = NULL;
+        Py_DECREF(item);
     }
-    if (!result && !PyErr_Occurred())
-        result = Py_NewRef(Py_None);
+    result = Py_BuildValue("(KO)", (unsigned long long)fb_ckpt_layout_step(lay), list);
 out:
-    fb__st_free(h);
-    free(v);
+    Py_XDECREF(list);
+    fb_ckpt_layout_close(lay);
     Py_XDECREF(dir_obj);
+    return result;
+}
+
+/* ------------------------------------------- shards for firebreak.dcp */
+
+/*
+ * For firebreak.dcp's StorageReader, which reads tensors of any rank's
+ * shard (DCP loads a tensor from whichever shard holds it, on any world
+ * size) rather than restoring registered tensors: the checkpoints of a
+ * directory, a shard's path, and a verified read of named tensors.
+ */
+
+/* ckpt_steps(dir) -> [(step, world_size, complete)], newest first; [] when
+ * dir does not exist.  world_size is the lowest rank's shard's (-1: none). */
+static PyObject *py_ckpt_steps(PyObject *self, PyObject *arg)
+{
+    PyObject *dir_obj = NULL;
+    if (!PyUnicode_FSConverter(arg, &dir_obj))
+        return NULL;
+    fb__ckpt_entry *v = NULL;
+    size_t n = 0;
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = fb__ckpt_scan(PyBytes_AS_STRING(dir_obj), 0, 0, &v, &n);
+    Py_END_ALLOW_THREADS
+    PyObject *list = NULL;
+    if (rc == -ENOENT)
+        n = 0;
+    else if (rc) {
+        raise_rc(rc, PyBytes_AS_STRING(dir_obj));
+        goto out;
+    }
+    list = PyList_New((Py_ssize_t)n);
+    for (size_t i = 0; list && i < n; i++) {
+        PyObject *item = Py_BuildValue("(KiO)", (unsigned long long)v[i].step,
+                                       v[i].world_size,
+                                       v[i].complete ? Py_True : Py_False);
+        if (!item)
+            Py_CLEAR(list);
+        else
+            PyList_SET_ITEM(list, (Py_ssize_t)i, item);
+    }
+out:
+    free(v);
+    Py_DECREF(dir_obj);
+    return list;
+}
+
+/* shard_path(dir, step, rank) -> the path of that rank's committed shard */
+static PyObject *py_shard_path(PyObject *self, PyObject *args)
+{
+    PyObject *dir_obj = NULL;
+    unsigned long long step;
+    int rank;
+    if (!PyArg_ParseTuple(args, "O&Ki", PyUnicode_FSConverter, &dir_obj, &step, &rank))
+        return NULL;
+    char path[PATH_MAX];
+    PyObject *r = NULL;
+    if (rank < 0)
+        PyErr_Format(PyExc_ValueError, "rank %d", rank);
+    else if (fb__ckpt_shard_path(path, sizeof path, PyBytes_AS_STRING(dir_obj),
+                                 (uint64_t)step, rank))
+        PyErr_SetString(PyExc_ValueError, "checkpoint directory path too long");
+    else
+        r = PyUnicode_DecodeFSDefault(path);
+    Py_DECREF(dir_obj);
+    return r;
+}
+
+/* pread exactly n bytes at off; 0 or -errno (-EIO at a short file). */
+static int pread_full(int fd, char *buf, size_t n, uint64_t off)
+{
+    while (n) {
+        ssize_t r = pread(fd, buf, n, (off_t)off);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0)
+            return -errno;
+        if (r == 0)
+            return -EIO;
+        buf += r;
+        n -= (size_t)r;
+        off += (uint64_t)r;
+    }
+    return 0;
+}
+
+/*
+ * One tensor of an open, checked shard into a new bytearray, its hash
+ * compared with the recorded one: the bytes returned are the bytes that
+ * were hashed.  NULL with firebreak.Error set (FB_ECORRUPT names the file
+ * and the tensor).
+ */
+static PyObject *shard_read_one(int fd, const fb__st_header *h, const fb__st_tensor *t,
+                                const char *path)
+{
+    uint64_t n = t->end - t->begin, want = 0;
+    char key[FB__ST_NAME_MAX + 32];
+    snprintf(key, sizeof key, "firebreak.hash.%s", t->name);
+    int alg = fb__hash_alg_from_name(fb__st_meta_get(h, "firebreak.hash"));
+    if (alg < 0 || fb__hash_parse_hex(fb__st_meta_get(h, key), &want))
+        return raise_rc(FB_EFORMAT, path); /* fb__shard_check_meta ran */
+    if (n > (uint64_t)PY_SSIZE_T_MAX)
+        return raise_rc(FB_ETOOBIG, path);
+    PyObject *buf = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)n);
+    if (!buf)
+        return NULL;
+    char *p = PyByteArray_AS_STRING(buf); /* ours alone until returned */
+    int rc;
+    uint64_t got = 0;
+    Py_BEGIN_ALLOW_THREADS
+    rc = pread_full(fd, p, (size_t)n, h->data_offset + t->begin);
+    if (!rc)
+        got = fb__hash((fb__hash_alg)alg, p, (size_t)n);
+    Py_END_ALLOW_THREADS
+    if (!rc && got != want) {
+        char hg[17], hw[17], what[PATH_MAX + FB__ST_NAME_MAX + 96];
+        fb__hash_hex(got, hg);
+        fb__hash_hex(want, hw);
+        snprintf(what, sizeof what, "%s: tensor \"%s\": hash %s, recorded %s (data "
+                 "corrupted)", path, t->name, hg, hw);
+        rc = FB_ECORRUPT;
+        raise_rc(rc, what);
+    } else if (rc) {
+        char what[PATH_MAX + FB__ST_NAME_MAX + 64];
+        snprintf(what, sizeof what, "%s: reading tensor \"%s\"", path, t->name);
+        raise_rc(rc, what);
+    }
+    if (rc) {
+        Py_DECREF(buf);
+        return NULL;
+    }
+    return buf;
+}
+
+/*
+ * shard_read(path, step, rank, world_size, names) ->
+ *     {name: (dtype, shape, bytearray or None)}
+ * Opens the shard (a regular file, its header checked as restore does:
+ * format, hash algorithm, a hash per tensor, and its recorded step, rank
+ * and world size against step, rank and world_size (0: not checked)).
+ * names None: every tensor, header only (data None); else those tensors,
+ * each read and verified against its hash.
+ */
+static PyObject *py_shard_read(PyObject *self, PyObject *args)
+{
+    PyObject *path_obj = NULL, *names, *seq = NULL, *result = NULL;
+    unsigned long long step;
+    int rank, world_size;
+    if (!PyArg_ParseTuple(args, "O&KiiO", PyUnicode_FSConverter, &path_obj, &step,
+                          &rank, &world_size, &names))
+        return NULL;
+    const char *path = PyBytes_AS_STRING(path_obj);
+    fb__st_header *h = NULL;
+    int fd = -1, rc;
+    char err[PATH_MAX + 512];
+    err[0] = 0;
+    if (names != Py_None && !(seq = PySequence_Fast(names, "names must be a sequence")))
+        goto out;
+    Py_BEGIN_ALLOW_THREADS
+    rc = fb__st_open(path, &fd, &h, err, sizeof err);
+    if (!rc)
+        rc = fb__shard_check_meta(h, path, err, sizeof err);
+    if (!rc)
+        rc = fb__shard_check_place(h, path, (uint64_t)step, rank, world_size, err,
+                                   sizeof err);
+    Py_END_ALLOW_THREADS
+    if (rc) {
+        raise_rc(rc, err[0] ? err : path);
+        goto out;
+    }
+    if (!(result = PyDict_New()))
+        goto out;
+    Py_ssize_t count = seq ? PySequence_Fast_GET_SIZE(seq) : (Py_ssize_t)h->ntensors;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        const fb__st_tensor *t;
+        if (seq) {
+            PyObject *name = PySequence_Fast_GET_ITEM(seq, i);
+            const char *s = PyUnicode_Check(name) ? PyUnicode_AsUTF8(name) : NULL;
+            if (!s) {
+                if (!PyErr_Occurred())
+                    PyErr_SetString(PyExc_TypeError, "tensor names must be str");
+                goto fail;
+            }
+            if (!(t = fb__st_find(h, s))) {
+                snprintf(err, sizeof err, "%s: no tensor \"%.1024s\"", path, s);
+                raise_rc(FB_EFORMAT, err);
+                goto fail;
+            }
+        } else {
+            t = &h->tensors[i];
+        }
+        PyObject *data = seq ? shard_read_one(fd, h, t, path) : Py_NewRef(Py_None);
+        PyObject *shape = data ? PyTuple_New(t->ndim) : NULL;
+        for (int d = 0; shape && d < t->ndim; d++)
+            PyTuple_SET_ITEM(shape, d, PyLong_FromLongLong(t->shape[d]));
+        PyObject *item = shape ? Py_BuildValue("(iNN)", (int)t->dtype, shape, data) : NULL;
+        if (!item) {
+            if (!shape)
+                Py_XDECREF(data);
+            goto fail;
+        }
+        int bad = PyDict_SetItemString(result, t->name, item);
+        Py_DECREF(item);
+        if (bad)
+            goto fail;
+    }
+    goto out;
+fail:
+    Py_CLEAR(result);
+out:
+    if (fd >= 0)
+        close(fd);
+    fb__st_free(h);
+    Py_XDECREF(seq);
+    Py_DECREF(path_obj);
     return result;
 }
 
@@ -315,80 +520,126 @@ out:
     return ret;
 }
 
-/* register(name, dtype, shape, address, nbytes, owner) */
-static PyObject *Ckpt_register(Ckpt *c, PyObject *args)
+/* Up to FB_CKPT_MAX_DIMS non-negative integers from a sequence into out;
+ * *ndim their count.  0, or -1 with an exception naming the tensor. */
+static int parse_dims(PyObject *obj, const char *name, const char *what,
+                      int64_t *out, int *ndim)
 {
-    const char *name;
-    int dtype;
-    PyObject *shape_obj, *owner;
-    unsigned long long addr, nbytes;
-    if (!PyArg_ParseTuple(args, "siOKKO", &name, &dtype, &shape_obj, &addr, &nbytes,
-                          &owner))
-        return NULL;
-    if (dtype < 0 || dtype >= FB_DTYPE_COUNT_)
-        return PyErr_Format(PyExc_ValueError, "tensor %s: dtype %d: expected 0..%d",
-                            name, dtype, FB_DTYPE_COUNT_ - 1);
-    PyObject *seq = PySequence_Fast(shape_obj, "shape must be a sequence");
+    PyObject *seq = PySequence_Fast(obj, "shape must be a sequence");
     if (!seq)
-        return NULL;
-    Py_ssize_t ndim = PySequence_Fast_GET_SIZE(seq);
-    int64_t shape[FB__ST_MAX_DIMS];
-    unsigned long long expect = fb_dtype_size((fb_dtype)dtype);
-    PyObject *ret = NULL;
-    if (ndim > FB__ST_MAX_DIMS) {
+        return -1;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    int ret = -1;
+    if (n > FB_CKPT_MAX_DIMS) {
         PyErr_Format(PyExc_ValueError, "tensor %s: %zd dimensions, at most %d", name,
-                     ndim, FB__ST_MAX_DIMS);
+                     n, FB_CKPT_MAX_DIMS);
         goto out;
     }
-    for (Py_ssize_t d = 0; d < ndim; d++) {
-        long long s = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(seq, d));
-        if (s == -1 && PyErr_Occurred())
+    for (Py_ssize_t d = 0; d < n; d++) {
+        long long v = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(seq, d));
+        if (v == -1 && PyErr_Occurred())
             goto out;
-        if (s < 0) {
-            PyErr_Format(PyExc_ValueError, "tensor %s: dimension %zd is %lld", name,
-                         d, s);
+        if (v < 0) {
+            PyErr_Format(PyExc_ValueError, "tensor %s: %s%sdimension %zd is %lld",
+                         name, what, *what ? " " : "", d, v);
             goto out;
         }
-        shape[d] = s;
-        if (s && expect > ULLONG_MAX / (unsigned long long)s) {
+        out[d] = v;
+    }
+    *ndim = (int)n;
+    ret = 0;
+out:
+    Py_DECREF(seq);
+    return ret;
+}
+
+/* nbytes must be what shape and dtype make.  0, or -1 with an exception. */
+static int check_nbytes(const char *name, int dtype, int ndim, const int64_t *shape,
+                        unsigned long long nbytes)
+{
+    if (dtype < 0 || dtype >= FB_DTYPE_COUNT_) {
+        PyErr_Format(PyExc_ValueError, "tensor %s: dtype %d: expected 0..%d", name,
+                     dtype, FB_DTYPE_COUNT_ - 1);
+        return -1;
+    }
+    unsigned long long expect = fb_dtype_size((fb_dtype)dtype);
+    for (int d = 0; d < ndim; d++) {
+        if (shape[d] && expect > ULLONG_MAX / (unsigned long long)shape[d]) {
             PyErr_Format(PyExc_ValueError, "tensor %s: size overflows", name);
-            goto out;
+            return -1;
         }
-        expect *= (unsigned long long)s;
+        expect *= (unsigned long long)shape[d];
     }
     if (expect != nbytes) {
         PyErr_Format(PyExc_ValueError, "tensor %s: %llu bytes given, shape and dtype "
                      "make %llu", name, nbytes, expect);
-        goto out;
+        return -1;
     }
-    if (!addr && nbytes) {
-        PyErr_Format(PyExc_ValueError, "tensor %s: null address", name);
-        goto out;
+    return 0;
+}
+
+/* register(name, dtype, shape, address, nbytes, owner, global_shape=None,
+ *          global_offset=None): a slice when global_shape is given. */
+static PyObject *Ckpt_register(Ckpt *c, PyObject *args)
+{
+    const char *name;
+    int dtype, ndim = 0, gndim = 0, ondim = 0;
+    PyObject *shape_obj, *owner, *gshape_obj = Py_None, *goff_obj = Py_None;
+    unsigned long long addr, nbytes;
+    int64_t shape[FB_CKPT_MAX_DIMS], gshape[FB_CKPT_MAX_DIMS], goff[FB_CKPT_MAX_DIMS];
+    if (!PyArg_ParseTuple(args, "siOKKO|OO", &name, &dtype, &shape_obj, &addr,
+                          &nbytes, &owner, &gshape_obj, &goff_obj))
+        return NULL;
+    if (dtype < 0 || dtype >= FB_DTYPE_COUNT_)
+        return PyErr_Format(PyExc_ValueError, "tensor %s: dtype %d: expected 0..%d",
+                            name, dtype, FB_DTYPE_COUNT_ - 1);
+    if (parse_dims(shape_obj, name, "", shape, &ndim) ||
+        check_nbytes(name, dtype, ndim, shape, nbytes))
+        return NULL;
+    int slice = gshape_obj != Py_None;
+    if (slice) {
+        if (parse_dims(gshape_obj, name, "global", gshape, &gndim) ||
+            (goff_obj != Py_None &&
+             parse_dims(goff_obj, name, "offset", goff, &ondim)))
+            return NULL;
+        if (goff_obj == Py_None) {
+            memset(goff, 0, sizeof goff);
+            ondim = ndim;
+        }
+        if (gndim != ndim || ondim != ndim)
+            return PyErr_Format(PyExc_ValueError, "tensor %s: %d dimensions, a "
+                                "global shape of %d and an offset of %d", name,
+                                ndim, gndim, ondim);
+        for (int d = 0; d < ndim; d++)
+            if (goff[d] > gshape[d] - shape[d])
+                return PyErr_Format(PyExc_ValueError, "tensor %s: a slice of %lld at "
+                                    "offset %lld in dimension %d does not fit the "
+                                    "global size %lld", name, (long long)shape[d],
+                                    (long long)goff[d], d, (long long)gshape[d]);
     }
+    if (!addr && nbytes)
+        return PyErr_Format(PyExc_ValueError, "tensor %s: null address", name);
     if (ckpt_enter(c))
-        goto out;
+        return NULL;
     /* A zero-byte tensor may have no address; give the engine a valid one. */
     static char empty;
     void *data = addr ? (void *)(uintptr_t)addr : &empty;
     int rc;
     if (PyList_Append(c->owners, owner)) {
         c->in_use = 0;
-        goto out;
+        return NULL;
     }
     Py_BEGIN_ALLOW_THREADS /* registering may fault in staging memory */
-    rc = fb_ckpt_register(c->ck, name, (fb_dtype)dtype, (int)ndim, shape, data);
+    rc = fb_ckpt_register_slice(c->ck, name, (fb_dtype)dtype, ndim, shape, data,
+                                slice ? gshape : NULL, slice ? goff : NULL);
     Py_END_ALLOW_THREADS
     c->in_use = 0;
     if (rc) {
         char what[1200];
         snprintf(what, sizeof what, "registering tensor %s", name);
-        raise_rc(rc, what);
-        goto out;
+        return raise_rc(rc, what);
     }
-    ret = Py_NewRef(Py_None);
-out:
-    Py_DECREF(seq);
-    return ret;
+    Py_RETURN_NONE;
 }
 
 static PyObject *Ckpt_save(Ckpt *c, PyObject *arg)
@@ -471,7 +722,7 @@ static PyObject *Ckpt_get_dir(Ckpt *c, void *closure)
         PyErr_SetString(PyExc_ValueError, "checkpoint handle is closed");
         return NULL;
     }
-    return PyUnicode_DecodeFSDefault(c->ck->dir);
+    return PyUnicode_DecodeFSDefault(fb_ckpt_dir(c->ck));
 }
 
 static PyObject *Ckpt_get_closed(Ckpt *c, void *closure)
@@ -518,6 +769,488 @@ static PyTypeObject CkptType = {
     .tp_getset = Ckpt_getset,
 };
 
+/* ------------------------------------------------------------ Layout
+ * A complete step opened for reading across its shards (fb_ckpt_layout_*):
+ * replicated tensors from the rank that wrote them, slices of sharded
+ * tensors on another world size.  open_layout() returns one or None. */
+
+typedef struct {
+    PyObject_HEAD
+    fb_ckpt_layout *lay;
+    int in_use;       /* read() is running with the GIL released */
+} Layout;
+
+static PyTypeObject LayoutType;
+
+/* open_layout(dir, world_size=0, max_step=None) -> Layout | None */
+static PyObject *py_open_layout(PyObject *self, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"dir", "world_size", "max_step", NULL};
+    PyObject *dir_obj = NULL, *max_obj = Py_None;
+    int world_size = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O&|iO", kwlist, PyUnicode_FSConverter,
+                                     &dir_obj, &world_size, &max_obj))
+        return NULL;
+    PyObject *result = NULL;
+    uint64_t max_step = FB_CKPT_NEWEST;
+    if (max_obj != Py_None) {
+        unsigned long long m = PyLong_AsUnsignedLongLong(max_obj);
+        if (m == (unsigned long long)-1 && PyErr_Occurred())
+            goto out;
+        max_step = m;
+    }
+    if (world_size < 0) {
+        PyErr_Format(PyExc_ValueError, "world size %d", world_size);
+        goto out;
+    }
+    fb_ckpt_layout *lay = NULL;
+    const char *dir = PyBytes_AS_STRING(dir_obj);
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = fb_ckpt_layout_open(&lay, dir, world_size, max_step);
+    Py_END_ALLOW_THREADS
+    if (rc == FB_ENOCKPT) {
+        result = Py_NewRef(Py_None);
+        goto out;
+    }
+    if (rc) {
+        raise_rc(rc, dir);
+        goto out;
+    }
+    Layout *l = PyObject_New(Layout, &LayoutType);
+    if (!l) {
+        fb_ckpt_layout_close(lay);
+        goto out;
+    }
+    l->lay = lay;
+    l->in_use = 0;
+    result = (PyObject *)l;
+out:
+    Py_XDECREF(dir_obj);
+    return result;
+}
+
+static int layout_open(Layout *l)
+{
+    if (!l->lay) {
+        PyErr_SetString(PyExc_ValueError, "checkpoint layout is closed");
+        return -1;
+    }
+    if (l->in_use) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "checkpoint layout used by two threads at once");
+        return -1;
+    }
+    return 0;
+}
+
+/* tensors() -> [(name, rank, dtype, shape, global_shape, global_offset)] */
+static PyObject *Layout_tensors(Layout *l, PyObject *noargs)
+{
+    if (layout_open(l))
+        return NULL;
+    size_t n = fb_ckpt_layout_count(l->lay);
+    PyObject *list = PyList_New((Py_ssize_t)n);
+    for (size_t i = 0; list && i < n; i++) {
+        fb_ckpt_tensor_info t;
+        fb_ckpt_layout_tensor(l->lay, i, &t);
+        PyObject *item = Py_BuildValue("(siiNNN)", t.name, t.rank, (int)t.dtype,
+                                       dims_tuple(t.ndim, t.shape),
+                                       dims_tuple(t.ndim, t.global_shape),
+                                       dims_tuple(t.ndim, t.global_offset));
+        if (!item)
+            Py_CLEAR(list);
+        else
+            PyList_SET_ITEM(list, (Py_ssize_t)i, item);
+    }
+    return list;
+}
+
+/* read([(name, rank, dtype, shape, global_shape, global_offset, address,
+ *        nbytes)], io_threads=0): every region verified, then copied. */
+static PyObject *Layout_read(Layout *l, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"requests", "io_threads", NULL};
+    PyObject *reqs_obj;
+    int io_threads = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|i", kwlist, &reqs_obj, &io_threads))
+        return NULL;
+    if (layout_open(l))
+        return NULL;
+    PyObject *seq = PySequence_Fast(reqs_obj, "requests must be a sequence");
+    if (!seq)
+        return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    /* per request: shape, global shape, offset */
+    int64_t (*dims)[3][FB_CKPT_MAX_DIMS] = PyMem_Calloc(n ? (size_t)n : 1, sizeof *dims);
+    fb_ckpt_read_req *q = PyMem_Calloc(n ? (size_t)n : 1, sizeof *q);
+    PyObject *ret = NULL;
+    if (!dims || !q) {
+        PyErr_NoMemory();
+        goto out;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const char *name;
+        int rank, dtype, nd[3];
+        PyObject *o[3];
+        unsigned long long addr, nbytes;
+        static const char *const what[3] = {"", "global", "offset"};
+        if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(seq, i), "siiOOOKK;a request "
+                              "is (name, rank, dtype, shape, global_shape, "
+                              "global_offset, address, nbytes)", &name, &rank, &dtype,
+                              &o[0], &o[1], &o[2], &addr, &nbytes))
+            goto out;
+        for (int k = 0; k < 3; k++)
+            if (parse_dims(o[k], name, what[k], dims[i][k], &nd[k]))
+                goto out;
+        if (check_nbytes(name, dtype, nd[0], dims[i][0], nbytes))
+            goto out;
+        if (nd[1] != nd[0] || nd[2] != nd[0]) {
+            PyErr_Format(PyExc_ValueError, "tensor %s: %d dimensions, a global "
+                         "shape of %d and an offset of %d", name, nd[0], nd[1], nd[2]);
+            goto out;
+        }
+        if (!addr && nbytes) {
+            PyErr_Format(PyExc_ValueError, "tensor %s: null address", name);
+            goto out;
+        }
+        q[i] = (fb_ckpt_read_req){name, rank < 0 ? -1 : rank, (fb_dtype)dtype, nd[0],
+                                  dims[i][0], dims[i][1], dims[i][2],
+                                  (void *)(uintptr_t)addr};
+    }
+    char err[1024];
+    int rc;
+    fb_ckpt_layout *lay = l->lay;
+    l->in_use = 1;
+    Py_BEGIN_ALLOW_THREADS
+    rc = fb_ckpt_layout_read(lay, q, (size_t)n, io_threads, err, sizeof err);
+    Py_END_ALLOW_THREADS
+    l->in_use = 0;
+    if (rc) {
+        raise_rc(rc, err[0] ? err : "reading a checkpoint");
+        goto out;
+    }
+    ret = Py_NewRef(Py_None);
+out:
+    PyMem_Free(q);   /* names point into seq's tuples: freed after */
+    PyMem_Free(dims);
+    Py_DECREF(seq);
+    return ret;
+}
+
+static PyObject *Layout_close(Layout *l, PyObject *noargs)
+{
+    if (l->in_use) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "checkpoint layout closed while another thread reads it");
+        return NULL;
+    }
+    fb_ckpt_layout_close(l->lay);
+    l->lay = NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *Layout_get_step(Layout *l, void *closure)
+{
+    if (layout_open(l))
+        return NULL;
+    return PyLong_FromUnsignedLongLong(fb_ckpt_layout_step(l->lay));
+}
+
+static PyObject *Layout_get_world_size(Layout *l, void *closure)
+{
+    if (layout_open(l))
+        return NULL;
+    return PyLong_FromLong(fb_ckpt_layout_world_size(l->lay));
+}
+
+static void Layout_dealloc(Layout *l)
+{
+    fb_ckpt_layout_close(l->lay);
+    PyObject_Free(l);
+}
+
+static PyMethodDef Layout_methods[] = {
+    {"tensors", (PyCFunction)(void (*)(void))Layout_tensors, METH_NOARGS,
+     "tensors() -> [(name, rank, dtype, shape, global_shape, global_offset)]"},
+    {"read", (PyCFunction)(void (*)(void))Layout_read, METH_VARARGS | METH_KEYWORDS,
+     "read([(name, rank, dtype, shape, global_shape, global_offset, address, "
+     "nbytes)], io_threads=0): read and verify, then copy every region"},
+    {"close", (PyCFunction)(void (*)(void))Layout_close, METH_NOARGS, "release it"},
+    {NULL, NULL, 0, NULL}};
+
+static PyGetSetDef Layout_getset[] = {
+    {"step", (getter)Layout_get_step, NULL, "the checkpoint's step", NULL},
+    {"world_size", (getter)Layout_get_world_size, NULL, "ranks that saved it", NULL},
+    {NULL, NULL, NULL, NULL, NULL}};
+
+static PyTypeObject LayoutType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "firebreak._firebreak.Layout",
+    .tp_basicsize = sizeof(Layout),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "a complete checkpoint step opened for reading across its shards "
+              "(open_layout)",
+    .tp_dealloc = (destructor)Layout_dealloc,
+    .tp_methods = Layout_methods,
+    .tp_getset = Layout_getset,
+};
+/* ------------------------------------------------------ python hooks */
+/*
+ * For firebreak/_hooks.py (docs/pytorch.md, "Unmodified scripts"): record
+ * torch.distributed calls into this rank's flight-recorder ring with the
+ * caller's file:line, tell the supervisor which step is durable, and
+ * answer its dump requests.  Every call here runs with the GIL held except
+ * dump_wait, so the recorder's one-writer rule holds whatever thread
+ * (the training thread, DDP's comm hook, a future's callback) records.
+ */
+#include <linux/futex.h>
+#include <sys/syscall.h>
+
+#include "common/util.h"
+#include "fr/recorder.h"
+#include "lib/lib.h"
+
+#if PY_VERSION_HEX < 0x03090000
+/* Python 3.8 lacks these two accessors (3.9 added them). */
+static PyCodeObject *PyFrame_GetCode(PyFrameObject *f)
+{
+    Py_INCREF(f->f_code);
+    return f->f_code;
+}
+static PyFrameObject *PyFrame_GetBack(PyFrameObject *f)
+{
+    Py_XINCREF(f->f_back);
+    return f->f_back;
+}
+#endif
+
+#define HOOK_SKIP_MAX 8
+static char *hook_skip[HOOK_SKIP_MAX]; /* file prefixes that are not the caller */
+static size_t hook_skip_len[HOOK_SKIP_MAX];
+static int hook_nskip;
+
+/* fr_skip(prefixes): frames whose file starts with one of these (torch's
+ * and firebreak's directories) are passed over when looking for the
+ * caller. */
+static PyObject *py_fr_skip(PyObject *self, PyObject *arg)
+{
+    PyObject *seq = PySequence_Fast(arg, "fr_skip: expected a sequence of str");
+    if (!seq)
+        return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    if (n > HOOK_SKIP_MAX) {
+        Py_DECREF(seq);
+        return PyErr_Format(PyExc_ValueError, "fr_skip: at most %d prefixes, got %zd",
+                            HOOK_SKIP_MAX, n);
+    }
+    char *v[HOOK_SKIP_MAX] = {0};
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const char *p = PyUnicode_AsUTF8(PySequence_Fast_GET_ITEM(seq, i));
+        if (!p || !(v[i] = strdup(p))) {
+            for (Py_ssize_t k = 0; k < i; k++)
+                free(v[k]);
+            Py_DECREF(seq);
+            return p ? PyErr_NoMemory() : NULL;
+        }
+    }
+    Py_DECREF(seq);
+    for (int i = 0; i < hook_nskip; i++)
+        free(hook_skip[i]);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        hook_skip[i] = v[i];
+        hook_skip_len[i] = strlen(v[i]);
+    }
+    hook_nskip = (int)n;
+    Py_RETURN_NONE;
+}
+
+/* fr_comm(comm_id, size, rank, first, stride, name) -> bool: describe a
+ * process group (first/stride: world ranks of its members, stride 0
+ * unknown).  False when not recording. */
+static PyObject *py_fr_comm(PyObject *self, PyObject *args)
+{
+    unsigned long long id;
+    int size, rank, first, stride;
+    const char *name;
+    if (!PyArg_ParseTuple(args, "Kiiiis", &id, &size, &rank, &first, &stride, &name))
+        return NULL;
+    if (size <= 0 || rank < 0 || rank >= size)
+        return PyErr_Format(PyExc_ValueError, "fr_comm: rank %d of size %d", rank, size);
+    return PyBool_FromLong(fb__fr_comm_register(id, 0, size, rank, first, stride, name)
+                           != NULL);
+}
+
+/* The first frame of the calling thread outside the skipped prefixes:
+ * its file (UTF-8, owned by the code object, which *code keeps alive) and
+ * line; 0 when there is none. */
+static int hook_site(PyCodeObject **code, const char **file)
+{
+    PyFrameObject *f = PyEval_GetFrame(); /* borrowed */
+    Py_XINCREF(f);
+    int line = 0;
+    *code = NULL;
+    while (f && !line) {
+        PyCodeObject *co = PyFrame_GetCode(f);
+        const char *fn = co ? PyUnicode_AsUTF8(co->co_filename) : NULL;
+        int skip = !fn || !strncmp(fn, "<frozen", 7);
+        for (int i = 0; i < hook_nskip && !skip; i++)
+            skip = !strncmp(fn, hook_skip[i], hook_skip_len[i]);
+        if (!skip) {
+            line = PyFrame_GetLineNumber(f);
+            *code = co;
+            *file = fn;
+        } else {
+            Py_XDECREF(co);
+            PyFrameObject *back = PyFrame_GetBack(f);
+            Py_DECREF(f);
+            f = back;
+        }
+    }
+    Py_XDECREF(f);
+    if (PyErr_Occurred())
+        PyErr_Clear(); /* a name that is not UTF-8: no site */
+    return line > 0 ? line : 0;
+}
+
+/* fr_begin(comm_id, op, dtype, elem_bytes, count, out_count, peer, flags)
+ * -> handle: an fb_op entered on a described group, from the caller's
+ * file:line.  dtype: an fb_dtype, or -1 (then elem_bytes says its size).
+ * flags: FR_P2P, FR_VARIABLE.  0 when not recording. */
+static PyObject *py_fr_begin(PyObject *self, PyObject *args)
+{
+    unsigned long long id, count, out_count;
+    int op, dtype, peer;
+    unsigned int elem_bytes, flags;
+    if (!PyArg_ParseTuple(args, "KiiIKKiI", &id, &op, &dtype, &elem_bytes, &count,
+                          &out_count, &peer, &flags))
+        return NULL;
+    if (op <= FB_OP_UNKNOWN || op >= FB_OP_COUNT_ || dtype < -1 ||
+        dtype >= FB_DTYPE_COUNT_)
+        return PyErr_Format(PyExc_ValueError, "fr_begin: op %d, dtype %d", op, dtype);
+    fb__fr_comm *c = fb__fr_comm_find(id);
+    if (!c)
+        return PyLong_FromLong(0);
+    uint32_t fl = flags & (FB__FR_F_P2P | FB__FR_F_VARIABLE);
+    if (dtype < 0)
+        fl |= FB__FR_F_DTYPE_OTHER;
+    else
+        elem_bytes = (unsigned)fb_dtype_size((fb_dtype)dtype);
+    PyCodeObject *co;
+    const char *file = NULL;
+    int line = hook_site(&co, &file);
+    uint64_t h = fb__fr_record_at(c, (fb_op)op, dtype < 0 ? 0 : dtype, elem_bytes,
+                                  count, out_count, peer, 0, fl, FB__FR_STARTED,
+                                  file, (uint32_t)line);
+    Py_XDECREF(co);
+    return PyLong_FromUnsignedLongLong(h);
+}
+
+/* fr_end(handle): the operation completed. */
+static PyObject *py_fr_end(PyObject *self, PyObject *arg)
+{
+    unsigned long long h = PyLong_AsUnsignedLongLong(arg);
+    if (h == (unsigned long long)-1 && PyErr_Occurred())
+        return NULL;
+    fb__fr_event_state(h, FB__FR_COMPLETED);
+    Py_RETURN_NONE;
+}
+
+/* committed(step, bytes, ns, text): the program's own checkpoint of
+ * `step` is written (a whole-job checkpoint, FB__COMMIT_WHOLE). */
+static PyObject *py_committed(PyObject *self, PyObject *args)
+{
+    unsigned long long step, bytes, ns;
+    const char *text;
+    if (!PyArg_ParseTuple(args, "KKKs", &step, &bytes, &ns, &text))
+        return NULL;
+    fb__lib_report(FB__REPORT_CKPT_COMMITTED, FB__COMMIT_WHOLE, step, bytes, ns, 0,
+                   text);
+    Py_RETURN_NONE;
+}
+
+/* note(code, step, text): a free-text report (NOTE_WHERE: where the main
+ * thread is, answering a dump request). */
+static PyObject *py_note(PyObject *self, PyObject *args)
+{
+    int code;
+    unsigned long long step;
+    const char *text;
+    if (!PyArg_ParseTuple(args, "iKs", &code, &step, &text))
+        return NULL;
+    fb__lib_report(FB__REPORT_NOTE, code, step, 0, 0, 0, text);
+    Py_RETURN_NONE;
+}
+
+/* dump_wait(last, timeout_ms) -> request: waits (without the GIL) until
+ * the supervisor's dump request differs from `last` or the time is up;
+ * returns the request word (0 when not attached). */
+static PyObject *py_dump_wait(PyObject *self, PyObject *args)
+{
+    unsigned long long last;
+    int timeout_ms;
+    if (!PyArg_ParseTuple(args, "Ki", &last, &timeout_ms))
+        return NULL;
+    fb__seg *seg = fb__lib_seg();
+    fb__seg_header *h = seg ? fb__seg_hdr(seg) : NULL;
+    if (!h)
+        return PyLong_FromLong(0);
+    uint64_t req = last;
+    Py_BEGIN_ALLOW_THREADS
+    /* A futex on the word's low half: the supervisor wakes it after its
+     * pwrite (fb__seg_request_dump), so the thread sleeps until asked
+     * instead of polling (wakeups every few ms would cost the training
+     * thread's collectives on a busy machine).  The timeout bounds a
+     * missed wake. */
+    uint32_t *word = (uint32_t *)(void *)&h->dump_request;
+    uint64_t until = fb__now_ns() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0) * 1000000ull;
+    for (;;) {
+        req = atomic_load_explicit(&h->dump_request, memory_order_acquire);
+        uint64_t now = fb__now_ns();
+        if (req != last || now >= until)
+            break;
+        uint64_t left = until - now;
+        struct timespec ts = {(time_t)(left / 1000000000ull), (long)(left % 1000000000ull)};
+        syscall(SYS_futex, word, FUTEX_WAIT, (uint32_t)last, &ts, NULL, 0);
+    }
+    Py_END_ALLOW_THREADS
+    return PyLong_FromUnsignedLongLong(req);
+}
+
+/* dump_done(request): the dumps asked by `request` are written. */
+static PyObject *py_dump_done(PyObject *self, PyObject *arg)
+{
+    unsigned long long v = PyLong_AsUnsignedLongLong(arg);
+    if (v == (unsigned long long)-1 && PyErr_Occurred())
+        return NULL;
+    fb__seg *seg = fb__lib_seg();
+    if (seg)
+        atomic_store_explicit(&fb__seg_hdr(seg)->dump_done, v, memory_order_release);
+    Py_RETURN_NONE;
+}
+
+#define HOOK_METHODS                                                             \
+    {"fr_skip", py_fr_skip, METH_O, "fr_skip(prefixes): not the caller's files"}, \
+    {"fr_comm", py_fr_comm, METH_VARARGS,                                        \
+     "fr_comm(comm_id, size, rank, first, stride, name) -> bool"},               \
+    {"fr_begin", py_fr_begin, METH_VARARGS,                                      \
+     "fr_begin(comm_id, op, dtype, elem_bytes, count, out_count, peer, flags) -> handle"}, \
+    {"fr_end", py_fr_end, METH_O, "fr_end(handle)"},                             \
+    {"committed", py_committed, METH_VARARGS, "committed(step, bytes, ns, text)"}, \
+    {"note", py_note, METH_VARARGS, "note(code, step, text)"},                   \
+    {"dump_wait", py_dump_wait, METH_VARARGS, "dump_wait(last, timeout_ms) -> request"}, \
+    {"dump_done", py_dump_done, METH_O, "dump_done(request)"},
+
+#define HOOK_CONSTS                                                              \
+    {"FR_P2P", FB__FR_F_P2P}, {"FR_VARIABLE", FB__FR_F_VARIABLE},                \
+    {"NOTE_WHERE", FB__NOTE_WHERE},                                              \
+    {"OP_ALLREDUCE", FB_OP_ALLREDUCE}, {"OP_BROADCAST", FB_OP_BROADCAST},        \
+    {"OP_REDUCE", FB_OP_REDUCE}, {"OP_ALLGATHER", FB_OP_ALLGATHER},              \
+    {"OP_GATHER", FB_OP_GATHER}, {"OP_SCATTER", FB_OP_SCATTER},                  \
+    {"OP_REDUCE_SCATTER", FB_OP_REDUCE_SCATTER}, {"OP_ALLTOALL", FB_OP_ALLTOALL}, \
+    {"OP_BARRIER", FB_OP_BARRIER}, {"OP_SEND", FB_OP_SEND}, {"OP_RECV", FB_OP_RECV}, \
+    {"OP_COALESCED", FB_OP_COALESCED},
+
 /* ----------------------------------------------------------- module */
 
 static PyMethodDef methods[] = {
@@ -535,6 +1268,17 @@ static PyMethodDef methods[] = {
     {"dtype_size", py_dtype_size, METH_O, "fb_dtype_size(dtype)"},
     {"layout", py_layout, METH_VARARGS,
      "layout(dir, rank, world_size) -> None | (step, [(name, dtype, shape)])"},
+    {"open_layout", (PyCFunction)(void (*)(void))py_open_layout,
+     METH_VARARGS | METH_KEYWORDS,
+     "open_layout(dir, world_size=0, max_step=None) -> Layout | None"},
+    /* firebreak.dcp */
+    {"ckpt_steps", py_ckpt_steps, METH_O,
+     "ckpt_steps(dir) -> [(step, world_size, complete)], newest first"},
+    {"shard_path", py_shard_path, METH_VARARGS, "shard_path(dir, step, rank) -> path"},
+    {"shard_read", py_shard_read, METH_VARARGS,
+     "shard_read(path, step, rank, world_size, names) -> {name: (dtype, shape, "
+     "bytearray, verified; None when names is None)}"},
+    HOOK_METHODS
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module = {
@@ -545,7 +1289,7 @@ static struct PyModuleDef module = {
 PyMODINIT_FUNC PyInit__firebreak(void); /* the one exported name */
 PyMODINIT_FUNC PyInit__firebreak(void)
 {
-    if (PyType_Ready(&CkptType) < 0)
+    if (PyType_Ready(&CkptType) < 0 || PyType_Ready(&LayoutType) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&module);
     if (!m)
@@ -568,18 +1312,22 @@ PyMODINIT_FUNC PyInit__firebreak(void)
         {"DTYPE_F16", FB_DTYPE_F16}, {"DTYPE_BF16", FB_DTYPE_BF16},
         {"DTYPE_I32", FB_DTYPE_I32}, {"DTYPE_F32", FB_DTYPE_F32},
         {"DTYPE_C64", FB_DTYPE_C64}, {"DTYPE_F64", FB_DTYPE_F64},
-        {"DTYPE_I64", FB_DTYPE_I64},
+        {"DTYPE_I64", FB_DTYPE_I64}, {"DTYPE_U16", FB_DTYPE_U16},
+        {"DTYPE_U32", FB_DTYPE_U32}, {"DTYPE_U64", FB_DTYPE_U64},
+        {"DTYPE_F8_E5M2", FB_DTYPE_F8_E5M2}, {"DTYPE_F8_E4M3", FB_DTYPE_F8_E4M3},
         {"BUSY_WAIT", FB_CKPT_BUSY_WAIT}, {"BUSY_SKIP", FB_CKPT_BUSY_SKIP},
         {"ERROR_CONTINUE", FB_CKPT_ERROR_CONTINUE},
         {"ERROR_STOP", FB_CKPT_ERROR_STOP},
         {"SNAPSHOT_AUTO", FB_CKPT_SNAPSHOT_AUTO},
         {"SNAPSHOT_COPY", FB_CKPT_SNAPSHOT_COPY},
         {"SNAPSHOT_PROTECT", FB_CKPT_SNAPSHOT_PROTECT},
+        HOOK_CONSTS
     };
     for (size_t i = 0; i < sizeof consts / sizeof consts[0]; i++)
         if (PyModule_AddIntConstant(m, consts[i].name, consts[i].value))
             goto fail;
-    if (PyModule_AddStringConstant(m, "VERSION", fb_version()))
+    if (PyModule_AddStringConstant(m, "VERSION", fb_version()) ||
+        PyModule_AddIntConstant(m, "DEVICE_SUPPORT", fb_ckpt_device_support()))
         goto fail;
     return m;
 fail:

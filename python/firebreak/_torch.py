@@ -20,9 +20,20 @@ them against the live objects (names, dtypes, shapes) and only then loads
 them with load_state_dict / copy_, so a mismatch raises before anything
 changed.  The meta is unpickled with an allow-list (plain Python values,
 OrderedDict), never arbitrary classes.
+
+Replicated state (a DDP model and its optimizer, or what the user names)
+is written once per group: each such tensor is assigned to one member,
+balanced by bytes, and only that rank registers it; the meta records the
+owners.  Restore reads it from the owner's shard (_firebreak.open_layout,
+the engine's reader across shards, verified before anything is copied).
+Sharded state (firebreak.Slice, DTensor) is registered with its global
+shape and offset; on another world size restore reads each rank's new
+slice from the overlapping old ones, and refuses per-rank state naming
+both world sizes.
 """
 import collections
 import copy
+import hashlib
 import io
 import os
 import pickle
@@ -51,6 +62,12 @@ _DTYPES = {
     torch.complex64: _firebreak.DTYPE_C64, torch.float64: _firebreak.DTYPE_F64,
     torch.int64: _firebreak.DTYPE_I64,
 }
+# Newer torch has more of the format's dtypes (unsigned, float8).
+for _name, _code in (("uint16", "DTYPE_U16"), ("uint32", "DTYPE_U32"),
+                     ("uint64", "DTYPE_U64"), ("float8_e5m2", "DTYPE_F8_E5M2"),
+                     ("float8_e4m3fn", "DTYPE_F8_E4M3")):
+    if hasattr(torch, _name):
+        _DTYPES[getattr(torch, _name)] = getattr(_firebreak, _code)
 _TORCH_OF = {v: k for k, v in _DTYPES.items()}
 
 
@@ -63,6 +80,79 @@ class _TensorRef:
 
     def __reduce__(self):
         return (_TensorRef, (self.name,))
+
+
+class Slice:
+    """A tensor that is this rank's part of a global tensor: `tensor` sits
+    at `global_offset` in a tensor of `global_shape` that the ranks hold
+    between them.  Put it in the Checkpointer's state like a tensor:
+
+        state = {"emb": firebreak.Slice(local, (vocab, dim), (rank * rows, 0))}
+
+    Saved with its place (fb_ckpt_register_slice); restored in place, and on
+    another world size from the slices that overlap it."""
+    __slots__ = ("tensor", "global_shape", "global_offset")
+
+    def __init__(self, tensor, global_shape, global_offset):
+        if not isinstance(tensor, torch.Tensor):
+            raise TypeError("Slice: expected a tensor, got %s" % type(tensor).__name__)
+        gs, go = tuple(int(x) for x in global_shape), tuple(int(x) for x in global_offset)
+        if len(gs) != tensor.dim() or len(go) != tensor.dim():
+            raise ValueError("Slice: a tensor of %d dimensions, global shape %s, "
+                             "offset %s" % (tensor.dim(), gs, go))
+        for d in range(tensor.dim()):
+            if go[d] < 0 or go[d] + tensor.shape[d] > gs[d]:
+                raise ValueError("Slice: %d elements at offset %d do not fit the "
+                                 "global size %d of dimension %d"
+                                 % (tensor.shape[d], go[d], gs[d], d))
+        self.tensor, self.global_shape, self.global_offset = tensor, gs, go
+
+
+def _dtensor_type():
+    # Any failure means no DTensor: torch 1.13's distributed modules do not
+    # all import under Python 3.11 (ValueError from a dataclass).
+    try:
+        from torch.distributed.tensor import DTensor
+        return DTensor
+    except Exception:
+        try:
+            from torch.distributed._tensor import DTensor
+            return DTensor
+        except Exception:
+            return None
+
+
+_DTensor = _dtensor_type()
+
+
+def _dtensor_place(dt):
+    """(local tensor, global shape, global offset) of a DTensor."""
+    try:
+        from torch.distributed.tensor._utils import compute_local_shape_and_global_offset
+    except ImportError:
+        from torch.distributed._tensor._utils import compute_local_shape_and_global_offset
+    local = dt.to_local()
+    _, off = compute_local_shape_and_global_offset(dt.shape, dt.device_mesh, dt.placements)
+    return local, tuple(dt.shape), tuple(int(x) for x in off)
+
+
+def _ddp_type():
+    try:
+        from torch.nn.parallel import DistributedDataParallel
+        return DistributedDataParallel
+    except ImportError:  # pragma: no cover
+        return None
+
+
+def _group_members(group, world_size):
+    """The global ranks of a process group, in order (None: the world)."""
+    if group is None:
+        return list(range(world_size))
+    import torch.distributed as dist
+    if hasattr(dist, "get_process_group_ranks"):
+        return list(dist.get_process_group_ranks(group))
+    from torch.distributed import distributed_c10d as c10d
+    return sorted(c10d._pg_group_ranks[group])
 
 
 class _SafeUnpickler(pickle.Unpickler):
@@ -93,45 +183,82 @@ def _name_part(key, where):
     return s
 
 
-def _strip(obj, path, out):
-    """obj with every tensor replaced by a _TensorRef; out[name] = tensor."""
-    if isinstance(obj, torch.Tensor):
+def _strip(obj, path, out, places=None, dtensors=None):
+    """obj with every tensor replaced by a _TensorRef; out[name] = tensor
+    (a DTensor's or Slice's local part), places[name] = (global shape,
+    offset) of slices, dtensors[name] = the DTensor."""
+    if isinstance(obj, (torch.Tensor, Slice)):
         name = "/".join(path)
         if name in out:
             raise ValueError("tensor %s: two tensors map to this name" % name)
-        out[name] = obj
+        if isinstance(obj, Slice):
+            out[name] = obj.tensor
+            places[name] = (obj.global_shape, obj.global_offset)
+        elif _DTensor is not None and isinstance(obj, _DTensor):
+            local, gs, go = _dtensor_place(obj)
+            out[name] = local
+            places[name] = (gs, go)
+            dtensors[name] = obj
+        else:
+            out[name] = obj
         return _TensorRef(name)
     if isinstance(obj, dict):
         new = copy.copy(obj)   # keeps the type and e.g. _metadata
         for k, v in obj.items():
-            new[k] = _strip(v, path + [_name_part(k, "/".join(path))], out)
+            new[k] = _strip(v, path + [_name_part(k, "/".join(path))], out, places,
+                            dtensors)
         return new
     if isinstance(obj, (list, tuple)):
-        items = [_strip(v, path + [str(i)], out) for i, v in enumerate(obj)]
+        items = [_strip(v, path + [str(i)], out, places, dtensors)
+                 for i, v in enumerate(obj)]
         return items if isinstance(obj, list) else tuple(items)
     return obj
 
 
-def _fill(obj, tensors):
-    """The inverse of _strip, with the tensors restored."""
+def _fill(obj, tensors, dtensors):
+    """The inverse of _strip, with the tensors restored (a DTensor's local
+    part wrapped again like the program's DTensor of that name)."""
     if isinstance(obj, _TensorRef):
-        return tensors[obj.name]
+        t = tensors[obj.name]
+        live = dtensors.get(obj.name)
+        if live is not None:
+            return _DTensor.from_local(t, live.device_mesh, live.placements,
+                                       run_check=False, shape=live.shape,
+                                       stride=live.stride())
+        return t
     if isinstance(obj, dict):
         new = copy.copy(obj)
         for k, v in obj.items():
-            new[k] = _fill(v, tensors)
+            new[k] = _fill(v, tensors, dtensors)
         return new
     if isinstance(obj, list):
-        return [_fill(v, tensors) for v in obj]
+        return [_fill(v, tensors, dtensors) for v in obj]
     if isinstance(obj, tuple):
-        return tuple(_fill(v, tensors) for v in obj)
+        return tuple(_fill(v, tensors, dtensors) for v in obj)
     return obj
 
 
+def _refs(obj, out):
+    """Every _TensorRef name in a skeleton."""
+    if isinstance(obj, _TensorRef):
+        out.append(obj.name)
+    elif isinstance(obj, dict):
+        for v in obj.values():
+            _refs(v, out)
+    elif isinstance(obj, (list, tuple)):
+        for v in obj:
+            _refs(v, out)
+    return out
+
+
 def _check_tensor(name, t):
-    if t.device.type != "cpu":
-        raise ValueError("tensor %s: on %s; this version checkpoints CPU tensors "
-                         "only" % (name, t.device))
+    if t.device.type == "cuda" and not _firebreak.DEVICE_SUPPORT:
+        raise ValueError("tensor %s: on %s; this build of firebreak has no CUDA "
+                         "path (built without the CUDA toolkit): expected a CPU "
+                         "tensor" % (name, t.device))
+    if t.device.type not in ("cpu", "cuda"):
+        raise ValueError("tensor %s: on %s; expected a CPU or CUDA tensor"
+                         % (name, t.device))
     if t.dtype not in _DTYPES:
         raise TypeError("tensor %s: dtype %s is not supported; expected one of %s"
                         % (name, t.dtype, ", ".join(str(d) for d in _DTYPES)))
@@ -170,22 +297,31 @@ def _default_dir():
 
 class Checkpointer:
     """Saves and restores `state` (a dict of objects with state_dict() and
-    load_state_dict(), or tensors), the RNG states and `extra` (small
-    plain-Python user state, e.g. a data position) as firebreak checkpoints.
+    load_state_dict(), tensors, or firebreak.Slice), the RNG states and
+    `extra` (small plain-Python user state, e.g. a data position) as
+    firebreak checkpoints.
 
     dir: the checkpoint directory; default the supervisor's, else
     ./checkpoints.  keep: newest complete checkpoints kept.  snapshot:
     "auto", "copy" or "protect" (docs/checkpoint.md).
+
+    replicated: which entries of `state` are the same on every rank of
+    `group` and so written once per group, each tensor by one member: None
+    (default) picks the DistributedDataParallel values and the optimizers
+    of their parameters; True all of `state`; False none; or a collection
+    of keys.  group: the torch.distributed group they are replicated over
+    (default: the whole world).
     """
 
     def __init__(self, state, extra=None, dir=None, keep=2, snapshot="auto",
-                 async_save=True, rank=None, world_size=None):
+                 async_save=True, rank=None, world_size=None, replicated=None,
+                 group=None):
         if not isinstance(state, dict) or not state:
             raise TypeError("state: expected a non-empty dict of objects with "
                             "state_dict()/load_state_dict(), or tensors")
         for key, obj in state.items():
             _name_part(key, "state")
-            if not isinstance(obj, torch.Tensor) and not (
+            if not isinstance(obj, (torch.Tensor, Slice)) and not (
                     hasattr(obj, "state_dict") and hasattr(obj, "load_state_dict")):
                 raise TypeError("state[%r]: %s has no state_dict()/load_state_dict() "
                                 "and is not a tensor" % (key, type(obj).__name__))
@@ -210,6 +346,69 @@ class Checkpointer:
         self.world_size = (self._opts["world_size"] if self._opts["world_size"] > 0
                            else _firebreak.world_size())
         probe.close()
+        self._replicated = self._replicated_keys(replicated)
+        self._group = group
+        self._members = None
+        if self._replicated:
+            self._members = _group_members(group, self.world_size)
+            if self.rank not in self._members:
+                raise ValueError("group: this rank (%d) is not one of its members %s"
+                                 % (self.rank, self._members))
+        self.last_save_bytes = 0  # bytes this rank registered at the last save
+
+    def _replicated_keys(self, replicated):
+        if replicated is True:
+            return set(self.state)
+        if replicated is False:
+            return set()
+        if replicated is not None:
+            keys = set(replicated)
+            for k in keys:
+                if k not in self.state:
+                    raise ValueError("replicated: %r is not a key of state %s"
+                                     % (k, sorted(self.state)))
+            return keys
+        ddp = _ddp_type()
+        keys, params = set(), set()
+        for k, o in self.state.items():
+            if ddp is not None and isinstance(o, ddp):
+                keys.add(k)
+                params.update(id(p) for p in o.parameters())
+        for k, o in self.state.items():
+            if not isinstance(o, torch.optim.Optimizer):
+                continue
+            mine = [p for g in o.param_groups for p in g["params"]]
+            if params and mine and all(id(p) in params for p in mine):
+                keys.add(k)
+            # FSDP2 / DTensor parameters: their state is sharded like them
+            # (slices), and the plain tensors beside it (AdamW's step) are
+            # the same on every rank
+            elif _DTensor is not None and mine and all(isinstance(p, _DTensor)
+                                                      for p in mine):
+                keys.add(k)
+        return keys
+
+    def _param_of(self, name):
+        """The parameter whose optimizer state `name` is
+        ("optim/state/3/exp_avg": parameter 3 in param_groups order, as
+        torch numbers them), or None."""
+        parts = name.split("/")
+        opt = self.state.get(parts[0])
+        if (len(parts) < 4 or parts[1] != "state" or not parts[2].isdigit()
+                or not isinstance(opt, torch.optim.Optimizer)):
+            return None
+        params = [p for g in opt.param_groups for p in g["params"]]
+        i = int(parts[2])
+        return params[i] if i < len(params) else None
+
+    def _state_template(self, name, gshape):
+        """For optimizer state of a DTensor parameter that the program has
+        not created yet (lazily, at the first step): the parameter, whose
+        sharding the state has.  None when there is none."""
+        p = self._param_of(name)
+        if _DTensor is None or not isinstance(p, _DTensor) or tuple(p.shape) != tuple(gshape):
+            return None
+        return p
 
     # -- helpers --------------------------------------------------------
 
@@ -222,21 +421,67 @@ class Checkpointer:
             raise ValueError("Checkpointer is closed")
 
     def _flatten(self):
-        """(skeleton, {name: tensor}) of the live state."""
-        tensors = {}
+        """(skeleton, {name: tensor}, {name: (global shape, offset)},
+        {name: DTensor}) of the live state."""
+        tensors, places, dtensors = {}, {}, {}
         skeleton = {}
         for key, obj in self.state.items():
-            if isinstance(obj, torch.Tensor):
-                skeleton[key] = ("tensor", _strip(obj, [key], tensors))
+            if isinstance(obj, (torch.Tensor, Slice)):
+                skeleton[key] = ("tensor", _strip(obj, [key], tensors, places, dtensors))
             else:
-                skeleton[key] = ("state_dict", _strip(obj.state_dict(), [key], tensors))
+                skeleton[key] = ("state_dict", _strip(obj.state_dict(), [key], tensors,
+                                                      places, dtensors))
         for name, t in tensors.items():
             _check_tensor(name, t)
-        return skeleton, tensors
+        return skeleton, tensors, places, dtensors
 
-    def _meta_bytes(self, step, skeleton):
+    def _owners(self, tensors, places):
+        """{name: owning global rank} of the replicated tensors: the largest
+        first, each to the member with the fewest bytes so far (the lowest
+        rank among equals), so every member writes about 1/N of the bytes.
+        The same on every member: it depends on names and sizes only."""
+        if not self._replicated:
+            return {}
+        names = [n for n in tensors if n.split("/", 1)[0] in self._replicated
+                 and n not in places]
+        names.sort(key=lambda n: (-tensors[n].numel() * tensors[n].element_size(), n))
+        load = [0] * len(self._members)
+        owners = {}
+        for n in names:
+            i = min(range(len(load)), key=lambda k: (load[k], k))
+            owners[n] = self._members[i]
+            load[i] += tensors[n].numel() * tensors[n].element_size()
+        return owners
+
+    def _check_group(self, step, owners, tensors):
+        """Every member saves the same step with the same replicated tensors
+        (else some tensor would be written by nobody): one all_gather of
+        (step, digest) over the group, when torch.distributed is up."""
+        import torch.distributed as dist
+        if not (dist.is_available() and dist.is_initialized()) or len(self._members) < 2:
+            return
+        h = hashlib.sha256(repr(sorted((n, str(tensors[n].dtype), tuple(tensors[n].shape))
+                                       for n in owners)).encode()).digest()
+        mine = torch.tensor([step, int.from_bytes(h[:7], "little")], dtype=torch.int64)
+        if dist.get_backend(self._group) == "nccl":
+            mine = mine.cuda()
+        got = [torch.zeros_like(mine) for _ in self._members]
+        dist.all_gather(got, mine, group=self._group)
+        for m, g in zip(self._members, got):
+            if int(g[0]) != step or int(g[1]) != int(mine[1]):
+                raise ValueError(
+                    "replicated state: rank %d saves step %d with replicated tensors "
+                    "%s those of rank %d (step %d); every rank of the group must "
+                    "save the same steps of the same replicated state"
+                    % (m, int(g[0]), "other than" if int(g[1]) != int(mine[1])
+                       else "like", self.rank, step))
+
+    def _meta_bytes(self, step, skeleton, owners, places):
         meta = {"format": META_FORMAT, "step": step, "objects": skeleton,
-                "rng": _rng_state(), "extra": self.extra}
+                "rng": _rng_state(), "extra": self.extra,
+                "world_size": self.world_size, "replicated": owners,
+                "members": self._members if owners else None,
+                "slices": sorted(places)}
         try:
             data = pickle.dumps(meta, protocol=4)
         except (pickle.PicklingError, AttributeError, TypeError) as e:
@@ -259,18 +504,25 @@ class Checkpointer:
         step = int(step)
         if step < 0:
             raise ValueError("step %d: expected >= 0" % step)
-        skeleton, tensors = self._flatten()
-        data = self._meta_bytes(step, skeleton)
+        skeleton, tensors, places, _ = self._flatten()
+        owners = self._owners(tensors, places)
+        if owners:
+            self._check_group(step, owners, tensors)
+        mine = {n: t for n, t in tensors.items()
+                if owners.get(n, self.rank) == self.rank}
+        data = self._meta_bytes(step, skeleton, owners, places)
         need = _META_HDR.size + len(data)
-        plan = [(n, t.data_ptr(), t.dtype, tuple(t.shape)) for n, t in tensors.items()]
+        plan = [(n, t.data_ptr(), t.dtype, tuple(t.shape), places.get(n))
+                for n, t in mine.items()]
         if (self._ck is None or plan != self._plan or self._meta is None
                 or self._meta.numel() < need):
-            self._replan(tensors, plan, need)
+            self._replan(mine, places, plan, need)
         self._meta[:need] = torch.frombuffer(
             bytearray(_META_HDR.pack(b"FBPY", len(data)) + data), dtype=torch.uint8)
+        self.last_save_bytes = sum(t.numel() * t.element_size() for t in mine.values())
         return self._ck.save(step)
 
-    def _replan(self, tensors, plan, meta_need):
+    def _replan(self, tensors, places, plan, meta_need):
         if self._ck is not None:
             ck, self._ck = self._ck, None
             ck.close()               # waits for its save in flight
@@ -281,8 +533,9 @@ class Checkpointer:
         ck = self._open()
         try:
             for name, t in tensors.items():
+                gs, go = places.get(name, (None, None))
                 ck.register(name, _DTYPES[t.dtype], tuple(t.shape), t.data_ptr(),
-                            t.numel() * t.element_size(), t)
+                            t.numel() * t.element_size(), t, gs, go)
             ck.register(META, _firebreak.DTYPE_U8, (cap,), meta.data_ptr(), cap, meta)
         except BaseException:
             ck.close()
@@ -312,50 +565,161 @@ class Checkpointer:
 
     def restore(self):
         """Load the newest checkpoint that verifies into the state, in place.
-        Returns its step, or None when there is none (the state untouched)."""
+        Returns its step, or None when there is none (the state untouched).
+        A checkpoint saved by another number of ranks is resharded when all
+        of its state is replicated or sharded, else refused naming both."""
         self._check_open()
         if self._ck is not None:
             self._ck.wait()          # the engine refuses to restore mid-save
         tried = set()
+        max_step = None
         while True:
-            lay = _firebreak.layout(self.dir, self.rank, self.world_size)
+            lay = _firebreak.open_layout(self.dir, 0, max_step)
             if lay is None:
                 return None
-            step, entries = lay
-            if step in tried:
-                raise Error(_firebreak.EMISMATCH,
-                            "checkpoint step %d in %s could not be restored"
-                            % (step, self.dir))
-            tried.add(step)
-            names = {n: (d, s) for n, d, s in entries}
-            if META not in names:
-                raise ValueError("checkpoint step %d in %s has no %s: not written "
-                                 "by firebreak.Checkpointer" % (step, self.dir, META))
-            bufs = {}
-            ck = self._open()
+            want = lay.step
             try:
-                for n, d, s in entries:
-                    if d not in _TORCH_OF:
-                        raise TypeError("checkpoint step %d: tensor %s has a dtype "
-                                        "torch cannot hold here" % (step, n))
-                    t = torch.empty(s, dtype=_TORCH_OF[d])
-                    bufs[n] = t
-                    ck.register(n, d, s, t.data_ptr(), t.numel() * t.element_size(), t)
-                try:
-                    got = ck.restore()
-                except Error as e:
-                    if e.args[0] == _firebreak.EMISMATCH:
-                        continue   # fell back to an older checkpoint: ask again
-                    raise
+                if want in tried:
+                    raise Error(_firebreak.EMISMATCH,
+                                "checkpoint step %d in %s could not be restored"
+                                % (want, self.dir))
+                tried.add(want)
+                if lay.world_size == self.world_size:
+                    got = self._read_same(lay)
+                else:
+                    got = self._read_other(lay)
             finally:
-                ck.close()
+                lay.close()
             if got is None:
                 return None
-            self._load(got, bufs)
-            return got
+            step, bufs, meta, own_rng = got
+            if step is None:           # the engine fell back to a step holding
+                continue               # other tensors: ask again
+            if step != want:           # the engine fell back past `want`
+                max_step = step
+                continue
+            self._load(step, bufs, meta, own_rng)
+            return step
 
-    def _load(self, step, bufs):
-        raw = bufs.pop(META).numpy().tobytes()
+    @staticmethod
+    def _alloc(entry):
+        name, rank, d, shape, gs, go = entry
+        if d not in _TORCH_OF:
+            raise TypeError("tensor %s has a dtype torch cannot hold here" % name)
+        return torch.empty(shape, dtype=_TORCH_OF[d])
+
+    def _read_same(self, lay):
+        """Saved by as many ranks: this rank's shard through the engine's
+        restore (which verifies it, sets a corrupt one aside and falls back),
+        then replicated tensors other ranks wrote from their shards.
+        (step, bufs, meta, True), or None when nothing verifies."""
+        entries = [e for e in lay.tensors() if e[1] == self.rank]
+        if not any(e[0] == META for e in entries):
+            raise ValueError("checkpoint step %d in %s has no %s: not written "
+                             "by firebreak.Checkpointer" % (lay.step, self.dir, META))
+        bufs = {}
+        ck = self._open()
+        try:
+            for e in entries:
+                t = bufs[e[0]] = self._alloc(e)
+                ck.register(e[0], e[2], e[3], t.data_ptr(), t.numel() * t.element_size(),
+                            t, e[4], e[5])
+            try:
+                got = ck.restore()
+            except Error as err:
+                if err.args[0] == _firebreak.EMISMATCH:
+                    return (None, None, None, None)   # another step: ask again
+                raise
+        finally:
+            ck.close()
+        if got is None or got != lay.step:
+            return None if got is None else (got, None, None, None)
+        meta = self._parse_meta(got, bufs.pop(META))
+        # where each of this rank's saved tensors sat in its global tensor
+        meta["_places"] = {e[0]: (tuple(e[4]), tuple(e[5])) for e in entries}
+        need = [n for n in _refs(meta["objects"], []) if n not in bufs]
+        where = {(e[0], e[1]): e for e in lay.tensors()}
+        owners = meta.get("replicated", {})
+        reqs = []
+        for n in need:
+            e = where.get((n, owners.get(n, -1)))
+            if e is None:
+                raise ValueError("tensor %s: in checkpoint step %d's state, but in no "
+                                 "shard (owner %s)" % (n, got, owners.get(n)))
+            t = bufs[n] = self._alloc(e)
+            reqs.append((n, e[1], e[2], e[3], e[4], e[5], t.data_ptr(),
+                         t.numel() * t.element_size()))
+        if reqs:
+            lay.read(reqs)
+        return got, bufs, meta, True
+
+    def _read_other(self, lay):
+        """Saved by another number of ranks: replicated tensors from any
+        shard, this rank's slices from the overlapping saved ones; per-rank
+        state cannot be mapped and is refused, naming both sizes."""
+        n_old, step = lay.world_size, lay.step
+        src = self.rank if self.rank < n_old else 0
+        entries = lay.tensors()
+        metas = [e for e in entries if e[0] == META and e[1] == src]
+        if not metas:
+            raise ValueError("checkpoint step %d in %s has no %s: not written "
+                             "by firebreak.Checkpointer" % (step, self.dir, META))
+        mbuf = self._alloc(metas[0])
+        e = metas[0]
+        lay.read([(META, src, e[2], e[3], e[4], e[5], mbuf.data_ptr(), mbuf.numel())])
+        meta = self._parse_meta(step, mbuf)
+        owners = meta.get("replicated", {})
+        sliced = set(meta.get("slices", ()))
+        members = meta.get("members")
+        if owners and members is not None and list(members) != list(range(n_old)):
+            # replicas of one group only: another group's tensor of the same
+            # name may hold other values, so "any shard" would be wrong
+            raise Error(_firebreak.EMISMATCH,
+                        "checkpoint step %d was saved by %d ranks, this job has %d: "
+                        "its replicated state is replicated over the group %s, not "
+                        "the whole world, and cannot be restored on another world "
+                        "size" % (step, n_old, self.world_size, list(members)))
+        _, live, places, _ = self._flatten()
+        first = {}
+        for e in entries:
+            first.setdefault(e[0], e)
+        bufs, reqs = {}, []
+        for n in _refs(meta["objects"], []):
+            e = first.get(n)
+            if e is None:
+                raise ValueError("tensor %s: in checkpoint step %d's state, but in no "
+                                 "shard" % (n, step))
+            if n in owners:
+                region = (e[3], e[3], (0,) * len(e[3]))
+            elif n in sliced:
+                if n in places:
+                    gs, go = places[n]
+                    region = (tuple(live[n].shape), gs, go)
+                else:
+                    p = self._state_template(n, e[4])
+                    if p is None:
+                        raise Error(_firebreak.EMISMATCH,
+                                    "checkpoint step %d was saved by %d ranks, this job "
+                                    "has %d: tensor %s is a slice there, and this rank "
+                                    "has no slice of it to take its place from"
+                                    % (step, n_old, self.world_size, n))
+                    local, gs, go = _dtensor_place(p)
+                    region = (tuple(local.shape), gs, go)
+            else:
+                raise Error(_firebreak.EMISMATCH,
+                            "checkpoint step %d was saved by %d ranks, this job has %d: "
+                            "tensor %s is per-rank state (neither replicated nor "
+                            "sharded) and cannot be restored on another world size"
+                            % (step, n_old, self.world_size, n))
+            t = bufs[n] = torch.empty(region[0], dtype=_TORCH_OF[e[2]])
+            reqs.append((n, -1, e[2], region[0], region[1], region[2], t.data_ptr(),
+                         t.numel() * t.element_size()))
+        lay.read(reqs)
+        return step, bufs, meta, self.rank < n_old
+
+    @staticmethod
+    def _parse_meta(step, buf):
+        raw = buf.numpy().tobytes()
         magic, length = _META_HDR.unpack_from(raw)
         if magic != b"FBPY" or length > len(raw) - _META_HDR.size:
             raise ValueError("checkpoint step %d: %s is malformed" % (step, META))
@@ -364,12 +728,29 @@ class Checkpointer:
             raise ValueError("checkpoint step %d: meta format %r, expected %d"
                              % (step, meta.get("format") if isinstance(meta, dict)
                                 else None, META_FORMAT))
+        return meta
+
+    def _load(self, step, bufs, meta, own_rng):
         objects = meta["objects"]
         # Check everything against the live state before changing any of it.
         if set(objects) != set(self.state):
             raise ValueError("checkpoint step %d holds state %s; the program's "
                              "state is %s" % (step, sorted(objects), sorted(self.state)))
-        _, live = self._flatten()
+        _, live, places, dtensors = self._flatten()
+        for name, b in bufs.items():     # lazily created state of DTensors
+            p = None if name in live else self._param_of(name)
+            if _DTensor is not None and isinstance(p, _DTensor):
+                local, gs, go = _dtensor_place(p)
+                if tuple(b.shape) == tuple(local.shape):
+                    dtensors[name] = p
+                    places[name] = (gs, go)
+        saved_places = meta.get("_places")   # None: resharded to the live places
+        for name, (gs, go) in places.items():
+            got = saved_places.get(name) if saved_places is not None else None
+            if got is not None and got != (tuple(gs), tuple(go)):
+                raise ValueError("tensor %s: the program has the slice at %s of a "
+                                 "tensor of %s, checkpoint step %d has it at %s of %s"
+                                 % (name, tuple(go), tuple(gs), step, got[1], got[0]))
         lazy = tuple("%s/state/" % k for k, o in self.state.items()
                      if isinstance(o, torch.optim.Optimizer))
         for name, t in live.items():
@@ -391,10 +772,13 @@ class Checkpointer:
         with torch.no_grad():
             for key, obj in self.state.items():
                 kind, sk = objects[key]
-                value = _fill(sk, bufs)
-                if isinstance(obj, torch.Tensor):
+                value = _fill(sk, bufs, dtensors)
+                if isinstance(obj, Slice):
+                    obj.tensor.copy_(value)
+                elif isinstance(obj, torch.Tensor):
                     obj.copy_(value)
                 else:
                     obj.load_state_dict(value)
-        _set_rng_state(meta["rng"])
+        if own_rng:
+            _set_rng_state(meta["rng"])
         self.extra = meta["extra"]

@@ -2,6 +2,7 @@
  * cuda.c -- device-to-host copies for checkpoints (see cuda.h).
  */
 #include "ckpt/cuda.h"
+#include "firebreak/firebreak.h"
 
 #include <errno.h>
 
@@ -63,6 +64,11 @@ static int fail(const char *what, cudaError_t e)
 {
     fprintf(stderr, "firebreak: checkpoint: %s: %s\n", what, cu.error_string(e));
     return -EIO;
+}
+
+int fb_ckpt_device_support(void)
+{
+    return 1;
 }
 
 int fb__cuda_is_device(const void *p)
@@ -127,6 +133,8 @@ int fb__cuda_h2d(void *dst, const void *src, size_t n)
 }
 
 #else /* !FB_HAVE_CUDA: the path compiles out */
+
+int fb_ckpt_device_support(void) { return 0; }
 
 int fb__cuda_is_device(const void *p) { (void)p; return 0; }
 int fb__cuda_pin(void *p, size_t n) { (void)p; (void)n; return -ENOSYS; }

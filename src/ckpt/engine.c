@@ -400,20 +400,21 @@ static void *hash_all(void *arg)
  * copies (from_staging) or the tensors themselves.  On failure the
  * temporary file is removed and `why` says what failed.
  */
-static int write_shard(fb_ckpt *ck, uint64_t step, int from_staging,
-                       uint64_t *bytes_out, char *why, size_t why_size)
+static int write_shard(fb_ckpt *ck, const char *dir, uint64_t step,
+                       int from_staging, uint64_t *bytes_out, char *why,
+                       size_t why_size)
 {
     char sdir[PATH_MAX], tmp[PATH_MAX], final[PATH_MAX];
     fb__jsonw hdr = {0};
     int fd = -1, rc;
-    if (fb__ckpt_step_path(sdir, sizeof sdir, ck->dir, step) ||
+    if (fb__ckpt_step_path(sdir, sizeof sdir, dir, step) ||
         fb__fmt(tmp, sizeof tmp, "%s/.rank-%05d.%d.tmp", sdir, ck->rank,
                 (int)getpid()) ||
-        fb__ckpt_shard_path(final, sizeof final, ck->dir, step, ck->rank)) {
-        fb__ckpt_say(why, why_size, "checkpoint path too long under %s", ck->dir);
+        fb__ckpt_shard_path(final, sizeof final, dir, step, ck->rank)) {
+        fb__ckpt_say(why, why_size, "checkpoint path too long under %s", dir);
         return -ENAMETOOLONG;
     }
-    (void)fb__ckpt_clean_tmp(ck->dir, step, ck->rank, (int)getpid());
+    (void)fb__ckpt_clean_tmp(dir, step, ck->rank, (int)getpid());
     if (mkdir(sdir, 0755) && errno != EEXIST) {
         rc = -errno;
         fb__ckpt_say(why, why_size, "mkdir %s: %s", sdir, strerror(-rc));
@@ -587,7 +588,9 @@ static int persist(fb_ckpt *ck, uint64_t step, int from_staging, uint64_t stall_
     }
     test_delay("FIREBREAK_CKPT_WRITE_DELAY_MS");
     uint64_t t0 = fb__now_ns();
-    int rc = write_shard(ck, step, from_staging, &bytes, why, sizeof why);
+    /* Node memory first when the supervisor gave one (tier.c). */
+    const char *dir = fb__tier_save_dir(ck, step);
+    int rc = write_shard(ck, dir, step, from_staging, &bytes, why, sizeof why);
     uint64_t persist_ns = fb__now_ns() - t0;
     if (rc) {
         fprintf(stderr, "firebreak: checkpoint step %llu (rank %d) failed: %s; "
@@ -598,8 +601,12 @@ static int persist(fb_ckpt *ck, uint64_t step, int from_staging, uint64_t stall_
     }
     ck->last_bytes = bytes;
     ck->last_persist_ns = persist_ns;
+    if (ck->tier.mem_dir[0])
+        snprintf(how + strlen(how), sizeof how - strlen(how), ", in %s",
+                 dir == ck->dir ? "storage" : "node memory");
     fb__lib_report(FB__REPORT_CKPT_COMMITTED, 0, step, bytes, stall_ns, persist_ns,
                    how);
+    fb__tier_committed(ck, step, dir);
     if (ck->rank == 0 && ck->keep > 0) {
         saving_step = step;
         int r = fb__ckpt_retain(ck->dir, ck->world_size, ck->keep, delete_hook,
@@ -714,6 +721,8 @@ int fb_ckpt_open(fb_ckpt **out, const fb_ckpt_options *opt_in)
     ck->alg = fb__hash_default();
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     ck->copy_threads = cpus < 2 ? 1 : cpus < ck->io_threads ? (int)cpus : ck->io_threads;
+    if ((rc = fb__tier_open(ck, opt.dir)))
+        goto fail;
     ck->wp.fd = -1;
     ck->snapshot = opt.snapshot;
     const char *snap = fb__getenv("FIREBREAK_CKPT_SNAPSHOT");
@@ -1109,4 +1118,9 @@ void fb_ckpt_close(fb_ckpt *ck)
     pthread_mutex_destroy(&ck->mu);
     pthread_cond_destroy(&ck->cv);
     free(ck);
+}
+
+const char *fb_ckpt_dir(const fb_ckpt *ck)
+{
+    return ck ? ck->dir : NULL;
 }

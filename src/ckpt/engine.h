@@ -12,6 +12,7 @@
 
 #include "ckpt/hash.h"
 #include "ckpt/safetensors.h"
+#include "ckpt/tier.h"
 #include "firebreak/firebreak.h"
 
 /* `firebreak.format` of the shards this build writes (docs/checkpoint.md). */
@@ -118,6 +119,7 @@ struct fb_ckpt {
     int last_protected;        /* 1: by write protection; 0: copied    */
 
     fb_ckpt *next_open; /* list of open handles (flushed at exit)       */
+    fb__tier tier;      /* node-memory tier (tier.c); mem_dir "": none  */
 };
 
 /* snprintf into a message buffer, where cutting a long path is fine. */
@@ -136,6 +138,14 @@ fb_phase fb__ckpt_phase(void);
 
 /* A save is in flight (registering and restoring must wait). */
 int fb__ckpt_busy(fb_ckpt *ck);
+
+/* restore.c, for tier.c: try to restore `step` from checkpoint directory
+ * dir (0 restored, FB_EMISMATCH or -ENOMEM fatal, other: fall back; a
+ * shard failing its hashes is renamed rank-R.corrupt); remove this rank's
+ * shard of an abandoned step in dir. */
+int fb__ckpt_try_step(fb_ckpt *ck, const char *dir, uint64_t step,
+                      uint64_t *bytes_out, char *why, size_t why_size);
+void fb__ckpt_drop_own_shard(const fb_ckpt *ck, const char *dir, uint64_t step);
 
 /* Wait until no save is in flight; the last save's result. */
 int fb__ckpt_wait_idle(fb_ckpt *ck);

@@ -27,6 +27,18 @@ typedef void (*fb__shard_progress)(void *arg, uint64_t bytes);
 int fb__shard_check_meta(const fb__st_header *h, const char *label, char *err,
                          size_t err_size);
 
+/*
+ * A tensor's place in its global tensor, from the shard's metadata
+ * (firebreak.global_shape.NAME, firebreak.global_offset.NAME; outside
+ * input, parsed with bounds): exactly ndim non-negative integers each,
+ * and the slice inside the global shape.  Without the keys the tensor is
+ * whole (global shape = its shape, offset 0).  0 or FB_EFORMAT with err
+ * naming the key (layout.c).
+ */
+int fb__shard_slice_place(const fb__st_header *h, const fb__st_tensor *t,
+                          int64_t *global_shape, int64_t *global_offset,
+                          const char *label, char *err, size_t err_size);
+
 /* Asked between chunks, on the calling thread only: non-zero stops the
  * read (may be NULL). */
 typedef int (*fb__shard_stop)(void *arg);
@@ -50,7 +62,9 @@ int fb__shard_check_place(const fb__st_header *h, const char *label,
  * polled by the calling thread between chunks of 8 MiB and while it waits
  * for the other threads.  Returns 0, FB_ECORRUPT (err names the file and
  * tensor), FB_EFORMAT, -ECANCELED (stop said so), -errno.  On failure
- * the dest buffers hold whatever was read.
+ * the dest buffers hold whatever was read.  h may list only some of the
+ * shard's tensors (in file order, with gaps between them): only those are
+ * read.
  */
 int fb__shard_read_verify(int fd, const fb__st_header *h, const char *label,
                           void *const *dest, int threads,

@@ -265,39 +265,51 @@ static int64_t max_id(fb__journal *j, const char *table)
     return id;
 }
 
-/* A journal of schema 1.0 (written by an older firebreak) gains the
- * nullable columns of 1.1 and says so in meta; the placement table came
- * with the schema script.  SQLITE_OK or the failure. */
-static int upgrade(fb__journal *j, char **msg)
+/* Columns added by minor versions after 1.0, all nullable: a journal of
+ * an older minor that this writer reopens gains them (ALTER TABLE), and
+ * its meta.schema_version becomes this writer's. */
+static const struct { const char *table, *column, *type; } added_columns[] = {
+    {"incident", "host", "TEXT"},           /* 1.1: node identity */
+    {"event", "node", "TEXT"},
+    {"event", "host", "TEXT"},
+    {"step_sample", "node", "TEXT"},
+    {"step_sample", "host", "TEXT"},
+    {"event", "source", "TEXT"},            /* 1.1: restore_done's tier */
+};
+
+static int has_column(sqlite3 *db, const char *table, const char *column)
 {
-    static const char *const add[][2] = {
-        {"incident", "host"}, {"event", "node"}, {"event", "host"},
-        {"step_sample", "node"}, {"step_sample", "host"},
-    };
+    char sql[128];
+    snprintf(sql, sizeof sql, "PRAGMA table_info(%s)", table);
+    sqlite3_stmt *st;
+    int found = 0;
+    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
+        return 0;
+    while (!found && sqlite3_step(st) == SQLITE_ROW) {
+        const unsigned char *name = sqlite3_column_text(st, 1);
+        found = name && !strcmp((const char *)name, column);
+    }
+    sqlite3_finalize(st);
+    return found;
+}
+
+static int migrate(sqlite3 *db, char **msg)
+{
     int rc = SQLITE_OK;
-    for (size_t i = 0; i < sizeof add / sizeof add[0] && rc == SQLITE_OK; i++) {
-        sqlite3_stmt *st;
-        rc = sqlite3_prepare_v2(j->db, "SELECT 1 FROM pragma_table_info(?) WHERE name=?",
-                                -1, &st, NULL);
-        if (rc != SQLITE_OK)
-            break;
-        sqlite3_bind_text(st, 1, add[i][0], -1, SQLITE_STATIC);
-        sqlite3_bind_text(st, 2, add[i][1], -1, SQLITE_STATIC);
-        int have = sqlite3_step(st) == SQLITE_ROW;
-        sqlite3_finalize(st);
-        if (!have) {
-            char sql[128];
-            snprintf(sql, sizeof sql, "ALTER TABLE %s ADD COLUMN %s TEXT", add[i][0],
-                     add[i][1]);
-            rc = sqlite3_exec(j->db, sql, NULL, NULL, msg);
-        }
+    for (size_t i = 0; rc == SQLITE_OK &&
+                       i < sizeof added_columns / sizeof added_columns[0]; i++) {
+        if (has_column(db, added_columns[i].table, added_columns[i].column))
+            continue;
+        char sql[160];
+        snprintf(sql, sizeof sql, "ALTER TABLE %s ADD COLUMN %s %s",
+                 added_columns[i].table, added_columns[i].column,
+                 added_columns[i].type);
+        rc = sqlite3_exec(db, sql, NULL, NULL, msg);
     }
-    if (rc == SQLITE_OK) {
-        char sql[128];
-        snprintf(sql, sizeof sql, "UPDATE meta SET value='%s' WHERE key="
-                 "'schema_version' AND value='1.0'", FB__JOURNAL_SCHEMA_VERSION);
-        rc = sqlite3_exec(j->db, sql, NULL, NULL, msg);
-    }
+    if (rc == SQLITE_OK)
+        rc = sqlite3_exec(db, "UPDATE meta SET value='" FB__JOURNAL_SCHEMA_VERSION
+                              "' WHERE key='schema_version' AND value='1.0'",
+                          NULL, NULL, msg);
     return rc;
 }
 
@@ -331,7 +343,7 @@ int fb__journal_open(fb__journal **out, const char *path, char *err, size_t errs
         rc = sqlite3_exec(j->db, sql, NULL, NULL, &msg);
     }
     if (rc == SQLITE_OK)
-        rc = upgrade(j, &msg);
+        rc = migrate(j->db, &msg);
     if (rc != SQLITE_OK) {
         snprintf(err, errsz, "cannot initialize %s: %s", path, msg ? msg : "?");
         sqlite3_free(msg);
@@ -644,8 +656,8 @@ int fb__journal_add_event(fb__journal *j, const fb__journal_event *ev)
 {
     jop op;
     op_init(&op, "INSERT INTO event(run_id, attempt_id, time, rank, kind, step,"
-                 " code, bytes, value_ms, detail, node, host)"
-                 " VALUES(?,?,?,?,?,?,?,?,?,?,?,?)");
+                 " code, bytes, value_ms, detail, node, host, source)"
+                 " VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?)");
     place pl = placed(j, ev->attempt_id, ev->rank);
     op_int(&op, j->run_id);
     op_int(&op, ev->attempt_id);
@@ -668,6 +680,7 @@ int fb__journal_add_event(fb__journal *j, const fb__journal_event *ev)
     op_text(&op, ev->detail);
     op_text(&op, name_at(j, pl.node));
     op_text(&op, name_at(j, pl.host));
+    op_text(&op, ev->source);
     return submit(j, &op);
 }
 

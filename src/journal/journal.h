@@ -59,6 +59,7 @@ typedef struct fb__journal_event {
     int64_t bytes;
     double value_ms;     /* < 0: none */
     const char *detail;
+    const char *source;  /* restore_done: memory, peer, storage; NULL: none */
 } fb__journal_event;
 
 /* Whether the journal is being written, and what was lost. */

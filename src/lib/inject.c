@@ -256,11 +256,14 @@ static void record(const fb__inject_fault *f, uint64_t step)
     fprintf(stderr, "firebreak: injecting fault %s\n", text);
 }
 
-/* Flip one byte in the data section of this rank's newest shard.  The
- * layout of the checkpoint directory is src/ckpt/store.h's to know. */
+/* Flip one byte in the data section of this rank's newest shard: in node
+ * memory when the supervisor gave a memory tier (the copy a restore reads
+ * first, src/ckpt/tier.h), else in the checkpoint directory.  The layout
+ * of the checkpoint directory is src/ckpt/store.h's to know. */
 static void corrupt_newest_shard(void)
 {
-    const char *dir = fb__lib_ckpt_dir();
+    const char *mem = fb__getenv("FIREBREAK_CKPT_MEM_DIR");
+    const char *dir = mem && *mem ? mem : fb__lib_ckpt_dir();
     if (!dir)
         return;
     fb__ckpt_entry *e = NULL;

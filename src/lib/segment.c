@@ -15,7 +15,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/futex.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -38,6 +40,8 @@ struct fb__seg {
     fb__seg_identity id;       /* reader: copied once, bounded           */
     unsigned char ident_raw[IDENT_BYTES]; /* the identity as attached     */
     uint64_t report_head_seen, fr_head_seen; /* fb__seg_check's last look */
+    dev_t dev;                 /* reader: the file attached              */
+    ino_t ino;
 };
 
 static int valid_job_id(const char *job)
@@ -244,6 +248,14 @@ static int copy_identity(fb__seg *seg)
     return 0;
 }
 
+/* A segment's name ("/fb.<job>.<attempt>.<rank>": in /dev/shm) or a path. */
+static int seg_path(char *path, size_t size, const char *name_or_path)
+{
+    if (name_or_path[0] == '/' && strchr(name_or_path + 1, '/') == NULL)
+        return fb__fmt(path, size, SHM_DIR "%s", name_or_path);
+    return fb__fmt(path, size, "%s", name_or_path);
+}
+
 int fb__seg_open_as(fb__seg **out, const char *name_or_path, uid_t uid,
                     struct stat *st_out)
 {
@@ -252,10 +264,7 @@ int fb__seg_open_as(fb__seg **out, const char *name_or_path, uid_t uid,
     void *base = MAP_FAILED;
     size_t size = 0;
     int fd = -1, rc;
-    if (name_or_path[0] == '/' && strchr(name_or_path + 1, '/') == NULL)
-        rc = fb__fmt(path, sizeof path, SHM_DIR "%s", name_or_path);
-    else
-        rc = fb__fmt(path, sizeof path, "%s", name_or_path);
+    rc = seg_path(path, sizeof path, name_or_path);
     if (rc)
         goto out;
     /* O_NOFOLLOW: a symlink planted under the name is refused (ELOOP).
@@ -308,6 +317,8 @@ int fb__seg_open_as(fb__seg **out, const char *name_or_path, uid_t uid,
         rc = FB_EFORMAT; /* shrank since fstat: its size does not fit */
     if (rc)
         goto out;
+    seg->dev = st.st_dev;
+    seg->ino = st.st_ino;
     seg->id.owner_uid = st.st_uid;
     seg->id.mode = (uint32_t)(st.st_mode & 07777);
     /* Heads are judged by how they move from here on. */
@@ -651,17 +662,11 @@ static int job_has_segments(const char *job)
  * no segment left. */
 static int mpi_dir_stale(const char *path, const struct stat *st, const char *job)
 {
-    char pidfile[PATH_MAX], *text = NULL;
-    size_t len;
-    long long pid = 0;
-    if (!fb__fmt(pidfile, sizeof pidfile, "%s/" FB__SEG_MPI_DIR_PID, path) &&
-        !fb__read_file(pidfile, 64, &text, &len)) {
-        text[strcspn(text, "\n")] = '\0';
-        int bad = fb__parse_int(text, 1, INT_MAX, &pid);
-        free(text);
-        if (!bad)
-            return kill((pid_t)pid, 0) != 0 && errno == ESRCH;
-    }
+    char pidfile[PATH_MAX];
+    int gone = fb__fmt(pidfile, sizeof pidfile, "%s/" FB__SEG_MPI_DIR_PID, path)
+                   ? -1 : fb__pid_file_gone(pidfile);
+    if (gone >= 0)
+        return gone;
     return time(NULL) - st->st_mtime >= 5 && !job_has_segments(job);
 }
 
@@ -734,4 +739,40 @@ int fb__seg_cleanup(const char *job_id)
 int fb__seg_remove_job(const char *job_id, int attempt)
 {
     return cleanup(job_id, attempt, 0);
+}
+
+int fb__seg_request_dump(const fb__seg *seg, const char *name_or_path,
+                         uint64_t request)
+{
+    char path[PATH_MAX];
+    int rc;
+    if (!seg || seg->writable)
+        return -EINVAL;
+    rc = seg_path(path, sizeof path, name_or_path);
+    if (rc)
+        return rc;
+    int fd = open(path, O_WRONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    if (fd < 0)
+        return -errno;
+    struct stat st;
+    if (fstat(fd, &st) < 0) {
+        rc = -errno;
+    } else if (!S_ISREG(st.st_mode) || st.st_dev != seg->dev || st.st_ino != seg->ino) {
+        rc = FB_ENOTOURS; /* replaced since attach: not the rank we watch */
+    } else {
+        /* One aligned 8-byte word: the rank reads it with a relaxed load. */
+        ssize_t n = pwrite(fd, &request, sizeof request,
+                           (off_t)offsetof(fb__seg_header, dump_request));
+        rc = n == (ssize_t)sizeof request ? 0 : n < 0 ? -errno : -EIO;
+        /* The rank's thread sleeps on the word's low half (a shared
+         * futex: keyed by the file's page, so our read-only mapping of it
+         * reaches it; a wake only reads).  A truncated page is EFAULT,
+         * not a fault. */
+        if (!rc)
+            syscall(SYS_futex, (uint32_t *)((char *)seg->base +
+                                            offsetof(fb__seg_header, dump_request)),
+                    FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+    }
+    close(fd);
+    return rc;
 }

@@ -1,5 +1,5 @@
 /*
- * segment.h -- the per-rank shared-memory segment (layout version 1.1).
+ * segment.h -- the per-rank shared-memory segment (layout version 1.2).
  *
  * One file per rank in /dev/shm, named by job, attempt and rank:
  *
@@ -61,6 +61,11 @@
  *    *_wall_ns are CLOCK_REALTIME.
  *  - Minor 1 appended fr_clock and fr_tsc_hz; a minor-0 file reads them as
  *    0 (clock unknown, which means CLOCK_MONOTONIC).
+ *  - Minor 2 appended dump_request and dump_done: the one word a reader
+ *    writes (the supervisor asks the rank to dump PyTorch's flight
+ *    recorder, with pwrite(2) on the file, never through a mapping), and
+ *    the rank's answer.  A minor-1 rank never answers: the supervisor's
+ *    wait is bounded.
  */
 #ifndef FB_LIB_SEGMENT_H
 #define FB_LIB_SEGMENT_H
@@ -73,7 +78,7 @@
 
 #define FB__SEG_MAGIC 0x31474553424546ull /* "FEBSEG1\0" little-endian */
 #define FB__SEG_VERSION_MAJOR 1
-#define FB__SEG_VERSION_MINOR 1
+#define FB__SEG_VERSION_MINOR 2
 #define FB__SEG_HEADER_SIZE 4096
 #define FB__SEG_REPORT_CAPACITY 128
 #define FB__SEG_FR_DEFAULT_CAPACITY 4096
@@ -101,6 +106,15 @@ typedef enum {
     FB__REPORT_NOTE = 10,          /* free text                              */
     FB__REPORT_CKPT_DELETED = 11   /* an old checkpoint was deleted: step    */
 } fb__report_kind;
+
+/* CKPT_COMMITTED's code: 0 from the checkpoint engine (one rank's shard;
+ * the step is durable once every rank's is); FB__COMMIT_WHOLE from the
+ * Python hooks (the script's own torch.save / dcp.save, or
+ * firebreak.committed): that step is durable as a whole. */
+#define FB__COMMIT_WHOLE 1
+/* NOTE's code: FB__NOTE_WHERE is the Python hooks' answer to a dump
+ * request: text is where the rank's main thread is ("file:line in f"). */
+#define FB__NOTE_WHERE 1
 
 #define FB__REPORT_TEXT_MAX 200
 
@@ -197,6 +211,11 @@ typedef struct fb__seg_header {
     _Atomic uint32_t fr_clock;       /* fb__seg_clock; 0 in minor-0 files  */
     uint32_t reserved2;
     _Atomic uint64_t fr_tsc_hz;      /* calibrated TSC rate (FB_CLOCK_TSC)  */
+
+    /* --- minor 2: dump requests (docs/segment.md, "Dump requests") --- */
+    _Atomic uint64_t dump_request;   /* the supervisor: n-th request, by
+                                        pwrite (fb__seg_request_dump)      */
+    _Atomic uint64_t dump_done;      /* the rank: the request it answered  */
 } fb__seg_header;
 
 /* fr_clock: the source of the flight recorder's *_mono_ns event times.
@@ -306,6 +325,16 @@ int fb__seg_truncated(const fb__seg *seg, uint64_t *offset);
 /* The flight-recorder area from the copied identity: base address and
  * capacity in slots (0: no ring, or entries of another size). */
 const void *fb__seg_fr_area(const fb__seg *seg, uint32_t *capacity);
+
+/* Ask the rank whose segment `seg` is (attached with fb__seg_open_as) to
+ * dump its flight recorders: stores `request` into its dump_request with
+ * pwrite(2) on the file, reopened by `name_or_path` with O_NOFOLLOW and
+ * accepted only when it is still the file attached (same device and
+ * inode): a write through a mapping of a file the rank may truncate
+ * would fault.  Then wakes the rank's thread, which sleeps on the word's
+ * low 32 bits (a shared futex).  0 or a negative code. */
+int fb__seg_request_dump(const fb__seg *seg, const char *name_or_path,
+                         uint64_t request);
 
 /* Append a report (any thread of the rank).  text may be NULL. */
 void fb__seg_append_report(fb__seg *seg, fb__report_kind kind, int32_t code,

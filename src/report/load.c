@@ -504,6 +504,7 @@ void fb__report_free(fb__report_run *run)
     for (size_t i = 0; i < run->nevents; i++)
         free(run->events[i].detail);
     free(run->events);
+    free(run->late);
     free(run->dir);
     free(run->name);
     free(run->status);
@@ -659,6 +660,10 @@ int fb__report_load(const char *run_dir, fb__report_run **out, char *err,
         (rc = load_ckpts(&L, run)) ||
         (rc = load_samples(&L, run)) || (rc = attribute_corruption(&L, run)))
         goto out;
+    if ((rc = fb__report_load_lateness(L.jr, run))) {
+        read_fail(&L, rc);
+        goto out;
+    }
     fb__journal_close_ro(L.jr);
     L.jr = NULL;
     load_agent(run, dir);

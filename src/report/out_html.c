@@ -608,6 +608,95 @@ static void event_table(FILE *f, const fb__report_run *run)
                    MAX_INCIDENT_ROWS ? run->nevents : MAX_INCIDENT_ROWS));
 }
 
+/* The supervisor's live lateness: each rank's mean lateness over time
+ * (ranks that were named, or the worst, up to MAX_RANK_LINES lines),
+ * namings and ends as markers, and the rows as a table. */
+static void lateness_section(FILE *f, const fb__report_run *run)
+{
+    if (!run->late_total)
+        return;
+    fprintf(f, "<h3>Lateness at collectives</h3>\n");
+    int lines[MAX_RANK_LINES], nl = 0;
+    double lo = 0, hi = 0;
+    for (size_t i = 0; i < run->nlate; i++) {
+        const fb__report_late *l = &run->late[i];
+        if (!isnan(l->late_ms)) {
+            lo = fmin(lo, l->late_ms);
+            hi = fmax(hi, l->late_ms);
+        }
+        int k = 0;
+        while (k < nl && lines[k] != l->rank)
+            k++;
+        if (k == nl && nl < MAX_RANK_LINES)
+            lines[nl++] = l->rank;
+    }
+    size_t n = run->nlate;
+    double *xs = malloc((n ? n : 1) * sizeof *xs), *ys = malloc((n ? n : 1) * sizeof *ys);
+    int *seg = malloc((n ? n : 1) * sizeof *seg);
+    if (xs && ys && seg) {
+        double W = fb__report_s(run->wall_us) > 0 ? fb__report_s(run->wall_us) : 1;
+        plot p;
+        plot_begin(&p, f, "mean lateness per rank over time", 260);
+        p.x0 = 0;
+        p.x1 = W;
+        p.y0 = lo;
+        p.y1 = hi > lo ? hi * 1.05 : lo + 1;
+        axes(&p, "time since the run started (s)", "mean lateness (ms)");
+        const char *labels[MAX_RANK_LINES];
+        char names[MAX_RANK_LINES][24];
+        for (int k = 0; k < nl; k++) {
+            int m = 0;
+            for (size_t i = 0; i < n; i++) {
+                const fb__report_late *l = &run->late[i];
+                if (l->rank != lines[k] || l->kind != FB__LATE_SAMPLE)
+                    continue;
+                xs[m] = l->time - run->started_at;
+                ys[m] = l->late_ms;
+                seg[m++] = l->attempt;
+            }
+            snprintf(names[k], sizeof names[k], "rank %d", lines[k]);
+            labels[k] = names[k];
+            series(&p, xs, ys, seg, m, palette[k], names[k]);
+        }
+        for (size_t i = 0; i < n; i++) {
+            const fb__report_late *l = &run->late[i];
+            if (l->kind == FB__LATE_SAMPLE)
+                continue;
+            double x = px(&p, l->time - run->started_at);
+            fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" "
+                       "stroke=\"%s\" stroke-dasharray=\"4 3\"><title>%s rank %d"
+                       "</title></line>\n", x, p.mt, x, p.h - p.mb,
+                    l->kind == FB__LATE_NAMED ? "#c62828" : "#2e7d32",
+                    fb__report_late_kind_name(l->kind), l->rank);
+        }
+        legend(&p, labels, palette, nl);
+        plot_end(&p);
+    }
+    free(xs);
+    free(ys);
+    free(seg);
+    fprintf(f, "<div class=\"tbl\"><table id=\"lateness\"><tr><th>at (s)</th>"
+               "<th>kind</th><th>rank</th><th>step</th><th>mean lateness (ms)</th>"
+               "<th>last to arrive</th></tr>\n");
+    for (size_t i = 0; i < n && i < MAX_INCIDENT_ROWS; i++) {
+        const fb__report_late *l = &run->late[i];
+        fprintf(f, "<tr><td>%.3f</td><td>%s</td><td>%d</td><td>%lld</td><td>",
+                l->time - run->started_at, fb__report_late_kind_name(l->kind),
+                l->rank, (long long)l->step);
+        if (!isnan(l->late_ms))
+            fprintf(f, "%.1f", l->late_ms);
+        fprintf(f, "</td><td>");
+        if (l->collectives > 0)
+            fprintf(f, "%lld of %lld", (long long)l->last, (long long)l->collectives);
+        fprintf(f, "</td></tr>\n");
+    }
+    fprintf(f, "</table></div>\n");
+    if (run->late_total > n || n > MAX_INCIDENT_ROWS)
+        fprintf(f, "<p class=\"note\">%zu more lateness rows: see the text or "
+                   "JSON report.</p>\n", run->late_total -
+                   (n < MAX_INCIDENT_ROWS ? n : MAX_INCIDENT_ROWS));
+}
+
 static int run_section(FILE *f, fb__report_run *const *runs, size_t r,
                        size_t n)
 {
@@ -637,6 +726,7 @@ static int run_section(FILE *f, fb__report_run *const *runs, size_t r,
     fprintf(f, "<h3>Temperature and power beside throughput</h3>\n");
     env_chart(f, run);
     event_table(f, run);
+    lateness_section(f, run);
     if (n == 1) {
         int rc = table5(f, runs, 1);
         if (rc)

@@ -122,6 +122,27 @@ typedef struct fb__report_agent_event {
     char *detail;
 } fb__report_agent_event;
 
+/* The supervisor's live lateness (journal events "lateness", "straggler",
+ * "straggler_end"; docs/supervisor.md "Stragglers"), by time. */
+typedef enum {
+    FB__LATE_SAMPLE = 0,   /* "lateness": a rank's window at a moment      */
+    FB__LATE_NAMED,        /* "straggler" (incident or event): named       */
+    FB__LATE_ENDED,        /* "straggler_end": no longer late              */
+    FB__LATE_KIND_COUNT_
+} fb__report_late_kind;
+
+typedef struct fb__report_late {
+    double time;
+    int rank;
+    fb__report_late_kind kind;
+    int attempt;                   /* index into run->attempts, -1: unknown */
+    int64_t step;                  /* -1: unknown */
+    double late_ms;                /* mean lateness over the window; NAN */
+    int64_t last, collectives;     /* last in `last` of them; -1: unknown */
+} fb__report_late;
+
+#define FB__REPORT_LATE_MAX 20000
+
 /* The agent's events read, at most (the rest are counted, not kept). */
 #define FB__REPORT_AGENT_EVENTS_MAX 10000
 
@@ -144,6 +165,8 @@ typedef struct fb__report_run {
     char agent_note[256];          /* why agent data is absent, or "" */
     fb__report_agent_event *events; /* agent.sqlite, by time            */
     size_t nevents, events_total;  /* kept; in the file                 */
+    fb__report_late *late;         /* lateness rows, by time            */
+    size_t nlate, late_total;      /* kept; in the journal              */
 } fb__report_run;
 
 /*
@@ -156,6 +179,17 @@ typedef struct fb__report_run {
 int fb__report_load(const char *run_dir, fb__report_run **out, char *err,
                     size_t errsz);
 void fb__report_free(fb__report_run *run);
+
+/* The journal's lateness rows of run (lateness.c), after its attempts and
+ * incidents are loaded: 0 or a negative code (message from the journal). */
+struct fb__journal_ro;
+int fb__report_load_lateness(struct fb__journal_ro *jr, fb__report_run *run);
+const char *fb__report_late_kind_name(fb__report_late_kind k);
+/* The "lateness" section of the text and JSON outputs (nothing, or an
+ * empty list, when the run has none). */
+void fb__report_lateness_text(FILE *f, const fb__report_run *run);
+struct fb__jsonw;
+void fb__report_lateness_json(struct fb__jsonw *w, const fb__report_run *run);
 
 /* The accounting (account.c); called by load, exposed for tests.
  * Returns 0, or FB_EFORMAT when the partition does not add up (a bug). */

@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "ckpt/tier.h"
 #include "journal/journal.h"
 #include "lib/lib.h"
 #include "lib/segment.h"
@@ -63,6 +64,8 @@ typedef struct fb__sup_rank {
                              read (watch.c, docs/segment.md)               */
     uint64_t seg_ok_ns;   /* when its segment last passed fb__seg_check    */
     int ckpt_code;        /* its last failed save's code (-errno), 0 none  */
+    char where[160];      /* where its Python main thread was when asked
+                             for a dump (a NOTE_WHERE report), "" unknown  */
 } fb__sup_rank;
 
 typedef struct fb__sup_ckpt {
@@ -152,10 +155,16 @@ typedef struct fb__sup {
     gid_t shared_gid;
     mode_t user_umask;                   /* restored when the run ends      */
     int umask_set;
+    char mem_dir[PATH_MAX];              /* node-memory tier; "": none (tiers.c) */
     /* the journal's health, as last reported (supervisor.c) */
     int journal_failing;
     uint64_t journal_dropped_seen;
     uint64_t journal_tick_ns;
+    /* lateness.c: the live straggler check, per attempt */
+    struct fb__fr_late *late;            /* NULL until the first pass       */
+    uint64_t late_pass_ns, late_event_ns, late_prom_ns;
+    uint8_t *late_warned;                /* per rank: incident written      */
+    int late_off;                        /* could not start: said once      */
 } fb__sup;
 
 /* fb__sup_unit.rank of the slurm launcher's watcher step. */
@@ -244,6 +253,33 @@ int fb__sup_secure_dir(fb__sup *s, const char *path);
 int fb__sup_lock_dir(fb__sup *s, const char *dir, const char *what, int slot);
 /* Drop the locks, restore the user's umask. */
 void fb__sup_release_dirs(fb__sup *s);
+
+/* lateness.c: feed the rings read since the last pass to the live
+ * lateness analysis, name stragglers (a pass at most every 250 ms);
+ * fb__sup_lateness_end at the end of an attempt. */
+void fb__sup_lateness(fb__sup *s, uint64_t now);
+void fb__sup_lateness_end(fb__sup *s);
+/* pyhooks.c: a hang and the Python hooks (docs/supervisor.md).
+ * fb__sup_request_dumps: ask every live rank that listens to dump its
+ * flight recorders (PyTorch's, and where its main thread is), and wait a
+ * bounded time for the answers; before the snapshot.
+ * fb__sup_hang_undecided: the hang is blamed on no rank (policy.c rule 4):
+ * rewrite the failure's rank and detail; `evidence` is what the flight
+ * recorder said. */
+void fb__sup_request_dumps(fb__sup *s);
+void fb__sup_hang_undecided(fb__sup *s, const char *evidence);
+/* Where the supervisor's copy of the firebreak Python package is (the
+ * directory to put on PYTHONPATH), or -ENOENT. */
+int fb__sup_python_dir(char *buf, size_t size);
+/* tiers.c (node-memory checkpoints): create the tier (and remove dead
+ * runs' ones); whether storage holds a complete checkpoint newer than
+ * step; SIGUSR1's copy to storage (on a thread), reaped by poll; the end
+ * of the run: copy the newest memory checkpoint to storage, remove it. */
+int fb__sup_tiers_setup(fb__sup *s);
+int fb__sup_tiers_storage_newer(fb__sup *s, uint64_t step);
+void fb__sup_tiers_persist_request(fb__sup *s);
+void fb__sup_tiers_poll(fb__sup *s);
+void fb__sup_tiers_finish(fb__sup *s);
 
 /* status.c */
 void fb__sup_log(fb__sup *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -137,6 +137,10 @@ static void on_report(fb__sup *s, int rank, const fb__seg_report *r)
                             .step = (int64_t)r->step, .code = r->code,
                             .bytes = (int64_t)r->bytes, .value_ms = value_ms,
                             .detail = r->text};
+    /* The tier that served a restore: the rank's text, taken only when it
+     * is one of the names (it comes from another process). */
+    if (r->kind == FB__REPORT_RESTORE_DONE)
+        ev.source = fb__tier_source_name(fb__tier_source_from_name(r->text));
     fb__journal_add_event(s->j, &ev);
 
     switch (r->kind) {
@@ -149,7 +153,9 @@ static void on_report(fb__sup *s, int rank, const fb__seg_report *r)
             c->stall_ms = stall;
         if (persist > c->persist_ms)
             c->persist_ms = persist;
-        int complete = c->ranks >= s->world;
+        /* The script's own checkpoint (Python hooks) is the job's whole
+         * state at that step, whichever rank wrote it. */
+        int complete = c->ranks >= s->world || r->code == FB__COMMIT_WHOLE;
         fb__journal_checkpoint(s->j, s->attempt_id, c->step, t, c->ranks, c->bytes,
                                c->stall_ms, c->persist_ms,
                                complete ? "complete" : "partial");
@@ -206,6 +212,10 @@ static void on_report(fb__sup *s, int rank, const fb__seg_report *r)
         fb__sup_log(s, "%s", detail);
         break;
     }
+    case FB__REPORT_NOTE:
+        if (r->code == FB__NOTE_WHERE) /* answering a dump request */
+            fb__safe_text(s->ranks[rank].where, sizeof s->ranks[rank].where, r->text);
+        break;
     case FB__REPORT_INJECT:
         /* The text is the evidence for the journal; the code, the kind
          * that fired (inject.c), is what blame looks at. */
@@ -400,6 +410,10 @@ static void watch_rank(fb__sup *s, int r, uint64_t now, watch_pass *p,
     hf->step = step;
     hf->injected = inject_kind_of(
         (int32_t)atomic_load_explicit(&h->inject_kind, memory_order_acquire));
+    /* The supervisor's own after= hang (SIGSTOP) is as direct as a
+     * recorded one: the stopped rank cannot record it. */
+    if (hf->injected == FB__INJECT_NONE && rk->injected_kind == FB__INJECT_HANG)
+        hf->injected = FB__INJECT_HANG;
 }
 
 /* A pass found a rank silent past its limit: declare the hang on the
@@ -455,6 +469,7 @@ void fb__sup_watch(fb__sup *s, uint64_t now)
     }
     if (s->fail.set)
         return;
+    fb__sup_lateness(s, now);
     fb__sup_hang_facts hf = {.now_ns = now, .ranks = s->hang_facts,
                              .world = s->world, .declared = -1};
     fb__sup_hang_blame b;

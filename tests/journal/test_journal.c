@@ -253,6 +253,42 @@ static void test_refused(void)
     fb__journal_close(j);
 }
 
+/* A 1.0 journal reopened by this writer gains 1.1's event.source (and its
+ * version says 1.1); a restore_done event records its tier there. */
+static void test_migrate_1_0(void)
+{
+    snprintf(path, sizeof path, "%s/old.sqlite", dir);
+    sqlite3 *db;
+    CHECK(sqlite3_open(path, &db) == SQLITE_OK);
+    CHECK(sqlite3_exec(db,
+        "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);"
+        "INSERT INTO meta VALUES('schema_version','1.0');"
+        "CREATE TABLE event (id INTEGER PRIMARY KEY, run_id INTEGER NOT NULL,"
+        " attempt_id INTEGER NOT NULL, time REAL NOT NULL, rank INTEGER,"
+        " kind TEXT NOT NULL, step INTEGER, code INTEGER, bytes INTEGER,"
+        " value_ms REAL, detail TEXT);", NULL, NULL, NULL) == SQLITE_OK);
+    sqlite3_close(db);
+    fb__journal *j = NULL;
+    char err[256];
+    CHECK_RC(fb__journal_open(&j, path, err, sizeof err), 0);
+    if (!j)
+        return;
+    fb__journal_event ev = {.attempt_id = 1, .time = 3, .rank = 1,
+                            .kind = "restore_done", .step = 5, .value_ms = 2,
+                            .detail = "memory", .source = "memory"};
+    CHECK_RC(fb__journal_add_event(j, &ev), 0);
+    ev.kind = "note";
+    ev.source = NULL;
+    CHECK_RC(fb__journal_add_event(j, &ev), 0);
+    fb__journal_close(j);
+    CHECK_EQ_U64((uint64_t)count("SELECT count(*) FROM meta WHERE "
+                                 "key='schema_version' AND value='1.1'"), 1);
+    CHECK_EQ_U64((uint64_t)count("SELECT count(*) FROM event WHERE "
+                                 "kind='restore_done' AND source='memory'"), 1);
+    CHECK_EQ_U64((uint64_t)count("SELECT count(*) FROM event WHERE "
+                                 "kind='note' AND source IS NULL"), 1);
+}
+
 int main(void)
 {
     if (!mkdtemp(dir)) {
@@ -263,6 +299,7 @@ int main(void)
     test_retry();
     test_bounded();
     test_refused();
+    test_migrate_1_0();
     char cmd[4200];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd) != 0)

@@ -282,6 +282,78 @@ def case_extension_input():
     check(fb.layout("ck", 0, 1) == (3, [("w", fb.DTYPE_F32, (4,))]),
           "layout %r" % (fb.layout("ck", 0, 1),))
     check(fb.layout("nowhere", 0, 1) is None, "layout of a missing directory")
+    # the reader across shards
+    check(fb.open_layout("nowhere") is None, "open_layout of a missing directory")
+    lay = fb.open_layout("ck", 0)
+    check(lay.step == 3 and lay.world_size == 1, "layout %d %d" % (lay.step, lay.world_size))
+    check(lay.tensors() == [("w", 0, fb.DTYPE_F32, (4,), (4,), (0,))],
+          "tensors %r" % (lay.tensors(),))
+    u = torch.ones(4)
+    raises(TypeError, ["a request is"], lambda: lay.read([("w", -1)]))
+    raises(ValueError, ["tensor w", "8 bytes given", "make 16"],
+           lambda: lay.read([("w", -1, fb.DTYPE_F32, (4,), (4,), (0,), u.data_ptr(), 8)]))
+    raises(ValueError, ["tensor w", "1 dimensions, a global shape of 2"],
+           lambda: lay.read([("w", -1, fb.DTYPE_F32, (4,), (4, 1), (0,), u.data_ptr(), 16)]))
+    try:
+        lay.read([("v", -1, fb.DTYPE_F32, (4,), (4,), (0,), u.data_ptr(), 16)])
+        check(False, "a missing tensor was read")
+    except fb.Error as e:
+        check(e.args[0] == fb.EMISMATCH and '"v" is not in step 3' in e.args[1],
+              "missing tensor: %r" % (e.args,))
+    check(torch.equal(u, torch.ones(4)), "buffer written by a failed read")
+    lay.read([("w", -1, fb.DTYPE_F32, (2,), (4,), (2,), u.data_ptr(), 8)])
+    check(torch.equal(u, torch.tensor([0.0, 0.0, 1.0, 1.0])), "region read %s" % u)
+    lay.close()
+    raises(ValueError, ["layout is closed"], lay.tensors)
+
+
+def case_newer_dtypes():
+    """torch 2.x's unsigned and float8 dtypes round-trip (absent in 1.13)."""
+    names = ["uint16", "uint32", "uint64", "float8_e5m2", "float8_e4m3fn"]
+    have = [n for n in names if hasattr(torch, n)]
+    if not have:
+        print("skip newer_dtypes: torch %s has none of %s" % (torch.__version__, names))
+        return
+    src = {n: (torch.arange(40, dtype=torch.uint8) * 3).view(torch.uint8)
+           for n in have}
+    state = {n: src[n][:(40 // torch.empty(0, dtype=getattr(torch, n)).element_size())
+                       * torch.empty(0, dtype=getattr(torch, n)).element_size()]
+             .view(getattr(torch, n)).clone() for n in have}
+    ck = firebreak.Checkpointer(state, dir="ck")
+    ck.save(1)
+    ck.close()
+    back = {n: torch.zeros_like(t) for n, t in state.items()}
+    ck2 = firebreak.Checkpointer(back, dir="ck")
+    check(ck2.restore() == 1, "restore")
+    for n in have:
+        check(back[n].view(torch.uint8).tolist() == state[n].view(torch.uint8).tolist(),
+              "dtype %s restored differently" % n)
+
+
+def case_slice_input():
+    """firebreak.Slice and replicated= check their arguments; a slice
+    restored at another place raises naming both, the tensor untouched."""
+    raises(ValueError, ["Slice", "4 elements at offset 3 do not fit the global "
+                        "size 6 of dimension 0"],
+           lambda: firebreak.Slice(torch.zeros(4, 2), (6, 2), (3, 0)))
+    raises(ValueError, ["Slice", "1 dimensions, global shape (6, 2)"],
+           lambda: firebreak.Slice(torch.zeros(4), (6, 2), (0, 0)))
+    raises(TypeError, ["Slice", "expected a tensor"],
+           lambda: firebreak.Slice([1, 2], (2,), (0,)))
+    raises(ValueError, ["replicated", "'nope'", "['a']"],
+           lambda: firebreak.Checkpointer({"a": torch.zeros(2)}, dir="ck",
+                                          replicated=["nope"]))
+    t = torch.arange(8.0).reshape(4, 2)
+    ck = firebreak.Checkpointer({"w": firebreak.Slice(t, (8, 2), (4, 0))}, dir="ck")
+    ck.save(1)
+    ck.close()
+    u = torch.zeros(4, 2)
+    ck2 = firebreak.Checkpointer({"w": firebreak.Slice(u, (8, 2), (0, 0))}, dir="ck")
+    raises(ValueError, ["tensor w", "slice at (0, 0) of a tensor of (8, 2)",
+                        "step 1 has it at (4, 0) of (8, 2)"], ck2.restore)
+    check(torch.equal(u, torch.zeros(4, 2)), "the slice changed though restore failed")
+    ck3 = firebreak.Checkpointer({"w": firebreak.Slice(u, (8, 2), (4, 0))}, dir="ck")
+    check(ck3.restore() == 1 and torch.equal(u, t), "slice restored in place")
 
 
 CASES = {k[5:]: v for k, v in sorted(globals().items()) if k.startswith("case_")}

@@ -3,7 +3,7 @@
 # run`, killed twice by injected faults (rank 1 at step 23, then rank 0 at
 # step 37 of the restarted attempt), ends with the same parameter hash as
 # the same job run without faults; each restart resumed from the newest
-# checkpoint (steps 20 and 30).
+# complete checkpoint (step 10 or 20, then 20 or 30: saves are asynchronous).
 # Args: FIREBREAK_BINARY SOURCE_DIR PYTHON
 source "$(dirname "$0")/../supervisor/lib.sh"
 SRC=$2
@@ -25,8 +25,15 @@ cd faulty
     || fail "run with faults exited $?: $(tail -5 err.txt)"
 [ "$(json_field out.json '["completed"]')" = True ] || fail "not completed: $(tail -1 out.json)"
 [ "$(json_field out.json '["restarts"]')" = 2 ] || fail "restarts: $(tail -1 out.json)"
+# Saves are asynchronous: the one of step 20 may still be in flight when
+# rank 1 dies at step 23, but it was called after the one of step 10 was
+# durable (a save waits for the previous one); so the first restart starts
+# at 10 or 20, the second at 20 or 30 (depending on the load of the machine).
 starts=$(grep -h '^start at step' runs/*/logs/rank-0.log | awk '{print $4}' | tr '\n' ' ')
-[ "$starts" = "0 20 30 " ] || fail "attempts started at steps '$starts', expected '0 20 30 '"
+case $starts in
+    "0 10 20 "|"0 10 30 "|"0 20 20 "|"0 20 30 ") ;;
+    *) fail "attempts started at steps '$starts', expected 0, then 10 or 20, then 20 or 30" ;;
+esac
 got=$(final_hash runs/*/)
 [ "$got" = "$want" ] || fail "killed twice and restored: $got; fault-free: $want"
 ok "DDP job killed twice and restored from firebreak checkpoints: $got, as without faults"
