@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/util.h"
@@ -289,8 +290,53 @@ static void remove_segment(const fb__watch_opts *o, const wrank *w)
  * analyzes them with those of the other nodes; then say how many.  The
  * supervisor asks before it stops anything, so the rings are as the hang
  * left them. */
+#define DUMP_LISTENING UINT64_MAX /* dump_done of a rank whose hooks listen */
+#define DUMP_WAIT_MS 3000          /* as the supervisor's own (pyhooks.c)   */
+
+/* Ranks whose Python hooks listen (docs/pytorch.md) are asked for their
+ * dumps first, as the supervisor asks those on its own host: PyTorch's
+ * flight-recorder dump lands in the run directory, where the main thread
+ * is comes back as a report (forwarded by the next pass).  The request
+ * number is the supervisor's (attempt + 1), so a rank asked by both
+ * answers once.  At most DUMP_WAIT_MS: a rank holding the GIL never
+ * answers. */
+static void request_dumps(const fb__watch_opts *o, wrank *ranks, int n)
+{
+    uint64_t req = (uint64_t)o->attempt + 1;
+    int asked = 0;
+    static char wait[FB__WATCH_MAX_LOCAL];
+    for (int i = 0; i < n; i++) {
+        wrank *w = &ranks[i];
+        char name[FB__SEG_NAME_MAX];
+        wait[i] = 0;
+        if (!w->seg || w->corrupt || w->ended ||
+            atomic_load_explicit(&fb__seg_hdr(w->seg)->dump_done, memory_order_acquire) !=
+                DUMP_LISTENING ||
+            fb__seg_name(name, sizeof name, o->job, o->attempt, w->rank) ||
+            fb__seg_request_dump(w->seg, name, req))
+            continue;
+        wait[i] = 1;
+        asked++;
+    }
+    uint64_t t0 = fb__now_ns();
+    while (asked > 0 && fb__now_ns() - t0 < DUMP_WAIT_MS * 1000000ull) {
+        struct timespec ts = {0, 10000000};
+        nanosleep(&ts, NULL);
+        for (int i = 0; i < n; i++)
+            if (wait[i] && atomic_load_explicit(&fb__seg_hdr(ranks[i].seg)->dump_done,
+                                                memory_order_acquire) == req) {
+                wait[i] = 0;
+                asked--;
+            }
+    }
+    for (int i = 0; i < n; i++)
+        if (ranks[i].seg && !ranks[i].ended)
+            send_reports(o->out, &ranks[i]); /* where each one was */
+}
+
 static void snapshot(const fb__watch_opts *o, wrank *ranks, int n)
 {
+    request_dumps(o, ranks, n);
     fb__fbw1_msg m;
     msg_init(&m, FB_FBW1_SNAPPED, 0);
     snprintf(m.node, sizeof m.node, "%s", o->node);

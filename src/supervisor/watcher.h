@@ -38,7 +38,8 @@ void fb__watch_node_name(const char *opt, char buf[FB__FBW1_NODE_MAX]);
 
 /* Watch the ranks until every one has ended (then `bye`) or until SIGTERM,
  * SIGINT or SIGHUP (installed here; SIGUSR1 and SIGPIPE are ignored).
- * A `snap` request on in_fd for this attempt writes the segment of every
+ * A `snap` request on in_fd for this attempt asks the ranks whose Python
+ * hooks listen for their dumps (at most 3 s), then writes the segment of every
  * rank of this node that attached to $FIREBREAK_RUN_DIR/fr/attempt-N/
  * rank-R.fbseg (the flight-recorder snapshot, on the shared filesystem),
  * then says `snapped`.  Returns 0. */
