@@ -224,6 +224,25 @@ int fb__fbw1_parse(const char *line, size_t len, int max_rank, fb__fbw1_msg *m)
     return -EINVAL;
 }
 
+size_t fb__fbw1_lines(char *buf, size_t len, int *dropping,
+                      void (*on_line)(void *ctx, const char *line, size_t n), void *ctx)
+{
+    char *start = buf, *nl;
+    while ((nl = memchr(start, '\n', len - (size_t)(start - buf)))) {
+        if (!*dropping)
+            on_line(ctx, start, (size_t)(nl - start));
+        *dropping = 0;
+        start = nl + 1;
+    }
+    size_t rest = len - (size_t)(start - buf);
+    if (rest >= FB__FBW1_LINE_MAX) {
+        *dropping = 1; /* an over-long line: skip to its end */
+        rest = 0;
+    }
+    memmove(buf, start, rest);
+    return rest;
+}
+
 /* ---- formatting ---- */
 
 /* The fields before the free text; 0 or -EINVAL. */

@@ -118,6 +118,15 @@ int fb__fbw1_parse(const char *line, size_t len, int max_rank, fb__fbw1_msg *m);
  * max_rank above m->rank) and gives back `m`. */
 int fb__fbw1_format(const fb__fbw1_msg *m, char *line, size_t size);
 
+/* Split what a stream gave into lines: call on_line for each complete
+ * line in buf[0..len) (without its newline), skipping the rest of a line
+ * that was over FB__FBW1_LINE_MAX (*dropping carries that across calls),
+ * move what is left of an unfinished line to the front of buf and return
+ * its length.  buf must hold at least FB__FBW1_LINE_MAX bytes, so that a
+ * line of the maximum length always fits. */
+size_t fb__fbw1_lines(char *buf, size_t len, int *dropping,
+                      void (*on_line)(void *ctx, const char *line, size_t n), void *ctx);
+
 /* A node name as Slurm writes it: [A-Za-z0-9._-], 1..63 characters. */
 int fb__fbw1_node_name_ok(const char *s);
 

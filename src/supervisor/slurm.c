@@ -912,6 +912,14 @@ static void on_msg(fb__sup *s, const fb__fbw1_msg *m)
     }
 }
 
+static void on_line(void *ctx, const char *line, size_t len)
+{
+    fb__sup *s = ctx;
+    fb__fbw1_msg m;
+    if (fb__fbw1_parse(line, len, s->world, &m) == 0)
+        on_msg(s, &m);
+}
+
 void fb__sup_slurm_read(fb__sup *s)
 {
     struct fb__sup_slurm *g = s->slurm;
@@ -928,23 +936,7 @@ void fb__sup_slurm_read(fb__sup *s)
             g->watch_fd = -1;
             return;
         }
-        g->len += (size_t)n;
-        char *start = g->buf, *nl;
-        while ((nl = memchr(start, '\n', g->len - (size_t)(start - g->buf)))) {
-            fb__fbw1_msg m;
-            if (!g->dropping &&
-                fb__fbw1_parse(start, (size_t)(nl - start), s->world, &m) == 0)
-                on_msg(s, &m);
-            g->dropping = 0;
-            start = nl + 1;
-        }
-        size_t rest = g->len - (size_t)(start - g->buf);
-        if (rest >= FB__FBW1_LINE_MAX) {
-            g->dropping = 1; /* an over-long line: skip to its end */
-            rest = 0;
-        }
-        memmove(g->buf, start, rest);
-        g->len = rest;
+        g->len = fb__fbw1_lines(g->buf, g->len + (size_t)n, &g->dropping, on_line, s);
     }
 }
 

@@ -374,6 +374,21 @@ typedef struct wreq {
     int dropping;
 } wreq;
 
+struct req_ctx {
+    const fb__watch_opts *o;
+    wrank *ranks;
+    int n;
+};
+
+static void on_request(void *ctx, const char *line, size_t len)
+{
+    const struct req_ctx *c = ctx;
+    fb__fbw1_msg m;
+    if (fb__fbw1_parse(line, len, 1, &m) == 0 && m.kind == FB_FBW1_SNAP &&
+        m.attempt == c->o->attempt)
+        snapshot(c->o, c->ranks, c->n);
+}
+
 static void read_requests(const fb__watch_opts *o, wreq *q, wrank *ranks, int n)
 {
     ssize_t got = read(q->fd, q->buf + q->len, sizeof q->buf - q->len);
@@ -383,23 +398,8 @@ static void read_requests(const fb__watch_opts *o, wreq *q, wrank *ranks, int n)
         q->fd = -1;
         return;
     }
-    q->len += (size_t)got;
-    char *start = q->buf, *nl;
-    while ((nl = memchr(start, '\n', q->len - (size_t)(start - q->buf)))) {
-        fb__fbw1_msg m;
-        if (!q->dropping && fb__fbw1_parse(start, (size_t)(nl - start), 1, &m) == 0 &&
-            m.kind == FB_FBW1_SNAP && m.attempt == o->attempt)
-            snapshot(o, ranks, n);
-        q->dropping = 0;
-        start = nl + 1;
-    }
-    size_t rest = q->len - (size_t)(start - q->buf);
-    if (rest >= FB__FBW1_LINE_MAX) {
-        q->dropping = 1;
-        rest = 0;
-    }
-    memmove(q->buf, start, rest);
-    q->len = rest;
+    struct req_ctx c = {o, ranks, n};
+    q->len = fb__fbw1_lines(q->buf, q->len + (size_t)got, &q->dropping, on_request, &c);
 }
 
 int fb__watch_run(const fb__watch_opts *o)

@@ -396,6 +396,45 @@ static void test_random(void)
     CHECKF(parsed > 1000, "only %d random lines parsed: the mutations are too wild", parsed);
 }
 
+/* The line splitter both ends read with: lines cut across reads come
+ * whole, an over-long line is skipped to its end, never delivered. */
+static char got_lines[8][FB__FBW1_LINE_MAX + 1];
+static int ngot;
+
+static void collect(void *ctx, const char *line, size_t n)
+{
+    (void)ctx;
+    if (ngot < 8)
+        snprintf(got_lines[ngot], sizeof got_lines[ngot], "%.*s", (int)n, line);
+    ngot++;
+}
+
+static void test_lines(void)
+{
+    static char buf[2 * FB__FBW1_LINE_MAX];
+    int dropping = 0;
+    size_t len = 0;
+    const char *parts[] = {"fbw1 snap 1\nfbw1 sna", "pped node2 1 4\n", "fbw1 al"};
+    for (size_t i = 0; i < 3; i++) {
+        size_t n = strlen(parts[i]);
+        memcpy(buf + len, parts[i], n);
+        len = fb__fbw1_lines(buf, len + n, &dropping, collect, NULL);
+    }
+    CHECKF(ngot == 2 && !strcmp(got_lines[0], "fbw1 snap 1") &&
+           !strcmp(got_lines[1], "fbw1 snapped node2 1 4") && len == 7 && !dropping,
+           "lines across reads: %d lines, %zu left", ngot, len);
+    /* Over-long: the rest of the line is skipped, the next one is read. */
+    len = 0;
+    ngot = 0;
+    memset(buf, 'x', FB__FBW1_LINE_MAX);
+    len = fb__fbw1_lines(buf, FB__FBW1_LINE_MAX, &dropping, collect, NULL);
+    CHECKF(len == 0 && dropping, "over-long line kept (%zu)", len);
+    memcpy(buf, "xxxx\nfbw1 bye node1\n", 20);
+    len = fb__fbw1_lines(buf, 20, &dropping, collect, NULL);
+    CHECKF(ngot == 1 && !strcmp(got_lines[0], "fbw1 bye node1") && len == 0 && !dropping,
+           "after an over-long line: %d lines '%s'", ngot, got_lines[0]);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
@@ -411,6 +450,7 @@ int main(int argc, char **argv)
     test_format_refuses();
     test_hostile();
     test_random();
+    test_lines();
     if (failures)
         return 1;
     printf("ok: fbw1 format and parse\n");
