@@ -235,6 +235,8 @@ static void shim_main(const fb__spawn *sp, pid_t supervisor, int msg_fd)
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         if (getppid() == 1)
             _exit(1);
+        if (sp->stdin_fd > 0)
+            dup2(sp->stdin_fd, STDIN_FILENO);
         if (sp->stdout_fd >= 0)
             dup2(sp->stdout_fd, STDOUT_FILENO);
         if (sp->stderr_fd >= 0)

@@ -231,6 +231,7 @@ int fb__sup_slurm_fd(const fb__sup *s);      /* watchers' stdout to poll, -1   *
 void fb__sup_slurm_read(fb__sup *s);
 void fb__sup_slurm_tick(fb__sup *s, uint64_t now);
 void fb__sup_slurm_on_failure(fb__sup *s);   /* blame a node, before recording */
+void fb__sup_slurm_snapshot(fb__sup *s);     /* a hang: watchers' fr snapshots */
 int fb__sup_slurm_nnodes(const fb__sup *s);  /* nodes the job uses; 1 without */
 /* Where a rank runs: its node (Slurm's name; the host's elsewhere) and the
  * machine's hostname; NULL where not known (rank -1 under Slurm, mpirun

@@ -927,12 +927,16 @@ static void start_attempt(fb__sup *s)
 /* The attempt failed: keep the evidence, record, stop every rank. */
 static void fail_attempt(fb__sup *s)
 {
-    if (s->slurm)
-        fb__sup_slurm_on_failure(s);
     if (s->fail.kind == FB__SUP_FAIL_HANG)
         fb__sup_request_dumps(s);
+    /* Under slurm the watchers snapshot their nodes' ranks too, and the
+     * node is blamed once the flight recorder has named the rank. */
+    if (s->slurm && s->fail.kind == FB__SUP_FAIL_HANG)
+        fb__sup_slurm_snapshot(s);
     snapshot_segments(s, fb__sup_fail_kind_name(s->fail.kind));
     char *verdict = s->fail.kind == FB__SUP_FAIL_HANG ? analyze_hang(s) : NULL;
+    if (s->slurm)
+        fb__sup_slurm_on_failure(s);
     record_failure(s, verdict);
     add_useful(s, s->fail.occurred_ns,
                s->res->nincidents ? s->res->incidents[s->res->nincidents - 1].lost_s : 0);
