@@ -93,7 +93,16 @@ struct fb__sup_slurm {
     node_watch watch[MAX_NODES];
     int lost;                    /* node (index) of a node_failure; -1    */
     char srun_log[PATH_MAX];
+    /* A remote rank that ended without a record (watcher: "vanished") is
+     * held VANISH_GRACE_NS for a recorded end from another node: when
+     * srun kills the other tasks after a rank's crash, their watchers may
+     * speak first, and a vanished rank yields to one that recorded a
+     * fatal end (policy.c), as on one host. */
+    int vanished;                /* ranks held                            */
+    uint64_t vanished_ns[MAX_RANKS]; /* when each was heard of; 0 not held */
 };
+
+#define VANISH_GRACE_NS 1000000000ull
 
 static struct fb__sup_slurm g_slurm; /* one supervisor per process */
 
@@ -528,6 +537,8 @@ int fb__sup_launch_slurm(fb__sup *s)
     g->dropping = 0;
     g->watch_stop_sent = 0;
     g->lost = -1;
+    g->vanished = 0;
+    memset(g->vanished_ns, 0, sizeof g->vanished_ns);
     memset(g->beats, 0, sizeof g->beats);
     memset(g->watch, 0, sizeof g->watch);
 
@@ -903,8 +914,16 @@ static void on_msg(fb__sup *s, const fb__fbw1_msg *m)
             ws = 0;
         else
             known = 0;
-        if (!s->ranks[m->rank].ended)
-            fb__sup_rank_ended(s, m->rank, known, ws, 0, now);
+        if (s->ranks[m->rank].ended)
+            break;
+        if (!known && !s->fail.set) {
+            if (!g->vanished_ns[m->rank]) { /* fb__sup_slurm_tick decides */
+                g->vanished_ns[m->rank] = now;
+                g->vanished++;
+            }
+            break;
+        }
+        fb__sup_rank_ended(s, m->rank, known, ws, 0, now);
         break;
     }
     default:
@@ -1041,6 +1060,34 @@ static int node_lost(fb__sup *s, uint64_t now)
     return 0;
 }
 
+/* The held vanished ranks end, in the order they were heard of, once the
+ * first one's grace is over, another rank's recorded end came, or the
+ * ranks' step is over. */
+static void end_vanished(fb__sup *s, uint64_t now)
+{
+    struct fb__sup_slurm *g = s->slurm;
+    uint64_t first = UINT64_MAX;
+    for (int r = 0; r < s->world; r++)
+        if (g->vanished_ns[r] && g->vanished_ns[r] < first)
+            first = g->vanished_ns[r];
+    if (!s->fail.set && !s->units[0].ended && now - first <= VANISH_GRACE_NS)
+        return;
+    while (g->vanished > 0) {
+        int v = -1;
+        for (int r = 0; r < s->world; r++)
+            if (g->vanished_ns[r] && (v < 0 || g->vanished_ns[r] < g->vanished_ns[v]))
+                v = r;
+        if (v < 0)
+            break;
+        uint64_t when = g->vanished_ns[v];
+        g->vanished_ns[v] = 0;
+        g->vanished--;
+        if (!s->ranks[v].ended)
+            fb__sup_rank_ended(s, v, 0, 0, 0, when);
+    }
+    g->vanished = 0;
+}
+
 void fb__sup_slurm_tick(fb__sup *s, uint64_t now)
 {
     struct fb__sup_slurm *g = s->slurm;
@@ -1052,6 +1099,10 @@ void fb__sup_slurm_tick(fb__sup *s, uint64_t now)
         g->watch_stop_sent = 1;
         fb__shim_stop(s->units[UNIT_WATCHERS].shim, 0);
     }
+    /* The held vanished rank ends now: its grace is over, another rank's
+     * recorded end came first, or the ranks' step is over. */
+    if (g->vanished)
+        end_vanished(s, now);
     if (s->fail.set)
         return;
     if (node_lost(s, now))

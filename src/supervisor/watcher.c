@@ -205,6 +205,13 @@ static void report_end(FILE *out, wrank *w)
           : kind == FB__END_FINALIZED ? FB_FBW1_END_FINALIZED
                                      : FB_FBW1_END_VANISHED;
     m.code = m.how == FB_FBW1_END_EXIT || m.how == FB_FBW1_END_SIGNAL ? code : 0;
+    /* A rank that recorded the injected SIGKILL it then sent itself ended
+     * as recorded, as the supervisor reads it on its own host. */
+    if (m.how == FB_FBW1_END_VANISHED && !w->corrupt &&
+        atomic_load_explicit(&h->inject_kind, memory_order_acquire) == FB__INJECT_KILL) {
+        m.how = FB_FBW1_END_SIGNAL;
+        m.code = SIGKILL;
+    }
     emit(out, &m);
     w->ended = 1;
 }
