@@ -461,6 +461,10 @@ int fb__sup_watch_period_ms(const fb__sup *s)
      * share, sets the supervisor's CPU at thousands of ranks; the rate
      * follows the limits it checks against. */
     enum { MIN_MS = 50, MAX_MS = 250 };
+    /* Until every rank has taken a step: attach soon after each creates
+     * its segment, as before. */
+    if (!s->attempt_ready_ns)
+        return MIN_MS;
     for (int i = 0; i < s->plan.count; i++)
         if (s->plan.faults[i].has_after)
             return MIN_MS;
