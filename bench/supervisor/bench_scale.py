@@ -15,6 +15,7 @@ Prints every target with its measured value and baseline and exits 1 when
 one is missed.  usage: bench_scale.py FIREBREAK FB_TOY_TRAIN [--quick]
 """
 import os
+import resource
 import shutil
 import sqlite3
 import statistics
@@ -155,9 +156,14 @@ def main():
         missed += not met
         rows.append((what, value, baseline, goal, "met" if met else "NOT met"))
 
+    nproc = resource.getrlimit(resource.RLIMIT_NPROC)[0]
+    with open("/proc/sys/kernel/pid_max") as f:
+        pid_max = int(f.read())
     print(f"load average at the start: {loadavg()} ({os.cpu_count()} CPUs; "
-          f"ulimit -u {subprocess.run(['sh', '-c', 'ulimit -u'], capture_output=True, text=True).stdout.strip()}, "
-          f"pid_max {open('/proc/sys/kernel/pid_max').read().strip()})")
+          f"processes allowed {'unlimited' if nproc < 0 else nproc}, pid_max {pid_max})")
+    if not QUICK and (0 <= nproc < 2200 or pid_max < 4096):
+        raise SystemExit("1,024 ranks need about 2,100 processes (rank + shim each): "
+                         "raise ulimit -u")
 
     # 1. relaunch
     sizes = [4, 16, 64] if QUICK else [4, 16, 64, 256]

@@ -35,7 +35,6 @@
 #include "ckpt/tool.h"
 #include "fr/fr.h"
 
-
 void fb__sup_options_init(fb__sup_options *o)
 {
     memset(o, 0, sizeof *o);
