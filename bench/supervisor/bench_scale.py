@@ -24,6 +24,9 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from result import target as record  # noqa: E402  (bench/result.py)
+
 FB, TOY = sys.argv[1], sys.argv[2]
 QUICK = "--quick" in sys.argv[3:]
 TICK = os.sysconf("SC_CLK_TCK")
@@ -155,6 +158,7 @@ def main():
         nonlocal missed
         missed += not met
         rows.append((what, value, baseline, goal, "met" if met else "NOT met"))
+        record("bench_supervisor_scale", what, value, baseline, goal, met)
 
     nproc = resource.getrlimit(resource.RLIMIT_NPROC)[0]
     with open("/proc/sys/kernel/pid_max") as f:

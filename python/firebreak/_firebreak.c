@@ -1253,6 +1253,58 @@ static PyObject *py_dump_done(PyObject *self, PyObject *arg)
 
 /* ----------------------------------------------------------- module */
 
+/* ---- silent-data-corruption check (docs/sdc.md) ---- */
+
+static PyObject *py_sdc_register(PyObject *self, PyObject *args)
+{
+    const char *name;
+    unsigned long long addr, nbytes;
+    if (!PyArg_ParseTuple(args, "sKK", &name, &addr, &nbytes))
+        return NULL;
+    int rc = fb_sdc_register(name, (void *)(uintptr_t)addr, (size_t)nbytes);
+    if (rc)
+        return raise_rc(rc, name);
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_sdc_configure(PyObject *self, PyObject *args)
+{
+    unsigned long long slice, every;
+    if (!PyArg_ParseTuple(args, "KK", &slice, &every))
+        return NULL;
+    fb_sdc_configure((size_t)slice, (uint64_t)every);
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_sdc_check(PyObject *self, PyObject *arg)
+{
+    unsigned long long step = PyLong_AsUnsignedLongLong(arg);
+    if (step == (unsigned long long)-1 && PyErr_Occurred())
+        return NULL;
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = fb_sdc_check((uint64_t)step);
+    Py_END_ALLOW_THREADS
+    if (rc)
+        return raise_rc(rc, "SDC check");
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_sdc_clear(PyObject *self, PyObject *unused)
+{
+    fb_sdc_clear();
+    Py_RETURN_NONE;
+}
+
+#define FB_PY_SDC_METHODS                                                     \
+    {"sdc_register", py_sdc_register, METH_VARARGS,                           \
+     "sdc_register(name, address, nbytes): a replicated tensor"},             \
+    {"sdc_configure", py_sdc_configure, METH_VARARGS,                         \
+     "sdc_configure(slice_bytes, full_every); 0: the default"},               \
+    {"sdc_check", py_sdc_check, METH_O, "sdc_check(step): hash and publish"}, \
+    {"sdc_clear", py_sdc_clear, METH_NOARGS, "forget the registered tensors"},
+/* ---- end of the SDC check ---- */
+
 static PyMethodDef methods[] = {
     {"init", py_init, METH_NOARGS, "fb_init(): 0 attached or unattached, <0 unusable"},
     {"finalize", py_finalize, METH_NOARGS, "fb_finalize()"},
@@ -1279,6 +1331,7 @@ static PyMethodDef methods[] = {
      "shard_read(path, step, rank, world_size, names) -> {name: (dtype, shape, "
      "bytearray, verified; None when names is None)}"},
     HOOK_METHODS
+    FB_PY_SDC_METHODS
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module = {

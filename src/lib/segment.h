@@ -1,5 +1,5 @@
 /*
- * segment.h -- the per-rank shared-memory segment (layout version 1.2).
+ * segment.h -- the per-rank shared-memory segment (layout version 1.3).
  *
  * One file per rank in /dev/shm, named by job, attempt and rank:
  *
@@ -66,6 +66,9 @@
  *    recorder, with pwrite(2) on the file, never through a mapping), and
  *    the rank's answer.  A minor-1 rank never answers: the supervisor's
  *    wait is bounded.
+ *  - Minor 3 appended sdc_offset, sdc_capacity and sdc_head, and a ring of
+ *    SDC check records after the flight-recorder ring (total_size grew);
+ *    a file of an older minor has none (sdc_capacity reads 0).
  */
 #ifndef FB_LIB_SEGMENT_H
 #define FB_LIB_SEGMENT_H
@@ -78,7 +81,7 @@
 
 #define FB__SEG_MAGIC 0x31474553424546ull /* "FEBSEG1\0" little-endian */
 #define FB__SEG_VERSION_MAJOR 1
-#define FB__SEG_VERSION_MINOR 2
+#define FB__SEG_VERSION_MINOR 3
 #define FB__SEG_HEADER_SIZE 4096
 #define FB__SEG_REPORT_CAPACITY 128
 #define FB__SEG_FR_DEFAULT_CAPACITY 4096
@@ -147,8 +150,28 @@ typedef enum {
     FB__INJECT_EXIT = 3,   /* exit(code)                          */
     FB__INJECT_SLOW = 4,   /* sleep (factor - 1) x step time      */
     FB__INJECT_SEGV = 5,   /* raise SIGSEGV                        */
-    FB__INJECT_CORRUPT_CKPT = 6 /* flip a byte in the newest shard  */
+    FB__INJECT_CORRUPT_CKPT = 6, /* flip a byte in the newest shard */
+    FB__INJECT_FLIP = 7,   /* flip a bit in a tensor registered for the
+                              SDC check (minor 3)                  */
+    FB__INJECT_LAST_ = FB__INJECT_FLIP
 } fb__inject_kind;
+
+/* Minor 2: the silent-data-corruption check (src/lib/sdc.c, docs/sdc.md).
+ * Each record is the hash of one piece of one replicated tensor after an
+ * optimizer step; the supervisor compares the same piece across ranks. */
+#define FB__SEG_SDC_CAPACITY 1024
+#define FB__SEG_SDC_NAME_MAX 48
+#define FB__SDC_FULL 1u       /* flags: part of a check of every tensor  */
+typedef struct fb__seg_sdc {
+    _Atomic uint64_t seq;     /* index + 1, stored last (release); 0: empty */
+    uint64_t step;            /* the step fb_sdc_check was given         */
+    uint64_t hash;            /* XXH3-64 of the piece                    */
+    uint64_t offset;          /* first byte of the piece in the tensor   */
+    uint64_t length;          /* bytes hashed                            */
+    uint32_t tensor;          /* registration index                      */
+    uint32_t flags;           /* FB__SDC_*                                */
+    char name[FB__SEG_SDC_NAME_MAX]; /* the tensor's name, NUL-terminated */
+} fb__seg_sdc; /* 96 bytes */
 
 typedef struct fb__seg_header {
     /* --- identity: written once at creation, before magic --- */
@@ -216,6 +239,13 @@ typedef struct fb__seg_header {
     _Atomic uint64_t dump_request;   /* the supervisor: n-th request, by
                                         pwrite (fb__seg_request_dump)      */
     _Atomic uint64_t dump_done;      /* the rank: the request it answered  */
+    /* --- minor 3: SDC check records (src/lib/sdc.c).  Offset and
+     * capacity are written once at creation, before magic; readers copy
+     * them at attach (fb__seg_ident) and fb__seg_check compares. --- */
+    uint64_t sdc_offset;             /* ring of fb__seg_sdc; 0 in minor < 3 */
+    uint32_t sdc_capacity;           /* records; a power of two, or 0       */
+    uint32_t reserved3;
+    _Atomic uint64_t sdc_head;       /* next record index (the rank's)      */
 } fb__seg_header;
 
 /* fr_clock: the source of the flight recorder's *_mono_ns event times.
@@ -230,6 +260,7 @@ typedef enum {
 _Static_assert(sizeof(fb__seg_header) <= FB__SEG_HEADER_SIZE,
                "segment header grew past its page");
 _Static_assert(sizeof(fb__seg_report) == 256, "report slot size changed");
+_Static_assert(sizeof(fb__seg_sdc) == 96, "SDC record size changed");
 
 /* ---- writer side (the rank; src/lib/segment.c) ---- */
 
@@ -269,6 +300,8 @@ typedef struct fb__seg_identity {
     uint32_t fr_entry_size;
     uint64_t fr_offset;        /* fr area lies inside the mapping        */
     uint32_t fr_capacity;      /* a power of two, or 0                    */
+    uint64_t sdc_offset;       /* minor 3: SDC ring inside the mapping   */
+    uint32_t sdc_capacity;     /* a power of two, or 0 (none)            */
     int32_t pid, rank, world_size, local_rank, attempt, supervisor_pid;
     uint64_t created_wall_ns, created_mono_ns;
     char job_id[64];           /* NUL-terminated, control bytes as '?'    */
@@ -352,6 +385,17 @@ int fb__seg_read_report(const fb__seg *seg, uint64_t idx,
 /* After fb__seg_read_report returned -1 (lost) for `idx`: the next index
  * worth reading, idx + 1 or the oldest one the ring can still hold. */
 uint64_t fb__seg_report_next(const fb__seg *seg, uint64_t idx);
+
+/* SDC check records (minor 3).  Writer: append one (the rank's training
+ * thread only).  Reader: the same contract as fb__seg_read_report: 1 and
+ * *out filled (name NUL-terminated, control bytes as '?'), 0 not written
+ * yet, -1 lost (overwritten); fb__seg_sdc_head is the live head, bounded
+ * by nothing: callers read at most sdc_capacity records behind it. */
+void fb__seg_append_sdc(fb__seg *seg, uint64_t step, uint64_t hash,
+                        uint64_t offset, uint64_t length, uint32_t tensor,
+                        uint32_t flags, const char *name);
+int fb__seg_read_sdc(const fb__seg *seg, uint64_t idx, fb__seg_sdc *out);
+uint64_t fb__seg_sdc_head(const fb__seg *seg);
 
 /* Copy the whole segment to a file (post-mortem evidence; pages a
  * truncation took are written as zeros); 0 or -errno. */

@@ -23,6 +23,7 @@ static const char *const fail_kind_names[FB__SUP_FAIL_KIND_COUNT] = {
     [FB__SUP_FAIL_NODE_FAILURE] = "node_failure",
     [FB__SUP_FAIL_SAVE_FAILED] = "save_failed",
     [FB__SUP_FAIL_RESTORE_FALLBACK] = "restore_fallback",
+    [FB__SUP_FAIL_SDC] = "sdc",
 };
 
 const char *fb__sup_fail_kind_name(fb__sup_fail_kind kind)

@@ -34,6 +34,8 @@ typedef enum {
     /* incidents that do not end an attempt */
     FB__SUP_FAIL_SAVE_FAILED,      /* a rank could not save a checkpoint    */
     FB__SUP_FAIL_RESTORE_FALLBACK, /* a complete checkpoint was rejected    */
+    FB__SUP_FAIL_SDC,              /* replicas disagree (sdc.c): ends the
+                                      attempt                               */
     FB__SUP_FAIL_KIND_COUNT
 } fb__sup_fail_kind;
 

@@ -19,6 +19,7 @@
 #include "supervisor/errorfile.h"
 #include "supervisor/policy.h"
 #include "supervisor/proc.h"
+#include "supervisor/sdc.h"
 #include "supervisor/supervisor.h"
 
 /* A rank's output on its way to its log and the console (tee.c). */
@@ -165,6 +166,8 @@ typedef struct fb__sup {
     uint64_t late_pass_ns, late_event_ns, late_prom_ns;
     uint8_t *late_warned;                /* per rank: incident written      */
     int late_off;                        /* could not start: said once      */
+    /* silent-data-corruption comparison (sdc.c); NULL until first used */
+    struct fb__sup_sdc *sdc;
 } fb__sup;
 
 /* fb__sup_unit.rank of the slurm launcher's watcher step. */

@@ -697,6 +697,7 @@ static void stop_all(fb__sup *s, int sig)
 static void close_attempt(fb__sup *s)
 {
     fb__sup_lateness_end(s); /* reads the segments: before they close */
+    fb__sup_sdc_attempt_end(s);
     for (int i = 0; i < s->nunits; i++) {
         if (s->units[i].msg_fd >= 0)
             close(s->units[i].msg_fd);
@@ -942,6 +943,7 @@ static void fail_attempt(fb__sup *s)
     stop_all(s, SIGTERM);
     fb__sup_diagnose(s, verdict); /* health, kernel log, root cause */
     free(verdict);
+    fb__sup_sdc_on_failure(s); /* once stopped: set aside later checkpoints */
     finish_attempt_row(s, "failed");
 }
 
@@ -1300,6 +1302,7 @@ static void finish_run(fb__sup *s, int rc, const char *status, const sigset_t *o
         sigprocmask(SIG_SETMASK, oldmask, NULL);
     }
     free(s->units);
+    fb__sup_sdc_free(s);
     free(s->ranks);
     free(s->hang_facts);
     /* The exact accounting reads the journal: not from an incomplete one. */

@@ -107,7 +107,7 @@ static int check_segment(fb__sup *s, int r)
 /* A report's code as an injected fault's kind; a rank may send anything. */
 static fb__inject_kind inject_kind_of(int32_t code)
 {
-    return code > FB__INJECT_NONE && code <= FB__INJECT_CORRUPT_CKPT ? (fb__inject_kind)code
+    return code > FB__INJECT_NONE && code <= FB__INJECT_LAST_ ? (fb__inject_kind)code
                                                                   : FB__INJECT_NONE;
 }
 
@@ -486,6 +486,7 @@ void fb__sup_watch(fb__sup *s, uint64_t now)
         watch_rank(s, r, now, &p, &s->hang_facts[r]);
     if (p.max_step > s->max_step)
         s->max_step = p.max_step;
+    fb__sup_sdc_pass(s); /* replicas' hashes (sdc.c) */
     if (!s->attempt_ready_ns && p.all_ready && p.attached == s->world) {
         s->attempt_ready_ns = p.ready_max;
         fb__journal_attempt_real(s->j, s->attempt_id, "ready_at",
