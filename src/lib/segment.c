@@ -607,6 +607,19 @@ uint64_t fb__seg_report_next(const fb__seg *seg, uint64_t idx)
     return idx + 1;
 }
 
+/* The end of a dump: close the temporary file and rename it into place,
+ * or remove it when anything failed (rc, or the close). */
+static int dump_finish(int fd, const char *tmp, const char *path, int rc)
+{
+    if (close(fd) && !rc)
+        rc = -errno;
+    if (!rc && rename(tmp, path))
+        rc = -errno;
+    if (rc)
+        unlink(tmp);
+    return rc;
+}
+
 /* Copy [off, off + n) of the mapping to fd at the same offset, through a
  * buffer (see fb__seg_dump). */
 static int dump_range(const fb__seg *seg, int fd, size_t off, size_t n)
@@ -677,13 +690,7 @@ int fb__seg_dump_sparse(const fb__seg *seg, const char *name, const char *path)
         off = hole;
     }
     close(in);
-    if (close(fd) && !rc)
-        rc = -errno;
-    if (!rc && rename(tmp, path))
-        rc = -errno;
-    if (rc)
-        unlink(tmp);
-    return rc;
+    return dump_finish(fd, tmp, path, rc);
 }
 
 void fb__seg_append_sdc(fb__seg *seg, uint64_t step, uint64_t hash,
@@ -770,13 +777,7 @@ int fb__seg_dump(const fb__seg *seg, const char *path)
     } else {
         rc = fb__write_all(fd, seg->base, seg->size);
     }
-    if (close(fd) && !rc)
-        rc = -errno;
-    if (!rc && rename(tmp, path))
-        rc = -errno;
-    if (rc)
-        unlink(tmp);
-    return rc;
+    return dump_finish(fd, tmp, path, rc);
 }
 
 /* Parse "fb.<job>.<attempt>.<rank>" into its job id. */

@@ -463,7 +463,7 @@ int fb__sup_watch_period_ms(const fb__sup *s)
     enum { MIN_MS = 50, MAX_MS = 250 };
     /* Until every rank has taken a step: attach soon after each creates
      * its segment, as before. */
-    if (!s->attempt_ready_ns)
+    if (!s->attempt_ready_ns || s->slurm) /* slurm: node watchers' ages */
         return MIN_MS;
     for (int i = 0; i < s->plan.count; i++)
         if (s->plan.faults[i].has_after)
