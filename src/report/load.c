@@ -505,6 +505,7 @@ void fb__report_free(fb__report_run *run)
         free(run->events[i].detail);
     free(run->events);
     free(run->late);
+    free(run->drains);
     free(run->dir);
     free(run->name);
     free(run->status);
@@ -589,6 +590,37 @@ static int attribute_corruption(loader *L, fb__report_run *run)
     return rc;
 }
 
+/* The journal's `drain` events (slurm.c, under --drain): the node is the
+ * event's node column, the reason its detail; FB__REPORT_DRAINS_MAX kept. */
+static int load_drains(loader *L, fb__report_run *run)
+{
+    fb__journal_cursor *c;
+    fb__journal_event_row r;
+    size_t cap = 0;
+    int rc = fb__journal_rows(L->jr, FB__JOURNAL_EVENT, &c);
+    if (rc)
+        return read_fail(L, rc);
+    while ((rc = fb__journal_next_event(c, &r)) == 1) {
+        if (!r.kind || strcmp(r.kind, "drain") || !r.node || !*r.node)
+            continue;
+        run->drains_total++;
+        if (run->ndrains >= FB__REPORT_DRAINS_MAX)
+            continue;
+        if (grow((void **)&run->drains, &cap, run->ndrains, sizeof *run->drains)) {
+            rc = -ENOMEM;
+            break;
+        }
+        fb__report_drain *d = &run->drains[run->ndrains++];
+        d->time = r.time;
+        d->attempt = attempt_index(run, r.attempt_id);
+        d->code = r.code;
+        snprintf(d->node, sizeof d->node, "%s", r.node);
+        snprintf(d->reason, sizeof d->reason, "%s", r.detail ? r.detail : "");
+    }
+    fb__journal_rows_close(c);
+    return rc < 0 && rc != -ENOMEM ? read_fail(L, rc) : rc;
+}
+
 static void classify_all(fb__report_run *run)
 {
     for (size_t i = 0; i < run->nincidents; i++) {
@@ -658,7 +690,8 @@ int fb__report_load(const char *run_dir, fb__report_run **out, char *err,
     if ((rc = load_run(&L, run)) || (rc = load_attempts(&L, run)) ||
         (rc = load_incidents(&L, run)) || (rc = load_placement(&L, run)) ||
         (rc = load_ckpts(&L, run)) ||
-        (rc = load_samples(&L, run)) || (rc = attribute_corruption(&L, run)))
+        (rc = load_samples(&L, run)) || (rc = attribute_corruption(&L, run)) ||
+        (rc = load_drains(&L, run)))
         goto out;
     if ((rc = fb__report_load_lateness(L.jr, run))) {
         read_fail(&L, rc);
