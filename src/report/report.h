@@ -351,6 +351,11 @@ void fb__fleet_judge(const fb__fleet_thresholds *t, double fleet_rate,
                      fb__fleet_node *n);
 int fb__fleet_write_text(FILE *out, const fb__fleet *f);
 int fb__fleet_write_json(struct fb__jsonw *w, const fb__fleet *f);
+/* The fleet as an HTML page (out_html.c); into a file as
+ * fb__report_write_html_file writes one: 0 or -errno with err set. */
+int fb__fleet_write_html(FILE *f, const fb__fleet *fl);
+int fb__fleet_write_html_file(const char *path, const fb__fleet *f, char *err,
+                              size_t errsz);
 void fb__fleet_free(fb__fleet *f);
 
 #endif

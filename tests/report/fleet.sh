@@ -60,6 +60,40 @@ PY
 "$FB" report --fleet "$D/fleet/run-0" --json | tail -n 1 | grep -q '"nruns":1' || fail "a run dir"
 rc=0; "$FB" report --fleet "$D/nothing" >/dev/null 2>"$D/e" || rc=$?
 [ $rc = 2 ] && grep -q "nothing" "$D/e" || fail "missing DIR: exit $rc $(cat "$D/e")"
-rc=0; "$FB" report --fleet "$D/fleet" --html "$D/x.html" >/dev/null 2>&1 || rc=$?
-[ $rc = 2 ] || fail "--fleet --html: exit $rc"
+# --html: the page says what the JSON says (table and evidence), escaped
+"$FB" report --fleet "$D/fleet" --html "$D/f.html" >"$D/h.txt" 2>/dev/null || fail "--html exit $?"
+grep -q "HTML report: $D/f.html" "$D/h.txt" || fail "--html: the text does not name the page"
+python3 - "$D/f.json" "$D/f.html" <<'PY' || fail "fleet html"
+import html, json, sys
+from html.parser import HTMLParser
+j = json.loads(open(sys.argv[1]).read().splitlines()[-1])
+page = open(sys.argv[2]).read()
+class P(HTMLParser):
+    def __init__(s):
+        super().__init__(); s.tables = []; s.cell = None
+    def handle_starttag(s, tag, attrs):
+        if tag == "table": s.tables.append((dict(attrs), []))
+        elif tag == "tr": s.tables[-1][1].append([])
+        elif tag in ("td", "th"): s.cell = ""
+    def handle_endtag(s, tag):
+        if tag in ("td", "th"): s.tables[-1][1][-1].append(s.cell); s.cell = None
+    def handle_data(s, d):
+        if s.cell is not None: s.cell += d
+p = P(); p.feed(page)
+fleet = [t for a, t in p.tables if a.get("id") == "fleet"]
+assert len(fleet) == 1, [a for a, _ in p.tables]
+rows = fleet[0][1:]
+assert [r[0] for r in rows] == [n["node"] for n in j["nodes"]], rows
+for r, n in zip(rows, j["nodes"]):
+    assert [int(x) for x in r[1:6]] == [n["runs"], n["interruptions"], n["hardware"],
+                                        n["health_fails"], n["drains"]], (r, n)
+    assert r[7] == (", ".join(n["flags"]) or "-"), (r, n)
+ev = [t for a, t in p.tables if a.get("class") == "evidence"]
+flagged = [n for n in j["nodes"] if n["flags"]]
+assert len(ev) == len(flagged), (len(ev), len(flagged))
+for t, n in zip(ev, flagged):
+    assert [r[-1] for r in t[1:]] == [e["evidence"] for e in n["evidence"]], (t, n)
+    assert [r[3] for r in t[1:]] == [e["kind"] for e in n["evidence"]]
+assert "<script" not in page
+PY
 echo "report_fleet: ok"
