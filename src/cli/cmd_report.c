@@ -27,8 +27,9 @@ static void usage(FILE *f)
         "  --html FILE  also write a self-contained HTML page with charts\n"
         "  --fleet      nodes across many runs (each DIR a run directory or a\n"
         "               directory of them), ranked by interruptions, hardware\n"
-        "               root causes and failed health checks, lemons flagged\n"
-        "               with the incidents behind each flag\n\n"
+        "               root causes, failed health checks and drains, lemons\n"
+        "               flagged with the evidence behind each flag (--html: a\n"
+        "               page of the same)\n\n"
         "Exit: 0 ok, 2 usage error or a journal that cannot be read.\n");
 }
 
