@@ -124,20 +124,33 @@ static int is_hardware(const fb__report_class *c)
                             !strcmp(c->category, "Network"));
 }
 
-static int add_evidence(fb__fleet_node *n, const fb__report_run *run,
-                        const fb__report_incident *in, int interruption,
-                        int hw, int hfail, const char *checks)
+/* One more line of evidence for n, counted; *out the slot for the first
+ * EV_PER_NODE_MAX (NULL past them), its run and attempt filled in. */
+static int ev_slot(fb__fleet_node *n, const fb__report_run *run, int attempt,
+                   fb__fleet_ev **out)
 {
+    *out = NULL;
     n->nevidence++;
     if (n->nev >= EV_PER_NODE_MAX)
         return 0;
     if (!n->ev && !(n->ev = calloc(EV_PER_NODE_MAX, sizeof *n->ev)))
         return -ENOMEM;
-    fb__fleet_ev *e = &n->ev[n->nev++];
+    fb__fleet_ev *e = *out = &n->ev[n->nev++];
     char buf[200];
     snprintf(e->run, sizeof e->run, "%s", fb__safe_text(buf, sizeof buf,
              run->name ? run->name : run->dir));
-    e->attempt = in->attempt >= 0 ? run->attempts[in->attempt].number : -1;
+    e->attempt = attempt >= 0 ? run->attempts[attempt].number : -1;
+    return 0;
+}
+
+static int add_evidence(fb__fleet_node *n, const fb__report_run *run,
+                        const fb__report_incident *in, int interruption,
+                        int hw, int hfail, const char *checks)
+{
+    fb__fleet_ev *e;
+    int rc = ev_slot(n, run, in->attempt, &e);
+    if (rc || !e)
+        return rc;
     e->id = in->id;
     snprintf(e->kind, sizeof e->kind, "%s", in->kind);
     snprintf(e->category, sizeof e->category, "%s%s", in->cls.category,
@@ -155,16 +168,10 @@ static int add_evidence(fb__fleet_node *n, const fb__report_run *run,
 static int add_drain(fb__fleet_node *n, const fb__report_run *run,
                      const fb__report_drain *d)
 {
-    n->nevidence++;
-    if (n->nev >= EV_PER_NODE_MAX)
-        return 0;
-    if (!n->ev && !(n->ev = calloc(EV_PER_NODE_MAX, sizeof *n->ev)))
-        return -ENOMEM;
-    fb__fleet_ev *e = &n->ev[n->nev++];
-    char buf[200];
-    snprintf(e->run, sizeof e->run, "%s", fb__safe_text(buf, sizeof buf,
-             run->name ? run->name : run->dir));
-    e->attempt = d->attempt >= 0 ? run->attempts[d->attempt].number : -1;
+    fb__fleet_ev *e;
+    int rc = ev_slot(n, run, d->attempt, &e);
+    if (rc || !e)
+        return rc;
     e->id = -1;
     snprintf(e->kind, sizeof e->kind, "drain");
     snprintf(e->category, sizeof e->category, "-");

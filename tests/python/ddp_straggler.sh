@@ -28,19 +28,7 @@ train() {
 
 train 90 --inject 'slow:rank=2,step=5,factor=4' >out.txt 2>err.txt ||
     fail "slow run exited $? ($(tail -5 err.txt))"
-got=$(q "select kind||':'||rank from incident")
-[ "$got" = "straggler:2" ] || fail "incidents: $got
-$(q 'select kind,rank,detail from incident')
-$(q "select kind,rank,detail from event where kind like 'late%' or kind like 'strag%'")"
-[ "$(q "select injected from incident")" = "slow:rank=2,step=5" ] ||
-    fail "injected: $(q 'select injected from incident')"
-grep -q "straggler: rank 2 late by" err.txt || fail "no warning on the console: $(tail -5 err.txt)"
-grep -q "completed after 1 attempt" err.txt || fail "the job did not go on: $(tail -3 err.txt)"
-prom="$(run_dir)/lateness.prom"
-grep -q '^firebreak_rank_lateness_straggler{job_id="[^"]*",rank="2"} 1$' "$prom" ||
-    fail "lateness.prom: $(cat "$prom")"
-[ "$(grep -c '^firebreak_rank_lateness_straggler{.*} 0$' "$prom")" = 2 ] ||
-    fail "lateness.prom, the others: $(cat "$prom")"
+assert_straggler 3
 ok "slow: $(q 'select detail from incident')"
 assert_no_segments
 rm -rf runs "$T/ckpt.pt"
