@@ -682,8 +682,8 @@ int fb__journal_add_event(fb__journal *j, const fb__journal_event *ev)
     else
         op_null(&op);
     op_text(&op, ev->detail);
-    op_text(&op, name_at(j, pl.node));
-    op_text(&op, name_at(j, pl.host));
+    op_text(&op, ev->node ? ev->node : name_at(j, pl.node));
+    op_text(&op, ev->node ? NULL : name_at(j, pl.host));
     op_text(&op, ev->source);
     return submit(j, &op);
 }

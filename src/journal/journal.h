@@ -60,6 +60,7 @@ typedef struct fb__journal_event {
     double value_ms;     /* < 0: none */
     const char *detail;
     const char *source;  /* restore_done: memory, peer, storage; NULL: none */
+    const char *node;    /* NULL: the rank's placed node (a drain: the node) */
 } fb__journal_event;
 
 /* Whether the journal is being written, and what was lost. */

@@ -146,6 +146,17 @@ typedef struct fb__report_late {
 /* The agent's events read, at most (the rest are counted, not kept). */
 #define FB__REPORT_AGENT_EVENTS_MAX 10000
 
+/* A node the supervisor drained under --drain (journal event "drain",
+ * docs/report.md "Fleet"): node, reason, scontrol's exit (0: drained). */
+typedef struct fb__report_drain {
+    double time;
+    int attempt;                   /* index into run->attempts, -1: unknown */
+    int code;
+    char node[128], reason[256];
+} fb__report_drain;
+
+#define FB__REPORT_DRAINS_MAX 1000
+
 typedef struct fb__report_run {
     char *dir, *name, *status, *reason, *hostname;
     char schema_version[32];
@@ -167,6 +178,8 @@ typedef struct fb__report_run {
     size_t nevents, events_total;  /* kept; in the file                 */
     fb__report_late *late;         /* lateness rows, by time            */
     size_t nlate, late_total;      /* kept; in the journal              */
+    fb__report_drain *drains;      /* journal events "drain", in order  */
+    size_t ndrains, drains_total;  /* kept; in the journal              */
 } fb__report_run;
 
 /*
@@ -281,7 +294,7 @@ long fb__report_suspects(fb__report_run *const *runs, size_t n,
 
 /* Lemon flags (docs/report.md "Fleet"). */
 enum { FB__FLEET_REPEAT, FB__FLEET_HARDWARE, FB__FLEET_HEALTH, FB__FLEET_RATE,
-       FB__FLEET_NFLAGS };
+       FB__FLEET_DRAIN, FB__FLEET_NFLAGS };
 const char *fb__fleet_flag_name(int flag);
 
 typedef struct fb__fleet_thresholds {
@@ -290,24 +303,25 @@ typedef struct fb__fleet_thresholds {
     int health;          /* failed health verdicts after incidents     (2) */
     double rate_factor;  /* interruptions per run >= factor x fleet's  (3) */
     int rate_min;        /* ... with at least this many interruptions  (2) */
+    int drains;          /* drains by firebreak (--drain), at least    (2) */
 } fb__fleet_thresholds;
 void fb__fleet_thresholds_init(fb__fleet_thresholds *t);
 
-/* One incident behind a node's counts. */
+/* One incident (or drain: kind "drain", id -1) behind a node's counts. */
 typedef struct fb__fleet_ev {
     char run[64];
     int attempt;
     int64_t id;
     char kind[24], category[48], component[48], checks[200];
     char why[400];
-    int interruption, hardware, health_fail;
+    int interruption, hardware, health_fail, drain;
 } fb__fleet_ev;
 
 typedef struct fb__fleet_node {
     char name[128];
     size_t runs;          /* runs it appears in (host or incident node)  */
     size_t runs_failed;   /* runs with an interruption on it             */
-    size_t interruptions, hardware, health_fails;
+    size_t interruptions, hardware, health_fails, drains;
     double rate;          /* interruptions / runs                        */
     unsigned flags;       /* 1 << FB__FLEET_*                            */
     fb__fleet_ev *ev;     /* the first EV_PER_NODE_MAX                    */
@@ -337,6 +351,11 @@ void fb__fleet_judge(const fb__fleet_thresholds *t, double fleet_rate,
                      fb__fleet_node *n);
 int fb__fleet_write_text(FILE *out, const fb__fleet *f);
 int fb__fleet_write_json(struct fb__jsonw *w, const fb__fleet *f);
+/* The fleet as an HTML page (out_html.c); into a file as
+ * fb__report_write_html_file writes one: 0 or -errno with err set. */
+int fb__fleet_write_html(FILE *f, const fb__fleet *fl);
+int fb__fleet_write_html_file(const char *path, const fb__fleet *f, char *err,
+                              size_t errsz);
 void fb__fleet_free(fb__fleet *f);
 
 #endif

@@ -305,6 +305,12 @@ static void drain_node(fb__sup *s, int i, const char *why)
     char *argv[] = {"scontrol", "update", nn, "State=DRAIN", reason, NULL};
     char out[512];
     int rc = fb__sup_run_capture(argv, out, sizeof out, -1, 15000);
+    /* in the journal for `report --fleet` (docs/report.md): code 0 drained */
+    fb__journal_event ev = {.attempt_id = s->attempt_id, .time = fb__wall_s(),
+                            .rank = -1, .kind = "drain", .step = -1, .code = rc,
+                            .value_ms = -1, .detail = reason + 7,
+                            .node = g->nodes[i].name};
+    fb__journal_add_event(s->j, &ev);
     if (rc)
         fb__sup_log(s, "could not drain %s: scontrol exited %d", g->nodes[i].name, rc);
     else

@@ -31,18 +31,7 @@ rc=0
 
 train --inject 'slow:rank=2,step=5,factor=4' >out.txt 2>err.txt ||
     fail "slow run exited $? ($(tail -5 err.txt))"
-got=$(q "select kind||':'||rank||':'||node from incident")
-[ "$got" = "straggler:2:$(hostname)" ] || fail "incidents: $got
-$(q 'select kind,rank,detail from incident')"
-[ "$(q "select injected from incident")" = "slow:rank=2,step=5" ] ||
-    fail "injected: $(q 'select injected from incident')"
-grep -q "straggler: rank 2 late by" err.txt || fail "no warning on the console: $(tail -5 err.txt)"
-grep -q "completed after 1 attempt" err.txt || fail "the job did not go on: $(tail -3 err.txt)"
-prom="$(run_dir)/lateness.prom"
-grep -q '^firebreak_rank_lateness_straggler{job_id="[^"]*",rank="2"} 1$' "$prom" ||
-    fail "lateness.prom: $(cat "$prom")"
-[ "$(grep -c '^firebreak_rank_lateness_straggler{.*} 0$' "$prom")" = 3 ] ||
-    fail "lateness.prom, the others: $(cat "$prom")"
+assert_straggler 4
 "$FB" report "$(run_dir)" >report.txt || fail "report exited $?"
 grep -Eq '^ +[0-9.]+ +straggler +2 ' report.txt || fail "report: $(tail -8 report.txt)"
 "$FB" report --json "$(run_dir)" >report.json || fail "report --json exited $?"
