@@ -17,7 +17,9 @@
  * Both outside inputs are bounded: the child's output (DIAG_HEALTH_MAX
  * bytes, its last line only) and the kernel log (fb__diag_kmsg_scan).
  * Under the slurm launcher the failed rank may be on another node: its
- * health and kernel log are not this node's, so neither is read here.
+ * health check runs there (`srun --overlap -w NODE firebreak health
+ * --json`, same limits); its kernel log is not read (it is not this
+ * node's).
  */
 #include <errno.h>
 #include <limits.h>
@@ -47,20 +49,46 @@ static char *last_line(char *out)
     return nl ? nl + 1 : out;
 }
 
-/* This node's health verdict (JSON, malloc'd), or NULL with why logged. */
-static char *health_now(fb__sup *s)
+/* The health verdict (JSON, malloc'd) of this node, or of `node` (a
+ * Slurm node: the check runs there in a step of its own), or NULL with
+ * why logged.  The root of the checks: --health-root, else under Slurm
+ * the test hook `firebreak watch --health` reads
+ * (FIREBREAK_HEALTH_ROOT_<node>, FIREBREAK_HEALTH_ROOT), else the real
+ * system's. */
+static char *health_now(fb__sup *s, const char *node)
 {
     char self[PATH_MAX];
     ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
     if (n <= 0)
         return NULL;
     self[n] = '\0';
-    char *argv[8] = {self, "health", "--json", "--since", "10m", NULL};
-    if (s->o->health_root) {
-        argv[5] = "--root";
-        argv[6] = (char *)s->o->health_root;
-        argv[7] = NULL;
+    char *argv[20];
+    int k = 0;
+    const char *root = s->o->health_root;
+    if (node) {
+        static const char *const srun[] = {"srun", "--overlap", "--kill-on-bad-exit=0",
+                                           "-N", "1", "-n", "1", "-w"};
+        for (size_t i = 0; i < sizeof srun / sizeof srun[0]; i++)
+            argv[k++] = (char *)srun[i];
+        argv[k++] = (char *)node;
+        argv[k++] = "--export=ALL";
+        char var[96];
+        snprintf(var, sizeof var, "FIREBREAK_HEALTH_ROOT_%s", node);
+        if (!root)
+            root = fb__getenv(var);
+        if (!root)
+            root = fb__getenv("FIREBREAK_HEALTH_ROOT");
     }
+    argv[k++] = self;
+    argv[k++] = "health";
+    argv[k++] = "--json";
+    argv[k++] = "--since";
+    argv[k++] = "10m";
+    if (root) {
+        argv[k++] = "--root";
+        argv[k++] = (char *)root;
+    }
+    argv[k] = NULL;
     char *out = malloc(DIAG_HEALTH_MAX);
     if (!out)
         return NULL;
@@ -120,7 +148,10 @@ void fb__sup_diagnose(fb__sup *s, const char *fr_verdict)
     if (id <= 0)
         return;
     int local = !s->slurm;
-    char *health = local && s->o->incident_health ? health_now(s) : NULL;
+    /* Under Slurm, the failed rank's node, when it is still there. */
+    const char *node = local || f->kind == FB__SUP_FAIL_NODE_FAILURE ? NULL
+                     : fb__sup_slurm_node_of_rank(s, f->rank);
+    char *health = s->o->incident_health && (local || node) ? health_now(s, node) : NULL;
     if (health)
         fb__journal_incident_text(s->j, id, "health", health);
     char *klog = malloc(DIAG_KLOG_MAX);

@@ -742,6 +742,12 @@ static const char *node_of_rank(const fb__sup *s, int rank)
     return n ? n->name : "?";
 }
 
+const char *fb__sup_slurm_node_of_rank(const fb__sup *s, int rank)
+{
+    const snode *n = s->slurm ? snode_of_rank(s, rank) : NULL;
+    return n ? n->name : NULL;
+}
+
 int fb__sup_slurm_nnodes(const fb__sup *s)
 {
     return s->slurm ? s->slurm->need : 1;

@@ -234,6 +234,8 @@ void fb__sup_env_free(char **env);
 int fb__sup_slurm_init(fb__sup *s);          /* sets s->world; prints errors   */
 int fb__sup_launch_slurm(fb__sup *s);
 int fb__sup_slurm_fd(const fb__sup *s);      /* watchers' stdout to poll, -1   */
+/* The node (Slurm name) of rank's place in this attempt, or NULL. */
+const char *fb__sup_slurm_node_of_rank(const fb__sup *s, int rank);
 void fb__sup_slurm_read(fb__sup *s);
 void fb__sup_slurm_tick(fb__sup *s, uint64_t now);
 void fb__sup_slurm_on_failure(fb__sup *s);   /* blame a node, before recording */

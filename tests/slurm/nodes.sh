@@ -51,6 +51,12 @@ import json, sys
 d = {n["node"]: n for n in json.loads(sys.stdin.read())["nodes"]}
 assert d["node3"]["drains"] == 1 and d["node3"]["evidence"][-1]["drain"], d["node3"]' ||
     fail "run 1: report --fleet does not count node3's drain"
+# node3's health verdict, taken on node3 right after the failure, is the
+# incident's evidence (issue 19: it reached no incident under Slurm)
+case "$(sqlite3 "$T/r1/journal.sqlite" "select node||'|'||json_extract(health, '\$.verdict')||'|'||(evidence like '%health%') from incident where kind = 'crash'")" in
+    "node3|fail|1") ;;
+    *) fail "run 1: node3's health verdict not in the incident: $(sqlite3 "$T/r1/journal.sqlite" "select node, substr(health, 1, 120), evidence from incident")" ;;
+esac
 ok "node3 unhealthy: drained ($reason), restarted on node1,node2,node4, fault-free hash"
 scontrol update NodeName=node3 State=RESUME
 well node3
