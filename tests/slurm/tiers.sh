@@ -14,27 +14,7 @@
 source "$(dirname "$0")/lib.sh"
 CKPT=(--sleep-ms 20 --ckpt-every 5)
 
-jq1() { sqlite3 -batch -noheader "$1/journal.sqlite" "$2"; }
-# restore_done's tier per rank in attempt 1: "0:memory,1:memory"
-sources() {
-    jq1 "$1" "select group_concat(rank||':'||coalesce(source,'NULL'), ',') from
-              (select e.rank, e.source from event e join attempt a on a.id = e.attempt_id
-               where a.number = 1 and e.kind = 'restore_done' order by e.rank)"
-}
-# Read at all since written?  With relatime the first read after a write
-# moves atime past mtime.
-never_read() {
-    python3 - "$@" <<'EOF'
-import os, sys
-sys.exit(1 if [p for p in sys.argv[1:] if os.stat(p).st_atime_ns > os.stat(p).st_mtime_ns] else 0)
-EOF
-}
-atime_works() {
-    echo x >probe; sleep 0.05; echo y >>probe; sleep 0.05
-    never_read probe || return 1
-    cat probe >/dev/null
-    ! never_read probe
-}
+source "$SRC/tests/supervisor/tiers_lib.sh"   # jq1, sources, never_read, atime_works
 same_hashes() { # RUNDIR RANKS STEPS
     local r
     for r in $(seq 0 $(($2 - 1))); do
