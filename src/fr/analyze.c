@@ -412,6 +412,7 @@ typedef struct ctx {
     size_t tup_over;
     uint64_t snapshot_torch;
     int any_entries;
+    int multihost;          /* the rings came from more than one host */
 } ctx;
 
 static void tuple_add(ctx *c, int kind, uint32_t g, uint64_t seq, int rank, int op)
@@ -622,11 +623,15 @@ static void last_done(const ctx *c, int global, char *buf, size_t size)
         return;
     }
     const fb__fr_rank *r = &c->m->ranks[idx];
+    /* Across hosts the culprit's host is news (on one it is not). */
+    char host[80] = "";
+    if (c->multihost && r->host[0])
+        snprintf(host, sizeof host, " (host %s)", r->host);
     for (size_t k = r->n; k-- > 0;) {
         const fb__fr_ent *e = &r->ents[k];
         if (e->state == FR_DONE) {
-            snprintf(buf, size, "rank %d last completed %s #%" PRIu64 " on %s%s",
-                     global, opname(e->op), e->seq, gname(c->m, (int)e->group),
+            snprintf(buf, size, "rank %d%s last completed %s #%" PRIu64 " on %s%s",
+                     global, host, opname(e->op), e->seq, gname(c->m, (int)e->group),
                      (e->flags & FR_ENT_P2P) ? " (p2p)" : "");
             if (r->step >= 0)
                 snprintf(buf + strlen(buf), size - strlen(buf), " at step %" PRId64,
@@ -637,7 +642,7 @@ static void last_done(const ctx *c, int global, char *buf, size_t size)
             return;
         }
     }
-    snprintf(buf, size, "rank %d completed nothing in its recorder", global);
+    snprintf(buf, size, "rank %d%s completed nothing in its recorder", global, host);
 }
 
 /* The call site (interned "file:line", 0 none) of global rank `global`'s
@@ -1339,9 +1344,17 @@ static int rank_source_wins(const fb__fr_rank *a, const fb__fr_rank *b)
 static int index_ranks(ctx *c)
 {
     fb__fr_model *m = c->m;
-    for (size_t i = 0; i < m->nranks; i++)
+    const char *host = NULL;
+    for (size_t i = 0; i < m->nranks; i++) {
         if (m->ranks[i].rank > c->maxrank)
             c->maxrank = m->ranks[i].rank;
+        if (!m->ranks[i].host[0])
+            continue;
+        if (!host)
+            host = m->ranks[i].host;
+        else if (strcmp(m->ranks[i].host, host))
+            c->multihost = 1;
+    }
     c->rank_idx = fb__malloc(((size_t)c->maxrank + 2) * sizeof *c->rank_idx);
     if (!c->rank_idx)
         return -ENOMEM;

@@ -78,6 +78,9 @@ int fb__fr_load_ring(fb__fr_model *m, const char *path, char *err, size_t errsz)
         fb__seg_close(seg);
         return -ENOMEM;
     }
+    /* Bounded and cleaned by fb__seg_open_as: NUL-terminated, no control
+     * bytes. */
+    snprintf(r->host, sizeof r->host, "%s", id->hostname);
     char ver[32];
     snprintf(ver, sizeof ver, "%u.%u", id->version_major, id->version_minor);
     r->version = fb__strdup(ver);

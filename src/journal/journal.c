@@ -86,6 +86,7 @@ struct fb__journal {
     int64_t placed_attempt;      /* the attempt of places[]; 0: none */
     place *places;               /* by rank */
     size_t nplaces;
+    int batch;                   /* open fb__journal_batch_begin()s */
 };
 
 static int errno_of(int sqlite_rc)
@@ -221,7 +222,7 @@ static int submit(fb__journal *j, jop *op)
         drop_op(j, op);
         return -ENOMEM;
     }
-    if (j->nops == 0) {
+    if (j->nops == 0 && !j->batch) {
         int rc = exec_op(j, op);
         if (rc == SQLITE_OK) {
             op_free(op);
@@ -233,6 +234,9 @@ static int submit(fb__journal *j, jop *op)
         }
         j->st.failing = 1;
     }
+    /* A batch that fills the queue is written now, not dropped. */
+    if (j->nops == j->max_ops && j->batch && !j->st.failing)
+        fb__journal_flush(j);
     if (j->nops == j->max_ops) {
         drop_op(j, op);
         return -ENOSPC;
@@ -842,4 +846,21 @@ int fb__journal_flush(fb__journal *j)
 failed:
     j->st.failing = 1;
     return errno_of(rc);
+}
+
+void fb__journal_batch_begin(fb__journal *j)
+{
+    if (j)
+        j->batch++;
+}
+
+int fb__journal_batch_end(fb__journal *j)
+{
+    if (!j || j->batch <= 0 || --j->batch > 0)
+        return 0;
+    /* While the database fails, the queue waits for the caller's retries
+     * (fb__journal_flush once a second), as unbatched writes do. */
+    if (j->nops == 0 || j->st.failing)
+        return 0;
+    return fb__journal_flush(j);
 }

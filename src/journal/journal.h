@@ -133,6 +133,14 @@ int fb__journal_sample(fb__journal *j, int64_t attempt_id, int rank,
                        double time, int64_t step, double step_time_ms);
 int fb__journal_flush(fb__journal *j);
 
+/* Batches: between begin and end (they nest), row writes are queued, not
+ * written one transaction each; the outermost end writes the queue in one
+ * transaction (0 or as fb__journal_flush).  Values are taken at the call,
+ * so a batch changes when rows reach the database, not what they say.  The
+ * supervisor opens one per wake-up of its event loop. */
+void fb__journal_batch_begin(fb__journal *j);
+int fb__journal_batch_end(fb__journal *j);
+
 /* ---- Reading (read.c) -------------------------------------------------
  *
  * The one reader of journal.sqlite.  It opens the file read-only (never

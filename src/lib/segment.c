@@ -607,6 +607,92 @@ uint64_t fb__seg_report_next(const fb__seg *seg, uint64_t idx)
     return idx + 1;
 }
 
+/* The end of a dump: close the temporary file and rename it into place,
+ * or remove it when anything failed (rc, or the close). */
+static int dump_finish(int fd, const char *tmp, const char *path, int rc)
+{
+    if (close(fd) && !rc)
+        rc = -errno;
+    if (!rc && rename(tmp, path))
+        rc = -errno;
+    if (rc)
+        unlink(tmp);
+    return rc;
+}
+
+/* Copy [off, off + n) of the mapping to fd at the same offset, through a
+ * buffer (see fb__seg_dump). */
+static int dump_range(const fb__seg *seg, int fd, size_t off, size_t n)
+{
+    unsigned char buf[16384];
+    size_t end = off + n;
+    for (; off < end;) {
+        size_t k = end - off < sizeof buf ? end - off : sizeof buf;
+        memcpy(buf, (const char *)seg->base + off, k);
+        size_t done = 0;
+        while (done < k) {
+            ssize_t w = pwrite(fd, buf + done, k - done, (off_t)(off + done));
+            if (w < 0 && errno == EINTR)
+                continue;
+            if (w <= 0)
+                return w < 0 ? -errno : -EIO;
+            done += (size_t)w;
+        }
+        off += k;
+    }
+    return 0;
+}
+
+int fb__seg_dump_sparse(const fb__seg *seg, const char *name, const char *path)
+{
+    char shm[PATH_MAX];
+    if (!seg->guarded || !name || seg_path(shm, sizeof shm, name))
+        return fb__seg_dump(seg, path);
+    int in = open(shm, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    if (in < 0)
+        return fb__seg_dump(seg, path);
+    struct stat st;
+    if (fstat(in, &st) || !S_ISREG(st.st_mode) || st.st_dev != seg->dev ||
+        st.st_ino != seg->ino) {
+        close(in); /* replaced since attach: its holes say nothing of ours */
+        return fb__seg_dump(seg, path);
+    }
+    char tmp[PATH_MAX];
+    if (fb__fmt(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid())) {
+        close(in);
+        return -ENAMETOOLONG;
+    }
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        int e = errno;
+        close(in);
+        return -e;
+    }
+    /* The bytes always come from our mapping; the file only says where
+     * its holes are (never written: zeros, in the dump too).  A file
+     * system without SEEK_DATA answers with the whole file as data. */
+    int rc = ftruncate(fd, (off_t)seg->size) ? -errno : 0;
+    size_t off = 0;
+    while (!rc && off < seg->size) {
+        off_t d = lseek(in, (off_t)off, SEEK_DATA);
+        if (d < 0) {
+            if (errno != ENXIO) /* ENXIO: only a hole is left */
+                rc = dump_range(seg, fd, off, seg->size - off);
+            break;
+        }
+        if ((size_t)d >= seg->size)
+            break;
+        off_t h = lseek(in, d, SEEK_HOLE);
+        size_t hole = h < 0 || (size_t)h > seg->size ? seg->size : (size_t)h;
+        if (hole <= (size_t)d) /* no progress: take the rest */
+            hole = seg->size;
+        rc = dump_range(seg, fd, (size_t)d, hole - (size_t)d);
+        off = hole;
+    }
+    close(in);
+    return dump_finish(fd, tmp, path, rc);
+}
+
 void fb__seg_append_sdc(fb__seg *seg, uint64_t step, uint64_t hash,
                         uint64_t offset, uint64_t length, uint32_t tensor,
                         uint32_t flags, const char *name)
@@ -691,13 +777,7 @@ int fb__seg_dump(const fb__seg *seg, const char *path)
     } else {
         rc = fb__write_all(fd, seg->base, seg->size);
     }
-    if (close(fd) && !rc)
-        rc = -errno;
-    if (!rc && rename(tmp, path))
-        rc = -errno;
-    if (rc)
-        unlink(tmp);
-    return rc;
+    return dump_finish(fd, tmp, path, rc);
 }
 
 /* Parse "fb.<job>.<attempt>.<rank>" into its job id. */

@@ -401,6 +401,12 @@ uint64_t fb__seg_sdc_head(const fb__seg *seg);
  * truncation took are written as zeros); 0 or -errno. */
 int fb__seg_dump(const fb__seg *seg, const char *path);
 
+/* The same file, written sparse: only the ranges that hold data in the
+ * segment's file `name` (SEEK_DATA; never-written pages are holes, read
+ * as zeros), when `name` is still the file mapped; otherwise as
+ * fb__seg_dump.  The bytes come from the mapping either way. */
+int fb__seg_dump_sparse(const fb__seg *seg, const char *name, const char *path);
+
 /* Remove stale segments in /dev/shm: those whose supervisor pid is dead,
  * or, when job_id is given, every one of that job.  Only regular files of
  * our own uid are touched (another user's file under a segment's name is

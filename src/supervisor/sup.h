@@ -205,6 +205,12 @@ void fb__sup_deliver_report(fb__sup *s, int rank, uint64_t idx,
 void fb__sup_try_attach(fb__sup *s, int r);
 /* watch.c: one pass over every rank's segment. */
 void fb__sup_watch(fb__sup *s, uint64_t now);
+/* How often the watch pass runs (ms) when no event wakes the loop: 50
+ * until every rank has taken a step (attaching), under the slurm launcher
+ * (node watchers' heartbeats), and while a supervisor-side injection
+ * (after=) is planned; then the smallest phase limit over 40
+ * (hang detection within 2.5% of the limit), at least 50, at most 250. */
+int fb__sup_watch_period_ms(const fb__sup *s);
 /* A rank went away (mpirun: pidfd; local: through its shim). */
 void fb__sup_rank_ended(fb__sup *s, int rank, int wstatus_known, int wstatus,
                         int exec_errno, uint64_t when_ns);
@@ -231,6 +237,7 @@ int fb__sup_slurm_fd(const fb__sup *s);      /* watchers' stdout to poll, -1   *
 void fb__sup_slurm_read(fb__sup *s);
 void fb__sup_slurm_tick(fb__sup *s, uint64_t now);
 void fb__sup_slurm_on_failure(fb__sup *s);   /* blame a node, before recording */
+void fb__sup_slurm_snapshot(fb__sup *s);     /* a hang: watchers' fr snapshots */
 int fb__sup_slurm_nnodes(const fb__sup *s);  /* nodes the job uses; 1 without */
 /* Run `firebreak watch ARGS...` once on every node not left out (one srun
  * step); its output to log_path.  0, an exit status, or -errno. */

@@ -10,7 +10,8 @@
  *   - a local rank's death: its shim's waitpid() returns, the shim writes a
  *     message, poll() wakes us: well under a millisecond;
  *   - an mpirun rank's death: a pidfd per rank, same poll(): likewise;
- *   - a hang: heartbeats in the segments, checked every POLL_MS.
+ *   - a hang: heartbeats in the segments, checked every 50-250 ms
+ *     (fb__sup_watch_period_ms: 2.5% of the smallest limit).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -33,8 +34,6 @@
 #include "supervisor/sup.h"
 #include "ckpt/tool.h"
 #include "fr/fr.h"
-
-#define POLL_MS 50
 
 void fb__sup_options_init(fb__sup_options *o)
 {
@@ -475,6 +474,7 @@ static void handle_events(fb__sup *s, int timeout_ms)
     int rc = poll(pfd, (nfds_t)n, timeout_ms);
     if (rc <= 0)
         return;
+    fb__journal_batch_begin(s->j);
     for (int i = 0; i < n; i++) {
         if (!pfd[i].revents)
             continue;
@@ -505,6 +505,7 @@ static void handle_events(fb__sup *s, int timeout_ms)
             drain_shim(s, &s->units[map[i]]);
         }
     }
+    fb__journal_batch_end(s->j);
 }
 
 /* Supervisor-side faults (after=DURATION): signals to a rank's process. */
@@ -649,7 +650,10 @@ static void snapshot_segments(fb__sup *s, const char *why)
         char path[PATH_MAX];
         if (fb__fmt(path, sizeof path, "%s/rank-%d.fbseg", dir, r))
             continue;
-        if (fb__seg_dump(s->ranks[r].seg, path) == 0)
+        char name[FB__SEG_NAME_MAX];
+        if (fb__seg_name(name, sizeof name, s->job_id, s->attempt, r))
+            name[0] = '\0';
+        if (fb__seg_dump_sparse(s->ranks[r].seg, name[0] ? name : NULL, path) == 0)
             n++;
         /* fb__seg_dump writes 0600: the run's group may read it too. */
         if (s->shared)
@@ -929,12 +933,16 @@ static void start_attempt(fb__sup *s)
 /* The attempt failed: keep the evidence, record, stop every rank. */
 static void fail_attempt(fb__sup *s)
 {
-    if (s->slurm)
-        fb__sup_slurm_on_failure(s);
     if (s->fail.kind == FB__SUP_FAIL_HANG)
         fb__sup_request_dumps(s);
+    /* Under slurm the watchers snapshot their nodes' ranks too, and the
+     * node is blamed once the flight recorder has named the rank. */
+    if (s->slurm && s->fail.kind == FB__SUP_FAIL_HANG)
+        fb__sup_slurm_snapshot(s);
     snapshot_segments(s, fb__sup_fail_kind_name(s->fail.kind));
     char *verdict = s->fail.kind == FB__SUP_FAIL_HANG ? analyze_hang(s) : NULL;
+    if (s->slurm)
+        fb__sup_slurm_on_failure(s);
     record_failure(s, verdict);
     add_useful(s, s->fail.occurred_ns,
                s->res->nincidents ? s->res->incidents[s->res->nincidents - 1].lost_s : 0);
@@ -949,15 +957,20 @@ static void fail_attempt(fb__sup *s)
  * failed or was stopped. */
 static int run_attempt(fb__sup *s)
 {
+    /* The journal: one transaction per wake-up, not one per row. */
+    fb__journal_batch_begin(s->j);
     start_attempt(s);
+    fb__journal_batch_end(s->j);
     while (!s->fail.set && !s->stop_signal && !all_units_ended(s)) {
-        handle_events(s, POLL_MS);
+        handle_events(s, fb__sup_watch_period_ms(s));
+        fb__journal_batch_begin(s->j);
         uint64_t now = fb__now_ns();
         fb__sup_watch(s, now);
         fire_injections(s, now);
         if (s->slurm)
             fb__sup_slurm_tick(s, now);
         fb__sup_status(s, now, 0);
+        fb__journal_batch_end(s->j);
     }
     /* Last look at the segments: reports sent just before the end. */
     fb__sup_watch(s, fb__now_ns());

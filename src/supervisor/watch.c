@@ -456,6 +456,30 @@ static void check_attach_timeout(fb__sup *s, int attached, uint64_t now)
     }
 }
 
+int fb__sup_watch_period_ms(const fb__sup *s)
+{
+    /* A pass costs the same for every rank, so its rate, not a rank's
+     * share, sets the supervisor's CPU at thousands of ranks; the rate
+     * follows the limits it checks against. */
+    enum { MIN_MS = 50, MAX_MS = 250 };
+    /* Until every rank has taken a step: attach soon after each creates
+     * its segment, as before. */
+    if (!s->attempt_ready_ns || s->slurm) /* slurm: node watchers' ages */
+        return MIN_MS;
+    for (int i = 0; i < s->plan.count; i++)
+        if (s->plan.faults[i].has_after)
+            return MIN_MS;
+    double lim = s->o->hang_timeout_s;
+    if (s->o->startup_timeout_s > 0 && s->o->startup_timeout_s < lim)
+        lim = s->o->startup_timeout_s;
+    if (s->o->ckpt_timeout_s > 0 && s->o->ckpt_timeout_s < lim)
+        lim = s->o->ckpt_timeout_s;
+    if (s->o->attach_timeout_s > 0 && s->o->attach_timeout_s < lim)
+        lim = s->o->attach_timeout_s;
+    double ms = lim * 1e3 / 40;
+    return ms < MIN_MS ? MIN_MS : ms > MAX_MS ? MAX_MS : (int)ms;
+}
+
 void fb__sup_watch(fb__sup *s, uint64_t now)
 {
     watch_pass p = {.all_ready = 1, .max_step = -1};

@@ -289,6 +289,49 @@ static void test_migrate_1_0(void)
                                  "kind='note' AND source IS NULL"), 1);
 }
 
+/* Batches: rows written between begin and end reach the database
+ * together at the outermost end (one transaction), not one by one; a
+ * batch whose end finds the disk full leaves them queued for the retries. */
+static void test_batch(void)
+{
+    fb__journal *j = open_fresh("batch.sqlite");
+    fb__journal_status st;
+    int64_t a0, inc;
+    CHECK_RC(fb__journal_begin_attempt(j, 0, 1.5, &a0), 0);
+    CHECK_EQ_INT(count("select count(*) from attempt"), 1); /* no batch: at once */
+    fb__journal_batch_begin(j);
+    fb__journal_incident in = incident(a0, "crash");
+    CHECK_RC(fb__journal_add_incident(j, &in, &inc), 0);
+    CHECK_RC(fb__journal_incident_text(j, inc, "fr_verdict", "{\"v\":2}"), 0);
+    fb__journal_batch_begin(j); /* nested: the inner end writes nothing */
+    CHECK_RC(fb__journal_attempt_text(j, a0, "outcome", "failed"), 0);
+    CHECK_RC(fb__journal_batch_end(j), 0);
+    CHECK_EQ_INT(count("select count(*) from incident"), 0);
+    CHECK_EQ_INT(count("select count(*) from attempt where outcome='failed'"), 0);
+    fb__journal_get_status(j, &st);
+    CHECK(!st.failing); /* queued by the batch, not by a failure */
+    CHECK_EQ_INT(st.pending_rows, 3);
+    CHECK_RC(fb__journal_batch_end(j), 0);
+    CHECK_EQ_INT(count("select count(*) from incident where fr_verdict='{\"v\":2}'"), 1);
+    CHECK_EQ_INT(count("select count(*) from attempt where outcome='failed'"), 1);
+    fb__journal_get_status(j, &st);
+    CHECK_EQ_INT(st.pending_rows, 0);
+
+    fb__journal_batch_begin(j);
+    CHECK_RC(fb__journal_attempt_text(j, a0, "outcome", "stopped"), 0);
+    disk_full = 1;
+    CHECK_RC(fb__journal_batch_end(j), -ENOSPC);
+    fb__journal_get_status(j, &st);
+    CHECK(st.failing);
+    CHECK_EQ_INT(st.pending_rows, 1);
+    disk_full = 0;
+    CHECK_RC(fb__journal_flush(j), 0);
+    CHECK_EQ_INT(count("select count(*) from attempt where outcome='stopped'"), 1);
+    CHECK_RC(fb__journal_end_run(j, 5, "completed", 0, "ok"), 0);
+    fb__journal_close_status(j, &st);
+    CHECK_EQ_INT(st.dropped_rows, 0);
+}
+
 int main(void)
 {
     if (!mkdtemp(dir)) {
@@ -300,6 +343,7 @@ int main(void)
     test_bounded();
     test_refused();
     test_migrate_1_0();
+    test_batch();
     char cmd[4200];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd) != 0)

@@ -456,6 +456,82 @@ static void test_fr_live(void)
     fb__seg_remove_job(job, 8);
 }
 
+/* Read a whole file into a new buffer; NULL on failure. */
+static unsigned char *slurp(const char *path, size_t *n)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    struct stat st;
+    unsigned char *b = NULL;
+    if (fstat(fileno(f), &st) == 0 && (b = malloc((size_t)st.st_size + 1)) &&
+        fread(b, 1, (size_t)st.st_size, f) != (size_t)st.st_size) {
+        free(b);
+        b = NULL;
+    }
+    *n = (size_t)st.st_size;
+    fclose(f);
+    return b;
+}
+
+/* The sparse snapshot is the same bytes as the whole one, but the pages
+ * the rank never wrote (most of a fresh ring) are holes, not written; a
+ * file replaced under the name gets the whole copy. */
+static void test_dump_sparse(void)
+{
+    char name[FB__SEG_NAME_MAX], path[256], full[64], sparse[64];
+    fb__seg *w = NULL, *r = NULL;
+    fb__seg_create_args a = {.job_id = job, .attempt = 13, .rank = 0,
+                             .world_size = 4, .fr_capacity = 16384};
+    CHECK_RC(fb__seg_create(&w, &a), 0);
+    fb__seg_name(name, sizeof name, job, 13, 0);
+    seg_path(path, sizeof path, 13, 0);
+    CHECK_RC(fb__seg_open(&r, name), 0);
+    if (!w || !r)
+        goto out;
+    fb__seg_append_report(w, FB__REPORT_NOTE, 0, 1, 0, 0, 0, "evidence");
+    snprintf(full, sizeof full, "/tmp/fbseg-full-%d", (int)getpid());
+    snprintf(sparse, sizeof sparse, "/tmp/fbseg-sparse-%d", (int)getpid());
+    /* Sparse first: reading a hole through the mapping (the whole dump
+     * does) gives the file a page there. */
+    CHECK_RC(fb__seg_dump_sparse(r, name, sparse), 0);
+    CHECK_RC(fb__seg_dump(r, full), 0);
+    size_t nf = 0, ns = 0;
+    unsigned char *bf = slurp(full, &nf), *bs = slurp(sparse, &ns);
+    CHECK(bf && bs);
+    CHECK_EQ_U64(ns, fb__seg_size(r));
+    CHECK(bf && bs && nf == ns && memcmp(bf, bs, nf) == 0);
+    free(bf);
+    free(bs);
+    struct stat sf, ss;
+    CHECK_EQ_INT(stat(full, &sf), 0);
+    CHECK_EQ_INT(stat(sparse, &ss), 0);
+    CHECKF((uint64_t)ss.st_blocks * 512 < fb__seg_size(r) / 4,
+           "sparse dump holds %llu bytes of %zu", (unsigned long long)ss.st_blocks * 512,
+           fb__seg_size(r));
+    unlink(sparse);
+
+    /* Another file under the name: its holes say nothing of our mapping. */
+    CHECK_EQ_INT(unlink(path), 0);
+    int fd = open(path, O_RDWR | O_CREAT | O_EXCL, 0600);
+    CHECK(fd >= 0);
+    if (fd >= 0) {
+        CHECK_EQ_INT(ftruncate(fd, (off_t)fb__seg_size(r)), 0);
+        close(fd);
+    }
+    CHECK_RC(fb__seg_dump_sparse(r, name, sparse), 0);
+    CHECK_EQ_INT(stat(sparse, &ss), 0);
+    CHECKF((uint64_t)ss.st_blocks * 512 >= fb__seg_size(r),
+           "replaced file: dump holds %llu bytes of %zu",
+           (unsigned long long)ss.st_blocks * 512, fb__seg_size(r));
+    unlink(sparse);
+    unlink(full);
+out:
+    fb__seg_close(r);
+    fb__seg_close(w);
+    fb__seg_remove_job(job, 13);
+}
+
 /* A rank shrinks its file under the reader: no SIGBUS reaches us. */
 static void test_truncated(void)
 {
@@ -668,6 +744,7 @@ int main(void)
     /* First, while no reader has installed the guard in this process. */
     test_sigbus_elsewhere();
     test_truncated();
+    test_dump_sparse();
     test_guard_reuse();
     test_toctou_offsets();
     test_heads();
