@@ -99,6 +99,17 @@ int fb__tier_open(fb_ckpt *ck, const char *opt_dir)
         env_num("FIREBREAK_CKPT_MEM_MAX", 0, INT64_MAX, &cap) < 0 ||
         env_num("LOCAL_WORLD_SIZE", 1, 1000000, &local) < 0)
         return -EINVAL;
+    long long per_node = 0, restore_step = -1;
+    if (env_num("FIREBREAK_CKPT_MEM_PER_NODE", 0, 1, &per_node) < 0 ||
+        env_num("FIREBREAK_CKPT_RESTORE_STEP", -1, 9999999999LL,
+                &restore_step) < 0)
+        return -EINVAL;
+    /* Under slurm the node's watcher owns the directory but may start
+     * after the ranks: the first to come creates it (the watcher then
+     * writes its pid file into it). */
+    if (per_node && mkdir(mem, 0700) && errno != EEXIST)
+        fprintf(stderr, "firebreak: rank %d: creating %s: %s\n", ck->rank, mem,
+                strerror(errno));
     struct stat st;
     int bad = stat(mem, &st) ? errno : S_ISDIR(st.st_mode) ? 0 : ENOTDIR;
     if (bad) {
@@ -113,6 +124,8 @@ int fb__tier_open(fb_ckpt *ck, const char *opt_dir)
     t->persist_every = (int)every;
     t->mem_max_bytes = (uint64_t)cap;
     t->node_ranks = (int)local;
+    t->per_node = (int)per_node;
+    t->restore_step = restore_step;
     return 0;
 }
 
@@ -238,6 +251,14 @@ static void tier_fallback(const fb_ckpt *ck, uint64_t step, int code,
     fb__lib_report(FB__REPORT_RESTORE_FALLBACK, code, step, 0, 0, 0, text);
 }
 
+/* Per node: step is at or below the step the supervisor chose for every
+ * rank, so an older one must not be taken (it would split the job). */
+static int vouched_missed(const fb_ckpt *ck, uint64_t step)
+{
+    return ck->tier.per_node && ck->tier.restore_step >= 0 &&
+           step <= (uint64_t)ck->tier.restore_step;
+}
+
 /*
  * Every step in either tier, newest first; for each, memory when it is
  * complete there, then storage; each shard verified (restore.c).  A step
@@ -260,7 +281,7 @@ static int restore_tiers(fb_ckpt *ck, const fb__ckpt_entry *vm, size_t nm,
             {m, vm, ck->tier.mem_dir, FB__TIER_MEMORY},
             {s, vs, ck->dir, FB__TIER_STORAGE}};
         int any = 0;
-        for (int k = 0; k < 2; k++) {
+        for (int k = 0; k < 2 && !vouched_missed(ck, step + 1); k++) {
             if (tier[k].idx < 0 || !tier[k].v[tier[k].idx].complete)
                 continue;
             any = 1;
@@ -281,6 +302,11 @@ static int restore_tiers(fb_ckpt *ck, const fb__ckpt_entry *vm, size_t nm,
             *step_out = step;
             return 0;
         }
+        if (vouched_missed(ck, step)) {
+            /* The step the supervisor chose for every rank was not
+             * restored: an older one would split the job between steps. */
+            break;
+        }
         if (!any) {
             fb__ckpt_say(why, sizeof why, "incomplete in every tier (%d of %d "
                          "shards in memory, %d in storage)",
@@ -295,7 +321,25 @@ static int restore_tiers(fb_ckpt *ck, const fb__ckpt_entry *vm, size_t nm,
                 fb__ckpt_drop_own_shard(ck, ck->dir, step);
         }
     }
+    if (ck->tier.per_node && ck->tier.restore_step >= 0) {
+        fb__ckpt_say(why, sizeof why, "checkpoint step %lld, chosen by the "
+                     "supervisor, is in no tier of this node",
+                     (long long)ck->tier.restore_step);
+        fprintf(stderr, "firebreak: rank %d: %s\n", ck->rank, why);
+        fb__lib_report(FB__REPORT_RESTORE_FALLBACK, FB_ECORRUPT,
+                       (uint64_t)ck->tier.restore_step, 0, 0, 0, why);
+        return FB_ECORRUPT;
+    }
     return FB_ENOCKPT;
+}
+
+/* Per node: the node may hold other ranks' shards of a step (the ranks
+ * that ran here before a node was replaced), not this one's. */
+static int own_shard_here(const fb_ckpt *ck, uint64_t step)
+{
+    char path[PATH_MAX];
+    return !fb__ckpt_shard_path(path, sizeof path, ck->tier.mem_dir, step, ck->rank) &&
+           access(path, F_OK) == 0;
 }
 
 int fb__tier_restore(fb_ckpt *ck, uint64_t *step_out)
@@ -318,6 +362,11 @@ int fb__tier_restore(fb_ckpt *ck, uint64_t *step_out)
         rc = rc ? rc : rs;
         goto out;
     }
+    /* Per node (slurm), this directory holds this node's ranks only: a
+     * step counts there when the supervisor says every rank has it. */
+    for (size_t i = 0; ck->tier.per_node && i < nm; i++)
+        vm[i].complete = (int64_t)vm[i].step == ck->tier.restore_step &&
+                         own_shard_here(ck, vm[i].step);
     for (size_t i = 0; i < nm; i++)
         (void)fb__ckpt_clean_tmp(ck->tier.mem_dir, vm[i].step, ck->rank, (int)getpid());
     for (size_t i = 0; i < ns; i++)

@@ -53,6 +53,12 @@ typedef struct fb__tier {
     uint64_t mem_max_bytes;   /* the node's cap; 0: none                  */
     int node_ranks;           /* ranks sharing the node's memory          */
     uint64_t saves;           /* saves by this handle so far              */
+    /* Slurm (FIREBREAK_CKPT_MEM_PER_NODE): the node's memory holds only its
+     * own ranks' shards, so completeness there is the supervisor's word:
+     * restore_step is the newest step every rank committed somewhere it
+     * can still be read (-1: none; docs/slurm.md, "Checkpoint tiers"). */
+    int per_node;
+    int64_t restore_step;
 } fb__tier;
 
 /* ---- rank side (engine.c, restore.c) ---- */

@@ -218,6 +218,11 @@ static int common_env(fb__sup *s, envb *e)
         rc |= env_set(e, "FIREBREAK_CKPT_PERSIST_EVERY", buf);
         snprintf(buf, sizeof buf, "%llu", (unsigned long long)s->o->memory_ckpt_max);
         rc |= env_set(e, "FIREBREAK_CKPT_MEM_MAX", buf);
+        if (s->slurm) { /* one directory per node (nodemem.c) */
+            rc |= env_set(e, "FIREBREAK_CKPT_MEM_PER_NODE", "1");
+            snprintf(buf, sizeof buf, "%lld", (long long)fb__sup_nodemem_restore_step(s));
+            rc |= env_set(e, "FIREBREAK_CKPT_RESTORE_STEP", buf);
+        }
     }
     if (s->o->fr_capacity > 0) {
         snprintf(buf, sizeof buf, "%d", s->o->fr_capacity);

@@ -722,6 +722,35 @@ out:
     return rc;
 }
 
+/* The node-memory tier's last step (nodemem.c): one srun step of
+ * `firebreak watch ARGS...` on every node not left out. */
+int fb__sup_slurm_on_nodes(fb__sup *s, const char *const *args,
+                           const char *log_path, int timeout_ms)
+{
+    struct fb__sup_slurm *g = s->slurm;
+    int idx[MAX_NODES], n = 0;
+    for (int i = 0; i < g->nnodes; i++)
+        if (!g->nodes[i].bad)
+            idx[n++] = i;
+    char list[MAX_NODES * 8], nn[16];
+    if (!n || node_list(g, idx, n, list, sizeof list))
+        return n ? -ENAMETOOLONG : 0;
+    snprintf(nn, sizeof nn, "%d", n);
+    const char *argv[40] = {"srun", "--overlap", "--kill-on-bad-exit=0", "-N", nn,
+                            "--ntasks-per-node=1", "-w", list, "--export=ALL",
+                            g->self, "watch"};
+    int k = 11;
+    for (int i = 0; args[i] && k < 39; i++)
+        argv[k++] = args[i];
+    argv[k] = NULL;
+    int lfd = open(log_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    char out[256];
+    int rc = fb__sup_run_capture((char *const *)argv, out, sizeof out, lfd, timeout_ms);
+    if (lfd >= 0)
+        close(lfd);
+    return rc;
+}
+
 /* ---- watching ---- */
 
 int fb__sup_slurm_fd(const fb__sup *s)

@@ -241,6 +241,17 @@ void fb__sup_slurm_tick(fb__sup *s, uint64_t now);
 void fb__sup_slurm_on_failure(fb__sup *s);   /* blame a node, before recording */
 void fb__sup_slurm_snapshot(fb__sup *s);     /* a hang: watchers' fr snapshots */
 int fb__sup_slurm_nnodes(const fb__sup *s);  /* nodes the job uses; 1 without */
+/* Run `firebreak watch ARGS...` once on every node not left out (one srun
+ * step); its output to log_path.  0, an exit status, or -errno. */
+int fb__sup_slurm_on_nodes(fb__sup *s, const char *const *args,
+                           const char *log_path, int timeout_ms);
+
+/* nodemem.c: the node-memory tier under slurm (docs/slurm.md) */
+void fb__sup_nodemem_on_report(fb__sup *s, int rank, const fb__seg_report *r);
+/* The step every rank can restore from where it is now placed; -1 none. */
+int64_t fb__sup_nodemem_restore_step(fb__sup *s);
+/* End of run: the chosen step to storage where missing, memory removed. */
+void fb__sup_nodemem_finish(fb__sup *s);
 /* Where a rank runs: its node (Slurm's name; the host's elsewhere) and the
  * machine's hostname; NULL where not known (rank -1 under Slurm, mpirun
  * inside an allocation). */

@@ -869,6 +869,8 @@ static void prepare_restore(fb__sup *s)
 {
     uint64_t step;
     int rc;
+    if (s->slurm && s->mem_dir[0])
+        return; /* each node's memory holds its own ranks: nodemem.c decides */
     if (s->mem_dir[0]) {
         /* Node memory first; storage is read only when it may hold a
          * newer step (a rank that crashed restores with no storage read). */
@@ -1105,13 +1107,6 @@ static int check_inputs(fb__sup *s)
 {
     const fb__sup_options *o = s->o;
     char err[256];
-    if ((o->persist_every >= 0 || o->memory_ckpt_max) &&
-        o->launcher == FB__LAUNCH_SLURM) {
-        fprintf(stderr, "firebreak run: --persist-every and --memory-ckpt-max "
-                        "work with the local and mpirun launchers (one node); "
-                        "not yet with slurm\n");
-        return -EINVAL;
-    }
     if (o->inject && fb__inject_parse(o->inject, &s->plan, err, sizeof err)) {
         fprintf(stderr, "firebreak run: --inject: %s\n", err);
         return -EINVAL;

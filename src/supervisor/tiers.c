@@ -42,6 +42,8 @@ int fb__sup_tiers_setup(fb__sup *s)
     if (o->persist_every < 0 && !o->memory_ckpt_max)
         return 0;
     int rc = fb__ckpt_mem_dir_path(s->mem_dir, sizeof s->mem_dir, s->job_id);
+    if (!rc && s->slurm)
+        return 0; /* one per node, made there (nodemem.c) */
     if (!rc)
         rc = fb__ckpt_mem_dir_create(s->mem_dir);
     if (rc) {
@@ -110,6 +112,11 @@ void fb__sup_tiers_persist_request(fb__sup *s)
 {
     if (!s->mem_dir[0])
         return;
+    if (s->slurm) {
+        fb__sup_log(s, "SIGUSR1: node memory is copied to storage at the end of "
+                       "the run (slurm)");
+        return;
+    }
     if (job_in_flight) {
         fb__sup_log(s, "SIGUSR1: a copy to storage is still running");
         return;
@@ -134,6 +141,11 @@ void fb__sup_tiers_finish(fb__sup *s)
 {
     if (!s->mem_dir[0])
         return;
+    if (s->slurm) {
+        fb__sup_nodemem_finish(s);
+        s->mem_dir[0] = '\0';
+        return;
+    }
     reap(s, 1);
     persist_job j;
     memset(&j, 0, sizeof j);

@@ -142,6 +142,7 @@ static void on_report(fb__sup *s, int rank, const fb__seg_report *r)
     if (r->kind == FB__REPORT_RESTORE_DONE)
         ev.source = fb__tier_source_name(fb__tier_source_from_name(r->text));
     fb__journal_add_event(s->j, &ev);
+    fb__sup_nodemem_on_report(s, rank, r); /* where each copy is (slurm) */
 
     switch (r->kind) {
     case FB__REPORT_CKPT_COMMITTED: {
