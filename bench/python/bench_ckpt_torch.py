@@ -80,7 +80,7 @@ class Model(torch.nn.Module):
         d = 1024 if mib >= 256 else 128
         per_layer = 12 * d * d + 4 * d            # q k v o, 2 MLP of 4d, 2 norms
         want = mib * 2**20 // (3 * 4)             # parameters: 3 copies of float32
-        layers = max(1, round((want - 8 * d * d) / per_layer))
+        layers = max(1, -(-(want - 8 * d * d) // per_layer))      # at least mib
         g = torch.Generator().manual_seed(1)
         self.register_parameter("embed", torch.nn.Parameter(torch.randn(8 * d, d, generator=g)))
         for i in range(layers):
@@ -462,7 +462,8 @@ def fio_write(root, nbytes_):
             os.unlink(path)
         try:
             r = subprocess.run(["fio", "--name=fbbench", "--directory=" + root,
-                                "--filename=fio.dat", "--rw=write", "--bs=8M",
+                                "--filename=fio.dat", "--rw=write",
+                                "--bs=%s" % ("8M" if nbytes_ >= 64 << 20 else "64k"),
                                 "--size=%d" % nbytes_, "--ioengine=psync", "--end_fsync=1",
                                 "--output-format=json"],
                                capture_output=True, text=True, timeout=300)
@@ -581,10 +582,13 @@ def rank_main(rank, world, init, root, mib, saves, q):
             got, step_no = measure(m, steps, "rw", saves, step_no)
             m.close()
             dist.barrier()
+            # this rank's file(s) of the newest checkpoint (step-N directories)
+            last = os.path.join(r, max((d for d in os.listdir(r) if d.startswith("step-")),
+                                       key=lambda d: int(d[5:])))
             if name == "firebreak":
-                mine = dir_bytes(r, lambda p: p.endswith("rank-%05d.safetensors" % rank)) / 2
+                mine = dir_bytes(last, lambda p: p.endswith("rank-%05d.safetensors" % rank))
             else:
-                mine = dir_bytes(r, lambda p: os.path.basename(p).startswith("__%d_" % rank)) / 2
+                mine = dir_bytes(last, lambda p: os.path.basename(p).startswith("__%d_" % rank))
             res[name] = {"bytes": mine, "returns": got["returns"], "durable": got["durable"],
                          "cost": got["cost"]}
         q.put((rank, res))
@@ -699,7 +703,8 @@ def main():
         else:
             missing.append("dcp.async_save with DefaultStager (not in this torch)")
     else:
-        missing.append("dcp.save, dcp.async_save (no torch.distributed.checkpoint)")
+        missing.append("dcp.save, dcp.async_save, dcp.async_save with DefaultStager "
+                       "(no torch.distributed.checkpoint of that interface)")
     if has_safetensors():
         makers.append(("safetensors+fsync", lambda r: Safetensors(r, state), "safetensors"))
     else:
