@@ -5,7 +5,8 @@
 #   make demo      a real training run under firebreak with faults injected
 #   make demo-torch  the same with the PyTorch example (examples/gpt)
 #   make test      the whole suite, in build/ and again under ASan+UBSan
-#   make bench     the benchmarks, each printing its baseline and the ratio
+#   make bench     the benchmarks, each printing its baseline and the ratio;
+#                  fails when a target is missed, ends with the table of all
 #   make install   PREFIX=/usr/local, from build-release/ (no test hooks)
 #   make clean
 
@@ -50,8 +51,11 @@ test-asan: build-asan
 	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  ctest --output-on-failure -j $(JOBS) -LE '$(SAN_EXCLUDE)'
 
+# Each benchmark fails when it misses a target; the table of every target
+# (bench/summary.sh over build/bench-results.tsv) comes last.
 bench: deps build
-	@cd build && ctest --output-on-failure -V -L bench
+	@cd build && { ctest --output-on-failure -V -L bench; rc=$$?; \
+	  bash ../bench/summary.sh bench-results.tsv; exit $$rc; }
 
 fuzz: deps-build
 	@CC=clang cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=Debug -DFB_FUZZ=ON -DFB_SANITIZE=ON >/dev/null

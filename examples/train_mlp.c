@@ -21,7 +21,12 @@
  *     integer addition is associative, so the sum is the same bits whatever
  *     algorithm or order the MPI library picks for the reduction.
  *
- * It uses libfirebreak's public API only: fb_init, fb_ckpt_*, fb_step.
+ * After every optimizer step it calls fb_sdc_check: the weights and Adam's
+ * moments are replicas, and the supervisor compares their hashes across
+ * ranks (docs/sdc.md) to catch silent data corruption.
+ *
+ * It uses libfirebreak's public API only: fb_init, fb_ckpt_*, fb_sdc_*,
+ * fb_step.
  */
 #include <firebreak/firebreak.h>
 
@@ -49,7 +54,7 @@ typedef struct {
     const char *data_path;
     const char *ckpt_dir;
     const char *hash_out;
-    long long steps, ckpt_every, batch, seed, hidden, sleep_ms, log_every;
+    long long steps, ckpt_every, ckpt_keep, batch, seed, hidden, sleep_ms, log_every;
     double lr;
 } options;
 
@@ -104,6 +109,7 @@ static void usage(FILE *f)
 "  --hidden N         hidden units (default 256)\n"
 "  --lr X             Adam learning rate (default 0.003)\n"
 "  --sleep-ms N       extra sleep per step, to make runs longer (default 0)\n"
+"  --ckpt-keep N      newest checkpoints kept (default 0: the engine's, 2)\n"
 "  --log-every N      print the loss every N steps on rank 0 (default 25)\n"
 "  --hash-out FILE    where to write the final weights hash\n"
 "                     (default $FIREBREAK_RUN_DIR/final_hash when set)\n"
@@ -115,7 +121,7 @@ static int parse_options(int argc, char **argv, options *o)
 {
     *o = (options){
         .data_path = "/usr/share/common-licenses/GPL-3",
-        .steps = 300, .ckpt_every = 50, .batch = 64, .seed = 1,
+        .steps = 300, .ckpt_every = 50, .ckpt_keep = 0, .batch = 64, .seed = 1,
         .hidden = 256, .sleep_ms = 0, .log_every = 25, .lr = 3e-3,
     };
     for (int i = 1; i < argc; i++) {
@@ -140,6 +146,8 @@ static int parse_options(int argc, char **argv, options *o)
             rc = ex_parse_ll(a, val, 1, 1000000000, &o->steps);
         else if (!strcmp(a, "--ckpt-every"))
             rc = ex_parse_ll(a, val, 0, 1000000000, &o->ckpt_every);
+        else if (!strcmp(a, "--ckpt-keep"))
+            rc = ex_parse_ll(a, val, 0, 1000000, &o->ckpt_keep);
         else if (!strcmp(a, "--batch"))
             rc = ex_parse_ll(a, val, 1, 65536, &o->batch);
         else if (!strcmp(a, "--seed"))
@@ -392,7 +400,10 @@ static void reg(fb_ckpt *ck, const char *name, fb_dtype dt, int ndim,
     }
 }
 
-static void register_state(fb_ckpt *ck, model *mo, train_state *st)
+/* The replicated tensors -- weights and both Adam moments, every one the
+ * same on every rank -- by name: fn(arg, name, parameter index, data). */
+static void each_replica(model *mo, void (*fn)(void *, const char *, int, float *),
+                         void *arg)
 {
     char name[64];
     float *bufs[3] = {mo->w, mo->m, mo->v};
@@ -400,15 +411,41 @@ static void register_state(fb_ckpt *ck, model *mo, train_state *st)
     for (int b = 0; b < 3; b++)
         for (int p = 0; p < P_COUNT; p++) {
             snprintf(name, sizeof name, "%s%s", prefix[b], param_names[p]);
-            reg(ck, name, FB_DTYPE_F32, mo->ndim[p], mo->shape[p],
-                bufs[b] + mo->off[p]);
+            fn(arg, name, p, bufs[b] + mo->off[p]);
         }
+}
+
+typedef struct {
+    fb_ckpt *ck;
+    model *mo;
+} reg_arg;
+
+static void reg_replica(void *arg, const char *name, int p, float *data)
+{
+    reg_arg *a = arg;
+    reg(a->ck, name, FB_DTYPE_F32, a->mo->ndim[p], a->mo->shape[p], data);
+}
+
+static void register_state(fb_ckpt *ck, model *mo, train_state *st)
+{
+    reg_arg a = {ck, mo};
+    each_replica(mo, reg_replica, &a);
     const int64_t one[1] = {1}, three[1] = {3};
     reg(ck, "adam.step", FB_DTYPE_U64, 1, one, st->adam_step);
     reg(ck, "rng.state", FB_DTYPE_U64, 1, one, st->rng);
     reg(ck, "data.cursor", FB_DTYPE_U64, 1, one, st->cursor);
     reg(ck, "run.world_size", FB_DTYPE_U64, 1, one, st->world);
     reg(ck, "loss.stats", FB_DTYPE_F64, 1, three, st->loss_stats);
+}
+
+/* The SDC check hashes the replicated state (the RNG, cursor and loss
+ * statistics are per rank and stay out). */
+static void sdc_replica(void *arg, const char *name, int p, float *data)
+{
+    model *mo = arg;
+    int rc = fb_sdc_register(name, data, mo->len[p] * sizeof(float));
+    if (rc)
+        die("cannot register a tensor for the SDC check: %s", fb_strerror(rc));
 }
 
 /* Restore the newest checkpoint; every rank must land on the same step.
@@ -480,6 +517,8 @@ int main(int argc, char **argv)
         co.dir = run_dir ? NULL : o.ckpt_dir;
         co.rank = mpi_rank;
         co.world_size = mpi_size;
+        if (o.ckpt_keep)
+            co.keep = (int)o.ckpt_keep;
         rc = fb_ckpt_open(&ck, &co);
         if (rc)
             die("cannot open the checkpoint directory: %s", fb_strerror(rc));
@@ -489,6 +528,7 @@ int main(int argc, char **argv)
                 "training without checkpoints\n");
     }
     uint64_t start = ck ? restore(ck, &st) : 0;
+    each_replica(&mo, sdc_replica, &mo);
     if (mpi_rank == 0) {
         printf("fb-train-mlp: %d ranks, vocab %d, %zu parameters, batch %lld x %d, "
                "%s step %llu\n", mpi_size, c.vocab, mo.n, o.batch, mpi_size,
@@ -511,6 +551,7 @@ int main(int argc, char **argv)
         st.loss_stats[2] = step == 1 ? loss : 0.9 * st.loss_stats[2] + 0.1 * loss;
         ex_sleep_ms(o.sleep_ms);
         fb_step(step);
+        fb_sdc_check(step);
         if (mpi_rank == 0 && (step % (uint64_t)o.log_every == 0 || step == 1)) {
             printf("step %llu/%lld loss %.4f (avg %.4f) %.1f steps/s\n",
                    (unsigned long long)step, o.steps, loss, st.loss_stats[2],

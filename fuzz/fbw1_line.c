@@ -22,16 +22,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     /* A parsed message keeps its invariants. */
     if ((m.kind == FB_FBW1_HEALTH || m.kind == FB_FBW1_HELLO || m.kind == FB_FBW1_BYE ||
-         m.kind == FB_FBW1_ALIVE) &&
+         m.kind == FB_FBW1_ALIVE || m.kind == FB_FBW1_SNAPPED) &&
         !fb__fbw1_node_name_ok(m.node))
         __builtin_trap();
     if (m.host[0] && (m.kind != FB_FBW1_HELLO || !fb__fbw1_node_name_ok(m.host)))
         __builtin_trap();
     if (m.kind != FB_FBW1_HELLO && m.kind != FB_FBW1_HEALTH && m.kind != FB_FBW1_BYE &&
-        m.kind != FB_FBW1_ALIVE &&
+        m.kind != FB_FBW1_ALIVE && m.kind != FB_FBW1_SNAP && m.kind != FB_FBW1_SNAPPED &&
         (m.rank < 0 || m.rank >= max_rank))
         __builtin_trap();
     if (!memchr(m.reason, '\0', sizeof m.reason) || !memchr(m.rep_text, '\0', sizeof m.rep_text))
+        __builtin_trap();
+    if ((m.kind == FB_FBW1_SNAP || m.kind == FB_FBW1_SNAPPED) &&
+        (m.attempt < 0 || m.attempt > FB__FBW1_ATTEMPT_MAX || m.count < 0 ||
+         m.count > FB__FBW1_COUNT_MAX))
         __builtin_trap();
     /* ... and comes back from the formatter unchanged. */
     char line[FB__FBW1_LINE_MAX + 2];
@@ -42,7 +46,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         strcmp(m.host, back.host) ||
         strcmp(m.reason, back.reason) || strcmp(m.rep_text, back.rep_text) ||
         m.step != back.step || m.age_ms != back.age_ms || m.code != back.code ||
-        m.rep_idx != back.rep_idx || m.rep_wall_ns != back.rep_wall_ns)
+        m.rep_idx != back.rep_idx || m.attempt != back.attempt || m.count != back.count || m.rep_wall_ns != back.rep_wall_ns)
         __builtin_trap();
     return 0;
 }

@@ -6,7 +6,8 @@
  * the rank rewriting its header after the checks, or truncating the file
  * under the mapping (the SIGBUS guard) -- and every reader function runs
  * over it: check, progress and end-record loads, report
- * reads, the fr area, and the flight-recorder ring loader.
+ * reads, SDC record reads (minor 2), the fr area, and the flight-recorder
+ * ring loader.
  *
  * Input: byte 0 picks the image: bit 0 clear = a valid template (small
  * ring) with patches applied, set = the input itself is the image; bit 1
@@ -30,9 +31,11 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 #define FR_CAP 64
-#define IMAGE_SIZE \
+#define SDC_CAP 16
+#define SDC_OFFSET \
     (FB__SEG_HEADER_SIZE + FB__SEG_REPORT_CAPACITY * sizeof(fb__seg_report) + \
      FR_CAP * FB__SEG_FR_ENTRY_SIZE)
+#define IMAGE_SIZE (SDC_OFFSET + SDC_CAP * sizeof(fb__seg_sdc))
 
 static void template(unsigned char *img)
 {
@@ -58,6 +61,17 @@ static void template(unsigned char *img)
         memcpy(r[i].text, "note", 5);
     }
     h->report_head = 3;
+    /* Two SDC records. */
+    h->sdc_offset = SDC_OFFSET;
+    h->sdc_capacity = SDC_CAP;
+    fb__seg_sdc *sd = (fb__seg_sdc *)(img + SDC_OFFSET);
+    for (int i = 0; i < 2; i++) {
+        sd[i].seq = (uint64_t)i + 1;
+        sd[i].step = 7;
+        sd[i].length = 64;
+        memcpy(sd[i].name, "w1", 3);
+    }
+    h->sdc_head = 2;
 }
 
 /* Apply patch records from *p until a len-0 record or the end. */
@@ -112,6 +126,17 @@ static void read_all(fb__seg *seg, const char *path, int fd,
                 sink += strlen(rep.text) + rep.kind;
             idx++;
         }
+        budget = id->sdc_capacity + 1;
+        for (uint64_t idx = 0; budget-- > 0;) {
+            fb__seg_sdc rec;
+            int got = fb__seg_read_sdc(seg, idx, &rec);
+            if (got == 0)
+                break;
+            if (got > 0)
+                sink += strlen(rec.name) + rec.hash + rec.step;
+            idx++;
+        }
+        sink += fb__seg_sdc_head(seg);
         uint32_t cap;
         const unsigned char *area = fb__seg_fr_area(seg, &cap);
         if (area)

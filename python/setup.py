@@ -27,9 +27,9 @@ if not os.path.exists(os.path.join(ROOT, "include", "firebreak", "firebreak.h"))
 # src/common/CMakeLists.txt, src/fr's recorder.c).
 LIB_SOURCES = {
     "common": ["util.c", "json.c", "jsonw.c"],
-    "lib": ["lib.c", "segment.c", "segment_guard.c", "inject.c", "error.c"],
+    "lib": ["lib.c", "segment.c", "segment_guard.c", "inject.c", "error.c", "sdc.c"],
     "ckpt": ["engine.c", "restore.c", "layout.c", "staging.c", "protect.c", "safetensors.c",
-             "shard.c", "store.c", "hash.c", "cuda.c"],
+             "shard.c", "store.c", "tier.c", "hash.c", "cuda.c"],
     "fr": ["recorder.c"],
 }
 sources = [os.path.join(HERE, "firebreak", "_firebreak.c")]
@@ -70,6 +70,7 @@ setup(
     description="firebreak: heartbeats, phases and verified checkpoints for "
                 "training jobs (a CPython extension over libfirebreak)",
     packages=["firebreak"],
+    package_data={"firebreak": ["_boot/sitecustomize.py"]},
     ext_modules=[ext],
     python_requires=">=3.8",
 )

@@ -64,3 +64,14 @@ echo "static http.server file:  $b"
 am=$(sed 's/.*median_us=\([0-9.]*\).*/\1/' <<<"$a")
 bm=$(sed 's/.*median_us=\([0-9.]*\).*/\1/' <<<"$b")
 awk -v a="$am" -v b="$bm" 'BEGIN { printf "/metrics median %.3f ms (budget 5 ms), %.2fx the static-file baseline\n", a / 1000, a / b }'
+
+# shellcheck source=bench/result.sh
+. "$(dirname "$0")/../result.sh"
+ok=0
+bench_target bench_agent "agent CPU, 1 s interval, 8 GPUs (double), 8 ranks" \
+    "${cpu}% of a core" "-" "< 1%" "$(awk -v c="$cpu" 'BEGIN { print (c < 1.0) }')" || ok=1
+bench_target bench_agent "/metrics scrape, median" \
+    "$(awk -v a="$am" 'BEGIN { printf "%.3f ms", a / 1000 }')" \
+    "$(awk -v b="$bm" 'BEGIN { printf "static file %.3f ms", b / 1000 }')" "< 5 ms" \
+    "$(awk -v a="$am" 'BEGIN { print (a / 1000 < 5) }')" || ok=1
+exit $ok

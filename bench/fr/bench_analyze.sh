@@ -12,8 +12,9 @@ echo "generated $RANKS rings x $ENTRIES events: $(du -sh "$D/rings" | cut -f1)"
 t0=$(date +%s.%N); cat "$D"/rings/* >/dev/null; t1=$(date +%s.%N)
 /usr/bin/time -f "%e %M" -o "$D/time" "$FB" fr analyze "$D/rings" --json >"$D/out"
 read -r secs rss_kb < <(tail -n 1 "$D/time")
-python3 - "$D/out" "$secs" "$rss_kb" "$t0" "$t1" "$RANKS" <<'PY'
+PYTHONPATH=$(dirname "$0")/.. python3 - "$D/out" "$secs" "$rss_kb" "$t0" "$t1" "$RANKS" <<'PY'
 import json, sys
+from result import target
 out, secs, rss, t0, t1, ranks = sys.argv[1:]
 d = json.loads(open(out).read().splitlines()[-1])
 secs, rss = float(secs), int(rss) / 1024
@@ -21,7 +22,10 @@ read = float(t1) - float(t0)
 print(f"analysis: {secs:.2f} s (target < 10), max RSS {rss:.0f} MiB (target < 4096); "
       f"reading the files alone {read:.2f} s, ratio {secs / read:.1f}x")
 print(f"verdict {d['verdict']} culprits {d['culprits'][:5]} ({d['events']} events)")
-sys.exit(0 if d["culprits"] == [int(ranks) // 3] else 1)
+met = target("fr_bench_analyze", f"fr analyze, {ranks} rings x 2,000 events",
+             f"{secs:.2f} s, {rss:.0f} MiB", f"reading the files {read:.2f} s",
+             "< 10 s, < 4 GiB", secs < 10 and rss < 4096)
+sys.exit(0 if d["culprits"] == [int(ranks) // 3] and met else 1)
 PY
 rc=$?
 rm -rf "$D/rings"

@@ -16,12 +16,16 @@ for i in 1 2 3 4 5; do
   plain+=("$(one)")
   pre+=("$(one -x LD_PRELOAD="$PRELOAD")")
 done
-python3 - "${plain[*]}" "${pre[*]}" <<'PY'
+PYTHONPATH=$(dirname "$0")/.. python3 - "${plain[*]}" "${pre[*]}" <<'PY'
 import statistics, sys
+from result import target
 a = [float(x) for x in sys.argv[1].split()]
 b = [float(x) for x in sys.argv[2].split()]
 ma, mb = statistics.median(a), statistics.median(b)
 print(f"MPI_Allreduce 8 B, 2 ranks, without interposer: {ma:8.1f} ns (baseline; runs {a})")
 print(f"MPI_Allreduce 8 B, 2 ranks, with interposer:    {mb:8.1f} ns (runs {b})")
 print(f"interposer adds {mb - ma:+.1f} ns per call (target <= 100), ratio {mb / ma:.3f}")
+sys.exit(0 if target("fr_bench_mpi", "MPI interposer, 8-byte MPI_Allreduce, 2 ranks",
+                     f"{mb - ma:+.1f} ns/call", f"without it {ma:.1f} ns",
+                     "<= 100 ns", mb - ma <= 100) else 1)
 PY

@@ -8,6 +8,7 @@
  * 0 either way (the machine is shared: a slow run is reported, not a test
  * failure).
  */
+#include "../bench_result.h"
 #include "common/util.h"
 #include "sim/sim.h"
 
@@ -56,6 +57,13 @@ int main(void)
                c.gpus, s, cases[i].target_s, 100 * s / cases[i].target_s,
                events / 1e6, s / events * 1e9,
                s < cases[i].target_s ? "ok" : "SLOW");
+        char w[96], m[64], t[32];
+        if (!bench_target("bench_sim",
+                          bench_fmt(w, sizeof w, "firebreak sim, %ld GPUs, 1,000 trials", c.gpus),
+                          bench_fmt(m, sizeof m, "%.3f s", s), "-",
+                          bench_fmt(t, sizeof t, "< %.0f s", cases[i].target_s),
+                          s < cases[i].target_s))
+            rc = 1;
         uint64_t t0 = fb__now_ns();
         fb__sim_optimum o;
         if (fb__sim_optimize(&c, &o))

@@ -13,8 +13,9 @@ for a in $(seq 0 9); do inj="$inj--inject kill:rank=$((a % 4)),step=$((5 + a)),a
 # shellcheck disable=SC2086
 "$FB" run --quiet --run-dir "$T/run" --nproc-per-node 4 --max-restarts 12 --crash-loop 0 \
     $inj -- "$BIN/fb-toy-train" --steps 30 --sleep-ms 2 --ckpt-every 5 >/dev/null
-python3 - "$T/run/journal.sqlite" <<'PY'
+PYTHONPATH=$(dirname "$0")/.. python3 - "$T/run/journal.sqlite" <<'PY'
 import sqlite3, statistics, sys
+from result import target
 db = sqlite3.connect(sys.argv[1])
 att = {n: (s, l, r) for n, s, l, r in db.execute(
     "select number, started_at, launched_at, ready_at from attempt")}
@@ -37,4 +38,7 @@ print(f"detection of the crash (death -> supervisor knows): median {m(detect):.2
 print(f"the program's own start-up (launch -> first step, incl. restore): median "
       f"{m(start):.1f} ms; supervisor share / program start-up = "
       f"{m(share) / m(start):.2f}")
+sys.exit(0 if target("bench_restart", "crash -> relaunch, supervisor's share, 4 ranks",
+                     f"median {m(share):.1f} ms", f"program start-up {m(start):.1f} ms",
+                     "< 50 ms", m(share) < 50) else 1)
 PY

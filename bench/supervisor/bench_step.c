@@ -8,6 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../bench_result.h"
 #include "common/util.h"
 #include "firebreak/firebreak.h"
 #include "lib/segment.h"
@@ -47,5 +48,10 @@ int main(void)
            "%.1f ns (target < 100 ns): %s\n", best_step, best_empty, cost,
            cost < 100 ? "met" : "NOT met");
     fb__seg_remove_job(job, -1);
-    return 0;
+    char m[96], b[96];
+    int met = bench_target("bench_step", "fb_step() cost over the empty loop",
+                           bench_fmt(m, sizeof m, "%.1f ns", cost),
+                           bench_fmt(b, sizeof b, "empty loop %.1f ns", best_empty),
+                           "< 100 ns", cost < 100);
+    return met ? 0 : 1;
 }

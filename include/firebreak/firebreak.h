@@ -451,6 +451,42 @@ uint64_t fb_fr_begin(uint64_t comm_id, fb_op op, fb_dtype dtype,
 /* The operation identified by `handle` has completed. */
 void fb_fr_end(uint64_t handle);
 
+
+/* ------------------------------------------------------------------------
+ * Silent data corruption check (docs/sdc.md).  Data-parallel replicas must
+ * agree bit for bit after every optimizer step: register the replicated
+ * tensors, call fb_sdc_check(step) after each step, and every rank hashes
+ * a rotating slice of them (all of them every `full_every` steps) and
+ * publishes the hashes in its segment; the supervisor compares them
+ * across ranks and names a rank that disagrees with the majority.  The
+ * replica group is every rank of the job.
+ * ---------------------------------------------------------------------- */
+
+/* Defaults: 4 MiB hashed per step, every tensor every 1000 steps. */
+#define FB_SDC_DEFAULT_SLICE_BYTES (4u << 20)
+#define FB_SDC_DEFAULT_FULL_EVERY 1000
+
+/* Register `bytes` bytes at `data` as replicated tensor `name` (copied;
+ * names are compared across ranks, so every rank registers the same
+ * tensors in the same order).  `data` must stay valid until fb_sdc_clear
+ * or exit, and writable: a `flip` fault (docs/inject.md) flips a bit in
+ * it.  Errors: -EINVAL (NULL, empty, duplicate name), -E2BIG (more than
+ * 4096 tensors), -ENOMEM. */
+int fb_sdc_register(const char *name, void *data, size_t bytes);
+
+/* slice_bytes: bytes hashed per check (0: default; at least 4 KiB);
+ * full_every: every how many steps all tensors are hashed (0: default).
+ * FIREBREAK_SDC_SLICE and FIREBREAK_SDC_FULL_EVERY override both. */
+int fb_sdc_configure(size_t slice_bytes, uint64_t full_every);
+
+/* Hash this step's slice and publish it.  Call it on every rank after the
+ * optimizer step, after fb_step(step).  Returns 0; costs nothing when
+ * nothing is registered or not attached (no supervisor to compare). */
+int fb_sdc_check(uint64_t step);
+
+/* Forget every registered tensor. */
+void fb_sdc_clear(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -11,7 +11,8 @@ from . import _firebreak
 from ._firebreak import Error
 
 __all__ = ["Error", "Checkpointer", "Slice", "step", "heartbeat", "phase", "attached",
-           "rank", "world_size", "restart_count", "run_dir", "finalize"]
+           "rank", "world_size", "restart_count", "run_dir", "finalize",
+           "committed", "sdc_register", "sdc_check", "sdc_clear"]
 __version__ = _firebreak.VERSION
 
 _firebreak.init()   # 0 attached or not; < 0: environment unusable, record nothing
@@ -25,9 +26,25 @@ heartbeat = _firebreak.heartbeat
 finalize = _firebreak.finalize
 
 
+# The Python hooks (_hooks.py) count optimizer steps until the script
+# calls step() itself: from then on its numbers win.
+_user_steps = False
+_last_step = 0
+
+
 def step(n):
     """Step n has completed: a heartbeat (and the step's timing)."""
+    global _user_steps, _last_step
+    _user_steps = True
+    _last_step = n
     _firebreak.step(n)
+
+
+def committed(n):
+    """The program's own checkpoint of step n is durable (written some way
+    the hooks do not see: torch.save and dcp.save are seen)."""
+    from ._hooks import committed as _committed
+    _committed(n)
 
 
 _PHASES = {"init": _firebreak.PHASE_INIT, "train": _firebreak.PHASE_TRAIN,
@@ -50,6 +67,43 @@ def phase(name):
         yield
     finally:
         _firebreak.set_phase(_firebreak.PHASE_TRAIN)
+
+
+# ---- silent-data-corruption check (docs/sdc.md) ----
+_sdc_owners = []     # what the registered memory belongs to, kept alive
+
+
+def sdc_register(tensors, slice_bytes=0, full_every=0):
+    """Register replicated tensors for the SDC check: a dict of name ->
+    tensor (a model's named_parameters(), say), or (name, tensor) pairs.
+    Tensors must be CPU and contiguous, and stay where they are (optimizers
+    update parameters in place).  Every rank registers the same tensors in
+    the same order.  slice_bytes (bytes hashed per step) and full_every
+    (steps between checks of every tensor): 0 keeps the default."""
+    items = tensors.items() if hasattr(tensors, "items") else tensors
+    for name, t in items:
+        if getattr(t, "device", None) is not None and t.device.type != "cpu":
+            raise ValueError("sdc_register: %s is on %s: the check hashes host "
+                             "memory (CPU tensors only)" % (name, t.device))
+        if not t.is_contiguous():
+            raise ValueError("sdc_register: %s is not contiguous" % name)
+        _firebreak.sdc_register(name, t.data_ptr(), t.numel() * t.element_size())
+        _sdc_owners.append(t)
+    _firebreak.sdc_configure(slice_bytes, full_every)
+
+
+def sdc_check(step):
+    """After the optimizer step `step` (and firebreak.step(step)): hash this
+    step's slice of the registered tensors and publish it to the
+    supervisor, which compares the ranks."""
+    _firebreak.sdc_check(step)
+
+
+def sdc_clear():
+    """Forget every tensor registered for the SDC check."""
+    _firebreak.sdc_clear()
+    del _sdc_owners[:]
+# ---- end of the SDC check ----
 
 
 def __getattr__(name):

@@ -27,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "firebreak/firebreak.h"
@@ -994,8 +995,315 @@ static PyTypeObject LayoutType = {
     .tp_methods = Layout_methods,
     .tp_getset = Layout_getset,
 };
+/* ------------------------------------------------------ python hooks */
+/*
+ * For firebreak/_hooks.py (docs/pytorch.md, "Unmodified scripts"): record
+ * torch.distributed calls into this rank's flight-recorder ring with the
+ * caller's file:line, tell the supervisor which step is durable, and
+ * answer its dump requests.  Every call here runs with the GIL held except
+ * dump_wait, so the recorder's one-writer rule holds whatever thread
+ * (the training thread, DDP's comm hook, a future's callback) records.
+ */
+#include <linux/futex.h>
+#include <sys/syscall.h>
+
+#include "common/util.h"
+#include "fr/recorder.h"
+#include "lib/lib.h"
+
+#if PY_VERSION_HEX < 0x03090000
+/* Python 3.8 lacks these two accessors (3.9 added them). */
+static PyCodeObject *PyFrame_GetCode(PyFrameObject *f)
+{
+    Py_INCREF(f->f_code);
+    return f->f_code;
+}
+static PyFrameObject *PyFrame_GetBack(PyFrameObject *f)
+{
+    Py_XINCREF(f->f_back);
+    return f->f_back;
+}
+#endif
+
+#define HOOK_SKIP_MAX 8
+static char *hook_skip[HOOK_SKIP_MAX]; /* file prefixes that are not the caller */
+static size_t hook_skip_len[HOOK_SKIP_MAX];
+static int hook_nskip;
+
+/* fr_skip(prefixes): frames whose file starts with one of these (torch's
+ * and firebreak's directories) are passed over when looking for the
+ * caller. */
+static PyObject *py_fr_skip(PyObject *self, PyObject *arg)
+{
+    PyObject *seq = PySequence_Fast(arg, "fr_skip: expected a sequence of str");
+    if (!seq)
+        return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    if (n > HOOK_SKIP_MAX) {
+        Py_DECREF(seq);
+        return PyErr_Format(PyExc_ValueError, "fr_skip: at most %d prefixes, got %zd",
+                            HOOK_SKIP_MAX, n);
+    }
+    char *v[HOOK_SKIP_MAX] = {0};
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const char *p = PyUnicode_AsUTF8(PySequence_Fast_GET_ITEM(seq, i));
+        if (!p || !(v[i] = strdup(p))) {
+            for (Py_ssize_t k = 0; k < i; k++)
+                free(v[k]);
+            Py_DECREF(seq);
+            return p ? PyErr_NoMemory() : NULL;
+        }
+    }
+    Py_DECREF(seq);
+    for (int i = 0; i < hook_nskip; i++)
+        free(hook_skip[i]);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        hook_skip[i] = v[i];
+        hook_skip_len[i] = strlen(v[i]);
+    }
+    hook_nskip = (int)n;
+    Py_RETURN_NONE;
+}
+
+/* fr_comm(comm_id, size, rank, first, stride, name) -> bool: describe a
+ * process group (first/stride: world ranks of its members, stride 0
+ * unknown).  False when not recording. */
+static PyObject *py_fr_comm(PyObject *self, PyObject *args)
+{
+    unsigned long long id;
+    int size, rank, first, stride;
+    const char *name;
+    if (!PyArg_ParseTuple(args, "Kiiiis", &id, &size, &rank, &first, &stride, &name))
+        return NULL;
+    if (size <= 0 || rank < 0 || rank >= size)
+        return PyErr_Format(PyExc_ValueError, "fr_comm: rank %d of size %d", rank, size);
+    return PyBool_FromLong(fb__fr_comm_register(id, 0, size, rank, first, stride, name)
+                           != NULL);
+}
+
+/* The first frame of the calling thread outside the skipped prefixes:
+ * its file (UTF-8, owned by the code object, which *code keeps alive) and
+ * line; 0 when there is none. */
+static int hook_site(PyCodeObject **code, const char **file)
+{
+    PyFrameObject *f = PyEval_GetFrame(); /* borrowed */
+    Py_XINCREF(f);
+    int line = 0;
+    *code = NULL;
+    while (f && !line) {
+        PyCodeObject *co = PyFrame_GetCode(f);
+        const char *fn = co ? PyUnicode_AsUTF8(co->co_filename) : NULL;
+        int skip = !fn || !strncmp(fn, "<frozen", 7);
+        for (int i = 0; i < hook_nskip && !skip; i++)
+            skip = !strncmp(fn, hook_skip[i], hook_skip_len[i]);
+        if (!skip) {
+            line = PyFrame_GetLineNumber(f);
+            *code = co;
+            *file = fn;
+        } else {
+            Py_XDECREF(co);
+            PyFrameObject *back = PyFrame_GetBack(f);
+            Py_DECREF(f);
+            f = back;
+        }
+    }
+    Py_XDECREF(f);
+    if (PyErr_Occurred())
+        PyErr_Clear(); /* a name that is not UTF-8: no site */
+    return line > 0 ? line : 0;
+}
+
+/* fr_begin(comm_id, op, dtype, elem_bytes, count, out_count, peer, flags)
+ * -> handle: an fb_op entered on a described group, from the caller's
+ * file:line.  dtype: an fb_dtype, or -1 (then elem_bytes says its size).
+ * flags: FR_P2P, FR_VARIABLE.  0 when not recording. */
+static PyObject *py_fr_begin(PyObject *self, PyObject *args)
+{
+    unsigned long long id, count, out_count;
+    int op, dtype, peer;
+    unsigned int elem_bytes, flags;
+    if (!PyArg_ParseTuple(args, "KiiIKKiI", &id, &op, &dtype, &elem_bytes, &count,
+                          &out_count, &peer, &flags))
+        return NULL;
+    if (op <= FB_OP_UNKNOWN || op >= FB_OP_COUNT_ || dtype < -1 ||
+        dtype >= FB_DTYPE_COUNT_)
+        return PyErr_Format(PyExc_ValueError, "fr_begin: op %d, dtype %d", op, dtype);
+    fb__fr_comm *c = fb__fr_comm_find(id);
+    if (!c)
+        return PyLong_FromLong(0);
+    uint32_t fl = flags & (FB__FR_F_P2P | FB__FR_F_VARIABLE);
+    if (dtype < 0)
+        fl |= FB__FR_F_DTYPE_OTHER;
+    else
+        elem_bytes = (unsigned)fb_dtype_size((fb_dtype)dtype);
+    PyCodeObject *co;
+    const char *file = NULL;
+    int line = hook_site(&co, &file);
+    uint64_t h = fb__fr_record_at(c, (fb_op)op, dtype < 0 ? 0 : dtype, elem_bytes,
+                                  count, out_count, peer, 0, fl, FB__FR_STARTED,
+                                  file, (uint32_t)line);
+    Py_XDECREF(co);
+    return PyLong_FromUnsignedLongLong(h);
+}
+
+/* fr_end(handle): the operation completed. */
+static PyObject *py_fr_end(PyObject *self, PyObject *arg)
+{
+    unsigned long long h = PyLong_AsUnsignedLongLong(arg);
+    if (h == (unsigned long long)-1 && PyErr_Occurred())
+        return NULL;
+    fb__fr_event_state(h, FB__FR_COMPLETED);
+    Py_RETURN_NONE;
+}
+
+/* committed(step, bytes, ns, text): the program's own checkpoint of
+ * `step` is written (a whole-job checkpoint, FB__COMMIT_WHOLE). */
+static PyObject *py_committed(PyObject *self, PyObject *args)
+{
+    unsigned long long step, bytes, ns;
+    const char *text;
+    if (!PyArg_ParseTuple(args, "KKKs", &step, &bytes, &ns, &text))
+        return NULL;
+    fb__lib_report(FB__REPORT_CKPT_COMMITTED, FB__COMMIT_WHOLE, step, bytes, ns, 0,
+                   text);
+    Py_RETURN_NONE;
+}
+
+/* note(code, step, text): a free-text report (NOTE_WHERE: where the main
+ * thread is, answering a dump request). */
+static PyObject *py_note(PyObject *self, PyObject *args)
+{
+    int code;
+    unsigned long long step;
+    const char *text;
+    if (!PyArg_ParseTuple(args, "iKs", &code, &step, &text))
+        return NULL;
+    fb__lib_report(FB__REPORT_NOTE, code, step, 0, 0, 0, text);
+    Py_RETURN_NONE;
+}
+
+/* dump_wait(last, timeout_ms) -> request: waits (without the GIL) until
+ * the supervisor's dump request differs from `last` or the time is up;
+ * returns the request word (0 when not attached). */
+static PyObject *py_dump_wait(PyObject *self, PyObject *args)
+{
+    unsigned long long last;
+    int timeout_ms;
+    if (!PyArg_ParseTuple(args, "Ki", &last, &timeout_ms))
+        return NULL;
+    fb__seg *seg = fb__lib_seg();
+    fb__seg_header *h = seg ? fb__seg_hdr(seg) : NULL;
+    if (!h)
+        return PyLong_FromLong(0);
+    uint64_t req = last;
+    Py_BEGIN_ALLOW_THREADS
+    /* A futex on the word's low half: the supervisor wakes it after its
+     * pwrite (fb__seg_request_dump), so the thread sleeps until asked
+     * instead of polling (wakeups every few ms would cost the training
+     * thread's collectives on a busy machine).  The timeout bounds a
+     * missed wake. */
+    uint32_t *word = (uint32_t *)(void *)&h->dump_request;
+    uint64_t until = fb__now_ns() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0) * 1000000ull;
+    for (;;) {
+        req = atomic_load_explicit(&h->dump_request, memory_order_acquire);
+        uint64_t now = fb__now_ns();
+        if (req != last || now >= until)
+            break;
+        uint64_t left = until - now;
+        struct timespec ts = {(time_t)(left / 1000000000ull), (long)(left % 1000000000ull)};
+        syscall(SYS_futex, word, FUTEX_WAIT, (uint32_t)last, &ts, NULL, 0);
+    }
+    Py_END_ALLOW_THREADS
+    return PyLong_FromUnsignedLongLong(req);
+}
+
+/* dump_done(request): the dumps asked by `request` are written. */
+static PyObject *py_dump_done(PyObject *self, PyObject *arg)
+{
+    unsigned long long v = PyLong_AsUnsignedLongLong(arg);
+    if (v == (unsigned long long)-1 && PyErr_Occurred())
+        return NULL;
+    fb__seg *seg = fb__lib_seg();
+    if (seg)
+        atomic_store_explicit(&fb__seg_hdr(seg)->dump_done, v, memory_order_release);
+    Py_RETURN_NONE;
+}
+
+#define HOOK_METHODS                                                             \
+    {"fr_skip", py_fr_skip, METH_O, "fr_skip(prefixes): not the caller's files"}, \
+    {"fr_comm", py_fr_comm, METH_VARARGS,                                        \
+     "fr_comm(comm_id, size, rank, first, stride, name) -> bool"},               \
+    {"fr_begin", py_fr_begin, METH_VARARGS,                                      \
+     "fr_begin(comm_id, op, dtype, elem_bytes, count, out_count, peer, flags) -> handle"}, \
+    {"fr_end", py_fr_end, METH_O, "fr_end(handle)"},                             \
+    {"committed", py_committed, METH_VARARGS, "committed(step, bytes, ns, text)"}, \
+    {"note", py_note, METH_VARARGS, "note(code, step, text)"},                   \
+    {"dump_wait", py_dump_wait, METH_VARARGS, "dump_wait(last, timeout_ms) -> request"}, \
+    {"dump_done", py_dump_done, METH_O, "dump_done(request)"},
+
+#define HOOK_CONSTS                                                              \
+    {"FR_P2P", FB__FR_F_P2P}, {"FR_VARIABLE", FB__FR_F_VARIABLE},                \
+    {"NOTE_WHERE", FB__NOTE_WHERE},                                              \
+    {"OP_ALLREDUCE", FB_OP_ALLREDUCE}, {"OP_BROADCAST", FB_OP_BROADCAST},        \
+    {"OP_REDUCE", FB_OP_REDUCE}, {"OP_ALLGATHER", FB_OP_ALLGATHER},              \
+    {"OP_GATHER", FB_OP_GATHER}, {"OP_SCATTER", FB_OP_SCATTER},                  \
+    {"OP_REDUCE_SCATTER", FB_OP_REDUCE_SCATTER}, {"OP_ALLTOALL", FB_OP_ALLTOALL}, \
+    {"OP_BARRIER", FB_OP_BARRIER}, {"OP_SEND", FB_OP_SEND}, {"OP_RECV", FB_OP_RECV}, \
+    {"OP_COALESCED", FB_OP_COALESCED},
 
 /* ----------------------------------------------------------- module */
+
+/* ---- silent-data-corruption check (docs/sdc.md) ---- */
+
+static PyObject *py_sdc_register(PyObject *self, PyObject *args)
+{
+    const char *name;
+    unsigned long long addr, nbytes;
+    if (!PyArg_ParseTuple(args, "sKK", &name, &addr, &nbytes))
+        return NULL;
+    int rc = fb_sdc_register(name, (void *)(uintptr_t)addr, (size_t)nbytes);
+    if (rc)
+        return raise_rc(rc, name);
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_sdc_configure(PyObject *self, PyObject *args)
+{
+    unsigned long long slice, every;
+    if (!PyArg_ParseTuple(args, "KK", &slice, &every))
+        return NULL;
+    fb_sdc_configure((size_t)slice, (uint64_t)every);
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_sdc_check(PyObject *self, PyObject *arg)
+{
+    unsigned long long step = PyLong_AsUnsignedLongLong(arg);
+    if (step == (unsigned long long)-1 && PyErr_Occurred())
+        return NULL;
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = fb_sdc_check((uint64_t)step);
+    Py_END_ALLOW_THREADS
+    if (rc)
+        return raise_rc(rc, "SDC check");
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_sdc_clear(PyObject *self, PyObject *unused)
+{
+    fb_sdc_clear();
+    Py_RETURN_NONE;
+}
+
+#define FB_PY_SDC_METHODS                                                     \
+    {"sdc_register", py_sdc_register, METH_VARARGS,                           \
+     "sdc_register(name, address, nbytes): a replicated tensor"},             \
+    {"sdc_configure", py_sdc_configure, METH_VARARGS,                         \
+     "sdc_configure(slice_bytes, full_every); 0: the default"},               \
+    {"sdc_check", py_sdc_check, METH_O, "sdc_check(step): hash and publish"}, \
+    {"sdc_clear", py_sdc_clear, METH_NOARGS, "forget the registered tensors"},
+/* ---- end of the SDC check ---- */
 
 static PyMethodDef methods[] = {
     {"init", py_init, METH_NOARGS, "fb_init(): 0 attached or unattached, <0 unusable"},
@@ -1022,6 +1330,8 @@ static PyMethodDef methods[] = {
     {"shard_read", py_shard_read, METH_VARARGS,
      "shard_read(path, step, rank, world_size, names) -> {name: (dtype, shape, "
      "bytearray, verified; None when names is None)}"},
+    HOOK_METHODS
+    FB_PY_SDC_METHODS
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module = {
@@ -1064,6 +1374,7 @@ PyMODINIT_FUNC PyInit__firebreak(void)
         {"SNAPSHOT_AUTO", FB_CKPT_SNAPSHOT_AUTO},
         {"SNAPSHOT_COPY", FB_CKPT_SNAPSHOT_COPY},
         {"SNAPSHOT_PROTECT", FB_CKPT_SNAPSHOT_PROTECT},
+        HOOK_CONSTS
     };
     for (size_t i = 0; i < sizeof consts / sizeof consts[0]; i++)
         if (PyModule_AddIntConstant(m, consts[i].name, consts[i].value))

@@ -341,42 +341,6 @@ void fb__ckpt_say(char *buf, size_t size, const char *fmt, ...)
     va_end(ap);
 }
 
-/* pwritev until everything is written; modifies iov.  0 or -errno. */
-static int pwritev_all(int fd, struct iovec *iov, int cnt, uint64_t off)
-{
-    while (cnt > 0) {
-        ssize_t r = pwritev(fd, iov, cnt, (off_t)off);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r < 0)
-            return -errno;
-        if (r == 0)
-            return -EIO;
-        off += (uint64_t)r;
-        fb__iov_advance(&iov, &cnt, (size_t)r);
-    }
-    return 0;
-}
-
-static int pwrite_all(int fd, const void *buf, size_t len, uint64_t off)
-{
-    const char *p = buf;
-    while (len) {
-        ssize_t r = pwrite(fd, p, len, (off_t)off);
-        if (r < 0) {
-            if (errno == EINTR)
-                continue;
-            return -errno;
-        }
-        if (r == 0)
-            return -EIO;
-        p += r;
-        len -= (size_t)r;
-        off += (uint64_t)r;
-    }
-    return 0;
-}
-
 typedef struct hash_job {
     fb_ckpt *ck;
     int from_staging;
@@ -400,20 +364,21 @@ static void *hash_all(void *arg)
  * copies (from_staging) or the tensors themselves.  On failure the
  * temporary file is removed and `why` says what failed.
  */
-static int write_shard(fb_ckpt *ck, uint64_t step, int from_staging,
-                       uint64_t *bytes_out, char *why, size_t why_size)
+static int write_shard(fb_ckpt *ck, const char *dir, uint64_t step,
+                       int from_staging, uint64_t *bytes_out, char *why,
+                       size_t why_size)
 {
     char sdir[PATH_MAX], tmp[PATH_MAX], final[PATH_MAX];
     fb__jsonw hdr = {0};
     int fd = -1, rc;
-    if (fb__ckpt_step_path(sdir, sizeof sdir, ck->dir, step) ||
+    if (fb__ckpt_step_path(sdir, sizeof sdir, dir, step) ||
         fb__fmt(tmp, sizeof tmp, "%s/.rank-%05d.%d.tmp", sdir, ck->rank,
                 (int)getpid()) ||
-        fb__ckpt_shard_path(final, sizeof final, ck->dir, step, ck->rank)) {
-        fb__ckpt_say(why, why_size, "checkpoint path too long under %s", ck->dir);
+        fb__ckpt_shard_path(final, sizeof final, dir, step, ck->rank)) {
+        fb__ckpt_say(why, why_size, "checkpoint path too long under %s", dir);
         return -ENAMETOOLONG;
     }
-    (void)fb__ckpt_clean_tmp(ck->dir, step, ck->rank, (int)getpid());
+    (void)fb__ckpt_clean_tmp(dir, step, ck->rank, (int)getpid());
     if (mkdir(sdir, 0755) && errno != EEXIST) {
         rc = -errno;
         fb__ckpt_say(why, why_size, "mkdir %s: %s", sdir, strerror(-rc));
@@ -459,6 +424,18 @@ static int write_shard(fb_ckpt *ck, uint64_t step, int from_staging,
      * pwritev each, so many small tensors cost few system calls. */
     struct iovec iov[IOV_BATCH];
     size_t i = 0, done = 0;
+    fb__write_behind wb = {data_off, data_off}; /* store.h */
+    /* With O_DIRECT where the file takes it (store.h), else the loop. */
+    rc = fb__ckpt_write_direct(tmp, fd, ck, from_staging, data_off,
+                               file_bytes - data_off);
+    if (rc == 1) {
+        rc = 0;
+    } else if (rc) {
+        fb__ckpt_say(why, why_size, "write %s: %s", tmp, strerror(-rc));
+    } else {
+        i = ck->n; /* all written */
+        off = file_bytes;
+    }
     while (i < ck->n && !rc) {
         int np = 0;
         size_t total = 0;
@@ -479,9 +456,11 @@ static int write_shard(fb_ckpt *ck, uint64_t step, int from_staging,
                 done = 0;
             }
         }
-        if (np && (rc = pwritev_all(fd, iov, np, off)))
+        if (np && (rc = fb__ckpt_pwritev_all(fd, iov, np, off)))
             fb__ckpt_say(why, why_size, "write %s: %s", tmp, strerror(-rc));
         off += total;
+        if (!rc)
+            fb__ckpt_write_behind(fd, &wb, off);
     }
     if (hashing)
         pthread_join(hj.tid, NULL);
@@ -496,8 +475,8 @@ static int write_shard(fb_ckpt *ck, uint64_t step, int from_staging,
     unsigned char lenbuf[8];
     for (int b = 0; b < 8; b++)
         lenbuf[b] = (unsigned char)((uint64_t)hdr.len >> (8 * b));
-    if ((rc = pwrite_all(fd, lenbuf, 8, 0)) ||
-        (rc = pwrite_all(fd, hdr.buf, hdr.len, 8))) {
+    if ((rc = fb__ckpt_pwrite_all(fd, lenbuf, 8, 0)) ||
+        (rc = fb__ckpt_pwrite_all(fd, hdr.buf, hdr.len, 8))) {
         fb__ckpt_say(why, why_size, "write %s: %s", tmp, strerror(-rc));
         goto fail;
     }
@@ -587,7 +566,9 @@ static int persist(fb_ckpt *ck, uint64_t step, int from_staging, uint64_t stall_
     }
     test_delay("FIREBREAK_CKPT_WRITE_DELAY_MS");
     uint64_t t0 = fb__now_ns();
-    int rc = write_shard(ck, step, from_staging, &bytes, why, sizeof why);
+    /* Node memory first when the supervisor gave one (tier.c). */
+    const char *dir = fb__tier_save_dir(ck, step);
+    int rc = write_shard(ck, dir, step, from_staging, &bytes, why, sizeof why);
     uint64_t persist_ns = fb__now_ns() - t0;
     if (rc) {
         fprintf(stderr, "firebreak: checkpoint step %llu (rank %d) failed: %s; "
@@ -598,8 +579,12 @@ static int persist(fb_ckpt *ck, uint64_t step, int from_staging, uint64_t stall_
     }
     ck->last_bytes = bytes;
     ck->last_persist_ns = persist_ns;
+    if (ck->tier.mem_dir[0])
+        snprintf(how + strlen(how), sizeof how - strlen(how), ", in %s",
+                 dir == ck->dir ? "storage" : "node memory");
     fb__lib_report(FB__REPORT_CKPT_COMMITTED, 0, step, bytes, stall_ns, persist_ns,
                    how);
+    fb__tier_committed(ck, step, dir);
     if (ck->rank == 0 && ck->keep > 0) {
         saving_step = step;
         int r = fb__ckpt_retain(ck->dir, ck->world_size, ck->keep, delete_hook,
@@ -714,6 +699,8 @@ int fb_ckpt_open(fb_ckpt **out, const fb_ckpt_options *opt_in)
     ck->alg = fb__hash_default();
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     ck->copy_threads = cpus < 2 ? 1 : cpus < ck->io_threads ? (int)cpus : ck->io_threads;
+    if ((rc = fb__tier_open(ck, opt.dir)))
+        goto fail;
     ck->wp.fd = -1;
     ck->snapshot = opt.snapshot;
     const char *snap = fb__getenv("FIREBREAK_CKPT_SNAPSHOT");
@@ -765,6 +752,12 @@ fail:
     return rc;
 }
 
+/* names.h's view of the registered names. */
+static const char *tensor_name(const void *arg, size_t i)
+{
+    return ((const fb_ckpt *)arg)->t[i].name;
+}
+
 static int valid_name(const char *name)
 {
     size_t n = strlen(name);
@@ -803,12 +796,11 @@ int fb_ckpt_register_slice(fb_ckpt *ck, const char *name, fb_dtype dtype,
     }
     if (bytes > SIZE_MAX / 2 || (bytes && !data))
         return -EINVAL;
-    for (size_t i = 0; i < ck->n; i++)
-        if (!strcmp(ck->t[i].name, name)) {
-            fprintf(stderr, "firebreak: fb_ckpt_register: tensor \"%s\" is "
-                            "already registered\n", name);
-            return -EINVAL;
-        }
+    if (fb__names_find(&ck->names, name, tensor_name, ck) >= 0) {
+        fprintf(stderr, "firebreak: fb_ckpt_register: tensor \"%s\" is "
+                        "already registered\n", name);
+        return -EINVAL;
+    }
     if (ck->n == ck->cap) {
         size_t cap = ck->cap ? ck->cap * 2 : 16;
         fb__ckpt_tensor *nt = realloc(ck->t, cap * sizeof *nt);
@@ -844,6 +836,13 @@ int fb_ckpt_register_slice(fb_ckpt *ck, const char *name, fb_dtype dtype,
         t->wp = ck->wp.fd >= 0 && !t->on_device && t->bytes >= WP_MIN_BYTES &&
                 fb__wp_register(&ck->wp, data, t->bytes) == 0;
         ck->wp.planned = 0;
+    }
+    if (fb__names_add(&ck->names, ck->n, tensor_name, ck)) {
+        if (t->pinned)
+            fb__cuda_unpin(t->staging);
+        fb__staging_free(&t->stage);
+        free(t->name);
+        return -ENOMEM;
     }
     ck->n++;
     return 0;
@@ -884,15 +883,8 @@ static void *copy_range(void *arg)
 static void copy_host(fb_ckpt *ck, int skip_wp)
 {
     /* Write-protected tensors: only the partial pages at their ends. */
-    for (size_t i = 0; skip_wp && i < ck->n; i++) {
-        fb__ckpt_tensor *t = &ck->t[i];
-        if (!t->wp)
-            continue;
-        uintptr_t a = (uintptr_t)t->data, lo, hi;
-        fb__wp_interior(t, &lo, &hi);
-        memcpy(t->staging, t->data, lo - a);
-        memcpy((char *)t->staging + (hi - a), (const char *)hi, a + t->bytes - hi);
-    }
+    if (skip_wp)
+        fb__wp_copy_edges(ck);
     size_t total = 0;
 #define COPIED(t) ((t)->on_device || (skip_wp && (t)->wp) ? 0 : (t)->bytes)
     for (size_t i = 0; i < ck->n; i++)
@@ -1106,6 +1098,7 @@ void fb_ckpt_close(fb_ckpt *ck)
         free(ck->t[i].name);
     }
     free(ck->t);
+    fb__names_free(&ck->names);
     pthread_mutex_destroy(&ck->mu);
     pthread_cond_destroy(&ck->cv);
     free(ck);

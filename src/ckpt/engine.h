@@ -11,22 +11,41 @@
 #include <stdint.h>
 
 #include "ckpt/hash.h"
+#include "ckpt/names.h"
 #include "ckpt/safetensors.h"
+#include "ckpt/tier.h"
 #include "firebreak/firebreak.h"
 
 /* `firebreak.format` of the shards this build writes (docs/checkpoint.md). */
 #define FB__CKPT_FORMAT_VERSION "1"
 
-/* Staging memory: pre-faulted at registration, reused by every save, freed
- * by fb_ckpt_close (on the thread that registered, in the usual program). */
+/* Staging memory (staging.c): mapped on huge pages at registration and
+ * faulted in by a background thread, reused by every save, freed by
+ * fb_ckpt_close (on the thread that registered, in the usual program). */
 typedef struct fb__staging {
     void *ptr;
     size_t bytes;   /* requested                                    */
-    size_t mapped;  /* > 0: an mmap of this length; 0: malloc'd     */
+    size_t mapped;  /* > 0: an mmap of this length                  */
+    void *slab;     /* else: carved from this shared slab           */
 } fb__staging;
 
 int fb__staging_alloc(fb__staging *s, size_t bytes);
 void fb__staging_free(fb__staging *s);
+/* Staging of its own, faulted in before it returns (small buffers the
+ * stall writes). */
+int fb__staging_alloc_now(fb__staging *s, size_t bytes);
+/* The same background thread collapses [addr, addr + len) into huge pages
+ * (contents unchanged; a hint).  fb__bg_cancel drops owner's queued work
+ * and waits until none of it runs.  fb__bg_hold(WHAT, 1) keeps the thread
+ * from starting work of that kind (FB__BG_ALL: any; FB__BG_COLLAPSE:
+ * collapses, which take the page tables for writing) until the matching
+ * fb__bg_hold(WHAT, 0): a snapshot's page-table calls would queue behind
+ * the thread's.  fb__bg_pending: bytes not done yet. */
+enum { FB__BG_ALL = 0, FB__BG_COLLAPSE = 1 };
+void fb__bg_collapse(const void *owner, void *addr, size_t len);
+void fb__bg_cancel(const void *owner);
+void fb__bg_hold(int what, int hold);
+size_t fb__bg_pending(void);
 
 /* Write-protect snapshots (protect.c): the plan of what save protects. */
 typedef struct fb__wp_span {
@@ -44,9 +63,12 @@ typedef struct fb__wp {
                                         maxend: running max of end        */
     fb__wp_span *span;
     unsigned char *done;/* per chunk: copied and released                 */
+    size_t *edge_off;   /* per planned tensor: its partial pages' bytes in
+                           `edges` (head, then tail)                       */
     uint64_t faults, fault_ns; /* last save: writes that waited; bound on
                                   the time they waited (protect.c)        */
     uint64_t protected_ns;     /* when the last save's protection was set  */
+    fb__staging edges;         /* the partial pages, copied in the stall   */
 } fb__wp;
 
 typedef struct fb__ckpt_tensor fb__ckpt_tensor;
@@ -62,6 +84,10 @@ int fb__wp_plan(fb_ckpt *ck);
 /* In save's stall: protect every planned tensor.  On failure nothing is
  * left protected and this save copies. */
 int fb__wp_protect(fb_ckpt *ck);
+/* In save's stall, after fb__wp_protect: copy the partial pages at the
+ * ends of protected tensors aside (into pre-faulted memory; drain puts
+ * them into staging). */
+void fb__wp_copy_edges(fb_ckpt *ck);
 /* On the writer: copy every chunk to staging, faulted ones first, and
  * release it.  Returns with nothing protected; non-zero: the snapshot was
  * abandoned. */
@@ -98,6 +124,7 @@ struct fb_ckpt {
     int job_protected;  /* the save in flight waits for fb__wp_drain    */
     fb__ckpt_tensor *t;
     size_t n, cap;
+    fb__names names;    /* index of t[].name (duplicates at registration) */
 
     /* The writer thread and the one save in flight, under mu. */
     pthread_mutex_t mu;
@@ -118,6 +145,7 @@ struct fb_ckpt {
     int last_protected;        /* 1: by write protection; 0: copied    */
 
     fb_ckpt *next_open; /* list of open handles (flushed at exit)       */
+    fb__tier tier;      /* node-memory tier (tier.c); mem_dir "": none  */
 };
 
 /* snprintf into a message buffer, where cutting a long path is fine. */
@@ -136,6 +164,14 @@ fb_phase fb__ckpt_phase(void);
 
 /* A save is in flight (registering and restoring must wait). */
 int fb__ckpt_busy(fb_ckpt *ck);
+
+/* restore.c, for tier.c: try to restore `step` from checkpoint directory
+ * dir (0 restored, FB_EMISMATCH or -ENOMEM fatal, other: fall back; a
+ * shard failing its hashes is renamed rank-R.corrupt); remove this rank's
+ * shard of an abandoned step in dir. */
+int fb__ckpt_try_step(fb_ckpt *ck, const char *dir, uint64_t step,
+                      uint64_t *bytes_out, char *why, size_t why_size);
+void fb__ckpt_drop_own_shard(const fb_ckpt *ck, const char *dir, uint64_t step);
 
 /* Wait until no save is in flight; the last save's result. */
 int fb__ckpt_wait_idle(fb_ckpt *ck);

@@ -53,10 +53,6 @@
 #define FB_HAVE_UFFD_WP 1
 #endif
 
-#ifndef MADV_COLLAPSE
-#define MADV_COLLAPSE 25
-#endif
-
 #define WP_CHUNK ((uintptr_t)2 << 20)
 
 static uintptr_t page_size(void)
@@ -89,6 +85,9 @@ void fb__wp_reset(fb__wp *w)
     free(w->maxend);
     free(w->span);
     free(w->done);
+    free(w->edge_off);
+    fb__staging_free(&w->edges);
+    w->edge_off = NULL;
     w->order = NULL;
     w->start = w->end = w->maxend = NULL;
     w->span = NULL;
@@ -97,12 +96,19 @@ void fb__wp_reset(fb__wp *w)
     w->planned = 0;
 }
 
+/* Drops every registration (and protection); the writer's last resort. */
+static void drop_fd(fb__wp *w)
+{
+    if (w->fd >= 0)
+        close(w->fd); /* first: then nothing is protected while we free */
+    w->fd = -1;
+    fb__wp_reset(w);
+}
+
 void fb__wp_close(fb__wp *w)
 {
-    fb__wp_reset(w);
-    if (w->fd >= 0)
-        close(w->fd); /* drops every registration (and protection) */
-    w->fd = -1;
+    fb__bg_cancel(w); /* no collapse of the tensors after close */
+    drop_fd(w);
 }
 
 #ifdef FB_HAVE_UFFD_WP
@@ -166,13 +172,16 @@ int fb__wp_register(fb__wp *w, void *data, size_t bytes)
     if (w->fd < 0 || !bytes)
         return -EINVAL;
     /* Huge pages make protecting 1 GiB cost microseconds instead of a walk
-     * over 262,144 page-table entries; collapse the tensor's aligned
-     * interior (contents unchanged; fails harmlessly where THP is off). */
+     * over 262,144 page-table entries; the tensor's aligned interior is
+     * collapsed into them (contents unchanged; fails harmlessly where THP
+     * is off).  That is a copy of the tensor, so the background thread
+     * does it (staging.c), not registration: a page protected before it
+     * gets there is simply not collapsed. */
     uintptr_t a = (uintptr_t)data;
     uintptr_t hlo = up(a, WP_CHUNK), hhi = down(a + bytes, WP_CHUNK);
     if (hhi > hlo && hhi - hlo >= 2 * WP_CHUNK) {
         (void)madvise((void *)hlo, hhi - hlo, MADV_HUGEPAGE);
-        (void)madvise((void *)hlo, hhi - hlo, MADV_COLLAPSE);
+        fb__bg_collapse(w, (void *)hlo, hhi - hlo);
     }
     w->planned = 0; /* the plan checks and registers it */
     return 0;
@@ -346,7 +355,18 @@ static int build_plan(fb_ckpt *ck)
     w->nt = n;
     w->nspan = ns;
     w->nchunk = chunks;
-    if (!(w->done = calloc(chunks, 1))) {
+    /* The partial pages go aside in the stall, into memory faulted in
+     * now: staging may not be faulted in yet (staging.c), and a first
+     * touch there would be a huge page cleared inside the stall. */
+    size_t edge_bytes = 0;
+    if ((w->edge_off = malloc(n * sizeof *w->edge_off)))
+        for (size_t k = 0; k < n; k++) {
+            const fb__ckpt_tensor *t = &ck->t[w->order[k]];
+            w->edge_off[k] = edge_bytes;
+            edge_bytes += t->bytes - (w->end[k] - w->start[k]);
+        }
+    if (!(w->done = calloc(chunks, 1)) || !w->edge_off ||
+        fb__staging_alloc_now(&w->edges, edge_bytes)) {
         fb__wp_reset(w);
         return -ENOMEM;
     }
@@ -373,6 +393,11 @@ int fb__wp_protect(fb_ckpt *ck)
     fb__wp *w = &ck->wp;
     memset(w->done, 0, w->nchunk);
     w->faults = w->fault_ns = 0;
+    /* While this protects, the background thread (staging.c) starts
+     * nothing; until drain has released the last chunk, no collapse
+     * either (each would hold up a release).  It may populate staging
+     * meanwhile, ahead of drain's copy. */
+    fb__bg_hold(FB__BG_ALL, 1);
     for (size_t s = 0; s < w->nspan; s++) {
         int rc = wp_range(w->fd, w->span[s].lo, w->span[s].hi - w->span[s].lo, 1);
         if (rc) {
@@ -383,14 +408,44 @@ int fb__wp_protect(fb_ckpt *ck)
                 stuck = wp_range(w->fd, w->span[u].lo,
                                  w->span[u].hi - w->span[u].lo, 0) != 0 && u < s;
             if (stuck)
-                fb__wp_close(w); /* last resort: drops every protection */
+                drop_fd(w); /* last resort: drops every protection */
             else
                 w->planned = 0;
+            fb__bg_hold(FB__BG_ALL, 0);
             return rc;
         }
     }
     w->protected_ns = fb__now_ns();
+    fb__bg_hold(FB__BG_COLLAPSE, 1);
+    fb__bg_hold(FB__BG_ALL, 0);
     return 0;
+}
+
+void fb__wp_copy_edges(fb_ckpt *ck)
+{
+    fb__wp *w = &ck->wp;
+    char *out = w->edges.ptr;
+    for (size_t k = 0; k < w->nt; k++) {
+        const fb__ckpt_tensor *t = &ck->t[w->order[k]];
+        uintptr_t a = (uintptr_t)t->data, head = w->start[k] - a;
+        memcpy(out + w->edge_off[k], t->data, head);
+        memcpy(out + w->edge_off[k] + head, (const void *)w->end[k],
+               a + t->bytes - w->end[k]);
+    }
+}
+
+/* On the writer, after the last release: the partial pages into staging. */
+static void place_edges(fb_ckpt *ck)
+{
+    fb__wp *w = &ck->wp;
+    const char *in = w->edges.ptr;
+    for (size_t k = 0; k < w->nt; k++) {
+        const fb__ckpt_tensor *t = &ck->t[w->order[k]];
+        uintptr_t a = (uintptr_t)t->data, head = w->start[k] - a;
+        memcpy(t->staging, in + w->edge_off[k], head);
+        memcpy((char *)t->staging + (w->end[k] - a), in + w->edge_off[k] + head,
+               a + t->bytes - w->end[k]);
+    }
 }
 
 /* Chunk c's address range [*lo, *hi) and its span. */
@@ -514,10 +569,14 @@ int fb__wp_drain(fb_ckpt *ck)
     if (rc) {
         /* Could neither release nor unregister a chunk: closing the
          * descriptor drops every protection.  The snapshot is abandoned. */
-        fb__wp_close(w);
-        return rc;
+        drop_fd(w);
+    } else {
+        place_edges(ck);
     }
-    return 0;
+    /* Nothing is protected any more, so no thread waits on a page, and
+     * taking the background thread's lock cannot wait for one that does. */
+    fb__bg_hold(FB__BG_COLLAPSE, 0);
+    return rc;
 }
 
 #else /* no userfaultfd write-protect: the engine copies */
@@ -548,6 +607,10 @@ int fb__wp_drain(fb_ckpt *ck)
 {
     (void)ck;
     return 0;
+}
+void fb__wp_copy_edges(fb_ckpt *ck)
+{
+    (void)ck;
 }
 
 #endif

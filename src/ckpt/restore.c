@@ -130,23 +130,23 @@ static int match_tensors(const fb_ckpt *ck, const fb__st_header *h,
 }
 
 /* This rank's shard of an abandoned (newer, incomplete) checkpoint. */
-static void drop_own_shard(const fb_ckpt *ck, uint64_t step)
+void fb__ckpt_drop_own_shard(const fb_ckpt *ck, const char *dir, uint64_t step)
 {
     char p[PATH_MAX], sdir[PATH_MAX];
-    if (fb__ckpt_shard_path(p, sizeof p, ck->dir, step, ck->rank) ||
-        fb__ckpt_step_path(sdir, sizeof sdir, ck->dir, step))
+    if (fb__ckpt_shard_path(p, sizeof p, dir, step, ck->rank) ||
+        fb__ckpt_step_path(sdir, sizeof sdir, dir, step))
         return;
     if (unlink(p) == 0)
         fb__fsync_dir(sdir);
 }
 
-static void quarantine_own_shard(const fb_ckpt *ck, uint64_t step)
+static void quarantine_own_shard(const fb_ckpt *ck, const char *dir, uint64_t step)
 {
     char p[PATH_MAX], q[PATH_MAX], sdir[PATH_MAX];
-    if (fb__ckpt_shard_path(p, sizeof p, ck->dir, step, ck->rank) ||
-        fb__fmt(q, sizeof q, "%s/step-%010llu/rank-%05d.corrupt", ck->dir,
+    if (fb__ckpt_shard_path(p, sizeof p, dir, step, ck->rank) ||
+        fb__fmt(q, sizeof q, "%s/step-%010llu/rank-%05d.corrupt", dir,
                 (unsigned long long)step, ck->rank) ||
-        fb__ckpt_step_path(sdir, sizeof sdir, ck->dir, step))
+        fb__ckpt_step_path(sdir, sizeof sdir, dir, step))
         return;
     if (rename(p, q) == 0)
         fb__fsync_dir(sdir);
@@ -207,13 +207,13 @@ static int place_staged(fb_ckpt *ck, char *why, size_t why_size)
     return 0;
 }
 
-/* Try one checkpoint: 0 restored, FB_EMISMATCH or -ENOMEM fatal, other:
- * fall back. */
-static int try_step(fb_ckpt *ck, uint64_t step, uint64_t *bytes_out, char *why,
-                    size_t why_size)
+/* Try one checkpoint of dir: 0 restored, FB_EMISMATCH or -ENOMEM fatal,
+ * other: fall back. */
+int fb__ckpt_try_step(fb_ckpt *ck, const char *dir, uint64_t step,
+                      uint64_t *bytes_out, char *why, size_t why_size)
 {
     char path[PATH_MAX];
-    if (fb__ckpt_shard_path(path, sizeof path, ck->dir, step, ck->rank)) {
+    if (fb__ckpt_shard_path(path, sizeof path, dir, step, ck->rank)) {
         fb__ckpt_say(why, why_size, "path too long");
         return -ENAMETOOLONG;
     }
@@ -242,7 +242,7 @@ static int try_step(fb_ckpt *ck, uint64_t step, uint64_t *bytes_out, char *why,
     }
     rc = read_shard(ck, fd, h, path, map, dest, why, why_size);
     if (rc == FB_ECORRUPT)
-        quarantine_own_shard(ck, step);
+        quarantine_own_shard(ck, dir, step);
     if (!rc)
         rc = place_staged(ck, why, why_size);
     if (!rc)
@@ -262,6 +262,8 @@ int fb_ckpt_restore(fb_ckpt *ck, uint64_t *step_out)
         return -EINVAL;
     if (fb__ckpt_busy(ck))
         return FB_ESTATE;
+    if (ck->tier.mem_dir[0]) /* memory first, then storage (tier.c) */
+        return fb__tier_restore(ck, step_out);
     fb_phase before = fb__ckpt_phase();
     fb__lib_report(FB__REPORT_RESTORE_BEGIN, 0, 0, 0, 0, 0, NULL);
     fb_set_phase(FB_PHASE_RESTORE);
@@ -285,11 +287,11 @@ int fb_ckpt_restore(fb_ckpt *ck, uint64_t *step_out)
             fb__ckpt_say(why, sizeof why, "incomplete: %d of %d shards committed",
                      v[i].shards, ck->world_size);
             fallback(ck, v[i].step, FB_ENOCKPT, why);
-            drop_own_shard(ck, v[i].step);
+            fb__ckpt_drop_own_shard(ck, ck->dir, v[i].step);
             continue;
         }
         uint64_t bytes = 0;
-        int r = try_step(ck, v[i].step, &bytes, why, sizeof why);
+        int r = fb__ckpt_try_step(ck, ck->dir, v[i].step, &bytes, why, sizeof why);
         if (r == -ENOMEM) {
             /* not damage: an older checkpoint would lose the newer's steps */
             fprintf(stderr, "firebreak: rank %d: restoring checkpoint step %llu: "
@@ -310,7 +312,8 @@ int fb_ckpt_restore(fb_ckpt *ck, uint64_t *step_out)
             continue;
         }
         uint64_t ns = fb__now_ns() - t0;
-        fb__lib_report(FB__REPORT_RESTORE_DONE, 0, v[i].step, bytes, ns, 0, NULL);
+        fb__lib_report(FB__REPORT_RESTORE_DONE, 0, v[i].step, bytes, ns, 0,
+                       fb__tier_source_name(FB__TIER_STORAGE));
         if (step_out)
             *step_out = v[i].step;
         rc = 0;

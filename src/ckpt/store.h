@@ -55,6 +55,43 @@ int fb__ckpt_shard_world_size(const char *path);
  */
 int fb__ckpt_clean_tmp(const char *dir, uint64_t step, int rank, int keep_pid);
 
+/*
+ * Write-behind for a shard being written sequentially: after each write,
+ * fb__ckpt_write_behind(fd, &wb, end) starts the writeback of what was
+ * written since the last call (so the disk works while the writer copies,
+ * and the final fsync has little left), then waits for the data written
+ * more than FB__CKPT_WRITE_BEHIND bytes before `end` to reach the disk and
+ * drops it from the page cache (which would otherwise hold a second copy
+ * of the checkpoint).  Only hints: errors are left to the fsync that
+ * follows.  Start with wb = {first byte written, same}.
+ */
+#define FB__CKPT_WRITE_BEHIND ((uint64_t)64 << 20)
+typedef struct fb__write_behind {
+    uint64_t started;   /* writeback started below this offset          */
+    uint64_t synced;    /* on disk and out of the page cache below this  */
+} fb__write_behind;
+void fb__ckpt_write_behind(int fd, fb__write_behind *wb, uint64_t end);
+
+/*
+ * Write the data section of a shard, [data_off, data_off + bytes) of the
+ * file open as fd (written with plain writes), with O_DIRECT through a
+ * second descriptor of path: the bytes go from memory to the disk without
+ * a copy in the page cache (and without its writeback, which costs the
+ * CPU most of a buffered write on a busy machine).  Each 8 MiB of the
+ * file is gathered from the tensors (source: fb__ckpt_source) into an
+ * aligned buffer and written; the partial 4 KiB blocks at the two ends go
+ * through fd.  Returns 0 when written, 1 when this file cannot take direct
+ * I/O (nothing to undo: write it the plain way), or -errno.
+ */
+struct fb_ckpt;
+/* pwritev / pwrite until everything is written (modifies iov): 0, or
+ * -errno (-EIO when no byte was taken). */
+struct iovec;
+int fb__ckpt_pwritev_all(int fd, struct iovec *iov, int cnt, uint64_t off);
+int fb__ckpt_pwrite_all(int fd, const void *buf, size_t n, uint64_t off);
+int fb__ckpt_write_direct(const char *path, int fd, const struct fb_ckpt *ck,
+                          int from_staging, uint64_t data_off, uint64_t bytes);
+
 /* Called between the steps of a deletion (tests crash there). */
 typedef void (*fb__ckpt_hook)(const char *point, uint64_t step);
 

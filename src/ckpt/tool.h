@@ -21,6 +21,16 @@ int fb__ckpt_ls(const char *dir, int json, FILE *out);
 int fb__ckpt_verify(const char *dir, int has_step, uint64_t step, int threads,
                     int json, FILE *out);
 
+/* `ckpt verify DIR --replicas` (replicas.c, docs/sdc.md): in every
+ * checkpoint of 2 or more ranks (or only `step`), compare the recorded
+ * hash of each whole tensor across the ranks' shards; a rank whose hash
+ * differs from the majority's fails, naming step, rank and tensor.  A
+ * tensor on which no two ranks agree is per-rank state (listed, not
+ * failed); names matching a `per_rank` glob are skipped.  Exit code 0, 1
+ * any disagreement, 2 unreadable DIR. */
+int fb__ckpt_verify_replicas(const char *dir, int has_step, uint64_t step,
+                             char *const *per_rank, int nper, int json, FILE *out);
+
 /* `ckpt inspect PATH`: a shard file, or DIR (newest step, or `step`) and
  * `rank`.  Exit code 0, 1 malformed shard, 2 not found. */
 int fb__ckpt_inspect(const char *path, int has_step, uint64_t step, int rank,

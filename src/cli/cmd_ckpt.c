@@ -15,10 +15,14 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: firebreak ckpt ls DIR [--json]\n"
             "       firebreak ckpt verify DIR [--step N] [--threads N] [--json]\n"
+            "                             [--replicas [--per-rank GLOB]...]\n"
             "       firebreak ckpt inspect PATH [--step N] [--rank R] [--json]\n\n"
             "DIR is a checkpoint directory (<run_dir>/checkpoints).\n"
             "  ls       list checkpoints: step, complete or not, shards, size, age\n"
-            "  verify   check every hash of every shard (exit 1 on any failure)\n"
+            "  verify   check every hash of every shard (exit 1 on any failure);\n"
+            "           --replicas also compares whole tensors across ranks:\n"
+            "           a replica that differs from the majority fails\n"
+            "           (--per-rank GLOB: names that are not replicas)\n"
             "  inspect  show one shard's metadata and tensors; PATH is a\n"
             "           .safetensors file or DIR (newest step, rank 0 by default)\n"
             "exit: 0 ok, 1 a checkpoint is bad, 2 usage or input error\n");
@@ -31,7 +35,8 @@ int fb__cmd_ckpt(int argc, char **argv)
         return argc < 2 ? 2 : 0;
     }
     const char *sub = argv[1], *path = NULL;
-    int json = 0, has_step = 0;
+    int json = 0, has_step = 0, replicas = 0, nper = 0;
+    char *per_rank[32];
     long long step = 0, rank = 0, threads = 4;
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i];
@@ -40,6 +45,12 @@ int fb__cmd_ckpt(int argc, char **argv)
             return 0;
         } else if (!strcmp(a, "--json")) {
             json = 1;
+        } else if (!strcmp(a, "--replicas")) {
+            replicas = 1;
+        } else if (!strcmp(a, "--per-rank") && i + 1 < argc) {
+            if (nper == (int)(sizeof per_rank / sizeof per_rank[0]))
+                goto bad_value;
+            per_rank[nper++] = argv[++i];
         } else if (!strcmp(a, "--step") && i + 1 < argc) {
             if (fb__parse_int(argv[++i], 0, LLONG_MAX, &step))
                 goto bad_value;
@@ -71,9 +82,20 @@ int fb__cmd_ckpt(int argc, char **argv)
     }
     if (!strcmp(sub, "ls"))
         return fb__ckpt_ls(path, json, stdout);
-    if (!strcmp(sub, "verify"))
-        return fb__ckpt_verify(path, has_step, (uint64_t)step, (int)threads, json,
-                               stdout);
+    if ((replicas || nper) && strcmp(sub, "verify")) {
+        fprintf(stderr, "firebreak ckpt: --replicas and --per-rank go with verify\n");
+        return 2;
+    }
+    if (!strcmp(sub, "verify")) {
+        int rc = fb__ckpt_verify(path, has_step, (uint64_t)step, (int)threads, json,
+                                 stdout);
+        if (!replicas || rc == 2)
+            return rc;
+        /* --json: a second object on its own line */
+        int rr = fb__ckpt_verify_replicas(path, has_step, (uint64_t)step, per_rank,
+                                          nper, json, stdout);
+        return rr > rc ? rr : rc;
+    }
     if (!strcmp(sub, "inspect"))
         return fb__ckpt_inspect(path, has_step, (uint64_t)step, (int)rank, json,
                                 stdout);

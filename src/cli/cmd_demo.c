@@ -1,7 +1,8 @@
 /*
  * cmd_demo.c -- `firebreak demo`: the main job, end to end.  The example
  * MPI trainer (fb-train-mlp) runs on 4 ranks under the supervisor with a
- * fixed chaos schedule (a rank SIGKILLed, a rank hung, a rank exiting with
+ * fixed chaos schedule (a bit flipped in one replica of the weights, caught
+ * by the SDC check, a rank hung, a rank exiting with
  * an error, the newest checkpoint corrupted just before a crash); every
  * fault is detected, diagnosed and recovered.  Then the same job runs once
  * more without faults, and the demo checks that both end with bit-identical
@@ -31,7 +32,7 @@
 #define DEMO_STEPS "240"
 #define DEMO_CKPT_EVERY "30"
 static const char demo_faults[] =
-    "kill:rank=1,step=50,attempt=0;"
+    "flip:rank=1,step=50,tensor=w1,attempt=0;"
     "hang:rank=2,step=110,attempt=1;"
     "exit:rank=3,step=170,code=3,attempt=2;"
     "corrupt:rank=0,step=215,attempt=3;"

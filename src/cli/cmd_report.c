@@ -16,7 +16,7 @@ static void usage(FILE *f)
 {
     fprintf(f,
         "usage: firebreak report RUN_DIR [RUN_DIR...] [--json] [--html FILE]\n"
-        "       firebreak report --fleet DIR [DIR...] [--json]\n\n"
+        "       firebreak report --fleet DIR [DIR...] [--json] [--html FILE]\n\n"
         "Reads each run directory's journal.sqlite (and agent.sqlite when\n"
         "present) and reports: the wall time split into useful training,\n"
         "checkpoint stall, lost work, detection, restart and start-up, and\n"
@@ -27,12 +27,13 @@ static void usage(FILE *f)
         "  --html FILE  also write a self-contained HTML page with charts\n"
         "  --fleet      nodes across many runs (each DIR a run directory or a\n"
         "               directory of them), ranked by interruptions, hardware\n"
-        "               root causes and failed health checks, lemons flagged\n"
-        "               with the incidents behind each flag\n\n"
+        "               root causes, failed health checks and drains, lemons\n"
+        "               flagged with the evidence behind each flag (--html: a\n"
+        "               page of the same)\n\n"
         "Exit: 0 ok, 2 usage error or a journal that cannot be read.\n");
 }
 
-static int fleet(const char **dirs, size_t n, int json)
+static int fleet(const char **dirs, size_t n, int json, const char *html)
 {
     fb__fleet f;
     memset(&f, 0, sizeof f);
@@ -47,6 +48,12 @@ static int fleet(const char **dirs, size_t n, int json)
         return 2;
     }
     fb__fleet_finish(&f);
+    char err[512];
+    if (html && fb__fleet_write_html_file(html, &f, err, sizeof err)) {
+        fprintf(stderr, "firebreak report: --html: %s\n", err);
+        fb__fleet_free(&f);
+        return 2;
+    }
     if (json) {
         fb__jsonw w;
         fb__jsonw_init(&w);
@@ -56,6 +63,8 @@ static int fleet(const char **dirs, size_t n, int json)
         fb__jsonw_free(&w);
     } else {
         r = fb__fleet_write_text(stdout, &f);
+        if (!r && html)
+            printf("\nHTML report: %s\n", html);
         if (!r && fflush(stdout))
             r = -EIO;
     }
@@ -106,13 +115,7 @@ int fb__cmd_report(int argc, char **argv)
         return 2;
     }
     if (is_fleet) {
-        if (html) {
-            fprintf(stderr, "firebreak report: --fleet has no --html page (use "
-                    "--json or the text)\n");
-            free(dirs);
-            return 2;
-        }
-        rc = fleet(dirs, ndirs, json);
+        rc = fleet(dirs, ndirs, json, html);
         free(dirs);
         return rc;
     }

@@ -42,10 +42,20 @@ static void usage(FILE *f)
 "  --ckpt-dir DIR         checkpoints (default <run-dir>/checkpoints)\n"
 "  --shared-group GROUP   let GROUP read the run (directories 2750, files\n"
 "                         0640); default: private to you (0700, 0600)\n"
+"  --persist-every M      checkpoints go to node memory (/dev/shm) first;\n"
+"                         every M-th save also to the checkpoint directory\n"
+"                         (0: only on SIGUSR1 and at the end of the run)\n"
+"  --memory-ckpt-max SIZE cap on node-memory checkpoints (e.g. 64G): oldest\n"
+"                         steps evicted first; a save that cannot fit goes\n"
+"                         to the checkpoint directory (turns node memory on)\n"
 "  --inject SPEC          inject faults, e.g. 'kill:rank=1,step=40' or\n"
 "                         'hang:rank=0,after=5s' (repeatable; docs/inject.md)\n"
 "  --fr-capacity N        flight-recorder events per rank (default 4096)\n"
 "  --no-fr-preload        mpirun: do not preload libfirebreak-mpi.so\n"
+"  --no-python-hooks      do not load firebreak's hooks into Python ranks\n"
+"                         (default: a rank that imports torch heartbeats per\n"
+"                         optimizer step and records its collectives;\n"
+"                         docs/pytorch.md, \"Unmodified scripts\")\n"
 "  --mpirun PATH          mpirun to use; --mpirun-arg ARG passes ARG to it\n"
 "  --spare-nodes N        slurm: nodes held in reserve for restarts\n"
 "  --node-timeout DUR     slurm: a node whose watcher says nothing this long\n"
@@ -53,6 +63,9 @@ static void usage(FILE *f)
 "  --drain                slurm: drain a node found at fault (scontrol)\n"
 "  --health-check         slurm: health-check nodes before each launch\n"
 "  --on-no-nodes ACTION   slurm: stop (default) or requeue\n"
+"  --on-straggler ACTION  a rank that keeps arriving late at collectives:\n"
+"                         warn (default: incident, warning, lateness.prom;\n"
+"                         no restart) or off (docs/supervisor.md)\n"
 "  --console-ranks RANKS  local: also show these ranks' output (stdout and\n"
 "                         stderr) on stderr, each line after [rankR]: ('all',\n"
 "                         'none', or e.g. '0' or '0,2-3'; default none: the\n"
@@ -181,8 +194,9 @@ int fb__cmd_run(int argc, char **argv)
     enum { O_NPROC = 1000, O_LAUNCHER, O_MAXR, O_HANG, O_STARTUP, O_CKPTT,
            O_ATTACH, O_GRACE, O_LOOP, O_RUNDIR, O_RUNROOT, O_NAME, O_CKPTDIR,
            O_INJECT, O_FRCAP, O_NOPRELOAD, O_MPIRUN, O_MPIRUNARG, O_SPARE,
-           O_DRAIN, O_HEALTH, O_NONODES, O_QUIET, O_JSON, O_NNODES, O_SHGROUP,
-           O_CONSOLE, O_KMSG, O_NOIHEALTH, O_HEALTHROOT, O_NODETIMEOUT };
+           O_DRAIN, O_HEALTH, O_NONODES, O_STRAGGLER, O_QUIET, O_JSON, O_NNODES,
+           O_SHGROUP, O_CONSOLE, O_KMSG, O_NOIHEALTH, O_HEALTHROOT, O_NODETIMEOUT,
+           O_NOPYHOOKS, O_PERSIST, O_MEMMAX };
     static const struct option longopts[] = {
         {"nproc-per-node", required_argument, 0, O_NPROC},
         {"nproc", required_argument, 0, O_NPROC},
@@ -201,8 +215,11 @@ int fb__cmd_run(int argc, char **argv)
         {"ckpt-dir", required_argument, 0, O_CKPTDIR},
         {"shared-group", required_argument, 0, O_SHGROUP},
         {"inject", required_argument, 0, O_INJECT},
+        {"persist-every", required_argument, 0, O_PERSIST},
+        {"memory-ckpt-max", required_argument, 0, O_MEMMAX},
         {"fr-capacity", required_argument, 0, O_FRCAP},
         {"no-fr-preload", no_argument, 0, O_NOPRELOAD},
+        {"no-python-hooks", no_argument, 0, O_NOPYHOOKS},
         {"mpirun", required_argument, 0, O_MPIRUN},
         {"mpirun-arg", required_argument, 0, O_MPIRUNARG},
         {"spare-nodes", required_argument, 0, O_SPARE},
@@ -210,6 +227,7 @@ int fb__cmd_run(int argc, char **argv)
         {"drain", no_argument, 0, O_DRAIN},
         {"health-check", no_argument, 0, O_HEALTH},
         {"on-no-nodes", required_argument, 0, O_NONODES},
+        {"on-straggler", required_argument, 0, O_STRAGGLER},
         {"console-ranks", required_argument, 0, O_CONSOLE},
         {"local-ranks-filter", required_argument, 0, O_CONSOLE},
         {"kmsg", required_argument, 0, O_KMSG},
@@ -263,6 +281,14 @@ int fb__cmd_run(int argc, char **argv)
         case O_NAME: o.name = optarg; break;
         case O_CKPTDIR: o.ckpt_dir = optarg; break;
         case O_SHGROUP: o.shared_group = optarg; break;
+        case O_PERSIST: bad = parse_num("--persist-every", optarg, 0, 1000000000, &o.persist_every); break;
+        case O_MEMMAX:
+            if (fb__parse_size(optarg, &o.memory_ckpt_max) || !o.memory_ckpt_max) {
+                fprintf(stderr, "firebreak run: --memory-ckpt-max '%s': want a "
+                        "size above 0, e.g. 64G or 512M\n", optarg);
+                bad = 1;
+            }
+            break;
         case O_INJECT: {
             size_t l = strlen(inject);
             if (l + strlen(optarg) + 2 >= sizeof inject) {
@@ -275,6 +301,7 @@ int fb__cmd_run(int argc, char **argv)
         }
         case O_FRCAP: bad = parse_num("--fr-capacity", optarg, 16, 1 << 22, &o.fr_capacity); break;
         case O_NOPRELOAD: o.preload_fr = 0; break;
+        case O_NOPYHOOKS: o.no_python_hooks = 1; break;
         case O_MPIRUN: o.mpirun = optarg; break;
         case O_MPIRUNARG:
             if (nmpirun_args == 63) {
@@ -296,6 +323,17 @@ int fb__cmd_run(int argc, char **argv)
                 bad = 1;
             } else {
                 o.on_no_nodes = (fb__on_no_nodes)v;
+            }
+            break;
+        }
+        case O_STRAGGLER: {
+            int v = fb__sup_on_straggler_from_name(optarg);
+            if (v < 0) {
+                fprintf(stderr, "firebreak run: --on-straggler: '%s' is not warn "
+                        "or off\n", optarg);
+                bad = 1;
+            } else {
+                o.on_straggler = (fb__on_straggler)v;
             }
             break;
         }

@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <math.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -327,6 +328,21 @@ out:
     free(buf);
     close(fd);
     return rc;
+}
+
+int fb__pid_file_gone(const char *path)
+{
+    char *text = NULL;
+    size_t len;
+    long long pid;
+    if (fb__read_file(path, 64, &text, &len))
+        return -1;
+    text[strcspn(text, "\n")] = '\0';
+    int bad = fb__parse_int(text, 1, INT_MAX, &pid);
+    free(text);
+    if (bad)
+        return -1;
+    return kill((pid_t)pid, 0) != 0 && errno == ESRCH;
 }
 
 int fb__fsync_dir(const char *path)

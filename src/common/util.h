@@ -96,6 +96,10 @@ int fb__write_all(int fd, const void *buf, size_t len);
 /* fsync a directory by path; 0 or -errno. */
 int fb__fsync_dir(const char *path);
 
+/* Whether the process a pid file (one decimal pid, at most 64 bytes)
+ * names is gone: 1 gone, 0 alive, -1 the file is missing or malformed. */
+int fb__pid_file_gone(const char *path);
+
 /* snprintf that reports truncation: 0, or -ENAMETOOLONG. */
 int fb__fmt(char *buf, size_t size, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

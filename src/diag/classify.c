@@ -13,6 +13,8 @@
  *   4. hardware in the kernel log around the incident (XIDs but the
  *      application's own, machine checks, EDAC, NVMe, NIC errors)
  *   5. a failing check of the health verdict taken after the incident
+ *   5b. kind `sdc` (a replica's hash off the majority): silent data
+ *      corruption
  *   6. an NVIDIA XID in the detail or the last lines; an application
  *      XID (13, 31, 43, 45) in the kernel log
  *   7. the kernel's OOM killer killed the rank (or a process, the rank
@@ -593,6 +595,8 @@ static const struct {
     {"hang", &C_WATCHDOG, "a rank stopped making progress, as before a collective "
                           "watchdog timeout"},
     {"corrupt", &C_SSD, "a checkpoint shard corrupted on storage"},
+    {"flip", &C_SDC, "one bit flipped in a replicated tensor, as silent data "
+                     "corruption does"},
 };
 
 static void from_injected(const char *inj, fb__diag_class *out)
@@ -647,6 +651,11 @@ static void decide(const fb__diag_evidence *ev, const char *kind, int krank,
             why, kbest->line);
     } else if (from_health(ev->health, out, 1)) {
         /* decided */
+    } else if (!strcmp(kind, "sdc")) {
+        /* After the kernel log and the health verdict: an XID or a failed
+         * check says which part of the machine corrupted the data. */
+        set(out, C_SDC, FB__DIAG_BY_KIND, "a replica's hash disagreed with the "
+            "majority's (silent data corruption): %.200s", ev->detail ? ev->detail : "");
     } else if ((xid = fb__diag_find_xid(ev->detail)) >= 0 ||
                (xid = fb__diag_find_xid(ev->last_lines)) >= 0) {
         set(out, xid_cause(xid, &why, &app), FB__DIAG_BY_XID, "NVIDIA XID %d in the %s: %s",

@@ -412,6 +412,7 @@ typedef struct ctx {
     size_t tup_over;
     uint64_t snapshot_torch;
     int any_entries;
+    int multihost;          /* the rings came from more than one host */
 } ctx;
 
 static void tuple_add(ctx *c, int kind, uint32_t g, uint64_t seq, int rank, int op)
@@ -622,11 +623,15 @@ static void last_done(const ctx *c, int global, char *buf, size_t size)
         return;
     }
     const fb__fr_rank *r = &c->m->ranks[idx];
+    /* Across hosts the culprit's host is news (on one it is not). */
+    char host[80] = "";
+    if (c->multihost && r->host[0])
+        snprintf(host, sizeof host, " (host %s)", r->host);
     for (size_t k = r->n; k-- > 0;) {
         const fb__fr_ent *e = &r->ents[k];
         if (e->state == FR_DONE) {
-            snprintf(buf, size, "rank %d last completed %s #%" PRIu64 " on %s%s",
-                     global, opname(e->op), e->seq, gname(c->m, (int)e->group),
+            snprintf(buf, size, "rank %d%s last completed %s #%" PRIu64 " on %s%s",
+                     global, host, opname(e->op), e->seq, gname(c->m, (int)e->group),
                      (e->flags & FR_ENT_P2P) ? " (p2p)" : "");
             if (r->step >= 0)
                 snprintf(buf + strlen(buf), size - strlen(buf), " at step %" PRId64,
@@ -637,7 +642,27 @@ static void last_done(const ctx *c, int global, char *buf, size_t size)
             return;
         }
     }
-    snprintf(buf, size, "rank %d completed nothing in its recorder", global);
+    snprintf(buf, size, "rank %d%s completed nothing in its recorder", global, host);
+}
+
+/* The call site (interned "file:line", 0 none) of global rank `global`'s
+ * collective #seq on group g, or of any rank's when `global` < 0. */
+static uint32_t site_at(const ctx *c, int global, uint32_t g, uint64_t seq)
+{
+    for (size_t i = 0; i < c->m->nranks; i++) {
+        const fb__fr_rank *r = &c->m->ranks[i];
+        if (c->rank_idx[r->rank] != (int)i || (global >= 0 && r->rank != global))
+            continue;
+        for (size_t k = r->n; k-- > 0;) {
+            const fb__fr_ent *e = &r->ents[k];
+            if (e->group == g && e->seq == seq && !(e->flags & FR_ENT_P2P)) {
+                if (e->frame)
+                    return e->frame;
+                break;
+            }
+        }
+    }
+    return 0;
 }
 
 static int hang_analysis(ctx *c)
@@ -721,11 +746,12 @@ static int hang_analysis(ctx *c)
                                   nmiss, &f)) || !f)
                 continue;
             last_done(c, f->ranks[0], last, sizeof last);
+            uint32_t site = site_at(c, -1, (uint32_t)g, s);
             snprintf(f->detail, sizeof f->detail,
-                     "rank%s %s never entered %s #%" PRIu64 " on %s; %d rank%s "
+                     "rank%s %s never entered %s #%" PRIu64 "%s%s on %s; %d rank%s "
                      "waiting in it%s; %s", nmiss > 1 ? "s" : "", rl,
-                     opname(op), s, gname(m, (int)g), nwait, nwait == 1 ? "" : "s",
-                     wait, last);
+                     opname(op), s, site ? " at " : "", m->strs[site],
+                     gname(m, (int)g), nwait, nwait == 1 ? "" : "s", wait, last);
         } else if (nunk || nunk_g) {
             if (nunk)
                 fmt_ranks(rl, sizeof rl, unknown, nunk);
@@ -1064,11 +1090,43 @@ static int tuples_to_findings(ctx *c, int *p2p_hang)
             fmt_ranks(rl, sizeof rl, rk, n);
             const bucket *b = (c->b[t->group] && t->seq >= c->bbase[t->group])
                                   ? &c->b[t->group][t->seq - c->bbase[t->group]] : NULL;
-            if (f && kind == FB__FR_TYPE_MISMATCH && b)
+            if (f && kind == FB__FR_TYPE_MISMATCH && b) {
+                /* Where the odd rank called from, and where the others did. */
+                uint32_t own = site_at(c, rk[0], t->group, t->seq), other = 0;
+                const fb__fr_ent *oe = NULL;
+                for (size_t i2 = 0; i2 < m->nranks && !oe; i2++) {
+                    const fb__fr_rank *r2 = &m->ranks[i2];
+                    if (c->rank_idx[r2->rank] != (int)i2 || r2->rank == rk[0])
+                        continue;
+                    for (size_t k = r2->n; k-- > 0;)
+                        if (r2->ents[k].group == t->group && r2->ents[k].seq == t->seq &&
+                            !(r2->ents[k].flags & FR_ENT_P2P)) {
+                            if (r2->ents[k].op == (uint16_t)t->op)
+                                oe = &r2->ents[k];
+                            break;
+                        }
+                }
+                if (oe)
+                    other = oe->frame;
+                const fb__fr_ent *me = NULL;
+                int mi = rk[0] <= c->maxrank ? c->rank_idx[rk[0]] : -1;
+                for (size_t k = mi >= 0 ? m->ranks[mi].n : 0; k-- > 0;)
+                    if (m->ranks[mi].ents[k].group == t->group &&
+                        m->ranks[mi].ents[k].seq == t->seq &&
+                        !(m->ranks[mi].ents[k].flags & FR_ENT_P2P)) {
+                        me = &m->ranks[mi].ents[k];
+                        break;
+                    }
+                char mine[160] = "another operation";
+                if (me)
+                    snprintf(mine, sizeof mine, "%s%s%s", opname(me->op),
+                             own ? " at " : "", m->strs[own]);
                 snprintf(f->detail, sizeof f->detail,
-                         "rank%s %s called another operation where the other "
-                         "ranks called %s #%" PRIu64 " on %s", n > 1 ? "s" : "", rl,
-                         opname(t->op), t->seq, gname(m, (int)t->group));
+                         "rank%s %s called %s where the other "
+                         "ranks called %s #%" PRIu64 "%s%s on %s", n > 1 ? "s" : "", rl,
+                         mine, opname(t->op), t->seq, other ? " at " : "",
+                         m->strs[other], gname(m, (int)t->group));
+            }
             else if (f && kind == FB__FR_SIZE_MISMATCH && b)
                 snprintf(f->detail, sizeof f->detail,
                          "rank%s %s passed a size that differs from the other "
@@ -1286,9 +1344,17 @@ static int rank_source_wins(const fb__fr_rank *a, const fb__fr_rank *b)
 static int index_ranks(ctx *c)
 {
     fb__fr_model *m = c->m;
-    for (size_t i = 0; i < m->nranks; i++)
+    const char *host = NULL;
+    for (size_t i = 0; i < m->nranks; i++) {
         if (m->ranks[i].rank > c->maxrank)
             c->maxrank = m->ranks[i].rank;
+        if (!m->ranks[i].host[0])
+            continue;
+        if (!host)
+            host = m->ranks[i].host;
+        else if (strcmp(m->ranks[i].host, host))
+            c->multihost = 1;
+    }
     c->rank_idx = fb__malloc(((size_t)c->maxrank + 2) * sizeof *c->rank_idx);
     if (!c->rank_idx)
         return -ENOMEM;

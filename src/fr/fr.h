@@ -118,4 +118,71 @@ void fb__fr_result_text(const fb__fr_result *r, FILE *f);
 
 void fb__fr_result_free(fb__fr_result *r);
 
+/* ---- Lateness, live (lateness.c) ----
+ *
+ * The supervisor's continuous straggler check over the live rings: each
+ * pass reads only the entries a rank wrote since the last pass, gathers
+ * every rank's arrival at each collective on a communicator that spans
+ * the job, and keeps per rank a sliding window of its lateness (arrival
+ * minus the mean arrival of the others) and of how often it came last.
+ * The rule that names a straggler is fb__fr_late_judge, a pure function.
+ * docs/flight-recorder.md, "Live lateness". */
+
+typedef struct fb__fr_late_rule {
+    int window;             /* collectives per rank in the window (64)       */
+    int min_collectives;    /* none judged with fewer in the window (32)     */
+    double last_share_on;   /* last to arrive in >= this share ... (0.5)     */
+    double late_on_s;       /* ... and mean lateness >= max(this (5 ms),     */
+    double late_step_frac;  /*     this x the step time (0.05))              */
+    double last_share_off;  /* flagged: ends below this share (0.25) or ...  */
+    double off_ratio;       /* ... below off_ratio x the threshold (0.5)     */
+} fb__fr_late_rule;
+
+void fb__fr_late_rule_init(fb__fr_late_rule *rule);
+
+/* One rank's window: n collectives, last in `last` of them, mean
+ * lateness mean_s (negative: early). */
+typedef struct fb__fr_late_window {
+    uint32_t n, last;
+    double mean_s;
+} fb__fr_late_window;
+
+/* The rule: 1 when the rank is (still) a straggler, given whether it was
+ * flagged before (hysteresis) and the job's step time (0: unknown). */
+int fb__fr_late_judge(const fb__fr_late_rule *rule, const fb__fr_late_window *w,
+                      double step_s, int flagged);
+
+typedef struct fb__fr_late fb__fr_late;
+struct fb__seg;
+
+/* A tracker for `world` ranks (1 .. 1<<20); rule NULL: the defaults.
+ * 0, -EINVAL or -ENOMEM. */
+int fb__fr_late_new(fb__fr_late **out, int world, const fb__fr_late_rule *rule);
+void fb__fr_late_free(fb__fr_late *t);
+
+/* Read rank's entries written since its last feed, at most `budget` of
+ * them, from a ring area (ring.h: `capacity` slots at `area`, fr_head
+ * `head`; `wall_off_ns` turns its times into wall-clock ns).  An entry
+ * being rewritten stops the feed (read next time); one overwritten is
+ * skipped.  Returns how many entries were read. */
+uint32_t fb__fr_late_feed_ring(fb__fr_late *t, int rank, const void *area,
+                               uint32_t capacity, uint64_t head,
+                               uint64_t wall_off_ns, uint32_t budget);
+/* The same from a mapped segment (its fr area and live head). */
+uint32_t fb__fr_late_feed_seg(fb__fr_late *t, int rank, const struct fb__seg *seg,
+                              uint32_t budget);
+
+/* Apply the rule to every rank with the step time step_s (0: unknown).
+ * Ranks whose state changed go to changed[] (at most max; the rest wait
+ * for the next call).  Returns how many are in changed[]. */
+int fb__fr_late_update(fb__fr_late *t, double step_s, int *changed, int max);
+
+/* Rank's window and flag; -EINVAL for a rank out of range. */
+int fb__fr_late_get(const fb__fr_late *t, int rank, fb__fr_late_window *w,
+                    int *flagged);
+/* Collectives every member reached (counted), and those given up on
+ * (a member never showed, or the table of open ones was full). */
+uint64_t fb__fr_late_complete(const fb__fr_late *t);
+uint64_t fb__fr_late_dropped(const fb__fr_late *t);
+
 #endif

@@ -78,6 +78,9 @@ int fb__fr_load_ring(fb__fr_model *m, const char *path, char *err, size_t errsz)
         fb__seg_close(seg);
         return -ENOMEM;
     }
+    /* Bounded and cleaned by fb__seg_open_as: NUL-terminated, no control
+     * bytes. */
+    snprintf(r->host, sizeof r->host, "%s", id->hostname);
     char ver[32];
     snprintf(ver, sizeof ver, "%u.%u", id->version_major, id->version_minor);
     r->version = fb__strdup(ver);
@@ -191,6 +194,16 @@ int fb__fr_load_ring(fb__fr_model *m, const char *path, char *err, size_t errsz)
         };
         if (e.flags & FB__FR_F_ANY_SOURCE)
             x.peer = -1;
+        if (e.site_line) { /* minor 1: the caller's file:line */
+            char raw[FB__FR_SITE_FILE_MAX + 1], file[FB__FR_SITE_FILE_MAX + 1],
+                site[FB__FR_SITE_FILE_MAX + 16];
+            memcpy(raw, e.site_file, FB__FR_SITE_FILE_MAX);
+            raw[FB__FR_SITE_FILE_MAX] = '\0';
+            fb__safe_text(file, sizeof file, raw); /* printed by the analyzer */
+            snprintf(site, sizeof site, "%s:%u", file[0] ? file : "?", e.site_line);
+            if (fb__fr_model_intern(m, site, &x.frame))
+                goto oom;
+        }
         if (fb__fr_rank_push(r, &x))
             goto oom;
     }

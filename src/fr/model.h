@@ -46,6 +46,8 @@ typedef struct fb__fr_rank {
     int wrapped;           /* older entries were overwritten / dropped    */
     int64_t step;          /* firebreak: last completed step, -1 unknown */
     int torn;              /* firebreak: slots skipped while rewritten   */
+    char host[64];         /* firebreak: the host it ran on (its segment's
+                            * identity; control bytes '?'), "" unknown     */
     struct fb__fr_memb { uint32_t group; int32_t grank; } *memb;
     size_t nmemb, cap_memb; /* groups this rank says it belongs to       */
 } fb__fr_rank;

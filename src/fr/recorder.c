@@ -444,6 +444,28 @@ uint64_t fb__fr_record(fb__fr_comm *c, fb_op op, int dtype, uint32_t elem_bytes,
                        uint64_t count, uint64_t out_count, int peer, int tag,
                        uint32_t flags, int state)
 {
+    return fb__fr_record_at(c, op, dtype, elem_bytes, count, out_count, peer, tag,
+                            flags, state, NULL, 0);
+}
+
+/* The site's file name into the slot's fixed field: its last
+ * FB__FR_SITE_FILE_MAX bytes when longer (the end of a name tells more
+ * than its start), NUL-padded. */
+static void put_site_file(char *dst, const char *file, size_t len)
+{
+    if (len > FB__FR_SITE_FILE_MAX) {
+        file += len - FB__FR_SITE_FILE_MAX;
+        len = FB__FR_SITE_FILE_MAX;
+    }
+    memset(dst, 0, FB__FR_SITE_FILE_MAX);
+    memcpy(dst, file, len);
+}
+
+uint64_t fb__fr_record_at(fb__fr_comm *c, fb_op op, int dtype, uint32_t elem_bytes,
+                          uint64_t count, uint64_t out_count, int peer, int tag,
+                          uint32_t flags, int state, const char *site_file,
+                          uint32_t site_line)
+{
     if (!R.hdr || !c)
         return 0;
     R.last = c;
@@ -483,6 +505,15 @@ uint64_t fb__fr_record(fb__fr_comm *c, fb_op op, int dtype, uint32_t elem_bytes,
     e->dtype = (uint8_t)dtype;
     e->state = (uint8_t)state;
     e->flags = flags;
+    if (site_file && site_line) {
+        const char *base = strrchr(site_file, '/');
+        base = base ? base + 1 : site_file;
+        e->site_line = site_line;
+        put_site_file(e->site_file, base, strlen(base));
+    } else {
+        e->site_line = 0;
+        memset(e->site_file, 0, sizeof e->site_file);
+    }
     atomic_store_explicit(&e->seq, idx + 1, memory_order_release);
     atomic_store_explicit(&h->fr_head, idx + 1, memory_order_release);
     R.last_handle = idx + 1;

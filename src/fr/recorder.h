@@ -59,6 +59,15 @@ uint64_t fb__fr_record(fb__fr_comm *c, fb_op op, int dtype, uint32_t elem_bytes,
                        uint64_t count, uint64_t out_count, int peer, int tag,
                        uint32_t flags, int state);
 
+/* fb__fr_record with the call site: `site_file` (its base name is kept,
+ * the last FB__FR_SITE_FILE_MAX bytes of it) and `site_line` (0: none).
+ * For producers that know where the program called from (the Python
+ * hooks: the first frame outside torch). */
+uint64_t fb__fr_record_at(fb__fr_comm *c, fb_op op, int dtype, uint32_t elem_bytes,
+                          uint64_t count, uint64_t out_count, int peer, int tag,
+                          uint32_t flags, int state, const char *site_file,
+                          uint32_t site_line);
+
 /* Move an event to `state` (FB__FR_STARTED or FB__FR_COMPLETED). */
 void fb__fr_event_state(uint64_t handle, int state);
 

@@ -26,6 +26,11 @@
  * good when both loads equal index + 1.  Anything else is a slot being
  * rewritten (skip it) or one that was overwritten by a newer event (the
  * ring wrapped).  No reader ever writes.
+ *
+ * Minor 1 gave the event's last 24 reserved bytes to its call site (the
+ * caller's file and line, as the Python hooks see it: the first frame
+ * outside torch); a minor-0 writer leaves them zero, which reads as "no
+ * site" (site_line 0).
  */
 #ifndef FB_FR_RING_H
 #define FB_FR_RING_H
@@ -36,7 +41,7 @@
 #include "lib/segment.h"
 
 #define FB__FR_FORMAT_MAJOR 1
-#define FB__FR_FORMAT_MINOR 0
+#define FB__FR_FORMAT_MINOR 1
 
 /* Event states (PyTorch's names). */
 enum { FB__FR_SCHEDULED = 0, FB__FR_STARTED = 1, FB__FR_COMPLETED = 2 };
@@ -51,6 +56,7 @@ enum {
 };
 
 #define FB__FR_NAME_MAX 64
+#define FB__FR_SITE_FILE_MAX 20
 
 typedef struct fb__fr_event {
     _Atomic uint64_t seq;    /* index + 1 when consistent, 0 while written */
@@ -73,7 +79,10 @@ typedef struct fb__fr_event {
     uint8_t dtype;           /* fb_dtype, or see FB__FR_F_DTYPE_OTHER      */
     uint8_t state;           /* FB__FR_SCHEDULED / STARTED / COMPLETED     */
     uint32_t flags;          /* FB__FR_F_*                                 */
-    uint64_t reserved[3];
+    uint32_t site_line;      /* caller's line; 0: no site recorded (minor 1) */
+    char site_file[FB__FR_SITE_FILE_MAX]; /* caller's file name, its last
+                                bytes when longer; NUL-padded, not always
+                                NUL-terminated (minor 1)                  */
 } fb__fr_event;
 
 typedef struct fb__fr_comm_rec {

@@ -86,6 +86,7 @@ struct fb__journal {
     int64_t placed_attempt;      /* the attempt of places[]; 0: none */
     place *places;               /* by rank */
     size_t nplaces;
+    int batch;                   /* open fb__journal_batch_begin()s */
 };
 
 static int errno_of(int sqlite_rc)
@@ -221,7 +222,7 @@ static int submit(fb__journal *j, jop *op)
         drop_op(j, op);
         return -ENOMEM;
     }
-    if (j->nops == 0) {
+    if (j->nops == 0 && !j->batch) {
         int rc = exec_op(j, op);
         if (rc == SQLITE_OK) {
             op_free(op);
@@ -233,6 +234,9 @@ static int submit(fb__journal *j, jop *op)
         }
         j->st.failing = 1;
     }
+    /* A batch that fills the queue is written now, not dropped. */
+    if (j->nops == j->max_ops && j->batch && !j->st.failing)
+        fb__journal_flush(j);
     if (j->nops == j->max_ops) {
         drop_op(j, op);
         return -ENOSPC;
@@ -265,39 +269,51 @@ static int64_t max_id(fb__journal *j, const char *table)
     return id;
 }
 
-/* A journal of schema 1.0 (written by an older firebreak) gains the
- * nullable columns of 1.1 and says so in meta; the placement table came
- * with the schema script.  SQLITE_OK or the failure. */
-static int upgrade(fb__journal *j, char **msg)
+/* Columns added by minor versions after 1.0, all nullable: a journal of
+ * an older minor that this writer reopens gains them (ALTER TABLE), and
+ * its meta.schema_version becomes this writer's. */
+static const struct { const char *table, *column, *type; } added_columns[] = {
+    {"incident", "host", "TEXT"},           /* 1.1: node identity */
+    {"event", "node", "TEXT"},
+    {"event", "host", "TEXT"},
+    {"step_sample", "node", "TEXT"},
+    {"step_sample", "host", "TEXT"},
+    {"event", "source", "TEXT"},            /* 1.1: restore_done's tier */
+};
+
+static int has_column(sqlite3 *db, const char *table, const char *column)
 {
-    static const char *const add[][2] = {
-        {"incident", "host"}, {"event", "node"}, {"event", "host"},
-        {"step_sample", "node"}, {"step_sample", "host"},
-    };
+    char sql[128];
+    snprintf(sql, sizeof sql, "PRAGMA table_info(%s)", table);
+    sqlite3_stmt *st;
+    int found = 0;
+    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
+        return 0;
+    while (!found && sqlite3_step(st) == SQLITE_ROW) {
+        const unsigned char *name = sqlite3_column_text(st, 1);
+        found = name && !strcmp((const char *)name, column);
+    }
+    sqlite3_finalize(st);
+    return found;
+}
+
+static int migrate(sqlite3 *db, char **msg)
+{
     int rc = SQLITE_OK;
-    for (size_t i = 0; i < sizeof add / sizeof add[0] && rc == SQLITE_OK; i++) {
-        sqlite3_stmt *st;
-        rc = sqlite3_prepare_v2(j->db, "SELECT 1 FROM pragma_table_info(?) WHERE name=?",
-                                -1, &st, NULL);
-        if (rc != SQLITE_OK)
-            break;
-        sqlite3_bind_text(st, 1, add[i][0], -1, SQLITE_STATIC);
-        sqlite3_bind_text(st, 2, add[i][1], -1, SQLITE_STATIC);
-        int have = sqlite3_step(st) == SQLITE_ROW;
-        sqlite3_finalize(st);
-        if (!have) {
-            char sql[128];
-            snprintf(sql, sizeof sql, "ALTER TABLE %s ADD COLUMN %s TEXT", add[i][0],
-                     add[i][1]);
-            rc = sqlite3_exec(j->db, sql, NULL, NULL, msg);
-        }
+    for (size_t i = 0; rc == SQLITE_OK &&
+                       i < sizeof added_columns / sizeof added_columns[0]; i++) {
+        if (has_column(db, added_columns[i].table, added_columns[i].column))
+            continue;
+        char sql[160];
+        snprintf(sql, sizeof sql, "ALTER TABLE %s ADD COLUMN %s %s",
+                 added_columns[i].table, added_columns[i].column,
+                 added_columns[i].type);
+        rc = sqlite3_exec(db, sql, NULL, NULL, msg);
     }
-    if (rc == SQLITE_OK) {
-        char sql[128];
-        snprintf(sql, sizeof sql, "UPDATE meta SET value='%s' WHERE key="
-                 "'schema_version' AND value='1.0'", FB__JOURNAL_SCHEMA_VERSION);
-        rc = sqlite3_exec(j->db, sql, NULL, NULL, msg);
-    }
+    if (rc == SQLITE_OK)
+        rc = sqlite3_exec(db, "UPDATE meta SET value='" FB__JOURNAL_SCHEMA_VERSION
+                              "' WHERE key='schema_version' AND value='1.0'",
+                          NULL, NULL, msg);
     return rc;
 }
 
@@ -331,7 +347,7 @@ int fb__journal_open(fb__journal **out, const char *path, char *err, size_t errs
         rc = sqlite3_exec(j->db, sql, NULL, NULL, &msg);
     }
     if (rc == SQLITE_OK)
-        rc = upgrade(j, &msg);
+        rc = migrate(j->db, &msg);
     if (rc != SQLITE_OK) {
         snprintf(err, errsz, "cannot initialize %s: %s", path, msg ? msg : "?");
         sqlite3_free(msg);
@@ -644,8 +660,8 @@ int fb__journal_add_event(fb__journal *j, const fb__journal_event *ev)
 {
     jop op;
     op_init(&op, "INSERT INTO event(run_id, attempt_id, time, rank, kind, step,"
-                 " code, bytes, value_ms, detail, node, host)"
-                 " VALUES(?,?,?,?,?,?,?,?,?,?,?,?)");
+                 " code, bytes, value_ms, detail, node, host, source)"
+                 " VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?)");
     place pl = placed(j, ev->attempt_id, ev->rank);
     op_int(&op, j->run_id);
     op_int(&op, ev->attempt_id);
@@ -666,8 +682,9 @@ int fb__journal_add_event(fb__journal *j, const fb__journal_event *ev)
     else
         op_null(&op);
     op_text(&op, ev->detail);
-    op_text(&op, name_at(j, pl.node));
-    op_text(&op, name_at(j, pl.host));
+    op_text(&op, ev->node ? ev->node : name_at(j, pl.node));
+    op_text(&op, ev->node ? NULL : name_at(j, pl.host));
+    op_text(&op, ev->source);
     return submit(j, &op);
 }
 
@@ -829,4 +846,21 @@ int fb__journal_flush(fb__journal *j)
 failed:
     j->st.failing = 1;
     return errno_of(rc);
+}
+
+void fb__journal_batch_begin(fb__journal *j)
+{
+    if (j)
+        j->batch++;
+}
+
+int fb__journal_batch_end(fb__journal *j)
+{
+    if (!j || j->batch <= 0 || --j->batch > 0)
+        return 0;
+    /* While the database fails, the queue waits for the caller's retries
+     * (fb__journal_flush once a second), as unbatched writes do. */
+    if (j->nops == 0 || j->st.failing)
+        return 0;
+    return fb__journal_flush(j);
 }

@@ -59,6 +59,8 @@ typedef struct fb__journal_event {
     int64_t bytes;
     double value_ms;     /* < 0: none */
     const char *detail;
+    const char *source;  /* restore_done: memory, peer, storage; NULL: none */
+    const char *node;    /* NULL: the rank's placed node (a drain: the node) */
 } fb__journal_event;
 
 /* Whether the journal is being written, and what was lost. */
@@ -131,6 +133,14 @@ int fb__journal_checkpoint(fb__journal *j, int64_t attempt_id, int64_t step,
 int fb__journal_sample(fb__journal *j, int64_t attempt_id, int rank,
                        double time, int64_t step, double step_time_ms);
 int fb__journal_flush(fb__journal *j);
+
+/* Batches: between begin and end (they nest), row writes are queued, not
+ * written one transaction each; the outermost end writes the queue in one
+ * transaction (0 or as fb__journal_flush).  Values are taken at the call,
+ * so a batch changes when rows reach the database, not what they say.  The
+ * supervisor opens one per wake-up of its event loop. */
+void fb__journal_batch_begin(fb__journal *j);
+int fb__journal_batch_end(fb__journal *j);
 
 /* ---- Reading (read.c) -------------------------------------------------
  *

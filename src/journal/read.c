@@ -66,11 +66,11 @@ static const struct {
 } tables[FB__JOURNAL_NTABLES] = {
     [FB__JOURNAL_RUN] = {"run", "SELECT id, name, status, reason, hostname,"
                          " nproc, nnodes, started_at, ended_at FROM run"
-                         " ORDER BY id"},
+                         " ORDER BY id", NULL},
     [FB__JOURNAL_ATTEMPT] = {"attempt", "SELECT id, run_id, number,"
                              " started_at, launched_at, ready_at, ended_at,"
                              " restored_step, restore_s, start_step, end_step,"
-                             " outcome FROM attempt ORDER BY id"},
+                             " outcome FROM attempt ORDER BY id", NULL},
     [FB__JOURNAL_INCIDENT] = {"incident", "SELECT id, attempt_id, kind,"
                               " occurred_at, detected_at, detect_ms, rank,"
                               " node, signal, exit_code, phase, step, lost_s,"
@@ -86,7 +86,7 @@ static const struct {
     [FB__JOURNAL_CHECKPOINT] = {"checkpoint", "SELECT id, attempt_id, step,"
                                 " committed_at, ranks, bytes, stall_ms,"
                                 " persist_ms, status FROM checkpoint"
-                                " ORDER BY id"},
+                                " ORDER BY id", NULL},
     [FB__JOURNAL_EVENT] = {"event", "SELECT id, attempt_id, time, rank, kind,"
                            " step, code, bytes, value_ms, detail, node, host"
                            " FROM event ORDER BY id",

@@ -102,7 +102,8 @@ CREATE TABLE IF NOT EXISTS event (
   value_ms        REAL,
   detail          TEXT,
   node            TEXT,               -- 1.1: the rank's node, as in placement
-  host            TEXT                -- 1.1: and its machine's hostname
+  host            TEXT,               -- 1.1: and its machine's hostname
+  source          TEXT                -- 1.1, restore_done: memory | peer | storage
 );
 
 -- Progress samples: one row per rank about once a second while it steps.

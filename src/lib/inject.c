@@ -9,6 +9,7 @@
  *     slow:rank=0,step=10,factor=3   rank 0 runs 3x slower from step 10
  *     segv:rank=0,step=5             rank 0 raises SIGSEGV
  *     corrupt:rank=1,step=90         flip a byte in rank 1's newest shard
+ *     flip:rank=1,step=30,tensor=w1  flip a bit in rank 1's replica of w1
  *     kill:rank=1,after=3s           the supervisor kills rank 1 3 s after
  *                                    launch (works for unmodified programs)
  *
@@ -39,7 +40,7 @@ static const char *const kind_names[] = {
     [FB__INJECT_NONE] = "none", [FB__INJECT_KILL] = "kill",
     [FB__INJECT_HANG] = "hang", [FB__INJECT_EXIT] = "exit",
     [FB__INJECT_SLOW] = "slow", [FB__INJECT_SEGV] = "segv",
-    [FB__INJECT_CORRUPT_CKPT] = "corrupt",
+    [FB__INJECT_CORRUPT_CKPT] = "corrupt", [FB__INJECT_FLIP] = "flip",
 };
 
 const char *fb__inject_kind_name(fb__inject_kind kind)
@@ -54,7 +55,7 @@ const char *fb__inject_kind_name(fb__inject_kind kind)
 static int seen_twice(const char *key, unsigned *seen)
 {
     static const char *const keys[] = {"rank", "attempt", "step", "after",
-                                       "code", "factor"};
+                                       "code", "factor", "tensor"};
     for (unsigned i = 0; i < sizeof keys / sizeof keys[0]; i++) {
         if (strcmp(key, keys[i]))
             continue;
@@ -80,7 +81,7 @@ static int parse_one(char *item, fb__inject_fault *f, char *err, size_t es)
             f->kind = (fb__inject_kind)k;
     if (f->kind == FB__INJECT_NONE) {
         snprintf(err, es, "unknown fault kind '%s' (kill, hang, exit, slow, "
-                 "segv, corrupt)", item);
+                 "segv, corrupt, flip)", item);
         return -EINVAL;
     }
     unsigned seen = 0;
@@ -131,9 +132,12 @@ static int parse_one(char *item, fb__inject_fault *f, char *err, size_t es)
             f->factor = strtod(v, &end);
             if (*end || !(f->factor >= 1.0 && f->factor <= 1000.0))
                 goto bad;
+        } else if (!strcmp(k, "tensor") && f->kind == FB__INJECT_FLIP) {
+            if (!v[0] || fb__fmt(f->tensor, sizeof f->tensor, "%s", v))
+                goto bad;
         } else {
             snprintf(err, es, "unknown key '%s' in fault '%s' (rank, step, "
-                     "after, attempt, code, factor)", k, item);
+                     "after, attempt, code, factor; tensor for flip)", k, item);
             return -EINVAL;
         }
         continue;
@@ -243,8 +247,9 @@ static void record(const fb__inject_fault *f, uint64_t step)
     fb__seg *seg = fb__lib_seg();
     fb__seg_header *h = fb__seg_hdr(seg);
     char text[128];
-    snprintf(text, sizeof text, "%s:rank=%d,step=%llu", fb__inject_kind_name(f->kind),
-             fb_rank(), (unsigned long long)step);
+    snprintf(text, sizeof text, "%s:rank=%d,step=%llu%s%s", fb__inject_kind_name(f->kind),
+             fb_rank(), (unsigned long long)step, f->tensor[0] ? ",tensor=" : "",
+             f->tensor);
     if (h) {
         atomic_store_explicit(&h->inject_code, f->code, memory_order_relaxed);
         atomic_store_explicit(&h->inject_step, step, memory_order_relaxed);
@@ -256,11 +261,14 @@ static void record(const fb__inject_fault *f, uint64_t step)
     fprintf(stderr, "firebreak: injecting fault %s\n", text);
 }
 
-/* Flip one byte in the data section of this rank's newest shard.  The
- * layout of the checkpoint directory is src/ckpt/store.h's to know. */
+/* Flip one byte in the data section of this rank's newest shard: in node
+ * memory when the supervisor gave a memory tier (the copy a restore reads
+ * first, src/ckpt/tier.h), else in the checkpoint directory.  The layout
+ * of the checkpoint directory is src/ckpt/store.h's to know. */
 static void corrupt_newest_shard(void)
 {
-    const char *dir = fb__lib_ckpt_dir();
+    const char *mem = fb__getenv("FIREBREAK_CKPT_MEM_DIR");
+    const char *dir = mem && *mem ? mem : fb__lib_ckpt_dir();
     if (!dir)
         return;
     fb__ckpt_entry *e = NULL;
@@ -329,6 +337,16 @@ void fb__inject_step(uint64_t step, uint64_t step_ns)
         case FB__INJECT_CORRUPT_CKPT:
             corrupt_newest_shard();
             break;
+        case FB__INJECT_FLIP: {
+            char hit[FB__SEG_SDC_NAME_MAX];
+            if (fb__sdc_flip(f->tensor, hit, sizeof hit))
+                fprintf(stderr, "firebreak: flip: no tensor %s registered for "
+                        "the SDC check: nothing flipped\n",
+                        f->tensor[0] ? f->tensor : "at all");
+            else
+                fprintf(stderr, "firebreak: flipped a bit of tensor %s\n", hit);
+            break;
+        }
         default:
             break;
         }

@@ -37,6 +37,7 @@ typedef struct fb__inject_fault {
     double after_s;     /* supervisor-side trigger: seconds after launch */
     int code;           /* exit code (EXIT)                            */
     double factor;      /* SLOW: step time multiplier                  */
+    char tensor[FB__SEG_SDC_NAME_MAX]; /* FLIP: the tensor ("": the first) */
     int fired;
 } fb__inject_fault;
 
@@ -63,6 +64,9 @@ void fb__inject_arm(const fb__inject_plan *plan, int rank, int attempt);
 /* Called by fb_step(); fires a due fault.  `step_ns` is the last step's
  * duration (for SLOW). */
 void fb__inject_step(uint64_t step, uint64_t step_ns);
+/* sdc.c: flip a bit in a tensor registered for the SDC check (FLIP). */
+int fb__sdc_flip(const char *name, char *hit, size_t hit_size);
+
 /* 1 when any in-process fault is armed (fb_step's fast check). */
 extern int fb__inject_armed;
 

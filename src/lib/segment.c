@@ -15,7 +15,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/futex.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -38,6 +40,11 @@ struct fb__seg {
     fb__seg_identity id;       /* reader: copied once, bounded           */
     unsigned char ident_raw[IDENT_BYTES]; /* the identity as attached     */
     uint64_t report_head_seen, fr_head_seen; /* fb__seg_check's last look */
+    dev_t dev;                 /* reader: the file attached              */
+    ino_t ino;
+    uint64_t sdc_head_seen;
+    uint64_t sdc_offset_raw;   /* minor 2 layout words as attached       */
+    uint32_t sdc_capacity_raw;
 };
 
 static int valid_job_id(const char *job)
@@ -115,7 +122,8 @@ int fb__seg_create(fb__seg **out, const fb__seg_create_args *a)
     cap = round_pow2(cap);
     size_t report_off = FB__SEG_HEADER_SIZE;
     size_t fr_off = report_off + FB__SEG_REPORT_CAPACITY * sizeof(fb__seg_report);
-    size_t total = fr_off + (size_t)cap * FB__SEG_FR_ENTRY_SIZE;
+    size_t sdc_off = fr_off + (size_t)cap * FB__SEG_FR_ENTRY_SIZE;
+    size_t total = sdc_off + (size_t)FB__SEG_SDC_CAPACITY * sizeof(fb__seg_sdc);
 
     /* Exclusive: never write into a file someone else put under the name.
      * /dev/shm is world-writable, and job ids are readable in <run>/job. */
@@ -169,6 +177,8 @@ int fb__seg_create(fb__seg **out, const fb__seg_create_args *a)
     h->local_rank = a->local_rank;
     h->attempt = a->attempt;
     h->supervisor_pid = a->supervisor_pid;
+    h->sdc_offset = sdc_off;
+    h->sdc_capacity = FB__SEG_SDC_CAPACITY;
     h->created_wall_ns = fb__wall_ns();
     h->created_mono_ns = fb__now_ns();
     snprintf(h->job_id, sizeof h->job_id, "%s", a->job_id);
@@ -216,6 +226,20 @@ static int copy_identity(fb__seg *seg)
         (c.fr_capacity & (c.fr_capacity - 1)) != 0 ||
         c.fr_offset + (uint64_t)c.fr_capacity * c.fr_entry_size > size)
         return FB_EFORMAT;
+    /* Minor 3's SDC ring: after the identity bytes, so read here once. */
+    uint64_t sdc_off = 0;
+    uint32_t sdc_cap = 0;
+    if (c.version_minor >= 3 && c.header_size >= sizeof(fb__seg_header)) {
+        sdc_off = h->sdc_offset;
+        sdc_cap = h->sdc_capacity;
+    }
+    seg->sdc_offset_raw = sdc_off;
+    seg->sdc_capacity_raw = sdc_cap;
+    if (sdc_cap != 0 &&
+        ((sdc_cap & (sdc_cap - 1)) != 0 || sdc_cap > (1u << 20) ||
+         sdc_off % 8 != 0 || sdc_off < c.header_size || sdc_off > size ||
+         (size - sdc_off) / sizeof(fb__seg_sdc) < sdc_cap))
+        return FB_EFORMAT;
     fb__seg_identity *id = &seg->id;
     id->version_major = c.version_major;
     id->version_minor = c.version_minor;
@@ -226,6 +250,8 @@ static int copy_identity(fb__seg *seg)
     id->fr_entry_size = c.fr_entry_size;
     id->fr_offset = c.fr_offset;
     id->fr_capacity = c.fr_capacity;
+    id->sdc_offset = sdc_off;
+    id->sdc_capacity = sdc_cap;
     id->pid = c.pid;
     id->rank = c.rank;
     id->world_size = c.world_size;
@@ -244,6 +270,14 @@ static int copy_identity(fb__seg *seg)
     return 0;
 }
 
+/* A segment's name ("/fb.<job>.<attempt>.<rank>": in /dev/shm) or a path. */
+static int seg_path(char *path, size_t size, const char *name_or_path)
+{
+    if (name_or_path[0] == '/' && strchr(name_or_path + 1, '/') == NULL)
+        return fb__fmt(path, size, SHM_DIR "%s", name_or_path);
+    return fb__fmt(path, size, "%s", name_or_path);
+}
+
 int fb__seg_open_as(fb__seg **out, const char *name_or_path, uid_t uid,
                     struct stat *st_out)
 {
@@ -252,10 +286,7 @@ int fb__seg_open_as(fb__seg **out, const char *name_or_path, uid_t uid,
     void *base = MAP_FAILED;
     size_t size = 0;
     int fd = -1, rc;
-    if (name_or_path[0] == '/' && strchr(name_or_path + 1, '/') == NULL)
-        rc = fb__fmt(path, sizeof path, SHM_DIR "%s", name_or_path);
-    else
-        rc = fb__fmt(path, sizeof path, "%s", name_or_path);
+    rc = seg_path(path, sizeof path, name_or_path);
     if (rc)
         goto out;
     /* O_NOFOLLOW: a symlink planted under the name is refused (ELOOP).
@@ -308,6 +339,8 @@ int fb__seg_open_as(fb__seg **out, const char *name_or_path, uid_t uid,
         rc = FB_EFORMAT; /* shrank since fstat: its size does not fit */
     if (rc)
         goto out;
+    seg->dev = st.st_dev;
+    seg->ino = st.st_ino;
     seg->id.owner_uid = st.st_uid;
     seg->id.mode = (uint32_t)(st.st_mode & 07777);
     /* Heads are judged by how they move from here on. */
@@ -315,6 +348,9 @@ int fb__seg_open_as(fb__seg **out, const char *name_or_path, uid_t uid,
                                                  memory_order_acquire);
     seg->fr_head_seen = atomic_load_explicit(&((fb__seg_header *)base)->fr_head,
                                              memory_order_acquire);
+    if (seg->id.sdc_capacity)
+        seg->sdc_head_seen = atomic_load_explicit(
+            &((fb__seg_header *)base)->sdc_head, memory_order_acquire);
     *out = seg;
     seg = NULL;
     base = MAP_FAILED;
@@ -420,6 +456,13 @@ int fb__seg_check(fb__seg *seg, char *why, size_t why_size)
     unsigned long long value = 0;
     uint64_t rh = atomic_load_explicit(&h->report_head, memory_order_acquire);
     uint64_t fh = atomic_load_explicit(&h->fr_head, memory_order_acquire);
+    uint64_t sh = 0, sdc_off = 0;
+    uint32_t sdc_cap = 0;
+    if (seg->id.version_minor >= 3) {
+        sh = atomic_load_explicit(&h->sdc_head, memory_order_acquire);
+        sdc_off = *(volatile uint64_t *)&h->sdc_offset;
+        sdc_cap = *(volatile uint32_t *)&h->sdc_capacity;
+    }
     uint32_t end_kind = atomic_load_explicit(&h->end_kind, memory_order_relaxed);
     uint32_t inject_kind = atomic_load_explicit(&h->inject_kind, memory_order_relaxed);
     uint64_t lost_at = 0;
@@ -444,10 +487,15 @@ int fb__seg_check(fb__seg *seg, char *why, size_t why_size)
     } else if (!head_ok(fh, &seg->fr_head_seen)) {
         field = "fr_head";
         value = fh;
+    } else if (sdc_off != seg->sdc_offset_raw || sdc_cap != seg->sdc_capacity_raw) {
+        field = "sdc_offset or sdc_capacity";
+    } else if (seg->id.sdc_capacity && !head_ok(sh, &seg->sdc_head_seen)) {
+        field = "sdc_head";
+        value = sh;
     } else if (end_kind > FB__END_FINALIZED) {
         field = "end_kind";
         value = end_kind;
-    } else if (inject_kind > FB__INJECT_CORRUPT_CKPT) {
+    } else if (inject_kind > FB__INJECT_LAST_) {
         field = "inject_kind";
         value = inject_kind;
     }
@@ -504,6 +552,23 @@ void fb__seg_append_report(fb__seg *seg, fb__report_kind kind, int32_t code,
     atomic_store_explicit(&r->seq, idx + 1, memory_order_release);
 }
 
+/* Copy ring slot `slot` (its first word is its seq: index + 1, 0 while
+ * being written) for index idx into `copy`: 1 copied whole, 0 not written
+ * yet or being rewritten (try later), -1 overwritten (lost). */
+static int copy_slot(const void *slot, size_t size, uint64_t idx, void *copy)
+{
+    _Atomic uint64_t *seq = (_Atomic uint64_t *)slot;
+    uint64_t s1 = atomic_load_explicit(seq, memory_order_acquire);
+    if (s1 != idx + 1)
+        return s1 > idx + 1 ? -1 : 0;
+    memcpy(copy, slot, size);
+    atomic_thread_fence(memory_order_acquire);
+    uint64_t s2 = atomic_load_explicit(seq, memory_order_relaxed);
+    if (s2 != s1)
+        return s2 == 0 ? 0 : -1;
+    return 1;
+}
+
 int fb__seg_read_report(const fb__seg *seg, uint64_t idx, fb__seg_report *out)
 {
     fb__seg_header *h = seg->base;
@@ -514,18 +579,10 @@ int fb__seg_read_report(const fb__seg *seg, uint64_t idx, fb__seg_report *out)
     if (head - idx > cap)
         return -1;
     fb__seg_report *ring = (fb__seg_report *)((char *)seg->base + seg->id.report_offset);
-    fb__seg_report *r = &ring[idx % cap];
-    uint64_t s1 = atomic_load_explicit(&r->seq, memory_order_acquire);
-    if (s1 == 0)
-        return 0; /* being written; try again on the next poll */
-    if (s1 != idx + 1)
-        return s1 > idx + 1 ? -1 : 0;
     fb__seg_report c;
-    memcpy(&c, r, sizeof c);
-    atomic_thread_fence(memory_order_acquire);
-    uint64_t s2 = atomic_load_explicit(&r->seq, memory_order_relaxed);
-    if (s2 != s1)
-        return s2 == 0 ? 0 : -1;
+    int got = copy_slot(&ring[idx % cap], sizeof c, idx, &c);
+    if (got != 1)
+        return got;
     /* Only the private copy is looked at from here on. */
     out->kind = c.kind;
     out->code = c.code;
@@ -536,7 +593,7 @@ int fb__seg_read_report(const fb__seg *seg, uint64_t idx, fb__seg_report *out)
     out->wall_ns = c.wall_ns;
     c.text[sizeof c.text - 1] = '\0';
     fb__safe_text(out->text, sizeof out->text, c.text);
-    atomic_store_explicit(&out->seq, s1, memory_order_relaxed);
+    atomic_store_explicit(&out->seq, idx + 1, memory_order_relaxed);
     return 1;
 }
 
@@ -548,6 +605,151 @@ uint64_t fb__seg_report_next(const fb__seg *seg, uint64_t idx)
     if (head > idx + 1 && head - (idx + 1) > cap)
         return head - cap;
     return idx + 1;
+}
+
+/* The end of a dump: close the temporary file and rename it into place,
+ * or remove it when anything failed (rc, or the close). */
+static int dump_finish(int fd, const char *tmp, const char *path, int rc)
+{
+    if (close(fd) && !rc)
+        rc = -errno;
+    if (!rc && rename(tmp, path))
+        rc = -errno;
+    if (rc)
+        unlink(tmp);
+    return rc;
+}
+
+/* Copy [off, off + n) of the mapping to fd at the same offset, through a
+ * buffer (see fb__seg_dump). */
+static int dump_range(const fb__seg *seg, int fd, size_t off, size_t n)
+{
+    unsigned char buf[16384];
+    size_t end = off + n;
+    for (; off < end;) {
+        size_t k = end - off < sizeof buf ? end - off : sizeof buf;
+        memcpy(buf, (const char *)seg->base + off, k);
+        size_t done = 0;
+        while (done < k) {
+            ssize_t w = pwrite(fd, buf + done, k - done, (off_t)(off + done));
+            if (w < 0 && errno == EINTR)
+                continue;
+            if (w <= 0)
+                return w < 0 ? -errno : -EIO;
+            done += (size_t)w;
+        }
+        off += k;
+    }
+    return 0;
+}
+
+int fb__seg_dump_sparse(const fb__seg *seg, const char *name, const char *path)
+{
+    char shm[PATH_MAX];
+    if (!seg->guarded || !name || seg_path(shm, sizeof shm, name))
+        return fb__seg_dump(seg, path);
+    int in = open(shm, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    if (in < 0)
+        return fb__seg_dump(seg, path);
+    struct stat st;
+    if (fstat(in, &st) || !S_ISREG(st.st_mode) || st.st_dev != seg->dev ||
+        st.st_ino != seg->ino) {
+        close(in); /* replaced since attach: its holes say nothing of ours */
+        return fb__seg_dump(seg, path);
+    }
+    char tmp[PATH_MAX];
+    if (fb__fmt(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid())) {
+        close(in);
+        return -ENAMETOOLONG;
+    }
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        int e = errno;
+        close(in);
+        return -e;
+    }
+    /* The bytes always come from our mapping; the file only says where
+     * its holes are (never written: zeros, in the dump too).  A file
+     * system without SEEK_DATA answers with the whole file as data. */
+    int rc = ftruncate(fd, (off_t)seg->size) ? -errno : 0;
+    size_t off = 0;
+    while (!rc && off < seg->size) {
+        off_t d = lseek(in, (off_t)off, SEEK_DATA);
+        if (d < 0) {
+            if (errno != ENXIO) /* ENXIO: only a hole is left */
+                rc = dump_range(seg, fd, off, seg->size - off);
+            break;
+        }
+        if ((size_t)d >= seg->size)
+            break;
+        off_t h = lseek(in, d, SEEK_HOLE);
+        size_t hole = h < 0 || (size_t)h > seg->size ? seg->size : (size_t)h;
+        if (hole <= (size_t)d) /* no progress: take the rest */
+            hole = seg->size;
+        rc = dump_range(seg, fd, (size_t)d, hole - (size_t)d);
+        off = hole;
+    }
+    close(in);
+    return dump_finish(fd, tmp, path, rc);
+}
+
+void fb__seg_append_sdc(fb__seg *seg, uint64_t step, uint64_t hash,
+                        uint64_t offset, uint64_t length, uint32_t tensor,
+                        uint32_t flags, const char *name)
+{
+    if (!seg || !seg->writable || !seg->id.sdc_capacity)
+        return;
+    fb__seg_header *h = seg->base;
+    uint64_t idx = atomic_load_explicit(&h->sdc_head, memory_order_relaxed);
+    fb__seg_sdc *ring = (fb__seg_sdc *)((char *)seg->base + seg->id.sdc_offset);
+    fb__seg_sdc *r = &ring[idx & (seg->id.sdc_capacity - 1)];
+    atomic_store_explicit(&r->seq, 0, memory_order_relaxed);
+    atomic_thread_fence(memory_order_release);
+    r->step = step;
+    r->hash = hash;
+    r->offset = offset;
+    r->length = length;
+    r->tensor = tensor;
+    r->flags = flags;
+    snprintf(r->name, sizeof r->name, "%s", name ? name : "");
+    atomic_store_explicit(&r->seq, idx + 1, memory_order_release);
+    atomic_store_explicit(&h->sdc_head, idx + 1, memory_order_release);
+}
+
+uint64_t fb__seg_sdc_head(const fb__seg *seg)
+{
+    if (!seg || !seg->id.sdc_capacity)
+        return 0;
+    fb__seg_header *h = seg->base;
+    return atomic_load_explicit(&h->sdc_head, memory_order_acquire);
+}
+
+int fb__seg_read_sdc(const fb__seg *seg, uint64_t idx, fb__seg_sdc *out)
+{
+    uint64_t cap = seg->id.sdc_capacity;
+    if (!cap)
+        return 0;
+    uint64_t head = fb__seg_sdc_head(seg);
+    if (idx >= head)
+        return 0;
+    if (head - idx > cap)
+        return -1;
+    const fb__seg_sdc *ring =
+        (const fb__seg_sdc *)((const char *)seg->base + seg->id.sdc_offset);
+    fb__seg_sdc c;
+    int got = copy_slot(&ring[idx & (cap - 1)], sizeof c, idx, &c);
+    if (got != 1)
+        return got;
+    out->step = c.step;
+    out->hash = c.hash;
+    out->offset = c.offset;
+    out->length = c.length;
+    out->tensor = c.tensor;
+    out->flags = c.flags;
+    c.name[sizeof c.name - 1] = '\0';
+    fb__safe_text(out->name, sizeof out->name, c.name);
+    atomic_store_explicit(&out->seq, idx + 1, memory_order_relaxed);
+    return 1;
 }
 
 int fb__seg_dump(const fb__seg *seg, const char *path)
@@ -575,13 +777,7 @@ int fb__seg_dump(const fb__seg *seg, const char *path)
     } else {
         rc = fb__write_all(fd, seg->base, seg->size);
     }
-    if (close(fd) && !rc)
-        rc = -errno;
-    if (!rc && rename(tmp, path))
-        rc = -errno;
-    if (rc)
-        unlink(tmp);
-    return rc;
+    return dump_finish(fd, tmp, path, rc);
 }
 
 /* Parse "fb.<job>.<attempt>.<rank>" into its job id. */
@@ -651,17 +847,11 @@ static int job_has_segments(const char *job)
  * no segment left. */
 static int mpi_dir_stale(const char *path, const struct stat *st, const char *job)
 {
-    char pidfile[PATH_MAX], *text = NULL;
-    size_t len;
-    long long pid = 0;
-    if (!fb__fmt(pidfile, sizeof pidfile, "%s/" FB__SEG_MPI_DIR_PID, path) &&
-        !fb__read_file(pidfile, 64, &text, &len)) {
-        text[strcspn(text, "\n")] = '\0';
-        int bad = fb__parse_int(text, 1, INT_MAX, &pid);
-        free(text);
-        if (!bad)
-            return kill((pid_t)pid, 0) != 0 && errno == ESRCH;
-    }
+    char pidfile[PATH_MAX];
+    int gone = fb__fmt(pidfile, sizeof pidfile, "%s/" FB__SEG_MPI_DIR_PID, path)
+                   ? -1 : fb__pid_file_gone(pidfile);
+    if (gone >= 0)
+        return gone;
     return time(NULL) - st->st_mtime >= 5 && !job_has_segments(job);
 }
 
@@ -734,4 +924,40 @@ int fb__seg_cleanup(const char *job_id)
 int fb__seg_remove_job(const char *job_id, int attempt)
 {
     return cleanup(job_id, attempt, 0);
+}
+
+int fb__seg_request_dump(const fb__seg *seg, const char *name_or_path,
+                         uint64_t request)
+{
+    char path[PATH_MAX];
+    int rc;
+    if (!seg || seg->writable)
+        return -EINVAL;
+    rc = seg_path(path, sizeof path, name_or_path);
+    if (rc)
+        return rc;
+    int fd = open(path, O_WRONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    if (fd < 0)
+        return -errno;
+    struct stat st;
+    if (fstat(fd, &st) < 0) {
+        rc = -errno;
+    } else if (!S_ISREG(st.st_mode) || st.st_dev != seg->dev || st.st_ino != seg->ino) {
+        rc = FB_ENOTOURS; /* replaced since attach: not the rank we watch */
+    } else {
+        /* One aligned 8-byte word: the rank reads it with a relaxed load. */
+        ssize_t n = pwrite(fd, &request, sizeof request,
+                           (off_t)offsetof(fb__seg_header, dump_request));
+        rc = n == (ssize_t)sizeof request ? 0 : n < 0 ? -errno : -EIO;
+        /* The rank's thread sleeps on the word's low half (a shared
+         * futex: keyed by the file's page, so our read-only mapping of it
+         * reaches it; a wake only reads).  A truncated page is EFAULT,
+         * not a fault. */
+        if (!rc)
+            syscall(SYS_futex, (uint32_t *)((char *)seg->base +
+                                            offsetof(fb__seg_header, dump_request)),
+                    FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+    }
+    close(fd);
+    return rc;
 }

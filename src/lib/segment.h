@@ -1,5 +1,5 @@
 /*
- * segment.h -- the per-rank shared-memory segment (layout version 1.1).
+ * segment.h -- the per-rank shared-memory segment (layout version 1.3).
  *
  * One file per rank in /dev/shm, named by job, attempt and rank:
  *
@@ -61,6 +61,14 @@
  *    *_wall_ns are CLOCK_REALTIME.
  *  - Minor 1 appended fr_clock and fr_tsc_hz; a minor-0 file reads them as
  *    0 (clock unknown, which means CLOCK_MONOTONIC).
+ *  - Minor 2 appended dump_request and dump_done: the one word a reader
+ *    writes (the supervisor asks the rank to dump PyTorch's flight
+ *    recorder, with pwrite(2) on the file, never through a mapping), and
+ *    the rank's answer.  A minor-1 rank never answers: the supervisor's
+ *    wait is bounded.
+ *  - Minor 3 appended sdc_offset, sdc_capacity and sdc_head, and a ring of
+ *    SDC check records after the flight-recorder ring (total_size grew);
+ *    a file of an older minor has none (sdc_capacity reads 0).
  */
 #ifndef FB_LIB_SEGMENT_H
 #define FB_LIB_SEGMENT_H
@@ -73,7 +81,7 @@
 
 #define FB__SEG_MAGIC 0x31474553424546ull /* "FEBSEG1\0" little-endian */
 #define FB__SEG_VERSION_MAJOR 1
-#define FB__SEG_VERSION_MINOR 1
+#define FB__SEG_VERSION_MINOR 3
 #define FB__SEG_HEADER_SIZE 4096
 #define FB__SEG_REPORT_CAPACITY 128
 #define FB__SEG_FR_DEFAULT_CAPACITY 4096
@@ -101,6 +109,15 @@ typedef enum {
     FB__REPORT_NOTE = 10,          /* free text                              */
     FB__REPORT_CKPT_DELETED = 11   /* an old checkpoint was deleted: step    */
 } fb__report_kind;
+
+/* CKPT_COMMITTED's code: 0 from the checkpoint engine (one rank's shard;
+ * the step is durable once every rank's is); FB__COMMIT_WHOLE from the
+ * Python hooks (the script's own torch.save / dcp.save, or
+ * firebreak.committed): that step is durable as a whole. */
+#define FB__COMMIT_WHOLE 1
+/* NOTE's code: FB__NOTE_WHERE is the Python hooks' answer to a dump
+ * request: text is where the rank's main thread is ("file:line in f"). */
+#define FB__NOTE_WHERE 1
 
 #define FB__REPORT_TEXT_MAX 200
 
@@ -133,8 +150,28 @@ typedef enum {
     FB__INJECT_EXIT = 3,   /* exit(code)                          */
     FB__INJECT_SLOW = 4,   /* sleep (factor - 1) x step time      */
     FB__INJECT_SEGV = 5,   /* raise SIGSEGV                        */
-    FB__INJECT_CORRUPT_CKPT = 6 /* flip a byte in the newest shard  */
+    FB__INJECT_CORRUPT_CKPT = 6, /* flip a byte in the newest shard */
+    FB__INJECT_FLIP = 7,   /* flip a bit in a tensor registered for the
+                              SDC check (minor 3)                  */
+    FB__INJECT_LAST_ = FB__INJECT_FLIP
 } fb__inject_kind;
+
+/* Minor 2: the silent-data-corruption check (src/lib/sdc.c, docs/sdc.md).
+ * Each record is the hash of one piece of one replicated tensor after an
+ * optimizer step; the supervisor compares the same piece across ranks. */
+#define FB__SEG_SDC_CAPACITY 1024
+#define FB__SEG_SDC_NAME_MAX 48
+#define FB__SDC_FULL 1u       /* flags: part of a check of every tensor  */
+typedef struct fb__seg_sdc {
+    _Atomic uint64_t seq;     /* index + 1, stored last (release); 0: empty */
+    uint64_t step;            /* the step fb_sdc_check was given         */
+    uint64_t hash;            /* XXH3-64 of the piece                    */
+    uint64_t offset;          /* first byte of the piece in the tensor   */
+    uint64_t length;          /* bytes hashed                            */
+    uint32_t tensor;          /* registration index                      */
+    uint32_t flags;           /* FB__SDC_*                                */
+    char name[FB__SEG_SDC_NAME_MAX]; /* the tensor's name, NUL-terminated */
+} fb__seg_sdc; /* 96 bytes */
 
 typedef struct fb__seg_header {
     /* --- identity: written once at creation, before magic --- */
@@ -197,6 +234,18 @@ typedef struct fb__seg_header {
     _Atomic uint32_t fr_clock;       /* fb__seg_clock; 0 in minor-0 files  */
     uint32_t reserved2;
     _Atomic uint64_t fr_tsc_hz;      /* calibrated TSC rate (FB_CLOCK_TSC)  */
+
+    /* --- minor 2: dump requests (docs/segment.md, "Dump requests") --- */
+    _Atomic uint64_t dump_request;   /* the supervisor: n-th request, by
+                                        pwrite (fb__seg_request_dump)      */
+    _Atomic uint64_t dump_done;      /* the rank: the request it answered  */
+    /* --- minor 3: SDC check records (src/lib/sdc.c).  Offset and
+     * capacity are written once at creation, before magic; readers copy
+     * them at attach (fb__seg_ident) and fb__seg_check compares. --- */
+    uint64_t sdc_offset;             /* ring of fb__seg_sdc; 0 in minor < 3 */
+    uint32_t sdc_capacity;           /* records; a power of two, or 0       */
+    uint32_t reserved3;
+    _Atomic uint64_t sdc_head;       /* next record index (the rank's)      */
 } fb__seg_header;
 
 /* fr_clock: the source of the flight recorder's *_mono_ns event times.
@@ -211,6 +260,7 @@ typedef enum {
 _Static_assert(sizeof(fb__seg_header) <= FB__SEG_HEADER_SIZE,
                "segment header grew past its page");
 _Static_assert(sizeof(fb__seg_report) == 256, "report slot size changed");
+_Static_assert(sizeof(fb__seg_sdc) == 96, "SDC record size changed");
 
 /* ---- writer side (the rank; src/lib/segment.c) ---- */
 
@@ -250,6 +300,8 @@ typedef struct fb__seg_identity {
     uint32_t fr_entry_size;
     uint64_t fr_offset;        /* fr area lies inside the mapping        */
     uint32_t fr_capacity;      /* a power of two, or 0                    */
+    uint64_t sdc_offset;       /* minor 3: SDC ring inside the mapping   */
+    uint32_t sdc_capacity;     /* a power of two, or 0 (none)            */
     int32_t pid, rank, world_size, local_rank, attempt, supervisor_pid;
     uint64_t created_wall_ns, created_mono_ns;
     char job_id[64];           /* NUL-terminated, control bytes as '?'    */
@@ -307,6 +359,16 @@ int fb__seg_truncated(const fb__seg *seg, uint64_t *offset);
  * capacity in slots (0: no ring, or entries of another size). */
 const void *fb__seg_fr_area(const fb__seg *seg, uint32_t *capacity);
 
+/* Ask the rank whose segment `seg` is (attached with fb__seg_open_as) to
+ * dump its flight recorders: stores `request` into its dump_request with
+ * pwrite(2) on the file, reopened by `name_or_path` with O_NOFOLLOW and
+ * accepted only when it is still the file attached (same device and
+ * inode): a write through a mapping of a file the rank may truncate
+ * would fault.  Then wakes the rank's thread, which sleeps on the word's
+ * low 32 bits (a shared futex).  0 or a negative code. */
+int fb__seg_request_dump(const fb__seg *seg, const char *name_or_path,
+                         uint64_t request);
+
 /* Append a report (any thread of the rank).  text may be NULL. */
 void fb__seg_append_report(fb__seg *seg, fb__report_kind kind, int32_t code,
                     uint64_t step, uint64_t bytes, uint64_t value1,
@@ -324,9 +386,26 @@ int fb__seg_read_report(const fb__seg *seg, uint64_t idx,
  * worth reading, idx + 1 or the oldest one the ring can still hold. */
 uint64_t fb__seg_report_next(const fb__seg *seg, uint64_t idx);
 
+/* SDC check records (minor 3).  Writer: append one (the rank's training
+ * thread only).  Reader: the same contract as fb__seg_read_report: 1 and
+ * *out filled (name NUL-terminated, control bytes as '?'), 0 not written
+ * yet, -1 lost (overwritten); fb__seg_sdc_head is the live head, bounded
+ * by nothing: callers read at most sdc_capacity records behind it. */
+void fb__seg_append_sdc(fb__seg *seg, uint64_t step, uint64_t hash,
+                        uint64_t offset, uint64_t length, uint32_t tensor,
+                        uint32_t flags, const char *name);
+int fb__seg_read_sdc(const fb__seg *seg, uint64_t idx, fb__seg_sdc *out);
+uint64_t fb__seg_sdc_head(const fb__seg *seg);
+
 /* Copy the whole segment to a file (post-mortem evidence; pages a
  * truncation took are written as zeros); 0 or -errno. */
 int fb__seg_dump(const fb__seg *seg, const char *path);
+
+/* The same file, written sparse: only the ranges that hold data in the
+ * segment's file `name` (SEEK_DATA; never-written pages are holes, read
+ * as zeros), when `name` is still the file mapped; otherwise as
+ * fb__seg_dump.  The bytes come from the mapping either way. */
+int fb__seg_dump_sparse(const fb__seg *seg, const char *name, const char *path);
 
 /* Remove stale segments in /dev/shm: those whose supervisor pid is dead,
  * or, when job_id is given, every one of that job.  Only regular files of

@@ -28,7 +28,8 @@
 
 static const char *const flag_names[FB__FLEET_NFLAGS] = {
     [FB__FLEET_REPEAT] = "repeat", [FB__FLEET_HARDWARE] = "hardware",
-    [FB__FLEET_HEALTH] = "health", [FB__FLEET_RATE] = "rate"};
+    [FB__FLEET_HEALTH] = "health", [FB__FLEET_RATE] = "rate",
+    [FB__FLEET_DRAIN] = "drain"};
 
 const char *fb__fleet_flag_name(int flag)
 {
@@ -42,6 +43,7 @@ void fb__fleet_thresholds_init(fb__fleet_thresholds *t)
     t->health = 2;
     t->rate_factor = 3.0;
     t->rate_min = 2;
+    t->drains = 2;
 }
 
 void fb__fleet_judge(const fb__fleet_thresholds *t, double fleet_rate,
@@ -58,6 +60,8 @@ void fb__fleet_judge(const fb__fleet_thresholds *t, double fleet_rate,
     if (n->interruptions >= (size_t)t->rate_min && fleet_rate > 0 &&
         n->rate >= t->rate_factor * fleet_rate * (1 - 1e-9)) /* 3 x 0.1 is 0.3 */
         n->flags |= 1u << FB__FLEET_RATE;
+    if (n->drains >= (size_t)t->drains)
+        n->flags |= 1u << FB__FLEET_DRAIN;
 }
 
 /* ---- accumulating ------------------------------------------------------ */
@@ -120,20 +124,33 @@ static int is_hardware(const fb__report_class *c)
                             !strcmp(c->category, "Network"));
 }
 
-static int add_evidence(fb__fleet_node *n, const fb__report_run *run,
-                        const fb__report_incident *in, int interruption,
-                        int hw, int hfail, const char *checks)
+/* One more line of evidence for n, counted; *out the slot for the first
+ * EV_PER_NODE_MAX (NULL past them), its run and attempt filled in. */
+static int ev_slot(fb__fleet_node *n, const fb__report_run *run, int attempt,
+                   fb__fleet_ev **out)
 {
+    *out = NULL;
     n->nevidence++;
     if (n->nev >= EV_PER_NODE_MAX)
         return 0;
     if (!n->ev && !(n->ev = calloc(EV_PER_NODE_MAX, sizeof *n->ev)))
         return -ENOMEM;
-    fb__fleet_ev *e = &n->ev[n->nev++];
+    fb__fleet_ev *e = *out = &n->ev[n->nev++];
     char buf[200];
     snprintf(e->run, sizeof e->run, "%s", fb__safe_text(buf, sizeof buf,
              run->name ? run->name : run->dir));
-    e->attempt = in->attempt >= 0 ? run->attempts[in->attempt].number : -1;
+    e->attempt = attempt >= 0 ? run->attempts[attempt].number : -1;
+    return 0;
+}
+
+static int add_evidence(fb__fleet_node *n, const fb__report_run *run,
+                        const fb__report_incident *in, int interruption,
+                        int hw, int hfail, const char *checks)
+{
+    fb__fleet_ev *e;
+    int rc = ev_slot(n, run, in->attempt, &e);
+    if (rc || !e)
+        return rc;
     e->id = in->id;
     snprintf(e->kind, sizeof e->kind, "%s", in->kind);
     snprintf(e->category, sizeof e->category, "%s%s", in->cls.category,
@@ -144,6 +161,23 @@ static int add_evidence(fb__fleet_node *n, const fb__report_run *run,
     e->interruption = interruption;
     e->hardware = hw;
     e->health_fail = hfail;
+    return 0;
+}
+
+/* A drain by firebreak (--drain): its reason is the evidence. */
+static int add_drain(fb__fleet_node *n, const fb__report_run *run,
+                     const fb__report_drain *d)
+{
+    fb__fleet_ev *e;
+    int rc = ev_slot(n, run, d->attempt, &e);
+    if (rc || !e)
+        return rc;
+    e->id = -1;
+    snprintf(e->kind, sizeof e->kind, "drain");
+    snprintf(e->category, sizeof e->category, "-");
+    snprintf(e->component, sizeof e->component, "-");
+    snprintf(e->why, sizeof e->why, "drained, Reason=%s", d->reason);
+    e->drain = 1;
     return 0;
 }
 
@@ -202,6 +236,18 @@ int fb__fleet_add_run(fb__fleet *f, const fb__report_run *run)
         if (add_evidence(n, run, in, intr, hw, hfail, checks))
             return -ENOMEM;
     }
+    for (size_t i = 0; i < run->ndrains; i++) {
+        const fb__report_drain *d = &run->drains[i];
+        if (d->code != 0) /* scontrol failed: not drained */
+            continue;
+        fb__fleet_node *n = node_of(f, d->node);
+        if (!n)
+            return -ENOMEM;
+        seen_in(n, idx);
+        n->drains++;
+        if (add_drain(n, run, d))
+            return -ENOMEM;
+    }
     return 0;
 }
 
@@ -217,6 +263,8 @@ static int cmp_nodes(const void *a, const void *b)
         return x->interruptions < y->interruptions ? 1 : -1;
     if (x->health_fails != y->health_fails)
         return x->health_fails < y->health_fails ? 1 : -1;
+    if (x->drains != y->drains)
+        return x->drains < y->drains ? 1 : -1;
     return strcmp(x->name, y->name);
 }
 
@@ -267,16 +315,16 @@ int fb__fleet_write_text(FILE *out, const fb__fleet *f)
                 "stderr)\n", f->skipped, f->skipped == 1 ? "y" : "ies");
     fprintf(out, "thresholds: repeat >= %d runs with an interruption; hardware "
             ">= %d; health >= %d failed checks; rate >= %.1fx the fleet's with "
-            ">= %d interruptions\n\n", f->t.repeat_runs, f->t.hardware,
-            f->t.health, f->t.rate_factor, f->t.rate_min);
-    fprintf(out, "  %-24s %5s %7s %8s %6s %8s  %s\n", "node", "runs",
-            "interr", "hardware", "health", "rate", "flags");
+            ">= %d interruptions; drain >= %d drains\n\n", f->t.repeat_runs,
+            f->t.hardware, f->t.health, f->t.rate_factor, f->t.rate_min, f->t.drains);
+    fprintf(out, "  %-24s %5s %7s %8s %6s %6s %8s  %s\n", "node", "runs",
+            "interr", "hardware", "health", "drains", "rate", "flags");
     for (size_t i = 0; i < f->nnodes; i++) {
         const fb__fleet_node *n = &f->nodes[i];
         flags_text(n->flags, fl, sizeof fl);
-        fprintf(out, "  %-24s %5zu %7zu %8zu %6zu %8.3f  %s\n",
+        fprintf(out, "  %-24s %5zu %7zu %8zu %6zu %6zu %8.3f  %s\n",
                 fb__safe_text(b1, sizeof b1, n->name), n->runs, n->interruptions,
-                n->hardware, n->health_fails, n->rate, fl);
+                n->hardware, n->health_fails, n->drains, n->rate, fl);
     }
     for (size_t i = 0; i < f->nnodes; i++) {
         const fb__fleet_node *n = &f->nodes[i];
@@ -286,6 +334,12 @@ int fb__fleet_write_text(FILE *out, const fb__fleet *f)
         fprintf(out, "\n%s (%s): evidence\n", fb__safe_text(b1, sizeof b1, n->name), fl);
         for (size_t k = 0; k < n->nev; k++) {
             const fb__fleet_ev *e = &n->ev[k];
+            if (e->drain) {
+                fprintf(out, "  %s attempt %d drain\n      %s\n",
+                        fb__safe_text(b1, sizeof b1, e->run), e->attempt,
+                        fb__safe_text(b2, sizeof b2, e->why));
+                continue;
+            }
             fprintf(out, "  %s attempt %d #%lld %s: %s / %s%s%s%s%s\n      %s\n",
                     fb__safe_text(b1, sizeof b1, e->run), e->attempt,
                     (long long)e->id, e->kind, e->category, e->component,
@@ -316,6 +370,7 @@ int fb__fleet_write_json(fb__jsonw *w, const fb__fleet *f)
     fb__jsonw_kint(w, "health", f->t.health);
     fb__jsonw_kdouble(w, "rate_factor", f->t.rate_factor);
     fb__jsonw_kint(w, "rate_min", f->t.rate_min);
+    fb__jsonw_kint(w, "drains", f->t.drains);
     fb__jsonw_obj_end(w);
     fb__jsonw_key(w, "nodes");
     fb__jsonw_arr_begin(w);
@@ -328,6 +383,7 @@ int fb__fleet_write_json(fb__jsonw *w, const fb__fleet *f)
         fb__jsonw_kint(w, "interruptions", (long long)n->interruptions);
         fb__jsonw_kint(w, "hardware", (long long)n->hardware);
         fb__jsonw_kint(w, "health_fails", (long long)n->health_fails);
+        fb__jsonw_kint(w, "drains", (long long)n->drains);
         fb__jsonw_kdouble(w, "rate", round(n->rate * 1e6) / 1e6);
         fb__jsonw_kbool(w, "flagged", n->flags != 0);
         fb__jsonw_key(w, "flags");
@@ -344,13 +400,18 @@ int fb__fleet_write_json(fb__jsonw *w, const fb__fleet *f)
             fb__jsonw_obj_begin(w);
             fb__jsonw_kstr(w, "run", e->run);
             fb__jsonw_kint(w, "attempt", e->attempt);
-            fb__jsonw_kint(w, "incident", e->id);
+            fb__jsonw_key(w, "incident");
+            if (e->drain)
+                fb__jsonw_null(w);
+            else
+                fb__jsonw_int(w, e->id);
             fb__jsonw_kstr(w, "kind", e->kind);
             fb__jsonw_kstr(w, "category", e->category);
             fb__jsonw_kstr(w, "component", e->component);
             fb__jsonw_kbool(w, "interruption", e->interruption);
             fb__jsonw_kbool(w, "hardware", e->hardware);
             fb__jsonw_kbool(w, "health_failed", e->health_fail);
+            fb__jsonw_kbool(w, "drain", e->drain);
             fb__jsonw_kstr(w, "failed_checks", e->checks[0] ? e->checks : NULL);
             fb__jsonw_kstr(w, "evidence", e->why);
             fb__jsonw_obj_end(w);

@@ -504,6 +504,8 @@ void fb__report_free(fb__report_run *run)
     for (size_t i = 0; i < run->nevents; i++)
         free(run->events[i].detail);
     free(run->events);
+    free(run->late);
+    free(run->drains);
     free(run->dir);
     free(run->name);
     free(run->status);
@@ -529,34 +531,53 @@ static int needs_cause(const fb__report_incident *in)
            !(in->detail && strstr(in->detail, "incomplete"));
 }
 
-/* The journal's `inject` events of a corrupt: fault, in id order. */
-static int load_corrupt_injects(loader *L, inject_event **out, size_t *n)
+/* Every event row of the journal, in id order, to fn (0 to go on, or
+ * -ENOMEM to stop): 0, -ENOMEM, or a read failure said in L. */
+static int each_event(loader *L, int (*fn)(void *arg, const fb__journal_event_row *r),
+                      void *arg)
 {
     fb__journal_cursor *c;
     fb__journal_event_row r;
-    size_t cap = 0;
     int rc = fb__journal_rows(L->jr, FB__JOURNAL_EVENT, &c);
     if (rc)
         return read_fail(L, rc);
-    while ((rc = fb__journal_next_event(c, &r)) == 1) {
-        if (!r.kind || strcmp(r.kind, "inject") || !r.detail ||
-            strncasecmp(r.detail, "corrupt:", 8))
-            continue;
-        if (grow((void **)out, &cap, *n, sizeof **out)) {
-            rc = -ENOMEM;
+    while ((rc = fb__journal_next_event(c, &r)) == 1)
+        if ((rc = fn(arg, &r)) < 0)
             break;
-        }
-        inject_event *e = &(*out)[*n];
-        e->time = r.time;
-        e->rank = r.rank;
-        if (!(e->detail = strdup(r.detail))) {
-            rc = -ENOMEM;
-            break;
-        }
-        (*n)++;
-    }
     fb__journal_rows_close(c);
     return rc < 0 && rc != -ENOMEM ? read_fail(L, rc) : rc;
+}
+
+typedef struct inject_list {
+    inject_event *ev;
+    size_t n, cap;
+} inject_list;
+
+static int corrupt_inject(void *arg, const fb__journal_event_row *r)
+{
+    inject_list *l = arg;
+    if (!r->kind || strcmp(r->kind, "inject") || !r->detail ||
+        strncasecmp(r->detail, "corrupt:", 8))
+        return 0;
+    if (grow((void **)&l->ev, &l->cap, l->n, sizeof *l->ev))
+        return -ENOMEM;
+    inject_event *e = &l->ev[l->n];
+    e->time = r->time;
+    e->rank = r->rank;
+    if (!(e->detail = strdup(r->detail)))
+        return -ENOMEM;
+    l->n++;
+    return 0;
+}
+
+/* The journal's `inject` events of a corrupt: fault, in id order. */
+static int load_corrupt_injects(loader *L, inject_event **out, size_t *n)
+{
+    inject_list l = {0};
+    int rc = each_event(L, corrupt_inject, &l);
+    *out = l.ev;
+    *n = l.n;
+    return rc;
 }
 
 static int attribute_corruption(loader *L, fb__report_run *run)
@@ -586,6 +607,38 @@ static int attribute_corruption(loader *L, fb__report_run *run)
         free(ev[k].detail);
     free(ev);
     return rc;
+}
+
+typedef struct drain_list {
+    fb__report_run *run;
+    size_t cap;
+} drain_list;
+
+static int drain_event(void *arg, const fb__journal_event_row *r)
+{
+    drain_list *l = arg;
+    fb__report_run *run = l->run;
+    if (!r->kind || strcmp(r->kind, "drain") || !r->node || !*r->node)
+        return 0;
+    if (run->drains_total++ >= FB__REPORT_DRAINS_MAX)
+        return 0;
+    if (grow((void **)&run->drains, &l->cap, run->ndrains, sizeof *run->drains))
+        return -ENOMEM;
+    fb__report_drain *d = &run->drains[run->ndrains++];
+    d->time = r->time;
+    d->attempt = attempt_index(run, r->attempt_id);
+    d->code = r->code;
+    snprintf(d->node, sizeof d->node, "%s", r->node);
+    snprintf(d->reason, sizeof d->reason, "%s", r->detail ? r->detail : "");
+    return 0;
+}
+
+/* The journal's `drain` events (slurm.c, under --drain): the node is the
+ * event's node column, the reason its detail; FB__REPORT_DRAINS_MAX kept. */
+static int load_drains(loader *L, fb__report_run *run)
+{
+    drain_list l = {.run = run};
+    return each_event(L, drain_event, &l);
 }
 
 static void classify_all(fb__report_run *run)
@@ -657,8 +710,13 @@ int fb__report_load(const char *run_dir, fb__report_run **out, char *err,
     if ((rc = load_run(&L, run)) || (rc = load_attempts(&L, run)) ||
         (rc = load_incidents(&L, run)) || (rc = load_placement(&L, run)) ||
         (rc = load_ckpts(&L, run)) ||
-        (rc = load_samples(&L, run)) || (rc = attribute_corruption(&L, run)))
+        (rc = load_samples(&L, run)) || (rc = attribute_corruption(&L, run)) ||
+        (rc = load_drains(&L, run)))
         goto out;
+    if ((rc = fb__report_load_lateness(L.jr, run))) {
+        read_fail(&L, rc);
+        goto out;
+    }
     fb__journal_close_ro(L.jr);
     L.jr = NULL;
     load_agent(run, dir);

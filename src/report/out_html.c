@@ -608,6 +608,95 @@ static void event_table(FILE *f, const fb__report_run *run)
                    MAX_INCIDENT_ROWS ? run->nevents : MAX_INCIDENT_ROWS));
 }
 
+/* The supervisor's live lateness: each rank's mean lateness over time
+ * (ranks that were named, or the worst, up to MAX_RANK_LINES lines),
+ * namings and ends as markers, and the rows as a table. */
+static void lateness_section(FILE *f, const fb__report_run *run)
+{
+    if (!run->late_total)
+        return;
+    fprintf(f, "<h3>Lateness at collectives</h3>\n");
+    int lines[MAX_RANK_LINES], nl = 0;
+    double lo = 0, hi = 0;
+    for (size_t i = 0; i < run->nlate; i++) {
+        const fb__report_late *l = &run->late[i];
+        if (!isnan(l->late_ms)) {
+            lo = fmin(lo, l->late_ms);
+            hi = fmax(hi, l->late_ms);
+        }
+        int k = 0;
+        while (k < nl && lines[k] != l->rank)
+            k++;
+        if (k == nl && nl < MAX_RANK_LINES)
+            lines[nl++] = l->rank;
+    }
+    size_t n = run->nlate;
+    double *xs = malloc((n ? n : 1) * sizeof *xs), *ys = malloc((n ? n : 1) * sizeof *ys);
+    int *seg = malloc((n ? n : 1) * sizeof *seg);
+    if (xs && ys && seg) {
+        double W = fb__report_s(run->wall_us) > 0 ? fb__report_s(run->wall_us) : 1;
+        plot p;
+        plot_begin(&p, f, "mean lateness per rank over time", 260);
+        p.x0 = 0;
+        p.x1 = W;
+        p.y0 = lo;
+        p.y1 = hi > lo ? hi * 1.05 : lo + 1;
+        axes(&p, "time since the run started (s)", "mean lateness (ms)");
+        const char *labels[MAX_RANK_LINES];
+        char names[MAX_RANK_LINES][24];
+        for (int k = 0; k < nl; k++) {
+            int m = 0;
+            for (size_t i = 0; i < n; i++) {
+                const fb__report_late *l = &run->late[i];
+                if (l->rank != lines[k] || l->kind != FB__LATE_SAMPLE)
+                    continue;
+                xs[m] = l->time - run->started_at;
+                ys[m] = l->late_ms;
+                seg[m++] = l->attempt;
+            }
+            snprintf(names[k], sizeof names[k], "rank %d", lines[k]);
+            labels[k] = names[k];
+            series(&p, xs, ys, seg, m, palette[k], names[k]);
+        }
+        for (size_t i = 0; i < n; i++) {
+            const fb__report_late *l = &run->late[i];
+            if (l->kind == FB__LATE_SAMPLE)
+                continue;
+            double x = px(&p, l->time - run->started_at);
+            fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" "
+                       "stroke=\"%s\" stroke-dasharray=\"4 3\"><title>%s rank %d"
+                       "</title></line>\n", x, p.mt, x, p.h - p.mb,
+                    l->kind == FB__LATE_NAMED ? "#c62828" : "#2e7d32",
+                    fb__report_late_kind_name(l->kind), l->rank);
+        }
+        legend(&p, labels, palette, nl);
+        plot_end(&p);
+    }
+    free(xs);
+    free(ys);
+    free(seg);
+    fprintf(f, "<div class=\"tbl\"><table id=\"lateness\"><tr><th>at (s)</th>"
+               "<th>kind</th><th>rank</th><th>step</th><th>mean lateness (ms)</th>"
+               "<th>last to arrive</th></tr>\n");
+    for (size_t i = 0; i < n && i < MAX_INCIDENT_ROWS; i++) {
+        const fb__report_late *l = &run->late[i];
+        fprintf(f, "<tr><td>%.3f</td><td>%s</td><td>%d</td><td>%lld</td><td>",
+                l->time - run->started_at, fb__report_late_kind_name(l->kind),
+                l->rank, (long long)l->step);
+        if (!isnan(l->late_ms))
+            fprintf(f, "%.1f", l->late_ms);
+        fprintf(f, "</td><td>");
+        if (l->collectives > 0)
+            fprintf(f, "%lld of %lld", (long long)l->last, (long long)l->collectives);
+        fprintf(f, "</td></tr>\n");
+    }
+    fprintf(f, "</table></div>\n");
+    if (run->late_total > n || n > MAX_INCIDENT_ROWS)
+        fprintf(f, "<p class=\"note\">%zu more lateness rows: see the text or "
+                   "JSON report.</p>\n", run->late_total -
+                   (n < MAX_INCIDENT_ROWS ? n : MAX_INCIDENT_ROWS));
+}
+
 static int run_section(FILE *f, fb__report_run *const *runs, size_t r,
                        size_t n)
 {
@@ -637,6 +726,7 @@ static int run_section(FILE *f, fb__report_run *const *runs, size_t r,
     fprintf(f, "<h3>Temperature and power beside throughput</h3>\n");
     env_chart(f, run);
     event_table(f, run);
+    lateness_section(f, run);
     if (n == 1) {
         int rc = table5(f, runs, 1);
         if (rc)
@@ -647,12 +737,13 @@ static int run_section(FILE *f, fb__report_run *const *runs, size_t r,
     return 0;
 }
 
-int fb__report_write_html(FILE *f, fb__report_run *const *runs, size_t n)
+/* The page's head and style, up to its <h1>. */
+static void page_head(FILE *f, const char *title)
 {
     fprintf(f, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
                "<meta name=\"viewport\" content=\"width=device-width, "
                "initial-scale=1\"><meta name=\"generator\" content=\"firebreak "
-               "report %s\"><title>firebreak report</title>\n<style>\n"
+               "report %s\"><title>%s</title>\n<style>\n"
                "body{font-family:system-ui,sans-serif;margin:0 auto;padding:0 "
                "12px;max-width:980px;color:#222;line-height:1.4}\n"
                "svg.chart{width:100%%;height:auto;display:block;margin:6px 0 "
@@ -662,7 +753,12 @@ int fb__report_write_html(FILE *f, fb__report_run *const *runs, size_t n)
                "#ddd;padding:3px 8px;text-align:left;vertical-align:top}\n"
                ".sw{display:inline-block;width:10px;height:10px;margin-right:6px}\n"
                ".note{color:#555;font-size:13px}\n</style></head><body>\n"
-               "<h1>firebreak report</h1>\n", FB__REPORT_JSON_VERSION);
+               "<h1>%s</h1>\n", FB__REPORT_JSON_VERSION, title, title);
+}
+
+int fb__report_write_html(FILE *f, fb__report_run *const *runs, size_t n)
+{
+    page_head(f, "firebreak report");
     if (n > 1) {
         int64_t us[FB__T_N] = {0}, wall = 0;
         fprintf(f, "<h2>%zu runs</h2><div class=\"tbl\"><table id=\"runs\"><tr>"
@@ -693,12 +789,95 @@ int fb__report_write_html(FILE *f, fb__report_run *const *runs, size_t n)
     return ferror(f) ? -EIO : 0;
 }
 
+/* `report --fleet --html`: the text's table and evidence (docs/report.md
+ * "Fleet"), every name and reason escaped. */
+int fb__fleet_write_html(FILE *f, const fb__fleet *fl)
+{
+    page_head(f, "firebreak fleet");
+    size_t flagged = 0;
+    for (size_t i = 0; i < fl->nnodes; i++)
+        flagged += fl->nodes[i].flags != 0;
+    fprintf(f, "<p id=\"summary\">%zu runs, %zu nodes, %zu interruptions on a "
+               "node (%.3f per node-run); <b>%zu flagged</b>", fl->nruns,
+            fl->nnodes, fl->interruptions, fl->rate, flagged);
+    if (fl->skipped)
+        fprintf(f, "; %zu run director%s skipped (could not be read)", fl->skipped,
+                fl->skipped == 1 ? "y" : "ies");
+    fprintf(f, "</p>\n<p class=\"note\">Flags: repeat &ge; %d runs with an "
+               "interruption; hardware &ge; %d; health &ge; %d failed checks; rate "
+               "&ge; %.1f&times; the fleet's with &ge; %d interruptions; drain "
+               "&ge; %d drains.</p>\n", fl->t.repeat_runs, fl->t.hardware,
+            fl->t.health, fl->t.rate_factor, fl->t.rate_min, fl->t.drains);
+    fprintf(f, "<div class=\"tbl\"><table id=\"fleet\"><tr><th>node</th><th>runs"
+               "</th><th>interruptions</th><th>hardware</th><th>health</th><th>"
+               "drains</th><th>rate</th><th>flags</th></tr>\n");
+    for (size_t i = 0; i < fl->nnodes; i++) {
+        const fb__fleet_node *n = &fl->nodes[i];
+        fprintf(f, "<tr%s><td>", n->flags ? " class=\"lemon\"" : "");
+        esc(f, n->name);
+        fprintf(f, "</td><td>%zu</td><td>%zu</td><td>%zu</td><td>%zu</td><td>%zu"
+                   "</td><td>%.3f</td><td>", n->runs, n->interruptions, n->hardware,
+                n->health_fails, n->drains, n->rate);
+        int any = 0;
+        for (int k = 0; k < FB__FLEET_NFLAGS; k++)
+            if (n->flags & (1u << k))
+                fprintf(f, "%s<b>%s</b>", any++ ? ", " : "", fb__fleet_flag_name(k));
+        fprintf(f, "%s</td></tr>\n", any ? "" : "-");
+    }
+    fprintf(f, "</table></div>\n");
+    for (size_t i = 0; i < fl->nnodes; i++) {
+        const fb__fleet_node *n = &fl->nodes[i];
+        if (!n->flags)
+            continue;
+        fprintf(f, "<h2>");
+        esc(f, n->name);
+        fprintf(f, ": evidence</h2>\n<div class=\"tbl\"><table class=\"evidence\">"
+                   "<tr><th>run</th><th>attempt</th><th>incident</th><th>kind</th>"
+                   "<th>category</th><th>component</th><th>health failed</th>"
+                   "<th>evidence</th></tr>\n");
+        for (size_t k = 0; k < n->nev; k++) {
+            const fb__fleet_ev *e = &n->ev[k];
+            fprintf(f, "<tr><td>");
+            esc(f, e->run);
+            fprintf(f, "</td><td>%d</td><td>", e->attempt);
+            if (e->drain)
+                fprintf(f, "-");
+            else
+                fprintf(f, "#%lld", (long long)e->id);
+            fprintf(f, "</td><td>");
+            esc(f, e->kind);
+            fprintf(f, "</td><td>");
+            esc(f, e->category);
+            fprintf(f, "%s</td><td>", e->hardware ? " [hardware]" : "");
+            esc(f, e->component);
+            fprintf(f, "</td><td>");
+            esc(f, e->health_fail ? e->checks : "");
+            fprintf(f, "</td><td class=\"ev\">");
+            esc(f, e->why);
+            fprintf(f, "</td></tr>\n");
+        }
+        fprintf(f, "</table></div>\n");
+        if (n->nevidence > n->nev)
+            fprintf(f, "<p class=\"note\">... %zu more</p>\n", n->nevidence - n->nev);
+    }
+    fprintf(f, "</body></html>\n");
+    return ferror(f) ? -EIO : 0;
+}
+
+/* A page: the runs' report or the fleet's. */
+typedef struct page {
+    fb__report_run *const *runs;
+    size_t n;
+    const fb__fleet *fleet;
+} page;
+
 /* The page into an open stream; every write, the flush and the close are
  * checked (a full disk, /dev/full).  fsync when the file is a regular one.
  * Closes f.  0 or -errno. */
-static int write_stream(FILE *f, fb__report_run *const *runs, size_t n)
+static int write_stream(FILE *f, const page *pg)
 {
-    int rc = fb__report_write_html(f, runs, n);
+    int rc = pg->fleet ? fb__fleet_write_html(f, pg->fleet)
+                       : fb__report_write_html(f, pg->runs, pg->n);
     if (fflush(f) && (!rc || rc == -EIO))
         rc = -errno; /* why the write failed (ENOSPC), not just -EIO */
     if (!rc && ferror(f))
@@ -712,8 +891,7 @@ static int write_stream(FILE *f, fb__report_run *const *runs, size_t n)
     return rc;
 }
 
-int fb__report_write_html_file(const char *path, fb__report_run *const *runs,
-                               size_t n, char *err, size_t errsz)
+static int write_page(const char *path, const page *pg, char *err, size_t errsz)
 {
     struct stat st;
     int rc;
@@ -722,7 +900,7 @@ int fb__report_write_html_file(const char *path, fb__report_run *const *runs,
          * directory is refused by fopen. */
         errno = 0;
         FILE *f = fopen(path, "w");
-        rc = f ? write_stream(f, runs, n) : -errno;
+        rc = f ? write_stream(f, pg) : -errno;
         if (rc)
             snprintf(err, errsz, "cannot write %s: %s", path, fb_strerror(rc));
         return rc;
@@ -748,7 +926,7 @@ int fb__report_write_html_file(const char *path, fb__report_run *const *runs,
         snprintf(err, errsz, "cannot write %s: %s", path, fb_strerror(rc));
         return rc;
     }
-    rc = write_stream(f, runs, n);
+    rc = write_stream(f, pg);
     if (!rc && rename(tmp, path))
         rc = -errno;
     if (!rc) {
@@ -768,4 +946,18 @@ int fb__report_write_html_file(const char *path, fb__report_run *const *runs,
         unlink(tmp);
     }
     return rc;
+}
+
+int fb__report_write_html_file(const char *path, fb__report_run *const *runs,
+                               size_t n, char *err, size_t errsz)
+{
+    page pg = {.runs = runs, .n = n};
+    return write_page(path, &pg, err, errsz);
+}
+
+int fb__fleet_write_html_file(const char *path, const fb__fleet *f, char *err,
+                              size_t errsz)
+{
+    page pg = {.fleet = f};
+    return write_page(path, &pg, err, errsz);
 }

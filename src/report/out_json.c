@@ -178,6 +178,7 @@ static void run_obj(fb__jsonw *w, const fb__report_run *run)
     fb__jsonw_arr_end(w);
     fb__jsonw_kstr(w, "agent", run->agent_note[0] ? run->agent_note : NULL);
     agent_obj(w, run);
+    fb__report_lateness_json(w, run);
     fb__jsonw_obj_end(w);
 }
 

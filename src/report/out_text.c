@@ -255,6 +255,7 @@ static int write_text(FILE *f, fb__report_run *const *runs, size_t n)
         if ((rc = suspects(f, runs, 1)))
             return rc;
         agent_part(f, run);
+        fb__report_lateness_text(f, run);
         return ferror(f) ? -EIO : 0;
     }
     int64_t us[FB__T_N] = {0}, wall = 0;
@@ -282,6 +283,7 @@ static int write_text(FILE *f, fb__report_run *const *runs, size_t n)
         summary(f, runs[r]);
         incidents(f, runs[r]);
         agent_part(f, runs[r]);
+        fb__report_lateness_text(f, runs[r]);
     }
     return ferror(f) ? -EIO : 0;
 }

@@ -122,8 +122,40 @@ typedef struct fb__report_agent_event {
     char *detail;
 } fb__report_agent_event;
 
+/* The supervisor's live lateness (journal events "lateness", "straggler",
+ * "straggler_end"; docs/supervisor.md "Stragglers"), by time. */
+typedef enum {
+    FB__LATE_SAMPLE = 0,   /* "lateness": a rank's window at a moment      */
+    FB__LATE_NAMED,        /* "straggler" (incident or event): named       */
+    FB__LATE_ENDED,        /* "straggler_end": no longer late              */
+    FB__LATE_KIND_COUNT_
+} fb__report_late_kind;
+
+typedef struct fb__report_late {
+    double time;
+    int rank;
+    fb__report_late_kind kind;
+    int attempt;                   /* index into run->attempts, -1: unknown */
+    int64_t step;                  /* -1: unknown */
+    double late_ms;                /* mean lateness over the window; NAN */
+    int64_t last, collectives;     /* last in `last` of them; -1: unknown */
+} fb__report_late;
+
+#define FB__REPORT_LATE_MAX 20000
+
 /* The agent's events read, at most (the rest are counted, not kept). */
 #define FB__REPORT_AGENT_EVENTS_MAX 10000
+
+/* A node the supervisor drained under --drain (journal event "drain",
+ * docs/report.md "Fleet"): node, reason, scontrol's exit (0: drained). */
+typedef struct fb__report_drain {
+    double time;
+    int attempt;                   /* index into run->attempts, -1: unknown */
+    int code;
+    char node[128], reason[256];
+} fb__report_drain;
+
+#define FB__REPORT_DRAINS_MAX 1000
 
 typedef struct fb__report_run {
     char *dir, *name, *status, *reason, *hostname;
@@ -144,6 +176,10 @@ typedef struct fb__report_run {
     char agent_note[256];          /* why agent data is absent, or "" */
     fb__report_agent_event *events; /* agent.sqlite, by time            */
     size_t nevents, events_total;  /* kept; in the file                 */
+    fb__report_late *late;         /* lateness rows, by time            */
+    size_t nlate, late_total;      /* kept; in the journal              */
+    fb__report_drain *drains;      /* journal events "drain", in order  */
+    size_t ndrains, drains_total;  /* kept; in the journal              */
 } fb__report_run;
 
 /*
@@ -156,6 +192,17 @@ typedef struct fb__report_run {
 int fb__report_load(const char *run_dir, fb__report_run **out, char *err,
                     size_t errsz);
 void fb__report_free(fb__report_run *run);
+
+/* The journal's lateness rows of run (lateness.c), after its attempts and
+ * incidents are loaded: 0 or a negative code (message from the journal). */
+struct fb__journal_ro;
+int fb__report_load_lateness(struct fb__journal_ro *jr, fb__report_run *run);
+const char *fb__report_late_kind_name(fb__report_late_kind k);
+/* The "lateness" section of the text and JSON outputs (nothing, or an
+ * empty list, when the run has none). */
+void fb__report_lateness_text(FILE *f, const fb__report_run *run);
+struct fb__jsonw;
+void fb__report_lateness_json(struct fb__jsonw *w, const fb__report_run *run);
 
 /* The accounting (account.c); called by load, exposed for tests.
  * Returns 0, or FB_EFORMAT when the partition does not add up (a bug). */
@@ -247,7 +294,7 @@ long fb__report_suspects(fb__report_run *const *runs, size_t n,
 
 /* Lemon flags (docs/report.md "Fleet"). */
 enum { FB__FLEET_REPEAT, FB__FLEET_HARDWARE, FB__FLEET_HEALTH, FB__FLEET_RATE,
-       FB__FLEET_NFLAGS };
+       FB__FLEET_DRAIN, FB__FLEET_NFLAGS };
 const char *fb__fleet_flag_name(int flag);
 
 typedef struct fb__fleet_thresholds {
@@ -256,24 +303,25 @@ typedef struct fb__fleet_thresholds {
     int health;          /* failed health verdicts after incidents     (2) */
     double rate_factor;  /* interruptions per run >= factor x fleet's  (3) */
     int rate_min;        /* ... with at least this many interruptions  (2) */
+    int drains;          /* drains by firebreak (--drain), at least    (2) */
 } fb__fleet_thresholds;
 void fb__fleet_thresholds_init(fb__fleet_thresholds *t);
 
-/* One incident behind a node's counts. */
+/* One incident (or drain: kind "drain", id -1) behind a node's counts. */
 typedef struct fb__fleet_ev {
     char run[64];
     int attempt;
     int64_t id;
     char kind[24], category[48], component[48], checks[200];
     char why[400];
-    int interruption, hardware, health_fail;
+    int interruption, hardware, health_fail, drain;
 } fb__fleet_ev;
 
 typedef struct fb__fleet_node {
     char name[128];
     size_t runs;          /* runs it appears in (host or incident node)  */
     size_t runs_failed;   /* runs with an interruption on it             */
-    size_t interruptions, hardware, health_fails;
+    size_t interruptions, hardware, health_fails, drains;
     double rate;          /* interruptions / runs                        */
     unsigned flags;       /* 1 << FB__FLEET_*                            */
     fb__fleet_ev *ev;     /* the first EV_PER_NODE_MAX                    */
@@ -303,6 +351,11 @@ void fb__fleet_judge(const fb__fleet_thresholds *t, double fleet_rate,
                      fb__fleet_node *n);
 int fb__fleet_write_text(FILE *out, const fb__fleet *f);
 int fb__fleet_write_json(struct fb__jsonw *w, const fb__fleet *f);
+/* The fleet as an HTML page (out_html.c); into a file as
+ * fb__report_write_html_file writes one: 0 or -errno with err set. */
+int fb__fleet_write_html(FILE *f, const fb__fleet *fl);
+int fb__fleet_write_html_file(const char *path, const fb__fleet *f, char *err,
+                              size_t errsz);
 void fb__fleet_free(fb__fleet *f);
 
 #endif

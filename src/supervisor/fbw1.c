@@ -201,6 +201,19 @@ int fb__fbw1_parse(const char *line, size_t len, int max_rank, fb__fbw1_msg *m)
         }
         return -EINVAL;
     }
+    if (n == 2 && !strcmp(f[0], "snap") && !num(f[1], 0, FB__FBW1_ATTEMPT_MAX, &a)) {
+        m->kind = FB_FBW1_SNAP;
+        m->attempt = (int)a;
+        return 0;
+    }
+    if (n == 4 && !strcmp(f[0], "snapped") && fb__fbw1_node_name_ok(f[1]) &&
+        !num(f[2], 0, FB__FBW1_ATTEMPT_MAX, &a) && !num(f[3], 0, FB__FBW1_COUNT_MAX, &b)) {
+        m->kind = FB_FBW1_SNAPPED;
+        snprintf(m->node, sizeof m->node, "%s", f[1]);
+        m->attempt = (int)a;
+        m->count = (int)b;
+        return 0;
+    }
     if (n == 2 && (!strcmp(f[0], "bye") || !strcmp(f[0], "alive")) &&
         fb__fbw1_node_name_ok(f[1])) {
         m->kind = f[0][0] == 'b' ? FB_FBW1_BYE : FB_FBW1_ALIVE;
@@ -209,6 +222,25 @@ int fb__fbw1_parse(const char *line, size_t len, int max_rank, fb__fbw1_msg *m)
     }
     memset(m, 0, sizeof *m);
     return -EINVAL;
+}
+
+size_t fb__fbw1_lines(char *buf, size_t len, int *dropping,
+                      void (*on_line)(void *ctx, const char *line, size_t n), void *ctx)
+{
+    char *start = buf, *nl;
+    while ((nl = memchr(start, '\n', len - (size_t)(start - buf)))) {
+        if (!*dropping)
+            on_line(ctx, start, (size_t)(nl - start));
+        *dropping = 0;
+        start = nl + 1;
+    }
+    size_t rest = len - (size_t)(start - buf);
+    if (rest >= FB__FBW1_LINE_MAX) {
+        *dropping = 1; /* an over-long line: skip to its end */
+        rest = 0;
+    }
+    memmove(buf, start, rest);
+    return rest;
 }
 
 /* ---- formatting ---- */
@@ -258,6 +290,17 @@ static int head(const fb__fbw1_msg *m, char *buf, size_t size, int *len)
             return -EINVAL;
         w = snprintf(buf, size, "fbw1 %s %s", m->kind == FB_FBW1_BYE ? "bye" : "alive",
                      m->node);
+        break;
+    case FB_FBW1_SNAP:
+        if (!in(m->attempt, 0, FB__FBW1_ATTEMPT_MAX))
+            return -EINVAL;
+        w = snprintf(buf, size, "fbw1 snap %d", m->attempt);
+        break;
+    case FB_FBW1_SNAPPED:
+        if (!fb__fbw1_node_name_ok(m->node) || !in(m->attempt, 0, FB__FBW1_ATTEMPT_MAX) ||
+            !in(m->count, 0, FB__FBW1_COUNT_MAX))
+            return -EINVAL;
+        w = snprintf(buf, size, "fbw1 snapped %s %d %d", m->node, m->attempt, m->count);
         break;
     case FB_FBW1_REPORT:
         if (m->rank < 0 || m->rep_idx < 0 ||

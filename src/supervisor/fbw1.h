@@ -26,6 +26,15 @@
  *   fbw1 bye NODE                       every rank of NODE has ended
  *   fbw1 alive NODE                     the watcher of NODE is alive (every
  *                                       interval, ranks or none)
+ *   fbw1 snapped NODE ATTEMPT COUNT     after a `snap`: COUNT segments of
+ *                                       NODE's ranks are in the run directory
+ *
+ * One request goes the other way, from the supervisor to every watcher
+ * (srun's stdin, broadcast with --input=all):
+ *
+ *   fbw1 snap ATTEMPT                   a hang: write the flight-recorder
+ *                                       snapshots of ATTEMPT's ranks into
+ *                                       the run directory, then `snapped`
  *
  * The lines come from other nodes through srun's stdout: the parser takes
  * any bytes and either rejects them or fills a message within the bounds.
@@ -40,6 +49,8 @@
 #define FB__FBW1_NODEID_MAX 1023 /* a hello's NODEID (the launcher's node limit - 1) */
 #define FB__FBW1_PHASE_MAX 15
 #define FB__FBW1_REPORT_KIND_MAX 64
+#define FB__FBW1_ATTEMPT_MAX 1000000 /* snap, snapped */
+#define FB__FBW1_COUNT_MAX 1024  /* snapped: a watcher's ranks (FB__WATCH_MAX_LOCAL) */
 
 typedef enum {
     FB_FBW1_HELLO = 1,
@@ -49,7 +60,9 @@ typedef enum {
     FB_FBW1_HEALTH,
     FB_FBW1_BYE,
     FB_FBW1_REPORT,
-    FB_FBW1_ALIVE
+    FB_FBW1_ALIVE,
+    FB_FBW1_SNAP,       /* request: supervisor -> watchers */
+    FB_FBW1_SNAPPED
 } fb__fbw1_kind;
 
 typedef enum {
@@ -68,7 +81,7 @@ typedef enum {
 
 typedef struct fb__fbw1_msg {
     fb__fbw1_kind kind;
-    char node[FB__FBW1_NODE_MAX];   /* hello, health, bye, alive        */
+    char node[FB__FBW1_NODE_MAX];   /* hello, health, bye, alive, snapped */
     char host[FB__FBW1_NODE_MAX];   /* hello: hostname; "": not given   */
     int nodeid;                     /* hello                            */
     long long pid;                  /* hello, attach                    */
@@ -84,6 +97,8 @@ typedef struct fb__fbw1_msg {
     int rep_kind, rep_code;         /* report: fb__report_kind, code    */
     long long rep_step, rep_bytes, rep_v1, rep_v2, rep_wall_ns;
     char rep_text[208];             /* report: free text                */
+    int attempt;                    /* snap, snapped                    */
+    int count;                      /* snapped: segments written        */
 } fb__fbw1_msg;
 
 /* Parse one line (without its newline; need not be NUL-terminated).
@@ -102,6 +117,15 @@ int fb__fbw1_parse(const char *line, size_t len, int max_rank, fb__fbw1_msg *m);
  * FB__FBW1_LINE_MAX).  Whatever it writes, fb__fbw1_parse accepts (with a
  * max_rank above m->rank) and gives back `m`. */
 int fb__fbw1_format(const fb__fbw1_msg *m, char *line, size_t size);
+
+/* Split what a stream gave into lines: call on_line for each complete
+ * line in buf[0..len) (without its newline), skipping the rest of a line
+ * that was over FB__FBW1_LINE_MAX (*dropping carries that across calls),
+ * move what is left of an unfinished line to the front of buf and return
+ * its length.  buf must hold at least FB__FBW1_LINE_MAX bytes, so that a
+ * line of the maximum length always fits. */
+size_t fb__fbw1_lines(char *buf, size_t len, int *dropping,
+                      void (*on_line)(void *ctx, const char *line, size_t n), void *ctx);
 
 /* A node name as Slurm writes it: [A-Za-z0-9._-], 1..63 characters. */
 int fb__fbw1_node_name_ok(const char *s);

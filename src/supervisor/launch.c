@@ -166,6 +166,32 @@ static int torch_fr_default(envb *e, int names, const char *old_name,
     return rc;
 }
 
+/* The Python hooks (docs/pytorch.md, "Unmodified scripts"): the
+ * package's _boot directory (a sitecustomize.py that chains to any other)
+ * and the package itself first on PYTHONPATH, so that they load in a rank
+ * whose environment lacks firebreak.  They stay idle until the rank
+ * imports torch.  Without a copy of the package: a line in the log, no
+ * hooks. */
+static int python_hooks_env(fb__sup *s, envb *e)
+{
+    static int said;
+    if (s->o->no_python_hooks)
+        return 0;
+    char dir[PATH_MAX], val[3 * PATH_MAX];
+    if (fb__sup_python_dir(dir, sizeof dir)) {
+        if (!said++)
+            fb__sup_log(s, "no copy of the firebreak Python package next to this "
+                        "firebreak (set FIREBREAK_PYTHON_DIR): Python ranks run "
+                        "without hooks");
+        return 0;
+    }
+    const char *old = getenv("PYTHONPATH");
+    if (fb__fmt(val, sizeof val, "%s/firebreak/_boot:%s%s%s", dir, dir,
+                old && old[0] ? ":" : "", old && old[0] ? old : ""))
+        return 0;
+    return env_set(e, "PYTHONPATH", val) | env_set(e, "FIREBREAK_PYTHON_HOOKS", "1");
+}
+
 /* Variables every rank gets, whatever the launcher. */
 static int common_env(fb__sup *s, envb *e)
 {
@@ -186,6 +212,13 @@ static int common_env(fb__sup *s, envb *e)
     rc |= env_set(e, "FIREBREAK_SUPERVISOR_PID", buf);
     if (s->o->inject)
         rc |= env_set(e, "FIREBREAK_INJECT", s->o->inject);
+    if (s->mem_dir[0]) { /* node-memory checkpoints (tiers.c) */
+        rc |= env_set(e, "FIREBREAK_CKPT_MEM_DIR", s->mem_dir);
+        snprintf(buf, sizeof buf, "%d", s->o->persist_every < 0 ? 1 : s->o->persist_every);
+        rc |= env_set(e, "FIREBREAK_CKPT_PERSIST_EVERY", buf);
+        snprintf(buf, sizeof buf, "%llu", (unsigned long long)s->o->memory_ckpt_max);
+        rc |= env_set(e, "FIREBREAK_CKPT_MEM_MAX", buf);
+    }
     if (s->o->fr_capacity > 0) {
         snprintf(buf, sizeof buf, "%d", s->o->fr_capacity);
         rc |= env_set(e, "FIREBREAK_FR_CAPACITY", buf);
@@ -203,6 +236,7 @@ static int common_env(fb__sup *s, envb *e)
     rc |= torch_fr_default(e, names, "TORCH_NCCL_DEBUG_INFO_TEMP_FILE",
                            "TORCH_FR_DUMP_TEMP_FILE", buf);
     rc |= env_set_default(e, "TORCH_NCCL_DUMP_ON_TIMEOUT", "1");
+    rc |= python_hooks_env(s, e);
     rc |= env_set(e, "MASTER_ADDR", "127.0.0.1");
     snprintf(buf, sizeof buf, "%d", s->master_port);
     rc |= env_set(e, "MASTER_PORT", buf);
@@ -325,6 +359,7 @@ static int launch_mpirun(fb__sup *s)
     static const char *exported[] = {"FIREBREAK_JOB_ID", "FIREBREAK_RUN_DIR",
         "FIREBREAK_CKPT_DIR", "FIREBREAK_ATTEMPT", "FIREBREAK_WORLD_SIZE",
         "FIREBREAK_SUPERVISOR_PID", "FIREBREAK_INJECT", "FIREBREAK_FR_CAPACITY",
+        "FIREBREAK_CKPT_MEM_DIR", "FIREBREAK_CKPT_PERSIST_EVERY", "FIREBREAK_CKPT_MEM_MAX",
         "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS",
         "TORCHELASTIC_RUN_ID", "MASTER_ADDR", "MASTER_PORT", NULL};
     const char *argv[256];

@@ -23,6 +23,7 @@ static const char *const fail_kind_names[FB__SUP_FAIL_KIND_COUNT] = {
     [FB__SUP_FAIL_NODE_FAILURE] = "node_failure",
     [FB__SUP_FAIL_SAVE_FAILED] = "save_failed",
     [FB__SUP_FAIL_RESTORE_FALLBACK] = "restore_fallback",
+    [FB__SUP_FAIL_SDC] = "sdc",
 };
 
 const char *fb__sup_fail_kind_name(fb__sup_fail_kind kind)
@@ -140,11 +141,19 @@ void fb__sup_blame_hang(const fb__sup_hang_facts *f, fb__sup_hang_blame *b)
             }
         }
     }
+    int c = f->fr_culprits && f->fr_nculprits > 0 ? f->fr_culprits[0] : -1;
+    int one = f->fr_hang && f->fr_nculprits == 1 && c >= 0 && c < f->world;
+    if (f->declared >= 0 && f->declared_by_silence && f->fr_analyzed &&
+        f->world > 1 && !one) {
+        b->rank = -1;
+        b->basis = FB__SUP_HANG_UNDECIDED;
+        b->fr_named = f->fr_hang && f->fr_nculprits > 0;
+        return;
+    }
     if (!f->fr_hang || f->fr_nculprits < 1)
         return;
     b->fr_named = 1;
-    int c = f->fr_culprits ? f->fr_culprits[0] : -1;
-    if (f->fr_nculprits == 1 && c >= 0 && c < f->world && c != b->rank) {
+    if (one && c != b->rank) {
         b->rank = c;
         b->basis = FB__SUP_HANG_FR_CULPRIT;
     }

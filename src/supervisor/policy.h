@@ -34,6 +34,8 @@ typedef enum {
     /* incidents that do not end an attempt */
     FB__SUP_FAIL_SAVE_FAILED,      /* a rank could not save a checkpoint    */
     FB__SUP_FAIL_RESTORE_FALLBACK, /* a complete checkpoint was rejected    */
+    FB__SUP_FAIL_SDC,              /* replicas disagree (sdc.c): ends the
+                                      attempt                               */
     FB__SUP_FAIL_KIND_COUNT
 } fb__sup_fail_kind;
 
@@ -135,6 +137,9 @@ typedef struct fb__sup_hang_facts {
     int fr_hang;               /* its verdict is "hang"                     */
     const int *fr_culprits;    /* the first of its culprits                 */
     int fr_nculprits;          /* how many it names in all                  */
+    int fr_analyzed;           /* the flight recorder has had its say (it
+                                  ran, or could not read anything)          */
+    int declared_by_silence;   /* `declared` was chosen by rule 1 alone     */
 } fb__sup_hang_facts;
 
 typedef enum {
@@ -142,7 +147,8 @@ typedef enum {
     FB__SUP_HANG_OLDEST_BEAT,  /* the rank silent the longest past its limit */
     FB__SUP_HANG_INJECTED,     /* the rank recorded a fired hang injection  */
     FB__SUP_HANG_DECLARED,     /* facts.declared, kept                      */
-    FB__SUP_HANG_FR_CULPRIT    /* the flight recorder's one culprit         */
+    FB__SUP_HANG_FR_CULPRIT,   /* the flight recorder's one culprit         */
+    FB__SUP_HANG_UNDECIDED     /* a hang, but no rank can be blamed         */
 } fb__sup_hang_basis;
 
 typedef struct fb__sup_hang_blame {
@@ -163,7 +169,12 @@ typedef struct fb__sup_hang_blame {
  *      (the lowest-numbered), ended or not, is direct evidence;
  *   3. then the flight recorder, when its verdict is a hang that names
  *      exactly one culprit, a rank of the job: that rank.  Several
- *      culprits leave the blame as it was.
+ *      culprits leave the blame as it was;
+ *   4. a hang blamed on silence alone (rule 1, in a job of more than one
+ *      rank) that the flight recorder, once it has run, does not pin on
+ *      exactly one rank is blamed on none: rank -1, basis UNDECIDED.
+ *      The rank silent the longest is not the rank that stopped first (in
+ *      a collective every rank waits), so it is reported only as that.
  * The watch pass calls it without the flight recorder's verdict, and the
  * analysis after the snapshots calls it again with `declared` the rank
  * the first call (or whoever declared the hang) chose. */

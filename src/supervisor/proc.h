@@ -38,6 +38,7 @@ typedef struct fb__spawn {
     char *const *envp;      /* full environment                            */
     const char *cwd;        /* NULL: inherit                                */
     int stdout_fd, stderr_fd; /* -1: inherit                               */
+    int stdin_fd;           /* > 0: the program's stdin; 0: inherit        */
 } fb__spawn;
 
 /* Fork a shim that execs sp->argv.  On success *shim_pid and *msg_fd (the

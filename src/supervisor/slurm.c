@@ -37,6 +37,7 @@
 #include "common/util.h"
 #include "supervisor/fbw1.h"
 #include "supervisor/sup.h"
+#include "supervisor/supervisor.h"
 
 #define MAX_NODES 1024
 _Static_assert(FB__FBW1_NODEID_MAX == MAX_NODES - 1, "a hello names one of our nodes");
@@ -44,6 +45,7 @@ _Static_assert(FB__FBW1_NODEID_MAX == MAX_NODES - 1, "a hello names one of our n
 #define UNIT_WATCHERS 1          /* index in s->units */
 #define HEALTH_TIMEOUT_MS 120000
 #define LOST_RECHECK_TIMEOUT_MS 5000
+#define SNAP_TIMEOUT_MS 5000     /* the watchers' flight-recorder snapshots */
 
 typedef struct snode {
     char name[FB__FBW1_NODE_MAX];
@@ -61,6 +63,7 @@ typedef struct snode {
 typedef struct node_watch {
     int heard;                   /* a line came from it                   */
     int bye;                     /* it said every rank of it ended         */
+    int snapped;                 /* it answered the hang's `snap`          */
     uint64_t rx_ns;              /* when its last line came                */
 } node_watch;
 
@@ -79,6 +82,7 @@ struct fb__sup_slurm {
     int cur[MAX_NODES];          /* this attempt's nodes (indices)        */
     int ncur;
     int watch_fd;                /* watchers' stdout; -1                   */
+    int req_fd;                  /* watchers' stdin (srun --input=all); -1 */
     char buf[8 * FB__FBW1_LINE_MAX];
     size_t len;
     int dropping;                /* inside an over-long line              */
@@ -89,11 +93,83 @@ struct fb__sup_slurm {
     node_watch watch[MAX_NODES];
     int lost;                    /* node (index) of a node_failure; -1    */
     char srun_log[PATH_MAX];
+    /* A remote rank that ended without a record (watcher: "vanished") is
+     * held VANISH_GRACE_NS for a recorded end from another node: when
+     * srun kills the other tasks after a rank's crash, their watchers may
+     * speak first, and a vanished rank yields to one that recorded a
+     * fatal end (policy.c), as on one host. */
+    int vanished;                /* ranks held                            */
+    uint64_t vanished_ns[MAX_RANKS]; /* when each was heard of; 0 not held */
 };
+
+#define VANISH_GRACE_NS 1000000000ull
 
 static struct fb__sup_slurm g_slurm; /* one supervisor per process */
 
 /* ---- running commands ---- */
+
+/* With --mpirun the ranks' step is that mpirun, inside the allocation
+ * (Open MPI starts its daemons on the nodes with srun): the same nodes,
+ * P ranks on each, rank t on the t / P-th node, as srun would place
+ * them; the variables of the launch are passed with -x, and with them
+ * the PMPI recorder (LD_PRELOAD of libfirebreak-mpi.so). */
+static int mpirun_argv(fb__sup *s, char **envp, const char *list, const char *outdir,
+                       const char **argv, int max, char *hosts, size_t hsize,
+                       char *ldp, size_t lsize, char *mpi_ppr, size_t psize)
+{
+    struct fb__sup_slurm *g = s->slurm;
+    const fb__sup_options *o = s->o;
+    static char np[16];
+    int n = 0;
+    size_t len = 0;
+    hosts[0] = '\0';
+    for (int k = 0; k < g->ncur; k++) {
+        int w = snprintf(hosts + len, hsize - len, "%s%s:%d", k ? "," : "",
+                         g->nodes[g->cur[k]].name, g->ppn);
+        if (w < 0 || (size_t)w >= hsize - len)
+            return -ENAMETOOLONG;
+        len += (size_t)w;
+    }
+    (void)list;
+    snprintf(np, sizeof np, "%d", s->world);
+    snprintf(mpi_ppr, psize, "ppr:%d:node", g->ppn);
+    argv[n++] = o->mpirun;
+    argv[n++] = "--oversubscribe";
+    argv[n++] = "--bind-to";
+    argv[n++] = "none";
+    argv[n++] = "-np";
+    argv[n++] = np;
+    argv[n++] = "--map-by";
+    argv[n++] = mpi_ppr;
+    argv[n++] = "--host";
+    argv[n++] = hosts;
+    argv[n++] = "--output-filename";
+    argv[n++] = outdir;
+    for (char **e = envp; *e && n < max - 40; e++) {
+        static const char *const pre[] = {"FIREBREAK_", "TORCHELASTIC_", "TORCH_",
+                                          "MASTER_ADDR=", "MASTER_PORT=", NULL};
+        for (const char *const *p = pre; *p; p++) {
+            if (strncmp(*e, *p, strlen(*p)))
+                continue;
+            argv[n++] = "-x";
+            argv[n++] = *e; /* NAME=VALUE */
+            break;
+        }
+    }
+    const char *preload = o->preload_fr ? fb__sup_fr_preload_path() : NULL;
+    if (preload) {
+        const char *old = getenv("LD_PRELOAD");
+        snprintf(ldp, lsize, "LD_PRELOAD=%s%s%s", preload, old ? ":" : "", old ? old : "");
+        argv[n++] = "-x";
+        argv[n++] = ldp;
+    }
+    for (char *const *a = o->mpirun_args; a && *a && n < max - 30; a++)
+        argv[n++] = *a;
+    for (char *const *a = o->argv; *a && n < max - 1; a++)
+        argv[n++] = *a;
+    argv[n] = NULL;
+    return 0;
+}
 
 static void child_setup(int out_fd, int err_fd)
 {
@@ -229,6 +305,12 @@ static void drain_node(fb__sup *s, int i, const char *why)
     char *argv[] = {"scontrol", "update", nn, "State=DRAIN", reason, NULL};
     char out[512];
     int rc = fb__sup_run_capture(argv, out, sizeof out, -1, 15000);
+    /* in the journal for `report --fleet` (docs/report.md): code 0 drained */
+    fb__journal_event ev = {.attempt_id = s->attempt_id, .time = fb__wall_s(),
+                            .rank = -1, .kind = "drain", .step = -1, .code = rc,
+                            .value_ms = -1, .detail = reason + 7,
+                            .node = g->nodes[i].name};
+    fb__journal_add_event(s->j, &ev);
     if (rc)
         fb__sup_log(s, "could not drain %s: scontrol exited %d", g->nodes[i].name, rc);
     else
@@ -253,6 +335,7 @@ int fb__sup_slurm_init(fb__sup *s)
     const fb__sup_options *o = s->o;
     memset(g, 0, sizeof *g);
     g->watch_fd = -1;
+    g->req_fd = -1;
     g->suspect = -1;
     g->lost = -1;
     s->slurm = g;
@@ -431,12 +514,12 @@ static void no_nodes(fb__sup *s, int healthy)
 }
 
 static int spawn_step(fb__sup *s, fb__sup_unit *u, char *const *argv, char **envp,
-                      int out_fd, int err_fd, int rank)
+                      int in_fd, int out_fd, int err_fd, int rank)
 {
     memset(u, 0, sizeof *u);
     u->rank = rank;
     fb__spawn sp = {.argv = argv, .envp = envp, .stdout_fd = out_fd,
-                    .stderr_fd = err_fd};
+                    .stderr_fd = err_fd, .stdin_fd = in_fd};
     int rc = fb__shim_spawn(&sp, &u->shim, &u->msg_fd);
     if (!rc)
         s->nunits++;
@@ -452,10 +535,16 @@ int fb__sup_launch_slurm(fb__sup *s)
         close(g->watch_fd);
         g->watch_fd = -1;
     }
+    if (g->req_fd >= 0) {
+        close(g->req_fd);
+        g->req_fd = -1;
+    }
     g->len = 0;
     g->dropping = 0;
     g->watch_stop_sent = 0;
     g->lost = -1;
+    g->vanished = 0;
+    memset(g->vanished_ns, 0, sizeof g->vanished_ns);
     memset(g->beats, 0, sizeof g->beats);
     memset(g->watch, 0, sizeof g->watch);
 
@@ -516,7 +605,7 @@ int fb__sup_launch_slurm(fb__sup *s)
     int nenv = 0;
     while (env[nenv])
         nenv++;
-    char **envp = calloc((size_t)nenv + 2, sizeof *envp);
+    char **envp = calloc((size_t)nenv + 6, sizeof *envp);
     if (!envp) {
         fb__sup_env_free(env);
         return -ENOMEM;
@@ -526,6 +615,16 @@ int fb__sup_launch_slurm(fb__sup *s)
         if (strncmp(env[i], "MASTER_ADDR=", 12))
             envp[m++] = env[i];
     envp[m++] = master;
+    /* mpirun: as root Open MPI asks for both; its daemons' srun step
+     * shares the CPUs with the watchers' (--overlap). */
+    static char root1[] = "OMPI_ALLOW_RUN_AS_ROOT=1", root2[] = "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1";
+    static char overlap[] = "OMPI_MCA_plm_slurm_args=--overlap";
+    if (o->mpirun && geteuid() == 0) {
+        envp[m++] = root1;
+        envp[m++] = root2;
+    }
+    if (o->mpirun && !getenv("OMPI_MCA_plm_slurm_args"))
+        envp[m++] = overlap;
     envp[m] = NULL;
 
     /* The ranks. */
@@ -546,35 +645,64 @@ int fb__sup_launch_slurm(fb__sup *s)
     argv[n++] = list;
     argv[n++] = "--export=ALL";
     argv[n++] = outpat;
+    /* torchrun's contract, per task (srun sets only SLURM_*): what a
+     * PyTorch script reads to join its process group. */
+    argv[n++] = "/bin/sh";
+    argv[n++] = "-c";
+    argv[n++] = "RANK=$SLURM_PROCID LOCAL_RANK=$SLURM_LOCALID WORLD_SIZE=$SLURM_NTASKS "
+                "GROUP_RANK=$SLURM_NODEID LOCAL_WORLD_SIZE=$SLURM_NTASKS_PER_NODE; "
+                "export RANK LOCAL_RANK WORLD_SIZE GROUP_RANK LOCAL_WORLD_SIZE; exec \"$@\"";
+    argv[n++] = "firebreak-rank";
     for (char *const *a = o->argv; *a && n < 298; a++)
         argv[n++] = *a;
     argv[n] = NULL;
+    static char hosts[MAX_NODES * 72], ldp[PATH_MAX * 2 + 16];
+    char mpidir[PATH_MAX], ppr[32];
+    if (o->mpirun) {
+        rc = fb__fmt(mpidir, sizeof mpidir, "%s/mpirun", dir);
+        if (!rc)
+            rc = mpirun_argv(s, envp, list, mpidir, argv, 300, hosts, sizeof hosts, ldp,
+                             sizeof ldp, ppr, sizeof ppr);
+        if (rc) {
+            free(envp);
+            fb__sup_env_free(env);
+            return rc;
+        }
+        for (int r = 0; r < s->world; r++)
+            snprintf(s->ranks[r].log_path, sizeof s->ranks[r].log_path,
+                     "%s/1/rank.%d/stderr", mpidir, r);
+    }
     snprintf(g->srun_log, sizeof g->srun_log, "%s/srun.log", dir);
     int lfd = open(g->srun_log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     snprintf(logp, sizeof logp, "%s/watch.log", dir);
     int wfd = open(logp, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    int pfd[2] = {-1, -1};
-    if (lfd < 0 || wfd < 0 || pipe2(pfd, O_CLOEXEC)) {
+    int pfd[2] = {-1, -1}, qfd[2] = {-1, -1};
+    if (lfd < 0 || wfd < 0 || pipe2(pfd, O_CLOEXEC) || pipe2(qfd, O_CLOEXEC)) {
         rc = -errno;
         goto out;
     }
-    rc = spawn_step(s, &s->units[0], (char *const *)argv, envp, lfd, lfd, -1);
+    rc = spawn_step(s, &s->units[0], (char *const *)argv, envp, 0, lfd, lfd, -1);
     if (rc)
         goto out;
 
-    /* One watcher per node; its stdout comes back through the pipe. */
+    /* One watcher per node; its stdout comes back through the pipe, and
+     * what the supervisor writes to its stdin (a hang's `snap`) goes to
+     * every watcher (--input=all). */
     char *wargv[] = {"srun", "--overlap", "--kill-on-bad-exit=0", "-N", nn,
                      "--ntasks-per-node=1", "-m", "block", "-w", list,
-                     "--export=ALL", g->self, "watch", "--job", s->job_id,
-                     "--attempt", att, "--ranks-per-node", ppn, "--world",
-                     world, NULL};
-    rc = spawn_step(s, &s->units[UNIT_WATCHERS], wargv, envp, pfd[1], wfd,
+                     "--input=all", "--export=ALL", g->self, "watch", "--job",
+                     s->job_id, "--attempt", att, "--ranks-per-node", ppn,
+                     "--world", world, NULL};
+    rc = spawn_step(s, &s->units[UNIT_WATCHERS], wargv, envp, qfd[0], pfd[1], wfd,
                     FB__SUP_UNIT_WATCHERS);
     if (rc)
         goto out;
     fcntl(pfd[0], F_SETFL, O_NONBLOCK);
+    fcntl(qfd[1], F_SETFL, O_NONBLOCK);
     g->watch_fd = pfd[0];
     pfd[0] = -1;
+    g->req_fd = qfd[1];
+    qfd[1] = -1;
     fb__sup_log(s, "attempt %d on %s (%d spare%s)", s->attempt, list,
                 healthy - g->need, healthy - g->need == 1 ? "" : "s");
 out:
@@ -582,6 +710,9 @@ out:
         close(pfd[0]);
     if (pfd[1] >= 0)
         close(pfd[1]);
+    for (int i = 0; i < 2; i++)
+        if (qfd[i] >= 0)
+            close(qfd[i]);
     if (lfd >= 0)
         close(lfd);
     if (wfd >= 0)
@@ -691,6 +822,7 @@ static int msg_node(const fb__sup *s, const fb__fbw1_msg *m)
         return m->nodeid < g->ncur ? m->nodeid : -1;
     case FB_FBW1_BYE:
     case FB_FBW1_ALIVE:
+    case FB_FBW1_SNAPPED:
         for (int k = 0; k < g->ncur; k++)
             if (!strcmp(g->nodes[g->cur[k]].name, m->node))
                 return k;
@@ -715,6 +847,8 @@ static void on_msg(fb__sup *s, const fb__fbw1_msg *m)
         g->watch[k].rx_ns = now;
         if (m->kind == FB_FBW1_BYE)
             g->watch[k].bye = 1;
+        if (m->kind == FB_FBW1_SNAPPED && m->attempt == s->attempt)
+            g->watch[k].snapped = 1;
     }
     switch (m->kind) {
     case FB_FBW1_HELLO: {
@@ -786,13 +920,29 @@ static void on_msg(fb__sup *s, const fb__fbw1_msg *m)
             ws = 0;
         else
             known = 0;
-        if (!s->ranks[m->rank].ended)
-            fb__sup_rank_ended(s, m->rank, known, ws, 0, now);
+        if (s->ranks[m->rank].ended)
+            break;
+        if (!known && !s->fail.set) {
+            if (!g->vanished_ns[m->rank]) { /* fb__sup_slurm_tick decides */
+                g->vanished_ns[m->rank] = now;
+                g->vanished++;
+            }
+            break;
+        }
+        fb__sup_rank_ended(s, m->rank, known, ws, 0, now);
         break;
     }
     default:
         break;
     }
+}
+
+static void on_line(void *ctx, const char *line, size_t len)
+{
+    fb__sup *s = ctx;
+    fb__fbw1_msg m;
+    if (fb__fbw1_parse(line, len, s->world, &m) == 0)
+        on_msg(s, &m);
 }
 
 void fb__sup_slurm_read(fb__sup *s)
@@ -811,24 +961,59 @@ void fb__sup_slurm_read(fb__sup *s)
             g->watch_fd = -1;
             return;
         }
-        g->len += (size_t)n;
-        char *start = g->buf, *nl;
-        while ((nl = memchr(start, '\n', g->len - (size_t)(start - g->buf)))) {
-            fb__fbw1_msg m;
-            if (!g->dropping &&
-                fb__fbw1_parse(start, (size_t)(nl - start), s->world, &m) == 0)
-                on_msg(s, &m);
-            g->dropping = 0;
-            start = nl + 1;
-        }
-        size_t rest = g->len - (size_t)(start - g->buf);
-        if (rest >= FB__FBW1_LINE_MAX) {
-            g->dropping = 1; /* an over-long line: skip to its end */
-            rest = 0;
-        }
-        memmove(g->buf, start, rest);
-        g->len = rest;
+        g->len = fb__fbw1_lines(g->buf, g->len + (size_t)n, &g->dropping, on_line, s);
     }
+}
+
+/* A hang, before anything is stopped: every node's watcher writes its
+ * ranks' segments (their flight-recorder rings) into the run directory,
+ * where analyze_hang (supervisor.c) reads them beside any written here.
+ * Waits until every watcher that can answer has said `snapped`, at most
+ * SNAP_TIMEOUT_MS: a watcher never heard, one whose ranks all ended, or
+ * that of a lost node is not waited for, and a node that does not answer
+ * in time leaves its ranks missing from the analysis. */
+void fb__sup_slurm_snapshot(fb__sup *s)
+{
+    struct fb__sup_slurm *g = s->slurm;
+    if (!g || g->req_fd < 0 || s->nunits <= UNIT_WATCHERS ||
+        s->units[UNIT_WATCHERS].ended)
+        return;
+    fb__fbw1_msg m;
+    memset(&m, 0, sizeof m);
+    m.kind = FB_FBW1_SNAP;
+    m.attempt = s->attempt;
+    char line[64];
+    int n = fb__fbw1_format(&m, line, sizeof line);
+    for (int k = 0; k < g->ncur; k++)
+        g->watch[k].snapped = 0;
+    ssize_t w;
+    while ((w = write(g->req_fd, line, (size_t)(n > 0 ? n : 0))) < 0 && errno == EINTR)
+        ;
+    if (n <= 0 || w != n) {
+        fb__sup_log(s, "could not ask the node watchers for flight-recorder "
+                    "snapshots: %s", w < 0 ? strerror(errno) : "short write");
+        return;
+    }
+    uint64_t t0 = fb__now_ns(), deadline = t0 + SNAP_TIMEOUT_MS * 1000000ull;
+    int want, got;
+    for (;;) {
+        fb__sup_slurm_read(s);
+        want = got = 0;
+        for (int k = 0; k < g->ncur; k++) {
+            if (!g->watch[k].heard || g->watch[k].bye || g->cur[k] == g->lost)
+                continue;
+            want++;
+            got += g->watch[k].snapped;
+        }
+        uint64_t now = fb__now_ns();
+        if (got == want || now >= deadline || g->watch_fd < 0)
+            break;
+        struct pollfd pf = {.fd = g->watch_fd, .events = POLLIN};
+        int ms = (int)((deadline - now) / 1000000ull) + 1;
+        poll(&pf, 1, ms < 50 ? ms : 50);
+    }
+    fb__sup_log(s, "flight recorder: snapshots from %d of %d node watcher%s in %.0f ms",
+                got, want, want == 1 ? "" : "s", (double)(fb__now_ns() - t0) / 1e6);
 }
 
 /* A node of this attempt is lost when its watcher, once heard, has said
@@ -881,6 +1066,34 @@ static int node_lost(fb__sup *s, uint64_t now)
     return 0;
 }
 
+/* The held vanished ranks end, in the order they were heard of, once the
+ * first one's grace is over, another rank's recorded end came, or the
+ * ranks' step is over. */
+static void end_vanished(fb__sup *s, uint64_t now)
+{
+    struct fb__sup_slurm *g = s->slurm;
+    uint64_t first = UINT64_MAX;
+    for (int r = 0; r < s->world; r++)
+        if (g->vanished_ns[r] && g->vanished_ns[r] < first)
+            first = g->vanished_ns[r];
+    if (!s->fail.set && !s->units[0].ended && now - first <= VANISH_GRACE_NS)
+        return;
+    while (g->vanished > 0) {
+        int v = -1;
+        for (int r = 0; r < s->world; r++)
+            if (g->vanished_ns[r] && (v < 0 || g->vanished_ns[r] < g->vanished_ns[v]))
+                v = r;
+        if (v < 0)
+            break;
+        uint64_t when = g->vanished_ns[v];
+        g->vanished_ns[v] = 0;
+        g->vanished--;
+        if (!s->ranks[v].ended)
+            fb__sup_rank_ended(s, v, 0, 0, 0, when);
+    }
+    g->vanished = 0;
+}
+
 void fb__sup_slurm_tick(fb__sup *s, uint64_t now)
 {
     struct fb__sup_slurm *g = s->slurm;
@@ -892,6 +1105,10 @@ void fb__sup_slurm_tick(fb__sup *s, uint64_t now)
         g->watch_stop_sent = 1;
         fb__shim_stop(s->units[UNIT_WATCHERS].shim, 0);
     }
+    /* The held vanished rank ends now: its grace is over, another rank's
+     * recorded end came first, or the ranks' step is over. */
+    if (g->vanished)
+        end_vanished(s, now);
     if (s->fail.set)
         return;
     if (node_lost(s, now))
@@ -920,6 +1137,9 @@ void fb__sup_slurm_tick(fb__sup *s, uint64_t now)
         snprintf(f->detail, sizeof f->detail, "no progress from rank %d on %s for "
                  "%.1f s in phase %s (limit %.1f s), last step %lld (node watcher)",
                  r, node_of_rank(s, r), age_s, f->phase, limit, b->step);
+        /* The first rank found silent, not the first that stopped: the
+         * flight recorder decides (analyze_hang). */
+        f->by_silence = 1;
         return;
     }
 }
@@ -968,16 +1188,32 @@ void fb__sup_slurm_on_failure(fb__sup *s)
         g->nodes[g->lost].lost_attempt = s->attempt;
         return;
     }
-    if (f->rank < 0) {
+    if (f->rank < 0 && !s->o->mpirun) { /* srun's tasks are the ranks */
         int task;
         char what[200];
         if (srun_blame(g, &task, what, sizeof what) == 0 && task >= 0 && task < s->world) {
             f->rank = task;
             snprintf(f->detail, sizeof f->detail, "rank %d: %s (srun)", task, what);
+            /* A rank without a segment (a plain PyTorch script) ends
+             * unseen by its watcher: srun's words are all there is. */
+            static const struct { const char *what; int sig; } sigs[] = {
+                {"Killed", SIGKILL}, {"Segmentation fault", SIGSEGV},
+                {"Aborted", SIGABRT}, {"Bus error", SIGBUS}, {"Terminated", SIGTERM}};
+            for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
+                if (!strncmp(what, sigs[i].what, strlen(sigs[i].what))) {
+                    f->kind = FB__SUP_FAIL_CRASH;
+                    f->signal = sigs[i].sig;
+                    f->has_exit_code = 0;
+                }
         }
     }
     if (f->rank < 0 || f->rank >= s->world)
         return;
+    /* A hang's culprit named by the flight recorder on another host: its
+     * step is the last its watcher reported. */
+    if (f->kind == FB__SUP_FAIL_HANG && !s->ranks[f->rank].seg && f->step < 0 &&
+        g->beats[f->rank].have)
+        f->step = g->beats[f->rank].step;
     const char *node = node_of_rank(s, f->rank);
     size_t l = strlen(f->detail);
     snprintf(f->detail + l, sizeof f->detail - l, " on %s", node);

@@ -12,12 +12,14 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "ckpt/tier.h"
 #include "journal/journal.h"
 #include "lib/lib.h"
 #include "lib/segment.h"
 #include "supervisor/errorfile.h"
 #include "supervisor/policy.h"
 #include "supervisor/proc.h"
+#include "supervisor/sdc.h"
 #include "supervisor/supervisor.h"
 
 /* A rank's output on its way to its log and the console (tee.c). */
@@ -63,6 +65,8 @@ typedef struct fb__sup_rank {
                              read (watch.c, docs/segment.md)               */
     uint64_t seg_ok_ns;   /* when its segment last passed fb__seg_check    */
     int ckpt_code;        /* its last failed save's code (-errno), 0 none  */
+    char where[160];      /* where its Python main thread was when asked
+                             for a dump (a NOTE_WHERE report), "" unknown  */
 } fb__sup_rank;
 
 typedef struct fb__sup_ckpt {
@@ -152,10 +156,18 @@ typedef struct fb__sup {
     gid_t shared_gid;
     mode_t user_umask;                   /* restored when the run ends      */
     int umask_set;
+    char mem_dir[PATH_MAX];              /* node-memory tier; "": none (tiers.c) */
     /* the journal's health, as last reported (supervisor.c) */
     int journal_failing;
     uint64_t journal_dropped_seen;
     uint64_t journal_tick_ns;
+    /* lateness.c: the live straggler check, per attempt */
+    struct fb__fr_late *late;            /* NULL until the first pass       */
+    uint64_t late_pass_ns, late_event_ns, late_prom_ns;
+    uint8_t *late_warned;                /* per rank: incident written      */
+    int late_off;                        /* could not start: said once      */
+    /* silent-data-corruption comparison (sdc.c); NULL until first used */
+    struct fb__sup_sdc *sdc;
 } fb__sup;
 
 /* fb__sup_unit.rank of the slurm launcher's watcher step. */
@@ -193,6 +205,12 @@ void fb__sup_deliver_report(fb__sup *s, int rank, uint64_t idx,
 void fb__sup_try_attach(fb__sup *s, int r);
 /* watch.c: one pass over every rank's segment. */
 void fb__sup_watch(fb__sup *s, uint64_t now);
+/* How often the watch pass runs (ms) when no event wakes the loop: 50
+ * until every rank has taken a step (attaching), under the slurm launcher
+ * (node watchers' heartbeats), and while a supervisor-side injection
+ * (after=) is planned; then the smallest phase limit over 40
+ * (hang detection within 2.5% of the limit), at least 50, at most 250. */
+int fb__sup_watch_period_ms(const fb__sup *s);
 /* A rank went away (mpirun: pidfd; local: through its shim). */
 void fb__sup_rank_ended(fb__sup *s, int rank, int wstatus_known, int wstatus,
                         int exec_errno, uint64_t when_ns);
@@ -219,6 +237,7 @@ int fb__sup_slurm_fd(const fb__sup *s);      /* watchers' stdout to poll, -1   *
 void fb__sup_slurm_read(fb__sup *s);
 void fb__sup_slurm_tick(fb__sup *s, uint64_t now);
 void fb__sup_slurm_on_failure(fb__sup *s);   /* blame a node, before recording */
+void fb__sup_slurm_snapshot(fb__sup *s);     /* a hang: watchers' fr snapshots */
 int fb__sup_slurm_nnodes(const fb__sup *s);  /* nodes the job uses; 1 without */
 /* Where a rank runs: its node (Slurm's name; the host's elsewhere) and the
  * machine's hostname; NULL where not known (rank -1 under Slurm, mpirun
@@ -243,6 +262,33 @@ int fb__sup_secure_dir(fb__sup *s, const char *path);
 int fb__sup_lock_dir(fb__sup *s, const char *dir, const char *what, int slot);
 /* Drop the locks, restore the user's umask. */
 void fb__sup_release_dirs(fb__sup *s);
+
+/* lateness.c: feed the rings read since the last pass to the live
+ * lateness analysis, name stragglers (a pass at most every 250 ms);
+ * fb__sup_lateness_end at the end of an attempt. */
+void fb__sup_lateness(fb__sup *s, uint64_t now);
+void fb__sup_lateness_end(fb__sup *s);
+/* pyhooks.c: a hang and the Python hooks (docs/supervisor.md).
+ * fb__sup_request_dumps: ask every live rank that listens to dump its
+ * flight recorders (PyTorch's, and where its main thread is), and wait a
+ * bounded time for the answers; before the snapshot.
+ * fb__sup_hang_undecided: the hang is blamed on no rank (policy.c rule 4):
+ * rewrite the failure's rank and detail; `evidence` is what the flight
+ * recorder said. */
+void fb__sup_request_dumps(fb__sup *s);
+void fb__sup_hang_undecided(fb__sup *s, const char *evidence);
+/* Where the supervisor's copy of the firebreak Python package is (the
+ * directory to put on PYTHONPATH), or -ENOENT. */
+int fb__sup_python_dir(char *buf, size_t size);
+/* tiers.c (node-memory checkpoints): create the tier (and remove dead
+ * runs' ones); whether storage holds a complete checkpoint newer than
+ * step; SIGUSR1's copy to storage (on a thread), reaped by poll; the end
+ * of the run: copy the newest memory checkpoint to storage, remove it. */
+int fb__sup_tiers_setup(fb__sup *s);
+int fb__sup_tiers_storage_newer(fb__sup *s, uint64_t step);
+void fb__sup_tiers_persist_request(fb__sup *s);
+void fb__sup_tiers_poll(fb__sup *s);
+void fb__sup_tiers_finish(fb__sup *s);
 
 /* status.c */
 void fb__sup_log(fb__sup *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

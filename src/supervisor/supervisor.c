@@ -10,7 +10,8 @@
  *   - a local rank's death: its shim's waitpid() returns, the shim writes a
  *     message, poll() wakes us: well under a millisecond;
  *   - an mpirun rank's death: a pidfd per rank, same poll(): likewise;
- *   - a hang: heartbeats in the segments, checked every POLL_MS.
+ *   - a hang: heartbeats in the segments, checked every 50-250 ms
+ *     (fb__sup_watch_period_ms: 2.5% of the smallest limit).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -34,8 +35,6 @@
 #include "ckpt/tool.h"
 #include "fr/fr.h"
 
-#define POLL_MS 50
-
 void fb__sup_options_init(fb__sup_options *o)
 {
     memset(o, 0, sizeof *o);
@@ -52,6 +51,7 @@ void fb__sup_options_init(fb__sup_options *o)
     o->preload_fr = 1;
     o->on_no_nodes = FB_ON_NO_NODES_STOP;
     o->incident_health = 1;
+    o->persist_every = -1;
 }
 
 static const char *const launcher_names[] = {
@@ -282,6 +282,10 @@ static void options_json(const fb__sup_options *o, fb__jsonw *w)
     fb__jsonw_kdouble(w, "grace_s", o->grace_s);
     fb__jsonw_kint(w, "crash_loop", o->crash_loop);
     fb__jsonw_kstr(w, "inject", o->inject);
+    if (o->persist_every >= 0 || o->memory_ckpt_max) {
+        fb__jsonw_kint(w, "persist_every", o->persist_every < 0 ? 1 : o->persist_every);
+        fb__jsonw_kuint(w, "memory_ckpt_max", o->memory_ckpt_max);
+    }
     fb__jsonw_obj_end(w);
 }
 
@@ -431,6 +435,7 @@ static void journal_tick(fb__sup *s, uint64_t now);
 static void handle_events(fb__sup *s, int timeout_ms)
 {
     journal_tick(s, fb__now_ns());
+    fb__sup_tiers_poll(s);
     struct pollfd pfd[1 + 1024 + 1024 + 1024 + 1];
     int map[1 + 1024 + 1024 + 1024 + 1];
     int n = 0;
@@ -469,6 +474,7 @@ static void handle_events(fb__sup *s, int timeout_ms)
     int rc = poll(pfd, (nfds_t)n, timeout_ms);
     if (rc <= 0)
         return;
+    fb__journal_batch_begin(s->j);
     for (int i = 0; i < n; i++) {
         if (!pfd[i].revents)
             continue;
@@ -479,6 +485,7 @@ static void handle_events(fb__sup *s, int timeout_ms)
                 if (sig == SIGCHLD) {
                     reap_children(s);
                 } else if (sig == SIGUSR1) {
+                    fb__sup_tiers_persist_request(s);
                     fb__sup_log(s, "forwarding SIGUSR1 to the ranks");
                     for (int k = 0; k < s->nunits; k++)
                         if (!s->units[k].ended)
@@ -498,6 +505,7 @@ static void handle_events(fb__sup *s, int timeout_ms)
             drain_shim(s, &s->units[map[i]]);
         }
     }
+    fb__journal_batch_end(s->j);
 }
 
 /* Supervisor-side faults (after=DURATION): signals to a rank's process. */
@@ -564,10 +572,19 @@ static char *analyze_hang(fb__sup *s)
     if (rmdir(torchdir) != 0 && errno == ENOTEMPTY)
         npaths = 2; /* PyTorch dumped its trace there */
     fb__fr_result *r = NULL;
+    fb__sup_failure *f = &s->fail;
     int rc = fb__fr_analyze_paths(paths, npaths, &r, err, sizeof err);
     if (rc) {
         fb__sup_log(s, "flight-recorder analysis: %s", err);
-        undecided_by_fr(&s->fail);
+        fb__sup_hang_facts hf = {.world = s->world, .declared = f->rank,
+                                 .fr_analyzed = 1,
+                                 .declared_by_silence = f->by_silence};
+        fb__sup_hang_blame b;
+        fb__sup_blame_hang(&hf, &b);
+        if (b.basis == FB__SUP_HANG_UNDECIDED)
+            fb__sup_hang_undecided(s, err);
+        else
+            undecided_by_fr(f);
         return NULL;
     }
     char summary[512];
@@ -575,13 +592,17 @@ static char *analyze_hang(fb__sup *s)
     int culprits[8];
     int n = fb__fr_culprit_ranks(r, culprits, 8);
     fb__sup_log(s, "flight recorder: %s", summary);
-    fb__sup_failure *f = &s->fail;
+    /* A mismatch where progress stopped names its culprits as a hang's do. */
+    fb__fr_verdict_code vk = fb__fr_verdict_kind(r);
     fb__sup_hang_facts hf = {.world = s->world, .declared = f->rank,
-                             .fr_hang = fb__fr_verdict_kind(r) == FB__FR_HANG,
-                             .fr_culprits = culprits, .fr_nculprits = n};
+                             .fr_hang = vk == FB__FR_HANG || vk == FB__FR_MISMATCH,
+                             .fr_culprits = culprits, .fr_nculprits = n,
+                             .fr_analyzed = 1, .declared_by_silence = f->by_silence};
     fb__sup_hang_blame b;
     fb__sup_blame_hang(&hf, &b);
-    if (b.fr_named) {
+    if (b.basis == FB__SUP_HANG_UNDECIDED) {
+        fb__sup_hang_undecided(s, summary);
+    } else if (b.fr_named) {
         if (b.rank != f->rank) {
             /* The step is the culprit's own (-1 when it did none, or its
              * segment is no longer trusted), never the rank first blamed. */
@@ -591,12 +612,22 @@ static char *analyze_hang(fb__sup *s)
             f->step = h && atomic_load_explicit(&h->steps_done, memory_order_relaxed)
                 ? (int64_t)atomic_load_explicit(&h->step, memory_order_relaxed) : -1;
             snprintf(f->injected, sizeof f->injected, "%s", s->ranks[f->rank].injected);
+            /* Lead with the rank blamed, not the one the detail began with. */
+            char was[sizeof f->detail];
+            snprintf(was, sizeof was, "%s", f->detail);
+            snprintf(f->detail, sizeof f->detail, "rank %d, named by the flight "
+                     "recorder; %s", f->rank, was);
         }
         size_t l = strlen(f->detail);
         snprintf(f->detail + l, sizeof f->detail - l, "; flight recorder: %s", summary);
     }
-    if (!b.fr_named || n != 1)
+    if (b.basis != FB__SUP_HANG_UNDECIDED && (!b.fr_named || n != 1))
         undecided_by_fr(f); /* no hang verdict, or several culprits */
+    if (f->rank >= 0 && s->ranks[f->rank].where[0]) {
+        size_t l = strlen(f->detail);
+        snprintf(f->detail + l, sizeof f->detail - l, "; rank %d was at %s", f->rank,
+                 s->ranks[f->rank].where);
+    }
     fb__jsonw w;
     fb__jsonw_init(&w);
     if (fb__fr_result_json_max(r, &w, SUP_FR_JSON_MAX_LIST) == 0)
@@ -619,7 +650,10 @@ static void snapshot_segments(fb__sup *s, const char *why)
         char path[PATH_MAX];
         if (fb__fmt(path, sizeof path, "%s/rank-%d.fbseg", dir, r))
             continue;
-        if (fb__seg_dump(s->ranks[r].seg, path) == 0)
+        char name[FB__SEG_NAME_MAX];
+        if (fb__seg_name(name, sizeof name, s->job_id, s->attempt, r))
+            name[0] = '\0';
+        if (fb__seg_dump_sparse(s->ranks[r].seg, name[0] ? name : NULL, path) == 0)
             n++;
         /* fb__seg_dump writes 0600: the run's group may read it too. */
         if (s->shared)
@@ -662,6 +696,8 @@ static void stop_all(fb__sup *s, int sig)
 
 static void close_attempt(fb__sup *s)
 {
+    fb__sup_lateness_end(s); /* reads the segments: before they close */
+    fb__sup_sdc_attempt_end(s);
     for (int i = 0; i < s->nunits; i++) {
         if (s->units[i].msg_fd >= 0)
             close(s->units[i].msg_fd);
@@ -832,7 +868,22 @@ static int stop_asked(void *arg)
 static void prepare_restore(fb__sup *s)
 {
     uint64_t step;
-    int rc = fb__ckpt_prepare_restore(s->ckpt_dir, s->world, 2, &step,
+    int rc;
+    if (s->mem_dir[0]) {
+        /* Node memory first; storage is read only when it may hold a
+         * newer step (a rank that crashed restores with no storage read). */
+        rc = fb__ckpt_prepare_restore(s->mem_dir, s->world, 2, &step, on_set_aside,
+                                      stop_asked, s);
+        if (rc == -ECANCELED)
+            return;
+        if (rc == 0) {
+            fb__sup_log(s, "attempt %d will restore checkpoint %llu from node "
+                        "memory (verified)", s->attempt, (unsigned long long)step);
+            if (!fb__sup_tiers_storage_newer(s, step))
+                return;
+        }
+    }
+    rc = fb__ckpt_prepare_restore(s->ckpt_dir, s->world, 2, &step,
                                       on_set_aside, stop_asked, s);
     if (rc == 0)
         fb__sup_log(s, "attempt %d will restore checkpoint %llu (verified)",
@@ -880,16 +931,23 @@ static void start_attempt(fb__sup *s)
 /* The attempt failed: keep the evidence, record, stop every rank. */
 static void fail_attempt(fb__sup *s)
 {
-    if (s->slurm)
-        fb__sup_slurm_on_failure(s);
+    if (s->fail.kind == FB__SUP_FAIL_HANG)
+        fb__sup_request_dumps(s);
+    /* Under slurm the watchers snapshot their nodes' ranks too, and the
+     * node is blamed once the flight recorder has named the rank. */
+    if (s->slurm && s->fail.kind == FB__SUP_FAIL_HANG)
+        fb__sup_slurm_snapshot(s);
     snapshot_segments(s, fb__sup_fail_kind_name(s->fail.kind));
     char *verdict = s->fail.kind == FB__SUP_FAIL_HANG ? analyze_hang(s) : NULL;
+    if (s->slurm)
+        fb__sup_slurm_on_failure(s);
     record_failure(s, verdict);
     add_useful(s, s->fail.occurred_ns,
                s->res->nincidents ? s->res->incidents[s->res->nincidents - 1].lost_s : 0);
     stop_all(s, SIGTERM);
     fb__sup_diagnose(s, verdict); /* health, kernel log, root cause */
     free(verdict);
+    fb__sup_sdc_on_failure(s); /* once stopped: set aside later checkpoints */
     finish_attempt_row(s, "failed");
 }
 
@@ -897,15 +955,20 @@ static void fail_attempt(fb__sup *s)
  * failed or was stopped. */
 static int run_attempt(fb__sup *s)
 {
+    /* The journal: one transaction per wake-up, not one per row. */
+    fb__journal_batch_begin(s->j);
     start_attempt(s);
+    fb__journal_batch_end(s->j);
     while (!s->fail.set && !s->stop_signal && !all_units_ended(s)) {
-        handle_events(s, POLL_MS);
+        handle_events(s, fb__sup_watch_period_ms(s));
+        fb__journal_batch_begin(s->j);
         uint64_t now = fb__now_ns();
         fb__sup_watch(s, now);
         fire_injections(s, now);
         if (s->slurm)
             fb__sup_slurm_tick(s, now);
         fb__sup_status(s, now, 0);
+        fb__journal_batch_end(s->j);
     }
     /* Last look at the segments: reports sent just before the end. */
     fb__sup_watch(s, fb__now_ns());
@@ -1042,6 +1105,13 @@ static int check_inputs(fb__sup *s)
 {
     const fb__sup_options *o = s->o;
     char err[256];
+    if ((o->persist_every >= 0 || o->memory_ckpt_max) &&
+        o->launcher == FB__LAUNCH_SLURM) {
+        fprintf(stderr, "firebreak run: --persist-every and --memory-ckpt-max "
+                        "work with the local and mpirun launchers (one node); "
+                        "not yet with slurm\n");
+        return -EINVAL;
+    }
     if (o->inject && fb__inject_parse(o->inject, &s->plan, err, sizeof err)) {
         fprintf(stderr, "firebreak run: --inject: %s\n", err);
         return -EINVAL;
@@ -1148,8 +1218,12 @@ static const char *attempt_loop(fb__sup *s)
             if (s->stop_signal)
                 return interrupted(s, res);
         } else {
-            fb__sup_log(s, "restarting from the newest complete checkpoint%s",
-                        s->durable_step >= 0 ? "" : " (none yet: from the start)");
+            if (s->durable_step >= 0)
+                fb__sup_log(s, "restarting from the newest complete checkpoint "
+                            "(step %lld)", (long long)s->durable_step);
+            else
+                fb__sup_log(s, "restarting from the newest complete checkpoint "
+                            "(none yet: from the start)");
         }
     }
 }
@@ -1187,10 +1261,13 @@ static int open_journal(fb__sup *s)
  * through a signalfd, the ranks' table. */
 static int setup_processes(fb__sup *s, sigset_t *oldmask)
 {
-    /* Segments of runs whose supervisor died are removed. */
+    /* Segments of runs whose supervisor died are removed, and so are their
+     * node-memory checkpoints. */
     fb__seg_cleanup(NULL);
     prctl(PR_SET_CHILD_SUBREAPER, 1);
     int rc = setup_signals(s, oldmask);
+    if (!rc)
+        rc = fb__sup_tiers_setup(s);
     s->units = calloc((size_t)(s->world + 1), sizeof *s->units);
     s->ranks = calloc((size_t)s->world, sizeof *s->ranks);
     s->hang_facts = calloc((size_t)s->world, sizeof *s->hang_facts);
@@ -1221,13 +1298,15 @@ static void finish_run(fb__sup *s, int rc, const char *status, const sigset_t *o
                             rc ? 1 : res->exit_code, rc ? "setup failed" : res->reason);
         close_journal(s);
     }
-    fb__seg_remove_job(s->job_id, -1);
     fb__proc_sweep(NULL, 0, 2000);
+    fb__sup_tiers_finish(s); /* after every rank is gone */
+    fb__seg_remove_job(s->job_id, -1);
     if (s->sigfd >= 0) {
         close(s->sigfd);
         sigprocmask(SIG_SETMASK, oldmask, NULL);
     }
     free(s->units);
+    fb__sup_sdc_free(s);
     free(s->ranks);
     free(s->hang_facts);
     /* The exact accounting reads the journal: not from an incomplete one. */

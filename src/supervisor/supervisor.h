@@ -27,6 +27,17 @@ typedef enum {
     FB_ON_NO_NODES_COUNT_
 } fb__on_no_nodes;
 
+/* --on-straggler: what the supervisor does about a rank that keeps
+ * arriving late at the job's collectives (lateness.c, docs/supervisor.md). */
+typedef enum {
+    FB_ON_STRAGGLER_WARN = 0,  /* incident, warning, metrics; no restart    */
+    FB_ON_STRAGGLER_OFF,       /* no live lateness analysis                  */
+    FB_ON_STRAGGLER_COUNT_
+} fb__on_straggler;
+
+const char *fb__sup_on_straggler_name(fb__on_straggler v);
+int fb__sup_on_straggler_from_name(const char *name);
+
 /* The options' names ("local", "mpirun", "slurm"; "stop", "requeue"):
  * the one table each, for parsing and for output.  A name of a value out
  * of range is "unknown"; the value of an unknown name is -1. */
@@ -56,10 +67,17 @@ typedef struct fb__sup_options {
     const char *shared_group; /* NULL: private (0700/0600); else a group that
                                  may read the run (02750/0640)               */
     int preload_fr;           /* mpirun: preload libfirebreak-mpi.so        */
+    int no_python_hooks;      /* do not put firebreak's hooks on the ranks'
+                                 PYTHONPATH (docs/pytorch.md)               */
     const char *mpirun;       /* mpirun binary, NULL: "mpirun"              */
     char *const *mpirun_args; /* extra arguments for mpirun                  */
     int quiet;                /* no progress output                          */
     int fr_capacity;          /* 0: default                                  */
+    /* Node-memory checkpoints (docs/checkpoint.md, "Tiers"): on when
+     * persist_every >= 0 or memory_ckpt_max > 0. */
+    int persist_every;        /* every M-th save also to storage; -1: no
+                                 memory tier (1 when only the cap is given) */
+    uint64_t memory_ckpt_max; /* the node's cap in bytes; 0: none          */
     const char *console_ranks;/* local: ranks whose output is also shown on
                                  stderr, "[rankR]: " first ("all", "0,2-3");
                                  NULL or "none": logs only                    */
@@ -73,6 +91,7 @@ typedef struct fb__sup_options {
     int incident_health;      /* run the health check after a failure       */
     const char *health_root;  /* its --root (a fixture tree), or NULL       */
     fb__on_no_nodes on_no_nodes;
+    fb__on_straggler on_straggler;
     /* Called after the journal is closed, before the summary is printed,
      * to replace the live estimates (useful_s, ettr, incidents' lost_s) by
      * the exact accounting of the journal (the report's).  May be NULL. */

@@ -107,7 +107,7 @@ static int check_segment(fb__sup *s, int r)
 /* A report's code as an injected fault's kind; a rank may send anything. */
 static fb__inject_kind inject_kind_of(int32_t code)
 {
-    return code > FB__INJECT_NONE && code <= FB__INJECT_CORRUPT_CKPT ? (fb__inject_kind)code
+    return code > FB__INJECT_NONE && code <= FB__INJECT_LAST_ ? (fb__inject_kind)code
                                                                   : FB__INJECT_NONE;
 }
 
@@ -137,6 +137,10 @@ static void on_report(fb__sup *s, int rank, const fb__seg_report *r)
                             .step = (int64_t)r->step, .code = r->code,
                             .bytes = (int64_t)r->bytes, .value_ms = value_ms,
                             .detail = r->text};
+    /* The tier that served a restore: the rank's text, taken only when it
+     * is one of the names (it comes from another process). */
+    if (r->kind == FB__REPORT_RESTORE_DONE)
+        ev.source = fb__tier_source_name(fb__tier_source_from_name(r->text));
     fb__journal_add_event(s->j, &ev);
 
     switch (r->kind) {
@@ -149,7 +153,9 @@ static void on_report(fb__sup *s, int rank, const fb__seg_report *r)
             c->stall_ms = stall;
         if (persist > c->persist_ms)
             c->persist_ms = persist;
-        int complete = c->ranks >= s->world;
+        /* The script's own checkpoint (Python hooks) is the job's whole
+         * state at that step, whichever rank wrote it. */
+        int complete = c->ranks >= s->world || r->code == FB__COMMIT_WHOLE;
         fb__journal_checkpoint(s->j, s->attempt_id, c->step, t, c->ranks, c->bytes,
                                c->stall_ms, c->persist_ms,
                                complete ? "complete" : "partial");
@@ -206,6 +212,10 @@ static void on_report(fb__sup *s, int rank, const fb__seg_report *r)
         fb__sup_log(s, "%s", detail);
         break;
     }
+    case FB__REPORT_NOTE:
+        if (r->code == FB__NOTE_WHERE) /* answering a dump request */
+            fb__safe_text(s->ranks[rank].where, sizeof s->ranks[rank].where, r->text);
+        break;
     case FB__REPORT_INJECT:
         /* The text is the evidence for the journal; the code, the kind
          * that fired (inject.c), is what blame looks at. */
@@ -400,6 +410,10 @@ static void watch_rank(fb__sup *s, int r, uint64_t now, watch_pass *p,
     hf->step = step;
     hf->injected = inject_kind_of(
         (int32_t)atomic_load_explicit(&h->inject_kind, memory_order_acquire));
+    /* The supervisor's own after= hang (SIGSTOP) is as direct as a
+     * recorded one: the stopped rank cannot record it. */
+    if (hf->injected == FB__INJECT_NONE && rk->injected_kind == FB__INJECT_HANG)
+        hf->injected = FB__INJECT_HANG;
 }
 
 /* A pass found a rank silent past its limit: declare the hang on the
@@ -441,6 +455,30 @@ static void check_attach_timeout(fb__sup *s, int attached, uint64_t now)
     }
 }
 
+int fb__sup_watch_period_ms(const fb__sup *s)
+{
+    /* A pass costs the same for every rank, so its rate, not a rank's
+     * share, sets the supervisor's CPU at thousands of ranks; the rate
+     * follows the limits it checks against. */
+    enum { MIN_MS = 50, MAX_MS = 250 };
+    /* Until every rank has taken a step: attach soon after each creates
+     * its segment, as before. */
+    if (!s->attempt_ready_ns || s->slurm) /* slurm: node watchers' ages */
+        return MIN_MS;
+    for (int i = 0; i < s->plan.count; i++)
+        if (s->plan.faults[i].has_after)
+            return MIN_MS;
+    double lim = s->o->hang_timeout_s;
+    if (s->o->startup_timeout_s > 0 && s->o->startup_timeout_s < lim)
+        lim = s->o->startup_timeout_s;
+    if (s->o->ckpt_timeout_s > 0 && s->o->ckpt_timeout_s < lim)
+        lim = s->o->ckpt_timeout_s;
+    if (s->o->attach_timeout_s > 0 && s->o->attach_timeout_s < lim)
+        lim = s->o->attach_timeout_s;
+    double ms = lim * 1e3 / 40;
+    return ms < MIN_MS ? MIN_MS : ms > MAX_MS ? MAX_MS : (int)ms;
+}
+
 void fb__sup_watch(fb__sup *s, uint64_t now)
 {
     watch_pass p = {.all_ready = 1, .max_step = -1};
@@ -448,6 +486,7 @@ void fb__sup_watch(fb__sup *s, uint64_t now)
         watch_rank(s, r, now, &p, &s->hang_facts[r]);
     if (p.max_step > s->max_step)
         s->max_step = p.max_step;
+    fb__sup_sdc_pass(s); /* replicas' hashes (sdc.c) */
     if (!s->attempt_ready_ns && p.all_ready && p.attached == s->world) {
         s->attempt_ready_ns = p.ready_max;
         fb__journal_attempt_real(s->j, s->attempt_id, "ready_at",
@@ -455,6 +494,7 @@ void fb__sup_watch(fb__sup *s, uint64_t now)
     }
     if (s->fail.set)
         return;
+    fb__sup_lateness(s, now);
     fb__sup_hang_facts hf = {.now_ns = now, .ranks = s->hang_facts,
                              .world = s->world, .declared = -1};
     fb__sup_hang_blame b;

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/util.h"
@@ -204,6 +205,13 @@ static void report_end(FILE *out, wrank *w)
           : kind == FB__END_FINALIZED ? FB_FBW1_END_FINALIZED
                                      : FB_FBW1_END_VANISHED;
     m.code = m.how == FB_FBW1_END_EXIT || m.how == FB_FBW1_END_SIGNAL ? code : 0;
+    /* A rank that recorded the injected SIGKILL it then sent itself ended
+     * as recorded, as the supervisor reads it on its own host. */
+    if (m.how == FB_FBW1_END_VANISHED && !w->corrupt &&
+        atomic_load_explicit(&h->inject_kind, memory_order_acquire) == FB__INJECT_KILL) {
+        m.how = FB_FBW1_END_SIGNAL;
+        m.code = SIGKILL;
+    }
     emit(out, &m);
     w->ended = 1;
 }
@@ -284,6 +292,123 @@ static void remove_segment(const fb__watch_opts *o, const wrank *w)
         unlink(path);
 }
 
+/* A hang: copy the segment (and with it the flight-recorder ring) of
+ * every rank of this node into the run directory, where the supervisor
+ * analyzes them with those of the other nodes; then say how many.  The
+ * supervisor asks before it stops anything, so the rings are as the hang
+ * left them. */
+#define DUMP_LISTENING UINT64_MAX /* dump_done of a rank whose hooks listen */
+#define DUMP_WAIT_MS 3000          /* as the supervisor's own (pyhooks.c)   */
+
+/* Ranks whose Python hooks listen (docs/pytorch.md) are asked for their
+ * dumps first, as the supervisor asks those on its own host: PyTorch's
+ * flight-recorder dump lands in the run directory, where the main thread
+ * is comes back as a report (forwarded by the next pass).  The request
+ * number is the supervisor's (attempt + 1), so a rank asked by both
+ * answers once.  At most DUMP_WAIT_MS: a rank holding the GIL never
+ * answers. */
+static void request_dumps(const fb__watch_opts *o, wrank *ranks, int n)
+{
+    uint64_t req = (uint64_t)o->attempt + 1;
+    int asked = 0;
+    static char wait[FB__WATCH_MAX_LOCAL];
+    for (int i = 0; i < n; i++) {
+        wrank *w = &ranks[i];
+        char name[FB__SEG_NAME_MAX];
+        wait[i] = 0;
+        if (!w->seg || w->corrupt || w->ended ||
+            atomic_load_explicit(&fb__seg_hdr(w->seg)->dump_done, memory_order_acquire) !=
+                DUMP_LISTENING ||
+            fb__seg_name(name, sizeof name, o->job, o->attempt, w->rank) ||
+            fb__seg_request_dump(w->seg, name, req))
+            continue;
+        wait[i] = 1;
+        asked++;
+    }
+    uint64_t t0 = fb__now_ns();
+    while (asked > 0 && fb__now_ns() - t0 < DUMP_WAIT_MS * 1000000ull) {
+        struct timespec ts = {0, 10000000};
+        nanosleep(&ts, NULL);
+        for (int i = 0; i < n; i++)
+            if (wait[i] && atomic_load_explicit(&fb__seg_hdr(ranks[i].seg)->dump_done,
+                                                memory_order_acquire) == req) {
+                wait[i] = 0;
+                asked--;
+            }
+    }
+    for (int i = 0; i < n; i++)
+        if (ranks[i].seg && !ranks[i].ended)
+            send_reports(o->out, &ranks[i]); /* where each one was */
+}
+
+static void snapshot(const fb__watch_opts *o, wrank *ranks, int n)
+{
+    request_dumps(o, ranks, n);
+    fb__fbw1_msg m;
+    msg_init(&m, FB_FBW1_SNAPPED, 0);
+    snprintf(m.node, sizeof m.node, "%s", o->node);
+    m.attempt = o->attempt;
+    const char *run = fb__getenv("FIREBREAK_RUN_DIR");
+    char dir[PATH_MAX];
+    if (!run || fb__fmt(dir, sizeof dir, "%s/fr/attempt-%d", run, o->attempt) ||
+        fb__mkdir_p(dir, 0755)) {
+        fprintf(stderr, "firebreak watch: no flight-recorder snapshot: %s\n",
+                run ? "cannot create its directory in the run" : "FIREBREAK_RUN_DIR not set");
+        emit(o->out, &m);
+        return;
+    }
+    for (int i = 0; i < n; i++) {
+        char path[PATH_MAX];
+        if (!ranks[i].seg || fb__fmt(path, sizeof path, "%s/rank-%d.fbseg", dir, ranks[i].rank))
+            continue;
+        int rc = fb__seg_dump(ranks[i].seg, path);
+        if (rc)
+            fprintf(stderr, "firebreak watch: snapshot of rank %d: %s\n", ranks[i].rank,
+                    fb_strerror(rc));
+        else if (m.count < FB__FBW1_COUNT_MAX)
+            m.count++;
+    }
+    emit(o->out, &m);
+}
+
+/* Requests from the supervisor: fbw1 lines on in_fd, read as they come
+ * (bounded buffer; an over-long line is skipped to its end, a line that
+ * does not parse is dropped).  EOF or an error closes the channel. */
+typedef struct wreq {
+    int fd;
+    char buf[2 * FB__FBW1_LINE_MAX];
+    size_t len;
+    int dropping;
+} wreq;
+
+struct req_ctx {
+    const fb__watch_opts *o;
+    wrank *ranks;
+    int n;
+};
+
+static void on_request(void *ctx, const char *line, size_t len)
+{
+    const struct req_ctx *c = ctx;
+    fb__fbw1_msg m;
+    if (fb__fbw1_parse(line, len, 1, &m) == 0 && m.kind == FB_FBW1_SNAP &&
+        m.attempt == c->o->attempt)
+        snapshot(c->o, c->ranks, c->n);
+}
+
+static void read_requests(const fb__watch_opts *o, wreq *q, wrank *ranks, int n)
+{
+    ssize_t got = read(q->fd, q->buf + q->len, sizeof q->buf - q->len);
+    if (got < 0 && (errno == EINTR || errno == EAGAIN))
+        return;
+    if (got <= 0) {
+        q->fd = -1;
+        return;
+    }
+    struct req_ctx c = {o, ranks, n};
+    q->len = fb__fbw1_lines(q->buf, q->len + (size_t)got, &q->dropping, on_request, &c);
+}
+
 int fb__watch_run(const fb__watch_opts *o)
 {
     struct sigaction sa = {.sa_handler = on_stop};
@@ -317,8 +442,11 @@ int fb__watch_run(const fb__watch_opts *o)
     emit(o->out, &m);
     uint64_t interval_ns = (uint64_t)(o->interval_s * 1e9), last_beat = 0;
     int left = n;
+    static wreq req;
+    memset(&req, 0, sizeof req);
+    req.fd = o->in_fd;
     while (!g_stop && left > 0) {
-        struct pollfd pfd[FB__WATCH_MAX_LOCAL];
+        struct pollfd pfd[FB__WATCH_MAX_LOCAL + 1];
         int map[FB__WATCH_MAX_LOCAL], np = 0;
         for (int i = 0; i < n; i++) {
             if (ranks[i].ended)
@@ -331,7 +459,15 @@ int fb__watch_run(const fb__watch_opts *o)
                 map[np++] = i;
             }
         }
-        int rc = poll(pfd, (nfds_t)np, 50);
+        if (req.fd >= 0) {
+            pfd[np].fd = req.fd;
+            pfd[np].events = POLLIN;
+            pfd[np].revents = 0;
+        }
+        int rc = poll(pfd, (nfds_t)np + (req.fd >= 0), 50);
+        /* A snapshot first: the rings as the hang left them. */
+        if (rc > 0 && req.fd >= 0 && pfd[np].revents)
+            read_requests(o, &req, ranks, n);
         for (int k = 0; rc > 0 && k < np; k++)
             if (pfd[k].revents)
                 report_end(o->out, &ranks[map[k]]);

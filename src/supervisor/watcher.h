@@ -28,6 +28,8 @@ typedef struct fb__watch_opts {
     double interval_s;      /* between beat lines, > 0                   */
     const char *node;       /* this node's name (fb__watch_node_name)    */
     FILE *out;              /* where the lines go (stdout)               */
+    int in_fd;              /* where requests (`snap`) come from: 0, the
+                               step's stdin (srun --input=all); -1: none */
 } fb__watch_opts;
 
 /* This node's name: `opt`, else SLURMD_NODENAME, else the hostname;
@@ -36,7 +38,11 @@ void fb__watch_node_name(const char *opt, char buf[FB__FBW1_NODE_MAX]);
 
 /* Watch the ranks until every one has ended (then `bye`) or until SIGTERM,
  * SIGINT or SIGHUP (installed here; SIGUSR1 and SIGPIPE are ignored).
- * Returns 0. */
+ * A `snap` request on in_fd for this attempt asks the ranks whose Python
+ * hooks listen for their dumps (at most 3 s), then writes the segment of every
+ * rank of this node that attached to $FIREBREAK_RUN_DIR/fr/attempt-N/
+ * rank-R.fbseg (the flight-recorder snapshot, on the shared filesystem),
+ * then says `snapped`.  Returns 0. */
 int fb__watch_run(const fb__watch_opts *o);
 
 /* Run this node's health checks once and write one `health` line to out

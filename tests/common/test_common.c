@@ -184,12 +184,25 @@ static void test_inject(void)
         {"kill:rank=1,step=3,step=4", "key 'step' given twice"},
         {"slow:rank=1,step=3,factor=2,factor=3", "key 'factor' given twice"},
         {"kill:rank=1,after=99999999999999h", "bad value '99999999999999h' for 'after'"},
+        {"kill:rank=1,step=2,tensor=w1", "unknown key 'tensor'"},
+        {"flip:rank=1,step=2,tensor=", "bad value '' for 'tensor'"},
+        {"flip:rank=1,step=2,tensor=a,tensor=b", "key 'tensor' given twice"},
+        {"flip:rank=1,after=1s", "after= works for kill, hang and segv"},
     };
     for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
         CHECK_RC(fb__inject_parse(bad[k].spec, &p, err, sizeof err), -EINVAL);
         CHECKF(strstr(err, bad[k].msg), "inject '%s': message '%s' lacks '%s'",
                bad[k].spec, err, bad[k].msg);
     }
+    /* flip: the tensor is optional; a name too long for a record is refused. */
+    CHECK_RC(fb__inject_parse("flip:rank=2,step=25,tensor=adam.m.w1;flip:rank=0,step=3",
+                              &p, err, sizeof err), 0);
+    CHECK_EQ_STR(fb__inject_kind_name(p.faults[0].kind), "flip");
+    CHECK_EQ_STR(p.faults[0].tensor, "adam.m.w1");
+    CHECK_EQ_STR(p.faults[1].tensor, "");
+    char longspec[200];
+    snprintf(longspec, sizeof longspec, "flip:rank=0,step=1,tensor=%0*d", 60, 0);
+    CHECK_RC(fb__inject_parse(longspec, &p, err, sizeof err), -EINVAL);
     /* A fault for a rank the job does not have would never fire. */
     CHECK_RC(fb__inject_parse("kill:rank=5,step=3", &p, err, sizeof err), 0);
     CHECK_RC(fb__inject_check_job(&p, 1, 3, err, sizeof err), -EINVAL);

@@ -96,6 +96,11 @@ static const fixture fixtures[] = {
      "kill:rank=1,step=30", NULL, 9, -1, 0, 0, "Unknown", "Unknown", "injected"},
     {"injected_segv", "crash", NULL, NULL, NULL, "segv:rank=0,step=50", NULL,
      11, -1, 0, 0, "Dependency", "Software bug", "injected"},
+    {"sdc_mismatch", "sdc", NULL, NULL, NULL, NULL,
+     "rank 1 disagrees with the majority on tensor w1 (piece 3) at step 25",
+     0, -1, 0, 0, "GPU", "Silent data corruption", "kind"},
+    {"injected_flip", "sdc", NULL, NULL, NULL, "flip:rank=1,step=25,tensor=w1", NULL,
+     0, -1, 0, 0, "GPU", "Silent data corruption", "injected"},
 };
 
 static void run_fixture(const fixture *f)

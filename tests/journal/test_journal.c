@@ -253,6 +253,85 @@ static void test_refused(void)
     fb__journal_close(j);
 }
 
+/* A 1.0 journal reopened by this writer gains 1.1's event.source (and its
+ * version says 1.1); a restore_done event records its tier there. */
+static void test_migrate_1_0(void)
+{
+    snprintf(path, sizeof path, "%s/old.sqlite", dir);
+    sqlite3 *db;
+    CHECK(sqlite3_open(path, &db) == SQLITE_OK);
+    CHECK(sqlite3_exec(db,
+        "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);"
+        "INSERT INTO meta VALUES('schema_version','1.0');"
+        "CREATE TABLE event (id INTEGER PRIMARY KEY, run_id INTEGER NOT NULL,"
+        " attempt_id INTEGER NOT NULL, time REAL NOT NULL, rank INTEGER,"
+        " kind TEXT NOT NULL, step INTEGER, code INTEGER, bytes INTEGER,"
+        " value_ms REAL, detail TEXT);", NULL, NULL, NULL) == SQLITE_OK);
+    sqlite3_close(db);
+    fb__journal *j = NULL;
+    char err[256];
+    CHECK_RC(fb__journal_open(&j, path, err, sizeof err), 0);
+    if (!j)
+        return;
+    fb__journal_event ev = {.attempt_id = 1, .time = 3, .rank = 1,
+                            .kind = "restore_done", .step = 5, .value_ms = 2,
+                            .detail = "memory", .source = "memory"};
+    CHECK_RC(fb__journal_add_event(j, &ev), 0);
+    ev.kind = "note";
+    ev.source = NULL;
+    CHECK_RC(fb__journal_add_event(j, &ev), 0);
+    fb__journal_close(j);
+    CHECK_EQ_U64((uint64_t)count("SELECT count(*) FROM meta WHERE "
+                                 "key='schema_version' AND value='1.1'"), 1);
+    CHECK_EQ_U64((uint64_t)count("SELECT count(*) FROM event WHERE "
+                                 "kind='restore_done' AND source='memory'"), 1);
+    CHECK_EQ_U64((uint64_t)count("SELECT count(*) FROM event WHERE "
+                                 "kind='note' AND source IS NULL"), 1);
+}
+
+/* Batches: rows written between begin and end reach the database
+ * together at the outermost end (one transaction), not one by one; a
+ * batch whose end finds the disk full leaves them queued for the retries. */
+static void test_batch(void)
+{
+    fb__journal *j = open_fresh("batch.sqlite");
+    fb__journal_status st;
+    int64_t a0, inc;
+    CHECK_RC(fb__journal_begin_attempt(j, 0, 1.5, &a0), 0);
+    CHECK_EQ_INT(count("select count(*) from attempt"), 1); /* no batch: at once */
+    fb__journal_batch_begin(j);
+    fb__journal_incident in = incident(a0, "crash");
+    CHECK_RC(fb__journal_add_incident(j, &in, &inc), 0);
+    CHECK_RC(fb__journal_incident_text(j, inc, "fr_verdict", "{\"v\":2}"), 0);
+    fb__journal_batch_begin(j); /* nested: the inner end writes nothing */
+    CHECK_RC(fb__journal_attempt_text(j, a0, "outcome", "failed"), 0);
+    CHECK_RC(fb__journal_batch_end(j), 0);
+    CHECK_EQ_INT(count("select count(*) from incident"), 0);
+    CHECK_EQ_INT(count("select count(*) from attempt where outcome='failed'"), 0);
+    fb__journal_get_status(j, &st);
+    CHECK(!st.failing); /* queued by the batch, not by a failure */
+    CHECK_EQ_INT(st.pending_rows, 3);
+    CHECK_RC(fb__journal_batch_end(j), 0);
+    CHECK_EQ_INT(count("select count(*) from incident where fr_verdict='{\"v\":2}'"), 1);
+    CHECK_EQ_INT(count("select count(*) from attempt where outcome='failed'"), 1);
+    fb__journal_get_status(j, &st);
+    CHECK_EQ_INT(st.pending_rows, 0);
+
+    fb__journal_batch_begin(j);
+    CHECK_RC(fb__journal_attempt_text(j, a0, "outcome", "stopped"), 0);
+    disk_full = 1;
+    CHECK_RC(fb__journal_batch_end(j), -ENOSPC);
+    fb__journal_get_status(j, &st);
+    CHECK(st.failing);
+    CHECK_EQ_INT(st.pending_rows, 1);
+    disk_full = 0;
+    CHECK_RC(fb__journal_flush(j), 0);
+    CHECK_EQ_INT(count("select count(*) from attempt where outcome='stopped'"), 1);
+    CHECK_RC(fb__journal_end_run(j, 5, "completed", 0, "ok"), 0);
+    fb__journal_close_status(j, &st);
+    CHECK_EQ_INT(st.dropped_rows, 0);
+}
+
 int main(void)
 {
     if (!mkdtemp(dir)) {
@@ -263,6 +342,8 @@ int main(void)
     test_retry();
     test_bounded();
     test_refused();
+    test_migrate_1_0();
+    test_batch();
     char cmd[4200];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd) != 0)

@@ -2,7 +2,8 @@
 # report_fleet: `firebreak report --fleet` over four generated runs of one
 # fleet (fb-report-gen fleet0..3) and a directory that is not a run: the
 # nodes ranked, gpu-07 flagged repeat + hardware + health with its
-# incidents, gpu-03 repeat only (software bugs), an injected kill and a
+# incidents and its two drains (journal events "drain"), gpu-03 repeat
+# only (software bugs; its failed drain not counted), an injected kill and a
 # node that only hosted runs not flagged; text and JSON agree; a missing
 # DIR is exit 2; an unreadable run is skipped and said.
 set -u
@@ -26,10 +27,16 @@ nodes = {n["node"]: n for n in j["nodes"]}
 assert [n["node"] for n in j["nodes"]] == ["gpu-07", "gpu-03", "gpu-05", "gpu-02"], \
     [n["node"] for n in j["nodes"]]
 g7 = nodes["gpu-07"]
-assert g7["flags"] == ["repeat", "hardware", "health"], g7
-assert (g7["runs_failed"], g7["hardware"], g7["health_fails"]) == (2, 2, 2), g7
-assert [e["run"] for e in g7["evidence"]] == ["f0", "f1"], g7["evidence"]
-assert all(e["failed_checks"] == "kernel.xid79.0000:3b:00" for e in g7["evidence"])
+assert g7["flags"] == ["repeat", "hardware", "health", "drain"], g7
+assert (g7["runs_failed"], g7["hardware"], g7["health_fails"], g7["drains"]) == (2, 2, 2, 2), g7
+inc = [e for e in g7["evidence"] if not e["drain"]]
+dr = [e for e in g7["evidence"] if e["drain"]]
+assert [e["run"] for e in inc] == ["f0", "f1"], g7["evidence"]
+assert [e["run"] for e in dr] == ["f0", "f1"], g7["evidence"]
+assert all(e["incident"] is None and "health check failed: kernel.xid79" in e["evidence"]
+           for e in dr), dr
+assert all(e["failed_checks"] == "kernel.xid79.0000:3b:00" for e in inc)
+assert nodes["gpu-03"]["drains"] == 0, nodes["gpu-03"]
 assert "Xid (PCI:0000:3b:00): 79" in g7["evidence"][0]["evidence"]
 assert nodes["gpu-03"]["flags"] == ["repeat"], nodes["gpu-03"]
 assert nodes["gpu-05"]["flags"] == [] and nodes["gpu-05"]["hardware"] == 0
@@ -38,12 +45,12 @@ assert nodes["gpu-02"]["runs"] == 4 and nodes["gpu-02"]["interruptions"] == 0
 # the text says the same
 for n in j["nodes"]:
     flags = ",".join(n["flags"]) or "-"
-    m = re.search(r"^  %s +(\d+) +(\d+) +(\d+) +(\d+) +[0-9.]+  (\S+)$" % re.escape(n["node"]),
+    m = re.search(r"^  %s +(\d+) +(\d+) +(\d+) +(\d+) +(\d+) +[0-9.]+  (\S+)$" % re.escape(n["node"]),
                   txt, re.M)
     assert m, n["node"]
     assert (int(m.group(1)), int(m.group(2)), int(m.group(3)), int(m.group(4)),
-            m.group(5)) == (n["runs"], n["interruptions"], n["hardware"],
-                            n["health_fails"], flags), (n, m.groups())
+            int(m.group(5)), m.group(6)) == (n["runs"], n["interruptions"], n["hardware"],
+                            n["health_fails"], n["drains"], flags), (n, m.groups())
     if n["flags"]:
         assert "\n%s (%s): evidence\n" % (n["node"], flags) in txt
         for e in n["evidence"]:
@@ -53,6 +60,40 @@ PY
 "$FB" report --fleet "$D/fleet/run-0" --json | tail -n 1 | grep -q '"nruns":1' || fail "a run dir"
 rc=0; "$FB" report --fleet "$D/nothing" >/dev/null 2>"$D/e" || rc=$?
 [ $rc = 2 ] && grep -q "nothing" "$D/e" || fail "missing DIR: exit $rc $(cat "$D/e")"
-rc=0; "$FB" report --fleet "$D/fleet" --html "$D/x.html" >/dev/null 2>&1 || rc=$?
-[ $rc = 2 ] || fail "--fleet --html: exit $rc"
+# --html: the page says what the JSON says (table and evidence), escaped
+"$FB" report --fleet "$D/fleet" --html "$D/f.html" >"$D/h.txt" 2>/dev/null || fail "--html exit $?"
+grep -q "HTML report: $D/f.html" "$D/h.txt" || fail "--html: the text does not name the page"
+python3 - "$D/f.json" "$D/f.html" <<'PY' || fail "fleet html"
+import html, json, sys
+from html.parser import HTMLParser
+j = json.loads(open(sys.argv[1]).read().splitlines()[-1])
+page = open(sys.argv[2]).read()
+class P(HTMLParser):
+    def __init__(s):
+        super().__init__(); s.tables = []; s.cell = None
+    def handle_starttag(s, tag, attrs):
+        if tag == "table": s.tables.append((dict(attrs), []))
+        elif tag == "tr": s.tables[-1][1].append([])
+        elif tag in ("td", "th"): s.cell = ""
+    def handle_endtag(s, tag):
+        if tag in ("td", "th"): s.tables[-1][1][-1].append(s.cell); s.cell = None
+    def handle_data(s, d):
+        if s.cell is not None: s.cell += d
+p = P(); p.feed(page)
+fleet = [t for a, t in p.tables if a.get("id") == "fleet"]
+assert len(fleet) == 1, [a for a, _ in p.tables]
+rows = fleet[0][1:]
+assert [r[0] for r in rows] == [n["node"] for n in j["nodes"]], rows
+for r, n in zip(rows, j["nodes"]):
+    assert [int(x) for x in r[1:6]] == [n["runs"], n["interruptions"], n["hardware"],
+                                        n["health_fails"], n["drains"]], (r, n)
+    assert r[7] == (", ".join(n["flags"]) or "-"), (r, n)
+ev = [t for a, t in p.tables if a.get("class") == "evidence"]
+flagged = [n for n in j["nodes"] if n["flags"]]
+assert len(ev) == len(flagged), (len(ev), len(flagged))
+for t, n in zip(ev, flagged):
+    assert [r[-1] for r in t[1:]] == [e["evidence"] for e in n["evidence"]], (t, n)
+    assert [r[3] for r in t[1:]] == [e["kind"] for e in n["evidence"]]
+assert "<script" not in page
+PY
 echo "report_fleet: ok"

@@ -16,7 +16,8 @@
  * bench      10,000 incidents in 1,000 attempts, 1,000,000 step samples
  * fleet0..3  four runs of one fleet for `report --fleet` (see fleet_run):
  *            gpu-07 fails on hardware in runs 0 and 1 and its health check
- *            fails twice; gpu-03 has software bugs in runs 1 and 2;
+ *            fails twice, and it is drained (--drain) in both; gpu-03
+ *            has software bugs in runs 1 and 2 and a drain that failed;
  *            gpu-05 only an injected kill; gpu-02 only hosts runs
  */
 #include <errno.h>
@@ -284,6 +285,17 @@ static void fleet_incident(int64_t a, const char *kind, double t, const char *no
     CHECK(fb__journal_add_incident(J, &in, NULL));
 }
 
+/* A drain event as slurm.c writes it (scontrol's exit in code). */
+static void fleet_drain(int64_t a, double t, const char *node, int code)
+{
+    fb__journal_event ev = {.attempt_id = a, .time = T0 + t, .rank = -1,
+                            .kind = "drain", .step = -1, .code = code,
+                            .value_ms = -1, .node = node,
+                            .detail = "firebreak: crash of rank 0 at step 10; "
+                                      "health check failed: kernel.xid79"};
+    CHECK(fb__journal_add_event(J, &ev));
+}
+
 #define HEALTH_FAIL "{\"version\":\"1.0\",\"verdict\":\"fail\",\"checks\":[" \
     "{\"name\":\"kernel.xid79.0000:3b:00\",\"status\":\"fail\",\"component\":" \
     "\"Faulty GPU\"},{\"name\":\"gpu.count\",\"status\":\"ok\"}]}"
@@ -306,10 +318,12 @@ static void fleet_run(const char *dir, int n)
                        "[by kernel_log] GPU has fallen off the bus in the kernel "
                        "log around the incident: '[12.0] NVRM: Xid (PCI:0000:3b:00): "
                        "79, pid=1'", NULL, HEALTH_FAIL);
+        fleet_drain(a, 10, "gpu-07", 0);
         break;
     case 1:
         fleet_incident(a, "crash", 9, "gpu-07", NULL, NULL, NULL, NULL,
                        HEALTH_FAIL); /* classified by the report: health */
+        fleet_drain(a, 10, "gpu-07", 0);
         a = attempt(1, 11, 12, 20, 0, 0, 1, 19, 1, "failed");
         fleet_incident(a, "error_exit", 19, "gpu-03", "Dependency",
                        "Software bug", "[by log] a Python exception ended the "
@@ -319,6 +333,7 @@ static void fleet_run(const char *dir, int n)
         fleet_incident(a, "error_exit", 9, "gpu-03", "Dependency",
                        "Software bug", "[by log] a Python exception ended the "
                        "program: 'KeyError: step'", NULL, NULL);
+        fleet_drain(a, 10, "gpu-03", 1); /* scontrol failed: not drained */
         break;
     default:
         fleet_incident(a, "crash", 9, "gpu-05", NULL, NULL, NULL,

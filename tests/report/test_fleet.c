@@ -13,25 +13,29 @@
 #define H (1u << FB__FLEET_HARDWARE)
 #define HC (1u << FB__FLEET_HEALTH)
 #define RT (1u << FB__FLEET_RATE)
+#define D (1u << FB__FLEET_DRAIN)
 
 static const struct {
     const char *what;
     size_t runs, runs_failed, interruptions, hardware, health;
     double fleet_rate;
     unsigned want;
+    size_t drains;
 } cases[] = {
-    {"healthy node", 10, 0, 0, 0, 0, 0.1, 0},
-    {"one failure", 10, 1, 1, 0, 0, 0.1, 0},
-    {"two failures, one run", 1, 1, 2, 0, 0, 0.1, RT},
-    {"two failures, one run, busy fleet", 1, 1, 2, 0, 0, 0.9, 0},
-    {"failures in two runs", 10, 2, 2, 0, 0, 0.1, R},
-    {"two hardware causes", 10, 1, 2, 2, 0, 0.1, H},
-    {"one hardware cause", 10, 1, 1, 1, 0, 0.1, 0},
-    {"health failed twice, no interruption", 5, 0, 0, 0, 2, 0.1, HC},
-    {"rate just at 3x", 10, 1, 3, 0, 0, 0.1, RT},
-    {"rate under 3x", 10, 1, 2, 0, 0, 0.1, 0},
-    {"everything", 4, 3, 4, 3, 3, 0.1, R | H | HC | RT},
-    {"no fleet rate", 1, 1, 2, 0, 0, 0, 0},
+    {"healthy node", 10, 0, 0, 0, 0, 0.1, 0, 0},
+    {"one failure", 10, 1, 1, 0, 0, 0.1, 0, 0},
+    {"two failures, one run", 1, 1, 2, 0, 0, 0.1, RT, 0},
+    {"two failures, one run, busy fleet", 1, 1, 2, 0, 0, 0.9, 0, 0},
+    {"failures in two runs", 10, 2, 2, 0, 0, 0.1, R, 0},
+    {"two hardware causes", 10, 1, 2, 2, 0, 0.1, H, 0},
+    {"one hardware cause", 10, 1, 1, 1, 0, 0.1, 0, 0},
+    {"health failed twice, no interruption", 5, 0, 0, 0, 2, 0.1, HC, 0},
+    {"rate just at 3x", 10, 1, 3, 0, 0, 0.1, RT, 0},
+    {"rate under 3x", 10, 1, 2, 0, 0, 0.1, 0, 0},
+    {"everything", 4, 3, 4, 3, 3, 0.1, R | H | HC | RT, 0},
+    {"no fleet rate", 1, 1, 2, 0, 0, 0, 0, 0},
+    {"drained once", 5, 0, 0, 0, 0, 0.1, 0, 1},
+    {"drained twice, no interruption", 5, 0, 0, 0, 0, 0.1, D, 2},
 };
 
 int main(void)
@@ -46,6 +50,7 @@ int main(void)
         n.interruptions = cases[i].interruptions;
         n.hardware = cases[i].hardware;
         n.health_fails = cases[i].health;
+        n.drains = cases[i].drains;
         fb__fleet_judge(&t, cases[i].fleet_rate, &n);
         CHECKF(n.flags == cases[i].want, "%s: flags 0x%x, expected 0x%x",
                cases[i].what, n.flags, cases[i].want);

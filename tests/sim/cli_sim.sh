@@ -177,7 +177,7 @@ check '"measured" in d["source"] and d["gpus"] == 16384' "$tmp/fr" "source"
     --json >"$tmp/fr2"
 check 'd["policy"]["restart_s"] == 600' "$tmp/fr2" "option beats measurement"
 expect_usage_error "no journal.sqlite" --from-run "$tmp"
-# Without event.source (schema 1.0) the tiers' restore costs keep their
+# Without event.source values (a run before 1.1) the tiers' restore costs keep their
 # defaults and the toy run's size draws a warning on stderr.
 "$fb" sim --from-run "$tmp/run" --tiers --peer-copy 10s --trials 20 \
     --no-search --json >"$tmp/fr3" 2>"$tmp/fr3.err"

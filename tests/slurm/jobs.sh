@@ -22,7 +22,7 @@ salloc -Q -N4 "$FB" run --launcher slurm --run-dir "$T/r2" --json --max-restarts
     >r2.json 2>r2.err || fail "run 2 exited $? ($(tail -3 r2.err))"
 [ "$(json_field r2.json '["completed"]')" = True ] || fail "run 2 not completed"
 [ "$(json_field r2.json '["restarts"]')" = 1 ] || fail "run 2 restarts"
-[ "$(json_field r2.json '["incidents"][0]["rank"]')" = 2 ] || fail "run 2 incident rank"
+[ "$(json_field r2.json '["incidents"][0]["rank"]')" = 2 ] || fail "run 2 incident rank: $(tail -n 1 r2.json | cut -c1-600); $(grep -h "srun: error" "$T/r2/logs/slurm-attempt-0/srun.log" | head -5)"
 json_field r2.json '["incidents"][0]["detail"]' | grep -q "on node3" || fail "run 2: node3 not named"
 for r in 0 1 2 3; do
     [ "$(cat "$T/r2/final_hash.rank-$r")" = "$(cat "$T/r1/final_hash.rank-$r")" ] || fail "run 2 rank $r hash"

@@ -40,6 +40,17 @@ case "$reason" in firebreak:*xid79*) ;; *) fail "node3 drain reason: '$reason'" 
 for r in 0 1 2; do
     [ "$(cat "$T/r1/final_hash.rank-$r")" = "$(ref_hash $r $STEPS)" ] || fail "run 1 rank $r hash"
 done
+# the drain is in the journal (an event "drain" on node3) and the fleet view
+case "$(sqlite3 "$T/r1/journal.sqlite" "select node||'|'||code||'|'||detail from event where kind = 'drain'")" in
+    "node3|0|firebreak:"*xid79*) ;;
+    *) false ;;
+esac ||
+    fail "run 1 drain event: $(sqlite3 "$T/r1/journal.sqlite" "select * from event where kind = 'drain'")"
+"$FB" report --fleet "$T/r1" --json | tail -n 1 | python3 -c '
+import json, sys
+d = {n["node"]: n for n in json.loads(sys.stdin.read())["nodes"]}
+assert d["node3"]["drains"] == 1 and d["node3"]["evidence"][-1]["drain"], d["node3"]' ||
+    fail "run 1: report --fleet does not count node3's drain"
 ok "node3 unhealthy: drained ($reason), restarted on node1,node2,node4, fault-free hash"
 scontrol update NodeName=node3 State=RESUME
 well node3

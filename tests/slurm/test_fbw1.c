@@ -59,7 +59,7 @@ static int msg_eq(const fb__fbw1_msg *a, const fb__fbw1_msg *b, const char *what
     EQ_INT(step) EQ_INT(phase) EQ_INT(age_ms) EQ_INT(how) EQ_INT(code)
     EQ_INT(verdict) EQ_STR(reason) EQ_INT(rep_idx) EQ_INT(rep_kind)
     EQ_INT(rep_code) EQ_INT(rep_step) EQ_INT(rep_bytes) EQ_INT(rep_v1)
-    EQ_INT(rep_v2) EQ_INT(rep_wall_ns) EQ_STR(rep_text)
+    EQ_INT(rep_v2) EQ_INT(rep_wall_ns) EQ_STR(rep_text) EQ_INT(attempt) EQ_INT(count)
 #undef EQ_INT
 #undef EQ_STR
     return 1;
@@ -155,6 +155,23 @@ static void test_round_trips(void)
     round_trip(&m, 1, "alive");
     m.node[0] = '\0';
     char nope[64];
+    CHECK_RC(fb__fbw1_format(&m, nope, sizeof nope), -EINVAL);
+
+    m = msg(FB_FBW1_SNAP);
+    m.attempt = 3;
+    round_trip(&m, 1, "snap");
+    m.attempt = FB__FBW1_ATTEMPT_MAX;
+    round_trip(&m, 1, "snap at its bound");
+    m.attempt = FB__FBW1_ATTEMPT_MAX + 1;
+    CHECK_RC(fb__fbw1_format(&m, nope, sizeof nope), -EINVAL);
+    m = msg(FB_FBW1_SNAPPED);
+    snprintf(m.node, sizeof m.node, "node2");
+    m.attempt = 1;
+    m.count = 0;
+    round_trip(&m, 1, "snapped, nothing written");
+    m.count = FB__FBW1_COUNT_MAX;
+    round_trip(&m, 1, "snapped at its bound");
+    m.count = FB__FBW1_COUNT_MAX + 1;
     CHECK_RC(fb__fbw1_format(&m, nope, sizeof nope), -EINVAL);
 
     m = msg(FB_FBW1_REPORT);
@@ -287,6 +304,9 @@ static void test_hostile(void)
         "fbw1 end 1 exit", "fbw1 end 1 exit 0 0", "fbw1 health node3",
         "fbw1 bye", "fbw1 bye node3 node4", "fbw1 report 0 0 2 0 30 0 0 0",
         "fbw1 alive", "fbw1 alive node3 node4", "fbw1 alive node/3",
+        "fbw1 snap", "fbw1 snap 1 2", "fbw1 snap -1", "fbw1 snap 1000001",
+        "fbw1 snapped node2 1", "fbw1 snapped node2 1 2 3", "fbw1 snapped node/2 1 2",
+        "fbw1 snapped node2 1 1025", "fbw1 snapped node2 -1 2", "fbw1 snap 1 ",
         "fbw1 hello  node3 2 42", "fbw1 attach 1  2", "fbw1 beat 1 2 3 4 ",
         "fbw1 nope 1 2", "fbw2 bye node3", "fbw1", "fbw1 ",
     };
@@ -376,6 +396,45 @@ static void test_random(void)
     CHECKF(parsed > 1000, "only %d random lines parsed: the mutations are too wild", parsed);
 }
 
+/* The line splitter both ends read with: lines cut across reads come
+ * whole, an over-long line is skipped to its end, never delivered. */
+static char got_lines[8][FB__FBW1_LINE_MAX + 1];
+static int ngot;
+
+static void collect(void *ctx, const char *line, size_t n)
+{
+    (void)ctx;
+    if (ngot < 8)
+        snprintf(got_lines[ngot], sizeof got_lines[ngot], "%.*s", (int)n, line);
+    ngot++;
+}
+
+static void test_lines(void)
+{
+    static char buf[2 * FB__FBW1_LINE_MAX];
+    int dropping = 0;
+    size_t len = 0;
+    const char *parts[] = {"fbw1 snap 1\nfbw1 sna", "pped node2 1 4\n", "fbw1 al"};
+    for (size_t i = 0; i < 3; i++) {
+        size_t n = strlen(parts[i]);
+        memcpy(buf + len, parts[i], n);
+        len = fb__fbw1_lines(buf, len + n, &dropping, collect, NULL);
+    }
+    CHECKF(ngot == 2 && !strcmp(got_lines[0], "fbw1 snap 1") &&
+           !strcmp(got_lines[1], "fbw1 snapped node2 1 4") && len == 7 && !dropping,
+           "lines across reads: %d lines, %zu left", ngot, len);
+    /* Over-long: the rest of the line is skipped, the next one is read. */
+    len = 0;
+    ngot = 0;
+    memset(buf, 'x', FB__FBW1_LINE_MAX);
+    len = fb__fbw1_lines(buf, FB__FBW1_LINE_MAX, &dropping, collect, NULL);
+    CHECKF(len == 0 && dropping, "over-long line kept (%zu)", len);
+    memcpy(buf, "xxxx\nfbw1 bye node1\n", 20);
+    len = fb__fbw1_lines(buf, 20, &dropping, collect, NULL);
+    CHECKF(ngot == 1 && !strcmp(got_lines[0], "fbw1 bye node1") && len == 0 && !dropping,
+           "after an over-long line: %d lines '%s'", ngot, got_lines[0]);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
@@ -391,6 +450,7 @@ int main(int argc, char **argv)
     test_format_refuses();
     test_hostile();
     test_random();
+    test_lines();
     if (failures)
         return 1;
     printf("ok: fbw1 format and parse\n");

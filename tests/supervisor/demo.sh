@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `firebreak demo --json`: the main job.  Four ranks of the MPI trainer with
-# a crash, a hang, an error exit and a corrupted checkpoint, all recovered,
-# and final weights equal to the fault-free reference run.
+# a bit flipped in one replica (silent data corruption), a hang, an error
+# exit and a corrupted checkpoint, all recovered, and final weights equal
+# to the fault-free reference run.
 source "$(dirname "$0")/lib.sh"
 "$FB" demo --json --quiet --run-root "$T/demo" >out.json 2>err.txt || fail "demo exited $?: $(tail -20 err.txt)"
 python3 - out.json <<'PY' || fail "demo JSON: $(tail -1 out.json)"
@@ -10,7 +11,7 @@ d = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])
 assert d["completed"] is True, d
 assert d["match"] is True and d["final_hash"] == d["reference_hash"] != "", d
 kinds = [i["kind"] for i in d["incidents"]]
-assert kinds == ["crash", "hang", "error_exit", "crash"], kinds
+assert kinds == ["sdc", "hang", "error_exit", "crash"], kinds
 assert d["restarts"] == 4, d["restarts"]
 ranks = [i["rank"] for i in d["incidents"]]
 assert ranks == [1, 2, 3, 0], ranks
@@ -38,4 +39,6 @@ if [ "$(id -u)" = 0 ] && [ "$kv" -ge 6004 ]; then
             detail like 'write-protect snapshot, % writes waited'")" -ge 1 ] \
         || fail "no checkpoint of the demo was a write-protect snapshot: $(q "select detail from event where kind='ckpt_committed' limit 1")"
 fi
+detail=$(sqlite3 "$run/journal.sqlite" "select detail from incident where kind='sdc'")
+grep -q "replicas of tensor w1 disagree after step 50" <<<"$detail" || fail "sdc incident: $detail"
 ok "demo: 4 faults recovered, weights bit-identical to the reference"

@@ -46,3 +46,24 @@ assert_no_segments() {
         fail "segments (or Open MPI shared memory, fb.$job.ompi) of job $job left in /dev/shm"
     fi
 }
+
+# assert_straggler NRANKS: the run under runs/ had rank 2 of NRANKS slowed
+# (--inject slow:rank=2,step=5,...) and err.txt is its stderr: rank 2 is
+# named a straggler on this host (incident, injected fault, console
+# warning, lateness.prom; the others not) and the job went on.
+assert_straggler() {
+    local got prom
+    got=$(q "select kind||':'||rank||':'||node from incident")
+    [ "$got" = "straggler:2:$(hostname)" ] || fail "incidents: $got
+$(q 'select kind,rank,detail from incident')
+$(q "select kind,rank,detail from event where kind like 'late%' or kind like 'strag%'")"
+    [ "$(q "select injected from incident")" = "slow:rank=2,step=5" ] ||
+        fail "injected: $(q 'select injected from incident')"
+    grep -q "straggler: rank 2 late by" err.txt || fail "no warning on the console: $(tail -5 err.txt)"
+    grep -q "completed after 1 attempt" err.txt || fail "the job did not go on: $(tail -3 err.txt)"
+    prom="$(run_dir)/lateness.prom"
+    grep -q '^firebreak_rank_lateness_straggler{job_id="[^"]*",rank="2"} 1$' "$prom" ||
+        fail "lateness.prom: $(cat "$prom")"
+    [ "$(grep -c '^firebreak_rank_lateness_straggler{.*} 0$' "$prom")" = $(($1 - 1)) ] ||
+        fail "lateness.prom, the others: $(cat "$prom")"
+}

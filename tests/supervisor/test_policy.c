@@ -217,6 +217,7 @@ static const char *hang_basis_name(fb__sup_hang_basis b)
     case FB__SUP_HANG_INJECTED: return "injected";
     case FB__SUP_HANG_DECLARED: return "declared";
     case FB__SUP_HANG_FR_CULPRIT: return "fr_culprit";
+    case FB__SUP_HANG_UNDECIDED: return "undecided";
     }
     return "?";
 }
@@ -313,6 +314,46 @@ static void test_blame_hang(void)
                cases[i].what, b.rank, hang_basis_name(b.basis), b.fr_named,
                cases[i].want_rank, hang_basis_name(cases[i].want_basis),
                cases[i].want_fr_named);
+    }
+    /* 4. silence alone, after the flight recorder had its say */
+    static const struct {
+        const char *what;
+        int world, declared, by_silence, analyzed;
+        int fr_hang, culprits[3], nculprits;
+        int want_rank;
+        fb__sup_hang_basis want_basis;
+    } undecided[] = {
+        {"silence, the flight recorder names nobody: no rank", 4, 1, 1, 1,
+         0, {0}, 0, -1, FB__SUP_HANG_UNDECIDED},
+        {"silence, several culprits: no rank", 4, 1, 1, 1, FR(2, 3), 2, -1,
+         FB__SUP_HANG_UNDECIDED},
+        {"silence, a culprit outside the job: no rank", 4, 1, 1, 1, FR(7), 1, -1,
+         FB__SUP_HANG_UNDECIDED},
+        {"silence, one culprit: that rank", 4, 1, 1, 1, FR(2), 1, 2,
+         FB__SUP_HANG_FR_CULPRIT},
+        {"silence, the one culprit is the rank silent the longest", 4, 1, 1, 1,
+         FR(1), 1, 1, FB__SUP_HANG_DECLARED},
+        {"silence, the flight recorder has not run yet: kept", 4, 1, 1, 0, 0, {0}, 0, 1,
+         FB__SUP_HANG_DECLARED},
+        {"one rank in the job: silence tells it apart", 1, 0, 1, 1, 0, {0}, 0, 0,
+         FB__SUP_HANG_DECLARED},
+        {"not by silence (an injection, a watcher): kept", 4, 3, 0, 1, 0, {0}, 0, 3,
+         FB__SUP_HANG_DECLARED},
+    };
+    for (size_t i = 0; i < N(undecided); i++) {
+        fb__sup_hang_facts f = {.now_ns = 1000 * S_, .world = undecided[i].world,
+                                .declared = undecided[i].declared,
+                                .declared_by_silence = undecided[i].by_silence,
+                                .fr_analyzed = undecided[i].analyzed,
+                                .fr_hang = undecided[i].fr_hang,
+                                .fr_culprits = undecided[i].culprits,
+                                .fr_nculprits = undecided[i].nculprits};
+        fb__sup_hang_blame b;
+        fb__sup_blame_hang(&f, &b);
+        CHECKF(b.rank == undecided[i].want_rank && b.basis == undecided[i].want_basis,
+               "%s: rank %d (%s), want rank %d (%s)", undecided[i].what, b.rank,
+               hang_basis_name(b.basis), undecided[i].want_rank,
+               hang_basis_name(undecided[i].want_basis));
     }
 }
 

@@ -17,6 +17,11 @@
  *    refused at attach; a SIGBUS anywhere else still kills (or reaches
  *    the handler that was there before).
  *
+ *  - SDC check records (minor 2): read back under their sequence check,
+ *    names made safe; an SDC ring offset or capacity that does not fit
+ *    the file is refused at attach, rewritten after attach it is not
+ *    used and fb__seg_check names it; an sdc_head that jumps is flagged.
+ *
  * Tests that need another uid (chown) run only as root; they say so.
  */
 #include <errno.h>
@@ -50,6 +55,17 @@ static fb__seg *make(int attempt, int rank)
     return seg;
 }
 
+/* A rank's segment (rank 0 of `attempt`) and a reader attached to it;
+ * `name` (FB__SEG_NAME_MAX bytes) gets its shm name. */
+static fb__seg *make_pair(int attempt, fb__seg **reader, char *name)
+{
+    fb__seg *w = make(attempt, 0);
+    *reader = NULL;
+    fb__seg_name(name, FB__SEG_NAME_MAX, job, attempt, 0);
+    CHECK_RC(fb__seg_open(reader, name), 0);
+    return w;
+}
+
 static void seg_path(char *buf, size_t size, int attempt, int rank)
 {
     char name[FB__SEG_NAME_MAX];
@@ -60,11 +76,9 @@ static void seg_path(char *buf, size_t size, int attempt, int rank)
 /* Offsets rewritten after attach: reads stay in bounds, check says so. */
 static void test_toctou_offsets(void)
 {
-    fb__seg *w = make(0, 0);
-    fb__seg *r = NULL;
+    fb__seg *r;
     char name[FB__SEG_NAME_MAX], why[128];
-    fb__seg_name(name, sizeof name, job, 0, 0);
-    CHECK_RC(fb__seg_open(&r, name), 0);
+    fb__seg *w = make_pair(0, &r, name);
     if (!w || !r)
         goto out;
     fb__seg_append_report(w, FB__REPORT_NOTE, 0, 1, 0, 0, 0, "hello");
@@ -98,11 +112,9 @@ out:
  * reader neither loops nor reads out of bounds. */
 static void test_heads(void)
 {
-    fb__seg *w = make(1, 0);
-    fb__seg *r = NULL;
+    fb__seg *r;
     char name[FB__SEG_NAME_MAX], why[128] = "";
-    fb__seg_name(name, sizeof name, job, 1, 0);
-    CHECK_RC(fb__seg_open(&r, name), 0);
+    fb__seg *w = make_pair(1, &r, name);
     if (!w || !r)
         goto out;
     fb__seg_header *h = fb__seg_hdr(w);
@@ -140,6 +152,68 @@ out:
     fb__seg_close(r);
     fb__seg_close(w);
     fb__seg_remove_job(job, 1);
+}
+
+/* SDC records: round trip, bounds at attach and after. */
+static void test_sdc(void)
+{
+    fb__seg *r;
+    char name[FB__SEG_NAME_MAX], why[128] = "";
+    fb__seg *w = make_pair(5, &r, name);
+    if (!w || !r)
+        goto out;
+    CHECK_EQ_INT(fb__seg_ident(r)->sdc_capacity, FB__SEG_SDC_CAPACITY);
+    fb__seg_append_sdc(w, 7, 0xabcdefull, 4096, 512, 3, 0, "layer.w\x1b[2J");
+    fb__seg_append_sdc(w, 7, 0x1234ull, 0, 64, 4, FB__SDC_FULL, "b");
+    fb__seg_sdc rec;
+    CHECK_RC(fb__seg_read_sdc(r, 0, &rec), 1);
+    CHECK_EQ_U64(rec.step, 7);
+    CHECK_EQ_U64(rec.hash, 0xabcdefull);
+    CHECK_EQ_U64(rec.offset, 4096);
+    CHECK_EQ_U64(rec.length, 512);
+    CHECK_EQ_INT(rec.tensor, 3);
+    CHECK_EQ_STR(rec.name, "layer.w?[2J");
+    CHECK_RC(fb__seg_read_sdc(r, 1, &rec), 1);
+    CHECK_EQ_INT(rec.flags, FB__SDC_FULL);
+    CHECK_RC(fb__seg_read_sdc(r, 2, &rec), 0); /* not written yet */
+    CHECK_RC(fb__seg_check(r, why, sizeof why), 0);
+
+    /* A name with no NUL in its 48 bytes is cut, not overrun. */
+    fb__seg_header *h = fb__seg_hdr(w);
+    fb__seg_sdc *ring = (fb__seg_sdc *)((char *)fb__seg_base(w) + h->sdc_offset);
+    memset(ring[1].name, 'x', sizeof ring[1].name);
+    CHECK_RC(fb__seg_read_sdc(r, 1, &rec), 1);
+    CHECK(strlen(rec.name) < sizeof rec.name);
+
+    /* Rewritten after attach: the copy is used, the check says so. */
+    uint64_t off = h->sdc_offset;
+    h->sdc_offset = 1ull << 40;
+    CHECK_RC(fb__seg_read_sdc(r, 0, &rec), 1);
+    CHECK_RC(fb__seg_check(r, why, sizeof why), FB_EFORMAT);
+    CHECKF(strstr(why, "sdc_offset") != NULL, "why: %s", why);
+
+    /* The same at attach: refused. */
+    fb__seg *r2 = NULL;
+    CHECK_RC(fb__seg_open(&r2, name), FB_EFORMAT);
+    h->sdc_offset = off;
+    h->sdc_capacity = 3; /* not a power of two */
+    CHECK_RC(fb__seg_open(&r2, name), FB_EFORMAT);
+    h->sdc_capacity = FB__SEG_SDC_CAPACITY * 2; /* past the end of the file */
+    CHECK_RC(fb__seg_open(&r2, name), FB_EFORMAT);
+    h->sdc_capacity = FB__SEG_SDC_CAPACITY;
+    CHECK_RC(fb__seg_open(&r2, name), 0);
+    if (r2) {
+        CHECK_RC(fb__seg_check(r2, why, sizeof why), 0);
+        atomic_store(&h->sdc_head, UINT64_MAX - 3); /* a jump */
+        CHECK_RC(fb__seg_read_sdc(r2, 0, &rec), -1); /* lost, not read */
+        CHECK_RC(fb__seg_check(r2, why, sizeof why), FB_EFORMAT);
+        CHECKF(strstr(why, "sdc_head") != NULL, "why: %s", why);
+        fb__seg_close(r2);
+    }
+out:
+    fb__seg_close(r);
+    fb__seg_close(w);
+    fb__seg_remove_job(job, 5);
 }
 
 /* A reader far behind skips to what the ring still holds, in one step. */
@@ -382,6 +456,82 @@ static void test_fr_live(void)
     fb__seg_remove_job(job, 8);
 }
 
+/* Read a whole file into a new buffer; NULL on failure. */
+static unsigned char *slurp(const char *path, size_t *n)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    struct stat st;
+    unsigned char *b = NULL;
+    if (fstat(fileno(f), &st) == 0 && (b = malloc((size_t)st.st_size + 1)) &&
+        fread(b, 1, (size_t)st.st_size, f) != (size_t)st.st_size) {
+        free(b);
+        b = NULL;
+    }
+    *n = (size_t)st.st_size;
+    fclose(f);
+    return b;
+}
+
+/* The sparse snapshot is the same bytes as the whole one, but the pages
+ * the rank never wrote (most of a fresh ring) are holes, not written; a
+ * file replaced under the name gets the whole copy. */
+static void test_dump_sparse(void)
+{
+    char name[FB__SEG_NAME_MAX], path[256], full[64], sparse[64];
+    fb__seg *w = NULL, *r = NULL;
+    fb__seg_create_args a = {.job_id = job, .attempt = 13, .rank = 0,
+                             .world_size = 4, .fr_capacity = 16384};
+    CHECK_RC(fb__seg_create(&w, &a), 0);
+    fb__seg_name(name, sizeof name, job, 13, 0);
+    seg_path(path, sizeof path, 13, 0);
+    CHECK_RC(fb__seg_open(&r, name), 0);
+    if (!w || !r)
+        goto out;
+    fb__seg_append_report(w, FB__REPORT_NOTE, 0, 1, 0, 0, 0, "evidence");
+    snprintf(full, sizeof full, "/tmp/fbseg-full-%d", (int)getpid());
+    snprintf(sparse, sizeof sparse, "/tmp/fbseg-sparse-%d", (int)getpid());
+    /* Sparse first: reading a hole through the mapping (the whole dump
+     * does) gives the file a page there. */
+    CHECK_RC(fb__seg_dump_sparse(r, name, sparse), 0);
+    CHECK_RC(fb__seg_dump(r, full), 0);
+    size_t nf = 0, ns = 0;
+    unsigned char *bf = slurp(full, &nf), *bs = slurp(sparse, &ns);
+    CHECK(bf && bs);
+    CHECK_EQ_U64(ns, fb__seg_size(r));
+    CHECK(bf && bs && nf == ns && memcmp(bf, bs, nf) == 0);
+    free(bf);
+    free(bs);
+    struct stat sf, ss;
+    CHECK_EQ_INT(stat(full, &sf), 0);
+    CHECK_EQ_INT(stat(sparse, &ss), 0);
+    CHECKF((uint64_t)ss.st_blocks * 512 < fb__seg_size(r) / 4,
+           "sparse dump holds %llu bytes of %zu", (unsigned long long)ss.st_blocks * 512,
+           fb__seg_size(r));
+    unlink(sparse);
+
+    /* Another file under the name: its holes say nothing of our mapping. */
+    CHECK_EQ_INT(unlink(path), 0);
+    int fd = open(path, O_RDWR | O_CREAT | O_EXCL, 0600);
+    CHECK(fd >= 0);
+    if (fd >= 0) {
+        CHECK_EQ_INT(ftruncate(fd, (off_t)fb__seg_size(r)), 0);
+        close(fd);
+    }
+    CHECK_RC(fb__seg_dump_sparse(r, name, sparse), 0);
+    CHECK_EQ_INT(stat(sparse, &ss), 0);
+    CHECKF((uint64_t)ss.st_blocks * 512 >= fb__seg_size(r),
+           "replaced file: dump holds %llu bytes of %zu",
+           (unsigned long long)ss.st_blocks * 512, fb__seg_size(r));
+    unlink(sparse);
+    unlink(full);
+out:
+    fb__seg_close(r);
+    fb__seg_close(w);
+    fb__seg_remove_job(job, 13);
+}
+
 /* A rank shrinks its file under the reader: no SIGBUS reaches us. */
 static void test_truncated(void)
 {
@@ -594,11 +744,13 @@ int main(void)
     /* First, while no reader has installed the guard in this process. */
     test_sigbus_elsewhere();
     test_truncated();
+    test_dump_sparse();
     test_guard_reuse();
     test_toctou_offsets();
     test_heads();
     test_report_text();
     test_report_next();
+    test_sdc();
     test_malformed();
     test_not_ours();
     test_fr_live();

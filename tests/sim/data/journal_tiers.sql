@@ -5,8 +5,8 @@
 -- (ranks 0-1 from a peer, 0.05 s; ranks 2-3 from storage, 0.5 s; no
 -- source: storage, 0.5 s).  Rates the test expects: memory 100 MiB/s,
 -- peer 20 MiB/s, storage 2 MiB/s; restore_s of the attempts 1 s and 3 s.
+-- (schema.sql, loaded first, has event.source since 1.1.)
 UPDATE meta SET value = '1.1' WHERE key = 'schema_version';
-ALTER TABLE event ADD COLUMN source TEXT;
 UPDATE attempt SET restore_s = 1 WHERE id = 2;
 UPDATE attempt SET restore_s = 3 WHERE id = 3;
 INSERT INTO event (run_id, attempt_id, time, rank, kind, step, bytes,

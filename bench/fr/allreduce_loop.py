@@ -1,0 +1,44 @@
+"""allreduce_loop.py -- 8-byte gloo all_reduces between the ranks of a
+`firebreak run`, timed on rank 0 (bench_pyhooks.sh).  Prints
+`allreduce_us=<per call>`; when the Python hooks are in, also the paired
+measurement: blocks of calls through the hooks and through the function
+they wrap (`__wrapped__`, not recorded), alternated in this one process,
+`paired_us=<with> <without> <with, cpu> <without, cpu>` (medians over the
+blocks; cpu: the calling thread's CPU time, which other processes' load
+does not inflate)."""
+import statistics
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+
+n = int(sys.argv[1]) if len(sys.argv) > 1 else 5000
+dist.init_process_group("gloo")
+t = torch.zeros(2, dtype=torch.float32)   # 8 bytes
+for _ in range(200):                      # warm-up (and the groups' first use)
+    dist.all_reduce(t)
+dist.barrier()
+t0 = time.perf_counter()
+for _ in range(n):
+    dist.all_reduce(t)
+dt = time.perf_counter() - t0
+hooked = getattr(dist.all_reduce, "_firebreak", False)
+paired = None
+if hooked:
+    plain, block = dist.all_reduce.__wrapped__, 250
+    w, b, cw, cb = [], [], [], []
+    for _ in range(max(n // block // 2, 4)):
+        for f, out, cpu in ((dist.all_reduce, w, cw), (plain, b, cb)):
+            s, c = time.perf_counter(), time.thread_time()
+            for _ in range(block):
+                f(t)
+            cpu.append((time.thread_time() - c) / block * 1e6)
+            out.append((time.perf_counter() - s) / block * 1e6)
+    paired = (statistics.median(w), statistics.median(b),
+              statistics.median(cw), statistics.median(cb))
+if dist.get_rank() == 0:
+    print("allreduce_us=%.3f" % (dt / n * 1e6), flush=True)
+    if paired:
+        print("paired_us=%.3f %.3f %.3f %.3f" % paired, flush=True)
+dist.destroy_process_group()

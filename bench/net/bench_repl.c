@@ -1,0 +1,293 @@
+/*
+ * bench_repl.c -- replication of a checkpoint step to a peer's memory
+ * (fbr1, src/ckpt/replicate.c) against the raw socket throughput between
+ * the same two processes, measured in the same run (issue 18: target
+ * >= 0.8x).
+ *
+ * Over loopback: a child process receives, the parent sends.  First the
+ * raw baseline, as bench_tcp does it (4 MiB writes from one buffer, the
+ * receiver drops the bytes), for as many bytes as the step holds; then raw
+ * again through buffers of the step's size on both ends (the bytes come
+ * from and go to memory, as a replica's must; no target, it tells the
+ * protocol's cost from the memory's); then the
+ * step itself: BENCH_REPL_RANKS shards (default 4) of BENCH_REPL_MIB MiB
+ * in all (default 512), saved by the engine into /dev/shm, sent with
+ * fb__repl_send_step and received by fb__repl_serve into another /dev/shm
+ * directory, every shard verified by hash before it commits.  Best of 3
+ * each; prints both, and the ratio, and records the target in the results
+ * file (bench/bench_result.h: the table `make bench` ends with fails when
+ * it was missed).  Exits 1 on a miss, or when replication itself failed.  Removes its /dev/shm directories.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../bench_result.h"
+#include "ckpt/replicate.h"
+#include "common/util.h"
+#include "firebreak/firebreak.h"
+
+#define CHUNK_BYTES (4u << 20)
+#define RUNS 3
+
+static char base[64], src[128], dst[128];
+
+static void remove_dirs(void)
+{
+    if (base[0])
+        fb__rm_rf(base);
+}
+
+static long long env_ll(const char *name, long long dflt, long long lo, long long hi)
+{
+    const char *v = getenv(name);
+    long long x;
+    return v && !fb__parse_int(v, lo, hi, &x) ? x : dflt;
+}
+
+/* The step: `ranks` shards of one tensor each, `bytes` in all. */
+static int make_step(int ranks, size_t bytes)
+{
+    size_t per = bytes / (size_t)ranks / 4 * 4;
+    float *w = malloc(per);
+    if (!w)
+        return -ENOMEM;
+    for (size_t i = 0; i < per / 4; i++)
+        w[i] = (float)(i % 1000) * 0.5f;
+    int rc = 0;
+    for (int r = 0; r < ranks && !rc; r++) {
+        fb_ckpt_options o;
+        fb_ckpt_options_init(&o);
+        o.dir = src;
+        o.rank = r;
+        o.world_size = ranks;
+        o.async = 0;
+        fb_ckpt *ck = NULL;
+        w[0] = (float)r;
+        if (!(rc = fb_ckpt_open(&ck, &o))) {
+            rc = fb_ckpt_register(ck, "w", FB_DTYPE_F32, 1,
+                                  (int64_t[]){(int64_t)(per / 4)}, w);
+            if (!rc)
+                rc = fb_ckpt_save(ck, 1);
+            fb_ckpt_close(ck);
+        }
+    }
+    free(w);
+    return rc;
+}
+
+static int listen_loopback(int *port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) || listen(fd, 4) ||
+        getsockname(fd, (struct sockaddr *)&a, &len))
+        return -1;
+    *port = ntohs(a.sin_port);
+    return fd;
+}
+
+static int connect_port(int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof a)) {
+        close(fd);
+        fd = -1;
+    }
+    return fd;
+}
+
+/* The child: RUNS raw connections drained into one 4 MiB buffer, RUNS
+ * into a buffer of the step's size, then RUNS replications. */
+static int receiver(int lfd, unsigned long long raw_bytes)
+{
+    char *buf = malloc(CHUNK_BYTES), *big = malloc(raw_bytes);
+    if (!buf || !big)
+        return 1;
+    memset(big, 0, raw_bytes);
+    for (int i = 0; i < 2 * RUNS; i++) {
+        int fd = accept(lfd, NULL, NULL);
+        unsigned long long got = 0;
+        ssize_t n;
+        for (;;) {
+            char *at = i < RUNS ? buf : big + got;
+            size_t room = i < RUNS ? CHUNK_BYTES
+                          : raw_bytes - got < CHUNK_BYTES ? raw_bytes - got : CHUNK_BYTES;
+            if (!room)
+                break;
+            n = read(fd, at, room);
+            if (n < 0 && errno == EINTR)
+                continue;
+            if (n <= 0)
+                break;
+            got += (unsigned long long)n;
+        }
+        close(fd);
+        if (got != raw_bytes)
+            return 1;
+    }
+    free(buf);
+    free(big);
+    for (int i = 0; i < RUNS; i++) {
+        int fd = accept(lfd, NULL, NULL);
+        char why[1024];
+        fb__repl_stats st = {0};
+        int rc = fb__repl_serve(fd, dst, 1ull << 40, &st, why, sizeof why);
+        close(fd);
+        if (rc) {
+            fprintf(stderr, "bench_repl: receiver: %s\n", why);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Send total bytes: from one 4 MiB buffer (big NULL), or through a
+ * buffer of total bytes. */
+static double raw_run(int port, const char *buf, const char *big,
+                      unsigned long long total)
+{
+    int fd = connect_port(port);
+    if (fd < 0)
+        return -1;
+    uint64_t t0 = fb__now_ns();
+    unsigned long long left = total;
+    while (left) {
+        size_t want = left < CHUNK_BYTES ? (size_t)left : CHUNK_BYTES;
+        ssize_t n = write(fd, big ? big + (total - left) : buf, want);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            close(fd);
+            return -1;
+        }
+        left -= (unsigned long long)n;
+    }
+    shutdown(fd, SHUT_WR);
+    char c;
+    while (read(fd, &c, 1) > 0)
+        ;
+    double s = (double)(fb__now_ns() - t0) / 1e9;
+    close(fd);
+    return (double)total / s / 1e9;
+}
+
+static double repl_run(int port, int ranks, unsigned long long total)
+{
+    char step_dir[160];
+    snprintf(step_dir, sizeof step_dir, "%s/step-0000000001", dst);
+    fb__rm_rf(step_dir); /* the previous run's copy */
+    int fd = connect_port(port);
+    if (fd < 0)
+        return -1;
+    char why[1024];
+    uint64_t t0 = fb__now_ns();
+    int rc = fb__repl_send_step(fd, src, 1, 0, ranks, why, sizeof why);
+    double s = (double)(fb__now_ns() - t0) / 1e9;
+    close(fd);
+    if (rc) {
+        fprintf(stderr, "bench_repl: %s\n", why);
+        return -1;
+    }
+    return (double)total / s / 1e9;
+}
+
+int main(void)
+{
+    signal(SIGPIPE, SIG_IGN);
+    int ranks = (int)env_ll("BENCH_REPL_RANKS", 4, 1, 64);
+    size_t bytes = (size_t)env_ll("BENCH_REPL_MIB", 512, 1, 1 << 16) << 20;
+    snprintf(base, sizeof base, "/dev/shm/fb-bench-repl.%d", (int)getpid());
+    snprintf(src, sizeof src, "%s/a", base);
+    snprintf(dst, sizeof dst, "%s/b", base);
+    if (fb__mkdir_p(src, 0700) || fb__mkdir_p(dst, 0700)) {
+        perror("bench_repl: mkdir");
+        return 1;
+    }
+    atexit(remove_dirs);
+    if (make_step(ranks, bytes)) {
+        fprintf(stderr, "bench_repl: cannot save the step in %s\n", src);
+        return 1;
+    }
+    unsigned long long total = 0;
+    for (int r = 0; r < ranks; r++) {
+        char p[200];
+        snprintf(p, sizeof p, "%s/step-0000000001/rank-%05d.safetensors", src, r);
+        FILE *f = fopen(p, "rb");
+        if (!f || fseek(f, 0, SEEK_END))
+            return 1;
+        total += (unsigned long long)ftell(f);
+        fclose(f);
+    }
+    int port;
+    int lfd = listen_loopback(&port);
+    if (lfd < 0) {
+        perror("bench_repl: listen");
+        return 1;
+    }
+    pid_t child = fork();
+    if (child == 0) {
+        base[0] = '\0'; /* the parent removes the directories */
+        _exit(receiver(lfd, total));
+    }
+    close(lfd);
+    char *buf = malloc(CHUNK_BYTES), *big = malloc(total);
+    if (!buf || !big)
+        return 1;
+    memset(buf, 0x5a, CHUNK_BYTES);
+    memset(big, 0x5a, total);
+    double raw = 0, raw_big = 0, repl = 0;
+    int failed = 0;
+    for (int i = 0; i < RUNS; i++) {
+        double g = raw_run(port, buf, NULL, total);
+        failed |= g < 0;
+        raw = g > raw ? g : raw;
+    }
+    for (int i = 0; i < RUNS && !failed; i++) {
+        double g = raw_run(port, buf, big, total);
+        failed |= g < 0;
+        raw_big = g > raw_big ? g : raw_big;
+    }
+    for (int i = 0; i < RUNS && !failed; i++) {
+        double g = repl_run(port, ranks, total);
+        failed |= g < 0;
+        repl = g > repl ? g : repl;
+    }
+    if (failed)
+        kill(child, SIGKILL);
+    int status = 0;
+    waitpid(child, &status, 0);
+    free(buf);
+    free(big);
+    if (failed || !WIFEXITED(status) || WEXITSTATUS(status)) {
+        fprintf(stderr, "bench_repl: failed (receiver status %d)\n", status);
+        return 1;
+    }
+    printf("bench_repl: %d shards, %.0f MiB, loopback, best of %d\n", ranks,
+           (double)total / (1 << 20), RUNS);
+    printf("  raw socket (baseline)      %6.2f GB/s   (4 MiB buffers, bench_tcp's way)\n", raw);
+    printf("  raw socket, step-sized     %6.2f GB/s   (buffers of %.0f MiB on both ends)\n",
+           raw_big, (double)total / (1 << 20));
+    printf("  replication, verified      %6.2f GB/s\n", repl);
+    printf("  ratio                      %6.2f   (target >= 0.80)\n", repl / raw);
+    printf("  ratio to step-sized raw    %6.2f\n", repl / raw_big);
+    char w[96], m[64], b[64];
+    bench_target("bench_repl",
+                 bench_fmt(w, sizeof w, "peer replication, fbr1, %d shards, %.0f MiB, verified",
+                           ranks, (double)total / (1 << 20)),
+                 bench_fmt(m, sizeof m, "%.2f GB/s = %.2fx", repl, repl / raw),
+                 bench_fmt(b, sizeof b, "raw socket %.2f GB/s", raw), ">= 0.8x",
+                 repl / raw >= 0.8);
+    return repl / raw >= 0.8 ? 0 : 1;
+}

@@ -1,0 +1,233 @@
+#!/usr/bin/env python3
+"""The supervisor at scale (issue 14, item 5), with the local launcher and
+fb-toy-train:
+
+  1. crash -> relaunch at 4, 16, 64 and 256 ranks: from the incident's
+     detected_at to the next attempt's launched_at (the journal's own
+     times), the median and range over a few restarts, per rank, and a
+     linear fit over the medians;
+  2. supervised wall time against a plain launch of the same 256 ranks
+     (posix_spawn of every rank, then wait for all), best of 2 each;
+  3. the supervisor's own CPU at 1,024 ranks while they train (utime +
+     stime of its process, over a window after every rank took a step).
+
+Prints every target with its measured value and baseline and exits 1 when
+one is missed.  usage: bench_scale.py FIREBREAK FB_TOY_TRAIN [--quick]
+"""
+import os
+import resource
+import shutil
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from result import target as record  # noqa: E402  (bench/result.py)
+
+FB, TOY = sys.argv[1], sys.argv[2]
+QUICK = "--quick" in sys.argv[3:]
+TICK = os.sysconf("SC_CLK_TCK")
+# Before this work (issue 14, the same machine, the same program).
+BASE_RELAUNCH = {4: "10.8", 16: "29", 64: "143-252", 256: "859-934"}
+BASE_WALL_256 = "1.18x"
+
+
+def loadavg():
+    with open("/proc/loadavg") as f:
+        return f.read().split()[0]
+
+
+def relaunch(n, restarts):
+    """Relaunch times (ms) of one run of n ranks with `restarts` crashes."""
+    d = tempfile.mkdtemp(prefix="fb-bench-scale.")
+    try:
+        cmd = [FB, "run", "--quiet", "--run-dir", d + "/run", "--nproc-per-node",
+               str(n), "--max-restarts", str(restarts + 1), "--crash-loop", "0"]
+        for a in range(restarts):
+            cmd += ["--inject", f"kill:rank={a % n},step={6 + a},attempt={a}"]
+        cmd += ["--", TOY, "--steps", str(10 + restarts), "--sleep-ms", "20",
+                "--ckpt-every", "5"]
+        subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                       timeout=600)
+        db = sqlite3.connect(d + "/run/journal.sqlite")
+        launched = dict(db.execute("select number, launched_at from attempt"))
+        out = []
+        for num, det in db.execute(
+                "select a.number, i.detected_at from incident i join attempt a"
+                " on i.attempt_id = a.id where i.kind in ('crash', 'error_exit')"):
+            if launched.get(num + 1):
+                out.append((launched[num + 1] - det) * 1e3)
+        db.close()
+        return out
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def plain_wall(n, args):
+    """Wall time of n ranks started by hand (no supervisor)."""
+    t0 = time.monotonic()
+    pids = []
+    with open(os.devnull, "wb") as null:
+        for r in range(n):
+            env = dict(os.environ, RANK=str(r), LOCAL_RANK=str(r),
+                       WORLD_SIZE=str(n), LOCAL_WORLD_SIZE=str(n))
+            pids.append(os.posix_spawn(TOY, [TOY] + args + ["--run-dir", "none"], env,
+                                       file_actions=[
+                                           (os.POSIX_SPAWN_DUP2, null.fileno(), 1),
+                                           (os.POSIX_SPAWN_DUP2, null.fileno(), 2)]))
+    bad = sum(os.waitpid(p, 0)[1] != 0 for p in pids)
+    if bad:
+        raise SystemExit(f"plain launch: {bad} ranks failed")
+    return time.monotonic() - t0
+
+
+def supervised_wall(n, args):
+    d = tempfile.mkdtemp(prefix="fb-bench-scale.")
+    try:
+        t0 = time.monotonic()
+        rc = subprocess.run([FB, "run", "--quiet", "--run-dir", d + "/run",
+                             "--nproc-per-node", str(n), "--"] + [TOY] + args,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            timeout=600).returncode
+        if rc:
+            raise SystemExit(f"supervised launch failed: exit {rc}")
+        return time.monotonic() - t0
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def proc_cpu_s(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICK
+
+
+def supervisor_cpu(n, window_s):
+    """Share of one core the supervisor used over window_s while n ranks
+    train (every rank has taken a step), and the seconds to get there."""
+    d = tempfile.mkdtemp(prefix="fb-bench-scale.")
+    steps = int((window_s + 60) / 0.1)
+    p = subprocess.Popen([FB, "run", "--quiet", "--run-dir", d + "/run",
+                          "--nproc-per-node", str(n), "--", TOY, "--steps", str(steps),
+                          "--sleep-ms", "100", "--ckpt-every", "0"],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        t0 = time.monotonic()
+        ready = None
+        while ready is None and time.monotonic() - t0 < 120 and p.poll() is None:
+            time.sleep(0.5)
+            try:
+                db = sqlite3.connect(f"file:{d}/run/journal.sqlite?mode=ro", uri=True)
+                row = db.execute("select ready_at from attempt order by number"
+                                 " desc limit 1").fetchone()
+                db.close()
+                ready = row[0] if row else None
+            except sqlite3.Error:
+                pass
+        if ready is None:
+            raise SystemExit(f"{n} ranks did not all take a step within 120 s")
+        startup = time.monotonic() - t0
+        time.sleep(1)
+        c0, w0 = proc_cpu_s(p.pid), time.monotonic()
+        time.sleep(window_s)
+        c1, w1 = proc_cpu_s(p.pid), time.monotonic()
+        return (c1 - c0) / (w1 - w0), startup
+    finally:
+        p.terminate()
+        try:
+            p.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def main():
+    rows, missed = [], 0
+
+    def target(what, value, baseline, goal, met):
+        nonlocal missed
+        missed += not met
+        rows.append((what, value, baseline, goal, "met" if met else "NOT met"))
+        record("bench_supervisor_scale", what, value, baseline, goal, met)
+
+    nproc = resource.getrlimit(resource.RLIMIT_NPROC)[0]
+    with open("/proc/sys/kernel/pid_max") as f:
+        pid_max = int(f.read())
+    print(f"load average at the start: {loadavg()} ({os.cpu_count()} CPUs; "
+          f"processes allowed {'unlimited' if nproc < 0 else nproc}, pid_max {pid_max})")
+    if not QUICK and (0 <= nproc < 2200 or pid_max < 4096):
+        raise SystemExit("1,024 ranks need about 2,100 processes (rank + shim each): "
+                         "raise ulimit -u")
+
+    # 1. relaunch
+    sizes = [4, 16, 64] if QUICK else [4, 16, 64, 256]
+    med = {}
+    for n in sizes:
+        t = relaunch(n, 3 if n < 256 else 2)
+        if not t:
+            raise SystemExit(f"{n} ranks: no relaunch recorded")
+        med[n] = statistics.median(t)
+        print(f"relaunch at {n:4d} ranks: median {med[n]:7.1f} ms ({min(t):.1f}-"
+              f"{max(t):.1f}, {len(t)} restarts), {med[n] / n:.2f} ms per rank; "
+              f"before: {BASE_RELAUNCH[n]} ms")
+    xs = sorted(med)
+    mx, my = statistics.mean(xs), statistics.mean(med[x] for x in xs)
+    slope = sum((x - mx) * (med[x] - my) for x in xs) / sum((x - mx) ** 2 for x in xs)
+    icpt = my - slope * mx
+    worst = max(abs(med[x] - (icpt + slope * x)) / max(med[x], 1e-9) for x in xs)
+    print(f"linear fit: {icpt:.1f} ms + {slope:.3f} ms per rank; largest residual "
+          f"{worst * 100:.0f}% of the point")
+    big = xs[-1]
+    target(f"relaunch, {big} ranks (median)", f"{med[big]:.1f} ms",
+           f"issue 14 (before): {BASE_RELAUNCH[big]} ms", f"<= {0.5 * big:.0f} ms",
+           med[big] <= 0.5 * big)
+    target("relaunch, slope of the linear fit", f"{slope:.3f} ms/rank",
+           "issue 14 (before): 2.4-3.6 ms/rank", "<= 0.5 ms/rank", slope <= 0.5)
+    lo = xs[-2]
+    growth = med[big] / med[lo]
+    target(f"relaunch growth {lo} -> {big} ranks", f"{growth:.2f}x",
+           "issue 14 (before): super-linear", f"<= {big / lo:.0f}x (linear)",
+           growth <= big / lo)
+
+    if not QUICK:
+        # 2. wall time at 256
+        args = ["--steps", "100", "--sleep-ms", "20", "--ckpt-every", "0"]
+        plain, sup = [], []
+        for _ in range(2):
+            plain.append(plain_wall(256, args))
+            sup.append(supervised_wall(256, args))
+        ratio = min(sup) / min(plain)
+        print(f"256 ranks x 100 steps of 20 ms: plain {min(plain):.2f} s "
+              f"({', '.join(f'{x:.2f}' for x in plain)}), supervised {min(sup):.2f} s "
+              f"({', '.join(f'{x:.2f}' for x in sup)}): {ratio:.3f}x")
+        target("supervised / plain wall, 256 ranks", f"{ratio:.3f}x",
+               f"plain {min(plain):.2f} s (issue 14: {BASE_WALL_256})", "<= 1.03x",
+               ratio <= 1.03)
+
+        # 3. supervisor CPU at 1,024 ranks
+        share, startup = supervisor_cpu(1024, 10)
+        print(f"1024 ranks, a step every 100 ms: every rank stepping after "
+              f"{startup:.1f} s; the supervisor used {share * 100:.2f}% of a core "
+              f"over 10 s")
+        target("supervisor CPU, 1024 ranks training", f"{share * 100:.2f}% of a core",
+               "a pass every 50 ms (before): 3.0%", "< 2%", share < 0.02)
+
+    print(f"load average at the end: {loadavg()}")
+    print()
+    print("| target | measured | baseline | goal | |")
+    print("|---|---|---|---|---|")
+    for r in rows:
+        print("| " + " | ".join(r) + " |")
+    if missed:
+        print(f"bench_supervisor_scale: {missed} target(s) missed")
+        return 1
+    print("bench_supervisor_scale: every target met")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,68 @@
+/*
+ * replicate.h -- copying a step's node-memory shards to a peer node's
+ * memory over TCP (docs/checkpoint.md, "Tiers": the peer tier).
+ *
+ * Protocol fbr1, one TCP connection from the sender to the receiver; for
+ * each shard the sender writes a 24-byte header and the shard file:
+ *
+ *   offset 0  "FBR1"                       magic
+ *          4  u32 rank       (LE)          0 .. 99999
+ *          8  u64 step       (LE)          0 .. 9999999999
+ *         16  u64 bytes      (LE)          8 .. the receiver's limit
+ *         24  the shard, `bytes` bytes, as committed in the sender's tier
+ *
+ * The receiver writes it under a temporary name in its directory, checks
+ * every hash and its recorded place (step, rank), and only then renames it
+ * to its committed name; it answers each shard with a 4-byte LE status (0,
+ * or the negative error: FB_ECORRUPT for a shard that failed its hashes).
+ * So a step in the peer's tier is complete only when every shard arrived
+ * whole and verified, by the same rule as every tier (store.h).
+ */
+#ifndef FB_CKPT_REPLICATE_H
+#define FB_CKPT_REPLICATE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define FB__REPL_HEADER_BYTES 24
+#define FB__REPL_MAX_STEP 9999999999ull
+
+typedef struct fb__repl_header {
+    uint32_t rank;
+    uint64_t step;
+    uint64_t bytes;
+} fb__repl_header;
+
+/* Encode / decode a header.  Decoding is the parser of outside input
+ * (fuzz/ckpt_repl.c): 0, or FB_EFORMAT with why naming the field. */
+void fb__repl_header_encode(const fb__repl_header *h,
+                            unsigned char out[FB__REPL_HEADER_BYTES]);
+int fb__repl_header_decode(const unsigned char *buf, size_t len,
+                           uint64_t max_bytes, fb__repl_header *h, char *why,
+                           size_t why_size);
+
+typedef struct fb__repl_stats {
+    uint64_t shards, bytes;     /* committed                          */
+    uint64_t rejected;          /* failed verification (not committed) */
+} fb__repl_stats;
+
+/*
+ * Receive shards on connected socket fd into checkpoint directory dir
+ * until the sender closes the connection.  Shards over max_bytes end the
+ * connection.  A shard that fails verification is answered with its error
+ * and left out; the connection goes on.  0 at a clean end (EOF between
+ * shards), or an error (why filled).
+ */
+int fb__repl_serve(int fd, const char *dir, uint64_t max_bytes,
+                   fb__repl_stats *st, char *why, size_t why_size);
+
+/*
+ * Send the committed shards of `step`, ranks [rank0, rank0 + nranks), from
+ * dir over fd, then wait for every answer.  0 when the peer committed all
+ * of them; else the first error (a peer's answer, or the connection's),
+ * why naming the rank.
+ */
+int fb__repl_send_step(int fd, const char *dir, uint64_t step, int rank0,
+                       int nranks, char *why, size_t why_size);
+
+#endif

@@ -1,0 +1,531 @@
+/*
+ * tier.c -- the node-memory tier of checkpoints (see tier.h and
+ * docs/checkpoint.md, "Tiers").
+ *
+ * The memory tier is a second checkpoint directory, so everything about
+ * shards, completeness and retention is store.c's and shard.c's: a step in
+ * memory counts only when every rank's shard of it is committed there, as
+ * in storage.  What this file adds is where a save goes, the copy to
+ * storage, the node's cap, and restoring from the nearest tier.
+ *
+ * The cap's decision must be the same on every rank of a node, or a step
+ * would end up split between the tiers and complete in neither: it depends
+ * only on the step's size (this rank's shard times the node's ranks) and
+ * the cap, never on what the directory holds at that moment.  A step fits
+ * when the cap holds two steps of its size: the newest complete one, which
+ * is never evicted, and the one being written.  Room for it is then made by
+ * evicting steps older than the newest complete one, oldest first.
+ */
+#include "ckpt/tier.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/sendfile.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ckpt/engine.h"
+#include "ckpt/shard.h"
+#include "ckpt/store.h"
+#include "common/util.h"
+#include "lib/lib.h"
+
+#define SHM_DIR "/dev/shm"
+#define MEM_PID_FILE "firebreak.pid"
+
+static const char *const source_names[FB__TIER_COUNT_] = {
+    [FB__TIER_MEMORY] = "memory",
+    [FB__TIER_PEER] = "peer",
+    [FB__TIER_STORAGE] = "storage",
+};
+
+const char *fb__tier_source_name(fb__tier_source t)
+{
+    return (unsigned)t < FB__TIER_COUNT_ ? source_names[t] : NULL;
+}
+
+fb__tier_source fb__tier_source_from_name(const char *name)
+{
+    for (int t = 1; name && t < FB__TIER_COUNT_; t++)
+        if (!strcmp(name, source_names[t]))
+            return (fb__tier_source)t;
+    return FB__TIER_NONE;
+}
+
+/* ------------------------------------------------------------------------
+ * Rank side
+ * ---------------------------------------------------------------------- */
+
+static int same_dir(const char *a, const char *b)
+{
+    struct stat x, y;
+    return !stat(a, &x) && !stat(b, &y) && x.st_dev == y.st_dev && x.st_ino == y.st_ino;
+}
+
+static int env_num(const char *name, long long lo, long long hi, long long *out)
+{
+    const char *v = fb__getenv(name);
+    if (!v || !*v)
+        return 0;
+    if (fb__parse_int(v, lo, hi, out)) {
+        fprintf(stderr, "firebreak: %s=%s: expected a whole number from %lld to "
+                        "%lld\n", name, v, lo, hi);
+        return -EINVAL;
+    }
+    return 1;
+}
+
+int fb__tier_open(fb_ckpt *ck, const char *opt_dir)
+{
+    fb__tier *t = &ck->tier;
+    memset(t, 0, sizeof *t);
+    const char *mem = fb__getenv("FIREBREAK_CKPT_MEM_DIR");
+    if (!mem || !*mem)
+        return 0;
+    /* Only the supervisor's checkpoint directory has a memory tier: a
+     * handle of the program's own elsewhere is left alone. */
+    const char *sup = fb__lib_ckpt_dir();
+    if (opt_dir && (!sup || !same_dir(opt_dir, sup)))
+        return 0;
+    long long every = 1, cap = 0, local = ck->world_size;
+    if (env_num("FIREBREAK_CKPT_PERSIST_EVERY", 0, 1000000000, &every) < 0 ||
+        env_num("FIREBREAK_CKPT_MEM_MAX", 0, INT64_MAX, &cap) < 0 ||
+        env_num("LOCAL_WORLD_SIZE", 1, 1000000, &local) < 0)
+        return -EINVAL;
+    struct stat st;
+    int bad = stat(mem, &st) ? errno : S_ISDIR(st.st_mode) ? 0 : ENOTDIR;
+    if (bad) {
+        fprintf(stderr, "firebreak: rank %d: node-memory checkpoints in %s: %s; "
+                        "saving to storage only\n", ck->rank, mem, strerror(bad));
+        return 0;
+    }
+    if (fb__fmt(t->mem_dir, sizeof t->mem_dir, "%s", mem)) {
+        t->mem_dir[0] = '\0';
+        return -ENAMETOOLONG;
+    }
+    t->persist_every = (int)every;
+    t->mem_max_bytes = (uint64_t)cap;
+    t->node_ranks = (int)local;
+    return 0;
+}
+
+/* The shard's size, the same on every rank with the same tensors: data,
+ * and the header at its longest (names and shapes in the metadata and the
+ * index). */
+static uint64_t shard_estimate(const fb_ckpt *ck)
+{
+    uint64_t b = 8 + 512;
+    for (size_t i = 0; i < ck->n; i++)
+        b += ck->t[i].bytes + 3 * strlen(ck->t[i].name) + 64 +
+             (uint64_t)ck->t[i].ndim * 3 * 21 + 128;
+    return b;
+}
+
+/* Remove a step directory of the memory tier: hidden name first (as
+ * store.c does), so no one takes a half-removed step for a checkpoint.  1
+ * removed by us, 0 gone already (another rank evicted it). */
+static int evict_step(const char *dir, uint64_t step)
+{
+    char from[PATH_MAX], to[PATH_MAX];
+    if (fb__ckpt_step_path(from, sizeof from, dir, step) ||
+        fb__fmt(to, sizeof to, "%s/.deleted-step-%010llu.%d", dir,
+                (unsigned long long)step, (int)getpid()))
+        return 0;
+    if (rename(from, to))
+        return 0;
+    fb__rm_rf(to);
+    return 1;
+}
+
+/* Make room for `need` bytes of step `step` under the cap: evict steps
+ * older than the newest complete one, oldest first. */
+static void make_room(fb_ckpt *ck, uint64_t step, uint64_t need)
+{
+    fb__tier *t = &ck->tier;
+    fb__ckpt_entry *v = NULL;
+    size_t n = 0;
+    if (fb__ckpt_scan(t->mem_dir, ck->world_size, 1, &v, &n))
+        return;
+    uint64_t used = 0, newest_complete = 0;
+    int have_complete = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (v[i].step != step)
+            used += v[i].bytes;
+        if (v[i].complete && !have_complete && v[i].step != step) {
+            newest_complete = v[i].step;
+            have_complete = 1;
+        }
+    }
+    for (size_t i = n; i-- > 0 && used + need > t->mem_max_bytes;) {
+        if (!have_complete || v[i].step >= newest_complete)
+            break; /* never the newest complete, nor anything newer */
+        used -= v[i].bytes;
+        if (evict_step(t->mem_dir, v[i].step)) {
+            char text[FB__REPORT_TEXT_MAX];
+            snprintf(text, sizeof text, "evicted from node memory "
+                     "(--memory-ckpt-max %" PRIu64 " bytes)", t->mem_max_bytes);
+            fb__lib_report(FB__REPORT_CKPT_DELETED, 0, v[i].step, v[i].bytes, 0, 0,
+                           text);
+        }
+    }
+    free(v);
+}
+
+const char *fb__tier_save_dir(fb_ckpt *ck, uint64_t step)
+{
+    fb__tier *t = &ck->tier;
+    if (!t->mem_dir[0])
+        return ck->dir;
+    t->saves++;
+    if (!t->mem_max_bytes)
+        return t->mem_dir;
+    uint64_t need = shard_estimate(ck) * (uint64_t)t->node_ranks;
+    if (need > t->mem_max_bytes / 2) {
+        char text[FB__REPORT_TEXT_MAX];
+        snprintf(text, sizeof text, "does not fit in node memory: %" PRIu64
+                 " bytes for %d rank(s), --memory-ckpt-max %" PRIu64 " holds two "
+                 "steps of %" PRIu64 " at most; saved to storage",
+                 need, t->node_ranks, t->mem_max_bytes, t->mem_max_bytes / 2);
+        fprintf(stderr, "firebreak: rank %d: checkpoint step %llu %s\n", ck->rank,
+                (unsigned long long)step, text);
+        fb__lib_report(FB__REPORT_NOTE, 0, step, need, 0, 0, text);
+        return ck->dir;
+    }
+    make_room(ck, step, need);
+    return t->mem_dir;
+}
+
+void fb__tier_committed(fb_ckpt *ck, uint64_t step, const char *dir)
+{
+    fb__tier *t = &ck->tier;
+    if (!t->mem_dir[0] || dir != t->mem_dir)
+        return;
+    if (t->persist_every > 0 && t->saves % (uint64_t)t->persist_every == 0) {
+        char why[FB__REPORT_TEXT_MAX + 300];
+        int rc = fb__ckpt_copy_shard(t->mem_dir, ck->dir, step, ck->rank, 0, why,
+                                     sizeof why);
+        char text[FB__REPORT_TEXT_MAX];
+        if (rc) {
+            fprintf(stderr, "firebreak: rank %d: copying checkpoint step %llu to "
+                            "storage failed: %s; it stays in node memory\n",
+                    ck->rank, (unsigned long long)step, why);
+            fb__lib_report(FB__REPORT_CKPT_FAILED, rc, step, 0, 0, 0, why);
+        } else {
+            snprintf(text, sizeof text, "persisted to storage (save %llu, "
+                     "--persist-every %d)", (unsigned long long)t->saves,
+                     t->persist_every);
+            fb__lib_report(FB__REPORT_NOTE, 0, step, 0, 0, 0, text);
+        }
+    }
+    if (ck->rank == 0 && ck->keep > 0)
+        (void)fb__ckpt_retain(t->mem_dir, ck->world_size, ck->keep, NULL, NULL);
+}
+
+static void tier_fallback(const fb_ckpt *ck, uint64_t step, int code,
+                          fb__tier_source src, const char *why)
+{
+    char text[FB__REPORT_TEXT_MAX + 700];
+    snprintf(text, sizeof text, "%s copy: %s", fb__tier_source_name(src), why);
+    fprintf(stderr, "firebreak: rank %d: not restoring checkpoint step %llu: %s\n",
+            ck->rank, (unsigned long long)step, text);
+    fb__lib_report(FB__REPORT_RESTORE_FALLBACK, code, step, 0, 0, 0, text);
+}
+
+/*
+ * Every step in either tier, newest first; for each, memory when it is
+ * complete there, then storage; each shard verified (restore.c).  A step
+ * complete in neither is an abandoned timeline: this rank's shards of it
+ * are removed from both.
+ */
+static int restore_tiers(fb_ckpt *ck, const fb__ckpt_entry *vm, size_t nm,
+                         const fb__ckpt_entry *vs, size_t ns, uint64_t *step_out,
+                         uint64_t t0)
+{
+    char why[FB__REPORT_TEXT_MAX + 600];
+    size_t im = 0, is = 0;
+    while (im < nm || is < ns) {
+        uint64_t step = im < nm && (is >= ns || vm[im].step >= vs[is].step)
+                            ? vm[im].step : vs[is].step;
+        int m = im < nm && vm[im].step == step ? (int)im++ : -1;
+        int s = is < ns && vs[is].step == step ? (int)is++ : -1;
+        struct { int idx; const fb__ckpt_entry *v; const char *dir;
+                 fb__tier_source src; } tier[2] = {
+            {m, vm, ck->tier.mem_dir, FB__TIER_MEMORY},
+            {s, vs, ck->dir, FB__TIER_STORAGE}};
+        int any = 0;
+        for (int k = 0; k < 2; k++) {
+            if (tier[k].idx < 0 || !tier[k].v[tier[k].idx].complete)
+                continue;
+            any = 1;
+            uint64_t bytes = 0;
+            int r = fb__ckpt_try_step(ck, tier[k].dir, step, &bytes, why, sizeof why);
+            if (r == -ENOMEM || r == FB_EMISMATCH) {
+                fprintf(stderr, "firebreak: rank %d: restoring checkpoint step "
+                                "%llu: %s\n", ck->rank, (unsigned long long)step, why);
+                fb__lib_report(FB__REPORT_RESTORE_FALLBACK, r, step, 0, 0, 0, why);
+                return r;
+            }
+            if (r) {
+                tier_fallback(ck, step, r, tier[k].src, why);
+                continue;
+            }
+            fb__lib_report(FB__REPORT_RESTORE_DONE, 0, step, bytes,
+                           fb__now_ns() - t0, 0, fb__tier_source_name(tier[k].src));
+            *step_out = step;
+            return 0;
+        }
+        if (!any) {
+            fb__ckpt_say(why, sizeof why, "incomplete in every tier (%d of %d "
+                         "shards in memory, %d in storage)",
+                         m >= 0 ? vm[m].shards : 0, ck->world_size,
+                         s >= 0 ? vs[s].shards : 0);
+            fb__lib_report(FB__REPORT_RESTORE_FALLBACK, FB_ENOCKPT, step, 0, 0, 0, why);
+            fprintf(stderr, "firebreak: rank %d: not restoring checkpoint step "
+                            "%llu: %s\n", ck->rank, (unsigned long long)step, why);
+            if (m >= 0)
+                fb__ckpt_drop_own_shard(ck, ck->tier.mem_dir, step);
+            if (s >= 0)
+                fb__ckpt_drop_own_shard(ck, ck->dir, step);
+        }
+    }
+    return FB_ENOCKPT;
+}
+
+int fb__tier_restore(fb_ckpt *ck, uint64_t *step_out)
+{
+    fb_phase before = fb__ckpt_phase();
+    fb__lib_report(FB__REPORT_RESTORE_BEGIN, 0, 0, 0, 0, 0, NULL);
+    fb_set_phase(FB_PHASE_RESTORE);
+    uint64_t t0 = fb__now_ns();
+    fb__ckpt_entry *vm = NULL, *vs = NULL;
+    size_t nm = 0, ns = 0;
+    int rc = fb__ckpt_scan(ck->tier.mem_dir, ck->world_size, 0, &vm, &nm);
+    if (rc == -ENOENT)
+        nm = 0, rc = 0;
+    int rs = rc ? 0 : fb__ckpt_scan(ck->dir, ck->world_size, 0, &vs, &ns);
+    if (rs == -ENOENT)
+        ns = 0, rs = 0;
+    if (rc || rs) {
+        fprintf(stderr, "firebreak: restore: listing %s: %s\n",
+                rc ? ck->tier.mem_dir : ck->dir, fb_strerror(rc ? rc : rs));
+        rc = rc ? rc : rs;
+        goto out;
+    }
+    for (size_t i = 0; i < nm; i++)
+        (void)fb__ckpt_clean_tmp(ck->tier.mem_dir, vm[i].step, ck->rank, (int)getpid());
+    for (size_t i = 0; i < ns; i++)
+        (void)fb__ckpt_clean_tmp(ck->dir, vs[i].step, ck->rank, (int)getpid());
+    uint64_t step = 0;
+    rc = restore_tiers(ck, vm, nm, vs, ns, &step, t0);
+    if (rc == 0 && step_out)
+        *step_out = step;
+    if (rc == FB_ENOCKPT)
+        fb__lib_report(FB__REPORT_RESTORE_NONE, 0, 0, 0, 0, 0, NULL);
+out:
+    free(vm);
+    free(vs);
+    fb_set_phase(before);
+    return rc;
+}
+
+/* ------------------------------------------------------------------------
+ * Copying a shard between tiers
+ * ---------------------------------------------------------------------- */
+
+int fb__ckpt_verify_shard(const char *path, uint64_t step, int rank, char *why,
+                          size_t why_size)
+{
+    int fd = -1;
+    fb__st_header *h = NULL;
+    int rc = fb__st_open(path, &fd, &h, why, why_size);
+    if (!rc && !(rc = fb__shard_check_place(h, path, step, rank, 0, why, why_size)) &&
+        !(rc = fb__shard_check_meta(h, path, why, why_size)))
+        rc = fb__shard_read_verify(fd, h, path, NULL, 2, NULL, NULL, NULL, NULL,
+                                   why, why_size);
+    fb__st_free(h);
+    if (fd >= 0)
+        close(fd);
+    return rc;
+}
+
+int fb__ckpt_copy_shard(const char *from_dir, const char *to_dir, uint64_t step,
+                        int rank, int verify, char *why, size_t why_size)
+{
+    char src[PATH_MAX], sdir[PATH_MAX], tmp[PATH_MAX], dst[PATH_MAX];
+    if (fb__ckpt_shard_path(src, sizeof src, from_dir, step, rank) ||
+        fb__ckpt_step_path(sdir, sizeof sdir, to_dir, step) ||
+        fb__fmt(tmp, sizeof tmp, "%s/.rank-%05d.%d.tmp", sdir, rank, (int)getpid()) ||
+        fb__ckpt_shard_path(dst, sizeof dst, to_dir, step, rank)) {
+        fb__ckpt_say(why, why_size, "checkpoint path too long");
+        return -ENAMETOOLONG;
+    }
+    int rc;
+    if (verify && (rc = fb__ckpt_verify_shard(src, step, rank, why, why_size)))
+        return rc;
+    int in = fb__open_regular(src, 0), out = -1;
+    if (in < 0) {
+        fb__ckpt_say(why, why_size, "open %s: %s", src, strerror(-in));
+        return in;
+    }
+    struct stat st;
+    if (fstat(in, &st)) {
+        rc = -errno;
+        fb__ckpt_say(why, why_size, "stat %s: %s", src, strerror(-rc));
+        goto fail;
+    }
+    if (mkdir(sdir, 0755) && errno != EEXIST) {
+        rc = -errno;
+        fb__ckpt_say(why, why_size, "mkdir %s: %s", sdir, strerror(-rc));
+        goto fail;
+    }
+    out = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (out < 0) {
+        rc = -errno;
+        fb__ckpt_say(why, why_size, "create %s: %s", tmp, strerror(-rc));
+        goto fail;
+    }
+    if (fallocate(out, 0, 0, st.st_size) && errno != EOPNOTSUPP && errno != ENOSYS) {
+        rc = -errno;
+        fb__ckpt_say(why, why_size, "allocate %lld bytes for %s: %s",
+                     (long long)st.st_size, tmp, strerror(-rc));
+        goto fail;
+    }
+    off_t off = 0;
+    while (off < st.st_size) {
+        ssize_t r = sendfile(out, in, &off, (size_t)(st.st_size - off));
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0) {
+            rc = r < 0 ? -errno : -EIO;
+            fb__ckpt_say(why, why_size, "copy %s to %s: %s", src, tmp, strerror(-rc));
+            goto fail;
+        }
+    }
+    if (fsync(out) || close(out)) {
+        out = -1;
+        rc = -errno;
+        fb__ckpt_say(why, why_size, "fsync %s: %s", tmp, strerror(-rc));
+        goto fail;
+    }
+    out = -1;
+    if (rename(tmp, dst)) {
+        rc = -errno;
+        fb__ckpt_say(why, why_size, "rename %s: %s", tmp, strerror(-rc));
+        goto fail;
+    }
+    close(in);
+    return fb__fsync_dir(sdir);
+fail:
+    close(in);
+    if (out >= 0)
+        close(out);
+    unlink(tmp);
+    rmdir(sdir); /* only when empty */
+    return rc;
+}
+
+/* ------------------------------------------------------------------------
+ * Supervisor side: the directory's life
+ * ---------------------------------------------------------------------- */
+
+int fb__ckpt_mem_dir_path(char *buf, size_t size, const char *job_id)
+{
+    return fb__fmt(buf, size, SHM_DIR "/fb.%s.mem", job_id);
+}
+
+int fb__ckpt_mem_dir_create(const char *path)
+{
+    if (mkdir(path, 0700) && errno != EEXIST)
+        return -errno;
+    char pidfile[PATH_MAX], text[32];
+    if (fb__fmt(pidfile, sizeof pidfile, "%s/" MEM_PID_FILE, path))
+        return -ENAMETOOLONG;
+    snprintf(text, sizeof text, "%d\n", (int)getpid());
+    return fb__write_file_atomic(pidfile, text, strlen(text));
+}
+
+void fb__ckpt_mem_dir_remove(const char *path)
+{
+    if (path && path[0])
+        fb__rm_rf(path);
+}
+
+/* Stale: its pid file names a process that is gone; without a readable pid
+ * file, when older than a minute (a supervisor killed between mkdir and
+ * writing the file). */
+static int mem_dir_stale(const char *path, const struct stat *st)
+{
+    char pidfile[PATH_MAX];
+    int gone = fb__fmt(pidfile, sizeof pidfile, "%s/" MEM_PID_FILE, path)
+                   ? -1 : fb__pid_file_gone(pidfile);
+    if (gone >= 0)
+        return gone;
+    return time(NULL) - st->st_mtime >= 60;
+}
+
+int fb__ckpt_mem_dir_cleanup_stale(void)
+{
+    DIR *d = opendir(SHM_DIR);
+    if (!d)
+        return 0;
+    int removed = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        size_t n = strlen(e->d_name);
+        char path[PATH_MAX];
+        struct stat st;
+        if (n < 8 || strncmp(e->d_name, "fb.", 3) || strcmp(e->d_name + n - 4, ".mem") ||
+            fb__fmt(path, sizeof path, SHM_DIR "/%s", e->d_name) ||
+            lstat(path, &st) || !S_ISDIR(st.st_mode) || st.st_uid != geteuid())
+            continue; /* not ours to remove */
+        if (mem_dir_stale(path, &st) && fb__rm_rf(path) == 0)
+            removed++;
+    }
+    closedir(d);
+    return removed;
+}
+
+int fb__ckpt_mem_persist_newest(const char *mem_dir, const char *dir, int world,
+                                uint64_t *step_out, char *why, size_t why_size)
+{
+    fb__ckpt_entry *vm = NULL, *vs = NULL;
+    size_t nm = 0, ns = 0;
+    int rc = fb__ckpt_scan(mem_dir, world, 0, &vm, &nm);
+    if (rc) {
+        fb__ckpt_say(why, why_size, "listing %s: %s", mem_dir, fb_strerror(rc));
+        return rc == -ENOENT ? 0 : rc;
+    }
+    if (fb__ckpt_scan(dir, world, 0, &vs, &ns))
+        ns = 0;
+    int64_t newest_mem = -1, newest_st = -1;
+    for (size_t i = 0; i < nm && newest_mem < 0; i++)
+        if (vm[i].complete)
+            newest_mem = (int64_t)vm[i].step;
+    for (size_t i = 0; i < ns && newest_st < 0; i++)
+        if (vs[i].complete)
+            newest_st = (int64_t)vs[i].step;
+    free(vm);
+    free(vs);
+    if (newest_mem < 0 || newest_mem <= newest_st)
+        return 0;
+    for (int r = 0; r < world; r++) {
+        char p[PATH_MAX];
+        struct stat st;
+        /* A shard already in storage (the rank's own every-M-th copy). */
+        if (!fb__ckpt_shard_path(p, sizeof p, dir, (uint64_t)newest_mem, r) &&
+            !lstat(p, &st))
+            continue;
+        if ((rc = fb__ckpt_copy_shard(mem_dir, dir, (uint64_t)newest_mem, r, 1, why,
+                                      why_size)))
+            return rc;
+    }
+    *step_out = (uint64_t)newest_mem;
+    return 1;
+}

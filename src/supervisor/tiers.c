@@ -1,0 +1,146 @@
+/*
+ * tiers.c -- the supervisor's part of the node-memory checkpoint tier
+ * (docs/checkpoint.md, "Tiers"; src/ckpt/tier.h).
+ *
+ * The supervisor owns the tier's lifetime on its node: it creates
+ * /dev/shm/fb.<job>.mem when the run starts (after removing those of dead
+ * supervisors), hands it to the ranks (launch.c), copies its newest
+ * complete checkpoint to storage on SIGUSR1 (on a thread of its own, so
+ * watching goes on) and when the run ends, and removes it at the end
+ * whatever the outcome.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ckpt/store.h"
+#include "ckpt/tier.h"
+#include "common/util.h"
+#include "supervisor/sup.h"
+
+/* The copy in flight (one at a time). */
+typedef struct persist_job {
+    pthread_t tid;
+    char mem_dir[PATH_MAX], dir[PATH_MAX];
+    int world;
+    atomic_int done;
+    int rc;
+    uint64_t step;
+    char why[1024];
+} persist_job;
+
+static persist_job *job_in_flight;
+
+int fb__sup_tiers_setup(fb__sup *s)
+{
+    const fb__sup_options *o = s->o;
+    s->mem_dir[0] = '\0';
+    (void)fb__ckpt_mem_dir_cleanup_stale();
+    if (o->persist_every < 0 && !o->memory_ckpt_max)
+        return 0;
+    int rc = fb__ckpt_mem_dir_path(s->mem_dir, sizeof s->mem_dir, s->job_id);
+    if (!rc)
+        rc = fb__ckpt_mem_dir_create(s->mem_dir);
+    if (rc) {
+        fprintf(stderr, "firebreak run: cannot create the node-memory checkpoint "
+                        "directory %s: %s\n", s->mem_dir, fb_strerror(rc));
+        fb__ckpt_mem_dir_remove(s->mem_dir);
+        s->mem_dir[0] = '\0';
+        return rc;
+    }
+    return 0;
+}
+
+int fb__sup_tiers_storage_newer(fb__sup *s, uint64_t step)
+{
+    fb__ckpt_entry *v = NULL;
+    size_t n = 0;
+    if (fb__ckpt_scan(s->ckpt_dir, s->world, 0, &v, &n))
+        return 0;
+    int newer = 0;
+    for (size_t i = 0; i < n && !newer; i++)
+        newer = v[i].complete && v[i].step > step;
+    free(v);
+    return newer;
+}
+
+static void *persist_main(void *arg)
+{
+    persist_job *j = arg;
+    j->rc = fb__ckpt_mem_persist_newest(j->mem_dir, j->dir, j->world, &j->step,
+                                        j->why, sizeof j->why);
+    atomic_store(&j->done, 1);
+    return NULL;
+}
+
+static void say_result(fb__sup *s, const persist_job *j, const char *when)
+{
+    if (j->rc == 1)
+        fb__sup_log(s, "%s: checkpoint %llu copied from node memory to %s", when,
+                    (unsigned long long)j->step, j->dir);
+    else if (j->rc == 0)
+        fb__sup_log(s, "%s: storage already holds the newest complete checkpoint "
+                       "of node memory", when);
+    else
+        fb__sup_warn(s, "%s: copying node memory's newest checkpoint to storage "
+                        "failed: %s", when, j->why);
+}
+
+/* Join the copy when it is done (wait: also when it is not). */
+static void reap(fb__sup *s, int wait)
+{
+    persist_job *j = job_in_flight;
+    if (!j || (!wait && !atomic_load(&j->done)))
+        return;
+    pthread_join(j->tid, NULL);
+    say_result(s, j, "SIGUSR1");
+    free(j);
+    job_in_flight = NULL;
+}
+
+void fb__sup_tiers_poll(fb__sup *s)
+{
+    reap(s, 0);
+}
+
+void fb__sup_tiers_persist_request(fb__sup *s)
+{
+    if (!s->mem_dir[0])
+        return;
+    if (job_in_flight) {
+        fb__sup_log(s, "SIGUSR1: a copy to storage is still running");
+        return;
+    }
+    persist_job *j = calloc(1, sizeof *j);
+    if (!j || fb__fmt(j->mem_dir, sizeof j->mem_dir, "%s", s->mem_dir) ||
+        fb__fmt(j->dir, sizeof j->dir, "%s", s->ckpt_dir)) {
+        free(j);
+        return;
+    }
+    j->world = s->world;
+    fb__sup_log(s, "SIGUSR1: copying node memory's newest complete checkpoint "
+                   "to storage");
+    if (pthread_create(&j->tid, NULL, persist_main, j)) {
+        free(j);
+        return;
+    }
+    job_in_flight = j;
+}
+
+void fb__sup_tiers_finish(fb__sup *s)
+{
+    if (!s->mem_dir[0])
+        return;
+    reap(s, 1);
+    persist_job j;
+    memset(&j, 0, sizeof j);
+    snprintf(j.dir, sizeof j.dir, "%s", s->ckpt_dir);
+    j.rc = fb__ckpt_mem_persist_newest(s->mem_dir, s->ckpt_dir, s->world, &j.step,
+                                       j.why, sizeof j.why);
+    say_result(s, &j, "end of run");
+    fb__ckpt_mem_dir_remove(s->mem_dir);
+    s->mem_dir[0] = '\0';
+}

@@ -1,0 +1,165 @@
+/*
+ * test_replicate.c -- fbr1 between two processes over loopback TCP
+ * (src/ckpt/replicate.c): a step's shards arrive committed and verified;
+ * a shard corrupted in the sender's tier is rejected on arrival (answered
+ * FB_ECORRUPT, never committed) and the connection goes on; a header that
+ * is not fbr1 ends the connection with FB_EFORMAT.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../check.h"
+#include "ckpt/replicate.h"
+#include "ckpt/store.h"
+#include "ckpt/tier.h"
+
+static char dir[] = "/tmp/fb-repl-test.XXXXXX";
+static char src[4200], dst[4200];
+
+/* Steps 7 and 8 of a 2-rank job in src, saved by the engine. */
+static void save_steps(void)
+{
+    for (int rank = 0; rank < 2; rank++) {
+        static float w[2][4096];
+        for (int i = 0; i < 4096; i++)
+            w[rank][i] = (float)(i * (rank + 1));
+        fb_ckpt_options o;
+        fb_ckpt_options_init(&o);
+        o.dir = src;
+        o.rank = rank;
+        o.world_size = 2;
+        o.async = 0;
+        o.keep = 5;
+        fb_ckpt *ck = NULL;
+        CHECK_RC(fb_ckpt_open(&ck, &o), 0);
+        if (!ck)
+            return;
+        CHECK_RC(fb_ckpt_register(ck, "w", FB_DTYPE_F32, 1, (int64_t[]){4096}, w[rank]), 0);
+        CHECK_RC(fb_ckpt_save(ck, 7), 0);
+        CHECK_RC(fb_ckpt_save(ck, 8), 0);
+        fb_ckpt_close(ck);
+    }
+}
+
+/* Flip the last byte of a shard's data. */
+static void corrupt(const char *d, uint64_t step, int rank)
+{
+    char p[4300];
+    fb__ckpt_shard_path(p, sizeof p, d, step, rank);
+    int fd = open(p, O_RDWR);
+    struct stat st;
+    CHECK(fd >= 0 && fstat(fd, &st) == 0);
+    unsigned char b = 0;
+    CHECK(pread(fd, &b, 1, st.st_size - 1) == 1);
+    b ^= 0x5a;
+    CHECK(pwrite(fd, &b, 1, st.st_size - 1) == 1);
+    close(fd);
+}
+
+/* The receiver: two connections; exit 0 when each ended as expected. */
+static int receiver(int lfd)
+{
+    char why[1024];
+    fb__repl_stats st = {0};
+    int fd = accept(lfd, NULL, NULL);
+    int rc = fb__repl_serve(fd, dst, 1u << 20, &st, why, sizeof why);
+    close(fd);
+    if (rc || st.shards != 3 || st.rejected != 1) {
+        fprintf(stderr, "receiver: rc %d (%s), %llu committed, %llu rejected\n", rc,
+                why, (unsigned long long)st.shards, (unsigned long long)st.rejected);
+        return 1;
+    }
+    fd = accept(lfd, NULL, NULL);
+    rc = fb__repl_serve(fd, dst, 1u << 20, &st, why, sizeof why);
+    close(fd);
+    if (rc != FB_EFORMAT) {
+        fprintf(stderr, "receiver: garbage header gave %d (%s)\n", rc, why);
+        return 1;
+    }
+    return 0;
+}
+
+static int connect_port(int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    CHECK(fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof a) == 0);
+    return fd;
+}
+
+int main(void)
+{
+    signal(SIGPIPE, SIG_IGN);
+    if (!mkdtemp(dir)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    snprintf(src, sizeof src, "%s/a", dir);
+    snprintf(dst, sizeof dst, "%s/b", dir);
+    CHECK(mkdir(dst, 0700) == 0);
+    save_steps();
+    corrupt(src, 8, 1);
+
+    int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    CHECK(lfd >= 0 && bind(lfd, (struct sockaddr *)&a, sizeof a) == 0 &&
+          listen(lfd, 2) == 0 && getsockname(lfd, (struct sockaddr *)&a, &len) == 0);
+    pid_t child = fork();
+    if (child == 0)
+        _exit(receiver(lfd));
+    close(lfd);
+
+    char why[1024] = "";
+    int fd = connect_port(ntohs(a.sin_port));
+    CHECK_RC(fb__repl_send_step(fd, src, 7, 0, 2, why, sizeof why), 0);
+    CHECK_RC(fb__repl_send_step(fd, src, 8, 0, 2, why, sizeof why), FB_ECORRUPT);
+    CHECKF(strstr(why, "rank 1") != NULL, "%s", why);
+    close(fd);
+    /* Not fbr1: the receiver ends this connection. */
+    fd = connect_port(ntohs(a.sin_port));
+    const char junk[FB__REPL_HEADER_BYTES] = "GET / HTTP/1.0\r\n\r\n";
+    CHECK(write(fd, junk, sizeof junk) == (ssize_t)sizeof junk);
+    int status = -1;
+    CHECK(waitpid(child, &status, 0) == child);
+    CHECKF(WIFEXITED(status) && WEXITSTATUS(status) == 0, "receiver status %d", status);
+    close(fd);
+
+    /* Step 7 complete at the peer and every shard verifies; of step 8 only
+     * rank 0, the rejected shard never committed nor left behind. */
+    fb__ckpt_entry *v = NULL;
+    size_t n = 0;
+    CHECK_RC(fb__ckpt_scan(dst, 2, 0, &v, &n), 0);
+    CHECK_EQ_U64(n, 2);
+    if (n == 2) {
+        CHECK_EQ_U64(v[1].step, 7);
+        CHECK_EQ_INT(v[1].complete, 1);
+        CHECK_EQ_U64(v[0].step, 8);
+        CHECK_EQ_INT(v[0].shards, 1);
+    }
+    free(v);
+    for (int r = 0; r < 2; r++) {
+        char p[4300];
+        fb__ckpt_shard_path(p, sizeof p, dst, 7, r);
+        CHECK_RC(fb__ckpt_verify_shard(p, 7, r, why, sizeof why), 0);
+    }
+    char tmpglob[4400];
+    snprintf(tmpglob, sizeof tmpglob, "ls -A '%s/step-0000000008' | grep -qv '^rank-00000.safetensors$'", dst);
+    CHECKF(system(tmpglob) != 0, "step 8 at the peer holds more than rank 0's shard");
+
+    char cmd[4300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0)
+        failures++;
+    return failures != 0;
+}

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# The silent-data-corruption check (docs/sdc.md) on the MPI trainer, 3
+# ranks under mpirun:
+#  1. a fault-free run compares every replica piece and finds no `sdc`;
+#  2. a bit flipped in rank 1's replica of w1 after step 25 is an `sdc`
+#     incident naming rank 1, its node and w1; the checkpoints taken after
+#     the corruption are set aside, the restart resumes after step 20 (the
+#     newest checkpoint before the flip), and the run ends with weights
+#     bit-identical to the fault-free run's;
+#  3. on 2 ranks there is no majority: the `sdc` incident names no rank.
+source "$(dirname "$0")/lib.sh"
+MLP=$BIN/fb-train-mlp
+cp /usr/share/common-licenses/GPL-3 "$T/$TAG.txt" # names every rank process
+opts=(--data "$T/$TAG.txt" --steps 60 --hidden 32 --batch 16 --log-every 20
+      --ckpt-every 5 --ckpt-keep 20 --sleep-ms 30)
+mpi=(--launcher mpirun --nproc-per-node 3 --max-restarts 2)
+
+"$FB" run "${mpi[@]}" --run-dir "$T/ref" -- "$MLP" "${opts[@]}" >ref.out 2>ref.err ||
+    fail "fault-free run exited $?: $(tail -5 ref.err)"
+n=$(sqlite3 "$T/ref/journal.sqlite" "select count(*) from incident")
+[ "$n" = 0 ] || fail "fault-free run has incidents: $(sqlite3 "$T/ref/journal.sqlite" 'select kind, detail from incident')"
+# The comparison ran: most pieces compared, none disagreed.
+line=$(grep 'sdc check:' ref.err) || fail "no sdc check summary: $(tail -5 ref.err)"
+cmp=$(sed -n 's/.*sdc check: \([0-9]*\) pieces\{0,1\} compared across 3 ranks.*all agreed.*/\1/p' <<<"$line")
+[ -n "$cmp" ] && [ "$cmp" -ge 300 ] || fail "too few pieces compared: $line"
+ok "fault-free: $cmp pieces compared, all agreed, no incident"
+
+"$FB" run "${mpi[@]}" --run-dir "$T/flip" --inject 'flip:rank=1,step=25,tensor=w1' \
+    -- "$MLP" "${opts[@]}" >flip.out 2>flip.err || fail "flip run exited $?: $(tail -5 flip.err)"
+J=$T/flip/journal.sqlite
+row=$(sqlite3 "$J" "select kind||'|'||rank||'|'||step||'|'||node||'|'||injected from incident")
+host=$(hostname)
+[ "$row" = "sdc|1|25|$host|flip:rank=1,step=25,tensor=w1" ] ||
+    fail "incident: $row (want sdc|1|25|$host|flip...): $(sqlite3 "$J" 'select detail from incident')"
+detail=$(sqlite3 "$J" "select detail from incident")
+grep -q "tensor w1 disagree after step 25" <<<"$detail" || fail "detail: $detail"
+grep -q "rank 1 on node " <<<"$detail" || fail "detail names no rank and node: $detail"
+grep -q "last agreed at step 24" <<<"$detail" || fail "detail: $detail"
+grep -q "the node is suspect; health check of node $host: " <<<"$detail" ||
+    fail "no health check of the suspect node: $detail"
+[ -d "$T/flip/checkpoints/.sdc-step-0000000025" ] ||
+    fail "checkpoint 25 (taken after the flip) not set aside: $(ls -a "$T/flip/checkpoints")"
+resumed=$(sed -n 's/.*resuming after step \([0-9]*\)$/\1/p' "$T"/flip/logs/mpirun-attempt-1/*/rank.0/stdout)
+[ "$resumed" = 20 ] || fail "attempt 1 resumed after step '$resumed', want 20"
+want=$(cat "$T/ref/final_hash") got=$(cat "$T/flip/final_hash")
+[ -n "$want" ] && [ "$want" = "$got" ] || fail "final hash $got, fault-free $want"
+for r in ref flip; do
+    job=$(cat "$T/$r/job")
+    ! ls /dev/shm | grep -q "^fb\.$job\." || fail "segments of the $r run left in /dev/shm"
+done
+ok "flip on rank 1 (w1, step 25): sdc incident, resumed after step 20, final hash $got matches"
+
+# Two ranks: which replica is wrong cannot be told.
+"$FB" run --launcher mpirun --nproc-per-node 2 --max-restarts 0 --run-dir "$T/two" \
+    --inject 'flip:rank=0,step=10' -- "$MLP" "${opts[@]}" --steps 20 >two.out 2>two.err &&
+    fail "the 2-rank run with a flipped bit completed"
+row=$(sqlite3 "$T/two/journal.sqlite" "select kind||'|'||ifnull(rank,-1)||'|'||step from incident")
+[ "$row" = "sdc|-1|10" ] || fail "2 ranks: incident $row: $(sqlite3 "$T/two/journal.sqlite" 'select detail from incident')"
+sqlite3 "$T/two/journal.sqlite" "select detail from incident" | grep -q "no majority among the 2 ranks" ||
+    fail "2 ranks: $(sqlite3 "$T/two/journal.sqlite" 'select detail from incident')"
+job=$(cat "$T/two/job")
+! ls /dev/shm | grep -q "^fb\.$job\." || fail "segments of the 2-rank run left in /dev/shm"
+ok "2 ranks: sdc incident without a rank (no majority)"

@@ -1,0 +1,184 @@
+#!/usr/bin/env bash
+# Node-memory checkpoints (docs/checkpoint.md, "Tiers") with the toy
+# trainer under the local launcher, 2 ranks, a checkpoint every 5 steps.
+# Every case ends with the final state of a run that never failed, bit for
+# bit, and nothing of the job left in /dev/shm.
+#   tiers.sh FIREBREAK CASE    CASE: memory | corrupt | cap | lifetime | mpirun
+source "$(dirname "$0")/lib.sh"
+CASE=$2
+ln -s "$BIN/fb-toy-train" "$T/toy-$TAG"   # the tag in every command line
+TOY=$T/toy-$TAG
+STEPS=(--steps 40 --sleep-ms 20 --ckpt-every 5)
+
+reference() {
+    "$FB" run --nproc-per-node 2 --run-dir ref --quiet -- "$TOY" "${STEPS[@]}" "$@" \
+        || fail "reference run failed"
+}
+same_as_reference() {  # run dir
+    for r in 0 1; do
+        a=$(cat ref/final_hash.rank-$r); b=$(cat "$1"/final_hash.rank-$r)
+        [ -n "$a" ] && [ "$a" = "$b" ] || fail "$1: rank $r: reference $a, got $b"
+    done
+}
+nothing_in_shm() {  # run dir
+    local job
+    job=$(cat "$1/job")
+    if ls /dev/shm | grep -q "^fb\.$job\."; then
+        fail "$1: left in /dev/shm: $(ls /dev/shm | grep "^fb\.$job\.")"
+    fi
+}
+jq1() { sqlite3 -batch -noheader "$1/journal.sqlite" "$2"; }
+# restore_done's tier per rank in attempt 1: "0:memory,1:memory"
+sources() {
+    jq1 "$1" "select group_concat(rank||':'||coalesce(source,'NULL'), ',') from
+              (select e.rank, e.source from event e join attempt a on a.id = e.attempt_id
+               where a.number = 1 and e.kind = 'restore_done' order by e.rank)"
+}
+# Seconds since a file was last read is not what we want: whether it was
+# read at all since it was written.  With relatime, the first read after a
+# write moves atime past mtime; a file never read keeps atime <= mtime.
+never_read() {
+    python3 - "$@" <<'EOF'
+import os, sys
+bad = [p for p in sys.argv[1:] if os.stat(p).st_atime_ns > os.stat(p).st_mtime_ns]
+sys.exit(1 if bad else 0)
+EOF
+}
+atime_works() {
+    echo x >probe; sleep 0.05; echo y >>probe; sleep 0.05
+    never_read probe || return 1
+    cat probe >/dev/null
+    ! never_read probe
+}
+
+case "$CASE" in
+memory)
+    # A rank SIGKILLed: every rank restores from node memory, and the copy
+    # of the same step in storage is never read.
+    atime_works || { echo "skip: atime is not updated on $T (noatime?)"; exit 77; }
+    reference
+    "$FB" run --nproc-per-node 2 --run-dir f --persist-every 1 --max-restarts 2 \
+        --quiet --inject 'kill:rank=1,step=39,attempt=0' -- "$TOY" "${STEPS[@]}" \
+        2>err.txt || fail "run failed: $(tail -5 err.txt)"
+    [ "$(sources f)" = "0:memory,1:memory" ] || fail "restored from: $(sources f)"
+    shards=(f/checkpoints/step-0000000035/rank-0000{0,1}.safetensors)
+    ls "${shards[@]}" >/dev/null || fail "storage lacks step 35: $(ls f/checkpoints)"
+    never_read "${shards[@]}" || fail "the storage copy of step 35 was read"
+    [ "$(jq1 f "select count(*) from incident where kind = 'restore_fallback'")" = 0 ] \
+        || fail "fallbacks: $(jq1 f 'select detail from incident')"
+    same_as_reference f
+    nothing_in_shm f
+    ok "rank killed: restored from node memory, storage not read, state bit-identical"
+    ;;
+corrupt)
+    # Rank 0's memory copy of step 35 corrupted, then rank 0 killed (the
+    # faults of one step fire in the order given): the memory copy is set
+    # aside (recorded), storage's step 35 serves.
+    reference
+    "$FB" run --nproc-per-node 2 --run-dir f --persist-every 1 --max-restarts 2 \
+        --quiet --inject 'corrupt:rank=0,step=39,attempt=0' \
+        --inject 'kill:rank=0,step=39,attempt=0' -- "$TOY" "${STEPS[@]}" \
+        2>err.txt || fail "run failed: $(tail -5 err.txt)"
+    [ "$(sources f)" = "0:storage,1:storage" ] || fail "restored from: $(sources f)"
+    [ "$(jq1 f "select restored_step from attempt where number = 1")" = 35 ] \
+        || fail "restored step: $(jq1 f 'select restored_step from attempt')"
+    jq1 f "select detail from incident where kind = 'restore_fallback' and step = 35" \
+        | grep -q "/dev/shm/fb\..*\.mem/step-0000000035/rank-00000.safetensors" \
+        || fail "corruption not recorded: $(jq1 f 'select kind, detail from incident')"
+    same_as_reference f
+    nothing_in_shm f
+    ok "memory copy corrupted: recorded, restored from storage, state bit-identical"
+    ;;
+cap)
+    # 64 KiB of state per rank: a step is about 134 KB on the node.  A cap
+    # of 300K holds two: older steps are evicted.  A cap of 200K holds
+    # none: every save goes to storage, and says so.
+    STEPS+=(--state-kb 64)
+    reference
+    "$FB" run --nproc-per-node 2 --run-dir evict --memory-ckpt-max 300K --persist-every 0 \
+        --max-restarts 2 --quiet --inject 'kill:rank=1,step=37,attempt=0' \
+        -- "$TOY" "${STEPS[@]}" 2>err.txt || fail "run failed: $(tail -5 err.txt)"
+    n=$(jq1 evict "select count(*) from event where kind = 'ckpt_deleted'
+                   and detail like 'evicted from node memory%'")
+    [ "$n" -ge 4 ] || fail "evictions: $n"
+    [ "$(sources evict)" = "0:memory,1:memory" ] || fail "restored from: $(sources evict)"
+    same_as_reference evict
+    nothing_in_shm evict
+    "$FB" run --nproc-per-node 2 --run-dir full --memory-ckpt-max 200K --persist-every 0 \
+        --max-restarts 2 --quiet --inject 'kill:rank=1,step=37,attempt=0' \
+        -- "$TOY" "${STEPS[@]}" 2>err.txt || fail "run failed: $(tail -5 err.txt)"
+    n=$(jq1 full "select count(*) from event where kind = 'note' and
+                  detail like 'does not fit in node memory%saved to storage'")
+    [ "$n" -ge 16 ] || fail "fallback notes: $n"
+    grep -q "checkpoint step 35 does not fit in node memory" full/logs/rank-0.log \
+        || fail "no stderr line: $(tail -3 full/logs/rank-0.log)"
+    [ "$(sources full)" = "0:storage,1:storage" ] || fail "restored from: $(sources full)"
+    same_as_reference full
+    nothing_in_shm full
+    ok "cap: oldest steps evicted; saves that cannot fit go to storage"
+    ;;
+lifetime)
+    # A run that fails still removes node memory, after copying its newest
+    # complete step to storage (--persist-every 0: the only copy there).
+    "$FB" run --nproc-per-node 2 --run-dir failed --persist-every 0 --max-restarts 0 \
+        --quiet --inject 'kill:rank=1,step=22' -- "$TOY" "${STEPS[@]}" 2>err.txt \
+        && fail "the failing run exited 0"
+    nothing_in_shm failed
+    ls failed/checkpoints/step-0000000020/rank-0000{0,1}.safetensors >/dev/null \
+        || fail "step 20 not copied to storage at the end: $(ls failed/checkpoints)"
+    "$FB" ckpt verify failed/checkpoints >/dev/null || fail "copied step does not verify"
+    # SIGUSR1 copies the newest complete memory step to storage (the toy
+    # trainer, told the same, saves once more and stops).
+    wait_mem_step() {  # run dir -> the tier's path, once it holds a step
+        for _ in $(seq 200); do
+            [ -f "$1/job" ] && ls -d /dev/shm/fb.$(cat "$1/job").mem/step-* >/dev/null 2>&1 && break
+            sleep 0.05
+        done
+        [ -f "$1/job" ] && echo /dev/shm/fb.$(cat "$1/job").mem
+    }
+    "$FB" run --nproc-per-node 2 --run-dir usr1 --persist-every 0 \
+        -- "$TOY" --steps 100000 --sleep-ms 20 --ckpt-every 5 2>err2.txt &
+    sup=$!
+    mem=$(wait_mem_step usr1)
+    [ -d "$mem" ] || { kill -9 $sup; fail "no node memory at $mem"; }
+    kill -USR1 $sup
+    rc=0; wait $sup || rc=$?
+    [ $rc = 0 ] || fail "run told SIGUSR1 exited $rc: $(tail -3 err2.txt)"
+    grep -q "SIGUSR1: checkpoint [0-9]* copied from node memory" err2.txt \
+        || fail "SIGUSR1 copied nothing to storage: $(cat err2.txt)"
+    nothing_in_shm usr1
+    # A supervisor SIGKILLed leaves node memory behind; the next start
+    # removes it.
+    "$FB" run --nproc-per-node 2 --run-dir killed --persist-every 0 --quiet \
+        -- "$TOY" --steps 100000 --sleep-ms 20 --ckpt-every 5 2>err3.txt &
+    sup=$!
+    mem=$(wait_mem_step killed)
+    [ -d "$mem" ] || { kill -9 $sup; fail "no node memory at $mem"; }
+    kill -9 $sup
+    rc=0; wait $sup || rc=$?
+    [ $rc = 137 ] || fail "supervisor status $rc"
+    for _ in $(seq 100); do [ -z "$(leftovers)" ] && break; sleep 0.05; done
+    [ -d "$mem" ] || fail "node memory already gone after SIGKILL (the next start must remove it)"
+    "$FB" run --nproc-per-node 1 --run-dir next --quiet -- "$TOY" --steps 3 --sleep-ms 1 \
+        || fail "next run failed"
+    [ ! -e "$mem" ] || fail "stale node memory $mem not removed by the next start"
+    ok "node memory removed at the end of a failed run and at the next start after SIGKILL"
+    ;;
+mpirun)
+    # The MPI trainer under mpirun: a rank killed, both restore from node
+    # memory, the final weights are the fault-free run's.
+    MLP=(--steps 120 --hidden 32 --batch 16 --ckpt-every 10 --log-every 40)
+    ln -s "$BIN/fb-train-mlp" "$T/mlp-$TAG"
+    "$FB" run --launcher mpirun --nproc-per-node 2 --run-dir ref --quiet \
+        -- "$T/mlp-$TAG" "${MLP[@]}" 2>err.txt || fail "reference: $(tail -3 err.txt)"
+    "$FB" run --launcher mpirun --nproc-per-node 2 --run-dir f --persist-every 3 \
+        --max-restarts 2 --quiet --inject 'kill:rank=1,step=75,attempt=0' \
+        -- "$T/mlp-$TAG" "${MLP[@]}" 2>err.txt || fail "run failed: $(tail -5 err.txt)"
+    [ "$(sources f)" = "0:memory,1:memory" ] || fail "restored from: $(sources f)"
+    a=$(cat ref/final_hash); b=$(cat f/final_hash)
+    [ -n "$a" ] && [ "$a" = "$b" ] || fail "final weights: reference $a, got $b"
+    nothing_in_shm f
+    ok "mpirun: restored from node memory, final weights bit-identical"
+    ;;
+*) fail "unknown case $CASE" ;;
+esac
