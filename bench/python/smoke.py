@@ -1,0 +1,109 @@
+"""smoke.py PYTHON DIR -- bench_ckpt_torch.py --quick on a tiny state with
+PYTHON, its output checked for form (ctest python_bench_smoke*, label
+torch): every method a row of both tables or named as skipped, every
+figure a number, the cost never below the save call, the four TARGET
+lines, the JSON file complete, the 2-rank state written once (the bytes
+of both ranks about one copy), nothing left in DIR.  Not the targets:
+timings are for benchmarks, and this runs under load."""
+import json
+import math
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+METHODS = ["firebreak copy", "firebreak protect", "torch.save+fsync", "dcp.save",
+           "dcp.async_save", "dcp.async_save+stager", "safetensors+fsync",
+           "dcp.save+firebreak.dcp"]
+SKIP_WORDS = {"firebreak protect": "firebreak protect",
+              "dcp.save": "dcp.save", "dcp.async_save": "dcp.async_save",
+              "dcp.async_save+stager": "DefaultStager",
+              "safetensors+fsync": "safetensors",
+              "dcp.save+firebreak.dcp": "firebreak.dcp"}
+TARGETS = {"cost_rw", "cost_overwrite", "stall", "durable"}
+NUM = r"-?\d+\.\d+"
+
+
+def fail(msg, out=""):
+    sys.stdout.write(out)
+    print("FAIL: " + msg)
+    sys.exit(1)
+
+
+def main():
+    py, root = sys.argv[1], os.path.abspath(sys.argv[2])
+    shutil.rmtree(root, ignore_errors=True)
+    os.makedirs(root)
+    data, js = os.path.join(root, "data"), os.path.join(root, "out.json")
+    saves = 2
+    r = subprocess.run([py, os.path.join(HERE, "bench_ckpt_torch.py"), data, "--quick",
+                        "--size", "4", "--saves", str(saves), "--no-targets", "--json", js],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                       timeout=900)
+    out = r.stdout
+    if r.returncode != 0:
+        fail("bench exited %d" % r.returncode, out)
+    lines = out.splitlines()
+    skipped = [ln for ln in lines if ln.startswith("skipped: ")]
+    # both tables: a header, then one row per method present
+    for kind in ("rw", "overwrite"):
+        try:
+            at = lines.index(next(ln for ln in lines if ln.startswith("step %s:" % kind)))
+        except StopIteration:
+            fail("no table for the %s step" % kind, out)
+        rows = {}
+        for ln in lines[at + 2:]:
+            if not ln.strip():
+                break
+            name = ln[:24].strip()
+            cells = ln[24:].replace("|", " ").split()
+            if len(cells) != 11 or not all(re.fullmatch(NUM, c) or c == "-"
+                                          for c in cells[:1] + cells[-1:]) \
+                    or not all(re.fullmatch(NUM, c) for c in cells[1:10]):
+                fail("%s table: malformed row %r" % (kind, ln), out)
+            rows[name] = cells
+        for m in METHODS:
+            if m not in rows and not any(SKIP_WORDS.get(m, "\0") in s for s in skipped):
+                fail("%s table: method %s neither measured nor skipped" % (kind, m), out)
+        if "firebreak copy" not in rows or "torch.save+fsync" not in rows:
+            fail("%s table: firebreak copy or torch.save missing" % kind, out)
+    got = {}
+    for ln in lines:
+        if ln.startswith("TARGET "):
+            m = re.fullmatch(r"TARGET (\w+) (%s) (%s) (%s|inf) (%s) (PASS|MISS)"
+                             % (NUM, NUM, NUM, NUM), ln)
+            if not m:
+                fail("malformed target line %r" % ln, out)
+            got[m.group(1)] = m
+    if set(got) != TARGETS:
+        fail("target lines %s, expected %s" % (sorted(got), sorted(TARGETS)), out)
+    if not re.search(r"^restore, cold .*firebreak %s s, torch.load %s s" % (NUM, NUM), out,
+                     re.M):
+        fail("no restore line with firebreak and torch.load", out)
+    with open(js) as f:
+        doc = json.load(f)
+    for m in doc["methods"]:
+        for k in ("cost_s", "returns_s", "durable_s"):
+            v = m[k]
+            if len(v) != saves or not all(isinstance(x, float) and math.isfinite(x) and x >= 0
+                                          for x in v):
+                fail("json: %s %s: %r" % (m["name"], k, v), out)
+        if any(c < r_ - 1e-9 for c, r_ in zip(m["cost_s"], m["returns_s"])):
+            fail("json: %s: a cost below its save call" % m["name"], out)
+    r2 = doc["ranks2"]
+    fb = [r2[str(r)]["firebreak"]["bytes"] for r in (0, 1)]
+    if not 0.9 * doc["bytes"] <= sum(fb) <= 1.2 * doc["bytes"] or max(fb) > 0.75 * doc["bytes"]:
+        fail("2 ranks: firebreak wrote %s bytes per rank of a %d-byte state: not once"
+             % (fb, doc["bytes"]), out)
+    if os.path.exists(data):
+        fail("the bench left %s behind" % data, out)
+    shutil.rmtree(root)
+    sys.stdout.write(out)
+    print("smoke: well-formed (%d methods measured, %d skipped)"
+          % (len(doc["methods"]) // 2, len(skipped)))
+
+
+if __name__ == "__main__":
+    main()
