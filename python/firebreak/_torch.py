@@ -289,6 +289,19 @@ def _set_rng_state(s):
                                 has_gauss, gauss))
 
 
+def _process_group():
+    """(rank, world size) of torch.distributed's default group when it is
+    initialized, else (None, None): ranks started by torch.multiprocessing
+    have no RANK in their environment, and the engine reads that."""
+    try:
+        import torch.distributed as dist
+        if dist.is_available() and dist.is_initialized():
+            return dist.get_rank(), dist.get_world_size()
+    except (ImportError, RuntimeError):
+        pass
+    return None, None
+
+
 def _default_dir():
     # Under the supervisor the engine picks FIREBREAK_CKPT_DIR, else
     # <run_dir>/checkpoints (dir=None); without it, ./checkpoints.
@@ -342,10 +355,16 @@ class Checkpointer:
         self._closed = False
         probe = self._open()     # fails now, not at the first save, on a bad dir
         self.dir = probe.dir
-        self.rank = self._opts["rank"] if self._opts["rank"] >= 0 else _firebreak.rank()
+        pg_rank, pg_world = _process_group()
+        self.rank = (self._opts["rank"] if self._opts["rank"] >= 0
+                     else pg_rank if pg_rank is not None else _firebreak.rank())
         self.world_size = (self._opts["world_size"] if self._opts["world_size"] > 0
+                           else pg_world if pg_world is not None
                            else _firebreak.world_size())
         probe.close()
+        # The handles opened from now on: the same rank and size (the
+        # engine alone would read them from the environment).
+        self._opts["rank"], self._opts["world_size"] = self.rank, self.world_size
         self._replicated = self._replicated_keys(replicated)
         self._group = group
         self._members = None

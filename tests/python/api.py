@@ -356,6 +356,40 @@ def case_slice_input():
     check(ck3.restore() == 1 and torch.equal(u, t), "slice restored in place")
 
 
+def _pg_child(rank, world, init, ckdir):
+    import torch.distributed as dist
+    for v in ("RANK", "WORLD_SIZE", "LOCAL_RANK"):
+        os.environ.pop(v, None)
+    dist.init_process_group("gloo", init_method=init, rank=rank, world_size=world)
+    m, o, s = make(seed=0)
+    ck = firebreak.Checkpointer({"model": m}, dir=ckdir)
+    if (ck.rank, ck.world_size) != (rank, world):
+        raise SystemExit("rank %d of %d: the Checkpointer says rank %d of %d"
+                         % (rank, world, ck.rank, ck.world_size))
+    ck.save(1)
+    ck.wait()
+    ck.close()
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+def case_rank_from_process_group():
+    """Ranks started by torch.multiprocessing, with no RANK in their
+    environment: the Checkpointer takes rank and world size from the
+    initialized process group (each rank its own shard), not rank 0 for all."""
+    import torch.multiprocessing as mp
+    ckdir = os.path.abspath("pg")
+    init = "file://" + os.path.abspath("pg-init")
+    try:
+        mp.spawn(_pg_child, args=(2, init, ckdir), nprocs=2, join=True)
+    except Exception as e:  # mp.spawn re-raises a child's failure
+        check(False, "2 ranks from torch.multiprocessing: %s" % str(e).strip()[-300:])
+        return
+    step = os.path.join(ckdir, sorted(os.listdir(ckdir))[-1]) if os.path.isdir(ckdir) else ""
+    shards = sorted(f for f in os.listdir(step) if f.endswith(".safetensors")) if step else []
+    check(len(shards) == 2, "shards of 2 ranks: %s" % shards)
+
+
 CASES = {k[5:]: v for k, v in sorted(globals().items()) if k.startswith("case_")}
 
 
