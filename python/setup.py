@@ -29,7 +29,7 @@ LIB_SOURCES = {
     "common": ["util.c", "json.c", "jsonw.c"],
     "lib": ["lib.c", "segment.c", "segment_guard.c", "inject.c", "error.c", "sdc.c"],
     "ckpt": ["engine.c", "restore.c", "layout.c", "staging.c", "protect.c", "safetensors.c",
-             "shard.c", "store.c", "tier.c", "hash.c", "cuda.c"],
+             "shard.c", "store.c", "tier.c", "names.c", "hash.c", "cuda.c"],
     "fr": ["recorder.c"],
 }
 sources = [os.path.join(HERE, "firebreak", "_firebreak.c")]
