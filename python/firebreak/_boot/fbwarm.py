@@ -1,8 +1,7 @@
 """firebreak's warm interpreter (docs/supervisor.md, "Warm pool").
 
 The supervisor starts this file with the job's own Python, under a shim,
-before it needs a rank: it imports torch (and torch.distributed, torch.nn,
-torch.optim), says 'R' on its control socket, and waits.  Told a rank
+before it needs a rank: it imports torch and the modules in PREIMPORT, says 'R' on its control socket, and waits.  Told a rank
 (argv, environment, output file descriptor), it becomes that rank as a
 fresh `python [-u] SCRIPT ARGS` or `python [-u] -m MODULE ARGS` would: the
 environment replaced, sys.argv and sys.path[0] set, output to the rank's
@@ -22,6 +21,12 @@ import sys
 import time
 
 _MAX = 1 << 20
+
+# What a DDP script's start pulls in: DDP's construction alone imports
+# torch._dynamo (and sympy with it), about 900 modules, 2-5 s.
+PREIMPORT = ("torch.distributed", "torch.nn", "torch.optim", "torch.nn.parallel",
+             "torch.utils.data", "torch._dynamo",
+             "torch.distributed.algorithms.ddp_comm_hooks.default_hooks")
 
 
 def _recv_exact(sock, n):
@@ -77,10 +82,13 @@ def main():
     os.dup2(2, 1)
     if not _parent_is_supervisor():
         sys.exit(0)
+    import importlib
     import torch
-    import torch.distributed  # noqa: F401
-    import torch.nn  # noqa: F401
-    import torch.optim  # noqa: F401
+    for name in PREIMPORT:
+        try:
+            importlib.import_module(name)
+        except Exception:  # a module this torch does not have (1.13: no dynamo)
+            pass
     sys.stderr.write("firebreak warm interpreter: pid %d, torch %s imported in %.2f s\n"
                      % (os.getpid(), torch.__version__, time.monotonic() - t0))
     sys.stderr.flush()
