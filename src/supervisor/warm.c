@@ -6,8 +6,8 @@
  * rank.  At the next launch the supervisor hands each waiting interpreter
  * its rank's argv, environment and output file; the interpreter
  * (python/firebreak/_boot/fbwarm.py) then runs the script as __main__.
- * A slot that is not ready within WARM_WAIT_MS, or gone, falls back to a
- * normal launch.
+ * A slot that is not ready within WARM_WAIT_MS (none is waited for after
+ * one was not), or gone, falls back to a normal launch.
  *
  * Each interpreter runs under a shim like any rank (proc.h), so nothing is
  * left behind when the supervisor dies, even by SIGKILL: the shim's
@@ -49,7 +49,7 @@ typedef struct warm_slot {
 
 struct fb__sup_warm {
     int n;
-    int said;             /* the why-not line, once                        */
+    int timed_out;        /* a slot was not ready in time: no more waits   */
     warm_slot slot[];
 };
 
@@ -94,16 +94,14 @@ static void slot_poll(warm_slot *w)
     }
 }
 
-/* Wait up to ms for the slot's 'R'; 1 ready. */
+/* Wait up to ms (0: only look) for the slot's 'R'; 1 ready. */
 static int slot_wait_ready(warm_slot *w, int ms)
 {
     uint64_t until = fb__now_ns() + (uint64_t)ms * 1000000ull;
     while (!w->ready && !w->dead) {
         struct pollfd p = {.fd = w->ctl, .events = POLLIN};
-        int64_t left = (int64_t)(until - fb__now_ns()) / 1000000;
-        if (fb__now_ns() >= until)
-            break;
-        int n = poll(&p, 1, (int)(left < 50 ? left + 1 : 50));
+        int64_t left = ((int64_t)until - (int64_t)fb__now_ns()) / 1000000;
+        int n = poll(&p, 1, left <= 0 ? 0 : left < 50 ? (int)left : 50);
         if (n > 0) {
             char c;
             ssize_t r = recv(w->ctl, &c, 1, MSG_DONTWAIT);
@@ -113,6 +111,8 @@ static int slot_wait_ready(warm_slot *w, int ms)
                 w->dead = 1;
         }
         slot_poll(w);
+        if (fb__now_ns() >= until)
+            break;
     }
     return w->ready && !w->dead;
 }
@@ -322,7 +322,8 @@ int fb__sup_warm_take(fb__sup *s, int rank, char *const *envp, int out_fd,
     if (!w->shim)
         return -ENOENT;
     slot_poll(w);
-    if (!slot_wait_ready(w, WARM_WAIT_MS) || !w->pid) {
+    if (!slot_wait_ready(w, s->warm->timed_out ? 0 : WARM_WAIT_MS) || !w->pid) {
+        s->warm->timed_out |= !w->dead;
         fb__sup_log(s, "rank %d: its warm interpreter is %s: a fresh one instead",
                     rank, w->dead ? "gone" : "not ready");
         slot_close(w);
