@@ -33,11 +33,7 @@ run() {
         "$@" -- "$PY" "$S" --ckpt "$T/$case/ckpt.pt" "${ARGS[@]}" $FAULT >out.txt 2>err.txt)
     rc=$?
     set -e
-    local job
-    job=$(cat "$rd/job")
-    if ls /dev/shm | grep -q "^fb\.$job\."; then
-        fail "$case: segments of job $job left in /dev/shm"
-    fi
+    ! ls /dev/shm | grep -q "^fb\.$(cat "$rd/job")\." || fail "$case: segments left in /dev/shm"
     for f in "$rd"/logs/warm-*.log; do
         [ -e "$f" ] || continue
         for p in $(sed -n 's/.*interpreter: pid \([0-9]*\),.*/\1/p' "$f"); do
