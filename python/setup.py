@@ -70,7 +70,7 @@ setup(
     description="firebreak: heartbeats, phases and verified checkpoints for "
                 "training jobs (a CPython extension over libfirebreak)",
     packages=["firebreak"],
-    package_data={"firebreak": ["_boot/sitecustomize.py"]},
+    package_data={"firebreak": ["_boot/sitecustomize.py", "_boot/fbwarm.py"]},
     ext_modules=[ext],
     python_requires=">=3.8",
 )

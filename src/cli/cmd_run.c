@@ -56,6 +56,9 @@ static void usage(FILE *f)
 "                         (default: a rank that imports torch heartbeats per\n"
 "                         optimizer step and records its collectives;\n"
 "                         docs/pytorch.md, \"Unmodified scripts\")\n"
+"  --no-warm-pool         restarts start fresh Python interpreters (default:\n"
+"                         one per rank started ahead, torch imported;\n"
+"                         docs/supervisor.md, \"Warm pool\")\n"
 "  --mpirun PATH          mpirun to use; --mpirun-arg ARG passes ARG to it\n"
 "  --spare-nodes N        slurm: nodes held in reserve for restarts\n"
 "  --node-timeout DUR     slurm: a node whose watcher says nothing this long\n"
@@ -196,7 +199,7 @@ int fb__cmd_run(int argc, char **argv)
            O_INJECT, O_FRCAP, O_NOPRELOAD, O_MPIRUN, O_MPIRUNARG, O_SPARE,
            O_DRAIN, O_HEALTH, O_NONODES, O_STRAGGLER, O_QUIET, O_JSON, O_NNODES,
            O_SHGROUP, O_CONSOLE, O_KMSG, O_NOIHEALTH, O_HEALTHROOT, O_NODETIMEOUT,
-           O_NOPYHOOKS, O_PERSIST, O_MEMMAX };
+           O_NOPYHOOKS, O_PERSIST, O_MEMMAX, O_NOWARM };
     static const struct option longopts[] = {
         {"nproc-per-node", required_argument, 0, O_NPROC},
         {"nproc", required_argument, 0, O_NPROC},
@@ -220,6 +223,7 @@ int fb__cmd_run(int argc, char **argv)
         {"fr-capacity", required_argument, 0, O_FRCAP},
         {"no-fr-preload", no_argument, 0, O_NOPRELOAD},
         {"no-python-hooks", no_argument, 0, O_NOPYHOOKS},
+        {"no-warm-pool", no_argument, 0, O_NOWARM},
         {"mpirun", required_argument, 0, O_MPIRUN},
         {"mpirun-arg", required_argument, 0, O_MPIRUNARG},
         {"spare-nodes", required_argument, 0, O_SPARE},
@@ -302,6 +306,7 @@ int fb__cmd_run(int argc, char **argv)
         case O_FRCAP: bad = parse_num("--fr-capacity", optarg, 16, 1 << 22, &o.fr_capacity); break;
         case O_NOPRELOAD: o.preload_fr = 0; break;
         case O_NOPYHOOKS: o.no_python_hooks = 1; break;
+        case O_NOWARM: o.no_warm_pool = 1; break;
         case O_MPIRUN: o.mpirun = optarg; break;
         case O_MPIRUNARG:
             if (nmpirun_args == 63) {

@@ -308,7 +308,9 @@ static int launch_local(fb__sup *s)
         }
         fb__spawn sp = {.argv = s->o->argv, .envp = e.v, .cwd = NULL,
                         .stdout_fd = out_fd, .stderr_fd = out_fd};
-        rc = fb__shim_spawn(&sp, &u->shim, &u->msg_fd);
+        /* an interpreter of the warm pool (warm.c), else a fresh one */
+        if (fb__sup_warm_take(s, r, e.v, out_fd, u))
+            rc = fb__shim_spawn(&sp, &u->shim, &u->msg_fd);
         close(fd);
         if (out_fd != fd)
             close(out_fd);
@@ -319,6 +321,7 @@ static int launch_local(fb__sup *s)
         }
         s->nunits++;
     }
+    fb__sup_warm_after_launch(s);
     env_free(&e);
     return rc;
 }

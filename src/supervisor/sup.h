@@ -168,6 +168,9 @@ typedef struct fb__sup {
     int late_off;                        /* could not start: said once      */
     /* silent-data-corruption comparison (sdc.c); NULL until first used */
     struct fb__sup_sdc *sdc;
+    /* warm.c: interpreters started ahead for the next attempt */
+    struct fb__sup_warm *warm;           /* NULL: none now                  */
+    int warm_said, warm_failed;
 } fb__sup;
 
 /* fb__sup_unit.rank of the slurm launcher's watcher step. */
@@ -178,6 +181,19 @@ double fb__sup_mono_to_wall(uint64_t mono_ns);
 
 /* launch.c */
 int fb__sup_launch(fb__sup *s);
+/* warm.c (docs/supervisor.md, "Warm pool"): start the pool once the
+ * attempt stepped (tick); hand rank's slot its argv, environment and
+ * output (take: 0, or a normal launch); the shims to spare from sweeps
+ * (keep); a reaped shim of the pool (reaped: 1 when it was one); close. */
+#define FB__SUP_MAX_WARM 1024 /* ranks; a larger node gets no pool */
+int fb__sup_warm_enabled(fb__sup *s);
+void fb__sup_warm_tick(fb__sup *s);
+int fb__sup_warm_take(fb__sup *s, int rank, char *const *envp, int out_fd,
+                      fb__sup_unit *u);
+void fb__sup_warm_after_launch(fb__sup *s);
+int fb__sup_warm_keep(const fb__sup *s, pid_t *keep, int max);
+int fb__sup_warm_reaped(fb__sup *s, pid_t pid);
+void fb__sup_warm_close(fb__sup *s);
 /* --console-ranks (tee.c): a pipe for rank's output (its write end for
  * the rank, *write_fd; the caller closes it once the rank is started);
  * read what is there (up to max_bytes); drain, close and free. */

@@ -406,8 +406,10 @@ static void reap_children(fb__sup *s)
     pid_t pid;
     while ((pid = waitpid(-1, &ws, WNOHANG)) > 0) {
         fb__sup_unit *u = unit_by_shim(s, pid);
-        if (!u)
-            continue; /* an orphan reparented to us: reaped */
+        if (!u) {
+            fb__sup_warm_reaped(s, pid); /* the warm pool's, or an orphan */
+            continue;
+        }
         drain_shim(s, u);
         if (!u->ended) {
             /* The shim died without reporting (killed): its rank went with
@@ -691,7 +693,8 @@ static void stop_all(fb__sup *s, int sig)
         }
         handle_events(s, 10);
     }
-    fb__proc_sweep(NULL, 0, 2000);
+    pid_t keep[FB__SUP_MAX_WARM];
+    fb__proc_sweep(keep, fb__sup_warm_keep(s, keep, FB__SUP_MAX_WARM), 2000);
 }
 
 static void close_attempt(fb__sup *s)
@@ -966,6 +969,7 @@ static int run_attempt(fb__sup *s)
         fb__journal_batch_begin(s->j);
         uint64_t now = fb__now_ns();
         fb__sup_watch(s, now);
+        fb__sup_warm_tick(s);
         fire_injections(s, now);
         if (s->slurm)
             fb__sup_slurm_tick(s, now);
@@ -1354,6 +1358,7 @@ int fb__sup_run(const fb__sup_options *o, fb__sup_result *res)
                     s->run_dir, s->job_id, s->world, s->world == 1 ? "" : "s",
                     o->max_restarts, o->max_restarts == 1 ? "" : "s", o->hang_timeout_s);
         status = attempt_loop(s);
+        fb__sup_warm_close(s);
     }
     finish_run(s, rc, status, &oldmask);
     return rc;

@@ -69,6 +69,8 @@ typedef struct fb__sup_options {
     int preload_fr;           /* mpirun: preload libfirebreak-mpi.so        */
     int no_python_hooks;      /* do not put firebreak's hooks on the ranks'
                                  PYTHONPATH (docs/pytorch.md)               */
+    int no_warm_pool;         /* restarts start fresh interpreters
+                                 (docs/supervisor.md, "Warm pool")          */
     const char *mpirun;       /* mpirun binary, NULL: "mpirun"              */
     char *const *mpirun_args; /* extra arguments for mpirun                  */
     int quiet;                /* no progress output                          */

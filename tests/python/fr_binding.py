@@ -104,7 +104,7 @@ with open(name, "rb") as f:
 u32 = lambda o: struct.unpack_from("<I", seg, o)[0]   # noqa: E731
 u64 = lambda o: struct.unpack_from("<Q", seg, o)[0]   # noqa: E731
 assert u64(0) == 0x31474553424546, "magic"
-assert (u32(8), u32(12)) == (1, 2), "version %d.%d" % (u32(8), u32(12))
+assert (u32(8), u32(12)) == (1, 3), "version %d.%d" % (u32(8), u32(12))
 assert u32(36) == 128 and struct.unpack_from("<i", seg, 56)[0] == 0, "layout"
 assert seg[96:96 + 64].rstrip(b"\0").decode() == os.environ["FIREBREAK_JOB_ID"]
 report_off, report_cap, fr_off, cap = u32(28), u32(32), u64(40), u32(48)
