@@ -20,7 +20,7 @@ TICK_S=0.05
 recluster() {
     "$CLS" down "$CL" || fail "down"
     CL=$T/cluster-$1
-    "$CLS" up "$CL" --share "$T" >"$T/cluster.env" 2>"$T/cluster.err" || fail "up: $(cat "$T/cluster.err")"
+    "$CLS" up "$CL" "${SHARE[@]}" >"$T/cluster.env" 2>"$T/cluster.err" || fail "up: $(cat "$T/cluster.err")"
     eval "$(tail -n 1 "$T/cluster.env")"
 }
 : >results.txt

@@ -116,7 +116,7 @@ ok "node identity: incident, placement, samples, events, the report and the flee
 #    link down: nothing of it remains.
 C2=$T/c2
 MORE_CLUSTERS+=("$C2")
-"$CLS" up "$C2" --nodes 2 --share "$T" >c2.env 2>c2.err || fail "second cluster: $(cat c2.err)"
+"$CLS" up "$C2" --nodes 2 "${SHARE[@]}" >c2.env 2>c2.err || fail "second cluster: $(cat c2.err)"
 id2=$(sed -n 's/^ID=//p' "$C2/cluster")
 SLURM_CONF=$C2/slurm.conf salloc -Q -N2 srun -N2 sleep 300 >/dev/null 2>&1 &
 spid=$!

@@ -45,7 +45,13 @@ trap cleanup EXIT
 # A test stopped by a signal (ctest's timeout, ^C) still takes its clusters down.
 trap 'exit 143' TERM INT HUP
 
-"$SRC/scripts/slurm-cluster.sh" up "$CL" --share "$T" >"$T/cluster.env" 2>"$T/cluster.err" \
+# Each node has its own /tmp: a checkout or build tree under /tmp (CI
+# clones into /tmp/ci) is shared like $T, or the nodes could not run it.
+SHARE=(--share "$T")
+for p in "$(cd "$SRC" && pwd)" "$(cd "$BIN" && pwd)"; do
+    case "$p" in /tmp/*) SHARE+=(--share "$p") ;; esac
+done
+"$SRC/scripts/slurm-cluster.sh" up "$CL" "${SHARE[@]}" >"$T/cluster.env" 2>"$T/cluster.err" \
     || { cat "$T/cluster.err" >&2; fail "cluster did not come up"; }
 eval "$(tail -n 1 "$T/cluster.env")"
 export SLURM_CONF
