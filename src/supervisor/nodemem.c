@@ -33,7 +33,7 @@
 #include "firebreak/firebreak.h"
 #include "lib/segment.h"
 #include "supervisor/fbw1.h"
-#include "supervisor/nodemem.h"
+#include "supervisor/watcher.h"
 #include "supervisor/sup.h"
 
 /* Copies remembered per rank, newest last: ranks that do not wait for
