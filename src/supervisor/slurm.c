@@ -1173,7 +1173,24 @@ void fb__sup_slurm_tick(fb__sup *s, uint64_t now)
                  "%.1f s in phase %s (limit %.1f s), last step %lld (node watcher)",
                  r, node_of_rank(s, r), age_s, f->phase, limit, b->step);
         /* The first rank found silent, not the first that stopped: the
-         * flight recorder decides (analyze_hang). */
+         * flight recorder decides (analyze_hang) -- unless this rank
+         * reported the hang injection it fired (its watcher forwards the
+         * report), direct evidence as on one host (policy.c rule 2). */
+        if (s->ranks[r].injected_kind == FB__INJECT_HANG) {
+            snprintf(f->injected, sizeof f->injected, "%s", s->ranks[r].injected);
+            return;
+        }
+        for (int q = 0; q < s->world; q++)
+            if (q != r && !s->ranks[q].ended &&
+                s->ranks[q].injected_kind == FB__INJECT_HANG) {
+                f->rank = q;
+                f->step = g->beats[q].have ? g->beats[q].step : -1;
+                snprintf(f->injected, sizeof f->injected, "%s", s->ranks[q].injected);
+                snprintf(f->detail, sizeof f->detail, "rank %d on %s recorded the hang "
+                         "it injected; rank %d was the first found silent (node watcher)",
+                         q, node_of_rank(s, q), r);
+                return;
+            }
         f->by_silence = 1;
         return;
     }
