@@ -148,8 +148,10 @@ mpirun)
     MLP=(--steps 120 --hidden 32 --batch 16 --ckpt-every 10 --log-every 40)
     ln -s "$BIN/fb-train-mlp" "$T/mlp-$TAG"
     "$FB" run --launcher mpirun --nproc-per-node 2 --run-dir ref --quiet \
+        --mpirun-arg -x --mpirun-arg ASAN_OPTIONS=detect_leaks=0 \
         -- "$T/mlp-$TAG" "${MLP[@]}" 2>err.txt || fail "reference: $(tail -3 err.txt)"
     "$FB" run --launcher mpirun --nproc-per-node 2 --run-dir f --persist-every 3 \
+        --mpirun-arg -x --mpirun-arg ASAN_OPTIONS=detect_leaks=0 \
         --max-restarts 2 --quiet --inject 'kill:rank=1,step=75,attempt=0' \
         -- "$T/mlp-$TAG" "${MLP[@]}" 2>err.txt || fail "run failed: $(tail -5 err.txt)"
     [ "$(sources f)" = "0:memory,1:memory" ] || fail "restored from: $(sources f)"
