@@ -11,6 +11,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -274,6 +276,72 @@ static void write_msg(int fd, const fb__shim_msg *m)
     while (r < 0 && errno == EINTR);
 }
 
+/* The rank's side of the shim's spawn, until its exec.  It runs in the
+ * shim's memory (CLONE_VM, the shim suspended until the exec or _exit),
+ * on a stack of its own: it only makes system calls and writes nothing the
+ * shim reads but errno, which the shim does not look at. */
+typedef struct rank_child {
+    const fb__spawn *sp;
+    int errfd, msg_fd;
+} rank_child;
+
+static int rank_child_main(void *arg)
+{
+    const rank_child *c = arg;
+    const fb__spawn *sp = c->sp;
+    close(c->msg_fd);
+    setpgid(0, 0);
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() == 1)
+        _exit(1);
+    if (sp->stdin_fd > 0)
+        dup2(sp->stdin_fd, STDIN_FILENO);
+    if (sp->stdout_fd >= 0)
+        dup2(sp->stdout_fd, STDOUT_FILENO);
+    if (sp->stderr_fd >= 0)
+        dup2(sp->stderr_fd, STDERR_FILENO);
+    if (sp->cwd && chdir(sp->cwd)) {
+        int e = errno;
+        (void)!write(c->errfd, &e, sizeof e);
+        _exit(127);
+    }
+    /* The shim handles no signal, but an ignored one stays ignored
+     * across exec: every one back to its default. */
+    struct sigaction dfl;
+    memset(&dfl, 0, sizeof dfl);
+    dfl.sa_handler = SIG_DFL;
+    for (int s = 1; s < NSIG; s++)
+        sigaction(s, &dfl, NULL);
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    execvpe(sp->argv[0], sp->argv, sp->envp);
+    int e = errno;
+    (void)!write(c->errfd, &e, sizeof e);
+    _exit(127);
+}
+
+#define RANK_CHILD_STACK (256u << 10)
+
+/* Start the rank: clone(CLONE_VM | CLONE_VFORK) and exec, as posix_spawn
+ * does, so that the shim's memory (a copy of the supervisor's) is neither
+ * copied again nor write-protected for each rank; posix_spawn itself
+ * cannot set the parent-death signal.  Returns when the exec succeeded or
+ * the child ended; the pid, or -1. */
+static pid_t spawn_rank(rank_child *c)
+{
+    void *stack = mmap(NULL, RANK_CHILD_STACK, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+    if (stack == MAP_FAILED)
+        return -1;
+    /* The stack grows down on every architecture Linux runs this on
+     * but PA-RISC. */
+    pid_t pid = clone(rank_child_main, (char *)stack + RANK_CHILD_STACK,
+                      CLONE_VM | CLONE_VFORK | SIGCHLD, c);
+    munmap(stack, RANK_CHILD_STACK);
+    return pid;
+}
+
 static void shim_main(const fb__spawn *sp, pid_t supervisor, int msg_fd)
 {
     prctl(PR_SET_NAME, "fb-shim");
@@ -296,38 +364,13 @@ static void shim_main(const fb__spawn *sp, pid_t supervisor, int msg_fd)
     int errpipe[2];
     if (pipe2(errpipe, O_CLOEXEC))
         _exit(1);
-    pid_t pid = fork();
+    rank_child c = {.sp = sp, .errfd = errpipe[1], .msg_fd = msg_fd};
+    pid_t pid = spawn_rank(&c);
     if (pid < 0)
         _exit(1);
-    if (pid == 0) {
-        close(errpipe[0]);
-        close(msg_fd);
-        setpgid(0, 0);
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        if (getppid() == 1)
-            _exit(1);
-        if (sp->stdin_fd > 0)
-            dup2(sp->stdin_fd, STDIN_FILENO);
-        if (sp->stdout_fd >= 0)
-            dup2(sp->stdout_fd, STDOUT_FILENO);
-        if (sp->stderr_fd >= 0)
-            dup2(sp->stderr_fd, STDERR_FILENO);
-        if (sp->cwd && chdir(sp->cwd)) {
-            int e = errno;
-            (void)!write(errpipe[1], &e, sizeof e);
-            _exit(127);
-        }
-        for (int s = 1; s < NSIG; s++)
-            signal(s, SIG_DFL);
-        sigset_t none;
-        sigemptyset(&none);
-        sigprocmask(SIG_SETMASK, &none, NULL);
-        execvpe(sp->argv[0], sp->argv, sp->envp);
-        int e = errno;
-        (void)!write(errpipe[1], &e, sizeof e);
-        _exit(127);
-    }
-    setpgid(pid, pid); /* both sides, so there is no window */
+    /* The child made its own process group before its exec, and the exec
+     * has happened (or the child ended) by now: STARTED names a process
+     * that already runs the program. */
     close(errpipe[1]);
     fb__shim_msg m = {.type = FB_SHIM_STARTED, .pid = pid, .mono_ns = fb__now_ns()};
     write_msg(msg_fd, &m);

@@ -1,0 +1,220 @@
+/*
+ * test_shim.c -- the shim every launched process runs under
+ * (src/supervisor/proc.c), with real processes:
+ *
+ *   - STARTED names a process that already runs the program (the shim
+ *     starts the rank with clone(CLONE_VM | CLONE_VFORK) and exec, and
+ *     reports once the exec is done);
+ *   - a program that cannot be started: ENDED, exit 127, its errno;
+ *   - cwd, stdout and the environment reach the program;
+ *   - a stop (SIGTERM through the shim) ends the program with SIGTERM.
+ *
+ * `test_shim --cost N` (not a test: docs/bench.md) starts N shims of
+ * /bin/true one after the other and prints the wall time of the spawn
+ * calls and the CPU of the shims and their programs, per process.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../check.h"
+#include "supervisor/proc.h"
+
+extern char **environ;
+
+/* The next message of a shim, waiting up to 10 s; 1 read, else 0. */
+static int next_msg(int fd, fb__shim_msg *m)
+{
+    for (int waited = 0; waited < 10000; waited += 100) {
+        int r = fb__shim_read(fd, m);
+        if (r)
+            return r > 0;
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        poll(&p, 1, 100);
+    }
+    return 0;
+}
+
+static void reap(pid_t shim)
+{
+    int st;
+    while (waitpid(shim, &st, 0) < 0 && errno == EINTR)
+        ;
+}
+
+/* The program's path as the kernel knows it, or "" when it has none. */
+static void exe_of(pid_t pid, char *buf, size_t size)
+{
+    char link[64];
+    snprintf(link, sizeof link, "/proc/%d/exe", (int)pid);
+    ssize_t n = readlink(link, buf, size - 1);
+    buf[n > 0 ? n : 0] = '\0';
+}
+
+static void test_started_after_exec(void)
+{
+    char sleep_path[PATH_MAX];
+    if (!realpath("/bin/sleep", sleep_path)) {
+        fprintf(stderr, "test_shim: no /bin/sleep\n");
+        failures++;
+        return;
+    }
+    /* Several rounds: a STARTED sent before the exec would show the
+     * shim's own program at least once. */
+    for (int round = 0; round < 100; round++) {
+        char *argv[] = {"sleep", "30", NULL};
+        fb__spawn sp = {.argv = argv, .envp = environ, .stdout_fd = -1,
+                        .stderr_fd = -1};
+        pid_t shim;
+        int fd;
+        CHECK_RC(fb__shim_spawn(&sp, &shim, &fd), 0);
+        fb__shim_msg m;
+        CHECK(next_msg(fd, &m));
+        CHECK_EQ_INT(m.type, FB_SHIM_STARTED);
+        char exe[PATH_MAX];
+        exe_of(m.pid, exe, sizeof exe);
+        CHECK_EQ_STR(exe, sleep_path);
+        /* The rank leads a process group of its own. */
+        CHECK_EQ_INT(getpgid(m.pid), m.pid);
+        fb__shim_stop(shim, 0);
+        CHECK(next_msg(fd, &m));
+        CHECK_EQ_INT(m.type, FB_SHIM_ENDED);
+        CHECK(WIFSIGNALED(m.wstatus) && WTERMSIG(m.wstatus) == SIGTERM);
+        CHECK_EQ_INT(m.exec_errno, 0);
+        close(fd);
+        reap(shim);
+        if (failures)
+            break;
+    }
+}
+
+static void test_exec_fails(void)
+{
+    char *argv[] = {"/nonexistent/fb-no-such-program", NULL};
+    fb__spawn sp = {.argv = argv, .envp = environ, .stdout_fd = -1, .stderr_fd = -1};
+    pid_t shim;
+    int fd;
+    CHECK_RC(fb__shim_spawn(&sp, &shim, &fd), 0);
+    fb__shim_msg m;
+    CHECK(next_msg(fd, &m));
+    CHECK_EQ_INT(m.type, FB_SHIM_STARTED);
+    CHECK(next_msg(fd, &m));
+    CHECK_EQ_INT(m.type, FB_SHIM_ENDED);
+    CHECK(WIFEXITED(m.wstatus) && WEXITSTATUS(m.wstatus) == 127);
+    CHECK_EQ_INT(m.exec_errno, ENOENT);
+    close(fd);
+    reap(shim);
+
+    /* A working directory that is not there: its errno, not the exec's. */
+    char *argv2[] = {"/bin/true", NULL};
+    sp.argv = argv2;
+    sp.cwd = "/nonexistent/fb-no-such-dir";
+    CHECK_RC(fb__shim_spawn(&sp, &shim, &fd), 0);
+    CHECK(next_msg(fd, &m));
+    CHECK(next_msg(fd, &m));
+    CHECK_EQ_INT(m.type, FB_SHIM_ENDED);
+    CHECK_EQ_INT(m.exec_errno, ENOENT);
+    CHECK(WIFEXITED(m.wstatus) && WEXITSTATUS(m.wstatus) == 127);
+    close(fd);
+    reap(shim);
+}
+
+static void test_cwd_stdout_env(void)
+{
+    int out[2];
+    if (pipe(out)) {
+        failures++;
+        return;
+    }
+    char *argv[] = {"sh", "-c", "printf '%s %s' \"$(pwd)\" \"$FB_TEST_SHIM\"", NULL};
+    char *envp[] = {"FB_TEST_SHIM=hello", "PATH=/usr/bin:/bin", NULL};
+    fb__spawn sp = {.argv = argv, .envp = envp, .cwd = "/", .stdout_fd = out[1],
+                    .stderr_fd = -1};
+    pid_t shim;
+    int fd;
+    CHECK_RC(fb__shim_spawn(&sp, &shim, &fd), 0);
+    close(out[1]);
+    char buf[256];
+    size_t n = 0;
+    ssize_t r;
+    while (n < sizeof buf - 1 && (r = read(out[0], buf + n, sizeof buf - 1 - n)) > 0)
+        n += (size_t)r;
+    buf[n] = '\0';
+    CHECK_EQ_STR(buf, "/ hello");
+    fb__shim_msg m;
+    CHECK(next_msg(fd, &m));
+    CHECK(next_msg(fd, &m));
+    CHECK_EQ_INT(m.type, FB_SHIM_ENDED);
+    CHECK(WIFEXITED(m.wstatus) && WEXITSTATUS(m.wstatus) == 0);
+    close(out[0]);
+    close(fd);
+    reap(shim);
+}
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+static double cpu_s(const struct rusage *u)
+{
+    return (double)(u->ru_utime.tv_sec + u->ru_stime.tv_sec) +
+           (double)(u->ru_utime.tv_usec + u->ru_stime.tv_usec) / 1e6;
+}
+
+static int cost(int n)
+{
+    char *argv[] = {"/bin/true", NULL};
+    fb__spawn sp = {.argv = argv, .envp = environ, .stdout_fd = -1, .stderr_fd = -1};
+    pid_t *shim = calloc((size_t)n, sizeof *shim);
+    int *fd = calloc((size_t)n, sizeof *fd);
+    if (!shim || !fd)
+        return 1;
+    struct rusage c0, c1, s0, s1;
+    getrusage(RUSAGE_CHILDREN, &c0);
+    getrusage(RUSAGE_SELF, &s0);
+    double t0 = now_s();
+    for (int i = 0; i < n; i++)
+        if (fb__shim_spawn(&sp, &shim[i], &fd[i]))
+            return 1;
+    double t1 = now_s();
+    getrusage(RUSAGE_SELF, &s1);
+    for (int i = 0; i < n; i++) {
+        reap(shim[i]);
+        close(fd[i]);
+    }
+    double t2 = now_s();
+    getrusage(RUSAGE_CHILDREN, &c1);
+    printf("%d shims of /bin/true: spawn calls %.3f ms each (this process's CPU "
+           "%.3f ms each); all ended after %.3f ms each; CPU of the shims and "
+           "their programs %.3f ms each\n", n, (t1 - t0) * 1e3 / n,
+           (cpu_s(&s1) - cpu_s(&s0)) * 1e3 / n, (t2 - t0) * 1e3 / n,
+           (cpu_s(&c1) - cpu_s(&c0)) * 1e3 / n);
+    free(shim);
+    free(fd);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 3 && !strcmp(argv[1], "--cost"))
+        return cost(atoi(argv[2]) > 0 ? atoi(argv[2]) : 100);
+    test_started_after_exec();
+    test_exec_fails();
+    test_cwd_stdout_env();
+    if (failures)
+        fprintf(stderr, "test_shim: %d check%s failed\n", failures,
+                failures == 1 ? "" : "s");
+    return failures != 0;
+}
