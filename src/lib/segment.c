@@ -693,6 +693,153 @@ int fb__seg_dump_sparse(const fb__seg *seg, const char *name, const char *path)
     return dump_finish(fd, tmp, path, rc);
 }
 
+/* ---- a sparse dump taken into memory (see segment.h) ---- */
+
+#define SEG_COPY_MAX_RANGES 4096
+
+struct fb__seg_copy {
+    size_t size;          /* the dump file's length: the segment's size    */
+    int nranges, cap;
+    struct seg_range { size_t off, len; } *range;
+    size_t nbytes;
+    unsigned char *bytes; /* the ranges' bytes, one after the other        */
+};
+
+/* Append a range; 0, or -1 when the table is full (or cannot grow). */
+static int copy_add(fb__seg_copy *c, size_t off, size_t len)
+{
+    if (c->nranges == c->cap) {
+        int cap = c->cap ? c->cap * 4 : 8;
+        if (cap > SEG_COPY_MAX_RANGES)
+            return -1;
+        struct seg_range *r = realloc(c->range, (size_t)cap * sizeof *r);
+        if (!r)
+            return -1;
+        c->range = r;
+        c->cap = cap;
+    }
+    c->range[c->nranges].off = off;
+    c->range[c->nranges].len = len;
+    c->nranges++;
+    return 0;
+}
+
+/* The ranges fb__seg_dump_sparse would write, into c->range: those of the
+ * segment's file that hold data, or the whole segment when the file cannot
+ * tell (not the one mapped any more) or has more ranges than the table. */
+static void copy_ranges(const fb__seg *seg, const char *name, fb__seg_copy *c)
+{
+    char shm[PATH_MAX];
+    int in = -1, whole = 1;
+    struct stat st;
+    if (seg->guarded && name && !seg_path(shm, sizeof shm, name))
+        in = open(shm, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    if (in >= 0 && !fstat(in, &st) && S_ISREG(st.st_mode) && st.st_dev == seg->dev &&
+        st.st_ino == seg->ino) {
+        whole = 0;
+        size_t off = 0;
+        while (!whole && off < seg->size) {
+            off_t d = lseek(in, (off_t)off, SEEK_DATA);
+            if (d < 0) { /* ENXIO: only a hole is left */
+                if (errno != ENXIO)
+                    whole = copy_add(c, off, seg->size - off) != 0;
+                break;
+            }
+            if ((size_t)d >= seg->size)
+                break;
+            off_t h = lseek(in, d, SEEK_HOLE);
+            size_t hole = h < 0 || (size_t)h > seg->size ? seg->size : (size_t)h;
+            if (hole <= (size_t)d) /* no progress: take the rest */
+                hole = seg->size;
+            whole = copy_add(c, (size_t)d, hole - (size_t)d) != 0;
+            off = hole;
+        }
+    }
+    if (in >= 0)
+        close(in);
+    if (whole) {
+        c->nranges = 0;
+        if (copy_add(c, 0, seg->size))
+            c->nranges = -1;
+    }
+}
+
+int fb__seg_copy_take(const fb__seg *seg, const char *name, size_t max_bytes,
+                      fb__seg_copy **out)
+{
+    *out = NULL;
+    fb__seg_copy *c = calloc(1, sizeof *c);
+    if (!c)
+        return -ENOMEM;
+    c->size = seg->size;
+    copy_ranges(seg, name, c);
+    if (c->nranges < 0) {
+        fb__seg_copy_free(c);
+        return -ENOMEM;
+    }
+    for (int i = 0; i < c->nranges; i++)
+        c->nbytes += c->range[i].len;
+    if (c->nbytes > max_bytes) {
+        fb__seg_copy_free(c);
+        return -E2BIG;
+    }
+    c->bytes = malloc(c->nbytes ? c->nbytes : 1);
+    if (!c->bytes) {
+        fb__seg_copy_free(c);
+        return -ENOMEM;
+    }
+    /* Loads from the mapping: pages a truncation took read as zeros under
+     * the guard (fb__seg_dump). */
+    size_t at = 0;
+    for (int i = 0; i < c->nranges; i++) {
+        memcpy(c->bytes + at, (const char *)seg->base + c->range[i].off, c->range[i].len);
+        at += c->range[i].len;
+    }
+    *out = c;
+    return 0;
+}
+
+size_t fb__seg_copy_bytes(const fb__seg_copy *c)
+{
+    return c ? c->nbytes : 0;
+}
+
+int fb__seg_copy_write(const fb__seg_copy *c, const char *path)
+{
+    char tmp[PATH_MAX];
+    if (fb__fmt(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid()))
+        return -ENAMETOOLONG;
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return -errno;
+    int rc = ftruncate(fd, (off_t)c->size) ? -errno : 0;
+    size_t at = 0;
+    for (int i = 0; !rc && i < c->nranges; i++) {
+        size_t done = 0, len = c->range[i].len;
+        while (!rc && done < len) {
+            ssize_t w = pwrite(fd, c->bytes + at + done, len - done,
+                               (off_t)(c->range[i].off + done));
+            if (w < 0 && errno == EINTR)
+                continue;
+            if (w <= 0)
+                rc = w < 0 ? -errno : -EIO;
+            else
+                done += (size_t)w;
+        }
+        at += len;
+    }
+    return dump_finish(fd, tmp, path, rc);
+}
+
+void fb__seg_copy_free(fb__seg_copy *c)
+{
+    if (!c)
+        return;
+    free(c->range);
+    free(c->bytes);
+    free(c);
+}
+
 void fb__seg_append_sdc(fb__seg *seg, uint64_t step, uint64_t hash,
                         uint64_t offset, uint64_t length, uint32_t tensor,
                         uint32_t flags, const char *name)

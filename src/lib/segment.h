@@ -407,6 +407,20 @@ int fb__seg_dump(const fb__seg *seg, const char *path);
  * fb__seg_dump.  The bytes come from the mapping either way. */
 int fb__seg_dump_sparse(const fb__seg *seg, const char *name, const char *path);
 
+/* The bytes fb__seg_dump_sparse would write, taken now into memory, to be
+ * written later with fb__seg_copy_write: the supervisor takes the evidence
+ * at the failure and writes its files once the next attempt is launched.
+ * -E2BIG when the data is over max_bytes (nothing taken: dump instead),
+ * -ENOMEM; *out is freed with fb__seg_copy_free. */
+typedef struct fb__seg_copy fb__seg_copy;
+int fb__seg_copy_take(const fb__seg *seg, const char *name, size_t max_bytes,
+                      fb__seg_copy **out);
+/* The bytes held (what the copy costs in memory). */
+size_t fb__seg_copy_bytes(const fb__seg_copy *c);
+/* The file fb__seg_dump_sparse would have written at the take. */
+int fb__seg_copy_write(const fb__seg_copy *c, const char *path);
+void fb__seg_copy_free(fb__seg_copy *c);
+
 /* Remove stale segments in /dev/shm: those whose supervisor pid is dead,
  * or, when job_id is given, every one of that job.  Only regular files of
  * our own uid are touched (another user's file under a segment's name is

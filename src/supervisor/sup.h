@@ -150,6 +150,10 @@ typedef struct fb__sup {
     /* launcher slurm (slurm.c) */
     struct fb__sup_slurm *slurm;         /* NULL for other launchers        */
     char launch_detail[256];             /* why a launch failed, or ""      */
+    /* segment snapshots taken at a failure, written once the next attempt
+     * is launched (supervisor.c, snapshot_segments) */
+    struct fb__sup_snap *snaps;
+    int nsnaps;
     /* rundir.c: ownership and access */
     int lock_fd[2];                      /* run dir, checkpoint dir; -1     */
     int shared;                          /* --shared-group given            */

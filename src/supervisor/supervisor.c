@@ -639,13 +639,48 @@ static char *analyze_hang(fb__sup *s)
     return verdict_json;
 }
 
-static void snapshot_segments(fb__sup *s, const char *why)
+/* At most this much of the segments' bytes is held in memory until the
+ * next launch; beyond it the rest are written at once. */
+#define SNAP_HOLD_MAX_BYTES (256u << 20)
+
+struct fb__sup_snap {
+    fb__seg_copy *copy;
+    char path[PATH_MAX];
+};
+
+/* Write the snapshots held since the failure (after the next launch, or
+ * when the run ends without one). */
+static void write_snapshots(fb__sup *s)
 {
+    for (int i = 0; i < s->nsnaps; i++) {
+        int rc = fb__seg_copy_write(s->snaps[i].copy, s->snaps[i].path);
+        if (rc)
+            fb__sup_log(s, "cannot write the segment snapshot %s: %s",
+                        s->snaps[i].path, fb_strerror(rc));
+        else if (s->shared) /* written 0600: the run's group may read it too */
+            chmod(s->snaps[i].path, 0640);
+        fb__seg_copy_free(s->snaps[i].copy);
+    }
+    free(s->snaps);
+    s->snaps = NULL;
+    s->nsnaps = 0;
+}
+
+/* Every rank's segment as it is at the failure, into fr/attempt-N/.  With
+ * `hold` the bytes are copied into memory now and the files written after
+ * the next launch (write_snapshots): creating one file per rank is most of
+ * a snapshot's cost, and it was on the path from the failure to the
+ * relaunch.  A hang's analysis reads the files: no hold then. */
+static void snapshot_segments(fb__sup *s, int hold)
+{
+    write_snapshots(s); /* none should be left; never more than one failure's */
     char dir[PATH_MAX];
     if (fb__fmt(dir, sizeof dir, "%s/fr/attempt-%d", s->run_dir, s->attempt) ||
         fb__mkdir_p(dir, 0755))
         return;
-    int n = 0;
+    if (hold && !s->snaps && !(s->snaps = calloc((size_t)s->world, sizeof *s->snaps)))
+        hold = 0;
+    size_t held = 0;
     for (int r = 0; r < s->world; r++) {
         if (!s->ranks[r].seg)
             continue;
@@ -655,14 +690,19 @@ static void snapshot_segments(fb__sup *s, const char *why)
         char name[FB__SEG_NAME_MAX];
         if (fb__seg_name(name, sizeof name, s->job_id, s->attempt, r))
             name[0] = '\0';
-        if (fb__seg_dump_sparse(s->ranks[r].seg, name[0] ? name : NULL, path) == 0)
-            n++;
-        /* fb__seg_dump writes 0600: the run's group may read it too. */
-        if (s->shared)
+        fb__seg_copy *c = NULL;
+        if (hold && fb__seg_copy_take(s->ranks[r].seg, name[0] ? name : NULL,
+                                      SNAP_HOLD_MAX_BYTES - held, &c) == 0) {
+            held += fb__seg_copy_bytes(c);
+            struct fb__sup_snap *sn = &s->snaps[s->nsnaps++];
+            sn->copy = c;
+            snprintf(sn->path, sizeof sn->path, "%s", path);
+            continue;
+        }
+        if (fb__seg_dump_sparse(s->ranks[r].seg, name[0] ? name : NULL, path) == 0 &&
+            s->shared) /* fb__seg_dump writes 0600: the run's group may read it too */
             chmod(path, 0640);
     }
-    (void)why;
-    (void)n;
 }
 
 /* Stop every unit: SIGTERM through the shims, SIGKILL after the grace
@@ -931,6 +971,7 @@ static void start_attempt(fb__sup *s)
         fb__sup_log(s, "attempt %d: launched %d rank%s (%s)", s->attempt, s->world,
                     s->world == 1 ? "" : "s", fb__sup_launcher_name(s->o->launcher));
     }
+    write_snapshots(s); /* the last attempt's evidence, off the relaunch's path */
 }
 
 /* The attempt failed: keep the evidence, record, stop every rank. */
@@ -942,7 +983,10 @@ static void fail_attempt(fb__sup *s)
      * node is blamed once the flight recorder has named the rank. */
     if (s->slurm && s->fail.kind == FB__SUP_FAIL_HANG)
         fb__sup_slurm_snapshot(s);
-    snapshot_segments(s, fb__sup_fail_kind_name(s->fail.kind));
+    /* Held in memory until the next launch, but for a hang, whose
+     * analysis reads the files, and under slurm, whose watchers write
+     * their nodes' snapshots beside these. */
+    snapshot_segments(s, s->fail.kind != FB__SUP_FAIL_HANG && !s->slurm);
     char *verdict = s->fail.kind == FB__SUP_FAIL_HANG ? analyze_hang(s) : NULL;
     if (s->slurm)
         fb__sup_slurm_on_failure(s);
@@ -1213,6 +1257,7 @@ static const char *attempt_loop(fb__sup *s)
         if (d.delay_s > 0) {
             fb__sup_log(s, "restarting in %.1f s (no progress in the last attempt)",
                         d.delay_s);
+            write_snapshots(s);
             backoff_wait(s, d.delay_s);
             if (s->stop_signal)
                 return interrupted(s, res);
@@ -1297,6 +1342,7 @@ static void finish_run(fb__sup *s, int rc, const char *status, const sigset_t *o
                             rc ? 1 : res->exit_code, rc ? "setup failed" : res->reason);
         close_journal(s);
     }
+    write_snapshots(s); /* a run that ends with a failure */
     fb__proc_sweep(NULL, 0, 2000);
     fb__sup_tiers_finish(s); /* after every rank is gone */
     fb__seg_remove_job(s->job_id, -1);

@@ -532,6 +532,55 @@ out:
     fb__seg_remove_job(job, 13);
 }
 
+/* A copy held in memory (the supervisor writes it after the relaunch):
+ * the bytes as they were when taken, written as the same sparse file;
+ * over its limit, nothing is taken. */
+static void test_copy_held(void)
+{
+    char name[FB__SEG_NAME_MAX], sparse[64], held[64];
+    fb__seg *w = NULL, *r = NULL;
+    fb__seg_create_args a = {.job_id = job, .attempt = 14, .rank = 0,
+                             .world_size = 4, .fr_capacity = 16384};
+    CHECK_RC(fb__seg_create(&w, &a), 0);
+    fb__seg_name(name, sizeof name, job, 14, 0);
+    CHECK_RC(fb__seg_open(&r, name), 0);
+    if (!w || !r)
+        goto out;
+    fb__seg_append_report(w, FB__REPORT_NOTE, 0, 1, 0, 0, 0, "at the failure");
+    snprintf(sparse, sizeof sparse, "/tmp/fbseg-sparse-%d", (int)getpid());
+    snprintf(held, sizeof held, "/tmp/fbseg-held-%d", (int)getpid());
+    CHECK_RC(fb__seg_dump_sparse(r, name, sparse), 0);
+    fb__seg_copy *c = NULL;
+    CHECK_RC(fb__seg_copy_take(r, name, 64, &c), -E2BIG);
+    CHECK(c == NULL);
+    CHECK_RC(fb__seg_copy_take(r, name, SIZE_MAX, &c), 0);
+    CHECKF(c && fb__seg_copy_bytes(c) < fb__seg_size(r) / 4,
+           "held %zu bytes of %zu", fb__seg_copy_bytes(c), fb__seg_size(r));
+    /* What the rank writes after the take is not in the copy. */
+    fb__seg_append_report(w, FB__REPORT_NOTE, 0, 2, 0, 0, 0, "after it");
+    if (c)
+        CHECK_RC(fb__seg_copy_write(c, held), 0);
+    fb__seg_copy_free(c);
+    size_t ns = 0, nh = 0;
+    unsigned char *bs = slurp(sparse, &ns), *bh = slurp(held, &nh);
+    CHECK(bs && bh);
+    CHECK_EQ_U64(nh, ns);
+    CHECK(bs && bh && nh == ns && memcmp(bs, bh, ns) == 0);
+    free(bs);
+    free(bh);
+    struct stat ss, sh;
+    CHECK_EQ_INT(stat(sparse, &ss), 0);
+    CHECK_EQ_INT(stat(held, &sh), 0);
+    CHECK_EQ_INT(sh.st_blocks, ss.st_blocks);
+    CHECK_EQ_INT(sh.st_mode & 0777, 0600);
+    unlink(sparse);
+    unlink(held);
+out:
+    fb__seg_close(r);
+    fb__seg_close(w);
+    fb__seg_remove_job(job, 14);
+}
+
 /* A rank shrinks its file under the reader: no SIGBUS reaches us. */
 static void test_truncated(void)
 {
@@ -745,6 +794,7 @@ int main(void)
     test_sigbus_elsewhere();
     test_truncated();
     test_dump_sparse();
+    test_copy_held();
     test_guard_reuse();
     test_toctou_offsets();
     test_heads();

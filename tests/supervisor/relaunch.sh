@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# The relaunch path (docs/supervisor.md, "At scale"): after a crash the
+# segments' snapshots hold the ranks as they were at the failure, but their
+# files are written once the next attempt is launched, not on the way to
+# it; they are whole (no temporary left) and the flight-recorder analysis
+# reads them.  A hang's snapshot is still written before its analysis
+# (supervisor_hang_restart).
+source "$(dirname "$0")/lib.sh"
+"$FB" run --nproc-per-node 4 --max-restarts 1 --crash-loop 0 --json \
+    --inject 'kill:rank=1,step=6' -- "$RANK" --steps 30 --sleep-ms 10 "$TAG" \
+    >out.json 2>err.txt || fail "run exited $? ($(tail -3 err.txt))"
+[ "$(json_field out.json '["restarts"]')" = 1 ] || fail "restarts != 1"
+snap="$(run_dir)/fr/attempt-0"
+for r in 0 1 2 3; do
+    [ -s "$snap/rank-$r.fbseg" ] || fail "no snapshot of rank $r: $(ls -la "$snap")"
+done
+! ls "$snap" | grep -q tmp || fail "a temporary file left: $(ls "$snap")"
+# Written after attempt 1 was launched (mtime against the journal's wall
+# clock; the file system's clock is coarse: 10 ms of slack).
+launched=$(q "select launched_at from attempt where number = 1")
+detected=$(q "select detected_at from incident")
+python3 - "$snap" "$launched" "$detected" <<'PY' || fail "snapshots written before the relaunch"
+import os, sys
+d, launched, detected = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])
+for f in sorted(os.listdir(d)):
+    m = os.stat(os.path.join(d, f)).st_mtime
+    print(f"{f}: written {1e3 * (m - detected):.1f} ms after the detection; "
+          f"attempt 1 launched {1e3 * (launched - detected):.1f} ms after it")
+    if m < launched - 0.010:
+        sys.exit(1)
+PY
+# Every rank's snapshot is one the analysis reads.
+rc=0
+"$FB" fr analyze "$snap" --json >fr.json 2>fr.err || rc=$?
+[ "$rc" -le 1 ] || fail "fr analyze exit $rc: $(cat fr.err)"
+python3 - fr.json <<'PY' || fail "analysis of the snapshots: $(tail -1 fr.json)"
+import json, sys
+d = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])
+sys.exit(0 if d["ranks"] == 4 and d["missing_count"] == 0 else 1)
+PY
+assert_no_segments
+ok "snapshots of attempt 0 written after attempt 1 launched, whole and readable"
