@@ -268,6 +268,11 @@ static int launch_local(fb__sup *s)
     int rc = env_init(&e);
     if (!rc)
         rc = common_env(s, &e);
+    /* The shims start their ranks once every shim is forked (proc.h):
+     * no go pipe, each starts at once. */
+    int go[2] = {-1, -1};
+    if (pipe2(go, O_CLOEXEC))
+        go[0] = go[1] = -1;
     char buf[32];
     for (int r = 0; r < s->world && !rc; r++) {
         snprintf(buf, sizeof buf, "%d", r);
@@ -307,7 +312,8 @@ static int launch_local(fb__sup *s)
             }
         }
         fb__spawn sp = {.argv = s->o->argv, .envp = e.v, .cwd = NULL,
-                        .stdout_fd = out_fd, .stderr_fd = out_fd};
+                        .stdout_fd = out_fd, .stderr_fd = out_fd,
+                        .go_rfd = go[0], .go_wfd = go[1]};
         /* an interpreter of the warm pool (warm.c), else a fresh one */
         if (fb__sup_warm_take(s, r, e.v, out_fd, u))
             rc = fb__shim_spawn(&sp, &u->shim, &u->msg_fd);
@@ -320,6 +326,10 @@ static int launch_local(fb__sup *s)
             break;
         }
         s->nunits++;
+    }
+    if (go[0] >= 0) { /* every shim is forked: go */
+        close(go[1]);
+        close(go[0]);
     }
     fb__sup_warm_after_launch(s);
     env_free(&e);

@@ -360,6 +360,22 @@ static void shim_main(const fb__spawn *sp, pid_t supervisor, int msg_fd)
     sigaddset(&set, SIGUSR2);
     sigprocmask(SIG_BLOCK, &set, NULL);
 
+    /* A launch of many ranks: wait until the supervisor has forked every
+     * shim (it closes its end of the pipe), so that the ranks' start-up
+     * does not compete with the supervisor's forks for the CPUs; the
+     * supervisor then waits for every STARTED.  End of file also comes
+     * when the supervisor died: then nothing is started. */
+    if (sp->go_rfd > 0) {
+        if (sp->go_wfd > 0)
+            close(sp->go_wfd);
+        char b;
+        while (read(sp->go_rfd, &b, 1) < 0 && errno == EINTR)
+            ;
+        close(sp->go_rfd);
+        if (getppid() != supervisor)
+            _exit(1);
+    }
+
     /* exec errors come back through a close-on-exec pipe. */
     int errpipe[2];
     if (pipe2(errpipe, O_CLOEXEC))

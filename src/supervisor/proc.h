@@ -39,6 +39,9 @@ typedef struct fb__spawn {
     const char *cwd;        /* NULL: inherit                                */
     int stdout_fd, stderr_fd; /* -1: inherit                               */
     int stdin_fd;           /* > 0: the program's stdin; 0: inherit        */
+    /* > 0: a pipe of the launch (fb__go_*): the shim starts the program
+     * only once the supervisor has forked every shim of the launch. */
+    int go_rfd, go_wfd;
 } fb__spawn;
 
 /* Fork a shim that execs sp->argv.  On success *shim_pid and *msg_fd (the

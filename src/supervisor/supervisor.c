@@ -938,6 +938,36 @@ static void prepare_restore(fb__sup *s)
                     fb_strerror(rc));
 }
 
+/* How long a launch waits for its ranks' execs before it goes on. */
+#define LAUNCH_EXEC_WAIT_MS 10000
+
+/* Until every shim of the local launcher said STARTED, which it sends once
+ * its rank's exec is done (proc.c): the launch is over when the last rank
+ * runs its program, and launched_at says so.  The shims start their ranks
+ * together, after the last fork (launch.c's go pipe).  Messages of units
+ * past what one poll() watches are read here directly. */
+static void wait_execs(fb__sup *s)
+{
+    uint64_t deadline = fb__now_ns() + LAUNCH_EXEC_WAIT_MS * 1000000ull;
+    int k = 0;
+    while (!s->stop_signal) {
+        while (k < s->nunits && (s->units[k].child || s->units[k].ended))
+            k++;
+        if (k == s->nunits)
+            return;
+        drain_shim(s, &s->units[k]);
+        if (s->units[k].child || s->units[k].ended)
+            continue;
+        if (fb__now_ns() > deadline) {
+            fb__sup_log(s, "attempt %d: rank %d's program had not started after %d s: "
+                        "going on", s->attempt, s->units[k].rank,
+                        LAUNCH_EXEC_WAIT_MS / 1000);
+            return;
+        }
+        handle_events(s, 5);
+    }
+}
+
 /* Launch the attempt's ranks; a launch that fails is the attempt's
  * failure (not restarted). */
 static void start_attempt(fb__sup *s)
@@ -966,6 +996,8 @@ static void start_attempt(fb__sup *s)
         snprintf(f->detail, sizeof f->detail, "cannot launch the ranks: %s",
                  s->launch_detail[0] ? s->launch_detail : fb_strerror(rc));
     } else if (!s->stop_signal) {
+        if (s->o->launcher == FB__LAUNCH_LOCAL)
+            wait_execs(s);
         fb__journal_attempt_real(s->j, s->attempt_id, "launched_at", fb__wall_s());
         fb__sup_place_ranks(s);
         fb__sup_log(s, "attempt %d: launched %d rank%s (%s)", s->attempt, s->world,

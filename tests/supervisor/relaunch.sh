@@ -39,4 +39,27 @@ d = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])
 sys.exit(0 if d["ranks"] == 4 and d["missing_count"] == 0 else 1)
 PY
 assert_no_segments
-ok "snapshots of attempt 0 written after attempt 1 launched, whole and readable"
+
+# The launch forks every shim before any rank starts (the go pipe), so the
+# ranks' start-up does not compete with the forks; every shim's pid is
+# older than every rank's (pids grow; a wrap during these few forks would
+# fail this, once in thousands of runs).
+rm -rf runs
+"$FB" run --quiet --nproc-per-node 6 -- "$RANK" --steps 400 --sleep-ms 10 "$TAG" \
+    >/dev/null 2>err2.txt &
+sup=$!
+shims="" ranks=""
+for _ in $(seq 100); do
+    shims=$(pgrep -P "$sup" -x fb-shim || true)
+    ranks=$(for p in $shims; do pgrep -P "$p" || true; done)
+    [ "$(echo "$ranks" | grep -c .)" = 6 ] && break
+    sleep 0.1
+done
+kill -TERM "$sup"
+wait "$sup" || true
+[ "$(echo "$ranks" | grep -c .)" = 6 ] || fail "6 ranks under shims never seen: $shims / $ranks"
+newest_shim=$(echo "$shims" | sort -n | tail -1)
+oldest_rank=$(echo "$ranks" | sort -n | head -1)
+[ "$newest_shim" -lt "$oldest_rank" ] ||
+    fail "a rank started before the last shim was forked: shims $(echo $shims), ranks $(echo $ranks)"
+ok "snapshots of attempt 0 written after attempt 1 launched, whole and readable; every shim forked before any rank"
