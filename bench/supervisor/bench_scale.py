@@ -4,8 +4,8 @@ fb-toy-train:
 
   1. crash -> relaunch at 4, 16, 64 and 256 ranks: from the incident's
      detected_at to the next attempt's launched_at (the journal's own
-     times), the median and range over a few restarts, per rank, and a
-     linear fit over the medians;
+     times; launched_at is the last new rank's exec), the median and range
+     over a few restarts, per rank, and a linear fit over the medians;
   2. supervised wall time against a plain launch of the same 256 ranks
      (posix_spawn of every rank, then wait for all), best of 2 each;
   3. the supervisor's own CPU at 1,024 ranks while they train (utime +
