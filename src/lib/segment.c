@@ -609,6 +609,16 @@ uint64_t fb__seg_report_next(const fb__seg *seg, uint64_t idx)
 
 /* The end of a dump: close the temporary file and rename it into place,
  * or remove it when anything failed (rc, or the close). */
+/* Open the temporary file a dump to `path` is written to (tmp: its name,
+ * renamed by dump_finish); the fd, or -errno. */
+static int dump_open(const char *path, char *tmp, size_t tmp_size)
+{
+    if (fb__fmt(tmp, tmp_size, "%s.tmp.%d", path, (int)getpid()))
+        return -ENAMETOOLONG;
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    return fd < 0 ? -errno : fd;
+}
+
 static int dump_finish(int fd, const char *tmp, const char *path, int rc)
 {
     if (close(fd) && !rc)
@@ -641,56 +651,6 @@ static int dump_range(const fb__seg *seg, int fd, size_t off, size_t n)
         off += k;
     }
     return 0;
-}
-
-int fb__seg_dump_sparse(const fb__seg *seg, const char *name, const char *path)
-{
-    char shm[PATH_MAX];
-    if (!seg->guarded || !name || seg_path(shm, sizeof shm, name))
-        return fb__seg_dump(seg, path);
-    int in = open(shm, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
-    if (in < 0)
-        return fb__seg_dump(seg, path);
-    struct stat st;
-    if (fstat(in, &st) || !S_ISREG(st.st_mode) || st.st_dev != seg->dev ||
-        st.st_ino != seg->ino) {
-        close(in); /* replaced since attach: its holes say nothing of ours */
-        return fb__seg_dump(seg, path);
-    }
-    char tmp[PATH_MAX];
-    if (fb__fmt(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid())) {
-        close(in);
-        return -ENAMETOOLONG;
-    }
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    if (fd < 0) {
-        int e = errno;
-        close(in);
-        return -e;
-    }
-    /* The bytes always come from our mapping; the file only says where
-     * its holes are (never written: zeros, in the dump too).  A file
-     * system without SEEK_DATA answers with the whole file as data. */
-    int rc = ftruncate(fd, (off_t)seg->size) ? -errno : 0;
-    size_t off = 0;
-    while (!rc && off < seg->size) {
-        off_t d = lseek(in, (off_t)off, SEEK_DATA);
-        if (d < 0) {
-            if (errno != ENXIO) /* ENXIO: only a hole is left */
-                rc = dump_range(seg, fd, off, seg->size - off);
-            break;
-        }
-        if ((size_t)d >= seg->size)
-            break;
-        off_t h = lseek(in, d, SEEK_HOLE);
-        size_t hole = h < 0 || (size_t)h > seg->size ? seg->size : (size_t)h;
-        if (hole <= (size_t)d) /* no progress: take the rest */
-            hole = seg->size;
-        rc = dump_range(seg, fd, (size_t)d, hole - (size_t)d);
-        off = hole;
-    }
-    close(in);
-    return dump_finish(fd, tmp, path, rc);
 }
 
 /* ---- a sparse dump taken into memory (see segment.h) ---- */
@@ -764,6 +724,30 @@ static void copy_ranges(const fb__seg *seg, const char *name, fb__seg_copy *c)
     }
 }
 
+int fb__seg_dump_sparse(const fb__seg *seg, const char *name, const char *path)
+{
+    if (!seg->guarded || !name)
+        return fb__seg_dump(seg, path);
+    /* The bytes always come from our mapping; the file only says where
+     * its holes are (never written: zeros, in the dump too).  A file
+     * system without SEEK_DATA answers with the whole file as data. */
+    fb__seg_copy c = {.size = seg->size};
+    copy_ranges(seg, name, &c);
+    if (c.nranges < 0)
+        return fb__seg_dump(seg, path);
+    char tmp[PATH_MAX];
+    int fd = dump_open(path, tmp, sizeof tmp);
+    if (fd < 0) {
+        free(c.range);
+        return fd;
+    }
+    int rc = ftruncate(fd, (off_t)seg->size) ? -errno : 0;
+    for (int i = 0; !rc && i < c.nranges; i++)
+        rc = dump_range(seg, fd, c.range[i].off, c.range[i].len);
+    free(c.range);
+    return dump_finish(fd, tmp, path, rc);
+}
+
 int fb__seg_copy_take(const fb__seg *seg, const char *name, size_t max_bytes,
                       fb__seg_copy **out)
 {
@@ -807,11 +791,9 @@ size_t fb__seg_copy_bytes(const fb__seg_copy *c)
 int fb__seg_copy_write(const fb__seg_copy *c, const char *path)
 {
     char tmp[PATH_MAX];
-    if (fb__fmt(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid()))
-        return -ENAMETOOLONG;
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    int fd = dump_open(path, tmp, sizeof tmp);
     if (fd < 0)
-        return -errno;
+        return fd;
     int rc = ftruncate(fd, (off_t)c->size) ? -errno : 0;
     size_t at = 0;
     for (int i = 0; !rc && i < c->nranges; i++) {
@@ -905,11 +887,9 @@ int fb__seg_dump(const fb__seg *seg, const char *path)
      * these snapshots on the restart path, where two fsyncs per rank would
      * cost more than the whole relaunch; the page cache writes them soon. */
     char tmp[PATH_MAX];
-    if (fb__fmt(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid()))
-        return -ENAMETOOLONG;
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    int fd = dump_open(path, tmp, sizeof tmp);
     if (fd < 0)
-        return -errno;
+        return fd;
     int rc = 0;
     if (seg->guarded) {
         /* Through a buffer: our own loads from pages a truncation took are

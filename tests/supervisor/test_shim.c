@@ -44,6 +44,20 @@ static int next_msg(int fd, fb__shim_msg *m)
     return 0;
 }
 
+/* Start argv under a shim and read its first message, which must be
+ * STARTED; 0, or -1 (counted as a failure). */
+static int spawn_started(fb__spawn *sp, pid_t *shim, int *fd, fb__shim_msg *m)
+{
+    int rc = fb__shim_spawn(sp, shim, fd);
+    CHECK_RC(rc, 0);
+    if (rc)
+        return -1;
+    int got = next_msg(*fd, m);
+    CHECK(got);
+    CHECK_EQ_INT(m->type, FB_SHIM_STARTED);
+    return got && m->type == FB_SHIM_STARTED ? 0 : -1;
+}
+
 static void reap(pid_t shim)
 {
     int st;
@@ -76,10 +90,9 @@ static void test_started_after_exec(void)
                         .stderr_fd = -1};
         pid_t shim;
         int fd;
-        CHECK_RC(fb__shim_spawn(&sp, &shim, &fd), 0);
         fb__shim_msg m;
-        CHECK(next_msg(fd, &m));
-        CHECK_EQ_INT(m.type, FB_SHIM_STARTED);
+        if (spawn_started(&sp, &shim, &fd, &m))
+            break;
         char exe[PATH_MAX];
         exe_of(m.pid, exe, sizeof exe);
         CHECK_EQ_STR(exe, sleep_path);
@@ -103,10 +116,9 @@ static void test_exec_fails(void)
     fb__spawn sp = {.argv = argv, .envp = environ, .stdout_fd = -1, .stderr_fd = -1};
     pid_t shim;
     int fd;
-    CHECK_RC(fb__shim_spawn(&sp, &shim, &fd), 0);
     fb__shim_msg m;
-    CHECK(next_msg(fd, &m));
-    CHECK_EQ_INT(m.type, FB_SHIM_STARTED);
+    if (spawn_started(&sp, &shim, &fd, &m))
+        return;
     CHECK(next_msg(fd, &m));
     CHECK_EQ_INT(m.type, FB_SHIM_ENDED);
     CHECK(WIFEXITED(m.wstatus) && WEXITSTATUS(m.wstatus) == 127);
@@ -118,8 +130,8 @@ static void test_exec_fails(void)
     char *argv2[] = {"/bin/true", NULL};
     sp.argv = argv2;
     sp.cwd = "/nonexistent/fb-no-such-dir";
-    CHECK_RC(fb__shim_spawn(&sp, &shim, &fd), 0);
-    CHECK(next_msg(fd, &m));
+    if (spawn_started(&sp, &shim, &fd, &m))
+        return;
     CHECK(next_msg(fd, &m));
     CHECK_EQ_INT(m.type, FB_SHIM_ENDED);
     CHECK_EQ_INT(m.exec_errno, ENOENT);
