@@ -3,7 +3,7 @@
  * (src/supervisor/proc.c), with real processes:
  *
  *   - STARTED names a process that already runs the program (the shim
- *     starts the rank with clone(CLONE_VM | CLONE_VFORK) and exec, and
+ *     starts the rank with vfork and exec, and
  *     reports once the exec is done);
  *   - a program that cannot be started: ENDED, exit 127, its errno;
  *   - cwd, stdout and the environment reach the program;
