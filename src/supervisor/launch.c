@@ -268,8 +268,9 @@ static int launch_local(fb__sup *s)
     int rc = env_init(&e);
     if (!rc)
         rc = common_env(s, &e);
-    /* The shims start their ranks once every shim is forked (proc.h):
-     * no go pipe, each starts at once. */
+    /* The shims start their ranks once every shim is forked: they wait
+     * for the end of this pipe (proc.h).  Without one, each starts at
+     * once. */
     int go[2] = {-1, -1};
     if (pipe2(go, O_CLOEXEC))
         go[0] = go[1] = -1;

@@ -6,7 +6,7 @@
  *
  *   firebreak run (child subreaper)
  *     └─ shim  (forked, not exec'd; child subreaper; parent-death SIGTERM)
- *          └─ rank or mpirun (exec'd; own process group; parent-death SIGKILL)
+ *          └─ rank or mpirun (vfork + exec; own process group; parent-death SIGKILL)
  *               └─ whatever it starts, setsid() or not
  *
  * - When the rank ends, the shim kills everything left below it (orphans
@@ -39,8 +39,10 @@ typedef struct fb__spawn {
     const char *cwd;        /* NULL: inherit                                */
     int stdout_fd, stderr_fd; /* -1: inherit                               */
     int stdin_fd;           /* > 0: the program's stdin; 0: inherit        */
-    /* > 0: a pipe of the launch (fb__go_*): the shim starts the program
-     * only once the supervisor has forked every shim of the launch. */
+    /* > 0: the two ends of a pipe of the launch (launch.c): the shim
+     * closes the write end and starts the program only at the end of
+     * file, once the supervisor has forked every shim and closed its own;
+     * 0 or -1: at once. */
     int go_rfd, go_wfd;
 } fb__spawn;
 
