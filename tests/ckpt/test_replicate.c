@@ -173,6 +173,23 @@ static int receiver(int lfd)
     return pooled_receiver(lfd);
 }
 
+/* d holds two steps of the 2-rank job, newest first, with these many
+ * shards each (2: complete). */
+static void check_steps(const char *d, uint64_t newer, int newer_shards,
+                        uint64_t older, int older_shards)
+{
+    fb__ckpt_entry *v = NULL;
+    size_t n = 0;
+    CHECK_RC(fb__ckpt_scan(d, 2, 0, &v, &n), 0);
+    CHECK_EQ_U64(n, 2);
+    for (size_t i = 0; i < n && i < 2; i++) {
+        CHECK_EQ_U64(v[i].step, i ? older : newer);
+        CHECK_EQ_INT(v[i].shards, i ? older_shards : newer_shards);
+        CHECK_EQ_INT(v[i].complete, (i ? older_shards : newer_shards) == 2);
+    }
+    free(v);
+}
+
 static int connect_port(int port)
 {
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -234,17 +251,7 @@ int main(void)
 
     /* Step 7 complete at the peer and every shard verifies; of step 8 only
      * rank 0, the rejected shard never committed nor left behind. */
-    fb__ckpt_entry *v = NULL;
-    size_t n = 0;
-    CHECK_RC(fb__ckpt_scan(dst, 2, 0, &v, &n), 0);
-    CHECK_EQ_U64(n, 2);
-    if (n == 2) {
-        CHECK_EQ_U64(v[1].step, 7);
-        CHECK_EQ_INT(v[1].complete, 1);
-        CHECK_EQ_U64(v[0].step, 8);
-        CHECK_EQ_INT(v[0].shards, 1);
-    }
-    free(v);
+    check_steps(dst, 8, 1, 7, 2);
     for (int r = 0; r < 2; r++) {
         char p[4300];
         fb__ckpt_shard_path(p, sizeof p, dst, 7, r);
@@ -257,15 +264,7 @@ int main(void)
     /* Through the pool: step 7 evicted, step 8 rank 0 and step 9 whole,
      * each verifying; nothing else in the tier (no temporary file, no
      * pool directory once the pool closed). */
-    CHECK_RC(fb__ckpt_scan(dst2, 2, 0, &v, &n), 0);
-    CHECK_EQ_U64(n, 2);
-    if (n == 2) {
-        CHECK_EQ_U64(v[0].step, 9);
-        CHECK_EQ_INT(v[0].complete, 1);
-        CHECK_EQ_U64(v[1].step, 8);
-        CHECK_EQ_INT(v[1].shards, 1);
-    }
-    free(v);
+    check_steps(dst2, 9, 2, 8, 1);
     for (int r = 0; r < 3; r++) {
         char p[4300];
         uint64_t step = r < 2 ? 9 : 8;
