@@ -69,8 +69,10 @@ int fb__repl_serve(int fd, const char *dir, uint64_t max_bytes,
  * needed) and renamed from there to its committed name, so nothing shows
  * in the step's directory before it verified.  The pool lives in
  * <dir>/.fbr1-pool.<pid>/ and holds at most the newest step's shard count
- * plus 4 files; its memory counts against the node's like any file in
- * the tier.  One thread at a time; not shared between processes.
+ * plus 4 files.  Its files are tmpfs memory beside the tier's steps, which
+ * the node's cap (--memory-ckpt-max, decided from step sizes alone) does
+ * not see: recycling only moves an evicted step's pages, a refill adds
+ * about one step.  One thread at a time; not shared between processes.
  */
 typedef struct fb__repl_pool fb__repl_pool;
 
