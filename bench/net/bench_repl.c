@@ -435,12 +435,15 @@ int main(void)
            "sent (median of %d) = %.2fx\n",
            env_ll("BENCH_REPL_STEP_MIB", 64, 1, 4096), alone, during, nduring,
            alone > 0 ? during / alone : 0);
-    printf("  (the receiver shares this host's %ld CPUs; load average: see uptime)\n",
-           sysconf(_SC_NPROCESSORS_ONLN));
+    double load[3] = {0};
+    if (getloadavg(load, 3) < 0)
+        load[0] = -1;
+    printf("  (the receiver shares this host's %ld CPUs; load average %.2f)\n",
+           sysconf(_SC_NPROCESSORS_ONLN), load[0]);
     char w[96], m[64], b[64];
     bench_target("bench_repl",
-                 bench_fmt(w, sizeof w, "peer replication, fbr1, %d shards, %.0f MiB, verified",
-                           ranks, (double)total / (1 << 20)),
+                 bench_fmt(w, sizeof w, "peer replication, fbr1, %d shards, %.0f MiB, "
+                           "verified, receive pool", ranks, (double)total / (1 << 20)),
                  bench_fmt(m, sizeof m, "%.2f GB/s = %.2fx", repl, repl / raw),
                  bench_fmt(b, sizeof b, "raw socket %.2f GB/s", raw), ">= 0.8x",
                  repl / raw >= 0.8);
