@@ -4,23 +4,30 @@
  * the same two processes, measured in the same run (issue 18: target
  * >= 0.8x).
  *
- * Over loopback: a child process receives, the parent sends.  First the
- * raw baseline, as bench_tcp does it (4 MiB writes from one buffer, the
- * receiver drops the bytes), for as many bytes as the step holds; then raw
- * again through buffers of the step's size on both ends (the bytes come
- * from and go to memory, as a replica's must; no target, it tells the
- * protocol's cost from the memory's); then the
- * step itself: BENCH_REPL_RANKS shards (default 4) of BENCH_REPL_MIB MiB
- * in all (default 512), saved by the engine into /dev/shm, sent with
- * fb__repl_send_step and received by fb__repl_serve into another /dev/shm
- * directory, every shard verified by hash before it commits.  Best of 3
- * each; prints both, and the ratio, and records the target in the results
- * file (bench/bench_result.h: the table `make bench` ends with fails when
- * it was missed).  Exits 1 on a miss, or when replication itself failed.  Removes its /dev/shm directories.
+ * Over loopback: a child process receives, the parent sends.  The step:
+ * BENCH_REPL_RANKS shards (default 4) of BENCH_REPL_MIB MiB in all
+ * (default 512), saved by the engine into /dev/shm.  RUNS rounds, each of
+ * four connections: raw as bench_tcp does it (4 MiB writes from one
+ * buffer, the receiver drops the bytes), for as many bytes as the step
+ * holds; raw through buffers of the step's size on both ends (no target:
+ * it tells the protocol's cost from the memory's); the step sent with
+ * fb__repl_send_step and received by fb__repl_serve_pool without a pool
+ * (every shard's pages allocated on arrival); and the same with the
+ * receive pool holding the files of the step evicted before (the steady
+ * state of a tier that keeps its newest steps).  Every shard is verified
+ * by hash before it commits.  Rounds interleave so that the load of the
+ * moment weighs on each alike; each figure is the best of its RUNS, and
+ * the median of the rounds' own ratios is printed beside.  Last, the step
+ * slowdown while a replica is sent (issue 18, "Speed"; step_slowdown).
+ * Records the target in the results file (bench/bench_result.h: the table
+ * `make bench` ends with fails when it was missed).  Exits 1 on a miss, or
+ * when replication itself failed.  Removes its /dev/shm directories, also
+ * on SIGTERM and SIGINT.
  */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,7 +42,7 @@
 #include "firebreak/firebreak.h"
 
 #define CHUNK_BYTES (4u << 20)
-#define RUNS 3
+#define RUNS 5
 
 static char base[64], src[128], dst[128];
 
@@ -43,6 +50,16 @@ static void remove_dirs(void)
 {
     if (base[0])
         fb__rm_rf(base);
+}
+
+/* Interrupted (ctest's timeout, ^C): the directories go too, then the
+ * default action.  Not async-signal-safe in principle; the bench's last
+ * act either way. */
+static void on_signal(int sig)
+{
+    remove_dirs();
+    signal(sig, SIG_DFL);
+    raise(sig);
 }
 
 static long long env_ll(const char *name, long long dflt, long long lo, long long hi)
@@ -108,49 +125,80 @@ static int connect_port(int port)
     return fd;
 }
 
-/* The child: RUNS raw connections drained into one 4 MiB buffer, RUNS
- * into a buffer of the step's size, then RUNS replications. */
-static int receiver(int lfd, unsigned long long raw_bytes)
+/* A raw connection drained into buf (4 MiB, reused) or, when big is not
+ * NULL, into big (raw_bytes); 0 when every byte came. */
+static int drain(int fd, char *buf, char *big, unsigned long long raw_bytes)
+{
+    unsigned long long got = 0;
+    for (;;) {
+        char *at = big ? big + got : buf;
+        size_t room = !big ? CHUNK_BYTES
+                      : raw_bytes - got < CHUNK_BYTES ? raw_bytes - got : CHUNK_BYTES;
+        if (!room)
+            break;
+        ssize_t n = read(fd, at, room);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        got += (unsigned long long)n;
+    }
+    return got == raw_bytes ? 0 : -1;
+}
+
+/*
+ * The child, one connection per run, in the parent's order: RUNS rounds
+ * of (raw into 4 MiB, raw into a step-sized buffer, replication without
+ * the pool, replication with it), then one replication beside the
+ * training steps.  After each replication the step is evicted, as the
+ * tier evicts its oldest before the next arrives: recycled into the pool
+ * (when it has run empty, and always after a pooled run) or removed; then
+ * a byte on ready_fd says the receiver is idle again, so the eviction is
+ * not timed.
+ */
+static int receiver(int lfd, int ready_fd, unsigned long long raw_bytes)
 {
     char *buf = malloc(CHUNK_BYTES), *big = malloc(raw_bytes);
-    if (!buf || !big)
+    char why[1024] = "";
+    fb__repl_pool *pool = NULL;
+    if (!buf || !big || fb__repl_pool_open(&pool, dst, why, sizeof why)) {
+        fprintf(stderr, "bench_repl: receiver: %s\n", why);
         return 1;
-    memset(big, 0, raw_bytes);
-    for (int i = 0; i < 2 * RUNS; i++) {
-        int fd = accept(lfd, NULL, NULL);
-        unsigned long long got = 0;
-        ssize_t n;
-        for (;;) {
-            char *at = i < RUNS ? buf : big + got;
-            size_t room = i < RUNS ? CHUNK_BYTES
-                          : raw_bytes - got < CHUNK_BYTES ? raw_bytes - got : CHUNK_BYTES;
-            if (!room)
-                break;
-            n = read(fd, at, room);
-            if (n < 0 && errno == EINTR)
-                continue;
-            if (n <= 0)
-                break;
-            got += (unsigned long long)n;
-        }
-        close(fd);
-        if (got != raw_bytes)
-            return 1;
     }
+    memset(big, 0, raw_bytes);
+    int rc = write(ready_fd, "r", 1) == 1 ? 0 : -EPIPE; /* idle at first */
+    for (int i = 0; i < 4 * RUNS + 1 && !rc; i++) {
+        int kind = i < 4 * RUNS ? i % 4 : 3;
+        int fd = accept(lfd, NULL, NULL);
+        if (kind < 2) {
+            rc = drain(fd, buf, kind ? big : NULL, raw_bytes);
+            snprintf(why, sizeof why, "raw connection cut short");
+            close(fd);
+            continue;
+        }
+        fb__repl_stats st = {0};
+        rc = fb__repl_serve_pool(fd, dst, 1ull << 40, kind == 3 ? pool : NULL, &st,
+                                 why, sizeof why);
+        close(fd);
+        if (rc)
+            break;
+        if (kind == 3 || !fb__repl_pool_files(pool, NULL)) {
+            rc = fb__repl_pool_recycle(pool, dst, 1, why, sizeof why);
+            rc = rc < 0 ? rc : 0;
+        } else {
+            char step_dir[160];
+            snprintf(step_dir, sizeof step_dir, "%s/step-0000000001", dst);
+            fb__rm_rf(step_dir);
+        }
+        if (!rc && write(ready_fd, "r", 1) != 1)
+            rc = -EPIPE;
+    }
+    if (rc)
+        fprintf(stderr, "bench_repl: receiver: %s\n", why);
+    fb__repl_pool_close(pool);
     free(buf);
     free(big);
-    for (int i = 0; i < RUNS; i++) {
-        int fd = accept(lfd, NULL, NULL);
-        char why[1024];
-        fb__repl_stats st = {0};
-        int rc = fb__repl_serve(fd, dst, 1ull << 40, &st, why, sizeof why);
-        close(fd);
-        if (rc) {
-            fprintf(stderr, "bench_repl: receiver: %s\n", why);
-            return 1;
-        }
-    }
-    return 0;
+    return rc != 0;
 }
 
 /* Send total bytes: from one 4 MiB buffer (big NULL), or through a
@@ -183,11 +231,13 @@ static double raw_run(int port, const char *buf, const char *big,
     return (double)total / s / 1e9;
 }
 
+static int ready_rd = -1; /* the receiver's "idle again" bytes */
+
 static double repl_run(int port, int ranks, unsigned long long total)
 {
-    char step_dir[160];
-    snprintf(step_dir, sizeof step_dir, "%s/step-0000000001", dst);
-    fb__rm_rf(step_dir); /* the previous run's copy */
+    char c;
+    if (read(ready_rd, &c, 1) != 1)
+        return -1;
     int fd = connect_port(port);
     if (fd < 0)
         return -1;
@@ -203,6 +253,86 @@ static double repl_run(int port, int ranks, unsigned long long total)
     return (double)total / s / 1e9;
 }
 
+/*
+ * The step slowdown while a replica is sent.  A training step here reads
+ * and writes every element of a BENCH_REPL_STEP_MIB array (default 64),
+ * as an optimizer step does its weights; its median time alone, then
+ * while a thread sends the step's replica (pool warm).  The receiver is
+ * on this host too, where on a cluster it is another node: its CPU
+ * competes with the step here and would not there.
+ */
+typedef struct sender_arg {
+    int port, ranks;
+    unsigned long long total;
+    volatile int done;
+    double gbps;
+} sender_arg;
+
+static void *sender_main(void *p)
+{
+    sender_arg *a = p;
+    a->gbps = repl_run(a->port, a->ranks, a->total);
+    __atomic_store_n(&a->done, 1, __ATOMIC_RELEASE);
+    return NULL;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double one_step(float *w, size_t n)
+{
+    uint64_t t0 = fb__now_ns();
+    for (size_t i = 0; i < n; i++)
+        w[i] = w[i] * 0.999f + 0.001f;
+    __asm__ volatile("" : : "r"(w) : "memory");
+    return (double)(fb__now_ns() - t0) / 1e6;
+}
+
+#define MAX_STEPS 4096
+
+/* Median step in ms alone (*alone) and during a replica (*during, over
+ * *nduring steps); 0, or -1 when the replica failed. */
+static int step_slowdown(int port, int ranks, unsigned long long total, double *alone,
+                         double *during, int *nduring)
+{
+    size_t n = (size_t)env_ll("BENCH_REPL_STEP_MIB", 64, 1, 4096) << 18;
+    float *w = malloc(n * sizeof *w);
+    double *t = malloc(MAX_STEPS * sizeof *t);
+    if (!w || !t) {
+        free(w);
+        free(t);
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++)
+        w[i] = (float)(i & 1023);
+    int k = 0;
+    one_step(w, n); /* warm */
+    for (; k < 15; k++)
+        t[k] = one_step(w, n);
+    qsort(t, (size_t)k, sizeof *t, cmp_double);
+    *alone = t[k / 2];
+    sender_arg a = {.port = port, .ranks = ranks, .total = total};
+    pthread_t th;
+    if (pthread_create(&th, NULL, sender_main, &a)) {
+        free(w);
+        free(t);
+        return -1;
+    }
+    k = 0;
+    while (!__atomic_load_n(&a.done, __ATOMIC_ACQUIRE) && k < MAX_STEPS)
+        t[k++] = one_step(w, n);
+    pthread_join(th, NULL);
+    qsort(t, (size_t)k, sizeof *t, cmp_double);
+    *during = k ? t[k / 2] : 0;
+    *nduring = k;
+    free(w);
+    free(t);
+    return a.gbps < 0 ? -1 : 0;
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
@@ -216,6 +346,8 @@ int main(void)
         return 1;
     }
     atexit(remove_dirs);
+    signal(SIGTERM, on_signal);
+    signal(SIGINT, on_signal);
     if (make_step(ranks, bytes)) {
         fprintf(stderr, "bench_repl: cannot save the step in %s\n", src);
         return 1;
@@ -236,34 +368,45 @@ int main(void)
         perror("bench_repl: listen");
         return 1;
     }
+    int ready[2];
+    if (pipe(ready)) {
+        perror("bench_repl: pipe");
+        return 1;
+    }
     pid_t child = fork();
     if (child == 0) {
         base[0] = '\0'; /* the parent removes the directories */
-        _exit(receiver(lfd, total));
+        close(ready[0]);
+        _exit(receiver(lfd, ready[1], total));
     }
     close(lfd);
+    close(ready[1]);
+    ready_rd = ready[0];
+
     char *buf = malloc(CHUNK_BYTES), *big = malloc(total);
     if (!buf || !big)
         return 1;
     memset(buf, 0x5a, CHUNK_BYTES);
     memset(big, 0x5a, total);
-    double raw = 0, raw_big = 0, repl = 0;
-    int failed = 0;
-    for (int i = 0; i < RUNS; i++) {
-        double g = raw_run(port, buf, NULL, total);
-        failed |= g < 0;
-        raw = g > raw ? g : raw;
-    }
+    /* Interleaved rounds, so that the load of the moment weighs on each
+     * figure alike; each figure the best of its RUNS, and the median of
+     * the rounds' own ratios beside. */
+    double raw = 0, raw_big = 0, cold = 0, repl = 0, alone = 0, during = 0;
+    double ratios[RUNS];
+    int failed = 0, nduring = 0;
     for (int i = 0; i < RUNS && !failed; i++) {
-        double g = raw_run(port, buf, big, total);
-        failed |= g < 0;
-        raw_big = g > raw_big ? g : raw_big;
+        double g[4] = {raw_run(port, buf, NULL, total), raw_run(port, buf, big, total),
+                       repl_run(port, ranks, total), repl_run(port, ranks, total)};
+        failed |= g[0] < 0 || g[1] < 0 || g[2] < 0 || g[3] < 0;
+        raw = g[0] > raw ? g[0] : raw;
+        raw_big = g[1] > raw_big ? g[1] : raw_big;
+        cold = g[2] > cold ? g[2] : cold;
+        repl = g[3] > repl ? g[3] : repl;
+        ratios[i] = g[0] > 0 ? g[3] / g[0] : 0;
     }
-    for (int i = 0; i < RUNS && !failed; i++) {
-        double g = repl_run(port, ranks, total);
-        failed |= g < 0;
-        repl = g > repl ? g : repl;
-    }
+    qsort(ratios, RUNS, sizeof ratios[0], cmp_double);
+    if (!failed)
+        failed |= step_slowdown(port, ranks, total, &alone, &during, &nduring) != 0;
     if (failed)
         kill(child, SIGKILL);
     int status = 0;
@@ -279,13 +422,28 @@ int main(void)
     printf("  raw socket (baseline)      %6.2f GB/s   (4 MiB buffers, bench_tcp's way)\n", raw);
     printf("  raw socket, step-sized     %6.2f GB/s   (buffers of %.0f MiB on both ends)\n",
            raw_big, (double)total / (1 << 20));
-    printf("  replication, verified      %6.2f GB/s\n", repl);
+    printf("  replication, no pool       %6.2f GB/s   (each shard's pages allocated "
+           "on arrival)\n", cold);
+    printf("  replication, verified      %6.2f GB/s   (receive pool: the evicted step's "
+           "files)\n", repl);
     printf("  ratio                      %6.2f   (target >= 0.80)\n", repl / raw);
     printf("  ratio to step-sized raw    %6.2f\n", repl / raw_big);
+    printf("  ratio without the pool     %6.2f\n", cold / raw);
+    printf("  ratio, median of rounds    %6.2f   (%.2f to %.2f)\n", ratios[RUNS / 2],
+           ratios[0], ratios[RUNS - 1]);
+    printf("  training step, %lld MiB rw  %6.1f ms alone, %.1f ms while a replica is "
+           "sent (median of %d) = %.2fx\n",
+           env_ll("BENCH_REPL_STEP_MIB", 64, 1, 4096), alone, during, nduring,
+           alone > 0 ? during / alone : 0);
+    double load[3] = {0};
+    if (getloadavg(load, 3) < 0)
+        load[0] = -1;
+    printf("  (the receiver shares this host's %ld CPUs; load average %.2f)\n",
+           sysconf(_SC_NPROCESSORS_ONLN), load[0]);
     char w[96], m[64], b[64];
     bench_target("bench_repl",
-                 bench_fmt(w, sizeof w, "peer replication, fbr1, %d shards, %.0f MiB, verified",
-                           ranks, (double)total / (1 << 20)),
+                 bench_fmt(w, sizeof w, "peer replication, fbr1, %d shards, %.0f MiB, "
+                           "verified, receive pool", ranks, (double)total / (1 << 20)),
                  bench_fmt(m, sizeof m, "%.2f GB/s = %.2fx", repl, repl / raw),
                  bench_fmt(b, sizeof b, "raw socket %.2f GB/s", raw), ">= 0.8x",
                  repl / raw >= 0.8);

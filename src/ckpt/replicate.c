@@ -12,10 +12,13 @@
  */
 #include "ckpt/replicate.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -121,7 +124,7 @@ static int write_full(int fd, const void *buf, size_t n)
     return 0;
 }
 
-#define RECV_CHUNK (256u << 10) /* hashed while still in the cache */
+#define RECV_CHUNK (1u << 20) /* handed to the hasher in these */
 
 /* The hashes a shard's header promises, checked as its data arrives. */
 typedef struct verifier {
@@ -196,41 +199,98 @@ static void verifier_feed(verifier *v, const unsigned char *p, size_t n)
 }
 
 /*
- * One shard off the socket into tmp (mapped): the length word and the
- * header first, checked (format, place, metadata), then the data in
- * chunks, each hashed right after it arrived.  0: received whole and
+ * The hasher: a second thread that hashes the data section behind the
+ * receiving thread, so receiving the next bytes and hashing the last ones
+ * overlap (on a host with a core to spare; with none it costs a thread).
+ * The receiver publishes how far the bytes arrived (avail) under mu; the
+ * hasher alone touches the verifier until it is joined.  Bytes below
+ * avail are never written again, so the hasher reads them unlocked.
+ */
+typedef struct hasher {
+    verifier *v;
+    const unsigned char *map;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    uint64_t avail;         /* the map's bytes [.., avail) have arrived */
+    int end;                /* no more will: hash what arrived and stop */
+    uint64_t done;          /* hashed up to (the hasher's own)            */
+    pthread_t th;
+} hasher;
+
+static void *hasher_main(void *arg)
+{
+    hasher *hs = arg;
+    pthread_mutex_lock(&hs->mu);
+    for (;;) {
+        while (hs->avail == hs->done && !hs->end)
+            pthread_cond_wait(&hs->cv, &hs->mu);
+        uint64_t upto = hs->avail;
+        if (upto == hs->done)
+            break; /* end, all hashed */
+        pthread_mutex_unlock(&hs->mu);
+        verifier_feed(hs->v, hs->map + hs->done, (size_t)(upto - hs->done));
+        hs->done = upto;
+        pthread_mutex_lock(&hs->mu);
+    }
+    pthread_mutex_unlock(&hs->mu);
+    return NULL;
+}
+
+/* Start hashing from map + from; 0, or -1 (then hash inline). */
+static int hasher_start(hasher *hs, verifier *v, const unsigned char *map,
+                        uint64_t from)
+{
+    memset(hs, 0, sizeof *hs);
+    hs->v = v;
+    hs->map = map;
+    hs->avail = hs->done = from;
+    pthread_mutex_init(&hs->mu, NULL);
+    pthread_cond_init(&hs->cv, NULL);
+    if (pthread_create(&hs->th, NULL, hasher_main, hs)) {
+        pthread_mutex_destroy(&hs->mu);
+        pthread_cond_destroy(&hs->cv);
+        return -1;
+    }
+    return 0;
+}
+
+static void hasher_publish(hasher *hs, uint64_t avail, int end)
+{
+    pthread_mutex_lock(&hs->mu);
+    hs->avail = avail;
+    hs->end |= end;
+    pthread_cond_signal(&hs->cv);
+    pthread_mutex_unlock(&hs->mu);
+}
+
+/* Wait until everything published is hashed. */
+static void hasher_join(hasher *hs)
+{
+    hasher_publish(hs, hs->avail, 1);
+    pthread_join(hs->th, NULL);
+    pthread_mutex_destroy(&hs->mu);
+    pthread_cond_destroy(&hs->cv);
+}
+
+/*
+ * One shard off the socket into map (bytes long, the file named label):
+ * the length word and the header first, checked (format, place,
+ * metadata), then the data in chunks, hashed by the hasher as they arrive
+ * (inline when no thread could be started).  0: received whole and
  * verified; FB_ECORRUPT / FB_EFORMAT: received whole, not valid (the
  * stream is still in step); other: the connection failed.  *stream_ok
  * says whether the stream is still in step.
  */
-static int receive_into(int fd, const char *tmp, const fb__repl_header *rh,
-                        int *stream_ok, char *why, size_t why_size)
+static int receive_into(int fd, unsigned char *map, const char *label,
+                        const fb__repl_header *rh, int *stream_ok, char *why,
+                        size_t why_size)
 {
     uint64_t bytes = rh->bytes;
     *stream_ok = 0;
-    int out = open(tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    if (out < 0) {
-        int rc = -errno;
-        fb__ckpt_say(why, why_size, "create %s: %s", tmp, strerror(-rc));
-        return rc;
-    }
-    int rc = 0;
-    unsigned char *map = MAP_FAILED;
+    int rc = 0, threaded = 0;
     fb__st_header *h = NULL;
     verifier v = {0};
-    if ((fallocate(out, 0, 0, (off_t)bytes) &&
-         (errno != EOPNOTSUPP || ftruncate(out, (off_t)bytes)))) {
-        rc = -errno;
-        fb__ckpt_say(why, why_size, "allocate %s (%llu bytes): %s", tmp,
-                     (unsigned long long)bytes, strerror(-rc));
-        goto out;
-    }
-    map = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, out, 0);
-    if (map == MAP_FAILED) {
-        rc = -errno;
-        fb__ckpt_say(why, why_size, "map %s: %s", tmp, strerror(-rc));
-        goto out;
-    }
+    hasher hs;
     if ((rc = read_full(fd, map, 8)))
         goto cut;
     uint64_t n = 0;
@@ -238,28 +298,36 @@ static int receive_into(int fd, const char *tmp, const fb__repl_header *rh,
         n = (n << 8) | map[i];
     if (n > FB__ST_HEADER_MAX || n > bytes - 8) {
         fb__ckpt_say(why, why_size, "%s: header length %llu in a shard of %llu "
-                     "bytes", tmp, (unsigned long long)n, (unsigned long long)bytes);
+                     "bytes", label, (unsigned long long)n, (unsigned long long)bytes);
         rc = FB_EFORMAT;
         goto out; /* cannot tell where the shard's bytes end: stop */
     }
     if ((rc = read_full(fd, map + 8, (size_t)n)))
         goto cut;
-    int bad = fb__st_parse_header((const char *)map + 8, (size_t)n, bytes, tmp, &h,
+    int bad = fb__st_parse_header((const char *)map + 8, (size_t)n, bytes, label, &h,
                                   why, why_size);
     if (!bad)
-        bad = fb__shard_check_place(h, tmp, rh->step, (int)rh->rank, 0, why, why_size);
+        bad = fb__shard_check_place(h, label, rh->step, (int)rh->rank, 0, why, why_size);
     if (!bad)
-        bad = fb__shard_check_meta(h, tmp, why, why_size);
+        bad = fb__shard_check_meta(h, label, why, why_size);
     if (!bad)
-        bad = verifier_init(&v, h, tmp, why, why_size);
+        bad = verifier_init(&v, h, label, why, why_size);
+    if (!bad)
+        threaded = hasher_start(&hs, &v, map, 8 + n) == 0;
     /* The rest of the shard is read either way, to stay in step. */
     for (uint64_t off = 8 + n; off < bytes;) {
         size_t want = bytes - off < RECV_CHUNK ? (size_t)(bytes - off) : RECV_CHUNK;
         if ((rc = read_full(fd, map + off, want)))
             goto cut;
-        if (!bad)
+        if (threaded)
+            hasher_publish(&hs, off + want, 0);
+        else if (!bad)
             verifier_feed(&v, map + off, want);
         off += want;
+    }
+    if (threaded) {
+        hasher_join(&hs);
+        threaded = 0;
     }
     if (!bad) {
         verifier_feed(&v, NULL, 0); /* closes the tensors that end here */
@@ -270,18 +338,342 @@ static int receive_into(int fd, const char *tmp, const fb__repl_header *rh,
     goto out;
 cut:
     rc = rc > 0 ? -EPIPE : rc;
-    fb__ckpt_say(why, why_size, "receiving %s: %s", tmp, strerror(-rc));
+    fb__ckpt_say(why, why_size, "receiving %s: %s", label, strerror(-rc));
 out:
+    if (threaded)
+        hasher_join(&hs);
     fb__hash_free(v.ctx);
     fb__st_free(h);
-    if (map != MAP_FAILED)
-        munmap(map, bytes);
-    close(out);
     return rc;
+}
+
+/*
+ * The receive pool (replicate.h).  Each file is open and mapped with its
+ * pages present, so a shard received into it costs the socket's copy and
+ * the hashing, nothing else.  Files are taken by the receiver (one at a
+ * time, the pool's owner's thread) and come back on failure; a committed
+ * one has left the pool by its rename.
+ */
+typedef struct pool_file {
+    int fd;
+    unsigned char *map;
+    uint64_t bytes;         /* the file's size and the mapping's length */
+    char path[PATH_MAX];
+} pool_file;
+
+struct fb__repl_pool {
+    char dir[PATH_MAX];     /* <tier>/.fbr1-pool.<pid> */
+    pool_file *files;
+    size_t n, cap;
+    uint64_t seq;           /* names the next file */
+    uint64_t step;          /* the newest step received ... */
+    uint64_t *sizes;        /* ... and the sizes of its shards, for refill */
+    size_t nsizes, sizes_cap;
+};
+
+static void pool_file_drop(pool_file *f, int remove)
+{
+    if (f->map && f->map != MAP_FAILED)
+        munmap(f->map, f->bytes);
+    if (f->fd >= 0)
+        close(f->fd);
+    if (remove)
+        unlink(f->path);
+    f->map = NULL;
+    f->fd = -1;
+}
+
+/* Size the open file fd to bytes with every page allocated, and map it
+ * with the pages in place (pages already there are only mapped). */
+static int size_and_map(int fd, uint64_t bytes, unsigned char **map,
+                        const char *label, char *why, size_t why_size)
+{
+    *map = NULL;
+    if (ftruncate(fd, (off_t)bytes) ||
+        (fallocate(fd, 0, 0, (off_t)bytes) && errno != EOPNOTSUPP)) {
+        int rc = -errno;
+        fb__ckpt_say(why, why_size, "allocate %s (%llu bytes): %s", label,
+                     (unsigned long long)bytes, strerror(-rc));
+        return rc;
+    }
+    /* MAP_POPULATE maps a shared file's pages read-only (not to dirty
+     * them for nothing), so each page's first write would still fault:
+     * 1 in 4 KiB of the socket's copy.  Populate them writable instead
+     * (Linux 5.14); an older kernel faults them as the bytes arrive. */
+    void *m = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (m == MAP_FAILED) {
+        int rc = -errno;
+        fb__ckpt_say(why, why_size, "map %s: %s", label, strerror(-rc));
+        return rc;
+    }
+    if (madvise(m, bytes, MADV_POPULATE_WRITE) && errno != EINVAL) {
+        int rc = -errno;
+        munmap(m, bytes);
+        fb__ckpt_say(why, why_size, "populate %s: %s", label, strerror(-rc));
+        return rc;
+    }
+    *map = m;
+    return 0;
+}
+
+/* Add an open file (named path, size bytes) to the pool, mapping it. */
+static int pool_add(fb__repl_pool *p, int fd, const char *path, uint64_t bytes,
+                    char *why, size_t why_size)
+{
+    if (p->n == p->cap) {
+        size_t cap = p->cap ? 2 * p->cap : 8;
+        pool_file *f = realloc(p->files, cap * sizeof *f);
+        if (!f) {
+            fb__ckpt_say(why, why_size, "receive pool: out of memory");
+            return -ENOMEM;
+        }
+        p->files = f;
+        p->cap = cap;
+    }
+    pool_file *f = &p->files[p->n];
+    f->fd = fd;
+    f->bytes = bytes;
+    snprintf(f->path, sizeof f->path, "%s", path);
+    int rc = size_and_map(fd, bytes, &f->map, path, why, why_size);
+    if (rc) {
+        f->map = NULL;
+        pool_file_drop(f, 1);
+        return rc;
+    }
+    p->n++;
+    return 0;
+}
+
+/* The path of the pool's next file. */
+static int pool_name(fb__repl_pool *p, char *path, size_t size, char *why,
+                     size_t why_size)
+{
+    if (fb__fmt(path, size, "%s/f-%llu", p->dir, (unsigned long long)p->seq++)) {
+        fb__ckpt_say(why, why_size, "receive pool: path too long under %s", p->dir);
+        return -ENAMETOOLONG;
+    }
+    return 0;
+}
+
+int fb__repl_pool_open(fb__repl_pool **out, const char *dir, char *why,
+                       size_t why_size)
+{
+    *out = NULL;
+    fb__repl_pool *p = calloc(1, sizeof *p);
+    if (!p) {
+        fb__ckpt_say(why, why_size, "receive pool: out of memory");
+        return -ENOMEM;
+    }
+    if (fb__fmt(p->dir, sizeof p->dir, "%s/.fbr1-pool.%d", dir, (int)getpid())) {
+        fb__ckpt_say(why, why_size, "receive pool: path too long under %s", dir);
+        free(p);
+        return -ENAMETOOLONG;
+    }
+    fb__rm_rf(p->dir); /* a process of this pid that is gone left it */
+    if (mkdir(p->dir, 0700)) {
+        int rc = -errno;
+        fb__ckpt_say(why, why_size, "mkdir %s: %s", p->dir, strerror(-rc));
+        free(p);
+        return rc;
+    }
+    *out = p;
+    return 0;
+}
+
+void fb__repl_pool_close(fb__repl_pool *p)
+{
+    if (!p)
+        return;
+    for (size_t i = 0; i < p->n; i++)
+        pool_file_drop(&p->files[i], 1);
+    fb__rm_rf(p->dir);
+    free(p->files);
+    free(p->sizes);
+    free(p);
+}
+
+size_t fb__repl_pool_files(const fb__repl_pool *p, uint64_t *bytes)
+{
+    uint64_t b = 0;
+    for (size_t i = 0; p && i < p->n; i++)
+        b += p->files[i].bytes;
+    if (bytes)
+        *bytes = b;
+    return p ? p->n : 0;
+}
+
+/* At most this many files wait in a pool beyond the newest step's shards. */
+#define POOL_SPARE 4
+
+int fb__repl_pool_recycle(fb__repl_pool *p, const char *dir, uint64_t step,
+                          char *why, size_t why_size)
+{
+    char sdir[PATH_MAX], hold[PATH_MAX];
+    if (fb__ckpt_step_path(sdir, sizeof sdir, dir, step) ||
+        fb__fmt(hold, sizeof hold, "%s/step-%010llu", p->dir, (unsigned long long)step)) {
+        fb__ckpt_say(why, why_size, "receive pool: path too long under %s", dir);
+        return -ENAMETOOLONG;
+    }
+    /* The step leaves the tier at once and whole, as a deletion does. */
+    if (rename(sdir, hold)) {
+        int rc = errno == ENOENT ? 0 : -errno;
+        if (rc)
+            fb__ckpt_say(why, why_size, "rename %s: %s", sdir, strerror(-rc));
+        return rc;
+    }
+    fb__fsync_dir(dir);
+    DIR *d = opendir(hold);
+    int got = 0, rc = 0;
+    struct dirent *de;
+    while (d && !rc && (de = readdir(d))) {
+        char from[PATH_MAX], to[PATH_MAX];
+        if (de->d_name[0] == '.' || p->n >= p->nsizes + POOL_SPARE ||
+            fb__fmt(from, sizeof from, "%s/%s", hold, de->d_name))
+            continue;
+        int fd = open(from, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+        struct stat stt;
+        if (fd < 0 || fstat(fd, &stt) || !S_ISREG(stt.st_mode) || stt.st_size < 8) {
+            if (fd >= 0)
+                close(fd);
+            continue;
+        }
+        if ((rc = pool_name(p, to, sizeof to, why, why_size))) {
+            close(fd);
+            break;
+        }
+        if (rename(from, to)) {
+            rc = -errno;
+            fb__ckpt_say(why, why_size, "rename %s: %s", from, strerror(-rc));
+            unlink(to);
+            close(fd);
+            break;
+        }
+        if (!(rc = pool_add(p, fd, to, (uint64_t)stt.st_size, why, why_size)))
+            got++;
+    }
+    if (d)
+        closedir(d);
+    fb__rm_rf(hold);
+    return rc ? rc : got;
+}
+
+int fb__repl_pool_refill(fb__repl_pool *p, char *why, size_t why_size)
+{
+    int made = 0;
+    for (size_t i = p->n; i < p->nsizes; i++) {
+        char path[PATH_MAX];
+        int rc = pool_name(p, path, sizeof path, why, why_size);
+        if (rc)
+            return rc;
+        int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+        if (fd < 0) {
+            rc = -errno;
+            fb__ckpt_say(why, why_size, "create %s: %s", path, strerror(-rc));
+            return rc;
+        }
+        if ((rc = pool_add(p, fd, path, p->sizes[i], why, why_size)))
+            return rc;
+        made++;
+    }
+    return made;
+}
+
+/* Remember a shard's size under the newest step received. */
+static void pool_note(fb__repl_pool *p, uint64_t step, uint64_t bytes)
+{
+    if (step != p->step)
+        p->nsizes = 0;
+    p->step = step;
+    if (p->nsizes == p->sizes_cap) {
+        size_t cap = p->sizes_cap ? 2 * p->sizes_cap : 8;
+        uint64_t *s = realloc(p->sizes, cap * sizeof *s);
+        if (!s)
+            return; /* refill then allocates fewer: only slower */
+        p->sizes = s;
+        p->sizes_cap = cap;
+    }
+    p->sizes[p->nsizes++] = bytes;
+}
+
+/* Take the pool's file that fits bytes best (the smallest as large, else
+ * the largest), sized and mapped to bytes; 1 when the pool is empty. */
+static int pool_take(fb__repl_pool *p, uint64_t bytes, pool_file *out, char *why,
+                     size_t why_size)
+{
+    size_t best = p->n;
+    for (size_t i = 0; i < p->n; i++) {
+        uint64_t b = p->files[i].bytes;
+        if (best == p->n) {
+            best = i;
+            continue;
+        }
+        uint64_t cur = p->files[best].bytes;
+        if (cur >= bytes ? b >= bytes && b < cur : b > cur)
+            best = i;
+    }
+    if (best == p->n)
+        return 1;
+    *out = p->files[best];
+    p->files[best] = p->files[--p->n];
+    if (out->bytes == bytes)
+        return 0;
+    munmap(out->map, out->bytes);
+    out->map = NULL;
+    out->bytes = bytes;
+    int rc = size_and_map(out->fd, bytes, &out->map, out->path, why, why_size);
+    if (rc)
+        pool_file_drop(out, 1);
+    return rc;
+}
+
+/* A file for a shard of bytes: from the pool when it has one, else a new
+ * one at tmp, allocated and mapped now (the sender waits meanwhile). */
+static int shard_file(fb__repl_pool *p, const char *tmp, uint64_t bytes,
+                      pool_file *f, char *why, size_t why_size)
+{
+    f->fd = -1;
+    f->map = NULL;
+    if (p) {
+        int rc = pool_take(p, bytes, f, why, why_size);
+        if (rc <= 0)
+            return rc;
+    }
+    snprintf(f->path, sizeof f->path, "%s", tmp);
+    f->bytes = bytes;
+    f->fd = open(tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (f->fd < 0) {
+        int rc = -errno;
+        fb__ckpt_say(why, why_size, "create %s: %s", tmp, strerror(-rc));
+        return rc;
+    }
+    int rc = size_and_map(f->fd, bytes, &f->map, tmp, why, why_size);
+    if (rc)
+        pool_file_drop(f, 1);
+    return rc;
+}
+
+/* After a shard: a pool's file that was not committed goes back to the
+ * pool (its bytes are overwritten whole next time); any other is closed,
+ * and removed unless committed. */
+static void shard_file_done(fb__repl_pool *p, pool_file *f, int committed)
+{
+    int pooled = p && !strncmp(f->path, p->dir, strlen(p->dir));
+    if (pooled && !committed && p->n < p->cap) {
+        p->files[p->n++] = *f;
+        return;
+    }
+    pool_file_drop(f, !committed);
 }
 
 int fb__repl_serve(int fd, const char *dir, uint64_t max_bytes,
                    fb__repl_stats *st, char *why, size_t why_size)
+{
+    return fb__repl_serve_pool(fd, dir, max_bytes, NULL, st, why, why_size);
+}
+
+int fb__repl_serve_pool(int fd, const char *dir, uint64_t max_bytes,
+                        fb__repl_pool *pool, fb__repl_stats *st, char *why,
+                        size_t why_size)
 {
     for (;;) {
         unsigned char hb[FB__REPL_HEADER_BYTES];
@@ -309,23 +701,32 @@ int fb__repl_serve(int fd, const char *dir, uint64_t max_bytes,
             fb__ckpt_say(why, why_size, "mkdir %s: %s", sdir, strerror(-rc));
             return rc;
         }
+        if (pool)
+            pool_note(pool, h.step, h.bytes);
         char err[1024];
         int in_step = 0;
-        int status = receive_into(fd, tmp, &h, &in_step, err, sizeof err);
+        pool_file f;
+        int status = shard_file(pool, tmp, h.bytes, &f, err, sizeof err);
+        if (status) {
+            rmdir(sdir);
+            fb__ckpt_say(why, why_size, "fbr1: %s", err);
+            return status; /* nothing read of the shard: out of step */
+        }
+        status = receive_into(fd, f.map, tmp, &h, &in_step, err, sizeof err);
         if (!in_step) {
-            unlink(tmp);
+            shard_file_done(pool, &f, 0);
             rmdir(sdir);
             fb__ckpt_say(why, why_size, "fbr1: %s", err);
             return status; /* the stream is no longer in step */
         }
-        if (!status && rename(tmp, dst))
+        if (!status && rename(f.path, dst))
             status = -errno;
+        shard_file_done(pool, &f, !status);
         if (!status) {
             fb__fsync_dir(sdir);
             if (st)
                 st->shards++, st->bytes += h.bytes;
         } else {
-            unlink(tmp);
             rmdir(sdir); /* only when empty */
             if (st)
                 st->rejected++;

@@ -57,6 +57,53 @@ int fb__repl_serve(int fd, const char *dir, uint64_t max_bytes,
                    fb__repl_stats *st, char *why, size_t why_size);
 
 /*
+ * The receive pool: tmpfs files in the receiver's directory whose pages
+ * are already allocated and mapped, so that a shard received into one
+ * costs the socket's copy and its hashing, not the allocation of its
+ * pages (without a pool each shard waits for that, about 0.5-0.7 ms per
+ * MiB here, while the sender waits too).  Files come from steps the tier
+ * evicts (fb__repl_pool_recycle: their pages are reused) and from
+ * fb__repl_pool_refill, which allocates them ahead, when the receiver is
+ * idle, as many and as large as the shards of the newest step received.
+ * A shard is received into the pool's file closest in size (resized as
+ * needed) and renamed from there to its committed name, so nothing shows
+ * in the step's directory before it verified.  The pool lives in
+ * <dir>/.fbr1-pool.<pid>/ and holds at most the newest step's shard count
+ * plus 4 files.  Its files are tmpfs memory beside the tier's steps, which
+ * the node's cap (--memory-ckpt-max, decided from step sizes alone) does
+ * not see: recycling only moves an evicted step's pages, a refill adds
+ * about one step.  One thread at a time; not shared between processes.
+ */
+typedef struct fb__repl_pool fb__repl_pool;
+
+/* An empty pool for checkpoint directory dir.  0, or -errno (why filled). */
+int fb__repl_pool_open(fb__repl_pool **pool, const char *dir, char *why,
+                       size_t why_size);
+/* Unmap and remove every file the pool holds, and its directory. */
+void fb__repl_pool_close(fb__repl_pool *pool);
+
+/* fb__repl_serve, taking each shard's file from pool when it has one
+ * (NULL: no pool, as fb__repl_serve). */
+int fb__repl_serve_pool(int fd, const char *dir, uint64_t max_bytes,
+                        fb__repl_pool *pool, fb__repl_stats *st, char *why,
+                        size_t why_size);
+
+/* Evict step from dir into the pool: the step leaves the directory at once
+ * and whole (one rename), then its shard files join the pool up to its
+ * bound (the rest are removed).  How many joined, or -errno. */
+int fb__repl_pool_recycle(fb__repl_pool *pool, const char *dir, uint64_t step,
+                          char *why, size_t why_size);
+
+/* Allocate files until the pool holds as many as the newest step received
+ * had shards, each as large as one of them (none before a step arrived).
+ * How many were made, or -errno.  Takes 0.5-0.7 ms per MiB here: call it
+ * between steps, not while a sender waits. */
+int fb__repl_pool_refill(fb__repl_pool *pool, char *why, size_t why_size);
+
+/* Files in the pool; *bytes (may be NULL) their total size. */
+size_t fb__repl_pool_files(const fb__repl_pool *pool, uint64_t *bytes);
+
+/*
  * Send the committed shards of `step`, ranks [rank0, rank0 + nranks), from
  * dir over fd, then wait for every answer.  0 when the peer committed all
  * of them; else the first error (a peer's answer, or the connection's),

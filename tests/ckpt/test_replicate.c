@@ -3,7 +3,11 @@
  * (src/ckpt/replicate.c): a step's shards arrive committed and verified;
  * a shard corrupted in the sender's tier is rejected on arrival (answered
  * FB_ECORRUPT, never committed) and the connection goes on; a header that
- * is not fbr1 ends the connection with FB_EFORMAT.
+ * is not fbr1 ends the connection with FB_EFORMAT.  With a receive pool:
+ * an evicted step leaves the tier whole and its files take the next
+ * shards (a rejected one's file goes back to the pool, a larger file is
+ * cut to the shard's size), refill allocates as many files as the newest
+ * step had shards, and closing the pool leaves nothing behind.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -24,28 +28,38 @@
 static char dir[] = "/tmp/fb-repl-test.XXXXXX";
 static char src[4200], dst[4200];
 
-/* Steps 7 and 8 of a 2-rank job in src, saved by the engine. */
+static char dst2[4200];
+
+/* Steps 7 and 8 of a 2-rank job in src, saved by the engine, and step 9
+ * with a quarter of the elements (smaller shards). */
 static void save_steps(void)
 {
     for (int rank = 0; rank < 2; rank++) {
         static float w[2][4096];
         for (int i = 0; i < 4096; i++)
             w[rank][i] = (float)(i * (rank + 1));
-        fb_ckpt_options o;
-        fb_ckpt_options_init(&o);
-        o.dir = src;
-        o.rank = rank;
-        o.world_size = 2;
-        o.async = 0;
-        o.keep = 5;
-        fb_ckpt *ck = NULL;
-        CHECK_RC(fb_ckpt_open(&ck, &o), 0);
-        if (!ck)
-            return;
-        CHECK_RC(fb_ckpt_register(ck, "w", FB_DTYPE_F32, 1, (int64_t[]){4096}, w[rank]), 0);
-        CHECK_RC(fb_ckpt_save(ck, 7), 0);
-        CHECK_RC(fb_ckpt_save(ck, 8), 0);
-        fb_ckpt_close(ck);
+        for (int elems = 4096; elems >= 1024; elems -= 3072) {
+            fb_ckpt_options o;
+            fb_ckpt_options_init(&o);
+            o.dir = src;
+            o.rank = rank;
+            o.world_size = 2;
+            o.async = 0;
+            o.keep = 5;
+            fb_ckpt *ck = NULL;
+            CHECK_RC(fb_ckpt_open(&ck, &o), 0);
+            if (!ck)
+                return;
+            CHECK_RC(fb_ckpt_register(ck, "w", FB_DTYPE_F32, 1, (int64_t[]){elems}, w[rank]),
+                     0);
+            if (elems == 4096) {
+                CHECK_RC(fb_ckpt_save(ck, 7), 0);
+                CHECK_RC(fb_ckpt_save(ck, 8), 0);
+            } else {
+                CHECK_RC(fb_ckpt_save(ck, 9), 0);
+            }
+            fb_ckpt_close(ck);
+        }
     }
 }
 
@@ -62,6 +76,78 @@ static void corrupt(const char *d, uint64_t step, int rank)
     b ^= 0x5a;
     CHECK(pwrite(fd, &b, 1, st.st_size - 1) == 1);
     close(fd);
+}
+
+#define EXPECT(cond, ...)                                                     \
+    do {                                                                      \
+        if (!(cond)) {                                                        \
+            fprintf(stderr, "receiver: " __VA_ARGS__);                        \
+            fputc('\n', stderr);                                              \
+            bad++;                                                            \
+        }                                                                     \
+    } while (0)
+
+/* Connections 3 to 5, into dst2 with a receive pool: step 7; then, after
+ * step 7 was recycled, step 8 (rank 1 corrupted), then step 9. */
+static int pooled_receiver(int lfd)
+{
+    char why[1024] = "";
+    int bad = 0;
+    fb__repl_pool *pool = NULL;
+    uint64_t bytes = 0;
+    fb__repl_stats st = {0};
+    if (fb__repl_pool_open(&pool, dst2, why, sizeof why)) {
+        fprintf(stderr, "receiver: pool: %s\n", why);
+        return 1;
+    }
+    int fd = accept(lfd, NULL, NULL);
+    int rc = fb__repl_serve_pool(fd, dst2, 1u << 20, pool, &st, why, sizeof why);
+    close(fd);
+    EXPECT(rc == 0 && st.shards == 2, "pooled step 7: rc %d (%s), %llu committed", rc,
+           why, (unsigned long long)st.shards);
+    size_t n = fb__repl_pool_files(pool, NULL);
+    EXPECT(n == 0, "an empty pool holds %zu files after step 7", n);
+    rc = fb__repl_pool_recycle(pool, dst2, 7, why, sizeof why);
+    EXPECT(rc == 2, "recycling step 7 gave %d (%s), want 2 files", rc, why);
+    char p[4300];
+    struct stat stt;
+    fb__ckpt_step_path(p, sizeof p, dst2, 7);
+    EXPECT(stat(p, &stt) != 0, "step 7 still in the tier after its recycling");
+    n = fb__repl_pool_files(pool, &bytes);
+    EXPECT(n == 2, "the pool holds %zu files after recycling step 7, want 2", n);
+
+    fd = accept(lfd, NULL, NULL);
+    st = (fb__repl_stats){0};
+    rc = fb__repl_serve_pool(fd, dst2, 1u << 20, pool, &st, why, sizeof why);
+    close(fd);
+    EXPECT(rc == 0 && st.shards == 1 && st.rejected == 1,
+           "pooled step 8: rc %d (%s), %llu committed, %llu rejected", rc, why,
+           (unsigned long long)st.shards, (unsigned long long)st.rejected);
+    /* Rank 0 took one file; rank 1's came back after its rejection. */
+    n = fb__repl_pool_files(pool, NULL);
+    EXPECT(n == 1, "the pool holds %zu files after step 8, want 1", n);
+
+    fd = accept(lfd, NULL, NULL);
+    st = (fb__repl_stats){0};
+    rc = fb__repl_serve_pool(fd, dst2, 1u << 20, pool, &st, why, sizeof why);
+    close(fd);
+    EXPECT(rc == 0 && st.shards == 2, "pooled step 9: rc %d (%s), %llu committed", rc,
+           why, (unsigned long long)st.shards);
+    /* Rank 0 took that file, cut to its smaller shard; rank 1 found none. */
+    n = fb__repl_pool_files(pool, NULL);
+    EXPECT(n == 0, "the pool holds %zu files after step 9, want 0", n);
+    rc = fb__repl_pool_refill(pool, why, sizeof why);
+    EXPECT(rc == 2, "refill made %d files (%s), want 2 (step 9's shards)", rc, why);
+    uint64_t step9 = 0;
+    for (int r = 0; r < 2; r++) {
+        fb__ckpt_shard_path(p, sizeof p, dst2, 9, r);
+        step9 += stat(p, &stt) == 0 ? (uint64_t)stt.st_size : 0;
+    }
+    n = fb__repl_pool_files(pool, &bytes);
+    EXPECT(n == 2 && bytes == step9, "after refill: %zu files, %llu bytes, want 2 and "
+           "%llu", n, (unsigned long long)bytes, (unsigned long long)step9);
+    fb__repl_pool_close(pool);
+    return bad != 0;
 }
 
 /* The receiver: two connections; exit 0 when each ended as expected. */
@@ -84,7 +170,24 @@ static int receiver(int lfd)
         fprintf(stderr, "receiver: garbage header gave %d (%s)\n", rc, why);
         return 1;
     }
-    return 0;
+    return pooled_receiver(lfd);
+}
+
+/* d holds two steps of the 2-rank job, newest first, with these many
+ * shards each (2: complete). */
+static void check_steps(const char *d, uint64_t newer, int newer_shards,
+                        uint64_t older, int older_shards)
+{
+    fb__ckpt_entry *v = NULL;
+    size_t n = 0;
+    CHECK_RC(fb__ckpt_scan(d, 2, 0, &v, &n), 0);
+    CHECK_EQ_U64(n, 2);
+    for (size_t i = 0; i < n && i < 2; i++) {
+        CHECK_EQ_U64(v[i].step, i ? older : newer);
+        CHECK_EQ_INT(v[i].shards, i ? older_shards : newer_shards);
+        CHECK_EQ_INT(v[i].complete, (i ? older_shards : newer_shards) == 2);
+    }
+    free(v);
 }
 
 static int connect_port(int port)
@@ -105,7 +208,8 @@ int main(void)
     }
     snprintf(src, sizeof src, "%s/a", dir);
     snprintf(dst, sizeof dst, "%s/b", dir);
-    CHECK(mkdir(dst, 0700) == 0);
+    snprintf(dst2, sizeof dst2, "%s/c", dir);
+    CHECK(mkdir(dst, 0700) == 0 && mkdir(dst2, 0700) == 0);
     save_steps();
     corrupt(src, 8, 1);
 
@@ -114,7 +218,7 @@ int main(void)
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     socklen_t len = sizeof a;
     CHECK(lfd >= 0 && bind(lfd, (struct sockaddr *)&a, sizeof a) == 0 &&
-          listen(lfd, 2) == 0 && getsockname(lfd, (struct sockaddr *)&a, &len) == 0);
+          listen(lfd, 8) == 0 && getsockname(lfd, (struct sockaddr *)&a, &len) == 0);
     pid_t child = fork();
     if (child == 0)
         _exit(receiver(lfd));
@@ -130,24 +234,24 @@ int main(void)
     fd = connect_port(ntohs(a.sin_port));
     const char junk[FB__REPL_HEADER_BYTES] = "GET / HTTP/1.0\r\n\r\n";
     CHECK(write(fd, junk, sizeof junk) == (ssize_t)sizeof junk);
+    close(fd);
+    /* Into dst2 through a receive pool: step 7, then 8 and 9. */
+    fd = connect_port(ntohs(a.sin_port));
+    CHECK_RC(fb__repl_send_step(fd, src, 7, 0, 2, why, sizeof why), 0);
+    close(fd);
+    fd = connect_port(ntohs(a.sin_port));
+    CHECK_RC(fb__repl_send_step(fd, src, 8, 0, 2, why, sizeof why), FB_ECORRUPT);
+    close(fd);
+    fd = connect_port(ntohs(a.sin_port));
+    CHECK_RC(fb__repl_send_step(fd, src, 9, 0, 2, why, sizeof why), 0);
+    close(fd);
     int status = -1;
     CHECK(waitpid(child, &status, 0) == child);
     CHECKF(WIFEXITED(status) && WEXITSTATUS(status) == 0, "receiver status %d", status);
-    close(fd);
 
     /* Step 7 complete at the peer and every shard verifies; of step 8 only
      * rank 0, the rejected shard never committed nor left behind. */
-    fb__ckpt_entry *v = NULL;
-    size_t n = 0;
-    CHECK_RC(fb__ckpt_scan(dst, 2, 0, &v, &n), 0);
-    CHECK_EQ_U64(n, 2);
-    if (n == 2) {
-        CHECK_EQ_U64(v[1].step, 7);
-        CHECK_EQ_INT(v[1].complete, 1);
-        CHECK_EQ_U64(v[0].step, 8);
-        CHECK_EQ_INT(v[0].shards, 1);
-    }
-    free(v);
+    check_steps(dst, 8, 1, 7, 2);
     for (int r = 0; r < 2; r++) {
         char p[4300];
         fb__ckpt_shard_path(p, sizeof p, dst, 7, r);
@@ -156,6 +260,22 @@ int main(void)
     char tmpglob[4400];
     snprintf(tmpglob, sizeof tmpglob, "ls -A '%s/step-0000000008' | grep -qv '^rank-00000.safetensors$'", dst);
     CHECKF(system(tmpglob) != 0, "step 8 at the peer holds more than rank 0's shard");
+
+    /* Through the pool: step 7 evicted, step 8 rank 0 and step 9 whole,
+     * each verifying; nothing else in the tier (no temporary file, no
+     * pool directory once the pool closed). */
+    check_steps(dst2, 9, 2, 8, 1);
+    for (int r = 0; r < 3; r++) {
+        char p[4300];
+        uint64_t step = r < 2 ? 9 : 8;
+        fb__ckpt_shard_path(p, sizeof p, dst2, step, r % 2);
+        CHECKF(fb__ckpt_verify_shard(p, step, r % 2, why, sizeof why) == 0, "%s", why);
+    }
+    char ls[4400];
+    snprintf(ls, sizeof ls, "cd '%s' && test \"$(ls -A | tr '\\n' ' ')\" = "
+             "'step-0000000008 step-0000000009 ' && test \"$(ls -A step-0000000008)\" = "
+             "rank-00000.safetensors && test \"$(ls -A step-0000000009 | wc -l)\" = 2", dst2);
+    CHECKF(system(ls) == 0, "%s holds more than steps 8 (rank 0) and 9", dst2);
 
     char cmd[4300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
