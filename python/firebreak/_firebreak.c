@@ -1178,6 +1178,30 @@ static int hook_site(PyCodeObject **code, const char **file)
     return line > 0 ? line : 0;
 }
 
+/* Record entering `op` on the described group `comm_id` from the caller's
+ * file:line: the handle, 0 when not recording (or the group unknown).
+ * dtype -1: elem_bytes says the element size. */
+static uint64_t hook_record(uint64_t comm_id, int op, int dtype, unsigned elem_bytes,
+                            uint64_t count, uint64_t out_count, int peer, uint32_t flags)
+{
+    fb__fr_comm *c = fb__fr_comm_find(comm_id);
+    if (!c)
+        return 0;
+    uint32_t fl = flags & (FB__FR_F_P2P | FB__FR_F_VARIABLE);
+    if (dtype < 0)
+        fl |= FB__FR_F_DTYPE_OTHER;
+    else
+        elem_bytes = (unsigned)fb_dtype_size((fb_dtype)dtype);
+    PyCodeObject *co;
+    const char *file = NULL;
+    int line = hook_site(&co, &file);
+    uint64_t h = fb__fr_record_at(c, (fb_op)op, dtype < 0 ? 0 : dtype, elem_bytes, count,
+                                  out_count, peer, 0, fl, FB__FR_STARTED, file,
+                                  (uint32_t)line);
+    Py_XDECREF(co);
+    return h;
+}
+
 /* fr_begin(comm_id, op, dtype, elem_bytes, count, out_count, peer, flags)
  * -> handle: an fb_op entered on a described group, from the caller's
  * file:line.  dtype: an fb_dtype, or -1 (then elem_bytes says its size).
@@ -1193,22 +1217,8 @@ static PyObject *py_fr_begin(PyObject *self, PyObject *args)
     if (op <= FB_OP_UNKNOWN || op >= FB_OP_COUNT_ || dtype < -1 ||
         dtype >= FB_DTYPE_COUNT_)
         return PyErr_Format(PyExc_ValueError, "fr_begin: op %d, dtype %d", op, dtype);
-    fb__fr_comm *c = fb__fr_comm_find(id);
-    if (!c)
-        return PyLong_FromLong(0);
-    uint32_t fl = flags & (FB__FR_F_P2P | FB__FR_F_VARIABLE);
-    if (dtype < 0)
-        fl |= FB__FR_F_DTYPE_OTHER;
-    else
-        elem_bytes = (unsigned)fb_dtype_size((fb_dtype)dtype);
-    PyCodeObject *co;
-    const char *file = NULL;
-    int line = hook_site(&co, &file);
-    uint64_t h = fb__fr_record_at(c, (fb_op)op, dtype < 0 ? 0 : dtype, elem_bytes,
-                                  count, out_count, peer, 0, fl, FB__FR_STARTED,
-                                  file, (uint32_t)line);
-    Py_XDECREF(co);
-    return PyLong_FromUnsignedLongLong(h);
+    return PyLong_FromUnsignedLongLong(hook_record(id, op, dtype, elem_bytes, count,
+                                                   out_count, peer, flags));
 }
 
 /* fr_end(handle): the operation completed. */
@@ -1640,20 +1650,8 @@ static int recorded_begin(Recorded *r, PyObject *const *args, Py_ssize_t nargs,
         }
     }
     rc = 0;
-    fb__fr_comm *c = fb__fr_comm_find(g->comm_id);
-    if (!c)
-        goto out; /* not recording (or the comm forgotten): nothing to do */
-    uint32_t fl = r->flags;
-    if (dtype < 0)
-        fl |= FB__FR_F_DTYPE_OTHER;
-    else
-        elem_bytes = (unsigned)fb_dtype_size((fb_dtype)dtype);
-    PyCodeObject *co;
-    const char *file = NULL;
-    int line = hook_site(&co, &file);
-    *h = fb__fr_record_at(c, (fb_op)r->op, dtype < 0 ? 0 : dtype, elem_bytes, count,
-                          out_count, peer, 0, fl, FB__FR_STARTED, file, (uint32_t)line);
-    Py_XDECREF(co);
+    *h = hook_record(g->comm_id, r->op, dtype, elem_bytes, count, out_count, peer,
+                     r->flags);
 out:
     Py_XDECREF(world);
     return rc;
@@ -1804,6 +1802,17 @@ static PyObject *Recorded_get(PyObject *self, PyObject *obj, PyObject *type)
     return PyMethod_New(self, obj);
 }
 
+/* Pickled as the function it stands for is: by name, in its module (the
+ * __module__ and __qualname__ functools copied). */
+static PyObject *Recorded_reduce(PyObject *self, PyObject *noargs)
+{
+    return PyObject_GetAttrString(self, "__qualname__");
+}
+
+static PyMethodDef Recorded_methods[] = {
+    {"__reduce__", Recorded_reduce, METH_NOARGS, "pickled by name"},
+    {NULL, NULL, 0, NULL}};
+
 static PyGetSetDef Recorded_getset[] = {
     {"__dict__", PyObject_GenericGetDict, PyObject_GenericSetDict, NULL, NULL},
     {NULL, NULL, NULL, NULL, NULL}};
@@ -1828,6 +1837,7 @@ static PyTypeObject RecordedType = {
     .tp_dictoffset = offsetof(Recorded, dict),
     .tp_descr_get = Recorded_get,
     .tp_getset = Recorded_getset,
+    .tp_methods = Recorded_methods,
 };
 
 /* The module's part for the hooks: the type, the kinds, the names. */

@@ -15,6 +15,7 @@ the layout's identity fields).
 """
 import mmap
 import os
+import pickle
 import struct
 import sys
 import time
@@ -22,13 +23,10 @@ import time
 import torch
 import torch.distributed as dist
 
-fails = []
-
-
-def check(cond, what):
-    if not cond:
-        fails.append(what)
-        print("FAIL:", what, flush=True)
+sys.dont_write_bytecode = True           # no __pycache__ in the source tree
+sys.path.insert(0, sys.argv[1])          # tests/python: fbtest
+from fbtest import check                 # noqa: E402
+import fbtest                            # noqa: E402
 
 
 def line():
@@ -41,6 +39,8 @@ from firebreak import _firebreak as fb  # noqa: E402  (the hooks' own copy)
 check(getattr(dist.all_reduce, "_firebreak", False), "dist.all_reduce is not hooked")
 check(dist.all_reduce.__name__ == "all_reduce" and
       dist.all_reduce.__wrapped__.__name__ == "all_reduce", "functools metadata")
+check(pickle.loads(pickle.dumps(dist.all_reduce)) is dist.all_reduce,
+      "dist.all_reduce does not pickle by name")
 
 name = "/dev/shm/fb.%s.%s.%s" % (os.environ["FIREBREAK_JOB_ID"],
                                  os.environ["FIREBREAK_ATTEMPT"],
@@ -154,6 +154,6 @@ check(ours is theirs and ours is not None, "a bad argument: %r, torch alone: %r"
 check(head() == h0, "a bad argument: %d events recorded" % (head() - h0))
 
 dist.barrier()
-print("hooks_ring: rank %d checked; %d failures" % (me, len(fails)), flush=True)
+print("hooks_ring: rank %d checked; %d failures" % (me, fbtest.failures), flush=True)
 dist.destroy_process_group()
-sys.exit(1 if fails else 0)
+sys.exit(1 if fbtest.failures else 0)
