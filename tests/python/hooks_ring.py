@@ -13,7 +13,6 @@ argument the hooks cannot read leaves the program's own error intact.
 Offsets mirror src/lib/segment.h and src/fr/ring.h (fr_binding.py checks
 the layout's identity fields).
 """
-import mmap
 import os
 import pickle
 import struct
@@ -42,14 +41,7 @@ check(dist.all_reduce.__name__ == "all_reduce" and
 check(pickle.loads(pickle.dumps(dist.all_reduce)) is dist.all_reduce,
       "dist.all_reduce does not pickle by name")
 
-name = "/dev/shm/fb.%s.%s.%s" % (os.environ["FIREBREAK_JOB_ID"],
-                                 os.environ["FIREBREAK_ATTEMPT"],
-                                 os.environ["FIREBREAK_RANK"])
-with open(name, "rb") as f:
-    seg = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ)
-u32 = lambda o: struct.unpack_from("<I", seg, o)[0]   # noqa: E731
-u64 = lambda o: struct.unpack_from("<Q", seg, o)[0]   # noqa: E731
-assert u64(0) == 0x31474553424546, "magic"
+seg, u32, u64 = fbtest.own_segment()
 fr_off, cap = u64(40), u32(48)
 comm_slots = cap // 64 if cap >= 64 else (1 if cap >= 2 else 0)
 ring, ring_slots = fr_off + comm_slots * 128, cap - comm_slots
