@@ -2,10 +2,13 @@
 # The Python hooks' cost per collective: an 8-byte gloo all_reduce between
 # 2 local ranks under `firebreak run`, with the hooks (recorded in the
 # ring with its file:line) and with --no-python-hooks (the baseline, same
-# run), alternated 3 times; prints the medians and the ratio.  The target
-# (the hooks' cost under 2% of the all_reduce, on the paired measurement
-# in one process) goes to the results file (bench/result.py); a miss
-# exits 1.
+# run), alternated 3 times; prints the medians and the ratio, and the
+# hooks' own CPU per call (their wrapper over a no-op against the no-op).
+# The target (the hooks' cost under 2% of the all_reduce: the calling
+# thread's CPU per call with them minus without, against the fastest block
+# of all_reduces without them, since wall-time differences on a loaded
+# machine are scheduling, docs/bench.md) goes to the results file
+# (bench/result.py); a miss exits 1.
 # Args: FIREBREAK_BINARY SOURCE_DIR PYTHON
 set -euo pipefail
 FB=$1 SRC=$2 PY=$3
@@ -19,27 +22,45 @@ one() {
         >/dev/null 2>&1 || { echo "run failed" >&2; exit 1; }
     grep -h '^allreduce_us=' runs/*/logs/rank-0.log | cut -d= -f2
 }
-with=() without=() paired=()
+with=() without=() paired=() own=()
 for _ in 1 2 3; do
     with+=("$(one)")
     paired+=("$(grep -h '^paired_us=' runs/*/logs/rank-0.log | cut -d= -f2 | tr ' ' ,)")
+    own+=("$(grep -h '^own_us=' runs/*/logs/rank-0.log | cut -d= -f2)")
     without+=("$(one --no-python-hooks)")
 done
-PYTHONPATH="$SRC/bench" python3 - "${with[*]}" "${without[*]}" "${paired[*]}" <<'PY'
-import statistics, sys
+PYTHONPATH="$SRC/bench" python3 - "${with[*]}" "${without[*]}" "${paired[*]}" "${own[*]}" <<'PY'
+import os, statistics, sys
 from result import target
 w = [float(x) for x in sys.argv[1].split()]
 b = [float(x) for x in sys.argv[2].split()]
 p = [tuple(float(v) for v in x.split(",")) for x in sys.argv[3].split()]
-pw, pb, cw, cb = (statistics.median(x[i] for x in p) for i in range(4))
+pw, pb, cw, cb, fb = (statistics.median(x[i] for x in p) for i in range(5))
+fb = min(x[4] for x in p)
+own = statistics.median(float(x) for x in sys.argv[4].split())
+load = "%.1f %.1f %.1f" % os.getloadavg()
 print("paired in one process (blocks through the hooks and around them, "
-      "alternated): %.1f us/call with, %.1f us without: %+.2f us, ratio %.3f "
-      "(target: < 1.02)" % (pw, pb, pw - pb, pw / pb))
-met = target("fr_bench_pyhooks", "Python hooks, 8-byte gloo all_reduce, 2 ranks",
-             "%.1f us/call = %.3fx" % (pw, pw / pb),
-             "without the hooks %.1f us/call" % pb, "< 1.02x (2%)", pw / pb < 1.02)
+      "alternated): %.1f us/call with, %.1f us without: %+.2f us, ratio %.3f"
+      % (pw, pb, pw - pb, pw / pb))
 print("  the calling thread's CPU time: %.2f us/call with, %.2f us without: "
-      "the hooks' own cost %+.2f us/call" % (cw, cb, cw - cb))
+      "%+.2f us/call" % (cw, cb, cw - cb))
+print("  the hooks' own CPU per call (their wrapper over a no-op against the no-op): "
+      "%.3f us; the all_reduce without them: median %.1f us, fastest block %.1f us; "
+      "load average %s" % (own, pb, fb, load))
+# The target: the hooks' cost on the calling thread (its CPU time with
+# them minus without, paired in one process: their work, cache misses
+# included, on the path every collective waits for; never taken below
+# their cost over a no-op, which the paired difference can be under load)
+# against the fastest all_reduce block seen without them (the closest to
+# an idle machine this run got; wall-time differences under others' load
+# are scheduling).
+ratio = 1 + max(cw - cb, own) / fb
+print("  the hooks' CPU per call / the fastest all_reduce: %.2f%% (target: < 2%%)"
+      % ((ratio - 1) * 100))
+met = target("fr_bench_pyhooks", "Python hooks, 8-byte gloo all_reduce, 2 ranks",
+             "%+.2f us/call CPU (%.3f over a no-op) = %.3fx" % (cw - cb, own, ratio),
+             "all_reduce without the hooks, fastest block %.1f us/call (median %.1f; "
+             "load %s)" % (fb, pb, load), "< 1.02x (2%)", ratio < 1.02)
 mw, mb = statistics.median(w), statistics.median(b)
 print("8-byte gloo all_reduce, 2 ranks: with the Python hooks %.1f us/call (runs %s)"
       % (mw, " ".join("%.1f" % x for x in w)))

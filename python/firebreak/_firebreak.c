@@ -1025,10 +1025,24 @@ static PyFrameObject *PyFrame_GetBack(PyFrameObject *f)
 }
 #endif
 
+#if PY_VERSION_HEX < 0x03090000
+#define Py_IS_TYPE(o, t) (Py_TYPE(o) == (t))
+#endif
+
 #define HOOK_SKIP_MAX 8
 static char *hook_skip[HOOK_SKIP_MAX]; /* file prefixes that are not the caller */
 static size_t hook_skip_len[HOOK_SKIP_MAX];
 static int hook_nskip;
+
+/* Whether code from this file is passed over (torch, firebreak, the
+ * standard library), decided once per code object: *file its name.
+ * Direct-mapped, a strong reference per entry; fr_skip empties it. */
+#define HOOK_CODES 64
+static struct hook_code {
+    PyCodeObject *code;
+    const char *file; /* UTF-8, owned by code */
+    int skip;
+} hook_codes[HOOK_CODES];
 
 /* fr_skip(prefixes): frames whose file starts with one of these (torch's
  * and firebreak's directories) are passed over when looking for the
@@ -1062,6 +1076,8 @@ static PyObject *py_fr_skip(PyObject *self, PyObject *arg)
         hook_skip_len[i] = strlen(v[i]);
     }
     hook_nskip = (int)n;
+    for (int i = 0; i < HOOK_CODES; i++)
+        Py_CLEAR(hook_codes[i].code);
     Py_RETURN_NONE;
 }
 
@@ -1081,6 +1097,56 @@ static PyObject *py_fr_comm(PyObject *self, PyObject *args)
                            != NULL);
 }
 
+/* Lines of call sites seen: PyFrame_GetLineNumber decodes the code's line
+ * table from its start on every call (a large share of recording one
+ * collective), while a training loop calls from the same few places.
+ * Keyed by the code object (a strong reference: its address stays its
+ * own) and the instruction offset; direct-mapped. */
+#define HOOK_LINES 64
+static struct hook_line {
+    PyCodeObject *code;
+    int lasti, line;
+} hook_lines[HOOK_LINES];
+
+static int frame_line(PyFrameObject *f, PyCodeObject *co)
+{
+#if PY_VERSION_HEX >= 0x030B0000
+    int lasti = PyFrame_GetLasti(f);
+#else
+    int lasti = f->f_lasti;
+#endif
+    uintptr_t k = ((uintptr_t)co >> 4) ^ (uintptr_t)lasti * 0x9e3779b1u;
+    struct hook_line *e = &hook_lines[(k ^ (k >> 7)) & (HOOK_LINES - 1)];
+    if (e->code == co && e->lasti == lasti)
+        return e->line;
+    int line = PyFrame_GetLineNumber(f);
+    Py_INCREF(co);
+    Py_XSETREF(e->code, co);
+    e->lasti = lasti;
+    e->line = line;
+    return line;
+}
+
+static int code_skipped(PyCodeObject *co, const char **file)
+{
+    uintptr_t k = (uintptr_t)co >> 4;
+    struct hook_code *e = &hook_codes[(k ^ (k >> 6)) & (HOOK_CODES - 1)];
+    if (e->code != co) {
+        const char *fn = PyUnicode_AsUTF8(co->co_filename);
+        if (!fn)
+            return 1; /* a name that is not UTF-8: not a site (error cleared by the caller) */
+        int skip = !strncmp(fn, "<frozen", 7);
+        for (int i = 0; i < hook_nskip && !skip; i++)
+            skip = !strncmp(fn, hook_skip[i], hook_skip_len[i]);
+        Py_INCREF(co);
+        Py_XSETREF(e->code, co);
+        e->file = fn;
+        e->skip = skip;
+    }
+    *file = e->file;
+    return e->skip;
+}
+
 /* The first frame of the calling thread outside the skipped prefixes:
  * its file (UTF-8, owned by the code object, which *code keeps alive) and
  * line; 0 when there is none. */
@@ -1090,16 +1156,15 @@ static int hook_site(PyCodeObject **code, const char **file)
     Py_XINCREF(f);
     int line = 0;
     *code = NULL;
-    while (f && !line) {
+    while (f) {
         PyCodeObject *co = PyFrame_GetCode(f);
-        const char *fn = co ? PyUnicode_AsUTF8(co->co_filename) : NULL;
-        int skip = !fn || !strncmp(fn, "<frozen", 7);
-        for (int i = 0; i < hook_nskip && !skip; i++)
-            skip = !strncmp(fn, hook_skip[i], hook_skip_len[i]);
+        const char *fn = NULL;
+        int skip = !co || code_skipped(co, &fn);
         if (!skip) {
-            line = PyFrame_GetLineNumber(f);
+            line = frame_line(f, co);
             *code = co;
             *file = fn;
+            break;
         } else {
             Py_XDECREF(co);
             PyFrameObject *back = PyFrame_GetBack(f);
@@ -1111,6 +1176,30 @@ static int hook_site(PyCodeObject **code, const char **file)
     if (PyErr_Occurred())
         PyErr_Clear(); /* a name that is not UTF-8: no site */
     return line > 0 ? line : 0;
+}
+
+/* Record entering `op` on the described group `comm_id` from the caller's
+ * file:line: the handle, 0 when not recording (or the group unknown).
+ * dtype -1: elem_bytes says the element size. */
+static uint64_t hook_record(uint64_t comm_id, int op, int dtype, unsigned elem_bytes,
+                            uint64_t count, uint64_t out_count, int peer, uint32_t flags)
+{
+    fb__fr_comm *c = fb__fr_comm_find(comm_id);
+    if (!c)
+        return 0;
+    uint32_t fl = flags & (FB__FR_F_P2P | FB__FR_F_VARIABLE);
+    if (dtype < 0)
+        fl |= FB__FR_F_DTYPE_OTHER;
+    else
+        elem_bytes = (unsigned)fb_dtype_size((fb_dtype)dtype);
+    PyCodeObject *co;
+    const char *file = NULL;
+    int line = hook_site(&co, &file);
+    uint64_t h = fb__fr_record_at(c, (fb_op)op, dtype < 0 ? 0 : dtype, elem_bytes, count,
+                                  out_count, peer, 0, fl, FB__FR_STARTED, file,
+                                  (uint32_t)line);
+    Py_XDECREF(co);
+    return h;
 }
 
 /* fr_begin(comm_id, op, dtype, elem_bytes, count, out_count, peer, flags)
@@ -1128,22 +1217,8 @@ static PyObject *py_fr_begin(PyObject *self, PyObject *args)
     if (op <= FB_OP_UNKNOWN || op >= FB_OP_COUNT_ || dtype < -1 ||
         dtype >= FB_DTYPE_COUNT_)
         return PyErr_Format(PyExc_ValueError, "fr_begin: op %d, dtype %d", op, dtype);
-    fb__fr_comm *c = fb__fr_comm_find(id);
-    if (!c)
-        return PyLong_FromLong(0);
-    uint32_t fl = flags & (FB__FR_F_P2P | FB__FR_F_VARIABLE);
-    if (dtype < 0)
-        fl |= FB__FR_F_DTYPE_OTHER;
-    else
-        elem_bytes = (unsigned)fb_dtype_size((fb_dtype)dtype);
-    PyCodeObject *co;
-    const char *file = NULL;
-    int line = hook_site(&co, &file);
-    uint64_t h = fb__fr_record_at(c, (fb_op)op, dtype < 0 ? 0 : dtype, elem_bytes,
-                                  count, out_count, peer, 0, fl, FB__FR_STARTED,
-                                  file, (uint32_t)line);
-    Py_XDECREF(co);
-    return PyLong_FromUnsignedLongLong(h);
+    return PyLong_FromUnsignedLongLong(hook_record(id, op, dtype, elem_bytes, count,
+                                                   out_count, peer, flags));
 }
 
 /* fr_end(handle): the operation completed. */
@@ -1229,6 +1304,565 @@ static PyObject *py_dump_done(PyObject *self, PyObject *arg)
     Py_RETURN_NONE;
 }
 
+/* ---------------------------------------- recorded torch.distributed calls */
+/*
+ * Recorded(orig, op, flags, params, fields, what): what _hooks.py puts in
+ * place of a torch.distributed function.  The per-call path is here, in
+ * C, because it runs once per collective and must cost a small fraction
+ * of the smallest one (docs/pytorch.md, "Cost"): it takes the group,
+ * tensor, counts and peer from the call's arguments as described once at
+ * wrap time, finds the group and the dtype in small caches (Python is
+ * asked only for a group or a dtype seen the first time), records the
+ * begin with the caller's file:line, calls the original and records the
+ * end; a returned Work goes to Python's end_later.  A call made while
+ * this thread is inside a recorded one (torch calling its own wrapped
+ * functions) is not recorded.  Nothing here may fail the program's call:
+ * a failure to record is handed to Python's failed() and the original
+ * runs regardless.
+ *
+ * params: up to HOOK_PARAMS (position or -1, keyword, default) of the
+ * original's arguments; fields: (kind, param) for the group, the tensor,
+ * the input count, the output count and the peer, in that order.
+ */
+#define HOOK_PARAMS 4
+enum {
+    HOOK_F_GROUP, HOOK_F_TENSOR, HOOK_F_COUNT, HOOK_F_OUT, HOOK_F_PEER, HOOK_F_N_
+};
+enum hook_kind {
+    HOOK_K_NONE = 0,  /* nothing: no group (the default), no tensor, 0, peer -1 */
+    HOOK_K_ARG,       /* the argument itself                                 */
+    HOOK_K_FIRST,     /* a list's first element (the tensor of a list)       */
+    HOOK_K_NUMEL,     /* a tensor's numel()                                  */
+    HOOK_K_SUM,       /* the sum of a list's tensors' numel()                */
+    HOOK_K_LEN,       /* len(list)                                           */
+    HOOK_K_LEN_GROUP, /* len(list) times the group's size                    */
+    HOOK_K_COUNT_
+};
+
+/* Set once by hooks_setup(); every Recorded shares them. */
+static struct {
+    PyObject *comm;      /* comm(group) -> (comm_id, size, {world rank: group rank}) */
+    PyObject *end_later; /* end_later(work, handle): an async op's Work            */
+    PyObject *failed;    /* failed(what, exception): says so once                  */
+    PyObject *world_obj; /* getattr(world_obj, world_attr): the default group      */
+    PyObject *world_attr;
+    PyObject *dtypes;    /* {torch.dtype: fb_dtype}                                */
+    PyObject *s_numel, *s_dtype, *s_element_size;
+} hook;
+
+/* Inside a recorded call on this thread.  initial-exec: read in a few
+ * instructions instead of a call to __tls_get_addr (an int fits in the
+ * static TLS glibc keeps spare for dlopen'ed modules). */
+static _Thread_local int hook_inside __attribute__((tls_model("initial-exec")));
+
+/* Groups seen: a strong reference keeps each object's address its own,
+ * so a pointer compare is an identity test.  Replaced round-robin past
+ * HOOK_GROUPS (the comm is registered again on its next use, same id). */
+#define HOOK_GROUPS 16
+static struct hook_group {
+    PyObject *pg;
+    uint64_t comm_id;
+    int size;
+    PyObject *ranks; /* {world rank: group rank} */
+} hook_groups[HOOK_GROUPS];
+static unsigned hook_groups_next;
+
+/* dtypes seen: torch.dtype objects are singletons. */
+#define HOOK_DTYPES 32
+static struct hook_dtype {
+    PyObject *dt;
+    int dtype;           /* fb_dtype, or -1 */
+    unsigned elem_bytes; /* when -1 */
+} hook_dtypes[HOOK_DTYPES];
+static int hook_ndtypes;
+
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    PyObject *orig;
+    PyObject *dict; /* __wrapped__, __name__, _firebreak ... (functools) */
+    PyObject *what; /* for messages: "recording all_reduce" */
+    int op;
+    uint32_t flags;
+    int nparams;
+    struct {
+        Py_ssize_t pos;
+        PyObject *name; /* interned */
+        PyObject *dflt;
+    } param[HOOK_PARAMS];
+    struct {
+        int kind, param;
+    } field[HOOK_F_N_];
+} Recorded;
+
+static PyTypeObject RecordedType;
+
+/* hooks_setup(comm, end_later, failed, world_obj, world_attr, dtypes) */
+static PyObject *py_hooks_setup(PyObject *self, PyObject *args)
+{
+    PyObject *v[6];
+    if (!PyArg_ParseTuple(args, "OOOOUO!", &v[0], &v[1], &v[2], &v[3], &v[4],
+                          &PyDict_Type, &v[5]))
+        return NULL;
+    PyObject **dst[6] = {&hook.comm, &hook.end_later, &hook.failed, &hook.world_obj,
+                         &hook.world_attr, &hook.dtypes};
+    for (int i = 0; i < 6; i++)
+        Py_XSETREF(*dst[i], Py_NewRef(v[i]));
+    for (int i = 0; i < HOOK_GROUPS; i++) {
+        Py_CLEAR(hook_groups[i].pg);
+        Py_CLEAR(hook_groups[i].ranks);
+    }
+    for (int i = 0; i < hook_ndtypes; i++)
+        Py_CLEAR(hook_dtypes[i].dt);
+    hook_ndtypes = 0;
+    Py_RETURN_NONE;
+}
+
+/* The value of parameter i in this call (borrowed). */
+static PyObject *param_value(Recorded *r, int i, PyObject *const *args, Py_ssize_t nargs,
+                             PyObject *kwnames)
+{
+    Py_ssize_t pos = r->param[i].pos;
+    if (pos >= 0 && pos < nargs)
+        return args[pos];
+    if (kwnames) {
+        Py_ssize_t nk = PyTuple_GET_SIZE(kwnames);
+        PyObject *name = r->param[i].name;
+        for (Py_ssize_t k = 0; k < nk; k++)
+            if (PyTuple_GET_ITEM(kwnames, k) == name)
+                return args[nargs + k];
+        for (Py_ssize_t k = 0; k < nk; k++) /* a name that is not interned */
+            if (PyUnicode_Compare(PyTuple_GET_ITEM(kwnames, k), name) == 0)
+                return args[nargs + k];
+    }
+    return r->param[i].dflt;
+}
+
+static struct hook_group *group_of(PyObject *pg)
+{
+    for (int i = 0; i < HOOK_GROUPS; i++)
+        if (hook_groups[i].pg == pg)
+            return &hook_groups[i];
+    PyObject *res = PyObject_CallFunctionObjArgs(hook.comm, pg, NULL);
+    if (!res)
+        return NULL;
+    unsigned long long id;
+    int size;
+    PyObject *ranks;
+    if (!PyArg_ParseTuple(res, "KiO!", &id, &size, &PyDict_Type, &ranks)) {
+        Py_DECREF(res);
+        return NULL;
+    }
+    struct hook_group *g = &hook_groups[hook_groups_next++ % HOOK_GROUPS];
+    Py_XSETREF(g->pg, Py_NewRef(pg));
+    Py_XSETREF(g->ranks, Py_NewRef(ranks));
+    g->comm_id = id;
+    g->size = size;
+    Py_DECREF(res);
+    return g;
+}
+
+/* Tensor types seen (torch.Tensor, nn.Parameter, ...) with the
+ * descriptors of their `dtype` and `numel` found once: calling those
+ * directly skips the attribute lookup (a third of reading them).  The
+ * lookup is the type's own, so a subclass that overrides either is
+ * honoured; anything but a plain getset / method descriptor goes the
+ * generic way. */
+#define HOOK_TYPES 4
+static struct hook_type {
+    PyTypeObject *type;
+    PyObject *dtype_d, *numel_d; /* NULL: the generic way */
+} hook_types[HOOK_TYPES];
+static unsigned hook_types_next;
+
+static struct hook_type *type_of(PyObject *t)
+{
+    PyTypeObject *tp = Py_TYPE(t);
+    for (int i = 0; i < HOOK_TYPES; i++)
+        if (hook_types[i].type == tp)
+            return &hook_types[i];
+    struct hook_type *e = &hook_types[hook_types_next++ % HOOK_TYPES];
+    PyObject *d = _PyType_Lookup(tp, hook.s_dtype); /* borrowed */
+    PyObject *n = _PyType_Lookup(tp, hook.s_numel);
+    Py_XSETREF(e->dtype_d, d && Py_IS_TYPE(d, &PyGetSetDescr_Type) &&
+                                   ((PyGetSetDescrObject *)d)->d_getset->get
+                               ? Py_NewRef(d)
+                               : NULL);
+    Py_XSETREF(e->numel_d, n && Py_IS_TYPE(n, &PyMethodDescr_Type) ? Py_NewRef(n) : NULL);
+    Py_INCREF(tp);
+    Py_XSETREF(e->type, tp);
+    return e;
+}
+
+/* A tensor's numel(); 0 for None. */
+static int numel_of(PyObject *t, uint64_t *n)
+{
+    *n = 0;
+    if (t == Py_None)
+        return 0;
+    struct hook_type *e = type_of(t);
+    PyObject *v = e->numel_d ? PyObject_Vectorcall(e->numel_d, &t, 1, NULL)
+                             : PyObject_CallMethodObjArgs(t, hook.s_numel, NULL);
+    if (!v)
+        return -1;
+    *n = PyLong_AsUnsignedLongLong(v);
+    Py_DECREF(v);
+    return PyErr_Occurred() ? -1 : 0;
+}
+
+/* A count field: numel, the sum over a list, a list's length. */
+static int count_of(int kind, PyObject *v, const struct hook_group *g, uint64_t *n)
+{
+    *n = 0;
+    if (kind == HOOK_K_NONE || v == Py_None)
+        return 0;
+    if (kind == HOOK_K_NUMEL)
+        return numel_of(v, n);
+    if (kind == HOOK_K_LEN || kind == HOOK_K_LEN_GROUP) {
+        Py_ssize_t len = PyObject_Length(v);
+        if (len < 0)
+            return -1;
+        *n = (uint64_t)len * (kind == HOOK_K_LEN_GROUP ? (uint64_t)g->size : 1);
+        return 0;
+    }
+    PyObject *seq = PySequence_Fast(v, "a list of tensors");
+    if (!seq)
+        return -1;
+    int rc = 0;
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq) && !rc; i++) {
+        uint64_t k;
+        rc = numel_of(PySequence_Fast_GET_ITEM(seq, i), &k);
+        *n += k;
+    }
+    Py_DECREF(seq);
+    return rc;
+}
+
+/* The tensor's fb_dtype (-1: another, its element size in *elem_bytes). */
+static int dtype_of(PyObject *t, int *dtype, unsigned *elem_bytes)
+{
+    struct hook_type *tt = type_of(t);
+    PyObject *dt;
+    if (tt->dtype_d) {
+        PyGetSetDescrObject *gd = (PyGetSetDescrObject *)tt->dtype_d;
+        dt = gd->d_getset->get(t, gd->d_getset->closure);
+    } else {
+        dt = PyObject_GetAttr(t, hook.s_dtype);
+    }
+    if (!dt)
+        return -1;
+    for (int i = 0; i < hook_ndtypes; i++)
+        if (hook_dtypes[i].dt == dt) {
+            *dtype = hook_dtypes[i].dtype;
+            *elem_bytes = hook_dtypes[i].elem_bytes;
+            Py_DECREF(dt);
+            return 0;
+        }
+    int rc = -1;
+    *dtype = -1;
+    *elem_bytes = 0;
+    PyObject *v = PyDict_GetItemWithError(hook.dtypes, dt); /* borrowed */
+    if (v) {
+        *dtype = (int)PyLong_AsLong(v);
+    } else if (!PyErr_Occurred()) {
+        PyObject *eb = PyObject_CallMethodObjArgs(t, hook.s_element_size, NULL);
+        if (eb) {
+            *elem_bytes = (unsigned)PyLong_AsUnsignedLong(eb);
+            Py_DECREF(eb);
+        }
+    }
+    if (PyErr_Occurred())
+        goto out;
+    if (*dtype < -1 || *dtype >= FB_DTYPE_COUNT_) {
+        PyErr_Format(PyExc_ValueError, "fb_dtype %d", *dtype);
+        goto out;
+    }
+    if (hook_ndtypes < HOOK_DTYPES) {
+        struct hook_dtype *d = &hook_dtypes[hook_ndtypes++];
+        d->dt = Py_NewRef(dt);
+        d->dtype = *dtype;
+        d->elem_bytes = *elem_bytes;
+    }
+    rc = 0;
+out:
+    Py_DECREF(dt);
+    return rc;
+}
+
+/* Record the begin of this call: *h its handle, 0 when not recorded.
+ * -1 with an exception set when an argument could not be read. */
+static int recorded_begin(Recorded *r, PyObject *const *args, Py_ssize_t nargs,
+                          PyObject *kwnames, uint64_t *h)
+{
+    PyObject *v[HOOK_F_N_];
+    for (int f = 0; f < HOOK_F_N_; f++)
+        v[f] = r->field[f].kind == HOOK_K_NONE
+                   ? Py_None
+                   : param_value(r, r->field[f].param, args, nargs, kwnames);
+    PyObject *pg = v[HOOK_F_GROUP], *world = NULL;
+    if (pg == Py_None) {
+        world = PyObject_GetAttr(hook.world_obj, hook.world_attr);
+        if (!world)
+            return -1;
+        pg = world;
+    }
+    int rc = -1;
+    struct hook_group *g = group_of(pg);
+    if (!g)
+        goto out;
+    uint64_t count, out_count;
+    if (count_of(r->field[HOOK_F_COUNT].kind, v[HOOK_F_COUNT], g, &count))
+        goto out;
+    if (r->field[HOOK_F_OUT].kind == r->field[HOOK_F_COUNT].kind &&
+        v[HOOK_F_OUT] == v[HOOK_F_COUNT])
+        out_count = count; /* in place (all_reduce, broadcast): one numel() */
+    else if (count_of(r->field[HOOK_F_OUT].kind, v[HOOK_F_OUT], g, &out_count))
+        goto out;
+    PyObject *t = v[HOOK_F_TENSOR];
+    if (r->field[HOOK_F_TENSOR].kind == HOOK_K_FIRST && t != Py_None) {
+        Py_ssize_t len = PyObject_Length(t);
+        if (len < 0)
+            goto out;
+        t = len ? PySequence_GetItem(t, 0) : Py_NewRef(Py_None);
+        if (!t)
+            goto out;
+    } else {
+        Py_INCREF(t);
+    }
+    int dtype = -1;
+    unsigned elem_bytes = 0;
+    int bad = t != Py_None && dtype_of(t, &dtype, &elem_bytes);
+    Py_DECREF(t);
+    if (bad)
+        goto out;
+    int peer = -1;
+    if (v[HOOK_F_PEER] != Py_None) {
+        long p = PyLong_AsLong(v[HOOK_F_PEER]);
+        if (p == -1 && PyErr_Occurred())
+            goto out;
+        if (p >= 0) {
+            PyObject *gr = PyDict_GetItemWithError(g->ranks, v[HOOK_F_PEER]);
+            if (!gr && PyErr_Occurred())
+                goto out;
+            peer = gr ? (int)PyLong_AsLong(gr) : -1;
+            if (PyErr_Occurred())
+                goto out;
+        }
+    }
+    rc = 0;
+    *h = hook_record(g->comm_id, r->op, dtype, elem_bytes, count, out_count, peer,
+                     r->flags);
+out:
+    Py_XDECREF(world);
+    return rc;
+}
+
+/* Hand the pending exception to Python's failed(what, exc); never raises. */
+static void recorded_failed(Recorded *r)
+{
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    PyErr_NormalizeException(&type, &value, &tb);
+    PyObject *res = hook.failed ? PyObject_CallFunctionObjArgs(
+                                      hook.failed, r->what, value ? value : Py_None, NULL)
+                                : NULL;
+    Py_XDECREF(res);
+    PyErr_Clear();
+    Py_XDECREF(type);
+    Py_XDECREF(value);
+    Py_XDECREF(tb);
+}
+
+static PyObject *recorded_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf,
+                                     PyObject *kwnames)
+{
+    Recorded *r = (Recorded *)self;
+    if (hook_inside || !hook.comm)
+        return PyObject_Vectorcall(r->orig, args, nargsf, kwnames);
+    uint64_t h = 0;
+    if (recorded_begin(r, args, PyVectorcall_NARGS(nargsf), kwnames, &h)) {
+        h = 0;
+        recorded_failed(r);
+    }
+    hook_inside = 1;
+    PyObject *ret = PyObject_Vectorcall(r->orig, args, nargsf, kwnames);
+    hook_inside = 0;
+    if (h && ret) {
+        if (ret == Py_None) {
+            fb__fr_event_state(h, FB__FR_COMPLETED);
+        } else { /* async_op: a Work, completed later */
+            PyObject *hv = PyLong_FromUnsignedLongLong(h);
+            PyObject *res =
+                hv ? PyObject_CallFunctionObjArgs(hook.end_later, ret, hv, NULL) : NULL;
+            Py_XDECREF(hv);
+            if (res)
+                Py_DECREF(res);
+            else
+                recorded_failed(r);
+        }
+    }
+    return ret;
+}
+
+static PyObject *Recorded_new(PyTypeObject *type, PyObject *args, PyObject *kw)
+{
+    PyObject *orig, *params, *fields, *what;
+    int op;
+    unsigned int flags;
+    if (kw && PyDict_GET_SIZE(kw))
+        return PyErr_Format(PyExc_TypeError, "Recorded() takes no keyword arguments");
+    if (!PyArg_ParseTuple(args, "OiIO!O!U", &orig, &op, &flags, &PyTuple_Type, &params,
+                          &PyTuple_Type, &fields, &what))
+        return NULL;
+    if (!PyCallable_Check(orig))
+        return PyErr_Format(PyExc_TypeError, "Recorded: %R is not callable", orig);
+    if (op <= FB_OP_UNKNOWN || op >= FB_OP_COUNT_)
+        return PyErr_Format(PyExc_ValueError, "Recorded: op %d", op);
+    Py_ssize_t np = PyTuple_GET_SIZE(params);
+    if (np > HOOK_PARAMS || PyTuple_GET_SIZE(fields) != HOOK_F_N_)
+        return PyErr_Format(PyExc_ValueError,
+                            "Recorded: %zd params (at most %d), %zd fields (%d)", np,
+                            HOOK_PARAMS, PyTuple_GET_SIZE(fields), HOOK_F_N_);
+    Recorded *r = (Recorded *)type->tp_alloc(type, 0);
+    if (!r)
+        return NULL;
+    r->vectorcall = recorded_vectorcall;
+    r->orig = Py_NewRef(orig);
+    r->what = Py_NewRef(what);
+    r->op = op;
+    r->flags = flags & (FB__FR_F_P2P | FB__FR_F_VARIABLE);
+    for (Py_ssize_t i = 0; i < np; i++) {
+        Py_ssize_t pos;
+        PyObject *name, *dflt;
+        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(params, i), "nUO;Recorded: a param is "
+                              "(position, name, default)", &pos, &name, &dflt))
+            goto fail;
+        r->param[i].pos = pos;
+        Py_INCREF(name);
+        PyUnicode_InternInPlace(&name);
+        r->param[i].name = name;
+        r->param[i].dflt = Py_NewRef(dflt);
+        r->nparams = (int)i + 1;
+    }
+    for (int f = 0; f < HOOK_F_N_; f++) {
+        int kind, param;
+        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(fields, f), "ii;Recorded: a field is "
+                              "(kind, param)", &kind, &param))
+            goto fail;
+        if (kind < 0 || kind >= HOOK_K_COUNT_ ||
+            (kind != HOOK_K_NONE && (param < 0 || param >= np))) {
+            PyErr_Format(PyExc_ValueError, "Recorded: field %d: kind %d, param %d", f,
+                         kind, param);
+            goto fail;
+        }
+        r->field[f].kind = kind;
+        r->field[f].param = param;
+    }
+    return (PyObject *)r; /* tracked by the GC since tp_alloc */
+fail:
+    Py_DECREF(r);
+    return NULL;
+}
+
+static int Recorded_traverse(Recorded *r, visitproc visit, void *arg)
+{
+    Py_VISIT(r->orig);
+    Py_VISIT(r->dict);
+    Py_VISIT(r->what);
+    for (int i = 0; i < r->nparams; i++)
+        Py_VISIT(r->param[i].dflt);
+    return 0;
+}
+
+static int Recorded_clear(Recorded *r)
+{
+    Py_CLEAR(r->orig);
+    Py_CLEAR(r->dict);
+    Py_CLEAR(r->what);
+    for (int i = 0; i < r->nparams; i++) {
+        Py_CLEAR(r->param[i].name);
+        Py_CLEAR(r->param[i].dflt);
+    }
+    r->nparams = 0;
+    return 0;
+}
+
+static void Recorded_dealloc(Recorded *r)
+{
+    PyObject_GC_UnTrack(r);
+    Recorded_clear(r);
+    Py_TYPE(r)->tp_free((PyObject *)r);
+}
+
+/* As a function is: bound when found on an instance through its class. */
+static PyObject *Recorded_get(PyObject *self, PyObject *obj, PyObject *type)
+{
+    if (obj == NULL || obj == Py_None)
+        return Py_NewRef(self);
+    return PyMethod_New(self, obj);
+}
+
+/* Pickled as the function it stands for is: by name, in its module (the
+ * __module__ and __qualname__ functools copied). */
+static PyObject *Recorded_reduce(PyObject *self, PyObject *noargs)
+{
+    return PyObject_GetAttrString(self, "__qualname__");
+}
+
+static PyMethodDef Recorded_methods[] = {
+    {"__reduce__", Recorded_reduce, METH_NOARGS, "pickled by name"},
+    {NULL, NULL, 0, NULL}};
+
+static PyGetSetDef Recorded_getset[] = {
+    {"__dict__", PyObject_GenericGetDict, PyObject_GenericSetDict, NULL, NULL},
+    {NULL, NULL, NULL, NULL, NULL}};
+
+#if PY_VERSION_HEX < 0x03090000
+#define Py_TPFLAGS_HAVE_VECTORCALL _Py_TPFLAGS_HAVE_VECTORCALL
+#endif
+
+static PyTypeObject RecordedType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "firebreak._firebreak.Recorded",
+    .tp_basicsize = sizeof(Recorded),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_doc = "Recorded(orig, op, flags, params, fields, what): orig, its calls "
+              "recorded in the flight-recorder ring",
+    .tp_new = Recorded_new,
+    .tp_dealloc = (destructor)Recorded_dealloc,
+    .tp_traverse = (traverseproc)Recorded_traverse,
+    .tp_clear = (inquiry)Recorded_clear,
+    .tp_call = PyVectorcall_Call,
+    .tp_vectorcall_offset = offsetof(Recorded, vectorcall),
+    .tp_dictoffset = offsetof(Recorded, dict),
+    .tp_descr_get = Recorded_get,
+    .tp_getset = Recorded_getset,
+    .tp_methods = Recorded_methods,
+};
+
+/* The module's part for the hooks: the type, the kinds, the names. */
+static int hook_module_init(PyObject *m)
+{
+    if (PyType_Ready(&RecordedType) < 0 ||
+        PyModule_AddObjectRef(m, "Recorded", (PyObject *)&RecordedType))
+        return -1;
+    static const struct { const char *name; int value; } kinds[] = {
+        {"K_NONE", HOOK_K_NONE}, {"K_ARG", HOOK_K_ARG}, {"K_FIRST", HOOK_K_FIRST},
+        {"K_NUMEL", HOOK_K_NUMEL}, {"K_SUM", HOOK_K_SUM}, {"K_LEN", HOOK_K_LEN},
+        {"K_LEN_GROUP", HOOK_K_LEN_GROUP}};
+    for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++)
+        if (PyModule_AddIntConstant(m, kinds[i].name, kinds[i].value))
+            return -1;
+    if (!hook.s_numel) {
+        hook.s_numel = PyUnicode_InternFromString("numel");
+        hook.s_dtype = PyUnicode_InternFromString("dtype");
+        hook.s_element_size = PyUnicode_InternFromString("element_size");
+        if (!hook.s_numel || !hook.s_dtype || !hook.s_element_size)
+            return -1;
+    }
+    return 0;
+}
+
 #define HOOK_METHODS                                                             \
     {"fr_skip", py_fr_skip, METH_O, "fr_skip(prefixes): not the caller's files"}, \
     {"fr_comm", py_fr_comm, METH_VARARGS,                                        \
@@ -1239,7 +1873,9 @@ static PyObject *py_dump_done(PyObject *self, PyObject *arg)
     {"committed", py_committed, METH_VARARGS, "committed(step, bytes, ns, text)"}, \
     {"note", py_note, METH_VARARGS, "note(code, step, text)"},                   \
     {"dump_wait", py_dump_wait, METH_VARARGS, "dump_wait(last, timeout_ms) -> request"}, \
-    {"dump_done", py_dump_done, METH_O, "dump_done(request)"},
+    {"dump_done", py_dump_done, METH_O, "dump_done(request)"},                   \
+    {"hooks_setup", py_hooks_setup, METH_VARARGS,                                \
+     "hooks_setup(comm, end_later, failed, world_obj, world_attr, dtypes)"},
 
 #define HOOK_CONSTS                                                              \
     {"FR_P2P", FB__FR_F_P2P}, {"FR_VARIABLE", FB__FR_F_VARIABLE},                \
@@ -1379,6 +2015,8 @@ PyMODINIT_FUNC PyInit__firebreak(void)
     for (size_t i = 0; i < sizeof consts / sizeof consts[0]; i++)
         if (PyModule_AddIntConstant(m, consts[i].name, consts[i].value))
             goto fail;
+    if (hook_module_init(m))
+        goto fail;
     if (PyModule_AddStringConstant(m, "VERSION", fb_version()) ||
         PyModule_AddIntConstant(m, "DEVICE_SUPPORT", fb_ckpt_device_support()))
         goto fail;

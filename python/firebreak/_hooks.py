@@ -22,7 +22,6 @@ supervisor:
 docs/pytorch.md, "Unmodified scripts".  Nothing here may break the
 program: a hook that fails says so once on stderr and stands aside.
 """
-import _thread
 import functools
 import os
 import sys
@@ -30,6 +29,8 @@ import threading
 import time
 
 _LISTENING = (1 << 64) - 1   # dump_done: this rank answers dump requests
+
+_PENDING_MAX = 256           # async ops without a future, awaiting wait()
 
 _armed = False
 _H = None                    # the _Hooks once torch is imported (attached)
@@ -141,12 +142,11 @@ class _Hooks:
         self.base_said = False
         self.first_opt = None      # id of the optimizer whose steps count
         self.comms = {}            # id(pg) -> (pg, comm_id, ranks)
-        self.inside = set()        # threads inside a recorded call
+        self._pending = {}         # id(work) -> (work, handle): no future
+        self._work_types = set()   # Work classes whose wait() is watched
         self.rank = fb.rank()
         self.run_dir = fb.run_dir()
         self.dtypes = self._dtype_table()
-        self.world_of = torch.distributed.distributed_c10d.GroupMember \
-            if torch.distributed.is_available() else None
 
     # -- set-up ------------------------------------------------------------
 
@@ -275,25 +275,20 @@ class _Hooks:
         self.comms[id(group)] = hit
         return hit
 
-    def _record(self, op, group, tensor, count, out_count, peer=-1, flags=0):
-        # The hot path: one dict lookup for the group (GroupMember.WORLD is
-        # the default group in 1.13 and 2.x alike), one for the dtype.
-        if group is None:
-            group = self.world_of.WORLD
-        hit = self.comms.get(id(group))
-        if hit is None or hit[0] is not group:
-            hit = self._comm(group)
-        if peer is None:
-            peer = -1
-        elif peer >= 0:
-            peer = hit[3].get(peer, -1)
-        if tensor is None:
-            dt, eb = -1, 0
-        else:
-            dt, eb = self.dtypes.get(tensor.dtype), 0
-            if dt is None:
-                dt, eb = -1, tensor.element_size()
-        return self.fb.fr_begin(hit[1], op, dt, eb, count, out_count, peer, flags)
+    def _group_of(self, group):
+        """For the C side (Recorded): a group seen the first time."""
+        hit = self._comm(group)
+        return hit[1], max(len(hit[2]), 1), hit[3]
+
+    def _world(self):
+        """Where the default group is read, per call, by the C side:
+        torch 2.x keeps it in _world._default_pg (GroupMember.WORLD is a
+        property over it), 1.13 in GroupMember.WORLD."""
+        c10d = self.torch.distributed.distributed_c10d
+        w = getattr(c10d, "_world", None)
+        if w is not None and "_default_pg" in getattr(w, "__dict__", {}):
+            return w, "_default_pg"
+        return c10d.GroupMember, "WORLD"
 
     def _hook_distributed(self):
         dist = self.torch.distributed
@@ -301,109 +296,127 @@ class _Hooks:
             return
         c10d = dist.distributed_c10d
         fb = self.fb
-        n = lambda t: t.numel() if t is not None else 0          # noqa: E731
-        total = lambda ts: sum(t.numel() for t in ts) if ts else 0  # noqa: E731
-        # name: (op, flags, what(args) -> (group, tensor, count, out, peer))
+        world_obj, world_attr = self._world()
+        fb.hooks_setup(self._group_of, self._end_later, self._failed,
+                       world_obj, world_attr, self.dtypes)
+        N, A, F = fb.K_NONE, fb.K_ARG, fb.K_FIRST
+        NUM, SUM, LEN = fb.K_NUMEL, fb.K_SUM, fb.K_LEN
+        # name: (op, flags, params, fields): fields say where the group,
+        # the tensor, the input count, the output count and the peer come
+        # from, each (kind, index in params).
+        one = ((A, 1), (A, 0), (NUM, 0), (NUM, 0), (N, 0))        # tensor, group
+        rooted = ((A, 2), (A, 0), (NUM, 0), (NUM, 0), (A, 1))     # tensor, peer, group
+        base = ((A, 2), (A, 1), (NUM, 1), (NUM, 0), (N, 0))       # out, in, group
+        rs_base = ((A, 2), (A, 0), (NUM, 1), (NUM, 0), (N, 0))
         specs = {
-            "all_reduce": (fb.OP_ALLREDUCE, 0, ("tensor", "group"),
-                           lambda a: (a[1], a[0], n(a[0]), n(a[0]), -1)),
-            "broadcast": (fb.OP_BROADCAST, 0, ("tensor", "src", "group"),
-                          lambda a: (a[2], a[0], n(a[0]), n(a[0]), a[1])),
-            "reduce": (fb.OP_REDUCE, 0, ("tensor", "dst", "group"),
-                       lambda a: (a[2], a[0], n(a[0]), n(a[0]), a[1])),
+            "all_reduce": (fb.OP_ALLREDUCE, 0, ("tensor", "group"), one),
+            "broadcast": (fb.OP_BROADCAST, 0, ("tensor", "src", "group"), rooted),
+            "reduce": (fb.OP_REDUCE, 0, ("tensor", "dst", "group"), rooted),
             "barrier": (fb.OP_BARRIER, 0, ("group",),
-                        lambda a: (a[0], None, 0, 0, -1)),
+                        ((A, 0), (N, 0), (N, 0), (N, 0), (N, 0))),
             "all_gather": (fb.OP_ALLGATHER, 0, ("tensor_list", "tensor", "group"),
-                           lambda a: (a[2], a[1], n(a[1]), total(a[0]), -1)),
+                           ((A, 2), (A, 1), (NUM, 1), (SUM, 0), (N, 0))),
             "all_gather_into_tensor": (fb.OP_ALLGATHER, 0,
-                                       ("output_tensor", "input_tensor", "group"),
-                                       lambda a: (a[2], a[1], n(a[1]), n(a[0]), -1)),
+                                       ("output_tensor", "input_tensor", "group"), base),
             "_all_gather_base": (fb.OP_ALLGATHER, 0,
-                                 ("output_tensor", "input_tensor", "group"),
-                                 lambda a: (a[2], a[1], n(a[1]), n(a[0]), -1)),
+                                 ("output_tensor", "input_tensor", "group"), base),
             "reduce_scatter": (fb.OP_REDUCE_SCATTER, 0, ("output", "input_list", "group"),
-                               lambda a: (a[2], a[0], total(a[1]), n(a[0]), -1)),
-            "reduce_scatter_tensor": (fb.OP_REDUCE_SCATTER, 0, ("output", "input", "group"),
-                                      lambda a: (a[2], a[0], n(a[1]), n(a[0]), -1)),
-            "_reduce_scatter_base": (fb.OP_REDUCE_SCATTER, 0, ("output", "input", "group"),
-                                     lambda a: (a[2], a[0], n(a[1]), n(a[0]), -1)),
+                               ((A, 2), (A, 0), (SUM, 1), (NUM, 0), (N, 0))),
+            "reduce_scatter_tensor": (fb.OP_REDUCE_SCATTER, 0,
+                                      ("output", "input", "group"), rs_base),
+            "_reduce_scatter_base": (fb.OP_REDUCE_SCATTER, 0,
+                                     ("output", "input", "group"), rs_base),
             "all_to_all": (fb.OP_ALLTOALL, fb.FR_VARIABLE,
                            ("output_tensor_list", "input_tensor_list", "group"),
-                           lambda a: (a[2], a[1][0] if a[1] else None, total(a[1]),
-                                      total(a[0]), -1)),
+                           ((A, 2), (F, 1), (SUM, 1), (SUM, 0), (N, 0))),
             "all_to_all_single": (fb.OP_ALLTOALL, fb.FR_VARIABLE,
-                                  ("output", "input", "group"),
-                                  lambda a: (a[2], a[1], n(a[1]), n(a[0]), -1)),
-            "gather": (fb.OP_GATHER, fb.FR_VARIABLE, ("tensor", "gather_list", "dst", "group"),
-                       lambda a: (a[3], a[0], n(a[0]), total(a[1]), a[2])),
-            "scatter": (fb.OP_SCATTER, fb.FR_VARIABLE, ("tensor", "scatter_list", "src", "group"),
-                        lambda a: (a[3], a[0], total(a[1]), n(a[0]), a[2])),
-            "send": (fb.OP_SEND, fb.FR_P2P, ("tensor", "dst", "group"),
-                     lambda a: (a[2], a[0], n(a[0]), n(a[0]), a[1])),
-            "isend": (fb.OP_SEND, fb.FR_P2P, ("tensor", "dst", "group"),
-                      lambda a: (a[2], a[0], n(a[0]), n(a[0]), a[1])),
-            "recv": (fb.OP_RECV, fb.FR_P2P, ("tensor", "src", "group"),
-                     lambda a: (a[2], a[0], n(a[0]), n(a[0]), a[1])),
-            "irecv": (fb.OP_RECV, fb.FR_P2P, ("tensor", "src", "group"),
-                      lambda a: (a[2], a[0], n(a[0]), n(a[0]), a[1])),
+                                  ("output", "input", "group"), base),
+            "gather": (fb.OP_GATHER, fb.FR_VARIABLE,
+                       ("tensor", "gather_list", "dst", "group"),
+                       ((A, 3), (A, 0), (NUM, 0), (SUM, 1), (A, 2))),
+            "scatter": (fb.OP_SCATTER, fb.FR_VARIABLE,
+                        ("tensor", "scatter_list", "src", "group"),
+                        ((A, 3), (A, 0), (SUM, 1), (NUM, 0), (A, 2))),
+            "send": (fb.OP_SEND, fb.FR_P2P, ("tensor", "dst", "group"), rooted),
+            "isend": (fb.OP_SEND, fb.FR_P2P, ("tensor", "dst", "group"), rooted),
+            "recv": (fb.OP_RECV, fb.FR_P2P, ("tensor", "src", "group"), rooted),
+            "irecv": (fb.OP_RECV, fb.FR_P2P, ("tensor", "src", "group"), rooted),
             # Called by DDP: its parameter and buffer broadcasts, its check
             # that every rank has the same parameters.
             "_broadcast_coalesced": (fb.OP_BROADCAST, 0,
                                      ("process_group", "tensors", "src"),
-                                     lambda a: (a[0], a[1][0] if a[1] else None,
-                                                total(a[1]), total(a[1]), a[2])),
+                                     ((A, 0), (F, 1), (SUM, 1), (SUM, 1), (A, 2))),
             "_verify_params_across_processes": (
                 fb.OP_ALLGATHER, 0, ("process_group", "tensors"),
-                lambda a: (a[0], None, len(a[1]),
-                           len(a[1]) * len(self._comm(a[0])[2]), -1)),
+                ((A, 0), (N, 0), (LEN, 1), (fb.K_LEN_GROUP, 1), (N, 0))),
         }
-        for name, (op, flags, params, what) in specs.items():
+        for name, (op, flags, params, fields) in specs.items():
             for mod in (dist, c10d):
                 orig = getattr(mod, name, None)
                 if orig is None or getattr(orig, "_firebreak", False):
                     continue
-                w = self._wrap(orig, op, flags, params, what)
+                w = self._wrap(orig, op, flags, params, fields)
                 setattr(mod, name, w)
                 if mod is dist and getattr(c10d, name, None) is orig:
                     setattr(c10d, name, w)
 
-    def _wrap(self, orig, op, flags, params, what):
-        extract = _extractor(orig, params)
-        hooks, fb = self, self.fb
-        fr_end, inside = fb.fr_end, self.inside
-        get_ident = _thread.get_ident
-
-        @functools.wraps(orig)
-        def recorded(*args, **kwargs):
-            tid = get_ident()
-            if tid in inside:
-                return orig(*args, **kwargs)   # a call torch makes inside one we record
-            h = 0
-            try:
-                g, t, cnt, out, peer = what(extract(args, kwargs))
-                h = hooks._record(op, g, t, cnt, out, peer, flags)
-            except Exception as e:            # never the program's problem
-                hooks._failed("recording %s" % orig.__name__, e)
-            inside.add(tid)
-            try:
-                ret = orig(*args, **kwargs)
-            finally:
-                inside.discard(tid)
-            if h:
-                if ret is None or not hasattr(ret, "get_future"):
-                    fr_end(h)
-                else:                          # async_op: a Work
-                    hooks._end_later(ret, h)
-            return ret
-        recorded._firebreak = True
-        return recorded
+    def _wrap(self, orig, op, flags, params, fields):
+        """A firebreak._firebreak.Recorded over orig: the per-call path is
+        C (_firebreak.c, "recorded torch.distributed calls"); it looks
+        like orig to introspection (functools.update_wrapper)."""
+        w = self.fb.Recorded(orig, op, flags, _params(orig, params), fields,
+                             "recording %s" % getattr(orig, "__name__", "?"))
+        try:
+            functools.update_wrapper(w, orig)
+        except Exception:
+            w.__wrapped__ = orig
+        w._firebreak = True
+        return w
 
     def _end_later(self, work, h):
-        """An async op: completed when its future is."""
+        """An async op (async_op=True, isend, irecv): completed when its
+        Work's future is; a Work without one (gloo's send and recv, any
+        op of an older backend) when its wait() returns."""
+        if not hasattr(work, "get_future"):
+            self.fb.fr_end(h)          # not a Work: done when returned
+            return
         try:
-            work.get_future().then(lambda fut: self.fb.fr_end(h))
+            fut = work.get_future()
         except Exception:
-            pass  # no future (an old backend): it stays "started"
+            fut = None
+        if fut is not None:
+            fut.then(lambda _: self.fb.fr_end(h))
+            return
+        self._watch_wait(type(work))
+        if len(self._pending) >= _PENDING_MAX:
+            # Never waited on: give up the oldest (it stays "started")
+            # rather than keep its tensors alive.
+            self._pending.pop(next(iter(self._pending)))
+        self._pending[id(work)] = (work, h)
+
+    def _watch_wait(self, cls):
+        """Wrap the wait() of a Work class, once: the Work objects torch
+        returns take no attributes of their own.  (gloo's send and recv
+        Work says it is completed only once waited on, so wait() is where
+        their end is seen.)"""
+        if cls in self._work_types:
+            return
+        self._work_types.add(cls)
+        pending, fr_end = self._pending, self.fb.fr_end
+        wait = cls.wait
+
+        @functools.wraps(wait)
+        def waited(work, *a, **k):
+            ret = wait(work, *a, **k)
+            if pending and ret is not False:      # False: timed out
+                p = pending.pop(id(work), None)   # a key held: the same Work
+                if p is not None:
+                    fr_end(p[1])
+            return ret
+        try:
+            cls.wait = waited
+        except (AttributeError, TypeError) as e:
+            self._failed("watching %s.wait" % cls.__name__, e)
 
     _said = set()
 
@@ -636,31 +649,24 @@ class _Hooks:
         os.replace(tmp, path)
 
 
-def _extractor(fn, params):
-    """A function (args, kwargs) -> the values of `params` in a call of
-    fn, defaults filled in: generated once per function from its
-    signature, so a call costs a few indexings."""
+def _params(fn, params):
+    """Where each of `params` is in a call of fn: (position or -1,
+    keyword, default), from its signature (a builtin without one: in the
+    order given)."""
     import inspect
     try:
         sig = inspect.signature(fn)
-        names = list(sig.parameters)
-        defaults = {k: p.default for k, p in sig.parameters.items()
-                    if p.default is not inspect.Parameter.empty}
-    except (TypeError, ValueError):   # a builtin without a signature
-        names, defaults = list(params), {}
-    d = {p: defaults.get(p) for p in params}
-    lines = ["def extract(args, kwargs):", "    n = len(args)"]
-    for k, p in enumerate(params):
-        i = names.index(p) if p in names else -1
-        if i >= 0:
-            lines.append("    v%d = args[%d] if n > %d else kwargs.get(%r, D[%r])"
-                         % (k, i, i, p, p))
-        else:
-            lines.append("    v%d = kwargs.get(%r, D[%r])" % (k, p, p))
-    lines.append("    return (%s,)" % ", ".join("v%d" % k for k in range(len(params))))
-    ns = {"D": d}
-    exec("\n".join(lines), ns)
-    return ns["extract"]
+    except (TypeError, ValueError):
+        return tuple((i, p, None) for i, p in enumerate(params))
+    pos, out = {}, []
+    for i, (k, p) in enumerate(sig.parameters.items()):
+        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
+            pos[k] = i
+    for p in params:
+        q = sig.parameters.get(p)
+        d = None if q is None or q.default is inspect.Parameter.empty else q.default
+        out.append((pos.get(p, -1), p, d))
+    return tuple(out)
 
 
 def _path_of(f):

@@ -8,7 +8,6 @@ fb__seg_report) and src/fr/ring.h (fb__fr_event); the identity fields
 read first (magic, version, entry size, rank, job id) check that they
 still do.
 """
-import mmap
 import os
 import struct
 import sys
@@ -17,6 +16,10 @@ import time
 
 import firebreak
 from firebreak import _firebreak as fb
+
+sys.dont_write_bytecode = True           # no __pycache__ in the source tree
+sys.path.insert(0, sys.argv[1])          # tests/python: fbtest
+from fbtest import own_segment           # noqa: E402
 
 fails = []
 
@@ -96,14 +99,7 @@ check(time.monotonic() - t0 >= 0.04, "dump_wait returned before its timeout")
 fb.dump_done(5)
 
 # ---- the segment, as a reader sees it
-name = "/dev/shm/fb.%s.%s.%s" % (os.environ["FIREBREAK_JOB_ID"],
-                                 os.environ["FIREBREAK_ATTEMPT"],
-                                 os.environ["FIREBREAK_RANK"])
-with open(name, "rb") as f:
-    seg = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ)
-u32 = lambda o: struct.unpack_from("<I", seg, o)[0]   # noqa: E731
-u64 = lambda o: struct.unpack_from("<Q", seg, o)[0]   # noqa: E731
-assert u64(0) == 0x31474553424546, "magic"
+seg, u32, u64 = own_segment()
 assert (u32(8), u32(12)) == (1, 3), "version %d.%d" % (u32(8), u32(12))
 assert u32(36) == 128 and struct.unpack_from("<i", seg, 56)[0] == 0, "layout"
 assert seg[96:96 + 64].rstrip(b"\0").decode() == os.environ["FIREBREAK_JOB_ID"]

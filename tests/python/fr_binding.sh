@@ -7,7 +7,7 @@ SRC=$2
 PY=$3
 "$PY" -c 'import firebreak' 2>/dev/null || { echo "SKIP: $PY lacks firebreak"; exit 77; }
 cp "$SRC/tests/python/fr_binding.py" "$T/fr_binding_$TAG.py"
-"$FB" run --nproc-per-node 1 --max-restarts 0 -- "$PY" "$T/fr_binding_$TAG.py" \
+"$FB" run --nproc-per-node 1 --max-restarts 0 -- "$PY" "$T/fr_binding_$TAG.py" "$SRC/tests/python" \
     >out.txt 2>err.txt || fail "fr_binding.py failed: $(cat "$(run_dir)"/logs/rank-0.log | tail -20)"
 grep -q "fr_binding: 5 events, 3 reports checked; 0 failures" "$(run_dir)/logs/rank-0.log" \
     || fail "no summary line: $(tail -5 "$(run_dir)/logs/rank-0.log")"

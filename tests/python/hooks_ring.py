@@ -1,0 +1,151 @@
+"""hooks_ring.py -- the Python hooks' recording path (the C Recorded
+wrappers of firebreak/_hooks.py: _firebreak.c, "recorded
+torch.distributed calls"), checked against the events they leave in this
+rank's own ring.  An unmodified script: firebreak appears only to read
+the ring.  Run as each of 2 ranks of `firebreak run` (hooks_ring.sh).
+
+Checked per call: op, group, input and output counts, dtype, peer, state
+and the call site (this file:line), for positional and keyword
+arguments, the default and a second group; async ops completed through
+their future, and those without one (gloo's isend/irecv) through
+wait(); a call made inside a recorded one not recorded; an
+argument the hooks cannot read leaves the program's own error intact.
+Offsets mirror src/lib/segment.h and src/fr/ring.h (fr_binding.py checks
+the layout's identity fields).
+"""
+import os
+import pickle
+import struct
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+
+sys.dont_write_bytecode = True           # no __pycache__ in the source tree
+sys.path.insert(0, sys.argv[1])          # tests/python: fbtest
+from fbtest import check                 # noqa: E402
+import fbtest                            # noqa: E402
+
+
+def line():
+    return sys._getframe(1).f_lineno
+
+
+dist.init_process_group("gloo")
+me, peer = dist.get_rank(), 1 - dist.get_rank()
+from firebreak import _firebreak as fb  # noqa: E402  (the hooks' own copy)
+check(getattr(dist.all_reduce, "_firebreak", False), "dist.all_reduce is not hooked")
+check(dist.all_reduce.__name__ == "all_reduce" and
+      dist.all_reduce.__wrapped__.__name__ == "all_reduce", "functools metadata")
+check(pickle.loads(pickle.dumps(dist.all_reduce)) is dist.all_reduce,
+      "dist.all_reduce does not pickle by name")
+
+seg, u32, u64 = fbtest.own_segment()
+fr_off, cap = u64(40), u32(48)
+comm_slots = cap // 64 if cap >= 64 else (1 if cap >= 2 else 0)
+ring, ring_slots = fr_off + comm_slots * 128, cap - comm_slots
+head = lambda: u64(344)                              # noqa: E731
+me_file = os.path.basename(__file__)[-20:]
+F32, I64, OTHER = fb.DTYPE_F32, fb.DTYPE_I64, 1 << 3
+
+
+def event(seq):
+    o = ring + ((seq - 1) % ring_slots) * 128
+    v = struct.unpack_from("<9Q4i2IH2B2I", seg, o)
+    sfile = seg[o + 108:o + 128].rstrip(b"\0").decode()
+    return dict(seq=v[0], comm=v[1], count=v[3], out=v[4], end=v[5], peer=v[9],
+                csize=v[11], op=v[15], dtype=v[16], state=v[17], flags=v[18],
+                site=(sfile, v[19]))
+
+
+def expect(h0, what, **want):
+    """The events since h0: exactly one, with the fields in want."""
+    n = head() - h0
+    check(n == 1, "%s: %d events, want 1" % (what, n))
+    if n < 1:
+        return None
+    e = event(h0 + 1)
+    got = {k: e[k] for k in want}
+    check(got == want, "%s: %r, want %r" % (what, got, want))
+    return e
+
+
+def settle(h, what):
+    """An async event completes soon after its wait (a future's callback)."""
+    t0 = time.monotonic()
+    while event(h)["state"] != 2 and time.monotonic() - t0 < 5:
+        time.sleep(0.01)
+    check(event(h)["state"] == 2, "%s: state %d, want 2 (completed)" % (what, event(h)["state"]))
+
+
+t = torch.ones(2)
+t64 = torch.ones(3, dtype=torch.int64)
+g = dist.new_group([0, 1])
+
+h0 = head(); dist.all_reduce(t); l = line()                  # noqa: E702
+e1 = expect(h0, "all_reduce", op=fb.OP_ALLREDUCE, count=2, out=2, dtype=F32, peer=-1,
+            csize=2, state=2, site=(me_file, l))
+h0 = head(); dist.all_reduce(group=g, tensor=t64); l = line()  # noqa: E702
+e2 = expect(h0, "all_reduce(group=, tensor=)", op=fb.OP_ALLREDUCE, count=3, out=3,
+            dtype=I64, state=2, site=(me_file, l))
+if e1 and e2:
+    check(e1["comm"] != e2["comm"], "the default group and new_group share comm %#x" % e1["comm"])
+h0 = head(); dist.broadcast(t, 1); l = line()                # noqa: E702
+expect(h0, "broadcast", op=fb.OP_BROADCAST, count=2, peer=1, state=2, site=(me_file, l))
+h0 = head(); dist.barrier(); l = line()                      # noqa: E702
+expect(h0, "barrier", op=fb.OP_BARRIER, count=0, out=0, flags=OTHER, state=2,
+       site=(me_file, l))
+outs = [torch.zeros(2), torch.zeros(2)]
+h0 = head(); dist.all_gather(outs, t); l = line()            # noqa: E702
+expect(h0, "all_gather", op=fb.OP_ALLGATHER, count=2, out=4, dtype=F32, state=2,
+       site=(me_file, l))
+
+# async_op=True: a Work with a future
+h0 = head(); w = dist.all_reduce(t, async_op=True); l = line()  # noqa: E702
+expect(h0, "all_reduce(async_op=True)", op=fb.OP_ALLREDUCE, count=2, site=(me_file, l))
+w.wait()
+settle(h0 + 1, "all_reduce(async_op=True) after wait")
+
+# isend / irecv: gloo's Work has no future; completed by wait()
+buf = torch.zeros(2)
+h0 = head()
+w = dist.isend(t, peer) if me == 0 else dist.irecv(buf, peer)
+l = line() - 1
+expect(h0, "isend/irecv", op=fb.OP_SEND if me == 0 else fb.OP_RECV, peer=peer, count=2,
+       flags=1, site=(me_file, l))
+w.wait()
+settle(h0 + 1, "isend/irecv after wait()")
+# A call made inside a recorded one is not recorded (torch calling its own
+# wrapped functions).
+def outer(tensor, group=None):
+    dist.all_reduce(tensor)
+
+
+wrapped = fb.Recorded(outer, fb.OP_REDUCE, 0, ((0, "tensor", None), (1, "group", None)),
+                      ((fb.K_ARG, 1), (fb.K_ARG, 0), (fb.K_NUMEL, 0), (fb.K_NUMEL, 0),
+                       (fb.K_NONE, 0)), "recording outer")
+h0 = head(); wrapped(t); l = line()                          # noqa: E702
+expect(h0, "a recorded call inside a recorded one", op=fb.OP_REDUCE, count=2, state=2,
+       site=(me_file, l))
+
+# An argument the hooks cannot read: nothing recorded, the program sees
+# torch's own error, not the hooks'.
+try:
+    dist.all_reduce.__wrapped__("not a tensor")
+    theirs = None
+except Exception as e:
+    theirs = type(e)
+h0 = head()
+try:
+    dist.all_reduce("not a tensor")
+    ours = None
+except Exception as e:
+    ours = type(e)
+check(ours is theirs and ours is not None, "a bad argument: %r, torch alone: %r" % (ours, theirs))
+check(head() == h0, "a bad argument: %d events recorded" % (head() - h0))
+
+dist.barrier()
+print("hooks_ring: rank %d checked; %d failures" % (me, fbtest.failures), flush=True)
+dist.destroy_process_group()
+sys.exit(1 if fbtest.failures else 0)
