@@ -368,49 +368,26 @@ static int write_shard(fb_ckpt *ck, const char *dir, uint64_t step,
                        int from_staging, uint64_t *bytes_out, char *why,
                        size_t why_size)
 {
-    char sdir[PATH_MAX], tmp[PATH_MAX], final[PATH_MAX];
+    fb__shard_out out;
     fb__jsonw hdr = {0};
-    int fd = -1, rc;
-    if (fb__ckpt_step_path(sdir, sizeof sdir, dir, step) ||
-        fb__fmt(tmp, sizeof tmp, "%s/.rank-%05d.%d.tmp", sdir, ck->rank,
-                (int)getpid()) ||
-        fb__ckpt_shard_path(final, sizeof final, dir, step, ck->rank)) {
-        fb__ckpt_say(why, why_size, "checkpoint path too long under %s", dir);
-        return -ENAMETOOLONG;
-    }
+    int rc;
     (void)fb__ckpt_clean_tmp(dir, step, ck->rank, (int)getpid());
-    if (mkdir(sdir, 0755) && errno != EEXIST) {
-        rc = -errno;
-        fb__ckpt_say(why, why_size, "mkdir %s: %s", sdir, strerror(-rc));
-        return rc;
-    }
-    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) {
-        rc = -errno;
-        fb__ckpt_say(why, why_size, "create %s: %s", tmp, strerror(-rc));
-        return rc;
-    }
     /* Header length first (hashes are fixed-width), data, then header. */
     for (size_t i = 0; i < ck->n; i++)
         ck->t[i].hash = 0;
     if ((rc = build_header(ck, step, &hdr))) {
         fb__ckpt_say(why, why_size, "building the header: %s", fb_strerror(rc));
-        goto fail;
+        return rc;
     }
     uint64_t data_off = 8 + hdr.len, off = data_off, file_bytes = data_off;
     fb__jsonw_free(&hdr);
     for (size_t i = 0; i < ck->n; i++)
         file_bytes += ck->t[i].bytes;
-    /* Reserve the blocks up front: a full disk fails here, before any data
-     * is written, and the writes then land in allocated extents.  (Not
-     * posix_fallocate: glibc emulates it by writing, where unsupported.) */
-    if (fallocate(fd, 0, 0, (off_t)file_bytes) && (rc = -errno) != -EOPNOTSUPP &&
-        rc != -ENOSYS) {
-        fb__ckpt_say(why, why_size, "allocate %llu bytes for %s: %s",
-                     (unsigned long long)file_bytes, tmp, strerror(-rc));
-        goto fail;
-    }
-    rc = 0;
+    if ((rc = fb__shard_out_begin(&out, dir, step, ck->rank, file_bytes, why,
+                                  why_size)))
+        return rc;
+    int fd = out.fd;
+    const char *tmp = out.tmp;
     if ((rc = injected_write_error(step))) {
         fb__ckpt_say(why, why_size, "write %s: %s (injected by FIREBREAK_CKPT_FAIL)",
                  tmp, strerror(-rc));
@@ -480,40 +457,17 @@ static int write_shard(fb_ckpt *ck, const char *dir, uint64_t step,
         fb__ckpt_say(why, why_size, "write %s: %s", tmp, strerror(-rc));
         goto fail;
     }
-    if (fsync(fd)) {
-        rc = -errno;
-        fb__ckpt_say(why, why_size, "fsync %s: %s", tmp, strerror(-rc));
-        goto fail;
-    }
-    if (close(fd)) {
-        fd = -1;
-        rc = -errno;
-        fb__ckpt_say(why, why_size, "close %s: %s", tmp, strerror(-rc));
-        goto fail;
-    }
-    fd = -1;
-    crash_hook("before_rename", step);
-    if (rename(tmp, final)) {
-        rc = -errno;
-        fb__ckpt_say(why, why_size, "rename %s: %s", tmp, strerror(-rc));
-        goto fail;
-    }
-    if ((rc = fb__fsync_dir(sdir))) {
-        /* The shard is in place but maybe not durable: report, keep it. */
-        fb__ckpt_say(why, why_size, "fsync %s: %s", sdir, strerror(-rc));
-        fb__jsonw_free(&hdr);
+    fb__jsonw_free(&hdr);
+    /* fsync, rename, fsync of the directory; on a failed directory fsync
+     * the shard is in place but maybe not durable: reported, kept. */
+    if ((rc = fb__shard_out_commit(&out, step, crash_hook, why, why_size)))
         return rc;
-    }
     crash_hook("after_rename", step);
     *bytes_out = off;
-    fb__jsonw_free(&hdr);
     return 0;
 fail:
     fb__jsonw_free(&hdr);
-    if (fd >= 0)
-        close(fd);
-    unlink(tmp);
-    rmdir(sdir); /* only when empty: other ranks' shards stay */
+    fb__shard_out_abort(&out);
     return rc;
 }
 

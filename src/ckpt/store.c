@@ -297,6 +297,79 @@ void fb__ckpt_write_behind(int fd, fb__write_behind *wb, uint64_t end)
 #endif
 }
 
+int fb__shard_out_begin(fb__shard_out *o, const char *dir, uint64_t step,
+                        int rank, uint64_t bytes, char *why, size_t why_size)
+{
+    int rc;
+    o->fd = -1;
+    if (fb__ckpt_step_path(o->sdir, sizeof o->sdir, dir, step) ||
+        fb__fmt(o->tmp, sizeof o->tmp, "%s/.rank-%05d.%d.tmp", o->sdir, rank,
+                (int)getpid()) ||
+        fb__ckpt_shard_path(o->final, sizeof o->final, dir, step, rank)) {
+        fb__ckpt_say(why, why_size, "checkpoint path too long under %s", dir);
+        return -ENAMETOOLONG;
+    }
+    if (mkdir(o->sdir, 0755) && errno != EEXIST) {
+        rc = -errno;
+        fb__ckpt_say(why, why_size, "mkdir %s: %s", o->sdir, strerror(-rc));
+        return rc;
+    }
+    o->fd = open(o->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (o->fd < 0) {
+        rc = -errno;
+        fb__ckpt_say(why, why_size, "create %s: %s", o->tmp, strerror(-rc));
+        rmdir(o->sdir); /* only when empty: other ranks' shards stay */
+        return rc;
+    }
+    if (fallocate(o->fd, 0, 0, (off_t)bytes) && (rc = -errno) != -EOPNOTSUPP &&
+        rc != -ENOSYS) {
+        fb__ckpt_say(why, why_size, "allocate %llu bytes for %s: %s",
+                     (unsigned long long)bytes, o->tmp, strerror(-rc));
+        fb__shard_out_abort(o);
+        return rc;
+    }
+    return 0;
+}
+
+int fb__shard_out_commit(fb__shard_out *o, uint64_t step, fb__ckpt_hook hook,
+                         char *why, size_t why_size)
+{
+    int rc;
+    if (fsync(o->fd)) {
+        rc = -errno;
+        fb__ckpt_say(why, why_size, "fsync %s: %s", o->tmp, strerror(-rc));
+        fb__shard_out_abort(o);
+        return rc;
+    }
+    rc = close(o->fd) ? -errno : 0;
+    o->fd = -1;
+    if (rc) {
+        fb__ckpt_say(why, why_size, "close %s: %s", o->tmp, strerror(-rc));
+        fb__shard_out_abort(o);
+        return rc;
+    }
+    if (hook)
+        hook("before_rename", step);
+    if (rename(o->tmp, o->final)) {
+        rc = -errno;
+        fb__ckpt_say(why, why_size, "rename %s: %s", o->tmp, strerror(-rc));
+        fb__shard_out_abort(o);
+        return rc;
+    }
+    if ((rc = fb__fsync_dir(o->sdir)))
+        fb__ckpt_say(why, why_size, "fsync %s: %s", o->sdir, strerror(-rc));
+    return rc;
+}
+
+void fb__shard_out_abort(fb__shard_out *o)
+{
+    if (o->fd >= 0)
+        close(o->fd);
+    o->fd = -1;
+    unlink(o->tmp);
+    rmdir(o->sdir); /* only when empty: other ranks' shards stay */
+}
+
 #define DIO_ALIGN ((uint64_t)4096)
 #define DIO_BATCH ((size_t)8 << 20)
 
