@@ -262,6 +262,10 @@ int fb_ckpt_restore(fb_ckpt *ck, uint64_t *step_out)
         return -EINVAL;
     if (fb__ckpt_busy(ck))
         return FB_ESTATE;
+    /* A program restores once, after registering and before its first
+     * save: make the write-protect plan now, not in that save's stall. */
+    if (ck->wp.fd >= 0)
+        (void)fb__wp_plan(ck);
     if (ck->tier.mem_dir[0]) /* memory first, then storage (tier.c) */
         return fb__tier_restore(ck, step_out);
     fb_phase before = fb__ckpt_phase();
