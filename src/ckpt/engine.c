@@ -26,7 +26,9 @@
  * during_delete; SIGKILL there), inject write errors with
  * FIREBREAK_CKPT_FAIL=ENOSPC|EIO|EACCES|EDQUOT[@STEP], and slow the writer
  * with FIREBREAK_CKPT_WRITE_DELAY_MS and, before it copies write-protected
- * tensors, FIREBREAK_CKPT_DRAIN_DELAY_MS.  A release build has none of them.
+ * tensors, FIREBREAK_CKPT_DRAIN_DELAY_MS; FIREBREAK_CKPT_HASH_GATHER=0
+ * hashes on a second thread instead of while gathering (the bench's
+ * "before").  A release build has none of them.
  */
 #include "ckpt/engine.h"
 
@@ -170,6 +172,15 @@ static int injected_write_error(uint64_t step)
     return 0;
 }
 
+/* FIREBREAK_CKPT_HASH_GATHER=0: hash on a second thread reading the
+ * tensors again, not while gathering them for O_DIRECT (bench_ckpt's
+ * "before"). */
+static int hash_while_gathering(void)
+{
+    const char *v = fb__getenv("FIREBREAK_CKPT_HASH_GATHER");
+    return !v || strcmp(v, "0");
+}
+
 /* FIREBREAK_CKPT_WRITE_DELAY_MS / _DRAIN_DELAY_MS=N: the writer sleeps N ms
  * (at most 60 s) before writing the shard / copying protected tensors. */
 static void test_delay(const char *var)
@@ -190,6 +201,11 @@ static int injected_write_error(uint64_t step)
 {
     (void)step;
     return 0;
+}
+
+static int hash_while_gathering(void)
+{
+    return 1;
 }
 
 static void test_delay(const char *var)
@@ -393,26 +409,31 @@ static int write_shard(fb_ckpt *ck, const char *dir, uint64_t step,
                  tmp, strerror(-rc));
         goto fail;
     }
-    /* Hash on a second thread while this one writes: the shard is then
-     * limited by the slower of the two, not their sum. */
+    /* With O_DIRECT where the file takes it, hashing as it gathers
+     * (store.h); else the loop below, hashing on a second thread while
+     * this one writes (the shard is then limited by the slower of the
+     * two, not their sum). */
     hash_job hj = {.ck = ck, .from_staging = from_staging};
-    int hashing = pthread_create(&hj.tid, NULL, hash_all, &hj) == 0;
-    /* Data in batches of up to CHUNK_BYTES and IOV_BATCH pieces: one
-     * pwritev each, so many small tensors cost few system calls. */
-    struct iovec iov[IOV_BATCH];
+    int hashing = 0; /* 1: on a thread; -1: here, after writing */
     size_t i = 0, done = 0;
-    fb__write_behind wb = {data_off, data_off}; /* store.h */
-    /* With O_DIRECT where the file takes it (store.h), else the loop. */
-    rc = fb__ckpt_write_direct(tmp, fd, ck, from_staging, data_off,
+    if (!hash_while_gathering())
+        hashing = pthread_create(&hj.tid, NULL, hash_all, &hj) == 0 ? 1 : -1;
+    rc = fb__ckpt_write_direct(tmp, fd, ck, from_staging, !hashing, data_off,
                                file_bytes - data_off);
     if (rc == 1) {
         rc = 0;
+        if (!hashing)
+            hashing = pthread_create(&hj.tid, NULL, hash_all, &hj) == 0 ? 1 : -1;
     } else if (rc) {
         fb__ckpt_say(why, why_size, "write %s: %s", tmp, strerror(-rc));
     } else {
-        i = ck->n; /* all written */
+        i = ck->n; /* all written, all hashed */
         off = file_bytes;
     }
+    /* Data in batches of up to CHUNK_BYTES and IOV_BATCH pieces: one
+     * pwritev each, so many small tensors cost few system calls. */
+    struct iovec iov[IOV_BATCH];
+    fb__write_behind wb = {data_off, data_off}; /* store.h */
     while (i < ck->n && !rc) {
         int np = 0;
         size_t total = 0;
@@ -439,9 +460,9 @@ static int write_shard(fb_ckpt *ck, const char *dir, uint64_t step,
         if (!rc)
             fb__ckpt_write_behind(fd, &wb, off);
     }
-    if (hashing)
+    if (hashing > 0)
         pthread_join(hj.tid, NULL);
-    else
+    else if (hashing < 0)
         hash_all(&hj);
     if (rc)
         goto fail;

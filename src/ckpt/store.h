@@ -78,11 +78,14 @@ void fb__ckpt_write_behind(int fd, fb__write_behind *wb, uint64_t end);
  * file open as fd (written with plain writes), with O_DIRECT through a
  * second descriptor of path: the bytes go from memory to the disk without
  * a copy in the page cache (and without its writeback, which costs the
- * CPU most of a buffered write on a busy machine).  Each 8 MiB of the
- * file is gathered from the tensors (source: fb__ckpt_source) into an
- * aligned buffer and written; the partial 4 KiB blocks at the two ends go
- * through fd.  Returns 0 when written, 1 when this file cannot take direct
- * I/O (nothing to undo: write it the plain way), or -errno.
+ * CPU most of a buffered write on a busy machine).  A second thread
+ * gathers each 8 MiB of the section from the tensors (source:
+ * fb__ckpt_source) into one of two aligned buffers, hashing every piece
+ * as it copies it, while this one writes the other buffer; the partial
+ * 4 KiB blocks at the two ends go through fd.  Returns 0 when written,
+ * with every tensor's `hash` set (when `hash`; else the caller hashes); 1
+ * when this file cannot take direct I/O (nothing to undo: write it, and
+ * hash, the plain way); or -errno.
  */
 struct fb_ckpt;
 /* pwritev / pwrite until everything is written (modifies iov): 0, or
@@ -90,8 +93,9 @@ struct fb_ckpt;
 struct iovec;
 int fb__ckpt_pwritev_all(int fd, struct iovec *iov, int cnt, uint64_t off);
 int fb__ckpt_pwrite_all(int fd, const void *buf, size_t n, uint64_t off);
-int fb__ckpt_write_direct(const char *path, int fd, const struct fb_ckpt *ck,
-                          int from_staging, uint64_t data_off, uint64_t bytes);
+int fb__ckpt_write_direct(const char *path, int fd, struct fb_ckpt *ck,
+                          int from_staging, int hash, uint64_t data_off,
+                          uint64_t bytes);
 
 /* Called between the steps of a deletion or a shard's commit (tests
  * crash there). */
