@@ -14,7 +14,7 @@
  *            (and, printed beside it, the same written the old way:
  *            buffered, no write-behind)
  *   restore  verified parallel read vs fio sequential read, both after
- *            POSIX_FADV_DONTNEED (fio: invalidate=1)                  >= 0.9x
+ *            POSIX_FADV_DONTNEED (fio: invalidate=1)                 >= 0.95x
  *   torch    torch.save of the same tensors vs our stall (write-protect
  *            snapshot, the reading step)                              >= 20x
  *   hash     XXH3-64 vs CRC32C throughput (the choice of hash)
@@ -503,16 +503,32 @@ int main(int argc, char **argv)
     unsetenv("FIREBREAK_CKPT_WRITE_BEHIND");
     unsetenv("FIREBREAK_CKPT_DIRECT");
     measured c_step = measure(ck, 1, &step_no);
+    /* The same with the hash on a second thread reading staging again
+     * (test hook), not while gathering: before/after in one run. */
+    setenv("FIREBREAK_CKPT_HASH_GATHER", "0", 1);
+    measured c_step_old = measure(ck, 1, &step_no);
+    measured c_alone_old = measure(ck, -1, &step_no);
+    unsetenv("FIREBREAK_CKPT_HASH_GATHER");
     double stall_s = c_alone.stall, persist_s = c_alone.persist, restore_s = 1e9;
     char shard[1200];
     snprintf(shard, sizeof shard, "%s/step-%010llu/rank-00000.safetensors", ckdir,
              (unsigned long long)step_no);
-    for (int r = 0; r < REPS; r++) {
+    /* Each way in turn: into place with the overwritten bytes kept aside,
+     * and the old way (test hook), into staging then one memcpy. */
+    double restore_old_s = 1e9;
+    for (int r = 0; r < 2 * REPS; r++) {
+        if (r & 1)
+            setenv("FIREBREAK_CKPT_RESTORE_STAGED", "1", 1);
         drop_cache(shard);
         uint64_t a = fb__now_ns(), step;
         if (fb_ckpt_restore(ck, &step))
             return 1;
-        restore_s = best(restore_s, (double)(fb__now_ns() - a) / 1e9);
+        double s = (double)(fb__now_ns() - a) / 1e9;
+        if (r & 1)
+            restore_old_s = best(restore_old_s, s);
+        else
+            restore_s = best(restore_s, s);
+        unsetenv("FIREBREAK_CKPT_RESTORE_STAGED");
     }
     fb_ckpt_close(ck);
 
@@ -632,6 +648,13 @@ int main(int argc, char **argv)
                "memory bandwidth shared with the step\n",
                c_step.loss > c_step.stall ? c_step.loss - c_step.stall : 0.0,
                p_step.loss > p_step.stall ? p_step.loss - p_step.stall : 0.0);
+    double int_new = c_step.loss > c_step.stall ? c_step.loss - c_step.stall : 0.0;
+    double int_old = c_step_old.loss > c_step_old.stall ? c_step_old.loss - c_step_old.stall : 0.0;
+    printf("hash while gathering (no target): copy snapshots, the reading step "
+           "slowed by %.3f s hashing each block as it is gathered vs %.3f s "
+           "hashing on a second thread (%.2fx); persist %.2f vs %.2f GB/s\n",
+           int_new, int_old, int_old > 0 ? int_new / int_old : 0.0,
+           gbps(total, c_alone.persist), gbps(total, c_alone_old.persist));
     } else {
         printf("stall:   write-protect snapshot: not available here "
                "(userfaultfd refused); torch.save compared with the copy\n");
@@ -654,12 +677,14 @@ int main(int argc, char **argv)
     if (fio_r > 0) {
         double ratio = ours_r / (fio_r / 1e9);
         printf("restore: %.2f GB/s (verified)   fio read (fadvise DONTNEED) %.2f "
-               "GB/s   ratio %.2fx   (target >= 0.9x) %s\n", ours_r, fio_r / 1e9,
-               ratio, ratio >= 0.9 ? "ok" : "MISSED");
+               "GB/s   ratio %.2fx   (target >= 0.95x) %s;  the old way (into "
+               "staging, then one memcpy) %.2f GB/s, %.2fx\n", ours_r, fio_r / 1e9,
+               ratio, ratio >= 0.95 ? "ok" : "MISSED", gbps(total, restore_old_s),
+               gbps(total, restore_old_s) / (fio_r / 1e9));
         ok &= bench_target(B, "restore, verified, cold",
                            bench_fmt(m, sizeof m, "%.2f GB/s = %.2fx", ours_r, ratio),
                            bench_fmt(b, sizeof b, "fio read, cold %.2f GB/s", fio_r / 1e9),
-                           ">= 0.9x fio", ratio >= 0.9);
+                           ">= 0.95x fio", ratio >= 0.95);
     } else {
         printf("restore: %.2f GB/s   fio: not available\n", ours_r);
     }

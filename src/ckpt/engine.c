@@ -26,7 +26,9 @@
  * during_delete; SIGKILL there), inject write errors with
  * FIREBREAK_CKPT_FAIL=ENOSPC|EIO|EACCES|EDQUOT[@STEP], and slow the writer
  * with FIREBREAK_CKPT_WRITE_DELAY_MS and, before it copies write-protected
- * tensors, FIREBREAK_CKPT_DRAIN_DELAY_MS.  A release build has none of them.
+ * tensors, FIREBREAK_CKPT_DRAIN_DELAY_MS; FIREBREAK_CKPT_HASH_GATHER=0
+ * hashes on a second thread instead of while gathering (the bench's
+ * "before").  A release build has none of them.
  */
 #include "ckpt/engine.h"
 
@@ -170,6 +172,15 @@ static int injected_write_error(uint64_t step)
     return 0;
 }
 
+/* FIREBREAK_CKPT_HASH_GATHER=0: hash on a second thread reading the
+ * tensors again, not while gathering them for O_DIRECT (bench_ckpt's
+ * "before"). */
+static int hash_while_gathering(void)
+{
+    const char *v = fb__getenv("FIREBREAK_CKPT_HASH_GATHER");
+    return !v || strcmp(v, "0");
+}
+
 /* FIREBREAK_CKPT_WRITE_DELAY_MS / _DRAIN_DELAY_MS=N: the writer sleeps N ms
  * (at most 60 s) before writing the shard / copying protected tensors. */
 static void test_delay(const char *var)
@@ -190,6 +201,11 @@ static int injected_write_error(uint64_t step)
 {
     (void)step;
     return 0;
+}
+
+static int hash_while_gathering(void)
+{
+    return 1;
 }
 
 static void test_delay(const char *var)
@@ -368,74 +384,56 @@ static int write_shard(fb_ckpt *ck, const char *dir, uint64_t step,
                        int from_staging, uint64_t *bytes_out, char *why,
                        size_t why_size)
 {
-    char sdir[PATH_MAX], tmp[PATH_MAX], final[PATH_MAX];
+    fb__shard_out out;
     fb__jsonw hdr = {0};
-    int fd = -1, rc;
-    if (fb__ckpt_step_path(sdir, sizeof sdir, dir, step) ||
-        fb__fmt(tmp, sizeof tmp, "%s/.rank-%05d.%d.tmp", sdir, ck->rank,
-                (int)getpid()) ||
-        fb__ckpt_shard_path(final, sizeof final, dir, step, ck->rank)) {
-        fb__ckpt_say(why, why_size, "checkpoint path too long under %s", dir);
-        return -ENAMETOOLONG;
-    }
+    int rc;
     (void)fb__ckpt_clean_tmp(dir, step, ck->rank, (int)getpid());
-    if (mkdir(sdir, 0755) && errno != EEXIST) {
-        rc = -errno;
-        fb__ckpt_say(why, why_size, "mkdir %s: %s", sdir, strerror(-rc));
-        return rc;
-    }
-    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) {
-        rc = -errno;
-        fb__ckpt_say(why, why_size, "create %s: %s", tmp, strerror(-rc));
-        return rc;
-    }
     /* Header length first (hashes are fixed-width), data, then header. */
     for (size_t i = 0; i < ck->n; i++)
         ck->t[i].hash = 0;
     if ((rc = build_header(ck, step, &hdr))) {
         fb__ckpt_say(why, why_size, "building the header: %s", fb_strerror(rc));
-        goto fail;
+        return rc;
     }
     uint64_t data_off = 8 + hdr.len, off = data_off, file_bytes = data_off;
     fb__jsonw_free(&hdr);
     for (size_t i = 0; i < ck->n; i++)
         file_bytes += ck->t[i].bytes;
-    /* Reserve the blocks up front: a full disk fails here, before any data
-     * is written, and the writes then land in allocated extents.  (Not
-     * posix_fallocate: glibc emulates it by writing, where unsupported.) */
-    if (fallocate(fd, 0, 0, (off_t)file_bytes) && (rc = -errno) != -EOPNOTSUPP &&
-        rc != -ENOSYS) {
-        fb__ckpt_say(why, why_size, "allocate %llu bytes for %s: %s",
-                     (unsigned long long)file_bytes, tmp, strerror(-rc));
-        goto fail;
-    }
-    rc = 0;
+    if ((rc = fb__shard_out_begin(&out, dir, step, ck->rank, file_bytes, why,
+                                  why_size)))
+        return rc;
+    int fd = out.fd;
+    const char *tmp = out.tmp;
     if ((rc = injected_write_error(step))) {
         fb__ckpt_say(why, why_size, "write %s: %s (injected by FIREBREAK_CKPT_FAIL)",
                  tmp, strerror(-rc));
         goto fail;
     }
-    /* Hash on a second thread while this one writes: the shard is then
-     * limited by the slower of the two, not their sum. */
+    /* With O_DIRECT where the file takes it, hashing as it gathers
+     * (store.h); else the loop below, hashing on a second thread while
+     * this one writes (the shard is then limited by the slower of the
+     * two, not their sum). */
     hash_job hj = {.ck = ck, .from_staging = from_staging};
-    int hashing = pthread_create(&hj.tid, NULL, hash_all, &hj) == 0;
-    /* Data in batches of up to CHUNK_BYTES and IOV_BATCH pieces: one
-     * pwritev each, so many small tensors cost few system calls. */
-    struct iovec iov[IOV_BATCH];
+    int hashing = 0; /* 1: on a thread; -1: here, after writing */
     size_t i = 0, done = 0;
-    fb__write_behind wb = {data_off, data_off}; /* store.h */
-    /* With O_DIRECT where the file takes it (store.h), else the loop. */
-    rc = fb__ckpt_write_direct(tmp, fd, ck, from_staging, data_off,
+    if (!hash_while_gathering())
+        hashing = pthread_create(&hj.tid, NULL, hash_all, &hj) == 0 ? 1 : -1;
+    rc = fb__ckpt_write_direct(tmp, fd, ck, from_staging, !hashing, data_off,
                                file_bytes - data_off);
     if (rc == 1) {
         rc = 0;
+        if (!hashing)
+            hashing = pthread_create(&hj.tid, NULL, hash_all, &hj) == 0 ? 1 : -1;
     } else if (rc) {
         fb__ckpt_say(why, why_size, "write %s: %s", tmp, strerror(-rc));
     } else {
-        i = ck->n; /* all written */
+        i = ck->n; /* all written, all hashed */
         off = file_bytes;
     }
+    /* Data in batches of up to CHUNK_BYTES and IOV_BATCH pieces: one
+     * pwritev each, so many small tensors cost few system calls. */
+    struct iovec iov[IOV_BATCH];
+    fb__write_behind wb = {data_off, data_off}; /* store.h */
     while (i < ck->n && !rc) {
         int np = 0;
         size_t total = 0;
@@ -462,9 +460,9 @@ static int write_shard(fb_ckpt *ck, const char *dir, uint64_t step,
         if (!rc)
             fb__ckpt_write_behind(fd, &wb, off);
     }
-    if (hashing)
+    if (hashing > 0)
         pthread_join(hj.tid, NULL);
-    else
+    else if (hashing < 0)
         hash_all(&hj);
     if (rc)
         goto fail;
@@ -480,40 +478,17 @@ static int write_shard(fb_ckpt *ck, const char *dir, uint64_t step,
         fb__ckpt_say(why, why_size, "write %s: %s", tmp, strerror(-rc));
         goto fail;
     }
-    if (fsync(fd)) {
-        rc = -errno;
-        fb__ckpt_say(why, why_size, "fsync %s: %s", tmp, strerror(-rc));
-        goto fail;
-    }
-    if (close(fd)) {
-        fd = -1;
-        rc = -errno;
-        fb__ckpt_say(why, why_size, "close %s: %s", tmp, strerror(-rc));
-        goto fail;
-    }
-    fd = -1;
-    crash_hook("before_rename", step);
-    if (rename(tmp, final)) {
-        rc = -errno;
-        fb__ckpt_say(why, why_size, "rename %s: %s", tmp, strerror(-rc));
-        goto fail;
-    }
-    if ((rc = fb__fsync_dir(sdir))) {
-        /* The shard is in place but maybe not durable: report, keep it. */
-        fb__ckpt_say(why, why_size, "fsync %s: %s", sdir, strerror(-rc));
-        fb__jsonw_free(&hdr);
+    fb__jsonw_free(&hdr);
+    /* fsync, rename, fsync of the directory; on a failed directory fsync
+     * the shard is in place but maybe not durable: reported, kept. */
+    if ((rc = fb__shard_out_commit(&out, step, crash_hook, why, why_size)))
         return rc;
-    }
     crash_hook("after_rename", step);
     *bytes_out = off;
-    fb__jsonw_free(&hdr);
     return 0;
 fail:
     fb__jsonw_free(&hdr);
-    if (fd >= 0)
-        close(fd);
-    unlink(tmp);
-    rmdir(sdir); /* only when empty: other ranks' shards stay */
+    fb__shard_out_abort(&out);
     return rc;
 }
 

@@ -12,12 +12,13 @@
  * place (a shard copied or linked under another step's name) is damage:
  * fall back.
  *
- * Nothing is written into the registered tensors before the whole shard
- * has verified, so a restore that fails leaves them byte for byte as they
- * were: tensors with staging memory (async handles, device tensors) are
- * read into it, hashed there, and copied into place only after every hash
- * matched; tensors without (synchronous handles) are read twice, the first
- * time only to verify (docs/checkpoint.md has the cost).
+ * A restore that fails leaves the registered tensors byte for byte as
+ * they were: host tensors with staging memory (async handles) are read
+ * straight into place, each piece copied aside into staging just before
+ * it is overwritten and put back if any hash fails; device tensors are
+ * read into staging and copied to the device only after every hash
+ * matched; tensors without staging (synchronous handles) are read twice,
+ * the first time only to verify (docs/checkpoint.md has the cost).
  *
  * A shard that fails its hashes is renamed rank-R.corrupt, so that the
  * checkpoint is incomplete for every later restore of every rank; and this
@@ -153,40 +154,70 @@ static void quarantine_own_shard(const fb_ckpt *ck, const char *dir, uint64_t st
 }
 
 /*
- * Read and verify the shard into staging where a tensor has it (else only
- * verify); then, when some tensor has no staging, read it again into
- * those tensors.  Only the second pass writes user memory, after the
- * first verified everything.
+ * Read and verify the shard: host tensors with staging (async handles)
+ * straight into place, each piece of a tensor first copied aside into its
+ * staging (shard.h: on the reading threads, while the others wait for the
+ * disk, instead of one more pass over the whole state after the last
+ * read); device tensors into staging; the rest (synchronous handles) only
+ * verified, then, when all verified, read again into those tensors.  On
+ * failure every byte written into a tensor is put back (fb__shard_undo),
+ * but for the second pass's tensors, which hold part of it.  k: the first
+ * pass's dest, backup and saved, for the caller's undo.
  */
+/* FIREBREAK_CKPT_RESTORE_STAGED=1 (test builds): read host tensors into
+ * staging and copy them into place after the last hash, the old way
+ * (bench_ckpt's "before"). */
+static int read_in_place(void)
+{
+#ifdef FB_TEST_HOOKS
+    const char *v = fb__getenv("FIREBREAK_CKPT_RESTORE_STAGED");
+    return !v || strcmp(v, "1");
+#else
+    return 1;
+#endif
+}
+
+typedef struct keep {
+    void **dest, **backup, **dest2;
+    size_t *saved;
+} keep;
+
 static int read_shard(fb_ckpt *ck, int fd, const fb__st_header *h,
-                      const char *path, const size_t *map, void **dest,
+                      const char *path, const size_t *map, keep *k,
                       char *why, size_t why_size)
 {
-    int direct = 0;
+    int direct = 0, place = read_in_place();
     for (size_t j = 0; j < h->ntensors; j++) {
         const fb__ckpt_tensor *t = &ck->t[map[j]];
-        dest[j] = t->staging;
+        int in_place = place && t->bytes && t->staging && !t->on_device;
+        k->dest[j] = in_place ? t->data : t->staging;
+        k->backup[j] = in_place ? t->staging : NULL;
         direct |= t->bytes && !t->staging;
     }
-    int rc = fb__shard_read_verify(fd, h, path, dest, ck->io_threads, NULL, NULL,
-                                   NULL, NULL, why, why_size);
-    if (rc || !direct)
+    int rc = fb__shard_read_verify_keep(fd, h, path, k->dest, k->backup,
+                                        k->saved, ck->io_threads, why, why_size);
+    if (rc || !direct) {
+        if (rc)
+            fb__shard_undo(h, k->dest, k->backup, k->saved);
         return rc;
+    }
     for (size_t j = 0; j < h->ntensors; j++) {
         const fb__ckpt_tensor *t = &ck->t[map[j]];
-        dest[j] = t->staging ? NULL : t->data;
+        k->dest2[j] = t->staging ? NULL : t->data;
     }
     char err[FB__REPORT_TEXT_MAX + 600];
-    rc = fb__shard_read_verify(fd, h, path, dest, ck->io_threads, NULL, NULL,
+    rc = fb__shard_read_verify(fd, h, path, k->dest2, ck->io_threads, NULL, NULL,
                                NULL, NULL, err, sizeof err);
-    if (rc)
+    if (rc) {
+        fb__shard_undo(h, k->dest, k->backup, k->saved);
         fb__ckpt_say(why, why_size, "%s (the shard changed while it was read; "
                      "registered tensors without staging hold part of it)", err);
+    }
     return rc;
 }
 
-/* Staged tensors into place, once the shard verified: device tensors
- * first, so a failing device copy leaves the host tensors untouched. */
+/* Device tensors from staging, once the shard verified (host tensors are
+ * in place already: the caller puts them back when this fails). */
 static int place_staged(fb_ckpt *ck, char *why, size_t why_size)
 {
     for (size_t i = 0; i < ck->n; i++) {
@@ -199,7 +230,7 @@ static int place_staged(fb_ckpt *ck, char *why, size_t why_size)
             return rc;
         }
     }
-    for (size_t i = 0; i < ck->n; i++) {
+    for (size_t i = 0; i < ck->n && !read_in_place(); i++) {
         fb__ckpt_tensor *t = &ck->t[i];
         if (t->bytes && t->staging && !t->on_device)
             memcpy(t->data, t->staging, t->bytes);
@@ -219,7 +250,7 @@ int fb__ckpt_try_step(fb_ckpt *ck, const char *dir, uint64_t step,
     }
     int fd = -1;
     fb__st_header *h = NULL;
-    void **dest = NULL;
+    keep k = {0};
     size_t *map = NULL;
     int rc = fb__st_open(path, &fd, &h, why, why_size);
     if (rc)
@@ -228,9 +259,13 @@ int fb__ckpt_try_step(fb_ckpt *ck, const char *dir, uint64_t step,
                                     why_size)) ||
         (rc = fb__shard_check_meta(h, path, why, why_size)))
         goto out;
-    dest = fb__calloc(h->ntensors ? h->ntensors : 1, sizeof *dest);
-    map = fb__calloc(h->ntensors ? h->ntensors : 1, sizeof *map);
-    if (!dest || !map) {
+    size_t nt = h->ntensors ? h->ntensors : 1;
+    k.dest = fb__calloc(nt, sizeof *k.dest);
+    k.backup = fb__calloc(nt, sizeof *k.backup);
+    k.dest2 = fb__calloc(nt, sizeof *k.dest2);
+    k.saved = fb__calloc(nt, sizeof *k.saved);
+    map = fb__calloc(nt, sizeof *map);
+    if (!k.dest || !k.backup || !k.dest2 || !k.saved || !map) {
         rc = -ENOMEM;
         fb__ckpt_say(why, why_size, "out of memory");
         goto out;
@@ -240,16 +275,19 @@ int fb__ckpt_try_step(fb_ckpt *ck, const char *dir, uint64_t step,
         fb__ckpt_say(why, why_size, "%s: %s", path, mm);
         goto out;
     }
-    rc = read_shard(ck, fd, h, path, map, dest, why, why_size);
+    rc = read_shard(ck, fd, h, path, map, &k, why, why_size);
     if (rc == FB_ECORRUPT)
         quarantine_own_shard(ck, dir, step);
-    if (!rc)
-        rc = place_staged(ck, why, why_size);
+    if (!rc && (rc = place_staged(ck, why, why_size)))
+        fb__shard_undo(h, k.dest, k.backup, k.saved);
     if (!rc)
         *bytes_out = h->data_offset + h->data_len;
 out:
     free(map);
-    free(dest);
+    free(k.dest);
+    free(k.backup);
+    free(k.dest2);
+    free(k.saved);
     fb__st_free(h);
     if (fd >= 0)
         close(fd);
@@ -262,6 +300,10 @@ int fb_ckpt_restore(fb_ckpt *ck, uint64_t *step_out)
         return -EINVAL;
     if (fb__ckpt_busy(ck))
         return FB_ESTATE;
+    /* A program restores once, after registering and before its first
+     * save: make the write-protect plan now, not in that save's stall. */
+    if (ck->wp.fd >= 0)
+        (void)fb__wp_plan(ck);
     if (ck->tier.mem_dir[0]) /* memory first, then storage (tier.c) */
         return fb__tier_restore(ck, step_out);
     fb_phase before = fb__ckpt_phase();

@@ -95,6 +95,8 @@ typedef struct job {
     const fb__st_header *h;
     const char *label;
     void *const *dest;
+    void *const *backup;        /* may be NULL (fb__shard_read_verify_keep) */
+    size_t *saved;
     size_t first, last;         /* tensors [first, last) */
     fb__hash_alg alg;
     fb__shard_progress progress;
@@ -216,6 +218,13 @@ static void *read_range(void *arg)
         }
         if (j->rc)
             break;
+        for (size_t k = 0; j->backup && k < np; k++) {
+            size_t t = pc[k].tensor;
+            if (j->backup[t] && j->dest && j->dest[t]) {
+                memcpy((char *)j->backup[t] + pc[k].at, pc[k].p, pc[k].n);
+                j->saved[t] = (size_t)pc[k].at + pc[k].n;
+            }
+        }
         ssize_t r = preadv_full(j->fd, iov, (int)np, off);
         if (r != (ssize_t)total) {
             j->rc = r < 0 ? (int)r : FB_ECORRUPT;
@@ -269,11 +278,46 @@ static void join_polling(pthread_t tid, fb__shard_stop stop, void *stop_arg,
     }
 }
 
+static int read_verify(int fd, const fb__st_header *h, const char *label,
+                       void *const *dest, void *const *backup, size_t *saved,
+                       int threads, fb__shard_progress progress,
+                       void *progress_arg, fb__shard_stop stop, void *stop_arg,
+                       char *err, size_t err_size);
+
 int fb__shard_read_verify(int fd, const fb__st_header *h, const char *label,
                           void *const *dest, int threads,
                           fb__shard_progress progress, void *progress_arg,
                           fb__shard_stop stop, void *stop_arg, char *err,
                           size_t err_size)
+{
+    return read_verify(fd, h, label, dest, NULL, NULL, threads, progress,
+                       progress_arg, stop, stop_arg, err, err_size);
+}
+
+int fb__shard_read_verify_keep(int fd, const fb__st_header *h, const char *label,
+                               void *const *dest, void *const *backup,
+                               size_t *saved, int threads, char *err,
+                               size_t err_size)
+{
+    for (size_t i = 0; i < h->ntensors; i++)
+        saved[i] = 0;
+    return read_verify(fd, h, label, dest, backup, saved, threads, NULL, NULL,
+                       NULL, NULL, err, err_size);
+}
+
+void fb__shard_undo(const fb__st_header *h, void *const *dest,
+                    void *const *backup, const size_t *saved)
+{
+    for (size_t i = 0; i < h->ntensors; i++)
+        if (saved[i])
+            memcpy(dest[i], backup[i], saved[i]);
+}
+
+static int read_verify(int fd, const fb__st_header *h, const char *label,
+                       void *const *dest, void *const *backup, size_t *saved,
+                       int threads, fb__shard_progress progress,
+                       void *progress_arg, fb__shard_stop stop, void *stop_arg,
+                       char *err, size_t err_size)
 {
     int rc = fb__shard_check_meta(h, label, err, err_size);
     if (rc)
@@ -301,6 +345,8 @@ int fb__shard_read_verify(int fd, const fb__st_header *h, const char *label,
         j->h = h;
         j->label = label;
         j->dest = dest;
+        j->backup = backup;
+        j->saved = saved;
         j->alg = alg;
         j->progress = progress;
         j->progress_arg = progress_arg;

@@ -72,4 +72,20 @@ int fb__shard_read_verify(int fd, const fb__st_header *h, const char *label,
                           fb__shard_stop stop, void *stop_arg, char *err,
                           size_t err_size);
 
+/*
+ * The same, keeping what it overwrites: before a piece of the file is
+ * read into dest[i], the bytes there are copied to backup[i] (where both
+ * are set), on the reading thread, while the others wait for the disk;
+ * saved[i] is then how many bytes of tensor i, from its start, are in
+ * backup[i] (every tensor is read from its start, in order, by one
+ * thread).  A caller that must leave dest as it was when the read fails
+ * copies those bytes back (fb__shard_undo).
+ */
+int fb__shard_read_verify_keep(int fd, const fb__st_header *h, const char *label,
+                               void *const *dest, void *const *backup,
+                               size_t *saved, int threads, char *err,
+                               size_t err_size);
+void fb__shard_undo(const fb__st_header *h, void *const *dest,
+                    void *const *backup, const size_t *saved);
+
 #endif

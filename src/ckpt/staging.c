@@ -37,7 +37,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
+
+#include "common/util.h"
 
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23
@@ -50,6 +53,8 @@
 #define OWN_MAPPING_BYTES ((size_t)4 << 20) /* this size and up: own mapping */
 #define SLAB_BYTES ((size_t)64 << 20)
 #define PIECE_BYTES ((size_t)4 << 20)       /* background work per lock round */
+/* Work starts once nothing was queued for this long (bg_wait_for_work). */
+#define QUIET_NS ((uint64_t)20 * 1000000)
 
 /* ------------------------------------------------------------------------
  * The background thread: a queue of ranges to populate or collapse.
@@ -78,8 +83,9 @@ static struct {
     int held[2];            /* > 0: start no piece of [FB__BG_ALL], no
                                collapse [FB__BG_COLLAPSE] (fb__bg_hold)  */
     int populate_ok;        /* 0: MADV_POPULATE_WRITE refused (old kernel) */
+    uint64_t quiet_at_ns;   /* start no piece before (CLOCK_MONOTONIC)   */
 } bg = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, {{0}, {0}}, 0,
-        NULL, {0, 0}, 1};
+        NULL, {0, 0}, 1, 0};
 
 static uintptr_t page_bytes(void)
 {
@@ -121,14 +127,39 @@ static int bg_next(void)
     return -1;
 }
 
+/* Under bg.mu: wait until there is work to start and nothing has been
+ * queued for QUIET_NS.  A program registers its tensors one call after
+ * another; each call maps staging (and, for write protection, advises the
+ * tensor), which takes the process's mmap lock for writing, while a piece
+ * of populating holds it for reading for milliseconds (more where fresh
+ * memory is slow to fault): starting while registrations still arrived
+ * made each of them wait behind a piece (162 ms for 1,164 tensors). */
+static int bg_wait_for_work(void)
+{
+    for (;;) {
+        int kind = bg_next();
+        if (kind < 0) {
+            pthread_cond_wait(&bg.cv, &bg.mu);
+            continue;
+        }
+        uint64_t now = fb__now_ns();
+        if (now >= bg.quiet_at_ns)
+            return kind;
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        uint64_t at = (uint64_t)ts.tv_nsec + (bg.quiet_at_ns - now);
+        ts.tv_sec += (time_t)(at / 1000000000u);
+        ts.tv_nsec = (long)(at % 1000000000u);
+        pthread_cond_timedwait(&bg.cv, &bg.mu, &ts);
+    }
+}
+
 static void *bg_main(void *arg)
 {
     (void)arg;
     pthread_mutex_lock(&bg.mu);
     for (;;) {
-        int kind;
-        while ((kind = bg_next()) < 0)
-            pthread_cond_wait(&bg.cv, &bg.mu);
+        int kind = bg_wait_for_work();
         bg_queue *qu = &bg.queue[kind];
         bg_item *it = &qu->q[qu->head];
         const void *owner = it->owner;
@@ -162,6 +193,7 @@ static void bg_child(void)
     bg.started = 0;
     bg.running = NULL;
     bg.held[0] = bg.held[1] = 0;
+    bg.quiet_at_ns = 0;
 }
 
 static pthread_once_t bg_atfork_once = PTHREAD_ONCE_INIT;
@@ -207,6 +239,7 @@ static void bg_queue_locked(const void *owner, int kind, void *addr, size_t len)
         qu->cap = cap;
     }
     qu->q[qu->n++] = (bg_item){owner, (uintptr_t)addr, (uintptr_t)addr + len};
+    bg.quiet_at_ns = fb__now_ns() + QUIET_NS;
     pthread_cond_broadcast(&bg.cv);
 }
 

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -297,33 +298,82 @@ void fb__ckpt_write_behind(int fd, fb__write_behind *wb, uint64_t end)
 #endif
 }
 
+int fb__shard_out_begin(fb__shard_out *o, const char *dir, uint64_t step,
+                        int rank, uint64_t bytes, char *why, size_t why_size)
+{
+    int rc;
+    o->fd = -1;
+    if (fb__ckpt_step_path(o->sdir, sizeof o->sdir, dir, step) ||
+        fb__fmt(o->tmp, sizeof o->tmp, "%s/.rank-%05d.%d.tmp", o->sdir, rank,
+                (int)getpid()) ||
+        fb__ckpt_shard_path(o->final, sizeof o->final, dir, step, rank)) {
+        fb__ckpt_say(why, why_size, "checkpoint path too long under %s", dir);
+        return -ENAMETOOLONG;
+    }
+    if (mkdir(o->sdir, 0755) && errno != EEXIST) {
+        rc = -errno;
+        fb__ckpt_say(why, why_size, "mkdir %s: %s", o->sdir, strerror(-rc));
+        return rc;
+    }
+    o->fd = open(o->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (o->fd < 0) {
+        rc = -errno;
+        fb__ckpt_say(why, why_size, "create %s: %s", o->tmp, strerror(-rc));
+        rmdir(o->sdir); /* only when empty: other ranks' shards stay */
+        return rc;
+    }
+    if (fallocate(o->fd, 0, 0, (off_t)bytes) && (rc = -errno) != -EOPNOTSUPP &&
+        rc != -ENOSYS) {
+        fb__ckpt_say(why, why_size, "allocate %llu bytes for %s: %s",
+                     (unsigned long long)bytes, o->tmp, strerror(-rc));
+        fb__shard_out_abort(o);
+        return rc;
+    }
+    return 0;
+}
+
+int fb__shard_out_commit(fb__shard_out *o, uint64_t step, fb__ckpt_hook hook,
+                         char *why, size_t why_size)
+{
+    int rc;
+    if (fsync(o->fd)) {
+        rc = -errno;
+        fb__ckpt_say(why, why_size, "fsync %s: %s", o->tmp, strerror(-rc));
+        fb__shard_out_abort(o);
+        return rc;
+    }
+    rc = close(o->fd) ? -errno : 0;
+    o->fd = -1;
+    if (rc) {
+        fb__ckpt_say(why, why_size, "close %s: %s", o->tmp, strerror(-rc));
+        fb__shard_out_abort(o);
+        return rc;
+    }
+    if (hook)
+        hook("before_rename", step);
+    if (rename(o->tmp, o->final)) {
+        rc = -errno;
+        fb__ckpt_say(why, why_size, "rename %s: %s", o->tmp, strerror(-rc));
+        fb__shard_out_abort(o);
+        return rc;
+    }
+    if ((rc = fb__fsync_dir(o->sdir)))
+        fb__ckpt_say(why, why_size, "fsync %s: %s", o->sdir, strerror(-rc));
+    return rc;
+}
+
+void fb__shard_out_abort(fb__shard_out *o)
+{
+    if (o->fd >= 0)
+        close(o->fd);
+    o->fd = -1;
+    unlink(o->tmp);
+    rmdir(o->sdir); /* only when empty: other ranks' shards stay */
+}
+
 #define DIO_ALIGN ((uint64_t)4096)
 #define DIO_BATCH ((size_t)8 << 20)
-
-/* Where gathering is in the data section: tensor i, `at` bytes into it. */
-typedef struct gather_cursor {
-    size_t i;
-    size_t at;
-} gather_cursor;
-
-/* The next n bytes of the data section into buf. */
-static void gather(const fb_ckpt *ck, int from_staging, gather_cursor *c,
-                   char *buf, size_t n)
-{
-    while (n && c->i < ck->n) {
-        const fb__ckpt_tensor *t = &ck->t[c->i];
-        size_t k = t->bytes - c->at < n ? t->bytes - c->at : n;
-        if (k) /* an empty tensor may have no memory at all */
-            memcpy(buf, fb__ckpt_source(t, from_staging) + c->at, k);
-        buf += k;
-        n -= k;
-        c->at += k;
-        if (c->at == t->bytes) {
-            c->i++;
-            c->at = 0;
-        }
-    }
-}
+#define HASH_BLOCK ((size_t)256 << 10) /* hashed right after its copy: in L2 */
 
 int fb__ckpt_pwritev_all(int fd, struct iovec *iov, int cnt, uint64_t off)
 {
@@ -347,8 +397,134 @@ int fb__ckpt_pwrite_all(int fd, const void *buf, size_t n, uint64_t off)
     return n ? fb__ckpt_pwritev_all(fd, &one, 1, off) : 0;
 }
 
-int fb__ckpt_write_direct(const char *path, int fd, const fb_ckpt *ck,
-                          int from_staging, uint64_t data_off, uint64_t bytes)
+#ifdef O_DIRECT
+/*
+ * The data section in batches, each gathered from the tensors into one of
+ * two aligned buffers by a second thread, which hashes every piece right
+ * after copying it (in blocks of HASH_BLOCK, still in cache), while this
+ * thread writes the other buffer.  The bytes are read from memory once,
+ * not once by the copy and again by a hash thread.
+ *
+ * Batches: the head up to the first 4 KiB boundary and the tail after the
+ * last (through the plain descriptor), and DIO_BATCH-sized ones between
+ * (O_DIRECT).  slot_batch[k]: the batch buffer k holds, -1 while free.
+ */
+typedef struct dio_pipe {
+    fb_ckpt *ck;
+    int from_staging, hash;
+    char *buf[2];
+    uint64_t data_off, lo, hi, end;    /* section [data_off, end)       */
+    size_t nbatch;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    long slot_batch[2];
+    int stop;                          /* the writer gave up            */
+    int rc;                            /* gatherer: 0, -ENOMEM          */
+    /* The gatherer's own: where it is, the hash of the tensor it is in. */
+    size_t i, at;
+    fb__hash_ctx *hc;
+} dio_pipe;
+
+static void batch_range(const dio_pipe *p, size_t b, uint64_t *off, size_t *n)
+{
+    uint64_t from, to;
+    if (b == 0) {
+        from = p->data_off;
+        to = p->lo;
+    } else if (b == p->nbatch - 1) {
+        from = p->hi;
+        to = p->end;
+    } else {
+        from = p->lo + (uint64_t)(b - 1) * DIO_BATCH;
+        to = from + DIO_BATCH < p->hi ? from + DIO_BATCH : p->hi;
+    }
+    *off = from;
+    *n = (size_t)(to - from);
+}
+
+/* Tensors from p->i on that hold no more bytes past p->at: hashed. */
+static int finish_tensors(dio_pipe *p)
+{
+    fb_ckpt *ck = p->ck;
+    while (p->i < ck->n && p->at == ck->t[p->i].bytes) {
+        if (!p->hash) {
+            p->i++;
+            p->at = 0;
+            continue;
+        }
+        if (!p->hc && !(p->hc = fb__hash_new(ck->alg)))
+            return -ENOMEM;
+        ck->t[p->i].hash = fb__hash_digest(p->hc);
+        fb__hash_free(p->hc);
+        p->hc = NULL;
+        p->i++;
+        p->at = 0;
+    }
+    return 0;
+}
+
+/* The next n bytes of the section into buf, each piece hashed from buf;
+ * a tensor's hash is set as soon as its last byte is in (an empty one's
+ * when gathering reaches it). */
+static int gather_hash(dio_pipe *p, char *buf, size_t n)
+{
+    fb_ckpt *ck = p->ck;
+    int rc = finish_tensors(p);
+    while (n && !rc && p->i < ck->n) {
+        const fb__ckpt_tensor *t = &ck->t[p->i];
+        size_t k = t->bytes - p->at;
+        if (k > n)
+            k = n;
+        if (k > HASH_BLOCK)
+            k = HASH_BLOCK;
+        if (p->hash && !p->hc && !(p->hc = fb__hash_new(ck->alg)))
+            return -ENOMEM;
+        memcpy(buf, fb__ckpt_source(t, p->from_staging) + p->at, k);
+        if (p->hash)
+            fb__hash_update(p->hc, buf, k);
+        buf += k;
+        n -= k;
+        p->at += k;
+        rc = finish_tensors(p);
+    }
+    return rc;
+}
+
+static void *gatherer(void *arg)
+{
+    dio_pipe *p = arg;
+    for (size_t b = 0; b < p->nbatch; b++) {
+        int k = (int)(b & 1);
+        pthread_mutex_lock(&p->mu);
+        while (p->slot_batch[k] >= 0 && !p->stop)
+            pthread_cond_wait(&p->cv, &p->mu);
+        int stop = p->stop;
+        pthread_mutex_unlock(&p->mu);
+        if (stop)
+            break;
+        uint64_t off;
+        size_t n;
+        batch_range(p, b, &off, &n);
+        int rc = gather_hash(p, p->buf[k], n);
+        pthread_mutex_lock(&p->mu);
+        if (rc)
+            p->rc = rc;
+        else
+            p->slot_batch[k] = (long)b;
+        pthread_cond_broadcast(&p->cv);
+        pthread_mutex_unlock(&p->mu);
+        if (rc)
+            break;
+    }
+    fb__hash_free(p->hc);
+    p->hc = NULL;
+    return NULL;
+}
+#endif
+
+int fb__ckpt_write_direct(const char *path, int fd, fb_ckpt *ck,
+                          int from_staging, int hash, uint64_t data_off,
+                          uint64_t bytes)
 {
 #ifdef O_DIRECT
 #ifdef FB_TEST_HOOKS
@@ -357,43 +533,68 @@ int fb__ckpt_write_direct(const char *path, int fd, const fb_ckpt *ck,
     if (v && !strcmp(v, "0"))
         return 1;
 #endif
-    uint64_t lo = (data_off + DIO_ALIGN - 1) & ~(DIO_ALIGN - 1);
-    uint64_t hi = (data_off + bytes) & ~(DIO_ALIGN - 1);
-    if (hi <= lo + DIO_ALIGN)
+    dio_pipe p = {.ck = ck, .from_staging = from_staging, .hash = hash,
+                  .data_off = data_off,
+                  .end = data_off + bytes, .slot_batch = {-1, -1}};
+    p.lo = (data_off + DIO_ALIGN - 1) & ~(DIO_ALIGN - 1);
+    p.hi = (data_off + bytes) & ~(DIO_ALIGN - 1);
+    if (p.hi <= p.lo + DIO_ALIGN)
         return 1; /* too small to matter */
+    p.nbatch = 2 + (size_t)((p.hi - p.lo + DIO_BATCH - 1) / DIO_BATCH);
     int dfd = open(path, O_WRONLY | O_DIRECT | O_CLOEXEC);
     if (dfd < 0)
         return 1;
-    /* On huge pages (staging.c): 8 MiB in 4 KiB pages, faulted in again
+    /* On huge pages (staging.c): 16 MiB in 4 KiB pages, faulted in again
      * at every save, would cost milliseconds on a virtual machine. */
     fb__staging bounce;
-    if (fb__staging_alloc_now(&bounce, DIO_BATCH)) {
+    if (fb__staging_alloc_now(&bounce, 2 * DIO_BATCH)) {
         close(dfd);
         return 1;
     }
-    char *buf = bounce.ptr;
-    gather_cursor c = {0, 0};
-    int rc = 0;
-    /* The head: up to the first aligned block, the plain way. */
-    gather(ck, from_staging, &c, buf, (size_t)(lo - data_off));
-    rc = fb__ckpt_pwrite_all(fd, buf, (size_t)(lo - data_off), data_off);
-    for (uint64_t off = lo; off < hi && !rc; off += DIO_BATCH) {
-        size_t n = hi - off < DIO_BATCH ? (size_t)(hi - off) : DIO_BATCH;
-        gather(ck, from_staging, &c, buf, n);
-        rc = fb__ckpt_pwrite_all(dfd, buf, n, off);
-        if (rc == -EINVAL)
+    p.buf[0] = bounce.ptr;
+    p.buf[1] = (char *)bounce.ptr + DIO_BATCH;
+    pthread_mutex_init(&p.mu, NULL);
+    pthread_cond_init(&p.cv, NULL);
+    pthread_t tid;
+    int started = pthread_create(&tid, NULL, gatherer, &p) == 0;
+    int rc = started ? 0 : 1;
+    for (size_t b = 0; b < p.nbatch && !rc; b++) {
+        int k = (int)(b & 1);
+        pthread_mutex_lock(&p.mu);
+        while (p.slot_batch[k] != (long)b && !p.rc)
+            pthread_cond_wait(&p.cv, &p.mu);
+        rc = p.slot_batch[k] == (long)b ? 0 : p.rc;
+        pthread_mutex_unlock(&p.mu);
+        if (rc)
+            break;
+        uint64_t off;
+        size_t n;
+        batch_range(&p, b, &off, &n);
+        int direct = b > 0 && b < p.nbatch - 1;
+        rc = fb__ckpt_pwrite_all(direct ? dfd : fd, p.buf[k], n, off);
+        if (rc == -EINVAL && direct)
             rc = 1; /* opened, but not written so here: the plain way
                        rewrites the whole section */
+        pthread_mutex_lock(&p.mu);
+        p.slot_batch[k] = -1;
+        pthread_cond_broadcast(&p.cv);
+        pthread_mutex_unlock(&p.mu);
     }
-    if (!rc) { /* the tail: after the last aligned block */
-        gather(ck, from_staging, &c, buf, (size_t)(data_off + bytes - hi));
-        rc = fb__ckpt_pwrite_all(fd, buf, (size_t)(data_off + bytes - hi), hi);
+    if (started) { /* stop it where this gave up, and wait */
+        pthread_mutex_lock(&p.mu);
+        p.stop = 1;
+        pthread_cond_broadcast(&p.cv);
+        pthread_mutex_unlock(&p.mu);
+        pthread_join(tid, NULL);
     }
+    pthread_mutex_destroy(&p.mu);
+    pthread_cond_destroy(&p.cv);
     fb__staging_free(&bounce);
     close(dfd);
     return rc;
 #else
-    (void)path, (void)fd, (void)ck, (void)from_staging, (void)data_off, (void)bytes;
+    (void)path, (void)fd, (void)ck, (void)from_staging, (void)hash;
+    (void)data_off, (void)bytes;
     return 1;
 #endif
 }

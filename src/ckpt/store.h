@@ -16,6 +16,7 @@
 #ifndef FB_CKPT_STORE_H
 #define FB_CKPT_STORE_H
 
+#include <limits.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -77,11 +78,14 @@ void fb__ckpt_write_behind(int fd, fb__write_behind *wb, uint64_t end);
  * file open as fd (written with plain writes), with O_DIRECT through a
  * second descriptor of path: the bytes go from memory to the disk without
  * a copy in the page cache (and without its writeback, which costs the
- * CPU most of a buffered write on a busy machine).  Each 8 MiB of the
- * file is gathered from the tensors (source: fb__ckpt_source) into an
- * aligned buffer and written; the partial 4 KiB blocks at the two ends go
- * through fd.  Returns 0 when written, 1 when this file cannot take direct
- * I/O (nothing to undo: write it the plain way), or -errno.
+ * CPU most of a buffered write on a busy machine).  A second thread
+ * gathers each 8 MiB of the section from the tensors (source:
+ * fb__ckpt_source) into one of two aligned buffers, hashing every piece
+ * as it copies it, while this one writes the other buffer; the partial
+ * 4 KiB blocks at the two ends go through fd.  Returns 0 when written,
+ * with every tensor's `hash` set (when `hash`; else the caller hashes); 1
+ * when this file cannot take direct I/O (nothing to undo: write it, and
+ * hash, the plain way); or -errno.
  */
 struct fb_ckpt;
 /* pwritev / pwrite until everything is written (modifies iov): 0, or
@@ -89,11 +93,45 @@ struct fb_ckpt;
 struct iovec;
 int fb__ckpt_pwritev_all(int fd, struct iovec *iov, int cnt, uint64_t off);
 int fb__ckpt_pwrite_all(int fd, const void *buf, size_t n, uint64_t off);
-int fb__ckpt_write_direct(const char *path, int fd, const struct fb_ckpt *ck,
-                          int from_staging, uint64_t data_off, uint64_t bytes);
+int fb__ckpt_write_direct(const char *path, int fd, struct fb_ckpt *ck,
+                          int from_staging, int hash, uint64_t data_off,
+                          uint64_t bytes);
 
-/* Called between the steps of a deletion (tests crash there). */
+/* Called between the steps of a deletion or a shard's commit (tests
+ * crash there). */
 typedef void (*fb__ckpt_hook)(const char *point, uint64_t step);
+
+/*
+ * Writing one shard, the same steps for the engine's save and for a copy
+ * between tiers (tier.c):
+ *
+ *   fb__shard_out_begin    the step directory (made if missing) and the
+ *                          temporary .rank-R.<pid>.tmp in it, created
+ *                          empty, `bytes` reserved up front (a full disk
+ *                          fails here, before any data is written; not
+ *                          posix_fallocate, which glibc emulates by
+ *                          writing where unsupported);
+ *   (the caller writes fd)
+ *   fb__shard_out_commit   fsync, close, hook("before_rename", step),
+ *                          rename to rank-R.safetensors, fsync of the step
+ *                          directory;
+ *   fb__shard_out_abort    after a failure: close, remove the temporary
+ *                          and the step directory when it is empty.
+ *
+ * Each returns 0 or -errno with `why` naming the file and what failed.  A
+ * failed begin or commit has cleaned up, but for a commit whose directory
+ * fsync failed: the shard is in place, maybe not durable, and is kept.
+ */
+typedef struct fb__shard_out {
+    char sdir[PATH_MAX], tmp[PATH_MAX], final[PATH_MAX];
+    int fd;
+} fb__shard_out;
+
+int fb__shard_out_begin(fb__shard_out *o, const char *dir, uint64_t step,
+                        int rank, uint64_t bytes, char *why, size_t why_size);
+int fb__shard_out_commit(fb__shard_out *o, uint64_t step, fb__ckpt_hook hook,
+                         char *why, size_t why_size);
+void fb__shard_out_abort(fb__shard_out *o);
 
 /*
  * Keep the newest `keep` complete checkpoints; delete every step directory

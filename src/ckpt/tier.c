@@ -407,77 +407,49 @@ int fb__ckpt_verify_shard(const char *path, uint64_t step, int rank, char *why,
 int fb__ckpt_copy_shard(const char *from_dir, const char *to_dir, uint64_t step,
                         int rank, int verify, char *why, size_t why_size)
 {
-    char src[PATH_MAX], sdir[PATH_MAX], tmp[PATH_MAX], dst[PATH_MAX];
-    if (fb__ckpt_shard_path(src, sizeof src, from_dir, step, rank) ||
-        fb__ckpt_step_path(sdir, sizeof sdir, to_dir, step) ||
-        fb__fmt(tmp, sizeof tmp, "%s/.rank-%05d.%d.tmp", sdir, rank, (int)getpid()) ||
-        fb__ckpt_shard_path(dst, sizeof dst, to_dir, step, rank)) {
+    char src[PATH_MAX];
+    if (fb__ckpt_shard_path(src, sizeof src, from_dir, step, rank)) {
         fb__ckpt_say(why, why_size, "checkpoint path too long");
         return -ENAMETOOLONG;
     }
     int rc;
     if (verify && (rc = fb__ckpt_verify_shard(src, step, rank, why, why_size)))
         return rc;
-    int in = fb__open_regular(src, 0), out = -1;
+    int in = fb__open_regular(src, 0);
     if (in < 0) {
         fb__ckpt_say(why, why_size, "open %s: %s", src, strerror(-in));
         return in;
     }
     struct stat st;
+    fb__shard_out out;
     if (fstat(in, &st)) {
         rc = -errno;
         fb__ckpt_say(why, why_size, "stat %s: %s", src, strerror(-rc));
-        goto fail;
+        close(in);
+        return rc;
     }
-    if (mkdir(sdir, 0755) && errno != EEXIST) {
-        rc = -errno;
-        fb__ckpt_say(why, why_size, "mkdir %s: %s", sdir, strerror(-rc));
-        goto fail;
-    }
-    out = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (out < 0) {
-        rc = -errno;
-        fb__ckpt_say(why, why_size, "create %s: %s", tmp, strerror(-rc));
-        goto fail;
-    }
-    if (fallocate(out, 0, 0, st.st_size) && errno != EOPNOTSUPP && errno != ENOSYS) {
-        rc = -errno;
-        fb__ckpt_say(why, why_size, "allocate %lld bytes for %s: %s",
-                     (long long)st.st_size, tmp, strerror(-rc));
-        goto fail;
+    /* The step directory, the temporary, its blocks (store.h). */
+    if ((rc = fb__shard_out_begin(&out, to_dir, step, rank, (uint64_t)st.st_size,
+                                  why, why_size))) {
+        close(in);
+        return rc;
     }
     off_t off = 0;
     while (off < st.st_size) {
-        ssize_t r = sendfile(out, in, &off, (size_t)(st.st_size - off));
+        ssize_t r = sendfile(out.fd, in, &off, (size_t)(st.st_size - off));
         if (r < 0 && errno == EINTR)
             continue;
         if (r <= 0) {
             rc = r < 0 ? -errno : -EIO;
-            fb__ckpt_say(why, why_size, "copy %s to %s: %s", src, tmp, strerror(-rc));
-            goto fail;
+            fb__ckpt_say(why, why_size, "copy %s to %s: %s", src, out.tmp,
+                         strerror(-rc));
+            fb__shard_out_abort(&out);
+            close(in);
+            return rc;
         }
     }
-    if (fsync(out) || close(out)) {
-        out = -1;
-        rc = -errno;
-        fb__ckpt_say(why, why_size, "fsync %s: %s", tmp, strerror(-rc));
-        goto fail;
-    }
-    out = -1;
-    if (rename(tmp, dst)) {
-        rc = -errno;
-        fb__ckpt_say(why, why_size, "rename %s: %s", tmp, strerror(-rc));
-        goto fail;
-    }
     close(in);
-    return fb__fsync_dir(sdir);
-fail:
-    close(in);
-    if (out >= 0)
-        close(out);
-    unlink(tmp);
-    rmdir(sdir); /* only when empty */
-    return rc;
+    return fb__shard_out_commit(&out, step, NULL, why, why_size);
 }
 
 /* ------------------------------------------------------------------------

@@ -561,7 +561,91 @@ static void case_background(const char *dir)
     free(small);
 }
 
+/* The background thread starts only once registrations have stopped for
+ * 20 ms (staging.c): while a program registers tensor after tensor, with
+ * pauses shorter than that, no staging is faulted in (each fault would
+ * hold the mmap lock that the next registration's mmap waits for); once
+ * it stops, all of it is. */
+static void case_quiet(const char *dir)
+{
+    enum { N = 16 };
+    size_t n = 4u << 20;
+    char *mem[N];
+    fb_ckpt *ck = open_mode(dir, FB_CKPT_SNAPSHOT_PROTECT);
+    CHECK(ck != NULL);
+    for (int i = 0; i < N; i++) {
+        CHECK((mem[i] = malloc(n)) != NULL);
+        fill(mem[i], n, (unsigned)i);
+    }
+    /* widest: a bound on the time between two registrations' queueing
+     * (from the start of one to the end of the next), and from the last
+     * to the end of the residency check below. */
+    uint64_t widest = 0, prev_start = 0;
+    for (int i = 0; i < N; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "t%d", i);
+        int64_t shape[1] = {(int64_t)n};
+        usleep(1000); /* a program doing a little between registrations */
+        uint64_t start = fb__now_ns();
+        CHECK_RC(fb_ckpt_register(ck, name, FB_DTYPE_U8, 1, shape, mem[i]), 0);
+        uint64_t end = fb__now_ns();
+        if (i && end - prev_start > widest)
+            widest = end - prev_start;
+        prev_start = start;
+    }
+    size_t in = 0, all = 0;
+    for (int i = 0; i < N; i++) {
+        in += resident(ck->t[i].stage.ptr, ck->t[i].stage.mapped);
+        all += ck->t[i].stage.mapped / (size_t)sysconf(_SC_PAGESIZE);
+    }
+    if (fb__now_ns() - prev_start > widest)
+        widest = fb__now_ns() - prev_start;
+    if (widest < 15 * 1000000ull)
+        CHECKF(in == 0, "%zu of %zu staging pages faulted in while registering "
+               "(pauses up to %.1f ms)", in, all, (double)widest / 1e6);
+    else /* the machine held this thread back past the quiet period */
+        fprintf(stderr, "quiet: %.1f ms between registrations; not checking\n",
+                (double)widest / 1e6);
+    for (int i = 0; i < 3000 && fb__bg_pending(); i++)
+        usleep(10000);
+    CHECK_EQ_U64(fb__bg_pending(), 0);
+    in = 0;
+    for (int i = 0; i < N; i++)
+        in += resident(ck->t[i].stage.ptr, ck->t[i].stage.mapped);
+    CHECK_EQ_U64(in, all);
+    fb_ckpt_close(ck);
+    for (int i = 0; i < N; i++)
+        free(mem[i]);
+}
+
+/* fb_ckpt_restore makes the write-protect plan (the /proc/self/maps check,
+ * the registrations with the descriptor), so the program's first save
+ * after it does not; the snapshot is still exact. */
+static void case_plan_ahead(const char *dir)
+{
+    set s;
+    set_make(&s);
+    set_fill(&s, 1);
+    fb_ckpt *ck = open_mode(dir, FB_CKPT_SNAPSHOT_PROTECT);
+    CHECK(ck != NULL);
+    set_register(ck, &s);
+    CHECK_EQ_INT(ck->wp.planned, 0);
+    uint64_t step = 0;
+    CHECK_RC(fb_ckpt_restore(ck, &step), FB_ENOCKPT);
+    CHECK_EQ_INT(ck->wp.planned, 1);
+    CHECK(ck->wp.nt > 0 && ck->wp.nspan > 0);
+    CHECK_RC(fb_ckpt_save(ck, 1), 0);
+    CHECK_EQ_INT(ck->last_protected, 1);
+    set_overwrite(&s, 50, 0, 1);
+    CHECK_RC(fb_ckpt_wait(ck), 0);
+    check_checkpoint(ck, &s, 1, 1);
+    fb_ckpt_close(ck);
+    set_free(&s);
+}
+
 static int run_overwrite(const char *dir) { case_overwrite(dir); return 0; }
+static int run_quiet(const char *dir) { case_quiet(dir); return 0; }
+static int run_plan_ahead(const char *dir) { case_plan_ahead(dir); return 0; }
 static int run_background(const char *dir) { case_background(dir); return 0; }
 static int run_threads_kernel(const char *dir) { case_threads_kernel(dir); return 0; }
 static int run_fork(const char *dir) { case_fork(dir); return 0; }
@@ -588,6 +672,8 @@ static const struct {
     {"fallbacks", run_fallbacks, UFFD},
     {"unprivileged", case_unprivileged, 0},
     {"background", run_background, UFFD | HOOKS},
+    {"quiet", run_quiet, UFFD},
+    {"plan_ahead", run_plan_ahead, UFFD},
 };
 
 int main(int argc, char **argv)
