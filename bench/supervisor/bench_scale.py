@@ -67,21 +67,27 @@ def relaunch(n, restarts):
 
 
 def plain_wall(n, args):
-    """Wall time of n ranks started by hand (no supervisor)."""
-    t0 = time.monotonic()
-    pids = []
-    with open(os.devnull, "wb") as null:
-        for r in range(n):
-            env = dict(os.environ, RANK=str(r), LOCAL_RANK=str(r),
-                       WORLD_SIZE=str(n), LOCAL_WORLD_SIZE=str(n))
-            pids.append(os.posix_spawn(TOY, [TOY] + args + ["--run-dir", "none"], env,
-                                       file_actions=[
-                                           (os.POSIX_SPAWN_DUP2, null.fileno(), 1),
-                                           (os.POSIX_SPAWN_DUP2, null.fileno(), 2)]))
-    bad = sum(os.waitpid(p, 0)[1] != 0 for p in pids)
-    if bad:
-        raise SystemExit(f"plain launch: {bad} ranks failed")
-    return time.monotonic() - t0
+    """Wall time of n ranks started by hand (no supervisor); their
+    final_hash files go to a directory of their own, removed after, as the
+    supervised run's do."""
+    d = tempfile.mkdtemp(prefix="fb-bench-scale.")
+    try:
+        t0 = time.monotonic()
+        pids = []
+        with open(os.devnull, "wb") as null:
+            for r in range(n):
+                env = dict(os.environ, RANK=str(r), LOCAL_RANK=str(r),
+                           WORLD_SIZE=str(n), LOCAL_WORLD_SIZE=str(n))
+                pids.append(os.posix_spawn(TOY, [TOY] + args + ["--run-dir", d], env,
+                                           file_actions=[
+                                               (os.POSIX_SPAWN_DUP2, null.fileno(), 1),
+                                               (os.POSIX_SPAWN_DUP2, null.fileno(), 2)]))
+        bad = sum(os.waitpid(p, 0)[1] != 0 for p in pids)
+        if bad:
+            raise SystemExit(f"plain launch: {bad} ranks failed")
+        return time.monotonic() - t0
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
 
 
 def supervised_wall(n, args):
