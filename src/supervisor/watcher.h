@@ -13,6 +13,7 @@
 #define FB_SUPERVISOR_WATCHER_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include "supervisor/fbw1.h"
@@ -30,6 +31,9 @@ typedef struct fb__watch_opts {
     FILE *out;              /* where the lines go (stdout)               */
     int in_fd;              /* where requests (`snap`) come from: 0, the
                                step's stdin (srun --input=all); -1: none */
+    const char *mem_dir;    /* the node's memory tier; NULL: none        */
+    int peer_port;          /* the peer tier (peer.c); 0: none           */
+    const char *peer_to;    /* the next node's address; NULL: send none  */
 } fb__watch_opts;
 
 /* This node's name: `opt`, else SLURMD_NODENAME, else the hostname;
@@ -65,5 +69,45 @@ int fb__nodemem_finish_here(const char *job, const char *ckpt_dir, int world,
  * one a rank or an earlier attempt's watcher created).  Nothing without
  * the variable; errors said on err. */
 void fb__nodemem_own(FILE *err);
+
+/* ---- the peer tier (peer.c; docs/slurm.md, "Checkpoint tiers") ---- */
+
+#define FB__PEER_SUBDIR "peer"       /* <mem_dir>/peer: copies from others */
+#define FB__PEER_PLAN_MAX (64 << 10) /* bytes of a --mem-fetch plan        */
+
+/* <mem_dir>/peer.  0, or -ENAMETOOLONG. */
+int fb__peer_dir_path(char *buf, size_t size, const char *mem_dir);
+
+typedef struct fb__peer fb__peer;
+
+typedef struct fb__peer_opts {
+    const char *mem_dir;    /* this node's memory tier                   */
+    const char *node;       /* this node's name (the `peer` lines')       */
+    int port;               /* listen on it; send to `to` on it           */
+    const char *to;         /* the next node's address; NULL: send none   */
+    int world, rank0, nranks; /* this node's ranks: rank0 .. +nranks-1    */
+    FILE *out;
+    void (*emit)(FILE *out, const fb__fbw1_msg *m); /* writes a line      */
+} fb__peer_opts;
+
+/* Start the receiver (listens on o->port; stores what arrives in
+ * <mem_dir>/peer, verified, and writes a `peer` line for what it holds
+ * after each connection, keeping the two newest steps) and, with o->to,
+ * the sender.  Both are threads of the calling watcher.  0 or -errno. */
+int fb__peer_start(fb__peer **out, const fb__peer_opts *o);
+/* Every rank of this node committed `step` in its memory: send it, in the
+ * background (a newer step replaces one not yet begun). */
+void fb__peer_offer(fb__peer *p, int64_t step);
+/* Stop both threads (cutting a transfer short) and free p; NULL: nothing. */
+void fb__peer_stop(fb__peer *p);
+
+/* `firebreak watch --mem-fetch`: carry out the part of `plan` that
+ * concerns this node: entries RANK:SRC:m|p:DST:ADDR, comma-separated, say
+ * that node SRC sends rank RANK's shard of `step` from its memory (m) or
+ * its peer directory (p) to node DST at ADDR, port `port`, which stores it
+ * in its peer directory, verified by hash.  0 when every part of it
+ * succeeded within timeout_ms, 1 when not (said on err), 2 usage. */
+int fb__peer_fetch_here(const char *job, const char *node, int port, int world,
+                        long long step, const char *plan, int timeout_ms, FILE *err);
 
 #endif
