@@ -36,7 +36,9 @@ static void usage(FILE *f)
 "  --mem-finish    the end of a run with node-memory checkpoints: copy this\n"
 "                  node's shards of step S (-1: none) from /dev/shm/fb.ID.mem\n"
 "                  to DIR where DIR lacks them, each verified, then remove\n"
-"                  the directory (docs/slurm.md, \"Checkpoint tiers\")\n"
+"                  the directory (docs/slurm.md, \"Checkpoint tiers\");\n"
+"                  --from-peer R:NODE,...: NODE copies rank R's shard from\n"
+"                  its peer copies\n"
 "  --mem-fetch     before a launch: send and receive the shards the plan\n"
 "                  names for this node (fbr1 on port N, each verified by\n"
 "                  hash into the receiver's /dev/shm/fb.ID.mem/peer;\n"
@@ -85,7 +87,7 @@ int fb__cmd_watch(int argc, char **argv)
     long long attempt = -1, ppn = -1, world = -1, node_id = -1;
     double interval_s = 1.0;
     int health = 0, mem_finish = 0;
-    const char *ckpt_dir = NULL, *plan = NULL, *peers = NULL;
+    const char *ckpt_dir = NULL, *plan = NULL, *peers = NULL, *from_peer = NULL;
     long long step = -2, port = 0, peer_port = 0;
     double timeout_s = 60.0;
     int mem_fetch = 0;
@@ -117,6 +119,7 @@ int fb__cmd_watch(int argc, char **argv)
         else if (!strcmp(a, "--node")) node_opt = v;
         else if (!strcmp(a, "--ckpt-dir")) ckpt_dir = v;
         else if (!strcmp(a, "--plan")) plan = v;
+        else if (!strcmp(a, "--from-peer")) from_peer = v;
         else if (!strcmp(a, "--peers")) peers = v;
         else if (!strcmp(a, "--port")) bad = fb__parse_int(v, 1, 65535, &port);
         else if (!strcmp(a, "--peer-port")) bad = fb__parse_int(v, 1, 65535, &peer_port);
@@ -147,7 +150,13 @@ int fb__cmd_watch(int argc, char **argv)
                     "--world and --step (see --help)\n");
             return 2;
         }
-        return fb__nodemem_finish_here(job, ckpt_dir, (int)world, step, stderr);
+        if (from_peer && strlen(from_peer) > FB__PEER_PLAN_MAX) {
+            fprintf(stderr, "firebreak watch: --from-peer: over %d bytes\n",
+                    FB__PEER_PLAN_MAX);
+            return 2;
+        }
+        return fb__nodemem_finish_here(job, ckpt_dir, (int)world, step, from_peer, node,
+                                       stderr);
     }
     if (mem_fetch) {
         if (!job || world < 1 || step < 0 || !port || !plan) {

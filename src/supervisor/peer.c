@@ -154,7 +154,7 @@ static uint64_t shard_max_bytes(void)
 
 int fb__peer_dir_path(char *buf, size_t size, const char *mem_dir)
 {
-    return fb__fmt(buf, size, "%s/" FB__PEER_SUBDIR, mem_dir);
+    return fb__fmt(buf, size, "%s/" FB__TIER_PEER_SUBDIR, mem_dir);
 }
 
 /* ---- the watcher's sender and receiver ---- */

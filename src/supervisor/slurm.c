@@ -526,6 +526,22 @@ static int spawn_step(fb__sup *s, fb__sup_unit *u, char *const *argv, char **env
     return rc;
 }
 
+/* The addresses of this attempt's nodes, in order, comma-separated. */
+static int peer_addrs(const struct fb__sup_slurm *g, char *buf, size_t size)
+{
+    size_t len = 0;
+    buf[0] = '\0';
+    for (int k = 0; k < g->ncur; k++) {
+        const snode *n = &g->nodes[g->cur[k]];
+        int w = snprintf(buf + len, size - len, "%s%s", k ? "," : "",
+                         n->addr[0] ? n->addr : n->name);
+        if (w < 0 || (size_t)w >= size - len)
+            return -ENAMETOOLONG;
+        len += (size_t)w;
+    }
+    return 0;
+}
+
 int fb__sup_launch_slurm(fb__sup *s)
 {
     struct fb__sup_slurm *g = s->slurm;
@@ -692,7 +708,21 @@ int fb__sup_launch_slurm(fb__sup *s)
                      "--ntasks-per-node=1", "-m", "block", "-w", list,
                      "--input=all", "--export=ALL", g->self, "watch", "--job",
                      s->job_id, "--attempt", att, "--ranks-per-node", ppn,
-                     "--world", world, NULL};
+                     "--world", world, NULL, NULL, NULL, NULL, NULL};
+    /* The peer tier: each watcher receives on the port, and sends its
+     * node's complete steps to the next node of this list (nodemem.c). */
+    static char pport[16], addrs[MAX_NODES * FB__FBW1_NODE_MAX];
+    int port = fb__sup_nodemem_peer_port(s);
+    if (port > 0 && !peer_addrs(g, addrs, sizeof addrs)) {
+        int w = 0;
+        while (wargv[w])
+            w++;
+        snprintf(pport, sizeof pport, "%d", port);
+        wargv[w++] = "--peer-port";
+        wargv[w++] = pport;
+        wargv[w++] = "--peers";
+        wargv[w++] = addrs;
+    }
     rc = spawn_step(s, &s->units[UNIT_WATCHERS], wargv, envp, qfd[0], pfd[1], wfd,
                     FB__SUP_UNIT_WATCHERS);
     if (rc)
@@ -722,19 +752,29 @@ out:
     return rc;
 }
 
-/* The node-memory tier's last step (nodemem.c): one srun step of
- * `firebreak watch ARGS...` on every node not left out. */
-int fb__sup_slurm_on_nodes(fb__sup *s, const char *const *args,
+/* The node-memory tier's steps (nodemem.c): one srun step of `firebreak
+ * watch ARGS...` on each node of `nodes`, or every node not left out. */
+int fb__sup_slurm_on_nodes(fb__sup *s, const char *nodes, const char *const *args,
                            const char *log_path, int timeout_ms)
 {
     struct fb__sup_slurm *g = s->slurm;
     int idx[MAX_NODES], n = 0;
-    for (int i = 0; i < g->nnodes; i++)
-        if (!g->nodes[i].bad)
-            idx[n++] = i;
     char list[MAX_NODES * 8], nn[16];
-    if (!n || node_list(g, idx, n, list, sizeof list))
-        return n ? -ENAMETOOLONG : 0;
+    if (nodes) {
+        if (fb__fmt(list, sizeof list, "%s", nodes))
+            return -ENAMETOOLONG;
+        n = *nodes ? 1 : 0;
+        for (const char *p = nodes; *p; p++)
+            n += *p == ',';
+    } else {
+        for (int i = 0; i < g->nnodes; i++)
+            if (!g->nodes[i].bad)
+                idx[n++] = i;
+        if (n && node_list(g, idx, n, list, sizeof list))
+            return -ENAMETOOLONG;
+    }
+    if (!n)
+        return 0;
     snprintf(nn, sizeof nn, "%d", n);
     const char *argv[40] = {"srun", "--overlap", "--kill-on-bad-exit=0", "-N", nn,
                             "--ntasks-per-node=1", "-w", list, "--export=ALL",
@@ -749,6 +789,20 @@ int fb__sup_slurm_on_nodes(fb__sup *s, const char *const *args,
     if (lfd >= 0)
         close(lfd);
     return rc;
+}
+
+int fb__sup_slurm_node_up(const fb__sup *s, const char *name)
+{
+    const struct fb__sup_slurm *g = s->slurm;
+    int i = g ? node_index(g, name) : -1;
+    return i >= 0 && !g->nodes[i].bad && !g->nodes[i].lost;
+}
+
+const char *fb__sup_slurm_node_addr(const fb__sup *s, const char *name)
+{
+    const struct fb__sup_slurm *g = s->slurm;
+    int i = g ? node_index(g, name) : -1;
+    return i < 0 ? name : g->nodes[i].addr[0] ? g->nodes[i].addr : g->nodes[i].name;
 }
 
 /* ---- watching ---- */
@@ -943,6 +997,9 @@ static void on_msg(fb__sup *s, const fb__fbw1_msg *m)
         fb__sup_deliver_report(s, m->rank, (uint64_t)m->rep_idx, &rep);
         break;
     }
+    case FB_FBW1_PEER:
+        fb__sup_nodemem_on_peer(s, m->node, m->step, m->rank, m->count);
+        break;
     case FB_FBW1_END: {
         /* The watcher only knows what the rank recorded; a wait status is
          * made from it so a remote end reads like a local one. */
@@ -1238,6 +1295,7 @@ void fb__sup_slurm_on_failure(fb__sup *s)
         exclude_node(s, g->lost, why);
         g->nodes[g->lost].lost = 1;
         g->nodes[g->lost].lost_attempt = s->attempt;
+        fb__sup_nodemem_on_node_lost(s, g->nodes[g->lost].name); /* its memory */
         return;
     }
     if (f->rank < 0 && !s->o->mpirun) { /* srun's tasks are the ranks */

@@ -59,10 +59,13 @@ int fb__watch_health(const char *node, FILE *out);
  * docs/slurm.md, "Checkpoint tiers").
  * `firebreak watch --mem-finish`: copy this node's shards of `step` (-1:
  * none) from /dev/shm/fb.<job>.mem to ckpt_dir where ckpt_dir lacks them,
- * each verified by hash first, then remove the directory.  0, or 1 when a
- * copy failed (said on err). */
+ * each verified by hash first, then remove the directory.  from_peer
+ * (R:NODE,..., NULL: none) names ranks whose shard this node, when NODE is
+ * `node`, copies from its peer directory instead (their only copies left).
+ * 0, or 1 when a copy failed (said on err). */
 int fb__nodemem_finish_here(const char *job, const char *ckpt_dir, int world,
-                            long long step, FILE *err);
+                            long long step, const char *from_peer, const char *node,
+                            FILE *err);
 
 /* `firebreak watch`: take over the node's directory named by
  * FIREBREAK_CKPT_MEM_DIR (create it, or write this process's pid into the
@@ -72,10 +75,9 @@ void fb__nodemem_own(FILE *err);
 
 /* ---- the peer tier (peer.c; docs/slurm.md, "Checkpoint tiers") ---- */
 
-#define FB__PEER_SUBDIR "peer"       /* <mem_dir>/peer: copies from others */
 #define FB__PEER_PLAN_MAX (64 << 10) /* bytes of a --mem-fetch plan        */
 
-/* <mem_dir>/peer.  0, or -ENAMETOOLONG. */
+/* <mem_dir>/peer (FB__TIER_PEER_SUBDIR, ckpt/tier.h).  0, or -ENAMETOOLONG. */
 int fb__peer_dir_path(char *buf, size_t size, const char *mem_dir);
 
 typedef struct fb__peer fb__peer;

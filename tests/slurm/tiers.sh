@@ -69,7 +69,7 @@ ok "rank killed on node2: every rank restored from its node's memory, storage no
 #    nodes than before find theirs in storage.
 STEPS=150
 r=$T/loss
-salloc -Q -N4 --no-kill "$FB" run --launcher slurm --nnodes 3 --spare-nodes 1 \
+FIREBREAK_CKPT_PEER=0 salloc -Q -N4 --no-kill "$FB" run --launcher slurm --nnodes 3 --spare-nodes 1 \
     --node-timeout 3s --run-dir "$r" --json --max-restarts 2 --persist-every 2 \
     -- "$TOY" --steps $STEPS --sleep-ms 40 --ckpt-every 5 >loss.json 2>loss.err &
 apid=$!

@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# peer.sh FIREBREAK SRCDIR -- the peer tier of node-memory checkpoints under
+# --launcher slurm on the cluster of separate hosts (docs/slurm.md,
+# "Checkpoint tiers"): each node's watcher sends the steps its ranks
+# completed in its memory to the next node's watcher (fbr1), which keeps
+# them apart in /dev/shm/fb.<job>.mem/peer and says so (fbw1 `peer`).
+#   1. node2 lost (three nodes and a spare, storage written only at the
+#      end): rank 1, now on node3, restores from the copy node3 received
+#      from node2; rank 2, now on node4, from the shard the supervisor had
+#      node3 send to node4 before the launch; neither reads storage (it
+#      holds no shard of the step); rank 0 from its own node's memory;
+# ending with the fault-free hashes and nothing of the job left in the
+# /dev/shm of any node reached.
+source "$(dirname "$0")/lib.sh"
+source "$SRC/tests/supervisor/tiers_lib.sh"   # jq1, sources
+same_hashes() { # RUNDIR RANKS STEPS
+    local r
+    for r in $(seq 0 $(($2 - 1))); do
+        [ "$(cat "$1/final_hash.rank-$r")" = "$(ref_hash $r $3)" ] || fail "$1: rank $r hash"
+    done
+}
+nothing_in_shm() { # RUNDIR NODE...
+    local job n left
+    job=$(cat "$1/job")
+    shift
+    for n in "$@"; do
+        left=$(on "$n" ls /dev/shm | grep "^fb\.$job\.mem" || true)
+        [ -z "$left" ] || fail "left in $n's /dev/shm: $left"
+    done
+}
+# Start a run in the background and kill NODE once step 25 is complete.
+run_and_kill() { # RUNDIR NAME NODE ARGS...
+    local r=$1 name=$2 node=$3 s
+    shift 3
+    salloc -Q -N4 --no-kill "$FB" run --launcher slurm --node-timeout 3s --run-dir "$r" \
+        --json "$@" >"$name.json" 2>"$name.err" &
+    apid=$!
+    for _ in $(seq 1 300); do
+        s=$(sqlite3 "$r/journal.sqlite" "select max(step) from checkpoint where status='complete'" 2>/dev/null || true)
+        [ -n "$s" ] && [ "$s" -ge 25 ] && break
+        sleep 0.1
+    done
+    sleep 0.3 # a step or two more, replicated by then
+    "$SRC/scripts/slurm-cluster.sh" fail "$CL" "$node" kill
+    wait $apid || fail "$name exited $? ($(tail -5 "$name.err"))"
+    [ "$(json_field "$name.json" '["completed"]')" = True ] || fail "$name not completed"
+}
+
+# 1. node2 lost: its rank from node3's peer copy, the rank moved from node3
+#    to node4 from node3's memory, sent over before the launch.
+STEPS=150
+r=$T/peer
+run_and_kill "$r" peer node2 --nnodes 3 --spare-nodes 1 --max-restarts 2 \
+    --persist-every 100000 -- "$TOY" --steps $STEPS --sleep-ms 40 --ckpt-every 5
+[ "$(jq1 "$r" "select kind||':'||node from incident")" = "node_failure:node2" ] \
+    || fail "run 1 incidents: $(jq1 "$r" "select kind, node, rank, step, detail from incident")"
+[ "$(sources "$r")" = "0:memory,1:peer,2:peer" ] || fail "run 1: restored from $(sources "$r")"
+step=$(jq1 "$r" "select restored_step from attempt where number = 1")
+[ -n "$step" ] && [ "$step" -ge 25 ] || fail "run 1: restored step '$step'"
+grep -q "will restore checkpoint $step: 1 of 3 ranks from their node's memory, 2 from a peer's copy (1 moved before the launch)" peer.err \
+    || fail "run 1: the supervisor's choice: $(grep 'will restore' peer.err)"
+# Storage held no shard of that step when the ranks restored: each one
+# there now was copied at the end of the run (none at all: the last step).
+[ -z "$(ls "$r/checkpoints/step-$(printf %010d "$step")" 2>/dev/null)" ] \
+    || fail "run 1: storage holds step $step"
+same_hashes "$r" 3 $STEPS
+"$FB" ckpt verify "$r/checkpoints" >/dev/null || fail "run 1: storage does not verify"
+nothing_in_shm "$r" node1 node3 node4
+ok "node2 lost: its rank from node3's peer copy, node3's old rank moved to node4 from a peer, storage not read, same hashes"
