@@ -440,6 +440,8 @@ static int parse_plan(const char *plan, int world, fetch_entry **out, int *count
     for (char *e = strtok_r(copy, ",", &save); e; e = strtok_r(NULL, ",", &save))
         if ((rc = parse_entry(e, world, &v[n++])))
             goto out;
+    if (!n)
+        rc = -EINVAL;
 out:
     free(copy);
     if (rc) {
