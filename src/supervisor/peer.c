@@ -90,12 +90,12 @@ static int listen_on(int port)
 
 /* Listen, retrying while the port is still held (the watcher of the
  * attempt before may take up to a second to go). */
-static int listen_retry(int port, int timeout_ms)
+static int listen_retry(int port, int timeout_ms, volatile int *stopping)
 {
     uint64_t t0 = fb__now_ns();
     for (;;) {
         int fd = listen_on(port);
-        if (fd >= 0 || fd != -EADDRINUSE ||
+        if (fd >= 0 || fd != -EADDRINUSE || (stopping && *stopping) ||
             fb__now_ns() - t0 > (uint64_t)timeout_ms * 1000000ull)
             return fd;
         struct timespec ts = {0, 200000000};
@@ -235,6 +235,22 @@ static void *rx_main(void *arg)
 {
     fb__peer *p = arg;
     uint64_t max = shard_max_bytes();
+    /* Here, not in fb__peer_start: the watcher's first lines must not
+     * wait for the port. */
+    int lfd = listen_retry(p->port, 10000, &p->stopping);
+    pthread_mutex_lock(&p->mu);
+    if (lfd >= 0 && p->stopping) {
+        close(lfd);
+        lfd = -1;
+    }
+    p->lfd = lfd;
+    pthread_mutex_unlock(&p->mu);
+    if (lfd < 0) {
+        if (!p->stopping)
+            fprintf(stderr, "firebreak watch: %s: no peer copies received (port %d): "
+                    "%s\n", p->node, p->port, fb_strerror(lfd));
+        return NULL;
+    }
     while (!p->stopping) {
         int c = accept4(p->lfd, NULL, NULL, SOCK_CLOEXEC);
         if (c < 0) {
@@ -328,11 +344,6 @@ int fb__peer_start(fb__peer **out, const fb__peer_opts *o)
     }
     if (mkdir(p->peer_dir, 0700) && errno != EEXIST) {
         rc = -errno;
-        goto fail;
-    }
-    p->lfd = listen_retry(p->port, 5000);
-    if (p->lfd < 0) {
-        rc = p->lfd;
         goto fail;
     }
     if (pthread_create(&p->rx, NULL, rx_main, p)) {
@@ -563,7 +574,7 @@ int fb__peer_fetch_here(const char *job, const char *node, int port, int world,
     if (count_missing(&x) > 0) {
         if ((mkdir(mem_dir, 0700) && errno != EEXIST) ||
             (mkdir(peer_dir, 0700) && errno != EEXIST) ||
-            (x.lfd = listen_retry(port, 5000)) < 0) {
+            (x.lfd = listen_retry(port, 5000, NULL)) < 0) {
             fprintf(err, "firebreak watch: %s: cannot receive on port %d: %s\n", node,
                     port, x.lfd < 0 ? fb_strerror(x.lfd) : strerror(errno));
             failed = 1;

@@ -15,23 +15,6 @@ source "$(dirname "$0")/lib.sh"
 CKPT=(--sleep-ms 20 --ckpt-every 5)
 
 source "$SRC/tests/supervisor/tiers_lib.sh"   # jq1, sources, never_read, atime_works
-same_hashes() { # RUNDIR RANKS STEPS
-    local r
-    for r in $(seq 0 $(($2 - 1))); do
-        [ "$(cat "$1/final_hash.rank-$r")" = "$(ref_hash $r $3)" ] || fail "$1: rank $r hash"
-    done
-}
-# The node-memory tier only: attempt 0's segment of rank 0 is left on node1
-# after a restart with or without tiers (the watcher's, not this test's).
-nothing_in_shm() { # RUNDIR NODE...
-    local job n left
-    job=$(cat "$1/job")
-    shift
-    for n in "$@"; do
-        left=$(on "$n" ls /dev/shm | grep "^fb\.$job\.mem" || true)
-        [ -z "$left" ] || fail "left in $n's /dev/shm: $left"
-    done
-}
 newest_in_storage() { # RUNDIR WORLD: the newest step with every shard in storage
     local d
     for d in $(ls -d "$1"/checkpoints/step-* 2>/dev/null | sort -r); do
