@@ -201,6 +201,11 @@ int fb__fbw1_parse(const char *line, size_t len, int max_rank, fb__fbw1_msg *m)
         }
         return -EINVAL;
     }
+    if (n == 2 && !strcmp(f[0], "drop") && !num(f[1], 0, FB__FBW1_STEP_MAX, &a)) {
+        m->kind = FB_FBW1_DROP;
+        m->step = a;
+        return 0;
+    }
     if (n == 2 && !strcmp(f[0], "snap") && !num(f[1], 0, FB__FBW1_ATTEMPT_MAX, &a)) {
         m->kind = FB_FBW1_SNAP;
         m->attempt = (int)a;
@@ -318,6 +323,11 @@ static int head(const fb__fbw1_msg *m, char *buf, size_t size, int *len)
             return -EINVAL;
         w = snprintf(buf, size, "fbw1 peer %s %lld %d %d", m->node, m->step, m->rank,
                      m->count);
+        break;
+    case FB_FBW1_DROP:
+        if (!in(m->step, 0, FB__FBW1_STEP_MAX))
+            return -EINVAL;
+        w = snprintf(buf, size, "fbw1 drop %lld", m->step);
         break;
     case FB_FBW1_REPORT:
         if (m->rank < 0 || m->rep_idx < 0 ||

@@ -33,12 +33,15 @@
  *                                       checked) of the shards of ranks
  *                                       RANK0 .. RANK0+COUNT-1 of STEP
  *
- * One request goes the other way, from the supervisor to every watcher
+ * Two requests go the other way, from the supervisor to every watcher
  * (srun's stdin, broadcast with --input=all):
  *
  *   fbw1 snap ATTEMPT                   a hang: write the flight-recorder
  *                                       snapshots of ATTEMPT's ranks into
  *                                       the run directory, then `snapped`
+ *   fbw1 drop STEP                      every rank can restore STEP: remove
+ *                                       the older steps from node memory
+ *                                       (own shards and peer copies)
  *
  * The lines come from other nodes through srun's stdout: the parser takes
  * any bytes and either rejects them or fills a message within the bounds.
@@ -68,7 +71,8 @@ typedef enum {
     FB_FBW1_ALIVE,
     FB_FBW1_SNAP,       /* request: supervisor -> watchers */
     FB_FBW1_SNAPPED,
-    FB_FBW1_PEER
+    FB_FBW1_PEER,
+    FB_FBW1_DROP        /* request: supervisor -> watchers */
 } fb__fbw1_kind;
 
 typedef enum {
@@ -94,7 +98,7 @@ typedef struct fb__fbw1_msg {
     long long pid;                  /* hello, attach                    */
     int rank;                       /* attach, beat, end, report; peer:
                                        the first rank                   */
-    long long step;                 /* beat, peer                       */
+    long long step;                 /* beat, peer, drop                 */
     int phase;                      /* beat                             */
     long long age_ms;               /* beat                             */
     fb__fbw1_end_how how;           /* end                              */

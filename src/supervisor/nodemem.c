@@ -74,6 +74,9 @@ static nm_rank *g_ranks;
 static int g_world;
 static int g_decided_attempt = -1;  /* the attempt g_decided is for       */
 static int64_t g_decided;
+static int g_news;                  /* a copy was added since the last drop */
+static int64_t g_dropped = -1;      /* older steps were dropped on the nodes */
+static uint64_t g_drop_ns;          /* when the last drop was considered    */
 
 static int active(const fb__sup *s)
 {
@@ -104,6 +107,7 @@ static void remember(nm_rank *k, int64_t step, nm_kind kind, const char *node)
         memmove(k->c, k->c + 1, sizeof k->c[0] * (NM_KEEP - 1));
         k->n--;
     }
+    g_news = 1;
     nm_copy *c = &k->c[k->n++];
     memset(c, 0, sizeof *c);
     c->step = step;
@@ -339,6 +343,34 @@ int64_t fb__sup_nodemem_restore_step(fb__sup *s)
     return best;
 }
 
+/* At most every DROP_EVERY_NS, after new copies: the newest step every
+ * rank can restore where it runs now; older steps leave every node's
+ * memory (`fbw1 drop`), as the single-host tier never keeps more than it
+ * needs below the newest complete step. */
+#define DROP_EVERY_NS 500000000ull
+
+void fb__sup_nodemem_tick(fb__sup *s, uint64_t now)
+{
+    if (!active(s) || !g_news || now - g_drop_ns < DROP_EVERY_NS || !rank_of(s, 0))
+        return;
+    g_news = 0;
+    g_drop_ns = now;
+    int n[NM_WAY_NONE], lacking;
+    int64_t c = choose(s, fb__sup_nodemem_peer_port(s) > 0, n, &lacking);
+    if (c <= g_dropped || fb__sup_slurm_drop(s, c))
+        return;
+    g_dropped = c;
+    for (int r = 0; r < g_world; r++) {
+        nm_rank *k = &g_ranks[r];
+        for (int i = 0; i < k->n; i++)
+            if (k->c[i].kind != NM_STORAGE && k->c[i].step < c) {
+                memmove(k->c + i, k->c + i + 1, sizeof k->c[0] * (size_t)(k->n - i - 1));
+                k->n--;
+                i--;
+            }
+    }
+}
+
 void fb__sup_nodemem_finish(fb__sup *s)
 {
     if (!active(s))
@@ -390,6 +422,8 @@ void fb__sup_nodemem_finish(fb__sup *s)
     g_ranks = NULL;
     g_world = 0;
     g_decided_attempt = -1;
+    g_dropped = -1;
+    g_news = 0;
 }
 
 /* ---- on the node (`firebreak watch --mem-finish`) ---- */

@@ -157,6 +157,41 @@ int fb__peer_dir_path(char *buf, size_t size, const char *mem_dir)
     return fb__fmt(buf, size, "%s/" FB__TIER_PEER_SUBDIR, mem_dir);
 }
 
+/* Remove a step directory of node memory: a hidden name first (as
+ * store.c does), so a half-removed step is never taken for a checkpoint. */
+static void remove_step(const char *dir, uint64_t step)
+{
+    char from[PATH_MAX], to[PATH_MAX];
+    if (fb__ckpt_step_path(from, sizeof from, dir, step) ||
+        fb__fmt(to, sizeof to, "%s/.deleted-step-%010llu.%d", dir,
+                (unsigned long long)step, (int)getpid()) ||
+        rename(from, to))
+        return;
+    fb__rm_rf(to);
+}
+
+int fb__peer_drop_older(const char *mem_dir, int world, int64_t step)
+{
+    char dirs[2][PATH_MAX];
+    int dropped = 0;
+    if (fb__fmt(dirs[0], sizeof dirs[0], "%s", mem_dir) ||
+        fb__peer_dir_path(dirs[1], sizeof dirs[1], mem_dir))
+        return 0;
+    for (int d = 0; d < 2; d++) {
+        fb__ckpt_entry *v = NULL;
+        size_t n = 0;
+        if (fb__ckpt_scan(dirs[d], world, 0, &v, &n))
+            continue;
+        for (size_t i = 0; i < n; i++)
+            if ((int64_t)v[i].step < step) {
+                remove_step(dirs[d], v[i].step);
+                dropped++;
+            }
+        free(v);
+    }
+    return dropped;
+}
+
 /* ---- the watcher's sender and receiver ---- */
 
 struct fb__peer {
@@ -187,11 +222,8 @@ static void held(fb__peer *p)
     size_t n = 0;
     if (fb__ckpt_scan(p->peer_dir, p->world, 0, &v, &n))
         return;
-    for (size_t i = PEER_KEEP_STEPS; i < n; i++) { /* newest first */
-        char sdir[PATH_MAX];
-        if (!fb__ckpt_step_path(sdir, sizeof sdir, p->peer_dir, v[i].step))
-            fb__rm_rf(sdir);
-    }
+    for (size_t i = PEER_KEEP_STEPS; i < n; i++) /* newest first */
+        remove_step(p->peer_dir, v[i].step);
     for (size_t i = 0; i < n && i < PEER_KEEP_STEPS; i++) {
         int j = 0;
         while (j < p->nreported && p->reported[j].step != (int64_t)v[i].step)

@@ -791,6 +791,26 @@ int fb__sup_slurm_on_nodes(fb__sup *s, const char *nodes, const char *const *arg
     return rc;
 }
 
+int fb__sup_slurm_drop(fb__sup *s, int64_t step)
+{
+    struct fb__sup_slurm *g = s->slurm;
+    if (!g || g->req_fd < 0 || s->nunits <= UNIT_WATCHERS ||
+        s->units[UNIT_WATCHERS].ended)
+        return -EPIPE;
+    fb__fbw1_msg m;
+    memset(&m, 0, sizeof m);
+    m.kind = FB_FBW1_DROP;
+    m.step = step;
+    char line[64];
+    int n = fb__fbw1_format(&m, line, sizeof line);
+    if (n <= 0)
+        return -EINVAL;
+    ssize_t w;
+    while ((w = write(g->req_fd, line, (size_t)n)) < 0 && errno == EINTR)
+        ;
+    return w == n ? 0 : w < 0 ? -errno : -EPIPE; /* a short write: next time */
+}
+
 int fb__sup_slurm_node_up(const fb__sup *s, const char *name)
 {
     const struct fb__sup_slurm *g = s->slurm;
@@ -1205,6 +1225,7 @@ void fb__sup_slurm_tick(fb__sup *s, uint64_t now)
         return;
     if (node_lost(s, now))
         return;
+    fb__sup_nodemem_tick(s, now); /* old steps out of node memory */
     /* Hangs of ranks whose segment is not on this host: the watchers'
      * heartbeat ages. */
     for (int r = 0; r < s->world; r++) {

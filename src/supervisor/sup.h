@@ -262,6 +262,9 @@ int fb__sup_slurm_nnodes(const fb__sup *s);  /* nodes the job uses; 1 without */
  * to log_path.  0, an exit status, or -errno. */
 int fb__sup_slurm_on_nodes(fb__sup *s, const char *nodes, const char *const *args,
                            const char *log_path, int timeout_ms);
+/* Ask every watcher of the attempt to drop node-memory steps older than
+ * step (fbw1 `drop`).  0, or -errno when the request was not written. */
+int fb__sup_slurm_drop(fb__sup *s, int64_t step);
 /* Whether a node of the allocation can be reached (not left out, not
  * lost); its address (NodeAddr, else its name). */
 int fb__sup_slurm_node_up(const fb__sup *s, const char *name);
@@ -277,6 +280,9 @@ int64_t fb__sup_nodemem_restore_step(fb__sup *s);
 /* fbw1 `peer`: node holds a verified copy of ranks rank0..+count-1 of step. */
 void fb__sup_nodemem_on_peer(fb__sup *s, const char *node, int64_t step, int rank0,
                              int count);
+/* Called every tick: tells the watchers to drop the steps older than the
+ * newest one every rank can restore (fbw1 `drop`). */
+void fb__sup_nodemem_tick(fb__sup *s, uint64_t now);
 /* A node lost: the copies in its memory are gone with it (also when it
  * comes back later). */
 void fb__sup_nodemem_on_node_lost(fb__sup *s, const char *node);

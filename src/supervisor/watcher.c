@@ -396,9 +396,12 @@ static void on_request(void *ctx, const char *line, size_t len)
 {
     const struct req_ctx *c = ctx;
     fb__fbw1_msg m;
-    if (fb__fbw1_parse(line, len, 1, &m) == 0 && m.kind == FB_FBW1_SNAP &&
-        m.attempt == c->o->attempt)
+    if (fb__fbw1_parse(line, len, 1, &m))
+        return;
+    if (m.kind == FB_FBW1_SNAP && m.attempt == c->o->attempt)
         snapshot(c->o, c->ranks, c->n);
+    else if (m.kind == FB_FBW1_DROP && c->o->mem_dir && c->o->mem_dir[0])
+        (void)fb__peer_drop_older(c->o->mem_dir, c->o->world, m.step);
 }
 
 static void read_requests(const fb__watch_opts *o, wreq *q, wrank *ranks, int n)

@@ -103,6 +103,11 @@ void fb__peer_offer(fb__peer *p, int64_t step);
 /* Stop both threads (cutting a transfer short) and free p; NULL: nothing. */
 void fb__peer_stop(fb__peer *p);
 
+/* `fbw1 drop STEP`: remove the steps older than `step` from this node's
+ * memory, its own ranks' and the peer copies.  How many step directories
+ * went. */
+int fb__peer_drop_older(const char *mem_dir, int world, int64_t step);
+
 /* `firebreak watch --mem-fetch`: carry out the part of `plan` that
  * concerns this node: entries RANK:SRC:m|p:DST:ADDR, comma-separated, say
  * that node SRC sends rank RANK's shard of `step` from its memory (m) or

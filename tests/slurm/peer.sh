@@ -11,7 +11,8 @@
 #      holds no shard of the step); rank 0 from its own node's memory;
 #   2. node2 lost and node3's peer copies with it: rank 1 restores from
 #      storage (--persist-every 1), rank 2 from node3's memory as before;
-# each ending with the fault-free hashes and nothing of the job left in the
+# Before the loss, node1's memory no longer holds the first steps (`fbw1
+# drop`).  Each ends with the fault-free hashes and nothing of the job left in the
 # /dev/shm of any node reached.
 source "$(dirname "$0")/lib.sh"
 source "$SRC/tests/supervisor/tiers_lib.sh"   # jq1, sources
@@ -28,16 +29,30 @@ run_and_kill() { # RUNDIR NAME NODE ARGS...
         sleep 0.1
     done
     sleep 0.3 # a step or two more, replicated by then
+    [ -z "${BEFORE_KILL:-}" ] || eval "$BEFORE_KILL"
     "$SRC/scripts/slurm-cluster.sh" fail "$CL" "$node" kill
     [ -z "${AFTER_KILL:-}" ] || eval "$AFTER_KILL"
     wait $apid || fail "$name exited $? ($(tail -5 "$name.err"))"
     [ "$(json_field "$name.json" '["completed"]')" = True ] || fail "$name not completed"
 }
 
+# Node memory holds no step older than the newest every rank can restore
+# (the supervisor's `fbw1 drop`): node1's first checkpoints are gone by
+# step 25, own and peer copies, and a newer one is there.
+old_steps_dropped() { # RUNDIR NODE
+    local d steps
+    d=/dev/shm/fb.$(cat "$1/job").mem
+    steps=$(on "$2" sh -c "ls $d $d/peer" | grep '^step-' | sort -u | tr '\n' ' ')
+    case " $steps" in *" step-0000000005 "*|*" step-0000000010 "*)
+        fail "$2's memory still holds old steps: $steps" ;; esac
+    [ -n "$steps" ] || fail "$2's memory holds no step"
+}
+
 # 1. node2 lost: its rank from node3's peer copy, the rank moved from node3
 #    to node4 from node3's memory, sent over before the launch.
 STEPS=150
 r=$T/peer
+BEFORE_KILL='old_steps_dropped "$r" node1'
 run_and_kill "$r" peer node2 --nnodes 3 --spare-nodes 1 --max-restarts 2 \
     --persist-every 100000 -- "$TOY" --steps $STEPS --sleep-ms 40 --ckpt-every 5
 [ "$(jq1 "$r" "select kind||':'||node from incident")" = "node_failure:node2" ] \
@@ -61,6 +76,7 @@ ok "node2 lost: its rank from node3's peer copy, node3's old rank moved to node4
 #    are not handled by the launcher yet, docs/slurm.md): rank 1 restores
 #    from storage, rank 2 still from node3's memory, moved to node4.
 recluster both
+BEFORE_KILL=
 r=$T/both
 AFTER_KILL='on node3 sh -c "rm -rf /dev/shm/fb.*.mem/peer/step-*"'
 run_and_kill "$r" both node2 --nnodes 3 --spare-nodes 1 --max-restarts 3 \
