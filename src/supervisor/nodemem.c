@@ -344,10 +344,31 @@ int64_t fb__sup_nodemem_restore_step(fb__sup *s)
 }
 
 /* At most every DROP_EVERY_NS, after new copies: the newest step every
- * rank can restore where it runs now; older steps leave every node's
- * memory (`fbw1 drop`), as the single-host tier never keeps more than it
- * needs below the newest complete step. */
+ * rank can restore where it runs now, or the newest every rank has in
+ * storage when that is older; older steps leave every node's memory
+ * (`fbw1 drop`). */
 #define DROP_EVERY_NS 500000000ull
+
+/* The newest step every rank has in storage; -1 none. */
+static int64_t storage_newest(void)
+{
+    int64_t best = -1;
+    const nm_rank *k0 = &g_ranks[0];
+    for (int i = 0; i < k0->n; i++) {
+        int64_t step = k0->c[i].step;
+        if (k0->c[i].kind != NM_STORAGE || step <= best)
+            continue;
+        int all = 1;
+        for (int r = 1; r < g_world && all; r++) {
+            all = 0;
+            for (int j = 0; j < g_ranks[r].n && !all; j++)
+                all = g_ranks[r].c[j].kind == NM_STORAGE && g_ranks[r].c[j].step == step;
+        }
+        if (all)
+            best = step;
+    }
+    return best;
+}
 
 void fb__sup_nodemem_tick(fb__sup *s, uint64_t now)
 {
@@ -357,6 +378,12 @@ void fb__sup_nodemem_tick(fb__sup *s, uint64_t now)
     g_drop_ns = now;
     int n[NM_WAY_NONE], lacking;
     int64_t c = choose(s, fb__sup_nodemem_peer_port(s) > 0, n, &lacking);
+    /* Not below the newest step storage holds for every rank: when the
+     * copies of a step are lost on two nodes, the ranks left restore that
+     * one, from memory while it is there. */
+    int64_t in_storage = storage_newest();
+    if (in_storage >= 0 && in_storage < c)
+        c = in_storage;
     if (c <= g_dropped || fb__sup_slurm_drop(s, c))
         return;
     g_dropped = c;
