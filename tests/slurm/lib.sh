@@ -113,3 +113,13 @@ nothing_in_shm() { # RUNDIR NODE...
         [ -z "$left" ] || fail "left in $n's /dev/shm: $left"
     done
 }
+# Wait (up to 30 s) until the run's journal has a complete checkpoint of
+# STEP or later.
+wait_ckpt() { # RUNDIR STEP
+    local s
+    for _ in $(seq 1 300); do
+        s=$(sqlite3 "$1/journal.sqlite" "select max(step) from checkpoint where status='complete'" 2>/dev/null || true)
+        [ -n "$s" ] && [ "$s" -ge "$2" ] && return 0
+        sleep 0.1
+    done
+}

@@ -18,16 +18,12 @@ source "$(dirname "$0")/lib.sh"
 source "$SRC/tests/supervisor/tiers_lib.sh"   # jq1, sources
 # Start a run in the background and kill NODE once step 25 is complete.
 run_and_kill() { # RUNDIR NAME NODE ARGS...
-    local r=$1 name=$2 node=$3 s
+    local r=$1 name=$2 node=$3
     shift 3
     salloc -Q -N4 --no-kill "$FB" run --launcher slurm --node-timeout 3s --run-dir "$r" \
         --json "$@" >"$name.json" 2>"$name.err" &
     apid=$!
-    for _ in $(seq 1 300); do
-        s=$(sqlite3 "$r/journal.sqlite" "select max(step) from checkpoint where status='complete'" 2>/dev/null || true)
-        [ -n "$s" ] && [ "$s" -ge 25 ] && break
-        sleep 0.1
-    done
+    wait_ckpt "$r" 25
     sleep 0.3 # a step or two more, replicated by then
     [ -z "${BEFORE_KILL:-}" ] || eval "$BEFORE_KILL"
     "$SRC/scripts/slurm-cluster.sh" fail "$CL" "$node" kill

@@ -56,11 +56,7 @@ FIREBREAK_CKPT_PEER=0 salloc -Q -N4 --no-kill "$FB" run --launcher slurm --nnode
     --node-timeout 3s --run-dir "$r" --json --max-restarts 2 --persist-every 2 \
     -- "$TOY" --steps $STEPS --sleep-ms 40 --ckpt-every 5 >loss.json 2>loss.err &
 apid=$!
-for _ in $(seq 1 300); do
-    s=$(sqlite3 "$r/journal.sqlite" "select max(step) from checkpoint where status='complete'" 2>/dev/null || true)
-    [ -n "$s" ] && [ "$s" -ge 25 ] && break
-    sleep 0.1
-done
+wait_ckpt "$r" 25
 "$SRC/scripts/slurm-cluster.sh" fail "$CL" node2 kill
 wait $apid || fail "run 2 exited $? ($(tail -5 loss.err))"
 [ "$(json_field loss.json '["completed"]')" = True ] || fail "run 2 not completed"
