@@ -45,39 +45,35 @@ static void usage(FILE *f)
 "                  --timeout, default 60s, bounds it)\n"
 "  --peer-port N   with node memory (FIREBREAK_CKPT_MEM_DIR): receive peer\n"
 "                  copies on port N, and with --peers send this node's\n"
-"                  complete steps to the next node there\n"
-"  --peers A,B,..  the attempt's nodes' addresses in node order: this\n"
-"                  node's peer is the one after its own (a ring)\n"
+"                  complete steps to its peer there\n"
+"  --peers A,B,..  per node of the attempt, in order: the address it sends\n"
+"                  its copies to (\"-\": none); this node's is entry --node-id\n"
 "  --node NAME     this node's name (default SLURMD_NODENAME, else hostname)\n"
 "  --interval DUR  heartbeat lines every DUR (default 1s)\n"
 "  -h, --help      this help\n");
 }
 
-/* The address after node_id's in the comma-separated list (a ring);
- * "" when the list has one node or node_id is not in it.  0 or -1. */
-static int next_peer(const char *list, long long node_id, char to[FB__FBW1_NODE_MAX])
+/* Entry node_id of the comma-separated list: the address this node sends
+ * its copies to ("-": none); "" when there is no such entry.  0, or -1
+ * for a list that is not one of node addresses. */
+static int my_peer(const char *list, long long node_id, char to[FB__FBW1_NODE_MAX])
 {
-    long long n = 1;
-    for (const char *p = list; *p; p++)
-        n += *p == ',';
-    if (n > FB__FBW1_NODEID_MAX + 1)
-        return -1;
-    long long want = n >= 2 && node_id < n ? (node_id + 1) % n : -1, k = 0;
-    for (const char *p = list;; k++) {
-        const char *c = strchr(p, ',');
-        size_t len = c ? (size_t)(c - p) : strlen(p);
+    to[0] = '\0';
+    for (long long k = 0;; k++) {
+        const char *c = strchr(list, ',');
+        size_t len = c ? (size_t)(c - list) : strlen(list);
         char name[FB__FBW1_NODE_MAX];
-        if (len == 0 || len >= sizeof name)
+        if (len == 0 || len >= sizeof name || k > FB__FBW1_NODEID_MAX)
             return -1;
-        memcpy(name, p, len);
+        memcpy(name, list, len);
         name[len] = '\0';
-        if (!fb__fbw1_node_name_ok(name))
+        if (strcmp(name, "-") && !fb__fbw1_node_name_ok(name))
             return -1;
-        if (k == want)
+        if (k == node_id && strcmp(name, "-"))
             memcpy(to, name, len + 1);
         if (!c)
             return 0;
-        p = c + 1;
+        list = c + 1;
     }
 }
 
@@ -180,7 +176,7 @@ int fb__cmd_watch(int argc, char **argv)
         }
     }
     char to[FB__FBW1_NODE_MAX] = "";
-    if (peers && next_peer(peers, node_id, to)) {
+    if (peers && my_peer(peers, node_id, to)) {
         fprintf(stderr, "firebreak watch: --peers: not a list of node addresses: %s\n",
                 peers);
         return 2;

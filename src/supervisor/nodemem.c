@@ -193,6 +193,45 @@ int fb__sup_nodemem_peer_port(const fb__sup *s)
     return 40000 + 2 * (int)(h % 10000);
 }
 
+void fb__peer_ring(const char *const *domain, int n, int *peer)
+{
+    for (int i = 0; i < n; i++) {
+        peer[i] = n >= 2 ? (i + 1) % n : -1;
+        if (!domain[i] || !domain[i][0])
+            continue; /* a domain of its own: the next node differs */
+        for (int d = 1; d < n; d++) {
+            const char *other = domain[(i + d) % n];
+            if (!other || strcmp(other, domain[i])) {
+                peer[i] = (i + d) % n;
+                break;
+            }
+        }
+    }
+}
+
+int fb__peer_domain_of(const char *spec, const char *node, char *buf, size_t size)
+{
+    buf[0] = '\0';
+    if (!spec)
+        return 0;
+    if (strlen(spec) > FB__PEER_PLAN_MAX)
+        return -E2BIG;
+    size_t nl = strlen(node);
+    for (const char *p = spec; *p;) {
+        const char *c = strchr(p, ',');
+        size_t len = c ? (size_t)(c - p) : strlen(p);
+        const char *eq = memchr(p, '=', len);
+        if (!eq || eq == p || eq == p + len - 1 || (size_t)(p + len - eq - 1) >= size)
+            return -EINVAL;
+        if ((size_t)(eq - p) == nl && !strncmp(p, node, nl)) {
+            memcpy(buf, eq + 1, (size_t)(p + len - eq - 1));
+            buf[p + len - eq - 1] = '\0';
+        }
+        p = c ? c + 1 : p + len;
+    }
+    return 0;
+}
+
 /* How rank reads its copy of step from where it is placed now (*src: the
  * copy to fetch, for NM_WAY_FETCH). */
 static nm_way way(const fb__sup *s, const nm_rank *k, int rank, int64_t step,

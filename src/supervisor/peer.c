@@ -15,8 +15,8 @@
  * ends run in threads of the watcher, never in a rank: the sender takes
  * the newest complete step offered (a newer one replaces one not begun),
  * the receiver serves one connection at a time and, after each, says
- * which steps of which ranks it now holds (`fbw1 peer`), keeping the two
- * newest steps.
+ * which steps of which ranks it now holds (`fbw1 peer`); old steps go
+ * when the supervisor says (`fbw1 drop`, fb__peer_drop_older).
  *
  * `firebreak watch --mem-fetch` is the other direction, before a launch:
  * the supervisor names, per rank placed on a node that holds no copy of
@@ -47,7 +47,6 @@
 
 #define PEER_SHARD_MAX_DEFAULT (256ull << 30) /* without --memory-ckpt-max */
 #define PEER_IO_TIMEOUT_S 60                  /* a stalled connection      */
-#define PEER_KEEP_STEPS 2                     /* in the peer directory     */
 #define PEER_REPORTED_MAX 64
 
 /* ---- sockets ---- */
@@ -213,18 +212,16 @@ struct fb__peer {
     int nreported;
 };
 
-/* Drop all but the newest PEER_KEEP_STEPS steps of the peer directory,
- * and say which ranks of each remaining step are here (a step once per
- * count of shards). */
+/* Say which ranks of each step the peer directory holds (a step once per
+ * count of shards).  Nothing is removed here: the supervisor, which knows
+ * which step every rank can restore, says when (`fbw1 drop`). */
 static void held(fb__peer *p)
 {
     fb__ckpt_entry *v = NULL;
     size_t n = 0;
     if (fb__ckpt_scan(p->peer_dir, p->world, 0, &v, &n))
         return;
-    for (size_t i = PEER_KEEP_STEPS; i < n; i++) /* newest first */
-        remove_step(p->peer_dir, v[i].step);
-    for (size_t i = 0; i < n && i < PEER_KEEP_STEPS; i++) {
+    for (size_t i = 0; i < n; i++) {
         int j = 0;
         while (j < p->nreported && p->reported[j].step != (int64_t)v[i].step)
             j++;

@@ -526,15 +526,32 @@ static int spawn_step(fb__sup *s, fb__sup_unit *u, char *const *argv, char **env
     return rc;
 }
 
-/* The addresses of this attempt's nodes, in order, comma-separated. */
-static int peer_addrs(const struct fb__sup_slurm *g, char *buf, size_t size)
+/* Where each node of this attempt sends its copies (nodemem.c's ring, by
+ * failure domain): the addresses, in the attempt's order, comma-separated.
+ * -EINVAL: FIREBREAK_CKPT_PEER_DOMAINS is malformed (said). */
+static int peer_addrs(fb__sup *s, char *buf, size_t size)
 {
+    const struct fb__sup_slurm *g = s->slurm;
+    static char dom[MAX_NODES][FB__FBW1_NODE_MAX];
+    static const char *domp[MAX_NODES];
+    static int peer[MAX_NODES];
+    const char *spec = fb__getenv("FIREBREAK_CKPT_PEER_DOMAINS");
+    for (int k = 0; k < g->ncur; k++) {
+        int rc = fb__peer_domain_of(spec, g->nodes[g->cur[k]].name, dom[k], sizeof dom[k]);
+        if (rc) {
+            fb__sup_warn(s, "FIREBREAK_CKPT_PEER_DOMAINS: %s (NODE=DOMAIN,...); no "
+                            "peer copies", fb_strerror(rc));
+            return rc;
+        }
+        domp[k] = dom[k];
+    }
+    fb__peer_ring(domp, g->ncur, peer);
     size_t len = 0;
     buf[0] = '\0';
     for (int k = 0; k < g->ncur; k++) {
-        const snode *n = &g->nodes[g->cur[k]];
+        const snode *n = peer[k] < 0 ? NULL : &g->nodes[g->cur[peer[k]]];
         int w = snprintf(buf + len, size - len, "%s%s", k ? "," : "",
-                         n->addr[0] ? n->addr : n->name);
+                         !n ? "-" : n->addr[0] ? n->addr : n->name);
         if (w < 0 || (size_t)w >= size - len)
             return -ENAMETOOLONG;
         len += (size_t)w;
@@ -710,10 +727,10 @@ int fb__sup_launch_slurm(fb__sup *s)
                      s->job_id, "--attempt", att, "--ranks-per-node", ppn,
                      "--world", world, NULL, NULL, NULL, NULL, NULL};
     /* The peer tier: each watcher receives on the port, and sends its
-     * node's complete steps to the next node of this list (nodemem.c). */
+     * node's complete steps to its entry of this list (nodemem.c). */
     static char pport[16], addrs[MAX_NODES * FB__FBW1_NODE_MAX];
     int port = fb__sup_nodemem_peer_port(s);
-    if (port > 0 && !peer_addrs(g, addrs, sizeof addrs)) {
+    if (port > 0 && !peer_addrs(s, addrs, sizeof addrs)) {
         int w = 0;
         while (wargv[w])
             w++;

@@ -94,7 +94,7 @@ typedef struct fb__peer_opts {
 
 /* Start the receiver (listens on o->port; stores what arrives in
  * <mem_dir>/peer, verified, and writes a `peer` line for what it holds
- * after each connection, keeping the two newest steps) and, with o->to,
+ * after each connection) and, with o->to,
  * the sender.  Both are threads of the calling watcher.  0 or -errno. */
 int fb__peer_start(fb__peer **out, const fb__peer_opts *o);
 /* Every rank of this node committed `step` in its memory: send it, in the

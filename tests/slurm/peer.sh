@@ -11,6 +11,9 @@
 #      holds no shard of the step); rank 0 from its own node's memory;
 #   2. node2 lost and node3's peer copies with it: rank 1 restores from
 #      storage (--persist-every 1), rank 2 from node3's memory as before;
+#   3. failure domains (FIREBREAK_CKPT_PEER_DOMAINS: node1 and node2 in one,
+#      node3 and node4 in another): node1 sends to node3, not node2; node1
+#      lost, rank 0's copy is moved from node3 to node2 before the launch;
 # Before the loss, node1's memory no longer holds the first steps (`fbw1
 # drop`).  Each ends with the fault-free hashes and nothing of the job left in the
 # /dev/shm of any node reached.
@@ -84,7 +87,32 @@ n=$(jq1 "$r" "select max(a.number) from attempt a join event e on e.attempt_id =
 src=$(jq1 "$r" "select group_concat(rank||':'||coalesce(source,'NULL'), ',') from
               (select e.rank, e.source from event e join attempt a on a.id = e.attempt_id
                where a.number = $n and e.kind = 'restore_done' order by e.rank)")
-[ "$src" = "0:memory,1:storage,2:peer" ] || fail "run 2: attempt $n restored from '$src'"
+# The step the ranks restored; newer than the supervisor's choice when
+# rank 1 copied a newer step to storage but was lost before its report
+# came through: every rank then takes that step, complete in storage.
+got=$(jq1 "$r" "select max(e.step) from event e join attempt a on a.id = e.attempt_id
+                where a.number = $n and e.kind = 'restore_done'")
+chosen=$(grep -o "attempt $n will restore checkpoint [0-9]*" both.err | awk '{print $6}')
+want=0:memory,1:storage,2:peer
+[ "$got" -gt "$chosen" ] && want=0:storage,1:storage,2:storage
+[ "$src" = "$want" ] || fail "run 2: attempt $n restored step $got (chosen: $chosen) from '$src'"
 same_hashes "$r" 3 $STEPS
 nothing_in_shm "$r" node1 node3 node4
 ok "node2 and node3's peer copies lost: rank 1 from storage, rank 2 from a peer (attempt $n), same hashes"
+
+# 3. By failure domain: node1's copies go to node3 (the other domain), so
+#    with node1 lost rank 0's shard is moved from node3 to node2, where
+#    without domains node2 would hold it already.
+recluster domains
+r=$T/domains
+export FIREBREAK_CKPT_PEER_DOMAINS=node1=a,node2=a,node3=b,node4=b
+run_and_kill "$r" domains node1 --nnodes 3 --spare-nodes 1 --max-restarts 2 \
+    --persist-every 100000 -- "$TOY" --steps $STEPS --sleep-ms 40 --ckpt-every 5
+unset FIREBREAK_CKPT_PEER_DOMAINS
+[ "$(sources "$r")" = "0:peer,1:peer,2:peer" ] || fail "run 3: restored from $(sources "$r")"
+step=$(jq1 "$r" "select restored_step from attempt where number = 1")
+grep -q "will restore checkpoint $step: 0 of 3 ranks from their node's memory, 3 from a peer's copy (2 moved before the launch)" domains.err \
+    || fail "run 3: the supervisor's choice: $(grep 'will restore' domains.err)"
+same_hashes "$r" 3 $STEPS
+nothing_in_shm "$r" node2 node3 node4
+ok "failure domains: node1's copy on node3, moved to node2 when node1 was lost, same hashes"

@@ -3,10 +3,13 @@
  * on loopback, without a cluster:
  *   - a watcher's receiver (fb__peer_start): shards sent with fbr1 land in
  *     <mem_dir>/peer, verified, it says what it holds as `fbw1 peer` lines
- *     (one per run of consecutive ranks), and keeps the two newest steps;
+ *     (one per run of consecutive ranks);
+ *   - `fbw1 drop` (fb__peer_drop_older): the older steps leave node
+ *     memory, own shards and peer copies;
  *   - `firebreak watch --mem-fetch` (fb__peer_fetch_here): node "a" sends
  *     rank 1's shard of a step from its memory to node "b", which stores it
  *     in its peer directory; a plan naming a shard that is not there fails.
+ * And the choice of each node's peer (fb__peer_ring, by failure domain).
  * Both "nodes" share this host's /dev/shm/fb.<job>.mem, which is what the
  * peer directory keeps apart.
  */
@@ -25,6 +28,7 @@
 #include "ckpt/store.h"
 #include "ckpt/tier.h"
 #include "common/util.h"
+#include "supervisor/sup.h"
 #include "supervisor/watcher.h"
 
 static char job[64], mem[4200], peer[4200], lines[8192];
@@ -142,8 +146,7 @@ static void receiver(void)
     CHECK(verifies(peer, 7, 1));
     send_step(port, 8, 0, 2, "fbw1 peer node2 8 0 2\n");
     send_step(port, 9, 1, 1, "fbw1 peer node2 9 1 1\n");
-    /* The two newest steps are kept. */
-    CHECK(!has_shard(peer, 7, 0) && has_shard(peer, 8, 0) && has_shard(peer, 9, 1));
+    CHECK(has_shard(peer, 7, 1) && has_shard(peer, 8, 1) && has_shard(peer, 9, 1));
     fb__peer_stop(p); /* joins its threads: nothing left running */
 }
 
@@ -181,6 +184,50 @@ static void fetch(void)
                "plan '%s' accepted", bad[i]);
 }
 
+static void ring(void)
+{
+    int to[5];
+    const char *none[4] = {NULL, NULL, NULL, NULL};
+    fb__peer_ring(none, 4, to); /* no domains: the next node */
+    CHECK(to[0] == 1 && to[1] == 2 && to[2] == 3 && to[3] == 0);
+    fb__peer_ring(none, 1, to);
+    CHECK_EQ_INT(to[0], -1);
+    /* Two racks: never a copy in its own rack while another rack exists. */
+    const char *racks[4] = {"a", "a", "b", "b"};
+    fb__peer_ring(racks, 4, to);
+    CHECK(to[0] == 2 && to[1] == 2 && to[2] == 0 && to[3] == 0);
+    const char *one[3] = {"a", "a", "a"};  /* one rack: the next node */
+    fb__peer_ring(one, 3, to);
+    CHECK(to[0] == 1 && to[1] == 2 && to[2] == 0);
+    const char *mixed[5] = {"a", "", "a", NULL, "a"};
+    fb__peer_ring(mixed, 5, to);
+    CHECK(to[0] == 1 && to[1] == 2 && to[2] == 3 && to[3] == 4 && to[4] == 1);
+
+    char d[16];
+    CHECK_RC(fb__peer_domain_of("node1=r1,node2=r1,node3=r2", "node3", d, sizeof d), 0);
+    CHECK_EQ_STR(d, "r2");
+    CHECK_RC(fb__peer_domain_of("node1=r1,node10=r9", "node1", d, sizeof d), 0);
+    CHECK_EQ_STR(d, "r1");
+    CHECK_RC(fb__peer_domain_of("node1=r1", "node4", d, sizeof d), 0);
+    CHECK_EQ_STR(d, "");
+    CHECK_RC(fb__peer_domain_of(NULL, "node4", d, sizeof d), 0);
+    CHECK_EQ_STR(d, "");
+    static const char *const bad[] = {"node1", "node1=", "=r1", "node1=r1,,node2=r2",
+                                      "node1=a-domain-name-too-long"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        CHECKF(fb__peer_domain_of(bad[i], "node1", d, sizeof d) == -EINVAL,
+               "'%s' accepted", bad[i]);
+}
+
+static void drop(void)
+{
+    CHECK(has_shard(mem, 7, 0) && has_shard(mem, 8, 0) && has_shard(peer, 8, 1));
+    CHECK_EQ_INT(fb__peer_drop_older(mem, 2, 9), 3); /* mem 7, 8; peer 8 */
+    CHECK(!has_shard(mem, 7, 0) && !has_shard(mem, 8, 1) && !has_shard(peer, 8, 1));
+    CHECK(has_shard(mem, 9, 0) && has_shard(mem, 9, 1));
+    CHECK_EQ_INT(fb__peer_drop_older(mem, 2, 9), 0);
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
@@ -188,9 +235,11 @@ int main(void)
     CHECK_RC(fb__ckpt_mem_dir_path(mem, sizeof mem, job), 0);
     CHECK_RC(fb__peer_dir_path(peer, sizeof peer, mem), 0);
     CHECK(mkdir(mem, 0700) == 0);
+    ring();
     save_steps(mem);
     receiver();
     fetch();
+    drop();
     fb__ckpt_mem_dir_remove(mem);
     return failures != 0;
 }
