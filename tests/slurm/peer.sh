@@ -104,6 +104,7 @@ ok "node2 and node3's peer copies lost: rank 1 from storage, rank 2 from a peer 
 #    with node1 lost rank 0's shard is moved from node3 to node2, where
 #    without domains node2 would hold it already.
 recluster domains
+BEFORE_KILL= AFTER_KILL=
 r=$T/domains
 export FIREBREAK_CKPT_PEER_DOMAINS=node1=a,node2=a,node3=b,node4=b
 run_and_kill "$r" domains node1 --nnodes 3 --spare-nodes 1 --max-restarts 2 \
