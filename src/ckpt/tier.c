@@ -259,34 +259,45 @@ static int vouched_missed(const fb_ckpt *ck, uint64_t step)
            step <= (uint64_t)ck->tier.restore_step;
 }
 
+/* A tier's listing, newest step first, and where the walk is in it. */
+typedef struct tier_list {
+    const fb__ckpt_entry *v;
+    size_t n, at;
+    const char *dir;
+    fb__tier_source src;
+} tier_list;
+
 /*
- * Every step in either tier, newest first; for each, memory when it is
- * complete there, then storage; each shard verified (restore.c).  A step
- * complete in neither is an abandoned timeline: this rank's shards of it
- * are removed from both.
+ * Every step in any tier, newest first; for each, node memory when it is
+ * complete there, then a peer's copy (per node: <mem_dir>/peer, received
+ * by the node's watcher), then storage; each shard verified (restore.c).
+ * A step complete in none is an abandoned timeline: this rank's shards of
+ * it are removed from its own tiers.
  */
-static int restore_tiers(fb_ckpt *ck, const fb__ckpt_entry *vm, size_t nm,
-                         const fb__ckpt_entry *vs, size_t ns, uint64_t *step_out,
+static int restore_tiers(fb_ckpt *ck, tier_list *t, int nt, uint64_t *step_out,
                          uint64_t t0)
 {
     char why[FB__REPORT_TEXT_MAX + 600];
-    size_t im = 0, is = 0;
-    while (im < nm || is < ns) {
-        uint64_t step = im < nm && (is >= ns || vm[im].step >= vs[is].step)
-                            ? vm[im].step : vs[is].step;
-        int m = im < nm && vm[im].step == step ? (int)im++ : -1;
-        int s = is < ns && vs[is].step == step ? (int)is++ : -1;
-        struct { int idx; const fb__ckpt_entry *v; const char *dir;
-                 fb__tier_source src; } tier[2] = {
-            {m, vm, ck->tier.mem_dir, FB__TIER_MEMORY},
-            {s, vs, ck->dir, FB__TIER_STORAGE}};
-        int any = 0;
-        for (int k = 0; k < 2 && !vouched_missed(ck, step + 1); k++) {
-            if (tier[k].idx < 0 || !tier[k].v[tier[k].idx].complete)
+    for (;;) {
+        int have = 0;
+        uint64_t step = 0;
+        for (int k = 0; k < nt; k++)
+            if (t[k].at < t[k].n && (!have || t[k].v[t[k].at].step > step)) {
+                step = t[k].v[t[k].at].step;
+                have = 1;
+            }
+        if (!have)
+            break;
+        int idx[3] = {-1, -1, -1}, any = 0;
+        for (int k = 0; k < nt; k++)
+            if (t[k].at < t[k].n && t[k].v[t[k].at].step == step)
+                idx[k] = (int)t[k].at++;
+        for (int k = 0; k < nt && !vouched_missed(ck, step + 1); k++) {
+            if (idx[k] < 0 || !t[k].v[idx[k]].complete)
                 continue;
             any = 1;
             uint64_t bytes = 0;
-            int r = fb__ckpt_try_step(ck, tier[k].dir, step, &bytes, why, sizeof why);
+            int r = fb__ckpt_try_step(ck, t[k].dir, step, &bytes, why, sizeof why);
             if (r == -ENOMEM || r == FB_EMISMATCH) {
                 fprintf(stderr, "firebreak: rank %d: restoring checkpoint step "
                                 "%llu: %s\n", ck->rank, (unsigned long long)step, why);
@@ -294,11 +305,11 @@ static int restore_tiers(fb_ckpt *ck, const fb__ckpt_entry *vm, size_t nm,
                 return r;
             }
             if (r) {
-                tier_fallback(ck, step, r, tier[k].src, why);
+                tier_fallback(ck, step, r, t[k].src, why);
                 continue;
             }
             fb__lib_report(FB__REPORT_RESTORE_DONE, 0, step, bytes,
-                           fb__now_ns() - t0, 0, fb__tier_source_name(tier[k].src));
+                           fb__now_ns() - t0, 0, fb__tier_source_name(t[k].src));
             *step_out = step;
             return 0;
         }
@@ -308,10 +319,11 @@ static int restore_tiers(fb_ckpt *ck, const fb__ckpt_entry *vm, size_t nm,
             break;
         }
         if (!any) {
+            int m = idx[0], s = idx[nt - 1];
             fb__ckpt_say(why, sizeof why, "incomplete in every tier (%d of %d "
                          "shards in memory, %d in storage)",
-                         m >= 0 ? vm[m].shards : 0, ck->world_size,
-                         s >= 0 ? vs[s].shards : 0);
+                         m >= 0 ? t[0].v[m].shards : 0, ck->world_size,
+                         s >= 0 ? t[nt - 1].v[s].shards : 0);
             fb__lib_report(FB__REPORT_RESTORE_FALLBACK, FB_ENOCKPT, step, 0, 0, 0, why);
             fprintf(stderr, "firebreak: rank %d: not restoring checkpoint step "
                             "%llu: %s\n", ck->rank, (unsigned long long)step, why);
@@ -335,10 +347,10 @@ static int restore_tiers(fb_ckpt *ck, const fb__ckpt_entry *vm, size_t nm,
 
 /* Per node: the node may hold other ranks' shards of a step (the ranks
  * that ran here before a node was replaced), not this one's. */
-static int own_shard_here(const fb_ckpt *ck, uint64_t step)
+static int own_shard_here(const fb_ckpt *ck, const char *dir, uint64_t step)
 {
     char path[PATH_MAX];
-    return !fb__ckpt_shard_path(path, sizeof path, ck->tier.mem_dir, step, ck->rank) &&
+    return !fb__ckpt_shard_path(path, sizeof path, dir, step, ck->rank) &&
            access(path, F_OK) == 0;
 }
 
@@ -348,37 +360,56 @@ int fb__tier_restore(fb_ckpt *ck, uint64_t *step_out)
     fb__lib_report(FB__REPORT_RESTORE_BEGIN, 0, 0, 0, 0, 0, NULL);
     fb_set_phase(FB_PHASE_RESTORE);
     uint64_t t0 = fb__now_ns();
-    fb__ckpt_entry *vm = NULL, *vs = NULL;
-    size_t nm = 0, ns = 0;
+    fb__ckpt_entry *vm = NULL, *vp = NULL, *vs = NULL;
+    size_t nm = 0, np = 0, ns = 0;
+    char peer_dir[PATH_MAX] = "";
+    /* Per node, the copies the node's watcher received from other nodes
+     * (src/supervisor/peer.c) are kept apart: a restore from them is a
+     * restore from a peer. */
+    if (ck->tier.per_node &&
+        fb__fmt(peer_dir, sizeof peer_dir, "%s/" FB__TIER_PEER_SUBDIR, ck->tier.mem_dir))
+        peer_dir[0] = '\0';
     int rc = fb__ckpt_scan(ck->tier.mem_dir, ck->world_size, 0, &vm, &nm);
     if (rc == -ENOENT)
         nm = 0, rc = 0;
-    int rs = rc ? 0 : fb__ckpt_scan(ck->dir, ck->world_size, 0, &vs, &ns);
+    int rp = rc || !peer_dir[0] ? 0 : fb__ckpt_scan(peer_dir, ck->world_size, 0, &vp, &np);
+    if (rp == -ENOENT || rp == -ENOTDIR)
+        np = 0, rp = 0;
+    int rs = rc || rp ? 0 : fb__ckpt_scan(ck->dir, ck->world_size, 0, &vs, &ns);
     if (rs == -ENOENT)
         ns = 0, rs = 0;
-    if (rc || rs) {
+    if (rc || rp || rs) {
         fprintf(stderr, "firebreak: restore: listing %s: %s\n",
-                rc ? ck->tier.mem_dir : ck->dir, fb_strerror(rc ? rc : rs));
-        rc = rc ? rc : rs;
+                rc ? ck->tier.mem_dir : rp ? peer_dir : ck->dir,
+                fb_strerror(rc ? rc : rp ? rp : rs));
+        rc = rc ? rc : rp ? rp : rs;
         goto out;
     }
-    /* Per node (slurm), this directory holds this node's ranks only: a
-     * step counts there when the supervisor says every rank has it. */
+    /* Per node (slurm), these directories hold some ranks only: a step
+     * counts there when the supervisor says every rank has it. */
     for (size_t i = 0; ck->tier.per_node && i < nm; i++)
         vm[i].complete = (int64_t)vm[i].step == ck->tier.restore_step &&
-                         own_shard_here(ck, vm[i].step);
+                         own_shard_here(ck, ck->tier.mem_dir, vm[i].step);
+    for (size_t i = 0; i < np; i++)
+        vp[i].complete = (int64_t)vp[i].step == ck->tier.restore_step &&
+                         own_shard_here(ck, peer_dir, vp[i].step);
     for (size_t i = 0; i < nm; i++)
         (void)fb__ckpt_clean_tmp(ck->tier.mem_dir, vm[i].step, ck->rank, (int)getpid());
     for (size_t i = 0; i < ns; i++)
         (void)fb__ckpt_clean_tmp(ck->dir, vs[i].step, ck->rank, (int)getpid());
+    tier_list t[3] = {
+        {vm, nm, 0, ck->tier.mem_dir, FB__TIER_MEMORY},
+        {vp, np, 0, peer_dir, FB__TIER_PEER},
+        {vs, ns, 0, ck->dir, FB__TIER_STORAGE}};
     uint64_t step = 0;
-    rc = restore_tiers(ck, vm, nm, vs, ns, &step, t0);
+    rc = restore_tiers(ck, t, 3, &step, t0);
     if (rc == 0 && step_out)
         *step_out = step;
     if (rc == FB_ENOCKPT)
         fb__lib_report(FB__REPORT_RESTORE_NONE, 0, 0, 0, 0, 0, NULL);
 out:
     free(vm);
+    free(vp);
     free(vs);
     fb_set_phase(before);
     return rc;

@@ -19,8 +19,9 @@
  * to node memory; every M-th (FIREBREAK_CKPT_PERSIST_EVERY) the rank's
  * shard is also copied to storage; a save that cannot fit under the
  * node's cap (FIREBREAK_CKPT_MEM_MAX) goes to storage instead.  Restore
- * walks the steps newest first and takes each from memory, else storage,
- * each verified by hash.
+ * walks the steps newest first and takes each from memory, else (under
+ * slurm) a peer's copy the node's watcher received, else storage, each
+ * verified by hash.
  *
  * Supervisor side: the directory's life, and copying the newest complete
  * memory checkpoint to storage (SIGUSR1, the end of the run).
@@ -45,6 +46,10 @@ typedef enum {
  * name table.  fb__tier_source_from_name: FB__TIER_NONE when not one. */
 const char *fb__tier_source_name(fb__tier_source t);
 fb__tier_source fb__tier_source_from_name(const char *name);
+
+/* Under slurm, the copies a node's watcher received from other nodes
+ * (the peer tier, src/supervisor/peer.c): <mem_dir>/peer/step-<N>/... */
+#define FB__TIER_PEER_SUBDIR "peer"
 
 /* A handle's memory tier (a field of fb_ckpt; all zero: none). */
 typedef struct fb__tier {

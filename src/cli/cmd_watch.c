@@ -19,6 +19,8 @@ static void usage(FILE *f)
 "                       [--node NAME] [--node-id K] [--interval DUR]\n"
 "       firebreak watch --health [--node NAME]\n"
 "       firebreak watch --mem-finish --job ID --ckpt-dir DIR --world W --step S\n"
+"       firebreak watch --mem-fetch --job ID --world W --step S --port N\n"
+"                       --plan RANK:SRC:m|p:DST:ADDR,... [--timeout DUR]\n"
 "\n"
 "The per-node watcher of `firebreak run --launcher slurm`, started by the\n"
 "supervisor on every node with `srun --ntasks-per-node=1`.  Watches ranks\n"
@@ -34,10 +36,45 @@ static void usage(FILE *f)
 "  --mem-finish    the end of a run with node-memory checkpoints: copy this\n"
 "                  node's shards of step S (-1: none) from /dev/shm/fb.ID.mem\n"
 "                  to DIR where DIR lacks them, each verified, then remove\n"
-"                  the directory (docs/slurm.md, \"Checkpoint tiers\")\n"
+"                  the directory (docs/slurm.md, \"Checkpoint tiers\");\n"
+"                  --from-peer R:NODE,...: NODE copies rank R's shard from\n"
+"                  its peer copies\n"
+"  --mem-fetch     before a launch: send and receive the shards the plan\n"
+"                  names for this node (fbr1 on port N, each verified by\n"
+"                  hash into the receiver's /dev/shm/fb.ID.mem/peer;\n"
+"                  --timeout, default 60s, bounds it)\n"
+"  --peer-port N   with node memory (FIREBREAK_CKPT_MEM_DIR): receive peer\n"
+"                  copies on port N, and with --peers send this node's\n"
+"                  complete steps to its peer there\n"
+"  --peers A,B,..  per node of the attempt, in order: the address it sends\n"
+"                  its copies to (\"-\": none); this node's is entry --node-id\n"
 "  --node NAME     this node's name (default SLURMD_NODENAME, else hostname)\n"
 "  --interval DUR  heartbeat lines every DUR (default 1s)\n"
 "  -h, --help      this help\n");
+}
+
+/* Entry node_id of the comma-separated list: the address this node sends
+ * its copies to ("-": none); "" when there is no such entry.  0, or -1
+ * for a list that is not one of node addresses. */
+static int my_peer(const char *list, long long node_id, char to[FB__FBW1_NODE_MAX])
+{
+    to[0] = '\0';
+    for (long long k = 0;; k++) {
+        const char *c = strchr(list, ',');
+        size_t len = c ? (size_t)(c - list) : strlen(list);
+        char name[FB__FBW1_NODE_MAX];
+        if (len == 0 || len >= sizeof name || k > FB__FBW1_NODEID_MAX)
+            return -1;
+        memcpy(name, list, len);
+        name[len] = '\0';
+        if (strcmp(name, "-") && !fb__fbw1_node_name_ok(name))
+            return -1;
+        if (k == node_id && strcmp(name, "-"))
+            memcpy(to, name, len + 1);
+        if (!c)
+            return 0;
+        list = c + 1;
+    }
 }
 
 int fb__cmd_watch(int argc, char **argv)
@@ -46,8 +83,10 @@ int fb__cmd_watch(int argc, char **argv)
     long long attempt = -1, ppn = -1, world = -1, node_id = -1;
     double interval_s = 1.0;
     int health = 0, mem_finish = 0;
-    const char *ckpt_dir = NULL;
-    long long step = -2;
+    const char *ckpt_dir = NULL, *plan = NULL, *peers = NULL, *from_peer = NULL;
+    long long step = -2, port = 0, peer_port = 0;
+    double timeout_s = 60.0;
+    int mem_fetch = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (fb__cli_is_help(a)) {
@@ -62,6 +101,10 @@ int fb__cmd_watch(int argc, char **argv)
             mem_finish = 1;
             continue;
         }
+        if (!strcmp(a, "--mem-fetch")) {
+            mem_fetch = 1;
+            continue;
+        }
         if (i + 1 >= argc) {
             fprintf(stderr, "firebreak watch: %s needs a value\n", a);
             return 2;
@@ -71,6 +114,12 @@ int fb__cmd_watch(int argc, char **argv)
         if (!strcmp(a, "--job")) job = v;
         else if (!strcmp(a, "--node")) node_opt = v;
         else if (!strcmp(a, "--ckpt-dir")) ckpt_dir = v;
+        else if (!strcmp(a, "--plan")) plan = v;
+        else if (!strcmp(a, "--from-peer")) from_peer = v;
+        else if (!strcmp(a, "--peers")) peers = v;
+        else if (!strcmp(a, "--port")) bad = fb__parse_int(v, 1, 65535, &port);
+        else if (!strcmp(a, "--peer-port")) bad = fb__parse_int(v, 1, 65535, &peer_port);
+        else if (!strcmp(a, "--timeout")) bad = fb__parse_duration(v, &timeout_s) || timeout_s <= 0 || timeout_s > 3600;
         else if (!strcmp(a, "--step")) bad = fb__parse_int(v, -1, 9999999999LL, &step);
         else if (!strcmp(a, "--attempt")) bad = fb__parse_int(v, 0, 1 << 30, &attempt);
         else if (!strcmp(a, "--ranks-per-node")) bad = fb__parse_int(v, 1, FB__WATCH_MAX_LOCAL, &ppn);
@@ -97,7 +146,22 @@ int fb__cmd_watch(int argc, char **argv)
                     "--world and --step (see --help)\n");
             return 2;
         }
-        return fb__nodemem_finish_here(job, ckpt_dir, (int)world, step, stderr);
+        if (from_peer && strlen(from_peer) > FB__PEER_PLAN_MAX) {
+            fprintf(stderr, "firebreak watch: --from-peer: over %d bytes\n",
+                    FB__PEER_PLAN_MAX);
+            return 2;
+        }
+        return fb__nodemem_finish_here(job, ckpt_dir, (int)world, step, from_peer, node,
+                                       stderr);
+    }
+    if (mem_fetch) {
+        if (!job || world < 1 || step < 0 || !port || !plan) {
+            fprintf(stderr, "firebreak watch: --mem-fetch needs --job, --world, "
+                    "--step, --port and --plan (see --help)\n");
+            return 2;
+        }
+        return fb__peer_fetch_here(job, node, (int)port, (int)world, step, plan,
+                                   (int)(timeout_s * 1000), stderr);
     }
     if (!job || attempt < 0 || ppn < 1 || world < 1) {
         fprintf(stderr, "firebreak watch: --job, --attempt, --ranks-per-node and "
@@ -111,10 +175,18 @@ int fb__cmd_watch(int argc, char **argv)
             return 2;
         }
     }
+    char to[FB__FBW1_NODE_MAX] = "";
+    if (peers && my_peer(peers, node_id, to)) {
+        fprintf(stderr, "firebreak watch: --peers: not a list of node addresses: %s\n",
+                peers);
+        return 2;
+    }
+    const char *mem = fb__getenv("FIREBREAK_CKPT_MEM_DIR");
     fb__watch_opts o = {.job = job, .attempt = (int)attempt,
                         .ranks_per_node = (int)ppn, .world = (int)world,
                         .node_id = node_id, .interval_s = interval_s,
-                        .node = node, .out = stdout};
+                        .node = node, .out = stdout, .mem_dir = mem,
+                        .peer_port = (int)peer_port, .peer_to = to[0] ? to : NULL};
     fb__nodemem_own(stderr); /* this node's memory tier, when the run has one */
     return fb__watch_run(&o);
 }

@@ -201,6 +201,11 @@ int fb__fbw1_parse(const char *line, size_t len, int max_rank, fb__fbw1_msg *m)
         }
         return -EINVAL;
     }
+    if (n == 2 && !strcmp(f[0], "drop") && !num(f[1], 0, FB__FBW1_STEP_MAX, &a)) {
+        m->kind = FB_FBW1_DROP;
+        m->step = a;
+        return 0;
+    }
     if (n == 2 && !strcmp(f[0], "snap") && !num(f[1], 0, FB__FBW1_ATTEMPT_MAX, &a)) {
         m->kind = FB_FBW1_SNAP;
         m->attempt = (int)a;
@@ -212,6 +217,16 @@ int fb__fbw1_parse(const char *line, size_t len, int max_rank, fb__fbw1_msg *m)
         snprintf(m->node, sizeof m->node, "%s", f[1]);
         m->attempt = (int)a;
         m->count = (int)b;
+        return 0;
+    }
+    if (n == 5 && !strcmp(f[0], "peer") && fb__fbw1_node_name_ok(f[1]) &&
+        !num(f[2], 0, FB__FBW1_STEP_MAX, &a) && !num(f[3], 0, max_rank - 1, &b) &&
+        !num(f[4], 1, max_rank - b, &c)) {
+        m->kind = FB_FBW1_PEER;
+        snprintf(m->node, sizeof m->node, "%s", f[1]);
+        m->step = a;
+        m->rank = (int)b;
+        m->count = (int)c;
         return 0;
     }
     if (n == 2 && (!strcmp(f[0], "bye") || !strcmp(f[0], "alive")) &&
@@ -301,6 +316,18 @@ static int head(const fb__fbw1_msg *m, char *buf, size_t size, int *len)
             !in(m->count, 0, FB__FBW1_COUNT_MAX))
             return -EINVAL;
         w = snprintf(buf, size, "fbw1 snapped %s %d %d", m->node, m->attempt, m->count);
+        break;
+    case FB_FBW1_PEER:
+        if (!fb__fbw1_node_name_ok(m->node) || !in(m->step, 0, FB__FBW1_STEP_MAX) ||
+            m->rank < 0 || m->count < 1 || m->count > INT32_MAX - m->rank)
+            return -EINVAL;
+        w = snprintf(buf, size, "fbw1 peer %s %lld %d %d", m->node, m->step, m->rank,
+                     m->count);
+        break;
+    case FB_FBW1_DROP:
+        if (!in(m->step, 0, FB__FBW1_STEP_MAX))
+            return -EINVAL;
+        w = snprintf(buf, size, "fbw1 drop %lld", m->step);
         break;
     case FB_FBW1_REPORT:
         if (m->rank < 0 || m->rep_idx < 0 ||

@@ -28,13 +28,20 @@
  *                                       interval, ranks or none)
  *   fbw1 snapped NODE ATTEMPT COUNT     after a `snap`: COUNT segments of
  *                                       NODE's ranks are in the run directory
+ *   fbw1 peer NODE STEP RANK0 COUNT     NODE's memory holds a peer copy
+ *                                       (received over fbr1, every hash
+ *                                       checked) of the shards of ranks
+ *                                       RANK0 .. RANK0+COUNT-1 of STEP
  *
- * One request goes the other way, from the supervisor to every watcher
+ * Two requests go the other way, from the supervisor to every watcher
  * (srun's stdin, broadcast with --input=all):
  *
  *   fbw1 snap ATTEMPT                   a hang: write the flight-recorder
  *                                       snapshots of ATTEMPT's ranks into
  *                                       the run directory, then `snapped`
+ *   fbw1 drop STEP                      every rank can restore STEP: remove
+ *                                       the older steps from node memory
+ *                                       (own shards and peer copies)
  *
  * The lines come from other nodes through srun's stdout: the parser takes
  * any bytes and either rejects them or fills a message within the bounds.
@@ -51,6 +58,7 @@
 #define FB__FBW1_REPORT_KIND_MAX 64
 #define FB__FBW1_ATTEMPT_MAX 1000000 /* snap, snapped */
 #define FB__FBW1_COUNT_MAX 1024  /* snapped: a watcher's ranks (FB__WATCH_MAX_LOCAL) */
+#define FB__FBW1_STEP_MAX 9999999999LL /* peer: a checkpoint step (FB__REPL_MAX_STEP) */
 
 typedef enum {
     FB_FBW1_HELLO = 1,
@@ -62,7 +70,9 @@ typedef enum {
     FB_FBW1_REPORT,
     FB_FBW1_ALIVE,
     FB_FBW1_SNAP,       /* request: supervisor -> watchers */
-    FB_FBW1_SNAPPED
+    FB_FBW1_SNAPPED,
+    FB_FBW1_PEER,
+    FB_FBW1_DROP        /* request: supervisor -> watchers */
 } fb__fbw1_kind;
 
 typedef enum {
@@ -81,12 +91,14 @@ typedef enum {
 
 typedef struct fb__fbw1_msg {
     fb__fbw1_kind kind;
-    char node[FB__FBW1_NODE_MAX];   /* hello, health, bye, alive, snapped */
+    char node[FB__FBW1_NODE_MAX];   /* hello, health, bye, alive, snapped,
+                                       peer                             */
     char host[FB__FBW1_NODE_MAX];   /* hello: hostname; "": not given   */
     int nodeid;                     /* hello                            */
     long long pid;                  /* hello, attach                    */
-    int rank;                       /* attach, beat, end, report        */
-    long long step;                 /* beat                             */
+    int rank;                       /* attach, beat, end, report; peer:
+                                       the first rank                   */
+    long long step;                 /* beat, peer, drop                 */
     int phase;                      /* beat                             */
     long long age_ms;               /* beat                             */
     fb__fbw1_end_how how;           /* end                              */
@@ -98,7 +110,8 @@ typedef struct fb__fbw1_msg {
     long long rep_step, rep_bytes, rep_v1, rep_v2, rep_wall_ns;
     char rep_text[208];             /* report: free text                */
     int attempt;                    /* snap, snapped                    */
-    int count;                      /* snapped: segments written        */
+    int count;                      /* snapped: segments written; peer:
+                                       ranks from `rank` on             */
 } fb__fbw1_msg;
 
 /* Parse one line (without its newline; need not be NUL-terminated).

@@ -526,6 +526,39 @@ static int spawn_step(fb__sup *s, fb__sup_unit *u, char *const *argv, char **env
     return rc;
 }
 
+/* Where each node of this attempt sends its copies (nodemem.c's ring, by
+ * failure domain): the addresses, in the attempt's order, comma-separated.
+ * -EINVAL: FIREBREAK_CKPT_PEER_DOMAINS is malformed (said). */
+static int peer_addrs(fb__sup *s, char *buf, size_t size)
+{
+    const struct fb__sup_slurm *g = s->slurm;
+    static char dom[MAX_NODES][FB__FBW1_NODE_MAX];
+    static const char *domp[MAX_NODES];
+    static int peer[MAX_NODES];
+    const char *spec = fb__getenv("FIREBREAK_CKPT_PEER_DOMAINS");
+    for (int k = 0; k < g->ncur; k++) {
+        int rc = fb__peer_domain_of(spec, g->nodes[g->cur[k]].name, dom[k], sizeof dom[k]);
+        if (rc) {
+            fb__sup_warn(s, "FIREBREAK_CKPT_PEER_DOMAINS: %s (NODE=DOMAIN,...); no "
+                            "peer copies", fb_strerror(rc));
+            return rc;
+        }
+        domp[k] = dom[k];
+    }
+    fb__peer_ring(domp, g->ncur, peer);
+    size_t len = 0;
+    buf[0] = '\0';
+    for (int k = 0; k < g->ncur; k++) {
+        const snode *n = peer[k] < 0 ? NULL : &g->nodes[g->cur[peer[k]]];
+        int w = snprintf(buf + len, size - len, "%s%s", k ? "," : "",
+                         !n ? "-" : n->addr[0] ? n->addr : n->name);
+        if (w < 0 || (size_t)w >= size - len)
+            return -ENAMETOOLONG;
+        len += (size_t)w;
+    }
+    return 0;
+}
+
 int fb__sup_launch_slurm(fb__sup *s)
 {
     struct fb__sup_slurm *g = s->slurm;
@@ -692,7 +725,21 @@ int fb__sup_launch_slurm(fb__sup *s)
                      "--ntasks-per-node=1", "-m", "block", "-w", list,
                      "--input=all", "--export=ALL", g->self, "watch", "--job",
                      s->job_id, "--attempt", att, "--ranks-per-node", ppn,
-                     "--world", world, NULL};
+                     "--world", world, NULL, NULL, NULL, NULL, NULL};
+    /* The peer tier: each watcher receives on the port, and sends its
+     * node's complete steps to its entry of this list (nodemem.c). */
+    static char pport[16], addrs[MAX_NODES * FB__FBW1_NODE_MAX];
+    int port = fb__sup_nodemem_peer_port(s);
+    if (port > 0 && !peer_addrs(s, addrs, sizeof addrs)) {
+        int w = 0;
+        while (wargv[w])
+            w++;
+        snprintf(pport, sizeof pport, "%d", port);
+        wargv[w++] = "--peer-port";
+        wargv[w++] = pport;
+        wargv[w++] = "--peers";
+        wargv[w++] = addrs;
+    }
     rc = spawn_step(s, &s->units[UNIT_WATCHERS], wargv, envp, qfd[0], pfd[1], wfd,
                     FB__SUP_UNIT_WATCHERS);
     if (rc)
@@ -722,19 +769,29 @@ out:
     return rc;
 }
 
-/* The node-memory tier's last step (nodemem.c): one srun step of
- * `firebreak watch ARGS...` on every node not left out. */
-int fb__sup_slurm_on_nodes(fb__sup *s, const char *const *args,
+/* The node-memory tier's steps (nodemem.c): one srun step of `firebreak
+ * watch ARGS...` on each node of `nodes`, or every node not left out. */
+int fb__sup_slurm_on_nodes(fb__sup *s, const char *nodes, const char *const *args,
                            const char *log_path, int timeout_ms)
 {
     struct fb__sup_slurm *g = s->slurm;
     int idx[MAX_NODES], n = 0;
-    for (int i = 0; i < g->nnodes; i++)
-        if (!g->nodes[i].bad)
-            idx[n++] = i;
     char list[MAX_NODES * 8], nn[16];
-    if (!n || node_list(g, idx, n, list, sizeof list))
-        return n ? -ENAMETOOLONG : 0;
+    if (nodes) {
+        if (fb__fmt(list, sizeof list, "%s", nodes))
+            return -ENAMETOOLONG;
+        n = *nodes ? 1 : 0;
+        for (const char *p = nodes; *p; p++)
+            n += *p == ',';
+    } else {
+        for (int i = 0; i < g->nnodes; i++)
+            if (!g->nodes[i].bad)
+                idx[n++] = i;
+        if (n && node_list(g, idx, n, list, sizeof list))
+            return -ENAMETOOLONG;
+    }
+    if (!n)
+        return 0;
     snprintf(nn, sizeof nn, "%d", n);
     const char *argv[40] = {"srun", "--overlap", "--kill-on-bad-exit=0", "-N", nn,
                             "--ntasks-per-node=1", "-w", list, "--export=ALL",
@@ -749,6 +806,40 @@ int fb__sup_slurm_on_nodes(fb__sup *s, const char *const *args,
     if (lfd >= 0)
         close(lfd);
     return rc;
+}
+
+int fb__sup_slurm_drop(fb__sup *s, int64_t step)
+{
+    struct fb__sup_slurm *g = s->slurm;
+    if (!g || g->req_fd < 0 || s->nunits <= UNIT_WATCHERS ||
+        s->units[UNIT_WATCHERS].ended)
+        return -EPIPE;
+    fb__fbw1_msg m;
+    memset(&m, 0, sizeof m);
+    m.kind = FB_FBW1_DROP;
+    m.step = step;
+    char line[64];
+    int n = fb__fbw1_format(&m, line, sizeof line);
+    if (n <= 0)
+        return -EINVAL;
+    ssize_t w;
+    while ((w = write(g->req_fd, line, (size_t)n)) < 0 && errno == EINTR)
+        ;
+    return w == n ? 0 : w < 0 ? -errno : -EPIPE; /* a short write: next time */
+}
+
+int fb__sup_slurm_node_up(const fb__sup *s, const char *name)
+{
+    const struct fb__sup_slurm *g = s->slurm;
+    int i = g ? node_index(g, name) : -1;
+    return i >= 0 && !g->nodes[i].bad && !g->nodes[i].lost;
+}
+
+const char *fb__sup_slurm_node_addr(const fb__sup *s, const char *name)
+{
+    const struct fb__sup_slurm *g = s->slurm;
+    int i = g ? node_index(g, name) : -1;
+    return i < 0 ? name : g->nodes[i].addr[0] ? g->nodes[i].addr : g->nodes[i].name;
 }
 
 /* ---- watching ---- */
@@ -943,6 +1034,9 @@ static void on_msg(fb__sup *s, const fb__fbw1_msg *m)
         fb__sup_deliver_report(s, m->rank, (uint64_t)m->rep_idx, &rep);
         break;
     }
+    case FB_FBW1_PEER:
+        fb__sup_nodemem_on_peer(s, m->node, m->step, m->rank, m->count);
+        break;
     case FB_FBW1_END: {
         /* The watcher only knows what the rank recorded; a wait status is
          * made from it so a remote end reads like a local one. */
@@ -1148,6 +1242,7 @@ void fb__sup_slurm_tick(fb__sup *s, uint64_t now)
         return;
     if (node_lost(s, now))
         return;
+    fb__sup_nodemem_tick(s, now); /* old steps out of node memory */
     /* Hangs of ranks whose segment is not on this host: the watchers'
      * heartbeat ages. */
     for (int r = 0; r < s->world; r++) {
@@ -1238,6 +1333,7 @@ void fb__sup_slurm_on_failure(fb__sup *s)
         exclude_node(s, g->lost, why);
         g->nodes[g->lost].lost = 1;
         g->nodes[g->lost].lost_attempt = s->attempt;
+        fb__sup_nodemem_on_node_lost(s, g->nodes[g->lost].name); /* its memory */
         return;
     }
     if (f->rank < 0 && !s->o->mpirun) { /* srun's tasks are the ranks */

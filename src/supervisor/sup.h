@@ -261,15 +261,48 @@ void fb__sup_slurm_tick(fb__sup *s, uint64_t now);
 void fb__sup_slurm_on_failure(fb__sup *s);   /* blame a node, before recording */
 void fb__sup_slurm_snapshot(fb__sup *s);     /* a hang: watchers' fr snapshots */
 int fb__sup_slurm_nnodes(const fb__sup *s);  /* nodes the job uses; 1 without */
-/* Run `firebreak watch ARGS...` once on every node not left out (one srun
- * step); its output to log_path.  0, an exit status, or -errno. */
-int fb__sup_slurm_on_nodes(fb__sup *s, const char *const *args,
+/* Run `firebreak watch ARGS...` once on every node of the comma-separated
+ * list `nodes` (NULL: every node not left out; one srun step); its output
+ * to log_path.  0, an exit status, or -errno. */
+int fb__sup_slurm_on_nodes(fb__sup *s, const char *nodes, const char *const *args,
                            const char *log_path, int timeout_ms);
+/* Ask every watcher of the attempt to drop node-memory steps older than
+ * step (fbw1 `drop`).  0, or -errno when the request was not written. */
+int fb__sup_slurm_drop(fb__sup *s, int64_t step);
+/* Whether a node of the allocation can be reached (not left out, not
+ * lost); its address (NodeAddr, else its name). */
+int fb__sup_slurm_node_up(const fb__sup *s, const char *name);
+const char *fb__sup_slurm_node_addr(const fb__sup *s, const char *name);
 
 /* nodemem.c: the node-memory tier under slurm (docs/slurm.md) */
 void fb__sup_nodemem_on_report(fb__sup *s, int rank, const fb__seg_report *r);
-/* The step every rank can restore from where it is now placed; -1 none. */
+/* The step every rank can restore from where it is now placed; -1 none.
+ * The first call of an attempt decides (and moves shards from the nodes
+ * that hold them to the nodes that need them: the peer tier); later calls
+ * of the same attempt return the same step. */
 int64_t fb__sup_nodemem_restore_step(fb__sup *s);
+/* fbw1 `peer`: node holds a verified copy of ranks rank0..+count-1 of step. */
+void fb__sup_nodemem_on_peer(fb__sup *s, const char *node, int64_t step, int rank0,
+                             int count);
+/* Called every tick: tells the watchers to drop the steps older than the
+ * newest one every rank can restore (fbw1 `drop`). */
+void fb__sup_nodemem_tick(fb__sup *s, uint64_t now);
+/* A node lost: the copies in its memory are gone with it (also when it
+ * comes back later). */
+void fb__sup_nodemem_on_node_lost(fb__sup *s, const char *node);
+/* The peer of each of n nodes, by index in the attempt's order: the next
+ * one after it (a ring) whose failure domain differs from its own, else
+ * the next one; -1 with one node.  A NULL or "" domain is a domain of its
+ * own.  Pure: no I/O (tests/slurm/test_peer.c). */
+void fb__peer_ring(const char *const *domain, int n, int *peer);
+/* The failure domain of node in spec (NODE=DOMAIN,...;
+ * FIREBREAK_CKPT_PEER_DOMAINS) into buf, "" when not named.  0, -EINVAL
+ * (an entry without NODE= or a DOMAIN, or a domain over size - 1 bytes),
+ * -E2BIG (over 64 KiB). */
+int fb__peer_domain_of(const char *spec, const char *node, char *buf, size_t size);
+/* The peer tier's port (replication; fetches use port + 1), 0: no peer
+ * tier (FIREBREAK_CKPT_PEER=0, one node, no node memory). */
+int fb__sup_nodemem_peer_port(const fb__sup *s);
 /* End of run: the chosen step to storage where missing, memory removed. */
 void fb__sup_nodemem_finish(fb__sup *s);
 /* Where a rank runs: its node (Slurm's name; the host's elsewhere) and the

@@ -14,6 +14,7 @@
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -124,6 +125,7 @@ typedef struct wrank {
     int sent_first_step; /* a beat went out after its first step       */
     int refused;         /* a file under its name is not ours           */
     int corrupt;         /* failed fb__seg_check: no longer read        */
+    int64_t mem_step;    /* newest step it committed in node memory; -1 */
 } wrank;
 
 static void msg_init(fb__fbw1_msg *m, fb__fbw1_kind kind, int rank)
@@ -160,6 +162,9 @@ static void send_reports(FILE *out, wrank *w)
             size_t n = strnlen(rep.text, sizeof rep.text - 1);
             memcpy(m.rep_text, rep.text, n);
             m.rep_text[n] = '\0';
+            if (rep.kind == FB__REPORT_CKPT_COMMITTED &&
+                strstr(m.rep_text, ", in node memory") && m.rep_step > w->mem_step)
+                w->mem_step = m.rep_step; /* the peer tier's to send */
             emit(out, &m);
             w->report_idx++;
         } else {
@@ -391,9 +396,12 @@ static void on_request(void *ctx, const char *line, size_t len)
 {
     const struct req_ctx *c = ctx;
     fb__fbw1_msg m;
-    if (fb__fbw1_parse(line, len, 1, &m) == 0 && m.kind == FB_FBW1_SNAP &&
-        m.attempt == c->o->attempt)
+    if (fb__fbw1_parse(line, len, 1, &m))
+        return;
+    if (m.kind == FB_FBW1_SNAP && m.attempt == c->o->attempt)
         snapshot(c->o, c->ranks, c->n);
+    else if (m.kind == FB_FBW1_DROP && c->o->mem_dir && c->o->mem_dir[0])
+        (void)fb__peer_drop_older(c->o->mem_dir, c->o->world, m.step);
 }
 
 static void read_requests(const fb__watch_opts *o, wreq *q, wrank *ranks, int n)
@@ -407,6 +415,34 @@ static void read_requests(const fb__watch_opts *o, wreq *q, wrank *ranks, int n)
     }
     struct req_ctx c = {o, ranks, n};
     q->len = fb__fbw1_lines(q->buf, q->len + (size_t)got, &q->dropping, on_request, &c);
+}
+
+/* The newest step every rank of this node committed in its memory; -1. */
+static int64_t complete_in_memory(const wrank *ranks, int n)
+{
+    int64_t low = n ? INT64_MAX : -1;
+    for (int i = 0; i < n; i++)
+        if (ranks[i].mem_step < low)
+            low = ranks[i].mem_step;
+    return low;
+}
+
+/* The peer tier, when the run has one (docs/slurm.md, "Checkpoint
+ * tiers"): a receiver for the previous node's copies, a sender to the
+ * next node.  Without it the node's memory is its only fast copy. */
+static fb__peer *start_peer(const fb__watch_opts *o, int rank0, int n)
+{
+    if (!o->mem_dir || !o->mem_dir[0] || o->peer_port <= 0)
+        return NULL;
+    fb__peer_opts po = {.mem_dir = o->mem_dir, .node = o->node, .port = o->peer_port,
+                        .to = o->peer_to, .world = o->world, .rank0 = rank0,
+                        .nranks = n, .out = o->out, .emit = emit};
+    fb__peer *p = NULL;
+    int rc = fb__peer_start(&p, &po);
+    if (rc)
+        fprintf(stderr, "firebreak watch: %s: no peer tier (port %d): %s\n", o->node,
+                o->peer_port, fb_strerror(rc));
+    return p;
 }
 
 int fb__watch_run(const fb__watch_opts *o)
@@ -427,6 +463,7 @@ int fb__watch_run(const fb__watch_opts *o)
         memset(&ranks[n], 0, sizeof ranks[n]);
         ranks[n].rank = (int)r;
         ranks[n].pidfd = -1;
+        ranks[n].mem_step = -1;
         n++;
     }
     fb__fbw1_msg m;
@@ -440,6 +477,7 @@ int fb__watch_run(const fb__watch_opts *o)
     if (gethostname(m.host, sizeof m.host - 1) || !fb__fbw1_node_name_ok(m.host))
         m.host[0] = '\0';
     emit(o->out, &m);
+    fb__peer *peer = start_peer(o, n ? ranks[0].rank : 0, n);
     uint64_t interval_ns = (uint64_t)(o->interval_s * 1e9), last_beat = 0;
     int left = n;
     static wreq req;
@@ -473,6 +511,8 @@ int fb__watch_run(const fb__watch_opts *o)
                 report_end(o->out, &ranks[map[k]]);
         uint64_t now = fb__now_ns();
         pass(o, ranks, n, now);
+        if (peer)
+            fb__peer_offer(peer, complete_in_memory(ranks, n));
         if (now - last_beat >= interval_ns) {
             last_beat = now;
             /* The node is alive, with ranks attached or not yet: the
@@ -493,6 +533,7 @@ int fb__watch_run(const fb__watch_opts *o)
         snprintf(m.node, sizeof m.node, "%s", o->node);
         emit(o->out, &m);
     }
+    fb__peer_stop(peer);
     /* Stopped (the step ends, scancel): the ranks are being stopped too;
      * give them up to a second to go before their segments are removed.
      * A rank still alive keeps its segment. */

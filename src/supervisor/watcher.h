@@ -13,6 +13,7 @@
 #define FB_SUPERVISOR_WATCHER_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include "supervisor/fbw1.h"
@@ -30,6 +31,9 @@ typedef struct fb__watch_opts {
     FILE *out;              /* where the lines go (stdout)               */
     int in_fd;              /* where requests (`snap`) come from: 0, the
                                step's stdin (srun --input=all); -1: none */
+    const char *mem_dir;    /* the node's memory tier; NULL: none        */
+    int peer_port;          /* the peer tier (peer.c); 0: none           */
+    const char *peer_to;    /* the next node's address; NULL: send none  */
 } fb__watch_opts;
 
 /* This node's name: `opt`, else SLURMD_NODENAME, else the hostname;
@@ -55,15 +59,62 @@ int fb__watch_health(const char *node, FILE *out);
  * docs/slurm.md, "Checkpoint tiers").
  * `firebreak watch --mem-finish`: copy this node's shards of `step` (-1:
  * none) from /dev/shm/fb.<job>.mem to ckpt_dir where ckpt_dir lacks them,
- * each verified by hash first, then remove the directory.  0, or 1 when a
- * copy failed (said on err). */
+ * each verified by hash first, then remove the directory.  from_peer
+ * (R:NODE,..., NULL: none) names ranks whose shard this node, when NODE is
+ * `node`, copies from its peer directory instead (their only copies left).
+ * 0, or 1 when a copy failed (said on err). */
 int fb__nodemem_finish_here(const char *job, const char *ckpt_dir, int world,
-                            long long step, FILE *err);
+                            long long step, const char *from_peer, const char *node,
+                            FILE *err);
 
 /* `firebreak watch`: take over the node's directory named by
  * FIREBREAK_CKPT_MEM_DIR (create it, or write this process's pid into the
  * one a rank or an earlier attempt's watcher created).  Nothing without
  * the variable; errors said on err. */
 void fb__nodemem_own(FILE *err);
+
+/* ---- the peer tier (peer.c; docs/slurm.md, "Checkpoint tiers") ---- */
+
+#define FB__PEER_PLAN_MAX (64 << 10) /* bytes of a --mem-fetch plan        */
+
+/* <mem_dir>/peer (FB__TIER_PEER_SUBDIR, ckpt/tier.h).  0, or -ENAMETOOLONG. */
+int fb__peer_dir_path(char *buf, size_t size, const char *mem_dir);
+
+typedef struct fb__peer fb__peer;
+
+typedef struct fb__peer_opts {
+    const char *mem_dir;    /* this node's memory tier                   */
+    const char *node;       /* this node's name (the `peer` lines')       */
+    int port;               /* listen on it; send to `to` on it           */
+    const char *to;         /* the next node's address; NULL: send none   */
+    int world, rank0, nranks; /* this node's ranks: rank0 .. +nranks-1    */
+    FILE *out;
+    void (*emit)(FILE *out, const fb__fbw1_msg *m); /* writes a line      */
+} fb__peer_opts;
+
+/* Start the receiver (listens on o->port; stores what arrives in
+ * <mem_dir>/peer, verified, and writes a `peer` line for what it holds
+ * after each connection) and, with o->to,
+ * the sender.  Both are threads of the calling watcher.  0 or -errno. */
+int fb__peer_start(fb__peer **out, const fb__peer_opts *o);
+/* Every rank of this node committed `step` in its memory: send it, in the
+ * background (a newer step replaces one not yet begun). */
+void fb__peer_offer(fb__peer *p, int64_t step);
+/* Stop both threads (cutting a transfer short) and free p; NULL: nothing. */
+void fb__peer_stop(fb__peer *p);
+
+/* `fbw1 drop STEP`: remove the steps older than `step` from this node's
+ * memory, its own ranks' and the peer copies.  How many step directories
+ * went. */
+int fb__peer_drop_older(const char *mem_dir, int world, int64_t step);
+
+/* `firebreak watch --mem-fetch`: carry out the part of `plan` that
+ * concerns this node: entries RANK:SRC:m|p:DST:ADDR, comma-separated, say
+ * that node SRC sends rank RANK's shard of `step` from its memory (m) or
+ * its peer directory (p) to node DST at ADDR, port `port`, which stores it
+ * in its peer directory, verified by hash.  0 when every part of it
+ * succeeded within timeout_ms, 1 when not (said on err), 2 usage. */
+int fb__peer_fetch_here(const char *job, const char *node, int port, int world,
+                        long long step, const char *plan, int timeout_ms, FILE *err);
 
 #endif

@@ -86,3 +86,40 @@ wait_no_jobs() {
 
 node_state() { scontrol show node "$1" | tr ' ' '\n' | sed -n "s/^$2=//p"; }
 node_reason() { scontrol show node "$1" | sed -n 's/^ *Reason=//p'; }
+
+# A fresh cluster in place of the current one (a node killed stays down in
+# Slurm): CL becomes $T/cluster-NAME.
+recluster() { # NAME
+    "$SRC/scripts/slurm-cluster.sh" down "$CL" || fail "down before $1"
+    CL=$T/cluster-$1
+    "$SRC/scripts/slurm-cluster.sh" up "$CL" "${SHARE[@]}" >"$T/cluster.env" 2>"$T/cluster.err" \
+        || { cat "$T/cluster.err" >&2; fail "cluster for $1 did not come up"; }
+    eval "$(tail -n 1 "$T/cluster.env")"
+}
+# The checkpoint-tier tests (tiers.sh, peer.sh): every rank's final hash is
+# the fault-free run's; no fb.<job>.mem left in the nodes' /dev/shm.
+same_hashes() { # RUNDIR RANKS STEPS
+    local r
+    for r in $(seq 0 $(($2 - 1))); do
+        [ "$(cat "$1/final_hash.rank-$r")" = "$(ref_hash $r $3)" ] || fail "$1: rank $r hash"
+    done
+}
+nothing_in_shm() { # RUNDIR NODE...
+    local job n left
+    job=$(cat "$1/job")
+    shift
+    for n in "$@"; do
+        left=$(on "$n" ls /dev/shm | grep "^fb\.$job\.mem" || true)
+        [ -z "$left" ] || fail "left in $n's /dev/shm: $left"
+    done
+}
+# Wait (up to 30 s) until the run's journal has a complete checkpoint of
+# STEP or later.
+wait_ckpt() { # RUNDIR STEP
+    local s
+    for _ in $(seq 1 300); do
+        s=$(sqlite3 "$1/journal.sqlite" "select max(step) from checkpoint where status='complete'" 2>/dev/null || true)
+        [ -n "$s" ] && [ "$s" -ge "$2" ] && return 0
+        sleep 0.1
+    done
+}

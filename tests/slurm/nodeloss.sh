@@ -29,13 +29,6 @@ ranks_on() { # NODE
     done | grep -c "^$TOY " || true
 }
 
-recluster() {
-    "$CLS" down "$CL" || fail "down before the next loss"
-    CL=$T/cluster-$1
-    "$CLS" up "$CL" "${SHARE[@]}" >"$T/cluster.env" 2>"$T/cluster.err" \
-        || { cat "$T/cluster.err" >&2; fail "cluster for $1 did not come up"; }
-    eval "$(tail -n 1 "$T/cluster.env")"
-}
 
 for how in kill link-down stop; do
     [ $how = kill ] || recluster $how

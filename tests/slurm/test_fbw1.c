@@ -174,6 +174,29 @@ static void test_round_trips(void)
     m.count = FB__FBW1_COUNT_MAX + 1;
     CHECK_RC(fb__fbw1_format(&m, nope, sizeof nope), -EINVAL);
 
+    m = msg(FB_FBW1_PEER);
+    snprintf(m.node, sizeof m.node, "node3");
+    m.step = 35;
+    m.rank = 2;
+    m.count = 2;
+    round_trip(&m, 4, "peer");
+    m.step = FB__FBW1_STEP_MAX;
+    m.rank = 0;
+    m.count = 8192;
+    round_trip(&m, 8192, "peer at its bounds");
+    m.count = 0;
+    CHECK_RC(fb__fbw1_format(&m, nope, sizeof nope), -EINVAL);
+    m.count = 1;
+    m.step = FB__FBW1_STEP_MAX + 1;
+    CHECK_RC(fb__fbw1_format(&m, nope, sizeof nope), -EINVAL);
+    m = msg(FB_FBW1_DROP);
+    m.step = 35;
+    round_trip(&m, 1, "drop");
+    m.step = FB__FBW1_STEP_MAX;
+    round_trip(&m, 1, "drop at its bound");
+    m.step = -1;
+    CHECK_RC(fb__fbw1_format(&m, nope, sizeof nope), -EINVAL);
+
     m = msg(FB_FBW1_REPORT);
     m.rank = 2;
     m.rep_idx = 41;
@@ -307,6 +330,10 @@ static void test_hostile(void)
         "fbw1 snap", "fbw1 snap 1 2", "fbw1 snap -1", "fbw1 snap 1000001",
         "fbw1 snapped node2 1", "fbw1 snapped node2 1 2 3", "fbw1 snapped node/2 1 2",
         "fbw1 snapped node2 1 1025", "fbw1 snapped node2 -1 2", "fbw1 snap 1 ",
+        "fbw1 peer node3 35 2", "fbw1 peer node3 35 2 2 2", "fbw1 peer node/3 35 2 2",
+        "fbw1 peer node3 35 2 0", "fbw1 peer node3 35 6 3", "fbw1 peer node3 35 8 1",
+        "fbw1 peer node3 -1 2 2", "fbw1 peer node3 10000000000 2 2",
+        "fbw1 drop", "fbw1 drop 1 2", "fbw1 drop -1", "fbw1 drop 10000000000",
         "fbw1 hello  node3 2 42", "fbw1 attach 1  2", "fbw1 beat 1 2 3 4 ",
         "fbw1 nope 1 2", "fbw2 bye node3", "fbw1", "fbw1 ",
     };

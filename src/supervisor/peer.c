@@ -1,0 +1,629 @@
+/*
+ * peer.c -- the peer tier of node-memory checkpoints under the slurm
+ * launcher (docs/slurm.md, "Checkpoint tiers"; watcher.h).
+ *
+ * Each node's watcher copies the steps its ranks completed in its memory
+ * to the memory of one other node, the next in the attempt's node order
+ * (a ring), over fbr1 (src/ckpt/replicate.h).  Copies received from other
+ * nodes live apart from the node's own ranks' shards:
+ *
+ *   /dev/shm/fb.<job>.mem/step-<N>/rank-<R>.safetensors       own ranks
+ *   /dev/shm/fb.<job>.mem/peer/step-<N>/rank-<R>.safetensors  peer copies
+ *
+ * so a restore knows a peer copy from its own (restore_done's source) and
+ * the supervisor can count it as a third kind of copy (nodemem.c).  Both
+ * ends run in threads of the watcher, never in a rank: the sender takes
+ * the newest complete step offered (a newer one replaces one not begun),
+ * the receiver serves one connection at a time and, after each, says
+ * which steps of which ranks it now holds (`fbw1 peer`); old steps go
+ * when the supervisor says (`fbw1 drop`, fb__peer_drop_older).
+ *
+ * `firebreak watch --mem-fetch` is the other direction, before a launch:
+ * the supervisor names, per rank placed on a node that holds no copy of
+ * the chosen step, the live node that does; that node sends the shard and
+ * the new node stores it in its peer directory, verified by hash.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ckpt/replicate.h"
+#include "ckpt/store.h"
+#include "ckpt/tier.h"
+#include "common/util.h"
+#include "firebreak/firebreak.h"
+#include "supervisor/watcher.h"
+
+#define PEER_SHARD_MAX_DEFAULT (256ull << 30) /* without --memory-ckpt-max */
+#define PEER_IO_TIMEOUT_S 60                  /* a stalled connection      */
+#define PEER_REPORTED_MAX 64
+
+/* ---- sockets ---- */
+
+static void io_timeout(int fd, int seconds)
+{
+    struct timeval tv = {.tv_sec = seconds};
+    (void)setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    (void)setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+}
+
+static int listen_on(int port)
+{
+    int fd = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int v6 = fd >= 0;
+    if (fd < 0)
+        fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -errno;
+    int one = 1, zero = 0;
+    (void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    int rc;
+    if (v6) {
+        (void)setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero);
+        struct sockaddr_in6 a = {.sin6_family = AF_INET6, .sin6_port = htons((uint16_t)port),
+                                 .sin6_addr = in6addr_any};
+        rc = bind(fd, (struct sockaddr *)&a, sizeof a);
+    } else {
+        struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                                .sin_addr.s_addr = htonl(INADDR_ANY)};
+        rc = bind(fd, (struct sockaddr *)&a, sizeof a);
+    }
+    if (rc || listen(fd, 16)) {
+        rc = -errno;
+        close(fd);
+        return rc;
+    }
+    return fd;
+}
+
+/* Listen, retrying while the port is still held (the watcher of the
+ * attempt before may take up to a second to go). */
+static int listen_retry(int port, int timeout_ms, volatile int *stopping)
+{
+    uint64_t t0 = fb__now_ns();
+    for (;;) {
+        int fd = listen_on(port);
+        if (fd >= 0 || fd != -EADDRINUSE || (stopping && *stopping) ||
+            fb__now_ns() - t0 > (uint64_t)timeout_ms * 1000000ull)
+            return fd;
+        struct timespec ts = {0, 200000000};
+        nanosleep(&ts, NULL);
+    }
+}
+
+static int connect_once(const char *addr, int port)
+{
+    char ps[16];
+    snprintf(ps, sizeof ps, "%d", port);
+    struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *ai = NULL;
+    int rc = getaddrinfo(addr, ps, &hints, &ai);
+    if (rc)
+        return -EHOSTUNREACH;
+    rc = -ECONNREFUSED;
+    for (struct addrinfo *p = ai; p; p = p->ai_next) {
+        int fd = socket(p->ai_family, p->ai_socktype | SOCK_CLOEXEC, p->ai_protocol);
+        if (fd < 0)
+            continue;
+        if (!connect(fd, p->ai_addr, p->ai_addrlen)) {
+            freeaddrinfo(ai);
+            io_timeout(fd, PEER_IO_TIMEOUT_S);
+            return fd;
+        }
+        rc = -errno;
+        close(fd);
+    }
+    freeaddrinfo(ai);
+    return rc;
+}
+
+/* Connect, retrying until deadline: the other end may not listen yet. */
+static int connect_retry(const char *addr, int port, int timeout_ms,
+                         volatile int *stopping)
+{
+    uint64_t t0 = fb__now_ns();
+    for (;;) {
+        int fd = connect_once(addr, port);
+        if (fd >= 0 || (stopping && *stopping) ||
+            fb__now_ns() - t0 > (uint64_t)timeout_ms * 1000000ull)
+            return fd;
+        struct timespec ts = {0, 200000000};
+        nanosleep(&ts, NULL);
+    }
+}
+
+static uint64_t shard_max_bytes(void)
+{
+    long long cap = 0;
+    const char *v = fb__getenv("FIREBREAK_CKPT_MEM_MAX");
+    if (v && !fb__parse_int(v, 0, INT64_MAX, &cap) && cap > 0)
+        return (uint64_t)cap;
+    return PEER_SHARD_MAX_DEFAULT;
+}
+
+int fb__peer_dir_path(char *buf, size_t size, const char *mem_dir)
+{
+    return fb__fmt(buf, size, "%s/" FB__TIER_PEER_SUBDIR, mem_dir);
+}
+
+/* Remove a step directory of node memory: a hidden name first (as
+ * store.c does), so a half-removed step is never taken for a checkpoint. */
+static void remove_step(const char *dir, uint64_t step)
+{
+    char from[PATH_MAX], to[PATH_MAX];
+    if (fb__ckpt_step_path(from, sizeof from, dir, step) ||
+        fb__fmt(to, sizeof to, "%s/.deleted-step-%010llu.%d", dir,
+                (unsigned long long)step, (int)getpid()) ||
+        rename(from, to))
+        return;
+    fb__rm_rf(to);
+}
+
+int fb__peer_drop_older(const char *mem_dir, int world, int64_t step)
+{
+    char dirs[2][PATH_MAX];
+    int dropped = 0;
+    if (fb__fmt(dirs[0], sizeof dirs[0], "%s", mem_dir) ||
+        fb__peer_dir_path(dirs[1], sizeof dirs[1], mem_dir))
+        return 0;
+    for (int d = 0; d < 2; d++) {
+        fb__ckpt_entry *v = NULL;
+        size_t n = 0;
+        if (fb__ckpt_scan(dirs[d], world, 0, &v, &n))
+            continue;
+        for (size_t i = 0; i < n; i++)
+            if ((int64_t)v[i].step < step) {
+                remove_step(dirs[d], v[i].step);
+                dropped++;
+            }
+        free(v);
+    }
+    return dropped;
+}
+
+/* ---- the watcher's sender and receiver ---- */
+
+struct fb__peer {
+    char mem_dir[PATH_MAX], peer_dir[PATH_MAX];
+    char node[FB__FBW1_NODE_MAX];
+    char to[FB__FBW1_NODE_MAX];     /* the next node's address; "": none */
+    int port, world;
+    FILE *out;
+    void (*emit)(FILE *out, const fb__fbw1_msg *m);
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    volatile int stopping;
+    int lfd, conn_fd, send_fd;      /* -1 none; under mu                  */
+    int64_t pending, offered;       /* step to send next; newest offered  */
+    int rank0, nranks;
+    pthread_t rx, tx;
+    int rx_up, tx_up;
+    struct { int64_t step; int shards; } reported[PEER_REPORTED_MAX];
+    int nreported;
+};
+
+/* Say which ranks of each step the peer directory holds (a step once per
+ * count of shards).  Nothing is removed here: the supervisor, which knows
+ * which step every rank can restore, says when (`fbw1 drop`). */
+static void held(fb__peer *p)
+{
+    fb__ckpt_entry *v = NULL;
+    size_t n = 0;
+    if (fb__ckpt_scan(p->peer_dir, p->world, 0, &v, &n))
+        return;
+    for (size_t i = 0; i < n; i++) {
+        int j = 0;
+        while (j < p->nreported && p->reported[j].step != (int64_t)v[i].step)
+            j++;
+        if (j < p->nreported && p->reported[j].shards == v[i].shards)
+            continue;
+        if (j == p->nreported) {
+            if (p->nreported == PEER_REPORTED_MAX)
+                memmove(p->reported, p->reported + 1,
+                        sizeof p->reported[0] * --p->nreported);
+            j = p->nreported++;
+        }
+        p->reported[j].step = (int64_t)v[i].step;
+        p->reported[j].shards = v[i].shards;
+        /* One line per run of consecutive ranks present. */
+        int start = -1;
+        for (int r = 0; r <= p->world; r++) {
+            char path[PATH_MAX];
+            int here = r < p->world &&
+                       !fb__ckpt_shard_path(path, sizeof path, p->peer_dir, v[i].step, r) &&
+                       access(path, F_OK) == 0;
+            if (here && start < 0)
+                start = r;
+            if (!here && start >= 0) {
+                fb__fbw1_msg m;
+                memset(&m, 0, sizeof m);
+                m.kind = FB_FBW1_PEER;
+                snprintf(m.node, sizeof m.node, "%s", p->node);
+                m.step = (long long)v[i].step;
+                m.rank = start;
+                m.count = r - start;
+                p->emit(p->out, &m);
+                start = -1;
+            }
+        }
+    }
+    free(v);
+}
+
+static void *rx_main(void *arg)
+{
+    fb__peer *p = arg;
+    uint64_t max = shard_max_bytes();
+    /* Here, not in fb__peer_start: the watcher's first lines must not
+     * wait for the port. */
+    int lfd = listen_retry(p->port, 10000, &p->stopping);
+    pthread_mutex_lock(&p->mu);
+    if (lfd >= 0 && p->stopping) {
+        close(lfd);
+        lfd = -1;
+    }
+    p->lfd = lfd;
+    pthread_mutex_unlock(&p->mu);
+    if (lfd < 0) {
+        if (!p->stopping)
+            fprintf(stderr, "firebreak watch: %s: no peer copies received (port %d): "
+                    "%s\n", p->node, p->port, fb_strerror(lfd));
+        return NULL;
+    }
+    while (!p->stopping) {
+        int c = accept4(p->lfd, NULL, NULL, SOCK_CLOEXEC);
+        if (c < 0) {
+            if (errno == EINTR || errno == ECONNABORTED)
+                continue;
+            break; /* shut down */
+        }
+        pthread_mutex_lock(&p->mu);
+        p->conn_fd = p->stopping ? -1 : c;
+        pthread_mutex_unlock(&p->mu);
+        if (p->stopping) {
+            close(c);
+            break;
+        }
+        io_timeout(c, PEER_IO_TIMEOUT_S);
+        fb__repl_stats st = {0};
+        char why[1024] = "";
+        int rc = fb__repl_serve(c, p->peer_dir, max, &st, why, sizeof why);
+        pthread_mutex_lock(&p->mu);
+        p->conn_fd = -1;
+        pthread_mutex_unlock(&p->mu);
+        close(c);
+        if (rc && !p->stopping)
+            fprintf(stderr, "firebreak watch: peer copy into %s: %s\n", p->peer_dir, why);
+        if (st.shards)
+            held(p);
+    }
+    return NULL;
+}
+
+static void *tx_main(void *arg)
+{
+    fb__peer *p = arg;
+    pthread_mutex_lock(&p->mu);
+    for (;;) {
+        while (!p->stopping && p->pending < 0)
+            pthread_cond_wait(&p->cv, &p->mu);
+        if (p->stopping)
+            break;
+        int64_t step = p->pending;
+        p->pending = -1;
+        pthread_mutex_unlock(&p->mu);
+        char why[1024] = "";
+        int fd = connect_retry(p->to, p->port, 10000, &p->stopping), rc = fd;
+        if (fd >= 0) {
+            pthread_mutex_lock(&p->mu);
+            p->send_fd = fd;
+            pthread_mutex_unlock(&p->mu);
+            rc = fb__repl_send_step(fd, p->mem_dir, (uint64_t)step, p->rank0, p->nranks,
+                                    why, sizeof why);
+            pthread_mutex_lock(&p->mu);
+            p->send_fd = -1;
+            pthread_mutex_unlock(&p->mu);
+            close(fd);
+        } else {
+            snprintf(why, sizeof why, "connecting to %s port %d: %s", p->to, p->port,
+                     fb_strerror(fd));
+        }
+        if (rc && !p->stopping)
+            fprintf(stderr, "firebreak watch: peer copy of step %lld to %s: %s\n",
+                    (long long)step, p->to, why);
+        pthread_mutex_lock(&p->mu);
+    }
+    pthread_mutex_unlock(&p->mu);
+    return NULL;
+}
+
+int fb__peer_start(fb__peer **out, const fb__peer_opts *o)
+{
+    *out = NULL;
+    fb__peer *p = calloc(1, sizeof *p);
+    if (!p)
+        return -ENOMEM;
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_cond_init(&p->cv, NULL);
+    p->lfd = p->conn_fd = p->send_fd = -1;
+    p->pending = p->offered = -1;
+    p->port = o->port;
+    p->world = o->world;
+    p->rank0 = o->rank0;
+    p->nranks = o->nranks;
+    p->out = o->out;
+    p->emit = o->emit;
+    snprintf(p->node, sizeof p->node, "%s", o->node);
+    snprintf(p->to, sizeof p->to, "%s", o->to ? o->to : "");
+    int rc = 0;
+    if (fb__fmt(p->mem_dir, sizeof p->mem_dir, "%s", o->mem_dir) ||
+        fb__peer_dir_path(p->peer_dir, sizeof p->peer_dir, o->mem_dir)) {
+        rc = -ENAMETOOLONG;
+        goto fail;
+    }
+    if (mkdir(p->peer_dir, 0700) && errno != EEXIST) {
+        rc = -errno;
+        goto fail;
+    }
+    if (pthread_create(&p->rx, NULL, rx_main, p)) {
+        rc = -EAGAIN;
+        goto fail;
+    }
+    p->rx_up = 1;
+    if (p->to[0] && !pthread_create(&p->tx, NULL, tx_main, p))
+        p->tx_up = 1;
+    *out = p;
+    return 0;
+fail:
+    fb__peer_stop(p);
+    return rc;
+}
+
+void fb__peer_offer(fb__peer *p, int64_t step)
+{
+    if (!p || !p->tx_up || step <= p->offered)
+        return;
+    pthread_mutex_lock(&p->mu);
+    p->offered = step;
+    p->pending = step;
+    pthread_cond_signal(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+}
+
+void fb__peer_stop(fb__peer *p)
+{
+    if (!p)
+        return;
+    pthread_mutex_lock(&p->mu);
+    p->stopping = 1;
+    if (p->lfd >= 0)
+        shutdown(p->lfd, SHUT_RDWR); /* wakes accept */
+    if (p->conn_fd >= 0)
+        shutdown(p->conn_fd, SHUT_RDWR);
+    if (p->send_fd >= 0)
+        shutdown(p->send_fd, SHUT_RDWR);
+    pthread_cond_broadcast(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+    if (p->rx_up)
+        pthread_join(p->rx, NULL);
+    if (p->tx_up)
+        pthread_join(p->tx, NULL);
+    if (p->lfd >= 0)
+        close(p->lfd);
+    pthread_mutex_destroy(&p->mu);
+    pthread_cond_destroy(&p->cv);
+    free(p);
+}
+
+/* ---- `firebreak watch --mem-fetch` ---- */
+
+typedef struct fetch_entry {
+    int rank;
+    char src[FB__FBW1_NODE_MAX], dst[FB__FBW1_NODE_MAX], addr[FB__FBW1_NODE_MAX];
+    int peer;               /* the source's copy is in its peer directory */
+} fetch_entry;
+
+/* One entry, RANK:SRC:m|p:DST:DSTADDR; 0 or -EINVAL. */
+static int parse_entry(char *e, int world, fetch_entry *f)
+{
+    char *field[5];
+    int n = 0;
+    for (char *tok = e; n < 5; n++) {
+        field[n] = tok;
+        char *c = strchr(tok, ':');
+        if (!c) {
+            n++;
+            break;
+        }
+        *c = '\0';
+        tok = c + 1;
+    }
+    long long r;
+    if (n != 5 || fb__parse_int(field[0], 0, world - 1, &r) ||
+        !fb__fbw1_node_name_ok(field[1]) || strlen(field[2]) != 1 ||
+        (field[2][0] != 'm' && field[2][0] != 'p') || !fb__fbw1_node_name_ok(field[3]) ||
+        !fb__fbw1_node_name_ok(field[4]) || !strcmp(field[1], field[3]))
+        return -EINVAL;
+    f->rank = (int)r;
+    snprintf(f->src, sizeof f->src, "%s", field[1]);
+    f->peer = field[2][0] == 'p';
+    snprintf(f->dst, sizeof f->dst, "%s", field[3]);
+    snprintf(f->addr, sizeof f->addr, "%s", field[4]);
+    return 0;
+}
+
+static int parse_plan(const char *plan, int world, fetch_entry **out, int *count)
+{
+    size_t len = strlen(plan);
+    *out = NULL;
+    *count = 0;
+    if (len > FB__PEER_PLAN_MAX)
+        return -E2BIG;
+    char *copy = strdup(plan);
+    fetch_entry *v = calloc(len / 2 + 1, sizeof *v);
+    int n = 0, rc = 0;
+    if (!copy || !v) {
+        rc = -ENOMEM;
+        goto out;
+    }
+    char *save = NULL;
+    for (char *e = strtok_r(copy, ",", &save); e; e = strtok_r(NULL, ",", &save))
+        if ((rc = parse_entry(e, world, &v[n++])))
+            goto out;
+    if (!n)
+        rc = -EINVAL;
+out:
+    free(copy);
+    if (rc) {
+        free(v);
+        return rc;
+    }
+    *out = v;
+    *count = n;
+    return 0;
+}
+
+typedef struct fetch_rx {
+    const char *peer_dir;
+    int lfd, world;
+    const fetch_entry *v;
+    int n;
+    const char *me;
+    long long step;
+    uint64_t deadline_ns;
+    int missing;            /* out */
+} fetch_rx;
+
+static int count_missing(const fetch_rx *x)
+{
+    int missing = 0;
+    for (int i = 0; i < x->n; i++) {
+        char path[PATH_MAX];
+        if (strcmp(x->v[i].dst, x->me))
+            continue;
+        if (fb__ckpt_shard_path(path, sizeof path, x->peer_dir, (uint64_t)x->step,
+                                x->v[i].rank) ||
+            access(path, F_OK))
+            missing++;
+    }
+    return missing;
+}
+
+static void *fetch_rx_main(void *arg)
+{
+    fetch_rx *x = arg;
+    uint64_t max = shard_max_bytes();
+    while ((x->missing = count_missing(x)) > 0 && fb__now_ns() < x->deadline_ns) {
+        struct pollfd pfd = {.fd = x->lfd, .events = POLLIN};
+        int left_ms = (int)((x->deadline_ns - fb__now_ns()) / 1000000ull);
+        if (poll(&pfd, 1, left_ms > 200 ? 200 : left_ms) <= 0)
+            continue;
+        int c = accept4(x->lfd, NULL, NULL, SOCK_CLOEXEC);
+        if (c < 0)
+            continue;
+        io_timeout(c, PEER_IO_TIMEOUT_S);
+        fb__repl_stats st = {0};
+        char why[1024] = "";
+        if (fb__repl_serve(c, x->peer_dir, max, &st, why, sizeof why))
+            fprintf(stderr, "firebreak watch: fetching into %s: %s\n", x->peer_dir, why);
+        close(c);
+    }
+    return NULL;
+}
+
+/* Send every shard the plan has this node send, grouped by destination. */
+static int fetch_send(const fetch_entry *v, int n, const char *me, const char *mem_dir,
+                      long long step, int port, uint64_t deadline_ns)
+{
+    int failed = 0;
+    char *done = calloc((size_t)n + 1, 1), peer_dir[PATH_MAX];
+    if (!done || fb__peer_dir_path(peer_dir, sizeof peer_dir, mem_dir)) {
+        free(done);
+        return 1;
+    }
+    for (int i = 0; i < n; i++) {
+        if (done[i] || strcmp(v[i].src, me))
+            continue;
+        uint64_t now = fb__now_ns();
+        int left_ms = now < deadline_ns ? (int)((deadline_ns - now) / 1000000ull) : 0;
+        int fd = connect_retry(v[i].addr, port, left_ms, NULL);
+        for (int j = i; j < n; j++) {
+            if (done[j] || strcmp(v[j].src, me) || strcmp(v[j].dst, v[i].dst))
+                continue;
+            done[j] = 1;
+            char why[1024] = "";
+            int rc = fd < 0 ? fd
+                   : fb__repl_send_step(fd, v[j].peer ? peer_dir : mem_dir,
+                                        (uint64_t)step, v[j].rank, 1, why, sizeof why);
+            if (rc) {
+                fprintf(stderr, "firebreak watch: rank %d's shard of step %lld to %s: "
+                        "%s\n", v[j].rank, step, v[j].dst, fd < 0 ? fb_strerror(fd) : why);
+                failed = 1;
+            }
+        }
+        if (fd >= 0)
+            close(fd);
+    }
+    free(done);
+    return failed;
+}
+
+int fb__peer_fetch_here(const char *job, const char *node, int port, int world,
+                        long long step, const char *plan, int timeout_ms, FILE *err)
+{
+    char mem_dir[PATH_MAX], peer_dir[PATH_MAX];
+    if (strchr(job, '/') || !strcmp(job, "..") ||
+        fb__ckpt_mem_dir_path(mem_dir, sizeof mem_dir, job) ||
+        fb__peer_dir_path(peer_dir, sizeof peer_dir, mem_dir)) {
+        fprintf(err, "firebreak watch: --job: not a job id: %s\n", job);
+        return 2;
+    }
+    fetch_entry *v = NULL;
+    int n = 0, rc = parse_plan(plan, world, &v, &n);
+    if (rc) {
+        fprintf(err, "firebreak watch: --plan: %s (RANK:SRC:m|p:DST:ADDR,...; "
+                "see docs/slurm.md)\n", fb_strerror(rc));
+        return 2;
+    }
+    uint64_t deadline = fb__now_ns() + (uint64_t)timeout_ms * 1000000ull;
+    fetch_rx x = {.peer_dir = peer_dir, .lfd = -1, .world = world, .v = v, .n = n,
+                  .me = node, .step = step, .deadline_ns = deadline};
+    pthread_t th;
+    int rx = 0, failed = 0;
+    if (count_missing(&x) > 0) {
+        if ((mkdir(mem_dir, 0700) && errno != EEXIST) ||
+            (mkdir(peer_dir, 0700) && errno != EEXIST) ||
+            (x.lfd = listen_retry(port, 5000, NULL)) < 0) {
+            fprintf(err, "firebreak watch: %s: cannot receive on port %d: %s\n", node,
+                    port, x.lfd < 0 ? fb_strerror(x.lfd) : strerror(errno));
+            failed = 1;
+        } else if (!pthread_create(&th, NULL, fetch_rx_main, &x)) {
+            rx = 1;
+        } else {
+            failed = 1;
+        }
+    }
+    failed |= fetch_send(v, n, node, mem_dir, step, port, deadline);
+    if (rx) {
+        pthread_join(th, NULL);
+        if (x.missing) {
+            fprintf(err, "firebreak watch: %s: %d shard(s) of step %lld not received\n",
+                    node, x.missing, step);
+            failed = 1;
+        }
+    }
+    if (x.lfd >= 0)
+        close(x.lfd);
+    free(v);
+    return failed;
+}

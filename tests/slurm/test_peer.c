@@ -1,0 +1,245 @@
+/*
+ * test_peer.c -- the peer tier's two node-side parts (src/supervisor/peer.c)
+ * on loopback, without a cluster:
+ *   - a watcher's receiver (fb__peer_start): shards sent with fbr1 land in
+ *     <mem_dir>/peer, verified, it says what it holds as `fbw1 peer` lines
+ *     (one per run of consecutive ranks);
+ *   - `fbw1 drop` (fb__peer_drop_older): the older steps leave node
+ *     memory, own shards and peer copies;
+ *   - `firebreak watch --mem-fetch` (fb__peer_fetch_here): node "a" sends
+ *     rank 1's shard of a step from its memory to node "b", which stores it
+ *     in its peer directory; a plan naming a shard that is not there fails.
+ * And the choice of each node's peer (fb__peer_ring, by failure domain).
+ * Both "nodes" share this host's /dev/shm/fb.<job>.mem, which is what the
+ * peer directory keeps apart.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../check.h"
+#include "ckpt/replicate.h"
+#include "ckpt/store.h"
+#include "ckpt/tier.h"
+#include "common/util.h"
+#include "supervisor/sup.h"
+#include "supervisor/watcher.h"
+
+static char job[64], mem[4200], peer[4200], lines[8192];
+static size_t nlines;
+
+/* Steps 7, 8 and 9 of a 2-rank job in dir, saved by the engine. */
+static void save_steps(const char *dir)
+{
+    for (int rank = 0; rank < 2; rank++) {
+        static float w[4096];
+        for (int i = 0; i < 4096; i++)
+            w[i] = (float)(i * (rank + 1));
+        fb_ckpt_options o;
+        fb_ckpt_options_init(&o);
+        o.dir = dir;
+        o.rank = rank;
+        o.world_size = 2;
+        o.async = 0;
+        fb_ckpt *ck = NULL;
+        CHECK_RC(fb_ckpt_open(&ck, &o), 0);
+        if (!ck)
+            return;
+        CHECK_RC(fb_ckpt_register(ck, "w", FB_DTYPE_F32, 1, (int64_t[]){4096}, w), 0);
+        for (uint64_t s = 7; s <= 9; s++)
+            CHECK_RC(fb_ckpt_save(ck, s), 0);
+        fb_ckpt_close(ck);
+    }
+}
+
+/* The receiver's lines, collected (its own thread writes them). */
+static void collect(FILE *out, const fb__fbw1_msg *m)
+{
+    (void)out;
+    char line[FB__FBW1_LINE_MAX + 2];
+    int n = fb__fbw1_format(m, line, sizeof line);
+    if (n > 0 && nlines + (size_t)n < sizeof lines) {
+        memcpy(lines + nlines, line, (size_t)n);
+        nlines += (size_t)n;
+        lines[nlines] = '\0';
+    }
+}
+
+static int free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    CHECK(fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
+          getsockname(fd, (struct sockaddr *)&a, &len) == 0);
+    close(fd);
+    return ntohs(a.sin_port);
+}
+
+static int connect_port(int port)
+{
+    for (int i = 0; i < 50; i++) {
+        int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        if (fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof a) == 0)
+            return fd;
+        if (fd >= 0)
+            close(fd);
+        usleep(20000);
+    }
+    return -1;
+}
+
+static int has_shard(const char *dir, uint64_t step, int rank)
+{
+    char p[4300];
+    return !fb__ckpt_shard_path(p, sizeof p, dir, step, rank) && access(p, F_OK) == 0;
+}
+
+static int verifies(const char *dir, uint64_t step, int rank)
+{
+    char p[4300], why[1024] = "";
+    int rc = fb__ckpt_shard_path(p, sizeof p, dir, step, rank);
+    if (!rc)
+        rc = fb__ckpt_verify_shard(p, step, rank, why, sizeof why);
+    if (rc)
+        fprintf(stderr, "%s: %s\n", p, why);
+    return rc == 0;
+}
+
+/* Send steps of ranks [rank0, rank0+n) from mem to the receiver; wait for
+ * its line about the last one. */
+static void send_step(int port, uint64_t step, int rank0, int n, const char *want)
+{
+    char why[1024] = "";
+    int fd = connect_port(port);
+    CHECK(fd >= 0);
+    if (fd < 0)
+        return;
+    CHECK_RC(fb__repl_send_step(fd, mem, step, rank0, n, why, sizeof why), 0);
+    close(fd);
+    for (int i = 0; i < 200 && !strstr(lines, want); i++)
+        usleep(10000);
+    CHECKF(strstr(lines, want) != NULL, "no '%s' in:\n%s", want, lines);
+}
+
+static void receiver(void)
+{
+    int port = free_port();
+    fb__peer_opts o = {.mem_dir = mem, .node = "node2", .port = port, .world = 2,
+                       .rank0 = 0, .nranks = 2, .emit = collect};
+    fb__peer *p = NULL;
+    CHECK_RC(fb__peer_start(&p, &o), 0);
+    if (!p)
+        return;
+    send_step(port, 7, 0, 1, "fbw1 peer node2 7 0 1\n");
+    send_step(port, 7, 1, 1, "fbw1 peer node2 7 0 2\n"); /* the run grew */
+    CHECK(has_shard(peer, 7, 0) && has_shard(peer, 7, 1));
+    CHECK(verifies(peer, 7, 1));
+    send_step(port, 8, 0, 2, "fbw1 peer node2 8 0 2\n");
+    send_step(port, 9, 1, 1, "fbw1 peer node2 9 1 1\n");
+    CHECK(has_shard(peer, 7, 1) && has_shard(peer, 8, 1) && has_shard(peer, 9, 1));
+    fb__peer_stop(p); /* joins its threads: nothing left running */
+}
+
+static void fetch(void)
+{
+    int port = free_port();
+    char plan[256];
+    snprintf(plan, sizeof plan, "1:a:m:b:127.0.0.1");
+    fb__rm_rf(peer);
+    pid_t child = fork();
+    if (child == 0)
+        _exit(fb__peer_fetch_here(job, "b", port, 2, 8, plan, 10000, stderr));
+    CHECK_RC(fb__peer_fetch_here(job, "a", port, 2, 8, plan, 10000, stderr), 0);
+    int status = -1;
+    CHECK(waitpid(child, &status, 0) == child);
+    CHECKF(WIFEXITED(status) && WEXITSTATUS(status) == 0, "node b's status %d", status);
+    CHECK(has_shard(peer, 8, 1) && !has_shard(peer, 8, 0));
+    CHECK(verifies(peer, 8, 1));
+
+    /* A shard the source does not have: both sides say it failed. */
+    port = free_port();
+    snprintf(plan, sizeof plan, "0:a:m:b:127.0.0.1");
+    child = fork();
+    if (child == 0)
+        _exit(fb__peer_fetch_here(job, "b", port, 2, 5, plan, 2000, stderr));
+    CHECK_RC(fb__peer_fetch_here(job, "a", port, 2, 5, plan, 2000, stderr), 1);
+    CHECK(waitpid(child, &status, 0) == child);
+    CHECKF(WIFEXITED(status) && WEXITSTATUS(status) == 1, "node b's status %d", status);
+
+    /* Plans that are not plans. */
+    static const char *const bad[] = {"", "1:a:m:b", "2:a:m:b:x", "1:a:x:b:x",
+                                      "1:a:m:a:x", "1:a/b:m:b:x", "-1:a:m:b:x"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        CHECKF(fb__peer_fetch_here(job, "a", port, 2, 8, bad[i], 100, stderr) == 2,
+               "plan '%s' accepted", bad[i]);
+}
+
+static void ring(void)
+{
+    int to[5];
+    const char *none[4] = {NULL, NULL, NULL, NULL};
+    fb__peer_ring(none, 4, to); /* no domains: the next node */
+    CHECK(to[0] == 1 && to[1] == 2 && to[2] == 3 && to[3] == 0);
+    fb__peer_ring(none, 1, to);
+    CHECK_EQ_INT(to[0], -1);
+    /* Two racks: never a copy in its own rack while another rack exists. */
+    const char *racks[4] = {"a", "a", "b", "b"};
+    fb__peer_ring(racks, 4, to);
+    CHECK(to[0] == 2 && to[1] == 2 && to[2] == 0 && to[3] == 0);
+    const char *one[3] = {"a", "a", "a"};  /* one rack: the next node */
+    fb__peer_ring(one, 3, to);
+    CHECK(to[0] == 1 && to[1] == 2 && to[2] == 0);
+    const char *mixed[5] = {"a", "", "a", NULL, "a"};
+    fb__peer_ring(mixed, 5, to);
+    CHECK(to[0] == 1 && to[1] == 2 && to[2] == 3 && to[3] == 4 && to[4] == 1);
+
+    char d[16];
+    CHECK_RC(fb__peer_domain_of("node1=r1,node2=r1,node3=r2", "node3", d, sizeof d), 0);
+    CHECK_EQ_STR(d, "r2");
+    CHECK_RC(fb__peer_domain_of("node1=r1,node10=r9", "node1", d, sizeof d), 0);
+    CHECK_EQ_STR(d, "r1");
+    CHECK_RC(fb__peer_domain_of("node1=r1", "node4", d, sizeof d), 0);
+    CHECK_EQ_STR(d, "");
+    CHECK_RC(fb__peer_domain_of(NULL, "node4", d, sizeof d), 0);
+    CHECK_EQ_STR(d, "");
+    static const char *const bad[] = {"node1", "node1=", "=r1", "node1=r1,,node2=r2",
+                                      "node1=a-domain-name-too-long"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        CHECKF(fb__peer_domain_of(bad[i], "node1", d, sizeof d) == -EINVAL,
+               "'%s' accepted", bad[i]);
+}
+
+static void drop(void)
+{
+    CHECK(has_shard(mem, 7, 0) && has_shard(mem, 8, 0) && has_shard(peer, 8, 1));
+    CHECK_EQ_INT(fb__peer_drop_older(mem, 2, 9), 3); /* mem 7, 8; peer 8 */
+    CHECK(!has_shard(mem, 7, 0) && !has_shard(mem, 8, 1) && !has_shard(peer, 8, 1));
+    CHECK(has_shard(mem, 9, 0) && has_shard(mem, 9, 1));
+    CHECK_EQ_INT(fb__peer_drop_older(mem, 2, 9), 0);
+}
+
+int main(void)
+{
+    signal(SIGPIPE, SIG_IGN);
+    snprintf(job, sizeof job, "peertest%d", (int)getpid());
+    CHECK_RC(fb__ckpt_mem_dir_path(mem, sizeof mem, job), 0);
+    CHECK_RC(fb__peer_dir_path(peer, sizeof peer, mem), 0);
+    CHECK(mkdir(mem, 0700) == 0);
+    ring();
+    save_steps(mem);
+    receiver();
+    fetch();
+    drop();
+    fb__ckpt_mem_dir_remove(mem);
+    return failures != 0;
+}
