@@ -280,6 +280,15 @@ static void *rx_main(void *arg)
                     "%s\n", p->node, p->port, fb_strerror(lfd));
         return NULL;
     }
+    /* The receive pool (replicate.h): each step's files are allocated
+     * while the receiver waits for the next one, not while a sender waits
+     * for them.  Without it (it could not be made) shards are received as
+     * fb__repl_serve does. */
+    fb__repl_pool *pool = NULL;
+    char pwhy[512] = "";
+    if (fb__repl_pool_open(&pool, p->peer_dir, pwhy, sizeof pwhy))
+        fprintf(stderr, "firebreak watch: %s: no receive pool (%s): peer copies "
+                "allocate their memory as they arrive\n", p->node, pwhy);
     while (!p->stopping) {
         int c = accept4(p->lfd, NULL, NULL, SOCK_CLOEXEC);
         if (c < 0) {
@@ -297,7 +306,7 @@ static void *rx_main(void *arg)
         io_timeout(c, PEER_IO_TIMEOUT_S);
         fb__repl_stats st = {0};
         char why[1024] = "";
-        int rc = fb__repl_serve(c, p->peer_dir, max, &st, why, sizeof why);
+        int rc = fb__repl_serve_pool(c, p->peer_dir, max, pool, &st, why, sizeof why);
         pthread_mutex_lock(&p->mu);
         p->conn_fd = -1;
         pthread_mutex_unlock(&p->mu);
@@ -306,7 +315,10 @@ static void *rx_main(void *arg)
             fprintf(stderr, "firebreak watch: peer copy into %s: %s\n", p->peer_dir, why);
         if (st.shards)
             held(p);
+        if (pool && !p->stopping && fb__repl_pool_refill(pool, pwhy, sizeof pwhy) < 0)
+            fprintf(stderr, "firebreak watch: %s: receive pool: %s\n", p->node, pwhy);
     }
+    fb__repl_pool_close(pool);
     return NULL;
 }
 
