@@ -96,7 +96,11 @@ def child_ddp(rank, world, ckdir, kill_at, replicated, extra_local, steps):
             ck.save(step + 1)
             print("saved=%d bytes=%d" % (step + 1, ck.last_save_bytes), flush=True)
         if step + 1 == kill_at:
+            # Every rank's save durable before any dies: the test's spawn
+            # kills a killed rank's peers at once, and a peer still writing
+            # its shard would (rightly) leave that step incomplete.
             ck.wait()
+            dist.barrier()
             os.kill(os.getpid(), signal.SIGKILL)
     ck.wait()
     ck.close()
