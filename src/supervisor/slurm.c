@@ -92,6 +92,8 @@ struct fb__sup_slurm {
     rank_beat beats[MAX_RANKS];
     node_watch watch[MAX_NODES];
     int lost;                    /* node (index) of a node_failure; -1    */
+    int also_lost[MAX_NODES];    /* nodes silent with it (node_lost)      */
+    int nalso_lost;
     char srun_log[PATH_MAX];
     /* A remote rank that ended without a record (watcher: "vanished") is
      * held VANISH_GRACE_NS for a recorded end from another node: when
@@ -576,6 +578,7 @@ int fb__sup_launch_slurm(fb__sup *s)
     g->dropping = 0;
     g->watch_stop_sent = 0;
     g->lost = -1;
+    g->nalso_lost = 0;
     g->vanished = 0;
     memset(g->vanished_ns, 0, sizeof g->vanished_ns);
     memset(g->beats, 0, sizeof g->beats);
@@ -1145,6 +1148,40 @@ void fb__sup_slurm_snapshot(fb__sup *s)
                 got, want, want == 1 ? "" : "s", (double)(fb__now_ns() - t0) / 1e6);
 }
 
+/* Nodes lost together (a rack's power, a switch): when one node's silence
+ * reaches --node-timeout, every other node of the attempt whose watcher
+ * has been silent too, with ranks on it,
+ * is taken as lost with it: silent for half the limit, and at least
+ * ALSO_LOST_MIN_S (a live watcher is silent about a second at most), so
+ * that the next attempt is not placed on a node that is gone too (it
+ * would fail there, and that node's memory would be counted on).  A node
+ * taken for lost wrongly costs a spare, and comes back as any lost node
+ * does (recheck_lost).  Named in the failure's detail. */
+#define ALSO_LOST_MIN_S 1.5
+static void also_lost(fb__sup *s, int k_lost, uint64_t now)
+{
+    struct fb__sup_slurm *g = s->slurm;
+    fb__sup_failure *f = &s->fail;
+    double limit = s->o->node_timeout_s;
+    double min_s = limit / 2 > ALSO_LOST_MIN_S ? limit / 2 : ALSO_LOST_MIN_S;
+    g->nalso_lost = 0;
+    for (int k = 0; k < g->ncur; k++) {
+        const node_watch *w = &g->watch[k];
+        if (k == k_lost || !w->heard || w->bye || g->cur[k] == g->cur[k_lost])
+            continue;
+        int running = 0, first = k * g->ppn;
+        for (int r = first; r < first + g->ppn && r < s->world; r++)
+            running |= !s->ranks[r].ended;
+        double silent_s = (double)(now - w->rx_ns) / 1e9;
+        if (!running || silent_s <= min_s)
+            continue;
+        g->also_lost[g->nalso_lost++] = g->cur[k];
+        size_t len = strlen(f->detail);
+        snprintf(f->detail + len, sizeof f->detail - len, "; node %s lost with it "
+                 "(silent %.1f s)", g->nodes[g->cur[k]].name, silent_s);
+    }
+}
+
 /* A node of this attempt is lost when its watcher, once heard, has said
  * nothing (not even its `alive`, sent every second) for --node-timeout
  * while some rank of it runs: killed with its slurmd, cut off, or frozen.
@@ -1190,6 +1227,7 @@ static int node_lost(fb__sup *s, uint64_t now)
             snprintf(f->detail, sizeof f->detail, "node %s lost: its watcher said "
                      "nothing for %.1f s (limit %.1f s) with rank %d on it; last "
                      "step %lld", n->name, silent_s, limit, first, step);
+        also_lost(s, k, now);
         return 1;
     }
     return 0;
@@ -1330,10 +1368,13 @@ void fb__sup_slurm_on_failure(fb__sup *s)
         g->suspect = g->lost;
         snprintf(g->suspect_why, sizeof g->suspect_why, "node_failure at step %lld",
                  (long long)f->step);
-        exclude_node(s, g->lost, why);
-        g->nodes[g->lost].lost = 1;
-        g->nodes[g->lost].lost_attempt = s->attempt;
-        fb__sup_nodemem_on_node_lost(s, g->nodes[g->lost].name); /* its memory */
+        for (int a = -1; a < g->nalso_lost; a++) {
+            int i = a < 0 ? g->lost : g->also_lost[a];
+            exclude_node(s, i, why);
+            g->nodes[i].lost = 1;
+            g->nodes[i].lost_attempt = s->attempt;
+            fb__sup_nodemem_on_node_lost(s, g->nodes[i].name); /* its memory */
+        }
         return;
     }
     if (f->rank < 0 && !s->o->mpirun) { /* srun's tasks are the ranks */

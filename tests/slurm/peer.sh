@@ -23,7 +23,7 @@ source "$SRC/tests/supervisor/tiers_lib.sh"   # jq1, sources
 run_and_kill() { # RUNDIR NAME NODE ARGS...
     local r=$1 name=$2 node=$3
     shift 3
-    salloc -Q -N4 --no-kill "$FB" run --launcher slurm --node-timeout 3s --run-dir "$r" \
+    salloc -Q -N"${NALLOC:-4}" --no-kill "$FB" run --launcher slurm --node-timeout 3s --run-dir "$r" \
         --json "$@" >"$name.json" 2>"$name.err" &
     apid=$!
     wait_ckpt "$r" 25
@@ -71,9 +71,9 @@ nothing_in_shm "$r" node1 node3 node4
 ok "node2 lost: its rank from node3's peer copy, node3's old rank moved to node4 from a peer, storage not read, same hashes"
 
 # 2. node2 lost, and node3's peer copies with it (removed right after: what
-#    losing both nodes leaves of rank 1's copies; two nodes lost at once
-#    are not handled by the launcher yet, docs/slurm.md): rank 1 restores
-#    from storage, rank 2 still from node3's memory, moved to node4.
+#    losing both nodes leaves of rank 1's copies, with node3 still there):
+#    rank 1 restores from storage, rank 2 still from node3's memory, moved
+#    to node4.
 recluster both
 BEFORE_KILL=
 r=$T/both
@@ -117,3 +117,33 @@ grep -q "will restore checkpoint $step: 0 of 3 ranks from their node's memory, 3
 same_hashes "$r" 3 $STEPS
 nothing_in_shm "$r" node2 node3 node4
 ok "failure domains: node1's copy on node3, moved to node2 when node1 was lost, same hashes"
+
+# 4. Two nodes lost at once (node2 and its peer node3, five nodes, two
+#    spares): both are left out together, not one attempt each; rank 1's
+#    copies were on both, so it restores from storage; rank 2's peer copy
+#    on node1 is moved to a spare; rank 0 from its own memory.
+recluster double 5
+BEFORE_KILL=
+r=$T/double
+AFTER_KILL='"$SRC/scripts/slurm-cluster.sh" fail "$CL" node3 kill'
+NALLOC=5 run_and_kill "$r" double node2 --nnodes 3 --spare-nodes 2 --max-restarts 3 \
+    --persist-every 1 -- "$TOY" --steps $STEPS --sleep-ms 40 --ckpt-every 5
+AFTER_KILL=
+[ "$(jq1 "$r" "select count(*) from incident")" = 1 ] \
+    || fail "run 4: incidents: $(jq1 "$r" "select kind, node, rank, detail from incident")"
+detail=$(jq1 "$r" "select detail from incident")
+case "$detail" in *"lost with it"*) ;; *) fail "run 4: one node named lost: $detail" ;; esac
+grep -q "leaving out node2" double.err && grep -q "leaving out node3" double.err \
+    || fail "run 4: $(grep 'leaving out' double.err)"
+src=$(jq1 "$r" "select group_concat(rank||':'||coalesce(source,'NULL'), ',') from
+              (select e.rank, e.source from event e join attempt a on a.id = e.attempt_id
+               where a.number = 1 and e.kind = 'restore_done' order by e.rank)")
+got=$(jq1 "$r" "select max(e.step) from event e join attempt a on a.id = e.attempt_id
+                where a.number = 1 and e.kind = 'restore_done'")
+chosen=$(grep -o "attempt 1 will restore checkpoint [0-9]*" double.err | awk '{print $6}')
+want=0:memory,1:storage,2:peer
+[ -n "$got" ] && [ -n "$chosen" ] && [ "$got" -gt "$chosen" ] && want=0:storage,1:storage,2:storage
+[ "$src" = "$want" ] || fail "run 4: attempt 1 restored step $got (chosen: $chosen) from '$src'"
+same_hashes "$r" 3 $STEPS
+nothing_in_shm "$r" node1 node4 node5
+ok "node2 and node3 lost at once: both left out in one failure, rank 1 from storage, rank 2 from a peer, same hashes"
