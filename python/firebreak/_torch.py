@@ -35,6 +35,7 @@ import collections
 import copy
 import hashlib
 import io
+import itertools
 import os
 import pickle
 import random
@@ -134,6 +135,41 @@ def _dtensor_place(dt):
     local = dt.to_local()
     _, off = compute_local_shape_and_global_offset(dt.shape, dt.device_mesh, dt.placements)
     return local, tuple(dt.shape), tuple(int(x) for x in off)
+
+
+def _dtensor_shards(dt):
+    """Every distinct shard of a DTensor over its mesh: [(global offset,
+    local shape, [global ranks holding it])], the ranks that hold the same
+    shard being those whose mesh coordinates differ only on dimensions
+    where it is replicated.  None where it cannot be worked out here (a
+    torch without the helper, a Partial placement, this rank's own shard
+    not as torch computes it): then every holder writes its copy."""
+    try:
+        from torch.distributed.tensor._utils import _compute_local_shape_and_global_offset
+    except ImportError:
+        try:
+            from torch.distributed._tensor._utils import (
+                _compute_local_shape_and_global_offset)
+        except ImportError:
+            return None
+    mesh, placements = dt.device_mesh, tuple(dt.placements)
+    if any(p.is_partial() for p in placements):
+        return None
+    ranks = mesh.mesh.tolist()
+    shape, dims = tuple(dt.shape), tuple(mesh.mesh.shape)
+    shards = {}
+    for coord in itertools.product(*(range(n) for n in dims)):
+        try:
+            local, off = _compute_local_shape_and_global_offset(
+                shape, dims, list(coord), placements)
+        except Exception:
+            return None
+        r = ranks
+        for c in coord:
+            r = r[c]
+        key = (tuple(int(x) for x in off), tuple(int(x) for x in local))
+        shards.setdefault(key, []).append(int(r))
+    return [(off, local, sorted(holders)) for (off, local), holders in shards.items()]
 
 
 def _ddp_type():
@@ -368,6 +404,10 @@ class Checkpointer:
         self._replicated = self._replicated_keys(replicated)
         self._group = group
         self._members = None
+        # DTensor shards replicated over a mesh dimension: written once
+        # unless replicated=False
+        self._dedup_dtensors = replicated is not False
+        self._dt_plan = None
         if self._replicated:
             self._members = _group_members(group, self.world_size)
             if self.rank not in self._members:
@@ -454,22 +494,60 @@ class Checkpointer:
             _check_tensor(name, t)
         return skeleton, tensors, places, dtensors
 
-    def _owners(self, tensors, places):
-        """{name: owning global rank} of the replicated tensors: the largest
-        first, each to the member with the fewest bytes so far (the lowest
-        rank among equals), so every member writes about 1/N of the bytes.
-        The same on every member: it depends on names and sizes only."""
-        if not self._replicated:
-            return {}
-        names = [n for n in tensors if n.split("/", 1)[0] in self._replicated
-                 and n not in places]
-        names.sort(key=lambda n: (-tensors[n].numel() * tensors[n].element_size(), n))
-        load = [0] * len(self._members)
+    def _owners(self, tensors, places, dtensors):
+        """({name: owning global rank}, {name: owner} of the plain replicated
+        tensors alone).  Plain replicated tensors: the largest first, each
+        to the member of the group with the fewest bytes so far (the lowest
+        rank among equals), so every member writes about 1/N of the bytes;
+        the same on every member, as it depends on names and sizes only.
+        A DTensor replicated on a mesh dimension: each distinct shard to one
+        of the ranks holding it, balanced the same way over the DTensors of
+        one mesh (every rank of a mesh holds all of its DTensors), so each
+        is written once; this rank's entry is the owner of its shard."""
         owners = {}
-        for n in names:
-            i = min(range(len(load)), key=lambda k: (load[k], k))
-            owners[n] = self._members[i]
-            load[i] += tensors[n].numel() * tensors[n].element_size()
+        if self._replicated:
+            names = [n for n in tensors if n.split("/", 1)[0] in self._replicated
+                     and n not in places]
+            names.sort(key=lambda n: (-tensors[n].numel() * tensors[n].element_size(), n))
+            load = [0] * len(self._members)
+            for n in names:
+                i = min(range(len(load)), key=lambda k: (load[k], k))
+                owners[n] = self._members[i]
+                load[i] += tensors[n].numel() * tensors[n].element_size()
+        plain = dict(owners)
+        if self._dedup_dtensors and dtensors:
+            owners.update(self._dtensor_owners(tensors, places, dtensors))
+        return owners, plain
+
+    def _dtensor_owners(self, tensors, places, dtensors):
+        key = tuple((n, tuple(dt.shape), tuple(dt.placements), id(dt.device_mesh),
+                     tensors[n].element_size()) for n, dt in sorted(dtensors.items()))
+        if self._dt_plan is not None and self._dt_plan[0] == key:
+            return self._dt_plan[1]
+        by_mesh = {}
+        for n, dt in sorted(dtensors.items()):
+            shards = _dtensor_shards(dt)
+            mine = places[n][1]
+            if (shards is None or not any(off == mine for off, _, _ in shards)
+                    or all(len(h) == 1 for _, _, h in shards)):
+                continue
+            esize = tensors[n].element_size()
+            group = by_mesh.setdefault(tuple(dt.device_mesh.mesh.flatten().tolist()), [])
+            for off, local, holders in shards:
+                nbytes = esize
+                for x in local:
+                    nbytes *= x
+                group.append((-nbytes, n, off, holders, off == mine))
+        owners = {}
+        for items in by_mesh.values():
+            items.sort(key=lambda it: it[:3])
+            load = {}
+            for negb, n, off, holders, mine in items:
+                r = min(holders, key=lambda k: (load.get(k, 0), k))
+                load[r] = load.get(r, 0) - negb
+                if mine:
+                    owners[n] = r
+        self._dt_plan = (key, owners)
         return owners
 
     def _check_group(self, step, owners, tensors):
@@ -523,10 +601,10 @@ class Checkpointer:
         step = int(step)
         if step < 0:
             raise ValueError("step %d: expected >= 0" % step)
-        skeleton, tensors, places, _ = self._flatten()
-        owners = self._owners(tensors, places)
-        if owners:
-            self._check_group(step, owners, tensors)
+        skeleton, tensors, places, dtensors = self._flatten()
+        owners, plain = self._owners(tensors, places, dtensors)
+        if plain:
+            self._check_group(step, plain, tensors)
         mine = {n: t for n, t in tensors.items()
                 if owners.get(n, self.rank) == self.rank}
         data = self._meta_bytes(step, skeleton, owners, places)
@@ -666,6 +744,8 @@ class Checkpointer:
                 raise ValueError("tensor %s: in checkpoint step %d's state, but in no "
                                  "shard (owner %s)" % (n, got, owners.get(n)))
             t = bufs[n] = self._alloc(e)
+            if n in meta.get("slices", ()):   # a DTensor shard another rank wrote
+                meta["_places"][n] = (tuple(e[4]), tuple(e[5]))
             reqs.append((n, e[1], e[2], e[3], e[4], e[5], t.data_ptr(),
                          t.numel() * t.element_size()))
         if reqs:
@@ -690,7 +770,8 @@ class Checkpointer:
         owners = meta.get("replicated", {})
         sliced = set(meta.get("slices", ()))
         members = meta.get("members")
-        if owners and members is not None and list(members) != list(range(n_old)):
+        plain = [n for n in owners if n not in sliced]  # not DTensor shards
+        if plain and members is not None and list(members) != list(range(n_old)):
             # replicas of one group only: another group's tensor of the same
             # name may hold other values, so "any shard" would be wrong
             raise Error(_firebreak.EMISMATCH,
@@ -708,9 +789,7 @@ class Checkpointer:
             if e is None:
                 raise ValueError("tensor %s: in checkpoint step %d's state, but in no "
                                  "shard" % (n, step))
-            if n in owners:
-                region = (e[3], e[3], (0,) * len(e[3]))
-            elif n in sliced:
+            if n in sliced:
                 if n in places:
                     gs, go = places[n]
                     region = (tuple(live[n].shape), gs, go)
@@ -724,6 +803,8 @@ class Checkpointer:
                                     % (step, n_old, self.world_size, n))
                     local, gs, go = _dtensor_place(p)
                     region = (tuple(local.shape), gs, go)
+            elif n in owners:
+                region = (e[3], e[3], (0,) * len(e[3]))
             else:
                 raise Error(_firebreak.EMISMATCH,
                             "checkpoint step %d was saved by %d ranks, this job has %d: "

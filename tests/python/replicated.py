@@ -14,6 +14,10 @@ torch.distributed (gloo, CPU, ranks spawned by the test):
              restored by 1, 3 and 4 ranks (and back), every element right.
   dtensor    (torch 2.x) a DTensor sharded over 2 ranks, restored by 1
              and by 3.
+  dtrep      (torch 2.x) DTensors replicated on a mesh dimension (4 ranks,
+             2x2 mesh; 2 ranks, Replicate()): each distinct shard written
+             by one rank (the ranks' bytes add up to one copy), restored
+             bit-identical by as many ranks and by the other number.
   fsdp       (torch 2.x) FSDP2 (fully_shard) model and AdamW state saved
              by 2 ranks, restored by 2, 1 and 3: the gathered state equal
              to the saved one, and training goes on.
@@ -165,6 +169,62 @@ def child_dtensor(rank, world, ckdir, mode):
         got = state["w"]["weight"].full_tensor()
         print("restored=%s ok=%s" % (step, torch.equal(got, global_tensor(3))),
               flush=True)
+    ck.close()
+    dist.destroy_process_group()
+
+
+DTREP = {"a": (16, 6), "b": (12, 6), "c": (10, 4), "d": (8, 6)}
+
+
+def dtrep_tensor(name, step):
+    import torch
+    shape = DTREP[name]
+    k = sorted(DTREP).index(name)
+    return (torch.arange(shape[0] * shape[1], dtype=torch.float64).reshape(shape)
+            * (k + 1) + step)
+
+
+def child_dtrep(rank, world, ckdir, mode):
+    """DTensors replicated on a mesh dimension.  4 ranks: a 2x2 mesh
+    (dp, tp) with a [Replicate, Shard(0)], b [Shard(0), Replicate], c
+    [Replicate, Replicate], d [Shard(0), Shard(1)]; other sizes: a 1-D mesh
+    with every tensor Replicate() (d Shard(0)).  Prints the bytes this rank
+    wrote, or whether the restored tensors equal the saved ones."""
+    import torch
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import Replicate, Shard, distribute_tensor
+    import firebreak
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    if world == 4:
+        mesh = init_device_mesh("cpu", (2, 2), mesh_dim_names=("dp", "tp"))
+        pl = {"a": [Replicate(), Shard(0)], "b": [Shard(0), Replicate()],
+              "c": [Replicate(), Replicate()], "d": [Shard(0), Shard(1)]}
+    else:
+        mesh = init_device_mesh("cpu", (world,))
+        pl = {"a": [Replicate()], "b": [Replicate()], "c": [Replicate()],
+              "d": [Shard(0)]}
+    step = 5 if mode == "save" else 0
+    state = {"w": {n: distribute_tensor(dtrep_tensor(n, step), mesh, pl[n])
+                   for n in sorted(DTREP)}}
+
+    class Holder:
+        def state_dict(self):
+            return state["w"]
+
+        def load_state_dict(self, sd):
+            state["w"] = sd
+
+    ck = firebreak.Checkpointer({"p": Holder()}, dir=ckdir, async_save=False)
+    if mode == "save":
+        ck.save(5)
+        print("bytes=%d" % ck.last_save_bytes, flush=True)
+    else:
+        got = ck.restore()
+        ok = all(torch.equal(state["w"][n].full_tensor(), dtrep_tensor(n, 5))
+                 and state["w"][n].placements == tuple(pl[n]) for n in DTREP)
+        print("restored=%s ok=%s" % (got, ok), flush=True)
     ck.close()
     dist.destroy_process_group()
 
@@ -408,6 +468,32 @@ def case_dtensor(tmp):
               "dtensor restored by %d ranks: %s" % (world, [(o, e[-800:]) for _, o, e in out]))
 
 
+def case_dtrep(tmp):
+    import torch
+    if int(torch.__version__.split(".")[0]) < 2:
+        print("skip dtrep: torch %s has no DTensor" % torch.__version__)
+        return
+    one_copy = sum(r * c * 8 for r, c in DTREP.values())
+    for world in (4, 2):
+        ck = os.path.join(tmp, "dtrep%d" % world)
+        out = spawn(world, ["dtrep", ck, "save"])
+        got = [int(l.split("=")[1]) for _, o, _ in out for l in o.splitlines()
+               if l.startswith("bytes=")]
+        print("%d ranks wrote %s bytes (one copy of every tensor: %d)"
+              % (world, got, one_copy), flush=True)
+        check(all(rc == 0 for rc, _, _ in out) and len(got) == world,
+              "dtrep save by %d: %s" % (world, [e[-800:] for _, _, e in out]))
+        # each distinct shard once: the ranks' bytes add up to one copy,
+        # and every rank writes some of it
+        check(sum(got) == one_copy and all(0 < b < 0.6 * one_copy for b in got),
+              "dtrep by %d ranks: wrote %s, one copy is %d" % (world, got, one_copy))
+        for w in (world, 6 - world):
+            out = spawn(w, ["dtrep", ck, "load"])
+            check(all(rc == 0 and "restored=5 ok=True" in o for rc, o, _ in out),
+                  "dtrep saved by %d restored by %d: %s"
+                  % (world, w, [(o, e[-800:]) for _, o, e in out]))
+
+
 def case_fsdp(tmp):
     import torch
     try:
@@ -437,8 +523,9 @@ CASES = {k[5:]: v for k, v in sorted(globals().items()) if k.startswith("case_")
 def main():
     if len(sys.argv) > 1 and sys.argv[1] == "child":
         rank, world = int(sys.argv[2]), int(sys.argv[3])
-        if sys.argv[4] in ("dtensor", "fsdp"):
-            fn = child_dtensor if sys.argv[4] == "dtensor" else child_fsdp
+        if sys.argv[4] in ("dtensor", "fsdp", "dtrep"):
+            fn = {"dtensor": child_dtensor, "fsdp": child_fsdp,
+                  "dtrep": child_dtrep}[sys.argv[4]]
             fn(rank, world, sys.argv[5], sys.argv[6])
             return 0
         ckdir, kill_at, rep, local, steps = sys.argv[4:9]
