@@ -83,6 +83,19 @@ class _TensorRef:
         return (_TensorRef, (self.name,))
 
 
+class _ShardedRef(_TensorRef):
+    """A ShardedTensor (FSDP1's sharded state dict) in a pickled state
+    dict: its checkpoint name, and whether the saving rank had no local
+    shard of it (then nothing of it is in that rank's shard)."""
+    __slots__ = ("empty",)
+
+    def __init__(self, name, empty=False):
+        self.name, self.empty = name, bool(empty)
+
+    def __reduce__(self):
+        return (_ShardedRef, (self.name, self.empty))
+
+
 class Slice:
     """A tensor that is this rank's part of a global tensor: `tensor` sits
     at `global_offset` in a tensor of `global_shape` that the ranks hold
@@ -172,6 +185,36 @@ def _dtensor_shards(dt):
     return [(off, local, sorted(holders)) for (off, local), holders in shards.items()]
 
 
+def _sharded_tensor_type():
+    try:
+        from torch.distributed._shard.sharded_tensor import ShardedTensor
+        return ShardedTensor
+    except Exception:   # 1.13 under Python 3.11: the import fails
+        return None
+
+
+_ShardedTensor = _sharded_tensor_type()
+
+
+def _fsdp1_type():
+    """FSDP1's FullyShardedDataParallel, or None where it does not import
+    (torch 1.13 under Python 3.11)."""
+    try:
+        from torch.distributed.fsdp import FullyShardedDataParallel
+        return FullyShardedDataParallel
+    except Exception:
+        return None
+
+
+def _sharded_like(t, live):
+    """A ShardedTensor with `t` as its local shard (none when `live` has
+    none), placed and described as the program's ShardedTensor `live`."""
+    from torch.distributed._shard.sharded_tensor import Shard as _Shard
+    shards = [_Shard(t, live.local_shards()[0].metadata)] if live.local_shards() else []
+    return _ShardedTensor._init_from_local_shards_and_global_metadata(
+        shards, live.metadata(), process_group=live._process_group)
+
+
 def _ddp_type():
     try:
         from torch.nn.parallel import DistributedDataParallel
@@ -196,11 +239,14 @@ class _SafeUnpickler(pickle.Unpickler):
     _ALLOWED = {("collections", "OrderedDict"), ("builtins", "set"),
                 ("builtins", "frozenset"), ("builtins", "complex"),
                 ("builtins", "slice"), ("builtins", "range"),
-                ("firebreak._torch", "_TensorRef")}
+                ("firebreak._torch", "_TensorRef"),
+                ("firebreak._torch", "_ShardedRef")}
 
     def find_class(self, module, name):
         if (module, name) in self._ALLOWED:
-            return _TensorRef if name == "_TensorRef" else super().find_class(module, name)
+            if module == "firebreak._torch":
+                return _ShardedRef if name == "_ShardedRef" else _TensorRef
+            return super().find_class(module, name)
         raise pickle.UnpicklingError(
             "checkpoint meta refers to %s.%s: only plain Python values "
             "(numbers, strings, bytes, lists, tuples, dicts, sets) are stored"
@@ -230,6 +276,19 @@ def _strip(obj, path, out, places=None, dtensors=None):
         if isinstance(obj, Slice):
             out[name] = obj.tensor
             places[name] = (obj.global_shape, obj.global_offset)
+        elif _ShardedTensor is not None and isinstance(obj, _ShardedTensor):
+            shards = obj.local_shards()
+            if len(shards) > 1:
+                raise ValueError("tensor %s: a ShardedTensor with %d local shards on "
+                                 "this rank; expected at most one (as FSDP's sharded "
+                                 "state dict has)" % (name, len(shards)))
+            dtensors[name] = obj
+            if not shards:
+                return _ShardedRef(name, True)
+            out[name] = shards[0].tensor
+            places[name] = (tuple(int(x) for x in obj.size()),
+                            tuple(int(x) for x in shards[0].metadata.shard_offsets))
+            return _ShardedRef(name)
         elif _DTensor is not None and isinstance(obj, _DTensor):
             local, gs, go = _dtensor_place(obj)
             out[name] = local
@@ -255,8 +314,11 @@ def _fill(obj, tensors, dtensors):
     """The inverse of _strip, with the tensors restored (a DTensor's local
     part wrapped again like the program's DTensor of that name)."""
     if isinstance(obj, _TensorRef):
-        t = tensors[obj.name]
         live = dtensors.get(obj.name)
+        if _ShardedTensor is not None and isinstance(live, _ShardedTensor):
+            # this rank's part as the program has it (none: an empty one)
+            return _sharded_like(tensors.get(obj.name), live)
+        t = tensors[obj.name]
         if live is not None:
             return _DTensor.from_local(t, live.device_mesh, live.placements,
                                        run_check=False, shape=live.shape,
@@ -274,16 +336,18 @@ def _fill(obj, tensors, dtensors):
     return obj
 
 
-def _refs(obj, out):
-    """Every _TensorRef name in a skeleton."""
+def _refs(obj, out, empty=False):
+    """Every _TensorRef name in a skeleton (with empty: also those of
+    ShardedTensors of which the saving rank had no local shard)."""
     if isinstance(obj, _TensorRef):
-        out.append(obj.name)
+        if empty or not getattr(obj, "empty", False):
+            out.append(obj.name)
     elif isinstance(obj, dict):
         for v in obj.values():
-            _refs(v, out)
+            _refs(v, out, empty)
     elif isinstance(obj, (list, tuple)):
         for v in obj:
-            _refs(v, out)
+            _refs(v, out, empty)
     return out
 
 
@@ -401,6 +465,22 @@ class Checkpointer:
         # The handles opened from now on: the same rank and size (the
         # engine alone would read them from the environment).
         self._opts["rank"], self._opts["world_size"] = self.rank, self.world_size
+        # FSDP1 modules: saved and loaded as sharded state dicts (their
+        # ShardedTensors), and so are the optimizers of their parameters
+        # (FSDP.optim_state_dict / optim_state_dict_to_load)
+        self._fsdp1, self._fsdp1_optim = {}, {}
+        fsdp = _fsdp1_type()
+        if fsdp is not None:
+            for k, o in state.items():
+                if isinstance(o, fsdp):
+                    self._fsdp1[k] = o
+            for k, o in state.items():
+                if not isinstance(o, torch.optim.Optimizer):
+                    continue
+                mine = {id(p) for g in o.param_groups for p in g["params"]}
+                for m in self._fsdp1.values():
+                    if mine and mine <= {id(p) for p in m.parameters()}:
+                        self._fsdp1_optim[k] = m
         self._replicated = self._replicated_keys(replicated)
         self._group = group
         self._members = None
@@ -428,7 +508,9 @@ class Checkpointer:
                                      % (k, sorted(self.state)))
             return keys
         ddp = _ddp_type()
-        keys, params = set(), set()
+        # an FSDP1 optimizer's plain tensors (step) are the same on every
+        # rank; the rest of it is sharded
+        keys, params = set(self._fsdp1_optim), set()
         for k, o in self.state.items():
             if ddp is not None and isinstance(o, ddp):
                 keys.add(k)
@@ -446,6 +528,41 @@ class Checkpointer:
                                                       for p in mine):
                 keys.add(k)
         return keys
+
+    def _fsdp1_module(self, key):
+        return self._fsdp1[key] if key in self._fsdp1 else self._fsdp1_optim.get(key)
+
+    def _state_dict(self, key, obj):
+        m = self._fsdp1_module(key)
+        if m is None:
+            return obj.state_dict()
+        from torch.distributed.fsdp import FullyShardedDataParallel as FSDP, StateDictType
+        with FSDP.state_dict_type(m, StateDictType.SHARDED_STATE_DICT):
+            return obj.state_dict() if key in self._fsdp1 else FSDP.optim_state_dict(m, obj)
+
+    def _load_state_dict(self, key, obj, value):
+        m = self._fsdp1_module(key)
+        if m is None:
+            obj.load_state_dict(value)
+            return
+        from torch.distributed.fsdp import FullyShardedDataParallel as FSDP, StateDictType
+        with FSDP.state_dict_type(m, StateDictType.SHARDED_STATE_DICT):
+            if key in self._fsdp1:
+                obj.load_state_dict(value)
+            else:
+                obj.load_state_dict(FSDP.optim_state_dict_to_load(m, obj, value))
+
+    def _init_fsdp1_optim(self):
+        """Create the state of FSDP1 optimizers that have none yet (a step
+        with zero gradients and learning rate, as torch.distributed.
+        checkpoint does), so their sharded state has a place to load into.
+        Only when there is a checkpoint to restore."""
+        for key in self._fsdp1_optim:
+            o = self.state[key]
+            if o.state:
+                continue
+            from torch.distributed.checkpoint.state_dict import _init_optim_state
+            _init_optim_state(o)
 
     def _param_of(self, name):
         """The parameter whose optimizer state `name` is
@@ -488,8 +605,8 @@ class Checkpointer:
             if isinstance(obj, (torch.Tensor, Slice)):
                 skeleton[key] = ("tensor", _strip(obj, [key], tensors, places, dtensors))
             else:
-                skeleton[key] = ("state_dict", _strip(obj.state_dict(), [key], tensors,
-                                                      places, dtensors))
+                skeleton[key] = ("state_dict", _strip(self._state_dict(key, obj), [key],
+                                                      tensors, places, dtensors))
         for name, t in tensors.items():
             _check_tensor(name, t)
         return skeleton, tensors, places, dtensors
@@ -520,6 +637,9 @@ class Checkpointer:
         return owners, plain
 
     def _dtensor_owners(self, tensors, places, dtensors):
+        dtensors = {n: d for n, d in dtensors.items() if isinstance(d, _DTensor)}
+        if not dtensors:
+            return {}
         key = tuple((n, tuple(dt.shape), tuple(dt.placements), id(dt.device_mesh),
                      tensors[n].element_size()) for n, dt in sorted(dtensors.items()))
         if self._dt_plan is not None and self._dt_plan[0] == key:
@@ -607,7 +727,8 @@ class Checkpointer:
             self._check_group(step, plain, tensors)
         mine = {n: t for n, t in tensors.items()
                 if owners.get(n, self.rank) == self.rank}
-        data = self._meta_bytes(step, skeleton, owners, places)
+        # sharded: slices, DTensors, ShardedTensors (also with no local shard)
+        data = self._meta_bytes(step, skeleton, owners, set(places) | set(dtensors))
         need = _META_HDR.size + len(data)
         plan = [(n, t.data_ptr(), t.dtype, tuple(t.shape), places.get(n))
                 for n, t in mine.items()]
@@ -674,6 +795,8 @@ class Checkpointer:
             lay = _firebreak.open_layout(self.dir, 0, max_step)
             if lay is None:
                 return None
+            if self._fsdp1_optim:
+                self._init_fsdp1_optim()
             want = lay.step
             try:
                 if want in tried:
@@ -779,12 +902,14 @@ class Checkpointer:
                         "its replicated state is replicated over the group %s, not "
                         "the whole world, and cannot be restored on another world "
                         "size" % (step, n_old, self.world_size, list(members)))
-        _, live, places, _ = self._flatten()
+        _, live, places, lives = self._flatten()
         first = {}
         for e in entries:
             first.setdefault(e[0], e)
         bufs, reqs = {}, []
-        for n in _refs(meta["objects"], []):
+        for n in _refs(meta["objects"], [], empty=True):
+            if n in lives and n not in live:
+                continue                 # a ShardedTensor with no local shard here
             e = first.get(n)
             if e is None:
                 raise ValueError("tensor %s: in checkpoint step %d's state, but in no "
@@ -793,6 +918,9 @@ class Checkpointer:
                 if n in places:
                     gs, go = places[n]
                     region = (tuple(live[n].shape), gs, go)
+                elif n in live:          # whole here (FSDP on one rank)
+                    shape = tuple(live[n].shape)
+                    region = (shape, shape, (0,) * len(shape))
                 else:
                     p = self._state_template(n, e[4])
                     if p is None:
@@ -878,7 +1006,7 @@ class Checkpointer:
                 elif isinstance(obj, torch.Tensor):
                     obj.copy_(value)
                 else:
-                    obj.load_state_dict(value)
+                    self._load_state_dict(key, obj, value)
         if own_rng:
             _set_rng_state(meta["rng"])
         self.extra = meta["extra"]

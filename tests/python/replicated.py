@@ -18,6 +18,10 @@ torch.distributed (gloo, CPU, ranks spawned by the test):
              2x2 mesh; 2 ranks, Replicate()): each distinct shard written
              by one rank (the ranks' bytes add up to one copy), restored
              bit-identical by as many ranks and by the other number.
+  fsdp1      (torch 2.x) FSDP1 (FullyShardedDataParallel) model and AdamW
+             saved by 2 ranks as sharded state dicts (ShardedTensors): the
+             ranks' bytes add up to one copy; restored by 2, 1 and 3 ranks,
+             the gathered state equal to the saved one, and training goes on.
   fsdp       (torch 2.x) FSDP2 (fully_shard) model and AdamW state saved
              by 2 ranks, restored by 2, 1 and 3: the gathered state equal
              to the saved one, and training goes on.
@@ -282,6 +286,51 @@ def child_fsdp(rank, world, ckdir, mode):
     dist.destroy_process_group()
 
 
+def child_fsdp1(rank, world, ckdir, mode):
+    """FSDP1 (FullyShardedDataParallel, its sharded state dicts) over
+    `world` ranks with AdamW: save after 3 steps, or restore (on any world
+    size); prints the gathered full state's hash, and on saving the bytes
+    this rank wrote and those of one copy of the state."""
+    import warnings
+    warnings.filterwarnings("ignore")
+    import torch
+    import torch.distributed as dist
+    from torch.distributed.fsdp import FullyShardedDataParallel as FSDP, StateDictType
+    import firebreak
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    torch.manual_seed(0)
+    m = FSDP(torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(),
+                                 torch.nn.Linear(16, 5)), device_id=torch.device("cpu"))
+    o = torch.optim.AdamW(m.parameters(), lr=1e-2)
+
+    def full():
+        with FSDP.state_dict_type(m, StateDictType.FULL_STATE_DICT):
+            sd, osd = m.state_dict(), FSDP.optim_state_dict(m, o)
+        size = sum(v.numel() * v.element_size() for v in sd.values())
+        size += sum(v.numel() * v.element_size() for st in osd["state"].values()
+                    for v in st.values() if torch.is_tensor(v))
+        return full_hash(sd, osd), size
+
+    ck = firebreak.Checkpointer({"model": m, "optim": o}, dir=ckdir, async_save=False)
+    if mode == "save":
+        torch.manual_seed(10 + rank)
+        for _ in range(3):
+            m(torch.randn(4, 8)).pow(2).sum().backward()
+            o.step()
+            o.zero_grad()
+        ck.save(3)
+        h, size = full()
+        print("saved=%s bytes=%d copy=%d" % (h, ck.last_save_bytes, size), flush=True)
+    else:
+        step = ck.restore()
+        print("restored=%s step=%s" % (full()[0], step), flush=True)
+        m(torch.randn(4, 8)).pow(2).sum().backward()   # and it trains on
+        o.step()
+    ck.close()
+    dist.destroy_process_group()
+
+
 # -------------------------------------------------------------- parent
 
 def free_port():
@@ -517,15 +566,49 @@ def case_fsdp(tmp):
               % (world, got, want, [e[-800:] for _, _, e in out]))
 
 
+def case_fsdp1(tmp):
+    import torch
+    try:
+        from torch.distributed.fsdp import FullyShardedDataParallel  # noqa: F401
+    except Exception as e:   # 1.13 under Python 3.11: its import fails
+        print("skip fsdp1: torch %s has no usable FullyShardedDataParallel: %s"
+              % (torch.__version__, str(e)[:120]))
+        return
+    ck = os.path.join(tmp, "fsdp1")
+    out = spawn(2, ["fsdp1", ck, "save"])
+    saved = [dict(kv.split("=") for kv in l.split()) for _, o, _ in out
+             for l in o.splitlines() if l.startswith("saved=")]
+    check(all(rc == 0 for rc, _, _ in out) and len(saved) == 2
+          and saved[0]["saved"] == saved[1]["saved"],
+          "fsdp1 save: %s" % [(o, e[-800:]) for _, o, e in out])
+    if len(saved) != 2:
+        return
+    wrote = [int(s["bytes"]) for s in saved]
+    copy = int(saved[0]["copy"])
+    print("fsdp1: ranks wrote %s bytes, one copy of the state is %d" % (wrote, copy),
+          flush=True)
+    # each rank its shards; the step counters once
+    check(sum(wrote) == copy and all(0.3 * copy < b < 0.7 * copy for b in wrote),
+          "fsdp1: ranks wrote %s bytes, one copy is %d" % (wrote, copy))
+    want = saved[0]["saved"]
+    for world in (2, 1, 3):
+        out = spawn(world, ["fsdp1", ck, "load"])
+        got = [l for _, o, _ in out for l in o.splitlines() if l.startswith("restored=")]
+        check(all(rc == 0 for rc, _, _ in out) and len(got) == world and
+              all(g == "restored=%s step=3" % want for g in got),
+              "fsdp1 restored by %d ranks: %s, saved %s; %s"
+              % (world, got, want, [e[-800:] for _, _, e in out]))
+
+
 CASES = {k[5:]: v for k, v in sorted(globals().items()) if k.startswith("case_")}
 
 
 def main():
     if len(sys.argv) > 1 and sys.argv[1] == "child":
         rank, world = int(sys.argv[2]), int(sys.argv[3])
-        if sys.argv[4] in ("dtensor", "fsdp", "dtrep"):
+        if sys.argv[4] in ("dtensor", "fsdp", "dtrep", "fsdp1"):
             fn = {"dtensor": child_dtensor, "fsdp": child_fsdp,
-                  "dtrep": child_dtrep}[sys.argv[4]]
+                  "dtrep": child_dtrep, "fsdp1": child_fsdp1}[sys.argv[4]]
             fn(rank, world, sys.argv[5], sys.argv[6])
             return 0
         ckdir, kill_at, rep, local, steps = sys.argv[4:9]
