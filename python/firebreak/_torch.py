@@ -31,7 +31,6 @@ shape and offset; on another world size restore reads each rank's new
 slice from the overlapping old ones, and refuses per-rank state naming
 both world sizes.
 """
-import collections
 import copy
 import hashlib
 import io
@@ -39,6 +38,7 @@ import itertools
 import os
 import pickle
 import random
+import re
 import struct
 
 import torch
@@ -72,28 +72,30 @@ for _name, _code in (("uint16", "DTYPE_U16"), ("uint32", "DTYPE_U32"),
 _TORCH_OF = {v: k for k, v in _DTYPES.items()}
 
 
-class _TensorRef:
-    """Where a tensor was in a pickled state dict: its checkpoint name."""
-    __slots__ = ("name",)
+class _TensorRef(str):
+    """Where a tensor was in a pickled state dict: its checkpoint name.  A
+    str: pickled as the class and the name, and unpickled by str's own
+    constructor, with no Python code run per tensor (every save checks its
+    meta by unpickling it).  Metas of earlier versions, which call
+    _TensorRef(name), load the same."""
+    __slots__ = ()
 
-    def __init__(self, name):
-        self.name = name
-
-    def __reduce__(self):
-        return (_TensorRef, (self.name,))
+    @property
+    def name(self):
+        return str.__str__(self)
 
 
 class _ShardedRef(_TensorRef):
-    """A ShardedTensor (FSDP1's sharded state dict) in a pickled state
-    dict: its checkpoint name, and whether the saving rank had no local
-    shard of it (then nothing of it is in that rank's shard)."""
-    __slots__ = ("empty",)
+    """A ShardedTensor (FSDP1's sharded state dict) in a pickled state dict."""
+    __slots__ = ()
+    empty = False
 
-    def __init__(self, name, empty=False):
-        self.name, self.empty = name, bool(empty)
 
-    def __reduce__(self):
-        return (_ShardedRef, (self.name, self.empty))
+class _EmptyShardedRef(_ShardedRef):
+    """A ShardedTensor of which the saving rank had no local shard (then
+    nothing of it is in that rank's shard)."""
+    __slots__ = ()
+    empty = True
 
 
 class Slice:
@@ -215,6 +217,48 @@ def _sharded_like(t, live):
         shards, live.metadata(), process_group=live._process_group)
 
 
+class _no_tensor_deepcopy:
+    """While loading an optimizer: torch before 2.x deep-copies the state
+    dict it is given (Optimizer.load_state_dict), a second copy of every
+    moment.  The tensors restore gives it are its own (allocated for the
+    restore, referenced by nothing else), so they are handed over as they
+    are: the module's deepcopy sees them in its memo.  Containers are still
+    copied.  A torch without that deepcopy (2.x copies shallowly) is left
+    alone."""
+
+    def __init__(self, value):
+        self.tensors = []
+        _collect_tensors(value, self.tensors)
+        self.mod = self.saved = None
+
+    def __enter__(self):
+        import torch.optim.optimizer as mod
+        if getattr(mod, "deepcopy", None) is copy.deepcopy and self.tensors:
+            keep = {id(t): t for t in self.tensors}
+
+            def deepcopy(obj, memo=None):
+                memo = dict(keep) if memo is None else memo
+                return copy.deepcopy(obj, memo)
+            self.mod, self.saved = mod, mod.deepcopy
+            mod.deepcopy = deepcopy
+        return self
+
+    def __exit__(self, *exc):
+        if self.mod is not None:
+            self.mod.deepcopy = self.saved
+
+
+def _collect_tensors(obj, out):
+    if isinstance(obj, torch.Tensor):
+        out.append(obj)
+    elif isinstance(obj, dict):
+        for v in obj.values():
+            _collect_tensors(v, out)
+    elif isinstance(obj, (list, tuple)):
+        for v in obj:
+            _collect_tensors(v, out)
+
+
 def _ddp_type():
     try:
         from torch.nn.parallel import DistributedDataParallel
@@ -240,12 +284,14 @@ class _SafeUnpickler(pickle.Unpickler):
                 ("builtins", "frozenset"), ("builtins", "complex"),
                 ("builtins", "slice"), ("builtins", "range"),
                 ("firebreak._torch", "_TensorRef"),
-                ("firebreak._torch", "_ShardedRef")}
+                ("firebreak._torch", "_ShardedRef"),
+                ("firebreak._torch", "_EmptyShardedRef")}
 
     def find_class(self, module, name):
         if (module, name) in self._ALLOWED:
             if module == "firebreak._torch":
-                return _ShardedRef if name == "_ShardedRef" else _TensorRef
+                return {"_TensorRef": _TensorRef, "_ShardedRef": _ShardedRef,
+                        "_EmptyShardedRef": _EmptyShardedRef}[name]
             return super().find_class(module, name)
         raise pickle.UnpicklingError(
             "checkpoint meta refers to %s.%s: only plain Python values "
@@ -257,9 +303,12 @@ def _safe_loads(data):
     return _SafeUnpickler(io.BytesIO(data)).load()
 
 
+_NAME_PART = re.compile(r"[\x21-\x2e\x30-\x7e]+\Z")   # printable, no space or /
+
+
 def _name_part(key, where):
-    s = str(key)
-    if not s or not all(0x20 < ord(c) < 0x7f for c in s) or "/" in s:
+    s = key if type(key) is str else str(key)
+    if not _NAME_PART.match(s):
         raise ValueError("%s: key %r: checkpoint names are printable ASCII "
                          "without spaces or '/'" % (where, key))
     return s
@@ -284,7 +333,7 @@ def _strip(obj, path, out, places=None, dtensors=None):
                                  "state dict has)" % (name, len(shards)))
             dtensors[name] = obj
             if not shards:
-                return _ShardedRef(name, True)
+                return _EmptyShardedRef(name)
             out[name] = shards[0].tensor
             places[name] = (tuple(int(x) for x in obj.size()),
                             tuple(int(x) for x in shards[0].metadata.shard_offsets))
@@ -340,7 +389,7 @@ def _refs(obj, out, empty=False):
     """Every _TensorRef name in a skeleton (with empty: also those of
     ShardedTensors of which the saving rank had no local shard)."""
     if isinstance(obj, _TensorRef):
-        if empty or not getattr(obj, "empty", False):
+        if empty or not isinstance(obj, _EmptyShardedRef):
             out.append(obj.name)
     elif isinstance(obj, dict):
         for v in obj.values():
@@ -543,7 +592,11 @@ class Checkpointer:
     def _load_state_dict(self, key, obj, value):
         m = self._fsdp1_module(key)
         if m is None:
-            obj.load_state_dict(value)
+            if isinstance(obj, torch.optim.Optimizer):
+                with _no_tensor_deepcopy(value):
+                    obj.load_state_dict(value)
+            else:
+                obj.load_state_dict(value)
             return
         from torch.distributed.fsdp import FullyShardedDataParallel as FSDP, StateDictType
         with FSDP.state_dict_type(m, StateDictType.SHARDED_STATE_DICT):

@@ -146,6 +146,19 @@ def child_slice(rank, world, ckdir, mode):
     ck.close()
 
 
+class Holder:
+    """state[key] as an object with state_dict() / load_state_dict()."""
+
+    def __init__(self, state, key):
+        self.state, self.key = state, key
+
+    def state_dict(self):
+        return self.state[self.key]
+
+    def load_state_dict(self, sd):
+        self.state[self.key] = sd
+
+
 def child_dtensor(rank, world, ckdir, mode):
     import torch
     import torch.distributed as dist
@@ -157,15 +170,7 @@ def child_dtensor(rank, world, ckdir, mode):
     full = global_tensor(3 if mode == "save" else 0)
     dt = distribute_tensor(full, mesh, [Shard(0)])
     state = {"w": {"weight": dt}}
-
-    class Holder:
-        def state_dict(self):
-            return state["w"]
-
-        def load_state_dict(self, sd):
-            state["w"] = sd
-
-    ck = firebreak.Checkpointer({"p": Holder()}, dir=ckdir, async_save=False)
+    ck = firebreak.Checkpointer({"p": Holder(state, "w")}, dir=ckdir, async_save=False)
     if mode == "save":
         ck.save(3)
     else:
@@ -212,15 +217,7 @@ def child_dtrep(rank, world, ckdir, mode):
     step = 5 if mode == "save" else 0
     state = {"w": {n: distribute_tensor(dtrep_tensor(n, step), mesh, pl[n])
                    for n in sorted(DTREP)}}
-
-    class Holder:
-        def state_dict(self):
-            return state["w"]
-
-        def load_state_dict(self, sd):
-            state["w"] = sd
-
-    ck = firebreak.Checkpointer({"p": Holder()}, dir=ckdir, async_save=False)
+    ck = firebreak.Checkpointer({"p": Holder(state, "w")}, dir=ckdir, async_save=False)
     if mode == "save":
         ck.save(5)
         print("bytes=%d" % ck.last_save_bytes, flush=True)
@@ -251,6 +248,17 @@ def full_hash(sd_model, sd_optim):
     return h.hexdigest()
 
 
+def train_and_save(m, o, ck, rank):
+    """3 steps of model m with optimizer o on this rank's data, then save."""
+    import torch
+    torch.manual_seed(10 + rank)
+    for _ in range(3):
+        m(torch.randn(4, 8)).pow(2).sum().backward()
+        o.step()
+        o.zero_grad()
+    ck.save(3)
+
+
 def child_fsdp(rank, world, ckdir, mode):
     """FSDP2 (fully_shard) over `world` ranks with AdamW: save after 3
     steps, or restore (on any world size) and print the gathered state."""
@@ -269,12 +277,7 @@ def child_fsdp(rank, world, ckdir, mode):
     o = torch.optim.AdamW(m.parameters(), lr=1e-2)
     ck = firebreak.Checkpointer({"model": m, "optim": o}, dir=ckdir, async_save=False)
     if mode == "save":
-        torch.manual_seed(10 + rank)
-        for _ in range(3):
-            m(torch.randn(4, 8)).pow(2).sum().backward()
-            o.step()
-            o.zero_grad()
-        ck.save(3)
+        train_and_save(m, o, ck, rank)
         print("saved=%s" % full_hash(m.state_dict(), o.state_dict()), flush=True)
     else:
         step = ck.restore()
@@ -314,12 +317,7 @@ def child_fsdp1(rank, world, ckdir, mode):
 
     ck = firebreak.Checkpointer({"model": m, "optim": o}, dir=ckdir, async_save=False)
     if mode == "save":
-        torch.manual_seed(10 + rank)
-        for _ in range(3):
-            m(torch.randn(4, 8)).pow(2).sum().backward()
-            o.step()
-            o.zero_grad()
-        ck.save(3)
+        train_and_save(m, o, ck, rank)
         h, size = full()
         print("saved=%s bytes=%d copy=%d" % (h, ck.last_save_bytes, size), flush=True)
     else:
@@ -543,13 +541,34 @@ def case_dtrep(tmp):
                   % (world, w, [(o, e[-800:]) for _, o, e in out]))
 
 
-def case_fsdp(tmp):
+def restored_gathered(kind, ck, want):
+    """The `kind` checkpoint in ck restored by 2, 1 and 3 ranks: each rank
+    prints the gathered state's hash, which must be the saved one."""
+    for world in (2, 1, 3):
+        out = spawn(world, [kind, ck, "load"])
+        got = [l for _, o, _ in out for l in o.splitlines() if l.startswith("restored=")]
+        check(all(rc == 0 for rc, _, _ in out) and len(got) == world and
+              all(g == "restored=%s step=3" % want for g in got),
+              "%s restored by %d ranks: %s, saved %s; %s"
+              % (kind, world, got, want, [e[-800:] for _, _, e in out]))
+
+
+def fsdp_missing(kind, what):
+    """Why this torch cannot run case `kind` (FSDP `what`), or None."""
     import torch
     try:
-        from torch.distributed.fsdp import fully_shard  # noqa: F401
+        import torch.distributed.fsdp as fsdp
+        getattr(fsdp, what)
     except Exception as e:   # 1.13 under Python 3.11: its import fails
-        print("skip fsdp: torch %s has no usable fully_shard (FSDP2): %s"
-              % (torch.__version__, str(e)[:120]))
+        return "skip %s: torch %s has no usable %s: %s" % (kind, torch.__version__, what,
+                                                          str(e)[:120])
+    return None
+
+
+def case_fsdp(tmp):
+    why = fsdp_missing("fsdp", "fully_shard")
+    if why:
+        print(why)
         return
     ck = os.path.join(tmp, "fsdp")
     out = spawn(2, ["fsdp", ck, "save"])
@@ -557,22 +576,13 @@ def case_fsdp(tmp):
     check(all(rc == 0 for rc, _, _ in out) and len(saved) == 2 and saved[0] == saved[1],
           "fsdp save: %s" % [(o, e[-800:]) for _, o, e in out])
     want = saved[0].split("=", 1)[1] if saved else None
-    for world in (2, 1, 3):
-        out = spawn(world, ["fsdp", ck, "load"])
-        got = [l for _, o, _ in out for l in o.splitlines() if l.startswith("restored=")]
-        check(all(rc == 0 for rc, _, _ in out) and len(got) == world and
-              all(g == "restored=%s step=3" % want for g in got),
-              "fsdp restored by %d ranks: %s, saved %s; %s"
-              % (world, got, want, [e[-800:] for _, _, e in out]))
+    restored_gathered("fsdp", ck, want)
 
 
 def case_fsdp1(tmp):
-    import torch
-    try:
-        from torch.distributed.fsdp import FullyShardedDataParallel  # noqa: F401
-    except Exception as e:   # 1.13 under Python 3.11: its import fails
-        print("skip fsdp1: torch %s has no usable FullyShardedDataParallel: %s"
-              % (torch.__version__, str(e)[:120]))
+    why = fsdp_missing("fsdp1", "FullyShardedDataParallel")
+    if why:
+        print(why)
         return
     ck = os.path.join(tmp, "fsdp1")
     out = spawn(2, ["fsdp1", ck, "save"])
@@ -591,13 +601,7 @@ def case_fsdp1(tmp):
     check(sum(wrote) == copy and all(0.3 * copy < b < 0.7 * copy for b in wrote),
           "fsdp1: ranks wrote %s bytes, one copy is %d" % (wrote, copy))
     want = saved[0]["saved"]
-    for world in (2, 1, 3):
-        out = spawn(world, ["fsdp1", ck, "load"])
-        got = [l for _, o, _ in out for l in o.splitlines() if l.startswith("restored=")]
-        check(all(rc == 0 for rc, _, _ in out) and len(got) == world and
-              all(g == "restored=%s step=3" % want for g in got),
-              "fsdp1 restored by %d ranks: %s, saved %s; %s"
-              % (world, got, want, [e[-800:] for _, _, e in out]))
+    restored_gathered("fsdp1", ck, want)
 
 
 CASES = {k[5:]: v for k, v in sorted(globals().items()) if k.startswith("case_")}
