@@ -641,8 +641,8 @@ class Checkpointer:
 
     # -- helpers --------------------------------------------------------
 
-    def _open(self):
-        opts = {k: v for k, v in self._opts.items() if v is not None}
+    def _open(self, **override):
+        opts = {k: v for k, v in dict(self._opts, **override).items() if v is not None}
         return _firebreak.Ckpt(**opts)
 
     def _check_open(self):
@@ -891,7 +891,11 @@ class Checkpointer:
             raise ValueError("checkpoint step %d in %s has no %s: not written "
                              "by firebreak.Checkpointer" % (lay.step, self.dir, META))
         bufs = {}
-        ck = self._open()
+        # A synchronous handle: it has no staging memory (an asynchronous
+        # one would allocate and fault in a second copy of the shard, read
+        # into it and copy out).  It verifies the shard before it reads it
+        # into these buffers, which are new and nobody else's.
+        ck = self._open(async_save=False)
         try:
             for e in entries:
                 t = bufs[e[0]] = self._alloc(e)
