@@ -24,7 +24,8 @@ if not os.path.exists(os.path.join(ROOT, "include", "firebreak", "firebreak.h"))
                      "include/firebreak/firebreak.h" % ROOT)
 
 # The libfirebreak objects (src/lib/CMakeLists.txt, src/ckpt/CMakeLists.txt,
-# src/common/CMakeLists.txt, src/fr's recorder.c).
+# src/common/CMakeLists.txt, src/fr's recorder.c).  ctest python_sources
+# (tests/python/sources.py) fails when this list and CMake's differ.
 LIB_SOURCES = {
     "common": ["util.c", "json.c", "jsonw.c"],
     "lib": ["lib.c", "segment.c", "segment_guard.c", "inject.c", "error.c", "sdc.c"],

@@ -5,9 +5,10 @@
  * public API's arguments and back (fb_init, fb_step, phases, fb_ckpt_*,
  * and the reader fb_ckpt_layout_*: which tensors a step's shards hold, so
  * lazily created optimizer state can be allocated before restoring into
- * it, and any region of them from any rank's shard).  Only the public
- * header is included.  Torch is
- * not known here: a tensor arrives as an address, a byte count and an
+ * it, and any region of them from any rank's shard; firebreak.dcp's
+ * StorageReader reads through it too).  The checkpoint part uses the
+ * public header only (the flight recorder's bindings, further down, use
+ * the library's internals).  Torch is not known here: a tensor arrives as an address, a byte count and an
  * owner object whose reference the handle keeps until close, so the memory
  * the engine was given stays valid (firebreak.h: "data must stay valid
  * until fb_ckpt_close").
@@ -31,13 +32,6 @@
 #include <unistd.h>
 
 #include "firebreak/firebreak.h"
-/* firebreak.dcp's shard reader (py_shard_read) reads single shards
- * through the engine's internal reader. */
-#include "ckpt/engine.h"
-#include "ckpt/hash.h"
-#include "ckpt/safetensors.h"
-#include "ckpt/shard.h"
-#include "ckpt/store.h"
 
 /* Python 3.8 and 3.9 lack these two (setup.py allows >= 3.8). */
 #if PY_VERSION_HEX < 0x030A0000
@@ -231,222 +225,6 @@ out:
     Py_XDECREF(list);
     fb_ckpt_layout_close(lay);
     Py_XDECREF(dir_obj);
-    return result;
-}
-
-/* ------------------------------------------- shards for firebreak.dcp */
-
-/*
- * For firebreak.dcp's StorageReader, which reads tensors of any rank's
- * shard (DCP loads a tensor from whichever shard holds it, on any world
- * size) rather than restoring registered tensors: the checkpoints of a
- * directory, a shard's path, and a verified read of named tensors.
- */
-
-/* ckpt_steps(dir) -> [(step, world_size, complete)], newest first; [] when
- * dir does not exist.  world_size is the lowest rank's shard's (-1: none). */
-static PyObject *py_ckpt_steps(PyObject *self, PyObject *arg)
-{
-    PyObject *dir_obj = NULL;
-    if (!PyUnicode_FSConverter(arg, &dir_obj))
-        return NULL;
-    fb__ckpt_entry *v = NULL;
-    size_t n = 0;
-    int rc;
-    Py_BEGIN_ALLOW_THREADS
-    rc = fb__ckpt_scan(PyBytes_AS_STRING(dir_obj), 0, 0, &v, &n);
-    Py_END_ALLOW_THREADS
-    PyObject *list = NULL;
-    if (rc == -ENOENT)
-        n = 0;
-    else if (rc) {
-        raise_rc(rc, PyBytes_AS_STRING(dir_obj));
-        goto out;
-    }
-    list = PyList_New((Py_ssize_t)n);
-    for (size_t i = 0; list && i < n; i++) {
-        PyObject *item = Py_BuildValue("(KiO)", (unsigned long long)v[i].step,
-                                       v[i].world_size,
-                                       v[i].complete ? Py_True : Py_False);
-        if (!item)
-            Py_CLEAR(list);
-        else
-            PyList_SET_ITEM(list, (Py_ssize_t)i, item);
-    }
-out:
-    free(v);
-    Py_DECREF(dir_obj);
-    return list;
-}
-
-/* shard_path(dir, step, rank) -> the path of that rank's committed shard */
-static PyObject *py_shard_path(PyObject *self, PyObject *args)
-{
-    PyObject *dir_obj = NULL;
-    unsigned long long step;
-    int rank;
-    if (!PyArg_ParseTuple(args, "O&Ki", PyUnicode_FSConverter, &dir_obj, &step, &rank))
-        return NULL;
-    char path[PATH_MAX];
-    PyObject *r = NULL;
-    if (rank < 0)
-        PyErr_Format(PyExc_ValueError, "rank %d", rank);
-    else if (fb__ckpt_shard_path(path, sizeof path, PyBytes_AS_STRING(dir_obj),
-                                 (uint64_t)step, rank))
-        PyErr_SetString(PyExc_ValueError, "checkpoint directory path too long");
-    else
-        r = PyUnicode_DecodeFSDefault(path);
-    Py_DECREF(dir_obj);
-    return r;
-}
-
-/* pread exactly n bytes at off; 0 or -errno (-EIO at a short file). */
-static int pread_full(int fd, char *buf, size_t n, uint64_t off)
-{
-    while (n) {
-        ssize_t r = pread(fd, buf, n, (off_t)off);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r < 0)
-            return -errno;
-        if (r == 0)
-            return -EIO;
-        buf += r;
-        n -= (size_t)r;
-        off += (uint64_t)r;
-    }
-    return 0;
-}
-
-/*
- * One tensor of an open, checked shard into a new bytearray, its hash
- * compared with the recorded one: the bytes returned are the bytes that
- * were hashed.  NULL with firebreak.Error set (FB_ECORRUPT names the file
- * and the tensor).
- */
-static PyObject *shard_read_one(int fd, const fb__st_header *h, const fb__st_tensor *t,
-                                const char *path)
-{
-    uint64_t n = t->end - t->begin, want = 0;
-    char key[FB__ST_NAME_MAX + 32];
-    snprintf(key, sizeof key, "firebreak.hash.%s", t->name);
-    int alg = fb__hash_alg_from_name(fb__st_meta_get(h, "firebreak.hash"));
-    if (alg < 0 || fb__hash_parse_hex(fb__st_meta_get(h, key), &want))
-        return raise_rc(FB_EFORMAT, path); /* fb__shard_check_meta ran */
-    if (n > (uint64_t)PY_SSIZE_T_MAX)
-        return raise_rc(FB_ETOOBIG, path);
-    PyObject *buf = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)n);
-    if (!buf)
-        return NULL;
-    char *p = PyByteArray_AS_STRING(buf); /* ours alone until returned */
-    int rc;
-    uint64_t got = 0;
-    Py_BEGIN_ALLOW_THREADS
-    rc = pread_full(fd, p, (size_t)n, h->data_offset + t->begin);
-    if (!rc)
-        got = fb__hash((fb__hash_alg)alg, p, (size_t)n);
-    Py_END_ALLOW_THREADS
-    if (!rc && got != want) {
-        char hg[17], hw[17], what[PATH_MAX + FB__ST_NAME_MAX + 96];
-        fb__hash_hex(got, hg);
-        fb__hash_hex(want, hw);
-        snprintf(what, sizeof what, "%s: tensor \"%s\": hash %s, recorded %s (data "
-                 "corrupted)", path, t->name, hg, hw);
-        rc = FB_ECORRUPT;
-        raise_rc(rc, what);
-    } else if (rc) {
-        char what[PATH_MAX + FB__ST_NAME_MAX + 64];
-        snprintf(what, sizeof what, "%s: reading tensor \"%s\"", path, t->name);
-        raise_rc(rc, what);
-    }
-    if (rc) {
-        Py_DECREF(buf);
-        return NULL;
-    }
-    return buf;
-}
-
-/*
- * shard_read(path, step, rank, world_size, names) ->
- *     {name: (dtype, shape, bytearray or None)}
- * Opens the shard (a regular file, its header checked as restore does:
- * format, hash algorithm, a hash per tensor, and its recorded step, rank
- * and world size against step, rank and world_size (0: not checked)).
- * names None: every tensor, header only (data None); else those tensors,
- * each read and verified against its hash.
- */
-static PyObject *py_shard_read(PyObject *self, PyObject *args)
-{
-    PyObject *path_obj = NULL, *names, *seq = NULL, *result = NULL;
-    unsigned long long step;
-    int rank, world_size;
-    if (!PyArg_ParseTuple(args, "O&KiiO", PyUnicode_FSConverter, &path_obj, &step,
-                          &rank, &world_size, &names))
-        return NULL;
-    const char *path = PyBytes_AS_STRING(path_obj);
-    fb__st_header *h = NULL;
-    int fd = -1, rc;
-    char err[PATH_MAX + 512];
-    err[0] = 0;
-    if (names != Py_None && !(seq = PySequence_Fast(names, "names must be a sequence")))
-        goto out;
-    Py_BEGIN_ALLOW_THREADS
-    rc = fb__st_open(path, &fd, &h, err, sizeof err);
-    if (!rc)
-        rc = fb__shard_check_meta(h, path, err, sizeof err);
-    if (!rc)
-        rc = fb__shard_check_place(h, path, (uint64_t)step, rank, world_size, err,
-                                   sizeof err);
-    Py_END_ALLOW_THREADS
-    if (rc) {
-        raise_rc(rc, err[0] ? err : path);
-        goto out;
-    }
-    if (!(result = PyDict_New()))
-        goto out;
-    Py_ssize_t count = seq ? PySequence_Fast_GET_SIZE(seq) : (Py_ssize_t)h->ntensors;
-    for (Py_ssize_t i = 0; i < count; i++) {
-        const fb__st_tensor *t;
-        if (seq) {
-            PyObject *name = PySequence_Fast_GET_ITEM(seq, i);
-            const char *s = PyUnicode_Check(name) ? PyUnicode_AsUTF8(name) : NULL;
-            if (!s) {
-                if (!PyErr_Occurred())
-                    PyErr_SetString(PyExc_TypeError, "tensor names must be str");
-                goto fail;
-            }
-            if (!(t = fb__st_find(h, s))) {
-                snprintf(err, sizeof err, "%s: no tensor \"%.1024s\"", path, s);
-                raise_rc(FB_EFORMAT, err);
-                goto fail;
-            }
-        } else {
-            t = &h->tensors[i];
-        }
-        PyObject *data = seq ? shard_read_one(fd, h, t, path) : Py_NewRef(Py_None);
-        PyObject *shape = data ? PyTuple_New(t->ndim) : NULL;
-        for (int d = 0; shape && d < t->ndim; d++)
-            PyTuple_SET_ITEM(shape, d, PyLong_FromLongLong(t->shape[d]));
-        PyObject *item = shape ? Py_BuildValue("(iNN)", (int)t->dtype, shape, data) : NULL;
-        if (!item) {
-            if (!shape)
-                Py_XDECREF(data);
-            goto fail;
-        }
-        int bad = PyDict_SetItemString(result, t->name, item);
-        Py_DECREF(item);
-        if (bad)
-            goto fail;
-    }
-    goto out;
-fail:
-    Py_CLEAR(result);
-out:
-    if (fd >= 0)
-        close(fd);
-    fb__st_free(h);
-    Py_XDECREF(seq);
-    Py_DECREF(path_obj);
     return result;
 }
 
@@ -1960,12 +1738,6 @@ static PyMethodDef methods[] = {
      METH_VARARGS | METH_KEYWORDS,
      "open_layout(dir, world_size=0, max_step=None) -> Layout | None"},
     /* firebreak.dcp */
-    {"ckpt_steps", py_ckpt_steps, METH_O,
-     "ckpt_steps(dir) -> [(step, world_size, complete)], newest first"},
-    {"shard_path", py_shard_path, METH_VARARGS, "shard_path(dir, step, rank) -> path"},
-    {"shard_read", py_shard_read, METH_VARARGS,
-     "shard_read(path, step, rank, world_size, names) -> {name: (dtype, shape, "
-     "bytearray, verified; None when names is None)}"},
     HOOK_METHODS
     FB_PY_SDC_METHODS
     {NULL, NULL, 0, NULL}};

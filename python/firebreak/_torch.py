@@ -31,13 +31,14 @@ shape and offset; on another world size restore reads each rank's new
 slice from the overlapping old ones, and refuses per-rank state naming
 both world sizes.
 """
-import collections
 import copy
 import hashlib
 import io
+import itertools
 import os
 import pickle
 import random
+import re
 import struct
 
 import torch
@@ -71,15 +72,30 @@ for _name, _code in (("uint16", "DTYPE_U16"), ("uint32", "DTYPE_U32"),
 _TORCH_OF = {v: k for k, v in _DTYPES.items()}
 
 
-class _TensorRef:
-    """Where a tensor was in a pickled state dict: its checkpoint name."""
-    __slots__ = ("name",)
+class _TensorRef(str):
+    """Where a tensor was in a pickled state dict: its checkpoint name.  A
+    str: pickled as the class and the name, and unpickled by str's own
+    constructor, with no Python code run per tensor (every save checks its
+    meta by unpickling it).  Metas of earlier versions, which call
+    _TensorRef(name), load the same."""
+    __slots__ = ()
 
-    def __init__(self, name):
-        self.name = name
+    @property
+    def name(self):
+        return str.__str__(self)
 
-    def __reduce__(self):
-        return (_TensorRef, (self.name,))
+
+class _ShardedRef(_TensorRef):
+    """A ShardedTensor (FSDP1's sharded state dict) in a pickled state dict."""
+    __slots__ = ()
+    empty = False
+
+
+class _EmptyShardedRef(_ShardedRef):
+    """A ShardedTensor of which the saving rank had no local shard (then
+    nothing of it is in that rank's shard)."""
+    __slots__ = ()
+    empty = True
 
 
 class Slice:
@@ -136,6 +152,113 @@ def _dtensor_place(dt):
     return local, tuple(dt.shape), tuple(int(x) for x in off)
 
 
+def _dtensor_shards(dt):
+    """Every distinct shard of a DTensor over its mesh: [(global offset,
+    local shape, [global ranks holding it])], the ranks that hold the same
+    shard being those whose mesh coordinates differ only on dimensions
+    where it is replicated.  None where it cannot be worked out here (a
+    torch without the helper, a Partial placement, this rank's own shard
+    not as torch computes it): then every holder writes its copy."""
+    try:
+        from torch.distributed.tensor._utils import _compute_local_shape_and_global_offset
+    except ImportError:
+        try:
+            from torch.distributed._tensor._utils import (
+                _compute_local_shape_and_global_offset)
+        except ImportError:
+            return None
+    mesh, placements = dt.device_mesh, tuple(dt.placements)
+    if any(p.is_partial() for p in placements):
+        return None
+    ranks = mesh.mesh.tolist()
+    shape, dims = tuple(dt.shape), tuple(mesh.mesh.shape)
+    shards = {}
+    for coord in itertools.product(*(range(n) for n in dims)):
+        try:
+            local, off = _compute_local_shape_and_global_offset(
+                shape, dims, list(coord), placements)
+        except Exception:
+            return None
+        r = ranks
+        for c in coord:
+            r = r[c]
+        key = (tuple(int(x) for x in off), tuple(int(x) for x in local))
+        shards.setdefault(key, []).append(int(r))
+    return [(off, local, sorted(holders)) for (off, local), holders in shards.items()]
+
+
+def _sharded_tensor_type():
+    try:
+        from torch.distributed._shard.sharded_tensor import ShardedTensor
+        return ShardedTensor
+    except Exception:   # 1.13 under Python 3.11: the import fails
+        return None
+
+
+_ShardedTensor = _sharded_tensor_type()
+
+
+def _fsdp1_type():
+    """FSDP1's FullyShardedDataParallel, or None where it does not import
+    (torch 1.13 under Python 3.11)."""
+    try:
+        from torch.distributed.fsdp import FullyShardedDataParallel
+        return FullyShardedDataParallel
+    except Exception:
+        return None
+
+
+def _sharded_like(t, live):
+    """A ShardedTensor with `t` as its local shard (none when `live` has
+    none), placed and described as the program's ShardedTensor `live`."""
+    from torch.distributed._shard.sharded_tensor import Shard as _Shard
+    shards = [_Shard(t, live.local_shards()[0].metadata)] if live.local_shards() else []
+    return _ShardedTensor._init_from_local_shards_and_global_metadata(
+        shards, live.metadata(), process_group=live._process_group)
+
+
+class _no_tensor_deepcopy:
+    """While loading an optimizer: torch before 2.x deep-copies the state
+    dict it is given (Optimizer.load_state_dict), a second copy of every
+    moment.  The tensors restore gives it are its own (allocated for the
+    restore, referenced by nothing else), so they are handed over as they
+    are: the module's deepcopy sees them in its memo.  Containers are still
+    copied.  A torch without that deepcopy (2.x copies shallowly) is left
+    alone."""
+
+    def __init__(self, value):
+        self.tensors = []
+        _collect_tensors(value, self.tensors)
+        self.mod = self.saved = None
+
+    def __enter__(self):
+        import torch.optim.optimizer as mod
+        if getattr(mod, "deepcopy", None) is copy.deepcopy and self.tensors:
+            keep = {id(t): t for t in self.tensors}
+
+            def deepcopy(obj, memo=None):
+                memo = dict(keep) if memo is None else memo
+                return copy.deepcopy(obj, memo)
+            self.mod, self.saved = mod, mod.deepcopy
+            mod.deepcopy = deepcopy
+        return self
+
+    def __exit__(self, *exc):
+        if self.mod is not None:
+            self.mod.deepcopy = self.saved
+
+
+def _collect_tensors(obj, out):
+    if isinstance(obj, torch.Tensor):
+        out.append(obj)
+    elif isinstance(obj, dict):
+        for v in obj.values():
+            _collect_tensors(v, out)
+    elif isinstance(obj, (list, tuple)):
+        for v in obj:
+            _collect_tensors(v, out)
+
+
 def _ddp_type():
     try:
         from torch.nn.parallel import DistributedDataParallel
@@ -160,11 +283,16 @@ class _SafeUnpickler(pickle.Unpickler):
     _ALLOWED = {("collections", "OrderedDict"), ("builtins", "set"),
                 ("builtins", "frozenset"), ("builtins", "complex"),
                 ("builtins", "slice"), ("builtins", "range"),
-                ("firebreak._torch", "_TensorRef")}
+                ("firebreak._torch", "_TensorRef"),
+                ("firebreak._torch", "_ShardedRef"),
+                ("firebreak._torch", "_EmptyShardedRef")}
 
     def find_class(self, module, name):
         if (module, name) in self._ALLOWED:
-            return _TensorRef if name == "_TensorRef" else super().find_class(module, name)
+            if module == "firebreak._torch":
+                return {"_TensorRef": _TensorRef, "_ShardedRef": _ShardedRef,
+                        "_EmptyShardedRef": _EmptyShardedRef}[name]
+            return super().find_class(module, name)
         raise pickle.UnpicklingError(
             "checkpoint meta refers to %s.%s: only plain Python values "
             "(numbers, strings, bytes, lists, tuples, dicts, sets) are stored"
@@ -175,9 +303,12 @@ def _safe_loads(data):
     return _SafeUnpickler(io.BytesIO(data)).load()
 
 
+_NAME_PART = re.compile(r"[\x21-\x2e\x30-\x7e]+\Z")   # printable, no space or /
+
+
 def _name_part(key, where):
-    s = str(key)
-    if not s or not all(0x20 < ord(c) < 0x7f for c in s) or "/" in s:
+    s = key if type(key) is str else str(key)
+    if not _NAME_PART.match(s):
         raise ValueError("%s: key %r: checkpoint names are printable ASCII "
                          "without spaces or '/'" % (where, key))
     return s
@@ -194,6 +325,19 @@ def _strip(obj, path, out, places=None, dtensors=None):
         if isinstance(obj, Slice):
             out[name] = obj.tensor
             places[name] = (obj.global_shape, obj.global_offset)
+        elif _ShardedTensor is not None and isinstance(obj, _ShardedTensor):
+            shards = obj.local_shards()
+            if len(shards) > 1:
+                raise ValueError("tensor %s: a ShardedTensor with %d local shards on "
+                                 "this rank; expected at most one (as FSDP's sharded "
+                                 "state dict has)" % (name, len(shards)))
+            dtensors[name] = obj
+            if not shards:
+                return _EmptyShardedRef(name)
+            out[name] = shards[0].tensor
+            places[name] = (tuple(int(x) for x in obj.size()),
+                            tuple(int(x) for x in shards[0].metadata.shard_offsets))
+            return _ShardedRef(name)
         elif _DTensor is not None and isinstance(obj, _DTensor):
             local, gs, go = _dtensor_place(obj)
             out[name] = local
@@ -219,8 +363,11 @@ def _fill(obj, tensors, dtensors):
     """The inverse of _strip, with the tensors restored (a DTensor's local
     part wrapped again like the program's DTensor of that name)."""
     if isinstance(obj, _TensorRef):
-        t = tensors[obj.name]
         live = dtensors.get(obj.name)
+        if _ShardedTensor is not None and isinstance(live, _ShardedTensor):
+            # this rank's part as the program has it (none: an empty one)
+            return _sharded_like(tensors.get(obj.name), live)
+        t = tensors[obj.name]
         if live is not None:
             return _DTensor.from_local(t, live.device_mesh, live.placements,
                                        run_check=False, shape=live.shape,
@@ -238,16 +385,18 @@ def _fill(obj, tensors, dtensors):
     return obj
 
 
-def _refs(obj, out):
-    """Every _TensorRef name in a skeleton."""
+def _refs(obj, out, empty=False):
+    """Every _TensorRef name in a skeleton (with empty: also those of
+    ShardedTensors of which the saving rank had no local shard)."""
     if isinstance(obj, _TensorRef):
-        out.append(obj.name)
+        if empty or not isinstance(obj, _EmptyShardedRef):
+            out.append(obj.name)
     elif isinstance(obj, dict):
         for v in obj.values():
-            _refs(v, out)
+            _refs(v, out, empty)
     elif isinstance(obj, (list, tuple)):
         for v in obj:
-            _refs(v, out)
+            _refs(v, out, empty)
     return out
 
 
@@ -365,9 +514,29 @@ class Checkpointer:
         # The handles opened from now on: the same rank and size (the
         # engine alone would read them from the environment).
         self._opts["rank"], self._opts["world_size"] = self.rank, self.world_size
+        # FSDP1 modules: saved and loaded as sharded state dicts (their
+        # ShardedTensors), and so are the optimizers of their parameters
+        # (FSDP.optim_state_dict / optim_state_dict_to_load)
+        self._fsdp1, self._fsdp1_optim = {}, {}
+        fsdp = _fsdp1_type()
+        if fsdp is not None:
+            for k, o in state.items():
+                if isinstance(o, fsdp):
+                    self._fsdp1[k] = o
+            for k, o in state.items():
+                if not isinstance(o, torch.optim.Optimizer):
+                    continue
+                mine = {id(p) for g in o.param_groups for p in g["params"]}
+                for m in self._fsdp1.values():
+                    if mine and mine <= {id(p) for p in m.parameters()}:
+                        self._fsdp1_optim[k] = m
         self._replicated = self._replicated_keys(replicated)
         self._group = group
         self._members = None
+        # DTensor shards replicated over a mesh dimension: written once
+        # unless replicated=False
+        self._dedup_dtensors = replicated is not False
+        self._dt_plan = None
         if self._replicated:
             self._members = _group_members(group, self.world_size)
             if self.rank not in self._members:
@@ -388,7 +557,9 @@ class Checkpointer:
                                      % (k, sorted(self.state)))
             return keys
         ddp = _ddp_type()
-        keys, params = set(), set()
+        # an FSDP1 optimizer's plain tensors (step) are the same on every
+        # rank; the rest of it is sharded
+        keys, params = set(self._fsdp1_optim), set()
         for k, o in self.state.items():
             if ddp is not None and isinstance(o, ddp):
                 keys.add(k)
@@ -406,6 +577,45 @@ class Checkpointer:
                                                       for p in mine):
                 keys.add(k)
         return keys
+
+    def _fsdp1_module(self, key):
+        return self._fsdp1[key] if key in self._fsdp1 else self._fsdp1_optim.get(key)
+
+    def _state_dict(self, key, obj):
+        m = self._fsdp1_module(key)
+        if m is None:
+            return obj.state_dict()
+        from torch.distributed.fsdp import FullyShardedDataParallel as FSDP, StateDictType
+        with FSDP.state_dict_type(m, StateDictType.SHARDED_STATE_DICT):
+            return obj.state_dict() if key in self._fsdp1 else FSDP.optim_state_dict(m, obj)
+
+    def _load_state_dict(self, key, obj, value):
+        m = self._fsdp1_module(key)
+        if m is None:
+            if isinstance(obj, torch.optim.Optimizer):
+                with _no_tensor_deepcopy(value):
+                    obj.load_state_dict(value)
+            else:
+                obj.load_state_dict(value)
+            return
+        from torch.distributed.fsdp import FullyShardedDataParallel as FSDP, StateDictType
+        with FSDP.state_dict_type(m, StateDictType.SHARDED_STATE_DICT):
+            if key in self._fsdp1:
+                obj.load_state_dict(value)
+            else:
+                obj.load_state_dict(FSDP.optim_state_dict_to_load(m, obj, value))
+
+    def _init_fsdp1_optim(self):
+        """Create the state of FSDP1 optimizers that have none yet (a step
+        with zero gradients and learning rate, as torch.distributed.
+        checkpoint does), so their sharded state has a place to load into.
+        Only when there is a checkpoint to restore."""
+        for key in self._fsdp1_optim:
+            o = self.state[key]
+            if o.state:
+                continue
+            from torch.distributed.checkpoint.state_dict import _init_optim_state
+            _init_optim_state(o)
 
     def _param_of(self, name):
         """The parameter whose optimizer state `name` is
@@ -431,8 +641,8 @@ class Checkpointer:
 
     # -- helpers --------------------------------------------------------
 
-    def _open(self):
-        opts = {k: v for k, v in self._opts.items() if v is not None}
+    def _open(self, **override):
+        opts = {k: v for k, v in dict(self._opts, **override).items() if v is not None}
         return _firebreak.Ckpt(**opts)
 
     def _check_open(self):
@@ -448,28 +658,69 @@ class Checkpointer:
             if isinstance(obj, (torch.Tensor, Slice)):
                 skeleton[key] = ("tensor", _strip(obj, [key], tensors, places, dtensors))
             else:
-                skeleton[key] = ("state_dict", _strip(obj.state_dict(), [key], tensors,
-                                                      places, dtensors))
+                skeleton[key] = ("state_dict", _strip(self._state_dict(key, obj), [key],
+                                                      tensors, places, dtensors))
         for name, t in tensors.items():
             _check_tensor(name, t)
         return skeleton, tensors, places, dtensors
 
-    def _owners(self, tensors, places):
-        """{name: owning global rank} of the replicated tensors: the largest
-        first, each to the member with the fewest bytes so far (the lowest
-        rank among equals), so every member writes about 1/N of the bytes.
-        The same on every member: it depends on names and sizes only."""
-        if not self._replicated:
-            return {}
-        names = [n for n in tensors if n.split("/", 1)[0] in self._replicated
-                 and n not in places]
-        names.sort(key=lambda n: (-tensors[n].numel() * tensors[n].element_size(), n))
-        load = [0] * len(self._members)
+    def _owners(self, tensors, places, dtensors):
+        """({name: owning global rank}, {name: owner} of the plain replicated
+        tensors alone).  Plain replicated tensors: the largest first, each
+        to the member of the group with the fewest bytes so far (the lowest
+        rank among equals), so every member writes about 1/N of the bytes;
+        the same on every member, as it depends on names and sizes only.
+        A DTensor replicated on a mesh dimension: each distinct shard to one
+        of the ranks holding it, balanced the same way over the DTensors of
+        one mesh (every rank of a mesh holds all of its DTensors), so each
+        is written once; this rank's entry is the owner of its shard."""
         owners = {}
-        for n in names:
-            i = min(range(len(load)), key=lambda k: (load[k], k))
-            owners[n] = self._members[i]
-            load[i] += tensors[n].numel() * tensors[n].element_size()
+        if self._replicated:
+            names = [n for n in tensors if n.split("/", 1)[0] in self._replicated
+                     and n not in places]
+            names.sort(key=lambda n: (-tensors[n].numel() * tensors[n].element_size(), n))
+            load = [0] * len(self._members)
+            for n in names:
+                i = min(range(len(load)), key=lambda k: (load[k], k))
+                owners[n] = self._members[i]
+                load[i] += tensors[n].numel() * tensors[n].element_size()
+        plain = dict(owners)
+        if self._dedup_dtensors and dtensors:
+            owners.update(self._dtensor_owners(tensors, places, dtensors))
+        return owners, plain
+
+    def _dtensor_owners(self, tensors, places, dtensors):
+        dtensors = {n: d for n, d in dtensors.items() if isinstance(d, _DTensor)}
+        if not dtensors:
+            return {}
+        key = tuple((n, tuple(dt.shape), tuple(dt.placements), id(dt.device_mesh),
+                     tensors[n].element_size()) for n, dt in sorted(dtensors.items()))
+        if self._dt_plan is not None and self._dt_plan[0] == key:
+            return self._dt_plan[1]
+        by_mesh = {}
+        for n, dt in sorted(dtensors.items()):
+            shards = _dtensor_shards(dt)
+            mine = places[n][1]
+            if (shards is None or not any(off == mine for off, _, _ in shards)
+                    or all(len(h) == 1 for _, _, h in shards)):
+                continue
+            esize = tensors[n].element_size()
+            group = by_mesh.setdefault(tuple(dt.device_mesh.mesh.flatten().tolist()), [])
+            for off, local, holders in shards:
+                nbytes = esize
+                for x in local:
+                    nbytes *= x
+                group.append((-nbytes, n, off, holders, off == mine))
+        owners = {}
+        for items in by_mesh.values():
+            items.sort(key=lambda it: it[:3])
+            load = {}
+            for negb, n, off, holders, mine in items:
+                r = min(holders, key=lambda k: (load.get(k, 0), k))
+                load[r] = load.get(r, 0) - negb
+                if mine:
+                    owners[n] = r
+        self._dt_plan = (key, owners)
         return owners
 
     def _check_group(self, step, owners, tensors):
@@ -523,13 +774,14 @@ class Checkpointer:
         step = int(step)
         if step < 0:
             raise ValueError("step %d: expected >= 0" % step)
-        skeleton, tensors, places, _ = self._flatten()
-        owners = self._owners(tensors, places)
-        if owners:
-            self._check_group(step, owners, tensors)
+        skeleton, tensors, places, dtensors = self._flatten()
+        owners, plain = self._owners(tensors, places, dtensors)
+        if plain:
+            self._check_group(step, plain, tensors)
         mine = {n: t for n, t in tensors.items()
                 if owners.get(n, self.rank) == self.rank}
-        data = self._meta_bytes(step, skeleton, owners, places)
+        # sharded: slices, DTensors, ShardedTensors (also with no local shard)
+        data = self._meta_bytes(step, skeleton, owners, set(places) | set(dtensors))
         need = _META_HDR.size + len(data)
         plan = [(n, t.data_ptr(), t.dtype, tuple(t.shape), places.get(n))
                 for n, t in mine.items()]
@@ -596,6 +848,8 @@ class Checkpointer:
             lay = _firebreak.open_layout(self.dir, 0, max_step)
             if lay is None:
                 return None
+            if self._fsdp1_optim:
+                self._init_fsdp1_optim()
             want = lay.step
             try:
                 if want in tried:
@@ -637,7 +891,11 @@ class Checkpointer:
             raise ValueError("checkpoint step %d in %s has no %s: not written "
                              "by firebreak.Checkpointer" % (lay.step, self.dir, META))
         bufs = {}
-        ck = self._open()
+        # A synchronous handle: it has no staging memory (an asynchronous
+        # one would allocate and fault in a second copy of the shard, read
+        # into it and copy out).  It verifies the shard before it reads it
+        # into these buffers, which are new and nobody else's.
+        ck = self._open(async_save=False)
         try:
             for e in entries:
                 t = bufs[e[0]] = self._alloc(e)
@@ -666,6 +924,8 @@ class Checkpointer:
                 raise ValueError("tensor %s: in checkpoint step %d's state, but in no "
                                  "shard (owner %s)" % (n, got, owners.get(n)))
             t = bufs[n] = self._alloc(e)
+            if n in meta.get("slices", ()):   # a DTensor shard another rank wrote
+                meta["_places"][n] = (tuple(e[4]), tuple(e[5]))
             reqs.append((n, e[1], e[2], e[3], e[4], e[5], t.data_ptr(),
                          t.numel() * t.element_size()))
         if reqs:
@@ -690,7 +950,8 @@ class Checkpointer:
         owners = meta.get("replicated", {})
         sliced = set(meta.get("slices", ()))
         members = meta.get("members")
-        if owners and members is not None and list(members) != list(range(n_old)):
+        plain = [n for n in owners if n not in sliced]  # not DTensor shards
+        if plain and members is not None and list(members) != list(range(n_old)):
             # replicas of one group only: another group's tensor of the same
             # name may hold other values, so "any shard" would be wrong
             raise Error(_firebreak.EMISMATCH,
@@ -698,22 +959,25 @@ class Checkpointer:
                         "its replicated state is replicated over the group %s, not "
                         "the whole world, and cannot be restored on another world "
                         "size" % (step, n_old, self.world_size, list(members)))
-        _, live, places, _ = self._flatten()
+        _, live, places, lives = self._flatten()
         first = {}
         for e in entries:
             first.setdefault(e[0], e)
         bufs, reqs = {}, []
-        for n in _refs(meta["objects"], []):
+        for n in _refs(meta["objects"], [], empty=True):
+            if n in lives and n not in live:
+                continue                 # a ShardedTensor with no local shard here
             e = first.get(n)
             if e is None:
                 raise ValueError("tensor %s: in checkpoint step %d's state, but in no "
                                  "shard" % (n, step))
-            if n in owners:
-                region = (e[3], e[3], (0,) * len(e[3]))
-            elif n in sliced:
+            if n in sliced:
                 if n in places:
                     gs, go = places[n]
                     region = (tuple(live[n].shape), gs, go)
+                elif n in live:          # whole here (FSDP on one rank)
+                    shape = tuple(live[n].shape)
+                    region = (shape, shape, (0,) * len(shape))
                 else:
                     p = self._state_template(n, e[4])
                     if p is None:
@@ -724,6 +988,8 @@ class Checkpointer:
                                     % (step, n_old, self.world_size, n))
                     local, gs, go = _dtensor_place(p)
                     region = (tuple(local.shape), gs, go)
+            elif n in owners:
+                region = (e[3], e[3], (0,) * len(e[3]))
             else:
                 raise Error(_firebreak.EMISMATCH,
                             "checkpoint step %d was saved by %d ranks, this job has %d: "
@@ -797,7 +1063,7 @@ class Checkpointer:
                 elif isinstance(obj, torch.Tensor):
                     obj.copy_(value)
                 else:
-                    obj.load_state_dict(value)
+                    self._load_state_dict(key, obj, value)
         if own_rng:
             _set_rng_state(meta["rng"])
         self.extra = meta["extra"]

@@ -74,8 +74,28 @@ def _parse_id(checkpoint_id, dir, step):
     return path, step
 
 
-def _steps(dir):
-    return _firebreak.ckpt_steps(dir)
+def _open(dir, world=0, max_step=None):
+    """The newest complete checkpoint of dir at or below max_step (saved by
+    `world` ranks; 0: any), through libfirebreak's public reader
+    (fb_ckpt_layout_*): (step, world size, [(name, rank, dtype, shape,
+    global shape, offset)]) and the open layout, or None."""
+    lay = _firebreak.open_layout(dir, world, max_step)
+    if lay is None:
+        return None
+    try:
+        return lay.step, lay.world_size, lay.tensors(), lay
+    except BaseException:
+        lay.close()
+        raise
+
+
+def _complete(dir, step):
+    """Whether `step` of dir is a complete checkpoint."""
+    got = _open(dir, 0, step)
+    if got is None:
+        return False
+    got[3].close()
+    return got[0] == step
 
 
 def _item_name(index, whole, taken, n):
@@ -158,11 +178,9 @@ class StorageWriter(_dcp.StorageWriter):
         self._rank = kwargs.get("rank")
 
     def prepare_local_plan(self, plan):
-        for step, _, complete in _steps(self.dir):
-            if step == self.step and complete:
-                raise ValueError("%s: step %d is already a complete checkpoint; "
-                                 "firebreak does not overwrite one"
-                                 % (self.dir, self.step))
+        if _complete(self.dir, self.step):
+            raise ValueError("%s: step %d is already a complete checkpoint; "
+                             "firebreak does not overwrite one" % (self.dir, self.step))
         return plan
 
     def prepare_global_plan(self, plans):
@@ -312,46 +330,74 @@ class StorageReader(_dcp.StorageReader):
     def checkpoint_id(self):
         return os.path.join(self.dir, "step-%010d" % self.step) if self.step is not None else self.dir
 
-    def _holder(self, step, world):
-        """The rank whose shard of step holds the DCP metadata, or None."""
-        for r in range(world):
-            path = _firebreak.shard_path(self.dir, step, r)
-            if METADATA in _firebreak.shard_read(path, step, r, world, None):
-                return r
-        return None
-
     def _pick(self):
-        steps = _steps(self.dir)
-        if self.step is not None:
-            for step, world, complete in steps:
-                if step == self.step:
-                    if not complete:
-                        raise Error(_firebreak.ENOCKPT, "%s: step %d is not a complete "
-                                    "checkpoint" % (self.dir, step))
-                    holder = self._holder(step, world)
-                    if holder is None:
-                        raise Error(_firebreak.ENOCKPT, "%s: step %d was not written by "
-                                    "torch.distributed.checkpoint (no %s)"
-                                    % (self.dir, step, METADATA))
-                    return step, world, holder
-            raise Error(_firebreak.ENOCKPT, "%s: no checkpoint step %d"
-                        % (self.dir, self.step))
-        for step, world, complete in steps:
-            if complete:
-                holder = self._holder(step, world)
-                if holder is not None:
-                    return step, world, holder
-        raise Error(_firebreak.ENOCKPT, "%s: no complete checkpoint written by "
-                    "torch.distributed.checkpoint" % self.dir)
+        """(step, world size, the rank whose shard holds DCP's metadata) of
+        step `self.step`, or of the newest complete checkpoint DCP wrote."""
+        max_step = self.step
+        while True:
+            got = _open(self.dir, 0, max_step)
+            if got is None or (self.step is not None and got[0] != self.step):
+                if got is not None:
+                    got[3].close()
+                if self.step is not None:
+                    raise Error(_firebreak.ENOCKPT, "%s: no complete checkpoint step %d"
+                                % (self.dir, self.step))
+                raise Error(_firebreak.ENOCKPT, "%s: no complete checkpoint written "
+                            "by torch.distributed.checkpoint" % self.dir)
+            step, world, entries, lay = got
+            lay.close()
+            holder = next((e[1] for e in entries if e[0] == METADATA), None)
+            if holder is not None:
+                return step, world, holder
+            if self.step is not None:
+                raise Error(_firebreak.ENOCKPT, "%s: step %d was not written by "
+                            "torch.distributed.checkpoint (no %s)"
+                            % (self.dir, step, METADATA))
+            if step == 0:
+                raise Error(_firebreak.ENOCKPT, "%s: no complete checkpoint written "
+                            "by torch.distributed.checkpoint" % self.dir)
+            max_step = step - 1
+
+    def _read_items(self, step, world, wanted):
+        """{(rank, name): tensor} of wanted, a set of (rank, name): read
+        from step's shards through the public reader, every one verified
+        against its hash before any is returned."""
+        got = _open(self.dir, world, step)
+        if got is None or got[0] != step:
+            if got is not None:
+                got[3].close()
+            raise Error(_firebreak.ENOCKPT, "%s: step %d (%d ranks) is no longer a "
+                        "complete checkpoint" % (self.dir, step, world))
+        _, _, entries, lay = got
+        try:
+            where = {(e[1], e[0]): e for e in entries}
+            out, reqs = {}, []
+            for rank, name in sorted(wanted):
+                e = where.get((rank, name))
+                if e is None:
+                    raise Error(_firebreak.EFORMAT, "%s step %d: rank %d's shard has no "
+                                "tensor %r" % (self.dir, step, rank, name))
+                dtype = _TORCH_OF.get(e[2])
+                if dtype is None:
+                    raise Error(_firebreak.EFORMAT, "tensor %s: dtype %d not readable "
+                                "here" % (name, e[2]))
+                t = out[(rank, name)] = torch.empty(e[3], dtype=dtype)
+                reqs.append((name, rank, e[2], e[3], e[4], e[5], t.data_ptr(),
+                             t.numel() * t.element_size()))
+            if reqs:
+                lay.read(reqs)
+        finally:
+            lay.close()
+        return out
 
     def read_metadata(self, *args, **kwargs):
         if kwargs.get("rank") is not None:
             raise ValueError("firebreak.dcp: no rank-local metadata (checkpoints "
                              "are written with use_collectives=True)")
         step, world, holder = self._pick()
-        path = _firebreak.shard_path(self.dir, step, holder)
-        blob = _firebreak.shard_read(path, step, holder, world, [METADATA])[METADATA][2]
-        md = _MetadataUnpickler(io.BytesIO(bytes(blob))).load()
+        path = "%s step %d rank %d" % (self.dir, step, holder)
+        blob = self._read_items(step, world, {(holder, METADATA)})[(holder, METADATA)]
+        md = _MetadataUnpickler(io.BytesIO(blob.numpy().tobytes())).load()
         if not isinstance(md, _dcp_md.Metadata) or not isinstance(md.storage_data, dict):
             raise Error(_firebreak.EFORMAT, "%s: %s is not DCP metadata" % (path, METADATA))
         for index, info in md.storage_data.items():
@@ -384,22 +430,17 @@ class StorageReader(_dcp.StorageReader):
             if info is None:
                 raise Error(_firebreak.EFORMAT, "%s step %d: no shard holds %r"
                             % (self.dir, step, item.storage_index))
-            wanted.setdefault(info[0], set()).add(info[1])
+            wanted[(info[0], info[1])] = True
         # Every tensor this rank loads is read and verified before any of
         # them is handed to DCP: a corrupt shard changes nothing here.
-        got = {}
-        for rank in sorted(wanted):
-            path = _firebreak.shard_path(self.dir, step, rank)
-            for name, v in _firebreak.shard_read(path, step, rank, world,
-                                                 sorted(wanted[rank])).items():
-                got[(rank, name)] = v
+        got = self._read_items(step, world, set(wanted))
         for item in plan.items:
             info = self._storage[item.storage_index]
-            dtype, shape, buf = got[(info[0], info[1])]
+            t = got[(info[0], info[1])]
             if item.type == LoadItemType.BYTE_IO:
-                planner.load_bytes(item, io.BytesIO(bytes(buf)))
+                planner.load_bytes(item, io.BytesIO(t.numpy().tobytes()))
                 continue
-            t = self._tensor(dtype, shape, buf, info)
+            t = self._tensor(t, info)
             for dim, (off, length) in enumerate(zip(item.storage_offsets, item.lengths)):
                 t = t.narrow(dim, off, length)
             target = planner.resolve_tensor(item).detach()
@@ -414,17 +455,10 @@ class StorageReader(_dcp.StorageReader):
         return fut
 
     @staticmethod
-    def _tensor(dtype, shape, buf, info):
-        torch_dtype = _TORCH_OF.get(dtype)
-        if torch_dtype is None:
-            raise Error(_firebreak.EFORMAT, "tensor %s: dtype %d not readable here"
-                        % (info[1], dtype))
-        t = (torch.frombuffer(buf, dtype=torch_dtype) if len(buf)
-             else torch.empty(0, dtype=torch_dtype))
-        t = t.reshape(shape)
+    def _tensor(t, info):
         if len(info) == 4:   # stored as its bytes
             real = getattr(torch, info[2], None)
-            if not isinstance(real, torch.dtype) or torch_dtype != torch.uint8:
+            if not isinstance(real, torch.dtype) or t.dtype != torch.uint8:
                 raise Error(_firebreak.EFORMAT, "tensor %s: stored dtype %r"
                             % (info[1], info[2]))
             t = t.view(real).reshape(info[3])

@@ -302,19 +302,22 @@ def main():
         rc, out = verify(fb, odd_dir)
         check(rc == 0, "ckpt verify of the 1-process checkpoint exited %d:\n%s" % (rc, out))
 
-        # The extension's shard reader: a shard read as another rank's, a
-        # tensor it lacks, a name that is no string.
+        # The reader (libfirebreak's public fb_ckpt_layout_*): a step that
+        # is not there, a tensor a shard lacks, one of another rank.
         from firebreak import _firebreak
-        shard1 = _firebreak.shard_path(ckdir, 20, 1)
-        for args, exc, words in (((shard1, 20, 0, 2, None), firebreak.Error, "firebreak.rank"),
-                                 ((shard1, 21, 1, 2, None), firebreak.Error, "firebreak.step"),
-                                 ((shard1, 20, 1, 2, ["nope"]), firebreak.Error, '"nope"'),
-                                 ((shard1, 20, 1, 2, [1]), TypeError, "str")):
+        rd = StorageReader(ckdir, step=21)
+        for want, words in (({(1, "nope")}, '\'nope\''),
+                            ({(5, METADATA)}, "rank 5")):
             try:
-                _firebreak.shard_read(*args)
-                check(False, "shard_read%r did not raise" % (args,))
-            except exc as e:
-                check(words in str(e), "shard_read%r: %r does not say %s" % (args, e, words))
+                StorageReader(ckdir)._read_items(20, 2, want)
+                check(False, "_read_items(%r) did not raise" % (want,))
+            except firebreak.Error as e:
+                check(words in str(e), "_read_items(%r): %r does not say %s" % (want, e, words))
+        try:
+            rd.read_metadata()
+            check(False, "step 21 read")
+        except firebreak.Error as e:
+            check("no complete checkpoint step 21" in str(e), "step 21: %r" % e)
 
         # Metadata that would run code when unpickled is refused.
         blob = torch.frombuffer(bytearray(pickle.dumps(os.system)), dtype=torch.uint8)

@@ -14,6 +14,14 @@ torch.distributed (gloo, CPU, ranks spawned by the test):
              restored by 1, 3 and 4 ranks (and back), every element right.
   dtensor    (torch 2.x) a DTensor sharded over 2 ranks, restored by 1
              and by 3.
+  dtrep      (torch 2.x) DTensors replicated on a mesh dimension (4 ranks,
+             2x2 mesh; 2 ranks, Replicate()): each distinct shard written
+             by one rank (the ranks' bytes add up to one copy), restored
+             bit-identical by as many ranks and by the other number.
+  fsdp1      (torch 2.x) FSDP1 (FullyShardedDataParallel) model and AdamW
+             saved by 2 ranks as sharded state dicts (ShardedTensors): the
+             ranks' bytes add up to one copy; restored by 2, 1 and 3 ranks,
+             the gathered state equal to the saved one, and training goes on.
   fsdp       (torch 2.x) FSDP2 (fully_shard) model and AdamW state saved
              by 2 ranks, restored by 2, 1 and 3: the gathered state equal
              to the saved one, and training goes on.
@@ -142,6 +150,19 @@ def child_slice(rank, world, ckdir, mode):
     ck.close()
 
 
+class Holder:
+    """state[key] as an object with state_dict() / load_state_dict()."""
+
+    def __init__(self, state, key):
+        self.state, self.key = state, key
+
+    def state_dict(self):
+        return self.state[self.key]
+
+    def load_state_dict(self, sd):
+        self.state[self.key] = sd
+
+
 def child_dtensor(rank, world, ckdir, mode):
     import torch
     import torch.distributed as dist
@@ -153,15 +174,7 @@ def child_dtensor(rank, world, ckdir, mode):
     full = global_tensor(3 if mode == "save" else 0)
     dt = distribute_tensor(full, mesh, [Shard(0)])
     state = {"w": {"weight": dt}}
-
-    class Holder:
-        def state_dict(self):
-            return state["w"]
-
-        def load_state_dict(self, sd):
-            state["w"] = sd
-
-    ck = firebreak.Checkpointer({"p": Holder()}, dir=ckdir, async_save=False)
+    ck = firebreak.Checkpointer({"p": Holder(state, "w")}, dir=ckdir, async_save=False)
     if mode == "save":
         ck.save(3)
     else:
@@ -169,6 +182,54 @@ def child_dtensor(rank, world, ckdir, mode):
         got = state["w"]["weight"].full_tensor()
         print("restored=%s ok=%s" % (step, torch.equal(got, global_tensor(3))),
               flush=True)
+    ck.close()
+    dist.destroy_process_group()
+
+
+DTREP = {"a": (16, 6), "b": (12, 6), "c": (10, 4), "d": (8, 6)}
+
+
+def dtrep_tensor(name, step):
+    import torch
+    shape = DTREP[name]
+    k = sorted(DTREP).index(name)
+    return (torch.arange(shape[0] * shape[1], dtype=torch.float64).reshape(shape)
+            * (k + 1) + step)
+
+
+def child_dtrep(rank, world, ckdir, mode):
+    """DTensors replicated on a mesh dimension.  4 ranks: a 2x2 mesh
+    (dp, tp) with a [Replicate, Shard(0)], b [Shard(0), Replicate], c
+    [Replicate, Replicate], d [Shard(0), Shard(1)]; other sizes: a 1-D mesh
+    with every tensor Replicate() (d Shard(0)).  Prints the bytes this rank
+    wrote, or whether the restored tensors equal the saved ones."""
+    import torch
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import Replicate, Shard, distribute_tensor
+    import firebreak
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    if world == 4:
+        mesh = init_device_mesh("cpu", (2, 2), mesh_dim_names=("dp", "tp"))
+        pl = {"a": [Replicate(), Shard(0)], "b": [Shard(0), Replicate()],
+              "c": [Replicate(), Replicate()], "d": [Shard(0), Shard(1)]}
+    else:
+        mesh = init_device_mesh("cpu", (world,))
+        pl = {"a": [Replicate()], "b": [Replicate()], "c": [Replicate()],
+              "d": [Shard(0)]}
+    step = 5 if mode == "save" else 0
+    state = {"w": {n: distribute_tensor(dtrep_tensor(n, step), mesh, pl[n])
+                   for n in sorted(DTREP)}}
+    ck = firebreak.Checkpointer({"p": Holder(state, "w")}, dir=ckdir, async_save=False)
+    if mode == "save":
+        ck.save(5)
+        print("bytes=%d" % ck.last_save_bytes, flush=True)
+    else:
+        got = ck.restore()
+        ok = all(torch.equal(state["w"][n].full_tensor(), dtrep_tensor(n, 5))
+                 and state["w"][n].placements == tuple(pl[n]) for n in DTREP)
+        print("restored=%s ok=%s" % (got, ok), flush=True)
     ck.close()
     dist.destroy_process_group()
 
@@ -191,6 +252,17 @@ def full_hash(sd_model, sd_optim):
     return h.hexdigest()
 
 
+def train_and_save(m, o, ck, rank):
+    """3 steps of model m with optimizer o on this rank's data, then save."""
+    import torch
+    torch.manual_seed(10 + rank)
+    for _ in range(3):
+        m(torch.randn(4, 8)).pow(2).sum().backward()
+        o.step()
+        o.zero_grad()
+    ck.save(3)
+
+
 def child_fsdp(rank, world, ckdir, mode):
     """FSDP2 (fully_shard) over `world` ranks with AdamW: save after 3
     steps, or restore (on any world size) and print the gathered state."""
@@ -209,17 +281,52 @@ def child_fsdp(rank, world, ckdir, mode):
     o = torch.optim.AdamW(m.parameters(), lr=1e-2)
     ck = firebreak.Checkpointer({"model": m, "optim": o}, dir=ckdir, async_save=False)
     if mode == "save":
-        torch.manual_seed(10 + rank)
-        for _ in range(3):
-            m(torch.randn(4, 8)).pow(2).sum().backward()
-            o.step()
-            o.zero_grad()
-        ck.save(3)
+        train_and_save(m, o, ck, rank)
         print("saved=%s" % full_hash(m.state_dict(), o.state_dict()), flush=True)
     else:
         step = ck.restore()
         print("restored=%s step=%s" % (full_hash(m.state_dict(), o.state_dict()), step),
               flush=True)
+        m(torch.randn(4, 8)).pow(2).sum().backward()   # and it trains on
+        o.step()
+    ck.close()
+    dist.destroy_process_group()
+
+
+def child_fsdp1(rank, world, ckdir, mode):
+    """FSDP1 (FullyShardedDataParallel, its sharded state dicts) over
+    `world` ranks with AdamW: save after 3 steps, or restore (on any world
+    size); prints the gathered full state's hash, and on saving the bytes
+    this rank wrote and those of one copy of the state."""
+    import warnings
+    warnings.filterwarnings("ignore")
+    import torch
+    import torch.distributed as dist
+    from torch.distributed.fsdp import FullyShardedDataParallel as FSDP, StateDictType
+    import firebreak
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    torch.manual_seed(0)
+    m = FSDP(torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(),
+                                 torch.nn.Linear(16, 5)), device_id=torch.device("cpu"))
+    o = torch.optim.AdamW(m.parameters(), lr=1e-2)
+
+    def full():
+        with FSDP.state_dict_type(m, StateDictType.FULL_STATE_DICT):
+            sd, osd = m.state_dict(), FSDP.optim_state_dict(m, o)
+        size = sum(v.numel() * v.element_size() for v in sd.values())
+        size += sum(v.numel() * v.element_size() for st in osd["state"].values()
+                    for v in st.values() if torch.is_tensor(v))
+        return full_hash(sd, osd), size
+
+    ck = firebreak.Checkpointer({"model": m, "optim": o}, dir=ckdir, async_save=False)
+    if mode == "save":
+        train_and_save(m, o, ck, rank)
+        h, size = full()
+        print("saved=%s bytes=%d copy=%d" % (h, ck.last_save_bytes, size), flush=True)
+    else:
+        step = ck.restore()
+        print("restored=%s step=%s" % (full()[0], step), flush=True)
         m(torch.randn(4, 8)).pow(2).sum().backward()   # and it trains on
         o.step()
     ck.close()
@@ -412,13 +519,60 @@ def case_dtensor(tmp):
               "dtensor restored by %d ranks: %s" % (world, [(o, e[-800:]) for _, o, e in out]))
 
 
-def case_fsdp(tmp):
+def case_dtrep(tmp):
+    import torch
+    if int(torch.__version__.split(".")[0]) < 2:
+        print("skip dtrep: torch %s has no DTensor" % torch.__version__)
+        return
+    one_copy = sum(r * c * 8 for r, c in DTREP.values())
+    for world in (4, 2):
+        ck = os.path.join(tmp, "dtrep%d" % world)
+        out = spawn(world, ["dtrep", ck, "save"])
+        got = [int(l.split("=")[1]) for _, o, _ in out for l in o.splitlines()
+               if l.startswith("bytes=")]
+        print("%d ranks wrote %s bytes (one copy of every tensor: %d)"
+              % (world, got, one_copy), flush=True)
+        check(all(rc == 0 for rc, _, _ in out) and len(got) == world,
+              "dtrep save by %d: %s" % (world, [e[-800:] for _, _, e in out]))
+        # each distinct shard once: the ranks' bytes add up to one copy,
+        # and every rank writes some of it
+        check(sum(got) == one_copy and all(0 < b < 0.6 * one_copy for b in got),
+              "dtrep by %d ranks: wrote %s, one copy is %d" % (world, got, one_copy))
+        for w in (world, 6 - world):
+            out = spawn(w, ["dtrep", ck, "load"])
+            check(all(rc == 0 and "restored=5 ok=True" in o for rc, o, _ in out),
+                  "dtrep saved by %d restored by %d: %s"
+                  % (world, w, [(o, e[-800:]) for _, o, e in out]))
+
+
+def restored_gathered(kind, ck, want):
+    """The `kind` checkpoint in ck restored by 2, 1 and 3 ranks: each rank
+    prints the gathered state's hash, which must be the saved one."""
+    for world in (2, 1, 3):
+        out = spawn(world, [kind, ck, "load"])
+        got = [l for _, o, _ in out for l in o.splitlines() if l.startswith("restored=")]
+        check(all(rc == 0 for rc, _, _ in out) and len(got) == world and
+              all(g == "restored=%s step=3" % want for g in got),
+              "%s restored by %d ranks: %s, saved %s; %s"
+              % (kind, world, got, want, [e[-800:] for _, _, e in out]))
+
+
+def fsdp_missing(kind, what):
+    """Why this torch cannot run case `kind` (FSDP `what`), or None."""
     import torch
     try:
-        from torch.distributed.fsdp import fully_shard  # noqa: F401
+        import torch.distributed.fsdp as fsdp
+        getattr(fsdp, what)
     except Exception as e:   # 1.13 under Python 3.11: its import fails
-        print("skip fsdp: torch %s has no usable fully_shard (FSDP2): %s"
-              % (torch.__version__, str(e)[:120]))
+        return "skip %s: torch %s has no usable %s: %s" % (kind, torch.__version__, what,
+                                                          str(e)[:120])
+    return None
+
+
+def case_fsdp(tmp):
+    why = fsdp_missing("fsdp", "fully_shard")
+    if why:
+        print(why)
         return
     ck = os.path.join(tmp, "fsdp")
     out = spawn(2, ["fsdp", ck, "save"])
@@ -426,13 +580,32 @@ def case_fsdp(tmp):
     check(all(rc == 0 for rc, _, _ in out) and len(saved) == 2 and saved[0] == saved[1],
           "fsdp save: %s" % [(o, e[-800:]) for _, o, e in out])
     want = saved[0].split("=", 1)[1] if saved else None
-    for world in (2, 1, 3):
-        out = spawn(world, ["fsdp", ck, "load"])
-        got = [l for _, o, _ in out for l in o.splitlines() if l.startswith("restored=")]
-        check(all(rc == 0 for rc, _, _ in out) and len(got) == world and
-              all(g == "restored=%s step=3" % want for g in got),
-              "fsdp restored by %d ranks: %s, saved %s; %s"
-              % (world, got, want, [e[-800:] for _, _, e in out]))
+    restored_gathered("fsdp", ck, want)
+
+
+def case_fsdp1(tmp):
+    why = fsdp_missing("fsdp1", "FullyShardedDataParallel")
+    if why:
+        print(why)
+        return
+    ck = os.path.join(tmp, "fsdp1")
+    out = spawn(2, ["fsdp1", ck, "save"])
+    saved = [dict(kv.split("=") for kv in l.split()) for _, o, _ in out
+             for l in o.splitlines() if l.startswith("saved=")]
+    check(all(rc == 0 for rc, _, _ in out) and len(saved) == 2
+          and saved[0]["saved"] == saved[1]["saved"],
+          "fsdp1 save: %s" % [(o, e[-800:]) for _, o, e in out])
+    if len(saved) != 2:
+        return
+    wrote = [int(s["bytes"]) for s in saved]
+    copy = int(saved[0]["copy"])
+    print("fsdp1: ranks wrote %s bytes, one copy of the state is %d" % (wrote, copy),
+          flush=True)
+    # each rank its shards; the step counters once
+    check(sum(wrote) == copy and all(0.3 * copy < b < 0.7 * copy for b in wrote),
+          "fsdp1: ranks wrote %s bytes, one copy is %d" % (wrote, copy))
+    want = saved[0]["saved"]
+    restored_gathered("fsdp1", ck, want)
 
 
 CASES = {k[5:]: v for k, v in sorted(globals().items()) if k.startswith("case_")}
@@ -441,8 +614,9 @@ CASES = {k[5:]: v for k, v in sorted(globals().items()) if k.startswith("case_")
 def main():
     if len(sys.argv) > 1 and sys.argv[1] == "child":
         rank, world = int(sys.argv[2]), int(sys.argv[3])
-        if sys.argv[4] in ("dtensor", "fsdp"):
-            fn = child_dtensor if sys.argv[4] == "dtensor" else child_fsdp
+        if sys.argv[4] in ("dtensor", "fsdp", "dtrep", "fsdp1"):
+            fn = {"dtensor": child_dtensor, "fsdp": child_fsdp,
+                  "dtrep": child_dtrep, "fsdp1": child_fsdp1}[sys.argv[4]]
             fn(rank, world, sys.argv[5], sys.argv[6])
             return 0
         ckdir, kill_at, rep, local, steps = sys.argv[4:9]
