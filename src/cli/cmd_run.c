@@ -48,6 +48,9 @@ static void usage(FILE *f)
 "  --memory-ckpt-max SIZE cap on node-memory checkpoints (e.g. 64G): oldest\n"
 "                         steps evicted first; a save that cannot fit goes\n"
 "                         to the checkpoint directory (turns node memory on)\n"
+"  --peer-domains SPEC    slurm: failure domains, NODE=DOMAIN,... (e.g.\n"
+"                         node1=rack1,node2=rack1,node3=rack2): a node's\n"
+"                         peer copy goes to a node of another domain\n"
 "  --inject SPEC          inject faults, e.g. 'kill:rank=1,step=40' or\n"
 "                         'hang:rank=0,after=5s' (repeatable; docs/inject.md)\n"
 "  --fr-capacity N        flight-recorder events per rank (default 4096)\n"
@@ -199,7 +202,7 @@ int fb__cmd_run(int argc, char **argv)
            O_INJECT, O_FRCAP, O_NOPRELOAD, O_MPIRUN, O_MPIRUNARG, O_SPARE,
            O_DRAIN, O_HEALTH, O_NONODES, O_STRAGGLER, O_QUIET, O_JSON, O_NNODES,
            O_SHGROUP, O_CONSOLE, O_KMSG, O_NOIHEALTH, O_HEALTHROOT, O_NODETIMEOUT,
-           O_NOPYHOOKS, O_PERSIST, O_MEMMAX, O_NOWARM };
+           O_NOPYHOOKS, O_PERSIST, O_MEMMAX, O_NOWARM, O_PEERDOM };
     static const struct option longopts[] = {
         {"nproc-per-node", required_argument, 0, O_NPROC},
         {"nproc", required_argument, 0, O_NPROC},
@@ -220,6 +223,7 @@ int fb__cmd_run(int argc, char **argv)
         {"inject", required_argument, 0, O_INJECT},
         {"persist-every", required_argument, 0, O_PERSIST},
         {"memory-ckpt-max", required_argument, 0, O_MEMMAX},
+        {"peer-domains", required_argument, 0, O_PEERDOM},
         {"fr-capacity", required_argument, 0, O_FRCAP},
         {"no-fr-preload", no_argument, 0, O_NOPRELOAD},
         {"no-python-hooks", no_argument, 0, O_NOPYHOOKS},
@@ -307,6 +311,18 @@ int fb__cmd_run(int argc, char **argv)
         case O_NOPRELOAD: o.preload_fr = 0; break;
         case O_NOPYHOOKS: o.no_python_hooks = 1; break;
         case O_NOWARM: o.no_warm_pool = 1; break;
+        case O_PEERDOM: {
+            char dom[64];
+            int rc = fb__peer_domain_of(optarg, "", dom, sizeof dom);
+            if (rc) {
+                fprintf(stderr, "firebreak run: --peer-domains '%s': %s (want "
+                        "NODE=DOMAIN,..., each domain under 64 bytes)\n", optarg,
+                        strerror(-rc));
+                bad = 1;
+            }
+            o.peer_domains = optarg;
+            break;
+        }
         case O_MPIRUN: o.mpirun = optarg; break;
         case O_MPIRUNARG:
             if (nmpirun_args == 63) {

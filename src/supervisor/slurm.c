@@ -537,12 +537,15 @@ static int peer_addrs(fb__sup *s, char *buf, size_t size)
     static char dom[MAX_NODES][FB__FBW1_NODE_MAX];
     static const char *domp[MAX_NODES];
     static int peer[MAX_NODES];
-    const char *spec = fb__getenv("FIREBREAK_CKPT_PEER_DOMAINS");
+    const char *spec = s->o->peer_domains ? s->o->peer_domains
+                                          : fb__getenv("FIREBREAK_CKPT_PEER_DOMAINS");
     for (int k = 0; k < g->ncur; k++) {
         int rc = fb__peer_domain_of(spec, g->nodes[g->cur[k]].name, dom[k], sizeof dom[k]);
         if (rc) {
-            fb__sup_warn(s, "FIREBREAK_CKPT_PEER_DOMAINS: %s (NODE=DOMAIN,...); no "
-                            "peer copies", fb_strerror(rc));
+            fb__sup_warn(s, "%s: %s (NODE=DOMAIN,...); no peer copies",
+                         s->o->peer_domains ? "--peer-domains"
+                                            : "FIREBREAK_CKPT_PEER_DOMAINS",
+                         fb_strerror(rc));
             return rc;
         }
         domp[k] = dom[k];

@@ -295,11 +295,6 @@ void fb__sup_nodemem_on_node_lost(fb__sup *s, const char *node);
  * the next one; -1 with one node.  A NULL or "" domain is a domain of its
  * own.  Pure: no I/O (tests/slurm/test_peer.c). */
 void fb__peer_ring(const char *const *domain, int n, int *peer);
-/* The failure domain of node in spec (NODE=DOMAIN,...;
- * FIREBREAK_CKPT_PEER_DOMAINS) into buf, "" when not named.  0, -EINVAL
- * (an entry without NODE= or a DOMAIN, or a domain over size - 1 bytes),
- * -E2BIG (over 64 KiB). */
-int fb__peer_domain_of(const char *spec, const char *node, char *buf, size_t size);
 /* The peer tier's port (replication; fetches use port + 1), 0: no peer
  * tier (FIREBREAK_CKPT_PEER=0, one node, no node memory). */
 int fb__sup_nodemem_peer_port(const fb__sup *s);

@@ -35,6 +35,12 @@ typedef enum {
     FB_ON_STRAGGLER_COUNT_
 } fb__on_straggler;
 
+/* The failure domain of node in spec (NODE=DOMAIN,...: --peer-domains or
+ * FIREBREAK_CKPT_PEER_DOMAINS) into buf, "" when not named.  0, -EINVAL
+ * (an entry without NODE= or a DOMAIN, or a domain over size - 1 bytes),
+ * -E2BIG (over 64 KiB).  With node "" it only checks spec. */
+int fb__peer_domain_of(const char *spec, const char *node, char *buf, size_t size);
+
 const char *fb__sup_on_straggler_name(fb__on_straggler v);
 int fb__sup_on_straggler_from_name(const char *name);
 
@@ -80,6 +86,9 @@ typedef struct fb__sup_options {
     int persist_every;        /* every M-th save also to storage; -1: no
                                  memory tier (1 when only the cap is given) */
     uint64_t memory_ckpt_max; /* the node's cap in bytes; 0: none          */
+    const char *peer_domains; /* slurm: NODE=DOMAIN,... (the peer tier's
+                                 failure domains); NULL: the variable
+                                 FIREBREAK_CKPT_PEER_DOMAINS, else none     */
     const char *console_ranks;/* local: ranks whose output is also shown on
                                  stderr, "[rankR]: " first ("all", "0,2-3");
                                  NULL or "none": logs only                    */

@@ -11,7 +11,7 @@
 #      holds no shard of the step); rank 0 from its own node's memory;
 #   2. node2 lost and node3's peer copies with it: rank 1 restores from
 #      storage (--persist-every 1), rank 2 from node3's memory as before;
-#   3. failure domains (FIREBREAK_CKPT_PEER_DOMAINS: node1 and node2 in one,
+#   3. failure domains (--peer-domains: node1 and node2 in one,
 #      node3 and node4 in another): node1 sends to node3, not node2; node1
 #      lost, rank 0's copy is moved from node3 to node2 before the launch;
 # Before the loss, node1's memory no longer holds the first steps (`fbw1
@@ -106,10 +106,9 @@ ok "node2 and node3's peer copies lost: rank 1 from storage, rank 2 from a peer 
 recluster domains
 BEFORE_KILL= AFTER_KILL=
 r=$T/domains
-export FIREBREAK_CKPT_PEER_DOMAINS=node1=a,node2=a,node3=b,node4=b
 run_and_kill "$r" domains node1 --nnodes 3 --spare-nodes 1 --max-restarts 2 \
+    --peer-domains node1=a,node2=a,node3=b,node4=b \
     --persist-every 100000 -- "$TOY" --steps $STEPS --sleep-ms 40 --ckpt-every 5
-unset FIREBREAK_CKPT_PEER_DOMAINS
 [ "$(sources "$r")" = "0:peer,1:peer,2:peer" ] || fail "run 3: restored from $(sources "$r")"
 step=$(jq1 "$r" "select restored_step from attempt where number = 1")
 grep -q "will restore checkpoint $step: 0 of 3 ranks from their node's memory, 3 from a peer's copy (2 moved before the launch)" domains.err \

@@ -31,6 +31,10 @@ expect2 --max-restarts -1 -- /bin/true
 expect2 --max-restarts 99999999999999999999 -- /bin/true
 expect2 --crash-loop -1 -- /bin/true
 expect2 --fr-capacity 0 -- /bin/true
+for spec in node1 'node1=a,=b' 'node1=' "node1=$(printf 'd%.0s' $(seq 70))"; do
+    expect2 --peer-domains "$spec" -- /bin/true
+    grep -q -- "--peer-domains '" err.txt || fail "--peer-domains $spec: $(cat err.txt)"
+done
 expect2 --nproc-per-node 4096 --nnodes 100000 -- /bin/true
 grep -q "more than 65536 ranks" err.txt || fail "world bound: $(cat err.txt)"
 # A fault for a rank the job does not have, or a key given twice.
