@@ -369,7 +369,38 @@ struct fb__repl_pool {
     uint64_t step;          /* the newest step received ... */
     uint64_t *sizes;        /* ... and the sizes of its shards, for refill */
     size_t nsizes, sizes_cap;
+    uint64_t cap_bytes;     /* fb__repl_pool_cap; 0: none */
+    uint64_t (*held)(void *ctx);
+    void *held_ctx;
 };
+
+void fb__repl_pool_cap(fb__repl_pool *p, uint64_t cap, uint64_t (*held)(void *ctx),
+                       void *ctx)
+{
+    p->cap_bytes = held ? cap : 0;
+    p->held = held;
+    p->held_ctx = ctx;
+}
+
+/* Whether grow more bytes fit under the pool's cap. */
+static int pool_room(const fb__repl_pool *p, uint64_t grow)
+{
+    if (!p || !p->cap_bytes || !grow)
+        return 1;
+    uint64_t now = p->held(p->held_ctx);
+    return now <= p->cap_bytes && grow <= p->cap_bytes - now;
+}
+
+/* The bytes a shard of `bytes` adds to the node's memory: none when the
+ * pool has a file at least as large, else what the largest lacks. */
+static uint64_t pool_growth(const fb__repl_pool *p, uint64_t bytes)
+{
+    uint64_t largest = 0;
+    for (size_t i = 0; p && i < p->n; i++)
+        if (p->files[i].bytes > largest)
+            largest = p->files[i].bytes;
+    return largest >= bytes ? 0 : bytes - largest;
+}
 
 static void pool_file_drop(pool_file *f, int remove)
 {
@@ -560,7 +591,7 @@ int fb__repl_pool_recycle(fb__repl_pool *p, const char *dir, uint64_t step,
 int fb__repl_pool_refill(fb__repl_pool *p, char *why, size_t why_size)
 {
     int made = 0;
-    for (size_t i = p->n; i < p->nsizes; i++) {
+    for (size_t i = p->n; i < p->nsizes && pool_room(p, p->sizes[i]); i++) {
         char path[PATH_MAX];
         int rc = pool_name(p, path, sizeof path, why, why_size);
         if (rc)
@@ -665,6 +696,21 @@ static void shard_file_done(fb__repl_pool *p, pool_file *f, int committed)
     pool_file_drop(f, !committed);
 }
 
+/* Read and drop a shard of bytes that will not be kept, to stay in step:
+ * 0, or -errno (-EPIPE at EOF). */
+static int drop_bytes(int fd, uint64_t bytes)
+{
+    static __thread unsigned char sink[64 << 10];
+    while (bytes) {
+        size_t want = bytes < sizeof sink ? (size_t)bytes : sizeof sink;
+        int rc = read_full(fd, sink, want);
+        if (rc)
+            return rc > 0 ? -EPIPE : rc;
+        bytes -= want;
+    }
+    return 0;
+}
+
 int fb__repl_serve(int fd, const char *dir, uint64_t max_bytes,
                    fb__repl_stats *st, char *why, size_t why_size)
 {
@@ -706,7 +752,26 @@ int fb__repl_serve_pool(int fd, const char *dir, uint64_t max_bytes,
         char err[1024];
         int in_step = 0;
         pool_file f;
-        int status = shard_file(pool, tmp, h.bytes, &f, err, sizeof err);
+        int status;
+        if (!pool_room(pool, pool_growth(pool, h.bytes))) {
+            /* No room under the node's cap: refused whole, the stream kept
+             * in step, the sender told why. */
+            rmdir(sdir); /* only when empty */
+            if ((rc = drop_bytes(fd, h.bytes))) {
+                fb__ckpt_say(why, why_size, "fbr1: dropping a shard: %s", strerror(-rc));
+                return rc;
+            }
+            if (st)
+                st->refused++;
+            fprintf(stderr, "firebreak: replica of step %llu rank %u refused: %llu "
+                    "bytes do not fit under the node's cap of %llu (%llu held)\n",
+                    (unsigned long long)h.step, h.rank, (unsigned long long)h.bytes,
+                    (unsigned long long)pool->cap_bytes,
+                    (unsigned long long)pool->held(pool->held_ctx));
+            status = -ENOSPC;
+            goto answer;
+        }
+        status = shard_file(pool, tmp, h.bytes, &f, err, sizeof err);
         if (status) {
             rmdir(sdir);
             fb__ckpt_say(why, why_size, "fbr1: %s", err);
@@ -733,6 +798,7 @@ int fb__repl_serve_pool(int fd, const char *dir, uint64_t max_bytes,
             fprintf(stderr, "firebreak: replica of step %llu rank %u rejected: %s\n",
                     (unsigned long long)h.step, h.rank, err);
         }
+    answer:;
         unsigned char ack[4];
         put_le(ack, (uint32_t)status, 4);
         if ((rc = write_full(fd, ack, sizeof ack))) {

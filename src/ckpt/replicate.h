@@ -44,6 +44,7 @@ int fb__repl_header_decode(const unsigned char *buf, size_t len,
 typedef struct fb__repl_stats {
     uint64_t shards, bytes;     /* committed                          */
     uint64_t rejected;          /* failed verification (not committed) */
+    uint64_t refused;           /* no room under the pool's cap        */
 } fb__repl_stats;
 
 /*
@@ -69,10 +70,10 @@ int fb__repl_serve(int fd, const char *dir, uint64_t max_bytes,
  * needed) and renamed from there to its committed name, so nothing shows
  * in the step's directory before it verified.  The pool lives in
  * <dir>/.fbr1-pool.<pid>/ and holds at most the newest step's shard count
- * plus 4 files.  Its files are tmpfs memory beside the tier's steps, which
- * the node's cap (--memory-ckpt-max, decided from step sizes alone) does
- * not see: recycling only moves an evicted step's pages, a refill adds
- * about one step.  One thread at a time; not shared between processes.
+ * plus 4 files.  Its files are tmpfs memory beside the tier's steps:
+ * recycling only moves an evicted step's pages, a refill adds about one
+ * step; fb__repl_pool_cap holds them, and the shards received, within the
+ * node's cap.  One thread at a time; not shared between processes.
  */
 typedef struct fb__repl_pool fb__repl_pool;
 
@@ -99,6 +100,18 @@ int fb__repl_pool_recycle(fb__repl_pool *pool, const char *dir, uint64_t step,
  * How many were made, or -errno.  Takes 0.5-0.7 ms per MiB here: call it
  * between steps, not while a sender waits. */
 int fb__repl_pool_refill(fb__repl_pool *pool, char *why, size_t why_size);
+
+/*
+ * Hold what the node keeps for the run to cap bytes (--memory-ckpt-max):
+ * held(ctx) says how many bytes the node holds now (its own steps, peer
+ * copies and the pool's files alike).  A shard that would add memory
+ * (no pool file as large) is received only when held + the growth fits
+ * in cap; one that does not is refused: its bytes are read and dropped,
+ * it is answered -ENOSPC and the connection goes on.  Refill allocates
+ * only what fits.  cap 0 or held NULL: no cap (the default).
+ */
+void fb__repl_pool_cap(fb__repl_pool *pool, uint64_t cap, uint64_t (*held)(void *ctx),
+                       void *ctx);
 
 /* Files in the pool; *bytes (may be NULL) their total size. */
 size_t fb__repl_pool_files(const fb__repl_pool *pool, uint64_t *bytes);

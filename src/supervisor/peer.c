@@ -24,6 +24,7 @@
  * the new node stores it in its peer directory, verified by hash.
  */
 #include <errno.h>
+#include <ftw.h>
 #include <limits.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -142,13 +143,40 @@ static int connect_retry(const char *addr, int port, int timeout_ms,
     }
 }
 
-static uint64_t shard_max_bytes(void)
+/* The node's cap (--memory-ckpt-max); 0: none. */
+static uint64_t node_cap(void)
 {
     long long cap = 0;
     const char *v = fb__getenv("FIREBREAK_CKPT_MEM_MAX");
     if (v && !fb__parse_int(v, 0, INT64_MAX, &cap) && cap > 0)
         return (uint64_t)cap;
-    return PEER_SHARD_MAX_DEFAULT;
+    return 0;
+}
+
+static uint64_t shard_max_bytes(void)
+{
+    uint64_t cap = node_cap();
+    return cap ? cap : PEER_SHARD_MAX_DEFAULT;
+}
+
+/* The bytes of memory the node holds for the run: everything allocated
+ * under its directory, own steps, peer copies, the receive pool's files
+ * and files being written alike (tmpfs counts allocated blocks). */
+static __thread uint64_t held_sum;
+
+static int held_add(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)path, (void)ftw;
+    if (flag == FTW_F)
+        held_sum += (uint64_t)st->st_blocks * 512;
+    return 0;
+}
+
+static uint64_t node_held(void *mem_dir)
+{
+    held_sum = 0;
+    (void)nftw(mem_dir, held_add, 8, FTW_PHYS);
+    return held_sum;
 }
 
 int fb__peer_dir_path(char *buf, size_t size, const char *mem_dir)
@@ -289,6 +317,12 @@ static void *rx_main(void *arg)
     if (fb__repl_pool_open(&pool, p->peer_dir, pwhy, sizeof pwhy))
         fprintf(stderr, "firebreak watch: %s: no receive pool (%s): peer copies "
                 "allocate their memory as they arrive\n", p->node, pwhy);
+    /* The node's cap covers what it holds for the run, copies received
+     * and the pool's files included: a copy that would not fit is refused
+     * (the sender's node keeps its own; the supervisor counts no peer
+     * copy of it). */
+    if (pool)
+        fb__repl_pool_cap(pool, node_cap(), node_held, p->mem_dir);
     while (!p->stopping) {
         int c = accept4(p->lfd, NULL, NULL, SOCK_CLOEXEC);
         if (c < 0) {

@@ -7,11 +7,15 @@
  * an evicted step leaves the tier whole and its files take the next
  * shards (a rejected one's file goes back to the pool, a larger file is
  * cut to the shard's size), refill allocates as many files as the newest
- * step had shards, and closing the pool leaves nothing behind.
+ * step had shards, and closing the pool leaves nothing behind; under a
+ * cap (fb__repl_pool_cap) a shard that would grow the node's memory past
+ * it is refused (-ENOSPC, the connection goes on), one that fits in a
+ * pool file is not.
  */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -87,8 +91,27 @@ static void corrupt(const char *d, uint64_t step, int rank)
         }                                                                     \
     } while (0)
 
+/* Bytes allocated under dir (ctx), as the node's memory counts them. */
+static uint64_t du_total;
+static int du_add(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)path, (void)flag, (void)ftw;
+    du_total += (uint64_t)st->st_blocks * 512;
+    return 0;
+}
+
+static uint64_t held_under(void *ctx)
+{
+    du_total = 0;
+    nftw(ctx, du_add, 16, FTW_PHYS);
+    return du_total;
+}
+
 /* Connections 3 to 5, into dst2 with a receive pool: step 7; then, after
- * step 7 was recycled, step 8 (rank 1 corrupted), then step 9. */
+ * step 7 was recycled, step 8 (rank 1 corrupted), then step 9.  Then,
+ * under a cap that leaves no room to grow: step 7 again (larger shards
+ * than the pool's files, so refused), and step 9 again (the pool's files
+ * hold it, so received). */
 static int pooled_receiver(int lfd)
 {
     char why[1024] = "";
@@ -146,6 +169,25 @@ static int pooled_receiver(int lfd)
     n = fb__repl_pool_files(pool, &bytes);
     EXPECT(n == 2 && bytes == step9, "after refill: %zu files, %llu bytes, want 2 and "
            "%llu", n, (unsigned long long)bytes, (unsigned long long)step9);
+
+    fb__repl_pool_cap(pool, held_under(dst2) + 1, held_under, dst2);
+    fd = accept(lfd, NULL, NULL);
+    st = (fb__repl_stats){0};
+    rc = fb__repl_serve_pool(fd, dst2, 1u << 20, pool, &st, why, sizeof why);
+    close(fd);
+    EXPECT(rc == 0 && st.shards == 0 && st.refused == 2,
+           "step 7 over the cap: rc %d (%s), %llu committed, %llu refused", rc, why,
+           (unsigned long long)st.shards, (unsigned long long)st.refused);
+    n = fb__repl_pool_files(pool, NULL);
+    EXPECT(n == 2, "the pool holds %zu files after the refusals, want 2", n);
+    fd = accept(lfd, NULL, NULL);
+    st = (fb__repl_stats){0};
+    rc = fb__repl_serve_pool(fd, dst2, 1u << 20, pool, &st, why, sizeof why);
+    close(fd);
+    EXPECT(rc == 0 && st.shards == 2 && st.refused == 0,
+           "step 9 at the cap, in the pool's files: rc %d (%s), %llu committed, %llu "
+           "refused", rc, why, (unsigned long long)st.shards,
+           (unsigned long long)st.refused);
     fb__repl_pool_close(pool);
     return bad != 0;
 }
@@ -241,6 +283,15 @@ int main(void)
     close(fd);
     fd = connect_port(ntohs(a.sin_port));
     CHECK_RC(fb__repl_send_step(fd, src, 8, 0, 2, why, sizeof why), FB_ECORRUPT);
+    close(fd);
+    fd = connect_port(ntohs(a.sin_port));
+    CHECK_RC(fb__repl_send_step(fd, src, 9, 0, 2, why, sizeof why), 0);
+    close(fd);
+    /* Under the cap: step 7 refused (the connection goes on to rank 1),
+     * step 9 received into the pool's files. */
+    fd = connect_port(ntohs(a.sin_port));
+    CHECK_RC(fb__repl_send_step(fd, src, 7, 0, 2, why, sizeof why), -ENOSPC);
+    CHECKF(strstr(why, "rank 0") != NULL, "%s", why);
     close(fd);
     fd = connect_port(ntohs(a.sin_port));
     CHECK_RC(fb__repl_send_step(fd, src, 9, 0, 2, why, sizeof why), 0);

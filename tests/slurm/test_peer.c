@@ -4,6 +4,8 @@
  *   - a watcher's receiver (fb__peer_start): shards sent with fbr1 land in
  *     <mem_dir>/peer, verified, it says what it holds as `fbw1 peer` lines
  *     (one per run of consecutive ranks);
+ *   - under --memory-ckpt-max, a copy that would not fit beside what the
+ *     node holds (own steps, peer copies, the receive pool) is refused;
  *   - `fbw1 drop` (fb__peer_drop_older): the older steps leave node
  *     memory, own shards and peer copies;
  *   - `firebreak watch --mem-fetch` (fb__peer_fetch_here): node "a" sends
@@ -150,6 +152,41 @@ static void receiver(void)
     fb__peer_stop(p); /* joins its threads: nothing left running */
 }
 
+/* Under --memory-ckpt-max (FIREBREAK_CKPT_MEM_MAX) with no room left on
+ * the node (own steps and peer copies fill it): a copy is refused, the
+ * sender told -ENOSPC, nothing of it lands and no `fbw1 peer` line says
+ * it is held. */
+static void capped(void)
+{
+    char cmd[4400], out[64] = "";
+    snprintf(cmd, sizeof cmd, "du -s -B1 '%s' | cut -f1", mem);
+    FILE *f = popen(cmd, "r");
+    CHECK(f && fgets(out, sizeof out, f));
+    if (f)
+        pclose(f);
+    long long held = atoll(out);
+    CHECKF(held > 0, "du of %s: '%s'", mem, out);
+    snprintf(out, sizeof out, "%lld", held + 4096);
+    setenv("FIREBREAK_CKPT_MEM_MAX", out, 1);
+    int port = free_port();
+    fb__peer_opts o = {.mem_dir = mem, .node = "node2", .port = port, .world = 2,
+                       .rank0 = 0, .nranks = 2, .emit = collect};
+    fb__peer *p = NULL;
+    CHECK_RC(fb__peer_start(&p, &o), 0);
+    int fd = p ? connect_port(port) : -1;
+    char why[1024] = "";
+    CHECK(fd >= 0);
+    if (fd >= 0) {
+        CHECK_RC(fb__repl_send_step(fd, mem, 9, 0, 1, why, sizeof why), -ENOSPC);
+        close(fd);
+    }
+    fb__peer_stop(p);
+    unsetenv("FIREBREAK_CKPT_MEM_MAX");
+    CHECK(!has_shard(peer, 9, 0));
+    CHECKF(strstr(lines, "fbw1 peer node2 9 0") == NULL, "a refused copy reported:\n%s",
+           lines);
+}
+
 static void fetch(void)
 {
     int port = free_port();
@@ -238,6 +275,7 @@ int main(void)
     ring();
     save_steps(mem);
     receiver();
+    capped();
     fetch();
     drop();
     fb__ckpt_mem_dir_remove(mem);
