@@ -6,21 +6,26 @@
  *
  * Over loopback: a child process receives, the parent sends.  The step:
  * BENCH_REPL_RANKS shards (default 4) of BENCH_REPL_MIB MiB in all
- * (default 512), saved by the engine into /dev/shm.  RUNS rounds, each of
- * four connections: raw as bench_tcp does it (4 MiB writes from one
- * buffer, the receiver drops the bytes), for as many bytes as the step
- * holds; raw through buffers of the step's size on both ends (no target:
- * it tells the protocol's cost from the memory's); the step sent with
- * fb__repl_send_step and received by fb__repl_serve_pool without a pool
- * (every shard's pages allocated on arrival); and the same with the
- * receive pool holding the files of the step evicted before (the steady
- * state of a tier that keeps its newest steps).  Every shard is verified
- * by hash before it commits.  Rounds interleave so that the load of the
- * moment weighs on each alike; each figure is the best of its RUNS, and
- * the median of the rounds' own ratios is printed beside.  Last, the step
- * slowdown while a replica is sent (issue 18, "Speed"; step_slowdown).
- * Records the target in the results file (bench/bench_result.h: the table
- * `make bench` ends with fails when it was missed).  Exits 1 on a miss, or
+ * (default 512), saved by the engine into /dev/shm.  A warm-up round, not
+ * counted, then RUNS rounds, each of four connections: the baseline, raw
+ * TCP moving the same bytes the same way (the shard files sent whole with
+ * sendfile, no header, received into a pre-faulted buffer of the step's
+ * size, no hashing); raw TCP as bench_tcp does it (4 MiB writes from one
+ * buffer into one 4 MiB buffer, which stays in the cache; printed with
+ * its ratio, no target); the step sent with fb__repl_send_step and
+ * received by fb__repl_serve_pool without a pool (every shard's pages
+ * allocated on arrival); and the same with the receive pool holding the
+ * files of the step evicted before (the steady state of a tier that
+ * keeps its newest steps), the figure the target is for.  Every shard is
+ * verified by hash before it commits.  Rounds interleave so that the
+ * load of the moment weighs on each alike; each figure is the best of
+ * its RUNS, and the median of the rounds' own ratios is printed beside.
+ * Beside each figure, the CPU time both ends spent per byte (the
+ * sender's thread and the whole receiving process), which the load
+ * moves less than the throughput.  Last, the step slowdown while a
+ * replica is sent (issue 18, "Speed"; step_slowdown).  Records the
+ * target in the results file (bench/bench_result.h: the table `make
+ * bench` ends with fails when it was missed).  Exits 1 on a miss, or
  * when replication itself failed.  Removes its /dev/shm directories, also
  * on SIGTERM and SIGINT.
  */
