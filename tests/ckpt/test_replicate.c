@@ -107,6 +107,27 @@ static uint64_t held_under(void *ctx)
     return du_total;
 }
 
+/* One connection into dst2 through pool: it ends cleanly with these
+ * counts, and the pool holds `files` files after it; 0, or 1 (said). */
+static int pooled_conn(int lfd, fb__repl_pool *pool, const char *what, uint64_t shards,
+                       uint64_t rejected, uint64_t refused, size_t files)
+{
+    char why[1024] = "";
+    int bad = 0, fd = accept(lfd, NULL, NULL);
+    fb__repl_stats st = {0};
+    int rc = fb__repl_serve_pool(fd, dst2, 1u << 20, pool, &st, why, sizeof why);
+    close(fd);
+    EXPECT(rc == 0 && st.shards == shards && st.rejected == rejected &&
+           st.refused == refused, "%s: rc %d (%s), %llu committed, %llu rejected, %llu "
+           "refused; want %llu, %llu, %llu", what, rc, why,
+           (unsigned long long)st.shards, (unsigned long long)st.rejected,
+           (unsigned long long)st.refused, (unsigned long long)shards,
+           (unsigned long long)rejected, (unsigned long long)refused);
+    size_t n = fb__repl_pool_files(pool, NULL);
+    EXPECT(n == files, "%s: the pool holds %zu files after it, want %zu", what, n, files);
+    return bad;
+}
+
 /* Connections 3 to 5, into dst2 with a receive pool: step 7; then, after
  * step 7 was recycled, step 8 (rank 1 corrupted), then step 9.  Then,
  * under a cap that leaves no room to grow: step 7 again (larger shards
@@ -118,47 +139,24 @@ static int pooled_receiver(int lfd)
     int bad = 0;
     fb__repl_pool *pool = NULL;
     uint64_t bytes = 0;
-    fb__repl_stats st = {0};
     if (fb__repl_pool_open(&pool, dst2, why, sizeof why)) {
         fprintf(stderr, "receiver: pool: %s\n", why);
         return 1;
     }
-    int fd = accept(lfd, NULL, NULL);
-    int rc = fb__repl_serve_pool(fd, dst2, 1u << 20, pool, &st, why, sizeof why);
-    close(fd);
-    EXPECT(rc == 0 && st.shards == 2, "pooled step 7: rc %d (%s), %llu committed", rc,
-           why, (unsigned long long)st.shards);
-    size_t n = fb__repl_pool_files(pool, NULL);
-    EXPECT(n == 0, "an empty pool holds %zu files after step 7", n);
-    rc = fb__repl_pool_recycle(pool, dst2, 7, why, sizeof why);
+    bad += pooled_conn(lfd, pool, "pooled step 7", 2, 0, 0, 0);
+    int rc = fb__repl_pool_recycle(pool, dst2, 7, why, sizeof why);
     EXPECT(rc == 2, "recycling step 7 gave %d (%s), want 2 files", rc, why);
     char p[4300];
     struct stat stt;
     fb__ckpt_step_path(p, sizeof p, dst2, 7);
     EXPECT(stat(p, &stt) != 0, "step 7 still in the tier after its recycling");
-    n = fb__repl_pool_files(pool, &bytes);
+    size_t n = fb__repl_pool_files(pool, &bytes);
     EXPECT(n == 2, "the pool holds %zu files after recycling step 7, want 2", n);
 
-    fd = accept(lfd, NULL, NULL);
-    st = (fb__repl_stats){0};
-    rc = fb__repl_serve_pool(fd, dst2, 1u << 20, pool, &st, why, sizeof why);
-    close(fd);
-    EXPECT(rc == 0 && st.shards == 1 && st.rejected == 1,
-           "pooled step 8: rc %d (%s), %llu committed, %llu rejected", rc, why,
-           (unsigned long long)st.shards, (unsigned long long)st.rejected);
     /* Rank 0 took one file; rank 1's came back after its rejection. */
-    n = fb__repl_pool_files(pool, NULL);
-    EXPECT(n == 1, "the pool holds %zu files after step 8, want 1", n);
-
-    fd = accept(lfd, NULL, NULL);
-    st = (fb__repl_stats){0};
-    rc = fb__repl_serve_pool(fd, dst2, 1u << 20, pool, &st, why, sizeof why);
-    close(fd);
-    EXPECT(rc == 0 && st.shards == 2, "pooled step 9: rc %d (%s), %llu committed", rc,
-           why, (unsigned long long)st.shards);
+    bad += pooled_conn(lfd, pool, "pooled step 8", 1, 1, 0, 1);
     /* Rank 0 took that file, cut to its smaller shard; rank 1 found none. */
-    n = fb__repl_pool_files(pool, NULL);
-    EXPECT(n == 0, "the pool holds %zu files after step 9, want 0", n);
+    bad += pooled_conn(lfd, pool, "pooled step 9", 2, 0, 0, 0);
     rc = fb__repl_pool_refill(pool, why, sizeof why);
     EXPECT(rc == 2, "refill made %d files (%s), want 2 (step 9's shards)", rc, why);
     uint64_t step9 = 0;
@@ -171,23 +169,8 @@ static int pooled_receiver(int lfd)
            "%llu", n, (unsigned long long)bytes, (unsigned long long)step9);
 
     fb__repl_pool_cap(pool, held_under(dst2) + 1, held_under, dst2);
-    fd = accept(lfd, NULL, NULL);
-    st = (fb__repl_stats){0};
-    rc = fb__repl_serve_pool(fd, dst2, 1u << 20, pool, &st, why, sizeof why);
-    close(fd);
-    EXPECT(rc == 0 && st.shards == 0 && st.refused == 2,
-           "step 7 over the cap: rc %d (%s), %llu committed, %llu refused", rc, why,
-           (unsigned long long)st.shards, (unsigned long long)st.refused);
-    n = fb__repl_pool_files(pool, NULL);
-    EXPECT(n == 2, "the pool holds %zu files after the refusals, want 2", n);
-    fd = accept(lfd, NULL, NULL);
-    st = (fb__repl_stats){0};
-    rc = fb__repl_serve_pool(fd, dst2, 1u << 20, pool, &st, why, sizeof why);
-    close(fd);
-    EXPECT(rc == 0 && st.shards == 2 && st.refused == 0,
-           "step 9 at the cap, in the pool's files: rc %d (%s), %llu committed, %llu "
-           "refused", rc, why, (unsigned long long)st.shards,
-           (unsigned long long)st.refused);
+    bad += pooled_conn(lfd, pool, "step 7 over the cap", 0, 0, 2, 2);
+    bad += pooled_conn(lfd, pool, "step 9 at the cap, in the pool's files", 2, 0, 0, 0);
     fb__repl_pool_close(pool);
     return bad != 0;
 }
