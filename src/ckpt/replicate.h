@@ -14,7 +14,8 @@
  * The receiver writes it under a temporary name in its directory, checks
  * every hash and its recorded place (step, rank), and only then renames it
  * to its committed name; it answers each shard with a 4-byte LE status (0,
- * or the negative error: FB_ECORRUPT for a shard that failed its hashes).
+ * or the negative error: FB_ECORRUPT for a shard that failed its hashes,
+ * -ENOSPC for one refused under the receiver's cap, fb__repl_pool_cap).
  * So a step in the peer's tier is complete only when every shard arrived
  * whole and verified, by the same rule as every tier (store.h).
  */
@@ -50,8 +51,9 @@ typedef struct fb__repl_stats {
 /*
  * Receive shards on connected socket fd into checkpoint directory dir
  * until the sender closes the connection.  Shards over max_bytes end the
- * connection.  A shard that fails verification is answered with its error
- * and left out; the connection goes on.  0 at a clean end (EOF between
+ * connection.  A shard that fails verification, or is refused for want of
+ * room (fb__repl_pool_cap), is answered with its error and left out; the
+ * connection goes on.  0 at a clean end (EOF between
  * shards), or an error (why filled).
  */
 int fb__repl_serve(int fd, const char *dir, uint64_t max_bytes,
