@@ -14,6 +14,9 @@
 #   3. failure domains (--peer-domains: node1 and node2 in one,
 #      node3 and node4 in another): node1 sends to node3, not node2; node1
 #      lost, rank 0's copy is moved from node3 to node2 before the launch;
+#   4. node2 and its peer node3 lost at once;
+#   5. --memory-ckpt-max counts the peer copies a node receives: beyond
+#      it they are refused, the run goes on.
 # Before the loss, node1's memory no longer holds the first steps (`fbw1
 # drop`).  Each ends with the fault-free hashes and nothing of the job left in the
 # /dev/shm of any node reached.
@@ -146,3 +149,26 @@ want=0:memory,1:storage,2:peer
 same_hashes "$r" 3 $STEPS
 nothing_in_shm "$r" node1 node4 node5
 ok "node2 and node3 lost at once: both left out in one failure, rank 1 from storage, rank 2 from a peer, same hashes"
+
+# 5. Under --memory-ckpt-max the node's cap covers the peer copies it
+#    receives and its receive pool, not only its own steps: a cap of two
+#    of the rank's steps (1 MiB of state each) leaves no room for a copy
+#    while a node holds two shards, so copies are refused (the receiver
+#    says so in the watchers' log) and the run goes on to the same hashes.
+recluster cap 2
+r=$T/cap
+cap=$(( 2 * (1024 * 1024 + 8192) ))
+salloc -Q -N2 "$FB" run --launcher slurm --run-dir "$r" --json --memory-ckpt-max "$cap" \
+    --persist-every 4 -- "$TOY" --steps 60 --sleep-ms 40 --ckpt-every 5 --state-kb 1024 \
+    >cap.json 2>cap.err || fail "run 5 exited $? ($(tail -5 cap.err))"
+[ "$(json_field cap.json '["completed"]')" = True ] || fail "run 5 not completed"
+grep -rqs "refused: .* do not fit under the node's cap of $cap" "$r" \
+    || fail "run 5: no peer copy refused under the cap ($(grep -rhs 'replica of step' "$r" | head -3))"
+for k in 0 1; do # the fault-free hashes, with the same state
+    env -u FIREBREAK_JOB_ID RANK=$k WORLD_SIZE=2 "$TOY" --steps 60 --sleep-ms 0 \
+        --ckpt-every 0 --state-kb 1024 --run-dir "$T/ref-cap" >/dev/null
+    [ "$(cat "$r/final_hash.rank-$k")" = "$(cat "$T/ref-cap/final_hash.rank-$k")" ] \
+        || fail "run 5: rank $k hash"
+done
+nothing_in_shm "$r" node1 node2
+ok "the node's cap counts peer copies: copies refused beyond it, same hashes"
