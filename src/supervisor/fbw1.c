@@ -201,6 +201,10 @@ int fb__fbw1_parse(const char *line, size_t len, int max_rank, fb__fbw1_msg *m)
         }
         return -EINVAL;
     }
+    if (n == 1 && !strcmp(f[0], "keep")) {
+        m->kind = FB_FBW1_KEEP;
+        return 0;
+    }
     if (n == 2 && !strcmp(f[0], "drop") && !num(f[1], 0, FB__FBW1_STEP_MAX, &a)) {
         m->kind = FB_FBW1_DROP;
         m->step = a;
@@ -328,6 +332,9 @@ static int head(const fb__fbw1_msg *m, char *buf, size_t size, int *len)
         if (!in(m->step, 0, FB__FBW1_STEP_MAX))
             return -EINVAL;
         w = snprintf(buf, size, "fbw1 drop %lld", m->step);
+        break;
+    case FB_FBW1_KEEP:
+        w = snprintf(buf, size, "fbw1 keep");
         break;
     case FB_FBW1_REPORT:
         if (m->rank < 0 || m->rep_idx < 0 ||

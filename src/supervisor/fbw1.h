@@ -33,7 +33,7 @@
  *                                       checked) of the shards of ranks
  *                                       RANK0 .. RANK0+COUNT-1 of STEP
  *
- * Two requests go the other way, from the supervisor to every watcher
+ * Three requests go the other way, from the supervisor to every watcher
  * (srun's stdin, broadcast with --input=all):
  *
  *   fbw1 snap ATTEMPT                   a hang: write the flight-recorder
@@ -42,6 +42,11 @@
  *   fbw1 drop STEP                      every rank can restore STEP: remove
  *                                       the older steps from node memory
  *                                       (own shards and peer copies)
+ *   fbw1 keep                           the supervisor is about to stop the
+ *                                       watchers and goes on: keep node
+ *                                       memory (a watcher stopped without
+ *                                       it removes it: the supervisor is
+ *                                       gone)
  *
  * The lines come from other nodes through srun's stdout: the parser takes
  * any bytes and either rejects them or fills a message within the bounds.
@@ -72,7 +77,8 @@ typedef enum {
     FB_FBW1_SNAP,       /* request: supervisor -> watchers */
     FB_FBW1_SNAPPED,
     FB_FBW1_PEER,
-    FB_FBW1_DROP        /* request: supervisor -> watchers */
+    FB_FBW1_DROP,       /* request: supervisor -> watchers */
+    FB_FBW1_KEEP        /* request: supervisor -> watchers */
 } fb__fbw1_kind;
 
 typedef enum {

@@ -814,24 +814,39 @@ int fb__sup_slurm_on_nodes(fb__sup *s, const char *nodes, const char *const *arg
     return rc;
 }
 
-int fb__sup_slurm_drop(fb__sup *s, int64_t step)
+/* One request line to every watcher: 0, or -errno (-EPIPE: none to
+ * hear it, or a short write). */
+static int request(fb__sup *s, const fb__fbw1_msg *m)
 {
     struct fb__sup_slurm *g = s->slurm;
     if (!g || g->req_fd < 0 || s->nunits <= UNIT_WATCHERS ||
         s->units[UNIT_WATCHERS].ended)
         return -EPIPE;
-    fb__fbw1_msg m;
-    memset(&m, 0, sizeof m);
-    m.kind = FB_FBW1_DROP;
-    m.step = step;
     char line[64];
-    int n = fb__fbw1_format(&m, line, sizeof line);
+    int n = fb__fbw1_format(m, line, sizeof line);
     if (n <= 0)
         return -EINVAL;
     ssize_t w;
     while ((w = write(g->req_fd, line, (size_t)n)) < 0 && errno == EINTR)
         ;
     return w == n ? 0 : w < 0 ? -errno : -EPIPE; /* a short write: next time */
+}
+
+void fb__sup_slurm_keep(fb__sup *s)
+{
+    fb__fbw1_msg m;
+    memset(&m, 0, sizeof m);
+    m.kind = FB_FBW1_KEEP;
+    (void)request(s, &m);
+}
+
+int fb__sup_slurm_drop(fb__sup *s, int64_t step)
+{
+    fb__fbw1_msg m;
+    memset(&m, 0, sizeof m);
+    m.kind = FB_FBW1_DROP;
+    m.step = step;
+    return request(s, &m);
 }
 
 int fb__sup_slurm_node_up(const fb__sup *s, const char *name)
@@ -1273,6 +1288,7 @@ void fb__sup_slurm_tick(fb__sup *s, uint64_t now)
     if (s->units[0].ended && !s->units[UNIT_WATCHERS].ended && !g->watch_stop_sent) {
         fb__sup_slurm_read(s);
         g->watch_stop_sent = 1;
+        fb__sup_slurm_keep(s); /* node memory stays: the run goes on */
         fb__shim_stop(s->units[UNIT_WATCHERS].shim, 0);
     }
     /* The held vanished rank ends now: its grace is over, another rank's

@@ -269,6 +269,10 @@ int fb__sup_slurm_on_nodes(fb__sup *s, const char *nodes, const char *const *arg
 /* Ask every watcher of the attempt to drop node-memory steps older than
  * step (fbw1 `drop`).  0, or -errno when the request was not written. */
 int fb__sup_slurm_drop(fb__sup *s, int64_t step);
+/* Tell every watcher node memory stays (fbw1 `keep`): before each stop of
+ * the watchers; a watcher stopped without it takes the supervisor for gone
+ * and removes its node's memory. */
+void fb__sup_slurm_keep(fb__sup *s);
 /* Whether a node of the allocation can be reached (not left out, not
  * lost); its address (NodeAddr, else its name). */
 int fb__sup_slurm_node_up(const fb__sup *s, const char *name);

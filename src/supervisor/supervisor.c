@@ -710,6 +710,7 @@ static void snapshot_segments(fb__sup *s, int hold)
 static void stop_all(fb__sup *s, int sig)
 {
     uint64_t t0 = fb__now_ns();
+    fb__sup_slurm_keep(s); /* under slurm: node memory outlives the stop */
     for (int i = 0; i < s->nunits; i++)
         if (!s->units[i].ended)
             fb__shim_signal(s->units[i].shim, sig ? sig : SIGTERM);

@@ -22,6 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ckpt/tier.h"
 #include "common/util.h"
 #include "firebreak/firebreak.h"
 #include "health/health.h"
@@ -30,6 +31,7 @@
 #include "supervisor/watcher.h"
 
 static volatile sig_atomic_t g_stop;
+static int g_keep; /* the supervisor said `keep` (on_request, main thread) */
 
 static void on_stop(int sig)
 {
@@ -402,6 +404,8 @@ static void on_request(void *ctx, const char *line, size_t len)
         snapshot(c->o, c->ranks, c->n);
     else if (m.kind == FB_FBW1_DROP && c->o->mem_dir && c->o->mem_dir[0])
         (void)fb__peer_drop_older(c->o->mem_dir, c->o->world, m.step);
+    else if (m.kind == FB_FBW1_KEEP)
+        g_keep = 1;
 }
 
 static void read_requests(const fb__watch_opts *o, wreq *q, wrank *ranks, int n)
@@ -443,6 +447,62 @@ static fb__peer *start_peer(const fb__watch_opts *o, int rank0, int n)
         fprintf(stderr, "firebreak watch: %s: no peer tier (port %d): %s\n", o->node,
                 o->peer_port, fb_strerror(rc));
     return p;
+}
+
+/* Waiting for the supervisor's word once the watching is over: at most
+ * this long after the ranks ended by themselves (it stops the watchers
+ * then), and this long after a stop (a `keep` still on its way: srun
+ * forwards lines and signals apart). */
+#define KEEP_WAIT_IDLE_MS 30000
+#define KEEP_WAIT_STOPPED_MS 3000
+
+/* Whether this watcher still owns dir: its pid file names this process. */
+static int owns(const char *dir)
+{
+    char path[PATH_MAX], text[32] = "";
+    if (fb__fmt(path, sizeof path, "%s/firebreak.pid", dir))
+        return 0;
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    int ok = fgets(text, sizeof text, f) && atoi(text) == (int)getpid();
+    fclose(f);
+    return ok;
+}
+
+/*
+ * The node's memory when the watching is over (docs/slurm.md,
+ * "Checkpoint tiers").  The supervisor says `keep` before every stop of
+ * the watchers it makes; a stop without it (the end of the allocation,
+ * scancel) or the input's end means the supervisor is gone, and with it
+ * the job: its id is never used again, so the node's memory is removed
+ * (own steps, peer copies, the receive pool).  Ranks that ended by
+ * themselves are followed by the supervisor's stop; nothing heard within
+ * KEEP_WAIT_IDLE_MS leaves the memory where it is.
+ */
+static void settle_memory(const fb__watch_opts *o, wreq *q, wrank *ranks, int n)
+{
+    if (!o->mem_dir || !o->mem_dir[0])
+        return;
+    uint64_t t0 = fb__now_ns(), stop_ns = g_stop ? t0 : 0;
+    while (!g_keep) {
+        uint64_t now = fb__now_ns();
+        if (g_stop && !stop_ns)
+            stop_ns = now;
+        if (stop_ns ? now - stop_ns >= KEEP_WAIT_STOPPED_MS * 1000000ull
+                    : now - t0 >= KEEP_WAIT_IDLE_MS * 1000000ull)
+            break;
+        if (q->fd < 0)
+            break; /* the input ended: nothing more can come */
+        struct pollfd pfd = {.fd = q->fd, .events = POLLIN};
+        if (poll(&pfd, 1, 50) > 0)
+            read_requests(o, q, ranks, n);
+    }
+    if (g_keep || !(stop_ns || q->fd < 0) || !owns(o->mem_dir))
+        return;
+    fprintf(stderr, "firebreak watch: %s: stopped without the supervisor's word "
+            "(it is gone): removing node memory %s\n", o->node, o->mem_dir);
+    fb__ckpt_mem_dir_remove(o->mem_dir);
 }
 
 int fb__watch_run(const fb__watch_opts *o)
@@ -534,6 +594,7 @@ int fb__watch_run(const fb__watch_opts *o)
         emit(o->out, &m);
     }
     fb__peer_stop(peer);
+    settle_memory(o, &req, ranks, n);
     /* Stopped (the step ends, scancel): the ranks are being stopped too;
      * give them up to a second to go before their segments are removed.
      * A rank still alive keeps its segment. */

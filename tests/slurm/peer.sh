@@ -17,6 +17,7 @@
 #   4. node2 and its peer node3 lost at once;
 #   5. --memory-ckpt-max counts the peer copies a node receives: beyond
 #      it they are refused, the run goes on.
+#   6. the supervisor SIGKILLed: no node keeps the run's memory.
 # Before the loss, node1's memory no longer holds the first steps (`fbw1
 # drop`).  Each ends with the fault-free hashes and nothing of the job left in the
 # /dev/shm of any node reached.
@@ -172,3 +173,29 @@ for k in 0 1; do # the fault-free hashes, with the same state
 done
 nothing_in_shm "$r" node1 node2
 ok "the node's cap counts peer copies: copies refused beyond it, same hashes"
+
+# 6. The supervisor SIGKILLed mid-run: its job id is never used again, so
+#    every node's memory (own steps, peer copies, the receive pool) goes
+#    with the watchers, which were stopped without the supervisor's `keep`.
+recluster sigkill 2
+r=$T/sigkill
+salloc -Q -N2 "$FB" run --launcher slurm --run-dir "$r" --json --persist-every 4 \
+    -- "$TOY" --steps 400 --sleep-ms 40 --ckpt-every 5 >sigkill.json 2>sigkill.err &
+apid=$!
+wait_ckpt "$r" 15
+sup=$(pgrep -P "$apid" -f -- "$FB run" | head -1)
+[ -n "$sup" ] || fail "run 6: no supervisor under salloc $apid"
+# Both nodes hold the run's memory, a peer copy included, before the kill.
+for n in node1 node2; do
+    on "$n" ls "/dev/shm/fb.$(cat "$r/job").mem/peer" | grep -q '^step-' \
+        || fail "run 6: no peer copy on $n before the kill"
+done
+kill -9 "$sup"
+wait "$apid" || true
+for _ in $(seq 1 100); do # the watchers' stop, then up to 3 s for a `keep`
+    left=$(for n in node1 node2; do on "$n" ls /dev/shm; done | grep "^fb\.$(cat "$r/job")\.mem" || true)
+    [ -z "$left" ] && break
+    sleep 0.1
+done
+nothing_in_shm "$r" node1 node2
+ok "supervisor SIGKILLed: no node keeps the run's memory"

@@ -196,6 +196,8 @@ static void test_round_trips(void)
     round_trip(&m, 1, "drop at its bound");
     m.step = -1;
     CHECK_RC(fb__fbw1_format(&m, nope, sizeof nope), -EINVAL);
+    m = msg(FB_FBW1_KEEP);
+    round_trip(&m, 1, "keep");
 
     m = msg(FB_FBW1_REPORT);
     m.rank = 2;
@@ -334,6 +336,7 @@ static void test_hostile(void)
         "fbw1 peer node3 35 2 0", "fbw1 peer node3 35 6 3", "fbw1 peer node3 35 8 1",
         "fbw1 peer node3 -1 2 2", "fbw1 peer node3 10000000000 2 2",
         "fbw1 drop", "fbw1 drop 1 2", "fbw1 drop -1", "fbw1 drop 10000000000",
+        "fbw1 keep 1", "fbw1 keep ", "fbw1 keepx",
         "fbw1 hello  node3 2 42", "fbw1 attach 1  2", "fbw1 beat 1 2 3 4 ",
         "fbw1 nope 1 2", "fbw2 bye node3", "fbw1", "fbw1 ",
     };
