@@ -334,9 +334,34 @@ static pid_t spawn_rank(const rank_child *c)
     return pid;
 }
 
+/* A standby shim's wait for its launch: one byte of the go pipe is its
+ * turn; end of file or an error, none (the supervisor gave the standby up,
+ * or died: then the parent-death SIGKILL has come first anyway). */
+static void standby_wait(const fb__spawn *sp, pid_t supervisor)
+{
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != supervisor)
+        _exit(1);
+    if (sp->go_wfd > 0)
+        close(sp->go_wfd);
+    char b;
+    ssize_t r;
+    while ((r = read(sp->go_rfd, &b, 1)) < 0 && errno == EINTR)
+        ;
+    if (r != 1)
+        _exit(1);
+    close(sp->go_rfd);
+    if (sp->mark && sp->stdout_fd >= 0)
+        (void)!write(sp->stdout_fd, sp->mark, strlen(sp->mark));
+    if (sp->unlink_path)
+        unlink(sp->unlink_path);
+}
+
 static void shim_main(const fb__spawn *sp, pid_t supervisor, int msg_fd)
 {
     prctl(PR_SET_NAME, "fb-shim");
+    if (sp->standby && sp->go_rfd > 0)
+        standby_wait(sp, supervisor);
     prctl(PR_SET_PDEATHSIG, SIGTERM);
     if (getppid() != supervisor)
         _exit(1);
@@ -357,7 +382,7 @@ static void shim_main(const fb__spawn *sp, pid_t supervisor, int msg_fd)
      * does not compete with the supervisor's forks for the CPUs; the
      * supervisor then waits for every STARTED.  End of file also comes
      * when the supervisor died: then nothing is started. */
-    if (sp->go_rfd > 0) {
+    if (sp->go_rfd > 0 && !sp->standby) {
         if (sp->go_wfd > 0)
             close(sp->go_wfd);
         char b;

@@ -44,6 +44,14 @@ typedef struct fb__spawn {
      * file, once the supervisor has forked every shim and closed its own;
      * 0 or -1: at once. */
     int go_rfd, go_wfd;
+    /* A standby shim (launch.c): forked ahead of its attempt, it waits for
+     * one byte on go_rfd (EOF: it exits, starting nothing), then writes
+     * `mark` (if any) to stdout_fd, unlinks `unlink_path` (if any) and
+     * starts the program.  Until then its parent-death signal is SIGKILL:
+     * it has nothing to clean up. */
+    int standby;
+    const char *mark;
+    const char *unlink_path;
 } fb__spawn;
 
 /* Fork a shim that execs sp->argv.  On success *shim_pid and *msg_fd (the

@@ -407,7 +407,8 @@ static void reap_children(fb__sup *s)
     while ((pid = waitpid(-1, &ws, WNOHANG)) > 0) {
         fb__sup_unit *u = unit_by_shim(s, pid);
         if (!u) {
-            fb__sup_warm_reaped(s, pid); /* the warm pool's, or an orphan */
+            if (!fb__sup_standby_reaped(s, pid))
+                fb__sup_warm_reaped(s, pid); /* the warm pool's, or an orphan */
             continue;
         }
         drain_shim(s, u);
@@ -733,8 +734,16 @@ static void stop_all(fb__sup *s, int sig)
         }
         handle_events(s, 10);
     }
-    pid_t keep[FB__SUP_MAX_WARM];
-    fb__proc_sweep(keep, fb__sup_warm_keep(s, keep, FB__SUP_MAX_WARM), 2000);
+    /* the warm pool and the standby shims wait for the next attempt */
+    int nkeep = s->world + FB__SUP_MAX_WARM;
+    pid_t *keep = malloc((size_t)nkeep * sizeof *keep);
+    int n = keep ? fb__sup_warm_keep(s, keep, FB__SUP_MAX_WARM) : 0;
+    if (keep)
+        n += fb__sup_standby_keep(s, keep + n, nkeep - n);
+    else
+        fb__sup_standby_close(s);
+    fb__proc_sweep(keep, n, 2000);
+    free(keep);
 }
 
 static void close_attempt(fb__sup *s)
@@ -1046,6 +1055,7 @@ static int run_attempt(fb__sup *s)
         uint64_t now = fb__now_ns();
         fb__sup_watch(s, now);
         fb__sup_warm_tick(s);
+        fb__sup_standby_tick(s);
         fire_injections(s, now);
         if (s->slurm)
             fb__sup_slurm_tick(s, now);
@@ -1059,6 +1069,7 @@ static int run_attempt(fb__sup *s)
     if (s->fail.set) {
         fail_attempt(s);
     } else if (s->stop_signal) {
+        fb__sup_standby_close(s);
         fb__sup_log(s, "received %s: stopping the ranks", strsignal(s->stop_signal));
         add_useful(s, end_ns, 0);
         stop_all(s, s->stop_signal == SIGINT ? SIGINT : SIGTERM);
@@ -1066,6 +1077,7 @@ static int run_attempt(fb__sup *s)
     } else {
         add_useful(s, end_ns, 0);
         finish_attempt_row(s, "completed");
+        fb__sup_standby_close(s);
         fb__proc_sweep(NULL, 0, 1000);
     }
     close_attempt(s);
@@ -1437,6 +1449,7 @@ int fb__sup_run(const fb__sup_options *o, fb__sup_result *res)
                     o->max_restarts, o->max_restarts == 1 ? "" : "s", o->hang_timeout_s);
         status = attempt_loop(s);
         fb__sup_warm_close(s);
+        fb__sup_standby_close(s);
     }
     finish_run(s, rc, status, &oldmask);
     return rc;
