@@ -307,7 +307,8 @@ struct fb__sup_standby {
 
 /* Standby shims are made for the local launcher when another attempt may
  * come; not where the warm pool starts the ranks (warm.c), not with
- * FIREBREAK_STANDBY_SHIMS=0 (to compare). */
+ * FIREBREAK_STANDBY_SHIMS=0, and without their execs ahead with
+ * FIREBREAK_STANDBY_SHIMS=fork (to compare). */
 static int standby_wanted(fb__sup *s)
 {
     const char *v = getenv("FIREBREAK_STANDBY_SHIMS");
@@ -436,9 +437,11 @@ static int standby_fork(fb__sup *s, struct fb__sup_standby *b, int r)
     if (fd < 0)
         return -errno;
     snprintf(mark, sizeof mark, "=== firebreak: attempt %d, rank %d ===\n", b->attempt, r);
+    const char *v = getenv("FIREBREAK_STANDBY_SHIMS");
     fb__spawn sp = {.argv = s->o->argv, .envp = b->env.v, .stdout_fd = fd,
                     .stderr_fd = fd, .go_rfd = b->go[0], .go_wfd = b->go[1],
-                    .standby = 1, .mark = mark, .unlink_path = errfile};
+                    .standby = 1, .exec_ahead = !(v && !strcmp(v, "fork")),
+                    .mark = mark, .unlink_path = errfile};
     rc = fb__shim_spawn(&sp, &b->slot[r].shim, &b->slot[r].msg_fd);
     close(fd);
     return rc;

@@ -50,6 +50,11 @@ typedef struct fb__spawn {
      * starts the program.  Until then its parent-death signal is SIGKILL:
      * it has nothing to clean up. */
     int standby;
+    /* A standby shim also execs the program while it waits, stopped at the
+     * exec as the shim's tracee (PTRACE_TRACEME), and lets it run at its
+     * turn: the exec leaves the launch too.  Where it cannot trace, it
+     * execs at its turn. */
+    int exec_ahead;
     const char *mark;
     const char *unlink_path;
 } fb__spawn;
