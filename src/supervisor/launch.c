@@ -11,9 +11,11 @@
  *         each rank's output goes to logs/mpirun/1/rank.<R>/{stdout,stderr}.
  */
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -291,8 +293,11 @@ static int open_log(fb__sup *s, int rank, char *path, size_t size)
 #define STANDBY_PER_TICK 128
 
 typedef struct standby_slot {
-    pid_t shim;  /* 0: none (not forked, failed, gone, adopted) */
+    pid_t shim;   /* 0: none (not forked, failed, gone, adopted) */
     int msg_fd;
+    int log_fd;   /* the rank's log: the attempt's mark goes in at the launch */
+    pid_t ahead;  /* its rank, exec'd and stopped (FB_SHIM_AHEAD), or 0 */
+    int adopted;
 } standby_slot;
 
 struct fb__sup_standby {
@@ -300,19 +305,32 @@ struct fb__sup_standby {
     int world;
     int port;          /* its MASTER_PORT */
     int next;          /* ranks [0, next) were tried */
+    int launched;      /* the launch took this many */
     int go[2];
     envb env;          /* the attempt's common environment */
     standby_slot slot[];
 };
 
+/* A rank of the attempt that ended with exit code 0: the job is ending,
+ * most likely without another attempt. */
+static int clean_end_seen(const fb__sup *s)
+{
+    for (int i = 0; i < s->nunits; i++)
+        if (s->units[i].ended && WIFEXITED(s->units[i].wstatus) &&
+            WEXITSTATUS(s->units[i].wstatus) == 0)
+            return 1;
+    return 0;
+}
+
 /* Standby shims are made for the local launcher when another attempt may
- * come; not where the warm pool starts the ranks (warm.c), not with
+ * come, until a rank ends well (clean_end_seen: then they go at once, so
+ * that their exits overlap the other ranks' last steps); not where the warm pool starts the ranks (warm.c), not with
  * FIREBREAK_STANDBY_SHIMS=0, and without their execs ahead with
  * FIREBREAK_STANDBY_SHIMS=fork (to compare). */
 static int standby_wanted(fb__sup *s)
 {
     const char *v = getenv("FIREBREAK_STANDBY_SHIMS");
-    return s->o->launcher == FB__LAUNCH_LOCAL && s->o->argv &&
+    return s->o->launcher == FB__LAUNCH_LOCAL && s->o->argv && !clean_end_seen(s) &&
            s->attempt < s->o->max_restarts && !s->fail.set && !s->stop_signal &&
            s->nunits == s->world && !s->standby_failed &&
            !(v && !strcmp(v, "0")) && !fb__sup_warm_enabled(s);
@@ -326,15 +344,19 @@ static void standby_free(fb__sup *s, int ran)
     if (!b)
         return;
     s->standby = NULL;
+    /* All killed first, then waited for: their exits overlap. */
+    for (int r = 0; r < b->next; r++)
+        if (b->slot[r].shim > 0) /* its rank has its parent-death SIGKILL */
+            kill(b->slot[r].shim, SIGKILL);
     for (int r = 0; r < b->next; r++) {
         standby_slot *sl = &b->slot[r];
-        if (sl->shim > 0) { /* waiting on the pipe: nothing of its own */
-            kill(sl->shim, SIGKILL);
+        if (sl->shim > 0)
             while (waitpid(sl->shim, NULL, 0) < 0 && errno == EINTR)
                 ;
-        }
         if (sl->msg_fd >= 0)
             close(sl->msg_fd);
+        if (sl->log_fd >= 0)
+            close(sl->log_fd);
     }
     if (b->go[0] >= 0) {
         close(b->go[0]);
@@ -374,7 +396,9 @@ int fb__sup_standby_reaped(fb__sup *s, pid_t pid)
             sl->shim = 0;
             if (sl->msg_fd >= 0)
                 close(sl->msg_fd);
-            sl->msg_fd = -1;
+            if (sl->log_fd >= 0)
+                close(sl->log_fd);
+            sl->msg_fd = sl->log_fd = -1;
             return 1;
         }
     }
@@ -392,7 +416,7 @@ static struct fb__sup_standby *standby_new(fb__sup *s)
     b->attempt = s->attempt + 1;
     b->world = s->world;
     for (int r = 0; r < s->world; r++)
-        b->slot[r].msg_fd = -1;
+        b->slot[r].msg_fd = b->slot[r].log_fd = -1;
     if (pipe2(b->go, O_CLOEXEC)) {
         free(b);
         return NULL;
@@ -424,31 +448,38 @@ static int standby_fork(fb__sup *s, struct fb__sup_standby *b, int r)
     if (fail && atoi(fail) == r) /* test hook: as if this fork failed */
         return -EAGAIN;
 #endif
-    char errfile[PATH_MAX], log[PATH_MAX], mark[96];
+    char errfile[PATH_MAX], log[PATH_MAX];
     int attempt = s->attempt;
     s->attempt = b->attempt; /* the error file's name holds the attempt */
     int rc = rank_env(s, &b->env, r, errfile, sizeof errfile);
     s->attempt = attempt;
     if (rc)
         return rc;
+    /* The attempt's own error file (its name holds the attempt): none
+     * yet, whatever an earlier run left. */
+    unlink(errfile);
     if (fb__fmt(log, sizeof log, "%s/rank-%d.log", s->logs_dir, r))
         return -ENAMETOOLONG;
     int fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     if (fd < 0)
         return -errno;
-    snprintf(mark, sizeof mark, "=== firebreak: attempt %d, rank %d ===\n", b->attempt, r);
     const char *v = getenv("FIREBREAK_STANDBY_SHIMS");
     fb__spawn sp = {.argv = s->o->argv, .envp = b->env.v, .stdout_fd = fd,
                     .stderr_fd = fd, .go_rfd = b->go[0], .go_wfd = b->go[1],
-                    .standby = 1, .exec_ahead = !(v && !strcmp(v, "fork")),
-                    .mark = mark, .unlink_path = errfile};
+                    .standby = 1, .exec_ahead = !(v && !strcmp(v, "fork"))};
     rc = fb__shim_spawn(&sp, &b->slot[r].shim, &b->slot[r].msg_fd);
-    close(fd);
+    if (rc)
+        close(fd);
+    else
+        b->slot[r].log_fd = fd;
     return rc;
 }
 
 void fb__sup_standby_tick(fb__sup *s)
 {
+    if (s->standby && s->standby->attempt == s->attempt + 1 && !s->fail.set &&
+        clean_end_seen(s))
+        fb__sup_standby_close(s);
     if (!standby_wanted(s))
         return;
     struct fb__sup_standby *b = s->standby;
@@ -486,26 +517,51 @@ static int standby_adopt(fb__sup *s, struct fb__sup_standby *b, int r)
 {
     if (!b || r >= b->next || b->slot[r].shim <= 0)
         return 0;
+    standby_slot *sl = &b->slot[r];
+    fb__shim_msg m;
+    while (fb__shim_read(sl->msg_fd, &m) > 0)
+        if (m.type == FB_SHIM_AHEAD)
+            sl->ahead = m.pid;
     fb__sup_unit *u = &s->units[s->nunits++];
     memset(u, 0, sizeof *u);
     u->rank = r;
-    u->shim = b->slot[r].shim;
-    u->msg_fd = b->slot[r].msg_fd;
-    b->slot[r].shim = 0;
-    b->slot[r].msg_fd = -1;
+    u->shim = sl->shim;
+    u->msg_fd = sl->msg_fd;
+    /* Known to run the program once standby_go's SIGCONT is sent; without
+     * it, its shim execs and says STARTED. */
+    u->child = sl->ahead;
+    s->ranks[r].pid = sl->ahead;
+    sl->shim = 0;
+    sl->msg_fd = -1;
+    sl->adopted = 1;
     if (fb__fmt(s->ranks[r].log_path, sizeof s->ranks[r].log_path, "%s/rank-%d.log",
                 s->logs_dir, r))
         s->ranks[r].log_path[0] = '\0';
     return 1;
 }
 
-/* Every shim of the launch is there: the adopted ones go (one byte each);
- * what is left of the standby is given up. */
+/* Every shim of the launch is there: the adopted ones go.  The mark of
+ * the attempt into each rank's log first, then SIGCONT to every rank
+ * exec'd ahead (the supervisor's own, not one wake-up of each shim: those
+ * follow, with one byte each, and start the ranks not exec'd ahead); what
+ * is left of the standby is given up. */
 static void standby_go(fb__sup *s, int adopted)
 {
     struct fb__sup_standby *b = s->standby;
     if (!b)
         return;
+    for (int r = 0; r < b->next; r++) {
+        standby_slot *sl = &b->slot[r];
+        if (!sl->adopted || sl->log_fd < 0)
+            continue;
+        char mark[96];
+        int n = snprintf(mark, sizeof mark, "=== firebreak: attempt %d, rank %d ===\n",
+                         b->attempt, r);
+        (void)!write(sl->log_fd, mark, (size_t)n);
+    }
+    for (int r = 0; r < b->next; r++)
+        if (b->slot[r].adopted && b->slot[r].ahead > 0)
+            kill(b->slot[r].ahead, SIGCONT);
     char bytes[256];
     memset(bytes, 'g', sizeof bytes);
     for (int left = adopted; left > 0;) {
@@ -516,6 +572,39 @@ static void standby_go(fb__sup *s, int adopted)
             break;
         left -= (int)w;
     }
+    b->launched = adopted;
+}
+
+/* Once the launch is recorded: the ranks exec'd ahead back to SCHED_OTHER
+ * (proc.c, standby_wait; every thread, in case one was started before
+ * this), and the standby is over. */
+void fb__sup_standby_after_launch(fb__sup *s)
+{
+    struct fb__sup_standby *b = s->standby;
+    if (!b)
+        return;
+    if (b->attempt != s->attempt) /* not this launch's: the next one's */
+        return;
+    struct sched_param normal = {0};
+    for (int r = 0; r < b->next; r++) {
+        pid_t pid = b->slot[r].ahead;
+        if (!b->slot[r].adopted || pid <= 0)
+            continue;
+        char dir[64];
+        snprintf(dir, sizeof dir, "/proc/%d/task", (int)pid);
+        DIR *d = opendir(dir);
+        struct dirent *e;
+        while (d && (e = readdir(d))) {
+            pid_t tid = (pid_t)atoi(e->d_name);
+            if (tid > 0 && sched_getscheduler(tid) == SCHED_BATCH)
+                sched_setscheduler(tid, SCHED_OTHER, &normal);
+        }
+        if (d)
+            closedir(d);
+        else if (sched_getscheduler(pid) == SCHED_BATCH)
+            sched_setscheduler(pid, SCHED_OTHER, &normal);
+    }
+    int adopted = b->launched;
     standby_free(s, 1);
     fb__sup_log(s, "attempt %d: %d of %d ranks' shims were standing by", s->attempt,
                 adopted, s->world);

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -358,11 +359,21 @@ static pid_t exec_ahead(const fb__spawn *sp, int msg_fd, int *errfd)
     if (pid > 0)
         while ((w = waitpid(pid, &st, 0)) < 0 && errno == EINTR)
             ;
-    if (pid > 0 && w == pid && WIFSTOPPED(st) && WSTOPSIG(st) == SIGTRAP) {
-        *errfd = errpipe[0];
-        return pid;
+    /* Stopped at the exec: no longer traced, but stopped by SIGSTOP in
+     * its place, so that a SIGCONT (the supervisor's, at the launch) lets
+     * it run; the supervisor learns its pid now (FB_SHIM_AHEAD). */
+    if (pid > 0 && w == pid && WIFSTOPPED(st) && WSTOPSIG(st) == SIGTRAP &&
+        ptrace(PTRACE_DETACH, pid, NULL, (void *)(long)SIGSTOP) == 0) {
+        while ((w = waitpid(pid, &st, WUNTRACED)) < 0 && errno == EINTR)
+            ;
+        if (w == pid && WIFSTOPPED(st)) {
+            fb__shim_msg m = {.type = FB_SHIM_AHEAD, .pid = pid, .mono_ns = fb__now_ns()};
+            write_msg(msg_fd, &m);
+            *errfd = errpipe[0];
+            return pid;
+        }
     }
-    if (pid > 0 && w == pid && WIFSTOPPED(st)) { /* not the exec's stop */
+    if (pid > 0 && w == pid && WIFSTOPPED(st)) { /* not the stop expected */
         kill(pid, SIGKILL);
         waitpid(pid, &st, 0);
     }
@@ -380,6 +391,15 @@ static pid_t standby_wait(const fb__spawn *sp, pid_t supervisor, int msg_fd, int
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != supervisor)
         _exit(1);
+    /* the rank may run before this shim has read its turn */
+    prctl(PR_SET_CHILD_SUBREAPER, 1);
+    /* SCHED_BATCH until its turn, and so its rank exec'd ahead: woken
+     * together at the launch, they do not preempt the supervisor that
+     * wakes them (no wake-up preemption for batch tasks); each goes back
+     * to SCHED_OTHER at once (the shim here, the rank by the supervisor,
+     * launch.c).  A kernel that refuses: no matter. */
+    struct sched_param normal = {0};
+    int batch = sched_setscheduler(0, SCHED_BATCH, &normal) == 0;
     if (sp->go_wfd > 0)
         close(sp->go_wfd);
     /* Its parent-death SIGKILL (set before the exec) ties it to this
@@ -396,10 +416,23 @@ static pid_t standby_wait(const fb__spawn *sp, pid_t supervisor, int msg_fd, int
     }
     close(sp->go_rfd);
     prctl(PR_SET_NAME, "fb-shim");
-    if (sp->mark && sp->stdout_fd >= 0)
-        (void)!write(sp->stdout_fd, sp->mark, strlen(sp->mark));
-    if (sp->unlink_path)
-        unlink(sp->unlink_path);
+    if (batch)
+        sched_setscheduler(0, SCHED_OTHER, &normal);
+    if (ahead > 0) {
+        /* Killed while it waited (still our zombie): a fresh one. */
+        int st;
+        if (waitpid(ahead, &st, WNOHANG) == ahead) {
+            close(*errfd);
+            *errfd = -1;
+            return 0;
+        }
+        /* The supervisor has sent SIGCONT already, unless it missed our
+         * message; once more does no harm, and nor does a second return
+         * to SCHED_OTHER (the supervisor's covers threads started since). */
+        if (batch)
+            sched_setscheduler(ahead, SCHED_OTHER, &normal);
+        kill(ahead, SIGCONT);
+    }
     return ahead;
 }
 
@@ -444,16 +477,11 @@ static void shim_main(const fb__spawn *sp, pid_t supervisor, int msg_fd)
     /* exec errors come back through a close-on-exec pipe. */
     int errpipe[2];
     pid_t pid;
-    if (ahead > 0 && ptrace(PTRACE_DETACH, ahead, NULL, NULL) == 0) {
+    if (ahead > 0) {
         /* exec'd ahead: it runs the program from now on */
         pid = ahead;
         errpipe[0] = ahead_errfd;
     } else {
-        if (ahead > 0) { /* cannot let it go: a fresh one */
-            kill(ahead, SIGKILL);
-            waitpid(ahead, NULL, 0);
-            close(ahead_errfd);
-        }
         if (pipe2(errpipe, O_CLOEXEC))
             _exit(1);
         rank_child c = {.sp = sp, .errfd = errpipe[1], .msg_fd = msg_fd};

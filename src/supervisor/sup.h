@@ -191,8 +191,10 @@ int fb__sup_launch(fb__sup *s);
 /* Standby shims (docs/supervisor.md, "At scale"): fork a few more of the
  * next attempt's (tick, once per pass of the watch loop); the shims to
  * spare from sweeps (keep); a reaped one (reaped: 1 when it was one);
- * kill them all (close). */
+ * once the launch that took them is recorded (after_launch); kill them
+ * all (close). */
 void fb__sup_standby_tick(fb__sup *s);
+void fb__sup_standby_after_launch(fb__sup *s);
 int fb__sup_standby_keep(const fb__sup *s, pid_t *keep, int max);
 int fb__sup_standby_reaped(fb__sup *s, pid_t pid);
 void fb__sup_standby_close(fb__sup *s);

@@ -1012,6 +1012,7 @@ static void start_attempt(fb__sup *s)
         fb__sup_log(s, "attempt %d: launched %d rank%s (%s)", s->attempt, s->world,
                     s->world == 1 ? "" : "s", fb__sup_launcher_name(s->o->launcher));
     }
+    fb__sup_standby_after_launch(s);
     write_snapshots(s); /* the last attempt's evidence, off the relaunch's path */
 }
 

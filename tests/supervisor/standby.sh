@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Standby shims (docs/supervisor.md, "At scale"): while an attempt runs,
 # the next attempt's shims (named fb-standby) are forked ahead, each
-# execs its rank's program stopped before its first instruction (the
-# shim's tracee), and waits; the relaunch lets those ranks run instead
-# of forking and exec'ing.  A crash relaunches through them (the same
+# execs its rank's program, stopped before its first instruction, and
+# waits; the relaunch lets those ranks run (SIGCONT) instead of forking
+# and exec'ing.  A crash relaunches through them (the same
 # processes become attempt 1's ranks; each rank's log gets the new
 # attempt's mark once, after the old output; the ranks attach under the
 # new attempt's number); a standby shim that could not be forked, one
@@ -19,7 +19,7 @@ ahead_ranks() {
     local p c
     for p in $(standby_shims "$1"); do
         for c in $(pgrep -P "$p" || true); do
-            [ "$(sed -n 's/.*) \(.\).*/\1/p' /proc/"$c"/stat 2>/dev/null)" = t ] &&
+            [ "$(sed -n 's/.*) \(.\).*/\1/p' /proc/"$c"/stat 2>/dev/null)" = T ] &&
                 echo "$c"
         done
     done
@@ -52,6 +52,9 @@ wait_for ahead_ranks $sup 4
 ahead=$(ahead_ranks $sup | sort -n | tr '\n' ' ')
 for p in $ahead; do
     tr '\0' ' ' </proc/$p/cmdline | grep -q -- "$TAG" || fail "pid $p is not the program"
+    # batch while it waits (woken together, they do not preempt the
+    # supervisor that wakes them)
+    chrt -p "$p" | grep -q SCHED_BATCH || fail "rank $p waits as $(chrt -p "$p" | head -1)"
 done
 kill -KILL "$(rank_pids $sup | sed -n 2p)"
 for _ in $(seq 200); do
@@ -59,6 +62,13 @@ for _ in $(seq 200); do
     sleep 0.05
 done
 now=$(rank_pids $sup | sort -n | tr '\n' ' ')
+sleep 0.2
+for p in $now; do # every thread back to SCHED_OTHER once launched
+    for t in /proc/"$p"/task/*; do
+        pol=$(chrt -p "${t##*/}" 2>/dev/null | head -1 || true)
+        [ -z "$pol" ] || echo "$pol" | grep -q SCHED_OTHER || fail "rank $p runs as $pol"
+    done
+done
 wait $sup || fail "run exited $? ($(tail -3 err.txt))"
 [ "$now" = "$ahead" ] || fail "attempt 1's ranks ($now) are not those exec'd ahead ($ahead)"
 grep -q "attempt 1: 4 of 4 ranks' shims were standing by" err.txt ||
