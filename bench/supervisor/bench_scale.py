@@ -43,7 +43,8 @@ def loadavg():
         return f.read().split()[0]
 
 
-# The crash comes this many steps of 20 ms into each attempt: a failure
+# The crash comes this many steps of 20 ms into each attempt (each
+# restores the checkpoint of the step before its predecessor's crash): a failure
 # in the first tenth of a second of an attempt finds the next attempt's
 # standby shims still being made (docs/supervisor.md, "At scale"), and
 # the relaunch forks and execs what is missing.
@@ -59,8 +60,8 @@ def relaunch(n, restarts, standby=True):
         cmd = [FB, "run", "--quiet", "--run-dir", d + "/run", "--nproc-per-node",
                str(n), "--max-restarts", str(restarts + 1), "--crash-loop", "0"]
         for a in range(restarts):
-            cmd += ["--inject", f"kill:rank={a % n},step={CRASH_STEP + a},attempt={a}"]
-        cmd += ["--", TOY, "--steps", str(CRASH_STEP + 4 + restarts), "--sleep-ms",
+            cmd += ["--inject", f"kill:rank={a % n},step={CRASH_STEP * (a + 1)},attempt={a}"]
+        cmd += ["--", TOY, "--steps", str(CRASH_STEP * (restarts + 1) + 4), "--sleep-ms",
                 "20", "--ckpt-every", "5"]
         subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                        timeout=600, env=env)

@@ -290,7 +290,13 @@ static int open_log(fb__sup *s, int rank, char *path, size_t size)
  * supervisor (parent-death SIGKILL) and is killed when the run ends or the
  * next attempt is not the one it was made for. */
 
-#define STANDBY_PER_TICK 128
+/* The supervisor's time for standby forks per pass of its loop while
+ * the ranks start; once every rank has stepped, that much per
+ * STANDBY_PERIOD_NS at most (under 1% of a core; a fork of the
+ * supervisor costs more the more ranks it watches). */
+#define STANDBY_TICK_NS_STARTING 20000000ull
+#define STANDBY_TICK_NS_TRAINING 2000000ull
+#define STANDBY_PERIOD_NS 250000000ull
 
 typedef struct standby_slot {
     pid_t shim;   /* 0: none (not forked, failed, gone, adopted) */
@@ -306,6 +312,7 @@ struct fb__sup_standby {
     int port;          /* its MASTER_PORT */
     int next;          /* ranks [0, next) were tried */
     int launched;      /* the launch took this many */
+    uint64_t tick_ns;  /* the last tick that forked */
     int go[2];
     envb env;          /* the attempt's common environment */
     standby_slot slot[];
@@ -492,7 +499,14 @@ void fb__sup_standby_tick(fb__sup *s)
         fb__sup_log(s, "cannot prepare the next attempt's shims: it forks them");
         return;
     }
-    for (int k = 0; k < STANDBY_PER_TICK && b->next < b->world; k++) {
+    uint64_t t0 = fb__now_ns();
+    if (s->attempt_ready_ns && b->tick_ns && t0 - b->tick_ns < STANDBY_PERIOD_NS)
+        return;
+    if (b->next < b->world)
+        b->tick_ns = t0;
+    uint64_t budget = s->attempt_ready_ns ? STANDBY_TICK_NS_TRAINING
+                                          : STANDBY_TICK_NS_STARTING;
+    while (b->next < b->world && fb__now_ns() - t0 < budget) {
         int r = b->next++;
         int rc = standby_fork(s, b, r);
         if (rc && !s->standby_said++)

@@ -16,6 +16,9 @@
  *   SIGTERM (parent-death signal); the shim kills its whole tree and exits.
  * - The supervisor is a subreaper too: if a shim is SIGKILLed, what it
  *   leaves reparents to the supervisor, which sweeps it.
+ * - A standby shim (fb__spawn.standby, launch.c) is forked for the next
+ *   attempt and waits, its rank exec'd and stopped; until its turn its
+ *   parent-death signal is SIGKILL, and so is its rank's.
  */
 #ifndef FB_SUPERVISOR_PROC_H
 #define FB_SUPERVISOR_PROC_H
