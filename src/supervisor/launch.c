@@ -471,9 +471,15 @@ static int standby_fork(fb__sup *s, struct fb__sup_standby *b, int r)
     if (fd < 0)
         return -errno;
     const char *v = getenv("FIREBREAK_STANDBY_SHIMS");
+    /* A set-user-ID or set-group-ID program exec'd while traced would run
+     * without its privileges: it is exec'd at its turn. */
+    struct stat st;
+    int privileged = strchr(s->o->argv[0], '/') && stat(s->o->argv[0], &st) == 0 &&
+                     (st.st_mode & (S_ISUID | S_ISGID));
     fb__spawn sp = {.argv = s->o->argv, .envp = b->env.v, .stdout_fd = fd,
                     .stderr_fd = fd, .go_rfd = b->go[0], .go_wfd = b->go[1],
-                    .standby = 1, .exec_ahead = !(v && !strcmp(v, "fork"))};
+                    .standby = 1,
+                    .exec_ahead = !(v && !strcmp(v, "fork")) && !privileged};
     rc = fb__shim_spawn(&sp, &b->slot[r].shim, &b->slot[r].msg_fd);
     if (rc)
         close(fd);
