@@ -291,12 +291,16 @@ static int open_log(fb__sup *s, int rank, char *path, size_t size)
  * next attempt is not the one it was made for. */
 
 /* The supervisor's time for standby forks per pass of its loop while
- * the ranks start; once every rank has stepped, that much per
- * STANDBY_PERIOD_NS at most (under 1% of a core; a fork of the
- * supervisor costs more the more ranks it watches). */
+ * the ranks start; once every rank has stepped, a pass every
+ * STANDBY_PERIOD_NS at most, and never more than 1/STANDBY_DUTY_INV of
+ * the time (0.5% of a core): a fork of the supervisor costs more the more
+ * ranks it watches (several ms at 1,024), so a pass that took longer
+ * waits longer before the next.  At that size the standby takes minutes
+ * to complete; a failure before then forks the ranks it lacks. */
 #define STANDBY_TICK_NS_STARTING 20000000ull
 #define STANDBY_TICK_NS_TRAINING 2000000ull
 #define STANDBY_PERIOD_NS 250000000ull
+#define STANDBY_DUTY_INV 200ull
 
 typedef struct standby_slot {
     pid_t shim;   /* 0: none (not forked, failed, gone, adopted) */
@@ -312,7 +316,7 @@ struct fb__sup_standby {
     int port;          /* its MASTER_PORT */
     int next;          /* ranks [0, next) were tried */
     int launched;      /* the launch took this many */
-    uint64_t tick_ns;  /* the last tick that forked */
+    uint64_t next_ns;  /* training: no pass before this */
     int go[2];
     envb env;          /* the attempt's common environment */
     standby_slot slot[];
@@ -506,10 +510,8 @@ void fb__sup_standby_tick(fb__sup *s)
         return;
     }
     uint64_t t0 = fb__now_ns();
-    if (s->attempt_ready_ns && b->tick_ns && t0 - b->tick_ns < STANDBY_PERIOD_NS)
+    if (b->next >= b->world || (s->attempt_ready_ns && t0 < b->next_ns))
         return;
-    if (b->next < b->world)
-        b->tick_ns = t0;
     uint64_t budget = s->attempt_ready_ns ? STANDBY_TICK_NS_TRAINING
                                           : STANDBY_TICK_NS_STARTING;
     while (b->next < b->world && fb__now_ns() - t0 < budget) {
@@ -519,6 +521,9 @@ void fb__sup_standby_tick(fb__sup *s)
             fb__sup_log(s, "rank %d: no standby shim (%s): the relaunch forks it",
                         r, fb_strerror(rc));
     }
+    uint64_t t1 = fb__now_ns();
+    uint64_t wait = (t1 - t0) * STANDBY_DUTY_INV;
+    b->next_ns = t1 + (wait > STANDBY_PERIOD_NS ? wait : STANDBY_PERIOD_NS);
 }
 
 /* The port of the attempt about to launch: its standby shims' when they
