@@ -11,14 +11,18 @@
  *         each rank's output goes to logs/mpirun/1/rank.<R>/{stdout,stderr}.
  */
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <sched.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "common/util.h"
@@ -275,6 +279,385 @@ static int open_log(fb__sup *s, int rank, char *path, size_t size)
     return fd;
 }
 
+/* ---- standby shims (docs/supervisor.md, "At scale") ----
+ *
+ * While an attempt runs, the next attempt's shims are forked ahead, a few
+ * per pass of the watch loop, each with that attempt's environment,
+ * output and error file, and wait on a pipe (proc.c, standby_wait).  At
+ * the relaunch the launch writes one byte per shim instead of forking:
+ * the forks (a copy of the supervisor's page tables each) leave the path
+ * from the failure to the new ranks.  A standby shim dies with the
+ * supervisor (parent-death SIGKILL) and is killed when the run ends or the
+ * next attempt is not the one it was made for. */
+
+/* The supervisor's time for standby forks per pass of its loop while
+ * the ranks start; once every rank has stepped, a pass every
+ * STANDBY_PERIOD_NS at most, and never more than 1/STANDBY_DUTY_INV of
+ * the time (0.5% of a core): a fork of the supervisor costs more the more
+ * ranks it watches (several ms at 1,024), so a pass that took longer
+ * waits longer before the next.  At that size the standby takes minutes
+ * to complete; a failure before then forks the ranks it lacks. */
+#define STANDBY_TICK_NS_STARTING 20000000ull
+#define STANDBY_TICK_NS_TRAINING 2000000ull
+#define STANDBY_PERIOD_NS 250000000ull
+#define STANDBY_DUTY_INV 200ull
+
+typedef struct standby_slot {
+    pid_t shim;   /* 0: none (not forked, failed, gone, adopted) */
+    int msg_fd;
+    int log_fd;   /* the rank's log: the attempt's mark goes in at the launch */
+    pid_t ahead;  /* its rank, exec'd and stopped (FB_SHIM_AHEAD), or 0 */
+    int adopted;
+} standby_slot;
+
+struct fb__sup_standby {
+    int attempt;       /* the attempt the shims are for */
+    int world;
+    int port;          /* its MASTER_PORT */
+    int next;          /* ranks [0, next) were tried */
+    int launched;      /* the launch took this many */
+    uint64_t next_ns;  /* training: no pass before this */
+    int go[2];
+    envb env;          /* the attempt's common environment */
+    standby_slot slot[];
+};
+
+/* A rank of the attempt that ended with exit code 0: the job is ending,
+ * most likely without another attempt. */
+static int clean_end_seen(const fb__sup *s)
+{
+    for (int i = 0; i < s->nunits; i++)
+        if (s->units[i].ended && WIFEXITED(s->units[i].wstatus) &&
+            WEXITSTATUS(s->units[i].wstatus) == 0)
+            return 1;
+    return 0;
+}
+
+/* Standby shims are made for the local launcher when another attempt may
+ * come, until a rank ends well (clean_end_seen: then they go at once, so
+ * that their exits overlap the other ranks' last steps); not where the warm pool starts the ranks (warm.c), not with
+ * FIREBREAK_STANDBY_SHIMS=0, and without their execs ahead with
+ * FIREBREAK_STANDBY_SHIMS=fork (to compare). */
+static int standby_wanted(fb__sup *s)
+{
+    const char *v = getenv("FIREBREAK_STANDBY_SHIMS");
+    return s->o->launcher == FB__LAUNCH_LOCAL && s->o->argv && !clean_end_seen(s) &&
+           s->attempt < s->o->max_restarts && !s->fail.set && !s->stop_signal &&
+           s->nunits == s->world && !s->standby_failed &&
+           !(v && !strcmp(v, "0")) && !fb__sup_warm_enabled(s);
+}
+
+/* Kill the standby shims not taken; `ran`: their attempt was launched
+ * (its directories stay). */
+static void standby_free(fb__sup *s, int ran)
+{
+    struct fb__sup_standby *b = s->standby;
+    if (!b)
+        return;
+    s->standby = NULL;
+    /* All killed first, then waited for: their exits overlap. */
+    for (int r = 0; r < b->next; r++)
+        if (b->slot[r].shim > 0) /* its rank has its parent-death SIGKILL */
+            kill(b->slot[r].shim, SIGKILL);
+    for (int r = 0; r < b->next; r++) {
+        standby_slot *sl = &b->slot[r];
+        if (sl->shim > 0)
+            while (waitpid(sl->shim, NULL, 0) < 0 && errno == EINTR)
+                ;
+        if (sl->msg_fd >= 0)
+            close(sl->msg_fd);
+        if (sl->log_fd >= 0)
+            close(sl->log_fd);
+    }
+    if (b->go[0] >= 0) {
+        close(b->go[0]);
+        close(b->go[1]);
+    }
+    /* common_env made the attempt's directory for torch's dumps: not
+     * left behind empty for an attempt that never ran */
+    char dir[PATH_MAX];
+    if (!ran && !fb__fmt(dir, sizeof dir, "%s/fr/torch/attempt-%d", s->run_dir,
+                         b->attempt))
+        rmdir(dir);
+    env_free(&b->env);
+    free(b);
+}
+
+void fb__sup_standby_close(fb__sup *s)
+{
+    standby_free(s, 0);
+}
+
+int fb__sup_standby_keep(const fb__sup *s, pid_t *keep, int max)
+{
+    int n = 0;
+    const struct fb__sup_standby *b = s->standby;
+    for (int r = 0; b && r < b->next && n < max; r++)
+        if (b->slot[r].shim > 0)
+            keep[n++] = b->slot[r].shim;
+    return n;
+}
+
+int fb__sup_standby_reaped(fb__sup *s, pid_t pid)
+{
+    struct fb__sup_standby *b = s->standby;
+    for (int r = 0; b && r < b->next; r++) {
+        standby_slot *sl = &b->slot[r];
+        if (sl->shim == pid) { /* killed by someone: the launch forks one */
+            sl->shim = 0;
+            if (sl->msg_fd >= 0)
+                close(sl->msg_fd);
+            if (sl->log_fd >= 0)
+                close(sl->log_fd);
+            sl->msg_fd = sl->log_fd = -1;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static int rank_env(fb__sup *s, envb *e, int r, char *errfile, size_t size);
+
+static struct fb__sup_standby *standby_new(fb__sup *s)
+{
+    struct fb__sup_standby *b =
+        calloc(1, sizeof *b + (size_t)s->world * sizeof(standby_slot));
+    if (!b)
+        return NULL;
+    b->attempt = s->attempt + 1;
+    b->world = s->world;
+    for (int r = 0; r < s->world; r++)
+        b->slot[r].msg_fd = b->slot[r].log_fd = -1;
+    if (pipe2(b->go, O_CLOEXEC)) {
+        free(b);
+        return NULL;
+    }
+    /* The next attempt's environment: its number and port. */
+    int attempt = s->attempt, port = s->master_port;
+    s->attempt = b->attempt;
+    s->master_port = b->port = free_port();
+    int rc = env_init(&b->env);
+    if (!rc)
+        rc = common_env(s, &b->env);
+    s->attempt = attempt;
+    s->master_port = port;
+    s->standby = b; /* closed below on failure, with what it made */
+    if (rc)
+        fb__sup_standby_close(s);
+    return rc ? NULL : b;
+}
+
+/* Fork rank r's standby shim; 0, or -errno (the launch forks it then). */
+static int standby_fork(fb__sup *s, struct fb__sup_standby *b, int r)
+{
+    /* A rank whose output is teed to the console gets a fresh shim at
+     * the launch: the tee's pipe belongs to the attempt. */
+    if (fb__sup_rank_in_spec(s->o->console_ranks, r) == 1)
+        return 0;
+#ifdef FB_TEST_HOOKS
+    const char *fail = getenv("FIREBREAK_TEST_STANDBY_FAIL");
+    if (fail && atoi(fail) == r) /* test hook: as if this fork failed */
+        return -EAGAIN;
+#endif
+    char errfile[PATH_MAX], log[PATH_MAX];
+    int attempt = s->attempt;
+    s->attempt = b->attempt; /* the error file's name holds the attempt */
+    int rc = rank_env(s, &b->env, r, errfile, sizeof errfile);
+    s->attempt = attempt;
+    if (rc)
+        return rc;
+    /* The attempt's own error file (its name holds the attempt): none
+     * yet, whatever an earlier run left. */
+    unlink(errfile);
+    if (fb__fmt(log, sizeof log, "%s/rank-%d.log", s->logs_dir, r))
+        return -ENAMETOOLONG;
+    int fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return -errno;
+    const char *v = getenv("FIREBREAK_STANDBY_SHIMS");
+    /* A set-user-ID or set-group-ID program exec'd while traced would run
+     * without its privileges: it is exec'd at its turn. */
+    struct stat st;
+    int privileged = strchr(s->o->argv[0], '/') && stat(s->o->argv[0], &st) == 0 &&
+                     (st.st_mode & (S_ISUID | S_ISGID));
+    fb__spawn sp = {.argv = s->o->argv, .envp = b->env.v, .stdout_fd = fd,
+                    .stderr_fd = fd, .go_rfd = b->go[0], .go_wfd = b->go[1],
+                    .standby = 1,
+                    .exec_ahead = !(v && !strcmp(v, "fork")) && !privileged};
+    rc = fb__shim_spawn(&sp, &b->slot[r].shim, &b->slot[r].msg_fd);
+    if (rc)
+        close(fd);
+    else
+        b->slot[r].log_fd = fd;
+    return rc;
+}
+
+void fb__sup_standby_tick(fb__sup *s)
+{
+    if (s->standby && s->standby->attempt == s->attempt + 1 && !s->fail.set &&
+        clean_end_seen(s))
+        fb__sup_standby_close(s);
+    if (!standby_wanted(s))
+        return;
+    struct fb__sup_standby *b = s->standby;
+    if (b && (b->attempt != s->attempt + 1 || b->world != s->world)) {
+        fb__sup_standby_close(s);
+        b = NULL;
+    }
+    if (!b && !(b = standby_new(s))) {
+        s->standby_failed = 1;
+        fb__sup_log(s, "cannot prepare the next attempt's shims: it forks them");
+        return;
+    }
+    uint64_t t0 = fb__now_ns();
+    if (b->next >= b->world || (s->attempt_ready_ns && t0 < b->next_ns))
+        return;
+    uint64_t budget = s->attempt_ready_ns ? STANDBY_TICK_NS_TRAINING
+                                          : STANDBY_TICK_NS_STARTING;
+    while (b->next < b->world && fb__now_ns() - t0 < budget) {
+        int r = b->next++;
+        int rc = standby_fork(s, b, r);
+        if (rc && !s->standby_said++)
+            fb__sup_log(s, "rank %d: no standby shim (%s): the relaunch forks it",
+                        r, fb_strerror(rc));
+    }
+    uint64_t t1 = fb__now_ns();
+    uint64_t wait = (t1 - t0) * STANDBY_DUTY_INV;
+    b->next_ns = t1 + (wait > STANDBY_PERIOD_NS ? wait : STANDBY_PERIOD_NS);
+}
+
+/* The port of the attempt about to launch: its standby shims' when they
+ * are for it; else any standby goes. */
+static int standby_port(fb__sup *s)
+{
+    struct fb__sup_standby *b = s->standby;
+    if (b && (b->attempt != s->attempt || b->world != s->world ||
+              s->o->launcher != FB__LAUNCH_LOCAL))
+        fb__sup_standby_close(s);
+    return s->standby ? s->standby->port : 0;
+}
+
+/* Rank r's standby shim becomes its unit: 1, or 0 (none: fork one). */
+static int standby_adopt(fb__sup *s, struct fb__sup_standby *b, int r)
+{
+    if (!b || r >= b->next || b->slot[r].shim <= 0)
+        return 0;
+    standby_slot *sl = &b->slot[r];
+    fb__shim_msg m;
+    while (fb__shim_read(sl->msg_fd, &m) > 0)
+        if (m.type == FB_SHIM_AHEAD)
+            sl->ahead = m.pid;
+    fb__sup_unit *u = &s->units[s->nunits++];
+    memset(u, 0, sizeof *u);
+    u->rank = r;
+    u->shim = sl->shim;
+    u->msg_fd = sl->msg_fd;
+    /* Known to run the program once standby_go's SIGCONT is sent; without
+     * it, its shim execs and says STARTED. */
+    u->child = sl->ahead;
+    s->ranks[r].pid = sl->ahead;
+    sl->shim = 0;
+    sl->msg_fd = -1;
+    sl->adopted = 1;
+    if (fb__fmt(s->ranks[r].log_path, sizeof s->ranks[r].log_path, "%s/rank-%d.log",
+                s->logs_dir, r))
+        s->ranks[r].log_path[0] = '\0';
+    return 1;
+}
+
+/* Every shim of the launch is there: the adopted ones go.  The mark of
+ * the attempt into each rank's log first, then SIGCONT to every rank
+ * exec'd ahead (the supervisor's own, not one wake-up of each shim: those
+ * follow, with one byte each, and start the ranks not exec'd ahead); what
+ * is left of the standby is given up. */
+static void standby_go(fb__sup *s, int adopted)
+{
+    struct fb__sup_standby *b = s->standby;
+    if (!b)
+        return;
+    for (int r = 0; r < b->next; r++) {
+        standby_slot *sl = &b->slot[r];
+        if (!sl->adopted || sl->log_fd < 0)
+            continue;
+        char mark[96];
+        int n = snprintf(mark, sizeof mark, "=== firebreak: attempt %d, rank %d ===\n",
+                         b->attempt, r);
+        (void)!write(sl->log_fd, mark, (size_t)n);
+    }
+    for (int r = 0; r < b->next; r++)
+        if (b->slot[r].adopted && b->slot[r].ahead > 0)
+            kill(b->slot[r].ahead, SIGCONT);
+    char bytes[256];
+    memset(bytes, 'g', sizeof bytes);
+    for (int left = adopted; left > 0;) {
+        ssize_t w = write(b->go[1], bytes, left < 256 ? (size_t)left : 256);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            break;
+        left -= (int)w;
+    }
+    b->launched = adopted;
+}
+
+/* Once the launch is recorded: the ranks exec'd ahead back to SCHED_OTHER
+ * (proc.c, standby_wait; every thread, in case one was started before
+ * this), and the standby is over. */
+void fb__sup_standby_after_launch(fb__sup *s)
+{
+    struct fb__sup_standby *b = s->standby;
+    if (!b)
+        return;
+    if (b->attempt != s->attempt) /* not this launch's: the next one's */
+        return;
+    struct sched_param normal = {0};
+    for (int r = 0; r < b->next; r++) {
+        pid_t pid = b->slot[r].ahead;
+        if (!b->slot[r].adopted || pid <= 0)
+            continue;
+        char dir[64];
+        snprintf(dir, sizeof dir, "/proc/%d/task", (int)pid);
+        DIR *d = opendir(dir);
+        struct dirent *e;
+        while (d && (e = readdir(d))) {
+            pid_t tid = (pid_t)atoi(e->d_name);
+            if (tid > 0 && sched_getscheduler(tid) == SCHED_BATCH)
+                sched_setscheduler(tid, SCHED_OTHER, &normal);
+        }
+        if (d)
+            closedir(d);
+        else if (sched_getscheduler(pid) == SCHED_BATCH)
+            sched_setscheduler(pid, SCHED_OTHER, &normal);
+    }
+    int adopted = b->launched;
+    standby_free(s, 1);
+    fb__sup_log(s, "attempt %d: %d of %d ranks' shims were standing by", s->attempt,
+                adopted, s->world);
+}
+
+/* Rank r's own variables (torchrun's contract) into e; errfile gets its
+ * TORCHELASTIC_ERROR_FILE, which the caller removes before the rank
+ * starts (errorfile.c reads it on a failure; always ours, as under
+ * torchrun, and fresh). */
+static int rank_env(fb__sup *s, envb *e, int r, char *errfile, size_t size)
+{
+    char buf[32];
+    int rc = 0;
+    snprintf(buf, sizeof buf, "%d", r);
+    rc |= env_set(e, "RANK", buf);
+    rc |= env_set(e, "LOCAL_RANK", buf);
+    rc |= env_set(e, "FIREBREAK_RANK", buf);
+    rc |= env_set(e, "ROLE_RANK", buf);
+    snprintf(buf, sizeof buf, "%d", s->world);
+    rc |= env_set(e, "WORLD_SIZE", buf);
+    rc |= env_set(e, "LOCAL_WORLD_SIZE", buf);
+    rc |= env_set(e, "GROUP_RANK", "0");
+    rc |= env_set(e, "GROUP_WORLD_SIZE", "1");
+    if (!rc && !(rc = fb__sup_error_file_path(s, r, errfile, size)))
+        rc = env_set(e, "TORCHELASTIC_ERROR_FILE", errfile);
+    return rc;
+}
+
 static int launch_local(fb__sup *s)
 {
     envb e;
@@ -287,28 +670,20 @@ static int launch_local(fb__sup *s)
     int go[2] = {-1, -1};
     if (pipe2(go, O_CLOEXEC))
         go[0] = go[1] = -1;
-    char buf[32];
+    /* Shims forked ahead for this attempt (below): the rank's unit, no
+     * fork now; they start with the others. */
+    struct fb__sup_standby *sb = s->standby;
+    int adopted = 0;
     for (int r = 0; r < s->world && !rc; r++) {
-        snprintf(buf, sizeof buf, "%d", r);
-        rc |= env_set(&e, "RANK", buf);
-        rc |= env_set(&e, "LOCAL_RANK", buf);
-        rc |= env_set(&e, "FIREBREAK_RANK", buf);
-        snprintf(buf, sizeof buf, "%d", s->world);
-        rc |= env_set(&e, "WORLD_SIZE", buf);
-        rc |= env_set(&e, "LOCAL_WORLD_SIZE", buf);
-        rc |= env_set(&e, "GROUP_RANK", "0");
-        rc |= env_set(&e, "GROUP_WORLD_SIZE", "1");
-        snprintf(buf, sizeof buf, "%d", r);
-        rc |= env_set(&e, "ROLE_RANK", buf);
-        /* torchrun's per-rank error file (errorfile.c reads it on a
-         * failure); always ours, as under torchrun, and fresh */
-        char errfile[PATH_MAX];
-        if (!rc && !(rc = fb__sup_error_file_path(s, r, errfile, sizeof errfile))) {
-            unlink(errfile);
-            rc = env_set(&e, "TORCHELASTIC_ERROR_FILE", errfile);
+        if (standby_adopt(s, sb, r)) {
+            adopted++;
+            continue;
         }
+        char errfile[PATH_MAX];
+        rc = rank_env(s, &e, r, errfile, sizeof errfile);
         if (rc)
             break;
+        unlink(errfile);
         int fd = open_log(s, r, s->ranks[r].log_path, sizeof s->ranks[r].log_path);
         if (fd < 0) {
             rc = fd;
@@ -345,6 +720,7 @@ static int launch_local(fb__sup *s)
         close(go[1]);
         close(go[0]);
     }
+    standby_go(s, adopted);
     fb__sup_warm_after_launch(s);
     env_free(&e);
     return rc;
@@ -477,7 +853,9 @@ int fb__sup_mpi_shm_dir(const fb__sup *s, char *buf, size_t size)
 
 int fb__sup_launch(fb__sup *s)
 {
-    s->master_port = free_port();
+    s->master_port = standby_port(s);
+    if (!s->master_port)
+        s->master_port = free_port();
     s->nunits = 0;
     switch (s->o->launcher) {
     case FB__LAUNCH_LOCAL:

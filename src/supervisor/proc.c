@@ -7,11 +7,13 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/ptrace.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -282,6 +284,7 @@ static void write_msg(int fd, const fb__shim_msg *m)
 typedef struct rank_child {
     const fb__spawn *sp;
     int errfd, msg_fd;
+    int traced; /* stop at the exec, before the program's first instruction */
 } rank_child;
 
 __attribute__((noreturn)) static void rank_child_main(const rank_child *c)
@@ -313,6 +316,11 @@ __attribute__((noreturn)) static void rank_child_main(const rank_child *c)
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
+    /* A standby rank (standby_wait): the exec stops it (SIGTRAP to a
+     * tracee) until the shim lets it go; one that cannot be traced does
+     * not run ahead at all. */
+    if (c->traced && ptrace(PTRACE_TRACEME, 0, NULL, NULL))
+        _exit(126);
     execvpe(sp->argv[0], sp->argv, sp->envp);
     int e = errno;
     (void)!write(c->errfd, &e, sizeof e);
@@ -334,9 +342,107 @@ static pid_t spawn_rank(const rank_child *c)
     return pid;
 }
 
+/* With sp->exec_ahead: the rank's exec, done now, stopped before the
+ * program runs (it is the shim's tracee until standby_release).  Returns
+ * its pid and *errfd (the exec's error pipe), or 0 when it could not be
+ * made so (no ptrace here, the exec failed): the launch execs as usual. */
+static pid_t exec_ahead(const fb__spawn *sp, int msg_fd, int *errfd)
+{
+    int errpipe[2];
+    if (!sp->exec_ahead || pipe2(errpipe, O_CLOEXEC))
+        return 0;
+    rank_child c = {.sp = sp, .errfd = errpipe[1], .msg_fd = msg_fd, .traced = 1};
+    pid_t pid = spawn_rank(&c);
+    close(errpipe[1]);
+    int st = 0;
+    pid_t w = -1;
+    if (pid > 0)
+        while ((w = waitpid(pid, &st, 0)) < 0 && errno == EINTR)
+            ;
+    /* Stopped at the exec: no longer traced, but stopped by SIGSTOP in
+     * its place, so that a SIGCONT (the supervisor's, at the launch) lets
+     * it run; the supervisor learns its pid now (FB_SHIM_AHEAD). */
+    if (pid > 0 && w == pid && WIFSTOPPED(st) && WSTOPSIG(st) == SIGTRAP &&
+        ptrace(PTRACE_DETACH, pid, NULL, (void *)(long)SIGSTOP) == 0) {
+        while ((w = waitpid(pid, &st, WUNTRACED)) < 0 && errno == EINTR)
+            ;
+        if (w == pid && WIFSTOPPED(st)) {
+            fb__shim_msg m = {.type = FB_SHIM_AHEAD, .pid = pid, .mono_ns = fb__now_ns()};
+            write_msg(msg_fd, &m);
+            *errfd = errpipe[0];
+            return pid;
+        }
+    }
+    if (pid > 0 && w == pid && WIFSTOPPED(st)) { /* not the stop expected */
+        kill(pid, SIGKILL);
+        waitpid(pid, &st, 0);
+    }
+    close(errpipe[0]);
+    return 0;
+}
+
+/* A standby shim's wait for its launch: one byte of the go pipe is its
+ * turn; end of file or an error, none (the supervisor gave the standby up,
+ * or died: then the parent-death SIGKILL has come first anyway).  Returns
+ * the rank exec'd ahead (exec_ahead), or 0. */
+static pid_t standby_wait(const fb__spawn *sp, pid_t supervisor, int msg_fd, int *errfd)
+{
+    prctl(PR_SET_NAME, "fb-standby");
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != supervisor)
+        _exit(1);
+    /* the rank may run before this shim has read its turn */
+    prctl(PR_SET_CHILD_SUBREAPER, 1);
+    /* SCHED_BATCH until its turn, and so its rank exec'd ahead: woken
+     * together at the launch, they do not preempt the supervisor that
+     * wakes them (no wake-up preemption for batch tasks); each goes back
+     * to SCHED_OTHER at once (the shim here, the rank by the supervisor,
+     * launch.c).  A kernel that refuses: no matter. */
+    struct sched_param normal = {0};
+    int batch = sched_setscheduler(0, SCHED_BATCH, &normal) == 0;
+    if (sp->go_wfd > 0)
+        close(sp->go_wfd);
+    /* Its parent-death SIGKILL (set before the exec) ties it to this
+     * shim. */
+    pid_t ahead = exec_ahead(sp, msg_fd, errfd);
+    char b;
+    ssize_t r;
+    while ((r = read(sp->go_rfd, &b, 1)) < 0 && errno == EINTR)
+        ;
+    if (r != 1) {
+        if (ahead > 0)
+            kill(ahead, SIGKILL);
+        _exit(1);
+    }
+    close(sp->go_rfd);
+    prctl(PR_SET_NAME, "fb-shim");
+    if (batch)
+        sched_setscheduler(0, SCHED_OTHER, &normal);
+    if (ahead > 0) {
+        /* Killed while it waited (still our zombie): a fresh one. */
+        int st;
+        if (waitpid(ahead, &st, WNOHANG) == ahead) {
+            close(*errfd);
+            *errfd = -1;
+            return 0;
+        }
+        /* The supervisor has sent SIGCONT already, unless it missed our
+         * message; once more does no harm, and nor does a second return
+         * to SCHED_OTHER (the supervisor's covers threads started since). */
+        if (batch)
+            sched_setscheduler(ahead, SCHED_OTHER, &normal);
+        kill(ahead, SIGCONT);
+    }
+    return ahead;
+}
+
 static void shim_main(const fb__spawn *sp, pid_t supervisor, int msg_fd)
 {
     prctl(PR_SET_NAME, "fb-shim");
+    pid_t ahead = 0;
+    int ahead_errfd = -1;
+    if (sp->standby && sp->go_rfd > 0)
+        ahead = standby_wait(sp, supervisor, msg_fd, &ahead_errfd);
     prctl(PR_SET_PDEATHSIG, SIGTERM);
     if (getppid() != supervisor)
         _exit(1);
@@ -357,7 +463,7 @@ static void shim_main(const fb__spawn *sp, pid_t supervisor, int msg_fd)
      * does not compete with the supervisor's forks for the CPUs; the
      * supervisor then waits for every STARTED.  End of file also comes
      * when the supervisor died: then nothing is started. */
-    if (sp->go_rfd > 0) {
+    if (sp->go_rfd > 0 && !sp->standby) {
         if (sp->go_wfd > 0)
             close(sp->go_wfd);
         char b;
@@ -370,16 +476,23 @@ static void shim_main(const fb__spawn *sp, pid_t supervisor, int msg_fd)
 
     /* exec errors come back through a close-on-exec pipe. */
     int errpipe[2];
-    if (pipe2(errpipe, O_CLOEXEC))
-        _exit(1);
-    rank_child c = {.sp = sp, .errfd = errpipe[1], .msg_fd = msg_fd};
-    pid_t pid = spawn_rank(&c);
-    if (pid < 0)
-        _exit(1);
-    /* The child made its own process group before its exec, and the exec
-     * has happened (or the child ended) by now: STARTED names a process
-     * that already runs the program. */
-    close(errpipe[1]);
+    pid_t pid;
+    if (ahead > 0) {
+        /* exec'd ahead: it runs the program from now on */
+        pid = ahead;
+        errpipe[0] = ahead_errfd;
+    } else {
+        if (pipe2(errpipe, O_CLOEXEC))
+            _exit(1);
+        rank_child c = {.sp = sp, .errfd = errpipe[1], .msg_fd = msg_fd};
+        pid = spawn_rank(&c);
+        if (pid < 0)
+            _exit(1);
+        /* The child made its own process group before its exec, and the
+         * exec has happened (or the child ended) by now: STARTED names a
+         * process that already runs the program. */
+        close(errpipe[1]);
+    }
     fb__shim_msg m = {.type = FB_SHIM_STARTED, .pid = pid, .mono_ns = fb__now_ns()};
     write_msg(msg_fd, &m);
 

@@ -16,6 +16,9 @@
  *   SIGTERM (parent-death signal); the shim kills its whole tree and exits.
  * - The supervisor is a subreaper too: if a shim is SIGKILLed, what it
  *   leaves reparents to the supervisor, which sweeps it.
+ * - A standby shim (fb__spawn.standby, launch.c) is forked for the next
+ *   attempt and waits, its rank exec'd and stopped; until its turn its
+ *   parent-death signal is SIGKILL, and so is its rank's.
  */
 #ifndef FB_SUPERVISOR_PROC_H
 #define FB_SUPERVISOR_PROC_H
@@ -24,7 +27,9 @@
 #include <sys/types.h>
 
 /* Messages from a shim, fixed size (atomic pipe writes). */
-enum { FB_SHIM_STARTED = 1, FB_SHIM_ENDED = 2 };
+/* AHEAD: a standby shim's rank, exec'd and stopped (SIGSTOP) until its
+ * launch: the supervisor lets it run with SIGCONT (launch.c). */
+enum { FB_SHIM_STARTED = 1, FB_SHIM_ENDED = 2, FB_SHIM_AHEAD = 3 };
 typedef struct fb__shim_msg {
     int32_t type;
     int32_t pid;        /* the rank (or mpirun) process                 */
@@ -44,6 +49,16 @@ typedef struct fb__spawn {
      * file, once the supervisor has forked every shim and closed its own;
      * 0 or -1: at once. */
     int go_rfd, go_wfd;
+    /* A standby shim (launch.c): forked ahead of its attempt, it waits for
+     * one byte on go_rfd (EOF: it exits, starting nothing), then starts
+     * the program.  Until then its parent-death signal is SIGKILL. */
+    int standby;
+    /* A standby shim also execs the program while it waits: the child
+     * stops at the exec as the shim's tracee (PTRACE_TRACEME), before the
+     * program's first instruction; the shim detaches it with SIGSTOP in
+     * place of the exec's SIGTRAP and says FB_SHIM_AHEAD.  SIGCONT lets
+     * it run.  Where it cannot trace, the shim execs at its turn. */
+    int exec_ahead;
 } fb__spawn;
 
 /* Fork a shim that execs sp->argv.  On success *shim_pid and *msg_fd (the

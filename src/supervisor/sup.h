@@ -175,6 +175,9 @@ typedef struct fb__sup {
     /* warm.c: interpreters started ahead for the next attempt */
     struct fb__sup_warm *warm;           /* NULL: none now                  */
     int warm_said, warm_failed;
+    /* launch.c: the next attempt's shims, forked ahead */
+    struct fb__sup_standby *standby;     /* NULL: none now                  */
+    int standby_said, standby_failed;
 } fb__sup;
 
 /* fb__sup_unit.rank of the slurm launcher's watcher step. */
@@ -185,6 +188,16 @@ double fb__sup_mono_to_wall(uint64_t mono_ns);
 
 /* launch.c */
 int fb__sup_launch(fb__sup *s);
+/* Standby shims (docs/supervisor.md, "At scale"): fork a few more of the
+ * next attempt's (tick, once per pass of the watch loop); the shims to
+ * spare from sweeps (keep); a reaped one (reaped: 1 when it was one);
+ * once the launch that took them is recorded (after_launch); kill them
+ * all (close). */
+void fb__sup_standby_tick(fb__sup *s);
+void fb__sup_standby_after_launch(fb__sup *s);
+int fb__sup_standby_keep(const fb__sup *s, pid_t *keep, int max);
+int fb__sup_standby_reaped(fb__sup *s, pid_t pid);
+void fb__sup_standby_close(fb__sup *s);
 /* warm.c (docs/supervisor.md, "Warm pool"): start the pool once the
  * attempt stepped (tick); hand rank's slot its argv, environment and
  * output (take: 0, or a normal launch); the shims to spare from sweeps

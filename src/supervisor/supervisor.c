@@ -407,7 +407,8 @@ static void reap_children(fb__sup *s)
     while ((pid = waitpid(-1, &ws, WNOHANG)) > 0) {
         fb__sup_unit *u = unit_by_shim(s, pid);
         if (!u) {
-            fb__sup_warm_reaped(s, pid); /* the warm pool's, or an orphan */
+            if (!fb__sup_standby_reaped(s, pid))
+                fb__sup_warm_reaped(s, pid); /* the warm pool's, or an orphan */
             continue;
         }
         drain_shim(s, u);
@@ -734,8 +735,16 @@ static void stop_all(fb__sup *s, int sig)
         }
         handle_events(s, 10);
     }
-    pid_t keep[FB__SUP_MAX_WARM];
-    fb__proc_sweep(keep, fb__sup_warm_keep(s, keep, FB__SUP_MAX_WARM), 2000);
+    /* the warm pool and the standby shims wait for the next attempt */
+    int nkeep = s->world + FB__SUP_MAX_WARM;
+    pid_t *keep = malloc((size_t)nkeep * sizeof *keep);
+    int n = keep ? fb__sup_warm_keep(s, keep, FB__SUP_MAX_WARM) : 0;
+    if (keep)
+        n += fb__sup_standby_keep(s, keep + n, nkeep - n);
+    else
+        fb__sup_standby_close(s);
+    fb__proc_sweep(keep, n, 2000);
+    free(keep);
 }
 
 static void close_attempt(fb__sup *s)
@@ -1004,6 +1013,7 @@ static void start_attempt(fb__sup *s)
         fb__sup_log(s, "attempt %d: launched %d rank%s (%s)", s->attempt, s->world,
                     s->world == 1 ? "" : "s", fb__sup_launcher_name(s->o->launcher));
     }
+    fb__sup_standby_after_launch(s);
     write_snapshots(s); /* the last attempt's evidence, off the relaunch's path */
 }
 
@@ -1047,6 +1057,7 @@ static int run_attempt(fb__sup *s)
         uint64_t now = fb__now_ns();
         fb__sup_watch(s, now);
         fb__sup_warm_tick(s);
+        fb__sup_standby_tick(s);
         fire_injections(s, now);
         if (s->slurm)
             fb__sup_slurm_tick(s, now);
@@ -1060,6 +1071,7 @@ static int run_attempt(fb__sup *s)
     if (s->fail.set) {
         fail_attempt(s);
     } else if (s->stop_signal) {
+        fb__sup_standby_close(s);
         fb__sup_log(s, "received %s: stopping the ranks", strsignal(s->stop_signal));
         add_useful(s, end_ns, 0);
         stop_all(s, s->stop_signal == SIGINT ? SIGINT : SIGTERM);
@@ -1067,6 +1079,7 @@ static int run_attempt(fb__sup *s)
     } else {
         add_useful(s, end_ns, 0);
         finish_attempt_row(s, "completed");
+        fb__sup_standby_close(s);
         fb__proc_sweep(NULL, 0, 1000);
     }
     close_attempt(s);
@@ -1438,6 +1451,7 @@ int fb__sup_run(const fb__sup_options *o, fb__sup_result *res)
                     o->max_restarts, o->max_restarts == 1 ? "" : "s", o->hang_timeout_s);
         status = attempt_loop(s);
         fb__sup_warm_close(s);
+        fb__sup_standby_close(s);
     }
     finish_run(s, rc, status, &oldmask);
     return rc;

@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -296,6 +297,10 @@ void fb__sup_try_attach(fb__sup *s, int r)
     if (rc)
         return;
     rk->seg = seg;
+    /* Not into the shims forked while it is mapped (the standby shims,
+     * launch.c): they would keep the attempt's segments alive after their
+     * files are removed, and each mapping is one more to copy per fork. */
+    madvise(fb__seg_base(seg), fb__seg_size(seg), MADV_DONTFORK);
     s->any_attached = 1;
     const fb__seg_identity *id = fb__seg_ident(seg);
     if (rk->pid <= 0)

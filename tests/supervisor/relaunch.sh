@@ -50,7 +50,10 @@ rm -rf runs
 sup=$!
 shims="" ranks=""
 for _ in $(seq 100); do
-    shims=$(pgrep -P "$sup" -x fb-shim || true)
+    # the attempt's shims: those with a rank (not the next attempt's
+    # standby shims, which wait without one)
+    shims=$(for p in $(pgrep -P "$sup" -x fb-shim || true); do
+        [ -n "$(pgrep -P "$p" || true)" ] && echo "$p"; done || true)
     ranks=$(for p in $shims; do pgrep -P "$p" || true; done)
     [ "$(echo "$ranks" | grep -c .)" = 6 ] && break
     sleep 0.1
