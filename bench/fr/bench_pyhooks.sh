@@ -21,13 +21,14 @@ one() {
     rm -rf runs
     "$FB" run --quiet --nproc-per-node 2 "$@" -- "$PY" "$SRC/bench/fr/allreduce_loop.py" 5000 \
         >/dev/null 2>&1 || { echo "run failed" >&2; exit 1; }
-    grep -h '^allreduce_us=' runs/*/logs/rank-0.log | cut -d= -f2
+    # the last attempt's (a run restarted under load prints twice)
+    grep -h '^allreduce_us=' runs/*/logs/rank-0.log | tail -n 1 | cut -d= -f2
 }
 with=() without=() paired=() own=()
 for _ in 1 2 3; do
     with+=("$(one)")
-    paired+=("$(grep -h '^paired_us=' runs/*/logs/rank-0.log | cut -d= -f2 | tr ' ' ,)")
-    own+=("$(grep -h '^own_us=' runs/*/logs/rank-0.log | cut -d= -f2 | tr ' ' ,)")
+    paired+=("$(grep -h '^paired_us=' runs/*/logs/rank-0.log | tail -n 1 | cut -d= -f2 | tr ' ' ,)")
+    own+=("$(grep -h '^own_us=' runs/*/logs/rank-0.log | tail -n 1 | cut -d= -f2 | tr ' ' ,)")
     without+=("$(one --no-python-hooks)")
 done
 PYTHONPATH="$SRC/bench" python3 - "${with[*]}" "${without[*]}" "${paired[*]}" "${own[*]}" <<'PY'
