@@ -1182,10 +1182,13 @@ static PyObject *py_hooks_setup(PyObject *self, PyObject *args)
     if (PyType_Check(hook.world_obj)) {
         if (!_PyType_Lookup(Py_TYPE(hook.world_obj), hook.world_attr)) /* the metatype's */
             hook.world_how = HOOK_W_CLASS;
-    } else if (_PyObject_GetDictPtr(hook.world_obj) &&
-               !_PyType_Lookup(Py_TYPE(hook.world_obj), hook.world_attr)) {
+    }
+#if PY_VERSION_HEX < 0x030D0000 /* 3.13 hides _PyObject_GetDictPtr: getattr there */
+    else if (_PyObject_GetDictPtr(hook.world_obj) &&
+             !_PyType_Lookup(Py_TYPE(hook.world_obj), hook.world_attr)) {
         hook.world_how = HOOK_W_DICT;
     }
+#endif
     for (int i = 0; i < HOOK_GROUPS; i++) {
         Py_CLEAR(hook_groups[i].pg);
         Py_CLEAR(hook_groups[i].ranks);
@@ -1380,12 +1383,15 @@ static PyObject *world_group(void)
     PyObject *w = NULL;
     if (hook.world_how == HOOK_W_CLASS) {
         w = _PyType_Lookup((PyTypeObject *)hook.world_obj, hook.world_attr);
-    } else if (hook.world_how == HOOK_W_DICT) {
+    }
+#if PY_VERSION_HEX < 0x030D0000
+    else if (hook.world_how == HOOK_W_DICT) {
         PyObject **dp = _PyObject_GetDictPtr(hook.world_obj);
         w = dp && *dp ? PyDict_GetItemWithError(*dp, hook.world_attr) : NULL;
         if (!w && PyErr_Occurred())
             return NULL;
     }
+#endif
     if (w && !Py_TYPE(w)->tp_descr_get) /* a plain value: what getattr gives */
         return Py_NewRef(w);
     return PyObject_GetAttr(hook.world_obj, hook.world_attr);
