@@ -8,7 +8,10 @@
 #   it torchrun 2.x's restart hangs in gloo, issue 16).
 # The fault comes in steady state: after the first checkpoint, and for the
 # warm pool once its interpreters said they are ready.  Prints each time
-# and the ratio to torchrun's; fails above 0.5x torchrun's.
+# and the ratio to torchrun's; fails above 0.5x torchrun's.  Each run's
+# time is printed as it ends; a run that fails or does not end within
+# WAIT_S of its fault has the tails of its output and logs printed (the
+# run directory is removed on exit).
 # Args: FIREBREAK_BINARY PYTHON TORCHRUN [REPEATS]
 set -euo pipefail
 FB=$1
@@ -18,10 +21,30 @@ N=${4:-3}
 HERE=$(cd "$(dirname "$0")" && pwd)
 [ -x "$PY" ] && "$PY" -c 'import torch.distributed' 2>/dev/null || { echo "SKIP: $PY lacks torch"; exit 77; }
 [ -x "$TR" ] || { echo "SKIP: no $TR"; exit 77; }
+WAIT_S=${WAIT_S:-120}
 T=$(mktemp -d /tmp/fb-bench-warm.XXXXXX)
-pid=""
+
+# The tails of a run's output, logs and time stamps, on stderr.
+show() {
+    local d=$1 f
+    touch "$T/shown"
+    echo "--- $(basename "$d"): its output and logs (last lines) ---" >&2
+    for f in "$d/out" "$d"/run/logs/*.log "$d/fault.at" "$d/stamps"; do
+        [ -f "$f" ] || continue
+        echo "== ${f#"$T"/}" >&2
+        tail -n 25 "$f" >&2
+    done
+}
+# The run in progress (one() runs in a subshell: files, not variables).
 cleanup() {
-    [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null
+    local rc=$? p
+    p=$(cat "$T/pid" 2>/dev/null || true)
+    [ -n "$p" ] && kill -9 "$p" 2>/dev/null
+    if [ "$rc" != 0 ] && [ "$rc" != 77 ] && [ -s "$T/current" ] &&
+        [ ! -e "$T/shown" ]; then
+        echo "bench_warm: failed (exit $rc) during or after $(basename "$(cat "$T/current")")" >&2
+        show "$(cat "$T/current")"
+    fi
     rm -rf "$T"
 }
 trap cleanup EXIT
@@ -30,8 +53,9 @@ export TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1
 
 # one MODE I: prints the latency in seconds
 one() {
-    local mode=$1 d=$T/$1-$2
+    local mode=$1 d=$T/$1-$2 pid
     mkdir -p "$d"
+    echo "$d" >"$T/current"
     local args=("$d/ckpt.pt" "$d/fault" "$d/stamps")
     case $mode in
     warm) "$FB" run --quiet --nproc-per-node 2 --max-restarts 1 --run-dir "$d/run" \
@@ -42,7 +66,9 @@ one() {
               "$HERE/ddp_fault.py" "${args[@]}" >"$d/out" 2>&1 & ;;
     esac
     pid=$!
+    echo "$pid" >"$T/pid"
     for _ in $(seq 3000); do
+        kill -0 "$pid" 2>/dev/null || break
         if [ -e "$d/ckpt.pt" ]; then
             [ "$mode" != warm ] && break
             [ "$(cat "$d"/run/logs/warm-*.log 2>/dev/null | grep -c 'imported in')" = 2 ] && break
@@ -51,15 +77,44 @@ one() {
     done
     sleep 1
     touch "$d/fault"
-    wait $pid || { echo "$mode: exit $?: $(tail -5 "$d/out")" >&2; pid=""; return 1; }
-    pid=""
-    "$PY" - "$d/fault.at" "$d/stamps" <<'PY'
+    local waited=0
+    while kill -0 "$pid" 2>/dev/null && [ "$waited" -lt $((WAIT_S * 10)) ]; do
+        sleep 0.1
+        waited=$((waited + 1))
+    done
+    if kill -0 "$pid" 2>/dev/null; then
+        echo "$mode run $2: not ended ${WAIT_S} s after its fault" >&2
+        show "$d"
+        kill -TERM "$pid" 2>/dev/null
+        sleep 2
+        kill -9 "$pid" 2>/dev/null
+        wait "$pid" 2>/dev/null
+        rm -f "$T/pid"
+        return 1
+    fi
+    local rc=0
+    wait "$pid" || rc=$?
+    rm -f "$T/pid"
+    if [ "$rc" != 0 ]; then
+        echo "$mode run $2: exit $rc" >&2
+        show "$d"
+        return 1
+    fi
+    local s
+    if ! s=$("$PY" - "$d/fault.at" "$d/stamps" 2>&1 <<'PY'
 import sys
 at = float(open(sys.argv[1]).read())
 ends = [float(l.split()[1]) for l in open(sys.argv[2])]
-assert len(ends) == 2, ends
+assert len(ends) == 2, "%d first steps after the restart stamped, want 2" % len(ends)
 print("%.3f" % (max(ends) - at))
 PY
+    ); then
+        echo "$mode run $2: no time: $(tail -n 1 <<<"$s")" >&2
+        show "$d"
+        return 1
+    fi
+    echo "$mode run $2: $s s" >&2
+    echo "$s"
 }
 
 declare -A all

@@ -812,15 +812,21 @@ static char *hook_skip[HOOK_SKIP_MAX]; /* file prefixes that are not the caller 
 static size_t hook_skip_len[HOOK_SKIP_MAX];
 static int hook_nskip;
 
-/* Whether code from this file is passed over (torch, firebreak, the
- * standard library), decided once per code object: *file its name.
- * Direct-mapped, a strong reference per entry; fr_skip empties it. */
-#define HOOK_CODES 64
-static struct hook_code {
+/* Call sites seen, one lookup per frame: keyed by the code object (a
+ * strong reference: its address stays its own while the entry holds it)
+ * and the instruction offset, whether its file is passed over (torch,
+ * firebreak, the standard library: decided by the file's name, which a
+ * code object never changes), the file (UTF-8, owned by the code) and
+ * the line (PyFrame_GetLineNumber decodes the code's line table from its
+ * start: a large share of recording one collective when done per call,
+ * while a training loop calls from the same few places).  Direct-mapped;
+ * fr_skip empties it. */
+#define HOOK_SITES 128
+static struct hook_site {
     PyCodeObject *code;
-    const char *file; /* UTF-8, owned by code */
-    int skip;
-} hook_codes[HOOK_CODES];
+    const char *file;
+    int lasti, line, skip;
+} hook_sites[HOOK_SITES];
 
 /* fr_skip(prefixes): frames whose file starts with one of these (torch's
  * and firebreak's directories) are passed over when looking for the
@@ -854,8 +860,8 @@ static PyObject *py_fr_skip(PyObject *self, PyObject *arg)
         hook_skip_len[i] = strlen(v[i]);
     }
     hook_nskip = (int)n;
-    for (int i = 0; i < HOOK_CODES; i++)
-        Py_CLEAR(hook_codes[i].code);
+    for (int i = 0; i < HOOK_SITES; i++)
+        Py_CLEAR(hook_sites[i].code);
     Py_RETURN_NONE;
 }
 
@@ -875,18 +881,9 @@ static PyObject *py_fr_comm(PyObject *self, PyObject *args)
                            != NULL);
 }
 
-/* Lines of call sites seen: PyFrame_GetLineNumber decodes the code's line
- * table from its start on every call (a large share of recording one
- * collective), while a training loop calls from the same few places.
- * Keyed by the code object (a strong reference: its address stays its
- * own) and the instruction offset; direct-mapped. */
-#define HOOK_LINES 64
-static struct hook_line {
-    PyCodeObject *code;
-    int lasti, line;
-} hook_lines[HOOK_LINES];
-
-static int frame_line(PyFrameObject *f, PyCodeObject *co)
+/* The entry of this frame's call site (NULL with an exception set: its
+ * file name is not UTF-8). */
+static struct hook_site *site_of(PyFrameObject *f, PyCodeObject *co)
 {
 #if PY_VERSION_HEX >= 0x030B0000
     int lasti = PyFrame_GetLasti(f);
@@ -894,35 +891,22 @@ static int frame_line(PyFrameObject *f, PyCodeObject *co)
     int lasti = f->f_lasti;
 #endif
     uintptr_t k = ((uintptr_t)co >> 4) ^ (uintptr_t)lasti * 0x9e3779b1u;
-    struct hook_line *e = &hook_lines[(k ^ (k >> 7)) & (HOOK_LINES - 1)];
-    if (e->code == co && e->lasti == lasti)
-        return e->line;
-    int line = PyFrame_GetLineNumber(f);
+    struct hook_site *e = &hook_sites[(k ^ (k >> 7)) & (HOOK_SITES - 1)];
+    if (__builtin_expect(e->code == co && e->lasti == lasti, 1))
+        return e;
+    const char *fn = PyUnicode_AsUTF8(co->co_filename);
+    if (!fn)
+        return NULL;
+    int skip = !strncmp(fn, "<frozen", 7);
+    for (int i = 0; i < hook_nskip && !skip; i++)
+        skip = !strncmp(fn, hook_skip[i], hook_skip_len[i]);
     Py_INCREF(co);
     Py_XSETREF(e->code, co);
+    e->file = fn;
     e->lasti = lasti;
-    e->line = line;
-    return line;
-}
-
-static int code_skipped(PyCodeObject *co, const char **file)
-{
-    uintptr_t k = (uintptr_t)co >> 4;
-    struct hook_code *e = &hook_codes[(k ^ (k >> 6)) & (HOOK_CODES - 1)];
-    if (e->code != co) {
-        const char *fn = PyUnicode_AsUTF8(co->co_filename);
-        if (!fn)
-            return 1; /* a name that is not UTF-8: not a site (error cleared by the caller) */
-        int skip = !strncmp(fn, "<frozen", 7);
-        for (int i = 0; i < hook_nskip && !skip; i++)
-            skip = !strncmp(fn, hook_skip[i], hook_skip_len[i]);
-        Py_INCREF(co);
-        Py_XSETREF(e->code, co);
-        e->file = fn;
-        e->skip = skip;
-    }
-    *file = e->file;
-    return e->skip;
+    e->skip = skip;
+    e->line = skip ? 0 : PyFrame_GetLineNumber(f);
+    return e;
 }
 
 /* The first frame of the calling thread outside the skipped prefixes:
@@ -936,23 +920,21 @@ static int hook_site(PyCodeObject **code, const char **file)
     *code = NULL;
     while (f) {
         PyCodeObject *co = PyFrame_GetCode(f);
-        const char *fn = NULL;
-        int skip = !co || code_skipped(co, &fn);
-        if (!skip) {
-            line = frame_line(f, co);
+        struct hook_site *e = co ? site_of(f, co) : NULL;
+        if (e && !e->skip) {
+            line = e->line;
             *code = co;
-            *file = fn;
+            *file = e->file;
             break;
-        } else {
-            Py_XDECREF(co);
-            PyFrameObject *back = PyFrame_GetBack(f);
-            Py_DECREF(f);
-            f = back;
         }
+        if (!e && co)
+            PyErr_Clear(); /* a name that is not UTF-8: not a site */
+        Py_XDECREF(co);
+        PyFrameObject *back = PyFrame_GetBack(f);
+        Py_DECREF(f);
+        f = back;
     }
     Py_XDECREF(f);
-    if (PyErr_Occurred())
-        PyErr_Clear(); /* a name that is not UTF-8: no site */
     return line > 0 ? line : 0;
 }
 
@@ -1117,6 +1099,15 @@ enum hook_kind {
     HOOK_K_COUNT_
 };
 
+/* How the default group is read per call: getattr(world_obj, world_attr)
+ * as Python would, or its two fast equivalents hooks_setup() found to
+ * hold: a class attribute that is not a descriptor (torch 1.13's
+ * GroupMember.WORLD: the type's attribute cache), an instance's own dict
+ * entry that no descriptor of its type shadows (torch 2.x's
+ * _world._default_pg: one dict lookup).  Each falls back to getattr for
+ * a value it cannot vouch for. */
+enum { HOOK_W_GETATTR, HOOK_W_CLASS, HOOK_W_DICT };
+
 /* Set once by hooks_setup(); every Recorded shares them. */
 static struct {
     PyObject *comm;      /* comm(group) -> (comm_id, size, {world rank: group rank}) */
@@ -1125,6 +1116,7 @@ static struct {
     PyObject *world_obj; /* getattr(world_obj, world_attr): the default group      */
     PyObject *world_attr;
     PyObject *dtypes;    /* {torch.dtype: fb_dtype}                                */
+    int world_how;       /* HOOK_W_*: how the default group is read               */
     PyObject *s_numel, *s_dtype, *s_element_size;
 } hook;
 
@@ -1186,6 +1178,17 @@ static PyObject *py_hooks_setup(PyObject *self, PyObject *args)
                          &hook.world_attr, &hook.dtypes};
     for (int i = 0; i < 6; i++)
         Py_XSETREF(*dst[i], Py_NewRef(v[i]));
+    hook.world_how = HOOK_W_GETATTR;
+    if (PyType_Check(hook.world_obj)) {
+        if (!_PyType_Lookup(Py_TYPE(hook.world_obj), hook.world_attr)) /* the metatype's */
+            hook.world_how = HOOK_W_CLASS;
+    }
+#if PY_VERSION_HEX < 0x030D0000 /* 3.13 hides _PyObject_GetDictPtr: getattr there */
+    else if (_PyObject_GetDictPtr(hook.world_obj) &&
+             !_PyType_Lookup(Py_TYPE(hook.world_obj), hook.world_attr)) {
+        hook.world_how = HOOK_W_DICT;
+    }
+#endif
     for (int i = 0; i < HOOK_GROUPS; i++) {
         Py_CLEAR(hook_groups[i].pg);
         Py_CLEAR(hook_groups[i].ranks);
@@ -1250,6 +1253,7 @@ static struct hook_group *group_of(PyObject *pg)
 static struct hook_type {
     PyTypeObject *type;
     PyObject *dtype_d, *numel_d; /* NULL: the generic way */
+    PyCFunction numel_f;         /* numel_d's C function when it takes no arguments */
 } hook_types[HOOK_TYPES];
 static unsigned hook_types_next;
 
@@ -1267,6 +1271,11 @@ static struct hook_type *type_of(PyObject *t)
                                ? Py_NewRef(d)
                                : NULL);
     Py_XSETREF(e->numel_d, n && Py_IS_TYPE(n, &PyMethodDescr_Type) ? Py_NewRef(n) : NULL);
+    /* METH_NOARGS alone: called as the descriptor would call it, without
+     * going through it (t is an instance of the type that defines it:
+     * found in its MRO). */
+    PyMethodDef *md = e->numel_d ? ((PyMethodDescrObject *)e->numel_d)->d_method : NULL;
+    e->numel_f = md && md->ml_flags == METH_NOARGS ? md->ml_meth : NULL;
     Py_INCREF(tp);
     Py_XSETREF(e->type, tp);
     return e;
@@ -1279,8 +1288,9 @@ static int numel_of(PyObject *t, uint64_t *n)
     if (t == Py_None)
         return 0;
     struct hook_type *e = type_of(t);
-    PyObject *v = e->numel_d ? PyObject_Vectorcall(e->numel_d, &t, 1, NULL)
-                             : PyObject_CallMethodObjArgs(t, hook.s_numel, NULL);
+    PyObject *v = e->numel_f   ? e->numel_f(t, NULL)
+                  : e->numel_d ? PyObject_Vectorcall(e->numel_d, &t, 1, NULL)
+                               : PyObject_CallMethodObjArgs(t, hook.s_numel, NULL);
     if (!v)
         return -1;
     *n = PyLong_AsUnsignedLongLong(v);
@@ -1367,6 +1377,26 @@ out:
     return rc;
 }
 
+/* The default group (a new reference), read as hooks_setup() found. */
+static PyObject *world_group(void)
+{
+    PyObject *w = NULL;
+    if (hook.world_how == HOOK_W_CLASS) {
+        w = _PyType_Lookup((PyTypeObject *)hook.world_obj, hook.world_attr);
+    }
+#if PY_VERSION_HEX < 0x030D0000
+    else if (hook.world_how == HOOK_W_DICT) {
+        PyObject **dp = _PyObject_GetDictPtr(hook.world_obj);
+        w = dp && *dp ? PyDict_GetItemWithError(*dp, hook.world_attr) : NULL;
+        if (!w && PyErr_Occurred())
+            return NULL;
+    }
+#endif
+    if (w && !Py_TYPE(w)->tp_descr_get) /* a plain value: what getattr gives */
+        return Py_NewRef(w);
+    return PyObject_GetAttr(hook.world_obj, hook.world_attr);
+}
+
 /* Record the begin of this call: *h its handle, 0 when not recorded.
  * -1 with an exception set when an argument could not be read. */
 static int recorded_begin(Recorded *r, PyObject *const *args, Py_ssize_t nargs,
@@ -1379,7 +1409,7 @@ static int recorded_begin(Recorded *r, PyObject *const *args, Py_ssize_t nargs,
                    : param_value(r, r->field[f].param, args, nargs, kwnames);
     PyObject *pg = v[HOOK_F_GROUP], *world = NULL;
     if (pg == Py_None) {
-        world = PyObject_GetAttr(hook.world_obj, hook.world_attr);
+        world = world_group();
         if (!world)
             return -1;
         pg = world;

@@ -129,6 +129,62 @@ h0 = head(); wrapped(t); l = line()                          # noqa: E702
 expect(h0, "a recorded call inside a recorded one", op=fb.OP_REDUCE, count=2, state=2,
        site=(me_file, l))
 
+# Call sites are cached per (code object, instruction): two calls of the
+# same collective in one function each keep their own line, every time.
+def two_sites(tensor):
+    a = head(); dist.all_reduce(tensor); la = line()         # noqa: E702
+    b = head(); dist.all_reduce(tensor); lb = line()         # noqa: E702
+    return (a, la), (b, lb)
+
+
+for i in range(3):
+    h1 = head()
+    sites = two_sites(t)
+    check(head() == h1 + 2, "two call sites: %d events, want 2" % (head() - h1))
+    for h0, l in sites:
+        e = event(h0 + 1)
+        check((e["op"], e["site"]) == (fb.OP_ALLREDUCE, (me_file, l)),
+              "two call sites in one function, call %d: %r, want line %d"
+              % (i, e["site"], l))
+
+# No stale entry: short-lived code objects, each calling from another
+# line, more of them than the cache holds (a freed code object's address
+# is reused by the next one: an entry keyed by the address alone would
+# give the old line).
+src = "def f(t, head, dist):\n%s    h = head(); dist.all_reduce(t)\n    return h\n"
+stale = []
+for i in range(300):
+    pad = i % 37
+    ns = {}
+    exec(compile(src % ("    pass\n" * pad), "<site-%d>" % i, "exec"), ns)
+    for _ in range(2):
+        h0 = ns["f"](t, head, dist)
+        e = event(h0 + 1) if head() == h0 + 1 else None
+        want = ("<site-%d>" % i, pad + 2)
+        if e is None or e["site"] != want:
+            stale.append((i, e and e["site"], want))
+    del ns
+check(not stale, "call sites of short-lived code: %d wrong, first %r" % (
+    len(stale), stale[:3]))
+
+# The default group is read per call, not kept: made another group for a
+# moment, the call is recorded on it.
+c10d = dist.distributed_c10d
+w_obj = c10d._world if "_default_pg" in getattr(getattr(c10d, "_world", None),
+                                               "__dict__", {}) else c10d.GroupMember
+w_attr = "_default_pg" if w_obj is not c10d.GroupMember else "WORLD"
+default = getattr(w_obj, w_attr)
+setattr(w_obj, w_attr, g)
+try:
+    h0 = head(); dist.all_reduce(t); l = line()              # noqa: E702
+finally:
+    setattr(w_obj, w_attr, default)
+expect(h0, "all_reduce with the default group replaced", comm=e2 and e2["comm"],
+       site=(me_file, l))
+h0 = head(); dist.all_reduce(t); l = line()                  # noqa: E702
+expect(h0, "all_reduce with the default group back", comm=e1 and e1["comm"],
+       site=(me_file, l))
+
 # An argument the hooks cannot read: nothing recorded, the program sees
 # torch's own error, not the hooks'.
 try:
