@@ -293,7 +293,10 @@ def _own_tensors(module, value):
     new = copy.copy(value)      # keeps the type and _metadata
     for k, v in value.items():
         p = own.get(k)
-        if (isinstance(v, torch.Tensor) and p is not None and p.data_ptr() == v.data_ptr()
+        # plain tensors only: a DTensor (FSDP2) has no storage of its own
+        # and every one reports data_ptr 0
+        if (type(v) is torch.Tensor and type(p) in (torch.Tensor, torch.nn.Parameter)
+                and v.data_ptr() != 0 and p.data_ptr() == v.data_ptr()
                 and p.dtype == v.dtype and p.shape == v.shape
                 and p.stride() == v.stride() and p.device == v.device):
             new[k] = p
