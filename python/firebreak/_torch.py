@@ -17,10 +17,11 @@ Restore reads which tensors the newest complete checkpoint holds
 (_firebreak.layout) and its meta (one small verified read), checks them
 against the live objects (names, dtypes, shapes, slice places), so a
 mismatch raises before anything changed, and then has the engine read the
-shard straight into the program's own tensors through a handle of the
-save's kind (each piece copied aside into its staging before it is
-overwritten and put back if any hash fails: no mixed state), kept as the
-next save's handle.  Only what the program lacks (optimizer state it
+shard straight into the program's own tensors: through the save handle
+when it holds exactly those tensors (each piece copied aside into its
+staging before it is overwritten and put back if any hash fails), else
+through a synchronous handle that verifies the whole shard before it
+writes a byte; either way no mixed state.  Only what the program lacks (optimizer state it
 creates lazily, device tensors, tensors sharing memory) goes into new
 tensors, on huge pages, loaded with load_state_dict / copy_.  The meta is unpickled with an allow-list (plain Python values,
 OrderedDict), never arbitrary classes.
@@ -94,7 +95,9 @@ def _empty(shape, dtype):
     nbytes = numel * torch.empty((), dtype=dtype).element_size()
     if nbytes < _OWN_MAPPING_BYTES or not hasattr(mmap, "MADV_HUGEPAGE"):
         return torch.empty(shape, dtype=dtype)
-    m = mmap.mmap(-1, nbytes + _HUGE_BYTES)
+    # private: a shared anonymous mapping is shmem, which the
+    # transparent huge page setting for anonymous memory does not cover
+    m = mmap.mmap(-1, nbytes + _HUGE_BYTES, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
     raw = torch.frombuffer(m, dtype=torch.uint8)
     off = -raw.data_ptr() % _HUGE_BYTES
     try:
@@ -922,20 +925,13 @@ class Checkpointer:
                 lay.close()
             if got is None:
                 return None
-            step, bufs, meta, own_rng, kept = got
+            step, bufs, meta, own_rng = got
             if step is None:           # the engine fell back to a step holding
                 continue               # other tensors: ask again
             if step != want:           # the engine fell back past `want`
                 max_step = step
                 continue
-            try:
-                self._load(step, bufs, meta, own_rng)
-            except BaseException:
-                if kept is not None:
-                    kept[0].close()
-                raise
-            if kept is not None:
-                self._adopt(*kept)
+            self._load(step, bufs, meta, own_rng)
             return step
 
     @staticmethod
@@ -951,9 +947,8 @@ class Checkpointer:
         back) straight into the program's tensors, once its meta and
         layout were checked against them; replicated tensors other ranks
         wrote, and what the program lacks, into new tensors.
-        (step, bufs, meta, True, kept): kept is (handle, meta buffer,
-        {name: (pointer, dtype, shape)} registered) for save to reuse.
-        None when nothing verifies; step None: ask again."""
+        (step, bufs, meta, True), or None when nothing verifies; step None:
+        ask again."""
         entries = [e for e in lay.tensors() if e[1] == self.rank]
         metas = [e for e in entries if e[0] == META]
         if not metas:
@@ -1011,37 +1006,63 @@ class Checkpointer:
                          t.numel() * t.element_size()))
         if reqs:
             lay.read(reqs)
-        ck = self._open()
+        if self._save_handle_fits(entries, into):
+            # the save handle holds exactly these tensors, and its staging
+            # (faulted in already) takes each piece's old bytes aside
+            # before the engine overwrites it, to put them back if a hash
+            # fails: one read
+            ck, own = self._ck, False
+            into[META] = self._meta
+        else:
+            # a synchronous handle of its own: no staging to allocate and
+            # fault in (seconds per GiB on a VM); the engine reads the
+            # shard once only to verify it and, when every hash matched,
+            # again (from the page cache) into place
+            ck, own = self._open(async_save=False), True
         try:
-            for e in entries:
-                t = into[e[0]]
-                ck.register(e[0], e[2], e[3], t.data_ptr(), t.numel() * t.element_size(),
-                            t, e[4], e[5])
+            if own:
+                for e in entries:
+                    t = into[e[0]]
+                    ck.register(e[0], e[2], e[3], t.data_ptr(),
+                                t.numel() * t.element_size(), t, e[4], e[5])
             try:
                 got = ck.restore()
             except Error as err:
                 if err.args[0] == _firebreak.EMISMATCH:
-                    ck.close()
-                    return (None, None, None, None, None)   # another step: ask again
+                    return (None, None, None, None)   # another step: ask again
                 raise
-        except BaseException:
-            ck.close()
-            raise
+        finally:
+            if own:
+                ck.close()
         if got is None or got != lay.step:
             # None: nothing verified and the program's tensors are as they
             # were; an older step: they hold it, and it is read again with
             # its own meta (the caller asks for it)
-            ck.close()
-            return None if got is None else (got, None, None, None, None)
+            return None if got is None else (got, None, None, None)
         meta = self._parse_meta(got, into[META])
         meta["_places"] = {e[0]: (tuple(e[4]), tuple(e[5])) for e in entries}
         for n in meta.get("slices", ()):
             if n in saved and n not in meta["_places"]:
                 e = saved[n]
                 meta["_places"][n] = (tuple(e[4]), tuple(e[5]))
-        registered = {e[0]: (into[e[0]].data_ptr(), into[e[0]].dtype, tuple(e[3]))
-                      for e in entries if e[0] != META}
-        return got, bufs, meta, True, (ck, into[META], registered)
+        return got, bufs, meta, True
+
+    def _save_handle_fits(self, entries, into):
+        """The save handle registers exactly the shard's tensors, at the
+        addresses restore reads them into, and a meta buffer of the
+        shard's meta size (a restore after saves in this process)."""
+        if self._ck is None or self._plan is None or self._meta is None:
+            return False
+        plan = {p[0]: (p[1], p[2], p[3]) for p in self._plan}
+        if len(plan) != len(entries) - 1:
+            return False
+        for e in entries:
+            if e[0] == META:
+                if tuple(self._meta.shape) != tuple(e[3]):
+                    return False
+            elif plan.get(e[0]) != (into[e[0]].data_ptr(), into[e[0]].dtype, tuple(e[3])):
+                return False
+        return True
 
     def _lazy(self):
         """Name prefixes of optimizer state, which load_state_dict replaces
@@ -1097,23 +1118,6 @@ class Checkpointer:
                                  % (name, tuple(go), tuple(gs), step, got[1], got[0]))
         return saved
 
-    def _adopt(self, ck, meta_buf, registered):
-        """After a restore into the program's tensors: keep its handle (its
-        staging memory allocated and faulted in already) as the save
-        handle when it holds exactly what the next save would register."""
-        _, tensors, places, dtensors = self._flatten()
-        owners, _ = self._owners(tensors, places, dtensors)
-        mine = {n: t for n, t in tensors.items() if owners.get(n, self.rank) == self.rank}
-        plan = [(n, t.data_ptr(), t.dtype, tuple(t.shape), places.get(n))
-                for n, t in mine.items()]
-        if {p[0]: p[1:4] for p in plan} != registered:
-            ck.close()
-            return
-        if self._ck is not None:
-            old, self._ck = self._ck, None
-            old.close()
-        self._ck, self._plan, self._meta = ck, plan, meta_buf
-
     def _read_fresh(self, lay, entries):
         """_read_same into new tensors, loaded by _load with copy_ and
         load_state_dict (DTensor and ShardedTensor state, and a shard whose
@@ -1133,12 +1137,12 @@ class Checkpointer:
                 got = ck.restore()
             except Error as err:
                 if err.args[0] == _firebreak.EMISMATCH:
-                    return (None, None, None, None, None)   # another step: ask again
+                    return (None, None, None, None)   # another step: ask again
                 raise
         finally:
             ck.close()
         if got is None or got != lay.step:
-            return None if got is None else (got, None, None, None, None)
+            return None if got is None else (got, None, None, None)
         meta = self._parse_meta(got, bufs.pop(META))
         # where each of this rank's saved tensors sat in its global tensor
         meta["_places"] = {e[0]: (tuple(e[4]), tuple(e[5])) for e in entries}
@@ -1158,7 +1162,7 @@ class Checkpointer:
                          t.numel() * t.element_size()))
         if reqs:
             lay.read(reqs)
-        return got, bufs, meta, True, None
+        return got, bufs, meta, True
 
     def _read_other(self, lay):
         """Saved by another number of ranks: replicated tensors from any
@@ -1228,7 +1232,7 @@ class Checkpointer:
             reqs.append((n, -1, e[2], region[0], region[1], region[2], t.data_ptr(),
                          t.numel() * t.element_size()))
         lay.read(reqs)
-        return step, bufs, meta, self.rank < n_old, None
+        return step, bufs, meta, self.rank < n_old
 
     @staticmethod
     def _parse_meta(step, buf):

@@ -96,8 +96,7 @@ def corrupt(path):
 
 def case_same_as_new_tensors(d):
     """In place: the same bytes, RNG and extra as the old path through new
-    tensors; the program's tensors keep their memory; the next save
-    reuses the restore's handle."""
+    tensors; the program's tensors keep their memory; saving goes on."""
     want = saved(d, [1])[1]
     results = {}
     for how in ("fresh", "inplace"):
@@ -113,8 +112,6 @@ def case_same_as_new_tensors(d):
         if how == "inplace":
             check(pointers(m, o) == ptrs, "inplace: the optimizer's or model's tensors "
                   "were replaced, not restored into")
-            check(ck._ck is not None, "inplace: the restore's handle was not kept for "
-                  "the next save")
             train(m, o, 1)
             ck.save(2)
             ck.wait()
@@ -131,9 +128,9 @@ def case_same_as_new_tensors(d):
 
 
 def case_corrupt_only(d):
-    """The only checkpoint's shard is corrupt late in the shard: nothing to
-    restore, and every tensor of the program exactly as it was, though the
-    engine wrote the pieces before the bad one into them first."""
+    """The only checkpoint's shard is corrupt (a fresh Checkpointer: a
+    handle of its own that verifies before it writes): nothing to
+    restore, every tensor of the program exactly as it was."""
     saved(d, [1])
     corrupt(os.path.join(d, "step-0000000001", "rank-00000.safetensors"))
     m, o = make(2)
@@ -144,6 +141,48 @@ def case_corrupt_only(d):
     same(tensors(m, o), before, "after a failed restore (mixed state)")
     check(os.path.exists(os.path.join(d, "step-0000000001", "rank-00000.corrupt")),
           "the corrupt shard was not set aside")
+
+
+def spy_fits(ck):
+    """Record whether each restore goes through the save handle."""
+    fits, orig = [], ck._save_handle_fits
+    ck._save_handle_fits = lambda *a: fits.append(orig(*a)) or fits[-1]
+    return fits
+
+
+def case_rollback(d):
+    """A restore after saves in this process goes through the save handle:
+    the engine reads into place, each piece's old bytes set aside in the
+    handle's staging first.  A corrupt shard with no older checkpoint
+    leaves every tensor exactly as it was, though the pieces read before
+    the bad hash were written into them (they are put back); a corrupt
+    newest shard with an older one restores that step exactly."""
+    m, o = make(1)
+    ck = firebreak.Checkpointer({"model": m, "optim": o}, dir=d, keep=3,
+                                snapshot="copy")
+    fits = spy_fits(ck)
+    train(m, o, 2)
+    ck.save(1)
+    ck.wait()
+    corrupt(os.path.join(d, "step-0000000001", "rank-00000.safetensors"))
+    train(m, o, 1)
+    before = tensors(m, o)
+    check(ck.restore() is None, "rollback: a corrupt only checkpoint restored")
+    check(fits == [True], "rollback: not through the save handle (%s)" % fits)
+    same(tensors(m, o), before, "rollback: after a failed restore (mixed state)")
+    ck.save(2)
+    ck.wait()
+    want = tensors(m, o)
+    train(m, o, 1)
+    ck.save(3)
+    ck.wait()
+    corrupt(os.path.join(d, "step-0000000003", "rank-00000.safetensors"))
+    train(m, o, 1)
+    del fits[:]
+    check(ck.restore() == 2, "rollback: did not fall back to step 2")
+    check(fits and all(fits), "rollback: not through the save handle (%s)" % fits)
+    same(tensors(m, o), want, "rollback: fallen back to step 2")
+    ck.close()
 
 
 def case_corrupt_fallback(d):
