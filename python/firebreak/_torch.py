@@ -1011,29 +1011,16 @@ class Checkpointer:
             # (faulted in already) takes each piece's old bytes aside
             # before the engine overwrites it, to put them back if a hash
             # fails: one read
-            ck, own = self._ck, False
             into[META] = self._meta
+            got = self._engine_restore(entries, into, self._ck)
         else:
             # a synchronous handle of its own: no staging to allocate and
             # fault in (seconds per GiB on a VM); the engine reads the
             # shard once only to verify it and, when every hash matched,
             # again (from the page cache) into place
-            ck, own = self._open(async_save=False), True
-        try:
-            if own:
-                for e in entries:
-                    t = into[e[0]]
-                    ck.register(e[0], e[2], e[3], t.data_ptr(),
-                                t.numel() * t.element_size(), t, e[4], e[5])
-            try:
-                got = ck.restore()
-            except Error as err:
-                if err.args[0] == _firebreak.EMISMATCH:
-                    return (None, None, None, None)   # another step: ask again
-                raise
-        finally:
-            if own:
-                ck.close()
+            got = self._engine_restore(entries, into)
+        if got is False:
+            return (None, None, None, None)   # another step: ask again
         if got is None or got != lay.step:
             # None: nothing verified and the program's tensors are as they
             # were; an older step: they hold it, and it is read again with
@@ -1046,6 +1033,30 @@ class Checkpointer:
                 e = saved[n]
                 meta["_places"][n] = (tuple(e[4]), tuple(e[5]))
         return got, bufs, meta, True
+
+    def _engine_restore(self, entries, into, ck=None):
+        """The engine's restore of this rank's shard into into[name]: each
+        registered on a new synchronous handle, or ck (the save handle)
+        as it is.  The step restored, None when nothing verifies, or
+        False when the engine fell back to a step holding other tensors."""
+        own = ck is None
+        if own:
+            ck = self._open(async_save=False)
+        try:
+            if own:
+                for e in entries:
+                    t = into[e[0]]
+                    ck.register(e[0], e[2], e[3], t.data_ptr(),
+                                t.numel() * t.element_size(), t, e[4], e[5])
+            try:
+                return ck.restore()
+            except Error as err:
+                if err.args[0] == _firebreak.EMISMATCH:
+                    return False
+                raise
+        finally:
+            if own:
+                ck.close()
 
     def _save_handle_fits(self, entries, into):
         """The save handle registers exactly the shard's tensors, at the
@@ -1123,24 +1134,13 @@ class Checkpointer:
         load_state_dict (DTensor and ShardedTensor state, and a shard whose
         meta does not read: the engine's restore falls back from it)."""
         bufs = {}
-        # A synchronous handle: it has no staging memory (an asynchronous
-        # one would allocate and fault in a second copy of the shard, read
-        # into it and copy out).  It verifies the shard before it reads it
-        # into these buffers, which are new and nobody else's.
-        ck = self._open(async_save=False)
-        try:
-            for e in entries:
-                t = bufs[e[0]] = self._alloc(e)
-                ck.register(e[0], e[2], e[3], t.data_ptr(), t.numel() * t.element_size(),
-                            t, e[4], e[5])
-            try:
-                got = ck.restore()
-            except Error as err:
-                if err.args[0] == _firebreak.EMISMATCH:
-                    return (None, None, None, None)   # another step: ask again
-                raise
-        finally:
-            ck.close()
+        # new and nobody else's; the engine's synchronous handle verifies
+        # the shard before it reads it into them
+        for e in entries:
+            bufs[e[0]] = self._alloc(e)
+        got = self._engine_restore(entries, bufs)
+        if got is False:
+            return (None, None, None, None)   # another step: ask again
         if got is None or got != lay.step:
             return None if got is None else (got, None, None, None)
         meta = self._parse_meta(got, bufs.pop(META))
