@@ -44,9 +44,12 @@ and recorded with bench/result.py when that exists; exit 1 on a miss:
   cost_overwrite  same, overwrite step                 <= 1.0 x the best other's
   stall           firebreak's save call               <= 0.05 x torch.save's
   durable         firebreak's time to durable          <= 1.1 x fio write+fsync
+  restore         firebreak's restore, cold            <= 1.0 x the best of torch.load
+                                                          and dcp.load (cold)
+  restore_fio     same                                 <= 1/0.95 x fio's cold read
 
 Usage: bench_ckpt_torch.py DIR [--size MIB] [--saves N] [--quick]
-                           [--ranks 0|2] [--no-targets]
+                           [--ranks 0|2] [--no-targets] [--restore-only]
 """
 import argparse
 import concurrent.futures
@@ -453,36 +456,58 @@ def measure(method, steps, kind, saves, first_step):
     return out, step_no
 
 
+def fio_run(root, rw, nbytes_):
+    """One fio sequential run (rw: write, with fsync at the end, or read)
+    of fio.dat in root: seconds, or None."""
+    try:
+        r = subprocess.run(["fio", "--name=fbbench", "--directory=" + root,
+                            "--filename=fio.dat", "--rw=" + rw,
+                            "--bs=%s" % ("8M" if nbytes_ >= 64 << 20 else "64k"),
+                            "--size=%d" % nbytes_, "--ioengine=psync", "--end_fsync=1",
+                            "--output-format=json"],
+                           capture_output=True, text=True, timeout=300)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if r.returncode != 0:
+        return None
+    doc = json.loads(r.stdout[r.stdout.index("{"):])
+    bw = doc["jobs"][0][rw]["bw_bytes"]
+    return nbytes_ / bw if bw > 0 else None
+
+
 def fio_write(root, nbytes_):
-    """fio's sequential write + fsync of a new file of nbytes_: seconds."""
+    """fio's sequential write + fsync of a new file of nbytes_, then its
+    sequential read of that file, cold (page cache dropped the way the
+    restores below drop it): (write seconds, read seconds), best of 2
+    each, None where fio is missing or failed."""
     path = os.path.join(root, "fio.dat")
     best = None
     for _ in range(2):
         if os.path.exists(path):
             os.unlink(path)
-        try:
-            r = subprocess.run(["fio", "--name=fbbench", "--directory=" + root,
-                                "--filename=fio.dat", "--rw=write",
-                                "--bs=%s" % ("8M" if nbytes_ >= 64 << 20 else "64k"),
-                                "--size=%d" % nbytes_, "--ioengine=psync", "--end_fsync=1",
-                                "--output-format=json"],
-                               capture_output=True, text=True, timeout=300)
-        except (OSError, subprocess.TimeoutExpired):
-            return None
-        if r.returncode != 0:
-            return None
-        doc = json.loads(r.stdout[r.stdout.index("{"):])
-        bw = doc["jobs"][0]["write"]["bw_bytes"]
-        if bw > 0:
-            s = nbytes_ / bw
-            best = s if best is None else min(best, s)
+        s = fio_run(root, "write", nbytes_)
+        if s is None:
+            return None, None
+        best = s if best is None else min(best, s)
+    best_read = None
+    for _ in range(2):
+        drop_cache(path)
+        s = fio_run(root, "read", nbytes_)
+        if s is not None:
+            best_read = s if best_read is None else min(best_read, s)
     if os.path.exists(path):
         os.unlink(path)
-    return best
+    return best, best_read
 
 
 def drop_cache(root):
-    for d, _, files in os.walk(root):
+    """Cold: every file under root (or root itself, a file) written back
+    and dropped from the page cache with POSIX_FADV_DONTNEED, the same way
+    before each method's restore and fio's read (not the whole machine's
+    cache, which /proc/sys/vm/drop_caches would drop for every user)."""
+    walk = os.walk(root) if os.path.isdir(root) else [(os.path.dirname(root), [],
+                                                        [os.path.basename(root)])]
+    for d, _, files in walk:
         for f in files:
             p = os.path.join(d, f)
             try:
@@ -664,6 +689,9 @@ def main():
     ap.add_argument("--ranks", type=int, default=2, choices=(0, 2),
                     help="2: also the 2-rank replicated case; 0: skip it")
     ap.add_argument("--no-targets", action="store_true", help="print targets, never fail")
+    ap.add_argument("--restore-only", action="store_true",
+                    help="one save per method that restores, then only the restores "
+                         "and their targets")
     ap.add_argument("--json", help="also write every figure to this file")
     ap.add_argument("--name", default="bench_ckpt_torch", help="the bench's name in the results file")
     a = ap.parse_args()
@@ -719,7 +747,17 @@ def main():
     steps = Steps(tensors)
     results = {}
     step_no = 0
-    for kind in ("rw", "overwrite"):
+    if a.restore_only:
+        for name, make, sub in makers:
+            if sub in ("firebreak-copy", "torch.save", "dcp.save"):
+                m = make(os.path.join(root, sub))
+                try:
+                    m.save(1)
+                    m.collect()
+                finally:
+                    m.close()
+        a.ranks = 0
+    for kind in (() if a.restore_only else ("rw", "overwrite")):
         print("\nstep %s: %s" % (kind, "reads every tensor, then writes every one"
                                  if kind == "rw" else "overwrites every tensor at once (copy_)"))
         print("%-24s %8s | %-23s | %-23s | %-23s | %s" % (
@@ -741,10 +779,13 @@ def main():
                                       if got["plain"] else "-"),
                   flush=True)
 
-    fio_s = fio_write(root, total)
+    fio_s, fio_r = fio_write(root, total)
     print("\nfio write+fsync of %.1f MiB: %s" % (total / 2**20, "%.3f s (%.2f GB/s)"
                                                   % (fio_s, total / fio_s / 1e9)
                                                   if fio_s else "unavailable"))
+    print("fio read, cold, of %.1f MiB: %s" % (total / 2**20, "%.3f s (%.2f GB/s)"
+                                               % (fio_r, total / fio_r / 1e9)
+                                               if fio_r else "unavailable"))
     rest = restore_times(root, state, 1 if a.quick else 2)
     print("restore, cold (page cache dropped), best of %d: %s" % (
         1 if a.quick else 2, ", ".join("%s %.3f s" % kv for kv in rest.items())))
@@ -768,7 +809,8 @@ def main():
     print()
     ok = True
     fb = [n for n, _, _ in makers if n.startswith("firebreak")]
-    for kind, tname, limit in (("rw", "cost_rw", 0.5), ("overwrite", "cost_overwrite", 1.0)):
+    for kind, tname, limit in (() if a.restore_only else
+                               (("rw", "cost_rw", 0.5), ("overwrite", "cost_overwrite", 1.0))):
         mine = min(fb, key=lambda n: statistics.median(results[(kind, n)]["cost"]))
         others = [n for n, _, _ in makers if not n.startswith("firebreak")]
         best = min(others, key=lambda n: statistics.median(results[(kind, n)]["cost"]))
@@ -776,21 +818,38 @@ def main():
         bv = statistics.median(results[(kind, best)]["cost"])
         print("%s: %s p50 %.3f s against %s p50 %.3f s" % (tname, mine, mv, best, bv))
         ok &= record(tname, "whole cost, %s step (%s vs %s)" % (kind, mine, best), mv, bv, limit)
-    mine = min(fb, key=lambda n: statistics.median(results[("rw", n)]["returns"]))
-    mv = statistics.median(results[("rw", mine)]["returns"])
-    tv = statistics.median(results[("rw", "torch.save+fsync")]["returns"])
-    print("stall: %s save returns p50 %.4f s against torch.save+fsync %.3f s" % (mine, mv, tv))
-    ok &= record("stall", "save call, rw step (%s vs torch.save)" % mine, mv, tv, 0.05)
+    others = [n for n in ("torch.load", "dcp.load") if n in rest]
+    if "firebreak" in rest and others:
+        best = min(others, key=lambda n: rest[n])
+        print("restore: firebreak %.3f s against %s %.3f s, cold" % (
+            rest["firebreak"], best, rest[best]))
+        ok &= record("restore", "restore, cold (firebreak vs %s)" % best,
+                     rest["firebreak"], rest[best], 1.0)
+    if "firebreak" in rest and fio_r:
+        print("restore: firebreak %.3f s against fio read %.3f s, cold" % (
+            rest["firebreak"], fio_r))
+        ok &= record("restore_fio", "restore, cold (firebreak vs fio read)",
+                     rest["firebreak"], fio_r, 1 / 0.95)
+    if a.restore_only:
+        fio_s = None
+    else:
+        mine = min(fb, key=lambda n: statistics.median(results[("rw", n)]["returns"]))
+        mv = statistics.median(results[("rw", mine)]["returns"])
+        tv = statistics.median(results[("rw", "torch.save+fsync")]["returns"])
+        print("stall: %s save returns p50 %.4f s against torch.save+fsync %.3f s"
+              % (mine, mv, tv))
+        ok &= record("stall", "save call, rw step (%s vs torch.save)" % mine, mv, tv, 0.05)
     if fio_s:
         mine = min(fb, key=lambda n: statistics.median(results[("rw", n)]["durable"]))
         mv = statistics.median(results[("rw", mine)]["durable"])
         print("durable: %s p50 %.3f s against fio write+fsync %.3f s" % (mine, mv, fio_s))
         ok &= record("durable", "time to durable (%s vs fio write+fsync)" % mine, mv, fio_s, 1.1)
-    else:
+    elif not a.restore_only:
         print("durable: fio unavailable, no target")
     if a.json:
         doc = {"torch": torch.__version__, "bytes": total, "saves": saves,
-               "skipped": missing, "fio_write_s": fio_s, "restore_s": rest,
+               "skipped": missing, "fio_write_s": fio_s, "fio_read_s": fio_r,
+               "restore_s": rest,
                "targets": targets,
                "methods": [{"name": n, "step": k, "base_s": g["base"],
                             "cost_s": g["cost"], "returns_s": g["returns"],

@@ -1,7 +1,7 @@
 """smoke.py PYTHON DIR -- bench_ckpt_torch.py --quick on a tiny state with
 PYTHON, its output checked for form (ctest python_bench_smoke*, label
 torch): every method a row of both tables or named as skipped, every
-figure a number, the cost never below the save call, the four TARGET
+figure a number, the cost never below the save call, the six TARGET
 lines, the JSON file complete, the 2-rank state written once (the bytes
 of both ranks about one copy), nothing left in DIR.  Not the targets:
 timings are for benchmarks, and this runs under load."""
@@ -22,7 +22,7 @@ SKIP_WORDS = {"firebreak protect": "firebreak protect",
               "dcp.async_save+stager": "DefaultStager",
               "safetensors+fsync": "safetensors",
               "dcp.save+firebreak.dcp": "firebreak.dcp"}
-TARGETS = {"cost_rw", "cost_overwrite", "stall", "durable"}
+TARGETS = {"cost_rw", "cost_overwrite", "stall", "durable", "restore", "restore_fio"}
 NUM = r"-?\d+\.\d+"
 
 
@@ -82,6 +82,8 @@ def main():
     if not re.search(r"^restore, cold .*firebreak %s s, torch.load %s s" % (NUM, NUM), out,
                      re.M):
         fail("no restore line with firebreak and torch.load", out)
+    if not re.search(r"^fio read, cold, of %s MiB: %s s" % (NUM, NUM), out, re.M):
+        fail("no fio read line", out)
     with open(js) as f:
         doc = json.load(f)
     for m in doc["methods"]:

@@ -14,11 +14,16 @@ after the first optimizer step; load_state_dict replaces tensors): the old
 handle is closed (waiting for its save in flight) and a new one registered.
 
 Restore reads which tensors the newest complete checkpoint holds
-(_firebreak.layout), allocates them, restores into them through a handle of
-their own (the engine verifies every hash before writing a byte), checks
-them against the live objects (names, dtypes, shapes) and only then loads
-them with load_state_dict / copy_, so a mismatch raises before anything
-changed.  The meta is unpickled with an allow-list (plain Python values,
+(_firebreak.layout) and its meta (one small verified read), checks them
+against the live objects (names, dtypes, shapes, slice places), so a
+mismatch raises before anything changed, and then has the engine read the
+shard straight into the program's own tensors: through the save handle
+when it holds exactly those tensors (each piece copied aside into its
+staging before it is overwritten and put back if any hash fails), else
+through a synchronous handle that verifies the whole shard before it
+writes a byte; either way no mixed state.  Only what the program lacks (optimizer state it
+creates lazily, device tensors, tensors sharing memory) goes into new
+tensors, on huge pages, loaded with load_state_dict / copy_.  The meta is unpickled with an allow-list (plain Python values,
 OrderedDict), never arbitrary classes.
 
 Replicated state (a DDP model and its optimizer, or what the user names)
@@ -35,6 +40,7 @@ import copy
 import hashlib
 import io
 import itertools
+import mmap
 import os
 import pickle
 import random
@@ -70,6 +76,35 @@ for _name, _code in (("uint16", "DTYPE_U16"), ("uint32", "DTYPE_U32"),
     if hasattr(torch, _name):
         _DTYPES[getattr(torch, _name)] = getattr(_firebreak, _code)
 _TORCH_OF = {v: k for k, v in _DTYPES.items()}
+
+
+_HUGE_BYTES = 2 << 20
+_OWN_MAPPING_BYTES = 4 << 20
+
+
+def _empty(shape, dtype):
+    """A new tensor for restored bytes the program has no tensor for yet
+    (optimizer state it creates lazily).  From 4 MiB up, on a mapping of
+    its own, 2 MiB-aligned and advised MADV_HUGEPAGE before any page is
+    touched, so the engine's reading threads fault it in 2 MiB at a time:
+    torch.empty's 4 KiB pages cost seconds of faults per GiB on a virtual
+    machine.  The mapping lives as long as the tensor's storage."""
+    numel = 1
+    for x in shape:
+        numel *= x
+    nbytes = numel * torch.empty((), dtype=dtype).element_size()
+    if nbytes < _OWN_MAPPING_BYTES or not hasattr(mmap, "MADV_HUGEPAGE"):
+        return torch.empty(shape, dtype=dtype)
+    # private: a shared anonymous mapping is shmem, which the
+    # transparent huge page setting for anonymous memory does not cover
+    m = mmap.mmap(-1, nbytes + _HUGE_BYTES, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    raw = torch.frombuffer(m, dtype=torch.uint8)
+    off = -raw.data_ptr() % _HUGE_BYTES
+    try:
+        m.madvise(mmap.MADV_HUGEPAGE, off, nbytes)
+    except OSError:
+        pass   # advisory: transparent huge pages may be off
+    return raw[off:off + nbytes].view(dtype).view(shape)
 
 
 class _TensorRef(str):
@@ -246,6 +281,29 @@ class _no_tensor_deepcopy:
     def __exit__(self, *exc):
         if self.mod is not None:
             self.mod.deepcopy = self.saved
+
+
+def _own_tensors(module, value):
+    """value (a state dict for module) with every tensor that is the very
+    memory of the module's parameter or buffer of that key (restored into
+    it in place) replaced by that parameter or buffer, whose copy_ onto
+    itself torch skips; torch 1.13 copies a detached alias onto itself,
+    byte for byte."""
+    if not isinstance(value, dict):
+        return value
+    own = dict(module.named_parameters())
+    own.update(module.named_buffers())
+    new = copy.copy(value)      # keeps the type and _metadata
+    for k, v in value.items():
+        p = own.get(k)
+        # plain tensors only: a DTensor (FSDP2) has no storage of its own
+        # and every one reports data_ptr 0
+        if (type(v) is torch.Tensor and type(p) in (torch.Tensor, torch.nn.Parameter)
+                and v.data_ptr() != 0 and p.data_ptr() == v.data_ptr()
+                and p.dtype == v.dtype and p.shape == v.shape
+                and p.stride() == v.stride() and p.device == v.device):
+            new[k] = p
+    return new
 
 
 def _collect_tensors(obj, out):
@@ -596,6 +654,8 @@ class Checkpointer:
                 with _no_tensor_deepcopy(value):
                     obj.load_state_dict(value)
             else:
+                if isinstance(obj, torch.nn.Module):
+                    value = _own_tensors(obj, value)
                 obj.load_state_dict(value)
             return
         from torch.distributed.fsdp import FullyShardedDataParallel as FSDP, StateDictType
@@ -879,36 +939,208 @@ class Checkpointer:
         name, rank, d, shape, gs, go = entry
         if d not in _TORCH_OF:
             raise TypeError("tensor %s has a dtype torch cannot hold here" % name)
-        return torch.empty(shape, dtype=_TORCH_OF[d])
+        return _empty(shape, _TORCH_OF[d])
 
     def _read_same(self, lay):
         """Saved by as many ranks: this rank's shard through the engine's
-        restore (which verifies it, sets a corrupt one aside and falls back),
-        then replicated tensors other ranks wrote from their shards.
-        (step, bufs, meta, True), or None when nothing verifies."""
+        restore (which verifies it, sets a corrupt one aside and falls
+        back) straight into the program's tensors, once its meta and
+        layout were checked against them; replicated tensors other ranks
+        wrote, and what the program lacks, into new tensors.
+        (step, bufs, meta, True), or None when nothing verifies; step None:
+        ask again."""
         entries = [e for e in lay.tensors() if e[1] == self.rank]
-        if not any(e[0] == META for e in entries):
+        metas = [e for e in entries if e[0] == META]
+        if not metas:
             raise ValueError("checkpoint step %d in %s has no %s: not written "
                              "by firebreak.Checkpointer" % (lay.step, self.dir, META))
-        bufs = {}
-        # A synchronous handle: it has no staging memory (an asynchronous
-        # one would allocate and fault in a second copy of the shard, read
-        # into it and copy out).  It verifies the shard before it reads it
-        # into these buffers, which are new and nobody else's.
-        ck = self._open(async_save=False)
+        _, live, places, dtensors = self._flatten()
+        if dtensors:
+            # DTensor / ShardedTensor state: placed by _load (lazily
+            # created state takes its parameter's sharding there)
+            return self._read_fresh(lay, entries)
+        me = metas[0]
+        mbuf = self._alloc(me)
         try:
-            for e in entries:
-                t = bufs[e[0]] = self._alloc(e)
-                ck.register(e[0], e[2], e[3], t.data_ptr(), t.numel() * t.element_size(),
-                            t, e[4], e[5])
+            lay.read([(META, self.rank, me[2], me[3], me[4], me[5], mbuf.data_ptr(),
+                       mbuf.numel())])
+        except Error:
+            # a damaged shard: the engine's restore sets it aside and falls back
+            return self._read_fresh(lay, entries)
+        meta = self._parse_meta(lay.step, mbuf)
+        saved = self._check_layout(lay, entries, meta, live, places)
+        # Where the engine reads each tensor of this shard: the program's
+        # own when it has it as saved, in host memory (a device tensor is
+        # loaded by copy_ from a host one); a tensor sharing memory with one
+        # already chosen (tied weights) gets a buffer of its own, since the
+        # copy set aside before its bytes are overwritten would hold the
+        # other's new bytes, not the old ones.
+        into, spans = {}, []
+        for e in entries:
+            t = live.get(e[0])
+            if (e[0] != META and t is not None and t.device.type == "cpu"
+                    and t.dtype == _TORCH_OF.get(e[2])
+                    and tuple(t.shape) == tuple(e[3]) and t.is_contiguous()):
+                n = t.numel() * t.element_size()
+                if n:
+                    spans.append((t.data_ptr(), t.data_ptr() + n, e[0]))
+                into[e[0]] = t
+        spans.sort()
+        end = 0
+        for lo, hi, name in spans:
+            if lo < end:
+                del into[name]
+            end = max(end, hi)
+        for e in entries:
+            if e[0] not in into:
+                into[e[0]] = self._alloc(e)
+        # Replicated tensors other ranks wrote, before anything of the
+        # program is overwritten: a failure here leaves it as it was.
+        bufs = {n: into[n] for n in into if n != META}
+        reqs = []
+        for n, e in saved.items():
+            if n in bufs:
+                continue
+            t = bufs[n] = self._alloc(e)
+            reqs.append((n, e[1], e[2], e[3], e[4], e[5], t.data_ptr(),
+                         t.numel() * t.element_size()))
+        if reqs:
+            lay.read(reqs)
+        if self._save_handle_fits(entries, into):
+            # the save handle holds exactly these tensors, and its staging
+            # (faulted in already) takes each piece's old bytes aside
+            # before the engine overwrites it, to put them back if a hash
+            # fails: one read
+            into[META] = self._meta
+            got = self._engine_restore(entries, into, self._ck)
+        else:
+            # a synchronous handle of its own: no staging to allocate and
+            # fault in (seconds per GiB on a VM); the engine reads the
+            # shard once only to verify it and, when every hash matched,
+            # again (from the page cache) into place
+            got = self._engine_restore(entries, into)
+        if got is False:
+            return (None, None, None, None)   # another step: ask again
+        if got is None or got != lay.step:
+            # None: nothing verified and the program's tensors are as they
+            # were; an older step: they hold it, and it is read again with
+            # its own meta (the caller asks for it)
+            return None if got is None else (got, None, None, None)
+        meta = self._parse_meta(got, into[META])
+        meta["_places"] = {e[0]: (tuple(e[4]), tuple(e[5])) for e in entries}
+        for n in meta.get("slices", ()):
+            if n in saved and n not in meta["_places"]:
+                e = saved[n]
+                meta["_places"][n] = (tuple(e[4]), tuple(e[5]))
+        return got, bufs, meta, True
+
+    def _engine_restore(self, entries, into, ck=None):
+        """The engine's restore of this rank's shard into into[name]: each
+        registered on a new synchronous handle, or ck (the save handle)
+        as it is.  The step restored, None when nothing verifies, or
+        False when the engine fell back to a step holding other tensors."""
+        own = ck is None
+        if own:
+            ck = self._open(async_save=False)
+        try:
+            if own:
+                for e in entries:
+                    t = into[e[0]]
+                    ck.register(e[0], e[2], e[3], t.data_ptr(),
+                                t.numel() * t.element_size(), t, e[4], e[5])
             try:
-                got = ck.restore()
+                return ck.restore()
             except Error as err:
                 if err.args[0] == _firebreak.EMISMATCH:
-                    return (None, None, None, None)   # another step: ask again
+                    return False
                 raise
         finally:
-            ck.close()
+            if own:
+                ck.close()
+
+    def _save_handle_fits(self, entries, into):
+        """The save handle registers exactly the shard's tensors, at the
+        addresses restore reads them into, and a meta buffer of the
+        shard's meta size (a restore after saves in this process)."""
+        if self._ck is None or self._plan is None or self._meta is None:
+            return False
+        plan = {p[0]: (p[1], p[2], p[3]) for p in self._plan}
+        if len(plan) != len(entries) - 1:
+            return False
+        for e in entries:
+            if e[0] == META:
+                if tuple(self._meta.shape) != tuple(e[3]):
+                    return False
+            elif plan.get(e[0]) != (into[e[0]].data_ptr(), into[e[0]].dtype, tuple(e[3])):
+                return False
+        return True
+
+    def _lazy(self):
+        """Name prefixes of optimizer state, which load_state_dict replaces
+        rather than copies into (and which the program may not have yet)."""
+        return tuple("%s/state/" % k for k, o in self.state.items()
+                     if isinstance(o, torch.optim.Optimizer))
+
+    def _check_layout(self, lay, entries, meta, live, places):
+        """The checkpoint's state against the program's, from the meta and
+        the shards' headers alone (no tensor read yet): the same objects,
+        the same tensor names, each tensor's dtype, shape and slice place.
+        Raises ValueError naming the first difference.  Returns {name:
+        layout entry} of every tensor of the state this rank restores."""
+        step = lay.step
+        objects = meta["objects"]
+        if set(objects) != set(self.state):
+            raise ValueError("checkpoint step %d holds state %s; the program's "
+                             "state is %s" % (step, sorted(objects), sorted(self.state)))
+        saved = {e[0]: e for e in entries if e[0] != META}
+        where = {(e[0], e[1]): e for e in lay.tensors()}
+        owners = meta.get("replicated", {})
+        for n in _refs(objects, []):
+            if n not in saved:
+                e = where.get((n, owners.get(n, -1)))
+                if e is None:
+                    raise ValueError("tensor %s: in checkpoint step %d's state, but in "
+                                     "no shard (owner %s)" % (n, step, owners.get(n)))
+                saved[n] = e
+        lazy = self._lazy()
+        for name, t in live.items():
+            e = saved.get(name)
+            if e is None:
+                raise ValueError("tensor %s: in the program's state, not in checkpoint "
+                                 "step %d (the state dict's keys changed)" % (name, step))
+            if name.startswith(lazy):
+                continue
+            if tuple(e[3]) != tuple(t.shape) or _TORCH_OF.get(e[2]) != t.dtype:
+                raise ValueError("tensor %s: the program has %s %s, checkpoint step "
+                                 "%d has %s %s" % (name, t.dtype, tuple(t.shape), step,
+                                                   _TORCH_OF.get(e[2], "dtype %d" % e[2]),
+                                                   tuple(e[3])))
+        for name in saved:
+            if name not in live and not name.startswith(lazy):
+                raise ValueError("tensor %s: in checkpoint step %d, not in the "
+                                 "program's state (the state dict's keys changed)"
+                                 % (name, step))
+        for name, (gs, go) in places.items():
+            e = saved[name]
+            got = (tuple(e[4]), tuple(e[5]))
+            if got != (tuple(gs), tuple(go)):
+                raise ValueError("tensor %s: the program has the slice at %s of a "
+                                 "tensor of %s, checkpoint step %d has it at %s of %s"
+                                 % (name, tuple(go), tuple(gs), step, got[1], got[0]))
+        return saved
+
+    def _read_fresh(self, lay, entries):
+        """_read_same into new tensors, loaded by _load with copy_ and
+        load_state_dict (DTensor and ShardedTensor state, and a shard whose
+        meta does not read: the engine's restore falls back from it)."""
+        bufs = {}
+        # new and nobody else's; the engine's synchronous handle verifies
+        # the shard before it reads it into them
+        for e in entries:
+            bufs[e[0]] = self._alloc(e)
+        got = self._engine_restore(entries, bufs)
+        if got is False:
+            return (None, None, None, None)   # another step: ask again
         if got is None or got != lay.step:
             return None if got is None else (got, None, None, None)
         meta = self._parse_meta(got, bufs.pop(META))
@@ -1036,8 +1268,7 @@ class Checkpointer:
                 raise ValueError("tensor %s: the program has the slice at %s of a "
                                  "tensor of %s, checkpoint step %d has it at %s of %s"
                                  % (name, tuple(go), tuple(gs), step, got[1], got[0]))
-        lazy = tuple("%s/state/" % k for k, o in self.state.items()
-                     if isinstance(o, torch.optim.Optimizer))
+        lazy = self._lazy()
         for name, t in live.items():
             if name not in bufs:
                 raise ValueError("tensor %s: in the program's state, not in checkpoint "
