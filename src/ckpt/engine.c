@@ -323,7 +323,11 @@ static int build_header(const fb_ckpt *ck, uint64_t step, fb__jsonw *w)
         off += t->bytes;
     }
     fb__jsonw_obj_end(w);
-    size_t pad = (8 - (8 + w->len) % 8) % 8;
+    /* Spaces (the format allows them) up to a multiple of 8 bytes, or of
+     * FB__CKPT_DATA_ALIGN where the data section is large enough for the
+     * writer to send staging to the file as it is (store.c). */
+    uint64_t align = off >= FB__CKPT_DIRECT_MIN ? FB__CKPT_DATA_ALIGN : 8;
+    size_t pad = (size_t)((align - (8 + w->len) % align) % align);
     if (!w->oom && w->len + pad + 1 > w->cap) {
         char *nb = realloc(w->buf, w->len + pad + 1);
         if (nb) {
@@ -419,7 +423,7 @@ static int write_shard(fb_ckpt *ck, const char *dir, uint64_t step,
     if (!hash_while_gathering())
         hashing = pthread_create(&hj.tid, NULL, hash_all, &hj) == 0 ? 1 : -1;
     rc = fb__ckpt_write_direct(tmp, fd, ck, from_staging, !hashing, data_off,
-                               file_bytes - data_off);
+                               file_bytes - data_off, &ck->last_direct_bytes);
     if (rc == 1) {
         rc = 0;
         if (!hashing)
@@ -799,7 +803,15 @@ int fb_ckpt_register_slice(fb_ckpt *ck, const char *name, fb_dtype dtype,
     t->bytes = (size_t)bytes;
     t->on_device = t->bytes && fb__cuda_is_device(data);
     if ((ck->async || t->on_device) && t->bytes) {
-        int rc = fb__staging_alloc(&t->stage, t->bytes);
+        /* Its bytes start at this offset into the data section (in the
+         * order of registration), which the header's padding aligns to
+         * FB__CKPT_DATA_ALIGN: staging at the same phase is written to
+         * the file as it is (store.c, fb__ckpt_write_direct). */
+        uint64_t at = 0;
+        for (size_t i = 0; i < ck->n; i++)
+            at += ck->t[i].bytes;
+        int rc = fb__staging_alloc(&t->stage, t->bytes,
+                                   (size_t)(at % FB__CKPT_DATA_ALIGN));
         if (rc) {
             free(t->name);
             return rc;

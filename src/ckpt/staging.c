@@ -384,7 +384,7 @@ static void slab_free(slab *s, void *p, size_t bytes)
     free(s);
 }
 
-int fb__staging_alloc(fb__staging *s, size_t bytes)
+int fb__staging_alloc(fb__staging *s, size_t bytes, size_t phase)
 {
     memset(s, 0, sizeof *s);
     if (bytes < OWN_MAPPING_BYTES) {
@@ -395,13 +395,15 @@ int fb__staging_alloc(fb__staging *s, size_t bytes)
         s->bytes = bytes;
         return 0;
     }
-    size_t len = (bytes + page_bytes() - 1) & ~(size_t)(page_bytes() - 1);
+    phase &= page_bytes() - 1;
+    size_t len = (phase + bytes + page_bytes() - 1) & ~(size_t)(page_bytes() - 1);
     void *p = map_huge(len);
     if (!p)
         return -ENOMEM;
-    s->ptr = p;
+    s->ptr = (char *)p + phase;
     s->bytes = bytes;
     s->mapped = len;
+    s->phase = phase;
     pthread_mutex_lock(&bg.mu);
     bg_queue_locked(p, POPULATE, p, len);
     pthread_mutex_unlock(&bg.mu);
@@ -429,8 +431,9 @@ void fb__staging_free(fb__staging *s)
     if (s->slab) {
         slab_free(s->slab, s->ptr, s->bytes);
     } else {
-        fb__bg_cancel(s->ptr);
-        munmap(s->ptr, s->mapped);
+        char *base = (char *)s->ptr - s->phase;
+        fb__bg_cancel(base);
+        munmap(base, s->mapped);
     }
     memset(s, 0, sizeof *s);
 }
