@@ -151,6 +151,8 @@ struct fb_ckpt {
     int last_protected;        /* 1: by write protection; 0: copied    */
     uint64_t last_direct_bytes; /* written from their source as they
                                    are, not gathered (store.c)          */
+    uint64_t last_writer_cpu_ns; /* CPU the background write took: the
+                                    writer's and its helper threads'    */
 
     fb_ckpt *next_open; /* list of open handles (flushed at exit)       */
     fb__tier tier;      /* node-memory tier (tier.c); mem_dir "": none  */

@@ -434,6 +434,7 @@ typedef struct dio_pipe {
     /* The gatherer's own: where it is, the hash of the tensor it is in. */
     size_t i, at;
     fb__hash_ctx *hc;
+    uint64_t cpu_ns;                   /* the gatherer's, when it ends   */
 } dio_pipe;
 
 #ifdef FB_TEST_HOOKS
@@ -590,16 +591,19 @@ static void *gatherer(void *arg)
     }
     fb__hash_free(p->hc);
     p->hc = NULL;
+    struct timespec ts;
+    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) == 0)
+        p->cpu_ns = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
     return NULL;
 }
 #endif
 
 int fb__ckpt_write_direct(const char *path, int fd, fb_ckpt *ck,
                           int from_staging, int hash, uint64_t data_off,
-                          uint64_t bytes, uint64_t *direct_bytes)
+                          uint64_t bytes, fb__direct_stats *st)
 {
-    if (direct_bytes)
-        *direct_bytes = 0;
+    if (st)
+        *st = (fb__direct_stats){0, 0};
 #ifdef O_DIRECT
 #ifdef FB_TEST_HOOKS
     /* FIREBREAK_CKPT_DIRECT=0: the plain way (bench_ckpt's "before"). */
@@ -678,8 +682,11 @@ int fb__ckpt_write_direct(const char *path, int fd, fb_ckpt *ck,
     fb__staging_free(&bounce);
     free(p.b);
     close(dfd);
-    if (!rc && direct_bytes)
-        *direct_bytes = sent_as_is;
+    if (st) {
+        st->gather_cpu_ns = p.cpu_ns;
+        if (!rc)
+            st->direct_bytes = sent_as_is;
+    }
     return rc;
 #else
     (void)path, (void)fd, (void)ck, (void)from_staging, (void)hash;

@@ -84,8 +84,9 @@ void fb__ckpt_write_behind(int fd, fb__write_behind *wb, uint64_t end);
  * thread hashes them ahead of the writes, and gathers every other 8 MiB
  * of the section into one of two aligned buffers, hashing each piece as
  * it copies it, while this one writes; the partial 4 KiB blocks at the
- * two ends go through fd.  *direct_bytes: the bytes written from their
- * source without a copy (may be NULL).  Returns 0 when written,
+ * two ends go through fd.  *st (may be NULL): the bytes written from
+ * their source without a copy, and the second thread's CPU time.  Returns
+ * 0 when written,
  * with every tensor's `hash` set (when `hash`; else the caller hashes); 1
  * when this file cannot take direct I/O (nothing to undo: write it, and
  * hash, the plain way); or -errno.
@@ -104,9 +105,13 @@ struct fb_ckpt;
 struct iovec;
 int fb__ckpt_pwritev_all(int fd, struct iovec *iov, int cnt, uint64_t off);
 int fb__ckpt_pwrite_all(int fd, const void *buf, size_t n, uint64_t off);
+typedef struct fb__direct_stats {
+    uint64_t direct_bytes;  /* written from the source as it is        */
+    uint64_t gather_cpu_ns; /* the gathering and hashing thread's CPU  */
+} fb__direct_stats;
 int fb__ckpt_write_direct(const char *path, int fd, struct fb_ckpt *ck,
                           int from_staging, int hash, uint64_t data_off,
-                          uint64_t bytes, uint64_t *direct_bytes);
+                          uint64_t bytes, fb__direct_stats *st);
 
 /* Called between the steps of a deletion or a shard's commit (tests
  * crash there). */
