@@ -35,7 +35,9 @@ static void fresh_dir(const char *name, char *out, size_t size)
     fb__rm_rf(out);
 }
 
-static fb_ckpt *open_ck(const char *dir, int rank, int world, int async, int keep)
+/* fb_ckpt_open's result; *ck the handle on success. */
+static int try_open(const char *dir, int rank, int world, int async, int keep,
+                    fb_ckpt_snapshot snapshot, fb_ckpt **ck)
 {
     fb_ckpt_options o;
     fb_ckpt_options_init(&o);
@@ -44,8 +46,15 @@ static fb_ckpt *open_ck(const char *dir, int rank, int world, int async, int kee
     o.world_size = world;
     o.async = async;
     o.keep = keep;
+    o.snapshot = snapshot;
+    *ck = NULL;
+    return fb_ckpt_open(ck, &o);
+}
+
+static fb_ckpt *open_ck(const char *dir, int rank, int world, int async, int keep)
+{
     fb_ckpt *ck = NULL;
-    CHECK_RC(fb_ckpt_open(&ck, &o), 0);
+    CHECK_RC(try_open(dir, rank, world, async, keep, FB_CKPT_SNAPSHOT_AUTO, &ck), 0);
     return ck;
 }
 
@@ -886,15 +895,9 @@ static void case_direct_staging(void)
         char dir[300], path[400], name[16];
         fresh_dir(mode ? "direct_staging_protect" : "direct_staging_copy", dir,
                   sizeof dir);
-        fb_ckpt_options o;
-        fb_ckpt_options_init(&o);
-        o.dir = dir;
-        o.rank = 0;
-        o.world_size = 1;
-        o.async = 1;
-        o.snapshot = mode ? FB_CKPT_SNAPSHOT_PROTECT : FB_CKPT_SNAPSHOT_COPY;
         fb_ckpt *ck = NULL;
-        int rc = fb_ckpt_open(&ck, &o);
+        int rc = try_open(dir, 0, 1, 1, 2, mode ? FB_CKPT_SNAPSHOT_PROTECT
+                                               : FB_CKPT_SNAPSHOT_COPY, &ck);
         if (mode && rc) { /* no userfaultfd here: the copy case stands */
             fprintf(stderr, "direct_staging: write protection unavailable, "
                     "checked with the copy snapshot only\n");
