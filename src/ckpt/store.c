@@ -374,6 +374,7 @@ void fb__shard_out_abort(fb__shard_out *o)
 #define DIO_ALIGN FB__CKPT_DATA_ALIGN
 #define DIO_BATCH ((size_t)8 << 20)
 #define HASH_BLOCK ((size_t)256 << 10) /* hashed right after its copy: in L2 */
+#define MERGE_IOV 64 /* batches merged into one O_DIRECT write, at most */
 
 int fb__ckpt_pwritev_all(int fd, struct iovec *iov, int cnt, uint64_t off)
 {
@@ -643,32 +644,52 @@ int fb__ckpt_write_direct(const char *path, int fd, fb_ckpt *ck,
     int started = pthread_create(&tid, NULL, gatherer, &p) == 0;
     int rc = started ? 0 : 1;
     uint64_t sent_as_is = 0;
-    for (size_t b = 0; b < p.nbatch && !rc; b++) {
-        const dio_batch *d = &p.b[b];
-        int k = -1;
+    for (size_t b = 0; b < p.nbatch && !rc;) {
+        /* One write of batches b..e-1: O_DIRECT ones merged into one
+         * pwritev of up to DIO_BATCH bytes, so a tensor boundary (a direct
+         * batch ends there, a few gathered blocks follow) does not cost
+         * the disk a small write; at most two gathered batches in it, the
+         * two buffers, which the gatherer cannot refill before it ends. */
+        int direct = b > 0 && b < p.nbatch - 1;
+        size_t e = b + 1, total = p.b[b].n;
+        int gathered = !p.b[b].src;
+        while (direct && e < p.nbatch - 1 && e - b < MERGE_IOV &&
+               total + p.b[e].n <= DIO_BATCH && gathered + !p.b[e].src <= 2) {
+            gathered += !p.b[e].src;
+            total += p.b[e].n;
+            e++;
+        }
+        struct iovec iov[MERGE_IOV];
+        int slot[MERGE_IOV];
         pthread_mutex_lock(&p.mu);
-        while (p.ready <= b && !p.rc)
+        while (p.ready < e && !p.rc)
             pthread_cond_wait(&p.cv, &p.mu);
-        rc = p.ready > b ? 0 : p.rc;
-        if (!d->src)
-            k = p.slot_batch[0] == (long)b ? 0 : 1;
+        rc = p.ready >= e ? 0 : p.rc;
+        for (size_t j = b; j < e && !rc; j++) {
+            const dio_batch *d = &p.b[j];
+            slot[j - b] = d->src ? -1 : p.slot_batch[0] == (long)j ? 0 : 1;
+            iov[j - b].iov_base = (void *)(d->src ? d->src : p.buf[slot[j - b]]);
+            iov[j - b].iov_len = d->n;
+        }
         pthread_mutex_unlock(&p.mu);
         if (rc)
             break;
-        int direct = b > 0 && b < p.nbatch - 1;
-        rc = fb__ckpt_pwrite_all(direct ? dfd : fd, d->src ? d->src : p.buf[k],
-                                 d->n, d->off);
+        rc = total ? fb__ckpt_pwritev_all(direct ? dfd : fd, iov, (int)(e - b),
+                                          p.b[b].off)
+                   : 0;
         if (rc == -EINVAL && direct)
             rc = 1; /* opened, but not written so here: the plain way
                        rewrites the whole section */
-        if (!rc && d->src)
-            sent_as_is += d->n;
-        if (k >= 0) {
-            pthread_mutex_lock(&p.mu);
-            p.slot_batch[k] = -1;
-            pthread_cond_broadcast(&p.cv);
-            pthread_mutex_unlock(&p.mu);
+        pthread_mutex_lock(&p.mu);
+        for (size_t j = b; j < e; j++) {
+            if (!rc && p.b[j].src)
+                sent_as_is += p.b[j].n;
+            if (slot[j - b] >= 0)
+                p.slot_batch[slot[j - b]] = -1;
         }
+        pthread_cond_broadcast(&p.cv);
+        pthread_mutex_unlock(&p.mu);
+        b = e;
     }
     if (started) { /* stop it where this gave up, and wait */
         pthread_mutex_lock(&p.mu);
