@@ -659,12 +659,19 @@ int fb__ckpt_write_direct(const char *path, int fd, fb_ckpt *ck,
             total += p.b[e].n;
             e++;
         }
+        /* Direct batches are written at once (the gatherer hashes them
+         * meanwhile, reading the same unchanged bytes); gathered ones
+         * once filled. */
+        size_t need = 0;
+        for (size_t j = b; j < e; j++)
+            if (!p.b[j].src)
+                need = j + 1;
         struct iovec iov[MERGE_IOV];
         int slot[MERGE_IOV];
         pthread_mutex_lock(&p.mu);
-        while (p.ready < e && !p.rc)
+        while (p.ready < need && !p.rc)
             pthread_cond_wait(&p.cv, &p.mu);
-        rc = p.ready >= e ? 0 : p.rc;
+        rc = p.ready >= need ? 0 : p.rc;
         for (size_t j = b; j < e && !rc; j++) {
             const dio_batch *d = &p.b[j];
             slot[j - b] = d->src ? -1 : p.slot_batch[0] == (long)j ? 0 : 1;
@@ -693,6 +700,10 @@ int fb__ckpt_write_direct(const char *path, int fd, fb_ckpt *ck,
     }
     if (started) { /* stop it where this gave up, and wait */
         pthread_mutex_lock(&p.mu);
+        while (!rc && p.ready < p.nbatch && !p.rc) /* the last hashes */
+            pthread_cond_wait(&p.cv, &p.mu);
+        if (!rc && p.ready < p.nbatch)
+            rc = p.rc;
         p.stop = 1;
         pthread_cond_broadcast(&p.cv);
         pthread_mutex_unlock(&p.mu);
