@@ -402,12 +402,13 @@ int fb__ckpt_pwrite_all(int fd, const void *buf, size_t n, uint64_t off)
 /*
  * The data section in batches, written in order by the calling thread.
  * A batch is either direct (whole 4 KiB blocks of one tensor whose source
- * is at the file's phase: written from the source, which stays unchanged
- * while the shard is written) or gathered by a second thread into one of
- * two aligned buffers.  That thread goes through the section in order:
- * it copies each gathered piece and hashes it right after (in blocks of
- * HASH_BLOCK, still in cache), and hashes a direct batch where it lies,
- * so every byte is read from memory once by the CPU.
+ * is at the file's phase: written from the source as soon as the writer
+ * reaches it; the source stays unchanged while the shard is written) or
+ * gathered by a second thread into one of two aligned buffers.  That
+ * thread goes through the section in order: it copies each gathered piece
+ * and hashes it right after (in blocks of HASH_BLOCK, still in cache), and
+ * hashes a direct batch where it lies, so every byte is read from memory
+ * once by the CPU; the writer waits for it to finish before returning.
  *
  * Batches: the head up to the first 4 KiB boundary and the tail after the
  * last (gathered, through the plain descriptor), and at most DIO_BATCH

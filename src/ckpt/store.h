@@ -81,7 +81,7 @@ void fb__ckpt_write_behind(int fd, fb__write_behind *wb, uint64_t end);
  * CPU most of a buffered write on a busy machine).  A tensor's whole
  * 4 KiB blocks whose source (fb__ckpt_source) is at the same phase in
  * memory as in the file are written from the source itself; a second
- * thread hashes them ahead of the writes, and gathers every other 8 MiB
+ * thread hashes them meanwhile, and gathers every other 8 MiB
  * of the section into one of two aligned buffers, hashing each piece as
  * it copies it, while this one writes; the partial 4 KiB blocks at the
  * two ends go through fd.  *st (may be NULL): the bytes written from
