@@ -323,7 +323,11 @@ static int build_header(const fb_ckpt *ck, uint64_t step, fb__jsonw *w)
         off += t->bytes;
     }
     fb__jsonw_obj_end(w);
-    size_t pad = (8 - (8 + w->len) % 8) % 8;
+    /* Spaces (the format allows them) up to a multiple of 8 bytes, or of
+     * FB__CKPT_DATA_ALIGN where the data section is large enough for the
+     * writer to send staging to the file as it is (store.c). */
+    uint64_t align = off >= FB__CKPT_DIRECT_MIN ? FB__CKPT_DATA_ALIGN : 8;
+    size_t pad = (size_t)((align - (8 + w->len) % align) % align);
     if (!w->oom && w->len + pad + 1 > w->cap) {
         char *nb = realloc(w->buf, w->len + pad + 1);
         if (nb) {
@@ -361,7 +365,17 @@ typedef struct hash_job {
     fb_ckpt *ck;
     int from_staging;
     pthread_t tid;
+    uint64_t cpu_ns;    /* the thread's CPU when it ends */
 } hash_job;
+
+/* CPU time of the calling thread (0 where the clock is missing). */
+static uint64_t thread_cpu_ns(void)
+{
+    struct timespec ts;
+    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts))
+        return 0;
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
 
 /* Fill every tensor's hash from the bytes being written. */
 static void *hash_all(void *arg)
@@ -372,6 +386,7 @@ static void *hash_all(void *arg)
         t->hash = fb__hash(j->ck->alg, fb__ckpt_source(t, j->from_staging),
                            t->bytes);
     }
+    j->cpu_ns = thread_cpu_ns();
     return NULL;
 }
 
@@ -387,6 +402,7 @@ static int write_shard(fb_ckpt *ck, const char *dir, uint64_t step,
     fb__shard_out out;
     fb__jsonw hdr = {0};
     int rc;
+    ck->last_writer_cpu_ns = 0;
     (void)fb__ckpt_clean_tmp(dir, step, ck->rank, (int)getpid());
     /* Header length first (hashes are fixed-width), data, then header. */
     for (size_t i = 0; i < ck->n; i++)
@@ -418,8 +434,11 @@ static int write_shard(fb_ckpt *ck, const char *dir, uint64_t step,
     size_t i = 0, done = 0;
     if (!hash_while_gathering())
         hashing = pthread_create(&hj.tid, NULL, hash_all, &hj) == 0 ? 1 : -1;
+    fb__direct_stats ds;
     rc = fb__ckpt_write_direct(tmp, fd, ck, from_staging, !hashing, data_off,
-                               file_bytes - data_off);
+                               file_bytes - data_off, &ds);
+    ck->last_direct_bytes = ds.direct_bytes;
+    ck->last_writer_cpu_ns = ds.gather_cpu_ns;
     if (rc == 1) {
         rc = 0;
         if (!hashing)
@@ -460,10 +479,12 @@ static int write_shard(fb_ckpt *ck, const char *dir, uint64_t step,
         if (!rc)
             fb__ckpt_write_behind(fd, &wb, off);
     }
-    if (hashing > 0)
+    if (hashing > 0) {
         pthread_join(hj.tid, NULL);
-    else if (hashing < 0)
+        ck->last_writer_cpu_ns += hj.cpu_ns;
+    } else if (hashing < 0) {
         hash_all(&hj);
+    }
     if (rc)
         goto fail;
     if ((rc = build_header(ck, step, &hdr))) {
@@ -510,7 +531,7 @@ static void report_deleted(uint64_t step)
 static int persist(fb_ckpt *ck, uint64_t step, int from_staging, uint64_t stall_ns)
 {
     char why[FB__REPORT_TEXT_MAX + 200] = "";
-    uint64_t bytes = 0;
+    uint64_t bytes = 0, cpu0 = thread_cpu_ns();
     char how[80];
     if (!from_staging)
         snprintf(how, sizeof how, "synchronous save");
@@ -545,6 +566,8 @@ static int persist(fb_ckpt *ck, uint64_t step, int from_staging, uint64_t stall_
     const char *dir = fb__tier_save_dir(ck, step);
     int rc = write_shard(ck, dir, step, from_staging, &bytes, why, sizeof why);
     uint64_t persist_ns = fb__now_ns() - t0;
+    /* write_shard set its helper threads' share */
+    ck->last_writer_cpu_ns += thread_cpu_ns() - cpu0;
     if (rc) {
         fprintf(stderr, "firebreak: checkpoint step %llu (rank %d) failed: %s; "
                         "older checkpoints are intact\n",
@@ -799,7 +822,15 @@ int fb_ckpt_register_slice(fb_ckpt *ck, const char *name, fb_dtype dtype,
     t->bytes = (size_t)bytes;
     t->on_device = t->bytes && fb__cuda_is_device(data);
     if ((ck->async || t->on_device) && t->bytes) {
-        int rc = fb__staging_alloc(&t->stage, t->bytes);
+        /* Its bytes start at this offset into the data section (in the
+         * order of registration), which the header's padding aligns to
+         * FB__CKPT_DATA_ALIGN: staging at the same phase is written to
+         * the file as it is (store.c, fb__ckpt_write_direct). */
+        uint64_t at = 0;
+        for (size_t i = 0; i < ck->n; i++)
+            at += ck->t[i].bytes;
+        int rc = fb__staging_alloc(&t->stage, t->bytes,
+                                   (size_t)(at % FB__CKPT_DATA_ALIGN));
         if (rc) {
             free(t->name);
             return rc;

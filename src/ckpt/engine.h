@@ -26,10 +26,16 @@ typedef struct fb__staging {
     void *ptr;
     size_t bytes;   /* requested                                    */
     size_t mapped;  /* > 0: an mmap of this length                  */
+    size_t phase;   /* ptr - the mmap's start (fb__staging_alloc)   */
     void *slab;     /* else: carved from this shared slab           */
 } fb__staging;
 
-int fb__staging_alloc(fb__staging *s, size_t bytes);
+/* phase (< 4096): where a staging of its own (4 MiB and up) starts past a
+ * page boundary, so that ptr is congruent to the tensor's offset in the
+ * shard's data section and the writer can send it to the file with
+ * O_DIRECT as it is (store.c); smaller ones come from shared slabs and
+ * ignore it. */
+int fb__staging_alloc(fb__staging *s, size_t bytes, size_t phase);
 void fb__staging_free(fb__staging *s);
 /* Staging of its own, faulted in before it returns (small buffers the
  * stall writes). */
@@ -143,6 +149,10 @@ struct fb_ckpt {
     uint64_t last_save_ns;     /* time fb_ckpt_save itself took        */
     uint64_t last_faults;      /* writes that waited for the snapshot  */
     int last_protected;        /* 1: by write protection; 0: copied    */
+    uint64_t last_direct_bytes; /* written from their source as they
+                                   are, not gathered (store.c)          */
+    uint64_t last_writer_cpu_ns; /* CPU the background write took: the
+                                    writer's and its helper threads'    */
 
     fb_ckpt *next_open; /* list of open handles (flushed at exit)       */
     fb__tier tier;      /* node-memory tier (tier.c); mem_dir "": none  */

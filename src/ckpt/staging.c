@@ -29,6 +29,7 @@
  * the last allocation of a slab freed gives its bytes back.
  */
 #include "ckpt/engine.h"
+#include "ckpt/store.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -326,14 +327,20 @@ typedef struct slab {
 
 static slab *slabs;     /* under bg.mu; the newest first                */
 
-static void *slab_alloc(size_t bytes, slab **out)
+/* phase (a multiple of 64 below 4096, or SIZE_MAX for none): where in its
+ * 4 KiB page the allocation starts; up to 4 KiB before it is left unused. */
+static void *slab_alloc(size_t bytes, size_t phase, slab **out)
 {
     size_t len = (bytes + 63) & ~(size_t)63;
     if (!len)
         len = 64;
     pthread_mutex_lock(&bg.mu);
     slab *s = slabs;
-    if (!s || SLAB_BYTES - s->used < len) {
+    size_t gap = 0;
+    if (s && phase != SIZE_MAX)
+        gap = (phase - (s->used & 4095)) & 4095;
+    if (!s || SLAB_BYTES - s->used < len + gap) {
+        gap = phase != SIZE_MAX ? phase : 0;
         s = calloc(1, sizeof *s);
         if (s && !(s->base = map_huge(SLAB_BYTES))) {
             free(s);
@@ -346,6 +353,7 @@ static void *slab_alloc(size_t bytes, slab **out)
         s->next = slabs;
         slabs = s;
     }
+    s->used += gap;
     void *p = s->base + s->used;
     s->used += len;
     s->live++;
@@ -384,24 +392,30 @@ static void slab_free(slab *s, void *p, size_t bytes)
     free(s);
 }
 
-int fb__staging_alloc(fb__staging *s, size_t bytes)
+int fb__staging_alloc(fb__staging *s, size_t bytes, size_t phase)
 {
     memset(s, 0, sizeof *s);
     if (bytes < OWN_MAPPING_BYTES) {
+        /* Below FB__CKPT_DIRECT_MIN the writer gathers anyway (store.h):
+         * packed; above, at the phase asked for when it is 64-byte
+         * aligned (a tensor's offset in the data section mostly is). */
+        size_t at = bytes >= FB__CKPT_DIRECT_MIN && !(phase & 63) ? phase & 4095 : SIZE_MAX;
         slab *sl;
-        if (!(s->ptr = slab_alloc(bytes, &sl)))
+        if (!(s->ptr = slab_alloc(bytes, at, &sl)))
             return -ENOMEM;
         s->slab = sl;
         s->bytes = bytes;
         return 0;
     }
-    size_t len = (bytes + page_bytes() - 1) & ~(size_t)(page_bytes() - 1);
+    phase &= page_bytes() - 1;
+    size_t len = (phase + bytes + page_bytes() - 1) & ~(size_t)(page_bytes() - 1);
     void *p = map_huge(len);
     if (!p)
         return -ENOMEM;
-    s->ptr = p;
+    s->ptr = (char *)p + phase;
     s->bytes = bytes;
     s->mapped = len;
+    s->phase = phase;
     pthread_mutex_lock(&bg.mu);
     bg_queue_locked(p, POPULATE, p, len);
     pthread_mutex_unlock(&bg.mu);
@@ -429,8 +443,9 @@ void fb__staging_free(fb__staging *s)
     if (s->slab) {
         slab_free(s->slab, s->ptr, s->bytes);
     } else {
-        fb__bg_cancel(s->ptr);
-        munmap(s->ptr, s->mapped);
+        char *base = (char *)s->ptr - s->phase;
+        fb__bg_cancel(base);
+        munmap(base, s->mapped);
     }
     memset(s, 0, sizeof *s);
 }

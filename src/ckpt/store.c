@@ -371,9 +371,10 @@ void fb__shard_out_abort(fb__shard_out *o)
     rmdir(o->sdir); /* only when empty: other ranks' shards stay */
 }
 
-#define DIO_ALIGN ((uint64_t)4096)
+#define DIO_ALIGN FB__CKPT_DATA_ALIGN
 #define DIO_BATCH ((size_t)8 << 20)
 #define HASH_BLOCK ((size_t)256 << 10) /* hashed right after its copy: in L2 */
+#define MERGE_IOV 64 /* batches merged into one O_DIRECT write, at most */
 
 int fb__ckpt_pwritev_all(int fd, struct iovec *iov, int cnt, uint64_t off)
 {
@@ -399,47 +400,112 @@ int fb__ckpt_pwrite_all(int fd, const void *buf, size_t n, uint64_t off)
 
 #ifdef O_DIRECT
 /*
- * The data section in batches, each gathered from the tensors into one of
- * two aligned buffers by a second thread, which hashes every piece right
- * after copying it (in blocks of HASH_BLOCK, still in cache), while this
- * thread writes the other buffer.  The bytes are read from memory once,
- * not once by the copy and again by a hash thread.
+ * The data section in batches, written in order by the calling thread.
+ * A batch is either direct (whole 4 KiB blocks of one tensor whose source
+ * is at the file's phase: written from the source as soon as the writer
+ * reaches it; the source stays unchanged while the shard is written) or
+ * gathered by a second thread into one of two aligned buffers.  That
+ * thread goes through the section in order: it copies each gathered piece
+ * and hashes it right after (in blocks of HASH_BLOCK, still in cache), and
+ * hashes a direct batch where it lies, so every byte is read from memory
+ * once by the CPU; the writer waits for it to finish before returning.
  *
  * Batches: the head up to the first 4 KiB boundary and the tail after the
- * last (through the plain descriptor), and DIO_BATCH-sized ones between
- * (O_DIRECT).  slot_batch[k]: the batch buffer k holds, -1 while free.
+ * last (gathered, through the plain descriptor), and at most DIO_BATCH
+ * bytes each between (O_DIRECT).  ready: batches the gatherer is done
+ * with; slot_batch[k]: the batch buffer k holds, -1 while free.
  */
+typedef struct dio_batch {
+    uint64_t off;
+    size_t n;
+    const char *src; /* direct: the bytes; NULL: gathered */
+} dio_batch;
+
 typedef struct dio_pipe {
     fb_ckpt *ck;
     int from_staging, hash;
     char *buf[2];
-    uint64_t data_off, lo, hi, end;    /* section [data_off, end)       */
+    dio_batch *b;
     size_t nbatch;
     pthread_mutex_t mu;
     pthread_cond_t cv;
+    size_t ready;
     long slot_batch[2];
     int stop;                          /* the writer gave up            */
     int rc;                            /* gatherer: 0, -ENOMEM          */
     /* The gatherer's own: where it is, the hash of the tensor it is in. */
     size_t i, at;
     fb__hash_ctx *hc;
+    uint64_t cpu_ns;                   /* the gatherer's, when it ends   */
 } dio_pipe;
 
-static void batch_range(const dio_pipe *p, size_t b, uint64_t *off, size_t *n)
+#ifdef FB_TEST_HOOKS
+/* FIREBREAK_CKPT_GATHER_ALL=1: every batch gathered (bench_ckpt's
+ * "before"). */
+static int gather_all(void)
 {
-    uint64_t from, to;
-    if (b == 0) {
-        from = p->data_off;
-        to = p->lo;
-    } else if (b == p->nbatch - 1) {
-        from = p->hi;
-        to = p->end;
-    } else {
-        from = p->lo + (uint64_t)(b - 1) * DIO_BATCH;
-        to = from + DIO_BATCH < p->hi ? from + DIO_BATCH : p->hi;
+    const char *v = fb__getenv("FIREBREAK_CKPT_GATHER_ALL");
+    return v && !strcmp(v, "1");
+}
+#else
+static int gather_all(void)
+{
+    return 0;
+}
+#endif
+
+/* [from, to) in batches of at most DIO_BATCH, from src (NULL: gathered);
+ * with b NULL only counts them. */
+static size_t add_batches(dio_batch *b, size_t nb, uint64_t from, uint64_t to,
+                          const char *src)
+{
+    while (from < to) {
+        size_t n = to - from > DIO_BATCH ? DIO_BATCH : (size_t)(to - from);
+        if (b)
+            b[nb] = (dio_batch){from, n, src};
+        nb++;
+        from += n;
+        if (src)
+            src += n;
     }
-    *off = from;
-    *n = (size_t)(to - from);
+    return nb;
+}
+
+/* The batches of [data_off, end), lo and hi its first and last 4 KiB
+ * boundaries; with b NULL only counts them. */
+static size_t plan_batches(const dio_pipe *p, dio_batch *b, uint64_t data_off,
+                           uint64_t lo, uint64_t hi, uint64_t end)
+{
+    size_t nb = 0;
+    if (b)
+        b[nb] = (dio_batch){data_off, (size_t)(lo - data_off), NULL};
+    nb++;
+    uint64_t cur = lo, off = data_off;
+    size_t n = gather_all() ? 0 : p->ck->n;
+    for (size_t i = 0; i < n; i++) {
+        const fb__ckpt_tensor *t = &p->ck->t[i];
+        uint64_t f = off;
+        off += t->bytes;
+        const char *src = fb__ckpt_source(t, p->from_staging);
+        if (t->bytes < FB__CKPT_DIRECT_MIN ||
+            ((uintptr_t)src & (DIO_ALIGN - 1)) != (f & (DIO_ALIGN - 1)))
+            continue;
+        uint64_t a = (f + DIO_ALIGN - 1) & ~(DIO_ALIGN - 1);
+        uint64_t z = (f + t->bytes) & ~(DIO_ALIGN - 1);
+        if (a < cur)
+            a = cur;
+        if (z > hi)
+            z = hi;
+        if (z <= a)
+            continue;
+        nb = add_batches(b, nb, cur, a, NULL);
+        nb = add_batches(b, nb, a, z, src + (a - f));
+        cur = z;
+    }
+    nb = add_batches(b, nb, cur, hi, NULL);
+    if (b)
+        b[nb] = (dio_batch){hi, (size_t)(end - hi), NULL};
+    return nb + 1;
 }
 
 /* Tensors from p->i on that hold no more bytes past p->at: hashed. */
@@ -463,8 +529,9 @@ static int finish_tensors(dio_pipe *p)
     return 0;
 }
 
-/* The next n bytes of the section into buf, each piece hashed from buf;
- * a tensor's hash is set as soon as its last byte is in (an empty one's
+/* The next n bytes of the section into buf (NULL: a direct batch, left
+ * where they are), each piece hashed from buf or from its source; a
+ * tensor's hash is set as soon as its last byte is in (an empty one's
  * when gathering reaches it). */
 static int gather_hash(dio_pipe *p, char *buf, size_t n)
 {
@@ -479,10 +546,14 @@ static int gather_hash(dio_pipe *p, char *buf, size_t n)
             k = HASH_BLOCK;
         if (p->hash && !p->hc && !(p->hc = fb__hash_new(ck->alg)))
             return -ENOMEM;
-        memcpy(buf, fb__ckpt_source(t, p->from_staging) + p->at, k);
+        const char *src = fb__ckpt_source(t, p->from_staging) + p->at;
+        if (buf) {
+            memcpy(buf, src, k);
+            src = buf;
+            buf += k;
+        }
         if (p->hash)
-            fb__hash_update(p->hc, buf, k);
-        buf += k;
+            fb__hash_update(p->hc, src, k);
         n -= k;
         p->at += k;
         rc = finish_tensors(p);
@@ -493,24 +564,28 @@ static int gather_hash(dio_pipe *p, char *buf, size_t n)
 static void *gatherer(void *arg)
 {
     dio_pipe *p = arg;
+    size_t gathered = 0;
     for (size_t b = 0; b < p->nbatch; b++) {
-        int k = (int)(b & 1);
+        int k = -1;
         pthread_mutex_lock(&p->mu);
-        while (p->slot_batch[k] >= 0 && !p->stop)
-            pthread_cond_wait(&p->cv, &p->mu);
+        if (!p->b[b].src) {
+            k = (int)(gathered++ & 1);
+            while (p->slot_batch[k] >= 0 && !p->stop)
+                pthread_cond_wait(&p->cv, &p->mu);
+        }
         int stop = p->stop;
         pthread_mutex_unlock(&p->mu);
         if (stop)
             break;
-        uint64_t off;
-        size_t n;
-        batch_range(p, b, &off, &n);
-        int rc = gather_hash(p, p->buf[k], n);
+        int rc = gather_hash(p, k >= 0 ? p->buf[k] : NULL, p->b[b].n);
         pthread_mutex_lock(&p->mu);
-        if (rc)
+        if (rc) {
             p->rc = rc;
-        else
-            p->slot_batch[k] = (long)b;
+        } else {
+            if (k >= 0)
+                p->slot_batch[k] = (long)b;
+            p->ready = b + 1;
+        }
         pthread_cond_broadcast(&p->cv);
         pthread_mutex_unlock(&p->mu);
         if (rc)
@@ -518,14 +593,19 @@ static void *gatherer(void *arg)
     }
     fb__hash_free(p->hc);
     p->hc = NULL;
+    struct timespec ts;
+    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) == 0)
+        p->cpu_ns = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
     return NULL;
 }
 #endif
 
 int fb__ckpt_write_direct(const char *path, int fd, fb_ckpt *ck,
                           int from_staging, int hash, uint64_t data_off,
-                          uint64_t bytes)
+                          uint64_t bytes, fb__direct_stats *st)
 {
+    if (st)
+        *st = (fb__direct_stats){0, 0};
 #ifdef O_DIRECT
 #ifdef FB_TEST_HOOKS
     /* FIREBREAK_CKPT_DIRECT=0: the plain way (bench_ckpt's "before"). */
@@ -534,21 +614,27 @@ int fb__ckpt_write_direct(const char *path, int fd, fb_ckpt *ck,
         return 1;
 #endif
     dio_pipe p = {.ck = ck, .from_staging = from_staging, .hash = hash,
-                  .data_off = data_off,
-                  .end = data_off + bytes, .slot_batch = {-1, -1}};
-    p.lo = (data_off + DIO_ALIGN - 1) & ~(DIO_ALIGN - 1);
-    p.hi = (data_off + bytes) & ~(DIO_ALIGN - 1);
-    if (p.hi <= p.lo + DIO_ALIGN)
+                  .slot_batch = {-1, -1}};
+    uint64_t end = data_off + bytes;
+    uint64_t lo = (data_off + DIO_ALIGN - 1) & ~(DIO_ALIGN - 1);
+    uint64_t hi = end & ~(DIO_ALIGN - 1);
+    if (hi <= lo + DIO_ALIGN)
         return 1; /* too small to matter */
-    p.nbatch = 2 + (size_t)((p.hi - p.lo + DIO_BATCH - 1) / DIO_BATCH);
+    p.nbatch = plan_batches(&p, NULL, data_off, lo, hi, end);
+    if (!(p.b = malloc(p.nbatch * sizeof *p.b)))
+        return -ENOMEM;
+    (void)plan_batches(&p, p.b, data_off, lo, hi, end);
     int dfd = open(path, O_WRONLY | O_DIRECT | O_CLOEXEC);
-    if (dfd < 0)
+    if (dfd < 0) {
+        free(p.b);
         return 1;
+    }
     /* On huge pages (staging.c): 16 MiB in 4 KiB pages, faulted in again
      * at every save, would cost milliseconds on a virtual machine. */
     fb__staging bounce;
     if (fb__staging_alloc_now(&bounce, 2 * DIO_BATCH)) {
         close(dfd);
+        free(p.b);
         return 1;
     }
     p.buf[0] = bounce.ptr;
@@ -558,30 +644,67 @@ int fb__ckpt_write_direct(const char *path, int fd, fb_ckpt *ck,
     pthread_t tid;
     int started = pthread_create(&tid, NULL, gatherer, &p) == 0;
     int rc = started ? 0 : 1;
-    for (size_t b = 0; b < p.nbatch && !rc; b++) {
-        int k = (int)(b & 1);
+    uint64_t sent_as_is = 0;
+    for (size_t b = 0; b < p.nbatch && !rc;) {
+        /* One write of batches b..e-1: O_DIRECT ones merged into one
+         * pwritev of up to DIO_BATCH bytes, so a tensor boundary (a direct
+         * batch ends there, a few gathered blocks follow) does not cost
+         * the disk a small write; at most two gathered batches in it, the
+         * two buffers, which the gatherer cannot refill before it ends. */
+        int direct = b > 0 && b < p.nbatch - 1;
+        size_t e = b + 1, total = p.b[b].n;
+        int gathered = !p.b[b].src;
+        while (direct && e < p.nbatch - 1 && e - b < MERGE_IOV &&
+               total + p.b[e].n <= DIO_BATCH && gathered + !p.b[e].src <= 2) {
+            gathered += !p.b[e].src;
+            total += p.b[e].n;
+            e++;
+        }
+        /* Direct batches are written at once (the gatherer hashes them
+         * meanwhile, reading the same unchanged bytes); gathered ones
+         * once filled. */
+        size_t need = 0;
+        for (size_t j = b; j < e; j++)
+            if (!p.b[j].src)
+                need = j + 1;
+        struct iovec iov[MERGE_IOV];
+        int slot[MERGE_IOV];
         pthread_mutex_lock(&p.mu);
-        while (p.slot_batch[k] != (long)b && !p.rc)
+        while (p.ready < need && !p.rc)
             pthread_cond_wait(&p.cv, &p.mu);
-        rc = p.slot_batch[k] == (long)b ? 0 : p.rc;
+        rc = p.ready >= need ? 0 : p.rc;
+        for (size_t j = b; j < e && !rc; j++) {
+            const dio_batch *d = &p.b[j];
+            slot[j - b] = d->src ? -1 : p.slot_batch[0] == (long)j ? 0 : 1;
+            iov[j - b].iov_base = (void *)(d->src ? d->src : p.buf[slot[j - b]]);
+            iov[j - b].iov_len = d->n;
+        }
         pthread_mutex_unlock(&p.mu);
         if (rc)
             break;
-        uint64_t off;
-        size_t n;
-        batch_range(&p, b, &off, &n);
-        int direct = b > 0 && b < p.nbatch - 1;
-        rc = fb__ckpt_pwrite_all(direct ? dfd : fd, p.buf[k], n, off);
+        rc = total ? fb__ckpt_pwritev_all(direct ? dfd : fd, iov, (int)(e - b),
+                                          p.b[b].off)
+                   : 0;
         if (rc == -EINVAL && direct)
             rc = 1; /* opened, but not written so here: the plain way
                        rewrites the whole section */
         pthread_mutex_lock(&p.mu);
-        p.slot_batch[k] = -1;
+        for (size_t j = b; j < e; j++) {
+            if (!rc && p.b[j].src)
+                sent_as_is += p.b[j].n;
+            if (slot[j - b] >= 0)
+                p.slot_batch[slot[j - b]] = -1;
+        }
         pthread_cond_broadcast(&p.cv);
         pthread_mutex_unlock(&p.mu);
+        b = e;
     }
     if (started) { /* stop it where this gave up, and wait */
         pthread_mutex_lock(&p.mu);
+        while (!rc && p.ready < p.nbatch && !p.rc) /* the last hashes */
+            pthread_cond_wait(&p.cv, &p.mu);
+        if (!rc && p.ready < p.nbatch)
+            rc = p.rc;
         p.stop = 1;
         pthread_cond_broadcast(&p.cv);
         pthread_mutex_unlock(&p.mu);
@@ -590,7 +713,13 @@ int fb__ckpt_write_direct(const char *path, int fd, fb_ckpt *ck,
     pthread_mutex_destroy(&p.mu);
     pthread_cond_destroy(&p.cv);
     fb__staging_free(&bounce);
+    free(p.b);
     close(dfd);
+    if (st) {
+        st->gather_cpu_ns = p.cpu_ns;
+        if (!rc)
+            st->direct_bytes = sent_as_is;
+    }
     return rc;
 #else
     (void)path, (void)fd, (void)ck, (void)from_staging, (void)hash;

@@ -78,24 +78,40 @@ void fb__ckpt_write_behind(int fd, fb__write_behind *wb, uint64_t end);
  * file open as fd (written with plain writes), with O_DIRECT through a
  * second descriptor of path: the bytes go from memory to the disk without
  * a copy in the page cache (and without its writeback, which costs the
- * CPU most of a buffered write on a busy machine).  A second thread
- * gathers each 8 MiB of the section from the tensors (source:
- * fb__ckpt_source) into one of two aligned buffers, hashing every piece
- * as it copies it, while this one writes the other buffer; the partial
- * 4 KiB blocks at the two ends go through fd.  Returns 0 when written,
+ * CPU most of a buffered write on a busy machine).  A tensor's whole
+ * 4 KiB blocks whose source (fb__ckpt_source) is at the same phase in
+ * memory as in the file are written from the source itself; a second
+ * thread hashes them meanwhile, and gathers every other 8 MiB
+ * of the section into one of two aligned buffers, hashing each piece as
+ * it copies it, while this one writes; the partial 4 KiB blocks at the
+ * two ends go through fd.  *st (may be NULL): the bytes written from
+ * their source without a copy, and the second thread's CPU time.  Returns
+ * 0 when written,
  * with every tensor's `hash` set (when `hash`; else the caller hashes); 1
  * when this file cannot take direct I/O (nothing to undo: write it, and
  * hash, the plain way); or -errno.
  */
+/* The data section starts at a multiple of FB__CKPT_DATA_ALIGN in shards
+ * whose data is FB__CKPT_DIRECT_MIN bytes or more (the header is padded
+ * with spaces): a tensor whose source sits at the same phase in memory
+ * (staging is allocated so) goes to the disk from where it is, without
+ * the gathering copy.  FB__CKPT_DATA_ALIGN is also O_DIRECT's alignment
+ * here. */
+#define FB__CKPT_DATA_ALIGN ((uint64_t)4096)
+#define FB__CKPT_DIRECT_MIN ((uint64_t)1 << 20)
 struct fb_ckpt;
 /* pwritev / pwrite until everything is written (modifies iov): 0, or
  * -errno (-EIO when no byte was taken). */
 struct iovec;
 int fb__ckpt_pwritev_all(int fd, struct iovec *iov, int cnt, uint64_t off);
 int fb__ckpt_pwrite_all(int fd, const void *buf, size_t n, uint64_t off);
+typedef struct fb__direct_stats {
+    uint64_t direct_bytes;  /* written from the source as it is        */
+    uint64_t gather_cpu_ns; /* the gathering and hashing thread's CPU  */
+} fb__direct_stats;
 int fb__ckpt_write_direct(const char *path, int fd, struct fb_ckpt *ck,
                           int from_staging, int hash, uint64_t data_off,
-                          uint64_t bytes);
+                          uint64_t bytes, fb__direct_stats *st);
 
 /* Called between the steps of a deletion or a shard's commit (tests
  * crash there). */
