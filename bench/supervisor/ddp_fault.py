@@ -55,6 +55,10 @@ def main():
                         "step": step}, ckpt + ".tmp")
             os.replace(ckpt + ".tmp", ckpt)
         time.sleep(0.1)
+    # Every rank leaves the loop before any tears gloo down: a rank that
+    # closed its pairs while its peer still used them made the peer abort
+    # (SIGABRT in torch 2.15's gloo, once in a whole bench run).
+    dist.barrier()
     dist.destroy_process_group()
 
 
