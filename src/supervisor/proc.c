@@ -488,15 +488,26 @@ static void shim_main(const fb__spawn *sp, pid_t supervisor, int msg_fd)
         pid = spawn_rank(&c);
         if (pid < 0)
             _exit(1);
-        /* The child made its own process group before its exec, and the
-         * exec has happened (or the child ended) by now: STARTED names a
-         * process that already runs the program. */
+        /* The child made its own process group before its exec. */
         close(errpipe[1]);
+    }
+    /* vfork's parent resumes once the child has let go of the old memory,
+     * a moment before the new program becomes the task's (seen under
+     * load: /proc/PID/exe still the shim's).  The exec's close-on-exec
+     * pipe closes only after that, or brings its errno: so STARTED names
+     * a process that already runs the program, or one that failed. */
+    int exec_errno = 0, reaped = 0, ws = 0;
+    {
+        int e;
+        ssize_t r;
+        while ((r = read(errpipe[0], &e, sizeof e)) < 0 && errno == EINTR)
+            ;
+        if (r == (ssize_t)sizeof e)
+            exec_errno = e;
     }
     fb__shim_msg m = {.type = FB_SHIM_STARTED, .pid = pid, .mono_ns = fb__now_ns()};
     write_msg(msg_fd, &m);
 
-    int exec_errno = 0, reaped = 0, ws = 0;
     for (;;) {
         siginfo_t si;
         int sig = sigwaitinfo(&set, &si);
@@ -517,9 +528,6 @@ static void shim_main(const fb__spawn *sp, pid_t supervisor, int msg_fd)
         /* The rank ended (by itself, or in the hard stop's kill): its
          * status goes to the supervisor, whichever wait collected it. */
         uint64_t t = fb__now_ns();
-        int e;
-        if (read(errpipe[0], &e, sizeof e) == (ssize_t)sizeof e)
-            exec_errno = e;
         shim_kill_tree(pid, &reaped, &ws);
         fb__shim_msg end = {.type = FB_SHIM_ENDED, .pid = pid, .wstatus = ws,
                             .exec_errno = exec_errno, .mono_ns = t};
