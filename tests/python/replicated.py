@@ -183,6 +183,7 @@ def child_dtensor(rank, world, ckdir, mode):
         print("restored=%s ok=%s" % (step, torch.equal(got, global_tensor(3))),
               flush=True)
     ck.close()
+    dist.barrier()   # no rank tears gloo down while a peer still uses it
     dist.destroy_process_group()
 
 
@@ -231,6 +232,7 @@ def child_dtrep(rank, world, ckdir, mode):
                  and state["w"][n].placements == tuple(pl[n]) for n in DTREP)
         print("restored=%s ok=%s" % (got, ok), flush=True)
     ck.close()
+    dist.barrier()   # no rank tears gloo down while a peer still uses it
     dist.destroy_process_group()
 
 
@@ -290,6 +292,7 @@ def child_fsdp(rank, world, ckdir, mode):
         m(torch.randn(4, 8)).pow(2).sum().backward()   # and it trains on
         o.step()
     ck.close()
+    dist.barrier()   # no rank tears gloo down while a peer still uses it
     dist.destroy_process_group()
 
 
@@ -330,6 +333,7 @@ def child_fsdp1(rank, world, ckdir, mode):
         m(torch.randn(4, 8)).pow(2).sum().backward()   # and it trains on
         o.step()
     ck.close()
+    dist.barrier()   # no rank tears gloo down while a peer still uses it
     dist.destroy_process_group()
 
 
