@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/ptrace.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -281,6 +282,32 @@ static void write_msg(int fd, const fb__shim_msg *m)
  * the shim's stack frames: it never returns, only makes system calls and
  * writes nothing the shim reads but errno, which the shim does not look
  * at. */
+/* The soft limit of open files before fb__proc_nofile_raise, given back to
+ * every rank. */
+static struct rlimit nofile_before;
+static int nofile_raised;
+
+void fb__proc_nofile_raise(void)
+{
+    struct rlimit r;
+    if (nofile_raised || getrlimit(RLIMIT_NOFILE, &r) || r.rlim_cur >= r.rlim_max)
+        return;
+    /* The hard limit, or below the kernel's fs.nr_open where the hard one
+     * is past it (unlimited). */
+    static const rlim_t tries[] = {0, 1 << 20, 1 << 16};
+    for (size_t i = 0; i < sizeof tries / sizeof tries[0]; i++) {
+        rlim_t want = tries[i] ? tries[i] : r.rlim_max;
+        if (want > r.rlim_max || want <= r.rlim_cur)
+            continue;
+        struct rlimit up = {.rlim_cur = want, .rlim_max = r.rlim_max};
+        if (!setrlimit(RLIMIT_NOFILE, &up)) {
+            nofile_before = r;
+            nofile_raised = 1;
+            return;
+        }
+    }
+}
+
 typedef struct rank_child {
     const fb__spawn *sp;
     int errfd, msg_fd;
@@ -316,6 +343,8 @@ __attribute__((noreturn)) static void rank_child_main(const rank_child *c)
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
+    if (nofile_raised)
+        setrlimit(RLIMIT_NOFILE, &nofile_before);
     /* A standby rank (standby_wait): the exec stops it (SIGTRAP to a
      * tracee) until the shim lets it go; one that cannot be traced does
      * not run ahead at all. */

@@ -61,6 +61,13 @@ typedef struct fb__spawn {
     int exec_ahead;
 } fb__spawn;
 
+/* Raise this process's soft limit of open files to its hard limit: a
+ * supervisor holds a pidfd and pipes per rank (more with standby shims),
+ * past Debian's default of 1,024 at a few hundred ranks.  Every rank is
+ * exec'd with the soft limit it had before (select() users rely on it).
+ * Once per process; what it could not raise stays as it was. */
+void fb__proc_nofile_raise(void);
+
 /* Fork a shim that execs sp->argv.  On success *shim_pid and *msg_fd (the
  * read end of the shim's message pipe, non-blocking, close-on-exec). */
 int fb__shim_spawn(const fb__spawn *sp, pid_t *shim_pid, int *msg_fd);

@@ -1426,6 +1426,7 @@ int fb__sup_run(const fb__sup_options *o, fb__sup_result *res)
     gethostname(s->hostname, sizeof s->hostname - 1);
     s->world = o->nproc_per_node * (o->nnodes > 0 ? o->nnodes : 1);
     s->lock_fd[0] = s->lock_fd[1] = -1;
+    fb__proc_nofile_raise();
 
     int rc = check_inputs(s);
     if (rc)
