@@ -317,9 +317,11 @@ static int receive_into(int fd, unsigned char *map, const char *label,
         bad = verifier_init(&v, h, label, why, why_size);
     if (!bad && verify)
         threaded = hasher_start(&hs, &v, map, 8 + n) == 0;
-    /* The rest of the shard is read either way, to stay in step. */
+    /* The rest of the shard is read either way, to stay in step; in
+     * chunks for the hasher, else as much as each read gives. */
+    uint64_t chunk = threaded || (!bad && verify) ? RECV_CHUNK : bytes;
     for (uint64_t off = 8 + n; off < bytes;) {
-        size_t want = bytes - off < RECV_CHUNK ? (size_t)(bytes - off) : RECV_CHUNK;
+        size_t want = bytes - off < chunk ? (size_t)(bytes - off) : (size_t)chunk;
         if ((rc = read_full(fd, map + off, want)))
             goto cut;
         if (threaded)
