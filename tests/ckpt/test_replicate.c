@@ -200,10 +200,17 @@ static int exists(const char *p)
 /* The last connection, into the node's peer directory, deferred: steps 7
  * and 8 (rank 1 corrupted at the sender) arrive and are answered, none
  * committed; step 8 rank 0 is corrupted in memory before the scrub; the
- * scrub commits step 7 and drops both shards of step 8. */
+ * scrub commits step 7 and drops both shards of step 8 (a first one,
+ * stopped at once, leaves the shard it claimed to the second). */
+static int stop_now(void *arg)
+{
+    (void)arg;
+    return 1;
+}
+
 static int deferred_receiver(int lfd)
 {
-    char why[1024] = "", p[4300];
+    char why[1024] = "", p[4300], ls[4500];
     int bad = 0;
     fb__repl_pool *pool = NULL;
     if (fb__repl_pool_open(&pool, peer, why, sizeof why)) {
@@ -227,7 +234,15 @@ static int deferred_receiver(int lfd)
     snprintf(p, sizeof p, "%s/step-0000000008/.rank-00000.arrived", peer);
     EXPECT(exists(p), "deferred: %s not there", p);
     corrupt_file(p);
+    /* A scrub stopped at once leaves the shard it claimed for the next. */
     fb__repl_scrub_stats ss = {0};
+    rc = fb__repl_scrub(peer, stop_now, NULL, &ss);
+    EXPECT(rc == -ECANCELED && ss.committed == 0 && ss.dropped == 0, "stopped scrub: "
+           "rc %d, %llu committed, %llu dropped; want -ECANCELED, 0, 0", rc,
+           (unsigned long long)ss.committed, (unsigned long long)ss.dropped);
+    snprintf(ls, sizeof ls, "ls -A '%s'/step-000000000[78] | grep -c '^\\.rank-0000[01]\\.scrub$' "
+             "| grep -qx 1", peer);
+    EXPECT(system(ls) == 0, "stopped scrub: not one shard left claimed");
     rc = fb__repl_scrub(peer, NULL, NULL, &ss);
     EXPECT(rc == 0 && ss.committed == 2 && ss.dropped == 2, "scrub: rc %d, %llu "
            "committed, %llu dropped; want 2, 2", rc, (unsigned long long)ss.committed,
