@@ -354,7 +354,10 @@ static run_fig raw_run(int port, const char *buf, int ranks, unsigned long long 
     return finish_run(rc == 0, t, cpu, total);
 }
 
-static run_fig repl_run(int port, int ranks, unsigned long long total)
+/* A replication; *sent (may be NULL) is set once the peer answered every
+ * shard, before waiting for the receiver to be idle again (its scrub). */
+static run_fig repl_run_flag(int port, int ranks, unsigned long long total,
+                             volatile int *sent)
 {
     int fd = connect_port(port);
     if (fd < 0)
@@ -364,18 +367,27 @@ static run_fig repl_run(int port, int ranks, unsigned long long total)
     int rc = fb__repl_send_step(fd, src, 1, 0, ranks, why, sizeof why);
     uint64_t t = fb__now_ns() - t0, cpu = cpu_ns(CLOCK_THREAD_CPUTIME_ID) - c0;
     close(fd);
+    if (sent)
+        __atomic_store_n(sent, 1, __ATOMIC_RELEASE);
     if (rc)
         fprintf(stderr, "bench_repl: %s\n", why);
     return finish_run(rc == 0, t, cpu, total);
+}
+
+static run_fig repl_run(int port, int ranks, unsigned long long total)
+{
+    return repl_run_flag(port, ranks, total, NULL);
 }
 
 /*
  * The step slowdown while a replica is sent.  A training step here reads
  * and writes every element of a BENCH_REPL_STEP_MIB array (default 64),
  * as an optimizer step does its weights; its median time alone, then
- * while a thread sends the step's replica (pool warm).  The receiver is
- * on this host too, where on a cluster it is another node: its CPU
- * competes with the step here and would not there.
+ * while a thread sends the step's replica (pool warm), until the peer
+ * answered its last shard; not its scrub after, which the node watcher
+ * runs at idle priority (it takes only a CPU training leaves).  The
+ * receiver is on this host too, where on a cluster it is another node:
+ * its CPU competes with the step here and would not there.
  */
 typedef struct sender_arg {
     int port, ranks;
@@ -387,7 +399,7 @@ typedef struct sender_arg {
 static void *sender_main(void *p)
 {
     sender_arg *a = p;
-    a->gbps = repl_run(a->port, a->ranks, a->total).gbps;
+    a->gbps = repl_run_flag(a->port, a->ranks, a->total, &a->done).gbps;
     __atomic_store_n(&a->done, 1, __ATOMIC_RELEASE);
     return NULL;
 }
