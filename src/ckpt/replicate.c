@@ -377,7 +377,15 @@ struct fb__repl_pool {
     uint64_t cap_bytes;     /* fb__repl_pool_cap; 0: none */
     uint64_t (*held)(void *ctx);
     void *held_ctx;
+    void (*on_arrival)(void *ctx); /* fb__repl_pool_on_arrival */
+    void *arrival_ctx;
 };
+
+void fb__repl_pool_on_arrival(fb__repl_pool *p, void (*fn)(void *ctx), void *ctx)
+{
+    p->on_arrival = fn;
+    p->arrival_ctx = ctx;
+}
 
 void fb__repl_pool_cap(fb__repl_pool *p, uint64_t cap, uint64_t (*held)(void *ctx),
                        void *ctx)
@@ -809,6 +817,8 @@ int fb__repl_serve_pool(int fd, const char *dir, uint64_t max_bytes,
             fb__fsync_dir(sdir);
             if (st)
                 st->shards++, st->bytes += h.bytes;
+            if (defer && pool && pool->on_arrival)
+                pool->on_arrival(pool->arrival_ctx);
         } else {
             rmdir(sdir); /* only when empty */
             if (st)

@@ -147,6 +147,12 @@ int fb__repl_pool_refill(fb__repl_pool *pool, char *why, size_t why_size);
 void fb__repl_pool_cap(fb__repl_pool *pool, uint64_t cap, uint64_t (*held)(void *ctx),
                        void *ctx);
 
+/* Call fn(ctx) after each shard a deferred receive (FB__REPL_DEFER_VERIFY)
+ * through this pool left for the scrub, on the receiving thread, before
+ * it answers the sender: so a scrub can start on it while the next one
+ * arrives.  fn NULL: none (the default). */
+void fb__repl_pool_on_arrival(fb__repl_pool *pool, void (*fn)(void *ctx), void *ctx);
+
 /* Files in the pool; *bytes (may be NULL) their total size. */
 size_t fb__repl_pool_files(const fb__repl_pool *pool, uint64_t *bytes);
 

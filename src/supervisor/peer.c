@@ -16,11 +16,11 @@
  * the newest complete step offered (a newer one replaces one not begun),
  * the receiver serves one connection at a time, taking each shard in as
  * soon as it arrived whole with a valid header (FB__REPL_DEFER_VERIFY:
- * no hashing on the transfer's path), and wakes the scrub, a third thread
- * at idle priority (SCHED_IDLE), which verifies every hash of what
- * arrived, commits what passed, drops what did not, and then says which
- * steps of which ranks the node now holds (`fbw1 peer`): the supervisor
- * counts only verified copies.  Old steps go when the supervisor says
+ * no hashing on the transfer's path), and wakes the scrub after each
+ * shard: a third thread, at idle priority (SCHED_IDLE), which verifies
+ * every hash of what arrived, commits what passed, drops what did not,
+ * and then says which steps of which ranks the node now holds (`fbw1
+ * peer`): the supervisor counts only verified copies.  Old steps go when the supervisor says
  * (`fbw1 drop`, fb__peer_drop_older).
  *
  * `firebreak watch --mem-fetch` is the other direction, before a launch:
@@ -297,6 +297,18 @@ static void held(fb__peer *p)
     free(v);
 }
 
+/* Give the scrub work: after each shard that arrived (the pool's
+ * callback, so verifying it overlaps receiving the next), and after each
+ * connection. */
+static void wake_scrub(void *arg)
+{
+    fb__peer *p = arg;
+    pthread_mutex_lock(&p->mu);
+    p->scrub_due = 1;
+    pthread_cond_signal(&p->scrub_cv);
+    pthread_mutex_unlock(&p->mu);
+}
+
 static void *rx_main(void *arg)
 {
     fb__peer *p = arg;
@@ -330,8 +342,10 @@ static void *rx_main(void *arg)
      * and the pool's files included: a copy that would not fit is refused
      * (the sender's node keeps its own; the supervisor counts no peer
      * copy of it). */
-    if (pool)
+    if (pool) {
         fb__repl_pool_cap(pool, node_cap(), node_held, p->mem_dir);
+        fb__repl_pool_on_arrival(pool, wake_scrub, p);
+    }
     while (!p->stopping) {
         int c = accept4(p->lfd, NULL, NULL, SOCK_CLOEXEC);
         if (c < 0) {

@@ -199,13 +199,26 @@ static int exists(const char *p)
 
 /* The last connection, into the node's peer directory, deferred: steps 7
  * and 8 (rank 1 corrupted at the sender) arrive and are answered, none
- * committed; step 8 rank 0 is corrupted in memory before the scrub; the
+ * committed, the pool's callback told of each as it waits for the scrub; step 8 rank 0 is corrupted in memory before the scrub; the
  * scrub commits step 7 and drops both shards of step 8 (a first one,
  * stopped at once, leaves the shard it claimed to the second). */
 static int stop_now(void *arg)
 {
     (void)arg;
     return 1;
+}
+
+/* fb__repl_pool_on_arrival's count, and whether the shard was there for
+ * the scrub each time. */
+static int arrivals, arrived_unseen;
+
+static void on_arrival(void *ctx)
+{
+    char cmd[4400];
+    snprintf(cmd, sizeof cmd, "ls -A '%s'/step-000000000[78] | grep -c '^\\.rank-0000[01]"
+             "\\.arrived$' | grep -qx %d", (const char *)ctx, arrivals + 1);
+    arrived_unseen += system(cmd) != 0;
+    arrivals++;
 }
 
 static int deferred_receiver(int lfd)
@@ -217,11 +230,14 @@ static int deferred_receiver(int lfd)
         fprintf(stderr, "receiver: pool: %s\n", why);
         return 1;
     }
+    fb__repl_pool_on_arrival(pool, on_arrival, peer);
     int fd = accept(lfd, NULL, NULL);
     fb__repl_stats st = {0};
     int rc = fb__repl_serve_pool(fd, peer, 1u << 20, pool, FB__REPL_DEFER_VERIFY, &st, why,
                                  sizeof why);
     close(fd);
+    EXPECT(arrivals == 4 && arrived_unseen == 0, "deferred: told of %d arrivals, want 4, "
+           "%d of them not waiting for the scrub then", arrivals, arrived_unseen);
     EXPECT(rc == 0 && st.shards == 4 && st.rejected == 0, "deferred: rc %d (%s), %llu "
            "arrived, %llu rejected; want 4, 0", rc, why, (unsigned long long)st.shards,
            (unsigned long long)st.rejected);
@@ -281,6 +297,7 @@ static int receiver(int lfd)
 static int restore_past_corrupt_peer_copy(void)
 {
     char job[64], name[FB__SEG_NAME_MAX];
+    int before = failures; /* the parent's, up to the fork */
     snprintf(job, sizeof job, "repltest-%d", (int)getpid());
     setenv("FIREBREAK_JOB_ID", job, 1);
     setenv("FIREBREAK_RANK", "0", 1);
@@ -327,7 +344,7 @@ static int restore_past_corrupt_peer_copy(void)
            "copy, %d restore_done from storage; want 1 and 1", fell, from_storage);
     fb__seg_close(reader);
     fb__seg_remove_job(job, -1);
-    return failures != 0;
+    return failures != before;
 }
 
 /* d holds two steps of the 2-rank job, newest first, with these many
