@@ -7,7 +7,7 @@
  * Over loopback: a child process receives, the parent sends.  The step:
  * BENCH_REPL_RANKS shards (default 4) of BENCH_REPL_MIB MiB in all
  * (default 512), saved by the engine into /dev/shm.  A warm-up round, not
- * counted, then RUNS rounds, each of four connections: the baseline, raw
+ * counted, then RUNS rounds, each of five connections: the baseline, raw
  * TCP moving the same bytes the same way (the shard files sent whole with
  * sendfile, no header, received into a pre-faulted buffer of the step's
  * size, no hashing); raw TCP as bench_tcp does it (4 MiB writes from one
@@ -16,8 +16,13 @@
  * received by fb__repl_serve_pool without a pool (every shard's pages
  * allocated on arrival); and the same with the receive pool holding the
  * files of the step evicted before (the steady state of a tier that
- * keeps its newest steps), the figure the target is for.  Every shard is
- * verified by hash before it commits.  Rounds interleave so that the
+ * keeps its newest steps), every hash checked on arrival, before the
+ * shard is answered; and the way the node watcher receives (peer.c):
+ * the same pool, hashes checked after the transfer by fb__repl_scrub
+ * (FB__REPL_DEFER_VERIFY), the figure the target is for, with the
+ * scrub's own time and CPU printed beside it, and the transfer and scrub
+ * together.  Every shard is verified by hash before it commits, in
+ * either way.  Rounds interleave so that the
  * load of the moment weighs on each alike; each figure is the best of
  * its RUNS, and the median of the rounds' own ratios is printed beside.
  * Beside each figure, the CPU time both ends spent per byte (the
@@ -163,7 +168,14 @@ static uint64_t cpu_ns(clockid_t clock)
 }
 
 /* The kinds of connection, in each round's order. */
-enum { RAW_CACHED, RAW_SAME, REPL_COLD, REPL_POOL, KINDS };
+enum { RAW_CACHED, RAW_SAME, REPL_COLD, REPL_POOL, REPL_DEFER, KINDS };
+
+/* What the receiver says after each connection. */
+typedef struct rx_fig {
+    uint64_t cpu_ns;        /* the connection's, this process       */
+    uint64_t scrub_ns;      /* REPL_DEFER: the scrub after it, wall */
+    uint64_t scrub_cpu_ns;  /* ... and CPU                          */
+} rx_fig;
 
 /*
  * The child, one connection per run, in the parent's order: a warm-up
@@ -173,8 +185,8 @@ enum { RAW_CACHED, RAW_SAME, REPL_COLD, REPL_POOL, KINDS };
  * (when it has run empty, and always after a pooled run) or removed.
  * After every connection, once the receiver is idle again (the eviction
  * is not timed), it writes the CPU time the connection cost this process
- * (receiving and hashing threads) on ready_fd: the parent waits for it
- * before the next run.
+ * (receiving and hashing threads) on ready_fd, and for a deferred one
+ * the scrub's time: the parent waits for it before the next run.
  */
 static int receiver(int lfd, int ready_fd, unsigned long long raw_bytes)
 {
@@ -188,7 +200,7 @@ static int receiver(int lfd, int ready_fd, unsigned long long raw_bytes)
     memset(big, 0, raw_bytes);
     int rc = 0;
     for (int i = 0; i < KINDS * (RUNS + 1) + 1 && !rc; i++) {
-        int kind = i < KINDS * (RUNS + 1) ? i % KINDS : REPL_POOL;
+        int kind = i < KINDS * (RUNS + 1) ? i % KINDS : REPL_DEFER;
         int fd = accept(lfd, NULL, NULL);
         uint64_t c0 = cpu_ns(CLOCK_PROCESS_CPUTIME_ID);
         if (kind == RAW_CACHED || kind == RAW_SAME) {
@@ -197,14 +209,28 @@ static int receiver(int lfd, int ready_fd, unsigned long long raw_bytes)
             close(fd);
         } else {
             fb__repl_stats st = {0};
-            rc = fb__repl_serve_pool(fd, dst, 1ull << 40, kind == REPL_POOL ? pool : NULL,
-                                     &st, why, sizeof why);
+            rc = fb__repl_serve_pool(fd, dst, 1ull << 40, kind == REPL_COLD ? NULL : pool,
+                                     kind == REPL_DEFER ? FB__REPL_DEFER_VERIFY : 0, &st,
+                                     why, sizeof why);
             close(fd);
         }
-        uint64_t cpu = cpu_ns(CLOCK_PROCESS_CPUTIME_ID) - c0;
+        rx_fig fig = {cpu_ns(CLOCK_PROCESS_CPUTIME_ID) - c0, 0, 0};
+        if (!rc && kind == REPL_DEFER) {
+            fb__repl_scrub_stats ss = {0};
+            uint64_t t0 = fb__now_ns(), s0 = cpu_ns(CLOCK_PROCESS_CPUTIME_ID);
+            (void)fb__repl_scrub(dst, NULL, NULL, &ss);
+            fig.scrub_ns = fb__now_ns() - t0;
+            fig.scrub_cpu_ns = cpu_ns(CLOCK_PROCESS_CPUTIME_ID) - s0;
+            if (ss.bytes != raw_bytes || ss.dropped) {
+                snprintf(why, sizeof why, "the scrub committed %llu bytes of %llu, dropped "
+                         "%llu shards", (unsigned long long)ss.bytes, raw_bytes,
+                         (unsigned long long)ss.dropped);
+                rc = -EIO;
+            }
+        }
         if (rc || kind == RAW_CACHED || kind == RAW_SAME) {
             /* nothing to evict */
-        } else if (kind == REPL_POOL || !fb__repl_pool_files(pool, NULL)) {
+        } else if (kind != REPL_COLD || !fb__repl_pool_files(pool, NULL)) {
             rc = fb__repl_pool_recycle(pool, dst, 1, why, sizeof why);
             rc = rc < 0 ? rc : 0;
         } else {
@@ -212,7 +238,7 @@ static int receiver(int lfd, int ready_fd, unsigned long long raw_bytes)
             snprintf(step_dir, sizeof step_dir, "%s/step-0000000001", dst);
             fb__rm_rf(step_dir);
         }
-        if (!rc && write(ready_fd, &cpu, sizeof cpu) != (ssize_t)sizeof cpu)
+        if (!rc && write(ready_fd, &fig, sizeof fig) != (ssize_t)sizeof fig)
             rc = -EPIPE;
     }
     if (rc)
@@ -230,6 +256,9 @@ static int ready_rd = -1; /* the receiver's CPU time per connection */
 typedef struct run_fig {
     double gbps, cpu_ns_per_byte;
     double rx_share;        /* of that CPU time, the receiver's */
+    double scrub_gbps;      /* REPL_DEFER: the scrub alone ...     */
+    double scrub_ns_per_byte; /* ... its CPU per byte              */
+    double e2e_gbps;        /* ... and transfer and scrub together */
 } run_fig;
 
 /* Wait for the receiver to be idle again, and take its CPU time: the
@@ -238,12 +267,17 @@ typedef struct run_fig {
 static run_fig finish_run(int ok, uint64_t elapsed_ns, uint64_t sender_cpu_ns,
                           unsigned long long total)
 {
-    run_fig f = {-1, 0, 0};
-    uint64_t rx_cpu = 0;
-    if (read(ready_rd, &rx_cpu, sizeof rx_cpu) != (ssize_t)sizeof rx_cpu || !ok ||
-        !elapsed_ns)
+    run_fig f = {-1, 0, 0, 0, 0, 0};
+    rx_fig rx;
+    if (read(ready_rd, &rx, sizeof rx) != (ssize_t)sizeof rx || !ok || !elapsed_ns)
         return f;
+    uint64_t rx_cpu = rx.cpu_ns;
     f.gbps = (double)total / ((double)elapsed_ns / 1e9) / 1e9;
+    if (rx.scrub_ns) {
+        f.scrub_gbps = (double)total / ((double)rx.scrub_ns / 1e9) / 1e9;
+        f.scrub_ns_per_byte = (double)rx.scrub_cpu_ns / (double)total;
+        f.e2e_gbps = (double)total / ((double)(elapsed_ns + rx.scrub_ns) / 1e9) / 1e9;
+    }
     f.cpu_ns_per_byte = (double)(sender_cpu_ns + rx_cpu) / (double)total;
     f.rx_share = (double)rx_cpu / (double)(sender_cpu_ns + rx_cpu + 1);
     return f;
@@ -320,7 +354,10 @@ static run_fig raw_run(int port, const char *buf, int ranks, unsigned long long 
     return finish_run(rc == 0, t, cpu, total);
 }
 
-static run_fig repl_run(int port, int ranks, unsigned long long total)
+/* A replication; *sent (may be NULL) is set once the peer answered every
+ * shard, before waiting for the receiver to be idle again (its scrub). */
+static run_fig repl_run_flag(int port, int ranks, unsigned long long total,
+                             volatile int *sent)
 {
     int fd = connect_port(port);
     if (fd < 0)
@@ -330,18 +367,27 @@ static run_fig repl_run(int port, int ranks, unsigned long long total)
     int rc = fb__repl_send_step(fd, src, 1, 0, ranks, why, sizeof why);
     uint64_t t = fb__now_ns() - t0, cpu = cpu_ns(CLOCK_THREAD_CPUTIME_ID) - c0;
     close(fd);
+    if (sent)
+        __atomic_store_n(sent, 1, __ATOMIC_RELEASE);
     if (rc)
         fprintf(stderr, "bench_repl: %s\n", why);
     return finish_run(rc == 0, t, cpu, total);
+}
+
+static run_fig repl_run(int port, int ranks, unsigned long long total)
+{
+    return repl_run_flag(port, ranks, total, NULL);
 }
 
 /*
  * The step slowdown while a replica is sent.  A training step here reads
  * and writes every element of a BENCH_REPL_STEP_MIB array (default 64),
  * as an optimizer step does its weights; its median time alone, then
- * while a thread sends the step's replica (pool warm).  The receiver is
- * on this host too, where on a cluster it is another node: its CPU
- * competes with the step here and would not there.
+ * while a thread sends the step's replica (pool warm), until the peer
+ * answered its last shard; not its scrub after, which the node watcher
+ * runs at idle priority (it takes only a CPU training leaves).  The
+ * receiver is on this host too, where on a cluster it is another node:
+ * its CPU competes with the step here and would not there.
  */
 typedef struct sender_arg {
     int port, ranks;
@@ -353,7 +399,7 @@ typedef struct sender_arg {
 static void *sender_main(void *p)
 {
     sender_arg *a = p;
-    a->gbps = repl_run(a->port, a->ranks, a->total).gbps;
+    a->gbps = repl_run_flag(a->port, a->ranks, a->total, &a->done).gbps;
     __atomic_store_n(&a->done, 1, __ATOMIC_RELEASE);
     return NULL;
 }
@@ -473,12 +519,14 @@ int main(void)
      * pool, the caches), so that the load of the moment weighs on each
      * figure alike; each figure the best of its RUNS, and the median of
      * the rounds' own ratios beside. */
-    run_fig best[KINDS] = {{0, 0, 0}};
-    double ratios[RUNS], ratios_cached[RUNS], alone = 0, during = 0;
+    run_fig best[KINDS];
+    memset(best, 0, sizeof best);
+    double ratios[RUNS], ratios_cached[RUNS], ratios_arrival[RUNS], alone = 0, during = 0;
     int failed = 0, nduring = 0;
     for (int i = -1; i < RUNS && !failed; i++) {
         run_fig g[KINDS] = {raw_run(port, buf, 0, total), raw_run(port, buf, ranks, total),
-                            repl_run(port, ranks, total), repl_run(port, ranks, total)};
+                            repl_run(port, ranks, total), repl_run(port, ranks, total),
+                            repl_run(port, ranks, total)};
         for (int k = 0; k < KINDS; k++) {
             failed |= g[k].gbps < 0;
             if (i < 0)
@@ -489,14 +537,22 @@ int main(void)
                 best[k].cpu_ns_per_byte = g[k].cpu_ns_per_byte;
                 best[k].rx_share = g[k].rx_share;
             }
+            if (g[k].scrub_gbps > best[k].scrub_gbps)
+                best[k].scrub_gbps = g[k].scrub_gbps;
+            if (g[k].e2e_gbps > best[k].e2e_gbps)
+                best[k].e2e_gbps = g[k].e2e_gbps;
+            if (!best[k].scrub_ns_per_byte || g[k].scrub_ns_per_byte < best[k].scrub_ns_per_byte)
+                best[k].scrub_ns_per_byte = g[k].scrub_ns_per_byte;
         }
         if (i >= 0) {
-            ratios[i] = g[RAW_SAME].gbps > 0 ? g[REPL_POOL].gbps / g[RAW_SAME].gbps : 0;
-            ratios_cached[i] =
-                g[RAW_CACHED].gbps > 0 ? g[REPL_POOL].gbps / g[RAW_CACHED].gbps : 0;
+            double rawg = g[RAW_SAME].gbps, cached = g[RAW_CACHED].gbps;
+            ratios[i] = rawg > 0 ? g[REPL_DEFER].gbps / rawg : 0;
+            ratios_arrival[i] = rawg > 0 ? g[REPL_POOL].gbps / rawg : 0;
+            ratios_cached[i] = cached > 0 ? g[REPL_DEFER].gbps / cached : 0;
         }
     }
     qsort(ratios, RUNS, sizeof ratios[0], cmp_double);
+    qsort(ratios_arrival, RUNS, sizeof ratios_arrival[0], cmp_double);
     qsort(ratios_cached, RUNS, sizeof ratios_cached[0], cmp_double);
     if (!failed)
         failed |= step_slowdown(port, ranks, total, &alone, &during, &nduring) != 0;
@@ -509,7 +565,7 @@ int main(void)
         fprintf(stderr, "bench_repl: failed (receiver status %d)\n", status);
         return 1;
     }
-    double raw = best[RAW_SAME].gbps, repl = best[REPL_POOL].gbps, ratio = repl / raw;
+    double raw = best[RAW_SAME].gbps, repl = best[REPL_DEFER].gbps, ratio = repl / raw;
     printf("bench_repl: %d shards, %.0f MiB, loopback, best of %d after a warm-up round\n",
            ranks, (double)total / (1 << 20), RUNS);
     printf("  %-32s %6.2f GB/s  %5.2f ns/B CPU %3.0f%% rx  (the shard files with sendfile, no "
@@ -524,15 +580,33 @@ int main(void)
            "arrival)\n", "replication, no pool", best[REPL_COLD].gbps,
            best[REPL_COLD].cpu_ns_per_byte, 100 * best[REPL_COLD].rx_share);
     printf("  %-32s %6.2f GB/s  %5.2f ns/B CPU %3.0f%% rx  (receive pool: the evicted step's "
-           "files)\n", "replication, verified", repl, best[REPL_POOL].cpu_ns_per_byte,
+           "files, hashes checked on arrival)\n", "replication, verified on arrival",
+           best[REPL_POOL].gbps, best[REPL_POOL].cpu_ns_per_byte,
            100 * best[REPL_POOL].rx_share);
-    printf("  ratio                      %6.2f   (target >= 0.80; median of rounds %.2f, "
-           "%.2f to %.2f)\n", ratio, ratios[RUNS / 2], ratios[0], ratios[RUNS - 1]);
+    printf("  %-32s %6.2f GB/s  %5.2f ns/B CPU %3.0f%% rx  (the same pool, hashes checked "
+           "after, by the scrub: the node watcher's way)\n", "replication, to arrival", repl,
+           best[REPL_DEFER].cpu_ns_per_byte, 100 * best[REPL_DEFER].rx_share);
+    printf("  %-32s %6.2f GB/s  %5.2f ns/B CPU       (reads back every shard, checks every "
+           "hash, commits)\n", "  the scrub after it", best[REPL_DEFER].scrub_gbps,
+           best[REPL_DEFER].scrub_ns_per_byte);
+    printf("  %-32s %6.2f GB/s                     (arrival, then the scrub, one after the "
+           "other)\n", "  transfer and scrub", best[REPL_DEFER].e2e_gbps);
+    printf("  ratio                      %6.2f   (to arrival; target >= 0.80; median of "
+           "rounds %.2f, %.2f to %.2f)\n", ratio, ratios[RUNS / 2], ratios[0],
+           ratios[RUNS - 1]);
+    printf("  ratio verified on arrival  %6.2f   (median of rounds %.2f)\n",
+           best[REPL_POOL].gbps / raw, ratios_arrival[RUNS / 2]);
+    printf("  ratio transfer and scrub   %6.2f\n", best[REPL_DEFER].e2e_gbps / raw);
     printf("  ratio to cached raw        %6.2f   (median of rounds %.2f)\n",
            repl / best[RAW_CACHED].gbps, ratios_cached[RUNS / 2]);
-    printf("  ratio without the pool     %6.2f\n", best[REPL_COLD].gbps / raw);
-    printf("  CPU per byte, replication / raw %5.2f (both ends, best of each)\n",
-           best[REPL_POOL].cpu_ns_per_byte / best[RAW_SAME].cpu_ns_per_byte);
+    printf("  ratio without the pool     %6.2f   (verified on arrival)\n",
+           best[REPL_COLD].gbps / raw);
+    printf("  CPU per byte / raw's        %5.2f to arrival, %.2f verified on arrival, %.2f "
+           "with the scrub (both ends, best of each)\n",
+           best[REPL_DEFER].cpu_ns_per_byte / best[RAW_SAME].cpu_ns_per_byte,
+           best[REPL_POOL].cpu_ns_per_byte / best[RAW_SAME].cpu_ns_per_byte,
+           (best[REPL_DEFER].cpu_ns_per_byte + best[REPL_DEFER].scrub_ns_per_byte) /
+               best[RAW_SAME].cpu_ns_per_byte);
     printf("  training step, %lld MiB rw  %6.1f ms alone, %.1f ms while a replica is "
            "sent (median of %d) = %.2fx\n",
            env_ll("BENCH_REPL_STEP_MIB", 64, 1, 4096), alone, during, nduring,
@@ -545,7 +619,7 @@ int main(void)
     char w[96], m[64], b[64];
     bench_target("bench_repl",
                  bench_fmt(w, sizeof w, "peer replication, fbr1, %d shards, %.0f MiB, "
-                           "verified, receive pool", ranks, (double)total / (1 << 20)),
+                           "to arrival, pool", ranks, (double)total / (1 << 20)),
                  bench_fmt(m, sizeof m, "%.2f GB/s = %.2fx", repl, ratio),
                  bench_fmt(b, sizeof b, "raw socket, same bytes %.2f GB/s", raw),
                  ">= 0.8x", ratio >= 0.8);

@@ -6,9 +6,11 @@
  * user space).  The receiver maps the temporary file and reads the socket
  * straight into the mapping (one copy, the socket's): the length word and
  * the header first, checked as a reader checks a file (safetensors.c,
- * shard.c), then the data in 256 KiB chunks, each hashed right after it
- * arrived, while it is still in the cache.  Only a shard whose every hash
- * matched is renamed to its committed name.
+ * shard.c), then the data in 1 MiB chunks, hashed by a second thread
+ * behind the socket; or, deferred (FB__REPL_DEFER_VERIFY), not hashed on
+ * the transfer's path at all: the shard waits under a hidden name until
+ * fb__repl_scrub reads it back and checks every hash.  Only a shard whose
+ * every hash matched is renamed to its committed name.
  */
 #include "ckpt/replicate.h"
 
@@ -276,14 +278,15 @@ static void hasher_join(hasher *hs)
  * One shard off the socket into map (bytes long, the file named label):
  * the length word and the header first, checked (format, place,
  * metadata), then the data in chunks, hashed by the hasher as they arrive
- * (inline when no thread could be started).  0: received whole and
- * verified; FB_ECORRUPT / FB_EFORMAT: received whole, not valid (the
+ * (inline when no thread could be started; not at all unless verify).
+ * 0: received whole and verified (or, without verify, with a valid
+ * header); FB_ECORRUPT / FB_EFORMAT: received whole, not valid (the
  * stream is still in step); other: the connection failed.  *stream_ok
  * says whether the stream is still in step.
  */
 static int receive_into(int fd, unsigned char *map, const char *label,
-                        const fb__repl_header *rh, int *stream_ok, char *why,
-                        size_t why_size)
+                        const fb__repl_header *rh, int verify, int *stream_ok,
+                        char *why, size_t why_size)
 {
     uint64_t bytes = rh->bytes;
     *stream_ok = 0;
@@ -312,16 +315,18 @@ static int receive_into(int fd, unsigned char *map, const char *label,
         bad = fb__shard_check_meta(h, label, why, why_size);
     if (!bad)
         bad = verifier_init(&v, h, label, why, why_size);
-    if (!bad)
+    if (!bad && verify)
         threaded = hasher_start(&hs, &v, map, 8 + n) == 0;
-    /* The rest of the shard is read either way, to stay in step. */
+    /* The rest of the shard is read either way, to stay in step; in
+     * chunks for the hasher, else as much as each read gives. */
+    uint64_t chunk = threaded || (!bad && verify) ? RECV_CHUNK : bytes;
     for (uint64_t off = 8 + n; off < bytes;) {
-        size_t want = bytes - off < RECV_CHUNK ? (size_t)(bytes - off) : RECV_CHUNK;
+        size_t want = bytes - off < chunk ? (size_t)(bytes - off) : (size_t)chunk;
         if ((rc = read_full(fd, map + off, want)))
             goto cut;
         if (threaded)
             hasher_publish(&hs, off + want, 0);
-        else if (!bad)
+        else if (!bad && verify)
             verifier_feed(&v, map + off, want);
         off += want;
     }
@@ -329,7 +334,7 @@ static int receive_into(int fd, unsigned char *map, const char *label,
         hasher_join(&hs);
         threaded = 0;
     }
-    if (!bad) {
+    if (!bad && verify) {
         verifier_feed(&v, NULL, 0); /* closes the tensors that end here */
         bad = v.rc;
     }
@@ -372,7 +377,15 @@ struct fb__repl_pool {
     uint64_t cap_bytes;     /* fb__repl_pool_cap; 0: none */
     uint64_t (*held)(void *ctx);
     void *held_ctx;
+    void (*on_arrival)(void *ctx); /* fb__repl_pool_on_arrival */
+    void *arrival_ctx;
 };
+
+void fb__repl_pool_on_arrival(fb__repl_pool *p, void (*fn)(void *ctx), void *ctx)
+{
+    p->on_arrival = fn;
+    p->arrival_ctx = ctx;
+}
 
 void fb__repl_pool_cap(fb__repl_pool *p, uint64_t cap, uint64_t (*held)(void *ctx),
                        void *ctx)
@@ -714,13 +727,25 @@ static int drop_bytes(int fd, uint64_t bytes)
 int fb__repl_serve(int fd, const char *dir, uint64_t max_bytes,
                    fb__repl_stats *st, char *why, size_t why_size)
 {
-    return fb__repl_serve_pool(fd, dir, max_bytes, NULL, st, why, why_size);
+    return fb__repl_serve_pool(fd, dir, max_bytes, NULL, 0, st, why, why_size);
+}
+
+/* Where a shard waits for the scrub (deferred) or is being verified by it. */
+#define ARRIVED_SUFFIX ".arrived"
+#define SCRUB_SUFFIX ".scrub"
+
+static int waiting_path(char *buf, size_t size, const char *dir, uint64_t step,
+                        unsigned rank, const char *suffix)
+{
+    return fb__fmt(buf, size, "%s/step-%010llu/.rank-%05u%s", dir,
+                   (unsigned long long)step, rank, suffix);
 }
 
 int fb__repl_serve_pool(int fd, const char *dir, uint64_t max_bytes,
-                        fb__repl_pool *pool, fb__repl_stats *st, char *why,
-                        size_t why_size)
+                        fb__repl_pool *pool, unsigned flags, fb__repl_stats *st,
+                        char *why, size_t why_size)
 {
+    int defer = (flags & FB__REPL_DEFER_VERIFY) != 0;
     for (;;) {
         unsigned char hb[FB__REPL_HEADER_BYTES];
         int rc = read_full(fd, hb, sizeof hb);
@@ -738,7 +763,8 @@ int fb__repl_serve_pool(int fd, const char *dir, uint64_t max_bytes,
         if (fb__ckpt_step_path(sdir, sizeof sdir, dir, h.step) ||
             fb__fmt(tmp, sizeof tmp, "%s/.rank-%05u.%d.tmp", sdir, h.rank,
                     (int)getpid()) ||
-            fb__ckpt_shard_path(dst, sizeof dst, dir, h.step, (int)h.rank)) {
+            (defer ? waiting_path(dst, sizeof dst, dir, h.step, h.rank, ARRIVED_SUFFIX)
+                   : fb__ckpt_shard_path(dst, sizeof dst, dir, h.step, (int)h.rank))) {
             fb__ckpt_say(why, why_size, "fbr1: path too long under %s", dir);
             return -ENAMETOOLONG;
         }
@@ -777,7 +803,7 @@ int fb__repl_serve_pool(int fd, const char *dir, uint64_t max_bytes,
             fb__ckpt_say(why, why_size, "fbr1: %s", err);
             return status; /* nothing read of the shard: out of step */
         }
-        status = receive_into(fd, f.map, tmp, &h, &in_step, err, sizeof err);
+        status = receive_into(fd, f.map, tmp, &h, !defer, &in_step, err, sizeof err);
         if (!in_step) {
             shard_file_done(pool, &f, 0);
             rmdir(sdir);
@@ -791,6 +817,8 @@ int fb__repl_serve_pool(int fd, const char *dir, uint64_t max_bytes,
             fb__fsync_dir(sdir);
             if (st)
                 st->shards++, st->bytes += h.bytes;
+            if (defer && pool && pool->on_arrival)
+                pool->on_arrival(pool->arrival_ctx);
         } else {
             rmdir(sdir); /* only when empty */
             if (st)
@@ -806,6 +834,170 @@ int fb__repl_serve_pool(int fd, const char *dir, uint64_t max_bytes,
             return rc;
         }
     }
+}
+
+/* Parse "<prefix><digits><suffix>" exactly, digits at most 10; 0 or -1. */
+static int parse_name(const char *name, const char *prefix, const char *suffix,
+                      uint64_t *out)
+{
+    size_t lp = strlen(prefix), ls = strlen(suffix), n = strlen(name);
+    if (n <= lp + ls || n - lp - ls > 10 || strncmp(name, prefix, lp) ||
+        strcmp(name + n - ls, suffix))
+        return -1;
+    uint64_t v = 0;
+    for (size_t i = lp; i < n - ls; i++) {
+        if (name[i] < '0' || name[i] > '9')
+            return -1;
+        v = v * 10 + (uint64_t)(name[i] - '0');
+    }
+    *out = v;
+    return 0;
+}
+
+#define SCRUB_CHUNK (8u << 20) /* stop is asked between these */
+
+/* Verify one claimed shard (path, of step and rank) as the receiver does
+ * on arrival (the same header checks and verifier), hashing it where it
+ * lies: a read-only mapping, no copy.  Nothing truncates a claimed file
+ * (it is the receiver's own, out of the pool and under a name only the
+ * scrub uses).  0, -ECANCELED, or the error with why filled. */
+static int scrub_verify(const char *path, uint64_t step, int rank, int (*stop)(void *),
+                        void *stop_arg, char *why, size_t why_size)
+{
+    int fd = fb__open_regular(path, 0);
+    if (fd < 0) {
+        fb__ckpt_say(why, why_size, "open %s: %s", path, fb_strerror(fd));
+        return fd;
+    }
+    struct stat stt;
+    if (fstat(fd, &stt) || stt.st_size < 8) {
+        int rc = stt.st_size < 8 ? FB_EFORMAT : -errno;
+        fb__ckpt_say(why, why_size, "%s: %s", path, fb_strerror(rc));
+        close(fd);
+        return rc;
+    }
+    uint64_t bytes = (uint64_t)stt.st_size;
+    unsigned char *m = mmap(NULL, bytes, PROT_READ, MAP_SHARED | MAP_POPULATE, fd, 0);
+    close(fd);
+    if (m == MAP_FAILED) {
+        int rc = -errno;
+        fb__ckpt_say(why, why_size, "map %s: %s", path, strerror(-rc));
+        return rc;
+    }
+    fb__st_header *h = NULL;
+    verifier v = {0};
+    int rc = fb__st_parse_buffer(m, bytes, path, &h, why, why_size);
+    if (!rc)
+        rc = fb__shard_check_place(h, path, step, rank, 0, why, why_size);
+    if (!rc)
+        rc = fb__shard_check_meta(h, path, why, why_size);
+    if (!rc)
+        rc = verifier_init(&v, h, path, why, why_size);
+    if (!rc) {
+        /* The data section follows the length word and the header, whose
+         * length the parse above bounded by the file's. */
+        uint64_t start = 8 + get_le(m, 8);
+        for (uint64_t off = start; off < bytes && !v.rc; off += SCRUB_CHUNK) {
+            if (stop && stop(stop_arg)) {
+                rc = -ECANCELED;
+                break;
+            }
+            uint64_t n = bytes - off < SCRUB_CHUNK ? bytes - off : SCRUB_CHUNK;
+            verifier_feed(&v, m + off, (size_t)n);
+        }
+        if (!rc) {
+            verifier_feed(&v, NULL, 0); /* closes the tensors that end here */
+            rc = v.rc;
+        }
+    }
+    fb__hash_free(v.ctx);
+    fb__st_free(h);
+    munmap(m, bytes);
+    return rc;
+}
+
+/* The waiting shards of one step directory (step), claimed and verified
+ * one at a time. */
+static int scrub_step(const char *dir, uint64_t step, int (*stop)(void *),
+                      void *stop_arg, fb__repl_scrub_stats *st)
+{
+    char sdir[PATH_MAX];
+    if (fb__ckpt_step_path(sdir, sizeof sdir, dir, step))
+        return 0;
+    DIR *d = opendir(sdir);
+    if (!d)
+        return 0; /* dropped meanwhile */
+    int rc = 0;
+    struct dirent *de;
+    while (!rc && (de = readdir(d))) {
+        uint64_t rank;
+        int claimed = !parse_name(de->d_name, ".rank-", SCRUB_SUFFIX, &rank);
+        if (!claimed && parse_name(de->d_name, ".rank-", ARRIVED_SUFFIX, &rank))
+            continue;
+        if (rank > 99999)
+            continue;
+        char from[PATH_MAX], path[PATH_MAX], dst[PATH_MAX], why[1024] = "";
+        if (waiting_path(from, sizeof from, dir, step, (unsigned)rank, ARRIVED_SUFFIX) ||
+            waiting_path(path, sizeof path, dir, step, (unsigned)rank, SCRUB_SUFFIX) ||
+            fb__ckpt_shard_path(dst, sizeof dst, dir, step, (int)rank))
+            continue;
+        /* Claimed first: a copy that arrives again meanwhile takes the
+         * .arrived name, and the next scrub verifies it. */
+        if (!claimed && rename(from, path))
+            continue;
+        int v = scrub_verify(path, step, (int)rank, stop, stop_arg, why, sizeof why);
+        if (v == -ECANCELED) {
+            rc = v;
+        } else if (!v) {
+            struct stat stt;
+            if (!stat(path, &stt) && !rename(path, dst)) {
+                fb__fsync_dir(sdir);
+                if (st)
+                    st->committed++, st->bytes += (uint64_t)stt.st_size;
+            }
+        } else if (v == FB_ECORRUPT || v == FB_EFORMAT || v == FB_EVERSION) {
+            unlink(path);
+            if (st)
+                st->dropped++;
+            fprintf(stderr, "firebreak: replica of step %llu rank %llu dropped by the "
+                    "scrub: %s\n", (unsigned long long)step, (unsigned long long)rank,
+                    why);
+        }
+        /* Else (gone meanwhile, no memory): left for the next scrub. */
+    }
+    closedir(d);
+    return rc;
+}
+
+int fb__repl_scrub(const char *dir, int (*stop)(void *), void *stop_arg,
+                   fb__repl_scrub_stats *st)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return 0;
+    uint64_t *steps = NULL;
+    size_t n = 0, cap = 0;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        uint64_t step;
+        if (parse_name(de->d_name, "step-", "", &step) || step > FB__REPL_MAX_STEP)
+            continue;
+        if (n == cap) {
+            size_t c = cap ? 2 * cap : 16;
+            uint64_t *v = realloc(steps, c * sizeof *v);
+            if (!v)
+                break; /* the rest wait for the next scrub */
+            steps = v;
+            cap = c;
+        }
+        steps[n++] = step;
+    }
+    closedir(d);
+    int rc = 0;
+    for (size_t i = 0; i < n && !rc; i++)
+        rc = scrub_step(dir, steps[i], stop, stop_arg, st);
+    free(steps);
+    return rc;
 }
 
 static int send_shard(int fd, const char *dir, uint64_t step, int rank, char *why,

@@ -12,12 +12,17 @@
  *         24  the shard, `bytes` bytes, as committed in the sender's tier
  *
  * The receiver writes it under a temporary name in its directory, checks
- * every hash and its recorded place (step, rank), and only then renames it
- * to its committed name; it answers each shard with a 4-byte LE status (0,
- * or the negative error: FB_ECORRUPT for a shard that failed its hashes,
+ * its header and recorded place (step, rank), and answers each shard with
+ * a 4-byte LE status (0, or the negative error: FB_ECORRUPT for a shard
+ * that failed its hashes, FB_EFORMAT for a header that is not valid,
  * -ENOSPC for one refused under the receiver's cap, fb__repl_pool_cap).
- * So a step in the peer's tier is complete only when every shard arrived
- * whole and verified, by the same rule as every tier (store.h).
+ * Its hashes are checked either on arrival, before the answer (the
+ * default), or later, off the transfer's path (FB__REPL_DEFER_VERIFY):
+ * the shard then waits under a hidden name, .rank-R.arrived in its step's
+ * directory, until fb__repl_scrub checks every hash.  Either way a shard
+ * is renamed to its committed name only once every hash matched, so a
+ * step in the peer's tier is complete only when every shard arrived whole
+ * and verified, by the same rule as every tier (store.h).
  */
 #ifndef FB_CKPT_REPLICATE_H
 #define FB_CKPT_REPLICATE_H
@@ -43,10 +48,13 @@ int fb__repl_header_decode(const unsigned char *buf, size_t len,
                            size_t why_size);
 
 typedef struct fb__repl_stats {
-    uint64_t shards, bytes;     /* committed                          */
+    uint64_t shards, bytes;     /* committed, or (deferred) arrived    */
     uint64_t rejected;          /* failed verification (not committed) */
     uint64_t refused;           /* no room under the pool's cap        */
 } fb__repl_stats;
+
+/* fb__repl_serve_pool's flags. */
+#define FB__REPL_DEFER_VERIFY 1u /* hashes checked by fb__repl_scrub */
 
 /*
  * Receive shards on connected socket fd into checkpoint directory dir
@@ -86,10 +94,34 @@ int fb__repl_pool_open(fb__repl_pool **pool, const char *dir, char *why,
 void fb__repl_pool_close(fb__repl_pool *pool);
 
 /* fb__repl_serve, taking each shard's file from pool when it has one
- * (NULL: no pool, as fb__repl_serve). */
+ * (NULL: no pool, as fb__repl_serve).  flags: FB__REPL_DEFER_VERIFY
+ * leaves each shard that arrived whole, with a valid header, as
+ * .rank-R.arrived for fb__repl_scrub and answers 0; its hashes are not
+ * read here. */
 int fb__repl_serve_pool(int fd, const char *dir, uint64_t max_bytes,
-                        fb__repl_pool *pool, fb__repl_stats *st, char *why,
-                        size_t why_size);
+                        fb__repl_pool *pool, unsigned flags, fb__repl_stats *st,
+                        char *why, size_t why_size);
+
+typedef struct fb__repl_scrub_stats {
+    uint64_t committed, bytes;  /* verified and committed              */
+    uint64_t dropped;           /* failed verification: removed        */
+} fb__repl_scrub_stats;
+
+/*
+ * Verify every shard that waits in dir's step directories after a
+ * deferred receive (FB__REPL_DEFER_VERIFY): its recorded place, metadata
+ * and every hash, as a restore reads it (shard.h).  One that passes is
+ * renamed to its committed name; one that fails is removed and said on
+ * stderr (`replica of step S rank R dropped by the scrub: ...`), so a
+ * corrupted copy never commits.  A shard is claimed first (renamed to
+ * .rank-R.scrub), so one that arrives again meanwhile is not taken for
+ * the one verified.  stop (may be NULL) is asked every 8 MiB: non-zero
+ * leaves the shard claimed, for the next scrub, and returns -ECANCELED.
+ * 0 otherwise; st (may be NULL) counts.  Runs beside the receiver; one
+ * scrub at a time per directory.
+ */
+int fb__repl_scrub(const char *dir, int (*stop)(void *), void *stop_arg,
+                   fb__repl_scrub_stats *st);
 
 /* Evict step from dir into the pool: the step leaves the directory at once
  * and whole (one rename), then its shard files join the pool up to its
@@ -114,6 +146,12 @@ int fb__repl_pool_refill(fb__repl_pool *pool, char *why, size_t why_size);
  */
 void fb__repl_pool_cap(fb__repl_pool *pool, uint64_t cap, uint64_t (*held)(void *ctx),
                        void *ctx);
+
+/* Call fn(ctx) after each shard a deferred receive (FB__REPL_DEFER_VERIFY)
+ * through this pool left for the scrub, on the receiving thread, before
+ * it answers the sender: so a scrub can start on it while the next one
+ * arrives.  fn NULL: none (the default). */
+void fb__repl_pool_on_arrival(fb__repl_pool *pool, void (*fn)(void *ctx), void *ctx);
 
 /* Files in the pool; *bytes (may be NULL) their total size. */
 size_t fb__repl_pool_files(const fb__repl_pool *pool, uint64_t *bytes);

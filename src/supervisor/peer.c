@@ -14,9 +14,14 @@
  * the supervisor can count it as a third kind of copy (nodemem.c).  Both
  * ends run in threads of the watcher, never in a rank: the sender takes
  * the newest complete step offered (a newer one replaces one not begun),
- * the receiver serves one connection at a time and, after each, says
- * which steps of which ranks it now holds (`fbw1 peer`); old steps go
- * when the supervisor says (`fbw1 drop`, fb__peer_drop_older).
+ * the receiver serves one connection at a time, taking each shard in as
+ * soon as it arrived whole with a valid header (FB__REPL_DEFER_VERIFY:
+ * no hashing on the transfer's path), and wakes the scrub after each
+ * shard: a third thread, at idle priority (SCHED_IDLE), which verifies
+ * every hash of what arrived, commits what passed, drops what did not,
+ * and then says which steps of which ranks the node now holds (`fbw1
+ * peer`): the supervisor counts only verified copies.  Old steps go when the supervisor says
+ * (`fbw1 drop`, fb__peer_drop_older).
  *
  * `firebreak watch --mem-fetch` is the other direction, before a launch:
  * the supervisor names, per rank placed on a node that holds no copy of
@@ -30,6 +35,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -230,12 +236,15 @@ struct fb__peer {
     void (*emit)(FILE *out, const fb__fbw1_msg *m);
     pthread_mutex_t mu;
     pthread_cond_t cv;
+    pthread_cond_t scrub_cv;        /* scrub_due set, or stopping         */
+    int scrub_due;                  /* under mu                           */
     volatile int stopping;
     int lfd, conn_fd, send_fd;      /* -1 none; under mu                  */
     int64_t pending, offered;       /* step to send next; newest offered  */
     int rank0, nranks;
-    pthread_t rx, tx;
-    int rx_up, tx_up;
+    pthread_t rx, tx, scrub;
+    int rx_up, tx_up, scrub_up;
+    /* The scrub thread's own: */
     struct { int64_t step; int shards; } reported[PEER_REPORTED_MAX];
     int nreported;
 };
@@ -288,6 +297,18 @@ static void held(fb__peer *p)
     free(v);
 }
 
+/* Give the scrub work: after each shard that arrived (the pool's
+ * callback, so verifying it overlaps receiving the next), and after each
+ * connection. */
+static void wake_scrub(void *arg)
+{
+    fb__peer *p = arg;
+    pthread_mutex_lock(&p->mu);
+    p->scrub_due = 1;
+    pthread_cond_signal(&p->scrub_cv);
+    pthread_mutex_unlock(&p->mu);
+}
+
 static void *rx_main(void *arg)
 {
     fb__peer *p = arg;
@@ -321,8 +342,10 @@ static void *rx_main(void *arg)
      * and the pool's files included: a copy that would not fit is refused
      * (the sender's node keeps its own; the supervisor counts no peer
      * copy of it). */
-    if (pool)
+    if (pool) {
         fb__repl_pool_cap(pool, node_cap(), node_held, p->mem_dir);
+        fb__repl_pool_on_arrival(pool, wake_scrub, p);
+    }
     while (!p->stopping) {
         int c = accept4(p->lfd, NULL, NULL, SOCK_CLOEXEC);
         if (c < 0) {
@@ -340,19 +363,55 @@ static void *rx_main(void *arg)
         io_timeout(c, PEER_IO_TIMEOUT_S);
         fb__repl_stats st = {0};
         char why[1024] = "";
-        int rc = fb__repl_serve_pool(c, p->peer_dir, max, pool, &st, why, sizeof why);
+        int rc = fb__repl_serve_pool(c, p->peer_dir, max, pool, FB__REPL_DEFER_VERIFY,
+                                     &st, why, sizeof why);
         pthread_mutex_lock(&p->mu);
         p->conn_fd = -1;
+        if (st.shards) {
+            p->scrub_due = 1;
+            pthread_cond_signal(&p->scrub_cv);
+        }
         pthread_mutex_unlock(&p->mu);
         close(c);
         if (rc && !p->stopping)
             fprintf(stderr, "firebreak watch: peer copy into %s: %s\n", p->peer_dir, why);
-        if (st.shards)
-            held(p);
         if (pool && !p->stopping && fb__repl_pool_refill(pool, pwhy, sizeof pwhy) < 0)
             fprintf(stderr, "firebreak watch: %s: receive pool: %s\n", p->node, pwhy);
     }
     fb__repl_pool_close(pool);
+    return NULL;
+}
+
+static int scrub_stop(void *arg)
+{
+    return ((fb__peer *)arg)->stopping;
+}
+
+/* The scrub (fb__repl_scrub): what the receiver took in is verified here,
+ * at idle priority, so it takes only a CPU nothing else wants (training's
+ * own threads, the sender of the node's own steps and the receiver go
+ * first); then the node says what it holds.  Also once at the start, for
+ * what a watcher before this one received and did not verify. */
+static void *scrub_main(void *arg)
+{
+    fb__peer *p = arg;
+    struct sched_param sp = {0};
+    (void)pthread_setschedparam(pthread_self(), SCHED_IDLE, &sp);
+    pthread_mutex_lock(&p->mu);
+    for (;;) {
+        while (!p->stopping && !p->scrub_due)
+            pthread_cond_wait(&p->scrub_cv, &p->mu);
+        if (p->stopping)
+            break;
+        p->scrub_due = 0;
+        pthread_mutex_unlock(&p->mu);
+        fb__repl_scrub_stats st = {0};
+        (void)fb__repl_scrub(p->peer_dir, scrub_stop, p, &st);
+        if (st.committed && !p->stopping)
+            held(p);
+        pthread_mutex_lock(&p->mu);
+    }
+    pthread_mutex_unlock(&p->mu);
     return NULL;
 }
 
@@ -401,6 +460,8 @@ int fb__peer_start(fb__peer **out, const fb__peer_opts *o)
         return -ENOMEM;
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->cv, NULL);
+    pthread_cond_init(&p->scrub_cv, NULL);
+    p->scrub_due = 1;
     p->lfd = p->conn_fd = p->send_fd = -1;
     p->pending = p->offered = -1;
     p->port = o->port;
@@ -421,6 +482,11 @@ int fb__peer_start(fb__peer **out, const fb__peer_opts *o)
         rc = -errno;
         goto fail;
     }
+    if (pthread_create(&p->scrub, NULL, scrub_main, p)) {
+        rc = -EAGAIN;
+        goto fail;
+    }
+    p->scrub_up = 1;
     if (pthread_create(&p->rx, NULL, rx_main, p)) {
         rc = -EAGAIN;
         goto fail;
@@ -459,15 +525,19 @@ void fb__peer_stop(fb__peer *p)
     if (p->send_fd >= 0)
         shutdown(p->send_fd, SHUT_RDWR);
     pthread_cond_broadcast(&p->cv);
+    pthread_cond_broadcast(&p->scrub_cv);
     pthread_mutex_unlock(&p->mu);
     if (p->rx_up)
         pthread_join(p->rx, NULL);
     if (p->tx_up)
         pthread_join(p->tx, NULL);
+    if (p->scrub_up)
+        pthread_join(p->scrub, NULL);
     if (p->lfd >= 0)
         close(p->lfd);
     pthread_mutex_destroy(&p->mu);
     pthread_cond_destroy(&p->cv);
+    pthread_cond_destroy(&p->scrub_cv);
     free(p);
 }
 

@@ -10,7 +10,15 @@
  * step had shards, and closing the pool leaves nothing behind; under a
  * cap (fb__repl_pool_cap) a shard that would grow the node's memory past
  * it is refused (-ENOSPC, the connection goes on), one that fits in a
- * pool file is not.
+ * pool file is not.  Deferred verification (FB__REPL_DEFER_VERIFY, the
+ * node watcher's way): shards are answered once they arrived, nothing is
+ * committed until fb__repl_scrub checked every hash, and the scrub drops
+ * a shard corrupted at the sender and one corrupted in the receiver's
+ * memory after it arrived, never committing either.  Last, a copy the
+ * scrub committed and that was corrupted in memory afterwards: a restore
+ * (per node, the supervisor's choice of step) does not use it, falls to
+ * storage, and records it (restore_fallback naming the peer copy, then
+ * restore_done from storage, in the rank's segment).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -28,11 +36,13 @@
 #include "ckpt/replicate.h"
 #include "ckpt/store.h"
 #include "ckpt/tier.h"
+#include "lib/segment.h"
 
 static char dir[] = "/tmp/fb-repl-test.XXXXXX";
 static char src[4200], dst[4200];
 
 static char dst2[4200];
+static char mem[4200], peer[4200], storage[4200]; /* a node's, deferred */
 
 /* Steps 7 and 8 of a 2-rank job in src, saved by the engine, and step 9
  * with a quarter of the elements (smaller shards). */
@@ -67,11 +77,9 @@ static void save_steps(void)
     }
 }
 
-/* Flip the last byte of a shard's data. */
-static void corrupt(const char *d, uint64_t step, int rank)
+/* Flip the last byte of a file. */
+static void corrupt_file(const char *p)
 {
-    char p[4300];
-    fb__ckpt_shard_path(p, sizeof p, d, step, rank);
     int fd = open(p, O_RDWR);
     struct stat st;
     CHECK(fd >= 0 && fstat(fd, &st) == 0);
@@ -80,6 +88,14 @@ static void corrupt(const char *d, uint64_t step, int rank)
     b ^= 0x5a;
     CHECK(pwrite(fd, &b, 1, st.st_size - 1) == 1);
     close(fd);
+}
+
+/* Flip the last byte of a shard's data. */
+static void corrupt(const char *d, uint64_t step, int rank)
+{
+    char p[4300];
+    fb__ckpt_shard_path(p, sizeof p, d, step, rank);
+    corrupt_file(p);
 }
 
 #define EXPECT(cond, ...)                                                     \
@@ -115,7 +131,7 @@ static int pooled_conn(int lfd, fb__repl_pool *pool, const char *what, uint64_t 
     char why[1024] = "";
     int bad = 0, fd = accept(lfd, NULL, NULL);
     fb__repl_stats st = {0};
-    int rc = fb__repl_serve_pool(fd, dst2, 1u << 20, pool, &st, why, sizeof why);
+    int rc = fb__repl_serve_pool(fd, dst2, 1u << 20, pool, 0, &st, why, sizeof why);
     close(fd);
     EXPECT(rc == 0 && st.shards == shards && st.rejected == rejected &&
            st.refused == refused, "%s: rc %d (%s), %llu committed, %llu rejected, %llu "
@@ -175,6 +191,82 @@ static int pooled_receiver(int lfd)
     return bad != 0;
 }
 
+static int exists(const char *p)
+{
+    struct stat st;
+    return stat(p, &st) == 0;
+}
+
+/* The last connection, into the node's peer directory, deferred: steps 7
+ * and 8 (rank 1 corrupted at the sender) arrive and are answered, none
+ * committed, the pool's callback told of each as it waits for the scrub; step 8 rank 0 is corrupted in memory before the scrub; the
+ * scrub commits step 7 and drops both shards of step 8 (a first one,
+ * stopped at once, leaves the shard it claimed to the second). */
+static int stop_now(void *arg)
+{
+    (void)arg;
+    return 1;
+}
+
+/* fb__repl_pool_on_arrival's count, and whether the shard was there for
+ * the scrub each time. */
+static int arrivals, arrived_unseen;
+
+static void on_arrival(void *ctx)
+{
+    char cmd[4400];
+    snprintf(cmd, sizeof cmd, "ls -A '%s'/step-000000000[78] | grep -c '^\\.rank-0000[01]"
+             "\\.arrived$' | grep -qx %d", (const char *)ctx, arrivals + 1);
+    arrived_unseen += system(cmd) != 0;
+    arrivals++;
+}
+
+static int deferred_receiver(int lfd)
+{
+    char why[1024] = "", p[4300], ls[4500];
+    int bad = 0;
+    fb__repl_pool *pool = NULL;
+    if (fb__repl_pool_open(&pool, peer, why, sizeof why)) {
+        fprintf(stderr, "receiver: pool: %s\n", why);
+        return 1;
+    }
+    fb__repl_pool_on_arrival(pool, on_arrival, peer);
+    int fd = accept(lfd, NULL, NULL);
+    fb__repl_stats st = {0};
+    int rc = fb__repl_serve_pool(fd, peer, 1u << 20, pool, FB__REPL_DEFER_VERIFY, &st, why,
+                                 sizeof why);
+    close(fd);
+    EXPECT(arrivals == 4 && arrived_unseen == 0, "deferred: told of %d arrivals, want 4, "
+           "%d of them not waiting for the scrub then", arrivals, arrived_unseen);
+    EXPECT(rc == 0 && st.shards == 4 && st.rejected == 0, "deferred: rc %d (%s), %llu "
+           "arrived, %llu rejected; want 4, 0", rc, why, (unsigned long long)st.shards,
+           (unsigned long long)st.rejected);
+    for (int i = 0; i < 4; i++) {
+        uint64_t step = 7 + (uint64_t)(i / 2);
+        fb__ckpt_shard_path(p, sizeof p, peer, step, i % 2);
+        EXPECT(!exists(p), "deferred: step %llu rank %d committed before its scrub",
+               (unsigned long long)step, i % 2);
+    }
+    snprintf(p, sizeof p, "%s/step-0000000008/.rank-00000.arrived", peer);
+    EXPECT(exists(p), "deferred: %s not there", p);
+    corrupt_file(p);
+    /* A scrub stopped at once leaves the shard it claimed for the next. */
+    fb__repl_scrub_stats ss = {0};
+    rc = fb__repl_scrub(peer, stop_now, NULL, &ss);
+    EXPECT(rc == -ECANCELED && ss.committed == 0 && ss.dropped == 0, "stopped scrub: "
+           "rc %d, %llu committed, %llu dropped; want -ECANCELED, 0, 0", rc,
+           (unsigned long long)ss.committed, (unsigned long long)ss.dropped);
+    snprintf(ls, sizeof ls, "ls -A '%s'/step-000000000[78] | grep -c '^\\.rank-0000[01]\\.scrub$' "
+             "| grep -qx 1", peer);
+    EXPECT(system(ls) == 0, "stopped scrub: not one shard left claimed");
+    rc = fb__repl_scrub(peer, NULL, NULL, &ss);
+    EXPECT(rc == 0 && ss.committed == 2 && ss.dropped == 2, "scrub: rc %d, %llu "
+           "committed, %llu dropped; want 2, 2", rc, (unsigned long long)ss.committed,
+           (unsigned long long)ss.dropped);
+    fb__repl_pool_close(pool);
+    return bad != 0;
+}
+
 /* The receiver: two connections; exit 0 when each ended as expected. */
 static int receiver(int lfd)
 {
@@ -195,7 +287,64 @@ static int receiver(int lfd)
         fprintf(stderr, "receiver: garbage header gave %d (%s)\n", rc, why);
         return 1;
     }
-    return pooled_receiver(lfd);
+    return pooled_receiver(lfd) | deferred_receiver(lfd);
+}
+
+/* In a child, as rank 0 of 2 on a node whose peer directory holds step 7
+ * (the supervisor's choice) corrupted: restore takes step 7 from storage,
+ * the peer copy set aside, both recorded in the rank's segment.  0 when
+ * so. */
+static int restore_past_corrupt_peer_copy(void)
+{
+    char job[64], name[FB__SEG_NAME_MAX];
+    int before = failures; /* the parent's, up to the fork */
+    snprintf(job, sizeof job, "repltest-%d", (int)getpid());
+    setenv("FIREBREAK_JOB_ID", job, 1);
+    setenv("FIREBREAK_RANK", "0", 1);
+    setenv("FIREBREAK_WORLD_SIZE", "2", 1);
+    setenv("FIREBREAK_CKPT_DIR", storage, 1);
+    setenv("FIREBREAK_CKPT_MEM_DIR", mem, 1);
+    setenv("FIREBREAK_CKPT_MEM_PER_NODE", "1", 1);
+    setenv("FIREBREAK_CKPT_RESTORE_STEP", "7", 1);
+    unsetenv("FIREBREAK_INJECT");
+    CHECK_RC(fb_init(), 0);
+    fb__seg *reader = NULL;
+    fb__seg_name(name, sizeof name, job, 0, 0);
+    CHECK_RC(fb__seg_open(&reader, name), 0);
+    fb_ckpt_options o;
+    fb_ckpt_options_init(&o);
+    o.async = 0;
+    fb_ckpt *ck = NULL;
+    static float w[4096];
+    uint64_t step = 0;
+    CHECK_RC(fb_ckpt_open(&ck, &o), 0);
+    if (ck) {
+        CHECK_RC(fb_ckpt_register(ck, "w", FB_DTYPE_F32, 1, (int64_t[]){4096}, w), 0);
+        CHECK_RC(fb_ckpt_restore(ck, &step), 0);
+        fb_ckpt_close(ck);
+    }
+    CHECK_EQ_U64(step, 7);
+    int same = 1;
+    for (int i = 0; i < 4096; i++)
+        same &= w[i] == (float)i;
+    CHECKF(same, "rank 0's tensor after the restore is not the one saved");
+    char p[4300];
+    snprintf(p, sizeof p, "%s/step-0000000007/rank-00000.corrupt", peer);
+    CHECKF(exists(p), "the corrupt peer copy was not set aside as %s", p);
+    int fell = 0, from_storage = 0;
+    fb__seg_report r;
+    for (uint64_t i = 0; reader && i < 64 && fb__seg_read_report(reader, i, &r) == 1; i++) {
+        if (r.kind == FB__REPORT_RESTORE_FALLBACK && r.step == 7 &&
+            strstr(r.text, "peer copy") && r.code == FB_ECORRUPT)
+            fell++;
+        if (r.kind == FB__REPORT_RESTORE_DONE && r.step == 7 && !strcmp(r.text, "storage"))
+            from_storage++;
+    }
+    CHECKF(fell == 1 && from_storage == 1, "reports: %d restore_fallback from the peer "
+           "copy, %d restore_done from storage; want 1 and 1", fell, from_storage);
+    fb__seg_close(reader);
+    fb__seg_remove_job(job, -1);
+    return failures != before;
 }
 
 /* d holds two steps of the 2-rank job, newest first, with these many
@@ -234,7 +383,11 @@ int main(void)
     snprintf(src, sizeof src, "%s/a", dir);
     snprintf(dst, sizeof dst, "%s/b", dir);
     snprintf(dst2, sizeof dst2, "%s/c", dir);
-    CHECK(mkdir(dst, 0700) == 0 && mkdir(dst2, 0700) == 0);
+    snprintf(mem, sizeof mem, "%s/mem", dir);
+    snprintf(peer, sizeof peer, "%s/mem/" FB__TIER_PEER_SUBDIR, dir);
+    snprintf(storage, sizeof storage, "%s/storage", dir);
+    CHECK(mkdir(dst, 0700) == 0 && mkdir(dst2, 0700) == 0 && mkdir(mem, 0700) == 0 &&
+          mkdir(peer, 0700) == 0 && mkdir(storage, 0700) == 0);
     save_steps();
     corrupt(src, 8, 1);
 
@@ -279,6 +432,11 @@ int main(void)
     fd = connect_port(ntohs(a.sin_port));
     CHECK_RC(fb__repl_send_step(fd, src, 9, 0, 2, why, sizeof why), 0);
     close(fd);
+    /* Deferred: both steps answered as arrived, step 8's rank 1 too. */
+    fd = connect_port(ntohs(a.sin_port));
+    CHECK_RC(fb__repl_send_step(fd, src, 7, 0, 2, why, sizeof why), 0);
+    CHECK_RC(fb__repl_send_step(fd, src, 8, 0, 2, why, sizeof why), 0);
+    close(fd);
     int status = -1;
     CHECK(waitpid(child, &status, 0) == child);
     CHECKF(WIFEXITED(status) && WEXITSTATUS(status) == 0, "receiver status %d", status);
@@ -310,6 +468,29 @@ int main(void)
              "'step-0000000008 step-0000000009 ' && test \"$(ls -A step-0000000008)\" = "
              "rank-00000.safetensors && test \"$(ls -A step-0000000009 | wc -l)\" = 2", dst2);
     CHECKF(system(ls) == 0, "%s holds more than steps 8 (rank 0) and 9", dst2);
+
+    /* Deferred, after the scrub: step 7 committed whole and verifying,
+     * nothing of step 8, nothing waiting. */
+    for (int r = 0; r < 2; r++) {
+        char p[4300];
+        fb__ckpt_shard_path(p, sizeof p, peer, 7, r);
+        CHECKF(fb__ckpt_verify_shard(p, 7, r, why, sizeof why) == 0, "%s", why);
+    }
+    snprintf(ls, sizeof ls, "cd '%s' && test \"$(ls -A step-0000000007 | tr '\\n' ' ')\" = "
+             "'rank-00000.safetensors rank-00001.safetensors ' && "
+             "test -z \"$(ls -A step-0000000008)\"", peer);
+    CHECKF(system(ls) == 0, "%s holds more than step 7's two shards", peer);
+
+    /* The committed copy corrupted in memory: never used. */
+    for (int r = 0; r < 2; r++)
+        CHECK_RC(fb__ckpt_copy_shard(src, storage, 7, r, 1, why, sizeof why), 0);
+    corrupt(peer, 7, 0);
+    pid_t rank = fork();
+    if (rank == 0)
+        _exit(restore_past_corrupt_peer_copy());
+    CHECK(waitpid(rank, &status, 0) == rank);
+    CHECKF(WIFEXITED(status) && WEXITSTATUS(status) == 0, "restoring rank: status %d",
+           status);
 
     char cmd[4300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);

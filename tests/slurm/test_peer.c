@@ -2,8 +2,10 @@
  * test_peer.c -- the peer tier's two node-side parts (src/supervisor/peer.c)
  * on loopback, without a cluster:
  *   - a watcher's receiver (fb__peer_start): shards sent with fbr1 land in
- *     <mem_dir>/peer, verified, it says what it holds as `fbw1 peer` lines
- *     (one per run of consecutive ranks);
+ *     <mem_dir>/peer, verified by its scrub after they arrived, it says
+ *     what it holds as `fbw1 peer` lines (one per run of consecutive
+ *     ranks); a shard corrupted in the sender's memory arrives, the scrub
+ *     drops it, and no line says the node holds it;
  *   - under --memory-ckpt-max, a copy that would not fit beside what the
  *     node holds (own steps, peer copies, the receive pool) is refused;
  *   - `fbw1 drop` (fb__peer_drop_older): the older steps leave node
@@ -17,6 +19,7 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -133,6 +136,41 @@ static void send_step(int port, uint64_t step, int rank0, int n, const char *wan
     CHECKF(strstr(lines, want) != NULL, "no '%s' in:\n%s", want, lines);
 }
 
+/* Step 9 rank 0, corrupted in the sender's memory: the receiver answers
+ * it as arrived (its hashes are the scrub's), the scrub drops it, and no
+ * `fbw1 peer` line ever says the node holds it. */
+static void corrupted_copy(int port)
+{
+    char p[4300], why[1024] = "";
+    fb__ckpt_shard_path(p, sizeof p, mem, 9, 0);
+    int fd = open(p, O_RDWR);
+    struct stat st;
+    unsigned char b = 0;
+    CHECK(fd >= 0 && fstat(fd, &st) == 0 && pread(fd, &b, 1, st.st_size - 1) == 1);
+    b ^= 0x5a;
+    CHECK(fd >= 0 && pwrite(fd, &b, 1, st.st_size - 1) == 1);
+    if (fd >= 0)
+        close(fd);
+    fd = connect_port(port);
+    CHECK(fd >= 0);
+    if (fd < 0)
+        return;
+    CHECK_RC(fb__repl_send_step(fd, mem, 9, 0, 1, why, sizeof why), 0);
+    close(fd);
+    char arrived[4300], claimed[4300];
+    snprintf(arrived, sizeof arrived, "%s/step-0000000009/.rank-00000.arrived", peer);
+    snprintf(claimed, sizeof claimed, "%s/step-0000000009/.rank-00000.scrub", peer);
+    int i = 0;
+    while (i++ < 300 && (!access(arrived, F_OK) || !access(claimed, F_OK)))
+        usleep(10000);
+    CHECKF(access(arrived, F_OK) && access(claimed, F_OK), "the scrub left %s waiting",
+           arrived);
+    usleep(50000); /* a line it would write comes after the rename */
+    CHECK(!has_shard(peer, 9, 0));
+    CHECKF(strstr(lines, "fbw1 peer node2 9 0") == NULL,
+           "a corrupted copy reported:\n%s", lines);
+}
+
 static void receiver(void)
 {
     int port = free_port();
@@ -149,6 +187,7 @@ static void receiver(void)
     send_step(port, 8, 0, 2, "fbw1 peer node2 8 0 2\n");
     send_step(port, 9, 1, 1, "fbw1 peer node2 9 1 1\n");
     CHECK(has_shard(peer, 7, 1) && has_shard(peer, 8, 1) && has_shard(peer, 9, 1));
+    corrupted_copy(port);
     fb__peer_stop(p); /* joins its threads: nothing left running */
 }
 
