@@ -228,6 +228,19 @@ def case_first_save_planned(d):
             check(ck2.restore() == (2 if lazy else 3), "lazy=%s: the save" % lazy)
         same(tensors(m2, o2), want, "lazy=%s: saved through the restore's handle" % lazy)
         shutil.rmtree(os.path.join(d, "step-%010d" % (2 if lazy else 3)))
+    # the handle's staging sets old bytes aside like a save's: a corrupt
+    # shard read into place through it leaves the program as it was
+    m, o = make(4)
+    with firebreak.Checkpointer({"model": m, "optim": o}, dir=d) as ck:
+        check(ck.restore() == 1, "restored step 1 for the corrupt case")
+        train(m, o, 1)
+        before = tensors(m, o)
+        corrupt(os.path.join(d, "step-0000000001", "rank-00000.safetensors"))
+        fits = spy_fits(ck)
+        check(ck.restore() is None, "a corrupt only checkpoint restored")
+        check(fits == [True], "the corrupt case not through the save handle (%s)" % fits)
+    same(tensors(m, o), before, "after a failed restore through the restore's "
+         "handle (mixed state)")
     empty = os.path.join(d, "empty")
     with firebreak.Checkpointer({"model": m, "optim": o}, dir=empty) as ck:
         check(ck.restore() is None and ck._ck is None,
