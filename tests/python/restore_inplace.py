@@ -247,6 +247,32 @@ def case_first_save_planned(d):
               "nothing restored, yet a save handle was made")
 
 
+def case_slice_first_save(d):
+    """A slice (firebreak.Slice) restored by a new Checkpointer: the save
+    handle made at restore registers it with its place, as save would, so
+    the first save does not plan again and writes the place."""
+    t = torch.arange(4096 * 256, dtype=torch.float32).reshape(4096, 256)
+    with firebreak.Checkpointer({"w": firebreak.Slice(t, (8192, 256), (4096, 0))},
+                                dir=d) as ck:
+        ck.save(1)
+        ck.wait()
+    u = torch.zeros(4096, 256)
+    with firebreak.Checkpointer({"w": firebreak.Slice(u, (8192, 256), (4096, 0))},
+                                dir=d) as ck:
+        check(ck.restore() == 1 and torch.equal(u, t), "slice: restored")
+        replans = []
+        orig = ck._replan
+        ck._replan = lambda *a: replans.append(1) or orig(*a)
+        u.add_(1)
+        ck.save(2)
+        ck.wait()
+        check(replans == [], "slice: the first save after the restore planned again")
+    v = torch.zeros(4096, 256)
+    with firebreak.Checkpointer({"w": firebreak.Slice(v, (8192, 256), (4096, 0))},
+                                dir=d) as ck:
+        check(ck.restore() == 2 and torch.equal(v, t + 1), "slice: step 2")
+
+
 def case_corrupt_fallback(d):
     """The newest shard corrupt: the previous good checkpoint, bit for bit."""
     want = saved(d, [1, 2])
