@@ -587,6 +587,38 @@ def restore_times(root, state, tries):
     return out
 
 
+def first_save_after_restore(root, state, saves=3):
+    """A restart's first save: a new Checkpointer restores the copy
+    method's checkpoint (cold), one rw step runs, then `saves` saves, a
+    step before each, each waited for.  (restore seconds, [each save
+    call's seconds]): the first against the later ones is the start-up
+    cost a restart pays in its first save (issue 14, item 3); None
+    without a firebreak checkpoint."""
+    fbdir = os.path.join(root, "firebreak-copy")
+    if not os.path.isdir(fbdir):
+        return None
+    drop_cache(fbdir)
+    calls = []
+    a = now()
+    with firebreak.Checkpointer(state, dir=fbdir, snapshot="copy") as ck:
+        step = ck.restore()
+        if step is None:
+            raise RuntimeError("firebreak: nothing to restore in " + fbdir)
+        rs = now() - a
+        # the state's tensors now (torch.load's restore above replaced
+        # the optimizer's moments)
+        steps = Steps([p.data for p in state["model"].parameters()] +
+                      [t for st in state["optim"].state.values()
+                       for t in (st["exp_avg"], st["exp_avg_sq"])])
+        for i in range(saves):
+            steps.run("rw", lambda: None)
+            a = now()
+            ck.save(step + 1 + i)
+            calls.append(now() - a)
+            ck.wait()
+    return rs, calls
+
+
 # -- two ranks, replicated ----------------------------------------------------
 
 def rank_main(rank, world, init, root, mib, saves, q):
@@ -814,6 +846,13 @@ def main():
     rest = restore_times(root, state, 1 if a.quick else 2)
     print("restore, cold (page cache dropped), best of %d: %s" % (
         1 if a.quick else 2, ", ".join("%s %.3f s" % kv for kv in rest.items())))
+    first = first_save_after_restore(root, state)
+    if first:
+        later = statistics.median(first[1][1:])
+        print("first save after a restore (new Checkpointer, cold restore %.3f s, one step): "
+              "call %.3f s against the later saves' median %.3f s (%.2fx; no target here, "
+              "bench_ckpt's start-up rows have it)" % (first[0], first[1][0], later,
+                                                       first[1][0] / later))
     print("(fio and restores: %.0f s; elapsed %.0f s)" % (now() - t_x, now() - t_start))
 
     ranks = None
@@ -879,6 +918,7 @@ def main():
         doc = {"torch": torch.__version__, "bytes": total, "saves": saves,
                "skipped": missing, "fio_write_s": fio_s, "fio_read_s": fio_r,
                "restore_s": rest,
+               "first_save_after_restore_s": first,
                "targets": targets,
                "methods": [{"name": n, "step": k, "base_s": g["base"],
                             "cost_s": g["cost"], "returns_s": g["returns"],

@@ -417,6 +417,14 @@ def _strip(obj, path, out, places=None, dtensors=None):
     return obj
 
 
+def _place_key(place):
+    """A slice's (global shape, offset) as tuples of ints, None for a whole
+    tensor: the same whether it came from the state or a shard's header."""
+    if place is None or place[0] is None:
+        return None
+    return tuple(int(x) for x in place[0]), tuple(int(x) for x in place[1])
+
+
 def _fill(obj, tensors, dtensors):
     """The inverse of _strip, with the tensors restored (a DTensor's local
     part wrapped again like the program's DTensor of that name)."""
@@ -557,7 +565,8 @@ class Checkpointer:
                           rank=-1 if rank is None else rank,
                           world_size=0 if world_size is None else world_size)
         self._ck = None          # the save handle, planned on the first save
-        self._plan = None        # what it registered: (name, ptr, dtype, shape)
+        self._plan = None        # what it registered: {name: (ptr, dtype, shape, place)}
+        self._from_restore = False   # _ck made by restore, no save through it yet
         self._meta = None        # its meta tensor
         self._closed = False
         probe = self._open()     # fails now, not at the first save, on a bad dir
@@ -843,20 +852,19 @@ class Checkpointer:
         # sharded: slices, DTensors, ShardedTensors (also with no local shard)
         data = self._meta_bytes(step, skeleton, owners, set(places) | set(dtensors))
         need = _META_HDR.size + len(data)
-        plan = [(n, t.data_ptr(), t.dtype, tuple(t.shape), places.get(n))
-                for n, t in mine.items()]
+        plan = {n: (t.data_ptr(), t.dtype, tuple(t.shape), _place_key(places.get(n)))
+                for n, t in mine.items()}
         if (self._ck is None or plan != self._plan or self._meta is None
                 or self._meta.numel() < need):
             self._replan(mine, places, plan, need)
         self._meta[:need] = torch.frombuffer(
             bytearray(_META_HDR.pack(b"FBPY", len(data)) + data), dtype=torch.uint8)
         self.last_save_bytes = sum(t.numel() * t.element_size() for t in mine.values())
+        self._from_restore = False
         return self._ck.save(step)
 
     def _replan(self, tensors, places, plan, meta_need):
-        if self._ck is not None:
-            ck, self._ck = self._ck, None
-            ck.close()               # waits for its save in flight
+        self._drop_save_handle()
         cap = 4096
         while cap < meta_need:
             cap *= 2
@@ -1014,11 +1022,20 @@ class Checkpointer:
             into[META] = self._meta
             got = self._engine_restore(entries, into, self._ck)
         else:
-            # a synchronous handle of its own: no staging to allocate and
-            # fault in (seconds per GiB on a VM); the engine reads the
-            # shard once only to verify it and, when every hash matched,
-            # again (from the page cache) into place
+            # a synchronous handle of its own: no staging to fault in
+            # before the first byte is read (fresh memory costs up to
+            # seconds per GiB on a VM whose host must back it first); the
+            # engine reads the shard once only to verify it and, when
+            # every hash matched, again (from the page cache) into place
             got = self._engine_restore(entries, into)
+            if got == lay.step and self._opts["async_save"] and (
+                    self._ck is None or self._from_restore):
+                # no save yet: the save handle the first save needs, made
+                # now with exactly the shard's tensors at the addresses
+                # read into (the program's own, and the new ones _load
+                # hands over), so that its staging is populated in the
+                # background while the program gets to its first save
+                self._plan_for_restore(entries, into, places)
         if got is False:
             return (None, None, None, None)   # another step: ask again
         if got is None or got != lay.step:
@@ -1064,16 +1081,47 @@ class Checkpointer:
         shard's meta size (a restore after saves in this process)."""
         if self._ck is None or self._plan is None or self._meta is None:
             return False
-        plan = {p[0]: (p[1], p[2], p[3]) for p in self._plan}
-        if len(plan) != len(entries) - 1:
+        if len(self._plan) != len(entries) - 1:
             return False
         for e in entries:
             if e[0] == META:
                 if tuple(self._meta.shape) != tuple(e[3]):
                     return False
-            elif plan.get(e[0]) != (into[e[0]].data_ptr(), into[e[0]].dtype, tuple(e[3])):
+            elif (self._plan.get(e[0], ())[:3]
+                  != (into[e[0]].data_ptr(), into[e[0]].dtype, tuple(e[3]))):
                 return False
         return True
+
+    def _plan_for_restore(self, entries, into, places):
+        """Make the save handle at restore, before any save, as save would:
+        every tensor of the shard registered at into[name] (its staging
+        mapped on huge pages and populated in the background from now on),
+        with its place when the program has it as a slice (places), and
+        into[META] as its meta buffer."""
+        self._drop_save_handle()
+        ck = self._open()
+        plan = {}
+        try:
+            for e in entries:
+                t = into[e[0]]
+                gs, go = places.get(e[0], (None, None))
+                ck.register(e[0], e[2], e[3], t.data_ptr(), t.numel() * t.element_size(),
+                            t, gs, go)
+                if e[0] != META:
+                    plan[e[0]] = (t.data_ptr(), t.dtype, tuple(t.shape),
+                                  _place_key(places.get(e[0])))
+        except BaseException:
+            ck.close()
+            raise
+        self._ck, self._plan, self._meta = ck, plan, into[META]
+        self._from_restore = True
+
+    def _drop_save_handle(self):
+        if self._ck is not None:
+            ck, self._ck = self._ck, None
+            self._plan = self._meta = None
+            ck.close()               # waits for its save in flight
+        self._from_restore = False
 
     def _lazy(self):
         """Name prefixes of optimizer state, which load_state_dict replaces

@@ -130,7 +130,8 @@ def case_same_as_new_tensors(d):
 def case_corrupt_only(d):
     """The only checkpoint's shard is corrupt (a fresh Checkpointer: a
     handle of its own that verifies before it writes): nothing to
-    restore, every tensor of the program exactly as it was."""
+    restore, every tensor of the program exactly as it was, and no save
+    handle made for tensors that were not restored."""
     saved(d, [1])
     corrupt(os.path.join(d, "step-0000000001", "rank-00000.safetensors"))
     m, o = make(2)
@@ -138,6 +139,7 @@ def case_corrupt_only(d):
     before = tensors(m, o)
     with firebreak.Checkpointer({"model": m, "optim": o}, dir=d) as ck:
         check(ck.restore() is None, "a corrupt only checkpoint restored")
+        check(ck._ck is None, "a failed restore made a save handle")
     same(tensors(m, o), before, "after a failed restore (mixed state)")
     check(os.path.exists(os.path.join(d, "step-0000000001", "rank-00000.corrupt")),
           "the corrupt shard was not set aside")
@@ -183,6 +185,92 @@ def case_rollback(d):
     check(fits and all(fits), "rollback: not through the save handle (%s)" % fits)
     same(tensors(m, o), want, "rollback: fallen back to step 2")
     ck.close()
+
+
+def case_first_save_planned(d):
+    """A fresh Checkpointer's restore makes the save handle the first save
+    needs (the tensors read into, the optimizer state it created among
+    them), so the first save does not plan or register again and its
+    staging has the time until then to be populated; a second restore
+    goes through that handle.  A restore that finds nothing makes none."""
+    m0, o0 = make(1)
+    with firebreak.Checkpointer({"model": m0, "optim": o0}, dir=d, keep=3) as ck:
+        train(m0, o0, 2)
+        ck.save(1)
+        ck.wait()
+    for lazy in (True, False):
+        m, o = make(2)
+        if not lazy:
+            train(m, o, 1)                 # optimizer state exists: restored into
+        ck = firebreak.Checkpointer({"model": m, "optim": o}, dir=d, keep=3)
+        replans = []
+        orig = ck._replan
+        ck._replan = lambda *a: replans.append(1) or orig(*a)
+        check(ck.restore() == 1, "lazy=%s: restored step" % lazy)
+        check(ck._ck is not None, "lazy=%s: no save handle after the restore" % lazy)
+        same(tensors(m, o), tensors(m0, o0), "lazy=%s: restored" % lazy)
+        fits = spy_fits(ck)
+        train(m, o, 1)
+        check(ck.restore() == 1, "lazy=%s: restored again" % lazy)
+        check(fits == [True], "lazy=%s: the second restore not through the save "
+              "handle (%s)" % (lazy, fits))
+        same(tensors(m, o), tensors(m0, o0), "lazy=%s: restored again" % lazy)
+        torch.manual_seed(7)
+        train(m, o, 1)
+        want = tensors(m, o)
+        ck.save(2 if lazy else 3)
+        ck.wait()
+        check(replans == [], "lazy=%s: the first save after the restore planned "
+              "the save handle again" % lazy)
+        ck.close()
+        m2, o2 = make(3)
+        with firebreak.Checkpointer({"model": m2, "optim": o2}, dir=d) as ck2:
+            check(ck2.restore() == (2 if lazy else 3), "lazy=%s: the save" % lazy)
+        same(tensors(m2, o2), want, "lazy=%s: saved through the restore's handle" % lazy)
+        shutil.rmtree(os.path.join(d, "step-%010d" % (2 if lazy else 3)))
+    # the handle's staging sets old bytes aside like a save's: a corrupt
+    # shard read into place through it leaves the program as it was
+    m, o = make(4)
+    with firebreak.Checkpointer({"model": m, "optim": o}, dir=d) as ck:
+        check(ck.restore() == 1, "restored step 1 for the corrupt case")
+        train(m, o, 1)
+        before = tensors(m, o)
+        corrupt(os.path.join(d, "step-0000000001", "rank-00000.safetensors"))
+        fits = spy_fits(ck)
+        check(ck.restore() is None, "a corrupt only checkpoint restored")
+        check(fits == [True], "the corrupt case not through the save handle (%s)" % fits)
+    same(tensors(m, o), before, "after a failed restore through the restore's "
+         "handle (mixed state)")
+    empty = os.path.join(d, "empty")
+    with firebreak.Checkpointer({"model": m, "optim": o}, dir=empty) as ck:
+        check(ck.restore() is None and ck._ck is None,
+              "nothing restored, yet a save handle was made")
+
+
+def case_slice_first_save(d):
+    """A slice (firebreak.Slice) restored by a new Checkpointer: the save
+    handle made at restore registers it with its place, as save would, so
+    the first save does not plan again and writes the place."""
+    t = torch.arange(4096 * 256, dtype=torch.float32).reshape(4096, 256)
+    with firebreak.Checkpointer({"w": firebreak.Slice(t, (8192, 256), (4096, 0))},
+                                dir=d) as ck:
+        ck.save(1)
+        ck.wait()
+    u = torch.zeros(4096, 256)
+    with firebreak.Checkpointer({"w": firebreak.Slice(u, (8192, 256), (4096, 0))},
+                                dir=d) as ck:
+        check(ck.restore() == 1 and torch.equal(u, t), "slice: restored")
+        replans = []
+        orig = ck._replan
+        ck._replan = lambda *a: replans.append(1) or orig(*a)
+        u.add_(1)
+        ck.save(2)
+        ck.wait()
+        check(replans == [], "slice: the first save after the restore planned again")
+    v = torch.zeros(4096, 256)
+    with firebreak.Checkpointer({"w": firebreak.Slice(v, (8192, 256), (4096, 0))},
+                                dir=d) as ck:
+        check(ck.restore() == 2 and torch.equal(v, t + 1), "slice: step 2")
 
 
 def case_corrupt_fallback(d):
