@@ -196,6 +196,9 @@ int fb__sup_launch(fb__sup *s);
  * once the launch that took them is recorded (after_launch); kill them
  * all (close). */
 void fb__sup_standby_tick(fb__sup *s);
+/* ms until the next pass of standby forks is due (0: now), -1 when none
+ * is: the loop wakes for it. */
+int fb__sup_standby_due_ms(const fb__sup *s);
 void fb__sup_standby_after_launch(fb__sup *s);
 int fb__sup_standby_keep(const fb__sup *s, pid_t *keep, int max);
 int fb__sup_standby_reaped(fb__sup *s, pid_t pid);

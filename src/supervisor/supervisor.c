@@ -1058,7 +1058,9 @@ static int run_attempt(fb__sup *s)
     start_attempt(s);
     fb__journal_batch_end(s->j);
     while (!s->fail.set && !s->stop_signal && !all_units_ended(s)) {
-        handle_events(s, fb__sup_watch_period_ms(s));
+        int wait_ms = fb__sup_watch_period_ms(s);
+        int standby_ms = fb__sup_standby_due_ms(s); /* the standby's next forks */
+        handle_events(s, standby_ms >= 0 && standby_ms < wait_ms ? standby_ms : wait_ms);
         fb__journal_batch_begin(s->j);
         uint64_t now = fb__now_ns();
         fb__sup_watch(s, now);
