@@ -197,7 +197,7 @@ int fb__sup_launch(fb__sup *s);
  * all (close). */
 void fb__sup_standby_tick(fb__sup *s);
 /* ms until the next pass of standby forks is due (0: now), -1 when none
- * is: the loop wakes for it. */
+ * is or the watch pass's wake-ups serve: the loop wakes for it. */
 int fb__sup_standby_due_ms(const fb__sup *s);
 void fb__sup_standby_after_launch(fb__sup *s);
 int fb__sup_standby_keep(const fb__sup *s, pid_t *keep, int max);
