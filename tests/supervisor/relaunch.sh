@@ -87,4 +87,33 @@ if [ "${FB_TEST_HOOKS:-ON}" = ON ]; then
     took=$(sed -n 's/.*health check after the failure: [a-z]* in \([0-9]*\) ms.*/\1/p' err3.txt)
     [ -n "$took" ] && [ "$took" -ge 2000 ] || fail "the check did not take 2 s: $(grep health err3.txt)"
     ok "attempt 1 launched ${gap} ms after the detection, beside a health check of ${took} ms"
+
+    # A supervisor SIGKILLed while its check runs leaves no check behind
+    # (the child's parent-death signal).
+    rm -rf runs
+    mkdir -p "$T/hroot-$TAG"
+    FIREBREAK_TEST_HEALTH_DELAY_MS=5000 "$FB" run --nproc-per-node 2 --max-restarts 1 \
+        --crash-loop 0 --health-root "$T/hroot-$TAG" --inject 'kill:rank=1,step=6' \
+        -- "$RANK" --steps 300 --sleep-ms 10 "$TAG" >/dev/null 2>err4.txt &
+    sup=$!
+    for _ in $(seq 100); do
+        pgrep -f "health --json.*hroot-$TAG" >/dev/null && break
+        sleep 0.05
+    done
+    pgrep -f "health --json.*hroot-$TAG" >/dev/null || fail "the health check never ran: $(tail -3 err4.txt)"
+    kill -KILL $sup
+    wait $sup 2>/dev/null || true
+    for _ in $(seq 40); do
+        pgrep -f "health --json.*hroot-$TAG" >/dev/null || break
+        sleep 0.05
+    done
+    ! pgrep -af "health --json.*hroot-$TAG" || fail "a health check outlived its supervisor"
+    for _ in $(seq 40); do
+        pgrep -f -- "$TAG" >/dev/null || break
+        sleep 0.05
+    done
+    ! pgrep -af -- "$TAG" || fail "ranks outlived their supervisor"
+    job=$(cat "$(run_dir)/job")
+    rm -rf runs /dev/shm/fb."$job".*
+    ok "a SIGKILLed supervisor leaves no health check and no rank"
 fi
