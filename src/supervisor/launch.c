@@ -292,7 +292,7 @@ static int open_log(fb__sup *s, int rank, char *path, size_t size)
  * next attempt is not the one it was made for. */
 
 /* How much of the supervisor's time standby forks take, pass by pass of
- * its loop (standby_schedule):
+ * its loop (standby_wait_ns):
  *   - while the ranks start: at most STANDBY_TICK_NS_STARTING a pass, and
  *     a pass waits as long as it took before the next (at most half the
  *     loop's time, however slow a fork is: the loop still reads the

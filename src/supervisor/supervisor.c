@@ -1101,8 +1101,10 @@ static int run_attempt(fb__sup *s)
 static void backoff_wait(fb__sup *s, double seconds)
 {
     uint64_t until = fb__now_ns() + (uint64_t)(seconds * 1e9);
-    while (!s->stop_signal && fb__now_ns() < until)
+    while (!s->stop_signal && fb__now_ns() < until) {
         handle_events(s, 50);
+        fb__sup_diagnose_poll(s, 0); /* its output read as it comes */
+    }
 }
 
 /* ---- the journal's health ---- */
