@@ -188,8 +188,7 @@ static void child_setup(int out_fd, int err_fd)
         dup2(err_fd, 2);
 }
 
-int fb__sup_run_capture(char *const argv[], char *out, size_t size, int err_fd,
-                        int timeout_ms)
+int fb__sup_spawn_capture(char *const argv[], int err_fd, pid_t *pid_out, int *out_fd)
 {
     int p[2];
     if (pipe2(p, O_CLOEXEC))
@@ -207,6 +206,19 @@ int fb__sup_run_capture(char *const argv[], char *out, size_t size, int err_fd,
         _exit(127);
     }
     close(p[1]);
+    *pid_out = pid;
+    *out_fd = p[0];
+    return 0;
+}
+
+int fb__sup_run_capture(char *const argv[], char *out, size_t size, int err_fd,
+                        int timeout_ms)
+{
+    int p[2];
+    pid_t pid;
+    int rc = fb__sup_spawn_capture(argv, err_fd, &pid, &p[0]);
+    if (rc)
+        return rc;
     size_t len = 0;
     uint64_t deadline = fb__now_ns() + (uint64_t)timeout_ms * 1000000ull;
     int timed_out = 0;

@@ -177,6 +177,8 @@ typedef struct fb__sup {
     int warm_said, warm_failed;
     /* launch.c: the next attempt's shims, forked ahead */
     struct fb__sup_standby *standby;     /* NULL: none now                  */
+    struct fb__sup_diag *diag;           /* a diagnosis whose health check
+                                            runs (diagnose.c); NULL: none   */
     int standby_said, standby_failed;
 } fb__sup;
 
@@ -194,6 +196,9 @@ int fb__sup_launch(fb__sup *s);
  * once the launch that took them is recorded (after_launch); kill them
  * all (close). */
 void fb__sup_standby_tick(fb__sup *s);
+/* ms until the next pass of standby forks is due (0: now), -1 when none
+ * is or the watch pass's wake-ups serve: the loop wakes for it. */
+int fb__sup_standby_due_ms(const fb__sup *s);
 void fb__sup_standby_after_launch(fb__sup *s);
 int fb__sup_standby_keep(const fb__sup *s, pid_t *keep, int max);
 int fb__sup_standby_reaped(fb__sup *s, pid_t pid);
@@ -227,6 +232,9 @@ int fb__sup_error_file_path(const fb__sup *s, int rank, char *buf, size_t size);
  * 128+signal, or -errno (-ETIMEDOUT: killed after timeout_ms). slurm.c */
 int fb__sup_run_capture(char *const argv[], char *out, size_t size, int err_fd,
                         int timeout_ms);
+/* The same child started, not waited for: its pid and the read end of
+ * its stdout (close-on-exec); the caller reads, reaps and closes. */
+int fb__sup_spawn_capture(char *const argv[], int err_fd, pid_t *pid, int *out_fd);
 /* The directory for Open MPI's shared-memory files of this job. */
 int fb__sup_mpi_shm_dir(const fb__sup *s, char *buf, size_t size);
 
@@ -252,6 +260,16 @@ void fb__sup_rank_ended(fb__sup *s, int rank, int wstatus_known, int wstatus,
  * s->fail_incident_id.  fb__sup_classify_row: the root cause of an incident
  * about to be written, from what it carries (buf holds its evidence). */
 void fb__sup_diagnose(fb__sup *s, const char *fr_verdict);
+/* The same, the health check not waited for: its child is started and
+ * the evidence of the failure copied (the next attempt reuses s->fail and
+ * s->ranks); fb__sup_diagnose_poll finishes it once the child has
+ * answered (wait: until it has, at most its timeout), from the loop and
+ * after the next launch, so that the check runs beside the relaunch
+ * instead of before it.  fb__sup_diagnose_reaped: pid was the check's
+ * child (the loop's waitpid reaped it): 1. */
+void fb__sup_diagnose_start(fb__sup *s, const char *fr_verdict);
+void fb__sup_diagnose_poll(fb__sup *s, int wait);
+int fb__sup_diagnose_reaped(fb__sup *s, pid_t pid, int wstatus);
 void fb__sup_classify_row(fb__journal_incident *inc, int ckpt_code, char *buf,
                           size_t size);
 /* Read the tail of a rank's output for an incident. */

@@ -405,6 +405,8 @@ static void reap_children(fb__sup *s)
     int ws;
     pid_t pid;
     while ((pid = waitpid(-1, &ws, WNOHANG)) > 0) {
+        if (fb__sup_diagnose_reaped(s, pid, ws))
+            continue;
         fb__sup_unit *u = unit_by_shim(s, pid);
         if (!u) {
             if (!fb__sup_standby_reaped(s, pid))
@@ -1015,11 +1017,13 @@ static void start_attempt(fb__sup *s)
     }
     fb__sup_standby_after_launch(s);
     write_snapshots(s); /* the last attempt's evidence, off the relaunch's path */
+    fb__sup_diagnose_poll(s, 0);
 }
 
 /* The attempt failed: keep the evidence, record, stop every rank. */
 static void fail_attempt(fb__sup *s)
 {
+    fb__sup_diagnose_poll(s, 1); /* the last failure's, before the sweep */
     if (s->fail.kind == FB__SUP_FAIL_HANG)
         fb__sup_request_dumps(s);
     /* Under slurm the watchers snapshot their nodes' ranks too, and the
@@ -1037,7 +1041,9 @@ static void fail_attempt(fb__sup *s)
     add_useful(s, s->fail.occurred_ns,
                s->res->nincidents ? s->res->incidents[s->res->nincidents - 1].lost_s : 0);
     stop_all(s, SIGTERM);
-    fb__sup_diagnose(s, verdict); /* health, kernel log, root cause */
+    /* health, kernel log, root cause: the health check runs beside the
+     * relaunch and is finished from the loop (diagnose.c) */
+    fb__sup_diagnose_start(s, verdict);
     free(verdict);
     fb__sup_sdc_on_failure(s); /* once stopped: set aside later checkpoints */
     finish_attempt_row(s, "failed");
@@ -1052,12 +1058,15 @@ static int run_attempt(fb__sup *s)
     start_attempt(s);
     fb__journal_batch_end(s->j);
     while (!s->fail.set && !s->stop_signal && !all_units_ended(s)) {
-        handle_events(s, fb__sup_watch_period_ms(s));
+        int wait_ms = fb__sup_watch_period_ms(s);
+        int standby_ms = fb__sup_standby_due_ms(s); /* the standby's next forks */
+        handle_events(s, standby_ms >= 0 && standby_ms < wait_ms ? standby_ms : wait_ms);
         fb__journal_batch_begin(s->j);
         uint64_t now = fb__now_ns();
         fb__sup_watch(s, now);
         fb__sup_warm_tick(s);
         fb__sup_standby_tick(s);
+        fb__sup_diagnose_poll(s, 0);
         fire_injections(s, now);
         if (s->slurm)
             fb__sup_slurm_tick(s, now);
@@ -1071,6 +1080,7 @@ static int run_attempt(fb__sup *s)
     if (s->fail.set) {
         fail_attempt(s);
     } else if (s->stop_signal) {
+        fb__sup_diagnose_poll(s, 1);
         fb__sup_standby_close(s);
         fb__sup_log(s, "received %s: stopping the ranks", strsignal(s->stop_signal));
         add_useful(s, end_ns, 0);
@@ -1079,6 +1089,7 @@ static int run_attempt(fb__sup *s)
     } else {
         add_useful(s, end_ns, 0);
         finish_attempt_row(s, "completed");
+        fb__sup_diagnose_poll(s, 1);
         fb__sup_standby_close(s);
         fb__proc_sweep(NULL, 0, 1000);
     }
@@ -1090,8 +1101,10 @@ static int run_attempt(fb__sup *s)
 static void backoff_wait(fb__sup *s, double seconds)
 {
     uint64_t until = fb__now_ns() + (uint64_t)(seconds * 1e9);
-    while (!s->stop_signal && fb__now_ns() < until)
+    while (!s->stop_signal && fb__now_ns() < until) {
         handle_events(s, 50);
+        fb__sup_diagnose_poll(s, 0); /* its output read as it comes */
+    }
 }
 
 /* ---- the journal's health ---- */
@@ -1451,6 +1464,7 @@ int fb__sup_run(const fb__sup_options *o, fb__sup_result *res)
                     s->run_dir, s->job_id, s->world, s->world == 1 ? "" : "s",
                     o->max_restarts, o->max_restarts == 1 ? "" : "s", o->hang_timeout_s);
         status = attempt_loop(s);
+        fb__sup_diagnose_poll(s, 1); /* the last failure's, if not yet */
         fb__sup_warm_close(s);
         fb__sup_standby_close(s);
     }

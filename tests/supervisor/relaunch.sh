@@ -66,3 +66,54 @@ oldest_rank=$(echo "$ranks" | sort -n | head -1)
 [ "$newest_shim" -lt "$oldest_rank" ] ||
     fail "a rank started before the last shim was forked: shims $(echo $shims), ranks $(echo $ranks)"
 ok "snapshots of attempt 0 written after attempt 1 launched, whole and readable; every shim forked before any rank"
+
+# The health check after a failure (diagnose.c) runs beside the relaunch,
+# not before it: a check that answers only after 3 s (test hook) does not
+# hold attempt 1 back, and its verdict and the root cause still reach the
+# incident.  (A build without test hooks cannot slow the check: skipped.)
+if [ "${FB_TEST_HOOKS:-ON}" = ON ]; then
+    rm -rf runs
+    FIREBREAK_TEST_HEALTH_DELAY_MS=3000 "$FB" run --nproc-per-node 2 --max-restarts 1 \
+        --crash-loop 0 --inject 'kill:rank=1,step=6' -- "$RANK" --steps 20 --sleep-ms 10 \
+        "$TAG" >/dev/null 2>err3.txt || fail "run exited $? ($(tail -3 err3.txt))"
+    gap=$(q "select cast((a.launched_at - i.detected_at) * 1000 as int) from incident i,
+             attempt a where a.number = 1")
+    [ -n "$gap" ] && [ "$gap" -lt 2500 ] ||
+        fail "attempt 1 launched ${gap} ms after the detection: it waited for the health check"
+    [ "$(q "select substr(health, 1, 1) from incident")" = "{" ] ||
+        fail "no health verdict in the incident: $(grep health err3.txt)"
+    [ -n "$(q "select category from incident where category is not null")" ] ||
+        fail "no root cause in the incident"
+    took=$(sed -n 's/.*health check after the failure: [a-z]* in \([0-9]*\) ms.*/\1/p' err3.txt)
+    [ -n "$took" ] && [ "$took" -ge 3000 ] || fail "the check did not take 3 s: $(grep health err3.txt)"
+    ok "attempt 1 launched ${gap} ms after the detection, beside a health check of ${took} ms"
+
+    # A supervisor SIGKILLed while its check runs leaves no check behind
+    # (the child's parent-death signal).
+    rm -rf runs
+    mkdir -p "$T/hroot-$TAG"
+    FIREBREAK_TEST_HEALTH_DELAY_MS=5000 "$FB" run --nproc-per-node 2 --max-restarts 1 \
+        --crash-loop 0 --health-root "$T/hroot-$TAG" --inject 'kill:rank=1,step=6' \
+        -- "$RANK" --steps 300 --sleep-ms 10 "$TAG" >/dev/null 2>err4.txt &
+    sup=$!
+    for _ in $(seq 100); do
+        pgrep -f "health --json.*hroot-$TAG" >/dev/null && break
+        sleep 0.05
+    done
+    pgrep -f "health --json.*hroot-$TAG" >/dev/null || fail "the health check never ran: $(tail -3 err4.txt)"
+    kill -KILL $sup
+    wait $sup 2>/dev/null || true
+    for _ in $(seq 40); do
+        pgrep -f "health --json.*hroot-$TAG" >/dev/null || break
+        sleep 0.05
+    done
+    ! pgrep -af "health --json.*hroot-$TAG" || fail "a health check outlived its supervisor"
+    for _ in $(seq 40); do
+        pgrep -f -- "$TAG" >/dev/null || break
+        sleep 0.05
+    done
+    ! pgrep -af -- "$TAG" || fail "ranks outlived their supervisor"
+    job=$(cat "$(run_dir)/job")
+    rm -rf runs /dev/shm/fb."$job".*
+    ok "a SIGKILLed supervisor leaves no health check and no rank"
+fi
