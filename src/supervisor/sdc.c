@@ -55,12 +55,14 @@ struct fb__sup_sdc {
     int world;
     int attempt;
     uint64_t *next;      /* [world]: next record index per rank   */
+    uint64_t *nread;     /* [world]: records read this attempt     */
     pending pend[PENDING_MAX];
     uint64_t order;
     agreed ag[AGREED_MAX];
     int nag;
     int64_t clean_step;  /* after a mismatch: newest trustworthy step, -1 */
     uint64_t compared, lost;  /* this attempt: pieces compared, records dropped */
+    uint64_t overrun;    /* of lost: overwritten in a ring before read */
     int mismatched;
     int readable;        /* ranks whose segments are read (this pass) */
 };
@@ -76,7 +78,10 @@ static int sdc_init(fb__sup *s)
     d->attempt = -1;
     d->clean_step = -1;
     d->next = calloc((size_t)s->world, sizeof *d->next);
-    if (!d->next) {
+    d->nread = calloc((size_t)s->world, sizeof *d->nread);
+    if (!d->next || !d->nread) {
+        free(d->next);
+        free(d->nread);
         free(d);
         return -ENOMEM;
     }
@@ -103,6 +108,7 @@ void fb__sup_sdc_free(fb__sup *s)
         free(d->pend[i].got);
     }
     free(d->next);
+    free(d->nread);
     free(d);
     s->sdc = NULL;
 }
@@ -312,6 +318,7 @@ static void read_rank(fb__sup *s, int r)
     uint64_t head = fb__seg_sdc_head(seg);
     if (head > d->next[r] && head - d->next[r] > cap) {
         d->lost += head - d->next[r] - cap;
+        d->overrun += head - d->next[r] - cap;
         d->next[r] = head - cap;
     }
     for (uint64_t n = 0; n < cap && d->next[r] < head; n++) {
@@ -320,6 +327,7 @@ static void read_rank(fb__sup *s, int r)
         if (got == 0)
             break; /* being written: next pass */
         d->next[r]++;
+        d->nread[r]++;
         if (got < 0) {
             d->lost++;
             continue;
@@ -348,6 +356,7 @@ void fb__sup_sdc_pass(fb__sup *s)
     if (d->attempt != s->attempt) { /* new segments: new rings */
         d->attempt = s->attempt;
         memset(d->next, 0, sizeof *d->next * (size_t)d->world);
+        memset(d->nread, 0, sizeof *d->nread * (size_t)d->world);
         for (int i = 0; i < PENDING_MAX; i++)
             d->pend[i].used = 0;
     }
@@ -369,14 +378,26 @@ void fb__sup_sdc_attempt_end(fb__sup *s)
     fb__sup_sdc *d = s->sdc;
     if (!d || (!d->compared && !d->lost))
         return;
+    /* Records read from each rank, when some were not compared and the
+     * job is small enough to list them: which rank fell behind. */
+    char per[160] = "";
+    if (d->lost && d->world <= 16) {
+        size_t len = (size_t)snprintf(per, sizeof per,
+                                      "; %llu overwritten before read; records read per rank:",
+                                      (unsigned long long)d->overrun);
+        for (int r = 0; r < d->world && len < sizeof per; r++)
+            len += (size_t)snprintf(per + len, sizeof per - len, " %llu",
+                                    (unsigned long long)d->nread[r]);
+    }
     fb__sup_log(s, "sdc check: %llu piece%s compared across %d ranks in attempt "
                 "%d, %s; %llu record%s not compared (overwritten or a rank "
-                "missing)", (unsigned long long)d->compared,
+                "missing)%s", (unsigned long long)d->compared,
                 d->compared == 1 ? "" : "s", d->readable, s->attempt,
                 d->mismatched ? "a disagreement" : "all agreed",
-                (unsigned long long)d->lost, d->lost == 1 ? "" : "s");
-    d->compared = d->lost = 0;
+                (unsigned long long)d->lost, d->lost == 1 ? "" : "s", per);
+    d->compared = d->lost = d->overrun = 0;
     d->mismatched = 0;
+    memset(d->nread, 0, sizeof *d->nread * (size_t)d->world);
 }
 
 void fb__sup_sdc_on_failure(fb__sup *s)
