@@ -245,6 +245,22 @@ for i, (what, x, how) in enumerate(cases):
         check(asked >= 1, "a tensor %s: read %d in place, asked torch %d, want torch "
               "asked" % (what, direct, asked))
 
+# Probes that cannot tell the fields apart (one dtype: every field that
+# stays the same is a candidate) leave in-place reads off, saying why;
+# the hooks' own probes turn them on again.
+from firebreak import _hooks              # noqa: E402
+one = [(x, x._cdata, x.numel(), fb.DTYPE_F32)
+       for x in (torch.zeros(3), torch.zeros(8), torch.nn.Parameter(torch.zeros(5)))]
+why = fb.hooks_tensors((torch.Tensor, torch.nn.Parameter), one)
+check("not 1" in why, "probes of one dtype: %r, want 'found in N places, not 1'" % why)
+c0 = fb.hooks_counts(); rec(t, g); c1 = fb.hooks_counts()    # noqa: E702
+check((c1[0] - c0[0], c1[1] - c0[1]) == (0, 2), "after ambiguous probes: read %d in "
+      "place, asked %d, want 0 and 2" % (c1[0] - c0[0], c1[1] - c0[1]))
+_hooks._H._read_tensors()
+c0 = fb.hooks_counts(); rec(t, g); c1 = fb.hooks_counts()    # noqa: E702
+check(c1[0] - c0[0] == 2, "the hooks' probes again: read %d in place, want 2"
+      % (c1[0] - c0[0]))
+
 # An argument the hooks cannot read: nothing recorded, the program sees
 # torch's own error, not the hooks'.
 try:
