@@ -1451,12 +1451,25 @@ static PyObject *py_hooks_tensors(PyObject *self, PyObject *args)
             why = PyUnicode_FromFormat("probe %zd is a %s", i, Py_TYPE(pr[i].t)->tp_name);
             goto out;
         }
-        size_t w = malloc_usable_size(impl);
-        pr[i].window = w < HOOK_IMPL_WINDOW ? w : HOOK_IMPL_WINDOW;
     }
     if (!seen[0] || !seen[1]) {
         why = PyUnicode_FromString("no probe of one of the types");
         goto out;
+    }
+    /* The address first, read inside the Python objects only: no
+     * TensorImpl's memory is read before every probe's object is seen to
+     * hold the address it came with. */
+    static const char *const name[3] = {"the TensorImpl's address", "numel", "dtype"};
+    Py_ssize_t k[3], found[3];
+    k[0] = probe_find(pr, n, (Py_ssize_t)sizeof(PyObject), 256, sizeof(void *), ok_impl,
+                      &found[0]);
+    if (k[0] < 0) {
+        why = PyUnicode_FromFormat("%s found in %zd places, not 1", name[0], found[0]);
+        goto out;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        size_t w = malloc_usable_size((void *)pr[i].impl);
+        pr[i].window = w < HOOK_IMPL_WINDOW ? w : HOOK_IMPL_WINDOW;
     }
     const void *vt = *(const void *const *)(const void *)pr[0].impl;
     for (Py_ssize_t i = 1; i < n; i++)
@@ -1464,15 +1477,11 @@ static PyObject *py_hooks_tensors(PyObject *self, PyObject *args)
             why = PyUnicode_FromFormat("probe %zd: another TensorImpl class", i);
             goto out;
         }
-    Py_ssize_t k[3], found[3];
-    k[0] = probe_find(pr, n, (Py_ssize_t)sizeof(PyObject), 256, sizeof(void *), ok_impl,
-                      &found[0]);
     k[1] = probe_find(pr, n, sizeof(void *), HOOK_IMPL_WINDOW, sizeof(int64_t), ok_numel,
                       &found[1]);
     k[2] = probe_find(pr, n, sizeof(void *), HOOK_IMPL_WINDOW, sizeof(uint16_t), ok_code,
                       &found[2]);
-    static const char *const name[3] = {"the TensorImpl's address", "numel", "dtype"};
-    for (int i = 0; i < 3; i++)
+    for (int i = 1; i < 3; i++)
         if (k[i] < 0) {
             why = PyUnicode_FromFormat("%s found in %zd places, not 1", name[i], found[i]);
             goto out;

@@ -256,6 +256,14 @@ check("not 1" in why, "probes of one dtype: %r, want 'found in N places, not 1'"
 c0 = fb.hooks_counts(); rec(t, g); c1 = fb.hooks_counts()    # noqa: E702
 check((c1[0] - c0[0], c1[1] - c0[1]) == (0, 2), "after ambiguous probes: read %d in "
       "place, asked %d, want 0 and 2" % (c1[0] - c0[0], c1[1] - c0[1]))
+# A probe whose object does not hold the address it came with: refused
+# before that address is read.
+bad = [(x, a, x.numel(), d) for x, a, d in
+       ((torch.zeros(3), 4096, fb.DTYPE_F32), (torch.zeros(2, dtype=torch.int64),
+                                               torch.zeros(1)._cdata, fb.DTYPE_I64),
+        (torch.nn.Parameter(torch.zeros(5)), 8, fb.DTYPE_F32))]
+why = fb.hooks_tensors((torch.Tensor, torch.nn.Parameter), bad)
+check("address found in 0 places" in why, "probes with wrong addresses: %r" % why)
 _hooks._H._read_tensors()
 c0 = fb.hooks_counts(); rec(t, g); c1 = fb.hooks_counts()    # noqa: E702
 check(c1[0] - c0[0] == 2, "the hooks' probes again: read %d in place, want 2"
