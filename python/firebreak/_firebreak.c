@@ -817,7 +817,8 @@ static int hook_nskip;
  * strong reference: its address stays its own while the entry holds it)
  * and the instruction offset, whether its file is passed over (torch,
  * firebreak, the standard library: decided by the file's name, which a
- * code object never changes), the file (UTF-8, owned by the code) and
+ * code object never changes), the file's base name (UTF-8, owned by the
+ * code: the ring keeps only that, so a call reads no more of the path) and
  * the line (PyFrame_GetLineNumber decodes the code's line table from its
  * start: a large share of recording one collective when done per call,
  * while a training loop calls from the same few places).  Direct-mapped;
@@ -903,7 +904,8 @@ static struct hook_site *site_of(PyFrameObject *f, PyCodeObject *co)
         skip = !strncmp(fn, hook_skip[i], hook_skip_len[i]);
     Py_INCREF(co);
     Py_XSETREF(e->code, co);
-    e->file = fn;
+    const char *base = strrchr(fn, '/');
+    e->file = base ? base + 1 : fn; /* what the ring keeps: read per call */
     e->lasti = lasti;
     e->skip = skip;
     e->line = skip ? 0 : PyFrame_GetLineNumber(f);
@@ -911,8 +913,8 @@ static struct hook_site *site_of(PyFrameObject *f, PyCodeObject *co)
 }
 
 /* The first frame of the calling thread outside the skipped prefixes:
- * its file (UTF-8, owned by the code object, which *code keeps alive) and
- * line; 0 when there is none. */
+ * its file's base name (UTF-8, owned by the code object, which *code
+ * keeps alive) and line; 0 when there is none. */
 static int hook_site(PyCodeObject **code, const char **file)
 {
     PyFrameObject *f = PyEval_GetFrame(); /* borrowed */
