@@ -9,7 +9,9 @@ CPU time with minus without, per pair of blocks, which other processes'
 load does not inflate; the fastest block without), and
 `own_us=<warm> <cold>`: the hooks' own CPU per call, the same wrapper
 over a function that does nothing, called back to back (warm) and one
-call between real all_reduces (cold)."""
+call between real all_reduces (cold); and `reads=<in place> <asked>`:
+how many tensors the hooks read in place and how many they asked torch
+about (_firebreak.c, "Tensors read in place")."""
 import statistics
 import sys
 import time
@@ -82,6 +84,7 @@ if hooked:
             cold[f].append(tt() - c)
     own = (best["rec"] - best["noop"],
            (statistics.median(cold[rec]) - statistics.median(cold[noop])) / 1e3)
+    reads = fb.hooks_counts()      # tensors read in place, asked of torch
     dist.barrier()
 if dist.get_rank() == 0:
     print("allreduce_us=%.3f" % (dt / n * 1e6), flush=True)
@@ -89,4 +92,5 @@ if dist.get_rank() == 0:
         print("paired_us=%.3f %.3f %.3f %.3f %.3f" % paired, flush=True)
     if own is not None:
         print("own_us=%.3f %.3f" % own, flush=True)
+        print("reads=%d %d" % reads, flush=True)
 dist.destroy_process_group()

@@ -783,6 +783,7 @@ static PyTypeObject LayoutType = {
  * (the training thread, DDP's comm hook, a future's callback) records.
  */
 #include <linux/futex.h>
+#include <malloc.h>
 #include <sys/syscall.h>
 
 #include "common/util.h"
@@ -816,7 +817,8 @@ static int hook_nskip;
  * strong reference: its address stays its own while the entry holds it)
  * and the instruction offset, whether its file is passed over (torch,
  * firebreak, the standard library: decided by the file's name, which a
- * code object never changes), the file (UTF-8, owned by the code) and
+ * code object never changes), the file's base name (UTF-8, owned by the
+ * code: the ring keeps only that, so a call reads no more of the path) and
  * the line (PyFrame_GetLineNumber decodes the code's line table from its
  * start: a large share of recording one collective when done per call,
  * while a training loop calls from the same few places).  Direct-mapped;
@@ -902,7 +904,8 @@ static struct hook_site *site_of(PyFrameObject *f, PyCodeObject *co)
         skip = !strncmp(fn, hook_skip[i], hook_skip_len[i]);
     Py_INCREF(co);
     Py_XSETREF(e->code, co);
-    e->file = fn;
+    const char *base = strrchr(fn, '/');
+    e->file = base ? base + 1 : fn; /* what the ring keeps: read per call */
     e->lasti = lasti;
     e->skip = skip;
     e->line = skip ? 0 : PyFrame_GetLineNumber(f);
@@ -910,8 +913,8 @@ static struct hook_site *site_of(PyFrameObject *f, PyCodeObject *co)
 }
 
 /* The first frame of the calling thread outside the skipped prefixes:
- * its file (UTF-8, owned by the code object, which *code keeps alive) and
- * line; 0 when there is none. */
+ * its file's base name (UTF-8, owned by the code object, which *code
+ * keeps alive) and line; 0 when there is none. */
 static int hook_site(PyCodeObject **code, const char **file)
 {
     PyFrameObject *f = PyEval_GetFrame(); /* borrowed */
@@ -1281,12 +1284,250 @@ static struct hook_type *type_of(PyObject *t)
     return e;
 }
 
+/* Tensors read in place.  Torch's numel() and dtype, called through
+ * Python, are most of a recorded call's cost between two collectives:
+ * their code, torch's thread-local state and the method machinery are
+ * no longer cached when the next call comes (docs/bench.md, "Why the
+ * real call costs more than the no-op").  Both are plain fields of the
+ * tensor's TensorImpl (numel_, an int64; data_type_, whose 16-bit index
+ * is the ScalarType), and the Python object holds the TensorImpl's
+ * address (what `tensor._cdata` returns).  Where these are depends on
+ * torch's version and build, so nothing here is compiled in:
+ * hooks_tensors() finds them on probe tensors made by _hooks.py (every
+ * dtype the hooks name, many shapes, views, resized ones, a Parameter),
+ * and turns in-place reads on only when each of the three offsets is the
+ * one place that holds the right value in every probe.  A call reads in
+ * place only a tensor of exactly the probed Python types (torch.Tensor,
+ * nn.Parameter: no subclass, whose numel or dtype may be its own) whose
+ * TensorImpl has the probes' vtable (a dense tensor: a sparse, nested,
+ * quantized or wrapped one is another class, and nested ones compute
+ * numel() their own way) and whose code is one the probes named;
+ * anything else asks torch as before.  FIREBREAK_HOOKS_ASK_TORCH=1 in
+ * the rank's environment keeps them off (_hooks.py). */
+#define HOOK_CODES 64
+#define HOOK_IMPL_WINDOW 256 /* bytes of a TensorImpl the probes search */
+static struct {
+    PyTypeObject *type[2];    /* torch.Tensor, nn.Parameter: exactly these */
+    Py_ssize_t impl_off;      /* the TensorImpl's address in the object; 0 off */
+    const void *vtable;       /* the probes' TensorImpl class */
+    int numel_off, code_off;  /* numel_ (int64), data_type_'s index (uint16) */
+    signed char dtype[HOOK_CODES]; /* ScalarType -> fb_dtype; -1 not probed */
+    unsigned long long direct, asked; /* tensors read in place, through torch */
+} hook_tensor;
+
+/* The TensorImpl of a tensor that may be read in place, or NULL. */
+static inline const char *tensor_impl(PyObject *t)
+{
+    PyTypeObject *tp = Py_TYPE(t);
+    if (!hook_tensor.impl_off || (tp != hook_tensor.type[0] && tp != hook_tensor.type[1]))
+        return NULL;
+    const char *p = *(const char *const *)(const void *)((const char *)t + hook_tensor.impl_off);
+    if (!p || *(const void *const *)(const void *)p != hook_tensor.vtable)
+        return NULL;
+    return p;
+}
+
+/* "O&" converter: an int that is an address. */
+static int address_conv(PyObject *o, void *p)
+{
+    *(void **)p = PyLong_AsVoidPtr(o);
+    return !PyErr_Occurred();
+}
+
+struct probe {
+    PyObject *t;
+    const char *impl;
+    size_t window;          /* bytes of impl that may be read */
+    long long numel;
+    int dtype;              /* fb_dtype */
+};
+
+/* The one offset in [from, to) (step `step`) where ok(probe, offset)
+ * holds for every probe; -1 when none or several. */
+static Py_ssize_t probe_find(const struct probe *pr, Py_ssize_t n, Py_ssize_t from,
+                             Py_ssize_t to, Py_ssize_t step,
+                             int (*ok)(const struct probe *, Py_ssize_t, Py_ssize_t,
+                                       const struct probe *),
+                             Py_ssize_t *found)
+{
+    *found = 0;
+    Py_ssize_t at = -1;
+    for (Py_ssize_t o = from; o + step <= to; o += step) {
+        int all = 1;
+        for (Py_ssize_t i = 0; i < n && all; i++)
+            all = ok(&pr[i], o, i, pr);
+        if (all) {
+            at = o;
+            ++*found;
+        }
+    }
+    return *found == 1 ? at : -1;
+}
+
+static int ok_impl(const struct probe *p, Py_ssize_t o, Py_ssize_t i, const struct probe *all)
+{
+    (void)i, (void)all;
+    return o + (Py_ssize_t)sizeof(void *) <= Py_TYPE(p->t)->tp_basicsize &&
+           *(const char *const *)(const void *)((const char *)p->t + o) == p->impl;
+}
+
+static int ok_numel(const struct probe *p, Py_ssize_t o, Py_ssize_t i, const struct probe *all)
+{
+    (void)i, (void)all;
+    int64_t v;
+    if ((size_t)o + sizeof v > p->window)
+        return 0;
+    memcpy(&v, p->impl + o, sizeof v);
+    return v == p->numel;
+}
+
+/* The same dtype gives the same code, another dtype another one, each
+ * below HOOK_CODES. */
+static int ok_code(const struct probe *p, Py_ssize_t o, Py_ssize_t i, const struct probe *all)
+{
+    uint16_t c, d;
+    if ((size_t)o + sizeof c > p->window)
+        return 0;
+    memcpy(&c, p->impl + o, sizeof c);
+    if (c >= HOOK_CODES)
+        return 0;
+    for (Py_ssize_t k = 0; k < i; k++) {
+        if ((size_t)o + sizeof d > all[k].window)
+            return 0;
+        memcpy(&d, all[k].impl + o, sizeof d);
+        if ((d == c) != (all[k].dtype == p->dtype))
+            return 0;
+    }
+    return 1;
+}
+
+/* hooks_tensors(types, probes) -> str: find where tensors of `types`
+ * (exactly these Python types) keep their TensorImpl, numel and dtype;
+ * probes: (tensor, its TensorImpl's address, numel, fb_dtype), every one
+ * a dense tensor whose TensorImpl was allocated on its own (its address
+ * is the start of a malloc'd block: at most that block is read).
+ * Turns in-place reads on and returns "" when each offset is found once,
+ * else says why and leaves them off.  hooks_tensors(None, None) turns
+ * them off. */
+static PyObject *py_hooks_tensors(PyObject *self, PyObject *args)
+{
+    PyObject *types, *probes;
+    if (!PyArg_ParseTuple(args, "OO", &types, &probes))
+        return NULL;
+    hook_tensor.impl_off = 0;
+    for (int i = 0; i < 2; i++)
+        Py_CLEAR(hook_tensor.type[i]);
+    if (types == Py_None)
+        return PyUnicode_FromString("off");
+    PyTypeObject *tp[2];
+    if (!PyArg_ParseTuple(types, "O!O!;hooks_tensors: types is (type, type)", &PyType_Type,
+                          &tp[0], &PyType_Type, &tp[1]))
+        return NULL;
+    PyObject *seq = PySequence_Fast(probes, "hooks_tensors: probes is a sequence");
+    if (!seq)
+        return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    struct probe *pr = n > 0 ? calloc((size_t)n, sizeof *pr) : NULL;
+    PyObject *why = NULL;
+    if (!pr) {
+        why = n > 0 ? PyErr_NoMemory() : PyUnicode_FromString("no probes");
+        goto out;
+    }
+    int seen[2] = {0, 0};
+    for (Py_ssize_t i = 0; i < n; i++) {
+        void *impl;
+        if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(seq, i),
+                              "OO&Li;hooks_tensors: a probe is (tensor, address, numel, "
+                              "dtype)", &pr[i].t, address_conv, &impl, &pr[i].numel,
+                              &pr[i].dtype))
+            goto out;
+        pr[i].impl = impl;
+        if (!impl || pr[i].dtype < 0 || pr[i].dtype >= FB_DTYPE_COUNT_) {
+            PyErr_Format(PyExc_ValueError, "hooks_tensors: probe %zd: address %p, dtype %d",
+                         i, impl, pr[i].dtype);
+            goto out;
+        }
+        seen[0] |= Py_TYPE(pr[i].t) == tp[0];
+        seen[1] |= Py_TYPE(pr[i].t) == tp[1];
+        if (Py_TYPE(pr[i].t) != tp[0] && Py_TYPE(pr[i].t) != tp[1]) {
+            why = PyUnicode_FromFormat("probe %zd is a %s", i, Py_TYPE(pr[i].t)->tp_name);
+            goto out;
+        }
+    }
+    if (!seen[0] || !seen[1]) {
+        why = PyUnicode_FromString("no probe of one of the types");
+        goto out;
+    }
+    /* The address first, read inside the Python objects only: no
+     * TensorImpl's memory is read before every probe's object is seen to
+     * hold the address it came with. */
+    static const char *const name[3] = {"the TensorImpl's address", "numel", "dtype"};
+    Py_ssize_t k[3], found[3];
+    k[0] = probe_find(pr, n, (Py_ssize_t)sizeof(PyObject), 256, sizeof(void *), ok_impl,
+                      &found[0]);
+    if (k[0] < 0) {
+        why = PyUnicode_FromFormat("%s found in %zd places, not 1", name[0], found[0]);
+        goto out;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        size_t w = malloc_usable_size((void *)pr[i].impl);
+        pr[i].window = w < HOOK_IMPL_WINDOW ? w : HOOK_IMPL_WINDOW;
+    }
+    const void *vt = *(const void *const *)(const void *)pr[0].impl;
+    for (Py_ssize_t i = 1; i < n; i++)
+        if (*(const void *const *)(const void *)pr[i].impl != vt) {
+            why = PyUnicode_FromFormat("probe %zd: another TensorImpl class", i);
+            goto out;
+        }
+    k[1] = probe_find(pr, n, sizeof(void *), HOOK_IMPL_WINDOW, sizeof(int64_t), ok_numel,
+                      &found[1]);
+    k[2] = probe_find(pr, n, sizeof(void *), HOOK_IMPL_WINDOW, sizeof(uint16_t), ok_code,
+                      &found[2]);
+    for (int i = 1; i < 3; i++)
+        if (k[i] < 0) {
+            why = PyUnicode_FromFormat("%s found in %zd places, not 1", name[i], found[i]);
+            goto out;
+        }
+    memset(hook_tensor.dtype, -1, sizeof hook_tensor.dtype);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        uint16_t c;
+        memcpy(&c, pr[i].impl + k[2], sizeof c);
+        hook_tensor.dtype[c] = (signed char)pr[i].dtype;
+    }
+    for (int i = 0; i < 2; i++)
+        hook_tensor.type[i] = (PyTypeObject *)Py_NewRef((PyObject *)tp[i]);
+    hook_tensor.vtable = vt;
+    hook_tensor.numel_off = (int)k[1];
+    hook_tensor.code_off = (int)k[2];
+    hook_tensor.impl_off = k[0];
+    why = PyUnicode_FromString("");
+out:
+    free(pr);
+    Py_DECREF(seq);
+    return why;
+}
+
+/* hooks_counts() -> (read in place, asked torch): tensors so far. */
+static PyObject *py_hooks_counts(PyObject *self, PyObject *noargs)
+{
+    return Py_BuildValue("KK", hook_tensor.direct, hook_tensor.asked);
+}
+
 /* A tensor's numel(); 0 for None. */
 static int numel_of(PyObject *t, uint64_t *n)
 {
     *n = 0;
     if (t == Py_None)
         return 0;
+    const char *impl = tensor_impl(t);
+    if (impl) {
+        int64_t v;
+        memcpy(&v, impl + hook_tensor.numel_off, sizeof v);
+        *n = (uint64_t)v;
+        hook_tensor.direct++;
+        return 0;
+    }
+    hook_tensor.asked++;
     struct hook_type *e = type_of(t);
     PyObject *v = e->numel_f   ? e->numel_f(t, NULL)
                   : e->numel_d ? PyObject_Vectorcall(e->numel_d, &t, 1, NULL)
@@ -1329,6 +1570,18 @@ static int count_of(int kind, PyObject *v, const struct hook_group *g, uint64_t 
 /* The tensor's fb_dtype (-1: another, its element size in *elem_bytes). */
 static int dtype_of(PyObject *t, int *dtype, unsigned *elem_bytes)
 {
+    const char *impl = tensor_impl(t);
+    if (impl) {
+        uint16_t c;
+        memcpy(&c, impl + hook_tensor.code_off, sizeof c);
+        if (c < HOOK_CODES && hook_tensor.dtype[c] >= 0) {
+            *dtype = hook_tensor.dtype[c];
+            *elem_bytes = 0;
+            hook_tensor.direct++;
+            return 0;
+        }
+    }
+    hook_tensor.asked++;
     struct hook_type *tt = type_of(t);
     PyObject *dt;
     if (tt->dtype_d) {
@@ -1683,7 +1936,11 @@ static int hook_module_init(PyObject *m)
     {"dump_wait", py_dump_wait, METH_VARARGS, "dump_wait(last, timeout_ms) -> request"}, \
     {"dump_done", py_dump_done, METH_O, "dump_done(request)"},                   \
     {"hooks_setup", py_hooks_setup, METH_VARARGS,                                \
-     "hooks_setup(comm, end_later, failed, world_obj, world_attr, dtypes)"},
+     "hooks_setup(comm, end_later, failed, world_obj, world_attr, dtypes)"},      \
+    {"hooks_tensors", py_hooks_tensors, METH_VARARGS,                            \
+     "hooks_tensors(types, probes) -> why not ('' when tensors are read in place)"}, \
+    {"hooks_counts", py_hooks_counts, METH_NOARGS,                               \
+     "hooks_counts() -> (tensors read in place, through torch)"},
 
 #define HOOK_CONSTS                                                              \
     {"FR_P2P", FB__FR_F_P2P}, {"FR_VARIABLE", FB__FR_F_VARIABLE},                \

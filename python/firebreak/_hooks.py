@@ -290,6 +290,40 @@ class _Hooks:
             return w, "_default_pg"
         return c10d.GroupMember, "WORLD"
 
+    def _read_tensors(self):
+        """Let the C side read tensors' numel and dtype in place (without
+        calling torch, _firebreak.c "Tensors read in place"), where
+        probes here find where this torch keeps them; off with
+        FIREBREAK_HOOKS_ASK_TORCH=1.  The probes: every dtype of the table
+        in several shapes (empty, one element, rows, a strided view, one
+        resized in place, one whose .data was replaced), and Parameters."""
+        fb, torch = self.fb, self.torch
+        if os.environ.get("FIREBREAK_HOOKS_ASK_TORCH", "0") not in ("", "0"):
+            fb.hooks_tensors(None, None)
+            return
+        try:
+            Tensor, Parameter = torch.Tensor, torch.nn.Parameter
+            probes = []
+            for i, (dt, code) in enumerate(self.dtypes.items()):
+                shapes = ((0,), (1,), (7 + i,), (3, 5 + i), (1000 + 37 * i,))
+                ts = [torch.empty(s, dtype=dt) for s in shapes]
+                ts.append(torch.empty(64 + 2 * i, dtype=dt)[::2])
+                r = torch.empty(5, dtype=dt)
+                r.resize_(11 + i)
+                d = torch.empty(2, dtype=dt)
+                d.data = torch.empty(9 + i, dtype=dt)
+                ts += [r, d]
+                if dt.is_floating_point:
+                    ts.append(Parameter(torch.empty(4 + i, dtype=dt)))
+                probes += [(t, t._cdata, t.numel(), code) for t in ts]
+            why = fb.hooks_tensors((Tensor, Parameter), probes)
+        except Exception as e:
+            why = "%s: %s" % (type(e).__name__, e)
+        if why:
+            fb.hooks_tensors(None, None)
+            _warn("Python hooks: tensors' sizes and dtypes asked of torch on every "
+                  "collective (%s)" % why)
+
     def _hook_distributed(self):
         dist = self.torch.distributed
         if not dist.is_available():
@@ -299,6 +333,7 @@ class _Hooks:
         world_obj, world_attr = self._world()
         fb.hooks_setup(self._group_of, self._end_later, self._failed,
                        world_obj, world_attr, self.dtypes)
+        self._read_tensors()
         N, A, F = fb.K_NONE, fb.K_ARG, fb.K_FIRST
         NUM, SUM, LEN = fb.K_NUMEL, fb.K_SUM, fb.K_LEN
         # name: (op, flags, params, fields): fields say where the group,

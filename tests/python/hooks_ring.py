@@ -55,7 +55,7 @@ def event(seq):
     v = struct.unpack_from("<9Q4i2IH2B2I", seg, o)
     sfile = seg[o + 108:o + 128].rstrip(b"\0").decode()
     return dict(seq=v[0], comm=v[1], count=v[3], out=v[4], end=v[5], peer=v[9],
-                csize=v[11], op=v[15], dtype=v[16], state=v[17], flags=v[18],
+                csize=v[11], elem=v[14], op=v[15], dtype=v[16], state=v[17], flags=v[18],
                 site=(sfile, v[19]))
 
 
@@ -184,6 +184,90 @@ expect(h0, "all_reduce with the default group replaced", comm=e2 and e2["comm"],
 h0 = head(); dist.all_reduce(t); l = line()                  # noqa: E702
 expect(h0, "all_reduce with the default group back", comm=e1 and e1["comm"],
        site=(me_file, l))
+
+# Tensors read in place (numel and dtype from the TensorImpl, where the
+# hooks' probes at start-up found them) and those torch is asked about
+# (a subclass, another TensorImpl class, a dtype the probes did not
+# name): each recorded with torch's own numel() and dtype.  A wrapper
+# over a function that does nothing, so that any tensor can be passed.
+def noop(tensor, group=None):
+    return None
+
+
+rec = fb.Recorded(noop, fb.OP_ALLREDUCE, 0, ((0, "tensor", None), (1, "group", None)),
+                  ((fb.K_ARG, 1), (fb.K_ARG, 0), (fb.K_NUMEL, 0), (fb.K_NUMEL, 0),
+                   (fb.K_NONE, 0)), "recording noop")
+FB_DTYPES = {torch.float32: fb.DTYPE_F32, torch.float64: fb.DTYPE_F64,
+             torch.int64: fb.DTYPE_I64, torch.bfloat16: fb.DTYPE_BF16,
+             torch.uint8: fb.DTYPE_U8, torch.bool: fb.DTYPE_BOOL}
+
+
+class Sub(torch.Tensor):
+    pass
+
+
+resized = torch.zeros(3)
+redata = torch.zeros(2)
+cases = [("plain", torch.zeros(2), "in place"),
+         ("0-dim", torch.tensor(1.5), "in place"),
+         ("bfloat16 rows", torch.zeros(3, 7, dtype=torch.bfloat16), "in place"),
+         ("strided view", torch.zeros(10, dtype=torch.int64)[::3], "in place"),
+         ("Parameter", torch.nn.Parameter(torch.zeros(6, dtype=torch.float64)), "in place"),
+         ("resized", resized, "in place"), ("resized", resized, "in place"),
+         (".data replaced", redata, "in place"), (".data replaced", redata, "in place"),
+         ("a subclass", torch.zeros(4).as_subclass(Sub), "torch"),
+         ("sparse", torch.zeros(4, 4).to_sparse(), "torch"),
+         ("complex128", torch.zeros(3, dtype=torch.complex128), "torch"),
+         ("empty uint8", torch.zeros(0, dtype=torch.uint8), "in place")]
+import warnings                          # noqa: E402
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")      # "nested tensors are a prototype"
+    nested = torch.nested.nested_tensor([torch.zeros(2), torch.zeros(3)])
+cases.append(("nested", nested, "torch"))     # its numel_ field is 0: not read
+for i, (what, x, how) in enumerate(cases):
+    if what == "resized" and i % 2 == 0:
+        x.resize_(12)                    # no version bump: the same object, new size
+    if what == ".data replaced" and i % 2 == 0:
+        x.data = torch.zeros(5, dtype=torch.int64)
+    c0 = fb.hooks_counts()
+    h0 = head(); rec(x, g); l = line()                       # noqa: E702
+    c1 = fb.hooks_counts()
+    dt = FB_DTYPES.get(x.dtype)
+    e = expect(h0, "a tensor %s" % what, count=x.numel(), out=x.numel(),
+               dtype=dt if dt is not None else 0,
+               flags=0 if dt is not None else OTHER,
+               elem=x.element_size(), site=(me_file, l))
+    direct, asked = c1[0] - c0[0], c1[1] - c0[1]
+    if how == "in place":
+        check((direct, asked) == (2, 0), "a tensor %s: read %d in place, asked torch %d, "
+              "want 2 in place" % (what, direct, asked))
+    else:
+        check(asked >= 1, "a tensor %s: read %d in place, asked torch %d, want torch "
+              "asked" % (what, direct, asked))
+
+# Probes that cannot tell the fields apart (one dtype: every field that
+# stays the same is a candidate) leave in-place reads off, saying why;
+# the hooks' own probes turn them on again.
+from firebreak import _hooks              # noqa: E402
+one = [(x, x._cdata, x.numel(), fb.DTYPE_F32)
+       for x in (torch.zeros(3), torch.zeros(8), torch.nn.Parameter(torch.zeros(5)))]
+why = fb.hooks_tensors((torch.Tensor, torch.nn.Parameter), one)
+check("not 1" in why, "probes of one dtype: %r, want 'found in N places, not 1'" % why)
+c0 = fb.hooks_counts(); rec(t, g); c1 = fb.hooks_counts()    # noqa: E702
+check((c1[0] - c0[0], c1[1] - c0[1]) == (0, 2), "after ambiguous probes: read %d in "
+      "place, asked %d, want 0 and 2" % (c1[0] - c0[0], c1[1] - c0[1]))
+# A probe whose object does not hold the address it came with: refused
+# before that address is read.
+bad = [(x, a, x.numel(), d) for x, a, d in
+       ((torch.zeros(3), 4096, fb.DTYPE_F32), (torch.zeros(2, dtype=torch.int64),
+                                               torch.zeros(1)._cdata, fb.DTYPE_I64),
+        (torch.nn.Parameter(torch.zeros(5)), 8, fb.DTYPE_F32))]
+why = fb.hooks_tensors((torch.Tensor, torch.nn.Parameter), bad)
+check("address found in 0 places" in why, "probes with wrong addresses: %r" % why)
+_hooks._H._read_tensors()
+c0 = fb.hooks_counts(); rec(t, g); c1 = fb.hooks_counts()    # noqa: E702
+check(c1[0] - c0[0] == 2, "the hooks' probes again: read %d in place, want 2"
+      % (c1[0] - c0[0]))
 
 # An argument the hooks cannot read: nothing recorded, the program sees
 # torch's own error, not the hooks'.
