@@ -7,10 +7,16 @@
  *   fb-test-rank [--steps N] [--sleep-ms M] [--spawn-child] [--ignore-term]
  *                [--exit-code C] [--abort-after-finalize RANK]
  *                [--init-sleep-ms M] [--early-exit RANK:CODE:LINGER_MS]
+ *                [--sdc SKEW_RANK]
  *
  * --early-exit: that rank exits with CODE at step 3, and its process lingers
  * LINGER_MS after firebreak has recorded the exit (it writes
  * <run_dir>/lingering.RANK then); every rank writes <run_dir>/pid.RANK.
+ *
+ * --sdc: every rank registers two zeroed tensors for the SDC check (8 KiB
+ * and 4 KiB) and checks after each step; SKEW_RANK registers a third of
+ * 100 bytes before them, so none of its pieces is one the others publish
+ * (supervisor_sdc_summary: the pieces the supervisor cannot compare).
  */
 #include <signal.h>
 #include <stdio.h>
@@ -40,6 +46,7 @@ int main(int argc, char **argv)
 {
     long steps = 20, sleep_ms = 20, exit_code = 0, init_sleep_ms = 0;
     int spawn = 0, ignore_term = 0, abort_rank = -1, early_rank = -1, early_code = 0;
+    int sdc_skew = -2; /* -2: no SDC check */
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--steps") && i + 1 < argc)
             steps = atol(argv[++i]);
@@ -49,6 +56,8 @@ int main(int argc, char **argv)
             init_sleep_ms = atol(argv[++i]);
         else if (!strcmp(argv[i], "--exit-code") && i + 1 < argc)
             exit_code = atol(argv[++i]);
+        else if (!strcmp(argv[i], "--sdc") && i + 1 < argc)
+            sdc_skew = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--spawn-child"))
             spawn = 1;
         else if (!strcmp(argv[i], "--ignore-term"))
@@ -104,6 +113,13 @@ int main(int argc, char **argv)
             _exit(0);
         }
     }
+    static unsigned char sdc_w[8192], sdc_v[4096], sdc_x[100];
+    if (sdc_skew > -2) {
+        if (fb_rank() == sdc_skew)
+            fb_sdc_register("x", sdc_x, sizeof sdc_x);
+        fb_sdc_register("w", sdc_w, sizeof sdc_w);
+        fb_sdc_register("v", sdc_v, sizeof sdc_v);
+    }
     /* Long start-up work before the first step (start-up timeout tests). */
     struct timespec init = {init_sleep_ms / 1000, (init_sleep_ms % 1000) * 1000000L};
     nanosleep(&init, NULL);
@@ -111,6 +127,8 @@ int main(int argc, char **argv)
     for (long s = 1; s <= steps; s++) {
         nanosleep(&ts, NULL);
         fb_step((uint64_t)s);
+        if (sdc_skew > -2)
+            fb_sdc_check((uint64_t)s);
         if (s == 3 && fb_rank() == early_rank)
             exit(early_code);
     }
