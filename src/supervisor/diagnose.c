@@ -246,6 +246,13 @@ void fb__sup_diagnose_start(fb__sup *s, const char *fr_verdict)
     int fl = fcntl(d->out_fd, F_GETFL);
     if (fl >= 0)
         fcntl(d->out_fd, F_SETFL, fl | O_NONBLOCK);
+    /* Under Slurm the check is a job step (srun) on the failed rank's node:
+     * it is waited for here, before the next attempt's own steps (the
+     * pre-launch health check, the watchers), as before the check went
+     * beside the relaunch; with it beside them, slurm_nodeloss's "back"
+     * case once left a healthy spare out of the next attempt. */
+    if (!d->local)
+        fb__sup_diagnose_poll(s, 1);
 }
 
 int fb__sup_diagnose_reaped(fb__sup *s, pid_t pid, int wstatus)
