@@ -368,15 +368,6 @@ typedef struct hash_job {
     uint64_t cpu_ns;    /* the thread's CPU when it ends */
 } hash_job;
 
-/* CPU time of the calling thread (0 where the clock is missing). */
-static uint64_t thread_cpu_ns(void)
-{
-    struct timespec ts;
-    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts))
-        return 0;
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 /* Fill every tensor's hash from the bytes being written. */
 static void *hash_all(void *arg)
 {
@@ -386,7 +377,7 @@ static void *hash_all(void *arg)
         t->hash = fb__hash(j->ck->alg, fb__ckpt_source(t, j->from_staging),
                            t->bytes);
     }
-    j->cpu_ns = thread_cpu_ns();
+    j->cpu_ns = fb__thread_cpu_ns();
     return NULL;
 }
 
@@ -531,7 +522,7 @@ static void report_deleted(uint64_t step)
 static int persist(fb_ckpt *ck, uint64_t step, int from_staging, uint64_t stall_ns)
 {
     char why[FB__REPORT_TEXT_MAX + 200] = "";
-    uint64_t bytes = 0, cpu0 = thread_cpu_ns();
+    uint64_t bytes = 0, cpu0 = fb__thread_cpu_ns();
     char how[80];
     if (!from_staging)
         snprintf(how, sizeof how, "synchronous save");
@@ -567,7 +558,7 @@ static int persist(fb_ckpt *ck, uint64_t step, int from_staging, uint64_t stall_
     int rc = write_shard(ck, dir, step, from_staging, &bytes, why, sizeof why);
     uint64_t persist_ns = fb__now_ns() - t0;
     /* write_shard set its helper threads' share */
-    ck->last_writer_cpu_ns += thread_cpu_ns() - cpu0;
+    ck->last_writer_cpu_ns += fb__thread_cpu_ns() - cpu0;
     if (rc) {
         fprintf(stderr, "firebreak: checkpoint step %llu (rank %d) failed: %s; "
                         "older checkpoints are intact\n",

@@ -593,9 +593,7 @@ static void *gatherer(void *arg)
     }
     fb__hash_free(p->hc);
     p->hc = NULL;
-    struct timespec ts;
-    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) == 0)
-        p->cpu_ns = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+    p->cpu_ns = fb__thread_cpu_ns();
     return NULL;
 }
 #endif

@@ -4,7 +4,8 @@
  *
  * Time: fb__now_ns() is CLOCK_MONOTONIC (intervals, heartbeats on one
  * host); fb__wall_ns() is CLOCK_REALTIME (journal timestamps, events that
- * are compared across hosts).
+ * are compared across hosts); fb__thread_cpu_ns() is the calling thread's
+ * CPU time (costs of background work).
  */
 #ifndef FB_COMMON_UTIL_H
 #define FB_COMMON_UTIL_H
@@ -25,6 +26,15 @@ static inline uint64_t fb__wall_ns(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* CPU time of the calling thread (0 where the clock is missing). */
+static inline uint64_t fb__thread_cpu_ns(void)
+{
+    struct timespec ts;
+    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts))
+        return 0;
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 

@@ -514,15 +514,6 @@ static int standby_fork(fb__sup *s, struct fb__sup_standby *b, int r)
     return rc;
 }
 
-/* The supervisor thread's CPU time (ns). */
-static uint64_t thread_cpu_ns(void)
-{
-    struct timespec ts;
-    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts))
-        return 0;
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /* 0 while the ranks start, 1 in the first STANDBY_BURST_NS after every
  * rank stepped, 2 after. */
 static int standby_phase(const fb__sup *s, uint64_t now)
@@ -570,7 +561,7 @@ void fb__sup_standby_tick(fb__sup *s)
     int phase = standby_phase(s, t0);
     uint64_t budget = phase == 0 ? STANDBY_TICK_NS_STARTING
                     : phase == 1 ? STANDBY_TICK_NS_BURST : STANDBY_TICK_NS_TRAINING;
-    uint64_t c0 = thread_cpu_ns();
+    uint64_t c0 = fb__thread_cpu_ns();
     while (b->next < b->world && fb__now_ns() - t0 < budget) {
         int r = b->next++;
         int rc = standby_fork(s, b, r);
@@ -578,7 +569,7 @@ void fb__sup_standby_tick(fb__sup *s)
             fb__sup_log(s, "rank %d: no standby shim (%s): the relaunch forks it",
                         r, fb_strerror(rc));
     }
-    uint64_t t1 = fb__now_ns(), cpu = thread_cpu_ns() - c0;
+    uint64_t t1 = fb__now_ns(), cpu = fb__thread_cpu_ns() - c0;
     b->fork_ns += t1 - t0;
     b->fork_cpu_ns += cpu;
     b->next_ns = t1 + standby_wait_ns(phase, t1 - t0, cpu);
