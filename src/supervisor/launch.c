@@ -360,7 +360,7 @@ static int clean_end_seen(const fb__sup *s)
  * that their exits overlap the other ranks' last steps); not where the warm pool starts the ranks (warm.c), not with
  * FIREBREAK_STANDBY_SHIMS=0, and without their execs ahead with
  * FIREBREAK_STANDBY_SHIMS=fork (to compare). */
-static int standby_wanted(fb__sup *s)
+static int standby_wanted(const fb__sup *s)
 {
     const char *v = getenv("FIREBREAK_STANDBY_SHIMS");
     return s->o->launcher == FB__LAUNCH_LOCAL && s->o->argv && !clean_end_seen(s) &&
@@ -579,7 +579,7 @@ int fb__sup_standby_due_ms(const fb__sup *s)
 {
     const struct fb__sup_standby *b = s->standby;
     if (!b || b->next >= b->world || b->attempt != s->attempt + 1 ||
-        !standby_wanted((fb__sup *)s)) /* it reads s only */
+        !standby_wanted(s))
         return -1;
     uint64_t now = fb__now_ns();
     /* Steady training: the watch pass's own wake-ups serve (a wake-up of

@@ -208,7 +208,7 @@ void fb__sup_standby_close(fb__sup *s);
  * output (take: 0, or a normal launch); the shims to spare from sweeps
  * (keep); a reaped shim of the pool (reaped: 1 when it was one); close. */
 #define FB__SUP_MAX_WARM 1024 /* ranks; a larger node gets no pool */
-int fb__sup_warm_enabled(fb__sup *s);
+int fb__sup_warm_enabled(const fb__sup *s);
 void fb__sup_warm_tick(fb__sup *s);
 int fb__sup_warm_take(fb__sup *s, int rank, char *const *envp, int out_fd,
                       fb__sup_unit *u);

@@ -72,7 +72,7 @@ static int script_index(char *const *argv)
     return argv[i][0] == '-' ? 0 : i;
 }
 
-int fb__sup_warm_enabled(fb__sup *s)
+int fb__sup_warm_enabled(const fb__sup *s)
 {
     return !s->o->no_warm_pool && s->o->launcher == FB__LAUNCH_LOCAL && s->o->argv &&
            s->world <= FB__SUP_MAX_WARM &&
