@@ -291,36 +291,8 @@ static int open_log(fb__sup *s, int rank, char *path, size_t size)
  * supervisor (parent-death SIGKILL) and is killed when the run ends or the
  * next attempt is not the one it was made for. */
 
-/* How much of the supervisor's time standby forks take, pass by pass of
- * its loop (standby_wait_ns):
- *   - while the ranks start: at most STANDBY_TICK_NS_STARTING a pass, and
- *     a pass waits as long as it took before the next (at most half the
- *     loop's time, however slow a fork is: the loop still reads the
- *     ranks' reports and events);
- *   - for STANDBY_BURST_NS once every rank has stepped: at most
- *     STANDBY_TICK_NS_BURST a pass and 1/STANDBY_DUTY_INV_BURST of the
- *     supervisor's CPU (10%), so that a failure in the first second of
- *     training finds most ranks standing by (issue 14: at 1/200 from the
- *     start, 2 of 16 and 3 of 64 ranks were, 0.6 s into training);
- *   - then at most STANDBY_TICK_NS_TRAINING a pass, a pass every
- *     STANDBY_PERIOD_NS at most and 1/STANDBY_DUTY_INV of the wall time
- *     (0.5% of a core at most): a fork of the supervisor costs more the
- *     more ranks it watches (several ms at 1,024), so at that size the
- *     standby takes minutes to complete; a failure before then forks
- *     what it lacks.
- * The burst's share is of the supervisor's CPU time (its thread's clock):
- * on a loaded machine a fork's wall time is mostly waiting for a CPU.
- * The steady share stays of wall time (larger, so fewer forks), as
- * measured against the 2% target at 1,024 ranks.  The loop wakes for a
- * pass only while the ranks start and in the burst
- * (fb__sup_standby_due_ms). */
-#define STANDBY_TICK_NS_STARTING 20000000ull
-#define STANDBY_TICK_NS_BURST 5000000ull
-#define STANDBY_TICK_NS_TRAINING 2000000ull
-#define STANDBY_BURST_NS 1000000000ull
-#define STANDBY_PERIOD_NS 250000000ull
-#define STANDBY_DUTY_INV_BURST 10ull
-#define STANDBY_DUTY_INV 200ull
+/* How often and how long the standby forks: policy.c
+ * (fb__sup_standby_phase and beside it). */
 
 typedef struct standby_slot {
     pid_t shim;   /* 0: none (not forked, failed, gone, adopted) */
@@ -514,30 +486,6 @@ static int standby_fork(fb__sup *s, struct fb__sup_standby *b, int r)
     return rc;
 }
 
-/* 0 while the ranks start, 1 in the first STANDBY_BURST_NS after every
- * rank stepped, 2 after. */
-static int standby_phase(const fb__sup *s, uint64_t now)
-{
-    if (!s->attempt_ready_ns)
-        return 0;
-    return now - s->attempt_ready_ns < STANDBY_BURST_NS ? 1 : 2;
-}
-
-/* How long after a pass of `wall` ns, `cpu` of them the supervisor's, the
- * next may come (the shares above). */
-static uint64_t standby_wait_ns(int phase, uint64_t wall, uint64_t cpu)
-{
-    if (phase == 0)
-        return wall;
-    if (phase == 1) {
-        uint64_t w = cpu * (STANDBY_DUTY_INV_BURST - 1);
-        return w > wall ? w : wall;
-    }
-    (void)cpu;
-    uint64_t w = wall * STANDBY_DUTY_INV;
-    return w > STANDBY_PERIOD_NS ? w : STANDBY_PERIOD_NS;
-}
-
 void fb__sup_standby_tick(fb__sup *s)
 {
     if (s->standby && s->standby->attempt == s->attempt + 1 && !s->fail.set &&
@@ -558,9 +506,8 @@ void fb__sup_standby_tick(fb__sup *s)
     uint64_t t0 = fb__now_ns();
     if (b->next >= b->world || t0 < b->next_ns)
         return;
-    int phase = standby_phase(s, t0);
-    uint64_t budget = phase == 0 ? STANDBY_TICK_NS_STARTING
-                    : phase == 1 ? STANDBY_TICK_NS_BURST : STANDBY_TICK_NS_TRAINING;
+    int phase = fb__sup_standby_phase(s->attempt_ready_ns, t0);
+    uint64_t budget = fb__sup_standby_budget_ns(phase);
     uint64_t c0 = fb__thread_cpu_ns();
     while (b->next < b->world && fb__now_ns() - t0 < budget) {
         int r = b->next++;
@@ -572,7 +519,7 @@ void fb__sup_standby_tick(fb__sup *s)
     uint64_t t1 = fb__now_ns(), cpu = fb__thread_cpu_ns() - c0;
     b->fork_ns += t1 - t0;
     b->fork_cpu_ns += cpu;
-    b->next_ns = t1 + standby_wait_ns(phase, t1 - t0, cpu);
+    b->next_ns = t1 + fb__sup_standby_wait_ns(phase, t1 - t0, cpu);
 }
 
 int fb__sup_standby_due_ms(const fb__sup *s)
@@ -585,7 +532,7 @@ int fb__sup_standby_due_ms(const fb__sup *s)
     /* Steady training: the watch pass's own wake-ups serve (a wake-up of
      * its own would add a pass over every rank: at 1,024 ranks, 2.7% of a
      * core against 1.4%). */
-    if (standby_phase(s, now) == 2)
+    if (fb__sup_standby_phase(s->attempt_ready_ns, now) == FB__SUP_STANDBY_TRAINING)
         return -1;
     return b->next_ns <= now ? 0 : (int)((b->next_ns - now) / 1000000ull) + 1;
 }

@@ -258,3 +258,38 @@ int fb__sup_torch_fr_names(const char *version)
         return FB__SUP_TORCH_FR_NEW;
     return FB__SUP_TORCH_FR_OLD;
 }
+
+/* ---- the standby's schedule (policy.h) ---- */
+
+int fb__sup_standby_phase(uint64_t ready_ns, uint64_t now_ns)
+{
+    if (!ready_ns)
+        return FB__SUP_STANDBY_STARTING;
+    /* A clock read before ready_ns (another thread's) is still the burst. */
+    if (now_ns < ready_ns || now_ns - ready_ns < FB__SUP_STANDBY_BURST_NS)
+        return FB__SUP_STANDBY_BURST;
+    return FB__SUP_STANDBY_TRAINING;
+}
+
+uint64_t fb__sup_standby_budget_ns(int phase)
+{
+    switch (phase) {
+    case FB__SUP_STANDBY_STARTING: return FB__SUP_STANDBY_TICK_NS_STARTING;
+    case FB__SUP_STANDBY_BURST: return FB__SUP_STANDBY_TICK_NS_BURST;
+    default: return FB__SUP_STANDBY_TICK_NS_TRAINING;
+    }
+}
+
+uint64_t fb__sup_standby_wait_ns(int phase, uint64_t wall_ns, uint64_t cpu_ns)
+{
+    if (phase == FB__SUP_STANDBY_STARTING)
+        return wall_ns;
+    if (phase == FB__SUP_STANDBY_BURST) {
+        uint64_t w = cpu_ns > UINT64_MAX / FB__SUP_STANDBY_DUTY_INV_BURST
+                   ? UINT64_MAX : cpu_ns * (FB__SUP_STANDBY_DUTY_INV_BURST - 1);
+        return w > wall_ns ? w : wall_ns;
+    }
+    uint64_t w = wall_ns > UINT64_MAX / FB__SUP_STANDBY_DUTY_INV
+               ? UINT64_MAX : wall_ns * FB__SUP_STANDBY_DUTY_INV;
+    return w > FB__SUP_STANDBY_PERIOD_NS ? w : FB__SUP_STANDBY_PERIOD_NS;
+}

@@ -1,7 +1,8 @@
 /*
  * policy.h -- the supervisor's decisions as pure functions: what kind of
- * failure ended an attempt, which rank is to blame, and whether to restart
- * (and after what back-off) or stop.
+ * failure ended an attempt, which rank is to blame, whether to restart
+ * (and after what back-off) or stop, and how often the next attempt's
+ * standby shims are forked.
  *
  * Nothing here does I/O, reads a clock or touches global state: the I/O
  * loops (supervisor.c, watch.c) gather what they know into the small
@@ -255,5 +256,56 @@ enum {
  * Python program, no torch, the probe timed out): both, as the safe side
  * (a deprecation warning, not a missing dump). */
 int fb__sup_torch_fr_names(const char *version);
+
+/* ---- the standby's schedule (launch.c, docs/supervisor.md "At scale") ----
+ *
+ * How much of the supervisor's time forking the next attempt's standby
+ * shims takes, pass by pass of its loop:
+ *   - while the ranks start (FB__SUP_STANDBY_STARTING): at most
+ *     FB__SUP_STANDBY_TICK_NS_STARTING a pass, and a pass waits as long as
+ *     it took before the next (at most half the loop's time, however slow
+ *     a fork is: the loop still reads the ranks' reports and events);
+ *   - for FB__SUP_STANDBY_BURST_NS once every rank has stepped
+ *     (FB__SUP_STANDBY_BURST): at most FB__SUP_STANDBY_TICK_NS_BURST a pass
+ *     and 1/FB__SUP_STANDBY_DUTY_INV_BURST of the supervisor's CPU (10%),
+ *     so that a failure in the first second of training finds most ranks
+ *     standing by (issue 14: at 1/200 from the start, 2 of 16 and 3 of 64
+ *     ranks were, 0.6 s into training);
+ *   - then (FB__SUP_STANDBY_TRAINING) at most
+ *     FB__SUP_STANDBY_TICK_NS_TRAINING a pass, a pass every
+ *     FB__SUP_STANDBY_PERIOD_NS at most and 1/FB__SUP_STANDBY_DUTY_INV of
+ *     the wall time (0.5% of a core at most): a fork of the supervisor
+ *     costs more the more ranks it watches (several ms at 1,024), so at
+ *     that size the standby takes minutes to complete; a failure before
+ *     then forks what it lacks.
+ * The burst's share is of the supervisor's CPU time (its thread's clock):
+ * on a loaded machine a fork's wall time is mostly waiting for a CPU.  The
+ * steady share stays of wall time (larger, so fewer forks), as measured
+ * against the 2% target at 1,024 ranks.  The loop wakes for a pass only
+ * while the ranks start and in the burst (fb__sup_standby_due_ms). */
+#define FB__SUP_STANDBY_TICK_NS_STARTING 20000000ull
+#define FB__SUP_STANDBY_TICK_NS_BURST 5000000ull
+#define FB__SUP_STANDBY_TICK_NS_TRAINING 2000000ull
+#define FB__SUP_STANDBY_BURST_NS 1000000000ull
+#define FB__SUP_STANDBY_PERIOD_NS 250000000ull
+#define FB__SUP_STANDBY_DUTY_INV_BURST 10ull
+#define FB__SUP_STANDBY_DUTY_INV 200ull
+
+enum {
+    FB__SUP_STANDBY_STARTING = 0,
+    FB__SUP_STANDBY_BURST = 1,
+    FB__SUP_STANDBY_TRAINING = 2
+};
+
+/* The phase at `now_ns` of an attempt whose every rank first stepped at
+ * `ready_ns` (0: not yet). */
+int fb__sup_standby_phase(uint64_t ready_ns, uint64_t now_ns);
+
+/* How long one pass of `phase` may fork for. */
+uint64_t fb__sup_standby_budget_ns(int phase);
+
+/* How long after a pass of `wall_ns`, `cpu_ns` of them the supervisor's
+ * own, the next pass of `phase` may come. */
+uint64_t fb__sup_standby_wait_ns(int phase, uint64_t wall_ns, uint64_t cpu_ns);
 
 #endif

@@ -545,6 +545,60 @@ static void test_torch_fr_names(void)
     }
 }
 
+static void test_standby_schedule(void)
+{
+    const uint64_t ms = 1000000ull;
+    /* Phases: starting until every rank stepped, the burst for its first
+     * second, training after. */
+    static const struct {
+        uint64_t ready, now;
+        int want;
+    } ph[] = {
+        {0, 0, FB__SUP_STANDBY_STARTING},
+        {0, 5000000000ull, FB__SUP_STANDBY_STARTING},
+        {1000, 1000, FB__SUP_STANDBY_BURST},
+        {1000, 1000 + FB__SUP_STANDBY_BURST_NS - 1, FB__SUP_STANDBY_BURST},
+        {1000, 1000 + FB__SUP_STANDBY_BURST_NS, FB__SUP_STANDBY_TRAINING},
+        {1000, UINT64_MAX, FB__SUP_STANDBY_TRAINING},
+        {5000, 4000, FB__SUP_STANDBY_BURST}, /* a clock read just before */
+    };
+    for (size_t i = 0; i < N(ph); i++) {
+        int got = fb__sup_standby_phase(ph[i].ready, ph[i].now);
+        CHECKF(got == ph[i].want, "standby phase ready %llu now %llu: %d, want %d",
+               (unsigned long long)ph[i].ready, (unsigned long long)ph[i].now, got,
+               ph[i].want);
+    }
+    /* Budgets: the burst and training passes are shorter than starting's. */
+    CHECK(fb__sup_standby_budget_ns(FB__SUP_STANDBY_STARTING) == 20 * ms);
+    CHECK(fb__sup_standby_budget_ns(FB__SUP_STANDBY_BURST) == 5 * ms);
+    CHECK(fb__sup_standby_budget_ns(FB__SUP_STANDBY_TRAINING) == 2 * ms);
+    /* Waits: starting waits what the pass took (half the loop's time);
+     * the burst holds the supervisor's CPU to 10% (9 x cpu), never less
+     * than the pass's wall time; training to 0.5% of wall time, and at
+     * least 250 ms apart. */
+    static const struct {
+        int phase;
+        uint64_t wall, cpu, want;
+    } w[] = {
+        {FB__SUP_STANDBY_STARTING, 7 * ms, 1 * ms, 7 * ms},
+        {FB__SUP_STANDBY_STARTING, 0, 0, 0},
+        {FB__SUP_STANDBY_BURST, 5 * ms, 2 * ms, 18 * ms},
+        {FB__SUP_STANDBY_BURST, 40 * ms, 1 * ms, 40 * ms}, /* forks waited for a CPU */
+        {FB__SUP_STANDBY_BURST, 0, 0, 0},
+        {FB__SUP_STANDBY_BURST, 1, UINT64_MAX / 2, UINT64_MAX},
+        {FB__SUP_STANDBY_TRAINING, 2 * ms, 2 * ms, 400 * ms},
+        {FB__SUP_STANDBY_TRAINING, 1 * ms, 1 * ms, 250 * ms},
+        {FB__SUP_STANDBY_TRAINING, 0, 0, 250 * ms},
+        {FB__SUP_STANDBY_TRAINING, UINT64_MAX / 100, 0, UINT64_MAX},
+    };
+    for (size_t i = 0; i < N(w); i++) {
+        uint64_t got = fb__sup_standby_wait_ns(w[i].phase, w[i].wall, w[i].cpu);
+        CHECKF(got == w[i].want, "standby wait phase %d wall %llu cpu %llu: %llu, want %llu",
+               w[i].phase, (unsigned long long)w[i].wall, (unsigned long long)w[i].cpu,
+               (unsigned long long)got, (unsigned long long)w[i].want);
+    }
+}
+
 int main(void)
 {
     test_kind_names();
@@ -556,6 +610,7 @@ int main(void)
     test_backoff();
     test_decide();
     test_torch_fr_names();
+    test_standby_schedule();
     if (failures)
         fprintf(stderr, "test_policy: %d check%s failed\n", failures,
                 failures == 1 ? "" : "s");
