@@ -48,7 +48,7 @@ and recorded with bench/result.py when that exists; exit 1 on a miss:
   cost_rw         firebreak's best cost, rw step      <= 0.5 x the best other's
   cost_overwrite  same, overwrite step                 <= 1.0 x the best other's
   stall           firebreak's save call               <= 0.05 x torch.save's
-  durable         firebreak's time to durable          <= 1.1 x fio write+fsync
+  durable         firebreak's time to durable, p50     <= 1.1 x fio write+fsync, p50 of 5
   restore         firebreak's restore, cold            <= 1.0 x the best of torch.load
                                                           and dcp.load (cold)
   restore_fio     same                                 <= 1/0.95 x fio's cold read
@@ -482,20 +482,24 @@ def fio_run(root, rw, nbytes_):
     return nbytes_ / bw if bw > 0 else None
 
 
-def fio_write(root, nbytes_):
-    """fio's sequential write + fsync of a new file of nbytes_, then its
-    sequential read of that file, cold (page cache dropped the way the
-    restores below drop it): (write seconds, read seconds), best of 2
-    each, None where fio is missing or failed."""
+def fio_write(root, nbytes_, writes=5):
+    """fio's sequential write + fsync of a new file of nbytes_, `writes`
+    times, then its sequential read of that file, cold (page cache dropped
+    the way the restores below drop it), twice: (the writes' median, the
+    writes' best, the reads' best), seconds, None where fio is missing or
+    failed.  The writes' median is what firebreak's median time to durable
+    is held against (like with like: a best of two beside a median of 20
+    favoured fio by the host's noise); the restores are bests, as fio's
+    read is."""
     path = os.path.join(root, "fio.dat")
-    best = None
-    for _ in range(2):
+    w = []
+    for _ in range(writes):
         if os.path.exists(path):
             os.unlink(path)
         s = fio_run(root, "write", nbytes_)
         if s is None:
-            return None, None
-        best = s if best is None else min(best, s)
+            return None, None, None
+        w.append(s)
     best_read = None
     for _ in range(2):
         drop_cache(path)
@@ -504,7 +508,7 @@ def fio_write(root, nbytes_):
             best_read = s if best_read is None else min(best_read, s)
     if os.path.exists(path):
         os.unlink(path)
-    return best, best_read
+    return statistics.median(w), min(w), best_read
 
 
 def drop_cache(root):
@@ -836,9 +840,10 @@ def main():
                   flush=True)
 
     t_x = now()
-    fio_s, fio_r = fio_write(root, total)
-    print("\nfio write+fsync of %.1f MiB: %s" % (total / 2**20, "%.3f s (%.2f GB/s)"
-                                                  % (fio_s, total / fio_s / 1e9)
+    fio_s, fio_best, fio_r = fio_write(root, total)
+    print("\nfio write+fsync of %.1f MiB: %s" % (total / 2**20,
+                                                  "p50 of 5 %.3f s (%.2f GB/s), best %.3f s"
+                                                  % (fio_s, total / fio_s / 1e9, fio_best)
                                                   if fio_s else "unavailable"))
     print("fio read, cold, of %.1f MiB: %s" % (total / 2**20, "%.3f s (%.2f GB/s)"
                                                % (fio_r, total / fio_r / 1e9)
@@ -910,13 +915,15 @@ def main():
     if fio_s:
         mine = min(fb, key=lambda n: statistics.median(results[("rw", n)]["durable"]))
         mv = statistics.median(results[("rw", mine)]["durable"])
-        print("durable: %s p50 %.3f s against fio write+fsync %.3f s" % (mine, mv, fio_s))
-        ok &= record("durable", "time to durable (%s vs fio write+fsync)" % mine, mv, fio_s, 1.1)
+        print("durable: %s p50 %.3f s against fio write+fsync p50 %.3f s" % (mine, mv, fio_s))
+        ok &= record("durable", "time to durable, p50 (%s vs fio write+fsync p50)" % mine,
+                     mv, fio_s, 1.1)
     elif not a.restore_only:
         print("durable: fio unavailable, no target")
     if a.json:
         doc = {"torch": torch.__version__, "bytes": total, "saves": saves,
-               "skipped": missing, "fio_write_s": fio_s, "fio_read_s": fio_r,
+               "skipped": missing, "fio_write_s": fio_s, "fio_write_best_s": fio_best,
+               "fio_read_s": fio_r,
                "restore_s": rest,
                "first_save_after_restore_s": first,
                "targets": targets,
