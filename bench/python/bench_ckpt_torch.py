@@ -49,6 +49,8 @@ and recorded with bench/result.py when that exists; exit 1 on a miss:
   cost_overwrite  same, overwrite step                 <= 1.0 x the best other's
   stall           firebreak's save call               <= 0.05 x torch.save's
   durable         firebreak's time to durable, p50     <= 1.1 x fio write+fsync, p50 of 5
+  durable_p90     that method's time to durable, p90   <= 1.5 x its p50
+  durable_max     same, its slowest save               <= 3 x its p50
   restore         firebreak's restore, cold            <= 1.0 x the best of torch.load
                                                           and dcp.load (cold)
   restore_fio     same                                 <= 1/0.95 x fio's cold read
@@ -918,6 +920,18 @@ def main():
         print("durable: %s p50 %.3f s against fio write+fsync p50 %.3f s" % (mine, mv, fio_s))
         ok &= record("durable", "time to durable, p50 (%s vs fio write+fsync p50)" % mine,
                      mv, fio_s, 1.1)
+    if not a.restore_only:
+        # the spread of firebreak's saves (issue 14: p90 <= 1.5x p50, none
+        # over 3x p50), time to durable of the method the durable target
+        # chose (else the cheapest by p50), rw step
+        mine = min(fb, key=lambda n: statistics.median(results[("rw", n)]["durable"]))
+        d = summary(results[("rw", mine)]["durable"])
+        print("durable spread: %s p50 %.3f s, p90 %.3f s, max %.3f s" % (mine, d["p50"], d["p90"],
+                                                                      d["max"]))
+        ok &= record("durable_p90", "time to durable, p90 against p50 (%s)" % mine,
+                     d["p90"], d["p50"], 1.5)
+        ok &= record("durable_max", "time to durable, slowest save against p50 (%s)" % mine,
+                     d["max"], d["p50"], 3.0)
     elif not a.restore_only:
         print("durable: fio unavailable, no target")
     if a.json:

@@ -22,7 +22,8 @@ SKIP_WORDS = {"firebreak protect": "firebreak protect",
               "dcp.async_save+stager": "DefaultStager",
               "safetensors+fsync": "safetensors",
               "dcp.save+firebreak.dcp": "firebreak.dcp"}
-TARGETS = {"cost_rw", "cost_overwrite", "stall", "durable", "restore", "restore_fio"}
+TARGETS = {"cost_rw", "cost_overwrite", "stall", "durable", "durable_p90", "durable_max",
+           "restore", "restore_fio"}
 NUM = r"-?\d+\.\d+"
 
 
