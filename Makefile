@@ -54,8 +54,9 @@ test-asan: build-asan
 # Each benchmark fails when it misses a target; the table of every target
 # (bench/summary.sh over build/bench-results.tsv) comes last.
 bench: deps build
-	@cd build && { ctest --output-on-failure -V -L bench; rc=$$?; \
-	  bash ../bench/summary.sh bench-results.tsv; exit $$rc; }
+	@cd build && { t0=$$(date +%s); ctest --output-on-failure -V -L bench; rc=$$?; \
+	  bash ../bench/summary.sh --elapsed $$(( $$(date +%s) - t0 )) bench-results.tsv \
+	  || rc=1; exit $$rc; }
 
 fuzz: deps-build
 	@CC=clang cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=Debug -DFB_FUZZ=ON -DFB_SANITIZE=ON >/dev/null
