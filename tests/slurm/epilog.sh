@@ -8,6 +8,8 @@
 #      /dev/shm/fb.<job>.mem, with the marker naming the Slurm job, to
 #      nobody; once the allocation ends, Slurm's Epilog removes it on every
 #      node within seconds, and leaves another Slurm job's directory alone.
+[ "${FB_TEST_HOOKS:-ON}" = ON ] ||
+    { echo "skipped: built without the supervisor's test hooks (FB_TEST_HOOKS)"; exit 77; }
 CLUSTER_EPILOG=1
 source "$(dirname "$0")/lib.sh"
 
