@@ -204,7 +204,7 @@ static int remove_at(const ctx *c, int pfd, const char *name, ino_t ino, int dep
     if (st.st_dev != c->dev)
         return -EXDEV;
     if (depth <= 0)
-        return -ELOOP;
+        return -EDOM; /* TOO_DEEP */
     int fd = openat(pfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0)
         return -errno;
@@ -234,12 +234,27 @@ static int remove_at(const ctx *c, int pfd, const char *name, ino_t ino, int dep
     return rc;
 }
 
+#define WORDS_(x) #x
+#define WORDS(x) WORDS_(x)
+
+/* remove_at's failures in words: its own codes, else the system's. */
+static const char *removal_error(int rc)
+{
+    switch (rc) {
+    case -EDOM: return "deeper than " WORDS(FB__EPILOG_MAX_DEPTH) " levels: the rest left";
+    case -ESTALE: return "replaced while it was removed: the rest left";
+    case -EXDEV: return "holds another filesystem: the rest left";
+    default: return strerror(-rc);
+    }
+}
+
 static void remove_entry(const ctx *c, int shm_fd, const char *name, ino_t ino)
 {
     int rc = remove_at(c, shm_fd, name, ino, FB__EPILOG_MAX_DEPTH);
     if (rc) {
         c->res->failed++;
-        say(c, LOG_WARNING, "could not remove %s/%s: %s", c->shm, name, strerror(-rc));
+        say(c, LOG_WARNING, "could not remove %s/%s: %s", c->shm, name,
+            removal_error(rc));
     } else {
         c->res->removed++;
         say(c, LOG_INFO, "removed %s/%s", c->shm, name);

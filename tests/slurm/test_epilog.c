@@ -219,13 +219,34 @@ static void test_clean(void)
     snprintf(p, sizeof p, "%s/" FB__EPILOG_MARKER, outside);
     CHECK(exists(p));
 
-    /* Another job: nothing of 42's is left, 43's goes. */
+    /* Another job: nothing of 42's is left, 43's goes, also a directory
+     * of its user (SLURM_JOB_UID) when that is not root; a tree deeper
+     * than FB__EPILOG_MAX_DEPTH is removed as deep as that, and said. */
     o.job = 43;
+    o.have_uid = 1;
+    o.job_uid = 54321;
+    if (as_root) {
+        mem_dir("fb.run-l.mem", "SLURM_JOB_ID=43\n");
+        snprintf(m, sizeof m, "%s/" FB__EPILOG_MARKER, at("fb.run-l.mem"));
+        CHECK(chown(m, 54321, 54321) == 0 && chown(at("fb.run-l.mem"), 54321, 54321) == 0);
+    }
+    mem_dir("fb.run-deep.mem", "SLURM_JOB_ID=43\n");
+    size_t len = (size_t)snprintf(p, sizeof p, "%s", at("fb.run-deep.mem"));
+    for (int k = 0; k < FB__EPILOG_MAX_DEPTH + 4 && len + 3 < sizeof p; k++) {
+        len += (size_t)snprintf(p + len, sizeof p - len, "/d");
+        CHECK(mkdir(p, 0700) == 0);
+    }
     fb__epilog_clean(&o, &r);
-    CHECK_EQ_INT(r.jobs, 1);
-    CHECK_EQ_INT(r.removed, 2);
+    CHECK_EQ_INT(r.jobs, as_root ? 3 : 2);
+    CHECK_EQ_INT(r.removed, as_root ? 3 : 2);
+    CHECK_EQ_INT(r.failed, 1);
     CHECK(!exists(at("fb.run-b.mem")) && !exists(at("fb.run-b.0.0")));
+    CHECK(!exists(at("fb.run-l.mem")));
+    CHECK(exists(at("fb.run-deep.mem")));
     CHECK(exists(at("fb.run-c.mem")));
+    if (as_root)
+        CHECK(exists(at("fb.run-j.mem"))); /* 42's, of that user */
+    CHECK_EQ_INT(fb__rm_rf(at("fb.run-deep.mem")), 0);
 }
 
 /* Run the command (argv0: its name) with SLURM_JOB_ID=job (NULL: unset);
