@@ -2,7 +2,7 @@
 # slurm-cluster.sh -- a Slurm cluster of separate hosts on this one machine,
 # for firebreak's tests and demos (docs/slurm.md, "Local cluster").
 #
-#   scripts/slurm-cluster.sh up DIR [--nodes N] [--share PATH]...
+#   scripts/slurm-cluster.sh up DIR [--nodes N] [--share PATH]... [--epilog PATH|none]
 #       start N nodes (default 4), node1..nodeN, each a host of its own:
 #       its own network namespace (one address on a bridge that exists only
 #       on this machine), UTS namespace (hostname = node name) and mount
@@ -10,7 +10,9 @@
 #       one slurmd per node.  DIR holds state, logs and sockets; every node
 #       sees DIR and each --share PATH (the "shared filesystem": run
 #       directories, checkpoints), and what lies outside /tmp and /dev/shm
-#       (the installed binaries).  Prints `export SLURM_CONF=DIR/slurm.conf`
+#       (the installed binaries).  slurmd runs --epilog PATH (default: the
+#       firebreak-slurm-epilog on PATH, if any; `none`: no Epilog) on every
+#       node of a job when it ends.  Prints `export SLURM_CONF=DIR/slurm.conf`
 #       as its last line.
 #   scripts/slurm-cluster.sh down DIR
 #       cancel every job, stop every daemon and every process of every node,
@@ -140,12 +142,17 @@ cmd_up() {
         command -v "$b" >/dev/null || die "$b not found: install slurm-wlm, munge, iproute2 (scripts/deps.sh)"
     done
     [ -r "$template" ] || die "cannot read $template"
-    local d=${1:-} n=4 shared=() s
-    [ -n "$d" ] || die "usage: up DIR [--nodes N] [--share PATH]..."
+    local d=${1:-} n=4 shared=() s epilog
+    [ -n "$d" ] || die "usage: up DIR [--nodes N] [--share PATH]... [--epilog PATH|none]"
     shift
+    epilog=$(command -v firebreak-slurm-epilog || true)
     while [ $# -gt 0 ]; do
         case "$1" in
         --nodes) n=${2:?}; shift 2 ;;
+        --epilog) epilog=${2:?}; shift 2
+                  [ "$epilog" = none ] && epilog=
+                  [ -z "$epilog" ] || [ -x "$epilog" ] || die "--epilog $epilog: not an executable"
+                  [ -z "$epilog" ] || epilog=$(cd "$(dirname "$epilog")" && pwd)/$(basename "$epilog") ;;
         --share) [ -d "${2:?}" ] || die "--share $2: not a directory"
                  shared+=("$(cd "$2" && pwd)"); shift 2 ;;
         *) die "up: unknown option $1" ;;
@@ -222,7 +229,10 @@ cmd_up() {
     for node in $NODES; do
         lines="${lines}NodeName=$node NodeHostname=$node NodeAddr=$(addr_of "$node") Port=$SLURMD_PORT CPUs=2 RealMemory=2000 State=UNKNOWN\\n"
     done
-    sed -e "s|@CLUSTER@|fb$ID|g" -e "s|@HOST@|$(hostname)|g" -e "s|@CTLD_ADDR@|$SUBNET.1|g" \
+    # Without an Epilog the line stays, commented out.
+    local epi="s|@EPILOG@|$epilog|"
+    [ -n "$epilog" ] || epi="s|^Epilog=@EPILOG@|#Epilog= (up without --epilog)|"
+    sed -e "$epi" -e "s|@CLUSTER@|fb$ID|g" -e "s|@HOST@|$(hostname)|g" -e "s|@CTLD_ADDR@|$SUBNET.1|g" \
         -e "s|@STATE@|$D|g" -e "s|@CTLD_PORT@|$port|g" -e "s|@NODELINES@|$lines|" \
         -e "s|@NODELIST@|$(echo "$NODES" | tr ' ' ',')|g" \
         "$template" >"$D/slurm.conf"
@@ -423,6 +433,6 @@ heal) shift; cmd_heal "$@" ;;
 _host) shift; cmd_host "$@" ;;
 -h|--help|help)
     sed -n '2,/^set -euo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; exit 0 ;;
-*) echo "usage: slurm-cluster.sh up DIR [--nodes N] [--share PATH]... | down DIR | status DIR |" \
+*) echo "usage: slurm-cluster.sh up DIR [--nodes N] [--share PATH]... [--epilog PATH|none] | down DIR | status DIR |" \
         "exec DIR NODE -- CMD | fail DIR NODE kill|link-down|stop | heal DIR NODE" >&2; exit 2 ;;
 esac

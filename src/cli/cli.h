@@ -24,6 +24,7 @@ int fb__cmd_agent(int argc, char **argv);
 int fb__cmd_report(int argc, char **argv);
 int fb__cmd_sim(int argc, char **argv);
 int fb__cmd_watch(int argc, char **argv);
+int fb__cmd_slurm_epilog(int argc, char **argv);
 
 struct fb__sup_result;
 /* Replace a run's live estimates by the journal's exact accounting. */

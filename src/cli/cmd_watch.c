@@ -10,6 +10,7 @@
 
 #include "cli/cli.h"
 #include "common/util.h"
+#include "supervisor/epilog.h"
 #include "supervisor/watcher.h"
 
 static void usage(FILE *f)
@@ -160,6 +161,7 @@ int fb__cmd_watch(int argc, char **argv)
                     "--step, --port and --plan (see --help)\n");
             return 2;
         }
+        (void)fb__epilog_mark_job(job, stderr); /* it may make the node's memory */
         return fb__peer_fetch_here(job, node, (int)port, (int)world, step, plan,
                                    (int)(timeout_s * 1000), stderr);
     }
@@ -188,5 +190,6 @@ int fb__cmd_watch(int argc, char **argv)
                         .node = node, .out = stdout, .mem_dir = mem,
                         .peer_port = (int)peer_port, .peer_to = to[0] ? to : NULL};
     fb__nodemem_own(stderr); /* this node's memory tier, when the run has one */
+    (void)fb__epilog_mark(mem, 0, stderr); /* the Slurm job's, for its Epilog */
     return fb__watch_run(&o);
 }

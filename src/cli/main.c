@@ -34,7 +34,21 @@ static const command commands[] = {
     {"report", fb__cmd_report, "where the time went and why runs failed", 0},
     {"sim", fb__cmd_sim, "simulate effective training time at scale", 0},
     {"watch", fb__cmd_watch, "per-node watcher (started by run under Slurm)", 0},
+    {"slurm-epilog", fb__cmd_slurm_epilog, "node cleanup after a Slurm job (Epilog=)", 0},
 };
+
+/* Run under this name (a symlink to firebreak), the binary is `firebreak
+ * slurm-epilog`: slurm.conf's Epilog= names a program and passes it no
+ * arguments. */
+#define EPILOG_NAME "firebreak-slurm-epilog"
+
+static const command *find(const char *name)
+{
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (!strcmp(name, commands[i].name))
+            return &commands[i];
+    return NULL;
+}
 
 static char self_path[PATH_MAX];
 
@@ -49,7 +63,7 @@ static void usage(FILE *f)
                "firebreak keeps a training job running through crashes, hangs "
                "and bad hardware.\n\ncommands:\n");
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-        fprintf(f, "  %-8s %s\n", commands[i].name, commands[i].summary);
+        fprintf(f, "  %-12s %s\n", commands[i].name, commands[i].summary);
     fprintf(f, "\n'firebreak COMMAND --help' for a command's options; "
                "'firebreak --version'.\n");
 }
@@ -106,6 +120,11 @@ int main(int argc, char **argv)
         self_path[n] = '\0';
     else
         snprintf(self_path, sizeof self_path, "%s", argv[0]);
+    const char *base = argc > 0 ? strrchr(argv[0], '/') : NULL;
+    if (argc > 0 && !strcmp(base ? base + 1 : argv[0], EPILOG_NAME)) {
+        const command *c = find("slurm-epilog");
+        return finish(c->fn(argc, argv), c);
+    }
     if (argc < 2) {
         usage(stderr);
         return 2;
@@ -119,9 +138,9 @@ int main(int argc, char **argv)
         printf("firebreak %s\n", fb_version());
         return finish(0, NULL);
     }
-    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-        if (!strcmp(argv[1], commands[i].name))
-            return finish(commands[i].fn(argc - 1, argv + 1), &commands[i]);
+    const command *c = find(argv[1]);
+    if (c)
+        return finish(c->fn(argc - 1, argv + 1), c);
     fprintf(stderr, "firebreak: unknown command '%s'\n\n", argv[1]);
     usage(stderr);
     return 2;

@@ -1328,6 +1328,19 @@ static const char *attempt_loop(fb__sup *s)
                 fb__sup_log(s, "restarting from the newest complete checkpoint "
                             "(none yet: from the start)");
         }
+#ifdef FB_TEST_HOOKS
+        /* test hook: a pause between two attempts (under slurm the
+         * watchers have stopped, the next ones are not started), where
+         * tests/slurm/epilog.sh kills the supervisor */
+        const char *pause = getenv("FIREBREAK_TEST_PAUSE_BETWEEN_ATTEMPTS_MS");
+        if (pause && atoi(pause) > 0) {
+            fb__sup_log(s, "test hook: pausing %d ms before attempt %d", atoi(pause),
+                        s->attempt + 1);
+            backoff_wait(s, atoi(pause) / 1000.0);
+            if (s->stop_signal)
+                return interrupted(s, res);
+        }
+#endif
     }
 }
 

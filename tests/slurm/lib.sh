@@ -6,6 +6,10 @@
 #   $FB  firebreak    $TOY  fb-toy-train    $T  a fresh temporary directory
 #   $FIX the health fixtures (tests/health/fixtures)
 #   on NODE CMD...  run CMD on NODE (its namespaces)
+# The cluster runs no Epilog, so that what the watchers and the supervisor
+# clean up themselves is seen to be cleaned up; a script that sets
+# CLUSTER_EPILOG=1 before sourcing this gets this build's
+# firebreak-slurm-epilog as slurm.conf's Epilog (docs/slurm.md, "Epilog").
 set -euo pipefail
 FB=$1
 SRC=$2
@@ -51,6 +55,12 @@ SHARE=(--share "$T")
 for p in "$(cd "$SRC" && pwd)" "$(cd "$BIN" && pwd)"; do
     case "$p" in /tmp/*) SHARE+=(--share "$p") ;; esac
 done
+# SHARE holds the options of every `up` (recluster, a second cluster).
+if [ "${CLUSTER_EPILOG:-0}" = 1 ]; then
+    SHARE+=(--epilog "$(cd "$BIN" && pwd)/firebreak-slurm-epilog")
+else
+    SHARE+=(--epilog none)
+fi
 "$SRC/scripts/slurm-cluster.sh" up "$CL" "${SHARE[@]}" >"$T/cluster.env" 2>"$T/cluster.err" \
     || { cat "$T/cluster.err" >&2; fail "cluster did not come up"; }
 eval "$(tail -n 1 "$T/cluster.env")"
