@@ -46,31 +46,45 @@ static void usage(FILE *f)
 "  --peer-port N   with node memory (FIREBREAK_CKPT_MEM_DIR): receive peer\n"
 "                  copies on port N, and with --peers send this node's\n"
 "                  complete steps to its peer there\n"
-"  --peers A,B,..  per node of the attempt, in order: the address it sends\n"
-"                  its copies to (\"-\": none); this node's is entry --node-id\n"
+"  --peers A,B,..  per node of the attempt, in order: the addresses it sends\n"
+"                  its copies to, '+'-separated (A1+A2: two copies, in turn;\n"
+"                  \"-\": none); this node's is entry --node-id\n"
 "  --node NAME     this node's name (default SLURMD_NODENAME, else hostname)\n"
 "  --interval DUR  heartbeat lines every DUR (default 1s)\n"
 "  -h, --help      this help\n");
 }
 
-/* Entry node_id of the comma-separated list: the address this node sends
- * its copies to ("-": none); "" when there is no such entry.  0, or -1
- * for a list that is not one of node addresses. */
-static int my_peer(const char *list, long long node_id, char to[FB__FBW1_NODE_MAX])
+/* Entry node_id of the comma-separated list: the addresses this node
+ * sends its copies to, '+'-separated, or "-" for none; "" when there is
+ * no such entry.  0, or -1 for a list that is not one of node addresses
+ * (at most FB__PEER_COPIES_MAX per entry). */
+static int my_peers(const char *list, long long node_id, char *to, size_t size)
 {
     to[0] = '\0';
     for (long long k = 0;; k++) {
         const char *c = strchr(list, ',');
         size_t len = c ? (size_t)(c - list) : strlen(list);
-        char name[FB__FBW1_NODE_MAX];
-        if (len == 0 || len >= sizeof name || k > FB__FBW1_NODEID_MAX)
+        char entry[FB__PEER_COPIES_MAX * FB__FBW1_NODE_MAX];
+        if (len == 0 || len >= sizeof entry || len >= size || k > FB__FBW1_NODEID_MAX)
             return -1;
-        memcpy(name, list, len);
-        name[len] = '\0';
-        if (strcmp(name, "-") && !fb__fbw1_node_name_ok(name))
-            return -1;
-        if (k == node_id && strcmp(name, "-"))
-            memcpy(to, name, len + 1);
+        memcpy(entry, list, len);
+        entry[len] = '\0';
+        if (strcmp(entry, "-")) {
+            int n = 0;
+            for (char *p = entry, *e; p; p = e ? e + 1 : NULL) {
+                char name[FB__FBW1_NODE_MAX];
+                e = strchr(p, '+');
+                size_t l = e ? (size_t)(e - p) : strlen(p);
+                if (l >= sizeof name || ++n > FB__PEER_COPIES_MAX)
+                    return -1;
+                memcpy(name, p, l);
+                name[l] = '\0';
+                if (!fb__fbw1_node_name_ok(name))
+                    return -1;
+            }
+            if (k == node_id)
+                memcpy(to, entry, len + 1);
+        }
         if (!c)
             return 0;
         list = c + 1;
@@ -175,8 +189,8 @@ int fb__cmd_watch(int argc, char **argv)
             return 2;
         }
     }
-    char to[FB__FBW1_NODE_MAX] = "";
-    if (peers && my_peer(peers, node_id, to)) {
+    static char to[FB__PEER_COPIES_MAX * FB__FBW1_NODE_MAX];
+    if (peers && my_peers(peers, node_id, to, sizeof to)) {
         fprintf(stderr, "firebreak watch: --peers: not a list of node addresses: %s\n",
                 peers);
         return 2;

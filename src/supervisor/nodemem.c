@@ -177,7 +177,7 @@ void fb__sup_nodemem_on_node_lost(fb__sup *s, const char *node)
 
 int fb__sup_nodemem_peer_port(const fb__sup *s)
 {
-    if (!active(s) || fb__sup_slurm_nnodes(s) < 2)
+    if (!active(s) || fb__sup_slurm_nnodes(s) < 2 || fb__sup_slurm_peer_copies(s) < 1)
         return 0;
     const char *v = fb__getenv("FIREBREAK_CKPT_PEER");
     if (v && !strcmp(v, "0"))
@@ -193,20 +193,40 @@ int fb__sup_nodemem_peer_port(const fb__sup *s)
     return 40000 + 2 * (int)(h % 10000);
 }
 
+/* Whether node j may hold copies of node i's steps: another node, and
+ * outside i's domain when i has one and some node does not share it. */
+static int peer_ok(const char *const *domain, int i, int j, int spread)
+{
+    if (j == i)
+        return 0;
+    if (!spread || !domain[i] || !domain[i][0])
+        return 1;
+    return !domain[j] || strcmp(domain[j], domain[i]);
+}
+
+int fb__peer_place(const char *const *domain, int n, int k, int *peer)
+{
+    int short_of = 0;
+    for (int i = 0; i < n; i++) {
+        /* Domains that hold every node say nothing: the next nodes. */
+        int spread = 0;
+        for (int d = 1; d < n && !spread && domain[i] && domain[i][0]; d++)
+            spread = peer_ok(domain, i, (i + d) % n, 1);
+        int got = 0;
+        for (int d = 1; d < n && got < k; d++)
+            if (peer_ok(domain, i, (i + d) % n, spread))
+                peer[i * k + got++] = (i + d) % n;
+        if (got < k)
+            short_of++;
+        for (int c = got; c < k; c++)
+            peer[i * k + c] = -1;
+    }
+    return short_of;
+}
+
 void fb__peer_ring(const char *const *domain, int n, int *peer)
 {
-    for (int i = 0; i < n; i++) {
-        peer[i] = n >= 2 ? (i + 1) % n : -1;
-        if (!domain[i] || !domain[i][0])
-            continue; /* a domain of its own: the next node differs */
-        for (int d = 1; d < n; d++) {
-            const char *other = domain[(i + d) % n];
-            if (!other || strcmp(other, domain[i])) {
-                peer[i] = (i + d) % n;
-                break;
-            }
-        }
-    }
+    (void)fb__peer_place(domain, n, 1, peer);
 }
 
 int fb__peer_domain_of(const char *spec, const char *node, char *buf, size_t size)

@@ -13,7 +13,10 @@
  *   - `firebreak watch --mem-fetch` (fb__peer_fetch_here): node "a" sends
  *     rank 1's shard of a step from its memory to node "b", which stores it
  *     in its peer directory; a plan naming a shard that is not there fails.
- * And the choice of each node's peer (fb__peer_ring, by failure domain).
+ *   - two senders at once: the second is served while the first's
+ *     connection is open (a node is the peer of K others);
+ * And the choice of each node's peers (fb__peer_ring, fb__peer_place: K
+ * of them, by failure domain).
  * Both "nodes" share this host's /dev/shm/fb.<job>.mem, which is what the
  * peer directory keeps apart.
  */
@@ -295,6 +298,82 @@ static void ring(void)
                "'%s' accepted", bad[i]);
 }
 
+/* K > 1 (--peer-copies): the next K nodes outside each node's domain,
+ * each once; fewer where there are not K (-1 after them). */
+static void placement(void)
+{
+    int to[4 * 3];
+    const char *none[4] = {NULL, NULL, NULL, NULL};
+    CHECK_EQ_INT(fb__peer_place(none, 4, 2, to), 0);
+    static const int next2[8] = {1, 2, 2, 3, 3, 0, 0, 1};
+    CHECK(!memcmp(to, next2, sizeof next2));
+    CHECK_EQ_INT(fb__peer_place(none, 4, 3, to), 0); /* every other node */
+    static const int all3[12] = {1, 2, 3, 2, 3, 0, 3, 0, 1, 0, 1, 2};
+    CHECK(!memcmp(to, all3, sizeof all3));
+    /* n = 2: one other node, whatever K asks. */
+    CHECK_EQ_INT(fb__peer_place(none, 2, 1, to), 0);
+    CHECK(to[0] == 1 && to[1] == 0);
+    CHECK_EQ_INT(fb__peer_place(none, 2, 2, to), 2);
+    CHECK(to[0] == 1 && to[1] == -1 && to[2] == 0 && to[3] == -1);
+    /* Two racks of two, K = 2: only two nodes outside each rack. */
+    const char *racks[4] = {"a", "a", "b", "b"};
+    CHECK_EQ_INT(fb__peer_place(racks, 4, 2, to), 0);
+    static const int cross[8] = {2, 3, 2, 3, 0, 1, 0, 1};
+    CHECK(!memcmp(to, cross, sizeof cross));
+    /* K larger than possible: three in rack a, one in b; a's nodes have
+     * one node outside (node 3), node 3 has three. */
+    const char *three[4] = {"a", "a", "a", "b"};
+    CHECK_EQ_INT(fb__peer_place(three, 4, 2, to), 3);
+    static const int few[8] = {3, -1, 3, -1, 3, -1, 0, 1};
+    CHECK(!memcmp(to, few, sizeof few));
+    /* All one domain: the domains say nothing, the next nodes. */
+    const char *one[4] = {"a", "a", "a", "a"};
+    CHECK_EQ_INT(fb__peer_place(one, 4, 2, to), 0);
+    CHECK(!memcmp(to, next2, sizeof next2));
+    /* K = 0: nothing placed, nobody short. */
+    CHECK_EQ_INT(fb__peer_place(none, 4, 0, to), 0);
+}
+
+/* Two senders at once (a node is the peer of K others): while the first
+ * holds its connection open, not yet sending, the second's step is taken
+ * in and answered within its 3 s, and reported held. */
+static void two_senders(void)
+{
+    int port = free_port();
+    fb__peer_opts o = {.mem_dir = mem, .node = "node2", .port = port, .world = 2,
+                       .rank0 = 0, .nranks = 2, .emit = collect};
+    fb__peer *p = NULL;
+    nlines = 0; /* no receiver writes now */
+    lines[0] = '\0';
+    CHECK_RC(fb__peer_start(&p, &o), 0);
+    if (!p)
+        return;
+    int first = connect_port(port);
+    CHECK(first >= 0);
+    usleep(100000); /* accepted: a slot waits on it */
+    int fd = connect_port(port);
+    CHECK(fd >= 0);
+    if (fd >= 0) {
+        struct timeval tv = {.tv_sec = 3};
+        char why[1024] = "";
+        (void)setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+        (void)setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+        CHECK_RC(fb__repl_send_step(fd, mem, 9, 1, 1, why, sizeof why), 0);
+        close(fd);
+    }
+    for (int i = 0; i < 200 && !strstr(lines, "fbw1 peer node2 9 1 1\n"); i++)
+        usleep(10000);
+    CHECKF(strstr(lines, "fbw1 peer node2 9 1 1\n") != NULL,
+           "the second sender's copy not reported:\n%s", lines);
+    CHECK(verifies(peer, 9, 1));
+    if (first >= 0)
+        close(first);
+    fb__peer_stop(p); /* every slot's thread joined, its pool removed */
+    char rx1[4300];
+    snprintf(rx1, sizeof rx1, "%s/.rx-1", peer);
+    CHECKF(access(rx1, F_OK) != 0, "%s left behind", rx1);
+}
+
 static void drop(void)
 {
     CHECK(has_shard(mem, 7, 0) && has_shard(mem, 8, 0) && has_shard(peer, 8, 1));
@@ -312,11 +391,13 @@ int main(void)
     CHECK_RC(fb__peer_dir_path(peer, sizeof peer, mem), 0);
     CHECK(mkdir(mem, 0700) == 0);
     ring();
+    placement();
     save_steps(mem);
     receiver();
     capped();
     fetch();
     drop();
+    two_senders();
     fb__ckpt_mem_dir_remove(mem);
     return failures != 0;
 }
