@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# peerk.sh FIREBREAK SRCDIR -- k > 1 peer copies (--peer-copies, docs/slurm.md,
+# "Checkpoint tiers") on the cluster of separate hosts: three nodes and two
+# spares, each node's steps copied to the memory of the next two nodes
+# (node1 -> node2, node3; node2 -> node3, node1; node3 -> node1, node2),
+# storage written only at the end.  node2 and its first peer node3 are
+# lost at once: rank 1 (node2's) restores from its second copy, on node1,
+# moved to a spare before the launch; rank 2 (node3's) from node1's copy
+# too; rank 0 from its own node's memory.  Journal sources 0:memory,
+# 1:peer, 2:peer, storage holds no shard of that step, final hashes those
+# of the fault-free run, nothing of the job left in any node's /dev/shm.
+# With one copy (PEERK_COPIES=1) rank 1 has none left and this fails.
+source "$(dirname "$0")/lib.sh"
+source "$SRC/tests/supervisor/tiers_lib.sh"   # jq1, sources
+K=${PEERK_COPIES:-2}
+STEPS=150
+recluster k2 5
+r=$T/k2
+salloc -Q -N5 --no-kill "$FB" run --launcher slurm --node-timeout 3s --run-dir "$r" \
+    --json --nnodes 3 --spare-nodes 2 --max-restarts 3 --persist-every 100000 \
+    --peer-copies "$K" -- "$TOY" --steps $STEPS --sleep-ms 40 --ckpt-every 5 \
+    >k2.json 2>k2.err &
+apid=$!
+wait_ckpt "$r" 25
+sleep 0.3 # a step or two more, replicated to both peers by then
+# Both copies of a step node2 completed are there before the loss (the
+# second, node1's, only with K >= 2).
+job=$(cat "$r/job")
+peers=node3
+[ "$K" -lt 2 ] || peers="node3 node1"
+for n in $peers; do
+    on "$n" sh -c "ls /dev/shm/fb.$job.mem/peer/step-*/" | grep -q 'rank-00001' \
+        || fail "no copy of rank 1 on $n before the loss (K=$K)"
+done
+"$SRC/scripts/slurm-cluster.sh" fail "$CL" node2 kill
+"$SRC/scripts/slurm-cluster.sh" fail "$CL" node3 kill
+wait $apid || fail "run exited $? ($(tail -5 k2.err))"
+[ "$(json_field k2.json '["completed"]')" = True ] || fail "run not completed"
+grep -q "leaving out node2" k2.err && grep -q "leaving out node3" k2.err \
+    || fail "not both left out: $(grep 'leaving out' k2.err)"
+[ "$(sources "$r")" = "0:memory,1:peer,2:peer" ] \
+    || fail "restored from '$(sources "$r")' ($(grep 'restore' k2.err | head -3))"
+step=$(jq1 "$r" "select restored_step from attempt where number = 1")
+[ -n "$step" ] && [ "$step" -ge 25 ] || fail "restored step '$step'"
+grep -q "will restore checkpoint $step: 1 of 3 ranks from their node's memory, 2 from a peer's copy (2 moved before the launch)" k2.err \
+    || fail "the supervisor's choice: $(grep 'will restore' k2.err)"
+# Storage held no shard of that step when the ranks restored.
+[ -z "$(ls "$r/checkpoints/step-$(printf %010d "$step")" 2>/dev/null)" ] \
+    || fail "storage holds step $step"
+same_hashes "$r" 3 $STEPS
+"$FB" ckpt verify "$r/checkpoints" >/dev/null || fail "storage does not verify"
+nothing_in_shm "$r" node1 node4 node5
+ok "--peer-copies $K: node2 and its first peer node3 lost, rank 1 from its second copy (node1's), same hashes"
