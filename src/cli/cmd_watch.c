@@ -54,43 +54,6 @@ static void usage(FILE *f)
 "  -h, --help      this help\n");
 }
 
-/* Entry node_id of the comma-separated list: the addresses this node
- * sends its copies to, '+'-separated, or "-" for none; "" when there is
- * no such entry.  0, or -1 for a list that is not one of node addresses
- * (at most FB__PEER_COPIES_MAX per entry). */
-static int my_peers(const char *list, long long node_id, char *to, size_t size)
-{
-    to[0] = '\0';
-    for (long long k = 0;; k++) {
-        const char *c = strchr(list, ',');
-        size_t len = c ? (size_t)(c - list) : strlen(list);
-        char entry[FB__PEER_COPIES_MAX * FB__FBW1_NODE_MAX];
-        if (len == 0 || len >= sizeof entry || len >= size || k > FB__FBW1_NODEID_MAX)
-            return -1;
-        memcpy(entry, list, len);
-        entry[len] = '\0';
-        if (strcmp(entry, "-")) {
-            int n = 0;
-            for (char *p = entry, *e; p; p = e ? e + 1 : NULL) {
-                char name[FB__FBW1_NODE_MAX];
-                e = strchr(p, '+');
-                size_t l = e ? (size_t)(e - p) : strlen(p);
-                if (l >= sizeof name || ++n > FB__PEER_COPIES_MAX)
-                    return -1;
-                memcpy(name, p, l);
-                name[l] = '\0';
-                if (!fb__fbw1_node_name_ok(name))
-                    return -1;
-            }
-            if (k == node_id)
-                memcpy(to, entry, len + 1);
-        }
-        if (!c)
-            return 0;
-        list = c + 1;
-    }
-}
-
 int fb__cmd_watch(int argc, char **argv)
 {
     const char *job = NULL, *node_opt = NULL;
@@ -189,8 +152,8 @@ int fb__cmd_watch(int argc, char **argv)
             return 2;
         }
     }
-    static char to[FB__PEER_COPIES_MAX * FB__FBW1_NODE_MAX];
-    if (peers && my_peers(peers, node_id, to, sizeof to)) {
+    static char to[FB__PEERS_ENTRY_MAX];
+    if (peers && fb__fbw1_peers_entry(peers, node_id, to, sizeof to)) {
         fprintf(stderr, "firebreak watch: --peers: not a list of node addresses: %s\n",
                 peers);
         return 2;

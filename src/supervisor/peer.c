@@ -554,22 +554,6 @@ static void *tx_main(void *arg)
     return NULL;
 }
 
-/* Split the '+'-separated addresses into p->to.  0, or -EINVAL. */
-static int parse_to(fb__peer *p, const char *to)
-{
-    p->nto = 0;
-    for (const char *a = to; a && *a;) {
-        const char *e = strchr(a, '+');
-        size_t len = e ? (size_t)(e - a) : strlen(a);
-        if (!len || len >= sizeof p->to[0] || p->nto == FB__PEER_COPIES_MAX)
-            return -EINVAL;
-        memcpy(p->to[p->nto], a, len);
-        p->to[p->nto++][len] = '\0';
-        a = e ? e + 1 : a + len;
-    }
-    return 0;
-}
-
 int fb__peer_start(fb__peer **out, const fb__peer_opts *o)
 {
     *out = NULL;
@@ -592,9 +576,12 @@ int fb__peer_start(fb__peer **out, const fb__peer_opts *o)
     p->out = o->out;
     p->emit = o->emit;
     snprintf(p->node, sizeof p->node, "%s", o->node);
-    int rc = parse_to(p, o->to);
-    if (rc)
+    int rc = 0;
+    if (o->to && (p->nto = fb__fbw1_peers_split(o->to, p->to)) < 0) {
+        p->nto = 0;
+        rc = -EINVAL;
         goto fail;
+    }
     if (fb__fmt(p->mem_dir, sizeof p->mem_dir, "%s", o->mem_dir) ||
         fb__peer_dir_path(p->peer_dir, sizeof p->peer_dir, o->mem_dir)) {
         rc = -ENAMETOOLONG;

@@ -77,7 +77,6 @@ void fb__nodemem_own(FILE *err);
 /* ---- the peer tier (peer.c; docs/slurm.md, "Checkpoint tiers") ---- */
 
 #define FB__PEER_PLAN_MAX (64 << 10) /* bytes of a --mem-fetch plan        */
-#define FB__PEER_COPIES_MAX 8        /* --peer-copies: peers per node      */
 
 /* <mem_dir>/peer (FB__TIER_PEER_SUBDIR, ckpt/tier.h).  0, or -ENAMETOOLONG. */
 int fb__peer_dir_path(char *buf, size_t size, const char *mem_dir);

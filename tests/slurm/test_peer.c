@@ -334,6 +334,29 @@ static void placement(void)
     CHECK_EQ_INT(fb__peer_place(none, 4, 0, to), 0);
 }
 
+/* `watch --peers`: each node's entry, K addresses joined by '+'. */
+static void peers_list(void)
+{
+    char to[FB__PEERS_ENTRY_MAX], addr[FB__PEER_COPIES_MAX][FB__FBW1_NODE_MAX];
+    CHECK_RC(fb__fbw1_peers_entry("node2,node3,-", 0, to, sizeof to), 0);
+    CHECK_EQ_STR(to, "node2"); /* the single-address form */
+    CHECK_RC(fb__fbw1_peers_entry("node2,node3,-", 2, to, sizeof to), 0);
+    CHECK_EQ_STR(to, "");
+    CHECK_RC(fb__fbw1_peers_entry("node2+node3,10.0.0.3+node1,node1+node2", 1, to,
+                                  sizeof to), 0);
+    CHECK_EQ_STR(to, "10.0.0.3+node1");
+    CHECK_EQ_INT(fb__fbw1_peers_split(to, addr), 2);
+    CHECK_EQ_STR(addr[0], "10.0.0.3");
+    CHECK_EQ_STR(addr[1], "node1");
+    CHECK_EQ_INT(fb__fbw1_peers_split("a+b+c+d+e+f+g+h", addr), 8);
+    static const char *const bad[] = {"", "a,,b", "a+", "+a", "a++b", "a b", "a/b,c",
+                                      "a+b+c+d+e+f+g+h+i"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        CHECKF(fb__fbw1_peers_entry(bad[i], 0, to, sizeof to) == -EINVAL,
+               "--peers '%s' accepted", bad[i]);
+    CHECK_EQ_INT(fb__fbw1_peers_entry("abcdef", 0, to, 4), -EINVAL); /* no room */
+}
+
 /* Two senders at once (a node is the peer of K others): while the first
  * holds its connection open, not yet sending, the second's step is taken
  * in and answered within its 3 s, and reported held. */
@@ -392,6 +415,7 @@ int main(void)
     CHECK(mkdir(mem, 0700) == 0);
     ring();
     placement();
+    peers_list();
     save_steps(mem);
     receiver();
     capped();
