@@ -24,6 +24,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/socket.h>
@@ -41,6 +42,7 @@
 
 static char job[64], mem[4200], peer[4200], lines[8192];
 static size_t nlines;
+static pthread_mutex_t lines_mu = PTHREAD_MUTEX_INITIALIZER; /* lines, nlines */
 
 /* Steps 7, 8 and 9 of a 2-rank job in dir, saved by the engine. */
 static void save_steps(const char *dir)
@@ -72,10 +74,25 @@ static void collect(FILE *out, const fb__fbw1_msg *m)
     (void)out;
     char line[FB__FBW1_LINE_MAX + 2];
     int n = fb__fbw1_format(m, line, sizeof line);
+    pthread_mutex_lock(&lines_mu);
     if (n > 0 && nlines + (size_t)n < sizeof lines) {
         memcpy(lines + nlines, line, (size_t)n);
         nlines += (size_t)n;
         lines[nlines] = '\0';
+    }
+    pthread_mutex_unlock(&lines_mu);
+}
+
+/* Whether a receiver wrote a line containing want; wait up to ms for it. */
+static int said(const char *want, int ms)
+{
+    for (int i = 0;; i++) {
+        pthread_mutex_lock(&lines_mu);
+        int found = strstr(lines, want) != NULL;
+        pthread_mutex_unlock(&lines_mu);
+        if (found || i >= ms / 10)
+            return found;
+        usleep(10000);
     }
 }
 
@@ -134,9 +151,7 @@ static void send_step(int port, uint64_t step, int rank0, int n, const char *wan
         return;
     CHECK_RC(fb__repl_send_step(fd, mem, step, rank0, n, why, sizeof why), 0);
     close(fd);
-    for (int i = 0; i < 200 && !strstr(lines, want); i++)
-        usleep(10000);
-    CHECKF(strstr(lines, want) != NULL, "no '%s' in:\n%s", want, lines);
+    CHECKF(said(want, 2000), "no '%s' in:\n%s", want, lines);
 }
 
 /* Step 9 rank 0, corrupted in the sender's memory: the receiver answers
@@ -170,7 +185,7 @@ static void corrupted_copy(int port)
            arrived);
     usleep(50000); /* a line it would write comes after the rename */
     CHECK(!has_shard(peer, 9, 0));
-    CHECKF(strstr(lines, "fbw1 peer node2 9 0") == NULL,
+    CHECKF(!said("fbw1 peer node2 9 0", 0),
            "a corrupted copy reported:\n%s", lines);
 }
 
@@ -225,7 +240,7 @@ static void capped(void)
     fb__peer_stop(p);
     unsetenv("FIREBREAK_CKPT_MEM_MAX");
     CHECK(!has_shard(peer, 9, 0));
-    CHECKF(strstr(lines, "fbw1 peer node2 9 0") == NULL, "a refused copy reported:\n%s",
+    CHECKF(!said("fbw1 peer node2 9 0", 0), "a refused copy reported:\n%s",
            lines);
 }
 
@@ -384,9 +399,7 @@ static void two_senders(void)
         CHECK_RC(fb__repl_send_step(fd, mem, 9, 1, 1, why, sizeof why), 0);
         close(fd);
     }
-    for (int i = 0; i < 200 && !strstr(lines, "fbw1 peer node2 9 1 1\n"); i++)
-        usleep(10000);
-    CHECKF(strstr(lines, "fbw1 peer node2 9 1 1\n") != NULL,
+    CHECKF(said("fbw1 peer node2 9 1 1\n", 2000),
            "the second sender's copy not reported:\n%s", lines);
     CHECK(verifies(peer, 9, 1));
     if (first >= 0)
