@@ -193,15 +193,17 @@ int fb__sup_nodemem_peer_port(const fb__sup *s)
     return 40000 + 2 * (int)(h % 10000);
 }
 
+/* Whether two nodes share a failure domain (NULL or "": one of its own). */
+static int same_domain(const char *a, const char *b)
+{
+    return a && a[0] && b && b[0] && !strcmp(a, b);
+}
+
 /* Whether node j may hold copies of node i's steps: another node, and
- * outside i's domain when i has one and some node does not share it. */
+ * outside i's domain when some node is (spread). */
 static int peer_ok(const char *const *domain, int i, int j, int spread)
 {
-    if (j == i)
-        return 0;
-    if (!spread || !domain[i] || !domain[i][0])
-        return 1;
-    return !domain[j] || strcmp(domain[j], domain[i]);
+    return j != i && (!spread || !same_domain(domain[i], domain[j]));
 }
 
 int fb__peer_place(const char *const *domain, int n, int k, int *peer)
@@ -210,12 +212,23 @@ int fb__peer_place(const char *const *domain, int n, int k, int *peer)
     for (int i = 0; i < n; i++) {
         /* Domains that hold every node say nothing: the next nodes. */
         int spread = 0;
-        for (int d = 1; d < n && !spread && domain[i] && domain[i][0]; d++)
-            spread = peer_ok(domain, i, (i + d) % n, 1);
+        for (int d = 1; d < n && !spread; d++)
+            spread = !same_domain(domain[i], domain[(i + d) % n]);
+        /* First the next nodes each of a domain no copy is in yet, then
+         * the next others outside i's domain: K copies over as many
+         * domains as there are. */
         int got = 0;
-        for (int d = 1; d < n && got < k; d++)
-            if (peer_ok(domain, i, (i + d) % n, spread))
-                peer[i * k + got++] = (i + d) % n;
+        for (int pass = 0; pass < 2; pass++)
+            for (int d = 1; d < n && got < k; d++) {
+                int j = (i + d) % n, taken = 0;
+                if (!peer_ok(domain, i, j, spread))
+                    continue;
+                for (int c = 0; c < got && !taken; c++)
+                    taken = peer[i * k + c] == j ||
+                            (!pass && same_domain(domain[peer[i * k + c]], domain[j]));
+                if (!taken)
+                    peer[i * k + got++] = j;
+            }
         if (got < k)
             short_of++;
         for (int c = got; c < k; c++)

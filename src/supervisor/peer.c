@@ -3,9 +3,9 @@
  * launcher (docs/slurm.md, "Checkpoint tiers"; watcher.h).
  *
  * Each node's watcher copies the steps its ranks completed in its memory
- * to the memory of K other nodes (--peer-copies, default 1), the next
- * ones in the attempt's node order outside its failure domain
- * (fb__peer_place), one after another, over fbr1 (src/ckpt/replicate.h).  Copies received from other
+ * to the memory of K other nodes (--peer-copies, default 1), in the
+ * attempt's node order outside its failure domain, spread over the other
+ * domains (fb__peer_place), one after another, over fbr1 (src/ckpt/replicate.h).  Copies received from other
  * nodes live apart from the node's own ranks' shards:
  *
  *   /dev/shm/fb.<job>.mem/step-<N>/rank-<R>.safetensors       own ranks

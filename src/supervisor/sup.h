@@ -331,10 +331,11 @@ void fb__sup_nodemem_on_node_lost(fb__sup *s, const char *node);
  * own.  Pure: no I/O (tests/slurm/test_peer.c). */
 void fb__peer_ring(const char *const *domain, int n, int *peer);
 /* The k peers of each of n nodes (--peer-copies): peer[i*k .. i*k+k-1],
- * the next nodes after i in the attempt's order outside i's failure
- * domain (any other node when every node shares i's domain, or i has
- * none), each once; -1 where fewer than k exist.  How many nodes got
- * fewer than k.  Pure, as fb__peer_ring (k = 1). */
+ * nodes after i in the attempt's order outside i's failure domain (any
+ * other node when every node shares i's domain), each once: first the
+ * next ones of a domain no copy is in yet, then the next others; -1
+ * where fewer than k exist.  How many nodes got fewer than k.  Pure, as
+ * fb__peer_ring (k = 1). */
 int fb__peer_place(const char *const *domain, int n, int k, int *peer);
 /* The peer copies each node's steps get (--peer-copies,
  * FIREBREAK_CKPT_PEER_COPIES; default 1; 0 with no peer tier). */

@@ -341,6 +341,18 @@ static void placement(void)
     CHECK_EQ_INT(fb__peer_place(three, 4, 2, to), 3);
     static const int few[8] = {3, -1, 3, -1, 3, -1, 0, 1};
     CHECK(!memcmp(to, few, sizeof few));
+    /* Three racks of two, K = 2: the copies in two other racks, not both
+     * in the next one. */
+    const char *six[6] = {"a", "a", "b", "b", "c", "c"};
+    int to6[12];
+    CHECK_EQ_INT(fb__peer_place(six, 6, 2, to6), 0);
+    static const int spread[12] = {2, 4, 2, 4, 4, 0, 4, 0, 0, 2, 0, 2};
+    CHECKF(!memcmp(to6, spread, sizeof spread), "node 0: %d %d, node 2: %d %d", to6[0],
+           to6[1], to6[4], to6[5]);
+    /* K = 3 there: the third where room is left, outside its own rack. */
+    int to63[18];
+    CHECK_EQ_INT(fb__peer_place(six, 6, 3, to63), 0);
+    CHECK(to63[0] == 2 && to63[1] == 4 && to63[2] == 3);
     /* All one domain: the domains say nothing, the next nodes. */
     const char *one[4] = {"a", "a", "a", "a"};
     CHECK_EQ_INT(fb__peer_place(one, 4, 2, to), 0);
