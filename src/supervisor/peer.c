@@ -439,10 +439,10 @@ static void *rx_main(void *arg)
         if (p->stopping)
             break;
         pthread_mutex_unlock(&p->mu);
-        int c = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+        int c = accept4(lfd, NULL, NULL, SOCK_CLOEXEC), err = errno;
         pthread_mutex_lock(&p->mu);
         if (c < 0) {
-            if (errno == EINTR || errno == ECONNABORTED)
+            if (err == EINTR || err == ECONNABORTED)
                 continue;
             break; /* shut down */
         }
