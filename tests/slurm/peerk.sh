@@ -17,7 +17,6 @@ source "$(dirname "$0")/lib.sh"
 source "$SRC/tests/supervisor/tiers_lib.sh"   # jq1, sources
 K=${PEERK_COPIES:-2}
 STEPS=150
-recluster k2 5
 # K refused where it cannot be: not a number, negative, over 8, not fewer
 # than the job's nodes (the option's name in each message).
 for k in x -1 9 2.5; do
@@ -25,15 +24,16 @@ for k in x -1 9 2.5; do
     grep -q -- "--peer-copies: expected a whole number in \[0, 8\], got '$k'" bad.err \
         || fail "--peer-copies $k: $(cat bad.err)"
 done
-salloc -Q -N5 "$FB" run --launcher slurm --run-dir "$T/bad" --nnodes 3 --persist-every 1 \
+salloc -Q -N4 "$FB" run --launcher slurm --run-dir "$T/bad" --nnodes 3 --persist-every 1 \
     --peer-copies 3 -- "$TOY" --steps 1 >/dev/null 2>bad.err && fail "--peer-copies 3 of 3 nodes accepted"
 grep -q -- "--peer-copies 3: each copy goes to another node, so fewer than the job's 3 nodes" bad.err \
     || fail "--peer-copies 3 of 3 nodes: $(cat bad.err)"
-FIREBREAK_CKPT_PEER_COPIES=5 salloc -Q -N5 "$FB" run --launcher slurm --run-dir "$T/bad2" \
+FIREBREAK_CKPT_PEER_COPIES=5 salloc -Q -N4 "$FB" run --launcher slurm --run-dir "$T/bad2" \
     --nnodes 3 --persist-every 1 -- "$TOY" --steps 1 >/dev/null 2>bad.err \
     && fail "FIREBREAK_CKPT_PEER_COPIES=5 of 3 nodes accepted"
 grep -q -- "FIREBREAK_CKPT_PEER_COPIES 5: each copy goes" bad.err \
     || fail "FIREBREAK_CKPT_PEER_COPIES=5: $(cat bad.err)"
+recluster k2 5 # its own cluster: no job before the one that loses nodes
 r=$T/k2
 salloc -Q -N5 --no-kill "$FB" run --launcher slurm --node-timeout 3s --run-dir "$r" \
     --json --nnodes 3 --spare-nodes 2 --max-restarts 3 --persist-every 100000 \
