@@ -12,6 +12,7 @@
 #include "common/jsonw.h"
 #include "common/util.h"
 #include "supervisor/supervisor.h"
+#include "supervisor/fbw1.h"
 
 static void usage(FILE *f)
 {
@@ -51,6 +52,10 @@ static void usage(FILE *f)
 "  --peer-domains SPEC    slurm: failure domains, NODE=DOMAIN,... (e.g.\n"
 "                         node1=rack1,node2=rack1,node3=rack2): a node's\n"
 "                         peer copy goes to a node of another domain\n"
+"  --peer-copies K        slurm: copies of each node's steps in the memory\n"
+"                         of K other nodes (default 1, at most 8 and fewer\n"
+"                         than --nnodes; 0: no peer copies; each node then\n"
+"                         holds its own steps and K other nodes')\n"
 "  --inject SPEC          inject faults, e.g. 'kill:rank=1,step=40' or\n"
 "                         'hang:rank=0,after=5s' (repeatable; docs/inject.md)\n"
 "  --fr-capacity N        flight-recorder events per rank (default 4096)\n"
@@ -202,7 +207,8 @@ int fb__cmd_run(int argc, char **argv)
            O_INJECT, O_FRCAP, O_NOPRELOAD, O_MPIRUN, O_MPIRUNARG, O_SPARE,
            O_DRAIN, O_HEALTH, O_NONODES, O_STRAGGLER, O_QUIET, O_JSON, O_NNODES,
            O_SHGROUP, O_CONSOLE, O_KMSG, O_NOIHEALTH, O_HEALTHROOT, O_NODETIMEOUT,
-           O_NOPYHOOKS, O_PERSIST, O_MEMMAX, O_NOWARM, O_PEERDOM };
+           O_NOPYHOOKS, O_PERSIST, O_MEMMAX, O_NOWARM, O_PEERDOM,
+           O_PEERCOPIES };
     static const struct option longopts[] = {
         {"nproc-per-node", required_argument, 0, O_NPROC},
         {"nproc", required_argument, 0, O_NPROC},
@@ -224,6 +230,7 @@ int fb__cmd_run(int argc, char **argv)
         {"persist-every", required_argument, 0, O_PERSIST},
         {"memory-ckpt-max", required_argument, 0, O_MEMMAX},
         {"peer-domains", required_argument, 0, O_PEERDOM},
+        {"peer-copies", required_argument, 0, O_PEERCOPIES},
         {"fr-capacity", required_argument, 0, O_FRCAP},
         {"no-fr-preload", no_argument, 0, O_NOPRELOAD},
         {"no-python-hooks", no_argument, 0, O_NOPYHOOKS},
@@ -321,6 +328,12 @@ int fb__cmd_run(int argc, char **argv)
                 bad = 1;
             }
             o.peer_domains = optarg;
+            break;
+        }
+        case O_PEERCOPIES: { /* fewer than the nodes: checked at the launch */
+            int k;
+            bad = parse_num("--peer-copies", optarg, 0, FB__PEER_COPIES_MAX, &k);
+            o.peer_copies = optarg;
             break;
         }
         case O_MPIRUN: o.mpirun = optarg; break;

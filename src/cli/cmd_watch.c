@@ -47,35 +47,12 @@ static void usage(FILE *f)
 "  --peer-port N   with node memory (FIREBREAK_CKPT_MEM_DIR): receive peer\n"
 "                  copies on port N, and with --peers send this node's\n"
 "                  complete steps to its peer there\n"
-"  --peers A,B,..  per node of the attempt, in order: the address it sends\n"
-"                  its copies to (\"-\": none); this node's is entry --node-id\n"
+"  --peers A,B,..  per node of the attempt, in order: the addresses it sends\n"
+"                  its copies to, '+'-separated (A1+A2: two copies, in turn;\n"
+"                  \"-\": none); this node's is entry --node-id\n"
 "  --node NAME     this node's name (default SLURMD_NODENAME, else hostname)\n"
 "  --interval DUR  heartbeat lines every DUR (default 1s)\n"
 "  -h, --help      this help\n");
-}
-
-/* Entry node_id of the comma-separated list: the address this node sends
- * its copies to ("-": none); "" when there is no such entry.  0, or -1
- * for a list that is not one of node addresses. */
-static int my_peer(const char *list, long long node_id, char to[FB__FBW1_NODE_MAX])
-{
-    to[0] = '\0';
-    for (long long k = 0;; k++) {
-        const char *c = strchr(list, ',');
-        size_t len = c ? (size_t)(c - list) : strlen(list);
-        char name[FB__FBW1_NODE_MAX];
-        if (len == 0 || len >= sizeof name || k > FB__FBW1_NODEID_MAX)
-            return -1;
-        memcpy(name, list, len);
-        name[len] = '\0';
-        if (strcmp(name, "-") && !fb__fbw1_node_name_ok(name))
-            return -1;
-        if (k == node_id && strcmp(name, "-"))
-            memcpy(to, name, len + 1);
-        if (!c)
-            return 0;
-        list = c + 1;
-    }
 }
 
 int fb__cmd_watch(int argc, char **argv)
@@ -177,8 +154,8 @@ int fb__cmd_watch(int argc, char **argv)
             return 2;
         }
     }
-    char to[FB__FBW1_NODE_MAX] = "";
-    if (peers && my_peer(peers, node_id, to)) {
+    static char to[FB__PEERS_ENTRY_MAX];
+    if (peers && fb__fbw1_peers_entry(peers, node_id, to, sizeof to)) {
         fprintf(stderr, "firebreak watch: --peers: not a list of node addresses: %s\n",
                 peers);
         return 2;

@@ -29,6 +29,51 @@ int fb__fbw1_node_name_ok(const char *s)
     return n > 0;
 }
 
+int fb__fbw1_peers_split(const char *entry, char addr[][FB__FBW1_NODE_MAX])
+{
+    int n = 0;
+    for (const char *p = entry;;) {
+        const char *e = strchr(p, '+');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        if (n == FB__PEER_COPIES_MAX || len == 0 || len >= FB__FBW1_NODE_MAX)
+            return -EINVAL;
+        memcpy(addr[n], p, len);
+        addr[n][len] = '\0';
+        if (!fb__fbw1_node_name_ok(addr[n++]))
+            return -EINVAL;
+        if (!e)
+            return n;
+        p = e + 1;
+    }
+}
+
+int fb__fbw1_peers_entry(const char *list, long long node_id, char *to, size_t size)
+{
+    if (size)
+        to[0] = '\0';
+    for (long long k = 0;; k++) {
+        const char *c = strchr(list, ',');
+        size_t len = c ? (size_t)(c - list) : strlen(list);
+        char entry[FB__PEERS_ENTRY_MAX], addr[FB__PEER_COPIES_MAX][FB__FBW1_NODE_MAX];
+        if (len == 0 || len >= sizeof entry || k > FB__FBW1_NODEID_MAX)
+            return -EINVAL;
+        memcpy(entry, list, len);
+        entry[len] = '\0';
+        if (strcmp(entry, "-")) {
+            if (fb__fbw1_peers_split(entry, addr) < 0)
+                return -EINVAL;
+            if (k == node_id) {
+                if (len >= size)
+                    return -EINVAL;
+                memcpy(to, entry, len + 1);
+            }
+        }
+        if (!c)
+            return 0;
+        list = c + 1;
+    }
+}
+
 const char *fb__fbw1_end_how_name(fb__fbw1_end_how how)
 {
     switch (how) {

@@ -149,6 +149,20 @@ size_t fb__fbw1_lines(char *buf, size_t len, int *dropping,
 /* A node name as Slurm writes it: [A-Za-z0-9._-], 1..63 characters. */
 int fb__fbw1_node_name_ok(const char *s);
 
+/* `firebreak watch --peers`: per node of the attempt, comma-separated,
+ * the addresses it sends its copies to, '+'-separated (at most
+ * FB__PEER_COPIES_MAX, each a node name), or "-" for none; at most
+ * FB__FBW1_NODEID_MAX + 1 entries. */
+#define FB__PEER_COPIES_MAX 8   /* --peer-copies: a node's peers */
+#define FB__PEERS_ENTRY_MAX (FB__PEER_COPIES_MAX * FB__FBW1_NODE_MAX)
+
+/* Entry node_id of list into to (size bytes), "" for "-" or no such
+ * entry.  0, or -EINVAL for a list that is not one of node addresses. */
+int fb__fbw1_peers_entry(const char *list, long long node_id, char *to, size_t size);
+/* Split an entry's '+'-separated addresses into addr.  How many, or
+ * -EINVAL (an empty or bad name, more than FB__PEER_COPIES_MAX). */
+int fb__fbw1_peers_split(const char *entry, char addr[][FB__FBW1_NODE_MAX]);
+
 const char *fb__fbw1_end_how_name(fb__fbw1_end_how how);
 const char *fb__fbw1_verdict_name(fb__fbw1_verdict v);
 

@@ -177,7 +177,7 @@ void fb__sup_nodemem_on_node_lost(fb__sup *s, const char *node)
 
 int fb__sup_nodemem_peer_port(const fb__sup *s)
 {
-    if (!active(s) || fb__sup_slurm_nnodes(s) < 2)
+    if (!active(s) || fb__sup_slurm_nnodes(s) < 2 || fb__sup_slurm_peer_copies(s) < 1)
         return 0;
     const char *v = fb__getenv("FIREBREAK_CKPT_PEER");
     if (v && !strcmp(v, "0"))
@@ -193,20 +193,53 @@ int fb__sup_nodemem_peer_port(const fb__sup *s)
     return 40000 + 2 * (int)(h % 10000);
 }
 
+/* Whether two nodes share a failure domain (NULL or "": one of its own). */
+static int same_domain(const char *a, const char *b)
+{
+    return a && a[0] && b && b[0] && !strcmp(a, b);
+}
+
+/* Whether node j may hold copies of node i's steps: another node, and
+ * outside i's domain when some node is (spread). */
+static int peer_ok(const char *const *domain, int i, int j, int spread)
+{
+    return j != i && (!spread || !same_domain(domain[i], domain[j]));
+}
+
+int fb__peer_place(const char *const *domain, int n, int k, int *peer)
+{
+    int short_of = 0;
+    for (int i = 0; i < n; i++) {
+        /* Domains that hold every node say nothing: the next nodes. */
+        int spread = 0;
+        for (int d = 1; d < n && !spread; d++)
+            spread = !same_domain(domain[i], domain[(i + d) % n]);
+        /* First the next nodes each of a domain no copy is in yet, then
+         * the next others outside i's domain: K copies over as many
+         * domains as there are. */
+        int got = 0;
+        for (int pass = 0; pass < 2; pass++)
+            for (int d = 1; d < n && got < k; d++) {
+                int j = (i + d) % n, taken = 0;
+                if (!peer_ok(domain, i, j, spread))
+                    continue;
+                for (int c = 0; c < got && !taken; c++)
+                    taken = peer[i * k + c] == j ||
+                            (!pass && same_domain(domain[peer[i * k + c]], domain[j]));
+                if (!taken)
+                    peer[i * k + got++] = j;
+            }
+        if (got < k)
+            short_of++;
+        for (int c = got; c < k; c++)
+            peer[i * k + c] = -1;
+    }
+    return short_of;
+}
+
 void fb__peer_ring(const char *const *domain, int n, int *peer)
 {
-    for (int i = 0; i < n; i++) {
-        peer[i] = n >= 2 ? (i + 1) % n : -1;
-        if (!domain[i] || !domain[i][0])
-            continue; /* a domain of its own: the next node differs */
-        for (int d = 1; d < n; d++) {
-            const char *other = domain[(i + d) % n];
-            if (!other || strcmp(other, domain[i])) {
-                peer[i] = (i + d) % n;
-                break;
-            }
-        }
-    }
+    (void)fb__peer_place(domain, n, 1, peer);
 }
 
 int fb__peer_domain_of(const char *spec, const char *node, char *buf, size_t size)

@@ -3,8 +3,9 @@
  * launcher (docs/slurm.md, "Checkpoint tiers"; watcher.h).
  *
  * Each node's watcher copies the steps its ranks completed in its memory
- * to the memory of one other node, the next in the attempt's node order
- * (a ring), over fbr1 (src/ckpt/replicate.h).  Copies received from other
+ * to the memory of K other nodes (--peer-copies, default 1), in the
+ * attempt's node order outside its failure domain, spread over the other
+ * domains (fb__peer_place), one after another, over fbr1 (src/ckpt/replicate.h).  Copies received from other
  * nodes live apart from the node's own ranks' shards:
  *
  *   /dev/shm/fb.<job>.mem/step-<N>/rank-<R>.safetensors       own ranks
@@ -13,8 +14,10 @@
  * so a restore knows a peer copy from its own (restore_done's source) and
  * the supervisor can count it as a third kind of copy (nodemem.c).  Both
  * ends run in threads of the watcher, never in a rank: the sender takes
- * the newest complete step offered (a newer one replaces one not begun),
- * the receiver serves one connection at a time, taking each shard in as
+ * the newest complete step offered (a newer one replaces one not begun)
+ * and sends it to each peer in turn; the receiver serves up to
+ * PEER_RX_SLOTS senders at once (a node is the peer of about K others),
+ * each in a slot thread with its own receive pool, taking each shard in as
  * soon as it arrived whole with a valid header (FB__REPL_DEFER_VERIFY:
  * no hashing on the transfer's path), and wakes the scrub after each
  * shard: a third thread, at idle priority (SCHED_IDLE), which verifies
@@ -227,19 +230,37 @@ int fb__peer_drop_older(const char *mem_dir, int world, int64_t step)
 
 /* ---- the watcher's sender and receiver ---- */
 
+/* A receiving slot: one connection at a time, with a receive pool of its
+ * own (replicate.h: a pool serves one thread).  Slot 0's pool is in the
+ * peer directory, slot i's in <peer>/.rx-<i>/, same tmpfs, so a shard
+ * renamed from it lands in the peer directory as from slot 0's. */
+typedef struct rx_slot {
+    struct fb__peer *p;
+    int i;
+    int fd;                         /* the connection; -1 idle; under mu  */
+    pthread_t th;
+    int up;
+} rx_slot;
+
+#define PEER_RX_SLOTS FB__PEER_COPIES_MAX /* senders served at once    */
+
 struct fb__peer {
     char mem_dir[PATH_MAX], peer_dir[PATH_MAX];
     char node[FB__FBW1_NODE_MAX];
-    char to[FB__FBW1_NODE_MAX];     /* the next node's address; "": none */
+    char to[FB__PEER_COPIES_MAX][FB__FBW1_NODE_MAX]; /* the peers' addresses */
+    int nto;
     int port, world;
     FILE *out;
     void (*emit)(FILE *out, const fb__fbw1_msg *m);
     pthread_mutex_t mu;
     pthread_cond_t cv;
     pthread_cond_t scrub_cv;        /* scrub_due set, or stopping         */
+    pthread_cond_t slot_cv;         /* a slot took or ended a connection  */
     int scrub_due;                  /* under mu                           */
+    int rx_done;                    /* the acceptor ended; under mu       */
     volatile int stopping;
-    int lfd, conn_fd, send_fd;      /* -1 none; under mu                  */
+    int lfd, send_fd;               /* -1 none; under mu                  */
+    rx_slot slot[PEER_RX_SLOTS];
     int64_t pending, offered;       /* step to send next; newest offered  */
     int rank0, nranks;
     pthread_t rx, tx, scrub;
@@ -309,10 +330,86 @@ static void wake_scrub(void *arg)
     pthread_mutex_unlock(&p->mu);
 }
 
+/* The receive pool of slot i (replicate.h): each step's files are
+ * allocated while the slot waits for its next connection, not while a
+ * sender waits for them.  NULL when it could not be made (said): shards
+ * are then received as fb__repl_serve does. */
+static fb__repl_pool *slot_pool(fb__peer *p, int i, char *parent, size_t size)
+{
+    fb__repl_pool *pool = NULL;
+    char why[512] = "";
+    if ((i == 0 ? fb__fmt(parent, size, "%s", p->peer_dir)
+                : fb__fmt(parent, size, "%s/.rx-%d", p->peer_dir, i)) ||
+        (i && mkdir(parent, 0700) && errno != EEXIST) ||
+        fb__repl_pool_open(&pool, parent, why, sizeof why)) {
+        fprintf(stderr, "firebreak watch: %s: no receive pool (%s): peer copies "
+                "allocate their memory as they arrive\n", p->node,
+                why[0] ? why : strerror(errno));
+        return NULL;
+    }
+    /* The node's cap covers what it holds for the run, copies received
+     * and every slot's pool files included: a copy that would not fit is
+     * refused (the sender's node keeps its own; the supervisor counts no
+     * peer copy of it). */
+    fb__repl_pool_cap(pool, node_cap(), node_held, p->mem_dir);
+    fb__repl_pool_on_arrival(pool, wake_scrub, p);
+    return pool;
+}
+
+/* A slot's thread: serve each connection the acceptor hands it, in full,
+ * then refill its pool before it takes the next. */
+static void *slot_main(void *arg)
+{
+    rx_slot *sl = arg;
+    fb__peer *p = sl->p;
+    uint64_t max = shard_max_bytes();
+    char parent[PATH_MAX] = "", pwhy[512];
+    fb__repl_pool *pool = slot_pool(p, sl->i, parent, sizeof parent);
+    pthread_mutex_lock(&p->mu);
+    for (;;) {
+        while (!p->stopping && !p->rx_done && sl->fd < 0)
+            pthread_cond_wait(&p->slot_cv, &p->mu);
+        if (p->stopping || (p->rx_done && sl->fd < 0))
+            break;
+        int c = sl->fd;
+        pthread_mutex_unlock(&p->mu);
+        io_timeout(c, PEER_IO_TIMEOUT_S);
+        fb__repl_stats st = {0};
+        char why[1024] = "";
+        int rc = fb__repl_serve_pool(c, p->peer_dir, max, pool, FB__REPL_DEFER_VERIFY,
+                                     &st, why, sizeof why);
+        if (rc && !p->stopping)
+            fprintf(stderr, "firebreak watch: peer copy into %s: %s\n", p->peer_dir, why);
+        pthread_mutex_lock(&p->mu);
+        if (st.shards) {
+            p->scrub_due = 1;
+            pthread_cond_signal(&p->scrub_cv);
+        }
+        pthread_mutex_unlock(&p->mu);
+        if (pool && !p->stopping && fb__repl_pool_refill(pool, pwhy, sizeof pwhy) < 0)
+            fprintf(stderr, "firebreak watch: %s: receive pool: %s\n", p->node, pwhy);
+        pthread_mutex_lock(&p->mu);
+        close(c);
+        sl->fd = -1;
+        pthread_cond_broadcast(&p->slot_cv);
+    }
+    if (sl->fd >= 0) {
+        close(sl->fd);
+        sl->fd = -1;
+    }
+    pthread_mutex_unlock(&p->mu);
+    fb__repl_pool_close(pool);
+    if (sl->i && parent[0])
+        (void)rmdir(parent);
+    return NULL;
+}
+
+/* The acceptor: each connection to an idle slot, so up to PEER_RX_SLOTS
+ * senders (a node's K peers' origins) send at once; a further one waits
+ * in the listen queue until a slot is free. */
 static void *rx_main(void *arg)
 {
     fb__peer *p = arg;
-    uint64_t max = shard_max_bytes();
     /* Here, not in fb__peer_start: the watcher's first lines must not
      * wait for the port. */
     int lfd = listen_retry(p->port, 10000, &p->stopping);
@@ -329,56 +426,50 @@ static void *rx_main(void *arg)
                     "%s\n", p->node, p->port, fb_strerror(lfd));
         return NULL;
     }
-    /* The receive pool (replicate.h): each step's files are allocated
-     * while the receiver waits for the next one, not while a sender waits
-     * for them.  Without it (it could not be made) shards are received as
-     * fb__repl_serve does. */
-    fb__repl_pool *pool = NULL;
-    char pwhy[512] = "";
-    if (fb__repl_pool_open(&pool, p->peer_dir, pwhy, sizeof pwhy))
-        fprintf(stderr, "firebreak watch: %s: no receive pool (%s): peer copies "
-                "allocate their memory as they arrive\n", p->node, pwhy);
-    /* The node's cap covers what it holds for the run, copies received
-     * and the pool's files included: a copy that would not fit is refused
-     * (the sender's node keeps its own; the supervisor counts no peer
-     * copy of it). */
-    if (pool) {
-        fb__repl_pool_cap(pool, node_cap(), node_held, p->mem_dir);
-        fb__repl_pool_on_arrival(pool, wake_scrub, p);
-    }
-    while (!p->stopping) {
-        int c = accept4(p->lfd, NULL, NULL, SOCK_CLOEXEC);
+    pthread_mutex_lock(&p->mu);
+    for (;;) {
+        rx_slot *free_slot = NULL;
+        while (!p->stopping && !free_slot) {
+            for (int i = 0; i < PEER_RX_SLOTS && !free_slot; i++)
+                if (p->slot[i].fd < 0)
+                    free_slot = &p->slot[i];
+            if (!free_slot)
+                pthread_cond_wait(&p->slot_cv, &p->mu);
+        }
+        if (p->stopping)
+            break;
+        pthread_mutex_unlock(&p->mu);
+        int c = accept4(lfd, NULL, NULL, SOCK_CLOEXEC), err = errno;
+        pthread_mutex_lock(&p->mu);
         if (c < 0) {
-            if (errno == EINTR || errno == ECONNABORTED)
+            if (err == EINTR || err == ECONNABORTED)
                 continue;
             break; /* shut down */
         }
-        pthread_mutex_lock(&p->mu);
-        p->conn_fd = p->stopping ? -1 : c;
-        pthread_mutex_unlock(&p->mu);
         if (p->stopping) {
             close(c);
             break;
         }
-        io_timeout(c, PEER_IO_TIMEOUT_S);
-        fb__repl_stats st = {0};
-        char why[1024] = "";
-        int rc = fb__repl_serve_pool(c, p->peer_dir, max, pool, FB__REPL_DEFER_VERIFY,
-                                     &st, why, sizeof why);
-        pthread_mutex_lock(&p->mu);
-        p->conn_fd = -1;
-        if (st.shards) {
-            p->scrub_due = 1;
-            pthread_cond_signal(&p->scrub_cv);
+        if (!free_slot->up) {
+            free_slot->p = p;
+            free_slot->i = (int)(free_slot - p->slot);
+            if (pthread_create(&free_slot->th, NULL, slot_main, free_slot)) {
+                fprintf(stderr, "firebreak watch: %s: no thread for a peer's "
+                        "connection\n", p->node);
+                close(c);
+                continue;
+            }
+            free_slot->up = 1;
         }
-        pthread_mutex_unlock(&p->mu);
-        close(c);
-        if (rc && !p->stopping)
-            fprintf(stderr, "firebreak watch: peer copy into %s: %s\n", p->peer_dir, why);
-        if (pool && !p->stopping && fb__repl_pool_refill(pool, pwhy, sizeof pwhy) < 0)
-            fprintf(stderr, "firebreak watch: %s: receive pool: %s\n", p->node, pwhy);
+        free_slot->fd = c;
+        pthread_cond_broadcast(&p->slot_cv);
     }
-    fb__repl_pool_close(pool);
+    p->rx_done = 1; /* the acceptor is gone: so are the slots */
+    pthread_cond_broadcast(&p->slot_cv);
+    pthread_mutex_unlock(&p->mu);
+    for (int i = 0; i < PEER_RX_SLOTS; i++)
+        if (p->slot[i].up)
+            pthread_join(p->slot[i].th, NULL);
     return NULL;
 }
 
@@ -415,6 +506,34 @@ static void *scrub_main(void *arg)
     return NULL;
 }
 
+/* Send `step` to peer i.  0, or an error (said, unless stopping). */
+static int send_to(fb__peer *p, int i, int64_t step)
+{
+    char why[1024] = "";
+    int fd = connect_retry(p->to[i], p->port, 10000, &p->stopping), rc = fd;
+    if (fd >= 0) {
+        pthread_mutex_lock(&p->mu);
+        p->send_fd = fd;
+        pthread_mutex_unlock(&p->mu);
+        rc = fb__repl_send_step(fd, p->mem_dir, (uint64_t)step, p->rank0, p->nranks,
+                                why, sizeof why);
+        pthread_mutex_lock(&p->mu);
+        p->send_fd = -1;
+        pthread_mutex_unlock(&p->mu);
+        close(fd);
+    } else {
+        snprintf(why, sizeof why, "connecting to %s port %d: %s", p->to[i], p->port,
+                 fb_strerror(fd));
+    }
+    if (rc && !p->stopping)
+        fprintf(stderr, "firebreak watch: peer copy of step %lld to %s: %s\n",
+                (long long)step, p->to[i], why);
+    return rc;
+}
+
+/* The sender: each step taken goes to every peer in turn, the first
+ * (the nearest in the attempt's order) first, so a node's loss right
+ * after a save finds its first copy soonest. */
 static void *tx_main(void *arg)
 {
     fb__peer *p = arg;
@@ -427,25 +546,8 @@ static void *tx_main(void *arg)
         int64_t step = p->pending;
         p->pending = -1;
         pthread_mutex_unlock(&p->mu);
-        char why[1024] = "";
-        int fd = connect_retry(p->to, p->port, 10000, &p->stopping), rc = fd;
-        if (fd >= 0) {
-            pthread_mutex_lock(&p->mu);
-            p->send_fd = fd;
-            pthread_mutex_unlock(&p->mu);
-            rc = fb__repl_send_step(fd, p->mem_dir, (uint64_t)step, p->rank0, p->nranks,
-                                    why, sizeof why);
-            pthread_mutex_lock(&p->mu);
-            p->send_fd = -1;
-            pthread_mutex_unlock(&p->mu);
-            close(fd);
-        } else {
-            snprintf(why, sizeof why, "connecting to %s port %d: %s", p->to, p->port,
-                     fb_strerror(fd));
-        }
-        if (rc && !p->stopping)
-            fprintf(stderr, "firebreak watch: peer copy of step %lld to %s: %s\n",
-                    (long long)step, p->to, why);
+        for (int i = 0; i < p->nto && !p->stopping; i++)
+            (void)send_to(p, i, step);
         pthread_mutex_lock(&p->mu);
     }
     pthread_mutex_unlock(&p->mu);
@@ -461,8 +563,11 @@ int fb__peer_start(fb__peer **out, const fb__peer_opts *o)
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->cv, NULL);
     pthread_cond_init(&p->scrub_cv, NULL);
+    pthread_cond_init(&p->slot_cv, NULL);
     p->scrub_due = 1;
-    p->lfd = p->conn_fd = p->send_fd = -1;
+    p->lfd = p->send_fd = -1;
+    for (int i = 0; i < PEER_RX_SLOTS; i++)
+        p->slot[i].fd = -1;
     p->pending = p->offered = -1;
     p->port = o->port;
     p->world = o->world;
@@ -471,8 +576,12 @@ int fb__peer_start(fb__peer **out, const fb__peer_opts *o)
     p->out = o->out;
     p->emit = o->emit;
     snprintf(p->node, sizeof p->node, "%s", o->node);
-    snprintf(p->to, sizeof p->to, "%s", o->to ? o->to : "");
     int rc = 0;
+    if (o->to && (p->nto = fb__fbw1_peers_split(o->to, p->to)) < 0) {
+        p->nto = 0;
+        rc = -EINVAL;
+        goto fail;
+    }
     if (fb__fmt(p->mem_dir, sizeof p->mem_dir, "%s", o->mem_dir) ||
         fb__peer_dir_path(p->peer_dir, sizeof p->peer_dir, o->mem_dir)) {
         rc = -ENAMETOOLONG;
@@ -492,7 +601,7 @@ int fb__peer_start(fb__peer **out, const fb__peer_opts *o)
         goto fail;
     }
     p->rx_up = 1;
-    if (p->to[0] && !pthread_create(&p->tx, NULL, tx_main, p))
+    if (p->nto && !pthread_create(&p->tx, NULL, tx_main, p))
         p->tx_up = 1;
     *out = p;
     return 0;
@@ -520,12 +629,14 @@ void fb__peer_stop(fb__peer *p)
     p->stopping = 1;
     if (p->lfd >= 0)
         shutdown(p->lfd, SHUT_RDWR); /* wakes accept */
-    if (p->conn_fd >= 0)
-        shutdown(p->conn_fd, SHUT_RDWR);
+    for (int i = 0; i < PEER_RX_SLOTS; i++)
+        if (p->slot[i].fd >= 0)
+            shutdown(p->slot[i].fd, SHUT_RDWR);
     if (p->send_fd >= 0)
         shutdown(p->send_fd, SHUT_RDWR);
     pthread_cond_broadcast(&p->cv);
     pthread_cond_broadcast(&p->scrub_cv);
+    pthread_cond_broadcast(&p->slot_cv);
     pthread_mutex_unlock(&p->mu);
     if (p->rx_up)
         pthread_join(p->rx, NULL);
@@ -538,6 +649,7 @@ void fb__peer_stop(fb__peer *p)
     pthread_mutex_destroy(&p->mu);
     pthread_cond_destroy(&p->cv);
     pthread_cond_destroy(&p->scrub_cv);
+    pthread_cond_destroy(&p->slot_cv);
     free(p);
 }
 

@@ -38,6 +38,7 @@
 #include "supervisor/fbw1.h"
 #include "supervisor/sup.h"
 #include "supervisor/supervisor.h"
+#include "supervisor/watcher.h"
 
 #define MAX_NODES 1024
 _Static_assert(FB__FBW1_NODEID_MAX == MAX_NODES - 1, "a hello names one of our nodes");
@@ -79,6 +80,7 @@ struct fb__sup_slurm {
     char self[PATH_MAX];         /* this firebreak binary                 */
     snode nodes[MAX_NODES];
     int nnodes, need, ppn;
+    int peer_copies;             /* --peer-copies (0: no peer tier)       */
     int cur[MAX_NODES];          /* this attempt's nodes (indices)        */
     int ncur;
     int watch_fd;                /* watchers' stdout; -1                   */
@@ -413,7 +415,29 @@ int fb__sup_slurm_init(fb__sup *s)
         return -EINVAL;
     }
     s->world = g->need * g->ppn;
+    /* The peer tier's copies per node: each on another node, so fewer
+     * than the job's nodes (the default 1 only when there are two). */
+    const char *k = o->peer_copies ? o->peer_copies : fb__getenv("FIREBREAK_CKPT_PEER_COPIES");
+    const char *kname = o->peer_copies ? "--peer-copies" : "FIREBREAK_CKPT_PEER_COPIES";
+    long long kv = 1;
+    if (k && fb__parse_int(k, 0, FB__PEER_COPIES_MAX, &kv)) {
+        fprintf(stderr, "firebreak run: %s: expected a whole number in [0, %d], got "
+                "'%s'\n", kname, FB__PEER_COPIES_MAX, k);
+        return -EINVAL;
+    }
+    if (k && kv > 0 && kv >= g->need) {
+        fprintf(stderr, "firebreak run: %s %lld: each copy goes to another node, so "
+                "fewer than the job's %d node%s (--nnodes)\n", kname, kv, g->need,
+                g->need == 1 ? "" : "s");
+        return -EINVAL;
+    }
+    g->peer_copies = (int)kv;
     return 0;
+}
+
+int fb__sup_slurm_peer_copies(const fb__sup *s)
+{
+    return s->slurm ? s->slurm->peer_copies : 0;
 }
 
 /* Health-check the candidate nodes in one step; leave out those that fail
@@ -540,15 +564,27 @@ static int spawn_step(fb__sup *s, fb__sup_unit *u, char *const *argv, char **env
     return rc;
 }
 
-/* Where each node of this attempt sends its copies (nodemem.c's ring, by
- * failure domain): the addresses, in the attempt's order, comma-separated.
+/* Append item to buf; -1 when it does not fit. */
+static int append(char *buf, size_t size, size_t *len, const char *item)
+{
+    size_t n = strlen(item);
+    if (n >= size - *len)
+        return -1;
+    memcpy(buf + *len, item, n + 1);
+    *len += n;
+    return 0;
+}
+
+/* Where each node of this attempt sends its copies (nodemem.c's
+ * placement, by failure domain): per node, in the attempt's order, its
+ * peers' addresses joined by '+' ("-": none), comma-separated.
  * -EINVAL: FIREBREAK_CKPT_PEER_DOMAINS is malformed (said). */
 static int peer_addrs(fb__sup *s, char *buf, size_t size)
 {
     const struct fb__sup_slurm *g = s->slurm;
     static char dom[MAX_NODES][FB__FBW1_NODE_MAX];
     static const char *domp[MAX_NODES];
-    static int peer[MAX_NODES];
+    static int peer[MAX_NODES * FB__PEER_COPIES_MAX];
     const char *spec = s->o->peer_domains ? s->o->peer_domains
                                           : fb__getenv("FIREBREAK_CKPT_PEER_DOMAINS");
     for (int k = 0; k < g->ncur; k++) {
@@ -562,17 +598,30 @@ static int peer_addrs(fb__sup *s, char *buf, size_t size)
         }
         domp[k] = dom[k];
     }
-    fb__peer_ring(domp, g->ncur, peer);
+    int kc = g->peer_copies;
+    int short_of = fb__peer_place(domp, g->ncur, kc, peer);
     size_t len = 0;
     buf[0] = '\0';
+    int fewest = kc;
     for (int k = 0; k < g->ncur; k++) {
-        const snode *n = peer[k] < 0 ? NULL : &g->nodes[g->cur[peer[k]]];
-        int w = snprintf(buf + len, size - len, "%s%s", k ? "," : "",
-                         !n ? "-" : n->addr[0] ? n->addr : n->name);
-        if (w < 0 || (size_t)w >= size - len)
+        int got = 0;
+        if (k && append(buf, size, &len, ","))
             return -ENAMETOOLONG;
-        len += (size_t)w;
+        for (int c = 0; c < kc && peer[k * kc + c] >= 0; c++, got++) {
+            const snode *n = &g->nodes[g->cur[peer[k * kc + c]]];
+            if ((got && append(buf, size, &len, "+")) ||
+                append(buf, size, &len, n->addr[0] ? n->addr : n->name))
+                return -ENAMETOOLONG;
+        }
+        if (!got && append(buf, size, &len, "-"))
+            return -ENAMETOOLONG;
+        fewest = got < fewest ? got : fewest;
     }
+    if (short_of)
+        fb__sup_log(s, "attempt %d: %d of %d nodes have fewer than %d peer%s outside "
+                    "their failure domain (--peer-copies): as many as there are, "
+                    "down to %d", s->attempt, short_of, g->ncur, kc,
+                    kc == 1 ? "" : "s", fewest);
     return 0;
 }
 
@@ -746,7 +795,7 @@ int fb__sup_launch_slurm(fb__sup *s)
                      "--world", world, NULL, NULL, NULL, NULL, NULL};
     /* The peer tier: each watcher receives on the port, and sends its
      * node's complete steps to its entry of this list (nodemem.c). */
-    static char pport[16], addrs[MAX_NODES * FB__FBW1_NODE_MAX];
+    static char pport[16], addrs[MAX_NODES * FB__PEER_COPIES_MAX * FB__FBW1_NODE_MAX];
     int port = fb__sup_nodemem_peer_port(s);
     if (port > 0 && !peer_addrs(s, addrs, sizeof addrs)) {
         int w = 0;

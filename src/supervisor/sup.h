@@ -330,6 +330,16 @@ void fb__sup_nodemem_on_node_lost(fb__sup *s, const char *node);
  * the next one; -1 with one node.  A NULL or "" domain is a domain of its
  * own.  Pure: no I/O (tests/slurm/test_peer.c). */
 void fb__peer_ring(const char *const *domain, int n, int *peer);
+/* The k peers of each of n nodes (--peer-copies): peer[i*k .. i*k+k-1],
+ * nodes after i in the attempt's order outside i's failure domain (any
+ * other node when every node shares i's domain), each once: first the
+ * next ones of a domain no copy is in yet, then the next others; -1
+ * where fewer than k exist.  How many nodes got fewer than k.  Pure, as
+ * fb__peer_ring (k = 1). */
+int fb__peer_place(const char *const *domain, int n, int k, int *peer);
+/* The peer copies each node's steps get (--peer-copies,
+ * FIREBREAK_CKPT_PEER_COPIES; default 1; 0 with no peer tier). */
+int fb__sup_slurm_peer_copies(const fb__sup *s);
 /* The peer tier's port (replication; fetches use port + 1), 0: no peer
  * tier (FIREBREAK_CKPT_PEER=0, one node, no node memory). */
 int fb__sup_nodemem_peer_port(const fb__sup *s);

@@ -89,6 +89,8 @@ typedef struct fb__sup_options {
     const char *peer_domains; /* slurm: NODE=DOMAIN,... (the peer tier's
                                  failure domains); NULL: the variable
                                  FIREBREAK_CKPT_PEER_DOMAINS, else none     */
+    const char *peer_copies;  /* slurm: --peer-copies K as given; NULL: the
+                                 variable FIREBREAK_CKPT_PEER_COPIES, else 1 */
     const char *console_ranks;/* local: ranks whose output is also shown on
                                  stderr, "[rankR]: " first ("all", "0,2-3");
                                  NULL or "none": logs only                    */

@@ -33,7 +33,8 @@ typedef struct fb__watch_opts {
                                step's stdin (srun --input=all); -1: none */
     const char *mem_dir;    /* the node's memory tier; NULL: none        */
     int peer_port;          /* the peer tier (peer.c); 0: none           */
-    const char *peer_to;    /* the next node's address; NULL: send none  */
+    const char *peer_to;    /* its peers' addresses, '+'-separated; NULL:
+                               send none                                 */
 } fb__watch_opts;
 
 /* This node's name: `opt`, else SLURMD_NODENAME, else the hostname;
@@ -86,7 +87,8 @@ typedef struct fb__peer_opts {
     const char *mem_dir;    /* this node's memory tier                   */
     const char *node;       /* this node's name (the `peer` lines')       */
     int port;               /* listen on it; send to `to` on it           */
-    const char *to;         /* the next node's address; NULL: send none   */
+    const char *to;         /* the peers' addresses, '+'-separated (up to
+                               FB__PEER_COPIES_MAX); NULL: send none      */
     int world, rank0, nranks; /* this node's ranks: rank0 .. +nranks-1    */
     FILE *out;
     void (*emit)(FILE *out, const fb__fbw1_msg *m); /* writes a line      */

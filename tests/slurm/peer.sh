@@ -60,17 +60,7 @@ run_and_kill "$r" peer node2 --nnodes 3 --spare-nodes 1 --max-restarts 2 \
     --persist-every 100000 -- "$TOY" --steps $STEPS --sleep-ms 40 --ckpt-every 5
 [ "$(jq1 "$r" "select kind||':'||node from incident")" = "node_failure:node2" ] \
     || fail "run 1 incidents: $(jq1 "$r" "select kind, node, rank, step, detail from incident")"
-[ "$(sources "$r")" = "0:memory,1:peer,2:peer" ] || fail "run 1: restored from $(sources "$r")"
-step=$(jq1 "$r" "select restored_step from attempt where number = 1")
-[ -n "$step" ] && [ "$step" -ge 25 ] || fail "run 1: restored step '$step'"
-grep -q "will restore checkpoint $step: 1 of 3 ranks from their node's memory, 2 from a peer's copy (1 moved before the launch)" peer.err \
-    || fail "run 1: the supervisor's choice: $(grep 'will restore' peer.err)"
-# Storage held no shard of that step when the ranks restored: each one
-# there now was copied at the end of the run (none at all: the last step).
-[ -z "$(ls "$r/checkpoints/step-$(printf %010d "$step")" 2>/dev/null)" ] \
-    || fail "run 1: storage holds step $step"
-same_hashes "$r" 3 $STEPS
-"$FB" ckpt verify "$r/checkpoints" >/dev/null || fail "run 1: storage does not verify"
+restored_from_peers "$r" peer.err 0:memory,1:peer,2:peer 1 "run 1"
 nothing_in_shm "$r" node1 node3 node4
 ok "node2 lost: its rank from node3's peer copy, node3's old rank moved to node4 from a peer, storage not read, same hashes"
 

@@ -13,7 +13,10 @@
  *   - `firebreak watch --mem-fetch` (fb__peer_fetch_here): node "a" sends
  *     rank 1's shard of a step from its memory to node "b", which stores it
  *     in its peer directory; a plan naming a shard that is not there fails.
- * And the choice of each node's peer (fb__peer_ring, by failure domain).
+ *   - two senders at once: the second is served while the first's
+ *     connection is open (a node is the peer of K others);
+ * And the choice of each node's peers (fb__peer_ring, fb__peer_place: K
+ * of them, by failure domain).
  * Both "nodes" share this host's /dev/shm/fb.<job>.mem, which is what the
  * peer directory keeps apart.
  */
@@ -21,6 +24,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/socket.h>
@@ -38,6 +42,7 @@
 
 static char job[64], mem[4200], peer[4200], lines[8192];
 static size_t nlines;
+static pthread_mutex_t lines_mu = PTHREAD_MUTEX_INITIALIZER; /* lines, nlines */
 
 /* Steps 7, 8 and 9 of a 2-rank job in dir, saved by the engine. */
 static void save_steps(const char *dir)
@@ -69,10 +74,25 @@ static void collect(FILE *out, const fb__fbw1_msg *m)
     (void)out;
     char line[FB__FBW1_LINE_MAX + 2];
     int n = fb__fbw1_format(m, line, sizeof line);
+    pthread_mutex_lock(&lines_mu);
     if (n > 0 && nlines + (size_t)n < sizeof lines) {
         memcpy(lines + nlines, line, (size_t)n);
         nlines += (size_t)n;
         lines[nlines] = '\0';
+    }
+    pthread_mutex_unlock(&lines_mu);
+}
+
+/* Whether a receiver wrote a line containing want; wait up to ms for it. */
+static int said(const char *want, int ms)
+{
+    for (int i = 0;; i++) {
+        pthread_mutex_lock(&lines_mu);
+        int found = strstr(lines, want) != NULL;
+        pthread_mutex_unlock(&lines_mu);
+        if (found || i >= ms / 10)
+            return found;
+        usleep(10000);
     }
 }
 
@@ -131,9 +151,7 @@ static void send_step(int port, uint64_t step, int rank0, int n, const char *wan
         return;
     CHECK_RC(fb__repl_send_step(fd, mem, step, rank0, n, why, sizeof why), 0);
     close(fd);
-    for (int i = 0; i < 200 && !strstr(lines, want); i++)
-        usleep(10000);
-    CHECKF(strstr(lines, want) != NULL, "no '%s' in:\n%s", want, lines);
+    CHECKF(said(want, 2000), "no '%s' in:\n%s", want, lines);
 }
 
 /* Step 9 rank 0, corrupted in the sender's memory: the receiver answers
@@ -167,7 +185,7 @@ static void corrupted_copy(int port)
            arrived);
     usleep(50000); /* a line it would write comes after the rename */
     CHECK(!has_shard(peer, 9, 0));
-    CHECKF(strstr(lines, "fbw1 peer node2 9 0") == NULL,
+    CHECKF(!said("fbw1 peer node2 9 0", 0),
            "a corrupted copy reported:\n%s", lines);
 }
 
@@ -222,7 +240,7 @@ static void capped(void)
     fb__peer_stop(p);
     unsetenv("FIREBREAK_CKPT_MEM_MAX");
     CHECK(!has_shard(peer, 9, 0));
-    CHECKF(strstr(lines, "fbw1 peer node2 9 0") == NULL, "a refused copy reported:\n%s",
+    CHECKF(!said("fbw1 peer node2 9 0", 0), "a refused copy reported:\n%s",
            lines);
 }
 
@@ -295,6 +313,115 @@ static void ring(void)
                "'%s' accepted", bad[i]);
 }
 
+/* K > 1 (--peer-copies): the next K nodes outside each node's domain,
+ * each once; fewer where there are not K (-1 after them). */
+static void placement(void)
+{
+    int to[4 * 3];
+    const char *none[4] = {NULL, NULL, NULL, NULL};
+    CHECK_EQ_INT(fb__peer_place(none, 4, 2, to), 0);
+    static const int next2[8] = {1, 2, 2, 3, 3, 0, 0, 1};
+    CHECK(!memcmp(to, next2, sizeof next2));
+    CHECK_EQ_INT(fb__peer_place(none, 4, 3, to), 0); /* every other node */
+    static const int all3[12] = {1, 2, 3, 2, 3, 0, 3, 0, 1, 0, 1, 2};
+    CHECK(!memcmp(to, all3, sizeof all3));
+    /* n = 2: one other node, whatever K asks. */
+    CHECK_EQ_INT(fb__peer_place(none, 2, 1, to), 0);
+    CHECK(to[0] == 1 && to[1] == 0);
+    CHECK_EQ_INT(fb__peer_place(none, 2, 2, to), 2);
+    CHECK(to[0] == 1 && to[1] == -1 && to[2] == 0 && to[3] == -1);
+    /* Two racks of two, K = 2: only two nodes outside each rack. */
+    const char *racks[4] = {"a", "a", "b", "b"};
+    CHECK_EQ_INT(fb__peer_place(racks, 4, 2, to), 0);
+    static const int cross[8] = {2, 3, 2, 3, 0, 1, 0, 1};
+    CHECK(!memcmp(to, cross, sizeof cross));
+    /* K larger than possible: three in rack a, one in b; a's nodes have
+     * one node outside (node 3), node 3 has three. */
+    const char *three[4] = {"a", "a", "a", "b"};
+    CHECK_EQ_INT(fb__peer_place(three, 4, 2, to), 3);
+    static const int few[8] = {3, -1, 3, -1, 3, -1, 0, 1};
+    CHECK(!memcmp(to, few, sizeof few));
+    /* Three racks of two, K = 2: the copies in two other racks, not both
+     * in the next one. */
+    const char *six[6] = {"a", "a", "b", "b", "c", "c"};
+    int to6[12];
+    CHECK_EQ_INT(fb__peer_place(six, 6, 2, to6), 0);
+    static const int spread[12] = {2, 4, 2, 4, 4, 0, 4, 0, 0, 2, 0, 2};
+    CHECKF(!memcmp(to6, spread, sizeof spread), "node 0: %d %d, node 2: %d %d", to6[0],
+           to6[1], to6[4], to6[5]);
+    /* K = 3 there: the third where room is left, outside its own rack. */
+    int to63[18];
+    CHECK_EQ_INT(fb__peer_place(six, 6, 3, to63), 0);
+    CHECK(to63[0] == 2 && to63[1] == 4 && to63[2] == 3);
+    /* All one domain: the domains say nothing, the next nodes. */
+    const char *one[4] = {"a", "a", "a", "a"};
+    CHECK_EQ_INT(fb__peer_place(one, 4, 2, to), 0);
+    CHECK(!memcmp(to, next2, sizeof next2));
+    /* K = 0: nothing placed, nobody short. */
+    CHECK_EQ_INT(fb__peer_place(none, 4, 0, to), 0);
+}
+
+/* `watch --peers`: each node's entry, K addresses joined by '+'. */
+static void peers_list(void)
+{
+    char to[FB__PEERS_ENTRY_MAX], addr[FB__PEER_COPIES_MAX][FB__FBW1_NODE_MAX];
+    CHECK_RC(fb__fbw1_peers_entry("node2,node3,-", 0, to, sizeof to), 0);
+    CHECK_EQ_STR(to, "node2"); /* the single-address form */
+    CHECK_RC(fb__fbw1_peers_entry("node2,node3,-", 2, to, sizeof to), 0);
+    CHECK_EQ_STR(to, "");
+    CHECK_RC(fb__fbw1_peers_entry("node2+node3,10.0.0.3+node1,node1+node2", 1, to,
+                                  sizeof to), 0);
+    CHECK_EQ_STR(to, "10.0.0.3+node1");
+    CHECK_EQ_INT(fb__fbw1_peers_split(to, addr), 2);
+    CHECK_EQ_STR(addr[0], "10.0.0.3");
+    CHECK_EQ_STR(addr[1], "node1");
+    CHECK_EQ_INT(fb__fbw1_peers_split("a+b+c+d+e+f+g+h", addr), 8);
+    static const char *const bad[] = {"", "a,,b", "a+", "+a", "a++b", "a b", "a/b,c",
+                                      "a+b+c+d+e+f+g+h+i"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        CHECKF(fb__fbw1_peers_entry(bad[i], 0, to, sizeof to) == -EINVAL,
+               "--peers '%s' accepted", bad[i]);
+    CHECK_EQ_INT(fb__fbw1_peers_entry("abcdef", 0, to, 4), -EINVAL); /* no room */
+}
+
+/* Two senders at once (a node is the peer of K others): while the first
+ * holds its connection open, not yet sending, the second's step is taken
+ * in and answered within its 3 s, and reported held. */
+static void two_senders(void)
+{
+    int port = free_port();
+    fb__peer_opts o = {.mem_dir = mem, .node = "node2", .port = port, .world = 2,
+                       .rank0 = 0, .nranks = 2, .emit = collect};
+    fb__peer *p = NULL;
+    nlines = 0; /* no receiver writes now */
+    lines[0] = '\0';
+    CHECK_RC(fb__peer_start(&p, &o), 0);
+    if (!p)
+        return;
+    int first = connect_port(port);
+    CHECK(first >= 0);
+    usleep(100000); /* accepted: a slot waits on it */
+    int fd = connect_port(port);
+    CHECK(fd >= 0);
+    if (fd >= 0) {
+        struct timeval tv = {.tv_sec = 3};
+        char why[1024] = "";
+        (void)setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+        (void)setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+        CHECK_RC(fb__repl_send_step(fd, mem, 9, 1, 1, why, sizeof why), 0);
+        close(fd);
+    }
+    CHECKF(said("fbw1 peer node2 9 1 1\n", 2000),
+           "the second sender's copy not reported:\n%s", lines);
+    CHECK(verifies(peer, 9, 1));
+    if (first >= 0)
+        close(first);
+    fb__peer_stop(p); /* every slot's thread joined, its pool removed */
+    char rx1[4300];
+    snprintf(rx1, sizeof rx1, "%s/.rx-1", peer);
+    CHECKF(access(rx1, F_OK) != 0, "%s left behind", rx1);
+}
+
 static void drop(void)
 {
     CHECK(has_shard(mem, 7, 0) && has_shard(mem, 8, 0) && has_shard(peer, 8, 1));
@@ -312,11 +439,14 @@ int main(void)
     CHECK_RC(fb__peer_dir_path(peer, sizeof peer, mem), 0);
     CHECK(mkdir(mem, 0700) == 0);
     ring();
+    placement();
+    peers_list();
     save_steps(mem);
     receiver();
     capped();
     fetch();
     drop();
+    two_senders();
     fb__ckpt_mem_dir_remove(mem);
     return failures != 0;
 }
