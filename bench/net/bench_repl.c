@@ -7,7 +7,7 @@
  * Over loopback: a child process receives, the parent sends.  The step:
  * BENCH_REPL_RANKS shards (default 4) of BENCH_REPL_MIB MiB in all
  * (default 512), saved by the engine into /dev/shm.  A warm-up round, not
- * counted, then RUNS rounds, each of five connections: the baseline, raw
+ * counted, then RUNS rounds, each of seven connections: the baseline, raw
  * TCP moving the same bytes the same way (the shard files sent whole with
  * sendfile, no header, received into a pre-faulted buffer of the step's
  * size, no hashing); raw TCP as bench_tcp does it (4 MiB writes from one
@@ -22,9 +22,11 @@
  * (FB__REPL_DEFER_VERIFY), the figure the target is for, with the
  * scrub's own time and CPU printed beside it, and the transfer and scrub
  * together.  Every shard is verified by hash before it commits, in
- * either way.  Rounds interleave so that the
- * load of the moment weighs on each alike; each figure is the best of
- * its RUNS, and the median of the rounds' own ratios is printed beside.
+ * either way.  Rounds interleave so that the load of the moment weighs
+ * on each alike; the baseline and the replication to arrival run twice a
+ * round, as two pairs back to back, ABBA (kind_at).  Each figure is the
+ * best of its RUNS (those two: of 2 RUNS), and the median of the rounds'
+ * (pairs') own ratios is printed beside.
  * Beside each figure, the CPU time both ends spent per byte (the
  * sender's thread and the whole receiving process), which the load
  * moves less than the throughput.  Last, the step slowdown while a
@@ -170,6 +172,26 @@ static uint64_t cpu_ns(clockid_t clock)
 /* The kinds of connection, in each round's order. */
 enum { RAW_CACHED, RAW_SAME, REPL_COLD, REPL_POOL, REPL_DEFER, KINDS };
 
+/* Connections a round: every kind once, and the two the target compares
+ * twice. */
+#define CONNS (KINDS + 2)
+
+/* The kind of a round's pos-th connection.  The two the target compares,
+ * the baseline and the replication to arrival, run as two pairs, each
+ * one right after the other, ABBA, the first of each pair in turns from
+ * round to round, so that the load of the moment weighs on both alike
+ * (others' builds come and go within seconds here); the rest before
+ * them. */
+static int kind_at(int round, int pos)
+{
+    static const int order[CONNS] = {RAW_CACHED, REPL_COLD,  REPL_POOL, RAW_SAME,
+                                     REPL_DEFER, REPL_DEFER, RAW_SAME};
+    int k = order[pos];
+    if (round % 2 && (k == RAW_SAME || k == REPL_DEFER))
+        k = k == RAW_SAME ? REPL_DEFER : RAW_SAME;
+    return k;
+}
+
 /* What the receiver says after each connection. */
 typedef struct rx_fig {
     uint64_t cpu_ns;        /* the connection's, this process       */
@@ -179,7 +201,7 @@ typedef struct rx_fig {
 
 /*
  * The child, one connection per run, in the parent's order: a warm-up
- * round and RUNS rounds of KINDS connections, then one replication beside
+ * round and RUNS rounds of CONNS connections, then one replication beside
  * the training steps.  After each replication the step is evicted, as the
  * tier evicts its oldest before the next arrives: recycled into the pool
  * (when it has run empty, and always after a pooled run) or removed.
@@ -199,8 +221,8 @@ static int receiver(int lfd, int ready_fd, unsigned long long raw_bytes)
     }
     memset(big, 0, raw_bytes);
     int rc = 0;
-    for (int i = 0; i < KINDS * (RUNS + 1) + 1 && !rc; i++) {
-        int kind = i < KINDS * (RUNS + 1) ? i % KINDS : REPL_DEFER;
+    for (int i = 0; i < CONNS * (RUNS + 1) + 1 && !rc; i++) {
+        int kind = i < CONNS * (RUNS + 1) ? kind_at(i / CONNS, i % CONNS) : REPL_DEFER;
         int fd = accept(lfd, NULL, NULL);
         uint64_t c0 = cpu_ns(CLOCK_PROCESS_CPUTIME_ID);
         if (kind == RAW_CACHED || kind == RAW_SAME) {
@@ -461,6 +483,24 @@ static int step_slowdown(int port, int ranks, unsigned long long total, double *
     return a.gbps < 0 ? -1 : 0;
 }
 
+/* Fold one run's figures into the best of its kind: each figure the
+ * best it reached (CPU: the least). */
+static void keep_best(run_fig *best, const run_fig *g)
+{
+    if (g->gbps > best->gbps)
+        best->gbps = g->gbps;
+    if (!best->cpu_ns_per_byte || g->cpu_ns_per_byte < best->cpu_ns_per_byte) {
+        best->cpu_ns_per_byte = g->cpu_ns_per_byte;
+        best->rx_share = g->rx_share;
+    }
+    if (g->scrub_gbps > best->scrub_gbps)
+        best->scrub_gbps = g->scrub_gbps;
+    if (g->e2e_gbps > best->e2e_gbps)
+        best->e2e_gbps = g->e2e_gbps;
+    if (!best->scrub_ns_per_byte || g->scrub_ns_per_byte < best->scrub_ns_per_byte)
+        best->scrub_ns_per_byte = g->scrub_ns_per_byte;
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
@@ -517,43 +557,41 @@ int main(void)
     memset(buf, 0x5a, CHUNK_BYTES);
     /* Interleaved rounds after one to warm up (both ends' pages, the
      * pool, the caches), so that the load of the moment weighs on each
-     * figure alike; each figure the best of its RUNS, and the median of
-     * the rounds' own ratios beside. */
+     * figure alike; each figure the best of its RUNS (2 RUNS for the
+     * two pairs' kinds), and the median of the rounds' own ratios
+     * beside. */
     run_fig best[KINDS];
     memset(best, 0, sizeof best);
-    double ratios[RUNS], ratios_cached[RUNS], ratios_arrival[RUNS], alone = 0, during = 0;
+    double ratios[2 * RUNS], ratios_cached[RUNS], ratios_arrival[RUNS], ratios_cpu[2 * RUNS];
+    double alone = 0, during = 0;
     int failed = 0, nduring = 0;
     for (int i = -1; i < RUNS && !failed; i++) {
-        run_fig g[KINDS] = {raw_run(port, buf, 0, total), raw_run(port, buf, ranks, total),
-                            repl_run(port, ranks, total), repl_run(port, ranks, total),
-                            repl_run(port, ranks, total)};
-        for (int k = 0; k < KINDS; k++) {
-            failed |= g[k].gbps < 0;
-            if (i < 0)
-                continue;
-            if (g[k].gbps > best[k].gbps)
-                best[k].gbps = g[k].gbps;
-            if (!best[k].cpu_ns_per_byte || g[k].cpu_ns_per_byte < best[k].cpu_ns_per_byte) {
-                best[k].cpu_ns_per_byte = g[k].cpu_ns_per_byte;
-                best[k].rx_share = g[k].rx_share;
-            }
-            if (g[k].scrub_gbps > best[k].scrub_gbps)
-                best[k].scrub_gbps = g[k].scrub_gbps;
-            if (g[k].e2e_gbps > best[k].e2e_gbps)
-                best[k].e2e_gbps = g[k].e2e_gbps;
-            if (!best[k].scrub_ns_per_byte || g[k].scrub_ns_per_byte < best[k].scrub_ns_per_byte)
-                best[k].scrub_ns_per_byte = g[k].scrub_ns_per_byte;
+        run_fig g[KINDS], pair[2][KINDS];
+        for (int pos = 0; pos < CONNS && !failed; pos++) {
+            int k = kind_at(i + 1, pos); /* the receiver counts the warm-up as round 0 */
+            run_fig f = k == RAW_CACHED ? raw_run(port, buf, 0, total)
+                        : k == RAW_SAME ? raw_run(port, buf, ranks, total)
+                                        : repl_run(port, ranks, total);
+            failed |= f.gbps < 0;
+            g[k] = pair[pos >= KINDS][k] = f;
+            if (i >= 0)
+                keep_best(&best[k], &f);
         }
-        if (i >= 0) {
-            double rawg = g[RAW_SAME].gbps, cached = g[RAW_CACHED].gbps;
-            ratios[i] = rawg > 0 ? g[REPL_DEFER].gbps / rawg : 0;
-            ratios_arrival[i] = rawg > 0 ? g[REPL_POOL].gbps / rawg : 0;
-            ratios_cached[i] = cached > 0 ? g[REPL_DEFER].gbps / cached : 0;
+        if (i >= 0 && !failed) {
+            for (int j = 0; j < 2; j++) {
+                const run_fig *a = &pair[j][RAW_SAME], *b = &pair[j][REPL_DEFER];
+                ratios[2 * i + j] = b->gbps / a->gbps;
+                ratios_cpu[2 * i + j] =
+                    a->cpu_ns_per_byte > 0 ? b->cpu_ns_per_byte / a->cpu_ns_per_byte : 0;
+            }
+            ratios_arrival[i] = g[REPL_POOL].gbps / g[RAW_SAME].gbps;
+            ratios_cached[i] = g[REPL_DEFER].gbps / g[RAW_CACHED].gbps;
         }
     }
-    qsort(ratios, RUNS, sizeof ratios[0], cmp_double);
+    qsort(ratios, 2 * RUNS, sizeof ratios[0], cmp_double);
     qsort(ratios_arrival, RUNS, sizeof ratios_arrival[0], cmp_double);
     qsort(ratios_cached, RUNS, sizeof ratios_cached[0], cmp_double);
+    qsort(ratios_cpu, 2 * RUNS, sizeof ratios_cpu[0], cmp_double);
     if (!failed)
         failed |= step_slowdown(port, ranks, total, &alone, &during, &nduring) != 0;
     if (failed)
@@ -566,8 +604,8 @@ int main(void)
         return 1;
     }
     double raw = best[RAW_SAME].gbps, repl = best[REPL_DEFER].gbps, ratio = repl / raw;
-    printf("bench_repl: %d shards, %.0f MiB, loopback, best of %d after a warm-up round\n",
-           ranks, (double)total / (1 << 20), RUNS);
+    printf("bench_repl: %d shards, %.0f MiB, loopback, best of %d after a warm-up round (the "
+           "baseline and to arrival: of %d)\n", ranks, (double)total / (1 << 20), RUNS, 2 * RUNS);
     printf("  %-32s %6.2f GB/s  %5.2f ns/B CPU %3.0f%% rx  (the shard files with sendfile, no "
            "header, into a %.0f MiB buffer)\n", "raw socket, same bytes (baseline)",
            raw, best[RAW_SAME].cpu_ns_per_byte, 100 * best[RAW_SAME].rx_share,
@@ -592,8 +630,8 @@ int main(void)
     printf("  %-32s %6.2f GB/s                     (arrival, then the scrub, one after the "
            "other)\n", "  transfer and scrub", best[REPL_DEFER].e2e_gbps);
     printf("  ratio                      %6.2f   (to arrival; target >= 0.80; median of "
-           "rounds %.2f, %.2f to %.2f)\n", ratio, ratios[RUNS / 2], ratios[0],
-           ratios[RUNS - 1]);
+           "pairs %.2f, %.2f to %.2f)\n", ratio, ratios[RUNS], ratios[0],
+           ratios[2 * RUNS - 1]);
     printf("  ratio verified on arrival  %6.2f   (median of rounds %.2f)\n",
            best[REPL_POOL].gbps / raw, ratios_arrival[RUNS / 2]);
     printf("  ratio transfer and scrub   %6.2f\n", best[REPL_DEFER].e2e_gbps / raw);
@@ -601,9 +639,10 @@ int main(void)
            repl / best[RAW_CACHED].gbps, ratios_cached[RUNS / 2]);
     printf("  ratio without the pool     %6.2f   (verified on arrival)\n",
            best[REPL_COLD].gbps / raw);
-    printf("  CPU per byte / raw's        %5.2f to arrival, %.2f verified on arrival, %.2f "
-           "with the scrub (both ends, best of each)\n",
+    printf("  CPU per byte / raw's        %5.2f to arrival (median of pairs %.2f), %.2f "
+           "verified on arrival, %.2f with the scrub (both ends, best of each)\n",
            best[REPL_DEFER].cpu_ns_per_byte / best[RAW_SAME].cpu_ns_per_byte,
+           ratios_cpu[RUNS],
            best[REPL_POOL].cpu_ns_per_byte / best[RAW_SAME].cpu_ns_per_byte,
            (best[REPL_DEFER].cpu_ns_per_byte + best[REPL_DEFER].scrub_ns_per_byte) /
                best[RAW_SAME].cpu_ns_per_byte);
