@@ -1384,9 +1384,10 @@ static int setup_processes(fb__sup *s, sigset_t *oldmask)
     int rc = setup_signals(s, oldmask);
     if (!rc)
         rc = fb__sup_tiers_setup(s);
-    s->units = calloc((size_t)(s->world + 1), sizeof *s->units);
-    s->ranks = calloc((size_t)s->world, sizeof *s->ranks);
-    s->hang_facts = calloc((size_t)s->world, sizeof *s->hang_facts);
+    /* Written by every watch pass: no fork inherits them (proc.h). */
+    s->units = fb__proc_calloc_nofork((size_t)(s->world + 1), sizeof *s->units);
+    s->ranks = fb__proc_calloc_nofork((size_t)s->world, sizeof *s->ranks);
+    s->hang_facts = fb__proc_calloc_nofork((size_t)s->world, sizeof *s->hang_facts);
     if (!rc && (!s->units || !s->ranks || !s->hang_facts))
         rc = -ENOMEM;
     if (rc) {
@@ -1422,10 +1423,10 @@ static void finish_run(fb__sup *s, int rc, const char *status, const sigset_t *o
         close(s->sigfd);
         sigprocmask(SIG_SETMASK, oldmask, NULL);
     }
-    free(s->units);
+    fb__proc_free_nofork(s->units, (size_t)(s->world + 1), sizeof *s->units);
     fb__sup_sdc_free(s);
-    free(s->ranks);
-    free(s->hang_facts);
+    fb__proc_free_nofork(s->ranks, (size_t)s->world, sizeof *s->ranks);
+    fb__proc_free_nofork(s->hang_facts, (size_t)s->world, sizeof *s->hang_facts);
     /* The exact accounting reads the journal: not from an incomplete one. */
     if (!rc && o->account && !res->journal_incomplete)
         o->account(res);
