@@ -15,6 +15,7 @@
 #include <sys/prctl.h>
 #include <sys/ptrace.h>
 #include <sys/resource.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -610,4 +611,33 @@ void fb__shim_signal(pid_t shim, int sig)
 {
     if (shim > 0)
         kill(shim, sig);
+}
+
+/* Whole pages, so that the advice covers nothing but the array. */
+static size_t nofork_len(size_t n, size_t size)
+{
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    if (size && n > (SIZE_MAX - page) / size)
+        return 0;
+    size_t len = n * size;
+    return len ? (len + page - 1) / page * page : page;
+}
+
+void *fb__proc_calloc_nofork(size_t n, size_t size)
+{
+    size_t len = nofork_len(n, size);
+    if (!len)
+        return NULL;
+    void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+        return NULL;
+    /* Without the advice the array still works; a fork costs more. */
+    (void)madvise(p, len, MADV_DONTFORK);
+    return p;
+}
+
+void fb__proc_free_nofork(void *p, size_t n, size_t size)
+{
+    if (p)
+        munmap(p, nofork_len(n, size));
 }

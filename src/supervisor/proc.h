@@ -91,6 +91,16 @@ int fb__proc_descendants(pid_t root, pid_t *out, int max);
  * passes; reaps what it can.  Returns the number killed. */
 int fb__proc_sweep(const pid_t *keep, int nkeep, int timeout_ms);
 
+/* Zeroed memory for n elements of `size` that no fork inherits
+ * (MADV_DONTFORK), or NULL: the supervisor's per-rank arrays, which its
+ * watch pass writes every pass.  A fork (a standby shim's) otherwise
+ * copies their page tables and write-protects their pages, and the next
+ * pass takes a copy-on-write fault on each page it writes; the children
+ * (shims, helpers that exec) never read them.  Freed with
+ * fb__proc_free_nofork (same n and size). */
+void *fb__proc_calloc_nofork(size_t n, size_t size);
+void fb__proc_free_nofork(void *p, size_t n, size_t size);
+
 /* pidfd_open(2) wrapper; -errno on failure. */
 int fb__pidfd_open(pid_t pid);
 

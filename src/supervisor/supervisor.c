@@ -23,6 +23,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/random.h>
+#include <sys/epoll.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -434,55 +435,156 @@ static int all_units_ended(const fb__sup *s)
 
 static void journal_tick(fb__sup *s, uint64_t now);
 
-/* Handle one poll() round; returns the signal that asks us to stop, or 0.
+/* What the loop waits on: an epoll set kept from one wake-up to the next.
+ * poll() over every shim's pipe cost the kernel a wait-queue entry per
+ * descriptor at each wake-up: at 1,024 ranks training, a fifth of the
+ * supervisor's CPU.  Each wake-up lists the descriptors it wants, as
+ * poll() did, and the set changes only by what differs from the last
+ * list (a rank that ended, a tee closed); an attempt's start and end
+ * rebuild it (their descriptor numbers are reused under the same tags). */
+#define SUP_WAIT_MAX (1 + 1024 + 1024 + 1024 + 1)
+#define SUP_TAG_SLURM 300000 /* tags ascend in the order they are listed */
+static struct {
+    int epfd;        /* -1: none */
+    unsigned epoch;  /* bumped where descriptors are reused (below) */
+    unsigned built;  /* the epoch the set was built in */
+    int n;
+    int tag[SUP_WAIT_MAX], fd[SUP_WAIT_MAX];
+} g_wait = {.epfd = -1};
+
+static void wait_set_reset(void)
+{
+    g_wait.epoch++;
+}
+
+static void wait_set_close(void)
+{
+    if (g_wait.epfd >= 0)
+        close(g_wait.epfd);
+    g_wait.epfd = -1;
+    g_wait.n = 0;
+    g_wait.epoch++;
+}
+
+/* Bring the epoll set to tag[]/fd[] (n entries, tags ascending): removals
+ * first, so that a number closed and reused under another tag is added
+ * afresh.  -errno when the set cannot be made. */
+static int wait_set_update(const int *tag, const int *fd, int n)
+{
+    if (g_wait.epfd < 0 || g_wait.built != g_wait.epoch) {
+        if (g_wait.epfd >= 0)
+            close(g_wait.epfd);
+        g_wait.n = 0;
+        g_wait.epfd = epoll_create1(EPOLL_CLOEXEC);
+        if (g_wait.epfd < 0)
+            return -errno;
+        g_wait.built = g_wait.epoch;
+    }
+    int i = 0, j = 0;
+    while (i < g_wait.n) { /* removed, or another descriptor under the tag */
+        while (j < n && tag[j] < g_wait.tag[i])
+            j++;
+        if (j == n || tag[j] != g_wait.tag[i] || fd[j] != g_wait.fd[i])
+            epoll_ctl(g_wait.epfd, EPOLL_CTL_DEL, g_wait.fd[i], NULL); /* ENOENT: closed */
+        i++;
+    }
+    for (i = 0, j = 0; j < n; j++) {
+        while (i < g_wait.n && g_wait.tag[i] < tag[j])
+            i++;
+        if (i < g_wait.n && g_wait.tag[i] == tag[j] && g_wait.fd[i] == fd[j])
+            continue;
+        struct epoll_event ev = {.events = EPOLLIN, .data.u64 = (uint64_t)(uint32_t)tag[j]};
+        if (epoll_ctl(g_wait.epfd, EPOLL_CTL_ADD, fd[j], &ev) && errno != EEXIST) {
+            int e = errno;
+            g_wait.epoch++; /* built again from scratch next time */
+            return -e;
+        }
+    }
+    memcpy(g_wait.tag, tag, sizeof *tag * (size_t)n);
+    memcpy(g_wait.fd, fd, sizeof *fd * (size_t)n);
+    g_wait.n = n;
+    return 0;
+}
+
+static int tag_cmp(const void *a, const void *b)
+{
+    int x = *(const int *)a, y = *(const int *)b;
+    return (x > y) - (x < y);
+}
+
+/* Handle one wake-up; a stop signal is left in s->stop_signal.
  * Every loop of the supervisor goes through here, so this is also where
  * the journal's retries happen (once a second). */
 static void handle_events(fb__sup *s, int timeout_ms)
 {
     journal_tick(s, fb__now_ns());
     fb__sup_tiers_poll(s);
-    struct pollfd pfd[1 + 1024 + 1024 + 1024 + 1];
-    int map[1 + 1024 + 1024 + 1024 + 1];
+    static int tag[SUP_WAIT_MAX], fds[SUP_WAIT_MAX], map[SUP_WAIT_MAX];
     int n = 0;
-    pfd[n].fd = s->sigfd;
-    pfd[n].events = POLLIN;
-    map[n++] = -1;
+    tag[n] = -1;
+    fds[n++] = s->sigfd;
     for (int i = 0; i < s->nunits && n < 1024; i++) {
         if (s->units[i].msg_fd < 0 || s->units[i].ended)
             continue;
-        pfd[n].fd = s->units[i].msg_fd;
-        pfd[n].events = POLLIN;
-        map[n++] = i;
+        tag[n] = i;
+        fds[n++] = s->units[i].msg_fd;
     }
     for (int r = 0; r < s->world && n < 2048; r++) {
         if (s->ranks[r].pidfd < 0 || s->ranks[r].ended)
             continue;
-        pfd[n].fd = s->ranks[r].pidfd;
-        pfd[n].events = POLLIN;
-        map[n++] = 100000 + r;
+        tag[n] = 100000 + r;
+        fds[n++] = s->ranks[r].pidfd;
     }
     int ntee = 0;
     for (int i = 0; i < s->nunits && ntee < 1024; i++) {
         if (!s->units[i].tee || s->units[i].tee->fd < 0)
             continue;
-        pfd[n].fd = s->units[i].tee->fd;
-        pfd[n].events = POLLIN;
-        map[n++] = 200000 + i;
+        tag[n] = 200000 + i;
+        fds[n++] = s->units[i].tee->fd;
         ntee++;
     }
     int slurm_fd = fb__sup_slurm_fd(s);
     if (slurm_fd >= 0) {
-        pfd[n].fd = slurm_fd;
-        pfd[n].events = POLLIN;
-        map[n++] = -2;
+        tag[n] = SUP_TAG_SLURM;
+        fds[n++] = slurm_fd;
     }
-    int rc = poll(pfd, (nfds_t)n, timeout_ms);
-    if (rc <= 0)
-        return;
+    if (wait_set_update(tag, fds, n)) {
+        /* No epoll set (out of memory or descriptors): poll() this once. */
+        static struct pollfd pfd[SUP_WAIT_MAX];
+        for (int i = 0; i < n; i++)
+            pfd[i] = (struct pollfd){.fd = fds[i], .events = POLLIN};
+        if (poll(pfd, (nfds_t)n, timeout_ms) <= 0)
+            return;
+        int k = 0;
+        for (int i = 0; i < n; i++)
+            if (pfd[i].revents)
+                map[k++] = tag[i];
+        n = k;
+    } else {
+        static struct epoll_event ev[SUP_WAIT_MAX];
+        int rc = epoll_wait(g_wait.epfd, ev, SUP_WAIT_MAX, timeout_ms);
+        if (rc <= 0)
+            return;
+        int k = 0;
+        for (int i = 0; i < rc; i++) {
+            int t = (int)(uint32_t)ev[i].data.u64;
+            /* A descriptor closed while a child (a standby shim) still
+             * holds a copy stays in the set, and a pipe's end keeps
+             * reporting a hang-up: one no longer listed is dropped, and
+             * the set is built afresh at the next wake-up. */
+            if (!bsearch(&t, tag, (size_t)n, sizeof *tag, tag_cmp)) {
+                g_wait.epoch++;
+                continue;
+            }
+            map[k++] = t;
+        }
+        n = k;
+        /* In the order poll() gave them: the signals (a SIGCHLD's reaping)
+         * first, then the shims, the pidfds, the tees. */
+        qsort(map, (size_t)n, sizeof *map, tag_cmp);
+    }
     fb__journal_batch_begin(s->j);
     for (int i = 0; i < n; i++) {
-        if (!pfd[i].revents)
-            continue;
         if (map[i] == -1) {
             struct signalfd_siginfo si;
             while (read(s->sigfd, &si, sizeof si) == (ssize_t)sizeof si) {
@@ -499,7 +601,7 @@ static void handle_events(fb__sup *s, int timeout_ms)
                     s->stop_signal = sig;
                 }
             }
-        } else if (map[i] == -2) {
+        } else if (map[i] == SUP_TAG_SLURM) {
             fb__sup_slurm_read(s);
         } else if (map[i] >= 200000) {
             fb__sup_tee_poll_read(s, s->units[map[i] - 200000].tee);
@@ -773,6 +875,7 @@ static void close_attempt(fb__sup *s)
         s->ranks[r].pidfd = -1;
     }
     s->nunits = 0;
+    wait_set_reset(); /* the next attempt's descriptors reuse these numbers */
     fb__seg_remove_job(s->job_id, s->attempt);
     char shm_dir[PATH_MAX];
     if (fb__sup_mpi_shm_dir(s, shm_dir, sizeof shm_dir) == 0)
@@ -984,6 +1087,7 @@ static void wait_execs(fb__sup *s)
  * failure (not restarted). */
 static void start_attempt(fb__sup *s)
 {
+    wait_set_reset();
     s->attempt_start_ns = fb__now_ns();
     s->attempt_ready_ns = 0;
     s->max_step = -1;
@@ -1384,9 +1488,10 @@ static int setup_processes(fb__sup *s, sigset_t *oldmask)
     int rc = setup_signals(s, oldmask);
     if (!rc)
         rc = fb__sup_tiers_setup(s);
-    s->units = calloc((size_t)(s->world + 1), sizeof *s->units);
-    s->ranks = calloc((size_t)s->world, sizeof *s->ranks);
-    s->hang_facts = calloc((size_t)s->world, sizeof *s->hang_facts);
+    /* Written by every watch pass: no fork inherits them (proc.h). */
+    s->units = fb__proc_calloc_nofork((size_t)(s->world + 1), sizeof *s->units);
+    s->ranks = fb__proc_calloc_nofork((size_t)s->world, sizeof *s->ranks);
+    s->hang_facts = fb__proc_calloc_nofork((size_t)s->world, sizeof *s->hang_facts);
     if (!rc && (!s->units || !s->ranks || !s->hang_facts))
         rc = -ENOMEM;
     if (rc) {
@@ -1418,14 +1523,15 @@ static void finish_run(fb__sup *s, int rc, const char *status, const sigset_t *o
     fb__proc_sweep(NULL, 0, 2000);
     fb__sup_tiers_finish(s); /* after every rank is gone */
     fb__seg_remove_job(s->job_id, -1);
+    wait_set_close();
     if (s->sigfd >= 0) {
         close(s->sigfd);
         sigprocmask(SIG_SETMASK, oldmask, NULL);
     }
-    free(s->units);
+    fb__proc_free_nofork(s->units, (size_t)(s->world + 1), sizeof *s->units);
     fb__sup_sdc_free(s);
-    free(s->ranks);
-    free(s->hang_facts);
+    fb__proc_free_nofork(s->ranks, (size_t)s->world, sizeof *s->ranks);
+    fb__proc_free_nofork(s->hang_facts, (size_t)s->world, sizeof *s->hang_facts);
     /* The exact accounting reads the journal: not from an incomplete one. */
     if (!rc && o->account && !res->journal_incomplete)
         o->account(res);
