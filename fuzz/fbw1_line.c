@@ -37,6 +37,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         (m.attempt < 0 || m.attempt > FB__FBW1_ATTEMPT_MAX || m.count < 0 ||
          m.count > FB__FBW1_COUNT_MAX))
         __builtin_trap();
+    if (m.nkeep < 0 || m.nkeep > FB__FBW1_DROP_KEEP_MAX || (m.nkeep && m.kind != FB_FBW1_DROP))
+        __builtin_trap();
+    for (int i = 0; i < m.nkeep; i++)
+        if (m.keep[i] < 0 || m.keep[i] >= m.step)
+            __builtin_trap();
     /* ... and comes back from the formatter unchanged. */
     char line[FB__FBW1_LINE_MAX + 2];
     int n = fb__fbw1_format(&m, line, sizeof line);
@@ -46,7 +51,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         strcmp(m.host, back.host) ||
         strcmp(m.reason, back.reason) || strcmp(m.rep_text, back.rep_text) ||
         m.step != back.step || m.age_ms != back.age_ms || m.code != back.code ||
-        m.rep_idx != back.rep_idx || m.attempt != back.attempt || m.count != back.count || m.rep_wall_ns != back.rep_wall_ns)
+        m.rep_idx != back.rep_idx || m.attempt != back.attempt || m.count != back.count || m.rep_wall_ns != back.rep_wall_ns ||
+        m.nkeep != back.nkeep || memcmp(m.keep, back.keep, sizeof m.keep))
         __builtin_trap();
     return 0;
 }

@@ -250,8 +250,18 @@ int fb__fbw1_parse(const char *line, size_t len, int max_rank, fb__fbw1_msg *m)
         m->kind = FB_FBW1_KEEP;
         return 0;
     }
-    if (n == 2 && !strcmp(f[0], "drop") && !num(f[1], 0, FB__FBW1_STEP_MAX, &a)) {
+    if (n >= 2 && n <= 2 + FB__FBW1_DROP_KEEP_MAX && !strcmp(f[0], "drop") &&
+        !num(f[1], 0, FB__FBW1_STEP_MAX, &a)) {
+        for (int i = 2; i < n; i++)
+            if (num(f[i], 0, a - 1, &m->keep[i - 2]))
+                return -EINVAL; /* a kept step is older than STEP */
         m->kind = FB_FBW1_DROP;
+        m->step = a;
+        m->nkeep = n - 2;
+        return 0;
+    }
+    if (n == 2 && !strcmp(f[0], "send") && !num(f[1], 0, FB__FBW1_STEP_MAX, &a)) {
+        m->kind = FB_FBW1_SEND;
         m->step = a;
         return 0;
     }
@@ -374,9 +384,22 @@ static int head(const fb__fbw1_msg *m, char *buf, size_t size, int *len)
                      m->count);
         break;
     case FB_FBW1_DROP:
+        if (!in(m->step, 0, FB__FBW1_STEP_MAX) || m->nkeep < 0 ||
+            m->nkeep > FB__FBW1_DROP_KEEP_MAX)
+            return -EINVAL;
+        for (int i = 0; i < m->nkeep; i++)
+            if (m->keep[i] < 0 || m->keep[i] >= m->step)
+                return -EINVAL;
+        w = snprintf(buf, size, "fbw1 drop %lld", m->step);
+        for (int i = 0; i < m->nkeep && w >= 0 && (size_t)w < size; i++) {
+            int k = snprintf(buf + w, size - (size_t)w, " %lld", m->keep[i]);
+            w = k < 0 ? k : w + k;
+        }
+        break;
+    case FB_FBW1_SEND:
         if (!in(m->step, 0, FB__FBW1_STEP_MAX))
             return -EINVAL;
-        w = snprintf(buf, size, "fbw1 drop %lld", m->step);
+        w = snprintf(buf, size, "fbw1 send %lld", m->step);
         break;
     case FB_FBW1_KEEP:
         w = snprintf(buf, size, "fbw1 keep");

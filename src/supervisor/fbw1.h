@@ -39,9 +39,17 @@
  *   fbw1 snap ATTEMPT                   a hang: write the flight-recorder
  *                                       snapshots of ATTEMPT's ranks into
  *                                       the run directory, then `snapped`
- *   fbw1 drop STEP                      every rank can restore STEP: remove
+ *   fbw1 drop STEP [KEEP [KEEP]]        every rank can restore STEP: remove
  *                                       the older steps from node memory
- *                                       (own shards and peer copies)
+ *                                       (own shards and peer copies), but
+ *                                       the KEEP steps (older ones still
+ *                                       needed: the newest step that
+ *                                       outlives the loss of any one node,
+ *                                       and the one being replicated)
+ *   fbw1 send STEP                      replicate STEP to the peers (once
+ *                                       complete in this node's memory), on
+ *                                       a lane of its own: every node
+ *                                       copies the same steps
  *   fbw1 keep                           the supervisor is about to stop the
  *                                       watchers and goes on: keep node
  *                                       memory (a watcher stopped without
@@ -78,8 +86,11 @@ typedef enum {
     FB_FBW1_SNAPPED,
     FB_FBW1_PEER,
     FB_FBW1_DROP,       /* request: supervisor -> watchers */
-    FB_FBW1_KEEP        /* request: supervisor -> watchers */
+    FB_FBW1_KEEP,       /* request: supervisor -> watchers */
+    FB_FBW1_SEND        /* request: supervisor -> watchers */
 } fb__fbw1_kind;
+
+#define FB__FBW1_DROP_KEEP_MAX 2 /* KEEP steps of a drop */
 
 typedef enum {
     FB_FBW1_END_EXIT = 1,
@@ -104,7 +115,9 @@ typedef struct fb__fbw1_msg {
     long long pid;                  /* hello, attach                    */
     int rank;                       /* attach, beat, end, report; peer:
                                        the first rank                   */
-    long long step;                 /* beat, peer, drop                 */
+    long long step;                 /* beat, peer, drop, send           */
+    long long keep[FB__FBW1_DROP_KEEP_MAX]; /* drop: steps kept       */
+    int nkeep;                      /* drop: how many of keep[]         */
     int phase;                      /* beat                             */
     long long age_ms;               /* beat                             */
     fb__fbw1_end_how how;           /* end                              */

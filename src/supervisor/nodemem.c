@@ -76,7 +76,17 @@ static int g_decided_attempt = -1;  /* the attempt g_decided is for       */
 static int64_t g_decided;
 static int g_news;                  /* a copy was added since the last drop */
 static int64_t g_dropped = -1;      /* older steps were dropped on the nodes */
+static int64_t g_dropped_keep[FB__FBW1_DROP_KEEP_MAX]; /* ... but these     */
+static int g_dropped_nkeep;
 static uint64_t g_drop_ns;          /* when the last drop was considered    */
+/* The step the watchers were told to replicate (`fbw1 send`), -1 none:
+ * every node copies the same steps, so that one step at least has its
+ * copies on other nodes for every rank. */
+static int64_t g_target = -1;
+static int g_target_attempt = -1;   /* the attempt whose watchers were told */
+static uint64_t g_target_ns;        /* when                                 */
+static int g_target_said;           /* its lateness was logged              */
+#define TARGET_LATE_NS 120000000000ull
 
 static int active(const fb__sup *s)
 {
@@ -442,27 +452,137 @@ static int64_t storage_newest(void)
     return best;
 }
 
+/* The newest step that outlives the loss of any one node: every rank has
+ * it in storage, or on two live nodes (its own node's memory and a peer
+ * copy, or two peer copies); -1 none. */
+static int64_t safe_newest(const fb__sup *s)
+{
+    int64_t best = -1;
+    const nm_rank *k0 = &g_ranks[0];
+    for (int i = 0; i < k0->n; i++) {
+        int64_t step = k0->c[i].step;
+        if (step <= best)
+            continue;
+        int all = 1;
+        for (int r = 0; r < g_world && all; r++) {
+            const nm_rank *k = &g_ranks[r];
+            const char *first = NULL;
+            all = 0;
+            for (int j = 0; j < k->n && !all; j++) {
+                const nm_copy *c = &k->c[j];
+                if (c->step != step)
+                    continue;
+                if (c->kind == NM_STORAGE)
+                    all = 1;
+                else if (!fb__sup_slurm_node_up(s, c->node))
+                    continue;
+                else if (!first)
+                    first = c->node;
+                else if (strcmp(first, c->node))
+                    all = 1;
+            }
+        }
+        if (all)
+            best = step;
+    }
+    return best;
+}
+
+static int is_kept(int64_t step, const int64_t *keep, int nkeep)
+{
+    for (int i = 0; i < nkeep; i++)
+        if (keep[i] == step)
+            return 1;
+    return 0;
+}
+
+/* With peers: name the next step to replicate once the one named before
+ * has its copies on other nodes for every rank (or none was named to this
+ * attempt's watchers); and say so once when a named step is late. */
+static void replicate_next(fb__sup *s, int64_t c, int64_t safe, uint64_t now)
+{
+    if (g_target_attempt != s->attempt) {
+        g_target = -1; /* new watchers: nothing named to them yet */
+        g_target_attempt = s->attempt;
+    }
+    if (c > g_target && (g_target < 0 || safe >= g_target)) {
+        if (fb__sup_slurm_send(s, c))
+            return;
+        g_target = c;
+        g_target_ns = now;
+        g_target_said = 0;
+    } else if (g_target >= 0 && safe < g_target && !g_target_said &&
+               now - g_target_ns > TARGET_LATE_NS) {
+        g_target_said = 1;
+        fb__sup_warn(s, "the peer copies of checkpoint %lld are not all there %llu s "
+                     "after the watchers were told to send it: no newer step is "
+                     "replicated until they are (a node loss restores step %lld "
+                     "from peers, or storage)", (long long)g_target,
+                     (unsigned long long)((now - g_target_ns) / 1000000000ull),
+                     (long long)safe);
+    }
+}
+
+/* The next step to replicate is named at most this often (a step taken
+ * is named within it when the one before has its copies), old steps are
+ * dropped at most every DROP_EVERY_NS. */
+#define NAME_EVERY_NS 100000000ull
+static uint64_t g_name_ns;
+
 void fb__sup_nodemem_tick(fb__sup *s, uint64_t now)
 {
-    if (!active(s) || !g_news || now - g_drop_ns < DROP_EVERY_NS || !rank_of(s, 0))
+    if (!active(s) || !rank_of(s, 0))
         return;
-    g_news = 0;
-    g_drop_ns = now;
+    int late = g_target >= 0 && !g_target_said && now - g_target_ns > TARGET_LATE_NS;
+    if (!g_news && !late)
+        return;
+    int peers = fb__sup_nodemem_peer_port(s) > 0;
+    int drop_due = now - g_drop_ns >= DROP_EVERY_NS;
+    int name_due = peers && (late || now - g_name_ns >= NAME_EVERY_NS);
+    if (!drop_due && !name_due)
+        return;
     int n[NM_WAY_NONE], lacking;
-    int64_t c = choose(s, fb__sup_nodemem_peer_port(s) > 0, n, &lacking);
+    int64_t c = choose(s, peers, n, &lacking);
     /* Not below the newest step storage holds for every rank: when the
      * copies of a step are lost on two nodes, the ranks left restore that
      * one, from memory while it is there. */
     int64_t in_storage = storage_newest();
     if (in_storage >= 0 && in_storage < c)
         c = in_storage;
-    if (c <= g_dropped || fb__sup_slurm_drop(s, c))
+    int64_t safe = peers && c >= 0 ? safe_newest(s) : -1;
+    if (name_due && c >= 0) {
+        g_name_ns = now;
+        replicate_next(s, c, safe, now);
+    }
+    if (!drop_due)
+        return; /* g_news stays: the drop is still to come */
+    g_news = 0;
+    g_drop_ns = now;
+    /* With peers, two older steps may stay: the newest that outlives a
+     * node's loss (its peer copies are there), and the one being
+     * replicated; the others older than c go. */
+    int64_t keep[FB__FBW1_DROP_KEEP_MAX];
+    int nkeep = 0;
+    if (peers && c >= 0) {
+        if (safe >= 0 && safe < c)
+            keep[nkeep++] = safe;
+        if (g_target >= 0 && g_target < c && g_target != safe)
+            keep[nkeep++] = g_target;
+    }
+    /* Again when c moved on, or a step kept before is kept no more. */
+    int again = c > g_dropped;
+    for (int i = 0; i < g_dropped_nkeep && !again && c >= 0; i++)
+        again = !is_kept(g_dropped_keep[i], keep, nkeep);
+    if (c < 0 || !again || fb__sup_slurm_drop(s, c, keep, nkeep))
         return;
     g_dropped = c;
+    memcpy(g_dropped_keep, keep, sizeof keep);
+    g_dropped_nkeep = nkeep;
     for (int r = 0; r < g_world; r++) {
         nm_rank *k = &g_ranks[r];
         for (int i = 0; i < k->n; i++)
-            if (k->c[i].kind != NM_STORAGE && k->c[i].step < c) {
+            if (k->c[i].kind != NM_STORAGE && k->c[i].step < c &&
+                !is_kept(k->c[i].step, keep, nkeep)) {
                 memmove(k->c + i, k->c + i + 1, sizeof k->c[0] * (size_t)(k->n - i - 1));
                 k->n--;
                 i--;
@@ -522,6 +642,10 @@ void fb__sup_nodemem_finish(fb__sup *s)
     g_world = 0;
     g_decided_attempt = -1;
     g_dropped = -1;
+    g_dropped_nkeep = 0;
+    g_target = -1;
+    g_target_attempt = -1;
+    g_name_ns = 0;
     g_news = 0;
 }
 

@@ -13,9 +13,11 @@
  *
  * so a restore knows a peer copy from its own (restore_done's source) and
  * the supervisor can count it as a third kind of copy (nodemem.c).  Both
- * ends run in threads of the watcher, never in a rank: the sender takes
- * the newest complete step offered (a newer one replaces one not begun)
- * and sends it to each peer in turn; the receiver serves up to
+ * ends run in threads of the watcher, never in a rank: two sender lanes,
+ * one for the steps the supervisor names (`fbw1 send`: the same steps on
+ * every node) and one for the node's newest step between them, each
+ * taking the newest step offered to it (a newer one replaces one not
+ * begun) and sending it to each peer in turn; the receiver serves up to
  * PEER_RX_SLOTS senders at once (a node is the peer of about K others),
  * each in a slot thread with its own receive pool, taking each shard in as
  * soon as it arrived whole with a valid header (FB__REPL_DEFER_VERIFY:
@@ -206,7 +208,16 @@ static void remove_step(const char *dir, uint64_t step)
     fb__rm_rf(to);
 }
 
-int fb__peer_drop_older(const char *mem_dir, int world, int64_t step)
+static int kept(int64_t step, const long long *keep, int nkeep)
+{
+    for (int i = 0; i < nkeep; i++)
+        if (keep[i] == step)
+            return 1;
+    return 0;
+}
+
+int fb__peer_drop_older(const char *mem_dir, int world, int64_t step,
+                        const long long *keep, int nkeep)
 {
     char dirs[2][PATH_MAX];
     int dropped = 0;
@@ -219,7 +230,7 @@ int fb__peer_drop_older(const char *mem_dir, int world, int64_t step)
         if (fb__ckpt_scan(dirs[d], world, 0, &v, &n))
             continue;
         for (size_t i = 0; i < n; i++)
-            if ((int64_t)v[i].step < step) {
+            if ((int64_t)v[i].step < step && !kept((int64_t)v[i].step, keep, nkeep)) {
                 remove_step(dirs[d], v[i].step);
                 dropped++;
             }
@@ -243,6 +254,12 @@ typedef struct rx_slot {
 } rx_slot;
 
 #define PEER_RX_SLOTS FB__PEER_COPIES_MAX /* senders served at once    */
+#define PEER_SENT_KEPT 4            /* steps remembered as sent             */
+
+struct tx_arg {
+    struct fb__peer *p;
+    int lane;
+};
 
 struct fb__peer {
     char mem_dir[PATH_MAX], peer_dir[PATH_MAX];
@@ -259,12 +276,20 @@ struct fb__peer {
     int scrub_due;                  /* under mu                           */
     int rx_done;                    /* the acceptor ended; under mu       */
     volatile int stopping;
-    int lfd, send_fd;               /* -1 none; under mu                  */
+    int lfd;                        /* -1 none; under mu                  */
+    int send_fd[2];                 /* each lane's connection; -1 none    */
     rx_slot slot[PEER_RX_SLOTS];
-    int64_t pending, offered;       /* step to send next; newest offered  */
+    /* Two lanes, a thread each: 0 sends the steps the supervisor names
+     * (`fbw1 send`), 1 this node's newest step between them, so a slow
+     * copy of one never holds up the other. */
+    int64_t pending[2];             /* step each lane sends next; -1      */
+    int64_t offered[2];             /* newest offered to each lane        */
+    int64_t sent[PEER_SENT_KEPT];   /* the last steps sent to every peer  */
+    struct tx_arg tx_arg[2];
+    int nsent;                      /* how many were (sent[nsent % ...])   */
     int rank0, nranks;
-    pthread_t rx, tx, scrub;
-    int rx_up, tx_up, scrub_up;
+    pthread_t rx, tx[2], scrub;
+    int rx_up, tx_up[2], scrub_up;
     /* The scrub thread's own: */
     struct { int64_t step; int shards; } reported[PEER_REPORTED_MAX];
     int nreported;
@@ -507,18 +532,25 @@ static void *scrub_main(void *arg)
 }
 
 /* Send `step` to peer i.  0, or an error (said, unless stopping). */
-static int send_to(fb__peer *p, int i, int64_t step)
+static int send_to(fb__peer *p, int lane, int i, int64_t step)
 {
     char why[1024] = "";
+#ifdef FB_TEST_HOOKS
+    /* test hook: a slow link (tests/slurm/peerlag.sh): each copy starts
+     * this long after its step was taken */
+    const char *lag = getenv("FIREBREAK_TEST_PEER_SEND_DELAY_MS");
+    for (int ms = lag ? atoi(lag) : 0; ms > 0 && !p->stopping; ms -= 10)
+        usleep(10000);
+#endif
     int fd = connect_retry(p->to[i], p->port, 10000, &p->stopping), rc = fd;
     if (fd >= 0) {
         pthread_mutex_lock(&p->mu);
-        p->send_fd = fd;
+        p->send_fd[lane] = fd;
         pthread_mutex_unlock(&p->mu);
         rc = fb__repl_send_step(fd, p->mem_dir, (uint64_t)step, p->rank0, p->nranks,
                                 why, sizeof why);
         pthread_mutex_lock(&p->mu);
-        p->send_fd = -1;
+        p->send_fd[lane] = -1;
         pthread_mutex_unlock(&p->mu);
         close(fd);
     } else {
@@ -531,24 +563,39 @@ static int send_to(fb__peer *p, int i, int64_t step)
     return rc;
 }
 
-/* The sender: each step taken goes to every peer in turn, the first
+/* A sender lane: each step taken goes to every peer in turn, the first
  * (the nearest in the attempt's order) first, so a node's loss right
- * after a save finds its first copy soonest. */
+ * after a save finds its first copy soonest.  A step sent whole to every
+ * peer is remembered, and not sent again by the other lane. */
+static int was_sent(const fb__peer *p, int64_t step)
+{
+    for (int i = 0; i < PEER_SENT_KEPT; i++)
+        if (p->sent[i] == step)
+            return 1;
+    return 0;
+}
+
 static void *tx_main(void *arg)
 {
-    fb__peer *p = arg;
+    fb__peer *p = ((struct tx_arg *)arg)->p;
+    int lane = ((struct tx_arg *)arg)->lane;
     pthread_mutex_lock(&p->mu);
     for (;;) {
-        while (!p->stopping && p->pending < 0)
+        while (!p->stopping && p->pending[lane] < 0)
             pthread_cond_wait(&p->cv, &p->mu);
         if (p->stopping)
             break;
-        int64_t step = p->pending;
-        p->pending = -1;
+        int64_t step = p->pending[lane];
+        p->pending[lane] = -1;
+        if (was_sent(p, step))
+            continue;
         pthread_mutex_unlock(&p->mu);
+        int failed = 0;
         for (int i = 0; i < p->nto && !p->stopping; i++)
-            (void)send_to(p, i, step);
+            failed |= send_to(p, lane, i, step) != 0;
         pthread_mutex_lock(&p->mu);
+        if (!failed && !p->stopping)
+            p->sent[p->nsent++ % PEER_SENT_KEPT] = step;
     }
     pthread_mutex_unlock(&p->mu);
     return NULL;
@@ -565,10 +612,12 @@ int fb__peer_start(fb__peer **out, const fb__peer_opts *o)
     pthread_cond_init(&p->scrub_cv, NULL);
     pthread_cond_init(&p->slot_cv, NULL);
     p->scrub_due = 1;
-    p->lfd = p->send_fd = -1;
+    p->lfd = p->send_fd[0] = p->send_fd[1] = -1;
     for (int i = 0; i < PEER_RX_SLOTS; i++)
         p->slot[i].fd = -1;
-    p->pending = p->offered = -1;
+    p->pending[0] = p->pending[1] = p->offered[0] = p->offered[1] = -1;
+    for (int i = 0; i < PEER_SENT_KEPT; i++)
+        p->sent[i] = -1;
     p->port = o->port;
     p->world = o->world;
     p->rank0 = o->rank0;
@@ -601,8 +650,11 @@ int fb__peer_start(fb__peer **out, const fb__peer_opts *o)
         goto fail;
     }
     p->rx_up = 1;
-    if (p->nto && !pthread_create(&p->tx, NULL, tx_main, p))
-        p->tx_up = 1;
+    for (int l = 0; l < 2 && p->nto; l++) {
+        p->tx_arg[l] = (struct tx_arg){p, l};
+        if (!pthread_create(&p->tx[l], NULL, tx_main, &p->tx_arg[l]))
+            p->tx_up[l] = 1;
+    }
     *out = p;
     return 0;
 fail:
@@ -610,14 +662,17 @@ fail:
     return rc;
 }
 
-void fb__peer_offer(fb__peer *p, int64_t step)
+void fb__peer_offer(fb__peer *p, int64_t step, int named)
 {
-    if (!p || !p->tx_up || step <= p->offered)
+    int lane = named ? 0 : 1;
+    if (!p || !p->tx_up[lane] || step <= p->offered[lane])
         return;
     pthread_mutex_lock(&p->mu);
-    p->offered = step;
-    p->pending = step;
-    pthread_cond_signal(&p->cv);
+    p->offered[lane] = step;
+    if (!was_sent(p, step) && p->pending[1 - lane] != step) {
+        p->pending[lane] = step; /* a newer one replaces one not begun */
+        pthread_cond_broadcast(&p->cv);
+    }
     pthread_mutex_unlock(&p->mu);
 }
 
@@ -632,16 +687,18 @@ void fb__peer_stop(fb__peer *p)
     for (int i = 0; i < PEER_RX_SLOTS; i++)
         if (p->slot[i].fd >= 0)
             shutdown(p->slot[i].fd, SHUT_RDWR);
-    if (p->send_fd >= 0)
-        shutdown(p->send_fd, SHUT_RDWR);
+    for (int l = 0; l < 2; l++)
+        if (p->send_fd[l] >= 0)
+            shutdown(p->send_fd[l], SHUT_RDWR);
     pthread_cond_broadcast(&p->cv);
     pthread_cond_broadcast(&p->scrub_cv);
     pthread_cond_broadcast(&p->slot_cv);
     pthread_mutex_unlock(&p->mu);
     if (p->rx_up)
         pthread_join(p->rx, NULL);
-    if (p->tx_up)
-        pthread_join(p->tx, NULL);
+    for (int l = 0; l < 2; l++)
+        if (p->tx_up[l])
+            pthread_join(p->tx[l], NULL);
     if (p->scrub_up)
         pthread_join(p->scrub, NULL);
     if (p->lfd >= 0)

@@ -901,11 +901,23 @@ void fb__sup_slurm_keep(fb__sup *s)
     (void)request(s, &m);
 }
 
-int fb__sup_slurm_drop(fb__sup *s, int64_t step)
+int fb__sup_slurm_drop(fb__sup *s, int64_t step, const int64_t *keep, int nkeep)
 {
     fb__fbw1_msg m;
     memset(&m, 0, sizeof m);
     m.kind = FB_FBW1_DROP;
+    m.step = step;
+    for (int i = 0; i < nkeep && m.nkeep < FB__FBW1_DROP_KEEP_MAX; i++)
+        if (keep[i] >= 0 && keep[i] < step)
+            m.keep[m.nkeep++] = keep[i];
+    return request(s, &m);
+}
+
+int fb__sup_slurm_send(fb__sup *s, int64_t step)
+{
+    fb__fbw1_msg m;
+    memset(&m, 0, sizeof m);
+    m.kind = FB_FBW1_SEND;
     m.step = step;
     return request(s, &m);
 }

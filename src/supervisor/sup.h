@@ -298,8 +298,12 @@ int fb__sup_slurm_nnodes(const fb__sup *s);  /* nodes the job uses; 1 without */
 int fb__sup_slurm_on_nodes(fb__sup *s, const char *nodes, const char *const *args,
                            const char *log_path, int timeout_ms);
 /* Ask every watcher of the attempt to drop node-memory steps older than
- * step (fbw1 `drop`).  0, or -errno when the request was not written. */
-int fb__sup_slurm_drop(fb__sup *s, int64_t step);
+ * step but the nkeep steps of keep[] (fbw1 `drop`).  0, or -errno when the
+ * request was not written. */
+int fb__sup_slurm_drop(fb__sup *s, int64_t step, const int64_t *keep, int nkeep);
+/* Ask every watcher of the attempt to replicate step, and only it, to its
+ * peers (fbw1 `send`).  0, or -errno. */
+int fb__sup_slurm_send(fb__sup *s, int64_t step);
 /* Tell every watcher node memory stays (fbw1 `keep`): before each stop of
  * the watchers; a watcher stopped without it takes the supervisor for gone
  * and removes its node's memory. */

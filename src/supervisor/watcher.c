@@ -32,6 +32,10 @@
 
 static volatile sig_atomic_t g_stop;
 static int g_keep; /* the supervisor said `keep` (on_request, main thread) */
+/* The step the supervisor named to replicate (`fbw1 send`), -1 none yet:
+ * every node sends the named steps first, so the same ones are copied
+ * everywhere; between them, its own newest. */
+static int64_t g_send = -1;
 
 static void on_stop(int sig)
 {
@@ -403,7 +407,9 @@ static void on_request(void *ctx, const char *line, size_t len)
     if (m.kind == FB_FBW1_SNAP && m.attempt == c->o->attempt)
         snapshot(c->o, c->ranks, c->n);
     else if (m.kind == FB_FBW1_DROP && c->o->mem_dir && c->o->mem_dir[0])
-        (void)fb__peer_drop_older(c->o->mem_dir, c->o->world, m.step);
+        (void)fb__peer_drop_older(c->o->mem_dir, c->o->world, m.step, m.keep, m.nkeep);
+    else if (m.kind == FB_FBW1_SEND)
+        g_send = m.step;
     else if (m.kind == FB_FBW1_KEEP)
         g_keep = 1;
 }
@@ -571,8 +577,16 @@ int fb__watch_run(const fb__watch_opts *o)
                 report_end(o->out, &ranks[map[k]]);
         uint64_t now = fb__now_ns();
         pass(o, ranks, n, now);
-        if (peer)
-            fb__peer_offer(peer, complete_in_memory(ranks, n));
+        if (peer) {
+            /* The named step first, once every local rank has it (or a
+             * newer one: it stays, the supervisor keeps it); else this
+             * node's newest, which the supervisor may drop before it is
+             * sent (then its sending fails, said in the log). */
+            int64_t done = complete_in_memory(ranks, n);
+            if (g_send >= 0 && done >= g_send)
+                fb__peer_offer(peer, g_send, 1);
+            fb__peer_offer(peer, done, 0);
+        }
         if (now - last_beat >= interval_ns) {
             last_beat = now;
             /* The node is alive, with ranks attached or not yet: the

@@ -100,15 +100,19 @@ typedef struct fb__peer_opts {
  * the sender.  Both are threads of the calling watcher.  0 or -errno. */
 int fb__peer_start(fb__peer **out, const fb__peer_opts *o);
 /* Every rank of this node committed `step` in its memory: send it, in the
- * background (a newer step replaces one not yet begun). */
-void fb__peer_offer(fb__peer *p, int64_t step);
+ * background.  A step the supervisor named (`named`, fbw1 `send`) is sent
+ * unless it was sent already, and only a newer named one replaces it
+ * before it begins; an unnamed one (the node's newest, sent while no named
+ * one waits) replaces an unnamed one not yet begun. */
+void fb__peer_offer(fb__peer *p, int64_t step, int named);
 /* Stop both threads (cutting a transfer short) and free p; NULL: nothing. */
 void fb__peer_stop(fb__peer *p);
 
-/* `fbw1 drop STEP`: remove the steps older than `step` from this node's
- * memory, its own ranks' and the peer copies.  How many step directories
- * went. */
-int fb__peer_drop_older(const char *mem_dir, int world, int64_t step);
+/* `fbw1 drop STEP [KEEP...]`: remove the steps older than `step` from this
+ * node's memory, its own ranks' and the peer copies, but the nkeep steps
+ * in keep[].  How many step directories went. */
+int fb__peer_drop_older(const char *mem_dir, int world, int64_t step,
+                        const long long *keep, int nkeep);
 
 /* `firebreak watch --mem-fetch`: carry out the part of `plan` that
  * concerns this node: entries RANK:SRC:m|p:DST:ADDR, comma-separated, say

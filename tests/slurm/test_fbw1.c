@@ -60,6 +60,7 @@ static int msg_eq(const fb__fbw1_msg *a, const fb__fbw1_msg *b, const char *what
     EQ_INT(verdict) EQ_STR(reason) EQ_INT(rep_idx) EQ_INT(rep_kind)
     EQ_INT(rep_code) EQ_INT(rep_step) EQ_INT(rep_bytes) EQ_INT(rep_v1)
     EQ_INT(rep_v2) EQ_INT(rep_wall_ns) EQ_STR(rep_text) EQ_INT(attempt) EQ_INT(count)
+    EQ_INT(nkeep) EQ_INT(keep[0]) EQ_INT(keep[1])
 #undef EQ_INT
 #undef EQ_STR
     return 1;
@@ -194,6 +195,30 @@ static void test_round_trips(void)
     round_trip(&m, 1, "drop");
     m.step = FB__FBW1_STEP_MAX;
     round_trip(&m, 1, "drop at its bound");
+    m.step = -1;
+    CHECK_RC(fb__fbw1_format(&m, nope, sizeof nope), -EINVAL);
+    m.step = 35; /* older steps kept: the newest safe one, the one in flight */
+    m.nkeep = 1;
+    m.keep[0] = 20;
+    round_trip(&m, 1, "drop, one kept");
+    m.nkeep = 2;
+    m.keep[1] = 0;
+    round_trip(&m, 1, "drop, two kept");
+    m.step = FB__FBW1_STEP_MAX;
+    m.keep[0] = FB__FBW1_STEP_MAX - 1;
+    round_trip(&m, 1, "drop, kept at its bound");
+    m.keep[0] = m.step; /* a kept step is older */
+    CHECK_RC(fb__fbw1_format(&m, nope, sizeof nope), -EINVAL);
+    m.keep[0] = -1;
+    CHECK_RC(fb__fbw1_format(&m, nope, sizeof nope), -EINVAL);
+    m.keep[0] = 1;
+    m.nkeep = FB__FBW1_DROP_KEEP_MAX + 1;
+    CHECK_RC(fb__fbw1_format(&m, nope, sizeof nope), -EINVAL);
+    m = msg(FB_FBW1_SEND);
+    m.step = 35;
+    round_trip(&m, 1, "send");
+    m.step = FB__FBW1_STEP_MAX;
+    round_trip(&m, 1, "send at its bound");
     m.step = -1;
     CHECK_RC(fb__fbw1_format(&m, nope, sizeof nope), -EINVAL);
     m = msg(FB_FBW1_KEEP);
@@ -336,6 +361,10 @@ static void test_hostile(void)
         "fbw1 peer node3 35 2 0", "fbw1 peer node3 35 6 3", "fbw1 peer node3 35 8 1",
         "fbw1 peer node3 -1 2 2", "fbw1 peer node3 10000000000 2 2",
         "fbw1 drop", "fbw1 drop 1 2", "fbw1 drop -1", "fbw1 drop 10000000000",
+        "fbw1 drop 9 9", "fbw1 drop 9 10", "fbw1 drop 9 -1", "fbw1 drop 9 1 2 3",
+        "fbw1 drop 9 x", "fbw1 drop 9 1 ", "fbw1 drop 0 0",
+        "fbw1 send", "fbw1 send 1 2", "fbw1 send -1", "fbw1 send 10000000000",
+        "fbw1 send x",
         "fbw1 keep 1", "fbw1 keep ", "fbw1 keepx",
         "fbw1 hello  node3 2 42", "fbw1 attach 1  2", "fbw1 beat 1 2 3 4 ",
         "fbw1 nope 1 2", "fbw2 bye node3", "fbw1", "fbw1 ",

@@ -425,10 +425,15 @@ static void two_senders(void)
 static void drop(void)
 {
     CHECK(has_shard(mem, 7, 0) && has_shard(mem, 8, 0) && has_shard(peer, 8, 1));
-    CHECK_EQ_INT(fb__peer_drop_older(mem, 2, 9), 3); /* mem 7, 8; peer 8 */
-    CHECK(!has_shard(mem, 7, 0) && !has_shard(mem, 8, 1) && !has_shard(peer, 8, 1));
+    /* kept: step 8 (still the newest one that outlives a node's loss),
+     * in node memory and as a peer copy; 7 goes */
+    const long long keep[] = {8};
+    CHECK_EQ_INT(fb__peer_drop_older(mem, 2, 9, keep, 1), 1); /* mem 7 */
+    CHECK(!has_shard(mem, 7, 0) && has_shard(mem, 8, 0) && has_shard(peer, 8, 1));
+    CHECK_EQ_INT(fb__peer_drop_older(mem, 2, 9, NULL, 0), 2); /* mem 8; peer 8 */
+    CHECK(!has_shard(mem, 8, 0) && !has_shard(mem, 8, 1) && !has_shard(peer, 8, 1));
     CHECK(has_shard(mem, 9, 0) && has_shard(mem, 9, 1));
-    CHECK_EQ_INT(fb__peer_drop_older(mem, 2, 9), 0);
+    CHECK_EQ_INT(fb__peer_drop_older(mem, 2, 9, NULL, 0), 0);
 }
 
 int main(void)
