@@ -430,7 +430,11 @@ def measure(method, steps, kind, saves, first_step, warm=True):
     first = 0 if warm else 1
     for i in range(first, saves + 1):        # i == 0 warms the method
         plain = None
-        if not method.sync:
+        # A plain step before every other save (and the warming one): the
+        # baseline is their median (10 steps of 20 saves, not 20).  The
+        # other saves follow the previous save's last step, a step all the
+        # same.
+        if not method.sync and (i == 0 or i % 2 == 1):
             a = now()
             steps.run(kind, noop)
             plain = now() - a
@@ -440,12 +444,15 @@ def measure(method, steps, kind, saves, first_step, warm=True):
         t1 = now()
         n, t_end = 0, t1
         # Steps until the checkpoint is durable: none after a method that is
-        # durable when it returns (its whole cost is the call).
+        # durable when it returns (its whole cost is the call); one after
+        # the warming save (its figures are not kept: the step warms what a
+        # step beside a save touches, faults and staging, then collect()
+        # waits for durable without steps, which come later otherwise).
         while not method.sync:
             steps.run(kind, method.before_write)
             t_end = now()
             n += 1
-            if method.durable_at() is not None or n >= 10000:
+            if method.durable_at() is not None or n >= 10000 or i == 0:
                 break
         method.collect()
         d = method.durable_at()
@@ -660,7 +667,7 @@ def rank_main(rank, world, init, root, mib, saves, q):
             else:
                 mine = dir_bytes(last, lambda p: os.path.basename(p).startswith("__%d_" % rank))
             res[name] = {"bytes": mine, "returns": got["returns"], "durable": got["durable"],
-                         "cost": got["cost"]}
+                         "cost": got["cost"], "state_bytes": nbytes(tensors)}
         q.put((rank, res))
         dist.destroy_process_group()
     except BaseException as e:
@@ -703,6 +710,16 @@ def two_ranks(root, mib, saves):
 
 targets = []
 BENCH = "bench_ckpt_torch"
+phases = []        # (name, wall seconds): where the run's own time goes
+RANKS_MIB = 256    # the 2-rank part's state, MiB at most
+
+
+def phase(name, t0):
+    """Record and print one phase of the run: `name` took now() - t0."""
+    s = now() - t0
+    phases.append((name, s))
+    print("phase %s: %.1f s" % (name, s), flush=True)
+    return s
 
 
 def record(name, what, measured, baseline, limit, unit="s"):
@@ -750,6 +767,7 @@ def main():
     os.makedirs(root)
     t_start = now()
 
+    t_x = now()
     model, opt, tensors = make_state(a.size)
     state = {"model": model, "optim": opt}
     total = nbytes(tensors)
@@ -788,11 +806,13 @@ def main():
         missing.append("firebreak.dcp StorageWriter (needs torch 2.x DCP)")
     for m in missing:
         print("skipped: %s" % m)
+    phase("state and probes", t_x)
 
     steps = Steps(tensors)
     results = {}
     step_no = 0
     if a.restore_only:
+        t_x = now()
         for name, make, sub in makers:
             if sub in ("firebreak-copy", "torch.save", "dcp.save"):
                 m = make(os.path.join(root, sub))
@@ -801,6 +821,7 @@ def main():
                     m.collect()
                 finally:
                     m.close()
+        phase("one save per restoring method", t_x)
         a.ranks = 0
     # Each method opened and warmed once, then both steps.  A method durable
     # when it returns runs no step around its saves (its whole cost is the
@@ -815,8 +836,11 @@ def main():
         kinds = ("rw",) if m.sync else ("rw", "overwrite")
         try:
             for j, kind in enumerate(kinds):
+                t_k = now()
                 got, step_no = measure(m, steps, kind, saves, step_no, warm=j == 0)
                 results[(kind, name)] = got
+                phase("%s, %s%s" % (name, kind, ", opened and warmed" if j == 0 else ""),
+                      t_m if j == 0 else t_k)
         finally:
             m.close()
         gc.collect()
@@ -850,9 +874,13 @@ def main():
     print("fio read, cold, of %.1f MiB: %s" % (total / 2**20, "%.3f s (%.2f GB/s)"
                                                % (fio_r, total / fio_r / 1e9)
                                                if fio_r else "unavailable"))
+    phase("fio", t_x)
+    t_y = now()
     rest = restore_times(root, state, 1 if a.quick else 2)
     print("restore, cold (page cache dropped), best of %d: %s" % (
         1 if a.quick else 2, ", ".join("%s %.3f s" % kv for kv in rest.items())))
+    phase("restores", t_y)
+    t_y = now()
     first = first_save_after_restore(root, state)
     if first:
         later = statistics.median(first[1][1:])
@@ -860,16 +888,20 @@ def main():
               "call %.3f s against the later saves' median %.3f s (%.2fx; no target here, "
               "bench_ckpt's start-up rows have it)" % (first[0], first[1][0], later,
                                                        first[1][0] / later))
+    phase("first save after a restore", t_y)
     print("(fio and restores: %.0f s; elapsed %.0f s)" % (now() - t_x, now() - t_start))
 
     ranks = None
     if a.ranks == 2:
         # bytes per rank (the newest checkpoint's) and a glance at the cost:
-        # 2 saves after the warm one; no target rests on these
+        # 2 saves after the warm one, on a state of at most RANKS_MIB (the
+        # bytes written once hold at any size); no target rests on these
         t_x = now()
-        ranks = two_ranks(root, a.size, 2)
-        print("\n2 ranks (gloo, spawned), DDP state replicated, step rw, %d saves each "
-              "(%.0f s):" % (2, now() - t_x))
+        ranks = two_ranks(root, min(a.size, RANKS_MIB), 2)
+        phase("2 ranks", t_x)
+        one = ranks[0]["firebreak"]["state_bytes"]
+        print("\n2 ranks (gloo, spawned), DDP state of %.1f MiB replicated, step rw, %d saves "
+              "each (%.0f s):" % (one / 2**20, 2, now() - t_x))
         for name in ranks[0]:
             b = [ranks[r][name]["bytes"] for r in (0, 1)]
             ret = summary(ranks[0][name]["returns"] + ranks[1][name]["returns"])
@@ -877,7 +909,7 @@ def main():
             cost = summary(ranks[0][name]["cost"] + ranks[1][name]["cost"])
             print("  %-10s bytes per rank %.1f + %.1f MiB (one copy %.1f MiB); whole cost p50 "
                   "%.3f s; save returns p50 %.3f s; durable p50 %.3f s"
-                  % (name, b[0] / 2**20, b[1] / 2**20, total / 2**20, cost["p50"],
+                  % (name, b[0] / 2**20, b[1] / 2**20, one / 2**20, cost["p50"],
                      ret["p50"], dur["p50"]))
 
     # -- targets
@@ -948,7 +980,12 @@ def main():
                "ranks2": ranks}
         with open(a.json, "w") as f:
             json.dump(doc, f, indent=1)
+    t_x = now()
     shutil.rmtree(root, ignore_errors=True)
+    phase("clean-up", t_x)
+    total_s = now() - t_start
+    print("phases: %s; accounted %.0f of %.0f s" % (
+        ", ".join("%s %.0f s" % p for p in phases), sum(s for _, s in phases), total_s))
     print("\nbench_ckpt_torch: %s, %.0f s" % ("all targets met" if ok else "some targets missed",
                                              now() - t_start))
     return 0 if ok or a.no_targets else 1
