@@ -12,10 +12,10 @@ training-like steps over every parameter and moment tensor:
 
 For each method and each step, --saves saves (default 20; 3 with --quick).
 A method that returns before the checkpoint is durable (firebreak,
-dcp.async_save) has each save preceded by a plain step (the baseline pool)
-and followed by steps until the checkpoint is durable (at least one); a
-method durable when it returns has no steps around it (its cost is the
-call):
+dcp.async_save) has every other save preceded by a plain step (the
+baseline pool) and each followed by steps until the checkpoint is durable
+(at least one); a method durable when it returns has no steps around it
+(its cost is the call):
 
   cost     the save call + (the steps after it, up to the one during which
            the checkpoint became durable) - as many times the median plain
@@ -29,15 +29,18 @@ skipped where userfaultfd is missing), torch.save + fsync, dcp.save,
 dcp.async_save (default stager, and one reused DefaultStager),
 safetensors save_file + fsync, dcp.save with firebreak.dcp.StorageWriter:
 each where this torch has it.  Every method is opened and warmed with one
-save once, then measured with both steps; a method durable when it returns
-runs no step around its saves, so its saves are measured once and shown in
-both tables.  The whole run's time is printed at the end (make bench has
-20 minutes for everything).
+save once (one step after it, then waited for), then measured with both
+steps; a method durable when it returns runs no step around its saves, so
+its saves are measured once and shown in both tables.  Each phase's time
+(method and step, fio, restores, 2 ranks) is printed, and all of them
+beside the whole run's at the end (make bench has 20 minutes for
+everything).
 
 Then, in the same run: fio's sequential write + fsync of the same bytes
 (the baseline of time to durable); restore, cold (page cache dropped with
 POSIX_FADV_DONTNEED), by firebreak, torch.load and dcp.load; and 2 ranks
-(gloo, spawned processes) with the state replicated (DDP): bytes each
+(gloo, spawned processes) with a state of at most 256 MiB replicated
+(DDP): bytes each
 rank writes, firebreak's Checkpointer (written once per group) against
 dcp.save's, and each one's save call and time to durable (2 saves after
 a warm one: no target rests on them).
