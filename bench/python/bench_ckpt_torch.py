@@ -12,10 +12,10 @@ training-like steps over every parameter and moment tensor:
 
 For each method and each step, --saves saves (default 20; 3 with --quick).
 A method that returns before the checkpoint is durable (firebreak,
-dcp.async_save) has each save preceded by a plain step (the baseline pool)
-and followed by steps until the checkpoint is durable (at least one); a
-method durable when it returns has no steps around it (its cost is the
-call):
+dcp.async_save) has every other save preceded by a plain step (the
+baseline pool) and each followed by steps until the checkpoint is durable
+(at least one); a method durable when it returns has no steps around it
+(its cost is the call):
 
   cost     the save call + (the steps after it, up to the one during which
            the checkpoint became durable) - as many times the median plain
@@ -29,15 +29,18 @@ skipped where userfaultfd is missing), torch.save + fsync, dcp.save,
 dcp.async_save (default stager, and one reused DefaultStager),
 safetensors save_file + fsync, dcp.save with firebreak.dcp.StorageWriter:
 each where this torch has it.  Every method is opened and warmed with one
-save once, then measured with both steps; a method durable when it returns
-runs no step around its saves, so its saves are measured once and shown in
-both tables.  The whole run's time is printed at the end (make bench has
-20 minutes for everything).
+save once (one step after it, then waited for), then measured with both
+steps; a method durable when it returns runs no step around its saves, so
+its saves are measured once and shown in both tables.  Each phase's time
+(method and step, fio, restores, 2 ranks) is printed, and all of them
+beside the whole run's at the end (make bench has 20 minutes for
+everything).
 
 Then, in the same run: fio's sequential write + fsync of the same bytes
 (the baseline of time to durable); restore, cold (page cache dropped with
 POSIX_FADV_DONTNEED), by firebreak, torch.load and dcp.load; and 2 ranks
-(gloo, spawned processes) with the state replicated (DDP): bytes each
+(gloo, spawned processes) with a state of at most 256 MiB replicated
+(DDP): bytes each
 rank writes, firebreak's Checkpointer (written once per group) against
 dcp.save's, and each one's save call and time to durable (2 saves after
 a warm one: no target rests on them).
@@ -430,7 +433,11 @@ def measure(method, steps, kind, saves, first_step, warm=True):
     first = 0 if warm else 1
     for i in range(first, saves + 1):        # i == 0 warms the method
         plain = None
-        if not method.sync:
+        # A plain step before every other save (and the warming one): the
+        # baseline is their median (10 steps of 20 saves, not 20).  The
+        # other saves follow the previous save's last step, a step all the
+        # same.
+        if not method.sync and (i == 0 or i % 2 == 1):
             a = now()
             steps.run(kind, noop)
             plain = now() - a
@@ -440,12 +447,15 @@ def measure(method, steps, kind, saves, first_step, warm=True):
         t1 = now()
         n, t_end = 0, t1
         # Steps until the checkpoint is durable: none after a method that is
-        # durable when it returns (its whole cost is the call).
+        # durable when it returns (its whole cost is the call); one after
+        # the warming save (its figures are not kept: the step warms what a
+        # step beside a save touches, faults and staging, then collect()
+        # waits for durable without steps, which come later otherwise).
         while not method.sync:
             steps.run(kind, method.before_write)
             t_end = now()
             n += 1
-            if method.durable_at() is not None or n >= 10000:
+            if method.durable_at() is not None or n >= 10000 or i == 0:
                 break
         method.collect()
         d = method.durable_at()
@@ -660,7 +670,7 @@ def rank_main(rank, world, init, root, mib, saves, q):
             else:
                 mine = dir_bytes(last, lambda p: os.path.basename(p).startswith("__%d_" % rank))
             res[name] = {"bytes": mine, "returns": got["returns"], "durable": got["durable"],
-                         "cost": got["cost"]}
+                         "cost": got["cost"], "state_bytes": nbytes(tensors)}
         q.put((rank, res))
         dist.destroy_process_group()
     except BaseException as e:
@@ -703,6 +713,16 @@ def two_ranks(root, mib, saves):
 
 targets = []
 BENCH = "bench_ckpt_torch"
+phases = []        # (name, wall seconds): where the run's own time goes
+RANKS_MIB = 256    # the 2-rank part's state, MiB at most
+
+
+def phase(name, t0):
+    """Record and print one phase of the run: `name` took now() - t0."""
+    s = now() - t0
+    phases.append((name, s))
+    print("phase %s: %.1f s" % (name, s), flush=True)
+    return s
 
 
 def record(name, what, measured, baseline, limit, unit="s"):
@@ -750,6 +770,7 @@ def main():
     os.makedirs(root)
     t_start = now()
 
+    t_x = now()
     model, opt, tensors = make_state(a.size)
     state = {"model": model, "optim": opt}
     total = nbytes(tensors)
@@ -788,11 +809,13 @@ def main():
         missing.append("firebreak.dcp StorageWriter (needs torch 2.x DCP)")
     for m in missing:
         print("skipped: %s" % m)
+    phase("state and probes", t_x)
 
     steps = Steps(tensors)
     results = {}
     step_no = 0
     if a.restore_only:
+        t_x = now()
         for name, make, sub in makers:
             if sub in ("firebreak-copy", "torch.save", "dcp.save"):
                 m = make(os.path.join(root, sub))
@@ -801,6 +824,7 @@ def main():
                     m.collect()
                 finally:
                     m.close()
+        phase("one save per restoring method", t_x)
         a.ranks = 0
     # Each method opened and warmed once, then both steps.  A method durable
     # when it returns runs no step around its saves (its whole cost is the
@@ -815,8 +839,11 @@ def main():
         kinds = ("rw",) if m.sync else ("rw", "overwrite")
         try:
             for j, kind in enumerate(kinds):
+                t_k = now()
                 got, step_no = measure(m, steps, kind, saves, step_no, warm=j == 0)
                 results[(kind, name)] = got
+                phase("%s, %s%s" % (name, kind, ", opened and warmed" if j == 0 else ""),
+                      t_m if j == 0 else t_k)
         finally:
             m.close()
         gc.collect()
@@ -850,9 +877,13 @@ def main():
     print("fio read, cold, of %.1f MiB: %s" % (total / 2**20, "%.3f s (%.2f GB/s)"
                                                % (fio_r, total / fio_r / 1e9)
                                                if fio_r else "unavailable"))
+    phase("fio", t_x)
+    t_y = now()
     rest = restore_times(root, state, 1 if a.quick else 2)
     print("restore, cold (page cache dropped), best of %d: %s" % (
         1 if a.quick else 2, ", ".join("%s %.3f s" % kv for kv in rest.items())))
+    phase("restores", t_y)
+    t_y = now()
     first = first_save_after_restore(root, state)
     if first:
         later = statistics.median(first[1][1:])
@@ -860,16 +891,20 @@ def main():
               "call %.3f s against the later saves' median %.3f s (%.2fx; no target here, "
               "bench_ckpt's start-up rows have it)" % (first[0], first[1][0], later,
                                                        first[1][0] / later))
+    phase("first save after a restore", t_y)
     print("(fio and restores: %.0f s; elapsed %.0f s)" % (now() - t_x, now() - t_start))
 
     ranks = None
     if a.ranks == 2:
         # bytes per rank (the newest checkpoint's) and a glance at the cost:
-        # 2 saves after the warm one; no target rests on these
+        # 2 saves after the warm one, on a state of at most RANKS_MIB (the
+        # bytes written once hold at any size); no target rests on these
         t_x = now()
-        ranks = two_ranks(root, a.size, 2)
-        print("\n2 ranks (gloo, spawned), DDP state replicated, step rw, %d saves each "
-              "(%.0f s):" % (2, now() - t_x))
+        ranks = two_ranks(root, min(a.size, RANKS_MIB), 2)
+        phase("2 ranks", t_x)
+        one = ranks[0]["firebreak"]["state_bytes"]
+        print("\n2 ranks (gloo, spawned), DDP state of %.1f MiB replicated, step rw, %d saves "
+              "each (%.0f s):" % (one / 2**20, 2, now() - t_x))
         for name in ranks[0]:
             b = [ranks[r][name]["bytes"] for r in (0, 1)]
             ret = summary(ranks[0][name]["returns"] + ranks[1][name]["returns"])
@@ -877,7 +912,7 @@ def main():
             cost = summary(ranks[0][name]["cost"] + ranks[1][name]["cost"])
             print("  %-10s bytes per rank %.1f + %.1f MiB (one copy %.1f MiB); whole cost p50 "
                   "%.3f s; save returns p50 %.3f s; durable p50 %.3f s"
-                  % (name, b[0] / 2**20, b[1] / 2**20, total / 2**20, cost["p50"],
+                  % (name, b[0] / 2**20, b[1] / 2**20, one / 2**20, cost["p50"],
                      ret["p50"], dur["p50"]))
 
     # -- targets
@@ -948,7 +983,12 @@ def main():
                "ranks2": ranks}
         with open(a.json, "w") as f:
             json.dump(doc, f, indent=1)
+    t_x = now()
     shutil.rmtree(root, ignore_errors=True)
+    phase("clean-up", t_x)
+    total_s = now() - t_start
+    print("phases: %s; accounted %.0f of %.0f s" % (
+        ", ".join("%s %.0f s" % p for p in phases), sum(s for _, s in phases), total_s))
     print("\nbench_ckpt_torch: %s, %.0f s" % ("all targets met" if ok else "some targets missed",
                                              now() - t_start))
     return 0 if ok or a.no_targets else 1

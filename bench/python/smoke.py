@@ -1,10 +1,11 @@
 """smoke.py PYTHON DIR -- bench_ckpt_torch.py --quick on a tiny state with
 PYTHON, its output checked for form (ctest python_bench_smoke*, label
 torch): every method a row of both tables or named as skipped, every
-figure a number, the cost never below the save call, the six TARGET
-lines, the JSON file complete, the 2-rank state written once (the bytes
-of both ranks about one copy), nothing left in DIR.  Not the targets:
-timings are for benchmarks, and this runs under load."""
+figure a number, the cost never below the save call, the eight TARGET
+lines, a phase line per method and step and the phases summary, the
+JSON file complete, the 2-rank state written once (the bytes of both
+ranks about one copy of their state), nothing left in DIR.  Not the
+targets: timings are for benchmarks, and this runs under load."""
 import json
 import math
 import os
@@ -92,6 +93,20 @@ def main():
     if not re.search(r"^durable: .* p50 %s s against fio write\+fsync p50 %s s$" % (NUM, NUM),
                      out, re.M):
         fail("no durable line against fio's p50", out)
+    # where the run's time goes: a phase line per method and step measured,
+    # and the summary of every phase at the end
+    for kind in ("rw", "overwrite"):
+        at = lines.index(next(ln for ln in lines if ln.startswith("step %s:" % kind)))
+        for ln in lines[at + 2:]:
+            if not ln.strip():
+                break
+            name = ln[:24].strip()
+            sync = ln[24:].split()[0] == "-"        # measured once, shown in both tables
+            if not re.search(r"^phase %s, %s(, opened and warmed)?: %s s$"
+                             % (re.escape(name), "rw" if sync else kind, NUM), out, re.M):
+                fail("no phase line for %s, %s step" % (name, kind), out)
+    if not re.search(r"^phases: .*2 ranks \d+ s.*; accounted \d+ of \d+ s$", out, re.M):
+        fail("no phases summary", out)
     with open(js) as f:
         doc = json.load(f)
     for m in doc["methods"]:
@@ -104,9 +119,12 @@ def main():
             fail("json: %s: a cost below its save call" % m["name"], out)
     r2 = doc["ranks2"]
     fb = [r2[str(r)]["firebreak"]["bytes"] for r in (0, 1)]
-    if not 0.9 * doc["bytes"] <= sum(fb) <= 1.2 * doc["bytes"] or max(fb) > 0.75 * doc["bytes"]:
+    one = r2["0"]["firebreak"]["state_bytes"]      # the 2-rank part's own state
+    if not 0 < one <= doc["bytes"]:
+        fail("2 ranks: a state of %d bytes beside the bench's %d" % (one, doc["bytes"]), out)
+    if not 0.9 * one <= sum(fb) <= 1.2 * one or max(fb) > 0.75 * one:
         fail("2 ranks: firebreak wrote %s bytes per rank of a %d-byte state: not once"
-             % (fb, doc["bytes"]), out)
+             % (fb, one), out)
     if os.path.exists(data):
         fail("the bench left %s behind" % data, out)
     shutil.rmtree(root)
