@@ -124,17 +124,18 @@ nothing_in_shm() { # RUNDIR NODE...
         [ -z "$left" ] || fail "left in $n's /dev/shm: $left"
     done
 }
-# A peer-tier run (peer.sh, peerk.sh) of three ranks whose attempt 1
-# restored a step of 25 or later with journal sources SOURCES, one rank
+# A peer-tier run (peer.sh, peerk.sh, peerlag.sh) of three ranks whose
+# attempt 1 restored a step of MINSTEP (25) or later with journal sources
+# SOURCES, one rank
 # from its node's memory and two from peer copies, MOVED of them moved
 # before the launch; storage held no shard of that step (each one there
 # now was copied at the end of the run); the fault-free hashes after
 # $STEPS steps; storage verifies.  Needs tiers_lib.sh (jq1, sources).
-restored_from_peers() { # RUNDIR ERRFILE SOURCES MOVED TAG
+restored_from_peers() { # RUNDIR ERRFILE SOURCES MOVED TAG [MINSTEP]
     local r=$1 step
     [ "$(sources "$r")" = "$3" ] || fail "$5: restored from '$(sources "$r")'"
     step=$(jq1 "$r" "select restored_step from attempt where number = 1")
-    [ -n "$step" ] && [ "$step" -ge 25 ] || fail "$5: restored step '$step'"
+    [ -n "$step" ] && [ "$step" -ge "${6:-25}" ] || fail "$5: restored step '$step'"
     grep -q "will restore checkpoint $step: 1 of 3 ranks from their node's memory, 2 from a peer's copy ($4 moved before the launch)" "$2" \
         || fail "$5: the supervisor's choice: $(grep 'will restore' "$2")"
     [ -z "$(ls "$r/checkpoints/step-$(printf %010d "$step")" 2>/dev/null)" ] \

@@ -43,6 +43,6 @@ done
 "$SRC/scripts/slurm-cluster.sh" fail "$CL" node2 kill
 wait $apid || fail "run exited $? ($(tail -5 lag.err))"
 [ "$(json_field lag.json '["completed"]')" = True ] || fail "run not completed"
-restored_from_peers "$r" lag.err 0:memory,1:peer,2:peer 1 "copies 2 s late"
+restored_from_peers "$r" lag.err 0:memory,1:peer,2:peer 1 "copies 2 s late" 5
 nothing_in_shm "$r" node1 node3 node4
 ok "peer copies slower than the checkpoints: a step with its copies kept, node2 lost, rank 1 from node3's copy, same hashes"
