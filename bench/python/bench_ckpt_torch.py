@@ -51,7 +51,7 @@ and recorded with bench/result.py when that exists; exit 1 on a miss:
   cost_rw         firebreak's best cost, rw step      <= 0.5 x the best other's
   cost_overwrite  same, overwrite step                 <= 1.0 x the best other's
   stall           firebreak's save call               <= 0.05 x torch.save's
-  durable         firebreak's time to durable, p50     <= 1.1 x fio write+fsync, p50 of 5
+  durable         firebreak's time to durable, p50     <= 1.1 x fio write+fsync, best of 5
   durable_p90     that method's time to durable, p90   <= 1.5 x its p50
   durable_max     same, its slowest save               <= 3 x its p50
   restore         firebreak's restore, cold            <= 1.0 x the best of torch.load
@@ -497,12 +497,13 @@ def fio_run(root, rw, nbytes_):
 def fio_write(root, nbytes_, writes=5):
     """fio's sequential write + fsync of a new file of nbytes_, `writes`
     times, then its sequential read of that file, cold (page cache dropped
-    the way the restores below drop it), twice: (the writes' median, the
-    writes' best, the reads' best), seconds, None where fio is missing or
-    failed.  The writes' median is what firebreak's median time to durable
-    is held against (like with like: a best of two beside a median of 20
-    favoured fio by the host's noise); the restores are bests, as fio's
-    read is."""
+    the way the restores below drop it), twice: (the writes' best, their
+    median, the reads' best), seconds, None where fio is missing or
+    failed.  The best write is what firebreak's median time to durable is
+    held against: the disk's own speed.  The median is printed beside it
+    and not used: five writes back to back, each after the last one's file
+    was deleted, ran 0.81-2.98 s in one run on this VM's disk, slower than
+    any of firebreak's saves, which are spaced by training steps."""
     path = os.path.join(root, "fio.dat")
     w = []
     for _ in range(writes):
@@ -520,7 +521,7 @@ def fio_write(root, nbytes_, writes=5):
             best_read = s if best_read is None else min(best_read, s)
     if os.path.exists(path):
         os.unlink(path)
-    return statistics.median(w), min(w), best_read
+    return min(w), statistics.median(w), best_read
 
 
 def drop_cache(root):
@@ -869,10 +870,10 @@ def main():
                   flush=True)
 
     t_x = now()
-    fio_s, fio_best, fio_r = fio_write(root, total)
+    fio_s, fio_med, fio_r = fio_write(root, total)
     print("\nfio write+fsync of %.1f MiB: %s" % (total / 2**20,
-                                                  "p50 of 5 %.3f s (%.2f GB/s), best %.3f s"
-                                                  % (fio_s, total / fio_s / 1e9, fio_best)
+                                                  "best of 5 %.3f s (%.2f GB/s), p50 %.3f s"
+                                                  % (fio_s, total / fio_s / 1e9, fio_med)
                                                   if fio_s else "unavailable"))
     print("fio read, cold, of %.1f MiB: %s" % (total / 2**20, "%.3f s (%.2f GB/s)"
                                                % (fio_r, total / fio_r / 1e9)
@@ -952,8 +953,8 @@ def main():
     if fio_s:
         mine = min(fb, key=lambda n: statistics.median(results[("rw", n)]["durable"]))
         mv = statistics.median(results[("rw", mine)]["durable"])
-        print("durable: %s p50 %.3f s against fio write+fsync p50 %.3f s" % (mine, mv, fio_s))
-        ok &= record("durable", "time to durable, p50 (%s vs fio write+fsync p50)" % mine,
+        print("durable: %s p50 %.3f s against fio write+fsync best %.3f s" % (mine, mv, fio_s))
+        ok &= record("durable", "time to durable, p50 (%s vs fio write+fsync, best)" % mine,
                      mv, fio_s, 1.1)
     if not a.restore_only:
         # the spread of firebreak's saves (issue 14: p90 <= 1.5x p50, none
@@ -971,7 +972,7 @@ def main():
         print("durable: fio unavailable, no target")
     if a.json:
         doc = {"torch": torch.__version__, "bytes": total, "saves": saves,
-               "skipped": missing, "fio_write_s": fio_s, "fio_write_best_s": fio_best,
+               "skipped": missing, "fio_write_s": fio_s, "fio_write_p50_s": fio_med,
                "fio_read_s": fio_r,
                "restore_s": rest,
                "first_save_after_restore_s": first,
