@@ -10,7 +10,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "supervisor/epilog.h"
+#include "supervisor/watcher.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -19,7 +19,7 @@
 
 #include "cli/cli.h"
 #include "common/util.h"
-#include "supervisor/epilog.h"
+#include "supervisor/watcher.h"
 
 #define TIME_LIMIT_S 20
 

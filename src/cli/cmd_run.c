@@ -12,7 +12,7 @@
 #include "common/jsonw.h"
 #include "common/util.h"
 #include "supervisor/supervisor.h"
-#include "supervisor/fbw1.h"
+#include "supervisor/watcher.h"
 
 static void usage(FILE *f)
 {

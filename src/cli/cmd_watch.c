@@ -10,7 +10,6 @@
 
 #include "cli/cli.h"
 #include "common/util.h"
-#include "supervisor/epilog.h"
 #include "supervisor/watcher.h"
 
 static void usage(FILE *f)

@@ -1,6 +1,6 @@
 /*
  * epilog.c -- the marker a node's fb.<job>.mem carries, and the cleanup
- * Slurm's Epilog runs with it (epilog.h; docs/slurm.md, "Epilog").
+ * Slurm's Epilog runs with it (watcher.h, "the Slurm Epilog"; docs/slurm.md, "Epilog").
  *
  * The cleanup works on /dev/shm, which every local user can write, as
  * root: every name is looked at with fstatat(AT_SYMLINK_NOFOLLOW), every
@@ -12,7 +12,7 @@
  * whose marker names the Slurm job, the second removes them with the
  * same firebreak job's rank segments and Open MPI directory.
  */
-#include "supervisor/epilog.h"
+#include "supervisor/watcher.h"
 
 #include <dirent.h>
 #include <errno.h>

@@ -23,7 +23,7 @@
 
 #include "../check.h"
 #include "common/util.h"
-#include "supervisor/epilog.h"
+#include "supervisor/watcher.h"
 
 static char root[PATH_MAX], shm[PATH_MAX + 8], outside[PATH_MAX + 16];
 
