@@ -62,7 +62,6 @@ Usage: bench_ckpt_torch.py DIR [--size MIB] [--saves N] [--quick]
                            [--ranks 0|2] [--no-targets] [--restore-only]
 """
 import argparse
-import concurrent.futures
 import gc
 import json
 import os
