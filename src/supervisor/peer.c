@@ -5,8 +5,9 @@
  * Each node's watcher copies the steps its ranks completed in its memory
  * to the memory of K other nodes (--peer-copies, default 1), in the
  * attempt's node order outside its failure domain, spread over the other
- * domains (fb__peer_place), one after another, over fbr1 (src/ckpt/replicate.h).  Copies received from other
- * nodes live apart from the node's own ranks' shards:
+ * domains (fb__peer_place), to each peer independently, over fbr1
+ * (src/ckpt/replicate.h).  Copies received from other nodes live apart
+ * from the node's own ranks' shards:
  *
  *   /dev/shm/fb.<job>.mem/step-<N>/rank-<R>.safetensors       own ranks
  *   /dev/shm/fb.<job>.mem/peer/step-<N>/rank-<R>.safetensors  peer copies
@@ -17,7 +18,8 @@
  * one for the steps the supervisor names (`fbw1 send`: the same steps on
  * every node) and one for the node's newest step between them, each
  * taking the newest step offered to it (a newer one replaces one not
- * begun) and sending it to each peer in turn; the receiver serves up to
+ * begun), with a sender thread per peer, so a stalled or dead peer
+ * delays only its own copies; the receiver serves up to
  * PEER_RX_SLOTS senders at once (a node is the peer of about K others),
  * each in a slot thread with its own receive pool, taking each shard in as
  * soon as it arrived whole with a valid header (FB__REPL_DEFER_VERIFY:
@@ -574,6 +576,8 @@ static int send_to(tx *t, int64_t step)
     if (fd >= 0) {
         pthread_mutex_lock(&p->mu);
         t->fd = fd;
+        if (p->stopping)
+            shutdown(fd, SHUT_RDWR); /* fb__peer_stop came first: not held */
         pthread_mutex_unlock(&p->mu);
         rc = fb__repl_send_step(fd, p->mem_dir, (uint64_t)step, p->rank0, p->nranks,
                                 why, sizeof why);
