@@ -488,14 +488,6 @@ static int64_t safe_newest(const fb__sup *s)
     return best;
 }
 
-static int is_kept(int64_t step, const int64_t *keep, int nkeep)
-{
-    for (int i = 0; i < nkeep; i++)
-        if (keep[i] == step)
-            return 1;
-    return 0;
-}
-
 /* With peers: name the next step to replicate once the one named before
  * has its copies on other nodes for every rank (or none was named to this
  * attempt's watchers); and say so once when a named step is late. */
@@ -572,7 +564,7 @@ void fb__sup_nodemem_tick(fb__sup *s, uint64_t now)
     /* Again when c moved on, or a step kept before is kept no more. */
     int again = c > g_dropped;
     for (int i = 0; i < g_dropped_nkeep && !again && c >= 0; i++)
-        again = !is_kept(g_dropped_keep[i], keep, nkeep);
+        again = !fb__sup_step_kept(g_dropped_keep[i], keep, nkeep);
     if (c < 0 || !again || fb__sup_slurm_drop(s, c, keep, nkeep))
         return;
     g_dropped = c;
@@ -582,7 +574,7 @@ void fb__sup_nodemem_tick(fb__sup *s, uint64_t now)
         nm_rank *k = &g_ranks[r];
         for (int i = 0; i < k->n; i++)
             if (k->c[i].kind != NM_STORAGE && k->c[i].step < c &&
-                !is_kept(k->c[i].step, keep, nkeep)) {
+                !fb__sup_step_kept(k->c[i].step, keep, nkeep)) {
                 memmove(k->c + i, k->c + i + 1, sizeof k->c[0] * (size_t)(k->n - i - 1));
                 k->n--;
                 i--;

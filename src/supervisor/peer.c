@@ -5,8 +5,9 @@
  * Each node's watcher copies the steps its ranks completed in its memory
  * to the memory of K other nodes (--peer-copies, default 1), in the
  * attempt's node order outside its failure domain, spread over the other
- * domains (fb__peer_place), one after another, over fbr1 (src/ckpt/replicate.h).  Copies received from other
- * nodes live apart from the node's own ranks' shards:
+ * domains (fb__peer_place), to each peer independently, over fbr1
+ * (src/ckpt/replicate.h).  Copies received from other nodes live apart
+ * from the node's own ranks' shards:
  *
  *   /dev/shm/fb.<job>.mem/step-<N>/rank-<R>.safetensors       own ranks
  *   /dev/shm/fb.<job>.mem/peer/step-<N>/rank-<R>.safetensors  peer copies
@@ -17,7 +18,8 @@
  * one for the steps the supervisor names (`fbw1 send`: the same steps on
  * every node) and one for the node's newest step between them, each
  * taking the newest step offered to it (a newer one replaces one not
- * begun) and sending it to each peer in turn; the receiver serves up to
+ * begun), with a sender thread per peer, so a stalled or dead peer
+ * delays only its own copies; the receiver serves up to
  * PEER_RX_SLOTS senders at once (a node is the peer of about K others),
  * each in a slot thread with its own receive pool, taking each shard in as
  * soon as it arrived whole with a valid header (FB__REPL_DEFER_VERIFY:
@@ -55,6 +57,7 @@
 #include "ckpt/tier.h"
 #include "common/util.h"
 #include "firebreak/firebreak.h"
+#include "supervisor/sup.h"
 #include "supervisor/watcher.h"
 
 #define PEER_SHARD_MAX_DEFAULT (256ull << 30) /* without --memory-ckpt-max */
@@ -208,19 +211,15 @@ static void remove_step(const char *dir, uint64_t step)
     fb__rm_rf(to);
 }
 
-static int kept(int64_t step, const long long *keep, int nkeep)
-{
-    for (int i = 0; i < nkeep; i++)
-        if (keep[i] == step)
-            return 1;
-    return 0;
-}
-
 int fb__peer_drop_older(const char *mem_dir, int world, int64_t step,
                         const long long *keep, int nkeep)
 {
     char dirs[2][PATH_MAX];
+    int64_t k[FB__FBW1_DROP_KEEP_MAX];
     int dropped = 0;
+    nkeep = nkeep < 0 ? 0 : nkeep > FB__FBW1_DROP_KEEP_MAX ? FB__FBW1_DROP_KEEP_MAX : nkeep;
+    for (int i = 0; i < nkeep; i++)
+        k[i] = (int64_t)keep[i];
     if (fb__fmt(dirs[0], sizeof dirs[0], "%s", mem_dir) ||
         fb__peer_dir_path(dirs[1], sizeof dirs[1], mem_dir))
         return 0;
@@ -230,7 +229,7 @@ int fb__peer_drop_older(const char *mem_dir, int world, int64_t step,
         if (fb__ckpt_scan(dirs[d], world, 0, &v, &n))
             continue;
         for (size_t i = 0; i < n; i++)
-            if ((int64_t)v[i].step < step && !kept((int64_t)v[i].step, keep, nkeep)) {
+            if ((int64_t)v[i].step < step && !fb__sup_step_kept((int64_t)v[i].step, k, nkeep)) {
                 remove_step(dirs[d], v[i].step);
                 dropped++;
             }
@@ -254,12 +253,19 @@ typedef struct rx_slot {
 } rx_slot;
 
 #define PEER_RX_SLOTS FB__PEER_COPIES_MAX /* senders served at once    */
-#define PEER_SENT_KEPT 4            /* steps remembered as sent             */
+#define PEER_SENT_KEPT 4            /* steps remembered as sent, per peer   */
 
-struct tx_arg {
+/* A sender: one lane's copies to one peer, in a thread of its own, so a
+ * peer that is slow, stalled or gone holds up only its own copies. */
+typedef struct tx {
     struct fb__peer *p;
-    int lane;
-};
+    int lane, peer;                 /* lane 0 or 1; index into to[]       */
+    int64_t pending;                /* the step it sends next; -1. mu     */
+    int64_t busy;                   /* the step it is sending; -1. mu     */
+    int fd;                         /* its connection; -1 none. mu        */
+    pthread_t th;
+    int up;
+} tx;
 
 struct fb__peer {
     char mem_dir[PATH_MAX], peer_dir[PATH_MAX];
@@ -277,19 +283,22 @@ struct fb__peer {
     int rx_done;                    /* the acceptor ended; under mu       */
     volatile int stopping;
     int lfd;                        /* -1 none; under mu                  */
-    int send_fd[2];                 /* each lane's connection; -1 none    */
     rx_slot slot[PEER_RX_SLOTS];
-    /* Two lanes, a thread each: 0 sends the steps the supervisor names
-     * (`fbw1 send`), 1 this node's newest step between them, so a slow
-     * copy of one never holds up the other. */
-    int64_t pending[2];             /* step each lane sends next; -1      */
+    /* Two lanes: 0 sends the steps the supervisor names (`fbw1 send`), 1
+     * this node's newest step between them, so a slow copy of one never
+     * holds up the other; each lane has a sender per peer, so a stalled
+     * peer never holds up another's copies.  Both lanes' senders to one
+     * peer never send the same step at once (tx_main). */
+    tx tx[2][FB__PEER_COPIES_MAX];
     int64_t offered[2];             /* newest offered to each lane        */
-    int64_t sent[PEER_SENT_KEPT];   /* the last steps sent to every peer  */
-    struct tx_arg tx_arg[2];
-    int nsent;                      /* how many were (sent[nsent % ...])   */
+    /* The last steps sent whole to each peer (sent[i][nsent[i] % ...]),
+     * not sent to it again by the other lane; under mu. */
+    int64_t sent[FB__PEER_COPIES_MAX][PEER_SENT_KEPT];
+    int nsent[FB__PEER_COPIES_MAX];
     int rank0, nranks;
-    pthread_t rx, tx[2], scrub;
-    int rx_up, tx_up[2], scrub_up;
+    int quiet_gone;                 /* FIREBREAK_WATCH_DEBUG unset        */
+    pthread_t rx, scrub;
+    int rx_up, scrub_up;
     /* The scrub thread's own: */
     struct { int64_t step; int shards; } reported[PEER_REPORTED_MAX];
     int nreported;
@@ -398,6 +407,13 @@ static void *slot_main(void *arg)
             break;
         int c = sl->fd;
         pthread_mutex_unlock(&p->mu);
+#ifdef FB_TEST_HOOKS
+        /* test hook: a stalled peer (tests/slurm/peerstall.sh): the node
+         * named takes connections in and never reads them, until it stops */
+        const char *hang = getenv("FIREBREAK_TEST_PEER_RX_HANG");
+        while (hang && !strcmp(hang, p->node) && !p->stopping)
+            usleep(10000);
+#endif
         io_timeout(c, PEER_IO_TIMEOUT_S);
         fb__repl_stats st = {0};
         char why[1024] = "";
@@ -531,9 +547,23 @@ static void *scrub_main(void *arg)
     return NULL;
 }
 
-/* Send `step` to peer i.  0, or an error (said, unless stopping). */
-static int send_to(fb__peer *p, int lane, int i, int64_t step)
+/* The node's newest step, sent by lane 1, may be dropped by the
+ * supervisor (`fbw1 drop`) before or while it goes: expected, not an
+ * error.  Only that case: the step's directory is gone from node memory. */
+static int dropped_meanwhile(const fb__peer *p, int lane, int64_t step, int rc)
 {
+    char dir[PATH_MAX];
+    return lane == 1 && rc == -ENOENT &&
+           !fb__ckpt_step_path(dir, sizeof dir, p->mem_dir, (uint64_t)step) &&
+           access(dir, F_OK) && errno == ENOENT;
+}
+
+/* Send `step` to t's peer.  0, or an error (said, unless stopping or
+ * dropped meanwhile). */
+static int send_to(tx *t, int64_t step)
+{
+    fb__peer *p = t->p;
+    const char *to = p->to[t->peer];
     char why[1024] = "";
 #ifdef FB_TEST_HOOKS
     /* test hook: a slow link (tests/slurm/peerlag.sh): each copy starts
@@ -542,60 +572,75 @@ static int send_to(fb__peer *p, int lane, int i, int64_t step)
     for (int ms = lag ? atoi(lag) : 0; ms > 0 && !p->stopping; ms -= 10)
         usleep(10000);
 #endif
-    int fd = connect_retry(p->to[i], p->port, 10000, &p->stopping), rc = fd;
+    int fd = connect_retry(to, p->port, 10000, &p->stopping), rc = fd;
     if (fd >= 0) {
         pthread_mutex_lock(&p->mu);
-        p->send_fd[lane] = fd;
+        t->fd = fd;
+        if (p->stopping)
+            shutdown(fd, SHUT_RDWR); /* fb__peer_stop came first: not held */
         pthread_mutex_unlock(&p->mu);
         rc = fb__repl_send_step(fd, p->mem_dir, (uint64_t)step, p->rank0, p->nranks,
                                 why, sizeof why);
         pthread_mutex_lock(&p->mu);
-        p->send_fd[lane] = -1;
+        t->fd = -1;
         pthread_mutex_unlock(&p->mu);
         close(fd);
     } else {
-        snprintf(why, sizeof why, "connecting to %s port %d: %s", p->to[i], p->port,
+        snprintf(why, sizeof why, "connecting to %s port %d: %s", to, p->port,
                  fb_strerror(fd));
     }
-    if (rc && !p->stopping)
-        fprintf(stderr, "firebreak watch: peer copy of step %lld to %s: %s\n",
-                (long long)step, p->to[i], why);
+    if (rc && !p->stopping) {
+        if (!dropped_meanwhile(p, t->lane, step, rc))
+            fprintf(stderr, "firebreak watch: peer copy of step %lld to %s: %s\n",
+                    (long long)step, to, why);
+        else if (!p->quiet_gone)
+            fprintf(stderr, "firebreak watch: debug: peer copy of step %lld to %s: "
+                    "not sent, dropped meanwhile (%s)\n", (long long)step, to, why);
+    }
     return rc;
 }
 
-/* A sender lane: each step taken goes to every peer in turn, the first
- * (the nearest in the attempt's order) first, so a node's loss right
- * after a save finds its first copy soonest.  A step sent whole to every
- * peer is remembered, and not sent again by the other lane. */
-static int was_sent(const fb__peer *p, int64_t step)
+/* Whether `step` went whole to peer i.  Under mu. */
+static int was_sent(const fb__peer *p, int i, int64_t step)
 {
-    for (int i = 0; i < PEER_SENT_KEPT; i++)
-        if (p->sent[i] == step)
+    for (int j = 0; j < PEER_SENT_KEPT; j++)
+        if (p->sent[i][j] == step)
             return 1;
     return 0;
 }
 
+/* A sender: each step taken goes to its peer.  The other lane's sender
+ * to the same peer may be sending that step already (named while it was
+ * the newest): it waits for that one to end, and sends the step only if
+ * it did not get there whole, so a peer never receives one step from two
+ * connections at once, and a failed copy is still sent by the other lane. */
 static void *tx_main(void *arg)
 {
-    fb__peer *p = ((struct tx_arg *)arg)->p;
-    int lane = ((struct tx_arg *)arg)->lane;
+    tx *t = arg;
+    fb__peer *p = t->p;
+    const tx *other = &p->tx[1 - t->lane][t->peer];
     pthread_mutex_lock(&p->mu);
     for (;;) {
-        while (!p->stopping && p->pending[lane] < 0)
+        while (!p->stopping && t->pending < 0)
             pthread_cond_wait(&p->cv, &p->mu);
         if (p->stopping)
             break;
-        int64_t step = p->pending[lane];
-        p->pending[lane] = -1;
-        if (was_sent(p, step))
-            continue;
+        int64_t step = t->pending;
+        t->pending = -1;
+        while (!p->stopping && other->busy == step)
+            pthread_cond_wait(&p->cv, &p->mu);
+        if (p->stopping)
+            break;
+        if (t->pending >= 0 || was_sent(p, t->peer, step))
+            continue; /* a newer one came meanwhile, or it is there */
+        t->busy = step;
         pthread_mutex_unlock(&p->mu);
-        int failed = 0;
-        for (int i = 0; i < p->nto && !p->stopping; i++)
-            failed |= send_to(p, lane, i, step) != 0;
+        int rc = send_to(t, step);
         pthread_mutex_lock(&p->mu);
-        if (!failed && !p->stopping)
-            p->sent[p->nsent++ % PEER_SENT_KEPT] = step;
+        t->busy = -1;
+        if (!rc && !p->stopping)
+            p->sent[t->peer][p->nsent[t->peer]++ % PEER_SENT_KEPT] = step;
+        pthread_cond_broadcast(&p->cv); /* the other lane may wait on busy */
     }
     pthread_mutex_unlock(&p->mu);
     return NULL;
@@ -612,12 +657,18 @@ int fb__peer_start(fb__peer **out, const fb__peer_opts *o)
     pthread_cond_init(&p->scrub_cv, NULL);
     pthread_cond_init(&p->slot_cv, NULL);
     p->scrub_due = 1;
-    p->lfd = p->send_fd[0] = p->send_fd[1] = -1;
+    p->lfd = -1;
     for (int i = 0; i < PEER_RX_SLOTS; i++)
         p->slot[i].fd = -1;
-    p->pending[0] = p->pending[1] = p->offered[0] = p->offered[1] = -1;
-    for (int i = 0; i < PEER_SENT_KEPT; i++)
-        p->sent[i] = -1;
+    p->offered[0] = p->offered[1] = -1;
+    for (int l = 0; l < 2; l++)
+        for (int i = 0; i < FB__PEER_COPIES_MAX; i++)
+            p->tx[l][i] = (tx){.p = p, .lane = l, .peer = i, .pending = -1, .busy = -1,
+                               .fd = -1};
+    for (int i = 0; i < FB__PEER_COPIES_MAX; i++)
+        for (int j = 0; j < PEER_SENT_KEPT; j++)
+            p->sent[i][j] = -1;
+    p->quiet_gone = !fb__getenv("FIREBREAK_WATCH_DEBUG");
     p->port = o->port;
     p->world = o->world;
     p->rank0 = o->rank0;
@@ -650,11 +701,12 @@ int fb__peer_start(fb__peer **out, const fb__peer_opts *o)
         goto fail;
     }
     p->rx_up = 1;
-    for (int l = 0; l < 2 && p->nto; l++) {
-        p->tx_arg[l] = (struct tx_arg){p, l};
-        if (!pthread_create(&p->tx[l], NULL, tx_main, &p->tx_arg[l]))
-            p->tx_up[l] = 1;
-    }
+    /* A sender per lane and peer; one that cannot start sends nothing
+     * (that peer still gets the other lane's steps). */
+    for (int l = 0; l < 2; l++)
+        for (int i = 0; i < p->nto; i++)
+            if (!pthread_create(&p->tx[l][i].th, NULL, tx_main, &p->tx[l][i]))
+                p->tx[l][i].up = 1;
     *out = p;
     return 0;
 fail:
@@ -665,14 +717,16 @@ fail:
 void fb__peer_offer(fb__peer *p, int64_t step, int named)
 {
     int lane = named ? 0 : 1;
-    if (!p || !p->tx_up[lane] || step <= p->offered[lane])
+    if (!p || step <= p->offered[lane])
         return;
     pthread_mutex_lock(&p->mu);
     p->offered[lane] = step;
-    if (!was_sent(p, step) && p->pending[1 - lane] != step) {
-        p->pending[lane] = step; /* a newer one replaces one not begun */
-        pthread_cond_broadcast(&p->cv);
-    }
+    /* Also when the other lane has it pending to that peer: whichever
+     * begins first sends it, the other then finds it sent (tx_main). */
+    for (int i = 0; i < p->nto; i++)
+        if (p->tx[lane][i].up && !was_sent(p, i, step))
+            p->tx[lane][i].pending = step; /* a newer one replaces one not begun */
+    pthread_cond_broadcast(&p->cv);
     pthread_mutex_unlock(&p->mu);
 }
 
@@ -688,8 +742,9 @@ void fb__peer_stop(fb__peer *p)
         if (p->slot[i].fd >= 0)
             shutdown(p->slot[i].fd, SHUT_RDWR);
     for (int l = 0; l < 2; l++)
-        if (p->send_fd[l] >= 0)
-            shutdown(p->send_fd[l], SHUT_RDWR);
+        for (int i = 0; i < p->nto; i++)
+            if (p->tx[l][i].fd >= 0)
+                shutdown(p->tx[l][i].fd, SHUT_RDWR);
     pthread_cond_broadcast(&p->cv);
     pthread_cond_broadcast(&p->scrub_cv);
     pthread_cond_broadcast(&p->slot_cv);
@@ -697,8 +752,9 @@ void fb__peer_stop(fb__peer *p)
     if (p->rx_up)
         pthread_join(p->rx, NULL);
     for (int l = 0; l < 2; l++)
-        if (p->tx_up[l])
-            pthread_join(p->tx[l], NULL);
+        for (int i = 0; i < p->nto; i++)
+            if (p->tx[l][i].up)
+                pthread_join(p->tx[l][i].th, NULL);
     if (p->scrub_up)
         pthread_join(p->scrub, NULL);
     if (p->lfd >= 0)

@@ -320,6 +320,15 @@ void fb__sup_nodemem_on_report(fb__sup *s, int rank, const fb__seg_report *r);
  * that hold them to the nodes that need them: the peer tier); later calls
  * of the same attempt return the same step. */
 int64_t fb__sup_nodemem_restore_step(fb__sup *s);
+/* Whether `step` is one of the nkeep steps of keep[]: the steps an fbw1
+ * `drop` keeps, for the supervisor (nodemem.c) and the watcher (peer.c). */
+static inline int fb__sup_step_kept(int64_t step, const int64_t *keep, int nkeep)
+{
+    for (int i = 0; i < nkeep; i++)
+        if (keep[i] == step)
+            return 1;
+    return 0;
+}
 /* fbw1 `peer`: node holds a verified copy of ranks rank0..+count-1 of step. */
 void fb__sup_nodemem_on_peer(fb__sup *s, const char *node, int64_t step, int rank0,
                              int count);

@@ -97,16 +97,19 @@ typedef struct fb__peer_opts {
 
 /* Start the receiver (listens on o->port; stores what arrives in
  * <mem_dir>/peer, verified, and writes a `peer` line for what it holds
- * after each connection) and, with o->to,
- * the sender.  Both are threads of the calling watcher.  0 or -errno. */
+ * after each connection) and, with o->to, the senders: two lanes (named
+ * steps, the newest step), each with a sender per peer, so a stalled peer
+ * holds up only its own copies.  All are threads of the calling watcher.
+ * 0 or -errno. */
 int fb__peer_start(fb__peer **out, const fb__peer_opts *o);
-/* Every rank of this node committed `step` in its memory: send it, in the
- * background.  A step the supervisor named (`named`, fbw1 `send`) is sent
- * unless it was sent already, and only a newer named one replaces it
- * before it begins; an unnamed one (the node's newest, sent while no named
- * one waits) replaces an unnamed one not yet begun. */
+/* Every rank of this node committed `step` in its memory: send it to each
+ * peer, in the background.  A step the supervisor named (`named`, fbw1
+ * `send`) is sent to a peer unless it went there whole already, and only
+ * a newer named one replaces it before it begins; an unnamed one (the
+ * node's newest) replaces an unnamed one not yet begun.  Per peer, both
+ * lanes never send the same step at once. */
 void fb__peer_offer(fb__peer *p, int64_t step, int named);
-/* Stop both threads (cutting a transfer short) and free p; NULL: nothing. */
+/* Stop every thread (cutting transfers short) and free p; NULL: nothing. */
 void fb__peer_stop(fb__peer *p);
 
 /* `fbw1 drop STEP [KEEP...]`: remove the steps older than `step` from this

@@ -15,6 +15,8 @@
  *     in its peer directory; a plan naming a shard that is not there fails.
  *   - two senders at once: the second is served while the first's
  *     connection is open (a node is the peer of K others);
+ *   - a sender meeting a step dropped meanwhile: quiet (debug) on the
+ *     lane of the node's newest step, said on the named steps' lane;
  * And the choice of each node's peers (fb__peer_ring, fb__peer_place: K
  * of them, by failure domain).
  * Both "nodes" share this host's /dev/shm/fb.<job>.mem, which is what the
@@ -436,6 +438,84 @@ static void drop(void)
     CHECK_EQ_INT(fb__peer_drop_older(mem, 2, 9, NULL, 0), 0);
 }
 
+/* The lines of `path` containing want, and of them those containing also. */
+static int count_lines(const char *path, const char *want, const char *also, int *with)
+{
+    char line[2048];
+    int n = 0;
+    *with = 0;
+    FILE *f = fopen(path, "r");
+    while (f && fgets(line, sizeof line, f))
+        if (strstr(line, want)) {
+            n++;
+            *with += also && strstr(line, also) != NULL;
+        }
+    if (f)
+        fclose(f);
+    return n;
+}
+
+/* A step the supervisor dropped before its copy went: said only at debug
+ * level (FIREBREAK_WATCH_DEBUG) when the lane of the node's newest step
+ * meets it, said always when a named step is missing.  The node sends to
+ * itself (its own receiver on loopback); stderr goes to a file meanwhile. */
+static void dropped_quiet(void)
+{
+    char path[] = "/tmp/fb-peer-stderr.XXXXXX";
+    int fd = mkstemp(path), saved = dup(2);
+    CHECK(fd >= 0 && saved >= 0);
+    if (fd < 0 || saved < 0)
+        return;
+    fflush(stderr);
+    dup2(fd, 2);
+    int port = free_port();
+    fb__peer_opts o = {.mem_dir = mem, .node = "self", .port = port, .to = "127.0.0.1",
+                       .world = 2, .rank0 = 0, .nranks = 2, .emit = collect};
+    fb__peer *p = NULL;
+    int rc = fb__peer_start(&p, &o);
+    int with = 0, loud = 0, quiet = 0;
+    if (p) {
+        /* step 5 is not in node memory (dropped): first the newest's lane,
+         * then named, which waits for the first to end and then fails */
+        fb__peer_offer(p, 5, 0);
+        usleep(300000);
+        fb__peer_offer(p, 5, 1);
+        for (int i = 0; i < 500 && !count_lines(path, "peer copy of step 5", NULL, &with); i++)
+            usleep(10000);
+        usleep(200000);
+        loud = count_lines(path, "peer copy of step 5", "debug", &with);
+        fb__peer_stop(p);
+    }
+    /* With FIREBREAK_WATCH_DEBUG the newest's lane says it, as debug. */
+    setenv("FIREBREAK_WATCH_DEBUG", "1", 1);
+    p = NULL;
+    int rc2 = fb__peer_start(&p, &o);
+    if (p) {
+        fb__peer_offer(p, 4, 0);
+        for (int i = 0; i < 500 && !count_lines(path, "peer copy of step 4", NULL, &with); i++)
+            usleep(10000);
+        quiet = count_lines(path, "peer copy of step 4", "debug: ", &with) == 1 && with == 1;
+        fb__peer_stop(p);
+    }
+    unsetenv("FIREBREAK_WATCH_DEBUG");
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    close(fd);
+    CHECK_RC(rc, 0);
+    CHECK_RC(rc2, 0);
+    count_lines(path, "peer copy of step 5", "debug", &with);
+    CHECKF(loud == 1 && with == 0, "step 5: %d lines (%d debug), want the named lane's "
+           "alone", loud, with);
+    CHECKF(quiet, "step 4: no debug line with FIREBREAK_WATCH_DEBUG");
+    if (failures) {
+        char cmd[128];
+        snprintf(cmd, sizeof cmd, "cat %s >&2", path);
+        (void)system(cmd);
+    }
+    unlink(path);
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
@@ -452,6 +532,7 @@ int main(void)
     fetch();
     drop();
     two_senders();
+    dropped_quiet();
     fb__ckpt_mem_dir_remove(mem);
     return failures != 0;
 }
