@@ -297,6 +297,53 @@ static char *tmpfs_buffer(const char *path, size_t bytes)
     return m;
 }
 
+#define PROBE_BYTES (64ul << 20)
+
+/* Whether the receive pool's kind of memory could be had in huge pages
+ * here without changing the host's settings: a /dev/shm file and a
+ * memfd, each advised MADV_HUGEPAGE before its pages are populated, and
+ * a memfd of reserved huge pages (MFD_HUGETLB).  Prints a line of what
+ * each got. */
+static void probe_huge(const char *path)
+{
+    long long kib[2] = {-1, -1};
+    for (int i = 0; i < 2; i++) {
+        int fd = i ? memfd_create("bench_repl", MFD_CLOEXEC)
+                   : open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+        if (fd < 0)
+            continue;
+        if (!i)
+            unlink(path);
+        void *m = MAP_FAILED;
+        if (!ftruncate(fd, PROBE_BYTES))
+            m = mmap(NULL, PROBE_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        close(fd);
+        if (m == MAP_FAILED)
+            continue;
+        (void)madvise(m, PROBE_BYTES, MADV_HUGEPAGE);
+        memset(m, 0, PROBE_BYTES);
+        kib[i] = huge_kib(m);
+        munmap(m, PROBE_BYTES);
+    }
+    const char *tlb = "mapped";
+    int fd = memfd_create("bench_repl", MFD_CLOEXEC | MFD_HUGETLB);
+    if (fd < 0) {
+        tlb = strerror(errno);
+    } else {
+        void *m = MAP_FAILED;
+        if (!ftruncate(fd, PROBE_BYTES))
+            m = mmap(NULL, PROBE_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        if (m == MAP_FAILED)
+            tlb = strerror(errno);
+        else
+            munmap(m, PROBE_BYTES);
+        close(fd);
+    }
+    printf("  huge pages for the pool's kind of memory here (of %lu MiB, MADV_HUGEPAGE): "
+           "/dev/shm file %lld MiB, memfd %lld MiB; MFD_HUGETLB: %s\n", PROBE_BYTES >> 20,
+           kib[0] >> 10, kib[1] >> 10, tlb);
+}
+
 /* What the receiver says once, before the first connection: kilobytes
  * of each raw kind's buffer mapped by huge pages (-1: none). */
 typedef struct rx_mem {
@@ -709,6 +756,9 @@ int main(int argc, char **argv)
     memset(best, 0, sizeof best);
     double ratios[2 * RUNS_MAX], ratios_cached[RUNS_MAX], ratios_arrival[RUNS_MAX];
     double ratios_cpu[2 * RUNS_MAX], ratios_tmpfs[2 * RUNS_MAX], ratios_tmpfs_cpu[2 * RUNS_MAX];
+    /* the raw socket into each other kind of memory against the baseline,
+     * pair by pair: throughput, CPU per byte */
+    double mem_gbps[KINDS][2 * RUNS_MAX], mem_cpu[KINDS][2 * RUNS_MAX];
     double alone = 0, during = 0;
     int failed = 0, nduring = 0;
     for (int i = -1; i < runs && !failed; i++) {
@@ -734,6 +784,12 @@ int main(int argc, char **argv)
                 ratios_tmpfs[2 * i + j] = b->gbps / t->gbps;
                 ratios_tmpfs_cpu[2 * i + j] =
                     t->cpu_ns_per_byte > 0 ? b->cpu_ns_per_byte / t->cpu_ns_per_byte : 0;
+                for (int k = RAW_TMPFS; k <= RAW_NOHUGE; k++) {
+                    mem_gbps[k][2 * i + j] = pair[j][k].gbps / a->gbps;
+                    mem_cpu[k][2 * i + j] = a->cpu_ns_per_byte > 0
+                                                ? pair[j][k].cpu_ns_per_byte / a->cpu_ns_per_byte
+                                                : 0;
+                }
             }
             ratios_arrival[i] = g[REPL_POOL].gbps / g[RAW_SAME].gbps;
             ratios_cached[i] = g[REPL_DEFER].gbps / g[RAW_CACHED].gbps;
@@ -745,6 +801,10 @@ int main(int argc, char **argv)
     qsort(ratios_cpu, (size_t)(2 * runs), sizeof ratios_cpu[0], cmp_double);
     qsort(ratios_tmpfs, (size_t)(2 * runs), sizeof ratios_tmpfs[0], cmp_double);
     qsort(ratios_tmpfs_cpu, (size_t)(2 * runs), sizeof ratios_tmpfs_cpu[0], cmp_double);
+    for (int k = RAW_TMPFS; k <= RAW_NOHUGE; k++) {
+        qsort(mem_gbps[k], (size_t)(2 * runs), sizeof mem_gbps[k][0], cmp_double);
+        qsort(mem_cpu[k], (size_t)(2 * runs), sizeof mem_cpu[k][0], cmp_double);
+    }
     if (!failed)
         failed |= step_slowdown(port, ranks, total, &alone, &during, &nduring) != 0;
     if (failed)
@@ -808,14 +868,15 @@ int main(int argc, char **argv)
            ratios_tmpfs[runs],
            best[REPL_DEFER].cpu_ns_per_byte / best[RAW_TMPFS].cpu_ns_per_byte,
            ratios_tmpfs_cpu[runs]);
-    printf("  raw: tmpfs / baseline      %6.2f   (the memory's part; CPU per byte %.2f)\n",
-           best[RAW_TMPFS].gbps / raw,
-           best[RAW_TMPFS].cpu_ns_per_byte / best[RAW_SAME].cpu_ns_per_byte);
+    static const char *const mem_name[KINDS] = {
+        [RAW_TMPFS] = "tmpfs", [RAW_HUGE] = "THP", [RAW_NOHUGE] = "4 KiB anon"};
+    for (int k = RAW_TMPFS; k <= (variants ? RAW_NOHUGE : RAW_TMPFS); k++)
+        printf("  raw: %-10s / baseline %6.2f   (the memory's part; median of pairs %.2f; CPU "
+               "per byte %.2f, median of pairs %.2f)\n", mem_name[k], best[k].gbps / raw,
+               mem_gbps[k][runs], best[k].cpu_ns_per_byte / best[RAW_SAME].cpu_ns_per_byte,
+               mem_cpu[k][runs]);
     if (variants)
-        printf("  raw: THP, 4 KiB anon / baseline %.2f, %.2f (CPU per byte %.2f, %.2f)\n",
-               best[RAW_HUGE].gbps / raw, best[RAW_NOHUGE].gbps / raw,
-               best[RAW_HUGE].cpu_ns_per_byte / best[RAW_SAME].cpu_ns_per_byte,
-               best[RAW_NOHUGE].cpu_ns_per_byte / best[RAW_SAME].cpu_ns_per_byte);
+        probe_huge(rawf);
     printf("  ratio verified on arrival  %6.2f   (median of rounds %.2f)\n",
            best[REPL_POOL].gbps / raw, ratios_arrival[runs / 2]);
     printf("  ratio transfer and scrub   %6.2f\n", best[REPL_DEFER].e2e_gbps / raw);
