@@ -151,14 +151,16 @@ static int connect_port(int port)
 }
 
 /* A raw connection drained into buf (4 MiB, reused) or, when big is not
- * NULL, into big (raw_bytes); 0 when every byte came. */
-static int drain(int fd, char *buf, char *big, unsigned long long raw_bytes)
+ * NULL, into big (raw_bytes), 4 MiB a read, or all that is left when
+ * whole; 0 when every byte came. */
+static int drain(int fd, char *buf, char *big, unsigned long long raw_bytes, int whole)
 {
     unsigned long long got = 0;
     for (;;) {
         char *at = big ? big + got : buf;
-        size_t room = !big ? CHUNK_BYTES
-                      : raw_bytes - got < CHUNK_BYTES ? raw_bytes - got : CHUNK_BYTES;
+        size_t room = !big                                        ? CHUNK_BYTES
+                      : whole || raw_bytes - got < CHUNK_BYTES ? raw_bytes - got
+                                                                : CHUNK_BYTES;
         if (!room)
             break;
         ssize_t n = read(fd, at, room);
@@ -183,9 +185,12 @@ static uint64_t cpu_ns(clockid_t clock)
  * where the host's THP policy is "always"); RAW_TMPFS, a pre-faulted
  * shared mapping of a /dev/shm file, the kind of memory the receive pool
  * gives the replication; with --variants, anonymous memory advised
- * MADV_HUGEPAGE (RAW_HUGE) and MADV_NOHUGEPAGE (RAW_NOHUGE). */
+ * MADV_HUGEPAGE (RAW_HUGE) and MADV_NOHUGEPAGE (RAW_NOHUGE), and into
+ * tmpfs pages asking each read for all that is left of the stream, as the
+ * replication asks for all that is left of a shard (RAW_WHOLE), where
+ * the others ask for 4 MiB at a time. */
 enum {
-    RAW_CACHED, RAW_SAME, RAW_TMPFS, RAW_HUGE, RAW_NOHUGE,
+    RAW_CACHED, RAW_SAME, RAW_TMPFS, RAW_HUGE, RAW_NOHUGE, RAW_WHOLE,
     REPL_COLD, REPL_POOL, REPL_DEFER, KINDS
 };
 
@@ -206,10 +211,11 @@ static void set_order(int variants)
     int n = 0;
     for (size_t i = 0; i < sizeof head / sizeof head[0]; i++)
         order[n++] = head[i];
-    int outer[3], no = 0;
+    int outer[4], no = 0;
     if (variants) {
         outer[no++] = RAW_HUGE;
         outer[no++] = RAW_NOHUGE;
+        outer[no++] = RAW_WHOLE;
     }
     outer[no++] = RAW_TMPFS;
     for (int i = 0; i < no; i++)
@@ -380,7 +386,7 @@ static int receiver(int lfd, int ready_fd, unsigned long long raw_bytes, int var
     }
     memset(big, 0, raw_bytes);
     into[RAW_SAME] = big;
-    into[RAW_TMPFS] = tmpfs_buffer(rawf, raw_bytes);
+    into[RAW_TMPFS] = into[RAW_WHOLE] = tmpfs_buffer(rawf, raw_bytes);
     if (variants) {
         into[RAW_HUGE] = anon_buffer(raw_bytes, MADV_HUGEPAGE);
         into[RAW_NOHUGE] = anon_buffer(raw_bytes, MADV_NOHUGEPAGE);
@@ -397,7 +403,7 @@ static int receiver(int lfd, int ready_fd, unsigned long long raw_bytes, int var
         int fd = accept(lfd, NULL, NULL);
         uint64_t c0 = cpu_ns(CLOCK_PROCESS_CPUTIME_ID);
         if (kind < REPL_COLD) {
-            rc = drain(fd, buf, into[kind], raw_bytes);
+            rc = drain(fd, buf, into[kind], raw_bytes, kind == RAW_WHOLE);
             snprintf(why, sizeof why, "raw connection cut short");
             close(fd);
         } else {
@@ -437,7 +443,7 @@ static int receiver(int lfd, int ready_fd, unsigned long long raw_bytes, int var
     if (rc)
         fprintf(stderr, "bench_repl: receiver: %s\n", why);
     fb__repl_pool_close(pool);
-    for (int k = RAW_TMPFS; k < REPL_COLD; k++)
+    for (int k = RAW_TMPFS; k < RAW_WHOLE; k++)
         if (into[k])
             munmap(into[k], raw_bytes);
     free(buf);
@@ -759,6 +765,7 @@ int main(int argc, char **argv)
     /* the raw socket into each other kind of memory against the baseline,
      * pair by pair: throughput, CPU per byte */
     double mem_gbps[KINDS][2 * RUNS_MAX], mem_cpu[KINDS][2 * RUNS_MAX];
+    double whole_cpu[2 * RUNS_MAX]; /* RAW_WHOLE against RAW_TMPFS, CPU per byte */
     double alone = 0, during = 0;
     int failed = 0, nduring = 0;
     for (int i = -1; i < runs && !failed; i++) {
@@ -784,7 +791,10 @@ int main(int argc, char **argv)
                 ratios_tmpfs[2 * i + j] = b->gbps / t->gbps;
                 ratios_tmpfs_cpu[2 * i + j] =
                     t->cpu_ns_per_byte > 0 ? b->cpu_ns_per_byte / t->cpu_ns_per_byte : 0;
-                for (int k = RAW_TMPFS; k <= RAW_NOHUGE; k++) {
+                whole_cpu[2 * i + j] = t->cpu_ns_per_byte > 0
+                                           ? pair[j][RAW_WHOLE].cpu_ns_per_byte / t->cpu_ns_per_byte
+                                           : 0;
+                for (int k = RAW_TMPFS; k <= RAW_WHOLE; k++) {
                     mem_gbps[k][2 * i + j] = pair[j][k].gbps / a->gbps;
                     mem_cpu[k][2 * i + j] = a->cpu_ns_per_byte > 0
                                                 ? pair[j][k].cpu_ns_per_byte / a->cpu_ns_per_byte
@@ -801,7 +811,8 @@ int main(int argc, char **argv)
     qsort(ratios_cpu, (size_t)(2 * runs), sizeof ratios_cpu[0], cmp_double);
     qsort(ratios_tmpfs, (size_t)(2 * runs), sizeof ratios_tmpfs[0], cmp_double);
     qsort(ratios_tmpfs_cpu, (size_t)(2 * runs), sizeof ratios_tmpfs_cpu[0], cmp_double);
-    for (int k = RAW_TMPFS; k <= RAW_NOHUGE; k++) {
+    qsort(whole_cpu, (size_t)(2 * runs), sizeof whole_cpu[0], cmp_double);
+    for (int k = RAW_TMPFS; k <= RAW_WHOLE; k++) {
         qsort(mem_gbps[k], (size_t)(2 * runs), sizeof mem_gbps[k][0], cmp_double);
         qsort(mem_cpu[k], (size_t)(2 * runs), sizeof mem_cpu[k][0], cmp_double);
     }
@@ -839,6 +850,10 @@ int main(int argc, char **argv)
                "%lld MiB in huge pages)\n", "raw socket into 4 KiB anon pages",
                best[RAW_NOHUGE].gbps, best[RAW_NOHUGE].cpu_ns_per_byte,
                100 * best[RAW_NOHUGE].rx_share, mem.huge_kib[RAW_NOHUGE] >> 10);
+        printf("  %-32s %6.2f GB/s  %5.2f ns/B CPU %3.0f%% rx  (tmpfs pages, each read asking "
+               "for all that is left, as the replication's)\n", "raw into tmpfs, whole reads",
+               best[RAW_WHOLE].gbps, best[RAW_WHOLE].cpu_ns_per_byte,
+               100 * best[RAW_WHOLE].rx_share);
     }
     printf("  %-32s %6.2f GB/s  %5.2f ns/B CPU %3.0f%% rx  (one 4 MiB buffer on both ends, "
            "bench_tcp's way)\n", "raw socket, cached buffers",
@@ -869,14 +884,19 @@ int main(int argc, char **argv)
            best[REPL_DEFER].cpu_ns_per_byte / best[RAW_TMPFS].cpu_ns_per_byte,
            ratios_tmpfs_cpu[runs]);
     static const char *const mem_name[KINDS] = {
-        [RAW_TMPFS] = "tmpfs", [RAW_HUGE] = "THP", [RAW_NOHUGE] = "4 KiB anon"};
-    for (int k = RAW_TMPFS; k <= (variants ? RAW_NOHUGE : RAW_TMPFS); k++)
+        [RAW_TMPFS] = "tmpfs", [RAW_HUGE] = "THP", [RAW_NOHUGE] = "4 KiB anon",
+        [RAW_WHOLE] = "tmpfs whole"};
+    for (int k = RAW_TMPFS; k <= (variants ? RAW_WHOLE : RAW_TMPFS); k++)
         printf("  raw: %-10s / baseline %6.2f   (the memory's part; median of pairs %.2f; CPU "
                "per byte %.2f, median of pairs %.2f)\n", mem_name[k], best[k].gbps / raw,
                mem_gbps[k][runs], best[k].cpu_ns_per_byte / best[RAW_SAME].cpu_ns_per_byte,
                mem_cpu[k][runs]);
-    if (variants)
+    if (variants) {
+        printf("  raw into tmpfs: whole reads / 4 MiB reads, CPU per byte %.2f (median of "
+               "pairs %.2f)\n", best[RAW_WHOLE].cpu_ns_per_byte / best[RAW_TMPFS].cpu_ns_per_byte,
+               whole_cpu[runs]);
         probe_huge(rawf);
+    }
     printf("  ratio verified on arrival  %6.2f   (median of rounds %.2f)\n",
            best[REPL_POOL].gbps / raw, ratios_arrival[runs / 2]);
     printf("  ratio transfer and scrub   %6.2f\n", best[REPL_DEFER].e2e_gbps / raw);
