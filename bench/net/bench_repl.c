@@ -8,7 +8,7 @@
  * BENCH_REPL_RANKS shards (default 4) of BENCH_REPL_MIB MiB in all
  * (default 512), saved by the engine into /dev/shm.  A warm-up round, not
  * counted, then RUNS rounds (BENCH_REPL_RUNS, default 5), each of nine
- * connections (thirteen with --variants): the baseline, raw
+ * connections (fifteen with --variants): the baseline, raw
  * TCP moving the same bytes the same way (the shard files sent whole with
  * sendfile, no header, received into a pre-faulted malloc'd buffer of the
  * step's size, no hashing); the same received into a pre-faulted shared
@@ -16,7 +16,9 @@
  * the replication (informational: the memory's part of the gap, no
  * target); with --variants, the same into anonymous memory advised
  * MADV_HUGEPAGE and MADV_NOHUGEPAGE (how many of each buffer's bytes
- * huge pages map is printed beside, from /proc/self/smaps); raw TCP as bench_tcp does it (4 MiB writes from one
+ * huge pages map is printed beside, from /proc/self/smaps), and into the
+ * tmpfs pages asking each read for all that is left, as the replication
+ * reads a shard; raw TCP as bench_tcp does it (4 MiB writes from one
  * buffer into one 4 MiB buffer, which stays in the cache; printed with
  * its ratio, no target); the step sent with fb__repl_send_step and
  * received by fb__repl_serve_pool without a pool (every shard's pages
