@@ -7,10 +7,18 @@
  * Over loopback: a child process receives, the parent sends.  The step:
  * BENCH_REPL_RANKS shards (default 4) of BENCH_REPL_MIB MiB in all
  * (default 512), saved by the engine into /dev/shm.  A warm-up round, not
- * counted, then RUNS rounds, each of seven connections: the baseline, raw
+ * counted, then RUNS rounds (BENCH_REPL_RUNS, default 5), each of nine
+ * connections (fifteen with --variants): the baseline, raw
  * TCP moving the same bytes the same way (the shard files sent whole with
- * sendfile, no header, received into a pre-faulted buffer of the step's
- * size, no hashing); raw TCP as bench_tcp does it (4 MiB writes from one
+ * sendfile, no header, received into a pre-faulted malloc'd buffer of the
+ * step's size, no hashing); the same received into a pre-faulted shared
+ * mapping of a /dev/shm file, the kind of memory the receive pool gives
+ * the replication (informational: the memory's part of the gap, no
+ * target); with --variants, the same into anonymous memory advised
+ * MADV_HUGEPAGE and MADV_NOHUGEPAGE (how many of each buffer's bytes
+ * huge pages map is printed beside, from /proc/self/smaps), and into the
+ * tmpfs pages asking each read for all that is left, as the replication
+ * reads a shard; raw TCP as bench_tcp does it (4 MiB writes from one
  * buffer into one 4 MiB buffer, which stays in the cache; printed with
  * its ratio, no target); the step sent with fb__repl_send_step and
  * received by fb__repl_serve_pool without a pool (every shard's pages
@@ -24,9 +32,10 @@
  * together.  Every shard is verified by hash before it commits, in
  * either way.  Rounds interleave so that the load of the moment weighs
  * on each alike; the baseline and the replication to arrival run twice a
- * round, as two pairs back to back, ABBA (kind_at).  Each figure is the
- * best of its RUNS (those two: of 2 RUNS), and the median of the rounds'
- * (pairs') own ratios is printed beside.
+ * round, as two pairs back to back, ABBA (kind_at), the raw socket into
+ * the other kinds of memory around them, mirrored (set_order).  Each
+ * figure is the best of its RUNS (those run twice a round: of 2 RUNS),
+ * and the median of the rounds' (pairs') own ratios is printed beside.
  * Beside each figure, the CPU time both ends spent per byte (the
  * sender's thread and the whole receiving process), which the load
  * moves less than the throughput.  Last, the step slowdown while a
@@ -46,6 +55,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/mman.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -58,9 +68,10 @@
 #include "firebreak/firebreak.h"
 
 #define CHUNK_BYTES (4u << 20)
-#define RUNS 5
+#define RUNS_MAX 20
 
-static char base[64], src[128], dst[128];
+static char base[64], src[128], dst[128], rawf[128];
+static int runs = 5; /* BENCH_REPL_RUNS */
 
 static void remove_dirs(void)
 {
@@ -142,14 +153,16 @@ static int connect_port(int port)
 }
 
 /* A raw connection drained into buf (4 MiB, reused) or, when big is not
- * NULL, into big (raw_bytes); 0 when every byte came. */
-static int drain(int fd, char *buf, char *big, unsigned long long raw_bytes)
+ * NULL, into big (raw_bytes), 4 MiB a read, or all that is left when
+ * whole; 0 when every byte came. */
+static int drain(int fd, char *buf, char *big, unsigned long long raw_bytes, int whole)
 {
     unsigned long long got = 0;
     for (;;) {
         char *at = big ? big + got : buf;
-        size_t room = !big ? CHUNK_BYTES
-                      : raw_bytes - got < CHUNK_BYTES ? raw_bytes - got : CHUNK_BYTES;
+        size_t room = !big                                        ? CHUNK_BYTES
+                      : whole || raw_bytes - got < CHUNK_BYTES ? raw_bytes - got
+                                                                : CHUNK_BYTES;
         if (!room)
             break;
         ssize_t n = read(fd, at, room);
@@ -169,28 +182,181 @@ static uint64_t cpu_ns(clockid_t clock)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-/* The kinds of connection, in each round's order. */
-enum { RAW_CACHED, RAW_SAME, REPL_COLD, REPL_POOL, REPL_DEFER, KINDS };
+/* The kinds of connection.  The raw socket's received into: RAW_SAME,
+ * the baseline, a malloc'd buffer (anonymous memory, huge pages only
+ * where the host's THP policy is "always"); RAW_TMPFS, a pre-faulted
+ * shared mapping of a /dev/shm file, the kind of memory the receive pool
+ * gives the replication; with --variants, anonymous memory advised
+ * MADV_HUGEPAGE (RAW_HUGE) and MADV_NOHUGEPAGE (RAW_NOHUGE), and into
+ * tmpfs pages asking each read for all that is left of the stream, as the
+ * replication asks for all that is left of a shard (RAW_WHOLE), where
+ * the others ask for 4 MiB at a time. */
+enum {
+    RAW_CACHED, RAW_SAME, RAW_TMPFS, RAW_HUGE, RAW_NOHUGE, RAW_WHOLE,
+    REPL_COLD, REPL_POOL, REPL_DEFER, KINDS
+};
 
-/* Connections a round: every kind once, and the two the target compares
- * twice. */
-#define CONNS (KINDS + 2)
+#define CONNS_MAX 16
+static int order[CONNS_MAX], conns; /* a round's connections (set_order) */
 
-/* The kind of a round's pos-th connection.  The two the target compares,
- * the baseline and the replication to arrival, run as two pairs, each
- * one right after the other, ABBA, the first of each pair in turns from
- * round to round, so that the load of the moment weighs on both alike
- * (others' builds come and go within seconds here); the rest before
- * them. */
+/* A round's connections: every kind once, and those compared with the
+ * replication to arrival twice.  The baseline and the replication to
+ * arrival run as two pairs, each one right after the other, ABBA, the
+ * first of each pair in turns from round to round (kind_at), so that the
+ * load of the moment weighs on both alike (others' builds come and go
+ * within seconds here); the raw socket into tmpfs pages (and with
+ * variants, into the anonymous memory advised either way) right around
+ * them, mirrored; the rest before. */
+static void set_order(int variants)
+{
+    static const int head[] = {RAW_CACHED, REPL_COLD, REPL_POOL};
+    int n = 0;
+    for (size_t i = 0; i < sizeof head / sizeof head[0]; i++)
+        order[n++] = head[i];
+    int outer[4], no = 0;
+    if (variants) {
+        outer[no++] = RAW_HUGE;
+        outer[no++] = RAW_NOHUGE;
+        outer[no++] = RAW_WHOLE;
+    }
+    outer[no++] = RAW_TMPFS;
+    for (int i = 0; i < no; i++)
+        order[n++] = outer[i];
+    order[n++] = RAW_SAME;
+    order[n++] = REPL_DEFER;
+    order[n++] = REPL_DEFER;
+    order[n++] = RAW_SAME;
+    for (int i = no - 1; i >= 0; i--)
+        order[n++] = outer[i];
+    conns = n;
+}
+
+/* The kind of a round's pos-th connection. */
 static int kind_at(int round, int pos)
 {
-    static const int order[CONNS] = {RAW_CACHED, REPL_COLD,  REPL_POOL, RAW_SAME,
-                                     REPL_DEFER, REPL_DEFER, RAW_SAME};
     int k = order[pos];
     if (round % 2 && (k == RAW_SAME || k == REPL_DEFER))
         k = k == RAW_SAME ? REPL_DEFER : RAW_SAME;
     return k;
 }
+
+/* Kilobytes of the mapping that holds addr that are mapped by huge pages
+ * (anonymous, shmem or file), from /proc/self/smaps; -1 when not read. */
+static long long huge_kib(const void *addr)
+{
+    FILE *f = fopen("/proc/self/smaps", "r");
+    if (!f)
+        return -1;
+    char line[512];
+    int in = 0;
+    long long kib = -1;
+    uintptr_t a = (uintptr_t)addr;
+    while (fgets(line, sizeof line, f)) {
+        unsigned long lo, hi;
+        long long v;
+        char key[64];
+        if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2) {
+            if (in)
+                break;
+            in = a >= lo && a < hi;
+            if (in)
+                kib = 0;
+        } else if (in && sscanf(line, "%63[A-Za-z]: %lld kB", key, &v) == 2 &&
+                   (!strcmp(key, "AnonHugePages") || !strcmp(key, "ShmemPmdMapped") ||
+                    !strcmp(key, "FilePmdMapped"))) {
+            kib += v;
+        }
+    }
+    fclose(f);
+    return kib;
+}
+
+/* Anonymous memory of bytes, advised advice (0: none), every page
+ * written; NULL when it could not be had. */
+static char *anon_buffer(size_t bytes, int advice)
+{
+    void *m = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED)
+        return NULL;
+    if (advice)
+        (void)madvise(m, bytes, advice);
+    memset(m, 0, bytes);
+    return m;
+}
+
+/* A /dev/shm file of bytes mapped shared with its pages allocated and
+ * populated writable, as the receive pool maps its files (replicate.c,
+ * size_and_map); unlinked once mapped, so that its pages go with the
+ * mapping.  NULL when it could not be had. */
+static char *tmpfs_buffer(const char *path, size_t bytes)
+{
+    int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return NULL;
+    void *m = MAP_FAILED;
+    if (!ftruncate(fd, (off_t)bytes) && !fallocate(fd, 0, 0, (off_t)bytes))
+        m = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    unlink(path);
+    close(fd);
+    if (m == MAP_FAILED)
+        return NULL;
+    if (madvise(m, bytes, MADV_POPULATE_WRITE) && errno != EINVAL)
+        memset(m, 0, bytes);
+    return m;
+}
+
+#define PROBE_BYTES (64ul << 20)
+
+/* Whether the receive pool's kind of memory could be had in huge pages
+ * here without changing the host's settings: a /dev/shm file and a
+ * memfd, each advised MADV_HUGEPAGE before its pages are populated, and
+ * a memfd of reserved huge pages (MFD_HUGETLB).  Prints a line of what
+ * each got. */
+static void probe_huge(const char *path)
+{
+    long long kib[2] = {-1, -1};
+    for (int i = 0; i < 2; i++) {
+        int fd = i ? memfd_create("bench_repl", MFD_CLOEXEC)
+                   : open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+        if (fd < 0)
+            continue;
+        if (!i)
+            unlink(path);
+        void *m = MAP_FAILED;
+        if (!ftruncate(fd, PROBE_BYTES))
+            m = mmap(NULL, PROBE_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        close(fd);
+        if (m == MAP_FAILED)
+            continue;
+        (void)madvise(m, PROBE_BYTES, MADV_HUGEPAGE);
+        memset(m, 0, PROBE_BYTES);
+        kib[i] = huge_kib(m);
+        munmap(m, PROBE_BYTES);
+    }
+    const char *tlb = "mapped";
+    int fd = memfd_create("bench_repl", MFD_CLOEXEC | MFD_HUGETLB);
+    if (fd < 0) {
+        tlb = strerror(errno);
+    } else {
+        void *m = MAP_FAILED;
+        if (!ftruncate(fd, PROBE_BYTES))
+            m = mmap(NULL, PROBE_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        if (m == MAP_FAILED)
+            tlb = strerror(errno);
+        else
+            munmap(m, PROBE_BYTES);
+        close(fd);
+    }
+    printf("  huge pages for the pool's kind of memory here (of %lu MiB, MADV_HUGEPAGE): "
+           "/dev/shm file %lld MiB, memfd %lld MiB; MFD_HUGETLB: %s\n", PROBE_BYTES >> 20,
+           kib[0] >> 10, kib[1] >> 10, tlb);
+}
+
+/* What the receiver says once, before the first connection: kilobytes
+ * of each raw kind's buffer mapped by huge pages (-1: none). */
+typedef struct rx_mem {
+    long long huge_kib[KINDS];
+} rx_mem;
 
 /* What the receiver says after each connection. */
 typedef struct rx_fig {
@@ -201,7 +367,7 @@ typedef struct rx_fig {
 
 /*
  * The child, one connection per run, in the parent's order: a warm-up
- * round and RUNS rounds of CONNS connections, then one replication beside
+ * round and RUNS rounds of conns connections, then one replication beside
  * the training steps.  After each replication the step is evicted, as the
  * tier evicts its oldest before the next arrives: recycled into the pool
  * (when it has run empty, and always after a pooled run) or removed.
@@ -210,9 +376,10 @@ typedef struct rx_fig {
  * (receiving and hashing threads) on ready_fd, and for a deferred one
  * the scrub's time: the parent waits for it before the next run.
  */
-static int receiver(int lfd, int ready_fd, unsigned long long raw_bytes)
+static int receiver(int lfd, int ready_fd, unsigned long long raw_bytes, int variants)
 {
     char *buf = malloc(CHUNK_BYTES), *big = malloc(raw_bytes);
+    char *into[KINDS] = {0};
     char why[1024] = "";
     fb__repl_pool *pool = NULL;
     if (!buf || !big || fb__repl_pool_open(&pool, dst, why, sizeof why)) {
@@ -220,13 +387,25 @@ static int receiver(int lfd, int ready_fd, unsigned long long raw_bytes)
         return 1;
     }
     memset(big, 0, raw_bytes);
-    int rc = 0;
-    for (int i = 0; i < CONNS * (RUNS + 1) + 1 && !rc; i++) {
-        int kind = i < CONNS * (RUNS + 1) ? kind_at(i / CONNS, i % CONNS) : REPL_DEFER;
+    into[RAW_SAME] = big;
+    into[RAW_TMPFS] = into[RAW_WHOLE] = tmpfs_buffer(rawf, raw_bytes);
+    if (variants) {
+        into[RAW_HUGE] = anon_buffer(raw_bytes, MADV_HUGEPAGE);
+        into[RAW_NOHUGE] = anon_buffer(raw_bytes, MADV_NOHUGEPAGE);
+    }
+    rx_mem mem;
+    for (int k = 0; k < KINDS; k++)
+        mem.huge_kib[k] = into[k] ? huge_kib(into[k]) : -1;
+    int rc = !into[RAW_TMPFS] || (variants && (!into[RAW_HUGE] || !into[RAW_NOHUGE]));
+    snprintf(why, sizeof why, "cannot map the raw socket's buffers: %s", strerror(errno));
+    if (!rc && write(ready_fd, &mem, sizeof mem) != (ssize_t)sizeof mem)
+        rc = -EPIPE;
+    for (int i = 0; i < conns * (runs + 1) + 1 && !rc; i++) {
+        int kind = i < conns * (runs + 1) ? kind_at(i / conns, i % conns) : REPL_DEFER;
         int fd = accept(lfd, NULL, NULL);
         uint64_t c0 = cpu_ns(CLOCK_PROCESS_CPUTIME_ID);
-        if (kind == RAW_CACHED || kind == RAW_SAME) {
-            rc = drain(fd, buf, kind == RAW_SAME ? big : NULL, raw_bytes);
+        if (kind < REPL_COLD) {
+            rc = drain(fd, buf, into[kind], raw_bytes, kind == RAW_WHOLE);
             snprintf(why, sizeof why, "raw connection cut short");
             close(fd);
         } else {
@@ -250,7 +429,7 @@ static int receiver(int lfd, int ready_fd, unsigned long long raw_bytes)
                 rc = -EIO;
             }
         }
-        if (rc || kind == RAW_CACHED || kind == RAW_SAME) {
+        if (rc || kind < REPL_COLD) {
             /* nothing to evict */
         } else if (kind != REPL_COLD || !fb__repl_pool_files(pool, NULL)) {
             rc = fb__repl_pool_recycle(pool, dst, 1, why, sizeof why);
@@ -266,6 +445,9 @@ static int receiver(int lfd, int ready_fd, unsigned long long raw_bytes)
     if (rc)
         fprintf(stderr, "bench_repl: receiver: %s\n", why);
     fb__repl_pool_close(pool);
+    for (int k = RAW_TMPFS; k < RAW_WHOLE; k++)
+        if (into[k])
+            munmap(into[k], raw_bytes);
     free(buf);
     free(big);
     return rc != 0;
@@ -501,14 +683,26 @@ static void keep_best(run_fig *best, const run_fig *g)
         best->scrub_ns_per_byte = g->scrub_ns_per_byte;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    int variants = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--variants")) {
+            variants = 1;
+        } else {
+            fprintf(stderr, "usage: bench_repl [--variants]\n");
+            return 2;
+        }
+    }
+    set_order(variants);
     signal(SIGPIPE, SIG_IGN);
+    runs = (int)env_ll("BENCH_REPL_RUNS", 5, 1, RUNS_MAX);
     int ranks = (int)env_ll("BENCH_REPL_RANKS", 4, 1, 64);
     size_t bytes = (size_t)env_ll("BENCH_REPL_MIB", 512, 1, 1 << 16) << 20;
     snprintf(base, sizeof base, "/dev/shm/fb-bench-repl.%d", (int)getpid());
     snprintf(src, sizeof src, "%s/a", base);
     snprintf(dst, sizeof dst, "%s/b", base);
+    snprintf(rawf, sizeof rawf, "%s/raw-tmpfs", base);
     if (fb__mkdir_p(src, 0700) || fb__mkdir_p(dst, 0700)) {
         perror("bench_repl: mkdir");
         return 1;
@@ -545,11 +739,17 @@ int main(void)
     if (child == 0) {
         base[0] = '\0'; /* the parent removes the directories */
         close(ready[0]);
-        _exit(receiver(lfd, ready[1], total));
+        _exit(receiver(lfd, ready[1], total, variants));
     }
     close(lfd);
     close(ready[1]);
     ready_rd = ready[0];
+    rx_mem mem;
+    if (read(ready_rd, &mem, sizeof mem) != (ssize_t)sizeof mem) {
+        fprintf(stderr, "bench_repl: the receiver did not start\n");
+        waitpid(child, NULL, 0);
+        return 1;
+    }
 
     char *buf = malloc(CHUNK_BYTES);
     if (!buf)
@@ -557,41 +757,67 @@ int main(void)
     memset(buf, 0x5a, CHUNK_BYTES);
     /* Interleaved rounds after one to warm up (both ends' pages, the
      * pool, the caches), so that the load of the moment weighs on each
-     * figure alike; each figure the best of its RUNS (2 RUNS for the
-     * two pairs' kinds), and the median of the rounds' own ratios
-     * beside. */
+     * figure alike; each figure the best of its runs (2 runs for the
+     * kinds a round has twice), and the median of the rounds' (pairs')
+     * own ratios beside. */
     run_fig best[KINDS];
     memset(best, 0, sizeof best);
-    double ratios[2 * RUNS], ratios_cached[RUNS], ratios_arrival[RUNS], ratios_cpu[2 * RUNS];
+    double ratios[2 * RUNS_MAX], ratios_cached[RUNS_MAX], ratios_arrival[RUNS_MAX];
+    double ratios_cpu[2 * RUNS_MAX], ratios_tmpfs[2 * RUNS_MAX], ratios_tmpfs_cpu[2 * RUNS_MAX];
+    /* the raw socket into each other kind of memory against the baseline,
+     * pair by pair: throughput, CPU per byte */
+    double mem_gbps[KINDS][2 * RUNS_MAX], mem_cpu[KINDS][2 * RUNS_MAX];
+    double whole_cpu[2 * RUNS_MAX]; /* RAW_WHOLE against RAW_TMPFS, CPU per byte */
     double alone = 0, during = 0;
     int failed = 0, nduring = 0;
-    for (int i = -1; i < RUNS && !failed; i++) {
+    for (int i = -1; i < runs && !failed; i++) {
         run_fig g[KINDS], pair[2][KINDS];
-        for (int pos = 0; pos < CONNS && !failed; pos++) {
+        int seen[KINDS] = {0};
+        for (int pos = 0; pos < conns && !failed; pos++) {
             int k = kind_at(i + 1, pos); /* the receiver counts the warm-up as round 0 */
             run_fig f = k == RAW_CACHED ? raw_run(port, buf, 0, total)
-                        : k == RAW_SAME ? raw_run(port, buf, ranks, total)
+                        : k < REPL_COLD ? raw_run(port, buf, ranks, total)
                                         : repl_run(port, ranks, total);
             failed |= f.gbps < 0;
-            g[k] = pair[pos >= KINDS][k] = f;
+            g[k] = pair[seen[k]++ ? 1 : 0][k] = f;
             if (i >= 0)
                 keep_best(&best[k], &f);
         }
         if (i >= 0 && !failed) {
             for (int j = 0; j < 2; j++) {
-                const run_fig *a = &pair[j][RAW_SAME], *b = &pair[j][REPL_DEFER];
+                const run_fig *a = &pair[j][RAW_SAME], *b = &pair[j][REPL_DEFER],
+                              *t = &pair[j][RAW_TMPFS];
                 ratios[2 * i + j] = b->gbps / a->gbps;
                 ratios_cpu[2 * i + j] =
                     a->cpu_ns_per_byte > 0 ? b->cpu_ns_per_byte / a->cpu_ns_per_byte : 0;
+                ratios_tmpfs[2 * i + j] = b->gbps / t->gbps;
+                ratios_tmpfs_cpu[2 * i + j] =
+                    t->cpu_ns_per_byte > 0 ? b->cpu_ns_per_byte / t->cpu_ns_per_byte : 0;
+                whole_cpu[2 * i + j] = t->cpu_ns_per_byte > 0
+                                           ? pair[j][RAW_WHOLE].cpu_ns_per_byte / t->cpu_ns_per_byte
+                                           : 0;
+                for (int k = RAW_TMPFS; k <= RAW_WHOLE; k++) {
+                    mem_gbps[k][2 * i + j] = pair[j][k].gbps / a->gbps;
+                    mem_cpu[k][2 * i + j] = a->cpu_ns_per_byte > 0
+                                                ? pair[j][k].cpu_ns_per_byte / a->cpu_ns_per_byte
+                                                : 0;
+                }
             }
             ratios_arrival[i] = g[REPL_POOL].gbps / g[RAW_SAME].gbps;
             ratios_cached[i] = g[REPL_DEFER].gbps / g[RAW_CACHED].gbps;
         }
     }
-    qsort(ratios, 2 * RUNS, sizeof ratios[0], cmp_double);
-    qsort(ratios_arrival, RUNS, sizeof ratios_arrival[0], cmp_double);
-    qsort(ratios_cached, RUNS, sizeof ratios_cached[0], cmp_double);
-    qsort(ratios_cpu, 2 * RUNS, sizeof ratios_cpu[0], cmp_double);
+    qsort(ratios, (size_t)(2 * runs), sizeof ratios[0], cmp_double);
+    qsort(ratios_arrival, (size_t)runs, sizeof ratios_arrival[0], cmp_double);
+    qsort(ratios_cached, (size_t)runs, sizeof ratios_cached[0], cmp_double);
+    qsort(ratios_cpu, (size_t)(2 * runs), sizeof ratios_cpu[0], cmp_double);
+    qsort(ratios_tmpfs, (size_t)(2 * runs), sizeof ratios_tmpfs[0], cmp_double);
+    qsort(ratios_tmpfs_cpu, (size_t)(2 * runs), sizeof ratios_tmpfs_cpu[0], cmp_double);
+    qsort(whole_cpu, (size_t)(2 * runs), sizeof whole_cpu[0], cmp_double);
+    for (int k = RAW_TMPFS; k <= RAW_WHOLE; k++) {
+        qsort(mem_gbps[k], (size_t)(2 * runs), sizeof mem_gbps[k][0], cmp_double);
+        qsort(mem_cpu[k], (size_t)(2 * runs), sizeof mem_cpu[k][0], cmp_double);
+    }
     if (!failed)
         failed |= step_slowdown(port, ranks, total, &alone, &during, &nduring) != 0;
     if (failed)
@@ -605,11 +831,32 @@ int main(void)
     }
     double raw = best[RAW_SAME].gbps, repl = best[REPL_DEFER].gbps, ratio = repl / raw;
     printf("bench_repl: %d shards, %.0f MiB, loopback, best of %d after a warm-up round (the "
-           "baseline and to arrival: of %d)\n", ranks, (double)total / (1 << 20), RUNS, 2 * RUNS);
+           "baseline, to arrival and the raw socket into tmpfs pages: of %d)\n", ranks,
+           (double)total / (1 << 20), runs, 2 * runs);
     printf("  %-32s %6.2f GB/s  %5.2f ns/B CPU %3.0f%% rx  (the shard files with sendfile, no "
-           "header, into a %.0f MiB buffer)\n", "raw socket, same bytes (baseline)",
-           raw, best[RAW_SAME].cpu_ns_per_byte, 100 * best[RAW_SAME].rx_share,
-           (double)total / (1 << 20));
+           "header, into a %.0f MiB malloc'd buffer; %lld MiB of it in huge pages)\n",
+           "raw socket, same bytes (baseline)", raw, best[RAW_SAME].cpu_ns_per_byte,
+           100 * best[RAW_SAME].rx_share, (double)total / (1 << 20),
+           mem.huge_kib[RAW_SAME] >> 10);
+    printf("  %-32s %6.2f GB/s  %5.2f ns/B CPU %3.0f%% rx  (the same, into a pre-faulted shared "
+           "mapping of a /dev/shm file, the receive pool's kind; %lld MiB in huge pages; "
+           "informational)\n", "raw socket into tmpfs pages", best[RAW_TMPFS].gbps,
+           best[RAW_TMPFS].cpu_ns_per_byte, 100 * best[RAW_TMPFS].rx_share,
+           mem.huge_kib[RAW_TMPFS] >> 10);
+    if (variants) {
+        printf("  %-32s %6.2f GB/s  %5.2f ns/B CPU %3.0f%% rx  (anonymous, MADV_HUGEPAGE; %lld "
+               "MiB in huge pages)\n", "raw socket into THP memory", best[RAW_HUGE].gbps,
+               best[RAW_HUGE].cpu_ns_per_byte, 100 * best[RAW_HUGE].rx_share,
+               mem.huge_kib[RAW_HUGE] >> 10);
+        printf("  %-32s %6.2f GB/s  %5.2f ns/B CPU %3.0f%% rx  (anonymous, MADV_NOHUGEPAGE; "
+               "%lld MiB in huge pages)\n", "raw socket into 4 KiB anon pages",
+               best[RAW_NOHUGE].gbps, best[RAW_NOHUGE].cpu_ns_per_byte,
+               100 * best[RAW_NOHUGE].rx_share, mem.huge_kib[RAW_NOHUGE] >> 10);
+        printf("  %-32s %6.2f GB/s  %5.2f ns/B CPU %3.0f%% rx  (tmpfs pages, each read asking "
+               "for all that is left, as the replication's)\n", "raw into tmpfs, whole reads",
+               best[RAW_WHOLE].gbps, best[RAW_WHOLE].cpu_ns_per_byte,
+               100 * best[RAW_WHOLE].rx_share);
+    }
     printf("  %-32s %6.2f GB/s  %5.2f ns/B CPU %3.0f%% rx  (one 4 MiB buffer on both ends, "
            "bench_tcp's way)\n", "raw socket, cached buffers",
            best[RAW_CACHED].gbps, best[RAW_CACHED].cpu_ns_per_byte,
@@ -630,19 +877,39 @@ int main(void)
     printf("  %-32s %6.2f GB/s                     (arrival, then the scrub, one after the "
            "other)\n", "  transfer and scrub", best[REPL_DEFER].e2e_gbps);
     printf("  ratio                      %6.2f   (to arrival; target >= 0.80; median of "
-           "pairs %.2f, %.2f to %.2f)\n", ratio, ratios[RUNS], ratios[0],
-           ratios[2 * RUNS - 1]);
+           "pairs %.2f, %.2f to %.2f)\n", ratio, ratios[runs], ratios[0],
+           ratios[2 * runs - 1]);
+    printf("  ratio to raw into tmpfs    %6.2f   (to arrival against the raw socket into the "
+           "same kind of memory; informational, no target; median of pairs %.2f; CPU per "
+           "byte %.2f, median of pairs %.2f)\n", repl / best[RAW_TMPFS].gbps,
+           ratios_tmpfs[runs],
+           best[REPL_DEFER].cpu_ns_per_byte / best[RAW_TMPFS].cpu_ns_per_byte,
+           ratios_tmpfs_cpu[runs]);
+    static const char *const mem_name[KINDS] = {
+        [RAW_TMPFS] = "tmpfs", [RAW_HUGE] = "THP", [RAW_NOHUGE] = "4 KiB anon",
+        [RAW_WHOLE] = "tmpfs whole"};
+    for (int k = RAW_TMPFS; k <= (variants ? RAW_WHOLE : RAW_TMPFS); k++)
+        printf("  raw: %-10s / baseline %6.2f   (the memory's part; median of pairs %.2f; CPU "
+               "per byte %.2f, median of pairs %.2f)\n", mem_name[k], best[k].gbps / raw,
+               mem_gbps[k][runs], best[k].cpu_ns_per_byte / best[RAW_SAME].cpu_ns_per_byte,
+               mem_cpu[k][runs]);
+    if (variants) {
+        printf("  raw into tmpfs: whole reads / 4 MiB reads, CPU per byte %.2f (median of "
+               "pairs %.2f)\n", best[RAW_WHOLE].cpu_ns_per_byte / best[RAW_TMPFS].cpu_ns_per_byte,
+               whole_cpu[runs]);
+        probe_huge(rawf);
+    }
     printf("  ratio verified on arrival  %6.2f   (median of rounds %.2f)\n",
-           best[REPL_POOL].gbps / raw, ratios_arrival[RUNS / 2]);
+           best[REPL_POOL].gbps / raw, ratios_arrival[runs / 2]);
     printf("  ratio transfer and scrub   %6.2f\n", best[REPL_DEFER].e2e_gbps / raw);
     printf("  ratio to cached raw        %6.2f   (median of rounds %.2f)\n",
-           repl / best[RAW_CACHED].gbps, ratios_cached[RUNS / 2]);
+           repl / best[RAW_CACHED].gbps, ratios_cached[runs / 2]);
     printf("  ratio without the pool     %6.2f   (verified on arrival)\n",
            best[REPL_COLD].gbps / raw);
     printf("  CPU per byte / raw's        %5.2f to arrival (median of pairs %.2f), %.2f "
            "verified on arrival, %.2f with the scrub (both ends, best of each)\n",
            best[REPL_DEFER].cpu_ns_per_byte / best[RAW_SAME].cpu_ns_per_byte,
-           ratios_cpu[RUNS],
+           ratios_cpu[runs],
            best[REPL_POOL].cpu_ns_per_byte / best[RAW_SAME].cpu_ns_per_byte,
            (best[REPL_DEFER].cpu_ns_per_byte + best[REPL_DEFER].scrub_ns_per_byte) /
                best[RAW_SAME].cpu_ns_per_byte);
