@@ -26,6 +26,8 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -286,6 +288,247 @@ static int cmp_str(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
+/* ------------------------------------------------------------------ */
+/* A directory's files are read by a few threads and added to the model
+ * by this one, in name order.  Reading (stat, open, the copy of a ring's
+ * events, a dump's bytes) needs no shared state; adding to the model
+ * (groups, interned strings, warnings) happens in order, so the model,
+ * and so the result, is the one a single thread builds.  Workers run at
+ * most WINDOW files ahead of the one being added, which bounds the memory
+ * held by files read but not yet added (a PyTorch dump may be 1 GiB). */
+
+#define LOAD_WINDOW 64
+#define LOAD_THREADS_MAX 8
+
+typedef struct load_item {
+    char *path;
+    int kind;              /* ITEM_* */
+    int rc;                /* ITEM_RING / ITEM_FAILED: the read's code */
+    fb__fr_ring_stage ring;
+    char *buf;             /* ITEM_DUMP: the file's bytes */
+    size_t len;
+    char err[512];
+} load_item;
+
+enum { ITEM_SKIP, ITEM_NOTREG, ITEM_FAILED, ITEM_RING, ITEM_DUMP };
+
+typedef struct loader {
+    load_item *items;
+    size_t n;
+    size_t next;           /* first item not claimed */
+    size_t done_upto;      /* items below were added to the model */
+    uint8_t *ready;
+    int stop;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+} loader;
+
+/* Everything about one file that does not need the model. */
+static void read_item(load_item *it)
+{
+    struct stat st;
+    if (stat(it->path, &st) != 0) {
+        it->kind = ITEM_SKIP;
+        return;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        it->kind = S_ISDIR(st.st_mode) ? ITEM_SKIP : ITEM_NOTREG;
+        return;
+    }
+    /* Opened without blocking and refused unless a regular file: a FIFO
+     * in place of a dump would hang the supervisor's hang diagnosis. */
+    int fd = fb__open_regular(it->path, 0);
+    if (fd < 0) {
+        snprintf(it->err, sizeof it->err, "%s: %s", it->path, fb_strerror(fd));
+        it->kind = ITEM_FAILED;
+        it->rc = fd;
+        return;
+    }
+    unsigned char head[8] = {0};
+    ssize_t got;
+    do
+        got = read(fd, head, sizeof head);
+    while (got < 0 && errno == EINTR);
+    close(fd);
+    uint64_t magic = 0;
+    for (ssize_t i = 0; i < 8 && i < got; i++)
+        magic |= (uint64_t)head[i] << (8 * i);
+    if (got == 8 && magic == FB__SEG_MAGIC) {
+        it->rc = fb__fr_ring_read(&it->ring, it->path, it->err, sizeof it->err);
+        it->kind = it->rc ? ITEM_FAILED : ITEM_RING;
+        return;
+    }
+    it->rc = fb__read_file(it->path, MAX_DUMP_BYTES, &it->buf, &it->len);
+    if (it->rc) {
+        snprintf(it->err, sizeof it->err, "%s: cannot read: %s", it->path,
+                 fb_strerror(it->rc));
+        it->kind = ITEM_FAILED;
+        return;
+    }
+    it->kind = ITEM_DUMP;
+}
+
+/* Claim the next item, when one is within the window (mu held). */
+static int claim(loader *L, size_t *i)
+{
+    if (L->stop || L->next >= L->n || L->next >= L->done_upto + LOAD_WINDOW)
+        return 0;
+    *i = L->next++;
+    return 1;
+}
+
+static void run_item(loader *L, size_t i)
+{
+    pthread_mutex_unlock(&L->mu);
+    read_item(&L->items[i]);
+    pthread_mutex_lock(&L->mu);
+    L->ready[i] = 1;
+    pthread_cond_broadcast(&L->cv);
+}
+
+static void *load_worker(void *arg)
+{
+    loader *L = arg;
+    pthread_mutex_lock(&L->mu);
+    for (;;) {
+        size_t i;
+        if (claim(L, &i))
+            run_item(L, i);
+        else if (L->stop || L->next >= L->n)
+            break;
+        else
+            pthread_cond_wait(&L->cv, &L->mu);
+    }
+    pthread_mutex_unlock(&L->mu);
+    return NULL;
+}
+
+/* How many threads read files: FIREBREAK_FR_THREADS when set (1 reads
+ * them all in this thread, in order), else the online CPUs; at most
+ * LOAD_THREADS_MAX, and never more than files. */
+static int load_threads(size_t nfiles)
+{
+    const char *env = getenv("FIREBREAK_FR_THREADS");
+    long n = env && *env ? strtol(env, NULL, 10) : sysconf(_SC_NPROCESSORS_ONLN);
+    if (n < 1)
+        n = 1;
+    if (n > LOAD_THREADS_MAX)
+        n = LOAD_THREADS_MAX;
+    if ((size_t)n > nfiles)
+        n = (long)(nfiles ? nfiles : 1);
+    return (int)n;
+}
+
+/* Add item i to the model as load_one would have.  0, or -ENOMEM. */
+static int add_item(fb__fr_model *m, load_item *it, int *any, int *loaded)
+{
+    int rc = 0;
+    switch (it->kind) {
+    case ITEM_SKIP:
+        return 0;
+    case ITEM_NOTREG:
+        fb__fr_model_warn(m, "%s: %s; skipped", it->path, fb_strerror(FB_ENOTREG));
+        return 0;
+    case ITEM_FAILED:
+        rc = it->rc;
+        break;
+    case ITEM_RING:
+        rc = fb__fr_ring_commit(m, &it->ring, it->path, it->err, sizeof it->err);
+        break;
+    case ITEM_DUMP:
+        rc = fb__fr_load_torch(m, it->path, it->buf, it->len,
+                               trailing_number(it->path), it->err, sizeof it->err);
+        break;
+    }
+    *any = 1;
+    if (rc && rc != -ENOMEM)
+        fb__fr_model_warn(m, "%s", it->err);
+    else if (!rc)
+        (*loaded)++;
+    return rc == -ENOMEM ? rc : 0;
+}
+
+static void release_item(load_item *it)
+{
+    fb__fr_ring_stage_free(&it->ring);
+    free(it->buf);
+    it->buf = NULL;
+    free(it->path);
+    it->path = NULL;
+}
+
+/* Read and add the files `names` (sorted; taken), on load_threads()
+ * threads.  0 or -ENOMEM. */
+static int load_files(fb__fr_model *m, char **names, size_t n, int *any, int *loaded)
+{
+    loader L = {.n = n};
+    pthread_t tid[LOAD_THREADS_MAX];
+    int nthreads = load_threads(n), started = 0, rc = 0;
+    L.items = fb__calloc(n ? n : 1, sizeof *L.items);
+    L.ready = fb__calloc(n ? n : 1, 1);
+    if (!L.items || !L.ready) {
+        for (size_t i = 0; i < n; i++)
+            free(names[i]);
+        free(L.items);
+        free(L.ready);
+        return -ENOMEM;
+    }
+    for (size_t i = 0; i < n; i++)
+        L.items[i].path = names[i];
+    pthread_mutex_init(&L.mu, NULL);
+    pthread_cond_init(&L.cv, NULL);
+    if (nthreads > 1) {
+        /* Workers take no asynchronous signals (the supervisor handles
+         * its own in this thread); faults stay deliverable: the segment
+         * guard's SIGBUS must reach the thread that touched the page. */
+        sigset_t all, old;
+        sigfillset(&all);
+        sigdelset(&all, SIGBUS);
+        sigdelset(&all, SIGSEGV);
+        sigdelset(&all, SIGFPE);
+        sigdelset(&all, SIGILL);
+        pthread_sigmask(SIG_SETMASK, &all, &old);
+        for (int t = 0; t < nthreads - 1; t++)
+            if (pthread_create(&tid[started], NULL, load_worker, &L) == 0)
+                started++;
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+    }
+    pthread_mutex_lock(&L.mu);
+    for (size_t i = 0; i < n; i++) {
+        /* this thread reads too while item i is not ready */
+        while (!L.ready[i]) {
+            size_t j;
+            if (claim(&L, &j))
+                run_item(&L, j);
+            else
+                pthread_cond_wait(&L.cv, &L.mu);
+        }
+        pthread_mutex_unlock(&L.mu);
+        if (!rc)
+            rc = add_item(m, &L.items[i], any, loaded);
+        release_item(&L.items[i]);
+        pthread_mutex_lock(&L.mu);
+        L.done_upto = i + 1;
+        if (rc)
+            L.stop = 1;
+        pthread_cond_broadcast(&L.cv);
+        if (rc)
+            break;
+    }
+    L.stop = 1;
+    pthread_cond_broadcast(&L.cv);
+    pthread_mutex_unlock(&L.mu);
+    for (int t = 0; t < started; t++)
+        pthread_join(tid[t], NULL);
+    for (size_t i = 0; i < n; i++) /* after a failure: read, never added */
+        release_item(&L.items[i]);
+    pthread_mutex_destroy(&L.mu);
+    pthread_cond_destroy(&L.cv);
+    free(L.items);
+    free(L.ready);
+    return rc;
+}
+
 /* Load a path: a file, a live segment name, or a directory of files. */
 static int load_path(fb__fr_model *m, const char *path, int *loaded)
 {
@@ -339,28 +582,16 @@ static int load_path(fb__fr_model *m, const char *path, int *loaded)
         n++;
     }
     closedir(d);
+    if (rc) {
+        for (size_t i = 0; i < n; i++)
+            free(names[i]);
+        free(names);
+        return rc;
+    }
     if (n)
         qsort(names, n, sizeof *names, cmp_str);
     int any = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (rc) {
-            free(names[i]);
-            continue;
-        }
-        if (stat(names[i], &st) == 0 && S_ISREG(st.st_mode)) {
-            any = 1;
-            rc = load_one(m, names[i], err, sizeof err);
-            if (rc && rc != -ENOMEM)
-                fb__fr_model_warn(m, "%s", err);
-            else if (!rc)
-                (*loaded)++;
-            if (rc != -ENOMEM)
-                rc = 0;
-        } else if (stat(names[i], &st) == 0 && !S_ISDIR(st.st_mode)) {
-            fb__fr_model_warn(m, "%s: %s; skipped", names[i], fb_strerror(FB_ENOTREG));
-        }
-        free(names[i]);
-    }
+    rc = load_files(m, names, n, &any, loaded);
     free(names);
     if (rc)
         return rc;
