@@ -633,6 +633,10 @@ typedef struct ctx {
     int *gsize;             /* per group: members */
     int *grank;             /* per group: the bound rank's group rank, -1 */
     uint8_t *stuck_rank;    /* per index in m->ranks: pending long enough */
+    size_t *np2p;           /* per index in m->ranks: p2p entries, SIZE_MAX
+                             * not counted (a duplicate rank) */
+    uint64_t *gmin, *gmax, *gcnt; /* per group: collective seqs seen, the
+                             * lowest, highest and how many (member_stats) */
     uint64_t *stuck;        /* per group: seq where progress stopped, 0 */
     int *stuck_op;
     uint64_t *bbase;        /* per group: bucket window start seq */
@@ -770,22 +774,40 @@ static int resolve_groups(ctx *c)
     return 0;
 }
 
-/* Pass 1: per member summaries. */
-static void member_stats(ctx *c)
+/* Pass 1: per member summaries; per group the span of sequence numbers
+ * (for buckets) and per rank its p2p entries (for the p2p passes, which
+ * skip ranks without): each pass is a walk over every entry, so passes
+ * that can share one do. */
+static int member_stats(ctx *c)
 {
     fb__fr_model *m = c->m;
+    c->np2p = fb__malloc((m->nranks + 1) * sizeof *c->np2p);
+    c->gmin = fb__calloc(m->ngroups + 1, sizeof *c->gmin);
+    c->gmax = fb__calloc(m->ngroups + 1, sizeof *c->gmax);
+    c->gcnt = fb__calloc(m->ngroups + 1, sizeof *c->gcnt);
+    if (!c->np2p || !c->gmin || !c->gmax || !c->gcnt)
+        return -ENOMEM;
     for (size_t i = 0; i < m->nranks; i++) {
         fb__fr_rank *r = &m->ranks[i];
+        c->np2p[i] = SIZE_MAX;
         if (c->rank_idx[r->rank] != (int)i)
             continue; /* a duplicate */
         uint32_t lastg = UINT32_MAX;
         gstat *st = NULL;
+        size_t np2p = 0;
         bind_rank(c, r);
         for (size_t k = 0; k < r->n; k++) {
             const fb__fr_ent *e = &r->ents[k];
             c->any_entries = 1;
-            if (e->flags & FR_ENT_P2P)
+            if (e->flags & FR_ENT_P2P) {
+                np2p++;
                 continue;
+            }
+            if (e->seq > c->gmax[e->group])
+                c->gmax[e->group] = e->seq;
+            if (!c->gmin[e->group] || e->seq < c->gmin[e->group])
+                c->gmin[e->group] = e->seq;
+            c->gcnt[e->group]++;
             if (e->group != lastg) {
                 lastg = e->group;
                 int gr = c->grank[e->group];
@@ -807,8 +829,10 @@ static void member_stats(ctx *c)
                 }
             }
         }
+        c->np2p[i] = np2p;
         unbind_rank(c, r);
     }
+    return 0;
 }
 
 /* Which ranks with evidence are stuck anywhere (a collective or a p2p op
@@ -828,7 +852,7 @@ static int mark_stuck_ranks(ctx *c)
             if (gr >= 0 && gr < c->gsize[g] && c->gs[g] && c->gs[g][gr].stuck_seq)
                 c->stuck_rank[i] = 1;
         }
-        for (size_t k = r->n; k-- > 0 && !c->stuck_rank[i];) {
+        for (size_t k = c->np2p[i] ? r->n : 0; k-- > 0 && !c->stuck_rank[i];) {
             const fb__fr_ent *e = &r->ents[k];
             if ((e->flags & FR_ENT_P2P) && e->state != FR_DONE &&
                 old_enough(c, r, e->t_ns))
@@ -1051,27 +1075,10 @@ static int buckets(ctx *c)
     c->bbase = fb__calloc(G + 1, sizeof *c->bbase);
     c->bcount = fb__calloc(G + 1, sizeof *c->bcount);
     c->b = fb__calloc(G + 1, sizeof *c->b);
-    uint64_t *maxs = fb__calloc(G + 1, sizeof *maxs);
-    uint64_t *mins = fb__calloc(G + 1, sizeof *mins);
-    uint64_t *cnt = fb__calloc(G + 1, sizeof *cnt);
+    const uint64_t *maxs = c->gmax, *mins = c->gmin, *cnt = c->gcnt;
     int rc = -ENOMEM;
-    if (!c->bbase || !c->bcount || !c->b || !maxs || !mins || !cnt)
+    if (!c->bbase || !c->bcount || !c->b)
         goto out;
-    for (size_t i = 0; i < m->nranks; i++) {
-        fb__fr_rank *r = &m->ranks[i];
-        if (c->rank_idx[r->rank] != (int)i)
-            continue;
-        for (size_t k = 0; k < r->n; k++) {
-            const fb__fr_ent *e = &r->ents[k];
-            if (e->flags & FR_ENT_P2P)
-                continue;
-            if (e->seq > maxs[e->group])
-                maxs[e->group] = e->seq;
-            if (!mins[e->group] || e->seq < mins[e->group])
-                mins[e->group] = e->seq;
-            cnt[e->group]++;
-        }
-    }
     for (size_t g = 0; g < G; g++) {
         if (!cnt[g])
             continue;
@@ -1122,9 +1129,6 @@ static int buckets(ctx *c)
     }
     rc = 0;
 out:
-    free(maxs);
-    free(mins);
-    free(cnt);
     return rc;
 }
 
@@ -1201,7 +1205,7 @@ static int p2p_check(ctx *c)
     p2pkey *v = NULL;
     for (size_t i = 0; i < m->nranks; i++) {
         fb__fr_rank *r = &m->ranks[i];
-        if (c->rank_idx[r->rank] != (int)i)
+        if (c->rank_idx[r->rank] != (int)i || !c->np2p[i])
             continue;
         bind_rank(c, r);
         for (size_t k = 0; k < r->n; k++) {
@@ -1833,8 +1837,7 @@ static int analyze(fb__fr_result *res)
         rc = -ENOMEM;
         goto out;
     }
-    member_stats(&c);
-    if ((rc = mark_stuck_ranks(&c)) || (rc = hang_analysis(&c)) ||
+    if ((rc = member_stats(&c)) || (rc = mark_stuck_ranks(&c)) || (rc = hang_analysis(&c)) ||
         (rc = buckets(&c)))
         goto out;
     mismatches(&c);
@@ -1861,6 +1864,10 @@ out:
     free(c.gsize);
     free(c.grank);
     free(c.stuck_rank);
+    free(c.np2p);
+    free(c.gmin);
+    free(c.gmax);
+    free(c.gcnt);
     free(c.b);
     free(c.bbase);
     free(c.bcount);
