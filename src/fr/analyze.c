@@ -248,11 +248,10 @@ static int trailing_number(const char *path)
 
 #define MAX_DUMP_BYTES ((size_t)1 << 30)
 
-static int load_one(fb__fr_model *m, const char *path, char *err, size_t errsz)
+/* 1 when path holds a firebreak segment (by its magic), 0 when not, or
+ * a negative code with a message naming the file in err. */
+static int probe(const char *path, char *err, size_t errsz)
 {
-    /* live segment name */
-    if (path[0] == '/' && !strchr(path + 1, '/'))
-        return fb__fr_load_ring(m, path, err, errsz);
     /* Opened without blocking and refused unless a regular file: a FIFO
      * in place of a dump would hang the supervisor's hang diagnosis. */
     int fd = fb__open_regular(path, 0);
@@ -269,7 +268,18 @@ static int load_one(fb__fr_model *m, const char *path, char *err, size_t errsz)
     uint64_t magic = 0;
     for (ssize_t i = 0; i < 8 && i < got; i++)
         magic |= (uint64_t)head[i] << (8 * i);
-    if (got == 8 && magic == FB__SEG_MAGIC)
+    return got == 8 && magic == FB__SEG_MAGIC;
+}
+
+static int load_one(fb__fr_model *m, const char *path, char *err, size_t errsz)
+{
+    /* live segment name */
+    if (path[0] == '/' && !strchr(path + 1, '/'))
+        return fb__fr_load_ring(m, path, err, errsz);
+    int kind = probe(path, err, errsz);
+    if (kind < 0)
+        return kind;
+    if (kind == 1)
         return fb__fr_load_ring(m, path, err, errsz);
     char *buf = NULL;
     size_t len = 0;
@@ -335,25 +345,13 @@ static void read_item(load_item *it)
         it->kind = S_ISDIR(st.st_mode) ? ITEM_SKIP : ITEM_NOTREG;
         return;
     }
-    /* Opened without blocking and refused unless a regular file: a FIFO
-     * in place of a dump would hang the supervisor's hang diagnosis. */
-    int fd = fb__open_regular(it->path, 0);
-    if (fd < 0) {
-        snprintf(it->err, sizeof it->err, "%s: %s", it->path, fb_strerror(fd));
+    int kind = probe(it->path, it->err, sizeof it->err);
+    if (kind < 0) {
         it->kind = ITEM_FAILED;
-        it->rc = fd;
+        it->rc = kind;
         return;
     }
-    unsigned char head[8] = {0};
-    ssize_t got;
-    do
-        got = read(fd, head, sizeof head);
-    while (got < 0 && errno == EINTR);
-    close(fd);
-    uint64_t magic = 0;
-    for (ssize_t i = 0; i < 8 && i < got; i++)
-        magic |= (uint64_t)head[i] << (8 * i);
-    if (got == 8 && magic == FB__SEG_MAGIC) {
+    if (kind == 1) {
         it->rc = fb__fr_ring_read(&it->ring, it->path, it->err, sizeof it->err);
         it->kind = it->rc ? ITEM_FAILED : ITEM_RING;
         return;
