@@ -304,10 +304,12 @@ static int cmp_str(const void *a, const void *b)
  * events, a dump's bytes) needs no shared state; adding to the model
  * (groups, interned strings, warnings) happens in order, so the model,
  * and so the result, is the one a single thread builds.  Workers run at
- * most WINDOW files ahead of the one being added, which bounds the memory
- * held by files read but not yet added (a PyTorch dump may be 1 GiB). */
+ * most LOAD_WINDOW files ahead of the one being added, and start no file
+ * while the dumps read but not yet added hold LOAD_HOLD_BYTES (a PyTorch
+ * dump may be 1 GiB; a ring's entries are the model's either way). */
 
 #define LOAD_WINDOW 64
+#define LOAD_HOLD_BYTES ((size_t)256 << 20)
 #define LOAD_THREADS_MAX 8
 
 typedef struct load_item {
@@ -327,6 +329,7 @@ typedef struct loader {
     size_t n;
     size_t next;           /* first item not claimed */
     size_t done_upto;      /* items below were added to the model */
+    size_t held;           /* bytes of dumps read, not yet added */
     uint8_t *ready;
     int stop;
     pthread_mutex_t mu;
@@ -371,6 +374,8 @@ static int claim(loader *L, size_t *i)
 {
     if (L->stop || L->next >= L->n || L->next >= L->done_upto + LOAD_WINDOW)
         return 0;
+    if (L->next > L->done_upto && L->held >= LOAD_HOLD_BYTES)
+        return 0; /* the file being added is always read */
     *i = L->next++;
     return 1;
 }
@@ -380,6 +385,7 @@ static void run_item(loader *L, size_t i)
     pthread_mutex_unlock(&L->mu);
     read_item(&L->items[i]);
     pthread_mutex_lock(&L->mu);
+    L->held += L->items[i].len;
     L->ready[i] = 1;
     pthread_cond_broadcast(&L->cv);
 }
@@ -504,8 +510,10 @@ static int load_files(fb__fr_model *m, char **names, size_t n, int *any, int *lo
         pthread_mutex_unlock(&L.mu);
         if (!rc)
             rc = add_item(m, &L.items[i], any, loaded);
+        size_t len = L.items[i].len;
         release_item(&L.items[i]);
         pthread_mutex_lock(&L.mu);
+        L.held -= len;
         L.done_upto = i + 1;
         if (rc)
             L.stop = 1;
