@@ -27,6 +27,7 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -408,12 +409,20 @@ static void *load_worker(void *arg)
 }
 
 /* How many threads read files: FIREBREAK_FR_THREADS when set (1 reads
- * them all in this thread, in order), else the online CPUs; at most
- * LOAD_THREADS_MAX, and never more than files. */
+ * them all in this thread, in order), else the CPUs this process may run
+ * on (taskset, cpusets); at most LOAD_THREADS_MAX, and never more than
+ * files. */
 static int load_threads(size_t nfiles)
 {
     const char *env = getenv("FIREBREAK_FR_THREADS");
-    long n = env && *env ? strtol(env, NULL, 10) : sysconf(_SC_NPROCESSORS_ONLN);
+    long n;
+    cpu_set_t cpus;
+    if (env && *env)
+        n = strtol(env, NULL, 10);
+    else if (sched_getaffinity(0, sizeof cpus, &cpus) == 0)
+        n = CPU_COUNT(&cpus);
+    else
+        n = sysconf(_SC_NPROCESSORS_ONLN);
     if (n < 1)
         n = 1;
     if (n > LOAD_THREADS_MAX)
