@@ -26,6 +26,9 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -246,11 +249,10 @@ static int trailing_number(const char *path)
 
 #define MAX_DUMP_BYTES ((size_t)1 << 30)
 
-static int load_one(fb__fr_model *m, const char *path, char *err, size_t errsz)
+/* 1 when path holds a firebreak segment (by its magic), 0 when not, or
+ * a negative code with a message naming the file in err. */
+static int probe(const char *path, char *err, size_t errsz)
 {
-    /* live segment name */
-    if (path[0] == '/' && !strchr(path + 1, '/'))
-        return fb__fr_load_ring(m, path, err, errsz);
     /* Opened without blocking and refused unless a regular file: a FIFO
      * in place of a dump would hang the supervisor's hang diagnosis. */
     int fd = fb__open_regular(path, 0);
@@ -267,7 +269,18 @@ static int load_one(fb__fr_model *m, const char *path, char *err, size_t errsz)
     uint64_t magic = 0;
     for (ssize_t i = 0; i < 8 && i < got; i++)
         magic |= (uint64_t)head[i] << (8 * i);
-    if (got == 8 && magic == FB__SEG_MAGIC)
+    return got == 8 && magic == FB__SEG_MAGIC;
+}
+
+static int load_one(fb__fr_model *m, const char *path, char *err, size_t errsz)
+{
+    /* live segment name */
+    if (path[0] == '/' && !strchr(path + 1, '/'))
+        return fb__fr_load_ring(m, path, err, errsz);
+    int kind = probe(path, err, errsz);
+    if (kind < 0)
+        return kind;
+    if (kind == 1)
         return fb__fr_load_ring(m, path, err, errsz);
     char *buf = NULL;
     size_t len = 0;
@@ -284,6 +297,251 @@ static int load_one(fb__fr_model *m, const char *path, char *err, size_t errsz)
 static int cmp_str(const void *a, const void *b)
 {
     return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* ------------------------------------------------------------------ */
+/* A directory's files are read by a few threads and added to the model
+ * by this one, in name order.  Reading (stat, open, the copy of a ring's
+ * events, a dump's bytes) needs no shared state; adding to the model
+ * (groups, interned strings, warnings) happens in order, so the model,
+ * and so the result, is the one a single thread builds.  Workers run at
+ * most LOAD_WINDOW files ahead of the one being added, and start no file
+ * while the dumps read but not yet added hold LOAD_HOLD_BYTES (a PyTorch
+ * dump may be 1 GiB; a ring's entries are the model's either way). */
+
+#define LOAD_WINDOW 64
+#define LOAD_HOLD_BYTES ((size_t)256 << 20)
+#define LOAD_THREADS_MAX 8
+
+typedef struct load_item {
+    char *path;
+    int kind;              /* ITEM_* */
+    int rc;                /* ITEM_RING / ITEM_FAILED: the read's code */
+    fb__fr_ring_stage ring;
+    char *buf;             /* ITEM_DUMP: the file's bytes */
+    size_t len;
+    char err[512];
+} load_item;
+
+enum { ITEM_SKIP, ITEM_NOTREG, ITEM_FAILED, ITEM_RING, ITEM_DUMP };
+
+typedef struct loader {
+    load_item *items;
+    size_t n;
+    size_t next;           /* first item not claimed */
+    size_t done_upto;      /* items below were added to the model */
+    size_t held;           /* bytes of dumps read, not yet added */
+    uint8_t *ready;
+    int stop;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+} loader;
+
+/* Everything about one file that does not need the model. */
+static void read_item(load_item *it)
+{
+    struct stat st;
+    if (stat(it->path, &st) != 0) {
+        it->kind = ITEM_SKIP;
+        return;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        it->kind = S_ISDIR(st.st_mode) ? ITEM_SKIP : ITEM_NOTREG;
+        return;
+    }
+    int kind = probe(it->path, it->err, sizeof it->err);
+    if (kind < 0) {
+        it->kind = ITEM_FAILED;
+        it->rc = kind;
+        return;
+    }
+    if (kind == 1) {
+        it->rc = fb__fr_ring_read(&it->ring, it->path, it->err, sizeof it->err);
+        it->kind = it->rc ? ITEM_FAILED : ITEM_RING;
+        return;
+    }
+    it->rc = fb__read_file(it->path, MAX_DUMP_BYTES, &it->buf, &it->len);
+    if (it->rc) {
+        snprintf(it->err, sizeof it->err, "%s: cannot read: %s", it->path,
+                 fb_strerror(it->rc));
+        it->kind = ITEM_FAILED;
+        return;
+    }
+    it->kind = ITEM_DUMP;
+}
+
+/* Claim the next item, when one is within the window (mu held). */
+static int claim(loader *L, size_t *i)
+{
+    if (L->stop || L->next >= L->n || L->next >= L->done_upto + LOAD_WINDOW)
+        return 0;
+    if (L->next > L->done_upto && L->held >= LOAD_HOLD_BYTES)
+        return 0; /* the file being added is always read */
+    *i = L->next++;
+    return 1;
+}
+
+static void run_item(loader *L, size_t i)
+{
+    pthread_mutex_unlock(&L->mu);
+    read_item(&L->items[i]);
+    pthread_mutex_lock(&L->mu);
+    L->held += L->items[i].len;
+    L->ready[i] = 1;
+    pthread_cond_broadcast(&L->cv);
+}
+
+static void *load_worker(void *arg)
+{
+    loader *L = arg;
+    pthread_mutex_lock(&L->mu);
+    for (;;) {
+        size_t i;
+        if (claim(L, &i))
+            run_item(L, i);
+        else if (L->stop || L->next >= L->n)
+            break;
+        else
+            pthread_cond_wait(&L->cv, &L->mu);
+    }
+    pthread_mutex_unlock(&L->mu);
+    return NULL;
+}
+
+/* How many threads read files: FIREBREAK_FR_THREADS when set (1 reads
+ * them all in this thread, in order), else the CPUs this process may run
+ * on (taskset, cpusets); at most LOAD_THREADS_MAX, and never more than
+ * files. */
+static int load_threads(size_t nfiles)
+{
+    const char *env = getenv("FIREBREAK_FR_THREADS");
+    long n;
+    cpu_set_t cpus;
+    if (env && *env)
+        n = strtol(env, NULL, 10);
+    else if (sched_getaffinity(0, sizeof cpus, &cpus) == 0)
+        n = CPU_COUNT(&cpus);
+    else
+        n = sysconf(_SC_NPROCESSORS_ONLN);
+    if (n < 1)
+        n = 1;
+    if (n > LOAD_THREADS_MAX)
+        n = LOAD_THREADS_MAX;
+    if ((size_t)n > nfiles)
+        n = (long)(nfiles ? nfiles : 1);
+    return (int)n;
+}
+
+/* Add item i to the model as load_one would have.  0, or -ENOMEM. */
+static int add_item(fb__fr_model *m, load_item *it, int *any, int *loaded)
+{
+    int rc = 0;
+    switch (it->kind) {
+    case ITEM_SKIP:
+        return 0;
+    case ITEM_NOTREG:
+        fb__fr_model_warn(m, "%s: %s; skipped", it->path, fb_strerror(FB_ENOTREG));
+        return 0;
+    case ITEM_FAILED:
+        rc = it->rc;
+        break;
+    case ITEM_RING:
+        rc = fb__fr_ring_commit(m, &it->ring, it->path, it->err, sizeof it->err);
+        break;
+    case ITEM_DUMP:
+        rc = fb__fr_load_torch(m, it->path, it->buf, it->len,
+                               trailing_number(it->path), it->err, sizeof it->err);
+        break;
+    }
+    *any = 1;
+    if (rc && rc != -ENOMEM)
+        fb__fr_model_warn(m, "%s", it->err);
+    else if (!rc)
+        (*loaded)++;
+    return rc == -ENOMEM ? rc : 0;
+}
+
+static void release_item(load_item *it)
+{
+    fb__fr_ring_stage_free(&it->ring);
+    free(it->buf);
+    it->buf = NULL;
+    free(it->path);
+    it->path = NULL;
+}
+
+/* Read and add the files `names` (sorted; taken), on load_threads()
+ * threads.  0 or -ENOMEM. */
+static int load_files(fb__fr_model *m, char **names, size_t n, int *any, int *loaded)
+{
+    loader L = {.n = n};
+    pthread_t tid[LOAD_THREADS_MAX];
+    int nthreads = load_threads(n), started = 0, rc = 0;
+    L.items = fb__calloc(n ? n : 1, sizeof *L.items);
+    L.ready = fb__calloc(n ? n : 1, 1);
+    if (!L.items || !L.ready) {
+        for (size_t i = 0; i < n; i++)
+            free(names[i]);
+        free(L.items);
+        free(L.ready);
+        return -ENOMEM;
+    }
+    for (size_t i = 0; i < n; i++)
+        L.items[i].path = names[i];
+    pthread_mutex_init(&L.mu, NULL);
+    pthread_cond_init(&L.cv, NULL);
+    if (nthreads > 1) {
+        /* Workers take no asynchronous signals (the supervisor handles
+         * its own in this thread); faults stay deliverable: the segment
+         * guard's SIGBUS must reach the thread that touched the page. */
+        sigset_t all, old;
+        sigfillset(&all);
+        sigdelset(&all, SIGBUS);
+        sigdelset(&all, SIGSEGV);
+        sigdelset(&all, SIGFPE);
+        sigdelset(&all, SIGILL);
+        pthread_sigmask(SIG_SETMASK, &all, &old);
+        for (int t = 0; t < nthreads - 1; t++)
+            if (pthread_create(&tid[started], NULL, load_worker, &L) == 0)
+                started++;
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+    }
+    pthread_mutex_lock(&L.mu);
+    for (size_t i = 0; i < n; i++) {
+        /* this thread reads too while item i is not ready */
+        while (!L.ready[i]) {
+            size_t j;
+            if (claim(&L, &j))
+                run_item(&L, j);
+            else
+                pthread_cond_wait(&L.cv, &L.mu);
+        }
+        pthread_mutex_unlock(&L.mu);
+        if (!rc)
+            rc = add_item(m, &L.items[i], any, loaded);
+        size_t len = L.items[i].len;
+        release_item(&L.items[i]);
+        pthread_mutex_lock(&L.mu);
+        L.held -= len;
+        L.done_upto = i + 1;
+        if (rc)
+            L.stop = 1;
+        pthread_cond_broadcast(&L.cv);
+        if (rc)
+            break;
+    }
+    L.stop = 1;
+    pthread_cond_broadcast(&L.cv);
+    pthread_mutex_unlock(&L.mu);
+    for (int t = 0; t < started; t++)
+        pthread_join(tid[t], NULL);
+    for (size_t i = 0; i < n; i++) /* after a failure: read, never added */
+        release_item(&L.items[i]);
+    pthread_mutex_destroy(&L.mu);
+    pthread_cond_destroy(&L.cv);
+    free(L.items);
+    free(L.ready);
+    return rc;
 }
 
 /* Load a path: a file, a live segment name, or a directory of files. */
@@ -339,28 +597,16 @@ static int load_path(fb__fr_model *m, const char *path, int *loaded)
         n++;
     }
     closedir(d);
+    if (rc) {
+        for (size_t i = 0; i < n; i++)
+            free(names[i]);
+        free(names);
+        return rc;
+    }
     if (n)
         qsort(names, n, sizeof *names, cmp_str);
     int any = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (rc) {
-            free(names[i]);
-            continue;
-        }
-        if (stat(names[i], &st) == 0 && S_ISREG(st.st_mode)) {
-            any = 1;
-            rc = load_one(m, names[i], err, sizeof err);
-            if (rc && rc != -ENOMEM)
-                fb__fr_model_warn(m, "%s", err);
-            else if (!rc)
-                (*loaded)++;
-            if (rc != -ENOMEM)
-                rc = 0;
-        } else if (stat(names[i], &st) == 0 && !S_ISDIR(st.st_mode)) {
-            fb__fr_model_warn(m, "%s: %s; skipped", names[i], fb_strerror(FB_ENOTREG));
-        }
-        free(names[i]);
-    }
+    rc = load_files(m, names, n, &any, loaded);
     free(names);
     if (rc)
         return rc;
@@ -402,6 +648,10 @@ typedef struct ctx {
     int *gsize;             /* per group: members */
     int *grank;             /* per group: the bound rank's group rank, -1 */
     uint8_t *stuck_rank;    /* per index in m->ranks: pending long enough */
+    size_t *np2p;           /* per index in m->ranks: p2p entries, SIZE_MAX
+                             * not counted (a duplicate rank) */
+    uint64_t *gmin, *gmax, *gcnt; /* per group: collective seqs seen, the
+                             * lowest, highest and how many (member_stats) */
     uint64_t *stuck;        /* per group: seq where progress stopped, 0 */
     int *stuck_op;
     uint64_t *bbase;        /* per group: bucket window start seq */
@@ -539,22 +789,40 @@ static int resolve_groups(ctx *c)
     return 0;
 }
 
-/* Pass 1: per member summaries. */
-static void member_stats(ctx *c)
+/* Pass 1: per member summaries; per group the span of sequence numbers
+ * (for buckets) and per rank its p2p entries (for the p2p passes, which
+ * skip ranks without): each pass is a walk over every entry, so passes
+ * that can share one do. */
+static int member_stats(ctx *c)
 {
     fb__fr_model *m = c->m;
+    c->np2p = fb__malloc((m->nranks + 1) * sizeof *c->np2p);
+    c->gmin = fb__calloc(m->ngroups + 1, sizeof *c->gmin);
+    c->gmax = fb__calloc(m->ngroups + 1, sizeof *c->gmax);
+    c->gcnt = fb__calloc(m->ngroups + 1, sizeof *c->gcnt);
+    if (!c->np2p || !c->gmin || !c->gmax || !c->gcnt)
+        return -ENOMEM;
     for (size_t i = 0; i < m->nranks; i++) {
         fb__fr_rank *r = &m->ranks[i];
+        c->np2p[i] = SIZE_MAX;
         if (c->rank_idx[r->rank] != (int)i)
             continue; /* a duplicate */
         uint32_t lastg = UINT32_MAX;
         gstat *st = NULL;
+        size_t np2p = 0;
         bind_rank(c, r);
         for (size_t k = 0; k < r->n; k++) {
             const fb__fr_ent *e = &r->ents[k];
             c->any_entries = 1;
-            if (e->flags & FR_ENT_P2P)
+            if (e->flags & FR_ENT_P2P) {
+                np2p++;
                 continue;
+            }
+            if (e->seq > c->gmax[e->group])
+                c->gmax[e->group] = e->seq;
+            if (!c->gmin[e->group] || e->seq < c->gmin[e->group])
+                c->gmin[e->group] = e->seq;
+            c->gcnt[e->group]++;
             if (e->group != lastg) {
                 lastg = e->group;
                 int gr = c->grank[e->group];
@@ -576,8 +844,10 @@ static void member_stats(ctx *c)
                 }
             }
         }
+        c->np2p[i] = np2p;
         unbind_rank(c, r);
     }
+    return 0;
 }
 
 /* Which ranks with evidence are stuck anywhere (a collective or a p2p op
@@ -597,7 +867,7 @@ static int mark_stuck_ranks(ctx *c)
             if (gr >= 0 && gr < c->gsize[g] && c->gs[g] && c->gs[g][gr].stuck_seq)
                 c->stuck_rank[i] = 1;
         }
-        for (size_t k = r->n; k-- > 0 && !c->stuck_rank[i];) {
+        for (size_t k = c->np2p[i] ? r->n : 0; k-- > 0 && !c->stuck_rank[i];) {
             const fb__fr_ent *e = &r->ents[k];
             if ((e->flags & FR_ENT_P2P) && e->state != FR_DONE &&
                 old_enough(c, r, e->t_ns))
@@ -820,27 +1090,10 @@ static int buckets(ctx *c)
     c->bbase = fb__calloc(G + 1, sizeof *c->bbase);
     c->bcount = fb__calloc(G + 1, sizeof *c->bcount);
     c->b = fb__calloc(G + 1, sizeof *c->b);
-    uint64_t *maxs = fb__calloc(G + 1, sizeof *maxs);
-    uint64_t *mins = fb__calloc(G + 1, sizeof *mins);
-    uint64_t *cnt = fb__calloc(G + 1, sizeof *cnt);
+    const uint64_t *maxs = c->gmax, *mins = c->gmin, *cnt = c->gcnt;
     int rc = -ENOMEM;
-    if (!c->bbase || !c->bcount || !c->b || !maxs || !mins || !cnt)
+    if (!c->bbase || !c->bcount || !c->b)
         goto out;
-    for (size_t i = 0; i < m->nranks; i++) {
-        fb__fr_rank *r = &m->ranks[i];
-        if (c->rank_idx[r->rank] != (int)i)
-            continue;
-        for (size_t k = 0; k < r->n; k++) {
-            const fb__fr_ent *e = &r->ents[k];
-            if (e->flags & FR_ENT_P2P)
-                continue;
-            if (e->seq > maxs[e->group])
-                maxs[e->group] = e->seq;
-            if (!mins[e->group] || e->seq < mins[e->group])
-                mins[e->group] = e->seq;
-            cnt[e->group]++;
-        }
-    }
     for (size_t g = 0; g < G; g++) {
         if (!cnt[g])
             continue;
@@ -891,9 +1144,6 @@ static int buckets(ctx *c)
     }
     rc = 0;
 out:
-    free(maxs);
-    free(mins);
-    free(cnt);
     return rc;
 }
 
@@ -970,7 +1220,7 @@ static int p2p_check(ctx *c)
     p2pkey *v = NULL;
     for (size_t i = 0; i < m->nranks; i++) {
         fb__fr_rank *r = &m->ranks[i];
-        if (c->rank_idx[r->rank] != (int)i)
+        if (c->rank_idx[r->rank] != (int)i || !c->np2p[i])
             continue;
         bind_rank(c, r);
         for (size_t k = 0; k < r->n; k++) {
@@ -1602,8 +1852,7 @@ static int analyze(fb__fr_result *res)
         rc = -ENOMEM;
         goto out;
     }
-    member_stats(&c);
-    if ((rc = mark_stuck_ranks(&c)) || (rc = hang_analysis(&c)) ||
+    if ((rc = member_stats(&c)) || (rc = mark_stuck_ranks(&c)) || (rc = hang_analysis(&c)) ||
         (rc = buckets(&c)))
         goto out;
     mismatches(&c);
@@ -1630,6 +1879,10 @@ out:
     free(c.gsize);
     free(c.grank);
     free(c.stuck_rank);
+    free(c.np2p);
+    free(c.gmin);
+    free(c.gmax);
+    free(c.gcnt);
     free(c.b);
     free(c.bbase);
     free(c.bcount);

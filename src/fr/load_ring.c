@@ -47,9 +47,64 @@ static int group_of(fb__fr_model *m, uint64_t id, const char *name)
     return fb__fr_model_group(m, key, name);
 }
 
-int fb__fr_load_ring(fb__fr_model *m, const char *path, char *err, size_t errsz)
+/* A ring is read in two steps so that many can be read at once
+ * (analyze.c): fb__fr_ring_read copies and decodes a file without touching
+ * the model (any thread), and fb__fr_ring_commit applies it to the model
+ * (one thread, in the order the files were named).  Every call the
+ * one-step loader made on the model -- a group per change of communicator,
+ * a string per change of dtype or call site -- is recorded as an op and
+ * replayed by the commit in the same order, so groups and interned strings
+ * get the indices they got when rings were read one at a time; entries
+ * hold op indices until the commit maps them. */
+
+static void stage_free_ops(fb__fr_ring_stage *s)
+{
+    for (size_t i = 0; i < s->nops; i++)
+        free(s->ops[i].str);
+    free(s->ops);
+    s->ops = NULL;
+    s->nops = s->cap_ops = 0;
+}
+
+void fb__fr_ring_stage_free(fb__fr_ring_stage *s)
+{
+    stage_free_ops(s);
+    free(s->comms);
+    free(s->ents);
+    memset(s, 0, sizeof *s);
+}
+
+/* Index of a new op in *idx; 0 or -ENOMEM (str is taken either way). */
+static int stage_op(fb__fr_ring_stage *s, uint64_t comm_id, int32_t size,
+                    int32_t grank, char *str, uint32_t *idx)
+{
+    if (s->nops == s->cap_ops) {
+        size_t ncap = s->cap_ops ? s->cap_ops * 2 : 8;
+        fb__fr_stage_op *n = fb__realloc(s->ops, ncap * sizeof *n);
+        if (!n) {
+            free(str);
+            return -ENOMEM;
+        }
+        s->ops = n;
+        s->cap_ops = ncap;
+    }
+    s->ops[s->nops] = (fb__fr_stage_op){comm_id, str, size, grank};
+    *idx = (uint32_t)s->nops++;
+    return 0;
+}
+
+static int stage_str(fb__fr_ring_stage *s, const char *text, uint32_t *idx)
+{
+    char *copy = fb__strdup(text);
+    if (!copy)
+        return -ENOMEM;
+    return stage_op(s, 0, 0, 0, copy, idx);
+}
+
+int fb__fr_ring_read(fb__fr_ring_stage *s, const char *path, char *err, size_t errsz)
 {
     fb__seg *seg = NULL;
+    memset(s, 0, sizeof *s);
     int rc = fb__seg_open_as(&seg, path, FB__SEG_ANY_OWNER, NULL);
     if (rc) {
         snprintf(err, errsz, "%s: not a readable firebreak segment: %s", path,
@@ -73,27 +128,19 @@ int fb__fr_load_ring(fb__fr_model *m, const char *path, char *err, size_t errsz)
         fb__seg_close(seg);
         return FB_EFORMAT;
     }
-    fb__fr_rank *r = fb__fr_model_add_rank(m, rank, FR_SRC_RING, path);
-    if (!r) {
-        fb__seg_close(seg);
-        return -ENOMEM;
-    }
+    s->rank = rank;
     /* Bounded and cleaned by fb__seg_open_as: NUL-terminated, no control
      * bytes. */
-    snprintf(r->host, sizeof r->host, "%s", id->hostname);
-    char ver[32];
-    snprintf(ver, sizeof ver, "%u.%u", id->version_major, id->version_minor);
-    r->version = fb__strdup(ver);
-    if (!r->version)
-        goto oom;
-    r->snapshot_ns = snapshot_time(path);
-    r->step = atomic_load_explicit(&((fb__seg_header *)h)->steps_done,
+    snprintf(s->host, sizeof s->host, "%s", id->hostname);
+    snprintf(s->version, sizeof s->version, "%u.%u", id->version_major,
+             id->version_minor);
+    s->snapshot_ns = snapshot_time(path);
+    s->step = atomic_load_explicit(&((fb__seg_header *)h)->steps_done,
                                    memory_order_relaxed)
                   ? (int64_t)atomic_load_explicit(&((fb__seg_header *)h)->step,
                                                   memory_order_relaxed)
                   : -1;
-    if (id->world_size > m->world_size && id->world_size <= FR_MAX_RANK)
-        m->world_size = id->world_size;
+    s->world_size = id->world_size;
 
     uint32_t comm_slots = fb__fr_comm_slots(cap);
     uint32_t ring_slots = fb__fr_ring_slots(cap);
@@ -106,61 +153,46 @@ int fb__fr_load_ring(fb__fr_model *m, const char *path, char *err, size_t errsz)
                                           memory_order_acquire);
     if (ncomm > comm_slots)
         ncomm = comm_slots;
+    if (ncomm) {
+        s->comms = fb__malloc((size_t)ncomm * sizeof *s->comms);
+        if (!s->comms)
+            goto oom;
+    }
     for (uint32_t i = 0; i < ncomm; i++) {
-        fb__fr_comm_rec c;
-        if (!fb__fr_read_comm(tab, i, &c))
+        fb__fr_comm_rec *c = &s->comms[s->ncomms];
+        if (!fb__fr_read_comm(tab, i, c))
             continue;
         char name[FB__FR_NAME_MAX];
-        fb__safe_text(name, sizeof name, c.name); /* printed by the analyzer */
-        int g = group_of(m, c.comm_id, name);
-        if (g < 0)
-            goto oom;
-        if (c.size > 0 && c.size <= (1 << 24) && c.ranks_stride > 0 &&
-            c.ranks_first >= 0 && !m->groups[g].members &&
-            (int64_t)c.ranks_first + (int64_t)(c.size - 1) * c.ranks_stride <= FR_MAX_RANK) {
-            int *mem = fb__malloc((size_t)c.size * sizeof *mem);
-            if (!mem)
-                goto oom;
-            for (int k = 0; k < c.size; k++)
-                mem[k] = c.ranks_first + k * c.ranks_stride;
-            rc = fb__fr_model_group_members(m, g, mem, c.size);
-            free(mem);
-            if (rc)
-                goto oom;
-        } else if (c.size > 0 && c.size <= (1 << 24)) {
-            fb__fr_model_group_members(m, g, NULL, c.size);
-        }
-        if (c.rank >= 0 && (c.size <= 0 || c.rank < c.size) &&
-            fb__fr_rank_member(m, r, (uint32_t)g, c.rank))
-            goto oom;
+        fb__safe_text(name, sizeof name, c->name); /* printed by the analyzer */
+        memcpy(c->name, name, sizeof name);
+        s->ncomms++;
     }
 
     uint64_t head = atomic_load_explicit(&((fb__seg_header *)h)->fr_head,
                                          memory_order_acquire);
     uint64_t first = head > ring_slots ? head - ring_slots : 0; /* clamp */
-    r->wrapped = first > 0;
-    if (r->wrapped)
-        fb__fr_model_warn(m, "rank %d: ring wrapped, %" PRIu64 " older events "
-                      "overwritten (%s)", rank, first, path);
-    int last_g = -1;
+    s->wrapped_from = first;
+    if (head > first) { /* at most ring_slots: one allocation, no growth */
+        s->ents = fb__malloc((size_t)(head - first) * sizeof *s->ents);
+        if (!s->ents)
+            goto oom;
+    }
+    uint32_t last_g = 0, last_dt = 0, last_site = 0;
+    int have_g = 0, have_site = 0;
     uint64_t last_id = 0, last_dkey = UINT64_MAX;
-    uint32_t last_dt = 0;
+    char last_site_file[FB__FR_SITE_FILE_MAX];
+    uint32_t last_site_line = 0;
     for (uint64_t idx = first; idx < head; idx++) {
         fb__fr_event e;
         if (!fb__fr_read_event(ring, ring_slots, idx, &e)) {
-            r->torn++;
+            s->torn++;
             continue;
         }
-        if (last_g < 0 || e.comm_id != last_id) {
-            last_g = group_of(m, e.comm_id, NULL);
-            if (last_g < 0)
+        if (!have_g || e.comm_id != last_id) {
+            if (stage_op(s, e.comm_id, e.comm_size, e.comm_rank, NULL, &last_g))
                 goto oom;
+            have_g = 1;
             last_id = e.comm_id;
-            if (e.comm_size > 0 && e.comm_size <= (1 << 24))
-                fb__fr_model_group_members(m, last_g, NULL, e.comm_size);
-            if (e.comm_rank >= 0 &&
-                fb__fr_rank_member(m, r, (uint32_t)last_g, e.comm_rank))
-                goto oom;
         }
         uint64_t dkey = ((uint64_t)e.elem_bytes << 16) | ((uint64_t)e.dtype << 1) |
                         !!(e.flags & FB__FR_F_DTYPE_OTHER);
@@ -172,7 +204,7 @@ int fb__fr_load_ring(fb__fr_model *m, const char *path, char *err, size_t errsz)
                 snprintf(dt, sizeof dt, "%s",
                          fb_dtype_name((fb_dtype)e.dtype)
                              ? fb_dtype_name((fb_dtype)e.dtype) : "?");
-            if (fb__fr_model_intern(m, dt, &last_dt))
+            if (stage_str(s, dt, &last_dt))
                 goto oom;
             last_dkey = dkey;
         }
@@ -181,7 +213,7 @@ int fb__fr_load_ring(fb__fr_model *m, const char *path, char *err, size_t errsz)
             .t_ns = e.begin_mono_ns + wall_off,
             .in_numel = (int64_t)(e.count & INT64_MAX),
             .out_numel = (int64_t)(e.out_count & INT64_MAX),
-            .group = (uint32_t)last_g,
+            .group = last_g,
             .dtype = last_dt,
             .peer = e.peer,
             .pair_seq = e.pair_seq,
@@ -195,25 +227,131 @@ int fb__fr_load_ring(fb__fr_model *m, const char *path, char *err, size_t errsz)
         if (e.flags & FB__FR_F_ANY_SOURCE)
             x.peer = -1;
         if (e.site_line) { /* minor 1: the caller's file:line */
-            char raw[FB__FR_SITE_FILE_MAX + 1], file[FB__FR_SITE_FILE_MAX + 1],
-                site[FB__FR_SITE_FILE_MAX + 16];
-            memcpy(raw, e.site_file, FB__FR_SITE_FILE_MAX);
-            raw[FB__FR_SITE_FILE_MAX] = '\0';
-            fb__safe_text(file, sizeof file, raw); /* printed by the analyzer */
-            snprintf(site, sizeof site, "%s:%u", file[0] ? file : "?", e.site_line);
-            if (fb__fr_model_intern(m, site, &x.frame))
-                goto oom;
+            if (!have_site || e.site_line != last_site_line ||
+                memcmp(e.site_file, last_site_file, FB__FR_SITE_FILE_MAX)) {
+                char raw[FB__FR_SITE_FILE_MAX + 1], file[FB__FR_SITE_FILE_MAX + 1],
+                    site[FB__FR_SITE_FILE_MAX + 16];
+                memcpy(raw, e.site_file, FB__FR_SITE_FILE_MAX);
+                raw[FB__FR_SITE_FILE_MAX] = '\0';
+                fb__safe_text(file, sizeof file, raw); /* printed by the analyzer */
+                snprintf(site, sizeof site, "%s:%u", file[0] ? file : "?",
+                         e.site_line);
+                if (stage_str(s, site, &last_site))
+                    goto oom;
+                memcpy(last_site_file, e.site_file, FB__FR_SITE_FILE_MAX);
+                last_site_line = e.site_line;
+                have_site = 1;
+            }
+            x.frame = last_site + 1; /* 0 stays "no site" */
         }
-        if (fb__fr_rank_push(r, &x))
-            goto oom;
+        s->ents[s->n++] = x;
     }
-    if (r->torn)
-        fb__fr_model_warn(m, "rank %d: %d events were being rewritten while read "
-                      "(%s)", rank, r->torn, path);
     fb__seg_close(seg);
     return 0;
 oom:
     fb__seg_close(seg);
+    fb__fr_ring_stage_free(s);
     snprintf(err, errsz, "%s: out of memory", path);
     return -ENOMEM;
+}
+
+int fb__fr_ring_commit(fb__fr_model *m, fb__fr_ring_stage *s, const char *path,
+                       char *err, size_t errsz)
+{
+    uint32_t *map = NULL;
+    int rc;
+    fb__fr_rank *r = fb__fr_model_add_rank(m, s->rank, FR_SRC_RING, path);
+    if (!r)
+        goto oom;
+    snprintf(r->host, sizeof r->host, "%s", s->host);
+    r->version = fb__strdup(s->version);
+    if (!r->version)
+        goto oom;
+    r->snapshot_ns = s->snapshot_ns;
+    r->step = s->step;
+    if (s->world_size > m->world_size && s->world_size <= FR_MAX_RANK)
+        m->world_size = s->world_size;
+    for (uint32_t i = 0; i < s->ncomms; i++) {
+        const fb__fr_comm_rec *c = &s->comms[i];
+        int g = group_of(m, c->comm_id, c->name);
+        if (g < 0)
+            goto oom;
+        if (c->size > 0 && c->size <= (1 << 24) && c->ranks_stride > 0 &&
+            c->ranks_first >= 0 && !m->groups[g].members &&
+            (int64_t)c->ranks_first + (int64_t)(c->size - 1) * c->ranks_stride <= FR_MAX_RANK) {
+            int *mem = fb__malloc((size_t)c->size * sizeof *mem);
+            if (!mem)
+                goto oom;
+            for (int k = 0; k < c->size; k++)
+                mem[k] = c->ranks_first + k * c->ranks_stride;
+            rc = fb__fr_model_group_members(m, g, mem, c->size);
+            free(mem);
+            if (rc)
+                goto oom;
+        } else if (c->size > 0 && c->size <= (1 << 24)) {
+            fb__fr_model_group_members(m, g, NULL, c->size);
+        }
+        if (c->rank >= 0 && (c->size <= 0 || c->rank < c->size) &&
+            fb__fr_rank_member(m, r, (uint32_t)g, c->rank))
+            goto oom;
+    }
+    r->wrapped = s->wrapped_from > 0;
+    if (r->wrapped)
+        fb__fr_model_warn(m, "rank %d: ring wrapped, %" PRIu64 " older events "
+                      "overwritten (%s)", s->rank, s->wrapped_from, path);
+    /* Replay: op i becomes a group or a string index, map[i]. */
+    if (s->nops) {
+        map = fb__malloc(s->nops * sizeof *map);
+        if (!map)
+            goto oom;
+    }
+    for (size_t i = 0; i < s->nops; i++) {
+        const fb__fr_stage_op *op = &s->ops[i];
+        if (op->str) {
+            if (fb__fr_model_intern(m, op->str, &map[i]))
+                goto oom;
+            continue;
+        }
+        int g = group_of(m, op->comm_id, NULL);
+        if (g < 0)
+            goto oom;
+        map[i] = (uint32_t)g;
+        if (op->size > 0 && op->size <= (1 << 24))
+            fb__fr_model_group_members(m, g, NULL, op->size);
+        if (op->grank >= 0 && fb__fr_rank_member(m, r, (uint32_t)g, op->grank))
+            goto oom;
+    }
+    for (size_t k = 0; k < s->n; k++) {
+        fb__fr_ent *x = &s->ents[k];
+        x->group = map[x->group];
+        x->dtype = map[x->dtype];
+        if (x->frame) /* op index + 1; 0 stays "no site" */
+            x->frame = map[x->frame - 1];
+    }
+    free(map);
+    map = NULL;
+    r->ents = s->ents;
+    r->n = r->cap = s->n;
+    s->ents = NULL;
+    s->n = 0;
+    r->torn = s->torn;
+    if (r->torn)
+        fb__fr_model_warn(m, "rank %d: %d events were being rewritten while read "
+                      "(%s)", s->rank, r->torn, path);
+    return 0;
+oom:
+    free(map);
+    snprintf(err, errsz, "%s: out of memory", path);
+    return -ENOMEM;
+}
+
+int fb__fr_load_ring(fb__fr_model *m, const char *path, char *err, size_t errsz)
+{
+    fb__fr_ring_stage s;
+    int rc = fb__fr_ring_read(&s, path, err, errsz);
+    if (rc)
+        return rc;
+    rc = fb__fr_ring_commit(m, &s, path, err, errsz);
+    fb__fr_ring_stage_free(&s);
+    return rc;
 }

@@ -104,6 +104,35 @@ void fb__fr_model_warn(fb__fr_model *m, const char *fmt, ...)
 /* Loaders.  Each returns 0, or a negative code with a message naming the
  * file and the field in err; a warning only goes to m->warnings. */
 int fb__fr_load_ring(fb__fr_model *m, const char *path, char *err, size_t errsz);
+/* A ring in two steps, for loading many at once (load_ring.c):
+ * fb__fr_ring_read copies and checks one file without the model (any
+ * thread; on error the stage is empty), fb__fr_ring_commit adds it to the
+ * model (one thread, files in order: the result is the one
+ * fb__fr_load_ring gives, which is read + commit).  The stage is freed
+ * with fb__fr_ring_stage_free either way. */
+typedef struct fb__fr_stage_op {
+    uint64_t comm_id;      /* a group, when str is NULL                  */
+    char *str;             /* a string to intern                         */
+    int32_t size, grank;   /* the group's size and this rank's, as seen  */
+} fb__fr_stage_op;
+
+typedef struct fb__fr_ring_stage {
+    int rank, world_size, torn;
+    int64_t step;
+    uint64_t snapshot_ns, wrapped_from;
+    char host[64], version[32];
+    struct fb__fr_comm_rec *comms; /* consistent records, names cleaned */
+    uint32_t ncomms;
+    fb__fr_stage_op *ops;  /* the model calls, in order                  */
+    size_t nops, cap_ops;
+    fb__fr_ent *ents;      /* group, dtype: op index; frame: op index + 1 */
+    size_t n;
+} fb__fr_ring_stage;
+
+int fb__fr_ring_read(fb__fr_ring_stage *s, const char *path, char *err, size_t errsz);
+int fb__fr_ring_commit(fb__fr_model *m, fb__fr_ring_stage *s, const char *path,
+                       char *err, size_t errsz);
+void fb__fr_ring_stage_free(fb__fr_ring_stage *s);
 /* A PyTorch dump (JSON or pickle), detected from its first bytes.
  * `rank_hint` is the file name's trailing number, -1 when none. */
 int fb__fr_load_torch(fb__fr_model *m, const char *path, const void *data, size_t len,
