@@ -7,15 +7,16 @@ fb-toy-train:
      times; launched_at is when the last new rank runs its program), the
      median and range over a few restarts, per rank, and a linear fit over
      the medians; at the largest size also without standby shims
-     (FIREBREAK_STANDBY_SHIMS=0, alternated with the default), and for
-     both the time from the detection until every new rank took a step;
+     (FIREBREAK_STANDBY_SHIMS=0, right after the run with them; with
+     FB_BENCH_SCALE_AGAIN=1 a third run with them again), and for both
+     the time from the detection until every new rank took a step;
   2. supervised wall time against a plain launch of the same 256 ranks
      (posix_spawn of every rank, then wait for all), best of 2 each;
   3. the supervisor's own CPU at 1,024 ranks while they train (utime +
      stime of its process, over a window after every rank took a step).
 
-Prints every target with its measured value and baseline and exits 1 when
-one is missed.  usage: bench_scale.py FIREBREAK FB_TOY_TRAIN [--quick]
+Prints every target with its measured value and baseline, a `phase:`
+line per part (its wall time), and exits 1 when one is missed.  usage: bench_scale.py FIREBREAK FB_TOY_TRAIN [--quick]
 [--cpu-only [--runs N] [--window S]]; --cpu-only measures part 3 alone, N
 times (default 1) over S seconds each (default 10), and prints each share
 with the load average beside it.
