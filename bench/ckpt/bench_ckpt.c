@@ -29,6 +29,14 @@
  *            right after registering (before the background thread has
  *            faulted staging in)
  *
+ * With BENCH_CKPT_AB=1 it also measures, without targets, the ways each
+ * landed change replaced (test hooks), alternated with the way in use in
+ * the same run: buffered writes without write-behind, every block
+ * gathered, the hash on a second thread, restore into staging, and a
+ * first save right after registering.  `make bench` leaves them out (16
+ * rounds of three saves instead of 4; docs/bench.md, "The checkpoint
+ * stall").
+ *
  * Every target goes to the results file (bench/bench_result.h) and a
  * missed one makes the exit status 1.
  * 1 GiB (BENCH_CKPT_MIB to change) in tensors of mixed sizes, on the
@@ -80,6 +88,20 @@ static uint64_t train_step(int read_pass)
 }
 
 static volatile uint64_t sink;
+
+/* One line per phase of the bench: its wall time (where the bench's own
+ * time goes, docs/bench.md). */
+static uint64_t phase_t0, bench_t0;
+static void phase(const char *name)
+{
+    uint64_t now = fb__now_ns();
+    double load[1] = {0};
+    if (getloadavg(load, 1) < 1)
+        load[0] = -1;
+    printf("phase: %s: %.1f s (load %.1f)\n", name,
+           (double)(now - phase_t0) / 1e9, load[0]);
+    phase_t0 = now;
+}
 static char *run(const char *cmd);
 
 /* One mode's numbers, each the best of REPS saves. */
@@ -428,6 +450,7 @@ int main(int argc, char **argv)
         return 2;
     }
     const char *dir = argv[1];
+    phase_t0 = bench_t0 = fb__now_ns();
     group groups[] = {{4, 128u << 20}, {8, 32u << 20}, {64, 2u << 20},
                       {64, 1u << 20}, {1024, 64u << 10}};
     fb__mkdir_p(dir, 0755);
@@ -439,10 +462,18 @@ int main(int argc, char **argv)
     char self[1024];
     ssize_t sl = readlink("/proc/self/exe", self, sizeof self - 1);
     self[sl > 0 ? sl : 0] = '\0';
+    /* The before/after comparisons of landed changes (no targets). */
+    const int ab = getenv("BENCH_CKPT_AB") && atoi(getenv("BENCH_CKPT_AB")) > 0;
     int startup_ok = startup(self, dir, "protect", "step", 3, st_total);
+    phase("start-up, write-protect, 3 processes");
     startup_ok &= startup(self, dir, "copy", "step", 3, st_total);
-    (void)startup(self, dir, "protect", "now", 1, st_total);
+    phase("start-up, copy, 3 processes");
+    if (ab) {
+        (void)startup(self, dir, "protect", "now", 1, st_total);
+        phase("start-up, save right after registering, 1 process");
+    }
     many_tensors(dir);
+    phase("registering 20,000 tensors");
     char (*names)[64];
     uint64_t total = make_state(groups, 5, scale, &names);
     char ckdir[1024];
@@ -493,23 +524,30 @@ int main(int argc, char **argv)
         memcpy_s = best(memcpy_s, (double)(fb__now_ns() - a) / 1e9);
     }
     munmap(dst, total);
+    phase("state, copy snapshots registered, memcpy baseline");
 
     /* Copy snapshots: save alone (stall, persist), then save + a step. */
     uint64_t step_no = 0;
     measured c_alone = measure(ck, -1, &step_no);
+    phase("copy snapshots, save alone");
     /* The same the old way, buffered writes without write-behind (store.h;
      * test hooks): before/after in one run. */
-    setenv("FIREBREAK_CKPT_WRITE_BEHIND", "0", 1);
-    setenv("FIREBREAK_CKPT_DIRECT", "0", 1);
-    measured c_nowb = measure(ck, -1, &step_no);
-    unsetenv("FIREBREAK_CKPT_WRITE_BEHIND");
-    unsetenv("FIREBREAK_CKPT_DIRECT");
+    measured c_nowb = {1e9, 1e9, 1e9, 1e9, 0, 1, 0, 1e9};
+    if (ab) {
+        setenv("FIREBREAK_CKPT_WRITE_BEHIND", "0", 1);
+        setenv("FIREBREAK_CKPT_DIRECT", "0", 1);
+        c_nowb = measure(ck, -1, &step_no);
+        unsetenv("FIREBREAK_CKPT_WRITE_BEHIND");
+        unsetenv("FIREBREAK_CKPT_DIRECT");
+        phase("copy snapshots, the old way (buffered)");
+    }
     measured c_step = measure(ck, 1, &step_no);
+    phase("copy snapshots, save + reading step");
     /* Every block gathered into the bounce buffer, none sent from staging
      * as it is (test hook): before/after, alternated in one run. */
     measured c_step_gather = {1e9, 1e9, 1e9, 1e9, 0, 1, 0, 1e9};
     measured c_alone_gather = c_step_gather, c_alone_now = c_step_gather;
-    for (int r = 0; r < 2; r++) {
+    for (int r = 0; ab && r < 2; r++) {
         setenv("FIREBREAK_CKPT_GATHER_ALL", "1", 1);
         measured g = measure(ck, 1, &step_no), ga = measure(ck, -1, &step_no);
         unsetenv("FIREBREAK_CKPT_GATHER_ALL");
@@ -526,10 +564,15 @@ int main(int argc, char **argv)
     }
     /* The same with the hash on a second thread reading staging again
      * (test hook), not while gathering: before/after in one run. */
-    setenv("FIREBREAK_CKPT_HASH_GATHER", "0", 1);
-    measured c_step_old = measure(ck, 1, &step_no);
-    measured c_alone_old = measure(ck, -1, &step_no);
-    unsetenv("FIREBREAK_CKPT_HASH_GATHER");
+    measured c_step_old = c_nowb, c_alone_old = c_nowb;
+    if (ab) {
+        phase("copy snapshots, gathering every block, alternated");
+        setenv("FIREBREAK_CKPT_HASH_GATHER", "0", 1);
+        c_step_old = measure(ck, 1, &step_no);
+        c_alone_old = measure(ck, -1, &step_no);
+        unsetenv("FIREBREAK_CKPT_HASH_GATHER");
+        phase("copy snapshots, hash on a second thread");
+    }
     double stall_s = c_alone.stall, persist_s = c_alone.persist, restore_s = 1e9;
     char shard[1200];
     snprintf(shard, sizeof shard, "%s/step-%010llu/rank-00000.safetensors", ckdir,
@@ -537,7 +580,7 @@ int main(int argc, char **argv)
     /* Each way in turn: into place with the overwritten bytes kept aside,
      * and the old way (test hook), into staging then one memcpy. */
     double restore_old_s = 1e9;
-    for (int r = 0; r < 2 * REPS; r++) {
+    for (int r = 0; r < 2 * REPS; r += ab ? 1 : 2) {
         if (r & 1)
             setenv("FIREBREAK_CKPT_RESTORE_STAGED", "1", 1);
         drop_cache(shard);
@@ -552,6 +595,7 @@ int main(int argc, char **argv)
         unsetenv("FIREBREAK_CKPT_RESTORE_STAGED");
     }
     fb_ckpt_close(ck);
+    phase(ab ? "restore, both ways" : "restore");
 
     /* Write-protect snapshots: a step that reads then writes every weight
      * after save, and the worst case, one that overwrites every weight at
@@ -567,6 +611,7 @@ int main(int argc, char **argv)
         have_wp = p_step.protected_ && p_worst.protected_;
         fb_ckpt_close(ck);
     }
+    phase("write-protect snapshots");
 
     /* Hash choice. */
     double xxh_s = 1e9, crc_s = 1e9;
@@ -585,6 +630,8 @@ int main(int argc, char **argv)
         }
     }
 
+    phase("hash");
+
     /* fio on the same directory: write (end_fsync), then read after
      * invalidating the file's cache (POSIX_FADV_DONTNEED). */
     double fio_w = -1, fio_r = -1;
@@ -600,6 +647,7 @@ int main(int argc, char **argv)
             fio_r = rd;
     }
     unlink(fio_file);
+    phase("fio write and read");
 
     /* torch.save / torch.load of the same tensor sizes. */
     char cmd[4096];
@@ -625,6 +673,7 @@ int main(int argc, char **argv)
     if (!out || sscanf(out, "%lf %lf", &torch_save, &torch_load) != 2)
         torch_save = torch_load = -1;
     free(out);
+    phase("torch.save and torch.load");
 
     int ok = startup_ok;
     char m[128], b[128];
@@ -669,29 +718,34 @@ int main(int argc, char **argv)
                "memory bandwidth shared with the step\n",
                c_step.loss > c_step.stall ? c_step.loss - c_step.stall : 0.0,
                p_step.loss > p_step.stall ? p_step.loss - p_step.stall : 0.0);
-    double gib = (double)total / (1024.0 * 1024 * 1024);
-    double int_all = c_step_gather.loss > c_step_gather.stall
-                         ? c_step_gather.loss - c_step_gather.stall : 0.0;
-    double int_now = c_step.loss > c_step.stall ? c_step.loss - c_step.stall : 0.0;
-    printf("staging sent as it is (no target): copy snapshots, the reading step "
-           "slowed by %.3f s beyond the stall (%.3f s per GiB) vs %.3f s "
-           "(%.3f s per GiB) gathering every block (%.2fx); persist %.2f vs "
-           "%.2f GB/s\n", int_now, int_now / gib, int_all, int_all / gib,
-           int_all > 0 ? int_now / int_all : 0.0, gbps(total, c_alone_now.persist),
-           gbps(total, c_alone_gather.persist));
-    printf("staging sent as it is (no target): the background write's CPU "
-           "(writer and its helper threads), copy snapshots, save alone: %.3f "
-           "s per save (%.3f s per GiB) vs %.3f s (%.3f s per GiB) gathering "
-           "every block (%.2fx)\n", c_alone_now.cpu, c_alone_now.cpu / gib,
-           c_alone_gather.cpu, c_alone_gather.cpu / gib,
-           c_alone_gather.cpu > 0 ? c_alone_now.cpu / c_alone_gather.cpu : 0.0);
-    double int_new = c_step.loss > c_step.stall ? c_step.loss - c_step.stall : 0.0;
-    double int_old = c_step_old.loss > c_step_old.stall ? c_step_old.loss - c_step_old.stall : 0.0;
-    printf("hash while gathering (no target): copy snapshots, the reading step "
-           "slowed by %.3f s hashing each block as it is gathered vs %.3f s "
-           "hashing on a second thread (%.2fx); persist %.2f vs %.2f GB/s\n",
-           int_new, int_old, int_old > 0 ? int_new / int_old : 0.0,
-           gbps(total, c_alone.persist), gbps(total, c_alone_old.persist));
+    if (ab) {
+        double gib = (double)total / (1024.0 * 1024 * 1024);
+        double int_all = c_step_gather.loss > c_step_gather.stall
+                             ? c_step_gather.loss - c_step_gather.stall : 0.0;
+        double int_now = c_step.loss > c_step.stall ? c_step.loss - c_step.stall : 0.0;
+        printf("staging sent as it is (no target): copy snapshots, the reading step "
+               "slowed by %.3f s beyond the stall (%.3f s per GiB) vs %.3f s "
+               "(%.3f s per GiB) gathering every block (%.2fx); persist %.2f vs "
+               "%.2f GB/s\n", int_now, int_now / gib, int_all, int_all / gib,
+               int_all > 0 ? int_now / int_all : 0.0, gbps(total, c_alone_now.persist),
+               gbps(total, c_alone_gather.persist));
+        printf("staging sent as it is (no target): the background write's CPU "
+               "(writer and its helper threads), copy snapshots, save alone: %.3f "
+               "s per save (%.3f s per GiB) vs %.3f s (%.3f s per GiB) gathering "
+               "every block (%.2fx)\n", c_alone_now.cpu, c_alone_now.cpu / gib,
+               c_alone_gather.cpu, c_alone_gather.cpu / gib,
+               c_alone_gather.cpu > 0 ? c_alone_now.cpu / c_alone_gather.cpu : 0.0);
+        double int_new = c_step.loss > c_step.stall ? c_step.loss - c_step.stall : 0.0;
+        double int_old = c_step_old.loss > c_step_old.stall ? c_step_old.loss - c_step_old.stall : 0.0;
+        printf("hash while gathering (no target): copy snapshots, the reading step "
+               "slowed by %.3f s hashing each block as it is gathered vs %.3f s "
+               "hashing on a second thread (%.2fx); persist %.2f vs %.2f GB/s\n",
+               int_new, int_old, int_old > 0 ? int_new / int_old : 0.0,
+               gbps(total, c_alone.persist), gbps(total, c_alone_old.persist));
+    } else {
+        printf("before/after (no target): the ways the landed changes replaced "
+               "not measured (BENCH_CKPT_AB=1 measures them)\n");
+    }
     } else {
         printf("stall:   write-protect snapshot: not available here "
                "(userfaultfd refused); torch.save compared with the copy\n");
@@ -700,10 +754,13 @@ int main(int argc, char **argv)
     if (fio_w > 0) {
         double ratio = ours_w / (fio_w / 1e9);
         printf("persist: %.2f GB/s   fio write+fsync %.2f GB/s   ratio %.2fx   "
-               "(target >= 0.95x) %s;  the old way (buffered, no write-behind) "
-               "%.2f GB/s, %.2fx\n",
-               ours_w, fio_w / 1e9, ratio, ratio >= 0.95 ? "ok" : "MISSED",
-               gbps(total, c_nowb.persist), gbps(total, c_nowb.persist) / (fio_w / 1e9));
+               "(target >= 0.95x) %s", ours_w, fio_w / 1e9, ratio,
+               ratio >= 0.95 ? "ok" : "MISSED");
+        if (ab)
+            printf(";  the old way (buffered, no write-behind) %.2f GB/s, %.2fx",
+                   gbps(total, c_nowb.persist),
+                   gbps(total, c_nowb.persist) / (fio_w / 1e9));
+        printf("\n");
         ok &= bench_target(B, "persist (write + fsync)",
                            bench_fmt(m, sizeof m, "%.2f GB/s = %.2fx", ours_w, ratio),
                            bench_fmt(b, sizeof b, "fio write+fsync %.2f GB/s", fio_w / 1e9),
@@ -714,10 +771,12 @@ int main(int argc, char **argv)
     if (fio_r > 0) {
         double ratio = ours_r / (fio_r / 1e9);
         printf("restore: %.2f GB/s (verified)   fio read (fadvise DONTNEED) %.2f "
-               "GB/s   ratio %.2fx   (target >= 0.95x) %s;  the old way (into "
-               "staging, then one memcpy) %.2f GB/s, %.2fx\n", ours_r, fio_r / 1e9,
-               ratio, ratio >= 0.95 ? "ok" : "MISSED", gbps(total, restore_old_s),
-               gbps(total, restore_old_s) / (fio_r / 1e9));
+               "GB/s   ratio %.2fx   (target >= 0.95x) %s", ours_r, fio_r / 1e9,
+               ratio, ratio >= 0.95 ? "ok" : "MISSED");
+        if (ab)
+            printf(";  the old way (into staging, then one memcpy) %.2f GB/s, %.2fx",
+                   gbps(total, restore_old_s), gbps(total, restore_old_s) / (fio_r / 1e9));
+        printf("\n");
         ok &= bench_target(B, "restore, verified, cold",
                            bench_fmt(m, sizeof m, "%.2f GB/s = %.2fx", ours_r, ratio),
                            bench_fmt(b, sizeof b, "fio read, cold %.2f GB/s", fio_r / 1e9),
@@ -748,6 +807,7 @@ int main(int argc, char **argv)
     free(src);
     free(len);
     free(names);
+    printf("the whole bench: %.1f s\n", (double)(fb__now_ns() - bench_t0) / 1e9);
     printf("%s\n", ok ? "all targets met" : "some targets missed");
     return ok ? 0 : 1;
 }

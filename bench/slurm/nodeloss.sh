@@ -12,8 +12,17 @@
 # the bound goes to the results file (bench/result.py): the timeout, plus
 # the watcher's one-second beat, plus the supervisor's tick (POLL_MS,
 # 50 ms, src/supervisor/supervisor.c).  The relaunch has no target and is
-# only printed.  A missed bound exits 1.
+# only printed.  A missed bound exits 1.  A line per phase gives its wall
+# time: each loss takes about Slurm's notice (14-16 s after the fault,
+# the run itself ends 10 s after it) and its start (3 s); a cluster comes
+# up in 1-2 s.
+t_phase=$EPOCHREALTIME
+phase() {
+    echo "phase: $1: $(awk -v a="$t_phase" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }') s (load $(cut -d' ' -f1 /proc/loadavg))"
+    t_phase=$EPOCHREALTIME
+}
 source "$2/tests/slurm/lib.sh"
+phase "the first cluster up"
 CLS="$SRC/scripts/slurm-cluster.sh"
 NODE_TIMEOUT=3
 TICK_S=0.05
@@ -22,6 +31,7 @@ recluster() {
     CL=$T/cluster-$1
     "$CLS" up "$CL" "${SHARE[@]}" >"$T/cluster.env" 2>"$T/cluster.err" || fail "up: $(cat "$T/cluster.err")"
     eval "$(tail -n 1 "$T/cluster.env")"
+    phase "the used cluster down, a fresh one up"
 }
 : >results.txt
 for how in kill link-down stop; do
@@ -38,6 +48,7 @@ for how in kill link-down stop; do
     t0=$(date +%s.%N)
     "$CLS" fail "$CL" node3 $how
     wait $apid || fail "$how: run exited $? ($(tail -3 $how.err))"
+    phase "$how: the run, to its end"
     # Slurm's own notice: node3 not responding (*) or down.
     slurm=""
     for _ in $(seq 1 1200); do
@@ -50,6 +61,7 @@ for how in kill link-down stop; do
          where i.kind = 'node_failure' and a.number = 1")
     [ -n "$det" ] || fail "$how: no node_failure recorded"
     echo "$how $det $rel ${slurm:-nan}" >>results.txt
+    phase "$how: Slurm's notice"
 done
 PYTHONPATH="$SRC/bench" python3 - results.txt $NODE_TIMEOUT $TICK_S <<'PY'
 import math, sys

@@ -28,12 +28,21 @@ cleanup() {
 }
 trap cleanup EXIT
 unset PYTHONPATH
+# A line per phase: its wall time (where the bench's time goes).
+t_phase=$EPOCHREALTIME
+phase() {
+    echo "phase: $1: $(awk -v a="$t_phase" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }') s (load $(cut -d' ' -f1 /proc/loadavg))"
+    t_phase=$EPOCHREALTIME
+}
 S=$SRC/bench/supervisor/ddp_hang.py
 pys=()
 for py in "$@"; do
-    [ -x "$py" ] && "$py" -c 'import torch.distributed.run' 2>/dev/null && pys+=("$py")
+    # its torch's version, from the one import that checks it
+    [ -x "$py" ] && "$py" -c 'import torch, torch.distributed.run; print(torch.__version__)' \
+        >"$T/ver-${#pys[@]}" 2>/dev/null && pys+=("$py")
 done
 [ ${#pys[@]} -gt 0 ] || { echo "SKIP: no python with torch among $*"; exit 77; }
+phase "each python's torch, checked"
 now() { date +%s.%N; }
 
 # torchrun's options in 1.13's spelling (underscores; 2.x takes both).
@@ -70,17 +79,18 @@ for py in "${pys[@]}"; do
         "select detected_at, ifnull(rank, -1) from incident where kind = 'hang'" >"$d/inc"
     i=$((i + 1))
 done
+phase "firebreak's runs, one torch after the other"
 for p in "${pids[@]}"; do wait "$p" || true; done
 pids=()
+phase "torchrun's runs (${TR_TIMEOUT_S} s gloo timeout), to their end"
 
 PYTHONPATH="$SRC/bench" python3 - "$T" "$LIMIT_S" "$TR_TIMEOUT_S" "${pys[@]}" <<'PY'
-import os, re, subprocess, sys
+import os, re, sys
 from result import target
 T, limit, trt, pys = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), sys.argv[4:]
 ok = True
 for i, py in enumerate(pys):
-    ver = subprocess.run([py, "-c", "import torch; print(torch.__version__)"],
-                         capture_output=True, text=True).stdout.strip()
+    ver = open(os.path.join(T, "ver-%d" % i)).read().strip()
     fb, tr = os.path.join(T, "fb-%d" % i), os.path.join(T, "tr-%d" % i)
     inc = open(os.path.join(fb, "inc")).read().split()
     fb_s = float(inc[0]) - float(open(os.path.join(fb, "fault.at")).read())

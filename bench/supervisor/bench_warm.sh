@@ -9,7 +9,8 @@
 # The fault comes in steady state: after the first checkpoint, and for the
 # warm pool once its interpreters said they are ready.  Prints each time
 # and the ratio to torchrun's; fails above 0.5x torchrun's.  Each run's
-# time is printed as it ends; a run that fails or does not end within
+# time is printed as it ends, with its phases (start to fault, fault to
+# exit: where the bench's time goes); a run that fails or does not end within
 # WAIT_S of its fault has the tails of its output and logs printed (the
 # run directory is removed on exit).
 # Args: FIREBREAK_BINARY PYTHON TORCHRUN [REPEATS]
@@ -67,6 +68,7 @@ one() {
     esac
     pid=$!
     echo "$pid" >"$T/pid"
+    local t_start=$EPOCHREALTIME
     for _ in $(seq 3000); do
         kill -0 "$pid" 2>/dev/null || break
         if [ -e "$d/ckpt.pt" ]; then
@@ -75,8 +77,12 @@ one() {
         fi
         sleep 0.1
     done
-    sleep 1
+    # A moment past the checkpoint (the warm interpreters say "imported
+    # in" just before they report ready; 1 s until 2026-12-02: 7 s of
+    # the bench's nine runs spent idle).
+    sleep 0.2
     touch "$d/fault"
+    local t_fault=$EPOCHREALTIME
     local waited=0
     while kill -0 "$pid" 2>/dev/null && [ "$waited" -lt $((WAIT_S * 10)) ]; do
         sleep 0.1
@@ -113,7 +119,7 @@ PY
         show "$d"
         return 1
     fi
-    echo "$mode run $2: $s s" >&2
+    echo "$mode run $2: $s s (phases: start to fault $(awk -v a="$t_start" -v b="$t_fault" -v c="$EPOCHREALTIME" 'BEGIN { printf "%.1f s, fault to exit %.1f", b - a, c - b }') s)" >&2
     echo "$s"
 }
 
