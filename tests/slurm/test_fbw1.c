@@ -92,6 +92,22 @@ static fb__fbw1_msg msg(fb__fbw1_kind kind)
     return m;
 }
 
+/* A message whose one field is a step (drop, send): a step, the largest,
+ * and -1 refused. */
+static void step_round_trips(fb__fbw1_kind kind, const char *what)
+{
+    char name[64], nope[64];
+    fb__fbw1_msg m = msg(kind);
+    m.step = 35;
+    round_trip(&m, 1, what);
+    m.step = FB__FBW1_STEP_MAX;
+    snprintf(name, sizeof name, "%s at its bound", what);
+    round_trip(&m, 1, name);
+    m.step = -1;
+    CHECKF(fb__fbw1_format(&m, nope, sizeof nope) == -EINVAL, "%s: step -1 formatted",
+           what);
+}
+
 static void test_round_trips(void)
 {
     fb__fbw1_msg m = msg(FB_FBW1_HELLO);
@@ -190,13 +206,8 @@ static void test_round_trips(void)
     m.count = 1;
     m.step = FB__FBW1_STEP_MAX + 1;
     CHECK_RC(fb__fbw1_format(&m, nope, sizeof nope), -EINVAL);
+    step_round_trips(FB_FBW1_DROP, "drop");
     m = msg(FB_FBW1_DROP);
-    m.step = 35;
-    round_trip(&m, 1, "drop");
-    m.step = FB__FBW1_STEP_MAX;
-    round_trip(&m, 1, "drop at its bound");
-    m.step = -1;
-    CHECK_RC(fb__fbw1_format(&m, nope, sizeof nope), -EINVAL);
     m.step = 35; /* older steps kept: the newest safe one, the one in flight */
     m.nkeep = 1;
     m.keep[0] = 20;
@@ -214,13 +225,7 @@ static void test_round_trips(void)
     m.keep[0] = 1;
     m.nkeep = FB__FBW1_DROP_KEEP_MAX + 1;
     CHECK_RC(fb__fbw1_format(&m, nope, sizeof nope), -EINVAL);
-    m = msg(FB_FBW1_SEND);
-    m.step = 35;
-    round_trip(&m, 1, "send");
-    m.step = FB__FBW1_STEP_MAX;
-    round_trip(&m, 1, "send at its bound");
-    m.step = -1;
-    CHECK_RC(fb__fbw1_format(&m, nope, sizeof nope), -EINVAL);
+    step_round_trips(FB_FBW1_SEND, "send");
     m = msg(FB_FBW1_KEEP);
     round_trip(&m, 1, "keep");
 
