@@ -33,6 +33,10 @@ static void usage(FILE *f)
         "  --late-threshold D   mean lateness below D is noise (default 200us)\n"
         "  --max-findings N     findings listed per kind (default 20)\n"
         "\n"
+        "A directory's files are read on as many threads as this process may\n"
+        "run on (at most 8; FIREBREAK_FR_THREADS=N sets it); the result is\n"
+        "the same on any number.\n"
+        "\n"
         "Exit: 0 ok, 1 hang / mismatch / slow / undecided, 2 bad usage, no\n"
         "readable input, or incomplete input (verdict incomplete: nothing\n"
         "decided and some ranks' evidence is missing; the result is printed).\n");
