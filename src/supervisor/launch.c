@@ -309,11 +309,6 @@ struct fb__sup_standby {
     int next;          /* ranks [0, next) were tried */
     int launched;      /* the launch took this many */
     uint64_t next_ns;  /* no pass before this */
-    /* A training pass's cost is counted up to the next round's tick
-     * (policy.h): until then next_ns is UINT64_MAX and these hold the
-     * pass's start on the thread's CPU clock (0: none pending), its end
-     * and its wall time. */
-    uint64_t settle_cpu0, settle_end_ns, settle_wall_ns;
     uint64_t fork_ns;  /* the supervisor's time in standby_fork, all passes */
     uint64_t fork_cpu_ns; /* of it, its CPU time */
     int go[2];
@@ -508,14 +503,6 @@ void fb__sup_standby_tick(fb__sup *s)
         fb__sup_log(s, "cannot prepare the next attempt's shims: it forks them");
         return;
     }
-    if (b->settle_cpu0) {
-        /* The last pass with this round (its events, the watch pass):
-         * the copy-on-write faults its forks left land here. */
-        b->next_ns = b->settle_end_ns +
-                     fb__sup_standby_wait_ns(FB__SUP_STANDBY_TRAINING, b->settle_wall_ns,
-                                             fb__thread_cpu_ns() - b->settle_cpu0);
-        b->settle_cpu0 = 0;
-    }
     uint64_t t0 = fb__now_ns();
     if (b->next >= b->world || t0 < b->next_ns)
         return;
@@ -532,14 +519,7 @@ void fb__sup_standby_tick(fb__sup *s)
     uint64_t t1 = fb__now_ns(), cpu = fb__thread_cpu_ns() - c0;
     b->fork_ns += t1 - t0;
     b->fork_cpu_ns += cpu;
-    if (phase == FB__SUP_STANDBY_TRAINING) {
-        b->settle_cpu0 = c0 ? c0 : 1;
-        b->settle_end_ns = t1;
-        b->settle_wall_ns = t1 - t0;
-        b->next_ns = UINT64_MAX;
-    } else {
-        b->next_ns = t1 + fb__sup_standby_wait_ns(phase, t1 - t0, cpu);
-    }
+    b->next_ns = t1 + fb__sup_standby_wait_ns(phase, t1 - t0, cpu);
 }
 
 int fb__sup_standby_due_ms(const fb__sup *s)

@@ -275,16 +275,20 @@ int fb__sup_torch_fr_names(const char *version);
  *     FB__SUP_STANDBY_TICK_NS_TRAINING a pass, a pass every
  *     FB__SUP_STANDBY_PERIOD_NS at most, never closer than the pass's own
  *     wall time, and 1/FB__SUP_STANDBY_DUTY_INV of the supervisor's CPU
- *     (0.5% of a core), counting with the pass the loop's next round,
- *     where the copy-on-write faults after the forks land (launch.c): a
- *     fork of the supervisor costs more the more ranks it watches (several
- *     ms at 1,024), so at that size the standby takes minutes to complete;
- *     a failure before then forks what it lacks.
- * Both shares are of the supervisor's CPU time (its thread's clock): on a
- * loaded machine a fork's wall time is mostly waiting for a CPU (issue 14:
- * at 256 ranks, 9 forks ahead took 1.8 s of wall time and 6 ms of CPU; at
- * 1/200 of the wall time, one 200 ms fork bought a 40 s wait).  The loop wakes for a pass only while the
- * ranks start and in the burst (fb__sup_standby_due_ms). */
+ *     (0.5% of a core): a fork of the supervisor costs more the more
+ *     ranks it watches (several ms at 1,024), so at that size the standby
+ *     takes minutes to complete; a failure before then forks what it lacks.
+ * Both shares are of the supervisor's CPU time in the pass (its thread's
+ * clock): on a loaded machine a fork's wall time is mostly waiting for a
+ * CPU (issue 14: at 256 ranks, 9 forks ahead took 1.8 s of wall time and
+ * 6 ms of CPU; at 1/200 of the wall time, one 200 ms fork bought a 40 s
+ * wait).  What the pass's clock leaves out, the copy-on-write faults the
+ * supervisor takes in the rounds after it, cannot be told apart from the
+ * loop's own work there (at 256 ranks checkpointing every 100 ms a round
+ * took 100-450 ms of CPU, a pass 1-2 ms); the supervisor's whole CPU at
+ * 1,024 ranks, faults included, is what bench_supervisor_scale holds to
+ * its target.  The loop wakes for a pass only while the ranks start and in
+ * the burst (fb__sup_standby_due_ms). */
 #define FB__SUP_STANDBY_TICK_NS_STARTING 20000000ull
 #define FB__SUP_STANDBY_TICK_NS_BURST 5000000ull
 #define FB__SUP_STANDBY_TICK_NS_TRAINING 2000000ull
@@ -306,9 +310,8 @@ int fb__sup_standby_phase(uint64_t ready_ns, uint64_t now_ns);
 /* How long one pass of `phase` may fork for. */
 uint64_t fb__sup_standby_budget_ns(int phase);
 
-/* How long after a pass of `wall_ns` the next pass of `phase` may come;
- * `cpu_ns`: the supervisor's CPU time the pass cost (in training with the
- * round after it, above). */
+/* How long after a pass of `wall_ns`, `cpu_ns` of them the supervisor's
+ * own, the next pass of `phase` may come. */
 uint64_t fb__sup_standby_wait_ns(int phase, uint64_t wall_ns, uint64_t cpu_ns);
 
 #endif

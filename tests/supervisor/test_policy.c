@@ -592,7 +592,7 @@ static void test_standby_schedule(void)
         /* a loaded host: one fork waited 200 ms for a CPU and cost 0.7 ms
          * of it; at 1/200 of the wall time, a 40 s wait */
         {FB__SUP_STANDBY_TRAINING, 200 * ms, 7 * ms / 10, 250 * ms},
-        {FB__SUP_STANDBY_TRAINING, 2 * ms, 10 * ms, 1990 * ms}, /* its faults after */
+        {FB__SUP_STANDBY_TRAINING, 2 * ms, 10 * ms, 1990 * ms},
         {FB__SUP_STANDBY_TRAINING, 300 * ms, 1 * ms, 300 * ms}, /* never over half */
         {FB__SUP_STANDBY_TRAINING, UINT64_MAX / 100, 0, UINT64_MAX / 100},
         {FB__SUP_STANDBY_TRAINING, 1, UINT64_MAX / 100, UINT64_MAX},
