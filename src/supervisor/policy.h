@@ -287,7 +287,9 @@ int fb__sup_torch_fr_names(const char *version);
  * loop's own work there (at 256 ranks checkpointing every 100 ms a round
  * took 100-450 ms of CPU, a pass 1-2 ms); the supervisor's whole CPU at
  * 1,024 ranks, faults included, is what bench_supervisor_scale holds to
- * its target.  The loop wakes for a pass only while the ranks start and in
+ * its target.  The child's side (its faults, its rank's exec ahead) is the
+ * next attempt's start, paid once per rank with or without a standby.
+ * The loop wakes for a pass only while the ranks start and in
  * the burst (fb__sup_standby_due_ms). */
 #define FB__SUP_STANDBY_TICK_NS_STARTING 20000000ull
 #define FB__SUP_STANDBY_TICK_NS_BURST 5000000ull
