@@ -13,7 +13,8 @@ fb-toy-train:
   2. supervised wall time against a plain launch of the same 256 ranks
      (posix_spawn of every rank, then wait for all), best of 2 each;
   3. the supervisor's own CPU at 1,024 ranks while they train (utime +
-     stime of its process, over a window after every rank took a step).
+     stime of its process, over a window after every rank took a step),
+     and how many standby shims it had at the window's start and end.
 
 Prints every target with its measured value and baseline, a `phase:`
 line per part (its wall time), and exits 1 when one is missed.  usage: bench_scale.py FIREBREAK FB_TOY_TRAIN [--quick]
@@ -35,6 +36,12 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from result import target as record  # noqa: E402  (bench/result.py)
 
+if "--help" in sys.argv[1:] or "-h" in sys.argv[1:]:
+    print(__doc__.strip())
+    sys.exit(0)
+if len(sys.argv) < 3:
+    print(__doc__.strip(), file=sys.stderr)
+    sys.exit(2)
 FB, TOY = sys.argv[1], sys.argv[2]
 QUICK = "--quick" in sys.argv[3:]
 CPU_ONLY = "--cpu-only" in sys.argv[3:]
@@ -159,9 +166,27 @@ def proc_cpu_s(pid):
     return (int(fields[11]) + int(fields[12])) / TICK
 
 
+def standby_shims(pid):
+    """How many of pid's children are standby shims (named fb-standby)."""
+    n = 0
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            kids = f.read().split()
+    except OSError:
+        return -1
+    for k in kids:
+        try:
+            with open(f"/proc/{k}/comm") as f:
+                n += f.read().strip() == "fb-standby"
+        except OSError:
+            pass
+    return n
+
+
 def supervisor_cpu(n, window_s):
     """Share of one core the supervisor used over window_s while n ranks
-    train (every rank has taken a step), and the seconds to get there."""
+    train (every rank has taken a step), the seconds to get there, and how
+    many standby shims there were at the window's start and end."""
     d = tempfile.mkdtemp(prefix="fb-bench-scale.")
     steps = int((window_s + 60) / 0.1)
     p = subprocess.Popen([FB, "run", "--quiet", "--run-dir", d + "/run",
@@ -185,10 +210,11 @@ def supervisor_cpu(n, window_s):
             raise SystemExit(f"{n} ranks did not all take a step within 120 s")
         startup = time.monotonic() - t0
         time.sleep(1)
+        s0 = standby_shims(p.pid)
         c0, w0 = proc_cpu_s(p.pid), time.monotonic()
         time.sleep(window_s)
         c1, w1 = proc_cpu_s(p.pid), time.monotonic()
-        return (c1 - c0) / (w1 - w0), startup
+        return (c1 - c0) / (w1 - w0), startup, (s0, standby_shims(p.pid))
     finally:
         p.terminate()
         try:
@@ -221,11 +247,11 @@ def main():
     if CPU_ONLY:
         shares = []
         for i in range(RUNS):
-            share, startup = supervisor_cpu(1024, WINDOW)
+            share, startup, sb = supervisor_cpu(1024, WINDOW)
             shares.append(share)
             print(f"1024 ranks, run {i + 1}: the supervisor used {share * 100:.2f}% of "
-                  f"a core over {WINDOW:g} s (every rank stepping after {startup:.1f} s); "
-                  f"load {loadavg()}", flush=True)
+                  f"a core over {WINDOW:g} s (every rank stepping after {startup:.1f} s; "
+                  f"standby shims {sb[0]} -> {sb[1]}); load {loadavg()}", flush=True)
         best, worst = min(shares) * 100, max(shares) * 100
         print(f"supervisor CPU at 1024 ranks: {best:.2f}-{worst:.2f}% of a core, "
               f"median {statistics.median(shares) * 100:.2f}%")
@@ -298,11 +324,11 @@ def main():
         phase("plain and supervised wall at 256 ranks")
 
         # 3. supervisor CPU at 1,024 ranks
-        share, startup = supervisor_cpu(1024, 10)
+        share, startup, sb = supervisor_cpu(1024, 10)
         phase("supervisor CPU at 1024 ranks")
         print(f"1024 ranks, a step every 100 ms: every rank stepping after "
               f"{startup:.1f} s; the supervisor used {share * 100:.2f}% of a core "
-              f"over 10 s")
+              f"over 10 s (standby shims {sb[0]} -> {sb[1]})")
         target("supervisor CPU, 1024 ranks training", f"{share * 100:.2f}% of a core",
                "a pass every 50 ms (before): 3.0%", "< 2%", share < 0.02)
 

@@ -509,13 +509,25 @@ void fb__sup_standby_tick(fb__sup *s)
     int phase = fb__sup_standby_phase(s->attempt_ready_ns, t0);
     uint64_t budget = fb__sup_standby_budget_ns(phase);
     uint64_t c0 = fb__thread_cpu_ns();
-    while (b->next < b->world && fb__now_ns() - t0 < budget) {
+#ifdef FB_TEST_HOOKS
+    const char *stall = getenv("FIREBREAK_TEST_STANDBY_STALL_MS");
+    if (stall) { /* test hook: as if preempted before the first fork */
+        long ms = atol(stall);
+        struct timespec ts = {ms / 1000, ms % 1000 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+#endif
+    /* At least one fork a pass: on a loaded host the thread can lose its
+     * CPU between t0 and the first fork for longer than the budget, and a
+     * pass that forked nothing would still wait (issue 14: 0 of 256
+     * standing by after 8.6 s of training). */
+    do {
         int r = b->next++;
         int rc = standby_fork(s, b, r);
         if (rc && !s->standby_said++)
             fb__sup_log(s, "rank %d: no standby shim (%s): the relaunch forks it",
                         r, fb_strerror(rc));
-    }
+    } while (b->next < b->world && fb__now_ns() - t0 < budget);
     uint64_t t1 = fb__now_ns(), cpu = fb__thread_cpu_ns() - c0;
     b->fork_ns += t1 - t0;
     b->fork_cpu_ns += cpu;

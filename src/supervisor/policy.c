@@ -289,7 +289,9 @@ uint64_t fb__sup_standby_wait_ns(int phase, uint64_t wall_ns, uint64_t cpu_ns)
                    ? UINT64_MAX : cpu_ns * (FB__SUP_STANDBY_DUTY_INV_BURST - 1);
         return w > wall_ns ? w : wall_ns;
     }
-    uint64_t w = wall_ns > UINT64_MAX / FB__SUP_STANDBY_DUTY_INV
-               ? UINT64_MAX : wall_ns * FB__SUP_STANDBY_DUTY_INV;
+    uint64_t w = cpu_ns > UINT64_MAX / FB__SUP_STANDBY_DUTY_INV
+               ? UINT64_MAX : cpu_ns * (FB__SUP_STANDBY_DUTY_INV - 1);
+    if (w < wall_ns)
+        w = wall_ns;
     return w > FB__SUP_STANDBY_PERIOD_NS ? w : FB__SUP_STANDBY_PERIOD_NS;
 }

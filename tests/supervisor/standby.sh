@@ -173,5 +173,21 @@ rm -rf runs
 n=$(sed -n "s/.*attempt 1: \([0-9]*\) of 32 ranks' shims were standing by.*/\1/p" err.txt)
 [ -n "$n" ] && [ "$n" -ge 12 ] ||
     fail "fewer than 12 of 32 ranks stood by 0.6 s into training: $(grep 'standing by' err.txt)"
+rm -rf runs
+
+# 6. A pass that loses its CPU for longer than its budget before its first
+#    fork (test hook: it sleeps 30 ms, more than every phase's budget)
+#    still forks one rank: every rank stands by.  (Without test hooks the
+#    passes are not stalled.)
+FIREBREAK_TEST_STANDBY_STALL_MS=30 "$FB" run --nproc-per-node 4 --max-restarts 1 \
+    --crash-loop 0 -- "$RANK" --steps 300 --sleep-ms 10 "$TAG" >/dev/null 2>err.txt &
+sup=$!
+wait_for rank_pids $sup 4
+wait_for ahead_ranks $sup 4
+kill -KILL "$(rank_pids $sup | sed -n 1p)"
+wait $sup || fail "run exited $? ($(tail -3 err.txt))"
+grep -q "attempt 1: 4 of 4 ranks' shims were standing by" err.txt ||
+    fail "stalled passes: $(grep 'standing by' err.txt)"
+[ -z "$(leftovers)" ] || fail "left after the run: $(leftovers)"
 ok "relaunch from ranks exec'd ahead; missing or killed ones replaced; none left;" \
    "$n of 32 standing by 0.6 s into training"

@@ -574,8 +574,8 @@ static void test_standby_schedule(void)
     CHECK(fb__sup_standby_budget_ns(FB__SUP_STANDBY_TRAINING) == 2 * ms);
     /* Waits: starting waits what the pass took (half the loop's time);
      * the burst holds the supervisor's CPU to 10% (9 x cpu), never less
-     * than the pass's wall time; training to 0.5% of wall time, and at
-     * least 250 ms apart. */
+     * than the pass's wall time; training to 0.5% (199 x cpu), never less
+     * than the pass's wall time and at least 250 ms apart. */
     static const struct {
         int phase;
         uint64_t wall, cpu, want;
@@ -586,10 +586,16 @@ static void test_standby_schedule(void)
         {FB__SUP_STANDBY_BURST, 40 * ms, 1 * ms, 40 * ms}, /* forks waited for a CPU */
         {FB__SUP_STANDBY_BURST, 0, 0, 0},
         {FB__SUP_STANDBY_BURST, 1, UINT64_MAX / 2, UINT64_MAX},
-        {FB__SUP_STANDBY_TRAINING, 2 * ms, 2 * ms, 400 * ms},
+        {FB__SUP_STANDBY_TRAINING, 2 * ms, 2 * ms, 398 * ms},
         {FB__SUP_STANDBY_TRAINING, 1 * ms, 1 * ms, 250 * ms},
         {FB__SUP_STANDBY_TRAINING, 0, 0, 250 * ms},
-        {FB__SUP_STANDBY_TRAINING, UINT64_MAX / 100, 0, UINT64_MAX},
+        /* a loaded host: one fork waited 200 ms for a CPU and cost 0.7 ms
+         * of it; at 1/200 of the wall time, a 40 s wait */
+        {FB__SUP_STANDBY_TRAINING, 200 * ms, 7 * ms / 10, 250 * ms},
+        {FB__SUP_STANDBY_TRAINING, 2 * ms, 10 * ms, 1990 * ms},
+        {FB__SUP_STANDBY_TRAINING, 300 * ms, 1 * ms, 300 * ms}, /* never over half */
+        {FB__SUP_STANDBY_TRAINING, UINT64_MAX / 100, 0, UINT64_MAX / 100},
+        {FB__SUP_STANDBY_TRAINING, 1, UINT64_MAX / 100, UINT64_MAX},
     };
     for (size_t i = 0; i < N(w); i++) {
         uint64_t got = fb__sup_standby_wait_ns(w[i].phase, w[i].wall, w[i].cpu);
