@@ -38,6 +38,48 @@
 #include "common/util.h"
 #include "firebreak/firebreak.h"
 
+/* Stage times (replicate.h, fb__repl_times_record): where this thread's
+ * are added, NULL when not recorded; and when the stage going on began. */
+static __thread fb__repl_times *times;
+static __thread uint64_t stage_mark;
+
+void fb__repl_times_record(fb__repl_times *t)
+{
+    times = t;
+}
+
+const char *fb__repl_stage_name(fb__repl_stage s)
+{
+    static const char *const names[FB__REPL_STAGES] = {
+        [FB__REPL_RX_HEADER] = "rx header",   [FB__REPL_RX_PREP] = "rx prepare",
+        [FB__REPL_RX_TAKE] = "rx pool take",  [FB__REPL_RX_META] = "rx shard header",
+        [FB__REPL_RX_DATA] = "rx data",       [FB__REPL_RX_RENAME] = "rx rename",
+        [FB__REPL_RX_SYNC] = "rx dir sync",   [FB__REPL_RX_RELEASE] = "rx unmap",
+        [FB__REPL_RX_ARRIVAL] = "rx arrival", [FB__REPL_RX_ANSWER] = "rx answer",
+        [FB__REPL_TX_OPEN] = "tx open",       [FB__REPL_TX_HEADER] = "tx header",
+        [FB__REPL_TX_DATA] = "tx sendfile",   [FB__REPL_TX_CLOSE] = "tx close",
+        [FB__REPL_TX_ANSWERS] = "tx answers",
+    };
+    return (unsigned)s < FB__REPL_STAGES ? names[s] : "?";
+}
+
+/* A stage begins now. */
+static void stage_begin(void)
+{
+    if (times)
+        stage_mark = fb__now_ns();
+}
+
+/* Stage s, begun at the last mark, ends now; the next begins. */
+static void stage_end(fb__repl_stage s)
+{
+    if (!times)
+        return;
+    uint64_t now = fb__now_ns();
+    times->ns[s] += now - stage_mark;
+    stage_mark = now;
+}
+
 static void put_le(unsigned char *p, uint64_t v, int n)
 {
     for (int i = 0; i < n; i++)
@@ -317,6 +359,7 @@ static int receive_into(int fd, unsigned char *map, const char *label,
         bad = verifier_init(&v, h, label, why, why_size);
     if (!bad && verify)
         threaded = hasher_start(&hs, &v, map, 8 + n) == 0;
+    stage_end(FB__REPL_RX_META);
     /* The rest of the shard is read either way, to stay in step; in
      * chunks for the hasher, else as much as each read gives. */
     uint64_t chunk = threaded || (!bad && verify) ? RECV_CHUNK : bytes;
@@ -748,7 +791,9 @@ int fb__repl_serve_pool(int fd, const char *dir, uint64_t max_bytes,
     int defer = (flags & FB__REPL_DEFER_VERIFY) != 0;
     for (;;) {
         unsigned char hb[FB__REPL_HEADER_BYTES];
+        stage_begin();
         int rc = read_full(fd, hb, sizeof hb);
+        stage_end(FB__REPL_RX_HEADER);
         if (rc == 1)
             return 0;
         if (rc) {
@@ -779,7 +824,9 @@ int fb__repl_serve_pool(int fd, const char *dir, uint64_t max_bytes,
         int in_step = 0;
         pool_file f;
         int status;
-        if (!pool_room(pool, pool_growth(pool, h.bytes))) {
+        int room = pool_room(pool, pool_growth(pool, h.bytes));
+        stage_end(FB__REPL_RX_PREP);
+        if (!room) {
             /* No room under the node's cap: refused whole, the stream kept
              * in step, the sender told why. */
             rmdir(sdir); /* only when empty */
@@ -795,15 +842,18 @@ int fb__repl_serve_pool(int fd, const char *dir, uint64_t max_bytes,
                     (unsigned long long)pool->cap_bytes,
                     (unsigned long long)pool->held(pool->held_ctx));
             status = -ENOSPC;
+            stage_end(FB__REPL_RX_DATA);
             goto answer;
         }
         status = shard_file(pool, tmp, h.bytes, &f, err, sizeof err);
+        stage_end(FB__REPL_RX_TAKE);
         if (status) {
             rmdir(sdir);
             fb__ckpt_say(why, why_size, "fbr1: %s", err);
             return status; /* nothing read of the shard: out of step */
         }
         status = receive_into(fd, f.map, tmp, &h, !defer, &in_step, err, sizeof err);
+        stage_end(FB__REPL_RX_DATA);
         if (!in_step) {
             shard_file_done(pool, &f, 0);
             rmdir(sdir);
@@ -812,13 +862,17 @@ int fb__repl_serve_pool(int fd, const char *dir, uint64_t max_bytes,
         }
         if (!status && rename(f.path, dst))
             status = -errno;
+        stage_end(FB__REPL_RX_RENAME);
         shard_file_done(pool, &f, !status);
+        stage_end(FB__REPL_RX_RELEASE);
         if (!status) {
             fb__fsync_dir(sdir);
+            stage_end(FB__REPL_RX_SYNC);
             if (st)
                 st->shards++, st->bytes += h.bytes;
             if (defer && pool && pool->on_arrival)
                 pool->on_arrival(pool->arrival_ctx);
+            stage_end(FB__REPL_RX_ARRIVAL);
         } else {
             rmdir(sdir); /* only when empty */
             if (st)
@@ -833,6 +887,9 @@ int fb__repl_serve_pool(int fd, const char *dir, uint64_t max_bytes,
             fb__ckpt_say(why, why_size, "fbr1: answering: %s", strerror(-rc));
             return rc;
         }
+        stage_end(FB__REPL_RX_ANSWER);
+        if (times)
+            times->rx_shards++;
     }
 }
 
@@ -1004,6 +1061,7 @@ static int send_shard(int fd, const char *dir, uint64_t step, int rank, char *wh
                       size_t why_size)
 {
     char path[PATH_MAX];
+    stage_begin();
     if (fb__ckpt_shard_path(path, sizeof path, dir, step, rank)) {
         fb__ckpt_say(why, why_size, "path too long under %s", dir);
         return -ENAMETOOLONG;
@@ -1025,7 +1083,9 @@ static int send_shard(int fd, const char *dir, uint64_t step, int rank, char *wh
                          .bytes = (uint64_t)stt.st_size};
     unsigned char hb[FB__REPL_HEADER_BYTES];
     fb__repl_header_encode(&h, hb);
+    stage_end(FB__REPL_TX_OPEN);
     rc = write_full(fd, hb, sizeof hb);
+    stage_end(FB__REPL_TX_HEADER);
     off_t off = 0;
     while (!rc && off < stt.st_size) {
         ssize_t r = sendfile(fd, in, &off, (size_t)(stt.st_size - off));
@@ -1034,9 +1094,13 @@ static int send_shard(int fd, const char *dir, uint64_t step, int rank, char *wh
         if (r <= 0)
             rc = r < 0 ? -errno : -EIO; /* the file shrank under us */
     }
+    stage_end(FB__REPL_TX_DATA);
     if (rc)
         fb__ckpt_say(why, why_size, "sending %s: %s", path, strerror(-rc));
     close(in);
+    stage_end(FB__REPL_TX_CLOSE);
+    if (times)
+        times->tx_shards++;
     return rc;
 }
 
@@ -1052,6 +1116,7 @@ int fb__repl_send_step(int fd, const char *dir, uint64_t step, int rank0,
         rc = send_shard(fd, dir, step, r, why, why_size);
     if (rc)
         return rc;
+    stage_begin();
     for (int r = rank0; r < rank0 + nranks; r++) {
         unsigned char ack[4];
         int e = read_full(fd, ack, sizeof ack);
@@ -1068,5 +1133,8 @@ int fb__repl_send_step(int fd, const char *dir, uint64_t step, int rank0,
                          (unsigned long long)step, r, fb_strerror(status));
         }
     }
+    stage_end(FB__REPL_TX_ANSWERS);
+    if (times)
+        times->tx_steps++;
     return rc;
 }
