@@ -20,7 +20,9 @@
  * storage, and records it (restore_fallback naming the peer copy, then
  * restore_done from storage, in the rank's segment).  Stage times
  * (fb__repl_times_record), asked for at either end on one step, count
- * that step's shards and their data and stay within its wall time.
+ * that step's shards and their data and stay within its wall time.  A
+ * committed shard's mapping may outlast its answer (the receiver releases
+ * it once the socket has nothing waiting), never the connection.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -156,6 +158,21 @@ static int check_times(const fb__repl_times *t, int rx, uint64_t shards, uint64_
     return 1;
 }
 
+/* How many of this process's mappings are of files in d's step
+ * directories (the pool's own files are not). */
+static int step_mappings(const char *d)
+{
+    FILE *f = fopen("/proc/self/maps", "r");
+    char line[8192], want[4300];
+    int n = 0;
+    snprintf(want, sizeof want, "%s/step-", d);
+    while (f && fgets(line, sizeof line, f))
+        n += strstr(line, want) != NULL;
+    if (f)
+        fclose(f);
+    return n;
+}
+
 /* One connection into dst2 through pool: it ends cleanly with these
  * counts, and the pool holds `files` files after it; 0, or 1 (said). */
 static int pooled_conn(int lfd, fb__repl_pool *pool, const char *what, uint64_t shards,
@@ -174,6 +191,8 @@ static int pooled_conn(int lfd, fb__repl_pool *pool, const char *what, uint64_t 
            (unsigned long long)rejected, (unsigned long long)refused);
     size_t n = fb__repl_pool_files(pool, NULL);
     EXPECT(n == files, "%s: the pool holds %zu files after it, want %zu", what, n, files);
+    int maps = step_mappings(dst2);
+    EXPECT(maps == 0, "%s: %d shards still mapped after it", what, maps);
     return bad;
 }
 
@@ -276,6 +295,8 @@ static int deferred_receiver(int lfd)
     int rc = fb__repl_serve_pool(fd, peer, 1u << 20, pool, FB__REPL_DEFER_VERIFY, &st, why,
                                  sizeof why);
     close(fd);
+    int maps = step_mappings(peer);
+    EXPECT(maps == 0, "deferred: %d shards still mapped after it", maps);
     EXPECT(arrivals == 4 && arrived_unseen == 0, "deferred: told of %d arrivals, want 4, "
            "%d of them not waiting for the scrub then", arrivals, arrived_unseen);
     EXPECT(rc == 0 && st.shards == 4 && st.rejected == 0, "deferred: rc %d (%s), %llu "
