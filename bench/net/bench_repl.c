@@ -39,7 +39,11 @@
  * Beside each figure, the CPU time both ends spent per byte (the
  * sender's thread and the whole receiving process), which the load
  * moves less than the throughput.  Last, the step slowdown while a
- * replica is sent (issue 18, "Speed"; step_slowdown).  Records the
+ * replica is sent (issue 18, "Speed"; step_slowdown).  With --stages,
+ * where the replication's time goes at each end, stage by stage
+ * (fb__repl_times: the header, the pool's file, the data, the rename,
+ * the directory's sync, the mapping's release, the answer), the means
+ * per shard over the counted rounds.  Records the
  * target in the results file (bench/bench_result.h: the table `make
  * bench` ends with fails when it was missed).  Exits 1 on a miss, or
  * when replication itself failed.  Removes its /dev/shm directories, also
@@ -363,7 +367,10 @@ typedef struct rx_fig {
     uint64_t cpu_ns;        /* the connection's, this process       */
     uint64_t scrub_ns;      /* REPL_DEFER: the scrub after it, wall */
     uint64_t scrub_cpu_ns;  /* ... and CPU                          */
+    fb__repl_times times;   /* --stages: a replication's, receiving */
 } rx_fig;
+
+static int stages; /* --stages: each replication's time split by stage */
 
 /*
  * The child, one connection per run, in the parent's order: a warm-up
@@ -403,6 +410,9 @@ static int receiver(int lfd, int ready_fd, unsigned long long raw_bytes, int var
     for (int i = 0; i < conns * (runs + 1) + 1 && !rc; i++) {
         int kind = i < conns * (runs + 1) ? kind_at(i / conns, i % conns) : REPL_DEFER;
         int fd = accept(lfd, NULL, NULL);
+        fb__repl_times tm = {0};
+        if (stages && kind >= REPL_COLD)
+            fb__repl_times_record(&tm);
         uint64_t c0 = cpu_ns(CLOCK_PROCESS_CPUTIME_ID);
         if (kind < REPL_COLD) {
             rc = drain(fd, buf, into[kind], raw_bytes, kind == RAW_WHOLE);
@@ -415,7 +425,8 @@ static int receiver(int lfd, int ready_fd, unsigned long long raw_bytes, int var
                                      why, sizeof why);
             close(fd);
         }
-        rx_fig fig = {cpu_ns(CLOCK_PROCESS_CPUTIME_ID) - c0, 0, 0};
+        rx_fig fig = {cpu_ns(CLOCK_PROCESS_CPUTIME_ID) - c0, 0, 0, tm};
+        fb__repl_times_record(NULL);
         if (!rc && kind == REPL_DEFER) {
             fb__repl_scrub_stats ss = {0};
             uint64_t t0 = fb__now_ns(), s0 = cpu_ns(CLOCK_PROCESS_CPUTIME_ID);
@@ -455,6 +466,23 @@ static int receiver(int lfd, int ready_fd, unsigned long long raw_bytes, int var
 
 static int ready_rd = -1; /* the receiver's CPU time per connection */
 
+/* --stages: the last run's stage times at each end and its elapsed time
+ * (finish_run, repl_run_flag), and their sums over the counted rounds
+ * per kind (main). */
+static fb__repl_times last_rx, last_tx;
+static uint64_t last_elapsed_ns;
+static fb__repl_times sum_rx[KINDS], sum_tx[KINDS];
+static uint64_t sum_elapsed_ns[KINDS], sum_conns[KINDS];
+
+static void times_add(fb__repl_times *to, const fb__repl_times *t)
+{
+    for (int s = 0; s < FB__REPL_STAGES; s++)
+        to->ns[s] += t->ns[s];
+    to->rx_shards += t->rx_shards;
+    to->tx_shards += t->tx_shards;
+    to->tx_steps += t->tx_steps;
+}
+
 /* One run's figures: throughput, and the CPU time both ends spent on
  * each byte. */
 typedef struct run_fig {
@@ -475,6 +503,8 @@ static run_fig finish_run(int ok, uint64_t elapsed_ns, uint64_t sender_cpu_ns,
     rx_fig rx;
     if (read(ready_rd, &rx, sizeof rx) != (ssize_t)sizeof rx || !ok || !elapsed_ns)
         return f;
+    last_rx = rx.times;
+    last_elapsed_ns = elapsed_ns;
     uint64_t rx_cpu = rx.cpu_ns;
     f.gbps = (double)total / ((double)elapsed_ns / 1e9) / 1e9;
     if (rx.scrub_ns) {
@@ -567,9 +597,14 @@ static run_fig repl_run_flag(int port, int ranks, unsigned long long total,
     if (fd < 0)
         return finish_run(0, 0, 0, total);
     char why[1024];
+    fb__repl_times tm = {0};
+    if (stages && !sent)
+        fb__repl_times_record(&tm);
     uint64_t c0 = cpu_ns(CLOCK_THREAD_CPUTIME_ID), t0 = fb__now_ns();
     int rc = fb__repl_send_step(fd, src, 1, 0, ranks, why, sizeof why);
     uint64_t t = fb__now_ns() - t0, cpu = cpu_ns(CLOCK_THREAD_CPUTIME_ID) - c0;
+    fb__repl_times_record(NULL);
+    last_tx = tm;
     close(fd);
     if (sent)
         __atomic_store_n(sent, 1, __ATOMIC_RELEASE);
@@ -683,14 +718,51 @@ static void keep_best(run_fig *best, const run_fig *g)
         best->scrub_ns_per_byte = g->scrub_ns_per_byte;
 }
 
+/* --stages: where the replication's time went (kind, named name), at
+ * each end, per shard: the means over the counted rounds of each stage's
+ * wall time (fb__repl_times) and its share of that end's whole; beside,
+ * the raw socket's mean time for the same bytes. */
+static void print_stages(int kind, const char *name, int ranks, unsigned long long total)
+{
+    const fb__repl_times *rx = &sum_rx[kind], *tx = &sum_tx[kind];
+    if (!rx->rx_shards || !tx->tx_shards || !tx->tx_steps || !sum_conns[kind])
+        return;
+    uint64_t rx_all = 0, tx_all = 0;
+    for (int st = 0; st < FB__REPL_TX_OPEN; st++)
+        rx_all += rx->ns[st];
+    for (int st = FB__REPL_TX_OPEN; st < FB__REPL_STAGES; st++)
+        tx_all += tx->ns[st];
+    printf("  stages, %s: %d shards of %.1f MiB, mean of %llu steps, %.2f ms a step "
+           "(the sender's wall time)\n", name, ranks, (double)total / ranks / (1 << 20),
+           (unsigned long long)sum_conns[kind],
+           (double)sum_elapsed_ns[kind] / (double)sum_conns[kind] / 1e6);
+    for (int st = 0; st < FB__REPL_STAGES; st++) {
+        int is_rx = st < FB__REPL_TX_OPEN, per_step = st == FB__REPL_TX_ANSWERS;
+        uint64_t n = is_rx ? rx->rx_shards : per_step ? tx->tx_steps : tx->tx_shards;
+        uint64_t ns = is_rx ? rx->ns[st] : tx->ns[st], all = is_rx ? rx_all : tx_all;
+        printf("    %-16s %8.3f ms a %-5s %5.1f%% of the %s's time\n",
+               fb__repl_stage_name((fb__repl_stage)st), (double)ns / (double)n / 1e6,
+               per_step ? "step" : "shard", all ? 100.0 * (double)ns / (double)all : 0,
+               is_rx ? "receiver" : "sender");
+    }
+    for (int k = RAW_SAME; k <= RAW_TMPFS; k++)
+        if (sum_conns[k])
+            printf("    raw socket%-6s %8.3f ms a shard's bytes (%.2f ms a step)\n",
+                   k == RAW_SAME ? "" : ", tmpfs",
+                   (double)sum_elapsed_ns[k] / (double)sum_conns[k] / ranks / 1e6,
+                   (double)sum_elapsed_ns[k] / (double)sum_conns[k] / 1e6);
+}
+
 int main(int argc, char **argv)
 {
     int variants = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--variants")) {
             variants = 1;
+        } else if (!strcmp(argv[i], "--stages")) {
+            stages = 1;
         } else {
-            fprintf(stderr, "usage: bench_repl [--variants]\n");
+            fprintf(stderr, "usage: bench_repl [--variants] [--stages]\n");
             return 2;
         }
     }
@@ -782,6 +854,14 @@ int main(int argc, char **argv)
             g[k] = pair[seen[k]++ ? 1 : 0][k] = f;
             if (i >= 0)
                 keep_best(&best[k], &f);
+            if (i >= 0 && !failed) {
+                sum_elapsed_ns[k] += last_elapsed_ns;
+                sum_conns[k]++;
+                if (k >= REPL_COLD) {
+                    times_add(&sum_rx[k], &last_rx);
+                    times_add(&sum_tx[k], &last_tx);
+                }
+            }
         }
         if (i >= 0 && !failed) {
             for (int j = 0; j < 2; j++) {
@@ -913,6 +993,10 @@ int main(int argc, char **argv)
            best[REPL_POOL].cpu_ns_per_byte / best[RAW_SAME].cpu_ns_per_byte,
            (best[REPL_DEFER].cpu_ns_per_byte + best[REPL_DEFER].scrub_ns_per_byte) /
                best[RAW_SAME].cpu_ns_per_byte);
+    if (stages) {
+        print_stages(REPL_DEFER, "to arrival", ranks, total);
+        print_stages(REPL_POOL, "verified on arrival", ranks, total);
+    }
     printf("  training step, %lld MiB rw  %6.1f ms alone, %.1f ms while a replica is "
            "sent (median of %d) = %.2fx\n",
            env_ll("BENCH_REPL_STEP_MIB", 64, 1, 4096), alone, during, nduring,

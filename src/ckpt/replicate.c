@@ -10,7 +10,10 @@
  * behind the socket; or, deferred (FB__REPL_DEFER_VERIFY), not hashed on
  * the transfer's path at all: the shard waits under a hidden name until
  * fb__repl_scrub reads it back and checks every hash.  Only a shard whose
- * every hash matched is renamed to its committed name.
+ * every hash matched is renamed to its committed name.  Its mapping is
+ * released after its answer, once the socket has nothing waiting or at
+ * the connection's end (release_list), not between shards, where the
+ * unmapping would hold up the next shard and the sender.
  */
 #include "ckpt/replicate.h"
 
@@ -20,6 +23,7 @@
 #include <limits.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,6 +41,48 @@
 #include "ckpt/tier.h"
 #include "common/util.h"
 #include "firebreak/firebreak.h"
+
+/* Stage times (replicate.h, fb__repl_times_record): where this thread's
+ * are added, NULL when not recorded; and when the stage going on began. */
+static __thread fb__repl_times *times;
+static __thread uint64_t stage_mark;
+
+void fb__repl_times_record(fb__repl_times *t)
+{
+    times = t;
+}
+
+const char *fb__repl_stage_name(fb__repl_stage s)
+{
+    static const char *const names[FB__REPL_STAGES] = {
+        [FB__REPL_RX_HEADER] = "rx header",   [FB__REPL_RX_PREP] = "rx prepare",
+        [FB__REPL_RX_TAKE] = "rx pool take",  [FB__REPL_RX_META] = "rx shard header",
+        [FB__REPL_RX_DATA] = "rx data",       [FB__REPL_RX_RENAME] = "rx rename",
+        [FB__REPL_RX_SYNC] = "rx dir sync",   [FB__REPL_RX_RELEASE] = "rx unmap",
+        [FB__REPL_RX_ARRIVAL] = "rx arrival", [FB__REPL_RX_ANSWER] = "rx answer",
+        [FB__REPL_TX_OPEN] = "tx open",       [FB__REPL_TX_HEADER] = "tx header",
+        [FB__REPL_TX_DATA] = "tx sendfile",   [FB__REPL_TX_CLOSE] = "tx close",
+        [FB__REPL_TX_ANSWERS] = "tx answers",
+    };
+    return (unsigned)s < FB__REPL_STAGES ? names[s] : "?";
+}
+
+/* A stage begins now. */
+static void stage_begin(void)
+{
+    if (times)
+        stage_mark = fb__now_ns();
+}
+
+/* Stage s, begun at the last mark, ends now; the next begins. */
+static void stage_end(fb__repl_stage s)
+{
+    if (!times)
+        return;
+    uint64_t now = fb__now_ns();
+    times->ns[s] += now - stage_mark;
+    stage_mark = now;
+}
 
 static void put_le(unsigned char *p, uint64_t v, int n)
 {
@@ -317,6 +363,7 @@ static int receive_into(int fd, unsigned char *map, const char *label,
         bad = verifier_init(&v, h, label, why, why_size);
     if (!bad && verify)
         threaded = hasher_start(&hs, &v, map, 8 + n) == 0;
+    stage_end(FB__REPL_RX_META);
     /* The rest of the shard is read either way, to stay in step; in
      * chunks for the hasher, else as much as each read gives. */
     uint64_t chunk = threaded || (!bad && verify) ? RECV_CHUNK : bytes;
@@ -741,14 +788,88 @@ static int waiting_path(char *buf, size_t size, const char *dir, uint64_t step,
                    (unsigned long long)step, rank, suffix);
 }
 
+/*
+ * Committed shards' mappings waiting to be released.  Unmapping a shard's
+ * file costs about 30 us a MiB here (a page table entry at a time): done
+ * between shards, it holds up the next shard, whose bytes are already
+ * waiting, and with it the sender.  So a committed shard's mapping (and
+ * descriptor) waits here until the socket has nothing waiting, or the
+ * connection ends; nothing outlives fb__repl_serve_pool.  Its file is
+ * committed already: the wait only keeps its pages mapped a while.
+ */
+#define RELEASE_MAX 64
+
+typedef struct release_list {
+    struct {
+        unsigned char *map;
+        uint64_t bytes;
+        int fd;
+    } f[RELEASE_MAX];
+    int n;
+} release_list;
+
+static void release_all(release_list *rl)
+{
+    for (int i = 0; i < rl->n; i++) {
+        if (rl->f[i].map)
+            munmap(rl->f[i].map, rl->f[i].bytes);
+        if (rl->f[i].fd >= 0)
+            close(rl->f[i].fd);
+    }
+    rl->n = 0;
+}
+
+/* A committed shard's file f, released later (now when the list is full). */
+static void release_later(release_list *rl, pool_file *f)
+{
+    if (rl->n == RELEASE_MAX)
+        release_all(rl);
+    rl->f[rl->n].map = f->map;
+    rl->f[rl->n].bytes = f->bytes;
+    rl->f[rl->n].fd = f->fd;
+    rl->n++;
+    f->map = NULL;
+    f->fd = -1;
+}
+
+/* Whether fd has bytes (or its end) waiting to be read. */
+static int readable_now(int fd)
+{
+    struct pollfd pfd = {.fd = fd, .events = POLLIN};
+    return poll(&pfd, 1, 0) > 0;
+}
+
+static int serve(int fd, const char *dir, uint64_t max_bytes, fb__repl_pool *pool,
+                 unsigned flags, release_list *rl, fb__repl_stats *st, char *why,
+                 size_t why_size);
+
 int fb__repl_serve_pool(int fd, const char *dir, uint64_t max_bytes,
                         fb__repl_pool *pool, unsigned flags, fb__repl_stats *st,
                         char *why, size_t why_size)
 {
+    release_list rl;
+    rl.n = 0;
+    int rc = serve(fd, dir, max_bytes, pool, flags, &rl, st, why, why_size);
+    stage_begin();
+    release_all(&rl);
+    stage_end(FB__REPL_RX_RELEASE);
+    return rc;
+}
+
+/* fb__repl_serve_pool's loop, committed shards' mappings left in rl. */
+static int serve(int fd, const char *dir, uint64_t max_bytes, fb__repl_pool *pool,
+                 unsigned flags, release_list *rl, fb__repl_stats *st, char *why,
+                 size_t why_size)
+{
     int defer = (flags & FB__REPL_DEFER_VERIFY) != 0;
     for (;;) {
         unsigned char hb[FB__REPL_HEADER_BYTES];
+        stage_begin();
+        if (rl->n && !readable_now(fd))
+            release_all(rl); /* the sender waits: nothing is held up */
+        stage_end(FB__REPL_RX_RELEASE);
         int rc = read_full(fd, hb, sizeof hb);
+        stage_end(FB__REPL_RX_HEADER);
         if (rc == 1)
             return 0;
         if (rc) {
@@ -778,8 +899,10 @@ int fb__repl_serve_pool(int fd, const char *dir, uint64_t max_bytes,
         char err[1024];
         int in_step = 0;
         pool_file f;
-        int status;
-        if (!pool_room(pool, pool_growth(pool, h.bytes))) {
+        int status, release = 0; /* f committed: released later */
+        int room = pool_room(pool, pool_growth(pool, h.bytes));
+        stage_end(FB__REPL_RX_PREP);
+        if (!room) {
             /* No room under the node's cap: refused whole, the stream kept
              * in step, the sender told why. */
             rmdir(sdir); /* only when empty */
@@ -795,15 +918,18 @@ int fb__repl_serve_pool(int fd, const char *dir, uint64_t max_bytes,
                     (unsigned long long)pool->cap_bytes,
                     (unsigned long long)pool->held(pool->held_ctx));
             status = -ENOSPC;
+            stage_end(FB__REPL_RX_DATA);
             goto answer;
         }
         status = shard_file(pool, tmp, h.bytes, &f, err, sizeof err);
+        stage_end(FB__REPL_RX_TAKE);
         if (status) {
             rmdir(sdir);
             fb__ckpt_say(why, why_size, "fbr1: %s", err);
             return status; /* nothing read of the shard: out of step */
         }
         status = receive_into(fd, f.map, tmp, &h, !defer, &in_step, err, sizeof err);
+        stage_end(FB__REPL_RX_DATA);
         if (!in_step) {
             shard_file_done(pool, &f, 0);
             rmdir(sdir);
@@ -812,14 +938,18 @@ int fb__repl_serve_pool(int fd, const char *dir, uint64_t max_bytes,
         }
         if (!status && rename(f.path, dst))
             status = -errno;
-        shard_file_done(pool, &f, !status);
+        stage_end(FB__REPL_RX_RENAME);
         if (!status) {
+            release = 1;
             fb__fsync_dir(sdir);
+            stage_end(FB__REPL_RX_SYNC);
             if (st)
                 st->shards++, st->bytes += h.bytes;
             if (defer && pool && pool->on_arrival)
                 pool->on_arrival(pool->arrival_ctx);
+            stage_end(FB__REPL_RX_ARRIVAL);
         } else {
+            shard_file_done(pool, &f, 0);
             rmdir(sdir); /* only when empty */
             if (st)
                 st->rejected++;
@@ -829,10 +959,16 @@ int fb__repl_serve_pool(int fd, const char *dir, uint64_t max_bytes,
     answer:;
         unsigned char ack[4];
         put_le(ack, (uint32_t)status, 4);
-        if ((rc = write_full(fd, ack, sizeof ack))) {
+        rc = write_full(fd, ack, sizeof ack);
+        stage_end(FB__REPL_RX_ANSWER);
+        if (release)
+            release_later(rl, &f);
+        if (rc) {
             fb__ckpt_say(why, why_size, "fbr1: answering: %s", strerror(-rc));
             return rc;
         }
+        if (times)
+            times->rx_shards++;
     }
 }
 
@@ -1004,6 +1140,7 @@ static int send_shard(int fd, const char *dir, uint64_t step, int rank, char *wh
                       size_t why_size)
 {
     char path[PATH_MAX];
+    stage_begin();
     if (fb__ckpt_shard_path(path, sizeof path, dir, step, rank)) {
         fb__ckpt_say(why, why_size, "path too long under %s", dir);
         return -ENAMETOOLONG;
@@ -1025,7 +1162,9 @@ static int send_shard(int fd, const char *dir, uint64_t step, int rank, char *wh
                          .bytes = (uint64_t)stt.st_size};
     unsigned char hb[FB__REPL_HEADER_BYTES];
     fb__repl_header_encode(&h, hb);
+    stage_end(FB__REPL_TX_OPEN);
     rc = write_full(fd, hb, sizeof hb);
+    stage_end(FB__REPL_TX_HEADER);
     off_t off = 0;
     while (!rc && off < stt.st_size) {
         ssize_t r = sendfile(fd, in, &off, (size_t)(stt.st_size - off));
@@ -1034,9 +1173,13 @@ static int send_shard(int fd, const char *dir, uint64_t step, int rank, char *wh
         if (r <= 0)
             rc = r < 0 ? -errno : -EIO; /* the file shrank under us */
     }
+    stage_end(FB__REPL_TX_DATA);
     if (rc)
         fb__ckpt_say(why, why_size, "sending %s: %s", path, strerror(-rc));
     close(in);
+    stage_end(FB__REPL_TX_CLOSE);
+    if (times)
+        times->tx_shards++;
     return rc;
 }
 
@@ -1052,6 +1195,7 @@ int fb__repl_send_step(int fd, const char *dir, uint64_t step, int rank0,
         rc = send_shard(fd, dir, step, r, why, why_size);
     if (rc)
         return rc;
+    stage_begin();
     for (int r = rank0; r < rank0 + nranks; r++) {
         unsigned char ack[4];
         int e = read_full(fd, ack, sizeof ack);
@@ -1068,5 +1212,8 @@ int fb__repl_send_step(int fd, const char *dir, uint64_t step, int rank0,
                          (unsigned long long)step, r, fb_strerror(status));
         }
     }
+    stage_end(FB__REPL_TX_ANSWERS);
+    if (times)
+        times->tx_steps++;
     return rc;
 }

@@ -165,4 +165,39 @@ size_t fb__repl_pool_files(const fb__repl_pool *pool, uint64_t *bytes);
 int fb__repl_send_step(int fd, const char *dir, uint64_t step, int rank0,
                        int nranks, char *why, size_t why_size);
 
+/*
+ * Where the time of a transfer goes, stage by stage (bench_repl --stages,
+ * docs/checkpoint.md): off unless a thread asks.  fb__repl_times_record(t)
+ * makes this thread's later fb__repl_send_step and fb__repl_serve_pool
+ * calls add each stage's wall time to t (NULL: stop; the default, then
+ * no clock is read).  Receiver stages are per shard; the sender's last
+ * one, waiting for the answers, is once per step.
+ */
+typedef enum fb__repl_stage {
+    FB__REPL_RX_HEADER,     /* reading the 24-byte header (waits for the sender) */
+    FB__REPL_RX_PREP,       /* decoding it, the step's directory, the cap       */
+    FB__REPL_RX_TAKE,       /* the shard's file: from the pool, or allocated    */
+    FB__REPL_RX_META,       /* the shard's own header read and checked          */
+    FB__REPL_RX_DATA,       /* its data off the socket (and hashed, on arrival) */
+    FB__REPL_RX_RENAME,     /* renamed to .arrived or its committed name        */
+    FB__REPL_RX_SYNC,       /* its step directory synced                        */
+    FB__REPL_RX_RELEASE,    /* its file's mapping released                      */
+    FB__REPL_RX_ARRIVAL,    /* the arrival callback (the scrub's wake-up)       */
+    FB__REPL_RX_ANSWER,     /* the 4-byte answer written                        */
+    FB__REPL_TX_OPEN,       /* the shard file opened and sized                  */
+    FB__REPL_TX_HEADER,     /* the header written                               */
+    FB__REPL_TX_DATA,       /* the file sent (sendfile)                         */
+    FB__REPL_TX_CLOSE,      /* the file closed                                  */
+    FB__REPL_TX_ANSWERS,    /* every answer read, once a step                   */
+    FB__REPL_STAGES
+} fb__repl_stage;
+
+typedef struct fb__repl_times {
+    uint64_t ns[FB__REPL_STAGES];
+    uint64_t rx_shards, tx_shards, tx_steps;
+} fb__repl_times;
+
+void fb__repl_times_record(fb__repl_times *t);
+const char *fb__repl_stage_name(fb__repl_stage s);
+
 #endif

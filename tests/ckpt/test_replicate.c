@@ -18,7 +18,11 @@
  * scrub committed and that was corrupted in memory afterwards: a restore
  * (per node, the supervisor's choice of step) does not use it, falls to
  * storage, and records it (restore_fallback naming the peer copy, then
- * restore_done from storage, in the rank's segment).
+ * restore_done from storage, in the rank's segment).  Stage times
+ * (fb__repl_times_record), asked for at either end on one step, count
+ * that step's shards and their data and stay within its wall time.  A
+ * committed shard's mapping may outlast its answer (the receiver releases
+ * it once the socket has nothing waiting), never the connection.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -36,6 +40,7 @@
 #include "ckpt/replicate.h"
 #include "ckpt/store.h"
 #include "ckpt/tier.h"
+#include "common/util.h"
 #include "lib/segment.h"
 
 static char dir[] = "/tmp/fb-repl-test.XXXXXX";
@@ -123,6 +128,51 @@ static uint64_t held_under(void *ctx)
     return du_total;
 }
 
+/* Stage times recorded at one end (rx: the receiver's, of `shards`
+ * shards; else the sender's, of one step of `shards`), within wall_ns:
+ * that end's counts and its data stage, nothing at the other's; 0, or 1
+ * (said). */
+static int check_times(const fb__repl_times *t, int rx, uint64_t shards, uint64_t wall_ns,
+                       const char *what)
+{
+    uint64_t mine = 0, other = 0;
+    for (int s = 0; s < FB__REPL_STAGES; s++) {
+        if ((s < FB__REPL_TX_OPEN) == rx)
+            mine += t->ns[s];
+        else
+            other += t->ns[s];
+    }
+    uint64_t data = t->ns[rx ? FB__REPL_RX_DATA : FB__REPL_TX_DATA];
+    int counts = rx ? t->rx_shards == shards && !t->tx_shards && !t->tx_steps
+                    : t->tx_shards == shards && t->tx_steps == 1 && !t->rx_shards;
+    if (counts && data > 0 && mine >= data && mine <= wall_ns && !other)
+        return 0;
+    fprintf(stderr, "%s: stage counts rx %llu, tx %llu shards and %llu steps (want %llu "
+            "shards %s); %s %llu ns, that end's stages %llu ns in %llu ns of wall time, "
+            "the other end's %llu ns (want 0)\n", what, (unsigned long long)t->rx_shards,
+            (unsigned long long)t->tx_shards, (unsigned long long)t->tx_steps,
+            (unsigned long long)shards, rx ? "received" : "sent in 1 step",
+            fb__repl_stage_name(rx ? FB__REPL_RX_DATA : FB__REPL_TX_DATA),
+            (unsigned long long)data, (unsigned long long)mine, (unsigned long long)wall_ns,
+            (unsigned long long)other);
+    return 1;
+}
+
+/* How many of this process's mappings are of files in d's step
+ * directories (the pool's own files are not). */
+static int step_mappings(const char *d)
+{
+    FILE *f = fopen("/proc/self/maps", "r");
+    char line[8192], want[4300];
+    int n = 0;
+    snprintf(want, sizeof want, "%s/step-", d);
+    while (f && fgets(line, sizeof line, f))
+        n += strstr(line, want) != NULL;
+    if (f)
+        fclose(f);
+    return n;
+}
+
 /* One connection into dst2 through pool: it ends cleanly with these
  * counts, and the pool holds `files` files after it; 0, or 1 (said). */
 static int pooled_conn(int lfd, fb__repl_pool *pool, const char *what, uint64_t shards,
@@ -141,6 +191,8 @@ static int pooled_conn(int lfd, fb__repl_pool *pool, const char *what, uint64_t 
            (unsigned long long)rejected, (unsigned long long)refused);
     size_t n = fb__repl_pool_files(pool, NULL);
     EXPECT(n == files, "%s: the pool holds %zu files after it, want %zu", what, n, files);
+    int maps = step_mappings(dst2);
+    EXPECT(maps == 0, "%s: %d shards still mapped after it", what, maps);
     return bad;
 }
 
@@ -159,7 +211,14 @@ static int pooled_receiver(int lfd)
         fprintf(stderr, "receiver: pool: %s\n", why);
         return 1;
     }
+    /* Stage times, asked for on this connection alone: every shard's
+     * stages at this end, none of the sender's, within the wall time. */
+    fb__repl_times tm = {0};
+    uint64_t t0 = fb__now_ns();
+    fb__repl_times_record(&tm);
     bad += pooled_conn(lfd, pool, "pooled step 7", 2, 0, 0, 0);
+    fb__repl_times_record(NULL);
+    bad += check_times(&tm, 1, 2, fb__now_ns() - t0, "receiving step 7");
     int rc = fb__repl_pool_recycle(pool, dst2, 7, why, sizeof why);
     EXPECT(rc == 2, "recycling step 7 gave %d (%s), want 2 files", rc, why);
     char p[4300];
@@ -236,6 +295,8 @@ static int deferred_receiver(int lfd)
     int rc = fb__repl_serve_pool(fd, peer, 1u << 20, pool, FB__REPL_DEFER_VERIFY, &st, why,
                                  sizeof why);
     close(fd);
+    int maps = step_mappings(peer);
+    EXPECT(maps == 0, "deferred: %d shards still mapped after it", maps);
     EXPECT(arrivals == 4 && arrived_unseen == 0, "deferred: told of %d arrivals, want 4, "
            "%d of them not waiting for the scrub then", arrivals, arrived_unseen);
     EXPECT(rc == 0 && st.shards == 4 && st.rejected == 0, "deferred: rc %d (%s), %llu "
@@ -404,8 +465,18 @@ int main(void)
 
     char why[1024] = "";
     int fd = connect_port(ntohs(a.sin_port));
+    /* The sender's stage times, asked for on step 7 alone. */
+    fb__repl_times tm = {0};
+    uint64_t t0 = fb__now_ns();
+    fb__repl_times_record(&tm);
     CHECK_RC(fb__repl_send_step(fd, src, 7, 0, 2, why, sizeof why), 0);
+    fb__repl_times_record(NULL);
+    uint64_t wall = fb__now_ns() - t0;
+    fb__repl_times before = tm;
     CHECK_RC(fb__repl_send_step(fd, src, 8, 0, 2, why, sizeof why), FB_ECORRUPT);
+    failures += check_times(&tm, 0, 2, wall, "sending step 7");
+    CHECKF(!memcmp(&tm, &before, sizeof tm), "stage times recorded after they were "
+           "no longer asked for");
     CHECKF(strstr(why, "rank 1") != NULL, "%s", why);
     close(fd);
     /* Not fbr1: the receiver ends this connection. */
