@@ -56,7 +56,8 @@ typedef struct jval {
 
 #define MAX_VALS 24
 typedef struct jop {
-    char *sql;
+    char *sql;                   /* owned when own_sql, else a literal */
+    int own_sql;
     int n;
     int oom;
     jval v[MAX_VALS];
@@ -67,6 +68,15 @@ typedef struct jop {
 #define DEFAULT_MAX_SAMPLES 65536
 /* Samples are written in batches of this many when nothing fails. */
 #define SAMPLE_BATCH 4096
+/* Prepared statements kept, by SQL text: a statement is compiled once,
+ * not at every row (at 256 ranks checkpointing every 100 ms, compiling
+ * was most of the supervisor's time in SQLite). */
+#define MAX_STMTS 16
+
+typedef struct jstmt {
+    char *sql;
+    sqlite3_stmt *st;
+} jstmt;
 
 struct fb__journal {
     sqlite3 *db;
@@ -87,6 +97,8 @@ struct fb__journal {
     place *places;               /* by rank */
     size_t nplaces;
     int batch;                   /* open fb__journal_batch_begin()s */
+    jstmt stmts[MAX_STMTS];      /* compiled statements, by SQL text */
+    int nstmts, next_stmt;       /* slots used; the next to reuse when full */
 };
 
 static int errno_of(int sqlite_rc)
@@ -126,14 +138,24 @@ static void op_free(jop *op)
 {
     for (int i = 0; i < op->n; i++)
         free(op->v[i].t);
-    free(op->sql);
+    if (op->own_sql)
+        free(op->sql);
     memset(op, 0, sizeof *op);
 }
 
+/* An op on a string literal (kept as is) ... */
 static void op_init(jop *op, const char *sql)
 {
     memset(op, 0, sizeof *op);
+    op->sql = (char *)sql;
+}
+
+/* ... or on SQL built by the caller (copied). */
+static void op_init_copy(jop *op, const char *sql)
+{
+    memset(op, 0, sizeof *op);
     op->sql = strdup(sql);
+    op->own_sql = 1;
     op->oom = !op->sql;
 }
 
@@ -179,12 +201,48 @@ static void op_text(jop *op, const char *x)
         op->oom = 1;
 }
 
+/* The compiled statement of sql, from the cache or compiled now (and
+ * kept, replacing the oldest when the cache is full); NULL with *rc set
+ * when SQLite refuses it. */
+static sqlite3_stmt *stmt_for(fb__journal *j, const char *sql, int *rc)
+{
+    for (int i = 0; i < j->nstmts; i++)
+        if (!strcmp(j->stmts[i].sql, sql))
+            return j->stmts[i].st;
+    sqlite3_stmt *st;
+    *rc = sqlite3_prepare_v3(j->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &st, NULL);
+    if (*rc != SQLITE_OK)
+        return NULL;
+    char *copy = strdup(sql);
+    if (!copy) {
+        sqlite3_finalize(st);
+        *rc = SQLITE_NOMEM;
+        return NULL;
+    }
+    int k = j->nstmts < MAX_STMTS ? j->nstmts++ : j->next_stmt++ % MAX_STMTS;
+    if (j->stmts[k].st) {
+        sqlite3_finalize(j->stmts[k].st);
+        free(j->stmts[k].sql);
+    }
+    j->stmts[k] = (jstmt){copy, st};
+    return st;
+}
+
+static void stmts_free(fb__journal *j)
+{
+    for (int i = 0; i < j->nstmts; i++) {
+        sqlite3_finalize(j->stmts[i].st);
+        free(j->stmts[i].sql);
+    }
+    j->nstmts = j->next_stmt = 0;
+}
+
 /* Run one write; SQLITE_OK, or SQLite's error (noted). */
 static int exec_op(fb__journal *j, const jop *op)
 {
-    sqlite3_stmt *st;
-    int rc = sqlite3_prepare_v2(j->db, op->sql, -1, &st, NULL);
-    if (rc != SQLITE_OK) {
+    int rc = SQLITE_OK;
+    sqlite3_stmt *st = stmt_for(j, op->sql, &rc);
+    if (!st) {
         note_error(j, rc);
         return rc;
     }
@@ -204,7 +262,10 @@ static int exec_op(fb__journal *j, const jop *op)
         rc = SQLITE_OK;
     else
         note_error(j, rc);
-    sqlite3_finalize(st);
+    /* Ready for the next row; the op's texts are bound without a copy
+     * and are freed after this. */
+    sqlite3_reset(st);
+    sqlite3_clear_bindings(st);
     return rc;
 }
 
@@ -384,6 +445,7 @@ void fb__journal_close_status(fb__journal *j, fb__journal_status *st)
     /* Leave a single self-contained file behind: readers of a finished
      * run need no -wal/-shm files (and read-only readers cannot remove
      * them). */
+    stmts_free(j);
     if (!j->st.failing)
         sqlite3_exec(j->db, "PRAGMA journal_mode=DELETE", NULL, NULL, NULL);
     if (st)
@@ -491,7 +553,7 @@ static int attempt_set(fb__journal *j, int64_t id, const char *column,
     char sql[128];
     snprintf(sql, sizeof sql, "UPDATE attempt SET %s=? WHERE id=?", column);
     jop op;
-    op_init(&op, sql);
+    op_init_copy(&op, sql);
     if (type == V_REAL)
         op_real(&op, d);
     else if (type == V_INT)
@@ -650,7 +712,7 @@ int fb__journal_incident_text(fb__journal *j, int64_t id, const char *column,
     char sql[128];
     snprintf(sql, sizeof sql, "UPDATE incident SET %s=? WHERE id=?", column);
     jop op;
-    op_init(&op, sql);
+    op_init_copy(&op, sql);
     op_text(&op, value);
     op_int(&op, id);
     return submit(j, &op);
@@ -776,11 +838,11 @@ static int write_samples(fb__journal *j)
 {
     if (j->nsamples == 0)
         return SQLITE_OK;
-    sqlite3_stmt *st;
-    int rc = sqlite3_prepare_v2(j->db, "INSERT INTO step_sample(run_id, attempt_id,"
+    int rc = SQLITE_OK;
+    sqlite3_stmt *st = stmt_for(j, "INSERT INTO step_sample(run_id, attempt_id,"
                                 " rank, time, step, step_time_ms, node, host)"
-                                " VALUES(?,?,?,?,?,?,?,?)", -1, &st, NULL);
-    if (rc != SQLITE_OK) {
+                                " VALUES(?,?,?,?,?,?,?,?)", &rc);
+    if (!st) {
         note_error(j, rc);
         return rc;
     }
@@ -804,7 +866,7 @@ static int write_samples(fb__journal *j)
         }
         sqlite3_reset(st);
     }
-    sqlite3_finalize(st);
+    sqlite3_clear_bindings(st);
     return rc;
 }
 

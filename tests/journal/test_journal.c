@@ -332,6 +332,83 @@ static void test_batch(void)
     CHECK_EQ_INT(st.dropped_rows, 0);
 }
 
+/* Compiled statements are kept and reused (more distinct ones than the
+ * journal keeps, so some are replaced): every row written through a
+ * reused statement has its own values, NULLs included, failing or not. */
+static void test_statements(void)
+{
+    fb__journal *j = open_fresh("stmts.sqlite");
+    static const char *const reals[] = {"launched_at", "ready_at", "ended_at",
+                                        "restore_s"};
+    static const char *const ints[] = {"restored_step", "start_step", "end_step"};
+    static const char *const texts[] = {"outcome", "nodes"};
+    static const char *const inc_cols[] = {"fr_verdict", "health", "detail",
+        "category", "component", "evidence", "last_lines", "injected"};
+    int64_t a0, inc;
+    CHECK_RC(fb__journal_begin_attempt(j, 0, 1.5, &a0), 0);
+    fb__journal_incident in = incident(a0, "crash");
+    CHECK_RC(fb__journal_add_incident(j, &in, &inc), 0);
+    char v[64];
+    for (int round = 0; round < 3; round++) {
+        if (round == 1)
+            fb__journal_batch_begin(j);
+        disk_full = round == 2; /* the last round waits in the queue */
+        for (int k = 0; k < 4; k++)
+            CHECK_RC(fb__journal_attempt_real(j, a0, reals[k], round * 10 + k), 0);
+        for (int k = 0; k < 3; k++)
+            CHECK_RC(fb__journal_attempt_int(j, a0, ints[k], round * 100 + k), 0);
+        for (int k = 0; k < 2; k++) {
+            snprintf(v, sizeof v, "%s-%d", texts[k], round);
+            CHECK_RC(fb__journal_attempt_text(j, a0, texts[k], v), 0);
+        }
+        for (int k = 0; k < 8; k++) {
+            snprintf(v, sizeof v, "%s-%d", inc_cols[k], round);
+            CHECK_RC(fb__journal_incident_text(j, inc, inc_cols[k], v), 0);
+        }
+        for (int e = 0; e < 4; e++) {
+            snprintf(v, sizeof v, "d%d-%d", round, e);
+            fb__journal_event ev = {.attempt_id = a0, .time = round, .rank = e % 2 ? -1 : e,
+                .kind = "ckpt_commit", .step = e % 2 ? -1 : round, .value_ms = -1,
+                .detail = e % 2 ? NULL : v, .source = e == 2 ? "memory" : NULL};
+            CHECK_RC(fb__journal_add_event(j, &ev), 0);
+        }
+        CHECK_RC(fb__journal_checkpoint(j, a0, round, round + 0.5, 2, 4096, 1, 2,
+                                        "committed"), 0);
+        if (round == 1)
+            CHECK_RC(fb__journal_batch_end(j), 0);
+    }
+    disk_full = 0;
+    CHECK_RC(fb__journal_flush(j), 0);
+    for (int k = 0; k < 4; k++) {
+        snprintf(v, sizeof v, "select count(*) from attempt where %s=%d", reals[k], 20 + k);
+        CHECK_EQ_INT(count(v), 1);
+    }
+    for (int k = 0; k < 3; k++) {
+        snprintf(v, sizeof v, "select count(*) from attempt where %s=%d", ints[k], 200 + k);
+        CHECK_EQ_INT(count(v), 1);
+    }
+    CHECK_EQ_INT(count("select count(*) from attempt where outcome='outcome-2' and"
+                       " nodes='nodes-2'"), 1);
+    CHECK_EQ_INT(count("select count(*) from incident where fr_verdict='fr_verdict-2'"
+                       " and health='health-2' and detail='detail-2' and"
+                       " category='category-2' and component='component-2' and"
+                       " evidence='evidence-2' and last_lines='last_lines-2' and"
+                       " injected='injected-2'"), 1);
+    CHECK_EQ_INT(count("select count(*) from event where kind='ckpt_commit'"), 12);
+    CHECK_EQ_INT(count("select count(*) from event where kind='ckpt_commit' and"
+                       " detail is null and rank is null and step is null"
+                       " and source is null"), 6);
+    CHECK_EQ_INT(count("select count(*) from event where kind='ckpt_commit' and"
+                       " detail='d'||step||'-'||rank"), 6);
+    CHECK_EQ_INT(count("select count(*) from event where source='memory' and rank=2"), 3);
+    CHECK_EQ_INT(count("select count(distinct step) from checkpoint where status="
+                       "'committed' and committed_at=step+0.5"), 3);
+    fb__journal_status st;
+    CHECK_RC(fb__journal_end_run(j, 5, "completed", 0, "ok"), 0);
+    fb__journal_close_status(j, &st);
+    CHECK_EQ_INT(st.dropped_rows, 0);
+}
+
 int main(void)
 {
     if (!mkdtemp(dir)) {
@@ -344,6 +421,7 @@ int main(void)
     test_refused();
     test_migrate_1_0();
     test_batch();
+    test_statements();
     char cmd[4200];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd) != 0)
