@@ -24,12 +24,57 @@ cd "$T"
 fail() { echo "FAIL: $*" >&2; exit 1; }
 ok() { echo "ok: $*"; }
 
+# What a failure needs to be understood once $T is gone (a CI job keeps
+# only the test's output): the end of every firebreak run's stderr
+# ($T/*.err), the end of each attempt's srun log, each journal's run,
+# attempts, incidents and last events, and the ends of the clusters' logs
+# (those of clusters already replaced were kept by recluster).  Bounded:
+# DIAG_LINES lines from each file, DIAG_EVENTS events from each journal.
+DIAG_LINES=200
+DIAG_EVENTS=100
+diag_tail() { # FILE N: its last N lines, under a header
+    [ -s "$1" ] || return 0
+    echo "---- ${1#"$T"/} (last $2 of $(wc -l <"$1") lines)"
+    tail -n "$2" "$1" | cut -c1-1000
+}
+diag_journal() { # JOURNAL
+    local q=(sqlite3 -cmd '.timeout 2000' -header -separator ' | ' "$1")
+    echo "---- ${1#"$T"/}"
+    "${q[@]}" "select status, exit_code, reason from run" || true
+    "${q[@]}" "select number, outcome, nodes, restored_step, start_step, end_step from attempt order by id" || true
+    "${q[@]}" "select a.number as attempt, i.kind, i.rank, i.node, i.phase, i.step,
+        round(i.detect_ms) as detect_ms, i.detail from incident i join attempt a on a.id = i.attempt_id
+        order by i.id" || true
+    echo "(last $DIAG_EVENTS events)"
+    "${q[@]}" "select * from (select printf('%.3f', e.time) as time, a.number as attempt,
+        e.rank, e.node, e.kind, e.step, e.code, e.detail from event e join attempt a on a.id = e.attempt_id
+        order by e.id desc limit $DIAG_EVENTS) order by time" || true
+}
+diagnose() {
+    local f c
+    echo "==== what the failure left in $T" >&2
+    {
+        for f in $(ls -tr "$T"/*.err 2>/dev/null); do diag_tail "$f" $DIAG_LINES; done
+        find "$T" -path "$T/cluster*" -prune -o -path '*/logs/slurm-attempt-*/srun.log' -print \
+            2>/dev/null | sort | while read -r f; do diag_tail "$f" 40; done
+        find "$T" -path "$T/cluster*" -prune -o -name journal.sqlite -print 2>/dev/null | sort |
+            while read -r f; do diag_journal "$f"; done
+        for c in "$T"/log-* "$CL" "${MORE_CLUSTERS[@]}"; do
+            [ -d "$c" ] || continue
+            [ -d "$c/log" ] && c=$c/log
+            for f in "$c"/slurmctld.log "$c"/slurmd-*.log; do diag_tail "$f" 40; done
+        done
+    } 2>&1 | sed 's/^/  /' >&2
+    echo "==== end of what the failure left" >&2
+}
+
 # Processes of this test: ranks and watchers started from this build.
 leftovers() { pgrep -f -- "^($TOY|$FB) " || true; }
 
 cleanup() {
     local rc=$? left
     local c
+    [ $rc = 0 ] || diagnose
     for c in "$CL" "${MORE_CLUSTERS[@]}"; do
         if [ -s "$c/cluster" ]; then
             "$SRC/scripts/slurm-cluster.sh" down "$c" || rc=1
@@ -42,7 +87,13 @@ cleanup() {
         kill -9 $left 2>/dev/null || true
         rc=1
     fi
-    rm -rf "$T"
+    # FB_SLURM_TEST_KEEP=1: a failed test's directory stays (its clusters
+    # are down all the same).
+    if [ $rc != 0 ] && [ "${FB_SLURM_TEST_KEEP:-0}" = 1 ]; then
+        echo "kept: $T" >&2
+    else
+        rm -rf "$T"
+    fi
     exit $rc
 }
 trap cleanup EXIT
@@ -100,6 +151,8 @@ node_reason() { scontrol show node "$1" | sed -n 's/^ *Reason=//p'; }
 # A fresh cluster in place of the current one (a node killed stays down in
 # Slurm): CL becomes $T/cluster-NAME.
 recluster() { # NAME [NODES]
+    # Its logs stay for a failure's diagnosis (diagnose).
+    cp -r "$CL/log" "$T/log-$(basename "$CL")" 2>/dev/null || true
     "$SRC/scripts/slurm-cluster.sh" down "$CL" || fail "down before $1"
     CL=$T/cluster-$1
     "$SRC/scripts/slurm-cluster.sh" up "$CL" --nodes "${2:-4}" "${SHARE[@]}" \
