@@ -423,6 +423,11 @@ cmd_heal() {
     alive "$(pidof_file "$D/slurmd-$node.pid")" || start_slurmd "$node"
 }
 
+# The Slurm tests tag every process they start (FB_SLURM_TEST_TAG,
+# tests/slurm/lib.sh) to find those left behind; the daemons and hosts
+# started here are the cluster's, stopped and checked by `down`.
+case "${1:-}" in up|heal) unset FB_SLURM_TEST_TAG ;; esac
+
 case "${1:-}" in
 up) shift; cmd_up "$@" ;;
 down) shift; cmd_down "$@" ;;

@@ -68,8 +68,24 @@ diagnose() {
     echo "==== end of what the failure left" >&2
 }
 
-# Processes of this test: ranks and watchers started from this build.
-leftovers() { pgrep -f -- "^($TOY|$FB) " || true; }
+# Processes of this test, and only of this test: each one it starts
+# carries FB_SLURM_TEST_TAG=$T in its environment (salloc, the supervisor,
+# srun --export=ALL, and so the ranks and watchers on the nodes pass it
+# on), so that another test's or another person's firebreak of the same
+# build is not taken for one of ours, and an orphan of ours (reparented
+# out of the test's process tree) still is.  The clusters' daemons are not
+# tagged (slurm-cluster.sh drops the tag; `down` stops them and says what
+# it left).  Neither the test's shell nor the subshell that looks.
+export FB_SLURM_TEST_TAG=$T
+leftovers() {
+    local files f p me=$BASHPID
+    files=(/proc/[0-9]*/environ)
+    # grep exits 2 for the processes gone since the list was made.
+    { grep -lzxF -- "FB_SLURM_TEST_TAG=$T" "${files[@]}" 2>/dev/null || true; } | while read -r f; do
+        p=${f#/proc/}; p=${p%/environ}
+        [ "$p" = $$ ] || [ "$p" = "$me" ] || echo "$p"
+    done
+}
 
 cleanup() {
     local rc=$? left
@@ -80,7 +96,12 @@ cleanup() {
             "$SRC/scripts/slurm-cluster.sh" down "$c" || rc=1
         fi
     done
-    left=$(leftovers)
+    # A process that is ending gets 2 s.
+    for _ in $(seq 1 20); do
+        left=$(leftovers)
+        [ -z "$left" ] && break
+        sleep 0.1
+    done
     if [ -n "$left" ]; then
         echo "FAIL: processes left behind:" >&2
         ps -o pid,ppid,stat,args -p "$(echo $left | tr ' ' ',')" >&2 || true
