@@ -118,6 +118,8 @@ cleanup() {
     exit $rc
 }
 trap cleanup EXIT
+# A command that fails outside `fail` (set -e) says where.
+trap 'echo "FAIL: ${BASH_SOURCE[0]##*/} line $LINENO exited $?" >&2' ERR
 # A test stopped by a signal (ctest's timeout, ^C) still takes its clusters down.
 trap 'exit 143' TERM INT HUP
 
