@@ -31,6 +31,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/jsonw.h"
@@ -884,6 +885,41 @@ int fb__sup_slurm_on_nodes(fb__sup *s, const char *nodes, const char *const *arg
 
 /* One request line to every watcher: 0, or -errno (-EPIPE: none to
  * hear it, or a short write). */
+/* One line to the watchers' stdin.  Their srun may have ended while its
+ * shim's report is not read yet (every watcher says `bye` and exits once
+ * its ranks are gone): the write then fails with EPIPE, and the SIGPIPE
+ * it raises, blocked here, is taken back, for its default action would
+ * end the supervisor right after it recorded the failure (salloc turns
+ * that into exit 1).  Test hook FIREBREAK_TEST_SLURM_REQ_DELAY_MS: a
+ * wait before the write, where the watchers can end. */
+static ssize_t req_write(int fd, const char *line, size_t n)
+{
+#ifdef FB_TEST_HOOKS
+    const char *delay = getenv("FIREBREAK_TEST_SLURM_REQ_DELAY_MS");
+    if (delay && atoi(delay) > 0) {
+        struct timespec ts = {atoi(delay) / 1000, (long)(atoi(delay) % 1000) * 1000000L};
+        while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+            ;
+    }
+#endif
+    sigset_t pipe_set, old;
+    sigemptyset(&pipe_set);
+    sigaddset(&pipe_set, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
+    ssize_t w;
+    while ((w = write(fd, line, n)) < 0 && errno == EINTR)
+        ;
+    int e = errno;
+    if (w < 0 && e == EPIPE) {
+        struct timespec zero = {0, 0};
+        while (sigtimedwait(&pipe_set, NULL, &zero) < 0 && errno == EINTR)
+            ;
+    }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    errno = e;
+    return w;
+}
+
 static int request(fb__sup *s, const fb__fbw1_msg *m)
 {
     struct fb__sup_slurm *g = s->slurm;
@@ -894,9 +930,7 @@ static int request(fb__sup *s, const fb__fbw1_msg *m)
     int n = fb__fbw1_format(m, line, sizeof line);
     if (n <= 0)
         return -EINVAL;
-    ssize_t w;
-    while ((w = write(g->req_fd, line, (size_t)n)) < 0 && errno == EINTR)
-        ;
+    ssize_t w = req_write(g->req_fd, line, (size_t)n);
     return w == n ? 0 : w < 0 ? -errno : -EPIPE; /* a short write: next time */
 }
 
@@ -1218,9 +1252,7 @@ void fb__sup_slurm_snapshot(fb__sup *s)
     int n = fb__fbw1_format(&m, line, sizeof line);
     for (int k = 0; k < g->ncur; k++)
         g->watch[k].snapped = 0;
-    ssize_t w;
-    while ((w = write(g->req_fd, line, (size_t)(n > 0 ? n : 0))) < 0 && errno == EINTR)
-        ;
+    ssize_t w = req_write(g->req_fd, line, (size_t)(n > 0 ? n : 0));
     if (n <= 0 || w != n) {
         fb__sup_log(s, "could not ask the node watchers for flight-recorder "
                     "snapshots: %s", w < 0 ? strerror(errno) : "short write");
