@@ -119,12 +119,7 @@ salloc -Q -N2 -w node1,node2 "$FB" run --launcher slurm --run-dir "$T/r5" --json
     --max-restarts 0 -- bash -c 'trap "" TERM; exec "$@"' sh \
     "$TOY" --steps 100000 --sleep-ms 10 --ckpt-every 0 >r5.json 2>r5.err &
 apid=$!
-for r in 0 1; do
-    for _ in $(seq 1 200); do
-        grep -qs "starting at" "$T/r5/logs/slurm-attempt-0/rank-$r.log" && break; sleep 0.1
-    done
-    grep -qs "starting at" "$T/r5/logs/slurm-attempt-0/rank-$r.log" || fail "run 5 rank $r did not start"
-done
+wait_started "$T/r5" 0 1
 rank_pid() { # R: the toy process of rank R (the only job running)
     local p
     for p in $(pgrep -f -- "^$TOY "); do

@@ -155,6 +155,19 @@ ref_hash() { # R STEPS
     cat "$T/ref/final_hash.rank-$1"
 }
 
+# Wait (up to 20 s each) until the toy trainer's ranks say in their log of
+# attempt 0 that they started.
+wait_started() { # RUNDIR RANK...
+    local d=$1 r
+    shift
+    for r in "$@"; do
+        for _ in $(seq 1 200); do
+            grep -qs "starting at" "$d/logs/slurm-attempt-0/rank-$r.log" && break; sleep 0.1
+        done
+        grep -qs "starting at" "$d/logs/slurm-attempt-0/rank-$r.log" || fail "$d: rank $r did not start"
+    done
+}
+
 # Wait up to $2 seconds for a file to exist.
 wait_file() {
     local i

@@ -17,12 +17,7 @@ FIREBREAK_TEST_SLURM_REQ_DELAY_MS=3000 salloc -Q -N2 -w node1,node2 bash -c '"$@
     exit $rc' sh "$FB" run --launcher slurm --run-dir "$T/r" --json --max-restarts 1 \
     -- "$TOY" --steps 150 --sleep-ms 20 --ckpt-every 0 >r.json 2>r.err &
 apid=$!
-for r in 0 1; do
-    for _ in $(seq 1 200); do
-        grep -qs "starting at" "$T/r/logs/slurm-attempt-0/rank-$r.log" && break; sleep 0.1
-    done
-    grep -qs "starting at" "$T/r/logs/slurm-attempt-0/rank-$r.log" || fail "rank $r did not start"
-done
+wait_started "$T/r" 0 1
 ranks=$(pgrep -f -- "^$TOY " || true)
 [ "$(echo $ranks | wc -w)" = 2 ] || fail "ranks' processes: '$ranks'"
 kill -KILL $ranks
