@@ -54,8 +54,16 @@ port_free() {
 
 pidof_file() { [ -s "$1" ] && cat "$1" || true; }
 
-alive() { [ -n "$1" ] && kill -0 "$1" 2>/dev/null && \
-          [ "$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null)" != Z ]; }
+# Running: not gone, nor a zombie.  Read with builtins only (the state
+# follows the last ')': a name may hold spaces), so that polling costs no
+# fork.
+alive() {
+    local st=
+    [ -n "$1" ] || return 1
+    { read -r st <"/proc/$1/stat"; } 2>/dev/null || return 1
+    st=${st##*) }
+    [ -n "$st" ] && [ "${st%% *}" != Z ]
+}
 
 # Every descendant of a pid (children first found, then theirs).
 descendants() {
@@ -66,15 +74,19 @@ descendants() {
     done
 }
 
-wait_gone() { # pid... : wait up to 5 s for them to end
-    local t=0 p left
-    while [ $t -lt 50 ]; do
-        left=0
-        for p in "$@"; do alive "$p" && left=1; done
-        [ $left = 0 ] && return 0
-        sleep 0.1; t=$((t + 1))
+# Wait for every pid to end, looking every 20 ms: returns 0 as soon as
+# they have, 1 after SECONDS.
+wait_gone() { # SECONDS PID...
+    local n=$(($1 * 50)) p left
+    shift
+    while :; do
+        left=
+        for p in "$@"; do alive "$p" && { left=$p; break; }; done
+        [ -z "$left" ] && return 0
+        n=$((n - 1))
+        [ $n -gt 0 ] || return 1
+        sleep 0.02
     done
-    return 1
 }
 
 # The cluster's names, from its id (4 hex digits) and node number.
@@ -94,6 +106,17 @@ holder_of() { pidof_file "$D/host-$1.pid"; }
 
 node_pids() { # NODE: every process in its network namespace
     ip netns pids "$(netns_of "$1")" 2>/dev/null || true
+}
+
+job_pids() { # every process on the nodes but their slurmd and holder
+    local node h d p
+    for node in $NODES; do
+        h=$(holder_of "$node")
+        d=$(pidof_file "$D/slurmd-$node.pid")
+        for p in $(node_pids "$node"); do
+            [ "$p" = "$h" ] || [ "$p" = "$d" ] || echo "$p"
+        done
+    done
 }
 
 # ---- inside a node (run by `up` through nsenter + unshare) ----
@@ -295,11 +318,13 @@ cmd_down() {
             [ -n "${p// /}" ] && kill -CONT $p 2>/dev/null || true
             ip link set "$(veth_of "$node")" up 2>/dev/null || true
         done
+        # The jobs' processes end (slurmstepd, ranks): waited for as
+        # processes, not as the queue, where a job on a killed node stays
+        # completing until slurmctld gives the node up.
+        p=$(job_pids | tr '\n' ' ')
         timeout 10 scancel --quiet --full -u root 2>/dev/null || true
-        for _ in $(seq 1 30); do
-            [ -z "$(timeout 5 squeue -h 2>/dev/null)" ] && break
-            sleep 0.1
-        done
+        # shellcheck disable=SC2086
+        [ -z "${p// /}" ] || wait_gone 3 $p || true
     fi
     # Every process on every node (slurmd, slurmstepd, ranks, the holder),
     # the slurmds' descendants wherever they are, then the controller.
@@ -314,10 +339,13 @@ cmd_down() {
     munge=$(pidof_file "$D/munge/munged.pid")
     [ -n "$munge" ] && alive "$munge" && pids="$pids $munge"
     # shellcheck disable=SC2086
+    # The cluster's state goes with DIR: a daemon that has not ended 1 s
+    # after SIGTERM (slurmctld waits on its RPCs to a killed node) is
+    # killed.
     if [ -n "${pids// /}" ]; then
         kill -CONT $pids 2>/dev/null || true
         kill -TERM $pids 2>/dev/null || true
-        wait_gone $pids || { kill -KILL $pids 2>/dev/null || true; wait_gone $pids || true; }
+        wait_gone 1 $pids || { kill -KILL $pids 2>/dev/null || true; wait_gone 5 $pids || true; }
     fi
     for node in $NODES; do
         ns=$(netns_of "$node")
@@ -422,6 +450,11 @@ cmd_heal() {
     export SLURM_CONF=$D/slurm.conf
     alive "$(pidof_file "$D/slurmd-$node.pid")" || start_slurmd "$node"
 }
+
+# The Slurm tests tag every process they start (FB_SLURM_TEST_TAG,
+# tests/slurm/lib.sh) to find those left behind; the daemons and hosts
+# started here are the cluster's, stopped and checked by `down`.
+case "${1:-}" in up|heal) unset FB_SLURM_TEST_TAG ;; esac
 
 case "${1:-}" in
 up) shift; cmd_up "$@" ;;

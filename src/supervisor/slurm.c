@@ -31,6 +31,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/jsonw.h"
@@ -97,16 +98,23 @@ struct fb__sup_slurm {
     int also_lost[MAX_NODES];    /* nodes silent with it (node_lost)      */
     int nalso_lost;
     char srun_log[PATH_MAX];
-    /* A remote rank that ended without a record (watcher: "vanished") is
-     * held VANISH_GRACE_NS for a recorded end from another node: when
-     * srun kills the other tasks after a rank's crash, their watchers may
-     * speak first, and a vanished rank yields to one that recorded a
-     * fatal end (policy.c), as on one host. */
-    int vanished;                /* ranks held                            */
-    uint64_t vanished_ns[MAX_RANKS]; /* when each was heard of; 0 not held */
+    /* A remote rank's end that would be the attempt's failure is held
+     * up to HOLD_NS, as its watcher reported it, for srun's word: srun
+     * reports each task's wait status (slurmstepd's, first-hand) in the
+     * order the tasks ended, where two watchers' lines race.  A rank
+     * SIGKILLed leaves no record ("vanished") and its peers' collectives
+     * fail at once: one of them may record its abort and be heard first.
+     * Without srun's word (or with --mpirun) the recorded ends go first
+     * and a vanished rank yields to them (policy.c), as on one host:
+     * when srun kills the other tasks after a rank's crash, their
+     * watchers may speak first. */
+    int held;                    /* ranks held                            */
+    uint64_t held_ns[MAX_RANKS]; /* when each end was heard; 0 not held   */
+    int held_ws[MAX_RANKS];      /* its wait status, when recorded        */
+    unsigned char held_known[MAX_RANKS]; /* recorded (exit or signal)     */
 };
 
-#define VANISH_GRACE_NS 1000000000ull
+#define HOLD_NS 1000000000ull
 
 static struct fb__sup_slurm g_slurm; /* one supervisor per process */
 
@@ -643,8 +651,8 @@ int fb__sup_launch_slurm(fb__sup *s)
     g->watch_stop_sent = 0;
     g->lost = -1;
     g->nalso_lost = 0;
-    g->vanished = 0;
-    memset(g->vanished_ns, 0, sizeof g->vanished_ns);
+    g->held = 0;
+    memset(g->held_ns, 0, sizeof g->held_ns);
     memset(g->beats, 0, sizeof g->beats);
     memset(g->watch, 0, sizeof g->watch);
 
@@ -877,6 +885,41 @@ int fb__sup_slurm_on_nodes(fb__sup *s, const char *nodes, const char *const *arg
 
 /* One request line to every watcher: 0, or -errno (-EPIPE: none to
  * hear it, or a short write). */
+/* One line to the watchers' stdin.  Their srun may have ended while its
+ * shim's report is not read yet (every watcher says `bye` and exits once
+ * its ranks are gone): the write then fails with EPIPE, and the SIGPIPE
+ * it raises, blocked here, is taken back, for its default action would
+ * end the supervisor right after it recorded the failure (salloc turns
+ * that into exit 1).  Test hook FIREBREAK_TEST_SLURM_REQ_DELAY_MS: a
+ * wait before the write, where the watchers can end. */
+static ssize_t req_write(int fd, const char *line, size_t n)
+{
+#ifdef FB_TEST_HOOKS
+    const char *delay = getenv("FIREBREAK_TEST_SLURM_REQ_DELAY_MS");
+    if (delay && atoi(delay) > 0) {
+        struct timespec ts = {atoi(delay) / 1000, (long)(atoi(delay) % 1000) * 1000000L};
+        while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+            ;
+    }
+#endif
+    sigset_t pipe_set, old;
+    sigemptyset(&pipe_set);
+    sigaddset(&pipe_set, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
+    ssize_t w;
+    while ((w = write(fd, line, n)) < 0 && errno == EINTR)
+        ;
+    int e = errno;
+    if (w < 0 && e == EPIPE) {
+        struct timespec zero = {0, 0};
+        while (sigtimedwait(&pipe_set, NULL, &zero) < 0 && errno == EINTR)
+            ;
+    }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    errno = e;
+    return w;
+}
+
 static int request(fb__sup *s, const fb__fbw1_msg *m)
 {
     struct fb__sup_slurm *g = s->slurm;
@@ -887,9 +930,7 @@ static int request(fb__sup *s, const fb__fbw1_msg *m)
     int n = fb__fbw1_format(m, line, sizeof line);
     if (n <= 0)
         return -EINVAL;
-    ssize_t w;
-    while ((w = write(g->req_fd, line, (size_t)n)) < 0 && errno == EINTR)
-        ;
+    ssize_t w = req_write(g->req_fd, line, (size_t)n);
     return w == n ? 0 : w < 0 ? -errno : -EPIPE; /* a short write: next time */
 }
 
@@ -1143,16 +1184,18 @@ static void on_msg(fb__sup *s, const fb__fbw1_msg *m)
             ws = 0;
         else
             known = 0;
-        if (s->ranks[m->rank].ended)
+        if (s->ranks[m->rank].ended || g->held_ns[m->rank])
             break;
-        if (!known && !s->fail.set) {
-            if (!g->vanished_ns[m->rank]) { /* fb__sup_slurm_tick decides */
-                g->vanished_ns[m->rank] = now;
-                g->vanished++;
-            }
+        int fatal = !known || m->how == FB_FBW1_END_SIGNAL ||
+                    (m->how == FB_FBW1_END_EXIT && (m->code & 0xff));
+        if (!fatal || s->fail.set || (known && s->o->mpirun)) {
+            fb__sup_rank_ended(s, m->rank, known, ws, 0, now);
             break;
         }
-        fb__sup_rank_ended(s, m->rank, known, ws, 0, now);
+        g->held_ns[m->rank] = now; /* fb__sup_slurm_tick decides */
+        g->held_ws[m->rank] = ws;
+        g->held_known[m->rank] = (unsigned char)known;
+        g->held++;
         break;
     }
     default:
@@ -1209,9 +1252,7 @@ void fb__sup_slurm_snapshot(fb__sup *s)
     int n = fb__fbw1_format(&m, line, sizeof line);
     for (int k = 0; k < g->ncur; k++)
         g->watch[k].snapped = 0;
-    ssize_t w;
-    while ((w = write(g->req_fd, line, (size_t)(n > 0 ? n : 0))) < 0 && errno == EINTR)
-        ;
+    ssize_t w = req_write(g->req_fd, line, (size_t)(n > 0 ? n : 0));
     if (n <= 0 || w != n) {
         fb__sup_log(s, "could not ask the node watchers for flight-recorder "
                     "snapshots: %s", w < 0 ? strerror(errno) : "short write");
@@ -1324,32 +1365,94 @@ static int node_lost(fb__sup *s, uint64_t now)
     return 0;
 }
 
-/* The held vanished ranks end, in the order they were heard of, once the
- * first one's grace is over, another rank's recorded end came, or the
- * ranks' step is over. */
-static void end_vanished(fb__sup *s, uint64_t now)
+/* srun's report of the first task that ended, "srun: error: NODE: task
+ * T: WHAT", but for those srun terminated itself: 0, with *task and
+ * what; -1 when it has reported none. */
+static int srun_first_end(const struct fb__sup_slurm *g, int *task, char *what,
+                          size_t size)
+{
+    char *text = NULL;
+    size_t len = 0;
+    if (fb__read_file(g->srun_log, 1 << 20, &text, &len))
+        return -1;
+    int found = -1;
+    for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+        char node[FB__FBW1_NODE_MAX], rest[200];
+        int t;
+        if (sscanf(line, "srun: error: %63[^:]: task %d: %199[^\n]", node, &t, rest) == 3 &&
+            strstr(rest, "Terminated") == NULL) {
+            *task = t;
+            snprintf(what, size, "%s", rest);
+            found = 0;
+            break;
+        }
+    }
+    free(text);
+    return found;
+}
+
+/* The signal that srun's WHAT names ("Killed", "Aborted", ...), or 0. */
+static int srun_signal(const char *what)
+{
+    static const struct { const char *what; int sig; } sigs[] = {
+        {"Killed", SIGKILL}, {"Segmentation fault", SIGSEGV},
+        {"Aborted", SIGABRT}, {"Bus error", SIGBUS}, {"Terminated", SIGTERM}};
+    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
+        if (!strncmp(what, sigs[i].what, strlen(sigs[i].what)))
+            return sigs[i].sig;
+    return 0;
+}
+
+/* Rank r's held end, now; `sig`: the signal srun saw, for a rank whose
+ * watcher had no record. */
+static void release_held(fb__sup *s, int r, int sig)
+{
+    struct fb__sup_slurm *g = s->slurm;
+    uint64_t when = g->held_ns[r];
+    int known = g->held_known[r], ws = g->held_ws[r];
+    g->held_ns[r] = 0;
+    g->held--;
+    if (!known && sig) {
+        known = 1;
+        ws = W_EXITCODE(0, sig & 0x7f);
+    }
+    if (!s->ranks[r].ended)
+        fb__sup_rank_ended(s, r, known, ws, 0, when);
+}
+
+/* The held ends, once srun has named one of them (that rank ended first
+ * and is the failure), HOLD_NS after the first was heard, another
+ * failure came, or the ranks' step is over; then the rest: the recorded
+ * ends, then the vanished ranks, each in the order heard. */
+static void end_held(fb__sup *s, uint64_t now)
 {
     struct fb__sup_slurm *g = s->slurm;
     uint64_t first = UINT64_MAX;
     for (int r = 0; r < s->world; r++)
-        if (g->vanished_ns[r] && g->vanished_ns[r] < first)
-            first = g->vanished_ns[r];
-    if (!s->fail.set && !s->units[0].ended && now - first <= VANISH_GRACE_NS)
+        if (g->held_ns[r] && g->held_ns[r] < first)
+            first = g->held_ns[r];
+    int task = -1;
+    char what[200] = "";
+    if (s->o->mpirun || srun_first_end(g, &task, what, sizeof what) ||
+        task < 0 || task >= s->world || !g->held_ns[task])
+        task = -1;
+    if (task < 0 && !s->fail.set && !s->units[0].ended && now - first <= HOLD_NS)
         return;
-    while (g->vanished > 0) {
-        int v = -1;
-        for (int r = 0; r < s->world; r++)
-            if (g->vanished_ns[r] && (v < 0 || g->vanished_ns[r] < g->vanished_ns[v]))
-                v = r;
-        if (v < 0)
-            break;
-        uint64_t when = g->vanished_ns[v];
-        g->vanished_ns[v] = 0;
-        g->vanished--;
-        if (!s->ranks[v].ended)
-            fb__sup_rank_ended(s, v, 0, 0, 0, when);
+    if (task >= 0)
+        release_held(s, task, srun_signal(what));
+    for (int known = 1; known >= 0; known--) {
+        for (;;) {
+            int v = -1;
+            for (int r = 0; r < s->world; r++)
+                if (g->held_ns[r] && g->held_known[r] == known &&
+                    (v < 0 || g->held_ns[r] < g->held_ns[v]))
+                    v = r;
+            if (v < 0)
+                break;
+            release_held(s, v, 0);
+        }
     }
-    g->vanished = 0;
+    g->held = 0;
 }
 
 void fb__sup_slurm_tick(fb__sup *s, uint64_t now)
@@ -1364,10 +1467,10 @@ void fb__sup_slurm_tick(fb__sup *s, uint64_t now)
         fb__sup_slurm_keep(s); /* node memory stays: the run goes on */
         fb__shim_stop(s->units[UNIT_WATCHERS].shim, 0);
     }
-    /* The held vanished rank ends now: its grace is over, another rank's
-     * recorded end came first, or the ranks' step is over. */
-    if (g->vanished)
-        end_vanished(s, now);
+    /* The held ends: srun has spoken, their wait is over, another
+     * failure came, or the ranks' step is over. */
+    if (g->held)
+        end_held(s, now);
     if (s->fail.set)
         return;
     if (node_lost(s, now))
@@ -1421,30 +1524,6 @@ void fb__sup_slurm_tick(fb__sup *s, uint64_t now)
     }
 }
 
-/* srun's own report of the first task that failed: "srun: error: NODE:
- * task T: WHAT". */
-static int srun_blame(const struct fb__sup_slurm *g, int *task, char *what, size_t size)
-{
-    char *text = NULL;
-    size_t len = 0;
-    if (fb__read_file(g->srun_log, 1 << 20, &text, &len))
-        return -1;
-    int found = -1;
-    for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
-        char node[FB__FBW1_NODE_MAX], rest[200];
-        int t;
-        if (sscanf(line, "srun: error: %63[^:]: task %d: %199[^\n]", node, &t, rest) == 3 &&
-            strstr(rest, "Terminated") == NULL) {
-            *task = t;
-            snprintf(what, size, "%s", rest);
-            found = 0;
-            break;
-        }
-    }
-    free(text);
-    return found;
-}
-
 void fb__sup_slurm_on_failure(fb__sup *s)
 {
     struct fb__sup_slurm *g = s->slurm;
@@ -1472,20 +1551,18 @@ void fb__sup_slurm_on_failure(fb__sup *s)
     if (f->rank < 0 && !s->o->mpirun) { /* srun's tasks are the ranks */
         int task;
         char what[200];
-        if (srun_blame(g, &task, what, sizeof what) == 0 && task >= 0 && task < s->world) {
+        if (srun_first_end(g, &task, what, sizeof what) == 0 && task >= 0 &&
+            task < s->world) {
             f->rank = task;
             snprintf(f->detail, sizeof f->detail, "rank %d: %s (srun)", task, what);
             /* A rank without a segment (a plain PyTorch script) ends
              * unseen by its watcher: srun's words are all there is. */
-            static const struct { const char *what; int sig; } sigs[] = {
-                {"Killed", SIGKILL}, {"Segmentation fault", SIGSEGV},
-                {"Aborted", SIGABRT}, {"Bus error", SIGBUS}, {"Terminated", SIGTERM}};
-            for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
-                if (!strncmp(what, sigs[i].what, strlen(sigs[i].what))) {
-                    f->kind = FB__SUP_FAIL_CRASH;
-                    f->signal = sigs[i].sig;
-                    f->has_exit_code = 0;
-                }
+            int sig = srun_signal(what);
+            if (sig) {
+                f->kind = FB__SUP_FAIL_CRASH;
+                f->signal = sig;
+                f->has_exit_code = 0;
+            }
         }
     }
     if (f->rank < 0 || f->rank >= s->world)

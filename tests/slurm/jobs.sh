@@ -2,7 +2,9 @@
 # jobs.sh FIREBREAK SRCDIR -- `firebreak run --launcher slurm` on the local
 # cluster of four separate hosts: a job completes; a rank killed on node3 is restarted
 # and the job ends with the fault-free hash; SIGUSR1 makes the ranks save a
-# final checkpoint and stop cleanly; scancel leaves no process anywhere.
+# final checkpoint and stop cleanly; scancel leaves no process anywhere; a
+# rank SIGKILLed is the failure though a peer's recorded abort follows it
+# at once (srun's order of the tasks' ends decides).
 source "$(dirname "$0")/lib.sh"
 STEPS=40
 
@@ -106,3 +108,35 @@ for n in node1 node2 node3 node4; do
     grep -q "^fb\.$(cat "$T/r4/job")\." <<<"$(on $n ls /dev/shm)" && fail "run 4: segments left on $n"
 done
 ok "scancel: no process left on any node"
+
+# 5. Rank 1 SIGKILLed on node2, and rank 0 aborting 0.3 s later, recording
+#    its SIGABRT (as a DDP peer does when its collective fails after a
+#    kill): rank 1's watcher has no record to send, rank 0's has, and it
+#    comes while rank 1's end is held for srun's word; srun reports task
+#    1 first, and rank 1 is the failure.  The ranks ignore SIGTERM (what
+#    srun sends the step's other tasks) so that rank 0 ends on its own.
+salloc -Q -N2 -w node1,node2 "$FB" run --launcher slurm --run-dir "$T/r5" --json \
+    --max-restarts 0 -- bash -c 'trap "" TERM; exec "$@"' sh \
+    "$TOY" --steps 100000 --sleep-ms 10 --ckpt-every 0 >r5.json 2>r5.err &
+apid=$!
+wait_started "$T/r5" 0 1
+rank_pid() { # R: the toy process of rank R (the only job running)
+    local p
+    for p in $(pgrep -f -- "^$TOY "); do
+        if tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "SLURM_PROCID=$1"; then
+            echo "$p"
+        fi
+    done
+}
+p0=$(rank_pid 0)
+p1=$(rank_pid 1)
+[ -n "$p0" ] && [ -n "$p1" ] || fail "run 5: ranks' processes '$p0' '$p1'"
+kill -KILL "$p1"
+sleep 0.3
+kill -ABRT "$p0"
+wait $apid && fail "run 5 exited 0 after a kill with --max-restarts 0"
+inc=$(sqlite3 "$T/r5/journal.sqlite" "select kind || ' ' || rank || ' ' || node || ' ' || ifnull(signal, '-') from incident")
+[ "$inc" = "crash 1 node2 9" ] || fail "run 5: incident '$inc', not 'crash 1 node2 9'"
+grep -q "node1: task 0: Aborted" "$T/r5/logs/slurm-attempt-0/srun.log" \
+    || fail "run 5: rank 0 did not abort: $(cat "$T/r5/logs/slurm-attempt-0/srun.log")"
+ok "rank 1 killed, rank 0's recorded abort right after: rank 1 is the failure ($(sqlite3 "$T/r5/journal.sqlite" "select detail from incident"))"

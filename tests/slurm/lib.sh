@@ -24,28 +24,102 @@ cd "$T"
 fail() { echo "FAIL: $*" >&2; exit 1; }
 ok() { echo "ok: $*"; }
 
-# Processes of this test: ranks and watchers started from this build.
-leftovers() { pgrep -f -- "^($TOY|$FB) " || true; }
+# What a failure needs to be understood once $T is gone (a CI job keeps
+# only the test's output): the end of every firebreak run's stderr
+# ($T/*.err), the end of each attempt's srun log, each journal's run,
+# attempts, incidents and last events, and the ends of the clusters' logs
+# (those of clusters already replaced were kept by recluster).  Bounded:
+# DIAG_LINES lines from each file, DIAG_EVENTS events from each journal.
+DIAG_LINES=200
+DIAG_EVENTS=100
+diag_tail() { # FILE N: its last N lines, under a header
+    [ -s "$1" ] || return 0
+    echo "---- ${1#"$T"/} (last $2 of $(wc -l <"$1") lines)"
+    tail -n "$2" "$1" | cut -c1-1000
+}
+diag_journal() { # JOURNAL
+    local q=(sqlite3 -cmd '.timeout 2000' -header -separator ' | ' "$1")
+    echo "---- ${1#"$T"/}"
+    "${q[@]}" "select status, exit_code, reason from run" || true
+    "${q[@]}" "select number, outcome, nodes, restored_step, start_step, end_step from attempt order by id" || true
+    "${q[@]}" "select a.number as attempt, i.kind, i.rank, i.node, i.phase, i.step,
+        round(i.detect_ms) as detect_ms, i.detail from incident i join attempt a on a.id = i.attempt_id
+        order by i.id" || true
+    echo "(last $DIAG_EVENTS events)"
+    "${q[@]}" "select * from (select printf('%.3f', e.time) as time, a.number as attempt,
+        e.rank, e.node, e.kind, e.step, e.code, e.detail from event e join attempt a on a.id = e.attempt_id
+        order by e.id desc limit $DIAG_EVENTS) order by time" || true
+}
+diagnose() {
+    local f c
+    echo "==== what the failure left in $T" >&2
+    {
+        for f in $(ls -tr "$T"/*.err 2>/dev/null); do diag_tail "$f" $DIAG_LINES; done
+        find "$T" -path "$T/cluster*" -prune -o -path '*/logs/slurm-attempt-*/srun.log' -print \
+            2>/dev/null | sort | while read -r f; do diag_tail "$f" 40; done
+        find "$T" -path "$T/cluster*" -prune -o -name journal.sqlite -print 2>/dev/null | sort |
+            while read -r f; do diag_journal "$f"; done
+        for c in "$T"/log-* "$CL" "${MORE_CLUSTERS[@]}"; do
+            [ -d "$c" ] || continue
+            [ -d "$c/log" ] && c=$c/log
+            for f in "$c"/slurmctld.log "$c"/slurmd-*.log; do diag_tail "$f" 40; done
+        done
+    } 2>&1 | sed 's/^/  /' >&2
+    echo "==== end of what the failure left" >&2
+}
+
+# Processes of this test, and only of this test: each one it starts
+# carries FB_SLURM_TEST_TAG=$T in its environment (salloc, the supervisor,
+# srun --export=ALL, and so the ranks and watchers on the nodes pass it
+# on), so that another test's or another person's firebreak of the same
+# build is not taken for one of ours, and an orphan of ours (reparented
+# out of the test's process tree) still is.  The clusters' daemons are not
+# tagged (slurm-cluster.sh drops the tag; `down` stops them and says what
+# it left).  Neither the test's shell nor the subshell that looks.
+export FB_SLURM_TEST_TAG=$T
+leftovers() {
+    local files f p me=$BASHPID
+    files=(/proc/[0-9]*/environ)
+    # grep exits 2 for the processes gone since the list was made.
+    { grep -lzxF -- "FB_SLURM_TEST_TAG=$T" "${files[@]}" 2>/dev/null || true; } | while read -r f; do
+        p=${f#/proc/}; p=${p%/environ}
+        [ "$p" = $$ ] || [ "$p" = "$me" ] || echo "$p"
+    done
+}
 
 cleanup() {
     local rc=$? left
     local c
+    [ $rc = 0 ] || diagnose
     for c in "$CL" "${MORE_CLUSTERS[@]}"; do
         if [ -s "$c/cluster" ]; then
             "$SRC/scripts/slurm-cluster.sh" down "$c" || rc=1
         fi
     done
-    left=$(leftovers)
+    # A process that is ending gets 2 s.
+    for _ in $(seq 1 20); do
+        left=$(leftovers)
+        [ -z "$left" ] && break
+        sleep 0.1
+    done
     if [ -n "$left" ]; then
         echo "FAIL: processes left behind:" >&2
         ps -o pid,ppid,stat,args -p "$(echo $left | tr ' ' ',')" >&2 || true
         kill -9 $left 2>/dev/null || true
         rc=1
     fi
-    rm -rf "$T"
+    # FB_SLURM_TEST_KEEP=1: a failed test's directory stays (its clusters
+    # are down all the same).
+    if [ $rc != 0 ] && [ "${FB_SLURM_TEST_KEEP:-0}" = 1 ]; then
+        echo "kept: $T" >&2
+    else
+        rm -rf "$T"
+    fi
     exit $rc
 }
 trap cleanup EXIT
+# A command that fails outside `fail` (set -e) says where.
+trap 'echo "FAIL: ${BASH_SOURCE[0]##*/} line $LINENO exited $?" >&2' ERR
 # A test stopped by a signal (ctest's timeout, ^C) still takes its clusters down.
 trap 'exit 143' TERM INT HUP
 
@@ -81,6 +155,19 @@ ref_hash() { # R STEPS
     cat "$T/ref/final_hash.rank-$1"
 }
 
+# Wait (up to 20 s each) until the toy trainer's ranks say in their log of
+# attempt 0 that they started.
+wait_started() { # RUNDIR RANK...
+    local d=$1 r
+    shift
+    for r in "$@"; do
+        for _ in $(seq 1 200); do
+            grep -qs "starting at" "$d/logs/slurm-attempt-0/rank-$r.log" && break; sleep 0.1
+        done
+        grep -qs "starting at" "$d/logs/slurm-attempt-0/rank-$r.log" || fail "$d: rank $r did not start"
+    done
+}
+
 # Wait up to $2 seconds for a file to exist.
 wait_file() {
     local i
@@ -100,6 +187,8 @@ node_reason() { scontrol show node "$1" | sed -n 's/^ *Reason=//p'; }
 # A fresh cluster in place of the current one (a node killed stays down in
 # Slurm): CL becomes $T/cluster-NAME.
 recluster() { # NAME [NODES]
+    # Its logs stay for a failure's diagnosis (diagnose).
+    cp -r "$CL/log" "$T/log-$(basename "$CL")" 2>/dev/null || true
     "$SRC/scripts/slurm-cluster.sh" down "$CL" || fail "down before $1"
     CL=$T/cluster-$1
     "$SRC/scripts/slurm-cluster.sh" up "$CL" --nodes "${2:-4}" "${SHARE[@]}" \

@@ -7,7 +7,11 @@
 #   1. fault-free: the reference hash;
 #   2. rank 1 SIGKILLed on node2 after a checkpoint: the incident names
 #      rank 1 and node2, the job resumes from its checkpoint and ends with
-#      the reference hash;
+#      the reference hash.  Rank 1 stops itself (SIGSTOP) before step 41
+#      of attempt 0, where the test finds and kills it: rank 0 cannot pass
+#      step 41 without it, so the kill falls between the checkpoints of
+#      steps 30 and 60 however loaded the machine (a kill timed from rank
+#      0's log came after step 60 at load 150-250);
 #   3. rank 1 stops in Python (a sleep) at step 40 on node2: a hang of
 #      rank 1 on node2, and node2's watcher asked its Python hooks for
 #      their dumps before the snapshot: the incident says where rank 1's
@@ -20,10 +24,15 @@ cp "$SRC/examples/ddp_train.py" "$T/ddp_slurm.py"
 # interface is eth0.
 export GLOO_SOCKET_IFNAME=eth0
 
+# salloc exits 1 for a command killed by most signals (0 for SIGKILL): a
+# shell between them says how the supervisor itself ended (the shell
+# names a signal that killed it, too).
 start() { # DIR [firebreak options...]
     local d=$1 script=${SCRIPT:-ddp_slurm.py}
     shift
-    salloc -Q -N2 -w node1,node2 "$FB" run --launcher slurm --run-dir "$T/$d" \
+    salloc -Q -N2 -w node1,node2 bash -c '"$@"; rc=$?
+        [ $rc = 0 ] || echo "torch.sh: firebreak run exited $rc" >&2
+        exit $rc' sh "$FB" run --launcher slurm --run-dir "$T/$d" \
         --json --max-restarts 2 "$@" -- $PY "$T/$script" --steps 90 --hidden 64 \
         --batch 16 --ckpt-every 30 --log-every 10 --sleep-ms 40 >"$T/$d.json" 2>"$T/$d.err"
 }
@@ -36,19 +45,28 @@ want=$(hash_in ref 0)
 [ -n "$want" ] || fail "no final hash: $(tail -n 5 "$T/ref/logs/slurm-attempt-0/rank-0.log")"
 ok "fault-free DDP on node1 and node2: $want"
 
-# 2. Rank 1 killed on node2 once rank 0 is past the checkpoint of step 30.
-start kill &
+# 2. Rank 1 killed on node2 while stopped before step 41 (the checkpoint
+# of step 30 written, that of step 60 not possible).
+sed 's/^\( *\)for step in range(start + 1, args.steps + 1):$/&\n\1    if rank == 1 and step == 41 and os.environ.get("FIREBREAK_ATTEMPT") == "0":\n\1        os.kill(os.getpid(), __import__("signal").SIGSTOP)/' \
+    "$T/ddp_slurm.py" >"$T/ddp_stop.py"
+grep -q "SIGSTOP" "$T/ddp_stop.py" || fail "could not make the stopping script"
+SCRIPT=ddp_stop.py start kill &
 apid=$!
 log=$T/kill/logs/slurm-attempt-0/rank-0.log
-for _ in $(seq 1 600); do grep -q "^step 40/" "$log" 2>/dev/null && break; sleep 0.1; done
-grep -q "^step 40/" "$log" || fail "attempt 0 did not reach step 40: $(tail -n 3 "$log" "$T/kill.err")"
 victim=
-for p in $(pgrep -f -- "ddp_slurm.py"); do
-    env=$(tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null) || continue
-    if grep -qx "SLURM_PROCID=1" <<<"$env" && grep -qx "RANK=1" <<<"$env" &&
-        grep -qx "SLURMD_NODENAME=node2" <<<"$env"; then victim=$p; fi
+for _ in $(seq 1 600); do
+    for p in $(pgrep -f -- "ddp_stop.py"); do
+        [ "$(awk '{print $3}' "/proc/$p/stat" 2>/dev/null)" = T ] || continue
+        env=$(tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null) || continue
+        if grep -qx "SLURM_PROCID=1" <<<"$env" && grep -qx "RANK=1" <<<"$env" &&
+            grep -qx "SLURMD_NODENAME=node2" <<<"$env"; then victim=$p; fi
+    done
+    [ -n "$victim" ] && break
+    sleep 0.1
 done
-[ -n "$victim" ] || fail "rank 1 (RANK=1) not found on node2"
+[ -n "$victim" ] || fail "rank 1 (RANK=1) not found stopped on node2: $(tail -n 3 "$log" "$T/kill.err")"
+for _ in $(seq 1 100); do grep -q "^step 40/" "$log" && break; sleep 0.1; done
+grep -q "^step 40/" "$log" || fail "attempt 0 did not reach step 40: $(tail -n 3 "$log")"
 kill -9 "$victim"
 wait $apid || fail "run exited $? ($(tail -n 5 "$T/kill.err"))"
 [ "$(json_field "$T/kill.json" '["completed"]')" = True ] || fail "not completed"
