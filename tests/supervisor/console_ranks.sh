@@ -11,20 +11,28 @@ cat >"$T/rank.sh" <<'SH'
 # TAG
 echo "out of rank $RANK"
 printf 'err of rank %s \033]0;title\007\n' "$RANK" >&2
+touch "MARKS/$RANK"
 if [ "$RANK" = 2 ]; then
+    # The others' lines first: once rank 2 dies they are stopped, and a
+    # rank stopped before its echo (a loaded host) would have none.
+    for _ in $(seq 1 300); do
+        [ -e MARKS/0 ] && [ -e MARKS/1 ] && break
+        sleep 0.1
+    done
     head -c 5000 /dev/zero | tr '\0' L; echo
     for i in $(seq 1 500); do echo "line $i"; done
     printf 'no newline at the end'
     kill -9 $$
 fi
 SH
-sed -i "s/TAG/$TAG/" "$T/rank.sh"; chmod +x "$T/rank.sh"
+sed -i "s/TAG/$TAG/; s|MARKS|$T/marks|g" "$T/rank.sh"; chmod +x "$T/rank.sh"
+mkdir "$T/marks"
 
 # Default: the logs only, as always.
 "$FB" run --nproc-per-node 3 --max-restarts 0 -- "$T/rank.sh" >/dev/null 2>err.txt && fail "rank 2 was killed"
 grep -q '\[rank' err.txt && fail "rank output on the console by default: $(grep '\[rank' err.txt | head -3)"
 log 0 | grep -q "out of rank 0" || fail "rank 0's log"
-rm -rf runs
+rm -rf runs "$T"/marks/*
 
 "$FB" run --nproc-per-node 3 --max-restarts 0 --console-ranks 0,2 -- "$T/rank.sh" >/dev/null 2>err.txt && fail "rank 2 was killed"
 grep -qx '\[rank0\]: out of rank 0' err.txt || fail "rank 0's stdout: $(cat err.txt)"
