@@ -222,12 +222,17 @@ static pthread_mutex_t open_mu = PTHREAD_MUTEX_INITIALIZER;
 static fb_ckpt *open_list;
 static int atexit_installed;
 
-static void wait_all_at_exit(void)
+void fb__ckpt_wait_open_saves(void)
 {
     pthread_mutex_lock(&open_mu);
     for (fb_ckpt *c = open_list; c; c = c->next_open)
         fb__ckpt_wait_idle(c);
     pthread_mutex_unlock(&open_mu);
+}
+
+static void wait_all_at_exit(void)
+{
+    fb__ckpt_wait_open_saves();
 }
 
 /* A forked child has none of the writer threads: its exit must not wait

@@ -20,6 +20,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* Wait until no checkpoint handle open in this process has a save in
+ * flight (engine.c): each one's newest shard is then committed or failed.
+ * For the injected `corrupt` fault, which must hit the newest shard. */
+void fb__ckpt_wait_open_saves(void);
+
 typedef struct fb__ckpt_entry {
     uint64_t step;
     int world_size;     /* from the caller or the first shard; -1 unknown */

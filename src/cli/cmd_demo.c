@@ -39,9 +39,9 @@ static const char demo_faults[] =
     "kill:rank=0,step=218,attempt=3";
 
 /* The PyTorch example: same kinds of faults, on ranks 0 and 1.  The
- * corruption comes 17 steps after the save of step 80, time enough for that
- * asynchronous save to be committed even on a loaded machine, so that it is
- * step 80's shard that is corrupted and set aside. */
+ * corruption comes 17 steps after the save of step 80; the fault waits for
+ * that asynchronous save to be committed (src/lib/inject.c), so it is step
+ * 80's shard that is corrupted and set aside, however loaded the machine. */
 #define TORCH_STEPS "120"
 #define TORCH_CKPT_EVERY "20"
 static const char torch_faults[] =

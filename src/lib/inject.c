@@ -267,6 +267,10 @@ static void record(const fb__inject_fault *f, uint64_t step)
  * of the checkpoint directory is src/ckpt/store.h's to know. */
 static void corrupt_newest_shard(void)
 {
+    /* An asynchronous save still being written would not be the newest
+     * shard yet: the fault would hit an older step than it means to, and
+     * on a loaded host the restore would never meet it. */
+    fb__ckpt_wait_open_saves();
     const char *mem = fb__getenv("FIREBREAK_CKPT_MEM_DIR");
     const char *dir = mem && *mem ? mem : fb__lib_ckpt_dir();
     if (!dir)
@@ -292,8 +296,11 @@ static void corrupt_newest_shard(void)
         unsigned char b;
         if (pread(fd, &b, 1, off) == 1) {
             b ^= 0x5a;
-            if (pwrite(fd, &b, 1, off) == 1)
+            if (pwrite(fd, &b, 1, off) == 1) {
                 fsync(fd);
+                fprintf(stderr, "firebreak: corrupted byte %lld of %s\n",
+                        (long long)off, path);
+            }
         }
     }
     close(fd);

@@ -14,8 +14,9 @@
 #                 short hang timeout): no hang in train, the wait counted
 #                 as checkpoint stall
 #   inject_corrupt `--inject corrupt:rank=0,step=25`: rank 0's newest shard
-#                 (found through the checkpoint store's layout) fails
-#                 `ckpt verify`, and only that one
+#                 (found through the checkpoint store's layout; its async
+#                 save waited for, even when slow) fails `ckpt verify`, and
+#                 only that one
 #   sigterm_check SIGTERM while the check before the first launch reads a
 #                 16 GiB shard: the run ends at once, nothing launched,
 #                 nothing set aside
@@ -129,17 +130,25 @@ save_wait)
     ok "waiting for the previous save: no hang, stall $stall ms"
     ;;
 inject_corrupt)
-    # Saves at 10 and 20 (async; 100 ms to commit 20 before step 25).
-    "$FB" run --quiet --run-dir r --ckpt-dir ck --inject 'corrupt:rank=0,step=25' -- \
+    # Saves at 10 and 20.  With the hooks, each async save's write is held
+    # back 1 s (FIREBREAK_CKPT_WRITE_DELAY_MS), so step 20's is still in
+    # flight when step 25 corrupts: the fault must wait for it and hit 20,
+    # the newest, not 10.
+    delay=0
+    [ "${FB_TEST_HOOKS:-ON}" = ON ] && delay=1000
+    FIREBREAK_CKPT_WRITE_DELAY_MS=$delay "$FB" run --quiet --run-dir r --ckpt-dir ck \
+        --inject 'corrupt:rank=0,step=25' -- \
         "$TOY" --steps 25 --sleep-ms 20 --ckpt-every 10 >/dev/null 2>err.txt ||
         fail "run: $(tail -3 err.txt)"
     grep -q "injecting fault corrupt:rank=0,step=25" r/logs/rank-0.log ||
         fail "no injection message: $(tail -3 r/logs/rank-0.log)"
+    grep -q "corrupted byte [0-9]* of .*ck/step-0000000020/rank-00000.safetensors" \
+        r/logs/rank-0.log || fail "not step 20's shard: $(grep -i corrupt r/logs/rank-0.log)"
     "$FB" ckpt verify ck >v.txt 2>&1
     rc=$?
     [ $rc = 1 ] || fail "ckpt verify exit $rc after the corruption: $(cat v.txt)"
     [ "$(grep -c '^FAIL ' v.txt)" = 1 ] &&
-        grep -Eq "^FAIL step (10|20) rank 0: .*rank-00000.safetensors: .*data corrupted" v.txt ||
+        grep -Eq "^FAIL step 20 rank 0: .*rank-00000.safetensors: .*data corrupted" v.txt ||
         fail "verify: $(cat v.txt)"
     ok "corrupt: $(grep '^FAIL' v.txt | cut -d: -f1)"
     ;;
