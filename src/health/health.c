@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <stdarg.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -288,6 +289,7 @@ int fb__health_drain(const fb__health_result *r, const char *node,
         return -errno;
     }
     if (pid == 0) {
+        signal(SIGPIPE, SIG_DFL); /* a supervisor ignores it */
         execvp("scontrol", argv);
         fprintf(stderr, "firebreak health: cannot run scontrol: %s\n",
                 strerror(errno));

@@ -474,6 +474,7 @@ static void shim_main(const fb__spawn *sp, pid_t supervisor, int msg_fd)
     if (sp->standby && sp->go_rfd > 0)
         ahead = standby_wait(sp, supervisor, msg_fd, &ahead_errfd);
     prctl(PR_SET_PDEATHSIG, SIGTERM);
+    signal(SIGPIPE, SIG_DFL); /* the supervisor ignores it (setup_signals) */
     if (getppid() != supervisor)
         _exit(1);
     prctl(PR_SET_CHILD_SUBREAPER, 1);

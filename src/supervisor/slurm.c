@@ -188,6 +188,7 @@ static void child_setup(int out_fd, int err_fd)
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
+    signal(SIGPIPE, SIG_DFL); /* the supervisor ignores it */
     prctl(PR_SET_PDEATHSIG, SIGTERM);
     int devnull = open("/dev/null", O_RDWR);
     if (devnull >= 0)

@@ -294,6 +294,13 @@ static void options_json(const fb__sup_options *o, fb__jsonw *w)
 
 static int setup_signals(fb__sup *s, sigset_t *old)
 {
+    /* A reader of the supervisor's output that goes away (a closed
+     * terminal, `| head`, a tee that died) must not end the run: writes to
+     * it fail with EPIPE instead, and the run goes on to its end, recorded.
+     * For the rest of the process: its last lines come after the run.
+     * What it starts gets the default back (proc.c: the shim and, at exec,
+     * the ranks; slurm.c's and health.c's helpers). */
+    signal(SIGPIPE, SIG_IGN);
     sigset_t set;
     sigemptyset(&set);
     sigaddset(&set, SIGCHLD);
