@@ -25,9 +25,14 @@
  * soon as it arrived whole with a valid header (FB__REPL_DEFER_VERIFY:
  * no hashing on the transfer's path), and wakes the scrub after each
  * shard: a third thread, at idle priority (SCHED_IDLE), which verifies
- * every hash of what arrived, commits what passed, drops what did not,
- * and then says which steps of which ranks the node now holds (`fbw1
- * peer`): the supervisor counts only verified copies.  Old steps go when the supervisor says
+ * every hash of what arrived, commits what passed, drops what did not;
+ * then a fourth, at normal priority, says which steps of which ranks the
+ * node now holds (`fbw1 peer`): the supervisor counts only verified
+ * copies.  The idle thread takes no lock another thread waits on (it is
+ * woken through a semaphore, and leaves the saying to the fourth): on a
+ * node whose CPUs training keeps busy it may not run for seconds, and a
+ * lock it held meanwhile would stall the watcher's own lines (its
+ * `alive`: the node would be taken for lost).  Old steps go when the supervisor says
  * (`fbw1 drop`, fb__peer_drop_older).
  *
  * `firebreak watch --mem-fetch` is the other direction, before a launch:
@@ -43,6 +48,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <sched.h>
+#include <semaphore.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -277,9 +283,10 @@ struct fb__peer {
     void (*emit)(FILE *out, const fb__fbw1_msg *m);
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    pthread_cond_t scrub_cv;        /* scrub_due set, or stopping         */
     pthread_cond_t slot_cv;         /* a slot took or ended a connection  */
-    int scrub_due;                  /* under mu                           */
+    /* Lock-free wake-ups, for and from the idle-priority scrub: */
+    sem_t scrub_due;                /* posted: something to verify        */
+    sem_t held_due;                 /* posted: the scrub committed some   */
     int rx_done;                    /* the acceptor ended; under mu       */
     volatile int stopping;
     int lfd;                        /* -1 none; under mu                  */
@@ -297,9 +304,9 @@ struct fb__peer {
     int nsent[FB__PEER_COPIES_MAX];
     int rank0, nranks;
     int quiet_gone;                 /* FIREBREAK_WATCH_DEBUG unset        */
-    pthread_t rx, scrub;
-    int rx_up, scrub_up;
-    /* The scrub thread's own: */
+    pthread_t rx, scrub, teller;
+    int rx_up, scrub_up, teller_up;
+    /* The teller thread's own: */
     struct { int64_t step; int shards; } reported[PEER_REPORTED_MAX];
     int nreported;
 };
@@ -358,10 +365,7 @@ static void held(fb__peer *p)
 static void wake_scrub(void *arg)
 {
     fb__peer *p = arg;
-    pthread_mutex_lock(&p->mu);
-    p->scrub_due = 1;
-    pthread_cond_signal(&p->scrub_cv);
-    pthread_mutex_unlock(&p->mu);
+    sem_post(&p->scrub_due);
 }
 
 /* The receive pool of slot i (replicate.h): each step's files are
@@ -421,12 +425,8 @@ static void *slot_main(void *arg)
                                      &st, why, sizeof why);
         if (rc && !p->stopping)
             fprintf(stderr, "firebreak watch: peer copy into %s: %s\n", p->peer_dir, why);
-        pthread_mutex_lock(&p->mu);
-        if (st.shards) {
-            p->scrub_due = 1;
-            pthread_cond_signal(&p->scrub_cv);
-        }
-        pthread_mutex_unlock(&p->mu);
+        if (st.shards)
+            sem_post(&p->scrub_due);
         if (pool && !p->stopping && fb__repl_pool_refill(pool, pwhy, sizeof pwhy) < 0)
             fprintf(stderr, "firebreak watch: %s: receive pool: %s\n", p->node, pwhy);
         pthread_mutex_lock(&p->mu);
@@ -529,21 +529,40 @@ static void *scrub_main(void *arg)
     fb__peer *p = arg;
     struct sched_param sp = {0};
     (void)pthread_setschedparam(pthread_self(), SCHED_IDLE, &sp);
-    pthread_mutex_lock(&p->mu);
     for (;;) {
-        while (!p->stopping && !p->scrub_due)
-            pthread_cond_wait(&p->scrub_cv, &p->mu);
+        while (sem_wait(&p->scrub_due) && errno == EINTR)
+            ;
+        while (!sem_trywait(&p->scrub_due)) /* one pass for every wake-up */
+            ;
         if (p->stopping)
             break;
-        p->scrub_due = 0;
-        pthread_mutex_unlock(&p->mu);
+#ifdef FB_TEST_HOOKS
+        /* test hook: the scrub starved of CPU (a node busy training) */
+        const char *starve = getenv("FIREBREAK_TEST_PEER_SCRUB_STALL_MS");
+        for (int ms = starve ? atoi(starve) : 0; ms > 0 && !p->stopping; ms -= 10)
+            usleep(10000);
+#endif
         fb__repl_scrub_stats st = {0};
         (void)fb__repl_scrub(p->peer_dir, scrub_stop, p, &st);
         if (st.committed && !p->stopping)
-            held(p);
-        pthread_mutex_lock(&p->mu);
+            sem_post(&p->held_due);
     }
-    pthread_mutex_unlock(&p->mu);
+    return NULL;
+}
+
+/* The teller: at normal priority, what the scrub committed is said. */
+static void *teller_main(void *arg)
+{
+    fb__peer *p = arg;
+    for (;;) {
+        while (sem_wait(&p->held_due) && errno == EINTR)
+            ;
+        while (!sem_trywait(&p->held_due))
+            ;
+        if (p->stopping)
+            break;
+        held(p);
+    }
     return NULL;
 }
 
@@ -654,9 +673,9 @@ int fb__peer_start(fb__peer **out, const fb__peer_opts *o)
         return -ENOMEM;
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->cv, NULL);
-    pthread_cond_init(&p->scrub_cv, NULL);
     pthread_cond_init(&p->slot_cv, NULL);
-    p->scrub_due = 1;
+    sem_init(&p->scrub_due, 0, 1); /* a first pass, for what came before */
+    sem_init(&p->held_due, 0, 0);
     p->lfd = -1;
     for (int i = 0; i < PEER_RX_SLOTS; i++)
         p->slot[i].fd = -1;
@@ -691,6 +710,11 @@ int fb__peer_start(fb__peer **out, const fb__peer_opts *o)
         rc = -errno;
         goto fail;
     }
+    if (pthread_create(&p->teller, NULL, teller_main, p)) {
+        rc = -EAGAIN;
+        goto fail;
+    }
+    p->teller_up = 1;
     if (pthread_create(&p->scrub, NULL, scrub_main, p)) {
         rc = -EAGAIN;
         goto fail;
@@ -746,9 +770,10 @@ void fb__peer_stop(fb__peer *p)
             if (p->tx[l][i].fd >= 0)
                 shutdown(p->tx[l][i].fd, SHUT_RDWR);
     pthread_cond_broadcast(&p->cv);
-    pthread_cond_broadcast(&p->scrub_cv);
     pthread_cond_broadcast(&p->slot_cv);
     pthread_mutex_unlock(&p->mu);
+    sem_post(&p->scrub_due);
+    sem_post(&p->held_due);
     if (p->rx_up)
         pthread_join(p->rx, NULL);
     for (int l = 0; l < 2; l++)
@@ -757,11 +782,14 @@ void fb__peer_stop(fb__peer *p)
                 pthread_join(p->tx[l][i].th, NULL);
     if (p->scrub_up)
         pthread_join(p->scrub, NULL);
+    if (p->teller_up)
+        pthread_join(p->teller, NULL);
     if (p->lfd >= 0)
         close(p->lfd);
     pthread_mutex_destroy(&p->mu);
     pthread_cond_destroy(&p->cv);
-    pthread_cond_destroy(&p->scrub_cv);
+    sem_destroy(&p->scrub_due);
+    sem_destroy(&p->held_due);
     pthread_cond_destroy(&p->slot_cv);
     free(p);
 }
