@@ -392,6 +392,18 @@ int fb__sup_standby_keep(const fb__sup *s, pid_t *keep, int max)
     return n;
 }
 
+int fb__sup_standby_count(const fb__sup *s)
+{
+    const struct fb__sup_standby *b = s->standby;
+    if (!b || b->attempt != s->attempt || b->world != s->world ||
+        s->o->launcher != FB__LAUNCH_LOCAL)
+        return 0;
+    int n = 0;
+    for (int r = 0; r < b->next; r++)
+        n += b->slot[r].shim > 0;
+    return n;
+}
+
 int fb__sup_standby_reaped(fb__sup *s, pid_t pid)
 {
     struct fb__sup_standby *b = s->standby;

@@ -96,6 +96,12 @@ typedef struct fb__sup_failure {
                                             which rank stopped first */
 } fb__sup_failure;
 
+/* The marks of a relaunch (fb__sup.relaunch.at), in their order. */
+enum {
+    FB__RL_DETECTED, FB__RL_EVIDENCE, FB__RL_STOPPED, FB__RL_SWEPT, FB__RL_CLOSED,
+    FB__RL_STARTED, FB__RL_CHECKED, FB__RL_FORKED, FB__RL_EXECS, FB__RL_MARKS
+};
+
 typedef struct fb__sup {
     const fb__sup_options *o;
     fb__sup_result *res;
@@ -113,6 +119,13 @@ typedef struct fb__sup {
     uint64_t run_start_ns;
     uint64_t attempt_start_ns;
     uint64_t attempt_ready_ns;           /* 0 until every attached rank stepped */
+    /* Where a relaunch's time goes (said at the launch after a failure):
+     * the monotonic time at the end of each part, from the detection
+     * (fail.detected_ns) to the last new rank's exec; 0 not reached. */
+    struct {
+        uint64_t at[FB__RL_MARKS];
+        int standing;                    /* the launch's shims forked ahead */
+    } relaunch;
     int master_port;
     /* torch's version as the program's interpreter reports it (launch.c,
      * probed once per run); "" unknown */
@@ -201,6 +214,8 @@ void fb__sup_standby_tick(fb__sup *s);
 int fb__sup_standby_due_ms(const fb__sup *s);
 void fb__sup_standby_after_launch(fb__sup *s);
 int fb__sup_standby_keep(const fb__sup *s, pid_t *keep, int max);
+/* The shims standing by for this attempt's launch (what it will adopt). */
+int fb__sup_standby_count(const fb__sup *s);
 int fb__sup_standby_reaped(fb__sup *s, pid_t pid);
 void fb__sup_standby_close(fb__sup *s);
 /* warm.c (docs/supervisor.md, "Warm pool"): start the pool once the

@@ -846,6 +846,7 @@ static void stop_all(fb__sup *s, int sig)
         }
         handle_events(s, 10);
     }
+    s->relaunch.at[FB__RL_STOPPED] = fb__now_ns();
     /* the warm pool and the standby shims wait for the next attempt */
     int nkeep = s->world + FB__SUP_MAX_WARM;
     pid_t *keep = malloc((size_t)nkeep * sizeof *keep);
@@ -856,6 +857,7 @@ static void stop_all(fb__sup *s, int sig)
         fb__sup_standby_close(s);
     fb__proc_sweep(keep, n, 2000);
     free(keep);
+    s->relaunch.at[FB__RL_SWEPT] = fb__now_ns();
 }
 
 static void close_attempt(fb__sup *s)
@@ -1090,12 +1092,32 @@ static void wait_execs(fb__sup *s)
     }
 }
 
+/* After a failure: where the time from its detection to the last new
+ * rank's exec went, part by part (docs/supervisor.md, "Relaunch"). */
+static void say_relaunch(fb__sup *s)
+{
+    const uint64_t *t = s->relaunch.at; /* each part ends at the next mark */
+    for (int i = 0; i < FB__RL_MARKS; i++)
+        if (!t[i] || (i && t[i] < t[i - 1]))
+            return; /* not a relaunch after a failure, or not every part */
+    double ms[FB__RL_MARKS - 1];
+    for (int i = 0; i < FB__RL_MARKS - 1; i++)
+        ms[i] = (double)(t[i + 1] - t[i]) / 1e6;
+    fb__sup_log(s, "attempt %d: relaunched %.1f ms after the detection: evidence %.1f, "
+                "stop %.1f, sweep %.1f, record %.1f, between attempts %.1f, checkpoint "
+                "check %.1f, forks %.1f (%d of %d shims standing by), execs %.1f ms",
+                s->attempt, (double)(t[FB__RL_EXECS] - t[FB__RL_DETECTED]) / 1e6,
+                ms[0], ms[1], ms[2], ms[3], ms[4], ms[5], ms[6], s->relaunch.standing,
+                s->world, ms[7]);
+}
+
 /* Launch the attempt's ranks; a launch that fails is the attempt's
  * failure (not restarted). */
 static void start_attempt(fb__sup *s)
 {
     wait_set_reset();
     s->attempt_start_ns = fb__now_ns();
+    s->relaunch.at[FB__RL_STARTED] = s->attempt_start_ns;
     s->attempt_ready_ns = 0;
     s->max_step = -1;
     s->restored_step = -1;
@@ -1104,9 +1126,12 @@ static void start_attempt(fb__sup *s)
     memset(s->plan_fired, 0, sizeof s->plan_fired);
     fb__journal_begin_attempt(s->j, s->attempt, fb__wall_s(), &s->attempt_id);
     prepare_restore(s);
+    s->relaunch.at[FB__RL_CHECKED] = fb__now_ns();
+    s->relaunch.standing = fb__sup_standby_count(s);
 
     /* A stop during the check: launch nothing; the watch loop ends at once. */
     int rc = s->stop_signal ? 0 : fb__sup_launch(s);
+    s->relaunch.at[FB__RL_FORKED] = fb__now_ns();
     if (rc) {
         fb__sup_failure *f = &s->fail;
         f->set = 1;
@@ -1121,10 +1146,12 @@ static void start_attempt(fb__sup *s)
     } else if (!s->stop_signal) {
         if (s->o->launcher == FB__LAUNCH_LOCAL)
             wait_execs(s);
+        s->relaunch.at[FB__RL_EXECS] = fb__now_ns();
         fb__journal_attempt_real(s->j, s->attempt_id, "launched_at", fb__wall_s());
         fb__sup_place_ranks(s);
         fb__sup_log(s, "attempt %d: launched %d rank%s (%s)", s->attempt, s->world,
                     s->world == 1 ? "" : "s", fb__sup_launcher_name(s->o->launcher));
+        say_relaunch(s);
     }
     fb__sup_standby_after_launch(s);
     write_snapshots(s); /* the last attempt's evidence, off the relaunch's path */
@@ -1144,6 +1171,8 @@ static void fail_attempt(fb__sup *s)
     /* Held in memory until the next launch, but for a hang, whose
      * analysis reads the files, and under slurm, whose watchers write
      * their nodes' snapshots beside these. */
+    memset(&s->relaunch, 0, sizeof s->relaunch);
+    s->relaunch.at[FB__RL_DETECTED] = s->fail.detected_ns;
     snapshot_segments(s, s->fail.kind != FB__SUP_FAIL_HANG && !s->slurm);
     char *verdict = s->fail.kind == FB__SUP_FAIL_HANG ? analyze_hang(s) : NULL;
     if (s->slurm)
@@ -1151,6 +1180,7 @@ static void fail_attempt(fb__sup *s)
     record_failure(s, verdict);
     add_useful(s, s->fail.occurred_ns,
                s->res->nincidents ? s->res->incidents[s->res->nincidents - 1].lost_s : 0);
+    s->relaunch.at[FB__RL_EVIDENCE] = fb__now_ns();
     stop_all(s, SIGTERM);
     /* health, kernel log, root cause: the health check runs beside the
      * relaunch and is finished from the loop (diagnose.c) */
@@ -1158,6 +1188,7 @@ static void fail_attempt(fb__sup *s)
     free(verdict);
     fb__sup_sdc_on_failure(s); /* once stopped: set aside later checkpoints */
     finish_attempt_row(s, "failed");
+    s->relaunch.at[FB__RL_CLOSED] = fb__now_ns();
 }
 
 /* Run one attempt to its end.  Returns 1 when the job completed, 0 when it

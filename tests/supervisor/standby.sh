@@ -73,6 +73,19 @@ wait $sup || fail "run exited $? ($(tail -3 err.txt))"
 [ "$now" = "$ahead" ] || fail "attempt 1's ranks ($now) are not those exec'd ahead ($ahead)"
 grep -q "attempt 1: 4 of 4 ranks' shims were standing by" err.txt ||
     fail "attempt 1 did not start from standby shims: $(grep -i 'attempt 1' err.txt)"
+# Where the relaunch's time went, part by part: the parts add up to it.
+line=$(grep "attempt 1: relaunched" err.txt) || fail "no relaunch breakdown: $(cat err.txt)"
+python3 - "$line" <<'PY' || fail "relaunch breakdown: $line"
+import re, sys
+line = sys.argv[1]
+total = float(re.search(r"relaunched ([0-9.]+) ms after the detection", line).group(1))
+parts = [float(re.search(name + r" ([0-9.]+)", line).group(1)) for name in
+         ("evidence", "stop", "sweep", "record", "between attempts", "checkpoint check",
+          "forks", "execs")]
+assert "(4 of 4 shims standing by)" in line
+assert abs(sum(parts) - total) <= 0.1 * len(parts), (sum(parts), total)
+assert total > 0
+PY
 [ "$(q "select count(*) from attempt")" = 2 ] || fail "want 2 attempts: $(tail -3 err.txt)"
 [ "$(q "select outcome from attempt where number = 1")" = completed ] ||
     fail "attempt 1: $(q "select outcome from attempt where number = 1")"
