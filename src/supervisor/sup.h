@@ -98,7 +98,7 @@ typedef struct fb__sup_failure {
 
 /* The marks of a relaunch (fb__sup.relaunch.at), in their order. */
 enum {
-    FB__RL_DETECTED, FB__RL_EVIDENCE, FB__RL_STOPPED, FB__RL_SWEPT, FB__RL_CLOSED,
+    FB__RL_DETECTED, FB__RL_EARLIER, FB__RL_EVIDENCE, FB__RL_STOPPED, FB__RL_SWEPT, FB__RL_CLOSED,
     FB__RL_STARTED, FB__RL_CHECKED, FB__RL_FORKED, FB__RL_EXECS, FB__RL_MARKS
 };
 

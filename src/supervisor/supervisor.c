@@ -1103,12 +1103,13 @@ static void say_relaunch(fb__sup *s)
     double ms[FB__RL_MARKS - 1];
     for (int i = 0; i < FB__RL_MARKS - 1; i++)
         ms[i] = (double)(t[i + 1] - t[i]) / 1e6;
-    fb__sup_log(s, "attempt %d: relaunched %.1f ms after the detection: evidence %.1f, "
-                "stop %.1f, sweep %.1f, record %.1f, between attempts %.1f, checkpoint "
-                "check %.1f, forks %.1f (%d of %d shims standing by), execs %.1f ms",
+    fb__sup_log(s, "attempt %d: relaunched %.1f ms after the detection: earlier "
+                "diagnosis %.1f, evidence %.1f, stop %.1f, sweep %.1f, record %.1f, "
+                "between attempts %.1f, checkpoint check %.1f, forks %.1f (%d of %d "
+                "shims standing by), execs %.1f ms",
                 s->attempt, (double)(t[FB__RL_EXECS] - t[FB__RL_DETECTED]) / 1e6,
-                ms[0], ms[1], ms[2], ms[3], ms[4], ms[5], ms[6], s->relaunch.standing,
-                s->world, ms[7]);
+                ms[0], ms[1], ms[2], ms[3], ms[4], ms[5], ms[6], ms[7],
+                s->relaunch.standing, s->world, ms[8]);
 }
 
 /* Launch the attempt's ranks; a launch that fails is the attempt's
@@ -1161,7 +1162,10 @@ static void start_attempt(fb__sup *s)
 /* The attempt failed: keep the evidence, record, stop every rank. */
 static void fail_attempt(fb__sup *s)
 {
+    memset(&s->relaunch, 0, sizeof s->relaunch);
+    s->relaunch.at[FB__RL_DETECTED] = s->fail.detected_ns;
     fb__sup_diagnose_poll(s, 1); /* the last failure's, before the sweep */
+    s->relaunch.at[FB__RL_EARLIER] = fb__now_ns();
     if (s->fail.kind == FB__SUP_FAIL_HANG)
         fb__sup_request_dumps(s);
     /* Under slurm the watchers snapshot their nodes' ranks too, and the
@@ -1171,8 +1175,6 @@ static void fail_attempt(fb__sup *s)
     /* Held in memory until the next launch, but for a hang, whose
      * analysis reads the files, and under slurm, whose watchers write
      * their nodes' snapshots beside these. */
-    memset(&s->relaunch, 0, sizeof s->relaunch);
-    s->relaunch.at[FB__RL_DETECTED] = s->fail.detected_ns;
     snapshot_segments(s, s->fail.kind != FB__SUP_FAIL_HANG && !s->slurm);
     char *verdict = s->fail.kind == FB__SUP_FAIL_HANG ? analyze_hang(s) : NULL;
     if (s->slurm)

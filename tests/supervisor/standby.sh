@@ -80,7 +80,7 @@ import re, sys
 line = sys.argv[1]
 total = float(re.search(r"relaunched ([0-9.]+) ms after the detection", line).group(1))
 parts = [float(re.search(name + r" ([0-9.]+)", line).group(1)) for name in
-         ("evidence", "stop", "sweep", "record", "between attempts", "checkpoint check",
+         ("earlier diagnosis", "evidence", "stop", "sweep", "record", "between attempts", "checkpoint check",
           "forks", "execs")]
 assert "(4 of 4 shims standing by)" in line
 assert abs(sum(parts) - total) <= 0.1 * len(parts), (sum(parts), total)
