@@ -84,6 +84,37 @@ CRASH_STEP = 30
 TAIL_STEPS = 150
 
 
+# The supervisor's own account of each relaunch (docs/supervisor.md, "What
+# happens on a failure", step 6): part name -> ms.
+PARTS = ("earlier diagnosis", "evidence", "stop", "sweep", "record", "between attempts",
+         "checkpoint check", "forks", "execs")
+parts = []
+
+
+def relaunch_parts(log):
+    out = []
+    for line in log.splitlines():
+        if "ms after the detection:" not in line:
+            continue
+        d = {}
+        for name in PARTS:
+            m = re.search(name + r" ([0-9.]+)", line)
+            if m:
+                d[name] = float(m.group(1))
+        out.append(d)
+    return out
+
+
+def show_parts(what):
+    """Median of each part over the relaunches since the last call."""
+    if not parts:
+        return
+    cols = [f"{name} {statistics.median(p.get(name, 0) for p in parts):.1f}"
+            for name in PARTS]
+    print(f"  where it went{what} (median ms of {len(parts)}): " + ", ".join(cols))
+    parts.clear()
+
+
 def relaunch(n, restarts, standby=True):
     """Relaunch times (ms) of one run of n ranks with `restarts` crashes,
     the times from each detection until every new rank took a step, and
@@ -104,6 +135,7 @@ def relaunch(n, restarts, standby=True):
         standing = [int(m) for m in
                     re.findall(r"attempt \d+: (\d+) of \d+ ranks' shims were standing by",
                                log)]
+        parts.extend(relaunch_parts(log))
         db = sqlite3.connect(d + "/run/journal.sqlite")
         launched = dict(db.execute("select number, launched_at from attempt"))
         ready = dict(db.execute("select number, ready_at from attempt"))
@@ -273,6 +305,7 @@ def main():
             raise SystemExit(f"{n} ranks: no relaunch recorded")
         med[n] = statistics.median(t)
         show(n, t, ready, standing, "")
+        show_parts("")
         print(f"  before issue 14's work: {BASE_RELAUNCH[n]} ms")
         phase(f"relaunch at {n} ranks")
     # The same minutes without standby shims, right after the run with
@@ -283,11 +316,13 @@ def main():
     phase(f"relaunch at {big} ranks, no standby shims")
     if t0 and r0:
         show(big, t0, r0, s0, ", no standby shims")
+        show_parts(", no standby shims")
     if os.environ.get("FB_BENCH_SCALE_AGAIN") == "1":
         t1, r1, s1 = relaunch(big, 3 if big < 256 else 2)
         phase(f"relaunch at {big} ranks, standby shims again")
         if t1 and r1:
             show(big, t1, r1, s1, ", standby shims again")
+            show_parts(", standby shims again")
     xs = sorted(med)
     mx, my = statistics.mean(xs), statistics.mean(med[x] for x in xs)
     slope = sum((x - mx) * (med[x] - my) for x in xs) / sum((x - mx) ** 2 for x in xs)
