@@ -45,6 +45,10 @@
 #define DIAG_HEALTH_MAX (256u << 10)
 #define DIAG_KMSG_BEFORE_S 300
 #define DIAG_KLOG_MAX 12288
+/* Diagnoses whose checks run at once: failures that come faster than
+ * their checks end (a crash loop, a check held up by a slow GPU driver)
+ * wait for the oldest beyond this many, not for every one before. */
+#define DIAG_INFLIGHT_MAX FB__SUP_DIAG_KEEP_MAX
 
 /* The last non-empty line of out, in place. */
 static char *last_line(char *out)
@@ -124,6 +128,7 @@ struct fb__sup_diag {
     char *out;             /* DIAG_HEALTH_MAX bytes */
     size_t len;
     uint64_t t0, deadline;
+    struct fb__sup_diag *next; /* s->diag's list, oldest first */
 };
 
 /* Read what the check wrote; 1 once its output has ended. */
@@ -200,9 +205,23 @@ static void store(fb__sup *s, int64_t id, const fb__diag_class *c)
     fb__journal_incident_text(s->j, id, "evidence", stored);
 }
 
+static void finish(fb__sup *s, struct fb__sup_diag *d);
+static int health_done(struct fb__sup_diag *d, int wait);
+
 void fb__sup_diagnose_start(fb__sup *s, const char *fr_verdict)
 {
-    fb__sup_diagnose_poll(s, 1); /* an earlier one first */
+    /* Earlier ones run on beside this one (each has its own child and
+     * incident), up to DIAG_INFLIGHT_MAX: then the oldest is waited for. */
+    fb__sup_diagnose_poll(s, 0);
+    int n = 0;
+    for (struct fb__sup_diag *e = s->diag; e; e = e->next)
+        n++;
+    while (n-- >= DIAG_INFLIGHT_MAX && s->diag) {
+        struct fb__sup_diag *oldest = s->diag;
+        health_done(oldest, 1);
+        s->diag = oldest->next;
+        finish(s, oldest);
+    }
     const fb__sup_failure *f = &s->fail;
     int64_t id = s->fail_incident_id;
     s->fail_incident_id = 0;
@@ -229,7 +248,10 @@ void fb__sup_diagnose_start(fb__sup *s, const char *fr_verdict)
     /* Under Slurm, the failed rank's node, when it is still there. */
     const char *node = d->local || f->kind == FB__SUP_FAIL_NODE_FAILURE
                      ? NULL : fb__sup_slurm_node_of_rank(s, f->rank);
-    s->diag = d;
+    struct fb__sup_diag **tail = &s->diag;
+    while (*tail)
+        tail = &(*tail)->next;
+    *tail = d;
     char *argv[24], self[PATH_MAX], var[96];
     d->t0 = fb__now_ns();
     d->deadline = d->t0 + DIAG_HEALTH_TIMEOUT_MS * 1000000ull;
@@ -257,12 +279,22 @@ void fb__sup_diagnose_start(fb__sup *s, const char *fr_verdict)
 
 int fb__sup_diagnose_reaped(fb__sup *s, pid_t pid, int wstatus)
 {
-    struct fb__sup_diag *d = s->diag;
-    if (!d || d->child <= 0 || d->child != pid)
-        return 0;
-    d->reaped = 1;
-    d->wstatus = wstatus;
-    return 1;
+    for (struct fb__sup_diag *d = s->diag; d; d = d->next)
+        if (d->child > 0 && d->child == pid && !d->reaped) {
+            d->reaped = 1;
+            d->wstatus = wstatus;
+            return 1;
+        }
+    return 0;
+}
+
+int fb__sup_diagnose_keep(const fb__sup *s, pid_t *keep, int max)
+{
+    int n = 0;
+    for (const struct fb__sup_diag *d = s->diag; d && n < max; d = d->next)
+        if (d->child > 0 && !d->reaped)
+            keep[n++] = d->child;
+    return n;
 }
 
 /* The check's child is done (its output ended and it is reaped), or
@@ -310,10 +342,22 @@ static int health_done(struct fb__sup_diag *d, int wait)
 
 void fb__sup_diagnose_poll(fb__sup *s, int wait)
 {
-    struct fb__sup_diag *d = s->diag;
-    if (!d || !health_done(d, wait))
-        return;
-    s->diag = NULL;
+    /* In the order they began: their root causes are said in that order. */
+    for (struct fb__sup_diag **pd = &s->diag; *pd;) {
+        struct fb__sup_diag *d = *pd;
+        if (!health_done(d, wait)) {
+            pd = &d->next;
+            continue;
+        }
+        *pd = d->next;
+        finish(s, d);
+    }
+}
+
+/* The rest of a diagnosis whose check is over: verdict, kernel log, root
+ * cause, stored with its incident. */
+static void finish(fb__sup *s, struct fb__sup_diag *d)
+{
     const fb__sup_failure *f = &d->f;
     int64_t id = d->incident_id;
     char *health = d->child > 0 ? health_verdict(s, d) : NULL;

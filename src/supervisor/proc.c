@@ -184,10 +184,18 @@ int fb__proc_descendants(pid_t root, pid_t *out, int max)
     return n;
 }
 
-static void reap_nohang(void)
+/* Reap the descendants d[0..n) that are our children and have ended,
+ * but for those kept: not waitpid(-1), which would take a kept child's
+ * status from whoever waits for it (a health check's, diagnose.c). */
+static void reap_nohang(const pid_t *d, int n, const pid_t *kd, int nk)
 {
-    while (waitpid(-1, NULL, WNOHANG) > 0)
-        ;
+    for (int i = 0; i < n; i++) {
+        int kept = 0;
+        for (int k = 0; k < nk && !kept; k++)
+            kept = d[i] == kd[k];
+        if (!kept)
+            (void)waitpid(d[i], NULL, WNOHANG);
+    }
 }
 
 int fb__proc_sweep(const pid_t *keep, int nkeep, int timeout_ms)
@@ -222,7 +230,7 @@ int fb__proc_sweep(const pid_t *keep, int nkeep, int timeout_ms)
                 killed++;
             }
         }
-        reap_nohang();
+        reap_nohang(d, n, kd, nk);
         if (victims == 0 || fb__now_ns() > deadline)
             break;
         struct timespec ts = {0, 2000000};

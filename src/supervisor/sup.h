@@ -190,8 +190,9 @@ typedef struct fb__sup {
     int warm_said, warm_failed;
     /* launch.c: the next attempt's shims, forked ahead */
     struct fb__sup_standby *standby;     /* NULL: none now                  */
-    struct fb__sup_diag *diag;           /* a diagnosis whose health check
-                                            runs (diagnose.c); NULL: none   */
+    struct fb__sup_diag *diag;           /* the diagnoses whose health checks
+                                            run, oldest first (diagnose.c);
+                                            NULL: none                      */
     int standby_said, standby_failed;
 } fb__sup;
 
@@ -280,11 +281,16 @@ void fb__sup_diagnose(fb__sup *s, const char *fr_verdict);
  * s->ranks); fb__sup_diagnose_poll finishes it once the child has
  * answered (wait: until it has, at most its timeout), from the loop and
  * after the next launch, so that the check runs beside the relaunch
- * instead of before it.  fb__sup_diagnose_reaped: pid was the check's
- * child (the loop's waitpid reaped it): 1. */
+ * instead of before it.  Several may run at once: a failure does not
+ * wait for the checks of those before it (up to 4 at once).
+ * fb__sup_diagnose_reaped: pid was a check's child (the loop's waitpid
+ * reaped it): 1. */
 void fb__sup_diagnose_start(fb__sup *s, const char *fr_verdict);
 void fb__sup_diagnose_poll(fb__sup *s, int wait);
 int fb__sup_diagnose_reaped(fb__sup *s, pid_t pid, int wstatus);
+/* The checks' children still running, kept from a sweep (max at most). */
+#define FB__SUP_DIAG_KEEP_MAX 4
+int fb__sup_diagnose_keep(const fb__sup *s, pid_t *keep, int max);
 void fb__sup_classify_row(fb__journal_incident *inc, int ckpt_code, char *buf,
                           size_t size);
 /* Read the tail of a rank's output for an incident. */

@@ -847,14 +847,18 @@ static void stop_all(fb__sup *s, int sig)
         handle_events(s, 10);
     }
     s->relaunch.at[FB__RL_STOPPED] = fb__now_ns();
-    /* the warm pool and the standby shims wait for the next attempt */
-    int nkeep = s->world + FB__SUP_MAX_WARM;
+    /* the warm pool and the standby shims wait for the next attempt; the
+     * health checks of earlier failures go on */
+    int nkeep = s->world + FB__SUP_MAX_WARM + FB__SUP_DIAG_KEEP_MAX;
     pid_t *keep = malloc((size_t)nkeep * sizeof *keep);
     int n = keep ? fb__sup_warm_keep(s, keep, FB__SUP_MAX_WARM) : 0;
-    if (keep)
+    if (keep) {
+        n += fb__sup_diagnose_keep(s, keep + n, FB__SUP_DIAG_KEEP_MAX);
         n += fb__sup_standby_keep(s, keep + n, nkeep - n);
-    else
+    } else {
         fb__sup_standby_close(s);
+        fb__sup_diagnose_poll(s, 1); /* nothing kept: not swept mid-check */
+    }
     fb__proc_sweep(keep, n, 2000);
     free(keep);
     s->relaunch.at[FB__RL_SWEPT] = fb__now_ns();
@@ -1164,7 +1168,9 @@ static void fail_attempt(fb__sup *s)
 {
     memset(&s->relaunch, 0, sizeof s->relaunch);
     s->relaunch.at[FB__RL_DETECTED] = s->fail.detected_ns;
-    fb__sup_diagnose_poll(s, 1); /* the last failure's, before the sweep */
+    /* Earlier failures' diagnoses that are done; those still under way go
+     * on (their checks are kept from the sweep) and end from the loop. */
+    fb__sup_diagnose_poll(s, 0);
     s->relaunch.at[FB__RL_EARLIER] = fb__now_ns();
     if (s->fail.kind == FB__SUP_FAIL_HANG)
         fb__sup_request_dumps(s);

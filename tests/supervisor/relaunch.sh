@@ -88,6 +88,27 @@ if [ "${FB_TEST_HOOKS:-ON}" = ON ]; then
     [ -n "$took" ] && [ "$took" -ge 3000 ] || fail "the check did not take 3 s: $(grep health err3.txt)"
     ok "attempt 1 launched ${gap} ms after the detection, beside a health check of ${took} ms"
 
+    # A second failure while the first's check still runs: its relaunch
+    # does not wait for that check either (both run at once), and both
+    # incidents get their verdict and root cause.
+    rm -rf runs
+    FIREBREAK_TEST_HEALTH_DELAY_MS=3000 "$FB" run --nproc-per-node 2 --max-restarts 2 \
+        --crash-loop 0 --inject 'kill:rank=1,step=6,attempt=0;kill:rank=0,step=6,attempt=1' \
+        -- "$RANK" --steps 20 --sleep-ms 10 "$TAG" >/dev/null 2>err5.txt ||
+        fail "run exited $? ($(tail -3 err5.txt))"
+    [ "$(q "select count(*) from incident")" = 2 ] || fail "want 2 incidents: $(tail -3 err5.txt)"
+    gap=$(q "select cast((a.launched_at - i.detected_at) * 1000 as int) from incident i
+             join attempt a on a.number = 2 join attempt b on b.id = i.attempt_id
+             where b.number = 1")
+    [ -n "$gap" ] && [ "$gap" -lt 1500 ] ||
+        fail "attempt 2 launched ${gap} ms after its failure: it waited for the first check"
+    [ "$(q "select count(*) from incident where substr(health, 1, 1) = '{'
+            and category is not null")" = 2 ] ||
+        fail "not both incidents diagnosed: $(q "select id, substr(health, 1, 20), category from incident")"
+    [ "$(grep -c 'health check after the failure: [a-z]* in' err5.txt)" = 2 ] ||
+        fail "two checks wanted: $(grep health err5.txt)"
+    ok "a second failure relaunched ${gap} ms after its detection, the first's check still running"
+
     # A supervisor SIGKILLed while its check runs leaves no check behind
     # (the child's parent-death signal).
     rm -rf runs
