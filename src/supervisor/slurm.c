@@ -1475,6 +1475,34 @@ static int srun_first_end(const struct fb__sup_slurm *g, int *task, char *what,
     return found;
 }
 
+/* The node of this attempt (its index) on which srun could not launch
+ * the tasks, "srun: error: Task launch for StepId=J.S failed on node
+ * NODE: WHY", with WHY; -1 when none. */
+static int srun_launch_failed(fb__sup *s, char *why, size_t size)
+{
+    struct fb__sup_slurm *g = s->slurm;
+    char *text = NULL;
+    size_t len = 0;
+    if (fb__read_file(g->srun_log, 1 << 20, &text, &len))
+        return -1;
+    int found = -1;
+    for (char *line = strtok(text, "\n"); line && found < 0; line = strtok(NULL, "\n")) {
+        const char *p = strstr(line, " failed on node ");
+        char node[FB__FBW1_NODE_MAX], rest[200] = "";
+        if (!strstr(line, "Task launch for ") || !p ||
+            sscanf(p + 16, "%63[^:]: %199[^\n]", node, rest) < 1)
+            continue;
+        int i = node_index(g, node);
+        for (int k = 0; i >= 0 && k < g->ncur; k++)
+            if (g->cur[k] == i) {
+                found = i;
+                snprintf(why, size, "%s", rest[0] ? rest : "no reason given");
+            }
+    }
+    free(text);
+    return found;
+}
+
 /* The signal that srun's WHAT names ("Killed", "Aborted", ...), or 0. */
 static int srun_signal(const char *what)
 {
@@ -1645,12 +1673,33 @@ void fb__sup_slurm_on_failure(fb__sup *s)
     fb__sup_failure *f = &s->fail;
     if (!g || f->launch_error)
         return;
+    /* No rank to blame, and srun could not start the tasks on a node of
+     * this attempt (the node was killed since the last failure, Slurm
+     * not knowing yet): that node is lost, not the job's fault; the next
+     * attempt takes a spare instead of failing there again. */
+    char lwhy[200];
+    int li = f->rank < 0 && f->kind != FB__SUP_FAIL_NODE_FAILURE && !s->o->mpirun
+           ? srun_launch_failed(s, lwhy, sizeof lwhy) : -1;
+    if (li >= 0) {
+        f->kind = FB__SUP_FAIL_NODE_FAILURE;
+        f->has_exit_code = 0;
+        f->signal = 0;
+        f->occurred_ns = f->detected_ns;
+        g->lost = li;
+        g->nalso_lost = 0;
+        snprintf(f->detail, sizeof f->detail, "node %s lost: srun could not launch "
+                 "its tasks (%s)", g->nodes[li].name, lwhy);
+    }
     if (f->kind == FB__SUP_FAIL_NODE_FAILURE && g->lost >= 0) {
         /* A lost node is left out; it is taken back only by a passing
          * health check at a later launch (recheck_lost), never without. */
         char why[256];
-        snprintf(why, sizeof why, "firebreak: node lost (its watcher silent "
-                 "for %.0f s)", (double)(f->detected_ns - f->occurred_ns) / 1e9);
+        if (li >= 0)
+            snprintf(why, sizeof why, "firebreak: node lost (srun could not "
+                     "launch tasks there)");
+        else
+            snprintf(why, sizeof why, "firebreak: node lost (its watcher silent "
+                     "for %.0f s)", (double)(f->detected_ns - f->occurred_ns) / 1e9);
         g->suspect = g->lost;
         snprintf(g->suspect_why, sizeof g->suspect_why, "node_failure at step %lld",
                  (long long)f->step);
