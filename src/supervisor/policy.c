@@ -295,3 +295,18 @@ uint64_t fb__sup_standby_wait_ns(int phase, uint64_t wall_ns, uint64_t cpu_ns)
         w = wall_ns;
     return w > FB__SUP_STANDBY_PERIOD_NS ? w : FB__SUP_STANDBY_PERIOD_NS;
 }
+
+/* ---- a rank that vanished on another node (policy.h) ---- */
+
+fb__sup_vanished_verdict fb__sup_judge_vanished(const fb__sup_vanished_facts *f)
+{
+    if (f->alive_after || f->node_timeout_s <= 0)
+        return FB__SUP_VANISHED_RANK;
+    if (f->watchers_gone)
+        return FB__SUP_VANISHED_NODE_LOST;
+    /* A clock read before the line was stamped is no silence. */
+    if (f->now_ns > f->last_heard_ns &&
+        (double)(f->now_ns - f->last_heard_ns) / 1e9 > f->node_timeout_s)
+        return FB__SUP_VANISHED_NODE_LOST;
+    return FB__SUP_VANISHED_WAIT;
+}

@@ -316,4 +316,34 @@ uint64_t fb__sup_standby_budget_ns(int phase);
  * own, the next pass of `phase` may come. */
 uint64_t fb__sup_standby_wait_ns(int phase, uint64_t wall_ns, uint64_t cpu_ns);
 
+/* ---- slurm: a rank that vanished on another node ---- */
+
+/* A rank's end its node watcher reports without a record (SIGKILLed: no
+ * exit code, no signal written) may be the rank's own crash or the first
+ * sign of its node's death, when the watcher saw the rank go before it
+ * was killed itself.  What the supervisor knows of it (slurm.c). */
+typedef struct fb__sup_vanished_facts {
+    int alive_after;          /* the node's watcher said `alive` after the
+                                 end (it never does within 0.5 s of one:
+                                 watcher.c): the node outlived the rank    */
+    int watchers_gone;        /* the watchers' step has ended and all its
+                                 lines were read: nothing more can come    */
+    uint64_t last_heard_ns;   /* the node's watcher's last line            */
+    uint64_t now_ns;
+    double node_timeout_s;    /* --node-timeout; <= 0: no node is lost     */
+} fb__sup_vanished_facts;
+
+typedef enum {
+    FB__SUP_VANISHED_WAIT = 0,  /* hold the end (and the attempt's others) */
+    FB__SUP_VANISHED_RANK,      /* the node lives: the rank's own end      */
+    FB__SUP_VANISHED_NODE_LOST  /* the node went silent with it: lost      */
+} fb__sup_vanished_verdict;
+
+/* The node proved alive: the rank's end.  Else the node is lost once its
+ * watcher has been silent for --node-timeout, or at once when the
+ * watchers are gone without its `alive` (a live node's watcher sends one
+ * even when stopped); until then, wait.  Without a node timeout, the
+ * rank's end, as before node losses were told. */
+fb__sup_vanished_verdict fb__sup_judge_vanished(const fb__sup_vanished_facts *f);
+
 #endif

@@ -112,6 +112,14 @@ struct fb__sup_slurm {
     uint64_t held_ns[MAX_RANKS]; /* when each end was heard; 0 not held   */
     int held_ws[MAX_RANKS];      /* its wait status, when recorded        */
     unsigned char held_known[MAX_RANKS]; /* recorded (exit or signal)     */
+    /* A vanished rank may be the first sign of its node's death: its
+     * watcher saw the rank go, then was killed with the node.  Its end
+     * (and with it every held end) waits for the node's next `alive`,
+     * which a watcher never sends sooner than 0.5 s after such an end
+     * (watcher.c), or for --node-timeout of silence: then the node is
+     * lost (fb__sup_judge_vanished, policy.c; docs/slurm.md). */
+    unsigned char held_alive[MAX_RANKS]; /* its node said alive since      */
+    int step_end_deferred;       /* the ranks' step ended meanwhile        */
 };
 
 #define HOLD_NS 1000000000ull
@@ -654,6 +662,8 @@ int fb__sup_launch_slurm(fb__sup *s)
     g->nalso_lost = 0;
     g->held = 0;
     memset(g->held_ns, 0, sizeof g->held_ns);
+    memset(g->held_alive, 0, sizeof g->held_alive);
+    g->step_end_deferred = 0;
     memset(g->beats, 0, sizeof g->beats);
     memset(g->watch, 0, sizeof g->watch);
 
@@ -1111,6 +1121,9 @@ static void on_msg(fb__sup *s, const fb__fbw1_msg *m)
             g->watch[k].bye = 1;
         if (m->kind == FB_FBW1_SNAPPED && m->attempt == s->attempt)
             g->watch[k].snapped = 1;
+        if (m->kind == FB_FBW1_ALIVE)
+            for (int r = k * g->ppn; r < (k + 1) * g->ppn && r < s->world; r++)
+                g->held_alive[r] = 1; /* read only while r is held */
     }
     switch (m->kind) {
     case FB_FBW1_HELLO: {
@@ -1196,6 +1209,7 @@ static void on_msg(fb__sup *s, const fb__fbw1_msg *m)
         g->held_ns[m->rank] = now; /* fb__sup_slurm_tick decides */
         g->held_ws[m->rank] = ws;
         g->held_known[m->rank] = (unsigned char)known;
+        g->held_alive[m->rank] = 0;
         g->held++;
         break;
     }
@@ -1291,6 +1305,18 @@ void fb__sup_slurm_snapshot(fb__sup *s)
  * taken for lost wrongly costs a spare, and comes back as any lost node
  * does (recheck_lost).  Named in the failure's detail. */
 #define ALSO_LOST_MIN_S 1.5
+
+/* Whether a rank of the node at position k has a held end without a
+ * record that its node has not outlived yet: the node may be dying. */
+static int unproven_on(const fb__sup *s, int k)
+{
+    const struct fb__sup_slurm *g = s->slurm;
+    for (int r = k * g->ppn; g->held && r < (k + 1) * g->ppn && r < s->world; r++)
+        if (g->held_ns[r] && !g->held_known[r] && !g->held_alive[r])
+            return 1;
+    return 0;
+}
+
 static void also_lost(fb__sup *s, int k_lost, uint64_t now)
 {
     struct fb__sup_slurm *g = s->slurm;
@@ -1300,7 +1326,8 @@ static void also_lost(fb__sup *s, int k_lost, uint64_t now)
     g->nalso_lost = 0;
     for (int k = 0; k < g->ncur; k++) {
         const node_watch *w = &g->watch[k];
-        if (k == k_lost || !w->heard || w->bye || g->cur[k] == g->cur[k_lost])
+        if (k == k_lost || !w->heard || (w->bye && !unproven_on(s, k)) ||
+            g->cur[k] == g->cur[k_lost])
             continue;
         int running = 0, first = k * g->ppn;
         for (int r = first; r < first + g->ppn && r < s->world; r++)
@@ -1315,9 +1342,39 @@ static void also_lost(fb__sup *s, int k_lost, uint64_t now)
     }
 }
 
+/* The node at position k of this attempt is lost: the failure, its
+ * detail (`why`, after "node NAME lost: "), and the nodes lost with it. */
+static void lose_node(fb__sup *s, int k, uint64_t now, const char *why)
+{
+    struct fb__sup_slurm *g = s->slurm;
+    const node_watch *w = &g->watch[k];
+    int first = k * g->ppn;
+    long long step = -1;
+    for (int r = first; r < first + g->ppn && r < s->world; r++)
+        if (g->beats[r].have && g->beats[r].step > step)
+            step = g->beats[r].step;
+    fb__sup_failure *f = &s->fail;
+    memset(f, 0, sizeof *f);
+    f->set = 1;
+    f->kind = FB__SUP_FAIL_NODE_FAILURE;
+    f->rank = -1;
+    f->step = step;
+    snprintf(f->phase, sizeof f->phase, "%s", g->beats[first].have
+             ? fb__sup_phase_name((uint32_t)g->beats[first].phase) : "init");
+    f->detected_ns = now;
+    f->occurred_ns = w->rx_ns;
+    g->lost = g->cur[k];
+    snprintf(f->detail, sizeof f->detail, "node %s lost: %s; last step %lld",
+             g->nodes[g->cur[k]].name, why, step);
+    also_lost(s, k, now);
+}
+
 /* A node of this attempt is lost when its watcher, once heard, has said
  * nothing (not even its `alive`, sent every second) for --node-timeout
  * while some rank of it runs: killed with its slurmd, cut off, or frozen.
+ * A rank whose end without a record is held counts as running, and the
+ * `bye` that followed it as unsaid, until the node's next `alive` (the
+ * watcher may have reported the rank, then died with the node).
  * A hang is told apart by its watcher, which still speaks.  Sets the
  * failure and returns 1. */
 static int node_lost(fb__sup *s, uint64_t now)
@@ -1328,42 +1385,69 @@ static int node_lost(fb__sup *s, uint64_t now)
         return 0;
     for (int k = 0; k < g->ncur; k++) {
         const node_watch *w = &g->watch[k];
-        if (!w->heard || w->bye)
+        if (!w->heard || (w->bye && !unproven_on(s, k)))
             continue;
         int running = 0, first = k * g->ppn;
-        long long step = -1;
-        for (int r = first; r < first + g->ppn && r < s->world; r++) {
+        for (int r = first; r < first + g->ppn && r < s->world; r++)
             running |= !s->ranks[r].ended;
-            if (g->beats[r].have && g->beats[r].step > step)
-                step = g->beats[r].step;
-        }
         double silent_s = (double)(now - w->rx_ns) / 1e9;
         if (!running || silent_s <= limit)
             continue;
-        const snode *n = &g->nodes[g->cur[k]];
-        fb__sup_failure *f = &s->fail;
-        memset(f, 0, sizeof *f);
-        f->set = 1;
-        f->kind = FB__SUP_FAIL_NODE_FAILURE;
-        f->rank = -1;
-        f->step = step;
-        snprintf(f->phase, sizeof f->phase, "%s", g->beats[first].have
-                 ? fb__sup_phase_name((uint32_t)g->beats[first].phase) : "init");
-        f->detected_ns = now;
-        f->occurred_ns = w->rx_ns;
-        g->lost = g->cur[k];
-        snprintf(f->detail, sizeof f->detail, "node %s lost: its watcher said "
-                 "nothing for %.1f s (limit %.1f s) with rank%s %d-%d on it; last "
-                 "step %lld", n->name, silent_s, limit, g->ppn == 1 ? "" : "s",
-                 first, first + g->ppn - 1, step);
+        char why[160];
         if (g->ppn == 1)
-            snprintf(f->detail, sizeof f->detail, "node %s lost: its watcher said "
-                     "nothing for %.1f s (limit %.1f s) with rank %d on it; last "
-                     "step %lld", n->name, silent_s, limit, first, step);
-        also_lost(s, k, now);
+            snprintf(why, sizeof why, "its watcher said nothing for %.1f s (limit "
+                     "%.1f s) with rank %d on it", silent_s, limit, first);
+        else
+            snprintf(why, sizeof why, "its watcher said nothing for %.1f s (limit "
+                     "%.1f s) with ranks %d-%d on it", silent_s, limit, first,
+                     first + g->ppn - 1);
+        lose_node(s, k, now, why);
         return 1;
     }
     return 0;
+}
+
+/* The held ends without a record whose node has not outlived them yet
+ * (fb__sup_judge_vanished): 1 while one of them must still wait; a node
+ * whose watcher went silent after one is lost (the failure is set). */
+static int vanished_wait(fb__sup *s, uint64_t now)
+{
+    struct fb__sup_slurm *g = s->slurm;
+    int wait = 0;
+    for (int r = 0; r < s->world && !s->fail.set; r++) {
+        if (!g->held_ns[r] || g->held_known[r])
+            continue;
+        int k = g->ppn > 0 ? r / g->ppn : -1;
+        if (k < 0 || k >= g->ncur)
+            continue;
+        const node_watch *w = &g->watch[k];
+        fb__sup_vanished_facts f = {.alive_after = g->held_alive[r],
+                                    .watchers_gone = s->units[UNIT_WATCHERS].ended,
+                                    .last_heard_ns = w->rx_ns, .now_ns = now,
+                                    .node_timeout_s = s->o->node_timeout_s};
+        switch (fb__sup_judge_vanished(&f)) {
+        case FB__SUP_VANISHED_WAIT:
+            wait = 1;
+            break;
+        case FB__SUP_VANISHED_NODE_LOST: {
+            char why[200];
+            double silent_s = now > w->rx_ns ? (double)(now - w->rx_ns) / 1e9 : 0;
+            if (f.watchers_gone)
+                snprintf(why, sizeof why, "rank %d vanished and its watcher said "
+                         "nothing after it (silent %.1f s, the watchers' step ended)",
+                         r, silent_s);
+            else
+                snprintf(why, sizeof why, "rank %d vanished and its watcher said "
+                         "nothing after it for %.1f s (limit %.1f s)", r, silent_s,
+                         f.node_timeout_s);
+            lose_node(s, k, now, why);
+            return 0;
+        }
+        default:
+            break;
+        }
+    }
+    return wait;
 }
 
 /* srun's report of the first task that ended, "srun: error: NODE: task
@@ -1387,6 +1471,34 @@ static int srun_first_end(const struct fb__sup_slurm *g, int *task, char *what,
             found = 0;
             break;
         }
+    }
+    free(text);
+    return found;
+}
+
+/* The node of this attempt (its index) on which srun could not launch
+ * the tasks, "srun: error: Task launch for StepId=J.S failed on node
+ * NODE: WHY", with WHY; -1 when none. */
+static int srun_launch_failed(fb__sup *s, char *why, size_t size)
+{
+    struct fb__sup_slurm *g = s->slurm;
+    char *text = NULL;
+    size_t len = 0;
+    if (fb__read_file(g->srun_log, 1 << 20, &text, &len))
+        return -1;
+    int found = -1;
+    for (char *line = strtok(text, "\n"); line && found < 0; line = strtok(NULL, "\n")) {
+        const char *p = strstr(line, " failed on node ");
+        char node[FB__FBW1_NODE_MAX], rest[200] = "";
+        if (!strstr(line, "Task launch for ") || !p ||
+            sscanf(p + 16, "%63[^:]: %199[^\n]", node, rest) < 1)
+            continue;
+        int i = node_index(g, node);
+        for (int k = 0; i >= 0 && k < g->ncur; k++)
+            if (g->cur[k] == i) {
+                found = i;
+                snprintf(why, size, "%s", rest[0] ? rest : "no reason given");
+            }
     }
     free(text);
     return found;
@@ -1428,6 +1540,8 @@ static void release_held(fb__sup *s, int r, int sig)
 static void end_held(fb__sup *s, uint64_t now)
 {
     struct fb__sup_slurm *g = s->slurm;
+    if (!s->fail.set && vanished_wait(s, now))
+        return;
     uint64_t first = UINT64_MAX;
     for (int r = 0; r < s->world; r++)
         if (g->held_ns[r] && g->held_ns[r] < first)
@@ -1456,13 +1570,28 @@ static void end_held(fb__sup *s, uint64_t now)
     g->held = 0;
 }
 
+/* Whether a held end without a record waits for its node's `alive`. */
+static int any_unproven(const fb__sup *s)
+{
+    const struct fb__sup_slurm *g = s->slurm;
+    if (!g || !g->held || s->nunits <= UNIT_WATCHERS || s->o->node_timeout_s <= 0)
+        return 0;
+    for (int k = 0; k < g->ncur; k++)
+        if (unproven_on(s, k))
+            return 1;
+    return 0;
+}
+
 void fb__sup_slurm_tick(fb__sup *s, uint64_t now)
 {
     struct fb__sup_slurm *g = s->slurm;
     if (!g || s->nunits <= UNIT_WATCHERS)
         return;
-    /* The ranks' step is over: the watchers have nothing left to watch. */
-    if (s->units[0].ended && !s->units[UNIT_WATCHERS].ended && !g->watch_stop_sent) {
+    /* The ranks' step is over: the watchers have nothing left to watch --
+     * but the `alive` owed after a vanished rank (srun leaves before its
+     * stopped tasks' last lines). */
+    if (s->units[0].ended && !s->units[UNIT_WATCHERS].ended && !g->watch_stop_sent &&
+        !any_unproven(s)) {
         fb__sup_slurm_read(s);
         g->watch_stop_sent = 1;
         fb__sup_slurm_keep(s); /* node memory stays: the run goes on */
@@ -1470,8 +1599,14 @@ void fb__sup_slurm_tick(fb__sup *s, uint64_t now)
     }
     /* The held ends: srun has spoken, their wait is over, another
      * failure came, or the ranks' step is over. */
+    if (g->held && s->units[UNIT_WATCHERS].ended)
+        fb__sup_slurm_read(s); /* their last lines, the `alive` owed */
     if (g->held)
         end_held(s, now);
+    if (g->step_end_deferred && !g->held) {
+        g->step_end_deferred = 0;
+        fb__sup_step_failure(s, &s->units[0]);
+    }
     if (s->fail.set)
         return;
     if (node_lost(s, now))
@@ -1525,18 +1660,47 @@ void fb__sup_slurm_tick(fb__sup *s, uint64_t now)
     }
 }
 
+int fb__sup_slurm_defer_step_end(fb__sup *s)
+{
+    if (!any_unproven(s))
+        return 0;
+    s->slurm->step_end_deferred = 1;
+    return 1;
+}
+
 void fb__sup_slurm_on_failure(fb__sup *s)
 {
     struct fb__sup_slurm *g = s->slurm;
     fb__sup_failure *f = &s->fail;
     if (!g || f->launch_error)
         return;
+    /* No rank to blame, and srun could not start the tasks on a node of
+     * this attempt (the node was killed since the last failure, Slurm
+     * not knowing yet): that node is lost, not the job's fault; the next
+     * attempt takes a spare instead of failing there again. */
+    char lwhy[200];
+    int li = f->rank < 0 && f->kind != FB__SUP_FAIL_NODE_FAILURE && !s->o->mpirun
+           ? srun_launch_failed(s, lwhy, sizeof lwhy) : -1;
+    if (li >= 0) {
+        f->kind = FB__SUP_FAIL_NODE_FAILURE;
+        f->has_exit_code = 0;
+        f->signal = 0;
+        f->occurred_ns = f->detected_ns;
+        g->lost = li;
+        g->nalso_lost = 0;
+        snprintf(f->detail, sizeof f->detail, "node %s lost: srun could not launch "
+                 "its tasks (%s)", g->nodes[li].name, lwhy);
+    }
     if (f->kind == FB__SUP_FAIL_NODE_FAILURE && g->lost >= 0) {
         /* A lost node is left out; it is taken back only by a passing
          * health check at a later launch (recheck_lost), never without. */
         char why[256];
-        snprintf(why, sizeof why, "firebreak: node lost (its watcher silent "
-                 "for %.0f s)", (double)(f->detected_ns - f->occurred_ns) / 1e9);
+        if (li >= 0)
+            snprintf(why, sizeof why, "firebreak: node lost (srun could not "
+                     "launch tasks there)");
+        else
+            snprintf(why, sizeof why, "firebreak: node lost (its watcher silent "
+                     "for %.0f s)", (double)(f->detected_ns - f->occurred_ns) / 1e9);
         g->suspect = g->lost;
         snprintf(g->suspect_why, sizeof g->suspect_why, "node_failure at step %lld",
                  (long long)f->step);

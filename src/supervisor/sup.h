@@ -310,6 +310,13 @@ int fb__sup_slurm_fd(const fb__sup *s);      /* watchers' stdout to poll, -1   *
 const char *fb__sup_slurm_node_of_rank(const fb__sup *s, int rank);
 void fb__sup_slurm_read(fb__sup *s);
 void fb__sup_slurm_tick(fb__sup *s, uint64_t now);
+/* The ranks' step ended: 1 when its status is not yet the failure, as a
+ * rank of it vanished on a node not yet known to live (the tick decides,
+ * then calls fb__sup_step_failure). */
+int fb__sup_slurm_defer_step_end(fb__sup *s);
+/* The ranks' step's (mpirun's, srun's) own status as the failure, when
+ * it is one and none is set (supervisor.c). */
+void fb__sup_step_failure(fb__sup *s, const fb__sup_unit *u);
 void fb__sup_slurm_on_failure(fb__sup *s);   /* blame a node, before recording */
 void fb__sup_slurm_snapshot(fb__sup *s);     /* a hang: watchers' fr snapshots */
 int fb__sup_slurm_nnodes(const fb__sup *s);  /* nodes the job uses; 1 without */

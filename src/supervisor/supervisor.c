@@ -392,8 +392,18 @@ static void on_shim_msg(fb__sup *s, fb__sup_unit *u, const fb__shim_msg *m)
         if (s->ranks[r].seg)
             fb__sup_rank_ended(s, r, 0, 0, 0, m->mono_ns);
     }
+    if (!s->fail.set && fb__sup_slurm_defer_step_end(s))
+        return; /* a vanished rank's node may be dying: slurm.c decides */
     if (!s->fail.set)
         mpirun_failure(s, m);
+}
+
+void fb__sup_step_failure(fb__sup *s, const fb__sup_unit *u)
+{
+    fb__shim_msg m = {.type = FB_SHIM_ENDED, .pid = u->child, .wstatus = u->wstatus,
+                      .exec_errno = u->exec_errno, .mono_ns = u->end_ns};
+    if (!s->fail.set)
+        mpirun_failure(s, &m);
 }
 
 static void drain_shim(fb__sup *s, fb__sup_unit *u)

@@ -36,6 +36,9 @@ static int g_keep; /* the supervisor said `keep` (on_request, main thread) */
  * every node sends the named steps first, so the same ones are copied
  * everywhere; between them, its own newest. */
 static int64_t g_send = -1;
+/* Test hook (FB_TEST_HOOKS): this watcher has gone silent, standing for
+ * its node's death (FIREBREAK_TEST_WATCH_MUTE_NODE). */
+static int g_mute;
 
 static void on_stop(int sig)
 {
@@ -50,7 +53,7 @@ static void emit(FILE *out, const fb__fbw1_msg *m)
 {
     char line[FB__FBW1_LINE_MAX + 2];
     int n = fb__fbw1_format(m, line, sizeof line);
-    if (n > 0)
+    if (n > 0 && !g_mute)
         fwrite(line, 1, (size_t)n, out);
 }
 
@@ -132,6 +135,7 @@ typedef struct wrank {
     int refused;         /* a file under its name is not ours           */
     int corrupt;         /* failed fb__seg_check: no longer read        */
     int64_t mem_step;    /* newest step it committed in node memory; -1 */
+    int vanished;        /* ended without a record, just reported        */
 } wrank;
 
 static void msg_init(fb__fbw1_msg *m, fb__fbw1_kind kind, int rank)
@@ -201,7 +205,9 @@ static void check(FILE *out, wrank *w)
     w->report_idx++;
 }
 
-static void report_end(FILE *out, wrank *w)
+/* Reports rank w's end; returns 1 when it went without a record (the
+ * supervisor then waits for this node's next `alive`, fb__watch_run). */
+static int report_end(FILE *out, wrank *w)
 {
     check(out, w);
     send_reports(out, w); /* what it said before it went comes first */
@@ -225,6 +231,7 @@ static void report_end(FILE *out, wrank *w)
     }
     emit(out, &m);
     w->ended = 1;
+    return m.how == FB_FBW1_END_VANISHED;
 }
 
 static void try_attach(FILE *out, const char *job, int attempt, wrank *w)
@@ -250,8 +257,8 @@ static void try_attach(FILE *out, const char *job, int attempt, wrank *w)
     m.pid = pid;
     emit(out, &m);
     w->pidfd = pid > 0 ? fb__pidfd_open(pid) : -1;
-    if (w->pidfd < 0)
-        report_end(out, w); /* already gone */
+    if (w->pidfd < 0 && report_end(out, w)) /* already gone */
+        w->vanished = 1;
 }
 
 static void beat(FILE *out, wrank *w, uint64_t now)
@@ -455,6 +462,14 @@ static fb__peer *start_peer(const fb__watch_opts *o, int rank0, int n)
     return p;
 }
 
+/* After a rank's end without a record (SIGKILLed, or its node dying
+ * under it), the next `alive` is sent this long after it, never sooner:
+ * the supervisor takes an `alive` heard after such an end as proof that
+ * the node outlived the rank (docs/slurm.md, "A killed node or a killed
+ * rank"), so none may leave in the instant a node's processes are all
+ * killed together.  The watcher stays (even when stopped) to send it. */
+#define VANISHED_PROOF_NS 500000000ull
+
 /* Waiting for the supervisor's word once the watching is over: at most
  * this long after the ranks ended by themselves (it stops the watchers
  * then), and this long after a stop (a `keep` still on its way: srun
@@ -549,7 +564,11 @@ int fb__watch_run(const fb__watch_opts *o)
     static wreq req;
     memset(&req, 0, sizeof req);
     req.fd = o->in_fd;
-    while (!g_stop && left > 0) {
+    uint64_t proof_ns = 0; /* the `alive` owed after a vanished rank; 0 none */
+#ifdef FB_TEST_HOOKS
+    const char *mute = getenv("FIREBREAK_TEST_WATCH_MUTE_NODE");
+#endif
+    while (!g_stop && (left > 0 || proof_ns || g_mute)) {
         struct pollfd pfd[FB__WATCH_MAX_LOCAL + 1];
         int map[FB__WATCH_MAX_LOCAL], np = 0;
         for (int i = 0; i < n; i++) {
@@ -573,9 +592,20 @@ int fb__watch_run(const fb__watch_opts *o)
         if (rc > 0 && req.fd >= 0 && pfd[np].revents)
             read_requests(o, &req, ranks, n);
         for (int k = 0; rc > 0 && k < np; k++)
-            if (pfd[k].revents)
-                report_end(o->out, &ranks[map[k]]);
+            if (pfd[k].revents && report_end(o->out, &ranks[map[k]]))
+                ranks[map[k]].vanished = 1;
         uint64_t now = fb__now_ns();
+        for (int i = 0; i < n; i++) {
+            if (!ranks[i].vanished)
+                continue;
+            ranks[i].vanished = 0;
+            proof_ns = now + VANISHED_PROOF_NS;
+#ifdef FB_TEST_HOOKS
+            /* This node "dies" right after its rank: nothing more from it. */
+            if (mute && !strcmp(mute, o->node))
+                g_mute = 1;
+#endif
+        }
         pass(o, ranks, n, now);
         if (peer) {
             /* The named step first, once every local rank has it (or a
@@ -587,8 +617,10 @@ int fb__watch_run(const fb__watch_opts *o)
                 fb__peer_offer(peer, g_send, 1);
             fb__peer_offer(peer, done, 0);
         }
-        if (now - last_beat >= interval_ns) {
+        int proof_due = proof_ns && now >= proof_ns;
+        if ((now - last_beat >= interval_ns && !proof_ns) || proof_due) {
             last_beat = now;
+            proof_ns = 0;
             /* The node is alive, with ranks attached or not yet: the
              * supervisor tells a lost node by its watcher's silence. */
             msg_init(&m, FB_FBW1_ALIVE, 0);
@@ -601,6 +633,19 @@ int fb__watch_run(const fb__watch_opts *o)
         left = 0;
         for (int i = 0; i < n; i++)
             left += !ranks[i].ended;
+    }
+    if (proof_ns && !g_mute) {
+        /* Stopped before the `alive` owed: it still goes, on time. */
+        uint64_t now = fb__now_ns();
+        if (proof_ns > now) {
+            struct timespec ts = {.tv_sec = (time_t)((proof_ns - now) / 1000000000ull),
+                                  .tv_nsec = (long)((proof_ns - now) % 1000000000ull)};
+            while (nanosleep(&ts, &ts) && errno == EINTR)
+                ;
+        }
+        msg_init(&m, FB_FBW1_ALIVE, 0);
+        snprintf(m.node, sizeof m.node, "%s", o->node);
+        emit(o->out, &m);
     }
     if (!left) {
         msg_init(&m, FB_FBW1_BYE, 0);

@@ -44,6 +44,9 @@ void fb__watch_node_name(const char *opt, char buf[FB__FBW1_NODE_MAX]);
 
 /* Watch the ranks until every one has ended (then `bye`) or until SIGTERM,
  * SIGINT or SIGHUP (installed here; SIGUSR1 and SIGPIPE are ignored).
+ * `alive` every interval_s, but never within 0.5 s after a rank's end
+ * without a record (`vanished`), and exactly then, even when stopped: the
+ * supervisor's proof that the node outlived the rank (docs/slurm.md).
  * A `snap` request on in_fd for this attempt asks the ranks whose Python
  * hooks listen for their dumps (at most 3 s), then writes the segment of every
  * rank of this node that attached to $FIREBREAK_RUN_DIR/fr/attempt-N/

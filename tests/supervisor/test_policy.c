@@ -605,6 +605,41 @@ static void test_standby_schedule(void)
     }
 }
 
+/* ---- slurm: a rank that vanished on another node ---- */
+
+static void test_judge_vanished(void)
+{
+    const uint64_t s = 1000000000ull;
+    static const struct {
+        const char *what;
+        fb__sup_vanished_facts f;
+        fb__sup_vanished_verdict want;
+    } cases[] = {
+        /* the node's next alive came: a rank SIGKILLed on a live node */
+        {"alive after it", {1, 0, 100 * s, 101 * s, 3.0}, FB__SUP_VANISHED_RANK},
+        {"alive after it, watchers gone since", {1, 1, 100 * s, 200 * s, 3.0},
+         FB__SUP_VANISHED_RANK},
+        /* node killed: its watcher reported the rank, then nothing */
+        {"silent 1 s of 3", {0, 0, 100 * s, 101 * s, 3.0}, FB__SUP_VANISHED_WAIT},
+        {"silent 3 s of 3", {0, 0, 100 * s, 103 * s, 3.0}, FB__SUP_VANISHED_WAIT},
+        {"silent 3.1 s of 3", {0, 0, 100 * s, 103 * s + s / 10, 3.0},
+         FB__SUP_VANISHED_NODE_LOST},
+        {"watchers gone without its alive", {0, 1, 100 * s, 100 * s + 1, 3.0},
+         FB__SUP_VANISHED_NODE_LOST},
+        {"a clock read before the line", {0, 0, 100 * s, 99 * s, 3.0},
+         FB__SUP_VANISHED_WAIT},
+        /* --node-timeout 0: no node is ever lost */
+        {"no node timeout", {0, 0, 100 * s, 900 * s, 0}, FB__SUP_VANISHED_RANK},
+        {"no node timeout, watchers gone", {0, 1, 100 * s, 100 * s, 0},
+         FB__SUP_VANISHED_RANK},
+    };
+    for (size_t i = 0; i < N(cases); i++) {
+        fb__sup_vanished_verdict got = fb__sup_judge_vanished(&cases[i].f);
+        CHECKF(got == cases[i].want, "%s: verdict %d, want %d", cases[i].what, got,
+               cases[i].want);
+    }
+}
+
 int main(void)
 {
     test_kind_names();
@@ -617,6 +652,7 @@ int main(void)
     test_decide();
     test_torch_fr_names();
     test_standby_schedule();
+    test_judge_vanished();
     if (failures)
         fprintf(stderr, "test_policy: %d check%s failed\n", failures,
                 failures == 1 ? "" : "s");

@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# nodekill.sh FIREBREAK SRCDIR -- a killed node is lost, not a crashed
+# rank (issue 18).  When a node is killed with everything on it, its
+# watcher may see its rank vanish and report that end before it is killed
+# itself; the supervisor used to take it for the rank's crash, never
+# declared the node lost, and relaunched onto the dead node until the
+# crash-loop limit ended the job.  The race, made certain: rank 2 on node3
+# is SIGKILLed, and test hook FIREBREAK_TEST_WATCH_MUTE_NODE=node3 makes
+# node3's watcher fall silent right after it reported that end (not even
+# its `alive`), as a watcher killed with its node would.  A three-node job
+# with one spare (node4): the incident is node3's node_failure, node3 is
+# drained, the restart runs on node1, node2 and node4 from a checkpoint,
+# and the job ends with the fault-free hashes.
+# Then a node killed between two attempts: rank 2 crashes on node3
+# (injected), node3 is killed during the pause before the restart (test
+# hook FIREBREAK_TEST_PAUSE_BETWEEN_ATTEMPTS_MS), Slurm does not know yet
+# and the restart's srun cannot launch there: that attempt's failure is
+# node3's node_failure (not an error exit of no rank, which relaunched
+# onto node3 until the restarts ran out), and the next runs on node4.
+[ "${FB_TEST_HOOKS:-ON}" = ON ] ||
+    { echo "skipped: built without the supervisor's test hooks (FB_TEST_HOOKS)"; exit 77; }
+source "$(dirname "$0")/lib.sh"
+STEPS=150
+NODE_TIMEOUT=3
+
+# The pid of the toy trainer in a node's network namespace.
+rank_pid_on() { # NODE
+    local ns p
+    ns="fb-$(sed -n 's/^ID=//p' "$CL/cluster")-$1"
+    for p in $(ip netns pids "$ns" 2>/dev/null); do
+        case "$(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null)" in "$TOY "*) echo "$p" ;; esac
+    done
+}
+
+r=$T/r
+FIREBREAK_TEST_WATCH_MUTE_NODE=node3 salloc -Q -N4 --no-kill "$FB" run --launcher slurm \
+    --nnodes 3 --spare-nodes 1 --drain --node-timeout $NODE_TIMEOUT --run-dir "$r" --json \
+    --max-restarts 2 -- "$TOY" --steps $STEPS --sleep-ms 40 --ckpt-every 10 >k.json 2>k.err &
+apid=$!
+wait_started "$r" 0 1 2
+wait_ckpt "$r" 10
+pid=$(rank_pid_on node3)
+[ "$(echo $pid | wc -w)" = 1 ] || fail "rank 2's process on node3: '$pid'"
+kill -KILL $pid
+wait $apid || fail "run exited $? ($(tail -5 k.err))"
+[ "$(json_field k.json '["completed"]')" = True ] || fail "not completed"
+[ "$(json_field k.json '["restarts"]')" = 1 ] || fail "restarts $(json_field k.json '["restarts"]')"
+j=$r/journal.sqlite
+row=$(sqlite3 "$j" "select kind, ifnull(rank, '-'), node from incident")
+[ "$row" = "node_failure|-|node3" ] || fail "incidents: $row"
+sqlite3 "$j" "select detail from incident" | grep -q "rank 2 vanished and its watcher said nothing after it" \
+    || fail "detail: $(sqlite3 "$j" "select detail from incident")"
+grep -q "attempt 1 on node1,node2,node4 (0 spares)" k.err || fail "restart nodes: $(grep attempt k.err)"
+node_state node3 State | grep -q DRAIN || fail "node3 not drained: $(scontrol show node node3)"
+case "$(node_reason node3)" in "firebreak: node lost"*) ;; *) fail "drain reason '$(node_reason node3)'" ;; esac
+[ "$(sqlite3 "$j" "select restored_step is not null from attempt where number=1")" = 1 ] \
+    || fail "attempt 1 did not restore a checkpoint"
+same_hashes "$r" 3 $STEPS
+ok "rank 2 vanished and node3's watcher fell silent: node_failure on node3, drained, resumed on node4"
+
+recluster between
+r=$T/r-between
+FIREBREAK_TEST_PAUSE_BETWEEN_ATTEMPTS_MS=4000 salloc -Q -N4 --no-kill "$FB" run --launcher slurm \
+    --nnodes 3 --spare-nodes 1 --node-timeout $NODE_TIMEOUT --run-dir "$r" --json --max-restarts 3 \
+    --inject 'kill:rank=2,step=30,attempt=0' \
+    -- "$TOY" --steps $STEPS --sleep-ms 40 --ckpt-every 10 >b.json 2>b.err &
+apid=$!
+for _ in $(seq 1 300); do grep -q "test hook: pausing" b.err && break; sleep 0.1; done
+grep -q "test hook: pausing" b.err || fail "between: no pause after the crash ($(tail -5 b.err))"
+"$SRC/scripts/slurm-cluster.sh" fail "$CL" node3 kill
+wait $apid || fail "between: run exited $? ($(tail -5 b.err))"
+[ "$(json_field b.json '["completed"]')" = True ] || fail "between: not completed"
+j=$r/journal.sqlite
+rows=$(sqlite3 "$j" "select a.number, i.kind, ifnull(i.rank, '-'), ifnull(i.node, '-') from incident i
+    join attempt a on a.id = i.attempt_id order by i.id" | tr '\n' ' ')
+[ "$rows" = "0|crash|2|node3 1|node_failure|-|node3 " ] || fail "between: incidents: $rows"
+grep -q "attempt 2 on node1,node2,node4 (0 spares)" b.err || fail "between: restart nodes: $(grep attempt b.err)"
+same_hashes "$r" 3 $STEPS
+ok "node3 killed between two attempts: the launch that failed there is node3's node_failure; resumed on node4"
