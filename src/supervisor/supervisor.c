@@ -765,6 +765,18 @@ static char *analyze_hang(fb__sup *s)
  * next launch; beyond it the rest are written at once. */
 #define SNAP_HOLD_MAX_BYTES (256u << 20)
 
+static size_t snap_hold_max(void)
+{
+#ifdef FB_TEST_HOOKS
+    /* test hook: a smaller hold (tests/supervisor/relaunch.sh) */
+    const char *v = getenv("FIREBREAK_TEST_SNAP_HOLD_MAX");
+    long long n;
+    if (v && fb__parse_int(v, 0, SNAP_HOLD_MAX_BYTES, &n) == 0)
+        return (size_t)n;
+#endif
+    return SNAP_HOLD_MAX_BYTES;
+}
+
 struct fb__sup_snap {
     fb__seg_copy *copy;
     char path[PATH_MAX];
@@ -802,7 +814,8 @@ static void snapshot_segments(fb__sup *s, int hold)
         return;
     if (hold && !s->snaps && !(s->snaps = calloc((size_t)s->world, sizeof *s->snaps)))
         hold = 0;
-    size_t held = 0;
+    size_t held = 0, max = snap_hold_max();
+    int over = 0; /* not held: over the cap */
     for (int r = 0; r < s->world; r++) {
         if (!s->ranks[r].seg)
             continue;
@@ -813,18 +826,25 @@ static void snapshot_segments(fb__sup *s, int hold)
         if (fb__seg_name(name, sizeof name, s->job_id, s->attempt, r))
             name[0] = '\0';
         fb__seg_copy *c = NULL;
-        if (hold && fb__seg_copy_take(s->ranks[r].seg, name[0] ? name : NULL,
-                                      SNAP_HOLD_MAX_BYTES - held, &c) == 0) {
+        int rc = hold ? fb__seg_copy_take(s->ranks[r].seg, name[0] ? name : NULL,
+                                          max - held, &c)
+                      : -1;
+        if (rc == 0) {
             held += fb__seg_copy_bytes(c);
             struct fb__sup_snap *sn = &s->snaps[s->nsnaps++];
             sn->copy = c;
             snprintf(sn->path, sizeof sn->path, "%s", path);
             continue;
         }
+        over += rc == -E2BIG;
         if (fb__seg_dump_sparse(s->ranks[r].seg, name[0] ? name : NULL, path) == 0 &&
             s->shared) /* fb__seg_dump writes 0600: the run's group may read it too */
             chmod(path, 0640);
     }
+    if (over)
+        fb__sup_log(s, "attempt %d: %d segment snapshot%s written before the relaunch: "
+                    "over the %zu bytes held in memory until it (%zu held)", s->attempt,
+                    over, over == 1 ? "" : "s", max, held);
 }
 
 /* Stop every unit: SIGTERM through the shims, SIGKILL after the grace

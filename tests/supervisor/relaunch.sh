@@ -40,6 +40,33 @@ sys.exit(0 if d["ranks"] == 4 and d["missing_count"] == 0 else 1)
 PY
 assert_no_segments
 
+# Over the hold's cap (256 MiB; 1 byte with the test hook
+# FIREBREAK_TEST_SNAP_HOLD_MAX), snapshots are written at once, before the
+# relaunch, said so, and are as whole and readable as the held ones.
+if [ "${FB_TEST_HOOKS:-ON}" = ON ]; then
+    rm -rf runs
+    FIREBREAK_TEST_SNAP_HOLD_MAX=1 "$FB" run --nproc-per-node 4 --max-restarts 1 \
+        --crash-loop 0 --inject 'kill:rank=1,step=6' -- "$RANK" --steps 30 --sleep-ms 10 \
+        "$TAG" >/dev/null 2>err6.txt || fail "run exited $? ($(tail -3 err6.txt))"
+    grep -q "attempt 0: 4 segment snapshots written before the relaunch: over the 1 bytes held" \
+        err6.txt || fail "the cap not said: $(grep -i snapshot err6.txt)"
+    snap="$(run_dir)/fr/attempt-0"
+    for r in 0 1 2 3; do
+        [ -s "$snap/rank-$r.fbseg" ] || fail "over the cap: no snapshot of rank $r"
+    done
+    ! ls "$snap" | grep -q tmp || fail "over the cap: a temporary file left: $(ls "$snap")"
+    rc=0
+    "$FB" fr analyze "$snap" --json >fr6.json 2>fr6.err || rc=$?
+    [ "$rc" -le 1 ] || fail "over the cap: fr analyze exit $rc: $(cat fr6.err)"
+    python3 - fr6.json <<'PY' || fail "over the cap: analysis: $(tail -1 fr6.json)"
+import json, sys
+d = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])
+sys.exit(0 if d["ranks"] == 4 and d["missing_count"] == 0 else 1)
+PY
+    assert_no_segments
+    ok "over the hold's cap: 4 snapshots written before the relaunch, whole and readable"
+fi
+
 # The launch forks every shim before any rank starts (the go pipe), so the
 # ranks' start-up does not compete with the forks; every shim's pid is
 # older than every rank's (pids grow; a wrap during these few forks would
