@@ -6,15 +6,31 @@
 # reads them.  A hang's snapshot is still written before its analysis
 # (supervisor_hang_restart).
 source "$(dirname "$0")/lib.sh"
+
+# snapshots_whole WHAT: attempt 0's 4 snapshots are there, none half
+# written (no temporary left), and the flight-recorder analysis reads
+# every rank of them.
+snapshots_whole() {
+    local snap r rc=0
+    snap="$(run_dir)/fr/attempt-0"
+    for r in 0 1 2 3; do
+        [ -s "$snap/rank-$r.fbseg" ] || fail "$1: no snapshot of rank $r: $(ls -la "$snap")"
+    done
+    ! ls "$snap" | grep -q tmp || fail "$1: a temporary file left: $(ls "$snap")"
+    "$FB" fr analyze "$snap" --json >fr.json 2>fr.err || rc=$?
+    [ "$rc" -le 1 ] || fail "$1: fr analyze exit $rc: $(cat fr.err)"
+    python3 - fr.json <<'PY' || fail "$1: analysis of the snapshots: $(tail -1 fr.json)"
+import json, sys
+d = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])
+sys.exit(0 if d["ranks"] == 4 and d["missing_count"] == 0 else 1)
+PY
+}
 "$FB" run --nproc-per-node 4 --max-restarts 1 --crash-loop 0 --json \
     --inject 'kill:rank=1,step=6' -- "$RANK" --steps 30 --sleep-ms 10 "$TAG" \
     >out.json 2>err.txt || fail "run exited $? ($(tail -3 err.txt))"
 [ "$(json_field out.json '["restarts"]')" = 1 ] || fail "restarts != 1"
+snapshots_whole "held"
 snap="$(run_dir)/fr/attempt-0"
-for r in 0 1 2 3; do
-    [ -s "$snap/rank-$r.fbseg" ] || fail "no snapshot of rank $r: $(ls -la "$snap")"
-done
-! ls "$snap" | grep -q tmp || fail "a temporary file left: $(ls "$snap")"
 # Written after attempt 1 was launched (mtime against the journal's wall
 # clock; the file system's clock is coarse: 10 ms of slack).
 launched=$(q "select launched_at from attempt where number = 1")
@@ -29,15 +45,6 @@ for f in sorted(os.listdir(d)):
     if m < launched - 0.010:
         sys.exit(1)
 PY
-# Every rank's snapshot is one the analysis reads.
-rc=0
-"$FB" fr analyze "$snap" --json >fr.json 2>fr.err || rc=$?
-[ "$rc" -le 1 ] || fail "fr analyze exit $rc: $(cat fr.err)"
-python3 - fr.json <<'PY' || fail "analysis of the snapshots: $(tail -1 fr.json)"
-import json, sys
-d = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])
-sys.exit(0 if d["ranks"] == 4 and d["missing_count"] == 0 else 1)
-PY
 assert_no_segments
 
 # Over the hold's cap (256 MiB; 1 byte with the test hook
@@ -50,19 +57,7 @@ if [ "${FB_TEST_HOOKS:-ON}" = ON ]; then
         "$TAG" >/dev/null 2>err6.txt || fail "run exited $? ($(tail -3 err6.txt))"
     grep -q "attempt 0: 4 segment snapshots written before the relaunch: over the 1 bytes held" \
         err6.txt || fail "the cap not said: $(grep -i snapshot err6.txt)"
-    snap="$(run_dir)/fr/attempt-0"
-    for r in 0 1 2 3; do
-        [ -s "$snap/rank-$r.fbseg" ] || fail "over the cap: no snapshot of rank $r"
-    done
-    ! ls "$snap" | grep -q tmp || fail "over the cap: a temporary file left: $(ls "$snap")"
-    rc=0
-    "$FB" fr analyze "$snap" --json >fr6.json 2>fr6.err || rc=$?
-    [ "$rc" -le 1 ] || fail "over the cap: fr analyze exit $rc: $(cat fr6.err)"
-    python3 - fr6.json <<'PY' || fail "over the cap: analysis: $(tail -1 fr6.json)"
-import json, sys
-d = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])
-sys.exit(0 if d["ranks"] == 4 and d["missing_count"] == 0 else 1)
-PY
+    snapshots_whole "over the cap"
     assert_no_segments
     ok "over the hold's cap: 4 snapshots written before the relaunch, whole and readable"
 fi
