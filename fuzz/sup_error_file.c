@@ -10,25 +10,17 @@
 
 #include "supervisor/errorfile.h"
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+#include "check_text.h"
 
-static void check(const char *s, size_t cap)
-{
-    const char *end = memchr(s, '\0', cap);
-    if (!end)
-        __builtin_trap();
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++)
-        if ((*p < 0x20 && *p != '\t') || *p == 0x7f)
-            __builtin_trap();
-}
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     char msg[256], where[256];
     int rc = fb__sup_error_file_parse((const char *)data, size, msg, sizeof msg, where,
                                       sizeof where);
-    check(msg, sizeof msg);
-    check(where, sizeof where);
+    fuzz_check_text(msg, sizeof msg);
+    fuzz_check_text(where, sizeof where);
     if (rc != 0 && (msg[0] || where[0]))
         __builtin_trap(); /* nothing is taken from a file that is refused */
     return 0;

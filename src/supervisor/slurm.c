@@ -37,6 +37,7 @@
 #include "common/jsonw.h"
 #include "common/util.h"
 #include "supervisor/fbw1.h"
+#include "supervisor/slurmtext.h"
 #include "supervisor/sup.h"
 #include "supervisor/supervisor.h"
 #include "supervisor/watcher.h"
@@ -53,6 +54,7 @@ typedef struct snode {
     char name[FB__FBW1_NODE_MAX];
     char addr[FB__FBW1_NODE_MAX];
     char host[FB__FBW1_NODE_MAX]; /* NodeHostName, then what its watcher says */
+    char state[FB__SLURM_STATE_MAX]; /* Slurm's State, when last asked */
     int bad;                     /* excluded (for the rest of the run,
                                     unless lost and back: recheck_lost) */
     int lost;                    /* a node_failure's node               */
@@ -303,29 +305,86 @@ static int node_index(const struct fb__sup_slurm *g, const char *name)
     return -1;
 }
 
-/* NodeAddr of every node, for MASTER_ADDR, and NodeHostName, the host
- * under the name until its watcher says (`scontrol -o show node`). */
-static void load_addrs(struct fb__sup_slurm *g)
+/* NodeAddr of every node, for MASTER_ADDR, NodeHostName, the host under
+ * the name until its watcher says, and State (`scontrol -o show node`).
+ * 0, or -1 when scontrol failed (nothing changed). */
+static int load_nodes(struct fb__sup_slurm *g)
 {
-    static char out[1 << 18];
+    size_t cap = (size_t)g->nnodes * 4096 + 65536, len = 0, pos = 0;
+    char *out = malloc(cap), line[FB__SLURM_LINE_MAX];
     char *argv[] = {"scontrol", "-o", "show", "node", NULL};
-    if (fb__sup_run_capture(argv, out, sizeof out, -1, 10000) != 0)
-        return;
-    for (char *line = strtok(out, "\n"); line; line = strtok(NULL, "\n")) {
-        char name[FB__FBW1_NODE_MAX] = "", addr[FB__FBW1_NODE_MAX] = "";
-        char *p = strstr(line, "NodeName="), *q = strstr(line, "NodeAddr=");
-        if (!p || !q || sscanf(p + 9, "%63[^ ]", name) != 1 ||
-            sscanf(q + 9, "%63[^ ]", addr) != 1)
-            continue;
-        int i = node_index(g, name);
-        if (i >= 0 && fb__fbw1_node_name_ok(addr))
-            snprintf(g->nodes[i].addr, sizeof g->nodes[i].addr, "%s", addr);
-        char host[FB__FBW1_NODE_MAX] = "";
-        char *h = strstr(line, "NodeHostName=");
-        if (i >= 0 && h && sscanf(h + 13, "%63[^ ]", host) == 1 &&
-            fb__fbw1_node_name_ok(host))
-            snprintf(g->nodes[i].host, sizeof g->nodes[i].host, "%s", host);
+    if (!out || fb__sup_run_capture(argv, out, cap, -1, 10000) != 0) {
+        free(out);
+        return -1;
     }
+    len = strlen(out);
+    while (fb__slurm_next_line(out, len, &pos, line, sizeof line)) {
+        fb__slurm_node_info n;
+        int i = fb__slurm_node_parse(line, &n) ? -1 : node_index(g, n.name);
+        if (i < 0)
+            continue;
+        if (n.addr[0])
+            memcpy(g->nodes[i].addr, n.addr, sizeof n.addr);
+        if (n.host[0])
+            memcpy(g->nodes[i].host, n.host, sizeof n.host);
+        memcpy(g->nodes[i].state, n.state, sizeof n.state);
+    }
+    free(out);
+    return 0;
+}
+
+/* Which of the allocation's nodes Slurm still counts in the job (`squeue
+ * -h -j J -o %N`, expanded by `scontrol show hostnames`): in[i] = 1.  0,
+ * or -1 when it could not say (in unchanged). */
+static int nodes_in_job(struct fb__sup_slurm *g, unsigned char *in)
+{
+    char list[8192], *out = malloc(1 << 18), line[FB__SLURM_LINE_MAX];
+    char *q[] = {"squeue", "-h", "-j", g->job_id, "-o", "%N", NULL};
+    if (!out || fb__sup_run_capture(q, list, sizeof list, -1, 10000) != 0) {
+        free(out);
+        return -1;
+    }
+    list[strcspn(list, "\n")] = '\0';
+    char *h[] = {"scontrol", "show", "hostnames", list, NULL};
+    if (!list[0] || fb__sup_run_capture(h, out, 1 << 18, -1, 10000) != 0) {
+        free(out);
+        return -1;
+    }
+    memset(in, 0, (size_t)g->nnodes);
+    size_t len = strlen(out), pos = 0;
+    while (fb__slurm_next_line(out, len, &pos, line, sizeof line)) {
+        int i = node_index(g, line);
+        if (i >= 0)
+            in[i] = 1;
+    }
+    free(out);
+    return 0;
+}
+
+/* The nodes of this attempt that Slurm says are down, or has taken out of
+ * the job (it does so with a node that failed, under --no-kill): how many,
+ * at most max in idx, each with Slurm's word for it in g->nodes[].state;
+ * -1 when Slurm could not be asked. */
+static int nodes_gone(fb__sup *s, int *idx, int max)
+{
+    struct fb__sup_slurm *g = s->slurm;
+    unsigned char in[MAX_NODES];
+    int have_states = load_nodes(g) == 0, have_job = nodes_in_job(g, in) == 0;
+    if (!have_states && !have_job)
+        return -1;
+    int n = 0;
+    for (int k = 0; k < g->ncur && n < max; k++) {
+        snode *d = &g->nodes[g->cur[k]];
+        if (have_job && !in[g->cur[k]]) {
+            char word[sizeof d->state];
+            snprintf(word, sizeof word, "out of job %.20s", g->job_id);
+            memcpy(d->state, word, sizeof word);
+            idx[n++] = g->cur[k];
+        } else if (have_states && fb__slurm_state_down(d->state)) {
+            idx[n++] = g->cur[k];
+        }
+    }
+    return n;
 }
 
 static void drain_node(fb__sup *s, int i, const char *why)
@@ -415,7 +474,7 @@ int fb__sup_slurm_init(fb__sup *s)
         snprintf(g->nodes[g->nnodes].name, FB__FBW1_NODE_MAX, "%s", line);
         g->nnodes++;
     }
-    load_addrs(g);
+    (void)load_nodes(g);
     g->ppn = o->nproc_per_node;
     g->need = o->nnodes > 0 ? o->nnodes : g->nnodes - o->spare_nodes;
     if (g->need < 1 || g->need + o->spare_nodes > g->nnodes) {
@@ -1456,20 +1515,18 @@ static int vanished_wait(fb__sup *s, uint64_t now)
 static int srun_first_end(const struct fb__sup_slurm *g, int *task, char *what,
                           size_t size)
 {
-    char *text = NULL;
-    size_t len = 0;
+    char *text = NULL, line[FB__SLURM_LINE_MAX];
+    size_t len = 0, pos = 0;
     if (fb__read_file(g->srun_log, 1 << 20, &text, &len))
         return -1;
     int found = -1;
-    for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
-        char node[FB__FBW1_NODE_MAX], rest[200];
-        int t;
-        if (sscanf(line, "srun: error: %63[^:]: task %d: %199[^\n]", node, &t, rest) == 3 &&
-            strstr(rest, "Terminated") == NULL) {
-            *task = t;
-            snprintf(what, size, "%s", rest);
+    while (found < 0 && fb__slurm_next_line(text, len, &pos, line, sizeof line)) {
+        fb__srun_line l;
+        fb__srun_line_parse(line, &l);
+        if (l.kind == FB__SRUN_TASK_END && !strstr(l.what, "Terminated")) {
+            *task = l.task;
+            snprintf(what, size, "%s", l.what);
             found = 0;
-            break;
         }
     }
     free(text);
@@ -1478,29 +1535,46 @@ static int srun_first_end(const struct fb__sup_slurm *g, int *task, char *what,
 
 /* The node of this attempt (its index) on which srun could not launch
  * the tasks, "srun: error: Task launch for StepId=J.S failed on node
- * NODE: WHY", with WHY; -1 when none. */
-static int srun_launch_failed(fb__sup *s, char *why, size_t size)
+ * NODE: WHY", with WHY; -1 when none.  When srun was refused the step
+ * outright ("Unable to create step for job J: WHY", which names no node:
+ * Slurm has marked a node of the attempt down, and taken it out of the
+ * job), the first node of this attempt that Slurm says is down or out of
+ * the job, the others in *also (at most also_max), with srun's WHY. */
+static int srun_launch_failed(fb__sup *s, char *why, size_t size, int *also, int also_max,
+                              int *nalso)
 {
     struct fb__sup_slurm *g = s->slurm;
-    char *text = NULL;
-    size_t len = 0;
+    char *text = NULL, line[FB__SLURM_LINE_MAX], refused[FB__SLURM_WHAT_MAX] = "";
+    size_t len = 0, pos = 0;
+    *nalso = 0;
     if (fb__read_file(g->srun_log, 1 << 20, &text, &len))
         return -1;
     int found = -1;
-    for (char *line = strtok(text, "\n"); line && found < 0; line = strtok(NULL, "\n")) {
-        const char *p = strstr(line, " failed on node ");
-        char node[FB__FBW1_NODE_MAX], rest[200] = "";
-        if (!strstr(line, "Task launch for ") || !p ||
-            sscanf(p + 16, "%63[^:]: %199[^\n]", node, rest) < 1)
+    while (found < 0 && fb__slurm_next_line(text, len, &pos, line, sizeof line)) {
+        fb__srun_line l;
+        fb__srun_line_parse(line, &l);
+        if (l.kind == FB__SRUN_STEP_REFUSED && !refused[0])
+            snprintf(refused, sizeof refused, "%s", l.what[0] ? l.what : "no reason given");
+        if (l.kind != FB__SRUN_LAUNCH_FAILED)
             continue;
-        int i = node_index(g, node);
+        int i = node_index(g, l.node);
         for (int k = 0; i >= 0 && k < g->ncur; k++)
             if (g->cur[k] == i) {
                 found = i;
-                snprintf(why, size, "%s", rest[0] ? rest : "no reason given");
+                snprintf(why, size, "%s", l.what[0] ? l.what : "no reason given");
             }
     }
     free(text);
+    if (found < 0 && refused[0]) {
+        int down[MAX_NODES], n = nodes_gone(s, down, MAX_NODES);
+        if (n > 0) {
+            found = down[0];
+            for (int k = 1; k < n && *nalso < also_max; k++)
+                also[(*nalso)++] = down[k];
+            snprintf(why, size, "srun was refused the step: %s; Slurm says %s",
+                     refused, g->nodes[found].state);
+        }
+    }
     return found;
 }
 
@@ -1678,16 +1752,18 @@ void fb__sup_slurm_on_failure(fb__sup *s)
      * this attempt (the node was killed since the last failure, Slurm
      * not knowing yet): that node is lost, not the job's fault; the next
      * attempt takes a spare instead of failing there again. */
-    char lwhy[200];
+    char lwhy[400];
+    int also[MAX_NODES], nalso = 0;
     int li = f->rank < 0 && f->kind != FB__SUP_FAIL_NODE_FAILURE && !s->o->mpirun
-           ? srun_launch_failed(s, lwhy, sizeof lwhy) : -1;
+           ? srun_launch_failed(s, lwhy, sizeof lwhy, also, MAX_NODES, &nalso) : -1;
     if (li >= 0) {
         f->kind = FB__SUP_FAIL_NODE_FAILURE;
         f->has_exit_code = 0;
         f->signal = 0;
         f->occurred_ns = f->detected_ns;
         g->lost = li;
-        g->nalso_lost = 0;
+        g->nalso_lost = nalso;
+        memcpy(g->also_lost, also, (size_t)nalso * sizeof also[0]);
         snprintf(f->detail, sizeof f->detail, "node %s lost: srun could not launch "
                  "its tasks (%s)", g->nodes[li].name, lwhy);
     }
@@ -1695,7 +1771,10 @@ void fb__sup_slurm_on_failure(fb__sup *s)
         /* A lost node is left out; it is taken back only by a passing
          * health check at a later launch (recheck_lost), never without. */
         char why[256];
-        if (li >= 0)
+        if (li >= 0 && !strncmp(lwhy, "srun was refused", 16))
+            snprintf(why, sizeof why, "firebreak: node lost (Slurm says %s)",
+                     g->nodes[li].state);
+        else if (li >= 0)
             snprintf(why, sizeof why, "firebreak: node lost (srun could not "
                      "launch tasks there)");
         else

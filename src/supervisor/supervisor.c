@@ -332,6 +332,12 @@ static void mpirun_failure(fb__sup *s, const fb__shim_msg *m)
     fb__sup_judge_end(&e, &v);
     if (v.how == FB__SUP_END_OK)
         return;
+    /* the launcher's name and log: srun's under --launcher slurm (which
+     * also keeps mpirun's output there with --mpirun) */
+    const char *prog = s->slurm && !s->o->mpirun ? "srun" : "mpirun";
+    char log[64] = "logs/mpirun.log";
+    if (s->slurm)
+        snprintf(log, sizeof log, "logs/slurm-attempt-%d/srun.log", s->attempt);
     fb__sup_failure *f = &s->fail;
     memset(f, 0, sizeof *f);
     f->set = 1;
@@ -343,11 +349,11 @@ static void mpirun_failure(fb__sup *s, const fb__shim_msg *m)
     snprintf(f->phase, sizeof f->phase, "%s", s->attempt_ready_ns ? "train" : "init");
     if (v.how == FB__SUP_END_LAUNCH) {
         f->launch_error = 1;
-        snprintf(f->detail, sizeof f->detail, "cannot start mpirun: %s",
+        snprintf(f->detail, sizeof f->detail, "cannot start %s: %s", prog,
                  strerror(m->exec_errno));
     } else if (v.how == FB__SUP_END_SIGNAL) {
         f->signal = v.signal;
-        snprintf(f->detail, sizeof f->detail, "mpirun killed by signal %d",
+        snprintf(f->detail, sizeof f->detail, "%s killed by signal %d", prog,
                  f->signal);
     } else {
         /* exit code, or a status that is neither (judged "vanished") */
@@ -355,8 +361,8 @@ static void mpirun_failure(fb__sup *s, const fb__shim_msg *m)
         f->has_exit_code = 1;
         f->exit_code = WEXITSTATUS(m->wstatus);
         snprintf(f->detail, sizeof f->detail,
-                 "mpirun exited with code %d (no rank identified; see "
-                 "logs/mpirun.log)", f->exit_code);
+                 "%s exited with code %d (no rank identified; see %s)", prog,
+                 f->exit_code, log);
     }
 }
 

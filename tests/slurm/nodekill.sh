@@ -17,6 +17,13 @@
 # and the restart's srun cannot launch there: that attempt's failure is
 # node3's node_failure (not an error exit of no rank, which relaunched
 # onto node3 until the restarts ran out), and the next runs on node4.
+# Then the same, with Slurm knowing: node3 is killed and marked DOWN
+# during the pause (as slurmctld does once its SlurmdTimeout passes), so
+# the restart's srun is refused the step outright ("Unable to create step
+# for job J: ..."), a message that names no node: the supervisor asks
+# scontrol, finds node3 down, and that is node3's node_failure (it used to
+# be an error exit of no rank, relaunched onto node3 until the restarts
+# ran out).
 [ "${FB_TEST_HOOKS:-ON}" = ON ] ||
     { echo "skipped: built without the supervisor's test hooks (FB_TEST_HOOKS)"; exit 77; }
 source "$(dirname "$0")/lib.sh"
@@ -58,22 +65,42 @@ case "$(node_reason node3)" in "firebreak: node lost"*) ;; *) fail "drain reason
 same_hashes "$r" 3 $STEPS
 ok "rank 2 vanished and node3's watcher fell silent: node_failure on node3, drained, resumed on node4"
 
-recluster between
-r=$T/r-between
-FIREBREAK_TEST_PAUSE_BETWEEN_ATTEMPTS_MS=4000 salloc -Q -N4 --no-kill "$FB" run --launcher slurm \
-    --nnodes 3 --spare-nodes 1 --node-timeout $NODE_TIMEOUT --run-dir "$r" --json --max-restarts 3 \
-    --inject 'kill:rank=2,step=30,attempt=0' \
-    -- "$TOY" --steps $STEPS --sleep-ms 40 --ckpt-every 10 >b.json 2>b.err &
-apid=$!
-for _ in $(seq 1 300); do grep -q "test hook: pausing" b.err && break; sleep 0.1; done
-grep -q "test hook: pausing" b.err || fail "between: no pause after the crash ($(tail -5 b.err))"
-"$SRC/scripts/slurm-cluster.sh" fail "$CL" node3 kill
-wait $apid || fail "between: run exited $? ($(tail -5 b.err))"
-[ "$(json_field b.json '["completed"]')" = True ] || fail "between: not completed"
-j=$r/journal.sqlite
-rows=$(sqlite3 "$j" "select a.number, i.kind, ifnull(i.rank, '-'), ifnull(i.node, '-') from incident i
-    join attempt a on a.id = i.attempt_id order by i.id" | tr '\n' ' ')
-[ "$rows" = "0|crash|2|node3 1|node_failure|-|node3 " ] || fail "between: incidents: $rows"
-grep -q "attempt 2 on node1,node2,node4 (0 spares)" b.err || fail "between: restart nodes: $(grep attempt b.err)"
-same_hashes "$r" 3 $STEPS
+# Rank 2 crashes at step 30 (injected); node3 is killed in the pause
+# before the restart, and with `down` also set DOWN in Slurm.  The run
+# must complete: attempt 1's failure is node3's node_failure and attempt 2
+# runs on node4 with the fault-free hashes.  Leaves $r and $j.
+killed_between() { # NAME [down]
+    local n=$1
+    recluster "$n"
+    r=$T/r-$n
+    FIREBREAK_TEST_PAUSE_BETWEEN_ATTEMPTS_MS=4000 salloc -Q -N4 --no-kill "$FB" run --launcher slurm \
+        --nnodes 3 --spare-nodes 1 --node-timeout $NODE_TIMEOUT --run-dir "$r" --json --max-restarts 3 \
+        --inject 'kill:rank=2,step=30,attempt=0' \
+        -- "$TOY" --steps $STEPS --sleep-ms 40 --ckpt-every 10 >"$n.json" 2>"$n.err" &
+    apid=$!
+    for _ in $(seq 1 300); do grep -q "test hook: pausing" "$n.err" && break; sleep 0.1; done
+    grep -q "test hook: pausing" "$n.err" || fail "$n: no pause after the crash ($(tail -5 "$n.err"))"
+    "$SRC/scripts/slurm-cluster.sh" fail "$CL" node3 kill
+    if [ "${2:-}" = down ]; then
+        scontrol update NodeName=node3 State=DOWN Reason="test: killed" || fail "$n: scontrol update"
+    fi
+    wait $apid || fail "$n: run exited $? ($(tail -5 "$n.err"))"
+    [ "$(json_field "$n.json" '["completed"]')" = True ] || fail "$n: not completed"
+    j=$r/journal.sqlite
+    rows=$(sqlite3 "$j" "select a.number, i.kind, ifnull(i.rank, '-'), ifnull(i.node, '-') from incident i
+        join attempt a on a.id = i.attempt_id order by i.id" | tr '\n' ' ')
+    [ "$rows" = "0|crash|2|node3 1|node_failure|-|node3 " ] \
+        || fail "$n: incidents: $rows ($(grep -i 'srun\|lost' "$n.err" | tail -5))"
+    grep -q "attempt 2 on node1,node2,node4 (0 spares)" "$n.err" \
+        || fail "$n: restart nodes: $(grep attempt "$n.err")"
+    same_hashes "$r" 3 $STEPS
+}
+
+killed_between between
 ok "node3 killed between two attempts: the launch that failed there is node3's node_failure; resumed on node4"
+
+killed_between down down
+detail=$(sqlite3 "$j" "select detail from incident where kind = 'node_failure'")
+echo "$detail" | grep -Eq "srun was refused the step: .*; Slurm says (DOWN|out of job)" \
+    || fail "down: detail: $detail"
+ok "node3 killed and marked DOWN between two attempts: srun refused the step; node3's node_failure ($detail); resumed on node4"
