@@ -421,9 +421,7 @@ struct fb__repl_pool {
     uint64_t step;          /* the newest step received ... */
     uint64_t *sizes;        /* ... and the sizes of its shards, for refill */
     size_t nsizes, sizes_cap;
-    uint64_t cap_bytes;     /* fb__repl_pool_cap; 0: none */
-    uint64_t (*held)(void *ctx);
-    void *held_ctx;
+    fb__repl_cap budget;    /* fb__repl_pool_cap; reserve NULL: none */
     void (*on_arrival)(void *ctx); /* fb__repl_pool_on_arrival */
     void *arrival_ctx;
 };
@@ -434,32 +432,52 @@ void fb__repl_pool_on_arrival(fb__repl_pool *p, void (*fn)(void *ctx), void *ctx
     p->arrival_ctx = ctx;
 }
 
-void fb__repl_pool_cap(fb__repl_pool *p, uint64_t cap, uint64_t (*held)(void *ctx),
-                       void *ctx)
+void fb__repl_pool_cap(fb__repl_pool *p, const fb__repl_cap *cap)
 {
-    p->cap_bytes = held ? cap : 0;
-    p->held = held;
-    p->held_ctx = ctx;
+    if (cap && cap->reserve && cap->release)
+        p->budget = *cap;
+    else
+        memset(&p->budget, 0, sizeof p->budget);
 }
 
-/* Whether grow more bytes fit under the pool's cap. */
-static int pool_room(const fb__repl_pool *p, uint64_t grow)
+/* Reserve grow bytes under the pool's cap: 1 when granted (or nothing to
+ * reserve), 0 when they do not fit; room (may be NULL) what was seen. */
+static int pool_reserve(const fb__repl_pool *p, uint64_t grow, fb__repl_room *room)
 {
-    if (!p || !p->cap_bytes || !grow)
-        return 1;
-    uint64_t now = p->held(p->held_ctx);
-    return now <= p->cap_bytes && grow <= p->cap_bytes - now;
+    fb__repl_room seen = {0};
+    int ok = !p || !p->budget.reserve || !grow ||
+             p->budget.reserve(p->budget.ctx, grow, &seen);
+    if (room)
+        *room = seen;
+    return ok;
+}
+
+/* What pool_reserve granted is allocated now, or will not be. */
+static void pool_release(const fb__repl_pool *p, uint64_t grow)
+{
+    if (p && p->budget.reserve && grow)
+        p->budget.release(p->budget.ctx, grow);
+}
+
+/* The memory a file of bytes takes on tmpfs: whole pages. */
+static uint64_t page_bytes(uint64_t bytes)
+{
+    long page = sysconf(_SC_PAGESIZE);
+    if (page <= 0)
+        page = 4096;
+    return (bytes + (uint64_t)page - 1) / (uint64_t)page * (uint64_t)page;
 }
 
 /* The bytes a shard of `bytes` adds to the node's memory: none when the
- * pool has a file at least as large, else what the largest lacks. */
+ * pool has a file at least as large, else what the largest lacks, in
+ * whole pages (as the node's memory counts them). */
 static uint64_t pool_growth(const fb__repl_pool *p, uint64_t bytes)
 {
     uint64_t largest = 0;
     for (size_t i = 0; p && i < p->n; i++)
         if (p->files[i].bytes > largest)
             largest = p->files[i].bytes;
-    return largest >= bytes ? 0 : bytes - largest;
+    return largest >= bytes ? 0 : page_bytes(bytes) - page_bytes(largest);
 }
 
 static void pool_file_drop(pool_file *f, int remove)
@@ -648,21 +666,32 @@ int fb__repl_pool_recycle(fb__repl_pool *p, const char *dir, uint64_t step,
     return rc ? rc : got;
 }
 
+/* One file of bytes more in the pool, allocated now: 0, or -errno. */
+static int pool_grow(fb__repl_pool *p, uint64_t bytes, char *why, size_t why_size)
+{
+    char path[PATH_MAX];
+    int rc = pool_name(p, path, sizeof path, why, why_size);
+    if (rc)
+        return rc;
+    int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0) {
+        rc = -errno;
+        fb__ckpt_say(why, why_size, "create %s: %s", path, strerror(-rc));
+        return rc;
+    }
+    return pool_add(p, fd, path, bytes, why, why_size);
+}
+
 int fb__repl_pool_refill(fb__repl_pool *p, char *why, size_t why_size)
 {
     int made = 0;
-    for (size_t i = p->n; i < p->nsizes && pool_room(p, p->sizes[i]); i++) {
-        char path[PATH_MAX];
-        int rc = pool_name(p, path, sizeof path, why, why_size);
+    for (size_t i = p->n; i < p->nsizes; i++) {
+        uint64_t grow = page_bytes(p->sizes[i]);
+        if (!pool_reserve(p, grow, NULL))
+            break;
+        int rc = pool_grow(p, p->sizes[i], why, why_size);
+        pool_release(p, grow); /* allocated (the node counts it), or not */
         if (rc)
-            return rc;
-        int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
-        if (fd < 0) {
-            rc = -errno;
-            fb__ckpt_say(why, why_size, "create %s: %s", path, strerror(-rc));
-            return rc;
-        }
-        if ((rc = pool_add(p, fd, path, p->sizes[i], why, why_size)))
             return rc;
         made++;
     }
@@ -843,6 +872,25 @@ static int serve(int fd, const char *dir, uint64_t max_bytes, fb__repl_pool *poo
                  unsigned flags, release_list *rl, fb__repl_stats *st, char *why,
                  size_t why_size);
 
+/* A step's directory is removed when a shard of it is refused or
+ * rejected and it is empty; another connection bringing a shard of the
+ * same step at once (a node receives from several senders) may have
+ * made it just before, and finds it gone when it creates or renames its
+ * shard there: it makes it again, up to this many times. */
+#define STEP_DIR_AGAIN 3
+
+/* rename(from, to), to in step directory sdir: 0 or -errno. */
+static int rename_into(const char *sdir, const char *from, const char *to)
+{
+    for (int again = 0;; again++) {
+        if (!rename(from, to))
+            return 0;
+        if (errno != ENOENT || again == STEP_DIR_AGAIN ||
+            (mkdir(sdir, 0700) && errno != EEXIST))
+            return -errno;
+    }
+}
+
 int fb__repl_serve_pool(int fd, const char *dir, uint64_t max_bytes,
                         fb__repl_pool *pool, unsigned flags, fb__repl_stats *st,
                         char *why, size_t why_size)
@@ -900,9 +948,11 @@ static int serve(int fd, const char *dir, uint64_t max_bytes, fb__repl_pool *poo
         int in_step = 0;
         pool_file f;
         int status, release = 0; /* f committed: released later */
-        int room = pool_room(pool, pool_growth(pool, h.bytes));
+        uint64_t grow = pool_growth(pool, h.bytes);
+        fb__repl_room room;
+        int fits = pool_reserve(pool, grow, &room);
         stage_end(FB__REPL_RX_PREP);
-        if (!room) {
+        if (!fits) {
             /* No room under the node's cap: refused whole, the stream kept
              * in step, the sender told why. */
             rmdir(sdir); /* only when empty */
@@ -913,15 +963,19 @@ static int serve(int fd, const char *dir, uint64_t max_bytes, fb__repl_pool *poo
             if (st)
                 st->refused++;
             fprintf(stderr, "firebreak: replica of step %llu rank %u refused: %llu "
-                    "bytes do not fit under the node's cap of %llu (%llu held)\n",
-                    (unsigned long long)h.step, h.rank, (unsigned long long)h.bytes,
-                    (unsigned long long)pool->cap_bytes,
-                    (unsigned long long)pool->held(pool->held_ctx));
+                    "bytes do not fit under the node's cap of %llu (%llu held, %llu "
+                    "reserved for shards arriving)\n", (unsigned long long)h.step,
+                    h.rank, (unsigned long long)h.bytes, (unsigned long long)room.cap,
+                    (unsigned long long)room.held, (unsigned long long)room.reserved);
             status = -ENOSPC;
             stage_end(FB__REPL_RX_DATA);
             goto answer;
         }
         status = shard_file(pool, tmp, h.bytes, &f, err, sizeof err);
+        for (int again = 0; status == -ENOENT && again < STEP_DIR_AGAIN; again++)
+            if (!mkdir(sdir, 0700) || errno == EEXIST) /* see rename_into */
+                status = shard_file(pool, tmp, h.bytes, &f, err, sizeof err);
+        pool_release(pool, grow); /* allocated (the node counts it), or not */
         stage_end(FB__REPL_RX_TAKE);
         if (status) {
             rmdir(sdir);
@@ -936,8 +990,8 @@ static int serve(int fd, const char *dir, uint64_t max_bytes, fb__repl_pool *poo
             fb__ckpt_say(why, why_size, "fbr1: %s", err);
             return status; /* the stream is no longer in step */
         }
-        if (!status && rename(f.path, dst))
-            status = -errno;
+        if (!status)
+            status = rename_into(sdir, f.path, dst);
         stage_end(FB__REPL_RX_RENAME);
         if (!status) {
             release = 1;

@@ -303,6 +303,12 @@ struct fb__peer {
     int64_t sent[FB__PEER_COPIES_MAX][PEER_SENT_KEPT];
     int nsent[FB__PEER_COPIES_MAX];
     int rank0, nranks;
+    /* The node's cap (--memory-ckpt-max; 0: none), shared by every slot's
+     * pool (cap_reserve): */
+    uint64_t cap;
+    pthread_mutex_t cap_mu;
+    uint64_t reserved;              /* granted, not yet allocated; cap_mu */
+    uint64_t settled;               /* reservations released; cap_mu      */
     int quiet_gone;                 /* FIREBREAK_WATCH_DEBUG unset        */
     pthread_t rx, scrub, teller;
     int rx_up, scrub_up, teller_up;
@@ -368,6 +374,67 @@ static void wake_scrub(void *arg)
     sem_post(&p->scrub_due);
 }
 
+/*
+ * The node's cap, one reservation for every slot (fb__repl_cap): a pool's
+ * growth is granted only when what the node holds (node_held), what other
+ * slots were granted and have not allocated yet, and the growth fit in
+ * the cap, checked and reserved in one critical section, so two slots
+ * never both take the last room.  The walk of the node's directory is
+ * costly: it runs outside the lock, and counts only if no reservation
+ * was settled meanwhile (a file allocated during the walk may be missed
+ * by it, and is no longer reserved); else the node is walked again, the
+ * last time under the lock.  A file being allocated may be counted twice
+ * meanwhile (walked and reserved): a shard may then be refused that
+ * would have fit, never the reverse.
+ */
+#define CAP_WALKS_UNLOCKED 2
+
+static int cap_reserve(void *arg, uint64_t bytes, fb__repl_room *room)
+{
+    fb__peer *p = arg;
+    uint64_t held;
+    pthread_mutex_lock(&p->cap_mu);
+    for (int walk = 0;; walk++) {
+        uint64_t settled = p->settled;
+        if (walk == CAP_WALKS_UNLOCKED) {
+            held = node_held(p->mem_dir); /* no reservation settles meanwhile */
+            break;
+        }
+        pthread_mutex_unlock(&p->cap_mu);
+        held = node_held(p->mem_dir);
+        pthread_mutex_lock(&p->cap_mu);
+        if (p->settled == settled)
+            break;
+    }
+    room->cap = p->cap;
+    room->held = held;
+    room->reserved = p->reserved;
+    int ok = held <= p->cap && p->reserved <= p->cap - held &&
+             bytes <= p->cap - held - p->reserved;
+    if (ok)
+        p->reserved += bytes;
+    pthread_mutex_unlock(&p->cap_mu);
+#ifdef FB_TEST_HOOKS
+    /* test hook: a slow allocation (test_peer.c): time between a granted
+     * reservation and its file, when other slots check the cap */
+    const char *slow = getenv("FIREBREAK_TEST_PEER_CAP_DELAY_MS");
+    if (ok && slow && atoi(slow) > 0)
+        usleep((useconds_t)atoi(slow) * 1000);
+#endif
+    return ok;
+}
+
+/* A granted reservation's file is allocated (node_held counts it), or
+ * will not be. */
+static void cap_release(void *arg, uint64_t bytes)
+{
+    fb__peer *p = arg;
+    pthread_mutex_lock(&p->cap_mu);
+    p->reserved -= bytes <= p->reserved ? bytes : p->reserved;
+    p->settled++;
+    pthread_mutex_unlock(&p->cap_mu);
+}
+
 /* The receive pool of slot i (replicate.h): each step's files are
  * allocated while the slot waits for its next connection, not while a
  * sender waits for them.  NULL when it could not be made (said): shards
@@ -388,8 +455,12 @@ static fb__repl_pool *slot_pool(fb__peer *p, int i, char *parent, size_t size)
     /* The node's cap covers what it holds for the run, copies received
      * and every slot's pool files included: a copy that would not fit is
      * refused (the sender's node keeps its own; the supervisor counts no
-     * peer copy of it). */
-    fb__repl_pool_cap(pool, node_cap(), node_held, p->mem_dir);
+     * peer copy of it).  One reservation for all slots: with several
+     * senders at once the node never passes its cap. */
+    if (p->cap) {
+        fb__repl_cap cap = {.reserve = cap_reserve, .release = cap_release, .ctx = p};
+        fb__repl_pool_cap(pool, &cap);
+    }
     fb__repl_pool_on_arrival(pool, wake_scrub, p);
     return pool;
 }
@@ -672,6 +743,8 @@ int fb__peer_start(fb__peer **out, const fb__peer_opts *o)
     if (!p)
         return -ENOMEM;
     pthread_mutex_init(&p->mu, NULL);
+    pthread_mutex_init(&p->cap_mu, NULL);
+    p->cap = node_cap();
     pthread_cond_init(&p->cv, NULL);
     pthread_cond_init(&p->slot_cv, NULL);
     sem_init(&p->scrub_due, 0, 1); /* a first pass, for what came before */
@@ -787,6 +860,7 @@ void fb__peer_stop(fb__peer *p)
     if (p->lfd >= 0)
         close(p->lfd);
     pthread_mutex_destroy(&p->mu);
+    pthread_mutex_destroy(&p->cap_mu);
     pthread_cond_destroy(&p->cv);
     sem_destroy(&p->scrub_due);
     sem_destroy(&p->held_due);
