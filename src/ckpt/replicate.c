@@ -140,36 +140,100 @@ int fb__repl_header_decode(const unsigned char *buf, size_t len,
     return 0;
 }
 
-/* Read exactly n bytes: 0, 1 at EOF before any byte, or -errno (-EPIPE:
- * EOF inside). */
-static int read_full(int fd, void *buf, size_t n)
+/*
+ * The sender's stall rule (fb__repl_send_step_within): the connection is
+ * given up once no byte moved on it for ms.  The socket is non-blocking
+ * meanwhile and each wait is a poll up to that deadline, which every
+ * byte moved pushes back.  A blocking socket's SO_SNDTIMEO is not that
+ * rule: a call that moved some bytes and then waited the whole limit
+ * returns them, and the next waits the limit again, so a peer that
+ * stopped reading held the sender two or three times the limit.
+ */
+typedef struct progress {
+    int ms;                 /* 0: no rule, the socket blocks as it is */
+    uint64_t last_ns;       /* when a byte last moved */
+} progress;
+
+static void moved(progress *pg)
 {
-    size_t got = 0;
-    while (got < n) {
-        ssize_t r = read(fd, (char *)buf + got, n - got);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r < 0)
-            return -errno;
-        if (r == 0)
-            return got ? -EPIPE : 1;
-        got += (size_t)r;
-    }
-    return 0;
+    if (pg->ms)
+        pg->last_ns = fb__now_ns();
 }
 
-static int write_full(int fd, const void *buf, size_t n)
+/* Wait until fd is ready for events (POLLIN, POLLOUT) before the stall
+ * deadline: 0, or -ETIMEDOUT. */
+static int wait_moving(int fd, short events, progress *pg)
+{
+    for (;;) {
+        uint64_t now = fb__now_ns(), end = pg->last_ns + (uint64_t)pg->ms * 1000000ull;
+        if (now >= end)
+            return -ETIMEDOUT;
+        struct pollfd pfd = {.fd = fd, .events = events};
+        int left_ms = (int)((end - now + 999999) / 1000000);
+        int r = poll(&pfd, 1, left_ms);
+        if (r > 0)
+            return 0; /* ready, or an error the next call returns */
+        if (r < 0 && errno != EINTR)
+            return -errno;
+    }
+}
+
+/* Write exactly n bytes: 0 or -errno; under the stall rule (pg->ms) on a
+ * non-blocking fd, -ETIMEDOUT when none moved for its limit. */
+static int send_full(int fd, const void *buf, size_t n, progress *pg)
 {
     size_t off = 0;
     while (off < n) {
         ssize_t r = write(fd, (const char *)buf + off, n - off);
         if (r < 0 && errno == EINTR)
             continue;
+        if (r < 0 && errno == EAGAIN && pg->ms) {
+            int rc = wait_moving(fd, POLLOUT, pg);
+            if (rc)
+                return rc;
+            continue;
+        }
         if (r < 0)
             return -errno;
         off += (size_t)r;
+        moved(pg);
     }
     return 0;
+}
+
+/* Read exactly n bytes: 0, 1 at EOF before any byte, or -errno (-EPIPE:
+ * EOF inside); under the stall rule, as send_full. */
+static int recv_full(int fd, void *buf, size_t n, progress *pg)
+{
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = read(fd, (char *)buf + got, n - got);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0 && errno == EAGAIN && pg->ms) {
+            int rc = wait_moving(fd, POLLIN, pg);
+            if (rc)
+                return rc;
+            continue;
+        }
+        if (r < 0)
+            return -errno;
+        if (r == 0)
+            return got ? -EPIPE : 1;
+        got += (size_t)r;
+        moved(pg);
+    }
+    return 0;
+}
+
+static int read_full(int fd, void *buf, size_t n)
+{
+    return recv_full(fd, buf, n, &(progress){0});
+}
+
+static int write_full(int fd, const void *buf, size_t n)
+{
+    return send_full(fd, buf, n, &(progress){0});
 }
 
 #define RECV_CHUNK (1u << 20) /* handed to the hasher in these */
@@ -1190,8 +1254,8 @@ int fb__repl_scrub(const char *dir, int (*stop)(void *), void *stop_arg,
     return rc;
 }
 
-static int send_shard(int fd, const char *dir, uint64_t step, int rank, char *why,
-                      size_t why_size)
+static int send_shard(int fd, const char *dir, uint64_t step, int rank, progress *pg,
+                      char *why, size_t why_size)
 {
     char path[PATH_MAX];
     stage_begin();
@@ -1217,18 +1281,24 @@ static int send_shard(int fd, const char *dir, uint64_t step, int rank, char *wh
     unsigned char hb[FB__REPL_HEADER_BYTES];
     fb__repl_header_encode(&h, hb);
     stage_end(FB__REPL_TX_OPEN);
-    rc = write_full(fd, hb, sizeof hb);
+    rc = send_full(fd, hb, sizeof hb, pg);
     stage_end(FB__REPL_TX_HEADER);
     off_t off = 0;
     while (!rc && off < stt.st_size) {
         ssize_t r = sendfile(fd, in, &off, (size_t)(stt.st_size - off));
         if (r < 0 && errno == EINTR)
             continue;
-        if (r <= 0)
+        if (r < 0 && errno == EAGAIN && pg->ms)
+            rc = wait_moving(fd, POLLOUT, pg);
+        else if (r <= 0)
             rc = r < 0 ? -errno : -EIO; /* the file shrank under us */
+        else
+            moved(pg);
     }
     stage_end(FB__REPL_TX_DATA);
-    if (rc)
+    if (rc == -ETIMEDOUT && pg->ms)
+        fb__ckpt_say(why, why_size, "sending %s: no byte moved for %d ms", path, pg->ms);
+    else if (rc)
         fb__ckpt_say(why, why_size, "sending %s: %s", path, strerror(-rc));
     close(in);
     stage_end(FB__REPL_TX_CLOSE);
@@ -1240,19 +1310,46 @@ static int send_shard(int fd, const char *dir, uint64_t step, int rank, char *wh
 int fb__repl_send_step(int fd, const char *dir, uint64_t step, int rank0,
                        int nranks, char *why, size_t why_size)
 {
+    return fb__repl_send_step_within(fd, dir, step, rank0, nranks, 0, why, why_size);
+}
+
+static int send_step(int fd, const char *dir, uint64_t step, int rank0, int nranks,
+                     progress *pg, char *why, size_t why_size);
+
+int fb__repl_send_step_within(int fd, const char *dir, uint64_t step, int rank0,
+                              int nranks, int stall_ms, char *why, size_t why_size)
+{
+    progress pg = {.ms = stall_ms > 0 ? stall_ms : 0, .last_ns = fb__now_ns()};
+    int flags = pg.ms ? fcntl(fd, F_GETFL) : -1;
+    if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK))
+        pg.ms = 0; /* not a descriptor it can poll: as it blocks */
+    int rc = send_step(fd, dir, step, rank0, nranks, &pg, why, why_size);
+    if (pg.ms)
+        (void)fcntl(fd, F_SETFL, flags);
+    return rc;
+}
+
+static int send_step(int fd, const char *dir, uint64_t step, int rank0, int nranks,
+                     progress *pg, char *why, size_t why_size)
+{
     /* A shard's short tail and the next 24-byte header go out at once,
      * not held back by Nagle.  Not a TCP socket: nothing to set. */
     int one = 1;
     (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     int rc = 0;
     for (int r = rank0; r < rank0 + nranks && !rc; r++)
-        rc = send_shard(fd, dir, step, r, why, why_size);
+        rc = send_shard(fd, dir, step, r, pg, why, why_size);
     if (rc)
         return rc;
     stage_begin();
     for (int r = rank0; r < rank0 + nranks; r++) {
         unsigned char ack[4];
-        int e = read_full(fd, ack, sizeof ack);
+        int e = recv_full(fd, ack, sizeof ack, pg);
+        if (e == -ETIMEDOUT && pg->ms) {
+            fb__ckpt_say(why, why_size, "waiting for the peer's answer on rank %d: "
+                         "no byte moved for %d ms", r, pg->ms);
+            return e;
+        }
         if (e) {
             e = e > 0 ? -EPIPE : e;
             fb__ckpt_say(why, why_size, "waiting for the peer's answer on rank %d: "

@@ -185,6 +185,19 @@ int fb__repl_send_step(int fd, const char *dir, uint64_t step, int rank0,
                        int nranks, char *why, size_t why_size);
 
 /*
+ * fb__repl_send_step under a stall rule: the send fails with -ETIMEDOUT
+ * (why saying "no byte moved for N ms") once no byte moved on fd for
+ * stall_ms: none taken by the socket while sending, none read while
+ * waiting for the answers.  A live receiver takes bytes every few ms; one
+ * that stopped reading (hung, SIGSTOPped: its kernel still takes the
+ * connection) fills the socket's buffers and then takes none.  fd is
+ * made non-blocking for the call and restored after.  stall_ms 0: as
+ * fb__repl_send_step (the socket's own timeouts apply).
+ */
+int fb__repl_send_step_within(int fd, const char *dir, uint64_t step, int rank0,
+                              int nranks, int stall_ms, char *why, size_t why_size);
+
+/*
  * Where the time of a transfer goes, stage by stage (bench_repl --stages,
  * docs/checkpoint.md): off unless a thread asks.  fb__repl_times_record(t)
  * makes this thread's later fb__repl_send_step and fb__repl_serve_pool

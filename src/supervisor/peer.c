@@ -67,16 +67,47 @@
 #include "supervisor/watcher.h"
 
 #define PEER_SHARD_MAX_DEFAULT (256ull << 30) /* without --memory-ckpt-max */
-#define PEER_IO_TIMEOUT_S 60                  /* a stalled connection      */
+#define PEER_STALL_S 10                       /* no byte moved: stalled    */
 #define PEER_REPORTED_MAX 64
 
 /* ---- sockets ---- */
 
-static void io_timeout(int fd, int seconds)
+/* How long a connection may move no byte before it is given up:
+ * PEER_STALL_S (shorter under a test hook).  A live receiver takes bytes
+ * every few ms, and a live sender sends a step's shards back to back;
+ * the longest a live end waits is its peer allocating a shard's file
+ * when its pool has none as large (0.5-0.7 ms a MiB: 10 s is a shard of
+ * about 14 GiB, allocated while the sender waits). */
+static int stall_ms(void)
 {
-    struct timeval tv = {.tv_sec = seconds};
+#ifdef FB_TEST_HOOKS
+    /* test hook: a short stall limit (test_peer.c) */
+    const char *v = getenv("FIREBREAK_TEST_PEER_STALL_MS");
+    if (v && atoi(v) > 0)
+        return atoi(v);
+#endif
+    return PEER_STALL_S * 1000;
+}
+
+/* The stall rule on a connection: it fails once no byte moved on it for
+ * stall_ms().  The sender applies it itself (fb__repl_send_step_within:
+ * SO_SNDTIMEO returns a partial write after the limit and waits the limit
+ * again on the next call, so a peer that stopped reading held a sender
+ * two or three times the limit).  The receiver reads: SO_RCVTIMEO is the
+ * rule there, a read returning as soon as one byte came, else failing
+ * (EAGAIN) after the limit; SO_SNDTIMEO bounds its 4-byte answers. */
+static void io_timeout(int fd)
+{
+    int ms = stall_ms();
+    struct timeval tv = {.tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000};
     (void)setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     (void)setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+}
+
+/* Whether rc, from a connection under the stall rule, is its limit. */
+static int stalled(int rc)
+{
+    return rc == -EAGAIN || rc == -EWOULDBLOCK || rc == -ETIMEDOUT;
 }
 
 static int listen_on(int port)
@@ -138,7 +169,7 @@ static int connect_once(const char *addr, int port)
             continue;
         if (!connect(fd, p->ai_addr, p->ai_addrlen)) {
             freeaddrinfo(ai);
-            io_timeout(fd, PEER_IO_TIMEOUT_S);
+            io_timeout(fd);
             return fd;
         }
         rc = -errno;
@@ -489,12 +520,16 @@ static void *slot_main(void *arg)
         while (hang && !strcmp(hang, p->node) && !p->stopping)
             usleep(10000);
 #endif
-        io_timeout(c, PEER_IO_TIMEOUT_S);
+        io_timeout(c);
         fb__repl_stats st = {0};
         char why[1024] = "";
         int rc = fb__repl_serve_pool(c, p->peer_dir, max, pool, FB__REPL_DEFER_VERIFY,
                                      &st, why, sizeof why);
-        if (rc && !p->stopping)
+        if (rc && !p->stopping && stalled(rc))
+            fprintf(stderr, "firebreak watch: peer copy into %s: the sender stalled, no "
+                    "byte moved for %g s: connection given up (%s)\n", p->peer_dir,
+                    stall_ms() / 1000.0, why);
+        else if (rc && !p->stopping)
             fprintf(stderr, "firebreak watch: peer copy into %s: %s\n", p->peer_dir, why);
         if (st.shards)
             sem_post(&p->scrub_due);
@@ -669,8 +704,8 @@ static int send_to(tx *t, int64_t step)
         if (p->stopping)
             shutdown(fd, SHUT_RDWR); /* fb__peer_stop came first: not held */
         pthread_mutex_unlock(&p->mu);
-        rc = fb__repl_send_step(fd, p->mem_dir, (uint64_t)step, p->rank0, p->nranks,
-                                why, sizeof why);
+        rc = fb__repl_send_step_within(fd, p->mem_dir, (uint64_t)step, p->rank0,
+                                       p->nranks, stall_ms(), why, sizeof why);
         pthread_mutex_lock(&p->mu);
         t->fd = -1;
         pthread_mutex_unlock(&p->mu);
@@ -680,7 +715,11 @@ static int send_to(tx *t, int64_t step)
                  fb_strerror(fd));
     }
     if (rc && !p->stopping) {
-        if (!dropped_meanwhile(p, t->lane, step, rc))
+        if (fd >= 0 && stalled(rc))
+            fprintf(stderr, "firebreak watch: peer copy of step %lld to %s: the peer "
+                    "stalled, no byte moved for %g s: copy given up (%s)\n",
+                    (long long)step, to, stall_ms() / 1000.0, why);
+        else if (!dropped_meanwhile(p, t->lane, step, rc))
             fprintf(stderr, "firebreak watch: peer copy of step %lld to %s: %s\n",
                     (long long)step, to, why);
         else if (!p->quiet_gone)
@@ -974,7 +1013,7 @@ static void *fetch_rx_main(void *arg)
         int c = accept4(x->lfd, NULL, NULL, SOCK_CLOEXEC);
         if (c < 0)
             continue;
-        io_timeout(c, PEER_IO_TIMEOUT_S);
+        io_timeout(c);
         fb__repl_stats st = {0};
         char why[1024] = "";
         if (fb__repl_serve(c, x->peer_dir, max, &st, why, sizeof why))
@@ -1006,8 +1045,9 @@ static int fetch_send(const fetch_entry *v, int n, const char *me, const char *m
             done[j] = 1;
             char why[1024] = "";
             int rc = fd < 0 ? fd
-                   : fb__repl_send_step(fd, v[j].peer ? peer_dir : mem_dir,
-                                        (uint64_t)step, v[j].rank, 1, why, sizeof why);
+                   : fb__repl_send_step_within(fd, v[j].peer ? peer_dir : mem_dir,
+                                               (uint64_t)step, v[j].rank, 1, stall_ms(),
+                                               why, sizeof why);
             if (rc) {
                 fprintf(stderr, "firebreak watch: rank %d's shard of step %lld to %s: "
                         "%s\n", v[j].rank, step, v[j].dst, fd < 0 ? fb_strerror(fd) : why);

@@ -22,6 +22,9 @@
  *   - under --memory-ckpt-max, 8 senders at once never take the node past
  *     its cap (one reservation for all the receiver's slots); those
  *     refused are answered -ENOSPC;
+ *   - a peer that takes the connection and never reads it: the copy is
+ *     given up once no byte moved for the stall limit, and said; a
+ *     sender that stops writing, the same at the receiver;
  * And the choice of each node's peers (fb__peer_ring, fb__peer_place: K
  * of them, by failure domain).
  * Both "nodes" share this host's /dev/shm/fb.<job>.mem, which is what the
@@ -712,6 +715,105 @@ static void cap_several_senders(void)
 #endif
 }
 
+/* The first line of path containing want, waiting up to ms for it; 1 if
+ * found (line filled). */
+static int wait_line(const char *path, const char *want, int ms, char *line, size_t size)
+{
+    for (int i = 0; i <= ms / 10; i++) {
+        FILE *f = fopen(path, "r");
+        int found = 0;
+        while (f && !found && fgets(line, (int)size, f))
+            found = strstr(line, want) != NULL;
+        if (f)
+            fclose(f);
+        if (found)
+            return 1;
+        usleep(10000);
+    }
+    line[0] = '\0';
+    return 0;
+}
+
+/*
+ * A peer that takes the connection and stops reading (a hung or
+ * SIGSTOPped watcher: the kernel still completes the connection, nobody
+ * reads it): the sender's copy fails once no byte moved for the stall
+ * limit, said naming the peer and the seconds, not after the 60 s the
+ * socket's I/O limit used to be.  And the other way, a sender that stops
+ * writing inside a header: the receiver gives its slot up by the same
+ * rule, and says so.  The limit is 1 s here (FIREBREAK_TEST_PEER_STALL_MS,
+ * FB_TEST_HOOKS builds; PEER_STALL_S is 10 s); the shard (16 MiB) is
+ * larger than what the sockets' buffers take in, so the sender stalls
+ * inside sendfile.
+ */
+static void stalled_peer(void)
+{
+#ifdef FB_TEST_HOOKS
+    char src[4200], srcjob[80], path[] = "/tmp/fb-peer-stall.XXXXXX", line[2048];
+    snprintf(srcjob, sizeof srcjob, "%sbig", job);
+    CHECK_RC(fb__ckpt_mem_dir_path(src, sizeof src, srcjob), 0);
+    CHECK(mkdir(src, 0700) == 0);
+    save_range(src, 30, 30, 4 << 20);
+    int port = free_port(), lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    CHECK(lfd >= 0 && bind(lfd, (struct sockaddr *)&a, sizeof a) == 0 &&
+          listen(lfd, 4) == 0);
+    int fd = mkstemp(path), saved = dup(2);
+    CHECK(fd >= 0 && saved >= 0);
+    if (fd < 0 || saved < 0 || lfd < 0)
+        return;
+    fflush(stderr);
+    dup2(fd, 2);
+    setenv("FIREBREAK_TEST_PEER_STALL_MS", "1000", 1);
+    /* The sender: node "a" copies its step 30 to the stalled peer. */
+    fb__peer_opts o = {.mem_dir = src, .node = "a", .port = port, .to = "127.0.0.1",
+                       .world = 2, .rank0 = 0, .nranks = 1, .emit = collect};
+    fb__peer *snd = NULL, *rcv = NULL;
+    int rc = fb__peer_start(&snd, &o);
+    uint64_t t0 = fb__now_ns();
+    if (snd)
+        fb__peer_offer(snd, 30, 1);
+    int tx = wait_line(path, "peer copy of step 30 to 127.0.0.1", 8000, line, sizeof line);
+    double tx_s = (double)(fb__now_ns() - t0) / 1e9;
+    char tx_line[2048];
+    snprintf(tx_line, sizeof tx_line, "%s", line);
+    /* The receiver: node2 takes a connection that stops inside a header. */
+    int rport = free_port();
+    fb__peer_opts ro = {.mem_dir = mem, .node = "node2", .port = rport, .world = 2,
+                        .rank0 = 0, .nranks = 2, .emit = collect};
+    int rc2 = fb__peer_start(&rcv, &ro);
+    int c = rcv ? connect_port(rport) : -1;
+    t0 = fb__now_ns();
+    int rx = c >= 0 && write(c, "FBR1\0\0\0\0\0\0", 10) == 10 &&
+             wait_line(path, "the sender stalled", 8000, line, sizeof line);
+    double rx_s = (double)(fb__now_ns() - t0) / 1e9;
+    if (c >= 0)
+        close(c);
+    fb__peer_stop(rcv);
+    fb__peer_stop(snd);
+    unsetenv("FIREBREAK_TEST_PEER_STALL_MS");
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    close(fd);
+    close(lfd);
+    CHECK_RC(rc, 0);
+    CHECK_RC(rc2, 0);
+    CHECKF(tx && strstr(tx_line, "stalled, no byte moved for 1 s") && tx_s >= 0.9 &&
+           tx_s < 4.0, "sender: after %.2f s: '%s'", tx_s, tx_line);
+    CHECKF(rx && strstr(line, "no byte moved for 1 s") && rx_s >= 0.9 && rx_s < 4.0,
+           "receiver: after %.2f s: '%s'", rx_s, line);
+    if (failures) {
+        char cmd[128];
+        snprintf(cmd, sizeof cmd, "cat %s >&2", path);
+        (void)system(cmd);
+    }
+    unlink(path);
+    fb__ckpt_mem_dir_remove(src);
+#endif
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
@@ -731,6 +833,7 @@ int main(void)
     dropped_quiet();
     scrub_starved();
     cap_several_senders();
+    stalled_peer();
     fb__ckpt_mem_dir_remove(mem);
     return failures != 0;
 }
