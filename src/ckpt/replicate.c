@@ -178,6 +178,18 @@ static int wait_moving(int fd, short events, progress *pg)
     }
 }
 
+/* After a call on fd failed (errno): 1 to call again (interrupted, or
+ * ready again under the stall rule), else -errno or -ETIMEDOUT. */
+static int try_again(int fd, short events, progress *pg)
+{
+    if (errno == EINTR)
+        return 1;
+    if (errno != EAGAIN || !pg->ms)
+        return -errno;
+    int rc = wait_moving(fd, events, pg);
+    return rc ? rc : 1;
+}
+
 /* Write exactly n bytes: 0 or -errno; under the stall rule (pg->ms) on a
  * non-blocking fd, -ETIMEDOUT when none moved for its limit. */
 static int send_full(int fd, const void *buf, size_t n, progress *pg)
@@ -185,16 +197,11 @@ static int send_full(int fd, const void *buf, size_t n, progress *pg)
     size_t off = 0;
     while (off < n) {
         ssize_t r = write(fd, (const char *)buf + off, n - off);
-        if (r < 0 && errno == EINTR)
+        int again = r < 0 ? try_again(fd, POLLOUT, pg) : 0;
+        if (again < 0)
+            return again;
+        if (again)
             continue;
-        if (r < 0 && errno == EAGAIN && pg->ms) {
-            int rc = wait_moving(fd, POLLOUT, pg);
-            if (rc)
-                return rc;
-            continue;
-        }
-        if (r < 0)
-            return -errno;
         off += (size_t)r;
         moved(pg);
     }
@@ -208,16 +215,11 @@ static int recv_full(int fd, void *buf, size_t n, progress *pg)
     size_t got = 0;
     while (got < n) {
         ssize_t r = read(fd, (char *)buf + got, n - got);
-        if (r < 0 && errno == EINTR)
+        int again = r < 0 ? try_again(fd, POLLIN, pg) : 0;
+        if (again < 0)
+            return again;
+        if (again)
             continue;
-        if (r < 0 && errno == EAGAIN && pg->ms) {
-            int rc = wait_moving(fd, POLLIN, pg);
-            if (rc)
-                return rc;
-            continue;
-        }
-        if (r < 0)
-            return -errno;
         if (r == 0)
             return got ? -EPIPE : 1;
         got += (size_t)r;
@@ -1286,12 +1288,11 @@ static int send_shard(int fd, const char *dir, uint64_t step, int rank, progress
     off_t off = 0;
     while (!rc && off < stt.st_size) {
         ssize_t r = sendfile(fd, in, &off, (size_t)(stt.st_size - off));
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r < 0 && errno == EAGAIN && pg->ms)
-            rc = wait_moving(fd, POLLOUT, pg);
-        else if (r <= 0)
-            rc = r < 0 ? -errno : -EIO; /* the file shrank under us */
+        int again = r < 0 ? try_again(fd, POLLOUT, pg) : 0;
+        if (again)
+            rc = again < 0 ? again : 0;
+        else if (r == 0)
+            rc = -EIO; /* the file shrank under us */
         else
             moved(pg);
     }
