@@ -151,8 +151,15 @@ int fb__repl_header_decode(const unsigned char *buf, size_t len,
  */
 typedef struct progress {
     int ms;                 /* 0: no rule, the socket blocks as it is */
+    uint64_t grace_ms;      /* added while a shard goes (ALLOC_GRACE_MIB) */
     uint64_t last_ns;       /* when a byte last moved */
 } progress;
+
+/* A receiver with no file ready for a shard allocates its pages before it
+ * reads any of it (0.5-0.7 ms a MiB here): while a shard goes, the limit
+ * is longer by 1 ms for each MiB of it, so a live receiver allocating a
+ * large shard is not taken for a stalled one. */
+#define ALLOC_GRACE_MIB 1
 
 static void moved(progress *pg)
 {
@@ -165,7 +172,8 @@ static void moved(progress *pg)
 static int wait_moving(int fd, short events, progress *pg)
 {
     for (;;) {
-        uint64_t now = fb__now_ns(), end = pg->last_ns + (uint64_t)pg->ms * 1000000ull;
+        uint64_t now = fb__now_ns();
+        uint64_t end = pg->last_ns + ((uint64_t)pg->ms + pg->grace_ms) * 1000000ull;
         if (now >= end)
             return -ETIMEDOUT;
         struct pollfd pfd = {.fd = fd, .events = events};
@@ -1283,6 +1291,7 @@ static int send_shard(int fd, const char *dir, uint64_t step, int rank, progress
     unsigned char hb[FB__REPL_HEADER_BYTES];
     fb__repl_header_encode(&h, hb);
     stage_end(FB__REPL_TX_OPEN);
+    pg->grace_ms = h.bytes / (1u << 20) * ALLOC_GRACE_MIB;
     rc = send_full(fd, hb, sizeof hb, pg);
     stage_end(FB__REPL_TX_HEADER);
     off_t off = 0;
@@ -1298,9 +1307,11 @@ static int send_shard(int fd, const char *dir, uint64_t step, int rank, progress
     }
     stage_end(FB__REPL_TX_DATA);
     if (rc == -ETIMEDOUT && pg->ms)
-        fb__ckpt_say(why, why_size, "sending %s: no byte moved for %d ms", path, pg->ms);
+        fb__ckpt_say(why, why_size, "sending %s: no byte moved for %llu ms", path,
+                     (unsigned long long)(pg->ms + pg->grace_ms));
     else if (rc)
         fb__ckpt_say(why, why_size, "sending %s: %s", path, strerror(-rc));
+    pg->grace_ms = 0;
     close(in);
     stage_end(FB__REPL_TX_CLOSE);
     if (times)

@@ -190,8 +190,11 @@ int fb__repl_send_step(int fd, const char *dir, uint64_t step, int rank0,
  * stall_ms: none taken by the socket while sending, none read while
  * waiting for the answers.  A live receiver takes bytes every few ms; one
  * that stopped reading (hung, SIGSTOPped: its kernel still takes the
- * connection) fills the socket's buffers and then takes none.  fd is
- * made non-blocking for the call and restored after.  stall_ms 0: as
+ * connection) fills the socket's buffers and then takes none.  While a
+ * shard goes the limit is longer by 1 ms a MiB of it, the time a
+ * receiver with no file ready takes to allocate it before it reads
+ * (0.5-0.7 ms a MiB).  fd is made non-blocking for the call and restored
+ * after.  stall_ms 0: as
  * fb__repl_send_step (the socket's own timeouts apply).
  */
 int fb__repl_send_step_within(int fd, const char *dir, uint64_t step, int rank0,

@@ -76,8 +76,8 @@
  * PEER_STALL_S (shorter under a test hook).  A live receiver takes bytes
  * every few ms, and a live sender sends a step's shards back to back;
  * the longest a live end waits is its peer allocating a shard's file
- * when its pool has none as large (0.5-0.7 ms a MiB: 10 s is a shard of
- * about 14 GiB, allocated while the sender waits). */
+ * when its pool has none as large (0.5-0.7 ms a MiB), which the sender
+ * allows on top, 1 ms a MiB of the shard (fb__repl_send_step_within). */
 static int stall_ms(void)
 {
 #ifdef FB_TEST_HOOKS
