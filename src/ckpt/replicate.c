@@ -140,36 +140,110 @@ int fb__repl_header_decode(const unsigned char *buf, size_t len,
     return 0;
 }
 
-/* Read exactly n bytes: 0, 1 at EOF before any byte, or -errno (-EPIPE:
- * EOF inside). */
-static int read_full(int fd, void *buf, size_t n)
+/*
+ * The sender's stall rule (fb__repl_send_step_within): the connection is
+ * given up once no byte moved on it for ms.  The socket is non-blocking
+ * meanwhile and each wait is a poll up to that deadline, which every
+ * byte moved pushes back.  A blocking socket's SO_SNDTIMEO is not that
+ * rule: a call that moved some bytes and then waited the whole limit
+ * returns them, and the next waits the limit again, so a peer that
+ * stopped reading held the sender two or three times the limit.
+ */
+typedef struct progress {
+    int ms;                 /* 0: no rule, the socket blocks as it is */
+    uint64_t grace_ms;      /* added while a shard goes (ALLOC_GRACE_MIB) */
+    uint64_t last_ns;       /* when a byte last moved */
+} progress;
+
+/* A receiver with no file ready for a shard allocates its pages before it
+ * reads any of it (0.5-0.7 ms a MiB here): while a shard goes, the limit
+ * is longer by 1 ms for each MiB of it, so a live receiver allocating a
+ * large shard is not taken for a stalled one. */
+#define ALLOC_GRACE_MIB 1
+
+static void moved(progress *pg)
 {
-    size_t got = 0;
-    while (got < n) {
-        ssize_t r = read(fd, (char *)buf + got, n - got);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r < 0)
-            return -errno;
-        if (r == 0)
-            return got ? -EPIPE : 1;
-        got += (size_t)r;
-    }
-    return 0;
+    if (pg->ms)
+        pg->last_ns = fb__now_ns();
 }
 
-static int write_full(int fd, const void *buf, size_t n)
+/* Wait until fd is ready for events (POLLIN, POLLOUT) before the stall
+ * deadline: 0, or -ETIMEDOUT. */
+static int wait_moving(int fd, short events, progress *pg)
+{
+    for (;;) {
+        uint64_t now = fb__now_ns();
+        uint64_t end = pg->last_ns + ((uint64_t)pg->ms + pg->grace_ms) * 1000000ull;
+        if (now >= end)
+            return -ETIMEDOUT;
+        struct pollfd pfd = {.fd = fd, .events = events};
+        int left_ms = (int)((end - now + 999999) / 1000000);
+        int r = poll(&pfd, 1, left_ms);
+        if (r > 0)
+            return 0; /* ready, or an error the next call returns */
+        if (r < 0 && errno != EINTR)
+            return -errno;
+    }
+}
+
+/* After a call on fd failed (errno): 1 to call again (interrupted, or
+ * ready again under the stall rule), else -errno or -ETIMEDOUT. */
+static int try_again(int fd, short events, progress *pg)
+{
+    if (errno == EINTR)
+        return 1;
+    if (errno != EAGAIN || !pg->ms)
+        return -errno;
+    int rc = wait_moving(fd, events, pg);
+    return rc ? rc : 1;
+}
+
+/* Write exactly n bytes: 0 or -errno; under the stall rule (pg->ms) on a
+ * non-blocking fd, -ETIMEDOUT when none moved for its limit. */
+static int send_full(int fd, const void *buf, size_t n, progress *pg)
 {
     size_t off = 0;
     while (off < n) {
         ssize_t r = write(fd, (const char *)buf + off, n - off);
-        if (r < 0 && errno == EINTR)
+        int again = r < 0 ? try_again(fd, POLLOUT, pg) : 0;
+        if (again < 0)
+            return again;
+        if (again)
             continue;
-        if (r < 0)
-            return -errno;
         off += (size_t)r;
+        moved(pg);
     }
     return 0;
+}
+
+/* Read exactly n bytes: 0, 1 at EOF before any byte, or -errno (-EPIPE:
+ * EOF inside); under the stall rule, as send_full. */
+static int recv_full(int fd, void *buf, size_t n, progress *pg)
+{
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = read(fd, (char *)buf + got, n - got);
+        int again = r < 0 ? try_again(fd, POLLIN, pg) : 0;
+        if (again < 0)
+            return again;
+        if (again)
+            continue;
+        if (r == 0)
+            return got ? -EPIPE : 1;
+        got += (size_t)r;
+        moved(pg);
+    }
+    return 0;
+}
+
+static int read_full(int fd, void *buf, size_t n)
+{
+    return recv_full(fd, buf, n, &(progress){0});
+}
+
+static int write_full(int fd, const void *buf, size_t n)
+{
+    return send_full(fd, buf, n, &(progress){0});
 }
 
 #define RECV_CHUNK (1u << 20) /* handed to the hasher in these */
@@ -421,9 +495,7 @@ struct fb__repl_pool {
     uint64_t step;          /* the newest step received ... */
     uint64_t *sizes;        /* ... and the sizes of its shards, for refill */
     size_t nsizes, sizes_cap;
-    uint64_t cap_bytes;     /* fb__repl_pool_cap; 0: none */
-    uint64_t (*held)(void *ctx);
-    void *held_ctx;
+    fb__repl_cap budget;    /* fb__repl_pool_cap; reserve NULL: none */
     void (*on_arrival)(void *ctx); /* fb__repl_pool_on_arrival */
     void *arrival_ctx;
 };
@@ -434,32 +506,52 @@ void fb__repl_pool_on_arrival(fb__repl_pool *p, void (*fn)(void *ctx), void *ctx
     p->arrival_ctx = ctx;
 }
 
-void fb__repl_pool_cap(fb__repl_pool *p, uint64_t cap, uint64_t (*held)(void *ctx),
-                       void *ctx)
+void fb__repl_pool_cap(fb__repl_pool *p, const fb__repl_cap *cap)
 {
-    p->cap_bytes = held ? cap : 0;
-    p->held = held;
-    p->held_ctx = ctx;
+    if (cap && cap->reserve && cap->release)
+        p->budget = *cap;
+    else
+        memset(&p->budget, 0, sizeof p->budget);
 }
 
-/* Whether grow more bytes fit under the pool's cap. */
-static int pool_room(const fb__repl_pool *p, uint64_t grow)
+/* Reserve grow bytes under the pool's cap: 1 when granted (or nothing to
+ * reserve), 0 when they do not fit; room (may be NULL) what was seen. */
+static int pool_reserve(const fb__repl_pool *p, uint64_t grow, fb__repl_room *room)
 {
-    if (!p || !p->cap_bytes || !grow)
-        return 1;
-    uint64_t now = p->held(p->held_ctx);
-    return now <= p->cap_bytes && grow <= p->cap_bytes - now;
+    fb__repl_room seen = {0};
+    int ok = !p || !p->budget.reserve || !grow ||
+             p->budget.reserve(p->budget.ctx, grow, &seen);
+    if (room)
+        *room = seen;
+    return ok;
+}
+
+/* What pool_reserve granted is allocated now, or will not be. */
+static void pool_release(const fb__repl_pool *p, uint64_t grow)
+{
+    if (p && p->budget.reserve && grow)
+        p->budget.release(p->budget.ctx, grow);
+}
+
+/* The memory a file of bytes takes on tmpfs: whole pages. */
+static uint64_t page_bytes(uint64_t bytes)
+{
+    long page = sysconf(_SC_PAGESIZE);
+    if (page <= 0)
+        page = 4096;
+    return (bytes + (uint64_t)page - 1) / (uint64_t)page * (uint64_t)page;
 }
 
 /* The bytes a shard of `bytes` adds to the node's memory: none when the
- * pool has a file at least as large, else what the largest lacks. */
+ * pool has a file at least as large, else what the largest lacks, in
+ * whole pages (as the node's memory counts them). */
 static uint64_t pool_growth(const fb__repl_pool *p, uint64_t bytes)
 {
     uint64_t largest = 0;
     for (size_t i = 0; p && i < p->n; i++)
         if (p->files[i].bytes > largest)
             largest = p->files[i].bytes;
-    return largest >= bytes ? 0 : bytes - largest;
+    return largest >= bytes ? 0 : page_bytes(bytes) - page_bytes(largest);
 }
 
 static void pool_file_drop(pool_file *f, int remove)
@@ -648,21 +740,32 @@ int fb__repl_pool_recycle(fb__repl_pool *p, const char *dir, uint64_t step,
     return rc ? rc : got;
 }
 
+/* One file of bytes more in the pool, allocated now: 0, or -errno. */
+static int pool_grow(fb__repl_pool *p, uint64_t bytes, char *why, size_t why_size)
+{
+    char path[PATH_MAX];
+    int rc = pool_name(p, path, sizeof path, why, why_size);
+    if (rc)
+        return rc;
+    int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0) {
+        rc = -errno;
+        fb__ckpt_say(why, why_size, "create %s: %s", path, strerror(-rc));
+        return rc;
+    }
+    return pool_add(p, fd, path, bytes, why, why_size);
+}
+
 int fb__repl_pool_refill(fb__repl_pool *p, char *why, size_t why_size)
 {
     int made = 0;
-    for (size_t i = p->n; i < p->nsizes && pool_room(p, p->sizes[i]); i++) {
-        char path[PATH_MAX];
-        int rc = pool_name(p, path, sizeof path, why, why_size);
+    for (size_t i = p->n; i < p->nsizes; i++) {
+        uint64_t grow = page_bytes(p->sizes[i]);
+        if (!pool_reserve(p, grow, NULL))
+            break;
+        int rc = pool_grow(p, p->sizes[i], why, why_size);
+        pool_release(p, grow); /* allocated (the node counts it), or not */
         if (rc)
-            return rc;
-        int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
-        if (fd < 0) {
-            rc = -errno;
-            fb__ckpt_say(why, why_size, "create %s: %s", path, strerror(-rc));
-            return rc;
-        }
-        if ((rc = pool_add(p, fd, path, p->sizes[i], why, why_size)))
             return rc;
         made++;
     }
@@ -843,6 +946,25 @@ static int serve(int fd, const char *dir, uint64_t max_bytes, fb__repl_pool *poo
                  unsigned flags, release_list *rl, fb__repl_stats *st, char *why,
                  size_t why_size);
 
+/* A step's directory is removed when a shard of it is refused or
+ * rejected and it is empty; another connection bringing a shard of the
+ * same step at once (a node receives from several senders) may have
+ * made it just before, and finds it gone when it creates or renames its
+ * shard there: it makes it again, up to this many times. */
+#define STEP_DIR_AGAIN 3
+
+/* rename(from, to), to in step directory sdir: 0 or -errno. */
+static int rename_into(const char *sdir, const char *from, const char *to)
+{
+    for (int again = 0;; again++) {
+        if (!rename(from, to))
+            return 0;
+        if (errno != ENOENT || again == STEP_DIR_AGAIN ||
+            (mkdir(sdir, 0700) && errno != EEXIST))
+            return -errno;
+    }
+}
+
 int fb__repl_serve_pool(int fd, const char *dir, uint64_t max_bytes,
                         fb__repl_pool *pool, unsigned flags, fb__repl_stats *st,
                         char *why, size_t why_size)
@@ -900,9 +1022,11 @@ static int serve(int fd, const char *dir, uint64_t max_bytes, fb__repl_pool *poo
         int in_step = 0;
         pool_file f;
         int status, release = 0; /* f committed: released later */
-        int room = pool_room(pool, pool_growth(pool, h.bytes));
+        uint64_t grow = pool_growth(pool, h.bytes);
+        fb__repl_room room;
+        int fits = pool_reserve(pool, grow, &room);
         stage_end(FB__REPL_RX_PREP);
-        if (!room) {
+        if (!fits) {
             /* No room under the node's cap: refused whole, the stream kept
              * in step, the sender told why. */
             rmdir(sdir); /* only when empty */
@@ -913,15 +1037,19 @@ static int serve(int fd, const char *dir, uint64_t max_bytes, fb__repl_pool *poo
             if (st)
                 st->refused++;
             fprintf(stderr, "firebreak: replica of step %llu rank %u refused: %llu "
-                    "bytes do not fit under the node's cap of %llu (%llu held)\n",
-                    (unsigned long long)h.step, h.rank, (unsigned long long)h.bytes,
-                    (unsigned long long)pool->cap_bytes,
-                    (unsigned long long)pool->held(pool->held_ctx));
+                    "bytes do not fit under the node's cap of %llu (%llu held, %llu "
+                    "reserved for shards arriving)\n", (unsigned long long)h.step,
+                    h.rank, (unsigned long long)h.bytes, (unsigned long long)room.cap,
+                    (unsigned long long)room.held, (unsigned long long)room.reserved);
             status = -ENOSPC;
             stage_end(FB__REPL_RX_DATA);
             goto answer;
         }
         status = shard_file(pool, tmp, h.bytes, &f, err, sizeof err);
+        for (int again = 0; status == -ENOENT && again < STEP_DIR_AGAIN; again++)
+            if (!mkdir(sdir, 0700) || errno == EEXIST) /* see rename_into */
+                status = shard_file(pool, tmp, h.bytes, &f, err, sizeof err);
+        pool_release(pool, grow); /* allocated (the node counts it), or not */
         stage_end(FB__REPL_RX_TAKE);
         if (status) {
             rmdir(sdir);
@@ -936,8 +1064,8 @@ static int serve(int fd, const char *dir, uint64_t max_bytes, fb__repl_pool *poo
             fb__ckpt_say(why, why_size, "fbr1: %s", err);
             return status; /* the stream is no longer in step */
         }
-        if (!status && rename(f.path, dst))
-            status = -errno;
+        if (!status)
+            status = rename_into(sdir, f.path, dst);
         stage_end(FB__REPL_RX_RENAME);
         if (!status) {
             release = 1;
@@ -1136,8 +1264,8 @@ int fb__repl_scrub(const char *dir, int (*stop)(void *), void *stop_arg,
     return rc;
 }
 
-static int send_shard(int fd, const char *dir, uint64_t step, int rank, char *why,
-                      size_t why_size)
+static int send_shard(int fd, const char *dir, uint64_t step, int rank, progress *pg,
+                      char *why, size_t why_size)
 {
     char path[PATH_MAX];
     stage_begin();
@@ -1163,19 +1291,27 @@ static int send_shard(int fd, const char *dir, uint64_t step, int rank, char *wh
     unsigned char hb[FB__REPL_HEADER_BYTES];
     fb__repl_header_encode(&h, hb);
     stage_end(FB__REPL_TX_OPEN);
-    rc = write_full(fd, hb, sizeof hb);
+    pg->grace_ms = h.bytes / (1u << 20) * ALLOC_GRACE_MIB;
+    rc = send_full(fd, hb, sizeof hb, pg);
     stage_end(FB__REPL_TX_HEADER);
     off_t off = 0;
     while (!rc && off < stt.st_size) {
         ssize_t r = sendfile(fd, in, &off, (size_t)(stt.st_size - off));
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            rc = r < 0 ? -errno : -EIO; /* the file shrank under us */
+        int again = r < 0 ? try_again(fd, POLLOUT, pg) : 0;
+        if (again)
+            rc = again < 0 ? again : 0;
+        else if (r == 0)
+            rc = -EIO; /* the file shrank under us */
+        else
+            moved(pg);
     }
     stage_end(FB__REPL_TX_DATA);
-    if (rc)
+    if (rc == -ETIMEDOUT && pg->ms)
+        fb__ckpt_say(why, why_size, "sending %s: no byte moved for %llu ms", path,
+                     (unsigned long long)(pg->ms + pg->grace_ms));
+    else if (rc)
         fb__ckpt_say(why, why_size, "sending %s: %s", path, strerror(-rc));
+    pg->grace_ms = 0;
     close(in);
     stage_end(FB__REPL_TX_CLOSE);
     if (times)
@@ -1186,19 +1322,46 @@ static int send_shard(int fd, const char *dir, uint64_t step, int rank, char *wh
 int fb__repl_send_step(int fd, const char *dir, uint64_t step, int rank0,
                        int nranks, char *why, size_t why_size)
 {
+    return fb__repl_send_step_within(fd, dir, step, rank0, nranks, 0, why, why_size);
+}
+
+static int send_step(int fd, const char *dir, uint64_t step, int rank0, int nranks,
+                     progress *pg, char *why, size_t why_size);
+
+int fb__repl_send_step_within(int fd, const char *dir, uint64_t step, int rank0,
+                              int nranks, int stall_ms, char *why, size_t why_size)
+{
+    progress pg = {.ms = stall_ms > 0 ? stall_ms : 0, .last_ns = fb__now_ns()};
+    int flags = pg.ms ? fcntl(fd, F_GETFL) : -1;
+    if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK))
+        pg.ms = 0; /* not a descriptor it can poll: as it blocks */
+    int rc = send_step(fd, dir, step, rank0, nranks, &pg, why, why_size);
+    if (pg.ms)
+        (void)fcntl(fd, F_SETFL, flags);
+    return rc;
+}
+
+static int send_step(int fd, const char *dir, uint64_t step, int rank0, int nranks,
+                     progress *pg, char *why, size_t why_size)
+{
     /* A shard's short tail and the next 24-byte header go out at once,
      * not held back by Nagle.  Not a TCP socket: nothing to set. */
     int one = 1;
     (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     int rc = 0;
     for (int r = rank0; r < rank0 + nranks && !rc; r++)
-        rc = send_shard(fd, dir, step, r, why, why_size);
+        rc = send_shard(fd, dir, step, r, pg, why, why_size);
     if (rc)
         return rc;
     stage_begin();
     for (int r = rank0; r < rank0 + nranks; r++) {
         unsigned char ack[4];
-        int e = read_full(fd, ack, sizeof ack);
+        int e = recv_full(fd, ack, sizeof ack, pg);
+        if (e == -ETIMEDOUT && pg->ms) {
+            fb__ckpt_say(why, why_size, "waiting for the peer's answer on rank %d: "
+                         "no byte moved for %d ms", r, pg->ms);
+            return e;
+        }
         if (e) {
             e = e > 0 ? -EPIPE : e;
             fb__ckpt_say(why, why_size, "waiting for the peer's answer on rank %d: "

@@ -83,7 +83,8 @@ int fb__repl_serve(int fd, const char *dir, uint64_t max_bytes,
  * plus 4 files.  Its files are tmpfs memory beside the tier's steps:
  * recycling only moves an evicted step's pages, a refill adds about one
  * step; fb__repl_pool_cap holds them, and the shards received, within the
- * node's cap.  One thread at a time; not shared between processes.
+ * node's cap, exactly, however many pools receive at once.  One thread at
+ * a time; not shared between processes.
  */
 typedef struct fb__repl_pool fb__repl_pool;
 
@@ -136,16 +137,34 @@ int fb__repl_pool_recycle(fb__repl_pool *pool, const char *dir, uint64_t step,
 int fb__repl_pool_refill(fb__repl_pool *pool, char *why, size_t why_size);
 
 /*
- * Hold what the node keeps for the run to cap bytes (--memory-ckpt-max):
- * held(ctx) says how many bytes the node holds now (its own steps, peer
- * copies and the pool's files alike).  A shard that would add memory
- * (no pool file as large) is received only when held + the growth fits
- * in cap; one that does not is refused: its bytes are read and dropped,
- * it is answered -ENOSPC and the connection goes on.  Refill allocates
- * only what fits.  cap 0 or held NULL: no cap (the default).
+ * Hold what the node keeps for the run to its cap (--memory-ckpt-max).
+ * The node's receiver may serve several senders at once, a pool each, so
+ * the cap is kept by the caller, shared by its pools, as a reservation:
+ * before a pool adds memory (a shard with no pool file as large, a
+ * refill's file) it asks reserve(ctx, bytes, room) for the growth, in
+ * whole pages; reserve grants it (1) only when the bytes the node holds
+ * now, plus those reserved and not yet allocated, plus these, fit in the
+ * cap, in one step against every other pool's reservation, and fills
+ * room either way (for the refusal's message).  Once the file is
+ * allocated (then the node's own count holds it) or its allocation
+ * failed, the pool calls release(ctx, bytes).  A shard that is refused
+ * has its bytes read and dropped, is answered -ENOSPC, and the
+ * connection goes on; refill allocates only what is granted.  Both
+ * functions are called from the pool's thread, so from every pool's
+ * thread at once: they lock.
  */
-void fb__repl_pool_cap(fb__repl_pool *pool, uint64_t cap, uint64_t (*held)(void *ctx),
-                       void *ctx);
+typedef struct fb__repl_room {
+    uint64_t cap, held, reserved;  /* what a reservation was checked against */
+} fb__repl_room;
+
+typedef struct fb__repl_cap {
+    int (*reserve)(void *ctx, uint64_t bytes, fb__repl_room *room);
+    void (*release)(void *ctx, uint64_t bytes);
+    void *ctx;
+} fb__repl_cap;
+
+/* Put pool under cap (copied; NULL or reserve NULL: no cap, the default). */
+void fb__repl_pool_cap(fb__repl_pool *pool, const fb__repl_cap *cap);
 
 /* Call fn(ctx) after each shard a deferred receive (FB__REPL_DEFER_VERIFY)
  * through this pool left for the scrub, on the receiving thread, before
@@ -164,6 +183,22 @@ size_t fb__repl_pool_files(const fb__repl_pool *pool, uint64_t *bytes);
  */
 int fb__repl_send_step(int fd, const char *dir, uint64_t step, int rank0,
                        int nranks, char *why, size_t why_size);
+
+/*
+ * fb__repl_send_step under a stall rule: the send fails with -ETIMEDOUT
+ * (why saying "no byte moved for N ms") once no byte moved on fd for
+ * stall_ms: none taken by the socket while sending, none read while
+ * waiting for the answers.  A live receiver takes bytes every few ms; one
+ * that stopped reading (hung, SIGSTOPped: its kernel still takes the
+ * connection) fills the socket's buffers and then takes none.  While a
+ * shard goes the limit is longer by 1 ms a MiB of it, the time a
+ * receiver with no file ready takes to allocate it before it reads
+ * (0.5-0.7 ms a MiB).  fd is made non-blocking for the call and restored
+ * after.  stall_ms 0: as
+ * fb__repl_send_step (the socket's own timeouts apply).
+ */
+int fb__repl_send_step_within(int fd, const char *dir, uint64_t step, int rank0,
+                              int nranks, int stall_ms, char *why, size_t why_size);
 
 /*
  * Where the time of a transfer goes, stage by stage (bench_repl --stages,

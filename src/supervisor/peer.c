@@ -67,16 +67,47 @@
 #include "supervisor/watcher.h"
 
 #define PEER_SHARD_MAX_DEFAULT (256ull << 30) /* without --memory-ckpt-max */
-#define PEER_IO_TIMEOUT_S 60                  /* a stalled connection      */
+#define PEER_STALL_S 10                       /* no byte moved: stalled    */
 #define PEER_REPORTED_MAX 64
 
 /* ---- sockets ---- */
 
-static void io_timeout(int fd, int seconds)
+/* How long a connection may move no byte before it is given up:
+ * PEER_STALL_S (shorter under a test hook).  A live receiver takes bytes
+ * every few ms, and a live sender sends a step's shards back to back;
+ * the longest a live end waits is its peer allocating a shard's file
+ * when its pool has none as large (0.5-0.7 ms a MiB), which the sender
+ * allows on top, 1 ms a MiB of the shard (fb__repl_send_step_within). */
+static int stall_ms(void)
 {
-    struct timeval tv = {.tv_sec = seconds};
+#ifdef FB_TEST_HOOKS
+    /* test hook: a short stall limit (test_peer.c) */
+    const char *v = getenv("FIREBREAK_TEST_PEER_STALL_MS");
+    if (v && atoi(v) > 0)
+        return atoi(v);
+#endif
+    return PEER_STALL_S * 1000;
+}
+
+/* The stall rule on a connection: it fails once no byte moved on it for
+ * stall_ms().  The sender applies it itself (fb__repl_send_step_within:
+ * SO_SNDTIMEO returns a partial write after the limit and waits the limit
+ * again on the next call, so a peer that stopped reading held a sender
+ * two or three times the limit).  The receiver reads: SO_RCVTIMEO is the
+ * rule there, a read returning as soon as one byte came, else failing
+ * (EAGAIN) after the limit; SO_SNDTIMEO bounds its 4-byte answers. */
+static void io_timeout(int fd)
+{
+    int ms = stall_ms();
+    struct timeval tv = {.tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000};
     (void)setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     (void)setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+}
+
+/* Whether rc, from a connection under the stall rule, is its limit. */
+static int stalled(int rc)
+{
+    return rc == -EAGAIN || rc == -EWOULDBLOCK || rc == -ETIMEDOUT;
 }
 
 static int listen_on(int port)
@@ -138,7 +169,7 @@ static int connect_once(const char *addr, int port)
             continue;
         if (!connect(fd, p->ai_addr, p->ai_addrlen)) {
             freeaddrinfo(ai);
-            io_timeout(fd, PEER_IO_TIMEOUT_S);
+            io_timeout(fd);
             return fd;
         }
         rc = -errno;
@@ -303,6 +334,12 @@ struct fb__peer {
     int64_t sent[FB__PEER_COPIES_MAX][PEER_SENT_KEPT];
     int nsent[FB__PEER_COPIES_MAX];
     int rank0, nranks;
+    /* The node's cap (--memory-ckpt-max; 0: none), shared by every slot's
+     * pool (cap_reserve): */
+    uint64_t cap;
+    pthread_mutex_t cap_mu;
+    uint64_t reserved;              /* granted, not yet allocated; cap_mu */
+    uint64_t settled;               /* reservations released; cap_mu      */
     int quiet_gone;                 /* FIREBREAK_WATCH_DEBUG unset        */
     pthread_t rx, scrub, teller;
     int rx_up, scrub_up, teller_up;
@@ -368,6 +405,67 @@ static void wake_scrub(void *arg)
     sem_post(&p->scrub_due);
 }
 
+/*
+ * The node's cap, one reservation for every slot (fb__repl_cap): a pool's
+ * growth is granted only when what the node holds (node_held), what other
+ * slots were granted and have not allocated yet, and the growth fit in
+ * the cap, checked and reserved in one critical section, so two slots
+ * never both take the last room.  The walk of the node's directory is
+ * costly: it runs outside the lock, and counts only if no reservation
+ * was settled meanwhile (a file allocated during the walk may be missed
+ * by it, and is no longer reserved); else the node is walked again, the
+ * last time under the lock.  A file being allocated may be counted twice
+ * meanwhile (walked and reserved): a shard may then be refused that
+ * would have fit, never the reverse.
+ */
+#define CAP_WALKS_UNLOCKED 2
+
+static int cap_reserve(void *arg, uint64_t bytes, fb__repl_room *room)
+{
+    fb__peer *p = arg;
+    uint64_t held;
+    pthread_mutex_lock(&p->cap_mu);
+    for (int walk = 0;; walk++) {
+        uint64_t settled = p->settled;
+        if (walk == CAP_WALKS_UNLOCKED) {
+            held = node_held(p->mem_dir); /* no reservation settles meanwhile */
+            break;
+        }
+        pthread_mutex_unlock(&p->cap_mu);
+        held = node_held(p->mem_dir);
+        pthread_mutex_lock(&p->cap_mu);
+        if (p->settled == settled)
+            break;
+    }
+    room->cap = p->cap;
+    room->held = held;
+    room->reserved = p->reserved;
+    int ok = held <= p->cap && p->reserved <= p->cap - held &&
+             bytes <= p->cap - held - p->reserved;
+    if (ok)
+        p->reserved += bytes;
+    pthread_mutex_unlock(&p->cap_mu);
+#ifdef FB_TEST_HOOKS
+    /* test hook: a slow allocation (test_peer.c): time between a granted
+     * reservation and its file, when other slots check the cap */
+    const char *slow = getenv("FIREBREAK_TEST_PEER_CAP_DELAY_MS");
+    if (ok && slow && atoi(slow) > 0)
+        usleep((useconds_t)atoi(slow) * 1000);
+#endif
+    return ok;
+}
+
+/* A granted reservation's file is allocated (node_held counts it), or
+ * will not be. */
+static void cap_release(void *arg, uint64_t bytes)
+{
+    fb__peer *p = arg;
+    pthread_mutex_lock(&p->cap_mu);
+    p->reserved -= bytes <= p->reserved ? bytes : p->reserved;
+    p->settled++;
+    pthread_mutex_unlock(&p->cap_mu);
+}
+
 /* The receive pool of slot i (replicate.h): each step's files are
  * allocated while the slot waits for its next connection, not while a
  * sender waits for them.  NULL when it could not be made (said): shards
@@ -388,8 +486,12 @@ static fb__repl_pool *slot_pool(fb__peer *p, int i, char *parent, size_t size)
     /* The node's cap covers what it holds for the run, copies received
      * and every slot's pool files included: a copy that would not fit is
      * refused (the sender's node keeps its own; the supervisor counts no
-     * peer copy of it). */
-    fb__repl_pool_cap(pool, node_cap(), node_held, p->mem_dir);
+     * peer copy of it).  One reservation for all slots: with several
+     * senders at once the node never passes its cap. */
+    if (p->cap) {
+        fb__repl_cap cap = {.reserve = cap_reserve, .release = cap_release, .ctx = p};
+        fb__repl_pool_cap(pool, &cap);
+    }
     fb__repl_pool_on_arrival(pool, wake_scrub, p);
     return pool;
 }
@@ -418,12 +520,16 @@ static void *slot_main(void *arg)
         while (hang && !strcmp(hang, p->node) && !p->stopping)
             usleep(10000);
 #endif
-        io_timeout(c, PEER_IO_TIMEOUT_S);
+        io_timeout(c);
         fb__repl_stats st = {0};
         char why[1024] = "";
         int rc = fb__repl_serve_pool(c, p->peer_dir, max, pool, FB__REPL_DEFER_VERIFY,
                                      &st, why, sizeof why);
-        if (rc && !p->stopping)
+        if (rc && !p->stopping && stalled(rc))
+            fprintf(stderr, "firebreak watch: peer copy into %s: the sender stalled, no "
+                    "byte moved for %g s: connection given up (%s)\n", p->peer_dir,
+                    stall_ms() / 1000.0, why);
+        else if (rc && !p->stopping)
             fprintf(stderr, "firebreak watch: peer copy into %s: %s\n", p->peer_dir, why);
         if (st.shards)
             sem_post(&p->scrub_due);
@@ -598,8 +704,8 @@ static int send_to(tx *t, int64_t step)
         if (p->stopping)
             shutdown(fd, SHUT_RDWR); /* fb__peer_stop came first: not held */
         pthread_mutex_unlock(&p->mu);
-        rc = fb__repl_send_step(fd, p->mem_dir, (uint64_t)step, p->rank0, p->nranks,
-                                why, sizeof why);
+        rc = fb__repl_send_step_within(fd, p->mem_dir, (uint64_t)step, p->rank0,
+                                       p->nranks, stall_ms(), why, sizeof why);
         pthread_mutex_lock(&p->mu);
         t->fd = -1;
         pthread_mutex_unlock(&p->mu);
@@ -609,7 +715,11 @@ static int send_to(tx *t, int64_t step)
                  fb_strerror(fd));
     }
     if (rc && !p->stopping) {
-        if (!dropped_meanwhile(p, t->lane, step, rc))
+        if (fd >= 0 && stalled(rc))
+            fprintf(stderr, "firebreak watch: peer copy of step %lld to %s: the peer "
+                    "stalled, no byte moved for %g s: copy given up (%s)\n",
+                    (long long)step, to, stall_ms() / 1000.0, why);
+        else if (!dropped_meanwhile(p, t->lane, step, rc))
             fprintf(stderr, "firebreak watch: peer copy of step %lld to %s: %s\n",
                     (long long)step, to, why);
         else if (!p->quiet_gone)
@@ -672,6 +782,8 @@ int fb__peer_start(fb__peer **out, const fb__peer_opts *o)
     if (!p)
         return -ENOMEM;
     pthread_mutex_init(&p->mu, NULL);
+    pthread_mutex_init(&p->cap_mu, NULL);
+    p->cap = node_cap();
     pthread_cond_init(&p->cv, NULL);
     pthread_cond_init(&p->slot_cv, NULL);
     sem_init(&p->scrub_due, 0, 1); /* a first pass, for what came before */
@@ -787,6 +899,7 @@ void fb__peer_stop(fb__peer *p)
     if (p->lfd >= 0)
         close(p->lfd);
     pthread_mutex_destroy(&p->mu);
+    pthread_mutex_destroy(&p->cap_mu);
     pthread_cond_destroy(&p->cv);
     sem_destroy(&p->scrub_due);
     sem_destroy(&p->held_due);
@@ -900,7 +1013,7 @@ static void *fetch_rx_main(void *arg)
         int c = accept4(x->lfd, NULL, NULL, SOCK_CLOEXEC);
         if (c < 0)
             continue;
-        io_timeout(c, PEER_IO_TIMEOUT_S);
+        io_timeout(c);
         fb__repl_stats st = {0};
         char why[1024] = "";
         if (fb__repl_serve(c, x->peer_dir, max, &st, why, sizeof why))
@@ -932,8 +1045,9 @@ static int fetch_send(const fetch_entry *v, int n, const char *me, const char *m
             done[j] = 1;
             char why[1024] = "";
             int rc = fd < 0 ? fd
-                   : fb__repl_send_step(fd, v[j].peer ? peer_dir : mem_dir,
-                                        (uint64_t)step, v[j].rank, 1, why, sizeof why);
+                   : fb__repl_send_step_within(fd, v[j].peer ? peer_dir : mem_dir,
+                                               (uint64_t)step, v[j].rank, 1, stall_ms(),
+                                               why, sizeof why);
             if (rc) {
                 fprintf(stderr, "firebreak watch: rank %d's shard of step %lld to %s: "
                         "%s\n", v[j].rank, step, v[j].dst, fd < 0 ? fb_strerror(fd) : why);

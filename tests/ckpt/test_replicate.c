@@ -128,6 +128,29 @@ static uint64_t held_under(void *ctx)
     return du_total;
 }
 
+/* A cap of cap_bytes on what is held under cap_dir, for one pool on one
+ * thread (the node watcher's is shared by its slots: test_peer.c). */
+static uint64_t cap_bytes, cap_reserved;
+static char *cap_dir;
+
+static int reserve_under(void *ctx, uint64_t bytes, fb__repl_room *room)
+{
+    (void)ctx;
+    room->cap = cap_bytes;
+    room->held = held_under(cap_dir);
+    room->reserved = cap_reserved;
+    if (room->held + cap_reserved + bytes > cap_bytes)
+        return 0;
+    cap_reserved += bytes;
+    return 1;
+}
+
+static void release_under(void *ctx, uint64_t bytes)
+{
+    (void)ctx;
+    cap_reserved -= bytes;
+}
+
 /* Stage times recorded at one end (rx: the receiver's, of `shards`
  * shards; else the sender's, of one step of `shards`), within wall_ns:
  * that end's counts and its data stage, nothing at the other's; 0, or 1
@@ -243,7 +266,10 @@ static int pooled_receiver(int lfd)
     EXPECT(n == 2 && bytes == step9, "after refill: %zu files, %llu bytes, want 2 and "
            "%llu", n, (unsigned long long)bytes, (unsigned long long)step9);
 
-    fb__repl_pool_cap(pool, held_under(dst2) + 1, held_under, dst2);
+    cap_dir = dst2;
+    cap_bytes = held_under(dst2) + 1;
+    fb__repl_pool_cap(pool, &(fb__repl_cap){.reserve = reserve_under,
+                                            .release = release_under});
     bad += pooled_conn(lfd, pool, "step 7 over the cap", 0, 0, 2, 2);
     bad += pooled_conn(lfd, pool, "step 9 at the cap, in the pool's files", 2, 0, 0, 0);
     fb__repl_pool_close(pool);

@@ -4,7 +4,7 @@
 # spare, each node's steps copied to the next two (node2 -> node3, node1),
 # storage written only at the end.  node3's watcher takes connections in
 # and never reads them (test hook FIREBREAK_TEST_PEER_RX_HANG=node3), so a
-# copy to node3 waits for its answer until the 60 s I/O limit.  Each peer
+# copy to node3 is given up after 10 s without a byte moved.  Each peer
 # has senders of its own: sampled over about five seconds, the newest step
 # of rank 1 (node2's) in node1's peer copies moves on at least 3 times,
 # and node3 holds no copy of it (the stall is real).  node2 is then lost:

@@ -19,6 +19,12 @@
  *     lane of the node's newest step, said on the named steps' lane;
  *   - the idle-priority scrub starved of CPU holds up none of the node's
  *     other work;
+ *   - under --memory-ckpt-max, 8 senders at once never take the node past
+ *     its cap (one reservation for all the receiver's slots); those
+ *     refused are answered -ENOSPC;
+ *   - a peer that takes the connection and never reads it: the copy is
+ *     given up once no byte moved for the stall limit, and said; a
+ *     sender that stops writing, the same at the receiver;
  * And the choice of each node's peers (fb__peer_ring, fb__peer_place: K
  * of them, by failure domain).
  * Both "nodes" share this host's /dev/shm/fb.<job>.mem, which is what the
@@ -27,6 +33,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
@@ -48,12 +55,16 @@ static char job[64], mem[4200], peer[4200], lines[8192];
 static size_t nlines;
 static pthread_mutex_t lines_mu = PTHREAD_MUTEX_INITIALIZER; /* lines, nlines */
 
-/* Steps 7, 8 and 9 of a 2-rank job in dir, saved by the engine. */
-static void save_steps(const char *dir)
+/* Steps first..last of a 2-rank job in dir, saved by the engine, each
+ * shard a tensor of n floats. */
+static void save_range(const char *dir, uint64_t first, uint64_t last, int64_t n)
 {
+    float *w = malloc((size_t)n * sizeof *w);
+    CHECK(w != NULL);
+    if (!w)
+        return;
     for (int rank = 0; rank < 2; rank++) {
-        static float w[4096];
-        for (int i = 0; i < 4096; i++)
+        for (int64_t i = 0; i < n; i++)
             w[i] = (float)(i * (rank + 1));
         fb_ckpt_options o;
         fb_ckpt_options_init(&o);
@@ -65,11 +76,18 @@ static void save_steps(const char *dir)
         CHECK_RC(fb_ckpt_open(&ck, &o), 0);
         if (!ck)
             return;
-        CHECK_RC(fb_ckpt_register(ck, "w", FB_DTYPE_F32, 1, (int64_t[]){4096}, w), 0);
-        for (uint64_t s = 7; s <= 9; s++)
+        CHECK_RC(fb_ckpt_register(ck, "w", FB_DTYPE_F32, 1, (int64_t[]){n}, w), 0);
+        for (uint64_t s = first; s <= last; s++)
             CHECK_RC(fb_ckpt_save(ck, s), 0);
         fb_ckpt_close(ck);
     }
+    free(w);
+}
+
+/* Steps 7, 8 and 9, 16 KiB a shard. */
+static void save_steps(const char *dir)
+{
+    save_range(dir, 7, 9, 4096);
 }
 
 /* The receiver's lines, collected (its own thread writes them). */
@@ -554,6 +572,248 @@ static void scrub_starved(void)
 #endif
 }
 
+/* The bytes allocated under dir, as the node's cap counts them (tmpfs
+ * blocks), each file once: a file renamed while the walk goes (a shard
+ * from its pool or temporary name to its step) may be met twice. */
+#define WALK_FILES_MAX 4096
+static __thread ino_t walk_ino[WALK_FILES_MAX];
+static __thread int walk_n;
+static __thread uint64_t walk_bytes;
+
+static int walk_add(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)path, (void)ftw;
+    if (flag != FTW_F)
+        return 0;
+    for (int i = 0; i < walk_n; i++)
+        if (walk_ino[i] == st->st_ino)
+            return 0;
+    if (walk_n < WALK_FILES_MAX)
+        walk_ino[walk_n++] = st->st_ino;
+    walk_bytes += (uint64_t)st->st_blocks * 512;
+    return 0;
+}
+
+static uint64_t held_bytes(const char *dir)
+{
+    walk_n = 0;
+    walk_bytes = 0;
+    (void)nftw(dir, walk_add, 16, FTW_PHYS);
+    return walk_bytes;
+}
+
+/* The most held under mem while `sampling` (a thread of its own). */
+static volatile int sampling;
+static uint64_t sampled_max;
+
+static void *sampler(void *arg)
+{
+    (void)arg;
+    while (sampling) {
+        uint64_t b = held_bytes(mem);
+        if (b > sampled_max)
+            sampled_max = b;
+        usleep(1000);
+    }
+    return NULL;
+}
+
+#define CAP_SENDERS 8 /* every slot of the receiver at once */
+
+typedef struct cap_sender {
+    const char *src;
+    int port, rc;
+    uint64_t step;
+    int rank;
+    pthread_barrier_t *go;
+} cap_sender;
+
+static void *cap_send(void *arg)
+{
+    cap_sender *c = arg;
+    char why[1024] = "";
+    int fd = connect_port(c->port);
+    pthread_barrier_wait(c->go);
+    c->rc = fd < 0 ? -ECONNREFUSED
+                   : fb__repl_send_step(fd, c->src, c->step, c->rank, 1, why, sizeof why);
+    if (fd >= 0)
+        close(fd);
+    return NULL;
+}
+
+/* Under --memory-ckpt-max, 8 senders at once (a slot each) into a node
+ * with room for 3 shards and a half: the node never holds more than its
+ * cap, while they send nor after, and those refused are answered
+ * -ENOSPC.  Each slot's pool used to check the cap alone, so all 8 saw
+ * room and the node took 8; the window between the check and the
+ * allocation is widened by a test hook (FIREBREAK_TEST_PEER_CAP_DELAY_MS,
+ * FB_TEST_HOOKS builds), as a large shard's allocation would. */
+static void cap_several_senders(void)
+{
+#ifdef FB_TEST_HOOKS
+    char src[4200], srcjob[80], v[32], p[4300];
+    snprintf(srcjob, sizeof srcjob, "%ssrc", job);
+    CHECK_RC(fb__ckpt_mem_dir_path(src, sizeof src, srcjob), 0);
+    CHECK(mkdir(src, 0700) == 0);
+    save_range(src, 20, 23, 64 << 10); /* 8 shards of 256 KiB */
+    uint64_t shard = 0;
+    for (int i = 0; i < CAP_SENDERS; i++) {
+        struct stat st;
+        CHECK(!fb__ckpt_shard_path(p, sizeof p, src, 20 + (uint64_t)i / 2, i % 2) &&
+              stat(p, &st) == 0);
+        if ((uint64_t)st.st_blocks * 512 > shard)
+            shard = (uint64_t)st.st_blocks * 512;
+    }
+    uint64_t held0 = held_bytes(mem), cap = held0 + 3 * shard + shard / 2;
+    snprintf(v, sizeof v, "%llu", (unsigned long long)cap);
+    setenv("FIREBREAK_CKPT_MEM_MAX", v, 1);
+    setenv("FIREBREAK_TEST_PEER_CAP_DELAY_MS", "300", 1);
+    int port = free_port();
+    fb__peer_opts o = {.mem_dir = mem, .node = "node2", .port = port, .world = 2,
+                       .rank0 = 0, .nranks = 2, .emit = collect};
+    fb__peer *pr = NULL;
+    CHECK_RC(fb__peer_start(&pr, &o), 0);
+    pthread_barrier_t go;
+    pthread_barrier_init(&go, NULL, CAP_SENDERS);
+    cap_sender c[CAP_SENDERS];
+    pthread_t th[CAP_SENDERS], samp;
+    sampled_max = 0;
+    sampling = 1;
+    CHECK(pthread_create(&samp, NULL, sampler, NULL) == 0);
+    for (int i = 0; i < CAP_SENDERS; i++) {
+        c[i] = (cap_sender){.src = src, .port = port, .rc = 1,
+                            .step = 20 + (uint64_t)i / 2, .rank = i % 2, .go = &go};
+        CHECK(pthread_create(&th[i], NULL, cap_send, &c[i]) == 0);
+    }
+    int ok = 0, refused = 0;
+    for (int i = 0; i < CAP_SENDERS; i++) {
+        pthread_join(th[i], NULL);
+        ok += c[i].rc == 0;
+        refused += c[i].rc == -ENOSPC;
+        CHECKF(c[i].rc == 0 || c[i].rc == -ENOSPC, "step %llu rank %d: %s",
+               (unsigned long long)c[i].step, c[i].rank, fb_strerror(c[i].rc));
+    }
+    usleep(500000); /* each slot refills its pool after its connection */
+    uint64_t end = held_bytes(mem);
+    sampling = 0;
+    pthread_join(samp, NULL);
+    fb__peer_stop(pr);
+    pthread_barrier_destroy(&go);
+    unsetenv("FIREBREAK_TEST_PEER_CAP_DELAY_MS");
+    unsetenv("FIREBREAK_CKPT_MEM_MAX");
+    CHECKF(sampled_max <= cap && end <= cap, "the node held up to %llu bytes, %llu at "
+           "the end, over its cap of %llu (%llu before, shards of %llu)",
+           (unsigned long long)sampled_max, (unsigned long long)end,
+           (unsigned long long)cap, (unsigned long long)held0, (unsigned long long)shard);
+    CHECKF(ok >= 1 && ok <= 3 && ok + refused == CAP_SENDERS, "%d shards taken, %d "
+           "refused (-ENOSPC), of %d; room for 3", ok, refused, CAP_SENDERS);
+    for (uint64_t s = 20; s <= 23; s++) {
+        CHECK(!fb__ckpt_step_path(p, sizeof p, peer, s));
+        fb__rm_rf(p);
+    }
+    fb__ckpt_mem_dir_remove(src);
+#endif
+}
+
+/* The first line of path containing want, waiting up to ms for it; 1 if
+ * found (line filled). */
+static int wait_line(const char *path, const char *want, int ms, char *line, size_t size)
+{
+    for (int i = 0; i <= ms / 10; i++) {
+        FILE *f = fopen(path, "r");
+        int found = 0;
+        while (f && !found && fgets(line, (int)size, f))
+            found = strstr(line, want) != NULL;
+        if (f)
+            fclose(f);
+        if (found)
+            return 1;
+        usleep(10000);
+    }
+    line[0] = '\0';
+    return 0;
+}
+
+/*
+ * A peer that takes the connection and stops reading (a hung or
+ * SIGSTOPped watcher: the kernel still completes the connection, nobody
+ * reads it): the sender's copy fails once no byte moved for the stall
+ * limit, said naming the peer and the seconds, not after the 60 s the
+ * socket's I/O limit used to be.  And the other way, a sender that stops
+ * writing inside a header: the receiver gives its slot up by the same
+ * rule, and says so.  The limit is 1 s here (FIREBREAK_TEST_PEER_STALL_MS,
+ * FB_TEST_HOOKS builds; PEER_STALL_S is 10 s); the shard (16 MiB) is
+ * larger than what the sockets' buffers take in, so the sender stalls
+ * inside sendfile.
+ */
+static void stalled_peer(void)
+{
+#ifdef FB_TEST_HOOKS
+    char src[4200], srcjob[80], path[] = "/tmp/fb-peer-stall.XXXXXX", line[2048];
+    snprintf(srcjob, sizeof srcjob, "%sbig", job);
+    CHECK_RC(fb__ckpt_mem_dir_path(src, sizeof src, srcjob), 0);
+    CHECK(mkdir(src, 0700) == 0);
+    save_range(src, 30, 30, 4 << 20);
+    int port = free_port(), lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    CHECK(lfd >= 0 && bind(lfd, (struct sockaddr *)&a, sizeof a) == 0 &&
+          listen(lfd, 4) == 0);
+    int fd = mkstemp(path), saved = dup(2);
+    CHECK(fd >= 0 && saved >= 0);
+    if (fd < 0 || saved < 0 || lfd < 0)
+        return;
+    fflush(stderr);
+    dup2(fd, 2);
+    setenv("FIREBREAK_TEST_PEER_STALL_MS", "1000", 1);
+    /* The sender: node "a" copies its step 30 to the stalled peer. */
+    fb__peer_opts o = {.mem_dir = src, .node = "a", .port = port, .to = "127.0.0.1",
+                       .world = 2, .rank0 = 0, .nranks = 1, .emit = collect};
+    fb__peer *snd = NULL, *rcv = NULL;
+    int rc = fb__peer_start(&snd, &o);
+    uint64_t t0 = fb__now_ns();
+    if (snd)
+        fb__peer_offer(snd, 30, 1);
+    int tx = wait_line(path, "peer copy of step 30 to 127.0.0.1", 8000, line, sizeof line);
+    double tx_s = (double)(fb__now_ns() - t0) / 1e9;
+    char tx_line[2048];
+    snprintf(tx_line, sizeof tx_line, "%s", line);
+    /* The receiver: node2 takes a connection that stops inside a header. */
+    int rport = free_port();
+    fb__peer_opts ro = {.mem_dir = mem, .node = "node2", .port = rport, .world = 2,
+                        .rank0 = 0, .nranks = 2, .emit = collect};
+    int rc2 = fb__peer_start(&rcv, &ro);
+    int c = rcv ? connect_port(rport) : -1;
+    t0 = fb__now_ns();
+    int rx = c >= 0 && write(c, "FBR1\0\0\0\0\0\0", 10) == 10 &&
+             wait_line(path, "the sender stalled", 8000, line, sizeof line);
+    double rx_s = (double)(fb__now_ns() - t0) / 1e9;
+    if (c >= 0)
+        close(c);
+    fb__peer_stop(rcv);
+    fb__peer_stop(snd);
+    unsetenv("FIREBREAK_TEST_PEER_STALL_MS");
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    close(fd);
+    close(lfd);
+    CHECK_RC(rc, 0);
+    CHECK_RC(rc2, 0);
+    CHECKF(tx && strstr(tx_line, "stalled, no byte moved for 1 s") && tx_s >= 0.9 &&
+           tx_s < 4.0, "sender: after %.2f s: '%s'", tx_s, tx_line);
+    CHECKF(rx && strstr(line, "no byte moved for 1 s") && rx_s >= 0.9 && rx_s < 4.0,
+           "receiver: after %.2f s: '%s'", rx_s, line);
+    if (failures) {
+        char cmd[128];
+        snprintf(cmd, sizeof cmd, "cat %s >&2", path);
+        (void)system(cmd);
+    }
+    unlink(path);
+    fb__ckpt_mem_dir_remove(src);
+#endif
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
@@ -572,6 +832,8 @@ int main(void)
     two_senders();
     dropped_quiet();
     scrub_starved();
+    cap_several_senders();
+    stalled_peer();
     fb__ckpt_mem_dir_remove(mem);
     return failures != 0;
 }
