@@ -37,7 +37,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         switch (l.kind) {
         case FB__SRUN_TASK_END:
             name(l.node, sizeof l.node, 1);
-            if (l.task < 0)
+            fuzz_check_text(l.tasks, sizeof l.tasks);
+            if (l.task < 0 || !l.tasks[0] || l.tasks[strspn(l.tasks, "0123456789-,")] ||
+                (!l.several && strchr(l.tasks, '-')))
                 __builtin_trap();
             break;
         case FB__SRUN_LAUNCH_FAILED:

@@ -1510,8 +1510,9 @@ static int vanished_wait(fb__sup *s, uint64_t now)
 }
 
 /* srun's report of the first task that ended, "srun: error: NODE: task
- * T: WHAT", but for those srun terminated itself: 0, with *task and
- * what; -1 when it has reported none. */
+ * T: WHAT" (or "tasks LIST: WHAT": its first task), but for those srun
+ * terminated itself: 0, with *task and what; -1 when it has reported
+ * none. */
 static int srun_first_end(const struct fb__sup_slurm *g, int *task, char *what,
                           size_t size)
 {
@@ -1524,8 +1525,14 @@ static int srun_first_end(const struct fb__sup_slurm *g, int *task, char *what,
         fb__srun_line l;
         fb__srun_line_parse(line, &l);
         if (l.kind == FB__SRUN_TASK_END && !strstr(l.what, "Terminated")) {
+            /* several tasks of one node at once: the first named, and
+             * the others said */
             *task = l.task;
-            snprintf(what, size, "%s", l.what);
+            snprintf(what, size, "%s%s%s%s%s", l.what, l.several ? " (with tasks " : "",
+                     l.several ? l.tasks : "", l.several ? " on " : "",
+                     l.several ? l.node : "");
+            if (l.several && strlen(what) + 1 < size)
+                strcat(what, ")");
             found = 0;
         }
     }

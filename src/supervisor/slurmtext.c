@@ -86,18 +86,30 @@ void fb__srun_line_parse(const char *line, fb__srun_line *out)
         out->kind = FB__SRUN_STEP_REFUSED;
         return;
     }
-    /* NODE: task T: WHAT ("tasks 0-3:" names several: not one end) */
+    /* NODE: task T: WHAT, or NODE: tasks LIST: WHAT for several tasks of
+     * the node that ended the same way at once (LIST as "0-3,5") */
     char node[FB__FBW1_NODE_MAX];
-    if (node_colon(s, node, &rest) || strncmp(rest, "task ", 5))
+    if (node_colon(s, node, &rest))
+        return;
+    int several = !strncmp(rest, "tasks ", 6);
+    if (!several && strncmp(rest, "task ", 5))
+        return;
+    const char *list = rest + (several ? 6 : 5);
+    size_t n = several ? strspn(list, "0123456789-,") : strspn(list, "0123456789");
+    if (n == 0 || n >= sizeof out->tasks || list[0] < '0' || list[0] > '9' ||
+        list[n] != ':')
         return;
     char *end;
-    long t = strtol(rest + 5, &end, 10);
-    if (end == rest + 5 || rest[5] < '0' || rest[5] > '9' || t > 1 << 30 || *end != ':')
+    long t = strtol(list, &end, 10);
+    if (t > 1 << 30)
         return;
-    for (end++; *end == ' '; end++)
+    memcpy(out->tasks, list, n);
+    out->tasks[n] = '\0';
+    for (end = (char *)list + n + 1; *end == ' '; end++)
         ;
     memcpy(out->node, node, sizeof node);
     out->task = (int)t;
+    out->several = several;
     fb__safe_text(out->what, sizeof out->what, end);
     out->kind = FB__SRUN_TASK_END;
 }

@@ -23,7 +23,8 @@ int fb__slurm_next_line(const char *text, size_t len, size_t *pos, char *line, s
 
 typedef enum {
     FB__SRUN_OTHER = 0,
-    FB__SRUN_TASK_END,      /* "srun: error: NODE: task T: WHAT"                    */
+    FB__SRUN_TASK_END,      /* "srun: error: NODE: task T: WHAT", or
+                               "srun: error: NODE: tasks 4-7,9: WHAT"              */
     FB__SRUN_LAUNCH_FAILED, /* "srun: error: Task launch for StepId=J.S failed on
                                node NODE: WHY"                                      */
     FB__SRUN_STEP_REFUSED,  /* "srun: error: Unable to create step for job J: WHY" */
@@ -31,7 +32,10 @@ typedef enum {
 
 typedef struct fb__srun_line {
     fb__srun_kind kind;
-    int task;                        /* TASK_END: the task (>= 0)          */
+    int task;                        /* TASK_END: the task (>= 0); of
+                                        several, the first named           */
+    int several;                     /* TASK_END: "tasks LIST"             */
+    char tasks[32];                  /* TASK_END: T or LIST, as srun wrote */
     char node[FB__FBW1_NODE_MAX];    /* TASK_END, LAUNCH_FAILED            */
     char what[FB__SLURM_WHAT_MAX];   /* TASK_END: "Killed", "Exited with
                                         exit code 3"...; LAUNCH_FAILED,

@@ -32,8 +32,23 @@ static void test_srun(void)
     CHECK_EQ_INT(l.kind, FB__SRUN_TASK_END);
     CHECK_EQ_INT(l.task, 4095);
     CHECK_EQ_STR(l.what, "Exited with exit code 3");
-    /* several tasks in one line name no one end */
-    CHECK_EQ_INT(srun("srun: error: node3: tasks 0-3: Killed").kind, FB__SRUN_OTHER);
+    CHECK_EQ_INT(l.several, 0);
+    CHECK_EQ_STR(l.tasks, "4095");
+    /* several tasks of one node that ended the same way at once (srun
+     * folds them into one line): the first, and the list as written */
+    l = srun("srun: error: node3: tasks 4-7,9: Out Of Memory");
+    CHECK_EQ_INT(l.kind, FB__SRUN_TASK_END);
+    CHECK_EQ_INT(l.task, 4);
+    CHECK_EQ_INT(l.several, 1);
+    CHECK_EQ_STR(l.tasks, "4-7,9");
+    CHECK_EQ_STR(l.node, "node3");
+    CHECK_EQ_STR(l.what, "Out Of Memory");
+    CHECK_EQ_INT(srun("srun: error: node3: tasks : Killed").kind, FB__SRUN_OTHER);
+    CHECK_EQ_INT(srun("srun: error: node3: tasks -3: Killed").kind, FB__SRUN_OTHER);
+    CHECK_EQ_INT(srun("srun: error: node3: task 0-3: Killed").kind, FB__SRUN_OTHER);
+    CHECK_EQ_INT(srun("srun: error: node3: tasks 0-3 Killed").kind, FB__SRUN_OTHER);
+    CHECK_EQ_INT(srun("srun: error: node3: tasks 0-1,2-3,4-5,6-7,8-9,10-11,12-13,14-15: x").kind,
+                 FB__SRUN_OTHER); /* longer than the list kept */
     CHECK_EQ_INT(srun("srun: error: node3: task -1: Killed").kind, FB__SRUN_OTHER);
     CHECK_EQ_INT(srun("srun: error: node3: task 99999999999: Killed").kind, FB__SRUN_OTHER);
     CHECK_EQ_INT(srun("srun: error: node3: task 2 Killed").kind, FB__SRUN_OTHER);
