@@ -1778,10 +1778,7 @@ void fb__sup_slurm_on_failure(fb__sup *s)
         /* A lost node is left out; it is taken back only by a passing
          * health check at a later launch (recheck_lost), never without. */
         char why[256];
-        if (li >= 0 && !strncmp(lwhy, "srun was refused", 16))
-            snprintf(why, sizeof why, "firebreak: node lost (Slurm says %s)",
-                     g->nodes[li].state);
-        else if (li >= 0)
+        if (li >= 0)
             snprintf(why, sizeof why, "firebreak: node lost (srun could not "
                      "launch tasks there)");
         else
@@ -1790,8 +1787,12 @@ void fb__sup_slurm_on_failure(fb__sup *s)
         g->suspect = g->lost;
         snprintf(g->suspect_why, sizeof g->suspect_why, "node_failure at step %lld",
                  (long long)f->step);
+        int refused = li >= 0 && !strncmp(lwhy, "srun was refused", 16);
         for (int a = -1; a < g->nalso_lost; a++) {
             int i = a < 0 ? g->lost : g->also_lost[a];
+            if (refused) /* each in Slurm's word for it */
+                snprintf(why, sizeof why, "firebreak: node lost (Slurm says %s)",
+                         g->nodes[i].state);
             exclude_node(s, i, why);
             g->nodes[i].lost = 1;
             g->nodes[i].lost_attempt = s->attempt;

@@ -66,7 +66,8 @@ same_hashes "$r" 3 $STEPS
 ok "rank 2 vanished and node3's watcher fell silent: node_failure on node3, drained, resumed on node4"
 
 # Rank 2 crashes at step 30 (injected); node3 is killed in the pause
-# before the restart, and with `down` also set DOWN in Slurm.  The run
+# before the restart, and with `down` also set DOWN in Slurm (and the run
+# under --drain).  The run
 # must complete: attempt 1's failure is node3's node_failure and attempt 2
 # runs on node4 with the fault-free hashes.  Leaves $r and $j.
 killed_between() { # NAME [down]
@@ -75,7 +76,7 @@ killed_between() { # NAME [down]
     r=$T/r-$n
     FIREBREAK_TEST_PAUSE_BETWEEN_ATTEMPTS_MS=4000 salloc -Q -N4 --no-kill "$FB" run --launcher slurm \
         --nnodes 3 --spare-nodes 1 --node-timeout $NODE_TIMEOUT --run-dir "$r" --json --max-restarts 3 \
-        --inject 'kill:rank=2,step=30,attempt=0' \
+        ${2:+--drain} --inject 'kill:rank=2,step=30,attempt=0' \
         -- "$TOY" --steps $STEPS --sleep-ms 40 --ckpt-every 10 >"$n.json" 2>"$n.err" &
     apid=$!
     for _ in $(seq 1 300); do grep -q "test hook: pausing" "$n.err" && break; sleep 0.1; done
@@ -103,4 +104,5 @@ killed_between down down
 detail=$(sqlite3 "$j" "select detail from incident where kind = 'node_failure'")
 echo "$detail" | grep -Eq "srun was refused the step: .*; Slurm says (DOWN|out of job)" \
     || fail "down: detail: $detail"
+case "$(node_reason node3)" in "firebreak: node lost (Slurm says "*) ;; *) fail "down: drain reason '$(node_reason node3)'" ;; esac
 ok "node3 killed and marked DOWN between two attempts: srun refused the step; node3's node_failure ($detail); resumed on node4"
