@@ -564,6 +564,14 @@ int fb__watch_run(const fb__watch_opts *o)
     static wreq req;
     memset(&req, 0, sizeof req);
     req.fd = o->in_fd;
+    /* A watcher started by hand in the background of a terminal (`&`):
+     * reading it would stop the watcher (SIGTTIN) as soon as someone types,
+     * and its `alive` lines with it.  Requests come from srun's stdin. */
+    if (req.fd >= 0 && isatty(req.fd) && tcgetpgrp(req.fd) != getpgrp()) {
+        fprintf(stderr, "firebreak watch: stdin is a terminal this watcher runs in "
+                "the background of: no requests are read from it\n");
+        req.fd = -1;
+    }
     uint64_t proof_ns = 0; /* the `alive` owed after a vanished rank; 0 none */
 #ifdef FB_TEST_HOOKS
     const char *mute = getenv("FIREBREAK_TEST_WATCH_MUTE_NODE");

@@ -3,8 +3,10 @@
 # rank that scribbles over its segment: it does not crash, says on stderr
 # and in a forwarded note report that the rank's segment is corrupt, stops
 # reading it, and still reports the rank's end; the same when the rank
-# truncates its segment file (to a page, to 0) instead.  And against another
-# user's file under a rank's name: refused, naming owner and mode.
+# truncates its segment file (to a page, to 0) instead.  Started by hand in
+# the background of a terminal that someone types at: it runs on (no
+# SIGTTIN stop).  And against another user's file under a rank's name:
+# refused, naming owner and mode.
 source "$(dirname "$0")/lib.sh"
 SCR=$BIN/fb-test-scribbler
 job=fbwatch-$$-$RANDOM
@@ -27,6 +29,13 @@ for mode in all live truncate truncate0; do
     grep -q "^fbw1 end 0 " w.out || fail "$mode: end not reported"
     ok "$mode: the watcher names the corrupt segment and survives"
 done
+
+# Started by hand in the background of a terminal, someone typing at it:
+# not stopped by SIGTTIN, its alive lines go on (a pty; watch_bgtty.py).
+rm -f /dev/shm/fb.$job.*
+python3 "$(dirname "$0")/watch_bgtty.py" "$FB" $job >bg.out 2>&1 \
+    || fail "in a terminal's background: $(cat bg.out)"
+ok "in a terminal's background, typed at: $(tail -1 bg.out); no requests read from the terminal"
 
 if [ "$(id -u)" != 0 ]; then
     echo "skip: planting another uid's file needs root (chown)"
