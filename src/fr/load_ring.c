@@ -25,10 +25,14 @@
 #include "fr/ring.h"
 #include "lib/segment.h"
 
+/* A live segment, read now: its shm name ("/fb.J.A.R") or that name in
+ * /dev/shm.  Any other file, in a directory under /dev/shm too (a run
+ * directory on tmpfs), is a snapshot, as of when it was last written. */
 static int is_live(const char *path)
 {
-    return (path[0] == '/' && !strchr(path + 1, '/')) ||
-           !strncmp(path, "/dev/shm/", 9);
+    if (!strncmp(path, "/dev/shm/", 9))
+        path += 8;
+    return path[0] == '/' && path[1] && !strchr(path + 1, '/');
 }
 
 static uint64_t snapshot_time(const char *path)

@@ -38,6 +38,18 @@ check subgroup  hang      '[2]'
 check straggler slow      '[3]' late_ranks
 check wrapped   hang      '[1]' missing_ranks
 
+# a snapshot in a directory under /dev/shm (a run directory on tmpfs) is
+# as of its file's time, as anywhere else, not read as a live segment as
+# of now: analyzed 2 s after it was written, both say the same
+shm=$(mktemp -d /dev/shm/fb-fr-rings.XXXXXX)
+cp -rp "$T/hang" "$shm/hang"
+sleep 2
+"$FB" fr analyze "$T/hang" --json 2>/dev/null | tail -1 | sed "s#$T/##g" >"$T/hang.tmp.json"
+"$FB" fr analyze "$shm/hang" --json 2>/dev/null | tail -1 | sed "s#$shm/##g" >"$T/hang.shm.json"
+rm -rf "$shm"
+cmp -s "$T/hang.tmp.json" "$T/hang.shm.json" ||
+  { echo "FAIL snapshot under /dev/shm read as of now:"; diff "$T/hang.tmp.json" "$T/hang.shm.json" | head -5; fail=1; }
+
 # the text report names the culprit and the collective
 "$FB" fr analyze "$T/hang" >"$T/text" 2>&1
 grep -q "rank 2 never entered all_reduce #6 on world" "$T/text" ||
