@@ -84,7 +84,8 @@ static int snapshot(pp *out, int max)
     return n;
 }
 
-static int descendants(const pp *all, int nall, pid_t root, pid_t *out, int max)
+static int descendants(const pp *all, int nall, pid_t root, pid_t *out, int *par,
+                       int max)
 {
     int n = 0;
     /* Breadth-first over the snapshot: out[] doubles as the queue. */
@@ -92,8 +93,11 @@ static int descendants(const pp *all, int nall, pid_t root, pid_t *out, int max)
     int head = -1;
     for (;;) {
         for (int i = 0; i < nall && n < max; i++)
-            if (all[i].ppid == frontier && all[i].pid != root)
+            if (all[i].ppid == frontier && all[i].pid != root) {
+                if (par)
+                    par[n] = head;
                 out[n++] = all[i].pid;
+            }
         if (++head >= n)
             break;
         frontier = out[head];
@@ -162,16 +166,22 @@ static int have_children_files(void)
     return known > 0;
 }
 
-int fb__proc_descendants(pid_t root, pid_t *out, int max)
+/* The descendants of root, breadth-first, with each one's parent: its
+ * index in out[], or -1 for root's children (par may be NULL), so that a
+ * parent always comes before its children. */
+static int tree(pid_t root, pid_t *out, int *par, int max)
 {
     /* Through the children files, breadth-first (out[] is the queue): the
      * cost follows the tree, not every process on the machine, which made
      * each shim's clean-up, and so stopping N ranks, grow as N squared. */
     if (have_children_files()) {
         int n = 0;
-        proc_children(root, out, &n, max);
-        for (int head = 0; head < n && n < max; head++)
-            proc_children(out[head], out, &n, max);
+        for (int head = -1; head < n && n < max; head++) {
+            int from = n;
+            proc_children(head < 0 ? root : out[head], out, &n, max);
+            for (int j = from; par && j < n; j++)
+                par[j] = head;
+        }
         return n;
     }
     enum { MAXP = 65536 };
@@ -179,50 +189,53 @@ int fb__proc_descendants(pid_t root, pid_t *out, int max)
     if (!all)
         return 0;
     int nall = snapshot(all, MAXP);
-    int n = descendants(all, nall, root, out, max);
+    int n = descendants(all, nall, root, out, par, max);
     free(all);
     return n;
 }
 
-/* Reap the descendants d[0..n) that are our children and have ended,
- * but for those kept: not waitpid(-1), which would take a kept child's
- * status from whoever waits for it (a health check's, diagnose.c). */
-static void reap_nohang(const pid_t *d, int n, const pid_t *kd, int nk)
+int fb__proc_descendants(pid_t root, pid_t *out, int max)
 {
-    for (int i = 0; i < n; i++) {
-        int kept = 0;
-        for (int k = 0; k < nk && !kept; k++)
-            kept = d[i] == kd[k];
-        if (!kept)
-            (void)waitpid(d[i], NULL, WNOHANG);
-    }
+    return tree(root, out, NULL, max);
+}
+
+static int pid_cmp(const void *a, const void *b)
+{
+    pid_t x = *(const pid_t *)a, y = *(const pid_t *)b;
+    return (x > y) - (x < y);
 }
 
 int fb__proc_sweep(const pid_t *keep, int nkeep, int timeout_ms)
 {
     enum { MAXD = 4096 };
     pid_t *d = malloc(MAXD * sizeof *d);
-    pid_t *kd = malloc(MAXD * sizeof *kd);
-    if (!d || !kd) {
+    int *par = malloc(MAXD * sizeof *par);
+    pid_t *ks = malloc(((size_t)(nkeep > 0 ? nkeep : 0) + 1) * sizeof *ks);
+    unsigned char *kept = malloc(MAXD);
+    if (!d || !par || !ks || !kept) {
         free(d);
-        free(kd);
+        free(par);
+        free(ks);
+        free(kept);
         return 0;
+    }
+    /* One walk of the tree a pass: a process is kept when it is in keep[]
+     * or its parent is (parents come first).  Walking each kept pid's tree
+     * again, as before, read /proc twice for each standby shim and its
+     * rank, 512 processes at 256 ranks. */
+    if (nkeep > 0) {
+        memcpy(ks, keep, (size_t)nkeep * sizeof *ks);
+        qsort(ks, (size_t)nkeep, sizeof *ks, pid_cmp);
     }
     int killed = 0;
     uint64_t deadline = fb__now_ns() + (uint64_t)timeout_ms * 1000000ull;
     for (;;) {
-        int n = fb__proc_descendants(getpid(), d, MAXD);
-        int nk = 0;
-        for (int i = 0; i < nkeep && nk < MAXD; i++) {
-            kd[nk++] = keep[i];
-            nk += fb__proc_descendants(keep[i], kd + nk, MAXD - nk);
-        }
-        int victims = 0;
+        int n = tree(getpid(), d, par, MAXD), victims = 0;
+        for (int i = 0; i < n; i++)
+            kept[i] = (par[i] >= 0 && kept[par[i]]) ||
+                      (nkeep > 0 && bsearch(&d[i], ks, (size_t)nkeep, sizeof *ks, pid_cmp));
         for (int i = 0; i < n; i++) {
-            int kept = 0;
-            for (int k = 0; k < nk && !kept; k++)
-                kept = d[i] == kd[k];
-            if (kept)
+            if (kept[i])
                 continue;
             /* Zombies are ours to reap, not to kill. */
             if (kill(d[i], SIGKILL) == 0) {
@@ -230,14 +243,21 @@ int fb__proc_sweep(const pid_t *keep, int nkeep, int timeout_ms)
                 killed++;
             }
         }
-        reap_nohang(d, n, kd, nk);
+        /* Reap those that are our children and have ended, but for those
+         * kept: not waitpid(-1), which would take a kept child's status
+         * from whoever waits for it (a health check's, diagnose.c). */
+        for (int i = 0; i < n; i++)
+            if (!kept[i])
+                (void)waitpid(d[i], NULL, WNOHANG);
         if (victims == 0 || fb__now_ns() > deadline)
             break;
         struct timespec ts = {0, 2000000};
         nanosleep(&ts, NULL);
     }
     free(d);
-    free(kd);
+    free(par);
+    free(ks);
+    free(kept);
     return killed;
 }
 
