@@ -6,11 +6,13 @@
  * programs (verdicts) and whoever can write the journal (a group-shared
  * run directory), so any bytes: the text report has no control byte but
  * newline and tab (it cannot drive the terminal) and no line of the
- * input's making (as many lines as with every newline of the input made
- * '#'), the JSON is one line that parses, and the HTML holds no markup but
- * the page's own (as many '<', '>' and '"' as with every such byte of the
- * input made '#').
- * Input: NUL-separated fields, in the order of `fields` below (missing
+ * input's making, the JSON is one line that parses, and the HTML holds no
+ * markup but the page's own.  "Of the input's making": the output counts
+ * other numbers of newlines (or '<', '>', '"') than the output of the
+ * same input with each such byte written otherwise (field()).
+ * The same for the fleet report (`report --fleet`) over that run, its
+ * node flagged so that its evidence is written.
+ * Input: NUL-separated fields, in the order of the enum below (missing
  * ones are ""); the numbers are fixed (two attempts, the first failed).
  */
 #include <math.h>
@@ -35,15 +37,28 @@ enum {
 #define NINC 2
 #define NFIELDS (F_INC + NINC * I_N)
 
+/* Field i, or neutral: its '<', '>', '"' and newlines written "#1" .. "#4"
+ * and '#' "##", so that distinct names stay distinct and none of those
+ * bytes is left (in the JSON verdicts, which must still parse, the quotes
+ * and newlines are kept). */
 static char *field(const char *const *f, int i, int neutral)
 {
-    char *s = strdup(f[i]);
+    const char *in = f[i];
+    char *s = malloc(2 * strlen(in) + 1), *o = s;
     if (!s)
         __builtin_trap();
-    if (neutral)
-        for (char *p = s; *p; p++)
-            if (strchr("<>\"\n", *p))
-                *p = '#';
+    int json = i >= F_INC && ((i - F_INC) % I_N == I_FR || (i - F_INC) % I_N == I_HEALTH);
+    const char *set = json ? "#<>" : "#<>\"\n";
+    for (; *in; in++) {
+        const char *at = neutral ? strchr(set, *in) : NULL;
+        if (at) {
+            *o++ = '#';
+            *o++ = at == set ? '#' : (char)('0' + (at - set));
+        } else {
+            *o++ = *in;
+        }
+    }
+    *o = '\0';
     return s;
 }
 
@@ -123,10 +138,10 @@ static fb__report_run *build(const char *const *f, int neutral, const fb__report
         in->lost_s = -1;
         in->lost_acc_s = -1;
         in->cls = cls[i];
-        if (neutral)
-            for (char *p = in->cls.evidence; *p; p++)
-                if (strchr("<>\"\n", *p))
-                    *p = '#';
+        if (neutral) {
+            const char *ev[1] = {cls[i].evidence};
+            copy_to(in->cls.evidence, sizeof in->cls.evidence, ev, 0, 1);
+        }
     }
     fb__report_agent_event *e = &run->events[0];
     e->time = 1045;
@@ -184,6 +199,51 @@ static char *text_of(fb__report_run *run)
     return output_of(run, 0);
 }
 
+/* The fleet report over run (`report --fleet`): text, then HTML. */
+static void fleet_of(fb__report_run *run, char **text, char **html)
+{
+    fb__fleet fl;
+    memset(&fl, 0, sizeof fl);
+    fb__fleet_thresholds_init(&fl.t);
+    fl.t.hardware = fl.t.health = 1; /* flag the node: its evidence is written */
+    if (fb__fleet_add_run(&fl, run))
+        __builtin_trap();
+    fb__fleet_finish(&fl);
+    for (int h = 0; h < 2; h++) {
+        size_t len = 0;
+        char **buf = h ? html : text;
+        *buf = NULL;
+        FILE *f = open_memstream(buf, &len);
+        if (!f)
+            __builtin_trap();
+        (void)(h ? fb__fleet_write_html(f, &fl) : fb__fleet_write_text(f, &fl));
+        fclose(f);
+    }
+    fb__fleet_free(&fl);
+}
+
+/* Text for a terminal: no control byte but newline and tab, and as many
+ * lines as plain (the output of the neutral input). */
+static void check_text_out(const char *txt, const char *plain)
+{
+    for (const char *q = txt; *q; q++)
+        if (((unsigned char)*q < 0x20 && *q != '\n' && *q != '\t') || *q == 0x7f)
+            __builtin_trap();
+    if (count_of(txt, "\n") != count_of(plain, "\n"))
+        __builtin_trap();
+}
+
+/* HTML: no markup from the input (as many '<', '>', '"' as plain), no
+ * control byte. */
+static void check_html_out(const char *html, const char *plain)
+{
+    if (count_of(html, "<>\"") != count_of(plain, "<>\""))
+        __builtin_trap();
+    for (const char *q = html; *q; q++)
+        if (((unsigned char)*q < 0x20 && *q != '\n' && *q != '\t') || *q == 0x7f)
+            __builtin_trap();
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size > 1 << 16)
@@ -220,11 +280,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     /* Text: nothing that drives a terminal, no line of the input's. */
     char *txt = text_of(run), *txt_plain = text_of(plain);
-    for (const char *q = txt; *q; q++)
-        if (((unsigned char)*q < 0x20 && *q != '\n' && *q != '\t') || *q == 0x7f)
-            __builtin_trap();
-    if (count_of(txt, "\n") != count_of(txt_plain, "\n"))
-        __builtin_trap();
+    check_text_out(txt, txt_plain);
     free(txt);
     free(txt_plain);
 
@@ -242,13 +298,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     /* HTML: no markup from the input. */
     char *html = html_of(run), *html_plain = html_of(plain);
-    if (count_of(html, "<>\"") != count_of(html_plain, "<>\""))
-        __builtin_trap();
-    for (const char *q = html; *q; q++)
-        if (((unsigned char)*q < 0x20 && *q != '\n' && *q != '\t') || *q == 0x7f)
-            __builtin_trap();
+    check_html_out(html, html_plain);
     free(html);
     free(html_plain);
+
+    /* The fleet report over the same run. */
+    char *ftxt, *fhtml, *ftxt_plain, *fhtml_plain;
+    fleet_of(run, &ftxt, &fhtml);
+    fleet_of(plain, &ftxt_plain, &fhtml_plain);
+    check_text_out(ftxt, ftxt_plain);
+    check_html_out(fhtml, fhtml_plain);
+    free(ftxt);
+    free(fhtml);
+    free(ftxt_plain);
+    free(fhtml_plain);
     fb__report_free(plain);
     fb__report_free(run);
     free(text);
