@@ -1,11 +1,14 @@
-# The reader of PyTorch's TORCHELASTIC_ERROR_FILE (src/supervisor/errorfile.c).
-add_executable(fuzz_sup_error_file ${CMAKE_CURRENT_LIST_DIR}/sup_error_file.c)
-target_compile_options(fuzz_sup_error_file PRIVATE -fsanitize=fuzzer)
-target_link_options(fuzz_sup_error_file PRIVATE -fsanitize=fuzzer)
-target_link_libraries(fuzz_sup_error_file PRIVATE fb_supervisor fb_lib)
-# What Slurm's commands print: srun's log, `scontrol -o show node`
-# (src/supervisor/slurmtext.c).
-add_executable(fuzz_slurm_text ${CMAKE_CURRENT_LIST_DIR}/slurm_text.c)
-target_compile_options(fuzz_slurm_text PRIVATE -fsanitize=fuzzer)
-target_link_options(fuzz_slurm_text PRIVATE -fsanitize=fuzzer)
-target_link_libraries(fuzz_slurm_text PRIVATE fb_supervisor fb_lib)
+# The supervisor's readers of outside input:
+#   sup_error_file  PyTorch's TORCHELASTIC_ERROR_FILE (errorfile.c)
+#   slurm_text      what Slurm's commands print: srun's log, `scontrol -o
+#                   show node` (slurmtext.c)
+#   sup_rank_log    the last lines of a rank's log, quoted in its incident
+#                   (ranklog.c)
+#   sup_tee         a console rank's output on its way to the terminal
+#                   (tee.c, --console-ranks)
+foreach(t sup_error_file slurm_text sup_rank_log sup_tee)
+  add_executable(fuzz_${t} ${CMAKE_CURRENT_LIST_DIR}/${t}.c)
+  target_compile_options(fuzz_${t} PRIVATE -fsanitize=fuzzer)
+  target_link_options(fuzz_${t} PRIVATE -fsanitize=fuzzer)
+  target_link_libraries(fuzz_${t} PRIVATE fb_supervisor fb_lib)
+endforeach()

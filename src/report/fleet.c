@@ -340,13 +340,15 @@ int fb__fleet_write_text(FILE *out, const fb__fleet *f)
                         fb__safe_text(b2, sizeof b2, e->why));
                 continue;
             }
+            /* kind and the checks' names are the journal's text too */
+            char kd[sizeof e->kind], ck[sizeof e->checks];
             fprintf(out, "  %s attempt %d #%lld %s: %s / %s%s%s%s%s\n      %s\n",
                     fb__safe_text(b1, sizeof b1, e->run), e->attempt,
-                    (long long)e->id, e->kind, e->category, e->component,
-                    e->hardware ? " [hardware]" : "",
+                    (long long)e->id, fb__safe_text(kd, sizeof kd, e->kind), e->category,
+                    e->component, e->hardware ? " [hardware]" : "",
                     e->health_fail ? " [health failed: " : "",
-                    e->health_fail ? e->checks : "", e->health_fail ? "]" : "",
-                    fb__safe_text(b2, sizeof b2, e->why));
+                    e->health_fail ? fb__safe_text(ck, sizeof ck, e->checks) : "",
+                    e->health_fail ? "]" : "", fb__safe_text(b2, sizeof b2, e->why));
         }
         if (n->nevidence > n->nev)
             fprintf(out, "  ... %zu more\n", n->nevidence - n->nev);

@@ -39,12 +39,20 @@ static size_t restarts(const fb__report_run *run)
     return run->nattempts ? run->nattempts - 1 : 0;
 }
 
+/* Journal text on one line (fb__safe_text: a newline is '?' too). */
+static const char *one_line(char *buf, size_t size, const char *s)
+{
+    return fb__safe_text(buf, size, s);
+}
+
 static void summary(FILE *f, const fb__report_run *run)
 {
+    char d[1024], nm[256], st[64], sv[64];
     fprintf(f, "run %s (%s, %s, %d ranks on %d node%s, journal schema %s)\n",
-            run->dir, run->name ? run->name : "?",
-            run->status ? run->status : "?", run->nproc, run->nnodes,
-            run->nnodes == 1 ? "" : "s", run->schema_version);
+            one_line(d, sizeof d, run->dir),
+            one_line(nm, sizeof nm, run->name ? run->name : "?"),
+            one_line(st, sizeof st, run->status ? run->status : "?"), run->nproc, run->nnodes,
+            run->nnodes == 1 ? "" : "s", one_line(sv, sizeof sv, run->schema_version));
     if (!run->finished)
         fprintf(f, "  the run has not ended: accounted up to the journal's "
                    "last record\n");
@@ -63,8 +71,9 @@ static void attempts(FILE *f, const fb__report_run *run)
             "restart", "restore", "lost work from");
     for (size_t i = 0; i < run->nattempts; i++) {
         const fb__report_attempt *a = &run->attempts[i];
+        char oc[sizeof a->outcome];
         fprintf(f, "  %3d %-9s %9.3f %9.3f %8.3f %8.3f %8.3f %8.3f %8.3f  %s\n",
-                a->number, a->outcome[0] ? a->outcome : "-",
+                a->number, one_line(oc, sizeof oc, a->outcome[0] ? a->outcome : "-"),
                 fb__report_s(a->end_us - a->start_us),
                 fb__report_s(a->us[FB__T_USEFUL]), fb__report_s(a->us[FB__T_CKPT]),
                 fb__report_s(a->us[FB__T_LOST]), fb__report_s(a->us[FB__T_DETECT]),
@@ -146,9 +155,11 @@ static int table(FILE *f, fb__report_run *const *runs, size_t n)
     fprintf(f, "\nunexpected interruptions by root cause (Llama 3 Table 5)\n"
                "  %-32s %-22s %6s %7s %9s\n", "component", "category", "count",
             "share", "injected");
+    char co[256], ca[256];
     for (long i = 0; i < nrows; i++)
-        fprintf(f, "  %-32s %-22s %6zu %6.1f%% %9zu\n", rows[i].component,
-                rows[i].category, rows[i].count,
+        fprintf(f, "  %-32s %-22s %6zu %6.1f%% %9zu\n",
+                one_line(co, sizeof co, rows[i].component),
+                one_line(ca, sizeof ca, rows[i].category), rows[i].count,
                 total ? 100.0 * (double)rows[i].count / (double)total : 0.0,
                 rows[i].injected);
     if (nrows == 0)
@@ -184,9 +195,11 @@ static void incidents(FILE *f, const fb__report_run *run)
         if (in->detail && *in->detail)
             fprintf(f, "      %.300s\n",
                     fb__safe_text(buf, sizeof buf, in->detail));
+        char ca[256], co[256];
         fprintf(f, "      root cause: %s%s / %s, decided by %s: %s\n",
-                in->cls.category, in->cls.injected ? " (injected)" : "",
-                in->cls.component, in->cls.decided_by,
+                one_line(ca, sizeof ca, in->cls.category),
+                in->cls.injected ? " (injected)" : "",
+                one_line(co, sizeof co, in->cls.component), in->cls.decided_by,
                 fb__safe_text(buf, sizeof buf, in->cls.evidence));
     }
 }
@@ -199,8 +212,9 @@ static int suspects(FILE *f, fb__report_run *const *runs, size_t n)
         return (int)ns;
     fprintf(f, "\nsuspects (failed repeatedly%s)\n",
             n > 1 ? " across runs" : " in this run");
+    char w[sizeof s->what];
     for (long i = 0; i < ns; i++)
-        fprintf(f, "  %-30s %zu failure%s in %zu run%s\n", s[i].what,
+        fprintf(f, "  %-30s %zu failure%s in %zu run%s\n", one_line(w, sizeof w, s[i].what),
                 s[i].failures, s[i].failures == 1 ? "" : "s", s[i].runs,
                 s[i].runs == 1 ? "" : "s");
     if (ns == 0)
@@ -222,7 +236,8 @@ static void agent_part(FILE *f, const fb__report_run *run)
                    "%d-bucket means): temperature %s, power %s\n",
                 FB__REPORT_ENV_BUCKETS, rt, rp);
     } else if (run->agent_note[0]) {
-        fprintf(f, "\nenvironment: %s\n", run->agent_note);
+        char note[sizeof run->agent_note];
+        fprintf(f, "\nenvironment: %s\n", one_line(note, sizeof note, run->agent_note));
     }
     if (!run->events_total)
         return;
@@ -233,9 +248,10 @@ static void agent_part(FILE *f, const fb__report_run *run)
             "sev", "detail");
     for (size_t i = 0; i < run->nevents; i++) {
         const fb__report_agent_event *e = &run->events[i];
-        char buf[600];
+        char buf[600], k[sizeof e->kind], sj[sizeof e->subject], sv[sizeof e->severity];
         fprintf(f, "  %10.3f  %-22s %-10s %-5s %s\n", e->time - run->started_at,
-                e->kind, e->subject, e->severity,
+                one_line(k, sizeof k, e->kind), one_line(sj, sizeof sj, e->subject),
+                one_line(sv, sizeof sv, e->severity),
                 fb__safe_text(buf, sizeof buf, e->detail));
     }
 }
@@ -264,7 +280,8 @@ static int write_text(FILE *f, fb__report_run *const *runs, size_t n)
             "ETTR", "restarts", "incidents");
     for (size_t r = 0; r < n; r++) {
         const fb__report_run *run = runs[r];
-        fprintf(f, "  %-40s %10.3f %7.2f%% %8zu %9zu\n", run->dir,
+        char d[1024];
+        fprintf(f, "  %-40s %10.3f %7.2f%% %8zu %9zu\n", one_line(d, sizeof d, run->dir),
                 fb__report_s(run->wall_us),
                 pct(run->us[FB__T_USEFUL], run->wall_us), restarts(run),
                 run->nincidents);
@@ -279,7 +296,8 @@ static int write_text(FILE *f, fb__report_run *const *runs, size_t n)
     if ((rc = table(f, runs, n)) || (rc = suspects(f, runs, n)))
         return rc;
     for (size_t r = 0; r < n; r++) {
-        fprintf(f, "\n---- %s\n", runs[r]->dir);
+        char d[1024];
+        fprintf(f, "\n---- %s\n", one_line(d, sizeof d, runs[r]->dir));
         summary(f, runs[r]);
         incidents(f, runs[r]);
         agent_part(f, runs[r]);

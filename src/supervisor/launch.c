@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "common/util.h"
+#include "supervisor/ranklog.h"
 #include "supervisor/sup.h"
 
 extern char **environ;
@@ -274,7 +275,7 @@ static int open_log(fb__sup *s, int rank, char *path, size_t size)
     if (fd < 0)
         return -errno;
     char mark[96];
-    int n = snprintf(mark, sizeof mark, "=== firebreak: attempt %d, rank %d ===\n",
+    int n = snprintf(mark, sizeof mark, FB__RANK_LOG_MARK "%d, rank %d ===\n",
                      s->attempt, rank);
     (void)!write(fd, mark, (size_t)n);
     return fd;
@@ -615,7 +616,7 @@ static void standby_go(fb__sup *s, int adopted)
         if (!sl->adopted || sl->log_fd < 0)
             continue;
         char mark[96];
-        int n = snprintf(mark, sizeof mark, "=== firebreak: attempt %d, rank %d ===\n",
+        int n = snprintf(mark, sizeof mark, FB__RANK_LOG_MARK "%d, rank %d ===\n",
                          b->attempt, r);
         (void)!write(sl->log_fd, mark, (size_t)n);
     }

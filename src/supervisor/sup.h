@@ -239,6 +239,22 @@ int fb__sup_tee_open(int rank, int log_fd, fb__sup_tee **out, int *write_fd);
 int fb__sup_tee_read(fb__sup *s, fb__sup_tee *t, size_t max_bytes);
 void fb__sup_tee_poll_read(fb__sup *s, fb__sup_tee *t);
 void fb__sup_tee_close(fb__sup *s, fb__sup_tee *t);
+/* The console side as pure functions over bytes (fuzz/sup_tee.c): split
+ * a rank's output into lines, calling fn for each (a line longer than
+ * FB__SUP_TEE_LINE once, its first FB__SUP_TEE_LINE bytes, cut = 1; the
+ * rest of it is skipped); end: the unterminated last line, if any. */
+typedef void fb__sup_tee_line_fn(void *ctx, const char *line, size_t len, int cut);
+void fb__sup_tee_split(fb__sup_tee *t, const char *buf, size_t n, fb__sup_tee_line_fn *fn,
+                       void *ctx);
+void fb__sup_tee_end(fb__sup_tee *t, fb__sup_tee_line_fn *fn, void *ctx);
+/* One console line in out: head (the status line's erase, a note; the
+ * supervisor's own), "[rank<R>]: ", the line (len <= FB__SUP_TEE_LINE
+ * bytes) made safe for the terminal (fb__safe_text, a NUL as '?'), the cut
+ * marker when cut, and one "\n".  Its length (< size), 0 when head does
+ * not leave room. */
+#define FB__SUP_TEE_OUT 4096
+size_t fb__sup_tee_format(char *out, size_t size, const char *head, int rank,
+                          const char *line, size_t len, int cut);
 
 /* TORCHELASTIC_ERROR_FILE: rank's path in this attempt (errorfile.c;
  * reading one: errorfile.h). */

@@ -98,6 +98,13 @@ int fb__sup_tee_open(int rank, int log_fd, fb__sup_tee **out, int *write_fd)
     return 0;
 }
 
+_Static_assert(FB__SUP_TEE_OUT <= PIPE_BUF, "a console line is written whole");
+
+typedef struct {
+    fb__sup *s;
+    const fb__sup_tee *t;
+} tee_ctx;
+
 /* Room left in a console pipe for the supervisor's own lines (its log
  * lines and status are written blocking, as they always were): rank
  * output never fills the pipe past this, so that a console read late
@@ -120,29 +127,46 @@ static int console_has_room(size_t need)
     return 1;
 }
 
-/* One line (len bytes, no newline) to the console, or counted as lost. */
-static void console_line(fb__sup *s, const fb__sup_tee *t, const char *line, size_t len,
-                         int cut)
+size_t fb__sup_tee_format(char *out, size_t size, const char *head, int rank,
+                          const char *line, size_t len, int cut)
 {
+    const char *mark = cut ? " [firebreak: line cut; the log has it whole]" : "";
+    size_t mlen = strlen(mark);
     char raw[FB__SUP_TEE_LINE + 1];
+    if (len > FB__SUP_TEE_LINE)
+        len = FB__SUP_TEE_LINE;
     memcpy(raw, line, len);
     for (size_t i = 0; i < len; i++)
         if (!raw[i])
             raw[i] = '\x01'; /* shown as '?', not the end of the line */
     raw[len] = '\0';
-    char out[PIPE_BUF];
-    char note[160] = "";
+    int n = snprintf(out, size, "%s[rank%d]: ", head, rank);
+    if (n < 0 || (size_t)n + mlen + 2 > size) {
+        if (size)
+            out[0] = '\0';
+        return 0;
+    }
+    size_t used = (size_t)n;
+    fb__safe_text(out + used, size - used - mlen - 1, raw);
+    used += strlen(out + used);
+    used += (size_t)snprintf(out + used, size - used, "%s\n", mark);
+    return used;
+}
+
+/* One line (len bytes, no newline) to the console, or counted as lost. */
+static void console_line(void *ctx, const char *line, size_t len, int cut)
+{
+    fb__sup *s = ((tee_ctx *)ctx)->s;
+    const fb__sup_tee *t = ((tee_ctx *)ctx)->t;
+    char head[192];
+    snprintf(head, sizeof head, "%s", s->status_on_tty ? "\r\033[K" : "");
     if (s->tee_dropped)
-        snprintf(note, sizeof note, "[firebreak: %llu line%s of rank output not shown: "
+        snprintf(head + strlen(head), sizeof head - strlen(head),
+                 "[firebreak: %llu line%s of rank output not shown: "
                  "the console did not keep up; the logs have them]\n",
                  (unsigned long long)s->tee_dropped, s->tee_dropped == 1 ? "" : "s");
-    int n = snprintf(out, sizeof out, "%s%s[rank%d]: ", s->status_on_tty ? "\r\033[K" : "",
-                     note, t->rank);
-    size_t used = (size_t)n;
-    const char *mark = cut ? " [firebreak: line cut; the log has it whole]" : "";
-    fb__safe_text(out + used, sizeof out - used - strlen(mark) - 1, raw);
-    used += strlen(out + used);
-    used += (size_t)snprintf(out + used, sizeof out - used, "%s\n", mark);
+    char out[FB__SUP_TEE_OUT];
+    size_t used = fb__sup_tee_format(out, sizeof out, head, t->rank, line, len, cut);
     if (!console_has_room(used)) {
         s->tee_dropped++;
         s->tee_dropped_total++;
@@ -158,13 +182,14 @@ static void console_line(fb__sup *s, const fb__sup_tee *t, const char *line, siz
         s->last_status_ns = 0; /* redraw the status line */
 }
 
-static void split_lines(fb__sup *s, fb__sup_tee *t, const char *buf, size_t n)
+void fb__sup_tee_split(fb__sup_tee *t, const char *buf, size_t n, fb__sup_tee_line_fn *fn,
+                       void *ctx)
 {
     for (size_t i = 0; i < n; i++) {
         char c = buf[i];
         if (c == '\n') {
             if (!t->cutting)
-                console_line(s, t, t->line, t->len, 0);
+                fn(ctx, t->line, t->len, 0);
             t->len = 0;
             t->cutting = 0;
             continue;
@@ -172,7 +197,7 @@ static void split_lines(fb__sup *s, fb__sup_tee *t, const char *buf, size_t n)
         if (t->cutting)
             continue;
         if (t->len == FB__SUP_TEE_LINE) {
-            console_line(s, t, t->line, t->len, 1);
+            fn(ctx, t->line, t->len, 1);
             t->len = 0;
             t->cutting = 1;
             continue;
@@ -181,12 +206,21 @@ static void split_lines(fb__sup *s, fb__sup_tee *t, const char *buf, size_t n)
     }
 }
 
+void fb__sup_tee_end(fb__sup_tee *t, fb__sup_tee_line_fn *fn, void *ctx)
+{
+    if (t->len && !t->cutting)
+        fn(ctx, t->line, t->len, 0);
+    t->len = 0;
+    t->cutting = 0;
+}
+
 #define TEE_READ_MAX (64 * 1024)
 
 int fb__sup_tee_read(fb__sup *s, fb__sup_tee *t, size_t max_bytes)
 {
     char buf[16384];
     size_t got = 0;
+    tee_ctx c = {s, t};
     while (t && t->fd >= 0 && got < max_bytes) {
         ssize_t n = read(t->fd, buf, sizeof buf);
         if (n < 0 && errno == EINTR)
@@ -194,9 +228,7 @@ int fb__sup_tee_read(fb__sup *s, fb__sup_tee *t, size_t max_bytes)
         if (n < 0 && errno == EAGAIN)
             return 0;
         if (n <= 0) { /* EOF (every writer gone) or an error */
-            if (t->len && !t->cutting)
-                console_line(s, t, t->line, t->len, 0);
-            t->len = 0;
+            fb__sup_tee_end(t, console_line, &c);
             close(t->fd);
             t->fd = -1;
             return 0;
@@ -208,7 +240,7 @@ int fb__sup_tee_read(fb__sup *s, fb__sup_tee *t, size_t max_bytes)
             fb__sup_log(s, "rank %d's log cannot be written: %s", t->rank,
                         strerror(wrc < 0 ? -wrc : EIO));
         }
-        split_lines(s, t, buf, (size_t)n);
+        fb__sup_tee_split(t, buf, (size_t)n, console_line, &c);
     }
     return 0;
 }
@@ -226,8 +258,8 @@ void fb__sup_tee_close(fb__sup *s, fb__sup_tee *t)
      * process that escaped and keeps writing does not hold us here). */
     fb__sup_tee_read(s, t, 64u << 20);
     if (t->fd >= 0) {
-        if (t->len && !t->cutting)
-            console_line(s, t, t->line, t->len, 0);
+        tee_ctx c = {s, t};
+        fb__sup_tee_end(t, console_line, &c);
         close(t->fd);
     }
     close(t->log_fd);

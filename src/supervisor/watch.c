@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "common/util.h"
+#include "supervisor/ranklog.h"
 #include "supervisor/sup.h"
 
 const char *fb__sup_phase_name(uint32_t phase)
@@ -649,39 +650,9 @@ void fb__sup_rank_ended(fb__sup *s, int rank, int wstatus_known, int wstatus,
 
 void fb__sup_last_lines(const fb__sup *s, int rank, char *buf, size_t size)
 {
-    buf[0] = '\0';
-    if (rank < 0 || rank >= s->world || size < 2)
+    if (size)
+        buf[0] = '\0';
+    if (rank < 0 || rank >= s->world)
         return;
-    int fd = open(s->ranks[rank].log_path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return;
-    struct stat st;
-    if (fstat(fd, &st) == 0) {
-        size_t want = size - 1;
-        off_t off = st.st_size > (off_t)want ? st.st_size - (off_t)want : 0;
-        ssize_t n = pread(fd, buf, want, off);
-        if (n > 0) {
-            buf[n] = '\0';
-            /* Keep whole lines, and at most the last 12. */
-            char *start = buf;
-            if (off > 0) {
-                char *nl = strchr(buf, '\n');
-                if (nl)
-                    start = nl + 1;
-            }
-            /* Only this attempt's output: from its marker line on. */
-            for (char *mk = start; (mk = strstr(mk, "=== firebreak: attempt ")); mk++)
-                if (mk == buf || mk[-1] == '\n')
-                    start = mk;
-            int lines = 0;
-            for (char *p = buf + n - 1; p > start; p--) {
-                if (*p == '\n' && p != buf + n - 1 && ++lines == 12) {
-                    start = p + 1;
-                    break;
-                }
-            }
-            memmove(buf, start, strlen(start) + 1);
-        }
-    }
-    close(fd);
+    fb__rank_log_tail(s->ranks[rank].log_path, buf, size);
 }
