@@ -23,6 +23,7 @@
 
 #include "common/json.h"
 #include "common/jsonw.h"
+#include "common/util.h"
 #include "report/report.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -234,14 +235,21 @@ static void check_text_out(const char *txt, const char *plain)
 }
 
 /* HTML: no markup from the input (as many '<', '>', '"' as plain), no
- * control byte. */
+ * control byte, valid UTF-8 with no C1 control. */
 static void check_html_out(const char *html, const char *plain)
 {
     if (count_of(html, "<>\"") != count_of(plain, "<>\""))
         __builtin_trap();
-    for (const char *q = html; *q; q++)
-        if (((unsigned char)*q < 0x20 && *q != '\n' && *q != '\t') || *q == 0x7f)
+    size_t n = strlen(html);
+    for (size_t i = 0; i < n;) {
+        const unsigned char *u = (const unsigned char *)html + i;
+        size_t l = fb__utf8_len(u, n - i);
+        if (l == 0 || (l == 1 && ((u[0] < 0x20 && u[0] != '\n' && u[0] != '\t') ||
+                                  u[0] == 0x7f)) ||
+            (l == 2 && u[0] == 0xC2 && u[1] < 0xA0))
             __builtin_trap();
+        i += l;
+    }
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -340,12 +340,16 @@ int fb__fleet_write_text(FILE *out, const fb__fleet *f)
                         fb__safe_text(b2, sizeof b2, e->why));
                 continue;
             }
-            /* kind and the checks' names are the journal's text too */
-            char kd[sizeof e->kind], ck[sizeof e->checks];
+            /* kind, root cause and the checks' names are the journal's
+             * text too */
+            char kd[sizeof e->kind], ck[sizeof e->checks], ca[sizeof e->category],
+                co[sizeof e->component];
             fprintf(out, "  %s attempt %d #%lld %s: %s / %s%s%s%s%s\n      %s\n",
                     fb__safe_text(b1, sizeof b1, e->run), e->attempt,
-                    (long long)e->id, fb__safe_text(kd, sizeof kd, e->kind), e->category,
-                    e->component, e->hardware ? " [hardware]" : "",
+                    (long long)e->id, fb__safe_text(kd, sizeof kd, e->kind),
+                    fb__safe_text(ca, sizeof ca, e->category),
+                    fb__safe_text(co, sizeof co, e->component),
+                    e->hardware ? " [hardware]" : "",
                     e->health_fail ? " [health failed: " : "",
                     e->health_fail ? fb__safe_text(ck, sizeof ck, e->checks) : "",
                     e->health_fail ? "]" : "", fb__safe_text(b2, sizeof b2, e->why));

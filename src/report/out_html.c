@@ -39,22 +39,39 @@ static const char *const palette[MAX_RANK_LINES] = {
  * an attribute value: markup characters escaped, control bytes (which
  * HTML does not allow, and which would drive a terminal the file is
  * printed on) as U+FFFD. */
+/* Text into the page: markup escaped; a control character (C0 but tab
+ * and newline, DEL, the C1 controls U+0080..U+009F) and a byte that is not
+ * valid UTF-8 written as U+FFFD, so the page is valid UTF-8 whatever a
+ * journal holds. */
 static void esc(FILE *f, const char *s)
 {
-    for (; s && *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        switch (c) {
+    size_t n = s ? strlen(s) : 0;
+    for (size_t i = 0; i < n;) {
+        const unsigned char *u = (const unsigned char *)s + i;
+        size_t l = fb__utf8_len(u, n - i);
+        if (l == 0 || (l == 2 && u[0] == 0xC2 && u[1] < 0xA0)) {
+            fputs("&#xFFFD;", f);
+            i += l ? l : 1;
+            continue;
+        }
+        if (l > 1) {
+            fwrite(u, 1, l, f);
+            i += l;
+            continue;
+        }
+        switch (u[0]) {
         case '<': fputs("&lt;", f); break;
         case '>': fputs("&gt;", f); break;
         case '&': fputs("&amp;", f); break;
         case '"': fputs("&quot;", f); break;
         case '\'': fputs("&#39;", f); break;
         default:
-            if ((c < 0x20 && c != '\t' && c != '\n') || c == 0x7f)
+            if ((u[0] < 0x20 && u[0] != '\t' && u[0] != '\n') || u[0] == 0x7f)
                 fputs("&#xFFFD;", f);
             else
-                fputc(c, f);
+                fputc(u[0], f);
         }
+        i++;
     }
 }
 
