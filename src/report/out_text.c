@@ -39,20 +39,14 @@ static size_t restarts(const fb__report_run *run)
     return run->nattempts ? run->nattempts - 1 : 0;
 }
 
-/* Journal text on one line (fb__safe_text: a newline is '?' too). */
-static const char *one_line(char *buf, size_t size, const char *s)
-{
-    return fb__safe_text(buf, size, s);
-}
-
 static void summary(FILE *f, const fb__report_run *run)
 {
     char d[1024], nm[256], st[64], sv[64];
     fprintf(f, "run %s (%s, %s, %d ranks on %d node%s, journal schema %s)\n",
-            one_line(d, sizeof d, run->dir),
-            one_line(nm, sizeof nm, run->name ? run->name : "?"),
-            one_line(st, sizeof st, run->status ? run->status : "?"), run->nproc, run->nnodes,
-            run->nnodes == 1 ? "" : "s", one_line(sv, sizeof sv, run->schema_version));
+            fb__safe_text(d, sizeof d, run->dir),
+            fb__safe_text(nm, sizeof nm, run->name ? run->name : "?"),
+            fb__safe_text(st, sizeof st, run->status ? run->status : "?"), run->nproc, run->nnodes,
+            run->nnodes == 1 ? "" : "s", fb__safe_text(sv, sizeof sv, run->schema_version));
     if (!run->finished)
         fprintf(f, "  the run has not ended: accounted up to the journal's "
                    "last record\n");
@@ -73,7 +67,7 @@ static void attempts(FILE *f, const fb__report_run *run)
         const fb__report_attempt *a = &run->attempts[i];
         char oc[sizeof a->outcome];
         fprintf(f, "  %3d %-9s %9.3f %9.3f %8.3f %8.3f %8.3f %8.3f %8.3f  %s\n",
-                a->number, one_line(oc, sizeof oc, a->outcome[0] ? a->outcome : "-"),
+                a->number, fb__safe_text(oc, sizeof oc, a->outcome[0] ? a->outcome : "-"),
                 fb__report_s(a->end_us - a->start_us),
                 fb__report_s(a->us[FB__T_USEFUL]), fb__report_s(a->us[FB__T_CKPT]),
                 fb__report_s(a->us[FB__T_LOST]), fb__report_s(a->us[FB__T_DETECT]),
@@ -158,8 +152,8 @@ static int table(FILE *f, fb__report_run *const *runs, size_t n)
     char co[256], ca[256];
     for (long i = 0; i < nrows; i++)
         fprintf(f, "  %-32s %-22s %6zu %6.1f%% %9zu\n",
-                one_line(co, sizeof co, rows[i].component),
-                one_line(ca, sizeof ca, rows[i].category), rows[i].count,
+                fb__safe_text(co, sizeof co, rows[i].component),
+                fb__safe_text(ca, sizeof ca, rows[i].category), rows[i].count,
                 total ? 100.0 * (double)rows[i].count / (double)total : 0.0,
                 rows[i].injected);
     if (nrows == 0)
@@ -197,9 +191,9 @@ static void incidents(FILE *f, const fb__report_run *run)
                     fb__safe_text(buf, sizeof buf, in->detail));
         char ca[256], co[256];
         fprintf(f, "      root cause: %s%s / %s, decided by %s: %s\n",
-                one_line(ca, sizeof ca, in->cls.category),
+                fb__safe_text(ca, sizeof ca, in->cls.category),
                 in->cls.injected ? " (injected)" : "",
-                one_line(co, sizeof co, in->cls.component), in->cls.decided_by,
+                fb__safe_text(co, sizeof co, in->cls.component), in->cls.decided_by,
                 fb__safe_text(buf, sizeof buf, in->cls.evidence));
     }
 }
@@ -214,7 +208,7 @@ static int suspects(FILE *f, fb__report_run *const *runs, size_t n)
             n > 1 ? " across runs" : " in this run");
     char w[sizeof s->what];
     for (long i = 0; i < ns; i++)
-        fprintf(f, "  %-30s %zu failure%s in %zu run%s\n", one_line(w, sizeof w, s[i].what),
+        fprintf(f, "  %-30s %zu failure%s in %zu run%s\n", fb__safe_text(w, sizeof w, s[i].what),
                 s[i].failures, s[i].failures == 1 ? "" : "s", s[i].runs,
                 s[i].runs == 1 ? "" : "s");
     if (ns == 0)
@@ -237,7 +231,7 @@ static void agent_part(FILE *f, const fb__report_run *run)
                 FB__REPORT_ENV_BUCKETS, rt, rp);
     } else if (run->agent_note[0]) {
         char note[sizeof run->agent_note];
-        fprintf(f, "\nenvironment: %s\n", one_line(note, sizeof note, run->agent_note));
+        fprintf(f, "\nenvironment: %s\n", fb__safe_text(note, sizeof note, run->agent_note));
     }
     if (!run->events_total)
         return;
@@ -250,8 +244,8 @@ static void agent_part(FILE *f, const fb__report_run *run)
         const fb__report_agent_event *e = &run->events[i];
         char buf[600], k[sizeof e->kind], sj[sizeof e->subject], sv[sizeof e->severity];
         fprintf(f, "  %10.3f  %-22s %-10s %-5s %s\n", e->time - run->started_at,
-                one_line(k, sizeof k, e->kind), one_line(sj, sizeof sj, e->subject),
-                one_line(sv, sizeof sv, e->severity),
+                fb__safe_text(k, sizeof k, e->kind), fb__safe_text(sj, sizeof sj, e->subject),
+                fb__safe_text(sv, sizeof sv, e->severity),
                 fb__safe_text(buf, sizeof buf, e->detail));
     }
 }
@@ -281,7 +275,7 @@ static int write_text(FILE *f, fb__report_run *const *runs, size_t n)
     for (size_t r = 0; r < n; r++) {
         const fb__report_run *run = runs[r];
         char d[1024];
-        fprintf(f, "  %-40s %10.3f %7.2f%% %8zu %9zu\n", one_line(d, sizeof d, run->dir),
+        fprintf(f, "  %-40s %10.3f %7.2f%% %8zu %9zu\n", fb__safe_text(d, sizeof d, run->dir),
                 fb__report_s(run->wall_us),
                 pct(run->us[FB__T_USEFUL], run->wall_us), restarts(run),
                 run->nincidents);
@@ -297,7 +291,7 @@ static int write_text(FILE *f, fb__report_run *const *runs, size_t n)
         return rc;
     for (size_t r = 0; r < n; r++) {
         char d[1024];
-        fprintf(f, "\n---- %s\n", one_line(d, sizeof d, runs[r]->dir));
+        fprintf(f, "\n---- %s\n", fb__safe_text(d, sizeof d, runs[r]->dir));
         summary(f, runs[r]);
         incidents(f, runs[r]);
         agent_part(f, runs[r]);

@@ -1528,11 +1528,10 @@ static int srun_first_end(const struct fb__sup_slurm *g, int *task, char *what,
             /* several tasks of one node at once: the first named, and
              * the others said */
             *task = l.task;
-            snprintf(what, size, "%s%s%s%s%s", l.what, l.several ? " (with tasks " : "",
-                     l.several ? l.tasks : "", l.several ? " on " : "",
-                     l.several ? l.node : "");
-            if (l.several && strlen(what) + 1 < size)
-                strcat(what, ")");
+            if (l.several)
+                snprintf(what, size, "%s (with tasks %s on %s)", l.what, l.tasks, l.node);
+            else
+                snprintf(what, size, "%s", l.what);
             found = 0;
         }
     }
