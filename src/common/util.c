@@ -286,7 +286,9 @@ int fb__read_file(const char *path, size_t max_bytes, char **buf_out,
     int fd = fb__open_regular(path, 0);
     if (fd < 0)
         return fd;
-    size_t cap = 4096, len = 0;
+    /* The bound holds below a page too (it was the first buffer's 4 KiB
+     * whatever max_bytes said). */
+    size_t cap = max_bytes < 4096 ? max_bytes : 4096, len = 0;
     char *buf = fb__malloc(cap + 1);
     int rc = 0;
     if (!buf) {
@@ -296,8 +298,16 @@ int fb__read_file(const char *path, size_t max_bytes, char **buf_out,
     for (;;) {
         if (len == cap) {
             if (cap >= max_bytes) {
-                rc = FB_ETOOBIG;
-                goto out;
+                /* At the bound: a byte more tells a file of exactly
+                 * max_bytes, which fits, from a longer one. */
+                char more;
+                ssize_t r;
+                while ((r = read(fd, &more, 1)) < 0 && errno == EINTR)
+                    ;
+                rc = r < 0 ? -errno : r > 0 ? FB_ETOOBIG : 0;
+                if (rc)
+                    goto out;
+                break;
             }
             size_t ncap = cap * 2 > max_bytes ? max_bytes : cap * 2;
             char *nb = fb__realloc(buf, ncap + 1);
@@ -328,6 +338,47 @@ out:
     free(buf);
     close(fd);
     return rc;
+}
+
+int fb__read_file_head(const char *path, size_t max_bytes, char **buf_out,
+                       size_t *len_out, int *cut_out)
+{
+    *cut_out = 0;
+    int fd = fb__open_regular(path, 0);
+    if (fd < 0)
+        return fd;
+    /* one byte past the bound tells a file of exactly max_bytes from a
+     * longer one */
+    char *buf = max_bytes < SIZE_MAX - 1 ? fb__malloc(max_bytes + 2) : NULL;
+    size_t len = 0;
+    int rc = buf ? 0 : -ENOMEM;
+    while (!rc && len < max_bytes + 1) {
+        ssize_t r = read(fd, buf + len, max_bytes + 1 - len);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0)
+            rc = -errno;
+        else if (r == 0)
+            break;
+        else
+            len += (size_t)r;
+    }
+    close(fd);
+    if (rc) {
+        free(buf);
+        return rc;
+    }
+    if (len > max_bytes) {
+        *cut_out = 1;
+        len = max_bytes;
+        while (len > 0 && buf[len - 1] != '\n')
+            len--;
+    }
+    buf[len] = '\0';
+    *buf_out = buf;
+    if (len_out)
+        *len_out = len;
+    return 0;
 }
 
 int fb__pid_file_gone(const char *path)

@@ -1509,6 +1509,11 @@ static int vanished_wait(fb__sup *s, uint64_t now)
     return wait;
 }
 
+/* How much of srun's log is read for its first reports: they come first,
+ * and the log grows by a line per task that ends (about 50 bytes: 20,000
+ * tasks fill a MiB).  Past it the head is read, not nothing. */
+#define SRUN_LOG_READ_MAX (1u << 20)
+
 /* srun's report of the first task that ended, "srun: error: NODE: task
  * T: WHAT" (or "tasks LIST: WHAT": its first task), but for those srun
  * terminated itself: 0, with *task and what; -1 when it has reported
@@ -1518,7 +1523,8 @@ static int srun_first_end(const struct fb__sup_slurm *g, int *task, char *what,
 {
     char *text = NULL, line[FB__SLURM_LINE_MAX];
     size_t len = 0, pos = 0;
-    if (fb__read_file(g->srun_log, 1 << 20, &text, &len))
+    int cut;
+    if (fb__read_file_head(g->srun_log, SRUN_LOG_READ_MAX, &text, &len, &cut))
         return -1;
     int found = -1;
     while (found < 0 && fb__slurm_next_line(text, len, &pos, line, sizeof line)) {
@@ -1553,7 +1559,8 @@ static int srun_launch_failed(fb__sup *s, char *why, size_t size, int *also, int
     char *text = NULL, line[FB__SLURM_LINE_MAX], refused[FB__SLURM_WHAT_MAX] = "";
     size_t len = 0, pos = 0;
     *nalso = 0;
-    if (fb__read_file(g->srun_log, 1 << 20, &text, &len))
+    int cut;
+    if (fb__read_file_head(g->srun_log, SRUN_LOG_READ_MAX, &text, &len, &cut))
         return -1;
     int found = -1;
     while (found < 0 && fb__slurm_next_line(text, len, &pos, line, sizeof line)) {

@@ -255,6 +255,42 @@ static void test_files(void)
     snprintf(v, sizeof v, "%d.%d.%d", FB_VERSION_MAJOR, FB_VERSION_MINOR,
              FB_VERSION_PATCH);
     CHECK_EQ_STR(fb_version(), v);
+    /* The head of a log: whole when it fits (exactly the bound too), else
+     * cut after the last newline within the bound; a first line longer
+     * than the bound gives nothing rather than part of a line. */
+    int cut = -1;
+    CHECK_RC(fb__read_file_head(reg, 3, &buf, &len, &cut), 0);
+    CHECK(len == 3 && cut == 0 && !strcmp(buf, "abc"));
+    free(buf);
+    CHECK_RC(fb__write_file_atomic(reg, "one\ntwo\nthree\n", 14), 0);
+    CHECK_RC(fb__read_file_head(reg, 12, &buf, &len, &cut), 0);
+    CHECK(len == 8 && cut == 1 && !strcmp(buf, "one\ntwo\n"));
+    free(buf);
+    CHECK_RC(fb__read_file_head(reg, 14, &buf, &len, &cut), 0);
+    CHECK(len == 14 && cut == 0);
+    free(buf);
+    CHECK_RC(fb__read_file_head(reg, 2, &buf, &len, &cut), 0);
+    CHECK(len == 0 && cut == 1 && buf[0] == '\0');
+    free(buf);
+    CHECK_RC(fb__read_file_head(fifo, 4096, &buf, &len, &cut), FB_ENOTREG);
+    /* fb__read_file's bound holds below 4 KiB, and a file of exactly the
+     * bound fits (both were wrong: a 14-byte file passed a bound of 13,
+     * and one of 4,096 bytes failed a bound of 4,096). */
+    CHECK_RC(fb__read_file(reg, 13, &buf, &len), FB_ETOOBIG);
+    buf = NULL;
+    CHECK_RC(fb__read_file(reg, 14, &buf, &len), 0);
+    CHECK(buf && len == 14);
+    free(buf);
+    {
+        char page[4096];
+        memset(page, 'x', sizeof page);
+        CHECK_RC(fb__write_file_atomic(reg, page, sizeof page), 0);
+        buf = NULL;
+        CHECK_RC(fb__read_file(reg, 4096, &buf, &len), 0);
+        CHECK(buf && len == 4096 && buf[4096] == '\0');
+        free(buf);
+        CHECK_RC(fb__read_file(reg, 4095, &buf, &len), FB_ETOOBIG);
+    }
     unlink(fifo);
     unlink(reg);
     rmdir(dir);
