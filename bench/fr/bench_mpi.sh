@@ -1,18 +1,24 @@
 #!/bin/bash
 # Interposer overhead on an 8-byte MPI_Allreduce between 2 local ranks:
 # the same program with and without libfirebreak-mpi.so, alternating, in
-# one run; the median of each is compared.
+# one run; the median of each is compared.  Each rank is bound to a core
+# of its own.  Unbound, whole runs came out in two modes, about 250 and
+# 580 ns, with or without the interposer (2026-12-03, idle: in one make
+# bench 3 of 5 runs with it at 575-731 ns against 1 of 5 without, a miss
+# of +322 ns), most likely the scheduler putting both busy-polling ranks
+# on one CPU; bound, 15 runs of each kind in 3 runs of this script gave
+# 159-293 ns but one (483 ns) and +43 to +47 ns.  Seven of each.
 set -u
 PRELOAD=$1 PROG=$2
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 JOB=frbm$$
 T=$(mktemp -d); trap 'rm -rf "$T"; rm -f /dev/shm/fb.$JOB.*' EXIT
 one() {
-  mpirun --oversubscribe --bind-to none -np 2 --mca btl_vader_backing_directory "$T" \
+  mpirun --oversubscribe --bind-to core -np 2 --mca btl_vader_backing_directory "$T" \
     -x FIREBREAK_JOB_ID=$JOB "$@" "$PROG" 100000 2>/dev/null | tail -n 1
 }
 plain=() pre=()
-for i in 1 2 3 4 5; do
+for i in 1 2 3 4 5 6 7; do
   plain+=("$(one)")
   pre+=("$(one -x LD_PRELOAD="$PRELOAD")")
 done
