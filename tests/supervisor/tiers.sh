@@ -132,11 +132,19 @@ lifetime)
     sup=$!
     mem=$(wait_mem_step killed)
     [ -d "$mem" ] || { kill -9 $sup; fail "no node memory at $mem"; }
+    # Every supervisor's start removes the node memories whose pid file
+    # names a process that is gone, other tests' running beside this one
+    # too (one did, in a CI run): until it is checked, the pid file names
+    # a process of ours, which dies with this shell.
+    setpriv --pdeathsig KILL sleep 300 &
+    guard=$!
+    echo $guard > "$mem/firebreak.pid"
     kill -9 $sup
     rc=0; wait $sup || rc=$?
     [ $rc = 137 ] || fail "supervisor status $rc"
     for _ in $(seq 100); do [ -z "$(leftovers)" ] && break; sleep 0.05; done
     [ -d "$mem" ] || fail "node memory already gone after SIGKILL (the next start must remove it)"
+    kill $guard; wait $guard 2>/dev/null || true
     "$FB" run --nproc-per-node 1 --run-dir next --quiet -- "$TOY" --steps 3 --sleep-ms 1 \
         || fail "next run failed"
     [ ! -e "$mem" ] || fail "stale node memory $mem not removed by the next start"
