@@ -154,6 +154,10 @@ def worker(rank, phase, ckdir, pgfile):
         # rank 0 (the coordinator) has FIREBREAK_CKPT_CRASH_AT=after_rename@30
         dcp.save(dist_state(full_state(3)), storage_writer=StorageWriter(ckdir, step=30))
         raise AssertionError("the save of step 30 went through")
+    # No rank tears gloo down while a peer still uses it (a CI run: rank 0
+    # saved, then aborted on its way out, "terminate called without an
+    # active exception"; replicated.py's workers had the same).
+    dist.barrier()
     dist.destroy_process_group()
     print("rank %d: %s ok" % (rank, phase))
 
