@@ -3,8 +3,10 @@
  * TCP (see replicate.h for the protocol).
  *
  * The sender hands the kernel each shard file with sendfile (no copy in
- * user space).  The receiver maps the temporary file and reads the socket
- * straight into the mapping (one copy, the socket's): the length word and
+ * user space).  The receiver reads the socket straight into a receive
+ * pool's file, mapped with its pages in place (one copy, the socket's),
+ * or, for a new file, into a ring of chunk buffers written to the file
+ * (dest: its pages allocated as they are written): the length word and
  * the header first, checked as a reader checks a file (safetensors.c,
  * shard.c), then the data in 1 MiB chunks, hashed by a second thread
  * behind the socket; or, deferred (FB__REPL_DEFER_VERIFY), not hashed on
@@ -155,10 +157,11 @@ typedef struct progress {
     uint64_t last_ns;       /* when a byte last moved */
 } progress;
 
-/* A receiver with no file ready for a shard allocates its pages before it
- * reads any of it (0.5-0.7 ms a MiB here): while a shard goes, the limit
- * is longer by 1 ms for each MiB of it, so a live receiver allocating a
- * large shard is not taken for a stalled one. */
+/* A receiver whose pool's largest file is smaller than a shard grows it,
+ * allocating its pages before it reads any of the shard (0.8-0.9 ms a MiB
+ * here): while a shard goes, the limit is longer by 1 ms for each MiB of
+ * it, so a live receiver allocating a large shard is not taken for a
+ * stalled one. */
 #define ALLOC_GRACE_MIB 1
 
 static void moved(progress *pg)
@@ -246,8 +249,6 @@ static int write_full(int fd, const void *buf, size_t n)
     return send_full(fd, buf, n, &(progress){0});
 }
 
-#define RECV_CHUNK (1u << 20) /* handed to the hasher in these */
-
 /* The hashes a shard's header promises, checked as its data arrives. */
 typedef struct verifier {
     const fb__st_header *h;
@@ -324,20 +325,44 @@ static void verifier_feed(verifier *v, const unsigned char *p, size_t n)
  * The hasher: a second thread that hashes the data section behind the
  * receiving thread, so receiving the next bytes and hashing the last ones
  * overlap (on a host with a core to spare; with none it costs a thread).
- * The receiver publishes how far the bytes arrived (avail) under mu; the
- * hasher alone touches the verifier until it is joined.  Bytes below
- * avail are never written again, so the hasher reads them unlocked.
+ * The receiver publishes how far the bytes arrived (avail) under mu, and
+ * the hasher how far it hashed (done); the hasher alone touches the
+ * verifier until it is joined.  The bytes are either in the shard's
+ * mapping (map: bytes below avail are never written again, so the hasher
+ * reads them unlocked) or in the receiver's ring of RING_CHUNKS buffers
+ * (ring: chunk k of the data section, from `from`, in buffer k mod
+ * RING_CHUNKS; the receiver reuses a buffer only once the hasher is done
+ * with it, hasher_wait).
  */
+#define RECV_CHUNK (1u << 20) /* handed to the hasher in these */
+#define RING_CHUNKS 4u
+
 typedef struct hasher {
     verifier *v;
-    const unsigned char *map;
+    const unsigned char *map, *ring;
+    uint64_t from;          /* where the data section starts */
     pthread_mutex_t mu;
-    pthread_cond_t cv;
-    uint64_t avail;         /* the map's bytes [.., avail) have arrived */
+    pthread_cond_t cv;      /* avail, end or done moved */
+    uint64_t avail;         /* bytes [.., avail) have arrived */
     int end;                /* no more will: hash what arrived and stop */
-    uint64_t done;          /* hashed up to (the hasher's own)            */
+    uint64_t done;          /* hashed up to */
     pthread_t th;
 } hasher;
+
+/* Hash the data section's bytes [lo, hi) from where they are. */
+static void hasher_feed(hasher *hs, uint64_t lo, uint64_t hi)
+{
+    if (hs->map) {
+        verifier_feed(hs->v, hs->map + lo, (size_t)(hi - lo));
+        return;
+    }
+    while (lo < hi) {
+        uint64_t k = (lo - hs->from) / RECV_CHUNK, in = (lo - hs->from) % RECV_CHUNK;
+        uint64_t take = RECV_CHUNK - in < hi - lo ? RECV_CHUNK - in : hi - lo;
+        verifier_feed(hs->v, hs->ring + (k % RING_CHUNKS) * RECV_CHUNK + in, (size_t)take);
+        lo += take;
+    }
+}
 
 static void *hasher_main(void *arg)
 {
@@ -346,26 +371,29 @@ static void *hasher_main(void *arg)
     for (;;) {
         while (hs->avail == hs->done && !hs->end)
             pthread_cond_wait(&hs->cv, &hs->mu);
-        uint64_t upto = hs->avail;
-        if (upto == hs->done)
+        uint64_t from = hs->done, upto = hs->avail;
+        if (upto == from)
             break; /* end, all hashed */
         pthread_mutex_unlock(&hs->mu);
-        verifier_feed(hs->v, hs->map + hs->done, (size_t)(upto - hs->done));
-        hs->done = upto;
+        hasher_feed(hs, from, upto);
         pthread_mutex_lock(&hs->mu);
+        hs->done = upto;
+        pthread_cond_broadcast(&hs->cv);
     }
     pthread_mutex_unlock(&hs->mu);
     return NULL;
 }
 
-/* Start hashing from map + from; 0, or -1 (then hash inline). */
+/* Start hashing from `from`, the bytes in map or (map NULL) in ring; 0,
+ * or -1 (then hash inline). */
 static int hasher_start(hasher *hs, verifier *v, const unsigned char *map,
-                        uint64_t from)
+                        const unsigned char *ring, uint64_t from)
 {
     memset(hs, 0, sizeof *hs);
     hs->v = v;
     hs->map = map;
-    hs->avail = hs->done = from;
+    hs->ring = ring;
+    hs->from = hs->avail = hs->done = from;
     pthread_mutex_init(&hs->mu, NULL);
     pthread_cond_init(&hs->cv, NULL);
     if (pthread_create(&hs->th, NULL, hasher_main, hs)) {
@@ -381,7 +409,16 @@ static void hasher_publish(hasher *hs, uint64_t avail, int end)
     pthread_mutex_lock(&hs->mu);
     hs->avail = avail;
     hs->end |= end;
-    pthread_cond_signal(&hs->cv);
+    pthread_cond_broadcast(&hs->cv);
+    pthread_mutex_unlock(&hs->mu);
+}
+
+/* Wait until the bytes below upto are hashed. */
+static void hasher_wait(hasher *hs, uint64_t upto)
+{
+    pthread_mutex_lock(&hs->mu);
+    while (hs->done < upto && hs->done < hs->avail)
+        pthread_cond_wait(&hs->cv, &hs->mu);
     pthread_mutex_unlock(&hs->mu);
 }
 
@@ -395,16 +432,49 @@ static void hasher_join(hasher *hs)
 }
 
 /*
- * One shard off the socket into map (bytes long, the file named label):
- * the length word and the header first, checked (format, place,
- * metadata), then the data in chunks, hashed by the hasher as they arrive
- * (inline when no thread could be started; not at all unless verify).
- * 0: received whole and verified (or, without verify, with a valid
- * header); FB_ECORRUPT / FB_EFORMAT: received whole, not valid (the
- * stream is still in step); other: the connection failed.  *stream_ok
- * says whether the stream is still in step.
+ * Where a shard's bytes go.  A file from the receive pool is mapped with
+ * its pages in place, and the socket is read straight into the mapping.
+ * A new file is not: allocating and mapping its pages before the bytes
+ * come (fallocate, then MADV_POPULATE_WRITE) costs 0.8-0.9 ms a MiB
+ * here, and the sender waits; instead the socket is read into a ring of
+ * chunk buffers (reused, so warm) and each chunk written to the file
+ * (pwrite allocates the pages as it copies: 0.6 ms a MiB, the socket
+ * included), the hasher reading the ring.  The ring is the connection's,
+ * made at its first new file.
  */
-static int receive_into(int fd, unsigned char *map, const char *label,
+typedef struct dest {
+    unsigned char *map;     /* the file's mapping; NULL: written to fd */
+    int fd;
+    unsigned char *ring;    /* RING_CHUNKS * RECV_CHUNK, when map is NULL */
+} dest;
+
+/* Write n bytes at off to the file: 0 or -errno. */
+static int dest_write(const dest *k, const unsigned char *p, size_t n, uint64_t off)
+{
+    while (n) {
+        ssize_t w = pwrite(k->fd, p, n, (off_t)off);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return w < 0 ? -errno : -EIO;
+        p += w;
+        n -= (size_t)w;
+        off += (uint64_t)w;
+    }
+    return 0;
+}
+
+/*
+ * One shard off the socket into dest k (the file named label): the
+ * length word and the header first, checked (format, place, metadata),
+ * then the data in chunks, hashed by the hasher as they arrive (inline
+ * when no thread could be started; not at all unless verify).  0:
+ * received whole and verified (or, without verify, with a valid header);
+ * FB_ECORRUPT / FB_EFORMAT: received whole, not valid, and -errno: its
+ * file could not be written (the stream is still in step); other: the
+ * connection failed.  *stream_ok says whether the stream is still in step.
+ */
+static int receive_into(int fd, const dest *k, const char *label,
                         const fb__repl_header *rh, int verify, int *stream_ok,
                         char *why, size_t why_size)
 {
@@ -412,22 +482,29 @@ static int receive_into(int fd, unsigned char *map, const char *label,
     *stream_ok = 0;
     int rc = 0, threaded = 0;
     fb__st_header *h = NULL;
+    unsigned char len8[8], *head = k->map;
     verifier v = {0};
     hasher hs;
-    if ((rc = read_full(fd, map, 8)))
+    if ((rc = read_full(fd, k->map ? k->map : len8, 8)))
         goto cut;
     uint64_t n = 0;
     for (int i = 7; i >= 0; i--)
-        n = (n << 8) | map[i];
+        n = (n << 8) | (k->map ? k->map : len8)[i];
     if (n > FB__ST_HEADER_MAX || n > bytes - 8) {
         fb__ckpt_say(why, why_size, "%s: header length %llu in a shard of %llu "
                      "bytes", label, (unsigned long long)n, (unsigned long long)bytes);
         rc = FB_EFORMAT;
         goto out; /* cannot tell where the shard's bytes end: stop */
     }
-    if ((rc = read_full(fd, map + 8, (size_t)n)))
+    if (!head && !(head = malloc(8 + (size_t)n))) {
+        rc = -ENOMEM;
         goto cut;
-    int bad = fb__st_parse_header((const char *)map + 8, (size_t)n, bytes, label, &h,
+    }
+    if (!k->map)
+        memcpy(head, len8, 8);
+    if ((rc = read_full(fd, head + 8, (size_t)n)))
+        goto cut;
+    int bad = fb__st_parse_header((const char *)head + 8, (size_t)n, bytes, label, &h,
                                   why, why_size);
     if (!bad)
         bad = fb__shard_check_place(h, label, rh->step, (int)rh->rank, 0, why, why_size);
@@ -435,20 +512,36 @@ static int receive_into(int fd, unsigned char *map, const char *label,
         bad = fb__shard_check_meta(h, label, why, why_size);
     if (!bad)
         bad = verifier_init(&v, h, label, why, why_size);
+    if (!bad && !k->map && (rc = dest_write(k, head, 8 + (size_t)n, 0))) {
+        fb__ckpt_say(why, why_size, "write %s: %s", label, strerror(-rc));
+        bad = rc;
+    }
     if (!bad && verify)
-        threaded = hasher_start(&hs, &v, map, 8 + n) == 0;
+        threaded = hasher_start(&hs, &v, k->map, k->ring, 8 + n) == 0;
     stage_end(FB__REPL_RX_META);
-    /* The rest of the shard is read either way, to stay in step; in
-     * chunks for the hasher, else as much as each read gives. */
-    uint64_t chunk = threaded || (!bad && verify) ? RECV_CHUNK : bytes;
+    /* The rest of the shard is read either way, to stay in step: in
+     * chunks for the hasher or the ring, else as much as each read
+     * gives. */
+    uint64_t chunk = threaded || (!bad && verify) || !k->map ? RECV_CHUNK : bytes;
     for (uint64_t off = 8 + n; off < bytes;) {
         size_t want = bytes - off < chunk ? (size_t)(bytes - off) : (size_t)chunk;
-        if ((rc = read_full(fd, map + off, want)))
+        unsigned char *to = k->map + off;
+        if (!k->map) {
+            uint64_t c = (off - 8 - n) / RECV_CHUNK;
+            to = k->ring + (c % RING_CHUNKS) * RECV_CHUNK;
+            if (threaded && c >= RING_CHUNKS) /* the buffer's last chunk hashed */
+                hasher_wait(&hs, off - (RING_CHUNKS - 1) * (uint64_t)RECV_CHUNK);
+        }
+        if ((rc = read_full(fd, to, want)))
             goto cut;
         if (threaded)
             hasher_publish(&hs, off + want, 0);
         else if (!bad && verify)
-            verifier_feed(&v, map + off, want);
+            verifier_feed(&v, to, want);
+        if (!bad && !k->map && (rc = dest_write(k, to, want, off))) {
+            fb__ckpt_say(why, why_size, "write %s: %s", label, strerror(-rc));
+            bad = rc; /* the rest is read and dropped */
+        }
         off += want;
     }
     if (threaded) {
@@ -468,6 +561,8 @@ cut:
 out:
     if (threaded)
         hasher_join(&hs);
+    if (head != k->map)
+        free(head);
     fb__hash_free(v.ctx);
     fb__st_free(h);
     return rc;
@@ -820,8 +915,9 @@ static int pool_take(fb__repl_pool *p, uint64_t bytes, pool_file *out, char *why
     return rc;
 }
 
-/* A file for a shard of bytes: from the pool when it has one, else a new
- * one at tmp, allocated and mapped now (the sender waits meanwhile). */
+/* A file for a shard of bytes: from the pool when it has one (mapped,
+ * its pages in place), else a new one at tmp, empty and not mapped: the
+ * shard is written into it (dest). */
 static int shard_file(fb__repl_pool *p, const char *tmp, uint64_t bytes,
                       pool_file *f, char *why, size_t why_size)
 {
@@ -840,10 +936,7 @@ static int shard_file(fb__repl_pool *p, const char *tmp, uint64_t bytes,
         fb__ckpt_say(why, why_size, "create %s: %s", tmp, strerror(-rc));
         return rc;
     }
-    int rc = size_and_map(f->fd, bytes, &f->map, tmp, why, why_size);
-    if (rc)
-        pool_file_drop(f, 1);
-    return rc;
+    return 0;
 }
 
 /* After a shard: a pool's file that was not committed goes back to the
@@ -943,8 +1036,8 @@ static int readable_now(int fd)
 }
 
 static int serve(int fd, const char *dir, uint64_t max_bytes, fb__repl_pool *pool,
-                 unsigned flags, release_list *rl, fb__repl_stats *st, char *why,
-                 size_t why_size);
+                 unsigned flags, release_list *rl, unsigned char **ring,
+                 fb__repl_stats *st, char *why, size_t why_size);
 
 /* A step's directory is removed when a shard of it is refused or
  * rejected and it is empty; another connection bringing a shard of the
@@ -971,17 +1064,19 @@ int fb__repl_serve_pool(int fd, const char *dir, uint64_t max_bytes,
 {
     release_list rl;
     rl.n = 0;
-    int rc = serve(fd, dir, max_bytes, pool, flags, &rl, st, why, why_size);
+    unsigned char *ring = NULL; /* dest's, made at the first new file */
+    int rc = serve(fd, dir, max_bytes, pool, flags, &rl, &ring, st, why, why_size);
     stage_begin();
     release_all(&rl);
+    free(ring);
     stage_end(FB__REPL_RX_RELEASE);
     return rc;
 }
 
 /* fb__repl_serve_pool's loop, committed shards' mappings left in rl. */
 static int serve(int fd, const char *dir, uint64_t max_bytes, fb__repl_pool *pool,
-                 unsigned flags, release_list *rl, fb__repl_stats *st, char *why,
-                 size_t why_size)
+                 unsigned flags, release_list *rl, unsigned char **ring,
+                 fb__repl_stats *st, char *why, size_t why_size)
 {
     int defer = (flags & FB__REPL_DEFER_VERIFY) != 0;
     for (;;) {
@@ -1049,14 +1144,26 @@ static int serve(int fd, const char *dir, uint64_t max_bytes, fb__repl_pool *poo
         for (int again = 0; status == -ENOENT && again < STEP_DIR_AGAIN; again++)
             if (!mkdir(sdir, 0700) || errno == EEXIST) /* see rename_into */
                 status = shard_file(pool, tmp, h.bytes, &f, err, sizeof err);
-        pool_release(pool, grow); /* allocated (the node counts it), or not */
+        /* A pool's file is allocated now (the node counts it); a new one
+         * as its bytes are written: its reservation stands until then. */
+        int written = !status && !f.map;
+        if (written && !*ring && !(*ring = malloc((size_t)RING_CHUNKS * RECV_CHUNK))) {
+            shard_file_done(pool, &f, 0);
+            status = -ENOMEM;
+            snprintf(err, sizeof err, "receive buffers: out of memory");
+        }
+        if (!written || status)
+            pool_release(pool, grow);
         stage_end(FB__REPL_RX_TAKE);
         if (status) {
             rmdir(sdir);
             fb__ckpt_say(why, why_size, "fbr1: %s", err);
             return status; /* nothing read of the shard: out of step */
         }
-        status = receive_into(fd, f.map, tmp, &h, !defer, &in_step, err, sizeof err);
+        dest k = {.map = f.map, .fd = f.fd, .ring = *ring};
+        status = receive_into(fd, &k, tmp, &h, !defer, &in_step, err, sizeof err);
+        if (written)
+            pool_release(pool, grow);
         stage_end(FB__REPL_RX_DATA);
         if (!in_step) {
             shard_file_done(pool, &f, 0);

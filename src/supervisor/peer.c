@@ -75,8 +75,8 @@
 /* How long a connection may move no byte before it is given up:
  * PEER_STALL_S (shorter under a test hook).  A live receiver takes bytes
  * every few ms, and a live sender sends a step's shards back to back;
- * the longest a live end waits is its peer allocating a shard's file
- * when its pool has none as large (0.5-0.7 ms a MiB), which the sender
+ * the longest a live end waits is its peer growing a pool file that is
+ * smaller than the shard (0.8-0.9 ms a MiB), which the sender
  * allows on top, 1 ms a MiB of the shard (fb__repl_send_step_within). */
 static int stall_ms(void)
 {

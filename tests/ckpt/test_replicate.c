@@ -22,7 +22,12 @@
  * (fb__repl_times_record), asked for at either end on one step, count
  * that step's shards and their data and stay within its wall time.  A
  * committed shard's mapping may outlast its answer (the receiver releases
- * it once the socket has nothing waiting), never the connection.
+ * it once the socket has nothing waiting), never the connection.  Shards
+ * of several MiB into new files (written from the receiver's ring of
+ * chunk buffers, not a mapping): committed byte for byte, a corruption in
+ * a middle chunk or the last one rejected, and a file that cannot be
+ * written (RLIMIT_FSIZE) answered with its error while the connection
+ * goes on in step.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -31,6 +36,7 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -49,6 +55,22 @@ static char src[4200], dst[4200];
 static char dst2[4200];
 static char mem[4200], peer[4200], storage[4200]; /* a node's, deferred */
 
+/* An engine saving rank `rank` of a 2-rank job into d, synchronously;
+ * NULL when it could not open (counted). */
+static fb_ckpt *open_rank(const char *d, int rank)
+{
+    fb_ckpt_options o;
+    fb_ckpt_options_init(&o);
+    o.dir = d;
+    o.rank = rank;
+    o.world_size = 2;
+    o.async = 0;
+    o.keep = 5;
+    fb_ckpt *ck = NULL;
+    CHECK_RC(fb_ckpt_open(&ck, &o), 0);
+    return ck;
+}
+
 /* Steps 7 and 8 of a 2-rank job in src, saved by the engine, and step 9
  * with a quarter of the elements (smaller shards). */
 static void save_steps(void)
@@ -58,15 +80,7 @@ static void save_steps(void)
         for (int i = 0; i < 4096; i++)
             w[rank][i] = (float)(i * (rank + 1));
         for (int elems = 4096; elems >= 1024; elems -= 3072) {
-            fb_ckpt_options o;
-            fb_ckpt_options_init(&o);
-            o.dir = src;
-            o.rank = rank;
-            o.world_size = 2;
-            o.async = 0;
-            o.keep = 5;
-            fb_ckpt *ck = NULL;
-            CHECK_RC(fb_ckpt_open(&ck, &o), 0);
+            fb_ckpt *ck = open_rank(src, rank);
             if (!ck)
                 return;
             CHECK_RC(fb_ckpt_register(ck, "w", FB_DTYPE_F32, 1, (int64_t[]){elems}, w[rank]),
@@ -460,6 +474,120 @@ static int connect_port(int port)
     return fd;
 }
 
+/* ---- shards of several MiB into new files ---- */
+
+static char big[4200], bigdst[4200], bigdst2[4200];
+
+/* Steps 11 and 12 of a 2-rank job in big: three tensors, 9.3 MB a shard
+ * (nine of the receiver's 1 MiB chunks: its ring of four goes round
+ * twice), sizes that do not fall on a chunk's edge. */
+static void save_big(void)
+{
+    static const int64_t elems[3] = {1234567, 1100003, 5};
+    float *w[3];
+    for (int t = 0; t < 3; t++)
+        CHECK((w[t] = malloc((size_t)elems[t] * sizeof(float))) != NULL);
+    for (int rank = 0; rank < 2; rank++) {
+        for (int t = 0; t < 3; t++)
+            for (int64_t i = 0; i < elems[t]; i++)
+                w[t][i] = (float)(i % 1000003) * (float)(rank + 1) + (float)t;
+        fb_ckpt *ck = open_rank(big, rank);
+        if (!ck)
+            break;
+        static const char *names[3] = {"emb", "proj", "bias"};
+        for (int t = 0; t < 3; t++)
+            CHECK_RC(fb_ckpt_register(ck, names[t], FB_DTYPE_F32, 1, &elems[t], w[t]), 0);
+        CHECK_RC(fb_ckpt_save(ck, 11), 0);
+        CHECK_RC(fb_ckpt_save(ck, 12), 0);
+        fb_ckpt_close(ck);
+    }
+    for (int t = 0; t < 3; t++)
+        free(w[t]);
+}
+
+/* Flip the byte at a third of a shard's file (a middle chunk's). */
+static void corrupt_middle(const char *d, uint64_t step, int rank)
+{
+    char p[4300];
+    fb__ckpt_shard_path(p, sizeof p, d, step, rank);
+    int fd = open(p, O_RDWR);
+    struct stat st;
+    unsigned char b = 0;
+    CHECK(fd >= 0 && fstat(fd, &st) == 0 && st.st_size > (3 << 20));
+    CHECK(pread(fd, &b, 1, st.st_size / 3) == 1);
+    b ^= 0x01;
+    CHECK(pwrite(fd, &b, 1, st.st_size / 3) == 1);
+    close(fd);
+}
+
+/* Two connections: step 11 whole, step 12's two corrupted shards
+ * rejected; then, with files limited to 2 MiB, step 11's shards each
+ * answered with the write's error, the connection in step to its end. */
+static int big_receiver(int lfd)
+{
+    char why[1024] = "";
+    fb__repl_stats st = {0};
+    int fd = accept(lfd, NULL, NULL);
+    int rc = fb__repl_serve(fd, bigdst, 64u << 20, &st, why, sizeof why);
+    close(fd);
+    if (rc || st.shards != 2 || st.rejected != 2) {
+        fprintf(stderr, "big receiver: rc %d (%s), %llu committed, %llu rejected\n", rc,
+                why, (unsigned long long)st.shards, (unsigned long long)st.rejected);
+        return 1;
+    }
+    signal(SIGXFSZ, SIG_IGN);
+    struct rlimit lim = {.rlim_cur = 2u << 20, .rlim_max = 2u << 20};
+    memset(&st, 0, sizeof st);
+    fd = accept(lfd, NULL, NULL);
+    rc = setrlimit(RLIMIT_FSIZE, &lim) ? -errno
+                                       : fb__repl_serve(fd, bigdst2, 64u << 20, &st, why,
+                                                        sizeof why);
+    close(fd);
+    if (rc || st.shards != 0 || st.rejected != 2) {
+        fprintf(stderr, "big receiver, files limited: rc %d (%s), %llu committed, "
+                "%llu rejected\n", rc, why, (unsigned long long)st.shards,
+                (unsigned long long)st.rejected);
+        return 1;
+    }
+    return 0;
+}
+
+static void big_shards(int port, int lfd)
+{
+    save_big();
+    corrupt_middle(big, 12, 0);
+    corrupt(big, 12, 1);
+    pid_t child = fork();
+    if (child == 0)
+        _exit(big_receiver(lfd));
+    char why[1024] = "";
+    int fd = connect_port(port);
+    CHECK_RC(fb__repl_send_step(fd, big, 11, 0, 2, why, sizeof why), 0);
+    CHECK_RC(fb__repl_send_step(fd, big, 12, 0, 2, why, sizeof why), FB_ECORRUPT);
+    close(fd);
+    fd = connect_port(port);
+    CHECK_RC(fb__repl_send_step(fd, big, 11, 0, 2, why, sizeof why), -EFBIG);
+    CHECKF(strstr(why, "rank 0") != NULL, "%s", why);
+    close(fd);
+    int status = -1;
+    CHECK(waitpid(child, &status, 0) == child);
+    CHECKF(WIFEXITED(status) && WEXITSTATUS(status) == 0, "big receiver status %d",
+           status);
+    for (int r = 0; r < 2; r++) {
+        char p[4300], q[4300], cmd[9000];
+        fb__ckpt_shard_path(p, sizeof p, bigdst, 11, r);
+        fb__ckpt_shard_path(q, sizeof q, big, 11, r);
+        CHECKF(fb__ckpt_verify_shard(p, 11, r, why, sizeof why) == 0, "%s", why);
+        snprintf(cmd, sizeof cmd, "cmp -s '%s' '%s'", p, q);
+        CHECKF(system(cmd) == 0, "%s differs from the shard sent", p);
+    }
+    char ls[9000];
+    snprintf(ls, sizeof ls, "test -z \"$(ls -A '%s/step-0000000012' 2>/dev/null)\" && "
+             "test -z \"$(ls -A '%s/step-0000000011' 2>/dev/null)\"", bigdst, bigdst2);
+    CHECKF(system(ls) == 0, "a rejected shard left something in %s or %s", bigdst,
+           bigdst2);
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
@@ -484,6 +612,7 @@ int main(void)
     socklen_t len = sizeof a;
     CHECK(lfd >= 0 && bind(lfd, (struct sockaddr *)&a, sizeof a) == 0 &&
           listen(lfd, 8) == 0 && getsockname(lfd, (struct sockaddr *)&a, &len) == 0);
+    int lfd2 = dup(lfd); /* for big_shards' receiver, after this one */
     pid_t child = fork();
     if (child == 0)
         _exit(receiver(lfd));
@@ -588,6 +717,14 @@ int main(void)
     CHECK(waitpid(rank, &status, 0) == rank);
     CHECKF(WIFEXITED(status) && WEXITSTATUS(status) == 0, "restoring rank: status %d",
            status);
+
+    /* Shards of several MiB into new files. */
+    snprintf(big, sizeof big, "%s/big", dir);
+    snprintf(bigdst, sizeof bigdst, "%s/bigdst", dir);
+    snprintf(bigdst2, sizeof bigdst2, "%s/bigdst2", dir);
+    CHECK(mkdir(bigdst, 0700) == 0 && mkdir(bigdst2, 0700) == 0);
+    big_shards(ntohs(a.sin_port), lfd2);
+    close(lfd2);
 
     char cmd[4300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
