@@ -35,6 +35,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "../loopback.h"
 #include "ckpt/engine.h"
 #include "ckpt/replicate.h"
 #include "ckpt/store.h"
@@ -130,27 +131,21 @@ static double peer_restore_s(fb_ckpt *ck)
     double best = 1e30;
     for (int i = 0; i < RUNS && best > 0; i++) {
         fb__rm_rf(node);
-        int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        struct sockaddr_in a = {.sin_family = AF_INET,
-                                .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-        socklen_t alen = sizeof a;
+        int port = 0, lfd = bench_listen_loopback(&port);
         struct receiver r = {.lfd = lfd};
         snprintf(r.dir, sizeof r.dir, "%s", peer);
         pthread_t th;
-        if (lfd < 0 || fb__mkdir_p(peer, 0700) ||
-            bind(lfd, (struct sockaddr *)&a, sizeof a) || listen(lfd, 1) ||
-            getsockname(lfd, (struct sockaddr *)&a, &alen) ||
-            pthread_create(&th, NULL, receive, &r)) {
+        if (lfd < 0 || fb__mkdir_p(peer, 0700) || pthread_create(&th, NULL, receive, &r)) {
             perror("bench_tiers: receiver");
+            if (lfd >= 0)
+                close(lfd);
             best = -1;
             break;
         }
         uint64_t t0 = fb__now_ns();
-        int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        int fd = bench_connect_loopback(port);
         char why[256] = "";
-        int rc = fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof a)
-                     ? -1
-                     : fb__repl_send_step(fd, mem, 1, 0, 1, why, sizeof why);
+        int rc = fd < 0 ? -1 : fb__repl_send_step(fd, mem, 1, 0, 1, why, sizeof why);
         if (fd >= 0)
             close(fd);
         pthread_join(th, NULL);

@@ -67,6 +67,7 @@
 #include <unistd.h>
 
 #include "../bench_result.h"
+#include "../loopback.h"
 #include "ckpt/replicate.h"
 #include "common/util.h"
 #include "firebreak/firebreak.h"
@@ -129,31 +130,6 @@ static int make_step(int ranks, size_t bytes)
     }
     free(w);
     return rc;
-}
-
-static int listen_loopback(int *port)
-{
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET};
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof a;
-    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) || listen(fd, 4) ||
-        getsockname(fd, (struct sockaddr *)&a, &len))
-        return -1;
-    *port = ntohs(a.sin_port);
-    return fd;
-}
-
-static int connect_port(int port)
-{
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof a)) {
-        close(fd);
-        fd = -1;
-    }
-    return fd;
 }
 
 /* A raw connection drained into buf (4 MiB, reused) or, when big is not
@@ -565,7 +541,7 @@ static int send_files(int fd, int ranks)
  * shard files with sendfile; timed until the receiver closed. */
 static run_fig raw_run(int port, const char *buf, int ranks, unsigned long long total)
 {
-    int fd = connect_port(port);
+    int fd = bench_connect_loopback(port);
     if (fd < 0)
         return finish_run(0, 0, 0, total);
     uint64_t c0 = cpu_ns(CLOCK_THREAD_CPUTIME_ID), t0 = fb__now_ns();
@@ -593,7 +569,7 @@ static run_fig raw_run(int port, const char *buf, int ranks, unsigned long long 
 static run_fig repl_run_flag(int port, int ranks, unsigned long long total,
                              volatile int *sent)
 {
-    int fd = connect_port(port);
+    int fd = bench_connect_loopback(port);
     if (fd < 0)
         return finish_run(0, 0, 0, total);
     char why[1024];
@@ -797,7 +773,7 @@ int main(int argc, char **argv)
         fclose(f);
     }
     int port;
-    int lfd = listen_loopback(&port);
+    int lfd = bench_listen_loopback(&port);
     if (lfd < 0) {
         perror("bench_repl: listen");
         return 1;
