@@ -1435,11 +1435,14 @@ static void lose_node(fb__sup *s, int k, uint64_t now, const char *why)
  * `bye` that followed it as unsaid, until the node's next `alive` (the
  * watcher may have reported the rank, then died with the node).
  * A hang is told apart by its watcher, which still speaks.  Sets the
- * failure and returns 1. */
-static int node_lost(fb__sup *s, uint64_t now)
+ * failure and returns 1.  *nowp is the time judged from: later when the
+ * watchers' waiting lines were read first. */
+static int node_lost(fb__sup *s, uint64_t *nowp)
 {
+    uint64_t now = *nowp;
     struct fb__sup_slurm *g = s->slurm;
     double limit = s->o->node_timeout_s;
+    int reread = 0;
     if (limit <= 0 || s->units[UNIT_WATCHERS].ended)
         return 0;
     for (int k = 0; k < g->ncur; k++) {
@@ -1452,6 +1455,18 @@ static int node_lost(fb__sup *s, uint64_t now)
         double silent_s = (double)(now - w->rx_ns) / 1e9;
         if (!running || silent_s <= limit)
             continue;
+        if (!reread) {
+            /* Lines waiting in the pipe are the watchers' word, though
+             * not read yet (this loop was held up meanwhile): read them
+             * first, and judge again from now. */
+            reread = 1;
+            fb__sup_slurm_read(s);
+            if (s->fail.set)
+                return 1; /* what they said set a failure */
+            *nowp = now = fb__now_ns(); /* later than what was read */
+            k = -1;
+            continue;
+        }
         char why[160];
         if (g->ppn == 1)
             snprintf(why, sizeof why, "its watcher said nothing for %.1f s (limit "
@@ -1696,7 +1711,18 @@ void fb__sup_slurm_tick(fb__sup *s, uint64_t now)
     }
     if (s->fail.set)
         return;
-    if (node_lost(s, now))
+#ifdef FB_TEST_HOOKS
+    /* test hook: this loop held up once, mid-run, while the watchers go on
+     * speaking (nodeloss.sh) */
+    static int held_up;
+    const char *hold = getenv("FIREBREAK_TEST_SLURM_LOOP_HOLD_MS");
+    if (hold && atoi(hold) > 0 && !held_up && g->beats[0].have && g->beats[0].step >= 10) {
+        held_up = 1;
+        usleep((useconds_t)atoi(hold) * 1000);
+        now = fb__now_ns();
+    }
+#endif
+    if (node_lost(s, &now))
         return;
     fb__sup_nodemem_tick(s, now); /* old steps out of node memory */
     /* Hangs of ranks whose segment is not on this host: the watchers'
@@ -1708,7 +1734,8 @@ void fb__sup_slurm_tick(fb__sup *s, uint64_t now)
         double limit = b->phase == FB_PHASE_TRAIN ? s->o->hang_timeout_s
                      : b->phase == FB_PHASE_CHECKPOINT ? s->o->ckpt_timeout_s
                      : b->phase == FB_PHASE_DONE ? 0 : s->o->startup_timeout_s;
-        double age_s = (double)b->age_ms / 1e3 + (double)(now - b->rx_ns) / 1e9;
+        double age_s = (double)b->age_ms / 1e3 +
+                       (now > b->rx_ns ? (double)(now - b->rx_ns) / 1e9 : 0);
         if (limit <= 0 || age_s <= limit)
             continue;
         fb__sup_failure *f = &s->fail;

@@ -26,8 +26,9 @@ ok() { echo "ok: $*"; }
 
 # What a failure needs to be understood once $T is gone (a CI job keeps
 # only the test's output): the end of every firebreak run's stderr
-# ($T/*.err), the end of each attempt's srun log, each journal's run,
-# attempts, incidents and last events, and the ends of the clusters' logs
+# ($T/*.err), the end of each attempt's srun and watcher logs, each
+# journal's run, attempts, incidents and last events, and the ends of the
+# clusters' logs
 # (those of clusters already replaced were kept by recluster).  Bounded:
 # DIAG_LINES lines from each file, DIAG_EVENTS events from each journal.
 DIAG_LINES=200
@@ -56,6 +57,7 @@ diagnose() {
     {
         for f in $(ls -tr "$T"/*.err 2>/dev/null); do diag_tail "$f" $DIAG_LINES; done
         find "$T" -path "$T/cluster*" -prune -o -path '*/logs/slurm-attempt-*/srun.log' -print \
+            -o -path '*/logs/slurm-attempt-*/watch.log' -print \
             2>/dev/null | sort | while read -r f; do diag_tail "$f" 40; done
         find "$T" -path "$T/cluster*" -prune -o -name journal.sqlite -print 2>/dev/null | sort |
             while read -r f; do diag_journal "$f"; done

@@ -10,7 +10,10 @@
 # drained with firebreak's reason, the job restarts on node1, node2 and
 # node4 from the newest complete checkpoint and ends with the fault-free
 # hashes, and no rank of the lost attempt runs on the surviving nodes.
-# Each loss gets a fresh cluster.
+# Each loss gets a fresh cluster.  Then: a rank's hang is not a lost node;
+# the supervisor's loop held up past --node-timeout while the watchers
+# speak loses no node; a lost node comes back only through the health
+# check.
 source "$(dirname "$0")/lib.sh"
 CLS="$SRC/scripts/slurm-cluster.sh"
 STEPS=150
@@ -88,6 +91,24 @@ row=$(sqlite3 "$r/journal.sqlite" "select kind, rank, node from incident")
 [ "$row" = "hang|2|node3" ] || fail "hang: incidents: $row"
 node_state node3 State | grep -q DRAIN && fail "hang: node3 drained"
 ok "a rank's hang on node3 stays a hang: node3 not lost, not drained"
+
+# The supervisor's own loop held up for longer than --node-timeout, once,
+# mid-run, while every watcher goes on speaking (the test hook
+# FIREBREAK_TEST_SLURM_LOOP_HOLD_MS): their lines wait in its pipe and are
+# read before a silence is judged, so no node is taken for lost.
+r=$T/r-held
+FIREBREAK_TEST_SLURM_LOOP_HOLD_MS=$(((NODE_TIMEOUT + 1) * 1000)) \
+salloc -Q -N4 --no-kill "$FB" run --launcher slurm --nnodes 3 --spare-nodes 1 \
+    --node-timeout $NODE_TIMEOUT --run-dir "$r" --json --max-restarts 1 \
+    -- "$TOY" --steps 200 --sleep-ms 40 --ckpt-every 10 \
+    >held.json 2>held.err || fail "held: run exited $? ($(tail -5 held.err))"
+row=$(sqlite3 "$r/journal.sqlite" "select kind || ' ' || ifnull(detail, '') from incident")
+[ -z "$row" ] || fail "held: incidents: $row"
+[ "$(json_field held.json '["restarts"]')" = 0 ] || fail "held: restarted"
+for k in 0 1 2; do
+    [ "$(cat "$r/final_hash.rank-$k")" = "$(ref_hash $k 200)" ] || fail "held: rank $k hash"
+done
+ok "the supervisor held up $((NODE_TIMEOUT + 1)) s while the watchers spoke: no node taken for lost"
 
 # A lost node that comes back is not trusted until it passes the health
 # check (--health-check, no --drain): node3 frozen, lost; the next restart
