@@ -525,8 +525,10 @@ static int receive_into(int fd, const dest *k, const char *label,
     uint64_t chunk = threaded || (!bad && verify) || !k->map ? RECV_CHUNK : bytes;
     for (uint64_t off = 8 + n; off < bytes;) {
         size_t want = bytes - off < chunk ? (size_t)(bytes - off) : (size_t)chunk;
-        unsigned char *to = k->map + off;
-        if (!k->map) {
+        unsigned char *to;
+        if (k->map) {
+            to = k->map + off;
+        } else {
             uint64_t c = (off - 8 - n) / RECV_CHUNK;
             to = k->ring + (c % RING_CHUNKS) * RECV_CHUNK;
             if (threaded && c >= RING_CHUNKS) /* the buffer's last chunk hashed */

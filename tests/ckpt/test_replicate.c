@@ -39,6 +39,7 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -465,12 +466,30 @@ static void check_steps(const char *d, uint64_t newer, int newer_shards,
     free(v);
 }
 
+/* The receiver child a connection goes to: if it has died (a check of
+ * its own, or a sanitizer), the listener it leaves open in this process
+ * would take connections that are never answered; stop the test there. */
+static pid_t receiving;
+
 static int connect_port(int port)
 {
+    int st;
+    if (receiving > 0 && waitpid(receiving, &st, WNOHANG) == receiving) {
+        fprintf(stderr, "the receiver (pid %d) ended with status %d before this "
+                "connection\n", (int)receiving, st);
+        char cmd[4300];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+        exit(system(cmd) == 0 ? 1 : 2);
+    }
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     CHECK(fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof a) == 0);
+    /* A receiver that died leaves the listener open here (lfd2): a send
+     * or an answer that never comes fails the test instead of hanging it. */
+    struct timeval tv = {.tv_sec = 30};
+    CHECK(setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) == 0 &&
+          setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv) == 0);
     return fd;
 }
 
@@ -560,6 +579,7 @@ static void big_shards(int port, int lfd)
     pid_t child = fork();
     if (child == 0)
         _exit(big_receiver(lfd));
+    receiving = child;
     char why[1024] = "";
     int fd = connect_port(port);
     CHECK_RC(fb__repl_send_step(fd, big, 11, 0, 2, why, sizeof why), 0);
@@ -570,6 +590,7 @@ static void big_shards(int port, int lfd)
     CHECKF(strstr(why, "rank 0") != NULL, "%s", why);
     close(fd);
     int status = -1;
+    receiving = 0;
     CHECK(waitpid(child, &status, 0) == child);
     CHECKF(WIFEXITED(status) && WEXITSTATUS(status) == 0, "big receiver status %d",
            status);
@@ -616,6 +637,7 @@ int main(void)
     pid_t child = fork();
     if (child == 0)
         _exit(receiver(lfd));
+    receiving = child;
     close(lfd);
 
     char why[1024] = "";
@@ -664,6 +686,7 @@ int main(void)
     CHECK_RC(fb__repl_send_step(fd, src, 8, 0, 2, why, sizeof why), 0);
     close(fd);
     int status = -1;
+    receiving = 0;
     CHECK(waitpid(child, &status, 0) == child);
     CHECKF(WIFEXITED(status) && WEXITSTATUS(status) == 0, "receiver status %d", status);
 
