@@ -30,7 +30,8 @@ build_pkgs=(build-essential cmake pkg-config clang libclang-rt-14-dev
             libsqlite3-dev sqlite3 libxxhash-dev libmicrohttpd-dev
             libopenmpi-dev openmpi-bin libmpich-dev mpich python3-dev)
 test_pkgs=(python3-torch python3-numpy fio hyperfine prometheus chromium jq curl bc
-           slurm-wlm munge procps python3-venv python3-setuptools python3-pip)
+           slurm-wlm munge procps python3-venv python3-setuptools python3-pip
+           util-linux iproute2) # unshare, setpriv; ip (the hosts' namespaces)
 
 pkgs=("${build_pkgs[@]}")
 if [ "${1:-}" != "--build" ]; then pkgs+=("${test_pkgs[@]}"); fi

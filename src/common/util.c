@@ -343,7 +343,8 @@ out:
 int fb__read_file_head(const char *path, size_t max_bytes, char **buf_out,
                        size_t *len_out, int *cut_out)
 {
-    *cut_out = 0;
+    if (cut_out)
+        *cut_out = 0;
     int fd = fb__open_regular(path, 0);
     if (fd < 0)
         return fd;
@@ -369,7 +370,8 @@ int fb__read_file_head(const char *path, size_t max_bytes, char **buf_out,
         return rc;
     }
     if (len > max_bytes) {
-        *cut_out = 1;
+        if (cut_out)
+            *cut_out = 1;
         len = max_bytes;
         while (len > 0 && buf[len - 1] != '\n')
             len--;

@@ -98,7 +98,7 @@ int fb__read_file(const char *path, size_t max_bytes, char **buf_out,
 
 /* Read the head of a text file: all of it when it holds at most max_bytes,
  * else its first max_bytes cut after their last newline (no line is
- * returned in part; *cut_out set to 1), into a NUL-terminated malloc'd
+ * returned in part; *cut_out, when not NULL, set to 1), into a NUL-terminated malloc'd
  * buffer.  For logs whose first lines are what counts, and which may grow
  * past any bound.  0, -errno or FB_ENOTREG. */
 int fb__read_file_head(const char *path, size_t max_bytes, char **buf_out,

@@ -272,6 +272,9 @@ static void test_files(void)
     CHECK_RC(fb__read_file_head(reg, 2, &buf, &len, &cut), 0);
     CHECK(len == 0 && cut == 1 && buf[0] == '\0');
     free(buf);
+    CHECK_RC(fb__read_file_head(reg, 12, &buf, NULL, NULL), 0); /* both optional */
+    CHECK(!strcmp(buf, "one\ntwo\n"));
+    free(buf);
     CHECK_RC(fb__read_file_head(fifo, 4096, &buf, &len, &cut), FB_ENOTREG);
     /* fb__read_file's bound holds below 4 KiB, and a file of exactly the
      * bound fits (both were wrong: a 14-byte file passed a bound of 13,
