@@ -17,6 +17,28 @@
 #include <string.h>
 #include <unistd.h>
 
+/* The command line, first thing in main: -h or --help anywhere prints
+ * "usage: USAGE" and ABOUT (what the benchmark measures, against which
+ * baseline, and what it leaves) on stdout and exits 0.  bench_bad_usage:
+ * WHY and the usage line on stderr, exit 2 -- for an argument a benchmark
+ * does not take, so that a mistyped option is never taken for a
+ * directory to fill. */
+static inline void bench_help(int argc, char **argv, const char *usage,
+                              const char *about)
+{
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            printf("usage: %s\n%s", usage, about);
+            exit(0);
+        }
+}
+
+static inline void bench_bad_usage(const char *usage, const char *why)
+{
+    fprintf(stderr, "%s\nusage: %s (--help: what it measures)\n", why, usage);
+    exit(2);
+}
+
 /* Record one target; returns met, so `ok &= bench_target(...)` reads. */
 static inline int bench_target(const char *bench, const char *what,
                                const char *measured, const char *baseline,

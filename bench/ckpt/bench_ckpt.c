@@ -443,12 +443,19 @@ int main(int argc, char **argv)
     setvbuf(stdout, NULL, _IOLBF, 0); /* lines reach ctest's log as they come */
     const char *mib_env = getenv("BENCH_CKPT_MIB");
     uint64_t scale = mib_env ? strtoull(mib_env, NULL, 10) : 1024;
+    static const char usage[] = "bench_ckpt DIR";
+    bench_help(argc, argv, usage,
+               "The checkpoint engine against its baselines, measured in the same run\n"
+               "(docs/bench.md): start-up in fresh processes, the save's stall in each\n"
+               "snapshot mode against memcpy, persist and cold restore against fio,\n"
+               "torch.save and torch.load.  1 GiB of state (BENCH_CKPT_MIB to change),\n"
+               "written under DIR (the run directory's filesystem) and /dev/shm, and\n"
+               "removed.  A missed target makes the exit status 1.\n");
     if (argc == 5 && !strcmp(argv[1], "--startup"))
         return startup_child(argv[2], argv[3], argv[4], scale);
-    if (argc != 2) {
-        fprintf(stderr, "usage: bench_ckpt DIR\n");
-        return 2;
-    }
+    if (argc != 2 || argv[1][0] == '-')
+        bench_bad_usage(usage, argc == 2 ? "bench_ckpt: DIR may not start with '-'"
+                                         : "bench_ckpt: one directory expected");
     const char *dir = argv[1];
     phase_t0 = bench_t0 = fb__now_ns();
     group groups[] = {{4, 128u << 20}, {8, 32u << 20}, {64, 2u << 20},

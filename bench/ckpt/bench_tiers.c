@@ -35,6 +35,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "../bench_result.h"
 #include "../loopback.h"
 #include "ckpt/engine.h"
 #include "ckpt/replicate.h"
@@ -193,10 +194,16 @@ static double stall_s(fb_ckpt *ck, const char *tier, uint64_t step)
 
 int main(int argc, char **argv)
 {
-    if (argc != 2) {
-        fprintf(stderr, "usage: bench_tiers DIR\n");
-        return 2;
-    }
+    static const char usage[] = "bench_tiers DIR";
+    bench_help(argc, argv, usage,
+               "Restore from node memory and from a peer's memory against restore from\n"
+               "storage, and the save's stall with the memory tier against without it,\n"
+               "in the same run (docs/bench.md).  BENCH_TIERS_MIB MiB (default 256)\n"
+               "under DIR (the storage side) and /dev/shm, removed at the end.  No\n"
+               "targets: exits 0 unless a step fails.\n");
+    if (argc != 2 || argv[1][0] == '-')
+        bench_bad_usage(usage, argc == 2 ? "bench_tiers: DIR may not start with '-'"
+                                         : "bench_tiers: one directory expected");
     const char *v = getenv("BENCH_TIERS_MIB");
     long long mib = 256;
     if (v && fb__parse_int(v, 8, 1 << 16, &mib))

@@ -731,6 +731,13 @@ static void print_stages(int kind, const char *name, int ranks, unsigned long lo
 
 int main(int argc, char **argv)
 {
+    static const char usage[] = "bench_repl [--variants] [--stages]";
+    bench_help(argc, argv, usage,
+               "Replication of a checkpoint step to a peer's memory (fbr1) against raw\n"
+               "TCP moving the same bytes between the same two processes, in the same\n"
+               "run (issue 18: target >= 0.8x).  BENCH_REPL_RANKS shards (4) of\n"
+               "BENCH_REPL_MIB MiB (512), BENCH_REPL_RUNS rounds (5), in /dev/shm,\n"
+               "removed.  --variants: more ways of sending; --stages: where time goes.\n");
     int variants = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--variants")) {
@@ -738,8 +745,7 @@ int main(int argc, char **argv)
         } else if (!strcmp(argv[i], "--stages")) {
             stages = 1;
         } else {
-            fprintf(stderr, "usage: bench_repl [--variants] [--stages]\n");
-            return 2;
+            bench_bad_usage(usage, "bench_repl: unknown argument");
         }
     }
     set_order(variants);

@@ -15,6 +15,7 @@
  * bandwidth the copy competes for), and the ratio.  Exits 0 either way
  * (the machine is shared: a slow run is reported, not a failure).
  */
+#include "../bench_result.h"
 #include "common/util.h"
 
 #include <arpa/inet.h>
@@ -173,6 +174,12 @@ static double memcpy_gbps(char *dst, const char *src)
 
 int main(int argc, char **argv)
 {
+    static const char usage[] = "bench_tcp [HOST PORT | --receive PORT]";
+    bench_help(argc, argv, usage,
+               "Raw TCP throughput between two processes: one connection, 4 MiB\n"
+               "writes; the baseline for replication to a peer (issue 18).  No\n"
+               "arguments: over loopback, a child receives.  HOST PORT: send to a\n"
+               "receiver started elsewhere as `bench_tcp --receive PORT`.\n");
     signal(SIGPIPE, SIG_IGN);
     if (argc == 3 && strcmp(argv[1], "--receive") == 0) {
         int lfd = listen_on(atoi(argv[2]), NULL);
@@ -182,10 +189,8 @@ int main(int argc, char **argv)
         }
         return receiver(lfd);
     }
-    if (argc != 1 && argc != 3) {
-        fprintf(stderr, "usage: bench_tcp [HOST PORT | --receive PORT]\n");
-        return 2;
-    }
+    if ((argc != 1 && argc != 3) || (argc == 3 && argv[1][0] == '-'))
+        bench_bad_usage(usage, "bench_tcp: HOST PORT, --receive PORT or nothing");
     char *buf = malloc(CHUNK_BYTES * 64ull), *dst = malloc(CHUNK_BYTES * 64ull);
     if (!buf || !dst)
         return 1;
