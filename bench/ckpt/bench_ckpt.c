@@ -54,6 +54,7 @@
 #include <unistd.h>
 
 #include "../bench_result.h"
+#include "../bench_shm.h"
 #include "ckpt/engine.h"
 #include "ckpt/hash.h"
 #include "common/json.h"
@@ -316,8 +317,9 @@ static int startup(const char *self, const char *dir, const char *mode,
      * the stall, and 28 GiB of writes to disk would measure the disk. */
     char ckdir[1024];
     struct stat shm;
-    snprintf(ckdir, sizeof ckdir, "%s/fb-bench-startup-%d",
+    snprintf(ckdir, sizeof ckdir, "%s/fb-bench-startup.%d",
              stat("/dev/shm", &shm) == 0 ? "/dev/shm" : dir, (int)getpid());
+    bench_shm_keep(ckdir); /* also on SIGTERM and SIGINT (bench_shm.h) */
     for (int r = 0; r < runs; r++) {
         char cmd[2048];
         snprintf(cmd, sizeof cmd, "'%s' --startup '%s' %s %s", self, ckdir, mode,
@@ -457,6 +459,7 @@ int main(int argc, char **argv)
         bench_bad_usage(usage, argc == 2 ? "bench_ckpt: DIR may not start with '-'"
                                          : "bench_ckpt: one directory expected");
     const char *dir = argv[1];
+    bench_shm_sweep();
     phase_t0 = bench_t0 = fb__now_ns();
     group groups[] = {{4, 128u << 20}, {8, 32u << 20}, {64, 2u << 20},
                       {64, 1u << 20}, {1024, 64u << 10}};

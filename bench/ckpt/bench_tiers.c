@@ -36,6 +36,7 @@
 #include <unistd.h>
 
 #include "../bench_result.h"
+#include "../bench_shm.h"
 #include "../loopback.h"
 #include "ckpt/engine.h"
 #include "ckpt/replicate.h"
@@ -46,16 +47,6 @@
 #define RUNS 3
 
 static char mem[64], node[64], store[4096];
-
-static void cleanup(void)
-{
-    if (mem[0])
-        fb__rm_rf(mem);
-    if (node[0])
-        fb__rm_rf(node);
-    if (store[0])
-        fb__rm_rf(store);
-}
 
 static void drop_cache(void)
 {
@@ -208,10 +199,13 @@ int main(int argc, char **argv)
     long long mib = 256;
     if (v && fb__parse_int(v, 8, 1 << 16, &mib))
         mib = 256;
+    bench_shm_sweep();
     snprintf(mem, sizeof mem, "/dev/shm/fb-bench-tiers.%d", (int)getpid());
     snprintf(node, sizeof node, "/dev/shm/fb-bench-tiers-node.%d", (int)getpid());
     snprintf(store, sizeof store, "%s/bench-tiers.%d", argv[1], (int)getpid());
-    atexit(cleanup);
+    bench_shm_keep(mem); /* removed at exit, also on SIGTERM and SIGINT */
+    bench_shm_keep(node);
+    bench_shm_keep(store);
     if (fb__mkdir_p(mem, 0700) || fb__mkdir_p(store, 0700)) {
         perror("bench_tiers: mkdir");
         return 1;

@@ -47,7 +47,7 @@
  * target in the results file (bench/bench_result.h: the table `make
  * bench` ends with fails when it was missed).  Exits 1 on a miss, or
  * when replication itself failed.  Removes its /dev/shm directories, also
- * on SIGTERM and SIGINT.
+ * on SIGTERM and SIGINT, and those a killed run left (bench_shm.h).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -67,6 +67,7 @@
 #include <unistd.h>
 
 #include "../bench_result.h"
+#include "../bench_shm.h"
 #include "../loopback.h"
 #include "ckpt/replicate.h"
 #include "common/util.h"
@@ -77,22 +78,6 @@
 
 static char base[64], src[128], dst[128], rawf[128];
 static int runs = 5; /* BENCH_REPL_RUNS */
-
-static void remove_dirs(void)
-{
-    if (base[0])
-        fb__rm_rf(base);
-}
-
-/* Interrupted (ctest's timeout, ^C): the directories go too, then the
- * default action.  Not async-signal-safe in principle; the bench's last
- * act either way. */
-static void on_signal(int sig)
-{
-    remove_dirs();
-    signal(sig, SIG_DFL);
-    raise(sig);
-}
 
 static long long env_ll(const char *name, long long dflt, long long lo, long long hi)
 {
@@ -753,6 +738,7 @@ int main(int argc, char **argv)
     runs = (int)env_ll("BENCH_REPL_RUNS", 5, 1, RUNS_MAX);
     int ranks = (int)env_ll("BENCH_REPL_RANKS", 4, 1, 64);
     size_t bytes = (size_t)env_ll("BENCH_REPL_MIB", 512, 1, 1 << 16) << 20;
+    bench_shm_sweep();
     snprintf(base, sizeof base, "/dev/shm/fb-bench-repl.%d", (int)getpid());
     snprintf(src, sizeof src, "%s/a", base);
     snprintf(dst, sizeof dst, "%s/b", base);
@@ -761,9 +747,7 @@ int main(int argc, char **argv)
         perror("bench_repl: mkdir");
         return 1;
     }
-    atexit(remove_dirs);
-    signal(SIGTERM, on_signal);
-    signal(SIGINT, on_signal);
+    bench_shm_keep(base);
     if (make_step(ranks, bytes)) {
         fprintf(stderr, "bench_repl: cannot save the step in %s\n", src);
         return 1;
@@ -791,7 +775,7 @@ int main(int argc, char **argv)
     }
     pid_t child = fork();
     if (child == 0) {
-        base[0] = '\0'; /* the parent removes the directories */
+        bench_shm_disown(); /* the parent removes the directories */
         close(ready[0]);
         _exit(receiver(lfd, ready[1], total, variants));
     }
