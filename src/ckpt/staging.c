@@ -11,8 +11,10 @@
  *  - staging is mapped and advised MADV_HUGEPAGE *before* any page is
  *    touched, its start aligned to 2 MiB so every whole 2 MiB of it can be
  *    a huge page: a tensor of 4 MiB or more in a mapping of its own, the
- *    smaller ones packed into shared 64 MiB slabs (one mapping, huge pages,
- *    instead of a heap allocation each in 4 KiB pages);
+ *    smaller ones packed into shared 64 MiB slabs (one mapping, huge pages
+ *    once more than 2 MiB of it is used -- below, its pages are 4 KiB, so
+ *    a small state costs no huge page clear -- instead of a heap
+ *    allocation each);
  *  - registration only maps; a background thread (one per process, started
  *    on first use, every signal blocked) populates the mappings with
  *    MADV_POPULATE_WRITE, 4 MiB at a time, and then collapses registered
@@ -289,10 +291,9 @@ size_t fb__bg_pending(void)
  * Mappings and slabs
  * ---------------------------------------------------------------------- */
 
-/* len bytes (a multiple of the page size) starting on a 2 MiB boundary,
- * advised MADV_HUGEPAGE before any page is touched; NULL when out of
- * memory. */
-static void *map_huge(size_t len)
+/* len bytes (a multiple of the page size) starting on a 2 MiB boundary;
+ * NULL when out of memory. */
+static void *map_aligned(size_t len)
 {
     void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
                    -1, 0);
@@ -313,7 +314,15 @@ static void *map_huge(size_t len)
             munmap((void *)(a + len), (uintptr_t)q + len + HUGE_BYTES - (a + len));
         p = (void *)a;
     }
-    (void)madvise(p, len, MADV_HUGEPAGE); /* advisory: THP may be off */
+    return p;
+}
+
+/* map_aligned, advised MADV_HUGEPAGE before any page is touched. */
+static void *map_huge(size_t len)
+{
+    void *p = map_aligned(len);
+    if (p)
+        (void)madvise(p, len, MADV_HUGEPAGE); /* advisory: THP may be off */
     return p;
 }
 
@@ -321,8 +330,9 @@ typedef struct slab {
     struct slab *next;
     char *base;
     size_t used;        /* bump pointer                                 */
-    size_t queued;      /* populating queued below this (2 MiB steps)  */
+    size_t queued;      /* populating queued below this                 */
     size_t live;        /* allocations not yet freed                    */
+    int huge;           /* advised MADV_HUGEPAGE (past its first 2 MiB) */
 } slab;
 
 static slab *slabs;     /* under bg.mu; the newest first                */
@@ -342,7 +352,7 @@ static void *slab_alloc(size_t bytes, size_t phase, slab **out)
     if (!s || SLAB_BYTES - s->used < len + gap) {
         gap = phase != SIZE_MAX ? phase : 0;
         s = calloc(1, sizeof *s);
-        if (s && !(s->base = map_huge(SLAB_BYTES))) {
+        if (s && !(s->base = map_aligned(SLAB_BYTES))) {
             free(s);
             s = NULL;
         }
@@ -358,9 +368,20 @@ static void *slab_alloc(size_t bytes, size_t phase, slab **out)
     s->used += len;
     s->live++;
     if (s->used > s->queued) {
-        /* Only what is handed out, 2 MiB at a time: a program with a few
-         * small tensors does not get 64 MiB faulted in. */
-        size_t upto = (s->used + HUGE_BYTES - 1) & ~(HUGE_BYTES - 1);
+        /* Only what is handed out.  Up to 2 MiB of it in 4 KiB pages: a
+         * program with a few small tensors gets those pages, not a huge
+         * page cleared (256 ranks of such a program on a node cleared
+         * 512 MiB at start-up, a third of their CPU on this VM's fresh
+         * memory).  Past 2 MiB the slab takes huge pages, populated 2 MiB
+         * at a time (its first 2 MiB stay as they are). */
+        size_t step = page_bytes();
+        if (s->used > HUGE_BYTES) {
+            if (!s->huge)
+                (void)madvise(s->base, SLAB_BYTES, MADV_HUGEPAGE);
+            s->huge = 1;
+            step = HUGE_BYTES;
+        }
+        size_t upto = (s->used + step - 1) & ~(step - 1);
         bg_queue_locked(s, POPULATE, s->base + s->queued, upto - s->queued);
         s->queued = upto;
     }
