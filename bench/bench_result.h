@@ -39,6 +39,20 @@ static inline void bench_bad_usage(const char *usage, const char *why)
     exit(2);
 }
 
+/* bench_help for a benchmark NAME that takes no arguments: any other
+ * argument is refused. */
+static inline void bench_help_no_args(int argc, char **argv, const char *name,
+                                      const char *about)
+{
+    bench_help(argc, argv, name, about);
+    if (argc > 1) {
+        char why[256];
+        snprintf(why, sizeof why, "%s: takes no arguments, not \"%.100s\"", name,
+                 argv[1]);
+        bench_bad_usage(name, why);
+    }
+}
+
 /* Record one target; returns met, so `ok &= bench_target(...)` reads. */
 static inline int bench_target(const char *bench, const char *what,
                                const char *measured, const char *baseline,

@@ -8,8 +8,8 @@
  * made it): bench_shm_sweep() removes each whose PID no longer runs; one
  * whose PID runs (the benchmark's own, or the number reused) is left.
  * bench_shm_keep(path) registers a directory to remove at exit and on
- * those signals (up to 4), bench_shm_drop(path) removes it now and
- * forgets it, bench_shm_disown() forgets them all (a forked child).  The signal handler calls fb__rm_rf, which is not
+ * those signals (up to 4); bench_shm_disown() forgets them all (in a
+ * forked child).  The signal handler calls fb__rm_rf, which is not
  * async-signal-safe in principle: it is the process's last act either way.
  */
 #ifndef FB_BENCH_SHM_H
@@ -45,7 +45,7 @@ static inline void bench_shm_on_signal(int sig)
     raise(sig);
 }
 
-/* The PID of a name fb-bench-WORD.PID (WORD: letters, digits, '-'), or 0. */
+/* The PID of a name fb-bench-NAME.PID (PID: up to 9 digits), or 0. */
 static inline long bench_shm_pid_of(const char *name)
 {
     if (strncmp(name, BENCH_SHM_PREFIX, sizeof BENCH_SHM_PREFIX - 1))
@@ -105,14 +105,6 @@ static inline void bench_shm_disown(void)
 {
     for (int i = 0; i < BENCH_SHM_MAX; i++)
         bench_shm_paths[i][0] = '\0';
-}
-
-static inline void bench_shm_drop(const char *path)
-{
-    for (int i = 0; i < BENCH_SHM_MAX; i++)
-        if (!strcmp(bench_shm_paths[i], path))
-            bench_shm_paths[i][0] = '\0';
-    fb__rm_rf(path);
 }
 
 #endif

@@ -25,12 +25,10 @@ static double per_op(uint64_t t0, uint64_t t1)
 
 int main(int argc, char **argv)
 {
-    bench_help(argc, argv, "fr_bench_record",
-               "The cost of recording one flight-recorder event (fb_fr_begin +\n"
-               "fb_fr_end, and fb_fr_begin alone) into a real segment, against an empty\n"
-               "loop of the same trip count in the same run.\n");
-    if (argc > 1)
-        bench_bad_usage("fr_bench_record", "fr_bench_record: takes no arguments");
+    bench_help_no_args(argc, argv, "fr_bench_record",
+                      "The cost of recording one flight-recorder event (fb_fr_begin +\n"
+                      "fb_fr_end, and fb_fr_begin alone) into a real segment, against an empty\n"
+                      "loop of the same trip count in the same run.\n");
     char job[32];
     snprintf(job, sizeof job, "frbench%d", (int)getpid());
     fb__seg *seg = NULL;

@@ -34,12 +34,10 @@ static double best_of_3_run(const fb__sim_config *c, double *events_out)
 
 int main(int argc, char **argv)
 {
-    bench_help(argc, argv, "bench_sim",
-               "The simulator's speed: 1,000 trials of the llama3 preset over 54 days at\n"
-               "16,384 GPUs (target < 1 s) and 131,072 GPUs (< 5 s), and the interval\n"
-               "search.  Writes nothing.\n");
-    if (argc > 1)
-        bench_bad_usage("bench_sim", "bench_sim: takes no arguments");
+    bench_help_no_args(argc, argv, "bench_sim",
+                      "The simulator's speed: 1,000 trials of the llama3 preset over 54 days at\n"
+                      "16,384 GPUs (target < 1 s) and 131,072 GPUs (< 5 s), and the interval\n"
+                      "search.  Writes nothing.\n");
     static const struct {
         long gpus;
         double target_s;

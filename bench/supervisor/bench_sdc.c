@@ -43,13 +43,11 @@ static int cmp_u64(const void *a, const void *b)
 
 int main(int argc, char **argv)
 {
-    bench_help(argc, argv, "bench_sdc",
-               "What the silent-data-corruption check (docs/sdc.md) costs a step over\n"
-               "1 GiB of replicated parameters at the default setting, against a step\n"
-               "that reads and writes every parameter once, in the same run.  Target:\n"
-               "under 1% of the step; a miss makes the exit status 1.\n");
-    if (argc > 1)
-        bench_bad_usage("bench_sdc", "bench_sdc: takes no arguments");
+    bench_help_no_args(argc, argv, "bench_sdc",
+                      "What the silent-data-corruption check (docs/sdc.md) costs a step over\n"
+                      "1 GiB of replicated parameters at the default setting, against a step\n"
+                      "that reads and writes every parameter once, in the same run.  Target:\n"
+                      "under 1% of the step; a miss makes the exit status 1.\n");
     char job[64];
     snprintf(job, sizeof job, "bench-sdc-%d", (int)getpid());
     setenv("FIREBREAK_JOB_ID", job, 1);

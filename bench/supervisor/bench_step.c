@@ -20,11 +20,9 @@ __attribute__((noinline)) static void empty_step(uint64_t step)
 
 int main(int argc, char **argv)
 {
-    bench_help(argc, argv, "bench_step",
-               "What fb_step() costs a training loop, attached to a real segment,\n"
-               "against the same loop with an empty call.  Target: under 100 ns a call.\n");
-    if (argc > 1)
-        bench_bad_usage("bench_step", "bench_step: takes no arguments");
+    bench_help_no_args(argc, argv, "bench_step",
+                      "What fb_step() costs a training loop, attached to a real segment,\n"
+                      "against the same loop with an empty call.  Target: under 100 ns a call.\n");
     const uint64_t n = 20000000;
     char job[64];
     snprintf(job, sizeof job, "bench-step-%d", (int)getpid());
