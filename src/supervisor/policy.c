@@ -33,6 +33,18 @@ const char *fb__sup_fail_kind_name(fb__sup_fail_kind kind)
     return "unknown";
 }
 
+int fb__sup_sdc_supersedes(fb__sup_fail_kind kind, int64_t fail_step, int64_t sdc_step)
+{
+    switch (kind) {
+    case FB__SUP_FAIL_CRASH:
+    case FB__SUP_FAIL_ERROR_EXIT:
+    case FB__SUP_FAIL_HANG:
+        return fail_step < 0 || sdc_step <= fail_step;
+    default:
+        return 0;
+    }
+}
+
 /* ---- how one rank ended ---- */
 
 void fb__sup_judge_end(const fb__sup_rank_end *e, fb__sup_end_verdict *v)

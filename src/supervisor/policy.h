@@ -44,6 +44,18 @@ typedef enum {
  * range. */
 const char *fb__sup_fail_kind_name(fb__sup_fail_kind kind);
 
+/* Whether replicas found to disagree after step `sdc_step` are the cause
+ * of an attempt that had already failed with `kind` at `fail_step` (-1:
+ * unknown), and so its failure instead (kind `sdc`, docs/sdc.md).  A
+ * corrupted replica surfaces in data-parallel ranks as an exit (their own
+ * end check of the weights), a crash (a NaN, an index out of range) or a
+ * hang (ranks on different paths); when the supervisor reads the hashes
+ * only after such an end -- held back, or the end came quickly -- the
+ * disagreement is still the earlier event when its step is not after the
+ * failing rank's.  Other kinds (a launch that failed, a segment not ours,
+ * a node lost, ...) stand. */
+int fb__sup_sdc_supersedes(fb__sup_fail_kind kind, int64_t fail_step, int64_t sdc_step);
+
 /* ---- how one rank ended ---- */
 
 /* What the supervisor knows when a rank goes away. */

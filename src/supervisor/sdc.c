@@ -64,6 +64,7 @@ struct fb__sup_sdc {
     uint64_t compared, lost;  /* this attempt: pieces compared, records dropped */
     uint64_t overrun;    /* of lost: overwritten in a ring before read */
     int mismatched;
+    int noted;           /* this attempt: a disagreement after another failure said */
     int readable;        /* ranks whose segments are read (this pass) */
 };
 
@@ -234,16 +235,38 @@ static void compare(fb__sup *s, pending *p)
         note_agreed(d, &p->k);
         return;
     }
+    /* Whatever ends the attempt, the checkpoints after the last agreement
+     * hold the corrupted replica: fb__sup_sdc_on_failure sets them aside. */
+    int64_t clean = last_agreed(d, p->k.tensor, p->k.offset, p->k.length,
+                                p->k.step);
+    int64_t trust = clean >= 0 ? clean : (int64_t)p->k.step - 1;
+    if (!d->mismatched || trust < d->clean_step)
+        d->clean_step = trust;
     d->mismatched = 1;
-    if (s->fail.set)
+    fb__sup_failure *f = &s->fail;
+    if (f->set && (f->kind == FB__SUP_FAIL_SDC ||
+                   !fb__sup_sdc_supersedes(f->kind, f->step, (int64_t)p->k.step))) {
+        if (f->kind != FB__SUP_FAIL_SDC && !d->noted) {
+            d->noted = 1;
+            fb__sup_warn(s, "sdc: replicas of tensor %s also disagree after step %llu; "
+                         "checkpoints after step %lld will be set aside",
+                         p->name, (unsigned long long)p->k.step, (long long)d->clean_step);
+        }
         return;
+    }
+    /* The attempt had ended another way, later than this step: that end
+     * is taken as the corruption's consequence (fb__sup_sdc_supersedes);
+     * it is said in full here and in short in the incident. */
+    fb__sup_failure was = *f;
+    if (was.set)
+        fb__sup_log(s, "sdc: replicas disagree after step %llu, before the attempt's "
+                    "failure at step %lld (%s: %s): the disagreement is recorded as "
+                    "the cause", (unsigned long long)p->k.step, (long long)was.step,
+                    fb__sup_fail_kind_name(was.kind), was.detail);
     int majority = agree * 2 > voters;
     for (int r = 0; r < world && first_bad < 0 && majority; r++)
         if (p->got[r] && p->hash[r] != cand)
             first_bad = r;
-    int64_t clean = last_agreed(d, p->k.tensor, p->k.offset, p->k.length,
-                                p->k.step);
-    d->clean_step = clean >= 0 ? clean : (int64_t)p->k.step - 1;
 
     char who[320] = "", node[64] = "?", bad_hash[17], good_hash[17];
     snprintf(good_hash, sizeof good_hash, "%016llx", (unsigned long long)cand);
@@ -269,13 +292,16 @@ static void compare(fb__sup *s, pending *p)
         snprintf(who, sizeof who, "no majority among the %d ranks: cannot tell "
                  "which replica is wrong", voters);
     }
-    fb__sup_failure *f = &s->fail;
     memset(f, 0, sizeof *f);
     f->set = 1;
     f->kind = FB__SUP_FAIL_SDC;
     f->rank = first_bad;
     f->step = (int64_t)p->k.step;
     f->detected_ns = f->occurred_ns = fb__now_ns();
+    if (was.set) { /* the attempt's end was noticed then */
+        f->detected_ns = was.detected_ns;
+        f->occurred_ns = was.occurred_ns;
+    }
     snprintf(f->phase, sizeof f->phase, "train");
     char health[300];
     health_now(s, health, sizeof health);
@@ -294,6 +320,12 @@ static void compare(fb__sup *s, pending *p)
              p->k.flags & FB__SDC_FULL ? ", full check" : "", who, clean_text,
              majority ? "the node is suspect" : "no node can be named", health,
              (long long)d->clean_step);
+    if (was.set) {
+        size_t len = strlen(f->detail);
+        snprintf(f->detail + len, sizeof f->detail - len, "; seen after the attempt "
+                 "ended (%s of rank %d at step %lld), taken as its cause",
+                 fb__sup_fail_kind_name(was.kind), was.rank, (long long)was.step);
+    }
     if (first_bad >= 0)
         snprintf(f->injected, sizeof f->injected, "%s", s->ranks[first_bad].injected);
 }
@@ -307,21 +339,24 @@ static int all_sent(const fb__sup *s, const pending *p)
     return 1;
 }
 
-static void read_rank(fb__sup *s, int r)
+/* Read at most `max` of rank r's new records; returns how many were read
+ * (0: none waiting, or one being written). */
+static uint64_t read_rank(fb__sup *s, int r, uint64_t max)
 {
     fb__sup_sdc *d = s->sdc;
     fb__seg *seg = s->ranks[r].seg;
     const fb__seg_identity *id = fb__seg_ident(seg);
     uint64_t cap = id->sdc_capacity;
     if (!cap)
-        return;
+        return 0;
     uint64_t head = fb__seg_sdc_head(seg);
     if (head > d->next[r] && head - d->next[r] > cap) {
         d->lost += head - d->next[r] - cap;
         d->overrun += head - d->next[r] - cap;
         d->next[r] = head - cap;
     }
-    for (uint64_t n = 0; n < cap && d->next[r] < head; n++) {
+    uint64_t n = 0;
+    for (; n < max && d->next[r] < head; n++) {
         fb__seg_sdc rec;
         int got = fb__seg_read_sdc(seg, d->next[r], &rec);
         if (got == 0)
@@ -346,11 +381,35 @@ static void read_rank(fb__sup *s, int r)
             p->used = 0;
         }
     }
+    return n;
+}
+
+/* Test hook FIREBREAK_TEST_SDC_DEFER=1: read no hashes until the attempt
+ * has failed or every rank has ended, as a supervisor held back until
+ * then would (supervisor_sdc).  Never in a release build. */
+static int deferred(const fb__sup *s)
+{
+#ifdef FB_TEST_HOOKS
+    static int defer = -1;
+    if (defer < 0) {
+        const char *v = getenv("FIREBREAK_TEST_SDC_DEFER");
+        defer = v && !strcmp(v, "1");
+    }
+    if (!defer || s->fail.set)
+        return 0;
+    for (int r = 0; r < s->world; r++)
+        if (!s->ranks[r].ended)
+            return 1;
+    return 0;
+#else
+    (void)s;
+    return 0;
+#endif
 }
 
 void fb__sup_sdc_pass(fb__sup *s)
 {
-    if (s->world < 2 || (!s->sdc && sdc_init(s)))
+    if (s->world < 2 || (!s->sdc && sdc_init(s)) || deferred(s))
         return;
     fb__sup_sdc *d = s->sdc;
     if (d->attempt != s->attempt) { /* new segments: new rings */
@@ -366,11 +425,23 @@ void fb__sup_sdc_pass(fb__sup *s)
     d->readable = 0;
     for (int r = 0; r < s->world; r++)
         d->readable += s->ranks[r].seg && !s->ranks[r].seg_corrupt;
-    for (int r = 0; r < s->world; r++) {
-        const fb__sup_rank *rk = &s->ranks[r];
-        if (rk->seg && !rk->seg_corrupt)
-            read_rank(s, r);
-    }
+    /* The ranks in turn, a few records each: a backlog (a supervisor held
+     * back, its last look after the ranks ended) is compared piece by
+     * piece as every rank's part arrives, instead of one rank's whole ring
+     * filling the pending table and pushing out the pieces the others are
+     * about to send.  At most one ring's worth per rank and pass. */
+    enum { TURN = 32 };
+    uint64_t budget = FB__SEG_SDC_CAPACITY, read;
+    do {
+        read = 0;
+        uint64_t turn = budget < TURN ? budget : TURN;
+        for (int r = 0; r < s->world; r++) {
+            const fb__sup_rank *rk = &s->ranks[r];
+            if (rk->seg && !rk->seg_corrupt)
+                read += read_rank(s, r, turn);
+        }
+        budget -= turn;
+    } while (read && budget);
 }
 
 void fb__sup_sdc_attempt_end(fb__sup *s)
@@ -403,7 +474,7 @@ void fb__sup_sdc_attempt_end(fb__sup *s)
 void fb__sup_sdc_on_failure(fb__sup *s)
 {
     fb__sup_sdc *d = s->sdc;
-    if (!d || s->fail.kind != FB__SUP_FAIL_SDC)
+    if (!d || !d->mismatched) /* no disagreement this attempt */
         return;
     fb__ckpt_entry *e = NULL;
     size_t n = 0;

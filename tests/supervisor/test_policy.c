@@ -640,6 +640,40 @@ static void test_judge_vanished(void)
     }
 }
 
+/* ---- a disagreement of replicas seen after the attempt had failed ---- */
+
+static void test_sdc_supersedes(void)
+{
+    static const struct {
+        const char *what;
+        fb__sup_fail_kind kind;
+        int64_t fail_step, sdc_step;
+        int want;
+    } cases[] = {
+        /* the ranks' own end check exited after the corruption */
+        {"exit after the corruption", FB__SUP_FAIL_ERROR_EXIT, 60, 25, 1},
+        {"exit at the corrupted step", FB__SUP_FAIL_ERROR_EXIT, 25, 25, 1},
+        {"exit before the corruption", FB__SUP_FAIL_ERROR_EXIT, 24, 25, 0},
+        {"exit, step unknown", FB__SUP_FAIL_ERROR_EXIT, -1, 25, 1},
+        {"crash after the corruption", FB__SUP_FAIL_CRASH, 30, 25, 1},
+        {"crash before the corruption", FB__SUP_FAIL_CRASH, 3, 25, 0},
+        {"hang after the corruption", FB__SUP_FAIL_HANG, 40, 25, 1},
+        /* causes of their own: never taken for the corruption's */
+        {"launch failure", FB__SUP_FAIL_LAUNCH_FAILURE, -1, 25, 0},
+        {"segment corrupt", FB__SUP_FAIL_SEGMENT_CORRUPT, 60, 25, 0},
+        {"segment not ours", FB__SUP_FAIL_SEGMENT_NOT_OURS, 60, 25, 0},
+        {"node lost", FB__SUP_FAIL_NODE_FAILURE, 60, 25, 0},
+        {"already sdc", FB__SUP_FAIL_SDC, 60, 25, 0},
+        {"none", FB__SUP_FAIL_NONE, 60, 25, 0},
+    };
+    for (size_t i = 0; i < N(cases); i++) {
+        int got = fb__sup_sdc_supersedes(cases[i].kind, cases[i].fail_step,
+                                         cases[i].sdc_step);
+        CHECKF(got == cases[i].want, "%s: %d, want %d", cases[i].what, got,
+               cases[i].want);
+    }
+}
+
 int main(void)
 {
     test_kind_names();
@@ -653,6 +687,7 @@ int main(void)
     test_torch_fr_names();
     test_standby_schedule();
     test_judge_vanished();
+    test_sdc_supersedes();
     if (failures)
         fprintf(stderr, "test_policy: %d check%s failed\n", failures,
                 failures == 1 ? "" : "s");
