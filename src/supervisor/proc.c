@@ -59,6 +59,19 @@ static pid_t proc_ppid(pid_t pid)
     return (pid_t)ppid;
 }
 
+int fb__proc_signal_child(int pidfd, pid_t pid, pid_t parent, int sig)
+{
+    if (pidfd < 0 || pid <= 0 || parent <= 0)
+        return -EINVAL;
+    if (proc_ppid(pid) != parent)
+        return -EPERM;
+#ifdef SYS_pidfd_send_signal
+    return syscall(SYS_pidfd_send_signal, pidfd, sig, NULL, 0) ? -errno : 0;
+#else
+    return -ENOSYS;
+#endif
+}
+
 typedef struct pp { pid_t pid, ppid; } pp;
 
 static int snapshot(pp *out, int max)

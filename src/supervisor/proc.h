@@ -104,4 +104,12 @@ void fb__proc_free_nofork(void *p, size_t n, size_t size);
 /* pidfd_open(2) wrapper; -errno on failure. */
 int fb__pidfd_open(pid_t pid);
 
+/* Send `sig` to the process of `pidfd` (pid `pid`) only when it is a child
+ * of `parent`: a rank's pid comes from its segment, which the rank wrote,
+ * so it is believed only for a process the launcher started.  The pidfd
+ * pins the process: if it ended and the pid was reused, the parent read
+ * may be the new process's, but the signal goes nowhere (ESRCH).  0, or
+ * -errno (-EPERM: not a child of parent). */
+int fb__proc_signal_child(int pidfd, pid_t pid, pid_t parent, int sig);
+
 #endif

@@ -853,6 +853,26 @@ static void snapshot_segments(fb__sup *s, int hold)
                     over, over == 1 ? "" : "s", max, held);
 }
 
+/* mpirun (Open MPI 4) answers SIGTERM by sending its ranks SIGCONT, then
+ * SIGTERM only odls_base_sigkill_timeout (1 s) later: a second of training
+ * on every relaunch, checkpoints taken after the failure included.  The
+ * ranks it started get the signal from us at once, through the pidfds the
+ * watch holds; mpirun still ends the job its way. */
+static void signal_mpirun_ranks(fb__sup *s, int sig)
+{
+    if (s->o->launcher != FB__LAUNCH_MPIRUN || s->slurm)
+        return;
+    pid_t mpirun = 0;
+    for (int i = 0; i < s->nunits; i++)
+        if (s->units[i].rank == -1 && !s->units[i].ended) /* launch.c */
+            mpirun = s->units[i].child;
+    if (mpirun <= 0)
+        return;
+    for (int r = 0; r < s->world; r++)
+        if (!s->ranks[r].ended && s->ranks[r].pidfd >= 0)
+            fb__proc_signal_child(s->ranks[r].pidfd, s->ranks[r].pid, mpirun, sig);
+}
+
 /* Stop every unit: SIGTERM through the shims, SIGKILL after the grace
  * period, then sweep anything that escaped. */
 static void stop_all(fb__sup *s, int sig)
@@ -862,6 +882,7 @@ static void stop_all(fb__sup *s, int sig)
     for (int i = 0; i < s->nunits; i++)
         if (!s->units[i].ended)
             fb__shim_signal(s->units[i].shim, sig ? sig : SIGTERM);
+    signal_mpirun_ranks(s, sig ? sig : SIGTERM);
     uint64_t grace = (uint64_t)(s->o->grace_s * 1e9);
     int hard = 0;
     while (!all_units_ended(s)) {

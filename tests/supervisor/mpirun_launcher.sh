@@ -56,4 +56,28 @@ set -e
 [ "$(q "select kind||':'||rank from incident")" = "hang:1" ] || fail "hard stop: $(q 'select kind,rank,detail from incident')"
 ! grep -q "did not report its rank's end" err.txt || fail "hard stop lost mpirun's end: $(grep 'did not report' err.txt)"
 assert_no_segments
-ok "mpirun launcher: crash of rank 2 detected and recovered; abort after finalize named; a rank killed in teardown not blamed; a hard stop reports mpirun's end"
+# Stopping the ranks: mpirun answers SIGTERM by forwarding it only
+# odls_base_sigkill_timeout later (1 s by default, 30 s here), so the
+# supervisor signals the ranks mpirun started itself, through their pidfds:
+# ranks 0 and 1 record a SIGTERM sent by the supervisor, well within
+# --grace. Before, they got nothing until the grace ran out and the shim
+# killed the tree (no record).
+rm -rf runs
+set +e
+"$FB" run --launcher mpirun --nproc-per-node 3 --max-restarts 0 --grace 5s \
+    --mpirun-arg --mca --mpirun-arg odls_base_sigkill_timeout --mpirun-arg 30 \
+    --inject 'kill:rank=2,step=6' -- "$RANK" --steps 5000 --sleep-ms 10 --term-record \
+    "$TAG" >out.txt 2>err.txt
+rc=$?
+set -e
+[ $rc = 1 ] || fail "term: exit $rc ($(tail -3 err.txt))"
+[ "$(q "select kind||':'||rank from incident")" = "crash:2" ] || fail "term: $(q 'select kind,rank,detail from incident')"
+for r in 0 1; do
+    f=$(run_dir)/term.$r
+    [ -f "$f" ] || fail "term: rank $r got no SIGTERM before the hard stop ($(ls "$(run_dir)"))"
+    read -r from sup <"$f"
+    [ "${from#from=}" = "${sup#supervisor=}" ] || fail "term: rank $r: SIGTERM $from, not from the $sup"
+done
+! grep -q "did not report its rank's end" err.txt || fail "term: $(grep 'did not report' err.txt)"
+assert_no_segments
+ok "mpirun launcher: crash of rank 2 detected and recovered; abort after finalize named; a rank killed in teardown not blamed; a hard stop reports mpirun's end; the ranks get SIGTERM from the supervisor at once"

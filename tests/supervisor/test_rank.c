@@ -7,7 +7,7 @@
  *   fb-test-rank [--steps N] [--sleep-ms M] [--spawn-child] [--ignore-term]
  *                [--exit-code C] [--abort-after-finalize RANK]
  *                [--init-sleep-ms M] [--early-exit RANK:CODE:LINGER_MS]
- *                [--sdc SKEW_RANK]
+ *                [--sdc SKEW_RANK] [--term-record]
  *
  * --early-exit: that rank exits with CODE at step 3, and its process lingers
  * LINGER_MS after firebreak has recorded the exit (it writes
@@ -17,7 +17,12 @@
  * and 4 KiB) and checks after each step; SKEW_RANK registers a third of
  * 100 bytes before them, so none of its pieces is one the others publish
  * (supervisor_sdc_summary: the pieces the supervisor cannot compare).
+ *
+ * --term-record: on SIGTERM, write <run_dir>/term.RANK, "from=PID
+ * supervisor=PID" (the sender, and FIREBREAK_SUPERVISOR_PID), and exit
+ * 143 (supervisor_mpirun_launcher: who stops an mpirun rank).
  */
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,6 +33,43 @@
 #include <firebreak/firebreak.h>
 
 static long linger_ms;
+static char term_path[4096];
+static char term_sup[32]; /* FIREBREAK_SUPERVISOR_PID, read before the handler */
+
+/* Decimal digits of v into buf (async-signal-safe); returns the length. */
+static size_t put_int(char *buf, long v)
+{
+    char tmp[24];
+    size_t n = 0, len = 0;
+    if (v < 0)
+        buf[len++] = '-', v = -v;
+    do
+        tmp[n++] = (char)('0' + v % 10);
+    while ((v /= 10) && n < sizeof tmp);
+    while (n)
+        buf[len++] = tmp[--n];
+    return len;
+}
+
+static void on_term(int sig, siginfo_t *si, void *uc)
+{
+    (void)uc;
+    char buf[96];
+    size_t len = 0;
+    memcpy(buf, "from=", 5), len = 5;
+    len += put_int(buf + len, si ? (long)si->si_pid : 0);
+    memcpy(buf + len, " supervisor=", 12), len += 12;
+    for (const char *sup = term_sup; *sup && len < sizeof buf - 2; sup++)
+        buf[len++] = *sup;
+    buf[len++] = '\n';
+    int fd = open(term_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd >= 0) {
+        ssize_t w = write(fd, buf, len);
+        (void)w;
+        close(fd);
+    }
+    _exit(128 + sig);
+}
 
 /* Registered before fb_init, so it runs after firebreak's exit record. */
 static void linger(void)
@@ -47,6 +89,7 @@ int main(int argc, char **argv)
     long steps = 20, sleep_ms = 20, exit_code = 0, init_sleep_ms = 0;
     int spawn = 0, ignore_term = 0, abort_rank = -1, early_rank = -1, early_code = 0;
     int sdc_skew = -2; /* -2: no SDC check */
+    int term_record = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--steps") && i + 1 < argc)
             steps = atol(argv[++i]);
@@ -60,6 +103,8 @@ int main(int argc, char **argv)
             sdc_skew = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--spawn-child"))
             spawn = 1;
+        else if (!strcmp(argv[i], "--term-record"))
+            term_record = 1;
         else if (!strcmp(argv[i], "--ignore-term"))
             ignore_term = 1;
         else if (!strcmp(argv[i], "--abort-after-finalize") && i + 1 < argc)
@@ -78,6 +123,17 @@ int main(int argc, char **argv)
     int rc = fb_init();
     if (rc)
         fprintf(stderr, "fb_init: %s\n", fb_strerror(rc));
+    if (term_record) {
+        snprintf(term_path, sizeof term_path, "%s/term.%d",
+                 fb_run_dir() ? fb_run_dir() : ".", fb_rank());
+        const char *sup = getenv("FIREBREAK_SUPERVISOR_PID");
+        snprintf(term_sup, sizeof term_sup, "%s", sup ? sup : "");
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_sigaction = on_term;
+        sa.sa_flags = SA_SIGINFO;
+        sigaction(SIGTERM, &sa, NULL);
+    }
     printf("rank %d of %d, attempt %d, attached=%d\n", fb_rank(), fb_world_size(),
            fb_restart_count(), fb_attached());
     fflush(stdout);
