@@ -120,6 +120,18 @@ int fb__sup_blame_instead(const fb__sup_end_verdict *self_verdict, int self,
     return -1;
 }
 
+int fb__sup_held_first(int named, const uint64_t *held_ns,
+                       const unsigned char *injected_kill, int n)
+{
+    if (named >= 0 && named < n && held_ns[named] && injected_kill[named])
+        return named;
+    int first = -1;
+    for (int r = 0; r < n; r++)
+        if (held_ns[r] && injected_kill[r] && (first < 0 || held_ns[r] < held_ns[first]))
+            first = r;
+    return first >= 0 ? first : named;
+}
+
 /* The watched rank silent the longest past its phase's limit, or -1. */
 static int oldest_silent(const fb__sup_hang_facts *f)
 {

@@ -114,6 +114,21 @@ typedef struct fb__sup_end_record {
 int fb__sup_blame_instead(const fb__sup_end_verdict *self_verdict, int self,
                           const fb__sup_end_record *recs, int n);
 
+/* Under Slurm, the rank whose held end is released first, and so the
+ * failure (slurm.c, end_held): srun's first-named task `named` (-1: srun
+ * named none yet), unless another held end is a fault injected in its
+ * rank (--inject kill: the SIGKILL the rank recorded, then sent itself)
+ * and the named one is not.  srun prints the nodes' reports in the order
+ * they reach it, which is mostly the order the tasks ended (docs/slurm.md:
+ * a rank SIGKILLed unrecorded is rightly named before the peers whose
+ * recorded aborts were heard first); once it named a task its own
+ * teardown had killed on another node before the rank that killed itself.
+ * An injected kill is the cause by construction: the earliest-heard one
+ * is returned instead.  held_ns[r]: when rank r's end was heard (0: not
+ * held); injected_kill[r]: that end is an injected kill. */
+int fb__sup_held_first(int named, const uint64_t *held_ns,
+                       const unsigned char *injected_kill, int n);
+
 /* When a rank's failure occurred (CLOCK_MONOTONIC ns): when its end was
  * noticed (`noticed_ns`, or `detected_ns` when 0), or earlier: its own
  * record of its end when it has one, else the injected fault's time when

@@ -114,6 +114,8 @@ struct fb__sup_slurm {
     uint64_t held_ns[MAX_RANKS]; /* when each end was heard; 0 not held   */
     int held_ws[MAX_RANKS];      /* its wait status, when recorded        */
     unsigned char held_known[MAX_RANKS]; /* recorded (exit or signal)     */
+    unsigned char held_kill[MAX_RANKS];  /* recorded SIGKILL: only an injected
+                                            kill records one (watcher.c) */
     /* A vanished rank may be the first sign of its node's death: its
      * watcher saw the rank go, then was killed with the node.  Its end
      * (and with it every held end) waits for the node's next `alive`,
@@ -1268,6 +1270,7 @@ static void on_msg(fb__sup *s, const fb__fbw1_msg *m)
         g->held_ns[m->rank] = now; /* fb__sup_slurm_tick decides */
         g->held_ws[m->rank] = ws;
         g->held_known[m->rank] = (unsigned char)known;
+        g->held_kill[m->rank] = m->how == FB_FBW1_END_SIGNAL && (m->code & 0x7f) == SIGKILL;
         g->held_alive[m->rank] = 0;
         g->held++;
         break;
@@ -1655,8 +1658,13 @@ static void end_held(fb__sup *s, uint64_t now)
         task = -1;
     if (task < 0 && !s->fail.set && !s->units[0].ended && now - first <= HOLD_NS)
         return;
+    int named = task;
+    task = fb__sup_held_first(named, g->held_ns, g->held_kill, s->world);
+    if (task >= 0 && named >= 0 && task != named)
+        fb__sup_log(s, "srun named task %d first (%s), but rank %d ended by the kill "
+                    "injected in it: rank %d is the failure", named, what, task, task);
     if (task >= 0)
-        release_held(s, task, srun_signal(what));
+        release_held(s, task, task == named ? srun_signal(what) : 0);
     for (int known = 1; known >= 0; known--) {
         for (;;) {
             int v = -1;

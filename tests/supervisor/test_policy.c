@@ -640,6 +640,37 @@ static void test_judge_vanished(void)
     }
 }
 
+/* ---- Slurm: which held end is released first ---- */
+
+static void test_held_first(void)
+{
+    static const struct {
+        const char *what;
+        int named;
+        uint64_t held[4];
+        unsigned char kill[4];
+        int want;
+    } cases[] = {
+        /* the flake: rank 2 killed itself (--inject kill); srun named task
+         * 3, which its teardown killed on another node */
+        {"srun named a teardown kill", 3, {0, 0, 100, 130}, {0, 0, 1, 0}, 2},
+        {"named after it was heard", 3, {0, 0, 130, 100}, {0, 0, 1, 0}, 2},
+        {"srun named the injected kill", 2, {0, 0, 100, 130}, {0, 0, 1, 0}, 2},
+        {"srun named none yet", -1, {0, 0, 100, 130}, {0, 0, 1, 0}, 2},
+        {"two injected kills: the earliest heard", 0, {90, 120, 110, 0},
+         {0, 1, 1, 0}, 2},
+        /* no injected kill: srun's word stands -- a rank SIGKILLed
+         * unrecorded (the OOM killer) named before the peers whose
+         * recorded aborts were heard first */
+        {"no injected kill", 1, {0, 130, 100, 110}, {0, 0, 0, 0}, 1},
+        {"none named, none injected", -1, {0, 130, 100, 110}, {0, 0, 0, 0}, -1},
+    };
+    for (size_t i = 0; i < N(cases); i++) {
+        int got = fb__sup_held_first(cases[i].named, cases[i].held, cases[i].kill, 4);
+        CHECKF(got == cases[i].want, "%s: %d, want %d", cases[i].what, got, cases[i].want);
+    }
+}
+
 /* ---- a disagreement of replicas seen after the attempt had failed ---- */
 
 static void test_sdc_supersedes(void)
@@ -688,6 +719,7 @@ int main(void)
     test_standby_schedule();
     test_judge_vanished();
     test_sdc_supersedes();
+    test_held_first();
     if (failures)
         fprintf(stderr, "test_policy: %d check%s failed\n", failures,
                 failures == 1 ? "" : "s");
