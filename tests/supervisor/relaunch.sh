@@ -64,8 +64,10 @@ fi
 
 # The launch forks every shim before any rank starts (the go pipe), so the
 # ranks' start-up does not compete with the forks; every shim's pid is
-# older than every rank's (pids grow; a wrap during these few forks would
-# fail this, once in thousands of runs).
+# older than every rank's.  Pids grow, modulo pid_max: each is taken as its
+# distance past the supervisor's own pid, forked before all of them (CI saw
+# a wrap, shims 32755-32763 and ranks 300-302, on a machine whose pid_max
+# is 32768).
 rm -rf runs
 "$FB" run --quiet --nproc-per-node 6 -- "$RANK" --steps 400 --sleep-ms 10 "$TAG" \
     >/dev/null 2>err2.txt &
@@ -83,8 +85,10 @@ done
 kill -TERM "$sup"
 wait "$sup" || true
 [ "$(echo "$ranks" | grep -c .)" = 6 ] || fail "6 ranks under shims never seen: $shims / $ranks"
-newest_shim=$(echo "$shims" | sort -n | tail -1)
-oldest_rank=$(echo "$ranks" | sort -n | head -1)
+pid_max=$(cat /proc/sys/kernel/pid_max)
+age() { for p in "$@"; do echo $(( (p - sup + pid_max) % pid_max )); done; }
+newest_shim=$(age $shims | sort -n | tail -1)
+oldest_rank=$(age $ranks | sort -n | head -1)
 [ "$newest_shim" -lt "$oldest_rank" ] ||
     fail "a rank started before the last shim was forked: shims $(echo $shims), ranks $(echo $ranks)"
 ok "snapshots of attempt 0 written after attempt 1 launched, whole and readable; every shim forked before any rank"
