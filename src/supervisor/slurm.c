@@ -785,7 +785,7 @@ int fb__sup_launch_slurm(fb__sup *s)
     int nenv = 0;
     while (env[nenv])
         nenv++;
-    char **envp = calloc((size_t)nenv + 6, sizeof *envp);
+    char **envp = calloc((size_t)nenv + 7, sizeof *envp); /* and the watchers' one */
     if (!envp) {
         fb__sup_env_free(env);
         return -ENOMEM;
@@ -886,6 +886,18 @@ int fb__sup_launch_slurm(fb__sup *s)
         wargv[w++] = pport;
         wargv[w++] = "--peers";
         wargv[w++] = addrs;
+    }
+    /* One node's end must not end the others' watchers.  srun (22.05 to
+     * today, step_launch_notify_io_failure) aborts the whole step on an
+     * I/O error with one node's slurmstepd -- a node killed while a
+     * request line sent to it was unread (ECONNRESET) -- unless
+     * SLURM_PTY_PORT is set, as it is under --pty.  Set for this step
+     * only: the watchers read no terminal, and slurmstepd reads the
+     * variable only for --pty.  The ranks' step keeps srun's abort. */
+    static char pty[] = "SLURM_PTY_PORT=0";
+    if (!getenv("SLURM_PTY_PORT")) {
+        envp[m] = pty;
+        envp[m + 1] = NULL;
     }
     rc = spawn_step(s, &s->units[UNIT_WATCHERS], wargv, envp, qfd[0], pfd[1], wfd,
                     FB__SUP_UNIT_WATCHERS);

@@ -5,7 +5,10 @@
 # completed in its memory to the next node's watcher (fbr1), which keeps
 # them apart in /dev/shm/fb.<job>.mem/peer and says so (fbw1 `peer`).
 #   1. node2 lost (three nodes and a spare, storage written only at the
-#      end): rank 1, now on node3, restores from the copy node3 received
+#      end), frozen for a second first, so that the request lines srun
+#      forwards to its watcher lie unread when it dies (srun then reads
+#      ECONNRESET from its slurmstepd): node1's and node3's watchers go on
+#      and only node2 is lost; rank 1, now on node3, restores from the copy node3 received
 #      from node2; rank 2, now on node4, from the shard the supervisor had
 #      node3 send to node4 before the launch; neither reads storage (it
 #      holds no shard of the step); rank 0 from its own node's memory;
@@ -55,11 +58,14 @@ old_steps_dropped() { # RUNDIR NODE
 #    to node4 from node3's memory, sent over before the launch.
 STEPS=150
 r=$T/peer
-BEFORE_KILL='old_steps_dropped "$r" node1'
+BEFORE_KILL='old_steps_dropped "$r" node1; "$SRC/scripts/slurm-cluster.sh" fail "$CL" node2 stop; sleep 1'
 run_and_kill "$r" peer node2 --nnodes 3 --spare-nodes 1 --max-restarts 2 \
     --persist-every 100000 -- "$TOY" --steps $STEPS --sleep-ms 40 --ckpt-every 5
 [ "$(jq1 "$r" "select kind||':'||node from incident")" = "node_failure:node2" ] \
     || fail "run 1 incidents: $(jq1 "$r" "select kind, node, rank, step, detail from incident")"
+detail=$(jq1 "$r" "select detail from incident")
+case "$detail" in *"lost with it"*) fail "run 1: more than node2 lost: $detail" ;; esac
+[ "$(grep -c 'leaving out' peer.err)" = 1 ] || fail "run 1: $(grep 'leaving out' peer.err)"
 restored_from_peers "$r" peer.err 0:memory,1:peer,2:peer 1 "run 1"
 nothing_in_shm "$r" node1 node3 node4
 ok "node2 lost: its rank from node3's peer copy, node3's old rank moved to node4 from a peer, storage not read, same hashes"
