@@ -280,50 +280,36 @@ char *fb__safe_text(char *dst, size_t size, const char *src)
     return dst;
 }
 
-int fb__read_file(const char *path, size_t max_bytes, char **buf_out,
-                  size_t *len_out)
+/* Read fd to its end or to limit bytes (at least 1), whichever comes
+ * first, into a NUL-terminated malloc'd buffer that grows as the bytes
+ * come (a small file costs a small buffer, whatever the limit).  0 or
+ * -errno. */
+static int read_upto(int fd, size_t limit, char **buf_out, size_t *len_out)
 {
-    int fd = fb__open_regular(path, 0);
-    if (fd < 0)
-        return fd;
-    /* The bound holds below a page too (it was the first buffer's 4 KiB
-     * whatever max_bytes said). */
-    size_t cap = max_bytes < 4096 ? max_bytes : 4096, len = 0;
+    size_t cap = limit < 4096 ? limit : 4096, len = 0;
     char *buf = fb__malloc(cap + 1);
-    int rc = 0;
-    if (!buf) {
-        rc = -ENOMEM;
-        goto out;
-    }
+    if (!buf)
+        return -ENOMEM;
     for (;;) {
         if (len == cap) {
-            if (cap >= max_bytes) {
-                /* At the bound: a byte more tells a file of exactly
-                 * max_bytes, which fits, from a longer one. */
-                char more;
-                ssize_t r;
-                while ((r = read(fd, &more, 1)) < 0 && errno == EINTR)
-                    ;
-                rc = r < 0 ? -errno : r > 0 ? FB_ETOOBIG : 0;
-                if (rc)
-                    goto out;
+            if (cap == limit)
                 break;
-            }
-            size_t ncap = cap * 2 > max_bytes ? max_bytes : cap * 2;
+            size_t ncap = cap > limit / 2 ? limit : cap * 2;
             char *nb = fb__realloc(buf, ncap + 1);
             if (!nb) {
-                rc = -ENOMEM;
-                goto out;
+                free(buf);
+                return -ENOMEM;
             }
             buf = nb;
             cap = ncap;
         }
         ssize_t r = read(fd, buf + len, cap - len);
+        if (r < 0 && errno == EINTR)
+            continue;
         if (r < 0) {
-            if (errno == EINTR)
-                continue;
-            rc = -errno;
-            goto out;
+            int e = -errno;
+            free(buf);
+            return e;
         }
         if (r == 0)
             break;
@@ -331,56 +317,91 @@ int fb__read_file(const char *path, size_t max_bytes, char **buf_out,
     }
     buf[len] = '\0';
     *buf_out = buf;
-    if (len_out)
-        *len_out = len;
-    buf = NULL;
-out:
-    free(buf);
-    close(fd);
-    return rc;
+    *len_out = len;
+    return 0;
 }
 
-int fb__read_file_head(const char *path, size_t max_bytes, char **buf_out,
+/* Open path as a regular file and read at most max_bytes + 1 of it: one
+ * byte past the bound tells a file of exactly max_bytes, which fits, from
+ * a longer one.  A longer file is FB_ETOOBIG, or with head its first
+ * max_bytes cut after their last newline (*cut_out set). */
+static int read_capped(const char *path, size_t max_bytes, int head, char **buf_out,
                        size_t *len_out, int *cut_out)
 {
     if (cut_out)
         *cut_out = 0;
+    if (max_bytes >= SIZE_MAX - 1)
+        return -EINVAL;
     int fd = fb__open_regular(path, 0);
     if (fd < 0)
         return fd;
-    /* one byte past the bound tells a file of exactly max_bytes from a
-     * longer one */
-    char *buf = max_bytes < SIZE_MAX - 1 ? fb__malloc(max_bytes + 2) : NULL;
+    char *buf = NULL;
     size_t len = 0;
-    int rc = buf ? 0 : -ENOMEM;
-    while (!rc && len < max_bytes + 1) {
-        ssize_t r = read(fd, buf + len, max_bytes + 1 - len);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r < 0)
-            rc = -errno;
-        else if (r == 0)
-            break;
-        else
-            len += (size_t)r;
-    }
+    int rc = read_upto(fd, max_bytes + 1, &buf, &len);
     close(fd);
-    if (rc) {
-        free(buf);
+    if (rc)
         return rc;
-    }
     if (len > max_bytes) {
+        if (!head) {
+            free(buf);
+            return FB_ETOOBIG;
+        }
         if (cut_out)
             *cut_out = 1;
         len = max_bytes;
         while (len > 0 && buf[len - 1] != '\n')
             len--;
+        buf[len] = '\0';
     }
-    buf[len] = '\0';
     *buf_out = buf;
     if (len_out)
         *len_out = len;
     return 0;
+}
+
+int fb__read_file(const char *path, size_t max_bytes, char **buf_out,
+                  size_t *len_out)
+{
+    return read_capped(path, max_bytes, 0, buf_out, len_out, NULL);
+}
+
+int fb__read_file_head(const char *path, size_t max_bytes, char **buf_out,
+                       size_t *len_out, int *cut_out)
+{
+    return read_capped(path, max_bytes, 1, buf_out, len_out, cut_out);
+}
+
+/* Text into HTML or XML (util.h). */
+void fb__markup_text(FILE *f, const char *s)
+{
+    size_t n = s ? strlen(s) : 0;
+    for (size_t i = 0; i < n;) {
+        const unsigned char *u = (const unsigned char *)s + i;
+        size_t l = fb__utf8_len(u, n - i);
+        if (l == 0 || (l == 2 && u[0] == 0xC2 && u[1] < 0xA0)) {
+            fputs("&#xFFFD;", f);
+            i += l ? l : 1;
+            continue;
+        }
+        if (l > 1) {
+            fwrite(u, 1, l, f);
+            i += l;
+            continue;
+        }
+        switch (u[0]) {
+        case '<': fputs("&lt;", f); break;
+        case '>': fputs("&gt;", f); break;
+        case '&': fputs("&amp;", f); break;
+        case '"': fputs("&quot;", f); break;
+        case '\'': fputs("&#39;", f); break;
+        default:
+            if ((u[0] < 0x20 && u[0] != '\t' && u[0] != '\n') || u[0] == 0x7f)
+                fputs("&#xFFFD;", f);
+            else
+                fputc(u[0], f);
+        }
+        i++;
+    }
 }
 
 int fb__pid_file_gone(const char *path)

@@ -83,6 +83,13 @@ int fb__open_regular(const char *path, int flags);
  * or 0 when it is not one (overlong, surrogate, past U+10FFFF, cut). */
 size_t fb__utf8_len(const unsigned char *s, size_t n);
 
+/* Write s (NULL: nothing) as HTML or XML text, or a quoted attribute's
+ * value: markup characters escaped (< > & " '), and a control character
+ * (C0 but tab and newline, DEL, the C1 controls U+0080..U+009F) or a byte
+ * that is not valid UTF-8 as U+FFFD, so that the page or the SVG is
+ * well-formed UTF-8 whatever s holds (a journal's text, a file name). */
+void fb__markup_text(FILE *f, const char *s);
+
 /* Copy src into dst (size bytes, NUL-terminated) with every control
  * character written as '?' (C0 but tab, DEL, the C1 controls U+0080..U+009F)
  * and every byte that is not valid UTF-8 too, so text that came from a rank

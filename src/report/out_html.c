@@ -35,46 +35,6 @@ static const char *const palette[MAX_RANK_LINES] = {
     "#e377c2", "#7f7f7f", "#bcbd22", "#17becf", "#393b79", "#637939",
     "#8c6d31", "#843c39", "#7b4173", "#3182bd"};
 
-/* Text from the journal (details, node names, statuses) as HTML text or
- * an attribute value: markup characters escaped, control bytes (which
- * HTML does not allow, and which would drive a terminal the file is
- * printed on) as U+FFFD. */
-/* Text into the page: markup escaped; a control character (C0 but tab
- * and newline, DEL, the C1 controls U+0080..U+009F) and a byte that is not
- * valid UTF-8 written as U+FFFD, so the page is valid UTF-8 whatever a
- * journal holds. */
-static void esc(FILE *f, const char *s)
-{
-    size_t n = s ? strlen(s) : 0;
-    for (size_t i = 0; i < n;) {
-        const unsigned char *u = (const unsigned char *)s + i;
-        size_t l = fb__utf8_len(u, n - i);
-        if (l == 0 || (l == 2 && u[0] == 0xC2 && u[1] < 0xA0)) {
-            fputs("&#xFFFD;", f);
-            i += l ? l : 1;
-            continue;
-        }
-        if (l > 1) {
-            fwrite(u, 1, l, f);
-            i += l;
-            continue;
-        }
-        switch (u[0]) {
-        case '<': fputs("&lt;", f); break;
-        case '>': fputs("&gt;", f); break;
-        case '&': fputs("&amp;", f); break;
-        case '"': fputs("&quot;", f); break;
-        case '\'': fputs("&#39;", f); break;
-        default:
-            if ((u[0] < 0x20 && u[0] != '\t' && u[0] != '\n') || u[0] == 0x7f)
-                fputs("&#xFFFD;", f);
-            else
-                fputc(u[0], f);
-        }
-        i++;
-    }
-}
-
 static double pct(int64_t a, int64_t b)
 {
     return b > 0 ? 100.0 * (double)a / (double)b : 0.0;
@@ -121,7 +81,7 @@ static void plot_begin(plot *p, FILE *f, const char *label, double h)
     p->mb = 44;
     fprintf(f, "<div class=\"chartbox\"><svg class=\"chart\" viewBox=\"0 0 %.0f %.0f\" role=\"img\" "
                "aria-label=\"", p->w, p->h);
-    esc(f, label);
+    fb__markup_text(f, label);
     fprintf(f, "\" xmlns=\"http://www.w3.org/2000/svg\">\n");
 }
 
@@ -144,7 +104,7 @@ static void axes(plot *p, const char *xlabel, const char *ylabel)
                 px(p, x), bx, px(p, x), bx + 4, px(p, x), bx + 16, x);
     fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">",
             (p->ml + p->w - p->mr) / 2, p->h - 6);
-    esc(f, xlabel);
+    fb__markup_text(f, xlabel);
     fprintf(f, "</text>");
     if (ylabel) {
         st = nice_step(p->y1 - p->y0);
@@ -156,7 +116,7 @@ static void axes(plot *p, const char *xlabel, const char *ylabel)
                     py(p, y) + 4, y);
         fprintf(f, "<text transform=\"translate(14 %.1f) rotate(-90)\" "
                    "text-anchor=\"middle\">", (p->mt + bx) / 2);
-        esc(f, ylabel);
+        fb__markup_text(f, ylabel);
         fprintf(f, "</text>");
     }
     fprintf(f, "</g>\n");
@@ -178,7 +138,7 @@ static void legend(plot *p, const char *const *labels, const char *const *colors
         fprintf(p->f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"10\" height=\"10\" "
                       "fill=\"%s\"/><text x=\"%.1f\" y=\"%.1f\">", x, y,
                 colors[i], x + 13, y + 9);
-        esc(p->f, labels[i]);
+        fb__markup_text(p->f, labels[i]);
         fprintf(p->f, "</text>");
         x += wl;
     }
@@ -253,11 +213,11 @@ static void event_markers(FILE *f, const plot *p, const fb__report_run *run,
         fprintf(f, "<path class=\"agent-event\" d=\"M%.1f %.1f l5 7 l-5 7 l-5 -7 z\" "
                    "fill=\"%s\"><title>%.3f s: ", x, y + 1, event_color(e->kind),
                 e->time - run->started_at);
-        esc(f, e->kind);
+        fb__markup_text(f, e->kind);
         fprintf(f, " ");
-        esc(f, e->subject);
+        fb__markup_text(f, e->subject);
         fprintf(f, ": ");
-        esc(f, e->detail);
+        fb__markup_text(f, e->detail);
         fprintf(f, "</title></path>");
     }
 }
@@ -311,7 +271,7 @@ static void timeline(FILE *f, const fb__report_run *run)
                    "stroke=\"%s\" stroke-width=\"2\"><title>checkpoint step %lld "
                    "(", x, y, x, y + 16, part_color[FB__T_CKPT],
                 (long long)c->step);
-        esc(f, c->status);
+        fb__markup_text(f, c->status);
         fprintf(f, ", stall %.1f ms)</title></line>", c->stall_ms);
     }
     for (size_t k = 0; k < run->nincidents && k < MAX_MARKERS; k++) {
@@ -321,11 +281,11 @@ static void timeline(FILE *f, const fb__report_run *run)
         double x = px(&p, in->occurred_at - run->started_at);
         fprintf(f, "<path d=\"M%.1f %.1f l-5 -8 h10 z\" fill=\"#000\"><title>",
                 x, y + 1);
-        esc(f, in->kind);
+        fb__markup_text(f, in->kind);
         fprintf(f, " rank %d: ", in->rank);
-        esc(f, in->cls.category);
+        fb__markup_text(f, in->cls.category);
         fprintf(f, "%s / ", in->cls.injected ? " (injected)" : "");
-        esc(f, in->cls.component);
+        fb__markup_text(f, in->cls.component);
         fprintf(f, "</title></path>");
     }
     if (erow)
@@ -478,7 +438,7 @@ static void env_chart(FILE *f, const fb__report_run *run)
 {
     if (run->nenv == 0) {
         fprintf(f, "<p class=\"note\">Temperature and power: ");
-        esc(f, run->agent_note[0] ? run->agent_note : "no agent data");
+        fb__markup_text(f, run->agent_note[0] ? run->agent_note : "no agent data");
         fprintf(f, ".</p>\n");
         return;
     }
@@ -527,9 +487,9 @@ static int table5(FILE *f, fb__report_run *const *runs, size_t n)
                "<th>count</th><th>share</th><th>of them injected</th></tr>\n");
     for (long i = 0; i < nrows; i++) {
         fprintf(f, "<tr><td>");
-        esc(f, rows[i].component);
+        fb__markup_text(f, rows[i].component);
         fprintf(f, "</td><td>");
-        esc(f, rows[i].category);
+        fb__markup_text(f, rows[i].category);
         fprintf(f, "</td><td>%zu</td><td>%.1f%%</td><td>%zu</td></tr>\n",
                 rows[i].count,
                 total ? 100.0 * (double)rows[i].count / (double)total : 0,
@@ -546,7 +506,7 @@ static int table5(FILE *f, fb__report_run *const *runs, size_t n)
                    "<tr><th>node / rank</th><th>failures</th><th>runs</th></tr>\n");
         for (long i = 0; i < ns; i++) {
             fprintf(f, "<tr><td>");
-            esc(f, s[i].what);
+            fb__markup_text(f, s[i].what);
             fprintf(f, "</td><td>%zu</td><td>%zu</td></tr>\n", s[i].failures,
                     s[i].runs);
         }
@@ -569,7 +529,7 @@ static void incident_table(FILE *f, const fb__report_run *run)
         double lost = in->lost_acc_s >= 0 ? in->lost_acc_s : in->lost_s;
         fprintf(f, "<tr><td>%lld</td><td>%d</td><td>", (long long)in->id,
                 in->attempt >= 0 ? run->attempts[in->attempt].number : -1);
-        esc(f, in->kind);
+        fb__markup_text(f, in->kind);
         if (in->rank >= 0)
             fprintf(f, "</td><td>%d</td>", in->rank);
         else
@@ -583,13 +543,13 @@ static void incident_table(FILE *f, const fb__report_run *run)
             fprintf(f, "<td>%.3f</td><td>", lost);
         else
             fprintf(f, "<td>-</td><td>");
-        esc(f, in->cls.category);
+        fb__markup_text(f, in->cls.category);
         if (in->cls.injected)
             fprintf(f, " <span class=\"inj\">(injected)</span>");
         fprintf(f, "</td><td>");
-        esc(f, in->cls.component);
+        fb__markup_text(f, in->cls.component);
         fprintf(f, "</td><td class=\"ev\">");
-        esc(f, in->cls.evidence);
+        fb__markup_text(f, in->cls.evidence);
         fprintf(f, "</td></tr>\n");
     }
     fprintf(f, "</table></div>\n");
@@ -609,13 +569,13 @@ static void event_table(FILE *f, const fb__report_run *run)
     for (size_t i = 0; i < run->nevents && i < MAX_INCIDENT_ROWS; i++) {
         const fb__report_agent_event *e = &run->events[i];
         fprintf(f, "<tr><td>%.3f</td><td>", e->time - run->started_at);
-        esc(f, e->kind);
+        fb__markup_text(f, e->kind);
         fprintf(f, "</td><td>");
-        esc(f, e->subject);
+        fb__markup_text(f, e->subject);
         fprintf(f, "</td><td>");
-        esc(f, e->severity);
+        fb__markup_text(f, e->severity);
         fprintf(f, "</td><td class=\"ev\">");
-        esc(f, e->detail);
+        fb__markup_text(f, e->detail);
         fprintf(f, "</td></tr>\n");
     }
     fprintf(f, "</table></div>\n");
@@ -719,11 +679,11 @@ static int run_section(FILE *f, fb__report_run *const *runs, size_t r,
 {
     const fb__report_run *run = runs[r];
     fprintf(f, "<section class=\"run\"><h2>Run ");
-    esc(f, run->dir);
+    fb__markup_text(f, run->dir);
     fprintf(f, "</h2>\n<p class=\"summary\">");
-    esc(f, run->name ? run->name : "?");
+    fb__markup_text(f, run->name ? run->name : "?");
     fprintf(f, " &middot; ");
-    esc(f, run->status ? run->status : "?");
+    fb__markup_text(f, run->status ? run->status : "?");
     fprintf(f, " &middot; %d ranks &middot; wall <b>%.3f s</b> &middot; useful "
                "<b>%.3f s</b> &middot; effective training time <b "
                "id=\"ettr\">%.2f%%</b> &middot; %zu restarts &middot; %zu "
@@ -783,7 +743,7 @@ int fb__report_write_html(FILE *f, fb__report_run *const *runs, size_t n)
                    "<th>incidents</th></tr>\n", n);
         for (size_t r = 0; r < n; r++) {
             fprintf(f, "<tr><td>");
-            esc(f, runs[r]->dir);
+            fb__markup_text(f, runs[r]->dir);
             fprintf(f, "</td><td>%.3f</td><td>%.2f%%</td><td>%zu</td><td>%zu"
                        "</td></tr>\n", fb__report_s(runs[r]->wall_us),
                     pct(runs[r]->us[FB__T_USEFUL], runs[r]->wall_us),
@@ -831,7 +791,7 @@ int fb__fleet_write_html(FILE *f, const fb__fleet *fl)
     for (size_t i = 0; i < fl->nnodes; i++) {
         const fb__fleet_node *n = &fl->nodes[i];
         fprintf(f, "<tr%s><td>", n->flags ? " class=\"lemon\"" : "");
-        esc(f, n->name);
+        fb__markup_text(f, n->name);
         fprintf(f, "</td><td>%zu</td><td>%zu</td><td>%zu</td><td>%zu</td><td>%zu"
                    "</td><td>%.3f</td><td>", n->runs, n->interruptions, n->hardware,
                 n->health_fails, n->drains, n->rate);
@@ -847,7 +807,7 @@ int fb__fleet_write_html(FILE *f, const fb__fleet *fl)
         if (!n->flags)
             continue;
         fprintf(f, "<h2>");
-        esc(f, n->name);
+        fb__markup_text(f, n->name);
         fprintf(f, ": evidence</h2>\n<div class=\"tbl\"><table class=\"evidence\">"
                    "<tr><th>run</th><th>attempt</th><th>incident</th><th>kind</th>"
                    "<th>category</th><th>component</th><th>health failed</th>"
@@ -855,22 +815,22 @@ int fb__fleet_write_html(FILE *f, const fb__fleet *fl)
         for (size_t k = 0; k < n->nev; k++) {
             const fb__fleet_ev *e = &n->ev[k];
             fprintf(f, "<tr><td>");
-            esc(f, e->run);
+            fb__markup_text(f, e->run);
             fprintf(f, "</td><td>%d</td><td>", e->attempt);
             if (e->drain)
                 fprintf(f, "-");
             else
                 fprintf(f, "#%lld", (long long)e->id);
             fprintf(f, "</td><td>");
-            esc(f, e->kind);
+            fb__markup_text(f, e->kind);
             fprintf(f, "</td><td>");
-            esc(f, e->category);
+            fb__markup_text(f, e->category);
             fprintf(f, "%s</td><td>", e->hardware ? " [hardware]" : "");
-            esc(f, e->component);
+            fb__markup_text(f, e->component);
             fprintf(f, "</td><td>");
-            esc(f, e->health_fail ? e->checks : "");
+            fb__markup_text(f, e->health_fail ? e->checks : "");
             fprintf(f, "</td><td class=\"ev\">");
-            esc(f, e->why);
+            fb__markup_text(f, e->why);
             fprintf(f, "</td></tr>\n");
         }
         fprintf(f, "</table></div>\n");

@@ -6,6 +6,7 @@
 #include "sim/sim.h"
 
 #include "common/jsonw.h"
+#include "common/util.h"
 
 #include <errno.h>
 #include <math.h>
@@ -514,25 +515,6 @@ static void svg_polyline(FILE *f, const axes *a, const fb__sim_point *pts,
     fprintf(f, "\"/>\n");
 }
 
-/* Text into the SVG (the source names a rates file or a run directory):
- * markup escaped, control bytes, which XML does not allow, as '?'. */
-static void xml_text(FILE *f, const char *s)
-{
-    for (; *s; s++) {
-        unsigned char ch = (unsigned char)*s;
-        if (ch == '<')
-            fputs("&lt;", f);
-        else if (ch == '>')
-            fputs("&gt;", f);
-        else if (ch == '&')
-            fputs("&amp;", f);
-        else if ((ch < 0x20 && ch != '\t') || ch == 0x7f)
-            fputc('?', f);
-        else
-            fputc(ch, f);
-    }
-}
-
 int fb__sim_write_svg(const char *path, const fb__sim_config *c,
                       const char *source, const fb__sim_point *pts, int n)
 {
@@ -562,7 +544,7 @@ int fb__sim_write_svg(const char *path, const fb__sim_config *c,
     fprintf(f, "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n");
     fprintf(f, "<text x=\"%.0f\" y=\"24\" font-size=\"15\">Effective "
                "training time vs scale (", PAD_L);
-    xml_text(f, source);
+    fb__markup_text(f, source); /* names a rates file or a run directory */
     fprintf(f, ", %.4g days, %ld trials)</text>\n", c->horizon_s / 86400.0,
             c->trials);
     /* Grid and axis labels. */

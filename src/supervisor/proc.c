@@ -306,7 +306,8 @@ static void shim_kill_tree(pid_t rank_pgid, int *reaped, int *ws)
 {
     if (rank_pgid > 0)
         kill(-rank_pgid, SIGKILL);
-    /* Orphans reparented to us (we are a subreaper). */
+    /* Orphans reparented to us (we are a subreaper): each round reaps
+     * what the last one killed, 1 ms on. */
     for (int round = 0; round < 100; round++) {
         shim_reap(rank_pgid, reaped, ws);
         if (!shim_has_child())
@@ -317,9 +318,8 @@ static void shim_kill_tree(pid_t rank_pgid, int *reaped, int *ws)
         for (int i = 0; i < n; i++)
             if (kill(d[i], SIGKILL) == 0)
                 live++;
-        shim_reap(rank_pgid, reaped, ws);
         if (live == 0)
-            break;
+            break; /* reaped below */
         struct timespec ts = {0, 1000000};
         nanosleep(&ts, NULL);
     }

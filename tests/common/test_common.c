@@ -294,6 +294,25 @@ static void test_files(void)
         free(buf);
         CHECK_RC(fb__read_file(reg, 4095, &buf, &len), FB_ETOOBIG);
     }
+    {
+        /* Past the first 4 KiB the buffer grows, for both: 1,000 lines of
+         * 10 bytes, the head cut within a bound that is not a line's end. */
+        char big[10000];
+        for (int i = 0; i < 1000; i++)
+            memcpy(big + 10 * i, "123456789\n", 10);
+        CHECK_RC(fb__write_file_atomic(reg, big, sizeof big), 0);
+        CHECK_RC(fb__read_file(reg, 10000, &buf, &len), 0);
+        CHECK(len == 10000 && !memcmp(buf, big, len) && buf[len] == '\0');
+        free(buf);
+        CHECK_RC(fb__read_file(reg, 9999, &buf, &len), FB_ETOOBIG);
+        CHECK_RC(fb__read_file_head(reg, 9005, &buf, &len, &cut), 0);
+        CHECK(len == 9000 && cut == 1 && buf[len] == '\0' && !memcmp(buf, big, len));
+        free(buf);
+        CHECK_RC(fb__read_file_head(reg, 20000, &buf, &len, &cut), 0);
+        CHECK(len == 10000 && cut == 0);
+        free(buf);
+        CHECK_RC(fb__read_file(reg, SIZE_MAX, &buf, &len), -EINVAL);
+    }
     unlink(fifo);
     unlink(reg);
     rmdir(dir);
@@ -311,6 +330,26 @@ static void test_files(void)
     CHECK_EQ_STR(fb__safe_text(out, sizeof out, "\xed\xa0\x80\xc0\xaf\xff"), "??????");
 }
 
+/* Text into HTML or XML: markup escaped, controls and bytes that are not
+ * UTF-8 as U+FFFD, valid characters as they are (report's pages, sim's
+ * SVG, which wrote a byte that is not UTF-8 as it came). */
+static void test_markup(void)
+{
+    char *got = NULL;
+    size_t n = 0;
+    FILE *f = open_memstream(&got, &n);
+    CHECK(f != NULL);
+    if (!f)
+        return;
+    fb__markup_text(f, "a<b>&\"c'\td\ne\x01\x7f\xff\xc2\x9b\xc3\xa9\xf0\x9f\x98\x80");
+    fb__markup_text(f, NULL);
+    fb__markup_text(f, "|\xed\xa0\x80|\xe2\x82");
+    fclose(f);
+    CHECK_EQ_STR(got, "a&lt;b&gt;&amp;&quot;c&#39;\td\ne&#xFFFD;&#xFFFD;&#xFFFD;&#xFFFD;"
+                      "\xc3\xa9\xf0\x9f\x98\x80|&#xFFFD;&#xFFFD;&#xFFFD;|&#xFFFD;&#xFFFD;");
+    free(got);
+}
+
 int main(void)
 {
     test_files();
@@ -318,6 +357,7 @@ int main(void)
     test_jsonw();
     test_units();
     test_inject();
+    test_markup();
     if (failures)
         fprintf(stderr, "%d check(s) failed\n", failures);
     else

@@ -142,6 +142,15 @@ check 'all(p["ettr_at_best"] >= p["ettr"]["mean"] - 0.005 for p in d["points"])'
 grep -q '<svg' "$tmp/plot.svg" && grep -q '</svg>' "$tmp/plot.svg" ||
     fail "no SVG written"
 grep -q '<polyline' "$tmp/plot.svg" || fail "SVG has no curve"
+# The title names the rates file: markup and a byte that is not UTF-8 in
+# its name leave the SVG well-formed XML (the byte was written as it came).
+odd="$tmp/r<&$(printf '\xff').rates"
+cp "$data/llama3.rates" "$odd"
+"$fb" sim --trials 20 --rates "$odd" --sweep gpus=1024,4096 --svg "$tmp/odd.svg" \
+    >/dev/null || fail "sweep with an odd rates file name"
+python3 -c 'import sys, xml.etree.ElementTree as E; E.parse(sys.argv[1])' "$tmp/odd.svg" ||
+    fail "SVG not well-formed with an odd rates file name"
+grep -q 'rates .*r&lt;&amp;&#xFFFD;\.rates' "$tmp/odd.svg" || fail "SVG title: $(grep -o 'rates [^,]*' "$tmp/odd.svg")"
 "$fb" sim --trials 50 --sweep gpus=1024,16384 >"$tmp/sweep.txt"
 grep -q '^ *16384 ' "$tmp/sweep.txt" || fail "sweep text lacks 16384 row"
 "$fb" sim --trials 50 --sweep gpus=1024:131072 --ckpt-size-per-gpu 64G \
