@@ -211,6 +211,7 @@ cmd_up() {
     # The network: a bridge with the controller's address, one veth pair
     # per node.  The bridge has no other port, and nothing forwards.
     local br node ns
+    netns_claim
     br=$(bridge_of)
     ip link add "$br" type bridge
     ip addr add "$SUBNET.1/24" dev "$br"
@@ -277,6 +278,29 @@ cmd_up() {
     UP_DONE=1
     say "up in $D: $n hosts on bridge $br ($SUBNET.0/24), slurmctld at $SUBNET.1:$port"
     echo "export SLURM_CONF=$D/slurm.conf"
+}
+
+# ---- /run/netns ----
+
+# `ip netns add` makes /run/netns a mount of its own the first time, and
+# nothing takes it away.  A marker says that a cluster of ours made it
+# (`dir`: /run/netns was not there either; `mount`: the directory was); the
+# `down` that leaves it empty unmounts it then.  Several clusters side by
+# side: only the last one down finds it empty (umount refuses a busy one).
+NETNS_MARK=/run/firebreak-slurm-cluster.netns
+netns_claim() {
+    mountpoint -q /run/netns 2>/dev/null && return 0
+    [ -e "$NETNS_MARK" ] && return 0
+    if [ -d /run/netns ]; then echo mount; else echo dir; fi >"$NETNS_MARK"
+}
+netns_release() {
+    [ -e "$NETNS_MARK" ] || return 0
+    if mountpoint -q /run/netns 2>/dev/null; then
+        [ -z "$(ls -A /run/netns 2>/dev/null)" ] || return 0
+        umount /run/netns 2>/dev/null || return 0
+    fi
+    [ "$(cat "$NETNS_MARK" 2>/dev/null)" != dir ] || rmdir /run/netns 2>/dev/null || true
+    rm -f "$NETNS_MARK"
 }
 
 # ---- down ----
@@ -355,6 +379,7 @@ cmd_down() {
         ip netns del "$ns" 2>/dev/null || true
     done
     ip link del "$(bridge_of)" 2>/dev/null || true
+    netns_release
     left=$(remains)
     if [ -n "$left" ]; then
         echo "slurm-cluster: down: left behind:" >&2

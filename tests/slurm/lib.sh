@@ -98,6 +98,10 @@ cleanup() {
             "$SRC/scripts/slurm-cluster.sh" down "$c" || rc=1
         fi
     done
+    if [ "${NETNS_WAS:-1}" = 0 ] && mountpoint -q /run/netns 2>/dev/null; then
+        echo "FAIL: /run/netns left a mount (it was none before the test's clusters)" >&2
+        rc=1
+    fi
     # A process that is ending gets 2 s.
     for _ in $(seq 1 20); do
         left=$(leftovers)
@@ -137,6 +141,10 @@ if [ "${CLUSTER_EPILOG:-0}" = 1 ]; then
 else
     SHARE+=(--epilog none)
 fi
+# /run/netns, not a mount before the first cluster, is none after the last
+# (`ip netns add` makes it one; slurm-cluster.sh's `down` undoes that).
+NETNS_WAS=0
+mountpoint -q /run/netns 2>/dev/null && NETNS_WAS=1
 "$SRC/scripts/slurm-cluster.sh" up "$CL" "${SHARE[@]}" >"$T/cluster.env" 2>"$T/cluster.err" \
     || { cat "$T/cluster.err" >&2; fail "cluster did not come up"; }
 eval "$(tail -n 1 "$T/cluster.env")"
