@@ -13,7 +13,8 @@ fb-toy-train:
   2. supervised wall time against a plain launch of the same 256 ranks
      (posix_spawn of every rank, then wait for all), best of 2 each;
   3. the supervisor's own CPU at 1,024 ranks while they train (utime +
-     stime of its process, over a window after every rank took a step),
+     stime of its process and of its shim server, which forks the shims
+     for it, over a window after every rank took a step),
      and how many standby shims it had at the window's start and end.
 
 Prints every target with its measured value and baseline, a `phase:`
@@ -198,6 +199,25 @@ def proc_cpu_s(pid):
     return (int(fields[11]) + int(fields[12])) / TICK
 
 
+def helpers_cpu_s(pid):
+    """CPU of pid and of its shim server (named fb-shim-server: the
+    supervisor's forks are made there, docs/supervisor.md, "At scale")."""
+    total = proc_cpu_s(pid)
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            kids = f.read().split()
+    except OSError:
+        return total
+    for k in kids:
+        try:
+            with open(f"/proc/{k}/comm") as f:
+                if f.read().strip() == "fb-shim-server":
+                    total += proc_cpu_s(int(k))
+        except (OSError, ValueError, IndexError):
+            pass
+    return total
+
+
 def standby_shims(pid):
     """How many of pid's children are standby shims (named fb-standby)."""
     n = 0
@@ -243,9 +263,9 @@ def supervisor_cpu(n, window_s):
         startup = time.monotonic() - t0
         time.sleep(1)
         s0 = standby_shims(p.pid)
-        c0, w0 = proc_cpu_s(p.pid), time.monotonic()
+        c0, w0 = helpers_cpu_s(p.pid), time.monotonic()
         time.sleep(window_s)
-        c1, w1 = proc_cpu_s(p.pid), time.monotonic()
+        c1, w1 = helpers_cpu_s(p.pid), time.monotonic()
         return (c1 - c0) / (w1 - w0), startup, (s0, standby_shims(p.pid))
     finally:
         p.terminate()

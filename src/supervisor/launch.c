@@ -521,7 +521,8 @@ void fb__sup_standby_tick(fb__sup *s)
         return;
     int phase = fb__sup_standby_phase(s->attempt_ready_ns, t0);
     uint64_t budget = fb__sup_standby_budget_ns(phase);
-    uint64_t c0 = fb__thread_cpu_ns();
+    /* the supervisor's CPU and the shim server's, which forks for it */
+    uint64_t c0 = fb__thread_cpu_ns() + fb__shim_server_cpu_ns();
 #ifdef FB_TEST_HOOKS
     const char *stall = getenv("FIREBREAK_TEST_STANDBY_STALL_MS");
     if (stall) { /* test hook: as if preempted before the first fork */
@@ -541,7 +542,8 @@ void fb__sup_standby_tick(fb__sup *s)
             fb__sup_log(s, "rank %d: no standby shim (%s): the relaunch forks it",
                         r, fb_strerror(rc));
     } while (b->next < b->world && fb__now_ns() - t0 < budget);
-    uint64_t t1 = fb__now_ns(), cpu = fb__thread_cpu_ns() - c0;
+    uint64_t t1 = fb__now_ns(),
+             cpu = fb__thread_cpu_ns() + fb__shim_server_cpu_ns() - c0;
     b->fork_ns += t1 - t0;
     b->fork_cpu_ns += cpu;
     b->next_ns = t1 + fb__sup_standby_wait_ns(phase, t1 - t0, cpu);

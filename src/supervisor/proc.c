@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <sched.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +17,7 @@
 #include <sys/ptrace.h>
 #include <sys/resource.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -623,8 +625,391 @@ static void shim_main(const fb__spawn *sp, pid_t supervisor, int msg_fd)
     }
 }
 
+/* ---- the shim server (proc.h) ----
+ *
+ * One request, one SOCK_SEQPACKET message: a header, then argv's and
+ * envp's strings and the cwd, each ending in NUL; the descriptors it names
+ * ride along (SCM_RIGHTS) in the order of the flags below.  One reply: the
+ * shim's pid or -errno and the server's CPU for the request, with the read
+ * end of the shim's message pipe. */
+enum {
+    SRV_MAGIC = 0x46425353, /* "FBSS" */
+    SRV_STANDBY = 1, SRV_EXEC_AHEAD = 2, SRV_CWD = 4, SRV_STDIN = 8,
+    SRV_STDOUT = 16, SRV_STDERR = 32, SRV_GO_R = 64, SRV_GO_W = 128,
+    SRV_MAX_FDS = 5,
+    /* what one message may hold; a bigger request is forked here */
+    SRV_MAX_MSG = 160 * 1024,
+    SRV_MAX_STRINGS = 16384,
+    SRV_REPLY_MS = 5000, /* a server that does not answer is given up */
+};
+
+typedef struct srv_req {
+    uint32_t magic, flags, argc, envc, len;
+} srv_req;
+
+typedef struct srv_reply {
+    int32_t pid; /* > 0, or -errno */
+    int32_t pad;
+    uint64_t cpu_ns;
+} srv_reply;
+
+static int srv_fd = -1;
+static pid_t srv_pid;
+static uint64_t srv_cpu;
+
+static void srv_close_fds(const int *fds, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (fds[i] >= 0)
+            close(fds[i]);
+}
+
+/* Send one message with fds[0..nfd) attached; 0 or -errno. */
+static int srv_send(int sock, const struct iovec *iov, int niov, const int *fds, int nfd)
+{
+    union {
+        struct cmsghdr h;
+        char buf[CMSG_SPACE(SRV_MAX_FDS * sizeof(int))];
+    } c;
+    memset(&c, 0, sizeof c);
+    struct msghdr mh = {.msg_iov = (struct iovec *)iov, .msg_iovlen = (size_t)niov};
+    if (nfd > 0) {
+        mh.msg_control = c.buf;
+        mh.msg_controllen = CMSG_SPACE((size_t)nfd * sizeof(int));
+        struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+        cm->cmsg_level = SOL_SOCKET;
+        cm->cmsg_type = SCM_RIGHTS;
+        cm->cmsg_len = CMSG_LEN((size_t)nfd * sizeof(int));
+        memcpy(CMSG_DATA(cm), fds, (size_t)nfd * sizeof(int));
+    }
+    ssize_t r;
+    while ((r = sendmsg(sock, &mh, MSG_NOSIGNAL)) < 0 && errno == EINTR)
+        ;
+    return r < 0 ? -errno : 0;
+}
+
+/* Receive one message into buf and up to max fds (close-on-exec); the
+ * bytes, 0 at the end, or -errno.  *nfd: how many came (those past max,
+ * or with a cut message, are closed and the message refused). */
+static ssize_t srv_recv(int sock, void *buf, size_t size, int *fds, int max, int *nfd)
+{
+    union {
+        struct cmsghdr h;
+        char buf[CMSG_SPACE(SRV_MAX_FDS * sizeof(int))];
+    } c;
+    struct iovec iov = {.iov_base = buf, .iov_len = size};
+    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = c.buf,
+                        .msg_controllen = sizeof c.buf};
+    ssize_t r;
+    while ((r = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC)) < 0 && errno == EINTR)
+        ;
+    *nfd = 0;
+    if (r < 0)
+        return -errno;
+    for (struct cmsghdr *cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm)) {
+        if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
+            continue;
+        size_t n = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        for (size_t i = 0; i < n; i++) {
+            int fd;
+            memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int), sizeof fd);
+            if (*nfd < max)
+                fds[(*nfd)++] = fd;
+            else
+                close(fd);
+        }
+    }
+    if (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) {
+        srv_close_fds(fds, *nfd);
+        *nfd = 0;
+        return -EMSGSIZE;
+    }
+    return r;
+}
+
+static int popcount(uint32_t v)
+{
+    int n = 0;
+    for (; v; v &= v - 1)
+        n++;
+    return n;
+}
+
+/* Split n NUL-ended strings off *p (bounded by end) into out[0..n), then
+ * NULL; 0, or -EINVAL where they do not fit. */
+static int srv_strings(char **p, const char *end, char **out, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++) {
+        const char *z = memchr(*p, '\0', (size_t)(end - *p));
+        if (!z)
+            return -EINVAL;
+        out[i] = *p;
+        *p = (char *)z + 1;
+    }
+    out[n] = NULL;
+    return 0;
+}
+
+/* One request, in the server: its shim cloned as the supervisor's child,
+ * running shim_main. */
+static void srv_serve(int sock, pid_t supervisor, char *buf, ssize_t n, int *fds, int nfd)
+{
+    uint64_t c0 = fb__thread_cpu_ns();
+    srv_reply rep = {.pid = -EINVAL};
+    int pipefd[2] = {-1, -1};
+    char **vec = NULL;
+    srv_req h;
+    if (n < (ssize_t)sizeof h)
+        goto reply;
+    memcpy(&h, buf, sizeof h);
+    if (h.magic != SRV_MAGIC || h.len != (uint64_t)n - sizeof h || h.argc < 1 ||
+        h.argc > SRV_MAX_STRINGS || h.envc > SRV_MAX_STRINGS ||
+        popcount(h.flags & ~(uint32_t)(SRV_STANDBY | SRV_EXEC_AHEAD | SRV_CWD)) != nfd ||
+        (h.flags & ~(uint32_t)0xff))
+        goto reply;
+    vec = malloc(((size_t)h.argc + h.envc + 2) * sizeof *vec);
+    if (!vec) {
+        rep.pid = -ENOMEM;
+        goto reply;
+    }
+    char *p = buf + sizeof h, *end = buf + n;
+    fb__spawn sp = {.argv = vec, .envp = vec + h.argc + 1, .stdout_fd = -1,
+                    .stderr_fd = -1, .standby = !!(h.flags & SRV_STANDBY),
+                    .exec_ahead = !!(h.flags & SRV_EXEC_AHEAD)};
+    if (srv_strings(&p, end, vec, h.argc) || srv_strings(&p, end, vec + h.argc + 1, h.envc))
+        goto reply;
+    if (h.flags & SRV_CWD) {
+        char *z = memchr(p, '\0', (size_t)(end - p));
+        if (!z)
+            goto reply;
+        sp.cwd = p;
+        p = z + 1;
+    }
+    if (p != end)
+        goto reply;
+    int k = 0;
+    if (h.flags & SRV_STDIN)
+        sp.stdin_fd = fds[k++];
+    if (h.flags & SRV_STDOUT)
+        sp.stdout_fd = fds[k++];
+    if (h.flags & SRV_STDERR)
+        sp.stderr_fd = fds[k++];
+    if (h.flags & SRV_GO_R)
+        sp.go_rfd = fds[k++];
+    if (h.flags & SRV_GO_W)
+        sp.go_wfd = fds[k++];
+    if (pipe2(pipefd, O_CLOEXEC)) {
+        rep.pid = -errno;
+        goto reply;
+    }
+    /* A fork whose child is the supervisor's: no page tables of the
+     * supervisor to copy.  The child runs on this process's copy of glibc
+     * whose cached thread id is the server's: the shim calls nothing that
+     * reads it (raise, abort, pthread_kill). */
+    long pid = syscall(SYS_clone, (unsigned long)(CLONE_PARENT | SIGCHLD), NULL, NULL,
+                       NULL, NULL);
+    if (pid == 0) {
+        close(sock);
+        close(pipefd[0]);
+        shim_main(&sp, supervisor, pipefd[1]);
+        _exit(1);
+    }
+    rep.pid = pid > 0 ? (int32_t)pid : -errno;
+reply:
+    if (pipefd[1] >= 0)
+        close(pipefd[1]);
+    srv_close_fds(fds, nfd);
+    free(vec);
+    rep.cpu_ns = fb__thread_cpu_ns() - c0;
+    struct iovec iov = {.iov_base = &rep, .iov_len = sizeof rep};
+    srv_send(sock, &iov, 1, rep.pid > 0 ? pipefd : NULL, rep.pid > 0);
+    if (pipefd[0] >= 0)
+        close(pipefd[0]);
+}
+
+__attribute__((noreturn)) static void srv_main(int sock, pid_t supervisor)
+{
+    prctl(PR_SET_NAME, "fb-shim-server");
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != supervisor)
+        _exit(1);
+    /* Only what a rank inherits through exec (descriptors without
+     * close-on-exec: the user's) and the socket stay open: the shims
+     * forked here hold nothing of the supervisor's. */
+    DIR *d = opendir("/proc/self/fd");
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        int fd = atoi(e->d_name);
+        if (fd > 2 && fd != sock && fd != dirfd(d) &&
+            (fcntl(fd, F_GETFD) & FD_CLOEXEC))
+            close(fd);
+    }
+    if (d)
+        closedir(d);
+    /* Received descriptors land at 3 and up (the rank's dup2 onto 0-2 must
+     * not clobber them). */
+    for (int fd = 0; fd < 3; fd++)
+        if (fcntl(fd, F_GETFD) < 0 && open("/dev/null", O_RDWR) != fd)
+            _exit(1);
+    char *buf = malloc(SRV_MAX_MSG);
+    if (!buf)
+        _exit(1);
+    for (;;) {
+        int fds[SRV_MAX_FDS], nfd;
+        ssize_t n = srv_recv(sock, buf, SRV_MAX_MSG, fds, SRV_MAX_FDS, &nfd);
+        if (n == 0 || (n < 0 && n != -EMSGSIZE))
+            _exit(0); /* the supervisor closed its end, or is gone */
+        srv_serve(sock, supervisor, buf, n, fds, nfd);
+    }
+}
+
+int fb__shim_server_start(void)
+{
+    if (srv_fd >= 0)
+        return 0;
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv))
+        return -errno;
+    pid_t supervisor = getpid();
+    pid_t pid = fork();
+    if (pid < 0) {
+        int e = errno;
+        close(sv[0]);
+        close(sv[1]);
+        return -e;
+    }
+    if (pid == 0) {
+        close(sv[0]);
+        srv_main(sv[1], supervisor);
+    }
+    close(sv[1]);
+    int big = SRV_MAX_MSG + 4096; /* best effort: else a big request forks here */
+    setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &big, sizeof big);
+    srv_fd = sv[0];
+    srv_pid = pid;
+    srv_cpu = 0;
+    return 0;
+}
+
+void fb__shim_server_stop(void)
+{
+    if (srv_fd < 0)
+        return;
+    close(srv_fd);
+    srv_fd = -1;
+    if (srv_pid > 0) {
+        kill(srv_pid, SIGKILL);
+        while (waitpid(srv_pid, NULL, 0) < 0 && errno == EINTR)
+            ;
+    }
+    srv_pid = 0;
+}
+
+pid_t fb__shim_server_pid(void)
+{
+    return srv_fd >= 0 ? srv_pid : 0;
+}
+
+int fb__shim_server_reaped(pid_t pid)
+{
+    if (pid <= 0 || pid != srv_pid)
+        return 0;
+    srv_pid = 0;
+    if (srv_fd >= 0)
+        close(srv_fd);
+    srv_fd = -1;
+    return 1;
+}
+
+uint64_t fb__shim_server_cpu_ns(void)
+{
+    return srv_cpu;
+}
+
+/* The server gave up: no more requests; it is killed (and reaped by the
+ * supervisor's loop, or by fb__shim_server_stop's caller). */
+static void srv_give_up(void)
+{
+    if (srv_fd >= 0)
+        close(srv_fd);
+    srv_fd = -1;
+    if (srv_pid > 0)
+        kill(srv_pid, SIGKILL);
+}
+
+/* A shim through the server: 0, 1 (not through it: fork here), or
+ * -errno (its clone failed). */
+static int srv_spawn(const fb__spawn *sp, pid_t *shim_pid, int *msg_fd)
+{
+    srv_req h = {.magic = SRV_MAGIC};
+    size_t len = sp->cwd ? strlen(sp->cwd) + 1 : 0;
+    for (char *const *a = sp->argv; *a; a++, h.argc++)
+        len += strlen(*a) + 1;
+    for (char *const *v = sp->envp; v && *v; v++, h.envc++)
+        len += strlen(*v) + 1;
+    if (len + sizeof h > SRV_MAX_MSG || h.argc < 1 || h.argc > SRV_MAX_STRINGS ||
+        h.envc > SRV_MAX_STRINGS)
+        return 1;
+    char *buf = malloc(len), *p = buf;
+    if (!buf)
+        return 1;
+    for (char *const *a = sp->argv; *a; a++)
+        p = stpcpy(p, *a) + 1;
+    for (char *const *v = sp->envp; v && *v; v++)
+        p = stpcpy(p, *v) + 1;
+    if (sp->cwd)
+        p = stpcpy(p, sp->cwd) + 1;
+    h.len = (uint32_t)len;
+    int fds[SRV_MAX_FDS], nfd = 0;
+    h.flags = (sp->standby ? SRV_STANDBY : 0) | (sp->exec_ahead ? SRV_EXEC_AHEAD : 0) |
+              (sp->cwd ? SRV_CWD : 0);
+    if (sp->stdin_fd > 0)
+        h.flags |= SRV_STDIN, fds[nfd++] = sp->stdin_fd;
+    if (sp->stdout_fd >= 0)
+        h.flags |= SRV_STDOUT, fds[nfd++] = sp->stdout_fd;
+    if (sp->stderr_fd >= 0)
+        h.flags |= SRV_STDERR, fds[nfd++] = sp->stderr_fd;
+    if (sp->go_rfd > 0)
+        h.flags |= SRV_GO_R, fds[nfd++] = sp->go_rfd;
+    if (sp->go_wfd > 0)
+        h.flags |= SRV_GO_W, fds[nfd++] = sp->go_wfd;
+    struct iovec iov[2] = {{.iov_base = &h, .iov_len = sizeof h},
+                           {.iov_base = buf, .iov_len = len}};
+    int rc = srv_send(srv_fd, iov, 2, fds, nfd);
+    free(buf);
+    if (rc) {
+        if (rc != -EMSGSIZE) /* too big for the socket: this one forks here */
+            srv_give_up();
+        return 1;
+    }
+    struct pollfd pf = {.fd = srv_fd, .events = POLLIN};
+    int pr;
+    while ((pr = poll(&pf, 1, SRV_REPLY_MS)) < 0 && errno == EINTR)
+        ;
+    srv_reply rep;
+    int got[SRV_MAX_FDS], ngot = 0;
+    ssize_t n = pr == 1 ? srv_recv(srv_fd, &rep, sizeof rep, got, SRV_MAX_FDS, &ngot) : -1;
+    if (n != (ssize_t)sizeof rep || (rep.pid > 0) != (ngot == 1) || ngot > 1) {
+        srv_close_fds(got, ngot);
+        srv_give_up(); /* silent, dead or confused: no more requests */
+        return 1;
+    }
+    srv_cpu += rep.cpu_ns;
+    if (rep.pid <= 0)
+        return rep.pid < 0 ? rep.pid : -EPROTO;
+    fcntl(got[0], F_SETFL, O_NONBLOCK);
+    *shim_pid = rep.pid;
+    *msg_fd = got[0];
+    return 0;
+}
+
 int fb__shim_spawn(const fb__spawn *sp, pid_t *shim_pid, int *msg_fd)
 {
+    if (srv_fd >= 0) {
+        int rc = srv_spawn(sp, shim_pid, msg_fd);
+        if (rc <= 0)
+            return rc;
+    }
     int p[2];
     if (pipe2(p, O_CLOEXEC))
         return -errno;

@@ -431,6 +431,11 @@ static void reap_children(fb__sup *s)
     while ((pid = waitpid(-1, &ws, WNOHANG)) > 0) {
         if (fb__sup_diagnose_reaped(s, pid, ws))
             continue;
+        if (fb__shim_server_reaped(pid)) {
+            fb__sup_log(s, "the shim server ended (status %d): the supervisor forks "
+                        "the shims from now on", ws);
+            continue;
+        }
         fb__sup_unit *u = unit_by_shim(s, pid);
         if (!u) {
             if (!fb__sup_standby_reaped(s, pid))
@@ -906,10 +911,12 @@ static void stop_all(fb__sup *s, int sig)
     s->relaunch.at[FB__RL_STOPPED] = fb__now_ns();
     /* the warm pool and the standby shims wait for the next attempt; the
      * health checks of earlier failures go on */
-    int nkeep = s->world + FB__SUP_MAX_WARM + FB__SUP_DIAG_KEEP_MAX;
+    int nkeep = s->world + FB__SUP_MAX_WARM + FB__SUP_DIAG_KEEP_MAX + 1;
     pid_t *keep = malloc((size_t)nkeep * sizeof *keep);
     int n = keep ? fb__sup_warm_keep(s, keep, FB__SUP_MAX_WARM) : 0;
     if (keep) {
+        if (fb__shim_server_pid() > 0)
+            keep[n++] = fb__shim_server_pid();
         n += fb__sup_diagnose_keep(s, keep + n, FB__SUP_DIAG_KEEP_MAX);
         n += fb__sup_standby_keep(s, keep + n, nkeep - n);
     } else {
@@ -1298,6 +1305,7 @@ static int run_attempt(fb__sup *s)
         finish_attempt_row(s, "completed");
         fb__sup_diagnose_poll(s, 1);
         fb__sup_standby_close(s);
+        fb__shim_server_stop(); /* no shim after the last attempt */
         fb__proc_sweep(NULL, 0, 1000);
     }
     close_attempt(s);
@@ -1584,11 +1592,19 @@ static int open_journal(fb__sup *s)
  * through a signalfd, the ranks' table. */
 static int setup_processes(fb__sup *s, sigset_t *oldmask)
 {
+    int srv_rc;
     /* Segments of runs whose supervisor died are removed, and so are their
      * node-memory checkpoints. */
     fb__seg_cleanup(NULL);
     prctl(PR_SET_CHILD_SUBREAPER, 1);
     int rc = setup_signals(s, oldmask);
+    /* The shims are forked by a small child made now, before the per-rank
+     * tables and the tiers (proc.h); FIREBREAK_SHIM_SERVER=0 forks them
+     * here (to compare). */
+    const char *srv = getenv("FIREBREAK_SHIM_SERVER");
+    if (!rc && !(srv && !strcmp(srv, "0")) && (srv_rc = fb__shim_server_start()) != 0)
+        fb__sup_log(s, "no shim server (%s): the supervisor forks the shims",
+                    fb_strerror(srv_rc));
     if (!rc)
         rc = fb__sup_tiers_setup(s);
     /* Written by every watch pass: no fork inherits them (proc.h). */
@@ -1623,6 +1639,7 @@ static void finish_run(fb__sup *s, int rc, const char *status, const sigset_t *o
         close_journal(s);
     }
     write_snapshots(s); /* a run that ends with a failure */
+    fb__shim_server_stop();
     fb__proc_sweep(NULL, 0, 2000);
     fb__sup_tiers_finish(s); /* after every rank is gone */
     fb__seg_remove_job(s->job_id, -1);

@@ -10,11 +10,15 @@
  *   - a stop (SIGTERM through the shim) ends the program with SIGTERM;
  *   - the supervisor's per-rank arrays (fb__proc_calloc_nofork) are not
  *     inherited by a fork, so that writing them after a shim's fork takes
- *     no copy-on-write fault.
+ *     no copy-on-write fault;
+ *   - the shim server: its shims are this process's children and hold
+ *     none of its close-on-exec descriptors; the tests above through it;
+ *     a server killed is replaced by forks here; a stop leaves nothing.
  *
- * `test_shim --cost N` (not a test: docs/bench.md) starts N shims of
- * /bin/true one after the other and prints the wall time of the spawn
- * calls and the CPU of the shims and their programs, per process.
+ * `test_shim --cost N [--server]` (not a test: docs/bench.md) starts N
+ * shims of /bin/true one after the other (through the shim server) and
+ * prints the wall time of the spawn calls and the CPU of the shims and
+ * their programs, per process.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -200,23 +204,26 @@ static int cost(int n)
     struct rusage c0, c1, s0, s1;
     getrusage(RUSAGE_CHILDREN, &c0);
     getrusage(RUSAGE_SELF, &s0);
+    uint64_t srv0 = fb__shim_server_cpu_ns();
     double t0 = now_s();
     for (int i = 0; i < n; i++)
         if (fb__shim_spawn(&sp, &shim[i], &fd[i]))
             return 1;
     double t1 = now_s();
     getrusage(RUSAGE_SELF, &s1);
+    double srv_ms = (double)(fb__shim_server_cpu_ns() - srv0) / 1e6;
     for (int i = 0; i < n; i++) {
         reap(shim[i]);
         close(fd[i]);
     }
     double t2 = now_s();
     getrusage(RUSAGE_CHILDREN, &c1);
-    printf("%d shims of /bin/true: spawn calls %.3f ms each (this process's CPU "
-           "%.3f ms each); all ended after %.3f ms each; CPU of the shims and "
-           "their programs %.3f ms each\n", n, (t1 - t0) * 1e3 / n,
-           (cpu_s(&s1) - cpu_s(&s0)) * 1e3 / n, (t2 - t0) * 1e3 / n,
-           (cpu_s(&c1) - cpu_s(&c0)) * 1e3 / n);
+    printf("%d shims of /bin/true%s: spawn calls %.3f ms each (this process's CPU "
+           "%.3f ms each, the shim server's %.3f); all ended after %.3f ms each; CPU "
+           "of the shims and their programs %.3f ms each\n", n,
+           fb__shim_server_pid() > 0 ? " through the shim server" : "",
+           (t1 - t0) * 1e3 / n, (cpu_s(&s1) - cpu_s(&s0)) * 1e3 / n, srv_ms / n,
+           (t2 - t0) * 1e3 / n, (cpu_s(&c1) - cpu_s(&c0)) * 1e3 / n);
     free(shim);
     free(fd);
     return 0;
@@ -259,14 +266,129 @@ static void test_nofork_arrays(void)
     fb__proc_free_nofork(a, PAGES, page);
 }
 
+/* The shim server: a shim it forks is this process's child (CLONE_PARENT),
+ * not the server's; the descriptors a spawn names reach the program; the
+ * server's CPU is counted; a server killed is noticed at the next spawn,
+ * which forks here instead; after a stop nothing of it is left. */
+static void test_server(void)
+{
+    CHECK_RC(fb__shim_server_start(), 0);
+    pid_t srv = fb__shim_server_pid();
+    CHECK(srv > 0);
+    char comm[64] = "";
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/comm", (int)srv);
+    FILE *f;
+    /* it names itself once it runs */
+    for (int i = 0; i < 500 && strcmp(comm, "fb-shim-server\n"); i++) {
+        if (i)
+            usleep(10000);
+        if ((f = fopen(path, "r"))) {
+            if (!fgets(comm, sizeof comm, f))
+                comm[0] = '\0';
+            fclose(f);
+        }
+    }
+    CHECK_EQ_STR(comm, "fb-shim-server\n");
+    /* what the shims hold: not this process's close-on-exec descriptors */
+    int mine = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    CHECK(mine >= 0);
+
+    char *argv[] = {"sleep", "30", NULL};
+    fb__spawn sp = {.argv = argv, .envp = environ, .stdout_fd = -1, .stderr_fd = -1};
+    pid_t shim;
+    int fd;
+    fb__shim_msg m;
+    uint64_t cpu0 = fb__shim_server_cpu_ns();
+    if (!spawn_started(&sp, &shim, &fd, &m)) {
+        /* the parent the kernel knows: this process */
+        char st[512] = "";
+        snprintf(path, sizeof path, "/proc/%d/stat", (int)shim);
+        f = fopen(path, "r");
+        int ppid = -1;
+        if (f) {
+            if (fgets(st, sizeof st, f)) {
+                const char *rp = strrchr(st, ')');
+                if (rp)
+                    sscanf(rp + 2, "%*c %d", &ppid);
+            }
+            fclose(f);
+        }
+        CHECK_EQ_INT(ppid, (int)getpid());
+        char link[64], target[PATH_MAX];
+        snprintf(link, sizeof link, "/proc/%d/fd/%d", (int)shim, mine);
+        CHECKF(readlink(link, target, sizeof target) < 0,
+               "the shim holds this process's descriptor %d", mine);
+        CHECK(fb__shim_server_cpu_ns() > cpu0);
+        fb__shim_stop(shim, 0);
+        CHECK(next_msg(fd, &m));
+        CHECK_EQ_INT(m.type, FB_SHIM_ENDED);
+        CHECK(WIFSIGNALED(m.wstatus) && WTERMSIG(m.wstatus) == SIGTERM);
+        close(fd);
+        int ws = 0;
+        CHECK(waitpid(shim, &ws, 0) == shim); /* ours to reap */
+    }
+    close(mine);
+
+    /* the tests above again, every shim through the server */
+    test_exec_fails();
+    test_cwd_stdout_env();
+    CHECK_EQ_INT((int)fb__shim_server_pid(), (int)srv);
+
+    /* a server killed: the next spawn forks here, and works */
+    kill(srv, SIGKILL);
+    int ws = 0;
+    CHECK(waitpid(srv, &ws, 0) == srv);
+    CHECK_EQ_INT(fb__shim_server_reaped(srv), 1);
+    CHECK_EQ_INT((int)fb__shim_server_pid(), 0);
+    test_cwd_stdout_env();
+
+    /* stopped: killed and reaped */
+    CHECK_RC(fb__shim_server_start(), 0);
+    srv = fb__shim_server_pid();
+    CHECK(srv > 0);
+    test_exec_fails();
+    fb__shim_server_stop();
+    CHECK_EQ_INT((int)fb__shim_server_pid(), 0);
+    CHECK(kill(srv, 0) < 0 && errno == ESRCH);
+}
+
 int main(int argc, char **argv)
 {
-    if (argc == 3 && !strcmp(argv[1], "--cost"))
-        return cost(atoi(argv[2]) > 0 ? atoi(argv[2]) : 100);
+    if (argc >= 3 && !strcmp(argv[1], "--cost")) {
+        /* --ballast MB: this process first grows to a supervisor's size
+         * (MB of memory written, in 350 mappings); --server: the shims
+         * through the shim server, started before the ballast (as the
+         * supervisor starts it before its tables) */
+        int server = 0;
+        long mb = 0;
+        for (int i = 3; i < argc; i++) {
+            if (!strcmp(argv[i], "--server"))
+                server = 1;
+            else if (!strcmp(argv[i], "--ballast") && i + 1 < argc)
+                mb = atol(argv[++i]);
+        }
+        if (server && fb__shim_server_start())
+            return 1;
+        for (long i = 0; i < 350 && mb > 0; i++) {
+            size_t len = ((size_t)mb << 20) / 350;
+            char *b = mmap(NULL, len, PROT_READ | PROT_WRITE,
+                           MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+            if (b == MAP_FAILED)
+                return 1;
+            memset(b, 1, len);
+            /* not merged with the next mapping */
+            mprotect(b, 4096, PROT_READ);
+        }
+        int rc = cost(atoi(argv[2]) > 0 ? atoi(argv[2]) : 100);
+        fb__shim_server_stop();
+        return rc;
+    }
     test_started_after_exec();
     test_exec_fails();
     test_cwd_stdout_env();
     test_nofork_arrays();
+    test_server();
     if (failures)
         fprintf(stderr, "test_shim: %d check%s failed\n", failures,
                 failures == 1 ? "" : "s");
