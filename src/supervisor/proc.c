@@ -631,7 +631,11 @@ static void shim_main(const fb__spawn *sp, pid_t supervisor, int msg_fd)
  * envp's strings and the cwd, each ending in NUL; the descriptors it names
  * ride along (SCM_RIGHTS) in the order of the flags below.  One reply: the
  * shim's pid or -errno and the server's CPU for the request, with the read
- * end of the shim's message pipe. */
+ * end of the shim's message pipe and the write end of its go-ahead: the
+ * shim waits for one byte there before it does anything, so that a shim
+ * whose reply the supervisor never took (it gave up waiting: a stopped
+ * or overloaded server) ends at the end of file instead of starting a
+ * rank nobody knows. */
 enum {
     SRV_MAGIC = 0x46425353, /* "FBSS" */
     SRV_STANDBY = 1, SRV_EXEC_AHEAD = 2, SRV_CWD = 4, SRV_STDIN = 8,
@@ -756,7 +760,7 @@ static void srv_serve(int sock, pid_t supervisor, char *buf, ssize_t n, int *fds
 {
     uint64_t c0 = fb__thread_cpu_ns();
     srv_reply rep = {.pid = -EINVAL};
-    int pipefd[2] = {-1, -1};
+    int pipefd[2] = {-1, -1}, go[2] = {-1, -1};
     char **vec = NULL;
     srv_req h;
     if (n < (ssize_t)sizeof h)
@@ -798,7 +802,8 @@ static void srv_serve(int sock, pid_t supervisor, char *buf, ssize_t n, int *fds
         sp.go_rfd = fds[k++];
     if (h.flags & SRV_GO_W)
         sp.go_wfd = fds[k++];
-    if (pipe2(pipefd, O_CLOEXEC)) {
+    if (pipe2(pipefd, O_CLOEXEC) ||
+        socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, go)) {
         rep.pid = -errno;
         goto reply;
     }
@@ -811,20 +816,39 @@ static void srv_serve(int sock, pid_t supervisor, char *buf, ssize_t n, int *fds
     if (pid == 0) {
         close(sock);
         close(pipefd[0]);
+        close(go[1]);
+        /* Nothing starts until the supervisor has the reply and says so:
+         * a reply it never took (it gave up waiting, or this server died
+         * first) closes the other end, and the shim leaves. */
+        char b;
+        ssize_t r;
+        while ((r = read(go[0], &b, 1)) < 0 && errno == EINTR)
+            ;
+        if (r != 1)
+            _exit(1);
+        close(go[0]);
         shim_main(&sp, supervisor, pipefd[1]);
         _exit(1);
     }
     rep.pid = pid > 0 ? (int32_t)pid : -errno;
+#ifdef FB_TEST_HOOKS
+    /* test hook: a server that answers late (test_shim) */
+    const char *late = getenv("FIREBREAK_TEST_SHIM_SERVER_LATE_MS");
+    if (late && atoi(late) > 0)
+        usleep((useconds_t)atoi(late) * 1000u);
+#endif
 reply:
     if (pipefd[1] >= 0)
         close(pipefd[1]);
+    if (go[0] >= 0)
+        close(go[0]);
     srv_close_fds(fds, nfd);
     free(vec);
     rep.cpu_ns = fb__thread_cpu_ns() - c0;
     struct iovec iov = {.iov_base = &rep, .iov_len = sizeof rep};
-    srv_send(sock, &iov, 1, rep.pid > 0 ? pipefd : NULL, rep.pid > 0);
-    if (pipefd[0] >= 0)
-        close(pipefd[0]);
+    int back[2] = {pipefd[0], go[1]};
+    srv_send(sock, &iov, 1, rep.pid > 0 ? back : NULL, rep.pid > 0 ? 2 : 0);
+    srv_close_fds(back, 2);
 }
 
 __attribute__((noreturn)) static void srv_main(int sock, pid_t supervisor)
@@ -983,13 +1007,18 @@ static int srv_spawn(const fb__spawn *sp, pid_t *shim_pid, int *msg_fd)
         return 1;
     }
     struct pollfd pf = {.fd = srv_fd, .events = POLLIN};
-    int pr;
-    while ((pr = poll(&pf, 1, SRV_REPLY_MS)) < 0 && errno == EINTR)
+    int pr, wait_ms = SRV_REPLY_MS;
+#ifdef FB_TEST_HOOKS
+    const char *ms = getenv("FIREBREAK_TEST_SHIM_SERVER_REPLY_MS");
+    if (ms && atoi(ms) > 0)
+        wait_ms = atoi(ms);
+#endif
+    while ((pr = poll(&pf, 1, wait_ms)) < 0 && errno == EINTR)
         ;
     srv_reply rep;
     int got[SRV_MAX_FDS], ngot = 0;
     ssize_t n = pr == 1 ? srv_recv(srv_fd, &rep, sizeof rep, got, SRV_MAX_FDS, &ngot) : -1;
-    if (n != (ssize_t)sizeof rep || (rep.pid > 0) != (ngot == 1) || ngot > 1) {
+    if (n != (ssize_t)sizeof rep || (rep.pid > 0 ? ngot != 2 : ngot != 0)) {
         srv_close_fds(got, ngot);
         srv_give_up(); /* silent, dead or confused: no more requests */
         return 1;
@@ -997,6 +1026,15 @@ static int srv_spawn(const fb__spawn *sp, pid_t *shim_pid, int *msg_fd)
     srv_cpu += rep.cpu_ns;
     if (rep.pid <= 0)
         return rep.pid < 0 ? rep.pid : -EPROTO;
+    /* The shim's go-ahead (srv_serve): from now on it is ours. */
+    ssize_t w;
+    while ((w = send(got[1], "g", 1, MSG_NOSIGNAL)) < 0 && errno == EINTR)
+        ;
+    close(got[1]);
+    if (w != 1) { /* it is gone already: reaped as a stranger */
+        close(got[0]);
+        return 1;
+    }
     fcntl(got[0], F_SETFL, O_NONBLOCK);
     *shim_pid = rep.pid;
     *msg_fd = got[0];

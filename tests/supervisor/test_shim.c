@@ -13,13 +13,16 @@
  *     no copy-on-write fault;
  *   - the shim server: its shims are this process's children and hold
  *     none of its close-on-exec descriptors; the tests above through it;
- *     a server killed is replaced by forks here; a stop leaves nothing.
+ *     a server killed is replaced by forks here; a server that answers
+ *     after the timeout is given up, and the shim it made starts nothing;
+ *     a stop leaves nothing.
  *
  * `test_shim --cost N [--server]` (not a test: docs/bench.md) starts N
  * shims of /bin/true one after the other (through the shim server) and
  * prints the wall time of the spawn calls and the CPU of the shims and
  * their programs, per process.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -270,8 +273,37 @@ static void test_nofork_arrays(void)
  * not the server's; the descriptors a spawn names reach the program; the
  * server's CPU is counted; a server killed is noticed at the next spawn,
  * which forks here instead; after a stop nothing of it is left. */
+/* Whether process pid holds a descriptor of path. */
+static int holds(pid_t pid, const char *path)
+{
+    char dir[64], link[PATH_MAX], target[PATH_MAX];
+    snprintf(dir, sizeof dir, "/proc/%d/fd", (int)pid);
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    int found = 0;
+    while (d && (e = readdir(d))) {
+        snprintf(link, sizeof link, "%s/%s", dir, e->d_name);
+        ssize_t n = readlink(link, target, sizeof target - 1);
+        if (n > 0) {
+            target[n] = '\0';
+            found |= !strcmp(target, path);
+        }
+    }
+    if (d)
+        closedir(d);
+    return found;
+}
+
 static void test_server(void)
 {
+    /* Open before the server: one close-on-exec (the supervisor's own:
+     * not for the shims), one without (the user's: every rank inherits
+     * it, through the shim). */
+    char own[] = "/tmp/fb-test-shim-own.XXXXXX", user[] = "/tmp/fb-test-shim-user.XXXXXX";
+    int own_fd = mkstemp(own), user_fd = mkstemp(user);
+    CHECK(own_fd >= 0 && user_fd >= 0);
+    fcntl(own_fd, F_SETFD, FD_CLOEXEC);
+    fcntl(user_fd, F_SETFD, 0);
     CHECK_RC(fb__shim_server_start(), 0);
     pid_t srv = fb__shim_server_pid();
     CHECK(srv > 0);
@@ -290,9 +322,6 @@ static void test_server(void)
         }
     }
     CHECK_EQ_STR(comm, "fb-shim-server\n");
-    /* what the shims hold: not this process's close-on-exec descriptors */
-    int mine = open("/dev/null", O_RDONLY | O_CLOEXEC);
-    CHECK(mine >= 0);
 
     char *argv[] = {"sleep", "30", NULL};
     fb__spawn sp = {.argv = argv, .envp = environ, .stdout_fd = -1, .stderr_fd = -1};
@@ -315,10 +344,8 @@ static void test_server(void)
             fclose(f);
         }
         CHECK_EQ_INT(ppid, (int)getpid());
-        char link[64], target[PATH_MAX];
-        snprintf(link, sizeof link, "/proc/%d/fd/%d", (int)shim, mine);
-        CHECKF(readlink(link, target, sizeof target) < 0,
-               "the shim holds this process's descriptor %d", mine);
+        CHECKF(!holds(shim, own), "the shim holds this process's %s", own);
+        CHECKF(holds(shim, user), "the shim lost the inherited %s", user);
         CHECK(fb__shim_server_cpu_ns() > cpu0);
         fb__shim_stop(shim, 0);
         CHECK(next_msg(fd, &m));
@@ -328,7 +355,10 @@ static void test_server(void)
         int ws = 0;
         CHECK(waitpid(shim, &ws, 0) == shim); /* ours to reap */
     }
-    close(mine);
+    close(own_fd);
+    close(user_fd);
+    unlink(own);
+    unlink(user);
 
     /* the tests above again, every shim through the server */
     test_exec_fails();
@@ -342,6 +372,59 @@ static void test_server(void)
     CHECK_EQ_INT(fb__shim_server_reaped(srv), 1);
     CHECK_EQ_INT((int)fb__shim_server_pid(), 0);
     test_cwd_stdout_env();
+
+    /* A server that answers after the supervisor gave up: the shim it
+     * made never starts its program, and the spawn is a fork here.  The
+     * program would leave its mark in a file.  (The server reads its
+     * hook at its fork.) */
+    setenv("FIREBREAK_TEST_SHIM_SERVER_LATE_MS", "600", 1);
+    CHECK_RC(fb__shim_server_start(), 0);
+    unsetenv("FIREBREAK_TEST_SHIM_SERVER_LATE_MS");
+    srv = fb__shim_server_pid();
+    char mark[] = "/tmp/fb-test-shim-late.XXXXXX";
+    int mfd = mkstemp(mark);
+    CHECK(mfd >= 0);
+    if (mfd >= 0)
+        close(mfd);
+    unlink(mark);
+    char script[PATH_MAX + 32];
+    snprintf(script, sizeof script, "echo ran >> %s", mark);
+    char *late_argv[] = {"sh", "-c", script, NULL};
+    /* (before environ is read below: setenv may move it) */
+    setenv("FIREBREAK_TEST_SHIM_SERVER_REPLY_MS", "100", 1);
+    fb__spawn late = {.argv = late_argv, .envp = environ, .stdout_fd = -1,
+                      .stderr_fd = -1};
+    int ok = !fb__shim_spawn(&late, &shim, &fd);
+    unsetenv("FIREBREAK_TEST_SHIM_SERVER_REPLY_MS");
+    CHECK(ok);
+    CHECK_EQ_INT((int)fb__shim_server_pid(), 0); /* given up */
+    if (ok) {
+        CHECK(next_msg(fd, &m));
+        CHECK(next_msg(fd, &m));
+        CHECK_EQ_INT(m.type, FB_SHIM_ENDED);
+        close(fd);
+        reap(shim);
+    }
+    /* the server (killed) and the shim it made (no go-ahead) end */
+    int reaped = 0;
+    for (int i = 0; i < 300 && reaped < 2; i++) {
+        pid_t p = waitpid(-1, &ws, WNOHANG);
+        if (p > 0)
+            reaped++;
+        else
+            usleep(10000);
+    }
+    CHECK_EQ_INT(reaped, 2);
+    fb__shim_server_reaped(srv);
+    /* once: the fork's run */
+    char got[64] = "";
+    f = fopen(mark, "r");
+    size_t len = f ? fread(got, 1, sizeof got - 1, f) : 0;
+    got[len] = '\0';
+    if (f)
+        fclose(f);
+    CHECK_EQ_STR(got, "ran\n");
+    unlink(mark);
 
     /* stopped: killed and reaped */
     CHECK_RC(fb__shim_server_start(), 0);
