@@ -760,7 +760,7 @@ static void srv_serve(int sock, pid_t supervisor, char *buf, ssize_t n, int *fds
 {
     uint64_t c0 = fb__thread_cpu_ns();
     srv_reply rep = {.pid = -EINVAL};
-    int pipefd[2] = {-1, -1}, go[2] = {-1, -1};
+    int pipefd[2] = {-1, -1}, ack[2] = {-1, -1};
     char **vec = NULL;
     srv_req h;
     if (n < (ssize_t)sizeof h)
@@ -803,7 +803,7 @@ static void srv_serve(int sock, pid_t supervisor, char *buf, ssize_t n, int *fds
     if (h.flags & SRV_GO_W)
         sp.go_wfd = fds[k++];
     if (pipe2(pipefd, O_CLOEXEC) ||
-        socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, go)) {
+        socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ack)) {
         rep.pid = -errno;
         goto reply;
     }
@@ -816,17 +816,17 @@ static void srv_serve(int sock, pid_t supervisor, char *buf, ssize_t n, int *fds
     if (pid == 0) {
         close(sock);
         close(pipefd[0]);
-        close(go[1]);
+        close(ack[1]);
         /* Nothing starts until the supervisor has the reply and says so:
          * a reply it never took (it gave up waiting, or this server died
          * first) closes the other end, and the shim leaves. */
         char b;
         ssize_t r;
-        while ((r = read(go[0], &b, 1)) < 0 && errno == EINTR)
+        while ((r = read(ack[0], &b, 1)) < 0 && errno == EINTR)
             ;
         if (r != 1)
             _exit(1);
-        close(go[0]);
+        close(ack[0]);
         shim_main(&sp, supervisor, pipefd[1]);
         _exit(1);
     }
@@ -840,13 +840,13 @@ static void srv_serve(int sock, pid_t supervisor, char *buf, ssize_t n, int *fds
 reply:
     if (pipefd[1] >= 0)
         close(pipefd[1]);
-    if (go[0] >= 0)
-        close(go[0]);
+    if (ack[0] >= 0)
+        close(ack[0]);
     srv_close_fds(fds, nfd);
     free(vec);
     rep.cpu_ns = fb__thread_cpu_ns() - c0;
     struct iovec iov = {.iov_base = &rep, .iov_len = sizeof rep};
-    int back[2] = {pipefd[0], go[1]};
+    int back[2] = {pipefd[0], ack[1]};
     srv_send(sock, &iov, 1, rep.pid > 0 ? back : NULL, rep.pid > 0 ? 2 : 0);
     srv_close_fds(back, 2);
 }
