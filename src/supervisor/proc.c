@@ -917,9 +917,8 @@ int fb__shim_server_start(void)
 
 void fb__shim_server_stop(void)
 {
-    if (srv_fd < 0)
-        return;
-    close(srv_fd);
+    if (srv_fd >= 0)
+        close(srv_fd);
     srv_fd = -1;
     if (srv_pid > 0) {
         kill(srv_pid, SIGKILL);
@@ -950,15 +949,12 @@ uint64_t fb__shim_server_cpu_ns(void)
     return srv_cpu;
 }
 
-/* The server gave up: no more requests; it is killed (and reaped by the
- * supervisor's loop, or by fb__shim_server_stop's caller). */
+/* The server is given up: killed and reaped at once, so that its pid is
+ * forgotten before anything else could reap it (a sweep) and the pid come
+ * back as another child's. */
 static void srv_give_up(void)
 {
-    if (srv_fd >= 0)
-        close(srv_fd);
-    srv_fd = -1;
-    if (srv_pid > 0)
-        kill(srv_pid, SIGKILL);
+    fb__shim_server_stop();
 }
 
 /* A shim through the server: 0, 1 (not through it: fork here), or

@@ -88,7 +88,8 @@ int fb__shim_spawn(const fb__spawn *sp, pid_t *shim_pid, int *msg_fd);
  * here.  The server dies with this process (parent-death SIGKILL, end of
  * file on its socket).  0, or -errno (no server: forks here). */
 int fb__shim_server_start(void);
-/* Kill and reap the server; nothing when there is none. */
+/* Kill and reap the server (also what a server given up gets); nothing
+ * when there is none. */
 void fb__shim_server_stop(void);
 /* The server's pid (a sweep spares it), or 0. */
 pid_t fb__shim_server_pid(void);

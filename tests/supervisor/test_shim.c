@@ -397,7 +397,9 @@ static void test_server(void)
     int ok = !fb__shim_spawn(&late, &shim, &fd);
     unsetenv("FIREBREAK_TEST_SHIM_SERVER_REPLY_MS");
     CHECK(ok);
-    CHECK_EQ_INT((int)fb__shim_server_pid(), 0); /* given up */
+    CHECK_EQ_INT((int)fb__shim_server_pid(), 0); /* given up: killed and reaped */
+    CHECK(kill(srv, 0) < 0 && errno == ESRCH);
+    CHECK_EQ_INT(fb__shim_server_reaped(srv), 0);
     if (ok) {
         CHECK(next_msg(fd, &m));
         CHECK(next_msg(fd, &m));
@@ -405,17 +407,17 @@ static void test_server(void)
         close(fd);
         reap(shim);
     }
-    /* the server (killed) and the shim it made (no go-ahead) end */
+    /* the shim it made (no go-ahead) ends: the only child left */
     int reaped = 0;
-    for (int i = 0; i < 300 && reaped < 2; i++) {
+    for (int i = 0; i < 300 && reaped < 1; i++) {
         pid_t p = waitpid(-1, &ws, WNOHANG);
         if (p > 0)
             reaped++;
         else
             usleep(10000);
     }
-    CHECK_EQ_INT(reaped, 2);
-    fb__shim_server_reaped(srv);
+    CHECK_EQ_INT(reaped, 1);
+    CHECK(WIFEXITED(ws) && WEXITSTATUS(ws) == 1);
     /* once: the fork's run */
     char got[64] = "";
     f = fopen(mark, "r");
