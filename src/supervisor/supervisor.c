@@ -922,6 +922,7 @@ static void stop_all(fb__sup *s, int sig)
     } else {
         fb__sup_standby_close(s);
         fb__sup_diagnose_poll(s, 1); /* nothing kept: not swept mid-check */
+        fb__shim_server_stop(); /* nor the shim server: forks from now on */
     }
     fb__proc_sweep(keep, n, 2000);
     free(keep);
