@@ -363,6 +363,29 @@ static void sample_steps(fb__sup *s, int r, fb__seg_header *h, int64_t step, uin
     rk->last_sample_step = (uint64_t)step;
 }
 
+#ifdef FB_TEST_HOOKS
+/* FIREBREAK_TEST_ATTACH_AFTER_MS=N: watch passes attach no segment in the
+ * first N ms of an attempt, as if the ranks came and went between two
+ * passes (tests/supervisor/mpirun_launcher.sh). */
+static int attach_held(const fb__sup *s, uint64_t now)
+{
+    static long long ms = -1; /* read once: passes look per rank */
+    if (ms < 0) {
+        const char *v = getenv("FIREBREAK_TEST_ATTACH_AFTER_MS");
+        if (!v || fb__parse_int(v, 0, 600000, &ms))
+            ms = 0;
+    }
+    return ms && now < s->attempt_start_ns + (uint64_t)ms * 1000000u;
+}
+#else
+static int attach_held(const fb__sup *s, uint64_t now)
+{
+    (void)s;
+    (void)now;
+    return 0;
+}
+#endif
+
 /* Rank r's part of a pass: attach, check, reports, progress, and its
  * facts for fb__sup_blame_hang into *hf. */
 static void watch_rank(fb__sup *s, int r, uint64_t now, watch_pass *p,
@@ -371,7 +394,7 @@ static void watch_rank(fb__sup *s, int r, uint64_t now, watch_pass *p,
     fb__sup_rank *rk = &s->ranks[r];
     memset(hf, 0, sizeof *hf);
     hf->step = -1;
-    if (!rk->seg)
+    if (!rk->seg && !attach_held(s, now))
         fb__sup_try_attach(s, r);
     if (!rk->seg) {
         /* Not on this host: ready once its node's watcher saw a step. */
@@ -526,15 +549,20 @@ static void end_record(const fb__sup *s, int r, fb__sup_end_record *rec)
 /* The rank to blame instead of `rank`, which ended as `v` says, or -1
  * (policy.c: a rank that vanished without a word yields to one that has
  * recorded a fatal end). */
-static int blame_instead(const fb__sup *s, int rank, const fb__sup_end_verdict *v)
+static int blame_instead(fb__sup *s, int rank, const fb__sup_end_verdict *v)
 {
     if (v->how != FB__SUP_END_VANISHED)
         return -1;
     fb__sup_end_record *recs = calloc((size_t)s->world, sizeof *recs);
     if (!recs)
         return -1; /* blame the rank that vanished */
-    for (int r = 0; r < s->world; r++)
+    /* A rank that came, recorded its end and is going between two watch
+     * passes is not attached yet: its segment tells (and outlives it). */
+    for (int r = 0; r < s->world; r++) {
+        if (r != rank && !s->ranks[r].seg && !s->ranks[r].ended)
+            fb__sup_try_attach(s, r);
         end_record(s, r, &recs[r]);
+    }
     int other = fb__sup_blame_instead(v, rank, recs, s->world);
     free(recs);
     return other;
@@ -640,6 +668,8 @@ void fb__sup_rank_ended(fb__sup *s, int rank, int wstatus_known, int wstatus,
     if (v.how == FB__SUP_END_OK || s->fail.set)
         return;
     int other = blame_instead(s, rank, &v);
+    if (s->fail.set)
+        return; /* attaching found a segment not to be trusted: that decides */
     if (other >= 0) {
         fb__sup_rank_ended(s, other, 0, 0, 0, when_ns);
         if (s->fail.set)
