@@ -6,7 +6,9 @@
 #                   (ranklog.c)
 #   sup_tee         a console rank's output on its way to the terminal
 #                   (tee.c, --console-ranks)
-foreach(t sup_error_file slurm_text sup_rank_log sup_tee)
+#   sup_shim_req    a request to the shim server's helper (proc.c): the
+#                   supervisor's own, on a private socket, bounded all the same
+foreach(t sup_error_file slurm_text sup_rank_log sup_tee sup_shim_req)
   add_executable(fuzz_${t} ${CMAKE_CURRENT_LIST_DIR}/${t}.c)
   target_compile_options(fuzz_${t} PRIVATE -fsanitize=fuzzer)
   target_link_options(fuzz_${t} PRIVATE -fsanitize=fuzzer)

@@ -754,6 +754,49 @@ static int srv_strings(char **p, const char *end, char **out, uint32_t n)
     return 0;
 }
 
+int fb__shim_req_parse(char *buf, size_t n, int nfd, fb__spawn *sp, uint32_t *flags)
+{
+    srv_req h;
+    memset(sp, 0, sizeof *sp);
+    sp->stdout_fd = sp->stderr_fd = -1;
+    *flags = 0;
+    if (n < sizeof h || n > SRV_MAX_MSG || nfd < 0 || nfd > SRV_MAX_FDS)
+        return -EINVAL;
+    memcpy(&h, buf, sizeof h);
+    if (h.magic != SRV_MAGIC || h.len != (uint64_t)n - sizeof h || h.argc < 1 ||
+        h.argc > SRV_MAX_STRINGS || h.envc > SRV_MAX_STRINGS ||
+        popcount(h.flags & ~(uint32_t)(SRV_STANDBY | SRV_EXEC_AHEAD | SRV_CWD)) != nfd ||
+        (h.flags & ~(uint32_t)0xff))
+        return -EINVAL;
+    char **vec = malloc(((size_t)h.argc + h.envc + 2) * sizeof *vec);
+    if (!vec)
+        return -ENOMEM;
+    char *p = buf + sizeof h, *end = buf + n;
+    const char *cwd = NULL;
+    int rc = srv_strings(&p, end, vec, h.argc) ||
+             srv_strings(&p, end, vec + h.argc + 1, h.envc);
+    if (!rc && (h.flags & SRV_CWD)) {
+        char *z = memchr(p, '\0', (size_t)(end - p));
+        if (z) {
+            cwd = p;
+            p = z + 1;
+        } else {
+            rc = 1;
+        }
+    }
+    if (rc || p != end) {
+        free(vec);
+        return -EINVAL;
+    }
+    sp->argv = vec;
+    sp->envp = vec + h.argc + 1;
+    sp->cwd = cwd;
+    sp->standby = !!(h.flags & SRV_STANDBY);
+    sp->exec_ahead = !!(h.flags & SRV_EXEC_AHEAD);
+    *flags = h.flags;
+    return 0;
+}
+
 /* One request, in the server: its shim cloned as the supervisor's child,
  * running shim_main. */
 static void srv_serve(int sock, pid_t supervisor, char *buf, ssize_t n, int *fds, int nfd)
@@ -761,46 +804,23 @@ static void srv_serve(int sock, pid_t supervisor, char *buf, ssize_t n, int *fds
     uint64_t c0 = fb__thread_cpu_ns();
     srv_reply rep = {.pid = -EINVAL};
     int pipefd[2] = {-1, -1}, ack[2] = {-1, -1};
-    char **vec = NULL;
-    srv_req h;
-    if (n < (ssize_t)sizeof h)
-        goto reply;
-    memcpy(&h, buf, sizeof h);
-    if (h.magic != SRV_MAGIC || h.len != (uint64_t)n - sizeof h || h.argc < 1 ||
-        h.argc > SRV_MAX_STRINGS || h.envc > SRV_MAX_STRINGS ||
-        popcount(h.flags & ~(uint32_t)(SRV_STANDBY | SRV_EXEC_AHEAD | SRV_CWD)) != nfd ||
-        (h.flags & ~(uint32_t)0xff))
-        goto reply;
-    vec = malloc(((size_t)h.argc + h.envc + 2) * sizeof *vec);
-    if (!vec) {
-        rep.pid = -ENOMEM;
+    fb__spawn sp = {.argv = NULL};
+    uint32_t flags;
+    int rc = n < 0 ? -EINVAL : fb__shim_req_parse(buf, (size_t)n, nfd, &sp, &flags);
+    if (rc) {
+        rep.pid = rc;
         goto reply;
     }
-    char *p = buf + sizeof h, *end = buf + n;
-    fb__spawn sp = {.argv = vec, .envp = vec + h.argc + 1, .stdout_fd = -1,
-                    .stderr_fd = -1, .standby = !!(h.flags & SRV_STANDBY),
-                    .exec_ahead = !!(h.flags & SRV_EXEC_AHEAD)};
-    if (srv_strings(&p, end, vec, h.argc) || srv_strings(&p, end, vec + h.argc + 1, h.envc))
-        goto reply;
-    if (h.flags & SRV_CWD) {
-        char *z = memchr(p, '\0', (size_t)(end - p));
-        if (!z)
-            goto reply;
-        sp.cwd = p;
-        p = z + 1;
-    }
-    if (p != end)
-        goto reply;
     int k = 0;
-    if (h.flags & SRV_STDIN)
+    if (flags & SRV_STDIN)
         sp.stdin_fd = fds[k++];
-    if (h.flags & SRV_STDOUT)
+    if (flags & SRV_STDOUT)
         sp.stdout_fd = fds[k++];
-    if (h.flags & SRV_STDERR)
+    if (flags & SRV_STDERR)
         sp.stderr_fd = fds[k++];
-    if (h.flags & SRV_GO_R)
+    if (flags & SRV_GO_R)
         sp.go_rfd = fds[k++];
-    if (h.flags & SRV_GO_W)
+    if (flags & SRV_GO_W)
         sp.go_wfd = fds[k++];
     if (pipe2(pipefd, O_CLOEXEC) ||
         socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ack)) {
@@ -843,7 +863,7 @@ reply:
     if (ack[0] >= 0)
         close(ack[0]);
     srv_close_fds(fds, nfd);
-    free(vec);
+    free((void *)sp.argv);
     rep.cpu_ns = fb__thread_cpu_ns() - c0;
     struct iovec iov = {.iov_base = &rep, .iov_len = sizeof rep};
     int back[2] = {pipefd[0], ack[1]};

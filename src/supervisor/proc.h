@@ -88,6 +88,17 @@ int fb__shim_spawn(const fb__spawn *sp, pid_t *shim_pid, int *msg_fd);
  * here.  The server dies with this process (parent-death SIGKILL, end of
  * file on its socket).  0, or -errno (no server: forks here). */
 int fb__shim_server_start(void);
+
+/* The server's reader of one request (exposed for fuzz/sup_shim_req.c):
+ * a header of five uint32 in host byte order (magic 0x46425353 "FBSS",
+ * flags, argc >= 1, envc, and len, the bytes after the header: all of the
+ * rest), then argc + envc NUL-ended strings and, with flag 4, the working
+ * directory; nothing after.  nfd: the descriptors that came with it, one
+ * per flag from 8 up (stdin, stdout, stderr, the go pipe's two ends).  At
+ * most 160 KiB and 16,384 strings of each kind.  Fills sp's argv and envp
+ * (one vector, freed with free(sp->argv), pointing into buf), cwd,
+ * standby and exec_ahead, and *flags.  0, -EINVAL or -ENOMEM. */
+int fb__shim_req_parse(char *buf, size_t n, int nfd, fb__spawn *sp, uint32_t *flags);
 /* Kill and reap the server (also what a server given up gets); nothing
  * when there is none. */
 void fb__shim_server_stop(void);
