@@ -3,10 +3,13 @@
  * fail (a full disk, simulated by a SQLite VFS that refuses writes on
  * demand) wait in a bounded queue, in order, and reach the database once
  * it can be written again; what does not fit is counted, never lost
- * quietly.
+ * quietly.  And the writer's commits never wait for an fsync: the WAL's
+ * checkpoints run on the journal's own thread (the VFS counts the syncs
+ * each thread asks for).
  */
 #include <errno.h>
 #include <sqlite3.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +22,8 @@
 
 static int disk_full;
 static sqlite3_vfs *parent;
+static _Thread_local long syncs_here;  /* asked for by this thread */
+static atomic_long syncs_all;          /* by every thread          */
 
 typedef struct ffile {
     sqlite3_file base;
@@ -35,7 +40,11 @@ static int f_write(sqlite3_file *f, const void *b, int n, sqlite3_int64 o)
 static int f_truncate(sqlite3_file *f, sqlite3_int64 s)
 { return REAL(f)->pMethods->xTruncate(REAL(f), s); }
 static int f_sync(sqlite3_file *f, int fl)
-{ return disk_full ? SQLITE_IOERR_FSYNC : REAL(f)->pMethods->xSync(REAL(f), fl); }
+{
+    syncs_here++;
+    atomic_fetch_add(&syncs_all, 1);
+    return disk_full ? SQLITE_IOERR_FSYNC : REAL(f)->pMethods->xSync(REAL(f), fl);
+}
 static int f_size(sqlite3_file *f, sqlite3_int64 *s)
 { return REAL(f)->pMethods->xFileSize(REAL(f), s); }
 static int f_lock(sqlite3_file *f, int l) { return REAL(f)->pMethods->xLock(REAL(f), l); }
@@ -332,6 +341,48 @@ static void test_batch(void)
     CHECK_EQ_INT(st.dropped_rows, 0);
 }
 
+/* Thousands of samples, committed a batch at a time, grow the WAL far past
+ * the 1,000 pages at which a checkpoint is due: none of the commits syncs
+ * on the writer's thread (SQLite's automatic checkpoint would, inside the
+ * commit), the journal's thread checkpoints, and the file closed is whole
+ * (no -wal left, every sample in it). */
+static void test_checkpoints_off_the_writer(void)
+{
+    fb__journal *j = open_fresh("wal.sqlite");
+    int64_t a0;
+    CHECK_RC(fb__journal_begin_attempt(j, 0, 1.5, &a0), 0);
+    long mine = syncs_here, all = atomic_load(&syncs_all);
+    enum { RANKS = 64, STEPS = 600 };
+    for (int step = 0; step < STEPS; step++) {
+        fb__journal_batch_begin(j);
+        for (int r = 0; r < RANKS; r++)
+            CHECK_RC(fb__journal_sample(j, a0, r, 2.0 + step * 0.1, step, 100.0), 0);
+        CHECK_RC(fb__journal_batch_end(j), 0);
+        if (step % 50 == 49)
+            CHECK_RC(fb__journal_flush(j), 0);
+    }
+    CHECK_RC(fb__journal_flush(j), 0);
+    char wal[4200];
+    snprintf(wal, sizeof wal, "%s-wal", path);
+    FILE *w = fopen(wal, "rb");
+    long wal_bytes = 0;
+    if (w) {
+        fseek(w, 0, SEEK_END);
+        wal_bytes = ftell(w);
+        fclose(w);
+    }
+    CHECK(wal_bytes > 1000L * 4096); /* past the point where one is due */
+    CHECK_EQ_INT(syncs_here - mine, 0);
+    /* the thread's: it began at the first commit past 1,000 pages */
+    for (int i = 0; i < 500 && atomic_load(&syncs_all) == all; i++)
+        usleep(10000);
+    CHECK(atomic_load(&syncs_all) > all);
+    CHECK_RC(fb__journal_end_run(j, 5, "completed", 0, "ok"), 0);
+    fb__journal_close(j);
+    CHECK(access(wal, F_OK) != 0);
+    CHECK_EQ_INT(count("select count(*) from step_sample"), (long long)RANKS * STEPS);
+}
+
 /* Compiled statements are kept and reused (more distinct ones than the
  * journal keeps, so some are replaced): every row written through a
  * reused statement has its own values, NULLs included, failing or not. */
@@ -422,6 +473,7 @@ int main(void)
     test_migrate_1_0();
     test_batch();
     test_statements();
+    test_checkpoints_off_the_writer();
     char cmd[4200];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd) != 0)
