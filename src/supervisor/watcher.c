@@ -472,10 +472,17 @@ static fb__peer *start_peer(const fb__watch_opts *o, int rank0, int n)
 
 /* Waiting for the supervisor's word once the watching is over: at most
  * this long after the ranks ended by themselves (it stops the watchers
- * then), and this long after a stop (a `keep` still on its way: srun
- * forwards lines and signals apart). */
+ * then), and this long after a stop.  The supervisor's own stop never
+ * reaches a watcher as SIGTERM (srun turns the SIGTERM it is sent into a
+ * SIGKILL of its tasks); a SIGTERM is Slurm's -- the step or the
+ * allocation ending, scancel -- with a `keep` written just before it at
+ * most a moment behind (srun forwards lines and signals apart).  Slurm
+ * SIGKILLs the tasks KillWait after its SIGTERM (30 s by default, 2 s on
+ * the test cluster): waiting 3 s here lost that race under load, and the
+ * node kept the memory of a job nobody would run again (slurm_peer case 6,
+ * 2026-12-04).  So the wait is short, and the removal comes right after. */
 #define KEEP_WAIT_IDLE_MS 30000
-#define KEEP_WAIT_STOPPED_MS 3000
+#define KEEP_WAIT_STOPPED_MS 300
 
 /* Whether this watcher still owns dir: its pid file names this process. */
 static int owns(const char *dir)

@@ -188,7 +188,7 @@ for n in node1 node2; do
 done
 kill -9 "$sup"
 wait "$apid" || true
-for _ in $(seq 1 100); do # the watchers' stop, then up to 3 s for a `keep`
+for _ in $(seq 1 100); do # the watchers' stop, then 0.3 s for a `keep`
     left=$(for n in node1 node2; do on "$n" ls /dev/shm; done | grep "^fb\.$(cat "$r/job")\.mem" || true)
     [ -z "$left" ] && break
     sleep 0.1

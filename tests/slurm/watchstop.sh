@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# A node watcher's memory when Slurm stops it (docs/slurm.md, "Checkpoint
+# tiers"): no cluster needed, the watcher runs here as srun would start it,
+# its stdin a pipe that stays open (srun's, with the supervisor gone but
+# srun's connection not closed yet).
+#   1. SIGTERM without the supervisor's `keep`: the node's memory is gone
+#      within 1.5 s of the signal.  Slurm SIGKILLs a step's tasks KillWait
+#      after its SIGTERM (30 s by default, 2 s on the test cluster of
+#      scripts/slurm-cluster.sh): a watcher that waited longer for a `keep`
+#      was killed first under load, and the memory stayed (slurm_peer case
+#      6, 2026-12-04).
+#   2. `keep`, then SIGTERM: the memory stays.
+# Args: FIREBREAK_BINARY
+set -euo pipefail
+FB=$1
+T=$(mktemp -d /tmp/fb-watchstop.XXXXXX)
+JOB=fb-watchstop-$$
+MEM=/dev/shm/fb.$JOB.mem
+pids=()
+cleanup() {
+    local p
+    for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
+    wait 2>/dev/null || true
+    rm -rf "$T" "$MEM"
+}
+trap cleanup EXIT
+fail() { echo "FAIL: $*" >&2; [ -s "$T/err" ] && sed 's/^/  watch: /' "$T/err" >&2; exit 1; }
+
+# start: a watcher of one rank that never comes, its stdin the fifo
+start() {
+    rm -f "$T/in" "$T/err"
+    mkfifo "$T/in"
+    FIREBREAK_CKPT_MEM_DIR=$MEM SLURM_JOB_ID=7 "$FB" watch --job "$JOB" --attempt 0 \
+        --ranks-per-node 1 --world 1 --node-id 0 --node n1 --interval 10s \
+        <"$T/in" >"$T/out" 2>"$T/err" &
+    wpid=$!
+    pids+=("$wpid")
+    exec 3>"$T/in" # held open: no end of input
+    for _ in $(seq 1 100); do
+        grep -q hello "$T/out" 2>/dev/null && [ -d "$MEM" ] && return 0
+        sleep 0.05
+    done
+    fail "the watcher did not start (or made no $MEM)"
+}
+
+# 1. stopped without `keep`
+start
+t0=$EPOCHREALTIME
+kill -TERM "$wpid"
+gone=
+for _ in $(seq 1 150); do
+    [ -d "$MEM" ] || { gone=$EPOCHREALTIME; break; }
+    sleep 0.01
+done
+[ -n "$gone" ] || fail "case 1: $MEM still there 1.5 s after SIGTERM (no keep, input open)"
+wait "$wpid" || true
+exec 3>&-
+grep -q "stopped without the supervisor's word" "$T/err" || fail "case 1: no word of the removal"
+echo "ok: stopped without keep: node memory gone $(awk -v a="$t0" -v b="$gone" 'BEGIN { printf "%.2f", b - a }') s after SIGTERM"
+
+# 2. keep, then stopped
+start
+echo "fbw1 keep" >&3
+sleep 0.2
+kill -TERM "$wpid"
+wait "$wpid" || true
+exec 3>&-
+[ -d "$MEM" ] || fail "case 2: $MEM removed after a keep"
+echo "ok: keep, then stopped: node memory stays"
