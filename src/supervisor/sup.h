@@ -53,6 +53,7 @@ typedef struct fb__sup_rank {
     int pidfd;            /* mpirun: watch a process that is not our child */
     int ended;
     uint64_t report_idx;
+    uint64_t reports_lost; /* overwritten in its ring before we read them */
     uint64_t last_sample_ns;
     uint64_t last_sample_step;
     char injected[128];   /* an injected fault that fired in this rank     */
@@ -72,11 +73,15 @@ typedef struct fb__sup_rank {
 typedef struct fb__sup_ckpt {
     int64_t step;
     int ranks;
+    int complete; /* every rank's shard, or one rank's whole state */
     int64_t bytes;
     double stall_ms, persist_ms;
 } fb__sup_ckpt;
 
-#define SUP_MAX_CKPT_TRACK 64
+/* Steps whose commits are counted at once (watch.c, ckpt_track): ranks that
+ * do not wait for each other (or one slowed far behind) spread a step's
+ * commits over many later steps of the others. */
+#define SUP_MAX_CKPT_TRACK 1024
 
 /* The failure that ends an attempt. */
 typedef struct fb__sup_failure {
@@ -276,6 +281,10 @@ void fb__sup_deliver_report(fb__sup *s, int rank, uint64_t idx,
                             const fb__seg_report *rep);
 /* watch.c: map rank r's segment if it exists by now. */
 void fb__sup_try_attach(fb__sup *s, int r);
+/* watch.c: at an attempt's end, say how many of each rank's reports were
+ * overwritten in its segment before a pass read them (a `reports_lost`
+ * event per such rank, one line in the log); nothing when none. */
+void fb__sup_reports_lost_say(fb__sup *s);
 /* watch.c: one pass over every rank's segment. */
 void fb__sup_watch(fb__sup *s, uint64_t now);
 /* How often the watch pass runs (ms) when no event wakes the loop: 50

@@ -945,6 +945,7 @@ static void close_attempt(fb__sup *s)
                     s->tee_dropped == 1 ? "" : "s");
         s->tee_dropped = 0;
     }
+    fb__sup_reports_lost_say(s);
     for (int r = 0; r < s->world; r++) {
         fb__seg_close(s->ranks[r].seg);
         if (s->ranks[r].pidfd >= 0)
@@ -1194,6 +1195,7 @@ static void start_attempt(fb__sup *s)
     s->restore_s = 0;
     memset(&s->fail, 0, sizeof s->fail);
     memset(s->plan_fired, 0, sizeof s->plan_fired);
+    s->nckpts = 0; /* this attempt's commits only (watch.c, ckpt_track) */
     fb__journal_begin_attempt(s->j, s->attempt, fb__wall_s(), &s->attempt_id);
     prepare_restore(s);
     s->relaunch.at[FB__RL_CHECKED] = fb__now_ns();

@@ -113,13 +113,32 @@ static fb__inject_kind inject_kind_of(int32_t code)
                                                                   : FB__INJECT_NONE;
 }
 
+/*
+ * The commits of a step, counted (reset at each attempt: a rank of this
+ * attempt that commits a step the last one also saved adds to this
+ * attempt's count only).  Looked up newest first: commits come for the
+ * newest steps.  Room is made by dropping a complete step first (nothing
+ * more comes for it), else the oldest: dropping the oldest whatever it was
+ * made a step still waiting for a rank far behind the others start a new
+ * count at that rank's commit, so that a step every rank had committed
+ * stayed "partial" (1 of 256 ranks) in the journal and the durable step
+ * stayed behind (256 toy ranks on 2 cores: the slowest 60 checkpoints
+ * behind the fastest).
+ */
 static fb__sup_ckpt *ckpt_track(fb__sup *s, int64_t step)
 {
-    for (int i = 0; i < s->nckpts; i++)
+    for (int i = s->nckpts - 1; i >= 0; i--)
         if (s->ckpts[i].step == step)
             return &s->ckpts[i];
     if (s->nckpts == SUP_MAX_CKPT_TRACK) {
-        memmove(s->ckpts, s->ckpts + 1, sizeof s->ckpts[0] * (SUP_MAX_CKPT_TRACK - 1));
+        int drop = 0;
+        for (int i = 0; i < s->nckpts; i++)
+            if (s->ckpts[i].complete) {
+                drop = i;
+                break;
+            }
+        memmove(s->ckpts + drop, s->ckpts + drop + 1,
+                sizeof s->ckpts[0] * (size_t)(SUP_MAX_CKPT_TRACK - 1 - drop));
         s->nckpts--;
     }
     fb__sup_ckpt *c = &s->ckpts[s->nckpts++];
@@ -158,7 +177,9 @@ static void on_report(fb__sup *s, int rank, const fb__seg_report *r)
             c->persist_ms = persist;
         /* The script's own checkpoint (Python hooks) is the job's whole
          * state at that step, whichever rank wrote it. */
-        int complete = c->ranks >= s->world || r->code == FB__COMMIT_WHOLE;
+        if (c->ranks >= s->world || r->code == FB__COMMIT_WHOLE)
+            c->complete = 1;
+        int complete = c->complete;
         fb__journal_checkpoint(s->j, s->attempt_id, c->step, t, c->ranks, c->bytes,
                                c->stall_ms, c->persist_ms,
                                complete ? "complete" : "partial");
@@ -251,11 +272,48 @@ static void read_reports(fb__sup *s, int r)
     uint32_t budget = fb__seg_ident(rk->seg)->report_capacity + 1;
     while (budget-- > 0 &&
            (got = fb__seg_read_report(rk->seg, rk->report_idx, &rep)) != 0) {
-        if (got > 0)
+        if (got > 0) {
             fb__sup_deliver_report(s, r, rk->report_idx, &rep);
-        else /* overwritten before we could read it */
-            rk->report_idx = fb__seg_report_next(rk->seg, rk->report_idx);
+        } else { /* overwritten before we could read it: said at the end */
+            uint64_t next = fb__seg_report_next(rk->seg, rk->report_idx);
+            uint64_t n = next - rk->report_idx; /* from the oldest still held */
+            rk->reports_lost = rk->reports_lost > UINT64_MAX - n ? UINT64_MAX
+                                                                  : rk->reports_lost + n;
+            rk->report_idx = next;
+        }
     }
+}
+
+void fb__sup_reports_lost_say(fb__sup *s)
+{
+    uint64_t total = 0;
+    int nranks = 0, first = -1;
+    for (int r = 0; r < s->world; r++) {
+        uint64_t n = s->ranks[r].reports_lost;
+        if (!n)
+            continue;
+        total = total > UINT64_MAX - n ? UINT64_MAX : total + n;
+        if (first < 0)
+            first = r;
+        nranks++;
+        char detail[200];
+        snprintf(detail, sizeof detail, "%llu report%s of rank %d overwritten in its "
+                 "segment before the supervisor read them", (unsigned long long)n,
+                 n == 1 ? "" : "s", r);
+        fb__journal_event ev = {.attempt_id = s->attempt_id, .time = fb__wall_s(),
+                                .rank = r, .kind = "reports_lost", .step = -1,
+                                .code = n > INT32_MAX ? INT32_MAX : (int)n,
+                                .value_ms = -1, .detail = detail};
+        fb__journal_add_event(s->j, &ev);
+    }
+    if (total)
+        fb__sup_log(s, "attempt %d: %llu report%s of %d rank%s (rank %d first) were "
+                    "overwritten in their segments before they were read (a ring of %u "
+                    "each): the journal lacks those events, and a checkpoint whose "
+                    "commit was among them shows as partial or not at all; checkpoints "
+                    "are verified on disk before each restore all the same", s->attempt,
+                    (unsigned long long)total, total == 1 ? "" : "s", nranks,
+                    nranks == 1 ? "" : "s", first, (unsigned)FB__SEG_REPORT_CAPACITY);
 }
 
 void fb__sup_try_attach(fb__sup *s, int r)
