@@ -181,10 +181,16 @@ apid=$!
 wait_ckpt "$r" 15
 sup=$(pgrep -P "$apid" -f -- "$FB run" | head -1)
 [ -n "$sup" ] || fail "run 6: no supervisor under salloc $apid"
-# Both nodes hold the run's memory, a peer copy included, before the kill.
+# Both nodes hold the run's memory, a peer copy included, before the kill
+# (a copy goes to the peer after its step completed: waited for, up to 20 s;
+# once, in CI, node2 had none yet 1.4 s after step 5).
 for n in node1 node2; do
+    for _ in $(seq 1 200); do
+        on "$n" ls "/dev/shm/fb.$(cat "$r/job").mem/peer" 2>/dev/null | grep -q '^step-' && break
+        sleep 0.1
+    done
     on "$n" ls "/dev/shm/fb.$(cat "$r/job").mem/peer" | grep -q '^step-' \
-        || fail "run 6: no peer copy on $n before the kill"
+        || fail "run 6: no peer copy on $n 20 s after step 15 completed"
 done
 kill -9 "$sup"
 wait "$apid" || true
