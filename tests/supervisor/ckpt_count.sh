@@ -51,7 +51,7 @@ ok "rank 1 far behind: every step both committed complete ($(echo "$r1" | tr ','
 if [ "${FB_TEST_HOOKS:-ON}" = ON ]; then
     # checkpoints in memory: more of them a second than fsyncs allow
     shm=/dev/shm/fb-ckpt-count-$TAG
-    trap 'rc_=$?; rm -rf "$shm"; set +e; (exit $rc_); cleanup' EXIT
+    at_exit+=('rm -rf "$shm"')
     FIREBREAK_TEST_ATTACH_AFTER_MS=1000 "$FB" run --run-dir runs/lost --nproc-per-node 1 \
         -- "$TOY" --steps 1500 --sleep-ms 1 --ckpt-every 1 --ckpt-dir "$shm" >out2.txt \
         2>err2.txt || fail "run 2 exited $? ($(tail -3 err2.txt))"

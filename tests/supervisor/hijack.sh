@@ -11,7 +11,7 @@ if [ "$(id -u)" != 0 ]; then
     exit 0
 fi
 planted=
-trap 'rc_=$?; [ -n "$planted" ] && rm -f "$planted"; set +e; (exit $rc_); cleanup' EXIT
+at_exit+=('[ -z "$planted" ] || rm -f "$planted"')
 rc=0
 "$FB" run --nproc-per-node 1 --max-restarts 2 --json \
     --inject 'kill:rank=0,step=40' -- "$RANK" --steps 60 --sleep-ms 50 "$TAG" \

@@ -18,7 +18,7 @@ source "$(dirname "$0")/lib.sh"
 D=$T/disk
 mkdir "$D" flags
 mount -t tmpfs -o size=2m none "$D" || { echo "skipped: cannot mount tmpfs"; exit 77; }
-trap 'rc=$?; set +e; umount -l "$D" 2>/dev/null; (exit $rc); cleanup' EXIT
+at_exit+=('umount -l "$D" 2>/dev/null')
 export FLAGS=$T/flags
 # Attempt 0 fails (exit 3) once the disk is full; attempt 1 completes when told.
 cat > "rank-$TAG.sh" <<'SH'

@@ -12,9 +12,16 @@ cd "$T"
 
 leftovers() { pgrep -f -- "$TAG" | grep -v "^$$\$" || true; }
 
+# Steps a test adds to the cleanup (`at_exit+=('rm -f "$x"')`), run first,
+# each whatever the others did, on success and failure alike: a test never
+# sets its own EXIT trap (one chained to cleanup under set -e ended before
+# it on a failure, leaving $T and skipping the check below).
+at_exit=()
 cleanup() {
     local rc=$?
-    local left
+    local left c
+    set +eu
+    for c in "${at_exit[@]}"; do eval "$c"; done
     left=$(leftovers)
     if [ -n "$left" ]; then
         echo "FAIL: processes left behind:" >&2

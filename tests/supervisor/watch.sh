@@ -10,7 +10,7 @@
 source "$(dirname "$0")/lib.sh"
 SCR=$BIN/fb-test-scribbler
 job=fbwatch-$$-$RANDOM
-trap 'rc_=$?; rm -f /dev/shm/fb.$job.*; set +e; (exit $rc_); cleanup' EXIT
+at_exit+=('rm -f /dev/shm/fb.$job.*')
 for mode in all live truncate truncate0; do
     rm -f /dev/shm/fb.$job.*
     FIREBREAK_JOB_ID=$job FIREBREAK_RANK=0 FIREBREAK_WORLD_SIZE=1 \
