@@ -26,7 +26,9 @@
  * during_delete; SIGKILL there), inject write errors with
  * FIREBREAK_CKPT_FAIL=ENOSPC|EIO|EACCES|EDQUOT[@STEP], and slow the writer
  * with FIREBREAK_CKPT_WRITE_DELAY_MS and, before it copies write-protected
- * tensors, FIREBREAK_CKPT_DRAIN_DELAY_MS; FIREBREAK_CKPT_HASH_GATHER=0
+ * tensors, FIREBREAK_CKPT_DRAIN_DELAY_MS; FIREBREAK_CKPT_PURGE_GATE=PATH
+ * holds the removal of deleted checkpoints until PATH exists (the writer
+ * still takes saves); FIREBREAK_CKPT_HASH_GATHER=0
  * hashes on a second thread instead of while gathering (the bench's
  * "before").  A release build has none of them.
  */
@@ -44,6 +46,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "ckpt/cuda.h"
@@ -181,6 +184,14 @@ static int hash_while_gathering(void)
     return !v || strcmp(v, "0");
 }
 
+/* FIREBREAK_CKPT_PURGE_GATE=PATH: no deleted checkpoint's bytes are
+ * removed while PATH does not exist. */
+static int purge_gate_closed(void)
+{
+    const char *v = fb__getenv("FIREBREAK_CKPT_PURGE_GATE");
+    return v && access(v, F_OK) != 0;
+}
+
 /* FIREBREAK_CKPT_WRITE_DELAY_MS / _DRAIN_DELAY_MS=N: the writer sleeps N ms
  * (at most 60 s) before writing the shard / copying protected tensors. */
 static void test_delay(const char *var)
@@ -211,6 +222,11 @@ static int hash_while_gathering(void)
 static void test_delay(const char *var)
 {
     (void)var;
+}
+
+static int purge_gate_closed(void)
+{
+    return 0;
 }
 #endif
 
@@ -581,13 +597,62 @@ static int persist(fb_ckpt *ck, uint64_t step, int from_staging, uint64_t stall_
     fb__tier_committed(ck, step, dir);
     if (ck->rank == 0 && ck->keep > 0) {
         saving_step = step;
-        int r = fb__ckpt_retain(ck->dir, ck->world_size, ck->keep, delete_hook,
-                                report_deleted);
+        /* With a writer thread, the old steps are only hidden here: their
+         * bytes are removed when no save waits (writer_main), not before
+         * this save counts as done (fb_ckpt_wait). */
+        int defer = ck->writer_started;
+        int r = fb__ckpt_retain(ck->dir, ck->world_size, ck->keep, defer,
+                                delete_hook, report_deleted);
         if (r < 0)
             fprintf(stderr, "firebreak: deleting old checkpoints in %s: %s\n",
                     ck->dir, fb_strerror(r));
+        if (defer) {
+            pthread_mutex_lock(&ck->mu);
+            ck->purge = 1; /* also what a crashed deletion left */
+            pthread_cond_broadcast(&ck->cv);
+            pthread_mutex_unlock(&ck->mu);
+        }
     }
     return 0;
+}
+
+/* Asked before each file the purge removes: stop for a save waiting, once
+ * a purge, so that a save never waits for an old checkpoint's removal and
+ * what waits for removal never grows past one more checkpoint (a writer
+ * always busy would otherwise fill the disk with hidden ones). */
+static int purge_yield(void *arg)
+{
+    fb_ckpt *ck = arg;
+    pthread_mutex_lock(&ck->mu);
+    int yield = ck->job_ready && !ck->purge_yielded;
+    if (yield)
+        ck->purge_yielded = 1;
+    pthread_mutex_unlock(&ck->mu);
+    return yield || purge_gate_closed();
+}
+
+/* The writer's purge, with mu held on entry and return. */
+static void writer_purge(fb_ckpt *ck)
+{
+    pthread_mutex_unlock(&ck->mu);
+    int rc = fb__ckpt_purge(ck->dir, purge_yield, ck);
+    if (rc < 0)
+        fprintf(stderr, "firebreak: removing deleted checkpoints in %s: %s\n",
+                ck->dir, fb_strerror(rc));
+    pthread_mutex_lock(&ck->mu);
+    if (rc != 1) {
+        ck->purge = 0;
+        ck->purge_yielded = 0;
+    } else if (!ck->job_ready) { /* held by the test gate: look again soon */
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 10000000;
+        if (ts.tv_nsec >= 1000000000) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000;
+        }
+        pthread_cond_timedwait(&ck->cv, &ck->mu, &ts);
+    }
 }
 
 /* ------------------------------------------------------------------------
@@ -602,7 +667,7 @@ static void *writer_main(void *arg)
     fb_ckpt *ck = arg;
     pthread_mutex_lock(&ck->mu);
     for (;;) {
-        while (!ck->job_ready && !ck->stop)
+        while (!ck->job_ready && !ck->stop && !ck->purge)
             pthread_cond_wait(&ck->cv, &ck->mu);
         if (ck->job_ready) {
             uint64_t step = ck->job_step, stall = ck->job_stall_ns;
@@ -615,6 +680,10 @@ static void *writer_main(void *arg)
                 ck->sticky_rc = rc;
             ck->busy = 0;
             pthread_cond_broadcast(&ck->cv);
+            continue;
+        }
+        if (ck->purge) { /* before stopping: fb_ckpt_close leaves none */
+            writer_purge(ck);
             continue;
         }
         if (ck->stop)

@@ -140,6 +140,8 @@ struct fb_ckpt {
     int busy;           /* a save is in flight (copy or write)          */
     int job_ready;      /* staging holds job_step, not yet picked up    */
     int stop;
+    int purge;          /* deleted checkpoints' bytes to remove (rank 0) */
+    int purge_yielded;  /* the purge under way has let a save go first   */
     uint64_t job_step, job_stall_ns;
     int last_rc;        /* result of the last save                      */
     int sticky_rc;      /* on_error = STOP: first failure, returned after */

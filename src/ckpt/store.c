@@ -208,8 +208,9 @@ int fb__ckpt_clean_tmp(const char *dir, uint64_t step, int rank, int keep_pid)
     return removed;
 }
 
-/* Rename to a hidden name, make that durable, then remove. */
-static int delete_step(const char *dir, uint64_t step, fb__ckpt_hook hook)
+/* Rename to a hidden name and make that durable: from here on no reader
+ * sees the step; its bytes go with fb__ckpt_purge. */
+static int hide_step(const char *dir, uint64_t step, fb__ckpt_hook hook)
 {
     char from[PATH_MAX], to[PATH_MAX];
     if (fb__ckpt_step_path(from, sizeof from, dir, step) ||
@@ -221,26 +222,65 @@ static int delete_step(const char *dir, uint64_t step, fb__ckpt_hook hook)
     int rc = fb__fsync_dir(dir);
     if (hook)
         hook("during_delete", step);
-    int r = fb__rm_rf(to);
-    return rc ? rc : r;
+    return rc;
 }
 
-static void remove_leftovers(const char *dir)
+/* One hidden step directory, entry by entry; 1 when yield() stopped it. */
+static int purge_one(const char *path, int (*yield)(void *), void *arg)
+{
+    DIR *d = opendir(path);
+    if (!d) {
+        if (errno == ENOTDIR)
+            return unlink(path) ? -errno : 0;
+        return errno == ENOENT ? 0 : -errno;
+    }
+    int rc = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+            continue;
+        if (yield && yield(arg)) {
+            closedir(d);
+            return 1;
+        }
+        char c[PATH_MAX];
+        int r = fb__fmt(c, sizeof c, "%s/%s", path, e->d_name) ? -ENAMETOOLONG
+                                                              : fb__rm_rf(c);
+        if (r && !rc)
+            rc = r;
+    }
+    closedir(d);
+    if (rmdir(path) && errno != ENOENT && !rc)
+        rc = -errno;
+    return rc;
+}
+
+int fb__ckpt_purge(const char *dir, int (*yield)(void *), void *arg)
 {
     DIR *d = opendir(dir);
     if (!d)
-        return;
+        return errno == ENOENT ? 0 : -errno;
+    int rc = 0;
     struct dirent *de;
     while ((de = readdir(d))) {
+        if (strncmp(de->d_name, ".deleted-step-", 14))
+            continue;
         char p[PATH_MAX];
-        if (!strncmp(de->d_name, ".deleted-step-", 14) &&
-            !fb__fmt(p, sizeof p, "%s/%s", dir, de->d_name))
-            fb__rm_rf(p);
+        int r = fb__fmt(p, sizeof p, "%s/%s", dir, de->d_name)
+                    ? -ENAMETOOLONG
+                    : purge_one(p, yield, arg);
+        if (r == 1) {
+            closedir(d);
+            return 1;
+        }
+        if (r && !rc)
+            rc = r;
     }
     closedir(d);
+    return rc;
 }
 
-int fb__ckpt_retain(const char *dir, int world_size, int keep,
+int fb__ckpt_retain(const char *dir, int world_size, int keep, int defer,
                     fb__ckpt_hook hook, void (*deleted_cb)(uint64_t step))
 {
     fb__ckpt_entry *v;
@@ -248,7 +288,6 @@ int fb__ckpt_retain(const char *dir, int world_size, int keep,
     int rc = fb__ckpt_scan(dir, world_size, 0, &v, &n);
     if (rc)
         return rc;
-    remove_leftovers(dir);
     int kept = 0, deleted = 0;
     size_t i = 0;
     for (; i < n && kept < keep; i++)
@@ -256,7 +295,7 @@ int fb__ckpt_retain(const char *dir, int world_size, int keep,
     if (kept == keep) {
         /* v[i..] are all older than the oldest kept complete checkpoint. */
         for (; i < n; i++) {
-            int r = delete_step(dir, v[i].step, hook);
+            int r = hide_step(dir, v[i].step, hook);
             if (r < 0) {
                 rc = r;
                 continue;
@@ -267,6 +306,11 @@ int fb__ckpt_retain(const char *dir, int world_size, int keep,
         }
     }
     free(v);
+    if (!defer) { /* these, and what interrupted deletions left */
+        int r = fb__ckpt_purge(dir, NULL, NULL);
+        if (r < 0 && !rc)
+            rc = r;
+    }
     return rc ? rc : deleted;
 }
 

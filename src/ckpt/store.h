@@ -156,14 +156,25 @@ void fb__shard_out_abort(fb__shard_out *o);
 
 /*
  * Keep the newest `keep` complete checkpoints; delete every step directory
- * older than the oldest kept one (complete or not) and leftovers of
- * interrupted deletions.  Nothing newer than a kept checkpoint is touched.
- * A deletion first renames the step directory to a hidden name and fsyncs
- * the parent, so no crash leaves a half-deleted directory that looks like
- * a checkpoint.  deleted_cb (may be NULL) is told each deleted step.
- * Returns how many were deleted, or -errno.
+ * older than the oldest kept one (complete or not).  Nothing newer than a
+ * kept checkpoint is touched.  A deletion first renames the step directory
+ * to a hidden name and fsyncs the parent, so no crash leaves a
+ * half-deleted directory that looks like a checkpoint; then, unless
+ * `defer`, the hidden directories' bytes are removed (fb__ckpt_purge, with
+ * the leftovers of interrupted deletions).  With `defer` they are left for
+ * the caller's fb__ckpt_purge: removing a big file takes long on some
+ * filesystems (ext4 mounted with `discard`: 0.18 s a GiB here), and the
+ * engine's writer does it when no save waits (engine.c).  deleted_cb (may
+ * be NULL) is told each deleted step.  Returns how many were deleted, or
+ * -errno.
  */
-int fb__ckpt_retain(const char *dir, int world_size, int keep,
+int fb__ckpt_retain(const char *dir, int world_size, int keep, int defer,
                     fb__ckpt_hook hook, void (*deleted_cb)(uint64_t step));
+
+/* Remove the hidden directories of deleted steps (.deleted-step-*, any
+ * process's), file by file; before each file, yield(arg) (may be NULL)
+ * may ask to stop.  0: none left; 1: stopped with some left; -errno: a
+ * removal failed (the rest was still removed). */
+int fb__ckpt_purge(const char *dir, int (*yield)(void *), void *arg);
 
 #endif

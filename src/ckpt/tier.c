@@ -238,7 +238,7 @@ void fb__tier_committed(fb_ckpt *ck, uint64_t step, const char *dir)
         }
     }
     if (ck->rank == 0 && ck->keep > 0)
-        (void)fb__ckpt_retain(t->mem_dir, ck->world_size, ck->keep, NULL, NULL);
+        (void)fb__ckpt_retain(t->mem_dir, ck->world_size, ck->keep, 0, NULL, NULL);
 }
 
 static void tier_fallback(const fb_ckpt *ck, uint64_t step, int code,

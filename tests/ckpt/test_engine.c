@@ -481,6 +481,74 @@ static void case_retention(void)
     fb_ckpt_close(ck);
 }
 
+/* Hidden step directories (.deleted-step-*): deleted, bytes not yet removed. */
+static int count_hidden(const char *dir)
+{
+    DIR *d = opendir(dir);
+    int n = 0;
+    struct dirent *e;
+    while (d && (e = readdir(d)))
+        n += !strncmp(e->d_name, ".deleted-step-", 14);
+    if (d)
+        closedir(d);
+    return n;
+}
+
+/* Saves keep keep=1.  An async handle hides the old step before the save
+ * counts as done and removes its bytes when no save waits: with that
+ * removal held (FIREBREAK_CKPT_PURGE_GATE, as a slow `discard` unlink
+ * holds it), saves still complete; closing finishes it; without the gate
+ * the writer finishes it by itself.  A synchronous handle removes at once. */
+static void case_purge_deferred(void)
+{
+    char dir[300], gate[400];
+    fresh_dir("purge", dir, sizeof dir);
+    snprintf(gate, sizeof gate, "%s.gate", dir);
+    unlink(gate);
+    setenv("FIREBREAK_CKPT_PURGE_GATE", gate, 1);
+    int64_t shape[1] = {1 << 16};
+    float *x = calloc(1 << 16, 4);
+    CHECK(x != NULL);
+    if (!x)
+        return;
+    for (int async = 1; async >= 0; async--) {
+        fb__rm_rf(dir);
+        fb_ckpt *ck = open_ck(dir, 0, 1, async, 1);
+        CHECK_RC(fb_ckpt_register(ck, "x", FB_DTYPE_F32, 1, shape, x), 0);
+        for (int s = 1; s <= 3; s++) {
+            CHECK_RC(fb_ckpt_save(ck, (uint64_t)s), 0);
+            CHECK_RC(fb_ckpt_wait(ck), 0);
+            CHECK_EQ_INT(count_steps(dir), 1);
+            CHECK(exists(SHARD, dir, (uint64_t)s, 0));
+            CHECKF(count_hidden(dir) == (async ? s - 1 : 0),
+                   "%s, step %d: %d hidden step directories", async ? "async" : "sync",
+                   s, count_hidden(dir));
+        }
+        int fd = open(gate, O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
+        CHECK(fd >= 0);
+        if (fd >= 0)
+            close(fd);
+        fb_ckpt_close(ck);
+        CHECK_EQ_INT(count_hidden(dir), 0);
+        unlink(gate);
+    }
+    /* No gate: the writer removes them while the handle stays open. */
+    unsetenv("FIREBREAK_CKPT_PURGE_GATE");
+    fb__rm_rf(dir);
+    fb_ckpt *ck = open_ck(dir, 0, 1, 1, 1);
+    CHECK_RC(fb_ckpt_register(ck, "x", FB_DTYPE_F32, 1, shape, x), 0);
+    for (int s = 1; s <= 3; s++) {
+        CHECK_RC(fb_ckpt_save(ck, (uint64_t)s), 0);
+        CHECK_RC(fb_ckpt_wait(ck), 0);
+    }
+    for (int i = 0; i < 1000 && count_hidden(dir); i++)
+        usleep(10000);
+    CHECK_EQ_INT(count_hidden(dir), 0);
+    CHECK_EQ_INT(count_steps(dir), 1);
+    fb_ckpt_close(ck);
+    free(x);
+}
+
 static void case_busy_skip(void)
 {
     char dir[300];
@@ -999,6 +1067,7 @@ static const struct {
     {"crash_before_rename", case_crash_before_rename, HOOKS},
     {"crash_after_rename", case_crash_after_rename, HOOKS},
     {"crash_during_delete", case_crash_during_delete, HOOKS},
+    {"purge_deferred", case_purge_deferred, HOOKS},
     {"write_behind", case_write_behind, PLAIN},
     {"direct_hash", case_direct_hash, PLAIN},
     {"direct_staging", case_direct_staging, PLAIN},
