@@ -181,10 +181,18 @@ static int have_children_files(void)
     return known > 0;
 }
 
+static int pid_cmp(const void *a, const void *b)
+{
+    pid_t x = *(const pid_t *)a, y = *(const pid_t *)b;
+    return (x > y) - (x < y);
+}
+
 /* The descendants of root, breadth-first, with each one's parent: its
  * index in out[], or -1 for root's children (par may be NULL), so that a
- * parent always comes before its children. */
-static int tree(pid_t root, pid_t *out, int *par, int max)
+ * parent always comes before its children.  The children of the nprune
+ * pids in prune[] (sorted) may be left out: the sweep keeps them all. */
+static int tree(pid_t root, pid_t *out, int *par, int max, const pid_t *prune,
+                int nprune)
 {
     /* Through the children files, breadth-first (out[] is the queue): the
      * cost follows the tree, not every process on the machine, which made
@@ -193,6 +201,9 @@ static int tree(pid_t root, pid_t *out, int *par, int max)
         int n = 0;
         for (int head = -1; head < n && n < max; head++) {
             int from = n;
+            if (head >= 0 && nprune > 0 &&
+                bsearch(&out[head], prune, (size_t)nprune, sizeof *prune, pid_cmp))
+                continue;
             proc_children(head < 0 ? root : out[head], out, &n, max);
             for (int j = from; par && j < n; j++)
                 par[j] = head;
@@ -211,13 +222,7 @@ static int tree(pid_t root, pid_t *out, int *par, int max)
 
 int fb__proc_descendants(pid_t root, pid_t *out, int max)
 {
-    return tree(root, out, NULL, max);
-}
-
-static int pid_cmp(const void *a, const void *b)
-{
-    pid_t x = *(const pid_t *)a, y = *(const pid_t *)b;
-    return (x > y) - (x < y);
+    return tree(root, out, NULL, max, NULL, 0);
 }
 
 int fb__proc_sweep(const pid_t *keep, int nkeep, int timeout_ms)
@@ -237,7 +242,9 @@ int fb__proc_sweep(const pid_t *keep, int nkeep, int timeout_ms)
     /* One walk of the tree a pass: a process is kept when it is in keep[]
      * or its parent is (parents come first).  Walking each kept pid's tree
      * again, as before, read /proc twice for each standby shim and its
-     * rank, 512 processes at 256 ranks. */
+     * rank, 512 processes at 256 ranks; and a kept pid's own children are
+     * not read at all (the standby's ranks exec'd ahead: 8-18 ms of a
+     * relaunch at 256 ranks went to the walk). */
     if (nkeep > 0) {
         memcpy(ks, keep, (size_t)nkeep * sizeof *ks);
         qsort(ks, (size_t)nkeep, sizeof *ks, pid_cmp);
@@ -245,7 +252,7 @@ int fb__proc_sweep(const pid_t *keep, int nkeep, int timeout_ms)
     int killed = 0;
     uint64_t deadline = fb__now_ns() + (uint64_t)timeout_ms * 1000000ull;
     for (;;) {
-        int n = tree(getpid(), d, par, MAXD), victims = 0;
+        int n = tree(getpid(), d, par, MAXD, ks, nkeep), victims = 0;
         for (int i = 0; i < n; i++)
             kept[i] = (par[i] >= 0 && kept[par[i]]) ||
                       (nkeep > 0 && bsearch(&d[i], ks, (size_t)nkeep, sizeof *ks, pid_cmp));

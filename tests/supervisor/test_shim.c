@@ -15,7 +15,9 @@
  *     none of its close-on-exec descriptors; the tests above through it;
  *     a server killed is replaced by forks here; a server that answers
  *     after the timeout is given up, and the shim it made starts nothing;
- *     a stop leaves nothing.
+ *     a stop leaves nothing;
+ *   - the sweep (fb__proc_sweep) kills every descendant but those kept and
+ *     what is below them, however deep.
  *
  * `test_shim --cost N [--server]` (not a test: docs/bench.md) starts N
  * shims of /bin/true one after the other (through the shim server) and
@@ -438,6 +440,59 @@ static void test_server(void)
     CHECK(kill(srv, 0) < 0 && errno == ESRCH);
 }
 
+/* A child that forks a grandchild (whose pid it writes to fd) and both
+ * sleep. */
+static pid_t fork_pair(int fd)
+{
+    pid_t c = fork();
+    if (c == 0) {
+        pid_t g = fork();
+        if (g == 0) {
+            pause();
+            _exit(0);
+        }
+        (void)!write(fd, &g, sizeof g);
+        pause();
+        _exit(0);
+    }
+    return c;
+}
+
+static int alive(pid_t pid)
+{
+    char path[64], state = 0;
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    int n = fscanf(f, "%*d (%*[^)]) %c", &state);
+    fclose(f);
+    return n == 1 && state != 'Z';
+}
+
+static void test_sweep_keeps(void)
+{
+    int p[2];
+    CHECK(pipe(p) == 0);
+    pid_t kept = fork_pair(p[1]), gone = fork_pair(p[1]), g[2] = {0, 0};
+    CHECK(kept > 0 && gone > 0);
+    CHECK(read(p[0], &g[0], sizeof g[0]) == sizeof g[0]);
+    CHECK(read(p[0], &g[1], sizeof g[1]) == sizeof g[1]);
+    close(p[0]);
+    close(p[1]);
+    int killed = fb__proc_sweep(&kept, 1, 2000);
+    CHECKF(killed >= 2, "the sweep killed %d processes", killed);
+    CHECK(alive(kept));
+    CHECK(!alive(gone));
+    int kept_grandchildren = alive(g[0]) + alive(g[1]);
+    CHECKF(kept_grandchildren == 1, "%d grandchildren alive, not the kept one's only",
+           kept_grandchildren);
+    kill(g[0], SIGKILL);
+    kill(g[1], SIGKILL);
+    kill(kept, SIGKILL);
+    waitpid(kept, NULL, 0);
+}
+
 int main(int argc, char **argv)
 {
     if (argc >= 3 && !strcmp(argv[1], "--cost")) {
@@ -474,6 +529,7 @@ int main(int argc, char **argv)
     test_cwd_stdout_env();
     test_nofork_arrays();
     test_server();
+    test_sweep_keeps();
     if (failures)
         fprintf(stderr, "test_shim: %d check%s failed\n", failures,
                 failures == 1 ? "" : "s");
