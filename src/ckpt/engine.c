@@ -628,18 +628,21 @@ static int purge_yield(void *arg)
     if (yield)
         ck->purge_yielded = 1;
     pthread_mutex_unlock(&ck->mu);
-    return yield || purge_gate_closed();
+    return yield;
 }
 
 /* The writer's purge, with mu held on entry and return. */
 static void writer_purge(fb_ckpt *ck)
 {
-    pthread_mutex_unlock(&ck->mu);
-    int rc = fb__ckpt_purge(ck->dir, purge_yield, ck);
-    if (rc < 0)
-        fprintf(stderr, "firebreak: removing deleted checkpoints in %s: %s\n",
-                ck->dir, fb_strerror(rc));
-    pthread_mutex_lock(&ck->mu);
+    int rc = 1; /* held by the test gate: nothing done */
+    if (!purge_gate_closed()) {
+        pthread_mutex_unlock(&ck->mu);
+        rc = fb__ckpt_purge(ck->dir, purge_yield, ck);
+        if (rc < 0)
+            fprintf(stderr, "firebreak: removing deleted checkpoints in %s: %s\n",
+                    ck->dir, fb_strerror(rc));
+        pthread_mutex_lock(&ck->mu);
+    }
     if (rc != 1) {
         ck->purge = 0;
         ck->purge_yielded = 0;

@@ -549,6 +549,53 @@ static void case_purge_deferred(void)
     free(x);
 }
 
+/* fb__ckpt_purge's yield: 0 for the first `go` calls, then 1. */
+static int yield_after(void *arg)
+{
+    int *go = arg;
+    return (*go)-- <= 0;
+}
+
+static long long file_size(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) ? -1 : (long long)st.st_size;
+}
+
+/* The purge cuts a big hidden file 64 MiB at a time from its end, asking
+ * between cuts (a save waits at most one cut, not a whole unlink); a file
+ * with another link is not cut (a user's `cp -al` keeps its bytes). */
+static void case_purge_cuts(void)
+{
+    char dir[300], hidden[400], big[500], linked[500], other[400];
+    fresh_dir("purge_cuts", dir, sizeof dir);
+    snprintf(hidden, sizeof hidden, "%s/.deleted-step-0000000001.1", dir);
+    snprintf(big, sizeof big, "%s/rank-00000.safetensors", hidden);
+    snprintf(linked, sizeof linked, "%s/rank-00001.safetensors", hidden);
+    snprintf(other, sizeof other, "%s/kept.safetensors", dir);
+    CHECK(fb__mkdir_p(hidden, 0755) == 0);
+    long long size = 200ll << 20; /* sparse: cut all the same */
+    int fd = open(big, O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
+    CHECK(fd >= 0 && ftruncate(fd, size) == 0);
+    if (fd >= 0)
+        close(fd);
+    /* Stopped after its first cut. */
+    int go = 1;
+    CHECK_EQ_INT(fb__ckpt_purge(dir, yield_after, &go), 1);
+    CHECKF(file_size(big) == size - (64ll << 20), "after one cut: %lld bytes",
+           file_size(big));
+    fd = open(linked, O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
+    CHECK(fd >= 0 && ftruncate(fd, size) == 0);
+    if (fd >= 0)
+        close(fd);
+    CHECK(link(linked, other) == 0);
+    /* Then to the end: the hidden directory goes, the other link stays. */
+    go = 1000;
+    CHECK_EQ_INT(fb__ckpt_purge(dir, yield_after, &go), 0);
+    CHECK_EQ_INT(count_hidden(dir), 0);
+    CHECK_EQ_INT(file_size(other) == size, 1);
+}
+
 static void case_busy_skip(void)
 {
     char dir[300];
@@ -1068,6 +1115,7 @@ static const struct {
     {"crash_after_rename", case_crash_after_rename, HOOKS},
     {"crash_during_delete", case_crash_during_delete, HOOKS},
     {"purge_deferred", case_purge_deferred, HOOKS},
+    {"purge_cuts", case_purge_cuts, PLAIN},
     {"write_behind", case_write_behind, PLAIN},
     {"direct_hash", case_direct_hash, PLAIN},
     {"direct_staging", case_direct_staging, PLAIN},
