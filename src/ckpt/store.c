@@ -252,14 +252,20 @@ static int remove_file(const char *path, int (*yield)(void *), void *arg)
     return fb__rm_rf(path);
 }
 
-/* One hidden step directory, entry by entry; 1 when yield() stopped it. */
+/* One hidden step directory, entry by entry; 1 when yield() stopped it.
+ * A name that is not a directory (a symbolic link among them: never
+ * followed) is only unlinked. */
 static int purge_one(const char *path, int (*yield)(void *), void *arg)
 {
-    DIR *d = opendir(path);
+    int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
     if (!d) {
-        if (errno == ENOTDIR)
-            return unlink(path) ? -errno : 0;
-        return errno == ENOENT ? 0 : -errno;
+        int e = errno;
+        if (fd >= 0)
+            close(fd);
+        if (e == ENOTDIR || e == ELOOP)
+            return unlink(path) && errno != ENOENT ? -errno : 0;
+        return e == ENOENT ? 0 : -e;
     }
     int rc = 0;
     struct dirent *e;

@@ -594,6 +594,22 @@ static void case_purge_cuts(void)
     CHECK_EQ_INT(fb__ckpt_purge(dir, yield_after, &go), 0);
     CHECK_EQ_INT(count_hidden(dir), 0);
     CHECK_EQ_INT(file_size(other) == size, 1);
+    /* A hidden name that is a symbolic link to a directory: the link
+     * goes, what it points to stays. */
+    char outside[400], victim[500], sym[400];
+    snprintf(outside, sizeof outside, "%s.outside", dir);
+    snprintf(victim, sizeof victim, "%s/precious", outside);
+    snprintf(sym, sizeof sym, "%s/.deleted-step-0000000002.1", dir);
+    CHECK(fb__mkdir_p(outside, 0755) == 0);
+    fd = open(victim, O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
+    CHECK(fd >= 0);
+    if (fd >= 0)
+        close(fd);
+    CHECK(symlink(outside, sym) == 0);
+    CHECK_EQ_INT(fb__ckpt_purge(dir, NULL, NULL), 0);
+    CHECK(access(victim, F_OK) == 0);
+    struct stat st;
+    CHECK(lstat(sym, &st) != 0 && errno == ENOENT);
 }
 
 static void case_busy_skip(void)
