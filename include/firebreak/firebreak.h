@@ -315,7 +315,9 @@ int fb_ckpt_wait(fb_ckpt *ck);
  */
 int fb_ckpt_restore(fb_ckpt *ck, uint64_t *step_out);
 
-/* Wait for any in-flight save, then free the handle and staging memory. */
+/* Wait for any in-flight save and, on rank 0, for the removal of the files
+ * of checkpoints retention deleted (done between saves: docs/checkpoint.md,
+ * "Retention"), then free the handle and staging memory. */
 void fb_ckpt_close(fb_ckpt *ck);
 
 /* The handle's checkpoint directory (the option, or the one picked when
