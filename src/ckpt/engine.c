@@ -647,13 +647,7 @@ static void writer_purge(fb_ckpt *ck)
         ck->purge = 0;
         ck->purge_yielded = 0;
     } else if (!ck->job_ready) { /* held by the test gate: look again soon */
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += 10000000;
-        if (ts.tv_nsec >= 1000000000) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000;
-        }
+        struct timespec ts = fb__wall_after_ms(10);
         pthread_cond_timedwait(&ck->cv, &ck->mu, &ts);
     }
 }

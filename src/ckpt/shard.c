@@ -265,13 +265,7 @@ static void join_polling(pthread_t tid, fb__shard_stop stop, void *stop_arg,
         return;
     }
     for (;;) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += 50000000;
-        if (ts.tv_nsec >= 1000000000) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000;
-        }
+        struct timespec ts = fb__wall_after_ms(50);
         if (pthread_timedjoin_np(tid, NULL, &ts) != ETIMEDOUT)
             return;
         if (stop(stop_arg))

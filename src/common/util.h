@@ -29,6 +29,21 @@ static inline uint64_t fb__wall_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/* CLOCK_REALTIME `ms` from now, as pthread_cond_timedwait and
+ * pthread_timedjoin_np take their deadlines. */
+static inline struct timespec fb__wall_after_ms(unsigned ms)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += (time_t)(ms / 1000);
+    ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    return ts;
+}
+
 /* CPU time of the calling thread (0 where the clock is missing). */
 static inline uint64_t fb__thread_cpu_ns(void)
 {
