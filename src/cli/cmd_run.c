@@ -37,6 +37,12 @@ static void usage(FILE *f)
 "                         0 = SIGKILL at once)\n"
 "  --crash-loop N         stop when N attempts in a row fail the same way at\n"
 "                         the same step (default 2; 0 = never)\n"
+"  --supervisor-nice N    the supervisor and its shims run N nice steps above\n"
+"                         the ranks, where the kernel allows it (root,\n"
+"                         CAP_SYS_NICE or RLIMIT_NICE), so that stopping\n"
+"                         and relaunching ranks does not wait behind them;\n"
+"                         the ranks keep the nice firebreak started with\n"
+"                         (default 10; 0: the ranks' own)\n"
 "  --run-dir DIR          the run directory (default runs/<name>-<time>)\n"
 "  --run-root DIR         where default run directories go (default runs)\n"
 "  --name NAME            run name (default: the program's name)\n"
@@ -208,7 +214,7 @@ int fb__cmd_run(int argc, char **argv)
            O_DRAIN, O_HEALTH, O_NONODES, O_STRAGGLER, O_QUIET, O_JSON, O_NNODES,
            O_SHGROUP, O_CONSOLE, O_KMSG, O_NOIHEALTH, O_HEALTHROOT, O_NODETIMEOUT,
            O_NOPYHOOKS, O_PERSIST, O_MEMMAX, O_NOWARM, O_PEERDOM,
-           O_PEERCOPIES };
+           O_PEERCOPIES, O_SUPNICE };
     static const struct option longopts[] = {
         {"nproc-per-node", required_argument, 0, O_NPROC},
         {"nproc", required_argument, 0, O_NPROC},
@@ -221,6 +227,7 @@ int fb__cmd_run(int argc, char **argv)
         {"attach-timeout", required_argument, 0, O_ATTACH},
         {"grace", required_argument, 0, O_GRACE},
         {"crash-loop", required_argument, 0, O_LOOP},
+        {"supervisor-nice", required_argument, 0, O_SUPNICE},
         {"run-dir", required_argument, 0, O_RUNDIR},
         {"run-root", required_argument, 0, O_RUNROOT},
         {"name", required_argument, 0, O_NAME},
@@ -291,6 +298,7 @@ int fb__cmd_run(int argc, char **argv)
         case O_ATTACH: bad = parse_dur("--attach-timeout", optarg, 1e-3, MAX_TIMEOUT_S, &o.attach_timeout_s); break;
         case O_GRACE: bad = parse_dur("--grace", optarg, 0, MAX_TIMEOUT_S, &o.grace_s); break;
         case O_LOOP: bad = parse_num("--crash-loop", optarg, 0, 1000, &o.crash_loop); break;
+        case O_SUPNICE: bad = parse_num("--supervisor-nice", optarg, 0, 39, &o.sup_nice); break;
         case O_RUNDIR: o.run_dir = optarg; break;
         case O_RUNROOT: o.run_root = optarg; break;
         case O_NAME: o.name = optarg; break;

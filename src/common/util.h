@@ -13,7 +13,9 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 static inline uint64_t fb__now_ns(void)
 {
@@ -51,6 +53,22 @@ static inline uint64_t fb__thread_cpu_ns(void)
     if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts))
         return 0;
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* The directory of this process's program (/proc/self/exe), into buf:
+ * where the files built or installed beside it are looked for.  0, or
+ * -1 when it cannot be told or does not fit. */
+static inline int fb__self_dir(char *buf, size_t size)
+{
+    ssize_t n = size > 1 ? readlink("/proc/self/exe", buf, size - 1) : -1;
+    if (n <= 0 || (size_t)n >= size - 1)
+        return -1;
+    buf[n] = '\0';
+    char *slash = strrchr(buf, '/');
+    if (!slash)
+        return -1;
+    *slash = '\0';
+    return 0;
 }
 
 /* Seconds since the epoch, as a double (journal timestamps). */

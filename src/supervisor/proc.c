@@ -348,6 +348,34 @@ static void write_msg(int fd, const fb__shim_msg *m)
  * the shim's stack frames: it never returns, only makes system calls and
  * writes nothing the shim reads but errno, which the shim does not look
  * at. */
+/* The nice before fb__proc_nice_raise, given back to every program
+ * exec'd. */
+static int nice_before, nice_raised;
+
+int fb__proc_nice_raise(int steps)
+{
+    if (nice_raised)
+        return -EALREADY;
+    errno = 0;
+    int n = getpriority(PRIO_PROCESS, 0); /* this thread's, on Linux */
+    if (n == -1 && errno)
+        return -errno;
+    int want = n - steps < -20 ? -20 : n - steps;
+    if (steps <= 0 || want == n)
+        return 0;
+    if (setpriority(PRIO_PROCESS, 0, want))
+        return -errno;
+    nice_before = n;
+    nice_raised = 1;
+    return 0;
+}
+
+void fb__proc_nice_restore(void)
+{
+    if (nice_raised)
+        (void)setpriority(PRIO_PROCESS, 0, nice_before);
+}
+
 /* The soft limit of open files before fb__proc_nofile_raise, given back to
  * every rank. */
 static struct rlimit nofile_before;
@@ -411,6 +439,7 @@ __attribute__((noreturn)) static void rank_child_main(const rank_child *c)
     sigprocmask(SIG_SETMASK, &none, NULL);
     if (nofile_raised)
         setrlimit(RLIMIT_NOFILE, &nofile_before);
+    fb__proc_nice_restore();
     /* A standby rank (standby_wait): the exec stops it (SIGTRAP to a
      * tracee) until the shim lets it go; one that cannot be traced does
      * not run ahead at all. */
@@ -914,10 +943,98 @@ __attribute__((noreturn)) static void srv_main(int sock, pid_t supervisor)
     }
 }
 
+/* The server's own program (FB__SHIM_SERVER_PROGRAM): where
+ * FIREBREAK_SHIM_SERVER_PROGRAM says, else beside this program (the build
+ * tree), else in ../libexec/firebreak (an install).  0, or -ENOENT. */
+static int srv_program(char *path, size_t size)
+{
+    const char *env = getenv("FIREBREAK_SHIM_SERVER_PROGRAM");
+    if (env && env[0]) {
+        int n = snprintf(path, size, "%s", env);
+        return n > 0 && (size_t)n < size && access(path, X_OK) == 0 ? 0 : -ENOENT;
+    }
+    char self[PATH_MAX];
+    if (fb__self_dir(self, sizeof self))
+        return -ENOENT;
+    static const char *const where[] = {"%s/" FB__SHIM_SERVER_PROGRAM,
+                                        "%s/../libexec/firebreak/" FB__SHIM_SERVER_PROGRAM};
+    for (size_t i = 0; i < sizeof where / sizeof where[0]; i++) {
+        int k = snprintf(path, size, where[i], self);
+        if (k > 0 && (size_t)k < size && access(path, X_OK) == 0)
+            return 0;
+    }
+    return -ENOENT;
+}
+
+/* In the server's child: its own program, with what the ranks must get
+ * back (fb__proc_nofile_raise, fb__proc_nice_raise) in its arguments.
+ * Returns only when the exec failed: then this fork serves. */
+static void srv_exec(const char *program, int sock, pid_t supervisor)
+{
+    char a_fd[16], a_sup[24], a_nofile[48], a_nice[16];
+    snprintf(a_fd, sizeof a_fd, "%d", sock);
+    snprintf(a_sup, sizeof a_sup, "%d", (int)supervisor);
+    if (nofile_raised)
+        snprintf(a_nofile, sizeof a_nofile, "%llu", (unsigned long long)nofile_before.rlim_cur);
+    else
+        snprintf(a_nofile, sizeof a_nofile, "-");
+    if (nice_raised)
+        snprintf(a_nice, sizeof a_nice, "%d", nice_before);
+    else
+        snprintf(a_nice, sizeof a_nice, "-");
+    char *argv[] = {(char *)FB__SHIM_SERVER_PROGRAM, a_fd, a_sup, a_nofile, a_nice, NULL};
+    if (fcntl(sock, F_SETFD, 0))
+        return;
+    execv(program, argv);
+    fcntl(sock, F_SETFD, FD_CLOEXEC);
+}
+
+/* One decimal in [lo, hi], or "-" (*set = 0). */
+static int srv_arg(const char *v, long long lo, long long hi, long long *out, int *set)
+{
+    *set = 0;
+    if (!strcmp(v, "-"))
+        return 0;
+    char *end;
+    errno = 0;
+    long long x = strtoll(v, &end, 10);
+    if (errno || end == v || *end || x < lo || x > hi)
+        return -1;
+    *out = x;
+    *set = 1;
+    return 0;
+}
+
+int fb__shim_server_main(int argc, char **argv)
+{
+    long long sock = -1, sup = 0, nofile = 0, nice = 0;
+    int set, set_nofile, set_nice;
+    if (argc != 5 || srv_arg(argv[1], 3, INT_MAX, &sock, &set) || !set ||
+        srv_arg(argv[2], 2, INT_MAX, &sup, &set) || !set ||
+        srv_arg(argv[3], 0, LLONG_MAX, &nofile, &set_nofile) ||
+        srv_arg(argv[4], -20, 19, &nice, &set_nice) || fcntl((int)sock, F_GETFD) < 0) {
+        fprintf(stderr, "%s: firebreak run's helper, started by it (docs/supervisor.md, "
+                "\"The shim server\"); not a command\n", FB__SHIM_SERVER_PROGRAM);
+        return 2;
+    }
+    fcntl((int)sock, F_SETFD, FD_CLOEXEC);
+    if (set_nofile && getrlimit(RLIMIT_NOFILE, &nofile_before) == 0) {
+        nofile_before.rlim_cur = (rlim_t)nofile;
+        nofile_raised = 1;
+    }
+    if (set_nice) {
+        nice_before = (int)nice;
+        nice_raised = 1;
+    }
+    srv_main((int)sock, (pid_t)sup);
+}
+
 int fb__shim_server_start(void)
 {
     if (srv_fd >= 0)
         return 0;
+    char program[PATH_MAX];
+    int have_program = srv_program(program, sizeof program) == 0;
     int sv[2];
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv))
         return -errno;
@@ -931,6 +1048,8 @@ int fb__shim_server_start(void)
     }
     if (pid == 0) {
         close(sv[0]);
+        if (have_program)
+            srv_exec(program, sv[1], supervisor);
         srv_main(sv[1], supervisor);
     }
     close(sv[1]);

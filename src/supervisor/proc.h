@@ -69,6 +69,20 @@ typedef struct fb__spawn {
  * Once per process; what it could not raise stays as it was. */
 void fb__proc_nofile_raise(void);
 
+/* Run the calling thread `steps` nice steps above what it had (lower nice
+ * values, clamped at -20), and so the threads and shims it starts after:
+ * a failure's stop and relaunch is their work, done while every rank
+ * still wants the CPUs (docs/supervisor.md, "Priority").  Every program
+ * exec'd from here gets the nice it had before (fb__proc_nice_restore).
+ * 0, or -errno where the kernel refused (EACCES without root,
+ * CAP_SYS_NICE or RLIMIT_NICE): nothing changed then.  Once per process
+ * (-EALREADY after). */
+int fb__proc_nice_raise(int steps);
+
+/* In a child about to exec: back to the nice before fb__proc_nice_raise
+ * (async-signal-safe: a system call only). */
+void fb__proc_nice_restore(void);
+
 /* Fork a shim that execs sp->argv (through the shim server, when one
  * runs).  On success *shim_pid and *msg_fd (the
  * read end of the shim's message pipe, non-blocking, close-on-exec). */
@@ -86,8 +100,21 @@ int fb__shim_spawn(const fb__spawn *sp, pid_t *shim_pid, int *msg_fd);
  * it died, gave no answer within 5 s, or a request is too big for one
  * message (160 KiB of arguments and environment), fb__shim_spawn forks
  * here.  The server dies with this process (parent-death SIGKILL, end of
- * file on its socket).  0, or -errno (no server: forks here). */
+ * file on its socket).  The child execs the server's own program,
+ * FB__SHIM_SERVER_PROGRAM (FIREBREAK_SHIM_SERVER_PROGRAM, else beside this
+ * program, else ../libexec/firebreak): static, linked with this file
+ * alone, so that each shim is a copy of a process of a few mappings, not
+ * of every library this program loads; without it, the fork serves.  0,
+ * or -errno (no server: forks here). */
 int fb__shim_server_start(void);
+
+#define FB__SHIM_SERVER_PROGRAM "fb-shim-server"
+
+/* The server program's main: argv is {name, socket descriptor,
+ * supervisor's pid, the ranks' soft limit of open files or "-", their
+ * nice or "-"}, as fb__shim_server_start passes them.  Serves until the
+ * supervisor closes the socket; 2 on bad arguments. */
+int fb__shim_server_main(int argc, char **argv);
 
 /* The server's reader of one request (exposed for fuzz/sup_shim_req.c):
  * a header of five uint32 in host byte order (magic 0x46425353 "FBSS",

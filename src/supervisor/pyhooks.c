@@ -126,14 +126,8 @@ int fb__sup_python_dir(char *buf, size_t size)
     if (env && env[0])
         return has_package(env) && !fb__fmt(buf, size, "%s", env) ? 0 : -ENOENT;
     char exe[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n <= 0)
+    if (fb__self_dir(exe, sizeof exe))
         return -ENOENT;
-    exe[n] = '\0';
-    char *slash = strrchr(exe, '/');
-    if (!slash)
-        return -ENOENT;
-    *slash = '\0';
     /* the build tree (build/firebreak, build/python), then an install
      * (<prefix>/bin/firebreak, <prefix>/lib/firebreak/python) */
     static const char *const rel[] = {"python", "../lib/firebreak/python"};

@@ -202,6 +202,7 @@ static void child_setup(int out_fd, int err_fd)
     sigprocmask(SIG_SETMASK, &none, NULL);
     signal(SIGPIPE, SIG_DFL); /* the supervisor ignores it */
     prctl(PR_SET_PDEATHSIG, SIGTERM);
+    fb__proc_nice_restore(); /* a health check or srun: the user's nice */
     int devnull = open("/dev/null", O_RDWR);
     if (devnull >= 0)
         dup2(devnull, 0);

@@ -48,6 +48,7 @@ void fb__sup_options_init(fb__sup_options *o)
     o->ckpt_timeout_s = 900;
     o->grace_s = 5;
     o->crash_loop = 2;
+    o->sup_nice = 10;
     o->run_root = "runs";
     o->preload_fr = 1;
     o->on_no_nodes = FB_ON_NO_NODES_STOP;
@@ -112,14 +113,8 @@ const char *fb__sup_fr_preload_path(void)
 {
     static char path[PATH_MAX];
     char self[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-    if (n <= 0)
+    if (fb__self_dir(self, sizeof self))
         return NULL;
-    self[n] = '\0';
-    char *slash = strrchr(self, '/');
-    if (!slash)
-        return NULL;
-    *slash = '\0';
     static const char *const cands[] = {"%s/libfirebreak-mpi.so",
                                         "%s/../lib/libfirebreak-mpi.so",
                                         "%s/../lib/x86_64-linux-gnu/libfirebreak-mpi.so",
@@ -282,6 +277,7 @@ static void options_json(const fb__sup_options *o, fb__jsonw *w)
     fb__jsonw_kdouble(w, "attach_timeout_s", o->attach_timeout_s);
     fb__jsonw_kdouble(w, "grace_s", o->grace_s);
     fb__jsonw_kint(w, "crash_loop", o->crash_loop);
+    fb__jsonw_kint(w, "supervisor_nice", o->sup_nice);
     fb__jsonw_kstr(w, "inject", o->inject);
     if (o->persist_every >= 0 || o->memory_ckpt_max) {
         fb__jsonw_kint(w, "persist_every", o->persist_every < 0 ? 1 : o->persist_every);
@@ -1278,6 +1274,11 @@ static int run_attempt(fb__sup *s)
         int wait_ms = fb__sup_watch_period_ms(s);
         int standby_ms = fb__sup_standby_due_ms(s); /* the standby's next forks */
         handle_events(s, standby_ms >= 0 && standby_ms < wait_ms ? standby_ms : wait_ms);
+        /* A failure or a stop signal: straight to the last look below, not
+         * a pass of the segments before it too (at 256 ranks, 0.3-40 ms
+         * between a detection and the stop). */
+        if (s->fail.set || s->stop_signal)
+            break;
         fb__journal_batch_begin(s->j);
         uint64_t now = fb__now_ns();
         fb__sup_watch(s, now);
@@ -1290,8 +1291,11 @@ static int run_attempt(fb__sup *s)
         fb__sup_status(s, now, 0);
         fb__journal_batch_end(s->j);
     }
-    /* Last look at the segments: reports sent just before the end. */
+    /* Last look at the segments: reports sent just before the end, in one
+     * transaction as the loop's. */
+    fb__journal_batch_begin(s->j);
     fb__sup_watch(s, fb__now_ns());
+    fb__journal_batch_end(s->j);
     int completed = !s->fail.set && !s->stop_signal;
     uint64_t end_ns = fb__now_ns();
     if (s->fail.set) {
@@ -1682,6 +1686,8 @@ int fb__sup_run(const fb__sup_options *o, fb__sup_result *res)
     s->world = o->nproc_per_node * (o->nnodes > 0 ? o->nnodes : 1);
     s->lock_fd[0] = s->lock_fd[1] = -1;
     fb__proc_nofile_raise();
+    /* Refused (no privilege): the supervisor shares the CPUs as any rank. */
+    (void)fb__proc_nice_raise(o->sup_nice);
 
     int rc = check_inputs(s);
     if (rc)

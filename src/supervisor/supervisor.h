@@ -65,6 +65,7 @@ typedef struct fb__sup_options {
                                  watched for exits                         */
     double grace_s;           /* SIGTERM -> SIGKILL                         */
     int crash_loop;           /* consecutive failures at the same step     */
+    int sup_nice;             /* nice steps above the ranks (0: none)      */
     const char *run_dir;      /* NULL: <run_root>/<name>-<timestamp>        */
     const char *run_root;     /* default "runs"                              */
     const char *name;         /* NULL: the program's base name               */

@@ -11,8 +11,10 @@
  *   - the supervisor's per-rank arrays (fb__proc_calloc_nofork) are not
  *     inherited by a fork, so that writing them after a shim's fork takes
  *     no copy-on-write fault;
- *   - the shim server: its shims are this process's children and hold
- *     none of its close-on-exec descriptors; the tests above through it;
+ *   - the shim server, its own program (argv[1]) exec'd, and a fork
+ *     where there is none: its shims are this process's children, hold
+ *     none of its close-on-exec descriptors; they run at this process's nice, their programs at the
+ *     nice before fb__proc_nice_raise; the tests above through it;
  *     a server killed is replaced by forks here; a server that answers
  *     after the timeout is given up, and the shim it made starts nothing;
  *     a stop leaves nothing;
@@ -296,8 +298,33 @@ static int holds(pid_t pid, const char *path)
     return found;
 }
 
-static void test_server(void)
+/* The nice of a process (field 19 of its stat), or 99. */
+static int nice_of(pid_t pid)
 {
+    char path[64], st[512] = "";
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 99;
+    int n = 99;
+    if (fgets(st, sizeof st, f)) {
+        const char *rp = strrchr(st, ')');
+        if (!rp || sscanf(rp + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u "
+                          "%*d %*d %*d %d", &n) != 1)
+            n = 99;
+    }
+    fclose(f);
+    return n;
+}
+
+/* program: the server's own (FIREBREAK_SHIM_SERVER_PROGRAM), or NULL: none
+ * to exec (a path that does not exist), so the fork serves.  nice_raised:
+ * this process runs a step above the nice it started with, which the
+ * ranks get back. */
+static void test_server(const char *program, int nice_raised)
+{
+    setenv("FIREBREAK_SHIM_SERVER_PROGRAM", program ? program : "/nonexistent/fb-shim-server",
+           1);
     /* Open before the server: one close-on-exec (the supervisor's own:
      * not for the shims), one without (the user's: every rank inherits
      * it, through the shim). */
@@ -346,6 +373,18 @@ static void test_server(void)
             fclose(f);
         }
         CHECK_EQ_INT(ppid, (int)getpid());
+        /* the server's own program, a copy of it in each shim (not of
+         * this process: docs/supervisor.md, "The shim server") */
+        char exe[PATH_MAX] = "";
+        snprintf(path, sizeof path, "/proc/%d/exe", (int)shim);
+        ssize_t n = readlink(path, exe, sizeof exe - 1);
+        exe[n > 0 ? n : 0] = '\0';
+        const char *base = strrchr(exe, '/') ? strrchr(exe, '/') + 1 : exe;
+        CHECK_EQ_STR(base, program ? "fb-shim-server" : "test_shim");
+        /* the shim at this process's nice, its program at the one before */
+        int mine = nice_of(getpid());
+        CHECK_EQ_INT(nice_of(shim), mine);
+        CHECK_EQ_INT(nice_of(m.pid), mine + nice_raised);
         CHECKF(!holds(shim, own), "the shim holds this process's %s", own);
         CHECKF(holds(shim, user), "the shim lost the inherited %s", user);
         CHECK(fb__shim_server_cpu_ns() > cpu0);
@@ -438,6 +477,23 @@ static void test_server(void)
     fb__shim_server_stop();
     CHECK_EQ_INT((int)fb__shim_server_pid(), 0);
     CHECK(kill(srv, 0) < 0 && errno == ESRCH);
+    unsetenv("FIREBREAK_SHIM_SERVER_PROGRAM");
+}
+
+/* The server's program run by hand, or with arguments out of bounds: a
+ * message and exit status 2, nothing served. */
+static void test_server_args(const char *program)
+{
+    static const char *const bad[] = {
+        "", "x 1 - -", "3 1 - -", "0 1 - -", "1 1 - - extra",
+        "2 1 - 99", "2 1 -5 -", "2 0 - -", "2 1 - 1x", "99999999999999999999 1 - -",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char cmd[PATH_MAX + 128];
+        snprintf(cmd, sizeof cmd, "%s %s 2>/dev/null", program, bad[i]);
+        int st = system(cmd);
+        CHECKF(WIFEXITED(st) && WEXITSTATUS(st) == 2, "'%s' exited %d", bad[i], st);
+    }
 }
 
 /* A child that forks a grandchild (whose pid it writes to fd) and both
@@ -528,7 +584,16 @@ int main(int argc, char **argv)
     test_exec_fails();
     test_cwd_stdout_env();
     test_nofork_arrays();
-    test_server();
+    /* argv[1]: fb-shim-server; a step of nice up where allowed (root),
+     * which its ranks must not keep */
+    int before = nice_of(getpid());
+    int raised = before > -20 && fb__proc_nice_raise(1) == 0 ? 1 : 0;
+    CHECK_EQ_INT(nice_of(getpid()), before - raised);
+    if (argc >= 2) {
+        test_server(argv[1], raised);
+        test_server_args(argv[1]);
+    }
+    test_server(NULL, raised);
     test_sweep_keeps();
     if (failures)
         fprintf(stderr, "test_shim: %d check%s failed\n", failures,
