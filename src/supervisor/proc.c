@@ -343,11 +343,6 @@ static void write_msg(int fd, const fb__shim_msg *m)
     while (r < 0 && errno == EINTR);
 }
 
-/* The rank's side of the shim's spawn, until its exec.  It runs in the
- * shim's memory (vfork: the shim suspended until the exec or _exit), below
- * the shim's stack frames: it never returns, only makes system calls and
- * writes nothing the shim reads but errno, which the shim does not look
- * at. */
 /* The nice before fb__proc_nice_raise, given back to every program
  * exec'd. */
 static int nice_before, nice_raised;
@@ -408,6 +403,11 @@ typedef struct rank_child {
     int traced; /* stop at the exec, before the program's first instruction */
 } rank_child;
 
+/* The rank's side of the shim's spawn, until its exec.  It runs in the
+ * shim's memory (vfork: the shim suspended until the exec or _exit), below
+ * the shim's stack frames: it never returns, only makes system calls and
+ * writes nothing the shim reads but errno, which the shim does not look
+ * at. */
 __attribute__((noreturn)) static void rank_child_main(const rank_child *c)
 {
     const fb__spawn *sp = c->sp;
@@ -966,23 +966,34 @@ static int srv_program(char *path, size_t size)
     return -ENOENT;
 }
 
-/* In the server's child: its own program, with what the ranks must get
- * back (fb__proc_nofile_raise, fb__proc_nice_raise) in its arguments.
- * Returns only when the exec failed: then this fork serves. */
-static void srv_exec(const char *program, int sock, pid_t supervisor)
+/* The server program's arguments (fb__shim_server_main), made before the
+ * fork: what the ranks must get back (fb__proc_nofile_raise,
+ * fb__proc_nice_raise). */
+typedef struct srv_args {
+    char fd[16], sup[24], nofile[48], nice[16];
+} srv_args;
+
+static void srv_args_make(srv_args *a, int sock, pid_t supervisor)
 {
-    char a_fd[16], a_sup[24], a_nofile[48], a_nice[16];
-    snprintf(a_fd, sizeof a_fd, "%d", sock);
-    snprintf(a_sup, sizeof a_sup, "%d", (int)supervisor);
+    snprintf(a->fd, sizeof a->fd, "%d", sock);
+    snprintf(a->sup, sizeof a->sup, "%d", (int)supervisor);
     if (nofile_raised)
-        snprintf(a_nofile, sizeof a_nofile, "%llu", (unsigned long long)nofile_before.rlim_cur);
+        snprintf(a->nofile, sizeof a->nofile, "%llu",
+                 (unsigned long long)nofile_before.rlim_cur);
     else
-        snprintf(a_nofile, sizeof a_nofile, "-");
+        snprintf(a->nofile, sizeof a->nofile, "-");
     if (nice_raised)
-        snprintf(a_nice, sizeof a_nice, "%d", nice_before);
+        snprintf(a->nice, sizeof a->nice, "%d", nice_before);
     else
-        snprintf(a_nice, sizeof a_nice, "-");
-    char *argv[] = {(char *)FB__SHIM_SERVER_PROGRAM, a_fd, a_sup, a_nofile, a_nice, NULL};
+        snprintf(a->nice, sizeof a->nice, "-");
+}
+
+/* In the server's child: its own program.  Returns only when the exec
+ * failed: then this fork serves. */
+static void srv_exec(const char *program, int sock, srv_args *a)
+{
+    char *argv[] = {(char *)FB__SHIM_SERVER_PROGRAM, a->fd, a->sup, a->nofile, a->nice,
+                    NULL};
     if (fcntl(sock, F_SETFD, 0))
         return;
     execv(program, argv);
@@ -1039,6 +1050,8 @@ int fb__shim_server_start(void)
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv))
         return -errno;
     pid_t supervisor = getpid();
+    srv_args args;
+    srv_args_make(&args, sv[1], supervisor);
     pid_t pid = fork();
     if (pid < 0) {
         int e = errno;
@@ -1049,7 +1062,7 @@ int fb__shim_server_start(void)
     if (pid == 0) {
         close(sv[0]);
         if (have_program)
-            srv_exec(program, sv[1], supervisor);
+            srv_exec(program, sv[1], &args);
         srv_main(sv[1], supervisor);
     }
     close(sv[1]);
