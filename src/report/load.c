@@ -633,12 +633,35 @@ static int drain_event(void *arg, const fb__journal_event_row *r)
     return 0;
 }
 
-/* The journal's `drain` events (slurm.c, under --drain): the node is the
- * event's node column, the reason its detail; FB__REPORT_DRAINS_MAX kept. */
-static int load_drains(loader *L, fb__report_run *run)
+/* A `reports_lost` event (watch.c, at an attempt's end): its code is how
+ * many of the rank's reports were overwritten unread; a code below 1 (a
+ * journal not ours) counts nothing. */
+static void lost_event(fb__report_run *run, const fb__journal_event_row *r)
+{
+    if (!r->kind || strcmp(r->kind, "reports_lost") || r->code <= 0)
+        return;
+    uint64_t n = (uint64_t)r->code;
+    run->reports_lost = run->reports_lost > UINT64_MAX - n ? UINT64_MAX
+                                                           : run->reports_lost + n;
+    if (run->reports_lost_first < 0)
+        run->reports_lost_first = r->rank;
+}
+
+static int tally_event(void *arg, const fb__journal_event_row *r)
+{
+    drain_list *l = arg;
+    lost_event(l->run, r);
+    return drain_event(arg, r);
+}
+
+/* In one pass over the events: the journal's `drain` events (slurm.c,
+ * under --drain: the node is the event's node column, the reason its
+ * detail; FB__REPORT_DRAINS_MAX kept) and its `reports_lost` ones. */
+static int load_event_tallies(loader *L, fb__report_run *run)
 {
     drain_list l = {.run = run};
-    return each_event(L, drain_event, &l);
+    run->reports_lost_first = -1;
+    return each_event(L, tally_event, &l);
 }
 
 static void classify_all(fb__report_run *run)
@@ -711,7 +734,7 @@ int fb__report_load(const char *run_dir, fb__report_run **out, char *err,
         (rc = load_incidents(&L, run)) || (rc = load_placement(&L, run)) ||
         (rc = load_ckpts(&L, run)) ||
         (rc = load_samples(&L, run)) || (rc = attribute_corruption(&L, run)) ||
-        (rc = load_drains(&L, run)))
+        (rc = load_event_tallies(&L, run)))
         goto out;
     if ((rc = fb__report_load_lateness(L.jr, run))) {
         read_fail(&L, rc);

@@ -146,6 +146,7 @@ static void run_obj(fb__jsonw *w, const fb__report_run *run)
     time_obj(w, run->us);
     fb__jsonw_kint(w, "restarts", run->nattempts ? (long long)run->nattempts - 1 : 0);
     fb__jsonw_kint(w, "incidents", (long long)run->nincidents);
+    fb__jsonw_kuint(w, "reports_lost", run->reports_lost);
     fb__jsonw_key(w, "attempts");
     fb__jsonw_arr_begin(w);
     for (size_t i = 0; i < run->nattempts; i++) {

@@ -180,6 +180,11 @@ typedef struct fb__report_run {
     size_t nlate, late_total;      /* kept; in the journal              */
     fb__report_drain *drains;      /* journal events "drain", in order  */
     size_t ndrains, drains_total;  /* kept; in the journal              */
+    uint64_t reports_lost;         /* journal events "reports_lost": the
+                                      ranks' reports overwritten in their
+                                      segments before the supervisor read
+                                      them (their codes, summed)        */
+    int reports_lost_first;        /* the first such event's rank, or -1 */
 } fb__report_run;
 
 /*

@@ -18,6 +18,8 @@ set -e
 "$FB" report "$D/a" --json >"$D/a.json"
 [ -s "$D/a.html" ] || fail "no HTML written"
 grep -q "effective training time 26.89%" "$D/a.txt" || fail "text ETTR"
+grep -q "12 reports of the ranks lost (rank 1 first)" "$D/a.txt" || fail "text: reports lost"
+grep -q '<b id="reports-lost">12</b>' "$D/a.html" || fail "HTML: reports lost"
 grep -q "HTML report: $D/a.html" "$D/a.txt" || fail "text names the HTML file"
 
 # The three outputs agree and add up (agree.py); the numbers and the
@@ -53,6 +55,7 @@ for chart in ("GPU temperature", "GPU power", "throughput"):
     if 'aria-label="%s' % chart not in html: fail("html lacks chart " + chart)
 # the agent's events: JSON, counts, markers on the timeline, the table
 run = j["runs"][0]
+if run["reports_lost"] != 12: fail("reports_lost %r" % run.get("reports_lost"))
 ev = run["agent_events"]
 if [(e["kind"], e["subject"], e["at_s"]) for e in ev] != [
         ("power_swing", "node", 45.2), ("thermal_slowdown", "gpu0", 46),

@@ -129,6 +129,15 @@ static void basic(const char *dir, int end)
                             .kind = "inject", .step = 165, .code = 6,
                             .value_ms = -1, .detail = "corrupt:rank=0,step=165"};
     CHECK(fb__journal_add_event(J, &ev));
+    /* the supervisor's count of reports overwritten unread (watch.c), for
+     * two ranks of this attempt */
+    fb__journal_event lost = {.attempt_id = a, .time = T0 + 51, .rank = 1,
+                              .kind = "reports_lost", .step = -1, .code = 7,
+                              .value_ms = -1, .detail = "7 reports of rank 1 overwritten"};
+    CHECK(fb__journal_add_event(J, &lost));
+    lost.rank = 0;
+    lost.code = 5;
+    CHECK(fb__journal_add_event(J, &lost));
     a = attempt(4, 52, 53, 60, 100, 0.5, 100, 60, 2, "completed");
     CHECK(fb__journal_checkpoint(J, a, 200, T0 + 57, 2, 4096, 100, 30, "complete"));
     incident(a, "save_failed", 55, 55.2, -1, NULL, 0, 0, 0, 120, -1, NULL,

@@ -206,6 +206,8 @@ static void test_basic(const char *dir)
     }
     CHECK(run->incidents[0].ends_attempt && !run->incidents[4].ends_attempt);
     CHECK(fabs(run->incidents[0].lost_acc_s - 3.0) < 1e-9);
+    CHECK_EQ_INT((int)run->reports_lost, 12); /* 7 of rank 1, then 5 of rank 0 */
+    CHECK_EQ_INT(run->reports_lost_first, 1);
     CHECK(strstr(run->incidents[2].cls.evidence, "rank(s) [1]") != NULL);
 
     fb__report_suspect *s;
