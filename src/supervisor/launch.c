@@ -698,18 +698,35 @@ static int rank_env(fb__sup *s, envb *e, int r, char *errfile, size_t size)
     return rc;
 }
 
+/* Test hook: a pause after each shim of the launch, so that a test sees
+ * whether ranks start before the last shim is forked (relaunch.sh). */
+static int launch_pace_ms(void)
+{
+#ifdef FB_TEST_HOOKS
+    const char *v = getenv("FIREBREAK_TEST_LAUNCH_PACE_MS");
+    long long n;
+    if (v && fb__parse_int(v, 0, 10000, &n) == 0)
+        return (int)n;
+#endif
+    return 0;
+}
+
 static int launch_local(fb__sup *s)
 {
     envb e;
     int rc = env_init(&e);
     if (!rc)
         rc = common_env(s, &e);
-    /* The shims start their ranks once every shim is forked: they wait
-     * for the end of this pipe (proc.h).  Without one, each starts at
-     * once. */
+    /* At a relaunch the shims start their ranks once every shim is
+     * forked: they wait for the end of this pipe (proc.h), and the last
+     * rank runs sooner than if the execs competed with the forks.  At the
+     * first launch each starts at once, as under a plain launcher: no old
+     * ranks end beside the forks there, and the ranks' start-up overlaps
+     * the loop (the job's wall time, docs/supervisor.md, "Launch"). */
     int go[2] = {-1, -1};
-    if (pipe2(go, O_CLOEXEC))
+    if (s->attempt > 0 && pipe2(go, O_CLOEXEC))
         go[0] = go[1] = -1;
+    int pace_ms = launch_pace_ms();
     /* Shims forked ahead for this attempt (below): the rank's unit, no
      * fork now; they start with the others. */
     struct fb__sup_standby *sb = s->standby;
@@ -755,6 +772,8 @@ static int launch_local(fb__sup *s)
             break;
         }
         s->nunits++;
+        if (pace_ms)
+            nanosleep(&(struct timespec){pace_ms / 1000, pace_ms % 1000 * 1000000L}, NULL);
     }
     if (go[0] >= 0) { /* every shim is forked: go */
         close(go[1]);

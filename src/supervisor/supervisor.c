@@ -1133,9 +1133,9 @@ static void prepare_restore(fb__sup *s)
 
 /* Until every shim of the local launcher said STARTED, which it sends once
  * its rank's exec is done (proc.c): the launch is over when the last rank
- * runs its program, and launched_at says so.  The shims start their ranks
- * together, after the last fork (launch.c's go pipe).  Messages of units
- * past what one poll() watches are read here directly. */
+ * runs its program, and launched_at says so.  At a relaunch the shims
+ * start their ranks together, after the last fork (launch.c's go pipe).
+ * Messages of units past what one poll() watches are read here directly. */
 static void wait_execs(fb__sup *s)
 {
     uint64_t deadline = fb__now_ns() + LAUNCH_EXEC_WAIT_MS * 1000000ull;

@@ -62,36 +62,65 @@ if [ "${FB_TEST_HOOKS:-ON}" = ON ]; then
     ok "over the hold's cap: 4 snapshots written before the relaunch, whole and readable"
 fi
 
-# The launch forks every shim before any rank starts (the go pipe), so the
-# ranks' start-up does not compete with the forks; every shim's pid is
-# older than every rank's.  Pids grow, modulo pid_max: each is taken as its
-# distance past the supervisor's own pid, forked before all of them (CI saw
-# a wrap, shims 32755-32763 and ranks 300-302, on a machine whose pid_max
-# is 32768).
-rm -rf runs
-"$FB" run --quiet --nproc-per-node 6 -- "$RANK" --steps 400 --sleep-ms 10 "$TAG" \
-    >/dev/null 2>err2.txt &
-sup=$!
-shims="" ranks=""
-for _ in $(seq 100); do
-    # the attempt's shims: those with a rank (not the next attempt's
-    # standby shims, which wait without one)
-    shims=$(for p in $(pgrep -P "$sup" -x fb-shim || true); do
-        [ -n "$(pgrep -P "$p" || true)" ] && echo "$p"; done || true)
-    ranks=$(for p in $shims; do pgrep -P "$p" || true; done)
-    [ "$(echo "$ranks" | grep -c .)" = 6 ] && break
-    sleep 0.1
-done
-kill -TERM "$sup"
-wait "$sup" || true
-[ "$(echo "$ranks" | grep -c .)" = 6 ] || fail "6 ranks under shims never seen: $shims / $ranks"
+# tree SUP N: sets $shims (SUP's shims with a rank: not the standby
+# shims, which wait without one) and $ranks once N ranks run under them;
+# fails after 10 s.
+tree() {
+    local p
+    for _ in $(seq 100); do
+        shims=$(for p in $(pgrep -P "$1" -x fb-shim || true); do
+            [ -n "$(pgrep -P "$p" || true)" ] && echo "$p"; done || true)
+        ranks=$(for p in $shims; do pgrep -P "$p" || true; done)
+        [ "$(echo "$ranks" | grep -c .)" = "$2" ] && return 0
+        sleep 0.1
+    done
+    fail "$2 ranks under shims never seen: $shims / $ranks"
+}
+# Pids grow, modulo pid_max: each is taken as its distance past the
+# supervisor's own pid, forked before all of them (CI saw a wrap, shims
+# 32755-32763 and ranks 300-302, on a machine whose pid_max is 32768).
 pid_max=$(cat /proc/sys/kernel/pid_max)
 age() { for p in "$@"; do echo $(( (p - sup + pid_max) % pid_max )); done; }
+
+# A relaunch forks every shim before any rank starts (the go pipe), so the
+# ranks' start-up does not compete with the forks: every shim's pid is
+# older than every rank's.  (No standby shims, which would be older.)
+rm -rf runs
+FIREBREAK_STANDBY_SHIMS=0 "$FB" run --quiet --nproc-per-node 6 --max-restarts 1 \
+    --crash-loop 0 --inject 'kill:rank=1,step=3' -- "$RANK" --steps 400 --sleep-ms 10 \
+    "$TAG" >/dev/null 2>err2.txt &
+sup=$!
+for _ in $(seq 100); do
+    [ "$(q "select count(*) from attempt where number = 1 and launched_at is not null" \
+        2>/dev/null)" = 1 ] && break
+    sleep 0.1
+done
+tree "$sup" 6
+kill -TERM "$sup"
+wait "$sup" || true
+[ "$(q "select count(*) from attempt")" = 2 ] || fail "attempt 1 not seen: $(cat err2.txt)"
 newest_shim=$(age $shims | sort -n | tail -1)
 oldest_rank=$(age $ranks | sort -n | head -1)
 [ "$newest_shim" -lt "$oldest_rank" ] ||
-    fail "a rank started before the last shim was forked: shims $(echo $shims), ranks $(echo $ranks)"
-ok "snapshots of attempt 0 written after attempt 1 launched, whole and readable; every shim forked before any rank"
+    fail "a rank of the relaunch started before its last shim was forked: shims $(echo $shims), ranks $(echo $ranks)"
+
+# The first launch starts each rank as soon as its shim is forked, as a
+# plain launcher does (no old ranks end beside the forks): with a pause
+# after each shim (test hook), rank 0 runs before the last shim is forked.
+if [ "${FB_TEST_HOOKS:-ON}" = ON ]; then
+    rm -rf runs
+    FIREBREAK_TEST_LAUNCH_PACE_MS=400 "$FB" run --quiet --nproc-per-node 3 \
+        -- "$RANK" --steps 400 --sleep-ms 10 "$TAG" >/dev/null 2>err3.txt &
+    sup=$!
+    tree "$sup" 3
+    kill -TERM "$sup"
+    wait "$sup" || true
+    newest_shim=$(age $shims | sort -n | tail -1)
+    oldest_rank=$(age $ranks | sort -n | head -1)
+    [ "$oldest_rank" -lt "$newest_shim" ] ||
+        fail "no rank of the first launch started before its last shim: shims $(echo $shims), ranks $(echo $ranks)"
+fi
+ok "snapshots of attempt 0 written after attempt 1 launched, whole and readable; a relaunch forks every shim before any rank, the first launch starts each rank at once"
 
 # The health check after a failure (diagnose.c) runs beside the relaunch,
 # not before it: a check that answers only after 3 s (test hook) does not
