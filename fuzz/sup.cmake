@@ -8,7 +8,9 @@
 #                   (tee.c, --console-ranks)
 #   sup_shim_req    a request to the shim server's helper (proc.c): the
 #                   supervisor's own, on a private socket, bounded all the same
-foreach(t sup_error_file slurm_text sup_rank_log sup_tee sup_shim_req)
+#   sup_shim_args   the arguments of the shim server program (proc.c): the
+#                   supervisor's own, but anyone can run fb-shim-server
+foreach(t sup_error_file slurm_text sup_rank_log sup_tee sup_shim_req sup_shim_args)
   add_executable(fuzz_${t} ${CMAKE_CURRENT_LIST_DIR}/${t}.c)
   target_compile_options(fuzz_${t} PRIVATE -fsanitize=fuzzer)
   target_link_options(fuzz_${t} PRIVATE -fsanitize=fuzzer)

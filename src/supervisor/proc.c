@@ -1016,28 +1016,40 @@ static int srv_arg(const char *v, long long lo, long long hi, long long *out, in
     return 0;
 }
 
-int fb__shim_server_main(int argc, char **argv)
+int fb__shim_server_parse(int argc, char *const *argv, fb__shim_server_argv *a)
 {
-    long long sock = -1, sup = 0, nofile = 0, nice = 0;
-    int set, set_nofile, set_nice;
+    long long sock, sup, nice = 0;
+    int set;
+    *a = (fb__shim_server_argv){0};
     if (argc != 5 || srv_arg(argv[1], 3, INT_MAX, &sock, &set) || !set ||
         srv_arg(argv[2], 2, INT_MAX, &sup, &set) || !set ||
-        srv_arg(argv[3], 0, LLONG_MAX, &nofile, &set_nofile) ||
-        srv_arg(argv[4], -20, 19, &nice, &set_nice) || fcntl((int)sock, F_GETFD) < 0) {
+        srv_arg(argv[3], 0, LLONG_MAX, &a->nofile, &a->set_nofile) ||
+        srv_arg(argv[4], -20, 19, &nice, &a->set_nice))
+        return -EINVAL;
+    a->sock = (int)sock;
+    a->supervisor = (pid_t)sup;
+    a->nice = (int)nice;
+    return 0;
+}
+
+int fb__shim_server_main(int argc, char **argv)
+{
+    fb__shim_server_argv a;
+    if (fb__shim_server_parse(argc, argv, &a) || fcntl(a.sock, F_GETFD) < 0) {
         fprintf(stderr, "%s: firebreak run's helper, started by it (docs/supervisor.md, "
                 "\"The shim server\"); not a command\n", FB__SHIM_SERVER_PROGRAM);
         return 2;
     }
-    fcntl((int)sock, F_SETFD, FD_CLOEXEC);
-    if (set_nofile && getrlimit(RLIMIT_NOFILE, &nofile_before) == 0) {
-        nofile_before.rlim_cur = (rlim_t)nofile;
+    fcntl(a.sock, F_SETFD, FD_CLOEXEC);
+    if (a.set_nofile && getrlimit(RLIMIT_NOFILE, &nofile_before) == 0) {
+        nofile_before.rlim_cur = (rlim_t)a.nofile;
         nofile_raised = 1;
     }
-    if (set_nice) {
-        nice_before = (int)nice;
+    if (a.set_nice) {
+        nice_before = a.nice;
         nice_raised = 1;
     }
-    srv_main((int)sock, (pid_t)sup);
+    srv_main(a.sock, a.supervisor);
 }
 
 int fb__shim_server_start(void)

@@ -116,6 +116,21 @@ int fb__shim_server_start(void);
  * supervisor closes the socket; 2 on bad arguments. */
 int fb__shim_server_main(int argc, char **argv);
 
+/* The server program's arguments, parsed (exposed for fuzz/sup_shim_args.c). */
+typedef struct fb__shim_server_argv {
+    int sock;          /* >= 3 */
+    pid_t supervisor;  /* >= 2 */
+    int set_nofile;    /* 0: "-" */
+    long long nofile;  /* >= 0 */
+    int set_nice;      /* 0: "-" */
+    int nice;          /* -20..19 */
+} fb__shim_server_argv;
+
+/* argv as fb__shim_server_main takes it, each number a whole decimal in
+ * its range: 0, or -EINVAL (*a then unspecified).  Reads nothing but
+ * argv[0..argc). */
+int fb__shim_server_parse(int argc, char *const *argv, fb__shim_server_argv *a);
+
 /* The server's reader of one request (exposed for fuzz/sup_shim_req.c):
  * a header of five uint32 in host byte order (magic 0x46425353 "FBSS",
  * flags, argc >= 1, envc, and len, the bytes after the header: all of the

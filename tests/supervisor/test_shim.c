@@ -496,6 +496,29 @@ static void test_server_args(const char *program)
     }
 }
 
+/* The arguments' parser itself: each field read back, "-" left unset,
+ * and a number one past each range refused. */
+static void test_server_parse(void)
+{
+    fb__shim_server_argv a;
+    char *good[] = {"fb-shim-server", "5", "1234", "1048576", "-20", NULL};
+    CHECK(fb__shim_server_parse(5, good, &a) == 0);
+    CHECK(a.sock == 5 && a.supervisor == 1234 && a.set_nofile && a.nofile == 1048576 &&
+          a.set_nice && a.nice == -20);
+    char *unset[] = {"fb-shim-server", "3", "2", "-", "-", NULL};
+    CHECK(fb__shim_server_parse(5, unset, &a) == 0);
+    CHECK(a.sock == 3 && a.supervisor == 2 && !a.set_nofile && !a.set_nice);
+    static const char *const field[][5] = {
+        {"x", "2", "3", "-", "-"}, {"x", "3", "1", "-", "-"}, {"x", "3", "2", "-1", "-"},
+        {"x", "3", "2", "-", "20"}, {"x", "3", "2", "-", "-21"}, {"x", "3", "2", "", "-"},
+        {"x", "3", "2147483648", "-", "-"}, {"x", "3", "2", "-", "1 "},
+    };
+    for (size_t i = 0; i < sizeof field / sizeof field[0]; i++)
+        CHECKF(fb__shim_server_parse(5, (char *const *)field[i], &a) == -EINVAL,
+               "case %zu accepted", i);
+    CHECK(fb__shim_server_parse(4, good, &a) == -EINVAL);
+}
+
 /* A child that forks a grandchild (whose pid it writes to fd) and both
  * sleep. */
 static pid_t fork_pair(int fd)
@@ -593,6 +616,7 @@ int main(int argc, char **argv)
         test_server(argv[1], raised);
         test_server_args(argv[1]);
     }
+    test_server_parse();
     test_server(NULL, raised);
     test_sweep_keeps();
     if (failures)
