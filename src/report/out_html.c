@@ -695,10 +695,9 @@ static int run_section(FILE *f, fb__report_run *const *runs, size_t r,
             run->finished ? "" : " &middot; <i>not ended yet</i>");
     if (run->reports_lost)
         fprintf(f, "<p class=\"lost\"><b id=\"reports-lost\">%llu</b> report%s of "
-                   "the ranks lost (rank %d first): overwritten in their segments before "
-                   "the supervisor read them; the journal lacks those steps and "
-                   "checkpoint commits</p>\n", (unsigned long long)run->reports_lost,
-                run->reports_lost == 1 ? "" : "s", run->reports_lost_first);
+                   "the ranks lost (rank %d first): " FB__REPORT_LOST_WHY "</p>\n",
+                (unsigned long long)run->reports_lost, run->reports_lost == 1 ? "" : "s",
+                run->reports_lost_first);
     fprintf(f, "<h3>Timeline</h3>\n");
     timeline(f, run);
     fprintf(f, "<h3>Where the time went</h3>\n");

@@ -57,9 +57,8 @@ static void summary(FILE *f, const fb__report_run *run)
             restarts(run) == 1 ? "" : "s", run->nincidents,
             run->nincidents == 1 ? "" : "s");
     if (run->reports_lost)
-        fprintf(f, "  %llu report%s of the ranks lost (rank %d first): overwritten in "
-                   "their segments before the supervisor read them; the journal lacks "
-                   "those steps and checkpoint commits\n",
+        fprintf(f, "  %llu report%s of the ranks lost (rank %d first): "
+                   FB__REPORT_LOST_WHY "\n",
                 (unsigned long long)run->reports_lost, run->reports_lost == 1 ? "" : "s",
                 run->reports_lost_first);
 }

@@ -157,6 +157,12 @@ typedef struct fb__report_drain {
 
 #define FB__REPORT_DRAINS_MAX 1000
 
+/* What the lost reports mean, after "N reports of the ranks lost (rank R
+ * first): " in the text and HTML reports alike. */
+#define FB__REPORT_LOST_WHY                                                  \
+    "overwritten in their segments before the supervisor read them; the "  \
+    "journal lacks those steps and checkpoint commits"
+
 typedef struct fb__report_run {
     char *dir, *name, *status, *reason, *hostname;
     char schema_version[32];
