@@ -276,7 +276,8 @@ int fb__sup_spawn_capture(char *const argv[], int err_fd, pid_t *pid, int *out_f
 int fb__sup_mpi_shm_dir(const fb__sup *s, char *buf, size_t size);
 
 /* watch.c: act on rank `rank`'s report number `idx`, read from its
- * segment or forwarded by its node's watcher; each index counts once. */
+ * segment or forwarded by its node's watcher; each index counts once, and
+ * those skipped since the last (the watcher lost them) count as lost. */
 void fb__sup_deliver_report(fb__sup *s, int rank, uint64_t idx,
                             const fb__seg_report *rep);
 /* watch.c: map rank r's segment if it exists by now. */

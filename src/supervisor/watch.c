@@ -251,12 +251,21 @@ static void on_report(fb__sup *s, int rank, const fb__seg_report *r)
     }
 }
 
+/* n more of rank rk's reports overwritten before they were read. */
+static void reports_lost_add(fb__sup_rank *rk, uint64_t n)
+{
+    rk->reports_lost = rk->reports_lost > UINT64_MAX - n ? UINT64_MAX : rk->reports_lost + n;
+}
+
 void fb__sup_deliver_report(fb__sup *s, int rank, uint64_t idx,
                             const fb__seg_report *rep)
 {
     fb__sup_rank *rk = &s->ranks[rank];
     if (idx < rk->report_idx)
         return; /* already seen through the other path */
+    /* Reports skipped: overwritten in the segment before a node's watcher
+     * read them (it forwards in order, by index), said at the end. */
+    reports_lost_add(rk, idx - rk->report_idx);
     rk->report_idx = idx + 1;
     on_report(s, rank, rep);
 }
@@ -276,9 +285,7 @@ static void read_reports(fb__sup *s, int r)
             fb__sup_deliver_report(s, r, rk->report_idx, &rep);
         } else { /* overwritten before we could read it: said at the end */
             uint64_t next = fb__seg_report_next(rk->seg, rk->report_idx);
-            uint64_t n = next - rk->report_idx; /* from the oldest still held */
-            rk->reports_lost = rk->reports_lost > UINT64_MAX - n ? UINT64_MAX
-                                                                  : rk->reports_lost + n;
+            reports_lost_add(rk, next - rk->report_idx); /* to the oldest held */
             rk->report_idx = next;
         }
     }

@@ -582,6 +582,16 @@ int fb__watch_run(const fb__watch_opts *o)
     uint64_t proof_ns = 0; /* the `alive` owed after a vanished rank; 0 none */
 #ifdef FB_TEST_HOOKS
     const char *mute = getenv("FIREBREAK_TEST_WATCH_MUTE_NODE");
+    /* FIREBREAK_TEST_ATTACH_AFTER_MS=N: no segment attached in the first N
+     * ms, while the ranks fill their report rings (tests/slurm/watchend.sh;
+     * the supervisor's own passes read the same, watch.c). */
+    long long hold_ms = 0;
+    const char *hold = getenv("FIREBREAK_TEST_ATTACH_AFTER_MS");
+    if (!hold || fb__parse_int(hold, 0, 600000, &hold_ms))
+        hold_ms = 0;
+    uint64_t attach_from = fb__now_ns() + (uint64_t)hold_ms * 1000000u;
+#else
+    uint64_t attach_from = 0;
 #endif
     while (!g_stop && (left > 0 || proof_ns || g_mute)) {
         struct pollfd pfd[FB__WATCH_MAX_LOCAL + 1];
@@ -589,7 +599,7 @@ int fb__watch_run(const fb__watch_opts *o)
         for (int i = 0; i < n; i++) {
             if (ranks[i].ended)
                 continue;
-            if (!ranks[i].seg)
+            if (!ranks[i].seg && fb__now_ns() >= attach_from)
                 try_attach(o->out, o->job, o->attempt, &ranks[i]);
             if (ranks[i].seg && !ranks[i].ended && ranks[i].pidfd >= 0) {
                 pfd[np].fd = ranks[i].pidfd;
