@@ -252,6 +252,44 @@ static int remove_file(const char *path, int (*yield)(void *), void *arg)
     return fb__rm_rf(path);
 }
 
+/* fn on the path of each entry of directory d (named dir) that want()
+ * accepts, asking yield() before each where `ask`: 1 when yield() or fn
+ * stopped it, else the first error, or 0.  Closes d. */
+static int each_entry(DIR *d, const char *dir, int (*want)(const char *name),
+                      int (*fn)(const char *path, int (*yield)(void *), void *arg),
+                      int ask, int (*yield)(void *), void *arg)
+{
+    int rc = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (!want(e->d_name))
+            continue;
+        char p[PATH_MAX];
+        int r = 1;
+        if (!(ask && yield && yield(arg)))
+            r = fb__fmt(p, sizeof p, "%s/%s", dir, e->d_name) ? -ENAMETOOLONG
+                                                              : fn(p, yield, arg);
+        if (r == 1) {
+            closedir(d);
+            return 1;
+        }
+        if (r && !rc)
+            rc = r;
+    }
+    closedir(d);
+    return rc;
+}
+
+static int not_dots(const char *name)
+{
+    return strcmp(name, ".") && strcmp(name, "..");
+}
+
+static int hidden_step(const char *name)
+{
+    return !strncmp(name, ".deleted-step-", 14);
+}
+
 /* One hidden step directory, entry by entry; 1 when yield() stopped it.
  * A name that is not a directory (a symbolic link among them: never
  * followed) is only unlinked. */
@@ -267,28 +305,8 @@ static int purge_one(const char *path, int (*yield)(void *), void *arg)
             return unlink(path) && errno != ENOENT ? -errno : 0;
         return e == ENOENT ? 0 : -e;
     }
-    int rc = 0;
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
-            continue;
-        if (yield && yield(arg)) {
-            closedir(d);
-            return 1;
-        }
-        char c[PATH_MAX];
-        int r = fb__fmt(c, sizeof c, "%s/%s", path, e->d_name)
-                    ? -ENAMETOOLONG
-                    : remove_file(c, yield, arg);
-        if (r == 1) {
-            closedir(d);
-            return 1;
-        }
-        if (r && !rc)
-            rc = r;
-    }
-    closedir(d);
-    if (rmdir(path) && errno != ENOENT && !rc)
+    int rc = each_entry(d, path, not_dots, remove_file, 1, yield, arg);
+    if (rc != 1 && rmdir(path) && errno != ENOENT && !rc)
         rc = -errno;
     return rc;
 }
@@ -298,24 +316,7 @@ int fb__ckpt_purge(const char *dir, int (*yield)(void *), void *arg)
     DIR *d = opendir(dir);
     if (!d)
         return errno == ENOENT ? 0 : -errno;
-    int rc = 0;
-    struct dirent *de;
-    while ((de = readdir(d))) {
-        if (strncmp(de->d_name, ".deleted-step-", 14))
-            continue;
-        char p[PATH_MAX];
-        int r = fb__fmt(p, sizeof p, "%s/%s", dir, de->d_name)
-                    ? -ENAMETOOLONG
-                    : purge_one(p, yield, arg);
-        if (r == 1) {
-            closedir(d);
-            return 1;
-        }
-        if (r && !rc)
-            rc = r;
-    }
-    closedir(d);
-    return rc;
+    return each_entry(d, dir, hidden_step, purge_one, 0, yield, arg);
 }
 
 int fb__ckpt_retain(const char *dir, int world_size, int keep, int defer,
