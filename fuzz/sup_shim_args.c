@@ -5,7 +5,6 @@
  * argv is refused or read within its bounds.  The input is argv, its
  * strings separated by NUL bytes (at most 8 of them).
  */
-#include <limits.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
