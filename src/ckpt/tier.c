@@ -503,10 +503,37 @@ int fb__ckpt_mem_dir_create(const char *path)
     return fb__write_file_atomic(pidfile, text, strlen(text));
 }
 
+/*
+ * Ranks may still be writing into the directory while it goes: a node
+ * watcher whose supervisor died removes it while the ranks run on until
+ * Slurm ends the allocation, and a walk that removes entry by entry misses
+ * a step directory made behind it, so the directory stayed (slurm_peer
+ * case 6, CI at 38a9151).  Ranks make their files by path (store.c), so it
+ * is first renamed to a name none of them writes under, then removed
+ * there.  The name keeps the form fb.<name>.mem: a remover killed midway
+ * leaves it to the stale sweep below (its pid file names a process that
+ * is gone).  A removal that still finds the directory not empty (a file
+ * opened before the rename, renamed into it after) tries again a few
+ * times.
+ */
+#define MEM_REMOVE_TRIES 20
+
 void fb__ckpt_mem_dir_remove(const char *path)
 {
-    if (path && path[0])
-        fb__rm_rf(path);
+    if (!path || !path[0])
+        return;
+    char gone[PATH_MAX];
+    size_t n = strlen(path);
+    int mem = n > 4 && !strcmp(path + n - 4, ".mem");
+    const char *victim = path;
+    if (!fb__fmt(gone, sizeof gone, "%.*s_gone%d%s", (int)(n - 4 * mem), path,
+                 (int)getpid(), mem ? ".mem" : "") &&
+        !rename(path, gone))
+        victim = gone;
+    for (int t = 0; fb__rm_rf(victim) == -ENOTEMPTY && t < MEM_REMOVE_TRIES; t++) {
+        struct timespec ts = {0, 10 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
 }
 
 /* Stale: its pid file names a process that is gone; without a readable pid

@@ -99,7 +99,8 @@ int fb__ckpt_copy_shard(const char *from_dir, const char *to_dir, uint64_t step,
 int fb__ckpt_mem_dir_path(char *buf, size_t size, const char *job_id);
 /* Create it (0700) with a pid file naming this process.  0 or -errno. */
 int fb__ckpt_mem_dir_create(const char *path);
-/* Remove it and everything in it. */
+/* Remove it and everything in it, ranks still writing into it or not
+ * (renamed away first: see tier.c). */
 void fb__ckpt_mem_dir_remove(const char *path);
 /* Remove every /dev/shm/fb.*.mem of ours whose owner is gone; how many. */
 int fb__ckpt_mem_dir_cleanup_stale(void);

@@ -16,6 +16,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -23,6 +24,7 @@
 #include "ckpt/hash.h"
 #include "ckpt/safetensors.h"
 #include "ckpt/store.h"
+#include "ckpt/tier.h"
 #include "common/util.h"
 #include "firebreak/firebreak.h"
 #include "../check.h"
@@ -560,6 +562,66 @@ static long long file_size(const char *path)
 {
     struct stat st;
     return stat(path, &st) ? -1 : (long long)st.st_size;
+}
+
+/* Whether /dev/shm holds any name starting with prefix. */
+static int shm_has(const char *prefix)
+{
+    DIR *d = opendir("/dev/shm");
+    struct dirent *e;
+    int found = 0;
+    while (d && !found && (e = readdir(d)))
+        found = !strncmp(e->d_name, prefix, strlen(prefix));
+    if (d)
+        closedir(d);
+    return found;
+}
+
+/* A node's memory removed while a rank still writes steps into it (a
+ * watcher whose supervisor died, the ranks not yet stopped by Slurm):
+ * nothing of it stays, under its name or the one it was removed under.
+ * A walk removing entry by entry left a step made behind it. */
+static void case_mem_remove_live(void)
+{
+    char prefix[64], mem[PATH_MAX];
+    snprintf(prefix, sizeof prefix, "fb.fbtest%d", (int)getpid());
+    snprintf(mem, sizeof mem, "/dev/shm/%s.mem", prefix);
+    for (int round = 0; round < 20; round++) {
+        CHECK_RC(fb__ckpt_mem_dir_create(mem), 0);
+        for (uint64_t s = 1; s <= 100; s++)
+            touch(mem, s, "rank-00000.safetensors");
+        pid_t w = fork();
+        if (w == 0) { /* the rank: a step after another, as store.c writes them */
+            static char data[4096];
+            for (uint64_t s = 1000;; s++) {
+                fb__shard_out o;
+                char why[256];
+                if (fb__shard_out_begin(&o, mem, s, 0, sizeof data, why, sizeof why))
+                    continue;
+                if (write(o.fd, data, sizeof data) != (ssize_t)sizeof data ||
+                    fb__shard_out_commit(&o, s, NULL, why, sizeof why))
+                    fb__shard_out_abort(&o);
+            }
+        }
+        CHECK(w > 0);
+        char first[PATH_MAX];
+        CHECK(!fb__ckpt_step_path(first, sizeof first, mem, 1002));
+        for (int i = 0; i < 2000 && access(first, F_OK); i++)
+            usleep(1000);
+        fb__ckpt_mem_dir_remove(mem);
+        usleep(20000); /* the rank goes on a while: nothing new appears */
+        kill(w, SIGKILL);
+        waitpid(w, NULL, 0);
+        if (shm_has(prefix)) {
+            CHECK(!"node memory left after its removal");
+            char cmd[PATH_MAX + 64];
+            snprintf(cmd, sizeof cmd, "ls -d /dev/shm/%s* >&2", prefix);
+            (void)system(cmd);
+            snprintf(cmd, sizeof cmd, "rm -rf /dev/shm/%s*", prefix);
+            (void)system(cmd);
+            break;
+        }
+    }
 }
 
 /* The purge cuts a big hidden file 64 MiB at a time from its end, asking
@@ -1132,6 +1194,7 @@ static const struct {
     {"crash_during_delete", case_crash_during_delete, HOOKS},
     {"purge_deferred", case_purge_deferred, HOOKS},
     {"purge_cuts", case_purge_cuts, PLAIN},
+    {"mem_remove_live", case_mem_remove_live, PLAIN},
     {"write_behind", case_write_behind, PLAIN},
     {"direct_hash", case_direct_hash, PLAIN},
     {"direct_staging", case_direct_staging, PLAIN},

@@ -219,7 +219,7 @@ nothing_in_shm() { # RUNDIR NODE...
     job=$(cat "$1/job")
     shift
     for n in "$@"; do
-        left=$(on "$n" ls /dev/shm | grep "^fb\.$job\.mem" || true)
+        left=$(on "$n" ls /dev/shm | grep -E "^fb\.$job(_gone[0-9]+)?\.mem" || true)
         [ -z "$left" ] || fail "left in $n's /dev/shm: $left"
     done
 }

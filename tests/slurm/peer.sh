@@ -195,7 +195,7 @@ done
 kill -9 "$sup"
 wait "$apid" || true
 for _ in $(seq 1 100); do # the watchers' stop, then 0.3 s for a `keep`
-    left=$(for n in node1 node2; do on "$n" ls /dev/shm; done | grep "^fb\.$(cat "$r/job")\.mem" || true)
+    left=$(for n in node1 node2; do on "$n" ls /dev/shm; done | grep -E "^fb\.$(cat "$r/job")(_gone[0-9]+)?\.mem" || true)
     [ -z "$left" ] && break
     sleep 0.1
 done
