@@ -49,12 +49,13 @@ now() { date +%s.%N; }
 # --redirects/--tee 2 (rank stderr also to torchrun's log files): 1.13's
 # defaults ("0") fail on Python 3.11, whose Flag iteration skips Std.NONE.
 # torchrun V PY: in the background, in its own process group; writes
-# $T/tr-V/{fault.at,end,out}
+# $T/tr-V/{fault.at,end,out}, and its log directory (torchelastic_*, which
+# it never removes) there too
 i=0
 for py in "${pys[@]}"; do
     d=$T/tr-$i
     mkdir -p "$d"
-    (cd "$d" && setsid bash -c '"$1" -m torch.distributed.run --nproc_per_node 2 \
+    (cd "$d" && TMPDIR=$d setsid bash -c '"$1" -m torch.distributed.run --nproc_per_node 2 \
         --max_restarts 0 --master_port "$2" --redirects 2 --tee 2 "$3" "$4/fault.at" \
         --timeout-s "$5" \
         >"$4/out" 2>&1; date +%s.%N >"$4/end"' _ "$py" $((29600 + RANDOM % 2000 + i)) \

@@ -63,7 +63,8 @@ one() {
               -- "$PY" "$HERE/ddp_fault.py" "${args[@]}" >"$d/out" 2>&1 & ;;
     cold) "$FB" run --quiet --no-warm-pool --nproc-per-node 2 --max-restarts 1 \
               --run-dir "$d/run" -- "$PY" "$HERE/ddp_fault.py" "${args[@]}" >"$d/out" 2>&1 & ;;
-    torchrun) "$TR" --nproc-per-node 2 --max-restarts 1 \
+    # torchrun leaves its log directory (torchelastic_*) under TMPDIR
+    torchrun) TMPDIR=$d "$TR" --nproc-per-node 2 --max-restarts 1 \
               "$HERE/ddp_fault.py" "${args[@]}" >"$d/out" 2>&1 & ;;
     esac
     pid=$!

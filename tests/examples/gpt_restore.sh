@@ -71,11 +71,14 @@ if [ ! -e "$venv/.firebreak-ready" ] ||
     echo "note: no torch 2.x venv usable with $pkgdir; torchrun part not run"
     exit 0
 fi
+# torchrun makes a log directory under TMPDIR (torchelastic_*) and never
+# removes it: each run's goes into its own directory here, removed with it.
+touch "$T/.before-torchrun"
 trun() { # TAG [env...]
     local tag=$1
     shift
     mkdir -p "$T/$tag"
-    (cd "$T/$tag" && env "$@" timeout -k 5 180 "$venv/bin/torchrun" --nproc-per-node 2 \
+    (cd "$T/$tag" && env "$@" TMPDIR="$T/$tag" timeout -k 5 180 "$venv/bin/torchrun" --nproc-per-node 2 \
          --rdzv-backend c10d --rdzv-endpoint "127.0.0.1:$(free_port)" \
          "$script" "${args[@]}" >out.log 2>&1)
 }
@@ -88,4 +91,6 @@ trun tkilled || fail "torchrun restored run exited $?: $(tail -n 5 "$T/tkilled/o
 grep -q "restored at step 40" "$T/tkilled/out.log" || fail "torchrun rerun did not restore step 40"
 got2=$(full_hash "$T/tkilled/out.log")
 [ "$got2" = "$want2" ] || fail "torchrun, killed and restored: $got2; fault-free: $want2"
+left=$(find "${TMPDIR:-/tmp}" /tmp -maxdepth 1 -name 'torchelastic_*' -newer "$T/.before-torchrun" 2>/dev/null)
+[ -z "$left" ] || fail "torchrun left its log directories outside the test's: $left"
 echo "ok: torchrun ($("$venv/bin/python" -c 'import torch; print(torch.__version__)')), killed and restored: $got2, as without faults"
