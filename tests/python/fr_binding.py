@@ -8,7 +8,9 @@ fb__seg_report) and src/fr/ring.h (fb__fr_event); the identity fields
 read first (magic, version, entry size, rank, job id) check that they
 still do.
 """
+import atexit
 import os
+import shutil
 import struct
 import sys
 import tempfile
@@ -41,6 +43,7 @@ check(fb.fr_comm(CID, 4, 1, 0, 1, "pg test") is True, "fr_comm on an attached ra
 # Helpers in files of their own: one whose name is longer than the ring's
 # field, one in a directory the hooks skip (torch's, say).
 tmp = tempfile.mkdtemp()
+atexit.register(shutil.rmtree, tmp, True)
 long_name = "a_helper_module_with_a_long_name"
 skipdir = os.path.join(tmp, "skipped")
 os.makedirs(skipdir)
