@@ -791,19 +791,27 @@ static int launch_mpirun(fb__sup *s)
     int rc = env_init(&e);
     if (!rc)
         rc = common_env(s, &e);
-    /* Open MPI's shared-memory files go to a directory of this job, so
-     * that ranks killed before they could clean up leave nothing in
-     * /dev/shm once the attempt is over (close_attempt removes it). */
-    char shm_dir[PATH_MAX];
-    if (!rc && !getenv("OMPI_MCA_btl_vader_backing_directory") &&
-        fb__sup_mpi_shm_dir(s, shm_dir, sizeof shm_dir) == 0 &&
+    /* Open MPI's files of the job go to a directory of its own: the
+     * shared-memory files (btl_vader_backing_directory, else in
+     * /dev/shm) and mpirun's session directory (orte_tmpdir_base, else
+     * $TMPDIR/ompi.<host>.<uid>/pid.<mpirun's pid>), so that ranks or an
+     * mpirun killed before they could clean up (a stop past --grace, a
+     * supervisor SIGKILLed) leave nothing once the attempt is over
+     * (close_attempt removes it).  A value of the user's is kept. */
+    char shm_dir[PATH_MAX], session[PATH_MAX];
+    int vader = !getenv("OMPI_MCA_btl_vader_backing_directory"),
+        tmpdir = !getenv("OMPI_MCA_orte_tmpdir_base");
+    if (!rc && (vader || tmpdir) && fb__sup_mpi_shm_dir(s, shm_dir, sizeof shm_dir) == 0 &&
         (mkdir(shm_dir, 0700) == 0 || errno == EEXIST)) {
         /* Whose it is, for the stale cleanup of a later run (segment.h). */
         char pidfile[PATH_MAX], pid[24];
         int n = snprintf(pid, sizeof pid, "%d\n", (int)getpid());
         if (!fb__fmt(pidfile, sizeof pidfile, "%s/" FB__SEG_MPI_DIR_PID, shm_dir))
             fb__write_file_atomic(pidfile, pid, (size_t)n);
-        rc |= env_set(&e, "OMPI_MCA_btl_vader_backing_directory", shm_dir);
+        if (vader)
+            rc |= env_set(&e, "OMPI_MCA_btl_vader_backing_directory", shm_dir);
+        if (tmpdir && !fb__fmt(session, sizeof session, "%s/session", shm_dir))
+            rc |= env_set(&e, "OMPI_MCA_orte_tmpdir_base", session);
     }
     if (!rc && geteuid() == 0) {
         rc |= env_set(&e, "OMPI_ALLOW_RUN_AS_ROOT", "1");

@@ -52,6 +52,10 @@ assert_no_segments() {
     if ls /dev/shm | grep -q "^fb\.$job\."; then
         fail "segments (or Open MPI shared memory, fb.$job.ompi) of job $job left in /dev/shm"
     fi
+    # A test giving its processes a TMPDIR of its own ($T/tmp) wants it empty.
+    if [ "${TMPDIR:-}" = "$T/tmp" ] && [ -n "$(ls -A "$TMPDIR")" ]; then
+        fail "left in TMPDIR: $(cd "$TMPDIR" && find . | head -5 | tr '\n' ' ')"
+    fi
 }
 
 # assert_straggler NRANKS: the run under runs/ had rank 2 of NRANKS slowed

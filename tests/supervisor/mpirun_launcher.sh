@@ -2,6 +2,12 @@
 # --launcher mpirun: a rank SIGKILLed under mpirun is noticed through its
 # pidfd, mpirun is stopped, the job restarts and completes.
 source "$(dirname "$0")/lib.sh"
+# mpirun's session directory goes under TMPDIR unless firebreak names one
+# (in the job's fb.<job>.ompi, removed after each attempt): here, a TMPDIR
+# of the test's own, which must stay empty whatever the stop did to mpirun
+# (a SIGKILL past --grace left ompi.<host>.<uid>/pid.<pid> behind).
+export TMPDIR=$T/tmp
+mkdir "$TMPDIR"
 "$FB" run --launcher mpirun --nproc-per-node 3 --max-restarts 1 --json \
     --inject 'kill:rank=2,step=6' -- "$RANK" --steps 20 --sleep-ms 10 "$TAG" \
     >out.json 2>err.txt || fail "run exited $? ($(tail -5 err.txt))"
