@@ -43,13 +43,18 @@ test: deps
 	@$(MAKE) --no-print-directory test-main
 	@$(MAKE) --no-print-directory test-asan
 
+# Each run also fails when it left anything behind (tests/leftovers.sh).
 test-main: build
-	@cd build && ctest --output-on-failure -j $(JOBS) -LE 'bench'
+	@bash tests/leftovers.sh save build/leftovers-before.txt
+	@cd build && { ctest --output-on-failure -j $(JOBS) -LE 'bench'; rc=$$?; \
+	  bash ../tests/leftovers.sh check leftovers-before.txt || rc=1; exit $$rc; }
 
 test-asan: build-asan
-	@cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+	@bash tests/leftovers.sh save build-asan/leftovers-before.txt
+	@cd build-asan && { ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-	  ctest --output-on-failure -j $(JOBS) -LE '$(SAN_EXCLUDE)'
+	  ctest --output-on-failure -j $(JOBS) -LE '$(SAN_EXCLUDE)'; rc=$$?; \
+	  bash ../tests/leftovers.sh check leftovers-before.txt || rc=1; exit $$rc; }
 
 # Each benchmark fails when it misses a target; the table of every target
 # (bench/summary.sh over build/bench-results.tsv) comes last.
