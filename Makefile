@@ -57,11 +57,14 @@ test-asan: build-asan
 	  bash ../tests/leftovers.sh check leftovers-before.txt || rc=1; exit $$rc; }
 
 # Each benchmark fails when it misses a target; the table of every target
-# (bench/summary.sh over build/bench-results.tsv) comes last.
+# (bench/summary.sh over build/bench-results.tsv) comes last, then what the
+# benchmarks left behind, if anything (tests/leftovers.sh).
 bench: deps build
+	@bash tests/leftovers.sh save build/leftovers-before-bench.txt
 	@cd build && { t0=$$(date +%s); ctest --output-on-failure -V -L bench; rc=$$?; \
 	  bash ../bench/summary.sh --elapsed $$(( $$(date +%s) - t0 )) bench-results.tsv \
-	  || rc=1; exit $$rc; }
+	  || rc=1; bash ../tests/leftovers.sh check leftovers-before-bench.txt || rc=1; \
+	  exit $$rc; }
 
 fuzz: deps-build
 	@CC=clang cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=Debug -DFB_FUZZ=ON -DFB_SANITIZE=ON >/dev/null
