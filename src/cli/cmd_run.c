@@ -43,6 +43,12 @@ static void usage(FILE *f)
 "                         and relaunching ranks does not wait behind them;\n"
 "                         the ranks keep the nice firebreak started with\n"
 "                         (default 10; 0: the ranks' own)\n"
+"  --supervisor-rt N      from a failure's detection until its ranks are\n"
+"                         stopped, the supervisor runs at real-time priority\n"
+"                         N (SCHED_FIFO, as chrt -f N), where the kernel\n"
+"                         allows it, so that its evidence and the stop's\n"
+"                         signals do not wait behind ranks still training;\n"
+"                         not for hangs or under slurm (default 1; 0: none)\n"
 "  --run-dir DIR          the run directory (default runs/<name>-<time>)\n"
 "  --run-root DIR         where default run directories go (default runs)\n"
 "  --name NAME            run name (default: the program's name)\n"
@@ -214,7 +220,7 @@ int fb__cmd_run(int argc, char **argv)
            O_DRAIN, O_HEALTH, O_NONODES, O_STRAGGLER, O_QUIET, O_JSON, O_NNODES,
            O_SHGROUP, O_CONSOLE, O_KMSG, O_NOIHEALTH, O_HEALTHROOT, O_NODETIMEOUT,
            O_NOPYHOOKS, O_PERSIST, O_MEMMAX, O_NOWARM, O_PEERDOM,
-           O_PEERCOPIES, O_SUPNICE };
+           O_PEERCOPIES, O_SUPNICE, O_SUPRT };
     static const struct option longopts[] = {
         {"nproc-per-node", required_argument, 0, O_NPROC},
         {"nproc", required_argument, 0, O_NPROC},
@@ -228,6 +234,7 @@ int fb__cmd_run(int argc, char **argv)
         {"grace", required_argument, 0, O_GRACE},
         {"crash-loop", required_argument, 0, O_LOOP},
         {"supervisor-nice", required_argument, 0, O_SUPNICE},
+        {"supervisor-rt", required_argument, 0, O_SUPRT},
         {"run-dir", required_argument, 0, O_RUNDIR},
         {"run-root", required_argument, 0, O_RUNROOT},
         {"name", required_argument, 0, O_NAME},
@@ -299,6 +306,7 @@ int fb__cmd_run(int argc, char **argv)
         case O_GRACE: bad = parse_dur("--grace", optarg, 0, MAX_TIMEOUT_S, &o.grace_s); break;
         case O_LOOP: bad = parse_num("--crash-loop", optarg, 0, 1000, &o.crash_loop); break;
         case O_SUPNICE: bad = parse_num("--supervisor-nice", optarg, 0, 39, &o.sup_nice); break;
+        case O_SUPRT: bad = parse_num("--supervisor-rt", optarg, 0, 99, &o.sup_rt); break;
         case O_RUNDIR: o.run_dir = optarg; break;
         case O_RUNROOT: o.run_root = optarg; break;
         case O_NAME: o.name = optarg; break;

@@ -283,6 +283,14 @@ int fb__sup_torch_fr_names(const char *version)
     return FB__SUP_TORCH_FR_OLD;
 }
 
+int fb__sup_stop_rt_priority(int rt, int same_node, fb__sup_fail_kind kind)
+{
+    if (rt <= 0 || !same_node || kind == FB__SUP_FAIL_NONE || kind == FB__SUP_FAIL_HANG ||
+        kind >= FB__SUP_FAIL_KIND_COUNT)
+        return 0;
+    return rt > 99 ? 99 : rt;
+}
+
 /* ---- the standby's schedule (policy.h) ---- */
 
 int fb__sup_standby_phase(uint64_t ready_ns, uint64_t now_ns)

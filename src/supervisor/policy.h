@@ -44,6 +44,16 @@ typedef enum {
  * range. */
 const char *fb__sup_fail_kind_name(fb__sup_fail_kind kind);
 
+/* The real-time priority (SCHED_FIFO) the supervisor takes from the
+ * detection of a failure of `kind` until the attempt's ranks are stopped,
+ * given --supervisor-rt `rt` and whether the ranks run on the supervisor's
+ * node (the local and mpirun launchers, not slurm): 0 for none.  Its work
+ * then (the evidence, the stop's signals) competes with ranks still
+ * training; a hang's is the ranks' dumps and their analysis, which the
+ * supervisor waits for or computes at length: none (docs/supervisor.md,
+ * "Priority"). */
+int fb__sup_stop_rt_priority(int rt, int same_node, fb__sup_fail_kind kind);
+
 /* Whether replicas found to disagree after step `sdc_step` are the cause
  * of an attempt that had already failed with `kind` at `fail_step` (-1:
  * unknown), and so its failure instead (kind `sdc`, docs/sdc.md).  A

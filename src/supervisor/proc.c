@@ -371,6 +371,20 @@ void fb__proc_nice_restore(void)
         (void)setpriority(PRIO_PROCESS, 0, nice_before);
 }
 
+int fb__proc_rt_enter(int prio)
+{
+    struct sched_param sp = {.sched_priority = prio};
+    if (prio <= 0)
+        return -EINVAL;
+    return sched_setscheduler(0, SCHED_FIFO | SCHED_RESET_ON_FORK, &sp) ? -errno : 0;
+}
+
+void fb__proc_rt_leave(void)
+{
+    struct sched_param sp = {.sched_priority = 0};
+    (void)sched_setscheduler(0, SCHED_OTHER, &sp); /* the nice is kept */
+}
+
 /* The soft limit of open files before fb__proc_nofile_raise, given back to
  * every rank. */
 static struct rlimit nofile_before;

@@ -83,6 +83,15 @@ int fb__proc_nice_raise(int steps);
  * (async-signal-safe: a system call only). */
 void fb__proc_nice_restore(void);
 
+/* The calling thread under SCHED_FIFO at `prio` (1-99), with
+ * SCHED_RESET_ON_FORK: every process and thread it starts meanwhile is
+ * SCHED_OTHER at its nice.  0, or -errno where the kernel refused (EPERM
+ * without root, CAP_SYS_NICE or an RLIMIT_RTPRIO that allows it): nothing
+ * changed then.  fb__proc_rt_leave returns it to SCHED_OTHER, its nice
+ * kept. */
+int fb__proc_rt_enter(int prio);
+void fb__proc_rt_leave(void);
+
 /* Fork a shim that execs sp->argv (through the shim server, when one
  * runs).  On success *shim_pid and *msg_fd (the
  * read end of the shim's message pipe, non-blocking, close-on-exec). */

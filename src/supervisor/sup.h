@@ -130,7 +130,14 @@ typedef struct fb__sup {
     struct {
         uint64_t at[FB__RL_MARKS];
         int standing;                    /* the launch's shims forked ahead */
+        int rt;                          /* the stop's real-time priority, 0 */
     } relaunch;
+    /* The real-time priority the main thread holds from a failure's
+     * detection until its ranks are stopped (policy.h,
+     * fb__sup_stop_rt_priority); 0 none.  rt_refused: the kernel said no
+     * once, and the log said why. */
+    int rt_prio;
+    int rt_refused;
     int master_port;
     /* torch's version as the program's interpreter reports it (launch.c,
      * probed once per run); "" unknown */

@@ -49,6 +49,7 @@ void fb__sup_options_init(fb__sup_options *o)
     o->grace_s = 5;
     o->crash_loop = 2;
     o->sup_nice = 10;
+    o->sup_rt = 1;
     o->run_root = "runs";
     o->preload_fr = 1;
     o->on_no_nodes = FB_ON_NO_NODES_STOP;
@@ -278,6 +279,7 @@ static void options_json(const fb__sup_options *o, fb__jsonw *w)
     fb__jsonw_kdouble(w, "grace_s", o->grace_s);
     fb__jsonw_kint(w, "crash_loop", o->crash_loop);
     fb__jsonw_kint(w, "supervisor_nice", o->sup_nice);
+    fb__jsonw_kint(w, "supervisor_rt", o->sup_rt);
     fb__jsonw_kstr(w, "inject", o->inject);
     if (o->persist_every >= 0 || o->memory_ckpt_max) {
         fb__jsonw_kint(w, "persist_every", o->persist_every < 0 ? 1 : o->persist_every);
@@ -874,6 +876,36 @@ static void signal_mpirun_ranks(fb__sup *s, int sig)
             fb__proc_signal_child(s->ranks[r].pidfd, s->ranks[r].pid, mpirun, sig);
 }
 
+/* A failure's first moments, until its ranks are stopped, at real-time
+ * priority where allowed: its evidence and the stop's signals otherwise
+ * wait behind every rank still training (docs/supervisor.md,
+ * "Priority"). */
+static void stop_rt_enter(fb__sup *s)
+{
+    int prio = fb__sup_stop_rt_priority(s->o->sup_rt, s->o->launcher != FB__LAUNCH_SLURM,
+                                        s->fail.kind);
+    if (!prio || s->rt_prio || s->rt_refused)
+        return;
+    int rc = fb__proc_rt_enter(prio);
+    if (rc == 0) {
+        s->rt_prio = prio;
+        return;
+    }
+    s->rt_refused = 1;
+    fb__sup_log(s, "real-time priority %d for a failure's stop: %s (the stop shares the "
+                "CPUs with the ranks; --supervisor-rt 0 does not ask)", prio,
+                fb_strerror(rc));
+}
+
+static void stop_rt_leave(fb__sup *s)
+{
+    if (!s->rt_prio)
+        return;
+    fb__proc_rt_leave();
+    s->relaunch.rt = s->rt_prio;
+    s->rt_prio = 0;
+}
+
 /* Stop every unit: SIGTERM through the shims, SIGKILL after the grace
  * period, then sweep anything that escaped. */
 static void stop_all(fb__sup *s, int sig)
@@ -923,6 +955,7 @@ static void stop_all(fb__sup *s, int sig)
     fb__proc_sweep(keep, n, 2000);
     free(keep);
     s->relaunch.at[FB__RL_SWEPT] = fb__now_ns();
+    stop_rt_leave(s);
 }
 
 static void close_attempt(fb__sup *s)
@@ -1172,10 +1205,11 @@ static void say_relaunch(fb__sup *s)
     fb__sup_log(s, "attempt %d: relaunched %.1f ms after the detection: earlier "
                 "diagnosis %.1f, evidence %.1f, stop %.1f, sweep %.1f, record %.1f, "
                 "between attempts %.1f, checkpoint check %.1f, forks %.1f (%d of %d "
-                "shims standing by), execs %.1f ms",
+                "shims standing by), execs %.1f ms%s",
                 s->attempt, (double)(t[FB__RL_EXECS] - t[FB__RL_DETECTED]) / 1e6,
                 ms[0], ms[1], ms[2], ms[3], ms[4], ms[5], ms[6], ms[7],
-                s->relaunch.standing, s->world, ms[8]);
+                s->relaunch.standing, s->world, ms[8],
+                s->relaunch.rt ? "; stopped at real-time priority" : "");
 }
 
 /* Launch the attempt's ranks; a launch that fails is the attempt's
@@ -1291,6 +1325,8 @@ static int run_attempt(fb__sup *s)
         fb__sup_status(s, now, 0);
         fb__journal_batch_end(s->j);
     }
+    if (s->fail.set)
+        stop_rt_enter(s); /* until stop_all's end */
     /* Last look at the segments: reports sent just before the end, in one
      * transaction as the loop's. */
     fb__journal_batch_begin(s->j);

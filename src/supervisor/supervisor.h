@@ -66,6 +66,8 @@ typedef struct fb__sup_options {
     double grace_s;           /* SIGTERM -> SIGKILL                         */
     int crash_loop;           /* consecutive failures at the same step     */
     int sup_nice;             /* nice steps above the ranks (0: none)      */
+    int sup_rt;               /* SCHED_FIFO priority from a failure's
+                                 detection to its ranks' stop (0: none)    */
     const char *run_dir;      /* NULL: <run_root>/<name>-<timestamp>        */
     const char *run_root;     /* default "runs"                              */
     const char *name;         /* NULL: the program's base name               */

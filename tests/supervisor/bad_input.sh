@@ -30,6 +30,10 @@ expect2 --grace 31d -- /bin/true
 expect2 --max-restarts -1 -- /bin/true
 expect2 --max-restarts 99999999999999999999 -- /bin/true
 expect2 --crash-loop -1 -- /bin/true
+for bad in -1 100 x; do
+    expect2 --supervisor-rt "$bad" -- /bin/true
+    grep -q -- "--supervisor-rt" err.txt || fail "--supervisor-rt $bad: $(cat err.txt)"
+done
 expect2 --fr-capacity 0 -- /bin/true
 for spec in node1 'node1=a,=b' 'node1=' "node1=$(printf 'd%.0s' $(seq 70))"; do
     expect2 --peer-domains "$spec" -- /bin/true

@@ -673,6 +673,42 @@ static void test_held_first(void)
 
 /* ---- a disagreement of replicas seen after the attempt had failed ---- */
 
+/* ---- the stop's real-time priority ---- */
+
+static void test_stop_rt_priority(void)
+{
+    static const struct {
+        const char *what;
+        int rt, same_node;
+        fb__sup_fail_kind kind;
+        int want;
+    } cases[] = {
+        {"crash, local", 1, 1, FB__SUP_FAIL_CRASH, 1},
+        {"error exit, local", 1, 1, FB__SUP_FAIL_ERROR_EXIT, 1},
+        {"segment corrupt", 1, 1, FB__SUP_FAIL_SEGMENT_CORRUPT, 1},
+        {"segment not ours", 1, 1, FB__SUP_FAIL_SEGMENT_NOT_OURS, 1},
+        {"sdc", 1, 1, FB__SUP_FAIL_SDC, 1},
+        {"launch failure", 1, 1, FB__SUP_FAIL_LAUNCH_FAILURE, 1},
+        {"the priority asked", 50, 1, FB__SUP_FAIL_CRASH, 50},
+        {"clamped at 99", 120, 1, FB__SUP_FAIL_CRASH, 99},
+        /* the ranks' dumps and their analysis: the supervisor waits or
+         * computes at length */
+        {"hang", 1, 1, FB__SUP_FAIL_HANG, 0},
+        /* ranks on other nodes: nothing to win here */
+        {"crash under slurm", 1, 0, FB__SUP_FAIL_CRASH, 0},
+        {"node lost", 1, 0, FB__SUP_FAIL_NODE_FAILURE, 0},
+        {"--supervisor-rt 0", 0, 1, FB__SUP_FAIL_CRASH, 0},
+        {"negative", -1, 1, FB__SUP_FAIL_CRASH, 0},
+        {"no failure", 1, 1, FB__SUP_FAIL_NONE, 0},
+        {"out of range", 1, 1, FB__SUP_FAIL_KIND_COUNT, 0},
+    };
+    for (size_t i = 0; i < N(cases); i++) {
+        int got = fb__sup_stop_rt_priority(cases[i].rt, cases[i].same_node, cases[i].kind);
+        CHECKF(got == cases[i].want, "stop rt priority, %s: got %d, want %d",
+                  cases[i].what, got, cases[i].want);
+    }
+}
+
 static void test_sdc_supersedes(void)
 {
     static const struct {
@@ -720,6 +756,7 @@ int main(void)
     test_judge_vanished();
     test_sdc_supersedes();
     test_held_first();
+    test_stop_rt_priority();
     if (failures)
         fprintf(stderr, "test_policy: %d check%s failed\n", failures,
                 failures == 1 ? "" : "s");
