@@ -6,7 +6,9 @@ fb-toy-train:
      detected_at to the next attempt's launched_at (the journal's own
      times; launched_at is when the last new rank runs its program), the
      median and range over a few restarts, per rank, and a linear fit over
-     the medians; at the largest size also without standby shims
+     the medians; the crashing rank is the last one started, 30 steps
+     into its attempt; at the largest size also a crash in the start-up
+     (rank 0, the first started, printed only), and without standby shims
      (FIREBREAK_STANDBY_SHIMS=0, right after the run with them; with
      FB_BENCH_SCALE_AGAIN=1 a third run with them again), and for both
      the time from the detection until every new rank took a step;
@@ -77,7 +79,13 @@ def loadavg():
 # restores the checkpoint of the step before its predecessor's crash): a failure
 # in the first tenth of a second of an attempt finds the next attempt's
 # standby shims still being made (docs/supervisor.md, "At scale"), and
-# the relaunch forks and execs what is missing.
+# the relaunch forks and execs what is missing.  The rank that crashes is
+# the last one started (rank n-1, then n-2): the first launch starts each
+# rank as its shim is forked, and at 256 ranks on 2 cores rank 0 reached
+# its step 30 before every rank had taken a step (the attempt's ready_at
+# still unset: a crash in the job's start-up, not in training).  A crash
+# in the start-up, rank 0 at its step 30, is measured beside it at the
+# largest size, printed only.
 CRASH_STEP = 30
 # Each run goes on this many steps past its last crash: the toy's ranks
 # do not wait for each other, and one that ends (exit 0) before the crash
@@ -118,18 +126,21 @@ def show_parts(what):
     parts.clear()
 
 
-def relaunch(n, restarts, standby=True):
+def relaunch(n, restarts, standby=True, startup=False):
     """Relaunch times (ms) of one run of n ranks with `restarts` crashes,
     the times from each detection until every new rank took a step, and
     how many ranks were standing by at each relaunch (the supervisor's
-    log)."""
+    log).  The crashing ranks are the last ones started (n-1, n-2, ...);
+    with `startup`, rank 0 (the first started, so its crash comes while
+    the others start)."""
     d = tempfile.mkdtemp(prefix="fb-bench-scale.")
     env = dict(os.environ, FIREBREAK_STANDBY_SHIMS="1" if standby else "0")
     try:
         cmd = [FB, "run", "--run-dir", d + "/run", "--nproc-per-node",
                str(n), "--max-restarts", str(restarts + 1), "--crash-loop", "0"]
         for a in range(restarts):
-            cmd += ["--inject", f"kill:rank={a % n},step={CRASH_STEP * (a + 1)},attempt={a}"]
+            r = a % n if startup else (n - 1 - a) % n
+            cmd += ["--inject", f"kill:rank={r},step={CRASH_STEP * (a + 1)},attempt={a}"]
         cmd += ["--", TOY, "--steps", str(CRASH_STEP * (restarts + 1) + TAIL_STEPS),
                 "--sleep-ms",
                 "20", "--ckpt-every", "5"]
@@ -339,6 +350,13 @@ def main():
     if t0 and r0:
         show(big, t0, r0, s0, ", no standby shims")
         show_parts(", no standby shims")
+    # A crash in the start-up (printed only): rank 0 at its step 30, while
+    # the last ranks of a large job may still be starting.
+    tsu, rsu, ssu = relaunch(big, 1, startup=True)
+    phase(f"relaunch at {big} ranks, a crash in the start-up")
+    if tsu and rsu:
+        show(big, tsu, rsu, ssu, ", a crash in the start-up (rank 0, informational)")
+        show_parts(", a crash in the start-up")
     if os.environ.get("FB_BENCH_SCALE_AGAIN") == "1":
         t1, r1, s1 = relaunch(big, 3 if big < 256 else 2)
         phase(f"relaunch at {big} ranks, standby shims again")
