@@ -1006,7 +1006,8 @@ static void cleanup_mpi_dir(const char *name, const char *job_id, int only_stale
     fb__rm_rf(path);
 }
 
-static int cleanup(const char *job_id, int attempt, int only_stale)
+/* attempt < 0: every attempt; below: the attempts before `attempt`. */
+static int cleanup(const char *job_id, int attempt, int below, int only_stale)
 {
     DIR *d = opendir(SHM_DIR);
     if (!d)
@@ -1023,7 +1024,7 @@ static int cleanup(const char *job_id, int attempt, int only_stale)
         }
         if (job_id && strcmp(job, job_id) != 0)
             continue;
-        if (attempt >= 0 && a != attempt)
+        if (attempt >= 0 && (below ? a >= attempt : a != attempt))
             continue;
         char path[PATH_MAX];
         if (fb__fmt(path, sizeof path, SHM_DIR "/%s", e->d_name))
@@ -1045,12 +1046,17 @@ static int cleanup(const char *job_id, int attempt, int only_stale)
 
 int fb__seg_cleanup(const char *job_id)
 {
-    return job_id ? cleanup(job_id, -1, 0) : cleanup(NULL, -1, 1);
+    return job_id ? cleanup(job_id, -1, 0, 0) : cleanup(NULL, -1, 0, 1);
 }
 
 int fb__seg_remove_job(const char *job_id, int attempt)
 {
-    return cleanup(job_id, attempt, 0);
+    return cleanup(job_id, attempt, 0, 0);
+}
+
+int fb__seg_remove_older(const char *job_id, int attempt)
+{
+    return job_id && attempt > 0 ? cleanup(job_id, attempt, 1, 0) : 0;
 }
 
 int fb__seg_request_dump(const fb__seg *seg, const char *name_or_path,

@@ -435,4 +435,9 @@ int fb__seg_cleanup(const char *job_id);
 /* Remove every segment of one job and attempt (attempt < 0: all). */
 int fb__seg_remove_job(const char *job_id, int attempt);
 
+/* Remove every segment of the job's attempts before `attempt`: a node
+ * watcher's sweep at its start (supervisor/watcher.c), where a rank of an
+ * earlier attempt that outlived that attempt's watcher left its own. */
+int fb__seg_remove_older(const char *job_id, int attempt);
+
 #endif

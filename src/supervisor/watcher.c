@@ -554,6 +554,10 @@ int fb__watch_run(const fb__watch_opts *o)
         ranks[n].mem_step = -1;
         n++;
     }
+    /* An earlier attempt's rank that outlived its watcher's last second
+     * (Open MPI's ranks under --mpirun, stopped through their orted) left
+     * its segment here, and no one else on this host will remove it. */
+    fb__seg_remove_older(o->job, o->attempt);
     fb__fbw1_msg m;
     memset(&m, 0, sizeof m);
     m.kind = FB_FBW1_HELLO;

@@ -11,6 +11,10 @@
 #      the host of rank 3 (its ring's identity); the
 #      run resumes from a checkpoint and ends with the reference hash;
 #   3. rank 3 killed on node2: restart, the reference hash.
+# After the hang and the kill, nothing of the job is left on the nodes:
+# no segment of either attempt (the hung attempt's ranks, stopped through
+# their orted, outlive their watcher: the next attempt's watcher removes
+# them) and none of Open MPI's session or shared-memory files.
 source "$(dirname "$0")/lib.sh"
 MLP=$BIN/fb-train-mlp
 command -v mpirun >/dev/null || { echo "SKIP: no mpirun"; exit 0; }
@@ -31,6 +35,14 @@ run() { # DIR [firebreak options...]
         --sleep-ms 30 >"$T/$d.json" 2>"$T/$d.err"
 }
 q() { sqlite3 "$T/$1/journal.sqlite" "$2"; }
+nothing_left() { # RUNDIR
+    local job n left
+    job=$(cat "$T/$1/job")
+    for n in node1 node2 node3; do
+        left=$(on "$n" ls -A /dev/shm /tmp | grep -E "^(fb\.$job\.|ompi\.|vader_segment|sm_segment)" || true)
+        [ -z "$left" ] || fail "$1: left on $n: $left"
+    done
+}
 why() { echo "$(tail -n 5 "$T/$1.err"); $(q $1 "select kind, rank, node, detail from incident")"; }
 
 # 1. Fault-free.
@@ -63,6 +75,7 @@ grep -q "snapshots from 3 of 3 node watchers" "$T/hang.err" "$T/hang/logs/"*.log
 grep -q "rank 3 never entered all_reduce" fr.out || fail "fr analyze names no collective: $(head -n 5 fr.out)"
 grep -q "rank 3 (host node2) last completed" fr.out || fail "fr analyze names no host: $(head -n 5 fr.out)"
 [ "$(cat "$T/hang/final_hash")" = "$want" ] || fail "hang run ended with $(cat "$T/hang/final_hash"), not $want"
+nothing_left hang
 ok "hang of rank 3 on node2: $detail"
 
 # 3. Rank 3 killed on node2.
@@ -71,4 +84,5 @@ run kill --inject 'kill:rank=3,step=25' || fail "kill run exited $? ($(why kill)
     || fail "kill incident: $(why kill)"
 [ "$(q kill "select count(*) from attempt")" = 2 ] || fail "attempts: $(q kill "select * from attempt")"
 [ "$(cat "$T/kill/final_hash")" = "$want" ] || fail "kill run ended with $(cat "$T/kill/final_hash"), not $want"
+nothing_left kill
 ok "rank 3 killed on node2: restarted, same hash"

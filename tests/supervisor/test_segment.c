@@ -787,6 +787,40 @@ static void test_sigbus_elsewhere(void)
     fb__seg_remove_job(job, 15);
 }
 
+/* A node watcher's sweep at its start: every segment of the job's earlier
+ * attempts goes (a rank that outlived its attempt left it), the attempt's
+ * own and later ones and another job's stay. */
+static void test_remove_older(void)
+{
+    char other[80], path[256], name[FB__SEG_NAME_MAX];
+    struct stat st;
+    fb__seg *s[5] = {make(20, 0), make(20, 1), make(21, 0), make(22, 0), make(23, 0)};
+    snprintf(other, sizeof other, "%s-other", job);
+    fb__seg *o = NULL;
+    fb__seg_create_args a = {.job_id = other, .attempt = 20, .rank = 0,
+                             .world_size = 4, .fr_capacity = 256};
+    CHECK_RC(fb__seg_create(&o, &a), 0);
+    CHECK_EQ_INT(fb__seg_remove_older(job, 0), 0);
+    CHECK_EQ_INT(fb__seg_remove_older(job, 22), 3);
+    static const int gone[][2] = {{20, 0}, {20, 1}, {21, 0}}, kept[][2] = {{22, 0}, {23, 0}};
+    for (int i = 0; i < 3; i++) {
+        seg_path(path, sizeof path, gone[i][0], gone[i][1]);
+        CHECKF(stat(path, &st) != 0, "%s left", path);
+    }
+    for (int i = 0; i < 2; i++) {
+        seg_path(path, sizeof path, kept[i][0], kept[i][1]);
+        CHECKF(stat(path, &st) == 0, "%s removed", path);
+    }
+    fb__seg_name(name, sizeof name, other, 20, 0);
+    snprintf(path, sizeof path, "/dev/shm%s", name);
+    CHECKF(stat(path, &st) == 0, "%s (another job's) removed", path);
+    for (int i = 0; i < 5; i++)
+        fb__seg_close(s[i]);
+    fb__seg_close(o);
+    fb__seg_remove_job(other, -1);
+    fb__seg_remove_job(job, -1);
+}
+
 int main(void)
 {
     snprintf(job, sizeof job, "segtest-%d", (int)getpid());
@@ -804,6 +838,7 @@ int main(void)
     test_malformed();
     test_not_ours();
     test_fr_live();
+    test_remove_older();
     fb__seg_remove_job(job, -1);
     if (!failures)
         printf("ok: segment reader\n");
