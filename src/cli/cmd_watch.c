@@ -19,6 +19,7 @@ static void usage(FILE *f)
 "                       [--node NAME] [--node-id K] [--interval DUR]\n"
 "       firebreak watch --health [--node NAME]\n"
 "       firebreak watch --mem-finish --job ID --ckpt-dir DIR --world W --step S\n"
+"       firebreak watch --sweep --job ID\n"
 "       firebreak watch --mem-fetch --job ID --world W --step S --port N\n"
 "                       --plan RANK:SRC:m|p:DST:ADDR,... [--timeout DUR]\n"
 "\n"
@@ -41,6 +42,9 @@ static void usage(FILE *f)
 "                  the directory (docs/slurm.md, \"Checkpoint tiers\");\n"
 "                  --from-peer R:NODE,...: NODE copies rank R's shard from\n"
 "                  its peer copies\n"
+"  --sweep         the end of a run whose ranks were stopped: remove this\n"
+"                  node's segments of every attempt of job ID and its Open\n"
+"                  MPI directory in /dev/shm (our own files only)\n"
 "  --mem-fetch     before a launch: send and receive the shards the plan\n"
 "                  names for this node (fbr1 on port N, each verified by\n"
 "                  hash into the receiver's /dev/shm/fb.ID.mem/peer;\n"
@@ -63,7 +67,7 @@ int fb__cmd_watch(int argc, char **argv)
     const char *job = NULL, *node_opt = NULL;
     long long attempt = -1, ppn = -1, world = -1, node_id = -1;
     double interval_s = 1.0;
-    int health = 0, mem_finish = 0;
+    int health = 0, mem_finish = 0, sweep = 0;
     const char *ckpt_dir = NULL, *plan = NULL, *peers = NULL, *from_peer = NULL;
     long long step = -2, port = 0, peer_port = 0;
     double timeout_s = 60.0;
@@ -84,6 +88,10 @@ int fb__cmd_watch(int argc, char **argv)
         }
         if (!strcmp(a, "--mem-fetch")) {
             mem_fetch = 1;
+            continue;
+        }
+        if (!strcmp(a, "--sweep")) {
+            sweep = 1;
             continue;
         }
         if (i + 1 >= argc) {
@@ -121,6 +129,13 @@ int fb__cmd_watch(int argc, char **argv)
     setvbuf(stdout, NULL, _IOLBF, 0); /* each line reaches srun at once */
     if (health)
         return fb__watch_health(node, stdout);
+    if (sweep) {
+        if (!job) {
+            fprintf(stderr, "firebreak watch: --sweep needs --job (see --help)\n");
+            return 2;
+        }
+        return fb__watch_sweep(job, node, stderr);
+    }
     if (mem_finish) {
         if (!job || !ckpt_dir || world < 1 || step < -1) {
             fprintf(stderr, "firebreak watch: --mem-finish needs --job, --ckpt-dir, "

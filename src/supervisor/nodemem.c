@@ -688,6 +688,8 @@ int fb__nodemem_finish_here(const char *job, const char *ckpt_dir, int world,
         }
     }
     fb__ckpt_mem_dir_remove(dir);
+    /* the end of the run: segments stopped ranks left, as --sweep */
+    (void)fb__watch_sweep(job, node, err);
     return failed;
 }
 

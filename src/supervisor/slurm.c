@@ -49,6 +49,7 @@ _Static_assert(FB__FBW1_NODEID_MAX == MAX_NODES - 1, "a hello names one of our n
 #define HEALTH_TIMEOUT_MS 120000
 #define LOST_RECHECK_TIMEOUT_MS 5000
 #define SNAP_TIMEOUT_MS 5000     /* the watchers' flight-recorder snapshots */
+#define SWEEP_STEP_MS 15000      /* the end of run's segment sweep         */
 
 typedef struct snode {
     char name[FB__FBW1_NODE_MAX];
@@ -966,6 +967,21 @@ int fb__sup_slurm_on_nodes(fb__sup *s, const char *nodes, const char *const *arg
     if (lfd >= 0)
         close(lfd);
     return rc;
+}
+
+void fb__sup_slurm_sweep(fb__sup *s)
+{
+    if (!s->slurm || !s->stopped_any)
+        return;
+    char log_path[PATH_MAX];
+    if (fb__fmt(log_path, sizeof log_path, "%s/slurm-sweep.log", s->logs_dir))
+        return;
+    const char *args[] = {"--sweep", "--job", s->job_id, NULL};
+    int rc = fb__sup_slurm_on_nodes(s, NULL, args, log_path, SWEEP_STEP_MS);
+    if (rc)
+        fb__sup_log(s, "end of run: the sweep of the nodes' segments failed (%s; %s); "
+                    "the Epilog removes what is left", rc > 0 ? "exit status"
+                    : fb_strerror(rc), log_path);
 }
 
 /* One request line to every watcher: 0, or -errno (-EPIPE: none to

@@ -911,6 +911,7 @@ static void stop_rt_leave(fb__sup *s)
 static void stop_all(fb__sup *s, int sig)
 {
     uint64_t t0 = fb__now_ns();
+    s->stopped_any = 1;
     fb__sup_slurm_keep(s); /* under slurm: node memory outlives the stop */
     for (int i = 0; i < s->nunits; i++)
         if (!s->units[i].ended)
@@ -1684,7 +1685,10 @@ static void finish_run(fb__sup *s, int rc, const char *status, const sigset_t *o
     write_snapshots(s); /* a run that ends with a failure */
     fb__shim_server_stop();
     fb__proc_sweep(NULL, 0, 2000);
+    int tier_swept = s->slurm && s->mem_dir[0]; /* its end-of-run step sweeps */
     fb__sup_tiers_finish(s); /* after every rank is gone */
+    if (!tier_swept)
+        fb__sup_slurm_sweep(s);
     fb__seg_remove_job(s->job_id, -1);
     wait_set_close();
     if (s->sigfd >= 0) {

@@ -310,6 +310,19 @@ static void remove_segment(const fb__watch_opts *o, const wrank *w)
         unlink(path);
 }
 
+int fb__watch_sweep(const char *job, const char *node, FILE *err)
+{
+    if (!*job || strchr(job, '/') || strlen(job) > 60) {
+        fprintf(err, "firebreak watch: --job: not a job id: %s\n", job);
+        return 2;
+    }
+    int n = fb__seg_remove_job(job, -1);
+    if (n > 0)
+        fprintf(err, "firebreak watch: %s: removed %d segment%s of job %s left by "
+                "stopped ranks\n", node, n, n == 1 ? "" : "s", job);
+    return 0;
+}
+
 /* A hang: copy the segment (and with it the flight-recorder ring) of
  * every rank of this node into the run directory, where the supervisor
  * analyzes them with those of the other nodes; then say how many.  The
@@ -554,9 +567,10 @@ int fb__watch_run(const fb__watch_opts *o)
         ranks[n].mem_step = -1;
         n++;
     }
-    /* An earlier attempt's rank that outlived its watcher's last second
-     * (Open MPI's ranks under --mpirun, stopped through their orted) left
-     * its segment here, and no one else on this host will remove it. */
+    /* An earlier attempt's stopped ranks left their segments here: srun
+     * ends a stopped step's tasks, that attempt's watcher among them, by
+     * SIGKILL, so it removed none but those of ranks already gone; no one
+     * else on this host would. */
     fb__seg_remove_older(o->job, o->attempt);
     fb__fbw1_msg m;
     memset(&m, 0, sizeof m);
@@ -683,9 +697,11 @@ int fb__watch_run(const fb__watch_opts *o)
     }
     fb__peer_stop(peer);
     settle_memory(o, &req, ranks, n);
-    /* Stopped (the step ends, scancel): the ranks are being stopped too;
-     * give them up to a second to go before their segments are removed.
-     * A rank still alive keeps its segment. */
+    /* Stopped by SIGTERM (scancel, the job's end; a step srun stops ends
+     * by SIGKILL, and the supervisor's sweeps remove what is left: the
+     * next attempt's watcher, the end of the run's `--sweep`): the ranks
+     * are being stopped too; give them up to a second to go before their
+     * segments are removed.  A rank still alive keeps its segment. */
     for (int t = 0; left > 0 && t < 20; t++) {
         struct pollfd pfd[FB__WATCH_MAX_LOCAL];
         int map[FB__WATCH_MAX_LOCAL], np = 0;

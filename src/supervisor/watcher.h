@@ -60,6 +60,14 @@ int fb__watch_run(const fb__watch_opts *o);
  * `error`, which the supervisor reads. */
 int fb__watch_health(const char *node, FILE *out);
 
+/* `firebreak watch --sweep`: remove this node's segments of every attempt
+ * of `job` and its Open MPI directory (/dev/shm/fb.<job>.ompi), our own
+ * files only: the supervisor's step at the end of a run whose ranks were
+ * stopped (srun ends a stopped step's tasks, its watchers among them, by
+ * SIGKILL, and a rank may outlive its watcher).  Says how many on err.
+ * 0, or 2 for a job id that is not one. */
+int fb__watch_sweep(const char *job, const char *node, FILE *err);
+
 /* The node-memory checkpoint tier under the slurm launcher (nodemem.c;
  * docs/slurm.md, "Checkpoint tiers").
  * `firebreak watch --mem-finish`: copy this node's shards of `step` (-1:

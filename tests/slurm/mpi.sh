@@ -11,10 +11,13 @@
 #      the host of rank 3 (its ring's identity); the
 #      run resumes from a checkpoint and ends with the reference hash;
 #   3. rank 3 killed on node2: restart, the reference hash.
-# After the hang and the kill, nothing of the job is left on the nodes:
-# no segment of either attempt (the hung attempt's ranks, stopped through
-# their orted, outlive their watcher: the next attempt's watcher removes
-# them) and none of Open MPI's session or shared-memory files.
+#   4. rank 3 hangs with --max-restarts 0: the run gives up.
+# After the hang, the kill and the give-up, nothing of the job is left on
+# the nodes: no segment of any attempt (srun ends a stopped step's tasks,
+# the watchers among them, by SIGKILL: the next attempt's watcher removes
+# the earlier attempts' segments, and the end of a run whose ranks were
+# stopped runs `firebreak watch --sweep` on every node) and none of Open
+# MPI's session or shared-memory files.
 source "$(dirname "$0")/lib.sh"
 MLP=$BIN/fb-train-mlp
 command -v mpirun >/dev/null || { echo "SKIP: no mpirun"; exit 0; }
@@ -86,3 +89,12 @@ run kill --inject 'kill:rank=3,step=25' || fail "kill run exited $? ($(why kill)
 [ "$(cat "$T/kill/final_hash")" = "$want" ] || fail "kill run ended with $(cat "$T/kill/final_hash"), not $want"
 nothing_left kill
 ok "rank 3 killed on node2: restarted, same hash"
+
+# 4. The last attempt stopped: the run's end sweeps the nodes.
+run giveup --inject 'hang:rank=3,step=20' --max-restarts 0 && fail "the give-up run exited 0"
+[ "$(q giveup "select kind || ' ' || rank || ' ' || node from incident")" = "hang 3 node2" ] \
+    || fail "give-up incident: $(why giveup)"
+nothing_left giveup
+[ "$(grep -c "removed 2 segments of job" "$T/giveup/logs/slurm-sweep.log")" = 3 ] \
+    || fail "the end of run's sweep: $(cat "$T/giveup/logs/slurm-sweep.log")"
+ok "rank 3 hung, no restart left: the run's end removed its ranks' segments on node1..node3"

@@ -6,7 +6,10 @@
 # truncates its segment file (to a page, to 0) instead.  Started by hand in
 # the background of a terminal that someone types at: it runs on (no
 # SIGTTIN stop).  And against another user's file under a rank's name:
-# refused, naming owner and mode.
+# refused, naming owner and mode.  `firebreak watch --sweep` (the end of a
+# run whose ranks were stopped): the job's segments of every attempt and
+# its Open MPI directory go; another job's, and (as root) another user's
+# file under the job's name, stay; bad input exits 2.
 source "$(dirname "$0")/lib.sh"
 SCR=$BIN/fb-test-scribbler
 job=fbwatch-$$-$RANDOM
@@ -36,6 +39,30 @@ rm -f /dev/shm/fb.$job.*
 python3 "$(dirname "$0")/watch_bgtty.py" "$FB" $job >bg.out 2>&1 \
     || fail "in a terminal's background: $(cat bg.out)"
 ok "in a terminal's background, typed at: $(tail -1 bg.out); no requests read from the terminal"
+
+# --sweep: every attempt's segments of the job and fb.JOB.ompi go.
+rm -rf /dev/shm/fb.$job.* /dev/shm/fb.$job-x.*
+at_exit+=('rm -rf /dev/shm/fb.$job.ompi /dev/shm/fb.$job-x.*')
+for f in 0.0 0.1 3.7; do head -c 4096 /dev/zero >/dev/shm/fb.$job.$f; done
+head -c 4096 /dev/zero >/dev/shm/fb.$job-x.0.0
+mkdir -p /dev/shm/fb.$job.ompi/session && touch /dev/shm/fb.$job.ompi/vader_segment.n1.0
+if [ "$(id -u)" = 0 ]; then
+    head -c 4096 /dev/zero >/dev/shm/fb.$job.5.0 && chown 65534 /dev/shm/fb.$job.5.0
+fi
+"$FB" watch --sweep --job $job --node n1 >sw.out 2>sw.err || fail "--sweep exited $?: $(cat sw.err)"
+grep -qx "firebreak watch: n1: removed 3 segments of job $job left by stopped ranks" sw.err \
+    || fail "--sweep said: $(cat sw.err)"
+left=$(cd /dev/shm && ls -d fb.$job.* fb.$job-x.* 2>/dev/null | LC_ALL=C sort | tr '\n' ' ')
+want=$( (echo fb.$job-x.0.0; [ "$(id -u)" != 0 ] || echo fb.$job.5.0) | LC_ALL=C sort | tr '\n' ' ')
+[ "$left" = "$want" ] || fail "after --sweep: '$left', wanted '$want'"
+rm -f /dev/shm/fb.$job.5.0 /dev/shm/fb.$job-x.0.0
+"$FB" watch --sweep --job $job >sw.out 2>sw.err || fail "an empty --sweep exited $?"
+[ ! -s sw.err ] || fail "an empty --sweep said: $(cat sw.err)"
+rc=0; "$FB" watch --sweep >sw.out 2>sw.err || rc=$?
+[ $rc = 2 ] && grep -q "needs --job" sw.err || fail "--sweep without --job: $rc $(cat sw.err)"
+rc=0; "$FB" watch --sweep --job a/b >sw.out 2>sw.err || rc=$?
+[ $rc = 2 ] && grep -q "not a job id: a/b" sw.err || fail "--sweep --job a/b: $rc $(cat sw.err)"
+ok "--sweep removes the job's segments of every attempt and its Open MPI directory, nothing else"
 
 if [ "$(id -u)" != 0 ]; then
     echo "skip: planting another uid's file needs root (chown)"
