@@ -38,7 +38,10 @@ everything).
 
 Then, in the same run: fio's sequential write + fsync of the same bytes
 (the baseline of time to durable); restore, cold (page cache dropped with
-POSIX_FADV_DONTNEED), by firebreak, torch.load and dcp.load; and 2 ranks
+POSIX_FADV_DONTNEED), by firebreak, torch.load and dcp.load, into a fresh
+state as a restarted program has one (the model's initial parameters,
+AdamW's moments zero; reset before each restore) and, printed beside,
+into the trained state of this process (a rollback); and 2 ranks
 (gloo, spawned processes) with a state of at most 256 MiB replicated
 (DDP): bytes each
 rank writes, firebreak's Checkpointer (written once per group) against
@@ -54,7 +57,7 @@ and recorded with bench/result.py when that exists; exit 1 on a miss:
   durable         firebreak's time to durable, p50     <= 1.1 x fio write+fsync, best of 5
   durable_p90     that method's time to durable, p90   <= 1.5 x its p50
   durable_max     same, its slowest save               <= 3 x its p50
-  restore         firebreak's restore, cold            <= 1.0 x the best of torch.load
+  restore         firebreak's restore, cold, fresh     <= 1.0 x the best of torch.load
                                                           and dcp.load (cold)
   restore_fio     same                                 <= 1/0.95 x fio's cold read
 
@@ -496,7 +499,7 @@ def fio_run(root, rw, nbytes_):
 def fio_write(root, nbytes_, writes=5):
     """fio's sequential write + fsync of a new file of nbytes_, `writes`
     times, then its sequential read of that file, cold (page cache dropped
-    the way the restores below drop it), twice: (the writes' best, their
+    the way the restores below drop it), three times: (the writes' best, their
     median, the reads' best), seconds, None where fio is missing or
     failed.  The best write is what firebreak's median time to durable is
     held against: the disk's own speed.  The median is printed beside it
@@ -513,7 +516,7 @@ def fio_write(root, nbytes_, writes=5):
             return None, None, None
         w.append(s)
     best_read = None
-    for _ in range(2):
+    for _ in range(3):
         drop_cache(path)
         s = fio_run(root, "read", nbytes_)
         if s is not None:
@@ -554,14 +557,34 @@ def dir_bytes(root, pred=lambda p: True):
     return total
 
 
-def restore_times(root, state, tries):
-    """Cold restore of the last checkpoint each method left: seconds, best
-    of tries; {} entries missing where the method is."""
+def fresh_state(mib):
+    """A restarted program's state before its restore: the model as
+    constructed, AdamW's moments as its first step makes them (zero); and
+    reset(), which puts both back (untimed, before each restore)."""
+    model, opt, tensors = make_state(mib)
+    params = [p.data for p in model.parameters()]
+    init = [t.clone() for t in params]
+    moments = [t for t in tensors[len(params):]]
+
+    def reset():
+        with torch.no_grad():
+            for t, i in zip(params, init):
+                t.copy_(i)
+            for t in moments:
+                t.zero_()
+    return {"model": model, "optim": opt}, reset
+
+
+def restore_times(root, state, tries, reset=lambda: None):
+    """Cold restore of the last checkpoint each method left, into state
+    (reset() before each): seconds, best of tries; {} entries missing
+    where the method is."""
     out = {}
 
     def timed(name, path, fn):
         best = None
         for _ in range(tries):
+            reset()
             drop_cache(path)
             a = now()
             fn()
@@ -874,14 +897,19 @@ def main():
                                                   "best of 5 %.3f s (%.2f GB/s), p50 %.3f s"
                                                   % (fio_s, total / fio_s / 1e9, fio_med)
                                                   if fio_s else "unavailable"))
-    print("fio read, cold, of %.1f MiB: %s" % (total / 2**20, "%.3f s (%.2f GB/s)"
+    print("fio read, cold, best of 3, of %.1f MiB: %s" % (total / 2**20, "%.3f s (%.2f GB/s)"
                                                % (fio_r, total / fio_r / 1e9)
                                                if fio_r else "unavailable"))
     phase("fio", t_x)
     t_y = now()
-    rest = restore_times(root, state, 1 if a.quick else 2)
-    print("restore, cold (page cache dropped), best of %d: %s" % (
-        1 if a.quick else 2, ", ".join("%s %.3f s" % kv for kv in rest.items())))
+    fresh, reset = fresh_state(a.size)
+    rest = restore_times(root, fresh, 1 if a.quick else 3, reset)
+    del fresh, reset
+    print("restore, cold (page cache dropped), into a fresh state (a restart's), best of "
+          "%d: %s" % (1 if a.quick else 3, ", ".join("%s %.3f s" % kv for kv in rest.items())))
+    live = restore_times(root, state, 1 if a.quick else 2)
+    print("restore, cold, into this process's trained state (a rollback; no target), best of "
+          "%d: %s" % (1 if a.quick else 2, ", ".join("%s %.3f s" % kv for kv in live.items())))
     phase("restores", t_y)
     t_y = now()
     first = first_save_after_restore(root, state)
@@ -973,7 +1001,7 @@ def main():
         doc = {"torch": torch.__version__, "bytes": total, "saves": saves,
                "skipped": missing, "fio_write_s": fio_s, "fio_write_p50_s": fio_med,
                "fio_read_s": fio_r,
-               "restore_s": rest,
+               "restore_s": rest, "restore_live_s": live,
                "first_save_after_restore_s": first,
                "targets": targets,
                "methods": [{"name": n, "step": k, "base_s": g["base"],

@@ -1025,8 +1025,11 @@ class Checkpointer:
             # a synchronous handle of its own: no staging to fault in
             # before the first byte is read (fresh memory costs up to
             # seconds per GiB on a VM whose host must back it first); the
-            # engine reads the shard once only to verify it and, when
-            # every hash matched, again (from the page cache) into place
+            # engine reads into place each tensor whose bytes are zero (a
+            # fresh optimizer's moments, the new tensors above: cleared
+            # again if a hash fails), and the others once only to verify
+            # them and, when every hash matched, again (from the page
+            # cache) into place
             got = self._engine_restore(entries, into)
             if got == lay.step and self._opts["async_save"] and (
                     self._ck is None or self._from_restore):

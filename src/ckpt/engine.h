@@ -122,6 +122,7 @@ struct fb_ckpt {
     char dir[PATH_MAX];
     int rank, world_size, keep, async, io_threads;
     int copy_threads;   /* threads for save's host copy (caller included) */
+    uint64_t reread;    /* the last restore's bytes read twice (restore.c) */
     fb_ckpt_busy on_busy;
     fb_ckpt_on_error on_error;
     fb__hash_alg alg;

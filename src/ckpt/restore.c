@@ -17,8 +17,11 @@
  * straight into place, each piece copied aside into staging just before
  * it is overwritten and put back if any hash fails; device tensors are
  * read into staging and copied to the device only after every hash
- * matched; tensors without staging (synchronous handles) are read twice,
- * the first time only to verify (docs/checkpoint.md has the cost).
+ * matched; tensors without staging (synchronous handles) are read
+ * straight into place as long as the bytes they overwrite are zero (put
+ * back by clearing them: a fresh program's optimizer moments, new
+ * tensors), and from the first piece that is not, only verified, then read
+ * again once every hash matched (docs/checkpoint.md has the cost).
  *
  * A shard that fails its hashes is renamed rank-R.corrupt, so that the
  * checkpoint is incomplete for every later restore of every rank; and this
@@ -158,11 +161,12 @@ static void quarantine_own_shard(const fb_ckpt *ck, const char *dir, uint64_t st
  * straight into place, each piece of a tensor first copied aside into its
  * staging (shard.h: on the reading threads, while the others wait for the
  * disk, instead of one more pass over the whole state after the last
- * read); device tensors into staging; the rest (synchronous handles) only
+ * read); device tensors into staging; the rest (synchronous handles) into
+ * place while what they overwrite is zero (FB__SHARD_ZERO_TRY), else only
  * verified, then, when all verified, read again into those tensors.  On
  * failure every byte written into a tensor is put back (fb__shard_undo),
  * but for the second pass's tensors, which hold part of it.  k: the first
- * pass's dest, backup and saved, for the caller's undo.
+ * pass's dest, backup, saved and zero, for the caller's undo.
  */
 /* FIREBREAK_CKPT_RESTORE_STAGED=1 (test builds): read host tensors into
  * staging and copy them into place after the last hash, the old way
@@ -180,33 +184,50 @@ static int read_in_place(void)
 typedef struct keep {
     void **dest, **backup, **dest2;
     size_t *saved;
+    unsigned char *zero;
+    fb__st_tensor *sub;          /* the second read's tensors */
 } keep;
 
 static int read_shard(fb_ckpt *ck, int fd, const fb__st_header *h,
                       const char *path, const size_t *map, keep *k,
                       char *why, size_t why_size)
 {
-    int direct = 0, place = read_in_place();
+    size_t again = 0;
+    uint64_t again_bytes = 0;
+    int place = read_in_place();
+    ck->reread = 0;
     for (size_t j = 0; j < h->ntensors; j++) {
         const fb__ckpt_tensor *t = &ck->t[map[j]];
         int in_place = place && t->bytes && t->staging && !t->on_device;
-        k->dest[j] = in_place ? t->data : t->staging;
+        int if_zero = t->bytes && !t->staging && !t->on_device;
+        k->dest[j] = in_place || if_zero ? t->data : t->staging;
         k->backup[j] = in_place ? t->staging : NULL;
-        direct |= t->bytes && !t->staging;
+        k->zero[j] = if_zero ? FB__SHARD_ZERO_TRY : FB__SHARD_ZERO_OFF;
     }
-    int rc = fb__shard_read_verify_keep(fd, h, path, k->dest, k->backup,
-                                        k->saved, ck->io_threads, why, why_size);
-    if (rc || !direct) {
-        if (rc)
-            fb__shard_undo(h, k->dest, k->backup, k->saved);
+    int rc = fb__shard_read_verify_keep(fd, h, path, k->dest, k->backup, k->saved,
+                                        k->zero, ck->io_threads, why, why_size);
+    if (rc) {
+        fb__shard_undo(h, k->dest, k->backup, k->saved);
         return rc;
     }
+    /* The second read, now that every hash matched: only the tensors not
+     * wholly read into place, in file order. */
     for (size_t j = 0; j < h->ntensors; j++) {
-        const fb__ckpt_tensor *t = &ck->t[map[j]];
-        k->dest2[j] = t->staging ? NULL : t->data;
+        if (k->zero[j] != FB__SHARD_ZERO_NO)
+            continue;
+        k->sub[again] = h->tensors[j];
+        k->dest2[again++] = ck->t[map[j]].data;
+        again_bytes += h->tensors[j].end - h->tensors[j].begin;
     }
+    ck->reread = again_bytes;
+    if (!again)
+        return 0;
+    fb__st_header view = *h;
+    view.tensors = k->sub;
+    view.ntensors = again;
+    view.data_len = again_bytes; /* only splits the work between threads */
     char err[FB__REPORT_TEXT_MAX + 600];
-    rc = fb__shard_read_verify(fd, h, path, k->dest2, ck->io_threads, NULL, NULL,
+    rc = fb__shard_read_verify(fd, &view, path, k->dest2, ck->io_threads, NULL, NULL,
                                NULL, NULL, err, sizeof err);
     if (rc) {
         fb__shard_undo(h, k->dest, k->backup, k->saved);
@@ -264,8 +285,10 @@ int fb__ckpt_try_step(fb_ckpt *ck, const char *dir, uint64_t step,
     k.backup = fb__calloc(nt, sizeof *k.backup);
     k.dest2 = fb__calloc(nt, sizeof *k.dest2);
     k.saved = fb__calloc(nt, sizeof *k.saved);
+    k.zero = fb__calloc(nt, sizeof *k.zero);
+    k.sub = fb__calloc(nt, sizeof *k.sub);
     map = fb__calloc(nt, sizeof *map);
-    if (!k.dest || !k.backup || !k.dest2 || !k.saved || !map) {
+    if (!k.dest || !k.backup || !k.dest2 || !k.saved || !k.zero || !k.sub || !map) {
         rc = -ENOMEM;
         fb__ckpt_say(why, why_size, "out of memory");
         goto out;
@@ -288,6 +311,8 @@ out:
     free(k.backup);
     free(k.dest2);
     free(k.saved);
+    free(k.zero);
+    free(k.sub);
     fb__st_free(h);
     if (fd >= 0)
         close(fd);

@@ -98,6 +98,7 @@ typedef struct job {
     void *const *dest;
     void *const *backup;        /* may be NULL (fb__shard_read_verify_keep) */
     size_t *saved;
+    unsigned char *zero;        /* may be NULL: FB__SHARD_ZERO_* per tensor */
     size_t first, last;         /* tensors [first, last) */
     fb__hash_alg alg;
     fb__shard_progress progress;
@@ -161,6 +162,13 @@ static int finish_tensor(job *j, const fb__st_tensor *t, uint64_t got)
     return 0;
 }
 
+/* Whether n bytes at p are all zero (memcmp against itself shifted by one:
+ * the C library's vector loop). */
+static int all_zero(const char *p, size_t n)
+{
+    return n == 0 || (p[0] == 0 && memcmp(p, p + 1, n - 1) == 0);
+}
+
 /*
  * Read tensors [first, last) in batches of up to READ_CHUNK bytes and
  * IOV_BATCH pieces (one preadv each, so many small tensors cost one system
@@ -177,7 +185,7 @@ static void *read_range(void *arg)
     fb__hash_ctx *hc = NULL;
     int need_scratch = !j->dest;
     for (size_t k = j->first; !need_scratch && k < j->last; k++)
-        need_scratch = !j->dest[k];
+        need_scratch = !j->dest[k] || (j->zero && j->zero[k]);
     if (need_scratch && !(scratch = fb__malloc(READ_CHUNK))) {
         j->rc = -ENOMEM;
         snprintf(j->err, sizeof j->err, "%s: out of memory", j->label);
@@ -204,8 +212,14 @@ static void *read_range(void *arg)
             uint64_t len = t->end - t->begin;
             size_t n = len - done < READ_CHUNK - total ? (size_t)(len - done)
                                                         : READ_CHUNK - total;
-            char *p = j->dest && j->dest[i] ? (char *)j->dest[i] + done
-                                             : scratch + total;
+            int in_place = j->dest && j->dest[i];
+            if (in_place && j->zero && j->zero[i] &&
+                (j->zero[i] != FB__SHARD_ZERO_TRY ||
+                 !all_zero((const char *)j->dest[i] + done, n))) {
+                j->zero[i] = FB__SHARD_ZERO_NO; /* only verified from here */
+                in_place = 0;
+            }
+            char *p = in_place ? (char *)j->dest[i] + done : scratch + total;
             pc[np] = (struct piece){i, done, n, p};
             iov[np].iov_base = p;
             iov[np].iov_len = n;
@@ -219,11 +233,13 @@ static void *read_range(void *arg)
         }
         if (j->rc)
             break;
-        for (size_t k = 0; j->backup && k < np; k++) {
+        for (size_t k = 0; (j->backup || j->zero) && k < np; k++) {
             size_t t = pc[k].tensor;
-            if (j->backup[t] && j->dest && j->dest[t]) {
+            if (j->backup && j->backup[t] && j->dest && j->dest[t]) {
                 memcpy((char *)j->backup[t] + pc[k].at, pc[k].p, pc[k].n);
                 j->saved[t] = (size_t)pc[k].at + pc[k].n;
+            } else if (j->zero && j->zero[t] == FB__SHARD_ZERO_TRY) {
+                j->saved[t] = (size_t)pc[k].at + pc[k].n; /* were zero */
             }
         }
         ssize_t r = preadv_full(j->fd, iov, (int)np, off);
@@ -275,9 +291,10 @@ static void join_polling(pthread_t tid, fb__shard_stop stop, void *stop_arg,
 
 static int read_verify(int fd, const fb__st_header *h, const char *label,
                        void *const *dest, void *const *backup, size_t *saved,
-                       int threads, fb__shard_progress progress,
-                       void *progress_arg, fb__shard_stop stop, void *stop_arg,
-                       char *err, size_t err_size);
+                       unsigned char *zero, int threads,
+                       fb__shard_progress progress, void *progress_arg,
+                       fb__shard_stop stop, void *stop_arg, char *err,
+                       size_t err_size);
 
 int fb__shard_read_verify(int fd, const fb__st_header *h, const char *label,
                           void *const *dest, int threads,
@@ -285,34 +302,40 @@ int fb__shard_read_verify(int fd, const fb__st_header *h, const char *label,
                           fb__shard_stop stop, void *stop_arg, char *err,
                           size_t err_size)
 {
-    return read_verify(fd, h, label, dest, NULL, NULL, threads, progress,
+    return read_verify(fd, h, label, dest, NULL, NULL, NULL, threads, progress,
                        progress_arg, stop, stop_arg, err, err_size);
 }
 
 int fb__shard_read_verify_keep(int fd, const fb__st_header *h, const char *label,
                                void *const *dest, void *const *backup,
-                               size_t *saved, int threads, char *err,
-                               size_t err_size)
+                               size_t *saved, unsigned char *zero, int threads,
+                               char *err, size_t err_size)
 {
     for (size_t i = 0; i < h->ntensors; i++)
         saved[i] = 0;
-    return read_verify(fd, h, label, dest, backup, saved, threads, NULL, NULL,
-                       NULL, NULL, err, err_size);
+    return read_verify(fd, h, label, dest, backup, saved, zero, threads, NULL,
+                       NULL, NULL, NULL, err, err_size);
 }
 
 void fb__shard_undo(const fb__st_header *h, void *const *dest,
                     void *const *backup, const size_t *saved)
 {
-    for (size_t i = 0; i < h->ntensors; i++)
-        if (saved[i])
+    for (size_t i = 0; i < h->ntensors; i++) {
+        if (!saved[i])
+            continue;
+        if (backup && backup[i])
             memcpy(dest[i], backup[i], saved[i]);
+        else
+            memset(dest[i], 0, saved[i]);
+    }
 }
 
 static int read_verify(int fd, const fb__st_header *h, const char *label,
                        void *const *dest, void *const *backup, size_t *saved,
-                       int threads, fb__shard_progress progress,
-                       void *progress_arg, fb__shard_stop stop, void *stop_arg,
-                       char *err, size_t err_size)
+                       unsigned char *zero, int threads,
+                       fb__shard_progress progress, void *progress_arg,
+                       fb__shard_stop stop, void *stop_arg, char *err,
+                       size_t err_size)
 {
     int rc = fb__shard_check_meta(h, label, err, err_size);
     if (rc)
@@ -347,6 +370,7 @@ static int read_verify(int fd, const fb__st_header *h, const char *label,
         j->dest = dest;
         j->backup = backup;
         j->saved = saved;
+        j->zero = zero;
         j->alg = alg;
         j->progress = progress;
         j->progress_arg = progress_arg;

@@ -288,6 +288,82 @@ static void case_untouched(int async)
     state_free(&before);
 }
 
+/* A synchronous handle reads a tensor straight into place while the bytes
+ * it overwrites are zero, and only the others twice (verified first): a
+ * mixed state -- even tensors zero, odd ones not, "big" (12 MiB, read in
+ * pieces) zero but for its last MiB -- restores to the saved bytes with
+ * only the non-zero tensors (big whole) read again, an all-zero one with
+ * none; and a restore that fails (every checkpoint corrupt in big, whose
+ * zero part was overwritten by then) leaves every byte as it was. */
+static void mixed_zero(state *s)
+{
+    const int big = FB_DTYPE_COUNT_ + 2;
+    for (int k = 0; k < big; k++)
+        if (k % 2 == 0)
+            memset(s->buf[k], 0, s->bytes[k]);
+    memset(s->buf[big], 0, s->bytes[big] - (1u << 20));
+}
+
+static uint64_t nonzero_bytes(const state *s)
+{
+    uint64_t n = 0;
+    for (int k = 0; k < FB_DTYPE_COUNT_ + 3; k++) {
+        const unsigned char *b = s->buf[k];
+        size_t i = 0;
+        while (i < s->bytes[k] && !b[i])
+            i++;
+        n += i < s->bytes[k] ? s->bytes[k] : 0;
+    }
+    return n;
+}
+
+static void case_zero_in_place(void)
+{
+    char dir[300], p[512];
+    fresh_dir("zero_in_place", dir, sizeof dir);
+    fb_ckpt *ck = open_ck(dir, 0, 1, 0, 3);
+    state s, want, before;
+    state_register(ck, &s, 1);
+    state_refill(&s, 5);
+    CHECK_RC(fb_ckpt_save(ck, 1), 0);
+    state_snapshot(&s, &want);
+    /* Mixed: the non-zero tensors, big whole, are read again. */
+    state_refill(&s, 9);
+    mixed_zero(&s);
+    uint64_t again = nonzero_bytes(&s), step = 0;
+    CHECK(again > (1u << 20) && again < (16u << 20));
+    CHECK_RC(fb_ckpt_restore(ck, &step), 0);
+    CHECK_EQ_U64(step, 1);
+    CHECK_STATE(&s, &want);
+    CHECK_EQ_U64(ck->reread, again);
+    /* All zero: one read. */
+    state_zero(&s);
+    CHECK_RC(fb_ckpt_restore(ck, &step), 0);
+    CHECK_STATE(&s, &want);
+    CHECK_EQ_U64(ck->reread, 0);
+    /* Every checkpoint corrupt in big: the zero bytes overwritten before its
+     * hash failed are cleared again, the others never touched. */
+    CHECK_RC(fb_ckpt_save(ck, 2), 0);
+    for (unsigned k = 1; k <= 2; k++) {
+        snprintf(p, sizeof p, SHARD, dir, (unsigned long long)k, 0);
+        flip_byte(p, 5);
+    }
+    state_refill(&s, 77);
+    mixed_zero(&s);
+    state_snapshot(&s, &before);
+    CHECK_RC(fb_ckpt_restore(ck, NULL), FB_ENOCKPT);
+    CHECK_STATE(&s, &before);
+    state_zero(&s);
+    state_free(&before);
+    state_snapshot(&s, &before);
+    CHECK_RC(fb_ckpt_restore(ck, NULL), FB_ENOCKPT);
+    CHECK_STATE(&s, &before);
+    fb_ckpt_close(ck);
+    state_free(&s);
+    state_free(&want);
+    state_free(&before);
+}
+
 static void copy_file(const char *from, const char *to)
 {
     char *buf = NULL;
@@ -1178,6 +1254,7 @@ static const struct {
     {"corrupt", case_corrupt, PLAIN},
     {"untouched_async", case_untouched_async, PLAIN},
     {"untouched_sync", case_untouched_sync, PLAIN},
+    {"zero_in_place", case_zero_in_place, PLAIN},
     {"placed", case_placed, PLAIN},
     {"stale_tmp", case_stale_tmp, PLAIN},
     {"mismatch", case_mismatch, PLAIN},
