@@ -436,8 +436,8 @@ int fb__seg_cleanup(const char *job_id);
 int fb__seg_remove_job(const char *job_id, int attempt);
 
 /* Remove every segment of the job's attempts before `attempt`: a node
- * watcher's sweep at its start (supervisor/watcher.c), where a rank of an
- * earlier attempt that outlived that attempt's watcher left its own. */
+ * watcher's sweep at its start (supervisor/watcher.c); a stopped attempt's
+ * watcher, SIGKILLed by srun with its step, removed none. */
 int fb__seg_remove_older(const char *job_id, int attempt);
 
 #endif

@@ -138,8 +138,9 @@ typedef struct fb__sup {
      * once, and the log said why. */
     int rt_prio;
     int rt_refused;
-    /* stop_all ran: a rank on another host may have outlived its watcher
-     * (fb__sup_slurm_sweep at the run's end). */
+    /* stop_all ran: under slurm, the stopped ranks' segments on other
+     * hosts were left (srun SIGKILLs the watchers with their step), for
+     * fb__sup_slurm_sweep at the run's end. */
     int stopped_any;
     int master_port;
     /* torch's version as the program's interpreter reports it (launch.c,
@@ -373,9 +374,9 @@ int fb__sup_slurm_send(fb__sup *s, int64_t step);
  * and removes its node's memory. */
 void fb__sup_slurm_keep(fb__sup *s);
 /* The end of a run whose ranks were stopped (stopped_any): `firebreak watch
- * --sweep` on every node not left out, which removes the job's segments a
- * rank that outlived its watcher left (srun ends a stopped step's tasks by
- * SIGKILL).  Not where the node-memory tier's end-of-run step ran (it
+ * --sweep` on every node not left out, which removes the job's segments
+ * the stopped ranks left (srun ends a stopped step's tasks, the watchers
+ * among them, by SIGKILL).  Not where the node-memory tier's end-of-run step ran (it
  * sweeps too).  A failure is said in the log and changes nothing else. */
 void fb__sup_slurm_sweep(fb__sup *s);
 /* Whether a node of the allocation can be reached (not left out, not

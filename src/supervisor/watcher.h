@@ -64,7 +64,7 @@ int fb__watch_health(const char *node, FILE *out);
  * of `job` and its Open MPI directory (/dev/shm/fb.<job>.ompi), our own
  * files only: the supervisor's step at the end of a run whose ranks were
  * stopped (srun ends a stopped step's tasks, its watchers among them, by
- * SIGKILL, and a rank may outlive its watcher).  Says how many on err.
+ * SIGKILL, before they remove anything).  Says how many on err.
  * 0, or 2 for a job id that is not one. */
 int fb__watch_sweep(const char *job, const char *node, FILE *err);
 
