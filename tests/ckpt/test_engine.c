@@ -1307,6 +1307,7 @@ int main(int argc, char **argv)
     snprintf(root, sizeof root, "%s/fb-ckpt-test.%d",
              getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", (int)getpid());
     fb__mkdir_p(root, 0755);
+    check_tmpdir(root);
     cases[i].run();
     fb__rm_rf(root);
     if (failures)

@@ -708,6 +708,7 @@ int main(int argc, char **argv)
     snprintf(root, sizeof root, "%s/fb-protect-test.%d",
              getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", (int)getpid());
     fb__mkdir_p(root, 0755);
+    check_tmpdir(root);
     char dir[512];
     snprintf(dir, sizeof dir, "%s/ck", root);
     alarm(60); /* a write that waits forever fails the test, not CI */

@@ -616,6 +616,7 @@ int main(void)
         perror("mkdtemp");
         return 1;
     }
+    check_tmpdir(dir);
     snprintf(src, sizeof src, "%s/a", dir);
     snprintf(dst, sizeof dst, "%s/b", dir);
     snprintf(dst2, sizeof dst2, "%s/c", dir);

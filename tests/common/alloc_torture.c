@@ -189,6 +189,7 @@ static void ckpt_cases(const char *data_dir)
     CHECK(root != NULL);
     if (!root)
         return;
+    check_tmpdir(root);
     restore_case c = {0};
     fb_ckpt_options o;
     fb_ckpt_options_init(&o);

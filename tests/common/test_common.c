@@ -225,6 +225,7 @@ static void test_files(void)
 {
     char dir[] = "/tmp/fb-test-common-XXXXXX";
     CHECK(mkdtemp(dir) != NULL);
+    check_tmpdir(dir);
     char fifo[256], reg[256];
     snprintf(fifo, sizeof fifo, "%s/fifo", dir);
     snprintf(reg, sizeof reg, "%s/reg", dir);

@@ -216,6 +216,7 @@ static void test_scan(void)
 {
     char dir[] = "/tmp/test_diag.XXXXXX", path[256], buf[16384];
     CHECK(mkdtemp(dir) != NULL);
+    check_tmpdir(dir);
     snprintf(path, sizeof path, "%s/kmsg", dir);
     /* 40 XIDs in the window, malformed and continuation lines between, one
      * outside: the newest 32 are kept, in order. */

@@ -466,6 +466,7 @@ int main(void)
         perror("mkdtemp");
         return 1;
     }
+    check_tmpdir(dir);
     install_vfs();
     test_retry();
     test_bounded();

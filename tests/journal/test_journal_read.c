@@ -495,6 +495,7 @@ int main(void)
         perror("mkdtemp");
         return 1;
     }
+    check_tmpdir(dir);
     test_roundtrip();
     test_live();
     test_newer_minor();

@@ -302,6 +302,7 @@ int main(int argc, char **argv)
         perror("mkdtemp");
         return 1;
     }
+    check_tmpdir(root);
     snprintf(shm, sizeof shm, "%s/shm", root);
     snprintf(outside, sizeof outside, "%s/precious", root);
     CHECK(mkdir(shm, 01777) == 0 && chmod(shm, 01777) == 0);

@@ -52,6 +52,7 @@ int main(void)
 
     char dir[] = "/tmp/fb-ranklog-XXXXXX", path[64];
     CHECK(mkdtemp(dir) != NULL);
+    check_tmpdir(dir);
     snprintf(path, sizeof path, "%s/rank-0.log", dir);
     FILE *f = fopen(path, "w");
     CHECK(f != NULL);
