@@ -297,10 +297,8 @@ static void read_job(agent *a)
     if (fb__read_file(path, 256, &buf, &len))
         return;
     size_t n = strcspn(buf, "\r\n \t");
-    int valid = n > 0 && n < JOB_ID_MAX;
-    for (size_t i = 0; i < n && valid; i++)
-        valid = (buf[i] >= 'a' && buf[i] <= 'z') || (buf[i] >= 'A' && buf[i] <= 'Z') ||
-                (buf[i] >= '0' && buf[i] <= '9') || buf[i] == '_' || buf[i] == '-';
+    buf[n] = '\0';
+    int valid = fb__job_id_ok(buf);
     struct stat st;
     if (valid && stat(path, &st) == 0)
         a->job_uid = st.st_uid; /* the user the job runs as */
@@ -312,7 +310,7 @@ static void read_job(agent *a)
         a->attempt = -1;
     } else if (!valid && !a->o->quiet && !a->job[0]) {
         fprintf(stderr, "firebreak agent: %s: not a job id ([A-Za-z0-9_-], "
-                "at most %d characters)\n", path, JOB_ID_MAX - 1);
+                "at most %d characters)\n", path, FB__JOB_ID_MAX);
     }
     free(buf);
 }

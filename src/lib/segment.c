@@ -47,24 +47,28 @@ struct fb__seg {
     uint32_t sdc_capacity_raw;
 };
 
-static int valid_job_id(const char *job)
+size_t fb__job_id_span(const char *s)
 {
-    size_t n = strlen(job);
-    if (n == 0 || n > 48)
-        return 0;
-    for (size_t i = 0; i < n; i++) {
-        char c = job[i];
-        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-              (c >= '0' && c <= '9') || c == '_' || c == '-'))
+    size_t n = 0;
+    for (; s[n] && s[n] != '.'; n++) {
+        char c = s[n];
+        if (n == FB__JOB_ID_MAX || !((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                                     (c >= '0' && c <= '9') || c == '_' || c == '-'))
             return 0;
     }
-    return 1;
+    return n;
+}
+
+int fb__job_id_ok(const char *job)
+{
+    size_t n = job ? fb__job_id_span(job) : 0;
+    return n > 0 && job[n] == '\0';
 }
 
 int fb__seg_name(char *name, size_t size, const char *job_id, int attempt,
                  int rank)
 {
-    if (!job_id || !valid_job_id(job_id) || attempt < 0 || rank < 0)
+    if (!fb__job_id_ok(job_id) || attempt < 0 || rank < 0)
         return -EINVAL;
     return fb__fmt(name, size, "/fb.%s.%d.%d", job_id, attempt, rank);
 }
@@ -914,8 +918,9 @@ static int parse_seg_filename(const char *fn, char *job, size_t job_size,
     if (strncmp(fn, "fb.", 3) != 0)
         return -1;
     const char *j = fn + 3;
-    const char *d1 = strchr(j, '.');
-    if (!d1 || (size_t)(d1 - j) >= job_size)
+    size_t n = fb__job_id_span(j);
+    const char *d1 = j + n;
+    if (!n || *d1 != '.' || n >= job_size)
         return -1;
     char *end;
     long a = strtol(d1 + 1, &end, 10);

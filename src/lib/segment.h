@@ -266,6 +266,19 @@ _Static_assert(sizeof(fb__seg_sdc) == 96, "SDC record size changed");
 
 typedef struct fb__seg fb__seg; /* a mapped segment, either side */
 
+/* A firebreak job id: 1 to FB__JOB_ID_MAX of [A-Za-z0-9_-] (the
+ * supervisor's "<name>-<12 hex>", Slurm's job number).  It names files in
+ * /dev/shm and directories under the node-memory tier's root, so every
+ * command that takes one from outside (a rank's environment, `--job`, a
+ * run directory's `job` file) checks it here.
+ *   fb__job_id_ok     the whole string is one
+ *   fb__job_id_span   the length of the one s starts with, ended by the
+ *                     string's end or a '.' (a segment's file name); 0 when
+ *                     s does not start with one */
+#define FB__JOB_ID_MAX 48
+int fb__job_id_ok(const char *job);
+size_t fb__job_id_span(const char *s);
+
 /* Fill `name` (at least FB__SEG_NAME_MAX bytes) with the shm name
  * "/fb.<job>.<attempt>.<rank>"; 0 or -ENAMETOOLONG / -EINVAL (job ids are
  * [A-Za-z0-9_-], at most 48 characters). */

@@ -27,10 +27,11 @@
 
 #include "ckpt/tier.h"
 #include "common/util.h"
+#include "lib/segment.h"
 
 #define MARKER_KEY "SLURM_JOB_ID="
 #define JOB_ID_DIGITS 10        /* 4294967295                               */
-#define FB_JOB_MAX 48           /* a firebreak job id (lib/segment.h)       */
+#define FB_JOB_MAX FB__JOB_ID_MAX /* a firebreak job id (lib/segment.h)     */
 #define MAX_ENTRIES (1 << 20)   /* names of /dev/shm looked at, per pass    */
 
 /* ---- the marker ---- */
@@ -103,24 +104,10 @@ int fb__epilog_mark(const char *mem_dir, int create, FILE *err)
     return rc;
 }
 
-/* A firebreak job id: [A-Za-z0-9_-], 1..FB_JOB_MAX, up to end or '.';
- * its length, 0 when it is not one. */
-static size_t fb_job_len(const char *s)
-{
-    size_t n = 0;
-    for (; s[n] && s[n] != '.'; n++) {
-        char ch = s[n];
-        if (n >= FB_JOB_MAX || !((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
-                                 (ch >= '0' && ch <= '9') || ch == '_' || ch == '-'))
-            return 0;
-    }
-    return n;
-}
-
 int fb__epilog_mark_job(const char *job, FILE *err)
 {
     char dir[PATH_MAX];
-    if (!job || !fb_job_len(job) || job[fb_job_len(job)])
+    if (!fb__job_id_ok(job))
         return -EINVAL;
     if (fb__ckpt_mem_dir_path(dir, sizeof dir, job))
         return -ENAMETOOLONG;
@@ -163,7 +150,7 @@ static size_t fb_job_of(const char *name, const char **suffix)
 {
     if (strncmp(name, "fb.", 3))
         return 0;
-    size_t n = fb_job_len(name + 3);
+    size_t n = fb__job_id_span(name + 3);
     if (n == 0 || name[3 + n] != '.')
         return 0;
     *suffix = name + 3 + n + 1;

@@ -664,7 +664,7 @@ int fb__nodemem_finish_here(const char *job, const char *ckpt_dir, int world,
                             FILE *err)
 {
     char dir[PATH_MAX], peer_dir[PATH_MAX], why[1024];
-    if (strchr(job, '/') || !strcmp(job, "..") ||
+    if (!fb__job_id_ok(job) ||
         fb__ckpt_mem_dir_path(dir, sizeof dir, job) ||
         fb__peer_dir_path(peer_dir, sizeof peer_dir, dir)) {
         fprintf(err, "firebreak watch: --job: not a job id: %s\n", job);

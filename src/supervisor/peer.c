@@ -63,6 +63,7 @@
 #include "ckpt/tier.h"
 #include "common/util.h"
 #include "firebreak/firebreak.h"
+#include "lib/segment.h"
 #include "supervisor/sup.h"
 #include "supervisor/watcher.h"
 
@@ -1065,7 +1066,7 @@ int fb__peer_fetch_here(const char *job, const char *node, int port, int world,
                         long long step, const char *plan, int timeout_ms, FILE *err)
 {
     char mem_dir[PATH_MAX], peer_dir[PATH_MAX];
-    if (strchr(job, '/') || !strcmp(job, "..") ||
+    if (!fb__job_id_ok(job) ||
         fb__ckpt_mem_dir_path(mem_dir, sizeof mem_dir, job) ||
         fb__peer_dir_path(peer_dir, sizeof peer_dir, mem_dir)) {
         fprintf(err, "firebreak watch: --job: not a job id: %s\n", job);

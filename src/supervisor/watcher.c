@@ -312,7 +312,7 @@ static void remove_segment(const fb__watch_opts *o, const wrank *w)
 
 int fb__watch_sweep(const char *job, const char *node, FILE *err)
 {
-    if (!*job || strchr(job, '/') || strlen(job) > 60) {
+    if (!fb__job_id_ok(job)) {
         fprintf(err, "firebreak watch: --job: not a job id: %s\n", job);
         return 2;
     }

@@ -821,6 +821,35 @@ static void test_remove_older(void)
     fb__seg_remove_job(job, -1);
 }
 
+/* One job id check for every command that takes one from outside. */
+static void test_job_id(void)
+{
+    char longest[FB__JOB_ID_MAX + 2];
+    memset(longest, 'a', FB__JOB_ID_MAX);
+    longest[FB__JOB_ID_MAX] = '\0';
+    CHECK_EQ_INT(fb__job_id_ok("train-0a1b2c3d4e5f"), 1);
+    CHECK_EQ_INT(fb__job_id_ok("12345"), 1);
+    CHECK_EQ_INT(fb__job_id_ok("A_b-9"), 1);
+    CHECK_EQ_INT(fb__job_id_ok(longest), 1);
+    longest[FB__JOB_ID_MAX] = 'a';
+    longest[FB__JOB_ID_MAX + 1] = '\0';
+    CHECK_EQ_INT(fb__job_id_ok(longest), 0);
+    const char *bad[] = {"", "..", ".", "a/b", "/etc", "a.b", "a b", "a\nb", "caf\xc3\xa9",
+                         "a*", "$(x)"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        CHECKF(!fb__job_id_ok(bad[i]), "\"%s\" taken as a job id", bad[i]);
+    CHECK_EQ_INT(fb__job_id_ok(NULL), 0);
+    CHECK_EQ_U64(fb__job_id_span("job-1.3.7"), 5);
+    CHECK_EQ_U64(fb__job_id_span("job-1"), 5);
+    CHECK_EQ_U64(fb__job_id_span(".3.7"), 0);
+    CHECK_EQ_U64(fb__job_id_span("a/b.3.7"), 0);
+    CHECK_EQ_U64(fb__job_id_span(longest), 0);
+    char name[FB__SEG_NAME_MAX];
+    CHECK_RC(fb__seg_name(name, sizeof name, "a/b", 0, 0), -EINVAL);
+    CHECK_RC(fb__seg_name(name, sizeof name, "job-1", 0, 3), 0);
+    CHECK_EQ_STR(name, "/fb.job-1.0.3");
+}
+
 int main(void)
 {
     snprintf(job, sizeof job, "segtest-%d", (int)getpid());
@@ -839,6 +868,7 @@ int main(void)
     test_not_ours();
     test_fr_live();
     test_remove_older();
+    test_job_id();
     fb__seg_remove_job(job, -1);
     if (!failures)
         printf("ok: segment reader\n");

@@ -62,6 +62,15 @@ rc=0; "$FB" watch --sweep >sw.out 2>sw.err || rc=$?
 [ $rc = 2 ] && grep -q "needs --job" sw.err || fail "--sweep without --job: $rc $(cat sw.err)"
 rc=0; "$FB" watch --sweep --job a/b >sw.out 2>sw.err || rc=$?
 [ $rc = 2 ] && grep -q "not a job id: a/b" sw.err || fail "--sweep --job a/b: $rc $(cat sw.err)"
+# One job id check for every --job (lib/segment.h): 1..48 of [A-Za-z0-9_-].
+long=$(printf 'j%.0s' $(seq 49))
+for bad in "$long" "a.b" ".."; do
+    rc=0; "$FB" watch --sweep --job "$bad" >sw.out 2>sw.err || rc=$?
+    [ $rc = 2 ] && grep -q "not a job id" sw.err || fail "--sweep --job '$bad': $rc $(cat sw.err)"
+    rc=0; "$FB" watch --mem-finish --job "$bad" --ckpt-dir "$PWD/ck" --world 1 --step 1 \
+        >sw.out 2>sw.err || rc=$?
+    [ $rc = 2 ] && grep -q "not a job id" sw.err || fail "--mem-finish --job '$bad': $rc $(cat sw.err)"
+done
 ok "--sweep removes the job's segments of every attempt and its Open MPI directory, nothing else"
 
 if [ "$(id -u)" != 0 ]; then
