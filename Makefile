@@ -45,26 +45,21 @@ test: deps
 
 # Each run also fails when it left anything behind (tests/leftovers.sh).
 test-main: build
-	@bash tests/leftovers.sh save build/leftovers-before.txt
-	@cd build && { ctest --output-on-failure -j $(JOBS) -LE 'bench'; rc=$$?; \
-	  bash ../tests/leftovers.sh check leftovers-before.txt || rc=1; exit $$rc; }
+	@bash tests/leftovers.sh around build ctest --output-on-failure -j $(JOBS) -LE 'bench'
 
 test-asan: build-asan
-	@bash tests/leftovers.sh save build-asan/leftovers-before.txt
-	@cd build-asan && { ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-	  ctest --output-on-failure -j $(JOBS) -LE '$(SAN_EXCLUDE)'; rc=$$?; \
-	  bash ../tests/leftovers.sh check leftovers-before.txt || rc=1; exit $$rc; }
+	  bash tests/leftovers.sh around build-asan ctest --output-on-failure -j $(JOBS) -LE '$(SAN_EXCLUDE)'
 
 # Each benchmark fails when it misses a target; the table of every target
 # (bench/summary.sh over build/bench-results.tsv) comes last, then what the
 # benchmarks left behind, if anything (tests/leftovers.sh).
 bench: deps build
-	@bash tests/leftovers.sh save build/leftovers-before-bench.txt
-	@cd build && { t0=$$(date +%s); ctest --output-on-failure -V -L bench; rc=$$?; \
-	  bash ../bench/summary.sh --elapsed $$(( $$(date +%s) - t0 )) bench-results.tsv \
-	  || rc=1; bash ../tests/leftovers.sh check leftovers-before-bench.txt || rc=1; \
-	  exit $$rc; }
+	@bash tests/leftovers.sh around build sh -c 't0=$$(date +%s); \
+	  ctest --output-on-failure -V -L bench; rc=$$?; \
+	  bash ../bench/summary.sh --elapsed $$(( $$(date +%s) - t0 )) bench-results.tsv || rc=1; \
+	  exit $$rc'
 
 fuzz: deps-build
 	@CC=clang cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=Debug -DFB_FUZZ=ON -DFB_SANITIZE=ON >/dev/null

@@ -4,6 +4,9 @@
 #   leftovers.sh save FILE    note what is there now
 #   leftovers.sh check FILE   exit 1, naming each, if anything is there now
 #                             that FILE does not list
+#   leftovers.sh around DIR CMD [ARG...]
+#                             save, run CMD in DIR, check; exit 1 if either
+#                             failed (what `make test` and `make bench` do)
 # Looked at: the names in /tmp and /dev/shm, the network namespaces, the
 # mount of /run/netns.  A test's own leftovers are its business and its
 # own checks (most tests look at theirs); this catches what no test looks
@@ -25,21 +28,40 @@ now() {
     findmnt -n /run/netns >/dev/null 2>&1 && echo "mount /run/netns"
     true
 }
-case ${1:-} in
-save)
-    now | LC_ALL=C sort >"$2"
-    ;;
-check)
-    new=$(now | LC_ALL=C sort | LC_ALL=C comm -13 "$2" -)
+save() {
+    now | LC_ALL=C sort >"$1"
+}
+check() {
+    local new
+    new=$(now | LC_ALL=C sort | LC_ALL=C comm -13 "$1" -)
     if [ -n "$new" ]; then
         echo "FAIL: the suite left behind (not there before it):" >&2
         echo "$new" | head -n 40 | sed 's/^/  /' >&2
-        exit 1
+        return 1
     fi
     echo "leftovers: none (/tmp, /dev/shm, network namespaces, /run/netns)"
+}
+case ${1:-} in
+save)
+    save "$2"
+    ;;
+check)
+    check "$2"
+    ;;
+around)
+    [ $# -ge 3 ] || { echo "usage: leftovers.sh around DIR CMD [ARG...]" >&2; exit 2; }
+    dir=$2
+    shift 2
+    before=$(mktemp "$dir/leftovers-before.XXXXXX")
+    save "$before"
+    rc=0
+    (cd "$dir" && "$@") || rc=1
+    check "$before" || rc=1
+    rm -f "$before"
+    exit $rc
     ;;
 *)
-    echo "usage: leftovers.sh save|check FILE" >&2
+    echo "usage: leftovers.sh save|check FILE | around DIR CMD [ARG...]" >&2
     exit 2
     ;;
 esac
