@@ -415,7 +415,13 @@ static int write_shard(fb_ckpt *ck, const char *dir, uint64_t step,
     fb__jsonw hdr = {0};
     int rc;
     ck->last_writer_cpu_ns = 0;
-    (void)fb__ckpt_clean_tmp(dir, step, ck->rank, (int)getpid());
+    /* Temporaries of this rank's crashed saves (an earlier process):
+     * every step directory once, not this step's at every save. */
+    int swept = dir == ck->dir ? 1 : 2;
+    if (!(ck->tmp_swept & swept)) {
+        (void)fb__ckpt_clean_tmp_all(dir, ck->rank, (int)getpid());
+        ck->tmp_swept |= swept;
+    }
     /* Header length first (hashes are fixed-width), data, then header. */
     for (size_t i = 0; i < ck->n; i++)
         ck->t[i].hash = 0;

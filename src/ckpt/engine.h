@@ -143,6 +143,8 @@ struct fb_ckpt {
     int stop;
     int purge;          /* deleted checkpoints' bytes to remove (rank 0) */
     int purge_yielded;  /* the purge under way has let a save go first   */
+    int tmp_swept;      /* this rank's stale temporaries removed in: 1
+                           the checkpoint dir, 2 node memory (writer)  */
     uint64_t job_step, job_stall_ns;
     int last_rc;        /* result of the last save                      */
     int sticky_rc;      /* on_error = STOP: first failure, returned after */

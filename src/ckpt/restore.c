@@ -349,6 +349,7 @@ int fb_ckpt_restore(fb_ckpt *ck, uint64_t *step_out)
     char why[FB__REPORT_TEXT_MAX + 600];
     for (size_t i = 0; i < n; i++) /* leftovers of this rank's crashed saves */
         (void)fb__ckpt_clean_tmp(ck->dir, v[i].step, ck->rank, (int)getpid());
+    ck->tmp_swept |= 1; /* the saves need not look again (write_shard) */
     for (size_t i = 0; i < n; i++) {
         if (!v[i].complete) {
             fb__ckpt_say(why, sizeof why, "incomplete: %d of %d shards committed",

@@ -208,6 +208,27 @@ int fb__ckpt_clean_tmp(const char *dir, uint64_t step, int rank, int keep_pid)
     return removed;
 }
 
+int fb__ckpt_clean_tmp_all(const char *dir, int rank, int keep_pid)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return errno == ENOENT ? 0 : -errno;
+    int removed = 0, rc = 0;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        unsigned long long step;
+        if (parse_numbered(de->d_name, "step-", "", &step))
+            continue;
+        int r = fb__ckpt_clean_tmp(dir, step, rank, keep_pid);
+        if (r < 0 && !rc)
+            rc = r;
+        else if (r > 0)
+            removed += r;
+    }
+    closedir(d);
+    return rc ? rc : removed;
+}
+
 /* Rename to a hidden name and make that durable: from here on no reader
  * sees the step; its bytes go with fb__ckpt_purge. */
 static int hide_step(const char *dir, uint64_t step, fb__ckpt_hook hook)

@@ -61,6 +61,13 @@ int fb__ckpt_shard_world_size(const char *path);
  */
 int fb__ckpt_clean_tmp(const char *dir, uint64_t step, int rank, int keep_pid);
 
+/* The same in every step directory of dir (hidden ones, being deleted,
+ * aside): once per process and directory, at its first save there
+ * (engine.c) or its restore, rather than a listing of the step's
+ * directory, which holds every rank's shard, by every rank at every save.
+ * Returns how many were removed, or -errno. */
+int fb__ckpt_clean_tmp_all(const char *dir, int rank, int keep_pid);
+
 /*
  * Write-behind for a shard being written sequentially: after each write,
  * fb__ckpt_write_behind(fd, &wb, end) starts the writeback of what was

@@ -423,9 +423,10 @@ static int there(const char *dir, unsigned long long step, const char *name)
     return stat(p, &st) == 0;
 }
 
-/* Temporaries of crashed saves: this rank's own are removed when it
- * restores or saves into that step; another rank's (it may be writing it
- * now) and one of this process stay. */
+/* Temporaries of crashed saves: this rank's own are removed, in every
+ * step, when it restores or at its first save; another rank's (it may be
+ * writing it now) and one of this process stay.  Once per process: a later
+ * save does not list the step directories again. */
 static void case_stale_tmp(void)
 {
     char dir[300], mine[64];
@@ -445,10 +446,24 @@ static void case_stale_tmp(void)
     CHECK(!there(dir, 5, ".rank-00000.888888.tmp"));
     CHECK(there(dir, 1, ".rank-00001.999999.tmp"));
     CHECK(there(dir, 1, mine));
-    touch(dir, 2, ".rank-00000.777777.tmp");
     CHECK_RC(fb_ckpt_save(ck, 2), 0);
-    CHECK(!there(dir, 2, ".rank-00000.777777.tmp"));
     CHECK(exists(SHARD, dir, 2, 0));
+    fb_ckpt_close(ck);
+    state_free(&s);
+
+    /* A process that does not restore: its first save sweeps every step. */
+    touch(dir, 2, ".rank-00000.777777.tmp");
+    touch(dir, 5, ".rank-00000.666666.tmp");
+    ck = open_ck(dir, 0, 1, 0, 5);
+    state_register(ck, &s, 0);
+    CHECK_RC(fb_ckpt_save(ck, 3), 0);
+    CHECK(!there(dir, 2, ".rank-00000.777777.tmp"));
+    CHECK(!there(dir, 5, ".rank-00000.666666.tmp"));
+    CHECK(there(dir, 1, ".rank-00001.999999.tmp"));
+    touch(dir, 4, ".rank-00000.555555.tmp");
+    CHECK_RC(fb_ckpt_save(ck, 4), 0);
+    CHECK(there(dir, 4, ".rank-00000.555555.tmp"));
+    CHECK(exists(SHARD, dir, 4, 0));
     fb_ckpt_close(ck);
     state_free(&s);
 }
