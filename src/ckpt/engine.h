@@ -94,6 +94,10 @@ int fb__wp_protect(fb_ckpt *ck);
  * ends of protected tensors aside (into pre-faulted memory; drain puts
  * them into staging). */
 void fb__wp_copy_edges(fb_ckpt *ck);
+/* The drain's order: the next chunk not copied yet, tensor by tensor as
+ * registered, each from its start (protect.c says why); SIZE_MAX when none
+ * is left.  (*ti, *at) is the cursor, from (0, 0). */
+size_t fb__wp_next_chunk(const fb_ckpt *ck, size_t *ti, uintptr_t *at);
 /* On the writer: copy every chunk to staging, faulted ones first, and
  * release it.  Returns with nothing protected; non-zero: the snapshot was
  * abandoned. */

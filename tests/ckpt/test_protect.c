@@ -645,7 +645,58 @@ static void case_plan_ahead(const char *dir)
     set_free(&s);
 }
 
+/* The drain copies what nothing asked for in the order a step writes:
+ * tensor by tensor as registered, each from its start, not by address.
+ * Three tensors of 4 chunks, registered top down (as a program's large
+ * allocations are mapped): the first registered, at the highest address,
+ * comes first. */
+static void case_drain_order(const char *dir)
+{
+    const size_t chunk = 2u << 20, each = 4 * chunk;
+    size_t len = 3 * each + chunk;
+    char *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    CHECK(m != MAP_FAILED);
+    fb_ckpt *ck = open_mode(dir, FB_CKPT_SNAPSHOT_PROTECT);
+    CHECK(ck != NULL);
+    if (m == MAP_FAILED || !ck)
+        return;
+    char *base = (char *)(((uintptr_t)m + chunk - 1) & ~(uintptr_t)(chunk - 1));
+    for (int i = 0; i < 3; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "t%d", i);
+        int64_t shape[1] = {(int64_t)each};
+        CHECK_RC(fb_ckpt_register(ck, name, FB_DTYPE_U8, 1, shape,
+                                  base + (size_t)(2 - i) * each), 0);
+        memset(base + (size_t)(2 - i) * each, i + 1, each);
+    }
+    CHECK_RC(fb__wp_plan(ck), 0);
+    CHECK_EQ_U64(ck->wp.nchunk, 12);
+    /* Chunks are numbered by address: t2 holds 0-3, t1 4-7, t0 8-11. */
+    const size_t want[12] = {8, 9, 10, 11, 4, 5, 6, 7, 0, 1, 2, 3};
+    size_t ti = 0, got = 0;
+    uintptr_t at = 0;
+    for (size_t c; got < 13 && (c = fb__wp_next_chunk(ck, &ti, &at)) != SIZE_MAX; got++) {
+        CHECKF(got < 12 && c == want[got], "copy %zu: chunk %zu, wanted %zu", got, c,
+               got < 12 ? want[got] : SIZE_MAX);
+        if (c < ck->wp.nchunk)
+            ck->wp.done[c] = 1; /* as copy_release marks it */
+    }
+    CHECK_EQ_U64(got, 12);
+    /* A chunk a write asked for first is passed over when reached. */
+    memset(ck->wp.done, 0, ck->wp.nchunk);
+    ck->wp.done[9] = ck->wp.done[4] = 1;
+    ti = 0, at = 0;
+    size_t c1 = fb__wp_next_chunk(ck, &ti, &at);
+    CHECK_EQ_U64(c1, 8);
+    ck->wp.done[8] = 1;
+    CHECK_EQ_U64(fb__wp_next_chunk(ck, &ti, &at), 10);
+    memset(ck->wp.done, 0, ck->wp.nchunk);
+    fb_ckpt_close(ck);
+    munmap(m, len);
+}
+
 static int run_overwrite(const char *dir) { case_overwrite(dir); return 0; }
+static int run_drain_order(const char *dir) { case_drain_order(dir); return 0; }
 static int run_quiet(const char *dir) { case_quiet(dir); return 0; }
 static int run_plan_ahead(const char *dir) { case_plan_ahead(dir); return 0; }
 static int run_background(const char *dir) { case_background(dir); return 0; }
@@ -668,6 +719,7 @@ static const struct {
     int needs;
 } cases[] = {
     {"overwrite", run_overwrite, UFFD | HOOKS},
+    {"drain_order", run_drain_order, UFFD},
     {"threads_kernel", run_threads_kernel, UFFD | HOOKS},
     {"fork", run_fork, UFFD | HOOKS},
     {"neighbors", run_neighbors, UFFD | HOOKS},
