@@ -138,6 +138,16 @@ static void state_free(state *s)
         free(s->buf[k]);
 }
 
+/* A restore that finds no good checkpoint changes no registered byte. */
+static void check_refused_untouched(fb_ckpt *ck, const state *s)
+{
+    state before;
+    state_snapshot(s, &before);
+    CHECK_RC(fb_ckpt_restore(ck, NULL), FB_ENOCKPT);
+    CHECK_STATE(s, &before);
+    state_free(&before);
+}
+
 static int exists(const char *fmt, const char *dir, unsigned long long step, int rank)
 {
     char p[512];
@@ -269,7 +279,7 @@ static void case_untouched(int async)
     char dir[300], p[512];
     fresh_dir(async ? "untouched_async" : "untouched_sync", dir, sizeof dir);
     fb_ckpt *ck = open_ck(dir, 0, 1, async, 3);
-    state s, before;
+    state s;
     state_register(ck, &s, 1);
     for (unsigned k = 1; k <= 2; k++) {
         state_refill(&s, k);
@@ -279,13 +289,9 @@ static void case_untouched(int async)
         flip_byte(p, 5);
     }
     state_refill(&s, 77);
-    state_snapshot(&s, &before);
-    CHECK_RC(fb_ckpt_restore(ck, NULL), FB_ENOCKPT);
-    /* Not a byte changed by the restores that failed. */
-    CHECK_STATE(&s, &before);
+    check_refused_untouched(ck, &s);
     fb_ckpt_close(ck);
     state_free(&s);
-    state_free(&before);
 }
 
 /* A synchronous handle reads a tensor straight into place while the bytes
@@ -322,7 +328,7 @@ static void case_zero_in_place(void)
     char dir[300], p[512];
     fresh_dir("zero_in_place", dir, sizeof dir);
     fb_ckpt *ck = open_ck(dir, 0, 1, 0, 3);
-    state s, want, before;
+    state s, want;
     state_register(ck, &s, 1);
     state_refill(&s, 5);
     CHECK_RC(fb_ckpt_save(ck, 1), 0);
@@ -350,18 +356,12 @@ static void case_zero_in_place(void)
     }
     state_refill(&s, 77);
     mixed_zero(&s);
-    state_snapshot(&s, &before);
-    CHECK_RC(fb_ckpt_restore(ck, NULL), FB_ENOCKPT);
-    CHECK_STATE(&s, &before);
+    check_refused_untouched(ck, &s);
     state_zero(&s);
-    state_free(&before);
-    state_snapshot(&s, &before);
-    CHECK_RC(fb_ckpt_restore(ck, NULL), FB_ENOCKPT);
-    CHECK_STATE(&s, &before);
+    check_refused_untouched(ck, &s);
     fb_ckpt_close(ck);
     state_free(&s);
     state_free(&want);
-    state_free(&before);
 }
 
 static void copy_file(const char *from, const char *to)
