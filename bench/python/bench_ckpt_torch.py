@@ -38,7 +38,8 @@ everything).
 
 Then, in the same run: fio's sequential write + fsync of the same bytes
 (the baseline of time to durable); restore, cold (page cache dropped with
-POSIX_FADV_DONTNEED), by firebreak, torch.load and dcp.load, into a fresh
+POSIX_FADV_DONTNEED), by firebreak, torch.load and dcp.load, taking turns
+with fio's cold read of the same bytes (its baseline), into a fresh
 state as a restarted program has one (the model's initial parameters,
 AdamW's moments zero; reset before each restore) and, printed beside,
 into the trained state of this process (a rollback); and 2 ranks
@@ -498,14 +499,14 @@ def fio_run(root, rw, nbytes_):
 
 def fio_write(root, nbytes_, writes=5):
     """fio's sequential write + fsync of a new file of nbytes_, `writes`
-    times, then its sequential read of that file, cold (page cache dropped
-    the way the restores below drop it), three times: (the writes' best, their
-    median, the reads' best), seconds, None where fio is missing or
-    failed.  The best write is what firebreak's median time to durable is
-    held against: the disk's own speed.  The median is printed beside it
-    and not used: five writes back to back, each after the last one's file
-    was deleted, ran 0.81-2.98 s in one run on this VM's disk, slower than
-    any of firebreak's saves, which are spaced by training steps."""
+    times: (the writes' best, their median, the file's path), seconds, None
+    where fio is missing or failed.  The file is left for the cold reads
+    restore_times() makes between the restores (the caller removes it).
+    The best write is what firebreak's median time to durable is held
+    against: the disk's own speed.  The median is printed beside it and not
+    used: five writes back to back, each after the last one's file was
+    deleted, ran 0.81-2.98 s in one run on this VM's disk, slower than any
+    of firebreak's saves, which are spaced by training steps."""
     path = os.path.join(root, "fio.dat")
     w = []
     for _ in range(writes):
@@ -513,17 +514,11 @@ def fio_write(root, nbytes_, writes=5):
             os.unlink(path)
         s = fio_run(root, "write", nbytes_)
         if s is None:
+            if os.path.exists(path):
+                os.unlink(path)
             return None, None, None
         w.append(s)
-    best_read = None
-    for _ in range(3):
-        drop_cache(path)
-        s = fio_run(root, "read", nbytes_)
-        if s is not None:
-            best_read = s if best_read is None else min(best_read, s)
-    if os.path.exists(path):
-        os.unlink(path)
-    return min(w), statistics.median(w), best_read
+    return min(w), statistics.median(w), path
 
 
 def drop_cache(root):
@@ -575,30 +570,27 @@ def fresh_state(mib):
     return {"model": model, "optim": opt}, reset
 
 
-def restore_times(root, state, tries, reset=lambda: None):
+def restore_times(root, state, tries, reset=lambda: None, fio=None):
     """Cold restore of the last checkpoint each method left, into state
-    (reset() before each): seconds, best of tries; {} entries missing
-    where the method is."""
-    out = {}
-
-    def timed(name, path, fn):
-        best = None
-        for _ in range(tries):
-            reset()
-            drop_cache(path)
-            a = now()
-            fn()
-            s = now() - a
-            best = s if best is None else min(best, s)
-        out[name] = best
-
+    (reset() before each), and, where fio is (path, bytes), fio's cold read
+    of that file as "fio read": seconds, best of tries; entries missing
+    where the method is.  The methods take turns, one try each per round,
+    each round starting one method later: this VM's disk reads 1 GiB cold
+    in 0.44-1.3 s from one minute to the next, and methods measured one
+    after another in blocks of tries each got whatever minute was theirs."""
+    timed = []
+    if fio is not None:
+        def fr():
+            if fio_run(os.path.dirname(fio[0]), "read", fio[1]) is None:
+                raise RuntimeError("fio read of %s failed" % fio[0])
+        timed.append(("fio read", fio[0], fr))
     fbdir = os.path.join(root, "firebreak-copy")
     if os.path.isdir(fbdir):
         def fb():
             with firebreak.Checkpointer(state, dir=fbdir) as ck:
                 if ck.restore() is None:
                     raise RuntimeError("firebreak: nothing to restore in " + fbdir)
-        timed("firebreak", fbdir, fb)
+        timed.append(("firebreak", fbdir, fb))
     tsdir = os.path.join(root, "torch.save")
     pts = sorted(os.listdir(tsdir), key=lambda n: int(n[5:-3])) if os.path.isdir(tsdir) else []
     if pts:
@@ -610,7 +602,7 @@ def restore_times(root, state, tries, reset=lambda: None):
             sd = torch.load(path, **kw)
             state["model"].load_state_dict(sd["model"])
             state["optim"].load_state_dict(sd["optim"])
-        timed("torch.load", path, tl)
+        timed.append(("torch.load", path, tl))
     dcdir = os.path.join(root, "dcp.save")
     steps_ = sorted(os.listdir(dcdir), key=lambda n: int(n[5:])) if os.path.isdir(dcdir) else []
     if steps_:
@@ -622,7 +614,17 @@ def restore_times(root, state, tries, reset=lambda: None):
             dcp.load(sd, checkpoint_id=path, no_dist=True)
             state["model"].load_state_dict(sd["model"])
             state["optim"].load_state_dict(sd["optim"])
-        timed("dcp.load", path, dl)
+        timed.append(("dcp.load", path, dl))
+    out = {}
+    for r in range(tries):
+        for k in range(len(timed)):
+            name, path, fn = timed[(r + k) % len(timed)]
+            reset()
+            drop_cache(path)
+            a = now()
+            fn()
+            s = now() - a
+            out[name] = min(out.get(name, s), s)
     return out
 
 
@@ -892,21 +894,27 @@ def main():
                   flush=True)
 
     t_x = now()
-    fio_s, fio_med, fio_r = fio_write(root, total)
+    fio_s, fio_med, fio_path = fio_write(root, total)
     print("\nfio write+fsync of %.1f MiB: %s" % (total / 2**20,
                                                   "best of 5 %.3f s (%.2f GB/s), p50 %.3f s"
                                                   % (fio_s, total / fio_s / 1e9, fio_med)
                                                   if fio_s else "unavailable"))
-    print("fio read, cold, best of 3, of %.1f MiB: %s" % (total / 2**20, "%.3f s (%.2f GB/s)"
-                                               % (fio_r, total / fio_r / 1e9)
-                                               if fio_r else "unavailable"))
     phase("fio", t_x)
     t_y = now()
     fresh, reset = fresh_state(a.size)
-    rest = restore_times(root, fresh, 1 if a.quick else 3, reset)
+    tries = 1 if a.quick else 3
+    try:
+        rest = restore_times(root, fresh, tries, reset, (fio_path, total) if fio_path else None)
+    finally:
+        if fio_path and os.path.exists(fio_path):
+            os.unlink(fio_path)
     del fresh, reset
+    fio_r = rest.pop("fio read", None)
+    print("fio read, cold, of %.1f MiB, best of %d (turn about with the restores): %s"
+          % (total / 2**20, tries, "%.3f s (%.2f GB/s)" % (fio_r, total / fio_r / 1e9)
+             if fio_r else "unavailable"))
     print("restore, cold (page cache dropped), into a fresh state (a restart's), best of "
-          "%d: %s" % (1 if a.quick else 3, ", ".join("%s %.3f s" % kv for kv in rest.items())))
+          "%d: %s" % (tries, ", ".join("%s %.3f s" % kv for kv in rest.items())))
     live = restore_times(root, state, 1 if a.quick else 2)
     print("restore, cold, into this process's trained state (a rollback; no target), best of "
           "%d: %s" % (1 if a.quick else 2, ", ".join("%s %.3f s" % kv for kv in live.items())))
