@@ -127,6 +127,7 @@ struct fb_ckpt {
     int rank, world_size, keep, async, io_threads;
     int copy_threads;   /* threads for save's host copy (caller included) */
     uint64_t reread;    /* the last restore's bytes read twice (restore.c) */
+    uint64_t aside;     /* ... and bytes it kept aside in staging           */
     fb_ckpt_busy on_busy;
     fb_ckpt_on_error on_error;
     fb__hash_alg alg;

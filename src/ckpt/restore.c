@@ -15,7 +15,9 @@
  * A restore that fails leaves the registered tensors byte for byte as
  * they were: host tensors with staging memory (async handles) are read
  * straight into place, each piece copied aside into staging just before
- * it is overwritten and put back if any hash fails; device tensors are
+ * it is overwritten and put back if any hash fails (but for a tensor's
+ * zero bytes, put back by clearing them: nothing to copy, and staging not
+ * touched, where a restarted program's state is zero); device tensors are
  * read into staging and copied to the device only after every hash
  * matched; tensors without staging (synchronous handles) are read
  * straight into place as long as the bytes they overwrite are zero (put
@@ -161,7 +163,9 @@ static void quarantine_own_shard(const fb_ckpt *ck, const char *dir, uint64_t st
  * straight into place, each piece of a tensor first copied aside into its
  * staging (shard.h: on the reading threads, while the others wait for the
  * disk, instead of one more pass over the whole state after the last
- * read); device tensors into staging; the rest (synchronous handles) into
+ * read) unless it and the tensor's bytes before it are zero
+ * (FB__SHARD_ZERO_TRY, then _KEPT); device tensors into staging; the rest
+ * (synchronous handles) into
  * place while what they overwrite is zero (FB__SHARD_ZERO_TRY), else only
  * verified, then, when all verified, read again into those tensors.  On
  * failure every byte written into a tensor is put back (fb__shard_undo),
@@ -195,21 +199,24 @@ static int read_shard(fb_ckpt *ck, int fd, const fb__st_header *h,
     size_t again = 0;
     uint64_t again_bytes = 0;
     int place = read_in_place();
-    ck->reread = 0;
+    ck->reread = ck->aside = 0;
     for (size_t j = 0; j < h->ntensors; j++) {
         const fb__ckpt_tensor *t = &ck->t[map[j]];
         int in_place = place && t->bytes && t->staging && !t->on_device;
-        int if_zero = t->bytes && !t->staging && !t->on_device;
-        k->dest[j] = in_place || if_zero ? t->data : t->staging;
+        int if_zero = in_place || (t->bytes && !t->staging && !t->on_device);
+        k->dest[j] = if_zero ? t->data : t->staging;
         k->backup[j] = in_place ? t->staging : NULL;
         k->zero[j] = if_zero ? FB__SHARD_ZERO_TRY : FB__SHARD_ZERO_OFF;
     }
     int rc = fb__shard_read_verify_keep(fd, h, path, k->dest, k->backup, k->saved,
                                         k->zero, ck->io_threads, why, why_size);
     if (rc) {
-        fb__shard_undo(h, k->dest, k->backup, k->saved);
+        fb__shard_undo(h, k->dest, k->backup, k->saved, k->zero);
         return rc;
     }
+    for (size_t j = 0; j < h->ntensors; j++)
+        if (k->backup[j] && k->zero[j] != FB__SHARD_ZERO_TRY)
+            ck->aside += k->saved[j];
     /* The second read, now that every hash matched: only the tensors not
      * wholly read into place, in file order. */
     for (size_t j = 0; j < h->ntensors; j++) {
@@ -230,7 +237,7 @@ static int read_shard(fb_ckpt *ck, int fd, const fb__st_header *h,
     rc = fb__shard_read_verify(fd, &view, path, k->dest2, ck->io_threads, NULL, NULL,
                                NULL, NULL, err, sizeof err);
     if (rc) {
-        fb__shard_undo(h, k->dest, k->backup, k->saved);
+        fb__shard_undo(h, k->dest, k->backup, k->saved, k->zero);
         fb__ckpt_say(why, why_size, "%s (the shard changed while it was read; "
                      "registered tensors without staging hold part of it)", err);
     }
@@ -302,7 +309,7 @@ int fb__ckpt_try_step(fb_ckpt *ck, const char *dir, uint64_t step,
     if (rc == FB_ECORRUPT)
         quarantine_own_shard(ck, dir, step);
     if (!rc && (rc = place_staged(ck, why, why_size)))
-        fb__shard_undo(h, k.dest, k.backup, k.saved);
+        fb__shard_undo(h, k.dest, k.backup, k.saved, k.zero);
     if (!rc)
         *bytes_out = h->data_offset + h->data_len;
 out:

@@ -185,7 +185,8 @@ static void *read_range(void *arg)
     fb__hash_ctx *hc = NULL;
     int need_scratch = !j->dest;
     for (size_t k = j->first; !need_scratch && k < j->last; k++)
-        need_scratch = !j->dest[k] || (j->zero && j->zero[k]);
+        need_scratch = !j->dest[k] ||
+                       (j->zero && j->zero[k] && !(j->backup && j->backup[k]));
     if (need_scratch && !(scratch = fb__malloc(READ_CHUNK))) {
         j->rc = -ENOMEM;
         snprintf(j->err, sizeof j->err, "%s: out of memory", j->label);
@@ -213,12 +214,20 @@ static void *read_range(void *arg)
             size_t n = len - done < READ_CHUNK - total ? (size_t)(len - done)
                                                         : READ_CHUNK - total;
             int in_place = j->dest && j->dest[i];
-            if (in_place && j->zero && j->zero[i] &&
-                (j->zero[i] != FB__SHARD_ZERO_TRY ||
-                 !all_zero((const char *)j->dest[i] + done, n))) {
-                j->zero[i] = FB__SHARD_ZERO_NO; /* only verified from here */
-                in_place = 0;
+            if (in_place && j->zero && j->zero[i] == FB__SHARD_ZERO_TRY &&
+                !all_zero((const char *)j->dest[i] + done, n)) {
+                if (j->backup && j->backup[i]) {
+                    /* Kept aside from here; the zero bytes before, read
+                     * in place already, are zero in the backup too, so
+                     * that putting it back restores the whole prefix. */
+                    memset(j->backup[i], 0, (size_t)done);
+                    j->zero[i] = FB__SHARD_ZERO_KEPT;
+                } else {
+                    j->zero[i] = FB__SHARD_ZERO_NO; /* only verified from here */
+                }
             }
+            if (in_place && j->zero && j->zero[i] == FB__SHARD_ZERO_NO)
+                in_place = 0;
             char *p = in_place ? (char *)j->dest[i] + done : scratch + total;
             pc[np] = (struct piece){i, done, n, p};
             iov[np].iov_base = p;
@@ -235,11 +244,11 @@ static void *read_range(void *arg)
             break;
         for (size_t k = 0; (j->backup || j->zero) && k < np; k++) {
             size_t t = pc[k].tensor;
-            if (j->backup && j->backup[t] && j->dest && j->dest[t]) {
+            if (j->zero && j->zero[t] == FB__SHARD_ZERO_TRY) {
+                j->saved[t] = (size_t)pc[k].at + pc[k].n; /* were zero */
+            } else if (j->backup && j->backup[t] && j->dest && j->dest[t]) {
                 memcpy((char *)j->backup[t] + pc[k].at, pc[k].p, pc[k].n);
                 j->saved[t] = (size_t)pc[k].at + pc[k].n;
-            } else if (j->zero && j->zero[t] == FB__SHARD_ZERO_TRY) {
-                j->saved[t] = (size_t)pc[k].at + pc[k].n; /* were zero */
             }
         }
         ssize_t r = preadv_full(j->fd, iov, (int)np, off);
@@ -318,12 +327,13 @@ int fb__shard_read_verify_keep(int fd, const fb__st_header *h, const char *label
 }
 
 void fb__shard_undo(const fb__st_header *h, void *const *dest,
-                    void *const *backup, const size_t *saved)
+                    void *const *backup, const size_t *saved,
+                    const unsigned char *zero)
 {
     for (size_t i = 0; i < h->ntensors; i++) {
         if (!saved[i])
             continue;
-        if (backup && backup[i])
+        if (backup && backup[i] && !(zero && zero[i] == FB__SHARD_ZERO_TRY))
             memcpy(dest[i], backup[i], saved[i]);
         else
             memset(dest[i], 0, saved[i]);

@@ -86,20 +86,31 @@ int fb__shard_read_verify_keep(int fd, const fb__st_header *h, const char *label
                                size_t *saved, unsigned char *zero, int threads,
                                char *err, size_t err_size);
 /*
- * zero (may be NULL): for a tensor with dest[i] set and no backup[i],
- * zero[i] = FB__SHARD_ZERO_TRY reads it in place only while the bytes it
- * overwrites are all zero (put back by clearing them: saved[i] counts
- * them as well), checked piece by piece just before each read.  At the
- * first piece holding anything else the rest of the tensor is only
- * verified (read into scratch) and zero[i] becomes FB__SHARD_ZERO_NO: the
- * tensor is not in place, and the caller reads it again once every hash
- * matched.  A fresh program's optimizer moments and the new tensors a
- * restore allocates are zero; its parameters usually are not.
+ * zero (may be NULL): for a tensor with dest[i] set, zero[i] =
+ * FB__SHARD_ZERO_TRY reads it in place without keeping anything while the
+ * bytes it overwrites are all zero (put back by clearing them: saved[i]
+ * counts them as well), checked piece by piece just before each read.  At
+ * the first piece holding anything else:
+ *  - with no backup[i], the rest of the tensor is only verified (read into
+ *    scratch) and zero[i] becomes FB__SHARD_ZERO_NO: the tensor is not in
+ *    place, and the caller reads it again once every hash matched;
+ *  - with a backup[i], the zero bytes read so far are cleared in the
+ *    backup, the rest is kept aside as above, and zero[i] becomes
+ *    FB__SHARD_ZERO_KEPT: one read, and no copy aside of the zero part.
+ * A fresh program's optimizer moments and the new tensors a restore
+ * allocates are zero; its parameters usually are not.
  */
-enum { FB__SHARD_ZERO_OFF = 0, FB__SHARD_ZERO_TRY = 1, FB__SHARD_ZERO_NO = 2 };
+enum {
+    FB__SHARD_ZERO_OFF = 0,
+    FB__SHARD_ZERO_TRY = 1,
+    FB__SHARD_ZERO_NO = 2,
+    FB__SHARD_ZERO_KEPT = 3
+};
 /* Put back what a keeping read overwrote: saved[i] bytes of tensor i from
- * backup[i], or cleared where it has no backup (zero bytes, above). */
+ * backup[i], or cleared where it has no backup or zero[i] (may be NULL) is
+ * still FB__SHARD_ZERO_TRY (zero bytes, above). */
 void fb__shard_undo(const fb__st_header *h, void *const *dest,
-                    void *const *backup, const size_t *saved);
+                    void *const *backup, const size_t *saved,
+                    const unsigned char *zero);
 
 #endif

@@ -323,9 +323,28 @@ static uint64_t nonzero_bytes(const state *s)
     return n;
 }
 
+/* Step 2 saved, then both checkpoints made corrupt in big (read last):
+ * restores of a mixed state and of an all-zero one are refused, every
+ * byte as it was. */
+static void check_corrupt_untouched(fb_ckpt *ck, const char *dir, state *s)
+{
+    char p[512];
+    CHECK_RC(fb_ckpt_save(ck, 2), 0);
+    CHECK_RC(fb_ckpt_wait(ck), 0);
+    for (unsigned k = 1; k <= 2; k++) {
+        snprintf(p, sizeof p, SHARD, dir, (unsigned long long)k, 0);
+        flip_byte(p, 5);
+    }
+    state_refill(s, 77);
+    mixed_zero(s);
+    check_refused_untouched(ck, s);
+    state_zero(s);
+    check_refused_untouched(ck, s);
+}
+
 static void case_zero_in_place(void)
 {
-    char dir[300], p[512];
+    char dir[300];
     fresh_dir("zero_in_place", dir, sizeof dir);
     fb_ckpt *ck = open_ck(dir, 0, 1, 0, 3);
     state s, want;
@@ -349,16 +368,56 @@ static void case_zero_in_place(void)
     CHECK_EQ_U64(ck->reread, 0);
     /* Every checkpoint corrupt in big: the zero bytes overwritten before its
      * hash failed are cleared again, the others never touched. */
-    CHECK_RC(fb_ckpt_save(ck, 2), 0);
-    for (unsigned k = 1; k <= 2; k++) {
-        snprintf(p, sizeof p, SHARD, dir, (unsigned long long)k, 0);
-        flip_byte(p, 5);
-    }
-    state_refill(&s, 77);
+    check_corrupt_untouched(ck, dir, &s);
+    fb_ckpt_close(ck);
+    state_free(&s);
+    state_free(&want);
+}
+
+/* An async handle keeps aside in staging only what is not zero: the same
+ * mixed state restores to the saved bytes with only the non-zero tensors
+ * (big whole: its zero part cleared in the backup when its last MiB was
+ * met) kept aside, an all-zero state with nothing; and a restore that
+ * fails leaves every byte as it was, the zero ones cleared again. */
+static void case_zero_aside(void)
+{
+    char dir[300];
+    fresh_dir("zero_aside", dir, sizeof dir);
+    fb_ckpt *ck = open_ck(dir, 0, 1, 1, 3);
+    state s, want;
+    state_register(ck, &s, 1);
+    state_refill(&s, 5);
+    CHECK_RC(fb_ckpt_save(ck, 1), 0);
+    CHECK_RC(fb_ckpt_wait(ck), 0);
+    state_snapshot(&s, &want);
+    uint64_t total = 0, step = 0;
+    for (int k = 0; k < FB_DTYPE_COUNT_ + 3; k++)
+        total += s.bytes[k];
+    /* Not zero: every byte kept aside, nothing read twice. */
+    state_refill(&s, 9);
+    CHECK_RC(fb_ckpt_restore(ck, &step), 0);
+    CHECK_STATE(&s, &want);
+    CHECK_EQ_U64(ck->aside, total);
+    CHECK_EQ_U64(ck->reread, 0);
+    /* Mixed: the non-zero tensors, big whole. */
+    state_refill(&s, 9);
     mixed_zero(&s);
-    check_refused_untouched(ck, &s);
+    uint64_t kept = nonzero_bytes(&s);
+    CHECK(kept > (1u << 20) && kept < total);
+    CHECK_RC(fb_ckpt_restore(ck, &step), 0);
+    CHECK_EQ_U64(step, 1);
+    CHECK_STATE(&s, &want);
+    CHECK_EQ_U64(ck->aside, kept);
+    CHECK_EQ_U64(ck->reread, 0);
+    /* All zero: nothing. */
     state_zero(&s);
-    check_refused_untouched(ck, &s);
+    CHECK_RC(fb_ckpt_restore(ck, &step), 0);
+    CHECK_STATE(&s, &want);
+    CHECK_EQ_U64(ck->aside, 0);
+    /* Every checkpoint corrupt in big, read last: what was read into
+     * place before its hash failed is put back, from the backup or by
+     * clearing. */
+    check_corrupt_untouched(ck, dir, &s);
     fb_ckpt_close(ck);
     state_free(&s);
     state_free(&want);
@@ -1270,6 +1329,7 @@ static const struct {
     {"untouched_async", case_untouched_async, PLAIN},
     {"untouched_sync", case_untouched_sync, PLAIN},
     {"zero_in_place", case_zero_in_place, PLAIN},
+    {"zero_aside", case_zero_aside, PLAIN},
     {"placed", case_placed, PLAIN},
     {"stale_tmp", case_stale_tmp, PLAIN},
     {"mismatch", case_mismatch, PLAIN},
