@@ -1006,10 +1006,13 @@ static void *fetch_rx_main(void *arg)
 {
     fetch_rx *x = arg;
     uint64_t max = shard_max_bytes();
-    while ((x->missing = count_missing(x)) > 0 && fb__now_ns() < x->deadline_ns) {
+    uint64_t now;
+    while ((x->missing = count_missing(x)) > 0 && (now = fb__now_ns()) < x->deadline_ns) {
         struct pollfd pfd = {.fd = x->lfd, .events = POLLIN};
-        int left_ms = (int)((x->deadline_ns - fb__now_ns()) / 1000000ull);
-        if (poll(&pfd, 1, left_ms > 200 ? 200 : left_ms) <= 0)
+        /* From the one reading of the clock: a second one past the
+         * deadline made this negative, and poll waited for ever. */
+        uint64_t left_ms = (x->deadline_ns - now) / 1000000ull;
+        if (poll(&pfd, 1, left_ms > 200 ? 200 : (int)left_ms) <= 0)
             continue;
         int c = accept4(x->lfd, NULL, NULL, SOCK_CLOEXEC);
         if (c < 0)
