@@ -120,7 +120,10 @@ int fb__peer_start(fb__peer **out, const fb__peer_opts *o);
  * node's newest) replaces an unnamed one not yet begun.  Per peer, both
  * lanes never send the same step at once. */
 void fb__peer_offer(fb__peer *p, int64_t step, int named);
-/* Stop every thread (cutting transfers short) and free p; NULL: nothing. */
+/* Stop every thread (cutting transfers short) and free p; NULL: nothing.
+ * The idle-priority scrub is waited for at most 0.2 s: one that got no
+ * CPU by then ends, and frees p, by itself once it runs (it touches
+ * nothing else after the stop). */
 void fb__peer_stop(fb__peer *p);
 
 /* `fbw1 drop STEP [KEEP...]`: remove the steps older than `step` from this

@@ -10,6 +10,12 @@
 #      was killed first under load, and the memory stayed (slurm_peer case
 #      6, 2026-12-04).
 #   2. `keep`, then SIGTERM: the memory stays.
+#   3. As 1, with the peer tier's receiver up and its scrub (idle priority)
+#      given no CPU, blind to the stop (test hook, FB_TEST_HOOKS builds):
+#      the stop does not wait for it, the memory is gone within 1.9 s.  An
+#      idle-priority thread beside busy processes got no CPU for 1-6 s
+#      here, and a watcher that joined it was killed first (slurm_peer case
+#      6, 2026-12-05).
 # Args: FIREBREAK_BINARY
 set -euo pipefail
 FB=$1
@@ -26,12 +32,13 @@ cleanup() {
 trap cleanup EXIT
 fail() { echo "FAIL: $*" >&2; [ -s "$T/err" ] && sed 's/^/  watch: /' "$T/err" >&2; exit 1; }
 
-# start: a watcher of one rank that never comes, its stdin the fifo
+# start [ARG...]: a watcher of one rank that never comes, its stdin the
+# fifo; ARGs added to its command line
 start() {
     rm -f "$T/in" "$T/err"
     mkfifo "$T/in"
     FIREBREAK_CKPT_MEM_DIR=$MEM SLURM_JOB_ID=7 "$FB" watch --job "$JOB" --attempt 0 \
-        --ranks-per-node 1 --world 1 --node-id 0 --node n1 --interval 10s \
+        --ranks-per-node 1 --world 1 --node-id 0 --node n1 --interval 10s "$@" \
         <"$T/in" >"$T/out" 2>"$T/err" &
     wpid=$!
     pids+=("$wpid")
@@ -43,20 +50,26 @@ start() {
     fail "the watcher did not start (or made no $MEM)"
 }
 
+# stopped_without_keep CASE: SIGTERM, no keep; the memory gone within 1.9 s
+stopped_without_keep() {
+    local t0 gone=
+    t0=$EPOCHREALTIME
+    kill -TERM "$wpid"
+    while awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { exit !(b - a < 1.9) }'; do
+        [ -d "$MEM" ] || { gone=$EPOCHREALTIME; break; }
+        sleep 0.01
+    done
+    [ -n "$gone" ] || fail "case $1: $MEM still there 1.9 s after SIGTERM (no keep, input open)"
+    wait "$wpid" || true
+    exec 3>&-
+    grep -q "stopped without the supervisor's word" "$T/err" || fail "case $1: no word of the removal"
+    stop_s=$(awk -v a="$t0" -v b="$gone" 'BEGIN { printf "%.2f", b - a }')
+}
+
 # 1. stopped without `keep`
 start
-t0=$EPOCHREALTIME
-kill -TERM "$wpid"
-gone=
-while awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { exit !(b - a < 1.9) }'; do
-    [ -d "$MEM" ] || { gone=$EPOCHREALTIME; break; }
-    sleep 0.01
-done
-[ -n "$gone" ] || fail "case 1: $MEM still there 1.9 s after SIGTERM (no keep, input open)"
-wait "$wpid" || true
-exec 3>&-
-grep -q "stopped without the supervisor's word" "$T/err" || fail "case 1: no word of the removal"
-echo "ok: stopped without keep: node memory gone $(awk -v a="$t0" -v b="$gone" 'BEGIN { printf "%.2f", b - a }') s after SIGTERM"
+stopped_without_keep 1
+echo "ok: stopped without keep: node memory gone $stop_s s after SIGTERM"
 
 # 2. keep, then stopped
 start
@@ -67,3 +80,14 @@ wait "$wpid" || true
 exec 3>&-
 [ -d "$MEM" ] || fail "case 2: $MEM removed after a keep"
 echo "ok: keep, then stopped: node memory stays"
+
+# 3. stopped without `keep`, the peer tier's scrub starved (test hook)
+if [ "${FB_TEST_HOOKS:-}" = ON ]; then
+    FIREBREAK_TEST_PEER_SCRUB_STALL_MS=5000 start --peer-port $((20000 + $$ % 20000))
+    sleep 0.3 # the scrub's first pass has begun: held
+    stopped_without_keep 3
+    grep -q "the scrub (idle priority) got no CPU" "$T/err" || fail "case 3: the scrub was not held"
+    echo "ok: stopped without keep, scrub starved: node memory gone $stop_s s after SIGTERM"
+else
+    echo "skipped: case 3 (a test hook: FB_TEST_HOOKS builds)"
+fi
