@@ -440,6 +440,14 @@ static void drop_cache(const char *path)
     close(fd);
 }
 
+/* A restore that failed: said, fio's file removed; the bench's status. */
+static int restore_failed(int rc, const char *what, const char *fio_file)
+{
+    fprintf(stderr, "bench_ckpt: restore %s failed: %s\n", what, fb_strerror(rc));
+    unlink(fio_file);
+    return 1;
+}
+
 int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0); /* lines reach ctest's log as they come */
@@ -619,8 +627,9 @@ int main(int argc, char **argv)
             setenv("FIREBREAK_CKPT_RESTORE_STAGED", "1", 1);
         drop_cache(shard);
         uint64_t a = fb__now_ns(), step;
-        if (fb_ckpt_restore(ck, &step))
-            return 1;
+        int rc = fb_ckpt_restore(ck, &step);
+        if (rc)
+            return restore_failed(rc, "of the trained state", fio_file);
         double s = (double)(fb__now_ns() - a) / 1e9;
         if (r & 1)
             restore_old_s = best(restore_old_s, s);
@@ -633,8 +642,8 @@ int main(int argc, char **argv)
             memset(src[i], 0, len[i]);
         drop_cache(shard);
         a = fb__now_ns();
-        if (fb_ckpt_restore(ck, &step))
-            return 1;
+        if ((rc = fb_ckpt_restore(ck, &step)))
+            return restore_failed(rc, "into zero tensors", fio_file);
         restore_zero_s = best(restore_zero_s, (double)(fb__now_ns() - a) / 1e9);
     }
     fb_ckpt_close(ck);

@@ -158,20 +158,6 @@ static void quarantine_own_shard(const fb_ckpt *ck, const char *dir, uint64_t st
         fb__fsync_dir(sdir);
 }
 
-/*
- * Read and verify the shard: host tensors with staging (async handles)
- * straight into place, each piece of a tensor first copied aside into its
- * staging (shard.h: on the reading threads, while the others wait for the
- * disk, instead of one more pass over the whole state after the last
- * read) unless it and the tensor's bytes before it are zero
- * (FB__SHARD_ZERO_TRY, then _KEPT); device tensors into staging; the rest
- * (synchronous handles) into
- * place while what they overwrite is zero (FB__SHARD_ZERO_TRY), else only
- * verified, then, when all verified, read again into those tensors.  On
- * failure every byte written into a tensor is put back (fb__shard_undo),
- * but for the second pass's tensors, which hold part of it.  k: the first
- * pass's dest, backup, saved and zero, for the caller's undo.
- */
 /* FIREBREAK_CKPT_RESTORE_STAGED=1 (test builds): read host tensors into
  * staging and copy them into place after the last hash, the old way
  * (bench_ckpt's "before"). */
@@ -192,6 +178,20 @@ typedef struct keep {
     fb__st_tensor *sub;          /* the second read's tensors */
 } keep;
 
+/*
+ * Read and verify the shard: host tensors with staging (async handles)
+ * straight into place, each piece of a tensor first copied aside into its
+ * staging (shard.h: on the reading threads, while the others wait for the
+ * disk, instead of one more pass over the whole state after the last
+ * read) unless it and the tensor's bytes before it are zero
+ * (FB__SHARD_ZERO_TRY, then _KEPT); device tensors into staging; the rest
+ * (synchronous handles) into place while what they overwrite is zero
+ * (FB__SHARD_ZERO_TRY), else only verified, then, when all verified, read
+ * again into those tensors.  On failure every byte written into a tensor
+ * is put back (fb__shard_undo), but for the second pass's tensors, which
+ * hold part of it.  k: the first pass's dest, backup, saved and zero, for
+ * the caller's undo.
+ */
 static int read_shard(fb_ckpt *ck, int fd, const fb__st_header *h,
                       const char *path, const size_t *map, keep *k,
                       char *why, size_t why_size)
