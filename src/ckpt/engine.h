@@ -134,6 +134,7 @@ struct fb_ckpt {
     fb_ckpt_snapshot snapshot; /* as asked: auto, copy or protect       */
     fb__wp wp;
     int job_protected;  /* the save in flight waits for fb__wp_drain    */
+    int job_drained;    /* ... which the writer did, the write not yet  */
     fb__ckpt_tensor *t;
     size_t n, cap;
     fb__names names;    /* index of t[].name (duplicates at registration) */
@@ -148,6 +149,7 @@ struct fb_ckpt {
     int stop;
     int purge;          /* deleted checkpoints' bytes to remove (rank 0) */
     int purge_yielded;  /* the purge under way has let a save go first   */
+    int purge_granted;  /* ... whose write has not begun yet             */
     int tmp_swept;      /* this rank's stale temporaries removed in: 1
                            the checkpoint dir, 2 node memory (writer)  */
     uint64_t job_step, job_stall_ns;

@@ -255,6 +255,14 @@ static int hide_step(const char *dir, uint64_t step, fb__ckpt_hook hook)
 
 static int remove_file(const char *path, int (*yield)(void *), void *arg)
 {
+#ifdef FB_TEST_HOOKS
+    /* FIREBREAK_CKPT_PURGE_DELAY_MS=N: each file the writer's purge removes
+     * takes N ms more (at most 10 s), as on a disk slow to discard. */
+    const char *delay = fb__getenv("FIREBREAK_CKPT_PURGE_DELAY_MS");
+    long long ms;
+    if (yield && delay && fb__parse_int(delay, 0, 10000, &ms) == 0)
+        usleep((useconds_t)ms * 1000);
+#endif
     int fd = yield ? open(path, O_WRONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK) : -1;
     struct stat st;
     if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_nlink == 1) {
