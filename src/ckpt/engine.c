@@ -644,11 +644,12 @@ static int purge_yield(void *arg)
     pthread_mutex_lock(&ck->mu);
     int yield = ck->job_ready && !ck->purge_yielded;
     if (yield)
-        ck->purge_yielded = ck->purge_granted = 1;
+        ck->purge_yielded = 1;
     /* And for the drain of a write-protect snapshot, every time: the
-     * program's writes wait on it (writer_main). */
+     * program's writes wait on it.  The purge then goes on, and the write
+     * after it (writer_main). */
     else if (ck->job_ready && ck->job_protected && !ck->job_drained)
-        yield = 1;
+        yield = ck->purge_resume = 1;
     pthread_mutex_unlock(&ck->mu);
     return yield;
 }
@@ -667,7 +668,7 @@ static void writer_purge(fb_ckpt *ck)
     }
     if (rc != 1) {
         ck->purge = 0;
-        ck->purge_yielded = ck->purge_granted = 0;
+        ck->purge_yielded = 0;
     } else if (!ck->job_ready) { /* held by the test gate: look again soon */
         struct timespec ts = fb__wall_after_ms(10);
         pthread_cond_timedwait(&ck->cv, &ck->mu, &ts);
@@ -690,8 +691,8 @@ static void *writer_main(void *arg)
             pthread_cond_wait(&ck->cv, &ck->mu);
         if (ck->job_ready && ck->job_protected && !ck->job_drained) {
             /* A write-protect snapshot is drained at once, also while a
-             * purge that let a save go first already holds this one's write
-             * back (purge_yield): the program's writes wait on the drain,
+             * purge that let a save go first holds this one's write back
+             * (purge_yield): the program's writes wait on the drain,
              * and must not wait on old checkpoints' removal too (measured
              * with torch's AdamW right after each save, keep=2: 0.5-0.8 s
              * of writes waiting, every other save). */
@@ -702,6 +703,7 @@ static void *writer_main(void *arg)
             ck->job_stall_ns = stall;
             if (rc) {
                 ck->job_ready = 0;
+                ck->purge_resume = 0;
                 ck->last_rc = rc;
                 if (ck->on_error == FB_CKPT_ERROR_STOP && !ck->sticky_rc)
                     ck->sticky_rc = rc;
@@ -711,14 +713,16 @@ static void *writer_main(void *arg)
             }
             ck->job_drained = 1;
         }
-        if (ck->job_ready && ck->purge && ck->purge_yielded && !ck->purge_granted) {
-            writer_purge(ck); /* the write waits for it, as before */
+        if (ck->job_ready && ck->purge_resume) {
+            /* The purge stopped for the drain only: the write waits for
+             * the rest of it, as it did before. */
+            ck->purge_resume = 0;
+            writer_purge(ck);
             continue;
         }
         if (ck->job_ready) {
             uint64_t step = ck->job_step, stall = ck->job_stall_ns;
             ck->job_ready = 0;
-            ck->purge_granted = 0;
             pthread_mutex_unlock(&ck->mu);
             int rc = persist(ck, step, 1, stall);
             pthread_mutex_lock(&ck->mu);

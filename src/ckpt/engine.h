@@ -149,7 +149,7 @@ struct fb_ckpt {
     int stop;
     int purge;          /* deleted checkpoints' bytes to remove (rank 0) */
     int purge_yielded;  /* the purge under way has let a save go first   */
-    int purge_granted;  /* ... whose write has not begun yet             */
+    int purge_resume;   /* it stopped for a drain only: resumed first   */
     int tmp_swept;      /* this rank's stale temporaries removed in: 1
                            the checkpoint dir, 2 node memory (writer)  */
     uint64_t job_step, job_stall_ns;
