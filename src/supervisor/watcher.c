@@ -11,6 +11,7 @@
  * again.  `--health` instead runs this node's health checks once.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
@@ -45,6 +46,44 @@ static void on_stop(int sig)
     (void)sig;
     g_stop = 1;
 }
+
+/* Test hook (FB_TEST_HOOKS): FIREBREAK_TEST_WATCH_LOG_DIR=DIR sends this
+ * watcher's stderr to DIR/watch-NODE.err, with a timed line at each stage
+ * of its stop, so that a test whose supervisor is killed (and its srun,
+ * which carried the watchers' stderr, with it) still sees where a
+ * watcher's stop went (tests/slurm/peer.sh, case 6). */
+#ifdef FB_TEST_HOOKS
+static int g_trace;
+
+static void trace_open(const char *node)
+{
+    const char *dir = getenv("FIREBREAK_TEST_WATCH_LOG_DIR");
+    char path[PATH_MAX];
+    if (!dir || !dir[0] || fb__fmt(path, sizeof path, "%s/watch-%s.err", dir, node))
+        return;
+    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return;
+    if (dup2(fd, STDERR_FILENO) >= 0)
+        g_trace = 1;
+    close(fd);
+}
+
+static void trace(const char *what)
+{
+    if (!g_trace)
+        return;
+    struct timespec ts;
+    struct tm tm;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    gmtime_r(&ts.tv_sec, &tm);
+    fprintf(stderr, "%02d:%02d:%02d.%03ld firebreak watch (pid %d): %s\n", tm.tm_hour,
+            tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000, (int)getpid(), what);
+}
+#else
+static void trace_open(const char *node) { (void)node; }
+static void trace(const char *what) { (void)what; }
+#endif
 
 /* Write one message; one that does not format (a value out of the
  * protocol's bounds, e.g. from a scribbled segment) is not written, as the
@@ -539,8 +578,12 @@ static void settle_memory(const fb__watch_opts *o, wreq *q, wrank *ranks, int n)
         if (poll(&pfd, 1, 50) > 0)
             read_requests(o, q, ranks, n);
     }
-    if (g_keep || !(stop_ns || q->fd < 0) || !owns(o->mem_dir))
+    if (g_keep || !(stop_ns || q->fd < 0) || !owns(o->mem_dir)) {
+        trace(g_keep ? "memory kept: the supervisor said keep"
+                     : !(stop_ns || q->fd < 0) ? "memory kept: no stop, input open"
+                                               : "memory kept: its pid file names another");
         return;
+    }
     fprintf(stderr, "firebreak watch: %s: stopped without the supervisor's word "
             "(it is gone): removing node memory %s\n", o->node, o->mem_dir);
     fb__ckpt_mem_dir_remove(o->mem_dir);
@@ -555,6 +598,8 @@ int fb__watch_run(const fb__watch_opts *o)
     sigaction(SIGHUP, &sa, NULL);
     signal(SIGUSR1, SIG_IGN);
     signal(SIGPIPE, SIG_IGN);
+    trace_open(o->node);
+    trace("started");
 
     static wrank ranks[FB__WATCH_MAX_LOCAL];
     int n = 0;
@@ -677,6 +722,7 @@ int fb__watch_run(const fb__watch_opts *o)
         for (int i = 0; i < n; i++)
             left += !ranks[i].ended;
     }
+    trace(g_stop ? "stop signal seen" : "every local rank ended");
     if (proof_ns && !g_mute) {
         /* Stopped before the `alive` owed: it still goes, on time. */
         uint64_t now = fb__now_ns();
@@ -695,8 +741,11 @@ int fb__watch_run(const fb__watch_opts *o)
         snprintf(m.node, sizeof m.node, "%s", o->node);
         emit(o->out, &m);
     }
+    trace("last lines written");
     fb__peer_stop(peer);
+    trace("peer tier stopped");
     settle_memory(o, &req, ranks, n);
+    trace("node memory settled");
     /* Stopped by SIGTERM (scancel, the job's end; a step srun stops ends
      * by SIGKILL, and the supervisor's sweeps remove what is left: the
      * next attempt's watcher, the end of the run's `--sweep`): the ranks
@@ -727,5 +776,6 @@ int fb__watch_run(const fb__watch_opts *o)
                 remove_segment(o, &ranks[i]);
         }
     }
+    trace("done");
     return 0;
 }

@@ -31,18 +31,23 @@
 
 static char root[256];
 
-static fb_ckpt *open_mode(const char *dir, fb_ckpt_snapshot mode)
+static fb_ckpt *open_keep(const char *dir, fb_ckpt_snapshot mode, int keep)
 {
     fb_ckpt_options o;
     fb_ckpt_options_init(&o);
     o.dir = dir;
     o.rank = 0;
     o.world_size = 1;
-    o.keep = 4;
+    o.keep = keep;
     o.snapshot = mode;
     fb_ckpt *ck = NULL;
     int rc = fb_ckpt_open(&ck, &o);
     return rc ? NULL : ck;
+}
+
+static fb_ckpt *open_mode(const char *dir, fb_ckpt_snapshot mode)
+{
+    return open_keep(dir, mode, 4);
 }
 
 static void fill(void *p, size_t n, unsigned seed)
@@ -706,14 +711,8 @@ static void case_drain_order(const char *dir)
  * of an AdamW step's writes waited, every other save, keep=2, before). */
 static void case_drain_before_purge(const char *dir)
 {
-    fb_ckpt_options o;
-    fb_ckpt_options_init(&o);
-    o.dir = dir;
-    o.world_size = 1;
-    o.keep = 1;
-    o.snapshot = FB_CKPT_SNAPSHOT_PROTECT;
-    fb_ckpt *ck = NULL;
-    CHECK_RC(fb_ckpt_open(&ck, &o), 0);
+    fb_ckpt *ck = open_keep(dir, FB_CKPT_SNAPSHOT_PROTECT, 1);
+    CHECK(ck != NULL);
     const size_t bytes = 8u << 20;
     unsigned char *x = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
                             MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);

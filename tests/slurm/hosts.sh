@@ -118,14 +118,16 @@ C2=$T/c2
 MORE_CLUSTERS+=("$C2")
 "$CLS" up "$C2" --nodes 2 "${SHARE[@]}" >c2.env 2>c2.err || fail "second cluster: $(cat c2.err)"
 id2=$(sed -n 's/^ID=//p' "$C2/cluster")
-SLURM_CONF=$C2/slurm.conf salloc -Q -N2 srun -N2 sleep 300 >/dev/null 2>&1 &
+# Its srun's messages stay (c2-job.err) for a failure to show.
+SLURM_CONF=$C2/slurm.conf salloc -Q -N2 srun -N2 sleep 300 >/dev/null 2>c2-job.err &
 spid=$!
-for _ in $(seq 1 100); do
+for _ in $(seq 1 300); do
     [ "$(SLURM_CONF=$C2/slurm.conf squeue -h -t R | wc -l)" -ge 1 ] && break; sleep 0.1
 done
 # The job's task on node2: a process in node2's network namespace.
 on2() { for p in $(ip netns pids "fb-$id2-node2"); do tr '\0' ' ' <"/proc/$p/cmdline"; echo; done 2>/dev/null; }
-for _ in $(seq 1 100); do on2 | grep -q "sleep 300" && break; sleep 0.1; done
+# Up to 30 s: slurm.conf's MessageTimeout, what srun gives a slow slurmd.
+for _ in $(seq 1 300); do on2 | grep -q "sleep 300" && break; sleep 0.1; done
 on2 | grep -q "sleep 300" || fail "second cluster: job not running on node2"
 "$CLS" fail "$C2" node1 stop
 "$CLS" fail "$C2" node2 link-down

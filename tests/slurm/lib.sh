@@ -52,7 +52,7 @@ diag_journal() { # JOURNAL
         order by e.id desc limit $DIAG_EVENTS) order by time" || true
 }
 diagnose() {
-    local f c
+    local f c p
     echo "==== what the failure left in $T" >&2
     {
         for f in $(ls -tr "$T"/*.err 2>/dev/null); do diag_tail "$f" $DIAG_LINES; done
@@ -61,6 +61,20 @@ diagnose() {
             2>/dev/null | sort | while read -r f; do diag_tail "$f" 40; done
         find "$T" -path "$T/cluster*" -prune -o -name journal.sqlite -print 2>/dev/null | sort |
             while read -r f; do diag_journal "$f"; done
+        # Whether each node's slurmd is still running: a launch that fails
+        # with "Zero Bytes were transmitted or received" is a slurmd gone.
+        for c in "$CL" "${MORE_CLUSTERS[@]}"; do
+            for f in "$c"/slurmd-*.pid; do
+                [ -s "$f" ] || continue
+                p=$(cat "$f")
+                if [ "$(cat "/proc/$p/comm" 2>/dev/null)" = slurmd ] &&
+                   ! grep -q '^[0-9]* ([^)]*) Z' "/proc/$p/stat" 2>/dev/null; then
+                    echo "---- ${f#"$T"/}: slurmd $p running"
+                else
+                    echo "---- ${f#"$T"/}: slurmd $p NOT running"
+                fi
+            done
+        done
         for c in "$T"/log-* "$CL" "${MORE_CLUSTERS[@]}"; do
             [ -d "$c" ] || continue
             [ -d "$c/log" ] && c=$c/log

@@ -175,7 +175,11 @@ ok "the node's cap counts peer copies: copies refused beyond it, same hashes"
 #    with the watchers, which were stopped without the supervisor's `keep`.
 recluster sigkill 2
 r=$T/sigkill
-salloc -Q -N2 "$FB" run --launcher slurm --run-dir "$r" --json --persist-every 4 \
+# Each watcher's stderr, with its stop's stages timed, goes to
+# $T/watch-NODE.err (test hook): the killed supervisor's srun, which
+# carried it, is gone with it, and a failure shows these files.
+FIREBREAK_TEST_WATCH_LOG_DIR=$T salloc -Q -N2 "$FB" run --launcher slurm --run-dir "$r" \
+    --json --persist-every 4 \
     -- "$TOY" --steps 400 --sleep-ms 40 --ckpt-every 5 >sigkill.json 2>sigkill.err &
 apid=$!
 wait_ckpt "$r" 15
@@ -199,5 +203,7 @@ for _ in $(seq 1 100); do # the watchers' stop, then 0.3 s for a `keep`
     [ -z "$left" ] && break
     sleep 0.1
 done
+# The watchers' stops, timed (shown with ctest -V, and on a failure).
+for f in watch-*.err; do [ -e "$f" ] && sed "s/^/  $f: /" "$f"; done
 nothing_in_shm "$r" node1 node2
 ok "supervisor SIGKILLed: no node keeps the run's memory"
