@@ -75,6 +75,16 @@ diagnose() {
                 fi
             done
         done
+        # A daemon that crashed left a core in its working directory, its
+        # log directory (slurmd and slurmctld chdir there; core_pattern
+        # permitting).
+        find "$T" -name 'core*' -type f 2>/dev/null | while read -r f; do
+            echo "---- ${f#"$T"/}: $(file -b "$f" 2>/dev/null | cut -c1-200)"
+            p=$(file -b "$f" 2>/dev/null | sed -n "s/.*execfn: '\([^']*\)'.*/\1/p")
+            [ -x "$p" ] && command -v gdb >/dev/null &&
+                timeout 60 gdb -batch -nx -ex 'thread apply all bt 12' "$p" "$f" 2>/dev/null |
+                grep -E '^(#|Thread|Program terminated)' | head -80
+        done
         for c in "$T"/log-* "$CL" "${MORE_CLUSTERS[@]}"; do
             [ -d "$c" ] || continue
             [ -d "$c/log" ] && c=$c/log
