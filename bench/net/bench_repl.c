@@ -391,7 +391,7 @@ static int receiver(int lfd, int ready_fd, unsigned long long raw_bytes, int var
         if (!rc && kind == REPL_DEFER) {
             fb__repl_scrub_stats ss = {0};
             uint64_t t0 = fb__now_ns(), s0 = cpu_ns(CLOCK_PROCESS_CPUTIME_ID);
-            (void)fb__repl_scrub(dst, NULL, NULL, &ss);
+            (void)fb__repl_scrub(dst, NULL, NULL, NULL, &ss);
             fig.scrub_ns = fb__now_ns() - t0;
             fig.scrub_cpu_ns = cpu_ns(CLOCK_PROCESS_CPUTIME_ID) - s0;
             if (ss.bytes != raw_bytes || ss.dropped) {

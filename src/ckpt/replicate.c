@@ -1048,15 +1048,31 @@ static int serve(int fd, const char *dir, uint64_t max_bytes, fb__repl_pool *poo
  * shard there: it makes it again, up to this many times. */
 #define STEP_DIR_AGAIN 3
 
+/* rename(from, to) of a file the node holds, told to cap's moving (NULL:
+ * none) around it: 0 or -errno. */
+static int rename_held(const fb__repl_cap *cap, const char *from, const char *to)
+{
+    if (!cap || !cap->moving)
+        return rename(from, to) ? -errno : 0;
+    struct stat st;
+    uint64_t bytes = lstat(from, &st) ? 0 : (uint64_t)st.st_blocks * 512;
+    cap->moving(cap->ctx, bytes, 0);
+    int rc = rename(from, to) ? -errno : 0;
+    cap->moving(cap->ctx, bytes, 1);
+    return rc;
+}
+
 /* rename(from, to), to in step directory sdir: 0 or -errno. */
-static int rename_into(const char *sdir, const char *from, const char *to)
+static int rename_into(const fb__repl_cap *cap, const char *sdir, const char *from,
+                       const char *to)
 {
     for (int again = 0;; again++) {
-        if (!rename(from, to))
+        int rc = rename_held(cap, from, to);
+        if (!rc)
             return 0;
-        if (errno != ENOENT || again == STEP_DIR_AGAIN ||
+        if (rc != -ENOENT || again == STEP_DIR_AGAIN ||
             (mkdir(sdir, 0700) && errno != EEXIST))
-            return -errno;
+            return rc;
     }
 }
 
@@ -1174,7 +1190,7 @@ static int serve(int fd, const char *dir, uint64_t max_bytes, fb__repl_pool *poo
             return status; /* the stream is no longer in step */
         }
         if (!status)
-            status = rename_into(sdir, f.path, dst);
+            status = rename_into(pool ? &pool->budget : NULL, sdir, f.path, dst);
         stage_end(FB__REPL_RX_RENAME);
         if (!status) {
             release = 1;
@@ -1292,7 +1308,7 @@ static int scrub_verify(const char *path, uint64_t step, int rank, int (*stop)(v
 /* The waiting shards of one step directory (step), claimed and verified
  * one at a time. */
 static int scrub_step(const char *dir, uint64_t step, int (*stop)(void *),
-                      void *stop_arg, fb__repl_scrub_stats *st)
+                      void *stop_arg, const fb__repl_cap *cap, fb__repl_scrub_stats *st)
 {
     char sdir[PATH_MAX];
     if (fb__ckpt_step_path(sdir, sizeof sdir, dir, step))
@@ -1316,14 +1332,14 @@ static int scrub_step(const char *dir, uint64_t step, int (*stop)(void *),
             continue;
         /* Claimed first: a copy that arrives again meanwhile takes the
          * .arrived name, and the next scrub verifies it. */
-        if (!claimed && rename(from, path))
+        if (!claimed && rename_held(cap, from, path))
             continue;
         int v = scrub_verify(path, step, (int)rank, stop, stop_arg, why, sizeof why);
         if (v == -ECANCELED) {
             rc = v;
         } else if (!v) {
             struct stat stt;
-            if (!stat(path, &stt) && !rename(path, dst)) {
+            if (!stat(path, &stt) && !rename_held(cap, path, dst)) {
                 fb__fsync_dir(sdir);
                 if (st)
                     st->committed++, st->bytes += (uint64_t)stt.st_size;
@@ -1343,7 +1359,7 @@ static int scrub_step(const char *dir, uint64_t step, int (*stop)(void *),
 }
 
 int fb__repl_scrub(const char *dir, int (*stop)(void *), void *stop_arg,
-                   fb__repl_scrub_stats *st)
+                   const fb__repl_cap *budget, fb__repl_scrub_stats *st)
 {
     DIR *d = opendir(dir);
     if (!d)
@@ -1368,7 +1384,7 @@ int fb__repl_scrub(const char *dir, int (*stop)(void *), void *stop_arg,
     closedir(d);
     int rc = 0;
     for (size_t i = 0; i < n && !rc; i++)
-        rc = scrub_step(dir, steps[i], stop, stop_arg, st);
+        rc = scrub_step(dir, steps[i], stop, stop_arg, budget, st);
     free(steps);
     return rc;
 }

@@ -120,9 +120,12 @@ typedef struct fb__repl_scrub_stats {
  * the one verified.  stop (may be NULL) is asked every 8 MiB: non-zero
  * leaves the shard claimed, for the next scrub, and returns -ECANCELED.
  * 0 otherwise; st (may be NULL) counts.  Runs beside the receiver; one
- * scrub at a time per directory.
+ * scrub at a time per directory.  cap (may be NULL): its moving is called
+ * around each rename (fb__repl_cap).
  */
+struct fb__repl_cap;
 int fb__repl_scrub(const char *dir, int (*stop)(void *), void *stop_arg,
+                   const struct fb__repl_cap *cap,
                    fb__repl_scrub_stats *st);
 
 /* Evict step from dir into the pool: the step leaves the directory at once
@@ -152,7 +155,13 @@ int fb__repl_pool_refill(fb__repl_pool *pool, char *why, size_t why_size);
  * has its bytes read and dropped, is answered -ENOSPC, and the
  * connection goes on; refill allocates only what is granted.  Both
  * functions are called from the pool's thread, so from every pool's
- * thread at once: they lock.
+ * thread at once: they lock.  moving (may be NULL) is called with done 0
+ * just before, and done 1 just after, a file the node holds is renamed
+ * (a shard from its pool file into its step; the scrub's claims and
+ * commits), with the bytes it holds: a walk of the node's directories
+ * that meets a rename midway may miss the file (met in neither place), so
+ * the caller counts the bytes of the files in flight as held, or walks
+ * again once they landed.
  */
 typedef struct fb__repl_room {
     uint64_t cap, held, reserved;  /* what a reservation was checked against */
@@ -161,6 +170,7 @@ typedef struct fb__repl_room {
 typedef struct fb__repl_cap {
     int (*reserve)(void *ctx, uint64_t bytes, fb__repl_room *room);
     void (*release)(void *ctx, uint64_t bytes);
+    void (*moving)(void *ctx, uint64_t bytes, int done);
     void *ctx;
 } fb__repl_cap;
 

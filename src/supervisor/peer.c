@@ -341,7 +341,9 @@ struct fb__peer {
     uint64_t cap;
     pthread_mutex_t cap_mu;
     uint64_t reserved;              /* granted, not yet allocated; cap_mu */
-    uint64_t settled;               /* reservations released; cap_mu      */
+    uint64_t settled;               /* reservations released, renames
+                                       begun or ended; cap_mu          */
+    uint64_t in_flight;             /* bytes of files being renamed; cap_mu */
     int quiet_gone;                 /* FIREBREAK_WATCH_DEBUG unset        */
     pthread_t rx, scrub, teller;
     int rx_up, scrub_up, teller_up;
@@ -422,7 +424,13 @@ static void wake_scrub(void *arg)
  * by it, and is no longer reserved); else the node is walked again, the
  * last time under the lock.  A file being allocated may be counted twice
  * meanwhile (walked and reserved): a shard may then be refused that
- * would have fit, never the reverse.
+ * would have fit, never the reverse.  A file being renamed (a shard into
+ * its step, the scrub's claim and commit: cap_moving) may be met by the
+ * walk in neither place: its bytes count as held until it landed, and
+ * its rename's start and end settle as a reservation does (the same
+ * rule: counted twice at worst, never missed).  Removals of old steps
+ * (fb__peer_drop_older) are not told: a step renamed away to be removed
+ * may go uncounted while its files are freed.
  */
 #define CAP_WALKS_UNLOCKED 2
 
@@ -443,6 +451,7 @@ static int cap_reserve(void *arg, uint64_t bytes, fb__repl_room *room)
         if (p->settled == settled)
             break;
     }
+    held += p->in_flight;
     room->cap = p->cap;
     room->held = held;
     room->reserved = p->reserved;
@@ -459,6 +468,19 @@ static int cap_reserve(void *arg, uint64_t bytes, fb__repl_room *room)
         usleep((useconds_t)atoi(slow) * 1000);
 #endif
     return ok;
+}
+
+/* A file the node holds is being renamed (done 0) or was (done 1). */
+static void cap_moving(void *arg, uint64_t bytes, int done)
+{
+    fb__peer *p = arg;
+    pthread_mutex_lock(&p->cap_mu);
+    if (!done)
+        p->in_flight += bytes;
+    else
+        p->in_flight -= bytes <= p->in_flight ? bytes : p->in_flight;
+    p->settled++;
+    pthread_mutex_unlock(&p->cap_mu);
 }
 
 /* A granted reservation's file is allocated (node_held counts it), or
@@ -495,7 +517,8 @@ static fb__repl_pool *slot_pool(fb__peer *p, int i, char *parent, size_t size)
      * peer copy of it).  One reservation for all slots: with several
      * senders at once the node never passes its cap. */
     if (p->cap) {
-        fb__repl_cap cap = {.reserve = cap_reserve, .release = cap_release, .ctx = p};
+        fb__repl_cap cap = {.reserve = cap_reserve, .release = cap_release,
+                            .moving = cap_moving, .ctx = p};
         fb__repl_pool_cap(pool, &cap);
     }
     fb__repl_pool_on_arrival(pool, wake_scrub, p);
@@ -676,7 +699,9 @@ static void *scrub_main(void *arg)
             break;
 #endif
         fb__repl_scrub_stats st = {0};
-        (void)fb__repl_scrub(p->peer_dir, scrub_stop, p, &st);
+        fb__repl_cap cap = {.reserve = cap_reserve, .release = cap_release,
+                            .moving = cap_moving, .ctx = p};
+        (void)fb__repl_scrub(p->peer_dir, scrub_stop, p, p->cap ? &cap : NULL, &st);
         if (st.committed && !p->stopping)
             sem_post(&p->held_due);
     }

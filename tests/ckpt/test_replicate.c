@@ -321,6 +321,37 @@ static void on_arrival(void *ctx)
     arrivals++;
 }
 
+/* A cap that grants everything and records the renames it is told of
+ * (fb__repl_cap's moving): each begins and ends, with the bytes of a
+ * file the node holds. */
+static int moving_begins, moving_ends, moving_unsized;
+static uint64_t moving_in_flight;
+
+static int grant_all(void *ctx, uint64_t bytes, fb__repl_room *room)
+{
+    (void)ctx, (void)bytes;
+    memset(room, 0, sizeof *room);
+    return 1;
+}
+
+static void release_none(void *ctx, uint64_t bytes)
+{
+    (void)ctx, (void)bytes;
+}
+
+static void record_moving(void *ctx, uint64_t bytes, int done)
+{
+    (void)ctx;
+    if (done) {
+        moving_ends++;
+        moving_in_flight -= bytes;
+    } else {
+        moving_begins++;
+        moving_in_flight += bytes;
+        moving_unsized += bytes == 0;
+    }
+}
+
 static int deferred_receiver(int lfd)
 {
     char why[1024] = "", p[4300], ls[4500];
@@ -331,6 +362,9 @@ static int deferred_receiver(int lfd)
         return 1;
     }
     fb__repl_pool_on_arrival(pool, on_arrival, peer);
+    const fb__repl_cap rec = {.reserve = grant_all, .release = release_none,
+                              .moving = record_moving};
+    fb__repl_pool_cap(pool, &rec);
     int fd = accept(lfd, NULL, NULL);
     fb__repl_stats st = {0};
     int rc = fb__repl_serve_pool(fd, peer, 1u << 20, pool, FB__REPL_DEFER_VERIFY, &st, why,
@@ -343,6 +377,13 @@ static int deferred_receiver(int lfd)
     EXPECT(rc == 0 && st.shards == 4 && st.rejected == 0, "deferred: rc %d (%s), %llu "
            "arrived, %llu rejected; want 4, 0", rc, why, (unsigned long long)st.shards,
            (unsigned long long)st.rejected);
+    /* Each shard's move from its pool file into its step was told, with
+     * its bytes (the node's cap counts them while they move). */
+    EXPECT(moving_begins == 4 && moving_ends == 4 && moving_in_flight == 0 &&
+               moving_unsized == 0,
+           "deferred: %d renames begun, %d ended, %llu bytes left in flight, %d told "
+           "without bytes; want 4, 4, 0, 0", moving_begins, moving_ends,
+           (unsigned long long)moving_in_flight, moving_unsized);
     for (int i = 0; i < 4; i++) {
         uint64_t step = 7 + (uint64_t)(i / 2);
         fb__ckpt_shard_path(p, sizeof p, peer, step, i % 2);
@@ -354,17 +395,24 @@ static int deferred_receiver(int lfd)
     corrupt_file(p);
     /* A scrub stopped at once leaves the shard it claimed for the next. */
     fb__repl_scrub_stats ss = {0};
-    rc = fb__repl_scrub(peer, stop_now, NULL, &ss);
+    rc = fb__repl_scrub(peer, stop_now, NULL, NULL, &ss);
     EXPECT(rc == -ECANCELED && ss.committed == 0 && ss.dropped == 0, "stopped scrub: "
            "rc %d, %llu committed, %llu dropped; want -ECANCELED, 0, 0", rc,
            (unsigned long long)ss.committed, (unsigned long long)ss.dropped);
     snprintf(ls, sizeof ls, "ls -A '%s'/step-000000000[78] | grep -c '^\\.rank-0000[01]\\.scrub$' "
              "| grep -qx 1", peer);
     EXPECT(system(ls) == 0, "stopped scrub: not one shard left claimed");
-    rc = fb__repl_scrub(peer, NULL, NULL, &ss);
+    moving_begins = moving_ends = 0;
+    rc = fb__repl_scrub(peer, NULL, NULL, &rec, &ss);
     EXPECT(rc == 0 && ss.committed == 2 && ss.dropped == 2, "scrub: rc %d, %llu "
            "committed, %llu dropped; want 2, 2", rc, (unsigned long long)ss.committed,
            (unsigned long long)ss.dropped);
+    /* Claims (3: one was claimed by the stopped scrub) and commits (2). */
+    EXPECT(moving_begins == 5 && moving_ends == 5 && moving_in_flight == 0 &&
+               moving_unsized == 0,
+           "scrub: %d renames begun, %d ended, %llu bytes left in flight, %d told "
+           "without bytes; want 5, 5, 0, 0", moving_begins, moving_ends,
+           (unsigned long long)moving_in_flight, moving_unsized);
     fb__repl_pool_close(pool);
     return bad != 0;
 }
