@@ -206,7 +206,12 @@ cmd_up() {
     mkdir -p "$D/munge" "$D/ctld" "$D/log" "$D/spool"
     chmod 700 "$D/munge"
     UP_DONE=0
-    trap '[ "$UP_DONE" = 1 ] || { say "up failed; taking down what started"; cmd_down "$D" >&2 || true; }' EXIT
+    # A command that fails under set -e says which (a silent one, such as
+    # a sinfo that could not reach the controller yet, left "up failed"
+    # and nothing else: slurm_nodeloss, CI 2026-12-06 07:16).
+    UP_ERR=
+    trap 'UP_ERR="line $LINENO: $BASH_COMMAND (exit $?)"' ERR
+    trap '[ "$UP_DONE" = 1 ] || { say "up failed${UP_ERR:+ at $UP_ERR}; taking down what started"; cmd_down "$D" >&2 || true; }' EXIT
 
     # The network: a bridge with the controller's address, one veth pair
     # per node.  The bridge has no other port, and nothing forwards.
@@ -266,7 +271,8 @@ cmd_up() {
     for node in $NODES; do start_slurmd "$node"; done
     local t=0 idle
     while :; do
-        idle=$(sinfo -h -N -o '%N %t' 2>/dev/null | awk '$2=="idle"' | wc -l)
+        # sinfo fails while the controller does not answer yet: not idle.
+        idle=$({ sinfo -h -N -o '%N %t' 2>/dev/null || true; } | awk '$2=="idle"' | wc -l)
         [ "$idle" -ge "$n" ] && break
         t=$((t + 1))
         if [ $t -ge 300 ]; then
@@ -448,14 +454,14 @@ cmd_fail() {
     local p
     case "$how" in
     kill) # every process but the holder (the node's "kernel")
-        p=$(node_pids "$node" | grep -vx "$(holder_of "$node")" | tr '\n' ' ')
+        p=$(node_pids "$node" | { grep -vx "$(holder_of "$node")" || true; } | tr '\n' ' ')
         # shellcheck disable=SC2086
         [ -n "${p// /}" ] && kill -KILL $p 2>/dev/null || true ;;
     link-down) # the network, and with it the shared filesystem: read-only
         ip link set "$(veth_of "$node")" down
         shared_mounts "$node" ro ;;
     stop)
-        p=$(node_pids "$node" | grep -vx "$(holder_of "$node")" | tr '\n' ' ')
+        p=$(node_pids "$node" | { grep -vx "$(holder_of "$node")" || true; } | tr '\n' ' ')
         # shellcheck disable=SC2086
         [ -n "${p// /}" ] && kill -STOP $p 2>/dev/null || true ;;
     *) die "fail: kill, link-down or stop" ;;

@@ -11,7 +11,11 @@
 #      shows ranks per node and names node3, not this machine, and so
 #      does the fleet view (lemon nodes);
 #   3. `down` of a busy cluster, one of its nodes stopped (SIGSTOP) and
-#      another's link down, leaves no namespace, link, mount or process.
+#      another's link down, leaves no namespace, link, mount or process;
+#   4. `up` whose controller does not answer at first (sinfo fails its
+#      first calls, a stand-in first in PATH) still comes up: `up` died
+#      at the first failing sinfo, saying only "up failed" (slurm_nodeloss,
+#      CI 2026-12-06 07:16).
 source "$(dirname "$0")/lib.sh"
 CLS="$SRC/scripts/slurm-cluster.sh"
 me=$(hostname)
@@ -139,3 +143,21 @@ findmnt -rn -o TARGET | grep -q "fb-$id2-" && fail "mounts left"
 pgrep -f -- "$C2" >/dev/null && fail "processes left: $(pgrep -af -- "$C2")"
 [ ! -e "$C2" ] || fail "state directory left"
 ok "down of a busy cluster (node1 stopped, node2's link down): nothing left"
+
+# 4. The controller slow to answer: sinfo fails its first three calls.
+mkdir -p "$T/slowctld"
+cat >"$T/slowctld/sinfo" <<EOF
+#!/usr/bin/env bash
+n=\$(cat "$T/slowctld/n" 2>/dev/null || echo 0)
+echo \$((n + 1)) >"$T/slowctld/n"
+[ "\$n" -ge 3 ] || { echo "sinfo: error: Unable to contact slurm controller (connect failure)" >&2; exit 1; }
+exec $(command -v sinfo) "\$@"
+EOF
+chmod +x "$T/slowctld/sinfo"
+C3=$T/c3
+MORE_CLUSTERS+=("$C3")
+PATH=$T/slowctld:$PATH "$CLS" up "$C3" --nodes 1 "${SHARE[@]}" >c3.env 2>c3.err \
+    || fail "a controller slow to answer: up failed: $(cat c3.err)"
+[ "$(cat "$T/slowctld/n")" -gt 3 ] || fail "the stand-in sinfo was not asked past its failures"
+"$CLS" down "$C3" || fail "down of the third cluster failed"
+ok "up with a controller that does not answer at first: the cluster came up"
