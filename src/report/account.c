@@ -149,10 +149,22 @@ static int64_t time_of_step(const fb__report_run *run, int a, int64_t step,
                              (double)(step - lo.step) / (double)(hi.step - lo.step));
 }
 
+/* Did checkpoint k's save begin by f (µs since the run's start)?  Its
+ * commit less its persist and its stall.  Ranks that go on while a failed
+ * one is still dying save in the detection window after f: those stalls
+ * are not in the training before the failure (a journal without the
+ * commit's time counts the save in, as before). */
+static int saved_by(const fb__report_run *run, const fb__report_ckpt *k, int64_t f)
+{
+    double began = k->committed_at - (k->persist_ms + k->stall_ms) / 1e3;
+    return rel_us(run, began, INT64_MIN / 4) <= f;
+}
+
 /* Lost work of attempt i, ending at f after training from r: the time
  * spent on steps past the checkpoint the next attempt restored (NULL
  * restored_step: it started fresh, all of it), less the checkpoint stalls
- * already counted inside that stretch; else the journal's incident lost_s. */
+ * already counted inside that stretch (saves begun by f); else the
+ * journal's incident lost_s. */
 static int64_t lost_us(fb__report_run *run, size_t i, int64_t r, int64_t f)
 {
     fb__report_attempt *a = &run->attempts[i];
@@ -171,7 +183,8 @@ static int64_t lost_us(fb__report_run *run, size_t i, int64_t r, int64_t f)
             int64_t stall = 0;
             for (size_t k = 0; k < run->nckpts; k++)
                 if (run->ckpts[k].attempt == (int)i &&
-                    (restored < 0 || run->ckpts[k].step > restored))
+                    (restored < 0 || run->ckpts[k].step > restored) &&
+                    saved_by(run, &run->ckpts[k], f))
                     stall += llround(run->ckpts[k].stall_ms * 1e3);
             a->lost_from = "steps";
             return f - from - min64(stall, f - from);
@@ -231,7 +244,7 @@ int fb__report_account(fb__report_run *run, char *err, size_t errsz)
         a->us[FB__T_DETECT] = d - f;
         int64_t train = f - r, stall = 0;
         for (size_t k = 0; k < run->nckpts; k++)
-            if (run->ckpts[k].attempt == (int)i)
+            if (run->ckpts[k].attempt == (int)i && saved_by(run, &run->ckpts[k], f))
                 stall += llround(run->ckpts[k].stall_ms * 1e3);
         a->ckpt_stall_us = stall;
         a->us[FB__T_CKPT] = min64(stall, train);

@@ -268,6 +268,9 @@ static int load_ckpts(loader *L, fb__report_run *run)
         k->stall_ms = r.stall_ms;
         if (isnan(k->stall_ms) || k->stall_ms < 0)
             k->stall_ms = 0;
+        k->persist_ms = r.persist_ms;
+        if (isnan(k->persist_ms) || k->persist_ms < 0)
+            k->persist_ms = 0;
         snprintf(k->status, sizeof k->status, "%s", r.status ? r.status : "");
     }
     fb__journal_rows_close(c);

@@ -106,7 +106,7 @@ typedef struct fb__report_sample {
 typedef struct fb__report_ckpt {
     int attempt;
     int64_t step;
-    double committed_at, stall_ms;
+    double committed_at, stall_ms, persist_ms; /* persist_ms: 0 unknown */
     char status[12];
 } fb__report_ckpt;
 

@@ -13,6 +13,9 @@
  * oldschema  basic with schema_version 0.9
  * empty      a journal with no run
  * nostart    a run that ended before any attempt
+ * afterfail  a rank crashes at step 60 (8 s) while the other goes on
+ *            saving steps 70-90 with 1.5 s stalls until the crash is
+ *            detected (11 s): those saves are not in the lost stretch
  * bench      10,000 incidents in 1,000 attempts, 1,000,000 step samples
  * fleet0..3  four runs of one fleet for `report --fleet` (see fleet_run):
  *            gpu-07 fails on hardware in runs 0 and 1 and its health check
@@ -148,6 +151,25 @@ static void basic(const char *dir, int end)
     CHECK(fb__journal_flush(J));
     if (end)
         CHECK(fb__journal_end_run(J, T0 + 61, "completed", 0, "all steps done"));
+}
+
+/* A crash at 8 s (step 60; restored next from step 50, saved at 7 s)
+ * detected at 11 s: the other rank saved steps 70, 80 and 90 meanwhile,
+ * each with a 1.5 s stall.  Attempt 0: training 2-8 s, of which 0.1 s
+ * checkpoint and 1.0 s lost (steps 50-60), not 4.6 s and 0 s. */
+static void afterfail(const char *dir)
+{
+    begin_run(dir, 2);
+    int64_t a = attempt(0, 1, 2, 12, -1, 0, 0, 8, 2, "failed");
+    CHECK(fb__journal_checkpoint(J, a, 50, T0 + 7.02, 2, 4096, 100, 10, "complete"));
+    CHECK(fb__journal_checkpoint(J, a, 70, T0 + 9.6, 1, 2048, 1500, 10, "partial"));
+    CHECK(fb__journal_checkpoint(J, a, 80, T0 + 10.2, 1, 2048, 1500, 10, "partial"));
+    CHECK(fb__journal_checkpoint(J, a, 90, T0 + 10.9, 1, 2048, 1500, 10, "partial"));
+    incident(a, "crash", 8, 11, 0, "host-a", 11, 0, 0, 60, -1,
+             "segv:rank=0,step=60", "rank 0 killed by SIGSEGV", NULL, NULL);
+    attempt(1, 12.5, 13, 20, 50, 0.2, 50, 20, 2, "completed");
+    CHECK(fb__journal_flush(J));
+    CHECK(fb__journal_end_run(J, T0 + 21, "completed", 0, "all steps done"));
 }
 
 /* Text with terminal escape sequences everywhere a journal carries text
@@ -377,6 +399,8 @@ int main(int argc, char **argv)
         begin_run(dir, 2);
         CHECK(fb__journal_end_run(J, T0 + 1, "failed", 2,
                                   "launcher 'mpirun' not found"));
+    } else if (!strcmp(sc, "afterfail")) {
+        afterfail(dir);
     } else if (!strcmp(sc, "bench")) {
         bench(dir);
     } else if (!strncmp(sc, "fleet", 5) && sc[5] >= '0' && sc[5] <= '3' && !sc[6]) {

@@ -8,6 +8,20 @@ FB=$1 TOY=$2
 D=$(mktemp -d)
 trap 'rm -rf "$D"' EXIT
 fail() { echo "report_real_run: FAIL: $*" >&2; exit 1; }
+# On a failed check: the report's text and the journal rows it was made of.
+dump() {
+    cat "$D/r.txt" >&2
+    local q
+    for q in "select number, started_at, ready_at, ended_at, restored_step,
+                     start_step, end_step, outcome from attempt" \
+             "select attempt_id, step, committed_at, ranks, stall_ms, persist_ms,
+                     status from checkpoint" \
+             "select attempt_id, kind, occurred_at, detected_at, rank, step, lost_s
+                from incident" \
+             "select attempt_id, rank, time, step from step_sample"; do
+        sqlite3 -header "$D/run/journal.sqlite" "$q" >&2 || true
+    done
+}
 
 timeout 120 "$FB" run --nproc-per-node 2 --run-dir "$D/run" --hang-timeout 2s \
     --max-restarts 5 \
@@ -20,7 +34,7 @@ timeout 120 "$FB" run --nproc-per-node 2 --run-dir "$D/run" --hang-timeout 2s \
 "$FB" report "$D/run" --html "$D/r.html" >"$D/r.txt" || fail "report"
 "$FB" report "$D/run" --json >"$D/r.json" || fail "report --json"
 python3 "$(dirname "$0")/agree.py" "$D/r.json" "$D/r.txt" "$D/r.html" || fail "outputs disagree"
-python3 - "$D/r.json" <<'PY' || fail "categories"
+python3 - "$D/r.json" <<'PY' || { dump; fail "categories"; }
 import json, sys
 j = json.loads(open(sys.argv[1]).read().splitlines()[-1])
 run = j["runs"][0]

@@ -5,6 +5,7 @@
  *   test_report classify                 root-cause rules on sample inputs
  *   test_report basic DIR                exact accounting and categories
  *   test_report running DIR              a run that has not ended
+ *   test_report afterfail DIR            saves after the failure, not in it
  *   test_report error DIR CODE TEXT      load fails with CODE, err has TEXT
  *
  * The expected numbers of the basic scenario are worked out by hand in
@@ -233,6 +234,19 @@ static void test_running(const char *dir)
     fb__report_free(run);
 }
 
+static void test_afterfail(const char *dir)
+{
+    fb__report_run *run = load(dir);
+    const fb__report_attempt *a = &run->attempts[0];
+    EXPECT_US(a->us[FB__T_CKPT], 0.1);
+    EXPECT_US(a->us[FB__T_LOST], 1.0);
+    EXPECT_US(a->us[FB__T_USEFUL], 4.9);
+    EXPECT_US(a->us[FB__T_DETECT], 3.0);
+    CHECK_EQ_STR(a->lost_from, "steps");
+    CHECK(fabs(run->incidents[0].lost_acc_s - 1.0) < 1e-9);
+    fb__report_free(run);
+}
+
 static void test_error(const char *dir, const char *code, const char *text)
 {
     fb__report_run *run = NULL;
@@ -257,10 +271,12 @@ int main(int argc, char **argv)
         test_basic(argv[2]);
     else if (argc == 3 && !strcmp(argv[1], "running"))
         test_running(argv[2]);
+    else if (argc == 3 && !strcmp(argv[1], "afterfail"))
+        test_afterfail(argv[2]);
     else if (argc == 5 && !strcmp(argv[1], "error"))
         test_error(argv[2], argv[3], argv[4]);
     else {
-        fprintf(stderr, "usage: test_report classify|basic DIR|running DIR|"
+        fprintf(stderr, "usage: test_report classify|basic DIR|running DIR|afterfail DIR|"
                 "error DIR CODE TEXT\n");
         return 2;
     }

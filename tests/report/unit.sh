@@ -11,6 +11,8 @@ FB_REPORT_SAMPLES=$DATA "$T" classify
 "$T" basic "$D/newminor"
 "$GEN" running "$D/running"
 "$T" running "$D/running"
+"$GEN" afterfail "$D/afterfail"
+"$T" afterfail "$D/afterfail"
 "$GEN" empty "$D/empty"
 "$T" error "$D/empty" EFORMAT "holds no run"
 "$GEN" nostart "$D/nostart"

@@ -8,6 +8,25 @@ sources() {
               (select e.rank, e.source from event e join attempt a on a.id = e.attempt_id
                where a.number = 1 and e.kind = 'restore_done' order by e.rank)"
 }
+# What a test prints when `sources` is not what it wants: the attempts,
+# attempt 1's events and the end of every rank's log (stderr).
+restores_dump() {
+    {
+        echo "--- $1: attempts"
+        sqlite3 -header "$1/journal.sqlite" "select number, started_at, ready_at,
+            ended_at, restored_step, end_step, outcome from attempt" || true
+        echo "--- $1: events of attempt 1"
+        sqlite3 -header "$1/journal.sqlite" "select e.time, e.rank, e.kind, e.step,
+            e.code, e.source, e.detail from event e join attempt a on a.id = e.attempt_id
+            where a.number = 1 order by e.time" || true
+        local log
+        for log in "$1"/logs/*.log; do
+            [ -f "$log" ] || continue
+            echo "--- $log (last 15 lines)"
+            tail -n 15 "$log"
+        done
+    } >&2
+}
 # Seconds since a file was last read is not what we want: whether it was
 # read at all since it was written.  With relatime, the first read after a
 # write moves atime past mtime; a file never read keeps atime <= mtime.
