@@ -522,6 +522,19 @@ static fb__peer *start_peer(const fb__watch_opts *o, int rank0, int n)
  * killed together.  The watcher stays (even when stopped) to send it. */
 #define VANISHED_PROOF_NS 500000000ull
 
+/* VANISHED_PROOF_NS, or under the test hook FIREBREAK_TEST_WATCH_PROOF_MS
+ * that many ms (tests/slurm/watchstop.sh: room for a slow test). */
+static uint64_t proof_wait_ns(void)
+{
+#ifdef FB_TEST_HOOKS
+    long long ms;
+    const char *v = getenv("FIREBREAK_TEST_WATCH_PROOF_MS");
+    if (v && fb__parse_int(v, 0, 600000, &ms) == 0)
+        return (uint64_t)ms * 1000000u;
+#endif
+    return VANISHED_PROOF_NS;
+}
+
 /* Waiting for the supervisor's word once the watching is over: at most
  * this long after the ranks ended by themselves (it stops the watchers
  * then), and this long after a stop.  The supervisor's own stop never
@@ -558,25 +571,34 @@ static int owns(const char *dir)
  * the job: its id is never used again, so the node's memory is removed
  * (own steps, peer copies, the receive pool).  Ranks that ended by
  * themselves are followed by the supervisor's stop; nothing heard within
- * KEEP_WAIT_IDLE_MS leaves the memory where it is.
+ * KEEP_WAIT_IDLE_MS leaves the memory where it is.  stop_ns: when the stop
+ * signal was seen, 0 not yet (the wait for a `keep` counts from it).
  */
-static void settle_memory(const fb__watch_opts *o, wreq *q, wrank *ranks, int n)
+static void settle_memory(const fb__watch_opts *o, wreq *q, wrank *ranks, int n,
+                          uint64_t stop_ns)
 {
     if (!o->mem_dir || !o->mem_dir[0])
         return;
-    uint64_t t0 = fb__now_ns(), stop_ns = g_stop ? t0 : 0;
-    while (!g_keep) {
+    uint64_t t0 = fb__now_ns();
+    /* Until the input ends (nothing more can come) or the wait is over;
+     * what is already in the pipe is read even then (a `keep` sent while
+     * the stop's earlier stages ran; a few reads at most, the pipe may be
+     * kept full). */
+    int late = 0;
+    while (!g_keep && q->fd >= 0) {
         uint64_t now = fb__now_ns();
         if (g_stop && !stop_ns)
             stop_ns = now;
-        if (stop_ns ? now - stop_ns >= KEEP_WAIT_STOPPED_MS * 1000000ull
-                    : now - t0 >= KEEP_WAIT_IDLE_MS * 1000000ull)
+        uint64_t end = stop_ns ? stop_ns + KEEP_WAIT_STOPPED_MS * 1000000ull
+                               : t0 + KEEP_WAIT_IDLE_MS * 1000000ull;
+        if (now >= end && ++late > 8)
             break;
-        if (q->fd < 0)
-            break; /* the input ended: nothing more can come */
+        uint64_t ms = now >= end ? 0 : (end - now + 999999) / 1000000;
         struct pollfd pfd = {.fd = q->fd, .events = POLLIN};
-        if (poll(&pfd, 1, 50) > 0)
+        if (poll(&pfd, 1, (int)(ms > 50 ? 50 : ms)) > 0)
             read_requests(o, q, ranks, n);
+        else if (now >= end)
+            break;
     }
     if (g_keep || !(stop_ns || q->fd < 0) || !owns(o->mem_dir)) {
         trace(g_keep ? "memory kept: the supervisor said keep"
@@ -687,7 +709,7 @@ int fb__watch_run(const fb__watch_opts *o)
             if (!ranks[i].vanished)
                 continue;
             ranks[i].vanished = 0;
-            proof_ns = now + VANISHED_PROOF_NS;
+            proof_ns = now + proof_wait_ns();
 #ifdef FB_TEST_HOOKS
             /* This node "dies" right after its rank: nothing more from it. */
             if (mute && !strcmp(mute, o->node))
@@ -722,16 +744,22 @@ int fb__watch_run(const fb__watch_opts *o)
         for (int i = 0; i < n; i++)
             left += !ranks[i].ended;
     }
+    uint64_t stop_ns = g_stop ? fb__now_ns() : 0;
     trace(g_stop ? "stop signal seen" : "every local rank ended");
     if (proof_ns && !g_mute) {
-        /* Stopped before the `alive` owed: it still goes, on time. */
-        uint64_t now = fb__now_ns();
-        if (proof_ns > now) {
-            struct timespec ts = {.tv_sec = (time_t)((proof_ns - now) / 1000000000ull),
-                                  .tv_nsec = (long)((proof_ns - now) % 1000000000ull)};
-            while (nanosleep(&ts, &ts) && errno == EINTR)
-                ;
+        /* Stopped before the `alive` owed: it still goes, on time, unless
+         * the input ends meanwhile -- the supervisor is gone, nobody would
+         * read it, and Slurm's KillWait runs (settle_memory).  The
+         * supervisor's `keep` is read while waiting. */
+        uint64_t now;
+        while ((now = fb__now_ns()) < proof_ns && req.fd >= 0) {
+            struct pollfd pfd = {.fd = req.fd, .events = POLLIN};
+            uint64_t ms = (proof_ns - now + 999999) / 1000000;
+            if (poll(&pfd, 1, (int)(ms > 1000 ? 1000 : ms)) > 0)
+                read_requests(o, &req, ranks, n);
         }
+        if (now < proof_ns)
+            trace("the alive owed after a rank's end not waited for: the input ended");
         msg_init(&m, FB_FBW1_ALIVE, 0);
         snprintf(m.node, sizeof m.node, "%s", o->node);
         emit(o->out, &m);
@@ -744,7 +772,7 @@ int fb__watch_run(const fb__watch_opts *o)
     trace("last lines written");
     fb__peer_stop(peer);
     trace("peer tier stopped");
-    settle_memory(o, &req, ranks, n);
+    settle_memory(o, &req, ranks, n, stop_ns);
     trace("node memory settled");
     /* Stopped by SIGTERM (scancel, the job's end; a step srun stops ends
      * by SIGKILL, and the supervisor's sweeps remove what is left: the
