@@ -494,6 +494,13 @@ static void cap_release(void *arg, uint64_t bytes)
     pthread_mutex_unlock(&p->cap_mu);
 }
 
+/* The node's cap as the receive pools and the scrub are told it. */
+static fb__repl_cap cap_of(fb__peer *p)
+{
+    return (fb__repl_cap){.reserve = cap_reserve, .release = cap_release,
+                          .moving = cap_moving, .ctx = p};
+}
+
 /* The receive pool of slot i (replicate.h): each step's files are
  * allocated while the slot waits for its next connection, not while a
  * sender waits for them.  NULL when it could not be made (said): shards
@@ -517,8 +524,7 @@ static fb__repl_pool *slot_pool(fb__peer *p, int i, char *parent, size_t size)
      * peer copy of it).  One reservation for all slots: with several
      * senders at once the node never passes its cap. */
     if (p->cap) {
-        fb__repl_cap cap = {.reserve = cap_reserve, .release = cap_release,
-                            .moving = cap_moving, .ctx = p};
+        fb__repl_cap cap = cap_of(p);
         fb__repl_pool_cap(pool, &cap);
     }
     fb__repl_pool_on_arrival(pool, wake_scrub, p);
@@ -699,8 +705,7 @@ static void *scrub_main(void *arg)
             break;
 #endif
         fb__repl_scrub_stats st = {0};
-        fb__repl_cap cap = {.reserve = cap_reserve, .release = cap_release,
-                            .moving = cap_moving, .ctx = p};
+        fb__repl_cap cap = cap_of(p);
         (void)fb__repl_scrub(p->peer_dir, scrub_stop, p, p->cap ? &cap : NULL, &st);
         if (st.committed && !p->stopping)
             sem_post(&p->held_due);

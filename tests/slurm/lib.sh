@@ -79,8 +79,9 @@ diagnose() {
         # log directory (slurmd and slurmctld chdir there; core_pattern
         # permitting).
         find "$T" -name 'core*' -type f 2>/dev/null | while read -r f; do
-            echo "---- ${f#"$T"/}: $(file -b "$f" 2>/dev/null | cut -c1-200)"
-            p=$(file -b "$f" 2>/dev/null | sed -n "s/.*execfn: '\([^']*\)'.*/\1/p")
+            what=$(file -b "$f" 2>/dev/null)
+            echo "---- ${f#"$T"/}: ${what:0:200}"
+            p=$(sed -n "s/.*execfn: '\([^']*\)'.*/\1/p" <<<"$what")
             [ -x "$p" ] && command -v gdb >/dev/null &&
                 timeout 60 gdb -batch -nx -ex 'thread apply all bt 12' "$p" "$f" 2>/dev/null |
                 grep -E '^(#|Thread|Program terminated)' | head -80
