@@ -103,9 +103,10 @@ static double run_end(const fb__report_run *run)
     return end;
 }
 
-/* When did attempt a finish step `step`?  Known points: its step samples,
- * the first step at ready_at (r, step_r) and the failing step when it
- * failed (f, step_f; -1 unknown).  The last point at or below the step and
+/* When did attempt a finish step `step`?  Known points: its step samples
+ * up to the failure (those after it are of ranks that went on while the
+ * failed one was dying, or behind it), the first step at ready_at (r,
+ * step_r) and the failing step when it failed (f, step_f; -1 unknown).  The last point at or below the step and
  * the first at or above it are interpolated.  Returns µs since run start,
  * INT64_MIN/4 when every point is past the step (all of the attempt's
  * training came after it), INT64_MAX/4 when none is (nothing did), or
@@ -131,7 +132,9 @@ static int64_t time_of_step(const fb__report_run *run, int a, int64_t step,
     const fb__report_attempt *at = &run->attempts[a];
     for (size_t i = at->sample_lo; i < at->sample_hi; i++) {
         const fb__report_sample *x = &run->samples[i];
-        consider(&lo, &hi, step, (point){x->step, rel_us(run, x->time, 0)});
+        point p = {x->step, rel_us(run, x->time, 0)};
+        if (p.t_us <= failed.t_us) /* not a rank still going after it */
+            consider(&lo, &hi, step, p);
     }
     if (ready.step >= 0)
         consider(&lo, &hi, step, ready);

@@ -15,7 +15,8 @@
  * nostart    a run that ended before any attempt
  * afterfail  a rank crashes at step 60 (8 s) while the other goes on
  *            saving steps 70-90 with 1.5 s stalls until the crash is
- *            detected (11 s): those saves are not in the lost stretch
+ *            detected (11 s), and a sample at 9.5 s finds it at step 50:
+ *            neither the saves nor the sample are in the lost stretch
  * bench      10,000 incidents in 1,000 attempts, 1,000,000 step samples
  * fleet0..3  four runs of one fleet for `report --fleet` (see fleet_run):
  *            gpu-07 fails on hardware in runs 0 and 1 and its health check
@@ -155,7 +156,7 @@ static void basic(const char *dir, int end)
 
 /* A crash at 8 s (step 60; restored next from step 50, saved at 7 s)
  * detected at 11 s: the other rank saved steps 70, 80 and 90 meanwhile,
- * each with a 1.5 s stall.  Attempt 0: training 2-8 s, of which 0.1 s
+ * each with a 1.5 s stall, and a sample has it at step 50 at 9.5 s.  Attempt 0: training 2-8 s, of which 0.1 s
  * checkpoint and 1.0 s lost (steps 50-60), not 4.6 s and 0 s. */
 static void afterfail(const char *dir)
 {
@@ -165,6 +166,8 @@ static void afterfail(const char *dir)
     CHECK(fb__journal_checkpoint(J, a, 70, T0 + 9.6, 1, 2048, 1500, 10, "partial"));
     CHECK(fb__journal_checkpoint(J, a, 80, T0 + 10.2, 1, 2048, 1500, 10, "partial"));
     CHECK(fb__journal_checkpoint(J, a, 90, T0 + 10.9, 1, 2048, 1500, 10, "partial"));
+    /* rank 1 behind: at the restored step only during the detection */
+    CHECK(fb__journal_sample(J, a, 1, T0 + 9.5, 50, 100.0));
     incident(a, "crash", 8, 11, 0, "host-a", 11, 0, 0, 60, -1,
              "segv:rank=0,step=60", "rank 0 killed by SIGSEGV", NULL, NULL);
     attempt(1, 12.5, 13, 20, 50, 0.2, 50, 20, 2, "completed");
