@@ -106,8 +106,9 @@ static double run_end(const fb__report_run *run)
 /* When did attempt a finish step `step`?  Known points: its step samples
  * up to the failure (those after it are of ranks that went on while the
  * failed one was dying, or behind it), the first step at ready_at (r,
- * step_r) and the failing step when it failed (f, step_f; -1 unknown).  The last point at or below the step and
- * the first at or above it are interpolated.  Returns µs since run start,
+ * step_r) and the failing step when it failed (f, step_f; -1 unknown).
+ * The last point at or below the step and the first at or above it are
+ * interpolated.  Returns µs since run start,
  * INT64_MIN/4 when every point is past the step (all of the attempt's
  * training came after it), INT64_MAX/4 when none is (nothing did), or
  * `none` without any point. */

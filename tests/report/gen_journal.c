@@ -156,8 +156,9 @@ static void basic(const char *dir, int end)
 
 /* A crash at 8 s (step 60; restored next from step 50, saved at 7 s)
  * detected at 11 s: the other rank saved steps 70, 80 and 90 meanwhile,
- * each with a 1.5 s stall, and a sample has it at step 50 at 9.5 s.  Attempt 0: training 2-8 s, of which 0.1 s
- * checkpoint and 1.0 s lost (steps 50-60), not 4.6 s and 0 s. */
+ * each with a 1.5 s stall, and a sample has it at step 50 at 9.5 s.
+ * Attempt 0: training 2-8 s, of which 0.1 s checkpoint and 1.0 s lost
+ * (steps 50-60), not 4.6 s and 0 s. */
 static void afterfail(const char *dir)
 {
     begin_run(dir, 2);
