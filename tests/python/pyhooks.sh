@@ -25,6 +25,21 @@ S=$T/$TAG/ddp_plain.py
 cp "$SRC/tests/python/ddp_plain.py" "$S"
 AR=$(grep -n 'dist.all_reduce(loss.detach())' "$S" | cut -d: -f1)
 BAR=$(grep -n 'dist.barrier()' "$S" | cut -d: -f1)
+# A failed check also prints the end of every rank's own log of the run
+# under test ($rd): a rank that died by a signal says why there (torch's
+# abort message, a C++ terminate, a gloo error), not in the supervisor's
+# stderr.
+rd=
+fail() {
+    echo "FAIL: $*" >&2
+    local log
+    for log in ${rd:+"$rd"/logs/*.log}; do
+        [ -f "$log" ] || continue
+        echo "--- $log (last 20 lines)" >&2
+        tail -n 20 "$log" >&2
+    done
+    exit 1
+}
 torch_fr=$("$PY" -c 'import torch; v = tuple(int(x) for x in torch.__version__.split("+")[0].split(".")[:2]); print(int(v >= (2, 7)))')
 
 # run CASE NPROC MAX_RESTARTS ARGS...: one run in $T/CASE, its journal in $rd.

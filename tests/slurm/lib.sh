@@ -254,10 +254,10 @@ nothing_in_shm() { # RUNDIR NODE...
 # from its node's memory and two from peer copies, MOVED of them moved
 # before the launch; storage held no shard of that step (each one there
 # now was copied at the end of the run); the fault-free hashes after
-# $STEPS steps; storage verifies.  Needs tiers_lib.sh (jq1, sources).
+# $STEPS steps; storage verifies.  Needs tiers_lib.sh (jq1, want_sources).
 restored_from_peers() { # RUNDIR ERRFILE SOURCES MOVED TAG [MINSTEP]
     local r=$1 step
-    [ "$(sources "$r")" = "$3" ] || fail "$5: restored from '$(sources "$r")'"
+    want_sources "$r" "$3" "$5"
     step=$(jq1 "$r" "select restored_step from attempt where number = 1")
     [ -n "$step" ] && [ "$step" -ge "${6:-25}" ] || fail "$5: restored step '$step'"
     grep -q "will restore checkpoint $step: 1 of 3 ranks from their node's memory, 2 from a peer's copy ($4 moved before the launch)" "$2" \

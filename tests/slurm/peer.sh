@@ -25,7 +25,7 @@
 # drop`).  Each ends with the fault-free hashes and nothing of the job left in the
 # /dev/shm of any node reached.
 source "$(dirname "$0")/lib.sh"
-source "$SRC/tests/supervisor/tiers_lib.sh"   # jq1, sources
+source "$SRC/tests/supervisor/tiers_lib.sh"   # jq1, want_sources
 # Start a run in the background and kill NODE once step 25 is complete.
 run_and_kill() { # RUNDIR NAME NODE ARGS...
     local r=$1 name=$2 node=$3
@@ -109,7 +109,7 @@ r=$T/domains
 run_and_kill "$r" domains node1 --nnodes 3 --spare-nodes 1 --max-restarts 2 \
     --peer-domains node1=a,node2=a,node3=b,node4=b \
     --persist-every 100000 -- "$TOY" --steps $STEPS --sleep-ms 40 --ckpt-every 5
-[ "$(sources "$r")" = "0:peer,1:peer,2:peer" ] || fail "run 3: restored from $(sources "$r")"
+want_sources "$r" 0:peer,1:peer,2:peer "run 3"
 step=$(jq1 "$r" "select restored_step from attempt where number = 1")
 grep -q "will restore checkpoint $step: 0 of 3 ranks from their node's memory, 3 from a peer's copy (2 moved before the launch)" domains.err \
     || fail "run 3: the supervisor's choice: $(grep 'will restore' domains.err)"

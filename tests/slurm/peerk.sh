@@ -14,7 +14,7 @@
 # refused, naming the option.
 # With one copy (PEERK_COPIES=1) rank 1 has none left and this fails.
 source "$(dirname "$0")/lib.sh"
-source "$SRC/tests/supervisor/tiers_lib.sh"   # jq1, sources
+source "$SRC/tests/supervisor/tiers_lib.sh"   # jq1, want_sources
 K=${PEERK_COPIES:-2}
 STEPS=150
 # K refused where it cannot be: not a number, negative, over 8, not fewer

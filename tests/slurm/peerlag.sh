@@ -15,7 +15,7 @@
 # as a newer step is complete in every node's own memory, and node3 holds
 # none most of the time.
 source "$(dirname "$0")/lib.sh"
-source "$SRC/tests/supervisor/tiers_lib.sh"   # jq1, sources
+source "$SRC/tests/supervisor/tiers_lib.sh"   # jq1, want_sources
 [ "${FB_TEST_HOOKS:-}" = ON ] || { echo "SKIP: needs a build with FB_TEST_HOOKS"; exit 77; }
 STEPS=600
 r=$T/lag

@@ -15,7 +15,7 @@
 # With the sender going through its peers in turn, node2's copies wait
 # for node3's answer first and node1's copy of rank 1 does not move.
 source "$(dirname "$0")/lib.sh"
-source "$SRC/tests/supervisor/tiers_lib.sh"   # jq1, sources
+source "$SRC/tests/supervisor/tiers_lib.sh"   # jq1, want_sources
 [ "${FB_TEST_HOOKS:-}" = ON ] || { echo "SKIP: needs a build with FB_TEST_HOOKS"; exit 77; }
 STEPS=450
 r=$T/stall

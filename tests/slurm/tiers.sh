@@ -14,7 +14,7 @@
 source "$(dirname "$0")/lib.sh"
 CKPT=(--sleep-ms 20 --ckpt-every 5)
 
-source "$SRC/tests/supervisor/tiers_lib.sh"   # jq1, sources, never_read, atime_works
+source "$SRC/tests/supervisor/tiers_lib.sh"   # jq1, want_sources, never_read, atime_works
 newest_in_storage() { # RUNDIR WORLD: the newest step with every shard in storage
     local d
     for d in $(ls -d "$1"/checkpoints/step-* 2>/dev/null | sort -r); do
@@ -35,8 +35,7 @@ json_field mem.json '["incidents"][0]["detail"]' | grep -q "on node2" || fail "r
 # every rank has.
 step=$(jq1 "$T/mem" "select restored_step from attempt where number = 1")
 case "$step" in 30|35) ;; *) fail "run 1: restored step $step" ;; esac
-[ "$(sources "$T/mem")" = "0:memory,1:memory,2:memory,3:memory" ] \
-    || fail "run 1: restored from $(sources "$T/mem")"
+want_sources "$T/mem" 0:memory,1:memory,2:memory,3:memory "run 1"
 grep -q "will restore checkpoint $step: 4 of 4 ranks from their node's memory" mem.err \
     || fail "run 1: the supervisor's choice: $(grep 'will restore' mem.err)"
 # Its storage copies (with --persist-every 1 each rank copies every save;
@@ -70,7 +69,7 @@ step=$(jq1 "$r" "select max(e.step) from event e join attempt a on a.id = e.atte
                  where a.number = 1 and e.kind = 'restore_done'")
 want=0:memory,1:storage,2:storage
 [ "$step" -gt "$chosen" ] && want=0:storage,1:storage,2:storage
-[ "$(sources "$r")" = "$want" ] || fail "run 2: restored step $step (chosen $chosen) from $(sources "$r")"
+want_sources "$r" "$want" "run 2 (restored step $step, chosen $chosen)"
 [ $((step % 10)) = 0 ] && [ "$step" -ge 20 ] || fail "run 2: restored step $step, not a persisted one"
 same_hashes "$r" 3 $STEPS
 # --persist-every 2 sends every other save to storage; the last, step 150,

@@ -27,7 +27,7 @@ nothing_in_shm() {  # run dir
         fail "$1: left in /dev/shm: $(ls /dev/shm | grep "^fb\.$job\.")"
     fi
 }
-source "$(dirname "$0")/tiers_lib.sh"   # jq1, sources, never_read, atime_works
+source "$(dirname "$0")/tiers_lib.sh"   # jq1, want_sources, never_read, atime_works
 
 case "$CASE" in
 memory)
@@ -38,8 +38,7 @@ memory)
     "$FB" run --nproc-per-node 2 --run-dir f --persist-every 1 --max-restarts 2 \
         --quiet --inject 'kill:rank=1,step=39,attempt=0' -- "$TOY" "${STEPS[@]}" \
         2>err.txt || fail "run failed: $(tail -5 err.txt)"
-    [ "$(sources f)" = "0:memory,1:memory" ] \
-        || { restores_dump f; fail "restored from: $(sources f)"; }
+    want_sources f 0:memory,1:memory "$CASE"
     shards=(f/checkpoints/step-0000000035/rank-0000{0,1}.safetensors)
     ls "${shards[@]}" >/dev/null || fail "storage lacks step 35: $(ls f/checkpoints)"
     never_read "${shards[@]}" || fail "the storage copy of step 35 was read"
@@ -58,8 +57,7 @@ corrupt)
         --quiet --inject 'corrupt:rank=0,step=39,attempt=0' \
         --inject 'kill:rank=0,step=39,attempt=0' -- "$TOY" "${STEPS[@]}" \
         2>err.txt || fail "run failed: $(tail -5 err.txt)"
-    [ "$(sources f)" = "0:storage,1:storage" ] \
-        || { restores_dump f; fail "restored from: $(sources f)"; }
+    want_sources f 0:storage,1:storage "$CASE"
     [ "$(jq1 f "select restored_step from attempt where number = 1")" = 35 ] \
         || fail "restored step: $(jq1 f 'select restored_step from attempt')"
     jq1 f "select detail from incident where kind = 'restore_fallback' and step = 35" \
@@ -81,8 +79,7 @@ cap)
     n=$(jq1 evict "select count(*) from event where kind = 'ckpt_deleted'
                    and detail like 'evicted from node memory%'")
     [ "$n" -ge 4 ] || fail "evictions: $n"
-    [ "$(sources evict)" = "0:memory,1:memory" ] \
-        || { restores_dump evict; fail "restored from: $(sources evict)"; }
+    want_sources evict 0:memory,1:memory "$CASE"
     same_as_reference evict
     nothing_in_shm evict
     "$FB" run --nproc-per-node 2 --run-dir full --memory-ckpt-max 200K --persist-every 0 \
@@ -93,8 +90,7 @@ cap)
     [ "$n" -ge 16 ] || fail "fallback notes: $n"
     grep -q "checkpoint step 35 does not fit in node memory" full/logs/rank-0.log \
         || fail "no stderr line: $(tail -3 full/logs/rank-0.log)"
-    [ "$(sources full)" = "0:storage,1:storage" ] \
-        || { restores_dump full; fail "restored from: $(sources full)"; }
+    want_sources full 0:storage,1:storage "$CASE"
     same_as_reference full
     nothing_in_shm full
     ok "cap: oldest steps evicted; saves that cannot fit go to storage"
@@ -166,8 +162,7 @@ mpirun)
         --mpirun-arg -x --mpirun-arg ASAN_OPTIONS=detect_leaks=0 \
         --max-restarts 2 --quiet --inject 'kill:rank=1,step=75,attempt=0' \
         -- "$T/mlp-$TAG" "${MLP[@]}" 2>err.txt || fail "run failed: $(tail -5 err.txt)"
-    [ "$(sources f)" = "0:memory,1:memory" ] \
-        || { restores_dump f; fail "restored from: $(sources f)"; }
+    want_sources f 0:memory,1:memory "$CASE"
     a=$(cat ref/final_hash); b=$(cat f/final_hash)
     [ -n "$a" ] && [ "$a" = "$b" ] || fail "final weights: reference $a, got $b"
     nothing_in_shm f

@@ -27,6 +27,13 @@ restores_dump() {
         done
     } >&2
 }
+# want_sources RUNDIR WANT WHAT: fail, after the dump above, unless
+# attempt 1's ranks restored from WANT ("0:memory,1:storage").
+want_sources() {
+    local got
+    got=$(sources "$1")
+    [ "$got" = "$2" ] || { restores_dump "$1"; fail "$3: restored from '$got', wanted '$2'"; }
+}
 # Seconds since a file was last read is not what we want: whether it was
 # read at all since it was written.  With relatime, the first read after a
 # write moves atime past mtime; a file never read keeps atime <= mtime.
