@@ -398,7 +398,8 @@ def main():
         # does not, and on this VM's journal-less ext4 an inode allocation
         # reads past every inode deleted in the last minutes (the bench's
         # own relaunch runs delete thousands), so that part is the file
-        # system's (docs/bench.md, "The supervised wall and the file system").
+        # system's (docs/bench.md, "The stop at real-time priority, and the
+        # supervised wall's file system part").
         shm = "/dev/shm" if os.path.isdir("/dev/shm") else None
         if shm:
             plain_t, sup_t = [], []

@@ -1072,7 +1072,7 @@ static PyObject *py_dump_done(PyObject *self, PyObject *arg)
  * Recorded(orig, op, flags, params, fields, what): what _hooks.py puts in
  * place of a torch.distributed function.  The per-call path is here, in
  * C, because it runs once per collective and must cost a small fraction
- * of the smallest one (docs/pytorch.md, "Cost"): it takes the group,
+ * of the smallest one (docs/pytorch.md, "Unmodified scripts"): it takes the group,
  * tensor, counts and peer from the call's arguments as described once at
  * wrap time, finds the group and the dtype in small caches (Python is
  * asked only for a group or a dtype seen the first time), records the

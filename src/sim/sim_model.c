@@ -8,8 +8,8 @@
  *           categories, plus 47 planned maintenance events.
  *   rsc1    Kokolis et al.: 6.50 failures per 1,000 node-days (8 GPUs a
  *   rsc2    node), 2.34 for RSC-2, split by the Llama 3 category shares.
- * Rates are per GPU and per wall-clock second (see docs/sim.md, "what a
- * rate means").
+ * Rates are per GPU and per wall-clock second (see docs/sim.md, "The model",
+ * "Failures").
  */
 #include "sim/sim.h"
 

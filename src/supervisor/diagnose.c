@@ -1,6 +1,7 @@
 /*
  * diagnose.c -- the root cause of an incident, from evidence, stored with
- * it (docs/report.md "Root cause", docs/supervisor.md "Diagnosis").
+ * it (docs/report.md "Root cause", docs/supervisor.md "What happens on a
+ * failure").
  *
  * After an attempt failed and its ranks were stopped, the supervisor
  *   1. starts this node's health checks in a child (`firebreak health

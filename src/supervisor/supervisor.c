@@ -1193,7 +1193,8 @@ static void wait_execs(fb__sup *s)
 }
 
 /* After a failure: where the time from its detection to the last new
- * rank's exec went, part by part (docs/supervisor.md, "Relaunch"). */
+ * rank's exec went, part by part (docs/supervisor.md, "What happens on a
+ * failure", step 6). */
 static void say_relaunch(fb__sup *s)
 {
     const uint64_t *t = s->relaunch.at; /* each part ends at the next mark */

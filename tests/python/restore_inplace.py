@@ -1,5 +1,5 @@
 """Checkpointer.restore straight into the program's tensors
-(docs/python.md, "Restore"): the same bytes as the path through new
+(docs/pytorch.md, "Use"): the same bytes as the path through new
 tensors, a corrupt shard that leaves no mixed state, a checkpoint that
 does not match the program refused before a byte of it is written, and
 optimizer state the program has not created yet still restored.
