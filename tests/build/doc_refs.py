@@ -4,7 +4,8 @@ exists.
 
 Comments, docs and messages point readers at a section as
 `docs/<name>.md, "Section"` (or without the comma, or `README.md`).  Such a
-reference must name a file that exists and a part of it: a heading, a bold
+reference must name a file that exists (as must any mention of a
+docs/ file) and a part of it: a heading, a bold
 term (`**Standby shims.**`) or the first cell of a table row, that starts
 with the quoted words (case, backticks and line breaks ignored).  Exit 0
 clean, 1 a dangling reference (each printed with where it is and what the
@@ -26,6 +27,8 @@ SKIP_DIRS = {".git", "__pycache__"}  # build trees are not under SCAN
 TEXT_EXT = (".md", ".c", ".h", ".py", ".sh", ".txt", ".cmake", ".cu", "")
 # `docs/<x>.md, "Part"`, the quote possibly on the next line of a comment
 REF = re.compile(r'\b((?:docs/[A-Za-z0-9_\-]+|README)\.md),?\s+"([^"\n]+(?:\n[^"\n]*){0,2}?)"')
+# any mention of a doc file
+FILE = re.compile(r"\b(docs/[A-Za-z0-9_\-]+\.md)\b")
 # what continues a comment or a Markdown paragraph onto the next line
 LEADER = re.compile(r"\n[ \t]*(?:#+|\*|//|--)?[ \t]*")
 
@@ -71,6 +74,11 @@ def check(root):
                 text = f.read()
         except (UnicodeDecodeError, OSError):
             continue
+        for m in FILE.finditer(text):
+            if not os.path.isfile(os.path.join(root, m.group(1))):
+                bad.append("%s:%d: %s does not exist" % (
+                    os.path.relpath(path, root), text.count("\n", 0, m.start()) + 1,
+                    m.group(1)))
         for m in REF.finditer(text):
             doc, part = m.group(1), norm(m.group(2))
             if not part or len(part) > 120:
@@ -82,8 +90,8 @@ def check(root):
                 cache[doc] = anchors(target) if os.path.isfile(target) else None
             have = cache[doc]
             if have is None:
-                bad.append('%s: %s does not exist (for "%s")' % (where, doc, part))
-            elif not any(a.startswith(part) for a in have):
+                continue                 # said by the mention check above
+            if not any(a.startswith(part) for a in have):
                 near = [a for a in have if any(w in a for w in part.split() if len(w) > 3)]
                 bad.append('%s: %s has no part "%s"%s' % (
                     where, doc, part,
@@ -116,7 +124,8 @@ def self_test(root):
         with open(probe, "w") as f:
             f.write('/* see docs/nosuch' + '.md, "Anything" */\n')
         r = subprocess.run([sys.executable, me, t], capture_output=True, text=True)
-        if r.returncode != 1 or "docs/nosuch.md does not exist" not in r.stdout:
+        if r.returncode != 1 or ("src/probe.c:1: docs/nosuch" + ".md does not exist") \
+                not in r.stdout:
             print("FAIL: a missing file was not reported (exit %d): %s" % (r.returncode, r.stdout))
             return 1
         print("doc_refs self-test: ok")
