@@ -1069,19 +1069,19 @@ static PyObject *py_dump_done(PyObject *self, PyObject *arg)
 
 /* ---------------------------------------- recorded torch.distributed calls */
 /*
- * Recorded(orig, op, flags, params, fields, what): what _hooks.py puts in
- * place of a torch.distributed function.  The per-call path is here, in
- * C, because it runs once per collective and must cost a small fraction
- * of the smallest one (docs/pytorch.md, "Unmodified scripts"): it takes the group,
- * tensor, counts and peer from the call's arguments as described once at
- * wrap time, finds the group and the dtype in small caches (Python is
- * asked only for a group or a dtype seen the first time), records the
- * begin with the caller's file:line, calls the original and records the
- * end; a returned Work goes to Python's end_later.  A call made while
- * this thread is inside a recorded one (torch calling its own wrapped
- * functions) is not recorded.  Nothing here may fail the program's call:
- * a failure to record is handed to Python's failed() and the original
- * runs regardless.
+ * Recorded(orig, op, flags, params, fields, what): what _hooks.py puts
+ * in place of a torch.distributed function.  The per-call path is here,
+ * in C, because it runs once per collective and must cost a small
+ * fraction of the smallest one (docs/pytorch.md, "Unmodified scripts"):
+ * it takes the group, tensor, counts and peer from the call's arguments
+ * as described once at wrap time, finds the group and the dtype in
+ * small caches (Python is asked only for a group or a dtype seen the
+ * first time), records the begin with the caller's file:line, calls the
+ * original and records the end; a returned Work goes to Python's
+ * end_later.  A call made while this thread is inside a recorded one
+ * (torch calling its own wrapped functions) is not recorded.  Nothing
+ * here may fail the program's call: a failure to record is handed to
+ * Python's failed() and the original runs regardless.
  *
  * params: up to HOOK_PARAMS (position or -1, keyword, default) of the
  * original's arguments; fields: (kind, param) for the group, the tensor,
