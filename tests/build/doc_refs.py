@@ -9,10 +9,13 @@ docs/ file) and a part of it: a heading, a bold
 term (`**Standby shims.**`) or the first cell of a table row, that starts
 with the quoted words (case, backticks and line breaks ignored).  Exit 0
 clean, 1 a dangling reference (each printed with where it is and what the
-file offers closest to it), 2 the tree could not be read.
+file offers closest to it), 2 a usage error.  Files that are not UTF-8
+text are skipped.
 
-doc_refs.py --self-test ROOT: a copy of ROOT with one reference renamed to
-a part that does not exist must fail, naming it; the clean copy must pass.
+doc_refs.py --self-test ROOT: on a copy of ROOT's docs/ and src/, the clean
+copy must pass; with a probe file added that names a part that does not
+exist it must fail naming it, and again with the probe naming a docs/ file
+that does not exist.
 """
 import os
 import re
