@@ -9,7 +9,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
-/* `ckpt ls DIR`: exit code 0, or 2 when DIR cannot be read. */
+/* `ckpt ls DIR`: exit code 0, or 2 when DIR cannot be read.  An empty
+ * DIR with a checkpoints/ directory (a run directory) is said on stderr. */
 int fb__ckpt_ls(const char *dir, int json, FILE *out);
 
 /* `ckpt verify DIR`: every shard of every checkpoint (or only `step` when
@@ -17,7 +18,8 @@ int fb__ckpt_ls(const char *dir, int json, FILE *out);
  * the step's (its lowest rank's), every hash.  A step with any failed
  * shard is reported FAILED, never complete.  Progress on stderr when it
  * is a terminal.  Exit code 0 all verify, 1 any failure (each named), 2
- * unreadable DIR. */
+ * unreadable DIR or nothing to verify (no checkpoint, or none at `step`;
+ * a run directory given for DIR is named). */
 int fb__ckpt_verify(const char *dir, int has_step, uint64_t step, int threads,
                     int json, FILE *out);
 

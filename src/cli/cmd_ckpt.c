@@ -25,7 +25,8 @@ static void usage(FILE *f)
             "           (--per-rank GLOB: names that are not replicas)\n"
             "  inspect  show one shard's metadata and tensors; PATH is a\n"
             "           .safetensors file or DIR (newest step, rank 0 by default)\n"
-            "exit: 0 ok, 1 a checkpoint is bad, 2 usage or input error\n");
+            "exit: 0 ok, 1 a checkpoint is bad, 2 usage or input error\n"
+            "      (verify: also nothing to verify in DIR)\n");
 }
 
 int fb__cmd_ckpt(int argc, char **argv)
