@@ -10,6 +10,7 @@
  */
 #include "report/report.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <math.h>
 #include <sqlite3.h>
@@ -692,6 +693,36 @@ static void classify_all(fb__report_run *run)
     }
 }
 
+/* The run directories right below dir (those with a journal.sqlite; at
+ * most RUNS_BELOW_MAX entries looked at), and the name of the one whose
+ * journal changed last in newest. */
+#define RUNS_BELOW_MAX 10000
+static int runs_below(const char *dir, char *newest, size_t size)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return 0;
+    int runs = 0, seen = 0;
+    struct timespec best = {0, 0};
+    struct dirent *e;
+    while ((e = readdir(d)) && seen++ < RUNS_BELOW_MAX) {
+        char p[4096];
+        struct stat st;
+        if (e->d_name[0] == '.' ||
+            (size_t)snprintf(p, sizeof p, "%s/%s/journal.sqlite", dir, e->d_name) >=
+                sizeof p ||
+            stat(p, &st) != 0 || !S_ISREG(st.st_mode))
+            continue;
+        if (!runs++ || st.st_mtim.tv_sec > best.tv_sec ||
+            (st.st_mtim.tv_sec == best.tv_sec && st.st_mtim.tv_nsec > best.tv_nsec)) {
+            best = st.st_mtim;
+            snprintf(newest, size, "%s", e->d_name);
+        }
+    }
+    closedir(d);
+    return runs;
+}
+
 int fb__report_load(const char *run_dir, fb__report_run **out, char *err,
                     size_t errsz)
 {
@@ -710,8 +741,16 @@ int fb__report_load(const char *run_dir, fb__report_run **out, char *err,
             return -ENAMETOOLONG;
         }
         if (stat(path, &st) != 0) {
-            snprintf(err, errsz, "%s: no journal.sqlite here; give the run "
-                     "directory that 'firebreak run' wrote", run_dir);
+            char newest[256];
+            int runs = runs_below(run_dir, newest, sizeof newest);
+            if (runs > 0)
+                snprintf(err, errsz, "%s: no journal.sqlite here, but it holds %d "
+                         "run director%s (the newest %s/%s): give one or more "
+                         "of them (--fleet %s ranks their nodes)", run_dir, runs,
+                         runs == 1 ? "y" : "ies", run_dir, newest, run_dir);
+            else
+                snprintf(err, errsz, "%s: no journal.sqlite here; give the run "
+                         "directory that 'firebreak run' wrote", run_dir);
             return -ENOENT;
         }
     } else {

@@ -22,6 +22,10 @@ expect2() { # DIR TEXT
 "$GEN" oldschema "$D/old";      expect2 "$D/old" "schema version 0.9 is not supported"
 expect2 "$D/missing" "No such file"
 mkdir "$D/nojournal";           expect2 "$D/nojournal" "no journal.sqlite"
+# A directory of run directories (--run-root's): the runs are named.
+mkdir -p "$D/root/a" "$D/root/b"
+"$GEN" basic "$D/root/a"; "$GEN" basic "$D/root/b"; touch -d '1 hour ago' "$D/root/a/journal.sqlite"
+expect2 "$D/root" "it holds 2 run directories (the newest $D/root/b)"
 
 "$GEN" basic "$D/ok"
 cp -r "$D/ok" "$D/hdr"
