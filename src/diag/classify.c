@@ -21,7 +21,8 @@
  *      being SIGKILLed)
  *   8. the failing rank's last lines: ECC, out of memory, disk full,
  *      NCCL / gloo network errors, watchdog timeouts, CUDA errors, a
- *      Python traceback's exception
+ *      Python traceback's exception, a Python syntax error, a Python
+ *      program file that does not exist
  *   9. a failed save's code (-28: disk full, -5: I/O error)
  *  10. the fatal signal or exit code of a crash (not of a hang: there the
  *      signal is the supervisor's own kill)
@@ -481,24 +482,19 @@ static const struct log_rule {
     {"CUDA error", &C_SWBUG, "a CUDA error with no hardware evidence"},
 };
 
-/* The exception a Python traceback ends with: the last line after
- * "Traceback (most recent call last):" that starts with an identifier
- * and a colon ("RuntimeError: ..."), into buf. */
-static int traceback_exception(const char *text, char *buf, size_t size)
+/* The last line from `from` on (within SCAN_MAX) that `match` takes,
+ * quoted into buf (200 bytes at most, control bytes as '?'); 0 if none. */
+static int last_line(const char *from, int (*match)(const char *line, size_t len),
+                     char *buf, size_t size)
 {
-    const char *tb = find(text, "Traceback (most recent call last):");
-    if (!tb)
+    if (!from)
         return 0;
-    size_t n = strnlen(tb, SCAN_MAX);
-    const char *p = tb, *end = tb + n, *best = NULL;
+    const char *p = from, *end = from + strnlen(from, SCAN_MAX), *best = NULL;
     size_t best_len = 0;
     while (p < end) {
         const char *nl = memchr(p, '\n', (size_t)(end - p));
         size_t len = nl ? (size_t)(nl - p) : (size_t)(end - p);
-        size_t i = 0;
-        while (i < len && (isalnum((unsigned char)p[i]) || p[i] == '_' || p[i] == '.'))
-            i++;
-        if (i > 0 && i < len && p[i] == ':' && isupper((unsigned char)p[0])) {
+        if (match(p, len)) {
             best = p;
             best_len = len;
         }
@@ -511,6 +507,44 @@ static int traceback_exception(const char *text, char *buf, size_t size)
         if ((unsigned char)*q < 0x20)
             *q = '?';
     return 1;
+}
+
+/* "RuntimeError: ...": an identifier starting upper case, then a colon. */
+static int exception_line(const char *p, size_t len)
+{
+    size_t i = 0;
+    while (i < len && (isalnum((unsigned char)p[i]) || p[i] == '_' || p[i] == '.'))
+        i++;
+    return i > 0 && i < len && p[i] == ':' && isupper((unsigned char)p[0]);
+}
+
+/* What Python says of a program it cannot compile. */
+static int compile_error_line(const char *p, size_t len)
+{
+    static const char *const kinds[] = {"SyntaxError: ", "IndentationError: ",
+                                        "TabError: "};
+    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
+        size_t kl = strlen(kinds[k]);
+        if (len >= kl && !memcmp(p, kinds[k], kl))
+            return 1;
+    }
+    return 0;
+}
+
+/* The exception a Python traceback ends with: the last exception line
+ * after "Traceback (most recent call last):", into buf. */
+static int traceback_exception(const char *text, char *buf, size_t size)
+{
+    return last_line(find(text, "Traceback (most recent call last):"), exception_line,
+                     buf, size);
+}
+
+/* An error Python reports before running anything, without a traceback:
+ * the last "SyntaxError: ", "IndentationError: " or "TabError: " line
+ * after a `  File "...", line N` one, into buf. */
+static int compile_error(const char *text, char *buf, size_t size)
+{
+    return last_line(find(text, "  File \""), compile_error_line, buf, size);
 }
 
 /* A quoted excerpt of the line holding `at` within text. */
@@ -543,6 +577,18 @@ static int from_log(const char *text, const char *where, fb__diag_class *out)
     if (traceback_exception(text, quote, sizeof quote)) {
         set(out, C_SWBUG, FB__DIAG_BY_LOG, "a Python exception ended the program (the %s "
             "hold its traceback): '%s'; no hardware evidence", where, quote);
+        return 1;
+    }
+    if (compile_error(text, quote, sizeof quote)) {
+        set(out, C_SWBUG, FB__DIAG_BY_LOG, "Python could not compile the program, so "
+            "it never ran (the %s): '%s'; no hardware evidence", where, quote);
+        return 1;
+    }
+    const char *at = find(text, "can't open file '");
+    if (at && find(at, "[Errno 2]")) {
+        line_of(text, at, quote, sizeof quote);
+        set(out, C_SWBUG, FB__DIAG_BY_LOG, "the program's file does not exist, so it "
+            "never ran (the %s): '%s'; no hardware evidence", where, quote);
         return 1;
     }
     return 0;

@@ -73,6 +73,10 @@ static const fixture fixtures[] = {
      0, 1, 0, 0, "GPU", "GPU HBM3 memory", "kernel_log"},
     {"python_traceback", "error_exit", NULL, "traceback.last", NULL, NULL, NULL,
      0, 1, 0, 0, "Dependency", "Software bug", "log"},
+    {"python_syntax_error", "error_exit", NULL, "syntax.last", NULL, NULL, NULL,
+     0, 1, 0, 0, "Dependency", "Software bug", "log"},
+    {"python_no_such_script", "error_exit", NULL, "noscript.last", NULL, NULL, NULL,
+     0, 2, 0, 0, "Dependency", "Software bug", "log"},
     {"cuda_out_of_memory", "error_exit", NULL, "cuda_oom.last", NULL, NULL, NULL,
      0, 1, 0, 0, "Dependency", "GPU out of memory", "log"},
     {"disk_full_traceback", "error_exit", NULL, "diskfull.last", NULL, NULL, NULL,
@@ -327,6 +331,20 @@ static void test_rules(void)
     fb__diag_classify(&ev, &c);
     CHECK_EQ_STR(c.decided_by, "supervisor");
     CHECK_EQ_STR(c.evidence, "said so");
+    /* Python's errors before the program runs are quoted; a line that only
+     * looks like one (no `File "` before it) is not evidence. */
+    ev = (fb__diag_evidence){.kind = "error_exit", .has_exit_code = 1, .exit_code = 1,
+                             .last_lines = slurp("syntax.last")};
+    fb__diag_classify(&ev, &c);
+    CHECKF(strstr(c.evidence, "'SyntaxError: '(' was never closed'") != NULL, "%s",
+           c.evidence);
+    ev.last_lines = slurp("noscript.last");
+    fb__diag_classify(&ev, &c);
+    CHECKF(strstr(c.evidence, "can't open file '/home/me/trian.py'") != NULL, "%s",
+           c.evidence);
+    ev.last_lines = "step 3\nSyntaxError: a message the program printed\n";
+    fb__diag_classify(&ev, &c);
+    CHECK_EQ_STR(c.decided_by, "exit_code");
 }
 
 int main(int argc, char **argv)
