@@ -98,23 +98,58 @@ static int bump(tally **t, size_t *n, size_t *cap, const char *what, size_t run)
     return 0;
 }
 
+/* Whether the runs saw more than one node (their incidents' and their
+ * attempts' placements) and more than one rank: a node or rank that was
+ * the only one failed every time there was a failure, which says nothing
+ * of it. */
+static void spread(fb__report_run *const *runs, size_t n, int *nodes, int *ranks)
+{
+    const char *first = NULL;
+    *nodes = *ranks = 0;
+    for (size_t r = 0; r < n; r++) {
+        const fb__report_run *run = runs[r];
+        if (run->nproc > 1)
+            *ranks = 1;
+        for (size_t i = 0; i < run->nincidents && !*nodes; i++) {
+            const char *nd = run->incidents[i].node;
+            if (nd && *nd && first && strcmp(nd, first))
+                *nodes = 1;
+            else if (nd && *nd && !first)
+                first = nd;
+        }
+        for (size_t a = 0; a < run->nattempts && !*nodes; a++)
+            for (size_t k = 0; k < run->attempts[a].nnodes && !*nodes; k++) {
+                const char *nd = run->attempts[a].nodes[k].node;
+                if (nd && *nd && first && strcmp(nd, first))
+                    *nodes = 1;
+                else if (nd && *nd && !first)
+                    first = nd;
+            }
+    }
+}
+
 long fb__report_suspects(fb__report_run *const *runs, size_t n,
                          fb__report_suspect **out)
 {
     tally *t = NULL;
     size_t nt = 0, cap = 0;
+    int many_nodes, many_ranks;
+    spread(runs, n, &many_nodes, &many_ranks);
     for (size_t r = 0; r < n; r++)
         for (size_t i = 0; i < runs[r]->nincidents; i++) {
             const fb__report_incident *in = &runs[r]->incidents[i];
-            if (!fb__report_is_interruption(in))
+            /* A fault the operator injected is no evidence against where
+             * it fired; a software bug none against the node it ran on. */
+            if (!fb__report_is_interruption(in) || in->cls.injected)
                 continue;
             char what[160];
             int rc = 0;
-            if (in->node && *in->node) {
+            if (many_nodes && in->node && *in->node &&
+                strcmp(in->cls.component, "Software bug")) {
                 snprintf(what, sizeof what, "node %.140s", in->node);
                 rc = bump(&t, &nt, &cap, what, r);
             }
-            if (!rc && in->rank >= 0) {
+            if (!rc && many_ranks && in->rank >= 0) {
                 snprintf(what, sizeof what, "rank %d", in->rank);
                 rc = bump(&t, &nt, &cap, what, r);
             }

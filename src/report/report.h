@@ -296,8 +296,9 @@ typedef struct fb__report_suspect {
 } fb__report_suspect;
 
 /* Nodes and ranks whose failures ended attempts in at least two runs
- * (several run dirs) or two attempts (one run dir).  Returns the count or
- * -ENOMEM; *out is malloc'd. */
+ * (several run dirs) or two attempts (one run dir).  Not counted: injected
+ * faults, software bugs against the node, and the node or rank when the
+ * runs had only one.  Returns the count or -ENOMEM; *out is malloc'd. */
 long fb__report_suspects(fb__report_run *const *runs, size_t n,
                          fb__report_suspect **out);
 

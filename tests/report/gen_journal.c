@@ -187,7 +187,7 @@ static void escapes(const char *dir)
     fb__journal_incident in = {
         .attempt_id = a, .kind = "crash", .occurred_at = T0 + 11,
         .detected_at = T0 + 11.5, .detect_ms = 500, .rank = 1,
-        .node = "host" ESC_CLEAR "-a", .signal = 11, .phase = "train",
+        .node = "host" ESC_CLEAR "-a", .signal = 9, .phase = "train",
         .step = 80, .lost_s = 3,
         .detail = "rank 1 said " ESC_CLEAR "\033]0;owned\007 and died",
         .last_lines = "segfault " ESC_CLEAR "\nline two\033[31m red",
@@ -203,7 +203,11 @@ static void escapes(const char *dir)
         .evidence = "the supervisor saw \033]0;owned\007" ESC_CLEAR,
     };
     CHECK(fb__journal_add_incident(J, &in2, NULL));
-    attempt(2, 24, 25, 30, -1, 0, 0, 29, 2, "completed");
+    a = attempt(2, 24, 25, 30, -1, 0, 0, 29, 2, "completed");
+    /* a second node, so that host-a's two failures make it a suspect
+     * (a run's only node is none) */
+    incident(a, "save_failed", 26, 26.1, 1, "host-b", 0, 0, 0, 90, -1, NULL,
+             "checkpoint 90 not saved", NULL, NULL);
     CHECK(fb__journal_flush(J));
     CHECK(fb__journal_end_run(J, T0 + 31, "completed", 0,
                               "done " ESC_CLEAR));

@@ -214,7 +214,14 @@ static void test_basic(const char *dir)
     fb__report_suspect *s;
     fb__report_run *runs[1] = {run};
     long ns = fb__report_suspects(runs, 1, &s);
-    CHECK_EQ_INT(ns, 4); /* node host-a, rank 1, node host-b, rank 0 */
+    /* rank 0: the SIGSEGV and the ECC exit.  Not rank 1 nor host-a (one
+     * of their two is the injected kill), nor host-b (the SIGSEGV is a
+     * software bug, no evidence against the node). */
+    CHECK_EQ_INT(ns, 1);
+    if (ns == 1) {
+        CHECK_EQ_STR(s[0].what, "rank 0");
+        CHECK_EQ_INT((int)s[0].failures, 2);
+    }
     free(s);
     fb__report_row *rows;
     size_t total;
@@ -223,6 +230,46 @@ static void test_basic(const char *dir)
     CHECK_EQ_INT(nr, 4);
     free(rows);
     fb__report_free(run);
+}
+
+/* Suspects: what counts against a node or a rank. */
+static void test_suspects(void)
+{
+    fb__report_incident in[3];
+    memset(in, 0, sizeof in);
+    for (int i = 0; i < 3; i++) {
+        in[i].ends_attempt = 1;
+        in[i].rank = 0;
+        in[i].node = "solo";
+        in[i].cls.category = "GPU";
+        in[i].cls.component = "Faulty GPU";
+    }
+    fb__report_run run = {.nproc = 1, .incidents = in, .nincidents = 3};
+    fb__report_run *runs[1] = {&run};
+    fb__report_suspect *s;
+    /* The only node and the only rank: every failure was there. */
+    CHECK_EQ_INT(fb__report_suspects(runs, 1, &s), 0);
+    free(s);
+    /* Two ranks, two nodes: rank 0 and node solo, three times each. */
+    run.nproc = 2;
+    in[2].node = "other";
+    in[2].rank = 1;
+    in[1].rank = 0;
+    CHECK_EQ_INT(fb__report_suspects(runs, 1, &s), 2);
+    free(s);
+    /* An injected fault counts against neither; a software bug not
+     * against its node. */
+    in[0].cls.injected = 1;
+    CHECK_EQ_INT(fb__report_suspects(runs, 1, &s), 0);
+    free(s);
+    in[0].cls.injected = 0;
+    in[0].cls.category = "Dependency";
+    in[0].cls.component = "Software bug";
+    long ns = fb__report_suspects(runs, 1, &s);
+    CHECK_EQ_INT(ns, 1);
+    if (ns == 1)
+        CHECK_EQ_STR(s[0].what, "rank 0");
+    free(s);
 }
 
 static void test_running(const char *dir)
@@ -265,8 +312,10 @@ static void test_error(const char *dir, const char *code, const char *text)
 
 int main(int argc, char **argv)
 {
-    if (argc >= 2 && !strcmp(argv[1], "classify"))
+    if (argc >= 2 && !strcmp(argv[1], "classify")) {
         test_classify();
+        test_suspects();
+    }
     else if (argc == 3 && !strcmp(argv[1], "basic"))
         test_basic(argv[2]);
     else if (argc == 3 && !strcmp(argv[1], "running"))

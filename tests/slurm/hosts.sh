@@ -95,9 +95,10 @@ grep -q "crash rank 2 on node3" report.txt || fail "report incident: $(grep cras
 python3 - report.json <<'PY' || fail "report --json: suspects or nodes"
 import json, sys
 d = json.loads(open(sys.argv[1]).read().splitlines()[-1])
+# rank 2's kill on node3 is injected: no evidence against node3 or rank 2
+# (docs/report.md, suspects), whatever node the report takes it for
 s = [x["what"] for x in d["suspects"]]
-assert "node node3" in s, s
-assert all(not w.startswith("node ") or w == "node node3" for w in s), s
+assert s == [], s
 nodes = d["runs"][0]["attempts"][0]["nodes"]
 assert [(n["node"], n["host"], n["ranks"]) for n in nodes] == \
     [("node%d" % (r + 1), "node%d" % (r + 1), [r]) for r in range(4)], nodes
