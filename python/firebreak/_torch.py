@@ -544,6 +544,10 @@ class Checkpointer:
     def __init__(self, state, extra=None, dir=None, keep=2, snapshot="auto",
                  async_save=True, rank=None, world_size=None, replicated=None,
                  group=None):
+        if isinstance(state, (str, bytes, os.PathLike)):
+            raise TypeError("state: got a path, %r: the state comes first and the "
+                            "directory is dir=, as in Checkpointer({'model': model}, "
+                            "dir=%r)" % (state, state))
         if not isinstance(state, dict) or not state:
             raise TypeError("state: expected a non-empty dict of objects with "
                             "state_dict()/load_state_dict(), or tensors")

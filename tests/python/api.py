@@ -176,6 +176,9 @@ def case_bad_state():
     raises(TypeError, ["state['x']", "state_dict"],
            lambda: firebreak.Checkpointer({"x": 3}, dir="ck"))
     raises(TypeError, ["non-empty dict"], lambda: firebreak.Checkpointer([], dir="ck"))
+    # the directory given first, as dcp.save's checkpoint_id or a path-first API
+    raises(TypeError, ["got a path, 'ck'", "dir='ck'"],
+           lambda: firebreak.Checkpointer("ck", {"x": torch.zeros(2)}))
 
 
 def case_save_waits():
