@@ -438,15 +438,21 @@ static int apply_run(sim_opts *o, const given *g, persist_rule *pr,
                                                 m.bytes_per_rank : 0;
     double ranks_x = m.gpus > 0 ? (double)c->gpus / (double)m.gpus : 0;
     if (bytes_x > TOY_FACTOR || ranks_x > TOY_FACTOR) {
-        char rb[32], tb[32];
-        fmt_bytes(m.bytes_per_rank, rb, sizeof rb);
+        char rb[64], tb[32], bx[32] = "";
+        if (m.bytes_per_rank > 0) {
+            char b[32];
+            fmt_bytes(m.bytes_per_rank, b, sizeof b);
+            snprintf(rb, sizeof rb, "with %s of checkpoint each", b);
+            snprintf(bx, sizeof bx, "x%.3g bytes, ", bytes_x);
+        } else { /* no restore in the run: the size was not measured */
+            snprintf(rb, sizeof rb, "whose checkpoint size it did not measure");
+        }
         fmt_bytes(pr->bytes_per_gpu, tb, sizeof tb);
         snprintf(warning, warning_size,
                  "--from-run extrapolates from a toy-sized run: %ld ranks "
-                 "with %s of checkpoint each, projected to %ld GPUs with %s "
-                 "each (x%.3g bytes, x%.3g ranks); the measured costs are "
-                 "scaled linearly and may not hold at that size",
-                 m.gpus, rb, c->gpus, tb, bytes_x, ranks_x);
+                 "%s, projected to %ld GPUs with %s each (%sx%.3g ranks); the "
+                 "measured costs are scaled linearly and may not hold at that "
+                 "size", m.gpus, rb, c->gpus, tb, bx, ranks_x);
     }
     size_t n = strlen(source);
     snprintf(source + n, source_size - n,

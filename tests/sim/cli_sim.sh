@@ -194,6 +194,15 @@ check 'd["policy"]["tiers"]["restore_s"]["memory"] == 2 * 2**30 / 1.34e9' \
     "$tmp/fr3" "no restore measured: the default memory restore"
 grep -q "warning: --from-run extrapolates from a toy-sized run: 4 ranks" \
     "$tmp/fr3.err" || fail "no toy-run warning: $(cat "$tmp/fr3.err")"
+grep -Eq "4 ranks with [0-9.]+ [KMG]?i?B of checkpoint each, projected to 16384 GPUs with 2 GiB each \(x[0-9.e+]+ bytes, x4.1e\+03 ranks\)" \
+    "$tmp/fr3.err" || fail "toy-run warning with a size: $(cat "$tmp/fr3.err")"
+# A run with no checkpoint and no restore: the size is said to be unknown
+# (it was printed as "-1 B", "x0 bytes").
+cp -r "$tmp/run" "$tmp/run0"
+sqlite3 "$tmp/run0/journal.sqlite" "delete from checkpoint; delete from event where kind like 'restore%';"
+"$fb" sim --from-run "$tmp/run0" --trials 20 --no-search --json >/dev/null 2>"$tmp/fr0.err"
+grep -q "4 ranks whose checkpoint size it did not measure, projected to 16384 GPUs with 2 GiB each (x4.1e+03 ranks)" \
+    "$tmp/fr0.err" || fail "toy-run warning without a size: $(cat "$tmp/fr0.err")"
 check 'len(d["assumptions"]["warnings"]) == 1' "$tmp/fr3" "warning in json"
 # With it (a later minor), each tier's rate per rank, scaled to 2 GiB a
 # GPU; storage no faster than 2 GiB x 16,384 GPUs at 2 TiB/s; the restore
