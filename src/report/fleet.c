@@ -276,7 +276,8 @@ void fb__fleet_finish(fb__fleet *f)
     f->rate = node_runs ? (double)f->interruptions / (double)node_runs : 0;
     for (size_t i = 0; i < f->nnodes; i++)
         fb__fleet_judge(&f->t, f->rate, &f->nodes[i]);
-    qsort(f->nodes, f->nnodes, sizeof *f->nodes, cmp_nodes);
+    if (f->nnodes > 1) /* none: f->nodes is NULL, which qsort may not take */
+        qsort(f->nodes, f->nnodes, sizeof *f->nodes, cmp_nodes);
 }
 
 void fb__fleet_free(fb__fleet *f)

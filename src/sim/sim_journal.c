@@ -217,7 +217,8 @@ static int ckpt_order(const void *x, const void *y)
 static double interval_s(rows *R)
 {
     mean m = {0};
-    qsort(R->ck, R->nck, sizeof *R->ck, ckpt_order);
+    if (R->nck > 1) /* none: R->ck is NULL, which qsort may not take */
+        qsort(R->ck, R->nck, sizeof *R->ck, ckpt_order);
     for (size_t i = 1; i < R->nck; i++) {
         if (R->ck[i].attempt_id != R->ck[i - 1].attempt_id)
             continue;
