@@ -544,6 +544,45 @@ static int load_files(fb__fr_model *m, char **names, size_t n, int *any, int *lo
     return rc;
 }
 
+/* Where a directory without dumps points (names: its entries, sorted):
+ * a run's fr/ holds attempt-<N>/ (one per failure's snapshots), a run
+ * directory holds fr/.  Into hint, "" when neither. */
+static void dir_hint(const char *path, char *const *names, size_t n, char *hint,
+                     size_t size)
+{
+    long lo = -1, hi = -1;
+    size_t attempts = 0;
+    int has_fr = 0;
+    hint[0] = '\0';
+    for (size_t i = 0; i < n; i++) {
+        const char *b = strrchr(names[i], '/');
+        b = b ? b + 1 : names[i];
+        struct stat st;
+        char *end;
+        if (stat(names[i], &st) || !S_ISDIR(st.st_mode))
+            continue;
+        if (!strncmp(b, "attempt-", 8) && b[8] >= '0' && b[8] <= '9') {
+            long k = strtol(b + 8, &end, 10);
+            if (*end || k < 0)
+                continue;
+            attempts++;
+            lo = lo < 0 || k < lo ? k : lo;
+            hi = k > hi ? k : hi;
+        } else if (!strcmp(b, "fr")) {
+            has_fr = 1;
+        }
+    }
+    if (attempts == 1)
+        snprintf(hint, size, " (its snapshots are in %s/attempt-%ld)", path, hi);
+    else if (attempts)
+        snprintf(hint, size, " (it holds %zu attempts' snapshots, attempt-%ld to "
+                 "attempt-%ld: give one, e.g. the last, %s/attempt-%ld)", attempts, lo,
+                 hi, path, hi);
+    else if (has_fr)
+        snprintf(hint, size, " (a run directory? its flight recorders are in "
+                 "%s/fr/attempt-<N>)", path);
+}
+
 /* Load a path: a file, a live segment name, or a directory of files. */
 static int load_path(fb__fr_model *m, const char *path, int *loaded)
 {
@@ -605,13 +644,19 @@ static int load_path(fb__fr_model *m, const char *path, int *loaded)
     }
     if (n)
         qsort(names, n, sizeof *names, cmp_str);
-    int any = 0;
+    char hint[512];
+    dir_hint(path, names, n, hint, sizeof hint);
+    int any = 0, before = *loaded;
     rc = load_files(m, names, n, &any, loaded);
     free(names);
     if (rc)
         return rc;
-    if (!any)
-        fb__fr_model_warn(m, "%s: directory holds no dump files", path);
+    if (!any || (*loaded == before && hint[0])) {
+        if (hint[0] && !m->where_warning)
+            m->where_warning = m->nwarnings + 1;
+        fb__fr_model_warn(m, "%s: directory holds no dump files%s%s", path,
+                          any ? " it could read" : "", hint);
+    }
     return 0;
 }
 
@@ -1928,9 +1973,12 @@ int fb__fr_analyze_paths_opt(const char *const *paths, int npaths,
             last_rc = rc;
     }
     if (!loaded) {
+        /* the one that says where the dumps are, else the first */
+        size_t w = res->m.where_warning;
+        const char *why = w && w <= res->m.nwarnings ? res->m.warnings[w - 1]
+                          : res->m.nwarnings ? res->m.warnings[0] : "";
         snprintf(err, errsz, "no flight-recorder data could be read%s%s",
-                 res->m.nwarnings ? ": " : "",
-                 res->m.nwarnings ? res->m.warnings[0] : "");
+                 *why ? ": " : "", why);
         fb__fr_result_free(res);
         return last_rc ? last_rc : FB_EFORMAT;
     }

@@ -72,6 +72,8 @@ typedef struct fb__fr_model {
     void *str_index;
     char **warnings;
     size_t nwarnings, cap_warnings;
+    size_t where_warning;      /* 1 + the index of the warning that says
+                                  where a directory's dumps are; 0 none */
     int world_size;        /* largest world size a source stated, 0 ?    */
     int oom;               /* an allocation failed in a function that has
                             * no error return (warnings, group members):

@@ -69,6 +69,15 @@ incomplete)
   json_check "mismatch, one dump missing" "$T/out" $rc \
     'rc == 1 and d["verdict"] == "mismatch" and d["culprits"] == [1] and
      d["missing_ranks"] == "3"'
+  # no evidence at all, but a run's layout: the error says where the dumps
+  # are (a run's fr/ holds attempt-<N>/, a run directory fr/)
+  mkdir -p "$T/run/fr/attempt-2" "$T/run/fr/attempt-10"; echo x >"$T/run/final_hash"
+  run "$T/run/fr" >/dev/null 2>"$T/err"; rc=$?
+  grep -q "it holds 2 attempts' snapshots, attempt-2 to attempt-10: give one, e.g. the last, $T/run/fr/attempt-10" "$T/err" \
+    && [ $rc = 2 ] || { echo "FAIL run's fr/: rc $rc: $(cat "$T/err")"; fail=1; }
+  run "$T/run" >/dev/null 2>"$T/err"; rc=$?
+  grep -q "$T/run: directory holds no dump files it could read (a run directory? its flight recorders are in $T/run/fr/attempt-<N>)" "$T/err" \
+    && [ $rc = 2 ] || { echo "FAIL run directory: rc $rc: $(cat "$T/err")"; fail=1; }
   ;;
 escape)
   python3 "$TORCHGEN" "$T/hostile" --hostile || exit 1
