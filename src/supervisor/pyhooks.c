@@ -102,10 +102,12 @@ void fb__sup_hang_undecided(fb__sup *s, const char *evidence)
         snprintf(at + l, sizeof at - l, "%s%d at %s", n++ ? ", " : "; ranks: ", k,
                  s->ranks[k].where);
     }
+    char last[32];
     snprintf(d, sizeof d, "no rank blamed: no progress for %.1f s in phase %s "
-             "(limit %.1f s), last step %lld; the flight recorder could not tell "
+             "(limit %.1f s), %s; the flight recorder could not tell "
              "which rank stopped first (%s); rank %d was only the one silent the "
-             "longest%s", silent, f->phase, limit, (long long)f->step, evidence, r, at);
+             "longest%s", silent, f->phase, limit,
+             fb__sup_step_words(last, sizeof last, f->step, 1), evidence, r, at);
     snprintf(f->detail, sizeof f->detail, "%s", d);
     f->rank = -1;
     f->injected[0] = '\0';

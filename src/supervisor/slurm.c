@@ -1455,8 +1455,9 @@ static void lose_node(fb__sup *s, int k, uint64_t now, const char *why)
     f->detected_ns = now;
     f->occurred_ns = w->rx_ns;
     g->lost = g->cur[k];
-    snprintf(f->detail, sizeof f->detail, "node %s lost: %s; last step %lld",
-             g->nodes[g->cur[k]].name, why, step);
+    char last[32];
+    snprintf(f->detail, sizeof f->detail, "node %s lost: %s; %s",
+             g->nodes[g->cur[k]].name, why, fb__sup_step_words(last, sizeof last, step, 1));
     also_lost(s, k, now);
 }
 
@@ -1784,9 +1785,11 @@ void fb__sup_slurm_tick(fb__sup *s, uint64_t now)
         snprintf(f->phase, sizeof f->phase, "%s", fb__sup_phase_name((uint32_t)b->phase));
         f->detected_ns = now;
         f->occurred_ns = now - (uint64_t)(age_s * 1e9);
+        char last[32];
         snprintf(f->detail, sizeof f->detail, "no progress from rank %d on %s for "
-                 "%.1f s in phase %s (limit %.1f s), last step %lld (node watcher)",
-                 r, node_of_rank(s, r), age_s, f->phase, limit, b->step);
+                 "%.1f s in phase %s (limit %.1f s), %s (node watcher)",
+                 r, node_of_rank(s, r), age_s, f->phase, limit,
+                 fb__sup_step_words(last, sizeof last, b->step, 1));
         /* The first rank found silent, not the first that stopped: the
          * flight recorder decides (analyze_hang) -- unless this rank
          * reported the hang injection it fired (its watcher forwards the

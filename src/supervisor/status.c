@@ -63,11 +63,13 @@ void fb__sup_status(fb__sup *s, uint64_t now, int force)
         if (ewma && r == 0)
             rate = 1e9 / (double)ewma;
     }
-    char line[256];
+    char line[256], step[24] = "-"; /* none taken yet */
+    if (s->max_step >= 0)
+        snprintf(step, sizeof step, "%lld", (long long)s->max_step);
     snprintf(line, sizeof line,
-             "attempt %d | step %lld | %.1f steps/s | restarts %d | ETTR %.0f%% | "
+             "attempt %d | step %s | %.1f steps/s | restarts %d | ETTR %.0f%% | "
              "%d/%d ranks attached | %.0fs",
-             s->attempt, (long long)s->max_step, rate, s->res->restarts,
+             s->attempt, step, rate, s->res->restarts,
              wall > 0 ? 100.0 * useful / wall : 0.0, attached, s->world, wall);
     if (s->status_on_tty)
         fprintf(stderr, "\r\033[K%s", line);

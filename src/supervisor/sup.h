@@ -333,6 +333,10 @@ void fb__sup_classify_row(fb__journal_incident *inc, int ckpt_code, char *buf,
 /* Read the tail of a rank's output for an incident. */
 void fb__sup_last_lines(const fb__sup *s, int rank, char *buf, size_t size);
 const char *fb__sup_phase_name(uint32_t phase);
+/* A step in words, in buf (32 bytes are enough): "at step N", or "before
+ * its first step" when step < 0 (none taken); with last, "last step N" or
+ * "no step taken". */
+const char *fb__sup_step_words(char *buf, size_t size, int64_t step, int last);
 
 /* launch.c, for other launchers: the environment every rank gets
  * (NULL-terminated, NULL when out of memory); free with fb__sup_env_free. */

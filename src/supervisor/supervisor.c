@@ -1529,13 +1529,15 @@ static const char *stop_reason(fb__sup *s, const fb__sup_decision *d,
         snprintf(res->reason, sizeof res->reason,
                  "%s; not restarting: a restart would fail the same way", f->detail);
         break;
-    case FB__SUP_DO_STOP_CRASH_LOOP:
+    case FB__SUP_DO_STOP_CRASH_LOOP: {
+        char at[32];
         snprintf(res->reason, sizeof res->reason,
-                 "crash loop: the job failed the same way (%s) at step %lld in "
+                 "crash loop: the job failed the same way (%s) %s in "
                  "%d attempts in a row; stopping instead of using the remaining "
                  "restarts. Last failure: %s", fb__sup_fail_kind_name(f->kind),
-                 (long long)f->step, d->same_in_a_row, f->detail);
+                 fb__sup_step_words(at, sizeof at, f->step, 0), d->same_in_a_row, f->detail);
         break;
+    }
     case FB__SUP_DO_STOP_MAX_RESTARTS:
         snprintf(res->reason, sizeof res->reason,
                  "gave up after %d restart%s (--max-restarts %d). Last failure: %s",

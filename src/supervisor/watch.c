@@ -521,12 +521,13 @@ static void blame_hang(fb__sup *s, const fb__sup_hang_blame *b, uint64_t now)
     /* Silence is what the watch pass measured, not who stopped first:
      * the wording says only that (analyze_hang in supervisor.c adds what
      * the flight recorder could or could not tell). */
-    char why[256];
+    char why[256], last[32];
+    fb__sup_step_words(last, sizeof last, k->step, 1);
     snprintf(why, sizeof why,
              "no progress from rank %d for %.1f s in phase %s (limit %.1f s), "
-             "last step %lld; %s", b->rank, (double)(now - k->last_beat_ns) / 1e9,
+             "%s; %s", b->rank, (double)(now - k->last_beat_ns) / 1e9,
              fb__sup_phase_name(k->phase), (double)timeout_ns(s, k->phase) / 1e9,
-             (long long)k->step,
+             last,
              b->basis == FB__SUP_HANG_INJECTED ? "the rank recorded an injected hang"
                                                : "it was silent the longest");
     declare_hang(s, b->rank, k->last_beat_ns, now, k->phase, k->step, why);
@@ -633,11 +634,22 @@ static int blame_instead(fb__sup *s, int rank, const fb__sup_end_verdict *v)
     return other;
 }
 
+const char *fb__sup_step_words(char *buf, size_t size, int64_t step, int last)
+{
+    if (step < 0)
+        snprintf(buf, size, "%s", last ? "no step taken" : "before its first step");
+    else
+        snprintf(buf, size, "%s step %lld", last ? "last" : "at", (long long)step);
+    return buf;
+}
+
 /* The failure's detail line, from how the rank ended. */
 static void end_detail(const fb__sup *s, fb__sup_failure *f, fb__sup_end_how how,
                        int exec_errno, int attached)
 {
     int rank = f->rank, sig = f->signal;
+    char at[32];
+    fb__sup_step_words(at, sizeof at, f->step, 0);
     switch (how) {
     case FB__SUP_END_LAUNCH:
         snprintf(f->detail, sizeof f->detail, "rank %d could not start %s: %s",
@@ -646,8 +658,7 @@ static void end_detail(const fb__sup *s, fb__sup_failure *f, fb__sup_end_how how
     case FB__SUP_END_SIGNAL:
         if (attached)
             snprintf(f->detail, sizeof f->detail, "rank %d killed by signal %d (%s) "
-                     "at step %lld in phase %s", rank, sig, strsignal(sig),
-                     (long long)f->step, f->phase);
+                     "%s in phase %s", rank, sig, strsignal(sig), at, f->phase);
         else
             snprintf(f->detail, sizeof f->detail, "rank %d killed by signal %d (%s); "
                      "not attached to firebreak, so its step is unknown", rank, sig,
@@ -655,9 +666,8 @@ static void end_detail(const fb__sup *s, fb__sup_failure *f, fb__sup_end_how how
         break;
     case FB__SUP_END_EXIT:
         if (attached)
-            snprintf(f->detail, sizeof f->detail, "rank %d exited with code %d at "
-                     "step %lld in phase %s", rank, f->exit_code, (long long)f->step,
-                     f->phase);
+            snprintf(f->detail, sizeof f->detail, "rank %d exited with code %d %s "
+                     "in phase %s", rank, f->exit_code, at, f->phase);
         else
             snprintf(f->detail, sizeof f->detail, "rank %d exited with code %d; "
                      "not attached to firebreak, so its step is unknown", rank,
@@ -665,14 +675,13 @@ static void end_detail(const fb__sup *s, fb__sup_failure *f, fb__sup_end_how how
         break;
     case FB__SUP_END_INJECTED_KILL:
         snprintf(f->detail, sizeof f->detail, "rank %d killed by SIGKILL (the "
-                 "injected fault it recorded) at step %lld in phase %s",
-                 rank, (long long)f->step, f->phase);
+                 "injected fault it recorded) %s in phase %s", rank, at, f->phase);
         break;
     case FB__SUP_END_VANISHED:
     case FB__SUP_END_OK:
         snprintf(f->detail, sizeof f->detail, "rank %d vanished without "
-                 "recording an exit (SIGKILL or similar) at step %lld in phase %s",
-                 rank, (long long)f->step, f->phase);
+                 "recording an exit (SIGKILL or similar) %s in phase %s", rank, at,
+                 f->phase);
         break;
     }
 }

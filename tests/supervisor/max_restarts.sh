@@ -36,4 +36,17 @@ set -e
 [ $rc = 1 ] || fail "crash loop: exit $rc"
 grep -q "crash loop" err.txt || fail "no crash-loop diagnosis: $(cat err.txt)"
 [ "$(q "select count(*) from attempt")" = 2 ] || fail "crash loop should stop after 2 attempts"
-ok "restarts exhausted, max-restarts 0 and crash loop all stop with a reason"
+rm -rf runs
+# A crash loop before any step (a program that cannot start, e.g. a syntax
+# error) says so, not "at step -1".
+set +e
+"$FB" run --nproc-per-node 1 --max-restarts 5 -- "$RANK" --steps 0 --exit-code 3 "$TAG" 2>err.txt
+rc=$?
+set -e
+[ $rc = 1 ] || fail "crash loop before any step: exit $rc"
+grep -q "crash loop: the job failed the same way (error_exit) before its first step in 2 attempts" err.txt \
+    || fail "crash loop before any step: $(cat err.txt)"
+q "select detail from incident limit 1" | grep -q "^rank 0 exited with code 3 before its first step in phase " \
+    || fail "incident before any step: $(q 'select detail from incident')"
+grep -q "step -1" err.txt && fail "step -1 shown: $(grep 'step -1' err.txt)"
+ok "restarts exhausted, max-restarts 0 and crash loop (at a step, before any) all stop with a reason"

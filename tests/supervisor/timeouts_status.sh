@@ -25,6 +25,8 @@ set -e
 # Blamed on silence alone (empty rings): said as such, not as who stopped first.
 q "select detail from incident" | grep -q "it was silent the longest; the flight recorder could not tell which rank stopped first" \
     || fail "hang blamed on silence worded as more: $(q 'select detail from incident')"
+q "select detail from incident" | grep -q "(limit 1.5 s), no step taken; " \
+    || fail "a hang before any step: $(q 'select detail from incident')"
 rm -rf runs
 
 # Back-off: the same failure at the same step (crash-loop detection off).
