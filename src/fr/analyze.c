@@ -557,18 +557,20 @@ static void dir_hint(const char *path, char *const *names, size_t n, char *hint,
     for (size_t i = 0; i < n; i++) {
         const char *b = strrchr(names[i], '/');
         b = b ? b + 1 : names[i];
+        int attempt = !strncmp(b, "attempt-", 8) && b[8] >= '0' && b[8] <= '9';
         struct stat st;
         char *end;
-        if (stat(names[i], &st) || !S_ISDIR(st.st_mode))
+        /* the names first: a directory of 16,384 dumps costs no stat */
+        if ((!attempt && strcmp(b, "fr")) || stat(names[i], &st) || !S_ISDIR(st.st_mode))
             continue;
-        if (!strncmp(b, "attempt-", 8) && b[8] >= '0' && b[8] <= '9') {
+        if (attempt) {
             long k = strtol(b + 8, &end, 10);
             if (*end || k < 0)
                 continue;
             attempts++;
             lo = lo < 0 || k < lo ? k : lo;
             hi = k > hi ? k : hi;
-        } else if (!strcmp(b, "fr")) {
+        } else {
             has_fr = 1;
         }
     }

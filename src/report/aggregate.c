@@ -102,6 +102,16 @@ static int bump(tally **t, size_t *n, size_t *cap, const char *what, size_t run)
  * attempts' placements) and more than one rank: a node or rank that was
  * the only one failed every time there was a failure, which says nothing
  * of it. */
+static void see_node(const char *nd, const char **first, int *many)
+{
+    if (!nd || !*nd)
+        return;
+    if (!*first)
+        *first = nd;
+    else if (strcmp(nd, *first))
+        *many = 1;
+}
+
 static void spread(fb__report_run *const *runs, size_t n, int *nodes, int *ranks)
 {
     const char *first = NULL;
@@ -110,21 +120,11 @@ static void spread(fb__report_run *const *runs, size_t n, int *nodes, int *ranks
         const fb__report_run *run = runs[r];
         if (run->nproc > 1)
             *ranks = 1;
-        for (size_t i = 0; i < run->nincidents && !*nodes; i++) {
-            const char *nd = run->incidents[i].node;
-            if (nd && *nd && first && strcmp(nd, first))
-                *nodes = 1;
-            else if (nd && *nd && !first)
-                first = nd;
-        }
-        for (size_t a = 0; a < run->nattempts && !*nodes; a++)
-            for (size_t k = 0; k < run->attempts[a].nnodes && !*nodes; k++) {
-                const char *nd = run->attempts[a].nodes[k].node;
-                if (nd && *nd && first && strcmp(nd, first))
-                    *nodes = 1;
-                else if (nd && *nd && !first)
-                    first = nd;
-            }
+        for (size_t i = 0; i < run->nincidents; i++)
+            see_node(run->incidents[i].node, &first, nodes);
+        for (size_t a = 0; a < run->nattempts; a++)
+            for (size_t k = 0; k < run->attempts[a].nnodes; k++)
+                see_node(run->attempts[a].nodes[k].node, &first, nodes);
     }
 }
 
