@@ -96,8 +96,9 @@ int fb__report_load_lateness(fb__journal_ro *jr, fb__report_run *run)
         return rc;
     while ((rc = fb__journal_next_event(c, &e)) == 1) {
         int k = kind_of(e.kind);
-        if (k < 0 || e.rank < 0 || !isfinite(e.time))
-            continue;
+        if (k < 0 || e.rank < 0 || !isfinite(e.time) ||
+            (run->runs_in_journal > 1 && attempt_index(run, e.attempt_id) < 0))
+            continue; /* an earlier run's (fb__report_row_is_ours) */
         if ((r = room(run, &cap)) < 0) {
             rc = r;
             break;

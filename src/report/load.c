@@ -27,6 +27,7 @@ typedef struct loader {
     const char *path;
     char *err;
     size_t errsz;
+    const fb__report_run *run;     /* its attempts loaded: events filtered */
 } loader;
 
 /* A failure of the reader: its message (naming the file) into err. */
@@ -48,8 +49,19 @@ static int load_run(loader *L, fb__report_run *run)
     int rc = fb__journal_rows(L->jr, FB__JOURNAL_RUN, &c);
     if (rc)
         return read_fail(L, rc);
-    rc = fb__journal_next_run(c, &r);
-    if (rc == 1) { /* the first run: one per journal today */
+    /* One run row per `firebreak run` in this directory: a reused run
+     * directory (a job resumed from its checkpoints) holds several.  The
+     * newest (the largest id) is the run reported; its attempts, and the
+     * rows of those, are loaded (fb__report_row_is_ours). */
+    while ((rc = fb__journal_next_run(c, &r)) == 1) {
+        run->runs_in_journal++;
+        if (run->runs_in_journal > 1 && r.id < run->run_id)
+            continue;
+        free(run->name);
+        free(run->status);
+        free(run->reason);
+        free(run->hostname);
+        run->run_id = r.id;
         run->name = dup_str(r.name);
         run->status = dup_str(r.status);
         run->reason = dup_str(r.reason);
@@ -59,6 +71,8 @@ static int load_run(loader *L, fb__report_run *run)
         run->started_at = r.started_at;
         run->ended_at = r.ended_at;
         run->finished = !isnan(run->ended_at);
+    }
+    if (rc == 0 && run->runs_in_journal) {
         rc = 0;
     } else if (rc == 0) {
         snprintf(L->err, L->errsz, "%s holds no run: the journal is empty "
@@ -112,6 +126,8 @@ static int load_attempts(loader *L, fb__report_run *run)
         return read_fail(L, rc);
     size_t cap = 0;
     while ((rc = fb__journal_next_attempt(c, &r)) == 1) {
+        if (run->runs_in_journal > 1 && r.run_id != run->run_id)
+            continue; /* an earlier run of a reused run directory */
         if (grow((void **)&run->attempts, &cap, run->nattempts,
                  sizeof *run->attempts)) {
             fb__journal_rows_close(c);
@@ -155,6 +171,8 @@ static int load_incidents(loader *L, fb__report_run *run)
         return read_fail(L, rc);
     size_t cap = 0;
     while ((rc = fb__journal_next_incident(c, &r)) == 1) {
+        if (!fb__report_row_is_ours(run, attempt_index(run, r.attempt_id)))
+            continue;
         if (grow((void **)&run->incidents, &cap, run->nincidents,
                  sizeof *run->incidents)) {
             fb__journal_rows_close(c);
@@ -258,6 +276,8 @@ static int load_ckpts(loader *L, fb__report_run *run)
         return read_fail(L, rc);
     size_t cap = 0;
     while ((rc = fb__journal_next_checkpoint(c, &r)) == 1) {
+        if (!fb__report_row_is_ours(run, attempt_index(run, r.attempt_id)))
+            continue;
         if (grow((void **)&run->ckpts, &cap, run->nckpts, sizeof *run->ckpts)) {
             fb__journal_rows_close(c);
             return -ENOMEM;
@@ -330,11 +350,13 @@ static int load_samples(loader *L, fb__report_run *run)
     int last_idx = -1;
     while (run->nsamples < (size_t)n &&
            (rc = fb__journal_next_sample(c, &r)) == 1) {
-        fb__report_sample *x = &run->samples[run->nsamples++];
         if (r.attempt_id != last_id) { /* samples come in runs of one attempt */
             last_id = r.attempt_id;
             last_idx = attempt_index(run, r.attempt_id);
         }
+        if (!fb__report_row_is_ours(run, last_idx))
+            continue;
+        fb__report_sample *x = &run->samples[run->nsamples++];
         x->attempt = last_idx;
         x->rank = r.rank;
         x->time = r.time;
@@ -545,9 +567,13 @@ static int each_event(loader *L, int (*fn)(void *arg, const fb__journal_event_ro
     int rc = fb__journal_rows(L->jr, FB__JOURNAL_EVENT, &c);
     if (rc)
         return read_fail(L, rc);
-    while ((rc = fb__journal_next_event(c, &r)) == 1)
+    while ((rc = fb__journal_next_event(c, &r)) == 1) {
+        if (L->run && L->run->runs_in_journal > 1 &&
+            attempt_index(L->run, r.attempt_id) < 0)
+            continue; /* an earlier run's (fb__report_row_is_ours) */
         if ((rc = fn(arg, &r)) < 0)
             break;
+    }
     fb__journal_rows_close(c);
     return rc < 0 && rc != -ENOMEM ? read_fail(L, rc) : rc;
 }
@@ -772,6 +798,7 @@ int fb__report_load(const char *run_dir, fb__report_run **out, char *err,
         goto out;
     snprintf(run->schema_version, sizeof run->schema_version, "%s",
              fb__journal_ro_version(L.jr));
+    L.run = run;
     if ((rc = load_run(&L, run)) || (rc = load_attempts(&L, run)) ||
         (rc = load_incidents(&L, run)) || (rc = load_placement(&L, run)) ||
         (rc = load_ckpts(&L, run)) ||

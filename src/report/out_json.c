@@ -139,6 +139,8 @@ static void run_obj(fb__jsonw *w, const fb__report_run *run)
     fb__jsonw_kstr(w, "status", run->status);
     fb__jsonw_kbool(w, "finished", run->finished);
     fb__jsonw_kstr(w, "schema_version", run->schema_version);
+    /* a reused run directory: the newest of this many runs is reported */
+    fb__jsonw_kint(w, "runs_in_journal", run->runs_in_journal);
     fb__jsonw_kint(w, "nproc", run->nproc);
     fb__jsonw_kdouble(w, "started_at", run->started_at);
     fb__jsonw_kdouble(w, "wall_s", fb__report_s(run->wall_us));

@@ -42,11 +42,16 @@ static size_t restarts(const fb__report_run *run)
 static void summary(FILE *f, const fb__report_run *run)
 {
     char d[1024], nm[256], st[64], sv[64];
-    fprintf(f, "run %s (%s, %s, %d ranks on %d node%s, journal schema %s)\n",
+    fprintf(f, "run %s (%s, %s, %d rank%s on %d node%s, journal schema %s)\n",
             fb__safe_text(d, sizeof d, run->dir),
             fb__safe_text(nm, sizeof nm, run->name ? run->name : "?"),
-            fb__safe_text(st, sizeof st, run->status ? run->status : "?"), run->nproc, run->nnodes,
+            fb__safe_text(st, sizeof st, run->status ? run->status : "?"), run->nproc,
+            run->nproc == 1 ? "" : "s", run->nnodes,
             run->nnodes == 1 ? "" : "s", fb__safe_text(sv, sizeof sv, run->schema_version));
+    if (run->runs_in_journal > 1)
+        fprintf(f, "  the newest of %d runs in this directory (it was reused, e.g. to "
+                   "resume from its checkpoints): the earlier ones are not in this "
+                   "report\n", run->runs_in_journal);
     if (!run->finished)
         fprintf(f, "  the run has not ended: accounted up to the journal's "
                    "last record\n");

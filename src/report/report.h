@@ -191,7 +191,19 @@ typedef struct fb__report_run {
                                       segments before the supervisor read
                                       them (their codes, summed)        */
     int reports_lost_first;        /* the first such event's rank, or -1 */
+    int64_t run_id;                /* the journal's run row reported     */
+    int runs_in_journal;           /* run rows (a reused run directory:
+                                      more than 1; the newest is loaded,
+                                      its own rows only)                 */
 } fb__report_run;
+
+/* Whether a row of the journal with this attempt id is of the run loaded:
+ * with one run in the journal every row is; with several, only rows of
+ * its attempts (attempt_index of the attempt found). */
+static inline int fb__report_row_is_ours(const fb__report_run *run, int attempt_index)
+{
+    return run->runs_in_journal <= 1 || attempt_index >= 0;
+}
 
 /*
  * Load RUN_DIR/journal.sqlite (or a path to the .sqlite file itself),

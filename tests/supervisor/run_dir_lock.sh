@@ -40,4 +40,17 @@ for _ in $(seq 50); do [ -z "$(leftovers)" ] && break; sleep 0.1; done
 [ "$(sqlite3 R/journal.sqlite "select status from run order by id desc limit 1")" = completed ] ||
     fail "journal of the new run"
 grep -q "^[0-9]* $(hostname) " R/supervisor.lock || fail "lock file after the new run"
-ok "one supervisor per run directory and checkpoint directory; a killed holder's lock is released"
+# The reused directory's journal holds both runs; the report (and the
+# run's own summary, which is the report's accounting) is the newest one's
+# alone: it used to take the first run's row with every run's attempts.
+"$FB" report R >rep.txt || fail "report of the reused directory: $(cat rep.txt)"
+head -1 rep.txt | grep -q "completed, 1 rank on 1 node" || fail "report's run: $(head -3 rep.txt)"
+grep -q "the newest of 2 runs in this directory" rep.txt || fail "report does not say it: $(head -3 rep.txt)"
+"$FB" report R --json | tail -n 1 | python3 -c '
+import json, sys
+r = json.load(sys.stdin)["runs"][0]
+assert r["runs_in_journal"] == 2 and r["status"] == "completed", r
+assert [a["number"] for a in r["attempts"]] == [0], r["attempts"]
+assert r["incidents"] == 0 and r["restarts"] == 0, r
+' || fail "report --json of the reused directory"
+ok "one supervisor per run directory and checkpoint directory; a killed holder's lock is released; the reused directory reports its newest run"
