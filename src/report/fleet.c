@@ -447,7 +447,22 @@ static int add_one(fb__fleet *f, const char *dir, FILE *errf)
         return 0;
     }
     rc = fb__fleet_add_run(f, run);
+    int runs = run->runs_in_journal;
     fb__report_free(run);
+    /* A reused run directory's earlier runs count too, each as a run. */
+    for (int k = 0; !rc && k < runs - 1; k++) {
+        if ((rc = fb__report_load_nth(dir, k, &run, err, sizeof err))) {
+            if (rc == -ENOMEM)
+                return rc;
+            f->skipped++;
+            fprintf(errf, "firebreak report: --fleet: skipped run %d of %s\n", k,
+                    fb__safe_text(err, sizeof err, err[0] ? err : dir));
+            rc = 0;
+            continue;
+        }
+        rc = fb__fleet_add_run(f, run);
+        fb__report_free(run);
+    }
     return rc;
 }
 

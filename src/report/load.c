@@ -28,6 +28,7 @@ typedef struct loader {
     char *err;
     size_t errsz;
     const fb__report_run *run;     /* its attempts loaded: events filtered */
+    int nth;                       /* the run row wanted: -1 the newest  */
 } loader;
 
 /* A failure of the reader: its message (naming the file) into err. */
@@ -53,9 +54,9 @@ static int load_run(loader *L, fb__report_run *run)
      * directory (a job resumed from its checkpoints) holds several.  The
      * newest (the largest id) is the run reported; its attempts, and the
      * rows of those, are loaded (fb__report_row_is_ours). */
-    while ((rc = fb__journal_next_run(c, &r)) == 1) {
-        run->runs_in_journal++;
-        if (run->runs_in_journal > 1 && r.id < run->run_id)
+    while ((rc = fb__journal_next_run(c, &r)) == 1) { /* by id */
+        int i = run->runs_in_journal++;
+        if (L->nth >= 0 ? i != L->nth : i > 0 && r.id < run->run_id)
             continue;
         free(run->name);
         free(run->status);
@@ -72,7 +73,11 @@ static int load_run(loader *L, fb__report_run *run)
         run->ended_at = r.ended_at;
         run->finished = !isnan(run->ended_at);
     }
-    if (rc == 0 && run->runs_in_journal) {
+    if (rc == 0 && L->nth >= run->runs_in_journal && run->runs_in_journal) {
+        snprintf(L->err, L->errsz, "%s holds %d runs, not a run number %d", L->path,
+                 run->runs_in_journal, L->nth);
+        rc = FB_EFORMAT;
+    } else if (rc == 0 && run->runs_in_journal) {
         rc = 0;
     } else if (rc == 0) {
         snprintf(L->err, L->errsz, "%s holds no run: the journal is empty "
@@ -752,6 +757,12 @@ static int runs_below(const char *dir, char *newest, size_t size)
 int fb__report_load(const char *run_dir, fb__report_run **out, char *err,
                     size_t errsz)
 {
+    return fb__report_load_nth(run_dir, -1, out, err, errsz);
+}
+
+int fb__report_load_nth(const char *run_dir, int nth, fb__report_run **out, char *err,
+                        size_t errsz)
+{
     char path[4096], dir[4096];
     struct stat st;
     *out = NULL;
@@ -792,7 +803,7 @@ int fb__report_load(const char *run_dir, fb__report_run **out, char *err,
     if (!run)
         return -ENOMEM;
     run->dir = strdup(run_dir);
-    loader L = {.path = path, .err = err, .errsz = errsz};
+    loader L = {.path = path, .err = err, .errsz = errsz, .nth = nth};
     int rc = fb__journal_open_ro(path, &L.jr, err, errsz);
     if (rc)
         goto out;

@@ -214,6 +214,11 @@ static inline int fb__report_row_is_ours(const fb__report_run *run, int attempt_
  */
 int fb__report_load(const char *run_dir, fb__report_run **out, char *err,
                     size_t errsz);
+/* The same for the journal's nth run row (0: the first, by id; -1: the
+ * newest, what fb__report_load takes): a reused run directory holds one
+ * per `firebreak run` (run->runs_in_journal). */
+int fb__report_load_nth(const char *run_dir, int nth, fb__report_run **out, char *err,
+                        size_t errsz);
 void fb__report_free(fb__report_run *run);
 
 /* The journal's lateness rows of run (lateness.c), after its attempts and

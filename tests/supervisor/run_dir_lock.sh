@@ -53,4 +53,7 @@ assert r["runs_in_journal"] == 2 and r["status"] == "completed", r
 assert [a["number"] for a in r["attempts"]] == [0], r["attempts"]
 assert r["incidents"] == 0 and r["restarts"] == 0, r
 ' || fail "report --json of the reused directory"
+# The fleet view counts each of its runs.
+[ "$("$FB" report --fleet R --json | tail -n 1 | python3 -c 'import json,sys; print(json.load(sys.stdin)["nruns"])')" = 2 ] \
+    || fail "fleet of the reused directory: $("$FB" report --fleet R 2>&1 | head -3)"
 ok "one supervisor per run directory and checkpoint directory; a killed holder's lock is released; the reused directory reports its newest run"
