@@ -12,6 +12,26 @@
 #     with a disagreement read only then;
 #  4. on 2 ranks there is no majority: the `sdc` incident names no rank.
 source "$(dirname "$0")/lib.sh"
+# A failure prints what the run under test left (ASan CI failed the flip
+# run once with "rank 0 exited with code 1 before its first step" in two
+# attempts, and nothing more was kept): each attempt's incident, the
+# checkpoints left, and the last lines of every rank's stdout and stderr.
+rd=
+fail() {
+    echo "FAIL: $*" >&2
+    if [ -n "$rd" ] && [ -d "$rd" ]; then
+        sqlite3 "$rd/journal.sqlite" "select a.number, i.kind, i.detail from incident i
+            join attempt a on a.id = i.attempt_id" >&2 2>/dev/null
+        echo "--- checkpoints: $(ls -a "$rd/checkpoints" 2>&1 | tr '\n' ' ')" >&2
+        local f
+        for f in "$rd"/logs/mpirun-attempt-*/*/rank.*/std*; do
+            [ -s "$f" ] || continue
+            echo "--- $f (last 10 lines)" >&2
+            tail -n 10 "$f" >&2
+        done
+    fi
+    exit 1
+}
 MLP=$BIN/fb-train-mlp
 cp /usr/share/common-licenses/GPL-3 "$T/$TAG.txt" # names every rank process
 opts=(--data "$T/$TAG.txt" --steps 60 --hidden 32 --batch 16 --log-every 20
@@ -20,6 +40,7 @@ opts=(--data "$T/$TAG.txt" --steps 60 --hidden 32 --batch 16 --log-every 20
 mpi=(--launcher mpirun --nproc-per-node 3 --max-restarts 2
      --mpirun-arg -x --mpirun-arg ASAN_OPTIONS=detect_leaks=0)
 
+rd=$T/ref
 "$FB" run "${mpi[@]}" --run-dir "$T/ref" -- "$MLP" "${opts[@]}" >ref.out 2>ref.err ||
     fail "fault-free run exited $?: $(tail -5 ref.err)"
 n=$(sqlite3 "$T/ref/journal.sqlite" "select count(*) from incident")
@@ -30,6 +51,7 @@ cmp=$(sed -n 's/.*sdc check: \([0-9]*\) pieces\{0,1\} compared across 3 ranks.*a
 [ -n "$cmp" ] && [ "$cmp" -ge 300 ] || fail "too few pieces compared: $line"
 ok "fault-free: $cmp pieces compared, all agreed, no incident"
 
+rd=$T/flip
 "$FB" run "${mpi[@]}" --run-dir "$T/flip" --inject 'flip:rank=1,step=25,tensor=w1' \
     -- "$MLP" "${opts[@]}" >flip.out 2>flip.err || fail "flip run exited $?: $(tail -5 flip.err)"
 J=$T/flip/journal.sqlite
