@@ -658,7 +658,11 @@ static void end_detail(const fb__sup *s, fb__sup_failure *f, fb__sup_end_how how
     case FB__SUP_END_SIGNAL:
         if (attached)
             snprintf(f->detail, sizeof f->detail, "rank %d killed by signal %d (%s) "
-                     "%s in phase %s", rank, sig, strsignal(sig), at, f->phase);
+                     "%s in phase %s%s", rank, sig, strsignal(sig), at, f->phase,
+                     /* fb_finalize ran: the program's work was over */
+                     strcmp(f->phase, "done") ? ""
+                     : ", after it had finished: a crash in its teardown (exit "
+                       "handlers, library destructors)");
         else
             snprintf(f->detail, sizeof f->detail, "rank %d killed by signal %d (%s); "
                      "not attached to firebreak, so its step is unknown", rank, sig,

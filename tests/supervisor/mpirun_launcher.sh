@@ -27,6 +27,8 @@ set -e
 [ $rc = 1 ] || fail "abort after finalize: exit $rc"
 [ "$(q "select kind||':'||rank||':'||signal||':'||phase from incident")" = "crash:1:6:done" ] \
     || fail "abort after finalize: $(q 'select kind,rank,signal,phase,detail from incident')"
+q "select detail from incident" | grep -q "in phase done, after it had finished: a crash in its teardown" \
+    || fail "abort after finalize not said as such: $(q 'select detail from incident')"
 # A rank that vanishes without a record while another has recorded a fatal
 # end (rank 1 exited 3 and is still dying) is not the cause: rank 2 is
 # SIGKILLed here the way a launcher's teardown would, and rank 1 is named.
