@@ -121,5 +121,11 @@ void fb__http_stop(fb__http *h);
 uint64_t fb__http_requests(const fb__http *h);
 /* 1 when built with libmicrohttpd. */
 int fb__http_available(void);
+/* "ADDR:PORT" (IPv4; an empty ADDR is loopback) into *sa: 0, or -EINVAL
+ * with a sentence naming --listen in err.  Needs no libmicrohttpd, so the
+ * command checks it before anything starts. */
+struct sockaddr_in;
+int fb__http_parse_listen(const char *listen, struct sockaddr_in *sa,
+                          char *err, size_t err_size);
 
 #endif

@@ -19,20 +19,47 @@
  */
 #include "agent/agent.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/util.h"
+
+int fb__http_parse_listen(const char *listen, struct sockaddr_in *sa,
+                          char *err, size_t err_size)
+{
+    char host[64];
+    long long p;
+    const char *colon = strrchr(listen, ':');
+    if (!colon || (size_t)(colon - listen) >= sizeof host ||
+        fb__parse_int(colon + 1, 0, 65535, &p)) {
+        snprintf(err, err_size, "--listen '%s': want ADDRESS:PORT, e.g. "
+                 "127.0.0.1:9400 (IPv4)", listen);
+        return -EINVAL;
+    }
+    memcpy(host, listen, (size_t)(colon - listen));
+    host[colon - listen] = '\0';
+    memset(sa, 0, sizeof *sa);
+    sa->sin_family = AF_INET;
+    sa->sin_port = htons((uint16_t)p);
+    if (!*host)
+        snprintf(host, sizeof host, "127.0.0.1");
+    if (inet_pton(AF_INET, host, &sa->sin_addr) != 1) {
+        snprintf(err, err_size, "--listen '%s': '%s' is not an IPv4 address",
+                 listen, host);
+        return -EINVAL;
+    }
+    return 0;
+}
+
 #ifdef FB_HAVE_MHD
-#include <arpa/inet.h>
 #include <microhttpd.h>
-#include <netinet/in.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <sys/socket.h>
-
-#include "common/util.h"
 
 #define REQUEST_MEMORY_LIMIT 8192 /* bytes per connection, headers included */
 #define MAX_CONNECTIONS 64
@@ -248,29 +275,11 @@ int fb__http_start(fb__http **out, const char *listen,
                    char *(*get_metrics)(void *ctx, size_t *len), void *ctx,
                    int *port, char *err, size_t err_size)
 {
-    char host[64];
-    long long p;
-    const char *colon = strrchr(listen, ':');
-    *out = NULL;
-    if (!colon || (size_t)(colon - listen) >= sizeof host ||
-        fb__parse_int(colon + 1, 0, 65535, &p)) {
-        snprintf(err, err_size, "--listen '%s': want ADDRESS:PORT, e.g. "
-                 "127.0.0.1:9400 (IPv4)", listen);
-        return -EINVAL;
-    }
-    memcpy(host, listen, (size_t)(colon - listen));
-    host[colon - listen] = '\0';
     struct sockaddr_in sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sin_family = AF_INET;
-    sa.sin_port = htons((uint16_t)p);
-    if (!*host)
-        snprintf(host, sizeof host, "127.0.0.1");
-    if (inet_pton(AF_INET, host, &sa.sin_addr) != 1) {
-        snprintf(err, err_size, "--listen '%s': '%s' is not an IPv4 address",
-                 listen, host);
-        return -EINVAL;
-    }
+    *out = NULL;
+    int rc = fb__http_parse_listen(listen, &sa, err, err_size);
+    if (rc)
+        return rc;
     fb__http *h = calloc(1, sizeof *h);
     if (!h)
         return -ENOMEM;
@@ -279,8 +288,8 @@ int fb__http_start(fb__http **out, const char *listen,
     /* One internal polling thread (poll or epoll, not select's 1024 fds):
      * the connection list needs no lock. */
     h->d = MHD_start_daemon(
-        MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ERROR_LOG, (uint16_t)p, NULL,
-        NULL, handle, h, MHD_OPTION_EXTERNAL_LOGGER, http_log, NULL,
+        MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ERROR_LOG,
+        ntohs(sa.sin_port), NULL, NULL, handle, h, MHD_OPTION_EXTERNAL_LOGGER, http_log, NULL,
         MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)REQUEST_MEMORY_LIMIT,
         MHD_OPTION_CONNECTION_LIMIT, (unsigned)MHD_CONNECTIONS,
@@ -295,7 +304,7 @@ int fb__http_start(fb__http **out, const char *listen,
     }
     const union MHD_DaemonInfo *info =
         MHD_get_daemon_info(h->d, MHD_DAEMON_INFO_BIND_PORT);
-    *port = info ? (int)info->port : (int)p;
+    *port = info ? (int)info->port : (int)ntohs(sa.sin_port);
     *out = h;
     return 0;
 }

@@ -2,6 +2,7 @@
  * cmd_agent.c -- `firebreak agent`: the per-node telemetry agent with a
  * Prometheus /metrics endpoint (src/agent).  Runs in the foreground.
  */
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -105,6 +106,14 @@ int fb__cmd_agent(int argc, char **argv)
                 "no /metrics; install libmicrohttpd-dev and rebuild, or use "
                 "--listen none to only record samples\n");
         return 2;
+    }
+    if (o.listen && strcmp(o.listen, "none")) {
+        struct sockaddr_in sa;
+        char err[256];
+        if (fb__http_parse_listen(o.listen, &sa, err, sizeof err)) {
+            fprintf(stderr, "firebreak agent: %s\n", err);
+            return 2;
+        }
     }
     /* Every failure is one to start: a bad --listen, --root, --db or
      * --port-file, the port taken (the message has named it). */

@@ -26,6 +26,12 @@ expect 2 "$fx/healthy/sys/class" --root "$fx/healthy/sys/class/x" --once --quiet
 : >"$tmp/file"
 expect 2 "$tmp/file" --root "$tmp/file" --once --quiet
 expect 2 "'bogus'" --listen bogus --root "$fx/healthy" --duration 1s --quiet
+# a bad --listen is refused before anything starts: its error is the only
+# line (not after NVML's "GPU metrics off"), with --once too
+expect 2 "'127.0.0.1:99999'" --listen 127.0.0.1:99999 --once
+[ "$(wc -l <"$tmp/err")" = 1 ] || fail "--listen error is not the only line: $(head -c 300 "$tmp/err")"
+expect 2 "'localhost' is not an IPv4" --listen localhost:9400
+[ "$(wc -l <"$tmp/err")" = 1 ] || fail "--listen error is not the only line: $(head -c 300 "$tmp/err")"
 mkfifo "$tmp/fifo.sqlite"
 expect 2 "$tmp/fifo.sqlite" --db "$tmp/fifo.sqlite" --listen none \
     --root "$fx/healthy" --duration 1s --quiet
