@@ -391,6 +391,18 @@ static int pick_shard(const char *path, int has_step, uint64_t step, int rank,
     return 0;
 }
 
+/* "[4,11]" into buf; returns its length (at most size - 1). */
+static int shape_text(char *buf, size_t size, const fb__st_tensor *t)
+{
+    size_t len = (size_t)snprintf(buf, size, "[");
+    for (int d = 0; d < t->ndim && len < size; d++)
+        len += (size_t)snprintf(buf + len, size - len, "%s%lld", d ? "," : "",
+                                (long long)t->shape[d]);
+    if (len < size)
+        len += (size_t)snprintf(buf + len, size - len, "]");
+    return (int)(len < size ? len : size - 1);
+}
+
 int fb__ckpt_inspect(const char *path, int has_step, uint64_t step, int rank,
                      int json, FILE *out)
 {
@@ -451,24 +463,38 @@ int fb__ckpt_inspect(const char *path, int has_step, uint64_t step, int rank,
                 strncmp(h->meta[i].key, "firebreak.global_", 17))
                 fprintf(out, "  %s = %s\n", h->meta[i].key, h->meta[i].value);
         fprintf(out, "tensors:\n");
-        char key[FB__ST_NAME_MAX + 40];
+        /* Columns as wide as their widest cell (a name at most 64), so
+         * that a shape or a byte count never shifts what follows it. */
+        char key[FB__ST_NAME_MAX + 40], bytes[32];
+        int wname = 4, wshape = 5, wbytes = 5;
         for (size_t i = 0; i < h->ntensors; i++) {
             const fb__st_tensor *t = &h->tensors[i];
-            char shape[512] = "";
-            size_t len = 0;
-            for (int d = 0; d < t->ndim && len < sizeof shape; d++)
-                len += (size_t)snprintf(shape + len, sizeof shape - len, "%s%lld",
-                                        d ? "," : "", (long long)t->shape[d]);
+            char shape[512];
+            int n = (int)strlen(t->name);
+            wname = n > wname ? (n < 64 ? n : 64) : wname;
+            n = shape_text(shape, sizeof shape, t);
+            wshape = n > wshape ? n : wshape;
+            n = snprintf(bytes, sizeof bytes, "%llu",
+                         (unsigned long long)(t->end - t->begin));
+            wbytes = n > wbytes ? n : wbytes;
+        }
+        fprintf(out, "  %-*s %-8s %-*s %*s  %-16s  %s\n", wname, "name",
+                "dtype", wshape, "shape", wbytes, "bytes", "hash",
+                "global shape at offset");
+        for (size_t i = 0; i < h->ntensors; i++) {
+            const fb__st_tensor *t = &h->tensors[i];
+            char shape[512];
+            shape_text(shape, sizeof shape, t);
             snprintf(key, sizeof key, "firebreak.hash.%s", t->name);
             const char *hash = fb__st_meta_get(h, key);
             snprintf(key, sizeof key, "firebreak.global_shape.%s", t->name);
             const char *gs = fb__st_meta_get(h, key);
             snprintf(key, sizeof key, "firebreak.global_offset.%s", t->name);
             const char *go = fb__st_meta_get(h, key);
-            fprintf(out, "  %-32s %-8s [%s] %llu bytes  hash %s  global [%s] at [%s]\n",
-                    t->name, fb_dtype_name(t->dtype), shape,
-                    (unsigned long long)(t->end - t->begin), hash ? hash : "-",
-                    gs ? gs : "?", go ? go : "?");
+            fprintf(out, "  %-*s %-8s %-*s %*llu  %-16s  [%s] at [%s]\n",
+                    wname, t->name, fb_dtype_name(t->dtype), wshape, shape,
+                    wbytes, (unsigned long long)(t->end - t->begin),
+                    hash ? hash : "-", gs ? gs : "?", go ? go : "?");
         }
     }
     fb__st_free(h);

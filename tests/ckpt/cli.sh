@@ -56,6 +56,12 @@ echo "$out" | grep -q 'not restoring checkpoint step 30' || fail "fallback not e
 out=$("$fb" ckpt inspect "$ck" --step 20 --rank 2) || fail "inspect exit $?"
 echo "$out" | grep -q 'firebreak.world_size = 3' || fail "inspect: metadata"
 echo "$out" | grep -Eq 'model.BF16 +BF16 +\[4,11\]' || fail "inspect: tensors"
+# the table's columns line up: every row's hash starts where the header's does
+echo "$out" | python3 -c '
+import re, sys
+rows = sys.stdin.read().split("tensors:\n")[1].splitlines()
+col = {rows[0].index("hash")} | {re.search(r"  [0-9a-f]{16}  ", r).start() + 2 for r in rows[1:]}
+assert len(col) == 1, rows' || fail "inspect: columns do not line up"
 printf 'garbage!' > "$dir/bad.safetensors"
 "$fb" ckpt inspect "$dir/bad.safetensors" 2>"$dir/err"; rc=$?
 [ $rc = 1 ] || fail "inspect of garbage: exit $rc, wanted 1"
