@@ -781,27 +781,37 @@ static void also(const fb__diag_evidence *ev, int krank, const kfind *kbest,
         append(out, "; also: exit code %d", ev->exit_code);
 }
 
+/* Whether a component is the program's own failure: the same on any node,
+ * so no evidence against the one it ran on (the report's suspects). */
+static int programs_own(const char *component)
+{
+    static const cause *const own[] = {&C_SWBUG, &C_DEP, &C_OOM_GPU};
+    for (size_t i = 0; component && i < sizeof own / sizeof own[0]; i++)
+        if (!strcasecmp(component, own[i]->component))
+            return 1;
+    return 0;
+}
+
 void fb__diag_classify(const fb__diag_evidence *ev, fb__diag_class *out)
 {
     memset(out, 0, sizeof *out);
     const char *kind = ev->kind ? ev->kind : "";
     if (ev->category && *ev->category) {
         keep_recorded(ev, out);
-        return;
-    }
-    if (!strcmp(kind, "interrupted")) {
+    } else if (!strcmp(kind, "interrupted")) {
         set(out, C_PLANNED, FB__DIAG_BY_KIND, "the run was interrupted on purpose "
             "(operator or scheduler stop): %.200s", ev->detail ? ev->detail : "");
-        return;
+    } else {
+        kfind kbest;
+        memset(&kbest, 0, sizeof kbest);
+        int krank = kernel_best(ev->kernel_log, ev->pid, &kbest);
+        if (ev->injected && *ev->injected)
+            from_injected(ev->injected, out);
+        else
+            decide(ev, kind, krank, &kbest, out);
+        also(ev, krank, &kbest, out);
     }
-    kfind kbest;
-    memset(&kbest, 0, sizeof kbest);
-    int krank = kernel_best(ev->kernel_log, ev->pid, &kbest);
-    if (ev->injected && *ev->injected)
-        from_injected(ev->injected, out);
-    else
-        decide(ev, kind, krank, &kbest, out);
-    also(ev, krank, &kbest, out);
+    out->programs_own = programs_own(out->component);
 }
 
 /* ---- stored form ------------------------------------------------------- */

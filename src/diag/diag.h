@@ -60,6 +60,9 @@ typedef struct fb__diag_class {
     const char *decided_by; /* fb__diag_rule_name(rule) */
     int injected;           /* an injected fault: the category is the one
                                it imitates */
+    int programs_own;       /* the program's own failure (a software bug, a
+                               dependency, its GPU memory): no evidence
+                               against the node it ran on */
     char evidence[1024];
 } fb__diag_class;
 

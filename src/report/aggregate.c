@@ -139,13 +139,13 @@ long fb__report_suspects(fb__report_run *const *runs, size_t n,
         for (size_t i = 0; i < runs[r]->nincidents; i++) {
             const fb__report_incident *in = &runs[r]->incidents[i];
             /* A fault the operator injected is no evidence against where
-             * it fired; a software bug none against the node it ran on. */
+             * it fired; the program's own failure (a software bug, a
+             * dependency, its GPU memory) none against the node it ran on. */
             if (!fb__report_is_interruption(in) || in->cls.injected)
                 continue;
             char what[160];
             int rc = 0;
-            if (many_nodes && in->node && *in->node &&
-                strcmp(in->cls.component, "Software bug")) {
+            if (many_nodes && in->node && *in->node && !in->cls.programs_own) {
                 snprintf(what, sizeof what, "node %.140s", in->node);
                 rc = bump(&t, &nt, &cap, what, r);
             }

@@ -134,6 +134,12 @@ static void run_fixture(const fixture *f)
     }
     CHECKF(c.injected == (f->injected != NULL), "%s: injected %d", f->name,
            c.injected);
+    /* the program's own failures: no evidence against the node */
+    int own = !strcmp(f->component, "Software bug") ||
+              !strcmp(f->component, "Dependency") ||
+              !strcmp(f->component, "GPU out of memory");
+    CHECKF(c.programs_own == own, "%s: programs_own %d", f->name,
+           c.programs_own);
     /* An injection over real evidence still shows that evidence. */
     if (f->injected && f->kmsg)
         CHECKF(strstr(c.evidence, "also: kernel log") != NULL, "%s: %s",
@@ -150,6 +156,7 @@ static void run_fixture(const fixture *f)
     CHECK_EQ_STR(c2.decided_by, c.decided_by);
     CHECK_EQ_STR(c2.evidence, c.evidence);
     CHECK_EQ_INT(c2.injected, c.injected);
+    CHECK_EQ_INT(c2.programs_own, c.programs_own);
 }
 
 /* ---- the kernel-log line rules ---- */

@@ -265,7 +265,16 @@ static void test_suspects(void)
     in[0].cls.injected = 0;
     in[0].cls.category = "Dependency";
     in[0].cls.component = "Software bug";
+    in[0].cls.programs_own = 1;
     long ns = fb__report_suspects(runs, 1, &s);
+    CHECK_EQ_INT(ns, 1);
+    if (ns == 1)
+        CHECK_EQ_STR(s[0].what, "rank 0");
+    free(s);
+    /* nor the job running out of its GPU memory (the classifier says
+     * which causes are the program's own) */
+    in[0].cls.component = "GPU out of memory";
+    ns = fb__report_suspects(runs, 1, &s);
     CHECK_EQ_INT(ns, 1);
     if (ns == 1)
         CHECK_EQ_STR(s[0].what, "rank 0");
