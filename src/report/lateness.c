@@ -39,14 +39,6 @@ static int kind_of(const char *name)
     return -1;
 }
 
-static int attempt_index(const fb__report_run *run, int64_t attempt_id)
-{
-    for (size_t i = 0; i < run->nattempts; i++)
-        if (run->attempts[i].id == attempt_id)
-            return (int)i;
-    return -1;
-}
-
 /* Room for one more row: 0, 1 when the list is full (counted only), or
  * -ENOMEM. */
 static int room(fb__report_run *run, size_t *cap)
@@ -95,10 +87,10 @@ int fb__report_load_lateness(fb__journal_ro *jr, fb__report_run *run)
     if ((rc = fb__journal_rows(jr, FB__JOURNAL_EVENT, &c)))
         return rc;
     while ((rc = fb__journal_next_event(c, &e)) == 1) {
-        int k = kind_of(e.kind);
+        int k = kind_of(e.kind), a = fb__report_attempt_index(run, e.attempt_id);
         if (k < 0 || e.rank < 0 || !isfinite(e.time) ||
-            (run->runs_in_journal > 1 && attempt_index(run, e.attempt_id) < 0))
-            continue; /* an earlier run's (fb__report_row_is_ours) */
+            !fb__report_row_is_ours(run, a))
+            continue; /* not a lateness row, or an earlier run's */
         if ((r = room(run, &cap)) < 0) {
             rc = r;
             break;
@@ -108,7 +100,7 @@ int fb__report_load_lateness(fb__journal_ro *jr, fb__report_run *run)
         fb__report_late *l = &run->late[run->nlate++];
         *l = (fb__report_late){.time = e.time, .rank = e.rank,
                                .kind = (fb__report_late_kind)k,
-                               .attempt = attempt_index(run, e.attempt_id),
+                               .attempt = a,
                                .step = e.step, .late_ms = NAN, .last = -1,
                                .collectives = -1};
         if (e.value_ms >= -1e9 && e.value_ms <= 1e9)

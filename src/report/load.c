@@ -108,8 +108,7 @@ static int grow(void **arr, size_t *cap, size_t n, size_t elem)
     return 0;
 }
 
-/* Attempt index by id (attempts are loaded in id order). */
-static int attempt_index(const fb__report_run *run, int64_t id)
+int fb__report_attempt_index(const fb__report_run *run, int64_t id)
 {
     size_t lo = 0, hi = run->nattempts;
     while (lo < hi) {
@@ -176,7 +175,7 @@ static int load_incidents(loader *L, fb__report_run *run)
         return read_fail(L, rc);
     size_t cap = 0;
     while ((rc = fb__journal_next_incident(c, &r)) == 1) {
-        if (!fb__report_row_is_ours(run, attempt_index(run, r.attempt_id)))
+        if (!fb__report_row_is_ours(run, fb__report_attempt_index(run, r.attempt_id)))
             continue;
         if (grow((void **)&run->incidents, &cap, run->nincidents,
                  sizeof *run->incidents)) {
@@ -187,7 +186,7 @@ static int load_incidents(loader *L, fb__report_run *run)
         memset(in, 0, sizeof *in);
         in->id = r.id;
         in->attempt_id = r.attempt_id;
-        in->attempt = attempt_index(run, in->attempt_id);
+        in->attempt = fb__report_attempt_index(run, in->attempt_id);
         in->kind = dup_str(r.kind);
         in->occurred_at = r.occurred_at;
         in->detected_at = r.detected_at;
@@ -260,7 +259,7 @@ static int load_placement(loader *L, fb__report_run *run)
     if (rc)
         return read_fail(L, rc);
     while ((rc = fb__journal_next_placement(c, &r)) == 1) {
-        int a = attempt_index(run, r.attempt_id);
+        int a = fb__report_attempt_index(run, r.attempt_id);
         if (a < 0 || !r.node || r.rank < 0)
             continue;
         if (place_rank(&run->attempts[a], r.rank, r.node, r.host)) {
@@ -281,14 +280,14 @@ static int load_ckpts(loader *L, fb__report_run *run)
         return read_fail(L, rc);
     size_t cap = 0;
     while ((rc = fb__journal_next_checkpoint(c, &r)) == 1) {
-        if (!fb__report_row_is_ours(run, attempt_index(run, r.attempt_id)))
+        if (!fb__report_row_is_ours(run, fb__report_attempt_index(run, r.attempt_id)))
             continue;
         if (grow((void **)&run->ckpts, &cap, run->nckpts, sizeof *run->ckpts)) {
             fb__journal_rows_close(c);
             return -ENOMEM;
         }
         fb__report_ckpt *k = &run->ckpts[run->nckpts++];
-        k->attempt = attempt_index(run, r.attempt_id);
+        k->attempt = fb__report_attempt_index(run, r.attempt_id);
         k->step = r.step;
         k->committed_at = r.committed_at;
         k->stall_ms = r.stall_ms;
@@ -357,7 +356,7 @@ static int load_samples(loader *L, fb__report_run *run)
            (rc = fb__journal_next_sample(c, &r)) == 1) {
         if (r.attempt_id != last_id) { /* samples come in runs of one attempt */
             last_id = r.attempt_id;
-            last_idx = attempt_index(run, r.attempt_id);
+            last_idx = fb__report_attempt_index(run, r.attempt_id);
         }
         if (!fb__report_row_is_ours(run, last_idx))
             continue;
@@ -573,9 +572,9 @@ static int each_event(loader *L, int (*fn)(void *arg, const fb__journal_event_ro
     if (rc)
         return read_fail(L, rc);
     while ((rc = fb__journal_next_event(c, &r)) == 1) {
-        if (L->run && L->run->runs_in_journal > 1 &&
-            attempt_index(L->run, r.attempt_id) < 0)
-            continue; /* an earlier run's (fb__report_row_is_ours) */
+        if (L->run && !fb__report_row_is_ours(
+                          L->run, fb__report_attempt_index(L->run, r.attempt_id)))
+            continue; /* an earlier run's */
         if ((rc = fn(arg, &r)) < 0)
             break;
     }
@@ -661,7 +660,7 @@ static int drain_event(void *arg, const fb__journal_event_row *r)
         return -ENOMEM;
     fb__report_drain *d = &run->drains[run->ndrains++];
     d->time = r->time;
-    d->attempt = attempt_index(run, r->attempt_id);
+    d->attempt = fb__report_attempt_index(run, r->attempt_id);
     d->code = r->code;
     snprintf(d->node, sizeof d->node, "%s", r->node);
     snprintf(d->reason, sizeof d->reason, "%s", r->detail ? r->detail : "");

@@ -197,9 +197,14 @@ typedef struct fb__report_run {
                                       its own rows only)                 */
 } fb__report_run;
 
-/* Whether a row of the journal with this attempt id is of the run loaded:
- * with one run in the journal every row is; with several, only rows of
- * its attempts (attempt_index of the attempt found). */
+/* The index in run->attempts of the attempt with this journal id, or -1
+ * (attempts are loaded in id order: a binary search). */
+int fb__report_attempt_index(const fb__report_run *run, int64_t id);
+
+/* Whether a row of the journal is of the run loaded, given
+ * fb__report_attempt_index of its attempt id: with one run in the journal
+ * every row is; with several, only rows of its attempts.  The one rule,
+ * for every kind of row. */
 static inline int fb__report_row_is_ours(const fb__report_run *run, int attempt_index)
 {
     return run->runs_in_journal <= 1 || attempt_index >= 0;
