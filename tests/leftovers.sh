@@ -15,13 +15,17 @@
 # Python test's mkdtemp), 700 and more of which had gathered in /tmp
 # unseen.  In /tmp only the names the suite's programs and the tools they
 # start make (fb*, mktemp's and Python's tmp*, Open MPI's ompi.*,
-# torchrun's torchelastic_*, multiprocessing's pymp-*, test_*, fr_*):
-# what runs the suite (a CI harness, a user's shell) may write there too.
-# Everything in /dev/shm.
+# torchrun's torchelastic_*, multiprocessing's pymp-*, test_*, fr_*,
+# torch 2.x's torchinductor_<user>): what runs the suite (a CI harness, a
+# user's shell) may write there too.  Everything in /dev/shm.
+# `around` points torch 2.x's compiler cache (TORCHINDUCTOR_CACHE_DIR,
+# made by any `import torch._dynamo`, which DDP does) into DIR, unless the
+# caller chose one: a cache of the build, not a file in /tmp.
 set -euo pipefail
 now() {
     find /tmp -mindepth 1 -maxdepth 1 \( -name 'fb*' -o -name 'tmp*' -o -name 'ompi.*' \
-        -o -name 'torchelastic_*' -o -name 'pymp-*' -o -name 'test_*' -o -name 'fr_*' \) \
+        -o -name 'torchelastic_*' -o -name 'pymp-*' -o -name 'test_*' -o -name 'fr_*' \
+        -o -name 'torchinductor_*' \) \
         -printf '/tmp/%f\n' 2>/dev/null || true
     find /dev/shm -mindepth 1 -maxdepth 1 -printf '/dev/shm/%f\n' 2>/dev/null || true
     ip netns list 2>/dev/null | sed 's/^/netns /' || true
@@ -52,6 +56,7 @@ around)
     [ $# -ge 3 ] || { echo "usage: leftovers.sh around DIR CMD [ARG...]" >&2; exit 2; }
     dir=$2
     shift 2
+    export TORCHINDUCTOR_CACHE_DIR=${TORCHINDUCTOR_CACHE_DIR:-$(cd "$dir" && pwd)/torchinductor}
     before=$(mktemp "$dir/leftovers-before.XXXXXX")
     save "$before"
     rc=0

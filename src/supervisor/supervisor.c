@@ -1530,12 +1530,21 @@ static const char *stop_reason(fb__sup *s, const fb__sup_decision *d,
                  "%s; not restarting: a restart would fail the same way", f->detail);
         break;
     case FB__SUP_DO_STOP_CRASH_LOOP: {
-        char at[32];
+        /* With no restart left either, "instead of using the remaining
+         * restarts" would not be true: say both. */
+        char at[32], left[96];
+        if (h->restarts < o->max_restarts)
+            snprintf(left, sizeof left, "; stopping instead of using the "
+                     "remaining restarts");
+        else
+            snprintf(left, sizeof left, ", with no restart left (--max-restarts "
+                     "%d)", o->max_restarts);
         snprintf(res->reason, sizeof res->reason,
                  "crash loop: the job failed the same way (%s) %s in "
-                 "%d attempts in a row; stopping instead of using the remaining "
-                 "restarts. Last failure: %s", fb__sup_fail_kind_name(f->kind),
-                 fb__sup_step_words(at, sizeof at, f->step, 0), d->same_in_a_row, f->detail);
+                 "%d attempts in a row%s. Last failure: %s",
+                 fb__sup_fail_kind_name(f->kind),
+                 fb__sup_step_words(at, sizeof at, f->step, 0), d->same_in_a_row,
+                 left, f->detail);
         break;
     }
     case FB__SUP_DO_STOP_MAX_RESTARTS:

@@ -49,4 +49,16 @@ grep -q "crash loop: the job failed the same way (error_exit) before its first s
 q "select detail from incident limit 1" | grep -q "^rank 0 exited with code 3 before its first step in phase " \
     || fail "incident before any step: $(q 'select detail from incident')"
 grep -q "step -1" err.txt && fail "step -1 shown: $(grep 'step -1' err.txt)"
+grep -q "stopping instead of using the remaining restarts" err.txt \
+    || fail "crash loop with restarts left: $(cat err.txt)"
+rm -rf runs
+# A crash loop on the last restart: no "remaining restarts" to speak of.
+set +e
+"$FB" run --nproc-per-node 1 --max-restarts 1 -- "$RANK" --steps 0 --exit-code 3 "$TAG" 2>err.txt
+rc=$?
+set -e
+[ $rc = 1 ] || fail "crash loop on the last restart: exit $rc"
+grep -q "in 2 attempts in a row, with no restart left (--max-restarts 1)" err.txt \
+    || fail "crash loop on the last restart: $(cat err.txt)"
+grep -q "remaining restarts" err.txt && fail "remaining restarts, with none left: $(cat err.txt)"
 ok "restarts exhausted, max-restarts 0 and crash loop (at a step, before any) all stop with a reason"
