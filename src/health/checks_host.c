@@ -529,7 +529,7 @@ void fb__health_check_host(const fb__health_opts *o, fb__health_result *r)
     check_aer(o, r);
     check_thermal(o, r);
     if (fb__health_path(o, shm, sizeof shm, "/dev/shm") == 0)
-        check_space(o, r, "disk.shm", shm, "/dev/shm");
+        check_space(o, r, "disk.shm", shm, "node memory");
     if (o->ckpt_dir)
         check_space(o, r, "disk.ckpt", o->ckpt_dir, "checkpoint directory");
 }

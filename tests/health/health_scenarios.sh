@@ -45,6 +45,7 @@ expect '[.checks[] | select(.name | test("^gpu[0-7][.]present$"))] | length == 8
 expect '[.checks[] | select(.status == "warn" or .status == "fail")] | length == 0' "no warnings"
 check gpu.count ok; check kernel.xid ok; check host.edac ok; check ib.mlx5_0.1 ok
 check host.thermal.thermal_zone0 ok; check disk.shm ok
+expect '.checks[] | select(.name == "disk.shm") | .detail | test("^node memory [^ ]+/dev/shm: [0-9.]+ GiB free")' "disk.shm detail names node memory and the path once"
 
 s=gpu-lost; run gpu-lost 2 --expect-gpus 8
 expect '.verdict == "fail" and .category == "GPU"' "GPU lost fails"
