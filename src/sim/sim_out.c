@@ -67,9 +67,12 @@ static void print_policy(FILE *f, const fb__sim_report *rep)
     fb__sim_fmt_duration(c->restart_s, rs, sizeof rs);
     fb__sim_fmt_duration(c->repair_s, rp, sizeof rp);
     long nodes = (c->gpus + c->gpus_per_node - 1) / c->gpus_per_node;
-    fprintf(f, "firebreak sim: %s, %ld GPUs (%ld nodes), %.4g days, "
-               "%ld trials, seed %llu\n",
-            rep->source, c->gpus, nodes, c->horizon_s / 86400.0, c->trials,
+    double days = c->horizon_s / 86400.0;
+    fprintf(f, "firebreak sim: %s, %ld GPU%s (%ld node%s), %.4g day%s, "
+               "%ld trial%s, seed %llu\n",
+            rep->source, c->gpus, c->gpus == 1 ? "" : "s", nodes,
+            nodes == 1 ? "" : "s", days, days == 1.0 ? "" : "s", c->trials,
+            c->trials == 1 ? "" : "s",
             (unsigned long long)c->seed);
     if (c->exponential) {
         char mt[32];
@@ -105,7 +108,8 @@ static void print_policy(FILE *f, const fb__sim_report *rep)
     }
     fprintf(f, "recovery: detect crash %s / hang %s, restart %s%s, ", dc,
             dh, rs, c->tiers ? " + restore" : "");
-    fprintf(f, "%ld spare nodes%s", fb__sim_spares(c),
+    long spares = fb__sim_spares(c);
+    fprintf(f, "%ld spare node%s%s", spares, spares == 1 ? "" : "s",
             c->spares < 0 ? " (1%)" : "");
     fprintf(f, ", repair %s", rp);
     if (c->lemon_fraction > 0)

@@ -76,6 +76,10 @@ check '0 < d["optimal_interval_s"]["search"] < 3600' "$tmp/llama3.json" \
 for w in "effective training time" "lost work" "detection" "restart" gpu; do
     grep -q "$w" "$tmp/text" || fail "text output lacks '$w'"
 done
+# one node, one spare: singular (it said "1 nodes", "1 spare nodes")
+"$fb" sim --gpus 8 --trials 10 --days 1 >"$tmp/one"
+grep -q "8 GPUs (1 node), 1 day, 10 trials" "$tmp/one" || fail "one node: $(head -3 "$tmp/one")"
+grep -q "1 spare node (1%)" "$tmp/one" || fail "one spare: $(head -3 "$tmp/one")"
 
 # A rates file with the preset's rates gives the preset's answer.
 "$fb" sim "${quick[@]}" --json >"$tmp/preset.json"
