@@ -24,7 +24,8 @@ void fb__sup_log(fb__sup *s, const char *fmt, ...)
     vfprintf(stderr, fmt, ap);
     va_end(ap);
     fputc('\n', stderr);
-    s->last_status_ns = 0; /* redraw the status line */
+    if (s->status_on_tty)
+        s->last_status_ns = 0; /* redraw the status line under it */
 }
 
 void fb__sup_warn(fb__sup *s, const char *fmt, ...)
@@ -37,7 +38,8 @@ void fb__sup_warn(fb__sup *s, const char *fmt, ...)
     vfprintf(stderr, fmt, ap);
     va_end(ap);
     fputc('\n', stderr);
-    s->last_status_ns = 0;
+    if (s->status_on_tty)
+        s->last_status_ns = 0;
 }
 
 void fb__sup_status(fb__sup *s, uint64_t now, int force)
@@ -73,7 +75,8 @@ void fb__sup_status(fb__sup *s, uint64_t now, int force)
              wall > 0 ? 100.0 * useful / wall : 0.0, attached, s->world, wall);
     if (s->status_on_tty)
         fprintf(stderr, "\r\033[K%s", line);
-    else
-        fprintf(stderr, "[firebreak %7.2fs] status: %s\n", wall, line);
+    else /* stamped like the log lines (now may be a few ms old) */
+        fprintf(stderr, "[firebreak %7.2fs] status: %s\n",
+                (double)(fb__now_ns() - s->run_start_ns) / 1e9, line);
     fflush(stderr);
 }

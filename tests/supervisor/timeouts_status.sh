@@ -60,4 +60,11 @@ script -qfec "\"$FB\" run --nproc-per-node 2 -- \"$RANK\" --steps 40 --sleep-ms 
     /dev/null >tty.txt </dev/null || fail "run on a terminal failed"
 grep -q $'\r\033\[Kattempt 0 | step [0-9]* | [0-9.]* steps/s | restarts 0 | ETTR' tty.txt \
     || fail "no live status line: $(head -c 600 tty.txt | od -c | head)"
+# Not on a terminal: a status line every 10 s, not one more after every
+# log line (a 1 s run with a restart prints 1), and the stamps in order.
+"$FB" run --nproc-per-node 1 --max-restarts 1 --crash-loop 0 -- sh -c 'sleep 0.3; exit 3' \
+    2>plain.err && fail "a failing run exited 0"
+[ "$(grep -c '\] status: ' plain.err)" = 1 ] || fail "status lines: $(grep '\] status: ' plain.err)"
+sed -n 's/^\[firebreak *\([0-9.]*\)s\].*/\1/p' plain.err | sort -c -n \
+    || fail "log stamps out of order: $(grep '^\[firebreak' plain.err)"
 ok "start-up limit, back-off, SIGUSR1 and the live status line behave"
