@@ -381,8 +381,10 @@ static void finish(fb__sup *s, struct fb__sup_diag *d)
     fb__diag_class c;
     fb__diag_classify(&ev, &c);
     store(s, id, &c);
-    fb__sup_log(s, "root cause: %s%s / %s (by %s)", c.category,
-                c.injected ? " (injected)" : "", c.component, c.decided_by);
+    int same = !strcmp(c.category, c.component); /* "Unknown / Unknown" */
+    fb__sup_log(s, "root cause: %s%s%s%s (by %s)", c.category,
+                c.injected ? " (injected)" : "", same ? "" : " / ",
+                same ? "" : c.component, c.decided_by);
     free(klog);
     free(health);
     free(d->fr_verdict);

@@ -23,6 +23,9 @@ rc=$?
 set -e
 [ $rc = 1 ] || fail "exit code $rc, want 1"
 grep -q "gave up after 2 restarts" err.txt || fail "no clear message: $(cat err.txt)"
+# an injected kill is Unknown: said once, not "Unknown / Unknown"
+grep -q "root cause: Unknown (injected) (by injected)$" err.txt \
+    || fail "root cause line: $(grep 'root cause' err.txt)"
 [ "$(json_field out.json '["completed"]')" = False ] || fail "completed?"
 [ "$(q "select status from run")" = failed ] || fail "run status"
 [ "$(q "select count(*) from attempt")" = 3 ] || fail "3 attempts"
