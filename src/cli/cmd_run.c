@@ -273,10 +273,13 @@ int fb__cmd_run(int argc, char **argv)
     char inject[2048] = "";
     char *mpirun_args[64];
     int nmpirun_args = 0;
+    /* the first option given that only one launcher acts on */
+    const char *slurm_only = NULL, *mpirun_only = NULL;
+    int li = -1;
     optind = 1;
     opterr = 0;
     int c;
-    while ((c = getopt_long(argc, argv, "+h", longopts, NULL)) != -1) {
+    while ((li = -1, c = getopt_long(argc, argv, "+h", longopts, &li)) != -1) {
         int bad = 0;
         switch (c) {
         case 'h':
@@ -410,6 +413,13 @@ int fb__cmd_run(int argc, char **argv)
             bad = 1;
             break;
         }
+        const char *name = li >= 0 ? longopts[li].name : "";
+        if (!slurm_only && (c == O_PEERDOM || c == O_PEERCOPIES || c == O_SPARE ||
+                            c == O_NODETIMEOUT || c == O_DRAIN || c == O_HEALTH ||
+                            c == O_NONODES))
+            slurm_only = name;
+        if (!mpirun_only && (c == O_NOPRELOAD || c == O_MPIRUN || c == O_MPIRUNARG))
+            mpirun_only = name;
         if (bad) {
             fprintf(stderr, "usage: firebreak run [options] -- CMD [ARGS...] "
                     "('firebreak run --help' for more)\n");
@@ -427,6 +437,23 @@ int fb__cmd_run(int argc, char **argv)
                 "with --launcher %s each rank's output is in the run's logs/ "
                 "(mpirun writes its own per-rank files there)\n",
                 fb__sup_launcher_name(o.launcher));
+        return 2;
+    }
+    /* An option the launcher does not act on would do nothing, silently:
+     * --drain without --launcher slurm drains no node. */
+    if (slurm_only && o.launcher != FB__LAUNCH_SLURM) {
+        fprintf(stderr, "firebreak run: --%s is for --launcher slurm (it acts on "
+                "the allocation's nodes); with --launcher %s it would do "
+                "nothing\n", slurm_only, fb__sup_launcher_name(o.launcher));
+        return 2;
+    }
+    if (mpirun_only && o.launcher != FB__LAUNCH_MPIRUN &&
+        !(o.launcher == FB__LAUNCH_SLURM && o.mpirun)) {
+        fprintf(stderr, "firebreak run: --%s is for --launcher mpirun, or slurm "
+                "with --mpirun PATH (srun starts the ranks otherwise); with "
+                "--launcher %s%s it would do nothing\n", mpirun_only,
+                fb__sup_launcher_name(o.launcher),
+                o.launcher == FB__LAUNCH_SLURM ? " and no --mpirun" : "");
         return 2;
     }
     if (optind < argc && !strcmp(argv[optind], "--"))

@@ -59,6 +59,18 @@ grep -q "no-such-program" err.txt || fail "missing program not named"
 printf '#!/bin/sh\n' > notexec.sh
 expect2 -- ./notexec.sh
 grep -qi "permission denied" err.txt || fail "non-executable: $(cat err.txt)"
+# An option its launcher does not act on would do nothing: refused, named.
+expect2 --drain -- /bin/true
+grep -q -- "--drain is for --launcher slurm .* with --launcher local it would do nothing" err.txt \
+    || fail "--drain, local: $(cat err.txt)"
+expect2 --launcher mpirun --node-timeout=5s -- /bin/true
+grep -q -- "--node-timeout is for --launcher slurm .* with --launcher mpirun" err.txt \
+    || fail "--node-timeout, mpirun: $(cat err.txt)"
+expect2 --no-fr-preload -- /bin/true
+grep -q -- "--no-fr-preload is for --launcher mpirun" err.txt || fail "--no-fr-preload: $(cat err.txt)"
+expect2 --launcher slurm --mpirun-arg x -- /bin/true
+grep -q -- "with --launcher slurm and no --mpirun it would do nothing" err.txt \
+    || fail "--mpirun-arg, slurm: $(cat err.txt)"
 [ ! -d runs ] || fail "a run directory was created for bad input"
 # Output that cannot be written is an error, not a silent success.
 set +e
