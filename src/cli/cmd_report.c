@@ -126,7 +126,34 @@ int fb__cmd_report(int argc, char **argv)
         free(dirs);
         return 2;
     }
+    /* One run given twice ("runs/a runs/a/", overlapping globs) is
+     * reported once: counted twice, its failures would make its nodes
+     * and ranks suspects of "repeated" failures. */
     char err[1024];
+    uint64_t (*ids)[2] = calloc(ndirs, sizeof *ids);
+    int *known = calloc(ndirs, sizeof *known);
+    if (!ids || !known) {
+        free(ids);
+        free(known);
+        free(runs);
+        free(dirs);
+        return 2;
+    }
+    size_t kept = 0;
+    for (size_t i = 0; i < ndirs; i++) {
+        int dup = 0;
+        known[kept] = fb__report_journal_id(dirs[i], ids[kept]) == 0;
+        for (size_t j = 0; known[kept] && j < kept && !dup; j++)
+            dup = known[j] && ids[j][0] == ids[kept][0] && ids[j][1] == ids[kept][1];
+        if (dup)
+            fprintf(stderr, "firebreak report: %s is a run given already: "
+                    "reported once\n", fb__safe_text(err, sizeof err, dirs[i]));
+        else
+            dirs[kept++] = dirs[i];
+    }
+    ndirs = kept;
+    free(ids);
+    free(known);
     size_t n = 0;
     for (; n < ndirs; n++) {
         err[0] = '\0';

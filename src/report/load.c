@@ -753,6 +753,24 @@ static int runs_below(const char *dir, char *newest, size_t size)
     return runs;
 }
 
+int fb__report_journal_id(const char *run_dir, uint64_t id[2])
+{
+    char path[4096];
+    struct stat st;
+    if (stat(run_dir, &st))
+        return -errno;
+    if (S_ISDIR(st.st_mode)) {
+        if (snprintf(path, sizeof path, "%s/journal.sqlite", run_dir) >=
+            (int)sizeof path)
+            return -ENAMETOOLONG;
+        if (stat(path, &st))
+            return -errno;
+    }
+    id[0] = (uint64_t)st.st_dev;
+    id[1] = (uint64_t)st.st_ino;
+    return 0;
+}
+
 int fb__report_load(const char *run_dir, fb__report_run **out, char *err,
                     size_t errsz)
 {

@@ -225,6 +225,11 @@ int fb__report_load(const char *run_dir, fb__report_run **out, char *err,
 int fb__report_load_nth(const char *run_dir, int nth, fb__report_run **out, char *err,
                         size_t errsz);
 void fb__report_free(fb__report_run *run);
+/* Which journal RUN_DIR names (RUN_DIR/journal.sqlite, or the file
+ * itself): its device and inode into id, so that one run given twice
+ * ("runs/a", "runs/a/", "runs/a/journal.sqlite") is counted once.
+ * 0, or -errno when it cannot be stat()ed (the load then says why). */
+int fb__report_journal_id(const char *run_dir, uint64_t id[2]);
 
 /* The journal's lateness rows of run (lateness.c), after its attempts and
  * incidents are loaded: 0 or a negative code (message from the journal). */
@@ -368,6 +373,10 @@ typedef struct fb__fleet {
     fb__fleet_node *nodes;
     size_t nnodes, cap;
     size_t nruns, skipped, interruptions;
+    uint64_t (*journals)[2]; /* fb__report_journal_id of the run dirs read:
+                                a hash set, journals_cap slots        */
+    size_t njournals, journals_cap;
+    size_t repeated;      /* run directories given again: read once      */
     double rate;          /* interruptions per node-run, the fleet's     */
 } fb__fleet;
 

@@ -99,6 +99,15 @@ assert s == {"rank 0": (4, 2), "rank 1": (2, 2), "node host-a": (2, 2),
              "node host-b": (2, 2)}, s
 ' || fail "aggregate JSON"
 grep -q 'id="suspects"' "$D/ab.html" || fail "aggregate HTML suspects"
+# The same run given twice (a slash, its journal file) is reported once:
+# twice, its failures would make suspects of "repeated" failures.
+"$FB" report "$D/a" "$D/a/" "$D/a/journal.sqlite" --json 2>"$D/twice.err" | tail -n 1 \
+    | python3 -c '
+import json, sys
+j = json.loads(sys.stdin.read())
+assert j["nruns"] == 1 and len(j["runs"]) == 1, j["nruns"]' || fail "one run given twice: $(cat "$D/twice.err")"
+[ "$(grep -c "is a run given already: reported once" "$D/twice.err")" = 2 ] \
+    || fail "one run given twice: not said: $(cat "$D/twice.err")"
 
 # Terminal escapes in the journal's text (detail, node, category, evidence,
 # the run's reason) never reach the terminal raw: '?' in the text report

@@ -58,6 +58,17 @@ for n in j["nodes"]:
 PY
 # one run directory works too; a missing one is an error
 "$FB" report --fleet "$D/fleet/run-0" --json | tail -n 1 | grep -q '"nruns":1' || fail "a run dir"
+# a run met twice (by itself, with a slash, and inside the fleet's DIR) is
+# read once: counted twice, gpu-05's one-run failures would look repeated
+"$FB" report --fleet "$D/fleet/run-0" "$D/fleet/run-0/" "$D/fleet" --json >"$D/r.json" \
+    2>"$D/r.err" || fail "repeated: exit $?"
+python3 - "$D/r.json" "$D/f.json" <<'PY' || fail "repeated: $(cat "$D/r.err")"
+import json, sys
+r, f = (json.loads(open(p).read().splitlines()[-1]) for p in sys.argv[1:])
+assert r["nruns"] == 4 and r["repeated"] == 2, (r["nruns"], r["repeated"])
+assert r["nodes"] == f["nodes"], "the nodes differ from the fleet read once"
+PY
+[ "$(grep -c "run-0/* is a run read already" "$D/r.err")" = 2 ] || fail "repeated not said: $(cat "$D/r.err")"
 rc=0; "$FB" report --fleet "$D/nothing" >/dev/null 2>"$D/e" || rc=$?
 [ $rc = 2 ] && grep -q "nothing" "$D/e" || fail "missing DIR: exit $rc $(cat "$D/e")"
 # --html: the page says what the JSON says (table and evidence), escaped
