@@ -17,6 +17,22 @@ __version__ = _firebreak.VERSION
 
 _firebreak.init()   # 0 attached or not; < 0: environment unusable, record nothing
 
+
+# The extension raises Error(rc, message): args stay that pair, but the
+# message is what a traceback or print(e) shows, not the tuple
+# "(-20, '...: Not a directory (-20)')"; e.code is rc.
+def _error_str(self):
+    a = self.args
+    if len(a) == 2 and isinstance(a[0], int) and isinstance(a[1], str):
+        return a[1]
+    return RuntimeError.__str__(self)
+
+
+Error.__str__ = _error_str
+Error.code = property(
+    lambda self: self.args[0] if self.args and isinstance(self.args[0], int) else None,
+    doc="the libfirebreak code (an E* constant of firebreak._firebreak, or -errno)")
+
 attached = _firebreak.attached
 rank = _firebreak.rank
 world_size = _firebreak.world_size

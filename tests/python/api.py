@@ -172,6 +172,21 @@ def case_bad_extra():
     check(not os.path.exists("ck/step-0000000001"), "a checkpoint was written")
 
 
+def case_error_text():
+    """firebreak.Error reads as its message (a traceback showed the tuple
+    "(-20, '...')"); args stay (rc, message) and e.code is rc."""
+    open("afile", "w").close()
+    try:
+        firebreak.Checkpointer({"t": torch.zeros(2)}, dir="afile")
+        check(False, "a checkpointer into a file raised nothing")
+    except firebreak.Error as e:
+        check(str(e).startswith("afile") and "Not a directory" in str(e), "str: %r" % str(e))
+        check(e.code == -20 and e.args == (e.code, str(e)), "code/args: %r" % (e.args,))
+        check(not str(e).startswith("("), "str is the tuple: %r" % str(e))
+    os.unlink("afile")
+    check(str(firebreak.Error("plain")) == "plain", "one-argument Error")
+
+
 def case_bad_state():
     raises(TypeError, ["state['x']", "state_dict"],
            lambda: firebreak.Checkpointer({"x": 3}, dir="ck"))
