@@ -288,8 +288,8 @@ int fb__http_start(fb__http **out, const char *listen,
     /* One internal polling thread (poll or epoll, not select's 1024 fds):
      * the connection list needs no lock. */
     h->d = MHD_start_daemon(
-        MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ERROR_LOG,
-        ntohs(sa.sin_port), NULL, NULL, handle, h, MHD_OPTION_EXTERNAL_LOGGER, http_log, NULL,
+        MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ERROR_LOG, ntohs(sa.sin_port),
+        NULL, NULL, handle, h, MHD_OPTION_EXTERNAL_LOGGER, http_log, NULL,
         MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)REQUEST_MEMORY_LIMIT,
         MHD_OPTION_CONNECTION_LIMIT, (unsigned)MHD_CONNECTIONS,

@@ -130,11 +130,8 @@ int fb__cmd_report(int argc, char **argv)
      * reported once: counted twice, its failures would make its nodes
      * and ranks suspects of "repeated" failures. */
     char err[1024];
-    uint64_t (*ids)[2] = calloc(ndirs, sizeof *ids);
-    int *known = calloc(ndirs, sizeof *known);
-    if (!ids || !known) {
-        free(ids);
-        free(known);
+    uint64_t (*ids)[2] = calloc(ndirs, sizeof *ids); /* {0, 0}: unknown */
+    if (!ids) {
         free(runs);
         free(dirs);
         return 2;
@@ -142,9 +139,10 @@ int fb__cmd_report(int argc, char **argv)
     size_t kept = 0;
     for (size_t i = 0; i < ndirs; i++) {
         int dup = 0;
-        known[kept] = fb__report_journal_id(dirs[i], ids[kept]) == 0;
-        for (size_t j = 0; known[kept] && j < kept && !dup; j++)
-            dup = known[j] && ids[j][0] == ids[kept][0] && ids[j][1] == ids[kept][1];
+        if (fb__report_journal_id(dirs[i], ids[kept])) /* the load says why */
+            ids[kept][0] = ids[kept][1] = 0;
+        for (size_t j = 0; (ids[kept][0] || ids[kept][1]) && j < kept && !dup; j++)
+            dup = ids[j][0] == ids[kept][0] && ids[j][1] == ids[kept][1];
         if (dup)
             fprintf(stderr, "firebreak report: %s is a run given already: "
                     "reported once\n", fb__safe_text(err, sizeof err, dirs[i]));
@@ -153,7 +151,6 @@ int fb__cmd_report(int argc, char **argv)
     }
     ndirs = kept;
     free(ids);
-    free(known);
     size_t n = 0;
     for (; n < ndirs; n++) {
         err[0] = '\0';
