@@ -1457,6 +1457,13 @@ static void print_summary(fb__sup *s)
     if (!res->completed)
         fprintf(stderr, "firebreak run: %s\n", res->reason);
     fprintf(stderr, "firebreak run: run directory %s\n", res->run_dir);
+    /* How to go on: the same directory resumes from its checkpoints
+     * (docs/supervisor.md, "Run directory"). */
+    if (!res->completed && s->durable_step >= 0)
+        fprintf(stderr, "firebreak run: to resume from its newest checkpoint "
+                "(step %lld when it stopped): firebreak run --run-dir %s "
+                "[the same options] -- %s ...\n", (long long)s->durable_step,
+                res->run_dir, s->o->argv[0]);
 }
 
 /* A stop signal ended the run: its result (exit 128 + signal). */

@@ -55,6 +55,25 @@ wait $sup || fail "run after SIGUSR1 exited $? ($(tail -3 usr1.err))"
 grep -q "SIGUSR1: saved checkpoint" usr1/logs/rank-0.log || fail "rank 0 did not get SIGUSR1"
 grep -q "SIGUSR1: saved checkpoint" usr1/logs/rank-1.log || fail "rank 1 did not get SIGUSR1"
 
+# A stopped run with a checkpoint says how to resume it, and that resumes:
+# the hinted command on the same directory starts from the checkpoint.
+"$FB" run --nproc-per-node 1 --run-dir stopped -- "$T/toy-$TAG" --steps 100000 --sleep-ms 5 \
+    --ckpt-every 20 2>stop.err &
+sup=$!
+for _ in $(seq 100); do
+    [ "$(sqlite3 stopped/journal.sqlite "select count(*) from checkpoint where status = 'complete'" 2>/dev/null || echo 0)" -gt 0 ] && break
+    sleep 0.1
+done
+kill -TERM $sup
+wait $sup && fail "a stopped run exited 0"
+grep -q "to resume from its newest checkpoint (step [0-9]* when it stopped): firebreak run --run-dir /[^ ]*/stopped \[the same options\] -- $T/toy-$TAG ..." stop.err \
+    || fail "no resume hint: $(tail -5 stop.err)"
+at=$(sed -n 's/.*newest checkpoint (step \([0-9]*\) when it stopped).*/\1/p' stop.err)
+"$FB" run --quiet --nproc-per-node 1 --run-dir stopped -- "$T/toy-$TAG" --steps $((at + 5)) \
+    --sleep-ms 5 --ckpt-every 20 2>resume.err || fail "the resumed run: $(tail -3 resume.err)"
+grep -q "resuming after step $at" stopped/logs/rank-0.log || fail "not resumed from step $at: $(grep -v "^step" stopped/logs/rank-0.log)"
+grep -q "to resume" err.txt 2>/dev/null && fail "a resume hint with no checkpoint"
+
 # A terminal gets the live status line (script(1) provides the terminal).
 script -qfec "\"$FB\" run --nproc-per-node 2 -- \"$RANK\" --steps 40 --sleep-ms 30 \"$TAG\"" \
     /dev/null >tty.txt </dev/null || fail "run on a terminal failed"
