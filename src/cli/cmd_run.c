@@ -212,6 +212,38 @@ static int stdout_failed(const char *what)
     return 2;
 }
 
+/* torchrun takes every option with underscores as well as dashes
+ * (`--nproc_per_node=8`, `--max_restarts`, `--local_ranks_filter`), and
+ * scripts carry them over: rewrite those spellings in place, for the
+ * option words before the program only (an option's value, such as an
+ * `--mpirun-arg`'s, is left as it is). */
+static void torchrun_spellings(int argc, char **argv, const struct option *opts)
+{
+    for (int i = 1; i < argc; i++) {
+        char *a = argv[i];
+        if (a[0] != '-' || !strcmp(a, "--"))
+            return; /* the program (getopt stops there too: "+") */
+        if (a[1] != '-')
+            continue;
+        size_t len = strcspn(a + 2, "=");
+        char name[64];
+        if (len == 0 || len >= sizeof name)
+            continue;
+        memcpy(name, a + 2, len);
+        name[len] = '\0';
+        for (char *p = name; *p; p++)
+            *p = *p == '_' ? '-' : *p;
+        for (const struct option *o = opts; o->name; o++) {
+            if (strcmp(o->name, name))
+                continue;
+            memcpy(a + 2, name, len); /* the same length */
+            if (o->has_arg == required_argument && !a[2 + len])
+                i++; /* its value is the next word */
+            break;
+        }
+    }
+}
+
 int fb__cmd_run(int argc, char **argv)
 {
     enum { O_NPROC = 1000, O_LAUNCHER, O_MAXR, O_HANG, O_STARTUP, O_CKPTT,
@@ -267,6 +299,7 @@ int fb__cmd_run(int argc, char **argv)
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
     };
+    torchrun_spellings(argc, argv, longopts);
     fb__sup_options o;
     fb__sup_options_init(&o);
     int json = 0;

@@ -1475,6 +1475,28 @@ static const char *interrupted(fb__sup *s, fb__sup_result *res)
     return "interrupted";
 }
 
+/* What to do about a program that cannot be run, as torchrun's users
+ * meet it: a name without a slash is looked up on PATH only, not in this
+ * directory; a Python script needs its interpreter (torchrun adds it,
+ * firebreak runs the command as given).  "" when there is nothing to add.
+ * Returns 1 when PROG names a file in this directory. */
+static int program_hint(const char *prog, int rc, char *buf, size_t size)
+{
+    struct stat st;
+    size_t n = strlen(prog);
+    int here = !strchr(prog, '/') && stat(prog, &st) == 0 && S_ISREG(st.st_mode);
+    int py = n > 3 && !strcmp(prog + n - 3, ".py");
+    buf[0] = '\0';
+    if (py && (here || rc == -EACCES))
+        snprintf(buf, size, "; a Python script runs under its interpreter: "
+                 "firebreak run [options] -- python3 %s (torchrun adds the "
+                 "interpreter; firebreak runs the command as given)", prog);
+    else if (here && rc == -ENOENT)
+        snprintf(buf, size, "; the file in this directory is ./%s (a name "
+                 "without a slash is looked up on PATH only)", prog);
+    return here;
+}
+
 /* Everything that can be refused before the run directory is touched
  * (exit 2, nothing launched).  Prints what is wrong. */
 static int check_inputs(fb__sup *s)
@@ -1488,9 +1510,13 @@ static int check_inputs(fb__sup *s)
     char resolved[PATH_MAX];
     int rc = fb__find_program(o->argv[0], resolved, sizeof resolved);
     if (rc) {
-        fprintf(stderr, "firebreak run: cannot run '%s': %s\n", o->argv[0],
-                rc == -ENOENT ? "no such program (not a file, and not found on PATH)"
-                              : fb_strerror(rc));
+        char hint[PATH_MAX + 200];
+        int here = program_hint(o->argv[0], rc, hint, sizeof hint);
+        fprintf(stderr, "firebreak run: cannot run '%s': %s%s\n", o->argv[0],
+                rc != -ENOENT ? fb_strerror(rc)
+                : here        ? "not found on PATH"
+                              : "no such program (not a file, and not found on PATH)",
+                hint);
         return rc;
     }
     if (o->launcher == FB__LAUNCH_MPIRUN) {

@@ -59,6 +59,19 @@ grep -q "no-such-program" err.txt || fail "missing program not named"
 printf '#!/bin/sh\n' > notexec.sh
 expect2 -- ./notexec.sh
 grep -qi "permission denied" err.txt || fail "non-executable: $(cat err.txt)"
+grep -q "Python" err.txt && fail "a Python hint for a shell script: $(cat err.txt)"
+# torchrun's habit, a script named without its interpreter: said how
+printf 'print(1)\n' > train.py
+expect2 --nproc_per_node 1 train.py
+grep -q "cannot run 'train.py': not found on PATH; a Python script runs under its interpreter: firebreak run \[options\] -- python3 train.py" err.txt \
+    || fail "train.py: $(cat err.txt)"
+expect2 -- ./train.py
+grep -q "Permission denied; a Python script .* -- python3 ./train.py" err.txt || fail "./train.py: $(cat err.txt)"
+# a program in this directory named without ./: PATH only, and said so
+cp notexec.sh here-prog && chmod +x here-prog
+expect2 -- here-prog
+grep -q "cannot run 'here-prog': not found on PATH; the file in this directory is ./here-prog" err.txt \
+    || fail "here-prog: $(cat err.txt)"
 # An option its launcher does not act on would do nothing: refused, named.
 expect2 --drain -- /bin/true
 grep -q -- "--drain is for --launcher slurm .* with --launcher local it would do nothing" err.txt \

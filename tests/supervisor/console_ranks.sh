@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# --console-ranks (torchrun's --local-ranks-filter / --tee): the chosen
+# --console-ranks (torchrun's --local-ranks-filter / --tee; torchrun's
+# underscore spellings are taken too): the chosen
 # ranks' output also on stderr, each line after "[rankR]: ", made safe for
 # a terminal, long lines cut; every byte still in logs/rank-R.log; nothing
 # lost when a rank dies; a console that is not read does not stall ranks.
@@ -52,6 +53,16 @@ grep -qx '\[rank2\]: no newline at the end' err.txt || fail "rank 2's last, unte
 [ "$(log 2 | grep -c '^line [0-9]*$')" = 500 ] || fail "rank 2's log"
 q "select last_lines from incident" | grep -q "no newline at the end" || fail "incident's last lines: $(q 'select last_lines from incident')"
 rm -rf runs
+
+# torchrun's spellings, underscores and all, as scripts carry them over:
+# --nproc_per_node=3 --max_restarts 0 --local_ranks_filter 1
+"$FB" run --nproc_per_node=3 --max_restarts 0 --local_ranks_filter 1 -- "$T/rank.sh" \
+    >/dev/null 2>err.txt && fail "rank 2 was killed (torchrun spellings)"
+grep -qx '\[rank1\]: out of rank 1' err.txt || fail "torchrun spellings: $(head -5 err.txt)"
+grep -q '\[rank[02]\]' err.txt && fail "torchrun spellings: ranks 0 or 2 shown"
+[ "$(q "select nproc from run")" = 3 ] || fail "torchrun spellings: nproc $(q 'select nproc from run')"
+[ "$(q "select count(*) from attempt")" = 1 ] || fail "torchrun spellings: --max_restarts 0 not taken"
+rm -rf runs "$T"/marks/*
 
 # Bad values are usage errors.
 for v in "" x 1- 3-1 "0,,1" -1; do
