@@ -4,6 +4,7 @@
  */
 #include <errno.h>
 #include <getopt.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +12,7 @@
 #include "cli/cli.h"
 #include "common/jsonw.h"
 #include "common/util.h"
+#include "health/nvml.h"
 #include "supervisor/supervisor.h"
 #include "supervisor/watcher.h"
 
@@ -22,7 +24,9 @@ static void usage(FILE *f)
 "Launch CMD as a training job, watch every rank, and restart the job from its\n"
 "newest complete checkpoint when a rank crashes, hangs or exits with an error.\n"
 "\n"
-"  --nproc-per-node N     ranks on this node (default 1)\n"
+"  --nproc-per-node N     ranks on this node (default 1); or, as torchrun,\n"
+"                         gpu (one per visible GPU), cpu (one per CPU),\n"
+"                         auto (gpu if there are GPUs, else cpu)\n"
 "  --launcher L           local (default: child processes with torchrun's\n"
 "                         environment), mpirun (Open MPI), or slurm (srun\n"
 "                         inside an allocation)\n"
@@ -151,6 +155,56 @@ static int parse_num(const char *opt, const char *v, long long lo, long long hi,
     fprintf(stderr, "firebreak run: %s: expected a whole number in [%lld, %lld], "
             "got '%s'\n", opt, lo, hi, v);
     return -1;
+}
+
+/* GPUs this process may use, as torch counts them: CUDA_VISIBLE_DEVICES
+ * when set (its entries), else NVML's device count.  0 with a reason in
+ * why when there are none. */
+static int visible_gpus(char *why, size_t size)
+{
+    const char *cvd = getenv("CUDA_VISIBLE_DEVICES");
+    if (cvd) {
+        int n = 0;
+        for (const char *p = cvd; *p; p += strcspn(p, ","), p += *p == ',')
+            n += strcspn(p, ",") > 0;
+        if (!n)
+            snprintf(why, size, "CUDA_VISIBLE_DEVICES is empty");
+        return n;
+    }
+    fb__nvml *nv;
+    char err[256];
+    if (fb__nvml_open(&nv, NULL, 1, err, sizeof err)) {
+        snprintf(why, size, "%s", err);
+        return 0;
+    }
+    int n = fb__nvml_count(nv);
+    fb__nvml_close(nv);
+    if (n <= 0)
+        snprintf(why, size, "NVML sees no GPU");
+    return n > 0 ? n : 0;
+}
+
+/* --nproc-per-node: a number, or torchrun's names: cpu (the CPUs this
+ * process may run on), gpu (the GPUs it sees: an error when none), auto
+ * (gpu when there are any, else cpu). */
+static int parse_nproc(const char *v, int *out)
+{
+    if (strcmp(v, "cpu") && strcmp(v, "gpu") && strcmp(v, "auto"))
+        return parse_num("--nproc-per-node", v, 1, 4096, out);
+    char why[300] = "";
+    int n = strcmp(v, "cpu") ? visible_gpus(why, sizeof why) : 0;
+    if (!n && !strcmp(v, "gpu")) {
+        fprintf(stderr, "firebreak run: --nproc-per-node gpu: no GPU visible "
+                "(%s); give a number, or cpu\n", why);
+        return -1;
+    }
+    if (!n) {
+        cpu_set_t set;
+        n = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set)
+                                                         : (int)sysconf(_SC_NPROCESSORS_ONLN);
+    }
+    *out = n < 1 ? 1 : n > 4096 ? 4096 : n;
+    return 0;
 }
 
 static int print_json(const fb__sup_result *r)
@@ -323,7 +377,7 @@ int fb__cmd_run(int argc, char **argv)
             if (fflush(stdout) || ferror(stdout))
                 return stdout_failed("the help");
             return 0;
-        case O_NPROC: bad = parse_num("--nproc-per-node", optarg, 1, 4096, &o.nproc_per_node); break;
+        case O_NPROC: bad = parse_nproc(optarg, &o.nproc_per_node); break;
         case O_NNODES: bad = parse_num("--nnodes", optarg, 1, 100000, &o.nnodes); break;
         case O_LAUNCHER: {
             int l = fb__sup_launcher_from_name(optarg);

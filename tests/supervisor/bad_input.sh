@@ -72,6 +72,21 @@ cp notexec.sh here-prog && chmod +x here-prog
 expect2 -- here-prog
 grep -q "cannot run 'here-prog': not found on PATH; the file in this directory is ./here-prog" err.txt \
     || fail "here-prog: $(cat err.txt)"
+# torchrun's --nproc-per-node names: gpu counts CUDA_VISIBLE_DEVICES (or
+# NVML's devices), cpu the CPUs this process may use, auto the one or the
+# other; gpu with none visible is refused.
+CUDA_VISIBLE_DEVICES= expect2 --nproc-per-node gpu -- /bin/true
+grep -q "nproc-per-node gpu: no GPU visible (CUDA_VISIBLE_DEVICES is empty)" err.txt \
+    || fail "gpu, none: $(cat err.txt)"
+for spec in "0,1,2 gpu 3" "0,1 auto 2" ",, auto $(nproc)" "0 cpu $(nproc)"; do
+    read -r cvd v want <<<"$spec"
+    [ "$cvd" = ",," ] && cvd=
+    CUDA_VISIBLE_DEVICES=$cvd "$FB" run --quiet --run-dir "np-$v" --nproc_per_node="$v" \
+        -- "$RANK" --steps 1 "$TAG" 2>err.txt || fail "--nproc-per-node $v: $(cat err.txt)"
+    [ "$(sqlite3 "np-$v/journal.sqlite" 'select nproc from run')" = "$want" ] \
+        || fail "--nproc-per-node $v with CUDA_VISIBLE_DEVICES='$cvd': not $want ranks"
+    rm -rf "np-$v"
+done
 # An option its launcher does not act on would do nothing: refused, named.
 expect2 --drain -- /bin/true
 grep -q -- "--drain is for --launcher slurm .* with --launcher local it would do nothing" err.txt \
