@@ -300,6 +300,55 @@ static void torchrun_spellings(int argc, char **argv, const struct option *opts)
     }
 }
 
+/* torchrun's options that firebreak run has no use for, and why: said
+ * after "unknown option" ("" for any other). */
+static const char *torchrun_only(const char *arg)
+{
+    static const struct { const char *name, *why; } known[] = {
+        {"master-addr", "; firebreak run sets MASTER_ADDR and a free MASTER_PORT "
+                        "for every attempt itself: leave it out"},
+        {"master-port", "; firebreak run sets MASTER_ADDR and a free MASTER_PORT "
+                        "for every attempt itself: leave it out"},
+        {"standalone", "; not needed: the local launcher is one node with its "
+                       "own rendezvous"},
+        {"rdzv-backend", "; jobs across nodes run under Slurm: --launcher slurm "
+                         "--nnodes N (docs/slurm.md)"},
+        {"rdzv-endpoint", "; jobs across nodes run under Slurm: --launcher slurm "
+                          "--nnodes N (docs/slurm.md)"},
+        {"rdzv-id", "; jobs across nodes run under Slurm: --launcher slurm "
+                    "--nnodes N (docs/slurm.md)"},
+        {"node-rank", "; jobs across nodes run under Slurm: --launcher slurm "
+                      "--nnodes N (docs/slurm.md)"},
+        {"no-python", "; firebreak runs the command as given (put python3 before "
+                      "a script yourself)"},
+        {"module", "; firebreak runs the command as given: -- python3 -m MODULE"},
+        {"tee", "; each rank's output is in the run's logs/; --console-ranks "
+                "also shows ranks on the console"},
+        {"redirects", "; each rank's output is in the run's logs/; --console-ranks "
+                      "also shows ranks on the console"},
+        {"log-dir", "; each rank's output is in the run's logs/ (--run-dir sets "
+                    "where the run goes)"},
+        {"monitor-interval", "; firebreak watches the ranks without polling "
+                             "(pidfds): leave it out"},
+    };
+    char name[32];
+    if (!strcmp(arg, "-m"))
+        arg = "--module";
+    if (strncmp(arg, "--", 2))
+        return "";
+    size_t len = strcspn(arg + 2, "=");
+    if (len >= sizeof name)
+        return "";
+    memcpy(name, arg + 2, len);
+    name[len] = '\0';
+    for (char *p = name; *p; p++)
+        *p = *p == '_' ? '-' : *p;
+    for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
+        if (!strcmp(name, known[i].name))
+            return known[i].why;
+    return "";
+}
+
 int fb__cmd_run(int argc, char **argv)
 {
     enum { O_NPROC = 1000, O_LAUNCHER, O_MAXR, O_HANG, O_STARTUP, O_CKPTT,
@@ -496,9 +545,10 @@ int fb__cmd_run(int argc, char **argv)
         default:
             if (optopt)
                 fprintf(stderr, "firebreak run: option needs a value or is unknown: "
-                        "'%s'\n", argv[optind - 1]);
+                        "'%s'%s\n", argv[optind - 1], torchrun_only(argv[optind - 1]));
             else
-                fprintf(stderr, "firebreak run: unknown option '%s'\n", argv[optind - 1]);
+                fprintf(stderr, "firebreak run: unknown option '%s'%s\n",
+                        argv[optind - 1], torchrun_only(argv[optind - 1]));
             bad = 1;
             break;
         }

@@ -72,6 +72,14 @@ cp notexec.sh here-prog && chmod +x here-prog
 expect2 -- here-prog
 grep -q "cannot run 'here-prog': not found on PATH; the file in this directory is ./here-prog" err.txt \
     || fail "here-prog: $(cat err.txt)"
+# torchrun's options firebreak has no use for: refused, saying why
+expect2 --master_port=29501 -- /bin/true
+grep -q "unknown option '--master_port=29501'; firebreak run sets MASTER_ADDR and a free MASTER_PORT" err.txt \
+    || fail "--master_port: $(cat err.txt)"
+expect2 --standalone -- /bin/true
+grep -q "not needed: the local launcher is one node" err.txt || fail "--standalone: $(cat err.txt)"
+expect2 -m mod
+grep -q -- "-- python3 -m MODULE" err.txt || fail "-m: $(cat err.txt)"
 # torchrun's --nproc-per-node names: gpu counts CUDA_VISIBLE_DEVICES (or
 # NVML's devices), cpu the CPUs this process may use, auto the one or the
 # other; gpu with none visible is refused.
