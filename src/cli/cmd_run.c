@@ -292,7 +292,8 @@ static void torchrun_spellings(int argc, char **argv, const struct option *opts)
         for (const struct option *o = opts; o->name; o++) {
             if (strcmp(o->name, name))
                 continue;
-            memcpy(a + 2, name, len); /* the same length */
+            if (memchr(a + 2, '_', len))
+                memcpy(a + 2, name, len); /* the same length */
             if (o->has_arg == required_argument && !a[2 + len])
                 i++; /* its value is the next word */
             break;

@@ -64,7 +64,8 @@ static void usage(FILE *f)
                "and bad hardware.\n\ncommands:\n");
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         fprintf(f, "  %-12s %s\n", commands[i].name, commands[i].summary);
-    fprintf(f, "\n'firebreak COMMAND --help' for a command's options; "
+    fprintf(f, "\n'firebreak COMMAND --help' (or 'firebreak help COMMAND') for a "
+               "command's options; "
                "'firebreak --version'.\n");
 }
 
@@ -128,6 +129,13 @@ int main(int argc, char **argv)
     if (argc < 2) {
         usage(stderr);
         return 2;
+    }
+    if (!strcmp(argv[1], "help") && argc >= 3 && find(argv[2])) {
+        /* "firebreak help run", as git and go: the command's own help */
+        const command *c = find(argv[2]);
+        static char help[] = "--help"; /* writable, as argv is */
+        char *hv[] = {argv[2], help, NULL};
+        return finish(c->fn(2, hv), c);
     }
     if (fb__cli_is_help(argv[1]) ||
         !strcmp(argv[1], "help")) {

@@ -38,6 +38,12 @@ for c in run demo ckpt fr agent report sim watch; do
     full 2 "$c" --help
 done
 full 3 health --help
+# "firebreak help COMMAND" is that command's --help (it crashed for run,
+# whose option rewriting wrote into a string literal): the same text
+for c in run demo ckpt fr agent report sim watch health slurm-epilog; do
+    full "$([ $c = health ] && echo 3 || echo 2)" help "$c"
+    cmp -s <("$fb" help "$c" 2>&1) <("$fb" "$c" --help 2>&1) || fail "help $c differs from $c --help"
+done
 
 # the --json forms, each on a small real input
 fx=$tests/health/fixtures
