@@ -27,6 +27,8 @@ static void usage(FILE *f)
 "  --nproc-per-node N     ranks on this node (default 1); or, as torchrun,\n"
 "                         gpu (one per visible GPU), cpu (one per CPU),\n"
 "                         auto (gpu if there are GPUs, else cpu)\n"
+"  --nnodes N             slurm: nodes the job uses (default: the allocation\n"
+"                         minus --spare-nodes); 1 with the other launchers\n"
 "  --launcher L           local (default: child processes with torchrun's\n"
 "                         environment), mpirun (Open MPI), or slurm (srun\n"
 "                         inside an allocation)\n"
@@ -585,6 +587,15 @@ int fb__cmd_run(int argc, char **argv)
         fprintf(stderr, "firebreak run: --%s is for --launcher slurm (it acts on "
                 "the allocation's nodes); with --launcher %s it would do "
                 "nothing\n", slurm_only, fb__sup_launcher_name(o.launcher));
+        return 2;
+    }
+    /* torchrun's "--nnodes=1" is common and harmless; more nodes than
+     * this one need a launcher that reaches them. */
+    if (o.nnodes > 1 && o.launcher != FB__LAUNCH_SLURM) {
+        fprintf(stderr, "firebreak run: --nnodes %d: jobs across nodes run under "
+                "--launcher slurm (docs/slurm.md); --launcher %s starts ranks on "
+                "this node only (--nproc-per-node for more of them)\n", o.nnodes,
+                fb__sup_launcher_name(o.launcher));
         return 2;
     }
     if (mpirun_only && o.launcher != FB__LAUNCH_MPIRUN &&

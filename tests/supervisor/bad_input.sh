@@ -95,6 +95,12 @@ for spec in "0,1,2 gpu 3" "0,1 auto 2" ",, auto $(nproc)" "0 cpu $(nproc)"; do
         || fail "--nproc-per-node $v with CUDA_VISIBLE_DEVICES='$cvd': not $want ranks"
     rm -rf "np-$v"
 done
+# More nodes than this one need --launcher slurm; torchrun's common
+# "--nnodes=1" is taken with any launcher.
+expect2 --nnodes 2 -- /bin/true
+grep -q -- "--nnodes 2: jobs across nodes run under --launcher slurm" err.txt || fail "--nnodes 2: $(cat err.txt)"
+"$FB" run --quiet --run-dir nn1 --nnodes=1 -- "$RANK" --steps 1 "$TAG" 2>err.txt || fail "--nnodes=1: $(cat err.txt)"
+rm -rf nn1
 # An option its launcher does not act on would do nothing: refused, named.
 expect2 --drain -- /bin/true
 grep -q -- "--drain is for --launcher slurm .* with --launcher local it would do nothing" err.txt \
