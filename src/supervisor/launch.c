@@ -225,6 +225,10 @@ static int common_env(fb__sup *s, envb *e)
     snprintf(buf, sizeof buf, "%d", s->o->max_restarts);
     rc |= env_set(e, "TORCHELASTIC_MAX_RESTARTS", buf);
     rc |= env_set(e, "TORCHELASTIC_RUN_ID", s->job_id);
+    /* As torchrun: several ranks on a node each get one OpenMP thread
+     * unless the user chose (else every rank starts a thread per core). */
+    if (s->o->nproc_per_node > 1)
+        rc |= env_set_default(e, "OMP_NUM_THREADS", "1");
     snprintf(buf, sizeof buf, "%d", s->world);
     rc |= env_set(e, "FIREBREAK_WORLD_SIZE", buf);
     snprintf(buf, sizeof buf, "%d", (int)getpid());
@@ -691,6 +695,8 @@ static int rank_env(fb__sup *s, envb *e, int r, char *errfile, size_t size)
     snprintf(buf, sizeof buf, "%d", s->world);
     rc |= env_set(e, "WORLD_SIZE", buf);
     rc |= env_set(e, "LOCAL_WORLD_SIZE", buf);
+    rc |= env_set(e, "ROLE_WORLD_SIZE", buf);
+    rc |= env_set(e, "ROLE_NAME", "default");
     rc |= env_set(e, "GROUP_RANK", "0");
     rc |= env_set(e, "GROUP_WORLD_SIZE", "1");
     if (!rc && !(rc = fb__sup_error_file_path(s, r, errfile, size)))

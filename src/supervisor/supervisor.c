@@ -1796,6 +1796,9 @@ int fb__sup_run(const fb__sup_options *o, fb__sup_result *res)
         fb__sup_log(s, "run %s, job %s: %d rank%s, max %d restart%s, hang timeout %gs",
                     s->run_dir, s->job_id, s->world, s->world == 1 ? "" : "s",
                     o->max_restarts, o->max_restarts == 1 ? "" : "s", o->hang_timeout_s);
+        if (o->nproc_per_node > 1 && !getenv("OMP_NUM_THREADS"))
+            fb__sup_log(s, "OMP_NUM_THREADS=1 for every rank, as torchrun sets it "
+                        "for several ranks on a node (set OMP_NUM_THREADS to choose)");
         status = attempt_loop(s);
         fb__sup_diagnose_poll(s, 1); /* the last failure's, if not yet */
         fb__sup_warm_close(s);

@@ -36,4 +36,21 @@ if /usr/bin/python3 -c 'import torch' 2>/dev/null; then
     [ "$(names /usr/bin/python3 -c "import os; print('new=%s old=%s' % (os.environ.get('TORCH_FR_BUFFER_SIZE', '-'), os.environ.get('TORCH_NCCL_TRACE_BUFFER_SIZE', '-')))  # $TAG")" = "new=- old=2000" ] ||
         fail "torch 1.13: $(cat "$(run_dir)/logs/rank-0.log")"
 fi
-ok "TORCH_FR_* / TORCH_NCCL_* chosen by the rank's torch version"
+# torchrun's contract beyond the ranks: ROLE_WORLD_SIZE and ROLE_NAME, and
+# OMP_NUM_THREADS=1 with several ranks on the node unless the user set it
+# (said once in the log); one rank keeps the machine's default.
+omp() { # NPROC [ENV...]: rank 0's "omp=<v> role=<size>/<name>"
+    local n=$1
+    shift
+    rm -rf runs
+    env "$@" "$FB" run --nproc-per-node "$n" --max-restarts 0 -- bash -c \
+        "echo omp=\${OMP_NUM_THREADS:--} role=\$ROLE_WORLD_SIZE/\$ROLE_NAME # $TAG" >/dev/null 2>err.txt ||
+        fail "run omp $n: $(tail -3 err.txt)"
+    grep -o 'omp=.*' "$(run_dir)/logs/rank-0.log" | head -1
+}
+[ "$(omp 2 -u OMP_NUM_THREADS)" = "omp=1 role=2/default" ] || fail "2 ranks: $(omp 2 -u OMP_NUM_THREADS)"
+grep -q "OMP_NUM_THREADS=1 for every rank, as torchrun" err.txt || fail "OMP_NUM_THREADS not said: $(head -3 err.txt)"
+[ "$(omp 2 OMP_NUM_THREADS=3)" = "omp=3 role=2/default" ] || fail "the user's OMP_NUM_THREADS: $(omp 2 OMP_NUM_THREADS=3)"
+grep -q "OMP_NUM_THREADS=1 for every" err.txt && fail "OMP_NUM_THREADS said though the user set it"
+[ "$(omp 1 -u OMP_NUM_THREADS)" = "omp=- role=1/default" ] || fail "1 rank: $(omp 1 -u OMP_NUM_THREADS)"
+ok "TORCH_FR_* / TORCH_NCCL_* chosen by the rank's torch version; torchrun's ROLE_* and OMP_NUM_THREADS"
