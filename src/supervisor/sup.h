@@ -167,6 +167,7 @@ typedef struct fb__sup {
     fb__sup_failure fail;
     int64_t fail_incident_id;            /* the failure's journal row, 0    */
     int stop_signal;                     /* SIGINT/SIGTERM received         */
+    int stop_again;                      /* another one since: no more grace */
     int64_t max_step;                    /* this attempt, over ranks        */
     double useful_s;                     /* all attempts so far             */
     int any_attached;                    /* some rank attached, ever        */

@@ -625,6 +625,8 @@ static void handle_events(fb__sup *s, int timeout_ms)
                             fb__shim_signal(s->units[k].shim, SIGUSR1);
                 } else if (!s->stop_signal) {
                     s->stop_signal = sig;
+                } else {
+                    s->stop_again = sig; /* Ctrl-C twice: stop now */
                 }
             }
         } else if (map[i] == SUP_TAG_SLURM) {
@@ -921,7 +923,10 @@ static void stop_all(fb__sup *s, int sig)
     int hard = 0;
     while (!all_units_ended(s)) {
         uint64_t now = fb__now_ns();
-        if (!hard && now - t0 >= grace) {
+        if (!hard && (now - t0 >= grace || s->stop_again)) {
+            if (now - t0 < grace)
+                fb__sup_log(s, "received %s again: killing the ranks now, without "
+                            "the rest of --grace", strsignal(s->stop_again));
             hard = 1;
             for (int i = 0; i < s->nunits; i++)
                 if (!s->units[i].ended)

@@ -25,6 +25,31 @@ set -e
 assert_no_segments
 rm -rf runs
 
+# A second SIGTERM (or Ctrl-C) skips the rest of the grace period: ranks
+# that ignore SIGTERM under --grace 60 are killed at once.
+"$FB" run --nproc-per-node 2 --grace 60 --hang-timeout 30 -- \
+    "$RANK" --steps 100000 --sleep-ms 10 --ignore-term "$TAG" 2>err.txt &
+sup=$!
+for _ in $(seq 100); do
+    [ "$(q "select count(*) from attempt" 2>/dev/null)" = 1 ] && [ -n "$(leftovers)" ] && break
+    sleep 0.1
+done
+sleep 0.5
+kill -TERM $sup
+sleep 0.5
+t0=$(date +%s)
+kill -TERM $sup
+set +e
+wait $sup
+rc=$?
+set -e
+[ $rc = 143 ] || fail "exit $rc after two SIGTERMs, want 143"
+[ $(($(date +%s) - t0)) -lt 20 ] || fail "the second SIGTERM waited out --grace 60"
+grep -q "received Terminated again: killing the ranks now, without the rest of --grace" err.txt \
+    || fail "the second SIGTERM not said: $(tail -3 err.txt)"
+[ -z "$(leftovers)" ] || fail "processes left after two SIGTERMs: $(leftovers)"
+rm -rf runs
+
 # SIGKILL the supervisor: the shims notice (parent-death signal) and kill
 # their whole trees, setsid() grandchildren included.
 "$FB" run --nproc-per-node 2 --hang-timeout 30 -- \
