@@ -4,6 +4,14 @@
 # supervisor itself leaves no orphan either, including grandchildren that
 # called setsid().
 source "$(dirname "$0")/lib.sh"
+# stopped PID WHAT: the supervisor PID, signalled, must exit 143 and leave
+# no process behind
+stopped() {
+    local rc=0
+    wait "$1" || rc=$?
+    [ $rc = 143 ] || fail "exit $rc after $2, want 143"
+    [ -z "$(leftovers)" ] || fail "processes left after $2: $(leftovers)"
+}
 "$FB" run --nproc-per-node 3 --grace 1 --hang-timeout 30 -- \
     "$RANK" --steps 100000 --sleep-ms 10 --spawn-child --ignore-term "$TAG" 2>err.txt &
 sup=$!
@@ -13,12 +21,7 @@ for i in $(seq 100); do
 done
 [ "$(ls "$T"/runs/*/child.* | wc -l)" = 3 ] || fail "ranks did not start"
 kill -TERM $sup
-set +e
-wait $sup
-rc=$?
-set -e
-[ $rc = 143 ] || fail "exit $rc after SIGTERM, want 143"
-[ -z "$(leftovers)" ] || fail "processes left after SIGTERM: $(leftovers)"
+stopped $sup SIGTERM
 [ "$(q "select status from run")" = interrupted ] || fail "run status"
 [ "$(q "select outcome from attempt")" = stopped ] || fail "attempt outcome"
 [ "$(q "select count(*) from run where ended_at is not null")" = 1 ] || fail "ended_at"
@@ -39,15 +42,10 @@ kill -TERM $sup
 sleep 0.5
 t0=$(date +%s)
 kill -TERM $sup
-set +e
-wait $sup
-rc=$?
-set -e
-[ $rc = 143 ] || fail "exit $rc after two SIGTERMs, want 143"
+stopped $sup "two SIGTERMs"
 [ $(($(date +%s) - t0)) -lt 20 ] || fail "the second SIGTERM waited out --grace 60"
 grep -q "received Terminated again: killing the ranks now, without the rest of --grace" err.txt \
     || fail "the second SIGTERM not said: $(tail -3 err.txt)"
-[ -z "$(leftovers)" ] || fail "processes left after two SIGTERMs: $(leftovers)"
 rm -rf runs
 
 # SIGKILL the supervisor: the shims notice (parent-death signal) and kill
