@@ -4,7 +4,6 @@
  */
 #include <errno.h>
 #include <getopt.h>
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -200,11 +199,8 @@ static int parse_nproc(const char *v, int *out)
                 "(%s); give a number, or cpu\n", why);
         return -1;
     }
-    if (!n) {
-        cpu_set_t set;
-        n = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set)
-                                                         : (int)sysconf(_SC_NPROCESSORS_ONLN);
-    }
+    if (!n)
+        n = fb__usable_cpus();
     *out = n < 1 ? 1 : n > 4096 ? 4096 : n;
     return 0;
 }
@@ -275,23 +271,29 @@ static int stdout_failed(const char *what)
  * scripts carry them over: rewrite those spellings in place, for the
  * option words before the program only (an option's value, such as an
  * `--mpirun-arg`'s, is left as it is). */
+/* The name of a "--name[=value]" word with underscores as dashes, into
+ * name: its length, or 0 when ARG is not such a word (or too long). */
+static size_t option_name(const char *arg, char *name, size_t size)
+{
+    if (strncmp(arg, "--", 2))
+        return 0;
+    size_t len = strcspn(arg + 2, "=");
+    if (len == 0 || len >= size)
+        return 0;
+    for (size_t k = 0; k < len; k++)
+        name[k] = arg[2 + k] == '_' ? '-' : arg[2 + k];
+    name[len] = '\0';
+    return len;
+}
+
 static void torchrun_spellings(int argc, char **argv, const struct option *opts)
 {
     for (int i = 1; i < argc; i++) {
-        char *a = argv[i];
+        char *a = argv[i], name[64];
         if (a[0] != '-' || !strcmp(a, "--"))
             return; /* the program (getopt stops there too: "+") */
-        if (a[1] != '-')
-            continue;
-        size_t len = strcspn(a + 2, "=");
-        char name[64];
-        if (len == 0 || len >= sizeof name)
-            continue;
-        memcpy(name, a + 2, len);
-        name[len] = '\0';
-        for (char *p = name; *p; p++)
-            *p = *p == '_' ? '-' : *p;
-        for (const struct option *o = opts; o->name; o++) {
+        size_t len = option_name(a, name, sizeof name);
+        for (const struct option *o = opts; len && o->name; o++) {
             if (strcmp(o->name, name))
                 continue;
             if (memchr(a + 2, '_', len))
@@ -335,17 +337,8 @@ static const char *torchrun_only(const char *arg)
                              "(pidfds): leave it out"},
     };
     char name[32];
-    if (!strcmp(arg, "-m"))
-        arg = "--module";
-    if (strncmp(arg, "--", 2))
+    if (!option_name(strcmp(arg, "-m") ? arg : "--module", name, sizeof name))
         return "";
-    size_t len = strcspn(arg + 2, "=");
-    if (len >= sizeof name)
-        return "";
-    memcpy(name, arg + 2, len);
-    name[len] = '\0';
-    for (char *p = name; *p; p++)
-        *p = *p == '_' ? '-' : *p;
     for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
         if (!strcmp(name, known[i].name))
             return known[i].why;

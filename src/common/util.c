@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <math.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -502,4 +503,12 @@ uint64_t fb__fnv1a64(const void *data, size_t len, uint64_t seed)
 int fb__isatty(int fd)
 {
     return isatty(fd);
+}
+
+int fb__usable_cpus(void)
+{
+    cpu_set_t set;
+    long n = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set)
+                                                         : sysconf(_SC_NPROCESSORS_ONLN);
+    return n < 1 ? 1 : n > 1 << 20 ? 1 << 20 : (int)n;
 }

@@ -170,5 +170,8 @@ uint64_t fb__fnv1a64(const void *data, size_t len, uint64_t seed);
 
 /* Whether stdout / stderr is a terminal (for live status lines). */
 int fb__isatty(int fd);
+/* The CPUs this process may run on (its affinity mask: taskset, cpusets,
+ * Slurm's binding), else the online ones; at least 1. */
+int fb__usable_cpus(void);
 
 #endif

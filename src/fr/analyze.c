@@ -27,7 +27,6 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <pthread.h>
-#include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -415,14 +414,7 @@ static void *load_worker(void *arg)
 static int load_threads(size_t nfiles)
 {
     const char *env = getenv("FIREBREAK_FR_THREADS");
-    long n;
-    cpu_set_t cpus;
-    if (env && *env)
-        n = strtol(env, NULL, 10);
-    else if (sched_getaffinity(0, sizeof cpus, &cpus) == 0)
-        n = CPU_COUNT(&cpus);
-    else
-        n = sysconf(_SC_NPROCESSORS_ONLN);
+    long n = env && *env ? strtol(env, NULL, 10) : fb__usable_cpus();
     if (n < 1)
         n = 1;
     if (n > LOAD_THREADS_MAX)

@@ -35,7 +35,8 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
+
+#include "common/util.h"
 
 #define BLOCK_TRIALS 16
 
@@ -622,11 +623,8 @@ static double quantile(const double *sorted, long n, double q)
 static int thread_count(const fb__sim_config *c, long trials)
 {
     long n = c->threads;
-    if (n <= 0) {
-        n = sysconf(_SC_NPROCESSORS_ONLN);
-        if (n < 1)
-            n = 1;
-    }
+    if (n <= 0)
+        n = fb__usable_cpus();
     long blocks = (trials + BLOCK_TRIALS - 1) / BLOCK_TRIALS;
     if (n > blocks)
         n = blocks;
