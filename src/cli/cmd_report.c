@@ -130,19 +130,16 @@ int fb__cmd_report(int argc, char **argv)
      * reported once: counted twice, its failures would make its nodes
      * and ranks suspects of "repeated" failures. */
     char err[1024];
-    uint64_t (*ids)[2] = calloc(ndirs, sizeof *ids); /* {0, 0}: unknown */
-    if (!ids) {
-        free(runs);
-        free(dirs);
-        return 2;
-    }
+    fb__report_seen seen = {0};
     size_t kept = 0;
     for (size_t i = 0; i < ndirs; i++) {
-        int dup = 0;
-        if (fb__report_journal_id(dirs[i], ids[kept])) /* the load says why */
-            ids[kept][0] = ids[kept][1] = 0;
-        for (size_t j = 0; (ids[kept][0] || ids[kept][1]) && j < kept && !dup; j++)
-            dup = ids[j][0] == ids[kept][0] && ids[j][1] == ids[kept][1];
+        int dup = fb__report_seen_add(&seen, dirs[i]);
+        if (dup < 0) {
+            fb__report_seen_free(&seen);
+            free(runs);
+            free(dirs);
+            return 2;
+        }
         if (dup)
             fprintf(stderr, "firebreak report: %s is a run given already: "
                     "reported once\n", fb__safe_text(err, sizeof err, dirs[i]));
@@ -150,7 +147,7 @@ int fb__cmd_report(int argc, char **argv)
             dirs[kept++] = dirs[i];
     }
     ndirs = kept;
-    free(ids);
+    fb__report_seen_free(&seen);
     size_t n = 0;
     for (; n < ndirs; n++) {
         err[0] = '\0';

@@ -814,6 +814,15 @@ void fb__diag_classify(const fb__diag_evidence *ev, fb__diag_class *out)
     out->programs_own = programs_own(out->component);
 }
 
+void fb__diag_cause_text(const fb__diag_class *c, char *buf, size_t size)
+{
+    const char *cat = c->category ? c->category : "Unknown";
+    const char *comp = c->component ? c->component : cat;
+    int same = !strcmp(cat, comp);
+    snprintf(buf, size, "%s%s%s%s", cat, c->injected ? " (injected)" : "",
+             same ? "" : " / ", same ? "" : comp);
+}
+
 /* ---- stored form ------------------------------------------------------- */
 
 static const char *const rule_names[FB__DIAG_NRULES] = {

@@ -69,6 +69,11 @@ typedef struct fb__diag_class {
 /* Classify one incident.  Never fails: no evidence gives "Unknown". */
 void fb__diag_classify(const fb__diag_evidence *ev, fb__diag_class *out);
 
+/* The cause as people read it: "GPU / Faulty GPU", "GPU (injected) /
+ * Faulty GPU", and the component only where it is not the category
+ * ("Unknown (injected)", not "Unknown / Unknown").  Into buf, truncated. */
+void fb__diag_cause_text(const fb__diag_class *c, char *buf, size_t size);
+
 /* The evidence column as the supervisor stores it: "[by RULE] chain".
  * fb__diag_stored_rule reads the rule back (FB__DIAG_BY_SUPERVISOR when
  * the text has no such prefix: an older journal's). */

@@ -285,7 +285,7 @@ void fb__fleet_free(fb__fleet *f)
     for (size_t i = 0; i < f->nnodes; i++)
         free(f->nodes[i].ev);
     free(f->nodes);
-    free(f->journals);
+    fb__report_seen_free(&f->seen);
     memset(f, 0, sizeof *f);
 }
 
@@ -439,56 +439,11 @@ int fb__fleet_write_json(fb__jsonw *w, const fb__fleet *f)
 
 /* ---- reading run directories ------------------------------------------- */
 
-/* The set of journals read: open addressing on (device, inode), at most
- * half full; an empty slot is {0, 0} (no file has inode 0). */
-static size_t journal_slot(uint64_t (*t)[2], size_t cap, const uint64_t id[2])
-{
-    size_t i = (size_t)((id[0] * 0x9E3779B97F4A7C15ull) ^ id[1]) & (cap - 1);
-    while ((t[i][0] || t[i][1]) && (t[i][0] != id[0] || t[i][1] != id[1]))
-        i = (i + 1) & (cap - 1);
-    return i;
-}
-
-/* 1 when DIR's journal was read already (given twice, or both as a run
- * and inside a directory of runs): its runs must not count twice.  0 when
- * new (now remembered), -ENOMEM. */
-static int seen_before(fb__fleet *f, const char *dir)
-{
-    uint64_t id[2];
-    if (fb__report_journal_id(dir, id) || (!id[0] && !id[1]))
-        return 0; /* the load says why */
-    if (f->journals_cap) {
-        const uint64_t *e = f->journals[journal_slot(f->journals, f->journals_cap, id)];
-        if (e[0] || e[1])
-            return 1;
-    }
-    if (2 * (f->njournals + 1) > f->journals_cap) {
-        size_t nc = f->journals_cap ? f->journals_cap * 2 : 64;
-        uint64_t (*t)[2] = calloc(nc, sizeof *t);
-        if (!t)
-            return -ENOMEM;
-        for (size_t i = 0; i < f->journals_cap; i++)
-            if (f->journals[i][0] || f->journals[i][1]) {
-                size_t k = journal_slot(t, nc, f->journals[i]);
-                t[k][0] = f->journals[i][0];
-                t[k][1] = f->journals[i][1];
-            }
-        free(f->journals);
-        f->journals = t;
-        f->journals_cap = nc;
-    }
-    size_t k = journal_slot(f->journals, f->journals_cap, id);
-    f->journals[k][0] = id[0];
-    f->journals[k][1] = id[1];
-    f->njournals++;
-    return 0;
-}
-
 static int add_one(fb__fleet *f, const char *dir, FILE *errf)
 {
     fb__report_run *run = NULL;
     char err[1024] = "";
-    int rc = seen_before(f, dir);
+    int rc = fb__report_seen_add(&f->seen, dir);
     if (rc < 0)
         return rc;
     if (rc) {

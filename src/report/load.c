@@ -753,7 +753,8 @@ static int runs_below(const char *dir, char *newest, size_t size)
     return runs;
 }
 
-int fb__report_journal_id(const char *run_dir, uint64_t id[2])
+/* Which journal RUN_DIR names: its device and inode, or -errno. */
+static int journal_id(const char *run_dir, uint64_t id[2])
 {
     char path[4096];
     struct stat st;
@@ -769,6 +770,52 @@ int fb__report_journal_id(const char *run_dir, uint64_t id[2])
     id[0] = (uint64_t)st.st_dev;
     id[1] = (uint64_t)st.st_ino;
     return 0;
+}
+
+static size_t seen_slot(uint64_t (*t)[2], size_t cap, const uint64_t id[2])
+{
+    size_t i = (size_t)((id[0] * 0x9E3779B97F4A7C15ull) ^ id[1]) & (cap - 1);
+    while ((t[i][0] || t[i][1]) && (t[i][0] != id[0] || t[i][1] != id[1]))
+        i = (i + 1) & (cap - 1);
+    return i;
+}
+
+int fb__report_seen_add(fb__report_seen *s, const char *run_dir)
+{
+    uint64_t id[2];
+    if (journal_id(run_dir, id) || (!id[0] && !id[1]))
+        return 0;
+    if (s->cap) {
+        const uint64_t *e = s->slot[seen_slot(s->slot, s->cap, id)];
+        if (e[0] || e[1])
+            return 1;
+    }
+    if (2 * (s->n + 1) > s->cap) {
+        size_t nc = s->cap ? s->cap * 2 : 64;
+        uint64_t (*t)[2] = calloc(nc, sizeof *t);
+        if (!t)
+            return -ENOMEM;
+        for (size_t i = 0; i < s->cap; i++)
+            if (s->slot[i][0] || s->slot[i][1]) {
+                size_t k = seen_slot(t, nc, s->slot[i]);
+                t[k][0] = s->slot[i][0];
+                t[k][1] = s->slot[i][1];
+            }
+        free(s->slot);
+        s->slot = t;
+        s->cap = nc;
+    }
+    size_t k = seen_slot(s->slot, s->cap, id);
+    s->slot[k][0] = id[0];
+    s->slot[k][1] = id[1];
+    s->n++;
+    return 0;
+}
+
+void fb__report_seen_free(fb__report_seen *s)
+{
+    free(s->slot);
+    memset(s, 0, sizeof *s);
 }
 
 int fb__report_load(const char *run_dir, fb__report_run **out, char *err,

@@ -199,15 +199,11 @@ static void incidents(FILE *f, const fb__report_run *run)
         if (in->detail && *in->detail)
             fprintf(f, "      %.300s\n",
                     fb__safe_text(buf, sizeof buf, in->detail));
-        /* "Unknown / Unknown" says one thing twice: the component only
-         * when it is not the category */
-        char ca[256], co[256];
-        int same = !strcmp(in->cls.category, in->cls.component);
-        fprintf(f, "      root cause: %s%s%s%s, decided by %s: %s\n",
-                fb__safe_text(ca, sizeof ca, in->cls.category),
-                in->cls.injected ? " (injected)" : "", same ? "" : " / ",
-                same ? "" : fb__safe_text(co, sizeof co, in->cls.component),
-                in->cls.decided_by, fb__safe_text(buf, sizeof buf, in->cls.evidence));
+        char cause[512], safe[512];
+        fb__diag_cause_text(&in->cls, cause, sizeof cause);
+        fprintf(f, "      root cause: %s, decided by %s: %s\n",
+                fb__safe_text(safe, sizeof safe, cause), in->cls.decided_by,
+                fb__safe_text(buf, sizeof buf, in->cls.evidence));
     }
 }
 

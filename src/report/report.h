@@ -225,11 +225,18 @@ int fb__report_load(const char *run_dir, fb__report_run **out, char *err,
 int fb__report_load_nth(const char *run_dir, int nth, fb__report_run **out, char *err,
                         size_t errsz);
 void fb__report_free(fb__report_run *run);
-/* Which journal RUN_DIR names (RUN_DIR/journal.sqlite, or the file
- * itself): its device and inode into id, so that one run given twice
- * ("runs/a", "runs/a/", "runs/a/journal.sqlite") is counted once.
- * 0, or -errno when it cannot be stat()ed (the load then says why). */
-int fb__report_journal_id(const char *run_dir, uint64_t id[2]);
+/* The journals read so far, so that one run given twice ("runs/a",
+ * "runs/a/", "runs/a/journal.sqlite", or inside a directory of runs as
+ * well) is counted once: a set of (device, inode) of RUN_DIR/journal.sqlite
+ * or of the file itself.  Zero-initialised is empty. */
+typedef struct fb__report_seen {
+    uint64_t (*slot)[2]; /* open addressing, at most half full; {0,0} free */
+    size_t n, cap;
+} fb__report_seen;
+/* 1 when RUN_DIR's journal is in the set already; 0 when it was not (now
+ * it is), or cannot be stat()ed (the load then says why); -ENOMEM. */
+int fb__report_seen_add(fb__report_seen *s, const char *run_dir);
+void fb__report_seen_free(fb__report_seen *s);
 
 /* The journal's lateness rows of run (lateness.c), after its attempts and
  * incidents are loaded: 0 or a negative code (message from the journal). */
@@ -373,9 +380,7 @@ typedef struct fb__fleet {
     fb__fleet_node *nodes;
     size_t nnodes, cap;
     size_t nruns, skipped, interruptions;
-    uint64_t (*journals)[2]; /* fb__report_journal_id of the run dirs read:
-                                a hash set, journals_cap slots        */
-    size_t njournals, journals_cap;
+    fb__report_seen seen; /* the run directories read                   */
     size_t repeated;      /* run directories given again: read once      */
     double rate;          /* interruptions per node-run, the fleet's     */
 } fb__fleet;

@@ -381,10 +381,9 @@ static void finish(fb__sup *s, struct fb__sup_diag *d)
     fb__diag_class c;
     fb__diag_classify(&ev, &c);
     store(s, id, &c);
-    int same = !strcmp(c.category, c.component); /* "Unknown / Unknown" */
-    fb__sup_log(s, "root cause: %s%s%s%s (by %s)", c.category,
-                c.injected ? " (injected)" : "", same ? "" : " / ",
-                same ? "" : c.component, c.decided_by);
+    char cause[512];
+    fb__diag_cause_text(&c, cause, sizeof cause);
+    fb__sup_log(s, "root cause: %s (by %s)", cause, c.decided_by);
     free(klog);
     free(health);
     free(d->fr_verdict);

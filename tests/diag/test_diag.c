@@ -318,6 +318,17 @@ static void test_rules(void)
     ev.health = NULL;
     fb__diag_classify(&ev, &c);
     CHECK_EQ_STR(c.component, "Software bug");
+    /* as people read it: the component only where it is not the category */
+    char text[128];
+    fb__diag_cause_text(&c, text, sizeof text);
+    CHECK_EQ_STR(text, "Dependency / Software bug");
+    fb__diag_class u = {.category = "Unknown", .component = "Unknown", .injected = 1};
+    fb__diag_cause_text(&u, text, sizeof text);
+    CHECK_EQ_STR(text, "Unknown (injected)");
+    u.category = "GPU";
+    u.component = "Faulty GPU";
+    fb__diag_cause_text(&u, text, sizeof text);
+    CHECK_EQ_STR(text, "GPU (injected) / Faulty GPU");
     CHECK_EQ_STR(c.decided_by, "kernel_log");
     /* A stored evidence without the rule prefix (an older journal). */
     ev = (fb__diag_evidence){.kind = "crash", .category = "Host",

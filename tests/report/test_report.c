@@ -16,6 +16,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "firebreak/firebreak.h"
 #include "report/report.h"
@@ -281,6 +283,41 @@ static void test_suspects(void)
     free(s);
 }
 
+/* The set of journals read: each of 300 run directories (past the
+ * table's first growth) is new once and seen after, by any spelling of
+ * its path; one that cannot be stat()ed is never "seen". */
+static void test_seen(void)
+{
+    char tmp[] = "/tmp/fb-report-seen.XXXXXX", path[4096];
+    CHECK(mkdtemp(tmp) != NULL);
+    fb__report_seen seen = {0};
+    int fresh = 0, again = 0;
+    for (int i = 0; i < 300; i++) {
+        snprintf(path, sizeof path, "%s/run-%d", tmp, i);
+        mkdir(path, 0700);
+        snprintf(path, sizeof path, "%s/run-%d/journal.sqlite", tmp, i);
+        fclose(fopen(path, "w"));
+        snprintf(path, sizeof path, "%s/run-%d", tmp, i);
+        fresh += fb__report_seen_add(&seen, path) == 0;
+    }
+    for (int i = 0; i < 300; i++) {
+        snprintf(path, sizeof path, "%s/run-%d/%s", tmp, i, i % 2 ? "" : "journal.sqlite");
+        again += fb__report_seen_add(&seen, path) == 1;
+    }
+    CHECK_EQ_INT(fresh, 300);
+    CHECK_EQ_INT(again, 300);
+    CHECK_EQ_INT(fb__report_seen_add(&seen, "/nonexistent/run"), 0);
+    CHECK_EQ_INT(fb__report_seen_add(&seen, "/nonexistent/run"), 0);
+    fb__report_seen_free(&seen);
+    for (int i = 0; i < 300; i++) {
+        snprintf(path, sizeof path, "%s/run-%d/journal.sqlite", tmp, i);
+        unlink(path);
+        snprintf(path, sizeof path, "%s/run-%d", tmp, i);
+        rmdir(path);
+    }
+    rmdir(tmp);
+}
+
 static void test_running(const char *dir)
 {
     fb__report_run *run = load(dir);
@@ -324,6 +361,7 @@ int main(int argc, char **argv)
     if (argc >= 2 && !strcmp(argv[1], "classify")) {
         test_classify();
         test_suspects();
+        test_seen();
     }
     else if (argc == 3 && !strcmp(argv[1], "basic"))
         test_basic(argv[2]);
