@@ -87,7 +87,7 @@ static const char usage_text[] =
     "monte carlo and output:\n"
     "  --trials N               [1000]\n"
     "  --seed S                 [1]\n"
-    "  --threads N              [number of CPUs]\n"
+    "  --threads N              [the CPUs it may run on]\n"
     "  --no-search              skip the search for the best interval\n"
     "  --sweep gpus=A:B         doubling from A to B (or gpus=A,B,C)\n"
     "  --svg FILE               plot of the sweep\n"
