@@ -574,6 +574,16 @@ static pid_t standby_wait(const fb__spawn *sp, pid_t supervisor, int msg_fd, int
     return ahead;
 }
 
+/* The shim's parent-death signal, one the supervisor never sends: the
+ * kernel sends it when the parent *thread* ends, and a SIGKILLed
+ * supervisor's threads end one by one, its main thread (which forks every
+ * shim; the shim server has no other) often first, while getppid() still
+ * names the supervisor.  Were it SIGTERM, as a stop is, it would be passed
+ * on to the program as a stop: srun turns a SIGTERM into a SIGKILL of its
+ * step's tasks, and the node watchers died without removing their node's
+ * memory (tests/slurm/peer.sh, case 6). */
+#define SHIM_PARENT_GONE SIGRTMIN
+
 static void shim_main(const fb__spawn *sp, pid_t supervisor, int msg_fd)
 {
     prctl(PR_SET_NAME, "fb-shim");
@@ -581,12 +591,7 @@ static void shim_main(const fb__spawn *sp, pid_t supervisor, int msg_fd)
     int ahead_errfd = -1;
     if (sp->standby && sp->go_rfd > 0)
         ahead = standby_wait(sp, supervisor, msg_fd, &ahead_errfd);
-    prctl(PR_SET_PDEATHSIG, SIGTERM);
     signal(SIGPIPE, SIG_DFL); /* the supervisor ignores it (setup_signals) */
-    if (getppid() != supervisor)
-        _exit(1);
-    prctl(PR_SET_CHILD_SUBREAPER, 1);
-
     sigset_t set;
     sigemptyset(&set);
     sigaddset(&set, SIGCHLD);
@@ -595,7 +600,13 @@ static void shim_main(const fb__spawn *sp, pid_t supervisor, int msg_fd)
     sigaddset(&set, SIGHUP);
     sigaddset(&set, SIGUSR1);
     sigaddset(&set, SIGUSR2);
+    sigaddset(&set, SHIM_PARENT_GONE);
     sigprocmask(SIG_BLOCK, &set, NULL);
+    /* Blocked first: the supervisor's end is never this shim's own. */
+    prctl(PR_SET_PDEATHSIG, SHIM_PARENT_GONE);
+    if (getppid() != supervisor)
+        _exit(1);
+    prctl(PR_SET_CHILD_SUBREAPER, 1);
 
     /* A launch of many ranks: wait until the supervisor has forked every
      * shim (it closes its end of the pipe), so that the ranks' start-up
@@ -654,10 +665,10 @@ static void shim_main(const fb__spawn *sp, pid_t supervisor, int msg_fd)
             continue;
         if (sig == SIGCHLD) {
             shim_reap(pid, &reaped, &ws);
-        } else if (getppid() != supervisor || sig == SIGUSR2) {
+        } else if (sig == SHIM_PARENT_GONE || getppid() != supervisor || sig == SIGUSR2) {
             /* The supervisor is gone, or asks for a hard stop. */
             shim_kill_tree(pid, &reaped, &ws);
-            if (getppid() != supervisor)
+            if (sig == SHIM_PARENT_GONE || getppid() != supervisor)
                 _exit(1);
         } else {
             kill(-pid, sig);

@@ -8,6 +8,10 @@
  *   - a program that cannot be started: ENDED, exit 127, its errno;
  *   - cwd, stdout and the environment reach the program;
  *   - a stop (SIGTERM through the shim) ends the program with SIGTERM;
+ *   - the supervisor's main thread ending first (as a SIGKILL takes its
+ *     threads down one by one) ends the program at once by SIGKILL, never
+ *     by a SIGTERM passed on as a stop (srun would SIGKILL its step's
+ *     tasks then, before they cleaned up);
  *   - the supervisor's per-rank arrays (fb__proc_calloc_nofork) are not
  *     inherited by a fork, so that writing them after a shim's fork takes
  *     no copy-on-write fault;
@@ -36,7 +40,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <pthread.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -123,6 +129,80 @@ static void test_started_after_exec(void)
         if (failures)
             break;
     }
+}
+
+/* The "supervisor" of test_parent_thread_ends: a thread that outlives the
+ * main one by 3 s, as a SIGKILLed process's last thread may. */
+static void *outlive(void *arg)
+{
+    (void)arg;
+    struct timespec ts = {3, 0};
+    nanosleep(&ts, NULL);
+    _exit(0);
+}
+
+/* server_program: the "supervisor" starts its shim server (whose shims
+ * are its main thread's children too), else NULL: it forks them. */
+static void test_parent_thread_ends(const char *server_program)
+{
+    char dir[] = "/tmp/fb-test-shim.XXXXXX";
+    if (!mkdtemp(dir)) {
+        CHECK(0);
+        return;
+    }
+    char term[PATH_MAX], script[PATH_MAX + 128];
+    snprintf(term, sizeof term, "%s/term", dir);
+    /* A program that says so when a SIGTERM reaches it, and goes on. */
+    snprintf(script, sizeof script,
+             "trap 'echo TERM > %s' TERM; while :; do sleep 0.02; done", term);
+    int p[2];
+    if (pipe(p)) {
+        CHECK(0);
+        return;
+    }
+    pid_t sup = fork();
+    if (sup == 0) {
+        close(p[0]);
+        char *argv[] = {"sh", "-c", script, NULL};
+        fb__spawn sp = {.argv = argv, .envp = environ, .stdout_fd = -1, .stderr_fd = -1};
+        pid_t shim;
+        int fd;
+        fb__shim_msg m;
+        pthread_t th;
+        if (server_program && (setenv("FIREBREAK_SHIM_SERVER_PROGRAM", server_program, 1) ||
+                               fb__shim_server_start() || fb__shim_server_pid() <= 0))
+            _exit(1);
+        if (pthread_create(&th, NULL, outlive, NULL) || fb__shim_spawn(&sp, &shim, &fd) ||
+            !next_msg(fd, &m) || m.type != FB_SHIM_STARTED)
+            _exit(1);
+        pid_t pids[2] = {shim, m.pid};
+        (void)!write(p[1], pids, sizeof pids);
+        struct timespec ts = {0, 200000000}; /* the trap set */
+        nanosleep(&ts, NULL);
+        syscall(SYS_exit, 0); /* this thread only */
+    }
+    close(p[1]);
+    pid_t pids[2] = {0, 0};
+    CHECK(read(p[0], pids, sizeof pids) == (ssize_t)sizeof pids);
+    close(p[0]);
+    /* Gone within 2 s, while the supervisor still lives (its other
+     * thread): by the main thread's end, not by the whole process's. */
+    int gone = 0;
+    for (int t = 0; t < 200 && pids[1] > 0 && !gone; t++) {
+        gone = kill(pids[1], 0) && errno == ESRCH;
+        struct timespec ts = {0, 10000000};
+        nanosleep(&ts, NULL);
+    }
+    CHECK(gone);
+    CHECK_EQ_INT(kill(sup, 0), 0);
+    CHECK_EQ_INT(access(term, F_OK), -1);
+    int st;
+    CHECK_EQ_INT(waitpid(sup, &st, 0), sup);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    if (!gone && pids[1] > 0)
+        kill(pids[1], SIGKILL);
+    unlink(term);
+    rmdir(dir);
 }
 
 static void test_exec_fails(void)
@@ -605,6 +685,10 @@ int main(int argc, char **argv)
     }
     test_started_after_exec();
     test_exec_fails();
+    /* before any server of this process's: the "supervisor" starts its own */
+    test_parent_thread_ends(NULL);
+    if (argc >= 2)
+        test_parent_thread_ends(argv[1]);
     test_cwd_stdout_env();
     test_nofork_arrays();
     /* argv[1]: fb-shim-server; a step of nice up where allowed (root),
