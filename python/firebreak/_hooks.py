@@ -556,11 +556,17 @@ class _Hooks:
         if self.steps_here or self.firebreak._user_steps:
             return    # a load during training (evaluation...): not the resume
         step = self._step_of(path)
-        if step is None:
+        if step is not None:
+            self.resumed(step, "%s %s" % (what, path))
+
+    def resumed(self, step, what):
+        """The script resumed from its checkpoint of `step` (before its first
+        optimizer step here): the step count continues from it."""
+        if self.steps_here or self.firebreak._user_steps:
             return
         self.step = step
         self.base_known = True
-        msg = "%s %s: the step count continues from step %d" % (what, path, step)
+        msg = "%s: the step count continues from step %d" % (what, step)
         self.fb.note(0, step, msg[-190:])
 
     def _hook_save_load(self):
@@ -717,6 +723,13 @@ def _fsync(path):
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def restored(step, where):
+    """firebreak.Checkpointer.restore loaded `step` from `where`: the hooks
+    count steps from it (no torch.load of a file of ours to tell them)."""
+    if _H is not None:
+        _H.resumed(int(step), "firebreak.Checkpointer restored %s" % where)
 
 
 def committed(step):

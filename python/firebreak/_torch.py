@@ -944,6 +944,8 @@ class Checkpointer:
                 max_step = step
                 continue
             self._load(step, bufs, meta, own_rng)
+            from ._hooks import restored
+            restored(step, self.dir)
             return step
 
     @staticmethod

@@ -47,6 +47,12 @@ q() { sqlite3 "$run/journal.sqlite" "$1"; }
 # again (80 was corrupted).
 starts=$(grep -h '^gpt:' "$run"/logs/rank-0*.log 2>/dev/null | sed -n 's/.* at step \([0-9]*\) .*/\1/p' | tr '\n' ' ')
 [ "$starts" = "0 20 40 60 60 " ] || fail "attempts started at steps '$starts', expected '0 20 40 60 60 '"
+# The hooks count steps from the step firebreak.Checkpointer restored,
+# without the warning meant for a restore they cannot see.
+! q "select detail from event where kind = 'note'" | grep -q "is not known" ||
+    fail "a restart warned that its restored step is not known: $(q "select detail from event where kind = 'note'")"
+[ "$(q "select count(distinct attempt_id) from event where kind = 'note' and detail like 'firebreak.Checkpointer restored %: the step count continues from step %'")" = 4 ] ||
+    fail "not every restart noted its restored step: $(q "select attempt_id, detail from event where kind = 'note'")"
 [ -s "$run/report.html" ] || fail "no report.html in $run"
 
 left=$(leftovers)
