@@ -726,7 +726,6 @@ static char *analyze_hang(fb__sup *s)
     fb__fr_summary(r, summary, sizeof summary);
     int culprits[8];
     int n = fb__fr_culprit_ranks(r, culprits, 8);
-    fb__sup_log(s, "flight recorder: %s", summary);
     /* A mismatch where progress stopped names its culprits as a hang's do. */
     fb__fr_verdict_code vk = fb__fr_verdict_kind(r);
     fb__sup_hang_facts hf = {.world = s->world, .declared = f->rank,
@@ -755,6 +754,9 @@ static char *analyze_hang(fb__sup *s)
         }
         size_t l = strlen(f->detail);
         snprintf(f->detail + l, sizeof f->detail - l, "; flight recorder: %s", summary);
+    } else {
+        /* said here only when the failure's own line will not say it */
+        fb__sup_log(s, "flight recorder: %s", summary);
     }
     if (b.basis != FB__SUP_HANG_UNDECIDED && (!b.fr_named || n != 1))
         undecided_by_fr(f); /* no hang verdict, or several culprits */

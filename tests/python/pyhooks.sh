@@ -122,6 +122,10 @@ if [ "$torch_fr" = 1 ]; then
             || fail "sleep: no PyTorch flight-recorder dump of rank $r: $(ls -R "$rd/fr")"
     done
 fi
+# The flight recorder's verdict is logged once, in the hang's own line
+# (the summary's "Last failure" repeats that line).
+[ "$(grep -c '^\[firebreak .*never entered all_reduce' "$T/sleep/err.txt")" = 1 ] \
+    || fail "sleep: the verdict is not logged once: $(grep "never entered" "$T/sleep/err.txt")"
 ok "sleep: hang detected in $ms ms, rank 1 named at ddp_plain.py:$AR"
 
 # ---- rank 1 calls a barrier where the others call all_reduce
