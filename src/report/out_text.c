@@ -197,8 +197,7 @@ static void incidents(FILE *f, const fb__report_run *run)
             fprintf(f, ", lost work %.3f s", lost);
         fprintf(f, "%s\n", in->ends_attempt ? " (ended its attempt)" : "");
         if (in->detail && *in->detail)
-            fprintf(f, "      %.300s\n",
-                    fb__safe_text(buf, sizeof buf, in->detail));
+            fprintf(f, "      %s\n", fb__safe_text(buf, sizeof buf, in->detail));
         char cause[512], safe[512];
         fb__diag_cause_text(&in->cls, cause, sizeof cause);
         fprintf(f, "      root cause: %s, decided by %s: %s\n",

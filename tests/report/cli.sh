@@ -109,6 +109,15 @@ assert j["nruns"] == 1 and len(j["runs"]) == 1, j["nruns"]' || fail "one run giv
 [ "$(grep -c "is a run given already: reported once" "$D/twice.err")" = 2 ] \
     || fail "one run given twice: not said: $(cat "$D/twice.err")"
 
+# An incident's detail is shown whole in the text report: it was cut at
+# 300 characters, and its end is where a hang's detail says where the
+# rank was.
+cp -r "$D/a" "$D/long"
+sqlite3 "$D/long/journal.sqlite" "update incident set detail = replace(hex(zeroblob(300)), '00', 'ab') || ' the end' where id = (select min(id) from incident)" \
+    || fail "long detail: sqlite3"
+"$FB" report "$D/long" >"$D/long.txt" 2>&1 || fail "long detail: exit $?"
+grep -q "^      \(ab\)\{300\} the end$" "$D/long.txt" || fail "long detail not shown whole: $(grep -o 'abab.*' "$D/long.txt" | tail -c 80)"
+
 # Terminal escapes in the journal's text (detail, node, category, evidence,
 # the run's reason) never reach the terminal raw: '?' in the text report
 # and in error messages, \u001b in JSON (the value kept), U+FFFD in HTML.
