@@ -9,8 +9,12 @@
 #include <stdint.h>
 #include <stdio.h>
 
-/* `ckpt ls DIR`: exit code 0, or 2 when DIR cannot be read.  An empty
- * DIR with a checkpoints/ directory (a run directory) is said on stderr. */
+/* The checkpoint directory `firebreak ckpt` works on for PATH: PATH/checkpoints
+ * when PATH is a directory that holds no step-* entry but that directory (a
+ * run directory, where the supervisor keeps them), in buf; else PATH. */
+const char *fb__ckpt_tool_dir(const char *path, char *buf, size_t size);
+
+/* `ckpt ls DIR`: exit code 0, or 2 when DIR cannot be read. */
 int fb__ckpt_ls(const char *dir, int json, FILE *out);
 
 /* `ckpt verify DIR`: every shard of every checkpoint (or only `step` when
@@ -18,8 +22,7 @@ int fb__ckpt_ls(const char *dir, int json, FILE *out);
  * the step's (its lowest rank's), every hash.  A step with any failed
  * shard is reported FAILED, never complete.  Progress on stderr when it
  * is a terminal.  Exit code 0 all verify, 1 any failure (each named), 2
- * unreadable DIR or nothing to verify (no checkpoint, or none at `step`;
- * a run directory given for DIR is named). */
+ * unreadable DIR or nothing to verify (no checkpoint, or none at `step`). */
 int fb__ckpt_verify(const char *dir, int has_step, uint64_t step, int threads,
                     int json, FILE *out);
 

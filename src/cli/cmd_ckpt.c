@@ -17,7 +17,7 @@ static void usage(FILE *f)
             "       firebreak ckpt verify DIR [--step N] [--threads N] [--json]\n"
             "                             [--replicas [--per-rank GLOB]...]\n"
             "       firebreak ckpt inspect PATH [--step N] [--rank R] [--json]\n\n"
-            "DIR is a checkpoint directory (<run_dir>/checkpoints).\n"
+            "DIR is a checkpoint directory, or a run directory (for its checkpoints/).\n"
             "  ls       list checkpoints: step, complete or not, shards, size, age\n"
             "  verify   check every hash of every shard (exit 1 on any failure);\n"
             "           --replicas also compares whole tensors across ranks:\n"
@@ -81,6 +81,9 @@ int fb__cmd_ckpt(int argc, char **argv)
         usage(stderr);
         return 2;
     }
+    /* A run directory stands for its checkpoints. */
+    char ckdir[PATH_MAX];
+    path = fb__ckpt_tool_dir(path, ckdir, sizeof ckdir);
     if (!strcmp(sub, "ls"))
         return fb__ckpt_ls(path, json, stdout);
     if ((replicas || nper) && strcmp(sub, "verify")) {

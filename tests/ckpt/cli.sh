@@ -34,19 +34,27 @@ last=$("$fb" ckpt verify "$ck" --step 30 --json | tail -n 1)
 python3 -c 'import json,sys; d=json.loads(sys.argv[1]); assert not d["ok"] and d["failed"]==1 and d["failures"][0]["rank"]==1, d' "$last" || fail "verify --json: $last"
 "$fb" ckpt verify "$ck" --step 20 >/dev/null || fail "step 20 should verify"
 "$fb" ckpt verify "$ck" --step 99 >/dev/null 2>&1; [ $? = 2 ] || fail "verify of a missing step should exit 2"
-# Nothing to verify is not a pass (a script gating on the exit code), and
-# a run directory given for its checkpoint directory is named.
+# Nothing to verify is not a pass (a script gating on the exit code).
 mkdir -p "$dir/run/checkpoints"
 "$fb" ckpt verify "$dir/run/checkpoints" >/dev/null 2>"$dir/err"; rc=$?
 [ $rc = 2 ] || fail "verify of an empty directory: exit $rc, wanted 2"
 grep -q 'no checkpoint to verify' "$dir/err" || fail "empty directory: $(cat "$dir/err")"
 "$fb" ckpt verify "$dir/run" --json >"$dir/out" 2>"$dir/err"; rc=$?
-[ $rc = 2 ] || fail "verify of a run directory: exit $rc, wanted 2"
-grep -q "its checkpoints are in $dir/run/checkpoints" "$dir/err" || fail "no hint: $(cat "$dir/err")"
+[ $rc = 2 ] || fail "verify of a run directory without checkpoints: exit $rc, wanted 2"
+grep -q "$dir/run/checkpoints: no checkpoint to verify" "$dir/err" || fail "run directory: $(cat "$dir/err")"
 python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert not d["ok"] and d["shards_checked"]==0, d' "$dir/out" \
     || fail "verify --json of an empty directory: $(cat "$dir/out")"
-"$fb" ckpt ls "$dir/run" >/dev/null 2>"$dir/err" || fail "ls of a run directory: exit $?"
-grep -q "its checkpoints are in $dir/run/checkpoints" "$dir/err" || fail "ls: no hint: $(cat "$dir/err")"
+# A run directory stands for its checkpoints/ (where the supervisor keeps
+# them): ls, verify and inspect take it.
+mkdir "$dir/run2" && cp -r "$ck" "$dir/run2/checkpoints"
+cols() { awk 'NF == 5 { print $1, $2, $3 }'; }
+[ "$("$fb" ckpt ls "$dir/run2" | cols)" = "$("$fb" ckpt ls "$ck" | cols)" ] \
+    || fail "ls of a run directory: $("$fb" ckpt ls "$dir/run2" 2>&1)"
+"$fb" ckpt ls "$dir/run2" | tail -n 1 | grep -q " in $dir/run2/checkpoints\$" || fail "ls of a run directory: not named"
+"$fb" ckpt verify "$dir/run2" --step 20 >/dev/null || fail "verify of a run directory: exit $?"
+"$fb" ckpt inspect "$dir/run2" --step 20 --rank 2 | grep -q 'firebreak.world_size = 3' \
+    || fail "inspect of a run directory"
+rm -rf "$dir/run2"
 
 # The rank whose shard is corrupt falls back to step 20.
 out=$("$sample" --restore "$ck" 1 3 2>&1) || fail "restore rank 1: $out"
