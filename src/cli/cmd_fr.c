@@ -3,6 +3,7 @@
  * PyTorch dumps) and name the rank and the collective.
  */
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,7 +26,9 @@ static void usage(FILE *f)
         "that arrive late.  An INPUT is a file or a directory of per-rank\n"
         "files: firebreak rings (live /dev/shm segments, or .fbseg snapshots;\n"
         "a name /fb.<job>.<attempt>.<rank> opens a live one) and PyTorch\n"
-        "flight-recorder dumps (JSON or pickle, <prefix><rank>).\n"
+        "flight-recorder dumps (JSON or pickle, <prefix><rank>).  A run\n"
+        "directory (or its fr/) stands for its newest attempt's snapshots\n"
+        "(fr/attempt-<N>) and PyTorch's dumps of it (fr/torch/attempt-<N>).\n"
         "\n"
         "  --json               one JSON object on the last line of stdout\n"
         "  --min-wait D         pending longer than D is stuck (default 1s;\n"
@@ -42,12 +45,39 @@ static void usage(FILE *f)
         "decided and some ranks' evidence is missing; the result is printed).\n");
 }
 
+/* A run directory (or its fr/) given for INPUT i: the newest attempt's
+ * snapshots, and PyTorch's dumps of that attempt, as the supervisor reads
+ * them at a hang (docs/flight-recorder.md); said on stderr.  buf holds the
+ * two paths; returns the new number of inputs. */
+static int run_dir_inputs(const char **inputs, int n, int i, char buf[2][PATH_MAX])
+{
+    int count;
+    long k = fb__fr_newest_attempt(inputs[i], buf[0], buf[1], PATH_MAX, &count);
+    if (k < 0)
+        return n;
+    char safe[PATH_MAX], other[32] = "";
+    if (count > 1)
+        snprintf(other, sizeof other, ", the newest of %d", count);
+    fprintf(stderr, "firebreak fr: %s: attempt %ld's flight recorders%s (%s%s%s)\n",
+            fb__safe_text(safe, sizeof safe, inputs[i]), k, other, buf[0],
+            buf[1][0] ? " and PyTorch's in " : "", buf[1]);
+    inputs[i] = buf[0];
+    if (buf[1][0]) {
+        memmove(&inputs[i + 2], &inputs[i + 1], (size_t)(n - i - 1) * sizeof *inputs);
+        inputs[i + 1] = buf[1];
+        n++;
+    }
+    return n;
+}
+
 static int cmd_analyze(int argc, char **argv)
 {
     int json = 0;
     fb__fr_options opt;
     fb__fr_options_init(&opt);
-    const char **inputs = calloc((size_t)argc + 1, sizeof *inputs);
+    /* an INPUT may stand for two (a run directory: the attempt's rings
+     * and PyTorch's dumps) */
+    const char **inputs = calloc(2 * (size_t)argc + 1, sizeof *inputs);
     int n = 0;
     if (!inputs)
         return 2;
@@ -98,10 +128,18 @@ static int cmd_analyze(int argc, char **argv)
         free(inputs);
         return 2;
     }
+    char (*runs)[2][PATH_MAX] = calloc((size_t)n, sizeof *runs);
+    if (!runs) {
+        free(inputs);
+        return 2;
+    }
+    for (int i = n - 1; i >= 0; i--)
+        n = run_dir_inputs(inputs, n, i, runs[i]);
     fb__fr_result *res = NULL;
     char err[1024];
     int rc = fb__fr_analyze_paths_opt(inputs, n, &opt, &res, err, sizeof err);
     free(inputs);
+    free(runs);
     if (rc) {
         char safe[sizeof err];
         fprintf(stderr, "firebreak fr: %s\n", fb__safe_text(safe, sizeof safe, err));

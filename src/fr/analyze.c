@@ -577,6 +577,50 @@ static void dir_hint(const char *path, char *const *names, size_t n, char *hint,
                  "%s/fr/attempt-<N>)", path);
 }
 
+/* Has directory PATH an entry? */
+static int dir_has_entry(const char *path)
+{
+    DIR *d = opendir(path);
+    if (!d)
+        return 0;
+    struct dirent *e;
+    while ((e = readdir(d)) && (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")))
+        ;
+    closedir(d);
+    return e != NULL;
+}
+
+long fb__fr_newest_attempt(const char *path, char *fr, char *torch, size_t size,
+                           int *count)
+{
+    char base[PATH_MAX];
+    struct stat st;
+    *count = 0;
+    if (fb__fmt(base, sizeof base, "%s/fr", path) || stat(base, &st) || !S_ISDIR(st.st_mode))
+        snprintf(base, sizeof base, "%s", path);
+    DIR *d = opendir(base);
+    if (!d)
+        return -1;
+    long hi = -1;
+    for (struct dirent *e; (e = readdir(d));) {
+        char *end;
+        if (strncmp(e->d_name, "attempt-", 8) || e->d_name[8] < '0' || e->d_name[8] > '9')
+            continue;
+        long k = strtol(e->d_name + 8, &end, 10);
+        if (*end || k < 0 || fstatat(dirfd(d), e->d_name, &st, 0) || !S_ISDIR(st.st_mode))
+            continue;
+        ++*count;
+        hi = k > hi ? k : hi;
+    }
+    closedir(d);
+    if (hi < 0 || fb__fmt(fr, size, "%s/attempt-%ld", base, hi) ||
+        fb__fmt(torch, size, "%s/torch/attempt-%ld", base, hi))
+        return -1;
+    if (!dir_has_entry(torch))
+        torch[0] = '\0';
+    return hi;
+}
+
 /* Load a path: a file, a live segment name, or a directory of files. */
 static int load_path(fb__fr_model *m, const char *path, int *loaded)
 {

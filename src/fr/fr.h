@@ -48,6 +48,17 @@ void fb__fr_options_init(fb__fr_options *opt);
  */
 int fb__fr_analyze_paths(const char *const *paths, int npaths,
                          fb__fr_result **out, char *err, size_t errsz);
+
+/*
+ * PATH as a run directory (PATH/fr/attempt-<N>/, the snapshots the
+ * supervisor keeps of a failed attempt) or a run's fr/ (PATH/attempt-<N>/):
+ * the newest attempt's snapshot directory into fr, and PyTorch's dumps of
+ * that attempt into torch when PATH/[fr/]torch/attempt-<N> holds any, else
+ * "".  Returns N (and the number of attempts with snapshots in *count), or
+ * -1 when PATH is neither (or a path does not fit in size).
+ */
+long fb__fr_newest_attempt(const char *path, char *fr, char *torch, size_t size,
+                           int *count);
 int fb__fr_analyze_paths_opt(const char *const *paths, int npaths,
                              const fb__fr_options *opt, fb__fr_result **out,
                              char *err, size_t errsz);

@@ -69,15 +69,30 @@ incomplete)
   json_check "mismatch, one dump missing" "$T/out" $rc \
     'rc == 1 and d["verdict"] == "mismatch" and d["culprits"] == [1] and
      d["missing_ranks"] == "3"'
-  # no evidence at all, but a run's layout: the error says where the dumps
-  # are (a run's fr/ holds attempt-<N>/, a run directory fr/)
+  # A run directory (or its fr/) stands for its newest attempt's snapshots
+  # and PyTorch's dumps of that attempt, said on stderr: here attempt 3's
+  # (a hang, rank 2) and not attempt 1's (a dtype mismatch).
+  mkdir -p "$T/run2/fr/attempt-1" "$T/run2/fr/attempt-3" "$T/run2/fr/torch/attempt-3"
+  cp "$DATA"/type-json/nccl_trace_rank_* "$T/run2/fr/attempt-1/"
+  cp "$DATA"/hang-json/nccl_trace_rank_* "$T/run2/fr/torch/attempt-3/"
+  for p in "$T/run2" "$T/run2/fr"; do
+    run "$p" --json >"$T/out" 2>"$T/err"; rc=$?
+    json_check "run directory $p" "$T/out" $rc \
+      'rc == 1 and d["verdict"] == "hang" and d["culprits"] == [2]'
+    grep -q "$p: attempt 3's flight recorders, the newest of 2 ($T/run2/fr/attempt-3 and PyTorch's in $T/run2/fr/torch/attempt-3)" "$T/err" \
+      || { echo "FAIL run directory $p: not said: $(cat "$T/err")"; fail=1; }
+  done
+  # a run directory whose newest attempt holds nothing readable: exit 2,
+  # naming that attempt's directory
   mkdir -p "$T/run/fr/attempt-2" "$T/run/fr/attempt-10"; echo x >"$T/run/final_hash"
-  run "$T/run/fr" >/dev/null 2>"$T/err"; rc=$?
-  grep -q "it holds 2 attempts' snapshots, attempt-2 to attempt-10: give one, e.g. the last, $T/run/fr/attempt-10" "$T/err" \
-    && [ $rc = 2 ] || { echo "FAIL run's fr/: rc $rc: $(cat "$T/err")"; fail=1; }
   run "$T/run" >/dev/null 2>"$T/err"; rc=$?
-  grep -q "$T/run: directory holds no dump files it could read (a run directory? its flight recorders are in $T/run/fr/attempt-<N>)" "$T/err" \
-    && [ $rc = 2 ] || { echo "FAIL run directory: rc $rc: $(cat "$T/err")"; fail=1; }
+  grep -q "$T/run/fr/attempt-10: directory holds no dump files" "$T/err" \
+    && [ $rc = 2 ] || { echo "FAIL empty run directory: rc $rc: $(cat "$T/err")"; fail=1; }
+  # a run's fr/ with no attempt in it: the error says where they would be
+  mkdir -p "$T/run3/fr"
+  run "$T/run3" >/dev/null 2>"$T/err"; rc=$?
+  grep -q "$T/run3: directory holds no dump files (a run directory? its flight recorders are in $T/run3/fr/attempt-<N>)" "$T/err" \
+    && [ $rc = 2 ] || { echo "FAIL run directory without attempts: rc $rc: $(cat "$T/err")"; fail=1; }
   ;;
 escape)
   python3 "$TORCHGEN" "$T/hostile" --hostile || exit 1
