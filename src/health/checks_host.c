@@ -135,8 +135,9 @@ void fb__health_check_kernel_log(const fb__health_opts *o, fb__health_result *r)
                            path, fb_strerror(rc));
         else
             fb__health_add(r, "kernel.xid", FB_HEALTH_SKIPPED, NULL, NULL,
-                           NULL, "cannot read the kernel log %s: %s (run as "
-                           "root)", path, fb_strerror(rc));
+                           NULL, "cannot read the kernel log %s: %s%s", path,
+                           fb_strerror(rc), rc == -EACCES || rc == -EPERM
+                               ? " (run as root)" : "");
         free(k);
         k = NULL;
         goto out;

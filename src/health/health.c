@@ -254,8 +254,8 @@ void fb__health_print(const fb__health_result *r, int verbose, FILE *f)
             fprintf(f, "        %-28s action: %s\n", "", c->action);
     }
     if (ok || skipped)
-        fprintf(f, "        %zu checks ok, %zu skipped (-v lists them)\n", ok,
-                skipped);
+        fprintf(f, "        %zu check%s ok, %zu skipped (-v lists them)\n", ok,
+                ok == 1 ? "" : "s", skipped);
     fprintf(f, "verdict: %s\n", fb__health_status_name(fb__health_outcome(r)));
 }
 

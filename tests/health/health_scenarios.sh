@@ -161,5 +161,15 @@ FIREBREAK_NVML_LIB=$double FIREBREAK_NVML_SCENARIO=$fx/gpu-lost/nvml.txt \
 grep -q "^fail *gpu3.present" "$tmp/text" && grep -q "verdict: fail" "$tmp/text" \
     || { echo "FAIL text output"; cat "$tmp/text"; fails=$((fails + 1)); }
 
+# A root with nothing but /dev/shm: one check ok (not "1 checks"), and a
+# kernel log that is not there is not a matter of running as root.
+mkdir -p "$tmp/bare/dev/shm"
+"$fb" health --root "$tmp/bare" --min-free 1M -v > "$tmp/text"
+grep -q "kmsg: No such file or directory$" "$tmp/text" \
+    || { echo "FAIL missing kernel log: $(grep kernel.xid "$tmp/text")"; fails=$((fails + 1)); }
+"$fb" health --root "$tmp/bare" --min-free 1M > "$tmp/text"
+grep -q "^ *1 check ok, 6 skipped" "$tmp/text" \
+    || { echo "FAIL counts: $(cat "$tmp/text")"; fails=$((fails + 1)); }
+
 [ $fails = 0 ] && echo "health scenarios: all passed"
 exit $((fails > 0))
