@@ -43,10 +43,6 @@ static int g_mute;
 
 #ifdef FB_TEST_HOOKS
 static int g_trace;
-static volatile sig_atomic_t g_stage; /* where the main loop is (trace) */
-#define STAGE(k) (g_stage = (k))
-#else
-#define STAGE(k) ((void)0)
 #endif
 
 static void on_stop(int sig)
@@ -54,10 +50,9 @@ static void on_stop(int sig)
     g_stop = 1;
 #ifdef FB_TEST_HOOKS
     if (g_trace) { /* async-signal-safe: one write of a fixed-size line */
-        char line[] = "firebreak watch: signal .. in stage .\n";
+        char line[] = "firebreak watch: signal ..\n";
         line[24] = (char)('0' + sig / 10 % 10);
         line[25] = (char)('0' + sig % 10);
-        line[36] = (char)('0' + g_stage % 10);
         ssize_t w = write(STDERR_FILENO, line, sizeof line - 1);
         (void)w;
     }
@@ -701,7 +696,6 @@ int fb__watch_run(const fb__watch_opts *o)
         for (int i = 0; i < n; i++) {
             if (ranks[i].ended)
                 continue;
-            STAGE(1);
             if (!ranks[i].seg && fb__now_ns() >= attach_from)
                 try_attach(o->out, o->job, o->attempt, &ranks[i]);
             if (ranks[i].seg && !ranks[i].ended && ranks[i].pidfd >= 0) {
@@ -715,13 +709,10 @@ int fb__watch_run(const fb__watch_opts *o)
             pfd[np].events = POLLIN;
             pfd[np].revents = 0;
         }
-        STAGE(2);
         int rc = poll(pfd, (nfds_t)np + (req.fd >= 0), 50);
-        STAGE(3);
         /* A snapshot first: the rings as the hang left them. */
         if (rc > 0 && req.fd >= 0 && pfd[np].revents)
             read_requests(o, &req, ranks, n);
-        STAGE(4);
         for (int k = 0; rc > 0 && k < np; k++)
             if (pfd[k].revents && report_end(o->out, &ranks[map[k]]))
                 ranks[map[k]].vanished = 1;
@@ -737,9 +728,7 @@ int fb__watch_run(const fb__watch_opts *o)
                 g_mute = 1;
 #endif
         }
-        STAGE(5);
         pass(o, ranks, n, now);
-        STAGE(6);
         if (peer) {
             /* The named step first, once every local rank has it (or a
              * newer one: it stays, the supervisor keeps it); else this
@@ -750,7 +739,6 @@ int fb__watch_run(const fb__watch_opts *o)
                 fb__peer_offer(peer, g_send, 1);
             fb__peer_offer(peer, done, 0);
         }
-        STAGE(7);
         int proof_due = proof_ns && now >= proof_ns;
         if ((now - last_beat >= interval_ns && !proof_ns) || proof_due) {
             last_beat = now;
@@ -764,12 +752,10 @@ int fb__watch_run(const fb__watch_opts *o)
                 if (ranks[i].seg && !ranks[i].ended && !ranks[i].corrupt)
                     beat(o->out, &ranks[i], now);
         }
-        STAGE(0);
         left = 0;
         for (int i = 0; i < n; i++)
             left += !ranks[i].ended;
     }
-    STAGE(8);
     uint64_t stop_ns = g_stop ? fb__now_ns() : 0;
     trace(g_stop ? "stop signal seen" : "every local rank ended");
     if (proof_ns && !g_mute) {
@@ -798,7 +784,6 @@ int fb__watch_run(const fb__watch_opts *o)
     trace("last lines written");
     fb__peer_stop(peer);
     trace("peer tier stopped");
-    STAGE(9);
     settle_memory(o, &req, ranks, n, stop_ns);
     trace("node memory settled");
     /* Stopped by SIGTERM (scancel, the job's end; a step srun stops ends
