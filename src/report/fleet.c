@@ -215,15 +215,21 @@ int fb__fleet_add_run(fb__fleet *f, const fb__report_run *run)
         if (!in->node || !*in->node)
             continue;
         char checks[200];
-        int intr = fb__report_is_interruption(in);
+        /* An injected fault, or the program's own failure (a software bug,
+         * a dependency, its GPU memory: the same on any node), is no
+         * evidence against the node it happened on, as for the report's
+         * suspects (aggregate.c). */
+        int intr = fb__report_is_interruption(in) && !in->cls.injected &&
+                   !in->cls.programs_own;
         int hfail = health_failed(in->health, checks, sizeof checks);
         int hw = intr && is_hardware(&in->cls);
-        if (!intr && !hfail)
-            continue;
+        /* the node was in the run, whatever happened on it */
         fb__fleet_node *n = node_of(f, in->node);
         if (!n)
             return -ENOMEM;
         seen_in(n, idx);
+        if (!intr && !hfail)
+            continue;
         n->interruptions += (size_t)intr;
         n->hardware += (size_t)hw;
         n->health_fails += (size_t)hfail;

@@ -3,9 +3,13 @@
 # fleet (fb-report-gen fleet0..3) and a directory that is not a run: the
 # nodes ranked, gpu-07 flagged repeat + hardware + health with its
 # incidents and its two drains (journal events "drain"), gpu-03 repeat
-# only (software bugs; its failed drain not counted), an injected kill and a
-# node that only hosted runs not flagged; text and JSON agree; a missing
-# DIR is exit 2; an unreadable run is skipped and said.
+# and rate, not hardware (crashes of unknown cause; its failed drain not
+# counted); gpu-04's
+# software bugs and gpu-05's injected kills, each in two runs, are no
+# evidence against those nodes (as for the report's suspects): counted
+# neither as interruptions nor flagged; a node that only hosted runs not
+# flagged; text and JSON agree; a missing DIR is exit 2; an unreadable
+# run is skipped and said.
 set -u
 FB=$1 GEN=$2
 D=$(mktemp -d)
@@ -24,10 +28,12 @@ j = json.loads(open(sys.argv[1]).read().splitlines()[-1])
 txt = open(sys.argv[2]).read()
 assert j["kind"] == "firebreak.fleet" and j["nruns"] == 4 and j["skipped"] == 1, j
 nodes = {n["node"]: n for n in j["nodes"]}
-assert [n["node"] for n in j["nodes"]] == ["gpu-07", "gpu-03", "gpu-05", "gpu-02"], \
+assert [n["node"] for n in j["nodes"]] == ["gpu-07", "gpu-03", "gpu-02", "gpu-04", "gpu-05"], \
     [n["node"] for n in j["nodes"]]
 g7 = nodes["gpu-07"]
-assert g7["flags"] == ["repeat", "hardware", "health", "drain"], g7
+# (rate too: an interruption in each of its runs, 3x the fleet's 4 in 12
+# node-runs)
+assert g7["flags"] == ["repeat", "hardware", "health", "rate", "drain"], g7
 assert (g7["runs_failed"], g7["hardware"], g7["health_fails"], g7["drains"]) == (2, 2, 2, 2), g7
 inc = [e for e in g7["evidence"] if not e["drain"]]
 dr = [e for e in g7["evidence"] if e["drain"]]
@@ -38,9 +44,11 @@ assert all(e["incident"] is None and "health check failed: kernel.xid79" in e["e
 assert all(e["failed_checks"] == "kernel.xid79.0000:3b:00" for e in inc)
 assert nodes["gpu-03"]["drains"] == 0, nodes["gpu-03"]
 assert "Xid (PCI:0000:3b:00): 79" in g7["evidence"][0]["evidence"]
-assert nodes["gpu-03"]["flags"] == ["repeat"], nodes["gpu-03"]
-assert nodes["gpu-05"]["flags"] == [] and nodes["gpu-05"]["hardware"] == 0
-assert nodes["gpu-05"]["evidence"][0]["category"] == "Unknown (injected)"
+assert nodes["gpu-03"]["flags"] == ["repeat", "rate"], nodes["gpu-03"]
+for k in ("gpu-04", "gpu-05"):
+    assert nodes[k]["flags"] == [] and nodes[k]["interruptions"] == 0, nodes[k]
+    assert nodes[k]["runs"] == 2 and nodes[k]["evidence"] == [], nodes[k]
+assert j["interruptions"] == 4, j["interruptions"]
 assert nodes["gpu-02"]["runs"] == 4 and nodes["gpu-02"]["interruptions"] == 0
 # the text says the same
 for n in j["nodes"]:

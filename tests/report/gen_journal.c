@@ -21,8 +21,9 @@
  * fleet0..3  four runs of one fleet for `report --fleet` (see fleet_run):
  *            gpu-07 fails on hardware in runs 0 and 1 and its health check
  *            fails twice, and it is drained (--drain) in both; gpu-03
- *            has software bugs in runs 1 and 2 and a drain that failed;
- *            gpu-05 only an injected kill; gpu-02 only hosts runs
+ *            has crashes of unknown cause in runs 1 and 2 and a drain
+ *            that failed; gpu-04 software bugs in runs 2 and 3; gpu-05
+ *            injected kills in runs 0 and 3; gpu-02 only hosts runs
  */
 #include <errno.h>
 #include <math.h>
@@ -358,24 +359,35 @@ static void fleet_run(const char *dir, int n)
                        "log around the incident: '[12.0] NVRM: Xid (PCI:0000:3b:00): "
                        "79, pid=1'", NULL, HEALTH_FAIL);
         fleet_drain(a, 10, "gpu-07", 0);
+        a = attempt(1, 11, 12, 20, 0, 0, 1, 19, 1, "failed");
+        fleet_incident(a, "crash", 19, "gpu-05", NULL, NULL, NULL,
+                       "kill:rank=0,step=10", NULL);
         break;
     case 1:
         fleet_incident(a, "crash", 9, "gpu-07", NULL, NULL, NULL, NULL,
                        HEALTH_FAIL); /* classified by the report: health */
         fleet_drain(a, 10, "gpu-07", 0);
         a = attempt(1, 11, 12, 20, 0, 0, 1, 19, 1, "failed");
-        fleet_incident(a, "error_exit", 19, "gpu-03", "Dependency",
-                       "Software bug", "[by log] a Python exception ended the "
-                       "program: 'ValueError: bad batch'", NULL, HEALTH_OK);
+        fleet_incident(a, "crash", 19, "gpu-03", "Unknown", "Unknown",
+                       "[by signal] SIGKILL from outside the process, as from an "
+                       "unknown sender", NULL, HEALTH_OK);
         break;
     case 2:
-        fleet_incident(a, "error_exit", 9, "gpu-03", "Dependency",
-                       "Software bug", "[by log] a Python exception ended the "
-                       "program: 'KeyError: step'", NULL, NULL);
+        fleet_incident(a, "crash", 9, "gpu-03", "Unknown", "Unknown",
+                       "[by signal] SIGKILL from outside the process, as from an "
+                       "unknown sender", NULL, NULL);
         fleet_drain(a, 10, "gpu-03", 1); /* scontrol failed: not drained */
+        a = attempt(1, 11, 12, 20, 0, 0, 1, 19, 1, "failed");
+        fleet_incident(a, "error_exit", 19, "gpu-04", "Dependency",
+                       "Software bug", "[by log] a Python exception ended the "
+                       "program: 'ValueError: bad batch'", NULL, NULL);
         break;
     default:
-        fleet_incident(a, "crash", 9, "gpu-05", NULL, NULL, NULL,
+        fleet_incident(a, "error_exit", 9, "gpu-04", "Dependency",
+                       "Software bug", "[by log] a Python exception ended the "
+                       "program: 'KeyError: step'", NULL, NULL);
+        a = attempt(1, 11, 12, 20, 0, 0, 1, 19, 1, "failed");
+        fleet_incident(a, "crash", 19, "gpu-05", NULL, NULL, NULL,
                        "kill:rank=0,step=10", NULL);
     }
     CHECK(fb__journal_attempt_real(J, a, "ended_at", T0 + 30));

@@ -104,7 +104,8 @@ assert [(n["node"], n["host"], n["ranks"]) for n in nodes] == \
     [("node%d" % (r + 1), "node%d" % (r + 1), [r]) for r in range(4)], nodes
 PY
 # The fleet view (lemon nodes) counts the nodes the run ran on, not the
-# machine the supervisor ran on.
+# machine the supervisor ran on; rank 2's injected kill on node3 is no
+# evidence against node3 there either.
 "$FB" report --fleet "$T/r" --json >fleet.json || fail "report --fleet exited $?"
 python3 - fleet.json "$me" <<'PY' || fail "fleet: $(tail -1 fleet.json | head -c 600)"
 import json, sys
@@ -112,8 +113,7 @@ d = json.loads(open(sys.argv[1]).read().splitlines()[-1])
 nodes = {n["node"]: n for n in d["nodes"]}
 assert sorted(nodes) == ["node1", "node2", "node3", "node4"], sorted(nodes)
 assert all(n["runs"] == 1 for n in nodes.values()), nodes
-assert nodes["node3"]["interruptions"] == 1, nodes["node3"]
-assert sum(n["interruptions"] for n in nodes.values()) == 1, nodes
+assert sum(n["interruptions"] for n in nodes.values()) == 0, nodes
 PY
 ok "node identity: incident, placement, samples, events, the report and the fleet name node3"
 
