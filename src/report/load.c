@@ -19,6 +19,7 @@
 #include <strings.h>
 #include <sys/stat.h>
 
+#include "common/util.h"
 #include "firebreak/firebreak.h"
 #include "journal/journal.h"
 
@@ -753,6 +754,22 @@ static int runs_below(const char *dir, char *newest, size_t size)
     return runs;
 }
 
+/* The directory PATH is in, as written ("a/b/" -> "a", "b" -> "."):
+ * into buf, 0 when it does not fit. */
+static int parent_dir(const char *path, char *buf, size_t size)
+{
+    size_t n = strlen(path);
+    while (n > 1 && path[n - 1] == '/')
+        n--;
+    while (n > 0 && path[n - 1] != '/')
+        n--;
+    while (n > 1 && path[n - 1] == '/')
+        n--;
+    if (n == 0)
+        return !fb__fmt(buf, size, ".");
+    return (int)n < (int)size && snprintf(buf, size, "%.*s", (int)n, path) >= 0;
+}
+
 /* Which journal RUN_DIR names: its device and inode, or -errno. */
 static int journal_id(const char *run_dir, uint64_t id[2])
 {
@@ -842,13 +859,26 @@ int fb__report_load_nth(const char *run_dir, int nth, fb__report_run **out, char
             return -ENAMETOOLONG;
         }
         if (stat(path, &st) != 0) {
-            char newest[256];
+            /* Where the runs are: below DIR (--run-root), in DIR/runs
+             * (DIR is where `firebreak run` was started), or DIR is inside
+             * one (its checkpoints/, logs/, fr/). */
+            char newest[256], sub[4096], up[4096];
+            const char *below = run_dir;
             int runs = runs_below(run_dir, newest, sizeof newest);
+            if (!runs && !fb__fmt(sub, sizeof sub, "%s/runs", run_dir) &&
+                (runs = runs_below(sub, newest, sizeof newest)) > 0)
+                below = sub;
             if (runs > 0)
-                snprintf(err, errsz, "%s: no journal.sqlite here, but it holds %d "
+                snprintf(err, errsz, "%s: no journal.sqlite here, but %s holds %d "
                          "run director%s (the newest %s/%s): give one or more "
-                         "of them (--fleet %s ranks their nodes)", run_dir, runs,
-                         runs == 1 ? "y" : "ies", run_dir, newest, run_dir);
+                         "of them (--fleet %s ranks their nodes)", run_dir,
+                         below == run_dir ? "it" : below, runs,
+                         runs == 1 ? "y" : "ies", below, newest, below);
+            else if (parent_dir(run_dir, up, sizeof up) &&
+                     !fb__fmt(sub, sizeof sub, "%s/journal.sqlite", up) &&
+                     !stat(sub, &st) && S_ISREG(st.st_mode))
+                snprintf(err, errsz, "%s: no journal.sqlite here: it is inside the run "
+                         "directory %s: give that one", run_dir, up);
             else
                 snprintf(err, errsz, "%s: no journal.sqlite here; give the run "
                          "directory that 'firebreak run' wrote", run_dir);

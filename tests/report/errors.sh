@@ -26,6 +26,12 @@ mkdir "$D/nojournal";           expect2 "$D/nojournal" "no journal.sqlite"
 mkdir -p "$D/root/a" "$D/root/b"
 "$GEN" basic "$D/root/a"; "$GEN" basic "$D/root/b"; touch -d '1 hour ago' "$D/root/a/journal.sqlite"
 expect2 "$D/root" "it holds 2 run directories (the newest $D/root/b)"
+# Where `firebreak run` was started (its runs/), and a directory inside a
+# run (its checkpoints/): each says where the runs are.
+mkdir -p "$D/cwd/runs/a" "$D/root/b/checkpoints"
+"$GEN" basic "$D/cwd/runs/a"
+expect2 "$D/cwd" "but $D/cwd/runs holds 1 run directory (the newest $D/cwd/runs/a)"
+expect2 "$D/root/b/checkpoints/" "it is inside the run directory $D/root/b: give that one"
 
 "$GEN" basic "$D/ok"
 cp -r "$D/ok" "$D/hdr"
