@@ -1211,13 +1211,20 @@ static void say_relaunch(fb__sup *s)
     double ms[FB__RL_MARKS - 1];
     for (int i = 0; i < FB__RL_MARKS - 1; i++)
         ms[i] = (double)(t[i + 1] - t[i]) / 1e6;
+    /* The launch's wait for the warm pool's imports is its own part. */
+    double warm = (double)s->relaunch.warm_ns / 1e6;
+    char wpart[64] = "";
+    if (s->relaunch.warm_ns && warm <= ms[7]) {
+        ms[7] -= warm;
+        snprintf(wpart, sizeof wpart, ", warm interpreters' imports %.1f", warm);
+    }
     fb__sup_log(s, "attempt %d: relaunched %.1f ms after the detection: earlier "
                 "diagnosis %.1f, evidence %.1f, stop %.1f, sweep %.1f, record %.1f, "
                 "between attempts %.1f, checkpoint check %.1f, forks %.1f (%d of %d "
-                "shims standing by), execs %.1f ms%s",
+                "shims standing by)%s, execs %.1f ms%s",
                 s->attempt, (double)(t[FB__RL_EXECS] - t[FB__RL_DETECTED]) / 1e6,
                 ms[0], ms[1], ms[2], ms[3], ms[4], ms[5], ms[6], ms[7],
-                s->relaunch.standing, s->world, ms[8],
+                s->relaunch.standing, s->world, wpart, ms[8],
                 s->relaunch.rt ? "; stopped at real-time priority" : "");
 }
 
@@ -1228,6 +1235,7 @@ static void start_attempt(fb__sup *s)
     wait_set_reset();
     s->attempt_start_ns = fb__now_ns();
     s->relaunch.at[FB__RL_STARTED] = s->attempt_start_ns;
+    s->relaunch.warm_ns = 0;
     s->attempt_ready_ns = 0;
     s->max_step = -1;
     s->restored_step = -1;

@@ -322,7 +322,10 @@ int fb__sup_warm_take(fb__sup *s, int rank, char *const *envp, int out_fd,
     if (!w->shim)
         return -ENOENT;
     slot_poll(w);
-    if (!slot_wait_ready(w, s->warm->timed_out ? 0 : WARM_WAIT_MS) || !w->pid) {
+    uint64_t t0 = fb__now_ns();
+    int ready = slot_wait_ready(w, s->warm->timed_out ? 0 : WARM_WAIT_MS);
+    s->relaunch.warm_ns += fb__now_ns() - t0;
+    if (!ready || !w->pid) {
         s->warm->timed_out |= !w->dead;
         fb__sup_log(s, "rank %d: its warm interpreter is %s: a fresh one instead",
                     rank, w->dead ? "gone" : "not ready");

@@ -55,6 +55,18 @@ for r in 0 1; do
 done
 grep -q "rank 1 attempt 1 start at step 8" "$rd/logs/rank-1.log" \
     || fail "warm: the script did not resume at step 8: $(grep start "$rd/logs/rank-1.log")"
+# The relaunch's account has the wait for the pool's imports as a part of
+# its own (it was counted as forks), and the parts still add up.
+line=$(grep "attempt 1: relaunched" "$T/warm/err.txt") || fail "warm: no relaunch breakdown"
+python3 - "$line" <<'PY' || fail "warm: relaunch breakdown: $line"
+import re, sys
+line = sys.argv[1]
+total = float(re.search(r"relaunched ([0-9.]+) ms after the detection", line).group(1))
+parts = [float(re.search(name + r" ([0-9.]+)", line).group(1)) for name in
+         ("earlier diagnosis", "evidence", "stop", "sweep", "record", "between attempts",
+          "checkpoint check", "forks", "warm interpreters' imports", "execs")]
+assert abs(sum(parts) - total) <= 0.1 * len(parts), (sum(parts), total)
+PY
 ok "warm: attempt 1's ranks were the pool's interpreters"
 
 run cold --no-warm-pool
