@@ -47,24 +47,35 @@ static void usage(FILE *f)
 
 /* A run directory (or its fr/) given for INPUT i: the newest attempt's
  * snapshots, and PyTorch's dumps of that attempt, as the supervisor reads
- * them at a hang (docs/flight-recorder.md); said on stderr.  buf holds the
- * two paths; returns the new number of inputs. */
-static int run_dir_inputs(const char **inputs, int n, int i, char buf[2][PATH_MAX])
+ * them at a hang (docs/flight-recorder.md); said on stderr.  *owned: the
+ * two paths' memory, to free (NULL when INPUT i stays).  Returns the new
+ * number of inputs. */
+static int run_dir_inputs(const char **inputs, int n, int i, char **owned)
 {
+    char fr[PATH_MAX], torch[PATH_MAX];
     int count;
-    long k = fb__fr_newest_attempt(inputs[i], buf[0], buf[1], PATH_MAX, &count);
+    *owned = NULL;
+    long k = fb__fr_newest_attempt(inputs[i], fr, torch, sizeof fr, &count);
     if (k < 0)
         return n;
-    char safe[PATH_MAX], other[32] = "";
+    size_t lf = strlen(fr) + 1, lt = strlen(torch) + 1;
+    char *b = malloc(lf + lt);
+    if (!b)
+        return n; /* left as given: its error says where the snapshots are */
+    memcpy(b, fr, lf);
+    memcpy(b + lf, torch, lt);
+    *owned = b;
+    char safe[3][PATH_MAX], other[32] = "";
     if (count > 1)
         snprintf(other, sizeof other, ", the newest of %d", count);
     fprintf(stderr, "firebreak fr: %s: attempt %ld's flight recorders%s (%s%s%s)\n",
-            fb__safe_text(safe, sizeof safe, inputs[i]), k, other, buf[0],
-            buf[1][0] ? " and PyTorch's in " : "", buf[1]);
-    inputs[i] = buf[0];
-    if (buf[1][0]) {
+            fb__safe_text(safe[0], PATH_MAX, inputs[i]), k, other,
+            fb__safe_text(safe[1], PATH_MAX, fr), torch[0] ? " and PyTorch's in " : "",
+            fb__safe_text(safe[2], PATH_MAX, torch));
+    inputs[i] = b;
+    if (torch[0]) {
         memmove(&inputs[i + 2], &inputs[i + 1], (size_t)(n - i - 1) * sizeof *inputs);
-        inputs[i + 1] = buf[1];
+        inputs[i + 1] = b + lf;
         n++;
     }
     return n;
@@ -128,18 +139,21 @@ static int cmd_analyze(int argc, char **argv)
         free(inputs);
         return 2;
     }
-    char (*runs)[2][PATH_MAX] = calloc((size_t)n, sizeof *runs);
-    if (!runs) {
+    int given = n;
+    char **owned = calloc((size_t)given, sizeof *owned);
+    if (!owned) {
         free(inputs);
         return 2;
     }
-    for (int i = n - 1; i >= 0; i--)
-        n = run_dir_inputs(inputs, n, i, runs[i]);
+    for (int i = given - 1; i >= 0; i--)
+        n = run_dir_inputs(inputs, n, i, &owned[i]);
     fb__fr_result *res = NULL;
     char err[1024];
     int rc = fb__fr_analyze_paths_opt(inputs, n, &opt, &res, err, sizeof err);
     free(inputs);
-    free(runs);
+    for (int i = 0; i < given; i++)
+        free(owned[i]);
+    free(owned);
     if (rc) {
         char safe[sizeof err];
         fprintf(stderr, "firebreak fr: %s\n", fb__safe_text(safe, sizeof safe, err));
