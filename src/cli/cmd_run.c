@@ -223,6 +223,11 @@ static int print_json(const fb__sup_result *r)
     else
         fb__jsonw_key(&w, "ettr"), fb__jsonw_null(&w);
     fb__jsonw_kint(&w, "last_step", r->last_step);
+    fb__jsonw_key(&w, "checkpoint_step");
+    if (r->checkpoint_step >= 0)
+        fb__jsonw_int(&w, r->checkpoint_step);
+    else
+        fb__jsonw_null(&w);
     fb__jsonw_kstr(&w, "reason", r->reason);
     fb__jsonw_key(&w, "incidents");
     fb__jsonw_arr_begin(&w);

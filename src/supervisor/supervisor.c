@@ -1737,6 +1737,7 @@ static void finish_run(fb__sup *s, int rc, const char *status, const sigset_t *o
     res->ettr = res->wall_s > 0 ? s->useful_s / res->wall_s : 0;
     res->ettr_known = s->any_attached;
     res->last_step = s->max_step;
+    res->checkpoint_step = s->durable_step;
     if (s->j) {
         fb__journal_end_run(s->j, fb__wall_s(), rc ? "failed" : status,
                             rc ? 1 : res->exit_code, rc ? "setup failed" : res->reason);
@@ -1770,6 +1771,7 @@ static void finish_run(fb__sup *s, int rc, const char *status, const sigset_t *o
 int fb__sup_run(const fb__sup_options *o, fb__sup_result *res)
 {
     memset(res, 0, sizeof *res);
+    res->checkpoint_step = -1;
     fb__sup S, *s = &S;
     memset(s, 0, sizeof *s);
     s->o = o;

@@ -142,6 +142,8 @@ typedef struct fb__sup_result {
     double wall_s, useful_s, ettr;
     int ettr_known;           /* 0 when no rank ever attached          */
     int64_t last_step;
+    int64_t checkpoint_step;  /* newest complete checkpoint, -1 none: what a
+                               * run with the same --run-dir resumes from */
     char run_dir[PATH_MAX];
     char reason[512];
     int nincidents;
