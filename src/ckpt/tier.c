@@ -592,8 +592,15 @@ int fb__ckpt_mem_persist_newest(const char *mem_dir, const char *dir, int world,
             newest_st = (int64_t)vs[i].step;
     free(vm);
     free(vs);
-    if (newest_mem < 0 || newest_mem <= newest_st)
+    if (newest_mem < 0) {
+        fb__ckpt_say(why, why_size, "node memory holds no complete checkpoint yet");
         return 0;
+    }
+    if (newest_mem <= newest_st) {
+        fb__ckpt_say(why, why_size, "storage already holds checkpoint %lld, node memory's "
+                     "newest complete one", (long long)newest_st);
+        return 0;
+    }
     for (int r = 0; r < world; r++) {
         char p[PATH_MAX];
         struct stat st;

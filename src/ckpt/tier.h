@@ -107,7 +107,9 @@ int fb__ckpt_mem_dir_cleanup_stale(void);
 /*
  * Copy the newest complete checkpoint of mem_dir to dir when dir has no
  * complete checkpoint as new: every shard verified, then copied.  Returns
- * 1 copied (*step_out), 0 nothing to do, or an error with why filled.
+ * 1 copied (*step_out), 0 nothing to do (why says why: no complete
+ * checkpoint in memory, or storage holds one as new), or an error with why
+ * filled.
  */
 int fb__ckpt_mem_persist_newest(const char *mem_dir, const char *dir, int world,
                                 uint64_t *step_out, char *why, size_t why_size);

@@ -84,8 +84,7 @@ static void say_result(fb__sup *s, const persist_job *j, const char *when)
         fb__sup_log(s, "%s: checkpoint %llu copied from node memory to %s", when,
                     (unsigned long long)j->step, j->dir);
     else if (j->rc == 0)
-        fb__sup_log(s, "%s: storage already holds the newest complete checkpoint "
-                       "of node memory", when);
+        fb__sup_log(s, "%s: nothing to copy to storage: %s", when, j->why);
     else
         fb__sup_warn(s, "%s: copying node memory's newest checkpoint to storage "
                         "failed: %s", when, j->why);

@@ -114,17 +114,47 @@ lifetime)
         done
         [ -f "$1/job" ] && echo /dev/shm/fb.$(cat "$1/job").mem
     }
+    # (a step every rank has completed: a step directory alone may hold one
+    # rank's shard, and SIGUSR1 then has nothing to copy; once in CI)
+    wait_mem_complete() {  # node-memory path
+        for _ in $(seq 200); do
+            [ "$("$FB" ckpt ls "$1" --json 2>/dev/null | tail -n 1 | jq .complete)" -ge 1 ] \
+                2>/dev/null && return 0
+            sleep 0.05
+        done
+        return 1
+    }
     "$FB" run --nproc-per-node 2 --run-dir usr1 --persist-every 0 \
         -- "$TOY" --steps 100000 --sleep-ms 20 --ckpt-every 5 2>err2.txt &
     sup=$!
     mem=$(wait_mem_step usr1)
     [ -d "$mem" ] || { kill -9 $sup; fail "no node memory at $mem"; }
+    wait_mem_complete "$mem" || { kill -9 $sup; fail "no complete step in $mem"; }
     kill -USR1 $sup
     rc=0; wait $sup || rc=$?
     [ $rc = 0 ] || fail "run told SIGUSR1 exited $rc: $(tail -3 err2.txt)"
     grep -q "SIGUSR1: checkpoint [0-9]* copied from node memory" err2.txt \
         || fail "SIGUSR1 copied nothing to storage: $(cat err2.txt)"
     nothing_in_shm usr1
+    # SIGUSR1 before any complete step in node memory says so (it said
+    # "storage already holds the newest"); the rank's own save at SIGUSR1
+    # is copied at the end.
+    "$FB" run --nproc-per-node 2 --run-dir usr1early --persist-every 0 \
+        -- "$TOY" --steps 100000 --sleep-ms 20 --ckpt-every 100000 2>err4.txt &
+    sup=$!
+    for _ in $(seq 400); do  # both ranks up (the toy sets its SIGUSR1 handler then)
+        [ "$(cat usr1early/logs/rank-*.log 2>/dev/null | grep -c 'starting at step')" = 2 ] && break
+        sleep 0.05
+    done
+    sleep 0.2
+    kill -USR1 $sup
+    rc=0; wait $sup || rc=$?
+    [ $rc = 0 ] || fail "early SIGUSR1: exited $rc: $(tail -3 err4.txt)"
+    grep -q "SIGUSR1: nothing to copy to storage: node memory holds no complete checkpoint yet" err4.txt \
+        || fail "early SIGUSR1: $(cat err4.txt)"
+    grep -q "end of run: checkpoint [0-9]* copied from node memory" err4.txt \
+        || fail "early SIGUSR1: the rank's save not copied at the end: $(cat err4.txt)"
+    nothing_in_shm usr1early
     # A supervisor SIGKILLed leaves node memory behind; the next start
     # removes it.
     "$FB" run --nproc-per-node 2 --run-dir killed --persist-every 0 --quiet \
