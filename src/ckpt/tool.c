@@ -19,6 +19,7 @@
 #include "ckpt/shard.h"
 #include "ckpt/store.h"
 #include "common/jsonw.h"
+#include "common/rundir.h"
 #include "common/util.h"
 
 static void human_bytes(char *buf, size_t size, uint64_t b)
@@ -47,8 +48,7 @@ static void human_age(char *buf, size_t size, int64_t s)
 
 const char *fb__ckpt_tool_dir(const char *path, char *buf, size_t size)
 {
-    struct stat st;
-    if (fb__fmt(buf, size, "%s/checkpoints", path) || stat(buf, &st) || !S_ISDIR(st.st_mode))
+    if (!fb__rundir_has(path, FB__RUNDIR_CKPT, 0, buf, size))
         return path;
     DIR *d = opendir(path);
     if (!d)

@@ -34,6 +34,7 @@
 #include <unistd.h>
 
 #include "common/alloc.h"
+#include "common/rundir.h"
 #include "common/util.h"
 #include "firebreak/firebreak.h"
 #include "fr/model.h"
@@ -536,45 +537,17 @@ static int load_files(fb__fr_model *m, char **names, size_t n, int *any, int *lo
     return rc;
 }
 
-/* Where a directory without dumps points (names: its entries, sorted):
- * a run's fr/ holds attempt-<N>/ (one per failure's snapshots), a run
- * directory holds fr/.  Into hint, "" when neither. */
-static void dir_hint(const char *path, char *const *names, size_t n, char *hint,
-                     size_t size)
+/* Where a directory without dumps points: a run directory whose fr/
+ * holds no attempt's snapshots (`fr analyze` takes a run directory with
+ * some for its newest attempt: fb__fr_newest_attempt).  Into hint, ""
+ * when PATH has no fr/. */
+static void dir_hint(const char *path, char *hint, size_t size)
 {
-    long lo = -1, hi = -1;
-    size_t attempts = 0;
-    int has_fr = 0;
+    char fr[PATH_MAX];
     hint[0] = '\0';
-    for (size_t i = 0; i < n; i++) {
-        const char *b = strrchr(names[i], '/');
-        b = b ? b + 1 : names[i];
-        int attempt = !strncmp(b, "attempt-", 8) && b[8] >= '0' && b[8] <= '9';
-        struct stat st;
-        char *end;
-        /* the names first: a directory of 16,384 dumps costs no stat */
-        if ((!attempt && strcmp(b, "fr")) || stat(names[i], &st) || !S_ISDIR(st.st_mode))
-            continue;
-        if (attempt) {
-            long k = strtol(b + 8, &end, 10);
-            if (*end || k < 0)
-                continue;
-            attempts++;
-            lo = lo < 0 || k < lo ? k : lo;
-            hi = k > hi ? k : hi;
-        } else {
-            has_fr = 1;
-        }
-    }
-    if (attempts == 1)
-        snprintf(hint, size, " (its snapshots are in %s/attempt-%ld)", path, hi);
-    else if (attempts)
-        snprintf(hint, size, " (it holds %zu attempts' snapshots, attempt-%ld to "
-                 "attempt-%ld: give one, e.g. the last, %s/attempt-%ld)", attempts, lo,
-                 hi, path, hi);
-    else if (has_fr)
-        snprintf(hint, size, " (a run directory? its flight recorders are in "
-                 "%s/fr/attempt-<N>)", path);
+    if (fb__rundir_has(path, FB__RUNDIR_FR, 0, fr, sizeof fr))
+        snprintf(hint, size, " (a run directory, and no attempt's snapshots in %s: "
+                 "the supervisor writes them into attempt-<N> when attempt N fails)", fr);
 }
 
 /* Has directory PATH an entry? */
@@ -593,28 +566,13 @@ static int dir_has_entry(const char *path)
 long fb__fr_newest_attempt(const char *path, char *fr, char *torch, size_t size,
                            int *count)
 {
-    char base[PATH_MAX];
-    struct stat st;
-    *count = 0;
-    if (fb__fmt(base, sizeof base, "%s/fr", path) || stat(base, &st) || !S_ISDIR(st.st_mode))
-        snprintf(base, sizeof base, "%s", path);
-    DIR *d = opendir(base);
-    if (!d)
+    char base[PATH_MAX]; /* PATH's fr/, or PATH itself */
+    if (!fb__rundir_has(path, FB__RUNDIR_FR, 0, base, sizeof base) &&
+        fb__fmt(base, sizeof base, "%s", path))
         return -1;
-    long hi = -1;
-    for (struct dirent *e; (e = readdir(d));) {
-        char *end;
-        if (strncmp(e->d_name, "attempt-", 8) || e->d_name[8] < '0' || e->d_name[8] > '9')
-            continue;
-        long k = strtol(e->d_name + 8, &end, 10);
-        if (*end || k < 0 || fstatat(dirfd(d), e->d_name, &st, 0) || !S_ISDIR(st.st_mode))
-            continue;
-        ++*count;
-        hi = k > hi ? k : hi;
-    }
-    closedir(d);
-    if (hi < 0 || fb__fmt(fr, size, "%s/attempt-%ld", base, hi) ||
-        fb__fmt(torch, size, "%s/torch/attempt-%ld", base, hi))
+    long hi = fb__rundir_newest_attempt(base, count);
+    if (hi < 0 || fb__rundir_fr_path(fr, size, base, FB__RUNDIR_FR_ATTEMPT, hi) ||
+        fb__rundir_fr_path(torch, size, base, FB__RUNDIR_FR_TORCH, hi))
         return -1;
     if (!dir_has_entry(torch))
         torch[0] = '\0';
@@ -683,7 +641,7 @@ static int load_path(fb__fr_model *m, const char *path, int *loaded)
     if (n)
         qsort(names, n, sizeof *names, cmp_str);
     char hint[512];
-    dir_hint(path, names, n, hint, sizeof hint);
+    dir_hint(path, hint, sizeof hint);
     int any = 0, before = *loaded;
     rc = load_files(m, names, n, &any, loaded);
     free(names);

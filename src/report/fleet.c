@@ -22,6 +22,7 @@
 
 #include "common/json.h"
 #include "common/jsonw.h"
+#include "common/rundir.h"
 #include "common/util.h"
 
 #define EV_PER_NODE_MAX 64 /* evidence lines kept per node (all counted) */
@@ -497,7 +498,7 @@ int fb__fleet_add_dir(fb__fleet *f, const char *dir, FILE *errf)
 {
     char path[4096];
     struct stat st;
-    if (snprintf(path, sizeof path, "%s/journal.sqlite", dir) >= (int)sizeof path)
+    if (fb__rundir_path(path, sizeof path, dir, FB__RUNDIR_JOURNAL, 0))
         return -ENAMETOOLONG;
     if (stat(dir, &st) != 0) {
         fprintf(errf, "firebreak report: --fleet: %s: %s\n", dir, strerror(errno));
@@ -515,8 +516,9 @@ int fb__fleet_add_dir(fb__fleet *f, const char *dir, FILE *errf)
     while ((e = readdir(d)) && f->nruns + n < FB__FLEET_RUNS_MAX) {
         if (e->d_name[0] == '.')
             continue;
-        if (snprintf(path, sizeof path, "%s/%s/journal.sqlite", dir, e->d_name) >=
-                (int)sizeof path || stat(path, &st) != 0)
+        char run[4096];
+        if (fb__fmt(run, sizeof run, "%s/%s", dir, e->d_name) ||
+            !fb__rundir_has(run, FB__RUNDIR_JOURNAL, 0, path, sizeof path))
             continue;
         if (n == cap) {
             size_t nc = cap ? cap * 2 : 64;

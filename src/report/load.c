@@ -19,6 +19,7 @@
 #include <strings.h>
 #include <sys/stat.h>
 
+#include "common/rundir.h"
 #include "common/util.h"
 #include "firebreak/firebreak.h"
 #include "journal/journal.h"
@@ -737,12 +738,11 @@ static int runs_below(const char *dir, char *newest, size_t size)
     struct timespec best = {0, 0};
     struct dirent *e;
     while ((e = readdir(d)) && seen++ < RUNS_BELOW_MAX) {
-        char p[4096];
+        char run[4096], p[4096];
         struct stat st;
-        if (e->d_name[0] == '.' ||
-            (size_t)snprintf(p, sizeof p, "%s/%s/journal.sqlite", dir, e->d_name) >=
-                sizeof p ||
-            stat(p, &st) != 0 || !S_ISREG(st.st_mode))
+        if (e->d_name[0] == '.' || fb__fmt(run, sizeof run, "%s/%s", dir, e->d_name) ||
+            fb__rundir_path(p, sizeof p, run, FB__RUNDIR_JOURNAL, 0) || stat(p, &st) ||
+            !S_ISREG(st.st_mode))
             continue;
         if (!runs++ || st.st_mtim.tv_sec > best.tv_sec ||
             (st.st_mtim.tv_sec == best.tv_sec && st.st_mtim.tv_nsec > best.tv_nsec)) {
@@ -754,22 +754,6 @@ static int runs_below(const char *dir, char *newest, size_t size)
     return runs;
 }
 
-/* The directory PATH is in, as written ("a/b/" -> "a", "b" -> "."):
- * into buf, 0 when it does not fit. */
-static int parent_dir(const char *path, char *buf, size_t size)
-{
-    size_t n = strlen(path);
-    while (n > 1 && path[n - 1] == '/')
-        n--;
-    while (n > 0 && path[n - 1] != '/')
-        n--;
-    while (n > 1 && path[n - 1] == '/')
-        n--;
-    if (n == 0)
-        return !fb__fmt(buf, size, ".");
-    return (int)n < (int)size && snprintf(buf, size, "%.*s", (int)n, path) >= 0;
-}
-
 /* Which journal RUN_DIR names: its device and inode, or -errno. */
 static int journal_id(const char *run_dir, uint64_t id[2])
 {
@@ -778,8 +762,7 @@ static int journal_id(const char *run_dir, uint64_t id[2])
     if (stat(run_dir, &st))
         return -errno;
     if (S_ISDIR(st.st_mode)) {
-        if (snprintf(path, sizeof path, "%s/journal.sqlite", run_dir) >=
-            (int)sizeof path)
+        if (fb__rundir_path(path, sizeof path, run_dir, FB__RUNDIR_JOURNAL, 0))
             return -ENAMETOOLONG;
         if (stat(path, &st))
             return -errno;
@@ -853,8 +836,7 @@ int fb__report_load_nth(const char *run_dir, int nth, fb__report_run **out, char
     }
     if (S_ISDIR(st.st_mode)) {
         snprintf(dir, sizeof dir, "%s", run_dir);
-        if (snprintf(path, sizeof path, "%s/journal.sqlite", run_dir) >=
-            (int)sizeof path) {
+        if (fb__rundir_path(path, sizeof path, run_dir, FB__RUNDIR_JOURNAL, 0)) {
             snprintf(err, errsz, "%s: path too long", run_dir);
             return -ENAMETOOLONG;
         }
@@ -874,9 +856,7 @@ int fb__report_load_nth(const char *run_dir, int nth, fb__report_run **out, char
                          "of them (--fleet %s ranks their nodes)", run_dir,
                          below == run_dir ? "it" : below, runs,
                          runs == 1 ? "y" : "ies", below, newest, below);
-            else if (parent_dir(run_dir, up, sizeof up) &&
-                     !fb__fmt(sub, sizeof sub, "%s/journal.sqlite", up) &&
-                     !stat(sub, &st) && S_ISREG(st.st_mode))
+            else if (fb__rundir_enclosing(run_dir, up, sizeof up))
                 snprintf(err, errsz, "%s: no journal.sqlite here: it is inside the run "
                          "directory %s: give that one", run_dir, up);
             else

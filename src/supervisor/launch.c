@@ -26,6 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/rundir.h"
 #include "common/util.h"
 #include "supervisor/ranklog.h"
 #include "supervisor/sup.h"
@@ -253,8 +254,7 @@ static int common_env(fb__sup *s, envb *e)
     }
     /* PyTorch's own flight recorder: dump into the run on a timeout. */
     char torch_dir[PATH_MAX];
-    snprintf(torch_dir, sizeof torch_dir, "%s/fr/torch/attempt-%d", s->run_dir,
-             s->attempt);
+    fb__rundir_path(torch_dir, sizeof torch_dir, s->run_dir, FB__RUNDIR_FR_TORCH, s->attempt);
     fb__mkdir_p(torch_dir, 0755);
     snprintf(buf, sizeof buf, "%s/nccl_trace_rank_", torch_dir);
     const char *tv = probe_torch(s);
@@ -375,8 +375,7 @@ static void standby_free(fb__sup *s, int ran)
     /* common_env made the attempt's directory for torch's dumps: not
      * left behind empty for an attempt that never ran */
     char dir[PATH_MAX];
-    if (!ran && !fb__fmt(dir, sizeof dir, "%s/fr/torch/attempt-%d", s->run_dir,
-                         b->attempt))
+    if (!ran && !fb__rundir_path(dir, sizeof dir, s->run_dir, FB__RUNDIR_FR_TORCH, b->attempt))
         rmdir(dir);
     env_free(&b->env);
     free(b);

@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include "common/jsonw.h"
+#include "common/rundir.h"
 #include "common/util.h"
 #include "supervisor/sup.h"
 #include "ckpt/tool.h"
@@ -224,7 +225,7 @@ static int setup_run_dir(fb__sup *s)
         else if (!rc)
             rc = fb__fmt(s->ckpt_dir, sizeof s->ckpt_dir, "%s", o->ckpt_dir);
     } else {
-        rc = fb__fmt(s->ckpt_dir, sizeof s->ckpt_dir, "%s/checkpoints", s->run_dir);
+        rc = fb__rundir_path(s->ckpt_dir, sizeof s->ckpt_dir, s->run_dir, FB__RUNDIR_CKPT, 0);
         if (!rc && mkdir(s->ckpt_dir, 0700) && errno != EEXIST)
             rc = -errno;
     }
@@ -240,7 +241,7 @@ static int setup_run_dir(fb__sup *s)
     if (!rc)
         rc = fb__sup_secure_dir(s, s->ckpt_dir);
     if (!rc)
-        rc = fb__fmt(s->logs_dir, sizeof s->logs_dir, "%s/logs", s->run_dir);
+        rc = fb__rundir_path(s->logs_dir, sizeof s->logs_dir, s->run_dir, FB__RUNDIR_LOGS, 0);
     if (!rc && mkdir(s->logs_dir, 0700) && errno != EEXIST)
         rc = -errno;
     if (!rc)
@@ -700,8 +701,8 @@ static char *analyze_hang(fb__sup *s)
 {
     char *verdict_json = NULL;
     char segdir[PATH_MAX], torchdir[PATH_MAX], err[512];
-    snprintf(segdir, sizeof segdir, "%s/fr/attempt-%d", s->run_dir, s->attempt);
-    snprintf(torchdir, sizeof torchdir, "%s/fr/torch/attempt-%d", s->run_dir, s->attempt);
+    fb__rundir_path(segdir, sizeof segdir, s->run_dir, FB__RUNDIR_FR_ATTEMPT, s->attempt);
+    fb__rundir_path(torchdir, sizeof torchdir, s->run_dir, FB__RUNDIR_FR_TORCH, s->attempt);
     const char *paths[2] = {segdir, torchdir};
     int npaths = 1;
     if (rmdir(torchdir) != 0 && errno == ENOTEMPTY)
@@ -822,7 +823,7 @@ static void snapshot_segments(fb__sup *s, int hold)
 {
     write_snapshots(s); /* none should be left; never more than one failure's */
     char dir[PATH_MAX];
-    if (fb__fmt(dir, sizeof dir, "%s/fr/attempt-%d", s->run_dir, s->attempt) ||
+    if (fb__rundir_path(dir, sizeof dir, s->run_dir, FB__RUNDIR_FR_ATTEMPT, s->attempt) ||
         fb__mkdir_p(dir, 0755))
         return;
     if (hold && !s->snaps && !(s->snaps = calloc((size_t)s->world, sizeof *s->snaps)))
@@ -1668,7 +1669,7 @@ static int open_journal(fb__sup *s)
 {
     const fb__sup_options *o = s->o;
     char path[PATH_MAX], err[512];
-    int rc = fb__fmt(path, sizeof path, "%s/journal.sqlite", s->run_dir);
+    int rc = fb__rundir_path(path, sizeof path, s->run_dir, FB__RUNDIR_JOURNAL, 0);
     if (!rc && (rc = fb__journal_open(&s->j, path, err, sizeof err)) != 0)
         fprintf(stderr, "firebreak run: %s\n", err);
     if (rc)

@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "ckpt/tier.h"
+#include "common/rundir.h"
 #include "common/util.h"
 #include "firebreak/firebreak.h"
 #include "health/health.h"
@@ -432,7 +433,7 @@ static void snapshot(const fb__watch_opts *o, wrank *ranks, int n)
     m.attempt = o->attempt;
     const char *run = fb__getenv("FIREBREAK_RUN_DIR");
     char dir[PATH_MAX];
-    if (!run || fb__fmt(dir, sizeof dir, "%s/fr/attempt-%d", run, o->attempt) ||
+    if (!run || fb__rundir_path(dir, sizeof dir, run, FB__RUNDIR_FR_ATTEMPT, o->attempt) ||
         fb__mkdir_p(dir, 0755)) {
         fprintf(stderr, "firebreak watch: no flight-recorder snapshot: %s\n",
                 run ? "cannot create its directory in the run" : "FIREBREAK_RUN_DIR not set");

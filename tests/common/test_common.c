@@ -14,6 +14,7 @@
 
 #include "common/json.h"
 #include "common/jsonw.h"
+#include "common/rundir.h"
 #include "common/util.h"
 #include "firebreak/firebreak.h"
 #include "lib/lib.h"
@@ -351,9 +352,91 @@ static void test_markup(void)
     free(got);
 }
 
+/* The run directory's layout (src/common/rundir.h): the names the
+ * supervisor writes and the tools look for. */
+static void test_rundir(void)
+{
+    char dir[] = "/tmp/fb-test-rundir-XXXXXX", p[512], q[512], got[512];
+    CHECK(mkdtemp(dir) != NULL);
+    check_tmpdir(dir);
+    CHECK_RC(fb__rundir_path(p, sizeof p, "r", FB__RUNDIR_JOURNAL, 0), 0);
+    CHECK_EQ_STR(p, "r/journal.sqlite");
+    CHECK_RC(fb__rundir_path(p, sizeof p, "r", FB__RUNDIR_CKPT, 0), 0);
+    CHECK_EQ_STR(p, "r/checkpoints");
+    CHECK_RC(fb__rundir_path(p, sizeof p, "r", FB__RUNDIR_LOGS, 0), 0);
+    CHECK_EQ_STR(p, "r/logs");
+    CHECK_RC(fb__rundir_path(p, sizeof p, "r", FB__RUNDIR_FR, 0), 0);
+    CHECK_EQ_STR(p, "r/fr");
+    CHECK_RC(fb__rundir_path(p, sizeof p, "r", FB__RUNDIR_FR_ATTEMPT, 12), 0);
+    CHECK_EQ_STR(p, "r/fr/attempt-12");
+    CHECK_RC(fb__rundir_path(p, sizeof p, "r", FB__RUNDIR_FR_TORCH, 3), 0);
+    CHECK_EQ_STR(p, "r/fr/torch/attempt-3");
+    CHECK_RC(fb__rundir_fr_path(p, sizeof p, "x/fr", FB__RUNDIR_FR_TORCH, 3), 0);
+    CHECK_EQ_STR(p, "x/fr/torch/attempt-3");
+    CHECK_RC(fb__rundir_fr_path(p, sizeof p, "x/fr", FB__RUNDIR_CKPT, 3), -EINVAL);
+    CHECK_RC(fb__rundir_path(p, 12, "r", FB__RUNDIR_FR_ATTEMPT, 12), -ENAMETOOLONG);
+
+    /* a run: its journal a file, its other parts directories */
+    char run[256], fr[300], logs[300];
+    snprintf(run, sizeof run, "%s/run", dir);
+    snprintf(fr, sizeof fr, "%s/fr", run);
+    snprintf(logs, sizeof logs, "%s/logs/a/b", run);
+    CHECK_RC(fb__mkdir_p(logs, 0700), 0);
+    CHECK_RC(fb__mkdir_p(fr, 0700), 0);
+    CHECK(!fb__rundir_has(run, FB__RUNDIR_JOURNAL, 0, p, sizeof p));
+    CHECK(!fb__rundir_enclosing(logs, got, sizeof got)); /* no journal yet */
+    CHECK_RC(fb__rundir_path(p, sizeof p, run, FB__RUNDIR_JOURNAL, 0), 0);
+    CHECK_RC(fb__write_file_atomic(p, "", 0), 0);
+    CHECK(fb__rundir_has(run, FB__RUNDIR_JOURNAL, 0, q, sizeof q));
+    CHECK_EQ_STR(q, p);
+    CHECK(fb__rundir_has(run, FB__RUNDIR_FR, 0, q, sizeof q));
+    CHECK(!fb__rundir_has(run, FB__RUNDIR_CKPT, 0, q, sizeof q));
+    snprintf(p, sizeof p, "%s/checkpoints", run); /* a file, not a directory */
+    CHECK_RC(fb__write_file_atomic(p, "x", 1), 0);
+    CHECK(!fb__rundir_has(run, FB__RUNDIR_CKPT, 0, q, sizeof q));
+
+    /* its attempts: the highest number, directories only, whole names */
+    int count = -1;
+    CHECK_EQ_INT((int)fb__rundir_newest_attempt(fr, &count), -1);
+    CHECK_EQ_INT(count, 0);
+    const char *dirs[] = {"attempt-2", "attempt-10", "attempt-9", "attempt-x",
+                          "attempt-11x", "attempt--3", "xattempt-50",
+                          "attempt-99999999999999999999999"};
+    for (size_t i = 0; i < sizeof dirs / sizeof *dirs; i++) {
+        snprintf(p, sizeof p, "%s/%s", fr, dirs[i]);
+        CHECK_RC(fb__mkdir_p(p, 0700), 0);
+    }
+    snprintf(p, sizeof p, "%s/attempt-40", fr); /* a file */
+    CHECK_RC(fb__write_file_atomic(p, "", 0), 0);
+    CHECK_EQ_INT((int)fb__rundir_newest_attempt(fr, &count), 10);
+    CHECK_EQ_INT(count, 3);
+    snprintf(p, sizeof p, "%s/nothere", fr);
+    CHECK_EQ_INT((int)fb__rundir_newest_attempt(p, &count), -1);
+    CHECK_EQ_INT(count, 0);
+
+    /* the run a path is inside: the nearest parent with a journal, from a
+     * path as written, "." and ".." included */
+    CHECK(fb__rundir_enclosing(logs, got, sizeof got));
+    CHECK_EQ_STR(got, run);
+    CHECK(!fb__rundir_enclosing(run, got, sizeof got));
+    CHECK(!fb__rundir_enclosing("/", got, sizeof got));
+    char cwd[512];
+    CHECK(getcwd(cwd, sizeof cwd) != NULL);
+    CHECK(chdir(logs) == 0);
+    got[0] = '\0';
+    CHECK(fb__rundir_enclosing(".", got, sizeof got));
+    CHECK_EQ_STR(got, run);
+    CHECK(fb__rundir_enclosing("..", got, sizeof got));
+    CHECK_EQ_STR(got, run);
+    CHECK(!fb__rundir_enclosing("nothere", got, sizeof got));
+    CHECK(!fb__rundir_enclosing(".", got, 8)); /* does not fit */
+    CHECK(chdir(cwd) == 0);
+}
+
 int main(void)
 {
     test_files();
+    test_rundir();
     test_json();
     test_jsonw();
     test_units();

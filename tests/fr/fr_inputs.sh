@@ -88,10 +88,11 @@ incomplete)
   run "$T/run" >/dev/null 2>"$T/err"; rc=$?
   grep -q "$T/run/fr/attempt-10: directory holds no dump files" "$T/err" \
     && [ $rc = 2 ] || { echo "FAIL empty run directory: rc $rc: $(cat "$T/err")"; fail=1; }
-  # a run's fr/ with no attempt in it: the error says where they would be
-  mkdir -p "$T/run3/fr"
+  # a run's fr/ with no attempt in it: the error says so, and where they
+  # would be
+  mkdir -p "$T/run3/fr/torch"
   run "$T/run3" >/dev/null 2>"$T/err"; rc=$?
-  grep -q "$T/run3: directory holds no dump files (a run directory? its flight recorders are in $T/run3/fr/attempt-<N>)" "$T/err" \
+  grep -q "$T/run3: directory holds no dump files (a run directory, and no attempt's snapshots in $T/run3/fr: the supervisor writes them into attempt-<N> when attempt N fails)" "$T/err" \
     && [ $rc = 2 ] || { echo "FAIL run directory without attempts: rc $rc: $(cat "$T/err")"; fail=1; }
   ;;
 escape)

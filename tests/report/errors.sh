@@ -32,6 +32,10 @@ mkdir -p "$D/cwd/runs/a" "$D/root/b/checkpoints"
 "$GEN" basic "$D/cwd/runs/a"
 expect2 "$D/cwd" "but $D/cwd/runs holds 1 run directory (the newest $D/cwd/runs/a)"
 expect2 "$D/root/b/checkpoints/" "it is inside the run directory $D/root/b: give that one"
+# deeper in it, and "." from inside it: the run named absolute
+mkdir -p "$D/root/b/fr/torch/attempt-1"
+expect2 "$D/root/b/fr/torch/attempt-1" "it is inside the run directory $D/root/b: give that one"
+(cd "$D/root/b/checkpoints" && expect2 . "it is inside the run directory $D/root/b: give that one") || exit 1
 
 "$GEN" basic "$D/ok"
 cp -r "$D/ok" "$D/hdr"

@@ -1,0 +1,91 @@
+/*
+ * rundir.c -- the layout of a run directory (see rundir.h).
+ */
+#include "common/rundir.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "common/util.h"
+
+int fb__rundir_path(char *buf, size_t size, const char *run, fb__rundir_part part,
+                    long attempt)
+{
+    switch (part) {
+    case FB__RUNDIR_JOURNAL:
+        return fb__fmt(buf, size, "%s/journal.sqlite", run);
+    case FB__RUNDIR_CKPT:
+        return fb__fmt(buf, size, "%s/checkpoints", run);
+    case FB__RUNDIR_LOGS:
+        return fb__fmt(buf, size, "%s/logs", run);
+    case FB__RUNDIR_FR:
+        return fb__fmt(buf, size, "%s/fr", run);
+    case FB__RUNDIR_FR_ATTEMPT:
+    case FB__RUNDIR_FR_TORCH: {
+        char fr[PATH_MAX];
+        int rc = fb__fmt(fr, sizeof fr, "%s/fr", run);
+        return rc ? rc : fb__rundir_fr_path(buf, size, fr, part, attempt);
+    }
+    }
+    return -EINVAL;
+}
+
+int fb__rundir_fr_path(char *buf, size_t size, const char *fr, fb__rundir_part part,
+                       long attempt)
+{
+    if (part == FB__RUNDIR_FR_ATTEMPT)
+        return fb__fmt(buf, size, "%s/attempt-%ld", fr, attempt);
+    if (part == FB__RUNDIR_FR_TORCH)
+        return fb__fmt(buf, size, "%s/torch/attempt-%ld", fr, attempt);
+    return -EINVAL;
+}
+
+int fb__rundir_has(const char *path, fb__rundir_part part, long attempt, char *buf,
+                   size_t size)
+{
+    struct stat st;
+    if (fb__rundir_path(buf, size, path, part, attempt) || stat(buf, &st))
+        return 0;
+    return part == FB__RUNDIR_JOURNAL ? S_ISREG(st.st_mode) : S_ISDIR(st.st_mode);
+}
+
+long fb__rundir_newest_attempt(const char *dir, int *count)
+{
+    *count = 0;
+    DIR *d = opendir(dir);
+    if (!d)
+        return -1;
+    long hi = -1;
+    struct stat st;
+    for (struct dirent *e; (e = readdir(d));) {
+        char *end;
+        /* the name first: a directory of 16,384 dumps costs no stat */
+        if (strncmp(e->d_name, "attempt-", 8) || e->d_name[8] < '0' || e->d_name[8] > '9')
+            continue;
+        errno = 0;
+        long k = strtol(e->d_name + 8, &end, 10);
+        if (*end || errno || fstatat(dirfd(d), e->d_name, &st, 0) || !S_ISDIR(st.st_mode))
+            continue;
+        ++*count;
+        hi = k > hi ? k : hi;
+    }
+    closedir(d);
+    return hi;
+}
+
+int fb__rundir_enclosing(const char *path, char *buf, size_t size)
+{
+    char abs[PATH_MAX], journal[PATH_MAX];
+    if (!realpath(path, abs))
+        return 0;
+    for (char *slash; (slash = strrchr(abs, '/')) && slash != abs;) {
+        *slash = '\0'; /* "/" is in no run */
+        if (fb__rundir_has(abs, FB__RUNDIR_JOURNAL, 0, journal, sizeof journal))
+            return !fb__fmt(buf, size, "%s", abs);
+    }
+    return 0;
+}

@@ -1,0 +1,45 @@
+/*
+ * rundir.h -- the layout of a run directory (docs/supervisor.md, "Run
+ * directory").  The supervisor writes its parts and the tools (`ckpt`,
+ * `fr analyze`, `report`) find them through these names, so the two
+ * agree on where each part lives.
+ */
+#ifndef FB_COMMON_RUNDIR_H
+#define FB_COMMON_RUNDIR_H
+
+#include <stddef.h>
+
+typedef enum fb__rundir_part {
+    FB__RUNDIR_JOURNAL,    /* journal.sqlite (a file; every other part is a directory) */
+    FB__RUNDIR_CKPT,       /* checkpoints: --ckpt-dir's default */
+    FB__RUNDIR_LOGS,       /* logs */
+    FB__RUNDIR_FR,         /* fr: the flight recorders */
+    FB__RUNDIR_FR_ATTEMPT, /* fr/attempt-<N>: the segments' snapshots at attempt N's failure */
+    FB__RUNDIR_FR_TORCH    /* fr/torch/attempt-<N>: PyTorch's dumps of attempt N */
+} fb__rundir_part;
+
+/* RUN's PART (of attempt ATTEMPT for the two per-attempt parts) into
+ * buf: 0, or -ENAMETOOLONG. */
+int fb__rundir_path(char *buf, size_t size, const char *run, fb__rundir_part part,
+                    long attempt);
+
+/* The same two per-attempt parts from a run's fr/ directory FR. */
+int fb__rundir_fr_path(char *buf, size_t size, const char *fr, fb__rundir_part part,
+                       long attempt);
+
+/* Does directory PATH hold PART (ATTEMPT's), as a regular file for the
+ * journal and a directory for the others?  1 and its path in buf, or 0. */
+int fb__rundir_has(const char *path, fb__rundir_part part, long attempt, char *buf,
+                   size_t size);
+
+/* The attempt-<N> directories in DIR (a run's fr/ or fr/torch/): the
+ * highest N, or -1 when there is none (DIR unreadable included); *count
+ * how many there are. */
+long fb__rundir_newest_attempt(const char *dir, int *count);
+
+/* The run directory PATH is inside (the nearest of PATH's parents that
+ * holds a journal), as an absolute path into buf: 1, or 0 when PATH is in
+ * none. */
+int fb__rundir_enclosing(const char *path, char *buf, size_t size);
+
+#endif
