@@ -58,6 +58,8 @@ typedef struct {
     fb__rank_sample *compact;
 
     double gpu_power_w, node_power_w, prev_node_power_w;
+    int gpu_power_n;         /* GPUs whose power this sample read */
+    int node_power_known;    /* this sample's node_power_w is a reading */
     int have_prev_power;
     uint64_t samples;
     double sample_s;
@@ -203,6 +205,7 @@ static void slowdown_event(agent *a, int i, int kind, int now_on)
 static void sample_gpus(agent *a, double t)
 {
     a->gpu_power_w = 0;
+    a->gpu_power_n = 0;
     if (!a->nvml)
         return;
     int full = a->samples % FULL_GPU_EVERY == 0;
@@ -224,8 +227,10 @@ static void sample_gpus(agent *a, double t)
             g->has_temp = 0; /* absurd: not believed */
         if (g->has_power && g->power_mw > 5000000)
             g->has_power = 0;
-        if (g->has_power)
+        if (g->has_power) {
             a->gpu_power_w += g->power_mw / 1000.0;
+            a->gpu_power_n++;
+        }
         int th = g->has_reasons && (g->reasons & FB__NVML_REASONS_THERMAL);
         int pw = g->has_reasons &&
                  (g->reasons & (FB__NVML_REASONS_POWER | FB__NVML_REASON_SW_POWER_CAP));
@@ -245,7 +250,7 @@ static void sample_gpus(agent *a, double t)
 static void sample_host(agent *a, double t)
 {
     double meter_w = 0, rapl_w = 0;
-    int have_meter = 0;
+    int have_meter = 0, rapl_n = 0, rapl_pending = 0;
     fb__sensors_sample(a->sensors, a->nsensors);
     for (int i = 0; i < a->nsensors; i++) {
         fb__host_sensor *h = &a->sensors[i];
@@ -257,14 +262,29 @@ static void sample_host(agent *a, double t)
             fb__agent_db_host(a->db, t, h->sensor, "power_w", h->value);
             meter_w += h->value;
             have_meter = 1;
-        } else if (h->kind == 'e' && h->prev_ns) {
-            fb__agent_db_host(a->db, t, h->sensor, "power_w", h->power_w);
+        } else if (h->kind == 'e') {
             /* top-level packages only: sub-zones are inside them */
-            if (!strchr(h->sensor + strlen("intel-rapl:"), ':'))
+            int package = !strchr(h->sensor + strlen("intel-rapl:"), ':');
+            if (!h->rated) { /* a rate needs two readings */
+                rapl_pending |= package;
+                continue;
+            }
+            fb__agent_db_host(a->db, t, h->sensor, "power_w", h->power_w);
+            if (package) {
                 rapl_w += h->power_w;
+                rapl_n++;
+            }
         }
     }
-    /* a node power meter already includes the GPUs; RAPL does not */
+    /* A node power meter already includes the GPUs; RAPL does not.  Without
+     * a meter the node's power is known once every package has a rate (the
+     * GPUs' alone would read as a swing at the next sample) and something
+     * was read: no source at all is no reading, not 0 W. */
+    a->node_power_known = have_meter || (!rapl_pending && (a->gpu_power_n || rapl_n));
+    if (!a->node_power_known) {
+        a->have_prev_power = 0;
+        return;
+    }
     a->node_power_w = have_meter ? meter_w : a->gpu_power_w + rapl_w;
     fb__agent_db_host(a->db, t, "node", "node_power_w", a->node_power_w);
     if (a->have_prev_power &&
@@ -576,7 +596,7 @@ static void render_host(const agent *a, fb__prom *p)
             const fb__host_sensor *h = &a->sensors[i];
             int power_from_energy = fams[f].kind == 'p' && h->kind == 'e';
             if (!h->ok || (h->kind != fams[f].kind && !power_from_energy) ||
-                (power_from_energy && !h->prev_ns))
+                (power_from_energy && !h->rated))
                 continue;
             if (!any++)
                 fb__prom_family(p, fams[f].name, fams[f].type, fams[f].help);
@@ -587,13 +607,16 @@ static void render_host(const agent *a, fb__prom *p)
                             power_from_energy ? h->power_w : h->value);
         }
     }
+    /* what was not read is left out, not 0 W (Prometheus: no sample) */
     fb__prom_family(p, "firebreak_node_power_watts", "gauge",
                     "Node power: a node power meter when present, else GPUs "
                     "plus RAPL packages.");
-    fb__prom_sample(p, "firebreak_node_power_watts", "", a->node_power_w);
+    if (a->node_power_known)
+        fb__prom_sample(p, "firebreak_node_power_watts", "", a->node_power_w);
     fb__prom_family(p, "firebreak_node_gpu_power_watts", "gauge",
                     "Sum of the GPUs' power draw.");
-    fb__prom_sample(p, "firebreak_node_gpu_power_watts", "", a->gpu_power_w);
+    if (a->gpu_power_n)
+        fb__prom_sample(p, "firebreak_node_gpu_power_watts", "", a->gpu_power_w);
 }
 
 static void render_ranks(const agent *a, fb__prom *p)

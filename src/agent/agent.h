@@ -65,7 +65,8 @@ typedef struct fb__host_sensor {
     char kind;           /* 't' temperature (m C), 'p' power (uW), 'e' energy (uJ) */
     int ok;              /* last read succeeded */
     double value;        /* C, W, or J (energy) */
-    double power_w;      /* energy sensors: derived power */
+    double power_w;      /* energy sensors: derived power, once rated */
+    int rated;           /* energy sensors: power_w is a rate of two readings */
     uint64_t prev_uj, max_uj;
     uint64_t prev_ns;
 } fb__host_sensor;

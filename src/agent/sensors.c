@@ -161,6 +161,7 @@ void fb__sensors_sample(fb__host_sensor *s, int n)
                              : h->max_uj > h->prev_uj ? h->max_uj - h->prev_uj + uj
                                                       : 0; /* wrapped */
                 h->power_w = (double)d / 1e6 / ((now - h->prev_ns) / 1e9);
+                h->rated = 1;
             }
             h->prev_uj = uj;
             h->prev_ns = now;

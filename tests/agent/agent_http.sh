@@ -95,5 +95,44 @@ wait $p2
 "$fb" agent --interval 0 2>/dev/null; [ $? = 2 ] || fail "--interval 0 accepted"
 grep -q -- "--listen" <<<"$("$fb" agent --help)" || fail "--help"
 
+# Node power without a power meter: one GPU (300 W) and two RAPL packages
+# whose counters a writer advances at 500 W each.  A rate needs two
+# readings: the first sample has no node power (not the GPU's 300 W, which
+# the next sample's 1300 W would call a swing, nor RAPL's 0 W); and a node
+# with no power source at all exports no node power (not 0 W).
+mkdir -p "$tmp/rapl"; cp -r "$fx/healthy/sys" "$tmp/rapl/"
+rm -rf "$tmp/rapl/sys/class/hwmon/hwmon1"
+printf 'count 1\n* temp 40\n* power_mw 300000\n* limit_mw 700000\n' >"$tmp/nvml1.txt"
+rapl_writer() { # energy_uj = 500 W x the time since it started
+    local t0 uj
+    t0=$(date +%s%N)
+    while :; do
+        uj=$((($(date +%s%N) - t0) / 2))
+        for z in 0 1; do echo $uj >"$tmp/rapl/sys/class/powercap/intel-rapl:$z/energy_uj.new"
+            mv "$tmp/rapl/sys/class/powercap/intel-rapl:$z/energy_uj.new" "$tmp/rapl/sys/class/powercap/intel-rapl:$z/energy_uj"; done
+        sleep 0.01
+    done
+}
+for z in 0 1; do echo 0 >"$tmp/rapl/sys/class/powercap/intel-rapl:$z/energy_uj"; done
+rapl_writer & wpid=$!
+FIREBREAK_NVML_SCENARIO=$tmp/nvml1.txt "$fb" agent --root "$tmp/rapl" --listen none \
+    --interval 100ms --duration 1500ms --db "$tmp/rapl.sqlite" 2>"$tmp/rapl.err" \
+    || fail "agent on the RAPL fixture: exit $? ($(head -c 300 "$tmp/rapl.err"))"
+kill $wpid; wait $wpid 2>/dev/null
+swings=$(sqlite3 "$tmp/rapl.sqlite" "select count(*) from events where kind='power_swing'")
+[ "$swings" = 0 ] || fail "RAPL's first rate read as a power swing: $(sqlite3 "$tmp/rapl.sqlite" "select evidence from events where kind='power_swing'")"
+range=$(sqlite3 "$tmp/rapl.sqlite" "select count(*), min(value), max(value) from host_samples where kind='node_power_w'")
+awk -F'|' '{exit !($1 >= 5 && $2 > 1100 && $3 < 1500)}' <<<"$range" \
+    || fail "node power on the RAPL fixture: want >= 5 samples of GPU 300 W + RAPL 1000 W, got count|min|max $range"
+# --once samples twice for RAPL's rate (the writer stopped: 0 W)
+FIREBREAK_NVML_SCENARIO=$tmp/nvml1.txt "$fb" agent --root "$tmp/rapl" --once --quiet >"$tmp/m1" 2>/dev/null
+grep -q '^firebreak_node_power_watts 300$' "$tmp/m1" && grep -q '^firebreak_node_gpu_power_watts 300$' "$tmp/m1" \
+    || fail "--once, one GPU and RAPL: $(grep '^firebreak_node' "$tmp/m1")"
+rm -rf "$tmp/rapl/sys/class/powercap"
+env -u FIREBREAK_NVML_LIB "$fb" agent --root "$tmp/rapl" --once --quiet >"$tmp/m0" 2>/dev/null
+grep -q '^firebreak_node_power_watts\|^firebreak_node_gpu_power_watts' "$tmp/m0" \
+    && fail "no power source: node power exported: $(grep '^firebreak_node' "$tmp/m0")"
+grep -q '^# TYPE firebreak_node_power_watts gauge$' "$tmp/m0" || fail "node power's family not declared"
+
 [ $fails = 0 ] && echo "agent http: all passed"
 exit $((fails > 0))
