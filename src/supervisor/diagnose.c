@@ -382,8 +382,17 @@ static void finish(fb__sup *s, struct fb__sup_diag *d)
     fb__diag_classify(&ev, &c);
     store(s, id, &c);
     char cause[512];
-    fb__diag_cause_text(&c, cause, sizeof cause);
-    fb__sup_log(s, "root cause: %s (by %s)", cause, c.decided_by);
+    if (c.rule == FB__DIAG_BY_INJECTED) { /* the fault named, "injected" once */
+        fb__diag_class plain = c;
+        plain.injected = 0;
+        fb__diag_cause_text(&plain, cause, sizeof cause);
+        char spec[sizeof f->injected * 4];
+        fb__sup_log(s, "root cause: %s (by the injected fault %s)", cause,
+                    fb__safe_text(spec, sizeof spec, f->injected));
+    } else {
+        fb__diag_cause_text(&c, cause, sizeof cause);
+        fb__sup_log(s, "root cause: %s (by %s)", cause, c.decided_by);
+    }
     free(klog);
     free(health);
     free(d->fr_verdict);

@@ -23,8 +23,9 @@ rc=$?
 set -e
 [ $rc = 1 ] || fail "exit code $rc, want 1"
 grep -q "gave up after 2 restarts" err.txt || fail "no clear message: $(cat err.txt)"
-# an injected kill is Unknown: said once, not "Unknown / Unknown"
-grep -q "root cause: Unknown (injected) (by injected)$" err.txt \
+# an injected kill is Unknown: said once, not "Unknown / Unknown", the
+# fault named and "injected" said once
+[ "$(grep -c "root cause: Unknown (by the injected fault kill:rank=0,step=[345])$" err.txt)" = 3 ] \
     || fail "root cause line: $(grep 'root cause' err.txt)"
 [ "$(json_field out.json '["completed"]')" = False ] || fail "completed?"
 [ "$(q "select status from run")" = failed ] || fail "run status"
