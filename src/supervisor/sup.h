@@ -164,6 +164,10 @@ typedef struct fb__sup {
     int64_t durable_step;                /* newest complete checkpoint, -1 */
     uint64_t durable_ns;                 /* when it became complete         */
     int64_t restored_step;               /* this attempt, -1 fresh          */
+    int64_t attempt_newest;              /* newest checkpoint this attempt
+                                            restored or completed, -1      */
+    int older_said;                      /* this attempt warned of a
+                                            checkpoint older than that     */
     double restore_s;
 
     fb__sup_failure fail;

@@ -1240,6 +1240,8 @@ static void start_attempt(fb__sup *s)
     s->attempt_ready_ns = 0;
     s->max_step = -1;
     s->restored_step = -1;
+    s->attempt_newest = -1;
+    s->older_said = 0;
     s->restore_s = 0;
     memset(&s->fail, 0, sizeof s->fail);
     memset(s->plan_fired, 0, sizeof s->plan_fired);

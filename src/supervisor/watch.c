@@ -147,6 +147,28 @@ static fb__sup_ckpt *ckpt_track(fb__sup *s, int64_t step)
     return c;
 }
 
+/* A checkpoint completed at a step older than one this attempt restored
+ * or completed: the program's step count went back, most likely to 0
+ * after its restore.  A restart restores the newer one, not this state,
+ * and retention (the newest steps kept) may delete this one at once: said
+ * once an attempt, on the console. */
+static void newest_checkpoint(fb__sup *s, int64_t step, const char *how)
+{
+    int64_t newest = s->attempt_newest;
+    if (step >= newest) {
+        s->attempt_newest = step;
+        return;
+    }
+    if (s->older_said++)
+        return;
+    fb__sup_warn(s, "checkpoint %lld is older than checkpoint %lld, which this attempt "
+                 "%s: a restart restores %lld, not this state, and the checkpoint "
+                 "directory's retention (the newest steps kept) may delete %lld at once; "
+                 "does the program count its steps from 0 after a restore? (said once "
+                 "an attempt; docs/checkpoint.md, \"Steps\")", (long long)step,
+                 (long long)newest, how, (long long)newest, (long long)step);
+}
+
 static void on_report(fb__sup *s, int rank, const fb__seg_report *r)
 {
     double t = (double)r->wall_ns / 1e9;
@@ -177,9 +199,13 @@ static void on_report(fb__sup *s, int rank, const fb__seg_report *r)
             c->persist_ms = persist;
         /* The script's own checkpoint (Python hooks) is the job's whole
          * state at that step, whichever rank wrote it. */
+        int was = c->complete;
         if (c->ranks >= s->world || r->code == FB__COMMIT_WHOLE)
             c->complete = 1;
         int complete = c->complete;
+        if (complete && !was)
+            newest_checkpoint(s, c->step, s->attempt_newest == s->restored_step
+                                              ? "restored" : "saved");
         fb__journal_checkpoint(s->j, s->attempt_id, c->step, t, c->ranks, c->bytes,
                                c->stall_ms, c->persist_ms,
                                complete ? "complete" : "partial");
@@ -210,6 +236,7 @@ static void on_report(fb__sup *s, int rank, const fb__seg_report *r)
     }
     case FB__REPORT_RESTORE_DONE:
         s->restored_step = (int64_t)r->step;
+        newest_checkpoint(s, s->restored_step, "restored");
         if ((double)r->value1 / 1e9 > s->restore_s)
             s->restore_s = (double)r->value1 / 1e9;
         fb__journal_attempt_int(s->j, s->attempt_id, "restored_step", s->restored_step);

@@ -90,6 +90,7 @@ int main(int argc, char **argv)
     int spawn = 0, ignore_term = 0, abort_rank = -1, early_rank = -1, early_code = 0;
     int sdc_skew = -2; /* -2: no SDC check */
     int term_record = 0;
+    long ckpt_every = 0; /* restore, then save every N steps, counting from 1 */
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--steps") && i + 1 < argc)
             steps = atol(argv[++i]);
@@ -101,6 +102,8 @@ int main(int argc, char **argv)
             exit_code = atol(argv[++i]);
         else if (!strcmp(argv[i], "--sdc") && i + 1 < argc)
             sdc_skew = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--ckpt-every-from-0") && i + 1 < argc)
+            ckpt_every = atol(argv[++i]);
         else if (!strcmp(argv[i], "--spawn-child"))
             spawn = 1;
         else if (!strcmp(argv[i], "--term-record"))
@@ -179,10 +182,32 @@ int main(int argc, char **argv)
     /* Long start-up work before the first step (start-up timeout tests). */
     struct timespec init = {init_sleep_ms / 1000, (init_sleep_ms % 1000) * 1000000L};
     nanosleep(&init, NULL);
+    /* A program that restores its state and then counts its steps from 1
+     * again, as if it had started fresh (the supervisor warns of its
+     * older checkpoints). */
+    fb_ckpt *ck = NULL;
+    static uint64_t ck_state[4];
+    if (ckpt_every > 0) {
+        uint64_t got = 0;
+        int r = fb_ckpt_open(&ck, NULL);
+        if (!r)
+            r = fb_ckpt_register(ck, "state", FB_DTYPE_U64, 1, (const int64_t[]){4},
+                                 ck_state);
+        if (!r && (r = fb_ckpt_restore(ck, &got)) == FB_ENOCKPT)
+            r = 0;
+        if (r) {
+            fprintf(stderr, "checkpoint: %s\n", fb_strerror(r));
+            return 1;
+        }
+        printf("restored step %llu\n", (unsigned long long)got);
+    }
     struct timespec ts = {sleep_ms / 1000, (sleep_ms % 1000) * 1000000L};
     for (long s = 1; s <= steps; s++) {
         nanosleep(&ts, NULL);
         fb_step((uint64_t)s);
+        ck_state[0] = (uint64_t)s;
+        if (ck && s % ckpt_every == 0 && fb_ckpt_save(ck, (uint64_t)s))
+            return 1;
         if (sdc_skew > -2)
             fb_sdc_check((uint64_t)s);
         if (s == 3 && fb_rank() == early_rank)
@@ -190,6 +215,8 @@ int main(int argc, char **argv)
     }
     if (early_rank >= 0)
         linger_ms = 0; /* only the early rank lingers */
+    if (ck)
+        fb_ckpt_close(ck);
     printf("done rank %d\n", fb_rank());
     fb_finalize();
     if (fb_rank() == abort_rank)
