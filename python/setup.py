@@ -27,7 +27,7 @@ if not os.path.exists(os.path.join(ROOT, "include", "firebreak", "firebreak.h"))
 # src/common/CMakeLists.txt, src/fr's recorder.c).  ctest python_sources
 # (tests/python/sources.py) fails when this list and CMake's differ.
 LIB_SOURCES = {
-    "common": ["util.c", "json.c", "jsonw.c"],
+    "common": ["util.c", "json.c", "jsonw.c", "rundir.c"],
     "lib": ["lib.c", "segment.c", "segment_guard.c", "inject.c", "error.c", "sdc.c"],
     "ckpt": ["engine.c", "restore.c", "layout.c", "staging.c", "protect.c", "safetensors.c",
              "shard.c", "store.c", "tier.c", "names.c", "hash.c", "cuda.c"],

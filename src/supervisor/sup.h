@@ -131,7 +131,9 @@ typedef struct fb__sup {
         uint64_t at[FB__RL_MARKS];
         int standing;                    /* the launch's shims forked ahead */
         uint64_t warm_ns;                /* of the forks part: waiting for the
-                                          * warm pool's imports (warm.c) */
+                                          * warm pool's imports (warm.c); a
+                                          * sum, not a mark: the waits come
+                                          * rank by rank among the forks */
         int rt;                          /* the stop's real-time priority, 0 */
     } relaunch;
     /* The real-time priority the main thread holds from a failure's

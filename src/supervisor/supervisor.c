@@ -33,6 +33,7 @@
 #include "common/jsonw.h"
 #include "common/rundir.h"
 #include "common/util.h"
+#include "supervisor/ranklog.h"
 #include "supervisor/sup.h"
 #include "ckpt/tool.h"
 #include "fr/fr.h"
@@ -321,6 +322,23 @@ static fb__sup_unit *unit_by_shim(fb__sup *s, pid_t pid)
     return NULL;
 }
 
+/* Did mpirun end before it started any rank of this attempt?  It makes
+ * each rank's output directory (--output-filename) as it starts the rank,
+ * so none there, and no rank attached, is none started: its own usage, its
+ * host list, an application it cannot run. */
+static int mpirun_started_none(fb__sup *s)
+{
+    char dir[PATH_MAX];
+    struct stat st;
+    if (s->o->launcher != FB__LAUNCH_MPIRUN || s->slurm)
+        return 0;
+    for (int r = 0; r < s->world; r++)
+        if (s->ranks[r].seg)
+            return 0;
+    return !fb__fmt(dir, sizeof dir, "%s/mpirun-attempt-%d", s->logs_dir, s->attempt) &&
+           stat(dir, &st) && errno == ENOENT;
+}
+
 /* mpirun ended and no rank's end decided: mpirun's own status is the
  * failure, when it is one. */
 static void mpirun_failure(fb__sup *s, const fb__shim_msg *m)
@@ -354,6 +372,23 @@ static void mpirun_failure(fb__sup *s, const fb__shim_msg *m)
         f->signal = v.signal;
         snprintf(f->detail, sizeof f->detail, "%s killed by signal %d", prog,
                  f->signal);
+    } else if (mpirun_started_none(s)) {
+        /* as a program that cannot be executed: not restarted, the same
+         * mpirun would refuse again; its own words in the detail */
+        char path[PATH_MAX], tail[256], safe[256];
+        tail[0] = '\0';
+        if (!fb__fmt(path, sizeof path, "%s/mpirun.log", s->logs_dir))
+            fb__rank_log_tail(path, tail, sizeof tail);
+        for (char *nl; (nl = strchr(tail, '\n'));)
+            *nl = nl[1] ? ' ' : '\0';
+        f->kind = FB__SUP_FAIL_LAUNCH_FAILURE;
+        f->launch_error = 1;
+        f->has_exit_code = 1;
+        f->exit_code = WEXITSTATUS(m->wstatus);
+        snprintf(f->detail, sizeof f->detail,
+                 "%s exited with code %d before starting any rank (%s%s%s)", prog,
+                 f->exit_code, log, tail[0] ? ": " : "",
+                 fb__safe_text(safe, sizeof safe, tail));
     } else {
         /* exit code, or a status that is neither (judged "vanished") */
         f->kind = FB__SUP_FAIL_ERROR_EXIT;

@@ -95,4 +95,19 @@ for r in 0 1; do
 done
 ! grep -q "did not report its rank's end" err.txt || fail "term: $(grep 'did not report' err.txt)"
 assert_no_segments
-ok "mpirun launcher: crash of rank 2 detected and recovered; abort after finalize named; a rank killed in teardown not blamed; a hard stop reports mpirun's end; the ranks get SIGTERM from the supervisor at once"
+rm -rf runs
+# mpirun that refuses before starting any rank (its own usage error here)
+# is a launch failure: not restarted, its words in the detail.  It was an
+# error_exit restarted until the crash loop stopped it.
+set +e
+"$FB" run --launcher mpirun --mpirun-arg --no-such-mpirun-option --nproc-per-node 2 \
+    --max-restarts 3 -- "$RANK" --steps 5 "$TAG" >out.txt 2>err.txt
+rc=$?
+set -e
+[ $rc = 1 ] || fail "mpirun usage: exit $rc ($(tail -3 err.txt))"
+[ "$(q "select count(*) from attempt")" = 1 ] || fail "mpirun usage: $(q "select count(*) from attempt") attempts, want 1 (not restarted)"
+[ "$(q "select kind from incident")" = launch_failure ] || fail "mpirun usage: $(q 'select kind,detail from incident')"
+grep -q 'mpirun exited with code [1-9][0-9]* before starting any rank (logs/mpirun.log: .*no-such-mpirun-option' err.txt \
+    || fail "mpirun usage: not said: $(grep -i mpirun err.txt | tail -3)"
+assert_no_segments
+ok "mpirun launcher: crash of rank 2 detected and recovered; mpirun's own refusal not restarted; abort after finalize named; a rank killed in teardown not blamed; a hard stop reports mpirun's end; the ranks get SIGTERM from the supervisor at once"
