@@ -6,9 +6,11 @@
 #include <dirent.h>
 #include <errno.h>
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "common/util.h"
 
@@ -75,6 +77,48 @@ long fb__rundir_newest_attempt(const char *dir, int *count)
     }
     closedir(d);
     return hi;
+}
+
+/* The run directories right below DIR (at most RUNS_BELOW_MAX entries
+ * looked at): how many, and the one whose journal changed last into
+ * newest. */
+#define RUNS_BELOW_MAX 10000
+static int runs_below(const char *dir, char *newest, size_t size)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return 0;
+    int runs = 0, seen = 0;
+    struct timespec best = {0, 0};
+    struct dirent *e;
+    while ((e = readdir(d)) && seen++ < RUNS_BELOW_MAX) {
+        char run[PATH_MAX], p[PATH_MAX];
+        struct stat st;
+        if (e->d_name[0] == '.' || fb__fmt(run, sizeof run, "%s/%s", dir, e->d_name) ||
+            fb__rundir_path(p, sizeof p, run, FB__RUNDIR_JOURNAL, 0) || stat(p, &st) ||
+            !S_ISREG(st.st_mode))
+            continue;
+        if (!runs++ || st.st_mtim.tv_sec > best.tv_sec ||
+            (st.st_mtim.tv_sec == best.tv_sec && st.st_mtim.tv_nsec > best.tv_nsec)) {
+            best = st.st_mtim;
+            snprintf(newest, size, "%s", run);
+        }
+    }
+    closedir(d);
+    return runs;
+}
+
+void fb__rundir_where_find(const char *path, fb__rundir_where *w)
+{
+    memset(w, 0, sizeof *w);
+    snprintf(w->below, sizeof w->below, "%s", path);
+    if ((w->runs = runs_below(path, w->newest, sizeof w->newest)) > 0)
+        return;
+    if (!fb__fmt(w->below, sizeof w->below, "%s/runs", path) &&
+        (w->runs = runs_below(w->below, w->newest, sizeof w->newest)) > 0)
+        return;
+    if (!fb__rundir_enclosing(path, w->inside, sizeof w->inside))
+        w->inside[0] = '\0';
 }
 
 int fb__rundir_enclosing(const char *path, char *buf, size_t size)

@@ -7,6 +7,7 @@
 #ifndef FB_COMMON_RUNDIR_H
 #define FB_COMMON_RUNDIR_H
 
+#include <limits.h>
 #include <stddef.h>
 
 typedef enum fb__rundir_part {
@@ -41,5 +42,18 @@ long fb__rundir_newest_attempt(const char *dir, int *count);
  * holds a journal), as an absolute path into buf: 1, or 0 when PATH is in
  * none. */
 int fb__rundir_enclosing(const char *path, char *buf, size_t size);
+
+/* Where the runs are, for a directory PATH that is not one: right below
+ * it (a --run-root), in PATH/runs (where `firebreak run` was started), or
+ * around it (PATH is inside a run).  For the tools' errors. */
+typedef struct fb__rundir_where {
+    int runs;              /* run directories right below `below`, 0 none   */
+    char below[PATH_MAX];  /* PATH, or PATH/runs                            */
+    char newest[PATH_MAX]; /* below/<the run whose journal changed last>    */
+    char inside[PATH_MAX]; /* with no runs below: the run PATH is inside
+                              (fb__rundir_enclosing), or ""                 */
+} fb__rundir_where;
+
+void fb__rundir_where_find(const char *path, fb__rundir_where *w);
 
 #endif

@@ -725,35 +725,6 @@ static void classify_all(fb__report_run *run)
     }
 }
 
-/* The run directories right below dir (those with a journal.sqlite; at
- * most RUNS_BELOW_MAX entries looked at), and the name of the one whose
- * journal changed last in newest. */
-#define RUNS_BELOW_MAX 10000
-static int runs_below(const char *dir, char *newest, size_t size)
-{
-    DIR *d = opendir(dir);
-    if (!d)
-        return 0;
-    int runs = 0, seen = 0;
-    struct timespec best = {0, 0};
-    struct dirent *e;
-    while ((e = readdir(d)) && seen++ < RUNS_BELOW_MAX) {
-        char run[4096], p[4096];
-        struct stat st;
-        if (e->d_name[0] == '.' || fb__fmt(run, sizeof run, "%s/%s", dir, e->d_name) ||
-            fb__rundir_path(p, sizeof p, run, FB__RUNDIR_JOURNAL, 0) || stat(p, &st) ||
-            !S_ISREG(st.st_mode))
-            continue;
-        if (!runs++ || st.st_mtim.tv_sec > best.tv_sec ||
-            (st.st_mtim.tv_sec == best.tv_sec && st.st_mtim.tv_nsec > best.tv_nsec)) {
-            best = st.st_mtim;
-            snprintf(newest, size, "%s", e->d_name);
-        }
-    }
-    closedir(d);
-    return runs;
-}
-
 /* Which journal RUN_DIR names: its device and inode, or -errno. */
 static int journal_id(const char *run_dir, uint64_t id[2])
 {
@@ -841,27 +812,24 @@ int fb__report_load_nth(const char *run_dir, int nth, fb__report_run **out, char
             return -ENAMETOOLONG;
         }
         if (stat(path, &st) != 0) {
-            /* Where the runs are: below DIR (--run-root), in DIR/runs
-             * (DIR is where `firebreak run` was started), or DIR is inside
-             * one (its checkpoints/, logs/, fr/). */
-            char newest[256], sub[4096], up[4096];
-            const char *below = run_dir;
-            int runs = runs_below(run_dir, newest, sizeof newest);
-            if (!runs && !fb__fmt(sub, sizeof sub, "%s/runs", run_dir) &&
-                (runs = runs_below(sub, newest, sizeof newest)) > 0)
-                below = sub;
-            if (runs > 0)
+            /* Where the runs are (its checkpoints/, logs/, fr/: the run
+             * it is in) */
+            fb__rundir_where *w = malloc(sizeof *w);
+            if (w)
+                fb__rundir_where_find(run_dir, w);
+            if (w && w->runs > 0)
                 snprintf(err, errsz, "%s: no journal.sqlite here, but %s holds %d "
-                         "run director%s (the newest %s/%s): give one or more "
+                         "run director%s (the newest %s): give one or more "
                          "of them (--fleet %s ranks their nodes)", run_dir,
-                         below == run_dir ? "it" : below, runs,
-                         runs == 1 ? "y" : "ies", below, newest, below);
-            else if (fb__rundir_enclosing(run_dir, up, sizeof up))
+                         strcmp(w->below, run_dir) ? w->below : "it", w->runs,
+                         w->runs == 1 ? "y" : "ies", w->newest, w->below);
+            else if (w && w->inside[0])
                 snprintf(err, errsz, "%s: no journal.sqlite here: it is inside the run "
-                         "directory %s: give that one", run_dir, up);
+                         "directory %s: give that one", run_dir, w->inside);
             else
                 snprintf(err, errsz, "%s: no journal.sqlite here; give the run "
                          "directory that 'firebreak run' wrote", run_dir);
+            free(w);
             return -ENOENT;
         }
     } else {

@@ -33,6 +33,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "common/rundir.h"
 #include "journal/journal.h"
 
 /* A mean as SQLite's avg() takes it: NaN (NULL) values left out, summed
@@ -265,14 +266,33 @@ int fb__sim_read_run(const char *run_dir, fb__sim_measured *m, char *err,
     for (int i = 0; i < FB_SIM_NTIERS; i++)
         m->restore_bps[i] = -1;
     char path[4096];
-    if (snprintf(path, sizeof path, "%s/journal.sqlite", run_dir) >=
-        (int)sizeof path)
+    if (fb__rundir_path(path, sizeof path, run_dir, FB__RUNDIR_JOURNAL, 0))
         return fb__sim_errf(err, size, "path too long");
     struct stat sb;
-    if (stat(path, &sb) != 0)
-        return fb__sim_errf(err, size,
-                            "no journal.sqlite in this directory (%s)",
-                            strerror(errno));
+    if (stat(path, &sb) != 0) {
+        int e = errno, rc_where;
+        /* where the runs are, as `firebreak report` says it */
+        if (stat(run_dir, &sb))
+            return fb__sim_errf(err, size, "%s", strerror(errno));
+        fb__rundir_where *w = malloc(sizeof *w);
+        if (w && S_ISDIR(sb.st_mode))
+            fb__rundir_where_find(run_dir, w);
+        else if (w)
+            memset(w, 0, sizeof *w);
+        if (w && w->runs > 0)
+            rc_where = fb__sim_errf(err, size, "no journal.sqlite here, but %s holds %d "
+                                    "run director%s (the newest %s): give one",
+                                    strcmp(w->below, run_dir) ? w->below : "it", w->runs,
+                                    w->runs == 1 ? "y" : "ies", w->newest);
+        else if (w && w->inside[0])
+            rc_where = fb__sim_errf(err, size, "no journal.sqlite here: it is inside the "
+                                    "run directory %s: give that one", w->inside);
+        else
+            rc_where = fb__sim_errf(err, size, "no journal.sqlite in this directory (%s)",
+                                    strerror(e));
+        free(w);
+        return rc_where;
+    }
     fb__journal_ro *jr;
     int rc = fb__journal_open_ro(path, &jr, err, size);
     if (rc)

@@ -431,6 +431,42 @@ static void test_rundir(void)
     CHECK(!fb__rundir_enclosing("nothere", got, sizeof got));
     CHECK(!fb__rundir_enclosing(".", got, 8)); /* does not fit */
     CHECK(chdir(cwd) == 0);
+
+    /* where the runs are: right below, in runs/, around */
+    fb__rundir_where *w = malloc(sizeof *w);
+    CHECK(w != NULL);
+    if (!w)
+        return;
+    fb__rundir_where_find(dir, w); /* DIR holds run/ */
+    CHECK_EQ_INT(w->runs, 1);
+    CHECK_EQ_STR(w->below, dir);
+    CHECK_EQ_STR(w->newest, run);
+    char runs[300], r2[320];
+    snprintf(runs, sizeof runs, "%s/runs", run);  /* a second run, in run/runs/, newer */
+    snprintf(r2, sizeof r2, "%s/b", runs);
+    CHECK_RC(fb__mkdir_p(r2, 0700), 0);
+    snprintf(p, sizeof p, "%s/journal.sqlite", r2);
+    CHECK_RC(fb__write_file_atomic(p, "", 0), 0);
+    fb__rundir_where_find(logs, w);                /* inside run */
+    CHECK_EQ_INT(w->runs, 0);
+    CHECK_EQ_STR(w->inside, run);
+    fb__rundir_where_find(runs, w);                /* b right below */
+    CHECK_EQ_INT(w->runs, 1);
+    CHECK_EQ_STR(w->newest, r2);
+    snprintf(p, sizeof p, "%s/logs", run);         /* run/logs/runs/b: in runs/ */
+    snprintf(q, sizeof q, "%s/logs/runs/c", run);
+    CHECK_RC(fb__mkdir_p(q, 0700), 0);
+    snprintf(got, sizeof got, "%s/journal.sqlite", q);
+    CHECK_RC(fb__write_file_atomic(got, "", 0), 0);
+    fb__rundir_where_find(p, w);
+    CHECK_EQ_INT(w->runs, 1);
+    snprintf(got, sizeof got, "%s/runs", p);
+    CHECK_EQ_STR(w->below, got);
+    CHECK_EQ_STR(w->newest, q);
+    fb__rundir_where_find("/nonexistent-fb-dir", w);
+    CHECK_EQ_INT(w->runs, 0);
+    CHECK_EQ_STR(w->inside, "");
+    free(w);
 }
 
 int main(void)

@@ -189,7 +189,11 @@ check '"measured" in d["source"] and d["gpus"] == 16384' "$tmp/fr" "source"
 "$fb" sim --from-run "$tmp/run" --restart 10m --trials 50 --no-search \
     --json >"$tmp/fr2"
 check 'd["policy"]["restart_s"] == 600' "$tmp/fr2" "option beats measurement"
-expect_usage_error "no journal.sqlite" --from-run "$tmp"
+# not a run: where the runs are, as `firebreak report` says it
+expect_usage_error "no journal.sqlite here, but it holds 1 run directory (the newest $tmp/run): give one" --from-run "$tmp"
+mkdir -p "$tmp/run/logs"
+expect_usage_error "no journal.sqlite here: it is inside the run directory $(realpath "$tmp/run"): give that one" --from-run "$tmp/run/logs"
+expect_usage_error "--from-run $tmp/nope: No such file or directory" --from-run "$tmp/nope"
 # Without event.source values (a run before 1.1) the tiers' restore costs keep their
 # defaults and the toy run's size draws a warning on stderr.
 "$fb" sim --from-run "$tmp/run" --tiers --peer-copy 10s --trials 20 \
