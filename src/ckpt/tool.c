@@ -46,18 +46,25 @@ static void human_age(char *buf, size_t size, int64_t s)
         snprintf(buf, size, "%lldd", (long long)(s / 86400));
 }
 
-const char *fb__ckpt_tool_dir(const char *path, char *buf, size_t size)
+/* Has directory PATH a step-* entry? */
+static int has_steps(const char *path)
 {
-    if (!fb__rundir_has(path, FB__RUNDIR_CKPT, 0, buf, size))
-        return path;
     DIR *d = opendir(path);
     if (!d)
-        return path;
+        return 0;
     int steps = 0;
     for (struct dirent *e; !steps && (e = readdir(d));)
         steps = !strncmp(e->d_name, "step-", 5);
     closedir(d);
-    return steps ? path : buf;
+    return steps;
+}
+
+const char *fb__ckpt_tool_dir(const char *path, char *buf, size_t size, int *steps)
+{
+    if ((*steps = has_steps(path)) || !fb__rundir_has(path, FB__RUNDIR_CKPT, 0, buf, size))
+        return path;
+    *steps = has_steps(buf);
+    return buf;
 }
 
 int fb__ckpt_ls(const char *dir, int json, FILE *out)

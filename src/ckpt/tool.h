@@ -11,8 +11,9 @@
 
 /* The checkpoint directory `firebreak ckpt` works on for PATH: PATH/checkpoints
  * when PATH is a directory that holds no step-* entry but that directory (a
- * run directory, where the supervisor keeps them), in buf; else PATH. */
-const char *fb__ckpt_tool_dir(const char *path, char *buf, size_t size);
+ * run directory, where the supervisor keeps them), in buf; else PATH.
+ * *steps: whether the directory returned holds a step-* entry. */
+const char *fb__ckpt_tool_dir(const char *path, char *buf, size_t size, int *steps);
 
 /* `ckpt ls DIR`: exit code 0, or 2 when DIR cannot be read. */
 int fb__ckpt_ls(const char *dir, int json, FILE *out);

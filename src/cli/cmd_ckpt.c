@@ -4,10 +4,13 @@
  */
 #include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "ckpt/tool.h"
 #include "cli/cli.h"
+#include "common/rundir.h"
 #include "common/util.h"
 
 static void usage(FILE *f)
@@ -27,6 +30,42 @@ static void usage(FILE *f)
             "           .safetensors file or DIR (newest step, rank 0 by default)\n"
             "exit: 0 ok, 1 a checkpoint is bad, 2 usage or input error\n"
             "      (verify: also nothing to verify in DIR)\n");
+}
+
+/* Is PATH the checkpoint directory of RUN (where it has none yet)? */
+static int is_ckpt_dir_of(const char *path, const char *run)
+{
+    char ck[PATH_MAX];
+    struct stat a, b;
+    return fb__rundir_has(run, FB__RUNDIR_CKPT, 0, ck, sizeof ck) && !stat(ck, &a) &&
+           !stat(path, &b) && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+}
+
+/* A directory with no checkpoint: the runs below it (or in its runs/),
+ * or the run it is inside, whose checkpoints `ckpt` reads when given the
+ * run directory.  On stderr. */
+static void where_hint(const char *sub, const char *path)
+{
+    fb__rundir_where *w = malloc(sizeof *w);
+    char (*safe)[PATH_MAX] = malloc(3 * sizeof *safe);
+    if (w && safe) {
+        fb__rundir_where_find(path, w);
+        fb__safe_text(safe[0], PATH_MAX, path);
+        if (w->runs > 0)
+            fprintf(stderr, "firebreak ckpt %s: %s holds no checkpoint, but %s holds %d "
+                    "run director%s (the newest %s): give one for its checkpoints\n",
+                    sub, safe[0],
+                    strcmp(w->below, path) ? fb__safe_text(safe[1], PATH_MAX, w->below)
+                                           : "it",
+                    w->runs, w->runs == 1 ? "y" : "ies",
+                    fb__safe_text(safe[2], PATH_MAX, w->newest));
+        else if (w->inside[0] && !is_ckpt_dir_of(path, w->inside))
+            fprintf(stderr, "firebreak ckpt %s: %s holds no checkpoint: it is inside the "
+                    "run directory %s: give that one for its checkpoints\n", sub, safe[0],
+                    fb__safe_text(safe[1], PATH_MAX, w->inside));
+    }
+    free(safe);
+    free(w);
 }
 
 int fb__cmd_ckpt(int argc, char **argv)
@@ -81,9 +120,14 @@ int fb__cmd_ckpt(int argc, char **argv)
         usage(stderr);
         return 2;
     }
-    /* A run directory stands for its checkpoints. */
+    /* A run directory stands for its checkpoints; a directory with none
+     * gets where the runs are (stderr; ls still lists nothing, exit 0). */
     char ckdir[PATH_MAX];
-    path = fb__ckpt_tool_dir(path, ckdir, sizeof ckdir);
+    int steps;
+    const char *given = path;
+    path = fb__ckpt_tool_dir(path, ckdir, sizeof ckdir, &steps);
+    if (!steps && path == given)
+        where_hint(sub, given);
     if (!strcmp(sub, "ls"))
         return fb__ckpt_ls(path, json, stdout);
     if ((replicas || nper) && strcmp(sub, "verify")) {

@@ -55,6 +55,20 @@ cols() { awk 'NF == 5 { print $1, $2, $3 }'; }
 "$fb" ckpt inspect "$dir/run2" --step 20 --rank 2 | grep -q 'firebreak.world_size = 3' \
     || fail "inspect of a run directory"
 rm -rf "$dir/run2"
+# A directory with no checkpoint says where the runs are, on stderr (ls
+# still lists nothing, exit 0): the runs below it, the run it is inside;
+# a run's own empty checkpoints/ gets no hint.
+mkdir -p "$dir/root/job-a/checkpoints" "$dir/root/job-a/logs"; : >"$dir/root/job-a/journal.sqlite"
+"$fb" ckpt ls "$dir/root" >/dev/null 2>"$dir/err" || fail "ls of a directory of runs: exit $?"
+grep -q "ckpt ls: $dir/root holds no checkpoint, but it holds 1 run directory (the newest $dir/root/job-a): give one" "$dir/err" \
+    || fail "ls of a directory of runs: $(cat "$dir/err")"
+"$fb" ckpt verify "$dir/root/job-a/logs" >/dev/null 2>"$dir/err"; rc=$?
+[ $rc = 2 ] && grep -q "it is inside the run directory $(realpath "$dir/root/job-a"): give that one" "$dir/err" \
+    || fail "verify inside a run: exit $rc: $(cat "$dir/err")"
+for p in "$dir/root/job-a" "$dir/root/job-a/checkpoints"; do
+    "$fb" ckpt ls "$p" >/dev/null 2>"$dir/err" && [ ! -s "$dir/err" ] || fail "ls $p: $(cat "$dir/err")"
+done
+rm -rf "$dir/root"
 
 # The rank whose shard is corrupt falls back to step 20.
 out=$("$sample" --restore "$ck" 1 3 2>&1) || fail "restore rank 1: $out"
