@@ -14,7 +14,10 @@ mkdir -p runs
 grep -q "restored step 15" runs/r/logs/rank-0.log || fail "attempt 1 did not restore step 15: $(cat runs/r/logs/rank-0.log)"
 n=$(grep -c "is older than checkpoint" err.txt || true)
 [ "$n" = 1 ] || fail "the older checkpoint said $n times, want once: $(grep older err.txt)"
-grep -q "firebreak run: checkpoint 5 is older than checkpoint 15, which this attempt restored: a restart restores 15, not this state" err.txt \
+# (step 5 or 10: rank 0's retention may delete step 5's directory, older
+# than the kept 10 and 15, while rank 1 still writes its shard there, and
+# rank 1's save of 5 then fails)
+grep -Eq "firebreak run: checkpoint (5|10) is older than checkpoint 15, which this attempt restored: a restart restores 15, not this state" err.txt \
     || fail "older checkpoint: $(grep older err.txt)"
 grep -q "does the program count its steps from 0 after a restore?" err.txt || fail "no hint: $(grep older err.txt)"
 ok "a step count that went back after the restore is said once"
