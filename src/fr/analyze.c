@@ -537,17 +537,41 @@ static int load_files(fb__fr_model *m, char **names, size_t n, int *any, int *lo
     return rc;
 }
 
+/* Is the absolute path ABS directory DIR or below it? */
+static int in_dir(const char *abs, const char *dir)
+{
+    size_t n = strlen(dir);
+    return !strncmp(abs, dir, n) && (abs[n] == '\0' || abs[n] == '/');
+}
+
 /* Where a directory without dumps points: a run directory whose fr/
  * holds no attempt's snapshots (`fr analyze` takes a run directory with
- * some for its newest attempt: fb__fr_newest_attempt).  Into hint, ""
- * when PATH has no fr/. */
+ * some for its newest attempt: fb__fr_newest_attempt), the runs below
+ * PATH, or the run PATH is inside when not in its fr/ (the supervisor's
+ * own inputs are there).  Into hint, "" when none. */
 static void dir_hint(const char *path, char *hint, size_t size)
 {
-    char fr[PATH_MAX];
+    char fr[PATH_MAX], abs[PATH_MAX];
     hint[0] = '\0';
-    if (fb__rundir_has(path, FB__RUNDIR_FR, 0, fr, sizeof fr))
+    if (fb__rundir_has(path, FB__RUNDIR_FR, 0, fr, sizeof fr)) {
         snprintf(hint, size, " (a run directory, and no attempt's snapshots in %s: "
                  "the supervisor writes them into attempt-<N> when attempt N fails)", fr);
+        return;
+    }
+    fb__rundir_where *w = fb__malloc(sizeof *w);
+    if (!w)
+        return;
+    fb__rundir_where_find(path, w);
+    if (w->runs > 0)
+        snprintf(hint, size, " (but %s holds %d run director%s, the newest %s: give "
+                 "one for its newest attempt's flight recorders)",
+                 strcmp(w->below, path) ? w->below : "it", w->runs,
+                 w->runs == 1 ? "y" : "ies", w->newest);
+    else if (w->inside[0] && !fb__rundir_path(fr, sizeof fr, w->inside, FB__RUNDIR_FR, 0) &&
+             realpath(path, abs) && !in_dir(abs, fr))
+        snprintf(hint, size, " (it is inside the run directory %s: give that one for "
+                 "its newest attempt's flight recorders)", w->inside);
+    free(w);
 }
 
 /* Has directory PATH an entry? */

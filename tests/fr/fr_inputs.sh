@@ -94,6 +94,19 @@ incomplete)
   run "$T/run3" >/dev/null 2>"$T/err"; rc=$?
   grep -q "$T/run3: directory holds no dump files (a run directory, and no attempt's snapshots in $T/run3/fr: the supervisor writes them into attempt-<N> when attempt N fails)" "$T/err" \
     && [ $rc = 2 ] || { echo "FAIL run directory without attempts: rc $rc: $(cat "$T/err")"; fail=1; }
+  # a directory of runs, a directory inside a run: where the runs are (as
+  # report and ckpt say it); none for a directory in a run's fr/ (the
+  # supervisor's inputs)
+  mkdir -p "$T/root/job/logs" "$T/root/job/fr/attempt-1/x"; : >"$T/root/job/journal.sqlite"
+  run "$T/root" >/dev/null 2>"$T/err"; rc=$?
+  grep -q "$T/root: directory holds no dump files (but it holds 1 run directory, the newest $T/root/job: give one for its newest attempt's flight recorders)" "$T/err" \
+    && [ $rc = 2 ] || { echo "FAIL directory of runs: rc $rc: $(cat "$T/err")"; fail=1; }
+  run "$T/root/job/logs" >/dev/null 2>"$T/err"; rc=$?
+  grep -q "$T/root/job/logs: directory holds no dump files (it is inside the run directory $(realpath "$T/root/job"): give that one" "$T/err" \
+    && [ $rc = 2 ] || { echo "FAIL inside a run: rc $rc: $(cat "$T/err")"; fail=1; }
+  run "$T/root/job/fr/attempt-1/x" >/dev/null 2>"$T/err"; rc=$?
+  grep -q "x: directory holds no dump files$" "$T/err" \
+    && [ $rc = 2 ] || { echo "FAIL inside a run's fr/: rc $rc: $(cat "$T/err")"; fail=1; }
   ;;
 escape)
   python3 "$TORCHGEN" "$T/hostile" --hostile || exit 1
