@@ -3,9 +3,12 @@
  * Prometheus /metrics endpoint (src/agent).  Runs in the foreground.
  */
 #include <netinet/in.h>
+#include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "agent/agent.h"
 #include "cli/cli.h"
@@ -114,6 +117,20 @@ int fb__cmd_agent(int argc, char **argv)
             fprintf(stderr, "firebreak agent: %s\n", err);
             return 2;
         }
+    }
+    /* --run names a directory that is there: the run may start later,
+     * but its directory is made first (firebreak run --run-dir) */
+    struct stat st;
+    const char *why = !o.run_dir               ? NULL
+                      : stat(o.run_dir, &st)   ? strerror(errno)
+                      : !S_ISDIR(st.st_mode)   ? "not a directory"
+                                               : NULL;
+    if (why) {
+        char safe[PATH_MAX];
+        fprintf(stderr, "firebreak agent: --run %s: %s (give the run directory "
+                "that 'firebreak run' writes)\n",
+                fb__safe_text(safe, sizeof safe, o.run_dir), why);
+        return 2;
     }
     /* Every failure is one to start: a bad --listen, --root, --db or
      * --port-file, the port taken (the message has named it). */

@@ -32,6 +32,11 @@ expect 2 "'127.0.0.1:99999'" --listen 127.0.0.1:99999 --once
 [ "$(wc -l <"$tmp/err")" = 1 ] || fail "--listen error is not the only line: $(head -c 300 "$tmp/err")"
 expect 2 "'localhost' is not an IPv4" --listen localhost:9400
 [ "$(wc -l <"$tmp/err")" = 1 ] || fail "--listen error is not the only line: $(head -c 300 "$tmp/err")"
+# --run that is no directory: said first and alone (it was SQLite's
+# "unable to open database file" after the NVML line)
+expect 2 "--run $tmp/nope: No such file or directory (give the run directory" --run "$tmp/nope" --once
+[ "$(wc -l <"$tmp/err")" = 1 ] || fail "--run error is not the only line: $(head -c 300 "$tmp/err")"
+expect 2 "--run $tmp/file: not a directory" --run "$tmp/file" --once --listen none
 mkfifo "$tmp/fifo.sqlite"
 expect 2 "$tmp/fifo.sqlite" --db "$tmp/fifo.sqlite" --listen none \
     --root "$fx/healthy" --duration 1s --quiet
