@@ -50,6 +50,8 @@ typedef struct warm_slot {
 struct fb__sup_warm {
     int n;
     int timed_out;        /* a slot was not ready in time: no more waits   */
+    int taken;            /* ranks the launch gave an interpreter of it    */
+    double age_min, age_max; /* how long before those had started, s       */
     warm_slot slot[];
 };
 
@@ -343,8 +345,11 @@ int fb__sup_warm_take(fb__sup *s, int rank, char *const *envp, int out_fd,
     u->msg_fd = w->msg_fd;
     u->child = w->pid;
     s->ranks[rank].pid = w->pid;
-    fb__sup_log(s, "rank %d: warm interpreter pid %d (started %.1f s before)", rank,
-                (int)w->pid, (double)(fb__now_ns() - w->started_ns) / 1e9);
+    double age = (double)(fb__now_ns() - w->started_ns) / 1e9;
+    struct fb__sup_warm *p = s->warm;
+    p->age_min = !p->taken || age < p->age_min ? age : p->age_min;
+    p->age_max = !p->taken || age > p->age_max ? age : p->age_max;
+    p->taken++;
     /* The control socket stays open in the interpreter only; ours goes. */
     close(w->ctl);
     memset(w, 0, sizeof *w);
@@ -355,5 +360,17 @@ int fb__sup_warm_take(fb__sup *s, int rank, char *const *envp, int out_fd,
 /* After a launch: what the pool did not give goes. */
 void fb__sup_warm_after_launch(fb__sup *s)
 {
+    /* one line for the launch, not one a rank (a pool of 256) */
+    const struct fb__sup_warm *p = s->warm;
+    if (p && p->taken) {
+        char ages[64];
+        if (p->age_max - p->age_min >= 0.05)
+            snprintf(ages, sizeof ages, "%.1f-%.1f", p->age_min, p->age_max);
+        else
+            snprintf(ages, sizeof ages, "%.1f", p->age_min);
+        fb__sup_log(s, "attempt %d: %d of %d rank%s in warm interpreters started %s s "
+                    "before (each says which rank it became in logs/warm-<R>.log)",
+                    s->attempt, p->taken, s->world, s->world == 1 ? "" : "s", ages);
+    }
     fb__sup_warm_close(s);
 }

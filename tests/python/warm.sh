@@ -47,11 +47,16 @@ run() {
 FAULT="--fault crash --fault-step 10"
 run warm
 [ $rc = 0 ] || fail "warm: exit $rc: $(tail -5 "$T/warm/err.txt")"
+# one line for the launch (not one a rank), and each interpreter says
+# which rank it became: the rank's own pid (its segment's)
+! grep -q "rank [0-9]*: warm interpreter pid" "$T/warm/err.txt" \
+    && [ "$(grep -c "attempt 1: 2 of 2 ranks in warm interpreters started [0-9.-]* s before" "$T/warm/err.txt")" = 1 ] \
+    || fail "warm: the launch's line: $(grep -i 'warm' "$T/warm/err.txt")"
 for r in 0 1; do
-    pid=$(sed -n "s/.*rank $r: warm interpreter pid \([0-9]*\) .*/\1/p" "$T/warm/err.txt")
-    [ -n "$pid" ] || fail "warm: rank $r not from the pool: $(grep -i 'warm\|launched' "$T/warm/err.txt")"
-    grep -q "pid $pid became rank $r of attempt 1" "$rd"/logs/warm-*.log \
-        || fail "warm: pid $pid did not say it became rank $r: $(cat "$rd"/logs/warm-*.log)"
+    pid=$(sed -n "s/.*pid \([0-9]*\) became rank $r of attempt 1.*/\1/p" "$rd"/logs/warm-*.log)
+    [ -n "$pid" ] || fail "warm: rank $r not from the pool: $(cat "$rd"/logs/warm-*.log)"
+    grep -q "pid=$pid " "$rd/logs/rank-$r.log" \
+        || fail "warm: rank $r's script did not run in pid $pid: $(grep 'pid=' "$rd/logs/rank-$r.log")"
 done
 grep -q "rank 1 attempt 1 start at step 8" "$rd/logs/rank-1.log" \
     || fail "warm: the script did not resume at step 8: $(grep start "$rd/logs/rank-1.log")"
