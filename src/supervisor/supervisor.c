@@ -1249,19 +1249,22 @@ static void say_relaunch(fb__sup *s)
         ms[i] = (double)(t[i + 1] - t[i]) / 1e6;
     /* The launch's wait for the warm pool's imports is its own part. */
     double warm = (double)s->relaunch.warm_ns / 1e6;
-    char wpart[64] = "";
+    char wpart[64] = "", standing[64] = "";
     if (s->relaunch.warm_ns && warm <= ms[7]) {
         ms[7] -= warm;
         snprintf(wpart, sizeof wpart, ", warm interpreters' imports %.1f", warm);
     }
+    /* shims forked ahead: the local launcher's, when no warm pool served */
+    if (s->o->launcher == FB__LAUNCH_LOCAL && !s->relaunch.warm_ns)
+        snprintf(standing, sizeof standing, " (%d of %d shims standing by)",
+                 s->relaunch.standing, s->world);
     fb__sup_log(s, "attempt %d: relaunched %.1f ms after the detection: earlier "
                 "diagnosis %.1f, evidence %.1f, stop %.1f, sweep %.1f, record %.1f, "
-                "between attempts %.1f, checkpoint check %.1f, forks %.1f (%d of %d "
-                "shims standing by)%s, execs %.1f ms%s",
+                "between attempts %.1f, checkpoint check %.1f, forks %.1f%s%s, "
+                "execs %.1f ms%s",
                 s->attempt, (double)(t[FB__RL_EXECS] - t[FB__RL_DETECTED]) / 1e6,
-                ms[0], ms[1], ms[2], ms[3], ms[4], ms[5], ms[6], ms[7],
-                s->relaunch.standing, s->world, wpart, ms[8],
-                s->relaunch.rt ? "; stopped at real-time priority" : "");
+                ms[0], ms[1], ms[2], ms[3], ms[4], ms[5], ms[6], ms[7], standing, wpart,
+                ms[8], s->relaunch.rt ? "; stopped at real-time priority" : "");
 }
 
 /* Launch the attempt's ranks; a launch that fails is the attempt's

@@ -63,6 +63,8 @@ grep -q "rank 1 attempt 1 start at step 8" "$rd/logs/rank-1.log" \
 # The relaunch's account has the wait for the pool's imports as a part of
 # its own (it was counted as forks), and the parts still add up.
 line=$(grep "attempt 1: relaunched" "$T/warm/err.txt") || fail "warm: no relaunch breakdown"
+# no standby shims: the pool's interpreters took their place
+case $line in *"shims standing by"*) fail "warm: shims standing by in: $line";; esac
 python3 - "$line" <<'PY' || fail "warm: relaunch breakdown: $line"
 import re, sys
 line = sys.argv[1]

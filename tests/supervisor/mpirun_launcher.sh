@@ -15,6 +15,9 @@ mkdir "$TMPDIR"
 [ "$(json_field out.json '["incidents"][0]["rank"]')" = 2 ] || fail "rank"
 [ "$(json_field out.json '["incidents"][0]["kind"]')" = crash ] || fail "kind"
 [ "$(q "select count(*) from attempt")" = 2 ] || fail "attempts"
+# the relaunch's account: no standby shims under mpirun (one process)
+grep -q "attempt 1: relaunched .* forks [0-9.]*, execs" err.txt \
+    || fail "relaunch line: $(grep 'relaunched' err.txt)"
 assert_no_segments
 rm -rf runs
 # A rank that finalizes cleanly and then dies (SIGABRT in an exit handler) is
