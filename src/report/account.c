@@ -48,7 +48,7 @@ const char *fb__report_part_label(int part)
  * the job survived: a failed save, a restore that fell back). */
 static int ends_attempt(const char *kind)
 {
-    static const char *const k[] = {"crash", "hang", "error_exit",
+    static const char *const k[] = {"crash", "hang", "error_exit", "sdc",
         "launch_failure", "node_failure", "interrupted", "segment_corrupt",
         "segment_not_ours", NULL};
     for (int i = 0; k[i]; i++)

@@ -75,7 +75,18 @@ for r in ref flip; do
     job=$(cat "$T/$r/job")
     ! ls /dev/shm | grep -q "^fb\.$job\." || fail "segments of the $r run left in /dev/shm"
 done
-ok "flip on rank 1 (w1, step 25): sdc incident, resumed after step 20, final hash $got matches"
+# the report counts it as the interruption that ended attempt 0, under
+# its cause (it was left out of the table and of the attempt's failure)
+"$FB" report "$T/flip" --json >flip.json || fail "report of the flip run: exit $?"
+python3 - flip.json <<'PY' || fail "report: sdc not an interruption: $(cat flip.json)"
+import json, sys
+d = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])
+inc = [i for i in d["incidents"] if i["kind"] == "sdc"]
+assert len(inc) == 1 and inc[0]["ended_attempt"], inc
+assert d["interruptions"] == 1, d["interruptions"]
+assert [(x["component"], x["count"]) for x in d["table"]] == [("Silent data corruption", 1)], d["table"]
+PY
+ok "flip on rank 1 (w1, step 25): sdc incident, resumed after step 20, final hash $got matches; the report's interruption"
 
 # The supervisor held back: with FIREBREAK_TEST_SDC_DEFER=1 (a test hook,
 # FB_TEST_HOOKS) it reads no hashes until the attempt has failed or every
