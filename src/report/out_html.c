@@ -151,27 +151,39 @@ static void plot_end(plot *p)
 }
 
 /* A polyline over buckets: NAN points are skipped, and the line breaks
- * where seg (when given: the attempt of each bucket) changes. */
+ * where seg (when given: the attempt of each bucket) changes.  A piece of
+ * one point is a dot (a polyline of one point draws nothing). */
 static void series(plot *p, const double *xs, const double *ys, const int *seg,
                    int n, const char *color, const char *title)
 {
-    int open = 0, last_seg = -2;
-    for (int i = 0; i < n; i++) {
-        if (isnan(ys[i]))
+    int points = 0, last_seg = -2;
+    double x0 = 0, y0 = 0; /* the piece's first point, drawn with the second */
+    for (int i = 0; i <= n; i++) {
+        if (i < n && isnan(ys[i]))
             continue;
-        if (open && seg && seg[i] != last_seg) {
-            fprintf(p->f, "\"><title>%s</title></polyline>\n", title);
-            open = 0;
+        if (points && (i == n || (seg && seg[i] != last_seg))) {
+            if (points == 1)
+                fprintf(p->f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"2.5\" fill=\"%s\">"
+                              "<title>%s</title></circle>\n", x0, y0, color, title);
+            else
+                fprintf(p->f, "\"><title>%s</title></polyline>\n", title);
+            points = 0;
         }
-        if (!open)
-            fprintf(p->f, "<polyline fill=\"none\" stroke=\"%s\" "
-                          "stroke-width=\"1.5\" points=\"", color);
-        fprintf(p->f, "%.1f,%.1f ", px(p, xs[i]), py(p, ys[i]));
-        open = 1;
+        if (i == n)
+            break;
+        double x = px(p, xs[i]), y = py(p, ys[i]);
+        if (points == 1)
+            fprintf(p->f, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"1.5\" "
+                          "points=\"%.1f,%.1f ", color, x0, y0);
+        if (points) {
+            fprintf(p->f, "%.1f,%.1f ", x, y);
+        } else {
+            x0 = x;
+            y0 = y;
+        }
+        points++;
         last_seg = seg ? seg[i] : -2;
     }
-    if (open)
-        fprintf(p->f, "\"><title>%s</title></polyline>\n", title);
 }
 
 /* ---- the charts --------------------------------------------------------- */

@@ -34,7 +34,7 @@ window.addEventListener('load', function () {
   var out = {charts: [], errors: fbErrors, resources: performance.getEntriesByType('resource').length};
   document.querySelectorAll('svg.chart').forEach(function (s) {
     var r = s.getBoundingClientRect(), marks = 0;
-    s.querySelectorAll('rect,polyline,path,line').forEach(function (m) {
+    s.querySelectorAll('rect,polyline,path,line,circle').forEach(function (m) {
       var b = m.getBoundingClientRect(); if (b.width > 0 || b.height > 0) marks++; });
     out.charts.push({label: s.getAttribute('aria-label'), w: r.width, h: r.height,
                      marks: marks, texts: s.querySelectorAll('text').length});

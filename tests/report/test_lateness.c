@@ -55,6 +55,7 @@ static int write_journal(const char *dir)
     CHECK_RC(fb__journal_add_incident(j, &inc, NULL), 0);
     event(j, att, 3, 2, "lateness", 40, 30, 34, 40.5);
     event(j, att, 13, 2, "lateness", 160, 64, 64, 57.25);
+    event(j, att, 20, 3, "lateness", 250, 10, 64, 2.5);  /* rank 3's only one */
     event(j, att, 23, 2, "straggler_end", 290, 0, 0, 1.5);
     event(j, att, 24, -1, "lateness", 300, 1, 64, 3);     /* no rank: skipped */
     event(j, att, 25, 1, "lateness", 310, 70, 64, 1e300); /* nonsense: unknown */
@@ -79,8 +80,8 @@ int main(int argc, char **argv)
     CHECK_RC(fb__report_load(argv[1], &run, err, sizeof err), 0);
     if (failures)
         return 1;
-    CHECK_EQ_U64(run->late_total, 5);
-    CHECK_EQ_U64(run->nlate, 5);
+    CHECK_EQ_U64(run->late_total, 6);
+    CHECK_EQ_U64(run->nlate, 6);
     static const struct {
         double at;
         int rank;
@@ -91,10 +92,11 @@ int main(int argc, char **argv)
         {3, 2, FB__LATE_NAMED, NAN, -1, -1},
         {3, 2, FB__LATE_SAMPLE, 40.5, 30, 34},
         {13, 2, FB__LATE_SAMPLE, 57.25, 64, 64},
+        {20, 3, FB__LATE_SAMPLE, 2.5, 10, 64},
         {23, 2, FB__LATE_ENDED, 1.5, -1, -1},
         {25, 1, FB__LATE_SAMPLE, NAN, -1, -1},
     };
-    for (size_t i = 0; i < run->nlate && i < 5; i++) {
+    for (size_t i = 0; i < run->nlate && i < 6; i++) {
         const fb__report_late *l = &run->late[i];
         CHECK_EQ_DBL(l->time - T0, want[i].at);
         CHECK_EQ_INT(l->rank, want[i].rank);
@@ -112,7 +114,7 @@ int main(int argc, char **argv)
     CHECK(m != NULL);
     fb__report_lateness_text(m, run);
     fclose(m);
-    CHECKF(text && strstr(text, "lateness at collectives (supervisor's live check; 5 rows)"),
+    CHECKF(text && strstr(text, "lateness at collectives (supervisor's live check; 6 rows)"),
            "text: %s", text ? text : "(none)");
     CHECKF(text && strstr(text, "  lateness            2      160         57.2  64 of 64"),
            "text: %s", text ? text : "(none)");
@@ -126,7 +128,7 @@ int main(int argc, char **argv)
     m = open_memstream(&text, &len);
     fb__jsonw_print(&w, m);
     fclose(m);
-    CHECKF(strstr(text, "\"lateness_total\":5") &&
+    CHECKF(strstr(text, "\"lateness_total\":6") &&
            strstr(text, "{\"at_s\":13,\"kind\":\"lateness\",\"rank\":2,\"attempt\":0,"
                         "\"step\":160,\"late_ms\":57.25,\"last\":64,\"collectives\":64}") &&
            strstr(text, "\"kind\":\"straggler\",\"rank\":2,\"attempt\":0,\"step\":40,"
@@ -134,6 +136,18 @@ int main(int argc, char **argv)
            "JSON: %s", text);
     free(text);
     fb__jsonw_free(&w);
+    /* HTML: rank 2's two samples a line, rank 3's one a dot (a polyline
+     * of one point draws nothing: the chart showed a legend and no mark) */
+    m = open_memstream(&text, &len);
+    CHECK(m != NULL);
+    CHECK_RC(fb__report_write_html(m, &run, 1), 0);
+    fclose(m);
+    const char *sec = text ? strstr(text, "<h3>Lateness at collectives</h3>") : NULL;
+    CHECKF(sec && strstr(sec, "<title>rank 2</title></polyline>"), "HTML: no line for rank 2");
+    CHECKF(sec && strstr(sec, "<title>rank 3</title></circle>") &&
+               !strstr(sec, "<title>rank 3</title></polyline>"),
+           "HTML: rank 3's single sample is not a dot");
+    free(text);
     fb__report_free(run);
     if (failures)
         fprintf(stderr, "%d check(s) failed\n", failures);
