@@ -47,24 +47,18 @@ static int is_ckpt_dir_of(const char *path, const char *run)
 static void where_hint(const char *sub, const char *path)
 {
     fb__rundir_where *w = malloc(sizeof *w);
-    char (*safe)[PATH_MAX] = malloc(3 * sizeof *safe);
-    if (w && safe) {
-        fb__rundir_where_find(path, w);
-        fb__safe_text(safe[0], PATH_MAX, path);
-        if (w->runs > 0)
-            fprintf(stderr, "firebreak ckpt %s: %s holds no checkpoint, but %s holds %d "
-                    "run director%s (the newest %s): give one for its checkpoints\n",
-                    sub, safe[0],
-                    strcmp(w->below, path) ? fb__safe_text(safe[1], PATH_MAX, w->below)
-                                           : "it",
-                    w->runs, w->runs == 1 ? "y" : "ies",
-                    fb__safe_text(safe[2], PATH_MAX, w->newest));
-        else if (w->inside[0] && !is_ckpt_dir_of(path, w->inside))
-            fprintf(stderr, "firebreak ckpt %s: %s holds no checkpoint: it is inside the "
-                    "run directory %s: give that one for its checkpoints\n", sub, safe[0],
-                    fb__safe_text(safe[1], PATH_MAX, w->inside));
-    }
-    free(safe);
+    char where[1024], safe[PATH_MAX];
+    if (!w)
+        return;
+    fb__rundir_where_find(path, w);
+    int k = fb__rundir_where_say(w, path, where, sizeof where);
+    fb__safe_text(safe, sizeof safe, path);
+    if (k == FB__RUNDIR_WHERE_BELOW)
+        fprintf(stderr, "firebreak ckpt %s: %s holds no checkpoint, but %s: give one "
+                "for its checkpoints\n", sub, safe, where);
+    else if (k == FB__RUNDIR_WHERE_INSIDE && !is_ckpt_dir_of(path, w->inside))
+        fprintf(stderr, "firebreak ckpt %s: %s holds no checkpoint: %s: give that one "
+                "for its checkpoints\n", sub, safe, where);
     free(w);
 }
 

@@ -121,6 +121,30 @@ void fb__rundir_where_find(const char *path, fb__rundir_where *w)
         w->inside[0] = '\0';
 }
 
+int fb__rundir_where_say(const fb__rundir_where *w, const char *path, char *buf,
+                         size_t size)
+{
+    char (*safe)[PATH_MAX] = malloc(2 * sizeof *safe);
+    int found = 0;
+    buf[0] = '\0';
+    if (safe) {
+        if (w->runs > 0) {
+            snprintf(buf, size, "%s holds %d run director%s (the newest %s)",
+                     strcmp(w->below, path) ? fb__safe_text(safe[0], PATH_MAX, w->below)
+                                            : "it",
+                     w->runs, w->runs == 1 ? "y" : "ies",
+                     fb__safe_text(safe[1], PATH_MAX, w->newest));
+            found = FB__RUNDIR_WHERE_BELOW;
+        } else if (w->inside[0]) {
+            snprintf(buf, size, "it is inside the run directory %s",
+                     fb__safe_text(safe[0], PATH_MAX, w->inside));
+            found = FB__RUNDIR_WHERE_INSIDE;
+        }
+    }
+    free(safe);
+    return found;
+}
+
 int fb__rundir_enclosing(const char *path, char *buf, size_t size)
 {
     char abs[PATH_MAX], journal[PATH_MAX];

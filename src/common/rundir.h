@@ -56,4 +56,13 @@ typedef struct fb__rundir_where {
 
 void fb__rundir_where_find(const char *path, fb__rundir_where *w);
 
+/* What fb__rundir_where_find found for PATH, as the tools say it, into
+ * buf (paths through fb__safe_text): "it holds 3 run directories (the
+ * newest runs/c)" or "runs holds ..." (FB__RUNDIR_WHERE_BELOW: give one),
+ * "it is inside the run directory /a/b" (FB__RUNDIR_WHERE_INSIDE: give
+ * that one), or "" (0: nothing found). */
+enum { FB__RUNDIR_WHERE_BELOW = 1, FB__RUNDIR_WHERE_INSIDE = 2 };
+int fb__rundir_where_say(const fb__rundir_where *w, const char *path, char *buf,
+                         size_t size);
+
 #endif

@@ -559,18 +559,19 @@ static void dir_hint(const char *path, char *hint, size_t size)
         return;
     }
     fb__rundir_where *w = fb__malloc(sizeof *w);
+    char where[1024];
     if (!w)
         return;
     fb__rundir_where_find(path, w);
-    if (w->runs > 0)
-        snprintf(hint, size, " (but %s holds %d run director%s, the newest %s: give "
-                 "one for its newest attempt's flight recorders)",
-                 strcmp(w->below, path) ? w->below : "it", w->runs,
-                 w->runs == 1 ? "y" : "ies", w->newest);
-    else if (w->inside[0] && !fb__rundir_path(fr, sizeof fr, w->inside, FB__RUNDIR_FR, 0) &&
+    int k = fb__rundir_where_say(w, path, where, sizeof where);
+    if (k == FB__RUNDIR_WHERE_BELOW)
+        snprintf(hint, size, " (but %s: give one for its newest attempt's flight "
+                 "recorders)", where);
+    else if (k == FB__RUNDIR_WHERE_INSIDE &&
+             !fb__rundir_path(fr, sizeof fr, w->inside, FB__RUNDIR_FR, 0) &&
              realpath(path, abs) && !in_dir(abs, fr))
-        snprintf(hint, size, " (it is inside the run directory %s: give that one for "
-                 "its newest attempt's flight recorders)", w->inside);
+        snprintf(hint, size, " (%s: give that one for its newest attempt's flight "
+                 "recorders)", where);
     free(w);
 }
 

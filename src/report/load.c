@@ -815,17 +815,19 @@ int fb__report_load_nth(const char *run_dir, int nth, fb__report_run **out, char
             /* Where the runs are (its checkpoints/, logs/, fr/: the run
              * it is in) */
             fb__rundir_where *w = malloc(sizeof *w);
-            if (w)
+            char where[1024];
+            int k = 0;
+            if (w) {
                 fb__rundir_where_find(run_dir, w);
-            if (w && w->runs > 0)
-                snprintf(err, errsz, "%s: no journal.sqlite here, but %s holds %d "
-                         "run director%s (the newest %s): give one or more "
-                         "of them (--fleet %s ranks their nodes)", run_dir,
-                         strcmp(w->below, run_dir) ? w->below : "it", w->runs,
-                         w->runs == 1 ? "y" : "ies", w->newest, w->below);
-            else if (w && w->inside[0])
-                snprintf(err, errsz, "%s: no journal.sqlite here: it is inside the run "
-                         "directory %s: give that one", run_dir, w->inside);
+                k = fb__rundir_where_say(w, run_dir, where, sizeof where);
+            }
+            if (k == FB__RUNDIR_WHERE_BELOW)
+                snprintf(err, errsz, "%s: no journal.sqlite here, but %s: give one or "
+                         "more of them (--fleet %s ranks their nodes)", run_dir, where,
+                         w->below);
+            else if (k == FB__RUNDIR_WHERE_INSIDE)
+                snprintf(err, errsz, "%s: no journal.sqlite here: %s: give that one",
+                         run_dir, where);
             else
                 snprintf(err, errsz, "%s: no journal.sqlite here; give the run "
                          "directory that 'firebreak run' wrote", run_dir);

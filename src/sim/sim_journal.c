@@ -275,18 +275,18 @@ int fb__sim_read_run(const char *run_dir, fb__sim_measured *m, char *err,
         if (stat(run_dir, &sb))
             return fb__sim_errf(err, size, "%s", strerror(errno));
         fb__rundir_where *w = malloc(sizeof *w);
-        if (w && S_ISDIR(sb.st_mode))
+        char where[1024];
+        int k = 0;
+        if (w && S_ISDIR(sb.st_mode)) {
             fb__rundir_where_find(run_dir, w);
-        else if (w)
-            memset(w, 0, sizeof *w);
-        if (w && w->runs > 0)
-            rc_where = fb__sim_errf(err, size, "no journal.sqlite here, but %s holds %d "
-                                    "run director%s (the newest %s): give one",
-                                    strcmp(w->below, run_dir) ? w->below : "it", w->runs,
-                                    w->runs == 1 ? "y" : "ies", w->newest);
-        else if (w && w->inside[0])
-            rc_where = fb__sim_errf(err, size, "no journal.sqlite here: it is inside the "
-                                    "run directory %s: give that one", w->inside);
+            k = fb__rundir_where_say(w, run_dir, where, sizeof where);
+        }
+        if (k == FB__RUNDIR_WHERE_BELOW)
+            rc_where = fb__sim_errf(err, size, "no journal.sqlite here, but %s: give one",
+                                    where);
+        else if (k == FB__RUNDIR_WHERE_INSIDE)
+            rc_where = fb__sim_errf(err, size, "no journal.sqlite here: %s: give that one",
+                                    where);
         else
             rc_where = fb__sim_errf(err, size, "no journal.sqlite in this directory (%s)",
                                     strerror(e));

@@ -441,6 +441,10 @@ static void test_rundir(void)
     CHECK_EQ_INT(w->runs, 1);
     CHECK_EQ_STR(w->below, dir);
     CHECK_EQ_STR(w->newest, run);
+    char say[1024], want[1024];
+    CHECK_EQ_INT(fb__rundir_where_say(w, dir, say, sizeof say), FB__RUNDIR_WHERE_BELOW);
+    snprintf(want, sizeof want, "it holds 1 run directory (the newest %s)", run);
+    CHECK_EQ_STR(say, want);
     char runs[300], r2[320];
     snprintf(runs, sizeof runs, "%s/runs", run);  /* a second run, in run/runs/, newer */
     snprintf(r2, sizeof r2, "%s/b", runs);
@@ -450,6 +454,9 @@ static void test_rundir(void)
     fb__rundir_where_find(logs, w);                /* inside run */
     CHECK_EQ_INT(w->runs, 0);
     CHECK_EQ_STR(w->inside, run);
+    CHECK_EQ_INT(fb__rundir_where_say(w, logs, say, sizeof say), FB__RUNDIR_WHERE_INSIDE);
+    snprintf(want, sizeof want, "it is inside the run directory %s", run);
+    CHECK_EQ_STR(say, want);
     fb__rundir_where_find(runs, w);                /* b right below */
     CHECK_EQ_INT(w->runs, 1);
     CHECK_EQ_STR(w->newest, r2);
@@ -463,9 +470,14 @@ static void test_rundir(void)
     snprintf(got, sizeof got, "%s/runs", p);
     CHECK_EQ_STR(w->below, got);
     CHECK_EQ_STR(w->newest, q);
+    CHECK_EQ_INT(fb__rundir_where_say(w, p, say, sizeof say), FB__RUNDIR_WHERE_BELOW);
+    snprintf(want, sizeof want, "%s holds 1 run directory (the newest %s)", got, q);
+    CHECK_EQ_STR(say, want);
     fb__rundir_where_find("/nonexistent-fb-dir", w);
     CHECK_EQ_INT(w->runs, 0);
     CHECK_EQ_STR(w->inside, "");
+    CHECK_EQ_INT(fb__rundir_where_say(w, "/nonexistent-fb-dir", say, sizeof say), 0);
+    CHECK_EQ_STR(say, "");
     free(w);
 }
 

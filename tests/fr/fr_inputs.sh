@@ -99,7 +99,7 @@ incomplete)
   # supervisor's inputs)
   mkdir -p "$T/root/job/logs" "$T/root/job/fr/attempt-1/x"; : >"$T/root/job/journal.sqlite"
   run "$T/root" >/dev/null 2>"$T/err"; rc=$?
-  grep -q "$T/root: directory holds no dump files (but it holds 1 run directory, the newest $T/root/job: give one for its newest attempt's flight recorders)" "$T/err" \
+  grep -q "$T/root: directory holds no dump files (but it holds 1 run directory (the newest $T/root/job): give one for its newest attempt's flight recorders)" "$T/err" \
     && [ $rc = 2 ] || { echo "FAIL directory of runs: rc $rc: $(cat "$T/err")"; fail=1; }
   run "$T/root/job/logs" >/dev/null 2>"$T/err"; rc=$?
   grep -q "$T/root/job/logs: directory holds no dump files (it is inside the run directory $(realpath "$T/root/job"): give that one" "$T/err" \
