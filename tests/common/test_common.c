@@ -435,8 +435,10 @@ static void test_rundir(void)
     /* where the runs are: right below, in runs/, around */
     fb__rundir_where *w = malloc(sizeof *w);
     CHECK(w != NULL);
-    if (!w)
+    if (!w) {
+        fb__rm_rf(dir);
         return;
+    }
     fb__rundir_where_find(dir, w); /* DIR holds run/ */
     CHECK_EQ_INT(w->runs, 1);
     CHECK_EQ_STR(w->below, dir);
@@ -479,6 +481,7 @@ static void test_rundir(void)
     CHECK_EQ_INT(fb__rundir_where_say(w, "/nonexistent-fb-dir", say, sizeof say), 0);
     CHECK_EQ_STR(say, "");
     free(w);
+    CHECK_RC(fb__rm_rf(dir), 0);
 }
 
 int main(void)
