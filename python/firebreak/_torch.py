@@ -46,6 +46,7 @@ import pickle
 import random
 import re
 import struct
+import warnings
 
 import torch
 
@@ -573,6 +574,9 @@ class Checkpointer:
         self._from_restore = False   # _ck made by restore, no save through it yet
         self._meta = None        # its meta tensor
         self._closed = False
+        self._newest = None      # the newest step restored or saved through it
+        self._restored = None    # the step restore() loaded
+        self._older_said = False
         probe = self._open()     # fails now, not at the first save, on a bad dir
         self.dir = probe.dir
         pg_rank, pg_world = _process_group()
@@ -847,6 +851,7 @@ class Checkpointer:
         step = int(step)
         if step < 0:
             raise ValueError("step %d: expected >= 0" % step)
+        self._step_goes_forward(step)
         skeleton, tensors, places, dtensors = self._flatten()
         owners, plain = self._owners(tensors, places, dtensors)
         if plain:
@@ -866,6 +871,23 @@ class Checkpointer:
         self.last_save_bytes = sum(t.numel() * t.element_size() for t in mine.values())
         self._from_restore = False
         return self._ck.save(step)
+
+    def _step_goes_forward(self, step):
+        """A save older than the step restored or saved before: a restart
+        restores that newer one, not this state, and retention may delete
+        this one at once.  Warned once (under the supervisor, it says so on
+        the console instead: docs/checkpoint.md, "Steps")."""
+        newest = self._newest
+        self._newest = step if newest is None else max(newest, step)
+        if newest is None or step >= newest or self._older_said or _firebreak.attached():
+            return
+        self._older_said = True
+        warnings.warn("firebreak.Checkpointer: saving step %d, older than step %d that "
+                      "it %s: a restart restores %d, not this state, and retention may "
+                      "delete %d at once; does the script count its steps from 0 after "
+                      "restore()?" % (step, newest, "restored" if self._restored == newest
+                                      else "saved", newest, step),
+                      RuntimeWarning, stacklevel=3)
 
     def _replan(self, tensors, places, plan, meta_need):
         self._drop_save_handle()
@@ -946,6 +968,8 @@ class Checkpointer:
             self._load(step, bufs, meta, own_rng)
             from ._hooks import restored
             restored(step, self.dir)
+            self._restored = step
+            self._newest = step if self._newest is None else max(self._newest, step)
             return step
 
     @staticmethod

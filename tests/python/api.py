@@ -408,6 +408,29 @@ def case_rank_from_process_group():
     check(len(shards) == 2, "shards of 2 ranks: %s" % shards)
 
 
+def case_older_step():
+    """A save older than the step restored: warned once (RuntimeWarning at
+    the script's line), not for steps that go forward."""
+    import warnings
+    ck = firebreak.Checkpointer({"w": torch.zeros(3)}, dir="ck")
+    with warnings.catch_warnings(record=True) as got:
+        warnings.simplefilter("always")
+        ck.save(10)
+        ck.save(20)
+        ck.close()
+        ck = firebreak.Checkpointer({"w": torch.zeros(3)}, dir="ck")
+        check(ck.restore() == 20, "restore of step 20")
+        ck.save(5)               # the script counting from 0 again
+        ck.save(6)
+        ck.save(30)
+        ck.close()
+    said = [w for w in got if issubclass(w.category, RuntimeWarning)]
+    check(len(said) == 1, "warnings: %r" % [str(w.message) for w in said])
+    check(said and "saving step 5, older than step 20 that it restored: a restart "
+          "restores 20" in str(said[0].message), "warning: %r" % [str(w.message) for w in said])
+    check(said and said[0].filename == __file__, "warned at %r" % (said and said[0].filename))
+
+
 CASES = {k[5:]: v for k, v in sorted(globals().items()) if k.startswith("case_")}
 
 
