@@ -363,11 +363,11 @@ void fb__sup_warm_after_launch(fb__sup *s)
     /* one line for the launch, not one a rank (a pool of 256) */
     const struct fb__sup_warm *p = s->warm;
     if (p && p->taken) {
-        char ages[64];
-        if (p->age_max - p->age_min >= 0.05)
-            snprintf(ages, sizeof ages, "%.1f-%.1f", p->age_min, p->age_max);
-        else
-            snprintf(ages, sizeof ages, "%.1f", p->age_min);
+        char ages[64], hi[32];
+        snprintf(ages, sizeof ages, "%.1f", p->age_min);
+        snprintf(hi, sizeof hi, "%.1f", p->age_max);
+        if (strcmp(ages, hi)) /* a range only where it shows */
+            snprintf(ages + strlen(ages), sizeof ages - strlen(ages), "-%s", hi);
         fb__sup_log(s, "attempt %d: %d of %d rank%s in warm interpreters started %s s "
                     "before (each says which rank it became in logs/warm-<R>.log)",
                     s->attempt, p->taken, s->world, s->world == 1 ? "" : "s", ages);
