@@ -29,9 +29,16 @@ void fb__cli_account(fb__sup_result *res)
         const fb__report_incident *in = &run->incidents[i];
         if (!in->ends_attempt)
             continue;
+        fb__sup_incident *out = &res->incidents[k++];
         if (in->lost_acc_s >= 0)
-            res->incidents[k].lost_s = in->lost_acc_s;
-        k++;
+            out->lost_s = in->lost_acc_s;
+        snprintf(out->category, sizeof out->category, "%s",
+                 in->cls.category ? in->cls.category : "");
+        snprintf(out->component, sizeof out->component, "%s",
+                 in->cls.component ? in->cls.component : "");
+        snprintf(out->decided_by, sizeof out->decided_by, "%s",
+                 in->cls.decided_by ? in->cls.decided_by : "");
+        snprintf(out->injected, sizeof out->injected, "%s", in->injected ? in->injected : "");
     }
     fb__report_free(run);
 }

@@ -132,6 +132,10 @@ typedef struct fb__sup_incident {
     double detect_ms, lost_s;
     int signal, exit_code;
     char detail[640];
+    /* The root cause, as the report decides it (filled by the account
+     * hook from the journal; "" when not known) */
+    char category[48], component[48], decided_by[24];
+    char injected[128];       /* the injected fault, "" none                 */
 } fb__sup_incident;
 
 typedef struct fb__sup_result {
