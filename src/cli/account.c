@@ -7,8 +7,17 @@
 #include <stdio.h>
 
 #include "cli/cli.h"
+#include "common/jsonw.h"
 #include "supervisor/supervisor.h"
 #include "report/report.h"
+
+void fb__cli_cause_json(fb__jsonw *w, const fb__sup_incident *in)
+{
+    fb__jsonw_kstr(w, "category", in->category[0] ? in->category : NULL);
+    fb__jsonw_kstr(w, "component", in->component[0] ? in->component : NULL);
+    fb__jsonw_kstr(w, "decided_by", in->decided_by[0] ? in->decided_by : NULL);
+    fb__jsonw_kstr(w, "injected", in->injected[0] ? in->injected : NULL);
+}
 
 void fb__cli_account(fb__sup_result *res)
 {

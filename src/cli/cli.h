@@ -27,8 +27,14 @@ int fb__cmd_watch(int argc, char **argv);
 int fb__cmd_slurm_epilog(int argc, char **argv);
 
 struct fb__sup_result;
-/* Replace a run's live estimates by the journal's exact accounting. */
+struct fb__sup_incident;
+struct fb__jsonw;
+/* Replace a run's live estimates by the journal's exact accounting, and
+ * give each incident its root cause (the report's). */
 void fb__cli_account(struct fb__sup_result *res);
+/* An incident's root cause as --json keys: category, component,
+ * decided_by, injected (null where not known). */
+void fb__cli_cause_json(struct fb__jsonw *w, const struct fb__sup_incident *in);
 
 /* Path of the running firebreak binary (for re-executing itself). */
 const char *fb__cli_self(void);

@@ -441,6 +441,7 @@ int fb__cmd_demo(int argc, char **argv)
             fb__jsonw_kdouble(&w, "detect_ms", in->detect_ms);
             fb__jsonw_kdouble(&w, "lost_s", in->lost_s > 0 ? in->lost_s : 0);
             fb__jsonw_kstr(&w, "detail", in->detail);
+            fb__cli_cause_json(&w, in);
             fb__jsonw_obj_end(&w);
         }
         fb__jsonw_arr_end(&w);

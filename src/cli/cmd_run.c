@@ -241,12 +241,7 @@ static int print_json(const fb__sup_result *r)
         fb__jsonw_kdouble(&w, "detect_ms", in->detect_ms);
         fb__jsonw_kdouble(&w, "lost_s", in->lost_s);
         fb__jsonw_kstr(&w, "detail", in->detail);
-        /* the root cause, as `firebreak report` has it; null when the
-         * journal could not be read back */
-        fb__jsonw_kstr(&w, "category", in->category[0] ? in->category : NULL);
-        fb__jsonw_kstr(&w, "component", in->component[0] ? in->component : NULL);
-        fb__jsonw_kstr(&w, "decided_by", in->decided_by[0] ? in->decided_by : NULL);
-        fb__jsonw_kstr(&w, "injected", in->injected[0] ? in->injected : NULL);
+        fb__cli_cause_json(&w, in);
         fb__jsonw_obj_end(&w);
     }
     fb__jsonw_arr_end(&w);

@@ -15,6 +15,12 @@ assert kinds == ["sdc", "hang", "error_exit", "crash"], kinds
 assert d["restarts"] == 4, d["restarts"]
 ranks = [i["rank"] for i in d["incidents"]]
 assert ranks == [1, 2, 3, 0], ranks
+# each with its root cause, the report's (the sdc one's too: the report
+# counts it as the interruption that ended attempt 0)
+causes = [(i["component"], i["decided_by"], i["injected"].split(":")[0]) for i in d["incidents"]]
+assert causes == [("Silent data corruption", "injected", "flip"),
+                  ("Collective watchdog timeout", "injected", "hang"),
+                  ("Software bug", "injected", "exit"), ("Unknown", "injected", "kill")], causes
 for i in d["incidents"]:
     assert i["detect_ms"] >= 0 and i["lost_s"] >= 0, i
     if i["kind"] == "hang":
