@@ -1563,6 +1563,14 @@ static int check_inputs(fb__sup *s)
         fprintf(stderr, "firebreak run: --inject: %s\n", err);
         return -EINVAL;
     }
+    for (char *const *a = o->mpirun_args; a && *a; a++) {
+        const char *why = fb__sup_mpirun_arg_owned(*a, o->launcher == FB__LAUNCH_SLURM);
+        if (why) {
+            fprintf(stderr, "firebreak run: --mpirun-arg %s: %s; leave it out\n",
+                    fb__safe_text(err, sizeof err, *a), why);
+            return -EINVAL;
+        }
+    }
     char resolved[PATH_MAX];
     int rc = fb__find_program(o->argv[0], resolved, sizeof resolved);
     if (rc) {

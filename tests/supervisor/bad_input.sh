@@ -113,6 +113,16 @@ grep -q -- "--no-fr-preload is for --launcher mpirun" err.txt || fail "--no-fr-p
 expect2 --launcher slurm --mpirun-arg x -- /bin/true
 grep -q -- "with --launcher slurm and no --mpirun it would do nothing" err.txt \
     || fail "--mpirun-arg, slurm: $(cat err.txt)"
+# mpirun options firebreak sets itself: refused, not silently in its place
+expect2 --launcher mpirun --mpirun-arg -np --mpirun-arg 3 -- /bin/true
+grep -q -- "--mpirun-arg -np: the rank count is firebreak's: --nproc-per-node" err.txt \
+    || fail "--mpirun-arg -np: $(cat err.txt)"
+expect2 --launcher mpirun --mpirun-arg --output-filename --mpirun-arg x -- /bin/true
+grep -q -- "--mpirun-arg --output-filename: .*logs/mpirun-attempt-<N>" err.txt \
+    || fail "--mpirun-arg --output-filename: $(cat err.txt)"
+expect2 --launcher slurm --mpirun mpirun --mpirun-arg --host --mpirun-arg a,b -- /bin/true
+grep -q -- "--mpirun-arg --host: the host list and mapping are firebreak's under Slurm" \
+    err.txt || fail "--mpirun-arg --host, slurm: $(cat err.txt)"
 [ ! -d runs ] || fail "a run directory was created for bad input"
 # Output that cannot be written is an error, not a silent success.
 set +e

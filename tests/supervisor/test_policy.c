@@ -741,6 +741,48 @@ static void test_sdc_supersedes(void)
     }
 }
 
+static void test_mpirun_arg_owned(void)
+{
+    static const struct {
+        const char *arg;
+        int slurm;
+        const char *want; /* a word of the reason, or NULL: the user's */
+    } cases[] = {
+        {"-np", 0, "--nproc-per-node"},
+        {"--np", 0, "--nproc-per-node"},
+        {"-n", 1, "--nproc-per-node"},
+        {"-c", 0, "--nproc-per-node"},
+        {"--output-filename", 0, "logs/mpirun-attempt-<N>"},
+        {"-output-filename", 1, "logs/mpirun-attempt-<N>"},
+        {"--host", 1, "drained"},
+        {"-H", 1, "drained"},
+        {"--map-by", 1, "Slurm"},
+        /* a host list or mapping of the user's own, without Slurm */
+        {"--host", 0, NULL},
+        {"--hostfile", 0, NULL},
+        {"--map-by", 0, NULL},
+        /* options firebreak leaves to the user */
+        {"--mca", 1, NULL},
+        {"-x", 0, NULL},
+        {"--bind-to", 0, NULL},
+        {"--tag-output", 0, NULL},
+        /* not an mpirun spelling (mpirun refuses it itself) */
+        {"--np=3", 0, NULL},
+        {"np", 0, NULL},
+        {"", 0, NULL},
+    };
+    for (size_t i = 0; i < N(cases); i++) {
+        const char *got = fb__sup_mpirun_arg_owned(cases[i].arg, cases[i].slurm);
+        if (!cases[i].want)
+            CHECKF(!got, "mpirun arg '%s' (slurm %d): owned (%s), want the user's",
+                   cases[i].arg, cases[i].slurm, got);
+        else
+            CHECKF(got && strstr(got, cases[i].want),
+                   "mpirun arg '%s' (slurm %d): %s, want one naming %s", cases[i].arg,
+                   cases[i].slurm, got ? got : "the user's", cases[i].want);
+    }
+}
+
 int main(void)
 {
     test_kind_names();
@@ -757,6 +799,7 @@ int main(void)
     test_sdc_supersedes();
     test_held_first();
     test_stop_rt_priority();
+    test_mpirun_arg_owned();
     if (failures)
         fprintf(stderr, "test_policy: %d check%s failed\n", failures,
                 failures == 1 ? "" : "s");
