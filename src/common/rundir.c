@@ -17,19 +17,26 @@
 int fb__rundir_path(char *buf, size_t size, const char *run, fb__rundir_part part,
                     long attempt)
 {
+    const char *r = run ? run : "", *sl = run ? "/" : "";
     switch (part) {
     case FB__RUNDIR_JOURNAL:
-        return fb__fmt(buf, size, "%s/journal.sqlite", run);
+        return fb__fmt(buf, size, "%s%sjournal.sqlite", r, sl);
     case FB__RUNDIR_CKPT:
-        return fb__fmt(buf, size, "%s/checkpoints", run);
+        return fb__fmt(buf, size, "%s%scheckpoints", r, sl);
     case FB__RUNDIR_LOGS:
-        return fb__fmt(buf, size, "%s/logs", run);
+        return fb__fmt(buf, size, "%s%slogs", r, sl);
+    case FB__RUNDIR_MPIRUN_LOG:
+        return fb__fmt(buf, size, "%s%slogs/mpirun.log", r, sl);
+    case FB__RUNDIR_MPIRUN_OUT:
+        return fb__fmt(buf, size, "%s%slogs/mpirun-attempt-%ld", r, sl, attempt);
+    case FB__RUNDIR_SLURM_LOGS:
+        return fb__fmt(buf, size, "%s%slogs/slurm-attempt-%ld", r, sl, attempt);
     case FB__RUNDIR_FR:
-        return fb__fmt(buf, size, "%s/fr", run);
+        return fb__fmt(buf, size, "%s%sfr", r, sl);
     case FB__RUNDIR_FR_ATTEMPT:
     case FB__RUNDIR_FR_TORCH: {
         char fr[PATH_MAX];
-        int rc = fb__fmt(fr, sizeof fr, "%s/fr", run);
+        int rc = fb__fmt(fr, sizeof fr, "%s%sfr", r, sl);
         return rc ? rc : fb__rundir_fr_path(buf, size, fr, part, attempt);
     }
     }
@@ -52,7 +59,8 @@ int fb__rundir_has(const char *path, fb__rundir_part part, long attempt, char *b
     struct stat st;
     if (fb__rundir_path(buf, size, path, part, attempt) || stat(buf, &st))
         return 0;
-    return part == FB__RUNDIR_JOURNAL ? S_ISREG(st.st_mode) : S_ISDIR(st.st_mode);
+    int file = part == FB__RUNDIR_JOURNAL || part == FB__RUNDIR_MPIRUN_LOG;
+    return file ? S_ISREG(st.st_mode) : S_ISDIR(st.st_mode);
 }
 
 long fb__rundir_newest_attempt(const char *dir, int *count)

@@ -11,16 +11,23 @@
 #include <stddef.h>
 
 typedef enum fb__rundir_part {
-    FB__RUNDIR_JOURNAL,    /* journal.sqlite (a file; every other part is a directory) */
+    FB__RUNDIR_JOURNAL,    /* journal.sqlite (a file, as is mpirun.log; the
+                              other parts are directories) */
     FB__RUNDIR_CKPT,       /* checkpoints: --ckpt-dir's default */
     FB__RUNDIR_LOGS,       /* logs */
+    FB__RUNDIR_MPIRUN_LOG, /* logs/mpirun.log: mpirun's own output (a file) */
+    FB__RUNDIR_MPIRUN_OUT, /* logs/mpirun-attempt-<N>: the ranks' output under
+                              mpirun (its --output-filename) */
+    FB__RUNDIR_SLURM_LOGS, /* logs/slurm-attempt-<N>: srun's and the ranks'
+                              output under Slurm */
     FB__RUNDIR_FR,         /* fr: the flight recorders */
     FB__RUNDIR_FR_ATTEMPT, /* fr/attempt-<N>: the segments' snapshots at attempt N's failure */
     FB__RUNDIR_FR_TORCH    /* fr/torch/attempt-<N>: PyTorch's dumps of attempt N */
 } fb__rundir_part;
 
-/* RUN's PART (of attempt ATTEMPT for the two per-attempt parts) into
- * buf: 0, or -ENAMETOOLONG. */
+/* RUN's PART (of attempt ATTEMPT for the per-attempt parts) into buf: 0,
+ * or -ENAMETOOLONG.  RUN NULL: the part's path inside the run
+ * ("logs/mpirun.log"), as messages name it. */
 int fb__rundir_path(char *buf, size_t size, const char *run, fb__rundir_part part,
                     long attempt);
 
@@ -29,7 +36,8 @@ int fb__rundir_fr_path(char *buf, size_t size, const char *fr, fb__rundir_part p
                        long attempt);
 
 /* Does directory PATH hold PART (ATTEMPT's), as a regular file for the
- * journal and a directory for the others?  1 and its path in buf, or 0. */
+ * journal and mpirun.log and a directory for the others?  1 and its path
+ * in buf, or 0. */
 int fb__rundir_has(const char *path, fb__rundir_part part, long attempt, char *buf,
                    size_t size);
 

@@ -835,7 +835,7 @@ static int launch_mpirun(fb__sup *s)
     }
     char np[16], outdir[PATH_MAX], ldp[PATH_MAX * 2 + 16];
     snprintf(np, sizeof np, "%d", s->world);
-    snprintf(outdir, sizeof outdir, "%s/mpirun-attempt-%d", s->logs_dir, s->attempt);
+    fb__rundir_path(outdir, sizeof outdir, s->run_dir, FB__RUNDIR_MPIRUN_OUT, s->attempt);
     static const char *exported[] = {"FIREBREAK_JOB_ID", "FIREBREAK_RUN_DIR",
         "FIREBREAK_CKPT_DIR", "FIREBREAK_ATTEMPT", "FIREBREAK_WORLD_SIZE",
         "FIREBREAK_SUPERVISOR_PID", "FIREBREAK_INJECT", "FIREBREAK_FR_CAPACITY",
@@ -878,7 +878,7 @@ static int launch_mpirun(fb__sup *s)
     argv[n] = NULL;
 
     char logpath[PATH_MAX];
-    snprintf(logpath, sizeof logpath, "%s/mpirun.log", s->logs_dir);
+    fb__rundir_path(logpath, sizeof logpath, s->run_dir, FB__RUNDIR_MPIRUN_LOG, 0);
     int fd = open(logpath, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     if (fd < 0) {
         rc = -errno;

@@ -29,6 +29,7 @@
 
 #include "ckpt/store.h"
 #include "ckpt/tier.h"
+#include "common/rundir.h"
 #include "common/util.h"
 #include "firebreak/firebreak.h"
 #include "lib/segment.h"
@@ -383,8 +384,10 @@ static int fetch(fb__sup *s, int64_t step, int port)
     snprintf(st, sizeof st, "%lld", (long long)step);
     snprintf(world, sizeof world, "%d", s->world);
     snprintf(pt, sizeof pt, "%d", port + 1);
-    snprintf(log_path, sizeof log_path, "%s/slurm-attempt-%d/mem-fetch.log",
-             s->logs_dir, s->attempt);
+    char dir[PATH_MAX];
+    if (fb__rundir_path(dir, sizeof dir, s->run_dir, FB__RUNDIR_SLURM_LOGS, s->attempt) ||
+        fb__fmt(log_path, sizeof log_path, "%s/mem-fetch.log", dir))
+        return -ENAMETOOLONG;
     const char *args[] = {"--mem-fetch", "--job", s->job_id, "--world", world,
                           "--step", st, "--port", pt, "--plan", plan, "--timeout",
                           NM_FETCH_TIMEOUT, NULL};

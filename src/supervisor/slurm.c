@@ -35,6 +35,7 @@
 #include <unistd.h>
 
 #include "common/jsonw.h"
+#include "common/rundir.h"
 #include "common/util.h"
 #include "supervisor/fbw1.h"
 #include "supervisor/slurmtext.h"
@@ -770,7 +771,7 @@ int fb__sup_launch_slurm(fb__sup *s)
     snprintf(att, sizeof att, "%d", s->attempt);
     snprintf(world, sizeof world, "%d", s->world);
     char dir[PATH_MAX];
-    if (fb__fmt(dir, sizeof dir, "%s/slurm-attempt-%d", s->logs_dir, s->attempt) ||
+    if (fb__rundir_path(dir, sizeof dir, s->run_dir, FB__RUNDIR_SLURM_LOGS, s->attempt) ||
         fb__mkdir_p(dir, 0755) ||
         fb__fmt(outpat, sizeof outpat, "--output=%s/rank-%%t.log", dir))
         return -ENAMETOOLONG;

@@ -335,7 +335,7 @@ static int mpirun_started_none(fb__sup *s)
     for (int r = 0; r < s->world; r++)
         if (s->ranks[r].seg)
             return 0;
-    return !fb__fmt(dir, sizeof dir, "%s/mpirun-attempt-%d", s->logs_dir, s->attempt) &&
+    return !fb__rundir_path(dir, sizeof dir, s->run_dir, FB__RUNDIR_MPIRUN_OUT, s->attempt) &&
            stat(dir, &st) && errno == ENOENT;
 }
 
@@ -352,9 +352,11 @@ static void mpirun_failure(fb__sup *s, const fb__shim_msg *m)
     /* the launcher's name and log: srun's under --launcher slurm (which
      * also keeps mpirun's output there with --mpirun) */
     const char *prog = s->slurm && !s->o->mpirun ? "srun" : "mpirun";
-    char log[64] = "logs/mpirun.log";
-    if (s->slurm)
-        snprintf(log, sizeof log, "logs/slurm-attempt-%d/srun.log", s->attempt);
+    char log[64] = "", dir[48];
+    if (!s->slurm)
+        fb__rundir_path(log, sizeof log, NULL, FB__RUNDIR_MPIRUN_LOG, 0);
+    else if (!fb__rundir_path(dir, sizeof dir, NULL, FB__RUNDIR_SLURM_LOGS, s->attempt))
+        snprintf(log, sizeof log, "%s/srun.log", dir);
     fb__sup_failure *f = &s->fail;
     memset(f, 0, sizeof *f);
     f->set = 1;
@@ -377,7 +379,7 @@ static void mpirun_failure(fb__sup *s, const fb__shim_msg *m)
          * mpirun would refuse again; its own words in the detail */
         char path[PATH_MAX], tail[256], safe[256];
         tail[0] = '\0';
-        if (!fb__fmt(path, sizeof path, "%s/mpirun.log", s->logs_dir))
+        if (!fb__rundir_path(path, sizeof path, s->run_dir, FB__RUNDIR_MPIRUN_LOG, 0))
             fb__rank_log_tail(path, tail, sizeof tail);
         for (char *nl; (nl = strchr(tail, '\n'));)
             *nl = nl[1] ? ' ' : '\0';

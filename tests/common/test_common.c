@@ -371,6 +371,17 @@ static void test_rundir(void)
     CHECK_EQ_STR(p, "r/fr/attempt-12");
     CHECK_RC(fb__rundir_path(p, sizeof p, "r", FB__RUNDIR_FR_TORCH, 3), 0);
     CHECK_EQ_STR(p, "r/fr/torch/attempt-3");
+    CHECK_RC(fb__rundir_path(p, sizeof p, "r", FB__RUNDIR_MPIRUN_LOG, 0), 0);
+    CHECK_EQ_STR(p, "r/logs/mpirun.log");
+    CHECK_RC(fb__rundir_path(p, sizeof p, "r", FB__RUNDIR_MPIRUN_OUT, 2), 0);
+    CHECK_EQ_STR(p, "r/logs/mpirun-attempt-2");
+    CHECK_RC(fb__rundir_path(p, sizeof p, "r", FB__RUNDIR_SLURM_LOGS, 0), 0);
+    CHECK_EQ_STR(p, "r/logs/slurm-attempt-0");
+    /* no run: the part as messages name it, inside the run */
+    CHECK_RC(fb__rundir_path(p, sizeof p, NULL, FB__RUNDIR_MPIRUN_LOG, 0), 0);
+    CHECK_EQ_STR(p, "logs/mpirun.log");
+    CHECK_RC(fb__rundir_path(p, sizeof p, NULL, FB__RUNDIR_FR_TORCH, 7), 0);
+    CHECK_EQ_STR(p, "fr/torch/attempt-7");
     CHECK_RC(fb__rundir_fr_path(p, sizeof p, "x/fr", FB__RUNDIR_FR_TORCH, 3), 0);
     CHECK_EQ_STR(p, "x/fr/torch/attempt-3");
     CHECK_RC(fb__rundir_fr_path(p, sizeof p, "x/fr", FB__RUNDIR_CKPT, 3), -EINVAL);
@@ -391,6 +402,10 @@ static void test_rundir(void)
     CHECK_EQ_STR(q, p);
     CHECK(fb__rundir_has(run, FB__RUNDIR_FR, 0, q, sizeof q));
     CHECK(!fb__rundir_has(run, FB__RUNDIR_CKPT, 0, q, sizeof q));
+    CHECK(!fb__rundir_has(run, FB__RUNDIR_MPIRUN_LOG, 0, q, sizeof q));
+    CHECK_RC(fb__rundir_path(p, sizeof p, run, FB__RUNDIR_MPIRUN_LOG, 0), 0);
+    CHECK_RC(fb__write_file_atomic(p, "x", 1), 0); /* a file, as the journal */
+    CHECK(fb__rundir_has(run, FB__RUNDIR_MPIRUN_LOG, 0, q, sizeof q));
     snprintf(p, sizeof p, "%s/checkpoints", run); /* a file, not a directory */
     CHECK_RC(fb__write_file_atomic(p, "x", 1), 0);
     CHECK(!fb__rundir_has(run, FB__RUNDIR_CKPT, 0, q, sizeof q));
