@@ -32,6 +32,7 @@
 #include <unistd.h>
 
 #include "firebreak/firebreak.h"
+#include "lib/lib.h"
 
 /* Python 3.8 and 3.9 lack these two (setup.py allows >= 3.8). */
 #if PY_VERSION_HEX < 0x030A0000
@@ -52,10 +53,43 @@ static int PyModule_AddObjectRef(PyObject *m, const char *name, PyObject *o)
 
 static PyObject *fb_error; /* firebreak.Error */
 
-/* Raise firebreak.Error(rc, "what: strerror"). */
-static PyObject *raise_rc(int rc, const char *what)
+/* libfirebreak's messages to its user (fb__say) during a call are kept
+ * (fb__say_keep around the call), then written to sys.stderr (say_shown),
+ * where a notebook or a redirected sys.stderr shows them, and the last
+ * one of a call that failed is its error's message (raise_said): one
+ * error is one message, not a line on the process's stderr and an
+ * exception. */
+static void say_shown(fb__say_buf *said)
 {
-    PyObject *msg = PyUnicode_FromFormat("%s: %s (%d)", what, fb_strerror(rc), rc);
+    for (char *line = said->text, *nl; *line; line = nl ? nl + 1 : line + strlen(line)) {
+        if ((nl = strchr(line, '\n')))
+            *nl = '\0';
+        PySys_FormatStderr("firebreak: %s\n", line);
+    }
+}
+
+/* Raise firebreak.Error(rc, message): the last of the call's messages
+ * SAID, without the C function's name it may start with ("fb_ckpt_open:
+ * ", meaningless to a Python caller), else "what: strerror"; " (rc)"
+ * after either.  The messages before the last (a restore's checkpoints
+ * set aside on its way) are what happened on the way: shown. */
+static PyObject *raise_said(int rc, const char *what, fb__say_buf *said)
+{
+    char last[sizeof said->text] = "";
+    if (said && !said->cut && said->text[0]) {
+        char *nl = strrchr(said->text, '\n');
+        snprintf(last, sizeof last, "%s", nl ? nl + 1 : said->text);
+        if (nl)
+            *nl = '\0';
+        else
+            said->text[0] = '\0';
+    }
+    if (said)
+        say_shown(said);
+    size_t n = strncmp(last, "fb_", 3) ? 0 : 3 + strspn(last + 3, "abcdefghijklmnopqrstuvwxyz_");
+    const char *words = last + (n && !strncmp(last + n, ": ", 2) ? n + 2 : 0);
+    PyObject *msg = words[0] ? PyUnicode_FromFormat("%s (%d)", words, rc)
+                             : PyUnicode_FromFormat("%s: %s (%d)", what, fb_strerror(rc), rc);
     if (!msg)
         return NULL;
     PyObject *v = Py_BuildValue("(iN)", rc, msg);
@@ -66,11 +100,22 @@ static PyObject *raise_rc(int rc, const char *what)
     return NULL;
 }
 
+/* Raise firebreak.Error(rc, "what: strerror (rc)"). */
+static PyObject *raise_rc(int rc, const char *what)
+{
+    return raise_said(rc, what, NULL);
+}
+
 /* ---------------------------------------------------------------- run */
 
 static PyObject *py_init(PyObject *self, PyObject *noargs)
 {
-    return PyLong_FromLong(fb_init());
+    fb__say_buf said;
+    fb__say_keep(&said);
+    int rc = fb_init();
+    fb__say_keep(NULL);
+    say_shown(&said); /* its warnings (FIREBREAK_INJECT, the segment) */
+    return PyLong_FromLong(rc);
 }
 
 static PyObject *py_finalize(PyObject *self, PyObject *noargs)
@@ -285,13 +330,17 @@ static int Ckpt_init(Ckpt *c, PyObject *args, PyObject *kw)
     if (!c->owners)
         goto out;
     int rc;
+    fb__say_buf said;
+    fb__say_keep(&said);
     Py_BEGIN_ALLOW_THREADS
     rc = fb_ckpt_open(&c->ck, &o);
     Py_END_ALLOW_THREADS
+    fb__say_keep(NULL);
     if (rc) {
-        raise_rc(rc, o.dir ? o.dir : "opening the checkpoint handle");
+        raise_said(rc, o.dir ? o.dir : "opening the checkpoint handle", &said);
         goto out;
     }
+    say_shown(&said);
     ret = 0;
 out:
     Py_XDECREF(dir_obj);
@@ -407,16 +456,20 @@ static PyObject *Ckpt_register(Ckpt *c, PyObject *args)
         c->in_use = 0;
         return NULL;
     }
+    fb__say_buf said;
+    fb__say_keep(&said);
     Py_BEGIN_ALLOW_THREADS /* registering may fault in staging memory */
     rc = fb_ckpt_register_slice(c->ck, name, (fb_dtype)dtype, ndim, shape, data,
                                 slice ? gshape : NULL, slice ? goff : NULL);
     Py_END_ALLOW_THREADS
+    fb__say_keep(NULL);
     c->in_use = 0;
     if (rc) {
         char what[1200];
         snprintf(what, sizeof what, "registering tensor %s", name);
-        return raise_rc(rc, what);
+        return raise_said(rc, what, &said);
     }
+    say_shown(&said);
     Py_RETURN_NONE;
 }
 
@@ -428,15 +481,17 @@ static PyObject *Ckpt_save(Ckpt *c, PyObject *arg)
     if (ckpt_enter(c))
         return NULL;
     int rc;
+    fb__say_buf said;
+    fb__say_keep(&said);
     Py_BEGIN_ALLOW_THREADS
     rc = fb_ckpt_save(c->ck, (uint64_t)step);
     Py_END_ALLOW_THREADS
+    fb__say_keep(NULL);
     c->in_use = 0;
-    if (rc == FB_EBUSY)
-        Py_RETURN_FALSE;
-    if (rc)
-        return raise_rc(rc, "saving a checkpoint");
-    Py_RETURN_TRUE;
+    if (rc && rc != FB_EBUSY)
+        return raise_said(rc, "saving a checkpoint", &said);
+    say_shown(&said); /* a save skipped (FB_EBUSY) says why */
+    return PyBool_FromLong(rc != FB_EBUSY);
 }
 
 static PyObject *Ckpt_wait(Ckpt *c, PyObject *noargs)
@@ -444,12 +499,16 @@ static PyObject *Ckpt_wait(Ckpt *c, PyObject *noargs)
     if (ckpt_enter(c))
         return NULL;
     int rc;
+    fb__say_buf said;
+    fb__say_keep(&said);
     Py_BEGIN_ALLOW_THREADS
     rc = fb_ckpt_wait(c->ck);
     Py_END_ALLOW_THREADS
+    fb__say_keep(NULL);
     c->in_use = 0;
     if (rc)
-        return raise_rc(rc, "checkpoint save");
+        return raise_said(rc, "checkpoint save", &said);
+    say_shown(&said);
     Py_RETURN_NONE;
 }
 
@@ -460,14 +519,18 @@ static PyObject *Ckpt_restore(Ckpt *c, PyObject *noargs)
         return NULL;
     uint64_t step = 0;
     int rc;
+    fb__say_buf said;
+    fb__say_keep(&said);
     Py_BEGIN_ALLOW_THREADS
     rc = fb_ckpt_restore(c->ck, &step);
     Py_END_ALLOW_THREADS
+    fb__say_keep(NULL);
     c->in_use = 0;
+    if (rc && rc != FB_ENOCKPT)
+        return raise_said(rc, "restoring a checkpoint", &said);
+    say_shown(&said); /* the checkpoints set aside, when one was */
     if (rc == FB_ENOCKPT)
         Py_RETURN_NONE;
-    if (rc)
-        return raise_rc(rc, "restoring a checkpoint");
     return PyLong_FromUnsignedLongLong(step);
 }
 
@@ -788,7 +851,6 @@ static PyTypeObject LayoutType = {
 
 #include "common/util.h"
 #include "fr/recorder.h"
-#include "lib/lib.h"
 
 #if PY_VERSION_HEX < 0x03090000
 /* Python 3.8 lacks these two accessors (3.9 added them). */

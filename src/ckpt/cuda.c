@@ -12,6 +12,8 @@
 #include <pthread.h>
 #include <stdio.h>
 
+#include "lib/lib.h"
+
 static struct {
     int ok;
     cudaStream_t stream;
@@ -62,7 +64,7 @@ static int ready(void)
 
 static int fail(const char *what, cudaError_t e)
 {
-    fprintf(stderr, "firebreak: checkpoint: %s: %s\n", what, cu.error_string(e));
+    fb__say("checkpoint: %s: %s\n", what, cu.error_string(e));
     return -EIO;
 }
 

@@ -115,8 +115,8 @@ static int options_read(const fb_ckpt_options *in, fb_ckpt_options *out)
     }
     size_t n = in->struct_size;
     if (n < OPTIONS_V1_SIZE) {
-        fprintf(stderr, "firebreak: fb_ckpt_open: options.struct_size is %zu "
-                        "(at least %zu): start from fb_ckpt_options_init()\n",
+        fb__say("fb_ckpt_open: options.struct_size is %zu "
+                "(at least %zu): start from fb_ckpt_options_init()\n",
                 n, (size_t)OPTIONS_V1_SIZE);
         return -EINVAL;
     }
@@ -124,9 +124,9 @@ static int options_read(const fb_ckpt_options *in, fb_ckpt_options *out)
     memcpy(out, in, n < sizeof *out ? n : sizeof *out);
     for (size_t i = sizeof *out; i < n; i++)
         if (((const unsigned char *)in)[i]) {
-            fprintf(stderr, "firebreak: fb_ckpt_open: an option at byte %zu is "
-                            "set, but this libfirebreak (%s) knows options up "
-                            "to byte %zu only\n", i, fb_version(), sizeof *out);
+            fb__say("fb_ckpt_open: an option at byte %zu is "
+                    "set, but this libfirebreak (%s) knows options up "
+                    "to byte %zu only\n", i, fb_version(), sizeof *out);
             return -E2BIG;
         }
     out->struct_size = sizeof *out;
@@ -563,7 +563,7 @@ static int drain_snapshot(fb_ckpt *ck, uint64_t step, uint64_t *stall_ns)
         char why[200];
         fb__ckpt_say(why, sizeof why, "lifting the write protection failed (%s); "
                      "snapshot abandoned, later saves copy", strerror(-wrc));
-        fprintf(stderr, "firebreak: checkpoint step %llu (rank %d) failed: %s\n",
+        fb__say("checkpoint step %llu (rank %d) failed: %s\n",
                 (unsigned long long)step, ck->rank, why);
         fb__lib_report(FB__REPORT_CKPT_FAILED, wrc, step, 0, 0, 0, why);
     }
@@ -599,8 +599,8 @@ static int persist(fb_ckpt *ck, uint64_t step, int from_staging, uint64_t stall_
     /* write_shard set its helper threads' share */
     ck->last_writer_cpu_ns += fb__thread_cpu_ns() - cpu0;
     if (rc) {
-        fprintf(stderr, "firebreak: checkpoint step %llu (rank %d) failed: %s; "
-                        "older checkpoints are intact\n",
+        fb__say("checkpoint step %llu (rank %d) failed: %s; "
+                "older checkpoints are intact\n",
                 (unsigned long long)step, ck->rank, why);
         fb__lib_report(FB__REPORT_CKPT_FAILED, rc, step, 0, 0, 0, why);
         return rc;
@@ -622,7 +622,7 @@ static int persist(fb_ckpt *ck, uint64_t step, int from_staging, uint64_t stall_
         int r = fb__ckpt_retain(ck->dir, ck->world_size, ck->keep, defer,
                                 delete_hook, report_deleted);
         if (r < 0)
-            fprintf(stderr, "firebreak: deleting old checkpoints in %s: %s\n",
+            fb__say("deleting old checkpoints in %s: %s\n",
                     ck->dir, fb_strerror(r));
         if (defer) {
             pthread_mutex_lock(&ck->mu);
@@ -662,7 +662,7 @@ static void writer_purge(fb_ckpt *ck)
         pthread_mutex_unlock(&ck->mu);
         rc = fb__ckpt_purge(ck->dir, purge_yield, ck);
         if (rc < 0)
-            fprintf(stderr, "firebreak: removing deleted checkpoints in %s: %s\n",
+            fb__say("removing deleted checkpoints in %s: %s\n",
                     ck->dir, fb_strerror(rc));
         pthread_mutex_lock(&ck->mu);
     }
@@ -774,8 +774,8 @@ int fb_ckpt_open(fb_ckpt **out, const fb_ckpt_options *opt_in)
         return rc;
     const char *dir = opt.dir ? opt.dir : fb__lib_ckpt_dir();
     if (!dir || !*dir) {
-        fprintf(stderr, "firebreak: fb_ckpt_open: no checkpoint directory (set "
-                        "options.dir, or run under `firebreak run`)\n");
+        fb__say("fb_ckpt_open: no checkpoint directory (set "
+                "options.dir, or run under `firebreak run`)\n");
         return -EINVAL;
     }
     int rank = opt.rank >= 0 ? opt.rank : fb_rank();
@@ -785,8 +785,8 @@ int fb_ckpt_open(fb_ckpt **out, const fb_ckpt_options *opt_in)
         (opt.on_busy != FB_CKPT_BUSY_WAIT && opt.on_busy != FB_CKPT_BUSY_SKIP) ||
         (unsigned)opt.snapshot > FB_CKPT_SNAPSHOT_PROTECT ||
         (opt.on_error != FB_CKPT_ERROR_CONTINUE && opt.on_error != FB_CKPT_ERROR_STOP)) {
-        fprintf(stderr, "firebreak: fb_ckpt_open: invalid options (rank %d of "
-                        "world size %d, keep %d)\n", rank, world, opt.keep);
+        fb__say("fb_ckpt_open: invalid options (rank %d of "
+                "world size %d, keep %d)\n", rank, world, opt.keep);
         return -EINVAL;
     }
     fb_ckpt *ck = calloc(1, sizeof *ck);
@@ -797,7 +797,7 @@ int fb_ckpt_open(fb_ckpt **out, const fb_ckpt_options *opt_in)
         goto fail;
     }
     if ((rc = fb__mkdir_p(ck->dir, 0755))) {
-        fprintf(stderr, "firebreak: fb_ckpt_open: mkdir %s: %s\n", ck->dir,
+        fb__say("fb_ckpt_open: mkdir %s: %s\n", ck->dir,
                 fb_strerror(rc));
         goto fail;
     }
@@ -826,8 +826,8 @@ int fb_ckpt_open(fb_ckpt **out, const fb_ckpt_options *opt_in)
         else if (!strcmp(snap, "protect"))
             ck->snapshot = FB_CKPT_SNAPSHOT_PROTECT;
         else {
-            fprintf(stderr, "firebreak: FIREBREAK_CKPT_SNAPSHOT=%s: expected "
-                            "auto, copy or protect\n", snap);
+            fb__say("FIREBREAK_CKPT_SNAPSHOT=%s: expected "
+                    "auto, copy or protect\n", snap);
             rc = -EINVAL;
             goto fail;
         }
@@ -836,8 +836,8 @@ int fb_ckpt_open(fb_ckpt **out, const fb_ckpt_options *opt_in)
         char why[256];
         if ((rc = fb__wp_open(&ck->wp, why, sizeof why)) &&
             ck->snapshot == FB_CKPT_SNAPSHOT_PROTECT) {
-            fprintf(stderr, "firebreak: fb_ckpt_open: write-protect snapshots "
-                            "asked for but unavailable: %s\n", why);
+            fb__say("fb_ckpt_open: write-protect snapshots "
+                    "asked for but unavailable: %s\n", why);
             goto fail;
         }
         rc = 0;
@@ -894,9 +894,9 @@ int fb_ckpt_register_slice(fb_ckpt *ck, const char *name, fb_dtype dtype,
         return FB_ESTATE;
     if (!valid_name(name) || fb_dtype_size(dtype) == 0 || ndim < 0 ||
         ndim > FB__ST_MAX_DIMS || (ndim > 0 && !shape)) {
-        fprintf(stderr, "firebreak: fb_ckpt_register: tensor \"%.100s\": bad "
-                        "name, dtype or rank (names: 1-%d printable ASCII "
-                        "bytes; ndim 0-%d)\n", name, FB__ST_NAME_MAX,
+        fb__say("fb_ckpt_register: tensor \"%.100s\": bad "
+                "name, dtype or rank (names: 1-%d printable ASCII "
+                "bytes; ndim 0-%d)\n", name, FB__ST_NAME_MAX,
                 FB__ST_MAX_DIMS);
         return -EINVAL;
     }
@@ -911,8 +911,8 @@ int fb_ckpt_register_slice(fb_ckpt *ck, const char *name, fb_dtype dtype,
     if (bytes > SIZE_MAX / 2 || (bytes && !data))
         return -EINVAL;
     if (fb__names_find(&ck->names, name, tensor_name, ck) >= 0) {
-        fprintf(stderr, "firebreak: fb_ckpt_register: tensor \"%s\" is "
-                        "already registered\n", name);
+        fb__say("fb_ckpt_register: tensor \"%s\" is "
+                "already registered\n", name);
         return -EINVAL;
     }
     if (ck->n == ck->cap) {
@@ -1106,7 +1106,7 @@ int fb_ckpt_save(fb_ckpt *ck, uint64_t step)
         snprintf(text, sizeof text, "step %llu still being written",
                  (unsigned long long)inflight);
         fb__lib_report(FB__REPORT_CKPT_SKIPPED, FB_EBUSY, step, 0, 0, 0, text);
-        fprintf(stderr, "firebreak: checkpoint step %llu skipped: %s\n",
+        fb__say("checkpoint step %llu skipped: %s\n",
                 (unsigned long long)step, text);
         return FB_EBUSY;
     }

@@ -48,7 +48,7 @@
 
 static void fallback(const fb_ckpt *ck, uint64_t step, int code, const char *why)
 {
-    fprintf(stderr, "firebreak: rank %d: not restoring checkpoint step %llu: %s\n",
+    fb__say("rank %d: not restoring checkpoint step %llu: %s\n",
             ck->rank, (unsigned long long)step, why);
     fb__lib_report(FB__REPORT_RESTORE_FALLBACK, code, step, 0, 0, 0, why);
 }
@@ -348,7 +348,7 @@ int fb_ckpt_restore(fb_ckpt *ck, uint64_t *step_out)
     if (rc == -ENOENT)
         n = 0, rc = 0;
     if (rc) {
-        fprintf(stderr, "firebreak: restore: listing %s: %s\n", ck->dir,
+        fb__say("restore: listing %s: %s\n", ck->dir,
                 fb_strerror(rc));
         goto out;
     }
@@ -369,14 +369,14 @@ int fb_ckpt_restore(fb_ckpt *ck, uint64_t *step_out)
         int r = fb__ckpt_try_step(ck, ck->dir, v[i].step, &bytes, why, sizeof why);
         if (r == -ENOMEM) {
             /* not damage: an older checkpoint would lose the newer's steps */
-            fprintf(stderr, "firebreak: rank %d: restoring checkpoint step %llu: "
-                            "%s\n", ck->rank, (unsigned long long)v[i].step, why);
+            fb__say("rank %d: restoring checkpoint step %llu: "
+                    "%s\n", ck->rank, (unsigned long long)v[i].step, why);
             rc = r;
             break;
         }
         if (r == FB_EMISMATCH) {
-            fprintf(stderr, "firebreak: rank %d: checkpoint step %llu does not "
-                            "match the registered tensors: %s\n", ck->rank,
+            fb__say("rank %d: checkpoint step %llu does not "
+                    "match the registered tensors: %s\n", ck->rank,
                     (unsigned long long)v[i].step, why);
             fb__lib_report(FB__REPORT_RESTORE_FALLBACK, r, v[i].step, 0, 0, 0, why);
             rc = r;

@@ -75,8 +75,8 @@ static int env_num(const char *name, long long lo, long long hi, long long *out)
     if (!v || !*v)
         return 0;
     if (fb__parse_int(v, lo, hi, out)) {
-        fprintf(stderr, "firebreak: %s=%s: expected a whole number from %lld to "
-                        "%lld\n", name, v, lo, hi);
+        fb__say("%s=%s: expected a whole number from %lld to "
+                "%lld\n", name, v, lo, hi);
         return -EINVAL;
     }
     return 1;
@@ -108,13 +108,13 @@ int fb__tier_open(fb_ckpt *ck, const char *opt_dir)
      * after the ranks: the first to come creates it (the watcher then
      * writes its pid file into it). */
     if (per_node && mkdir(mem, 0700) && errno != EEXIST)
-        fprintf(stderr, "firebreak: rank %d: creating %s: %s\n", ck->rank, mem,
+        fb__say("rank %d: creating %s: %s\n", ck->rank, mem,
                 strerror(errno));
     struct stat st;
     int bad = stat(mem, &st) ? errno : S_ISDIR(st.st_mode) ? 0 : ENOTDIR;
     if (bad) {
-        fprintf(stderr, "firebreak: rank %d: node-memory checkpoints in %s: %s; "
-                        "saving to storage only\n", ck->rank, mem, strerror(bad));
+        fb__say("rank %d: node-memory checkpoints in %s: %s; "
+                "saving to storage only\n", ck->rank, mem, strerror(bad));
         return 0;
     }
     if (fb__fmt(t->mem_dir, sizeof t->mem_dir, "%s", mem)) {
@@ -206,7 +206,7 @@ const char *fb__tier_save_dir(fb_ckpt *ck, uint64_t step)
                  " bytes for %d rank(s), --memory-ckpt-max %" PRIu64 " holds two "
                  "steps of %" PRIu64 " at most; saved to storage",
                  need, t->node_ranks, t->mem_max_bytes, t->mem_max_bytes / 2);
-        fprintf(stderr, "firebreak: rank %d: checkpoint step %llu %s\n", ck->rank,
+        fb__say("rank %d: checkpoint step %llu %s\n", ck->rank,
                 (unsigned long long)step, text);
         fb__lib_report(FB__REPORT_NOTE, 0, step, need, 0, 0, text);
         return ck->dir;
@@ -226,8 +226,8 @@ void fb__tier_committed(fb_ckpt *ck, uint64_t step, const char *dir)
                                      sizeof why);
         char text[FB__REPORT_TEXT_MAX];
         if (rc) {
-            fprintf(stderr, "firebreak: rank %d: copying checkpoint step %llu to "
-                            "storage failed: %s; it stays in node memory\n",
+            fb__say("rank %d: copying checkpoint step %llu to "
+                    "storage failed: %s; it stays in node memory\n",
                     ck->rank, (unsigned long long)step, why);
             fb__lib_report(FB__REPORT_CKPT_FAILED, rc, step, 0, 0, 0, why);
         } else {
@@ -246,7 +246,7 @@ static void tier_fallback(const fb_ckpt *ck, uint64_t step, int code,
 {
     char text[FB__REPORT_TEXT_MAX + 700];
     snprintf(text, sizeof text, "%s copy: %s", fb__tier_source_name(src), why);
-    fprintf(stderr, "firebreak: rank %d: not restoring checkpoint step %llu: %s\n",
+    fb__say("rank %d: not restoring checkpoint step %llu: %s\n",
             ck->rank, (unsigned long long)step, text);
     fb__lib_report(FB__REPORT_RESTORE_FALLBACK, code, step, 0, 0, 0, text);
 }
@@ -299,8 +299,8 @@ static int restore_tiers(fb_ckpt *ck, tier_list *t, int nt, uint64_t *step_out,
             uint64_t bytes = 0;
             int r = fb__ckpt_try_step(ck, t[k].dir, step, &bytes, why, sizeof why);
             if (r == -ENOMEM || r == FB_EMISMATCH) {
-                fprintf(stderr, "firebreak: rank %d: restoring checkpoint step "
-                                "%llu: %s\n", ck->rank, (unsigned long long)step, why);
+                fb__say("rank %d: restoring checkpoint step "
+                        "%llu: %s\n", ck->rank, (unsigned long long)step, why);
                 fb__lib_report(FB__REPORT_RESTORE_FALLBACK, r, step, 0, 0, 0, why);
                 return r;
             }
@@ -325,8 +325,8 @@ static int restore_tiers(fb_ckpt *ck, tier_list *t, int nt, uint64_t *step_out,
                          m >= 0 ? t[0].v[m].shards : 0, ck->world_size,
                          s >= 0 ? t[nt - 1].v[s].shards : 0);
             fb__lib_report(FB__REPORT_RESTORE_FALLBACK, FB_ENOCKPT, step, 0, 0, 0, why);
-            fprintf(stderr, "firebreak: rank %d: not restoring checkpoint step "
-                            "%llu: %s\n", ck->rank, (unsigned long long)step, why);
+            fb__say("rank %d: not restoring checkpoint step "
+                    "%llu: %s\n", ck->rank, (unsigned long long)step, why);
             if (m >= 0)
                 fb__ckpt_drop_own_shard(ck, ck->tier.mem_dir, step);
             if (s >= 0)
@@ -337,7 +337,7 @@ static int restore_tiers(fb_ckpt *ck, tier_list *t, int nt, uint64_t *step_out,
         fb__ckpt_say(why, sizeof why, "checkpoint step %lld, chosen by the "
                      "supervisor, is in no tier of this node",
                      (long long)ck->tier.restore_step);
-        fprintf(stderr, "firebreak: rank %d: %s\n", ck->rank, why);
+        fb__say("rank %d: %s\n", ck->rank, why);
         fb__lib_report(FB__REPORT_RESTORE_FALLBACK, FB_ECORRUPT,
                        (uint64_t)ck->tier.restore_step, 0, 0, 0, why);
         return FB_ECORRUPT;
@@ -379,7 +379,7 @@ int fb__tier_restore(fb_ckpt *ck, uint64_t *step_out)
     if (rs == -ENOENT)
         ns = 0, rs = 0;
     if (rc || rp || rs) {
-        fprintf(stderr, "firebreak: restore: listing %s: %s\n",
+        fb__say("restore: listing %s: %s\n",
                 rc ? ck->tier.mem_dir : rp ? peer_dir : ck->dir,
                 fb_strerror(rc ? rc : rp ? rp : rs));
         rc = rc ? rc : rp ? rp : rs;

@@ -1,9 +1,57 @@
 /*
  * error.c -- fb_strerror(), fb_version() and the dtype table.
  */
+#include <stdarg.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "firebreak/firebreak.h"
+#include "lib/lib.h"
+
+/* Where this thread keeps its messages (fb__say_keep), or NULL. */
+static __thread fb__say_buf *kept;
+
+void fb__say(const char *fmt, ...)
+{
+    char line[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return;
+    size_t len = strlen(line);
+    if (len && line[len - 1] == '\n')
+        line[--len] = '\0';
+    fb__say_buf *b = kept;
+    if (!b) {
+        fprintf(stderr, "firebreak: %s\n", line);
+        return;
+    }
+    if (b->cut)
+        return;
+    size_t sep = b->len ? 1 : 0;
+    if (b->len + sep + len + 5 > sizeof b->text) { /* room kept for "\n...\0" */
+        memcpy(b->text + b->len, sep ? "\n..." : "...", sep + 4);
+        b->len += sep + 3;
+        b->cut = 1;
+        return;
+    }
+    if (sep)
+        b->text[b->len++] = '\n';
+    memcpy(b->text + b->len, line, len + 1);
+    b->len += len;
+}
+
+void fb__say_keep(fb__say_buf *b)
+{
+    if (b) {
+        b->text[0] = '\0';
+        b->len = 0;
+        b->cut = 0;
+    }
+    kept = b;
+}
 
 const char *fb_strerror(int rc)
 {

@@ -144,7 +144,7 @@ int fb_init(void)
         if (fb__inject_parse(spec, &plan, err, sizeof err) == 0)
             fb__inject_arm(&plan, g.rank, g.restart_count);
         else
-            fprintf(stderr, "firebreak: ignoring FIREBREAK_INJECT: %s\n", err);
+            fb__say("ignoring FIREBREAK_INJECT: %s\n", err);
     }
 
     const char *job = fb__getenv("FIREBREAK_JOB_ID");
@@ -182,14 +182,14 @@ int fb_init(void)
          * say so loudly (the supervisor refuses the file too, naming it). */
         char name[FB__SEG_NAME_MAX];
         fb__seg_name(name, sizeof name, job, g.restart_count, g.rank);
-        fprintf(stderr, "firebreak: rank %d cannot create its segment: "
+        fb__say("rank %d cannot create its segment: "
                 "/dev/shm%s already exists and is not ours (owner uid %u, "
                 "mode %04o); not recording this rank\n", g.rank, name,
                 (unsigned)taken.st_uid, (unsigned)(taken.st_mode & 07777));
         return rc;
     }
     if (rc) {
-        fprintf(stderr, "firebreak: rank %d cannot create its segment: %s\n",
+        fb__say("rank %d cannot create its segment: %s\n",
                 g.rank, fb_strerror(rc));
         return rc;
     }

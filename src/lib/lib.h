@@ -6,6 +6,7 @@
 #ifndef FB_LIB_LIB_H
 #define FB_LIB_LIB_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "firebreak/firebreak.h"
@@ -22,6 +23,29 @@ void fb__lib_report(fb__report_kind kind, int32_t code, uint64_t step,
 /* The checkpoint directory the supervisor chose (FIREBREAK_CKPT_DIR, else
  * <run_dir>/checkpoints), or NULL. */
 const char *fb__lib_ckpt_dir(void);
+
+/* ---- messages to the user (error.c) ---- */
+
+/* "firebreak: " and FMT's text (a trailing newline dropped) as one line on
+ * stderr; while this thread keeps its messages (fb__say_keep), kept for
+ * the caller instead: the Python binding raises them in firebreak.Error,
+ * or writes them to sys.stderr.  Not for the last words before the
+ * process kills itself (fault injection): those go straight to stderr. */
+void fb__say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Where a thread keeps its messages: one a line, without "firebreak: "
+ * and without the last newline; a message that does not fit is left out,
+ * "..." in its place.  The caller's (on its stack): the thread's storage
+ * holds only the pointer, so a module loaded with dlopen can use it. */
+typedef struct fb__say_buf {
+    char text[2048];
+    size_t len;
+    int cut;
+} fb__say_buf;
+
+/* Keep this thread's messages in B from now on (emptied first); NULL:
+ * stop keeping them. */
+void fb__say_keep(fb__say_buf *b);
 
 /* ---- fault injection (inject.c) ---- */
 

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -499,6 +500,68 @@ static void test_rundir(void)
     CHECK_RC(fb__rm_rf(dir), 0);
 }
 
+/* Another thread's message while the main thread keeps its own. */
+static void *say_elsewhere(void *arg)
+{
+    (void)arg;
+    fb__say("from another thread\n");
+    return NULL;
+}
+
+/* libfirebreak's messages (lib/lib.h): one line each on stderr, or kept
+ * for a caller (the Python binding) on the thread that asked. */
+static void test_say(void)
+{
+    char path[] = "/tmp/fb-test-say-XXXXXX";
+    int fd = mkstemp(path), saved = dup(2);
+    CHECK(fd >= 0 && saved >= 0);
+    fflush(stderr);
+    dup2(fd, 2);
+    fb__say("to stderr %d\n", 1); /* the trailing newline is not doubled */
+    fb__say_buf b;
+    fb__say_keep(&b);
+    fb__say("kept %s", "one");
+    fb__say("kept two\n");
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, say_elsewhere, NULL) == 0);
+    pthread_join(t, NULL);
+    fb__say_keep(NULL);
+    fb__say("to stderr %d", 2);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    CHECK_EQ_STR(b.text, "kept one\nkept two");
+    CHECK_EQ_U64(b.len, strlen(b.text));
+    char *got = NULL;
+    size_t len = 0;
+    CHECK_RC(fb__read_file(path, 4096, &got, &len), 0);
+    CHECK_EQ_STR(got ? got : "", "firebreak: to stderr 1\nfirebreak: from another "
+                                 "thread\nfirebreak: to stderr 2\n");
+    free(got);
+    close(fd);
+    unlink(path);
+
+    /* more than fits: whole messages, then "..." once, and the end */
+    char line[300];
+    memset(line, 'x', sizeof line - 1);
+    line[sizeof line - 1] = '\0';
+    fb__say_keep(&b);
+    for (int i = 0; i < 20; i++)
+        fb__say("%d %s", i, line);
+    fb__say_keep(NULL);
+    CHECK(b.cut && b.len == strlen(b.text) && b.len < sizeof b.text);
+    CHECK(b.len >= 4 && !strcmp(b.text + b.len - 4, "\n..."));
+    CHECK(!strncmp(b.text, "0 xxx", 5) && strstr(b.text, "\n5 xxx") && !strstr(b.text, "\n6 x"));
+    /* a message longer than a line's bound is cut to it, not lost */
+    char big[1500];
+    memset(big, 'y', sizeof big - 1);
+    big[sizeof big - 1] = '\0';
+    fb__say_keep(&b);
+    fb__say("%s", big);
+    fb__say_keep(NULL);
+    CHECK(!b.cut && b.len == 1023 && b.text[0] == 'y');
+}
+
 int main(void)
 {
     test_files();
@@ -508,6 +571,7 @@ int main(void)
     test_units();
     test_inject();
     test_markup();
+    test_say();
     if (failures)
         fprintf(stderr, "%d check(s) failed\n", failures);
     else
