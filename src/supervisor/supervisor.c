@@ -1555,6 +1555,24 @@ static int program_hint(const char *prog, int rc, char *buf, size_t size)
     return here;
 }
 
+/* 0 when PATH is a Python script the kernel cannot execute: a ".py"
+ * file without "#!" (execvp would hand it to /bin/sh, which fails on its
+ * first line, at every restart); 1 for anything else, an unreadable file
+ * included (exec decides). */
+static int script_has_interpreter(const char *path)
+{
+    size_t n = strlen(path);
+    if (n < 3 || strcmp(path + n - 3, ".py"))
+        return 1;
+    char head[2] = {0};
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0)
+        return 1;
+    ssize_t got = read(fd, head, sizeof head);
+    close(fd);
+    return got < 0 || (got == 2 && head[0] == '#' && head[1] == '!');
+}
+
 /* Everything that can be refused before the run directory is touched
  * (exit 2, nothing launched).  Prints what is wrong. */
 static int check_inputs(fb__sup *s)
@@ -1584,6 +1602,13 @@ static int check_inputs(fb__sup *s)
                               : "no such program (not a file, and not found on PATH)",
                 hint);
         return rc;
+    }
+    if (!script_has_interpreter(resolved)) {
+        char hint[PATH_MAX + 200];
+        program_hint(o->argv[0], -EACCES, hint, sizeof hint);
+        fprintf(stderr, "firebreak run: cannot run '%s': it has no #! line, so it "
+                "would run under /bin/sh%s\n", o->argv[0], hint);
+        return -ENOEXEC;
     }
     if (o->launcher == FB__LAUNCH_MPIRUN) {
         rc = fb__find_program(o->mpirun ? o->mpirun : "mpirun", resolved,

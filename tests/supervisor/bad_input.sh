@@ -67,6 +67,16 @@ grep -q "cannot run 'train.py': not found on PATH; a Python script runs under it
     || fail "train.py: $(cat err.txt)"
 expect2 -- ./train.py
 grep -q "Permission denied; a Python script .* -- python3 ./train.py" err.txt || fail "./train.py: $(cat err.txt)"
+# executable but without "#!": /bin/sh would run it (a syntax error at its
+# first line, at every restart): refused, said how
+chmod +x train.py
+expect2 -- ./train.py
+grep -q "cannot run './train.py': it has no #! line, so it would run under /bin/sh; a Python script .* -- python3 ./train.py" err.txt \
+    || fail "./train.py without #!: $(cat err.txt)"
+printf '#!/bin/false\n' > shebang.py && chmod +x shebang.py
+set +e; "$FB" run --quiet --max-restarts 0 --run-dir shebang-run -- ./shebang.py >out.txt 2>err.txt; set -e
+grep -q "no #! line" err.txt && fail "./shebang.py was refused: $(cat err.txt)"
+rm -rf shebang-run
 # a program in this directory named without ./: PATH only, and said so
 cp notexec.sh here-prog && chmod +x here-prog
 expect2 -- here-prog
