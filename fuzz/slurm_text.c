@@ -1,9 +1,9 @@
 /*
  * slurm_text.c -- libFuzzer target for the readers of what Slurm's
- * commands print (src/supervisor/slurmtext.c): srun's log and `scontrol
- * -o show node`.  Any bytes: every line is split within bounds, and what
- * is taken from it is NUL-terminated, safe for a terminal, a node name
- * where one is wanted, and a task in range.
+ * commands print (src/supervisor/slurmtext.c): srun's log, `scontrol
+ * -o show node` and `scontrol show topology`.  Any bytes: every line is
+ * split within bounds, and what is taken from it is NUL-terminated, safe
+ * for a terminal, a node name where one is wanted, and a task in range.
  */
 #include <stddef.h>
 #include <stdint.h>
@@ -52,6 +52,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             break;
         default:
             __builtin_trap();
+        }
+        fb__slurm_switch sw;
+        if (fb__slurm_switch_parse(line, &sw) == 0) {
+            name(sw.name, sizeof sw.name, 1);
+            fuzz_check_text(sw.nodes, sizeof sw.nodes);
+            if (sw.level < -1 || sw.level > 1000 || sw.nodes[0] == '-' ||
+                sw.nodes[strspn(sw.nodes, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOP"
+                                          "QRSTUVWXYZ0123456789-_.,[]")])
+                __builtin_trap();
         }
         fb__slurm_node_info n;
         if (fb__slurm_node_parse(line, &n) == 0) {

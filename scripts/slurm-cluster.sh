@@ -3,6 +3,7 @@
 # for firebreak's tests and demos (docs/slurm.md, "Local cluster").
 #
 #   scripts/slurm-cluster.sh up DIR [--nodes N] [--share PATH]... [--epilog PATH|none]
+#                                   [--switch NAME=NODES]...
 #       start N nodes (default 4), node1..nodeN, each a host of its own:
 #       its own network namespace (one address on a bridge that exists only
 #       on this machine), UTS namespace (hostname = node name) and mount
@@ -12,8 +13,10 @@
 #       directories, checkpoints), and what lies outside /tmp and /dev/shm
 #       (the installed binaries).  slurmd runs --epilog PATH (default: the
 #       firebreak-slurm-epilog on PATH, if any; `none`: no Epilog) on every
-#       node of a job when it ends.  Prints `export SLURM_CONF=DIR/slurm.conf`
-#       as its last line.
+#       node of a job when it ends.  Each --switch NAME=NODES (a Slurm host
+#       list: node[1-2]) is a leaf switch of a tree topology (topology/tree,
+#       DIR/topology.conf, all leaves under one top switch), as racks would
+#       be.  Prints `export SLURM_CONF=DIR/slurm.conf` as its last line.
 #   scripts/slurm-cluster.sh down DIR
 #       cancel every job, stop every daemon and every process of every node,
 #       remove the namespaces, links and DIR; exits 1 if anything of the
@@ -165,8 +168,8 @@ cmd_up() {
         command -v "$b" >/dev/null || die "$b not found: install slurm-wlm, munge, iproute2 (scripts/deps.sh)"
     done
     [ -r "$template" ] || die "cannot read $template"
-    local d=${1:-} n=4 shared=() s epilog
-    [ -n "$d" ] || die "usage: up DIR [--nodes N] [--share PATH]... [--epilog PATH|none]"
+    local d=${1:-} n=4 shared=() s epilog switches=()
+    [ -n "$d" ] || die "usage: up DIR [--nodes N] [--share PATH]... [--epilog PATH|none] [--switch NAME=NODES]..."
     shift
     epilog=$(command -v firebreak-slurm-epilog || true)
     while [ $# -gt 0 ]; do
@@ -178,6 +181,8 @@ cmd_up() {
                   [ -z "$epilog" ] || epilog=$(cd "$(dirname "$epilog")" && pwd)/$(basename "$epilog") ;;
         --share) [ -d "${2:?}" ] || die "--share $2: not a directory"
                  shared+=("$(cd "$2" && pwd)"); shift 2 ;;
+        --switch) [[ "${2:?}" =~ ^[a-z][a-z0-9]*=[a-z0-9,\[\-]+[]]?$ ]] || die "--switch $2: NAME=NODES"
+                  switches+=("$2"); shift 2 ;;
         *) die "up: unknown option $1" ;;
         esac
     done
@@ -265,6 +270,16 @@ cmd_up() {
         -e "s|@STATE@|$D|g" -e "s|@CTLD_PORT@|$port|g" -e "s|@NODELINES@|$lines|" \
         -e "s|@NODELIST@|$(echo "$NODES" | tr ' ' ',')|g" \
         "$template" >"$D/slurm.conf"
+    if [ ${#switches[@]} -gt 0 ]; then
+        local sw leaves=
+        : >"$D/topology.conf"
+        for sw in "${switches[@]}"; do
+            echo "SwitchName=${sw%%=*} Nodes=${sw#*=}" >>"$D/topology.conf"
+            leaves=${leaves:+$leaves,}${sw%%=*}
+        done
+        echo "SwitchName=top Switches=$leaves" >>"$D/topology.conf"
+        echo "TopologyPlugin=topology/tree" >>"$D/slurm.conf"
+    fi
     export SLURM_CONF=$D/slurm.conf
 
     slurmctld -f "$D/slurm.conf" -i || die "slurmctld did not start (see $D/log/slurmctld.log)"

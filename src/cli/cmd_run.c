@@ -68,7 +68,9 @@ static void usage(FILE *f)
 "                         to the checkpoint directory (turns node memory on)\n"
 "  --peer-domains SPEC    slurm: failure domains, NODE=DOMAIN,... (e.g.\n"
 "                         node1=rack1,node2=rack1,node3=rack2): a node's\n"
-"                         peer copy goes to a node of another domain\n"
+"                         peer copy goes to a node of another domain;\n"
+"                         'slurm': each node's leaf switch in Slurm's\n"
+"                         topology (topology/tree)\n"
 "  --peer-copies K        slurm: copies of each node's steps in the memory\n"
 "                         of K other nodes (default 1, at most 8 and fewer\n"
 "                         than --nnodes; 0: no peer copies; each node then\n"
@@ -479,10 +481,12 @@ int fb__cmd_run(int argc, char **argv)
         case O_NOWARM: o.no_warm_pool = 1; break;
         case O_PEERDOM: {
             char dom[64];
-            int rc = fb__peer_domain_of(optarg, "", dom, sizeof dom);
+            int rc = strcmp(optarg, "slurm") ? fb__peer_domain_of(optarg, "", dom, sizeof dom)
+                                             : 0; /* Slurm's topology (slurm.c) */
             if (rc) {
                 fprintf(stderr, "firebreak run: --peer-domains '%s': %s (want "
-                        "NODE=DOMAIN,..., each domain under 64 bytes)\n", optarg,
+                        "NODE=DOMAIN,..., each domain under 64 bytes, or slurm: "
+                        "its switch topology)\n", optarg,
                         strerror(-rc));
                 bad = 1;
             }

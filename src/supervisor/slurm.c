@@ -86,6 +86,8 @@ struct fb__sup_slurm {
     snode nodes[MAX_NODES];
     int nnodes, need, ppn;
     int peer_copies;             /* --peer-copies (0: no peer tier)       */
+    const char *domains;         /* --peer-domains slurm: NODE=SWITCH,...
+                                    from Slurm's topology; NULL           */
     int cur[MAX_NODES];          /* this attempt's nodes (indices)        */
     int ncur;
     int watch_fd;                /* watchers' stdout; -1                   */
@@ -426,6 +428,56 @@ static void exclude_node(fb__sup *s, int i, const char *why)
         drain_node(s, i, why);
 }
 
+/* --peer-domains slurm: each node's failure domain is the leaf switch
+ * Slurm's topology puts it under (topology/tree: the Level=0 switches of
+ * `scontrol show topology`, their Nodes= expanded by `scontrol show
+ * hostnames`), as NODE=SWITCH,... for the allocation's nodes into
+ * g->domains; a node under no switch has no domain.  0, or -EINVAL said. */
+static int topology_domains(struct fb__sup_slurm *g)
+{
+    static char topo[1 << 18], names[1 << 18], spec[FB__PEER_PLAN_MAX + 1];
+    char line[FB__SLURM_LINE_MAX];
+    char *argv[] = {"scontrol", "show", "topology", NULL};
+    int rc = fb__sup_run_capture(argv, topo, sizeof topo, -1, 10000);
+    if (rc) {
+        fprintf(stderr, "firebreak run: --peer-domains slurm: 'scontrol show topology' "
+                "failed (%d)\n", rc);
+        return -EINVAL;
+    }
+    size_t len = 0, pos = 0, tlen = strlen(topo);
+    int leaves = 0;
+    spec[0] = '\0';
+    fb__slurm_switch w;
+    while (fb__slurm_next_line(topo, tlen, &pos, line, sizeof line)) {
+        if (fb__slurm_switch_parse(line, &w) || w.level != 0 || !w.nodes[0])
+            continue;
+        leaves++;
+        char *h[] = {"scontrol", "show", "hostnames", w.nodes, NULL};
+        if ((rc = fb__sup_run_capture(h, names, sizeof names, -1, 10000))) {
+            fprintf(stderr, "firebreak run: --peer-domains slurm: 'scontrol show "
+                    "hostnames %s' failed (%d)\n", w.nodes, rc);
+            return -EINVAL;
+        }
+        for (char *n = strtok(names, "\n"); n; n = strtok(NULL, "\n")) {
+            if (node_index(g, n) < 0)
+                continue; /* not in this allocation */
+            int k = snprintf(spec + len, sizeof spec - len, "%s%s=%s", len ? "," : "",
+                             n, w.name);
+            if (k < 0 || (size_t)k >= sizeof spec - len)
+                return -E2BIG; /* 64 KiB of names: not at MAX_NODES */
+            len += (size_t)k;
+        }
+    }
+    if (!leaves) {
+        fprintf(stderr, "firebreak run: --peer-domains slurm: Slurm has no switch "
+                "topology (TopologyPlugin=topology/tree and a topology.conf); name "
+                "the domains instead: --peer-domains NODE=DOMAIN,...\n");
+        return -EINVAL;
+    }
+    g->domains = spec;
+    return 0;
+}
+
 int fb__sup_slurm_init(fb__sup *s)
 {
     struct fb__sup_slurm *g = &g_slurm;
@@ -513,6 +565,10 @@ int fb__sup_slurm_init(fb__sup *s)
         return -EINVAL;
     }
     g->peer_copies = (int)kv;
+    const char *dom = o->peer_domains ? o->peer_domains
+                                      : fb__getenv("FIREBREAK_CKPT_PEER_DOMAINS");
+    if (dom && !strcmp(dom, "slurm"))
+        return topology_domains(g);
     return 0;
 }
 
@@ -666,8 +722,9 @@ static int peer_addrs(fb__sup *s, char *buf, size_t size)
     static char dom[MAX_NODES][FB__FBW1_NODE_MAX];
     static const char *domp[MAX_NODES];
     static int peer[MAX_NODES * FB__PEER_COPIES_MAX];
-    const char *spec = s->o->peer_domains ? s->o->peer_domains
-                                          : fb__getenv("FIREBREAK_CKPT_PEER_DOMAINS");
+    const char *spec = g->domains         ? g->domains
+                       : s->o->peer_domains ? s->o->peer_domains
+                                            : fb__getenv("FIREBREAK_CKPT_PEER_DOMAINS");
     for (int k = 0; k < g->ncur; k++) {
         int rc = fb__peer_domain_of(spec, g->nodes[g->cur[k]].name, dom[k], sizeof dom[k]);
         if (rc) {

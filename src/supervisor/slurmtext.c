@@ -158,6 +158,28 @@ int fb__slurm_node_parse(const char *line, fb__slurm_node_info *out)
     return 0;
 }
 
+int fb__slurm_switch_parse(const char *line, fb__slurm_switch *out)
+{
+    memset(out, 0, sizeof *out);
+    out->level = -1;
+    char v[FB__SLURM_LINE_MAX];
+    if (field(line, "SwitchName=", v, FB__FBW1_NODE_MAX + 1) ||
+        strlen(v) >= FB__FBW1_NODE_MAX || !fb__fbw1_node_name_ok(v))
+        return -1;
+    snprintf(out->name, sizeof out->name, "%s", v);
+    long long level;
+    if (!field(line, "Level=", v, 16) && !fb__parse_int(v, 0, 1000, &level))
+        out->level = (int)level;
+    if (!field(line, "Nodes=", v, sizeof v)) {
+        static const char ok[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                 "0123456789-_.,[]";
+        if (v[strspn(v, ok)] || v[0] == '-') /* an argument of scontrol's */
+            return -1;
+        snprintf(out->nodes, sizeof out->nodes, "%s", v);
+    }
+    return 0;
+}
+
 int fb__slurm_state_down(const char *state)
 {
     static const char *const down[] = {"DOWN", "NOT_RESPONDING", "POWERED_DOWN",

@@ -1,7 +1,7 @@
 /*
  * slurmtext.h -- reading what Slurm's commands print (slurmtext.c): the
- * lines of srun's own log (an attempt's srun.log) and of `scontrol -o show
- * node`.  Pure functions on text, bounded, with fuzz targets
+ * lines of srun's own log (an attempt's srun.log), of `scontrol -o show
+ * node` and of `scontrol show topology`.  Pure functions on text, bounded, with fuzz targets
  * (fuzz/slurm_text.c); what they take out is safe to print
  * (fb__safe_text) and NUL-terminated.
  */
@@ -61,6 +61,22 @@ typedef struct fb__slurm_node_info {
  * free-text fields (Reason=, Comment=, Extra=), so a drain reason cannot
  * pose as another field. */
 int fb__slurm_node_parse(const char *line, fb__slurm_node_info *out);
+
+/* What firebreak takes from one switch of `scontrol show topology`
+ * (topology/tree: "SwitchName=s0 Level=0 LinkSpeed=1 Nodes=node[1-2]"). */
+typedef struct fb__slurm_switch {
+    char name[FB__FBW1_NODE_MAX];  /* SwitchName: a name (fb__fbw1_node_name_ok) */
+    int level;                     /* Level: 0 a leaf switch (its Nodes= are
+                                      nodes), -1 absent                   */
+    char nodes[FB__SLURM_LINE_MAX]; /* Nodes: a Slurm host list ("node[1-2],gpu7"),
+                                       only its characters; "" if absent   */
+} fb__slurm_switch;
+
+/* One line of `scontrol show topology`: 0, or -1 when it names no switch
+ * or its Nodes= holds anything but a host list's characters (letters,
+ * digits, "-_.,[]"; not '-' first: the list becomes an argument of
+ * `scontrol show hostnames`). */
+int fb__slurm_switch_parse(const char *line, fb__slurm_switch *out);
 
 /* Whether a node in `state` cannot run a new step of the job: DOWN, not
  * responding (NOT_RESPONDING, or the '*' suffix) or powered down. */

@@ -221,12 +221,12 @@ node_reason() { scontrol show node "$1" | sed -n 's/^ *Reason=//p'; }
 
 # A fresh cluster in place of the current one (a node killed stays down in
 # Slurm): CL becomes $T/cluster-NAME.
-recluster() { # NAME [NODES]
+recluster() { # NAME [NODES [UP-OPTIONS...]]
     # Its logs stay for a failure's diagnosis (diagnose).
     cp -r "$CL/log" "$T/log-$(basename "$CL")" 2>/dev/null || true
     "$SRC/scripts/slurm-cluster.sh" down "$CL" || fail "down before $1"
     CL=$T/cluster-$1
-    "$SRC/scripts/slurm-cluster.sh" up "$CL" --nodes "${2:-4}" "${SHARE[@]}" \
+    "$SRC/scripts/slurm-cluster.sh" up "$CL" --nodes "${2:-4}" "${SHARE[@]}" "${@:3}" \
         >"$T/cluster.env" 2>"$T/cluster.err" \
         || { cat "$T/cluster.err" >&2; fail "cluster for $1 did not come up"; }
     eval "$(tail -n 1 "$T/cluster.env")"

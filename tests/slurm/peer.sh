@@ -14,9 +14,10 @@
 #      holds no shard of the step); rank 0 from its own node's memory;
 #   2. node2 lost and node3's peer copies with it: rank 1 restores from
 #      storage (--persist-every 1), rank 2 from node3's memory as before;
-#   3. failure domains (--peer-domains: node1 and node2 in one,
-#      node3 and node4 in another): node1 sends to node3, not node2; node1
-#      lost, rank 0's copy is moved from node3 to node2 before the launch;
+#   3. failure domains (--peer-domains slurm: Slurm's topology puts node1
+#      and node2 under one switch, node3 and node4 under another): node1
+#      sends to node3, not node2; node1 lost, rank 0's copy is moved from
+#      node3 to node2 before the launch;
 #   4. node2 and its peer node3 lost at once;
 #   5. --memory-ckpt-max counts the peer copies a node receives: beyond
 #      it they are refused, the run goes on.
@@ -53,6 +54,14 @@ old_steps_dropped() { # RUNDIR NODE
         fail "$2's memory still holds old steps: $steps" ;; esac
     [ -n "$steps" ] || fail "$2's memory holds no step"
 }
+
+# --peer-domains slurm where Slurm has no topology: refused at start
+set +e
+salloc -Q -N4 "$FB" run --launcher slurm --peer-domains slurm -- /bin/true >notopo.out 2>notopo.err
+rc=$?
+set -e
+[ $rc = 2 ] && grep -q -- "--peer-domains slurm: Slurm has no switch topology (TopologyPlugin=topology/tree" notopo.err \
+    || fail "--peer-domains slurm without a topology: exit $rc: $(cat notopo.err)"
 
 # 1. node2 lost: its rank from node3's peer copy, the rank moved from node3
 #    to node4 from node3's memory, sent over before the launch.
@@ -103,11 +112,15 @@ ok "node2 and node3's peer copies lost: rank 1 from storage, rank 2 from a peer 
 # 3. By failure domain: node1's copies go to node3 (the other domain), so
 #    with node1 lost rank 0's shard is moved from node3 to node2, where
 #    without domains node2 would hold it already.
-recluster domains
+#    The domains are Slurm's own: two leaf switches (racks) of a tree
+#    topology, read with --peer-domains slurm; the same as
+#    node1=a,node2=a,node3=b,node4=b (a cluster without a topology
+#    refuses it: checked first, on the fresh cluster).
+recluster domains 4 --switch 's0=node[1-2]' --switch 's1=node[3-4]'
 BEFORE_KILL= AFTER_KILL=
 r=$T/domains
 run_and_kill "$r" domains node1 --nnodes 3 --spare-nodes 1 --max-restarts 2 \
-    --peer-domains node1=a,node2=a,node3=b,node4=b \
+    --peer-domains slurm \
     --persist-every 100000 -- "$TOY" --steps $STEPS --sleep-ms 40 --ckpt-every 5
 want_sources "$r" 0:peer,1:peer,2:peer "run 3"
 step=$(jq1 "$r" "select restored_step from attempt where number = 1")
@@ -115,7 +128,7 @@ grep -q "will restore checkpoint $step: 0 of 3 ranks from their node's memory, 3
     || fail "run 3: the supervisor's choice: $(grep 'will restore' domains.err)"
 same_hashes "$r" 3 $STEPS
 nothing_in_shm "$r" node2 node3 node4
-ok "failure domains: node1's copy on node3, moved to node2 when node1 was lost, same hashes"
+ok "failure domains from Slurm's topology: node1's copy on node3, moved to node2 when node1 was lost, same hashes"
 
 # 4. Two nodes lost at once (node2 and its peer node3, five nodes, two
 #    spares): both are left out together, not one attempt each; rank 1's

@@ -153,6 +153,31 @@ static void test_node(void)
     CHECK(!fb__slurm_state_down(""));
 }
 
+static void test_switch(void)
+{
+    fb__slurm_switch w;
+    CHECK_RC(fb__slurm_switch_parse("SwitchName=s0 Level=0 LinkSpeed=1 Nodes=node[1-2]", &w),
+             0);
+    CHECK_EQ_STR(w.name, "s0");
+    CHECK_EQ_INT(w.level, 0);
+    CHECK_EQ_STR(w.nodes, "node[1-2]");
+    CHECK_RC(fb__slurm_switch_parse("SwitchName=top Level=1 LinkSpeed=1 Switches=s[0-1]", &w),
+             0);
+    CHECK_EQ_INT(w.level, 1);
+    CHECK_EQ_STR(w.nodes, "");
+    CHECK_RC(fb__slurm_switch_parse("SwitchName=s9 Nodes=gpu-a[01-16,20],gpu-b7", &w), 0);
+    CHECK_EQ_INT(w.level, -1);
+    CHECK_EQ_STR(w.nodes, "gpu-a[01-16,20],gpu-b7");
+    /* not a switch, not a name, not a host list (one that would be an
+     * option of scontrol's, or carry a shell's characters) */
+    CHECK_RC(fb__slurm_switch_parse("NodeName=s0 Level=0", &w), -1);
+    CHECK_RC(fb__slurm_switch_parse("SwitchName=a/b Level=0 Nodes=n1", &w), -1);
+    CHECK_RC(fb__slurm_switch_parse("SwitchName=s0 Level=0 Nodes=-h", &w), -1);
+    CHECK_RC(fb__slurm_switch_parse("SwitchName=s0 Level=0 Nodes=n1;reboot", &w), -1);
+    CHECK_RC(fb__slurm_switch_parse("SwitchName=s0 Level=x Nodes=n1", &w), 0);
+    CHECK_EQ_INT(w.level, -1);
+}
+
 static void test_lines(void)
 {
     const char text[] = "a\r\nbb\n\nccc\0ddd";
@@ -176,6 +201,7 @@ int main(void)
 {
     test_srun();
     test_node();
+    test_switch();
     test_lines();
     return failures != 0;
 }
