@@ -546,6 +546,17 @@ static void report_deleted(uint64_t step)
     fb__lib_report(FB__REPORT_CKPT_DELETED, 0, step, 0, 0, 0, NULL);
 }
 
+/* Say that save STEP failed, WHY (and AFTER), and keep it as the save's
+ * message for a caller that keeps messages (fb__say_to_keeper: wait, a
+ * later save returning the failure).  On the thread that ran the save,
+ * while it is busy: nothing else reads last_why then. */
+static void save_failed(fb_ckpt *ck, uint64_t step, const char *why, const char *after)
+{
+    snprintf(ck->last_why, sizeof ck->last_why, "checkpoint step %llu (rank %d) "
+             "failed: %s%s", (unsigned long long)step, ck->rank, why, after);
+    fb__say("%s", ck->last_why);
+}
+
 /* Finish a write-protect snapshot: copy what save protected, after which
  * no write of the program waits any more.  *stall_ns gains the writes'
  * waits.  0, or the error (said and reported; the snapshot is abandoned
@@ -563,8 +574,7 @@ static int drain_snapshot(fb_ckpt *ck, uint64_t step, uint64_t *stall_ns)
         char why[200];
         fb__ckpt_say(why, sizeof why, "lifting the write protection failed (%s); "
                      "snapshot abandoned, later saves copy", strerror(-wrc));
-        fb__say("checkpoint step %llu (rank %d) failed: %s\n",
-                (unsigned long long)step, ck->rank, why);
+        save_failed(ck, step, why, "");
         fb__lib_report(FB__REPORT_CKPT_FAILED, wrc, step, 0, 0, 0, why);
     }
     return wrc;
@@ -599,9 +609,7 @@ static int persist(fb_ckpt *ck, uint64_t step, int from_staging, uint64_t stall_
     /* write_shard set its helper threads' share */
     ck->last_writer_cpu_ns += fb__thread_cpu_ns() - cpu0;
     if (rc) {
-        fb__say("checkpoint step %llu (rank %d) failed: %s; "
-                "older checkpoints are intact\n",
-                (unsigned long long)step, ck->rank, why);
+        save_failed(ck, step, why, "; older checkpoints are intact");
         fb__lib_report(FB__REPORT_CKPT_FAILED, rc, step, 0, 0, 0, why);
         return rc;
     }
@@ -758,6 +766,8 @@ int fb__ckpt_wait_idle(fb_ckpt *ck)
     while (ck->busy)
         pthread_cond_wait(&ck->cv, &ck->mu);
     int rc = ck->last_rc;
+    if (rc && ck->last_why[0])
+        fb__say_to_keeper("%s", ck->last_why);
     pthread_mutex_unlock(&ck->mu);
     return rc;
 }
@@ -1096,6 +1106,8 @@ int fb_ckpt_save(fb_ckpt *ck, uint64_t step)
     pthread_mutex_lock(&ck->mu);
     if (ck->sticky_rc) {
         int rc = ck->sticky_rc;
+        if (ck->last_why[0]) /* the failure that stopped saves */
+            fb__say_to_keeper("%s", ck->last_why);
         pthread_mutex_unlock(&ck->mu);
         return rc;
     }
@@ -1122,11 +1134,14 @@ int fb_ckpt_save(fb_ckpt *ck, uint64_t step)
         pthread_cond_wait(&ck->cv, &ck->mu);
     if (ck->sticky_rc) {
         int rc = ck->sticky_rc;
+        if (ck->last_why[0])
+            fb__say_to_keeper("%s", ck->last_why);
         pthread_mutex_unlock(&ck->mu);
         fb_set_phase(FB_PHASE_TRAIN);
         return rc;
     }
     ck->busy = 1;
+    ck->last_why[0] = '\0';
     ck->job_step = step;
     pthread_mutex_unlock(&ck->mu);
 
@@ -1134,6 +1149,7 @@ int fb_ckpt_save(fb_ckpt *ck, uint64_t step)
     int rc = snapshot(ck, ck->async, &prot);
     if (rc) {
         fb_set_phase(FB_PHASE_TRAIN);
+        save_failed(ck, step, "copying device tensors to host memory failed", "");
         fb__lib_report(FB__REPORT_CKPT_FAILED, rc, step, 0, 0, 0,
                        "copying device tensors to host memory failed");
         pthread_mutex_lock(&ck->mu);

@@ -154,6 +154,9 @@ struct fb_ckpt {
                            the checkpoint dir, 2 node memory (writer)  */
     uint64_t job_step, job_stall_ns;
     int last_rc;        /* result of the last save                      */
+    char last_why[640]; /* its failure's message ("":
+                           none), said again to a caller that keeps its
+                           messages when wait or save returns it         */
     int sticky_rc;      /* on_error = STOP: first failure, returned after */
 
     /* Last save's numbers (tests, bench). */

@@ -11,13 +11,10 @@
 /* Where this thread keeps its messages (fb__say_keep), or NULL. */
 static __thread fb__say_buf *kept;
 
-void fb__say(const char *fmt, ...)
+static void say(int keeper_only, const char *fmt, va_list ap)
 {
     char line[1024];
-    va_list ap;
-    va_start(ap, fmt);
     int n = vsnprintf(line, sizeof line, fmt, ap);
-    va_end(ap);
     if (n < 0)
         return;
     size_t len = strlen(line);
@@ -25,7 +22,8 @@ void fb__say(const char *fmt, ...)
         line[--len] = '\0';
     fb__say_buf *b = kept;
     if (!b) {
-        fprintf(stderr, "firebreak: %s\n", line);
+        if (!keeper_only)
+            fprintf(stderr, "firebreak: %s\n", line);
         return;
     }
     if (b->cut)
@@ -41,6 +39,22 @@ void fb__say(const char *fmt, ...)
         b->text[b->len++] = '\n';
     memcpy(b->text + b->len, line, len + 1);
     b->len += len;
+}
+
+void fb__say(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    say(0, fmt, ap);
+    va_end(ap);
+}
+
+void fb__say_to_keeper(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    say(1, fmt, ap);
+    va_end(ap);
 }
 
 void fb__say_keep(fb__say_buf *b)

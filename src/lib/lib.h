@@ -33,6 +33,11 @@ const char *fb__lib_ckpt_dir(void);
  * process kills itself (fault injection): those go straight to stderr. */
 void fb__say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* The same, only for a thread that keeps its messages: what another
+ * thread already said on stderr, told again to the caller it concerns (a
+ * background save's failure, returned by fb_ckpt_wait). */
+void fb__say_to_keeper(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
 /* Where a thread keeps its messages: one a line, without "firebreak: "
  * and without the last newline; a message that does not fit is left out,
  * "..." in its place.  The caller's (on its stack): the thread's storage

@@ -518,10 +518,11 @@ static void test_say(void)
     fflush(stderr);
     dup2(fd, 2);
     fb__say("to stderr %d\n", 1); /* the trailing newline is not doubled */
+    fb__say_to_keeper("for a keeper only"); /* none here: nowhere */
     fb__say_buf b;
     fb__say_keep(&b);
     fb__say("kept %s", "one");
-    fb__say("kept two\n");
+    fb__say_to_keeper("kept two\n");
     pthread_t t;
     CHECK(pthread_create(&t, NULL, say_elsewhere, NULL) == 0);
     pthread_join(t, NULL);
