@@ -111,6 +111,9 @@ typedef struct fb__sup {
     const fb__sup_options *o;
     fb__sup_result *res;
     char run_dir[PATH_MAX];
+    int made_run_dir;                    /* this run created it (2: its
+                                            --run-root too): a setup that
+                                            fails removes them again     */
     char ckpt_dir[PATH_MAX];
     char logs_dir[PATH_MAX];
     char job_id[49];

@@ -150,7 +150,9 @@ static int make_run_dir(fb__sup *s)
     const fb__sup_options *o = s->o;
     int rc;
     if (o->run_dir) {
+        struct stat st;
         rc = fb__fmt(s->run_dir, sizeof s->run_dir, "%s", o->run_dir);
+        s->made_run_dir = !rc && lstat(s->run_dir, &st) && errno == ENOENT;
         if (!rc)
             rc = fb__sup_mkdir_parents(s, s->run_dir);
     } else {
@@ -159,6 +161,8 @@ static int make_run_dir(fb__sup *s)
         localtime_r(&t, &tm);
         char stamp[32];
         strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
+        struct stat st;
+        int new_root = lstat(o->run_root, &st) && errno == ENOENT;
         rc = fb__sup_mkdir_parents(s, o->run_root);
         for (int k = 1; !rc && k < 1000; k++) {
             rc = k == 1 ? fb__fmt(s->run_dir, sizeof s->run_dir, "%s/%s-%s",
@@ -167,8 +171,10 @@ static int make_run_dir(fb__sup *s)
                                   o->run_root, s->name, stamp, k);
             if (rc)
                 break;
-            if (mkdir(s->run_dir, 0700) == 0)
+            if (mkdir(s->run_dir, 0700) == 0) {
+                s->made_run_dir = new_root ? 2 : 1;
                 break;
+            }
             if (errno != EEXIST)
                 rc = -errno;
         }
@@ -176,6 +182,7 @@ static int make_run_dir(fb__sup *s)
     if (rc) {
         fprintf(stderr, "firebreak run: cannot create the run directory %s: %s\n",
                 o->run_dir ? o->run_dir : o->run_root, fb_strerror(rc));
+        s->made_run_dir = 0;
         return rc;
     }
     /* Absolute paths: ranks may change directory. */
@@ -1876,6 +1883,12 @@ int fb__sup_run(const fb__sup_options *o, fb__sup_result *res)
     if (!rc)
         rc = open_journal(s);
     if (rc) {
+        /* nothing was run: a run directory made for it goes again (a
+         * --ckpt-dir that is a file left an empty run behind) */
+        if (s->made_run_dir)
+            fb__rm_rf(s->run_dir);
+        if (s->made_run_dir == 2)
+            rmdir(s->o->run_root); /* only when empty: another run's stays */
         fb__sup_release_dirs(s);
         return rc;
     }

@@ -133,6 +133,18 @@ grep -q -- "--mpirun-arg --output-filename: .*logs/mpirun-attempt-<N>" err.txt \
 expect2 --launcher slurm --mpirun mpirun --mpirun-arg --host --mpirun-arg a,b -- /bin/true
 grep -q -- "--mpirun-arg --host: the host list and mapping are firebreak's under Slurm" \
     err.txt || fail "--mpirun-arg --host, slurm: $(cat err.txt)"
+# a setup that fails after the run directory was made (a checkpoint
+# directory that is a file): the run directory it made goes again, and the
+# runs/ made for it; one that was there before stays
+: >a-file
+expect2 --ckpt-dir a-file -- /bin/true
+grep -q "cannot create the checkpoint directory a-file: Not a directory" err.txt \
+    || fail "--ckpt-dir a-file: $(cat err.txt)"
+expect2 --run-dir new-run --ckpt-dir a-file -- /bin/true
+[ ! -e new-run ] || fail "--run-dir new-run was left behind: $(ls -A new-run)"
+mkdir kept-run
+expect2 --run-dir kept-run --ckpt-dir a-file -- /bin/true
+[ -d kept-run ] || fail "an existing --run-dir was removed"
 [ ! -d runs ] || fail "a run directory was created for bad input"
 # Output that cannot be written is an error, not a silent success.
 set +e
