@@ -436,7 +436,7 @@ static void exclude_node(fb__sup *s, int i, const char *why)
 static int topology_domains(struct fb__sup_slurm *g)
 {
     static char topo[1 << 18], names[1 << 18], spec[FB__PEER_PLAN_MAX + 1];
-    char line[FB__SLURM_LINE_MAX];
+    static char line[FB__SLURM_TOPO_LINE_MAX];
     char *argv[] = {"scontrol", "show", "topology", NULL};
     int rc = fb__sup_run_capture(argv, topo, sizeof topo, -1, 10000);
     if (rc) {
@@ -449,7 +449,17 @@ static int topology_domains(struct fb__sup_slurm *g)
     spec[0] = '\0';
     fb__slurm_switch w;
     while (fb__slurm_next_line(topo, tlen, &pos, line, sizeof line)) {
-        if (fb__slurm_switch_parse(line, &w) || w.level != 0 || !w.nodes[0])
+        if (fb__slurm_switch_parse(line, &w)) {
+            char shown[96];
+            if (!strncmp(line, "SwitchName=", 11)) { /* a switch not read: no guess */
+                fprintf(stderr, "firebreak run: --peer-domains slurm: cannot read "
+                        "this switch of 'scontrol show topology': %s\n",
+                        fb__safe_text(shown, sizeof shown, line));
+                return -EINVAL;
+            }
+            continue;
+        }
+        if (w.level != 0 || !w.nodes[0])
             continue;
         leaves++;
         char *h[] = {"scontrol", "show", "hostnames", w.nodes, NULL};

@@ -162,7 +162,7 @@ int fb__slurm_switch_parse(const char *line, fb__slurm_switch *out)
 {
     memset(out, 0, sizeof *out);
     out->level = -1;
-    char v[FB__SLURM_LINE_MAX];
+    char v[FB__SLURM_TOPO_LINE_MAX];
     if (field(line, "SwitchName=", v, FB__FBW1_NODE_MAX + 1) ||
         strlen(v) >= FB__FBW1_NODE_MAX || !fb__fbw1_node_name_ok(v))
         return -1;
@@ -173,7 +173,8 @@ int fb__slurm_switch_parse(const char *line, fb__slurm_switch *out)
     if (!field(line, "Nodes=", v, sizeof v)) {
         static const char ok[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
                                  "0123456789-_.,[]";
-        if (v[strspn(v, ok)] || v[0] == '-') /* an argument of scontrol's */
+        if (v[strspn(v, ok)] || v[0] == '-' || /* an argument of scontrol's */
+            strlen(v) >= sizeof out->nodes - 1)  /* perhaps cut: not taken   */
             return -1;
         snprintf(out->nodes, sizeof out->nodes, "%s", v);
     }

@@ -15,6 +15,7 @@
 #define FB__SLURM_LINE_MAX 1024 /* longer lines are cut there            */
 #define FB__SLURM_WHAT_MAX 200
 #define FB__SLURM_STATE_MAX 64
+#define FB__SLURM_TOPO_LINE_MAX 8192 /* a line of `scontrol show topology` */
 
 /* The next line of text (len bytes; a NUL ends it too) from *pos, into
  * line (size bytes, NUL-terminated, cut if longer; its '\r' dropped), and
@@ -68,14 +69,16 @@ typedef struct fb__slurm_switch {
     char name[FB__FBW1_NODE_MAX];  /* SwitchName: a name (fb__fbw1_node_name_ok) */
     int level;                     /* Level: 0 a leaf switch (its Nodes= are
                                       nodes), -1 absent                   */
-    char nodes[FB__SLURM_LINE_MAX]; /* Nodes: a Slurm host list ("node[1-2],gpu7"),
-                                       only its characters; "" if absent   */
+    char nodes[FB__SLURM_TOPO_LINE_MAX]; /* Nodes: a Slurm host list
+                                       ("node[1-2],gpu7"), only its
+                                       characters; "" if absent          */
 } fb__slurm_switch;
 
-/* One line of `scontrol show topology`: 0, or -1 when it names no switch
- * or its Nodes= holds anything but a host list's characters (letters,
- * digits, "-_.,[]"; not '-' first: the list becomes an argument of
- * `scontrol show hostnames`). */
+/* One line of `scontrol show topology` (at most FB__SLURM_TOPO_LINE_MAX
+ * bytes: a switch's host list is never cut): 0, or -1 when it names no
+ * switch or its Nodes= holds anything but a host list's characters
+ * (letters, digits, "-_.,[]"; not '-' first: the list becomes an argument
+ * of `scontrol show hostnames`) or does not fit. */
 int fb__slurm_switch_parse(const char *line, fb__slurm_switch *out);
 
 /* Whether a node in `state` cannot run a new step of the job: DOWN, not

@@ -176,6 +176,13 @@ static void test_switch(void)
     CHECK_RC(fb__slurm_switch_parse("SwitchName=s0 Level=0 Nodes=n1;reboot", &w), -1);
     CHECK_RC(fb__slurm_switch_parse("SwitchName=s0 Level=x Nodes=n1", &w), 0);
     CHECK_EQ_INT(w.level, -1);
+    /* a host list that would be cut: not taken (a node would lose its
+     * domain silently) */
+    static char big[FB__SLURM_TOPO_LINE_MAX + 64];
+    int n = snprintf(big, sizeof big, "SwitchName=s0 Level=0 Nodes=");
+    for (int i = 0; n < (int)sizeof big - 8; i++)
+        n += snprintf(big + n, sizeof big - (size_t)n, "%sn%d", i ? "," : "", i);
+    CHECK_RC(fb__slurm_switch_parse(big, &w), -1);
 }
 
 static void test_lines(void)
