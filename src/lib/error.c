@@ -1,5 +1,6 @@
 /*
- * error.c -- fb_strerror(), fb_version() and the dtype table.
+ * error.c -- fb_strerror(), fb_version(), the dtype table, and the
+ * library's messages to its user (fb__say, lib.h).
  */
 #include <stdarg.h>
 #include <stdio.h>
