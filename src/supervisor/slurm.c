@@ -746,6 +746,12 @@ static int peer_addrs(fb__sup *s, char *buf, size_t size)
         }
         domp[k] = dom[k];
     }
+    if (g->domains && s->attempt == 0) { /* what was read, once */
+        char shown[320];
+        fb__sup_log(s, "failure domains from Slurm's topology (leaf switches): %s",
+                    fb__safe_text(shown, sizeof shown, g->domains[0] ? g->domains
+                                  : "none of the job's nodes is under one"));
+    }
     int kc = g->peer_copies;
     int short_of = fb__peer_place(domp, g->ncur, kc, peer);
     size_t len = 0;

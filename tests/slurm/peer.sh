@@ -123,6 +123,8 @@ run_and_kill "$r" domains node1 --nnodes 3 --spare-nodes 1 --max-restarts 2 \
     --peer-domains slurm \
     --persist-every 100000 -- "$TOY" --steps $STEPS --sleep-ms 40 --ckpt-every 5
 want_sources "$r" 0:peer,1:peer,2:peer "run 3"
+grep -q "failure domains from Slurm's topology (leaf switches): node1=s0,node2=s0,node3=s1,node4=s1" domains.err \
+    || fail "run 3: the domains read: $(grep -i 'domain' domains.err)"
 step=$(jq1 "$r" "select restored_step from attempt where number = 1")
 grep -q "will restore checkpoint $step: 0 of 3 ranks from their node's memory, 3 from a peer's copy (2 moved before the launch)" domains.err \
     || fail "run 3: the supervisor's choice: $(grep 'will restore' domains.err)"
