@@ -345,22 +345,35 @@ fb__sup_vanished_verdict fb__sup_judge_vanished(const fb__sup_vanished_facts *f)
 
 const char *fb__sup_mpirun_arg_owned(const char *arg, int slurm)
 {
-    static const char *const why[] = {
-        "the rank count is firebreak's: --nproc-per-node sets it (the supervisor "
-        "waits for that many ranks)",
-        "the ranks' output directory is firebreak's: the run's "
-        "logs/mpirun-attempt-<N>, where it reads each rank's output",
+    enum { COUNT, OUTPUT, HOSTS, MAP };
+    static const struct { const char *name; int what; } owned[] = {
+        {"-np", COUNT}, {"--np", COUNT}, {"-n", COUNT}, {"--n", COUNT}, {"-c", COUNT},
+        {"--output-filename", OUTPUT}, {"-output-filename", OUTPUT},
+        {"--host", HOSTS}, {"-host", HOSTS}, {"-H", HOSTS}, {"--hostfile", HOSTS},
+        {"-hostfile", HOSTS}, {"--machinefile", HOSTS}, {"-machinefile", HOSTS},
+        {"--map-by", MAP}, {"-map-by", MAP},
+    };
+    static const char *const slurm_hosts =
         "the host list and mapping are firebreak's under Slurm: the allocation's "
-        "nodes less any drained, --nproc-per-node ranks on each",
-    };
-    static const struct { const char *name; int why; } owned[] = {
-        {"-np", 0}, {"--np", 0}, {"-n", 0}, {"--n", 0}, {"-c", 0},
-        {"--output-filename", 1}, {"-output-filename", 1},
-        {"--host", 2}, {"-host", 2}, {"-H", 2}, {"--hostfile", 2}, {"-hostfile", 2},
-        {"--machinefile", 2}, {"-machinefile", 2}, {"--map-by", 2}, {"-map-by", 2},
-    };
-    for (size_t i = 0; i < sizeof owned / sizeof owned[0]; i++)
-        if (!strcmp(arg, owned[i].name) && (slurm || owned[i].why != 2))
-            return why[owned[i].why];
+        "nodes less any drained, --nproc-per-node ranks on each";
+    for (size_t i = 0; i < sizeof owned / sizeof owned[0]; i++) {
+        if (strcmp(arg, owned[i].name))
+            continue;
+        switch (owned[i].what) {
+        case COUNT:
+            return "the rank count is firebreak's: --nproc-per-node sets it (the "
+                   "supervisor waits for that many ranks)";
+        case OUTPUT:
+            return "the ranks' output directory is firebreak's: the run's "
+                   "logs/mpirun-attempt-<N>, where it reads each rank's output";
+        case HOSTS:
+            return slurm ? slurm_hosts
+                         : "--launcher mpirun starts ranks on this node (the "
+                           "supervisor watches them in this node's /dev/shm); across "
+                           "nodes: --launcher slurm --mpirun PATH (docs/slurm.md)";
+        case MAP:
+            return slurm ? slurm_hosts : NULL; /* a mapping on this node: the user's */
+        }
+    }
     return NULL;
 }

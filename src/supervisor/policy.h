@@ -390,9 +390,11 @@ fb__sup_vanished_verdict fb__sup_judge_vanished(const fb__sup_vanished_facts *f)
  * said after the option's name, or NULL.  The rank count (-np and its
  * spellings: mpirun starts that many while the supervisor waits for
  * --nproc-per-node's), the ranks' output directory (where the supervisor
- * reads each rank's output and tells "mpirun started none"), and under
- * Slurm the host list and mapping (the allocation's nodes, less any
- * drained).  Open MPI 4's spellings: `--np=N` is not one of them. */
+ * reads each rank's output and tells "mpirun started none"), the host
+ * list (under Slurm the allocation's nodes, less any drained; without,
+ * this node: the supervisor watches the ranks in its /dev/shm), and under
+ * Slurm the mapping.  Open MPI 4's spellings: `--np=N` is not one of
+ * them. */
 const char *fb__sup_mpirun_arg_owned(const char *arg, int slurm);
 
 #endif

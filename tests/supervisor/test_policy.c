@@ -757,10 +757,12 @@ static void test_mpirun_arg_owned(void)
         {"--host", 1, "drained"},
         {"-H", 1, "drained"},
         {"--map-by", 1, "Slurm"},
-        /* a host list or mapping of the user's own, without Slurm */
-        {"--host", 0, NULL},
-        {"--hostfile", 0, NULL},
+        /* without Slurm: ranks on this node only; a mapping is the user's */
+        {"--host", 0, "this node"},
+        {"--hostfile", 0, "--launcher slurm --mpirun"},
+        {"-machinefile", 0, "this node"},
         {"--map-by", 0, NULL},
+        {"-map-by", 0, NULL},
         /* options firebreak leaves to the user */
         {"--mca", 1, NULL},
         {"-x", 0, NULL},
