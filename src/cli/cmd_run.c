@@ -87,6 +87,7 @@ static void usage(FILE *f)
 "                         one per rank started ahead, torch imported;\n"
 "                         docs/supervisor.md, \"Warm pool\")\n"
 "  --mpirun PATH          mpirun to use; --mpirun-arg ARG passes ARG to it\n"
+"                         (not -np, --host or --output-filename: firebreak's)\n"
 "  --spare-nodes N        slurm: nodes held in reserve for restarts\n"
 "  --node-timeout DUR     slurm: a node whose watcher says nothing this long\n"
 "                         is lost (node_failure; default 10s)\n"
