@@ -473,8 +473,11 @@ static int topology_domains(struct fb__sup_slurm *g)
                 continue; /* not in this allocation */
             int k = snprintf(spec + len, sizeof spec - len, "%s%s=%s", len ? "," : "",
                              n, w.name);
-            if (k < 0 || (size_t)k >= sizeof spec - len)
-                return -E2BIG; /* 64 KiB of names: not at MAX_NODES */
+            if (k < 0 || (size_t)k >= sizeof spec - len) { /* not at MAX_NODES */
+                fprintf(stderr, "firebreak run: --peer-domains slurm: the nodes' "
+                        "switches take more than %d bytes\n", FB__PEER_PLAN_MAX);
+                return -E2BIG;
+            }
             len += (size_t)k;
         }
     }
