@@ -512,6 +512,6 @@ heal) shift; cmd_heal "$@" ;;
 _host) shift; cmd_host "$@" ;;
 -h|--help|help)
     sed -n '2,/^set -euo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; exit 0 ;;
-*) echo "usage: slurm-cluster.sh up DIR [--nodes N] [--share PATH]... [--epilog PATH|none] | down DIR | status DIR |" \
+*) echo "usage: slurm-cluster.sh up DIR [--nodes N] [--share PATH]... [--epilog PATH|none] [--switch NAME=NODES]... | down DIR | status DIR |" \
         "exec DIR NODE -- CMD | fail DIR NODE kill|link-down|stop | heal DIR NODE" >&2; exit 2 ;;
 esac
