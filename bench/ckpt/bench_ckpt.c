@@ -113,13 +113,14 @@ typedef struct {
     int protected_;
     double first_save; /* the first save's own time (it makes the plan) */
     double cpu;        /* the background write's CPU (writer + helpers)  */
+    double durable;    /* from save's call to fb_ckpt_wait's return      */
 } measured;
 
 /* REPS saves, each followed by a training step (read_pass: see train_step;
  * -1: no step, save alone). */
 static measured measure(fb_ckpt *ck, int read_pass, uint64_t *step_no)
 {
-    measured m = {1e9, 1e9, 1e9, 1e9, 0, 1, 0, 1e9};
+    measured m = {1e9, 1e9, 1e9, 1e9, 0, 1, 0, 1e9, 1e9};
     double plain = 1e9;
     for (int r = 0; r < REPS && read_pass >= 0; r++) {
         uint64_t a = fb__now_ns();
@@ -139,6 +140,7 @@ static measured measure(fb_ckpt *ck, int read_pass, uint64_t *step_no)
                     (unsigned long long)*step_no);
             exit(1);
         }
+        m.durable = best(m.durable, (double)(fb__now_ns() - a) / 1e9);
         if (r == 0)
             m.first_save = (double)(b - a) / 1e9;
         if ((double)ck->last_stall_ns / 1e9 < m.stall) { /* one save's pair */
@@ -550,7 +552,7 @@ int main(int argc, char **argv)
     phase("copy snapshots, save alone");
     /* The same the old way, buffered writes without write-behind (store.h;
      * test hooks): before/after in one run. */
-    measured c_nowb = {1e9, 1e9, 1e9, 1e9, 0, 1, 0, 1e9};
+    measured c_nowb = {1e9, 1e9, 1e9, 1e9, 0, 1, 0, 1e9, 1e9};
     if (ab) {
         setenv("FIREBREAK_CKPT_WRITE_BEHIND", "0", 1);
         setenv("FIREBREAK_CKPT_DIRECT", "0", 1);
@@ -563,7 +565,7 @@ int main(int argc, char **argv)
     phase("copy snapshots, save + reading step");
     /* Every block gathered into the bounce buffer, none sent from staging
      * as it is (test hook): before/after, alternated in one run. */
-    measured c_step_gather = {1e9, 1e9, 1e9, 1e9, 0, 1, 0, 1e9};
+    measured c_step_gather = {1e9, 1e9, 1e9, 1e9, 0, 1, 0, 1e9, 1e9};
     measured c_alone_gather = c_step_gather, c_alone_now = c_step_gather;
     for (int r = 0; ab && r < 2; r++) {
         setenv("FIREBREAK_CKPT_GATHER_ALL", "1", 1);
@@ -654,6 +656,7 @@ int main(int argc, char **argv)
      * after save, and the worst case, one that overwrites every weight at
      * once. */
     measured p_step = {0}, p_worst = {0};
+    double p_beside = 1e9, p_first = 1e9;
     int have_wp = 0;
     o.snapshot = FB_CKPT_SNAPSHOT_PROTECT;
     if (fb_ckpt_open(&ck, &o) == 0) {
@@ -662,9 +665,20 @@ int main(int argc, char **argv)
         p_step = measure(ck, 1, &step_no);
         p_worst = measure(ck, 0, &step_no);
         have_wp = p_step.protected_ && p_worst.protected_;
+        /* Save alone, the drain beside the write and the writer draining
+         * first (test hook, read at each save): alternated in one run. */
+        for (int r = 0; ab && have_wp && r < 2; r++) {
+            measured b = measure(ck, -1, &step_no);
+            setenv("FIREBREAK_CKPT_DRAIN_BESIDE", "0", 1);
+            measured f = measure(ck, -1, &step_no);
+            unsetenv("FIREBREAK_CKPT_DRAIN_BESIDE");
+            p_beside = best(p_beside, b.durable);
+            p_first = best(p_first, f.durable);
+        }
         fb_ckpt_close(ck);
     }
-    phase("write-protect snapshots");
+    phase(ab ? "write-protect snapshots, and the drain both ways"
+             : "write-protect snapshots");
 
     /* Hash choice. */
     double xxh_s = 1e9, crc_s = 1e9;
@@ -773,6 +787,10 @@ int main(int argc, char **argv)
                c_alone_gather.cpu > 0 ? c_alone_now.cpu / c_alone_gather.cpu : 0.0);
         double int_new = c_step.loss > c_step.stall ? c_step.loss - c_step.stall : 0.0;
         double int_old = c_step_old.loss > c_step_old.stall ? c_step_old.loss - c_step_old.stall : 0.0;
+        printf("drain beside the write (no target): write-protect snapshots, "
+               "save alone, from the call to durable: %.3f s vs %.3f s draining "
+               "first, then writing (%.2fx)\n", p_beside, p_first,
+               p_first > 0 ? p_beside / p_first : 0.0);
         printf("hash while gathering (no target): copy snapshots, the reading step "
                "slowed by %.3f s hashing each block as it is gathered vs %.3f s "
                "hashing on a second thread (%.2fx); persist %.2f vs %.2f GB/s\n",

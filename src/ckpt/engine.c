@@ -185,6 +185,15 @@ static int hash_while_gathering(void)
     return !v || strcmp(v, "0");
 }
 
+/* FIREBREAK_CKPT_DRAIN_BESIDE=0 (read at each save): the writer drains a
+ * write-protect snapshot, then writes it, as without a drainer thread
+ * (bench_ckpt's "before"). */
+static int drain_beside(void)
+{
+    const char *v = fb__getenv("FIREBREAK_CKPT_DRAIN_BESIDE");
+    return !v || strcmp(v, "0");
+}
+
 /* FIREBREAK_CKPT_PURGE_GATE=PATH: no deleted checkpoint's bytes are
  * removed while PATH does not exist. */
 static int purge_gate_closed(void)
@@ -216,6 +225,11 @@ static int injected_write_error(uint64_t step)
 }
 
 static int hash_while_gathering(void)
+{
+    return 1;
+}
+
+static int drain_beside(void)
 {
     return 1;
 }
@@ -383,6 +397,17 @@ void fb__ckpt_say(char *buf, size_t size, const char *fmt, ...)
     va_end(ap);
 }
 
+/* The writer: wait for the drain beside it to end; its result. */
+static int wait_drained(fb_ckpt *ck)
+{
+    pthread_mutex_lock(&ck->dmu);
+    while (!ck->drain_over)
+        pthread_cond_wait(&ck->dcv, &ck->dmu);
+    int rc = ck->drain_rc;
+    pthread_mutex_unlock(&ck->dmu);
+    return rc;
+}
+
 typedef struct hash_job {
     fb_ckpt *ck;
     int from_staging;
@@ -451,14 +476,22 @@ static int write_shard(fb_ckpt *ck, const char *dir, uint64_t step,
     hash_job hj = {.ck = ck, .from_staging = from_staging};
     int hashing = 0; /* 1: on a thread; -1: here, after writing */
     size_t i = 0, done = 0;
-    if (!hash_while_gathering())
+    /* Only the O_DIRECT path takes a drain's chunks as they come: the
+     * others wait for its end (ck->beside: persist). */
+    if (!hash_while_gathering()) {
+        if (ck->beside && (rc = wait_drained(ck)))
+            goto fail;
         hashing = pthread_create(&hj.tid, NULL, hash_all, &hj) == 0 ? 1 : -1;
+    }
     fb__direct_stats ds;
     rc = fb__ckpt_write_direct(tmp, fd, ck, from_staging, !hashing, data_off,
                                file_bytes - data_off, &ds);
     ck->last_direct_bytes = ds.direct_bytes;
     ck->last_writer_cpu_ns = ds.gather_cpu_ns;
     if (rc == 1) {
+        /* (With a hashing thread the drain was over before it started.) */
+        if (ck->beside && !hashing && (rc = wait_drained(ck)))
+            goto fail;
         rc = 0;
         if (!hashing)
             hashing = pthread_create(&hj.tid, NULL, hash_all, &hj) == 0 ? 1 : -1;
@@ -504,7 +537,8 @@ static int write_shard(fb_ckpt *ck, const char *dir, uint64_t step,
     } else if (hashing < 0) {
         hash_all(&hj);
     }
-    if (rc)
+    /* Committed only once the drain beside is over and whole. */
+    if (rc || (ck->beside && (rc = wait_drained(ck))))
         goto fail;
     if ((rc = build_header(ck, step, &hdr))) {
         fb__ckpt_say(why, why_size, "building the header: %s", fb_strerror(rc));
@@ -558,18 +592,15 @@ static void save_failed(fb_ckpt *ck, uint64_t step, const char *why, const char 
 }
 
 /* Finish a write-protect snapshot: copy what save protected, after which
- * no write of the program waits any more.  *stall_ns gains the writes'
- * waits.  0, or the error (said and reported; the snapshot is abandoned
- * and later saves copy).  On the writer thread. */
-static int drain_snapshot(fb_ckpt *ck, uint64_t step, uint64_t *stall_ns)
+ * no write of the program waits any more.  0, or the error (said and
+ * reported; the snapshot is abandoned and later saves copy).  On the
+ * drainer thread, or the writer's (drain_snapshot: *stall_ns gains the
+ * writes' waits). */
+static int run_drain(fb_ckpt *ck, uint64_t step)
 {
     /* Tests hold the copy back to make writes wait for it. */
     test_delay("FIREBREAK_CKPT_DRAIN_DELAY_MS");
     int wrc = fb__wp_drain(ck);
-    ck->job_protected = 0;
-    ck->last_faults = ck->wp.faults;
-    *stall_ns += ck->wp.fault_ns; /* writes that waited count as stall */
-    ck->last_stall_ns = *stall_ns;
     if (wrc) {
         char why[200];
         fb__ckpt_say(why, sizeof why, "lifting the write protection failed (%s); "
@@ -580,32 +611,63 @@ static int drain_snapshot(fb_ckpt *ck, uint64_t step, uint64_t *stall_ns)
     return wrc;
 }
 
+/* A drain over: its numbers into the save's.  On the writer thread. */
+static void drain_counted(fb_ckpt *ck, uint64_t *stall_ns)
+{
+    ck->job_protected = 0;
+    ck->last_faults = ck->wp.faults;
+    *stall_ns += ck->wp.fault_ns; /* writes that waited count as stall */
+    ck->last_stall_ns = *stall_ns;
+}
+
+static int drain_snapshot(fb_ckpt *ck, uint64_t step, uint64_t *stall_ns)
+{
+    int wrc = run_drain(ck, step);
+    drain_counted(ck, stall_ns);
+    return wrc;
+}
+
 /* Write + report + retention; runs on the writer thread or the caller. */
 static int persist(fb_ckpt *ck, uint64_t step, int from_staging, uint64_t stall_ns)
 {
     char why[FB__REPORT_TEXT_MAX + 200] = "";
     uint64_t bytes = 0, cpu0 = fb__thread_cpu_ns();
     char how[80];
-    if (!from_staging)
-        snprintf(how, sizeof how, "synchronous save");
-    else
-        snprintf(how, sizeof how, "copy snapshot");
-    if (ck->job_protected) { /* finish the snapshot first */
+    /* A write-protect snapshot is drained beside the write by the drainer
+     * (from save on), the write taking each chunk once it is in staging;
+     * without a drainer, here first. */
+    int beside = ck->job_protected && ck->job_beside;
+    if (ck->job_protected && !beside) {
         int wrc = drain_snapshot(ck, step, &stall_ns);
         if (wrc)
             return wrc;
         ck->job_drained = 1;
     }
-    if (ck->job_drained) /* here or by the writer, ahead of a purge */
-        snprintf(how, sizeof how, "write-protect snapshot, %llu writes waited",
-                 (unsigned long long)ck->last_faults);
-    ck->job_drained = 0;
+    ck->beside = beside;
     test_delay("FIREBREAK_CKPT_WRITE_DELAY_MS");
     uint64_t t0 = fb__now_ns();
     /* Node memory first when the supervisor gave one (tier.c). */
     const char *dir = fb__tier_save_dir(ck, step);
     int rc = write_shard(ck, dir, step, from_staging, &bytes, why, sizeof why);
     uint64_t persist_ns = fb__now_ns() - t0;
+    if (beside) {
+        /* Over already unless the write failed first: nothing may stay
+         * protected once this save is done. */
+        int wrc = wait_drained(ck);
+        ck->beside = 0;
+        drain_counted(ck, &stall_ns);
+        ck->job_drained = 1;
+        if (wrc) /* said and reported by the drainer; the write gave up */
+            return wrc;
+    }
+    if (!from_staging)
+        snprintf(how, sizeof how, "synchronous save");
+    else if (ck->job_drained) /* here, beside, or ahead of a purge */
+        snprintf(how, sizeof how, "write-protect snapshot, %llu writes waited",
+                 (unsigned long long)ck->last_faults);
+    else
+        snprintf(how, sizeof how, "copy snapshot");
+    ck->job_drained = 0;
     /* write_shard set its helper threads' share */
     ck->last_writer_cpu_ns += fb__thread_cpu_ns() - cpu0;
     if (rc) {
@@ -656,7 +718,8 @@ static int purge_yield(void *arg)
     /* And for the drain of a write-protect snapshot, every time: the
      * program's writes wait on it.  The purge then goes on, and the write
      * after it (writer_main). */
-    else if (ck->job_ready && ck->job_protected && !ck->job_drained)
+    else if (ck->job_ready && ck->job_protected && !ck->job_drained &&
+             !ck->job_beside)
         yield = ck->purge_resume = 1;
     pthread_mutex_unlock(&ck->mu);
     return yield;
@@ -697,8 +760,10 @@ static void *writer_main(void *arg)
     for (;;) {
         while (!ck->job_ready && !ck->stop && !ck->purge)
             pthread_cond_wait(&ck->cv, &ck->mu);
-        if (ck->job_ready && ck->job_protected && !ck->job_drained) {
-            /* A write-protect snapshot is drained at once, also while a
+        if (ck->job_ready && ck->job_protected && !ck->job_drained &&
+            !ck->job_beside) {
+            /* Not drained beside (no drainer thread, or the test hook), a
+             * write-protect snapshot is drained here at once, also while a
              * purge that let a save go first holds this one's write back
              * (purge_yield): the program's writes wait on the drain,
              * and must not wait on old checkpoints' removal too (measured
@@ -749,6 +814,33 @@ static void *writer_main(void *arg)
             break;
     }
     pthread_mutex_unlock(&ck->mu);
+    return NULL;
+}
+
+/* The drainer: each write-protect snapshot save posts is drained at
+ * once, whatever the writer is busy with (a purge of old checkpoints, the
+ * shard's first bytes), while the writer writes what is copied.  Every
+ * signal blocked, as on the writer: a handler running here while pages
+ * are protected could write one and wait for itself. */
+static void *drainer_main(void *arg)
+{
+    fb_ckpt *ck = arg;
+    pthread_mutex_lock(&ck->dmu);
+    for (;;) {
+        while (!ck->drain_pending && !ck->drain_stop)
+            pthread_cond_wait(&ck->dcv, &ck->dmu);
+        if (!ck->drain_pending)
+            break;
+        ck->drain_pending = 0;
+        uint64_t step = ck->drain_step;
+        pthread_mutex_unlock(&ck->dmu);
+        int rc = run_drain(ck, step);
+        pthread_mutex_lock(&ck->dmu);
+        ck->drain_rc = rc;
+        ck->drain_over = 1;
+        pthread_cond_broadcast(&ck->dcv);
+    }
+    pthread_mutex_unlock(&ck->dmu);
     return NULL;
 }
 
@@ -854,16 +946,24 @@ int fb_ckpt_open(fb_ckpt **out, const fb_ckpt_options *opt_in)
     }
     pthread_mutex_init(&ck->mu, NULL);
     pthread_cond_init(&ck->cv, NULL);
+    pthread_mutex_init(&ck->dmu, NULL);
+    pthread_cond_init(&ck->dcv, NULL);
     if (ck->async) {
         sigset_t all, old;
         sigfillset(&all);
         pthread_sigmask(SIG_SETMASK, &all, &old);
         rc = -pthread_create(&ck->writer, NULL, writer_main, ck);
+        /* Without it the writer drains, then writes. */
+        if (!rc && ck->wp.fd >= 0)
+            ck->drainer_started =
+                pthread_create(&ck->drainer, NULL, drainer_main, ck) == 0;
         pthread_sigmask(SIG_SETMASK, &old, NULL);
         if (rc) {
             fb__wp_close(&ck->wp);
             pthread_mutex_destroy(&ck->mu);
             pthread_cond_destroy(&ck->cv);
+            pthread_mutex_destroy(&ck->dmu);
+            pthread_cond_destroy(&ck->dcv);
             goto fail;
         }
         ck->writer_started = 1;
@@ -1167,8 +1267,20 @@ int fb_ckpt_save(fb_ckpt *ck, uint64_t step)
         ck->last_protected = prot;
         ck->last_faults = 0;
         fb_set_phase(FB_PHASE_TRAIN);
+        int beside = prot && ck->drainer_started && drain_beside();
+        if (beside) {
+            /* Posted before the job: the writer's gates see this drain's
+             * progress, never the last one's end. */
+            pthread_mutex_lock(&ck->dmu);
+            ck->drain_step = step;
+            ck->drain_over = ck->drain_rc = ck->edges_placed = 0;
+            ck->drain_pending = 1;
+            pthread_cond_broadcast(&ck->dcv);
+            pthread_mutex_unlock(&ck->dmu);
+        }
         pthread_mutex_lock(&ck->mu);
         ck->job_protected = prot;
+        ck->job_beside = beside;
         ck->job_stall_ns = stall;
         ck->job_ready = 1;
         pthread_cond_broadcast(&ck->cv);
@@ -1228,6 +1340,13 @@ void fb_ckpt_close(fb_ckpt *ck)
         pthread_mutex_unlock(&ck->mu);
         pthread_join(ck->writer, NULL);
     }
+    if (ck->drainer_started) { /* idle: the last save is done */
+        pthread_mutex_lock(&ck->dmu);
+        ck->drain_stop = 1;
+        pthread_cond_broadcast(&ck->dcv);
+        pthread_mutex_unlock(&ck->dmu);
+        pthread_join(ck->drainer, NULL);
+    }
     fb__wp_close(&ck->wp);
     for (size_t i = 0; i < ck->n; i++) {
         if (ck->t[i].pinned)
@@ -1239,6 +1358,8 @@ void fb_ckpt_close(fb_ckpt *ck)
     fb__names_free(&ck->names);
     pthread_mutex_destroy(&ck->mu);
     pthread_cond_destroy(&ck->cv);
+    pthread_mutex_destroy(&ck->dmu);
+    pthread_cond_destroy(&ck->dcv);
     free(ck);
 }
 

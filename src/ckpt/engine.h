@@ -98,10 +98,18 @@ void fb__wp_copy_edges(fb_ckpt *ck);
  * registered, each from its start (protect.c says why); SIZE_MAX when none
  * is left.  (*ti, *at) is the cursor, from (0, 0). */
 size_t fb__wp_next_chunk(const fb_ckpt *ck, size_t *ti, uintptr_t *at);
-/* On the writer: copy every chunk to staging, faulted ones first, and
- * release it.  Returns with nothing protected; non-zero: the snapshot was
- * abandoned. */
+/* On the drainer thread (engine.c; the writer where that thread could not
+ * be started): put the partial pages into staging, then copy every chunk,
+ * faulted ones first, and release it.  Returns with nothing protected;
+ * non-zero: the snapshot was abandoned.  While it runs beside the write,
+ * each chunk copied is told to fb__wp_wait_copied's waiters. */
 int fb__wp_drain(fb_ckpt *ck);
+/* On the writer and its gatherer, while a drain runs beside the write
+ * (ck->beside): wait until bytes [off, off + n) of tensor i are in
+ * staging.  0, or the drain's error (the snapshot was abandoned: those
+ * bytes may never come).  Returns at once for a tensor copied in the
+ * stall, or when no drain runs beside. */
+int fb__wp_wait_copied(fb_ckpt *ck, size_t i, size_t off, size_t n);
 void fb__wp_reset(fb__wp *w);
 void fb__wp_close(fb__wp *w);
 
@@ -135,6 +143,25 @@ struct fb_ckpt {
     fb__wp wp;
     int job_protected;  /* the save in flight waits for fb__wp_drain    */
     int job_drained;    /* ... which the writer did, the write not yet  */
+    int job_beside;     /* ... which the drainer does, beside the write */
+
+    /* The drainer thread (async saves with write protection): it drains a
+     * write-protect snapshot from the moment save returns, while the
+     * writer writes the shard beside it, chunk by chunk as they are in
+     * staging (fb__wp_wait_copied).  Under dmu; the drain's progress in
+     * wp.done[] (atomic: written by the drainer, read by the writer). */
+    pthread_t drainer;
+    int drainer_started;
+    pthread_mutex_t dmu;
+    pthread_cond_t dcv;
+    int drain_pending;  /* a snapshot to drain, not picked up yet       */
+    int drain_stop;
+    int drain_over;     /* the last one posted is drained (or failed)   */
+    int drain_rc;       /* ... with this result                         */
+    int edges_placed;   /* its partial pages are in staging             */
+    uint64_t drain_step;
+    int beside;         /* the writer's: this write's bytes come in as
+                           the drainer copies them (gated)             */
     fb__ckpt_tensor *t;
     size_t n, cap;
     fb__names names;    /* index of t[].name (duplicates at registration) */

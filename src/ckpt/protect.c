@@ -4,13 +4,14 @@
  * Instead of copying every host tensor into staging before fb_ckpt_save
  * returns, save write-protects the tensors' pages with userfaultfd
  * (UFFDIO_WRITEPROTECT, a page-table walk: microseconds for 1 GiB in huge
- * pages) and returns.  The writer thread then copies the tensors into
- * staging in 2 MiB chunks, lifting the protection from each chunk once it
- * is copied.  A thread that writes a page not yet copied blocks in the
- * kernel and the writer copies that chunk first, then releases it: every
- * byte reaches staging as it was when save was called, which is the
- * snapshot the copy would have taken.  QEMU's background snapshots use the
- * same mechanism.
+ * pages) and returns.  The drainer thread (engine.c) then copies the
+ * tensors into staging in 2 MiB chunks, lifting the protection from each
+ * chunk once it is copied, while the writer writes the chunks already
+ * copied (fb__wp_wait_copied).  A thread that writes a page not yet copied
+ * blocks in the kernel and the drainer copies that chunk first, then
+ * releases it: every byte reaches staging as it was when save was called,
+ * which is the snapshot the copy would have taken.  QEMU's background
+ * snapshots use the same mechanism.
  *
  * Only the whole pages inside a tensor are protected; the partial pages at
  * its ends (< 4 KiB each) are copied in the stall.  So a protected page
@@ -18,17 +19,18 @@
  * firebreak's own state, nothing the writer itself writes while copying.
  *
  * Rules that keep it safe:
- *  - Pages are protected only while the writer runs drain(); drain returns
+ *  - Pages are protected only while the drainer runs drain(); drain returns
  *    only once no page is protected (or the descriptor, and with it every
  *    protection, is gone).
  *  - drain() calls nothing that could take a lock a blocked thread holds:
- *    no malloc, no stdio; memcpy and ioctl only.  Everything it needs was
- *    allocated by plan() on the training thread.
+ *    no malloc, no stdio; memcpy, ioctl and the drainer's own lock (dmu,
+ *    held by the writer's threads only to look at chunk flags).
+ *    Everything it needs was allocated by plan() on the training thread.
  *  - The descriptor is created without UFFD_USER_MODE_ONLY, so a write by
  *    the kernel (read(2) into a tensor) waits like any other; where only a
  *    user-mode descriptor is allowed the engine copies instead.
- *  - The writer thread blocks every signal (engine.c), so no handler runs
- *    on it while pages are protected.
+ *  - The drainer and writer threads block every signal (engine.c), so no
+ *    handler runs on them while pages are protected.
  */
 #include "ckpt/engine.h"
 
@@ -96,7 +98,7 @@ void fb__wp_reset(fb__wp *w)
     w->planned = 0;
 }
 
-/* Drops every registration (and protection); the writer's last resort. */
+/* Drops every registration (and protection); the drain's last resort. */
 static void drop_fd(fb__wp *w)
 {
     if (w->fd >= 0)
@@ -434,7 +436,7 @@ void fb__wp_copy_edges(fb_ckpt *ck)
     }
 }
 
-/* On the writer, after the last release: the partial pages into staging. */
+/* At the drain's start: the partial pages into staging. */
 static void place_edges(fb_ckpt *ck)
 {
     fb__wp *w = &ck->wp;
@@ -484,6 +486,18 @@ static size_t chunk_of(const fb__wp *w, uintptr_t addr)
     return sp->chunk0 + (down(addr, WP_CHUNK) - down(sp->lo, WP_CHUNK)) / WP_CHUNK;
 }
 
+/* Wake the writer waiting in fb__wp_wait_copied, if any.  dmu is only
+ * ever held for a few loads by the writer's threads, never by a thread
+ * that writes tensors, so taking it here cannot wait on a blocked one. */
+static void tell_copied(fb_ckpt *ck)
+{
+    if (!ck->drainer_started)
+        return;
+    pthread_mutex_lock(&ck->dmu);
+    pthread_cond_broadcast(&ck->dcv);
+    pthread_mutex_unlock(&ck->dmu);
+}
+
 /* Copy chunk c's tensor bytes to staging, then lift its protection. */
 static int copy_release(fb_ckpt *ck, size_t c)
 {
@@ -507,7 +521,9 @@ static int copy_release(fb_ckpt *ck, size_t c)
                    to - from);
         }
     }
-    w->done[c] = 1;
+    /* In staging now: the write beside may take these bytes. */
+    __atomic_store_n(&w->done[c], 1, __ATOMIC_RELEASE);
+    tell_copied(ck);
     uintptr_t ps = page_size(), plo = down(lo, ps), phi = up(hi, ps);
     int rc = wp_range(w->fd, plo, phi - plo, 0);
     if (rc) {
@@ -558,18 +574,68 @@ size_t fb__wp_next_chunk(const fb_ckpt *ck, size_t *ti, uintptr_t *at)
     return SIZE_MAX;
 }
 
+#ifdef FB_TEST_HOOKS
+/* FIREBREAK_CKPT_DRAIN_HOLD=K:PATH: the drain stops after K chunks copied
+ * in its own order until PATH exists (at most 60 s), so a test sees what
+ * the write beside it did meanwhile.  Read with getenv and strtoul: no
+ * allocation, as everything in the drain. */
+typedef struct drain_hold {
+    size_t after, copied;
+    char path[256];
+} drain_hold;
+
+static void hold_read(drain_hold *h)
+{
+    const char *v = getenv("FIREBREAK_CKPT_DRAIN_HOLD");
+    char *end;
+    h->after = h->copied = 0;
+    if (!v)
+        return;
+    unsigned long k = strtoul(v, &end, 10);
+    if (*end != ':' || !k || strlen(end + 1) >= sizeof h->path)
+        return;
+    memcpy(h->path, end + 1, strlen(end + 1) + 1);
+    h->after = k;
+}
+
+static void hold_after_copy(drain_hold *h)
+{
+    if (!h->after || ++h->copied != h->after)
+        return;
+    for (int ms = 0; ms < 60000 && access(h->path, F_OK); ms++)
+        usleep(1000);
+}
+#else
+typedef struct drain_hold {
+    int unused;
+} drain_hold;
+static void hold_read(drain_hold *h) { (void)h; }
+static void hold_after_copy(drain_hold *h) { (void)h; }
+#endif
+
 int fb__wp_drain(fb_ckpt *ck)
 {
     fb__wp *w = &ck->wp;
+    drain_hold hold;
+    hold_read(&hold);
     size_t left = w->nchunk, ti = 0;
     uintptr_t at = 0;
     int rc = 0;
     struct uffd_msg msg[16];
     /* A fault read now was raised after the previous read: from then to its
      * release bounds how long its writer waited.  The first read may find
-     * faults raised any time since the protection was set (the writer may
-     * start draining late), so the first bound runs from then. */
+     * faults raised any time since the protection was set (the drain may
+     * start late), so the first bound runs from then. */
     uint64_t prev_read = w->protected_ns ? w->protected_ns : fb__now_ns();
+    /* The partial pages first (a few KiB a tensor, set aside in the
+     * stall): the write beside then waits only for chunks. */
+    place_edges(ck);
+    if (ck->drainer_started) {
+        pthread_mutex_lock(&ck->dmu);
+        ck->edges_placed = 1;
+        pthread_cond_broadcast(&ck->dcv);
+        pthread_mutex_unlock(&ck->dmu);
+    }
     while (left && !rc) {
         uint64_t this_read = fb__now_ns();
         ssize_t got = read(w->fd, msg, sizeof msg);
@@ -605,18 +671,61 @@ int fb__wp_drain(fb_ckpt *ck)
         if (c != SIZE_MAX) {
             rc = copy_release(ck, c);
             left--;
+            hold_after_copy(&hold);
         }
     }
     if (rc) {
         /* Could neither release nor unregister a chunk: closing the
          * descriptor drops every protection.  The snapshot is abandoned. */
         drop_fd(w);
-    } else {
-        place_edges(ck);
     }
     /* Nothing is protected any more, so no thread waits on a page, and
      * taking the background thread's lock cannot wait for one that does. */
     fb__bg_hold(FB__BG_COLLAPSE, 0);
+    return rc;
+}
+
+/* Chunk c is in staging (acquire: its bytes are visible after). */
+static int copied(const fb__wp *w, size_t c)
+{
+    return __atomic_load_n(&w->done[c], __ATOMIC_ACQUIRE) != 0;
+}
+
+/* The chunks of [a, z) (inside one tensor's interior) all copied. */
+static int all_copied(const fb__wp *w, uintptr_t a, uintptr_t z)
+{
+    for (uintptr_t p = a; p < z; p = down(p, WP_CHUNK) + WP_CHUNK) {
+        size_t c = chunk_of(w, p);
+        if (c != SIZE_MAX && !copied(w, c))
+            return 0;
+    }
+    return 1;
+}
+
+int fb__wp_wait_copied(fb_ckpt *ck, size_t i, size_t off, size_t n)
+{
+    const fb__ckpt_tensor *t = &ck->t[i];
+    if (!ck->beside || !t->wp || !n)
+        return 0;
+    const fb__wp *w = &ck->wp;
+    uintptr_t lo, hi;
+    fb__wp_interior(t, &lo, &hi);
+    uintptr_t a = (uintptr_t)t->data + off, z = a + n;
+    int edge = a < lo || z > hi;
+    uintptr_t ca = a < lo ? lo : a, cz = z > hi ? hi : z;
+    pthread_mutex_lock(&ck->dmu);
+    for (;;) {
+        /* A failed drain may have copied these and still abandon the
+         * snapshot: the save fails either way. */
+        if (ck->drain_over && ck->drain_rc)
+            break;
+        if ((!edge || ck->edges_placed || ck->drain_over) &&
+            (cz <= ca || all_copied(w, ca, cz)))
+            break;
+        pthread_cond_wait(&ck->dcv, &ck->dmu);
+    }
+    int rc = ck->drain_over ? ck->drain_rc : 0;
+    pthread_mutex_unlock(&ck->dmu);
     return rc;
 }
 
@@ -657,6 +766,11 @@ size_t fb__wp_next_chunk(const fb_ckpt *ck, size_t *ti, uintptr_t *at)
 {
     (void)ck, (void)ti, (void)at;
     return SIZE_MAX;
+}
+int fb__wp_wait_copied(fb_ckpt *ck, size_t i, size_t off, size_t n)
+{
+    (void)ck, (void)i, (void)off, (void)n;
+    return 0;
 }
 
 #endif

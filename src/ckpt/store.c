@@ -531,6 +531,7 @@ typedef struct dio_batch {
     uint64_t off;
     size_t n;
     const char *src; /* direct: the bytes; NULL: gathered */
+    size_t ti;       /* direct: its tensor                */
 } dio_batch;
 
 typedef struct dio_pipe {
@@ -569,12 +570,12 @@ static int gather_all(void)
 /* [from, to) in batches of at most DIO_BATCH, from src (NULL: gathered);
  * with b NULL only counts them. */
 static size_t add_batches(dio_batch *b, size_t nb, uint64_t from, uint64_t to,
-                          const char *src)
+                          const char *src, size_t ti)
 {
     while (from < to) {
         size_t n = to - from > DIO_BATCH ? DIO_BATCH : (size_t)(to - from);
         if (b)
-            b[nb] = (dio_batch){from, n, src};
+            b[nb] = (dio_batch){from, n, src, ti};
         nb++;
         from += n;
         if (src)
@@ -590,7 +591,7 @@ static size_t plan_batches(const dio_pipe *p, dio_batch *b, uint64_t data_off,
 {
     size_t nb = 0;
     if (b)
-        b[nb] = (dio_batch){data_off, (size_t)(lo - data_off), NULL};
+        b[nb] = (dio_batch){data_off, (size_t)(lo - data_off), NULL, 0};
     nb++;
     uint64_t cur = lo, off = data_off;
     size_t n = gather_all() ? 0 : p->ck->n;
@@ -610,13 +611,13 @@ static size_t plan_batches(const dio_pipe *p, dio_batch *b, uint64_t data_off,
             z = hi;
         if (z <= a)
             continue;
-        nb = add_batches(b, nb, cur, a, NULL);
-        nb = add_batches(b, nb, a, z, src + (a - f));
+        nb = add_batches(b, nb, cur, a, NULL, 0);
+        nb = add_batches(b, nb, a, z, src + (a - f), i);
         cur = z;
     }
-    nb = add_batches(b, nb, cur, hi, NULL);
+    nb = add_batches(b, nb, cur, hi, NULL, 0);
     if (b)
-        b[nb] = (dio_batch){hi, (size_t)(end - hi), NULL};
+        b[nb] = (dio_batch){hi, (size_t)(end - hi), NULL, 0};
     return nb + 1;
 }
 
@@ -658,6 +659,9 @@ static int gather_hash(dio_pipe *p, char *buf, size_t n)
             k = HASH_BLOCK;
         if (p->hash && !p->hc && !(p->hc = fb__hash_new(ck->alg)))
             return -ENOMEM;
+        /* A write-protect snapshot's bytes as the drain beside copies them. */
+        if (p->from_staging && (rc = fb__wp_wait_copied(ck, p->i, p->at, k)))
+            return rc;
         const char *src = fb__ckpt_source(t, p->from_staging) + p->at;
         if (buf) {
             memcpy(buf, src, k);
@@ -790,6 +794,12 @@ int fb__ckpt_write_direct(const char *path, int fd, fb_ckpt *ck,
             iov[j - b].iov_len = d->n;
         }
         pthread_mutex_unlock(&p.mu);
+        for (size_t j = b; j < e && !rc && from_staging; j++)
+            if (p.b[j].src) /* as the drain beside copies it (engine.c) */
+                rc = fb__wp_wait_copied(ck, p.b[j].ti,
+                                        (size_t)(p.b[j].src -
+                                                 (const char *)ck->t[p.b[j].ti].staging),
+                                        p.b[j].n);
         if (rc)
             break;
         rc = total ? fb__ckpt_pwritev_all(direct ? dfd : fd, iov, (int)(e - b),

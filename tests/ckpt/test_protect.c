@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "ckpt/engine.h"
+#include "ckpt/store.h"
 #include "common/util.h"
 #include "firebreak/firebreak.h"
 #include "../check.h"
@@ -313,6 +314,12 @@ static void case_fork(const char *dir)
 {
     set s;
     fb_ckpt *ck = setup(dir, &s, FB_CKPT_SNAPSHOT_PROTECT, "2000");
+    /* The writer sleeps through the fork too: under ASan a child forked
+     * while another thread is in the allocator inherits its lock held,
+     * and the leak check of the child's exit() waits for it forever (the
+     * writer no longer waits for the held-back copy before it allocates
+     * its write; glibc's malloc is safe across fork). */
+    setenv("FIREBREAK_CKPT_WRITE_DELAY_MS", "2000", 1);
     CHECK_RC(fb_ckpt_save(ck, 1), 0);
     uint64_t t0 = fb__now_ns();
     pid_t pid = fork();
@@ -332,6 +339,7 @@ static void case_fork(const char *dir)
            (double)(fb__now_ns() - t0) / 1e9);
     CHECK_RC(fb_ckpt_wait(ck), 0);
     unsetenv("FIREBREAK_CKPT_DRAIN_DELAY_MS");
+    unsetenv("FIREBREAK_CKPT_WRITE_DELAY_MS");
     set_check(&s, 1, "parent's tensors after the child wrote its copy");
     check_checkpoint(ck, &s, 1, 1);
     fb_ckpt_close(ck);
@@ -769,6 +777,112 @@ static void case_drain_before_purge(const char *dir)
     munmap(x, bytes);
 }
 
+/*
+ * The write does not wait for the whole drain: it takes each chunk once
+ * the drainer has copied it.  The drain is held after its first 8 chunks
+ * (16 MiB of a 32 MiB tensor, FIREBREAK_CKPT_DRAIN_HOLD) at the second
+ * save: meanwhile the shard's temporary file must already hold the
+ * tensor's first bytes (the first 8 MiB batch, written with O_DIRECT), and
+ * not the bytes the drain has not copied, which staging still holds from
+ * the first save; once the hold ends, the checkpoint restores whole.  With
+ * the drain first, then the write, nothing is written while it is held.
+ */
+static int run_beside(const char *dir)
+{
+    size_t n = 32u << 20, len = n + (2u << 20);
+    char *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                   -1, 0);
+    CHECK(m != MAP_FAILED);
+    char *t = (char *)(((uintptr_t)m + (2u << 20) - 1) & ~(uintptr_t)((2u << 20) - 1));
+    fill(t, n, 1);
+    fb_ckpt *ck = open_mode(dir, FB_CKPT_SNAPSHOT_PROTECT);
+    CHECK(ck != NULL);
+    if (!ck)
+        return 0;
+    /* Only where the directory takes O_DIRECT: the other way waits for
+     * the drain's end, as it must (engine.c, write_shard). */
+    char probe[600];
+    snprintf(probe, sizeof probe, "%s/.odirect", dir);
+    int pfd = open(probe, O_WRONLY | O_CREAT | O_DIRECT | O_CLOEXEC, 0600);
+    if (pfd < 0) {
+        fprintf(stderr, "beside: %s does not take O_DIRECT; skipped\n", dir);
+        fb_ckpt_close(ck);
+        munmap(m, len);
+        return SKIP;
+    }
+    close(pfd);
+    unlink(probe);
+    int64_t shape[1] = {(int64_t)n};
+    CHECK_RC(fb_ckpt_register(ck, "big", FB_DTYPE_U8, 1, shape, t), 0);
+    CHECK_RC(fb_ckpt_save(ck, 1), 0);
+    CHECK_RC(fb_ckpt_wait(ck), 0);
+    fill(t, n, 2);
+    char go[600], hold[700];
+    snprintf(go, sizeof go, "%s/go", root);
+    snprintf(hold, sizeof hold, "8:%s", go);
+    setenv("FIREBREAK_CKPT_DRAIN_HOLD", hold, 1);
+    CHECK_RC(fb_ckpt_save(ck, 2), 0);
+    CHECK_EQ_INT(ck->last_protected, 1);
+    /* The temporary shard, this process's: the data section starts after
+     * the header (under 64 KiB here); its first 4 MiB must be the
+     * tensor's. */
+    char sdir[600], tmp[700];
+    CHECK_RC(fb__ckpt_step_path(sdir, sizeof sdir, dir, 2), 0);
+    snprintf(tmp, sizeof tmp, "%s/.rank-00000.%d.tmp", sdir, (int)getpid());
+    size_t want = 4u << 20, head = 64u << 10, got = 0;
+    char *buf = malloc(want + head);
+    CHECK(buf != NULL);
+    int found = 0, stale = -1;
+    for (int tries = 0; tries < 1000 && !found && buf; tries++) { /* 10 s */
+        int fd = open(tmp, O_RDONLY | O_CLOEXEC);
+        if (fd >= 0) {
+            ssize_t r = pread(fd, buf, want + head, 0);
+            got = r > 0 ? (size_t)r : 0;
+            size_t at = 8;
+            for (; at < head && at + want <= got && !found; at++)
+                found = buf[at] == t[0] && !memcmp(buf + at, t, want);
+            /* 20 MiB in: in chunks not copied yet (16 MiB were), so
+             * unwritten (zeros), not the first save's bytes. */
+            if (found && pread(fd, buf, 4096, (off_t)(at - 1 + (20u << 20))) == 4096)
+                stale = !zero(buf, 4096);
+            close(fd);
+        }
+        if (!found)
+            usleep(10000);
+    }
+    free(buf);
+    CHECKF(found, "while the drain was held after 8 chunks, %s held none of "
+           "the tensor's copied bytes (%zu bytes read): the write waited for "
+           "the whole drain", tmp, got);
+    CHECKF(stale == 0, "while the drain was held, %s already held bytes 20 MiB "
+           "into the tensor, which the drain had not copied (%d)", tmp, stale);
+    CHECK(access(go, F_OK) != 0); /* the drain is still held */
+    int gfd = open(go, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+    CHECK(gfd >= 0);
+    if (gfd >= 0)
+        close(gfd);
+    CHECK_RC(fb_ckpt_wait(ck), 0);
+    unsetenv("FIREBREAK_CKPT_DRAIN_HOLD");
+    fill(t, n, 3);
+    uint64_t step = 0;
+    CHECK_RC(fb_ckpt_restore(ck, &step), 0);
+    CHECK_EQ_U64(step, 2);
+    CHECKF(same(t, n, 2), "the restored tensor differs from the one saved");
+    fb_ckpt_close(ck);
+    munmap(m, len);
+    return 0;
+}
+
+/* The same overwrite with the writer draining before it writes, the way
+ * without a drainer thread (FIREBREAK_CKPT_DRAIN_BESIDE=0). */
+static int run_overwrite_writer_drains(const char *dir)
+{
+    setenv("FIREBREAK_CKPT_DRAIN_BESIDE", "0", 1);
+    case_overwrite(dir);
+    unsetenv("FIREBREAK_CKPT_DRAIN_BESIDE");
+    return 0;
+}
+
 static int run_overwrite(const char *dir) { case_overwrite(dir); return 0; }
 static int run_drain_order(const char *dir) { case_drain_order(dir); return 0; }
 static int run_drain_before_purge(const char *dir)
@@ -798,6 +912,8 @@ static const struct {
     int needs;
 } cases[] = {
     {"overwrite", run_overwrite, UFFD | HOOKS},
+    {"overwrite_writer_drains", run_overwrite_writer_drains, UFFD | HOOKS},
+    {"beside", run_beside, UFFD | HOOKS},
     {"drain_order", run_drain_order, UFFD},
     {"drain_before_purge", run_drain_before_purge, UFFD | HOOKS},
     {"threads_kernel", run_threads_kernel, UFFD | HOOKS},
