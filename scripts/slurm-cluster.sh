@@ -246,12 +246,17 @@ cmd_up() {
     done
 
     # munged: a private key and socket (a path: reachable from every
-    # node's network namespace, and DIR is in every node's mounts).
+    # node's network namespace, and DIR is in every node's mounts).  One
+    # munged serves every host here, where a real cluster has one per node:
+    # a step's launch has each slurmd decode at once, and a slurmd whose
+    # decode fails closes the connection unanswered (srun: "Zero Bytes were
+    # transmitted or received"); Slurm's own advice for a busy munged is
+    # more work threads than its default 2.
     dd if=/dev/urandom of="$D/munge/munge.key" bs=1024 count=1 status=none
     chmod 600 "$D/munge/munge.key"
     munged --force --socket="$D/munge/munge.socket" --key-file="$D/munge/munge.key" \
         --pid-file="$D/munge/munged.pid" --log-file="$D/log/munged.log" \
-        --seed-file="$D/munge/munged.seed" \
+        --seed-file="$D/munge/munged.seed" --num-threads=16 \
         || die "munged did not start (see $D/log/munged.log)"
 
     local port k2=0 lines=""

@@ -36,9 +36,12 @@ ok "rank killed on node3: restarted, fault-free hash"
 #     (FIREBREAK_SLURM_REMOTE_ONLY, a test hook): the ranks' end, progress
 #     and reports (checkpoints committed) reach the journal only through the
 #     node watchers, as on a real multi-host allocation.
+#     Each attempt steps long enough (0.8 s and more) for every watcher to
+#     attach its ranks and report them stepping, which is what sets the
+#     attempt's ready_at (once in 15 runs, 12 steps of 20 ms were not).
 FIREBREAK_SLURM_REMOTE_ONLY=1 salloc -Q -N4 "$FB" run --launcher slurm --run-dir "$T/r2b" \
-    --json --max-restarts 2 --inject 'kill:rank=2,step=12' \
-    -- "$TOY" --steps $STEPS --sleep-ms 20 --ckpt-every 5 \
+    --json --max-restarts 2 --inject 'kill:rank=2,step=20' \
+    -- "$TOY" --steps $STEPS --sleep-ms 40 --ckpt-every 5 \
     >r2b.json 2>r2b.err || fail "run 2b exited $? ($(tail -3 r2b.err))"
 [ "$(json_field r2b.json '["completed"]')" = True ] || fail "run 2b not completed"
 [ "$(json_field r2b.json '["incidents"][0]["rank"]')" = 2 ] || fail "run 2b incident rank"

@@ -51,41 +51,66 @@ diag_journal() { # JOURNAL
         e.rank, e.node, e.kind, e.step, e.code, e.detail from event e join attempt a on a.id = e.attempt_id
         order by e.id desc limit $DIAG_EVENTS) order by time" || true
 }
+# The daemons' side first (a CI job may keep only the head and the tail of
+# a long dump): whether each slurmd still runs, the cores of those that
+# crashed, and the error lines of the daemons' logs (a slurmd whose munge
+# decode failed closes the connection unanswered: srun's "Zero Bytes").
+daemons_first() {
+    local f c p
+    # Whether each node's slurmd is still running: a launch that fails
+    # with "Zero Bytes were transmitted or received" is a slurmd gone, or
+    # one that could not authenticate the request.
+    for c in "$CL" "${MORE_CLUSTERS[@]}"; do
+        for f in "$c"/slurmd-*.pid; do
+            [ -s "$f" ] || continue
+            p=$(cat "$f")
+            if [ "$(cat "/proc/$p/comm" 2>/dev/null)" = slurmd ] &&
+               ! grep -q '^[0-9]* ([^)]*) Z' "/proc/$p/stat" 2>/dev/null; then
+                echo "---- ${f#"$T"/}: slurmd $p running"
+            else
+                echo "---- ${f#"$T"/}: slurmd $p NOT running"
+            fi
+        done
+    done
+    # A daemon that crashed left a core in its working directory, its
+    # log directory (slurmd and slurmctld chdir there; core_pattern
+    # permitting).
+    find "$T" -name 'core*' -type f 2>/dev/null | while read -r f; do
+        what=$(file -b "$f" 2>/dev/null)
+        echo "---- ${f#"$T"/}: ${what:0:200}"
+        p=$(sed -n "s/.*execfn: '\([^']*\)'.*/\1/p" <<<"$what")
+        [ -x "$p" ] && command -v gdb >/dev/null &&
+            timeout 60 gdb -batch -nx -ex 'thread apply all bt 12' "$p" "$f" 2>/dev/null |
+            grep -E '^(#|Thread|Program terminated)' | head -80
+    done
+    for c in "$T"/log-* "$CL" "${MORE_CLUSTERS[@]}"; do
+        [ -d "$c" ] || continue
+        [ -d "$c/log" ] && c=$c/log
+        for f in "$c"/slurmctld.log "$c"/slurmd-*.log "$c"/munged.log; do
+            [ -s "$f" ] || continue
+            case "$f" in
+            */munged.log) p=$(grep -a -E "^[-0-9 :+]*(Error|Alert|Critical|Emergency):" "$f" |
+                              tail -n 12 | cut -c1-400) || true ;;
+            *) p=$(grep -a -i -E "error|fail|refus|munge|timed out" "$f" |
+                   grep -a -v -E "CANCELLED AT|state file|Trying backup state" |
+                   tail -n 12 | cut -c1-400) || true ;;
+            esac
+            [ -n "$p" ] && printf '%s\n' "---- ${f#"$T"/}: its last error lines" "$p"
+        done
+    done
+    return 0
+}
 diagnose() {
     local f c p
     echo "==== what the failure left in $T" >&2
     {
+        daemons_first
         for f in $(ls -tr "$T"/*.err 2>/dev/null); do diag_tail "$f" $DIAG_LINES; done
         find "$T" -path "$T/cluster*" -prune -o -path '*/logs/slurm-attempt-*/srun.log' -print \
             -o -path '*/logs/slurm-attempt-*/watch.log' -print \
             2>/dev/null | sort | while read -r f; do diag_tail "$f" 40; done
         find "$T" -path "$T/cluster*" -prune -o -name journal.sqlite -print 2>/dev/null | sort |
             while read -r f; do diag_journal "$f"; done
-        # Whether each node's slurmd is still running: a launch that fails
-        # with "Zero Bytes were transmitted or received" is a slurmd gone.
-        for c in "$CL" "${MORE_CLUSTERS[@]}"; do
-            for f in "$c"/slurmd-*.pid; do
-                [ -s "$f" ] || continue
-                p=$(cat "$f")
-                if [ "$(cat "/proc/$p/comm" 2>/dev/null)" = slurmd ] &&
-                   ! grep -q '^[0-9]* ([^)]*) Z' "/proc/$p/stat" 2>/dev/null; then
-                    echo "---- ${f#"$T"/}: slurmd $p running"
-                else
-                    echo "---- ${f#"$T"/}: slurmd $p NOT running"
-                fi
-            done
-        done
-        # A daemon that crashed left a core in its working directory, its
-        # log directory (slurmd and slurmctld chdir there; core_pattern
-        # permitting).
-        find "$T" -name 'core*' -type f 2>/dev/null | while read -r f; do
-            what=$(file -b "$f" 2>/dev/null)
-            echo "---- ${f#"$T"/}: ${what:0:200}"
-            p=$(sed -n "s/.*execfn: '\([^']*\)'.*/\1/p" <<<"$what")
-            [ -x "$p" ] && command -v gdb >/dev/null &&
-                timeout 60 gdb -batch -nx -ex 'thread apply all bt 12' "$p" "$f" 2>/dev/null |
-                grep -E '^(#|Thread|Program terminated)' | head -80
-        done
         for c in "$T"/log-* "$CL" "${MORE_CLUSTERS[@]}"; do
             [ -d "$c" ] || continue
             [ -d "$c/log" ] && c=$c/log
