@@ -13,7 +13,8 @@
  *      watch` (unit 1), whose stdout is a pipe the supervisor polls
  *      (fb__sup_slurm_fd): rank ends and heartbeats arrive as fbw1 lines,
  *      read here with fb__fbw1_parse (fbw1.h; the watcher is watcher.c).
- * When too few healthy nodes remain the attempt cannot launch: the run
+ * When too few healthy nodes remain (nodes lost earlier checked again
+ * first, recheck_lost) the attempt cannot launch: the run
  * stops with a message naming the excluded nodes, or, with
  * --on-no-nodes requeue, asks Slurm to requeue the job first.
  *
@@ -641,11 +642,12 @@ static void health_check(fb__sup *s, const int *cand, int ncand, int timeout_ms,
                 ncand == 1 ? "" : "s", (double)(fb__now_ns() - t0) / 1e6);
 }
 
-/* With --health-check (and without --drain, which hands a node to the
- * operator), a node lost earlier in the run is checked again before each
- * launch but the one right after the loss, in a step of its own with a
- * shorter limit (a node still gone must not hold up the others' check),
- * and taken back only when it answers and passes. */
+/* Without --drain (which hands a node to the operator), a node lost
+ * earlier in the run is checked again before a launch, but not the one
+ * right after the loss: each launch with --health-check, and without it
+ * a launch that would otherwise find too few healthy nodes.  In a step of
+ * its own with a shorter limit (a node still gone must not hold up the
+ * others' check); taken back only when it answers and passes. */
 static void recheck_lost(fb__sup *s)
 {
     struct fb__sup_slurm *g = s->slurm;
@@ -811,7 +813,10 @@ int fb__sup_launch_slurm(fb__sup *s)
     for (int i = 0; i < g->nnodes; i++)
         if (!g->nodes[i].bad)
             cand[ncand++] = i;
-    if (o->health_check && !o->drain) {
+    /* Lost nodes are checked again at each launch with --health-check;
+     * without it only when the run would otherwise end for too few nodes
+     * (a node taken for lost on one failed launch may be back). */
+    if (!o->drain && (o->health_check || ncand < g->need)) {
         recheck_lost(s);
         ncand = 0;
         for (int i = 0; i < g->nnodes; i++)

@@ -13,7 +13,8 @@
 # Each loss gets a fresh cluster.  Then: a rank's hang is not a lost node;
 # the supervisor's loop held up past --node-timeout while the watchers
 # speak loses no node; a lost node comes back only through the health
-# check.
+# check: at each launch with --health-check, and without it when too few
+# nodes remain.
 source "$(dirname "$0")/lib.sh"
 CLS="$SRC/scripts/slurm-cluster.sh"
 STEPS=150
@@ -143,3 +144,42 @@ for k in 0 1 2; do
     [ "$(cat "$r/final_hash.rank-$k")" = "$(ref_hash $k 300)" ] || fail "back: rank $k hash"
 done
 ok "a lost node is taken back only after it passed the health check"
+
+# Without --health-check a lost node is checked again only when the run
+# would otherwise end for too few nodes: node3 frozen, lost; attempt 1 on
+# node1, node2 and node4 (the spare); node3 thawed; node4 frozen, lost:
+# two healthy nodes for three, so node3 is checked, passes, and attempt 2
+# runs on node1, node2 and node3 (before, the run ended there: "too few
+# healthy nodes", though node3 was back).
+recluster short
+r=$T/r-short
+salloc -Q -N4 --no-kill "$FB" run --launcher slurm --nnodes 3 --spare-nodes 1 \
+    --node-timeout $NODE_TIMEOUT --run-dir "$r" --json --max-restarts 3 --crash-loop 0 \
+    -- "$TOY" --steps 300 --sleep-ms 50 --ckpt-every 10 >short.json 2>short.err &
+apid=$!
+for _ in $(seq 1 300); do
+    grep -qs "starting at" "$r/logs/slurm-attempt-0/rank-2.log" && break; sleep 0.1
+done
+sleep 1
+"$CLS" fail "$CL" node3 stop
+for _ in $(seq 1 600); do grep -q "attempt 1 on" short.err && break; sleep 0.1; done
+grep -q "attempt 1 on" short.err || fail "short: no attempt 1 ($(tail -5 short.err))"
+"$CLS" heal "$CL" node3
+for _ in $(seq 1 300); do
+    grep -qs "resuming after" "$r/logs/slurm-attempt-1/rank-2.log" && break; sleep 0.1
+done
+grep -qs "resuming after" "$r/logs/slurm-attempt-1/rank-2.log" || fail "short: attempt 1's rank 2 did not start"
+sleep 1
+"$CLS" fail "$CL" node4 stop
+for _ in $(seq 1 600); do grep -q "attempt 2 on" short.err && break; sleep 0.1; done
+"$CLS" heal "$CL" node4
+wait $apid || fail "short: run exited $? ($(grep -v "status:" short.err | tail -12))"
+[ "$(json_field short.json '["completed"]')" = True ] || fail "short: not completed"
+grep -q "attempt 1 on node1,node2,node4 (0 spares)" short.err || fail "short: attempt 1: $(grep attempt short.err)"
+grep -q "node3, lost earlier, is back: it passed the health check" short.err \
+    || fail "short: node3 not taken back: $(grep -E "lost|healthy" short.err)"
+grep -q "attempt 2 on node1,node2,node3 (0 spares)" short.err || fail "short: attempt 2: $(grep attempt short.err)"
+for k in 0 1 2; do
+    [ "$(cat "$r/final_hash.rank-$k")" = "$(ref_hash $k 300)" ] || fail "short: rank $k hash"
+done
+ok "without --health-check, lost node3 is checked again when too few nodes remain, and taken back"
