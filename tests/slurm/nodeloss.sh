@@ -24,6 +24,21 @@ NODE_TIMEOUT=3
 # two-core machine.
 BOUND_S=$((NODE_TIMEOUT + 3))
 
+# Wait up to SECONDS (30) until FILE holds PATTERN; 1 if it never did.
+wait_says() { # FILE PATTERN [SECONDS]
+    local _
+    for _ in $(seq 1 $((${3:-30} * 10))); do grep -qs -- "$2" "$1" && return 0; sleep 0.1; done
+    return 1
+}
+# Freeze NODE once rank 2 of attempt A in RUNDIR stepped for a second
+# (the toy trainer's "starting at" or "resuming after").
+freeze_after_start() { # RUNDIR A NODE
+    wait_says "$1/logs/slurm-attempt-$2/rank-2.log" "starting at\|resuming after" ||
+        fail "$1: attempt $2's rank 2 did not start"
+    sleep 1
+    "$CLS" fail "$CL" "$3" stop
+}
+
 # Ranks of this build running in a node's network namespace.
 ranks_on() { # NODE
     local ns p
@@ -125,13 +140,8 @@ salloc -Q -N4 --no-kill "$FB" run --launcher slurm --nnodes 3 --spare-nodes 1 --
     --inject 'kill:rank=0,step=150,attempt=1' --inject 'kill:rank=0,step=240,attempt=2' \
     -- "$TOY" --steps 300 --sleep-ms 50 --ckpt-every 10 >back.json 2>back.err &
 apid=$!
-for _ in $(seq 1 300); do
-    grep -qs "starting at" "$r/logs/slurm-attempt-0/rank-2.log" && break; sleep 0.1
-done
-sleep 1
-"$CLS" fail "$CL" node3 stop
-for _ in $(seq 1 600); do grep -q "attempt 2 on" back.err && break; sleep 0.1; done
-grep -q "attempt 2 on" back.err || fail "back: no attempt 2 ($(tail -5 back.err))"
+freeze_after_start "$r" 0 node3
+wait_says back.err "attempt 2 on" 60 || fail "back: no attempt 2 ($(tail -5 back.err))"
 "$CLS" heal "$CL" node3
 wait $apid || fail "back: run exited $? ($(grep -v "status:" back.err | tail -12))"
 [ "$(json_field back.json '["completed"]')" = True ] || fail "back: not completed"
@@ -157,21 +167,11 @@ salloc -Q -N4 --no-kill "$FB" run --launcher slurm --nnodes 3 --spare-nodes 1 \
     --node-timeout $NODE_TIMEOUT --run-dir "$r" --json --max-restarts 3 --crash-loop 0 \
     -- "$TOY" --steps 300 --sleep-ms 50 --ckpt-every 10 >short.json 2>short.err &
 apid=$!
-for _ in $(seq 1 300); do
-    grep -qs "starting at" "$r/logs/slurm-attempt-0/rank-2.log" && break; sleep 0.1
-done
-sleep 1
-"$CLS" fail "$CL" node3 stop
-for _ in $(seq 1 600); do grep -q "attempt 1 on" short.err && break; sleep 0.1; done
-grep -q "attempt 1 on" short.err || fail "short: no attempt 1 ($(tail -5 short.err))"
+freeze_after_start "$r" 0 node3
+wait_says short.err "attempt 1 on" 60 || fail "short: no attempt 1 ($(tail -5 short.err))"
 "$CLS" heal "$CL" node3
-for _ in $(seq 1 300); do
-    grep -qs "resuming after" "$r/logs/slurm-attempt-1/rank-2.log" && break; sleep 0.1
-done
-grep -qs "resuming after" "$r/logs/slurm-attempt-1/rank-2.log" || fail "short: attempt 1's rank 2 did not start"
-sleep 1
-"$CLS" fail "$CL" node4 stop
-for _ in $(seq 1 600); do grep -q "attempt 2 on" short.err && break; sleep 0.1; done
+freeze_after_start "$r" 1 node4
+wait_says short.err "attempt 2 on" 60 || true
 "$CLS" heal "$CL" node4
 wait $apid || fail "short: run exited $? ($(grep -v "status:" short.err | tail -12))"
 [ "$(json_field short.json '["completed"]')" = True ] || fail "short: not completed"
