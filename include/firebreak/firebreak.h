@@ -290,7 +290,8 @@ int fb_ckpt_register_slice(fb_ckpt *ck, const char *name, fb_dtype dtype,
  * returns once the snapshot is taken -- the bytes copied to staging memory,
  * or the pages write-protected -- and background threads write the shard; otherwise it returns after the shard is
  * committed.  Returns 0, FB_EBUSY when skipped (on_busy = SKIP), or an
- * error (I/O errors of an earlier async save when on_error = STOP).
+ * error (I/O errors of an earlier async save when on_error = STOP;
+ * -EINVAL for a step above INT64_MAX, which a shard cannot record).
  */
 int fb_ckpt_save(fb_ckpt *ck, uint64_t step);
 

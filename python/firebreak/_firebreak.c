@@ -647,9 +647,13 @@ static PyObject *py_open_layout(PyObject *self, PyObject *args, PyObject *kw)
     fb_ckpt_layout *lay = NULL;
     const char *dir = PyBytes_AS_STRING(dir_obj);
     int rc;
+    fb__say_buf said;
+    fb__say_keep(&said);
     Py_BEGIN_ALLOW_THREADS
     rc = fb_ckpt_layout_open(&lay, dir, world_size, max_step);
     Py_END_ALLOW_THREADS
+    fb__say_keep(NULL);
+    say_shown(&said); /* the steps passed over, and why */
     if (rc == FB_ENOCKPT) {
         result = Py_NewRef(Py_None);
         goto out;

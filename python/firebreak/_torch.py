@@ -41,11 +41,13 @@ import hashlib
 import io
 import itertools
 import mmap
+import operator
 import os
 import pickle
 import random
 import re
 import struct
+import sys
 import warnings
 
 import torch
@@ -524,6 +526,38 @@ def _default_dir():
     return None if _firebreak.attached() else "checkpoints"
 
 
+STEP_MAX = (1 << 63) - 1     # a step is an int64 in the shard's metadata
+_STEP_NAME = re.compile(r"step-[0-9]{10,19}")
+
+
+def _whole(value, what, lo, hi=STEP_MAX):
+    """value as an int in [lo, hi] (an int, an integer-valued float, or
+    anything with __index__: numpy and torch integers), else TypeError or
+    ValueError naming `what`."""
+    if isinstance(value, (bool, str, bytes)):
+        raise TypeError("%s: expected an int, got %s %r" % (what, type(value).__name__, value))
+    try:
+        n = operator.index(value)
+    except TypeError:
+        if not isinstance(value, float):
+            raise TypeError("%s: expected an int, got %s" % (what, type(value).__name__)) from None
+        if not value.is_integer():
+            raise ValueError("%s %r: expected a whole number" % (what, value)) from None
+        n = int(value)
+    if n < lo or n > hi:
+        raise ValueError("%s %d: expected %d <= %s <= %d" % (what, n, lo, what, hi))
+    return n
+
+
+def _groups_text(lens):
+    """[2] -> "1 group of 2 parameters"; [2, 3] -> "2 groups of 2, 3
+    parameters"."""
+    return "%d group%s of %s parameter%s" % (
+        len(lens), "" if len(lens) == 1 else "s",
+        ", ".join("?" if n < 0 else str(n) for n in lens),
+        "" if lens == [1] else "s")
+
+
 class Checkpointer:
     """Saves and restores `state` (a dict of objects with state_dict() and
     load_state_dict(), tensors, or firebreak.Slice), the RNG states and
@@ -558,13 +592,23 @@ class Checkpointer:
                     hasattr(obj, "state_dict") and hasattr(obj, "load_state_dict")):
                 raise TypeError("state[%r]: %s has no state_dict()/load_state_dict() "
                                 "and is not a tensor" % (key, type(obj).__name__))
+        keep = _whole(keep, "keep", 1, 1 << 20)
+        rank = None if rank is None else _whole(rank, "rank", 0, (1 << 31) - 1)
+        world_size = (None if world_size is None
+                      else _whole(world_size, "world_size", 1, (1 << 31) - 1))
+        if not isinstance(async_save, (bool, int)) or async_save not in (0, 1):
+            raise TypeError("async_save: expected True or False, got %r" % (async_save,))
         snaps = {"auto": _firebreak.SNAPSHOT_AUTO, "copy": _firebreak.SNAPSHOT_COPY,
                  "protect": _firebreak.SNAPSHOT_PROTECT}
         if snapshot not in snaps:
             raise ValueError("snapshot %r: expected auto, copy or protect" % snapshot)
         self.state = state
         self.extra = {} if extra is None else extra
-        self._opts = dict(dir=os.fspath(dir) if dir is not None else _default_dir(),
+        if dir is None:
+            dir = _default_dir()
+        # absolute now: a later os.chdir must not move the checkpoints
+        dir = os.path.abspath(os.fspath(dir)) if dir is not None else None
+        self._opts = dict(dir=dir,
                           keep=keep, snapshot=snaps[snapshot],
                           async_save=bool(async_save),
                           rank=-1 if rank is None else rank,
@@ -848,10 +892,7 @@ class Checkpointer:
         the shard is hashed and written in the background.  A save while the
         previous one is persisting waits for it."""
         self._check_open()
-        step = int(step)
-        if step < 0:
-            raise ValueError("step %d: expected >= 0" % step)
-        self._step_goes_forward(step)
+        step = _whole(step, "step", 0)
         skeleton, tensors, places, dtensors = self._flatten()
         owners, plain = self._owners(tensors, places, dtensors)
         if plain:
@@ -870,7 +911,9 @@ class Checkpointer:
             bytearray(_META_HDR.pack(b"FBPY", len(data)) + data), dtype=torch.uint8)
         self.last_save_bytes = sum(t.numel() * t.element_size() for t in mine.values())
         self._from_restore = False
-        return self._ck.save(step)
+        ok = self._ck.save(step)
+        self._step_goes_forward(step)   # a refused save is no step saved
+        return ok
 
     def _step_goes_forward(self, step):
         """A save older than the step restored or saved before: a restart
@@ -941,6 +984,8 @@ class Checkpointer:
         while True:
             lay = _firebreak.open_layout(self.dir, 0, max_step)
             if lay is None:
+                if not tried:
+                    self._say_none_complete()
                 return None
             if self._fsdp1_optim:
                 self._init_fsdp1_optim()
@@ -971,6 +1016,23 @@ class Checkpointer:
             self._restored = step
             self._newest = step if self._newest is None else max(self._newest, step)
             return step
+
+    def _say_none_complete(self):
+        """No complete checkpoint to restore, though step directories are
+        there (a crash in the first save, shards cut short or unreadable):
+        restore() returns None, and says so, for None alone reads like a
+        directory that never held one."""
+        try:
+            steps = [n for n in os.listdir(self.dir) if _STEP_NAME.fullmatch(n)]
+        except OSError:
+            return
+        if steps:
+            sys.stderr.write("firebreak: rank %d: no checkpoint in %s can be restored: "
+                             "%d step director%s, none complete and readable "
+                             "(`firebreak ckpt ls %s` lists them); starting from "
+                             "the program's own state\n"
+                             % (self.rank, self.dir, len(steps),
+                                "y" if len(steps) == 1 else "ies", self.dir))
 
     @staticmethod
     def _alloc(entry):
@@ -1162,6 +1224,29 @@ class Checkpointer:
         return tuple("%s/state/" % k for k, o in self.state.items()
                      if isinstance(o, torch.optim.Optimizer))
 
+    def _check_groups(self, step, objects):
+        """Each optimizer's parameter groups against the checkpoint's: as
+        many groups, of as many parameters each.  torch's load_state_dict
+        checks the same, but only once the rest of the state (the model,
+        read into place) is loaded: a difference found there would leave
+        the model at the checkpoint's step and the optimizer not.  Raises
+        ValueError naming the entry and both layouts.  (FSDP1 optimizers,
+        loaded through FSDP's own conversion, are left to it.)"""
+        for key, obj in self.state.items():
+            if not isinstance(obj, torch.optim.Optimizer) or key in self._fsdp1_optim:
+                continue
+            sk = objects[key][1] if len(objects[key]) > 1 else None
+            groups = sk.get("param_groups") if isinstance(sk, dict) else None
+            if not isinstance(groups, (list, tuple)):
+                continue
+            saved = [len(g["params"]) if isinstance(g, dict) and
+                     isinstance(g.get("params"), (list, tuple)) else -1 for g in groups]
+            have = [len(g["params"]) for g in obj.param_groups]
+            if saved != have:
+                raise ValueError("state[%r]: the optimizer has %s; checkpoint step %d "
+                                 "has %s (its parameter groups changed)"
+                                 % (key, _groups_text(have), step, _groups_text(saved)))
+
     def _check_layout(self, lay, entries, meta, live, places):
         """The checkpoint's state against the program's, from the meta and
         the shards' headers alone (no tensor read yet): the same objects,
@@ -1173,6 +1258,7 @@ class Checkpointer:
         if set(objects) != set(self.state):
             raise ValueError("checkpoint step %d holds state %s; the program's "
                              "state is %s" % (step, sorted(objects), sorted(self.state)))
+        self._check_groups(step, objects)
         saved = {e[0]: e for e in entries if e[0] != META}
         where = {(e[0], e[1]): e for e in lay.tensors()}
         owners = meta.get("replicated", {})
@@ -1334,6 +1420,7 @@ class Checkpointer:
         if set(objects) != set(self.state):
             raise ValueError("checkpoint step %d holds state %s; the program's "
                              "state is %s" % (step, sorted(objects), sorted(self.state)))
+        self._check_groups(step, objects)
         _, live, places, dtensors = self._flatten()
         for name, b in bufs.items():     # lazily created state of DTensors
             p = None if name in live else self._param_of(name)
@@ -1366,16 +1453,28 @@ class Checkpointer:
                 raise ValueError("tensor %s: in checkpoint step %d, not in the "
                                  "program's state (the state dict's keys changed)"
                                  % (name, step))
-        with torch.no_grad():
-            for key, obj in self.state.items():
-                kind, sk = objects[key]
-                value = _fill(sk, bufs, dtensors)
-                if isinstance(obj, Slice):
-                    obj.tensor.copy_(value)
-                elif isinstance(obj, torch.Tensor):
-                    obj.copy_(value)
-                else:
-                    self._load_state_dict(key, obj, value)
+        key = None
+        try:
+            with torch.no_grad():
+                for key, obj in self.state.items():
+                    kind, sk = objects[key]
+                    value = _fill(sk, bufs, dtensors)
+                    if isinstance(obj, Slice):
+                        obj.tensor.copy_(value)
+                    elif isinstance(obj, torch.Tensor):
+                        obj.copy_(value)
+                    else:
+                        self._load_state_dict(key, obj, value)
+        except Exception as e:
+            # What the checks above cannot foresee (an object's own
+            # load_state_dict refusing): the tensors read into place, and
+            # the entries before this one, already hold the checkpoint.
+            warnings.warn("firebreak.Checkpointer: restoring step %d failed at "
+                          "state[%r] (%s: %s); the state may hold step %d in part: "
+                          "do not train on it, restore again once the cause is fixed"
+                          % (step, key, type(e).__name__, e, step),
+                          RuntimeWarning, stacklevel=3)
+            raise
         if own_rng:
             _set_rng_state(meta["rng"])
         self.extra = meta["extra"]

@@ -50,12 +50,12 @@ if not hasattr(_dcp.StorageWriter, "set_up_storage_writer"):
 
 from . import _firebreak
 from ._firebreak import Error
-from ._torch import _DTYPES, _TORCH_OF
+from ._torch import _DTYPES, _TORCH_OF, _whole
 
 __all__ = ["StorageWriter", "StorageReader", "METADATA"]
 
 METADATA = "__dcp__/metadata"   # the tensor holding DCP's pickled Metadata
-_STEP_DIR = re.compile(r"step-([0-9]{10})$")
+_STEP_DIR = re.compile(r"step-([0-9]{10,19})$")
 
 
 def _parse_id(checkpoint_id, dir, step):
@@ -64,9 +64,7 @@ def _parse_id(checkpoint_id, dir, step):
     if isinstance(checkpoint_id, bool):
         raise TypeError("checkpoint_id %r: expected a step or a path" % checkpoint_id)
     if isinstance(checkpoint_id, int):
-        if checkpoint_id < 0:
-            raise ValueError("checkpoint_id %d: a step is >= 0" % checkpoint_id)
-        return dir, checkpoint_id
+        return dir, _whole(checkpoint_id, "checkpoint_id", 0)
     path = os.fspath(checkpoint_id).rstrip("/") or "/"
     m = _STEP_DIR.search(os.path.basename(path))
     if m:
@@ -139,8 +137,8 @@ class StorageWriter(_dcp.StorageWriter):
 
     def __init__(self, dir, step=None, keep=2):
         self.dir = os.fspath(dir)
-        self.step = step
-        self.keep = keep
+        self.step = None if step is None else _whole(step, "step", 0)
+        self.keep = _whole(keep, "keep", 1, 1 << 20)
         self._coordinator = False
         self._rank = None
         self._pending = None   # coordinator: its Ckpt, registered, until finish()
@@ -313,7 +311,7 @@ class StorageReader(_dcp.StorageReader):
 
     def __init__(self, dir, step=None):
         self.dir = os.fspath(dir)
-        self.step = step
+        self.step = None if step is None else _whole(step, "step", 0)
         self._read = None      # (step, world_size) of the metadata read
         self._storage = None
 

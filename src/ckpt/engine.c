@@ -1203,6 +1203,11 @@ int fb_ckpt_save(fb_ckpt *ck, uint64_t step)
 {
     if (!ck)
         return -EINVAL;
+    if (step > (uint64_t)INT64_MAX) { /* a shard's metadata holds an int64 */
+        fb__say("checkpoint step %llu refused: steps go up to %lld\n",
+                (unsigned long long)step, (long long)INT64_MAX);
+        return -EINVAL;
+    }
     pthread_mutex_lock(&ck->mu);
     if (ck->sticky_rc) {
         int rc = ck->sticky_rc;

@@ -31,6 +31,7 @@
 #include "ckpt/store.h"
 #include "common/alloc.h"
 #include "common/util.h"
+#include "lib/lib.h"
 
 typedef struct stored {
     int rank;
@@ -199,7 +200,7 @@ int fb_ckpt_layout_open(fb_ckpt_layout **out, const char *dir, int world_size,
     for (size_t i = 0; i < n && rc == FB_ENOCKPT; i++) {
         if (v[i].step > max_step || !v[i].complete || v[i].world_size < 1)
             continue;
-        char err[512];
+        char err[512] = "";
         l->step = v[i].step;
         l->world_size = v[i].world_size;
         int r = load_step(l, err, sizeof err);
@@ -211,6 +212,10 @@ int fb_ckpt_layout_open(fb_ckpt_layout **out, const char *dir, int world_size,
             rc = 0;
             break;
         }
+        /* Passed over, as restore does, and said as restore says it: a
+         * caller finding nothing at all must not take it for "none". */
+        fb__say("not restoring checkpoint step %llu: %s\n",
+                (unsigned long long)v[i].step, err[0] ? err : fb_strerror(r));
         free_headers(l);
     }
     free(v);

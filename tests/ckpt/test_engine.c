@@ -527,6 +527,30 @@ static void case_stale_tmp(void)
     state_free(&s);
 }
 
+/* The largest step a shard's metadata holds (int64) saves and restores;
+ * one above it is refused before anything is written (it would be a
+ * checkpoint no restore can read, taking a retention slot). */
+static void case_step_max(void)
+{
+    char dir[300];
+    fresh_dir("step_max", dir, sizeof dir);
+    float a[6] = {1, 2, 3, 4, 5, 6}, b[6] = {0};
+    int64_t s6[1] = {6};
+    fb_ckpt *ck = open_ck(dir, 0, 1, 0, 2);
+    CHECK_RC(fb_ckpt_register(ck, "w", FB_DTYPE_F32, 1, s6, a), 0);
+    CHECK_RC(fb_ckpt_save(ck, (uint64_t)INT64_MAX + 1), -EINVAL);
+    CHECK_RC(fb_ckpt_save(ck, UINT64_MAX), -EINVAL);
+    CHECK_RC(fb_ckpt_save(ck, (uint64_t)INT64_MAX), 0);
+    fb_ckpt_close(ck);
+    ck = open_ck(dir, 0, 1, 0, 2);
+    CHECK_RC(fb_ckpt_register(ck, "w", FB_DTYPE_F32, 1, s6, b), 0);
+    uint64_t step = 0;
+    CHECK_RC(fb_ckpt_restore(ck, &step), 0);
+    CHECK_EQ_U64(step, (uint64_t)INT64_MAX);
+    CHECK_EQ_MEM(a, b, sizeof a);
+    fb_ckpt_close(ck);
+}
+
 static void case_mismatch(void)
 {
     char dir[300];
@@ -1333,6 +1357,7 @@ static const struct {
     {"placed", case_placed, PLAIN},
     {"stale_tmp", case_stale_tmp, PLAIN},
     {"mismatch", case_mismatch, PLAIN},
+    {"step_max", case_step_max, PLAIN},
     {"ranks", case_ranks, PLAIN},
     {"retention", case_retention, PLAIN},
     {"slice", case_slice, PLAIN},

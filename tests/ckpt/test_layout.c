@@ -16,6 +16,7 @@
 
 #include "common/util.h"
 #include "firebreak/firebreak.h"
+#include "lib/lib.h"
 #include "../check.h"
 
 static char root[256];
@@ -324,7 +325,13 @@ static void case_bad_place(void)
     patch(path, "\"firebreak.global_offset.w\":\"3,0\"",
           "\"firebreak.global_offset.w\":\"4,0\"");
     fb_ckpt_layout *lay = NULL;
+    fb__say_buf said; /* the step passed over is said, with why */
+    fb__say_keep(&said);
     CHECK_RC(fb_ckpt_layout_open(&lay, dir, 2, FB_CKPT_NEWEST), 0);
+    fb__say_keep(NULL);
+    CHECKF(strstr(said.text, "not restoring checkpoint step 2: ") &&
+           strstr(said.text, "rank-00001.safetensors: tensor \"w\": slice"),
+           "said: %s", said.text);
     if (lay)
         CHECK_EQ_U64(fb_ckpt_layout_step(lay), 1);
     fb_ckpt_layout_close(lay);

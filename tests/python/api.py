@@ -205,7 +205,9 @@ def case_error_text():
             firebreak.Checkpointer({"t": torch.zeros(2)}, dir="afile")
         check(False, "a checkpointer into a file raised nothing")
     except firebreak.Error as e:
-        check(str(e) == "mkdir afile: Not a directory (-20)", "str: %r" % str(e))
+        # (a relative dir is made absolute: the message names the path)
+        want = "mkdir %s: Not a directory (-20)" % os.path.join(os.getcwd(), "afile")
+        check(str(e) == want, "str: %r" % str(e))
         check(e.code == -20 and e.args == (e.code, str(e)), "code/args: %r" % (e.args,))
         check(not str(e).startswith("("), "str is the tuple: %r" % str(e))
     check(got["fd"] == "" and got["py"] == "", "written besides the error: %r" % (got,))
@@ -298,8 +300,9 @@ def case_corrupt_fallback():
     check(step == 1, "did not fall back to step 1")
     # why, on sys.stderr (a notebook's, a logger's), not fd 2: the damage
     # found, though the package's first try (every tensor) failed
-    check("firebreak: rank 0: not restoring checkpoint step 2: ck/step-0000000002/"
-          "rank-00000.safetensors: tensor" in got["py"] and "(data corrupted)" in got["py"]
+    check("firebreak: rank 0: not restoring checkpoint step 2: %s/ck/step-0000000002/"
+          "rank-00000.safetensors: tensor" % os.getcwd() in got["py"]
+          and "(data corrupted)" in got["py"]
           and "firebreak" not in got["fd"], "the fallback's words: %r" % (got,))
     check(all(torch.equal(a, b) for a, b in zip(want, snapshot(m2))), "weights")
     check(len(o2.state) == 0, "optimizer state from the corrupt step")
@@ -466,6 +469,96 @@ def case_older_step():
     check(said and "saving step 5, older than step 20 that it restored: a restart "
           "restores 20" in str(said[0].message), "warning: %r" % [str(w.message) for w in said])
     check(said and said[0].filename == __file__, "warned at %r" % (said and said[0].filename))
+
+
+def case_bad_arguments():
+    """Each argument checked, named in the error: steps an int64 holds
+    (a larger one would be a checkpoint no restore reads), whole numbers
+    only; keep, rank and world size in range; async_save a bool."""
+    w = torch.zeros(3)
+    ck = firebreak.Checkpointer({"w": w}, dir="ck")
+    raises(ValueError, ["step 9223372036854775808", "step <= 9223372036854775807"],
+           lambda: ck.save(2 ** 63))
+    raises(ValueError, ["step -1"], lambda: ck.save(-1))
+    raises(ValueError, ["step 2.7", "whole number"], lambda: ck.save(2.7))
+    raises(TypeError, ["step", "str"], lambda: ck.save("5"))
+    raises(TypeError, ["step", "bool"], lambda: ck.save(True))
+    check(ck.save(2.0) is True, "save(2.0)")       # an integer-valued float is a step
+    check(ck.save(torch.tensor(3)) is True, "save(torch.tensor(3))")
+    ck.save(2 ** 63 - 1)
+    ck.close()
+    check(sorted(os.listdir("ck")) == ["step-0000000003", "step-9223372036854775807"],
+          "steps saved: %s" % sorted(os.listdir("ck")))
+    ck = firebreak.Checkpointer({"w": w}, dir="ck")
+    check(ck.restore() == 2 ** 63 - 1, "the largest step restored")
+    ck.close()
+    for kw, exc, words in (({"keep": 0}, ValueError, ["keep 0"]),
+                           ({"keep": "2"}, TypeError, ["keep", "str"]),
+                           ({"keep": 2.5}, ValueError, ["keep 2.5"]),
+                           ({"keep": 10 ** 20}, ValueError, ["keep 1000"]),
+                           ({"rank": -5}, ValueError, ["rank -5"]),
+                           ({"rank": "0"}, TypeError, ["rank", "str"]),
+                           ({"world_size": 0}, ValueError, ["world_size 0"]),
+                           ({"async_save": "no"}, TypeError, ["async_save", "'no'"])):
+        raises(exc, words, lambda: firebreak.Checkpointer({"w": w}, dir="ck2", **kw))
+
+
+def case_relative_dir():
+    """A relative dir is where it was when the Checkpointer was made,
+    whatever the script's working directory later."""
+    os.mkdir("a")
+    os.mkdir("b")
+    os.chdir("a")
+    ck = firebreak.Checkpointer({"w": torch.ones(3)}, dir="ckrel")
+    check(ck.dir == os.path.join(os.getcwd(), "ckrel"), "dir %r" % ck.dir)
+    ck.save(1)
+    ck.wait()
+    os.chdir("../b")
+    ck.save(2)
+    ck.wait()
+    check(ck.restore() == 2, "restore after a chdir")
+    ck.close()
+    os.chdir("..")
+    check(sorted(os.listdir("a/ckrel")) == ["step-0000000001", "step-0000000002"],
+          "a/ckrel: %s" % sorted(os.listdir("a/ckrel")))
+    check(os.listdir("b") == [], "b: %s" % os.listdir("b"))
+
+
+def case_refused_save_no_step():
+    """A save refused before anything is written is no step saved: the
+    next one is not warned of as older."""
+    import warnings
+    ck = firebreak.Checkpointer({"a": torch.zeros(4, 4).t()}, dir="ck")
+    with warnings.catch_warnings(record=True) as got:
+        warnings.simplefilter("always")
+        raises(ValueError, ["contiguous"], lambda: ck.save(100))
+        ck.state["a"] = ck.state["a"].contiguous()
+        ck.save(1)
+        ck.close()
+    said = [str(x.message) for x in got if issubclass(x.category, RuntimeWarning)]
+    check(not said, "warned: %s" % said)
+
+
+def case_none_complete():
+    """Every checkpoint's shard cut short: restore() returns None, as for
+    an empty directory, but says that there were step directories and none
+    could be restored (it said nothing: a script started from scratch
+    without a word)."""
+    w = torch.ones(3)
+    with firebreak.Checkpointer({"w": w}, dir="ck") as ck:
+        for s in (1, 2):
+            ck.save(s)
+            ck.wait()
+    for s in (1, 2):
+        os.truncate("ck/step-%010d/rank-00000.safetensors" % s, 100)
+    with stderr_caught() as got:
+        check(firebreak.Checkpointer({"w": w}, dir="ck").restore() is None, "restored")
+    check("firebreak: rank 0: no checkpoint in %s/ck can be restored: 2 step "
+          "directories, none complete" % os.getcwd() in got["py"], "said: %r" % (got,))
+    os.mkdir("empty")
+    with stderr_caught() as got:
+        check(firebreak.Checkpointer({"w": w}, dir="empty").restore() is None, "empty")
+    check(got["py"] == "" and got["fd"] == "", "an empty directory said: %r" % (got,))
 
 
 CASES = {k[5:]: v for k, v in sorted(globals().items()) if k.startswith("case_")}

@@ -288,6 +288,20 @@ def main():
         # Another world size: one process, the DTensor into a plain tensor.
         load_here(ckdir, 10, 0, "1-process load of a 2-rank checkpoint")
 
+        # A step given as anything but a whole number, or above an int64:
+        # refused when the writer is made, naming it.
+        for bad, exc, words in (("3", TypeError, "step: expected an int, got str"),
+                                (2 ** 63, ValueError, "step 9223372036854775808"),
+                                (-1, ValueError, "step -1")):
+            try:
+                StorageWriter(os.path.join(tmp, "bad"), step=bad)
+                check(False, "StorageWriter(step=%r) accepted" % (bad,))
+            except exc as e:
+                check(words in str(e), "StorageWriter(step=%r): %r" % (bad, str(e)))
+        # a step of more than 10 digits is a step directory too
+        check(StorageWriter.validate_checkpoint_id(os.path.join(tmp, "step-12345678901")),
+              "step-12345678901 not taken for a step directory")
+
         # One process: names the format cannot hold, dtypes it lacks.
         odd = {"mod\u00e8le.w": torch.randn(3, 2), "__metadata__": torch.arange(4),
                "f8": torch.randn(6).to(torch.float8_e4m3fn),

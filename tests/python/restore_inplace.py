@@ -284,6 +284,16 @@ def case_corrupt_fallback(d):
     same(tensors(m, o), want[1], "fallen back to step 1")
 
 
+def refused(ck, what, words):
+    """ck.restore() raises ValueError with every one of words."""
+    try:
+        ck.restore()
+        check(False, "%s: restore did not raise" % what)
+    except ValueError as e:
+        check(all(w in str(e) for w in words), "%s: message %r lacks %s"
+              % (what, str(e), words))
+
+
 def case_mismatch(d):
     """A shape or dtype the checkpoint does not have: refused naming the
     tensor and both, nothing of the program changed."""
@@ -299,14 +309,73 @@ def case_mismatch(d):
         train(m, o, 1)
         before = tensors(m, o)
         ck = firebreak.Checkpointer({"model": m, "optim": o}, dir=d)
-        try:
-            ck.restore()
-            check(False, "%s: restore did not raise" % what)
-        except ValueError as e:
-            check(all(w in str(e) for w in words), "%s: message %r lacks %s"
-                  % (what, str(e), words))
+        refused(ck, what, words)
         ck.close()
         same(tensors(m, o), before, "%s: after a refused restore" % what)
+
+
+def case_param_groups(d):
+    """An optimizer whose parameter groups are not the saved ones (a layer
+    frozen, the groups split): refused naming the state entry and both
+    layouts, before a byte of the model is overwritten (torch's own
+    load_state_dict would raise only after the model was loaded), with and
+    without the optimizer's state created yet."""
+    saved(d, [1])
+    for what, groups, fresh, words in (
+            ("a layer left out", lambda m: m[2].parameters(), True,
+             ["state['optim']", "1 group of 2 parameters", "1 group of 4"]),
+            ("a layer left out, state created", lambda m: m[2].parameters(), False,
+             ["state['optim']"]),
+            ("two groups", lambda m: [{"params": m[0].parameters()},
+                                      {"params": m[2].parameters(), "lr": 0.1}], True,
+             ["state['optim']", "2 groups of 2, 2 parameters", "1 group of 4"])):
+        m, o = make(2)
+        o = torch.optim.AdamW(groups(m), lr=1e-3)
+        if not fresh:
+            train(m, o, 1)
+        before = tensors(m, o)
+        extra = {"pos": -1}
+        ck = firebreak.Checkpointer({"model": m, "optim": o}, dir=d, extra=extra)
+        refused(ck, what, words)
+        check(ck.extra is extra, "%s: extra replaced by a refused restore" % what)
+        ck.close()
+        same(tensors(m, o), before, "%s: after a refused restore" % what)
+
+
+def case_load_refused(d):
+    """An object's own load_state_dict refusing, which no check before the
+    read can foresee: its error raised, and a warning that the state may
+    hold the step in part."""
+    class Picky:
+        def __init__(self):
+            self.ok = True
+
+        def state_dict(self):
+            return {"n": 1}
+
+        def load_state_dict(self, sd):
+            if not self.ok:
+                raise RuntimeError("picky refuses")
+
+    m, o = make(1)
+    with firebreak.Checkpointer({"model": m, "picky": Picky()}, dir=d) as ck:
+        ck.save(1)
+        ck.wait()
+    p = Picky()
+    p.ok = False
+    ck = firebreak.Checkpointer({"model": make(2)[0], "picky": p}, dir=d)
+    import warnings
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        try:
+            ck.restore()
+            check(False, "load refused: restore did not raise")
+        except RuntimeError as e:
+            check("picky refuses" in str(e), "load refused: %r" % str(e))
+    said = [str(x.message) for x in w if issubclass(x.category, RuntimeWarning)]
+    check(any("state['picky']" in t and "do not train on it" in t for t in said),
+          "load refused: no warning naming the entry: %s" % said)
+    ck.close()
 
 
 def case_lazy_optimizer(d):
