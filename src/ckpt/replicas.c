@@ -78,6 +78,7 @@ typedef struct step_check {
     FILE *out;
     int json;
     int failed, compared, per_rank_seen;
+    int not_read; /* shards of the steps checked missing or unreadable */
 } step_check;
 
 static void say_fail(step_check *c, uint64_t step, int rank, const char *tensor,
@@ -109,8 +110,10 @@ static void check_step(step_check *c, const char *dir, uint64_t step, int world,
         char path[PATH_MAX], err[256];
         int fd;
         if (fb__ckpt_shard_path(path, sizeof path, dir, step, r) ||
-            fb__st_open(path, &fd, &h[r], err, sizeof err))
-            continue; /* plain verify reports missing or malformed shards */
+            fb__st_open(path, &fd, &h[r], err, sizeof err)) {
+            c->not_read++; /* plain verify reports missing or malformed ones */
+            continue;
+        }
         close(fd);
         if (first < 0)
             first = r;
@@ -209,15 +212,31 @@ int fb__ckpt_verify_replicas(const char *dir, int has_step, uint64_t step,
         if ((has_step && v[i].step != step) || v[i].world_size < 2)
             continue;
         found = 1;
-        int before = c.failed;
+        int before = c.failed, compared = c.compared, unread = c.not_read;
         check_step(&c, dir, v[i].step, v[i].world_size, per_rank, nper);
-        if (!json)
-            fprintf(out, "step %llu: replicas %s\n", (unsigned long long)v[i].step,
-                    c.failed > before ? "DISAGREE" : "agree");
+        compared = c.compared - compared;
+        unread = c.not_read - unread;
+        if (json)
+            continue;
+        /* "agree" only for what was compared: a step whose shards could
+         * not be read, or with nothing replicated, says so instead. */
+        if (c.failed > before)
+            fprintf(out, "step %llu: replicas DISAGREE", (unsigned long long)v[i].step);
+        else if (compared)
+            fprintf(out, "step %llu: replicas agree", (unsigned long long)v[i].step);
+        else
+            fprintf(out, "step %llu: no replicated tensor compared",
+                    (unsigned long long)v[i].step);
+        fprintf(out, " (%d tensor(s) compared", compared);
+        if (unread)
+            fprintf(out, "; %d of %d shards missing or unreadable, not compared", unread,
+                    v[i].world_size);
+        fprintf(out, ")\n");
     }
     fb__jsonw_arr_end(&w);
     fb__jsonw_kint(&w, "tensors_compared", c.compared);
     fb__jsonw_kint(&w, "per_rank", c.per_rank_seen);
+    fb__jsonw_kint(&w, "shards_not_read", c.not_read);
     fb__jsonw_kint(&w, "replica_failed", c.failed);
     fb__jsonw_kbool(&w, "replicas_ok", c.failed == 0);
     fb__jsonw_obj_end(&w);

@@ -238,7 +238,9 @@ int fb__ckpt_verify(const char *dir, int has_step, uint64_t step, int threads,
     fb__jsonw_kstr(&w, "dir", dir);
     fb__jsonw_key(&w, "failures");
     fb__jsonw_arr_begin(&w);
-    int failed = 0, checked = 0, found = 0;
+    int failed = 0, checked = 0, found = 0, restorable_n = 0;
+    uint64_t newest_ok = 0;
+    char why_not[128] = ""; /* the requested step's, when not restorable */
     for (size_t i = 0; i < n; i++) {
         if (has_step && v[i].step != step)
             continue;
@@ -272,6 +274,11 @@ int fb__ckpt_verify(const char *dir, int has_step, uint64_t step, int threads,
         free(ranks);
         /* A step with any failed shard is not complete, whatever count. */
         int restorable = v[i].complete && !step_failed;
+        if (restorable && !restorable_n++)
+            newest_ok = v[i].step;
+        if (!restorable)
+            snprintf(why_not, sizeof why_not, "%s, %d/%d shards",
+                     step_failed ? "failed" : "incomplete", v[i].shards, v[i].world_size);
         if (!json)
             fprintf(out, "step %llu: %s, %d/%d shards%s\n",
                     (unsigned long long)v[i].step,
@@ -284,7 +291,17 @@ int fb__ckpt_verify(const char *dir, int has_step, uint64_t step, int threads,
     fb__jsonw_arr_end(&w);
     fb__jsonw_kint(&w, "shards_checked", checked);
     fb__jsonw_kint(&w, "failed", failed);
-    fb__jsonw_kbool(&w, "ok", failed == 0 && found);
+    /* ok: nothing failed and something to restore from (with --step, that
+     * checkpoint): a directory whose checkpoints are all incomplete has
+     * nothing bad in it, and nothing a restart can use either. */
+    fb__jsonw_kint(&w, "restorable", restorable_n);
+    fb__jsonw_key(&w, "newest_restorable");
+    if (restorable_n)
+        fb__jsonw_uint(&w, newest_ok);
+    else
+        fb__jsonw_null(&w);
+    int ok = failed == 0 && found && restorable_n > 0;
+    fb__jsonw_kbool(&w, "ok", ok);
     fb__jsonw_obj_end(&w);
     if (json)
         fb__jsonw_print(&w, out);
@@ -302,7 +319,15 @@ int fb__ckpt_verify(const char *dir, int has_step, uint64_t step, int threads,
             fprintf(stderr, "firebreak ckpt verify: %s: no checkpoint to verify\n", dir);
         return 2;
     }
-    return failed ? 1 : 0;
+    if (!failed && !restorable_n) {
+        if (has_step)
+            fprintf(stderr, "firebreak ckpt verify: %s: step %llu is not restorable "
+                    "(%s)\n", dir, (unsigned long long)step, why_not);
+        else
+            fprintf(stderr, "firebreak ckpt verify: %s: no checkpoint is restorable "
+                    "(every one incomplete)\n", dir);
+    }
+    return ok ? 0 : 1;
 }
 
 int fb__ckpt_prepare_restore(const char *dir, int world_size, int threads,
@@ -380,13 +405,32 @@ static int pick_shard(const char *path, int has_step, uint64_t step, int rank,
     if (!S_ISDIR(st.st_mode))
         return fb__fmt(out, size, "%s", path) ? 2 : 0;
     if (!has_step) {
+        /* The newest step that has this rank's shard: a save cut short
+         * leaves a newer step without it (said, not an error). */
         fb__ckpt_entry *v;
         size_t n;
         if (fb__ckpt_scan(path, 0, 0, &v, &n) || n == 0) {
             fprintf(stderr, "firebreak ckpt inspect: %s: no checkpoints\n", path);
             return 2;
         }
-        step = v[0].step;
+        size_t i = 0;
+        for (; i < n; i++)
+            if (!fb__ckpt_shard_path(out, size, path, v[i].step, rank) &&
+                !stat(out, &st) && S_ISREG(st.st_mode))
+                break;
+        if (i == n) {
+            fprintf(stderr, "firebreak ckpt inspect: %s: no checkpoint has a shard of "
+                    "rank %d (%zu step(s), newest %llu)\n", path, rank, n,
+                    (unsigned long long)v[0].step);
+            free(v);
+            return 2;
+        }
+        if (i > 0)
+            fprintf(stderr, "firebreak ckpt inspect: %s: step %llu has no shard of "
+                    "rank %d (%s): step %llu\n", path, (unsigned long long)v[0].step,
+                    rank, v[0].complete ? "not a regular file" : "incomplete",
+                    (unsigned long long)v[i].step);
+        step = v[i].step;
         free(v);
     }
     if (fb__ckpt_shard_path(out, size, path, step, rank))
@@ -457,14 +501,18 @@ int fb__ckpt_inspect(const char *path, int has_step, uint64_t step, int rank,
         fb__jsonw_print(&w, out);
         fb__jsonw_free(&w);
     } else {
+        /* A file's names and values as text a terminal shows as they are
+         * (control bytes and bad UTF-8 as '?': fb__safe_text). */
+        char sk[FB__ST_NAME_MAX + 40], sv[1024];
         fprintf(out, "%s: %zu tensor(s), header %llu bytes, data %llu bytes\n",
-                file, h->ntensors, (unsigned long long)h->header_len,
-                (unsigned long long)h->data_len);
+                fb__safe_text(sv, sizeof sv, file), h->ntensors,
+                (unsigned long long)h->header_len, (unsigned long long)h->data_len);
         fprintf(out, "metadata:\n");
         for (size_t i = 0; i < h->nmeta; i++)
             if (strncmp(h->meta[i].key, "firebreak.hash.", 15) &&
                 strncmp(h->meta[i].key, "firebreak.global_", 17))
-                fprintf(out, "  %s = %s\n", h->meta[i].key, h->meta[i].value);
+                fprintf(out, "  %s = %s\n", fb__safe_text(sk, sizeof sk, h->meta[i].key),
+                        fb__safe_text(sv, sizeof sv, h->meta[i].value));
         fprintf(out, "tensors:\n");
         /* Columns as wide as their widest cell (a name at most 64), so
          * that a shape or a byte count never shifts what follows it. */
@@ -494,10 +542,13 @@ int fb__ckpt_inspect(const char *path, int has_step, uint64_t step, int rank,
             const char *gs = fb__st_meta_get(h, key);
             snprintf(key, sizeof key, "firebreak.global_offset.%s", t->name);
             const char *go = fb__st_meta_get(h, key);
+            char sgs[256], sgo[256];
             fprintf(out, "  %-*s %-8s %-*s %*llu  %-16s  [%s] at [%s]\n",
-                    wname, t->name, fb_dtype_name(t->dtype), wshape, shape,
-                    wbytes, (unsigned long long)(t->end - t->begin),
-                    hash ? hash : "-", gs ? gs : "?", go ? go : "?");
+                    wname, fb__safe_text(sk, sizeof sk, t->name), fb_dtype_name(t->dtype),
+                    wshape, shape, wbytes, (unsigned long long)(t->end - t->begin),
+                    hash ? fb__safe_text(sv, sizeof sv, hash) : "-",
+                    gs ? fb__safe_text(sgs, sizeof sgs, gs) : "?",
+                    go ? fb__safe_text(sgo, sizeof sgo, go) : "?");
         }
     }
     fb__st_free(h);

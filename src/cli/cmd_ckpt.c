@@ -29,7 +29,9 @@ static void usage(FILE *f)
             "  inspect  show one shard's metadata and tensors; PATH is a\n"
             "           .safetensors file or DIR (newest step, rank 0 by default)\n"
             "exit: 0 ok, 1 a checkpoint is bad, 2 usage or input error\n"
-            "      (verify: also nothing to verify in DIR)\n");
+            "      (verify: 0 needs a restorable checkpoint, the one --step names\n"
+            "      or any: 1 when none is, all incomplete; 2 when there is\n"
+            "      nothing to verify in DIR)\n");
 }
 
 /* Is PATH the checkpoint directory of RUN (where it has none yet)? */
@@ -69,6 +71,12 @@ int fb__cmd_ckpt(int argc, char **argv)
         return argc < 2 ? 2 : 0;
     }
     const char *sub = argv[1], *path = NULL;
+    if (strcmp(sub, "ls") && strcmp(sub, "verify") && strcmp(sub, "inspect")) {
+        fprintf(stderr, "firebreak ckpt: unknown subcommand %s (ls, verify, inspect)\n",
+                sub);
+        usage(stderr);
+        return 2;
+    }
     int json = 0, has_step = 0, replicas = 0, nper = 0;
     char *per_rank[32];
     long long step = 0, rank = 0, threads = 4;

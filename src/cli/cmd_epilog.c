@@ -59,6 +59,7 @@ int fb__cmd_slurm_epilog(int argc, char **argv)
 {
     const char *job_s = NULL, *uid_s = NULL, *shm = NULL;
     int quiet = 0;
+    openlog("firebreak-slurm-epilog", LOG_PID, LOG_DAEMON);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (fb__cli_is_help(a)) {
@@ -69,22 +70,26 @@ int fb__cmd_slurm_epilog(int argc, char **argv)
             quiet = 1;
             continue;
         }
-        if (i + 1 >= argc) {
-            fprintf(stderr, "firebreak slurm-epilog: %s needs a value\n", a);
-            return 2;
+        /* A mistake in the Epilog line is said (stderr, syslog) and
+         * nothing is done, with exit 0 all the same: a failing Epilog
+         * would drain every node it runs on. */
+        int known = !strcmp(a, "--job") || !strcmp(a, "--uid") || !strcmp(a, "--shm");
+        if (!known || i + 1 >= argc) {
+            char safe[64];
+            fb__safe_text(safe, sizeof safe, a);
+            fprintf(stderr, "firebreak slurm-epilog: %s '%s' (see --help): nothing "
+                    "removed\n", known ? "no value after" : "unknown option", safe);
+            syslog(LOG_WARNING, "%s '%s': nothing removed",
+                   known ? "no value after" : "unknown option", safe);
+            return 0;
         }
         const char *v = argv[++i];
         if (!strcmp(a, "--job")) job_s = v;
         else if (!strcmp(a, "--uid")) uid_s = v;
-        else if (!strcmp(a, "--shm")) shm = v;
-        else {
-            fprintf(stderr, "firebreak slurm-epilog: unknown option '%s' (see --help)\n", a);
-            return 2;
-        }
+        else shm = v;
     }
     signal(SIGALRM, on_alarm);
     alarm(TIME_LIMIT_S);
-    openlog("firebreak-slurm-epilog", LOG_PID, LOG_DAEMON);
     fb__epilog_opts o = {.shm_dir = shm, .log = quiet ? NULL : stderr, .syslog = 1};
     const char *env_job = fb__getenv("SLURM_JOB_ID");
     if (!job_s)
@@ -106,6 +111,11 @@ int fb__cmd_slurm_epilog(int argc, char **argv)
     if (uid_s && !fb__parse_int(uid_s, 0, 4294967294LL, &uid)) {
         o.have_uid = 1;
         o.job_uid = (uid_t)uid;
+    } else if (uid_s) { /* cleaned as root's alone: said, as an option is */
+        fprintf(stderr, "firebreak slurm-epilog: '%.32s' is not a user id: only "
+                "root's files are removed\n", uid_s);
+        syslog(LOG_WARNING, "'%.32s' is not a user id: only root's files are removed",
+               uid_s);
     }
     fb__epilog_result r;
     fb__epilog_clean(&o, &r);

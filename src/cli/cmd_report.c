@@ -32,7 +32,9 @@ static void usage(FILE *f)
         "               root causes, failed health checks and drains, lemons\n"
         "               flagged with the evidence behind each flag (--html: a\n"
         "               page of the same)\n\n"
-        "Exit: 0 ok, 2 usage error or a journal that cannot be read.\n");
+        "Exit: 0 ok, 2 usage error or a journal that cannot be read (--fleet:\n"
+        "runs that cannot be read are skipped, each said on stderr and counted;\n"
+        "2 when no run at all could be read).\n");
 }
 
 static int fleet(const char **dirs, size_t n, int json, const char *html)
@@ -70,9 +72,18 @@ static int fleet(const char **dirs, size_t n, int json, const char *html)
         if (!r && fflush(stdout))
             r = -EIO;
     }
+    size_t read = f.nruns, skipped = f.skipped;
     fb__fleet_free(&f);
     if (r && !ferror(stdout))
         fprintf(stderr, "firebreak report: %s\n", strerror(-r));
+    if (!r && read == 0) {
+        /* The (empty) report is written for a script that reads it; the
+         * exit says that nothing was read, as a journal that cannot be
+         * read does without --fleet. */
+        fprintf(stderr, "firebreak report: --fleet: no run could be read (%zu "
+                "skipped: see above)\n", skipped);
+        return 2;
+    }
     return r ? 2 : 0;
 }
 

@@ -137,6 +137,11 @@ int main(int argc, char **argv)
         char *hv[] = {argv[2], help, NULL};
         return finish(c->fn(2, hv), c);
     }
+    if (!strcmp(argv[1], "help") && argc >= 3) { /* "help NOTACOMMAND" */
+        fprintf(stderr, "firebreak help: unknown command '%s'\n\n", argv[2]);
+        usage(stderr);
+        return 2;
+    }
     if (fb__cli_is_help(argv[1]) ||
         !strcmp(argv[1], "help")) {
         usage(stdout);

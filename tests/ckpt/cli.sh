@@ -106,4 +106,50 @@ echo "$out" | grep -q 'FAIL step 240 rank 2: .*firebreak.world_size is "4", expe
     fail "verify did not name the world size"
 echo "$out" | grep -q '^step 240: complete' && fail "a step with failures called complete"
 echo "$out" | grep -q '^step 240: FAILED, 1/1 shards (not restorable)' || fail "step line"
+
+# inspect DIR: the newest step with the rank's shard, saying what it passed
+# (a save cut short leaves a newer step without it); it was an error.
+mkdir "$ck/step-0000000070"
+"$fb" ckpt inspect "$ck" >"$dir/out" 2>"$dir/err" || fail "inspect past an empty step: exit $?: $(cat "$dir/err")"
+grep -q "step 70 has no shard of rank 0 (incomplete): step 40" "$dir/err" || fail "said: $(cat "$dir/err")"
+grep -q "step-0000000040/rank-00000.safetensors: " "$dir/out" || fail "inspected: $(head -1 "$dir/out")"
+# (rank 1's shard of step 30 was set aside by its restore above: step 20)
+"$fb" ckpt inspect "$ck" --rank 1 2>"$dir/err" | grep -q "step-0000000020/rank-00001.safetensors: " ||
+    fail "inspect --rank 1: $(cat "$dir/err")"
+rmdir "$ck/step-0000000070"
+# A tensor name with control bytes is shown with '?', not sent to the terminal.
+python3 - "$dir/ctl.safetensors" <<'PY'
+import json, struct, sys
+h = json.dumps({"a\u0007b\u001b[2J": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}}).encode()
+open(sys.argv[1], "wb").write(struct.pack("<Q", len(h)) + h + b"\0" * 4)
+PY
+"$fb" ckpt inspect "$dir/ctl.safetensors" >"$dir/out" 2>&1 || fail "inspect ctl: $(cat "$dir/out")"
+grep -q $'\x07\|\x1b' "$dir/out" && fail "control bytes printed: $(cat -v "$dir/out")"
+grep -q 'a?b?\[2J' "$dir/out" || fail "name not shown: $(cat -v "$dir/out")"
+
+# Checkpoints that are all incomplete (the first save of a job cut short):
+# nothing bad, and nothing to restore from either: not ok, exit 1, said.
+inc=$dir/inc
+"$sample" "$inc" 0 2 50 50 >/dev/null || fail "sample incomplete"     # rank 0 of 2
+"$fb" ckpt verify "$inc" >"$dir/out" 2>"$dir/err"; rc=$?
+[ $rc = 1 ] || fail "verify of incomplete checkpoints only: exit $rc, wanted 1"
+grep -q "no checkpoint is restorable (every one incomplete)" "$dir/err" || fail "said: $(cat "$dir/err")"
+"$fb" ckpt verify "$inc" --json 2>/dev/null | tail -n 1 | python3 -c 'import json,sys; d=json.load(sys.stdin); assert not d["ok"] and d["failed"]==0 and d["restorable"]==0 and d["newest_restorable"] is None, d' ||
+    fail "verify --json of incomplete checkpoints"
+# --step of an incomplete one, where an older one is complete: that one
+# is asked about, so exit 1; without --step the older one is enough.
+"$fb" ckpt verify "$ck" --step 40 >/dev/null 2>"$dir/err"; rc=$?
+[ $rc = 1 ] || fail "verify --step of an incomplete step: exit $rc, wanted 1"
+grep -q "step 40 is not restorable (incomplete, 1/3 shards)" "$dir/err" || fail "said: $(cat "$dir/err")"
+good=$dir/good
+for r in 0 1 2; do "$sample" "$good" $r 3 10 20 10 >/dev/null || fail "sample good $r"; done
+"$sample" "$good" 0 3 30 30 >/dev/null || fail "sample good 30"
+"$fb" ckpt verify "$good" >/dev/null || fail "verify with an older complete step: exit $?"
+"$fb" ckpt verify "$good" --json | tail -n 1 | python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["ok"] and d["restorable"]==2 and d["newest_restorable"]==20, d' ||
+    fail "verify --json: newest restorable"
+# --replicas does not call a step whose shards it could not read "agree".
+out=$("$fb" ckpt verify "$ck" --replicas --step 40 2>/dev/null)
+echo "$out" | grep -q '^step 40: .*2 of 3 shards missing or unreadable, not compared' ||
+    fail "replicas of a step with missing shards: $out"
+echo "$out" | grep -q 'replicas agree' && fail "replicas agree without comparing: $out"
 echo PASS

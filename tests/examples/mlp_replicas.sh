@@ -21,7 +21,7 @@ fails=$(grep '^FAIL' "$T/rep.txt" | sed 's/: replica differs from the majority (
 want="FAIL step 40 rank 1 tensor w1
 FAIL step 30 rank 1 tensor w1"
 [ "$fails" = "$want" ] || fail "failures: $fails; want: $want; output: $(cat "$T/rep.txt")"
-grep -q '^step 20: replicas agree$' "$T/rep.txt" || fail "step 20: $(cat "$T/rep.txt")"
+grep -Eq '^step 20: replicas agree \([0-9]+ tensor\(s\) compared\)$' "$T/rep.txt" || fail "step 20: $(cat "$T/rep.txt")"
 grep -q '^step 40: rng.state differs on every rank: per-rank state' "$T/rep.txt" ||
     fail "rng.state not called per-rank state: $(cat "$T/rep.txt")"
 # One step, JSON, with the per-rank tensors named.

@@ -79,6 +79,19 @@ PY
 [ "$(grep -c "run-0/* is a run read already" "$D/r.err")" = 2 ] || fail "repeated not said: $(cat "$D/r.err")"
 rc=0; "$FB" report --fleet "$D/nothing" >/dev/null 2>"$D/e" || rc=$?
 [ $rc = 2 ] && grep -q "nothing" "$D/e" || fail "missing DIR: exit $rc $(cat "$D/e")"
+# DIRs with no readable run (journals of garbage, empty, cut short; or no
+# run at all): the empty report is written, but the exit says nothing
+# was read (it said 0)
+mkdir -p "$D/bad/a" "$D/bad/b" "$D/bad/c" "$D/empty"
+echo garbage >"$D/bad/a/journal.sqlite"
+: >"$D/bad/b/journal.sqlite"
+head -c 3000 "$D/fleet/run-0/journal.sqlite" >"$D/bad/c/journal.sqlite"
+for dd in bad empty; do
+    rc=0; "$FB" report --fleet "$D/$dd" --json >"$D/o" 2>"$D/e" || rc=$?
+    [ $rc = 2 ] || fail "--fleet of $dd: exit $rc, wanted 2: $(cat "$D/e")"
+    grep -q "no run could be read" "$D/e" || fail "--fleet of $dd: $(cat "$D/e")"
+    tail -n 1 "$D/o" | grep -q '"nruns":0' || fail "--fleet of $dd: $(cat "$D/o")"
+done
 # --html: the page says what the JSON says (table and evidence), escaped
 "$FB" report --fleet "$D/fleet" --html "$D/f.html" >"$D/h.txt" 2>/dev/null || fail "--html exit $?"
 grep -q "HTML report: $D/f.html" "$D/h.txt" || fail "--html: the text does not name the page"
