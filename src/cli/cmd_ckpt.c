@@ -136,6 +136,10 @@ int fb__cmd_ckpt(int argc, char **argv)
         fprintf(stderr, "firebreak ckpt: --replicas and --per-rank go with verify\n");
         return 2;
     }
+    if (nper && !replicas) { /* it would be ignored: said instead */
+        fprintf(stderr, "firebreak ckpt verify: --per-rank goes with --replicas\n");
+        return 2;
+    }
     if (!strcmp(sub, "verify")) {
         int rc = fb__ckpt_verify(path, has_step, (uint64_t)step, (int)threads, json,
                                  stdout);

@@ -496,10 +496,19 @@ static void check_space(const fb__health_opts *o, fb__health_result *r,
                         const char *name, const char *path, const char *what)
 {
     struct statvfs sv;
+    struct stat st;
     if (statvfs(path, &sv)) {
         fb__health_add(r, name, FB_HEALTH_WARN, "Host", "SSD",
                        "check that the directory exists and is mounted",
                        "%s %s: %s", what, path, strerror(errno));
+        return;
+    }
+    /* A file's free space is its file system's: true, and not what was
+     * asked (a mistyped --ckpt-dir passed as "ok"). */
+    if (stat(path, &st) == 0 && !S_ISDIR(st.st_mode)) {
+        fb__health_add(r, name, FB_HEALTH_WARN, "Host", "SSD",
+                       "give the directory itself",
+                       "%s %s: not a directory", what, path);
         return;
     }
     uint64_t avail = (uint64_t)sv.f_bavail * sv.f_frsize;

@@ -1,7 +1,8 @@
 #!/bin/bash
 # cli_usage FIREBREAK -- usage mistakes said as what they are: `help
 # NOTACOMMAND` and `ckpt NOTASUBCOMMAND` (it said "missing DIR") exit 2
-# naming the word; slurm-epilog, run by slurmd as the Epilog, says a bad
+# naming the word, as does `ckpt verify --per-rank` without --replicas
+# (it was ignored); slurm-epilog, run by slurmd as the Epilog, says a bad
 # option or user id and exits 0 all the same (a failing Epilog drains the
 # node), removing nothing it was not asked to.
 set -u
@@ -24,6 +25,7 @@ expect() {
 expect 2 "unknown command 'bogus'" help bogus
 expect 2 "unknown subcommand bogus (ls, verify, inspect)" ckpt bogus
 expect 2 "unknown subcommand bogus" ckpt bogus "$tmp"
+expect 2 "--per-rank goes with --replicas" ckpt verify "$tmp" --per-rank 'rng*'
 mkdir "$tmp/shm"
 expect 0 "unknown option '--bogus' (see --help): nothing removed" slurm-epilog --bogus
 expect 0 "no value after '--job' (see --help): nothing removed" slurm-epilog --job

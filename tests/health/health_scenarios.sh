@@ -171,5 +171,16 @@ grep -q "kmsg: No such file or directory$" "$tmp/text" \
 grep -q "^ *1 check ok, 6 skipped" "$tmp/text" \
     || { echo "FAIL counts: $(cat "$tmp/text")"; fails=$((fails + 1)); }
 
+# --ckpt-dir: a directory is checked; a file (a mistyped path) is not
+# called ok with its file system's free space, but a warning (exit 1)
+mkdir -p "$tmp/bare/ck"
+: >"$tmp/bare/afile"
+"$fb" health --root "$tmp/bare" --min-free 1M --ckpt-dir "$tmp/bare/ck" --json >"$tmp/j"
+[ $? = 0 ] && tail -n 1 "$tmp/j" | jq -e '.checks[] | select(.name == "disk.ckpt") | .status == "ok"' >/dev/null \
+    || { echo "FAIL --ckpt-dir DIR: $(tail -n 1 "$tmp/j")"; fails=$((fails + 1)); }
+"$fb" health --root "$tmp/bare" --min-free 1M --ckpt-dir "$tmp/bare/afile" --json >"$tmp/j"
+[ $? = 1 ] && tail -n 1 "$tmp/j" | jq -e '.checks[] | select(.name == "disk.ckpt") | .status == "warn" and (.detail | test("afile: not a directory$"))' >/dev/null \
+    || { echo "FAIL --ckpt-dir FILE: $(tail -n 1 "$tmp/j")"; fails=$((fails + 1)); }
+
 [ $fails = 0 ] && echo "health scenarios: all passed"
 exit $((fails > 0))
