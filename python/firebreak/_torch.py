@@ -1218,6 +1218,16 @@ class Checkpointer:
             ck.close()               # waits for its save in flight
         self._from_restore = False
 
+    def _replaced(self):
+        """Name prefixes of the optimizer state a checkpoint may lack where
+        the program has it (a checkpoint saved before the optimizer's first
+        step, or before some parameter had a gradient): load_state_dict
+        replaces the whole state, so the program's goes as the checkpoint
+        had none.  Not FSDP1 optimizers (FSDP's own conversion wants the
+        state it flattens)."""
+        return tuple("%s/state/" % k for k, o in self.state.items()
+                     if isinstance(o, torch.optim.Optimizer) and k not in self._fsdp1_optim)
+
     def _lazy(self):
         """Name prefixes of optimizer state, which load_state_dict replaces
         rather than copies into (and which the program may not have yet)."""
@@ -1269,9 +1279,11 @@ class Checkpointer:
                     raise ValueError("tensor %s: in checkpoint step %d's state, but in "
                                      "no shard (owner %s)" % (n, step, owners.get(n)))
                 saved[n] = e
-        lazy = self._lazy()
+        lazy, replaced = self._lazy(), self._replaced()
         for name, t in live.items():
             e = saved.get(name)
+            if e is None and name.startswith(replaced):
+                continue
             if e is None:
                 raise ValueError("tensor %s: in the program's state, not in checkpoint "
                                  "step %d (the state dict's keys changed)" % (name, step))
@@ -1288,7 +1300,9 @@ class Checkpointer:
                                  "program's state (the state dict's keys changed)"
                                  % (name, step))
         for name, (gs, go) in places.items():
-            e = saved[name]
+            e = saved.get(name)
+            if e is None:            # optimizer state the checkpoint lacks
+                continue
             got = (tuple(e[4]), tuple(e[5]))
             if got != (tuple(gs), tuple(go)):
                 raise ValueError("tensor %s: the program has the slice at %s of a "
@@ -1436,8 +1450,10 @@ class Checkpointer:
                 raise ValueError("tensor %s: the program has the slice at %s of a "
                                  "tensor of %s, checkpoint step %d has it at %s of %s"
                                  % (name, tuple(go), tuple(gs), step, got[1], got[0]))
-        lazy = self._lazy()
+        lazy, replaced = self._lazy(), self._replaced()
         for name, t in live.items():
+            if name not in bufs and name.startswith(replaced):
+                continue                  # replaced by the checkpoint's none
             if name not in bufs:
                 raise ValueError("tensor %s: in the program's state, not in checkpoint "
                                  "step %d (the state dict's keys changed)" % (name, step))

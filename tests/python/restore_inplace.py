@@ -378,6 +378,37 @@ def case_load_refused(d):
     ck.close()
 
 
+def case_before_first_step(d):
+    """A rollback to a checkpoint saved before the optimizer's first step
+    (it had no state then, the program has now): restored as torch's
+    load_state_dict would, the optimizer's state gone, training on exactly
+    as from a fresh start (it was refused: "the state dict's keys
+    changed")."""
+    m, o = make(1)
+    ck = firebreak.Checkpointer({"model": m, "optim": o}, dir=d)
+    ck.save(0)
+    ck.wait()
+    want = tensors(m, o)
+    train(m, o, 2)
+    check(len(o.state) > 0, "no optimizer state after training")
+    check(ck.restore() == 0, "rolled back to step 0")
+    check(len(o.state) == 0, "optimizer state kept: %d entries" % len(o.state))
+    same(tensors(m, o), want, "rolled back")
+    m1, o1 = make(1)
+    torch.manual_seed(7)
+    train(m, o, 2)
+    torch.manual_seed(7)
+    train(m1, o1, 2)
+    same(tensors(m, o), tensors(m1, o1), "two steps after the rollback")
+    ck.save(1)
+    ck.wait()
+    ck.close()
+    m2, o2 = make(3)
+    with firebreak.Checkpointer({"model": m2, "optim": o2}, dir=d) as ck:
+        check(ck.restore() == 1, "the save after the rollback")
+    same(tensors(m2, o2), tensors(m1, o1), "step 1")
+
+
 def case_lazy_optimizer(d):
     """A fresh program has no optimizer state yet: restore creates it
     (4 MiB moments on mappings of their own), training goes on exactly as
