@@ -50,6 +50,15 @@ def tensors(m, o):
             for k, v in out.items()}
 
 
+def train_both(a, b, n, what):
+    """Train models a and b (model, optimizer) n steps on the same batches;
+    then the same bytes."""
+    for m, o in (a, b):
+        torch.manual_seed(7)
+        train(m, o, n)
+    same(tensors(*a), tensors(*b), what)
+
+
 def same(a, b, what):
     ok = check(set(a) == set(b), "%s: tensors %s, expected %s" % (what, sorted(a), sorted(b)))
     for k in sorted(set(a) & set(b)):
@@ -395,11 +404,7 @@ def case_before_first_step(d):
     check(len(o.state) == 0, "optimizer state kept: %d entries" % len(o.state))
     same(tensors(m, o), want, "rolled back")
     m1, o1 = make(1)
-    torch.manual_seed(7)
-    train(m, o, 2)
-    torch.manual_seed(7)
-    train(m1, o1, 2)
-    same(tensors(m, o), tensors(m1, o1), "two steps after the rollback")
+    train_both((m, o), (m1, o1), 2, "two steps after the rollback")
     ck.save(1)
     ck.wait()
     ck.close()
@@ -423,11 +428,7 @@ def case_lazy_optimizer(d):
     with firebreak.Checkpointer({"model": m, "optim": o}, dir=d) as ck:
         check(ck.restore() == 1, "restored step")
         same(tensors(m, o), tensors(m0, o0), "restored with lazy optimizer state")
-        torch.manual_seed(7)
-        train(m, o, 1)
-        torch.manual_seed(7)
-        train(m0, o0, 1)
-        same(tensors(m, o), tensors(m0, o0), "one step after the restore")
+        train_both((m, o), (m0, o0), 1, "one step after the restore")
         ck.save(2)
         ck.wait()
     m2, o2 = make(3)
