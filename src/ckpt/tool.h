@@ -22,8 +22,10 @@ int fb__ckpt_ls(const char *dir, int json, FILE *out);
  * has_step): a regular file, recorded step and rank its place, world size
  * the step's (its lowest rank's), every hash.  A step with any failed
  * shard is reported FAILED, never complete.  Progress on stderr when it
- * is a terminal.  Exit code 0 all verify, 1 any failure (each named), 2
- * unreadable DIR or nothing to verify (no checkpoint, or none at `step`). */
+ * is a terminal.  Exit code 0 all verify and one is restorable (`step`,
+ * else any), 1 any failure (each named) or none restorable (all
+ * incomplete: said), 2 unreadable DIR or nothing to verify (no
+ * checkpoint, or none at `step`). */
 int fb__ckpt_verify(const char *dir, int has_step, uint64_t step, int threads,
                     int json, FILE *out);
 
