@@ -672,6 +672,11 @@ static void shim_main(const fb__spawn *sp, pid_t supervisor, int msg_fd)
                 _exit(1);
         } else {
             kill(-pid, sig);
+            /* A stopped rank (SIGSTOP: a debugger, a job-control stop, an
+             * injected hang) holds a stop signal pending until the hard
+             * stop: let it run to take it, as systemd does. */
+            if (sig == SIGTERM || sig == SIGINT || sig == SIGHUP)
+                kill(-pid, SIGCONT);
         }
         if (!reaped)
             continue;

@@ -1540,6 +1540,18 @@ static const char *interrupted(fb__sup *s, fb__sup_result *res)
     return "interrupted";
 }
 
+/* Stopped between two attempts (the back-off's wait): the restart decided
+ * was not made, so it is not counted (the journal has no attempt for it),
+ * and the signal is said as it is during an attempt. */
+static const char *stopped_between(fb__sup *s, fb__sup_result *res)
+{
+    fb__sup_log(s, "received %s between attempts: not restarting",
+                strsignal(s->stop_signal));
+    if (res->restarts > 0)
+        res->restarts--;
+    return interrupted(s, res);
+}
+
 /* What to do about a program that cannot be run, as torchrun's users
  * meet it: a name without a slash is looked up on PATH only, not in this
  * directory; a Python script needs its interpreter (torchrun adds it,
@@ -1721,7 +1733,7 @@ static const char *attempt_loop(fb__sup *s)
             write_snapshots(s);
             backoff_wait(s, d.delay_s);
             if (s->stop_signal)
-                return interrupted(s, res);
+                return stopped_between(s, res);
         } else {
             if (s->durable_step >= 0)
                 fb__sup_log(s, "restarting from the newest complete checkpoint "
@@ -1740,7 +1752,7 @@ static const char *attempt_loop(fb__sup *s)
                         s->attempt + 1);
             backoff_wait(s, atoi(pause) / 1000.0);
             if (s->stop_signal)
-                return interrupted(s, res);
+                return stopped_between(s, res);
         }
 #endif
     }

@@ -15,4 +15,17 @@ python3 -c "import sys; sys.exit(0 if 1500 <= $d <= 2500 else 1)" || fail "detec
 # Evidence snapshot of the segments was taken before the kill.
 ls "$(run_dir)"/fr/attempt-0/rank-0.fbseg >/dev/null || fail "no segment snapshot"
 assert_no_segments
-ok "hang detected after $d ms (timeout 1500 ms), restarted, completed"
+rm -rf runs
+
+# A rank stopped (SIGSTOP: the supervisor's own after= hang, a debugger)
+# takes its SIGTERM at once: the stop costs milliseconds, not --grace (20 s
+# here; it waited for the SIGKILL at its end).
+"$FB" run --nproc-per-node 2 --max-restarts 1 --hang-timeout 1 --grace 20 \
+    --inject 'hang:rank=0,after=1s,attempt=0' -- "$RANK" --steps 300 --sleep-ms 10 "$TAG" \
+    2>err.txt || fail "stopped rank: run exited $? $(tail -3 err.txt)"
+line=$(grep "attempt 1: relaunched" err.txt) || fail "no relaunch line: $(tail -5 err.txt)"
+stop=$(sed -E 's/.* stop ([0-9.]+),.*/\1/' <<<"$line")
+python3 -c "import sys; sys.exit(0 if float('$stop') < 3000 else 1)" ||
+    fail "the stopped rank's stop took $stop ms (grace 20 s): $line"
+assert_no_segments
+ok "hang detected after $d ms (timeout 1500 ms), restarted, completed; a stopped rank stopped in $stop ms"

@@ -48,6 +48,28 @@ grep -q "received Terminated again: killing the ranks now, without the rest of -
     || fail "the second SIGTERM not said: $(tail -3 err.txt)"
 rm -rf runs
 
+# SIGTERM while waiting to restart (the back-off after attempts without
+# progress): the restart decided is not counted (it said one more restart
+# than the journal's attempts), and the signal is said.
+"$FB" run --nproc-per-node 1 --max-restarts 8 --crash-loop 0 --json -- \
+    "$RANK" --steps 5 --exit-code 3 "$TAG" >out.json 2>err.txt &
+sup=$!
+for _ in $(seq 200); do
+    grep -q "restarting in" err.txt && break
+    sleep 0.05
+done
+grep -q "restarting in" err.txt || fail "no back-off: $(tail -3 err.txt)"
+kill -TERM $sup
+stopped $sup "SIGTERM in the back-off"
+grep -q "received Terminated between attempts: not restarting" err.txt ||
+    fail "the signal in the back-off not said: $(tail -3 err.txt)"
+n=$(q "select count(*) from attempt")
+[ "$(json_field out.json '["attempts"]')" = "$n" ] || fail "attempts: $(tail -n 1 out.json), journal $n"
+[ "$(json_field out.json '["restarts"]')" = $((n - 1)) ] ||
+    fail "restarts: $(tail -n 1 out.json), journal $n attempts"
+grep -q "after $n attempts, $((n - 1)) restart" err.txt || fail "summary: $(grep attempts err.txt)"
+rm -rf runs
+
 # SIGKILL the supervisor: the shims notice (parent-death signal) and kill
 # their whole trees, setsid() grandchildren included.
 "$FB" run --nproc-per-node 2 --hang-timeout 30 -- \
