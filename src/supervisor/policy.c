@@ -147,6 +147,23 @@ static int oldest_silent(const fb__sup_hang_facts *f)
     return rank;
 }
 
+/* Whether rank r, silent past its limit, is the only rank silent: every
+ * other one ended (readable, its end noticed) or beat within a quarter of
+ * r's limit (policy.h, rule 1). */
+static int silent_alone(const fb__sup_hang_facts *f, int r)
+{
+    uint64_t quarter = f->ranks[r].limit_ns / 4;
+    for (int q = 0; q < f->world; q++) {
+        const fb__sup_hang_rank *k = &f->ranks[q];
+        if (q == r || (k->readable && !k->watched))
+            continue;
+        if (!k->readable ||
+            (f->now_ns > k->last_beat_ns && f->now_ns - k->last_beat_ns > quarter))
+            return 0;
+    }
+    return 1;
+}
+
 void fb__sup_blame_hang(const fb__sup_hang_facts *f, fb__sup_hang_blame *b)
 {
     memset(b, 0, sizeof *b);
@@ -157,6 +174,7 @@ void fb__sup_blame_hang(const fb__sup_hang_facts *f, fb__sup_hang_blame *b)
         if (b->rank < 0)
             return;
         b->basis = FB__SUP_HANG_OLDEST_BEAT;
+        b->alone = f->world > 1 && silent_alone(f, b->rank); /* others to tell */
         for (int r = 0; r < f->world; r++) {
             if (f->ranks[r].readable && f->ranks[r].injected == FB__INJECT_HANG) {
                 b->rank = r;

@@ -192,6 +192,9 @@ typedef enum {
 typedef struct fb__sup_hang_blame {
     int rank;                  /* -1: no hang                               */
     fb__sup_hang_basis basis;
+    int alone;                 /* OLDEST_BEAT: no other rank silent (each
+                                  ended, or beat within a quarter of the
+                                  rank's limit): rule 4 does not apply     */
     int fr_named;              /* the flight recorder found a hang and named
                                   its culprits: its summary belongs in the
                                   incident's detail                         */
@@ -203,6 +206,12 @@ typedef struct fb__sup_hang_blame {
  *   1. no declared rank: a hang is a watched rank silent for longer than
  *      its phase's limit (now > last beat + limit); the one silent the
  *      longest, the lowest-numbered on a tie.  None: no hang (rank -1).
+ *      `alone` when every other rank ended (its end noticed) or beat
+ *      within a quarter of that rank's limit: the others went on (no
+ *      collective held them, or they finished), so its silence is its
+ *      own, not the wait every rank of a stalled collective shares (a
+ *      rank without a readable segment says nothing: not alone; nor is
+ *      the rank of a one-rank job, with no other to compare);
  *   2. then a readable rank whose segment records a fired hang injection
  *      (the lowest-numbered), ended or not, is direct evidence;
  *   3. then the flight recorder, when its verdict is a hang that names

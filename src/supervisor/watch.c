@@ -556,9 +556,12 @@ static void blame_hang(fb__sup *s, const fb__sup_hang_blame *b, uint64_t now)
              fb__sup_phase_name(k->phase), (double)timeout_ns(s, k->phase) / 1e9,
              last,
              b->basis == FB__SUP_HANG_INJECTED ? "the rank recorded an injected hang"
-                                               : "it was silent the longest");
+             : b->alone ? "it alone was silent: every other rank had ended or was "
+                          "still stepping"
+                        : "it was silent the longest");
     declare_hang(s, b->rank, k->last_beat_ns, now, k->phase, k->step, why);
-    s->fail.by_silence = b->basis == FB__SUP_HANG_OLDEST_BEAT;
+    /* Silence names the rank only when it was the one silent rank. */
+    s->fail.by_silence = b->basis == FB__SUP_HANG_OLDEST_BEAT && !b->alone;
 }
 
 /* --attach-timeout: a rank that never attached counts as hung in init. */

@@ -28,4 +28,34 @@ stop=$(sed -E 's/.* stop ([0-9.]+),.*/\1/' <<<"$line")
 python3 -c "import sys; sys.exit(0 if float('$stop') < 3000 else 1)" ||
     fail "the stopped rank's stop took $stop ms (grace 20 s): $line"
 assert_no_segments
-ok "hang detected after $d ms (timeout 1500 ms), restarted, completed; a stopped rank stopped in $stop ms"
+rm -rf runs
+
+# One rank stops (SIGSTOP from outside: no injection it could record)
+# while the other goes on stepping (no collective holds it): the silent
+# rank alone is the hang's, named (it was "no rank blamed": silence is
+# weak evidence only when every rank waits in a stalled collective).
+"$FB" run --nproc-per-node 2 --max-restarts 1 --hang-timeout 1 --grace 2 --json \
+    -- "$RANK" --steps 400 --sleep-ms 10 "$TAG" >out.json 2>err.txt &
+sup=$!
+r1=""
+for _ in $(seq 100); do
+    for p in $(pgrep -f -- "$TAG" || true); do
+        [ "$(readlink "/proc/$p/exe" 2>/dev/null)" = "$(readlink -f "$RANK")" ] || continue
+        # attempt 0's rank 1, not the next attempt's standby (exec'd ahead)
+        env=$(tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null || true)
+        grep -qx "RANK=1" <<<"$env" && grep -qx "FIREBREAK_ATTEMPT=0" <<<"$env" && r1=$p
+    done
+    [ -n "$r1" ] && break
+    sleep 0.05
+done
+[ -n "$r1" ] || fail "rank 1 not found"
+sleep 0.3
+kill -STOP "$r1"
+wait $sup || fail "alone silent: run exited $? $(tail -3 err.txt)"
+[ "$(json_field out.json '["incidents"][0]["kind"]')" = hang ] || fail "alone: kind: $(tail -5 err.txt)"
+[ "$(json_field out.json '["incidents"][0]["rank"]')" = 1 ] ||
+    fail "alone: rank $(json_field out.json '["incidents"][0]["rank"]'): $(q "select detail from incident")"
+q "select detail from incident" | grep -q "it alone was silent" ||
+    fail "alone: detail $(q "select detail from incident")"
+assert_no_segments
+ok "hang detected after $d ms (timeout 1500 ms), restarted, completed; a stopped rank stopped in $stop ms; a rank silent alone blamed"

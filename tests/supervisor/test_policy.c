@@ -315,6 +315,45 @@ static void test_blame_hang(void)
                cases[i].want_rank, hang_basis_name(cases[i].want_basis),
                cases[i].want_fr_named);
     }
+    /* 1b. alone: the other ranks ended or beat within a quarter of the
+     * silent rank's limit (10 s: 2.5 s) */
+    static const struct {
+        const char *what;
+        fb__sup_hang_rank ranks[4];
+        int want_rank, want_alone;
+    } alone[] = {
+        {"the others stepping: alone", {BEAT(1), BEAT(0), BEAT(11), BEAT(2)}, 2, 1},
+        {"the others ended: alone", {ENDED(50), ENDED(1), BEAT(11), ENDED(3)}, 2, 1},
+        {"one other silent 3 s (a collective's wait): not alone",
+         {BEAT(1), BEAT(3), BEAT(11), BEAT(1)}, 2, 0},
+        {"... every other silent nearly as long: not alone",
+         {BEAT(10), BEAT(10), BEAT(11), BEAT(9)}, 2, 0},
+        {"a rank without a segment says nothing: not alone",
+         {UNREAD, BEAT(1), BEAT(11), BEAT(1)}, 2, 0},
+        {"a beat in the future is no silence: alone",
+         {{.readable = 1, .watched = 1, .last_beat_ns = 1001 * S_, .limit_ns = 10 * S_},
+          BEAT(1), BEAT(11), BEAT(1)}, 2, 1},
+    };
+    {
+        fb__sup_hang_rank one[1] = {BEAT(11)};
+        fb__sup_hang_facts f = {.now_ns = 1000 * S_, .world = 1, .declared = -1,
+                                .ranks = one};
+        fb__sup_hang_blame b;
+        fb__sup_blame_hang(&f, &b);
+        CHECKF(b.rank == 0 && !b.alone, "one rank in the job: rank %d, alone %d", b.rank,
+               b.alone);
+    }
+    for (size_t i = 0; i < N(alone); i++) {
+        fb__sup_hang_facts f = {.now_ns = 1000 * S_, .world = 4, .declared = -1,
+                                .ranks = alone[i].ranks};
+        fb__sup_hang_blame b;
+        fb__sup_blame_hang(&f, &b);
+        CHECKF(b.rank == alone[i].want_rank && b.basis == FB__SUP_HANG_OLDEST_BEAT &&
+                   b.alone == alone[i].want_alone,
+               "%s: rank %d (%s), alone %d, want rank %d, alone %d", alone[i].what,
+               b.rank, hang_basis_name(b.basis), b.alone, alone[i].want_rank,
+               alone[i].want_alone);
+    }
     /* 4. silence alone, after the flight recorder had its say */
     static const struct {
         const char *what;
