@@ -1592,6 +1592,35 @@ static int script_has_interpreter(const char *path)
     return got < 0 || (got == 2 && head[0] == '#' && head[1] == '!');
 }
 
+/* The interpreter PATH's "#!" line names, when that is an absolute path
+ * that cannot be executed here: into interp (and 0 returned, errno-style
+ * reason in *why), else -1.  exec reports such a script as ENOENT, as if
+ * the script itself were missing, at every restart. */
+static int missing_interpreter(const char *path, char *interp, size_t size, int *why)
+{
+    char head[256];
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0)
+        return -1;
+    ssize_t got = read(fd, head, sizeof head - 1);
+    close(fd);
+    if (got < 3 || head[0] != '#' || head[1] != '!')
+        return -1;
+    head[got] = '\0';
+    char *p = head + 2;
+    while (*p == ' ' || *p == '\t')
+        p++;
+    size_t n = strcspn(p, " \t\r\n");
+    if (*p != '/' || n == 0 || n >= size || p[n] == '\0')
+        return -1; /* relative, empty, or longer than the line we read */
+    memcpy(interp, p, n);
+    interp[n] = '\0';
+    if (access(interp, X_OK) == 0)
+        return -1;
+    *why = errno;
+    return 0;
+}
+
 /* Everything that can be refused before the run directory is touched
  * (exit 2, nothing launched).  Prints what is wrong. */
 static int check_inputs(fb__sup *s)
@@ -1628,6 +1657,16 @@ static int check_inputs(fb__sup *s)
         fprintf(stderr, "firebreak run: cannot run '%s': it has no #! line, so it "
                 "would run under /bin/sh%s\n", o->argv[0], hint);
         return -ENOEXEC;
+    }
+    char interp[PATH_MAX];
+    int why = 0;
+    /* Local ranks only: another node may have the interpreter this one
+     * lacks. */
+    if (o->launcher == FB__LAUNCH_LOCAL &&
+        missing_interpreter(resolved, interp, sizeof interp, &why) == 0) {
+        fprintf(stderr, "firebreak run: cannot run '%s': its #! line names %s: %s\n",
+                o->argv[0], interp, strerror(why));
+        return -ENOENT;
     }
     if (o->launcher == FB__LAUNCH_MPIRUN) {
         rc = fb__find_program(o->mpirun ? o->mpirun : "mpirun", resolved,

@@ -77,6 +77,12 @@ printf '#!/bin/false\n' > shebang.py && chmod +x shebang.py
 set +e; "$FB" run --quiet --max-restarts 0 --run-dir shebang-run -- ./shebang.py >out.txt 2>err.txt; set -e
 grep -q "no #! line" err.txt && fail "./shebang.py was refused: $(cat err.txt)"
 rm -rf shebang-run
+# a "#!" naming an interpreter that is not there: exec says ENOENT as if
+# the script were missing (at every restart); refused naming the interpreter
+printf '#!/nonexistent/interp -x\n' > noint && chmod +x noint
+expect2 -- ./noint
+grep -q "cannot run './noint': its #! line names /nonexistent/interp: No such file or directory" err.txt \
+    || fail "./noint: $(cat err.txt)"
 # a program in this directory named without ./: PATH only, and said so
 cp notexec.sh here-prog && chmod +x here-prog
 expect2 -- here-prog
