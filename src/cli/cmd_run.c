@@ -148,6 +148,16 @@ static int parse_dur(const char *opt, const char *v, double lo_s, double hi_s,
     return -1;
 }
 
+/* A path option given as "" (an unset shell variable): said as that, not
+ * as the error of making a directory named "". */
+static int nonempty(const char *opt, const char *v)
+{
+    if (v[0])
+        return 0;
+    fprintf(stderr, "firebreak run: %s: an empty path (an unset variable?)\n", opt);
+    return -1;
+}
+
 static int parse_num(const char *opt, const char *v, long long lo, long long hi,
                      int *out)
 {
@@ -453,16 +463,17 @@ int fb__cmd_run(int argc, char **argv)
         case O_LOOP: bad = parse_num("--crash-loop", optarg, 0, 1000, &o.crash_loop); break;
         case O_SUPNICE: bad = parse_num("--supervisor-nice", optarg, 0, 39, &o.sup_nice); break;
         case O_SUPRT: bad = parse_num("--supervisor-rt", optarg, 0, 99, &o.sup_rt); break;
-        case O_RUNDIR: o.run_dir = optarg; break;
-        case O_RUNROOT: o.run_root = optarg; break;
+        case O_RUNDIR: bad = nonempty("--run-dir", optarg); o.run_dir = optarg; break;
+        case O_RUNROOT: bad = nonempty("--run-root", optarg); o.run_root = optarg; break;
         case O_NAME: o.name = optarg; break;
-        case O_CKPTDIR: o.ckpt_dir = optarg; break;
+        case O_CKPTDIR: bad = nonempty("--ckpt-dir", optarg); o.ckpt_dir = optarg; break;
         case O_SHGROUP: o.shared_group = optarg; break;
         case O_PERSIST: bad = parse_num("--persist-every", optarg, 0, 1000000000, &o.persist_every); break;
         case O_MEMMAX:
             if (fb__parse_size(optarg, &o.memory_ckpt_max) || !o.memory_ckpt_max) {
+                /* "above 0" is not the whole story for a size past 2^64 */
                 fprintf(stderr, "firebreak run: --memory-ckpt-max '%s': want a "
-                        "size above 0, e.g. 64G or 512M\n", optarg);
+                        "size above 0 and below 16E, e.g. 64G or 512M\n", optarg);
                 bad = 1;
             }
             break;

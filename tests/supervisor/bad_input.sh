@@ -83,6 +83,11 @@ printf '#!/nonexistent/interp -x\n' > noint && chmod +x noint
 expect2 -- ./noint
 grep -q "cannot run './noint': its #! line names /nonexistent/interp: No such file or directory" err.txt \
     || fail "./noint: $(cat err.txt)"
+# an empty path (an unset shell variable) is said as that
+for opt in --run-dir --run-root --ckpt-dir; do
+    expect2 "$opt" "" -- /bin/true
+    grep -q "firebreak run: $opt: an empty path" err.txt || fail "$opt '': $(cat err.txt)"
+done
 # a program in this directory named without ./: PATH only, and said so
 cp notexec.sh here-prog && chmod +x here-prog
 expect2 -- here-prog
