@@ -39,4 +39,9 @@ void fb__cli_cause_json(struct fb__jsonw *w, const struct fb__sup_incident *in);
 /* Path of the running firebreak binary (for re-executing itself). */
 const char *fb__cli_self(void);
 
+/* A command that said itself why its stdout could not be written (with
+ * the write's own errno) sets this, and main.c's last flush does not say
+ * it again. */
+extern int fb__cli_stdout_said;
+
 #endif

@@ -282,6 +282,7 @@ static int stdout_failed(const char *what)
     int e = errno;
     fprintf(stderr, "firebreak run: cannot write %s to stdout: %s\n", what,
             strerror(e ? e : EIO));
+    fb__cli_stdout_said = 1;
     return 2;
 }
 

@@ -75,6 +75,8 @@ static void usage(FILE *f)
  * Commands leave the message about stdout to this.  Closing a stdout that
  * was never open (`>&-`) with nothing written is not an error (gnulib's
  * close_stdout does the same). */
+int fb__cli_stdout_said;
+
 static int finish(int code, const command *c)
 {
     const char *cmd = c ? c->name : NULL;
@@ -88,8 +90,9 @@ static int finish(int code, const command *c)
         err = errno ? errno : EIO;
     if (!err)
         return code;
-    fprintf(stderr, "firebreak%s%s: cannot write output: %s\n",
-            cmd ? " " : "", cmd ? cmd : "", strerror(err));
+    if (!fb__cli_stdout_said)
+        fprintf(stderr, "firebreak%s%s: cannot write output: %s\n",
+                cmd ? " " : "", cmd ? cmd : "", strerror(err));
     if (c && c->io_error_exit)
         return c->io_error_exit;
     return code ? code : 2;

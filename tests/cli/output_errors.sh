@@ -60,6 +60,11 @@ full 2 sim --trials 5 --sweep gpus=1024:2048 --json
 full 2 ckpt ls "$tmp/ckpts" --json
 full 2 fr analyze "$fr_in" --json
 full 2 run --json --run-dir "$tmp/r" -- true
+# said once, with the write's own error (a second line said "Input/output
+# error" after it)
+"$fb" run --json --run-dir "$tmp/r" -- true >/dev/full 2>"$tmp/err"
+[ "$(grep -c "cannot write" "$tmp/err")" = 1 ] && grep -q "No space left on device" "$tmp/err" ||
+    fail "run --json >/dev/full said: $(grep "cannot write" "$tmp/err")"
 full 2 agent --root "$fx/healthy" --once --quiet
 
 # the files written for --html and --svg: every write checked.  First
