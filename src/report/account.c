@@ -182,6 +182,13 @@ static int64_t lost_us(fb__report_run *run, size_t i, int64_t r, int64_t f)
         int64_t t = restored < 0 ? INT64_MIN / 4
                     : time_of_step(run, (int)i, restored, INT64_MIN,
                                    (point){step_r, r}, (point){step_f, f});
+        /* The restored step before every point known, and the attempt's
+         * own first step not known either (a short attempt: no step of it
+         * journaled before the failure): the steps cannot tell when the
+         * restored one was done, not "before the attempt began"; the
+         * incident's lost_s, measured live, can. */
+        if (restored >= 0 && step_r < 0 && t == INT64_MIN / 4)
+            t = INT64_MIN;
         if (t != INT64_MIN) {
             int64_t from = clamp64(t, r, f);
             int64_t stall = 0;

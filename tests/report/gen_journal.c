@@ -13,6 +13,8 @@
  * oldschema  basic with schema_version 0.9
  * empty      a journal with no run
  * nostart    a run that ended before any attempt
+ * shortfirst a short first attempt with no step journaled, its lost
+ *            work known only from the incident's lost_s
  * afterfail  a rank crashes at step 60 (8 s) while the other goes on
  *            saving steps 70-90 with 1.5 s stalls until the crash is
  *            detected (11 s), and a sample at 9.5 s finds it at step 50:
@@ -175,6 +177,27 @@ static void afterfail(const char *dir)
     attempt(1, 12.5, 13, 20, 50, 0.2, 50, 20, 2, "completed");
     CHECK(fb__journal_flush(J));
     CHECK(fb__journal_end_run(J, T0 + 21, "completed", 0, "all steps done"));
+}
+
+/* A short first attempt: no first step, no sample (killed at step 5
+ * before any was journaled), a checkpoint of step 3 complete; the next
+ * attempt restores step 3.  The live lost_s (0.2 s) is all that says
+ * what was lost. */
+static void shortfirst(const char *dir)
+{
+    begin_run(dir, 2);
+    int64_t a;
+    CHECK(fb__journal_begin_attempt(J, 0, T0 + 1, &a));
+    CHECK(fb__journal_attempt_real(J, a, "launched_at", T0 + 1.05));
+    CHECK(fb__journal_attempt_real(J, a, "ready_at", T0 + 1.2));
+    CHECK(fb__journal_checkpoint(J, a, 3, T0 + 1.5, 2, 4096, 10, 5, "complete"));
+    incident(a, "crash", 1.8, 1.81, 1, "host-a", 9, 0, 0, 5, 0.2,
+             "kill:rank=1,step=5", "rank 1 killed by SIGKILL", NULL, NULL);
+    CHECK(fb__journal_attempt_real(J, a, "ended_at", T0 + 1.9));
+    CHECK(fb__journal_attempt_text(J, a, "outcome", "failed"));
+    attempt(1, 2, 2.5, 10, 3, 0.1, 4, 9, 2, "completed");
+    CHECK(fb__journal_flush(J));
+    CHECK(fb__journal_end_run(J, T0 + 10, "completed", 0, "all steps done"));
 }
 
 /* Text with terminal escape sequences everywhere a journal carries text
@@ -421,6 +444,8 @@ int main(int argc, char **argv)
                                   "launcher 'mpirun' not found"));
     } else if (!strcmp(sc, "afterfail")) {
         afterfail(dir);
+    } else if (!strcmp(sc, "shortfirst")) {
+        shortfirst(dir);
     } else if (!strcmp(sc, "bench")) {
         bench(dir);
     } else if (!strncmp(sc, "fleet", 5) && sc[5] >= '0' && sc[5] <= '3' && !sc[6]) {

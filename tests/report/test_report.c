@@ -6,6 +6,7 @@
  *   test_report basic DIR                exact accounting and categories
  *   test_report running DIR              a run that has not ended
  *   test_report afterfail DIR            saves after the failure, not in it
+ *   test_report shortfirst DIR           a short attempt's lost work from its incident
  *   test_report error DIR CODE TEXT      load fails with CODE, err has TEXT
  *
  * The expected numbers of the basic scenario are worked out by hand in
@@ -340,6 +341,17 @@ static void test_afterfail(const char *dir)
     fb__report_free(run);
 }
 
+static void test_shortfirst(const char *dir)
+{
+    fb__report_run *run = load(dir);
+    const fb__report_attempt *a = &run->attempts[0];
+    /* all of its 0.6 s of training was counted lost ("steps") before */
+    CHECK_EQ_STR(a->lost_from, "incident");
+    EXPECT_US(a->us[FB__T_LOST], 0.2);
+    CHECK(fabs(run->incidents[0].lost_acc_s - 0.2) < 1e-9);
+    fb__report_free(run);
+}
+
 static void test_error(const char *dir, const char *code, const char *text)
 {
     fb__report_run *run = NULL;
@@ -369,10 +381,12 @@ int main(int argc, char **argv)
         test_running(argv[2]);
     else if (argc == 3 && !strcmp(argv[1], "afterfail"))
         test_afterfail(argv[2]);
+    else if (argc == 3 && !strcmp(argv[1], "shortfirst"))
+        test_shortfirst(argv[2]);
     else if (argc == 5 && !strcmp(argv[1], "error"))
         test_error(argv[2], argv[3], argv[4]);
     else {
-        fprintf(stderr, "usage: test_report classify|basic DIR|running DIR|afterfail DIR|"
+        fprintf(stderr, "usage: test_report classify|basic DIR|running DIR|afterfail DIR|shortfirst DIR|"
                 "error DIR CODE TEXT\n");
         return 2;
     }

@@ -13,6 +13,8 @@ FB_REPORT_SAMPLES=$DATA "$T" classify
 "$T" running "$D/running"
 "$GEN" afterfail "$D/afterfail"
 "$T" afterfail "$D/afterfail"
+"$GEN" shortfirst "$D/shortfirst"
+"$T" shortfirst "$D/shortfirst"
 "$GEN" empty "$D/empty"
 "$T" error "$D/empty" EFORMAT "holds no run"
 "$GEN" nostart "$D/nostart"
