@@ -10,6 +10,7 @@
 
 #include "cli/cli.h"
 #include "common/util.h"
+#include "lib/segment.h"
 #include "supervisor/watcher.h"
 
 static void usage(FILE *f)
@@ -163,6 +164,12 @@ int fb__cmd_watch(int argc, char **argv)
     if (!job || attempt < 0 || ppn < 1 || world < 1) {
         fprintf(stderr, "firebreak watch: --job, --attempt, --ranks-per-node and "
                 "--world are required (see --help)\n");
+        return 2;
+    }
+    if (!fb__job_id_ok(job)) { /* it names segments: /dev/shm/fb.<job>.* */
+        char safe[64];
+        fprintf(stderr, "firebreak watch: --job: not a job id: %s\n",
+                fb__safe_text(safe, sizeof safe, job));
         return 2;
     }
     if (node_id < 0) {

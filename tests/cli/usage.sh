@@ -2,7 +2,8 @@
 # cli_usage FIREBREAK -- usage mistakes said as what they are: `help
 # NOTACOMMAND` and `ckpt NOTASUBCOMMAND` (it said "missing DIR") exit 2
 # naming the word, as does `ckpt verify --per-rank` without --replicas
-# (it was ignored); slurm-epilog, run by slurmd as the Epilog, says a bad
+# (it was ignored), and `watch --job` of something that is not a job id
+# (it names /dev/shm paths; only --sweep checked it); slurm-epilog, run by slurmd as the Epilog, says a bad
 # option or user id and exits 0 all the same (a failing Epilog drains the
 # node), removing nothing it was not asked to.
 set -u
@@ -26,6 +27,8 @@ expect 2 "unknown command 'bogus'" help bogus
 expect 2 "unknown subcommand bogus (ls, verify, inspect)" ckpt bogus
 expect 2 "unknown subcommand bogus" ckpt bogus "$tmp"
 expect 2 "--per-rank goes with --replicas" ckpt verify "$tmp" --per-rank 'rng*'
+expect 2 "--job: not a job id: ../../etc" watch --job ../../etc --attempt 0 \
+    --ranks-per-node 1 --world 1 --node-id 0
 mkdir "$tmp/shm"
 expect 0 "unknown option '--bogus' (see --help): nothing removed" slurm-epilog --bogus
 expect 0 "no value after '--job' (see --help): nothing removed" slurm-epilog --job
