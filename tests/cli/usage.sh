@@ -3,9 +3,10 @@
 # NOTACOMMAND` and `ckpt NOTASUBCOMMAND` (it said "missing DIR") exit 2
 # naming the word, as does `ckpt verify --per-rank` without --replicas
 # (it was ignored), and `watch --job` of something that is not a job id
-# (it names /dev/shm paths; only --sweep checked it); slurm-epilog, run by slurmd as the Epilog, says a bad
-# option or user id and exits 0 all the same (a failing Epilog drains the
-# node), removing nothing it was not asked to.
+# (it names /dev/shm paths; only --sweep checked it); slurm-epilog, run
+# by slurmd as the Epilog, says a bad option or user id and exits 0 all
+# the same (a failing Epilog drains the node), removing nothing it was
+# not asked to.
 set -u
 fb=$1
 tmp=$(mktemp -d)
