@@ -69,14 +69,15 @@ static void usage(FILE *f)
                "'firebreak --version'.\n");
 }
 
+int fb__cli_stdout_said; /* cli.h */
+
 /* Flush and close stdout; when what was printed could not be written,
  * say so on stderr and exit with the command's io_error_exit when it has
  * one, else turn a successful exit into 2 (a failing code is kept).
- * Commands leave the message about stdout to this.  Closing a stdout that
- * was never open (`>&-`) with nothing written is not an error (gnulib's
- * close_stdout does the same). */
-int fb__cli_stdout_said;
-
+ * Commands leave the message about stdout to this (one that says it
+ * itself, with the write's errno, sets fb__cli_stdout_said).  Closing a
+ * stdout that was never open (`>&-`) with nothing written is not an error
+ * (gnulib's close_stdout does the same). */
 static int finish(int code, const command *c)
 {
     const char *cmd = c ? c->name : NULL;

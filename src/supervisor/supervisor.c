@@ -1664,8 +1664,9 @@ static int check_inputs(fb__sup *s)
      * lacks. */
     if (o->launcher == FB__LAUNCH_LOCAL &&
         missing_interpreter(resolved, interp, sizeof interp, &why) == 0) {
+        char safe[PATH_MAX];
         fprintf(stderr, "firebreak run: cannot run '%s': its #! line names %s: %s\n",
-                o->argv[0], interp, strerror(why));
+                o->argv[0], fb__safe_text(safe, sizeof safe, interp), strerror(why));
         return -ENOENT;
     }
     if (o->launcher == FB__LAUNCH_MPIRUN) {
