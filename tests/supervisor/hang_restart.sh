@@ -34,8 +34,8 @@ rm -rf runs
 # while the other goes on stepping (no collective holds it): the silent
 # rank alone is the hang's, named (it was "no rank blamed": silence is
 # weak evidence only when every rank waits in a stalled collective).
-"$FB" run --nproc-per-node 2 --max-restarts 1 --hang-timeout 1 --grace 2 --json \
-    -- "$RANK" --steps 400 --sleep-ms 10 "$TAG" >out.json 2>err.txt &
+"$FB" run --nproc-per-node 2 --max-restarts 1 --hang-timeout 2 --grace 2 --json \
+    -- "$RANK" --steps 800 --sleep-ms 10 "$TAG" >out.json 2>err.txt &
 sup=$!
 r1=""
 for _ in $(seq 100); do
