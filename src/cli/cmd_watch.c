@@ -10,7 +10,6 @@
 
 #include "cli/cli.h"
 #include "common/util.h"
-#include "lib/segment.h"
 #include "supervisor/watcher.h"
 
 static void usage(FILE *f)
@@ -166,12 +165,8 @@ int fb__cmd_watch(int argc, char **argv)
                 "--world are required (see --help)\n");
         return 2;
     }
-    if (!fb__job_id_ok(job)) { /* it names segments: /dev/shm/fb.<job>.* */
-        char safe[64];
-        fprintf(stderr, "firebreak watch: --job: not a job id: %s\n",
-                fb__safe_text(safe, sizeof safe, job));
+    if (fb__watch_check_job(job, stderr)) /* it names /dev/shm/fb.<job>.* */
         return 2;
-    }
     if (node_id < 0) {
         const char *e = fb__getenv("SLURM_NODEID");
         if (!e || fb__parse_int(e, 0, 1 << 20, &node_id)) {

@@ -362,12 +362,20 @@ static void remove_segment(const fb__watch_opts *o, const wrank *w)
         unlink(path);
 }
 
+int fb__watch_check_job(const char *job, FILE *err)
+{
+    if (fb__job_id_ok(job))
+        return 0;
+    char safe[64];
+    fprintf(err, "firebreak watch: --job: not a job id: %s\n",
+            fb__safe_text(safe, sizeof safe, job));
+    return 2;
+}
+
 int fb__watch_sweep(const char *job, const char *node, FILE *err)
 {
-    if (!fb__job_id_ok(job)) {
-        fprintf(err, "firebreak watch: --job: not a job id: %s\n", job);
+    if (fb__watch_check_job(job, err))
         return 2;
-    }
     int n = fb__seg_remove_job(job, -1);
     if (n > 0)
         fprintf(err, "firebreak watch: %s: removed %d segment%s of job %s left by "

@@ -60,6 +60,10 @@ int fb__watch_run(const fb__watch_opts *o);
  * `error`, which the supervisor reads. */
 int fb__watch_health(const char *node, FILE *out);
 
+/* 0 when `job` is a job id (1 to 48 of [A-Za-z0-9_-]: it names
+ * /dev/shm/fb.<job>.*; fb__job_id_ok), else 2 with why on err. */
+int fb__watch_check_job(const char *job, FILE *err);
+
 /* `firebreak watch --sweep`: remove this node's segments of every attempt
  * of `job` and its Open MPI directory (/dev/shm/fb.<job>.ompi), our own
  * files only: the supervisor's step at the end of a run whose ranks were
