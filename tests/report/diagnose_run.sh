@@ -33,12 +33,16 @@ ln -s "$TOY" "$D/toy-$TAG"
 # The kernel's clock (CLOCK_MONOTONIC, as /dev/kmsg's timestamps) in µs.
 now_us() { python3 -c 'import time; print(int(time.monotonic() * 1e6))'; }
 
-# rank_pid RUNDIR RANK: the pid of the rank (its environment says RANK).
+# rank_pid RUNDIR RANK: the pid of attempt 0's rank (its environment says
+# RANK and the attempt: the next attempt's standby shims have exec'd the
+# program ahead with the same RANK, and with pids wrapping around, 32768
+# here, one can come first in pgrep's list: killing it was no failure).
 rank_pid() {
-    local p
+    local p env
     for p in $(pgrep -f -- "toy-$TAG" 2>/dev/null); do
-        if tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "RANK=$2" &&
-           tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "FIREBREAK_RUN_DIR=$(readlink -f "$1")"; then
+        env=$(tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null || true)
+        if grep -qx "RANK=$2" <<<"$env" && grep -qx "FIREBREAK_ATTEMPT=0" <<<"$env" &&
+           grep -qx "FIREBREAK_RUN_DIR=$(readlink -f "$1")" <<<"$env"; then
             echo "$p"; return 0
         fi
     done
