@@ -527,7 +527,7 @@ def _default_dir():
 
 
 STEP_MAX = (1 << 63) - 1     # a step is an int64 in the shard's metadata
-_STEP_NAME = re.compile(r"step-[0-9]{10,19}")
+_STEP_NAME = re.compile(r"step-([0-9]{10,19})")  # a step directory (dcp.py too)
 
 
 def _whole(value, what, lo, hi=STEP_MAX):

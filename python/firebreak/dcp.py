@@ -31,7 +31,6 @@ import enum
 import io
 import os
 import pickle
-import re
 
 import torch
 from torch.futures import Future
@@ -50,12 +49,11 @@ if not hasattr(_dcp.StorageWriter, "set_up_storage_writer"):
 
 from . import _firebreak
 from ._firebreak import Error
-from ._torch import _DTYPES, _TORCH_OF, _whole
+from ._torch import _DTYPES, _STEP_NAME, _TORCH_OF, _whole
 
 __all__ = ["StorageWriter", "StorageReader", "METADATA"]
 
 METADATA = "__dcp__/metadata"   # the tensor holding DCP's pickled Metadata
-_STEP_DIR = re.compile(r"step-([0-9]{10,19})$")
 
 
 def _parse_id(checkpoint_id, dir, step):
@@ -66,7 +64,7 @@ def _parse_id(checkpoint_id, dir, step):
     if isinstance(checkpoint_id, int):
         return dir, _whole(checkpoint_id, "checkpoint_id", 0)
     path = os.fspath(checkpoint_id).rstrip("/") or "/"
-    m = _STEP_DIR.search(os.path.basename(path))
+    m = _STEP_NAME.fullmatch(os.path.basename(path))
     if m:
         return os.path.dirname(path) or ".", int(m.group(1))
     return path, step
@@ -152,7 +150,7 @@ class StorageWriter(_dcp.StorageWriter):
     @classmethod
     def validate_checkpoint_id(cls, checkpoint_id):
         try:
-            return _STEP_DIR.search(os.path.basename(os.fspath(checkpoint_id).rstrip("/"))) is not None
+            return _STEP_NAME.fullmatch(os.path.basename(os.fspath(checkpoint_id).rstrip("/"))) is not None
         except TypeError:
             return False
 

@@ -1574,45 +1574,47 @@ static int program_hint(const char *prog, int rc, char *buf, size_t size)
     return here;
 }
 
+/* The first bytes of the program PATH, at most size - 1, NUL-terminated:
+ * how many, or -1 when it cannot be read (exec decides then).  Read once
+ * for both checks below. */
+static ssize_t program_head(const char *path, char *head, size_t size)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0)
+        return -1;
+    ssize_t got = read(fd, head, size - 1);
+    close(fd);
+    head[got > 0 ? got : 0] = '\0';
+    return got;
+}
+
 /* 0 when PATH is a Python script the kernel cannot execute: a ".py"
  * file without "#!" (execvp would hand it to /bin/sh, which fails on its
  * first line, at every restart); 1 for anything else, an unreadable file
- * included (exec decides). */
-static int script_has_interpreter(const char *path)
+ * included (exec decides).  head, got: program_head's. */
+static int script_has_interpreter(const char *path, const char *head, ssize_t got)
 {
     size_t n = strlen(path);
     if (n < 3 || strcmp(path + n - 3, ".py"))
         return 1;
-    char head[2] = {0};
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-    if (fd < 0)
-        return 1;
-    ssize_t got = read(fd, head, sizeof head);
-    close(fd);
-    return got < 0 || (got == 2 && head[0] == '#' && head[1] == '!');
+    return got < 0 || (got >= 2 && head[0] == '#' && head[1] == '!');
 }
 
-/* The interpreter PATH's "#!" line names, when that is an absolute path
- * that cannot be executed here: into interp (and 0 returned, errno-style
+/* The interpreter a "#!" head names, when that is an absolute path that
+ * cannot be executed here: into interp (and 0 returned, errno-style
  * reason in *why), else -1.  exec reports such a script as ENOENT, as if
  * the script itself were missing, at every restart. */
-static int missing_interpreter(const char *path, char *interp, size_t size, int *why)
+static int missing_interpreter(const char *head, ssize_t got, char *interp, size_t size,
+                               int *why)
 {
-    char head[256];
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-    if (fd < 0)
-        return -1;
-    ssize_t got = read(fd, head, sizeof head - 1);
-    close(fd);
     if (got < 3 || head[0] != '#' || head[1] != '!')
         return -1;
-    head[got] = '\0';
-    char *p = head + 2;
+    const char *p = head + 2;
     while (*p == ' ' || *p == '\t')
         p++;
     size_t n = strcspn(p, " \t\r\n");
     if (*p != '/' || n == 0 || n >= size || p[n] == '\0')
-        return -1; /* relative, empty, or longer than the line we read */
+        return -1; /* relative, empty, or longer than the line read */
     memcpy(interp, p, n);
     interp[n] = '\0';
     if (access(interp, X_OK) == 0)
@@ -1651,7 +1653,9 @@ static int check_inputs(fb__sup *s)
                 hint);
         return rc;
     }
-    if (!script_has_interpreter(resolved)) {
+    char head[256];
+    ssize_t got = program_head(resolved, head, sizeof head);
+    if (!script_has_interpreter(resolved, head, got)) {
         char hint[PATH_MAX + 200];
         program_hint(o->argv[0], -EACCES, hint, sizeof hint);
         fprintf(stderr, "firebreak run: cannot run '%s': it has no #! line, so it "
@@ -1663,7 +1667,7 @@ static int check_inputs(fb__sup *s)
     /* Local ranks only: another node may have the interpreter this one
      * lacks. */
     if (o->launcher == FB__LAUNCH_LOCAL &&
-        missing_interpreter(resolved, interp, sizeof interp, &why) == 0) {
+        missing_interpreter(head, got, interp, sizeof interp, &why) == 0) {
         char safe[PATH_MAX];
         fprintf(stderr, "firebreak run: cannot run '%s': its #! line names %s: %s\n",
                 o->argv[0], fb__safe_text(safe, sizeof safe, interp), strerror(why));
