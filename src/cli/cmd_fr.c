@@ -139,6 +139,15 @@ static int cmd_analyze(int argc, char **argv)
         free(inputs);
         return 2;
     }
+    const char *threads = getenv("FIREBREAK_FR_THREADS");
+    long long nthreads;
+    if (threads && *threads && fb__parse_int(threads, 1, LLONG_MAX, &nthreads)) {
+        char safe[64];
+        fprintf(stderr,
+                "firebreak fr: FIREBREAK_FR_THREADS='%s' is not a whole number "
+                "from 1; reading on as many threads as CPUs\n",
+                fb__safe_text(safe, sizeof safe, threads));
+    }
     int given = n;
     char **owned = calloc((size_t)given, sizeof *owned);
     if (!owned) {

@@ -408,14 +408,16 @@ static void *load_worker(void *arg)
     return NULL;
 }
 
-/* How many threads read files: FIREBREAK_FR_THREADS when set (1 reads
- * them all in this thread, in order), else the CPUs this process may run
- * on (taskset, cpusets); at most LOAD_THREADS_MAX, and never more than
- * files. */
+/* How many threads read files: FIREBREAK_FR_THREADS when it is a whole
+ * number from 1 (1 reads them all in this thread, in order), else the CPUs
+ * this process may run on (taskset, cpusets); at most LOAD_THREADS_MAX,
+ * and never more than files.  `firebreak fr` says when the variable is
+ * set to something else. */
 static int load_threads(size_t nfiles)
 {
-    const char *env = getenv("FIREBREAK_FR_THREADS");
-    long n = env && *env ? strtol(env, NULL, 10) : fb__usable_cpus();
+    long long n;
+    if (fb__parse_int(getenv("FIREBREAK_FR_THREADS"), 1, LLONG_MAX, &n) != 0)
+        n = fb__usable_cpus();
     if (n < 1)
         n = 1;
     if (n > LOAD_THREADS_MAX)

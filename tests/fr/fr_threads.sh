@@ -39,4 +39,15 @@ for n in 2 3 8; do
     fi
   done
 done
+# a count that is not a whole number from 1 is said, and the default
+# taken: the result is the one thread's
+for v in abc 4x 0; do
+  FIREBREAK_FR_THREADS=$v "$FB" fr analyze "$T/d" --json >"$T/json.bad" 2>"$T/err.bad"
+  if grep -q "FIREBREAK_FR_THREADS='$v' is not a whole number" "$T/err.bad" &&
+     cmp -s <(tail -n 1 "$T/json.1") "$T/json.bad"; then
+    echo "ok   FIREBREAK_FR_THREADS=$v said, default taken"
+  else
+    echo "FAIL FIREBREAK_FR_THREADS=$v: $(head -c 300 "$T/err.bad")"; fail=1
+  fi
+done
 exit $fail
