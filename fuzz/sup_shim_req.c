@@ -49,11 +49,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             used += inside(sp.envp[i], buf, n);
         if (sp.cwd)
             used += inside(sp.cwd, buf, n);
+        if (sp.path)
+            used += inside(sp.path, buf, n);
         int fds = 0;
-        for (uint32_t f = flags >> 3; f; f >>= 1)
+        for (uint32_t f = (flags & 0xff) >> 3; f; f >>= 1)
             fds += (int)(f & 1);
-        if (argc < 1 || used != n || fds != nfd || (flags & ~(uint32_t)0xff) ||
-            !!(flags & 4) != !!sp.cwd || sp.standby != !!(flags & 1) ||
+        if (argc < 1 || used != n || fds != nfd || (flags & ~(uint32_t)0x1ff) ||
+            !!(flags & 4) != !!sp.cwd || !!(flags & 256) != !!sp.path ||
+            sp.standby != !!(flags & 1) ||
             sp.exec_ahead != !!(flags & 2))
             __builtin_trap();
         free((void *)sp.argv);

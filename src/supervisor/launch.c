@@ -490,7 +490,8 @@ static int standby_fork(fb__sup *s, struct fb__sup_standby *b, int r)
     struct stat st;
     int privileged = strchr(s->o->argv[0], '/') && stat(s->o->argv[0], &st) == 0 &&
                      (st.st_mode & (S_ISUID | S_ISGID));
-    fb__spawn sp = {.argv = s->o->argv, .envp = b->env.v, .stdout_fd = fd,
+    fb__spawn sp = {.argv = s->o->argv, .path = s->elf_path[0] ? s->elf_path : NULL,
+                    .envp = b->env.v, .stdout_fd = fd,
                     .stderr_fd = fd, .go_rfd = b->go[0], .go_wfd = b->go[1],
                     .standby = 1,
                     .exec_ahead = !(v && !strcmp(v, "fork")) && !privileged};
@@ -762,7 +763,9 @@ static int launch_local(fb__sup *s)
                 break;
             }
         }
-        fb__spawn sp = {.argv = s->o->argv, .envp = e.v, .cwd = NULL,
+        fb__spawn sp = {.argv = s->o->argv,
+                        .path = s->elf_path[0] ? s->elf_path : NULL,
+                        .envp = e.v, .cwd = NULL,
                         .stdout_fd = out_fd, .stderr_fd = out_fd,
                         .go_rfd = go[0], .go_wfd = go[1]};
         /* an interpreter of the warm pool (warm.c), else a fresh one */

@@ -459,7 +459,10 @@ __attribute__((noreturn)) static void rank_child_main(const rank_child *c)
      * not run ahead at all. */
     if (c->traced && ptrace(PTRACE_TRACEME, 0, NULL, NULL))
         _exit(126);
-    execvpe(sp->argv[0], sp->argv, sp->envp);
+    if (sp->path)
+        execve(sp->path, sp->argv, sp->envp);
+    else
+        execvpe(sp->argv[0], sp->argv, sp->envp);
     int e = errno;
     (void)!write(c->errfd, &e, sizeof e);
     _exit(127);
@@ -694,7 +697,7 @@ static void shim_main(const fb__spawn *sp, pid_t supervisor, int msg_fd)
 /* ---- the shim server (proc.h) ----
  *
  * One request, one SOCK_SEQPACKET message: a header, then argv's and
- * envp's strings and the cwd, each ending in NUL; the descriptors it names
+ * envp's strings, the cwd and the path (SRV_CWD, SRV_PATH), each ending in NUL; the descriptors it names
  * ride along (SCM_RIGHTS) in the order of the flags below.  One reply: the
  * shim's pid or -errno and the server's CPU for the request, with the read
  * end of the shim's message pipe and the write end of its go-ahead: the
@@ -706,6 +709,7 @@ enum {
     SRV_MAGIC = 0x46425353, /* "FBSS" */
     SRV_STANDBY = 1, SRV_EXEC_AHEAD = 2, SRV_CWD = 4, SRV_STDIN = 8,
     SRV_STDOUT = 16, SRV_STDERR = 32, SRV_GO_R = 64, SRV_GO_W = 128,
+    SRV_PATH = 256,
     SRV_MAX_FDS = 5,
     /* what one message may hold; a bigger request is forked here */
     SRV_MAX_MSG = 160 * 1024,
@@ -820,6 +824,15 @@ static int srv_strings(char **p, const char *end, char **out, uint32_t n)
     return 0;
 }
 
+/* One NUL-ended string off *p into *out: 0, or -EINVAL. */
+static int srv_string(char **p, const char *end, const char **out)
+{
+    char *one[2];
+    int rc = srv_strings(p, end, one, 1);
+    *out = rc ? NULL : one[0];
+    return rc;
+}
+
 int fb__shim_req_parse(char *buf, size_t n, int nfd, fb__spawn *sp, uint32_t *flags)
 {
     srv_req h;
@@ -831,25 +844,19 @@ int fb__shim_req_parse(char *buf, size_t n, int nfd, fb__spawn *sp, uint32_t *fl
     memcpy(&h, buf, sizeof h);
     if (h.magic != SRV_MAGIC || h.len != (uint64_t)n - sizeof h || h.argc < 1 ||
         h.argc > SRV_MAX_STRINGS || h.envc > SRV_MAX_STRINGS ||
-        popcount(h.flags & ~(uint32_t)(SRV_STANDBY | SRV_EXEC_AHEAD | SRV_CWD)) != nfd ||
-        (h.flags & ~(uint32_t)0xff))
+        popcount(h.flags & ~(uint32_t)(SRV_STANDBY | SRV_EXEC_AHEAD | SRV_CWD | SRV_PATH)) !=
+            nfd ||
+        (h.flags & ~(uint32_t)0x1ff))
         return -EINVAL;
     char **vec = malloc(((size_t)h.argc + h.envc + 2) * sizeof *vec);
     if (!vec)
         return -ENOMEM;
     char *p = buf + sizeof h, *end = buf + n;
-    const char *cwd = NULL;
+    const char *cwd = NULL, *path = NULL;
     int rc = srv_strings(&p, end, vec, h.argc) ||
-             srv_strings(&p, end, vec + h.argc + 1, h.envc);
-    if (!rc && (h.flags & SRV_CWD)) {
-        char *z = memchr(p, '\0', (size_t)(end - p));
-        if (z) {
-            cwd = p;
-            p = z + 1;
-        } else {
-            rc = 1;
-        }
-    }
+             srv_strings(&p, end, vec + h.argc + 1, h.envc) ||
+             ((h.flags & SRV_CWD) && srv_string(&p, end, &cwd)) ||
+             ((h.flags & SRV_PATH) && srv_string(&p, end, &path));
     if (rc || p != end) {
         free(vec);
         return -EINVAL;
@@ -857,6 +864,7 @@ int fb__shim_req_parse(char *buf, size_t n, int nfd, fb__spawn *sp, uint32_t *fl
     sp->argv = vec;
     sp->envp = vec + h.argc + 1;
     sp->cwd = cwd;
+    sp->path = path;
     sp->standby = !!(h.flags & SRV_STANDBY);
     sp->exec_ahead = !!(h.flags & SRV_EXEC_AHEAD);
     *flags = h.flags;
@@ -1163,7 +1171,7 @@ static void srv_give_up(void)
 static int srv_spawn(const fb__spawn *sp, pid_t *shim_pid, int *msg_fd)
 {
     srv_req h = {.magic = SRV_MAGIC};
-    size_t len = sp->cwd ? strlen(sp->cwd) + 1 : 0;
+    size_t len = (sp->cwd ? strlen(sp->cwd) + 1 : 0) + (sp->path ? strlen(sp->path) + 1 : 0);
     for (char *const *a = sp->argv; *a; a++, h.argc++)
         len += strlen(*a) + 1;
     for (char *const *v = sp->envp; v && *v; v++, h.envc++)
@@ -1180,10 +1188,12 @@ static int srv_spawn(const fb__spawn *sp, pid_t *shim_pid, int *msg_fd)
         p = stpcpy(p, *v) + 1;
     if (sp->cwd)
         p = stpcpy(p, sp->cwd) + 1;
+    if (sp->path)
+        p = stpcpy(p, sp->path) + 1;
     h.len = (uint32_t)len;
     int fds[SRV_MAX_FDS], nfd = 0;
     h.flags = (sp->standby ? SRV_STANDBY : 0) | (sp->exec_ahead ? SRV_EXEC_AHEAD : 0) |
-              (sp->cwd ? SRV_CWD : 0);
+              (sp->cwd ? SRV_CWD : 0) | (sp->path ? SRV_PATH : 0);
     if (sp->stdin_fd > 0)
         h.flags |= SRV_STDIN, fds[nfd++] = sp->stdin_fd;
     if (sp->stdout_fd >= 0)

@@ -41,6 +41,10 @@ typedef struct fb__shim_msg {
 
 typedef struct fb__spawn {
     char *const *argv;      /* program and arguments (execvp)              */
+    /* Non-NULL: exec this file (execve, no PATH search), and a file the
+     * kernel cannot execute (ENOEXEC) is the exec's error, not handed to
+     * /bin/sh as execvp does: set for an ELF program, never a script. */
+    const char *path;
     char *const *envp;      /* full environment                            */
     const char *cwd;        /* NULL: inherit                                */
     int stdout_fd, stderr_fd; /* -1: inherit                               */
@@ -144,11 +148,12 @@ int fb__shim_server_parse(int argc, char *const *argv, fb__shim_server_argv *a);
  * a header of five uint32 in host byte order (magic 0x46425353 "FBSS",
  * flags, argc >= 1, envc, and len, the bytes after the header: all of the
  * rest), then argc + envc NUL-ended strings and, with flag 4, the working
- * directory; nothing after.  nfd: the descriptors that came with it, one
- * per flag from 8 up (stdin, stdout, stderr, the go pipe's two ends).  At
- * most 160 KiB and 16,384 strings of each kind.  Fills sp's argv and envp
- * (one vector, freed with free(sp->argv), pointing into buf), cwd,
- * standby and exec_ahead, and *flags.  0, -EINVAL or -ENOMEM. */
+ * directory, with flag 256 the file to exec; nothing after.  nfd: the
+ * descriptors that came with it, one per flag from 8 to 128 (stdin,
+ * stdout, stderr, the go pipe's two ends).  At most 160 KiB and 16,384
+ * strings of each kind.  Fills sp's argv and envp (one vector, freed with
+ * free(sp->argv), pointing into buf), cwd, path, standby and exec_ahead,
+ * and *flags.  0, -EINVAL or -ENOMEM. */
 int fb__shim_req_parse(char *buf, size_t n, int nfd, fb__spawn *sp, uint32_t *flags);
 /* Kill and reap the server (also what a server given up gets); nothing
  * when there is none. */

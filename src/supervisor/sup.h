@@ -116,6 +116,11 @@ typedef struct fb__sup {
                                             fails removes them again     */
     char ckpt_dir[PATH_MAX];
     char logs_dir[PATH_MAX];
+    /* The local ranks' program as found on PATH, when it is an ELF file
+     * (check_inputs): exec'd without execvp's /bin/sh fallback, so that a
+     * corrupt or foreign binary fails its exec ("Exec format error"), not
+     * under a shell reading it as a script.  "" otherwise. */
+    char elf_path[PATH_MAX];
     char job_id[49];
     char name[64];
     char hostname[64];

@@ -1673,6 +1673,8 @@ static int check_inputs(fb__sup *s)
                 o->argv[0], fb__safe_text(safe, sizeof safe, interp), strerror(why));
         return -ENOENT;
     }
+    if (o->launcher == FB__LAUNCH_LOCAL && got >= 4 && !memcmp(head, "\177ELF", 4))
+        snprintf(s->elf_path, sizeof s->elf_path, "%s", resolved);
     if (o->launcher == FB__LAUNCH_MPIRUN) {
         rc = fb__find_program(o->mpirun ? o->mpirun : "mpirun", resolved,
                                    sizeof resolved);

@@ -83,6 +83,15 @@ printf '#!/nonexistent/interp -x\n' > noint && chmod +x noint
 expect2 -- ./noint
 grep -q "cannot run './noint': its #! line names /nonexistent/interp: No such file or directory" err.txt \
     || fail "./noint: $(cat err.txt)"
+# a corrupt program (an ELF file cut short) is the exec's error, said at
+# the first attempt and not restarted; execvp used to hand it to /bin/sh,
+# whose syntax errors each attempt hit until the crash loop
+head -c 200 /bin/true > badelf && chmod +x badelf
+set +e; "$FB" run --json --run-dir badelf-run -- ./badelf >out.txt 2>err.txt; rc=$?; set -e
+grep -q "rank 0 could not start ./badelf: Exec format error; not restarting" err.txt \
+    || fail "badelf: $(cat err.txt)"
+[ "$rc" = 1 ] && grep -q '"attempts":1,' out.txt || fail "badelf: exit $rc, $(cat out.txt)"
+rm -rf badelf-run
 # an empty path (an unset shell variable) is said as that
 for opt in --run-dir --run-root --ckpt-dir; do
     expect2 "$opt" "" -- /bin/true
