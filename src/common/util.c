@@ -449,7 +449,7 @@ int fb__write_all(int fd, const void *buf, size_t len)
 int fb__write_file_atomic(const char *path, const void *buf, size_t len)
 {
     char tmp[PATH_MAX], dir[PATH_MAX];
-    if (fb__fmt(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid()) ||
+    if (fb__fmt(tmp, sizeof tmp, "%s.tmp.XXXXXX", path) ||
         fb__fmt(dir, sizeof dir, "%s", path))
         return -ENAMETOOLONG;
     char *slash = strrchr(dir, '/');
@@ -457,10 +457,13 @@ int fb__write_file_atomic(const char *path, const void *buf, size_t len)
         *(slash == dir ? slash + 1 : slash) = '\0';
     else
         strcpy(dir, ".");
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    struct stat st;
+    if (lstat(path, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode))
+        return FB_ENOTREG;
+    int fd = mkostemp(tmp, O_CLOEXEC);
     if (fd < 0)
         return -errno;
-    int rc = fb__write_all(fd, buf, len);
+    int rc = fchmod(fd, 0644) ? -errno : fb__write_all(fd, buf, len);
     if (!rc && fsync(fd))
         rc = -errno;
     if (close(fd) && !rc)

@@ -144,8 +144,12 @@ int fb__read_file(const char *path, size_t max_bytes, char **buf_out,
 int fb__read_file_head(const char *path, size_t max_bytes, char **buf_out,
                        size_t *len_out, int *cut_out);
 
-/* Write a whole file atomically: temporary name, fsync, rename, fsync of
- * the directory.  0 or -errno. */
+/* Write a whole file atomically: a temporary file of a random name made
+ * beside it (O_EXCL: never one planted there, nor a symlink followed),
+ * fsync, rename, fsync of the directory.  Mode 0644.  PATH must be a
+ * regular file or not exist: anything else there (a device, a FIFO, a
+ * directory) is refused with FB_ENOTREG, not replaced; a symlink at PATH
+ * is replaced by the file, never followed.  0, -errno or FB_ENOTREG. */
 int fb__write_file_atomic(const char *path, const void *buf, size_t len);
 
 /* write(2) all of buf, retrying on EINTR and short writes; 0 or -errno. */

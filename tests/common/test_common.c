@@ -247,6 +247,35 @@ static void test_files(void)
     if (fd >= 0)
         close(fd);
     CHECK(strcmp(fb_strerror(FB_ENOTREG), "unknown error") != 0);
+    /* The atomic write's temporary file is never one planted beside it:
+     * a symlink at the old predictable name (PATH.tmp.PID) is left alone
+     * and its target untouched; a FIFO (or a device) at PATH is refused,
+     * not replaced; a symlink at PATH is replaced, never followed. */
+    {
+        char victim[300], planted[300], link[300];
+        snprintf(victim, sizeof victim, "%s/victim", dir);
+        snprintf(planted, sizeof planted, "%s.tmp.%d", reg, (int)getpid());
+        snprintf(link, sizeof link, "%s/link", dir);
+        CHECK_RC(fb__write_file_atomic(victim, "precious", 8), 0);
+        CHECK(symlink(victim, planted) == 0);
+        CHECK_RC(fb__write_file_atomic(reg, "abc", 3), 0);
+        CHECK_RC(fb__read_file(victim, 4096, &buf, &len), 0);
+        CHECKF(len == 8 && !memcmp(buf, "precious", 8), "victim now '%s'", buf);
+        free(buf);
+        struct stat st;
+        CHECK(lstat(planted, &st) == 0 && S_ISLNK(st.st_mode));
+        CHECK_RC(fb__write_file_atomic(fifo, "x", 1), FB_ENOTREG);
+        CHECK(lstat(fifo, &st) == 0 && S_ISFIFO(st.st_mode));
+        CHECK(symlink(victim, link) == 0);
+        CHECK_RC(fb__write_file_atomic(link, "xyz", 3), 0);
+        CHECK(lstat(link, &st) == 0 && S_ISREG(st.st_mode) && (st.st_mode & 0777) == 0644);
+        CHECK_RC(fb__read_file(victim, 4096, &buf, &len), 0);
+        CHECK(len == 8);
+        free(buf);
+        unlink(planted);
+        unlink(link);
+        unlink(victim);
+    }
     /* The error table: dense, FB_ELAST_ one past its last code, and every
      * code named; the version string is the header's. */
     CHECK_EQ_INT(FB_ELAST_, FB_ENOTOURS - 1);
