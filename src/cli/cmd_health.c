@@ -27,7 +27,7 @@ static void usage(FILE *f)
         "  --root DIR        read /sys, /proc and dev/kmsg from a fixture tree\n"
         "                    (NVML then only through FIREBREAK_NVML_LIB)\n"
         "  --expect-gpus N   fail when fewer GPUs are visible (or no driver)\n"
-        "  --since DURATION  only kernel-log records of the last DURATION\n"
+        "  --since DURATION  only kernel-log records of the last DURATION (above 0)\n"
         "  --ckpt-dir DIR    also check free space there\n"
         "  --min-free SIZE   fail below this free space (default 1G)\n"
         "  --drain           on fail, drain this node: scontrol update\n"
@@ -84,6 +84,12 @@ int fb__cmd_health(int argc, char **argv)
             if (fb__parse_duration(v, &o.since_s)) {
                 fprintf(stderr, "firebreak health: --since '%s': want a "
                         "duration like 90s, 30m, 2h\n", v);
+                return EXIT_UNKNOWN;
+            }
+            if (!(o.since_s > 0)) { /* 0 would be the whole log */
+                fprintf(stderr, "firebreak health: --since '%s': want a "
+                        "duration above 0 (leave it out for the whole log "
+                        "since boot)\n", v);
                 return EXIT_UNKNOWN;
             }
             i++;

@@ -78,10 +78,16 @@ int fb__kmsg_next(fb__kmsg_reader *k, fb__kmsg_record *rec, int final)
         if (nl) {
             size_t n = (size_t)(nl - start);
             k->pos += n + 1;
+            if (k->skipping) { /* the end of a line too long: dropped */
+                k->skipping = 0;
+                continue;
+            }
             if (take(k, start, n, rec))
                 return 1;
             continue;
         }
+        if (k->skipping)
+            k->pos = k->len; /* still inside it: none of it is kept */
         /* no full line left: keep the partial one, read more */
         if (k->pos) {
             memmove(k->buf, start, k->len - k->pos);
@@ -91,6 +97,7 @@ int fb__kmsg_next(fb__kmsg_reader *k, fb__kmsg_record *rec, int final)
         if (k->len == sizeof k->buf) { /* a line longer than the buffer */
             k->malformed++;
             k->len = 0;
+            k->skipping = 1;
         }
         ssize_t n = 0;
         if (k->file_bytes >= FB__KMSG_FILE_MAX)
@@ -102,7 +109,7 @@ int fb__kmsg_next(fb__kmsg_reader *k, fb__kmsg_record *rec, int final)
         if (n < 0)
             return errno == EAGAIN ? 0 : -errno;
         if (n == 0) {
-            if (final && k->len) {
+            if (final && k->len && !k->skipping) {
                 size_t len = k->len;
                 k->len = 0;
                 return take(k, k->buf, len, rec);

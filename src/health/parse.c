@@ -87,17 +87,27 @@ int fb__xid_parse(const char *text, size_t len, fb__xid_event *ev)
     const char *nul = memchr(text, '\0', len);
     if (nul)
         end = nul;
-    len = (size_t)(end - text);
-    const char *x = find_str(text, len, "NVRM: Xid (");
-    if (!x)
+    /* The driver's line begins with it: anywhere else it is someone
+     * else's text (a process may name itself "NVRM: Xid (0)79" and crash,
+     * and the kernel's segfault line quotes the name). */
+    const char *p = text;
+    while (p < end && (*p == ' ' || *p == '\t'))
+        p++;
+    static const char mark[] = "NVRM: Xid (";
+    if ((size_t)(end - p) < sizeof mark - 1 || memcmp(p, mark, sizeof mark - 1))
         return 0;
     memset(ev, 0, sizeof *ev);
     ev->action = -1;
-    const char *p = x + strlen("NVRM: Xid (");
+    p += sizeof mark - 1;
     if ((size_t)(end - p) >= 4 && !memcmp(p, "PCI:", 4))
         p += 4;
+    /* A bus address ("0000:2b:00"), then "): N" and a comma or the end:
+     * the driver's shape, which a 15-byte process name at the start of
+     * the kernel's segfault line ("NVRM: Xid (0)79[pid]: segfault")
+     * cannot take. */
     const char *close = memchr(p, ')', (size_t)(end - p));
-    if (!close || close == p || (size_t)(close - p) >= sizeof ev->pci)
+    if (!close || close == p || (size_t)(close - p) >= sizeof ev->pci ||
+        !memchr(p, ':', (size_t)(close - p)))
         return FB_EFORMAT;
     for (const char *q = p; q < close; q++)
         if (!isxdigit((unsigned char)*q) && *q != ':' && *q != '.')
@@ -105,12 +115,13 @@ int fb__xid_parse(const char *text, size_t len, fb__xid_event *ev)
     memcpy(ev->pci, p, (size_t)(close - p));
     ev->pci[close - p] = '\0';
     p = close + 1;
-    if (p < end && *p == ':')
-        p++;
+    if (p == end || *p != ':')
+        return FB_EFORMAT;
+    p++;
     while (p < end && *p == ' ')
         p++;
     uint64_t xid;
-    if (take_u64(&p, end, &xid) || xid > 100000)
+    if (take_u64(&p, end, &xid) || xid > 100000 || (p < end && *p != ',' && *p != ' '))
         return FB_EFORMAT;
     ev->xid = (int)xid;
     while (p < end && (*p == ',' || *p == ' '))

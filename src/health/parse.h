@@ -36,9 +36,12 @@ typedef struct fb__xid_event {
     char msg[160];            /* the rest of the line after the number */
 } fb__xid_event;
 
-/* Find "NVRM: Xid (PCI:0000:2b:00): 79, ..." (also the older form without
- * "PCI:").  Returns 1 when found and parsed, 0 when the text holds no XID,
- * FB_EFORMAT when it looks like an XID line but is malformed. */
+/* Read "NVRM: Xid (PCI:0000:2b:00): 79, ..." (also the older form without
+ * "PCI:") at the start of a kernel record's text (blanks before it
+ * skipped; elsewhere in the text it is not the driver's: the kernel
+ * quotes process names, which anyone can set).  Returns 1 when found and
+ * parsed, 0 when the text holds no XID, FB_EFORMAT when it looks like an
+ * XID line but is malformed. */
 int fb__xid_parse(const char *text, size_t len, fb__xid_event *ev);
 
 /* A sysfs value: optional whitespace, a decimal integer, optional
@@ -80,6 +83,8 @@ typedef struct fb__kmsg_reader {
     int fd;
     int is_dev;
     int truncated;           /* a plain file past FB__KMSG_FILE_MAX */
+    int skipping;            /* inside a line longer than buf: its rest is
+                                not a record of its own */
     size_t len, pos;
     uint64_t records, malformed, lost, file_bytes;
     char buf[16384];

@@ -75,6 +75,22 @@ static void test_xid(void)
     fb__xid_lookup(&ev, &info);
     CHECK_EQ_INT(info.status, FB_HEALTH_OK);
     CHECK_EQ_INT(fb__xid_parse("kernel: eth0 up", 15, &ev), 0);
+    /* Only the driver's line, which begins with it: the kernel's segfault
+     * line quoting a process that named itself so is no XID */
+    const char *forged = "NVRM: Xid (0)79[4242]: segfault at 0 ip 0000000000401136";
+    CHECK_EQ_INT(fb__xid_parse(forged, strlen(forged), &ev), FB_EFORMAT);
+    static const char *shapes[] = {"NVRM: Xid (0:0)79, x", "NVRM: Xid (0:0): 79[1]: x",
+                                   "NVRM: Xid (0): 79, x"};
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+        CHECKF(fb__xid_parse(shapes[i], strlen(shapes[i]), &ev) == FB_EFORMAT, "%s", shapes[i]);
+    const char *bare = "NVRM: Xid (PCI:0000:2b:00): 79";
+    CHECK_EQ_INT(fb__xid_parse(bare, strlen(bare), &ev), 1);
+    const char *quoted = "traps: NVRM: Xid (0)79[4242] general protection fault";
+    CHECK_EQ_INT(fb__xid_parse(quoted, strlen(quoted), &ev), 0);
+    const char *in_seg = "a.out[1]: NVRM: Xid (PCI:0000:2b:00): 79, pid=1, GPU has fallen";
+    CHECK_EQ_INT(fb__xid_parse(in_seg, strlen(in_seg), &ev), 0);
+    const char *blank = "  NVRM: Xid (PCI:0000:2b:00): 79, pid=1";
+    CHECK_EQ_INT(fb__xid_parse(blank, strlen(blank), &ev), 1);
     static const char *bad[] = {"NVRM: Xid (PCI:0000:2b:00 79", "NVRM: Xid (): 79",
                                 "NVRM: Xid (PCI:zz): 79", "NVRM: Xid (PCI:0000:2b:00): x",
                                 "NVRM: Xid (PCI:0000:2b:00): 99999999999"};
