@@ -106,7 +106,10 @@ void fb__prom_family(fb__prom *p, const char *name, const char *type,
 /* One sample: labels is "" or `k="v",...` already escaped. */
 void fb__prom_sample(fb__prom *p, const char *name, const char *labels,
                      double value);
-/* Escape a label value (backslash, quote, newline) into out. */
+/* Escape a label value (backslash, quote, newline) into out; a control
+ * byte or one that is not valid UTF-8 becomes '?' (Prometheus refuses a
+ * whole scrape for one label that is not UTF-8), and a multi-byte
+ * character is never cut at the end of out. */
 void fb__prom_escape(char *out, size_t size, const char *in);
 void fb__prom_free(fb__prom *p);
 

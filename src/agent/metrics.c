@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "agent/agent.h"
+#include "common/util.h"
 
 static void put(fb__prom *p, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
@@ -71,17 +72,29 @@ void fb__prom_sample(fb__prom *p, const char *name, const char *labels,
 
 void fb__prom_escape(char *out, size_t size, const char *in)
 {
-    size_t o = 0;
-    for (; *in && o + 3 < size; in++) {
-        if (*in == '\\' || *in == '"') {
+    size_t o = 0, left = strlen(in);
+    while (left && o + 3 < size) {
+        const unsigned char *c = (const unsigned char *)in;
+        size_t n = fb__utf8_len(c, left);
+        if (n > 1) { /* a whole character, or none of it */
+            if (o + n + 1 > size)
+                break;
+            memcpy(out + o, in, n);
+            o += n;
+        } else if (*in == '\\' || *in == '"') {
             out[o++] = '\\';
             out[o++] = *in;
         } else if (*in == '\n') {
             out[o++] = '\\';
             out[o++] = 'n';
         } else {
-            out[o++] = *in;
+            /* not UTF-8, or a control byte: Prometheus refuses the whole
+             * scrape for one label that is not valid UTF-8 */
+            out[o++] = n == 0 || *c < 0x20 || *c == 0x7f ? '?' : *in;
+            n = 1;
         }
+        in += n ? n : 1;
+        left -= n ? n : 1;
     }
     out[o] = '\0';
 }

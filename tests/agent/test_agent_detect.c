@@ -98,6 +98,12 @@ static void test_prom(void)
     CHECK_EQ_STR(out, "a\\\"b\\\\c\\nd");
     fb__prom_escape(out, 8, "0123456789");
     CHECK(strlen(out) < 8);
+    /* bytes that are not UTF-8 and control bytes as '?' (Prometheus
+     * refuses the whole scrape for one such label); characters kept whole */
+    fb__prom_escape(out, sizeof out, "H100\xff\xfe x\xc3 \xc3\xa9\x01\x7f\t");
+    CHECK_EQ_STR(out, "H100?? x? \xc3\xa9???");
+    fb__prom_escape(out, 7, "ab\xe2\x82\xac\xe2\x82\xac"); /* room for one euro sign */
+    CHECK_EQ_STR(out, "ab\xe2\x82\xac");
     fb__prom_family(&p, "x_seconds", "gauge", "help");
     fb__prom_sample(&p, "x_seconds", "", 1.5);
     fb__prom_sample(&p, "x_seconds", "a=\"1\"", 42);
