@@ -24,6 +24,10 @@
 #include "firebreak/firebreak.h"
 #include "journal/journal.h"
 
+/* The longest detection latency taken as recorded: twice the longest
+ * --hang-timeout (30 days), in ms. */
+#define DETECT_MS_MAX (60.0 * 86400 * 1e3)
+
 typedef struct loader {
     fb__journal_ro *jr;
     const char *path;
@@ -192,7 +196,12 @@ static int load_incidents(loader *L, fb__report_run *run)
         in->kind = dup_str(r.kind);
         in->occurred_at = r.occurred_at;
         in->detected_at = r.detected_at;
-        in->detect_ms = r.detect_ms;
+        /* a latency no supervisor records (negative, past the longest
+         * --hang-timeout and more, not a number) is unknown: -1 */
+        in->detect_ms = isfinite(r.detect_ms) && r.detect_ms >= 0 &&
+                                r.detect_ms <= DETECT_MS_MAX
+                            ? r.detect_ms
+                            : -1;
         in->rank = r.rank;
         in->node = dup_str(r.node);
         in->host = dup_str(r.host);

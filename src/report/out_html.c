@@ -550,7 +550,10 @@ static void incident_table(FILE *f, const fb__report_run *run)
             fprintf(f, "<td>%lld</td>", (long long)in->step);
         else
             fprintf(f, "<td>-</td>");
-        fprintf(f, "<td>%.1f</td>", in->detect_ms);
+        if (in->detect_ms >= 0)
+            fprintf(f, "<td>%.1f</td>", in->detect_ms);
+        else
+            fprintf(f, "<td>-</td>");
         if (lost >= 0)
             fprintf(f, "<td>%.3f</td><td>", lost);
         else

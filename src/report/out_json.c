@@ -49,7 +49,11 @@ static void incident(fb__jsonw *w, const fb__report_run *run, size_t r,
     else
         fb__jsonw_null(w);
     /* the journal keeps microseconds: drop float noise past them */
-    fb__jsonw_kdouble(w, "detect_ms", round(in->detect_ms * 1e3) / 1e3);
+    fb__jsonw_key(w, "detect_ms");
+    if (in->detect_ms >= 0)
+        fb__jsonw_double(w, round(in->detect_ms * 1e3) / 1e3);
+    else
+        fb__jsonw_null(w);
     double lost = in->lost_acc_s >= 0 ? in->lost_acc_s : in->lost_s;
     fb__jsonw_key(w, "lost_s");
     if (lost >= 0)

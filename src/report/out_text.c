@@ -191,7 +191,10 @@ static void incidents(FILE *f, const fb__report_run *run)
             fprintf(f, " (host %s)", fb__safe_text(buf, sizeof buf, in->host));
         if (in->step >= 0)
             fprintf(f, " at step %lld", (long long)in->step);
-        fprintf(f, ": detected in %.1f ms", in->detect_ms);
+        if (in->detect_ms >= 0)
+            fprintf(f, ": detected in %.1f ms", in->detect_ms);
+        else
+            fprintf(f, ": detection time unknown");
         double lost = in->lost_acc_s >= 0 ? in->lost_acc_s : in->lost_s;
         if (lost >= 0)
             fprintf(f, ", lost work %.3f s", lost);

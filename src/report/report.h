@@ -63,7 +63,8 @@ typedef struct fb__report_incident {
     int rank;                  /* -1: not one rank */
     int signal, has_exit_code, exit_code;
     int64_t step;              /* -1: unknown */
-    double occurred_at, detected_at, detect_ms;
+    double occurred_at, detected_at;
+    double detect_ms;          /* < 0: unknown (not in [0, DETECT_MS_MAX]) */
     double lost_s;             /* journal value; < 0: unknown */
     double lost_acc_s;         /* accounted lost work; < 0: not accounted */
     int ends_attempt;          /* the failure that ended its attempt */

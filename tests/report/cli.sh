@@ -118,6 +118,24 @@ sqlite3 "$D/long/journal.sqlite" "update incident set detail = replace(hex(zerob
 "$FB" report "$D/long" >"$D/long.txt" 2>&1 || fail "long detail: exit $?"
 grep -q "^      \(ab\)\{300\} the end$" "$D/long.txt" || fail "long detail not shown whole: $(grep -o 'abab.*' "$D/long.txt" | tail -c 80)"
 
+# A detection latency no supervisor records (negative, 1e300, beyond
+# twice the longest --hang-timeout) is unknown in every form: it was
+# printed as stored, a 300-digit number in the text and the HTML.
+for v in -5 -1e300 1e300 6e9; do
+    rm -rf "$D/dms"; cp -r "$D/a" "$D/dms"
+    sqlite3 "$D/dms/journal.sqlite" "update incident set detect_ms = $v" || fail "detect_ms $v: sqlite3"
+    "$FB" report "$D/dms" --html "$D/dms.html" >"$D/dms.txt" 2>&1 || fail "detect_ms $v: exit $?"
+    grep -q "detection time unknown" "$D/dms.txt" && ! grep -q "detected in" "$D/dms.txt" \
+        || fail "detect_ms $v: $(grep -o 'detect[^,]*' "$D/dms.txt" | head -2)"
+    grep -q '[0-9]\{40\}' "$D/dms.html" && fail "detect_ms $v: a long number in the HTML"
+    "$FB" report "$D/dms" --json | tail -n 1 | python3 -c '
+import json, sys
+j = json.loads(sys.stdin.read())
+assert j["incidents"] and all(i["detect_ms"] is None for i in j["incidents"]), j["incidents"]' \
+        || fail "detect_ms $v: JSON not null"
+done
+rm -rf "$D/dms" "$D/dms.html" "$D/dms.txt"
+
 # Terminal escapes in the journal's text (detail, node, category, evidence,
 # the run's reason) never reach the terminal raw: '?' in the text report
 # and in error messages, \u001b in JSON (the value kept), U+FFFD in HTML.
