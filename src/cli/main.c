@@ -71,6 +71,48 @@ static void usage(FILE *f)
 
 int fb__cli_stdout_said; /* cli.h */
 
+/* The errno of the first write to stdout that failed.  stdio keeps only
+ * a flag, and by the time a command's output is flushed for the last time
+ * the errno of the write that failed (ENOSPC, EPIPE) is long gone. */
+static int stdout_errno;
+
+static ssize_t stdout_write(void *cookie, const char *buf, size_t n)
+{
+    (void)cookie;
+    size_t done = 0;
+    while (done < n) {
+        ssize_t w = write(STDOUT_FILENO, buf + done, n - done);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0) {
+            if (!stdout_errno)
+                stdout_errno = w < 0 ? errno : EIO;
+            return 0; /* fopencookie: 0 is the error */
+        }
+        done += (size_t)w;
+    }
+    return (ssize_t)n;
+}
+
+static int stdout_close(void *cookie)
+{
+    (void)cookie;
+    return close(STDOUT_FILENO);
+}
+
+/* stdout as a stream over descriptor 1 that remembers why a write failed
+ * (stdout_errno), buffered as stdio buffers it (by line on a terminal).
+ * Where the stream cannot be made, stdout stays as it was. */
+static void stdout_keep_errno(void)
+{
+    cookie_io_functions_t io = {.write = stdout_write, .close = stdout_close};
+    FILE *f = fopencookie(NULL, "w", io);
+    if (!f)
+        return;
+    setvbuf(f, NULL, isatty(STDOUT_FILENO) ? _IOLBF : _IOFBF, BUFSIZ);
+    stdout = f;
+}
+
 /* Flush and close stdout; when what was printed could not be written,
  * say so on stderr and exit with the command's io_error_exit when it has
  * one, else turn a successful exit into 2 (a failing code is kept).
@@ -83,10 +125,8 @@ static int finish(int code, const command *c)
     const char *cmd = c ? c->name : NULL;
     int err = 0;
     errno = 0;
-    if (fflush(stdout) != 0)
-        err = errno ? errno : EIO;
-    else if (ferror(stdout))
-        err = EIO; /* an earlier flush failed; its errno is gone */
+    if (fflush(stdout) != 0 || ferror(stdout))
+        err = stdout_errno ? stdout_errno : errno ? errno : EIO;
     if (fclose(stdout) != 0 && !err && errno != EBADF)
         err = errno ? errno : EIO;
     if (!err)
@@ -120,6 +160,7 @@ static void hold_std_fds(void)
 int main(int argc, char **argv)
 {
     hold_std_fds();
+    stdout_keep_errno();
     ssize_t n = readlink("/proc/self/exe", self_path, sizeof self_path - 1);
     if (n > 0)
         self_path[n] = '\0';
