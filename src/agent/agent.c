@@ -866,9 +866,12 @@ int fb__agent_run(const fb__agent_opts *o)
                 goto out;
             }
         }
-        if (!o->quiet)
+        if (!o->quiet) {
+            /* ":PORT" binds loopback (fb__http_parse_listen): say which */
+            int hl = (int)(strrchr(o->listen, ':') - o->listen);
             fprintf(stderr, "firebreak agent: serving http://%.*s:%d/metrics\n",
-                    (int)(strrchr(o->listen, ':') - o->listen), o->listen, port);
+                    hl ? hl : 9, hl ? o->listen : "127.0.0.1", port);
+        }
     }
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);

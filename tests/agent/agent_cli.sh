@@ -44,5 +44,14 @@ expect 2 "$tmp/fifo.sqlite" --db "$tmp/fifo.sqlite" --listen none \
 timeout 10 "$fb" agent --root "$fx/healthy" --once --quiet >"$tmp/m" 2>"$tmp/err" \
     || fail "agent --once on a fixture: exit $? ($(head -c 300 "$tmp/err"))"
 grep -q '^firebreak_agent_up 1' "$tmp/m" || fail "--once printed no metrics"
+# ":PORT" binds loopback, and the address said is loopback's (it was
+# "http://:PORT/metrics"); --port-file at a FIFO is refused, not replaced
+timeout 10 "$fb" agent --root "$fx/healthy" --listen :0 --duration 1s \
+    --db "$tmp/a.sqlite" >/dev/null 2>"$tmp/err" || fail "--listen :0: exit $?"
+grep -q "serving http://127.0.0.1:[0-9]*/metrics" "$tmp/err" || fail "--listen :0: $(cat "$tmp/err")"
+mkfifo "$tmp/port.fifo"
+expect 2 "--port-file $tmp/port.fifo: not a regular file" --root "$fx/healthy" \
+    --listen 127.0.0.1:0 --port-file "$tmp/port.fifo" --duration 1s --db "$tmp/b.sqlite"
+[ -p "$tmp/port.fifo" ] || fail "--port-file replaced the FIFO"
 [ $fails = 0 ] && echo "agent_cli: ok"
 exit $fails
