@@ -121,9 +121,13 @@ FIREBREAK_NVML_SCENARIO=$tmp/nvml1.txt "$fb" agent --root "$tmp/rapl" --listen n
 kill $wpid; wait $wpid 2>/dev/null
 swings=$(sqlite3 "$tmp/rapl.sqlite" "select count(*) from events where kind='power_swing'")
 [ "$swings" = 0 ] || fail "RAPL's first rate read as a power swing: $(sqlite3 "$tmp/rapl.sqlite" "select evidence from events where kind='power_swing'")"
+# The writer is a shell loop: on a loaded machine (the sanitizer build
+# beside other work) it falls behind by tens of ms now and then, and one
+# sample's rate with it; the median is the node's power.
 range=$(sqlite3 "$tmp/rapl.sqlite" "select count(*), min(value), max(value) from host_samples where kind='node_power_w'")
-awk -F'|' '{exit !($1 >= 5 && $2 > 1100 && $3 < 1500)}' <<<"$range" \
-    || fail "node power on the RAPL fixture: want >= 5 samples of GPU 300 W + RAPL 1000 W, got count|min|max $range"
+median=$(sqlite3 "$tmp/rapl.sqlite" "select value from host_samples where kind='node_power_w' order by value limit 1 offset (select count(*) / 2 from host_samples where kind='node_power_w')")
+awk -F'|' -v m="${median:-0}" '{exit !($1 >= 5 && m > 1100 && m < 1500 && $2 > 300)}' <<<"$range" \
+    || fail "node power on the RAPL fixture: want >= 5 samples of GPU 300 W + RAPL 1000 W (median), got count|min|max $range, median $median"
 # --once samples twice for RAPL's rate (the writer stopped: 0 W)
 FIREBREAK_NVML_SCENARIO=$tmp/nvml1.txt "$fb" agent --root "$tmp/rapl" --once --quiet >"$tmp/m1" 2>/dev/null
 grep -q '^firebreak_node_power_watts 300$' "$tmp/m1" && grep -q '^firebreak_node_gpu_power_watts 300$' "$tmp/m1" \
