@@ -449,7 +449,7 @@ int fb__write_all(int fd, const void *buf, size_t len)
 int fb__write_file_atomic(const char *path, const void *buf, size_t len)
 {
     char tmp[PATH_MAX], dir[PATH_MAX];
-    if (fb__fmt(tmp, sizeof tmp, "%s.tmp.XXXXXX", path) ||
+    if (fb__fmt(tmp, sizeof tmp, "%s.tmp.%d.%016llx", path, (int)getpid(), 0ULL) ||
         fb__fmt(dir, sizeof dir, "%s", path))
         return -ENAMETOOLONG;
     char *slash = strrchr(dir, '/');
@@ -460,10 +460,20 @@ int fb__write_file_atomic(const char *path, const void *buf, size_t len)
     struct stat st;
     if (lstat(path, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode))
         return FB_ENOTREG;
-    int fd = mkostemp(tmp, O_CLOEXEC);
+    /* mkostemp's way (a fresh name, O_EXCL), with mode 0644 less the
+     * umask, as open gives (mkostemp's files are 0600 whatever it is) */
+    int fd = -1;
+    for (int tries = 0; fd < 0 && tries < 64; tries++) {
+        unsigned long long r = fb__now_ns() ^ ((unsigned long long)rand() << 20) ^
+                               (unsigned long long)tries << 56;
+        snprintf(tmp, sizeof tmp, "%s.tmp.%d.%016llx", path, (int)getpid(), r);
+        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+        if (fd < 0 && errno != EEXIST)
+            return -errno;
+    }
     if (fd < 0)
-        return -errno;
-    int rc = fchmod(fd, 0644) ? -errno : fb__write_all(fd, buf, len);
+        return -EEXIST;
+    int rc = fb__write_all(fd, buf, len);
     if (!rc && fsync(fd))
         rc = -errno;
     if (close(fd) && !rc)

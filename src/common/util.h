@@ -146,7 +146,7 @@ int fb__read_file_head(const char *path, size_t max_bytes, char **buf_out,
 
 /* Write a whole file atomically: a temporary file of a random name made
  * beside it (O_EXCL: never one planted there, nor a symlink followed),
- * fsync, rename, fsync of the directory.  Mode 0644.  PATH must be a
+ * fsync, rename, fsync of the directory.  Mode 0644 less the umask.  PATH must be a
  * regular file or not exist: anything else there (a device, a FIFO, a
  * directory) is refused with FB_ENOTREG, not replaced; a symlink at PATH
  * is replaced by the file, never followed.  0, -errno or FB_ENOTREG. */

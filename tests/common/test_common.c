@@ -268,7 +268,12 @@ static void test_files(void)
         CHECK(lstat(fifo, &st) == 0 && S_ISFIFO(st.st_mode));
         CHECK(symlink(victim, link) == 0);
         CHECK_RC(fb__write_file_atomic(link, "xyz", 3), 0);
+        mode_t um = umask(022);
         CHECK(lstat(link, &st) == 0 && S_ISREG(st.st_mode) && (st.st_mode & 0777) == 0644);
+        umask(077); /* the supervisor's: its files 0600 (0644 ignored it) */
+        CHECK_RC(fb__write_file_atomic(link, "xyz", 3), 0);
+        CHECK(lstat(link, &st) == 0 && (st.st_mode & 0777) == 0600);
+        umask(um);
         CHECK_RC(fb__read_file(victim, 4096, &buf, &len), 0);
         CHECK(len == 8);
         free(buf);
