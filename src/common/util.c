@@ -132,34 +132,50 @@ int fb__mkdir_p(const char *path, unsigned mode)
     return S_ISDIR(st.st_mode) ? 0 : -ENOTDIR;
 }
 
-int fb__rm_rf(const char *path)
+#define RM_RF_DEPTH 64
+
+/* Remove `name` in the directory dfd: a directory (opened without
+ * following a symlink) emptied first, anything else unlinked.  Every step
+ * is relative to a directory already open, so swapping a directory for a
+ * symlink while the walk runs removes the symlink, never what it names. */
+static int rm_at(int dfd, const char *name, int depth)
 {
-    struct stat st;
-    if (lstat(path, &st))
-        return errno == ENOENT ? 0 : -errno;
-    if (!S_ISDIR(st.st_mode))
-        return unlink(path) ? -errno : 0;
-    DIR *d = opendir(path);
-    if (!d)
-        return -errno;
+    int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) {
+        if (errno == ENOENT)
+            return 0;
+        if (errno != ENOTDIR && errno != ELOOP)
+            return -errno;
+        return unlinkat(dfd, name, 0) && errno != ENOENT ? -errno : 0;
+    }
+    if (depth >= RM_RF_DEPTH) {
+        close(fd);
+        return -ELOOP;
+    }
+    DIR *d = fdopendir(fd);
+    if (!d) {
+        int rc = -errno;
+        close(fd);
+        return rc;
+    }
     int rc = 0;
     struct dirent *e;
     while ((e = readdir(d))) {
         if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
             continue;
-        char child[PATH_MAX];
-        if (fb__fmt(child, sizeof child, "%s/%s", path, e->d_name)) {
-            rc = -ENAMETOOLONG;
-            continue;
-        }
-        int r = fb__rm_rf(child);
+        int r = rm_at(fd, e->d_name, depth + 1);
         if (r && !rc)
             rc = r;
     }
     closedir(d);
-    if (rmdir(path) && !rc)
+    if (unlinkat(dfd, name, AT_REMOVEDIR) && errno != ENOENT && !rc)
         rc = -errno;
     return rc;
+}
+
+int fb__rm_rf(const char *path)
+{
+    return rm_at(AT_FDCWD, path, 0);
 }
 
 int fb__find_program(const char *prog, char *resolved, size_t size)
@@ -222,6 +238,29 @@ int fb__open_regular(const char *path, int flags)
         return rc;
     }
     return fd;
+}
+
+int fb__open_append_regular(const char *path, mode_t mode)
+{
+    for (int tries = 0; tries < 3; tries++) {
+        int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW |
+                                O_NONBLOCK | O_NOCTTY, mode);
+        struct stat st;
+        int rc = fd < 0 ? -errno : fstat(fd, &st) ? -errno : 0;
+        if (!rc && S_ISREG(st.st_mode) && fcntl(fd, F_SETFL, O_APPEND) == 0)
+            return fd;
+        if (!rc)
+            rc = S_ISREG(st.st_mode) ? -errno : FB_ENOTREG;
+        if (fd >= 0)
+            close(fd);
+        /* a FIFO (ENXIO without a reader), a symlink (ELOOP), a device:
+         * not ours to write through; take its place */
+        if (rc != FB_ENOTREG && rc != -ELOOP && rc != -ENXIO)
+            return rc;
+        if (unlink(path) && errno != ENOENT)
+            return rc;
+    }
+    return FB_ENOTREG;
 }
 
 size_t fb__utf8_len(const unsigned char *s, size_t n)
@@ -446,11 +485,26 @@ int fb__write_all(int fd, const void *buf, size_t len)
     return 0;
 }
 
+int fb__open_tmp_beside(const char *path, char *tmp, size_t size, mode_t mode)
+{
+    /* mkostemp's way (a fresh name, O_EXCL), with open's mode less the
+     * umask (mkostemp's files are 0600 whatever it is) */
+    for (int tries = 0; tries < 64; tries++) {
+        unsigned long long r = fb__now_ns() ^ ((unsigned long long)rand() << 20) ^
+                               (unsigned long long)tries << 56;
+        if (fb__fmt(tmp, size, "%s.tmp.%d.%016llx", path, (int)getpid(), r))
+            return -ENAMETOOLONG;
+        int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+        if (fd >= 0 || errno != EEXIST)
+            return fd >= 0 ? fd : -errno;
+    }
+    return -EEXIST;
+}
+
 int fb__write_file_atomic(const char *path, const void *buf, size_t len)
 {
     char tmp[PATH_MAX], dir[PATH_MAX];
-    if (fb__fmt(tmp, sizeof tmp, "%s.tmp.%d.%016llx", path, (int)getpid(), 0ULL) ||
-        fb__fmt(dir, sizeof dir, "%s", path))
+    if (fb__fmt(dir, sizeof dir, "%s", path))
         return -ENAMETOOLONG;
     char *slash = strrchr(dir, '/');
     if (slash)
@@ -460,19 +514,9 @@ int fb__write_file_atomic(const char *path, const void *buf, size_t len)
     struct stat st;
     if (lstat(path, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode))
         return FB_ENOTREG;
-    /* mkostemp's way (a fresh name, O_EXCL), with mode 0644 less the
-     * umask, as open gives (mkostemp's files are 0600 whatever it is) */
-    int fd = -1;
-    for (int tries = 0; fd < 0 && tries < 64; tries++) {
-        unsigned long long r = fb__now_ns() ^ ((unsigned long long)rand() << 20) ^
-                               (unsigned long long)tries << 56;
-        snprintf(tmp, sizeof tmp, "%s.tmp.%d.%016llx", path, (int)getpid(), r);
-        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-        if (fd < 0 && errno != EEXIST)
-            return -errno;
-    }
+    int fd = fb__open_tmp_beside(path, tmp, sizeof tmp, 0644);
     if (fd < 0)
-        return -EEXIST;
+        return fd;
     int rc = fb__write_all(fd, buf, len);
     if (!rc && fsync(fd))
         rc = -errno;

@@ -14,6 +14,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/types.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -94,7 +95,10 @@ int fb__parse_int(const char *s, long long lo, long long hi, long long *out);
 /* mkdir -p with `mode`; 0 or -errno. */
 int fb__mkdir_p(const char *path, unsigned mode);
 
-/* Remove a directory tree (no symlink following); 0 or -errno. */
+/* Remove a directory tree; 0 or -errno.  No symlink is followed, at PATH
+ * or below, even one swapped in for a directory while the walk runs
+ * (every removal is relative to a directory already open); at most 64
+ * levels deep (-ELOOP past them, the rest left). */
 int fb__rm_rf(const char *path);
 
 /* Resolve `prog` like execvp (a name with a '/' as it is, else the first
@@ -111,6 +115,14 @@ int fb__find_program(const char *prog, char *resolved, size_t size);
  * descriptor returned is blocking again, O_CLOEXEC.  fd, or -errno /
  * FB_ENOTREG.  `flags` adds to O_RDONLY (O_NOFOLLOW, ...). */
 int fb__open_regular(const char *path, int flags);
+
+/* Open PATH to append to it (created with `mode` less the umask): a log
+ * that someone who can write its directory may have replaced.  Whatever
+ * is there that is not a regular file (a FIFO, which would block the open
+ * for good, a symlink, which would be followed, a device) is removed and
+ * a regular file made in its place.  The descriptor (blocking,
+ * O_APPEND|O_CLOEXEC), or -errno (a directory there: -EISDIR). */
+int fb__open_append_regular(const char *path, mode_t mode);
 
 /* Length of the valid UTF-8 sequence at s (at most n bytes; 1 for ASCII),
  * or 0 when it is not one (overlong, surrogate, past U+10FFFF, cut). */
@@ -143,6 +155,13 @@ int fb__read_file(const char *path, size_t max_bytes, char **buf_out,
  * past any bound.  0, -errno or FB_ENOTREG. */
 int fb__read_file_head(const char *path, size_t max_bytes, char **buf_out,
                        size_t *len_out, int *cut_out);
+
+/* Create a temporary file beside PATH, for a rename over it: a fresh name
+ * (PATH.tmp.PID.RANDOM, into tmp) opened O_CREAT|O_EXCL|O_NOFOLLOW for
+ * writing with `mode` less the umask, so a file, symlink or FIFO someone
+ * planted at a name they could guess is never opened, followed or waited
+ * on.  The descriptor, or -errno (-EEXIST after 64 names taken). */
+int fb__open_tmp_beside(const char *path, char *tmp, size_t size, mode_t mode);
 
 /* Write a whole file atomically: a temporary file of a random name made
  * beside it (O_EXCL: never one planted there, nor a symlink followed),

@@ -615,12 +615,11 @@ uint64_t fb__seg_report_next(const fb__seg *seg, uint64_t idx)
  * or remove it when anything failed (rc, or the close). */
 /* Open the temporary file a dump to `path` is written to (tmp: its name,
  * renamed by dump_finish); the fd, or -errno. */
+/* The snapshot's temporary file: never one a rank planted at a name it
+ * could guess (a FIFO there blocked the supervisor's open for good). */
 static int dump_open(const char *path, char *tmp, size_t tmp_size)
 {
-    if (fb__fmt(tmp, tmp_size, "%s.tmp.%d", path, (int)getpid()))
-        return -ENAMETOOLONG;
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    return fd < 0 ? -errno : fd;
+    return fb__open_tmp_beside(path, tmp, tmp_size, 0600);
 }
 
 static int dump_finish(int fd, const char *tmp, const char *path, int rc)

@@ -275,9 +275,9 @@ static int open_log(fb__sup *s, int rank, char *path, size_t size)
 {
     if (fb__fmt(path, size, "%s/rank-%d.log", s->logs_dir, rank))
         return -ENAMETOOLONG;
-    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    int fd = fb__open_append_regular(path, 0644);
     if (fd < 0)
-        return -errno;
+        return fd;
     char mark[96];
     int n = snprintf(mark, sizeof mark, FB__RANK_LOG_MARK "%d, rank %d ===\n",
                      s->attempt, rank);
@@ -481,9 +481,9 @@ static int standby_fork(fb__sup *s, struct fb__sup_standby *b, int r)
     unlink(errfile);
     if (fb__fmt(log, sizeof log, "%s/rank-%d.log", s->logs_dir, r))
         return -ENAMETOOLONG;
-    int fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    int fd = fb__open_append_regular(log, 0644);
     if (fd < 0)
-        return -errno;
+        return fd;
     const char *v = getenv("FIREBREAK_STANDBY_SHIMS");
     /* A set-user-ID or set-group-ID program exec'd while traced would run
      * without its privileges: it is exec'd at its turn. */
@@ -809,8 +809,16 @@ static int launch_mpirun(fb__sup *s)
     char shm_dir[PATH_MAX], session[PATH_MAX];
     int vader = !getenv("OMPI_MCA_btl_vader_backing_directory"),
         tmpdir = !getenv("OMPI_MCA_orte_tmpdir_base");
-    if (!rc && (vader || tmpdir) && fb__sup_mpi_shm_dir(s, shm_dir, sizeof shm_dir) == 0 &&
-        (mkdir(shm_dir, 0700) == 0 || errno == EEXIST)) {
+    int made = !rc && (vader || tmpdir) &&
+               fb__sup_mpi_shm_dir(s, shm_dir, sizeof shm_dir) == 0 &&
+               (mkdir(shm_dir, 0700) == 0 || errno == EEXIST);
+    if (made && !fb__sup_mpi_shm_dir_ours(shm_dir)) {
+        fb__sup_log(s, "%s is not this user's own directory (another user made "
+                    "it?): Open MPI's files go where it puts them by default",
+                    shm_dir);
+        made = 0;
+    }
+    if (made) {
         /* Whose it is, for the stale cleanup of a later run (segment.h). */
         char pidfile[PATH_MAX], pid[24];
         int n = snprintf(pid, sizeof pid, "%d\n", (int)getpid());
@@ -882,9 +890,9 @@ static int launch_mpirun(fb__sup *s)
 
     char logpath[PATH_MAX];
     fb__rundir_path(logpath, sizeof logpath, s->run_dir, FB__RUNDIR_MPIRUN_LOG, 0);
-    int fd = open(logpath, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    int fd = fb__open_append_regular(logpath, 0644);
     if (fd < 0) {
-        rc = -errno;
+        rc = fd;
         env_free(&e);
         return rc;
     }
@@ -924,6 +932,13 @@ void fb__sup_env_free(char **env)
 int fb__sup_mpi_shm_dir(const fb__sup *s, char *buf, size_t size)
 {
     return fb__fmt(buf, size, "/dev/shm/fb.%s.ompi", s->job_id);
+}
+
+int fb__sup_mpi_shm_dir_ours(const char *dir)
+{
+    struct stat st;
+    return lstat(dir, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == geteuid() &&
+           !(st.st_mode & 022);
 }
 
 int fb__sup_launch(fb__sup *s)

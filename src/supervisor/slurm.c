@@ -607,7 +607,9 @@ static void health_check(fb__sup *s, const int *cand, int ncand, int timeout_ms,
                     g->self, "watch", "--health", NULL};
     snprintf(logp, sizeof logp, "%s/health-attempt-%d%s.log", s->logs_dir, s->attempt,
              log_tag);
-    int lfd = open(logp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    int lfd = fb__open_append_regular(logp, 0644);
+    if (lfd >= 0)
+        (void)!ftruncate(lfd, 0);
     uint64_t t0 = fb__now_ns();
     int rc = fb__sup_run_capture(argv, out, sizeof out, lfd, timeout_ms);
     if (lfd >= 0)
@@ -937,12 +939,12 @@ int fb__sup_launch_slurm(fb__sup *s)
                      "%s/1/rank.%d/stderr", mpidir, r);
     }
     snprintf(g->srun_log, sizeof g->srun_log, "%s/srun.log", dir);
-    int lfd = open(g->srun_log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    int lfd = fb__open_append_regular(g->srun_log, 0644);
     snprintf(logp, sizeof logp, "%s/watch.log", dir);
-    int wfd = open(logp, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    int wfd = fb__open_append_regular(logp, 0644);
     int pfd[2] = {-1, -1}, qfd[2] = {-1, -1};
     if (lfd < 0 || wfd < 0 || pipe2(pfd, O_CLOEXEC) || pipe2(qfd, O_CLOEXEC)) {
-        rc = -errno;
+        rc = lfd < 0 ? lfd : wfd < 0 ? wfd : -errno;
         goto out;
     }
     rc = spawn_step(s, &s->units[0], (char *const *)argv, envp, 0, lfd, lfd, -1);
@@ -1043,7 +1045,9 @@ int fb__sup_slurm_on_nodes(fb__sup *s, const char *nodes, const char *const *arg
     for (int i = 0; args[i] && k < 39; i++)
         argv[k++] = args[i];
     argv[k] = NULL;
-    int lfd = open(log_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    int lfd = fb__open_append_regular(log_path, 0644);
+    if (lfd >= 0)
+        (void)!ftruncate(lfd, 0);
     char out[256];
     int rc = fb__sup_run_capture((char *const *)argv, out, sizeof out, lfd, timeout_ms);
     if (lfd >= 0)

@@ -302,6 +302,11 @@ int fb__sup_run_capture(char *const argv[], char *out, size_t size, int err_fd,
 int fb__sup_spawn_capture(char *const argv[], int err_fd, pid_t *pid, int *out_fd);
 /* The directory for Open MPI's shared-memory files of this job. */
 int fb__sup_mpi_shm_dir(const fb__sup *s, char *buf, size_t size);
+/* 1 when that directory is one this process may use and remove: a
+ * directory (not a symlink) of our uid that nobody else can write.
+ * /dev/shm is everyone's: another user can make the name first (the job
+ * id is in every segment's name) and swap what is inside. */
+int fb__sup_mpi_shm_dir_ours(const char *dir);
 
 /* watch.c: act on rank `rank`'s report number `idx`, read from its
  * segment or forwarded by its node's watcher; each index counts once, and

@@ -1039,7 +1039,9 @@ static void close_attempt(fb__sup *s)
     wait_set_reset(); /* the next attempt's descriptors reuse these numbers */
     fb__seg_remove_job(s->job_id, s->attempt);
     char shm_dir[PATH_MAX];
-    if (fb__sup_mpi_shm_dir(s, shm_dir, sizeof shm_dir) == 0)
+    if (s->o->launcher == FB__LAUNCH_MPIRUN &&
+        fb__sup_mpi_shm_dir(s, shm_dir, sizeof shm_dir) == 0 &&
+        fb__sup_mpi_shm_dir_ours(shm_dir))
         fb__rm_rf(shm_dir);
 }
 

@@ -207,7 +207,7 @@ static int warm_start(fb__sup *s)
         char logp[PATH_MAX];
         int lfd = -1;
         if (!fb__fmt(logp, sizeof logp, "%s/warm-%d.log", s->logs_dir, r))
-            lfd = open(logp, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+            lfd = fb__open_append_regular(logp, 0644);
         fb__spawn sp = {.argv = argv, .envp = wenv, .stdout_fd = sv[1],
                         .stderr_fd = lfd};
         rc = fb__shim_spawn(&sp, &w->shim, &w->msg_fd);

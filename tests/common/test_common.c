@@ -277,6 +277,58 @@ static void test_files(void)
         CHECK_RC(fb__read_file(victim, 4096, &buf, &len), 0);
         CHECK(len == 8);
         free(buf);
+        /* A log someone replaced: a FIFO (the open would wait for a
+         * reader for good) or a symlink at the path is removed and a
+         * regular file made in its place, the symlink's target untouched;
+         * a regular file is appended to. */
+        char log[300];
+        snprintf(log, sizeof log, "%s/log", dir);
+        CHECK(mkfifo(log, 0600) == 0);
+        alarm(10); /* a blocked open fails the test instead of hanging it */
+        fd = fb__open_append_regular(log, 0644);
+        CHECKF(fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode), "fd %d", fd);
+        CHECK(fd < 0 || (fcntl(fd, F_GETFL) & (O_APPEND | O_NONBLOCK)) == O_APPEND);
+        CHECK(fd < 0 || write(fd, "a", 1) == 1);
+        if (fd >= 0)
+            close(fd);
+        fd = fb__open_append_regular(log, 0644);
+        CHECK(fd < 0 || write(fd, "b", 1) == 1);
+        if (fd >= 0)
+            close(fd);
+        CHECK_RC(fb__read_file(log, 4096, &buf, &len), 0);
+        CHECK(len == 2 && !memcmp(buf, "ab", 2));
+        free(buf);
+        unlink(log);
+        CHECK(symlink(victim, log) == 0);
+        fd = fb__open_append_regular(log, 0644);
+        CHECK(fd >= 0 && lstat(log, &st) == 0 && S_ISREG(st.st_mode));
+        if (fd >= 0)
+            close(fd);
+        alarm(0);
+        CHECK_RC(fb__read_file(victim, 4096, &buf, &len), 0);
+        CHECK(len == 8);
+        free(buf);
+        unlink(log);
+        /* fb__rm_rf removes a symlink inside the tree, never what it
+         * names; a tree deeper than 64 levels is refused past them */
+        char tree[300], path[4096];
+        snprintf(tree, sizeof tree, "%s/tree", dir);
+        snprintf(path, sizeof path, "%s/a", tree);
+        CHECK(fb__mkdir_p(path, 0700) == 0);
+        snprintf(path, sizeof path, "%s/a/s", tree);
+        CHECK(symlink(dir, path) == 0);
+        CHECK_RC(fb__rm_rf(tree), 0);
+        CHECK(lstat(tree, &st) != 0 && lstat(victim, &st) == 0);
+        int at = snprintf(path, sizeof path, "%s", tree);
+        for (int i = 0; i < 70; i++)
+            at += snprintf(path + at, sizeof path - (size_t)at, "/d");
+        CHECK(fb__mkdir_p(path, 0700) == 0);
+        CHECK_RC(fb__rm_rf(tree), -ELOOP);
+        CHECK(lstat(tree, &st) == 0);
+        path[strlen(tree) + 2 * 40] = '\0'; /* 40 levels below tree: one deep enough */
+        CHECK_RC(fb__rm_rf(path), 0);
+        CHECK_RC(fb__rm_rf(tree), 0);
+        CHECK(lstat(tree, &st) != 0);
         unlink(planted);
         unlink(link);
         unlink(victim);
