@@ -731,6 +731,9 @@ typedef struct ctx {
     uint64_t snapshot_torch;
     int any_entries;
     int multihost;          /* the rings came from more than one host */
+    size_t p2p_stuck;       /* p2p ops stuck with no rank to blame; the
+                             * first: group, src, dst, k, send, matched */
+    int64_t p2p_stuck_key[6];
 } ctx;
 
 static void tuple_add(ctx *c, int kind, uint32_t g, uint64_t seq, int rank, int op)
@@ -1268,8 +1271,22 @@ static void mismatches(ctx *c)
     }
 }
 
-/* p2p: (group, src, dst, pair_seq) of sends and recvs must pair up. */
-typedef struct p2pkey { uint64_t h; uint32_t g; int32_t src, dst; uint32_t k; int32_t who; uint8_t send, pending, old; } p2pkey;
+/* p2p: (group, src, dst, pair_seq) of sends and recvs must pair up.
+ * pair_seq is the n-th op of the rank with that peer, that way: firebreak
+ * rings record it, so it is absolute; a PyTorch dump does not, and the
+ * loader counts it from the dump's first entry, so in a dump that dropped
+ * its oldest entries it starts lower than the peer's count (`rel`).  Such
+ * a run of ops is aligned with the peer's by PyTorch's p2p_seq_id (`pseq`)
+ * before they are paired; when the ids do not line up, nothing unmatched
+ * in the run can be blamed on a rank. */
+typedef struct p2pkey {
+    uint64_t pseq;        /* p2p_seq_id (PyTorch), the ring's p2p seq   */
+    uint32_t g;
+    int32_t src, dst;     /* group ranks                                 */
+    uint32_t k;           /* pair_seq                                    */
+    int32_t who;          /* the global rank that recorded it            */
+    uint8_t send, pending, old, rel;
+} p2pkey;
 
 static int cmp_p2p(const void *a, const void *b)
 {
@@ -1281,6 +1298,131 @@ static int cmp_p2p(const void *a, const void *b)
     return (int)x->send - (int)y->send;
 }
 
+/* A matched pair both sides entered and neither completed, or a pending
+ * op whose pair cannot be told: stuck, with no rank to blame (the
+ * verdict is `undecided`, as for a collective every member entered). */
+static void p2p_stuck(ctx *c, const p2pkey *x, int matched)
+{
+    if (c->p2p_stuck++)
+        return;
+    c->p2p_stuck_key[0] = (int64_t)x->g;
+    c->p2p_stuck_key[1] = x->src;
+    c->p2p_stuck_key[2] = x->dst;
+    c->p2p_stuck_key[3] = x->k;
+    c->p2p_stuck_key[4] = x->send;
+    c->p2p_stuck_key[5] = matched;
+}
+
+/* Shift the relative side of the run v[0..n) (one group, source and
+ * destination) so that its ops line up with the peer's by p2p_seq_id, and
+ * sort the run again.  Returns 1 when aligned (or nothing to align), 0
+ * when the ids give no consistent alignment. */
+static int p2p_align(p2pkey *v, size_t n)
+{
+    int srel = 0, rrel = 0, ns = 0, nr = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (v[i].send) {
+            ns++;
+            srel |= v[i].rel;
+        } else {
+            nr++;
+            rrel |= v[i].rel;
+        }
+    }
+    if ((!srel && !rrel) || !ns || !nr)
+        return 1;
+    int xsend = srel; /* the side to shift */
+    const p2pkey *x = NULL;
+    for (size_t i = 0; i < n && !x; i++) /* sorted by k: the first is lowest */
+        if (v[i].send == xsend)
+            x = &v[i];
+    const p2pkey *y = NULL;
+    for (size_t i = 0; i < n && !y && x->pseq; i++)
+        if (v[i].send != xsend && v[i].pseq == x->pseq)
+            y = &v[i];
+    if (!y) { /* the peer's window may start later: anchor on its first */
+        const p2pkey *y0 = NULL;
+        for (size_t i = 0; i < n && !y0; i++)
+            if (v[i].send != xsend)
+                y0 = &v[i];
+        for (size_t i = 0; i < n && !y && y0->pseq; i++)
+            if (v[i].send == xsend && v[i].pseq == y0->pseq) {
+                x = &v[i];
+                y = y0;
+            }
+    }
+    if (!y)
+        return 0;
+    int64_t d = (int64_t)y->k - (int64_t)x->k;
+    int64_t lo = INT64_MAX;
+    for (size_t i = 0; i < n; i++)
+        if (v[i].send == xsend && (int64_t)v[i].k + d < lo)
+            lo = (int64_t)v[i].k + d;
+    /* both relative and the shifted side would start below 1: shift the
+     * other side up instead (numbers stay relative either way) */
+    int64_t dx = lo < 1 ? d + 1 - lo : d, dy = lo < 1 ? 1 - lo : 0;
+    for (size_t i = 0; i < n; i++) {
+        int64_t k = (int64_t)v[i].k + (v[i].send == xsend ? dx : dy);
+        if (k < 1 || k > UINT32_MAX - 1)
+            return 0;
+        v[i].k = (uint32_t)k;
+    }
+    qsort(v, n, sizeof *v, cmp_p2p);
+    for (size_t i = 0; i + 1 < n; i++) /* every pair agrees on the id */
+        if (v[i].k == v[i + 1].k && v[i].send != v[i + 1].send &&
+            v[i].pseq != v[i + 1].pseq)
+            return 0;
+    return 1;
+}
+
+/* One run of v (a group, a source, a destination): pairs, and findings
+ * for what is unmatched. */
+static void p2p_run(ctx *c, p2pkey *v, size_t n)
+{
+    fb__fr_model *m = c->m;
+    int aligned = p2p_align(v, n);
+    uint32_t kmin[2] = {UINT32_MAX, UINT32_MAX}; /* per side: recv, send */
+    for (size_t i = 0; i < n; i++)
+        if (v[i].k < kmin[v[i].send])
+            kmin[v[i].send] = v[i].k;
+    for (size_t i = 0; i < n; i++) {
+        if (i + 1 < n && v[i].k == v[i + 1].k && v[i].send != v[i + 1].send) {
+            if (v[i].pending && v[i + 1].pending && v[i].old && v[i + 1].old)
+                p2p_stuck(c, &v[i], 1);
+            i++;
+            continue;
+        }
+        /* unmatched: the peer never posted its side, or its record of it
+         * is gone */
+        if (v[i].pending && !v[i].old)
+            continue; /* just posted: in flight */
+        if (!aligned) {
+            if (v[i].pending)
+                p2p_stuck(c, &v[i], 0);
+            continue;
+        }
+        int peer_g = v[i].send ? v[i].dst : v[i].src;
+        fb__fr_group *gr = &m->groups[v[i].g];
+        if (peer_g < 0 || peer_g >= gr->size)
+            continue;
+        int peer = gr->members[peer_g];
+        int pidx = (peer >= 0 && peer <= c->maxrank) ? c->rank_idx[peer] : -1;
+        if (pidx < 0)
+            continue; /* no data: reported as a missing dump */
+        const fb__fr_rank *pr = &m->ranks[pidx];
+        uint32_t pk = kmin[!v[i].send];
+        if (pr->wrapped && (!v[i].pending || (pk != UINT32_MAX && v[i].k < pk)))
+            continue; /* the peer's side may be among what it dropped */
+        tuple_add(c, FB__FR_P2P_MISMATCH, v[i].g, v[i].k, peer,
+                  v[i].send ? FB_OP_SEND : FB_OP_RECV);
+        /* remember the direction in the seq's high bit for the detail */
+        c->tup[c->ntup - 1].seq = ((uint64_t)v[i].send << 63) |
+                                  ((uint64_t)(uint32_t)v[i].src << 32) |
+                                  (uint32_t)v[i].dst;
+        c->tup[c->ntup - 1].op = (int)v[i].k | (v[i].pending ? 1 << 30 : 0);
+    }
+}
+
 static int p2p_check(ctx *c)
 {
     fb__fr_model *m = c->m;
@@ -1290,6 +1432,7 @@ static int p2p_check(ctx *c)
         fb__fr_rank *r = &m->ranks[i];
         if (c->rank_idx[r->rank] != (int)i || !c->np2p[i])
             continue;
+        uint8_t rel = r->src != FR_SRC_RING && r->wrapped;
         bind_rank(c, r);
         for (size_t k = 0; k < r->n; k++) {
             const fb__fr_ent *e = &r->ents[k];
@@ -1310,43 +1453,20 @@ static int p2p_check(ctx *c)
                 v = nv;
             }
             int send = e->op == FB_OP_SEND;
-            v[n++] = (p2pkey){0, e->group, send ? me : e->peer, send ? e->peer : me,
-                              e->pair_seq, r->rank, (uint8_t)send,
-                              e->state != FR_DONE, (uint8_t)old_enough(c, r, e->t_ns)};
+            v[n++] = (p2pkey){e->seq, e->group, send ? me : e->peer,
+                              send ? e->peer : me, e->pair_seq, r->rank,
+                              (uint8_t)send, e->state != FR_DONE,
+                              (uint8_t)old_enough(c, r, e->t_ns), rel};
         }
         unbind_rank(c, r);
     }
     if (n)
         qsort(v, n, sizeof *v, cmp_p2p);
-    for (size_t i = 0; i < n; i++) {
-        if (i + 1 < n && v[i].g == v[i + 1].g && v[i].src == v[i + 1].src &&
-            v[i].dst == v[i + 1].dst && v[i].k == v[i + 1].k &&
-            v[i].send != v[i + 1].send) {
-            i++;
-            continue;
-        }
-        /* unmatched: the peer never posted its side */
-        int peer_g = v[i].send ? v[i].dst : v[i].src;
-        fb__fr_group *gr = &m->groups[v[i].g];
-        if (peer_g < 0 || peer_g >= gr->size)
-            continue;
-        int peer = gr->members[peer_g];
-        int pidx = (peer >= 0 && peer <= c->maxrank) ? c->rank_idx[peer] : -1;
-        if (pidx < 0)
-            continue; /* no data: reported as a missing dump */
-        const fb__fr_rank *pr = &m->ranks[pidx];
-        if (pr->wrapped && !v[i].pending)
-            continue;
-        if (v[i].pending && !v[i].old)
-            continue; /* just posted: in flight */
-        tuple_add(c, FB__FR_P2P_MISMATCH, v[i].g, v[i].k, peer,
-                  v[i].send ? FB_OP_SEND : FB_OP_RECV);
-        /* remember the direction in the seq's high bit for the detail */
-        c->tup[c->ntup - 1].seq = ((uint64_t)v[i].send << 63) |
-                                  ((uint64_t)(uint32_t)v[i].src << 32) |
-                                  (uint32_t)v[i].dst;
-        c->tup[c->ntup - 1].op = (int)v[i].k | (v[i].pending ? 1 << 30 : 0);
-        (void)v[i].who;
+    for (size_t a = 0, b; a < n; a = b) {
+        for (b = a + 1; b < n && v[b].g == v[a].g && v[b].src == v[a].src &&
+                        v[b].dst == v[a].dst; b++)
+            ;
+        p2p_run(c, v + a, b - a);
     }
     free(v);
     return 0;
@@ -1780,7 +1900,7 @@ static int find_culprits(ctx *c, int at_stuck)
         set_culprits(res, cul, (int)nc, 0);
         return 0;
     }
-    int stuck_any = 0;
+    int stuck_any = c->p2p_stuck > 0;
     for (size_t g = 0; g < m->ngroups; g++)
         if (c->stuck[g])
             stuck_any = 1;
@@ -1853,6 +1973,31 @@ static const finding *top_finding(const fb__fr_result *res)
     return top;
 }
 
+/* What the summary says of a p2p op stuck with no rank to blame. */
+static void p2p_stuck_text(const ctx *c, char *buf, size_t size)
+{
+    const fb__fr_model *m = c->m;
+    const int64_t *key = c->p2p_stuck_key;
+    const fb__fr_group *gr = &m->groups[key[0]];
+    int src = key[1] < gr->size ? gr->members[key[1]] : -1;
+    int dst = key[2] < gr->size ? gr->members[key[2]] : -1;
+    char more[64] = "";
+    if (c->p2p_stuck > 1)
+        snprintf(more, sizeof more, " (%zu such ops in all)", c->p2p_stuck);
+    if (key[5])
+        snprintf(buf, size, "rank %d's send and rank %d's recv #%" PRId64 " on %s "
+                 "were both entered and neither completed%s: suspect the network "
+                 "or the transport, not a rank", src, dst, key[3],
+                 gname(m, (int)key[0]), more);
+    else
+        snprintf(buf, size, "rank %d's %s #%" PRId64 " %s rank %d on %s is pending, "
+                 "and the dumps that dropped older entries do not tell its pair "
+                 "(their p2p_seq_id do not line up)%s: no rank can be blamed",
+                 key[4] ? src : dst, key[4] ? "send" : "recv", key[3],
+                 key[4] ? "to" : "from", key[4] ? dst : src,
+                 gname(m, (int)key[0]), more);
+}
+
 /* One line: the verdict and what tells it. */
 static void write_summary(ctx *c)
 {
@@ -1874,6 +2019,8 @@ static void write_summary(ctx *c)
                  " on %s and none completed it: suspect the network or the "
                  "transport, not a rank", incomplete ? " read" : "",
                  opname(c->stuck_op[g]), c->stuck[g], gname(m, (int)g));
+    else if (c->p2p_stuck)
+        p2p_stuck_text(c, seen, sizeof seen);
     else if (!c->any_entries)
         snprintf(seen, sizeof seen, "no flight-recorder entries in %d rank%s",
                  n, n == 1 ? "" : "s");

@@ -6,8 +6,9 @@
  *
  *   fr_gen SCENARIO OUTDIR [RANKS [ENTRIES]]
  *
- * Scenarios: empty, ok, hang, type, size, dtype, p2p, subgroup, straggler,
- * wrapped, allgather, many (RANKS x ENTRIES all_reduces, for the bench).
+ * Scenarios: empty, ok, hang, type, size, dtype, p2p, p2p_stuck, subgroup,
+ * straggler, wrapped, allgather, many (RANKS x ENTRIES all_reduces, for the
+ * bench).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -204,6 +205,19 @@ int main(int argc, char **argv)
                 uint64_t h = fb__fr_record(w, FB_OP_RECV, FB_DTYPE_F32, 4, 8, 8, 0, 7,
                                            FB__FR_F_P2P, FB__FR_STARTED);
                 fb__fr_event_state(h, FB__FR_COMPLETED);
+            }
+        } else if (!strcmp(s, "p2p_stuck")) {
+            /* 0 -> 1 twice; both sides of the second entered, neither
+             * completed: a matched pair stuck, no rank to blame */
+            for (int i = 0; i < 3; i++)
+                ar(w, 8, FB_DTYPE_F32, 1, 0);
+            if (r <= 1) {
+                fb_op op = r == 0 ? FB_OP_SEND : FB_OP_RECV;
+                uint64_t h = fb__fr_record(w, op, FB_DTYPE_F32, 4, 8, 8, 1 - r, 7,
+                                           FB__FR_F_P2P, FB__FR_STARTED);
+                fb__fr_event_state(h, FB__FR_COMPLETED);
+                fb__fr_record(w, op, FB_DTYPE_F32, 4, 8, 8, 1 - r, 7,
+                              FB__FR_F_P2P, FB__FR_STARTED);
             }
         } else if (!strcmp(s, "subgroup")) {
             /* world: 0..3; sub: {2, 3}.  Rank 2 hangs before sub #3. */
