@@ -1101,15 +1101,15 @@ static int hang_analysis(ctx *c)
             finding *f;
             rc = add_finding(res, FB__FR_MISSING_RANKS, (int)g, s, 1, op, unknown,
                              nunk, &f);
+            int many = (nunk ? nunk : nunk_g) > 1;
             if (f)
                 snprintf(f->detail, sizeof f->detail,
                          "every rank with data entered %s #%" PRIu64 " on %s "
-                         "(%d waiting%s); no flight-recorder data from %s%s %s, "
+                         "(%d waiting%s); no flight-recorder data from %s%s %s%s, "
                          "which did not finish it", opname(op), s,
                          gname(m, (int)g), nwait, wait,
-                         nunk ? "rank" : "members (group ranks; world ranks "
-                                         "unknown) ",
-                         (nunk ? nunk : nunk_g) > 1 ? "s" : "", rl);
+                         nunk ? "rank" : "group rank", many ? "s" : "", rl,
+                         nunk ? "" : " (world ranks unknown)");
         }
     }
     free(missing);

@@ -57,6 +57,22 @@ grep -q "rank 2 never entered all_reduce #6 on world" "$T/text" ||
 # wrapped rings are said to be wrapped
 grep -q '"warnings":\[.*ring wrapped' "$T/wrapped.out" ||
   { echo "FAIL wrapped: no warning"; fail=1; }
+# members known only by group rank (no communicator records: world ranks
+# unknown) are named readably ("members (group ranks; world ranks unknown)
+# s 2, 3" before)
+mkdir "$T/norec" && cp "$T/hang/rank-0.fbseg" "$T/hang/rank-1.fbseg" "$T/norec/"
+python3 - "$T/norec" <<'PY'
+import struct, sys
+for k in (0, 1):
+    p = "%s/rank-%d.fbseg" % (sys.argv[1], k)
+    b = bytearray(open(p, "rb").read())
+    struct.pack_into("<Q", b, 352, 0)  # fr_comm_count: no records
+    open(p, "wb").write(b)
+PY
+touch -d '1 minute ago' "$T"/norec/*
+"$FB" fr analyze "$T/norec" >"$T/text" 2>&1
+grep -q "no flight-recorder data from group ranks 2, 3 (world ranks unknown), which did not finish it" "$T/text" ||
+  { echo "FAIL members by group rank:"; cat "$T/text"; fail=1; }
 # a missing rank's file is reported, not ignored
 rm "$T/hang/rank-3.fbseg"
 "$FB" fr analyze "$T/hang" --json | tail -1 | grep -q '"kind":"missing_dump","group":null,"group_name":null\|"kind":"missing_dump"' ||
