@@ -102,8 +102,14 @@ static int cmd_analyze(int argc, char **argv)
             return 0;
         } else if (!strcmp(a, "--json")) {
             json = 1;
-        } else if ((!strcmp(a, "--min-wait") || !strcmp(a, "--late-threshold")) &&
-                   i + 1 < argc) {
+        } else if (i + 1 == argc && (!strcmp(a, "--min-wait") ||
+                                     !strcmp(a, "--late-threshold") ||
+                                     !strcmp(a, "--max-findings"))) {
+            fprintf(stderr, "firebreak fr: %s needs a value\n", a);
+            usage(stderr);
+            free(inputs);
+            return 2;
+        } else if (!strcmp(a, "--min-wait") || !strcmp(a, "--late-threshold")) {
             if (fb__parse_duration(argv[i + 1], &d)) {
                 fprintf(stderr, "firebreak fr: %s: bad duration '%s'\n", a,
                         argv[i + 1]);
@@ -115,7 +121,7 @@ static int cmd_analyze(int argc, char **argv)
             else
                 opt.late_threshold_s = d;
             i++;
-        } else if (!strcmp(a, "--max-findings") && i + 1 < argc) {
+        } else if (!strcmp(a, "--max-findings")) {
             if (fb__parse_int(argv[i + 1], 1, 100000, &x)) {
                 fprintf(stderr, "firebreak fr: --max-findings: bad number '%s'\n",
                         argv[i + 1]);

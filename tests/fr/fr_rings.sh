@@ -80,6 +80,11 @@ rm "$T/hang/rank-3.fbseg"
 # usage and input errors
 grep -q "fr analyze" <<<"$("$FB" fr --help)" || { echo "FAIL --help"; fail=1; }
 "$FB" fr analyze >/dev/null 2>&1; [ $? -eq 2 ] || { echo "FAIL no input: not 2"; fail=1; }
+for o in --min-wait --late-threshold --max-findings; do
+  "$FB" fr analyze "$T/ok" $o >/dev/null 2>"$T/err"; rc=$?
+  [ $rc -eq 2 ] && grep -qF -- "$o needs a value" "$T/err" ||
+    { echo "FAIL $o without a value: rc $rc: $(head -1 "$T/err")"; fail=1; }
+done
 echo garbage >"$T/junk"
 "$FB" fr analyze "$T/junk" 2>"$T/err"; rc=$?
 [ $rc -eq 2 ] && grep -q "junk" "$T/err" || { echo "FAIL junk input: rc $rc"; cat "$T/err"; fail=1; }
