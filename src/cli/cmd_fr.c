@@ -40,9 +40,10 @@ static void usage(FILE *f)
         "run on (at most 8; FIREBREAK_FR_THREADS=N sets it); the result is\n"
         "the same on any number.\n"
         "\n"
-        "Exit: 0 ok, 1 hang / mismatch / slow / undecided, 2 bad usage, no\n"
-        "readable input, or incomplete input (verdict incomplete: nothing\n"
-        "decided and some ranks' evidence is missing; the result is printed).\n");
+        "Exit: 0 ok, 1 hang / mismatch / slow / undecided, 2 bad usage, an\n"
+        "INPUT that cannot be opened, no readable input, or incomplete input\n"
+        "(verdict incomplete: nothing decided and some ranks' evidence is\n"
+        "missing; the result is printed).\n");
 }
 
 /* A run directory (or its fr/) given for INPUT i: the newest attempt's
@@ -86,6 +87,7 @@ static int cmd_analyze(int argc, char **argv)
     int json = 0;
     fb__fr_options opt;
     fb__fr_options_init(&opt);
+    opt.inputs_must_open = 1; /* an INPUT named that cannot be read: exit 2 */
     /* an INPUT may stand for two (a run directory: the attempt's rings
      * and PyTorch's dumps) */
     const char **inputs = calloc(2 * (size_t)argc + 1, sizeof *inputs);

@@ -128,6 +128,7 @@ void fb__fr_options_init(fb__fr_options *opt)
     opt->min_wait_s = 1.0;
     opt->late_threshold_s = 200e-6;
     opt->max_findings = 20;
+    opt->inputs_must_open = 0;
 }
 
 static int cmp_int(const void *a, const void *b)
@@ -2108,6 +2109,13 @@ out:
     return rc;
 }
 
+/* Whether a load_path error says the path could not be opened (an errno,
+ * not a regular file, not ours), not that what it holds is no dump. */
+static int cannot_open(int rc)
+{
+    return rc == FB_ENOTREG || rc == FB_ENOTOURS || (rc < 0 && rc > -4000);
+}
+
 int fb__fr_analyze_paths_opt(const char *const *paths, int npaths,
                              const fb__fr_options *opt, fb__fr_result **out,
                              char *err, size_t errsz)
@@ -2138,6 +2146,12 @@ int fb__fr_analyze_paths_opt(const char *const *paths, int npaths,
             snprintf(err, errsz, "%s: %s", paths[i], fb_strerror(-ENOMEM));
             fb__fr_result_free(res);
             return -ENOMEM;
+        }
+        if (rc && res->opt.inputs_must_open && cannot_open(rc)) {
+            snprintf(err, errsz, "%s", res->m.nwarnings
+                     ? res->m.warnings[res->m.nwarnings - 1] : paths[i]);
+            fb__fr_result_free(res);
+            return rc;
         }
         if (rc)
             last_rc = rc;

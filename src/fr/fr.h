@@ -32,6 +32,13 @@ typedef struct fb__fr_options {
     double late_threshold_s;
     /* Findings kept per kind (the rest are counted).  Default 20. */
     int max_findings;
+    /* 1: a path given that cannot be opened (it does not exist, is a FIFO
+     * or a device, belongs to another user, ...) fails the analysis with
+     * its name in err, as `fr analyze` does for an INPUT the user named.
+     * 0 (the default): a warning, as for the supervisor, whose attempt's
+     * directories may be absent.  Files inside a directory are warnings
+     * either way; a file that opens but is no dump is a warning too. */
+    int inputs_must_open;
 } fb__fr_options;
 
 void fb__fr_options_init(fb__fr_options *opt);

@@ -143,6 +143,20 @@ fifo)
   run "$T/fifo" >"$T/text" 2>&1; rc=$?
   [ $rc -eq 2 ] && grep -q "$T/fifo: not a regular file" "$T/text" ||
     { echo "FAIL FIFO as input: rc $rc: $(cat "$T/text")"; fail=1; }
+  # beside inputs that are fine, an INPUT that cannot be read still fails
+  # the command naming it (it was a warning, exit by the verdict)
+  mkdir "$T/good"; cp "$DATA"/ok-json/nccl_trace_rank_{0,1,2,3} "$T/good/"
+  run "$T/good" "$T/fifo" >"$T/text" 2>&1; rc=$?
+  [ $rc -eq 2 ] && grep -q "$T/fifo: not a regular file" "$T/text" ||
+    { echo "FAIL FIFO beside a good INPUT: rc $rc: $(cat "$T/text")"; fail=1; }
+  run "$T/nosuch" "$T/good" >"$T/text" 2>&1; rc=$?
+  [ $rc -eq 2 ] && grep -q "$T/nosuch: No such file" "$T/text" ||
+    { echo "FAIL missing INPUT beside a good one: rc $rc: $(cat "$T/text")"; fail=1; }
+  # a run directory without PyTorch's dumps for the attempt reads its
+  # snapshots: the subdirectories it stands for are not INPUTs named
+  mkdir -p "$T/run/fr/attempt-0"; cp "$DATA"/ok-json/nccl_trace_rank_{0,1,2,3} "$T/run/fr/attempt-0/"
+  run "$T/run" >"$T/text" 2>&1; rc=$?
+  [ $rc -eq 0 ] || { echo "FAIL run directory without torch/: rc $rc: $(cat "$T/text")"; fail=1; }
   run "$T/d" --json >"$T/out" 2>&1; rc=$?
   json_check "FIFO in a directory" "$T/out" $rc \
     'rc == 0 and any("nccl_trace_rank_4: not a regular file" in w for w in d["warnings"])'
