@@ -259,6 +259,22 @@ oom:
     return -ENOMEM;
 }
 
+/* Communicator sizes (or this rank's place in one) a ring declares at or
+ * above its own world size: counted for one warning. */
+typedef struct implausible { int world, count, max; } implausible;
+
+static int plausible(implausible *imp, int size, int grank)
+{
+    if (size <= imp->world && grank < imp->world)
+        return 1;
+    imp->count++;
+    if (size > imp->max)
+        imp->max = size;
+    if (grank >= imp->max)
+        imp->max = grank + 1;
+    return 0;
+}
+
 int fb__fr_ring_commit(fb__fr_model *m, fb__fr_ring_stage *s, const char *path,
                        char *err, size_t errsz)
 {
@@ -275,12 +291,18 @@ int fb__fr_ring_commit(fb__fr_model *m, fb__fr_ring_stage *s, const char *path,
     r->step = s->step;
     if (s->world_size > m->world_size && s->world_size <= FR_MAX_RANK)
         m->world_size = s->world_size;
+    /* A communicator has no more members than the world.  A larger size
+     * (a torn or hostile file: the supervisor's diagnosis reads what ranks
+     * wrote) is not taken: the analysis sizes its arrays by group size,
+     * and 2^24 members declared by a few events cost gigabytes. */
+    implausible imp = {.world = s->world_size > 0 ? s->world_size : 1};
     for (uint32_t i = 0; i < s->ncomms; i++) {
         const fb__fr_comm_rec *c = &s->comms[i];
         int g = group_of(m, c->comm_id, c->name);
         if (g < 0)
             goto oom;
-        if (c->size > 0 && c->size <= (1 << 24) && c->ranks_stride > 0 &&
+        int ok = plausible(&imp, c->size, c->rank);
+        if (ok && c->size > 0 && c->size <= (1 << 24) && c->ranks_stride > 0 &&
             c->ranks_first >= 0 && !m->groups[g].members &&
             (int64_t)c->ranks_first + (int64_t)(c->size - 1) * c->ranks_stride <= FR_MAX_RANK) {
             int *mem = fb__malloc((size_t)c->size * sizeof *mem);
@@ -292,10 +314,10 @@ int fb__fr_ring_commit(fb__fr_model *m, fb__fr_ring_stage *s, const char *path,
             free(mem);
             if (rc)
                 goto oom;
-        } else if (c->size > 0 && c->size <= (1 << 24)) {
+        } else if (ok && c->size > 0 && c->size <= (1 << 24)) {
             fb__fr_model_group_members(m, g, NULL, c->size);
         }
-        if (c->rank >= 0 && (c->size <= 0 || c->rank < c->size) &&
+        if (ok && c->rank >= 0 && (c->size <= 0 || c->rank < c->size) &&
             fb__fr_rank_member(m, r, (uint32_t)g, c->rank))
             goto oom;
     }
@@ -320,11 +342,17 @@ int fb__fr_ring_commit(fb__fr_model *m, fb__fr_ring_stage *s, const char *path,
         if (g < 0)
             goto oom;
         map[i] = (uint32_t)g;
-        if (op->size > 0 && op->size <= (1 << 24))
+        int ok = plausible(&imp, op->size, op->grank);
+        if (ok && op->size > 0 && op->size <= (1 << 24))
             fb__fr_model_group_members(m, g, NULL, op->size);
-        if (op->grank >= 0 && fb__fr_rank_member(m, r, (uint32_t)g, op->grank))
+        if (ok && op->grank >= 0 && fb__fr_rank_member(m, r, (uint32_t)g, op->grank))
             goto oom;
     }
+    if (imp.count)
+        fb__fr_model_warn(m, "rank %d: %d communicators declared larger than the "
+                          "world size %d the ring states (up to %d members); their "
+                          "sizes and this rank's place in them are not taken (%s)",
+                          s->rank, imp.count, imp.world, imp.max, path);
     for (size_t k = 0; k < s->n; k++) {
         fb__fr_ent *x = &s->ents[k];
         x->group = map[x->group];

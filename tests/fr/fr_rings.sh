@@ -73,6 +73,41 @@ touch -d '1 minute ago' "$T"/norec/*
 "$FB" fr analyze "$T/norec" >"$T/text" 2>&1
 grep -q "no flight-recorder data from group ranks 2, 3 (world ranks unknown), which did not finish it" "$T/text" ||
   { echo "FAIL members by group rank:"; cat "$T/text"; fail=1; }
+# communicators declared far larger than the world (16 events and 64
+# records of 2^24 members in one 640 KB ring) are not taken: memory stays
+# small (they made the analyzer allocate gigabytes, or fail for memory)
+mkdir "$T/big" && cp "$T/hang/rank-0.fbseg" "$T/big/"
+python3 - "$T/big/rank-0.fbseg" <<'PY'
+import struct, sys
+p = sys.argv[1]
+b = bytearray(open(p, "rb").read())
+fr = struct.unpack_from("<Q", b, 40)[0]          # fr_offset
+ev = lambda i: fr + (4096 // 64) * 128 + i * 128  # event slots
+for i in range(16):   # events on new communicators of 2^24 ranks
+    o = ev(i)
+    b[o:o + 128] = b[ev(20):ev(20) + 128]
+    struct.pack_into("<QQQ", b, o, i + 1, 1000 + i, 1)   # seq, comm_id, coll_seq
+    struct.pack_into("<ii", b, o + 80, 1 << 24, 0)      # comm_size, comm_rank
+for i in range(64):   # records: 2^24 members, world ranks 0, 1, 2, ...
+    o = fr + i * 128
+    b[o:o + 128] = bytes(128)
+    struct.pack_into("<QQQiiii", b, o, i + 1, 5000 + i, 0, 1 << 24, 0, 0, 1)
+struct.pack_into("<QQ", b, 344, 16, 64)            # fr_head, fr_comm_count
+open(p, "wb").write(b)
+PY
+(ulimit -v 1500000; FIREBREAK_FR_THREADS=1 "$FB" fr analyze "$T/big" --json) >"$T/big.out" 2>&1
+python3 - "$T/big.out" <<'PY' || fail=1
+import json, sys
+try:
+    d = json.loads(open(sys.argv[1]).read().splitlines()[-1])
+except Exception:
+    print("FAIL big communicators: " + open(sys.argv[1]).read()[-300:])
+    sys.exit(1)
+ok = d["culprits"] == [] and any("80 communicators declared larger than the world size 4"
+                                 in w and "rank-0.fbseg" in w for w in d["warnings"])
+print(("ok  " if ok else "FAIL") + f" big communicators: {d['verdict']}: {d['warnings']}")
+sys.exit(0 if ok else 1)
+PY
 # a missing rank's file is reported, not ignored
 rm "$T/hang/rank-3.fbseg"
 "$FB" fr analyze "$T/hang" --json | tail -1 | grep -q '"kind":"missing_dump","group":null,"group_name":null\|"kind":"missing_dump"' ||
