@@ -255,6 +255,38 @@ static int next_pair(pairtab *t, uint32_t g, int peer, int send, uint32_t *n)
     return 0;
 }
 
+/* Whether a frame's file is PyTorch's own: a "torch/" directory right
+ * under site-packages or dist-packages (an installed wheel), or a path
+ * that starts with "torch/" (frames of a source build, relative). */
+static int inside_torch(const char *file)
+{
+    if (!strncmp(file, "torch/", 6))
+        return 1;
+    return strstr(file, "site-packages/torch/") || strstr(file, "dist-packages/torch/");
+}
+
+/* The frame that names the caller: the first one (innermost) whose file
+ * is not inside torch -- PyTorch's first frames are its own collective
+ * wrappers (distributed_c10d.py, c10d_logger.py) -- else the first.
+ * NULL when there is none.  Looks at the first 64 frames. */
+static const fb__json *caller_frame(const fb__json *frames)
+{
+    if (!frames || frames->type != FB_JSON_ARRAY)
+        return NULL;
+    const fb__json *first = NULL;
+    int n = 0;
+    for (const fb__json *f = frames->child; f && n < 64; f = f->next, n++) {
+        if (f->type != FB_JSON_OBJECT)
+            continue;
+        if (!first)
+            first = f;
+        const char *file = fb__json_as_str(member(f, "filename"));
+        if (file && !inside_torch(file))
+            return f;
+    }
+    return first;
+}
+
 /* Group g takes the members of the dump's one unnamed pg_config group. */
 static int adopt_unnamed(fb__fr_model *m, fb__fr_rank *r, int g, const int *rk, int n,
                          const char *path)
@@ -464,11 +496,9 @@ static int load_dom(fb__fr_model *m, const char *path, const fb__json *root, int
         const fb__json *dts = F[F_INDT];
         const char *dt = (dts && dts->type == FB_JSON_ARRAY && dts->child)
                              ? str_or(dts->child, "") : "";
-        const fb__json *fr = F[F_FRAMES];
+        const fb__json *f0 = caller_frame(F[F_FRAMES]);
         uint32_t frame = 0;
-        if (fr && fr->type == FB_JSON_ARRAY && fr->child &&
-            fr->child->type == FB_JSON_OBJECT) {
-            const fb__json *f0 = fr->child;
+        if (f0) {
             int64_t ln = 0;
             as_int(member(f0, "line"), &ln);
             char buf[512];
