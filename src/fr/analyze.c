@@ -1389,7 +1389,7 @@ static void p2p_run(ctx *c, p2pkey *v, size_t n)
     for (size_t i = 0; i < n; i++) {
         if (i + 1 < n && v[i].k == v[i + 1].k && v[i].send != v[i + 1].send) {
             if (v[i].pending && v[i + 1].pending && v[i].old && v[i + 1].old)
-                p2p_stuck(c, &v[i], 1);
+                p2p_stuck(c, &v[i], aligned); /* unaligned: a pair by guess */
             i++;
             continue;
         }
