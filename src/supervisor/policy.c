@@ -164,6 +164,18 @@ static int silent_alone(const fb__sup_hang_facts *f, int r)
     return 1;
 }
 
+uint64_t fb__sup_trusted_beat(uint64_t hb, uint64_t now, uint64_t *odd,
+                              uint64_t *odd_seen_ns)
+{
+    if (hb <= now)
+        return hb;
+    if (*odd != hb) { /* a new value: a write, so the rank was alive now */
+        *odd = hb;
+        *odd_seen_ns = now;
+    }
+    return *odd_seen_ns;
+}
+
 void fb__sup_blame_hang(const fb__sup_hang_facts *f, fb__sup_hang_blame *b)
 {
     memset(b, 0, sizeof *b);

@@ -227,6 +227,15 @@ typedef struct fb__sup_hang_blame {
  * the first call (or whoever declared the hang) chose. */
 void fb__sup_blame_hang(const fb__sup_hang_facts *f, fb__sup_hang_blame *b);
 
+/* A rank's last heartbeat as the supervisor (or a node's watcher) may
+ * take it: `hb` itself, or for a beat from the future, the time `now` the
+ * reader first saw that value (kept in *odd and *odd_seen_ns, zero at the
+ * start).  Ranks and their readers share a host's CLOCK_MONOTONIC, so a
+ * later time is a scribbled value: taken as it is, the rank was never
+ * silent, and one that wrote it and stopped was never declared hung. */
+uint64_t fb__sup_trusted_beat(uint64_t hb, uint64_t now, uint64_t *odd,
+                              uint64_t *odd_seen_ns);
+
 /* ---- restart or stop ---- */
 
 typedef struct fb__sup_restart_limits {

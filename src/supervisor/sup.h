@@ -66,6 +66,7 @@ typedef struct fb__sup_rank {
                              read (watch.c, docs/segment.md)               */
     uint64_t seg_ok_ns;   /* when its segment last passed fb__seg_check    */
     int ckpt_code;        /* its last failed save's code (-errno), 0 none  */
+    uint64_t odd_beat, odd_beat_seen_ns; /* fb__sup_trusted_beat's        */
     char where[160];      /* where its Python main thread was when asked
                              for a dump (a NOTE_WHERE report), "" unknown  */
 } fb__sup_rank;

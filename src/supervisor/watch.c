@@ -414,7 +414,8 @@ static uint64_t timeout_ns(const fb__sup *s, uint32_t phase)
     case FB_PHASE_CHECKPOINT: t = s->o->ckpt_timeout_s; break;
     case FB_PHASE_INIT:
     case FB_PHASE_RESTORE: t = s->o->startup_timeout_s; break;
-    default: return 0;
+    case FB_PHASE_DONE: return 0; /* fb_finalize: no longer watched */
+    default: t = s->o->hang_timeout_s; break; /* not a phase: scribbled */
     }
     return t > 0 ? (uint64_t)(t * 1e9) : 0;
 }
@@ -508,7 +509,9 @@ static void watch_rank(fb__sup *s, int r, uint64_t now, watch_pass *p,
     uint64_t done = atomic_load_explicit(&h->steps_done, memory_order_relaxed);
     int64_t step = done ? (int64_t)atomic_load_explicit(&h->step, memory_order_relaxed) : -1;
     uint32_t phase = atomic_load_explicit(&h->phase, memory_order_relaxed);
-    uint64_t hb = atomic_load_explicit(&h->heartbeat_mono_ns, memory_order_acquire);
+    uint64_t hb = fb__sup_trusted_beat(
+        atomic_load_explicit(&h->heartbeat_mono_ns, memory_order_acquire), now,
+        &rk->odd_beat, &rk->odd_beat_seen_ns);
     /* Shrunk since the check: what was just read is zeros, which would
      * look like a heartbeat from boot time (a hang).  The truncation
      * is the failure to report. */

@@ -29,6 +29,7 @@
 #include "firebreak/firebreak.h"
 #include "health/health.h"
 #include "lib/segment.h"
+#include "supervisor/policy.h"
 #include "supervisor/proc.h"
 #include "supervisor/watcher.h"
 
@@ -188,6 +189,7 @@ typedef struct wrank {
     int corrupt;         /* failed fb__seg_check: no longer read        */
     int64_t mem_step;    /* newest step it committed in node memory; -1 */
     int vanished;        /* ended without a record, just reported        */
+    uint64_t odd_beat, odd_beat_seen_ns; /* fb__sup_trusted_beat's       */
 } wrank;
 
 static void msg_init(fb__fbw1_msg *m, fb__fbw1_kind kind, int rank)
@@ -318,7 +320,9 @@ static void beat(FILE *out, wrank *w, uint64_t now)
     fb__seg_header *h = fb__seg_hdr(w->seg);
     uint64_t done = atomic_load_explicit(&h->steps_done, memory_order_relaxed);
     uint32_t phase = atomic_load_explicit(&h->phase, memory_order_relaxed);
-    uint64_t hb = atomic_load_explicit(&h->heartbeat_mono_ns, memory_order_acquire);
+    uint64_t hb = fb__sup_trusted_beat(
+        atomic_load_explicit(&h->heartbeat_mono_ns, memory_order_acquire), now,
+        &w->odd_beat, &w->odd_beat_seen_ns);
     fb__fbw1_msg m;
     msg_init(&m, FB_FBW1_BEAT, w->rank);
     m.step = done ? (long long)atomic_load_explicit(&h->step, memory_order_relaxed) : -1;

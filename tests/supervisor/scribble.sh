@@ -62,3 +62,21 @@ bad = [r for (r,) in db.execute("select detail from event where detail is not nu
 sys.exit(1 if bad else 0)
 PY
 ok "reports: 10 s of nonsense reports read ($n events), run completed"
+
+# One write, then silence: a heartbeat from the future (taken as it was,
+# the rank was never silent) or a phase that is none of the library's (it
+# had no limit). Either way the rank is hung, and declared so within the
+# limit, named; the other rank kept stepping.
+for mode in future-beat bad-phase; do
+    rm -rf runs
+    rc=0
+    timeout -s KILL 60 "$FB" run --nproc-per-node 2 --max-restarts 0 --json \
+        --hang-timeout 2s --startup-timeout 2s --ckpt-timeout 2s \
+        -- "$SCR" --scribble-rank 1 --mode $mode --seconds 30 "$TAG" \
+        >out.json 2>err.txt || rc=$?
+    [ "$rc" = 1 ] || fail "$mode: run exited $rc, wanted 1 ($(tail -3 err.txt))"
+    [ "$(json_field out.json '["incidents"][0]["kind"]')" = hang ] \
+        && [ "$(json_field out.json '["incidents"][0]["rank"]')" = 1 ] \
+        || fail "$mode: $(tail -1 out.json)"
+    ok "$mode: the silent rank declared hung"
+done

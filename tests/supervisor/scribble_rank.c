@@ -6,7 +6,8 @@
  * stepping.  The supervisor must not crash, and must name the segment.
  *
  *   fb-test-scribbler [--scribble-rank R]
- *                     [--mode all|live|reports|truncate|truncate0]
+ *                     [--mode all|live|reports|truncate|truncate0|
+ *                             future-beat|bad-phase]
  *                     [--seconds S]
  *                     [--delay-ms M]
  *
@@ -23,10 +24,15 @@
  *   one page (the header survives; the rank keeps stepping) or to 0 bytes
  *   (the rank can no longer touch it: it sleeps, then leaves with _exit).
  *   Readers that load from the lost pages take SIGBUS unless guarded.
+ * --mode future-beat, bad-phase: one write, then silence for --seconds:
+ *   a heartbeat far in the future (a reader that took it as it is saw the
+ *   rank as never silent), or a phase that is none of the library's (it had
+ *   no time limit); the rank then stops stepping, hung, and exits 0.
  * --delay-ms: step this long before scribbling (default 100), so a reader
  *   started beside it attaches first.
  */
 #include <fcntl.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -102,7 +108,7 @@ static int truncate_own(fb__seg *seg, off_t size)
 
 int main(int argc, char **argv)
 {
-    int scribble_rank = 0, live_only = 0, reports = 0, truncate_to = -1;
+    int scribble_rank = 0, live_only = 0, reports = 0, truncate_to = -1, one_write = 0;
     double seconds = 10;
     long delay_ms = 100;
     for (int i = 1; i < argc; i++) {
@@ -116,6 +122,10 @@ int main(int argc, char **argv)
                 truncate_to = (int)sysconf(_SC_PAGESIZE);
             else if (!strcmp(argv[i], "truncate0"))
                 truncate_to = 0;
+            else if (!strcmp(argv[i], "future-beat"))
+                one_write = 1;
+            else if (!strcmp(argv[i], "bad-phase"))
+                one_write = 2;
         }
         else if (!strcmp(argv[i], "--seconds") && i + 1 < argc)
             seconds = atof(argv[++i]);
@@ -145,6 +155,18 @@ int main(int argc, char **argv)
             printf("rank %d: scribbling over its segment (%s)\n", fb_rank(),
                    reports ? "reports and ring" : live_only ? "live fields" : "all of it");
         fflush(stdout);
+    }
+    if (me && one_write) {
+        fb__seg_header *h = fb__seg_hdr(seg);
+        if (one_write == 1)
+            atomic_store_explicit(&h->heartbeat_mono_ns, UINT64_MAX / 2, memory_order_release);
+        else
+            atomic_store_explicit(&h->phase, 99, memory_order_release);
+        printf("rank %d: %s, then silent\n", fb_rank(),
+               one_write == 1 ? "a heartbeat from the future" : "phase 99");
+        fflush(stdout);
+        sleep_ms((long)(seconds * 1000));
+        return 0;
     }
     if (me && truncate_to >= 0) {
         if (truncate_own(seg, truncate_to)) {

@@ -824,9 +824,23 @@ static void test_mpirun_arg_owned(void)
     }
 }
 
+/* A heartbeat from the future is a scribbled value: silence counts from
+ * when the reader first saw it, and each new value is a sign of life. */
+static void test_trusted_beat(void)
+{
+    uint64_t odd = 0, seen = 0, s = 1000000000ull;
+    CHECK(fb__sup_trusted_beat(5 * s, 6 * s, &odd, &seen) == 5 * s);
+    CHECK(fb__sup_trusted_beat(6 * s, 6 * s, &odd, &seen) == 6 * s && odd == 0);
+    CHECK(fb__sup_trusted_beat(UINT64_MAX / 2, 7 * s, &odd, &seen) == 7 * s);
+    CHECK(fb__sup_trusted_beat(UINT64_MAX / 2, 9 * s, &odd, &seen) == 7 * s); /* silent */
+    CHECK(fb__sup_trusted_beat(UINT64_MAX / 3, 10 * s, &odd, &seen) == 10 * s); /* wrote */
+    CHECK(fb__sup_trusted_beat(10 * s, 11 * s, &odd, &seen) == 10 * s);         /* sane again */
+}
+
 int main(void)
 {
     test_kind_names();
+    test_trusted_beat();
     test_judge_end();
     test_record_is_fatal();
     test_blame();
