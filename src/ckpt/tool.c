@@ -331,7 +331,7 @@ int fb__ckpt_verify(const char *dir, int has_step, uint64_t step, int threads,
 }
 
 int fb__ckpt_prepare_restore(const char *dir, int world_size, int threads,
-                             uint64_t *step_out,
+                             int drop_incomplete, uint64_t *step_out,
                              void (*why_cb)(void *arg, uint64_t step,
                                             int set_aside, const char *why),
                              int (*stop)(void *arg), void *arg)
@@ -388,6 +388,22 @@ int fb__ckpt_prepare_restore(const char *dir, int world_size, int threads,
         if (why_cb)
             why_cb(arg, v[i].step, 1, err);
     }
+    /* v is newest first: the incomplete ones before the chosen step */
+    for (size_t i = 0; drop_incomplete && (rc == 0 || rc == FB_ENOCKPT) && i < n &&
+                       (rc == FB_ENOCKPT || v[i].step > *step_out);
+         i++) {
+        char path[PATH_MAX], why[160];
+        if (v[i].complete || fb__ckpt_step_path(path, sizeof path, dir, v[i].step))
+            continue;
+        int r = fb__rm_rf(path);
+        snprintf(why, sizeof why, "incomplete (%d of %d shards): %s", v[i].shards,
+                 world_size > 0 ? world_size : v[i].world_size,
+                 r ? fb_strerror(r) : "removed");
+        if (why_cb)
+            why_cb(arg, v[i].step, 2, why);
+    }
+    if (drop_incomplete)
+        fb__fsync_dir(dir);
     free(v);
     return rc;
 }

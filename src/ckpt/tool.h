@@ -57,14 +57,21 @@ int fb__ckpt_inspect(const char *path, int has_step, uint64_t step, int rank,
  * is told each checkpoint passed over and why: set_aside 1 for one set
  * aside, 0 for one of another job size (every shard a world size other
  * than `world_size`: a job relaunched with more or fewer ranks), which is
- * not restorable by this job but not bad, and stays where it is.  stop
+ * not restorable by this job but not bad, and stays where it is; 2 for an
+ * incomplete one removed (`drop_incomplete`).  With drop_incomplete, every
+ * incomplete checkpoint newer than the one chosen (all of them when none
+ * is) is removed once the choice is made: a save cut short left shards of
+ * the abandoned timeline there, and the new attempt's saves of those step
+ * numbers would complete them with shards of another run, a checkpoint
+ * every rank takes for whole (the caller must know no rank and no writer
+ * of its own is running).  stop
  * (may be NULL) is asked
  * on the calling thread between shards and every 8 MiB read, so a signal
  * can end a long verification; a read blocked in the kernel (a hung hard
  * NFS mount) still waits for the kernel.
  */
 int fb__ckpt_prepare_restore(const char *dir, int world_size, int threads,
-                             uint64_t *step_out,
+                             int drop_incomplete, uint64_t *step_out,
                              void (*why_cb)(void *arg, uint64_t step,
                                             int set_aside, const char *why),
                              int (*stop)(void *arg), void *arg);

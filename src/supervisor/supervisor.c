@@ -1156,6 +1156,12 @@ static void on_set_aside(void *arg, uint64_t step, int set_aside, const char *wh
         fb__sup_log(s, "checkpoint %llu passed over: %s", (unsigned long long)step, why);
         return;
     }
+    if (set_aside == 2) { /* a save cut short: expected after a failure */
+        fb__sup_log(s, "checkpoint %llu before the launch: %s (its shards must not "
+                    "mix with the next attempt's saves of that step)",
+                    (unsigned long long)step, why);
+        return;
+    }
     char detail[768];
     snprintf(detail, sizeof detail, "checkpoint %llu set aside before the launch "
              "(every rank must restore the same step): %s",
@@ -1195,7 +1201,7 @@ static void prepare_restore(fb__sup *s)
     if (s->mem_dir[0]) {
         /* Node memory first; storage is read only when it may hold a
          * newer step (a rank that crashed restores with no storage read). */
-        rc = fb__ckpt_prepare_restore(s->mem_dir, s->world, 2, &step, on_set_aside,
+        rc = fb__ckpt_prepare_restore(s->mem_dir, s->world, 2, 0, &step, on_set_aside,
                                       stop_asked, s);
         if (rc == -ECANCELED)
             return;
@@ -1206,8 +1212,10 @@ static void prepare_restore(fb__sup *s)
                 return;
         }
     }
-    rc = fb__ckpt_prepare_restore(s->ckpt_dir, s->world, 2, &step,
-                                      on_set_aside, stop_asked, s);
+    /* Without node memory no writer of ours runs now (a tier's drainer
+     * may still be persisting a newer step into storage). */
+    rc = fb__ckpt_prepare_restore(s->ckpt_dir, s->world, 2, !s->mem_dir[0], &step,
+                                  on_set_aside, stop_asked, s);
     if (rc == 0)
         fb__sup_log(s, "attempt %d will restore checkpoint %llu (verified)",
                     s->attempt, (unsigned long long)step);

@@ -59,4 +59,22 @@ out=$("$prepare" "$ck" 3) || fail "prepare: $out"
 echo "$out"
 echo "$out" | grep -q 'set aside step 40: .*rank-00000.safetensors' || fail "truncated rank 0 not set aside: $out"
 echo "$out" | tail -n 1 | grep -qx 'restore 20' || fail "want restore 20"
+# A save cut short: ranks 0 and 1 of step 50 committed, rank 2 did not.
+# Left there, the next attempt's save of step 50 by rank 2 alone (before
+# ranks 0 and 1 restored and dropped theirs) makes it complete with shards
+# of two runs.  With drop_incomplete (the supervisor, no node memory) every
+# incomplete step newer than the one chosen is removed; an older one, and
+# any without it, is left.
+for r in 0 1; do "$sample" "$ck" $r 3 50 50 10 >/dev/null || fail "sample $r"; done
+mkdir -p "$ck/step-0000000015"
+"$sample" "$dir/s15" 0 3 15 15 10 >/dev/null && cp "$dir/s15/step-0000000015/rank-00000.safetensors" "$ck/step-0000000015/"
+out=$("$prepare" "$ck" 3) || fail "prepare: $out"
+[ -d "$ck/step-0000000050" ] || fail "without DROP step 50 was removed: $out"
+out=$(DROP=1 "$prepare" "$ck" 3) || fail "prepare DROP: $out"
+echo "$out"
+echo "$out" | grep -q 'dropped step 50: incomplete (2 of 3 shards): removed' || fail "step 50 not dropped: $out"
+echo "$out" | tail -n 1 | grep -qx 'restore 20' || fail "want restore 20: $out"
+[ ! -e "$ck/step-0000000050" ] || fail "step 50 still there"
+[ -d "$ck/step-0000000015" ] || fail "the older incomplete step 15 was removed"
+[ -d "$ck/step-0000000030" ] || fail "the 4-rank step 30 was removed"
 echo PASS

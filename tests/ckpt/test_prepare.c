@@ -3,6 +3,8 @@
  * before a restart) on DIR for WORLD ranks and prints what it decided.
  * Usage: test_ckpt_prepare DIR WORLD [STOP_AFTER]
  * STOP_AFTER: the stop callback says stop on its STOP_AFTER-th call.
+ * DROP=1 in the environment: drop_incomplete, as the supervisor without
+ * node memory.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -14,7 +16,8 @@
 static void why(void *arg, uint64_t step, int set_aside, const char *text)
 {
     (void)arg;
-    printf("%s step %llu: %s\n", set_aside ? "set aside" : "passed over",
+    printf("%s step %llu: %s\n",
+           set_aside == 2 ? "dropped" : set_aside ? "set aside" : "passed over",
            (unsigned long long)step, text);
 }
 
@@ -32,7 +35,8 @@ int main(int argc, char **argv)
         return 2;
     stop_after = argc == 4 ? atoi(argv[3]) : 0;
     uint64_t step = 0;
-    int rc = fb__ckpt_prepare_restore(argv[1], atoi(argv[2]), 2, &step, why,
+    const char *drop = getenv("DROP");
+    int rc = fb__ckpt_prepare_restore(argv[1], atoi(argv[2]), 2, drop && *drop == '1', &step, why,
                                       stop_after ? stop : NULL, NULL);
     if (rc) {
         printf("none: %s\n", fb_strerror(rc));
