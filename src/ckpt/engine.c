@@ -315,6 +315,9 @@ static int build_header(const fb_ckpt *ck, uint64_t step, fb__jsonw *w)
     fb__jsonw_obj_begin(w);
     fb__jsonw_key(w, "__metadata__");
     fb__jsonw_obj_begin(w);
+    /* first, where readers look for it (FB__ST_HEADER_HASH_PREFIX): zeros
+     * until the whole header is written, then its hash */
+    fb__jsonw_kstr(w, FB__ST_HEADER_HASH_KEY, "0000000000000000");
     fb__jsonw_kstr(w, "firebreak.format", FB__CKPT_FORMAT_VERSION);
     fb__jsonw_kstr(w, "firebreak.version", fb_version());
     snprintf(val, sizeof val, "%llu", (unsigned long long)step);
@@ -386,6 +389,13 @@ static int build_header(const fb_ckpt *ck, uint64_t step, fb__jsonw *w)
         fb__jsonw_free(w);
         return FB_ETOOBIG;
     }
+    const size_t p = sizeof FB__ST_HEADER_HASH_PREFIX - 1;
+    if (w->len < p + 16 || memcmp(w->buf, FB__ST_HEADER_HASH_PREFIX, p)) {
+        fb__jsonw_free(w); /* the writer's own shape: cannot happen */
+        return -EINVAL;
+    }
+    fb__hash_hex(fb__hash(ck->alg, w->buf, w->len), hex);
+    memcpy(w->buf + p, hex, 16);
     return 0;
 }
 

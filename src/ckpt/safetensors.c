@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "ckpt/hash.h"
 #include "common/alloc.h"
 #include "common/json.h"
 #include "common/util.h"
@@ -169,6 +170,31 @@ static int parse_tensor(fb__st_tensor *t, const fb__json *e, const char *label,
     return 0;
 }
 
+/* h->header_hash from the header's bytes (FB__ST_HEADER_HASH_KEY). */
+static int check_header_hash(fb__st_header *h, const char *json, size_t len)
+{
+    const char *hex = fb__st_meta_get(h, FB__ST_HEADER_HASH_KEY);
+    if (!hex)
+        return 0;
+    static const char prefix[] = FB__ST_HEADER_HASH_PREFIX;
+    const size_t p = sizeof prefix - 1;
+    uint64_t want;
+    int alg = fb__hash_alg_from_name(fb__st_meta_get(h, "firebreak.hash"));
+    h->header_hash = -1;
+    if (alg < 0 || len < p + 17 || memcmp(json, prefix, p) || json[p + 16] != '"' ||
+        fb__hash_parse_hex(hex, &want))
+        return 0;
+    fb__hash_ctx *c = fb__hash_new((fb__hash_alg)alg);
+    if (!c)
+        return -ENOMEM;
+    fb__hash_update(c, json, p);
+    fb__hash_update(c, "0000000000000000", 16);
+    fb__hash_update(c, json + p + 16, len - p - 16);
+    h->header_hash = fb__hash_digest(c) == want ? 1 : -1;
+    fb__hash_free(c);
+    return 0;
+}
+
 int fb__st_parse_header(const char *json, size_t len, uint64_t file_size,
                         const char *label, fb__st_header **out, char *err,
                         size_t err_size)
@@ -252,6 +278,8 @@ int fb__st_parse_header(const char *json, size_t len, uint64_t file_size,
                    label, (unsigned long long)pos, (unsigned long long)h->data_len);
         goto fail;
     }
+    if ((rc = check_header_hash(h, json, len)))
+        goto fail;
     *out = h;
     return 0;
 fail:

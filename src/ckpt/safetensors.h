@@ -44,8 +44,19 @@ typedef struct fb__st_header {
     fb__st_tensor *tensors;     /* in data order (sorted by begin)         */
     size_t nmeta;
     fb__st_meta *meta;
+    /* firebreak.header_hash (firebreak's shards, FB__ST_HEADER_HASH_KEY):
+     * 0 none, 1 it matches the header's bytes, -1 it does not (or is not
+     * where the engine writes it: the first key of __metadata__) */
+    int header_hash;
     void *doc_;                 /* owns the strings                        */
 } fb__st_header;
+
+/* The hash of a shard's header bytes (with its own 16 hex digits read as
+ * zeros), in the shard's hash algorithm (firebreak.hash): the metadata the
+ * tensors' hashes do not cover (a slice's place, the step) damaged is
+ * damage, not a program that registered other tensors. */
+#define FB__ST_HEADER_HASH_KEY "firebreak.header_hash"
+#define FB__ST_HEADER_HASH_PREFIX "{\"__metadata__\":{\"" FB__ST_HEADER_HASH_KEY "\":\""
 
 /* fb_dtype for an on-disk name ("F32"), or -1. */
 int fb__st_dtype_from_name(const char *name, size_t len);

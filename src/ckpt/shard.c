@@ -52,6 +52,12 @@ int fb__shard_check_meta(const fb__st_header *h, const char *label, char *err,
                  "built in", label, alg ? alg : "(missing)");
         return FB_EFORMAT;
     }
+    if (h->header_hash < 0) {
+        snprintf(err, err_size, "%s: its header does not match its %s (the "
+                 "metadata was damaged: a slice's place, the step, a hash)",
+                 label, FB__ST_HEADER_HASH_KEY);
+        return FB_ECORRUPT;
+    }
     char key[FB__ST_NAME_MAX + 32];
     for (size_t i = 0; i < h->ntensors; i++) {
         uint64_t v;

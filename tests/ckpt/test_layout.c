@@ -326,6 +326,22 @@ static void case_bad_place(void)
           "\"firebreak.global_offset.w\":\"4,0\"");
     fb_ckpt_layout *lay = NULL;
     fb__say_buf said; /* the step passed over is said, with why */
+    /* The header's own hash (firebreak.header_hash) no longer matches:
+     * damage, whatever the place says. */
+    fb__say_keep(&said);
+    CHECK_RC(fb_ckpt_layout_open(&lay, dir, 2, FB_CKPT_NEWEST), 0);
+    fb__say_keep(NULL);
+    CHECKF(strstr(said.text, "not restoring checkpoint step 2: ") &&
+           strstr(said.text, "rank-00001.safetensors: its header does not match its "
+                             "firebreak.header_hash"),
+           "said: %s", said.text);
+    if (lay)
+        CHECK_EQ_U64(fb_ckpt_layout_step(lay), 1);
+    fb_ckpt_layout_close(lay);
+    /* A shard without the header hash (as before it was written): the
+     * place itself is checked. */
+    patch(path, "\"firebreak.header_hash\"", "\"firebreak.header_hasz\"");
+    lay = NULL;
     fb__say_keep(&said);
     CHECK_RC(fb_ckpt_layout_open(&lay, dir, 2, FB_CKPT_NEWEST), 0);
     fb__say_keep(NULL);
