@@ -359,8 +359,12 @@ int fb_ckpt_restore(fb_ckpt *ck, uint64_t *step_out)
     ck->tmp_swept |= 1; /* the saves need not look again (write_shard) */
     for (size_t i = 0; i < n; i++) {
         if (!v[i].complete) {
-            fb__ckpt_say(why, sizeof why, "incomplete: %d of %d shards committed",
-                     v[i].shards, ck->world_size);
+            if (v[i].error)
+                fb__ckpt_say(why, sizeof why, "its directory cannot be read: %s",
+                             fb_strerror(v[i].error));
+            else
+                fb__ckpt_say(why, sizeof why, "incomplete: %d of %d shards committed",
+                             v[i].shards, ck->world_size);
             fallback(ck, v[i].step, FB_ENOCKPT, why);
             fb__ckpt_drop_own_shard(ck, ck->dir, v[i].step);
             continue;

@@ -169,6 +169,13 @@ int fb__ckpt_scan(const char *dir, int world_size, int with_sizes,
             rc = r;
             break;
         }
+        /* One that cannot be read is listed, so that it is said (gone
+         * meanwhile, or a file under a step's name: not a checkpoint). */
+        if (r && r != -ENOENT && r != -ENOTDIR && r != -ENAMETOOLONG) {
+            v[n].world_size = world_size;
+            v[n].error = r;
+            r = 0;
+        }
         if (r == 0)
             n++;
     }
@@ -363,6 +370,8 @@ int fb__ckpt_retain(const char *dir, int world_size, int keep, int defer,
     if (kept == keep) {
         /* v[i..] are all older than the oldest kept complete checkpoint. */
         for (; i < n; i++) {
+            if (v[i].error)
+                continue; /* unreadable: left as it was, said by ls/verify */
             int r = hide_step(dir, v[i].step, hook);
             if (r < 0) {
                 rc = r;

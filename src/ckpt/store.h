@@ -32,6 +32,8 @@ typedef struct fb__ckpt_entry {
     int complete;
     uint64_t bytes;     /* sum of committed shard sizes (with_sizes)       */
     int64_t mtime_s;    /* newest shard's mtime (with_sizes)               */
+    int error;          /* -errno: its directory could not be read (EACCES,
+                           EIO): listed, not complete, said by its readers */
 } fb__ckpt_entry;
 
 int fb__ckpt_step_path(char *buf, size_t size, const char *dir, uint64_t step);

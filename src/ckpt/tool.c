@@ -91,6 +91,11 @@ int fb__ckpt_ls(const char *dir, int json, FILE *out)
             fb__jsonw_obj_begin(&w);
             fb__jsonw_kuint(&w, "step", v[i].step);
             fb__jsonw_kbool(&w, "complete", v[i].complete);
+            fb__jsonw_key(&w, "error");
+            if (v[i].error)
+                fb__jsonw_str(&w, fb_strerror(v[i].error));
+            else
+                fb__jsonw_null(&w);
             fb__jsonw_kint(&w, "shards", v[i].shards);
             fb__jsonw_kint(&w, "world_size", v[i].world_size);
             fb__jsonw_kuint(&w, "bytes", v[i].bytes);
@@ -116,9 +121,11 @@ int fb__ckpt_ls(const char *dir, int json, FILE *out)
                 snprintf(sh, sizeof sh, "%d/%d", v[i].shards, v[i].world_size);
             else
                 snprintf(sh, sizeof sh, "?");
-            fprintf(out, "%-12llu %-10s %-9s %10s %6s\n",
+            fprintf(out, "%-12llu %-10s %-9s %10s %6s%s%s\n",
                     (unsigned long long)v[i].step,
-                    v[i].complete ? "complete" : "incomplete", sh, sz, age);
+                    v[i].error ? "unreadable"
+                    : v[i].complete ? "complete" : "incomplete", sh, sz, age,
+                    v[i].error ? " " : "", v[i].error ? fb_strerror(v[i].error) : "");
         }
         fprintf(out, "%zu checkpoint(s), %zu complete, in %s\n", n, complete, dir);
     }
@@ -246,8 +253,20 @@ int fb__ckpt_verify(const char *dir, int has_step, uint64_t step, int threads,
             continue;
         found = 1;
         int *ranks = NULL, nr = 0, step_failed = 0;
-        if (list_ranks(dir, v[i].step, &ranks, &nr))
-            continue;
+        int lr = v[i].error ? v[i].error : list_ranks(dir, v[i].step, &ranks, &nr);
+        if (lr) { /* a step no reader can use: said, not passed over */
+            char err[256];
+            snprintf(err, sizeof err, "its directory cannot be read: %s", fb_strerror(lr));
+            failed++;
+            step_failed++;
+            if (!json)
+                fprintf(out, "FAIL step %llu: %s\n", (unsigned long long)v[i].step, err);
+            fb__jsonw_obj_begin(&w);
+            fb__jsonw_kuint(&w, "step", v[i].step);
+            fb__jsonw_kint(&w, "rank", -1);
+            fb__jsonw_kstr(&w, "error", err);
+            fb__jsonw_obj_end(&w);
+        }
         for (int k = 0; k < nr; k++) {
             char err[1024];
             checked++;
@@ -393,7 +412,8 @@ int fb__ckpt_prepare_restore(const char *dir, int world_size, int threads,
                        (rc == FB_ENOCKPT || v[i].step > *step_out);
          i++) {
         char path[PATH_MAX], why[160];
-        if (v[i].complete || fb__ckpt_step_path(path, sizeof path, dir, v[i].step))
+        if (v[i].complete || v[i].error ||
+            fb__ckpt_step_path(path, sizeof path, dir, v[i].step))
             continue;
         int r = fb__rm_rf(path);
         snprintf(why, sizeof why, "incomplete (%d of %d shards): %s", v[i].shards,
