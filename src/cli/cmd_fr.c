@@ -19,6 +19,7 @@ static void usage(FILE *f)
     fprintf(f,
         "usage: firebreak fr analyze INPUT... [--json] [--min-wait DURATION]\n"
         "                           [--late-threshold DURATION] [--max-findings N]\n"
+        "                           [--world N]\n"
         "\n"
         "Merge every rank's flight recorder and say what went wrong: for a\n"
         "hang, the collective where progress stopped and the ranks that never\n"
@@ -35,6 +36,8 @@ static void usage(FILE *f)
         "                       not applied to PyTorch dumps)\n"
         "  --late-threshold D   mean lateness below D is noise (default 200us)\n"
         "  --max-findings N     findings listed per kind (default 20)\n"
+        "  --world N            the job's size: a ring stating a larger world\n"
+        "                       is held to N (as the supervisor does)\n"
         "\n"
         "A directory's files are read on as many threads as this process may\n"
         "run on (at most 8; FIREBREAK_FR_THREADS=N sets it); the result is\n"
@@ -106,7 +109,8 @@ static int cmd_analyze(int argc, char **argv)
             json = 1;
         } else if (i + 1 == argc && (!strcmp(a, "--min-wait") ||
                                      !strcmp(a, "--late-threshold") ||
-                                     !strcmp(a, "--max-findings"))) {
+                                     !strcmp(a, "--max-findings") ||
+                                     !strcmp(a, "--world"))) {
             fprintf(stderr, "firebreak fr: %s needs a value\n", a);
             usage(stderr);
             free(inputs);
@@ -131,6 +135,15 @@ static int cmd_analyze(int argc, char **argv)
                 return 2;
             }
             opt.max_findings = (int)x;
+            i++;
+        } else if (!strcmp(a, "--world")) {
+            if (fb__parse_int(argv[i + 1], 1, 1 << 24, &x)) {
+                fprintf(stderr, "firebreak fr: --world: want a number of ranks "
+                        "from 1 to 16777216, not '%s'\n", argv[i + 1]);
+                free(inputs);
+                return 2;
+            }
+            opt.world_max = (int)x;
             i++;
         } else if (a[0] == '-' && a[1]) {
             fprintf(stderr, "firebreak fr: unknown option '%s'\n", a);

@@ -75,6 +75,7 @@ int fb__cli_stdout_said; /* cli.h */
  * a flag, and by the time a command's output is flushed for the last time
  * the errno of the write that failed (ENOSPC, EPIPE) is long gone. */
 static int stdout_errno;
+static FILE *stdout_stdio; /* glibc's own, put back once ours is closed */
 
 static ssize_t stdout_write(void *cookie, const char *buf, size_t n)
 {
@@ -110,6 +111,7 @@ static void stdout_keep_errno(void)
     if (!f)
         return;
     setvbuf(f, NULL, isatty(STDOUT_FILENO) ? _IOLBF : _IOFBF, BUFSIZ);
+    stdout_stdio = stdout;
     stdout = f;
 }
 
@@ -129,6 +131,8 @@ static int finish(int code, const command *c)
         err = stdout_errno ? stdout_errno : errno ? errno : EIO;
     if (fclose(stdout) != 0 && !err && errno != EBADF)
         err = errno ? errno : EIO;
+    if (stdout_stdio) /* never a freed stream, should anything print after */
+        stdout = stdout_stdio;
     if (!err)
         return code;
     if (!fb__cli_stdout_said)

@@ -129,6 +129,7 @@ void fb__fr_options_init(fb__fr_options *opt)
     opt->late_threshold_s = 200e-6;
     opt->max_findings = 20;
     opt->inputs_must_open = 0;
+    opt->world_max = 0;
 }
 
 static int cmp_int(const void *a, const void *b)
@@ -2137,6 +2138,7 @@ int fb__fr_analyze_paths_opt(const char *const *paths, int npaths,
         fb__fr_options_init(&res->opt);
     if (res->opt.max_findings <= 0)
         res->opt.max_findings = 20;
+    res->m.world_max = res->opt.world_max;
     int loaded = 0, last_rc = -ENOENT;
     for (int i = 0; i < npaths; i++) {
         int rc = load_path(&res->m, paths[i], &loaded);

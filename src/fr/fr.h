@@ -39,6 +39,11 @@ typedef struct fb__fr_options {
      * directories may be absent.  Files inside a directory are warnings
      * either way; a file that opens but is no dump is a warning too. */
     int inputs_must_open;
+    /* > 0: the job's size as the caller knows it (the supervisor's): a
+     * ring that states a larger world is held to it, so that what a rank
+     * wrote into its own ring cannot size the analysis's arrays (a ring's
+     * communicator sizes are bounded by the world it states).  0: none. */
+    int world_max;
 } fb__fr_options;
 
 void fb__fr_options_init(fb__fr_options *opt);

@@ -289,13 +289,21 @@ int fb__fr_ring_commit(fb__fr_model *m, fb__fr_ring_stage *s, const char *path,
         goto oom;
     r->snapshot_ns = s->snapshot_ns;
     r->step = s->step;
-    if (s->world_size > m->world_size && s->world_size <= FR_MAX_RANK)
-        m->world_size = s->world_size;
+    int world = m->world_max > 0 && s->world_size > m->world_max ? m->world_max
+                                                                 : s->world_size;
+    if (world > m->world_size && world <= FR_MAX_RANK)
+        m->world_size = world;
     /* A communicator has no more members than the world.  A larger size
      * (a torn or hostile file: the supervisor's diagnosis reads what ranks
      * wrote) is not taken: the analysis sizes its arrays by group size,
      * and 2^24 members declared by a few events cost gigabytes. */
     implausible imp = {.world = s->world_size > 0 ? s->world_size : 1};
+    if (m->world_max > 0 && imp.world > m->world_max) {
+        fb__fr_model_warn(m, "rank %d: the ring states a world of %d ranks, the job "
+                          "has %d: held to %d (%s)", s->rank, s->world_size,
+                          m->world_max, m->world_max, path);
+        imp.world = m->world_max;
+    }
     for (uint32_t i = 0; i < s->ncomms; i++) {
         const fb__fr_comm_rec *c = &s->comms[i];
         int g = group_of(m, c->comm_id, c->name);
@@ -350,7 +358,7 @@ int fb__fr_ring_commit(fb__fr_model *m, fb__fr_ring_stage *s, const char *path,
     }
     if (imp.count)
         fb__fr_model_warn(m, "rank %d: %d communicators declared larger than the "
-                          "world size %d the ring states (up to %d members); their "
+                          "world size %d (up to %d members); their "
                           "sizes and this rank's place in them are not taken (%s)",
                           s->rank, imp.count, imp.world, imp.max, path);
     for (size_t k = 0; k < s->n; k++) {

@@ -62,6 +62,7 @@ typedef struct fb__fr_group {
 } fb__fr_group;
 
 typedef struct fb__fr_model {
+    int world_max;         /* fb__fr_options.world_max                    */
     fb__fr_rank *ranks;
     size_t nranks, cap_ranks;
     fb__fr_group *groups;

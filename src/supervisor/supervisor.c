@@ -753,7 +753,10 @@ static char *analyze_hang(fb__sup *s)
         npaths = 2; /* PyTorch dumped its trace there */
     fb__fr_result *r = NULL;
     fb__sup_failure *f = &s->fail;
-    int rc = fb__fr_analyze_paths(paths, npaths, &r, err, sizeof err);
+    fb__fr_options opt;
+    fb__fr_options_init(&opt);
+    opt.world_max = s->world; /* the rings are what ranks wrote */
+    int rc = fb__fr_analyze_paths_opt(paths, npaths, &opt, &r, err, sizeof err);
     if (rc) {
         fb__sup_log(s, "flight-recorder analysis: %s", err);
         fb__sup_hang_facts hf = {.world = s->world, .declared = f->rank,
