@@ -800,12 +800,22 @@ static int fill_unlisted_groups(ctx *c)
                 maxg[mb->group] = mb->grank;
         }
     int rc = 0;
+    /* No group has more members than the world: a place past it (a rank's
+     * own claim, in a dump or a ring that states no such world) would size
+     * the group's arrays, gigabytes for one number. */
+    int limit = m->world_size > 0 && m->world_size < (1 << 24) ? m->world_size : 1 << 24;
+    int past = 0;
     for (size_t g = 0; g < m->ngroups; g++) {
         fb__fr_group *gr = &m->groups[g];
         int size = gr->size;
         if (maxg[g] == INT_MIN)
             continue;
-        if (size <= maxg[g] || size > (1 << 24))
+        if (maxg[g] >= limit) {
+            past++;
+            maxg[g] = INT_MIN;
+            continue;
+        }
+        if (size <= maxg[g] || size > limit)
             size = maxg[g] + 1;
         if (size <= 0) {
             maxg[g] = INT_MIN;
@@ -827,6 +837,10 @@ static int fill_unlisted_groups(ctx *c)
             if (maxg[mb->group] != INT_MIN && mb->grank >= 0 && mb->grank < gr->size)
                 gr->members[mb->grank] = m->ranks[i].rank;
         }
+    if (past)
+        fb__fr_model_warn(m, "%d group%s named a rank's place at or past the world "
+                          "size %d: %s membership is not known", past,
+                          past == 1 ? "" : "s", limit, past == 1 ? "its" : "their");
 out:
     free(maxg);
     return rc;

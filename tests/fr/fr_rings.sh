@@ -141,6 +141,19 @@ ok = rss < 500000 and d["world_size"] == 4 and any(
 print(("ok  " if ok else "FAIL") + f" --world 4: peak resident {rss} KiB, {d['warnings']}")
 sys.exit(0 if ok else 1)
 PY
+# A ring (found by fuzz_fr_dump) whose event puts the rank at a place past
+# any world, in a group with no member list: the analysis asked for 6.8 GB
+python3 - "$FB" "$(dirname "$0")/data/ring/far-place-rank-0.fbseg" <<'PY' || fail=1
+import json, resource, subprocess, sys
+out = subprocess.run([sys.argv[1], "fr", "analyze", sys.argv[2], "--json"],
+                     capture_output=True, text=True).stdout
+rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+d = json.loads(out.splitlines()[-1])
+ok = rss < 500000 and any("named a rank's place at or past the world size" in w
+                          for w in d["warnings"])
+print(("ok  " if ok else "FAIL") + f" a place past the world: peak resident {rss} KiB")
+sys.exit(0 if ok else 1)
+PY
 "$FB" fr analyze "$T/big" --world 0 >/dev/null 2>"$T/err"
 [ $? = 2 ] && grep -q -- "--world: want a number of ranks" "$T/err" || { echo "FAIL --world 0"; fail=1; }
 # a missing rank's file is reported, not ignored
