@@ -16,7 +16,10 @@
 /* io_error_exit: the exit code when what the command printed could not
  * be written (finish()), whatever it would have been; 0 for the default:
  * a failing code is kept, a successful one becomes 2.  `health` has 3,
- * "could not check" (Nagios): its verdict did not reach the caller. */
+ * "could not check" (Nagios): its verdict did not reach the caller; the
+ * commands whose exit 1 is a verdict (`fr`: a hang, `ckpt verify`: a bad
+ * shard) or whose output is the answer (`report`, `sim`) have 2, so a
+ * script never takes lost output for the verdict. */
 typedef struct command {
     const char *name;
     int (*fn)(int, char **);
@@ -27,12 +30,12 @@ typedef struct command {
 static const command commands[] = {
     {"run", fb__cmd_run, "launch and supervise a training job", 0},
     {"demo", fb__cmd_demo, "a real training run with faults injected", 0},
-    {"ckpt", fb__cmd_ckpt, "list, verify and inspect checkpoints", 0},
-    {"fr", fb__cmd_fr, "analyze flight recorders (firebreak, PyTorch)", 0},
+    {"ckpt", fb__cmd_ckpt, "list, verify and inspect checkpoints", 2},
+    {"fr", fb__cmd_fr, "analyze flight recorders (firebreak, PyTorch)", 2},
     {"health", fb__cmd_health, "check this node's hardware", 3},
     {"agent", fb__cmd_agent, "telemetry agent with Prometheus /metrics", 0},
-    {"report", fb__cmd_report, "where the time went and why runs failed", 0},
-    {"sim", fb__cmd_sim, "simulate effective training time at scale", 0},
+    {"report", fb__cmd_report, "where the time went and why runs failed", 2},
+    {"sim", fb__cmd_sim, "simulate effective training time at scale", 2},
     {"watch", fb__cmd_watch, "per-node watcher (started by run under Slurm)", 0},
     {"slurm-epilog", fb__cmd_slurm_epilog, "node cleanup after a Slurm job (Epilog=)", 0},
 };

@@ -62,6 +62,15 @@ full 2 sim --trials 20 --no-search --csv
 full 2 sim --trials 5 --sweep gpus=1024:2048 --json
 full 2 ckpt ls "$tmp/ckpts" --json
 full 2 fr analyze "$fr_in" --json
+# a verdict's exit 1 (a hang) with the output lost is 2, never the verdict:
+# a script gating on it would take the lost output for the analysis
+for form in "" --json; do
+    timeout 60 "$fb" fr analyze "$tests/fr/data/torch/hang-json" $form >/dev/null 2>&1
+    [ $? = 1 ] || fail "fr analyze hang-json $form: want the verdict's exit 1"
+    timeout 60 "$fb" fr analyze "$tests/fr/data/torch/hang-json" $form >/dev/full 2>/dev/null
+    rc=$?
+    [ $rc = 2 ] || fail "fr analyze hang-json $form >/dev/full: exit $rc, want 2"
+done
 full 2 run --json --run-dir "$tmp/r" -- true
 # said once, with the write's own error (a second line said "Input/output
 # error" after it)
