@@ -254,6 +254,8 @@ int fb__ckpt_verify(const char *dir, int has_step, uint64_t step, int threads,
         found = 1;
         int *ranks = NULL, nr = 0, step_failed = 0;
         int lr = v[i].error ? v[i].error : list_ranks(dir, v[i].step, &ranks, &nr);
+        if (lr == -ENOENT || lr == -ENOTDIR)
+            continue; /* gone since the listing (retention): as fb__ckpt_scan */
         if (lr) { /* a step no reader can use: said, not passed over */
             char err[256];
             snprintf(err, sizeof err, "its directory cannot be read: %s", fb_strerror(lr));
@@ -349,6 +351,24 @@ int fb__ckpt_verify(const char *dir, int has_step, uint64_t step, int threads,
     return ok ? 0 : 1;
 }
 
+/* 1 when every shard of the step records world_size: a save of this job's
+ * size cut short.  A step with a shard of another size (a job of another
+ * size saved it: complete for its own, and restorable by it again), or
+ * one that cannot say, is not this job's to remove. */
+static int own_size_only(const char *dir, uint64_t step, int world_size)
+{
+    int *ranks = NULL, nr = 0, ok = world_size > 0;
+    if (!ok || list_ranks(dir, step, &ranks, &nr))
+        return 0;
+    for (int k = 0; k < nr && ok; k++) {
+        char p[PATH_MAX];
+        ok = !fb__ckpt_shard_path(p, sizeof p, dir, step, ranks[k]) &&
+             fb__ckpt_shard_world_size(p) == world_size;
+    }
+    free(ranks);
+    return ok;
+}
+
 int fb__ckpt_prepare_restore(const char *dir, int world_size, int threads,
                              int drop_incomplete, uint64_t *step_out,
                              void (*why_cb)(void *arg, uint64_t step,
@@ -412,7 +432,7 @@ int fb__ckpt_prepare_restore(const char *dir, int world_size, int threads,
                        (rc == FB_ENOCKPT || v[i].step > *step_out);
          i++) {
         char path[PATH_MAX], why[160];
-        if (v[i].complete || v[i].error ||
+        if (v[i].complete || v[i].error || !own_size_only(dir, v[i].step, world_size) ||
             fb__ckpt_step_path(path, sizeof path, dir, v[i].step))
             continue;
         int r = fb__rm_rf(path);

@@ -813,6 +813,7 @@ static int fill_unlisted_groups(ctx *c)
         if (maxg[g] >= limit) {
             past++;
             maxg[g] = INT_MIN;
+            gr->size = 0; /* no member list: nothing may index one */
             continue;
         }
         if (size <= maxg[g] || size > limit)

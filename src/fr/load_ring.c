@@ -353,7 +353,9 @@ int fb__fr_ring_commit(fb__fr_model *m, fb__fr_ring_stage *s, const char *path,
         int ok = plausible(&imp, op->size, op->grank);
         if (ok && op->size > 0 && op->size <= (1 << 24))
             fb__fr_model_group_members(m, g, NULL, op->size);
-        if (ok && op->grank >= 0 && fb__fr_rank_member(m, r, (uint32_t)g, op->grank))
+        /* a place in it past its size, as for a communicator record */
+        if (ok && op->grank >= 0 && (op->size <= 0 || op->grank < op->size) &&
+            fb__fr_rank_member(m, r, (uint32_t)g, op->grank))
             goto oom;
     }
     if (imp.count)

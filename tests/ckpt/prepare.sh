@@ -77,4 +77,13 @@ echo "$out" | tail -n 1 | grep -qx 'restore 20' || fail "want restore 20: $out"
 [ ! -e "$ck/step-0000000050" ] || fail "step 50 still there"
 [ -d "$ck/step-0000000015" ] || fail "the older incomplete step 15 was removed"
 [ -d "$ck/step-0000000030" ] || fail "the 4-rank step 30 was removed"
+# A checkpoint complete for the smaller job that saved it (2 ranks) looks
+# incomplete to a 3-rank job: it is that job's, restorable by it again,
+# never removed (it was, by the 3-rank job's launch).
+for r in 0 1; do "$sample" "$ck" $r 2 60 60 10 >/dev/null || fail "sample w2 $r"; done
+out=$(DROP=1 "$prepare" "$ck" 3) || fail "prepare DROP with a 2-rank step: $out"
+echo "$out"
+[ -d "$ck/step-0000000060" ] || fail "the 2-rank step 60 was removed: $out"
+out=$(DROP=1 "$prepare" "$ck" 2) || fail "prepare 2: $out"
+echo "$out" | tail -n 1 | grep -qx 'restore 60' || fail "a 2-rank job wants its step 60: $out"
 echo PASS

@@ -154,6 +154,12 @@ ok = rss < 500000 and any("named a rank's place at or past the world size" in w
 print(("ok  " if ok else "FAIL") + f" a place past the world: peak resident {rss} KiB")
 sys.exit(0 if ok else 1)
 PY
+# the same event saying its communicator has 8 ranks: the group kept that
+# size with no member list, and the analysis read through NULL (SIGSEGV)
+"$FB" fr analyze "$(dirname "$0")/data/ring/far-place-sized-rank-0.fbseg" >/dev/null 2>&1
+rc=$?
+[ $rc -lt 128 ] && echo "ok   a place past a sized communicator: exit $rc" ||
+    { echo "FAIL a place past a sized communicator: killed by signal $((rc - 128))"; fail=1; }
 "$FB" fr analyze "$T/big" --world 0 >/dev/null 2>"$T/err"
 [ $? = 2 ] && grep -q -- "--world: want a number of ranks" "$T/err" || { echo "FAIL --world 0"; fail=1; }
 # a missing rank's file is reported, not ignored
