@@ -146,7 +146,7 @@ static void take_xids(agent *a, int record)
         return;
     while (fb__kmsg_next(&a->kmsg, &rec, 0) == 1) {
         fb__xid_event ev;
-        if (fb__xid_parse(rec.text, strlen(rec.text), &ev) != 1)
+        if (!fb__kmsg_is_kernel(&rec) || fb__xid_parse(rec.text, strlen(rec.text), &ev) != 1)
             continue;
         int gpu = -1;
         for (int i = 0; i < a->ngpu; i++)

@@ -285,8 +285,11 @@ int fb__ckpt_try_step(fb_ckpt *ck, const char *dir, uint64_t step,
         return rc;
     if ((rc = fb__shard_check_place(h, path, step, ck->rank, ck->world_size, why,
                                     why_size)) ||
-        (rc = fb__shard_check_meta(h, path, why, why_size)))
+        (rc = fb__shard_check_meta(h, path, why, why_size))) {
+        if (rc == FB_ECORRUPT) /* its header hash: set aside for every rank */
+            quarantine_own_shard(ck, dir, step);
         goto out;
+    }
     size_t nt = h->ntensors ? h->ntensors : 1;
     k.dest = fb__calloc(nt, sizeof *k.dest);
     k.backup = fb__calloc(nt, sizeof *k.backup);

@@ -194,7 +194,7 @@ static void take_line(const char *line, size_t len, uint64_t from_us,
         return; /* empty, or a record's " KEY=value" continuation */
     if (fb__kmsg_parse(line, len, &rec) && fb__diag_dmesg_parse(line, len, &rec))
         return; /* neither form: not evidence */
-    if (rec.usec >= from_us && rec.usec <= to_us &&
+    if (rec.usec >= from_us && rec.usec <= to_us && fb__kmsg_is_kernel(&rec) &&
         fb__diag_kernel_line(rec.text, strlen(rec.text), &kl) != FB__KLINE_NONE)
         keep(k, &rec);
 }
@@ -262,7 +262,7 @@ int fb__diag_kmsg_scan(const char *path, uint64_t from_us, uint64_t to_us,
         fb__kmsg_record rec;
         while ((got = fb__kmsg_next(r, &rec, 1)) == 1) {
             fb__kline kl;
-            if (rec.usec >= from_us && rec.usec <= to_us &&
+            if (rec.usec >= from_us && rec.usec <= to_us && fb__kmsg_is_kernel(&rec) &&
                 fb__diag_kernel_line(rec.text, strlen(rec.text), &kl) != FB__KLINE_NONE)
                 keep(k, &rec);
         }

@@ -156,7 +156,7 @@ void fb__health_check_kernel_log(const fb__health_opts *o, fb__health_result *r)
     fb__kmsg_record rec;
     while ((rc = fb__kmsg_next(k, &rec, 1)) == 1) {
         fb__xid_event ev;
-        if (rec.usec < cutoff_usec)
+        if (rec.usec < cutoff_usec || !fb__kmsg_is_kernel(&rec))
             continue;
         int x = fb__xid_parse(rec.text, strlen(rec.text), &ev);
         if (x < 0)

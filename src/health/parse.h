@@ -22,6 +22,15 @@ typedef struct fb__kmsg_record {
     char text[FB__KMSG_TEXT_MAX]; /* first line only, \xNN left as is */
 } fb__kmsg_record;
 
+/* A record the kernel logged itself: facility 0 (LOG_KERN).  What
+ * userspace writes to /dev/kmsg gets LOG_USER or its own facility, never
+ * 0 (devkmsg_write), so a daemon's forged "NVRM: Xid" line is not the
+ * driver's.  A dmesg text line, whose priority is unknown, counts. */
+static inline int fb__kmsg_is_kernel(const fb__kmsg_record *rec)
+{
+    return (rec->prio >> 3) == 0;
+}
+
 /* Parse one record from `line` (len bytes, no need for NUL; ends at the
  * first newline).  Returns 0, or FB_EFORMAT when it is not a record (a
  * continuation line " KEY=value" included). */

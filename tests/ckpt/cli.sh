@@ -172,6 +172,11 @@ PY
     fail "verify of a changed place: exit $rc: $(cat "$dir/out")"
 out=$("$sample" --restore "$hh" 0 1 2>&1) || fail "restore: $out"
 echo "$out" | grep -q 'restored 10' || fail "restore of a changed place: $out"
+# and the shard is set aside (rank-R.corrupt) as for a data hash, so that
+# every other rank's restore passes the step over too (it kept its name:
+# the other ranks restored step 20, this one step 10)
+[ -e "$hh/step-0000000020/rank-00000.corrupt" ] && [ ! -e "$shard" ] ||
+    fail "the shard with a bad header hash not set aside: $(ls "$hh/step-0000000020")"
 # A step directory the reader may not read is said by ls and verify (it
 # was left out without a word: verify passed, restore skipped it unsaid).
 if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null; then
