@@ -113,6 +113,9 @@ int fb_init(void);
  * Mark this rank as finished cleanly (phase FB_PHASE_DONE), flush and wait
  * for any in-flight checkpoint of handles still open, and unmap the
  * segment.  The segment itself stays for the supervisor, which removes it.
+ * In a process forked from the rank (which shares the mapping) it does
+ * nothing, and neither does the library's record of an exit or a crash
+ * there: a child's end is not the rank's.
  */
 void fb_finalize(void);
 

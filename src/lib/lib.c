@@ -24,6 +24,8 @@ static struct {
     int rank, world_size, local_rank, restart_count;
     fb__seg *seg;
     fb__seg_header *hdr;
+    pid_t pid;            /* the process that attached: a forked child's
+                             exit, crash or fb_finalize is not this rank's */
     uint64_t last_beat_ns;
     char run_dir[PATH_MAX];
     char ckpt_dir[PATH_MAX];
@@ -63,9 +65,17 @@ static int env_int(const char *const *names, int def)
     return def;
 }
 
+/* The rank's own segment, or NULL in a process forked from it (it shares
+ * the mapping, but its end is not the rank's: a helper that exits, a
+ * DataLoader worker that crashes). */
+static fb__seg_header *own_hdr(void)
+{
+    return g.hdr && getpid() == g.pid ? g.hdr : NULL;
+}
+
 static void on_fatal_signal(int sig, siginfo_t *si, void *uc)
 {
-    fb__seg_header *h = g.hdr;
+    fb__seg_header *h = own_hdr();
     /* A fatal signal after fb_finalize() (a crash in exit handlers, say)
      * still counts: only an earlier fatal signal wins over it. */
     uint32_t prev = h ? atomic_load_explicit(&h->end_kind, memory_order_relaxed) : 0;
@@ -92,7 +102,7 @@ static void on_fatal_signal(int sig, siginfo_t *si, void *uc)
 static void on_exit_record(int status, void *arg)
 {
     (void)arg;
-    fb__seg_header *h = g.hdr;
+    fb__seg_header *h = own_hdr();
     if (!h)
         return;
     uint32_t prev = atomic_load_explicit(&h->end_kind, memory_order_relaxed);
@@ -194,6 +204,7 @@ int fb_init(void)
         return rc;
     }
     g.hdr = fb__seg_hdr(g.seg);
+    g.pid = getpid();
     g.attached = 1;
     g.last_beat_ns = g.hdr->created_mono_ns;
     install_handlers();
@@ -202,7 +213,7 @@ int fb_init(void)
 
 void fb_finalize(void)
 {
-    fb__seg_header *h = g.hdr;
+    fb__seg_header *h = own_hdr();
     if (!h)
         return;
     uint64_t now = fb__now_ns();

@@ -80,3 +80,14 @@ for mode in future-beat bad-phase; do
         || fail "$mode: $(tail -1 out.json)"
     ok "$mode: the silent rank declared hung"
 done
+
+# A helper forked from the rank ends cleanly (fb_finalize, exit): its end
+# was written into the rank's segment (phase done, an exit record), and
+# the rank, hung afterwards, was never declared hung.
+rm -rf runs
+rc=0
+timeout -s KILL 60 "$FB" run --nproc-per-node 1 --max-restarts 0 --json --hang-timeout 2s \
+    -- "$RANK" --fork-exit-then-hang "$TAG" >out.json 2>err.txt || rc=$?
+[ "$rc" = 1 ] && [ "$(json_field out.json '["incidents"][0]["kind"]')" = hang ] ||
+    fail "fork-exit: exit $rc: $(tail -1 out.json) $(tail -3 err.txt)"
+ok "a forked child's clean end is not the rank's: the hung rank declared hung"

@@ -28,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <firebreak/firebreak.h>
@@ -90,6 +91,7 @@ int main(int argc, char **argv)
     int spawn = 0, ignore_term = 0, abort_rank = -1, early_rank = -1, early_code = 0;
     int sdc_skew = -2; /* -2: no SDC check */
     int term_record = 0;
+    int fork_exit = 0; /* a forked child finalizes and exits; the rank hangs */
     long ckpt_every = 0; /* restore, then save every N steps, counting from 1 */
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--steps") && i + 1 < argc)
@@ -108,6 +110,8 @@ int main(int argc, char **argv)
             spawn = 1;
         else if (!strcmp(argv[i], "--term-record"))
             term_record = 1;
+        else if (!strcmp(argv[i], "--fork-exit-then-hang"))
+            fork_exit = 1;
         else if (!strcmp(argv[i], "--ignore-term"))
             ignore_term = 1;
         else if (!strcmp(argv[i], "--abort-after-finalize") && i + 1 < argc)
@@ -148,6 +152,24 @@ int main(int argc, char **argv)
             fprintf(f, "%d\n", (int)getpid());
             fclose(f);
         }
+    }
+    if (fork_exit) {
+        /* The rank steps a little; a helper forked from it ends cleanly
+         * (fb_finalize, exit): the rank's own segment must not say the
+         * rank finished; then the rank hangs. */
+        for (uint64_t s = 1; s <= 3; s++) {
+            fb_step(s);
+            struct timespec t = {0, 50000000L};
+            nanosleep(&t, NULL);
+        }
+        pid_t pid = fork();
+        if (pid == 0) {
+            fb_finalize();
+            exit(0);
+        }
+        waitpid(pid, NULL, 0);
+        for (;;)
+            pause();
     }
     if (spawn) {
         pid_t pid = fork();
