@@ -75,14 +75,16 @@ _PHASES = {"init": _firebreak.PHASE_INIT, "train": _firebreak.PHASE_TRAIN,
 @contextlib.contextmanager
 def phase(name):
     """with firebreak.phase("eval"): ... -- the block runs under that
-    phase's hang limit; training's phase is restored afterwards."""
+    phase's hang limit; the phase it was entered in is restored afterwards
+    (start-up's before the first step, an outer block's when nested)."""
     if name not in _PHASES:
         raise ValueError("phase %r: expected one of %s" % (name, ", ".join(_PHASES)))
+    before = _firebreak.get_phase()
     _firebreak.set_phase(_PHASES[name])
     try:
         yield
     finally:
-        _firebreak.set_phase(_firebreak.PHASE_TRAIN)
+        _firebreak.set_phase(before)
 
 
 # ---- silent-data-corruption check (docs/sdc.md) ----

@@ -147,6 +147,11 @@ static PyObject *py_set_phase(PyObject *self, PyObject *arg)
     Py_RETURN_NONE;
 }
 
+static PyObject *py_get_phase(PyObject *self, PyObject *noargs)
+{
+    return PyLong_FromLong((long)fb__lib_phase());
+}
+
 static PyObject *py_heartbeat(PyObject *self, PyObject *noargs)
 {
     fb_heartbeat();
@@ -2077,6 +2082,7 @@ static PyMethodDef methods[] = {
     {"finalize", py_finalize, METH_NOARGS, "fb_finalize()"},
     {"step", py_step, METH_O, "fb_step(step): heartbeat, step completed"},
     {"set_phase", py_set_phase, METH_O, "fb_set_phase(phase)"},
+    {"get_phase", py_get_phase, METH_NOARGS, "the rank's phase now"},
     {"heartbeat", py_heartbeat, METH_NOARGS, "fb_heartbeat()"},
     {"attached", py_attached, METH_NOARGS, "True under the supervisor"},
     {"rank", py_rank, METH_NOARGS, "fb_rank()"},

@@ -1242,6 +1242,9 @@ int fb_ckpt_save(fb_ckpt *ck, uint64_t step)
      * timeout of training) and inside the stall this save reports. */
     pthread_mutex_unlock(&ck->mu);
     fb__lib_report(FB__REPORT_CKPT_BEGIN, 0, step, 0, 0, 0, NULL);
+    /* back to the phase it was called in (an evaluation's, start-up's),
+     * not always training's */
+    fb_phase before = fb__ckpt_phase();
     fb_set_phase(FB_PHASE_CHECKPOINT);
     uint64_t t0 = fb__now_ns();
     pthread_mutex_lock(&ck->mu);
@@ -1252,7 +1255,7 @@ int fb_ckpt_save(fb_ckpt *ck, uint64_t step)
         if (ck->last_why[0])
             fb__say_to_keeper("%s", ck->last_why);
         pthread_mutex_unlock(&ck->mu);
-        fb_set_phase(FB_PHASE_TRAIN);
+        fb_set_phase(before);
         return rc;
     }
     ck->busy = 1;
@@ -1263,7 +1266,7 @@ int fb_ckpt_save(fb_ckpt *ck, uint64_t step)
     int prot = 0;
     int rc = snapshot(ck, ck->async, &prot);
     if (rc) {
-        fb_set_phase(FB_PHASE_TRAIN);
+        fb_set_phase(before);
         save_failed(ck, step, "copying device tensors to host memory failed", "");
         fb__lib_report(FB__REPORT_CKPT_FAILED, rc, step, 0, 0, 0,
                        "copying device tensors to host memory failed");
@@ -1281,7 +1284,7 @@ int fb_ckpt_save(fb_ckpt *ck, uint64_t step)
         ck->last_stall_ns = ck->last_save_ns = stall;
         ck->last_protected = prot;
         ck->last_faults = 0;
-        fb_set_phase(FB_PHASE_TRAIN);
+        fb_set_phase(before);
         int beside = prot && ck->drainer_started && drain_beside();
         if (beside) {
             /* Posted before the job: the writer's gates see this drain's
@@ -1304,7 +1307,7 @@ int fb_ckpt_save(fb_ckpt *ck, uint64_t step)
     }
     rc = persist(ck, step, 0, 0);
     ck->last_stall_ns = fb__now_ns() - t0;
-    fb_set_phase(FB_PHASE_TRAIN);
+    fb_set_phase(before);
     pthread_mutex_lock(&ck->mu);
     ck->busy = 0;
     ck->last_rc = rc;
@@ -1317,10 +1320,7 @@ int fb_ckpt_save(fb_ckpt *ck, uint64_t step)
 
 fb_phase fb__ckpt_phase(void)
 {
-    fb__seg *seg = fb__lib_seg();
-    return seg ? (fb_phase)atomic_load_explicit(&fb__seg_hdr(seg)->phase,
-                                                memory_order_relaxed)
-               : FB_PHASE_TRAIN;
+    return fb__lib_phase();
 }
 
 /* Wait for the save in flight in the checkpoint phase, so the supervisor

@@ -228,6 +228,12 @@ void fb_finalize(void)
      * exit code into it, and background checkpoint threads may report. */
 }
 
+fb_phase fb__lib_phase(void)
+{
+    return g.hdr ? (fb_phase)atomic_load_explicit(&g.hdr->phase, memory_order_relaxed)
+                 : FB_PHASE_TRAIN;
+}
+
 int fb_attached(void) { return g.attached; }
 int fb_rank(void) { return g.rank; }
 int fb_world_size(void) { return g.world_size; }

@@ -14,6 +14,8 @@
 
 /* This rank's segment, or NULL when not attached. */
 fb__seg *fb__lib_seg(void);
+/* The phase this rank's segment says (FB_PHASE_TRAIN without one). */
+fb_phase fb__lib_phase(void);
 
 /* Report to the supervisor through the segment (no-op when detached). */
 void fb__lib_report(fb__report_kind kind, int32_t code, uint64_t step,

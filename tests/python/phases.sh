@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# firebreak.phase() under `firebreak run`: the block's end restores the
+# phase it was entered in, not always training's (docs/pytorch.md):
+#  - entered before the first step: start-up's limit again after it (it
+#    was training's: a rank still starting up was declared hung);
+#  - nested: the outer block's limit again after the inner one (the outer
+#    block's rest ran under the hang limit).
+# Each script would be declared hung at --hang-timeout 2s in the old way;
+# here both complete.
+# Args: FIREBREAK_BINARY PYTHON
+source "$(dirname "$0")/../supervisor/lib.sh"
+PY=$2
+cat >"$T/before_first_step.py" <<PYEOF
+# $TAG
+import time, firebreak
+with firebreak.phase("eval"):
+    pass
+time.sleep(4)          # more start-up work, under --startup-timeout
+for s in range(1, 4):
+    time.sleep(0.1)
+    firebreak.step(s)
+PYEOF
+cat >"$T/nested.py" <<PYEOF
+# $TAG
+import time, firebreak
+for s in range(1, 4):
+    time.sleep(0.1)
+    firebreak.step(s)
+with firebreak.phase("eval"):
+    with firebreak.phase("eval"):
+        pass
+    time.sleep(4)      # the rest of the evaluation, under --ckpt-timeout
+PYEOF
+for s in before_first_step nested; do
+    rc=0
+    timeout -s KILL 60 "$FB" run --max-restarts 0 --json --hang-timeout 2s \
+        --startup-timeout 60s --ckpt-timeout 60s --run-dir "$T/run-$s" \
+        -- "$PY" "$T/$s.py" >"$T/$s.json" 2>"$T/$s.err" || rc=$?
+    [ "$rc" = 0 ] && [ "$(json_field "$T/$s.json" '["completed"]')" = True ] ||
+        fail "$s: exit $rc: $(tail -n 3 "$T/$s.err")"
+    ok "$s: completed under the phase it was in"
+done
