@@ -1819,6 +1819,12 @@ static PyObject *recorded_vectorcall(PyObject *self, PyObject *const *args, size
     hook_inside = 1;
     PyObject *ret = PyObject_Vectorcall(r->orig, args, nargsf, kwnames);
     hook_inside = 0;
+    /* A call that raised (a dtype gloo does not take, a closed group) is
+     * over for this rank: left "started", it looked like a collective
+     * every rank entered and none finished, and a later hang was blamed
+     * on no rank.  Its exception is the caller's, untouched. */
+    if (h && !ret)
+        fb__fr_event_state(h, FB__FR_COMPLETED);
     if (h && ret) {
         if (ret == Py_None) {
             fb__fr_event_state(h, FB__FR_COMPLETED);

@@ -245,6 +245,26 @@ for i, (what, x, how) in enumerate(cases):
         check(asked >= 1, "a tensor %s: read %d in place, asked torch %d, want torch "
               "asked" % (what, direct, asked))
 
+# A call that raises (a dtype gloo does not take, say) is over for this
+# rank: its event completed, the program's exception untouched.  Left
+# started, it looked like a collective every rank entered and none
+# finished, and a later hang was blamed on no rank.
+def raiser(tensor, group=None):
+    raise RuntimeError("Invalid scalar type")
+
+
+rec_raise = fb.Recorded(raiser, fb.OP_ALLREDUCE, 0, ((0, "tensor", None), (1, "group", None)),
+                        ((fb.K_ARG, 1), (fb.K_ARG, 0), (fb.K_NUMEL, 0), (fb.K_NUMEL, 0),
+                         (fb.K_NONE, 0)), "recording raiser")
+h0 = head()
+try:
+    rec_raise(torch.zeros(2), g)
+    raised = None
+except RuntimeError as e:
+    raised = str(e)
+check(raised == "Invalid scalar type", "a call that raised: the program saw %r" % raised)
+expect(h0, "a call that raised", state=2)
+
 # Probes that cannot tell the fields apart (one dtype: every field that
 # stays the same is a candidate) leave in-place reads off, saying why;
 # the hooks' own probes turn them on again.
