@@ -210,8 +210,15 @@ static void on_report(fb__sup *s, int rank, const fb__seg_report *r)
                                c->stall_ms, c->persist_ms,
                                complete ? "complete" : "partial");
         if (complete && c->step > s->durable_step) {
+            /* Durable when the rank committed it (the report's wall time),
+             * not when a watch pass read the report, up to a pass later:
+             * the lost work of a failure counts from here.  Not before the
+             * attempt (a clock stepped, another host's). */
+            uint64_t now = fb__now_ns(), wall = fb__wall_ns();
+            uint64_t age = wall > r->wall_ns ? wall - r->wall_ns : 0;
+            uint64_t at = now > age ? now - age : 0;
             s->durable_step = c->step;
-            s->durable_ns = fb__now_ns();
+            s->durable_ns = at > s->attempt_start_ns ? at : s->attempt_start_ns;
         }
         break;
     }
