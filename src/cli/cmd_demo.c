@@ -456,7 +456,12 @@ int fb__cmd_demo(int argc, char **argv)
             fb__jsonw_key(&w, "reference_hash");
             fb__jsonw_null(&w);
         }
-        fb__jsonw_kbool(&w, "match", match);
+        if (reference) /* no reference run: nothing compared, not "differs" */
+            fb__jsonw_kbool(&w, "match", match);
+        else {
+            fb__jsonw_key(&w, "match");
+            fb__jsonw_null(&w);
+        }
         fb__jsonw_kstr(&w, "report_html", html[0] ? html : NULL);
         fb__jsonw_obj_end(&w);
         fb__jsonw_print(&w, stdout);

@@ -294,7 +294,9 @@ static void timeline(FILE *f, const fb__report_run *run)
         fprintf(f, "<path d=\"M%.1f %.1f l-5 -8 h10 z\" fill=\"#000\"><title>",
                 x, y + 1);
         fb__markup_text(f, in->kind);
-        fprintf(f, " rank %d: ", in->rank);
+        if (in->rank >= 0)
+            fprintf(f, " rank %d", in->rank);
+        fprintf(f, ": ");
         fb__markup_text(f, in->cls.category);
         fprintf(f, "%s / ", in->cls.injected ? " (injected)" : "");
         fb__markup_text(f, in->cls.component);

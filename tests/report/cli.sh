@@ -118,6 +118,12 @@ sqlite3 "$D/long/journal.sqlite" "update incident set detail = replace(hex(zerob
 "$FB" report "$D/long" >"$D/long.txt" 2>&1 || fail "long detail: exit $?"
 grep -q "^      \(ab\)\{300\} the end$" "$D/long.txt" || fail "long detail not shown whole: $(grep -o 'abab.*' "$D/long.txt" | tail -c 80)"
 
+# An incident of no one rank (save_failed, restore_fallback) has no rank
+# in the HTML timeline's tooltip (it said "rank -1")
+"$FB" report "$D/a" --html "$D/a.html" >/dev/null 2>&1 || fail "html: exit $?"
+grep -q '<title>restore_fallback: ' "$D/a.html" && ! grep -q 'rank -1' "$D/a.html" ||
+    fail "html tooltip of a rankless incident: $(grep -o '<title>[^<]*rank -1[^<]*' "$D/a.html" | head -2)"
+
 # A detection latency no supervisor records (negative, 1e300, beyond
 # twice the longest --hang-timeout) is unknown in every form: it was
 # printed as stored, a 300-digit number in the text and the HTML.

@@ -48,3 +48,14 @@ fi
 detail=$(sqlite3 "$run/journal.sqlite" "select detail from incident where kind='sdc'")
 grep -q "replicas of tensor w1 disagree after step 50" <<<"$detail" || fail "sdc incident: $detail"
 ok "demo: 4 faults recovered, weights bit-identical to the reference"
+
+# Without a reference run nothing is compared: "match" is null, not false
+# (a script checking it took a good run for one whose weights differ).
+"$FB" demo --nproc 5 --no-reference --json --quiet --run-root "$T/demo-noref" \
+    >noref.json 2>noref.err || fail "demo --no-reference exited $?: $(tail -5 noref.err)"
+python3 - noref.json <<'PY' || fail "demo --no-reference JSON: $(tail -1 noref.json)"
+import json, sys
+d = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])
+assert d["completed"] is True and d["match"] is None and d["reference_hash"] is None, d
+PY
+ok "demo --no-reference: match null"
