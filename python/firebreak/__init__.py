@@ -49,18 +49,22 @@ _last_step = 0
 
 
 def step(n):
-    """Step n has completed: a heartbeat (and the step's timing)."""
-    global _user_steps, _last_step
+    """Step n has completed: a heartbeat (and the step's timing).  n: a
+    whole number from 0 (an int, numpy or torch integer)."""
+    from ._args import _whole
+    n = _whole(n, "step", 0)
+    _firebreak.step(n)
+    global _user_steps, _last_step  # set once the step was taken, never for a refused one
     _user_steps = True
     _last_step = n
-    _firebreak.step(n)
 
 
 def committed(n):
     """The program's own checkpoint of step n is durable (written some way
     the hooks do not see: torch.save and dcp.save are seen)."""
+    from ._args import _whole
     from ._hooks import committed as _committed
-    _committed(n)
+    _committed(_whole(n, "step", 0))
 
 
 _PHASES = {"init": _firebreak.PHASE_INIT, "train": _firebreak.PHASE_TRAIN,

@@ -41,7 +41,6 @@ import hashlib
 import io
 import itertools
 import mmap
-import operator
 import os
 import pickle
 import random
@@ -526,27 +525,8 @@ def _default_dir():
     return None if _firebreak.attached() else "checkpoints"
 
 
-STEP_MAX = (1 << 63) - 1     # a step is an int64 in the shard's metadata
+from ._args import STEP_MAX, _whole  # noqa: E402  (torch-free: firebreak.step uses them)
 _STEP_NAME = re.compile(r"step-([0-9]{10,19})")  # a step directory (dcp.py too)
-
-
-def _whole(value, what, lo, hi=STEP_MAX):
-    """value as an int in [lo, hi] (an int, an integer-valued float, or
-    anything with __index__: numpy and torch integers), else TypeError or
-    ValueError naming `what`."""
-    if isinstance(value, (bool, str, bytes)):
-        raise TypeError("%s: expected an int, got %s %r" % (what, type(value).__name__, value))
-    try:
-        n = operator.index(value)
-    except TypeError:
-        if not isinstance(value, float):
-            raise TypeError("%s: expected an int, got %s" % (what, type(value).__name__)) from None
-        if not value.is_integer():
-            raise ValueError("%s %r: expected a whole number" % (what, value)) from None
-        n = int(value)
-    if n < lo or n > hi:
-        raise ValueError("%s %d: expected %d <= %s <= %d" % (what, n, lo, what, hi))
-    return n
 
 
 def _groups_text(lens):

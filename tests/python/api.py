@@ -99,6 +99,15 @@ def case_unattached():
     with firebreak.phase("eval"):
         pass
     raises(ValueError, ["phase 'nope'"], lambda: firebreak.phase("nope").__enter__())
+    # step() takes the integers save() takes, names itself when it
+    # refuses, and leaves the hooks' step as it was (a refused step set it)
+    firebreak.step(torch.tensor(7))
+    check(firebreak._last_step == 7, "step(torch.tensor(7)): %r" % firebreak._last_step)
+    raises(ValueError, ["step -1: expected 0 <= step"], lambda: firebreak.step(-1))
+    raises(TypeError, ["step: expected an int, got str 'x'"], lambda: firebreak.step("x"))
+    raises(TypeError, ["step: expected an int, got bool"], lambda: firebreak.step(True))
+    check(firebreak._last_step == 7, "a refused step kept: %r" % firebreak._last_step)
+    raises(TypeError, ["step: expected an int, got str"], lambda: firebreak.committed("x"))
     ck = firebreak.Checkpointer({"w": torch.zeros(3)})   # default ./checkpoints
     check(os.path.realpath(ck.dir) == os.path.realpath("checkpoints"),
           "default dir %s" % ck.dir)
