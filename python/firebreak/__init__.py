@@ -42,6 +42,8 @@ heartbeat = _firebreak.heartbeat
 finalize = _firebreak.finalize
 
 
+from ._args import _whole  # noqa: E402
+
 # The Python hooks (_hooks.py) count optimizer steps until the script
 # calls step() itself: from then on its numbers win.
 _user_steps = False
@@ -51,7 +53,6 @@ _last_step = 0
 def step(n):
     """Step n has completed: a heartbeat (and the step's timing).  n: a
     whole number from 0 (an int, numpy or torch integer)."""
-    from ._args import _whole
     n = _whole(n, "step", 0)
     _firebreak.step(n)
     global _user_steps, _last_step  # set once the step was taken, never for a refused one
@@ -62,7 +63,6 @@ def step(n):
 def committed(n):
     """The program's own checkpoint of step n is durable (written some way
     the hooks do not see: torch.save and dcp.save are seen)."""
-    from ._args import _whole
     from ._hooks import committed as _committed
     _committed(_whole(n, "step", 0))
 
