@@ -4,6 +4,7 @@
  * (preset, rates file, or measured costs of a real run), runs the
  * simulator in src/sim/ and prints.  The model is in docs/sim.md.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -290,14 +291,15 @@ static int parse_sweep(const char *spec, long *gpus, int *n)
     const char *s = spec + 5;
     char *end;
     *n = 0;
+    /* Every count is digits only: strtol alone took "8," and " +8". */
     if (strchr(s, ':')) {
         errno = 0;
-        long a = strtol(s, &end, 10);
-        if (errno || end == s || *end != ':')
+        long a = isdigit((unsigned char)*s) ? strtol(s, &end, 10) : -1;
+        if (a < 0 || errno || *end != ':')
             return -EINVAL;
         const char *t = end + 1;
-        long b = strtol(t, &end, 10);
-        if (errno || end == t || *end || a < 1 || b < a ||
+        long b = isdigit((unsigned char)*t) ? strtol(t, &end, 10) : -1;
+        if (b < 0 || errno || *end || a < 1 || b < a ||
             b > FB_SIM_MAX_GPUS)
             return -EINVAL;
         for (long x = a; x < b && *n < MAX_SWEEP_POINTS - 1; x *= 2)
@@ -305,15 +307,17 @@ static int parse_sweep(const char *spec, long *gpus, int *n)
         gpus[(*n)++] = b;
         return 0;
     }
-    while (*s) {
+    for (;;) {
         errno = 0;
-        long x = strtol(s, &end, 10);
-        if (errno || end == s || x < 1 || x > FB_SIM_MAX_GPUS ||
+        long x = isdigit((unsigned char)*s) ? strtol(s, &end, 10) : -1;
+        if (x < 1 || errno || x > FB_SIM_MAX_GPUS ||
             *n == MAX_SWEEP_POINTS || (*end && *end != ',') ||
             (*n > 0 && x <= gpus[*n - 1]))
             return -EINVAL;
         gpus[(*n)++] = x;
-        s = *end ? end + 1 : end;
+        if (!*end)
+            break;
+        s = end + 1; /* after a comma, another count */
     }
     return *n ? 0 : -EINVAL;
 }

@@ -283,6 +283,11 @@ expect_usage_error "--trials must be" --trials 0
 expect_usage_error "unknown option '--frobnicate'" --frobnicate
 expect_usage_error "--days needs a value" --days
 expect_usage_error "bad --sweep" --sweep cores=1:2
+# every count is digits: a trailing comma, an empty field, a sign or a
+# space were taken by strtol (gpus=8, ran one point)
+for bad in gpus=8, gpus=8,,16 gpus=,8 "gpus= 8,16" gpus=+8:16 gpus=8:+16 gpus=8: gpus=:8; do
+    expect_usage_error "bad --sweep" --sweep "$bad"
+done
 expect_usage_error "--svg plots a sweep" --svg "$tmp/x.svg"
 expect_usage_error "--lemon-fraction" --lemon-fraction 2
 expect_usage_error "not both" --preset rsc1 --rates "$data/llama3.rates"
