@@ -92,7 +92,31 @@ def phase(name):
 
 
 # ---- silent-data-corruption check (docs/sdc.md) ----
-_sdc_owners = []     # what the registered memory belongs to, kept alive
+_sdc_owners = []     # (name, tensor) registered: the memory kept alive
+
+
+def _sdc_entry(entry, taken):
+    """One (name, tensor) entry checked before anything is registered."""
+    try:
+        name, t = entry
+    except (TypeError, ValueError):
+        raise TypeError("sdc_register: an entry is a (name, tensor) pair, not %r"
+                        % (entry,)) from None
+    if not isinstance(name, str) or not name:
+        raise TypeError("sdc_register: a name is a non-empty str, not %r" % (name,))
+    if not all(hasattr(t, a) for a in ("data_ptr", "is_contiguous", "numel",
+                                       "element_size")):
+        raise TypeError("sdc_register: %s is a %s, not a tensor"
+                        % (name, type(t).__name__))
+    if getattr(t, "device", None) is not None and t.device.type != "cpu":
+        raise ValueError("sdc_register: %s is on %s: the check hashes host "
+                         "memory (CPU tensors only)" % (name, t.device))
+    if not t.is_contiguous():
+        raise ValueError("sdc_register: %s is not contiguous" % name)
+    if name in taken:
+        raise ValueError("sdc_register: %s is registered already" % name)
+    taken.add(name)
+    return name, t
 
 
 def sdc_register(tensors, slice_bytes=0, full_every=0):
@@ -101,16 +125,22 @@ def sdc_register(tensors, slice_bytes=0, full_every=0):
     Tensors must be CPU and contiguous, and stay where they are (optimizers
     update parameters in place).  Every rank registers the same tensors in
     the same order.  slice_bytes (bytes hashed per step) and full_every
-    (steps between checks of every tensor): 0 keeps the default."""
+    (steps between checks of every tensor): 0 keeps the default.  A call
+    that raises registers none of its tensors."""
     items = tensors.items() if hasattr(tensors, "items") else tensors
-    for name, t in items:
-        if getattr(t, "device", None) is not None and t.device.type != "cpu":
-            raise ValueError("sdc_register: %s is on %s: the check hashes host "
-                             "memory (CPU tensors only)" % (name, t.device))
-        if not t.is_contiguous():
-            raise ValueError("sdc_register: %s is not contiguous" % name)
-        _firebreak.sdc_register(name, t.data_ptr(), t.numel() * t.element_size())
-        _sdc_owners.append(t)
+    taken = set(n for n, _ in _sdc_owners)
+    new = [_sdc_entry(e, taken) for e in items]
+    try:
+        for name, t in new:
+            _firebreak.sdc_register(name, t.data_ptr(), t.numel() * t.element_size())
+    except BaseException:
+        # Refused by the library (a name sharing its first 47 bytes with
+        # another, too many tensors): back to what was registered before.
+        _firebreak.sdc_clear()
+        for name, t in _sdc_owners:
+            _firebreak.sdc_register(name, t.data_ptr(), t.numel() * t.element_size())
+        raise
+    _sdc_owners.extend(new)
     _firebreak.sdc_configure(slice_bytes, full_every)
 
 

@@ -570,6 +570,40 @@ def case_none_complete():
     check(got["py"] == "" and got["fd"] == "", "an empty directory said: %r" % (got,))
 
 
+def case_sdc_register_refused():
+    """A refused sdc_register registers none of its tensors: a later call
+    with the good ones works (before, the entries ahead of the bad one were
+    registered, and registering them again failed: already registered)."""
+    a, b = torch.ones(4), torch.ones(8)
+    firebreak.sdc_clear()
+    raises(TypeError, ["bad", "str, not a tensor"],
+           lambda: firebreak.sdc_register({"a": a, "bad": "x"}))
+    raises(ValueError, ["c", "not contiguous"],
+           lambda: firebreak.sdc_register([("b", b), ("c", torch.ones(4, 4).t())]))
+    raises(TypeError, ["(name, tensor) pair"],
+           lambda: firebreak.sdc_register([("a", a), ("lonely",)]))
+    raises(ValueError, ["a", "registered already"],
+           lambda: firebreak.sdc_register([("a", a), ("a", b)]))
+    try:
+        firebreak.sdc_register({"a": a, "b": b})
+    except Exception as e:
+        check(False, "the good tensors after refused calls: %r" % (e,))
+    raises(ValueError, ["b", "registered already"],
+           lambda: firebreak.sdc_register({"b": b}))
+    # Refused by the library (names alike in their first 47 bytes): the
+    # two registered before stay, the new one is not left behind.
+    long1, long2 = "x" * 47 + "1", "x" * 47 + "2"
+    firebreak.sdc_register({long1: torch.ones(2)})
+    raises(firebreak.Error, [long2], lambda: firebreak.sdc_register({"d": a.clone(), long2: b.clone()}))
+    try:
+        firebreak.sdc_register({"d": a.clone()})
+    except Exception as e:
+        check(False, "d after the library refused its call: %r" % (e,))
+    raises(ValueError, ["a", "registered already"],
+           lambda: firebreak.sdc_register({"a": a}))
+    firebreak.sdc_clear()
+
+
 CASES = {k[5:]: v for k, v in sorted(globals().items()) if k.startswith("case_")}
 
 
