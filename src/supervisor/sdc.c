@@ -451,14 +451,23 @@ void fb__sup_sdc_attempt_end(fb__sup *s)
         return;
     /* Records read from each rank, when some were not compared and the
      * job is small enough to list them: which rank fell behind. */
-    char per[160] = "";
+    char per[320] = "";
     if (d->lost && d->world <= 16) {
         size_t len = (size_t)snprintf(per, sizeof per,
                                       "; %llu overwritten before read; records read per rank:",
                                       (unsigned long long)d->overrun);
-        for (int r = 0; r < d->world && len < sizeof per; r++)
+        for (int r = 0; r < d->world && len < sizeof per; r++) {
             len += (size_t)snprintf(per + len, sizeof per - len, " %llu",
                                     (unsigned long long)d->nread[r]);
+            /* None from this rank: whether its segment was read at all,
+             * and what its ring's head said (which side fell silent). */
+            const fb__sup_rank *rk = &s->ranks[r];
+            if (!d->nread[r] && len < sizeof per)
+                len += (size_t)(rk->seg
+                    ? snprintf(per + len, sizeof per - len, " (ring head %llu)",
+                               (unsigned long long)fb__seg_sdc_head(rk->seg))
+                    : snprintf(per + len, sizeof per - len, " (not attached)"));
+        }
     }
     fb__sup_log(s, "sdc check: %llu piece%s compared across %d ranks in attempt "
                 "%d, %s; %llu record%s not compared (overwritten or a rank "

@@ -23,6 +23,8 @@ fail() {
         sqlite3 "$rd/journal.sqlite" "select a.number, i.kind, i.detail from incident i
             join attempt a on a.id = i.attempt_id" >&2 2>/dev/null
         echo "--- checkpoints: $(ls -a "$rd/checkpoints" 2>&1 | tr '\n' ' ')" >&2
+        # the supervisor's own summary of each attempt's comparison
+        grep -h "sdc check:" ./*.err >&2 2>/dev/null
         local f
         for f in "$rd"/logs/mpirun-attempt-*/*/rank.*/std*; do
             [ -s "$f" ] || continue
@@ -99,7 +101,7 @@ ok "flip on rank 1 (w1, step 25): sdc incident, resumed after step 20, final has
 # the restart restored step 60 with the corrupted replica, and the job
 # failed in a crash loop (CI, under ASan).
 if [ "${FB_TEST_HOOKS:-ON}" = ON ]; then
-    H=$T/held
+    H=$T/held rd=$T/held
     FIREBREAK_TEST_SDC_DEFER=1 "$FB" run "${mpi[@]}" --run-dir "$H" \
         --inject 'flip:rank=1,step=30,tensor=w1' -- "$MLP" "${opts[@]}" \
         >held.out 2>held.err || fail "held-back run exited $?: $(tail -5 held.err)"
@@ -119,6 +121,7 @@ if [ "${FB_TEST_HOOKS:-ON}" = ON ]; then
     # Every rank exits 0, and the disagreement is found only in the last
     # look: the job has not completed; the attempt fails with `sdc` and
     # the restart (no checkpoints: from the start) completes.
+    rd=$T/clean
     FIREBREAK_TEST_SDC_DEFER=1 "$FB" run --nproc-per-node 3 --max-restarts 1 \
         --run-dir "$T/clean" --inject 'flip:rank=1,step=5' -- "$RANK" --steps 20 \
         --sleep-ms 5 --sdc -1 "$TAG" >clean.out 2>clean.err ||
@@ -134,6 +137,7 @@ else
 fi
 
 # Two ranks: which replica is wrong cannot be told.
+rd=$T/two
 "$FB" run --launcher mpirun --nproc-per-node 2 --max-restarts 0 --run-dir "$T/two" \
     --mpirun-arg -x --mpirun-arg ASAN_OPTIONS=detect_leaks=0 \
     --inject 'flip:rank=0,step=10' -- "$MLP" "${opts[@]}" --steps 20 >two.out 2>two.err &&
