@@ -436,7 +436,16 @@ int fb__shard_out_begin(fb__shard_out *o, const char *dir, uint64_t step,
         fb__ckpt_say(why, why_size, "mkdir %s: %s", o->sdir, strerror(-rc));
         return rc;
     }
-    o->fd = open(o->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    /* Made, never opened: whatever is at the name (a FIFO, whose open
+     * would wait for a reader for good, a symlink, a file of an earlier
+     * process with our pid) is unlinked, not written through, and the
+     * name made again. */
+    int flags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC;
+    o->fd = open(o->tmp, flags, 0644);
+    if (o->fd < 0 && errno == EEXIST && unlink(o->tmp) == 0)
+        o->fd = open(o->tmp, flags, 0644);
+    if (o->fd >= 0)
+        (void)fcntl(o->fd, F_SETFL, 0); /* a regular file: blocking writes */
     if (o->fd < 0) {
         rc = -errno;
         fb__ckpt_say(why, why_size, "create %s: %s", o->tmp, strerror(-rc));
@@ -747,11 +756,20 @@ int fb__ckpt_write_direct(const char *path, int fd, fb_ckpt *ck,
     if (!(p.b = malloc(p.nbatch * sizeof *p.b)))
         return -ENOMEM;
     (void)plan_batches(&p, p.b, data_off, lo, hi, end);
-    int dfd = open(path, O_WRONLY | O_DIRECT | O_CLOEXEC);
+    /* The same file as fd, or the plain way: whatever a rank put at the
+     * name since (a FIFO would hold this open for good) is not written. */
+    int dfd = open(path, O_WRONLY | O_DIRECT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    struct stat got, want;
+    if (dfd >= 0 && (fstat(dfd, &got) || fstat(fd, &want) || got.st_ino != want.st_ino ||
+                     got.st_dev != want.st_dev)) {
+        close(dfd);
+        dfd = -1;
+    }
     if (dfd < 0) {
         free(p.b);
         return 1;
     }
+    (void)fcntl(dfd, F_SETFL, O_DIRECT); /* blocking writes */
     /* On huge pages (staging.c): 16 MiB in 4 KiB pages, faulted in again
      * at every save, would cost milliseconds on a virtual machine. */
     fb__staging bounce;

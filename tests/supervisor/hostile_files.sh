@@ -8,7 +8,8 @@
 #  2. a FIFO in place of the rank's own log, opened again for the next
 #     attempt (by its shims, forked ahead):
 #     the same;
-#  3. another user's directory under the job's Open MPI name in /dev/shm
+#  3. FIFOs at the temporary names of node memory's end-of-run copy;
+#  4. another user's directory under the job's Open MPI name in /dev/shm
 #     (the job id is in every segment's name): the supervisor removed it,
 #     and all inside, as root at the end of every attempt, whatever the
 #     launcher; with a symlink swapped in during the walk, files anywhere.
@@ -58,6 +59,27 @@ run fifo_log -- ./fifo_log.sh
 # next attempt's, forked ahead in turn, met the FIFO)
 [ -f fifo_log/logs/rank-1.log ] || fail "fifo_log: the log: $(ls -l fifo_log/logs)"
 ok "a FIFO in place of a rank's log: a log file made again, the run went on"
+
+# 3. FIFOs at the temporary names of the end-of-run copy from node memory
+#    to storage (.rank-R.<supervisor pid>.tmp in the step's directory):
+#    the copy's open waited for a reader for good, deaf to SIGTERM.
+cat >fifo_copy.sh <<EOF
+#!/bin/bash
+# $TAG
+if [ "\$FIREBREAK_RANK" = 0 ]; then
+    D=\$FIREBREAK_RUN_DIR/checkpoints/step-0000000020; mkdir -p \$D
+    for r in 0 1; do mkfifo \$D/.rank-0000\$r.\$FIREBREAK_SUPERVISOR_PID.tmp; done
+fi
+exec $TOY --steps 20 --ckpt-every 5 --sleep-ms 10
+EOF
+chmod +x fifo_copy.sh
+run fifo_copy --persist-every 0 -- ./fifo_copy.sh
+for r in 0 1; do
+    [ -f fifo_copy/checkpoints/step-0000000020/rank-0000$r.safetensors ] ||
+        fail "fifo_copy: step 20 not copied: $(ls -la fifo_copy/checkpoints/step-0000000020)"
+done
+"$FB" ckpt verify fifo_copy >/dev/null || fail "fifo_copy: the copy does not verify"
+ok "FIFOs at the end-of-run copy's temporary names: replaced, step 20 copied whole"
 
 if [ "$(id -u)" != 0 ] || ! command -v setpriv >/dev/null; then
     echo "skip: another user's /dev/shm directory needs root and setpriv"
