@@ -369,6 +369,32 @@ static int own_size_only(const char *dir, uint64_t step, int world_size)
     return ok;
 }
 
+/* Remove the incomplete checkpoints of this job's size in v (a scan of
+ * dir, newest first) newer than `after` (every one without has_after). */
+static void drop_newer(const char *dir, int world_size, const fb__ckpt_entry *v,
+                       size_t n, int has_after, uint64_t after,
+                       void (*why_cb)(void *arg, uint64_t step, int set_aside,
+                                      const char *why),
+                       void *arg)
+{
+    int dropped = 0;
+    for (size_t i = 0; i < n && (!has_after || v[i].step > after); i++) {
+        char path[PATH_MAX], why[160];
+        if (v[i].complete || v[i].error || !own_size_only(dir, v[i].step, world_size) ||
+            fb__ckpt_step_path(path, sizeof path, dir, v[i].step))
+            continue;
+        int r = fb__rm_rf(path);
+        dropped++;
+        snprintf(why, sizeof why, "incomplete (%d of %d shards): %s", v[i].shards,
+                 world_size > 0 ? world_size : v[i].world_size,
+                 r ? fb_strerror(r) : "removed");
+        if (why_cb)
+            why_cb(arg, v[i].step, 2, why);
+    }
+    if (dropped)
+        fb__fsync_dir(dir);
+}
+
 int fb__ckpt_prepare_restore(const char *dir, int world_size, int threads,
                              int drop_incomplete, uint64_t *step_out,
                              void (*why_cb)(void *arg, uint64_t step,
@@ -427,25 +453,26 @@ int fb__ckpt_prepare_restore(const char *dir, int world_size, int threads,
         if (why_cb)
             why_cb(arg, v[i].step, 1, err);
     }
-    /* v is newest first: the incomplete ones before the chosen step */
-    for (size_t i = 0; drop_incomplete && (rc == 0 || rc == FB_ENOCKPT) && i < n &&
-                       (rc == FB_ENOCKPT || v[i].step > *step_out);
-         i++) {
-        char path[PATH_MAX], why[160];
-        if (v[i].complete || v[i].error || !own_size_only(dir, v[i].step, world_size) ||
-            fb__ckpt_step_path(path, sizeof path, dir, v[i].step))
-            continue;
-        int r = fb__rm_rf(path);
-        snprintf(why, sizeof why, "incomplete (%d of %d shards): %s", v[i].shards,
-                 world_size > 0 ? world_size : v[i].world_size,
-                 r ? fb_strerror(r) : "removed");
-        if (why_cb)
-            why_cb(arg, v[i].step, 2, why);
-    }
-    if (drop_incomplete)
-        fb__fsync_dir(dir);
+    if (drop_incomplete && (rc == 0 || rc == FB_ENOCKPT))
+        drop_newer(dir, world_size, v, n, rc == 0, rc == 0 ? *step_out : 0, why_cb, arg);
     free(v);
     return rc;
+}
+
+int fb__ckpt_drop_incomplete(const char *dir, int world_size, int has_after,
+                             uint64_t after,
+                             void (*why_cb)(void *arg, uint64_t step,
+                                            int set_aside, const char *why),
+                             void *arg)
+{
+    fb__ckpt_entry *v;
+    size_t n;
+    int rc = fb__ckpt_scan(dir, world_size, 0, &v, &n);
+    if (rc)
+        return rc == -ENOENT ? 0 : rc;
+    drop_newer(dir, world_size, v, n, has_after, after, why_cb, arg);
+    free(v);
+    return 0;
 }
 
 /* ---- inspect ---- */

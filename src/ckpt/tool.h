@@ -76,4 +76,18 @@ int fb__ckpt_prepare_restore(const char *dir, int world_size, int threads,
                                             int set_aside, const char *why),
                              int (*stop)(void *arg), void *arg);
 
+/*
+ * The removal prepare_restore does with drop_incomplete, alone: the
+ * incomplete checkpoints of `world_size` ranks newer than `after` (every
+ * one without has_after) are removed, each told to why_cb (set_aside 2).
+ * For a directory no restore reads this time (storage, when node memory
+ * serves) whose cut-short steps the new attempt's saves would complete
+ * with shards of another run.  0, or -errno of the listing (none: 0).
+ */
+int fb__ckpt_drop_incomplete(const char *dir, int world_size, int has_after,
+                             uint64_t after,
+                             void (*why_cb)(void *arg, uint64_t step,
+                                            int set_aside, const char *why),
+                             void *arg);
+
 #endif

@@ -505,6 +505,9 @@ int fb__sup_tiers_setup(fb__sup *s);
 int fb__sup_tiers_storage_newer(fb__sup *s, uint64_t step);
 void fb__sup_tiers_persist_request(fb__sup *s);
 void fb__sup_tiers_poll(fb__sup *s);
+/* Wait for the copy SIGUSR1 started, if any: after it no writer of the
+ * supervisor's own touches storage (prepare_restore). */
+void fb__sup_tiers_quiesce(fb__sup *s);
 void fb__sup_tiers_finish(fb__sup *s);
 
 /* status.c */

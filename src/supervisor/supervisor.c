@@ -1201,23 +1201,30 @@ static void prepare_restore(fb__sup *s)
     int rc;
     if (s->slurm && s->mem_dir[0])
         return; /* each node's memory holds its own ranks: nodemem.c decides */
+    /* No rank runs now, and no copy of ours from node memory (SIGUSR1's is
+     * waited for): the incomplete checkpoints newer than the one chosen,
+     * in node memory and in storage, are saves cut short, which the new
+     * attempt's saves of the same steps would complete with shards of
+     * another run (ranks that save before every rank restored). */
     if (s->mem_dir[0]) {
+        fb__sup_tiers_quiesce(s);
         /* Node memory first; storage is read only when it may hold a
          * newer step (a rank that crashed restores with no storage read). */
-        rc = fb__ckpt_prepare_restore(s->mem_dir, s->world, 2, 0, &step, on_set_aside,
+        rc = fb__ckpt_prepare_restore(s->mem_dir, s->world, 2, 1, &step, on_set_aside,
                                       stop_asked, s);
         if (rc == -ECANCELED)
             return;
         if (rc == 0) {
             fb__sup_log(s, "attempt %d will restore checkpoint %llu from node "
                         "memory (verified)", s->attempt, (unsigned long long)step);
-            if (!fb__sup_tiers_storage_newer(s, step))
+            if (!fb__sup_tiers_storage_newer(s, step)) {
+                (void)fb__ckpt_drop_incomplete(s->ckpt_dir, s->world, 1, step,
+                                               on_set_aside, s);
                 return;
+            }
         }
     }
-    /* Without node memory no writer of ours runs now (a tier's drainer
-     * may still be persisting a newer step into storage). */
-    rc = fb__ckpt_prepare_restore(s->ckpt_dir, s->world, 2, !s->mem_dir[0], &step,
+    rc = fb__ckpt_prepare_restore(s->ckpt_dir, s->world, 2, 1, &step,
                                   on_set_aside, stop_asked, s);
     if (rc == 0)
         fb__sup_log(s, "attempt %d will restore checkpoint %llu (verified)",

@@ -107,6 +107,11 @@ void fb__sup_tiers_poll(fb__sup *s)
     reap(s, 0);
 }
 
+void fb__sup_tiers_quiesce(fb__sup *s)
+{
+    reap(s, 1);
+}
+
 void fb__sup_tiers_persist_request(fb__sup *s)
 {
     if (!s->mem_dir[0])

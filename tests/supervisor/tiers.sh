@@ -3,7 +3,7 @@
 # trainer under the local launcher, 2 ranks, a checkpoint every 5 steps.
 # Every case ends with the final state of a run that never failed, bit for
 # bit, and nothing of the job left in /dev/shm.
-#   tiers.sh FIREBREAK CASE    CASE: memory | corrupt | cap | lifetime | mpirun
+#   tiers.sh FIREBREAK CASE    CASE: mixed | memory | corrupt | cap | lifetime | mpirun
 source "$(dirname "$0")/lib.sh"
 CASE=$2
 ln -s "$BIN/fb-toy-train" "$T/toy-$TAG"   # the tag in every command line
@@ -30,6 +30,44 @@ nothing_in_shm() {  # run dir
 source "$(dirname "$0")/tiers_lib.sh"   # jq1, want_sources, never_read, atime_works
 
 case "$CASE" in
+mixed)
+    # Ranks that do not wait for each other (the toy trainer): rank 1,
+    # slower, is killed at its step 30 while rank 0 has saved up to ~60 in
+    # node memory; in attempt 1 rank 0 starts 1.5 s late, so rank 1 saves
+    # steps 30, 35... first.  The steps rank 0 saved alone in attempt 0
+    # must not be completed by rank 1's new shards: before, they were, and
+    # rank 0 restored step 55 of two runs while rank 1 restored 25.
+    cat >w.sh <<EOF
+#!/bin/bash
+# $TAG
+SL=20
+if [ "\$FIREBREAK_ATTEMPT" = 0 ] && [ "\$FIREBREAK_RANK" = 1 ]; then SL=40; fi
+if [ "\$FIREBREAK_ATTEMPT" = 1 ] && [ "\$FIREBREAK_RANK" = 0 ]; then sleep 1.5; fi
+exec $TOY "\$@" --sleep-ms \$SL
+EOF
+    chmod +x w.sh
+    "$FB" run --nproc-per-node 2 --run-dir f --persist-every 0 --max-restarts 2 \
+        --inject 'kill:rank=1,step=30,attempt=0' -- ./w.sh --steps 80 --ckpt-every 5 \
+        2>err.txt || fail "run failed: $(tail -5 err.txt)"
+    got=$(jq1 f "select group_concat(rank||':'||step, ',') from (select e.rank, e.step
+                 from event e join attempt a on a.id = e.attempt_id
+                 where a.number = 1 and e.kind = 'restore_done' order by e.rank)")
+    [ "$got" = "0:25,1:25" ] || { restores_dump f; fail "attempt 1 restored $got, wanted 0:25,1:25"; }
+    grep -q "checkpoint 30 before the launch: incomplete (1 of 2 shards): removed" err.txt ||
+        fail "the cut-short step 30 not said removed: $(grep -i checkpoint err.txt)"
+    nothing_in_shm f
+    # The same with every memory step copied to storage as it is taken:
+    # storage's cut-short steps go too, though node memory serves the
+    # restore and storage is not read.
+    "$FB" run --nproc-per-node 2 --run-dir p --persist-every 1 --max-restarts 2 \
+        --inject 'kill:rank=1,step=30,attempt=0' -- ./w.sh --steps 80 --ckpt-every 5 \
+        2>perr.txt || fail "persist run failed: $(tail -5 perr.txt)"
+    n=$(grep -c "checkpoint 30 before the launch: incomplete (1 of 2 shards): removed" perr.txt)
+    [ "$n" = 2 ] || fail "step 30 removed $n times, wanted 2 (memory, storage): $(grep -i checkpoint perr.txt)"
+    "$FB" ckpt verify p >/dev/null || fail "storage does not verify after the persist run"
+    nothing_in_shm p
+    ok "ranks that do not wait for each other: cut-short steps removed from node memory and storage, both ranks restored 25"
+    ;;
 memory)
     # A rank SIGKILLed: every rank restores from node memory, and the copy
     # of the same step in storage is never read.
