@@ -38,8 +38,10 @@ MLP=$BIN/fb-train-mlp
 cp /usr/share/common-licenses/GPL-3 "$T/$TAG.txt" # names every rank process
 opts=(--data "$T/$TAG.txt" --steps 60 --hidden 32 --batch 16 --log-every 20
       --ckpt-every 5 --ckpt-keep 20 --sleep-ms 30)
-# Open MPI leaks what LeakSanitizer would report at exit (sanitizer builds)
-mpi=(--launcher mpirun --nproc-per-node 3 --max-restarts 2
+# Open MPI leaks what LeakSanitizer would report at exit (sanitizer builds).
+# A rank late at collectives on a loaded machine is a `straggler` incident
+# (warn): not what this test is about, and it would be one more incident.
+mpi=(--launcher mpirun --nproc-per-node 3 --max-restarts 2 --on-straggler off
      --mpirun-arg -x --mpirun-arg ASAN_OPTIONS=detect_leaks=0)
 
 rd=$T/ref
@@ -138,7 +140,7 @@ fi
 
 # Two ranks: which replica is wrong cannot be told.
 rd=$T/two
-"$FB" run --launcher mpirun --nproc-per-node 2 --max-restarts 0 --run-dir "$T/two" \
+"$FB" run --launcher mpirun --nproc-per-node 2 --max-restarts 0 --run-dir "$T/two" --on-straggler off \
     --mpirun-arg -x --mpirun-arg ASAN_OPTIONS=detect_leaks=0 \
     --inject 'flip:rank=0,step=10' -- "$MLP" "${opts[@]}" --steps 20 >two.out 2>two.err &&
     fail "the 2-rank run with a flipped bit completed"
