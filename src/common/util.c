@@ -13,6 +13,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -444,8 +445,47 @@ void fb__markup_text(FILE *f, const char *s)
     }
 }
 
+int fb__lock_hold(const char *path, int *fd)
+{
+    if (*fd >= 0)
+        close(*fd);
+    *fd = -1;
+    int f = fb__open_regular(path, O_NOFOLLOW);
+    if (f < 0)
+        return f;
+    *fd = f;
+    if (flock(*fd, LOCK_SH | LOCK_NB)) {
+        int rc = -errno;
+        close(*fd);
+        *fd = -1;
+        return rc;
+    }
+    return 0;
+}
+
+int fb__lock_held_fd(int fd)
+{
+    /* Exclusive, not waiting: refused while anyone holds it shared. */
+    if (flock(fd, LOCK_EX | LOCK_NB))
+        return errno == EWOULDBLOCK;
+    (void)flock(fd, LOCK_UN);
+    return 0;
+}
+
+int fb__lock_held(const char *path)
+{
+    int fd = fb__open_regular(path, O_NOFOLLOW);
+    if (fd < 0)
+        return 0;
+    int held = fb__lock_held_fd(fd);
+    close(fd);
+    return held;
+}
+
 int fb__pid_file_gone(const char *path)
 {
+    if (fb__lock_held(path))
+        return 0;
     char *text = NULL;
     size_t len;
     long long pid;

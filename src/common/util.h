@@ -178,8 +178,22 @@ int fb__write_all(int fd, const void *buf, size_t len);
 int fb__fsync_dir(const char *path);
 
 /* Whether the process a pid file (one decimal pid, at most 64 bytes)
- * names is gone: 1 gone, 0 alive, -1 the file is missing or malformed. */
+ * names is gone: 1 gone, 0 alive, -1 the file is missing or malformed.
+ * A file someone holds a lock on (fb__lock_hold) is alive whatever its
+ * pid says: a pid of another pid namespace (a container sharing
+ * /dev/shm) reads as gone from this one. */
 int fb__pid_file_gone(const char *path);
+
+/* Liveness a pid cannot give across pid namespaces: a shared flock on the
+ * file at path (a pid file, a segment), held through *fd (close-on-exec;
+ * a descriptor already there is closed first) until the holder closes it
+ * or ends.  0 or -errno; *fd is -1 on failure. */
+int fb__lock_hold(const char *path, int *fd);
+/* 1 when some process holds a lock on the file at path (fb__lock_hold),
+ * 0 when none does or it cannot be told (missing, not a regular file). */
+int fb__lock_held(const char *path);
+/* The same for a descriptor open on the file. */
+int fb__lock_held_fd(int fd);
 
 /* snprintf that reports truncation: 0, or -ENAMETOOLONG. */
 int fb__fmt(char *buf, size_t size, const char *fmt, ...)

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <linux/futex.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <sys/stat.h>
@@ -45,6 +46,7 @@ struct fb__seg {
     uint64_t sdc_head_seen;
     uint64_t sdc_offset_raw;   /* minor 2 layout words as attached       */
     uint32_t sdc_capacity_raw;
+    int lock_fd;               /* writer: its file, a shared flock held  */
 };
 
 size_t fb__job_id_span(const char *s)
@@ -150,16 +152,22 @@ int fb__seg_create(fb__seg **out, const fb__seg_create_args *a)
     }
     void *base = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     rc = -errno;
-    close(fd);
-    if (base == MAP_FAILED) {
-        shm_unlink(name);
-        return rc;
-    }
-    fb__seg *seg = calloc(1, sizeof *seg);
+    fb__seg *seg = base == MAP_FAILED ? NULL : calloc(1, sizeof *seg);
     if (!seg) {
-        munmap(base, total);
+        close(fd);
+        if (base != MAP_FAILED)
+            munmap(base, total);
         shm_unlink(name);
-        return -ENOMEM;
+        return base == MAP_FAILED ? rc : -ENOMEM;
+    }
+    /* The descriptor stays, with a shared flock: how a stale sweep in
+     * another pid namespace, to which our pids mean nothing, sees the
+     * segment in use (is_stale).  Not waited for: a sweep holds its test
+     * lock for a moment only. */
+    seg->lock_fd = fd;
+    for (int t = 0; t < 3 && flock(fd, LOCK_SH | LOCK_NB); t++) {
+        struct timespec ts = {0, 1000000L};
+        nanosleep(&ts, NULL);
     }
     seg->base = base;
     seg->size = total;
@@ -325,6 +333,7 @@ int fb__seg_open_as(fb__seg **out, const char *name_or_path, uid_t uid,
         rc = -ENOMEM;
         goto out;
     }
+    seg->lock_fd = -1;
     base = mmap(NULL, size, PROT_READ, MAP_SHARED, fd, 0);
     if (base == MAP_FAILED) {
         rc = -errno;
@@ -381,6 +390,8 @@ void fb__seg_close(fb__seg *seg)
     if (seg->guarded)
         fb__seg_guard_remove(seg->guard_slot);
     munmap(seg->base, seg->size);
+    if (seg->writable && seg->lock_fd >= 0)
+        close(seg->lock_fd);
     free(seg);
 }
 
@@ -948,7 +959,10 @@ static int is_stale(const char *path, const struct stat *st)
         return 0; /* cannot tell: leave it */
     fb__seg_header h;
     ssize_t n = read(fd, &h, sizeof h);
+    int held = fb__lock_held_fd(fd); /* its rank lives, in any pid namespace */
     close(fd);
+    if (held)
+        return 0;
     if (n != (ssize_t)sizeof h || h.magic != FB__SEG_MAGIC)
         return time(NULL) - st->st_mtime >= 5;
     pid_t owner = h.supervisor_pid > 0 ? (pid_t)h.supervisor_pid : (pid_t)h.pid;

@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "common/json.h"
@@ -649,9 +650,44 @@ static void test_say(void)
     CHECK(!b.cut && b.len == 1023 && b.text[0] == 'y');
 }
 
+/* Liveness by a held flock (fb__lock_hold): seen while held, by a pid
+ * file naming a pid that is gone too (a pid of another pid namespace),
+ * and no more once released. */
+static void test_lock_liveness(void)
+{
+    char dir[] = "/tmp/fb-test-lock-XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    char pidfile[256];
+    snprintf(pidfile, sizeof pidfile, "%s/pid", dir);
+    /* pid 2^22+1 is past pid_max's ceiling: no such process here */
+    CHECK_RC(fb__write_file_atomic(pidfile, "4194305\n", 8), 0);
+    CHECK(fb__pid_file_gone(pidfile) == 1);
+    CHECK(!fb__lock_held(pidfile));
+    int fd = -1;
+    CHECK_RC(fb__lock_hold(pidfile, &fd), 0);
+    CHECK(fd >= 0);
+    pid_t child = fork();
+    if (child == 0) /* another process: the lock is seen from there */
+        _exit(fb__lock_held(pidfile) && fb__pid_file_gone(pidfile) == 0 ? 0 : 1);
+    int st = 0;
+    CHECK(child > 0 && waitpid(child, &st, 0) == child && WIFEXITED(st) &&
+          WEXITSTATUS(st) == 0);
+    int again = fd; /* taken again: the old descriptor is closed */
+    CHECK_RC(fb__lock_hold(pidfile, &again), 0);
+    close(again);
+    CHECK(!fb__lock_held(pidfile));
+    CHECK(fb__pid_file_gone(pidfile) == 1);
+    CHECK(!fb__lock_held("/dev/null") && !fb__lock_held(dir));
+    fd = -1; /* closed by the second hold */
+    CHECK(fb__lock_hold(dir, &fd) == FB_ENOTREG && fd == -1);
+    unlink(pidfile);
+    rmdir(dir);
+}
+
 int main(void)
 {
     test_files();
+    test_lock_liveness();
     test_rundir();
     test_json();
     test_jsonw();
