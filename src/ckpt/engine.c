@@ -659,6 +659,26 @@ static int persist(fb_ckpt *ck, uint64_t step, int from_staging, uint64_t stall_
     /* Node memory first when the supervisor gave one (tier.c). */
     const char *dir = fb__tier_save_dir(ck, step);
     int rc = write_shard(ck, dir, step, from_staging, &bytes, why, sizeof why);
+    if ((rc == -ENOSPC || rc == -EDQUOT) && dir != ck->dir) {
+        /* Node memory full (a /dev/shm smaller than the steps it keeps;
+         * its retention runs after a commit there): this step goes to
+         * storage, said, instead of every save failing from now on.  The
+         * drain beside, if any, ends first: the second write takes its
+         * bytes from staging whole. */
+        char text[FB__REPORT_TEXT_MAX];
+        snprintf(text, sizeof text, "does not fit in node memory (%.*s); saved "
+                 "to storage", (int)(sizeof text - 60), why);
+        fb__say("rank %d: checkpoint step %llu %s\n", ck->rank,
+                (unsigned long long)step, text);
+        fb__lib_report(FB__REPORT_NOTE, 0, step, 0, 0, 0, text);
+        if (beside && (rc = wait_drained(ck)) == 0)
+            ck->beside = 0;
+        if (rc == 0 || rc == -ENOSPC || rc == -EDQUOT) {
+            why[0] = '\0';
+            dir = ck->dir;
+            rc = write_shard(ck, dir, step, from_staging, &bytes, why, sizeof why);
+        }
+    }
     uint64_t persist_ns = fb__now_ns() - t0;
     if (beside) {
         /* Over already unless the write failed first: nothing may stay

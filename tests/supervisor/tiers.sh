@@ -3,7 +3,7 @@
 # trainer under the local launcher, 2 ranks, a checkpoint every 5 steps.
 # Every case ends with the final state of a run that never failed, bit for
 # bit, and nothing of the job left in /dev/shm.
-#   tiers.sh FIREBREAK CASE    CASE: mixed | memory | corrupt | cap | lifetime | mpirun
+#   tiers.sh FIREBREAK CASE    CASE: full | mixed | memory | corrupt | cap | lifetime | mpirun
 source "$(dirname "$0")/lib.sh"
 CASE=$2
 ln -s "$BIN/fb-toy-train" "$T/toy-$TAG"   # the tag in every command line
@@ -30,6 +30,30 @@ nothing_in_shm() {  # run dir
 source "$(dirname "$0")/tiers_lib.sh"   # jq1, want_sources, never_read, atime_works
 
 case "$CASE" in
+full)
+    # /dev/shm with room for two or three steps (a private one, in a mount
+    # namespace of this test's own): a save that does not fit goes to
+    # storage, said, instead of every save from then on failing (a crash
+    # loop, "root cause: Host / SSD", before).
+    if [ "$(id -u)" != 0 ] || ! command -v unshare >/dev/null; then
+        echo "skip: needs root and unshare"; exit 77
+    fi
+    unshare -m --propagation private bash -c '
+        mount -t tmpfs -o size=400k fb-full /dev/shm || exit 77
+        "$1" run --nproc-per-node 2 --run-dir f --persist-every 2 --max-restarts 2 \
+            --inject "kill:rank=1,step=37,attempt=0" -- "$2" --steps 40 --sleep-ms 20 \
+            --ckpt-every 5 --state-kb 64 >out.txt 2>err.txt
+        rc=$?
+        [ -z "$(ls /dev/shm)" ] || { echo "left in /dev/shm: $(ls /dev/shm)" >&2; exit 1; }
+        exit $rc' _ "$FB" "$TOY" || fail "run failed ($?): $(tail -5 err.txt)"
+    grep -q "does not fit in node memory (.*No space left on device); saved to storage" err.txt ||
+        fail "no save said to go to storage: $(grep -i 'checkpoint\|memory' err.txt | tail -5)"
+    got=$(jq1 f "select min(e.step) from event e join attempt a on a.id = e.attempt_id
+                 where a.number = 1 and e.kind = 'restore_done'")
+    [ "${got:-0}" -ge 30 ] || { restores_dump f; fail "attempt 1 restored step '$got', wanted 30 or later"; }
+    "$FB" ckpt verify f >/dev/null || fail "storage does not verify"
+    ok "node memory full: saves went to storage, restored step $got, completed"
+    ;;
 mixed)
     # Ranks that do not wait for each other (the toy trainer): rank 1,
     # slower, is killed at its step 30 while rank 0 has saved up to ~60 in
