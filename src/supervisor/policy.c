@@ -265,12 +265,16 @@ void fb__sup_decide(const fb__sup_restart_limits *lim, fb__sup_history *h,
         return;
     }
     int64_t prev_step = h->prev_fail_step;
-    if (a->step == h->prev_fail_step && a->kind == h->prev_fail_kind)
+    /* The same way: the same kind, and the same exit code or signal (one
+     * rank's exit 3 and another's exit 17 at one step are two failures). */
+    if (a->step == h->prev_fail_step && a->kind == h->prev_fail_kind &&
+        a->code == h->prev_fail_code)
         h->same_in_a_row++;
     else
         h->same_in_a_row = 1;
     h->prev_fail_step = a->step;
     h->prev_fail_kind = a->kind;
+    h->prev_fail_code = a->code;
     d->same_in_a_row = h->same_in_a_row;
     if (lim->crash_loop > 0 && h->same_in_a_row >= lim->crash_loop) {
         d->action = FB__SUP_DO_STOP_CRASH_LOOP;

@@ -249,7 +249,8 @@ typedef struct fb__sup_history {
     int restarts;              /* restarts so far                            */
     int64_t prev_fail_step;    /* the previous failure's step; -2: none     */
     fb__sup_fail_kind prev_fail_kind;
-    int same_in_a_row;         /* failures of this kind at this step         */
+    int prev_fail_code;
+    int same_in_a_row;         /* failures of this kind, code and step       */
     int no_progress;           /* failed attempts in a row without progress */
 } fb__sup_history;
 
@@ -260,6 +261,7 @@ typedef struct fb__sup_attempt_end {
     int completed;             /* the program completed                      */
     int stop_signal;           /* a signal asked the run to stop, or 0      */
     fb__sup_fail_kind kind;    /* the failure that ended it                  */
+    int code;                  /* its exit code, or 1000 + its signal; 0     */
     int64_t step;              /* where it failed, -1 unknown                */
     int launch_error;
     int64_t durable_before;    /* newest complete checkpoint at its launch   */
@@ -271,7 +273,8 @@ typedef enum {
     FB__SUP_DO_COMPLETED,      /* stop: the program completed               */
     FB__SUP_DO_INTERRUPTED,    /* stop: a signal                             */
     FB__SUP_DO_STOP_LAUNCH,    /* stop: a restart would fail the same way   */
-    FB__SUP_DO_STOP_CRASH_LOOP,/* stop: the same failure at the same step   */
+    FB__SUP_DO_STOP_CRASH_LOOP,/* stop: the same failure (kind, exit code or
+                                  signal) at the same step                    */
     FB__SUP_DO_STOP_MAX_RESTARTS
 } fb__sup_action;
 

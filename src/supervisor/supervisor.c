@@ -1785,6 +1785,8 @@ static const char *attempt_loop(fb__sup *s)
         a.completed = run_attempt(s);
         a.stop_signal = s->stop_signal;
         a.kind = s->fail.kind;
+        a.code = s->fail.signal > 0 ? 1000 + s->fail.signal
+                 : s->fail.has_exit_code ? s->fail.exit_code : 0;
         a.step = s->fail.step;
         a.launch_error = s->fail.launch_error;
         a.durable_after = s->durable_step;
