@@ -43,7 +43,8 @@ def main():
         model.module.load_state_dict(state["model"])
         opt.load_state_dict(state["opt"])
         start = state["step"]
-    print("rank %d attempt %d start at step %d pid=%d " % (rank, attempt, start, os.getpid()),
+    print("rank %d attempt %d start at step %d pid=%d file=%s " % (rank, attempt, start,
+                                                                   os.getpid(), __file__),
           flush=True)
     g = torch.Generator().manual_seed(1234 + rank)
     for step in range(start, a.steps):

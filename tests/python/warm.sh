@@ -18,8 +18,10 @@ PY=$3
 unset PYTHONPATH
 "$PY" -c 'import torch.distributed' 2>/dev/null || { echo "SKIP: $PY lacks torch"; exit 77; }
 mkdir "$T/$TAG"
-S=$T/$TAG/ddp_plain.py
-cp "$SRC/tests/python/ddp_plain.py" "$S"
+cp "$SRC/tests/python/ddp_plain.py" "$T/$TAG/ddp_plain.py"
+# relative (each case runs in $T/CASE): __main__.__file__ is absolute all
+# the same, as in a fresh interpreter (a warm one had it relative)
+S=../$TAG/ddp_plain.py
 # steps slow enough that the pool is ready before the fault on a busy machine
 ARGS=(--steps 16 --ckpt-every 4 --sleep-ms 400)
 
@@ -57,6 +59,10 @@ for r in 0 1; do
     [ -n "$pid" ] || fail "warm: rank $r not from the pool: $(cat "$rd"/logs/warm-*.log)"
     grep -q "pid=$pid " "$rd/logs/rank-$r.log" \
         || fail "warm: rank $r's script did not run in pid $pid: $(grep 'pid=' "$rd/logs/rank-$r.log")"
+    # __file__ as a fresh interpreter has it (attempt 0's)
+    files=$(sed -n 's/.* file=\([^ ]*\) .*/\1/p' "$rd/logs/rank-$r.log" | sort -u)
+    [ "$files" = "$T/warm/../$TAG/ddp_plain.py" ] \
+        || fail "warm: rank $r's __file__ in the two attempts: $files"
 done
 grep -q "rank 1 attempt 1 start at step 8" "$rd/logs/rank-1.log" \
     || fail "warm: the script did not resume at step 8: $(grep start "$rd/logs/rank-1.log")"

@@ -135,7 +135,12 @@ def main():
         script = argv[i]
         sys.argv = argv[i:]
         sys.path[0] = os.path.dirname(os.path.abspath(script))
-        runpy.run_path(script, run_name="__main__")
+        # As a fresh interpreter since 3.9: __main__.__file__ absolute,
+        # the working directory joined as is (not normalized), sys.argv[0]
+        # as given (a script that chdir()s and then opens a file beside
+        # __file__ failed in a warm-served attempt only).
+        path = script if os.path.isabs(script) else os.path.join(os.getcwd(), script)
+        runpy.run_path(path, run_name="__main__")
 
 
 if __name__ == "__main__":
