@@ -166,8 +166,22 @@ class _Hooks:
         _when_imported("torch.distributed.checkpoint", self._hook_dcp)
         # The script is done when the interpreter exits: no step limit
         # for what follows (torch's own teardown takes seconds in 2.x).
+        # Not when an exception ended it: the rank failed in the phase it
+        # was in (it said "in phase done", and a crash in the teardown
+        # after it read as "after it had finished").
         import atexit
-        atexit.register(self.fb.finalize)
+        raised = []
+        before = sys.excepthook
+
+        def excepthook(kind, value, tb):
+            raised.append(kind)
+            before(kind, value, tb)
+        sys.excepthook = excepthook
+
+        def at_exit():
+            if not raised:
+                self.fb.finalize()
+        atexit.register(at_exit)
         t = threading.Thread(target=self._dump_loop, name="firebreak-dump",
                              daemon=True)
         t.start()

@@ -40,3 +40,26 @@ for s in before_first_step nested; do
         fail "$s: exit $rc: $(tail -n 3 "$T/$s.err")"
     ok "$s: completed under the phase it was in"
 done
+
+# A rank that raised: failed in the phase it was in, not "in phase done"
+# (the Python hooks' exit handler marked it finished whatever ended it).
+cat >"$T/raised.py" <<PYEOF
+# $TAG
+import torch
+m = torch.nn.Linear(2, 2)
+o = torch.optim.SGD(m.parameters(), lr=0.1)
+for s in range(3):
+    m(torch.ones(1, 2)).sum().backward()
+    o.step()
+raise RuntimeError("raised on purpose")
+PYEOF
+rc=0
+timeout -s KILL 60 "$FB" run --max-restarts 0 --run-dir "$T/run-raised" \
+    -- "$PY" "$T/raised.py" >"$T/raised.out" 2>"$T/raised.err" || rc=$?
+[ "$rc" = 1 ] || fail "raised: exit $rc, want 1: $(tail -n 3 "$T/raised.err")"
+detail=$(sqlite3 "$T/run-raised/journal.sqlite" "select detail from incident")
+case $detail in
+*"exited with code 1 at step 3 in phase train"*) ;;
+*) fail "raised: incident '$detail', want the exit at step 3 in phase train" ;;
+esac
+ok "raised: the rank failed in phase train, not done"
