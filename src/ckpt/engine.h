@@ -220,7 +220,8 @@ int fb__ckpt_busy(fb_ckpt *ck);
 /* restore.c, for tier.c: try to restore `step` from checkpoint directory
  * dir (0 restored, FB_EMISMATCH or -ENOMEM fatal, other: fall back; a
  * shard failing its hashes is renamed rank-R.corrupt); remove this rank's
- * shard of an abandoned step in dir. */
+ * shard of an abandoned step in dir, when it records this job's world size
+ * (a step of a job of another size is left where it is). */
 int fb__ckpt_try_step(fb_ckpt *ck, const char *dir, uint64_t step,
                       uint64_t *bytes_out, char *why, size_t why_size);
 void fb__ckpt_drop_own_shard(const fb_ckpt *ck, const char *dir, uint64_t step);

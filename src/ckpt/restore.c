@@ -142,6 +142,10 @@ void fb__ckpt_drop_own_shard(const fb_ckpt *ck, const char *dir, uint64_t step)
     if (fb__ckpt_shard_path(p, sizeof p, dir, step, ck->rank) ||
         fb__ckpt_step_path(sdir, sizeof sdir, dir, step))
         return;
+    /* Only a shard of this job's size: an older step of a job with fewer
+     * ranks is incomplete here but whole for its own, and stays. */
+    if (fb__ckpt_shard_world_size(p) != ck->world_size)
+        return;
     if (unlink(p) == 0)
         fb__fsync_dir(sdir);
 }

@@ -70,6 +70,58 @@ int fb__ckpt_shard_world_size(const char *path)
     return (int)v;
 }
 
+int fb__ckpt_step_world(const char *dir, uint64_t step, int world_size)
+{
+    char sdir[PATH_MAX];
+    if (world_size <= 0 || fb__ckpt_step_path(sdir, sizeof sdir, dir, step))
+        return -1;
+    DIR *d = opendir(sdir);
+    if (!d)
+        return errno == ENOENT ? 1 : -1;
+    int cap = 64, n = 0, rc = 1;
+    unsigned long long *ranks = fb__malloc(sizeof *ranks * (size_t)cap);
+    struct dirent *de;
+    while (ranks && rc && (de = readdir(d))) {
+        unsigned long long r;
+        if (parse_numbered(de->d_name, "rank-", ".safetensors", &r) || r > INT_MAX)
+            continue;
+        if (r >= (unsigned long long)world_size)
+            rc = 0; /* no job of world_size ranks wrote it */
+        if (n == cap) {
+            unsigned long long *nr = fb__realloc(ranks, sizeof *ranks * (size_t)(cap *= 2));
+            if (!nr) {
+                free(ranks);
+                ranks = NULL;
+                break;
+            }
+            ranks = nr;
+        }
+        ranks[n++] = r;
+    }
+    closedir(d);
+    if (!ranks)
+        return -ENOMEM;
+    int unknown = 0;
+    for (int i = 0; i < n && rc; i++) {
+        char p[PATH_MAX];
+        int w = fb__ckpt_shard_path(p, sizeof p, dir, step, (int)ranks[i])
+                    ? -1 : fb__ckpt_shard_world_size(p);
+        if (w == -ENOMEM || (w > 0 && w != world_size))
+            rc = w == -ENOMEM ? w : 0;
+        else if (w != world_size)
+            unknown = 1; /* a later one may still say another size */
+    }
+    if (rc == 1 && unknown)
+        rc = -1;
+    free(ranks);
+    return rc;
+}
+
+int fb__ckpt_job_complete(const fb__ckpt_entry *e)
+{
+    return e->complete && !e->beyond;
+}
+
 static int scan_step(const char *dir, fb__ckpt_entry *e, int world_size,
                      int with_sizes)
 {
@@ -117,6 +169,8 @@ static int scan_step(const char *dir, fb__ckpt_entry *e, int world_size,
     for (int i = 0; i < n; i++) {
         if (e->world_size > 0 && ranks[i] < e->world_size)
             e->shards++;
+        else if (e->world_size > 0)
+            e->beyond++;
         if (with_sizes) {
             char p[PATH_MAX];
             struct stat st;
@@ -366,12 +420,14 @@ int fb__ckpt_retain(const char *dir, int world_size, int keep, int defer,
     int kept = 0, deleted = 0;
     size_t i = 0;
     for (; i < n && kept < keep; i++)
-        kept += v[i].complete;
+        kept += fb__ckpt_job_complete(&v[i]);
     if (kept == keep) {
         /* v[i..] are all older than the oldest kept complete checkpoint. */
         for (; i < n; i++) {
             if (v[i].error)
                 continue; /* unreadable: left as it was, said by ls/verify */
+            if (fb__ckpt_step_world(dir, v[i].step, world_size) == 0)
+                continue; /* a job of another size saved it: not ours */
             int r = hide_step(dir, v[i].step, hook);
             if (r < 0) {
                 rc = r;

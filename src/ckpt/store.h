@@ -29,6 +29,8 @@ typedef struct fb__ckpt_entry {
     uint64_t step;
     int world_size;     /* from the caller or the first shard; -1 unknown */
     int shards;         /* committed shards of ranks < world_size          */
+    int beyond;         /* committed shards of ranks >= world_size: saved
+                           by a job of more ranks (world_size > 0)        */
     int complete;
     uint64_t bytes;     /* sum of committed shard sizes (with_sizes)       */
     int64_t mtime_s;    /* newest shard's mtime (with_sizes)               */
@@ -51,6 +53,26 @@ int fb__ckpt_scan(const char *dir, int world_size, int with_sizes,
 /* The world size a shard records in its metadata, -1 when it has none or
  * cannot be read (missing, malformed, truncated header), -ENOMEM. */
 int fb__ckpt_shard_world_size(const char *path);
+
+/*
+ * How a step's committed shards stand to a job of world_size ranks: 1 every
+ * one records world_size (this job's, or a save of it cut short; also a
+ * step with no shard); 0 one is of another size (a job relaunched with
+ * more or fewer ranks saved it: never removed by this job), known without
+ * reading when a shard's rank is world_size or more; -1 none is of another
+ * size but one cannot say (no metadata, unreadable), or world_size <= 0;
+ * -ENOMEM.  Reads every shard's header otherwise: for the few steps a
+ * removal is decided on, not for a whole listing.
+ */
+int fb__ckpt_step_world(const char *dir, uint64_t step, int world_size);
+
+/* A listed step that counts as one of this job's complete checkpoints (the
+ * job whose world size the listing was made with): ranks 0 .. world_size-1
+ * committed and none beyond (a 4-rank step holds ranks 0 and 1 of a 2-rank
+ * job's, and is not its checkpoint).  From the listing alone, reading no
+ * shard (a restore that reads storage must say so, and retention runs at
+ * every save); a restore verifies the world size each shard records. */
+int fb__ckpt_job_complete(const fb__ckpt_entry *e);
 
 /*
  * Remove the temporaries of rank `rank` (.rank-R.<pid>.tmp) in the step
@@ -164,9 +186,10 @@ int fb__shard_out_commit(fb__shard_out *o, uint64_t step, fb__ckpt_hook hook,
 void fb__shard_out_abort(fb__shard_out *o);
 
 /*
- * Keep the newest `keep` complete checkpoints; delete every step directory
- * older than the oldest kept one (complete or not).  Nothing newer than a
- * kept checkpoint is touched.  A deletion first renames the step directory
+ * Keep the newest `keep` complete checkpoints (fb__ckpt_job_complete);
+ * delete every step directory older than the oldest kept one (complete or
+ * not), but for one holding a shard of another world size, which is
+ * another job's (fb__ckpt_step_world).  Nothing newer than a kept checkpoint is touched.  A deletion first renames the step directory
  * to a hidden name and fsyncs the parent, so no crash leaves a
  * half-deleted directory that looks like a checkpoint; then, unless
  * `defer`, the hidden directories' bytes are removed (fb__ckpt_purge, with

@@ -592,10 +592,10 @@ int fb__ckpt_mem_persist_newest(const char *mem_dir, const char *dir, int world,
         ns = 0;
     int64_t newest_mem = -1, newest_st = -1;
     for (size_t i = 0; i < nm && newest_mem < 0; i++)
-        if (vm[i].complete)
+        if (fb__ckpt_job_complete(&vm[i]))
             newest_mem = (int64_t)vm[i].step;
     for (size_t i = 0; i < ns && newest_st < 0; i++)
-        if (vs[i].complete)
+        if (fb__ckpt_job_complete(&vs[i]))
             newest_st = (int64_t)vs[i].step;
     free(vm);
     free(vs);

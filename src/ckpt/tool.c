@@ -357,16 +357,7 @@ int fb__ckpt_verify(const char *dir, int has_step, uint64_t step, int threads,
  * one that cannot say, is not this job's to remove. */
 static int own_size_only(const char *dir, uint64_t step, int world_size)
 {
-    int *ranks = NULL, nr = 0, ok = world_size > 0;
-    if (!ok || list_ranks(dir, step, &ranks, &nr))
-        return 0;
-    for (int k = 0; k < nr && ok; k++) {
-        char p[PATH_MAX];
-        ok = !fb__ckpt_shard_path(p, sizeof p, dir, step, ranks[k]) &&
-             fb__ckpt_shard_world_size(p) == world_size;
-    }
-    free(ranks);
-    return ok;
+    return fb__ckpt_step_world(dir, step, world_size) == 1;
 }
 
 /* Remove the incomplete checkpoints of this job's size in v (a scan of

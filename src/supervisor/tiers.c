@@ -64,7 +64,7 @@ int fb__sup_tiers_storage_newer(fb__sup *s, uint64_t step)
         return 0;
     int newer = 0;
     for (size_t i = 0; i < n && !newer; i++)
-        newer = v[i].complete && v[i].step > step;
+        newer = v[i].step > step && fb__ckpt_job_complete(&v[i]);
     free(v);
     return newer;
 }

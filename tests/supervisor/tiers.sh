@@ -3,7 +3,8 @@
 # trainer under the local launcher, 2 ranks, a checkpoint every 5 steps.
 # Every case ends with the final state of a run that never failed, bit for
 # bit, and nothing of the job left in /dev/shm.
-#   tiers.sh FIREBREAK CASE    CASE: full | mixed | memory | corrupt | cap | lifetime | mpirun
+#   tiers.sh FIREBREAK CASE    CASE: full | mixed | memory | corrupt | cap |
+#                                    lifetime | worlds | mpirun
 source "$(dirname "$0")/lib.sh"
 CASE=$2
 ln -s "$BIN/fb-toy-train" "$T/toy-$TAG"   # the tag in every command line
@@ -233,6 +234,39 @@ lifetime)
         || fail "next run failed"
     [ ! -e "$mem" ] || fail "stale node memory $mem not removed by the next start"
     ok "node memory removed at the end of a failed run and at the next start after SIGKILL"
+    ;;
+worlds)
+    # The same run directory rerun with another number of ranks: steps
+    # saved by the other size are never this job's, never removed by it.
+    # Grown 2 -> 4: ranks 0 and 1 pass over step 40 (2 of 4 shards) but
+    # leave its shards (they unlinked them).
+    "$FB" run --nproc-per-node 2 --run-dir grow --quiet -- "$TOY" "${STEPS[@]}" \
+        2>err.txt || fail "2 ranks: $(tail -3 err.txt)"
+    "$FB" run --nproc-per-node 4 --run-dir grow --quiet -- "$TOY" --steps 12 \
+        --sleep-ms 20 --ckpt-every 5 2>err.txt || fail "4 ranks: $(tail -3 err.txt)"
+    for s in 35 40; do
+        ls grow/checkpoints/step-00000000$s/rank-0000{0,1}.safetensors >/dev/null \
+            || fail "grown: the 2-rank step $s lost shards: $(ls grow/checkpoints/step-00000000$s)"
+    done
+    # Shrunk 4 -> 2: the 4-rank steps 35 and 40 make retention delete none
+    # of the 2-rank job's steps (it counted them complete and kept only
+    # them), nor stop the end-of-run copy ("storage already holds 40").
+    "$FB" run --nproc-per-node 4 --run-dir shrink --quiet -- "$TOY" "${STEPS[@]}" \
+        2>err.txt || fail "4 ranks: $(tail -3 err.txt)"
+    "$FB" run --nproc-per-node 2 --run-dir shrink --quiet -- "$TOY" --steps 22 \
+        --sleep-ms 20 --ckpt-every 5 2>err.txt || fail "2 ranks: $(tail -3 err.txt)"
+    ls shrink/checkpoints/step-00000000{15,20}/rank-0000{0,1}.safetensors >/dev/null \
+        || fail "shrunk: retention: storage holds $(ls shrink/checkpoints | tr '\n' ' ')"
+    # Then node memory's step 25, after a restore from storage's 20.
+    "$FB" run --nproc-per-node 2 --run-dir shrink --persist-every 0 --max-restarts 0 \
+        --inject 'kill:rank=1,step=27' -- "$TOY" "${STEPS[@]}" 2>err.txt \
+        && fail "the failing run exited 0"
+    grep -q "end of run: checkpoint 25 copied from node memory" err.txt \
+        || fail "shrunk: end-of-run copy: $(grep 'end of run' err.txt)"
+    ls shrink/checkpoints/step-00000000{35,40}/rank-0000{0,1,2,3}.safetensors >/dev/null \
+        || fail "shrunk: 4-rank steps lost shards: $(ls shrink/checkpoints/*)"
+    nothing_in_shm shrink
+    ok "another world size: its steps neither counted, nor removed, nor in the way of a copy"
     ;;
 mpirun)
     # The MPI trainer under mpirun: a rank killed, both restore from node
