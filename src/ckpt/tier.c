@@ -578,6 +578,40 @@ int fb__ckpt_mem_dir_cleanup_stale(void)
     return removed;
 }
 
+/* Copy every shard of step from mem_dir to dir but those already there
+ * (a rank's own every-M-th copy); on a failure, remove the shards this
+ * copy made, so storage does not hold a step it cannot complete. */
+static int persist_step(const char *mem_dir, const char *dir, int world, uint64_t step,
+                        char *why, size_t why_size)
+{
+    int rc = 0, r = 0;
+    unsigned char *made = calloc((size_t)world, 1);
+    if (!made) {
+        fb__ckpt_say(why, why_size, "out of memory");
+        return -ENOMEM;
+    }
+    for (; r < world && !rc; r++) {
+        char p[PATH_MAX];
+        struct stat st;
+        if (!fb__ckpt_shard_path(p, sizeof p, dir, step, r) && !lstat(p, &st))
+            continue;
+        rc = fb__ckpt_copy_shard(mem_dir, dir, step, r, 1, why, why_size);
+        made[r] = !rc;
+    }
+    for (int k = 0; rc && k < r; k++) {
+        char p[PATH_MAX];
+        if (made[k] && !fb__ckpt_shard_path(p, sizeof p, dir, step, k))
+            unlink(p);
+    }
+    if (rc) {
+        char sdir[PATH_MAX];
+        if (!fb__ckpt_step_path(sdir, sizeof sdir, dir, step))
+            rmdir(sdir); /* only when empty */
+    }
+    free(made);
+    return rc;
+}
+
 int fb__ckpt_mem_persist_newest(const char *mem_dir, const char *dir, int world,
                                 uint64_t *step_out, char *why, size_t why_size)
 {
@@ -590,35 +624,51 @@ int fb__ckpt_mem_persist_newest(const char *mem_dir, const char *dir, int world,
     }
     if (fb__ckpt_scan(dir, world, 0, &vs, &ns))
         ns = 0;
-    int64_t newest_mem = -1, newest_st = -1;
-    for (size_t i = 0; i < nm && newest_mem < 0; i++)
-        if (fb__ckpt_job_complete(&vm[i]))
-            newest_mem = (int64_t)vm[i].step;
+    int64_t newest_st = -1;
     for (size_t i = 0; i < ns && newest_st < 0; i++)
         if (fb__ckpt_job_complete(&vs[i]))
             newest_st = (int64_t)vs[i].step;
-    free(vm);
     free(vs);
-    if (newest_mem < 0) {
-        fb__ckpt_say(why, why_size, "node memory holds no complete checkpoint yet");
-        return 0;
+    /* Newest first, each complete step newer than storage's until one is
+     * copied whole: one bad shard of the newest must not lose the older
+     * intact ones.  why keeps the newest failure. */
+    int tried = 0, first_rc = 0, have = 0;
+    char failed[FB__REPORT_TEXT_MAX + 600] = "";
+    rc = 0;
+    for (size_t i = 0; i < nm && rc != 1; i++) {
+        if (!fb__ckpt_job_complete(&vm[i]))
+            continue;
+        have = 1;
+        if ((int64_t)vm[i].step <= newest_st)
+            break;
+        char one[sizeof failed];
+        int r = persist_step(mem_dir, dir, world, vm[i].step, one, sizeof one);
+        if (!r) {
+            *step_out = vm[i].step;
+            rc = 1;
+        } else if (!tried++) {
+            first_rc = r;
+            snprintf(failed, sizeof failed, "checkpoint %llu: %s",
+                     (unsigned long long)vm[i].step, one);
+        }
     }
-    if (newest_mem <= newest_st) {
+    free(vm);
+    if (rc == 1) {
+        if (tried)
+            fb__ckpt_say(why, why_size, "%s", failed);
+        else
+            why[0] = '\0';
+        return 1;
+    }
+    if (tried) {
+        fb__ckpt_say(why, why_size, "%s%s", failed, tried > 1 ?
+                     "; no older complete checkpoint copied either" : "");
+        return first_rc;
+    }
+    if (!have)
+        fb__ckpt_say(why, why_size, "node memory holds no complete checkpoint yet");
+    else
         fb__ckpt_say(why, why_size, "storage already holds checkpoint %lld, node memory's "
                      "newest complete one", (long long)newest_st);
-        return 0;
-    }
-    for (int r = 0; r < world; r++) {
-        char p[PATH_MAX];
-        struct stat st;
-        /* A shard already in storage (the rank's own every-M-th copy). */
-        if (!fb__ckpt_shard_path(p, sizeof p, dir, (uint64_t)newest_mem, r) &&
-            !lstat(p, &st))
-            continue;
-        if ((rc = fb__ckpt_copy_shard(mem_dir, dir, (uint64_t)newest_mem, r, 1, why,
-                                      why_size)))
-            return rc;
-    }
-    *step_out = (uint64_t)newest_mem;
-    return 1;
+    return 0;
 }

@@ -106,10 +106,13 @@ void fb__ckpt_mem_dir_remove(const char *path);
 int fb__ckpt_mem_dir_cleanup_stale(void);
 /*
  * Copy the newest complete checkpoint of mem_dir to dir when dir has no
- * complete checkpoint as new: every shard verified, then copied.  Returns
- * 1 copied (*step_out), 0 nothing to do (why says why: no complete
- * checkpoint in memory, or storage holds one as new), or an error with why
- * filled.
+ * complete checkpoint as new: every shard verified, then copied; when a
+ * step cannot be copied whole (a shard fails its hashes, storage is full),
+ * the shards this copy made of it are removed and the next older complete
+ * step newer than storage's is tried.  Returns 1 copied (*step_out; why
+ * empty, or naming the newer step that failed), 0 nothing to do (why says
+ * why: no complete checkpoint in memory, or storage holds one as new), or
+ * the newest step's error with why filled (no step copied).
  */
 int fb__ckpt_mem_persist_newest(const char *mem_dir, const char *dir, int world,
                                 uint64_t *step_out, char *why, size_t why_size);

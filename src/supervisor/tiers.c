@@ -80,7 +80,11 @@ static void *persist_main(void *arg)
 
 static void say_result(fb__sup *s, const persist_job *j, const char *when)
 {
-    if (j->rc == 1)
+    if (j->rc == 1 && j->why[0])
+        fb__sup_warn(s, "%s: checkpoint %llu copied from node memory to %s; a "
+                        "newer one could not be: %s", when,
+                     (unsigned long long)j->step, j->dir, j->why);
+    else if (j->rc == 1)
         fb__sup_log(s, "%s: checkpoint %llu copied from node memory to %s", when,
                     (unsigned long long)j->step, j->dir);
     else if (j->rc == 0)

@@ -4,7 +4,7 @@
 # Every case ends with the final state of a run that never failed, bit for
 # bit, and nothing of the job left in /dev/shm.
 #   tiers.sh FIREBREAK CASE    CASE: full | mixed | memory | corrupt | cap |
-#                                    lifetime | worlds | mpirun
+#                                    lifetime | worlds | endcopy | mpirun
 source "$(dirname "$0")/lib.sh"
 CASE=$2
 ln -s "$BIN/fb-toy-train" "$T/toy-$TAG"   # the tag in every command line
@@ -267,6 +267,21 @@ worlds)
         || fail "shrunk: 4-rank steps lost shards: $(ls shrink/checkpoints/*)"
     nothing_in_shm shrink
     ok "another world size: its steps neither counted, nor removed, nor in the way of a copy"
+    ;;
+endcopy)
+    # The end-of-run copy (--persist-every 0: storage has nothing else).
+    # Rank 0's shard of step 20 damaged in node memory, then rank 1 killed:
+    # step 20 cannot be copied, step 15 is (it copied nothing).
+    "$FB" run --nproc-per-node 2 --run-dir bad --persist-every 0 --max-restarts 0 \
+        --inject 'corrupt:rank=0,step=21' --inject 'kill:rank=1,step=23' \
+        -- "$TOY" "${STEPS[@]}" 2>err.txt && fail "the failing run exited 0"
+    grep -q "end of run: checkpoint 15 copied from node memory to .*; a newer one could not be: checkpoint 20: .*rank-00000.safetensors" err.txt \
+        || fail "damaged step 20: $(grep -i 'end of run\|resume' err.txt)"
+    got=$(ls bad/checkpoints | grep step- | tr '\n' ' ')
+    [ "$got" = "step-0000000015 " ] || fail "damaged step 20: storage holds $got"
+    "$FB" ckpt verify bad/checkpoints >/dev/null || fail "copied step 15 does not verify"
+    nothing_in_shm bad
+    ok "end-of-run copy: a damaged newest step, the older intact one copied"
     ;;
 mpirun)
     # The MPI trainer under mpirun: a rank killed, both restore from node
