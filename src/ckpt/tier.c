@@ -39,6 +39,7 @@
 
 #define SHM_DIR "/dev/shm"
 #define MEM_PID_FILE "firebreak.pid"
+#define MEM_KEPT_FILE "firebreak.kept"
 
 static const char *const source_names[FB__TIER_COUNT_] = {
     [FB__TIER_MEMORY] = "memory",
@@ -543,6 +544,14 @@ void fb__ckpt_mem_dir_remove(const char *path)
     }
 }
 
+int fb__ckpt_mem_dir_keep(const char *path, const char *why)
+{
+    char kept[PATH_MAX];
+    if (fb__fmt(kept, sizeof kept, "%s/" MEM_KEPT_FILE, path))
+        return -ENAMETOOLONG;
+    return fb__write_file_atomic(kept, why, strlen(why));
+}
+
 /* Stale: its pid file names a process that is gone; without a readable pid
  * file, when older than a minute (a supervisor killed between mkdir and
  * writing the file). */
@@ -571,6 +580,10 @@ int fb__ckpt_mem_dir_cleanup_stale(void)
             fb__fmt(path, sizeof path, SHM_DIR "/%s", e->d_name) ||
             lstat(path, &st) || !S_ISDIR(st.st_mode) || st.st_uid != geteuid())
             continue; /* not ours to remove */
+        char kept[PATH_MAX];
+        if (fb__fmt(kept, sizeof kept, "%s/" MEM_KEPT_FILE, path) ||
+            !access(kept, F_OK))
+            continue; /* its checkpoint is nowhere else: the user's to take */
         if (mem_dir_stale(path, &st) && fb__rm_rf(path) == 0)
             removed++;
     }

@@ -102,7 +102,12 @@ int fb__ckpt_mem_dir_create(const char *path);
 /* Remove it and everything in it, ranks still writing into it or not
  * (renamed away first: see tier.c). */
 void fb__ckpt_mem_dir_remove(const char *path);
-/* Remove every /dev/shm/fb.*.mem of ours whose owner is gone; how many. */
+/* Mark the tier kept: its newest checkpoint could not be copied to
+ * storage when its run ended (why: the reason, for the person who finds
+ * it).  0 or -errno. */
+int fb__ckpt_mem_dir_keep(const char *path, const char *why);
+/* Remove every /dev/shm/fb.*.mem of ours whose owner is gone, but those
+ * marked kept; how many. */
 int fb__ckpt_mem_dir_cleanup_stale(void);
 /*
  * Copy the newest complete checkpoint of mem_dir to dir when dir has no

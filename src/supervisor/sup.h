@@ -208,6 +208,8 @@ typedef struct fb__sup {
     mode_t user_umask;                   /* restored when the run ends      */
     int umask_set;
     char mem_dir[PATH_MAX];              /* node-memory tier; "": none (tiers.c) */
+    char mem_kept[PATH_MAX];             /* the tier kept at the end: its copy
+                                          * to storage failed (tiers.c) */
     /* the journal's health, as last reported (supervisor.c) */
     int journal_failing;
     uint64_t journal_dropped_seen;

@@ -1549,6 +1549,10 @@ static void print_summary(fb__sup *s)
                 "(step %lld when it stopped): firebreak run --run-dir %s "
                 "[the same options] -- %s ...\n", (long long)s->durable_step,
                 res->run_dir, s->o->argv[0]);
+    if (s->mem_kept[0])
+        fprintf(stderr, "firebreak run: node memory %s is kept: it holds checkpoints "
+                "that storage (%s) does not (see above)\n", s->mem_kept,
+                s->ckpt_dir);
 }
 
 /* A stop signal ended the run: its result (exit 128 + signal). */
@@ -1900,7 +1904,6 @@ static void finish_run(fb__sup *s, int rc, const char *status, const sigset_t *o
     res->ettr = res->wall_s > 0 ? s->useful_s / res->wall_s : 0;
     res->ettr_known = s->any_attached;
     res->last_step = s->max_step;
-    res->checkpoint_step = s->durable_step;
     if (s->j) {
         fb__journal_end_run(s->j, fb__wall_s(), rc ? "failed" : status,
                             rc ? 1 : res->exit_code, rc ? "setup failed" : res->reason);
@@ -1910,7 +1913,8 @@ static void finish_run(fb__sup *s, int rc, const char *status, const sigset_t *o
     fb__shim_server_stop();
     fb__proc_sweep(NULL, 0, 2000);
     int tier_swept = s->slurm && s->mem_dir[0]; /* its end-of-run step sweeps */
-    fb__sup_tiers_finish(s); /* after every rank is gone */
+    fb__sup_tiers_finish(s); /* after every rank is gone; storage's step */
+    res->checkpoint_step = s->durable_step;
     if (!tier_swept)
         fb__sup_slurm_sweep(s);
     fb__seg_remove_job(s->job_id, -1);

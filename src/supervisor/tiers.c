@@ -145,6 +145,44 @@ void fb__sup_tiers_persist_request(fb__sup *s)
     job_in_flight = j;
 }
 
+/* The newest of this job's complete checkpoints in storage, -1 none. */
+static int64_t storage_newest(fb__sup *s)
+{
+    fb__ckpt_entry *v = NULL;
+    size_t n = 0;
+    int64_t newest = -1;
+    if (fb__ckpt_scan(s->ckpt_dir, s->world, 0, &v, &n))
+        return -1;
+    for (size_t i = 0; i < n && newest < 0; i++)
+        if (fb__ckpt_job_complete(&v[i]))
+            newest = (int64_t)v[i].step;
+    free(v);
+    return newest;
+}
+
+/*
+ * The copy to storage failed: node memory holds a checkpoint storage does
+ * not, and removing it would lose it.  It is kept, marked so that no
+ * later start removes it (firebreak.kept, tier.c), and the log says where
+ * it is and how to take it.  1 kept.
+ */
+static int keep_tier(fb__sup *s, const char *why)
+{
+    int rc = fb__ckpt_mem_dir_keep(s->mem_dir, why);
+    if (rc) {
+        fb__sup_warn(s, "end of run: cannot mark node memory %s kept (%s): "
+                        "removed with its checkpoints", s->mem_dir, fb_strerror(rc));
+        return 0;
+    }
+    snprintf(s->mem_kept, sizeof s->mem_kept, "%s", s->mem_dir);
+    fb__sup_warn(s, "end of run: node memory %s is KEPT, with checkpoints storage "
+                    "does not have: `firebreak ckpt ls %s` lists them; once %s has "
+                    "room, copy a step directory there (cp -a %s/step-N %s/), then "
+                    "remove %s", s->mem_dir, s->mem_dir, s->ckpt_dir, s->mem_dir,
+                 s->ckpt_dir, s->mem_dir);
+    return 1;
+}
+
 void fb__sup_tiers_finish(fb__sup *s)
 {
     if (!s->mem_dir[0])
@@ -161,6 +199,12 @@ void fb__sup_tiers_finish(fb__sup *s)
     j.rc = fb__ckpt_mem_persist_newest(s->mem_dir, s->ckpt_dir, s->world, &j.step,
                                        j.why, sizeof j.why);
     say_result(s, &j, "end of run");
+    /* A run resumes from storage only: the summary's step is storage's. */
+    s->durable_step = storage_newest(s);
+    if (j.rc < 0 && keep_tier(s, j.why)) {
+        s->mem_dir[0] = '\0';
+        return;
+    }
     fb__ckpt_mem_dir_remove(s->mem_dir);
     s->mem_dir[0] = '\0';
 }

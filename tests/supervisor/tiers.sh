@@ -280,6 +280,8 @@ endcopy)
     got=$(ls bad/checkpoints | grep step- | tr '\n' ' ')
     [ "$got" = "step-0000000015 " ] || fail "damaged step 20: storage holds $got"
     "$FB" ckpt verify bad/checkpoints >/dev/null || fail "copied step 15 does not verify"
+    grep -q "to resume from its newest checkpoint (step 15 when" err.txt \
+        || fail "the summary's step is not storage's: $(grep resume err.txt)"
     nothing_in_shm bad
     ok "end-of-run copy: a damaged newest step, the older intact one copied"
     ;;
