@@ -40,6 +40,7 @@
 #define SHM_DIR "/dev/shm"
 #define MEM_PID_FILE "firebreak.pid"
 #define MEM_KEPT_FILE "firebreak.kept"
+#define MEM_OWNER_FILE "firebreak.owner"
 
 static const char *const source_names[FB__TIER_COUNT_] = {
     [FB__TIER_MEMORY] = "memory",
@@ -552,6 +553,37 @@ int fb__ckpt_mem_dir_keep(const char *path, const char *why)
     return fb__write_file_atomic(kept, why, strlen(why));
 }
 
+int fb__ckpt_mem_dir_set_owner(const char *path, const char *ckpt_dir, int world)
+{
+    char f[PATH_MAX], text[PATH_MAX + 32];
+    if (fb__fmt(f, sizeof f, "%s/" MEM_OWNER_FILE, path) ||
+        fb__fmt(text, sizeof text, "%d\n%s", world, ckpt_dir))
+        return -ENAMETOOLONG;
+    return fb__write_file_atomic(f, text, strlen(text));
+}
+
+/* What the tier records of its run: "<world>\n<checkpoint directory>".
+ * Left unknown when missing or not of that form. */
+static void read_owner(fb__mem_stale *t)
+{
+    char f[PATH_MAX], *text = NULL;
+    size_t len = 0;
+    long long world;
+    if (fb__fmt(f, sizeof f, "%s/" MEM_OWNER_FILE, t->path) ||
+        fb__read_file(f, PATH_MAX + 32, &text, &len))
+        return;
+    char *nl = strchr(text, '\n');
+    if (nl && nl[1] == '/' && strlen(nl + 1) == len - (size_t)(nl + 1 - text)) {
+        *nl = '\0';
+        if (!fb__parse_int(text, 1, INT_MAX, &world) &&
+            !fb__fmt(t->ckpt_dir, sizeof t->ckpt_dir, "%s", nl + 1))
+            t->world = (int)world;
+        else
+            t->ckpt_dir[0] = '\0';
+    }
+    free(text);
+}
+
 /* Stale: its pid file names a process that is gone; without a readable pid
  * file, when older than a minute (a supervisor killed between mkdir and
  * writing the file). */
@@ -565,7 +597,8 @@ static int mem_dir_stale(const char *path, const struct stat *st)
     return time(NULL) - st->st_mtime >= 60;
 }
 
-int fb__ckpt_mem_dir_cleanup_stale(void)
+int fb__ckpt_mem_dir_cleanup_stale(int (*fn)(void *arg, const fb__mem_stale *t),
+                                   void *arg)
 {
     DIR *d = opendir(SHM_DIR);
     if (!d)
@@ -580,11 +613,18 @@ int fb__ckpt_mem_dir_cleanup_stale(void)
             fb__fmt(path, sizeof path, SHM_DIR "/%s", e->d_name) ||
             lstat(path, &st) || !S_ISDIR(st.st_mode) || st.st_uid != geteuid())
             continue; /* not ours to remove */
+        if (!mem_dir_stale(path, &st))
+            continue;
+        fb__mem_stale t = {.world = 0};
         char kept[PATH_MAX];
-        if (fb__fmt(kept, sizeof kept, "%s/" MEM_KEPT_FILE, path) ||
-            !access(kept, F_OK))
-            continue; /* its checkpoint is nowhere else: the user's to take */
-        if (mem_dir_stale(path, &st) && fb__rm_rf(path) == 0)
+        if (fb__fmt(t.path, sizeof t.path, "%s", path) ||
+            fb__fmt(kept, sizeof kept, "%s/" MEM_KEPT_FILE, path))
+            continue;
+        t.kept = !access(kept, F_OK);
+        read_owner(&t);
+        /* A kept one holds checkpoints nowhere else: the user's to take,
+         * or its own checkpoint directory's run's. */
+        if ((fn ? fn(arg, &t) : !t.kept) && fb__rm_rf(path) == 0)
             removed++;
     }
     closedir(d);

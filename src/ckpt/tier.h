@@ -106,9 +106,27 @@ void fb__ckpt_mem_dir_remove(const char *path);
  * storage when its run ended (why: the reason, for the person who finds
  * it).  0 or -errno. */
 int fb__ckpt_mem_dir_keep(const char *path, const char *why);
-/* Remove every /dev/shm/fb.*.mem of ours whose owner is gone, but those
- * marked kept; how many. */
-int fb__ckpt_mem_dir_cleanup_stale(void);
+/* Record the run the tier belongs to (firebreak.owner: its world size and
+ * checkpoint directory), so that a later run of the same checkpoint
+ * directory can take what it holds if this run cannot (SIGKILL).  0 or
+ * -errno. */
+int fb__ckpt_mem_dir_set_owner(const char *path, const char *ckpt_dir, int world);
+
+/* A stale tier, as the sweep found it. */
+typedef struct fb__mem_stale {
+    char path[PATH_MAX];
+    char ckpt_dir[PATH_MAX]; /* its run's checkpoint directory; "" unknown */
+    int world;               /* its run's world size; 0 unknown            */
+    int kept;                /* marked kept (fb__ckpt_mem_dir_keep)        */
+} fb__mem_stale;
+
+/*
+ * Every /dev/shm/fb.*.mem of ours whose owner is gone, told to fn(arg, t),
+ * which may copy from it and returns 1 to have it removed, 0 to leave it;
+ * fn NULL: every one not marked kept is removed.  How many were removed.
+ */
+int fb__ckpt_mem_dir_cleanup_stale(int (*fn)(void *arg, const fb__mem_stale *t),
+                                   void *arg);
 /*
  * Copy the newest complete checkpoint of mem_dir to dir when dir has no
  * complete checkpoint as new: every shard verified, then copied; when a

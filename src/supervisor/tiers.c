@@ -3,11 +3,13 @@
  * (docs/checkpoint.md, "Tiers"; src/ckpt/tier.h).
  *
  * The supervisor owns the tier's lifetime on its node: it creates
- * /dev/shm/fb.<job>.mem when the run starts (after removing those of dead
- * supervisors), hands it to the ranks (launch.c), copies its newest
- * complete checkpoint to storage on SIGUSR1 (on a thread of its own, so
- * watching goes on) and when the run ends, and removes it at the end
- * whatever the outcome.
+ * /dev/shm/fb.<job>.mem when the run starts (after sweeping those of dead
+ * supervisors: one of this checkpoint directory is copied to storage
+ * first), hands it to the ranks (launch.c), copies its newest complete
+ * checkpoint to storage on SIGUSR1 (on a thread of its own, so watching
+ * goes on) and when the run ends, and removes it at the end whatever the
+ * outcome, unless that copy failed (then it is kept, for the user or the
+ * next run of this checkpoint directory).
  */
 #include <errno.h>
 #include <pthread.h>
@@ -15,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "ckpt/store.h"
 #include "ckpt/tier.h"
@@ -34,11 +37,63 @@ typedef struct persist_job {
 
 static persist_job *job_in_flight;
 
+static void say_result(fb__sup *s, const persist_job *j, const char *when);
+
+static int same_dir(const char *a, const char *b)
+{
+    struct stat x, y;
+    return !stat(a, &x) && !stat(b, &y) && x.st_dev == y.st_dev && x.st_ino == y.st_ino;
+}
+
+/*
+ * A tier left by a run that is gone (a supervisor SIGKILLed, or a kept
+ * one).  One of this run's checkpoint directory may hold checkpoints
+ * storage does not: its newest complete one storage lacks is copied there
+ * first (claimed first, so no other start sweeps it meanwhile); kept when
+ * that fails.  Another directory's is removed, but for one kept, which is
+ * left to its user; either is said.  1: remove it.
+ */
+static int stale_tier(void *arg, const fb__mem_stale *t)
+{
+    fb__sup *s = arg;
+    const char *owner = t->ckpt_dir[0] ? t->ckpt_dir : "not recorded";
+    if (!t->ckpt_dir[0] || !same_dir(t->ckpt_dir, s->ckpt_dir)) {
+        if (t->kept)
+            fb__sup_warn(s, "node memory %s, left by a run of checkpoint directory "
+                            "%s, is kept: it holds checkpoints that could not be "
+                            "copied there (firebreak ckpt ls %s)", t->path, owner,
+                         t->path);
+        else
+            fb__sup_log(s, "removing node memory %s, left by a run that is gone "
+                           "(checkpoint directory %s)", t->path, owner);
+        return !t->kept;
+    }
+    if (fb__ckpt_mem_dir_create(t->path))
+        return 0;
+    persist_job j;
+    memset(&j, 0, sizeof j);
+    snprintf(j.dir, sizeof j.dir, "%s", s->ckpt_dir);
+    j.rc = fb__ckpt_mem_persist_newest(t->path, s->ckpt_dir, t->world, &j.step, j.why,
+                                       sizeof j.why);
+    char when[PATH_MAX + 64];
+    snprintf(when, sizeof when, "node memory %s, left by a run that is gone", t->path);
+    say_result(s, &j, when);
+    if (j.rc < 0) {
+        int rc = fb__ckpt_mem_dir_keep(t->path, j.why);
+        fb__sup_warn(s, "node memory %s is %s", t->path,
+                     rc ? "left, but cannot be marked kept: another start may remove it"
+                        : "KEPT: the next run of this checkpoint directory tries again");
+        return 0;
+    }
+    fb__sup_log(s, "removing node memory %s", t->path);
+    return 1;
+}
+
 int fb__sup_tiers_setup(fb__sup *s)
 {
     const fb__sup_options *o = s->o;
     s->mem_dir[0] = '\0';
-    (void)fb__ckpt_mem_dir_cleanup_stale();
+    (void)fb__ckpt_mem_dir_cleanup_stale(stale_tier, s);
     if (o->persist_every < 0 && !o->memory_ckpt_max)
         return 0;
     int rc = fb__ckpt_mem_dir_path(s->mem_dir, sizeof s->mem_dir, s->job_id);
@@ -46,6 +101,10 @@ int fb__sup_tiers_setup(fb__sup *s)
         return 0; /* one per node, made there (nodemem.c) */
     if (!rc)
         rc = fb__ckpt_mem_dir_create(s->mem_dir);
+    char abs[PATH_MAX];
+    if (!rc)
+        rc = fb__ckpt_mem_dir_set_owner(s->mem_dir, realpath(s->ckpt_dir, abs)
+                                        ? abs : s->ckpt_dir, s->world);
     if (rc) {
         fprintf(stderr, "firebreak run: cannot create the node-memory checkpoint "
                         "directory %s: %s\n", s->mem_dir, fb_strerror(rc));
@@ -177,9 +236,10 @@ static int keep_tier(fb__sup *s, const char *why)
     snprintf(s->mem_kept, sizeof s->mem_kept, "%s", s->mem_dir);
     fb__sup_warn(s, "end of run: node memory %s is KEPT, with checkpoints storage "
                     "does not have: `firebreak ckpt ls %s` lists them; once %s has "
-                    "room, copy a step directory there (cp -a %s/step-N %s/), then "
-                    "remove %s", s->mem_dir, s->mem_dir, s->ckpt_dir, s->mem_dir,
-                 s->ckpt_dir, s->mem_dir);
+                    "room, run again with the same checkpoint directory (its start "
+                    "copies them there), or copy a step directory there yourself "
+                    "(cp -a %s/step-N %s/) and remove %s", s->mem_dir, s->mem_dir,
+                 s->ckpt_dir, s->mem_dir, s->ckpt_dir, s->mem_dir);
     return 1;
 }
 

@@ -3,8 +3,8 @@
 # trainer under the local launcher, 2 ranks, a checkpoint every 5 steps.
 # Every case ends with the final state of a run that never failed, bit for
 # bit, and nothing of the job left in /dev/shm.
-#   tiers.sh FIREBREAK CASE    CASE: full | mixed | memory | corrupt | cap |
-#                                    lifetime | worlds | endcopy | mpirun
+#   tiers.sh FIREBREAK CASE    CASE: shmfull | mixed | memory | corrupt | cap |
+#                                    lifetime | worlds | endcopy | stale | mpirun
 source "$(dirname "$0")/lib.sh"
 CASE=$2
 ln -s "$BIN/fb-toy-train" "$T/toy-$TAG"   # the tag in every command line
@@ -31,7 +31,7 @@ nothing_in_shm() {  # run dir
 source "$(dirname "$0")/tiers_lib.sh"   # jq1, want_sources, never_read, atime_works
 
 case "$CASE" in
-full)
+shmfull)
     # /dev/shm with room for two or three steps (a private one, in a mount
     # namespace of this test's own): a save that does not fit goes to
     # storage, said, instead of every save from then on failing (a crash
@@ -284,6 +284,49 @@ endcopy)
         || fail "the summary's step is not storage's: $(grep resume err.txt)"
     nothing_in_shm bad
     ok "end-of-run copy: a damaged newest step, the older intact one copied"
+    ;;
+stale)
+    # A supervisor SIGKILLed (--persist-every 0: its checkpoints are in node
+    # memory only), then run again with the same run directory: its start
+    # copies the left tier's newest complete step to storage before removing
+    # it, and the ranks resume from it (they started at step 0).
+    "$FB" run --nproc-per-node 2 --run-dir d --persist-every 0 --quiet \
+        -- "$TOY" --steps 100000 --sleep-ms 20 --ckpt-every 5 2>err.txt &
+    sup=$!
+    for _ in $(seq 200); do
+        [ -f d/job ] && [ "$("$FB" ckpt ls /dev/shm/fb.$(cat d/job).mem --json 2>/dev/null \
+                             | tail -n 1 | jq .complete)" -ge 2 ] 2>/dev/null && break
+        sleep 0.05
+    done
+    mem=/dev/shm/fb.$(cat d/job).mem
+    at_exit+=('rm -rf "$mem"')
+    # Other tests' starts sweep tiers whose pid file names a process that
+    # is gone: until this test's own start, it names one of ours.
+    setpriv --pdeathsig KILL sleep 300 &
+    guard=$!
+    echo $guard > "$mem/firebreak.pid"
+    kill -9 $sup; wait $sup 2>/dev/null || true
+    for _ in $(seq 100); do [ -z "$(leftovers)" ] && break; sleep 0.05; done
+    n=$("$FB" ckpt ls "$mem" --json | tail -n 1 | jq '[.checkpoints[] | select(.complete)][0].step')
+    [ "$n" -ge 5 ] 2>/dev/null || fail "no complete step in $mem: $("$FB" ckpt ls "$mem")"
+    # A tier of another checkpoint directory, left the same way.
+    other=/dev/shm/fb.toy-$TAG-other.mem
+    at_exit+=('rm -rf "$other"')
+    mkdir "$other"
+    echo $guard > "$other/firebreak.pid"
+    printf '2\n/nonexistent/checkpoints' > "$other/firebreak.owner"
+    kill $guard; wait $guard 2>/dev/null || true
+    "$FB" run --nproc-per-node 2 --run-dir d -- "$TOY" --steps $((n + 2)) --sleep-ms 1 \
+        --ckpt-every 5 2>err.txt || fail "the run after SIGKILL failed: $(tail -3 err.txt)"
+    grep -q "node memory $mem, left by a run that is gone: checkpoint $n copied from node memory" err.txt \
+        || fail "stale tier not copied: $(grep -i 'node memory' err.txt)"
+    [ ! -e "$mem" ] || fail "stale tier $mem not removed after its copy"
+    [ "$(jq1 d "select count(*) from event where kind = 'restore_done' and step = $n")" -ge 2 ] \
+        || fail "ranks did not resume from step $n: $(jq1 d "select rank, kind, step from event where kind like 'restore%'")"
+    grep -q "removing node memory $other, left by a run that is gone (checkpoint directory /nonexistent/checkpoints)" err.txt \
+        || fail "another directory's tier: $(grep -i 'node memory' err.txt)"
+    [ ! -e "$other" ] || fail "another directory's stale tier not removed"
+    ok "a SIGKILLed run's node memory copied to storage by the next run of its directory"
     ;;
 mpirun)
     # The MPI trainer under mpirun: a rank killed, both restore from node

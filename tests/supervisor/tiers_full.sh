@@ -2,8 +2,9 @@
 # The end-of-run copy from node memory to a full disk (a 1 MiB tmpfs, in a
 # private mount namespace so the mount cannot leak): the copy fails, so the
 # node-memory tier, the only copy of the job's checkpoints, is kept (not
-# removed, nor by the next start's sweep), the log says where and how to
-# take it, and the summary claims no step storage does not hold.
+# removed, nor by another directory's start), the log says where and how
+# to take it, the summary claims no step storage does not hold, and the
+# next run of the same directory copies it once there is room.
 # Needs root (mount) and unshare -m; skipped (77) otherwise.
 #   tiers_full.sh FIREBREAK
 if [ -z "${FB_TIERS_FULL_NS:-}" ]; then
@@ -42,9 +43,13 @@ grep -q "firebreak run: node memory $mem is kept" err.txt \
 "$FB" run --nproc-per-node 1 --run-dir other --quiet -- "$T/toy-$TAG" --steps 3 \
     --sleep-ms 1 || fail "another run failed"
 [ -d "$mem/step-0000000020" ] || fail "the next start removed the kept tier"
-# Taken as the log says, it restores.
+# Storage has room again: the next run of the same checkpoint directory
+# copies step 20 there first, removes the tier, and resumes from it.
 rm -f "$D/filler"
-cp -a "$mem/step-0000000020" "$D/ck/"
-rm -rf "$mem"
-"$FB" ckpt verify "$D/ck" >/dev/null || fail "copied by hand, step 20 does not verify"
+"$FB" run --nproc-per-node 2 --run-dir d --ckpt-dir "$D/ck" -- "$T/toy-$TAG" \
+    --steps 24 --sleep-ms 1 --ckpt-every 5 --state-kb 64 2>err2.txt \
+    || fail "the next run failed: $(tail -3 err2.txt)"
+grep -q "node memory $mem, left by a run that is gone: checkpoint 20 copied" err2.txt \
+    || fail "the kept tier not copied by the next run: $(grep 'node memory' err2.txt)"
+[ ! -e "$mem" ] || fail "the kept tier stays after its copy"
 ok "a failed end-of-run copy keeps node memory, says where, claims nothing"
