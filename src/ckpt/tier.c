@@ -98,7 +98,7 @@ int fb__tier_open(fb_ckpt *ck, const char *opt_dir)
         return 0;
     long long every = 1, cap = 0, local = ck->world_size;
     if (env_num("FIREBREAK_CKPT_PERSIST_EVERY", 0, 1000000000, &every) < 0 ||
-        env_num("FIREBREAK_CKPT_MEM_MAX", 0, INT64_MAX, &cap) < 0 ||
+        env_num("FIREBREAK_CKPT_MEM_MAX", 0, FB__CKPT_MEM_MAX_BYTES, &cap) < 0 ||
         env_num("LOCAL_WORLD_SIZE", 1, 1000000, &local) < 0)
         return -EINVAL;
     long long per_node = 0, restore_step = -1;

@@ -94,6 +94,11 @@ int fb__ckpt_verify_shard(const char *path, uint64_t step, int rank, char *why,
 int fb__ckpt_copy_shard(const char *from_dir, const char *to_dir, uint64_t step,
                         int rank, int verify, char *why, size_t why_size);
 
+/* The largest node cap a rank takes (FIREBREAK_CKPT_MEM_MAX, bytes): what
+ * `firebreak run --memory-ckpt-max` accepts, so that no rank refuses the
+ * cap it is given. */
+#define FB__CKPT_MEM_MAX_BYTES INT64_MAX
+
 /* ---- supervisor side ---- */
 /* /dev/shm/fb.<job>.mem */
 int fb__ckpt_mem_dir_path(char *buf, size_t size, const char *job_id);

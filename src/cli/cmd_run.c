@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ckpt/tier.h"
 #include "cli/cli.h"
 #include "common/jsonw.h"
 #include "common/util.h"
@@ -472,10 +473,12 @@ int fb__cmd_run(int argc, char **argv)
         case O_SHGROUP: o.shared_group = optarg; break;
         case O_PERSIST: bad = parse_num("--persist-every", optarg, 0, 1000000000, &o.persist_every); break;
         case O_MEMMAX:
-            if (fb__parse_size(optarg, &o.memory_ckpt_max) || !o.memory_ckpt_max) {
-                /* "above 0" is not the whole story for a size past 2^64 */
+            /* The ranks' bound (tier.h): 2^63 bytes is 8388608T. */
+            if (fb__parse_size(optarg, &o.memory_ckpt_max) || !o.memory_ckpt_max ||
+                o.memory_ckpt_max > (uint64_t)FB__CKPT_MEM_MAX_BYTES) {
                 fprintf(stderr, "firebreak run: --memory-ckpt-max '%s': want a "
-                        "size above 0 and below 16E, e.g. 64G or 512M\n", optarg);
+                        "size above 0 and below 8388608T (2^63 bytes), in bytes or "
+                        "K, M, G, T, e.g. 64G or 512M\n", optarg);
                 bad = 1;
             }
             break;

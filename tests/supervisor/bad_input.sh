@@ -35,6 +35,17 @@ for bad in -1 100 x; do
     grep -q -- "--supervisor-rt" err.txt || fail "--supervisor-rt $bad: $(cat err.txt)"
 done
 expect2 --fr-capacity 0 -- /bin/true
+# --memory-ckpt-max: the bound every rank takes (a larger one was accepted,
+# then refused by every rank at its start: a crash loop), said as it is.
+for bad in 0 9000000T 8388608T 8E 9223372036854775808 x; do
+    expect2 --memory-ckpt-max "$bad" -- /bin/true
+    grep -q -- "--memory-ckpt-max '$bad': want a size above 0 and below 8388608T (2^63 bytes)" \
+        err.txt || fail "--memory-ckpt-max $bad: $(cat err.txt)"
+done
+"$FB" run --memory-ckpt-max 8388607T --max-restarts 0 --quiet --run-dir big-cap \
+    -- "$BIN/fb-toy-train" --steps 6 --sleep-ms 1 --ckpt-every 5 2>err.txt \
+    || fail "--memory-ckpt-max 8388607T, the largest: $(tail -3 err.txt)"
+rm -rf big-cap
 for spec in node1 'node1=a,=b' 'node1=' "node1=$(printf 'd%.0s' $(seq 70))"; do
     expect2 --peer-domains "$spec" -- /bin/true
     grep -q -- "--peer-domains '" err.txt || fail "--peer-domains $spec: $(cat err.txt)"
