@@ -43,6 +43,25 @@ static int is_ckpt_dir_of(const char *path, const char *run)
            !stat(path, &b) && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
 }
 
+/* The step N of PATH when it is a checkpoint's own directory (step-N, the
+ * digits only), else -1. */
+static long long step_dir_step(const char *path)
+{
+    char p[PATH_MAX];
+    struct stat st;
+    long long step;
+    if (fb__fmt(p, sizeof p, "%s", path) || stat(p, &st) || !S_ISDIR(st.st_mode))
+        return -1;
+    for (size_t n = strlen(p); n > 1 && p[n - 1] == '/';)
+        p[--n] = '\0';
+    const char *b = strrchr(p, '/');
+    b = b ? b + 1 : p;
+    if (strncmp(b, "step-", 5) || b[5] < '0' || b[5] > '9' ||
+        fb__parse_int(b + 5, 0, LLONG_MAX, &step))
+        return -1;
+    return step;
+}
+
 /* A directory with no checkpoint: the runs below it (or in its runs/),
  * or the run it is inside, whose checkpoints `ckpt` reads when given the
  * run directory.  On stderr. */
@@ -128,8 +147,20 @@ int fb__cmd_ckpt(int argc, char **argv)
     int steps;
     const char *given = path;
     path = fb__ckpt_tool_dir(path, ckdir, sizeof ckdir, &steps);
-    if (!steps && path == given)
+    /* No hint for a file (inspect reads a shard; ls and verify say their
+     * error), nor the run's one for a checkpoint's own directory inside
+     * it: it holds that checkpoint, and what it lacks is said instead. */
+    struct stat gst;
+    long long in_step = steps || path != given ? -1 : step_dir_step(given);
+    if (in_step >= 0) {
+        char safe[PATH_MAX];
+        fb__safe_text(safe, sizeof safe, given);
+        fprintf(stderr, "firebreak ckpt %s: %s is the directory of checkpoint step %lld, "
+                "not a checkpoint directory: give the directory above it%s\n", sub,
+                safe, in_step, strcmp(sub, "ls") ? ", with --step" : "");
+    } else if (!steps && path == given && !stat(given, &gst) && S_ISDIR(gst.st_mode)) {
         where_hint(sub, given);
+    }
     if (!strcmp(sub, "ls"))
         return fb__ckpt_ls(path, json, stdout);
     if ((replicas || nper) && strcmp(sub, "verify")) {

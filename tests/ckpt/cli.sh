@@ -68,6 +68,17 @@ grep -q "ckpt ls: $dir/root holds no checkpoint, but it holds 1 run directory (t
 for p in "$dir/root/job-a" "$dir/root/job-a/checkpoints"; do
     "$fb" ckpt ls "$p" >/dev/null 2>"$dir/err" && [ ! -s "$dir/err" ] || fail "ls $p: $(cat "$dir/err")"
 done
+# A shard, or a step's directory, inside the run's checkpoints/ is no
+# directory "holding no checkpoint": inspect of the shard says nothing
+# more; ls of the step directory says what it is.
+cp -r "$ck/step-0000000020" "$dir/root/job-a/checkpoints/"
+"$fb" ckpt inspect "$dir/root/job-a/checkpoints/step-0000000020/rank-00000.safetensors" \
+    >/dev/null 2>"$dir/err" && [ ! -s "$dir/err" ] || fail "inspect of a run's shard: $(cat "$dir/err")"
+"$fb" ckpt ls "$dir/root/job-a/checkpoints/step-0000000020/" >/dev/null 2>"$dir/err" \
+    || fail "ls of a step directory: exit $?"
+! grep -q "holds no checkpoint" "$dir/err" \
+    && grep -q "checkpoints/step-0000000020/ is the directory of checkpoint step 20, not a checkpoint directory: give the directory above it\$" "$dir/err" \
+    || fail "ls of a step directory: $(cat "$dir/err")"
 rm -rf "$dir/root"
 
 # The rank whose shard is corrupt falls back to step 20.
