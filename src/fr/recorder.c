@@ -557,6 +557,13 @@ void fb__fr_event_state(uint64_t handle, int state)
     if (state == FB__FR_COMPLETED)
         e->end_mono_ns = now;
     atomic_store_explicit(&e->seq, handle, memory_order_release);
+    /* A completed collective is progress, as NCCL's watchdog counts it: an
+     * evaluation pass, a hand-written update or work after the last step
+     * that keeps communicating is not a hang (it was, past --hang-timeout,
+     * and blamed on a collective timeout).  A collective that never
+     * completes still stops every beat of the ranks waiting in it. */
+    if (state == FB__FR_COMPLETED)
+        fb__lib_beat(now);
 }
 
 void fb__fr_event_peer(uint64_t handle, fb__fr_comm *c, int peer)

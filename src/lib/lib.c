@@ -282,6 +282,13 @@ void fb_set_phase(fb_phase phase)
     atomic_store_explicit(&h->heartbeat_mono_ns, now, memory_order_release);
 }
 
+void fb__lib_beat(uint64_t now)
+{
+    fb__seg_header *h = g.hdr;
+    if (h)
+        atomic_store_explicit(&h->heartbeat_mono_ns, now, memory_order_release);
+}
+
 void fb_heartbeat(void)
 {
     fb__seg_header *h = g.hdr;

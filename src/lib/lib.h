@@ -16,6 +16,9 @@
 fb__seg *fb__lib_seg(void);
 /* The phase this rank's segment says (FB_PHASE_TRAIN without one). */
 fb_phase fb__lib_phase(void);
+/* A heartbeat at `now` (CLOCK_MONOTONIC ns, the coarse clock will do):
+ * the flight recorder's, at each completed collective (recorder.c). */
+void fb__lib_beat(uint64_t now);
 
 /* Report to the supervisor through the segment (no-op when detached). */
 void fb__lib_report(fb__report_kind kind, int32_t code, uint64_t step,
