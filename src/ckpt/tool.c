@@ -386,6 +386,77 @@ static void drop_newer(const char *dir, int world_size, const fb__ckpt_entry *v,
         fb__fsync_dir(dir);
 }
 
+typedef void (*why_fn)(void *arg, uint64_t step, int set_aside, const char *why);
+
+/* Verify every shard of `step`, saved by `world` ranks: 0, -ECANCELED
+ * (stop said so), or the failure, named in err. */
+static int verify_step(const char *dir, uint64_t step, int world, int threads,
+                       int (*stop)(void *arg), void *arg, char *err, size_t err_size)
+{
+    int bad = 0;
+    for (int r = 0; r < world && !bad; r++)
+        bad = stop && stop(arg) ? -ECANCELED
+            : verify_shard(dir, step, r, world, threads, NULL, stop, arg, err, err_size);
+    return bad;
+}
+
+/* Rename a step that failed to .corrupt-step-N (kept as evidence; an
+ * older one of that name is replaced) and tell why_cb (set_aside 1). */
+static void set_aside(const char *dir, uint64_t step, const char *err, why_fn why_cb,
+                      void *arg)
+{
+    char from[PATH_MAX], to[PATH_MAX];
+    if (fb__ckpt_step_path(from, sizeof from, dir, step) ||
+        fb__fmt(to, sizeof to, "%s/.corrupt-step-%010llu", dir, (unsigned long long)step))
+        return;
+    fb__rm_rf(to);
+    if (rename(from, to) == 0)
+        fb__fsync_dir(dir);
+    if (why_cb)
+        why_cb(arg, step, 1, err);
+}
+
+/* A step whose rank 0 records `w0` ranks, not this job's `world_size`:
+ * never this job's choice, but a program that restores across world
+ * sizes (firebreak.Checkpointer, fb_ckpt_layout_open with 0) takes the
+ * newest step complete for its own size, whatever this job's, so such a
+ * step is verified as a whole too, every shard of its own size, and set
+ * aside when bad: left there, one corrupt shard made every attempt of
+ * such a program fail.  One incomplete for its own size is no reader's
+ * and stays.  1 verified, 0 not (incomplete, set aside), -ECANCELED,
+ * -ENOMEM. */
+static int check_other_size(const char *dir, uint64_t step, int w0, int world_size,
+                            int threads, why_fn why_cb, int (*stop)(void *arg),
+                            void *arg)
+{
+    int *ranks = NULL, nr = 0, have = 0;
+    int rc = list_ranks(dir, step, &ranks, &nr);
+    if (rc)
+        return rc == -ENOMEM ? rc : 0; /* gone since the listing */
+    for (int k = 0; k < nr; k++)
+        have += ranks[k] < w0;
+    free(ranks);
+    char err[1024];
+    if (have < w0) {
+        snprintf(err, sizeof err, "saved by %d ranks, this job has %d; incomplete "
+                 "for them (%d of %d shards): left in place", w0, world_size, have, w0);
+    } else {
+        int bad = verify_step(dir, step, w0, threads, stop, arg, err, sizeof err);
+        if (bad == -ECANCELED)
+            return bad;
+        if (bad) {
+            set_aside(dir, step, err, why_cb, arg);
+            return 0;
+        }
+        snprintf(err, sizeof err, "saved by %d ranks, this job has %d: verified, left "
+                 "in place (only a program that restores across world sizes "
+                 "restores it)", w0, world_size);
+    }
+    if (why_cb)
+        why_cb(arg, step, 0, err);
+    return have == w0;
+}
+
 int fb__ckpt_prepare_restore(const char *dir, int world_size, int threads,
                              int drop_incomplete, uint64_t *step_out,
                              void (*why_cb)(void *arg, uint64_t step,
@@ -398,13 +469,13 @@ int fb__ckpt_prepare_restore(const char *dir, int world_size, int threads,
     if (rc)
         return rc == -ENOENT ? FB_ENOCKPT : rc;
     rc = FB_ENOCKPT;
+    int other_ok = 0; /* a step of another size verified */
     for (size_t i = 0; i < n && rc == FB_ENOCKPT; i++) {
-        if (!v[i].complete)
+        if (v[i].error)
             continue;
-        char err[1024] = "";
-        /* Rank 0's shard says a job of another size saved it: passed over,
-         * not set aside.  One that cannot say (truncated, malformed) is
-         * verified below and set aside like any bad shard. */
+        /* Rank 0's shard says a job of another size saved it: checked as
+         * that size's, never chosen.  One that cannot say (truncated,
+         * malformed) is verified below and set aside like any bad shard. */
         char p0[PATH_MAX];
         int w0 = world_size > 0 && !fb__ckpt_shard_path(p0, sizeof p0, dir, v[i].step, 0)
                      ? fb__ckpt_shard_world_size(p0) : -1;
@@ -413,17 +484,22 @@ int fb__ckpt_prepare_restore(const char *dir, int world_size, int threads,
             break;
         }
         if (w0 > 0 && w0 != world_size) {
-            snprintf(err, sizeof err, "saved by %d ranks, this job has %d: "
-                     "not restorable by it, left in place", w0, world_size);
-            if (why_cb)
-                why_cb(arg, v[i].step, 0, err);
+            if (other_ok)
+                continue; /* older than one verified: no reader takes it */
+            int r = check_other_size(dir, v[i].step, w0, world_size, threads, why_cb,
+                                     stop, arg);
+            if (r < 0) { /* -ENOMEM, or a stop: no verdict */
+                rc = r;
+                break;
+            }
+            other_ok = r;
             continue;
         }
-        int bad = 0;
-        for (int r = 0; r < v[i].world_size && !bad; r++)
-            bad = stop && stop(arg) ? -ECANCELED
-                : verify_shard(dir, v[i].step, r, v[i].world_size, threads, NULL,
-                               stop, arg, err, sizeof err);
+        if (!v[i].complete)
+            continue;
+        char err[1024] = "";
+        int bad = verify_step(dir, v[i].step, v[i].world_size, threads, stop, arg,
+                              err, sizeof err);
         if (bad == -ECANCELED) { /* a stop is no verdict: set nothing aside */
             rc = bad;
             break;
@@ -433,16 +509,7 @@ int fb__ckpt_prepare_restore(const char *dir, int world_size, int threads,
             rc = 0;
             break;
         }
-        char from[PATH_MAX], to[PATH_MAX];
-        if (fb__ckpt_step_path(from, sizeof from, dir, v[i].step) ||
-            fb__fmt(to, sizeof to, "%s/.corrupt-step-%010llu", dir,
-                    (unsigned long long)v[i].step))
-            continue;
-        fb__rm_rf(to);
-        if (rename(from, to) == 0)
-            fb__fsync_dir(dir);
-        if (why_cb)
-            why_cb(arg, v[i].step, 1, err);
+        set_aside(dir, v[i].step, err, why_cb, arg);
     }
     if (drop_incomplete && (rc == 0 || rc == FB_ENOCKPT))
         drop_newer(dir, world_size, v, n, rc == 0, rc == 0 ? *step_out : 0, why_cb, arg);

@@ -55,10 +55,13 @@ int fb__ckpt_inspect(const char *path, int has_step, uint64_t step, int rank,
  * *step_out gets the step; returns 0, FB_ENOCKPT (none), -ECANCELED (stop
  * said so; nothing more is set aside), or -errno.  why_cb (may be NULL)
  * is told each checkpoint passed over and why: set_aside 1 for one set
- * aside, 0 for one of another job size (every shard a world size other
- * than `world_size`: a job relaunched with more or fewer ranks), which is
- * not restorable by this job but not bad, and stays where it is; 2 for an
- * incomplete one removed (`drop_incomplete`).  With drop_incomplete, every
+ * aside, 0 for one of another job size (rank 0's shard records a world
+ * size other than `world_size`: a job relaunched with more or fewer
+ * ranks), never chosen but stays where it is: a program that restores
+ * across world sizes takes the newest complete one of any size, so the
+ * newest of them complete for its own size is verified as a whole too
+ * (every shard of that size) and set aside when bad (set_aside 1); 2 for
+ * an incomplete one removed (`drop_incomplete`).  With drop_incomplete, every
  * incomplete checkpoint newer than the one chosen (all of them when none
  * is) is removed once the choice is made: a save cut short left shards of
  * the abandoned timeline there, and the new attempt's saves of those step

@@ -1156,7 +1156,8 @@ static void on_set_aside(void *arg, uint64_t step, int set_aside, const char *wh
 {
     fb__sup *s = arg;
     if (!set_aside) { /* another job size's: nothing wrong with it */
-        fb__sup_log(s, "checkpoint %llu passed over: %s", (unsigned long long)step, why);
+        fb__sup_log(s, "checkpoint %llu, another job size's, not chosen: %s",
+                    (unsigned long long)step, why);
         return;
     }
     if (set_aside == 2) { /* a save cut short: expected after a failure */

@@ -2,8 +2,9 @@
 # The supervisor's check before a launch (fb__ckpt_prepare_restore, through
 # test_ckpt_prepare): with one corrupt shard in the newest checkpoint, that
 # checkpoint is set aside and every rank restores the same older step; a
-# shard of another world size is set aside too; a stop asked for during
-# the check ends it with nothing set aside.
+# shard of another world size is set aside too, and so is a bad newer
+# checkpoint of another job size; a stop asked for during the check ends
+# it with nothing set aside.
 set -u
 sample=$1 prepare=$2
 dir=$(mktemp -d /tmp/fb-ckpt-prep.XXXXXX)
@@ -86,4 +87,58 @@ echo "$out"
 [ -d "$ck/step-0000000060" ] || fail "the 2-rank step 60 was removed: $out"
 out=$(DROP=1 "$prepare" "$ck" 2) || fail "prepare 2: $out"
 echo "$out" | tail -n 1 | grep -qx 'restore 60' || fail "a 2-rank job wants its step 60: $out"
+# Checkpoints of other job sizes newer than this job's (3 ranks, step 10):
+# a program restoring across world sizes (firebreak.Checkpointer) takes
+# the newest complete one of any size, so each is verified as a whole
+# too, every shard of its own size, until one verifies: 50 (4 ranks, 2
+# shards) is incomplete for them and left; 40 (2 ranks, rank 1 corrupt)
+# and 30 (4 ranks, rank 3 corrupt: a rank past this job's, never read
+# before) are set aside; 20 (2 ranks) verifies and is left; 15 (2 ranks,
+# corrupt), older than it, is no reader's and not read.  None is this
+# job's choice, and none is removed as incomplete.  (They were passed over
+# unread: a 1-rank Python job restored the corrupt 2-rank step at every
+# attempt and crash-looped.)
+flip() { # one byte of a tensor's data, XORed
+    local f=$1 off=$(( $(stat -c %s "$1") - 20 ))
+    local b=$(od -An -tu1 -j $off -N1 "$f" | tr -d ' ')
+    printf "$(printf '\\%03o' $(( b ^ 1 )))" | dd of="$f" bs=1 seek=$off conv=notrunc status=none
+}
+ox=$dir/ox
+mkdir "$ox"
+save() { # STEP WORLD RANKS...: each step made alone (retention is per size)
+    local s=$1 w=$2 r
+    shift 2
+    for r; do "$sample" "$dir/ox$s" $r $w $s $s 10 >/dev/null || fail "sample $s $w $r"; done
+    mv "$dir/ox$s/step-00000000$s" "$ox/" || fail "mv $s"
+}
+save 10 3 0 1 2
+save 15 2 0 1
+save 20 2 0 1
+save 30 4 0 1 2 3
+save 40 2 0 1
+save 50 4 0 1
+flip "$ox/step-0000000040/rank-00001.safetensors"
+flip "$ox/step-0000000030/rank-00003.safetensors"
+flip "$ox/step-0000000015/rank-00001.safetensors"
+out=$(DROP=1 "$prepare" "$ox" 3) || fail "prepare other sizes: $out"
+echo "$out"
+echo "$out" | grep -qx 'passed over step 50: saved by 4 ranks, this job has 3; incomplete for them (2 of 4 shards): left in place' ||
+    fail "step 50 (incomplete for 4) not said: $out"
+echo "$out" | grep -q 'set aside step 40: .*step-0000000040/rank-00001.safetensors: .*data corrupted' ||
+    fail "step 40 (2 ranks, rank 1 corrupt) not set aside: $out"
+echo "$out" | grep -q 'set aside step 30: .*step-0000000030/rank-00003.safetensors: .*data corrupted' ||
+    fail "step 30 (4 ranks, rank 3 corrupt) not set aside: $out"
+echo "$out" | grep -qx 'passed over step 20: saved by 2 ranks, this job has 3: verified, left in place (only a program that restores across world sizes restores it)' ||
+    fail "step 20 not said verified: $out"
+echo "$out" | grep -q 'step 15' && fail "step 15, older than a verified step 20, was read: $out"
+echo "$out" | tail -n 1 | grep -qx 'restore 10' || fail "want restore 10 (this job's size): $out"
+for s in 40 30; do
+    [ -d "$ox/.corrupt-step-00000000$s" ] && [ ! -e "$ox/step-00000000$s" ] || fail "step $s not set aside"
+done
+for s in 15 20 50; do [ -d "$ox/step-00000000$s" ] || fail "step $s was moved or removed"; done
+# The same for a 1-rank job, from the side of fewer ranks: step 20 is
+# verified (both shards), 15 left; no step of its own.
+out=$("$prepare" "$ox" 1) || fail "prepare 1: $out"
+echo "$out" | grep -q 'passed over step 20: saved by 2 ranks, this job has 1: verified' || fail "1 rank: $out"
+echo "$out" | tail -n 1 | grep -qx 'none: .*' || fail "1 rank: want none: $out"
 echo PASS
