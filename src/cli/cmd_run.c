@@ -28,7 +28,19 @@ static void usage(FILE *f)
 "                         gpu (one per visible GPU), cpu (one per CPU),\n"
 "                         auto (gpu if there are GPUs, else cpu)\n"
 "  --nnodes N             slurm: nodes the job uses (default: the allocation\n"
-"                         minus --spare-nodes); 1 with the other launchers\n"
+"                         minus --spare-nodes); 1 with the other launchers;\n"
+"                         torchrun's MIN:MAX when MIN = MAX (no elastic range)\n"
+"  --master-addr ADDR     MASTER_ADDR for the ranks (default 127.0.0.1; not\n"
+"                         with slurm: the first node's address)\n"
+"  --master-port PORT     MASTER_PORT for the ranks of every attempt\n"
+"                         (default: a free port, new for each attempt)\n"
+"  --standalone           torchrun's one-node job: checked (not with slurm or\n"
+"                         --nnodes above 1), else nothing to do\n"
+"  --node-rank 0          torchrun's: 0 taken on one node; no other value\n"
+"                         (a job across nodes is --launcher slurm)\n"
+"  --rdzv-backend, --rdzv-endpoint, --rdzv-id, --rdzv-conf V\n"
+"                         torchrun's rendezvous: ignored, said on stderr (the\n"
+"                         supervisor starts every rank itself)\n"
 "  --launcher L           local (default: child processes with torchrun's\n"
 "                         environment), mpirun (Open MPI), or slurm (srun\n"
 "                         inside an allocation)\n"
@@ -327,25 +339,43 @@ static void torchrun_spellings(int argc, char **argv, const struct option *opts)
     }
 }
 
+/* --nnodes: N, or torchrun's MIN:MAX, taken when MIN = MAX.  An elastic
+ * range is torchrun's membership that grows and shrinks between restarts;
+ * firebreak restarts a job with the size it was given. */
+static int parse_nnodes(const char *v, int *out)
+{
+    const char *colon = strchr(v, ':');
+    if (!colon)
+        return parse_num("--nnodes", v, 1, 100000, out);
+    char min_s[32];
+    size_t len = (size_t)(colon - v);
+    int min, max;
+    if (len >= sizeof min_s)
+        len = sizeof min_s - 1; /* too long for a number: refused below */
+    memcpy(min_s, v, len);
+    min_s[len] = '\0';
+    if (parse_num("--nnodes MIN", min_s, 1, 100000, &min) ||
+        parse_num("--nnodes MAX", colon + 1, 1, 100000, &max))
+        return -1;
+    if (min == max) {
+        *out = min;
+        return 0;
+    }
+    if (min > max)
+        fprintf(stderr, "firebreak run: --nnodes %s: MIN is above MAX\n", v);
+    else
+        fprintf(stderr, "firebreak run: --nnodes %s: an elastic node count (MIN "
+                "below MAX) is not supported: firebreak run keeps a job's size "
+                "across restarts (under Slurm --spare-nodes replaces a lost "
+                "node); give one number, e.g. --nnodes %d\n", v, max);
+    return -1;
+}
+
 /* torchrun's options that firebreak run has no use for, and why: said
  * after "unknown option" ("" for any other). */
 static const char *torchrun_only(const char *arg)
 {
     static const struct { const char *name, *why; } known[] = {
-        {"master-addr", "; firebreak run sets MASTER_ADDR and a free MASTER_PORT "
-                        "for every attempt itself: leave it out"},
-        {"master-port", "; firebreak run sets MASTER_ADDR and a free MASTER_PORT "
-                        "for every attempt itself: leave it out"},
-        {"standalone", "; not needed: the local launcher is one node with its "
-                       "own rendezvous"},
-        {"rdzv-backend", "; jobs across nodes run under Slurm: --launcher slurm "
-                         "--nnodes N (docs/slurm.md)"},
-        {"rdzv-endpoint", "; jobs across nodes run under Slurm: --launcher slurm "
-                          "--nnodes N (docs/slurm.md)"},
-        {"rdzv-id", "; jobs across nodes run under Slurm: --launcher slurm "
-                    "--nnodes N (docs/slurm.md)"},
-        {"node-rank", "; jobs across nodes run under Slurm: --launcher slurm "
-                      "--nnodes N (docs/slurm.md)"},
         {"no-python", "; firebreak runs the command as given (put python3 before "
                       "a script yourself)"},
         {"module", "; firebreak runs the command as given: -- python3 -m MODULE"},
@@ -375,11 +405,22 @@ int fb__cmd_run(int argc, char **argv)
            O_DRAIN, O_HEALTH, O_NONODES, O_STRAGGLER, O_QUIET, O_JSON, O_NNODES,
            O_SHGROUP, O_CONSOLE, O_KMSG, O_NOIHEALTH, O_HEALTHROOT, O_NODETIMEOUT,
            O_NOPYHOOKS, O_PERSIST, O_MEMMAX, O_NOWARM, O_PEERDOM,
-           O_PEERCOPIES, O_SUPNICE, O_SUPRT };
+           O_PEERCOPIES, O_SUPNICE, O_SUPRT, O_MASTERADDR, O_MASTERPORT,
+           O_STANDALONE, O_NODERANK, O_RDZV };
     static const struct option longopts[] = {
         {"nproc-per-node", required_argument, 0, O_NPROC},
         {"nproc", required_argument, 0, O_NPROC},
         {"nnodes", required_argument, 0, O_NNODES},
+        /* torchrun's, for a command line carried over (docs/supervisor.md,
+         * "Options and their bounds") */
+        {"master-addr", required_argument, 0, O_MASTERADDR},
+        {"master-port", required_argument, 0, O_MASTERPORT},
+        {"standalone", no_argument, 0, O_STANDALONE},
+        {"node-rank", required_argument, 0, O_NODERANK},
+        {"rdzv-backend", required_argument, 0, O_RDZV},
+        {"rdzv-endpoint", required_argument, 0, O_RDZV},
+        {"rdzv-id", required_argument, 0, O_RDZV},
+        {"rdzv-conf", required_argument, 0, O_RDZV},
         {"launcher", required_argument, 0, O_LAUNCHER},
         {"max-restarts", required_argument, 0, O_MAXR},
         {"hang-timeout", required_argument, 0, O_HANG},
@@ -431,6 +472,8 @@ int fb__cmd_run(int argc, char **argv)
     int nmpirun_args = 0;
     /* the first option given that only one launcher acts on */
     const char *slurm_only = NULL, *mpirun_only = NULL;
+    int standalone = 0, node_rank = -1; /* -1: not given */
+    char rdzv[512] = ""; /* torchrun's rendezvous options given, as given */
     int li = -1;
     optind = 1;
     opterr = 0;
@@ -445,7 +488,24 @@ int fb__cmd_run(int argc, char **argv)
                 return stdout_failed("the help");
             return 0;
         case O_NPROC: bad = parse_nproc(optarg, &o.nproc_per_node); break;
-        case O_NNODES: bad = parse_num("--nnodes", optarg, 1, 100000, &o.nnodes); break;
+        case O_NNODES: bad = parse_nnodes(optarg, &o.nnodes); break;
+        case O_MASTERADDR:
+            if (!optarg[0] || strlen(optarg) > 253) { /* a DNS name's limit */
+                fprintf(stderr, "firebreak run: --master-addr: want a host name or "
+                        "address (1 to 253 characters), got '%s'\n", optarg);
+                bad = 1;
+            }
+            o.master_addr = optarg;
+            break;
+        case O_MASTERPORT: bad = parse_num("--master-port", optarg, 1, 65535, &o.master_port); break;
+        case O_STANDALONE: standalone = 1; break;
+        case O_NODERANK: bad = parse_num("--node-rank", optarg, 0, 100000, &node_rank); break;
+        case O_RDZV: { /* said once, below, when the rest is good */
+            size_t l = strlen(rdzv);
+            snprintf(rdzv + l, sizeof rdzv - l, "%s--%s %s", l ? " " : "",
+                     longopts[li].name, optarg);
+            break;
+        }
         case O_LAUNCHER: {
             int l = fb__sup_launcher_from_name(optarg);
             if (l < 0) {
@@ -618,6 +678,30 @@ int fb__cmd_run(int argc, char **argv)
                 fb__sup_launcher_name(o.launcher));
         return 2;
     }
+    if ((standalone || o.master_addr) && o.launcher == FB__LAUNCH_SLURM) {
+        fprintf(stderr, "firebreak run: --%s is not for --launcher slurm: the job "
+                "spans the allocation's nodes, and MASTER_ADDR is the first node's "
+                "address (docs/slurm.md)\n", standalone ? "standalone" : "master-addr");
+        return 2;
+    }
+    if (standalone && o.nnodes > 1) { /* slurm's, refused above otherwise */
+        fprintf(stderr, "firebreak run: --standalone is one node: not with "
+                "--nnodes %d\n", o.nnodes);
+        return 2;
+    }
+    if (node_rank == 0 && o.launcher == FB__LAUNCH_SLURM) {
+        fprintf(stderr, "firebreak run: --node-rank: with --launcher slurm each "
+                "node's rank comes from the allocation (one firebreak run for the "
+                "whole job): leave it out\n");
+        return 2;
+    }
+    if (node_rank > 0) {
+        fprintf(stderr, "firebreak run: --node-rank %d: firebreak run starts every "
+                "rank of a job on this node itself, node 0; a job across nodes is "
+                "one firebreak run with --launcher slurm --nnodes N (docs/slurm.md), "
+                "not one launcher per node\n", node_rank);
+        return 2;
+    }
     if (mpirun_only && o.launcher != FB__LAUNCH_MPIRUN &&
         !(o.launcher == FB__LAUNCH_SLURM && o.mpirun)) {
         fprintf(stderr, "firebreak run: --%s is for --launcher mpirun, or slurm "
@@ -641,6 +725,10 @@ int fb__cmd_run(int argc, char **argv)
     o.account = fb__cli_account;
     if (inject[0])
         o.inject = inject;
+    if (rdzv[0])
+        fprintf(stderr, "firebreak run: ignored: %s (torchrun's rendezvous: "
+                "firebreak run has none; it starts every rank itself and gives "
+                "each MASTER_ADDR and MASTER_PORT)\n", rdzv);
     fb__sup_result res;
     if (!o.kmsg_path && getenv("FIREBREAK_KMSG") && *getenv("FIREBREAK_KMSG"))
         o.kmsg_path = getenv("FIREBREAK_KMSG");

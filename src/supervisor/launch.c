@@ -114,6 +114,14 @@ static int free_port(void)
     return port;
 }
 
+/* The MASTER_PORT of an attempt about to be prepared (its standby shims,
+ * or its launch when none stood by): --master-port's for every attempt,
+ * as torchrun keeps its own, else a free one, new for each. */
+static int attempt_port(const fb__sup *s)
+{
+    return s->o->master_port > 0 ? s->o->master_port : free_port();
+}
+
 /* A program named python, python3, python3.11, ...: the one whose torch
  * can be asked for its version. */
 static int is_python(const char *prog)
@@ -265,7 +273,7 @@ static int common_env(fb__sup *s, envb *e)
                            "TORCH_FR_DUMP_TEMP_FILE", buf);
     rc |= env_set_default(e, "TORCH_NCCL_DUMP_ON_TIMEOUT", "1");
     rc |= python_hooks_env(s, e);
-    rc |= env_set(e, "MASTER_ADDR", "127.0.0.1");
+    rc |= env_set(e, "MASTER_ADDR", s->o->master_addr ? s->o->master_addr : "127.0.0.1");
     snprintf(buf, sizeof buf, "%d", s->master_port);
     rc |= env_set(e, "MASTER_PORT", buf);
     return rc ? -ENOMEM : 0;
@@ -445,7 +453,7 @@ static struct fb__sup_standby *standby_new(fb__sup *s)
     /* The next attempt's environment: its number and port. */
     int attempt = s->attempt, port = s->master_port;
     s->attempt = b->attempt;
-    s->master_port = b->port = free_port();
+    s->master_port = b->port = attempt_port(s);
     int rc = env_init(&b->env);
     if (!rc)
         rc = common_env(s, &b->env);
@@ -947,7 +955,7 @@ int fb__sup_launch(fb__sup *s)
 {
     s->master_port = standby_port(s);
     if (!s->master_port)
-        s->master_port = free_port();
+        s->master_port = attempt_port(s);
     s->nunits = 0;
     switch (s->o->launcher) {
     case FB__LAUNCH_LOCAL:

@@ -57,6 +57,10 @@ typedef struct fb__sup_options {
     int nproc_per_node;       /* ranks on this node (local, mpirun)        */
     int nnodes;               /* slurm: nodes to use (0: allocation)       */
     fb__launcher launcher;
+    const char *master_addr;  /* MASTER_ADDR (local, mpirun); NULL:
+                                 127.0.0.1 (slurm: the first node's)      */
+    int master_port;          /* MASTER_PORT of every attempt; 0: a free
+                                 port, new for each (launch.c decides)    */
     int max_restarts;
     double hang_timeout_s;    /* train phase                               */
     double startup_timeout_s; /* init and restore phases                   */

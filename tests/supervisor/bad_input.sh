@@ -113,12 +113,67 @@ cp notexec.sh here-prog && chmod +x here-prog
 expect2 -- here-prog
 grep -q "cannot run 'here-prog': not found on PATH; the file in this directory is ./here-prog" err.txt \
     || fail "here-prog: $(cat err.txt)"
+# torchrun's one-node options, as a torchrun command line carried over has
+# them (dashes or underscores, --opt=value or --opt value): taken, with
+# torchrun's meaning.  --master-addr/--master-port reach every rank of
+# every attempt (attempt 0 fails, so the restart's are seen too); the
+# rendezvous options are said ignored, in one line.  (They were unknown
+# options, exit 2.)
+cat >env.sh <<'EOF'
+#!/bin/sh
+echo "rank=$RANK addr=$MASTER_ADDR port=$MASTER_PORT attempt=$TORCHELASTIC_RESTART_COUNT"
+[ "$TORCHELASTIC_RESTART_COUNT" != 0 ]
+EOF
+chmod +x env.sh
+torchrun_env() { # RUN_DIR ADDR PORT OPTIONS...: 2 ranks, 2 attempts each
+    local d=$1 addr=$2 port=$3 r a
+    shift 3
+    "$FB" run --quiet --run-dir "$d" --nproc-per-node 2 --max-restarts 1 "$@" \
+        -- ./env.sh 2>err.txt || fail "run $*: exited $?: $(cat err.txt)"
+    for r in 0 1; do
+        for a in 0 1; do
+            grep -qx "rank=$r addr=$addr port=$port attempt=$a" "$d/logs/rank-$r.log" ||
+                fail "run $*: rank $r, attempt $a: $(grep rank= "$d/logs/rank-$r.log")"
+        done
+    done
+    rm -rf "$d"
+}
+torchrun_env tr1 localhost 29577 --standalone --nnodes=1:1 --node_rank=0 \
+    --master_port=29577 --master-addr localhost --rdzv-backend c10d \
+    --rdzv_endpoint=localhost:0 --rdzv-id job1 --rdzv_conf=timeout=5
+[ "$(grep -c 'ignored' err.txt)" = 1 ] &&
+    grep -qx "firebreak run: ignored: --rdzv-backend c10d --rdzv-endpoint localhost:0 --rdzv-id job1 --rdzv-conf timeout=5 (torchrun's rendezvous: firebreak run has none; it starts every rank itself and gives each MASTER_ADDR and MASTER_PORT)" err.txt ||
+    fail "rdzv options not said ignored in one line: $(cat err.txt)"
+torchrun_env tr2 127.0.0.2 29578 --master-port 29578 --master_addr=127.0.0.2 \
+    --node-rank 0 --nnodes 2:2 --nnodes 1 --rdzv_backend=static
+grep -q "ignored: --rdzv-backend static (" err.txt || fail "--rdzv_backend=static: $(cat err.txt)"
+# ... and refused where they cannot mean what torchrun means, saying why.
+expect2 --nnodes 1:2 -- /bin/true
+grep -q -- "--nnodes 1:2: an elastic node count (MIN below MAX) is not supported" err.txt ||
+    fail "--nnodes 1:2: $(cat err.txt)"
+expect2 --nnodes=2:1 -- /bin/true
+grep -q -- "--nnodes 2:1: MIN is above MAX" err.txt || fail "--nnodes 2:1: $(cat err.txt)"
+expect2 --nnodes 1:x -- /bin/true
+for nr in "--node-rank 1" "--node_rank=1" "--nnodes 2:2 --launcher slurm --node-rank 1"; do
+    expect2 $nr -- /bin/true
+    grep -q -- "--node-rank 1: firebreak run starts every rank of a job on this node itself" err.txt ||
+        fail "$nr: $(cat err.txt)"
+done
+expect2 --launcher slurm --node-rank 0 -- /bin/true
+grep -q -- "--node-rank: with --launcher slurm each node's rank comes from the allocation" err.txt ||
+    fail "--node-rank 0, slurm: $(cat err.txt)"
+expect2 --launcher slurm --standalone -- /bin/true
+grep -q -- "--standalone is not for --launcher slurm" err.txt || fail "--standalone, slurm: $(cat err.txt)"
+expect2 --launcher slurm --master-addr node1 -- /bin/true
+grep -q -- "--master-addr is not for --launcher slurm" err.txt || fail "--master-addr, slurm: $(cat err.txt)"
+for p in 0 65536 x; do
+    expect2 --master-port "$p" -- /bin/true
+    grep -q -- "--master-port: expected a whole number in \[1, 65535\]" err.txt ||
+        fail "--master-port $p: $(cat err.txt)"
+done
+expect2 --master-addr= -- /bin/true
+grep -q -- "--master-addr: want a host name or address" err.txt || fail "--master-addr '': $(cat err.txt)"
 # torchrun's options firebreak has no use for: refused, saying why
-expect2 --master_port=29501 -- /bin/true
-grep -q "unknown option '--master_port=29501'; firebreak run sets MASTER_ADDR and a free MASTER_PORT" err.txt \
-    || fail "--master_port: $(cat err.txt)"
-expect2 --standalone -- /bin/true
-grep -q "not needed: the local launcher is one node" err.txt || fail "--standalone: $(cat err.txt)"
 expect2 -m mod
 grep -q -- "-- python3 -m MODULE" err.txt || fail "-m: $(cat err.txt)"
 # torchrun's --nproc-per-node names: gpu counts CUDA_VISIBLE_DEVICES (or
