@@ -502,14 +502,11 @@ int fb__ckpt_mem_dir_create(const char *path)
     if (fb__fmt(pidfile, sizeof pidfile, "%s/" MEM_PID_FILE, path))
         return -ENAMETOOLONG;
     snprintf(text, sizeof text, "%d\n", (int)getpid());
-    int rc = fb__write_file_atomic(pidfile, text, strlen(text));
-    /* Alive for a supervisor in another pid namespace too (a container
-     * sharing /dev/shm), which read our pid as gone and removed the
-     * directory of a running job.  One tier per process. */
+    /* Held locked: alive for a supervisor in another pid namespace too (a
+     * container sharing /dev/shm), which read our pid as gone and removed
+     * the directory of a running job.  One tier per process. */
     static int lock_fd = -1;
-    if (!rc)
-        (void)fb__lock_hold(pidfile, &lock_fd);
-    return rc;
+    return fb__write_file_atomic_held(pidfile, text, strlen(text), &lock_fd);
 }
 
 /*

@@ -445,24 +445,6 @@ void fb__markup_text(FILE *f, const char *s)
     }
 }
 
-int fb__lock_hold(const char *path, int *fd)
-{
-    if (*fd >= 0)
-        close(*fd);
-    *fd = -1;
-    int f = fb__open_regular(path, O_NOFOLLOW);
-    if (f < 0)
-        return f;
-    *fd = f;
-    if (flock(*fd, LOCK_SH | LOCK_NB)) {
-        int rc = -errno;
-        close(*fd);
-        *fd = -1;
-        return rc;
-    }
-    return 0;
-}
-
 int fb__lock_held_fd(int fd)
 {
     /* Exclusive, not waiting: refused while anyone holds it shared. */
@@ -541,7 +523,9 @@ int fb__open_tmp_beside(const char *path, char *tmp, size_t size, mode_t mode)
     return -EEXIST;
 }
 
-int fb__write_file_atomic(const char *path, const void *buf, size_t len)
+/* keep: where the descriptor goes, locked shared before the rename (the
+ * lock is on the file from its first moment under its name); NULL: closed. */
+static int write_atomic(const char *path, const void *buf, size_t len, int *keep)
 {
     char tmp[PATH_MAX], dir[PATH_MAX];
     if (fb__fmt(dir, sizeof dir, "%s", path))
@@ -557,18 +541,37 @@ int fb__write_file_atomic(const char *path, const void *buf, size_t len)
     int fd = fb__open_tmp_beside(path, tmp, sizeof tmp, 0644);
     if (fd < 0)
         return fd;
-    int rc = fb__write_all(fd, buf, len);
+    int rc = keep && flock(fd, LOCK_SH | LOCK_NB) ? -errno : 0;
+    if (!rc)
+        rc = fb__write_all(fd, buf, len);
     if (!rc && fsync(fd))
         rc = -errno;
-    if (close(fd) && !rc)
+    if (!keep && close(fd) && !rc)
         rc = -errno;
     if (!rc && rename(tmp, path))
         rc = -errno;
     if (rc) {
+        if (keep)
+            close(fd);
         unlink(tmp);
         return rc;
     }
+    if (keep) {
+        if (*keep >= 0)
+            close(*keep);
+        *keep = fd;
+    }
     return fb__fsync_dir(dir);
+}
+
+int fb__write_file_atomic(const char *path, const void *buf, size_t len)
+{
+    return write_atomic(path, buf, len, NULL);
+}
+
+int fb__write_file_atomic_held(const char *path, const void *buf, size_t len, int *fd)
+{
+    return write_atomic(path, buf, len, fd);
 }
 
 int fb__fmt(char *buf, size_t size, const char *fmt, ...)

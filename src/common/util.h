@@ -170,6 +170,12 @@ int fb__open_tmp_beside(const char *path, char *tmp, size_t size, mode_t mode);
  * directory) is refused with FB_ENOTREG, not replaced; a symlink at PATH
  * is replaced by the file, never followed.  0, -errno or FB_ENOTREG. */
 int fb__write_file_atomic(const char *path, const void *buf, size_t len);
+/* The same, the file held with a shared flock from before its rename (no
+ * moment under its name unlocked) through *fd, close-on-exec, until the
+ * holder closes it or ends; a descriptor already in *fd is closed once
+ * the new one is in place.  Liveness a pid cannot give across pid
+ * namespaces (fb__lock_held): a supervisor's pid files. */
+int fb__write_file_atomic_held(const char *path, const void *buf, size_t len, int *fd);
 
 /* write(2) all of buf, retrying on EINTR and short writes; 0 or -errno. */
 int fb__write_all(int fd, const void *buf, size_t len);
@@ -179,17 +185,13 @@ int fb__fsync_dir(const char *path);
 
 /* Whether the process a pid file (one decimal pid, at most 64 bytes)
  * names is gone: 1 gone, 0 alive, -1 the file is missing or malformed.
- * A file someone holds a lock on (fb__lock_hold) is alive whatever its
+ * A file someone holds a lock on (fb__write_file_atomic_held) is alive whatever its
  * pid says: a pid of another pid namespace (a container sharing
  * /dev/shm) reads as gone from this one. */
 int fb__pid_file_gone(const char *path);
 
-/* Liveness a pid cannot give across pid namespaces: a shared flock on the
- * file at path (a pid file, a segment), held through *fd (close-on-exec;
- * a descriptor already there is closed first) until the holder closes it
- * or ends.  0 or -errno; *fd is -1 on failure. */
-int fb__lock_hold(const char *path, int *fd);
-/* 1 when some process holds a lock on the file at path (fb__lock_hold),
+/* 1 when some process holds a lock on the file at path
+ * (fb__write_file_atomic_held, a rank's segment),
  * 0 when none does or it cannot be told (missing, not a regular file). */
 int fb__lock_held(const char *path);
 /* The same for a descriptor open on the file. */

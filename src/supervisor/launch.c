@@ -831,9 +831,8 @@ static int launch_mpirun(fb__sup *s)
         char pidfile[PATH_MAX], pid[24];
         int n = snprintf(pid, sizeof pid, "%d\n", (int)getpid());
         static int lock_fd = -1; /* alive across pid namespaces too */
-        if (!fb__fmt(pidfile, sizeof pidfile, "%s/" FB__SEG_MPI_DIR_PID, shm_dir) &&
-            !fb__write_file_atomic(pidfile, pid, (size_t)n))
-            (void)fb__lock_hold(pidfile, &lock_fd);
+        if (!fb__fmt(pidfile, sizeof pidfile, "%s/" FB__SEG_MPI_DIR_PID, shm_dir))
+            (void)fb__write_file_atomic_held(pidfile, pid, (size_t)n, &lock_fd);
         if (vader)
             rc |= env_set(&e, "OMPI_MCA_btl_vader_backing_directory", shm_dir);
         if (tmpdir && !fb__fmt(session, sizeof session, "%s/session", shm_dir))

@@ -228,12 +228,12 @@ static int64_t storage_newest(fb__sup *s)
 static int keep_tier(fb__sup *s, const char *why)
 {
     int rc = fb__ckpt_mem_dir_keep(s->mem_dir, why);
-    if (rc) {
-        fb__sup_warn(s, "end of run: cannot mark node memory %s kept (%s): "
-                        "removed with its checkpoints", s->mem_dir, fb_strerror(rc));
-        return 0;
-    }
     snprintf(s->mem_kept, sizeof s->mem_kept, "%s", s->mem_dir);
+    if (rc) /* /dev/shm full too: left all the same, never removed here */
+        fb__sup_warn(s, "end of run: cannot mark node memory %s kept (%s): left "
+                        "in place unmarked; the next run with the same checkpoint "
+                        "directory copies it, a run of another directory would "
+                        "remove it", s->mem_dir, fb_strerror(rc));
     fb__sup_warn(s, "end of run: node memory %s is KEPT, with checkpoints storage "
                     "does not have: `firebreak ckpt ls %s` lists them; once %s has "
                     "room, run again with the same checkpoint directory (its start "
