@@ -1824,7 +1824,7 @@ static PyObject *recorded_vectorcall(PyObject *self, PyObject *const *args, size
      * every rank entered and none finished, and a later hang was blamed
      * on no rank.  Its exception is the caller's, untouched. */
     if (h && !ret)
-        fb__fr_event_state(h, FB__FR_COMPLETED);
+        fb__fr_event_raised(h);
     if (h && ret) {
         if (ret == Py_None) {
             fb__fr_event_state(h, FB__FR_COMPLETED);

@@ -535,7 +535,19 @@ static fb__fr_event *live_slot(uint64_t handle)
     return &R.ring[idx % R.ring_slots];
 }
 
+static void event_state(uint64_t handle, int state, int beat);
+
 void fb__fr_event_state(uint64_t handle, int state)
+{
+    event_state(handle, state, 1);
+}
+
+void fb__fr_event_raised(uint64_t handle)
+{
+    event_state(handle, FB__FR_COMPLETED, 0);
+}
+
+static void event_state(uint64_t handle, int state, int beat)
 {
     fb__fr_event *e = live_slot(handle);
     if (!e)
@@ -561,8 +573,10 @@ void fb__fr_event_state(uint64_t handle, int state)
      * evaluation pass, a hand-written update or work after the last step
      * that keeps communicating is not a hang (it was, past --hang-timeout,
      * and blamed on a collective timeout).  A collective that never
-     * completes still stops every beat of the ranks waiting in it. */
-    if (state == FB__FR_COMPLETED)
+     * completes still stops every beat of the ranks waiting in it; one
+     * that raised is over, not progress (a loop retrying a collective on
+     * a broken group would never be a hang). */
+    if (state == FB__FR_COMPLETED && beat)
         fb__lib_beat(now);
 }
 

@@ -70,6 +70,9 @@ uint64_t fb__fr_record_at(fb__fr_comm *c, fb_op op, int dtype, uint32_t elem_byt
 
 /* Move an event to `state` (FB__FR_STARTED or FB__FR_COMPLETED). */
 void fb__fr_event_state(uint64_t handle, int state);
+/* Completed by raising (the Python hooks): over in the ring, and no
+ * heartbeat, which every other completion is (fb__lib_beat). */
+void fb__fr_event_raised(uint64_t handle);
 
 /* Fix the peer of a recv posted with MPI_ANY_SOURCE once it is known. */
 void fb__fr_event_peer(uint64_t handle, fb__fr_comm *c, int peer);

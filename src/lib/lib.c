@@ -285,7 +285,8 @@ void fb_set_phase(fb_phase phase)
 void fb__lib_beat(uint64_t now)
 {
     fb__seg_header *h = g.hdr;
-    if (h)
+    /* Never back: a coarse clock's beat may trail fb_step's by a tick. */
+    if (h && now > atomic_load_explicit(&h->heartbeat_mono_ns, memory_order_relaxed))
         atomic_store_explicit(&h->heartbeat_mono_ns, now, memory_order_release);
 }
 

@@ -166,6 +166,9 @@ for s in range(6):
                 a = m(torch.randn(8, 4)).mean().reshape(1)
                 dist.all_reduce(a)
                 time.sleep(0.2)
+# (gloo's teardown with a peer gone can abort: torch 1.13 did, once)
+dist.barrier()
+dist.destroy_process_group()
 PYEOF
 mkdir "$T/talking"
 rd=$T/talking/run
@@ -176,6 +179,31 @@ rc=0
 [ $rc = 0 ] || fail "talking: exit $rc: $(qq 'select kind, detail from incident') $(tail -3 "$T/talking/err.txt")"
 [ "$(qq 'select count(*) from incident')" = 0 ] || fail "talking: $(qq 'select kind, detail from incident')"
 ok "talking: 8 s of completing all_reduces before the first step and between two steps, not a hang"
+
+# ---- a collective that raises is not progress: a loop retrying one
+# that gloo refuses (a bool tensor) past --hang-timeout is a hang
+cat >"$T/$TAG/retrying.py" <<PYEOF
+import datetime, time, torch, torch.distributed as dist
+dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=60))
+m = torch.nn.Linear(4, 4)
+o = torch.optim.SGD(m.parameters(), lr=0.01)
+for s in range(3):
+    m(torch.randn(2, 4)).sum().backward()
+    o.step()
+for i in range(100):
+    try:
+        dist.all_reduce(torch.ones(2, dtype=torch.bool))
+    except RuntimeError:
+        time.sleep(0.1)
+PYEOF
+mkdir "$T/retrying"
+rd=$T/retrying/run
+rc=0
+(cd "$T/retrying" && "$FB" run --nproc-per-node 2 --max-restarts 0 --hang-timeout 3 \
+    --run-dir "$rd" --json -- "$PY" "$T/$TAG/retrying.py" >out.json 2>err.txt) || rc=$?
+[ $rc = 1 ] && [ "$(qq 'select kind from incident')" = hang ] ||
+    fail "retrying: exit $rc: $(qq 'select kind, detail from incident') $(tail -3 "$T/retrying/err.txt")"
+ok "retrying: a collective raising again and again is no progress: a hang"
 
 # ---- every rank stops at once: nobody to blame
 run all 2 0 --fault all --fault-step 12
