@@ -13,6 +13,7 @@ import argparse
 import datetime
 import os
 import signal
+import sys
 import time
 
 import torch
@@ -43,8 +44,8 @@ def main():
         model.module.load_state_dict(state["model"])
         opt.load_state_dict(state["opt"])
         start = state["step"]
-    print("rank %d attempt %d start at step %d pid=%d file=%s " % (rank, attempt, start,
-                                                                   os.getpid(), __file__),
+    print("rank %d attempt %d start at step %d pid=%d file=%s argv0=%s " % (
+        rank, attempt, start, os.getpid(), __file__, sys.argv[0]),
           flush=True)
     g = torch.Generator().manual_seed(1234 + rank)
     for step in range(start, a.steps):

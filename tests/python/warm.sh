@@ -63,6 +63,10 @@ for r in 0 1; do
     files=$(sed -n 's/.* file=\([^ ]*\) .*/\1/p' "$rd/logs/rank-$r.log" | sort -u)
     [ "$files" = "$T/warm/../$TAG/ddp_plain.py" ] \
         || fail "warm: rank $r's __file__ in the two attempts: $files"
+    # and sys.argv[0] as given (runpy.run_path made it absolute)
+    argv0=$(sed -n 's/.* argv0=\([^ ]*\) .*/\1/p' "$rd/logs/rank-$r.log" | sort -u)
+    [ "$argv0" = "../$TAG/ddp_plain.py" ] \
+        || fail "warm: rank $r's sys.argv[0] in the two attempts: $argv0"
 done
 grep -q "rank 1 attempt 1 start at step 8" "$rd/logs/rank-1.log" \
     || fail "warm: the script did not resume at step 8: $(grep start "$rd/logs/rank-1.log")"

@@ -140,7 +140,28 @@ def main():
         # as given (a script that chdir()s and then opens a file beside
         # __file__ failed in a warm-served attempt only).
         path = script if os.path.isabs(script) else os.path.join(os.getcwd(), script)
+        _run_script(path, runpy)
+
+
+def _run_script(path, runpy):
+    """As `python path`: a new __main__ whose __file__ is path, sys.argv as
+    set (runpy.run_path sets sys.argv[0] to its argument for the run).  A
+    directory or a zip file (a __main__.py inside) goes through runpy."""
+    import zipfile
+    if os.path.isdir(path) or zipfile.is_zipfile(path):
         runpy.run_path(path, run_name="__main__")
+        return
+    import builtins
+    import importlib.machinery
+    import io
+    import types
+    mod = types.ModuleType("__main__")
+    mod.__dict__.update(__file__=path, __cached__=None, __builtins__=builtins,
+                        __loader__=importlib.machinery.SourceFileLoader("__main__", path))
+    with io.open_code(path) as f:
+        code = compile(f.read(), path, "exec", dont_inherit=True)
+    sys.modules["__main__"] = mod
+    exec(code, mod.__dict__)
 
 
 if __name__ == "__main__":
