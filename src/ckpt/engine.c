@@ -661,19 +661,30 @@ static int persist(fb_ckpt *ck, uint64_t step, int from_staging, uint64_t stall_
     int rc = write_shard(ck, dir, step, from_staging, &bytes, why, sizeof why);
     if ((rc == -ENOSPC || rc == -EDQUOT) && dir != ck->dir) {
         /* Node memory full (a /dev/shm smaller than the steps it keeps;
-         * its retention runs after a commit there): this step goes to
-         * storage, said, instead of every save failing from now on.  The
-         * drain beside, if any, ends first: the second write takes its
-         * bytes from staging whole. */
-        char text[FB__REPORT_TEXT_MAX];
-        snprintf(text, sizeof text, "does not fit in node memory (%.*s); saved "
-                 "to storage", (int)(sizeof text - 60), why);
-        fb__say("rank %d: checkpoint step %llu %s\n", ck->rank,
-                (unsigned long long)step, text);
-        fb__lib_report(FB__REPORT_NOTE, 0, step, 0, 0, 0, text);
+         * its retention runs after a commit there).  The drain beside, if
+         * any, ends first: a second write takes its bytes from staging
+         * whole.  Again in node memory once the steps older than its
+         * newest complete one are evicted (a step split between the two
+         * tiers, some ranks' shards in each, is complete in neither);
+         * else to storage, said, instead of every save failing from now
+         * on. */
+        int full = rc;
         if (beside && (rc = wait_drained(ck)) == 0)
             ck->beside = 0;
-        if (rc == 0 || rc == -ENOSPC || rc == -EDQUOT) {
+        if (rc == 0 || rc == full) {
+            rc = full;
+            if (fb__tier_evict_older(ck, step) > 0) {
+                why[0] = '\0';
+                rc = write_shard(ck, dir, step, from_staging, &bytes, why, sizeof why);
+            }
+        }
+        if (rc == -ENOSPC || rc == -EDQUOT) {
+            char text[FB__REPORT_TEXT_MAX];
+            snprintf(text, sizeof text, "does not fit in node memory (%.*s); saved "
+                     "to storage", (int)(sizeof text - 60), why);
+            fb__say("rank %d: checkpoint step %llu %s\n", ck->rank,
+                    (unsigned long long)step, text);
+            fb__lib_report(FB__REPORT_NOTE, 0, step, 0, 0, 0, text);
             why[0] = '\0';
             dir = ck->dir;
             rc = write_shard(ck, dir, step, from_staging, &bytes, why, sizeof why);

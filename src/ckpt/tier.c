@@ -159,15 +159,18 @@ static int evict_step(const char *dir, uint64_t step)
     return 1;
 }
 
-/* Make room for `need` bytes of step `step` under the cap: evict steps
- * older than the newest complete one, oldest first. */
-static void make_room(fb_ckpt *ck, uint64_t step, uint64_t need)
+/* Make room for `need` bytes of step `step` under the cap (cap 0: none,
+ * every step older than the newest complete one goes): evict steps older
+ * than the newest complete one, oldest first.  How many went. */
+static int make_room(fb_ckpt *ck, uint64_t step, uint64_t need, uint64_t cap,
+                     const char *why)
 {
+    int evicted = 0;
     fb__tier *t = &ck->tier;
     fb__ckpt_entry *v = NULL;
     size_t n = 0;
     if (fb__ckpt_scan(t->mem_dir, ck->world_size, 1, &v, &n))
-        return;
+        return 0;
     uint64_t used = 0, newest_complete = 0;
     int have_complete = 0;
     for (size_t i = 0; i < n; i++) {
@@ -178,19 +181,25 @@ static void make_room(fb_ckpt *ck, uint64_t step, uint64_t need)
             have_complete = 1;
         }
     }
-    for (size_t i = n; i-- > 0 && used + need > t->mem_max_bytes;) {
+    for (size_t i = n; i-- > 0 && (!cap || used + need > cap);) {
         if (!have_complete || v[i].step >= newest_complete)
             break; /* never the newest complete, nor anything newer */
         used -= v[i].bytes;
         if (evict_step(t->mem_dir, v[i].step)) {
-            char text[FB__REPORT_TEXT_MAX];
-            snprintf(text, sizeof text, "evicted from node memory "
-                     "(--memory-ckpt-max %" PRIu64 " bytes)", t->mem_max_bytes);
+            evicted++;
             fb__lib_report(FB__REPORT_CKPT_DELETED, 0, v[i].step, v[i].bytes, 0, 0,
-                           text);
+                           why);
         }
     }
     free(v);
+    return evicted;
+}
+
+int fb__tier_evict_older(fb_ckpt *ck, uint64_t step)
+{
+    if (!ck->tier.mem_dir[0])
+        return 0;
+    return make_room(ck, step, 0, 0, "evicted from node memory (full)");
 }
 
 const char *fb__tier_save_dir(fb_ckpt *ck, uint64_t step)
@@ -213,7 +222,10 @@ const char *fb__tier_save_dir(fb_ckpt *ck, uint64_t step)
         fb__lib_report(FB__REPORT_NOTE, 0, step, need, 0, 0, text);
         return ck->dir;
     }
-    make_room(ck, step, need);
+    char why[FB__REPORT_TEXT_MAX];
+    snprintf(why, sizeof why, "evicted from node memory (--memory-ckpt-max %" PRIu64
+             " bytes)", t->mem_max_bytes);
+    (void)make_room(ck, step, need, t->mem_max_bytes, why);
     return t->mem_dir;
 }
 

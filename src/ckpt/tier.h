@@ -76,6 +76,9 @@ int fb__tier_open(struct fb_ckpt *ck, const char *opt_dir);
  * or the storage directory when there is none or it cannot fit: said on
  * stderr and reported).  Evicts old memory steps to make room. */
 const char *fb__tier_save_dir(struct fb_ckpt *ck, uint64_t step);
+/* Node memory found full by a save of `step`: every step older than the
+ * newest complete one is evicted (reported deleted).  How many went. */
+int fb__tier_evict_older(struct fb_ckpt *ck, uint64_t step);
 /* After the shard of `step` committed in `dir`: copy it to storage when
  * this save is due (every M-th), memory retention (rank 0). */
 void fb__tier_committed(struct fb_ckpt *ck, uint64_t step, const char *dir);
