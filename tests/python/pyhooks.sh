@@ -183,7 +183,8 @@ rc=0
 ok "talking: twice 8 s of completing all_reduces between two optimizer steps, not a hang"
 
 # ---- a collective that raises is not progress: a loop retrying one
-# that gloo refuses (a bool tensor) past --hang-timeout is a hang
+# that gloo refuses (BAND on floats, in torch 1.13 and 2.x alike) past
+# --hang-timeout is a hang
 cat >"$T/$TAG/retrying.py" <<PYEOF
 import datetime, time, torch, torch.distributed as dist
 dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=60))
@@ -194,8 +195,8 @@ for s in range(3):
     o.step()
 for i in range(100):
     try:
-        dist.all_reduce(torch.ones(2, dtype=torch.bool))
-    except RuntimeError:
+        dist.all_reduce(torch.ones(2), op=dist.ReduceOp.BAND)
+    except (RuntimeError, ValueError):
         time.sleep(0.1)
 PYEOF
 mkdir "$T/retrying"
