@@ -70,41 +70,60 @@ int fb__ckpt_shard_world_size(const char *path)
     return (int)v;
 }
 
-int fb__ckpt_step_world(const char *dir, uint64_t step, int world_size)
+int fb__ckpt_list_ranks(const char *dir, uint64_t step, int **out, int *count)
 {
     char sdir[PATH_MAX];
-    if (world_size <= 0 || fb__ckpt_step_path(sdir, sizeof sdir, dir, step))
-        return -1;
+    if (fb__ckpt_step_path(sdir, sizeof sdir, dir, step))
+        return -ENAMETOOLONG;
     DIR *d = opendir(sdir);
     if (!d)
-        return errno == ENOENT ? 1 : -1;
-    int cap = 64, n = 0, rc = 1;
-    unsigned long long *ranks = fb__malloc(sizeof *ranks * (size_t)cap);
-    struct dirent *de;
-    while (ranks && rc && (de = readdir(d))) {
-        unsigned long long r;
-        if (parse_numbered(de->d_name, "rank-", ".safetensors", &r) || r > INT_MAX)
+        return -errno;
+    int n = 0, cap = 16;
+    int *v = malloc(sizeof *v * (size_t)cap);
+    struct dirent *e;
+    while (v && (e = readdir(d))) {
+        int r, len = 0;
+        if (sscanf(e->d_name, "rank-%d.safetensors%n", &r, &len) != 1 ||
+            len != (int)strlen(e->d_name) || r < 0)
             continue;
-        if (r >= (unsigned long long)world_size)
-            rc = 0; /* no job of world_size ranks wrote it */
         if (n == cap) {
-            unsigned long long *nr = fb__realloc(ranks, sizeof *ranks * (size_t)(cap *= 2));
-            if (!nr) {
-                free(ranks);
-                ranks = NULL;
+            int *nv = realloc(v, sizeof *v * (size_t)(cap *= 2));
+            if (!nv) {
+                free(v);
+                v = NULL;
                 break;
             }
-            ranks = nr;
+            v = nv;
         }
-        ranks[n++] = r;
+        v[n++] = r;
     }
     closedir(d);
-    if (!ranks)
+    if (!v)
         return -ENOMEM;
+    for (int i = 1; i < n; i++) /* insertion sort: small, nearly sorted */
+        for (int j = i; j > 0 && v[j - 1] > v[j]; j--) {
+            int t = v[j];
+            v[j] = v[j - 1];
+            v[j - 1] = t;
+        }
+    *out = v;
+    *count = n;
+    return 0;
+}
+
+int fb__ckpt_step_world(const char *dir, uint64_t step, int world_size)
+{
+    if (world_size <= 0)
+        return -1;
+    int *ranks = NULL, n = 0;
+    int lr = fb__ckpt_list_ranks(dir, step, &ranks, &n);
+    if (lr)
+        return lr == -ENOENT ? 1 : lr == -ENOMEM ? lr : -1;
+    int rc = !(n > 0 && ranks[n - 1] >= world_size); /* no job of world_size wrote it */
     int unknown = 0;
     for (int i = 0; i < n && rc; i++) {
         char p[PATH_MAX];
-        int w = fb__ckpt_shard_path(p, sizeof p, dir, step, (int)ranks[i])
+        int w = fb__ckpt_shard_path(p, sizeof p, dir, step, ranks[i])
                     ? -1 : fb__ckpt_shard_world_size(p);
         if (w == -ENOMEM || (w > 0 && w != world_size))
             rc = w == -ENOMEM ? w : 0;

@@ -64,6 +64,10 @@ int fb__ckpt_shard_world_size(const char *path);
  * -ENOMEM.  Reads every shard's header otherwise: for the few steps a
  * removal is decided on, not for a whole listing.
  */
+/* Ranks of the committed shards (rank-R.safetensors) in one step
+ * directory, sorted, into a malloc'd *out.  0, or -errno (-ENOENT: no
+ * such step directory). */
+int fb__ckpt_list_ranks(const char *dir, uint64_t step, int **out, int *count);
 int fb__ckpt_step_world(const char *dir, uint64_t step, int world_size);
 
 /* A listed step that counts as one of this job's complete checkpoints (the

@@ -183,48 +183,6 @@ static int verify_shard(const char *dir, uint64_t step, int rank, int world,
     return rc;
 }
 
-/* Ranks of the committed shards in one step directory (sorted). */
-static int list_ranks(const char *dir, uint64_t step, int **out, int *count)
-{
-    char sdir[PATH_MAX];
-    if (fb__ckpt_step_path(sdir, sizeof sdir, dir, step))
-        return -ENAMETOOLONG;
-    DIR *d = opendir(sdir);
-    if (!d)
-        return -errno;
-    int n = 0, cap = 16;
-    int *v = malloc(sizeof *v * (size_t)cap);
-    struct dirent *e;
-    while (v && (e = readdir(d))) {
-        int r, len = 0;
-        if (sscanf(e->d_name, "rank-%d.safetensors%n", &r, &len) != 1 ||
-            len != (int)strlen(e->d_name) || r < 0)
-            continue;
-        if (n == cap) {
-            int *nv = realloc(v, sizeof *v * (size_t)(cap *= 2));
-            if (!nv) {
-                free(v);
-                v = NULL;
-                break;
-            }
-            v = nv;
-        }
-        v[n++] = r;
-    }
-    closedir(d);
-    if (!v)
-        return -ENOMEM;
-    for (int i = 1; i < n; i++) /* insertion sort: small, nearly sorted */
-        for (int j = i; j > 0 && v[j - 1] > v[j]; j--) {
-            int t = v[j];
-            v[j] = v[j - 1];
-            v[j - 1] = t;
-        }
-    *out = v;
-    *count = n;
-    return 0;
-}
-
 int fb__ckpt_verify(const char *dir, int has_step, uint64_t step, int threads,
                     int json, FILE *out)
 {
@@ -253,7 +211,7 @@ int fb__ckpt_verify(const char *dir, int has_step, uint64_t step, int threads,
             continue;
         found = 1;
         int *ranks = NULL, nr = 0, step_failed = 0;
-        int lr = v[i].error ? v[i].error : list_ranks(dir, v[i].step, &ranks, &nr);
+        int lr = v[i].error ? v[i].error : fb__ckpt_list_ranks(dir, v[i].step, &ranks, &nr);
         if (lr == -ENOENT || lr == -ENOTDIR)
             continue; /* gone since the listing (retention): as fb__ckpt_scan */
         if (lr) { /* a step no reader can use: said, not passed over */
@@ -430,7 +388,7 @@ static int check_other_size(const char *dir, uint64_t step, int w0, int world_si
                             void *arg)
 {
     int *ranks = NULL, nr = 0, have = 0;
-    int rc = list_ranks(dir, step, &ranks, &nr);
+    int rc = fb__ckpt_list_ranks(dir, step, &ranks, &nr);
     if (rc)
         return rc == -ENOMEM ? rc : 0; /* gone since the listing */
     for (int k = 0; k < nr; k++)
