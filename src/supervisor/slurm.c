@@ -104,7 +104,10 @@ struct fb__sup_slurm {
     int lost;                    /* node (index) of a node_failure; -1    */
     int also_lost[MAX_NODES];    /* nodes silent with it (node_lost)      */
     int nalso_lost;
-    char srun_log[PATH_MAX];
+    int lost_launch;             /* lost: srun could not launch there     */
+    int lost_refused;            /*   ... refused the step (Slurm's word) */
+    char srun_log[PATH_MAX];     /* the ranks' srun's stderr               */
+    char watch_log[PATH_MAX];    /* the watchers' srun's stderr            */
     /* A remote rank's end that would be the attempt's failure is held
      * up to HOLD_NS, as its watcher reported it, for srun's word: srun
      * reports each task's wait status (slurmstepd's, first-hand) in the
@@ -804,6 +807,7 @@ int fb__sup_launch_slurm(fb__sup *s)
     g->watch_stop_sent = 0;
     g->lost = -1;
     g->nalso_lost = 0;
+    g->lost_launch = g->lost_refused = 0;
     g->held = 0;
     memset(g->held_ns, 0, sizeof g->held_ns);
     memset(g->held_alive, 0, sizeof g->held_alive);
@@ -844,7 +848,7 @@ int fb__sup_launch_slurm(fb__sup *s)
     g->suspect_why[0] = '\0';
 
     char list[MAX_NODES * 8], nn[16], np[16], ppn[16], att[16], world[16];
-    char outpat[PATH_MAX], master[FB__FBW1_NODE_MAX + 16], logp[PATH_MAX];
+    char outpat[PATH_MAX], master[FB__FBW1_NODE_MAX + 16];
     int rc = node_list(g, g->cur, g->ncur, list, sizeof list);
     if (rc)
         return rc;
@@ -940,8 +944,8 @@ int fb__sup_launch_slurm(fb__sup *s)
     }
     snprintf(g->srun_log, sizeof g->srun_log, "%s/srun.log", dir);
     int lfd = fb__open_append_regular(g->srun_log, 0644);
-    snprintf(logp, sizeof logp, "%s/watch.log", dir);
-    int wfd = fb__open_append_regular(logp, 0644);
+    snprintf(g->watch_log, sizeof g->watch_log, "%s/watch.log", dir);
+    int wfd = fb__open_append_regular(g->watch_log, 0644);
     int pfd[2] = {-1, -1}, qfd[2] = {-1, -1};
     if (lfd < 0 || wfd < 0 || pipe2(pfd, O_CLOEXEC) || pipe2(qfd, O_CLOEXEC)) {
         rc = lfd < 0 ? lfd : wfd < 0 ? wfd : -errno;
@@ -1541,6 +1545,7 @@ static void lose_node(fb__sup *s, int k, uint64_t now, const char *why)
     f->detected_ns = now;
     f->occurred_ns = w->rx_ns;
     g->lost = g->cur[k];
+    g->lost_launch = g->lost_refused = 0;
     char last[32];
     snprintf(f->detail, sizeof f->detail, "node %s lost: %s; %s",
              g->nodes[g->cur[k]].name, why, fb__sup_step_words(last, sizeof last, step, 1));
@@ -1600,9 +1605,16 @@ static int node_lost(fb__sup *s, uint64_t *nowp)
     return 0;
 }
 
+static int srun_launch_failed(fb__sup *s, char *why, size_t size, int *also, int also_max,
+                              int *nalso);
+static void set_launch_lost(fb__sup *s, int li, const char *why, const int *also, int nalso);
+
 /* The held ends without a record whose node has not outlived them yet
  * (fb__sup_judge_vanished): 1 while one of them must still wait; a node
- * whose watcher went silent after one is lost (the failure is set). */
+ * whose watcher went silent after one is lost (the failure is set) --
+ * unless srun could not launch on a node of this attempt: srun then
+ * aborts the step, killing the tasks it did start (and the watchers'
+ * step likewise), so the vanished rank's node is not the lost one. */
 static int vanished_wait(fb__sup *s, uint64_t now)
 {
     struct fb__sup_slurm *g = s->slurm;
@@ -1623,6 +1635,21 @@ static int vanished_wait(fb__sup *s, uint64_t now)
             wait = 1;
             break;
         case FB__SUP_VANISHED_NODE_LOST: {
+            char lwhy[400];
+            int also[MAX_NODES], nalso = 0;
+            int li = s->o->mpirun ? -1 : srun_launch_failed(s, lwhy, sizeof lwhy, also,
+                                                             MAX_NODES, &nalso);
+            if (li >= 0) {
+                fb__sup_failure *lf = &s->fail;
+                memset(lf, 0, sizeof *lf);
+                lf->set = 1;
+                lf->rank = -1;
+                lf->step = -1;
+                snprintf(lf->phase, sizeof lf->phase, "init");
+                lf->detected_ns = now;
+                set_launch_lost(s, li, lwhy, also, nalso);
+                return 0;
+            }
             char why[200];
             double silent_s = now > w->rx_ns ? (double)(now - w->rx_ns) / 1e9 : 0;
             if (f.watchers_gone)
@@ -1681,37 +1708,44 @@ static int srun_first_end(const struct fb__sup_slurm *g, int *task, char *what,
 
 /* The node of this attempt (its index) on which srun could not launch
  * the tasks, "srun: error: Task launch for StepId=J.S failed on node
- * NODE: WHY", with WHY; -1 when none.  When srun was refused the step
- * outright ("Unable to create step for job J: WHY", which names no node:
- * Slurm has marked a node of the attempt down, and taken it out of the
- * job), the first node of this attempt that Slurm says is down or out of
- * the job, the others in *also (at most also_max), with srun's WHY. */
+ * NODE: WHY", with WHY; -1 when none.  Both steps' sruns are read, the
+ * ranks' first: the watchers' step goes to the same nodes, and when its
+ * launch fails srun aborts it, which ends every watcher.  When srun was
+ * refused the step outright ("Unable to create step for job J: WHY",
+ * which names no node: Slurm has marked a node of the attempt down, and
+ * taken it out of the job), the first node of this attempt that Slurm
+ * says is down or out of the job, the others in *also (at most
+ * also_max), with srun's WHY. */
 static int srun_launch_failed(fb__sup *s, char *why, size_t size, int *also, int also_max,
                               int *nalso)
 {
     struct fb__sup_slurm *g = s->slurm;
-    char *text = NULL, line[FB__SLURM_LINE_MAX], refused[FB__SLURM_WHAT_MAX] = "";
-    size_t len = 0, pos = 0;
+    char line[FB__SLURM_LINE_MAX], refused[FB__SLURM_WHAT_MAX] = "";
+    const char *logs[] = {g->srun_log, g->watch_log};
     *nalso = 0;
-    int cut;
-    if (fb__read_file_head(g->srun_log, SRUN_LOG_READ_MAX, &text, &len, &cut))
-        return -1;
     int found = -1;
-    while (found < 0 && fb__slurm_next_line(text, len, &pos, line, sizeof line)) {
-        fb__srun_line l;
-        fb__srun_line_parse(line, &l);
-        if (l.kind == FB__SRUN_STEP_REFUSED && !refused[0])
-            snprintf(refused, sizeof refused, "%s", l.what[0] ? l.what : "no reason given");
-        if (l.kind != FB__SRUN_LAUNCH_FAILED)
+    for (size_t n = 0; found < 0 && n < sizeof logs / sizeof logs[0]; n++) {
+        char *text = NULL;
+        size_t len = 0, pos = 0;
+        int cut;
+        if (!logs[n][0] || fb__read_file_head(logs[n], SRUN_LOG_READ_MAX, &text, &len, &cut))
             continue;
-        int i = node_index(g, l.node);
-        for (int k = 0; i >= 0 && k < g->ncur; k++)
-            if (g->cur[k] == i) {
-                found = i;
-                snprintf(why, size, "%s", l.what[0] ? l.what : "no reason given");
-            }
+        while (found < 0 && fb__slurm_next_line(text, len, &pos, line, sizeof line)) {
+            fb__srun_line l;
+            fb__srun_line_parse(line, &l);
+            if (l.kind == FB__SRUN_STEP_REFUSED && !refused[0])
+                snprintf(refused, sizeof refused, "%s", l.what[0] ? l.what : "no reason given");
+            if (l.kind != FB__SRUN_LAUNCH_FAILED)
+                continue;
+            int i = node_index(g, l.node);
+            for (int k = 0; i >= 0 && k < g->ncur; k++)
+                if (g->cur[k] == i) {
+                    found = i;
+                    snprintf(why, size, "%s", l.what[0] ? l.what : "no reason given");
+                }
+        }
+        free(text);
     }
-    free(text);
     if (found < 0 && refused[0]) {
         int down[MAX_NODES], n = nodes_gone(s, down, MAX_NODES);
         if (n > 0) {
@@ -1723,6 +1757,25 @@ static int srun_launch_failed(fb__sup *s, char *why, size_t size, int *also, int
         }
     }
     return found;
+}
+
+/* The failure is node li's: srun could not launch there (WHY, from
+ * srun_launch_failed), the nodes in `also` with it. */
+static void set_launch_lost(fb__sup *s, int li, const char *why, const int *also, int nalso)
+{
+    struct fb__sup_slurm *g = s->slurm;
+    fb__sup_failure *f = &s->fail;
+    f->kind = FB__SUP_FAIL_NODE_FAILURE;
+    f->has_exit_code = 0;
+    f->signal = 0;
+    f->occurred_ns = f->detected_ns;
+    g->lost = li;
+    g->nalso_lost = nalso;
+    memcpy(g->also_lost, also, (size_t)nalso * sizeof also[0]);
+    g->lost_launch = 1;
+    g->lost_refused = !strncmp(why, "srun was refused", 16);
+    snprintf(f->detail, sizeof f->detail, "node %s lost: srun could not launch "
+             "its tasks (%s)", g->nodes[li].name, why);
 }
 
 /* The signal that srun's WHAT names ("Killed", "Aborted", ...), or 0. */
@@ -1922,22 +1975,13 @@ void fb__sup_slurm_on_failure(fb__sup *s)
     int also[MAX_NODES], nalso = 0;
     int li = f->rank < 0 && f->kind != FB__SUP_FAIL_NODE_FAILURE && !s->o->mpirun
            ? srun_launch_failed(s, lwhy, sizeof lwhy, also, MAX_NODES, &nalso) : -1;
-    if (li >= 0) {
-        f->kind = FB__SUP_FAIL_NODE_FAILURE;
-        f->has_exit_code = 0;
-        f->signal = 0;
-        f->occurred_ns = f->detected_ns;
-        g->lost = li;
-        g->nalso_lost = nalso;
-        memcpy(g->also_lost, also, (size_t)nalso * sizeof also[0]);
-        snprintf(f->detail, sizeof f->detail, "node %s lost: srun could not launch "
-                 "its tasks (%s)", g->nodes[li].name, lwhy);
-    }
+    if (li >= 0)
+        set_launch_lost(s, li, lwhy, also, nalso);
     if (f->kind == FB__SUP_FAIL_NODE_FAILURE && g->lost >= 0) {
         /* A lost node is left out; it is taken back only by a passing
          * health check at a later launch (recheck_lost), never without. */
         char why[256];
-        if (li >= 0)
+        if (g->lost_launch)
             snprintf(why, sizeof why, "firebreak: node lost (srun could not "
                      "launch tasks there)");
         else
@@ -1946,7 +1990,7 @@ void fb__sup_slurm_on_failure(fb__sup *s)
         g->suspect = g->lost;
         snprintf(g->suspect_why, sizeof g->suspect_why, "node_failure at step %lld",
                  (long long)f->step);
-        int refused = li >= 0 && !strncmp(lwhy, "srun was refused", 16);
+        int refused = g->lost_refused;
         for (int a = -1; a < g->nalso_lost; a++) {
             int i = a < 0 ? g->lost : g->also_lost[a];
             if (refused) /* each in Slurm's word for it */
