@@ -97,7 +97,10 @@ EOF
     got=$(jq1 f "select group_concat(rank||':'||step, ',') from (select e.rank, e.step
                  from event e join attempt a on a.id = e.attempt_id
                  where a.number = 1 and e.kind = 'restore_done' order by e.rank)")
-    [ "$got" = "0:25,1:25" ] || { restores_dump f; fail "attempt 1 restored $got, wanted 0:25,1:25"; }
+    # 25 (rank 1's last save before its kill at 30); 20 when a loaded
+    # machine kept that asynchronous save from committing first.
+    case "$got" in 0:25,1:25 | 0:20,1:20) ;;
+    *) restores_dump f; fail "attempt 1 restored $got, wanted 0:25,1:25 (or 0:20,1:20)" ;; esac
     grep -q "checkpoint 30 before the launch: incomplete (1 of 2 shards): removed" err.txt ||
         fail "the cut-short step 30 not said removed: $(grep -i checkpoint err.txt)"
     nothing_in_shm f
@@ -111,7 +114,7 @@ EOF
     [ "$n" = 2 ] || fail "step 30 removed $n times, wanted 2 (memory, storage): $(grep -i checkpoint perr.txt)"
     "$FB" ckpt verify p >/dev/null || fail "storage does not verify after the persist run"
     nothing_in_shm p
-    ok "ranks that do not wait for each other: cut-short steps removed from node memory and storage, both ranks restored 25"
+    ok "ranks that do not wait for each other: cut-short steps removed from node memory and storage, both ranks restored $(echo "$got" | sed 's/^0:\([0-9]*\),.*/\1/')"
     ;;
 memory)
     # A rank SIGKILLed: every rank restores from node memory, and the copy
