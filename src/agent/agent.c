@@ -31,7 +31,9 @@
 
 typedef struct {
     fb__seg *seg;
+    char path[4096];    /* its /dev/shm name: gone, the slot is closed */
     fb__rank_sample s;  /* detector state lives here between samples */
+    uint64_t prev_steps, prev_ns; /* steps_done, when, at the last sample */
 } rank_slot;
 
 typedef struct {
@@ -387,6 +389,7 @@ static void find_ranks(agent *a)
             continue; /* not created completely yet: next sample */
         memset(&a->slots[rank], 0, sizeof a->slots[rank]);
         a->slots[rank].seg = seg;
+        snprintf(a->slots[rank].path, sizeof a->slots[rank].path, "%s", path);
         if (rank + 1 > a->nslots)
             a->nslots = rank + 1;
     }
@@ -435,6 +438,15 @@ static void sample_ranks(agent *a, double t)
         rank_slot *sl = &a->slots[r];
         if (!sl->seg)
             continue;
+        /* Removed (the supervisor sweeps an attempt's segments at its
+         * end, and the run's at the run's): its series go with it, not
+         * a heartbeat that ages for ever once the job is over. */
+        struct stat st;
+        if (lstat(sl->path, &st) && errno == ENOENT) {
+            fb__seg_close(sl->seg);
+            memset(sl, 0, sizeof *sl);
+            continue;
+        }
         const fb__seg_header *h = fb__seg_hdr(sl->seg);
         fb__rank_sample *s = &sl->s;
         uint64_t hb = atomic_load_explicit(&h->heartbeat_mono_ns, memory_order_acquire);
@@ -450,7 +462,11 @@ static void sample_ranks(agent *a, double t)
         s->step_ewma_s = atomic_load_explicit(&h->step_ewma_ns, memory_order_relaxed) / 1e9;
         s->heartbeat_age_s = hb && now > hb ? (now - hb) / 1e9 : 0;
         s->attempt_age_s = now > id->created_mono_ns ? (now - id->created_mono_ns) / 1e9 : 0;
-        s->productive_s = (double)s->steps_done * s->step_ewma_s;
+        double since_s = sl->prev_ns ? (double)(now - sl->prev_ns) / 1e9 : s->attempt_age_s;
+        s->productive_s = fb__agent_productive_add(s->productive_s, sl->prev_steps,
+                                                   s->steps_done, s->step_ewma_s, since_s);
+        sl->prev_steps = s->steps_done;
+        sl->prev_ns = now;
         a->compact[n++] = *s;
     }
     fb__agent_stragglers(a->compact, n, a->o->straggler_ratio,
@@ -632,7 +648,7 @@ static void render_ranks(const agent *a, fb__prom *p)
         {"firebreak_rank_phase", "gauge", "Phase: 0 init, 1 train, 2 checkpoint, 3 restore, 4 done."},
         {"firebreak_rank_straggler", "gauge", "1 while the rank's step time stays well above the others'."},
         {"firebreak_rank_productive_seconds_total", "counter",
-         "Estimated productive step time in this attempt (steps x smoothed step time)."},
+         "Estimated productive step time in this attempt (steps done x smoothed step time, at most the time that passed)."},
     };
     if (!a->job[0])
         return;

@@ -76,7 +76,7 @@ typedef struct fb__rank_sample {
     int phase, end_kind;
     uint64_t step, steps_done;
     double last_step_s, step_ewma_s, heartbeat_age_s, attempt_age_s;
-    double productive_s;     /* steps_done x step_ewma: estimate */
+    double productive_s;     /* estimate: fb__agent_productive_add      */
     int over;                /* consecutive samples over the threshold */
     int straggler;           /* flagged now */
     double median_s;         /* the others' median at the last sample */
@@ -90,6 +90,15 @@ typedef void (*fb__straggler_emit)(void *ctx, const fb__rank_sample *r,
                                    int begin);
 void fb__agent_stragglers(fb__rank_sample *ranks, int n, double ratio,
                           int need, fb__straggler_emit emit, void *ctx);
+
+/* A rank's productive time (a counter): what it was, plus the steps done
+ * since the last sample at the smoothed step time, but never more than
+ * the `since_s` seconds that passed.  Never less than before: the
+ * smoothed step time falls after a slow step, and steps_done x step time
+ * went down with it (firebreak_rank_productive_seconds_total read as a
+ * counter reset by rate() and increase()). */
+double fb__agent_productive_add(double productive_s, uint64_t prev_steps, uint64_t steps,
+                                double step_ewma_s, double since_s);
 
 /* Node power swing: 1 when |now - prev| >= max(fraction x prev, min_w). */
 int fb__agent_power_swing(double prev_w, double now_w, double fraction,

@@ -67,6 +67,15 @@ void fb__agent_stragglers(fb__rank_sample *ranks, int n, double ratio,
     free(v);
 }
 
+double fb__agent_productive_add(double productive_s, uint64_t prev_steps, uint64_t steps,
+                                double step_ewma_s, double since_s)
+{
+    if (steps <= prev_steps || !(step_ewma_s > 0) || !(since_s > 0))
+        return productive_s;
+    double add = (double)(steps - prev_steps) * step_ewma_s;
+    return productive_s + (add < since_s ? add : since_s);
+}
+
 int fb__agent_power_swing(double prev_w, double now_w, double fraction,
                           double min_w)
 {

@@ -70,5 +70,33 @@ for _ in $(seq 50); do [ -e "/dev/shm/fb.$job.1.0" ] && break; sleep 0.05; done
 grep -q '^firebreak_run_restarts{job_id="'"$job"'"} 1$' "$tmp/m2" || fail "restart not followed"
 grep -q '^firebreak_run_ranks{job_id="'"$job"'"} 1$' "$tmp/m2" || fail "old attempt's ranks still counted"
 
+# A long-running agent on the attempt-1 rank: its productive time is a
+# counter, never going down across a stall (the rank stopped 1.5 s:
+# steps x smoothed step time fell after it, 19.6 -> 4.0 s), and its
+# series go once its segment is removed (they stayed, the heartbeat's
+# age growing, after the job was over).
+"$fb" agent --run "$run" --db "$tmp/live.sqlite" --root "$fx/healthy" --listen 127.0.0.1:0 \
+    --port-file "$tmp/port" --interval 100ms --quiet 2>"$tmp/live.err" &
+apid=$!
+pids+=($apid)
+for _ in $(seq 100); do [ -s "$tmp/port" ] && break; sleep 0.05; done
+url=http://127.0.0.1:$(cat "$tmp/port")/metrics
+prod() { curl -s --max-time 2 "$url" | awk '/^firebreak_rank_productive_seconds_total\{.*rank="0"\}/ {print $2}'; }
+vals=()
+for i in $(seq 1 24); do
+    [ $i = 6 ] && kill -STOP "${pids[-2]}"
+    [ $i = 14 ] && kill -CONT "${pids[-2]}"
+    vals+=("$(prod)")
+    sleep 0.2
+done
+echo "${vals[*]}" | awk '{ for (i = 2; i <= NF; i++) if ($i + 0 < $(i - 1) + 0) bad = bad " " $(i - 1) "->" $i
+                          exit (NF < 20 || bad != "") ? 1 : 0 }' ||
+    fail "productive seconds went down or were missing: ${vals[*]}"
+kill "${pids[-2]}"; wait "${pids[-2]}" 2>/dev/null
+rm -f /dev/shm/fb."$job".*
+sleep 0.5
+left=$(curl -s --max-time 2 "$url" | grep -c '^firebreak_rank_')
+[ "$left" = 0 ] || fail "$left rank series left after the segments were removed"
+
 [ $fails = 0 ] && echo "agent straggler: all passed"
 exit $((fails > 0))

@@ -1,7 +1,8 @@
 /*
  * test_agent_detect.c -- the agent's pure detectors: stragglers (median of
  * the others, consecutive samples, hysteresis, ranks not judged) and node
- * power swings; Prometheus label escaping and number formatting.
+ * power swings; a rank's productive time, a counter; Prometheus label
+ * escaping and number formatting.
  */
 #include <math.h>
 #include <stdio.h>
@@ -90,6 +91,36 @@ static void test_swing(void)
     CHECK_EQ_INT(fb__agent_power_swing(0, 5000, 0.3, 500), 0);  /* no baseline */
 }
 
+/* A rank stopped for 3 s at step 300 of 10 ms steps, sampled every
+ * 0.5 s: its smoothed step time jumps, then decays (weight 1/8).  The
+ * old estimate, steps_done x step time, went 3.0 -> 52 -> ... -> 4.0
+ * (a counter going down: rate() read resets); the sum never falls and
+ * never outgrows the time that passed. */
+static void test_productive(void)
+{
+    double ewma[] = {0.01, 0.01, 0.01, 0.16, 0.14, 0.12, 0.06, 0.03, 0.015, 0.011, 0.01};
+    uint64_t steps[] = {100, 200, 300, 301, 302, 303, 320, 350, 390, 440, 490};
+    double p = 0, prev = 0, t = 0;
+    uint64_t last = 0;
+    for (size_t i = 0; i < sizeof ewma / sizeof ewma[0]; i++) {
+        double since = i == 3 ? 3.5 : 0.5;
+        t += since;
+        p = fb__agent_productive_add(p, last, steps[i], ewma[i], since);
+        last = steps[i];
+        CHECK(p >= prev);
+        CHECK(p <= t + 1e-9);
+        prev = p;
+    }
+    CHECK(p > 4.0 && p < 6.0);
+    /* the first sample of a rank found mid-attempt: at most its age */
+    CHECK(fabs(fb__agent_productive_add(0, 0, 1000, 0.05, 12.0) - 12.0) < 1e-9);
+    CHECK(fabs(fb__agent_productive_add(0, 0, 100, 0.05, 12.0) - 5.0) < 1e-9);
+    /* nothing new, or no step time yet: unchanged */
+    CHECK(fb__agent_productive_add(7.0, 10, 10, 0.05, 1.0) == 7.0);
+    CHECK(fb__agent_productive_add(7.0, 10, 12, 0.0, 1.0) == 7.0);
+    CHECK(fb__agent_productive_add(7.0, 10, 12, 0.05, 0.0) == 7.0);
+}
+
 static void test_prom(void)
 {
     char out[64];
@@ -118,6 +149,7 @@ int main(void)
 {
     test_stragglers();
     test_swing();
+    test_productive();
     test_prom();
     if (failures)
         fprintf(stderr, "%d checks failed\n", failures);
