@@ -112,6 +112,18 @@ int fb__sensors_discover(const char *root, fb__host_sensor *s)
                 kind = 'p';
             if (!kind)
                 continue;
+            /* A power channel with both files (power1_average and
+             * power1_input) is one sensor, its average taken: two would
+             * be one series twice and the node meter counted twice. */
+            if (kind == 'p' && !strcmp(f + fl - 6, "_input")) {
+                char avg[64];
+                int dup = 0;
+                snprintf(avg, sizeof avg, "%.*s_average", (int)(fl - 6), f);
+                for (int k = 0; k < nf && !dup; k++)
+                    dup = !strcmp(files[k], avg);
+                if (dup)
+                    continue;
+            }
             snprintf(sensor, sizeof sensor, "%s/%.*s", names[i],
                      (int)strcspn(f, "_"), f);
             snprintf(path, sizeof path, "%s/%s", hdir, f);

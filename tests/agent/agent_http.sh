@@ -138,5 +138,16 @@ grep -q '^firebreak_node_power_watts\|^firebreak_node_gpu_power_watts' "$tmp/m0"
     && fail "no power source: node power exported: $(grep '^firebreak_node' "$tmp/m0")"
 grep -q '^# TYPE firebreak_node_power_watts gauge$' "$tmp/m0" || fail "node power's family not declared"
 
+# A power meter channel read through both its files (power1_average and
+# power1_input, 250 W): one series, and the node's power 250 W, not two
+# identical series and 500 W.
+mkdir -p "$tmp/meter"; cp -r "$fx/healthy/sys" "$tmp/meter/"
+echo 250000000 >"$tmp/meter/sys/class/hwmon/hwmon1/power1_average"
+echo 250000000 >"$tmp/meter/sys/class/hwmon/hwmon1/power1_input"
+env -u FIREBREAK_NVML_LIB "$fb" agent --root "$tmp/meter" --once --quiet >"$tmp/mm" 2>/dev/null
+n=$(grep -c '^firebreak_host_power_watts{sensor="hwmon1/power1"' "$tmp/mm")
+[ "$n" = 1 ] || fail "power1 with _average and _input: $n series: $(grep '^firebreak_host_power' "$tmp/mm")"
+grep -q '^firebreak_node_power_watts 250$' "$tmp/mm" || fail "node power: $(grep '^firebreak_node' "$tmp/mm")"
+
 [ $fails = 0 ] && echo "agent http: all passed"
 exit $((fails > 0))
