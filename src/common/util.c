@@ -366,16 +366,21 @@ static int read_upto(int fd, size_t limit, char **buf_out, size_t *len_out)
  * byte past the bound tells a file of exactly max_bytes, which fits, from
  * a longer one.  A longer file is FB_ETOOBIG, or with head its first
  * max_bytes cut after their last newline (*cut_out set). */
-static int read_capped(const char *path, size_t max_bytes, int head, char **buf_out,
-                       size_t *len_out, int *cut_out)
+static int read_capped(const char *path, off_t from, size_t max_bytes, int head,
+                       char **buf_out, size_t *len_out, int *cut_out)
 {
     if (cut_out)
         *cut_out = 0;
-    if (max_bytes >= SIZE_MAX - 1)
+    if (max_bytes >= SIZE_MAX - 1 || from < 0)
         return -EINVAL;
     int fd = fb__open_regular(path, 0);
     if (fd < 0)
         return fd;
+    if (from > 0 && lseek(fd, from, SEEK_SET) < 0) {
+        int e = -errno;
+        close(fd);
+        return e;
+    }
     char *buf = NULL;
     size_t len = 0;
     int rc = read_upto(fd, max_bytes + 1, &buf, &len);
@@ -403,13 +408,19 @@ static int read_capped(const char *path, size_t max_bytes, int head, char **buf_
 int fb__read_file(const char *path, size_t max_bytes, char **buf_out,
                   size_t *len_out)
 {
-    return read_capped(path, max_bytes, 0, buf_out, len_out, NULL);
+    return read_capped(path, 0, max_bytes, 0, buf_out, len_out, NULL);
 }
 
 int fb__read_file_head(const char *path, size_t max_bytes, char **buf_out,
                        size_t *len_out, int *cut_out)
 {
-    return read_capped(path, max_bytes, 1, buf_out, len_out, cut_out);
+    return read_capped(path, 0, max_bytes, 1, buf_out, len_out, cut_out);
+}
+
+int fb__read_file_head_at(const char *path, off_t from, size_t max_bytes, char **buf_out,
+                          size_t *len_out, int *cut_out)
+{
+    return read_capped(path, from, max_bytes, 1, buf_out, len_out, cut_out);
 }
 
 /* Text into HTML or XML (util.h). */

@@ -156,6 +156,11 @@ int fb__read_file(const char *path, size_t max_bytes, char **buf_out,
 int fb__read_file_head(const char *path, size_t max_bytes, char **buf_out,
                        size_t *len_out, int *cut_out);
 
+/* The same, from byte FROM on: what a log appended to since FROM holds
+ * (nothing past its end). */
+int fb__read_file_head_at(const char *path, off_t from, size_t max_bytes, char **buf_out,
+                          size_t *len_out, int *cut_out);
+
 /* Create a temporary file beside PATH, for a rename over it: a fresh name
  * (PATH.tmp.PID.RANDOM, into tmp) opened O_CREAT|O_EXCL|O_NOFOLLOW for
  * writing with `mode` less the umask, so a file, symlink or FIFO someone

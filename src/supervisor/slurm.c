@@ -46,6 +46,10 @@
 
 #define MAX_NODES 1024
 _Static_assert(FB__FBW1_NODEID_MAX == MAX_NODES - 1, "a hello names one of our nodes");
+/* srun -w's list of every node, each at its longest with its comma (it
+ * was 8 bytes a node: about 580 nodes of 13-character names did not fit,
+ * and the launch failed) */
+#define NODE_LIST_MAX (MAX_NODES * FB__FBW1_NODE_MAX)
 #define MAX_RANKS 8192
 #define UNIT_WATCHERS 1          /* index in s->units */
 #define HEALTH_TIMEOUT_MS 120000
@@ -107,7 +111,10 @@ struct fb__sup_slurm {
     int lost_launch;             /* lost: srun could not launch there     */
     int lost_refused;            /*   ... refused the step (Slurm's word) */
     char srun_log[PATH_MAX];     /* the ranks' srun's stderr               */
-    char watch_log[PATH_MAX];    /* the watchers' srun's stderr            */
+    off_t srun_log_from;         /* its size when this attempt began: a run
+                                    resumed in the same run directory
+                                    appends to the last run's log of the
+                                    same attempt number                   */
     /* A remote rank's end that would be the attempt's failure is held
      * up to HOLD_NS, as its watcher reported it, for srun's word: srun
      * reports each task's wait status (slurmstepd's, first-hand) in the
@@ -600,7 +607,8 @@ static void health_check(fb__sup *s, const int *cand, int ncand, int timeout_ms,
                          const char *log_tag, int *passed)
 {
     struct fb__sup_slurm *g = s->slurm;
-    char list[MAX_NODES * 8], nn[16], logp[PATH_MAX];
+    static char list[NODE_LIST_MAX];
+    char nn[16], logp[PATH_MAX];
     static char out[MAX_NODES * (FB__FBW1_LINE_MAX + 1)];
     if (node_list(g, cand, ncand, list, sizeof list))
         return;
@@ -847,8 +855,9 @@ int fb__sup_launch_slurm(fb__sup *s)
     g->suspect = -1;
     g->suspect_why[0] = '\0';
 
-    char list[MAX_NODES * 8], nn[16], np[16], ppn[16], att[16], world[16];
-    char outpat[PATH_MAX], master[FB__FBW1_NODE_MAX + 16];
+    static char list[NODE_LIST_MAX];
+    char nn[16], np[16], ppn[16], att[16], world[16];
+    char outpat[PATH_MAX], master[FB__FBW1_NODE_MAX + 16], logp[PATH_MAX];
     int rc = node_list(g, g->cur, g->ncur, list, sizeof list);
     if (rc)
         return rc;
@@ -944,8 +953,11 @@ int fb__sup_launch_slurm(fb__sup *s)
     }
     snprintf(g->srun_log, sizeof g->srun_log, "%s/srun.log", dir);
     int lfd = fb__open_append_regular(g->srun_log, 0644);
-    snprintf(g->watch_log, sizeof g->watch_log, "%s/watch.log", dir);
-    int wfd = fb__open_append_regular(g->watch_log, 0644);
+    g->srun_log_from = lfd >= 0 ? lseek(lfd, 0, SEEK_END) : 0;
+    if (g->srun_log_from < 0)
+        g->srun_log_from = 0;
+    snprintf(logp, sizeof logp, "%s/watch.log", dir);
+    int wfd = fb__open_append_regular(logp, 0644);
     int pfd[2] = {-1, -1}, qfd[2] = {-1, -1};
     if (lfd < 0 || wfd < 0 || pipe2(pfd, O_CLOEXEC) || pipe2(qfd, O_CLOEXEC)) {
         rc = lfd < 0 ? lfd : wfd < 0 ? wfd : -errno;
@@ -1025,7 +1037,8 @@ int fb__sup_slurm_on_nodes(fb__sup *s, const char *nodes, const char *const *arg
 {
     struct fb__sup_slurm *g = s->slurm;
     int idx[MAX_NODES], n = 0;
-    char list[MAX_NODES * 8], nn[16];
+    static char list[NODE_LIST_MAX];
+    char nn[16];
     if (nodes) {
         if (fb__fmt(list, sizeof list, "%s", nodes))
             return -ENAMETOOLONG;
@@ -1605,16 +1618,11 @@ static int node_lost(fb__sup *s, uint64_t *nowp)
     return 0;
 }
 
-static int srun_launch_failed(fb__sup *s, char *why, size_t size, int *also, int also_max,
-                              int *nalso);
-static void set_launch_lost(fb__sup *s, int li, const char *why, const int *also, int nalso);
+static int launch_lost_now(fb__sup *s, uint64_t now);
 
 /* The held ends without a record whose node has not outlived them yet
  * (fb__sup_judge_vanished): 1 while one of them must still wait; a node
- * whose watcher went silent after one is lost (the failure is set) --
- * unless srun could not launch on a node of this attempt: srun then
- * aborts the step, killing the tasks it did start (and the watchers'
- * step likewise), so the vanished rank's node is not the lost one. */
+ * whose watcher went silent after one is lost (the failure is set). */
 static int vanished_wait(fb__sup *s, uint64_t now)
 {
     struct fb__sup_slurm *g = s->slurm;
@@ -1635,21 +1643,6 @@ static int vanished_wait(fb__sup *s, uint64_t now)
             wait = 1;
             break;
         case FB__SUP_VANISHED_NODE_LOST: {
-            char lwhy[400];
-            int also[MAX_NODES], nalso = 0;
-            int li = s->o->mpirun ? -1 : srun_launch_failed(s, lwhy, sizeof lwhy, also,
-                                                             MAX_NODES, &nalso);
-            if (li >= 0) {
-                fb__sup_failure *lf = &s->fail;
-                memset(lf, 0, sizeof *lf);
-                lf->set = 1;
-                lf->rank = -1;
-                lf->step = -1;
-                snprintf(lf->phase, sizeof lf->phase, "init");
-                lf->detected_ns = now;
-                set_launch_lost(s, li, lwhy, also, nalso);
-                return 0;
-            }
             char why[200];
             double silent_s = now > w->rx_ns ? (double)(now - w->rx_ns) / 1e9 : 0;
             if (f.watchers_gone)
@@ -1685,7 +1678,8 @@ static int srun_first_end(const struct fb__sup_slurm *g, int *task, char *what,
     char *text = NULL, line[FB__SLURM_LINE_MAX];
     size_t len = 0, pos = 0;
     int cut;
-    if (fb__read_file_head(g->srun_log, SRUN_LOG_READ_MAX, &text, &len, &cut))
+    if (fb__read_file_head_at(g->srun_log, g->srun_log_from, SRUN_LOG_READ_MAX, &text, &len,
+                              &cut))
         return -1;
     int found = -1;
     while (found < 0 && fb__slurm_next_line(text, len, &pos, line, sizeof line)) {
@@ -1708,44 +1702,49 @@ static int srun_first_end(const struct fb__sup_slurm *g, int *task, char *what,
 
 /* The node of this attempt (its index) on which srun could not launch
  * the tasks, "srun: error: Task launch for StepId=J.S failed on node
- * NODE: WHY", with WHY; -1 when none.  Both steps' sruns are read, the
- * ranks' first: the watchers' step goes to the same nodes, and when its
- * launch fails srun aborts it, which ends every watcher.  When srun was
- * refused the step outright ("Unable to create step for job J: WHY",
- * which names no node: Slurm has marked a node of the attempt down, and
- * taken it out of the job), the first node of this attempt that Slurm
- * says is down or out of the job, the others in *also (at most
- * also_max), with srun's WHY. */
-static int srun_launch_failed(fb__sup *s, char *why, size_t size, int *also, int also_max,
-                              int *nalso)
+ * NODE: WHY", with WHY, the other nodes srun could not launch on in
+ * *also (at most also_max: a rack lost at once is one failure, not one
+ * attempt per node); -1 when none.  When srun was refused the step
+ * outright ("Unable to create step for job J: WHY", which names no node:
+ * Slurm has marked a node of the attempt down, and taken it out of the
+ * job) and `ask` is set, the first node of this attempt that Slurm says
+ * is down or out of the job, the others in *also, with srun's WHY. */
+static int srun_launch_failed(fb__sup *s, int ask, char *why, size_t size, int *also,
+                              int also_max, int *nalso)
 {
     struct fb__sup_slurm *g = s->slurm;
-    char line[FB__SLURM_LINE_MAX], refused[FB__SLURM_WHAT_MAX] = "";
-    const char *logs[] = {g->srun_log, g->watch_log};
+    char *text = NULL, line[FB__SLURM_LINE_MAX], refused[FB__SLURM_WHAT_MAX] = "";
+    size_t len = 0, pos = 0;
     *nalso = 0;
+    int cut;
+    if (fb__read_file_head_at(g->srun_log, g->srun_log_from, SRUN_LOG_READ_MAX, &text, &len,
+                              &cut))
+        return -1;
     int found = -1;
-    for (size_t n = 0; found < 0 && n < sizeof logs / sizeof logs[0]; n++) {
-        char *text = NULL;
-        size_t len = 0, pos = 0;
-        int cut;
-        if (!logs[n][0] || fb__read_file_head(logs[n], SRUN_LOG_READ_MAX, &text, &len, &cut))
+    while (fb__slurm_next_line(text, len, &pos, line, sizeof line)) {
+        fb__srun_line l;
+        fb__srun_line_parse(line, &l);
+        if (l.kind == FB__SRUN_STEP_REFUSED && !refused[0])
+            snprintf(refused, sizeof refused, "%s", l.what[0] ? l.what : "no reason given");
+        if (l.kind != FB__SRUN_LAUNCH_FAILED)
             continue;
-        while (found < 0 && fb__slurm_next_line(text, len, &pos, line, sizeof line)) {
-            fb__srun_line l;
-            fb__srun_line_parse(line, &l);
-            if (l.kind == FB__SRUN_STEP_REFUSED && !refused[0])
-                snprintf(refused, sizeof refused, "%s", l.what[0] ? l.what : "no reason given");
-            if (l.kind != FB__SRUN_LAUNCH_FAILED)
-                continue;
-            int i = node_index(g, l.node);
-            for (int k = 0; i >= 0 && k < g->ncur; k++)
-                if (g->cur[k] == i) {
-                    found = i;
-                    snprintf(why, size, "%s", l.what[0] ? l.what : "no reason given");
-                }
+        int i = node_index(g, l.node), ours = 0, seen = i == found;
+        for (int k = 0; i >= 0 && k < g->ncur; k++)
+            ours |= g->cur[k] == i;
+        for (int k = 0; k < *nalso; k++)
+            seen |= also[k] == i;
+        if (!ours || seen)
+            continue;
+        if (found < 0) {
+            found = i;
+            snprintf(why, size, "%s", l.what[0] ? l.what : "no reason given");
+        } else if (*nalso < also_max) {
+            also[(*nalso)++] = i;
         }
-        free(text);
     }
+    free(text);
+    if (!ask)
+        return found;
     if (found < 0 && refused[0]) {
         int down[MAX_NODES], n = nodes_gone(s, down, MAX_NODES);
         if (n > 0) {
@@ -1776,6 +1775,27 @@ static void set_launch_lost(fb__sup *s, int li, const char *why, const int *also
     g->lost_refused = !strncmp(why, "srun was refused", 16);
     snprintf(f->detail, sizeof f->detail, "node %s lost: srun could not launch "
              "its tasks (%s)", g->nodes[li].name, why);
+}
+
+/* The failure, now, when srun could not launch on a node of this
+ * attempt (srun's log says so; Slurm is not asked): that node's loss. */
+static int launch_lost_now(fb__sup *s, uint64_t now)
+{
+    char why[400];
+    int also[MAX_NODES], nalso = 0;
+    int li = s->o->mpirun ? -1 : srun_launch_failed(s, 0, why, sizeof why, also, MAX_NODES,
+                                                     &nalso);
+    if (li < 0)
+        return 0;
+    fb__sup_failure *f = &s->fail;
+    memset(f, 0, sizeof *f);
+    f->set = 1;
+    f->rank = -1;
+    f->step = -1;
+    snprintf(f->phase, sizeof f->phase, "init");
+    f->detected_ns = now;
+    set_launch_lost(s, li, why, also, nalso);
+    return 1;
 }
 
 /* The signal that srun's WHAT names ("Killed", "Aborted", ...), or 0. */
@@ -1814,7 +1834,10 @@ static void release_held(fb__sup *s, int r, int sig)
 static void end_held(fb__sup *s, uint64_t now)
 {
     struct fb__sup_slurm *g = s->slurm;
-    if (!s->fail.set && vanished_wait(s, now))
+    /* srun could not launch on a node of this attempt: it aborts the
+     * step and kills the tasks it did start (the watchers' step too), so
+     * those ends, vanished or not, are not their nodes' or ranks' doing. */
+    if (!s->fail.set && !launch_lost_now(s, now) && vanished_wait(s, now))
         return;
     uint64_t first = UINT64_MAX;
     for (int r = 0; r < s->world; r++)
@@ -1974,7 +1997,7 @@ void fb__sup_slurm_on_failure(fb__sup *s)
     char lwhy[400];
     int also[MAX_NODES], nalso = 0;
     int li = f->rank < 0 && f->kind != FB__SUP_FAIL_NODE_FAILURE && !s->o->mpirun
-           ? srun_launch_failed(s, lwhy, sizeof lwhy, also, MAX_NODES, &nalso) : -1;
+           ? srun_launch_failed(s, 1, lwhy, sizeof lwhy, also, MAX_NODES, &nalso) : -1;
     if (li >= 0)
         set_launch_lost(s, li, lwhy, also, nalso);
     if (f->kind == FB__SUP_FAIL_NODE_FAILURE && g->lost >= 0) {

@@ -23,9 +23,10 @@
 # for job J: ..."), a message that names no node: the supervisor asks
 # scontrol, finds node3 down, and that is node3's node_failure (it used to
 # be an error exit of no rank, relaunched onto node3 until the restarts
-# ran out).  Last, node2 (whose rank did not fail) dies while the
+# ran out).  Then node2 (whose rank did not fail) dies while the
 # restart's srun launches there: srun kills the tasks it did start, and
-# node2, not their node, is the lost one.
+# node2, not their node, is the lost one.  Last, a run resumed in that
+# run directory does not read the last run's srun lines as its own.
 [ "${FB_TEST_HOOKS:-ON}" = ON ] ||
     { echo "skipped: built without the supervisor's test hooks (FB_TEST_HOOKS)"; exit 77; }
 source "$(dirname "$0")/lib.sh"
@@ -133,3 +134,21 @@ detail=$(sqlite3 "$j" "select detail from incident where kind = 'node_failure'")
 echo "$detail" | grep -q "node node2 lost: srun could not launch its tasks" \
     || fail "other: detail: $detail"
 ok "node2 killed between two attempts, rank 2's crash on node3: node2's node_failure ($detail); resumed on node4"
+# A run resumed in the same run directory appends to the last run's
+# srun.log of each attempt number (logs/slurm-attempt-N): its lines are
+# not this run's.  The run above left attempt 1's "Task launch ... failed
+# on node node2"; on a cluster where every node is up, the resumed run's
+# attempt 1 has rank 0 killed (injected): that is rank 0's crash on
+# node1, not node2's loss read from the last run's line.
+recluster stale
+salloc -Q -N4 --no-kill "$FB" run --launcher slurm --nnodes 3 --spare-nodes 1 \
+    --node-timeout $NODE_TIMEOUT --run-dir "$r" --json --max-restarts 3 --crash-loop 0 \
+    --inject 'kill:rank=0,step=170,attempt=0' --inject 'kill:rank=0,step=190,attempt=1' \
+    -- "$TOY" --steps 220 --sleep-ms 40 --ckpt-every 10 >stale.json 2>stale.err \
+    || fail "stale: run exited $? ($(grep -v status: stale.err | tail -5))"
+grep -q "failed on node node2" "$r/logs/slurm-attempt-1/srun.log" || fail "stale: no old line in srun.log"
+rows=$(sqlite3 "$j" "select a.number, i.kind, ifnull(i.rank, '-'), ifnull(i.node, '-') from incident i
+    join attempt a on a.id = i.attempt_id where i.run_id = (select max(id) from run) order by i.id" | tr '\n' ' ')
+[ "$rows" = "0|crash|0|node1 1|crash|0|node1 " ] || fail "stale: incidents: $rows"
+same_hashes "$r" 3 220
+ok "a run resumed in the same run directory reads only its own srun lines: rank 0's crashes, no node lost"
