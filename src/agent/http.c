@@ -73,6 +73,7 @@ typedef struct conn {
     struct conn *prev, *next;
     struct MHD_Connection *c;
     uint64_t idle_since_ns; /* accepted, or its last request answered */
+    uint64_t busy_since_ns; /* when its request being answered came   */
     int busy;               /* a request is complete: being answered */
     int evicted;            /* shut down, waiting for libmicrohttpd's close */
 } conn;
@@ -87,15 +88,23 @@ struct fb__http {
     int nlive;   /* in conns and not evicted */
 };
 
-/* The connection idle the longest, or NULL when every one is busy. */
-static conn *oldest_idle(fb__http *h)
+/* The connection to make room with: the one idle the longest, else the
+ * one busy the longest.  A client that pipelines requests and never reads
+ * the answers keeps its connection busy for good: 64 of them held every
+ * slot, and each scrape was refused until libmicrohttpd's timeout.  An
+ * answer a real scraper reads is sent in milliseconds. */
+static conn *victim(fb__http *h)
 {
-    conn *best = NULL;
-    for (conn *k = h->conns; k; k = k->next)
-        if (!k->busy && !k->evicted &&
-            (!best || k->idle_since_ns <= best->idle_since_ns))
-            best = k;
-    return best;
+    conn *idle = NULL, *busy = NULL;
+    for (conn *k = h->conns; k; k = k->next) {
+        if (k->evicted)
+            continue;
+        if (!k->busy && (!idle || k->idle_since_ns <= idle->idle_since_ns))
+            idle = k;
+        if (k->busy && (!busy || k->busy_since_ns <= busy->busy_since_ns))
+            busy = k;
+    }
+    return idle ? idle : busy;
 }
 
 /* Shut the socket down; libmicrohttpd sees the end of the stream on its
@@ -133,11 +142,11 @@ static void on_connection(void *cls, struct MHD_Connection *c,
         return;
     }
     /* NOTIFY_STARTED: make room first, so the newcomer is never the one
-     * evicted; when every connection is busy answering, refuse it. */
+     * evicted. */
     if (h->nlive >= MAX_CONNECTIONS) {
-        conn *victim = oldest_idle(h);
-        if (victim)
-            evict(h, victim);
+        conn *v = victim(h);
+        if (v)
+            evict(h, v);
     }
     k = calloc(1, sizeof *k);
     if (!k) {
@@ -247,8 +256,10 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c,
     /* The request is complete and answered now: only from here on is the
      * connection busy (a body trickled in slowly leaves it evictable). */
     conn *k = conn_of(c);
-    if (k)
+    if (k && !k->busy) {
         k->busy = 1;
+        k->busy_since_ns = fb__now_ns();
+    }
     atomic_fetch_add_explicit(&h->requests, 1, memory_order_relaxed);
     static char not_allowed[] = "method not allowed\n";
     static char not_found[] = "not found: try /metrics\n";

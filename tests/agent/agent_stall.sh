@@ -74,6 +74,39 @@ finally:
     for s in socks:
         s.close()
 PY
+# 100 clients that pipeline requests and never read the answers: each
+# connection stays busy, its answer unsent.  They held every slot, and a
+# scrape got an empty reply until libmicrohttpd's 3 s timeout: now the one
+# busy the longest gives way to a new connection.
+timeout 30 python3 - "$port" <<'PY' || fail "a scrape was not served while 100 clients pipelined without reading"
+import socket, subprocess, sys, time
+port = int(sys.argv[1])
+socks = []
+try:
+    for i in range(100):
+        s = socket.socket()
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        s.connect(("127.0.0.1", port))
+        s.setblocking(False)
+        try:
+            s.send(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n" * 3000)
+        except BlockingIOError:
+            pass
+        socks.append(s)
+    time.sleep(0.3)
+    t1 = time.monotonic()
+    r = subprocess.run(["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}",
+                        "--max-time", "2", "http://127.0.0.1:%d/metrics" % port],
+                       capture_output=True, text=True)
+    took = time.monotonic() - t1
+    if r.stdout != "200":
+        sys.exit("scrape with 100 clients pipelining without reading: HTTP '%s' "
+                 "after %.2f s (curl exit %d)" % (r.stdout, took, r.returncode))
+    print("scrape served in %.3f s with 100 clients not reading" % took)
+finally:
+    for s in socks:
+        s.close()
+PY
 code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 "http://127.0.0.1:$port/metrics")
 [ "$code" = 200 ] || fail "after the stalled clients left: HTTP $code"
 kill -0 "$pid" 2>/dev/null || fail "agent died"
