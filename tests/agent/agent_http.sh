@@ -119,7 +119,11 @@ FIREBREAK_NVML_SCENARIO=$tmp/nvml1.txt "$fb" agent --root "$tmp/rapl" --listen n
     --interval 100ms --duration 1500ms --db "$tmp/rapl.sqlite" 2>"$tmp/rapl.err" \
     || fail "agent on the RAPL fixture: exit $? ($(head -c 300 "$tmp/rapl.err"))"
 kill $wpid; wait $wpid 2>/dev/null
-swings=$(sqlite3 "$tmp/rapl.sqlite" "select count(*) from events where kind='power_swing'")
+# A swing from the GPU's 300 W alone is that first-sample bug; one
+# between two RAPL rates is the shell writer falling behind on a loaded
+# machine (1367 W -> 702 W under the sanitizer build beside a CI run).
+swings=$(sqlite3 "$tmp/rapl.sqlite" "select count(*) from events where kind='power_swing'
+    and json_extract(evidence, '$.from_w') < 400")
 [ "$swings" = 0 ] || fail "RAPL's first rate read as a power swing: $(sqlite3 "$tmp/rapl.sqlite" "select evidence from events where kind='power_swing'")"
 # The writer is a shell loop: on a loaded machine (the sanitizer build
 # beside other work) it falls behind by tens of ms now and then, and one
