@@ -31,7 +31,9 @@
 
 typedef struct {
     fb__seg *seg;
-    char path[4096];    /* its /dev/shm name: gone, the slot is closed */
+    char name[96];      /* its name in shm_dir, and the file's identity */
+    dev_t dev;          /* there: gone or another file, the slot closes  */
+    ino_t ino;
     fb__rank_sample s;  /* detector state lives here between samples */
     uint64_t prev_steps, prev_ns; /* steps_done, when, at the last sample */
 } rank_slot;
@@ -383,13 +385,17 @@ static void find_ranks(agent *a)
         if (fb__fmt(path, sizeof path, "%s/%s", a->o->shm_dir, e->d_name))
             continue;
         fb__seg *seg;
+        struct stat st;
         /* Only segments of the user the job runs as: another user could
          * plant a file under the name (docs/segment.md, "Readers"). */
-        if (fb__seg_open_as(&seg, path, a->job_uid, NULL))
+        if (strlen(e->d_name) >= sizeof a->slots[rank].name ||
+            fb__seg_open_as(&seg, path, a->job_uid, &st))
             continue; /* not created completely yet: next sample */
         memset(&a->slots[rank], 0, sizeof a->slots[rank]);
         a->slots[rank].seg = seg;
-        snprintf(a->slots[rank].path, sizeof a->slots[rank].path, "%s", path);
+        snprintf(a->slots[rank].name, sizeof a->slots[rank].name, "%s", e->d_name);
+        a->slots[rank].dev = st.st_dev;
+        a->slots[rank].ino = st.st_ino;
         if (rank + 1 > a->nslots)
             a->nslots = rank + 1;
     }
@@ -439,10 +445,21 @@ static void sample_ranks(agent *a, double t)
         if (!sl->seg)
             continue;
         /* Removed (the supervisor sweeps an attempt's segments at its
-         * end, and the run's at the run's): its series go with it, not
-         * a heartbeat that ages for ever once the job is over. */
+         * end, and the run's at the run's), or another file under its
+         * name (a rank that made its segment again; anyone's file after
+         * the sweep): its series go with it, not a heartbeat that ages
+         * for ever once the job is over.  A new segment of the job's
+         * user is found again by find_ranks. */
+        char path[4096];
         struct stat st;
-        if (lstat(sl->path, &st) && errno == ENOENT) {
+        int gone = 0;
+        if (!fb__fmt(path, sizeof path, "%s/%s", a->o->shm_dir, sl->name)) {
+            if (lstat(path, &st))
+                gone = errno == ENOENT;
+            else
+                gone = st.st_dev != sl->dev || st.st_ino != sl->ino;
+        }
+        if (gone) {
             fb__seg_close(sl->seg);
             memset(sl, 0, sizeof *sl);
             continue;

@@ -94,8 +94,16 @@ echo "${vals[*]}" | awk '{ for (i = 2; i <= NF; i++) if ($i + 0 < $(i - 1) + 0) 
     fail "productive seconds went down or were missing: ${vals[*]}"
 kill "${pids[-2]}"; wait "${pids[-2]}" 2>/dev/null
 rm -f /dev/shm/fb."$job".*
+# and, after the sweep, another user's file under the rank's name: not
+# the segment the agent had open (nor one it opens: not the job's user)
+if id nobody >/dev/null 2>&1; then
+    head -c 65536 /dev/zero >"/dev/shm/fb.$job.1.0"
+    chown nobody "/dev/shm/fb.$job.1.0"
+fi
 sleep 0.5
-left=$(curl -s --max-time 2 "$url" | grep -c '^firebreak_rank_')
+curl -s --max-time 2 "$url" >"$tmp/after"
+grep -q '^firebreak_agent_up 1$' "$tmp/after" || fail "no agent_up after the segments went: $(head -c 300 "$tmp/after")"
+left=$(grep -c '^firebreak_rank_' "$tmp/after")
 [ "$left" = 0 ] || fail "$left rank series left after the segments were removed"
 
 [ $fails = 0 ] && echo "agent straggler: all passed"
