@@ -110,6 +110,8 @@ struct fb__sup_slurm {
     int nalso_lost;
     int lost_launch;             /* lost: srun could not launch there     */
     int lost_refused;            /*   ... refused the step (Slurm's word) */
+    off_t srun_log_checked;      /* srun.log's size at the last look for a
+                                    failed launch (launch_lost_now); -1  */
     char srun_log[PATH_MAX];     /* the ranks' srun's stderr               */
     off_t srun_log_from;         /* its size when this attempt began: a run
                                     resumed in the same run directory
@@ -816,6 +818,7 @@ int fb__sup_launch_slurm(fb__sup *s)
     g->lost = -1;
     g->nalso_lost = 0;
     g->lost_launch = g->lost_refused = 0;
+    g->srun_log_checked = -1;
     g->held = 0;
     memset(g->held_ns, 0, sizeof g->held_ns);
     memset(g->held_alive, 0, sizeof g->held_alive);
@@ -1700,27 +1703,40 @@ static int srun_first_end(const struct fb__sup_slurm *g, int *task, char *what,
     return found;
 }
 
+/* What srun's log says of a launch that failed (srun_launch_failed). */
+typedef struct launch_fail {
+    int node;                /* index of the first node; -1 none          */
+    int also[MAX_NODES];     /* the others                                */
+    int nalso;
+    int refused;             /* srun was refused the step: Slurm's word   */
+    char why[400];
+} launch_fail;
+
 /* The node of this attempt (its index) on which srun could not launch
  * the tasks, "srun: error: Task launch for StepId=J.S failed on node
  * NODE: WHY", with WHY, the other nodes srun could not launch on in
- * *also (at most also_max: a rack lost at once is one failure, not one
- * attempt per node); -1 when none.  When srun was refused the step
- * outright ("Unable to create step for job J: WHY", which names no node:
- * Slurm has marked a node of the attempt down, and taken it out of the
- * job) and `ask` is set, the first node of this attempt that Slurm says
- * is down or out of the job, the others in *also, with srun's WHY. */
-static int srun_launch_failed(fb__sup *s, int ask, char *why, size_t size, int *also,
-                              int also_max, int *nalso)
+ * lf->also (a rack lost at once is one failure, not one attempt per
+ * node) -- but when srun failed on every node of the attempt, the first
+ * only: that is the job's launch failing (a credential, a spool), not
+ * every node lost, and draining them all would empty the allocation;
+ * -1 when none.  When srun was refused the step outright ("Unable to
+ * create step for job J: WHY", which names no node: Slurm has marked a
+ * node of the attempt down, and taken it out of the job) and `ask` is
+ * set, the first node of this attempt that Slurm says is down or out of
+ * the job, the others in lf->also, with srun's WHY. */
+static int srun_launch_failed(fb__sup *s, int ask, launch_fail *lf)
 {
     struct fb__sup_slurm *g = s->slurm;
     char *text = NULL, line[FB__SLURM_LINE_MAX], refused[FB__SLURM_WHAT_MAX] = "";
     size_t len = 0, pos = 0;
-    *nalso = 0;
+    lf->node = -1;
+    lf->nalso = 0;
+    lf->refused = 0;
+    lf->why[0] = '\0';
     int cut;
     if (fb__read_file_head_at(g->srun_log, g->srun_log_from, SRUN_LOG_READ_MAX, &text, &len,
                               &cut))
         return -1;
-    int found = -1;
     while (fb__slurm_next_line(text, len, &pos, line, sizeof line)) {
         fb__srun_line l;
         fb__srun_line_parse(line, &l);
@@ -1728,73 +1744,76 @@ static int srun_launch_failed(fb__sup *s, int ask, char *why, size_t size, int *
             snprintf(refused, sizeof refused, "%s", l.what[0] ? l.what : "no reason given");
         if (l.kind != FB__SRUN_LAUNCH_FAILED)
             continue;
-        int i = node_index(g, l.node), ours = 0, seen = i == found;
+        int i = node_index(g, l.node), ours = 0, seen = i >= 0 && i == lf->node;
         for (int k = 0; i >= 0 && k < g->ncur; k++)
             ours |= g->cur[k] == i;
-        for (int k = 0; k < *nalso; k++)
-            seen |= also[k] == i;
+        for (int k = 0; k < lf->nalso; k++)
+            seen |= lf->also[k] == i;
         if (!ours || seen)
             continue;
-        if (found < 0) {
-            found = i;
-            snprintf(why, size, "%s", l.what[0] ? l.what : "no reason given");
-        } else if (*nalso < also_max) {
-            also[(*nalso)++] = i;
+        if (lf->node < 0) {
+            lf->node = i;
+            snprintf(lf->why, sizeof lf->why, "%s", l.what[0] ? l.what : "no reason given");
+        } else if (lf->nalso < MAX_NODES) {
+            lf->also[lf->nalso++] = i;
         }
     }
     free(text);
-    if (!ask)
-        return found;
-    if (found < 0 && refused[0]) {
-        int down[MAX_NODES], n = nodes_gone(s, down, MAX_NODES);
-        if (n > 0) {
-            found = down[0];
-            for (int k = 1; k < n && *nalso < also_max; k++)
-                also[(*nalso)++] = down[k];
-            snprintf(why, size, "srun was refused the step: %s; Slurm says %s",
-                     refused, g->nodes[found].state);
-        }
+    if (lf->node >= 0 && g->ncur > 1 && 1 + lf->nalso >= g->ncur)
+        lf->nalso = 0;
+    if (!ask || lf->node >= 0 || !refused[0])
+        return lf->node;
+    int down[MAX_NODES], n = nodes_gone(s, down, MAX_NODES);
+    if (n > 0) {
+        lf->node = down[0];
+        for (int k = 1; k < n; k++)
+            lf->also[lf->nalso++] = down[k];
+        lf->refused = 1;
+        snprintf(lf->why, sizeof lf->why, "srun was refused the step: %s; Slurm says %s",
+                 refused, g->nodes[lf->node].state);
     }
-    return found;
+    return lf->node;
 }
 
-/* The failure is node li's: srun could not launch there (WHY, from
- * srun_launch_failed), the nodes in `also` with it. */
-static void set_launch_lost(fb__sup *s, int li, const char *why, const int *also, int nalso)
+/* The failure is lf's: srun could not launch on its nodes. */
+static void set_launch_lost(fb__sup *s, const launch_fail *lf)
 {
     struct fb__sup_slurm *g = s->slurm;
     fb__sup_failure *f = &s->fail;
     f->kind = FB__SUP_FAIL_NODE_FAILURE;
+    f->rank = -1;
     f->has_exit_code = 0;
     f->signal = 0;
     f->occurred_ns = f->detected_ns;
-    g->lost = li;
-    g->nalso_lost = nalso;
-    memcpy(g->also_lost, also, (size_t)nalso * sizeof also[0]);
+    g->lost = lf->node;
+    g->nalso_lost = lf->nalso;
+    memcpy(g->also_lost, lf->also, (size_t)lf->nalso * sizeof lf->also[0]);
     g->lost_launch = 1;
-    g->lost_refused = !strncmp(why, "srun was refused", 16);
+    g->lost_refused = lf->refused;
     snprintf(f->detail, sizeof f->detail, "node %s lost: srun could not launch "
-             "its tasks (%s)", g->nodes[li].name, why);
+             "its tasks (%s)", g->nodes[lf->node].name, lf->why);
 }
 
 /* The failure, now, when srun could not launch on a node of this
- * attempt (srun's log says so; Slurm is not asked): that node's loss. */
+ * attempt (srun's log says so; Slurm is not asked): that node's loss.
+ * The log is read again only when it has grown. */
 static int launch_lost_now(fb__sup *s, uint64_t now)
 {
-    char why[400];
-    int also[MAX_NODES], nalso = 0;
-    int li = s->o->mpirun ? -1 : srun_launch_failed(s, 0, why, sizeof why, also, MAX_NODES,
-                                                     &nalso);
-    if (li < 0)
+    struct fb__sup_slurm *g = s->slurm;
+    struct stat st;
+    if (s->o->mpirun || stat(g->srun_log, &st) || st.st_size == g->srun_log_checked)
+        return 0;
+    g->srun_log_checked = st.st_size;
+    launch_fail lf;
+    if (srun_launch_failed(s, 0, &lf) < 0)
         return 0;
     fb__sup_failure *f = &s->fail;
     memset(f, 0, sizeof *f);
     f->set = 1;
-    f->rank = -1;
     f->step = -1;
     snprintf(f->phase, sizeof f->phase, "init");
     f->detected_ns = now;
-    set_launch_lost(s, li, why, also, nalso);
+    set_launch_lost(s, &lf);
     return 1;
 }
 
@@ -1990,16 +2009,18 @@ void fb__sup_slurm_on_failure(fb__sup *s)
     fb__sup_failure *f = &s->fail;
     if (!g || f->launch_error)
         return;
-    /* No rank to blame, and srun could not start the tasks on a node of
-     * this attempt (the node was killed since the last failure, Slurm
-     * not knowing yet): that node is lost, not the job's fault; the next
-     * attempt takes a spare instead of failing there again. */
-    char lwhy[400];
-    int also[MAX_NODES], nalso = 0;
-    int li = f->rank < 0 && f->kind != FB__SUP_FAIL_NODE_FAILURE && !s->o->mpirun
-           ? srun_launch_failed(s, 1, lwhy, sizeof lwhy, also, MAX_NODES, &nalso) : -1;
-    if (li >= 0)
-        set_launch_lost(s, li, lwhy, also, nalso);
+    /* srun could not start the tasks on a node of this attempt (the
+     * node was killed since the last failure, Slurm not knowing yet):
+     * that node is lost, not the job's fault; the next attempt takes a
+     * spare instead of failing there again.  Also when a rank's end came
+     * first: srun kills the tasks it did start, and a rank on this host
+     * ends through its pidfd, unheld (end_held covers the others).
+     * Slurm is asked which nodes are gone only when no rank is blamed. */
+    if (f->kind != FB__SUP_FAIL_NODE_FAILURE && !s->o->mpirun) {
+        launch_fail lf;
+        if (srun_launch_failed(s, f->rank < 0, &lf) >= 0)
+            set_launch_lost(s, &lf);
+    }
     if (f->kind == FB__SUP_FAIL_NODE_FAILURE && g->lost >= 0) {
         /* A lost node is left out; it is taken back only by a passing
          * health check at a later launch (recheck_lost), never without. */

@@ -92,6 +92,8 @@ killed_between() { # NAME [down|crashing] [NODE]
         for _ in $(seq 1 300); do
             grep -qs "resuming after" "$r/logs/slurm-attempt-1/rank-0.log" && break; sleep 0.1
         done
+        grep -qs "resuming after" "$r/logs/slurm-attempt-1/rank-0.log" ||
+            fail "$n: rank 0 of attempt 1 did not start while $node's slurmd was stopped"
         sleep 0.5
     fi
     "$SRC/scripts/slurm-cluster.sh" fail "$CL" "$node" kill
