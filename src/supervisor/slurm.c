@@ -1621,7 +1621,6 @@ static int node_lost(fb__sup *s, uint64_t *nowp)
     return 0;
 }
 
-static int launch_lost_now(fb__sup *s, uint64_t now);
 
 /* The held ends without a record whose node has not outlived them yet
  * (fb__sup_judge_vanished): 1 while one of them must still wait; a node
