@@ -51,6 +51,9 @@ static void usage(FILE *f)
 "  --attach-timeout DUR   a rank that never calls fb_init within DUR is hung\n"
 "                         (default: off; unmodified programs are watched for\n"
 "                         exits only)\n"
+"  --exit-timeout DUR     a rank still running DUR after fb_finalize (the Python\n"
+"                         hooks call it at exit) is hung in its teardown\n"
+"                         (default 300s; 0 = no limit)\n"
 "  --grace DUR            SIGTERM to SIGKILL when stopping ranks (default 5s;\n"
 "                         0 = SIGKILL at once)\n"
 "  --crash-loop N         stop when N attempts in a row fail the same way (kind,\n"
@@ -400,7 +403,7 @@ static const char *torchrun_only(const char *arg)
 int fb__cmd_run(int argc, char **argv)
 {
     enum { O_NPROC = 1000, O_LAUNCHER, O_MAXR, O_HANG, O_STARTUP, O_CKPTT,
-           O_ATTACH, O_GRACE, O_LOOP, O_RUNDIR, O_RUNROOT, O_NAME, O_CKPTDIR,
+           O_ATTACH, O_EXITT, O_GRACE, O_LOOP, O_RUNDIR, O_RUNROOT, O_NAME, O_CKPTDIR,
            O_INJECT, O_FRCAP, O_NOPRELOAD, O_MPIRUN, O_MPIRUNARG, O_SPARE,
            O_DRAIN, O_HEALTH, O_NONODES, O_STRAGGLER, O_QUIET, O_JSON, O_NNODES,
            O_SHGROUP, O_CONSOLE, O_KMSG, O_NOIHEALTH, O_HEALTHROOT, O_NODETIMEOUT,
@@ -427,6 +430,7 @@ int fb__cmd_run(int argc, char **argv)
         {"startup-timeout", required_argument, 0, O_STARTUP},
         {"ckpt-timeout", required_argument, 0, O_CKPTT},
         {"attach-timeout", required_argument, 0, O_ATTACH},
+        {"exit-timeout", required_argument, 0, O_EXITT},
         {"grace", required_argument, 0, O_GRACE},
         {"crash-loop", required_argument, 0, O_LOOP},
         {"supervisor-nice", required_argument, 0, O_SUPNICE},
@@ -522,6 +526,7 @@ int fb__cmd_run(int argc, char **argv)
         case O_STARTUP: bad = parse_dur("--startup-timeout", optarg, 1e-3, MAX_TIMEOUT_S, &o.startup_timeout_s); break;
         case O_CKPTT: bad = parse_dur("--ckpt-timeout", optarg, 1e-3, MAX_TIMEOUT_S, &o.ckpt_timeout_s); break;
         case O_ATTACH: bad = parse_dur("--attach-timeout", optarg, 1e-3, MAX_TIMEOUT_S, &o.attach_timeout_s); break;
+        case O_EXITT: bad = parse_dur("--exit-timeout", optarg, 0, MAX_TIMEOUT_S, &o.exit_timeout_s); break;
         case O_GRACE: bad = parse_dur("--grace", optarg, 0, MAX_TIMEOUT_S, &o.grace_s); break;
         case O_LOOP: bad = parse_num("--crash-loop", optarg, 0, 1000, &o.crash_loop); break;
         case O_SUPNICE: bad = parse_num("--supervisor-nice", optarg, 0, 39, &o.sup_nice); break;

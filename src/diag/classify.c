@@ -29,7 +29,9 @@
  *  11. the kind alone (launch failure, segment faults)
  *  12. the flight-recorder verdict (a collective mismatch is a software
  *      bug; a culprit rank with nothing else is a watchdog timeout)
- *  13. a hang with nothing else: watchdog timeout; else Unknown.
+ *  13. a hang after fb_finalize (phase done): a software bug in the
+ *      program's teardown; another hang with nothing else: watchdog
+ *      timeout; else Unknown.
  *
  * "Unknown" is an honest answer; a guess is not.  The JSON inputs (health
  * and flight-recorder verdicts) come from other programs: they are parsed
@@ -756,6 +758,10 @@ static void decide(const fb__diag_evidence *ev, const char *kind, int krank,
         set(out, C_UNKNOWN, FB__DIAG_BY_KIND, "a checkpoint shard failed its hash check "
             "(corrupted on storage or before it was written); what corrupted "
             "it is not recorded");
+    } else if (!strcmp(kind, "hang") && ev->phase && !strcmp(ev->phase, "done")) {
+        set(out, C_SWBUG, FB__DIAG_BY_KIND, "a hang after fb_finalize, in the "
+            "program's teardown (exit handlers, a library's shutdown); no "
+            "flight-recorder culprit and no hardware evidence");
     } else if (!strcmp(kind, "hang")) {
         set(out, C_WATCHDOG, FB__DIAG_BY_KIND, "no progress until the hang timeout; no "
             "flight-recorder culprit and no hardware evidence");

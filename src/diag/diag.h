@@ -26,6 +26,8 @@
 /* What classify looks at (any field may be NULL / 0). */
 typedef struct fb__diag_evidence {
     const char *kind;        /* incident kind: crash, hang, error_exit, ... */
+    const char *phase;       /* the rank's phase (init, train, ..., done), or
+                                NULL: unknown */
     const char *injected;    /* the injected fault that fired, or NULL      */
     const char *detail, *last_lines;
     const char *fr_verdict;  /* flight-recorder verdict (JSON)              */

@@ -714,8 +714,9 @@ static void classify_all(fb__report_run *run)
     for (size_t i = 0; i < run->nincidents; i++) {
         fb__report_incident *in = &run->incidents[i];
         fb__report_evidence ev = {
-            .kind = in->kind, .injected = in->injected, .detail = in->detail,
-            .last_lines = in->last_lines, .fr_verdict = in->fr_verdict,
+            .kind = in->kind, .phase = in->phase, .injected = in->injected,
+            .detail = in->detail, .last_lines = in->last_lines,
+            .fr_verdict = in->fr_verdict,
             .health = in->health, .category = in->sup_category,
             .component = in->sup_component, .evidence = in->sup_evidence,
             .signal = in->signal, .has_exit_code = in->has_exit_code,

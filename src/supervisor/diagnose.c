@@ -371,7 +371,7 @@ static void finish(fb__sup *s, struct fb__sup_diag *d)
             kernel_log(s, f->occurred_ns, klog, DIAG_KLOG_MAX);
     }
     fb__diag_evidence ev = {
-        .kind = fb__sup_fail_kind_name(f->kind),
+        .kind = fb__sup_fail_kind_name(f->kind), .phase = f->phase,
         .injected = f->injected[0] ? f->injected : NULL, .detail = f->detail,
         .last_lines = d->last[0] ? d->last : NULL, .fr_verdict = d->fr_verdict,
         .health = health, .kernel_log = klog && klog[0] ? klog : NULL,
@@ -410,7 +410,8 @@ void fb__sup_classify_row(fb__journal_incident *inc, int ckpt_code, char *buf,
                           size_t size)
 {
     fb__diag_evidence ev = {
-        .kind = inc->kind, .injected = inc->injected, .detail = inc->detail,
+        .kind = inc->kind, .phase = inc->phase, .injected = inc->injected,
+        .detail = inc->detail,
         .last_lines = inc->last_lines, .signal = inc->signal,
         .has_exit_code = inc->has_exit_code, .exit_code = inc->exit_code,
         .ckpt_code = ckpt_code,

@@ -1210,6 +1210,13 @@ const char *fb__sup_slurm_node_of_rank(const fb__sup *s, int rank)
     return n ? n->name : NULL;
 }
 
+int fb__sup_slurm_rank_done(const fb__sup *s, int rank)
+{
+    const struct fb__sup_slurm *g = s->slurm;
+    return g && rank >= 0 && rank < s->world && g->beats[rank].have &&
+           g->beats[rank].phase == FB_PHASE_DONE;
+}
+
 int fb__sup_slurm_nnodes(const fb__sup *s)
 {
     return s->slurm ? s->slurm->need : 1;
@@ -1951,9 +1958,16 @@ void fb__sup_slurm_tick(fb__sup *s, uint64_t now)
             continue;
         double limit = b->phase == FB_PHASE_TRAIN ? s->o->hang_timeout_s
                      : b->phase == FB_PHASE_CHECKPOINT ? s->o->ckpt_timeout_s
-                     : b->phase == FB_PHASE_DONE ? 0 : s->o->startup_timeout_s;
+                     : b->phase == FB_PHASE_DONE ? s->o->exit_timeout_s
+                     : s->o->startup_timeout_s;
         double age_s = (double)b->age_ms / 1e3 +
                        (now > b->rx_ns ? (double)(now - b->rx_ns) / 1e9 : 0);
+        if (b->phase == FB_PHASE_DONE) { /* from when no rank works (watch.c) */
+            double over_s = s->work_over_ns && now > s->work_over_ns
+                                ? (double)(now - s->work_over_ns) / 1e9 : 0;
+            if (over_s < age_s)
+                age_s = over_s;
+        }
         if (limit <= 0 || age_s <= limit)
             continue;
         fb__sup_failure *f = &s->fail;
@@ -1967,9 +1981,12 @@ void fb__sup_slurm_tick(fb__sup *s, uint64_t now)
         f->occurred_ns = now - (uint64_t)(age_s * 1e9);
         char last[32];
         snprintf(f->detail, sizeof f->detail, "no progress from rank %d on %s for "
-                 "%.1f s in phase %s (limit %.1f s), %s (node watcher)",
+                 "%.1f s in phase %s (limit %.1f s), %s%s (node watcher)",
                  r, node_of_rank(s, r), age_s, f->phase, limit,
-                 fb__sup_step_words(last, sizeof last, b->step, 1));
+                 fb__sup_step_words(last, sizeof last, b->step, 1),
+                 b->phase == FB_PHASE_DONE ? ", after it had finished: a hang in "
+                                             "its teardown (--exit-timeout)"
+                                           : "");
         /* The first rank found silent, not the first that stopped: the
          * flight recorder decides (analyze_hang) -- unless this rank
          * reported the hang injection it fired (its watcher forwards the

@@ -133,6 +133,10 @@ typedef struct fb__sup {
     uint64_t run_start_ns;
     uint64_t attempt_start_ns;
     uint64_t attempt_ready_ns;           /* 0 until every attached rank stepped */
+    uint64_t work_over_ns;               /* when a watch pass first found no
+                                            rank working (each one ended or
+                                            in phase done); 0 while one is
+                                            (--exit-timeout counts from it) */
     /* Where a relaunch's time goes (said at the launch after a failure):
      * the monotonic time at the end of each part, from the detection
      * (fail.detected_ns) to the last new rank's exec; 0 not reached. */
@@ -374,6 +378,8 @@ int fb__sup_launch_slurm(fb__sup *s);
 int fb__sup_slurm_fd(const fb__sup *s);      /* watchers' stdout to poll, -1   */
 /* The node (Slurm name) of rank's place in this attempt, or NULL. */
 const char *fb__sup_slurm_node_of_rank(const fb__sup *s, int rank);
+/* 1 when rank's node watcher last said it is in phase done. */
+int fb__sup_slurm_rank_done(const fb__sup *s, int rank);
 void fb__sup_slurm_read(fb__sup *s);
 void fb__sup_slurm_tick(fb__sup *s, uint64_t now);
 /* The ranks' step ended: 1 when its status is not yet the failure, as a

@@ -48,6 +48,7 @@ void fb__sup_options_init(fb__sup_options *o)
     o->startup_timeout_s = 600;
     o->node_timeout_s = 10;
     o->ckpt_timeout_s = 900;
+    o->exit_timeout_s = 300;
     o->grace_s = 5;
     o->crash_loop = 2;
     o->sup_nice = 10;
@@ -285,6 +286,7 @@ static void options_json(const fb__sup_options *o, fb__jsonw *w)
     fb__jsonw_kdouble(w, "node_timeout_s", o->node_timeout_s);
     fb__jsonw_kdouble(w, "ckpt_timeout_s", o->ckpt_timeout_s);
     fb__jsonw_kdouble(w, "attach_timeout_s", o->attach_timeout_s);
+    fb__jsonw_kdouble(w, "exit_timeout_s", o->exit_timeout_s);
     fb__jsonw_kdouble(w, "grace_s", o->grace_s);
     fb__jsonw_kint(w, "crash_loop", o->crash_loop);
     fb__jsonw_kint(w, "supervisor_nice", o->sup_nice);
@@ -1306,6 +1308,7 @@ static void start_attempt(fb__sup *s)
     s->relaunch.at[FB__RL_STARTED] = s->attempt_start_ns;
     s->relaunch.warm_ns = 0;
     s->attempt_ready_ns = 0;
+    s->work_over_ns = 0;
     s->max_step = -1;
     s->restored_step = -1;
     s->attempt_newest = -1;

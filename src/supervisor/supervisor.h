@@ -67,6 +67,8 @@ typedef struct fb__sup_options {
     double ckpt_timeout_s;    /* checkpoint phase                          */
     double attach_timeout_s;  /* 0: ranks that never attach are only
                                  watched for exits                         */
+    double exit_timeout_s;    /* phase done (after fb_finalize) until the
+                                 process is gone; 0: no limit              */
     double grace_s;           /* SIGTERM -> SIGKILL                         */
     int crash_loop;           /* consecutive failures at the same step     */
     int sup_nice;             /* nice steps above the ranks (0: none)      */

@@ -421,7 +421,9 @@ static uint64_t timeout_ns(const fb__sup *s, uint32_t phase)
     case FB_PHASE_CHECKPOINT: t = s->o->ckpt_timeout_s; break;
     case FB_PHASE_INIT:
     case FB_PHASE_RESTORE: t = s->o->startup_timeout_s; break;
-    case FB_PHASE_DONE: return 0; /* fb_finalize: no longer watched */
+    /* After fb_finalize: the teardown (exit handlers, NCCL's and gloo's
+     * shutdown), counted from the finalize's own beat. */
+    case FB_PHASE_DONE: t = s->o->exit_timeout_s; break;
     default: t = s->o->hang_timeout_s; break; /* not a phase: scribbled */
     }
     return t > 0 ? (uint64_t)(t * 1e9) : 0;
@@ -558,13 +560,18 @@ static void blame_hang(fb__sup *s, const fb__sup_hang_blame *b, uint64_t now)
     /* Silence is what the watch pass measured, not who stopped first:
      * the wording says only that (analyze_hang in supervisor.c adds what
      * the flight recorder could or could not tell). */
-    char why[256], last[32];
+    char why[384], last[32];
     fb__sup_step_words(last, sizeof last, k->step, 1);
     snprintf(why, sizeof why,
              "no progress from rank %d for %.1f s in phase %s (limit %.1f s), "
-             "%s; %s", b->rank, (double)(now - k->last_beat_ns) / 1e9,
+             "%s%s; %s", b->rank, (double)(now - k->last_beat_ns) / 1e9,
              fb__sup_phase_name(k->phase), (double)timeout_ns(s, k->phase) / 1e9,
              last,
+             /* fb_finalize's beat, and the process still there */
+             k->phase == FB_PHASE_DONE ? ", after it had finished: a hang in its "
+                                         "teardown (exit handlers, NCCL's or gloo's "
+                                         "shutdown; --exit-timeout)"
+                                       : "",
              b->basis == FB__SUP_HANG_INJECTED ? "the rank recorded an injected hang"
              : b->alone ? "it alone was silent: every other rank had ended or was "
                           "still stepping"
@@ -611,8 +618,41 @@ int fb__sup_watch_period_ms(const fb__sup *s)
         lim = s->o->ckpt_timeout_s;
     if (s->o->attach_timeout_s > 0 && s->o->attach_timeout_s < lim)
         lim = s->o->attach_timeout_s;
+    if (s->o->exit_timeout_s > 0 && s->o->exit_timeout_s < lim)
+        lim = s->o->exit_timeout_s;
     double ms = lim * 1e3 / 40;
     return ms < MIN_MS ? MIN_MS : ms > MAX_MS ? MAX_MS : (int)ms;
+}
+
+/* --exit-timeout: a rank that finalized may wait in its teardown for
+ * ranks still working (MPI_Finalize, a process group's last barrier), for
+ * as long as their work takes.  So its limit runs only once no rank works
+ * (every one ended or in phase done), and from then, not from its own
+ * finalize (s->work_over_ns; slurm.c reads it for the watchers' ranks). */
+static void teardown_limits(fb__sup *s, uint64_t now)
+{
+    int working = 0;
+    for (int r = 0; r < s->world && !working; r++) {
+        const fb__sup_hang_rank *k = &s->hang_facts[r];
+        if (s->ranks[r].ended)
+            continue;
+        if (s->ranks[r].seg ? !(k->readable && k->phase == FB_PHASE_DONE)
+                            : !fb__sup_slurm_rank_done(s, r))
+            working = 1;
+    }
+    if (working)
+        s->work_over_ns = 0;
+    else if (!s->work_over_ns)
+        s->work_over_ns = now;
+    for (int r = 0; r < s->world; r++) {
+        fb__sup_hang_rank *k = &s->hang_facts[r];
+        if (!k->readable || k->phase != FB_PHASE_DONE)
+            continue;
+        if (working)
+            k->limit_ns = 0;
+        else if (k->last_beat_ns < s->work_over_ns)
+            k->last_beat_ns = s->work_over_ns;
+    }
 }
 
 void fb__sup_watch(fb__sup *s, uint64_t now)
@@ -620,6 +660,7 @@ void fb__sup_watch(fb__sup *s, uint64_t now)
     watch_pass p = {.all_ready = 1, .max_step = -1};
     for (int r = 0; r < s->world; r++)
         watch_rank(s, r, now, &p, &s->hang_facts[r]);
+    teardown_limits(s, now);
     if (p.max_step > s->max_step)
         s->max_step = p.max_step;
     fb__sup_sdc_pass(s); /* replicas' hashes (sdc.c) */

@@ -69,6 +69,11 @@ static void test_classify(void)
     cls(&ev, "Dependency", "Dependency", "kind");
     ev = (fb__report_evidence){.kind = "hang"};
     cls(&ev, "Unknown", "Collective watchdog timeout", "kind");
+    ev = (fb__report_evidence){.kind = "hang", .phase = "train"};
+    cls(&ev, "Unknown", "Collective watchdog timeout", "kind");
+    /* after fb_finalize: the program's teardown (--exit-timeout) */
+    ev = (fb__report_evidence){.kind = "hang", .phase = "done"};
+    cls(&ev, "Dependency", "Software bug", "kind");
     ev = (fb__report_evidence){.kind = "hang", .signal = 9,
         .fr_verdict = "{\"verdict\":\"mismatch\",\"findings\":[{\"kind\":"
                       "\"op_mismatch\",\"group\":\"0\",\"seq\":7,\"ranks\":[0,3]}]}"};

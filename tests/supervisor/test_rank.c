@@ -7,7 +7,13 @@
  *   fb-test-rank [--steps N] [--sleep-ms M] [--spawn-child] [--ignore-term]
  *                [--exit-code C] [--abort-after-finalize RANK]
  *                [--init-sleep-ms M] [--early-exit RANK:CODE:LINGER_MS]
- *                [--sdc SKEW_RANK] [--term-record]
+ *                [--sdc SKEW_RANK] [--term-record] [--teardown RANK:MS]
+ *                [--extra-steps RANK:N]
+ *
+ * --teardown: that rank takes MS after fb_finalize before it exits, as a
+ * slow (or, with a large MS, hung) teardown would (supervisor_timeouts_status:
+ * --exit-timeout).  --extra-steps: that rank takes N steps more than the
+ * others (a rank with more work, which the others' teardown waits out).
  *
  * --early-exit: that rank exits with CODE at step 3, and its process lingers
  * LINGER_MS after firebreak has recorded the exit (it writes
@@ -92,6 +98,8 @@ int main(int argc, char **argv)
     int sdc_skew = -2; /* -2: no SDC check */
     int term_record = 0;
     int fork_exit = 0; /* a forked child finalizes and exits; the rank hangs */
+    int teardown_rank = -1, extra_rank = -1;
+    long teardown_ms = 0, extra_steps = 0;
     long ckpt_every = 0; /* restore, then save every N steps, counting from 1 */
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--steps") && i + 1 < argc)
@@ -116,7 +124,15 @@ int main(int argc, char **argv)
             ignore_term = 1;
         else if (!strcmp(argv[i], "--abort-after-finalize") && i + 1 < argc)
             abort_rank = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--early-exit") && i + 1 < argc &&
+        else if (!strcmp(argv[i], "--teardown") && i + 1 < argc &&
+                 sscanf(argv[++i], "%d:%ld", &teardown_rank, &teardown_ms) != 2) {
+            fprintf(stderr, "--teardown RANK:MS\n");
+            return 2;
+        } else if (!strcmp(argv[i], "--extra-steps") && i + 1 < argc &&
+                   sscanf(argv[++i], "%d:%ld", &extra_rank, &extra_steps) != 2) {
+            fprintf(stderr, "--extra-steps RANK:N\n");
+            return 2;
+        } else if (!strcmp(argv[i], "--early-exit") && i + 1 < argc &&
                  sscanf(argv[++i], "%d:%d:%ld", &early_rank, &early_code,
                         &linger_ms) != 3) {
             fprintf(stderr, "--early-exit RANK:CODE:LINGER_MS\n");
@@ -130,6 +146,8 @@ int main(int argc, char **argv)
     int rc = fb_init();
     if (rc)
         fprintf(stderr, "fb_init: %s\n", fb_strerror(rc));
+    if (fb_rank() == extra_rank)
+        steps += extra_steps;
     if (term_record) {
         snprintf(term_path, sizeof term_path, "%s/term.%d",
                  fb_run_dir() ? fb_run_dir() : ".", fb_rank());
@@ -243,5 +261,9 @@ int main(int argc, char **argv)
     fb_finalize();
     if (fb_rank() == abort_rank)
         abort(); /* a crash in exit handlers, after a clean finalize */
+    if (fb_rank() == teardown_rank) {
+        struct timespec t = {teardown_ms / 1000, (teardown_ms % 1000) * 1000000L};
+        nanosleep(&t, NULL);
+    }
     return (int)exit_code;
 }

@@ -2,6 +2,10 @@
 # Per-phase limits, back-off, SIGUSR1 and the live status line:
 #  - start-up work longer than --hang-timeout but within --startup-timeout
 #    is not a hang; past --startup-timeout it is, in phase init;
+#  - a rank still running --exit-timeout after fb_finalize (and after the
+#    last rank still working ended) is hung in its teardown (phase done, a
+#    software bug); a slower teardown within the limit, one waiting for a
+#    rank with more work, or any with --exit-timeout 0, is not;
 #  - attempts that fail again at the same step back off (0.5 s, then 1 s);
 #  - SIGUSR1 to the supervisor reaches the ranks (the toy trainer then saves
 #    a checkpoint and stops: the run completes);
@@ -27,6 +31,39 @@ q "select detail from incident" | grep -q "it was silent the longest; the flight
     || fail "hang blamed on silence worded as more: $(q 'select detail from incident')"
 q "select detail from incident" | grep -q "(limit 1.5 s), no step taken; " \
     || fail "a hang before any step: $(q 'select detail from incident')"
+rm -rf runs
+
+# A teardown that never ends: rank 0 sleeps 60 s after fb_finalize; the
+# run ends at --exit-timeout, not when the sleep does.
+set +e
+"$FB" run --nproc-per-node 2 --max-restarts 0 --exit-timeout 1.5 \
+    -- "$RANK" --steps 5 --sleep-ms 5 --teardown 0:60000 "$TAG" >/dev/null 2>err.txt
+rc=$?
+set -e
+[ $rc = 1 ] || fail "a hung teardown: exit $rc ($(tail -3 err.txt))"
+[ "$(q "select kind||':'||phase||':'||rank||':'||component from incident")" = "hang:done:0:Software bug" ] \
+    || fail "hung teardown's incident: $(q 'select kind,phase,rank,component,detail from incident')"
+q "select detail from incident" | grep -q "(limit 1.5 s), last step 5, after it had finished: a hang in its teardown" \
+    || fail "hung teardown's wording: $(q 'select detail from incident')"
+rm -rf runs
+# Rank 0's teardown (4 s) waits out rank 1's 3 s more work, as MPI_Finalize
+# would: the limit (2 s) runs from when rank 1 ended, not from rank 0's
+# finalize.
+"$FB" run --nproc-per-node 2 --exit-timeout 2 --json -- "$RANK" --steps 5 --sleep-ms 50 \
+    --extra-steps 1:60 --teardown 0:4000 "$TAG" >out.json 2>err.txt \
+    || fail "a teardown waiting for a rank still working was a hang: $(tail -3 err.txt)"
+[ "$(json_field out.json '["restarts"]')" = 0 ] || fail "restarted a teardown waiting for a rank"
+rm -rf runs
+# A slow teardown within the limit, and one with the limit off.
+"$FB" run --nproc-per-node 2 --exit-timeout 10 --json \
+    -- "$RANK" --steps 5 --sleep-ms 5 --teardown 1:1500 "$TAG" >out.json 2>err.txt \
+    || fail "a teardown within --exit-timeout failed: $(tail -3 err.txt)"
+[ "$(json_field out.json '["restarts"]')" = 0 ] || fail "restarted a slow teardown"
+rm -rf runs
+"$FB" run --nproc-per-node 1 --exit-timeout 0 --hang-timeout 1 \
+    -- "$RANK" --steps 5 --sleep-ms 5 --teardown 0:2500 "$TAG" >/dev/null 2>err.txt \
+    || fail "--exit-timeout 0 still limited the teardown: $(tail -3 err.txt)"
+[ "$(q "select count(*) from incident")" = 0 ] || fail "--exit-timeout 0: $(q 'select kind,detail from incident')"
 rm -rf runs
 
 # Back-off: the same failure at the same step (crash-loop detection off).
