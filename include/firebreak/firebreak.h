@@ -113,6 +113,9 @@ int fb_init(void);
  * Mark this rank as finished cleanly (phase FB_PHASE_DONE), flush and wait
  * for any in-flight checkpoint of handles still open, and unmap the
  * segment.  The segment itself stays for the supervisor, which removes it.
+ * A process that then exits with a non-zero status failed in the phase it
+ * was in before (its exit record puts that phase back): the status, not
+ * the finalize, is its last word.
  * In a process forked from the rank (which shares the mapping) it does
  * nothing, and neither does the library's record of an exit or a crash
  * there: a child's end is not the rank's.

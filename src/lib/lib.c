@@ -27,6 +27,7 @@ static struct {
     pid_t pid;            /* the process that attached: a forked child's
                              exit, crash or fb_finalize is not this rank's */
     uint64_t last_beat_ns;
+    uint32_t phase_before_done; /* the phase fb_finalize ended             */
     char run_dir[PATH_MAX];
     char ckpt_dir[PATH_MAX];
     struct sigaction old_actions[32];
@@ -108,6 +109,11 @@ static void on_exit_record(int status, void *arg)
     uint32_t prev = atomic_load_explicit(&h->end_kind, memory_order_relaxed);
     if (prev != FB__END_NONE && prev != FB__END_FINALIZED)
         return;
+    /* Finalized, then exited with an error (Python's sys.exit(3) after the
+     * hooks' exit handler, a C program's fb_finalize(); return 1;): the
+     * program failed in what it was doing, not after it had finished. */
+    if (status != 0 && prev == FB__END_FINALIZED)
+        atomic_store_explicit(&h->phase, g.phase_before_done, memory_order_relaxed);
     atomic_store_explicit(&h->end_code, status, memory_order_relaxed);
     atomic_store_explicit(&h->end_mono_ns, fb__now_ns(), memory_order_relaxed);
     atomic_store_explicit(&h->end_kind, FB__END_EXIT, memory_order_release);
@@ -217,6 +223,9 @@ void fb_finalize(void)
     if (!h)
         return;
     uint64_t now = fb__now_ns();
+    uint32_t was = atomic_load_explicit(&h->phase, memory_order_relaxed);
+    if (was != FB_PHASE_DONE) /* called twice: the first call's */
+        g.phase_before_done = was;
     atomic_store_explicit(&h->phase, FB_PHASE_DONE, memory_order_relaxed);
     atomic_store_explicit(&h->phase_since_mono_ns, now, memory_order_relaxed);
     atomic_store_explicit(&h->heartbeat_mono_ns, now, memory_order_relaxed);

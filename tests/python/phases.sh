@@ -63,3 +63,26 @@ case $detail in
 *) fail "raised: incident '$detail', want the exit at step 3 in phase train" ;;
 esac
 ok "raised: the rank failed in phase train, not done"
+
+# sys.exit(3) after the loop: the hooks' exit handler finalizes, and the
+# exit status then says the rank failed, in the phase it was in.
+cat >"$T/exited.py" <<PYEOF
+# $TAG
+import sys, torch
+m = torch.nn.Linear(2, 2)
+o = torch.optim.SGD(m.parameters(), lr=0.1)
+for s in range(3):
+    m(torch.ones(1, 2)).sum().backward()
+    o.step()
+sys.exit(3)
+PYEOF
+rc=0
+timeout -s KILL 60 "$FB" run --max-restarts 0 --run-dir "$T/run-exited" \
+    -- "$PY" "$T/exited.py" >"$T/exited.out" 2>"$T/exited.err" || rc=$?
+[ "$rc" = 1 ] || fail "exited: exit $rc, want 1: $(tail -n 3 "$T/exited.err")"
+detail=$(sqlite3 "$T/run-exited/journal.sqlite" "select detail from incident")
+case $detail in
+*"exited with code 3 at step 3 in phase train"*) ;;
+*) fail "exited: incident '$detail', want the exit at step 3 in phase train" ;;
+esac
+ok "exited: sys.exit(3) failed in phase train, not done"
