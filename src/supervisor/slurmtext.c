@@ -96,15 +96,22 @@ void fb__srun_line_parse(const char *line, fb__srun_line *out)
         return;
     const char *list = rest + (several ? 6 : 5);
     size_t n = several ? strspn(list, "0123456789-,") : strspn(list, "0123456789");
-    if (n == 0 || n >= sizeof out->tasks || list[0] < '0' || list[0] > '9' ||
-        list[n] != ':')
+    if (n == 0 || list[0] < '0' || list[0] > '9' || list[n] != ':')
         return;
     char *end;
     long t = strtol(list, &end, 10);
     if (t > 1 << 30)
         return;
-    memcpy(out->tasks, list, n);
-    out->tasks[n] = '\0';
+    /* A long list (a cyclic distribution's "0,64,128,...") is the same
+     * report: its head is kept, marked as cut. */
+    if (n < sizeof out->tasks) {
+        memcpy(out->tasks, list, n);
+        out->tasks[n] = '\0';
+    } else {
+        size_t keep = sizeof out->tasks - 4;
+        memcpy(out->tasks, list, keep);
+        memcpy(out->tasks + keep, "...", 4);
+    }
     for (end = (char *)list + n + 1; *end == ' '; end++)
         ;
     memcpy(out->node, node, sizeof node);
