@@ -536,7 +536,8 @@ int fb__open_tmp_beside(const char *path, char *tmp, size_t size, mode_t mode)
 
 /* keep: where the descriptor goes, locked shared before the rename (the
  * lock is on the file from its first moment under its name); NULL: closed. */
-static int write_atomic(const char *path, const void *buf, size_t len, int *keep)
+static int write_atomic(const char *path, const void *buf, size_t len, int *keep,
+                        int durable)
 {
     char tmp[PATH_MAX], dir[PATH_MAX];
     if (fb__fmt(dir, sizeof dir, "%s", path))
@@ -555,7 +556,7 @@ static int write_atomic(const char *path, const void *buf, size_t len, int *keep
     int rc = keep && flock(fd, LOCK_SH | LOCK_NB) ? -errno : 0;
     if (!rc)
         rc = fb__write_all(fd, buf, len);
-    if (!rc && fsync(fd))
+    if (!rc && durable && fsync(fd))
         rc = -errno;
     if (!keep && close(fd) && !rc)
         rc = -errno;
@@ -572,17 +573,22 @@ static int write_atomic(const char *path, const void *buf, size_t len, int *keep
             close(*keep);
         *keep = fd;
     }
-    return fb__fsync_dir(dir);
+    return durable ? fb__fsync_dir(dir) : 0;
 }
 
 int fb__write_file_atomic(const char *path, const void *buf, size_t len)
 {
-    return write_atomic(path, buf, len, NULL);
+    return write_atomic(path, buf, len, NULL, 1);
+}
+
+int fb__write_file_replace(const char *path, const void *buf, size_t len)
+{
+    return write_atomic(path, buf, len, NULL, 0);
 }
 
 int fb__write_file_atomic_held(const char *path, const void *buf, size_t len, int *fd)
 {
-    return write_atomic(path, buf, len, fd);
+    return write_atomic(path, buf, len, fd, 1);
 }
 
 int fb__fmt(char *buf, size_t size, const char *fmt, ...)

@@ -175,6 +175,10 @@ int fb__open_tmp_beside(const char *path, char *tmp, size_t size, mode_t mode);
  * directory) is refused with FB_ENOTREG, not replaced; a symlink at PATH
  * is replaced by the file, never followed.  0, -errno or FB_ENOTREG. */
 int fb__write_file_atomic(const char *path, const void *buf, size_t len);
+/* The same without the fsyncs: a reader sees the old file or the new one,
+ * whole, but a crash of the machine may keep neither.  For files rewritten
+ * every few seconds from a loop that must not wait on the disk (metrics). */
+int fb__write_file_replace(const char *path, const void *buf, size_t len);
 /* The same, the file held with a shared flock from before its rename (no
  * moment under its name unlocked) through *fd, close-on-exec, until the
  * holder closes it or ends; a descriptor already in *fd is closed once

@@ -149,7 +149,10 @@ static void put(char *buf, size_t cap, size_t *len, const char *fmt, ...)
     *len = n < 0 || (size_t)n >= cap - *len ? cap : *len + (size_t)n;
 }
 
-/* run_dir/lateness.prom, written whole and renamed into place. */
+/* run_dir/lateness.prom, written whole and renamed into place; not
+ * fsynced: this is the detection loop, and a slow run-directory file
+ * system (NFS, Lustre) would delay the hang check by its sync time.  The
+ * next write, 5 s on, replaces a file a crash lost. */
 static void write_prom(fb__sup *s)
 {
     /* a series line is at most ~130 bytes (a 48-byte job id) */
@@ -185,7 +188,7 @@ static void write_prom(fb__sup *s)
     }
     char path[PATH_MAX];
     if (snprintf(path, sizeof path, "%s/lateness.prom", s->run_dir) < (int)sizeof path)
-        fb__write_file_atomic(path, buf, len);
+        fb__write_file_replace(path, buf, len);
     free(buf);
 }
 
