@@ -67,6 +67,7 @@ typedef struct {
     int have_prev_power;
     uint64_t samples;
     double sample_s;
+    double sample_wall_s;      /* when the last sample began (wall clock)  */
     uint64_t events_by_kind[8];
 
     fb__agent_db *db;
@@ -720,6 +721,12 @@ static void render(agent *a)
     fb__prom_family(&p, "firebreak_agent_sample_duration_seconds", "gauge",
                     "Time the last sample took.");
     fb__prom_sample(&p, "firebreak_agent_sample_duration_seconds", "", a->sample_s);
+    /* A sampler stuck (in the driver, on a file) keeps serving its last
+     * text with agent_up 1: time() minus this says how old it is. */
+    fb__prom_family(&p, "firebreak_agent_last_sample_timestamp_seconds", "gauge",
+                    "Unix time the last sample began.");
+    fb__prom_sample(&p, "firebreak_agent_last_sample_timestamp_seconds", "",
+                    a->sample_wall_s);
     fb__prom_family(&p, "firebreak_agent_http_requests_total", "counter",
                     "HTTP requests answered (as of the last sample).");
     fb__prom_sample(&p, "firebreak_agent_http_requests_total", "",
@@ -776,6 +783,7 @@ static void sample(agent *a)
     fb__agent_db_commit(a->db);
     a->samples++;
     a->sample_s = (fb__now_ns() - t0) / 1e9;
+    a->sample_wall_s = t;
     render(a);
 }
 

@@ -112,6 +112,9 @@ typedef struct fb__prom {
 } fb__prom;
 void fb__prom_family(fb__prom *p, const char *name, const char *type,
                      const char *help);
+/* v as a sample value: the shortest of 15 or 17 significant digits that
+ * reads back as v exactly; buf of 32 bytes is enough. */
+const char *fb__prom_number(char *buf, size_t size, double v);
 /* One sample: labels is "" or `k="v",...` already escaped. */
 void fb__prom_sample(fb__prom *p, const char *name, const char *labels,
                      double value);

@@ -52,9 +52,21 @@ void fb__prom_family(fb__prom *p, const char *name, const char *type,
     put(p, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
+const char *fb__prom_number(char *buf, size_t size, double v)
+{
+    /* The shortest of 15 or 17 digits that reads back as v: 9 (as before)
+     * made a Unix time of 1765155000.5 "1.765155e+09", ten seconds a step,
+     * and a joules counter past 1e9 move in steps rate() misreads. */
+    snprintf(buf, size, "%.15g", v);
+    if (strtod(buf, NULL) != v)
+        snprintf(buf, size, "%.17g", v);
+    return buf;
+}
+
 void fb__prom_sample(fb__prom *p, const char *name, const char *labels,
                      double value)
 {
+    char num[32];
     const char *open = labels && *labels ? "{" : "";
     const char *close = labels && *labels ? "}" : "";
     if (isnan(value))
@@ -66,8 +78,8 @@ void fb__prom_sample(fb__prom *p, const char *name, const char *labels,
         put(p, "%s%s%s%s %.0f\n", name, open, labels ? labels : "", close,
             value);
     else
-        put(p, "%s%s%s%s %.9g\n", name, open, labels ? labels : "", close,
-            value);
+        put(p, "%s%s%s%s %s\n", name, open, labels ? labels : "", close,
+            fb__prom_number(num, sizeof num, value));
 }
 
 void fb__prom_escape(char *out, size_t size, const char *in)

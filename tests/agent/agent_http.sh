@@ -69,6 +69,11 @@ s1=$(curl -s "$url/metrics" | awk '/^firebreak_agent_samples_total/ {print $2}')
 sleep 0.5
 s2=$(curl -s "$url/metrics" | awk '/^firebreak_agent_samples_total/ {print $2}')
 [ "${s2:-0}" -gt "${s1:-0}" ] || fail "samples_total did not grow ($s1 -> $s2)"
+# the last sample's time: within the last few seconds (a stuck sampler
+# keeps serving old values with agent_up 1; this says how old)
+ts=$(curl -s "$url/metrics" | awk '/^firebreak_agent_last_sample_timestamp_seconds/ {print $2}')
+python3 -c 'import sys, time; t = float(sys.argv[1]); sys.exit(not (time.time() - 5 < t <= time.time()))' "${ts:-0}" \
+    || fail "last sample timestamp '$ts', now $(date +%s)"
 
 # loopback only by default: the listening socket is on 127.0.0.1
 grep -q "127.0.0.1:$port " <<<"$(ss -ltn 2>/dev/null)" || fail "not listening on loopback"

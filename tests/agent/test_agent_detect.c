@@ -6,6 +6,7 @@
  */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "agent/agent.h"
@@ -143,6 +144,15 @@ static void test_prom(void)
                         "x_seconds 1.5\nx_seconds{a=\"1\"} 42\n"
                         "x_seconds NaN\n");
     fb__prom_free(&p);
+    /* values read back exactly: a Unix time to the sub-second, a large
+     * counter's fraction, and short forms where they are exact */
+    char num[32];
+    CHECK_EQ_STR(fb__prom_number(num, sizeof num, 1765155000.25), "1765155000.25");
+    CHECK_EQ_STR(fb__prom_number(num, sizeof num, 0.1), "0.1");
+    CHECK_EQ_STR(fb__prom_number(num, sizeof num, 2.5e-7), "2.5e-07");
+    double third = 1.0 / 3, big = 123456789012.5 + 1.0 / 1024;
+    CHECK(strtod(fb__prom_number(num, sizeof num, third), NULL) == third);
+    CHECK(strtod(fb__prom_number(num, sizeof num, big), NULL) == big);
 }
 
 int main(void)
