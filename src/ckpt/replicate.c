@@ -31,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <sys/sendfile.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -98,6 +99,62 @@ static uint64_t get_le(const unsigned char *p, int n)
     for (int i = n - 1; i >= 0; i--)
         v = (v << 8) | p[i];
     return v;
+}
+
+/* ---- the run's key ---- */
+
+static unsigned char repl_key[FB__REPL_KEY_BYTES];
+
+void fb__repl_set_key(const unsigned char key[FB__REPL_KEY_BYTES])
+{
+    memcpy(repl_key, key, sizeof repl_key);
+}
+
+static int hex_digit(char c)
+{
+    return c >= '0' && c <= '9' ? c - '0'
+         : c >= 'a' && c <= 'f' ? c - 'a' + 10
+         : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+}
+
+int fb__repl_key_from_env(void)
+{
+    const char *v = getenv("FIREBREAK_PEER_KEY");
+    if (!v)
+        return 0;
+    unsigned char key[FB__REPL_KEY_BYTES];
+    int rc = strlen(v) == 2 * sizeof key ? 0 : -EINVAL;
+    for (size_t i = 0; !rc && i < sizeof key; i++) {
+        int hi = hex_digit(v[2 * i]), lo = hex_digit(v[2 * i + 1]);
+        if (hi < 0 || lo < 0)
+            rc = -EINVAL;
+        else
+            key[i] = (unsigned char)(hi << 4 | lo);
+    }
+    if (!rc)
+        fb__repl_set_key(key);
+    unsetenv("FIREBREAK_PEER_KEY"); /* not into what this process starts */
+    return rc;
+}
+
+int fb__repl_key_new_hex(char hex[2 * FB__REPL_KEY_BYTES + 1])
+{
+    unsigned char key[FB__REPL_KEY_BYTES];
+    if (getrandom(key, sizeof key, 0) != (ssize_t)sizeof key)
+        return -errno;
+    for (size_t i = 0; i < sizeof key; i++)
+        snprintf(hex + 2 * i, 3, "%02x", key[i]);
+    return 0;
+}
+
+/* Whether the key message's 32 bytes are this process's key, in a time
+ * that does not depend on where they differ. */
+static int key_matches(const unsigned char *k)
+{
+    unsigned char d = 0;
+    for (size_t i = 0; i < sizeof repl_key; i++)
+        d |= (unsigned char)(k[i] ^ repl_key[i]);
+    return d == 0;
 }
 
 void fb__repl_header_encode(const fb__repl_header *h,
@@ -1096,14 +1153,20 @@ static int serve(int fd, const char *dir, uint64_t max_bytes, fb__repl_pool *poo
                  unsigned flags, release_list *rl, unsigned char **ring,
                  fb__repl_stats *st, char *why, size_t why_size)
 {
-    int defer = (flags & FB__REPL_DEFER_VERIFY) != 0;
+    int defer = (flags & FB__REPL_DEFER_VERIFY) != 0, keyed = 0;
     for (;;) {
-        unsigned char hb[FB__REPL_HEADER_BYTES];
+        unsigned char hb[FB__REPL_KEY_MSG_BYTES]; /* a header, or a key */
         stage_begin();
         if (rl->n && !readable_now(fd))
             release_all(rl); /* the sender waits: nothing is held up */
         stage_end(FB__REPL_RX_RELEASE);
-        int rc = read_full(fd, hb, sizeof hb);
+        int rc = read_full(fd, hb, FB__REPL_HEADER_BYTES);
+        int key = !rc && !memcmp(hb, "FBK1", 4);
+        if (key) {
+            rc = read_full(fd, hb + FB__REPL_HEADER_BYTES,
+                           FB__REPL_KEY_MSG_BYTES - FB__REPL_HEADER_BYTES);
+            rc = rc == 1 ? -EPIPE : rc;
+        }
         stage_end(FB__REPL_RX_HEADER);
         if (rc == 1)
             return 0;
@@ -1111,8 +1174,21 @@ static int serve(int fd, const char *dir, uint64_t max_bytes, fb__repl_pool *poo
             fb__ckpt_say(why, why_size, "fbr1: reading a header: %s", strerror(-rc));
             return rc;
         }
+        if (key && key_matches(hb + 4)) {
+            keyed = 1;
+            continue;
+        }
+        if (key || !keyed) {
+            fb__ckpt_say(why, why_size, "fbr1: %s: connection refused (not one of "
+                         "this run's watchers: another job's on this port?)",
+                         key ? "a key that is not this run's" : "a shard before any key");
+            unsigned char ack[4];
+            put_le(ack, (uint32_t)-EACCES, 4);
+            (void)write_full(fd, ack, sizeof ack);
+            return -EACCES;
+        }
         fb__repl_header h;
-        if ((rc = fb__repl_header_decode(hb, sizeof hb, max_bytes, &h, why,
+        if ((rc = fb__repl_header_decode(hb, FB__REPL_HEADER_BYTES, max_bytes, &h, why,
                                          why_size)))
             return rc;
         char sdir[PATH_MAX], tmp[PATH_MAX], dst[PATH_MAX];
@@ -1473,7 +1549,14 @@ static int send_step(int fd, const char *dir, uint64_t step, int rank0, int nran
      * not held back by Nagle.  Not a TCP socket: nothing to set. */
     int one = 1;
     (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    int rc = 0;
+    unsigned char key[FB__REPL_KEY_MSG_BYTES];
+    memcpy(key, "FBK1", 4);
+    memcpy(key + 4, repl_key, sizeof repl_key);
+    int rc = send_full(fd, key, sizeof key, pg);
+    if (rc) {
+        fb__ckpt_say(why, why_size, "sending the run's key: %s", strerror(-rc));
+        return rc;
+    }
     for (int r = rank0; r < rank0 + nranks && !rc; r++)
         rc = send_shard(fd, dir, step, r, pg, why, why_size);
     if (rc)

@@ -2,8 +2,20 @@
  * replicate.h -- copying a step's node-memory shards to a peer node's
  * memory over TCP (docs/checkpoint.md, "Tiers": the peer tier).
  *
- * Protocol fbr1, one TCP connection from the sender to the receiver; for
- * each shard the sender writes a 24-byte header and the shard file:
+ * Protocol fbr1, one TCP connection from the sender to the receiver.
+ * Each batch of shards (fb__repl_send_step) begins with the run's key,
+ * 36 bytes, which the receiver checks before it takes any shard:
+ *
+ *   offset 0  "FBK1"                       magic
+ *          4  32 bytes                     the key (fb__repl_set_key)
+ *
+ * A key that is not the receiver's, or a shard before any key, is
+ * answered -EACCES and ends the connection: a watcher takes copies only
+ * from its own run's watchers (another job's on the same port, or anyone
+ * else on the network, cannot plant a step its supervisor would restore).
+ * The key goes in the clear: it keeps out whoever cannot read the
+ * traffic, not whoever can.  Then for each shard the sender writes a
+ * 24-byte header and the shard file:
  *
  *   offset 0  "FBR1"                       magic
  *          4  u32 rank       (LE)          0 .. 99999
@@ -31,6 +43,19 @@
 #include <stdint.h>
 
 #define FB__REPL_HEADER_BYTES 24
+#define FB__REPL_KEY_BYTES 32
+#define FB__REPL_KEY_MSG_BYTES (4 + FB__REPL_KEY_BYTES)
+
+/* The run's key, which this process's senders send and its receivers
+ * require; all zeros until set (watchers started by hand, the tests).
+ * The supervisor makes one per run and gives it to its watchers in the
+ * environment (FIREBREAK_PEER_KEY, 64 hex digits): fb__repl_key_from_env
+ * takes it from there and removes it; 0, or -EINVAL for a value that is
+ * not 64 hex digits (nothing set). */
+void fb__repl_set_key(const unsigned char key[FB__REPL_KEY_BYTES]);
+int fb__repl_key_from_env(void);
+/* A new random key as 64 hex digits and a NUL into hex; 0 or -errno. */
+int fb__repl_key_new_hex(char hex[2 * FB__REPL_KEY_BYTES + 1]);
 #define FB__REPL_MAX_STEP 9999999999ull
 
 typedef struct fb__repl_header {

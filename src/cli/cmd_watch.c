@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ckpt/replicate.h"
 #include "cli/cli.h"
 #include "common/util.h"
 #include "supervisor/watcher.h"
@@ -123,6 +124,10 @@ int fb__cmd_watch(int argc, char **argv)
             fprintf(stderr, "firebreak watch: %s: bad value '%s'\n", a, v);
             return 2;
         }
+    }
+    if (fb__repl_key_from_env()) {
+        fprintf(stderr, "firebreak watch: FIREBREAK_PEER_KEY: not 64 hex digits\n");
+        return 2;
     }
     char node[FB__FBW1_NODE_MAX];
     fb__watch_node_name(node_opt, node);

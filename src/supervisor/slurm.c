@@ -37,6 +37,7 @@
 
 #include "common/jsonw.h"
 #include "common/rundir.h"
+#include "ckpt/replicate.h"
 #include "common/util.h"
 #include "supervisor/fbw1.h"
 #include "supervisor/slurmtext.h"
@@ -538,6 +539,14 @@ int fb__sup_slurm_init(fb__sup *s)
         return -errno;
     }
     g->self[n] = '\0';
+    /* The peer copies' key (replicate.h): the watchers', srun passes them
+     * the environment; the ranks' shell drops it. */
+    char key[2 * FB__REPL_KEY_BYTES + 1];
+    if (fb__repl_key_new_hex(key) || setenv("FIREBREAK_PEER_KEY", key, 1)) {
+        fprintf(stderr, "firebreak run: cannot make the peer copies' key: %s\n",
+                strerror(errno));
+        return -EIO;
+    }
 
     static char out[1 << 18];
     char *argv[] = {"scontrol", "show", "hostnames", (char *)list, NULL};
@@ -933,7 +942,8 @@ int fb__sup_launch_slurm(fb__sup *s)
     argv[n++] = "-c";
     argv[n++] = "RANK=$SLURM_PROCID LOCAL_RANK=$SLURM_LOCALID WORLD_SIZE=$SLURM_NTASKS "
                 "GROUP_RANK=$SLURM_NODEID LOCAL_WORLD_SIZE=$SLURM_NTASKS_PER_NODE; "
-                "export RANK LOCAL_RANK WORLD_SIZE GROUP_RANK LOCAL_WORLD_SIZE; exec \"$@\"";
+                "export RANK LOCAL_RANK WORLD_SIZE GROUP_RANK LOCAL_WORLD_SIZE; "
+                "unset FIREBREAK_PEER_KEY; exec \"$@\""; /* the watchers' only */
     argv[n++] = "firebreak-rank";
     for (char *const *a = o->argv; *a && n < 298; a++)
         argv[n++] = *a;

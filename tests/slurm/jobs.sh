@@ -134,6 +134,15 @@ rank_pid() { # R: the toy process of rank R (the only job running)
 p0=$(rank_pid 0)
 p1=$(rank_pid 1)
 [ -n "$p0" ] && [ -n "$p1" ] || fail "run 5: ranks' processes '$p0' '$p1'"
+# The peer copies' key (docs/slurm.md): in the watchers' environment, not
+# the ranks'.
+tr '\0' '\n' <"/proc/$p0/environ" | grep -q '^FIREBREAK_PEER_KEY=' \
+    && fail "run 5: rank 0's environment holds the peer copies' key"
+wk=0
+for p in $(pgrep -f -- "$FB watch --job"); do
+    tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qE '^FIREBREAK_PEER_KEY=[0-9a-f]{64}$' && wk=$((wk + 1))
+done
+[ "$wk" -ge 2 ] || fail "run 5: $wk watchers with the peer copies' key"
 kill -KILL "$p1"
 sleep 0.3
 kill -ABRT "$p0"

@@ -217,13 +217,21 @@ static void corrupted_copy(int port)
            "a corrupted copy reported:\n%s", lines);
 }
 
-static void receiver(void)
+/* node2's receiver on port, for ranks 0 and 1; NULL (a failed check) if
+ * it could not start. */
+static fb__peer *node2_receiver(int port)
 {
-    int port = free_port();
     fb__peer_opts o = {.mem_dir = mem, .node = "node2", .port = port, .world = 2,
                        .rank0 = 0, .nranks = 2, .emit = collect};
     fb__peer *p = NULL;
     CHECK_RC(fb__peer_start(&p, &o), 0);
+    return p;
+}
+
+static void receiver(void)
+{
+    int port = free_port();
+    fb__peer *p = node2_receiver(port);
     if (!p)
         return;
     send_step(port, 7, 0, 1, "fbw1 peer node2 7 0 1\n");
@@ -269,6 +277,52 @@ static void capped(void)
     unsetenv("FIREBREAK_CKPT_MEM_MAX");
     CHECK(!has_shard(peer, 9, 0));
     CHECKF(!said("fbw1 peer node2 9 0", 0), "a refused copy reported:\n%s",
+           lines);
+}
+
+/* The run's key (replicate.h): a receiver takes shards only after this
+ * run's key.  Another key, or a shard before any key, is answered
+ * -EACCES, the connection ends and nothing lands.  The key comes from
+ * FIREBREAK_PEER_KEY, which is then removed; the tests after this one
+ * send and receive under it (a sender and a receiver in one process share
+ * it). */
+static void keyed(void)
+{
+    setenv("FIREBREAK_PEER_KEY", "not hex", 1);
+    CHECK_RC(fb__repl_key_from_env(), -EINVAL);
+    char hex[2 * FB__REPL_KEY_BYTES + 1];
+    CHECK_RC(fb__repl_key_new_hex(hex), 0);
+    CHECK(strlen(hex) == 64);
+    setenv("FIREBREAK_PEER_KEY", hex, 1);
+    CHECK_RC(fb__repl_key_from_env(), 0);
+    CHECK(getenv("FIREBREAK_PEER_KEY") == NULL);
+    int port = free_port();
+    fb__peer *p = node2_receiver(port);
+    if (!p)
+        return;
+    unsigned char msg[FB__REPL_KEY_MSG_BYTES], ack[4];
+    fb__repl_header h = {.rank = 0, .step = 9, .bytes = 4096};
+    for (int c = 0; c < 2; c++) { /* another key; a header before any key */
+        int fd = connect_port(port);
+        CHECK(fd >= 0);
+        if (fd < 0)
+            continue;
+        memset(msg, 0x5a, sizeof msg);
+        if (c == 0)
+            memcpy(msg, "FBK1", 4);
+        else
+            fb__repl_header_encode(&h, msg);
+        size_t n = c == 0 ? sizeof msg : FB__REPL_HEADER_BYTES;
+        CHECK(write(fd, msg, n) == (ssize_t)n);
+        CHECKF(read(fd, ack, sizeof ack) == 4 && (int32_t)(ack[0] | ack[1] << 8 |
+               ack[2] << 16 | (uint32_t)ack[3] << 24) == -EACCES,
+               "case %d: not refused", c);
+        CHECKF(read(fd, ack, 1) == 0, "case %d: the connection goes on", c);
+        close(fd);
+    }
+    fb__peer_stop(p);
+    CHECK(!has_shard(peer, 9, 0));
+    CHECKF(!said("fbw1 peer node2 9 0", 0), "a copy under another key reported:\n%s",
            lines);
 }
 
@@ -832,6 +886,7 @@ int main(void)
     save_steps(mem);
     receiver();
     capped();
+    keyed();
     fetch();
     drop();
     two_senders();
