@@ -359,15 +359,23 @@ static int load_nodes(struct fb__sup_slurm *g)
  * or -1 when it could not say (in unchanged). */
 static int nodes_in_job(struct fb__sup_slurm *g, unsigned char *in)
 {
-    char list[8192], *out = malloc(1 << 18), line[FB__SLURM_LINE_MAX];
+    /* Room for MAX_NODES names that hostlist cannot fold (64 KiB); a list
+     * that fills it may be cut, and the nodes past the cut would read as
+     * taken out of the job: then Slurm's answer is not used at all. */
+    enum { LIST_MAX = 1 << 17, OUT_MAX = 1 << 18 };
+    char *list = malloc(LIST_MAX), *out = malloc(OUT_MAX), line[FB__SLURM_LINE_MAX];
     char *q[] = {"squeue", "-h", "-j", g->job_id, "-o", "%N", NULL};
-    if (!out || fb__sup_run_capture(q, list, sizeof list, -1, 10000) != 0) {
+    if (!list || !out || fb__sup_run_capture(q, list, LIST_MAX, -1, 10000) != 0 ||
+        strlen(list) >= LIST_MAX - 1) {
+        free(list);
         free(out);
         return -1;
     }
     list[strcspn(list, "\n")] = '\0';
     char *h[] = {"scontrol", "show", "hostnames", list, NULL};
-    if (!list[0] || fb__sup_run_capture(h, out, 1 << 18, -1, 10000) != 0) {
+    int rc = list[0] ? fb__sup_run_capture(h, out, OUT_MAX, -1, 10000) : -1;
+    free(list);
+    if (rc != 0 || strlen(out) >= OUT_MAX - 1) {
         free(out);
         return -1;
     }
