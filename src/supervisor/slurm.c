@@ -2066,8 +2066,9 @@ void fb__sup_slurm_on_failure(fb__sup *s)
             snprintf(why, sizeof why, "firebreak: node lost (its watcher silent "
                      "for %.0f s)", (double)(f->detected_ns - f->occurred_ns) / 1e9);
         g->suspect = g->lost;
-        snprintf(g->suspect_why, sizeof g->suspect_why, "node_failure at step %lld",
-                 (long long)f->step);
+        char at[32]; /* a launch that failed: before any step */
+        snprintf(g->suspect_why, sizeof g->suspect_why, "node_failure %s",
+                 fb__sup_step_words(at, sizeof at, f->step, 0));
         int refused = g->lost_refused;
         for (int a = -1; a < g->nalso_lost; a++) {
             int i = a < 0 ? g->lost : g->also_lost[a];
@@ -2109,6 +2110,8 @@ void fb__sup_slurm_on_failure(fb__sup *s)
     size_t l = strlen(f->detail);
     snprintf(f->detail + l, sizeof f->detail - l, " on %s", node);
     g->suspect = node_index(g, node);
-    snprintf(g->suspect_why, sizeof g->suspect_why, "%s of rank %d at step %lld",
-             fb__sup_fail_kind_name(f->kind), f->rank, (long long)f->step);
+    char at[32];
+    snprintf(g->suspect_why, sizeof g->suspect_why, "%s of rank %d %s",
+             fb__sup_fail_kind_name(f->kind), f->rank,
+             fb__sup_step_words(at, sizeof at, f->step, 0));
 }
