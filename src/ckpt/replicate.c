@@ -1178,7 +1178,9 @@ static int serve(int fd, const char *dir, uint64_t max_bytes, fb__repl_pool *poo
             keyed = 1;
             continue;
         }
-        if (key || !keyed) {
+        /* another key, or a shard before any (bytes that are not fbr1 at
+         * all fail the header's decoding below, as before) */
+        if (key || (!keyed && !memcmp(hb, "FBR1", 4))) {
             fb__ckpt_say(why, why_size, "fbr1: %s: connection refused (not one of "
                          "this run's watchers: another job's on this port?)",
                          key ? "a key that is not this run's" : "a shard before any key");
