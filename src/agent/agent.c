@@ -265,8 +265,10 @@ static void sample_host(agent *a, double t)
             fb__agent_db_host(a->db, t, h->sensor, "temp_c", h->value);
         } else if (h->kind == 'p') {
             fb__agent_db_host(a->db, t, h->sensor, "power_w", h->value);
-            meter_w += h->value;
-            have_meter = 1;
+            if (!h->output) { /* a supply's output: its input counts */
+                meter_w += h->value;
+                have_meter = 1;
+            }
         } else if (h->kind == 'e') {
             /* top-level packages only: sub-zones are inside them */
             int package = !strchr(h->sensor + strlen("intel-rapl:"), ':');

@@ -67,6 +67,9 @@ typedef struct fb__host_sensor {
     double value;        /* C, W, or J (energy) */
     double power_w;      /* energy sensors: derived power, once rated */
     int rated;           /* energy sensors: power_w is a rate of two readings */
+    int output;          /* power: a supply's output side (its label says
+                            "out"), not added to the node's meter: its
+                            input side already counts the same power */
     uint64_t prev_uj, max_uj;
     uint64_t prev_ns;
 } fb__host_sensor;

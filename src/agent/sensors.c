@@ -4,10 +4,12 @@
  * once at start-up; each sample re-reads the files (a sysfs read returns
  * the current value).  Paths are under the --root fixture tree when given.
  */
+#include <ctype.h>
 #include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "agent/agent.h"
 #include "agent/sensors.h"
@@ -77,6 +79,21 @@ static int list(const char *dir, const char *prefix, char names[][64])
     return n;
 }
 
+/* Whether hwmon power channel file f (power2_input) is a supply's output
+ * side: its label (power2_label: "pout1", "Output Power") says "out".  A
+ * PSU's monitor shows both sides of one power; the node's is the input. */
+static int supply_output(const char *hdir, const char *f)
+{
+    char path[1024], label[64];
+    snprintf(path, sizeof path, "%s/%.*s_label", hdir, (int)strcspn(f, "_"), f);
+    if (access(path, F_OK))
+        return 0;
+    read_name(path, label, sizeof label);
+    for (char *c = label; *c; c++)
+        *c = (char)tolower((unsigned char)*c);
+    return strstr(label, "out") != NULL;
+}
+
 int fb__sensors_discover(const char *root, fb__host_sensor *s)
 {
     static char names[256][64], files[256][64];
@@ -127,7 +144,9 @@ int fb__sensors_discover(const char *root, fb__host_sensor *s)
             snprintf(sensor, sizeof sensor, "%s/%.*s", names[i],
                      (int)strcspn(f, "_"), f);
             snprintf(path, sizeof path, "%s/%s", hdir, f);
-            add(s, &n, kind, sensor, type, path);
+            fb__host_sensor *h = add(s, &n, kind, sensor, type, path);
+            if (h && kind == 'p')
+                h->output = supply_output(hdir, f);
         }
     }
     snprintf(dir, sizeof dir, "%s/sys/class/powercap", root);

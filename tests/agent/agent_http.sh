@@ -157,6 +157,16 @@ env -u FIREBREAK_NVML_LIB "$fb" agent --root "$tmp/meter" --once --quiet >"$tmp/
 n=$(grep -c '^firebreak_host_power_watts{sensor="hwmon1/power1"' "$tmp/mm")
 [ "$n" = 1 ] || fail "power1 with _average and _input: $n series: $(grep '^firebreak_host_power' "$tmp/mm")"
 grep -q '^firebreak_node_power_watts 250$' "$tmp/mm" || fail "node power: $(grep '^firebreak_node' "$tmp/mm")"
+# A supply's monitor with its input (power1, "pin") and output (power2,
+# "pout1", 230 W) sides: both exported, the node's power its input alone.
+echo pin >"$tmp/meter/sys/class/hwmon/hwmon1/power1_label"
+echo pout1 >"$tmp/meter/sys/class/hwmon/hwmon1/power2_label"
+echo 230000000 >"$tmp/meter/sys/class/hwmon/hwmon1/power2_input"
+env -u FIREBREAK_NVML_LIB "$fb" agent --root "$tmp/meter" --once --quiet >"$tmp/mm" 2>/dev/null
+grep -q '^firebreak_host_power_watts{sensor="hwmon1/power2".* 230$' "$tmp/mm" \
+    || fail "a supply's output side not exported: $(grep '^firebreak_host_power' "$tmp/mm")"
+grep -q '^firebreak_node_power_watts 250$' "$tmp/mm" \
+    || fail "node power with a supply's two sides: $(grep '^firebreak_node' "$tmp/mm")"
 
 [ $fails = 0 ] && echo "agent http: all passed"
 exit $((fails > 0))
