@@ -640,15 +640,15 @@ static uint64_t page_bytes(uint64_t bytes)
 }
 
 /* The bytes a shard of `bytes` adds to the node's memory: none when the
- * pool has a file at least as large, else what the largest lacks, in
- * whole pages (as the node's memory counts them). */
+ * pool has a file at least as large, else the whole shard's, in whole
+ * pages (as the node's memory counts them): it goes to a new file,
+ * allocated as its bytes arrive (pool_take grows no file). */
 static uint64_t pool_growth(const fb__repl_pool *p, uint64_t bytes)
 {
-    uint64_t largest = 0;
     for (size_t i = 0; p && i < p->n; i++)
-        if (p->files[i].bytes > largest)
-            largest = p->files[i].bytes;
-    return largest >= bytes ? 0 : page_bytes(bytes) - page_bytes(largest);
+        if (p->files[i].bytes >= bytes)
+            return 0;
+    return page_bytes(bytes);
 }
 
 static void pool_file_drop(pool_file *f, int remove)
@@ -784,6 +784,10 @@ size_t fb__repl_pool_files(const fb__repl_pool *p, uint64_t *bytes)
 
 /* At most this many files wait in a pool beyond the newest step's shards. */
 #define POOL_SPARE 4
+/* At most this many shard sizes are remembered for a refill: a sender
+ * sends its node's ranks, far fewer; a stream of shards of one step is
+ * not let grow the pool without end. */
+#define POOL_SIZES_MAX 128
 
 int fb__repl_pool_recycle(fb__repl_pool *p, const char *dir, uint64_t step,
                           char *why, size_t why_size)
@@ -869,12 +873,17 @@ int fb__repl_pool_refill(fb__repl_pool *p, char *why, size_t why_size)
     return made;
 }
 
-/* Remember a shard's size under the newest step received. */
+/* Remember a shard's size under the newest step received: only a shard
+ * that arrived whole with a valid header (and verified, unless deferred),
+ * so that a header alone, which costs its sender 24 bytes, makes the
+ * refill allocate nothing. */
 static void pool_note(fb__repl_pool *p, uint64_t step, uint64_t bytes)
 {
     if (step != p->step)
         p->nsizes = 0;
     p->step = step;
+    if (p->nsizes == POOL_SIZES_MAX)
+        return;
     if (p->nsizes == p->sizes_cap) {
         size_t cap = p->sizes_cap ? 2 * p->sizes_cap : 8;
         uint64_t *s = realloc(p->sizes, cap * sizeof *s);
@@ -886,20 +895,17 @@ static void pool_note(fb__repl_pool *p, uint64_t step, uint64_t bytes)
     p->sizes[p->nsizes++] = bytes;
 }
 
-/* Take the pool's file that fits bytes best (the smallest as large, else
- * the largest), sized and mapped to bytes; 1 when the pool is empty. */
+/* Take the pool's smallest file at least as large as bytes, sized down
+ * and mapped to bytes; 1 when it has none.  No file is grown here: its
+ * pages would be allocated on the word of a header, before any byte of
+ * the shard came (a new file's are allocated as its bytes arrive). */
 static int pool_take(fb__repl_pool *p, uint64_t bytes, pool_file *out, char *why,
                      size_t why_size)
 {
     size_t best = p->n;
     for (size_t i = 0; i < p->n; i++) {
         uint64_t b = p->files[i].bytes;
-        if (best == p->n) {
-            best = i;
-            continue;
-        }
-        uint64_t cur = p->files[best].bytes;
-        if (cur >= bytes ? b >= bytes && b < cur : b > cur)
+        if (b >= bytes && (best == p->n || b < p->files[best].bytes))
             best = i;
     }
     if (best == p->n)
@@ -942,12 +948,12 @@ static int shard_file(fb__repl_pool *p, const char *tmp, uint64_t bytes,
 }
 
 /* After a shard: a pool's file that was not committed goes back to the
- * pool (its bytes are overwritten whole next time); any other is closed,
- * and removed unless committed. */
+ * pool (its bytes are overwritten whole next time), within the pool's
+ * bound; any other is closed, and removed unless committed. */
 static void shard_file_done(fb__repl_pool *p, pool_file *f, int committed)
 {
     int pooled = p && !strncmp(f->path, p->dir, strlen(p->dir));
-    if (pooled && !committed && p->n < p->cap) {
+    if (pooled && !committed && p->n < p->cap && p->n < p->nsizes + POOL_SPARE) {
         p->files[p->n++] = *f;
         return;
     }
@@ -1129,8 +1135,6 @@ static int serve(int fd, const char *dir, uint64_t max_bytes, fb__repl_pool *poo
             fb__ckpt_say(why, why_size, "mkdir %s: %s", sdir, strerror(-rc));
             return rc;
         }
-        if (pool)
-            pool_note(pool, h.step, h.bytes);
         char err[1024];
         int in_step = 0;
         pool_file f;
@@ -1194,6 +1198,8 @@ static int serve(int fd, const char *dir, uint64_t max_bytes, fb__repl_pool *poo
         stage_end(FB__REPL_RX_RENAME);
         if (!status) {
             release = 1;
+            if (pool)
+                pool_note(pool, h.step, h.bytes);
             fb__fsync_dir(sdir);
             stage_end(FB__REPL_RX_SYNC);
             if (st)

@@ -76,12 +76,16 @@ int fb__repl_serve(int fd, const char *dir, uint64_t max_bytes,
  * included, against 0.1 ms into a pool's file).  Files come from steps the tier
  * evicts (fb__repl_pool_recycle: their pages are reused) and from
  * fb__repl_pool_refill, which allocates them ahead, when the receiver is
- * idle, as many and as large as the shards of the newest step received.
- * A shard is received into the pool's file closest in size (resized as
- * needed) and renamed from there to its committed name, so nothing shows
- * in the step's directory before it verified.  The pool lives in
- * <dir>/.fbr1-pool.<pid>/ and holds at most the newest step's shard count
- * plus 4 files.  Its files are tmpfs memory beside the tier's steps:
+ * idle, as many and as large as the shards of the newest step received
+ * (only those that arrived whole with a valid header, and verified unless
+ * deferred; at most 128: a header alone allocates nothing).  A shard is
+ * received into the pool's smallest file as large (cut down to its size)
+ * and renamed from there to its committed name, so nothing shows in the
+ * step's directory before it verified; no pool file is grown for a
+ * shard, whose bytes have not come yet: a shard larger than every file
+ * goes to a new file, its pages allocated as its bytes arrive.  The pool
+ * lives in <dir>/.fbr1-pool.<pid>/ and holds at most the newest step's
+ * shard count plus 4 files, a file of a shard that failed included.  Its files are tmpfs memory beside the tier's steps:
  * recycling only moves an evicted step's pages, a refill adds about one
  * step; fb__repl_pool_cap holds them, and the shards received, within the
  * node's cap, exactly, however many pools receive at once.  One thread at

@@ -720,6 +720,48 @@ static void cap_several_senders(void)
 #endif
 }
 
+/*
+ * Headers alone (24 bytes each, a step's shard of 8 MiB claimed, then the
+ * connection closed) into a receive pool, each connection followed by
+ * its refill, as a receiving slot does: the pool allocates nothing for
+ * shards that never came.  The size used to be noted from the header, and
+ * the refill allocated a file per header, kept for the watcher's life (a
+ * 24-byte header claiming 256 GiB made the node allocate it).
+ */
+#define HEADER_ONLY_CONNS 8
+static void header_only_pool(void)
+{
+    char dir[4300], why[1024] = "";
+    snprintf(dir, sizeof dir, "%s/hdronly", mem);
+    CHECK(mkdir(dir, 0700) == 0);
+    fb__repl_pool *pool = NULL;
+    CHECK_RC(fb__repl_pool_open(&pool, dir, why, sizeof why), 0);
+    if (!pool)
+        return;
+    for (int i = 0; i < HEADER_ONLY_CONNS; i++) {
+        int sv[2];
+        CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0);
+        unsigned char hb[FB__REPL_HEADER_BYTES];
+        fb__repl_header_encode(&(fb__repl_header){.rank = 0, .step = 5,
+                                                  .bytes = 8ull << 20}, hb);
+        CHECK(write(sv[1], hb, sizeof hb) == (ssize_t)sizeof hb);
+        close(sv[1]);
+        fb__repl_stats st = {0};
+        CHECK(fb__repl_serve_pool(sv[0], dir, 1ull << 30, pool, FB__REPL_DEFER_VERIFY,
+                                  &st, why, sizeof why) != 0);
+        close(sv[0]);
+        CHECK(fb__repl_pool_refill(pool, why, sizeof why) >= 0);
+    }
+    uint64_t bytes = 0, held = held_bytes(dir);
+    size_t files = fb__repl_pool_files(pool, &bytes);
+    fb__repl_pool_close(pool);
+    CHECKF(held < (1u << 20) && files == 0, "after %d header-only connections the "
+           "pool holds %zu files of %llu bytes, %llu allocated under %s",
+           HEADER_ONLY_CONNS, files, (unsigned long long)bytes,
+           (unsigned long long)held, dir);
+    fb__rm_rf(dir);
+}
+
 /* The first line of path containing want, waiting up to ms for it; 1 if
  * found (line filled). */
 static int wait_line(const char *path, const char *want, int ms, char *line, size_t size)
@@ -839,6 +881,7 @@ int main(void)
     scrub_starved();
     cap_several_senders();
     stalled_peer();
+    header_only_pool();
     fb__ckpt_mem_dir_remove(mem);
     return failures != 0;
 }
