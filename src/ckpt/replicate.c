@@ -239,9 +239,91 @@ static int recv_full(int fd, void *buf, size_t n, progress *pg)
     return 0;
 }
 
+/*
+ * The receiver's deadlines.  A connection holds one of the receiver's few
+ * slots, so its sender must keep to time on the whole, not only byte by
+ * byte (a byte every few seconds passed the stall rule, SO_RCVTIMEO, for
+ * ever): a shard's header must be in within RX_HEADER_MS of the receiver
+ * waiting for it, and the shard within RX_GRACE_MS plus 1 s per
+ * RX_FLOOR_MIB_S MiB of the time its header was in (rx_shard_deadline).
+ * A caller may set an overall deadline too (fb__repl_rx_deadline).  The
+ * stall rule stays: the socket's SO_RCVTIMEO, read once a connection,
+ * bounds each wait for a byte.  The receiving thread's own, as
+ * fb__repl_serve_pool runs on its caller's thread; rx_end_ns is the
+ * deadline of what is read now (0: none, reads block as the socket does).
+ */
+#define RX_HEADER_MS 5000
+#define RX_GRACE_MS 5000
+#define RX_FLOOR_MIB_S 16
+static __thread uint64_t rx_until_ns;   /* fb__repl_rx_deadline; 0: none   */
+static __thread uint64_t rx_end_ns;     /* what is read now; 0: none       */
+static __thread uint64_t rx_stall_ns;   /* the socket's SO_RCVTIMEO; 0: none */
+
+void fb__repl_rx_deadline(uint64_t deadline_ns)
+{
+    rx_until_ns = deadline_ns;
+}
+
+/* The earlier of a and the caller's overall deadline. */
+static uint64_t rx_bound(uint64_t a)
+{
+    return rx_until_ns && rx_until_ns < a ? rx_until_ns : a;
+}
+
+/* When a shard of bytes whose header was in at header_ns must be in whole. */
+static uint64_t rx_shard_deadline(uint64_t header_ns, uint64_t bytes)
+{
+    uint64_t floor = (uint64_t)RX_FLOOR_MIB_S << 20;
+    return header_ns + RX_GRACE_MS * 1000000ull + bytes / floor * 1000000000ull +
+           bytes % floor * 1000000000ull / floor;
+}
+
+/* Wait for fd to be readable before rx_end_ns and within the stall rule
+ * (last_ns: when a byte last came): 0, -ETIMEDOUT past the deadline, or
+ * -EAGAIN past the stall limit (as SO_RCVTIMEO says it). */
+static int rx_wait(int fd, uint64_t last_ns)
+{
+    for (;;) {
+        uint64_t now = fb__now_ns(), end = rx_end_ns;
+        int stall = rx_stall_ns && last_ns + rx_stall_ns < end;
+        if (stall)
+            end = last_ns + rx_stall_ns;
+        if (now >= end)
+            return stall ? -EAGAIN : -ETIMEDOUT;
+        struct pollfd pfd = {.fd = fd, .events = POLLIN};
+        uint64_t left_ms = (end - now + 999999) / 1000000;
+        int r = poll(&pfd, 1, left_ms > 60000 ? 60000 : (int)left_ms);
+        if (r > 0)
+            return 0; /* ready, or an error the read returns */
+        if (r < 0 && errno != EINTR)
+            return -errno;
+    }
+}
+
+/* Read exactly n bytes on the receiver's side, within rx_end_ns: 0, 1 at
+ * EOF before any byte, or -errno (-EPIPE: EOF inside; -ETIMEDOUT: past
+ * the deadline). */
 static int read_full(int fd, void *buf, size_t n)
 {
-    return recv_full(fd, buf, n, &(progress){0});
+    if (!rx_end_ns)
+        return recv_full(fd, buf, n, &(progress){0});
+    size_t got = 0;
+    uint64_t last_ns = fb__now_ns();
+    while (got < n) {
+        int rc = rx_wait(fd, last_ns);
+        if (rc)
+            return rc;
+        ssize_t r = read(fd, (char *)buf + got, n - got);
+        if (r < 0 && (errno == EINTR || errno == EAGAIN))
+            continue;
+        if (r < 0)
+            return -errno;
+        if (r == 0)
+            return got ? -EPIPE : 1;
+        got += (size_t)r;
+        last_ns = fb__now_ns();
+    }
+    return 0;
 }
 
 static int write_full(int fd, const void *buf, size_t n)
@@ -1090,11 +1172,39 @@ int fb__repl_serve_pool(int fd, const char *dir, uint64_t max_bytes,
     rl.n = 0;
     unsigned char *ring = NULL; /* dest's, made at the first new file */
     int rc = serve(fd, dir, max_bytes, pool, flags, &rl, &ring, st, why, why_size);
+    rx_end_ns = 0; /* the thread's next reads are another connection's */
     stage_begin();
     release_all(&rl);
     free(ring);
     stage_end(FB__REPL_RX_RELEASE);
     return rc;
+}
+
+/* The stall limit a caller set on socket fd (SO_RCVTIMEO), in ns; 0: none. */
+static uint64_t socket_stall_ns(int fd)
+{
+    struct timeval tv = {0};
+    socklen_t len = sizeof tv;
+    if (getsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, &len))
+        return 0;
+    return (uint64_t)tv.tv_sec * 1000000000ull + (uint64_t)tv.tv_usec * 1000ull;
+}
+
+/* why for a read of shard h (NULL: its header) that failed with rc. */
+static void say_cut(char *why, size_t why_size, const fb__repl_header *h,
+                    uint64_t begin_ns, const char *detail, int rc)
+{
+    if (rc != -ETIMEDOUT)
+        fb__ckpt_say(why, why_size, "fbr1: %s", detail);
+    else if (!h)
+        fb__ckpt_say(why, why_size, "fbr1: no header within %d s: connection given up",
+                     RX_HEADER_MS / 1000);
+    else
+        fb__ckpt_say(why, why_size, "fbr1: step %llu rank %u: %llu bytes not in within "
+                     "%.1f s (%d s, then %d MiB/s at least): connection given up",
+                     (unsigned long long)h->step, h->rank, (unsigned long long)h->bytes,
+                     (double)(rx_end_ns - begin_ns) / 1e9, RX_GRACE_MS / 1000,
+                     RX_FLOOR_MIB_S);
 }
 
 /* fb__repl_serve_pool's loop, committed shards' mappings left in rl. */
@@ -1103,24 +1213,31 @@ static int serve(int fd, const char *dir, uint64_t max_bytes, fb__repl_pool *poo
                  fb__repl_stats *st, char *why, size_t why_size)
 {
     int defer = (flags & FB__REPL_DEFER_VERIFY) != 0;
+    rx_stall_ns = socket_stall_ns(fd);
     for (;;) {
         unsigned char hb[FB__REPL_HEADER_BYTES];
         stage_begin();
         if (rl->n && !readable_now(fd))
             release_all(rl); /* the sender waits: nothing is held up */
         stage_end(FB__REPL_RX_RELEASE);
+        uint64_t begin_ns = fb__now_ns();
+        rx_end_ns = rx_bound(begin_ns + RX_HEADER_MS * 1000000ull);
         int rc = read_full(fd, hb, sizeof hb);
         stage_end(FB__REPL_RX_HEADER);
         if (rc == 1)
             return 0;
         if (rc) {
-            fb__ckpt_say(why, why_size, "fbr1: reading a header: %s", strerror(-rc));
+            char detail[128];
+            snprintf(detail, sizeof detail, "reading a header: %s", strerror(-rc));
+            say_cut(why, why_size, NULL, begin_ns, detail, rc);
             return rc;
         }
         fb__repl_header h;
         if ((rc = fb__repl_header_decode(hb, sizeof hb, max_bytes, &h, why,
                                          why_size)))
             return rc;
+        begin_ns = fb__now_ns();
+        rx_end_ns = rx_bound(rx_shard_deadline(begin_ns, h.bytes));
         char sdir[PATH_MAX], tmp[PATH_MAX], dst[PATH_MAX];
         if (fb__ckpt_step_path(sdir, sizeof sdir, dir, h.step) ||
             fb__fmt(tmp, sizeof tmp, "%s/.rank-%05u.%d.tmp", sdir, h.rank,
@@ -1148,7 +1265,8 @@ static int serve(int fd, const char *dir, uint64_t max_bytes, fb__repl_pool *poo
              * in step, the sender told why. */
             rmdir(sdir); /* only when empty */
             if ((rc = drop_bytes(fd, h.bytes))) {
-                fb__ckpt_say(why, why_size, "fbr1: dropping a shard: %s", strerror(-rc));
+                snprintf(err, sizeof err, "dropping a shard: %s", strerror(-rc));
+                say_cut(why, why_size, &h, begin_ns, err, rc);
                 return rc;
             }
             if (st)
@@ -1190,7 +1308,7 @@ static int serve(int fd, const char *dir, uint64_t max_bytes, fb__repl_pool *poo
         if (!in_step) {
             shard_file_done(pool, &f, 0);
             rmdir(sdir);
-            fb__ckpt_say(why, why_size, "fbr1: %s", err);
+            say_cut(why, why_size, &h, begin_ns, err, status);
             return status; /* the stream is no longer in step */
         }
         if (!status)

@@ -53,6 +53,19 @@ typedef struct fb__repl_stats {
     uint64_t refused;           /* no room under the pool's cap        */
 } fb__repl_stats;
 
+/*
+ * The receiver's deadlines (fb__repl_serve, fb__repl_serve_pool): a
+ * shard's header must be in within 5 s of the receiver waiting for it
+ * (after the connection began, or the previous shard's answer), and the
+ * shard within 5 s plus 1 s per 16 MiB of it after its header, else the
+ * connection is given up with -ETIMEDOUT (why saying which): a sender
+ * that trickles a byte now and then, never stalled long enough for the
+ * socket's receive timeout (SO_RCVTIMEO, which also still applies), no
+ * longer holds the receiver.  fb__repl_rx_deadline(t) ends this thread's
+ * later receives by t too (fb__now_ns's clock; 0: none, the default).
+ */
+void fb__repl_rx_deadline(uint64_t deadline_ns);
+
 /* fb__repl_serve_pool's flags. */
 #define FB__REPL_DEFER_VERIFY 1u /* hashes checked by fb__repl_scrub */
 

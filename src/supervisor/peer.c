@@ -560,7 +560,7 @@ static void *slot_main(void *arg)
         char why[1024] = "";
         int rc = fb__repl_serve_pool(c, p->peer_dir, max, pool, FB__REPL_DEFER_VERIFY,
                                      &st, why, sizeof why);
-        if (rc && !p->stopping && stalled(rc))
+        if (rc && !p->stopping && rc != -ETIMEDOUT && stalled(rc))
             fprintf(stderr, "firebreak watch: peer copy into %s: the sender stalled, no "
                     "byte moved for %g s: connection given up (%s)\n", p->peer_dir,
                     stall_ms() / 1000.0, why);

@@ -217,13 +217,20 @@ static void corrupted_copy(int port)
            "a corrupted copy reported:\n%s", lines);
 }
 
-static void receiver(void)
+/* Node2's receiver of the 2-rank job on port; NULL (checked) if none. */
+static fb__peer *start_receiver(int port)
 {
-    int port = free_port();
     fb__peer_opts o = {.mem_dir = mem, .node = "node2", .port = port, .world = 2,
                        .rank0 = 0, .nranks = 2, .emit = collect};
     fb__peer *p = NULL;
     CHECK_RC(fb__peer_start(&p, &o), 0);
+    return p;
+}
+
+static void receiver(void)
+{
+    int port = free_port();
+    fb__peer *p = start_receiver(port);
     if (!p)
         return;
     send_step(port, 7, 0, 1, "fbw1 peer node2 7 0 1\n");
@@ -721,6 +728,70 @@ static void cap_several_senders(void)
 }
 
 /*
+ * Eight connections that trickle a byte every 400 ms (each wait well under
+ * the stall limit, 10 s) hold every receiving slot: half inside a header,
+ * half inside a shard of 1 MiB whose header came whole.  A real sender
+ * queued behind them is served once the receiver gives them up by its
+ * deadlines (a header within 5 s, a shard within 5 s plus 1 s per 16
+ * MiB), in about 5 s, not when they stop (15 s here; never, in the
+ * reviewer's slow-loris).
+ */
+#define TRICKLERS 8
+static volatile int trickling;
+
+static void *trickle(void *arg)
+{
+    const int *fds = arg;
+    unsigned char hb[FB__REPL_HEADER_BYTES];
+    fb__repl_header_encode(&(fb__repl_header){.rank = 0, .step = 30, .bytes = 1 << 20},
+                           hb);
+    for (int i = 0; i < TRICKLERS / 2; i++)
+        if (fds[i] >= 0)
+            (void)!write(fds[i], hb, sizeof hb);
+    uint64_t end = fb__now_ns() + 15000000000ull;
+    for (size_t k = 0; trickling && fb__now_ns() < end; k++) {
+        for (int i = 0; i < TRICKLERS; i++)
+            if (fds[i] >= 0)
+                (void)!send(fds[i], i < TRICKLERS / 2 ? (const void *)"" : hb + k % 24,
+                            1, MSG_NOSIGNAL);
+        usleep(400000);
+    }
+    return NULL;
+}
+
+static void tricklers(void)
+{
+    save_range(mem, 40, 40, 4096);
+    int port = free_port();
+    fb__peer *p = start_receiver(port);
+    if (!p)
+        return;
+    int fds[TRICKLERS];
+    for (int i = 0; i < TRICKLERS; i++)
+        CHECK((fds[i] = connect_port(port)) >= 0);
+    usleep(300000); /* each in a slot */
+    pthread_t th;
+    trickling = 1;
+    CHECK(pthread_create(&th, NULL, trickle, fds) == 0);
+    char why[1024] = "";
+    int fd = connect_port(port), rc = -ECONNREFUSED;
+    uint64_t t0 = fb__now_ns();
+    if (fd >= 0)
+        rc = fb__repl_send_step(fd, mem, 40, 0, 2, why, sizeof why);
+    double took_s = (double)(fb__now_ns() - t0) / 1e9;
+    if (fd >= 0)
+        close(fd);
+    trickling = 0;
+    pthread_join(th, NULL);
+    for (int i = 0; i < TRICKLERS; i++)
+        if (fds[i] >= 0)
+            close(fds[i]);
+    fb__peer_stop(p);
+    CHECKF(rc == 0 && took_s < 9.0, "a sender behind %d tricklers: %s after %.1f s (%s)",
+           TRICKLERS, fb_strerror(rc), took_s, why);
+}
+
+/*
  * Headers alone (24 bytes each, a step's shard of 8 MiB claimed, then the
  * connection closed) into a receive pool, each connection followed by
  * its refill, as a receiving slot does: the pool allocates nothing for
@@ -882,6 +953,7 @@ int main(void)
     cap_several_senders();
     stalled_peer();
     header_only_pool();
+    tricklers();
     fb__ckpt_mem_dir_remove(mem);
     return failures != 0;
 }
