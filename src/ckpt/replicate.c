@@ -1197,8 +1197,8 @@ static void say_cut(char *why, size_t why_size, const fb__repl_header *h,
     if (rc != -ETIMEDOUT)
         fb__ckpt_say(why, why_size, "fbr1: %s", detail);
     else if (!h)
-        fb__ckpt_say(why, why_size, "fbr1: no header within %d s: connection given up",
-                     RX_HEADER_MS / 1000);
+        fb__ckpt_say(why, why_size, "fbr1: no header within %.1f s: connection given up",
+                     (double)(rx_end_ns - begin_ns) / 1e9);
     else
         fb__ckpt_say(why, why_size, "fbr1: step %llu rank %u: %llu bytes not in within "
                      "%.1f s (%d s, then %d MiB/s at least): connection given up",

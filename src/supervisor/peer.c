@@ -41,6 +41,7 @@
  * the new node stores it in its peer directory, verified by hash.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <ftw.h>
 #include <limits.h>
 #include <netdb.h>
@@ -156,7 +157,49 @@ static int listen_retry(int port, int timeout_ms, volatile int *stopping)
     }
 }
 
-static int connect_once(const char *addr, int port)
+/* How often a connect in progress looks at the stop flag. */
+#define CONNECT_POLL_MS 100
+
+/* Complete the connect of non-blocking fd to a by deadline_ns, giving up
+ * as soon as *stopping (may be NULL) is set: 0, or -errno (-ETIMEDOUT
+ * past the deadline, -ECANCELED stopped).  A blocking connect() to a peer
+ * that drops SYNs (a dead node) waits out the kernel's SYN retries, about
+ * 130 s: `--mem-fetch --timeout 5s` ran 134 s, and a watcher's stop
+ * waited that long for its sender (Slurm kills it after KillWait first,
+ * and the node's memory is never removed). */
+static int connect_within(int fd, const struct sockaddr *a, socklen_t len,
+                          uint64_t deadline_ns, volatile int *stopping)
+{
+    if (!connect(fd, a, len))
+        return 0;
+    if (errno != EINPROGRESS && errno != EINTR)
+        return -errno;
+    for (;;) {
+        uint64_t now = fb__now_ns();
+        if (stopping && *stopping)
+            return -ECANCELED;
+        if (now >= deadline_ns)
+            return -ETIMEDOUT;
+        uint64_t left_ms = (deadline_ns - now + 999999) / 1000000ull;
+        struct pollfd pfd = {.fd = fd, .events = POLLOUT};
+        int r = poll(&pfd, 1, left_ms > CONNECT_POLL_MS ? CONNECT_POLL_MS : (int)left_ms);
+        if (r < 0 && errno != EINTR)
+            return -errno;
+        if (r > 0) {
+            int err = 0;
+            socklen_t elen = sizeof err;
+            if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &elen))
+                return -errno;
+            return -err;
+        }
+    }
+}
+
+/* One try at connecting to addr:port, by deadline_ns and while not
+ * *stopping (connect_within): the connected fd, blocking, under the stall
+ * rule; or -errno. */
+static int connect_once(const char *addr, int port, uint64_t deadline_ns,
+                        volatile int *stopping)
 {
     char ps[16];
     snprintf(ps, sizeof ps, "%d", port);
@@ -166,16 +209,22 @@ static int connect_once(const char *addr, int port)
         return -EHOSTUNREACH;
     rc = -ECONNREFUSED;
     for (struct addrinfo *p = ai; p; p = p->ai_next) {
-        int fd = socket(p->ai_family, p->ai_socktype | SOCK_CLOEXEC, p->ai_protocol);
+        int fd = socket(p->ai_family, p->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK,
+                        p->ai_protocol);
         if (fd < 0)
             continue;
-        if (!connect(fd, p->ai_addr, p->ai_addrlen)) {
+        rc = connect_within(fd, p->ai_addr, p->ai_addrlen, deadline_ns, stopping);
+        int fl = rc ? 0 : fcntl(fd, F_GETFL);
+        if (!rc && (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK)))
+            rc = -errno;
+        if (!rc) {
             freeaddrinfo(ai);
             io_timeout(fd);
             return fd;
         }
-        rc = -errno;
         close(fd);
+        if (rc == -ETIMEDOUT || rc == -ECANCELED)
+            break;
     }
     freeaddrinfo(ai);
     return rc;
@@ -185,11 +234,10 @@ static int connect_once(const char *addr, int port)
 static int connect_retry(const char *addr, int port, int timeout_ms,
                          volatile int *stopping)
 {
-    uint64_t t0 = fb__now_ns();
+    uint64_t t0 = fb__now_ns(), deadline = t0 + (uint64_t)timeout_ms * 1000000ull;
     for (;;) {
-        int fd = connect_once(addr, port);
-        if (fd >= 0 || (stopping && *stopping) ||
-            fb__now_ns() - t0 > (uint64_t)timeout_ms * 1000000ull)
+        int fd = connect_once(addr, port, deadline, stopping);
+        if (fd >= 0 || (stopping && *stopping) || fb__now_ns() >= deadline)
             return fd;
         struct timespec ts = {0, 200000000};
         nanosleep(&ts, NULL);
@@ -1086,6 +1134,7 @@ static void *fetch_rx_main(void *arg)
     fetch_rx *x = arg;
     uint64_t max = shard_max_bytes();
     uint64_t now;
+    fb__repl_rx_deadline(x->deadline_ns); /* --timeout bounds each receive */
     while ((x->missing = count_missing(x)) > 0 && (now = fb__now_ns()) < x->deadline_ns) {
         struct pollfd pfd = {.fd = x->lfd, .events = POLLIN};
         /* From the one reading of the clock: a second one past the

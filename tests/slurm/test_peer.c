@@ -791,6 +791,120 @@ static void tricklers(void)
            TRICKLERS, fb_strerror(rc), took_s, why);
 }
 
+/* A dead peer: a listener on a free port whose accept queue is full, so
+ * the kernel drops the SYNs of further connects (as a node that is gone
+ * answers none).  The listener's fd; fill[] the connects that filled it. */
+#define BLACKHOLE_FILL 3
+static int blackhole(int *port, int fill[BLACKHOLE_FILL])
+{
+    *port = free_port();
+    int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)*port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    (void)setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    CHECK(lfd >= 0 && bind(lfd, (struct sockaddr *)&a, sizeof a) == 0 &&
+          listen(lfd, 0) == 0);
+    for (int i = 0; i < BLACKHOLE_FILL; i++) {
+        fill[i] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        if (fill[i] >= 0)
+            (void)connect(fill[i], (struct sockaddr *)&a, sizeof a);
+    }
+    usleep(100000);
+    return lfd;
+}
+
+static void blackhole_close(int lfd, int fill[BLACKHOLE_FILL])
+{
+    for (int i = 0; i < BLACKHOLE_FILL; i++)
+        if (fill[i] >= 0)
+            close(fill[i]);
+    if (lfd >= 0)
+        close(lfd);
+}
+
+/* Wait up to ms for child to exit: the seconds it took after t0, or -1
+ * (then it is killed). */
+static double exits_within(pid_t child, uint64_t t0, int ms)
+{
+    int status;
+    for (int i = 0; i <= ms / 10; i++) {
+        if (waitpid(child, &status, WNOHANG) == child)
+            return (double)(fb__now_ns() - t0) / 1e9;
+        usleep(10000);
+    }
+    kill(child, SIGKILL);
+    waitpid(child, &status, 0);
+    return -1;
+}
+
+/*
+ * Deadlines where the watcher connects and serves:
+ *   - `watch --mem-fetch --timeout 1s` receiving, with one client that
+ *     trickles a byte every 0.4 s: it ends at its timeout (the trickler
+ *     kept it 40 s past a 5 s timeout);
+ *   - `watch --mem-fetch --timeout 1s` sending to a dead peer: it ends at
+ *     its timeout (connect() waited out the SYN retries, 134 s);
+ *   - a watcher whose sender is connecting to a dead peer stops at once
+ *     (its stop joined the sender, 132 s, past Slurm's KillWait).
+ * Each in a child, killed after 10 s: the test fails, it does not wait.
+ */
+static void deadlines(void)
+{
+    /* The trickled fetch. */
+    int port = free_port();
+    uint64_t t0 = fb__now_ns();
+    pid_t child = fork();
+    if (child == 0)
+        _exit(fb__peer_fetch_here(job, "b", port, 2, 8, "1:a:m:b:127.0.0.1", 1000,
+                                  stderr));
+    int c = connect_port(port);
+    siginfo_t si = {0};
+    for (int i = 0; c >= 0 && i < 25; i++) {
+        if (!waitid(P_PID, (id_t)child, &si, WEXITED | WNOHANG | WNOWAIT) && si.si_pid)
+            break; /* it ended (left for exits_within to reap) */
+        (void)!send(c, "F", 1, MSG_NOSIGNAL);
+        usleep(400000);
+    }
+    double took = exits_within(child, t0, 10000);
+    if (c >= 0)
+        close(c);
+    CHECKF(took >= 0 && took < 3.0, "--mem-fetch --timeout 1s with a trickling client: "
+           "%.1f s (-1: still running after 10 s)", took);
+
+    /* The fetch to a dead peer. */
+    int fill[BLACKHOLE_FILL], lfd = blackhole(&port, fill);
+    t0 = fb__now_ns();
+    child = fork();
+    if (child == 0)
+        _exit(fb__peer_fetch_here(job, "a", port, 2, 40, "1:a:m:b:127.0.0.1", 1000,
+                                  stderr));
+    took = exits_within(child, t0, 10000);
+    CHECKF(took >= 0 && took < 3.0, "--mem-fetch --timeout 1s to a dead peer: %.1f s "
+           "(-1: still running after 10 s)", took);
+
+    /* A watcher's stop while its sender connects to the dead peer. */
+    child = fork();
+    if (child == 0) {
+        fb__peer_opts o = {.mem_dir = mem, .node = "a", .port = port, .to = "127.0.0.1",
+                           .world = 2, .rank0 = 0, .nranks = 1, .emit = collect};
+        fb__peer *snd = NULL;
+        if (fb__peer_start(&snd, &o))
+            _exit(2);
+        fb__peer_offer(snd, 40, 1);
+        usleep(500000);
+        uint64_t s0 = fb__now_ns();
+        fb__peer_stop(snd);
+        double stop_s = (double)(fb__now_ns() - s0) / 1e9;
+        fprintf(stderr, "the stop took %.2f s\n", stop_s);
+        _exit(stop_s < 1.0 ? 0 : 1);
+    }
+    t0 = fb__now_ns();
+    took = exits_within(child, t0, 10000);
+    CHECKF(took >= 0 && took < 3.0, "a watcher stopped while connecting to a dead peer: "
+           "%.1f s (-1: still running after 10 s)", took);
+    blackhole_close(lfd, fill);
+}
+
 /*
  * Headers alone (24 bytes each, a step's shard of 8 MiB claimed, then the
  * connection closed) into a receive pool, each connection followed by
@@ -954,6 +1068,7 @@ int main(void)
     stalled_peer();
     header_only_pool();
     tricklers();
+    deadlines();
     fb__ckpt_mem_dir_remove(mem);
     return failures != 0;
 }
