@@ -27,6 +27,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,6 +68,38 @@ const char *fb__repl_stage_name(fb__repl_stage s)
         [FB__REPL_TX_ANSWERS] = "tx answers",
     };
     return (unsigned)s < FB__REPL_STAGES ? names[s] : "?";
+}
+
+int fb__repl_log_allow(fb__repl_log_limit *l, uint64_t now_ns, unsigned *dropped_before)
+{
+    *dropped_before = 0;
+    uint64_t w = atomic_load(&l->window_ns);
+    if (!w || now_ns - w >= FB__REPL_LOG_WINDOW_NS) {
+        /* One caller begins the new window; two at once count a line or
+         * two in the wrong one, no more. */
+        if (atomic_compare_exchange_strong(&l->window_ns, &w, now_ns ? now_ns : 1)) {
+            atomic_store(&l->said, 0);
+            *dropped_before = atomic_exchange(&l->dropped, 0);
+        }
+    }
+    if (atomic_fetch_add(&l->said, 1) < FB__REPL_LOG_BURST)
+        return 1;
+    atomic_fetch_add(&l->dropped, 1);
+    return 0;
+}
+
+void fb__repl_log(fb__repl_log_limit *l, const char *fmt, ...)
+{
+    unsigned dropped;
+    if (!fb__repl_log_allow(l, fb__now_ns(), &dropped) && !dropped)
+        return;
+    if (dropped)
+        fprintf(stderr, "firebreak: %u more lines like the next left out in the last "
+                "minute\n", dropped);
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
 }
 
 /* A stage begins now. */
@@ -1271,11 +1304,13 @@ static int serve(int fd, const char *dir, uint64_t max_bytes, fb__repl_pool *poo
             }
             if (st)
                 st->refused++;
-            fprintf(stderr, "firebreak: replica of step %llu rank %u refused: %llu "
-                    "bytes do not fit under the node's cap of %llu (%llu held, %llu "
-                    "reserved for shards arriving)\n", (unsigned long long)h.step,
-                    h.rank, (unsigned long long)h.bytes, (unsigned long long)room.cap,
-                    (unsigned long long)room.held, (unsigned long long)room.reserved);
+            static fb__repl_log_limit refused_log;
+            fb__repl_log(&refused_log, "firebreak: replica of step %llu rank %u "
+                         "refused: %llu bytes do not fit under the node's cap of "
+                         "%llu (%llu held, %llu reserved for shards arriving)\n",
+                         (unsigned long long)h.step, h.rank, (unsigned long long)h.bytes,
+                         (unsigned long long)room.cap, (unsigned long long)room.held,
+                         (unsigned long long)room.reserved);
             status = -ENOSPC;
             stage_end(FB__REPL_RX_DATA);
             goto answer;
@@ -1330,8 +1365,9 @@ static int serve(int fd, const char *dir, uint64_t max_bytes, fb__repl_pool *poo
             rmdir(sdir); /* only when empty */
             if (st)
                 st->rejected++;
-            fprintf(stderr, "firebreak: replica of step %llu rank %u rejected: %s\n",
-                    (unsigned long long)h.step, h.rank, err);
+            static fb__repl_log_limit rejected_log;
+            fb__repl_log(&rejected_log, "firebreak: replica of step %llu rank %u "
+                         "rejected: %s\n", (unsigned long long)h.step, h.rank, err);
         }
     answer:;
         unsigned char ack[4];
@@ -1472,9 +1508,10 @@ static int scrub_step(const char *dir, uint64_t step, int (*stop)(void *),
             unlink(path);
             if (st)
                 st->dropped++;
-            fprintf(stderr, "firebreak: replica of step %llu rank %llu dropped by the "
-                    "scrub: %s\n", (unsigned long long)step, (unsigned long long)rank,
-                    why);
+            static fb__repl_log_limit dropped_log;
+            fb__repl_log(&dropped_log, "firebreak: replica of step %llu rank %llu "
+                         "dropped by the scrub: %s\n", (unsigned long long)step,
+                         (unsigned long long)rank, why);
         }
         /* Else (gone meanwhile, no memory): left for the next scrub. */
     }

@@ -27,6 +27,7 @@
 #ifndef FB_CKPT_REPLICATE_H
 #define FB_CKPT_REPLICATE_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -65,6 +66,35 @@ typedef struct fb__repl_stats {
  * later receives by t too (fb__now_ns's clock; 0: none, the default).
  */
 void fb__repl_rx_deadline(uint64_t deadline_ns);
+
+/*
+ * Lines said per connection or per shard from the network (a refusal, a
+ * rejection, a connection given up) are rate limited: a peer can open
+ * tens of thousands of connections a second, and the watcher's stderr is
+ * a file on the run directory's file system.  Each limiter (one per kind
+ * of line, zero-initialized, static) lets FB__REPL_LOG_BURST lines through
+ * per FB__REPL_LOG_WINDOW_NS; the rest are counted, and the count is said
+ * before the first line of a later window.  Lock-free (atomics): the
+ * idle-priority scrub says its drops through one and must take no lock.
+ */
+#define FB__REPL_LOG_BURST 10
+#define FB__REPL_LOG_WINDOW_NS 60000000000ull
+
+typedef struct fb__repl_log_limit {
+    _Atomic uint64_t window_ns;     /* when the window began */
+    _Atomic unsigned said, dropped; /* in the window */
+} fb__repl_log_limit;
+
+/* Whether a line at now_ns may be said under l; *dropped_before (if the
+ * line begins a window) the count of lines the window before left out,
+ * else 0.  The policy, without I/O. */
+int fb__repl_log_allow(fb__repl_log_limit *l, uint64_t now_ns, unsigned *dropped_before);
+
+/* fprintf(stderr, fmt, ...) under l (a line, its newline included),
+ * preceded by "firebreak: N more lines like the next left out in the last
+ * minute" when the window before left some out. */
+void fb__repl_log(fb__repl_log_limit *l, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 
 /* fb__repl_serve_pool's flags. */
 #define FB__REPL_DEFER_VERIFY 1u /* hashes checked by fb__repl_scrub */

@@ -608,12 +608,14 @@ static void *slot_main(void *arg)
         char why[1024] = "";
         int rc = fb__repl_serve_pool(c, p->peer_dir, max, pool, FB__REPL_DEFER_VERIFY,
                                      &st, why, sizeof why);
+        static fb__repl_log_limit rx_log; /* every slot's, a line per connection */
         if (rc && !p->stopping && rc != -ETIMEDOUT && stalled(rc))
-            fprintf(stderr, "firebreak watch: peer copy into %s: the sender stalled, no "
-                    "byte moved for %g s: connection given up (%s)\n", p->peer_dir,
-                    stall_ms() / 1000.0, why);
+            fb__repl_log(&rx_log, "firebreak watch: peer copy into %s: the sender "
+                         "stalled, no byte moved for %g s: connection given up "
+                         "(%s)\n", p->peer_dir, stall_ms() / 1000.0, why);
         else if (rc && !p->stopping)
-            fprintf(stderr, "firebreak watch: peer copy into %s: %s\n", p->peer_dir, why);
+            fb__repl_log(&rx_log, "firebreak watch: peer copy into %s: %s\n", p->peer_dir,
+                         why);
         if (st.shards)
             sem_post(&p->scrub_due);
         if (pool && !p->stopping && fb__repl_pool_refill(pool, pwhy, sizeof pwhy) < 0)
@@ -1148,8 +1150,10 @@ static void *fetch_rx_main(void *arg)
         io_timeout(c);
         fb__repl_stats st = {0};
         char why[1024] = "";
+        static fb__repl_log_limit fetch_log; /* a line per connection */
         if (fb__repl_serve(c, x->peer_dir, max, &st, why, sizeof why))
-            fprintf(stderr, "firebreak watch: fetching into %s: %s\n", x->peer_dir, why);
+            fb__repl_log(&fetch_log, "firebreak watch: fetching into %s: %s\n",
+                         x->peer_dir, why);
         close(c);
     }
     return NULL;

@@ -488,6 +488,28 @@ static int count_lines(const char *path, const char *want, const char *also, int
     return n;
 }
 
+/* stderr into a new file named from path's template (filled): the saved
+ * stderr for stderr_back, or -1 (checked, stderr as it was). */
+static int stderr_to(char *path)
+{
+    int fd = mkstemp(path), saved = fd >= 0 ? dup(2) : -1;
+    CHECK(fd >= 0 && saved >= 0);
+    if (saved >= 0) {
+        fflush(stderr);
+        dup2(fd, 2);
+    }
+    if (fd >= 0)
+        close(fd);
+    return saved;
+}
+
+static void stderr_back(int saved)
+{
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+}
+
 /* A step the supervisor dropped before its copy went: said only at debug
  * level (FIREBREAK_WATCH_DEBUG) when the lane of the node's newest step
  * meets it, said always when a named step is missing.  The node sends to
@@ -495,12 +517,9 @@ static int count_lines(const char *path, const char *want, const char *also, int
 static void dropped_quiet(void)
 {
     char path[] = "/tmp/fb-peer-stderr.XXXXXX";
-    int fd = mkstemp(path), saved = dup(2);
-    CHECK(fd >= 0 && saved >= 0);
-    if (fd < 0 || saved < 0)
+    int saved = stderr_to(path);
+    if (saved < 0)
         return;
-    fflush(stderr);
-    dup2(fd, 2);
     int port = free_port();
     fb__peer_opts o = {.mem_dir = mem, .node = "self", .port = port, .to = "127.0.0.1",
                        .world = 2, .rank0 = 0, .nranks = 2, .emit = collect};
@@ -531,10 +550,7 @@ static void dropped_quiet(void)
         fb__peer_stop(p);
     }
     unsetenv("FIREBREAK_WATCH_DEBUG");
-    fflush(stderr);
-    dup2(saved, 2);
-    close(saved);
-    close(fd);
+    stderr_back(saved);
     CHECK_RC(rc, 0);
     CHECK_RC(rc2, 0);
     count_lines(path, "peer copy of step 5", "debug", &with);
@@ -906,6 +922,52 @@ static void deadlines(void)
 }
 
 /*
+ * A line per rejected connection, rate limited: 200 connections with a
+ * header that is not valid (rank 131072) into a receiver leave at most
+ * FB__REPL_LOG_BURST lines on its stderr (one each before: 76,087 such
+ * connections in 10 s wrote 7.2 MB to a watcher's log).  And the limit's
+ * policy on its own clock: the burst, then silence, then the count left
+ * out said with the first line of the next minute.
+ */
+#define FLOOD_CONNS 200
+static void log_flood(void)
+{
+    fb__repl_log_limit l = {0};
+    unsigned before = 0, said = 0;
+    uint64_t t = 1000;
+    for (int i = 0; i < 25; i++)
+        said += (unsigned)fb__repl_log_allow(&l, t + (uint64_t)i, &before);
+    CHECKF(said == FB__REPL_LOG_BURST, "%u of 25 lines said in a minute", said);
+    CHECK(fb__repl_log_allow(&l, t + FB__REPL_LOG_WINDOW_NS, &before) == 1);
+    CHECKF(before == 25 - FB__REPL_LOG_BURST, "the next minute says %u left out", before);
+
+    char path[] = "/tmp/fb-peer-flood.XXXXXX";
+    int saved = stderr_to(path);
+    if (saved < 0)
+        return;
+    int port = free_port();
+    fb__peer *p = start_receiver(port);
+    unsigned char bad[FB__REPL_HEADER_BYTES] = "FBR1\0\0\2\0";
+    for (int i = 0; p && i < FLOOD_CONNS; i++) {
+        int c = connect_port(port);
+        if (c < 0)
+            continue;
+        (void)!write(c, bad, sizeof bad);
+        shutdown(c, SHUT_WR);
+        char sink[16];
+        (void)!read(c, sink, sizeof sink); /* its end: the receiver is done */
+        close(c);
+    }
+    fb__peer_stop(p);
+    stderr_back(saved);
+    int with = 0;
+    int n = count_lines(path, "peer copy into", NULL, &with);
+    CHECKF(n <= FB__REPL_LOG_BURST, "%d connections not fbr1: %d lines said "
+           "(at most %d)", FLOOD_CONNS, n, FB__REPL_LOG_BURST);
+    unlink(path);
+}
+
+/*
  * Headers alone (24 bytes each, a step's shard of 8 MiB claimed, then the
  * connection closed) into a receive pool, each connection followed by
  * its refill, as a receiving slot does: the pool allocates nothing for
@@ -1069,6 +1131,7 @@ int main(void)
     header_only_pool();
     tricklers();
     deadlines();
+    log_flood();
     fb__ckpt_mem_dir_remove(mem);
     return failures != 0;
 }
