@@ -190,11 +190,11 @@ typedef struct progress {
     uint64_t last_ns;       /* when a byte last moved */
 } progress;
 
-/* A receiver whose pool's largest file is smaller than a shard grows it,
- * allocating its pages before it reads any of the shard (0.8-0.9 ms a MiB
- * here): while a shard goes, the limit is longer by 1 ms for each MiB of
- * it, so a live receiver allocating a large shard is not taken for a
- * stalled one. */
+/* While a shard goes, the limit is longer by 1 ms for each MiB of it: a
+ * receiver used to grow its pool's largest file to a larger shard before
+ * it read any of it (0.8-0.9 ms a MiB here); one now takes the shard into
+ * a new file as its bytes arrive (pool_take), so this is only a margin,
+ * kept for a receiver of a version before. */
 #define ALLOC_GRACE_MIB 1
 
 static void moved(progress *pg)

@@ -249,11 +249,10 @@ int fb__repl_send_step(int fd, const char *dir, uint64_t step, int rank0,
  * waiting for the answers.  A live receiver takes bytes every few ms; one
  * that stopped reading (hung, SIGSTOPped: its kernel still takes the
  * connection) fills the socket's buffers and then takes none.  While a
- * shard goes the limit is longer by 1 ms a MiB of it, the time a
- * receiver whose pool's file is smaller than the shard takes to grow it
- * before it reads (0.8-0.9 ms a MiB).  fd is made non-blocking for the call and restored
- * after.  stall_ms 0: as
- * fb__repl_send_step (the socket's own timeouts apply).
+ * shard goes the limit is longer by 1 ms a MiB of it (a margin: a
+ * receiver of a version before grew a pool file before it read, 0.8-0.9
+ * ms a MiB).  fd is made non-blocking for the call and restored after.
+ * stall_ms 0: as fb__repl_send_step (the socket's own timeouts apply).
  */
 int fb__repl_send_step_within(int fd, const char *dir, uint64_t step, int rank0,
                               int nranks, int stall_ms, char *why, size_t why_size);

@@ -78,9 +78,10 @@
 /* How long a connection may move no byte before it is given up:
  * PEER_STALL_S (shorter under a test hook).  A live receiver takes bytes
  * every few ms, and a live sender sends a step's shards back to back;
- * the longest a live end waits is its peer growing a pool file that is
- * smaller than the shard (0.8-0.9 ms a MiB), which the sender
- * allows on top, 1 ms a MiB of the shard (fb__repl_send_step_within). */
+ * the sender allows 1 ms a MiB of the shard on top, a margin for a
+ * receiver of a version before, which grew a pool file before it read
+ * (fb__repl_send_step_within).  A receiver also holds its sender to
+ * deadlines on the whole shard (replicate.h, fb__repl_rx_deadline). */
 static int stall_ms(void)
 {
 #ifdef FB_TEST_HOOKS
