@@ -40,6 +40,7 @@
  * the chosen step, the live node that does; that node sends the shard and
  * the new node stores it in its peer directory, verified by hash.
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -336,11 +337,16 @@ typedef struct rx_slot {
     struct fb__peer *p;
     int i;
     int fd;                         /* the connection; -1 idle; under mu  */
+    unsigned char from[16];         /* its source, IPv6 (v4 mapped); mu   */
     pthread_t th;
     int up;
 } rx_slot;
 
 #define PEER_RX_SLOTS FB__PEER_COPIES_MAX /* senders served at once    */
+/* At most this many of the slots serve one source address at once: a
+ * node sends to a peer on its two lanes, so 2 at most; one host cannot
+ * take every slot with connections that trickle until their deadline. */
+#define PEER_RX_PER_SOURCE 4
 #define PEER_SENT_KEPT 4            /* steps remembered as sent, per peer   */
 
 /* A sender: one lane's copies to one peer, in a thread of its own, so a
@@ -637,6 +643,34 @@ static void *slot_main(void *arg)
     return NULL;
 }
 
+/* The source address of a connection as 16 bytes (IPv4 mapped into
+ * IPv6, as the dual-stack listener sees it); printable into text. */
+static void source_of(const struct sockaddr_storage *a, unsigned char out[16],
+                      char *text, size_t text_size)
+{
+    memset(out, 0, 16);
+    if (a->ss_family == AF_INET6) {
+        memcpy(out, &((const struct sockaddr_in6 *)a)->sin6_addr, 16);
+    } else if (a->ss_family == AF_INET) {
+        out[10] = out[11] = 0xff;
+        memcpy(out + 12, &((const struct sockaddr_in *)a)->sin_addr, 4);
+    }
+    static const unsigned char mapped[12] = {[10] = 0xff, [11] = 0xff};
+    int v4 = !memcmp(out, mapped, sizeof mapped);
+    if (!inet_ntop(v4 ? AF_INET : AF_INET6, v4 ? out + 12 : out, text,
+                   (socklen_t)text_size))
+        snprintf(text, text_size, "?");
+}
+
+/* How many slots serve source from now.  Under mu. */
+static int slots_from(const fb__peer *p, const unsigned char from[16])
+{
+    int n = 0;
+    for (int i = 0; i < PEER_RX_SLOTS; i++)
+        n += p->slot[i].fd >= 0 && !memcmp(p->slot[i].from, from, 16);
+    return n;
+}
+
 /* The acceptor: each connection to an idle slot, so up to PEER_RX_SLOTS
  * senders (a node's K peers' origins) send at once; a further one waits
  * in the listen queue until a slot is free. */
@@ -672,7 +706,9 @@ static void *rx_main(void *arg)
         if (p->stopping)
             break;
         pthread_mutex_unlock(&p->mu);
-        int c = accept4(lfd, NULL, NULL, SOCK_CLOEXEC), err = errno;
+        struct sockaddr_storage sa = {0};
+        socklen_t salen = sizeof sa;
+        int c = accept4(lfd, (struct sockaddr *)&sa, &salen, SOCK_CLOEXEC), err = errno;
         pthread_mutex_lock(&p->mu);
         if (c < 0) {
             if (err == EINTR || err == ECONNABORTED)
@@ -683,6 +719,18 @@ static void *rx_main(void *arg)
             close(c);
             break;
         }
+        unsigned char from[16];
+        char text[INET6_ADDRSTRLEN];
+        source_of(&sa, from, text, sizeof text);
+        if (slots_from(p, from) >= PEER_RX_PER_SOURCE) {
+            static fb__repl_log_limit busy_log;
+            close(c);
+            fb__repl_log(&busy_log, "firebreak watch: %s: peer connection from %s "
+                         "closed: %d of its connections are served already\n", p->node,
+                         text, PEER_RX_PER_SOURCE);
+            continue;
+        }
+        memcpy(free_slot->from, from, 16);
         if (!free_slot->up) {
             free_slot->p = p;
             free_slot->i = (int)(free_slot - p->slot);

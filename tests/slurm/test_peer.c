@@ -35,6 +35,7 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -130,13 +131,19 @@ static int free_port(void)
     return ntohs(a.sin_port);
 }
 
-static int connect_port(int port)
+/* Connect to port on loopback from source address 127.0.0.src (0: the
+ * kernel's choice): the receiver serves at most 4 connections of one
+ * source at once, so senders that stand for several nodes differ. */
+static int connect_from(int port, int src)
 {
     for (int i = 0; i < 50; i++) {
         int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
         struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
         a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        if (fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof a) == 0) {
+        struct sockaddr_in from = {.sin_family = AF_INET};
+        from.sin_addr.s_addr = htonl(INADDR_LOOPBACK + (uint32_t)src - 1);
+        if (fd >= 0 && (!src || !bind(fd, (struct sockaddr *)&from, sizeof from)) &&
+            connect(fd, (struct sockaddr *)&a, sizeof a) == 0) {
             /* bounded: a port taken meanwhile by another program never
              * answers, and must fail the test, not hang it */
             struct timeval tv = {.tv_sec = 20};
@@ -149,6 +156,11 @@ static int connect_port(int port)
         usleep(20000);
     }
     return -1;
+}
+
+static int connect_port(int port)
+{
+    return connect_from(port, 0);
 }
 
 static int has_shard(const char *dir, uint64_t step, int rank)
@@ -652,7 +664,7 @@ typedef struct cap_sender {
     const char *src;
     int port, rc;
     uint64_t step;
-    int rank;
+    int rank, from;              /* from: its source, 127.0.0.from */
     pthread_barrier_t *go;
 } cap_sender;
 
@@ -660,7 +672,7 @@ static void *cap_send(void *arg)
 {
     cap_sender *c = arg;
     char why[1024] = "";
-    int fd = connect_port(c->port);
+    int fd = connect_from(c->port, c->from);
     pthread_barrier_wait(c->go);
     c->rc = fd < 0 ? -ECONNREFUSED
                    : fb__repl_send_step(fd, c->src, c->step, c->rank, 1, why, sizeof why);
@@ -710,7 +722,8 @@ static void cap_several_senders(void)
     CHECK(pthread_create(&samp, NULL, sampler, NULL) == 0);
     for (int i = 0; i < CAP_SENDERS; i++) {
         c[i] = (cap_sender){.src = src, .port = port, .rc = 1,
-                            .step = 20 + (uint64_t)i / 2, .rank = i % 2, .go = &go};
+                            .step = 20 + (uint64_t)i / 2, .rank = i % 2,
+                            .from = 10 + i, .go = &go};
         CHECK(pthread_create(&th[i], NULL, cap_send, &c[i]) == 0);
     }
     int ok = 0, refused = 0;
@@ -745,14 +758,15 @@ static void cap_several_senders(void)
 
 /*
  * Eight connections that trickle a byte every 400 ms (each wait well under
- * the stall limit, 10 s) hold every receiving slot: half inside a header,
+ * the stall limit, 10 s), from 8 addresses, hold every receiving slot: half inside a header,
  * half inside a shard of 1 MiB whose header came whole.  A real sender
  * queued behind them is served once the receiver gives them up by its
  * deadlines (a header within 5 s, a shard within 5 s plus 1 s per 16
  * MiB), in about 5 s, not when they stop (15 s here; never, in the
  * reviewer's slow-loris).
  */
-#define TRICKLERS 8
+#define PEER_SLOTS 8 /* the receiver's (PEER_RX_SLOTS) */
+#define TRICKLERS PEER_SLOTS
 static volatile int trickling;
 
 static void *trickle(void *arg)
@@ -775,16 +789,24 @@ static void *trickle(void *arg)
     return NULL;
 }
 
+/* A receiver on *port with PEER_SLOTS connections to it in fds, from
+ * 127.0.0.src, or src, src+1, ... (each its own); NULL if none. */
+static fb__peer *receiver_held(int *port, int fds[PEER_SLOTS], int src, int each_own)
+{
+    *port = free_port();
+    fb__peer *p = start_receiver(*port);
+    for (int i = 0; p && i < PEER_SLOTS; i++)
+        CHECK((fds[i] = connect_from(*port, src + (each_own ? i : 0))) >= 0);
+    return p;
+}
+
 static void tricklers(void)
 {
     save_range(mem, 40, 40, 4096);
-    int port = free_port();
-    fb__peer *p = start_receiver(port);
+    int port, fds[TRICKLERS];
+    fb__peer *p = receiver_held(&port, fds, 20, 1);
     if (!p)
         return;
-    int fds[TRICKLERS];
-    for (int i = 0; i < TRICKLERS; i++)
-        CHECK((fds[i] = connect_port(port)) >= 0);
     usleep(300000); /* each in a slot */
     pthread_t th;
     trickling = 1;
@@ -805,6 +827,37 @@ static void tricklers(void)
     fb__peer_stop(p);
     CHECKF(rc == 0 && took_s < 9.0, "a sender behind %d tricklers: %s after %.1f s (%s)",
            TRICKLERS, fb_strerror(rc), took_s, why);
+}
+
+/*
+ * One source takes at most 4 of the 8 receiving slots: 8 idle connections
+ * from 127.0.0.30 (the 5th on closed at once), and a sender from
+ * 127.0.0.31 is served at once, not when the receiver gives the idle ones
+ * up (5 s, their header's deadline).  Step 40 is tricklers'.
+ */
+static void one_source(void)
+{
+    int port, fds[PEER_SLOTS];
+    fb__peer *p = receiver_held(&port, fds, 30, 0);
+    if (!p)
+        return;
+    uint64_t t0 = fb__now_ns();
+    char why[1024] = "", end = 1;
+    struct pollfd last = {.fd = fds[PEER_SLOTS - 1], .events = POLLIN};
+    int closed = last.fd >= 0 && poll(&last, 1, 1000) == 1 && read(last.fd, &end, 1) == 0;
+    int fd = connect_from(port, 31), rc = -ECONNREFUSED;
+    if (fd >= 0)
+        rc = fb__repl_send_step(fd, mem, 40, 0, 2, why, sizeof why);
+    double took_s = (double)(fb__now_ns() - t0) / 1e9;
+    if (fd >= 0)
+        close(fd);
+    for (int i = 0; i < PEER_SLOTS; i++)
+        if (fds[i] >= 0)
+            close(fds[i]);
+    fb__peer_stop(p);
+    CHECKF(rc == 0 && took_s < 2.0, "a sender beside %d idle connections of one "
+           "source: %s after %.1f s (%s)", PEER_SLOTS, fb_strerror(rc), took_s, why);
+    CHECKF(closed, "the %dth connection of one source was not closed", PEER_SLOTS);
 }
 
 /* A dead peer: a listener on a free port whose accept queue is full, so
@@ -1130,6 +1183,7 @@ int main(void)
     stalled_peer();
     header_only_pool();
     tricklers();
+    one_source();
     deadlines();
     log_flood();
     fb__ckpt_mem_dir_remove(mem);
