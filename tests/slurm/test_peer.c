@@ -913,8 +913,9 @@ static double exits_within(pid_t child, uint64_t t0, int ms)
  *     kept it 40 s past a 5 s timeout);
  *   - `watch --mem-fetch --timeout 1s` sending to a dead peer: it ends at
  *     its timeout (connect() waited out the SYN retries, 134 s);
- *   - a watcher whose sender is connecting to a dead peer stops at once
- *     (its stop joined the sender, 132 s, past Slurm's KillWait).
+ *   - a watcher whose sender is connecting to a dead peer stops within
+ *     2 s, 0.1 s here (its stop joined the sender, 132 s, past Slurm's
+ *     KillWait).
  * Each in a child, killed after 10 s: the test fails, it does not wait.
  */
 static void deadlines(void)
@@ -965,11 +966,11 @@ static void deadlines(void)
         fb__peer_stop(snd);
         double stop_s = (double)(fb__now_ns() - s0) / 1e9;
         fprintf(stderr, "the stop took %.2f s\n", stop_s);
-        _exit(stop_s < 1.0 ? 0 : 1);
+        _exit(stop_s < 2.0 ? 0 : 1);
     }
     t0 = fb__now_ns();
     took = exits_within(child, t0, 10000);
-    CHECKF(took >= 0 && took < 3.0, "a watcher stopped while connecting to a dead peer: "
+    CHECKF(took >= 0 && took < 4.0, "a watcher stopped while connecting to a dead peer: "
            "%.1f s (-1: still running after 10 s)", took);
     blackhole_close(lfd, fill);
 }
