@@ -27,6 +27,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,6 +69,38 @@ const char *fb__repl_stage_name(fb__repl_stage s)
         [FB__REPL_TX_ANSWERS] = "tx answers",
     };
     return (unsigned)s < FB__REPL_STAGES ? names[s] : "?";
+}
+
+int fb__repl_log_allow(fb__repl_log_limit *l, uint64_t now_ns, unsigned *dropped_before)
+{
+    *dropped_before = 0;
+    uint64_t w = atomic_load(&l->window_ns);
+    if (!w || now_ns - w >= FB__REPL_LOG_WINDOW_NS) {
+        /* One caller begins the new window; two at once count a line or
+         * two in the wrong one, no more. */
+        if (atomic_compare_exchange_strong(&l->window_ns, &w, now_ns ? now_ns : 1)) {
+            atomic_store(&l->said, 0);
+            *dropped_before = atomic_exchange(&l->dropped, 0);
+        }
+    }
+    if (atomic_fetch_add(&l->said, 1) < FB__REPL_LOG_BURST)
+        return 1;
+    atomic_fetch_add(&l->dropped, 1);
+    return 0;
+}
+
+void fb__repl_log(fb__repl_log_limit *l, const char *fmt, ...)
+{
+    unsigned dropped;
+    if (!fb__repl_log_allow(l, fb__now_ns(), &dropped) && !dropped)
+        return;
+    if (dropped)
+        fprintf(stderr, "firebreak: %u more lines like the next left out in the last "
+                "minute\n", dropped);
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
 }
 
 /* A stage begins now. */
@@ -214,11 +247,11 @@ typedef struct progress {
     uint64_t last_ns;       /* when a byte last moved */
 } progress;
 
-/* A receiver whose pool's largest file is smaller than a shard grows it,
- * allocating its pages before it reads any of the shard (0.8-0.9 ms a MiB
- * here): while a shard goes, the limit is longer by 1 ms for each MiB of
- * it, so a live receiver allocating a large shard is not taken for a
- * stalled one. */
+/* While a shard goes, the limit is longer by 1 ms for each MiB of it: a
+ * receiver used to grow its pool's largest file to a larger shard before
+ * it read any of it (0.8-0.9 ms a MiB here); one now takes the shard into
+ * a new file as its bytes arrive (pool_take), so this is only a margin,
+ * kept for a receiver of a version before. */
 #define ALLOC_GRACE_MIB 1
 
 static void moved(progress *pg)
@@ -296,9 +329,91 @@ static int recv_full(int fd, void *buf, size_t n, progress *pg)
     return 0;
 }
 
+/*
+ * The receiver's deadlines.  A connection holds one of the receiver's few
+ * slots, so its sender must keep to time on the whole, not only byte by
+ * byte (a byte every few seconds passed the stall rule, SO_RCVTIMEO, for
+ * ever): a shard's header must be in within RX_HEADER_MS of the receiver
+ * waiting for it, and the shard within RX_GRACE_MS plus 1 s per
+ * RX_FLOOR_MIB_S MiB of the time its header was in (rx_shard_deadline).
+ * A caller may set an overall deadline too (fb__repl_rx_deadline).  The
+ * stall rule stays: the socket's SO_RCVTIMEO, read once a connection,
+ * bounds each wait for a byte.  The receiving thread's own, as
+ * fb__repl_serve_pool runs on its caller's thread; rx_end_ns is the
+ * deadline of what is read now (0: none, reads block as the socket does).
+ */
+#define RX_HEADER_MS 5000
+#define RX_GRACE_MS 5000
+#define RX_FLOOR_MIB_S 16
+static __thread uint64_t rx_until_ns;   /* fb__repl_rx_deadline; 0: none   */
+static __thread uint64_t rx_end_ns;     /* what is read now; 0: none       */
+static __thread uint64_t rx_stall_ns;   /* the socket's SO_RCVTIMEO; 0: none */
+
+void fb__repl_rx_deadline(uint64_t deadline_ns)
+{
+    rx_until_ns = deadline_ns;
+}
+
+/* The earlier of a and the caller's overall deadline. */
+static uint64_t rx_bound(uint64_t a)
+{
+    return rx_until_ns && rx_until_ns < a ? rx_until_ns : a;
+}
+
+/* When a shard of bytes whose header was in at header_ns must be in whole. */
+static uint64_t rx_shard_deadline(uint64_t header_ns, uint64_t bytes)
+{
+    uint64_t floor = (uint64_t)RX_FLOOR_MIB_S << 20;
+    return header_ns + RX_GRACE_MS * 1000000ull + bytes / floor * 1000000000ull +
+           bytes % floor * 1000000000ull / floor;
+}
+
+/* Wait for fd to be readable before rx_end_ns and within the stall rule
+ * (last_ns: when a byte last came): 0, -ETIMEDOUT past the deadline, or
+ * -EAGAIN past the stall limit (as SO_RCVTIMEO says it). */
+static int rx_wait(int fd, uint64_t last_ns)
+{
+    for (;;) {
+        uint64_t now = fb__now_ns(), end = rx_end_ns;
+        int stall = rx_stall_ns && last_ns + rx_stall_ns < end;
+        if (stall)
+            end = last_ns + rx_stall_ns;
+        if (now >= end)
+            return stall ? -EAGAIN : -ETIMEDOUT;
+        struct pollfd pfd = {.fd = fd, .events = POLLIN};
+        uint64_t left_ms = (end - now + 999999) / 1000000;
+        int r = poll(&pfd, 1, left_ms > 60000 ? 60000 : (int)left_ms);
+        if (r > 0)
+            return 0; /* ready, or an error the read returns */
+        if (r < 0 && errno != EINTR)
+            return -errno;
+    }
+}
+
+/* Read exactly n bytes on the receiver's side, within rx_end_ns: 0, 1 at
+ * EOF before any byte, or -errno (-EPIPE: EOF inside; -ETIMEDOUT: past
+ * the deadline). */
 static int read_full(int fd, void *buf, size_t n)
 {
-    return recv_full(fd, buf, n, &(progress){0});
+    if (!rx_end_ns)
+        return recv_full(fd, buf, n, &(progress){0});
+    size_t got = 0;
+    uint64_t last_ns = fb__now_ns();
+    while (got < n) {
+        int rc = rx_wait(fd, last_ns);
+        if (rc)
+            return rc;
+        ssize_t r = read(fd, (char *)buf + got, n - got);
+        if (r < 0 && (errno == EINTR || errno == EAGAIN))
+            continue;
+        if (r < 0)
+            return -errno;
+        if (r == 0)
+            return got ? -EPIPE : 1;
+        got += (size_t)r;
+        last_ns = fb__now_ns();
+    }
+    return 0;
 }
 
 static int write_full(int fd, const void *buf, size_t n)
@@ -697,15 +812,15 @@ static uint64_t page_bytes(uint64_t bytes)
 }
 
 /* The bytes a shard of `bytes` adds to the node's memory: none when the
- * pool has a file at least as large, else what the largest lacks, in
- * whole pages (as the node's memory counts them). */
+ * pool has a file at least as large, else the whole shard's, in whole
+ * pages (as the node's memory counts them): it goes to a new file,
+ * allocated as its bytes arrive (pool_take grows no file). */
 static uint64_t pool_growth(const fb__repl_pool *p, uint64_t bytes)
 {
-    uint64_t largest = 0;
     for (size_t i = 0; p && i < p->n; i++)
-        if (p->files[i].bytes > largest)
-            largest = p->files[i].bytes;
-    return largest >= bytes ? 0 : page_bytes(bytes) - page_bytes(largest);
+        if (p->files[i].bytes >= bytes)
+            return 0;
+    return page_bytes(bytes);
 }
 
 static void pool_file_drop(pool_file *f, int remove)
@@ -841,6 +956,10 @@ size_t fb__repl_pool_files(const fb__repl_pool *p, uint64_t *bytes)
 
 /* At most this many files wait in a pool beyond the newest step's shards. */
 #define POOL_SPARE 4
+/* At most this many shard sizes are remembered for a refill: a sender
+ * sends its node's ranks, far fewer; a stream of shards of one step is
+ * not let grow the pool without end. */
+#define POOL_SIZES_MAX 128
 
 int fb__repl_pool_recycle(fb__repl_pool *p, const char *dir, uint64_t step,
                           char *why, size_t why_size)
@@ -926,12 +1045,17 @@ int fb__repl_pool_refill(fb__repl_pool *p, char *why, size_t why_size)
     return made;
 }
 
-/* Remember a shard's size under the newest step received. */
+/* Remember a shard's size under the newest step received: only a shard
+ * that arrived whole with a valid header (and verified, unless deferred),
+ * so that a header alone, which costs its sender 24 bytes, makes the
+ * refill allocate nothing. */
 static void pool_note(fb__repl_pool *p, uint64_t step, uint64_t bytes)
 {
     if (step != p->step)
         p->nsizes = 0;
     p->step = step;
+    if (p->nsizes == POOL_SIZES_MAX)
+        return;
     if (p->nsizes == p->sizes_cap) {
         size_t cap = p->sizes_cap ? 2 * p->sizes_cap : 8;
         uint64_t *s = realloc(p->sizes, cap * sizeof *s);
@@ -943,20 +1067,17 @@ static void pool_note(fb__repl_pool *p, uint64_t step, uint64_t bytes)
     p->sizes[p->nsizes++] = bytes;
 }
 
-/* Take the pool's file that fits bytes best (the smallest as large, else
- * the largest), sized and mapped to bytes; 1 when the pool is empty. */
+/* Take the pool's smallest file at least as large as bytes, sized down
+ * and mapped to bytes; 1 when it has none.  No file is grown here: its
+ * pages would be allocated on the word of a header, before any byte of
+ * the shard came (a new file's are allocated as its bytes arrive). */
 static int pool_take(fb__repl_pool *p, uint64_t bytes, pool_file *out, char *why,
                      size_t why_size)
 {
     size_t best = p->n;
     for (size_t i = 0; i < p->n; i++) {
         uint64_t b = p->files[i].bytes;
-        if (best == p->n) {
-            best = i;
-            continue;
-        }
-        uint64_t cur = p->files[best].bytes;
-        if (cur >= bytes ? b >= bytes && b < cur : b > cur)
+        if (b >= bytes && (best == p->n || b < p->files[best].bytes))
             best = i;
     }
     if (best == p->n)
@@ -999,12 +1120,12 @@ static int shard_file(fb__repl_pool *p, const char *tmp, uint64_t bytes,
 }
 
 /* After a shard: a pool's file that was not committed goes back to the
- * pool (its bytes are overwritten whole next time); any other is closed,
- * and removed unless committed. */
+ * pool (its bytes are overwritten whole next time), within the pool's
+ * bound; any other is closed, and removed unless committed. */
 static void shard_file_done(fb__repl_pool *p, pool_file *f, int committed)
 {
     int pooled = p && !strncmp(f->path, p->dir, strlen(p->dir));
-    if (pooled && !committed && p->n < p->cap) {
+    if (pooled && !committed && p->n < p->cap && p->n < p->nsizes + POOL_SPARE) {
         p->files[p->n++] = *f;
         return;
     }
@@ -1141,11 +1262,39 @@ int fb__repl_serve_pool(int fd, const char *dir, uint64_t max_bytes,
     rl.n = 0;
     unsigned char *ring = NULL; /* dest's, made at the first new file */
     int rc = serve(fd, dir, max_bytes, pool, flags, &rl, &ring, st, why, why_size);
+    rx_end_ns = 0; /* the thread's next reads are another connection's */
     stage_begin();
     release_all(&rl);
     free(ring);
     stage_end(FB__REPL_RX_RELEASE);
     return rc;
+}
+
+/* The stall limit a caller set on socket fd (SO_RCVTIMEO), in ns; 0: none. */
+static uint64_t socket_stall_ns(int fd)
+{
+    struct timeval tv = {0};
+    socklen_t len = sizeof tv;
+    if (getsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, &len))
+        return 0;
+    return (uint64_t)tv.tv_sec * 1000000000ull + (uint64_t)tv.tv_usec * 1000ull;
+}
+
+/* why for a read of shard h (NULL: its header) that failed with rc. */
+static void say_cut(char *why, size_t why_size, const fb__repl_header *h,
+                    uint64_t begin_ns, const char *detail, int rc)
+{
+    if (rc != -ETIMEDOUT)
+        fb__ckpt_say(why, why_size, "fbr1: %s", detail);
+    else if (!h)
+        fb__ckpt_say(why, why_size, "fbr1: no header within %.1f s: connection given up",
+                     (double)(rx_end_ns - begin_ns) / 1e9);
+    else
+        fb__ckpt_say(why, why_size, "fbr1: step %llu rank %u: %llu bytes not in within "
+                     "%.1f s (%d s, then %d MiB/s at least): connection given up",
+                     (unsigned long long)h->step, h->rank, (unsigned long long)h->bytes,
+                     (double)(rx_end_ns - begin_ns) / 1e9, RX_GRACE_MS / 1000,
+                     RX_FLOOR_MIB_S);
 }
 
 /* fb__repl_serve_pool's loop, committed shards' mappings left in rl. */
@@ -1154,12 +1303,16 @@ static int serve(int fd, const char *dir, uint64_t max_bytes, fb__repl_pool *poo
                  fb__repl_stats *st, char *why, size_t why_size)
 {
     int defer = (flags & FB__REPL_DEFER_VERIFY) != 0, keyed = 0;
+    rx_stall_ns = socket_stall_ns(fd);
     for (;;) {
         unsigned char hb[FB__REPL_KEY_MSG_BYTES]; /* a header, or a key */
         stage_begin();
         if (rl->n && !readable_now(fd))
             release_all(rl); /* the sender waits: nothing is held up */
         stage_end(FB__REPL_RX_RELEASE);
+        /* a header, or the key (its rest under the same deadline) */
+        uint64_t begin_ns = fb__now_ns();
+        rx_end_ns = rx_bound(begin_ns + RX_HEADER_MS * 1000000ull);
         int rc = read_full(fd, hb, FB__REPL_HEADER_BYTES);
         int key = !rc && !memcmp(hb, "FBK1", 4);
         if (key) {
@@ -1171,7 +1324,9 @@ static int serve(int fd, const char *dir, uint64_t max_bytes, fb__repl_pool *poo
         if (rc == 1)
             return 0;
         if (rc) {
-            fb__ckpt_say(why, why_size, "fbr1: reading a header: %s", strerror(-rc));
+            char detail[128];
+            snprintf(detail, sizeof detail, "reading a header: %s", strerror(-rc));
+            say_cut(why, why_size, NULL, begin_ns, detail, rc);
             return rc;
         }
         if (key && key_matches(hb + 4)) {
@@ -1193,6 +1348,8 @@ static int serve(int fd, const char *dir, uint64_t max_bytes, fb__repl_pool *poo
         if ((rc = fb__repl_header_decode(hb, FB__REPL_HEADER_BYTES, max_bytes, &h, why,
                                          why_size)))
             return rc;
+        begin_ns = fb__now_ns();
+        rx_end_ns = rx_bound(rx_shard_deadline(begin_ns, h.bytes));
         char sdir[PATH_MAX], tmp[PATH_MAX], dst[PATH_MAX];
         if (fb__ckpt_step_path(sdir, sizeof sdir, dir, h.step) ||
             fb__fmt(tmp, sizeof tmp, "%s/.rank-%05u.%d.tmp", sdir, h.rank,
@@ -1207,8 +1364,6 @@ static int serve(int fd, const char *dir, uint64_t max_bytes, fb__repl_pool *poo
             fb__ckpt_say(why, why_size, "mkdir %s: %s", sdir, strerror(-rc));
             return rc;
         }
-        if (pool)
-            pool_note(pool, h.step, h.bytes);
         char err[1024];
         int in_step = 0;
         pool_file f;
@@ -1222,16 +1377,19 @@ static int serve(int fd, const char *dir, uint64_t max_bytes, fb__repl_pool *poo
              * in step, the sender told why. */
             rmdir(sdir); /* only when empty */
             if ((rc = drop_bytes(fd, h.bytes))) {
-                fb__ckpt_say(why, why_size, "fbr1: dropping a shard: %s", strerror(-rc));
+                snprintf(err, sizeof err, "dropping a shard: %s", strerror(-rc));
+                say_cut(why, why_size, &h, begin_ns, err, rc);
                 return rc;
             }
             if (st)
                 st->refused++;
-            fprintf(stderr, "firebreak: replica of step %llu rank %u refused: %llu "
-                    "bytes do not fit under the node's cap of %llu (%llu held, %llu "
-                    "reserved for shards arriving)\n", (unsigned long long)h.step,
-                    h.rank, (unsigned long long)h.bytes, (unsigned long long)room.cap,
-                    (unsigned long long)room.held, (unsigned long long)room.reserved);
+            static fb__repl_log_limit refused_log;
+            fb__repl_log(&refused_log, "firebreak: replica of step %llu rank %u "
+                         "refused: %llu bytes do not fit under the node's cap of "
+                         "%llu (%llu held, %llu reserved for shards arriving)\n",
+                         (unsigned long long)h.step, h.rank, (unsigned long long)h.bytes,
+                         (unsigned long long)room.cap, (unsigned long long)room.held,
+                         (unsigned long long)room.reserved);
             status = -ENOSPC;
             stage_end(FB__REPL_RX_DATA);
             goto answer;
@@ -1264,7 +1422,7 @@ static int serve(int fd, const char *dir, uint64_t max_bytes, fb__repl_pool *poo
         if (!in_step) {
             shard_file_done(pool, &f, 0);
             rmdir(sdir);
-            fb__ckpt_say(why, why_size, "fbr1: %s", err);
+            say_cut(why, why_size, &h, begin_ns, err, status);
             return status; /* the stream is no longer in step */
         }
         if (!status)
@@ -1272,6 +1430,8 @@ static int serve(int fd, const char *dir, uint64_t max_bytes, fb__repl_pool *poo
         stage_end(FB__REPL_RX_RENAME);
         if (!status) {
             release = 1;
+            if (pool)
+                pool_note(pool, h.step, h.bytes);
             fb__fsync_dir(sdir);
             stage_end(FB__REPL_RX_SYNC);
             if (st)
@@ -1284,8 +1444,9 @@ static int serve(int fd, const char *dir, uint64_t max_bytes, fb__repl_pool *poo
             rmdir(sdir); /* only when empty */
             if (st)
                 st->rejected++;
-            fprintf(stderr, "firebreak: replica of step %llu rank %u rejected: %s\n",
-                    (unsigned long long)h.step, h.rank, err);
+            static fb__repl_log_limit rejected_log;
+            fb__repl_log(&rejected_log, "firebreak: replica of step %llu rank %u "
+                         "rejected: %s\n", (unsigned long long)h.step, h.rank, err);
         }
     answer:;
         unsigned char ack[4];
@@ -1426,9 +1587,10 @@ static int scrub_step(const char *dir, uint64_t step, int (*stop)(void *),
             unlink(path);
             if (st)
                 st->dropped++;
-            fprintf(stderr, "firebreak: replica of step %llu rank %llu dropped by the "
-                    "scrub: %s\n", (unsigned long long)step, (unsigned long long)rank,
-                    why);
+            static fb__repl_log_limit dropped_log;
+            fb__repl_log(&dropped_log, "firebreak: replica of step %llu rank %llu "
+                         "dropped by the scrub: %s\n", (unsigned long long)step,
+                         (unsigned long long)rank, why);
         }
         /* Else (gone meanwhile, no memory): left for the next scrub. */
     }

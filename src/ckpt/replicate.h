@@ -39,6 +39,7 @@
 #ifndef FB_CKPT_REPLICATE_H
 #define FB_CKPT_REPLICATE_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -78,6 +79,48 @@ typedef struct fb__repl_stats {
     uint64_t refused;           /* no room under the pool's cap        */
 } fb__repl_stats;
 
+/*
+ * The receiver's deadlines (fb__repl_serve, fb__repl_serve_pool): a
+ * shard's header must be in within 5 s of the receiver waiting for it
+ * (after the connection began, or the previous shard's answer), and the
+ * shard within 5 s plus 1 s per 16 MiB of it after its header, else the
+ * connection is given up with -ETIMEDOUT (why saying which): a sender
+ * that trickles a byte now and then, never stalled long enough for the
+ * socket's receive timeout (SO_RCVTIMEO, which also still applies), no
+ * longer holds the receiver.  fb__repl_rx_deadline(t) ends this thread's
+ * later receives by t too (fb__now_ns's clock; 0: none, the default).
+ */
+void fb__repl_rx_deadline(uint64_t deadline_ns);
+
+/*
+ * Lines said per connection or per shard from the network (a refusal, a
+ * rejection, a connection given up) are rate limited: a peer can open
+ * tens of thousands of connections a second, and the watcher's stderr is
+ * a file on the run directory's file system.  Each limiter (one per kind
+ * of line, zero-initialized, static) lets FB__REPL_LOG_BURST lines through
+ * per FB__REPL_LOG_WINDOW_NS; the rest are counted, and the count is said
+ * before the first line of a later window.  Lock-free (atomics): the
+ * idle-priority scrub says its drops through one and must take no lock.
+ */
+#define FB__REPL_LOG_BURST 10
+#define FB__REPL_LOG_WINDOW_NS 60000000000ull
+
+typedef struct fb__repl_log_limit {
+    _Atomic uint64_t window_ns;     /* when the window began */
+    _Atomic unsigned said, dropped; /* in the window */
+} fb__repl_log_limit;
+
+/* Whether a line at now_ns may be said under l; *dropped_before (if the
+ * line begins a window) the count of lines the window before left out,
+ * else 0.  The policy, without I/O. */
+int fb__repl_log_allow(fb__repl_log_limit *l, uint64_t now_ns, unsigned *dropped_before);
+
+/* fprintf(stderr, fmt, ...) under l (a line, its newline included),
+ * preceded by "firebreak: N more lines like the next left out in the last
+ * minute" when the window before left some out. */
+void fb__repl_log(fb__repl_log_limit *l, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
 /* fb__repl_serve_pool's flags. */
 #define FB__REPL_DEFER_VERIFY 1u /* hashes checked by fb__repl_scrub */
 
@@ -101,12 +144,16 @@ int fb__repl_serve(int fd, const char *dir, uint64_t max_bytes,
  * included, against 0.1 ms into a pool's file).  Files come from steps the tier
  * evicts (fb__repl_pool_recycle: their pages are reused) and from
  * fb__repl_pool_refill, which allocates them ahead, when the receiver is
- * idle, as many and as large as the shards of the newest step received.
- * A shard is received into the pool's file closest in size (resized as
- * needed) and renamed from there to its committed name, so nothing shows
- * in the step's directory before it verified.  The pool lives in
- * <dir>/.fbr1-pool.<pid>/ and holds at most the newest step's shard count
- * plus 4 files.  Its files are tmpfs memory beside the tier's steps:
+ * idle, as many and as large as the shards of the newest step received
+ * (only those that arrived whole with a valid header, and verified unless
+ * deferred; at most 128: a header alone allocates nothing).  A shard is
+ * received into the pool's smallest file as large (cut down to its size)
+ * and renamed from there to its committed name, so nothing shows in the
+ * step's directory before it verified; no pool file is grown for a
+ * shard, whose bytes have not come yet: a shard larger than every file
+ * goes to a new file, its pages allocated as its bytes arrive.  The pool
+ * lives in <dir>/.fbr1-pool.<pid>/ and holds at most the newest step's
+ * shard count plus 4 files, a file of a shard that failed included.  Its files are tmpfs memory beside the tier's steps:
  * recycling only moves an evicted step's pages, a refill adds about one
  * step; fb__repl_pool_cap holds them, and the shards received, within the
  * node's cap, exactly, however many pools receive at once.  One thread at
@@ -227,11 +274,10 @@ int fb__repl_send_step(int fd, const char *dir, uint64_t step, int rank0,
  * waiting for the answers.  A live receiver takes bytes every few ms; one
  * that stopped reading (hung, SIGSTOPped: its kernel still takes the
  * connection) fills the socket's buffers and then takes none.  While a
- * shard goes the limit is longer by 1 ms a MiB of it, the time a
- * receiver whose pool's file is smaller than the shard takes to grow it
- * before it reads (0.8-0.9 ms a MiB).  fd is made non-blocking for the call and restored
- * after.  stall_ms 0: as
- * fb__repl_send_step (the socket's own timeouts apply).
+ * shard goes the limit is longer by 1 ms a MiB of it (a margin: a
+ * receiver of a version before grew a pool file before it read, 0.8-0.9
+ * ms a MiB).  fd is made non-blocking for the call and restored after.
+ * stall_ms 0: as fb__repl_send_step (the socket's own timeouts apply).
  */
 int fb__repl_send_step_within(int fd, const char *dir, uint64_t step, int rank0,
                               int nranks, int stall_ms, char *why, size_t why_size);

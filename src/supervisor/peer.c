@@ -40,7 +40,9 @@
  * the chosen step, the live node that does; that node sends the shard and
  * the new node stores it in its peer directory, verified by hash.
  */
+#include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <ftw.h>
 #include <limits.h>
 #include <netdb.h>
@@ -77,9 +79,10 @@
 /* How long a connection may move no byte before it is given up:
  * PEER_STALL_S (shorter under a test hook).  A live receiver takes bytes
  * every few ms, and a live sender sends a step's shards back to back;
- * the longest a live end waits is its peer growing a pool file that is
- * smaller than the shard (0.8-0.9 ms a MiB), which the sender
- * allows on top, 1 ms a MiB of the shard (fb__repl_send_step_within). */
+ * the sender allows 1 ms a MiB of the shard on top, a margin for a
+ * receiver of a version before, which grew a pool file before it read
+ * (fb__repl_send_step_within).  A receiver also holds its sender to
+ * deadlines on the whole shard (replicate.h, fb__repl_rx_deadline). */
 static int stall_ms(void)
 {
 #ifdef FB_TEST_HOOKS
@@ -156,7 +159,49 @@ static int listen_retry(int port, int timeout_ms, volatile int *stopping)
     }
 }
 
-static int connect_once(const char *addr, int port)
+/* How often a connect in progress looks at the stop flag. */
+#define CONNECT_POLL_MS 100
+
+/* Complete the connect of non-blocking fd to a by deadline_ns, giving up
+ * as soon as *stopping (may be NULL) is set: 0, or -errno (-ETIMEDOUT
+ * past the deadline, -ECANCELED stopped).  A blocking connect() to a peer
+ * that drops SYNs (a dead node) waits out the kernel's SYN retries, about
+ * 130 s: `--mem-fetch --timeout 5s` ran 134 s, and a watcher's stop
+ * waited that long for its sender (Slurm kills it after KillWait first,
+ * and the node's memory is never removed). */
+static int connect_within(int fd, const struct sockaddr *a, socklen_t len,
+                          uint64_t deadline_ns, volatile int *stopping)
+{
+    if (!connect(fd, a, len))
+        return 0;
+    if (errno != EINPROGRESS && errno != EINTR)
+        return -errno;
+    for (;;) {
+        uint64_t now = fb__now_ns();
+        if (stopping && *stopping)
+            return -ECANCELED;
+        if (now >= deadline_ns)
+            return -ETIMEDOUT;
+        uint64_t left_ms = (deadline_ns - now + 999999) / 1000000ull;
+        struct pollfd pfd = {.fd = fd, .events = POLLOUT};
+        int r = poll(&pfd, 1, left_ms > CONNECT_POLL_MS ? CONNECT_POLL_MS : (int)left_ms);
+        if (r < 0 && errno != EINTR)
+            return -errno;
+        if (r > 0) {
+            int err = 0;
+            socklen_t elen = sizeof err;
+            if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &elen))
+                return -errno;
+            return -err;
+        }
+    }
+}
+
+/* One try at connecting to addr:port, by deadline_ns and while not
+ * *stopping (connect_within): the connected fd, blocking, under the stall
+ * rule; or -errno. */
+static int connect_once(const char *addr, int port, uint64_t deadline_ns,
+                        volatile int *stopping)
 {
     char ps[16];
     snprintf(ps, sizeof ps, "%d", port);
@@ -166,16 +211,22 @@ static int connect_once(const char *addr, int port)
         return -EHOSTUNREACH;
     rc = -ECONNREFUSED;
     for (struct addrinfo *p = ai; p; p = p->ai_next) {
-        int fd = socket(p->ai_family, p->ai_socktype | SOCK_CLOEXEC, p->ai_protocol);
+        int fd = socket(p->ai_family, p->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK,
+                        p->ai_protocol);
         if (fd < 0)
             continue;
-        if (!connect(fd, p->ai_addr, p->ai_addrlen)) {
+        rc = connect_within(fd, p->ai_addr, p->ai_addrlen, deadline_ns, stopping);
+        int fl = rc ? 0 : fcntl(fd, F_GETFL);
+        if (!rc && (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK)))
+            rc = -errno;
+        if (!rc) {
             freeaddrinfo(ai);
             io_timeout(fd);
             return fd;
         }
-        rc = -errno;
         close(fd);
+        if (rc == -ETIMEDOUT || rc == -ECANCELED)
+            break;
     }
     freeaddrinfo(ai);
     return rc;
@@ -185,11 +236,10 @@ static int connect_once(const char *addr, int port)
 static int connect_retry(const char *addr, int port, int timeout_ms,
                          volatile int *stopping)
 {
-    uint64_t t0 = fb__now_ns();
+    uint64_t t0 = fb__now_ns(), deadline = t0 + (uint64_t)timeout_ms * 1000000ull;
     for (;;) {
-        int fd = connect_once(addr, port);
-        if (fd >= 0 || (stopping && *stopping) ||
-            fb__now_ns() - t0 > (uint64_t)timeout_ms * 1000000ull)
+        int fd = connect_once(addr, port, deadline, stopping);
+        if (fd >= 0 || (stopping && *stopping) || fb__now_ns() >= deadline)
             return fd;
         struct timespec ts = {0, 200000000};
         nanosleep(&ts, NULL);
@@ -287,11 +337,16 @@ typedef struct rx_slot {
     struct fb__peer *p;
     int i;
     int fd;                         /* the connection; -1 idle; under mu  */
+    unsigned char from[16];         /* its source, IPv6 (v4 mapped); mu   */
     pthread_t th;
     int up;
 } rx_slot;
 
 #define PEER_RX_SLOTS FB__PEER_COPIES_MAX /* senders served at once    */
+/* At most this many of the slots serve one source address at once: a
+ * node sends to a peer on its two lanes, so 2 at most; one host cannot
+ * take every slot with connections that trickle until their deadline. */
+#define PEER_RX_PER_SOURCE 4
 #define PEER_SENT_KEPT 4            /* steps remembered as sent, per peer   */
 
 /* A sender: one lane's copies to one peer, in a thread of its own, so a
@@ -560,12 +615,14 @@ static void *slot_main(void *arg)
         char why[1024] = "";
         int rc = fb__repl_serve_pool(c, p->peer_dir, max, pool, FB__REPL_DEFER_VERIFY,
                                      &st, why, sizeof why);
-        if (rc && !p->stopping && stalled(rc))
-            fprintf(stderr, "firebreak watch: peer copy into %s: the sender stalled, no "
-                    "byte moved for %g s: connection given up (%s)\n", p->peer_dir,
-                    stall_ms() / 1000.0, why);
+        static fb__repl_log_limit rx_log; /* every slot's, a line per connection */
+        if (rc && !p->stopping && rc != -ETIMEDOUT && stalled(rc))
+            fb__repl_log(&rx_log, "firebreak watch: peer copy into %s: the sender "
+                         "stalled, no byte moved for %g s: connection given up "
+                         "(%s)\n", p->peer_dir, stall_ms() / 1000.0, why);
         else if (rc && !p->stopping)
-            fprintf(stderr, "firebreak watch: peer copy into %s: %s\n", p->peer_dir, why);
+            fb__repl_log(&rx_log, "firebreak watch: peer copy into %s: %s\n", p->peer_dir,
+                         why);
         if (st.shards)
             sem_post(&p->scrub_due);
         if (pool && !p->stopping && fb__repl_pool_refill(pool, pwhy, sizeof pwhy) < 0)
@@ -584,6 +641,34 @@ static void *slot_main(void *arg)
     if (sl->i && parent[0])
         (void)rmdir(parent);
     return NULL;
+}
+
+/* The source address of a connection as 16 bytes (IPv4 mapped into
+ * IPv6, as the dual-stack listener sees it); printable into text. */
+static void source_of(const struct sockaddr_storage *a, unsigned char out[16],
+                      char *text, size_t text_size)
+{
+    memset(out, 0, 16);
+    if (a->ss_family == AF_INET6) {
+        memcpy(out, &((const struct sockaddr_in6 *)a)->sin6_addr, 16);
+    } else if (a->ss_family == AF_INET) {
+        out[10] = out[11] = 0xff;
+        memcpy(out + 12, &((const struct sockaddr_in *)a)->sin_addr, 4);
+    }
+    static const unsigned char mapped[12] = {[10] = 0xff, [11] = 0xff};
+    int v4 = !memcmp(out, mapped, sizeof mapped);
+    if (!inet_ntop(v4 ? AF_INET : AF_INET6, v4 ? out + 12 : out, text,
+                   (socklen_t)text_size))
+        snprintf(text, text_size, "?");
+}
+
+/* How many slots serve source from now.  Under mu. */
+static int slots_from(const fb__peer *p, const unsigned char from[16])
+{
+    int n = 0;
+    for (int i = 0; i < PEER_RX_SLOTS; i++)
+        n += p->slot[i].fd >= 0 && !memcmp(p->slot[i].from, from, 16);
+    return n;
 }
 
 /* The acceptor: each connection to an idle slot, so up to PEER_RX_SLOTS
@@ -621,7 +706,9 @@ static void *rx_main(void *arg)
         if (p->stopping)
             break;
         pthread_mutex_unlock(&p->mu);
-        int c = accept4(lfd, NULL, NULL, SOCK_CLOEXEC), err = errno;
+        struct sockaddr_storage sa = {0};
+        socklen_t salen = sizeof sa;
+        int c = accept4(lfd, (struct sockaddr *)&sa, &salen, SOCK_CLOEXEC), err = errno;
         pthread_mutex_lock(&p->mu);
         if (c < 0) {
             if (err == EINTR || err == ECONNABORTED)
@@ -632,6 +719,18 @@ static void *rx_main(void *arg)
             close(c);
             break;
         }
+        unsigned char from[16];
+        char text[INET6_ADDRSTRLEN];
+        source_of(&sa, from, text, sizeof text);
+        if (slots_from(p, from) >= PEER_RX_PER_SOURCE) {
+            static fb__repl_log_limit busy_log;
+            close(c);
+            fb__repl_log(&busy_log, "firebreak watch: %s: peer connection from %s "
+                         "closed: %d of its connections are served already\n", p->node,
+                         text, PEER_RX_PER_SOURCE);
+            continue;
+        }
+        memcpy(free_slot->from, from, 16);
         if (!free_slot->up) {
             free_slot->p = p;
             free_slot->i = (int)(free_slot - p->slot);
@@ -1086,6 +1185,7 @@ static void *fetch_rx_main(void *arg)
     fetch_rx *x = arg;
     uint64_t max = shard_max_bytes();
     uint64_t now;
+    fb__repl_rx_deadline(x->deadline_ns); /* --timeout bounds each receive */
     while ((x->missing = count_missing(x)) > 0 && (now = fb__now_ns()) < x->deadline_ns) {
         struct pollfd pfd = {.fd = x->lfd, .events = POLLIN};
         /* From the one reading of the clock: a second one past the
@@ -1099,8 +1199,10 @@ static void *fetch_rx_main(void *arg)
         io_timeout(c);
         fb__repl_stats st = {0};
         char why[1024] = "";
+        static fb__repl_log_limit fetch_log; /* a line per connection */
         if (fb__repl_serve(c, x->peer_dir, max, &st, why, sizeof why))
-            fprintf(stderr, "firebreak watch: fetching into %s: %s\n", x->peer_dir, why);
+            fb__repl_log(&fetch_log, "firebreak watch: fetching into %s: %s\n",
+                         x->peer_dir, why);
         close(c);
     }
     return NULL;

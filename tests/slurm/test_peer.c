@@ -35,6 +35,7 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -130,13 +131,19 @@ static int free_port(void)
     return ntohs(a.sin_port);
 }
 
-static int connect_port(int port)
+/* Connect to port on loopback from source address 127.0.0.src (0: the
+ * kernel's choice): the receiver serves at most 4 connections of one
+ * source at once, so senders that stand for several nodes differ. */
+static int connect_from(int port, int src)
 {
     for (int i = 0; i < 50; i++) {
         int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
         struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
         a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        if (fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof a) == 0) {
+        struct sockaddr_in from = {.sin_family = AF_INET};
+        from.sin_addr.s_addr = htonl(INADDR_LOOPBACK + (uint32_t)src - 1);
+        if (fd >= 0 && (!src || !bind(fd, (struct sockaddr *)&from, sizeof from)) &&
+            connect(fd, (struct sockaddr *)&a, sizeof a) == 0) {
             /* bounded: a port taken meanwhile by another program never
              * answers, and must fail the test, not hang it */
             struct timeval tv = {.tv_sec = 20};
@@ -149,6 +156,11 @@ static int connect_port(int port)
         usleep(20000);
     }
     return -1;
+}
+
+static int connect_port(int port)
+{
+    return connect_from(port, 0);
 }
 
 static int has_shard(const char *dir, uint64_t step, int rank)
@@ -217,9 +229,8 @@ static void corrupted_copy(int port)
            "a corrupted copy reported:\n%s", lines);
 }
 
-/* node2's receiver on port, for ranks 0 and 1; NULL (a failed check) if
- * it could not start. */
-static fb__peer *node2_receiver(int port)
+/* Node2's receiver of the 2-rank job on port; NULL (checked) if none. */
+static fb__peer *start_receiver(int port)
 {
     fb__peer_opts o = {.mem_dir = mem, .node = "node2", .port = port, .world = 2,
                        .rank0 = 0, .nranks = 2, .emit = collect};
@@ -231,7 +242,7 @@ static fb__peer *node2_receiver(int port)
 static void receiver(void)
 {
     int port = free_port();
-    fb__peer *p = node2_receiver(port);
+    fb__peer *p = start_receiver(port);
     if (!p)
         return;
     send_step(port, 7, 0, 1, "fbw1 peer node2 7 0 1\n");
@@ -284,8 +295,18 @@ static void capped(void)
  * run's key.  Another key, or a shard before any key, is answered
  * -EACCES, the connection ends and nothing lands.  The key comes from
  * FIREBREAK_PEER_KEY, which is then removed; the tests after this one
- * send and receive under it (a sender and a receiver in one process share
- * it). */
+ * send and receive under test_key (a sender and a receiver in one process
+ * share it), and those that write fbr1 by hand begin with send_key. */
+static unsigned char test_key[FB__REPL_KEY_BYTES];
+
+static void send_key(int fd)
+{
+    unsigned char msg[FB__REPL_KEY_MSG_BYTES];
+    memcpy(msg, "FBK1", 4);
+    memcpy(msg + 4, test_key, sizeof test_key);
+    CHECK(write(fd, msg, sizeof msg) == (ssize_t)sizeof msg);
+}
+
 static void keyed(void)
 {
     setenv("FIREBREAK_PEER_KEY", "not hex", 1);
@@ -297,7 +318,7 @@ static void keyed(void)
     CHECK_RC(fb__repl_key_from_env(), 0);
     CHECK(getenv("FIREBREAK_PEER_KEY") == NULL);
     int port = free_port();
-    fb__peer *p = node2_receiver(port);
+    fb__peer *p = start_receiver(port);
     if (!p)
         return;
     unsigned char msg[FB__REPL_KEY_MSG_BYTES], ack[4];
@@ -324,6 +345,8 @@ static void keyed(void)
     CHECK(!has_shard(peer, 9, 0));
     CHECKF(!said("fbw1 peer node2 9 0", 0), "a copy under another key reported:\n%s",
            lines);
+    memset(test_key, 0x33, sizeof test_key);
+    fb__repl_set_key(test_key);
 }
 
 static void fetch(void)
@@ -535,6 +558,28 @@ static int count_lines(const char *path, const char *want, const char *also, int
     return n;
 }
 
+/* stderr into a new file named from path's template (filled): the saved
+ * stderr for stderr_back, or -1 (checked, stderr as it was). */
+static int stderr_to(char *path)
+{
+    int fd = mkstemp(path), saved = fd >= 0 ? dup(2) : -1;
+    CHECK(fd >= 0 && saved >= 0);
+    if (saved >= 0) {
+        fflush(stderr);
+        dup2(fd, 2);
+    }
+    if (fd >= 0)
+        close(fd);
+    return saved;
+}
+
+static void stderr_back(int saved)
+{
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+}
+
 /* A step the supervisor dropped before its copy went: said only at debug
  * level (FIREBREAK_WATCH_DEBUG) when the lane of the node's newest step
  * meets it, said always when a named step is missing.  The node sends to
@@ -542,12 +587,9 @@ static int count_lines(const char *path, const char *want, const char *also, int
 static void dropped_quiet(void)
 {
     char path[] = "/tmp/fb-peer-stderr.XXXXXX";
-    int fd = mkstemp(path), saved = dup(2);
-    CHECK(fd >= 0 && saved >= 0);
-    if (fd < 0 || saved < 0)
+    int saved = stderr_to(path);
+    if (saved < 0)
         return;
-    fflush(stderr);
-    dup2(fd, 2);
     int port = free_port();
     fb__peer_opts o = {.mem_dir = mem, .node = "self", .port = port, .to = "127.0.0.1",
                        .world = 2, .rank0 = 0, .nranks = 2, .emit = collect};
@@ -578,10 +620,7 @@ static void dropped_quiet(void)
         fb__peer_stop(p);
     }
     unsetenv("FIREBREAK_WATCH_DEBUG");
-    fflush(stderr);
-    dup2(saved, 2);
-    close(saved);
-    close(fd);
+    stderr_back(saved);
     CHECK_RC(rc, 0);
     CHECK_RC(rc2, 0);
     count_lines(path, "peer copy of step 5", "debug", &with);
@@ -683,7 +722,7 @@ typedef struct cap_sender {
     const char *src;
     int port, rc;
     uint64_t step;
-    int rank;
+    int rank, from;              /* from: its source, 127.0.0.from */
     pthread_barrier_t *go;
 } cap_sender;
 
@@ -691,7 +730,7 @@ static void *cap_send(void *arg)
 {
     cap_sender *c = arg;
     char why[1024] = "";
-    int fd = connect_port(c->port);
+    int fd = connect_from(c->port, c->from);
     pthread_barrier_wait(c->go);
     c->rc = fd < 0 ? -ECONNREFUSED
                    : fb__repl_send_step(fd, c->src, c->step, c->rank, 1, why, sizeof why);
@@ -741,7 +780,8 @@ static void cap_several_senders(void)
     CHECK(pthread_create(&samp, NULL, sampler, NULL) == 0);
     for (int i = 0; i < CAP_SENDERS; i++) {
         c[i] = (cap_sender){.src = src, .port = port, .rc = 1,
-                            .step = 20 + (uint64_t)i / 2, .rank = i % 2, .go = &go};
+                            .step = 20 + (uint64_t)i / 2, .rank = i % 2,
+                            .from = 10 + i, .go = &go};
         CHECK(pthread_create(&th[i], NULL, cap_send, &c[i]) == 0);
     }
     int ok = 0, refused = 0;
@@ -772,6 +812,317 @@ static void cap_several_senders(void)
     }
     fb__ckpt_mem_dir_remove(src);
 #endif
+}
+
+/*
+ * Eight connections that trickle a byte every 400 ms (each wait well under
+ * the stall limit, 10 s), from 8 addresses, hold every receiving slot: half inside a header,
+ * half inside a shard of 1 MiB whose header came whole.  A real sender
+ * queued behind them is served once the receiver gives them up by its
+ * deadlines (a header within 5 s, a shard within 5 s plus 1 s per 16
+ * MiB), in about 5 s, not when they stop (15 s here; never, in the
+ * reviewer's slow-loris).
+ */
+#define PEER_SLOTS 8 /* the receiver's (PEER_RX_SLOTS) */
+#define TRICKLERS PEER_SLOTS
+static volatile int trickling;
+
+static void *trickle(void *arg)
+{
+    const int *fds = arg;
+    unsigned char hb[FB__REPL_HEADER_BYTES];
+    fb__repl_header_encode(&(fb__repl_header){.rank = 0, .step = 30, .bytes = 1 << 20},
+                           hb);
+    for (int i = 0; i < TRICKLERS / 2; i++)
+        if (fds[i] >= 0) {
+            send_key(fds[i]);
+            (void)!write(fds[i], hb, sizeof hb);
+        }
+    uint64_t end = fb__now_ns() + 15000000000ull;
+    for (size_t k = 0; trickling && fb__now_ns() < end; k++) {
+        for (int i = 0; i < TRICKLERS; i++)
+            if (fds[i] >= 0)
+                (void)!send(fds[i], i < TRICKLERS / 2 ? (const void *)"" : hb + k % 24,
+                            1, MSG_NOSIGNAL);
+        usleep(400000);
+    }
+    return NULL;
+}
+
+/* A receiver on *port with PEER_SLOTS connections to it in fds, from
+ * 127.0.0.src, or src, src+1, ... (each its own); NULL if none. */
+static fb__peer *receiver_held(int *port, int fds[PEER_SLOTS], int src, int each_own)
+{
+    *port = free_port();
+    fb__peer *p = start_receiver(*port);
+    for (int i = 0; p && i < PEER_SLOTS; i++)
+        CHECK((fds[i] = connect_from(*port, src + (each_own ? i : 0))) >= 0);
+    return p;
+}
+
+static void tricklers(void)
+{
+    save_range(mem, 40, 40, 4096);
+    int port, fds[TRICKLERS];
+    fb__peer *p = receiver_held(&port, fds, 20, 1);
+    if (!p)
+        return;
+    usleep(300000); /* each in a slot */
+    pthread_t th;
+    trickling = 1;
+    CHECK(pthread_create(&th, NULL, trickle, fds) == 0);
+    char why[1024] = "";
+    int fd = connect_port(port), rc = -ECONNREFUSED;
+    uint64_t t0 = fb__now_ns();
+    if (fd >= 0)
+        rc = fb__repl_send_step(fd, mem, 40, 0, 2, why, sizeof why);
+    double took_s = (double)(fb__now_ns() - t0) / 1e9;
+    if (fd >= 0)
+        close(fd);
+    trickling = 0;
+    pthread_join(th, NULL);
+    for (int i = 0; i < TRICKLERS; i++)
+        if (fds[i] >= 0)
+            close(fds[i]);
+    fb__peer_stop(p);
+    CHECKF(rc == 0 && took_s < 9.0, "a sender behind %d tricklers: %s after %.1f s (%s)",
+           TRICKLERS, fb_strerror(rc), took_s, why);
+}
+
+/*
+ * One source takes at most 4 of the 8 receiving slots: 8 idle connections
+ * from 127.0.0.30 (the 5th on closed at once), and a sender from
+ * 127.0.0.31 is served at once, not when the receiver gives the idle ones
+ * up (5 s, their header's deadline).  Step 40 is tricklers'.
+ */
+static void one_source(void)
+{
+    int port, fds[PEER_SLOTS];
+    fb__peer *p = receiver_held(&port, fds, 30, 0);
+    if (!p)
+        return;
+    uint64_t t0 = fb__now_ns();
+    char why[1024] = "", end = 1;
+    struct pollfd last = {.fd = fds[PEER_SLOTS - 1], .events = POLLIN};
+    int closed = last.fd >= 0 && poll(&last, 1, 1000) == 1 && read(last.fd, &end, 1) == 0;
+    int fd = connect_from(port, 31), rc = -ECONNREFUSED;
+    if (fd >= 0)
+        rc = fb__repl_send_step(fd, mem, 40, 0, 2, why, sizeof why);
+    double took_s = (double)(fb__now_ns() - t0) / 1e9;
+    if (fd >= 0)
+        close(fd);
+    for (int i = 0; i < PEER_SLOTS; i++)
+        if (fds[i] >= 0)
+            close(fds[i]);
+    fb__peer_stop(p);
+    CHECKF(rc == 0 && took_s < 2.0, "a sender beside %d idle connections of one "
+           "source: %s after %.1f s (%s)", PEER_SLOTS, fb_strerror(rc), took_s, why);
+    CHECKF(closed, "the %dth connection of one source was not closed", PEER_SLOTS);
+}
+
+/* A dead peer: a listener on a free port whose accept queue is full, so
+ * the kernel drops the SYNs of further connects (as a node that is gone
+ * answers none).  The listener's fd; fill[] the connects that filled it. */
+#define BLACKHOLE_FILL 3
+static int blackhole(int *port, int fill[BLACKHOLE_FILL])
+{
+    *port = free_port();
+    int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)*port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    (void)setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    CHECK(lfd >= 0 && bind(lfd, (struct sockaddr *)&a, sizeof a) == 0 &&
+          listen(lfd, 0) == 0);
+    for (int i = 0; i < BLACKHOLE_FILL; i++) {
+        fill[i] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        if (fill[i] >= 0)
+            (void)connect(fill[i], (struct sockaddr *)&a, sizeof a);
+    }
+    usleep(100000);
+    return lfd;
+}
+
+static void blackhole_close(int lfd, int fill[BLACKHOLE_FILL])
+{
+    for (int i = 0; i < BLACKHOLE_FILL; i++)
+        if (fill[i] >= 0)
+            close(fill[i]);
+    if (lfd >= 0)
+        close(lfd);
+}
+
+/* Wait up to ms for child to exit: the seconds it took after t0, or -1
+ * (then it is killed). */
+static double exits_within(pid_t child, uint64_t t0, int ms)
+{
+    int status;
+    for (int i = 0; i <= ms / 10; i++) {
+        if (waitpid(child, &status, WNOHANG) == child)
+            return (double)(fb__now_ns() - t0) / 1e9;
+        usleep(10000);
+    }
+    kill(child, SIGKILL);
+    waitpid(child, &status, 0);
+    return -1;
+}
+
+/*
+ * Deadlines where the watcher connects and serves:
+ *   - `watch --mem-fetch --timeout 1s` receiving, with one client that
+ *     trickles a byte every 0.4 s: it ends at its timeout (the trickler
+ *     kept it 40 s past a 5 s timeout);
+ *   - `watch --mem-fetch --timeout 1s` sending to a dead peer: it ends at
+ *     its timeout (connect() waited out the SYN retries, 134 s);
+ *   - a watcher whose sender is connecting to a dead peer stops within
+ *     2 s, 0.1 s here (its stop joined the sender, 132 s, past Slurm's
+ *     KillWait).
+ * Each in a child, killed after 10 s: the test fails, it does not wait.
+ */
+static void deadlines(void)
+{
+    /* The trickled fetch. */
+    int port = free_port();
+    uint64_t t0 = fb__now_ns();
+    pid_t child = fork();
+    if (child == 0)
+        _exit(fb__peer_fetch_here(job, "b", port, 2, 8, "1:a:m:b:127.0.0.1", 1000,
+                                  stderr));
+    int c = connect_port(port);
+    siginfo_t si = {0};
+    for (int i = 0; c >= 0 && i < 25; i++) {
+        if (!waitid(P_PID, (id_t)child, &si, WEXITED | WNOHANG | WNOWAIT) && si.si_pid)
+            break; /* it ended (left for exits_within to reap) */
+        (void)!send(c, "F", 1, MSG_NOSIGNAL);
+        usleep(400000);
+    }
+    double took = exits_within(child, t0, 10000);
+    if (c >= 0)
+        close(c);
+    CHECKF(took >= 0 && took < 3.0, "--mem-fetch --timeout 1s with a trickling client: "
+           "%.1f s (-1: still running after 10 s)", took);
+
+    /* The fetch to a dead peer. */
+    int fill[BLACKHOLE_FILL], lfd = blackhole(&port, fill);
+    t0 = fb__now_ns();
+    child = fork();
+    if (child == 0)
+        _exit(fb__peer_fetch_here(job, "a", port, 2, 40, "1:a:m:b:127.0.0.1", 1000,
+                                  stderr));
+    took = exits_within(child, t0, 10000);
+    CHECKF(took >= 0 && took < 3.0, "--mem-fetch --timeout 1s to a dead peer: %.1f s "
+           "(-1: still running after 10 s)", took);
+
+    /* A watcher's stop while its sender connects to the dead peer. */
+    child = fork();
+    if (child == 0) {
+        fb__peer_opts o = {.mem_dir = mem, .node = "a", .port = port, .to = "127.0.0.1",
+                           .world = 2, .rank0 = 0, .nranks = 1, .emit = collect};
+        fb__peer *snd = NULL;
+        if (fb__peer_start(&snd, &o))
+            _exit(2);
+        fb__peer_offer(snd, 40, 1);
+        usleep(500000);
+        uint64_t s0 = fb__now_ns();
+        fb__peer_stop(snd);
+        double stop_s = (double)(fb__now_ns() - s0) / 1e9;
+        fprintf(stderr, "the stop took %.2f s\n", stop_s);
+        _exit(stop_s < 2.0 ? 0 : 1);
+    }
+    t0 = fb__now_ns();
+    took = exits_within(child, t0, 10000);
+    CHECKF(took >= 0 && took < 4.0, "a watcher stopped while connecting to a dead peer: "
+           "%.1f s (-1: still running after 10 s)", took);
+    blackhole_close(lfd, fill);
+}
+
+/*
+ * A line per rejected connection, rate limited: 200 connections with a
+ * header that is not valid (rank 131072) into a receiver leave at most
+ * FB__REPL_LOG_BURST lines on its stderr (one each before: 76,087 such
+ * connections in 10 s wrote 7.2 MB to a watcher's log).  And the limit's
+ * policy on its own clock: the burst, then silence, then the count left
+ * out said with the first line of the next minute.
+ */
+#define FLOOD_CONNS 200
+static void log_flood(void)
+{
+    fb__repl_log_limit l = {0};
+    unsigned before = 0, said = 0;
+    uint64_t t = 1000;
+    for (int i = 0; i < 25; i++)
+        said += (unsigned)fb__repl_log_allow(&l, t + (uint64_t)i, &before);
+    CHECKF(said == FB__REPL_LOG_BURST, "%u of 25 lines said in a minute", said);
+    CHECK(fb__repl_log_allow(&l, t + FB__REPL_LOG_WINDOW_NS, &before) == 1);
+    CHECKF(before == 25 - FB__REPL_LOG_BURST, "the next minute says %u left out", before);
+
+    char path[] = "/tmp/fb-peer-flood.XXXXXX";
+    int saved = stderr_to(path);
+    if (saved < 0)
+        return;
+    int port = free_port();
+    fb__peer *p = start_receiver(port);
+    unsigned char bad[FB__REPL_HEADER_BYTES] = "FBR1\0\0\2\0";
+    for (int i = 0; p && i < FLOOD_CONNS; i++) {
+        int c = connect_port(port);
+        if (c < 0)
+            continue;
+        send_key(c);
+        (void)!write(c, bad, sizeof bad);
+        shutdown(c, SHUT_WR);
+        char sink[16];
+        (void)!read(c, sink, sizeof sink); /* its end: the receiver is done */
+        close(c);
+    }
+    fb__peer_stop(p);
+    stderr_back(saved);
+    int with = 0;
+    int n = count_lines(path, "peer copy into", NULL, &with);
+    CHECKF(n <= FB__REPL_LOG_BURST, "%d connections not fbr1: %d lines said "
+           "(at most %d)", FLOOD_CONNS, n, FB__REPL_LOG_BURST);
+    unlink(path);
+}
+
+/*
+ * Headers alone (24 bytes each, a step's shard of 8 MiB claimed, then the
+ * connection closed) into a receive pool, each connection followed by
+ * its refill, as a receiving slot does: the pool allocates nothing for
+ * shards that never came.  The size used to be noted from the header, and
+ * the refill allocated a file per header, kept for the watcher's life (a
+ * 24-byte header claiming 256 GiB made the node allocate it).
+ */
+#define HEADER_ONLY_CONNS 8
+static void header_only_pool(void)
+{
+    char dir[4300], why[1024] = "";
+    snprintf(dir, sizeof dir, "%s/hdronly", mem);
+    CHECK(mkdir(dir, 0700) == 0);
+    fb__repl_pool *pool = NULL;
+    CHECK_RC(fb__repl_pool_open(&pool, dir, why, sizeof why), 0);
+    if (!pool)
+        return;
+    for (int i = 0; i < HEADER_ONLY_CONNS; i++) {
+        int sv[2];
+        CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0);
+        send_key(sv[1]);
+        unsigned char hb[FB__REPL_HEADER_BYTES];
+        fb__repl_header_encode(&(fb__repl_header){.rank = 0, .step = 5,
+                                                  .bytes = 8ull << 20}, hb);
+        CHECK(write(sv[1], hb, sizeof hb) == (ssize_t)sizeof hb);
+        close(sv[1]);
+        fb__repl_stats st = {0};
+        CHECK(fb__repl_serve_pool(sv[0], dir, 1ull << 30, pool, FB__REPL_DEFER_VERIFY,
+                                  &st, why, sizeof why) != 0);
+        close(sv[0]);
+        CHECK(fb__repl_pool_refill(pool, why, sizeof why) >= 0);
+    }
+    uint64_t bytes = 0, held = held_bytes(dir);
+    size_t files = fb__repl_pool_files(pool, &bytes);
+    fb__repl_pool_close(pool);
+    CHECKF(held < (1u << 20) && files == 0, "after %d header-only connections the "
+           "pool holds %zu files of %llu bytes, %llu allocated under %s",
+           HEADER_ONLY_CONNS, files, (unsigned long long)bytes,
+           (unsigned long long)held, dir);
+    fb__rm_rf(dir);
 }
 
 /* The first line of path containing want, waiting up to ms for it; 1 if
@@ -894,6 +1245,11 @@ int main(void)
     scrub_starved();
     cap_several_senders();
     stalled_peer();
+    header_only_pool();
+    tricklers();
+    one_source();
+    deadlines();
+    log_flood();
     fb__ckpt_mem_dir_remove(mem);
     return failures != 0;
 }
