@@ -28,6 +28,9 @@
 #define FB_SIM_MAX_TRIALS 1000000L
 #define FB_SIM_MAX_GPUS 100000000L
 #define FB_SIM_JSON_VERSION 1
+/* The longest duration an option or a measured cost may give: 100 years
+ * (--days stops at 36500 too). */
+#define FB_SIM_MAX_SECONDS (36500 * 86400.0)
 
 enum fb__sim_kind { FB_SIM_CRASH = 0, FB_SIM_HANG = 1 };
 /* A node-scoped failure takes one node out: the job needs a replacement

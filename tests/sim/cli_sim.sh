@@ -231,6 +231,43 @@ check 'd["policy"]["restart_s"] == 53' "$tmp/fr4" "restart without restore"
 check 'd["policy"]["tiers"]["restore_s"]["storage"] == 16384' "$tmp/fr5" \
     "storage restore bounded by every GPU's bytes at the storage bandwidth"
 
+# A journal value that is not a number, not finite, negative or absurd is
+# refused (exit 2), naming the file, table.column and row: inf gave errors
+# blaming options never given (--ckpt-stall), 1e300 printed durations like
+# -106751991167300d-15h, TEXT read as 0, negatives were dropped in silence,
+# and restore rates came out as "inf PiB/s" or the restart as 0 ms.
+bad_journal() { # NEEDLE SQL
+    rm -rf "$tmp/badrun"
+    cp -r "$tmp/run11" "$tmp/badrun"
+    sqlite3 "$tmp/badrun/journal.sqlite" "$2"
+    expect_usage_error "$tmp/badrun/journal.sqlite: $1" \
+        --from-run "$tmp/badrun" --tiers --peer-copy 10s "${quick[@]}"
+}
+bad_journal "checkpoint.stall_ms of row 1 is inf: want milliseconds" \
+    "update checkpoint set stall_ms = 9e999 where id = 1"
+bad_journal "checkpoint.stall_ms of row 2 is 1e+300: want milliseconds" \
+    "update checkpoint set stall_ms = 1e300 where id = 2"
+bad_journal "checkpoint.stall_ms of row 1 is not a number" \
+    "update checkpoint set stall_ms = 'abc' where id = 1"
+bad_journal "checkpoint.persist_ms of row 3 is -5: want milliseconds" \
+    "update checkpoint set persist_ms = -5 where id = 3"
+bad_journal "incident.detect_ms of row 2 is inf" \
+    "update incident set detect_ms = 9e999 where id = 2"
+bad_journal "attempt.ready_at of row 2 is 1e+300" \
+    "update attempt set ready_at = 1e300 where id = 2"
+bad_journal "attempt.restore_s of row 3 is -5: want seconds" \
+    "update attempt set restore_s = -5 where id = 3"
+bad_journal "attempt.restore_s of row 2 is inf" \
+    "update attempt set restore_s = 9e999 where id = 2"
+bad_journal "run.nproc of row 1 is not a number that fits it" \
+    "update run set nproc = 4294967300"
+bad_journal "event.bytes of row 1 is 9e+18: want bytes" \
+    "update event set bytes = 9000000000000000000 where id = 1"
+bad_journal "event row 2 restores 1048576 bytes in 1e-300 ms: faster than 1 PiB/s" \
+    "update event set value_ms = 1e-300 where id = 2"
+bad_journal "the mean restore (attempt.restore_s, 100 s) is longer than the mean restart it is part of (55 s)" \
+    "update attempt set restore_s = 100 where id > 1"
+
 # Tiers: options, floors and refusals.
 "$fb" sim --trials 50 --no-search --peer-copy 5s --persist-every 4 \
     --ckpt-interval 60s --json >"$tmp/tiers"
