@@ -21,6 +21,12 @@ void fb__sim_fmt_duration(double s, char *buf, size_t size)
         snprintf(buf, size, "inf");
         return;
     }
+    if (fabs(s) > 1e3 * FB_SIM_MAX_SECONDS) {
+        /* Past any option's bound (a derived figure): as a number, since
+         * the days would not fit a long. */
+        snprintf(buf, size, "%.3gs", s);
+        return;
+    }
     if (s < 1.0) {
         snprintf(buf, size, "%.0fms", s * 1e3);
         return;

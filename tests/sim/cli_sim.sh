@@ -326,6 +326,29 @@ for bad in gpus=8, gpus=8,,16 gpus=,8 "gpus= 8,16" gpus=+8:16 gpus=8:+16 gpus=8:
     expect_usage_error "bad --sweep" --sweep "$bad"
 done
 expect_usage_error "--svg plots a sweep" --svg "$tmp/x.svg"
+# Durations past 100 years are refused naming the option (they ran, and
+# printed -106751991167300d-15h).
+expect_usage_error "--restart must be between 0 and 100 years" --restart 1e20
+expect_usage_error "--repair and --drain-repair must be between 0 and 100 years" \
+    --repair 1e308
+expect_usage_error "--detect-crash (or --detect) must be between 0 and 100 years" \
+    --detect 1e19
+expect_usage_error "--detect-hang (or --detect) must be between 0 and 100 years" \
+    --detect-hang 1e19
+expect_usage_error "--ckpt-interval must be at most 100 years" \
+    --ckpt-interval 1e19
+expect_usage_error "--ckpt-stall must be between 0 and 100 years" \
+    --ckpt-stall 1e308
+expect_usage_error "--maint-duration must be between 0 and 100 years" \
+    --maint-duration 1e12
+expect_usage_error "--restore-peer must be between 0 and 100 years" \
+    --peer-copy 5s --restore-peer 1e12
+expect_usage_error "--mtbf must be at most 100 years" \
+    --failure-model exponential --mtbf 1e300
+"$fb" sim --restart 36500d --days 1 "${quick[@]}" >"$tmp/long.txt" ||
+    fail "--restart 36500d refused"
+grep -q "restart 36500d" "$tmp/long.txt" ||
+    fail "100 years printed as $(grep -o 'restart [^,]*' "$tmp/long.txt")"
 expect_usage_error "--lemon-fraction" --lemon-fraction 2
 expect_usage_error "not both" --preset rsc1 --rates "$data/llama3.rates"
 

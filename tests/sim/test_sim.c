@@ -695,6 +695,37 @@ static void test_maintenance(void)
     }
 }
 
+/* Durations print as days and hours up to far past any option's bound,
+ * then as a number: never the overflowed -106751991167300d-15h. */
+static void test_durations(void)
+{
+    const struct {
+        double s;
+        const char *want;
+    } cases[] = {
+        {0.25, "250ms"}, {90, "1m30s"}, {86400 * 1.5, "1d12h"},
+        {FB_SIM_MAX_SECONDS, "36500d"}, {1e19, "1e+19s"}, {1e308, "1e+308s"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char buf[64];
+        fb__sim_fmt_duration(cases[i].s, buf, sizeof buf);
+        CHECKF(strcmp(buf, cases[i].want) == 0, "%g s printed as %s, want %s",
+               cases[i].s, buf, cases[i].want);
+    }
+    fb__sim_config c = llama3();
+    char err[256] = "";
+    double *opt[] = {&c.restart_s, &c.repair_s, &c.detect_crash_s,
+                     &c.stall_s, &c.maint_down_s, &c.interval_s};
+    for (size_t i = 0; i < sizeof opt / sizeof opt[0]; i++) {
+        fb__sim_config keep = c;
+        *opt[i] = 1e19;
+        CHECKF(fb__sim_validate(&c, err, sizeof err) != 0 &&
+                   strstr(err, "100 years") != NULL,
+               "duration %zu of 1e19 s: %s", i, err);
+        c = keep;
+    }
+}
+
 static const struct {
     const char *name;
     void (*fn)(void);
@@ -716,6 +747,7 @@ static const struct {
     {"determinism", test_determinism},
     {"rates", test_rates_parser},
     {"maintenance", test_maintenance},
+    {"durations", test_durations},
 };
 
 int main(int argc, char **argv)
