@@ -276,6 +276,9 @@ static int parse_args(sim_opts *o, given *g, int argc, char **argv)
         } else {
             return bad("%s needs a value", op->name);
         }
+        if (op->type == T_STR && !arg[0])
+            /* --from-run "" read /journal.sqlite */
+            return bad("%s needs a value, not an empty string", op->name);
         if (set_option(o, op, arg))
             return bad("bad value '%s' for %s", arg, op->name);
         g->v[k] = 1;

@@ -194,6 +194,15 @@ expect_usage_error "no journal.sqlite here, but it holds 1 run directory (the ne
 mkdir -p "$tmp/run/logs"
 expect_usage_error "no journal.sqlite here: it is inside the run directory $(realpath "$tmp/run"): give that one" --from-run "$tmp/run/logs"
 expect_usage_error "--from-run $tmp/nope: No such file or directory" --from-run "$tmp/nope"
+# An empty --from-run named /journal.sqlite; reading never creates a file.
+expect_usage_error "--from-run needs a value, not an empty string" --from-run ""
+expect_usage_error "--from-run needs a value, not an empty string" --from-run=
+expect_usage_error "--rates needs a value, not an empty string" --rates ""
+[ ! -e "$tmp/nope" ] || fail "--from-run $tmp/nope created it"
+mkdir "$tmp/nojournal"
+expect_usage_error "no journal.sqlite in this directory" --from-run "$tmp/nojournal"
+[ -z "$(ls -A "$tmp/nojournal")" ] ||
+    fail "--from-run of a directory without a journal created $(ls -A "$tmp/nojournal")"
 # Without event.source values (a run before 1.1) the tiers' restore costs keep their
 # defaults and the toy run's size draws a warning on stderr.
 "$fb" sim --from-run "$tmp/run" --tiers --peer-copy 10s --trials 20 \
