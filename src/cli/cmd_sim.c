@@ -414,7 +414,7 @@ static int apply_run(sim_opts *o, const given *g, persist_rule *pr,
     fb__sim_config *c = &o->c;
     if (m.stall_s >= 0 && !was_given(g, "--ckpt-stall"))
         c->stall_s = m.stall_s;
-    if (m.persist_s >= 0 && !was_given(g, "--persist") &&
+    if (m.persist_s >= 0 && !c->exponential && !was_given(g, "--persist") &&
         !was_given(g, "--ckpt-size-per-gpu") &&
         !was_given(g, "--storage-bandwidth")) {
         c->persist_s = m.persist_s;
@@ -536,7 +536,8 @@ static int build_config(sim_opts *o, const given *g, persist_rule *pr,
         static const char *const off[] = {
             "--planned-per-day", "--maint-duration", "--spares", "--repair",
             "--drain-repair", "--lemon-fraction", "--lemon-factor",
-            "--drain", "--detect-hang"};
+            "--drain", "--detect-hang", "--persist", "--ckpt-size-per-gpu",
+            "--storage-bandwidth"};
         for (size_t i = 0; i < sizeof off / sizeof off[0]; i++)
             if (was_given(g, off[i]))
                 return bad("%s has no effect with --failure-model "
@@ -603,7 +604,8 @@ static int build_config(sim_opts *o, const given *g, persist_rule *pr,
                        "--storage-bandwidth, not both");
         pr->derived = 0;
         snprintf(pr->from, sizeof pr->from, "given");
-    } else if (c->exponential && !sized) {
+    } else if (c->exponential) {
+        /* A checkpoint is durable at the end of its stall (no persist). */
         pr->derived = 0;
         c->persist_s = 0;
         snprintf(pr->from, sizeof pr->from, "none");

@@ -323,6 +323,19 @@ expect_usage_error "needs --mtbf" --failure-model exponential
 expect_usage_error "unknown --failure-model" --failure-model weibull
 expect_usage_error "--spares has no effect" --failure-model exponential \
     --mtbf 5h --spares 3
+# The exponential model has no persist: these were validated and reported
+# (persist_s 600 in the JSON) but did nothing.
+expect_usage_error "--persist has no effect" --failure-model exponential \
+    --mtbf 5h --persist 10m
+expect_usage_error "--ckpt-size-per-gpu has no effect" \
+    --failure-model exponential --mtbf 5h --ckpt-size-per-gpu 8G
+expect_usage_error "--storage-bandwidth has no effect" \
+    --failure-model exponential --mtbf 5h --storage-bandwidth 1G/s
+"$fb" sim --failure-model exponential --mtbf 5h --from-run "$tmp/run" \
+    "${quick[@]}" --json >"$tmp/expfr" 2>/dev/null ||
+    fail "exponential --from-run refused"
+check 'd["policy"]["persist_s"] == 0 and d["policy"]["stall_s"] == 2' \
+    "$tmp/expfr" "exponential --from-run: the measured stall, no persist"
 expect_usage_error "--gpus must be" --gpus 0
 expect_usage_error "bad value 'x' for --trials" --trials x
 expect_usage_error "--trials must be" --trials 0
