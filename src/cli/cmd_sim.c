@@ -463,13 +463,14 @@ static int apply_run(sim_opts *o, const given *g, persist_rule *pr,
     }
     size_t n = strlen(source);
     snprintf(source + n, source_size - n,
-             ", costs measured by run %s (%ld ranks: %d checkpoints, %d "
-             "detections, %d restarts; rank restores from memory %d, "
-             "peer %d, storage %d)",
-             o->from_run, m.gpus, m.samples_stall, m.samples_detect,
-             m.samples_restart, m.samples_restore[FB_SIM_TIER_MEMORY],
-             m.samples_restore[FB_SIM_TIER_PEER],
-             m.samples_restore[FB_SIM_TIER_STORAGE]);
+             ", costs measured by run %s (%ld ranks: %lld checkpoints, %lld "
+             "detections, %lld restarts; rank restores from memory %lld, "
+             "peer %lld, storage %lld)",
+             o->from_run, m.gpus, (long long)m.samples_stall,
+             (long long)m.samples_detect, (long long)m.samples_restart,
+             (long long)m.samples_restore[FB_SIM_TIER_MEMORY],
+             (long long)m.samples_restore[FB_SIM_TIER_PEER],
+             (long long)m.samples_restore[FB_SIM_TIER_STORAGE]);
     return 0;
 }
 

@@ -206,12 +206,12 @@ typedef struct fb__sim_measured {
     double stall_s, persist_s, detect_crash_s, detect_hang_s, restart_s;
     double interval_s;
     long gpus;
-    int samples_stall, samples_detect, samples_restart;
+    int64_t samples_stall, samples_detect, samples_restart;
     /* Restores (restore_done events): bytes per second a rank restored,
      * by the tier the event names (event.source, a later schema minor;
      * without it every restore counts as one from storage). */
     double restore_bps[FB_SIM_NTIERS];
-    int samples_restore[FB_SIM_NTIERS];
+    int64_t samples_restore[FB_SIM_NTIERS];
     double restore_s;         /* mean restore inside a restart (attempts) */
     double bytes_per_rank;    /* checkpoint bytes of one rank             */
 } fb__sim_measured;

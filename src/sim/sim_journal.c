@@ -15,7 +15,8 @@
  *   restart         for every attempt after the first: from the detection
  *                   that ended the previous attempt (or its end) to the
  *                   first completed step (teardown, relaunch, init,
- *                   restore)
+ *                   restore); one predecessor per attempt, found by
+ *                   binary search, so a journal's size costs n log n
  *   restores        bytes per second of the ranks' restore_done events,
  *                   by the tier event.source names (a later schema minor;
  *                   without it, storage); the mean restore_s of attempts,
@@ -44,7 +45,7 @@
  * in row order; -1 when there is none. */
 typedef struct mean {
     double sum;
-    int n;
+    int64_t n;
 } mean;
 
 static void mean_add(mean *m, double x)
@@ -57,7 +58,7 @@ static void mean_add(mean *m, double x)
 
 static double mean_of(const mean *m)
 {
-    return m->n ? m->sum / m->n : -1;
+    return m->n ? m->sum / (double)m->n : -1;
 }
 
 /* What the measures need of the journal's rows. */
@@ -83,9 +84,9 @@ typedef struct rows {
     ckpt *ck;       /* complete checkpoints, in id order */
     size_t nck;
     mean stall, persist, crash, hang;
-    int ncrash, nhang;
+    int64_t ncrash, nhang;
     double restore_bytes[FB_SIM_NTIERS], restore_secs[FB_SIM_NTIERS];
-    int nrestore[FB_SIM_NTIERS];
+    int64_t nrestore[FB_SIM_NTIERS];
     mean restore_event_bytes, ckpt_rank_bytes, attempt_restore;
     long gpus;      /* nproc of the last run; -1: none */
 } rows;
@@ -219,12 +220,19 @@ static int check_restore(rows *R, fb__journal_cursor *c,
     return -EINVAL;
 }
 
+/* R->att is in id order (the reader reads ORDER BY id, and ids are
+ * unique): a binary search. */
 static attempt *find_attempt(rows *R, int64_t id)
 {
-    for (size_t i = 0; i < R->natt; i++)
-        if (R->att[i].id == id)
-            return &R->att[i];
-    return NULL;
+    size_t lo = 0, hi = R->natt;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (R->att[mid].id < id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < R->natt && R->att[lo].id == id ? &R->att[lo] : NULL;
 }
 
 /* Read every table the measures need into R.  0, or the reader's code. */
@@ -367,38 +375,85 @@ static double interval_s(rows *R)
     return mean_of(&m);
 }
 
+/* Attempts by run, number, then id: where an attempt's predecessor is. */
+static int by_number(const void *x, const void *y)
+{
+    const attempt *a = *(const attempt *const *)x;
+    const attempt *b = *(const attempt *const *)y;
+    if (a->run_id != b->run_id)
+        return a->run_id < b->run_id ? -1 : 1;
+    if (a->number != b->number)
+        return a->number < b->number ? -1 : 1;
+    return (a->id > b->id) - (a->id < b->id);
+}
+
+/* The attempt before a: of its run, numbered one less, the newest (by
+ * id) written before it; NULL when there is none.  A journal with
+ * several attempts of one number (not one `firebreak run` writes) gives
+ * each attempt one predecessor at most, not every pair.  idx: every
+ * attempt, sorted by by_number(). */
+static const attempt *predecessor(const attempt *const *idx, size_t n,
+                                  const attempt *a)
+{
+    attempt key = {.run_id = a->run_id, .number = a->number - 1,
+                   .id = a->id};
+    const attempt *k = &key;
+    size_t lo = 0, hi = n; /* first entry after key */
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (by_number(&idx[mid], &k) < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo == 0)
+        return NULL;
+    const attempt *p = idx[lo - 1];
+    return p->run_id == a->run_id && p->number == a->number - 1 ? p : NULL;
+}
+
 /* For every ready attempt after the first, from the end of the one before
  * it (its last detection, else its end, else this one's start) to ready,
- * into *out.  0, or -EINVAL (message in R->err) for an attempt ready
- * before the one before it ended. */
-static int restart_s(const rows *R, double *out, int *samples)
+ * into *out.  0, -ENOMEM, or -EINVAL (message in R->err) for an attempt
+ * ready before the one before it ended. */
+static int restart_s(const rows *R, double *out, int64_t *samples)
 {
     mean m = {0};
     *samples = 0;
+    *out = -1;
+    if (R->natt == 0)
+        return 0;
+    const attempt **idx = malloc(R->natt * sizeof *idx);
+    if (!idx)
+        return -ENOMEM;
+    for (size_t i = 0; i < R->natt; i++)
+        idx[i] = &R->att[i];
+    qsort(idx, R->natt, sizeof *idx, by_number);
+    int rc = 0;
     for (size_t i = 0; i < R->natt; i++) {
         const attempt *a = &R->att[i];
         if (a->number < 1 || isnan(a->ready_at))
             continue;
-        for (size_t j = 0; j < R->natt; j++) {
-            const attempt *p = &R->att[j];
-            if (p->run_id != a->run_id || p->number != a->number - 1)
-                continue;
-            double from = !isnan(p->last_detected_at) ? p->last_detected_at
-                          : !isnan(p->ended_at)       ? p->ended_at
-                                                      : a->started_at;
-            if (a->ready_at < from) {
-                fb__sim_errf(R->err, R->err_size, "%s: attempt.ready_at of "
-                             "row %lld is before attempt %lld ended or its "
-                             "failure was detected", R->path,
-                             (long long)a->id, (long long)p->id);
-                return -EINVAL;
-            }
-            (*samples)++;
-            mean_add(&m, a->ready_at - from);
+        const attempt *p = predecessor(idx, R->natt, a);
+        if (!p)
+            continue;
+        double from = !isnan(p->last_detected_at) ? p->last_detected_at
+                      : !isnan(p->ended_at)       ? p->ended_at
+                                                  : a->started_at;
+        if (a->ready_at < from) {
+            fb__sim_errf(R->err, R->err_size, "%s: attempt.ready_at of "
+                         "row %lld is before attempt %lld ended or its "
+                         "failure was detected", R->path,
+                         (long long)a->id, (long long)p->id);
+            rc = -EINVAL;
+            break;
         }
+        (*samples)++;
+        mean_add(&m, a->ready_at - from);
     }
+    free(idx);
     *out = mean_of(&m);
-    return 0;
+    return rc;
 }
 
 /* Means of values in range can still be out of it (a restart from
@@ -480,13 +535,15 @@ int fb__sim_read_run(const char *run_dir, fb__sim_measured *m, char *err,
         snprintf(err, size, "%s", fb__journal_ro_errmsg(jr));
     } else if (!rc) {
         /* avg(x) / 1e3, as the SQL this replaced: the mean, then seconds */
-        m->samples_stall = (int)R.nck;
+        m->samples_stall = (int64_t)R.nck;
         m->stall_s = R.stall.n ? mean_of(&R.stall) / 1e3 : -1;
         m->persist_s = R.persist.n ? mean_of(&R.persist) / 1e3 : -1;
         m->samples_detect = R.ncrash + R.nhang;
         m->detect_crash_s = R.crash.n ? mean_of(&R.crash) / 1e3 : -1;
         m->detect_hang_s = R.hang.n ? mean_of(&R.hang) / 1e3 : -1;
         rc = restart_s(&R, &m->restart_s, &m->samples_restart);
+        if (rc == -ENOMEM)
+            snprintf(err, size, "%s: out of memory", path);
         m->interval_s = interval_s(&R);
         m->gpus = R.gpus;
         for (int i = 0; i < FB_SIM_NTIERS; i++) {

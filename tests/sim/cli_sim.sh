@@ -277,6 +277,37 @@ bad_journal "event row 2 restores 1048576 bytes in 1e-300 ms: faster than 1 PiB/
 bad_journal "the mean restore (attempt.restore_s, 100 s) is longer than the mean restart it is part of (55 s)" \
     "update attempt set restore_s = 100 where id > 1"
 
+# Large journals read in about linear time (each incident searched its
+# attempt in a list, each attempt its predecessor among all: 160,000
+# attempts ran for minutes), and each attempt has one predecessor at most:
+# 50,000 attempts numbered 0 and 50,000 numbered 1 counted every pair, and
+# printed "-1794967296 restarts".
+big_journal() { # DIR SQL
+    mkdir -p "$1"
+    sqlite3 "$1/journal.sqlite" <"$src/src/journal/schema.sql"
+    sqlite3 "$1/journal.sqlite" "INSERT INTO meta VALUES ('schema_version', '1.0'), ('writer', 'test');
+INSERT INTO run (id, name, job_id, run_dir, command, launcher, nproc, nnodes,
+                 hostname, max_restarts, hang_timeout_s, started_at)
+  VALUES (1, 't', 'j', '.', '[\"train\"]', 'local', 4, 1, 'h', 3, 30, 1000);
+CREATE TEMP TABLE n AS WITH RECURSIVE c(i) AS
+  (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < $2) SELECT i FROM c;
+$3"
+}
+big_journal "$tmp/big" 160000 "INSERT INTO attempt (id, run_id, number, started_at, ready_at, ended_at)
+  SELECT i, 1, i - 1, 1000 + 10 * i, 1002 + 10 * i, 1009 + 10 * i FROM n;
+INSERT INTO incident (run_id, attempt_id, kind, occurred_at, detected_at, detect_ms, detail)
+  SELECT 1, i, 'crash', 1008 + 10 * i, 1008.5 + 10 * i, 500, 'x' FROM n;"
+timeout 60 "$fb" sim --from-run "$tmp/big" "${quick[@]}" --trials 5 --json \
+    >"$tmp/big.json" 2>/dev/null || fail "a 160,000-attempt journal: exit $?"
+check '"159999 restarts" in d["source"] and d["policy"]["restart_s"] == 3.5' \
+    "$tmp/big.json" "160,000 attempts, a restart of 3.5 s each"
+big_journal "$tmp/dup" 100000 "INSERT INTO attempt (id, run_id, number, started_at, ready_at, ended_at)
+  SELECT i, 1, i > 50000, 1000, 1010, CASE WHEN i > 50000 THEN 1090 ELSE 1005 END FROM n;"
+timeout 60 "$fb" sim --from-run "$tmp/dup" "${quick[@]}" --trials 5 --json \
+    >"$tmp/dup.json" 2>/dev/null || fail "duplicate attempt numbers: exit $?"
+check '"50000 restarts" in d["source"] and d["policy"]["restart_s"] == 5' \
+    "$tmp/dup.json" "one predecessor per attempt"
+
 # Tiers: options, floors and refusals.
 "$fb" sim --trials 50 --no-search --peer-copy 5s --persist-every 4 \
     --ckpt-interval 60s --json >"$tmp/tiers"
