@@ -575,8 +575,9 @@ static int build_config(sim_opts *o, const given *g, persist_rule *pr,
         c->horizon_s = o->days * 86400.0;
     }
     if (was_given(g, "--planned-per-day")) {
-        if (!(o->planned_per_day >= 0))
-            return bad("--planned-per-day must be >= 0");
+        if (!(o->planned_per_day >= 0) || o->planned_per_day > 86400)
+            return bad("--planned-per-day must be between 0 and 86400 "
+                       "(one a second)");
         c->planned_per_job_s = o->planned_per_day / 86400.0;
     }
     if (was_given(g, "--detect"))

@@ -176,7 +176,8 @@ double fb__sim_persist_time(double bytes_per_gpu, long gpus,
 int fb__sim_parse_rates(fb__sim_config *c, const char *text, size_t len,
                         char *err, size_t err_size);
 /* Parse one rate "148/54/16384/gpu-day" into per-GPU and per-job rates
- * (per second).  0 or -EINVAL. */
+ * (per second).  0, -EINVAL, -ERANGE (negative) or -EDOM (more than one
+ * a second, per GPU, node or job). */
 int fb__sim_parse_rate(const char *s, int gpus_per_node,
                        double *per_gpu_s, double *per_job_s);
 

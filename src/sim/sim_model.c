@@ -332,9 +332,10 @@ int fb__sim_validate(const fb__sim_config *c, char *err, size_t size)
     if (!isfinite(events) || events > 1e7)
         return fb__sim_errf(
             err, size,
-            "%.3g failures per trial expected: too many to "
-            "simulate (at most 1e7); lower the rates, --gpus or "
-            "--days",
+            "%.3g failures and planned maintenance events per trial "
+            "expected: too many to simulate (at most 1e7); lower the "
+            "rates (--preset, --rates, --mtbf, --planned-per-day), "
+            "--gpus or --days",
             events);
     return 0;
 }

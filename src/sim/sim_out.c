@@ -18,7 +18,8 @@
 void fb__sim_fmt_duration(double s, char *buf, size_t size)
 {
     if (!isfinite(s)) {
-        snprintf(buf, size, "inf");
+        /* no failures: no Young or Daly interval (null in the JSON) */
+        snprintf(buf, size, "none");
         return;
     }
     if (fabs(s) > 1e3 * FB_SIM_MAX_SECONDS) {

@@ -379,6 +379,26 @@ for bad in gpus=8, gpus=8,,16 gpus=,8 "gpus= 8,16" gpus=+8:16 gpus=8:+16 gpus=8:
     expect_usage_error "bad --sweep" --sweep "$bad"
 done
 expect_usage_error "--svg plots a sweep" --svg "$tmp/x.svg"
+# No failures: no Young or Daly interval, "none" as the JSON's null (the
+# text said "inf").
+printf 'failure none 0/gpu-day\n' >"$tmp/zero.rates"
+"$fb" sim --rates "$tmp/zero.rates" --trials 20 >"$tmp/zero.txt"
+grep -Eq "^  young +none$" "$tmp/zero.txt" && grep -Eq "^  daly +none$" "$tmp/zero.txt" ||
+    fail "zero rates: $(grep -E 'young|daly' "$tmp/zero.txt")"
+# Rates too high to be finite name their option or line ("inf failures per
+# trial expected", or a category "negative or not finite" with no line).
+printf 'failure a 1/1e-300/1e-300/gpu-day\n' >"$tmp/tiny.rates"
+expect_usage_error "--rates $tmp/tiny.rates: line 1: rate '1/1e-300/1e-300/gpu-day' is more than one a second" \
+    --rates "$tmp/tiny.rates"
+printf '# huge\nfailure a 1e308/gpu-second\n' >"$tmp/huge.rates"
+expect_usage_error "--rates $tmp/huge.rates: line 2: rate '1e308/gpu-second' is more than one a second" \
+    --rates "$tmp/huge.rates"
+expect_usage_error "--planned-per-day must be between 0 and 86400" \
+    --planned-per-day 1e308
+printf 'failure a 100/gpu-hour\n' >"$tmp/many.rates"
+expect_usage_error "too many to simulate (at most 1e7); lower the rates (--preset, --rates, --mtbf, --planned-per-day), --gpus or --days" \
+    --rates "$tmp/many.rates"
+
 # Durations past 100 years are refused naming the option (they ran, and
 # printed -106751991167300d-15h).
 expect_usage_error "--restart must be between 0 and 100 years" --restart 1e20
