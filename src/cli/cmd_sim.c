@@ -653,6 +653,40 @@ static int build_config(sim_opts *o, const given *g, persist_rule *pr,
     return 0;
 }
 
+/* Refuse what would run for hours (the work grows with trials x events
+ * per trial x evaluations), naming what to lower. */
+static int check_work(const sim_opts *o, const persist_rule *pr,
+                      const tier_rule *tr)
+{
+    double events = 0;
+    if (o->sweep) {
+        long gpus[MAX_SWEEP_POINTS];
+        int n;
+        if (parse_sweep(o->sweep, gpus, &n))
+            return 0; /* run_sweep says what is wrong */
+        for (int i = 0; i < n; i++) {
+            fb__sim_config c = o->c;
+            c.gpus = gpus[i];
+            apply_persist(&c, pr);
+            apply_tiers(&c, pr, tr);
+            /* at the given interval, then at the best one */
+            events += 2 * fb__sim_expected_events(&c, 0);
+        }
+    } else {
+        events = fb__sim_expected_events(&o->c, !o->no_search);
+    }
+    if (events <= FB_SIM_MAX_EVENTS)
+        return 0;
+    return bad("about %.3g failures and planned stops to simulate in all "
+               "(--trials %ld%s): more than %.0e, hours of work; lower "
+               "--trials, --days or --gpus%s",
+               events, o->c.trials,
+               o->sweep ? " at every --sweep point, twice"
+               : o->no_search ? "" : ", and the interval search",
+               FB_SIM_MAX_EVENTS,
+               o->sweep || o->no_search ? "" : ", or add --no-search");
+}
+
 static int run_single(sim_opts *o, const char *source,
                       const persist_rule *pr, const tier_rule *tr,
                       const char *warning)
@@ -799,6 +833,8 @@ int fb__cmd_sim(int argc, char **argv)
             return bad("%s (persist time: %s)", err, pr.from);
         return bad("%s", err);
     }
+    if ((rc = check_work(&o, &pr, &tr)))
+        return rc;
     return o.sweep ? run_sweep(&o, source, &pr, &tr)
                    : run_single(&o, source, &pr, &tr, warning);
 }

@@ -196,6 +196,11 @@ int fb__sim_mean_ettr(const fb__sim_config *c, double *ettr_out);
 
 double fb__sim_young(double stall_s, double mttf_s);
 double fb__sim_daly(double stall_s, double restart_s, double mttf_s);
+/* Failures and planned stops that fb__sim_run simulates for c, plus
+ * those of fb__sim_optimize when with_search: the work they will take. */
+double fb__sim_expected_events(const fb__sim_config *c, int with_search);
+/* More than this in one command runs for hours: refused. */
+#define FB_SIM_MAX_EVENTS 1e11
 /* Search the checkpoint interval with the best mean ETTR, at or above the
  * persist floor.  0 or negative errno. */
 int fb__sim_optimize(const fb__sim_config *c, fb__sim_optimum *o);

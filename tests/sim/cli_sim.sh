@@ -399,6 +399,14 @@ printf 'failure a 100/gpu-hour\n' >"$tmp/many.rates"
 expect_usage_error "too many to simulate (at most 1e7); lower the rates (--preset, --rates, --mtbf, --planned-per-day), --gpus or --days" \
     --rates "$tmp/many.rates"
 
+# Work that would run for hours is refused, naming what to lower (100,000
+# GPUs for 100 years ran 321 s with nothing said; a million trials of it
+# about 20 hours).
+expect_usage_error "about 1.77e+12 failures and planned stops to simulate in all (--trials 1000000, and the interval search): more than 1e+11, hours of work; lower --trials, --days or --gpus, or add --no-search" \
+    --gpus 100000 --days 36500 --trials 1000000
+expect_usage_error "(--trials 1000 at every --sweep point, twice): more than 1e+11" \
+    --sweep gpus=1024:100000000 --days 36500
+
 # Durations past 100 years are refused naming the option (they ran, and
 # printed -106751991167300d-15h).
 expect_usage_error "--restart must be between 0 and 100 years" --restart 1e20
