@@ -656,7 +656,7 @@ static int build_config(sim_opts *o, const given *g, persist_rule *pr,
 /* Refuse what would run for hours (the work grows with trials x events
  * per trial x evaluations), naming what to lower. */
 static int check_work(const sim_opts *o, const persist_rule *pr,
-                      const tier_rule *tr)
+                      const tier_rule *tr, double *total)
 {
     double events = 0;
     if (o->sweep) {
@@ -675,6 +675,7 @@ static int check_work(const sim_opts *o, const persist_rule *pr,
     } else {
         events = fb__sim_expected_events(&o->c, !o->no_search);
     }
+    *total = events;
     if (events <= FB_SIM_MAX_EVENTS)
         return 0;
     return bad("about %.3g failures and planned stops to simulate in all "
@@ -696,7 +697,10 @@ static int run_single(sim_opts *o, const char *source,
     int rc = fb__sim_run(&o->c, o->csv, &r);
     if (rc)
         return bad("simulation failed: %s", strerror(-rc));
-    if (!o->no_search && (rc = fb__sim_optimize(&o->c, &opt))) {
+    if (!o->no_search)
+        rc = fb__sim_optimize(&o->c, &opt);
+    fb__sim_progress_end(o->c.progress); /* before any line below */
+    if (rc) {
         fb__sim_result_free(&r);
         return bad("interval search failed: %s", strerror(-rc));
     }
@@ -771,6 +775,7 @@ static int run_sweep(sim_opts *o, const char *source, const persist_rule *pr,
         if ((rc = fb__sim_mean_ettr(&c, &p->ettr_at_best)))
             rc = bad("simulation failed: %s", strerror(-rc));
     }
+    fb__sim_progress_end(o->c.progress); /* before any line below */
     if (!rc && o->svg) {
         int wrc = fb__sim_write_svg(o->svg, &o->c, source, pts, n);
         if (wrc)
@@ -833,8 +838,13 @@ int fb__cmd_sim(int argc, char **argv)
             return bad("%s (persist time: %s)", err, pr.from);
         return bad("%s", err);
     }
-    if ((rc = check_work(&o, &pr, &tr)))
+    fb__sim_progress progress = {.start_ns = fb__now_ns(),
+                                 .on_tty = fb__isatty(2)};
+    if ((rc = check_work(&o, &pr, &tr, &progress.total)))
         return rc;
-    return o.sweep ? run_sweep(&o, source, &pr, &tr)
-                   : run_single(&o, source, &pr, &tr, warning);
+    o.c.progress = &progress;
+    rc = o.sweep ? run_sweep(&o, source, &pr, &tr)
+                 : run_single(&o, source, &pr, &tr, warning);
+    fb__sim_progress_end(&progress);
+    return rc;
 }

@@ -56,6 +56,19 @@ typedef struct fb__sim_category {
     int scope;              /* enum fb__sim_scope */
 } fb__sim_category;
 
+/* The progress of one command's runs, shown on stderr (cmd_sim.c): each
+ * run adds the events of every block of trials it finishes, and its
+ * calling thread draws the line (fb__sim_progress_add).  On a terminal a
+ * line redrawn every 0.5 s after the first second; otherwise a line every
+ * 10 s, so a run shorter than that prints nothing. */
+typedef struct fb__sim_progress {
+    _Atomic uint64_t done;    /* events simulated so far                 */
+    double total;             /* expected, fb__sim_expected_events()     */
+    uint64_t start_ns, last_ns;
+    int on_tty;
+    int drawn;                /* a line is on the terminal               */
+} fb__sim_progress;
+
 typedef struct fb__sim_config {
     /* Failure model. */
     int exponential;          /* 1: one process, rate 1/mtbf_s, no extras */
@@ -105,6 +118,7 @@ typedef struct fb__sim_config {
     long trials;
     uint64_t seed;
     int threads;              /* 0: number of online CPUs                 */
+    fb__sim_progress *progress; /* NULL: none; not owned                  */
 } fb__sim_config;
 
 /* Where one trial's wall clock went (seconds; they sum to horizon_s). */
@@ -249,6 +263,11 @@ typedef struct fb__sim_point {
     double ettr_at_best;        /* mean ETTR at best_interval_s          */
 } fb__sim_point;
 
+/* Add n simulated events to p; draw: the caller may draw the line (one
+ * thread only).  fb__sim_progress_end clears a terminal's line (p may
+ * be NULL). */
+void fb__sim_progress_add(fb__sim_progress *p, uint64_t n, int draw);
+void fb__sim_progress_end(fb__sim_progress *p);
 /* Format seconds as "1h23m", "12m30s", "45s", "250ms". */
 void fb__sim_fmt_duration(double s, char *buf, size_t size);
 /* Category name for index i (the exponential mode has one, "failure"). */

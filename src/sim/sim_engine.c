@@ -610,6 +610,7 @@ typedef struct worker {
     pthread_t tid;
     uint64_t cat_counts[FB_SIM_MAX_CATEGORIES];
     int rc;
+    int draws;                   /* the calling thread draws progress */
 } worker;
 
 static void *worker_main(void *arg)
@@ -633,10 +634,14 @@ static void *worker_main(void *arg)
         long lo = b * BLOCK_TRIALS, hi = lo + BLOCK_TRIALS;
         if (hi > w->trials)
             hi = w->trials;
+        uint64_t events = 0;
         for (long i = lo; i < hi; i++) {
             run_trial(&s, (uint64_t)i);
             w->out[i] = s.out;
+            events += (uint64_t)s.out.interruptions + s.out.planned + 1;
         }
+        if (w->p.c->progress)
+            fb__sim_progress_add(w->p.c->progress, events, k->draws);
     }
     free(s.heap);
     return NULL;
@@ -748,6 +753,7 @@ int fb__sim_run(const fb__sim_config *c, int keep_trials, fb__sim_result *r)
             break; /* fewer threads only makes it slower */
         started = k;
     }
+    ks[0].draws = 1;
     worker_main(&ks[0]);
     for (int k = 1; k <= started; k++)
         pthread_join(ks[k].tid, NULL);

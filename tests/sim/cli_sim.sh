@@ -407,6 +407,26 @@ expect_usage_error "about 1.77e+12 failures and planned stops to simulate in all
 expect_usage_error "(--trials 1000 at every --sweep point, twice): more than 1e+11" \
     --sweep gpus=1024:100000000 --days 36500
 
+# Progress on a terminal's stderr (script(1) gives it one): a line redrawn
+# after the first second, with a rate and what is left, cleared before the
+# report; none on stdout, none for a short run.  A run that ended within
+# 1.5 s (a fast machine) may rightly have drawn none.
+if command -v script >/dev/null; then
+    t0=$(date +%s%N)
+    script -qec "'$fb' sim --gpus 100000 --days 3650 --trials 300 --no-search >'$tmp/prog.out'" \
+        "$tmp/prog.tty" >/dev/null
+    t1=$(date +%s%N)
+    if [ $(((t1 - t0) / 1000000)) -gt 1500 ]; then
+        grep -aEq $'\r\033\\[Kfirebreak sim: [0-9]+% of about [0-9.e+]+ events, [0-9.e+]+ events/s, about [^ ]+ left' \
+            "$tmp/prog.tty" || fail "no progress line: $(cat -v "$tmp/prog.tty")"
+        grep -aq $'left\r\033\\[K' "$tmp/prog.tty" || fail "progress line not cleared"
+    fi
+    grep -q "events/s" "$tmp/prog.out" && fail "progress on stdout"
+    grep -q "^effective training time" "$tmp/prog.out" || fail "no report after progress"
+    script -qec "'$fb' sim --trials 50 --no-search >/dev/null" "$tmp/quick.tty" >/dev/null
+    grep -aq "events/s" "$tmp/quick.tty" && fail "progress drawn for a short run"
+fi
+
 # Durations past 100 years are refused naming the option (they ran, and
 # printed -106751991167300d-15h).
 expect_usage_error "--restart must be between 0 and 100 years" --restart 1e20
