@@ -276,6 +276,9 @@ static int parse_args(sim_opts *o, given *g, int argc, char **argv)
         } else {
             return bad("%s needs a value", op->name);
         }
+        if (op->type == T_STR && !arg[0])
+            /* --from-run "" read /journal.sqlite */
+            return bad("%s needs a value, not an empty string", op->name);
         if (set_option(o, op, arg))
             return bad("bad value '%s' for %s", arg, op->name);
         g->v[k] = 1;
@@ -411,7 +414,7 @@ static int apply_run(sim_opts *o, const given *g, persist_rule *pr,
     fb__sim_config *c = &o->c;
     if (m.stall_s >= 0 && !was_given(g, "--ckpt-stall"))
         c->stall_s = m.stall_s;
-    if (m.persist_s >= 0 && !was_given(g, "--persist") &&
+    if (m.persist_s >= 0 && !c->exponential && !was_given(g, "--persist") &&
         !was_given(g, "--ckpt-size-per-gpu") &&
         !was_given(g, "--storage-bandwidth")) {
         c->persist_s = m.persist_s;
@@ -460,13 +463,14 @@ static int apply_run(sim_opts *o, const given *g, persist_rule *pr,
     }
     size_t n = strlen(source);
     snprintf(source + n, source_size - n,
-             ", costs measured by run %s (%ld ranks: %d checkpoints, %d "
-             "detections, %d restarts; rank restores from memory %d, "
-             "peer %d, storage %d)",
-             o->from_run, m.gpus, m.samples_stall, m.samples_detect,
-             m.samples_restart, m.samples_restore[FB_SIM_TIER_MEMORY],
-             m.samples_restore[FB_SIM_TIER_PEER],
-             m.samples_restore[FB_SIM_TIER_STORAGE]);
+             ", costs measured by run %s (%ld ranks: %lld checkpoints, %lld "
+             "detections, %lld restarts; rank restores from memory %lld, "
+             "peer %lld, storage %lld)",
+             o->from_run, m.gpus, (long long)m.samples_stall,
+             (long long)m.samples_detect, (long long)m.samples_restart,
+             (long long)m.samples_restore[FB_SIM_TIER_MEMORY],
+             (long long)m.samples_restore[FB_SIM_TIER_PEER],
+             (long long)m.samples_restore[FB_SIM_TIER_STORAGE]);
     return 0;
 }
 
@@ -533,7 +537,8 @@ static int build_config(sim_opts *o, const given *g, persist_rule *pr,
         static const char *const off[] = {
             "--planned-per-day", "--maint-duration", "--spares", "--repair",
             "--drain-repair", "--lemon-fraction", "--lemon-factor",
-            "--drain", "--detect-hang"};
+            "--drain", "--detect-hang", "--persist", "--ckpt-size-per-gpu",
+            "--storage-bandwidth"};
         for (size_t i = 0; i < sizeof off / sizeof off[0]; i++)
             if (was_given(g, off[i]))
                 return bad("%s has no effect with --failure-model "
@@ -570,8 +575,9 @@ static int build_config(sim_opts *o, const given *g, persist_rule *pr,
         c->horizon_s = o->days * 86400.0;
     }
     if (was_given(g, "--planned-per-day")) {
-        if (!(o->planned_per_day >= 0))
-            return bad("--planned-per-day must be >= 0");
+        if (!(o->planned_per_day >= 0) || o->planned_per_day > 86400)
+            return bad("--planned-per-day must be between 0 and 86400 "
+                       "(one a second)");
         c->planned_per_job_s = o->planned_per_day / 86400.0;
     }
     if (was_given(g, "--detect"))
@@ -600,7 +606,8 @@ static int build_config(sim_opts *o, const given *g, persist_rule *pr,
                        "--storage-bandwidth, not both");
         pr->derived = 0;
         snprintf(pr->from, sizeof pr->from, "given");
-    } else if (c->exponential && !sized) {
+    } else if (c->exponential) {
+        /* A checkpoint is durable at the end of its stall (no persist). */
         pr->derived = 0;
         c->persist_s = 0;
         snprintf(pr->from, sizeof pr->from, "none");
@@ -646,6 +653,41 @@ static int build_config(sim_opts *o, const given *g, persist_rule *pr,
     return 0;
 }
 
+/* Refuse what would run for hours (the work grows with trials x events
+ * per trial x evaluations), naming what to lower. */
+static int check_work(const sim_opts *o, const persist_rule *pr,
+                      const tier_rule *tr, double *total)
+{
+    double events = 0;
+    if (o->sweep) {
+        long gpus[MAX_SWEEP_POINTS];
+        int n;
+        if (parse_sweep(o->sweep, gpus, &n))
+            return 0; /* run_sweep says what is wrong */
+        for (int i = 0; i < n; i++) {
+            fb__sim_config c = o->c;
+            c.gpus = gpus[i];
+            apply_persist(&c, pr);
+            apply_tiers(&c, pr, tr);
+            /* at the given interval, then at the best one */
+            events += 2 * fb__sim_expected_events(&c, 0);
+        }
+    } else {
+        events = fb__sim_expected_events(&o->c, !o->no_search);
+    }
+    *total = events;
+    if (events <= FB_SIM_MAX_EVENTS)
+        return 0;
+    return bad("about %.3g failures and planned stops to simulate in all "
+               "(--trials %ld%s): more than %.0e, hours of work; lower "
+               "--trials, --days or --gpus%s",
+               events, o->c.trials,
+               o->sweep ? " at every --sweep point, twice"
+               : o->no_search ? "" : ", and the interval search",
+               FB_SIM_MAX_EVENTS,
+               o->sweep || o->no_search ? "" : ", or add --no-search");
+}
+
 static int run_single(sim_opts *o, const char *source,
                       const persist_rule *pr, const tier_rule *tr,
                       const char *warning)
@@ -655,7 +697,10 @@ static int run_single(sim_opts *o, const char *source,
     int rc = fb__sim_run(&o->c, o->csv, &r);
     if (rc)
         return bad("simulation failed: %s", strerror(-rc));
-    if (!o->no_search && (rc = fb__sim_optimize(&o->c, &opt))) {
+    if (!o->no_search)
+        rc = fb__sim_optimize(&o->c, &opt);
+    fb__sim_progress_end(o->c.progress); /* before any line below */
+    if (rc) {
         fb__sim_result_free(&r);
         return bad("interval search failed: %s", strerror(-rc));
     }
@@ -730,6 +775,7 @@ static int run_sweep(sim_opts *o, const char *source, const persist_rule *pr,
         if ((rc = fb__sim_mean_ettr(&c, &p->ettr_at_best)))
             rc = bad("simulation failed: %s", strerror(-rc));
     }
+    fb__sim_progress_end(o->c.progress); /* before any line below */
     if (!rc && o->svg) {
         int wrc = fb__sim_write_svg(o->svg, &o->c, source, pts, n);
         if (wrc)
@@ -792,6 +838,13 @@ int fb__cmd_sim(int argc, char **argv)
             return bad("%s (persist time: %s)", err, pr.from);
         return bad("%s", err);
     }
-    return o.sweep ? run_sweep(&o, source, &pr, &tr)
-                   : run_single(&o, source, &pr, &tr, warning);
+    fb__sim_progress progress = {.start_ns = fb__now_ns(),
+                                 .on_tty = fb__isatty(2)};
+    if ((rc = check_work(&o, &pr, &tr, &progress.total)))
+        return rc;
+    o.c.progress = &progress;
+    rc = o.sweep ? run_sweep(&o, source, &pr, &tr)
+                 : run_single(&o, source, &pr, &tr, warning);
+    fb__sim_progress_end(&progress);
+    return rc;
 }

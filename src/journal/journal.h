@@ -268,6 +268,11 @@ int fb__journal_count(fb__journal_ro *jr, fb__journal_table t, int64_t *n);
 int fb__journal_rows(fb__journal_ro *jr, fb__journal_table t,
                      fb__journal_cursor **out);
 void fb__journal_rows_close(fb__journal_cursor *c);
+/* After a next function's row: "table.column" of the first number column
+ * of that row whose value is not a number (TEXT or a BLOB, which reads as
+ * NULL) or does not fit its int field (reads as the field's NULL value);
+ * NULL when every one is fine.  Valid until the next call on c. */
+const char *fb__journal_cursor_bad(fb__journal_cursor *c);
 /* The next row of a cursor over that table: 1 a row, 0 no more, or a
  * negative code (-EINVAL: a cursor over another table). */
 int fb__journal_next_run(fb__journal_cursor *c, fb__journal_run_row *r);

@@ -19,6 +19,7 @@
 #include "journal/journal.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <sqlite3.h>
 #include <stdio.h>
@@ -45,6 +46,8 @@ struct fb__journal_cursor {
     fb__journal_ro *jr;
     fb__journal_table table;
     sqlite3_stmt *st;
+    int bad;                     /* first bad column of this row; -1: none */
+    char bad_name[96];           /* table.column of it                     */
 };
 
 /* The columns each cursor reads, in the order its next function takes
@@ -332,6 +335,7 @@ static int step(fb__journal_cursor *c, fb__journal_table t)
                  "as %s", c->jr->path, tables[c->table].name, tables[t].name);
         return -EINVAL;
     }
+    c->bad = -1;
     int rc = sqlite3_step(c->st);
     if (rc == SQLITE_ROW)
         return 1;
@@ -347,16 +351,55 @@ static const char *col_text(sqlite3_stmt *s, int i)
     return (const char *)sqlite3_column_text(s, i);
 }
 
-static double col_real(sqlite3_stmt *s, int i)
+/* Column i of this row does not hold what its field can: remember the
+ * first one (fb__journal_cursor_bad()). */
+static void mark_bad(fb__journal_cursor *c, int i)
 {
-    return sqlite3_column_type(s, i) == SQLITE_NULL
-               ? NAN : sqlite3_column_double(s, i);
+    if (c->bad < 0)
+        c->bad = i;
 }
 
-static int64_t col_i64(sqlite3_stmt *s, int i, int64_t none)
+/* A number column: NULL or a number.  TEXT or a BLOB there (SQLite keeps
+ * what it cannot convert) is marked, and reads as NULL would. */
+static int col_number(fb__journal_cursor *c, int i)
 {
-    return sqlite3_column_type(s, i) == SQLITE_NULL
-               ? none : sqlite3_column_int64(s, i);
+    int t = sqlite3_column_type(c->st, i);
+    if (t == SQLITE_INTEGER || t == SQLITE_FLOAT)
+        return 1;
+    if (t != SQLITE_NULL)
+        mark_bad(c, i);
+    return 0;
+}
+
+static double col_real(fb__journal_cursor *c, int i)
+{
+    return col_number(c, i) ? sqlite3_column_double(c->st, i) : NAN;
+}
+
+static int64_t col_i64(fb__journal_cursor *c, int i, int64_t none)
+{
+    return col_number(c, i) ? sqlite3_column_int64(c->st, i) : none;
+}
+
+/* An int field: a value outside int's range is marked and reads as none,
+ * not truncated. */
+static int col_int(fb__journal_cursor *c, int i, int none)
+{
+    int64_t v = col_i64(c, i, none);
+    if (v < INT_MIN || v > INT_MAX) {
+        mark_bad(c, i);
+        return none;
+    }
+    return (int)v;
+}
+
+const char *fb__journal_cursor_bad(fb__journal_cursor *c)
+{
+    if (c->bad < 0)
+        return NULL;
+    snprintf(c->bad_name, sizeof c->bad_name, "%s.%s", tables[c->table].name,
+             sqlite3_column_name(c->st, c->bad));
+    return c->bad_name;
 }
 
 int fb__journal_next_run(fb__journal_cursor *c, fb__journal_run_row *r)
@@ -370,10 +413,10 @@ int fb__journal_next_run(fb__journal_cursor *c, fb__journal_run_row *r)
     r->status = col_text(s, 2);
     r->reason = col_text(s, 3);
     r->hostname = col_text(s, 4);
-    r->nproc = (int)col_i64(s, 5, -1);
-    r->nnodes = (int)col_i64(s, 6, -1);
-    r->started_at = col_real(s, 7);
-    r->ended_at = col_real(s, 8);
+    r->nproc = col_int(c, 5, -1);
+    r->nnodes = col_int(c, 6, -1);
+    r->started_at = col_real(c, 7);
+    r->ended_at = col_real(c, 8);
     return 1;
 }
 
@@ -384,16 +427,16 @@ int fb__journal_next_attempt(fb__journal_cursor *c, fb__journal_attempt_row *r)
         return rc;
     sqlite3_stmt *s = c->st;
     r->id = sqlite3_column_int64(s, 0);
-    r->run_id = col_i64(s, 1, -1);
-    r->number = sqlite3_column_int(s, 2);
-    r->started_at = col_real(s, 3);
-    r->launched_at = col_real(s, 4);
-    r->ready_at = col_real(s, 5);
-    r->ended_at = col_real(s, 6);
-    r->restored_step = col_i64(s, 7, -1);
-    r->restore_s = col_real(s, 8);
-    r->start_step = col_i64(s, 9, -1);
-    r->end_step = col_i64(s, 10, -1);
+    r->run_id = col_i64(c, 1, -1);
+    r->number = col_int(c, 2, 0);
+    r->started_at = col_real(c, 3);
+    r->launched_at = col_real(c, 4);
+    r->ready_at = col_real(c, 5);
+    r->ended_at = col_real(c, 6);
+    r->restored_step = col_i64(c, 7, -1);
+    r->restore_s = col_real(c, 8);
+    r->start_step = col_i64(c, 9, -1);
+    r->end_step = col_i64(c, 10, -1);
     r->outcome = col_text(s, 11);
     return 1;
 }
@@ -408,17 +451,17 @@ int fb__journal_next_incident(fb__journal_cursor *c,
     r->id = sqlite3_column_int64(s, 0);
     r->attempt_id = sqlite3_column_int64(s, 1);
     r->kind = col_text(s, 2);
-    r->occurred_at = col_real(s, 3);
-    r->detected_at = col_real(s, 4);
-    r->detect_ms = col_real(s, 5);
-    r->rank = (int)col_i64(s, 6, -1);
+    r->occurred_at = col_real(c, 3);
+    r->detected_at = col_real(c, 4);
+    r->detect_ms = col_real(c, 5);
+    r->rank = col_int(c, 6, -1);
     r->node = col_text(s, 7);
-    r->signal = (int)col_i64(s, 8, 0);
+    r->signal = col_int(c, 8, 0);
     r->has_exit_code = sqlite3_column_type(s, 9) != SQLITE_NULL;
     r->exit_code = sqlite3_column_int(s, 9);
     r->phase = col_text(s, 10);
-    r->step = col_i64(s, 11, -1);
-    r->lost_s = col_real(s, 12);
+    r->step = col_i64(c, 11, -1);
+    r->lost_s = col_real(c, 12);
     r->injected = col_text(s, 13);
     r->detail = col_text(s, 14);
     r->last_lines = col_text(s, 15);
@@ -441,11 +484,11 @@ int fb__journal_next_checkpoint(fb__journal_cursor *c,
     r->id = sqlite3_column_int64(s, 0);
     r->attempt_id = sqlite3_column_int64(s, 1);
     r->step = sqlite3_column_int64(s, 2);
-    r->committed_at = col_real(s, 3);
-    r->ranks = (int)col_i64(s, 4, -1);
-    r->bytes = col_i64(s, 5, -1);
-    r->stall_ms = col_real(s, 6);
-    r->persist_ms = col_real(s, 7);
+    r->committed_at = col_real(c, 3);
+    r->ranks = col_int(c, 4, -1);
+    r->bytes = col_i64(c, 5, -1);
+    r->stall_ms = col_real(c, 6);
+    r->persist_ms = col_real(c, 7);
     r->status = col_text(s, 8);
     return 1;
 }
@@ -458,13 +501,13 @@ int fb__journal_next_event(fb__journal_cursor *c, fb__journal_event_row *r)
     sqlite3_stmt *s = c->st;
     r->id = sqlite3_column_int64(s, 0);
     r->attempt_id = sqlite3_column_int64(s, 1);
-    r->time = col_real(s, 2);
-    r->rank = (int)col_i64(s, 3, -1);
+    r->time = col_real(c, 2);
+    r->rank = col_int(c, 3, -1);
     r->kind = col_text(s, 4);
-    r->step = col_i64(s, 5, -1);
-    r->code = (int)col_i64(s, 6, 0);
-    r->bytes = col_i64(s, 7, -1);
-    r->value_ms = col_real(s, 8);
+    r->step = col_i64(c, 5, -1);
+    r->code = col_int(c, 6, 0);
+    r->bytes = col_i64(c, 7, -1);
+    r->value_ms = col_real(c, 8);
     r->detail = col_text(s, 9);
     r->node = col_text(s, 10);
     r->host = col_text(s, 11);
@@ -480,9 +523,9 @@ int fb__journal_next_sample(fb__journal_cursor *c, fb__journal_sample_row *r)
     sqlite3_stmt *s = c->st;
     r->attempt_id = sqlite3_column_int64(s, 0);
     r->rank = sqlite3_column_int(s, 1);
-    r->time = col_real(s, 2);
+    r->time = col_real(c, 2);
     r->step = sqlite3_column_int64(s, 3);
-    r->step_time_ms = col_real(s, 4);
+    r->step_time_ms = col_real(c, 4);
     r->node = col_text(s, 5);
     r->host = col_text(s, 6);
     return 1;

@@ -28,6 +28,9 @@
 #define FB_SIM_MAX_TRIALS 1000000L
 #define FB_SIM_MAX_GPUS 100000000L
 #define FB_SIM_JSON_VERSION 1
+/* The longest duration an option or a measured cost may give: 100 years
+ * (--days stops at 36500 too). */
+#define FB_SIM_MAX_SECONDS (36500 * 86400.0)
 
 enum fb__sim_kind { FB_SIM_CRASH = 0, FB_SIM_HANG = 1 };
 /* A node-scoped failure takes one node out: the job needs a replacement
@@ -52,6 +55,19 @@ typedef struct fb__sim_category {
     int kind;               /* enum fb__sim_kind  */
     int scope;              /* enum fb__sim_scope */
 } fb__sim_category;
+
+/* The progress of one command's runs, shown on stderr (cmd_sim.c): each
+ * run adds the events of every block of trials it finishes, and its
+ * calling thread draws the line (fb__sim_progress_add).  On a terminal a
+ * line redrawn every 0.5 s after the first second; otherwise a line every
+ * 10 s, so a run shorter than that prints nothing. */
+typedef struct fb__sim_progress {
+    _Atomic uint64_t done;    /* events simulated so far                 */
+    double total;             /* expected, fb__sim_expected_events()     */
+    uint64_t start_ns, last_ns;
+    int on_tty;
+    int drawn;                /* a line is on the terminal               */
+} fb__sim_progress;
 
 typedef struct fb__sim_config {
     /* Failure model. */
@@ -102,6 +118,7 @@ typedef struct fb__sim_config {
     long trials;
     uint64_t seed;
     int threads;              /* 0: number of online CPUs                 */
+    fb__sim_progress *progress; /* NULL: none; not owned                  */
 } fb__sim_config;
 
 /* Where one trial's wall clock went (seconds; they sum to horizon_s). */
@@ -173,7 +190,8 @@ double fb__sim_persist_time(double bytes_per_gpu, long gpus,
 int fb__sim_parse_rates(fb__sim_config *c, const char *text, size_t len,
                         char *err, size_t err_size);
 /* Parse one rate "148/54/16384/gpu-day" into per-GPU and per-job rates
- * (per second).  0 or -EINVAL. */
+ * (per second).  0, -EINVAL, -ERANGE (negative) or -EDOM (more than one
+ * a second, per GPU, node or job). */
 int fb__sim_parse_rate(const char *s, int gpus_per_node,
                        double *per_gpu_s, double *per_job_s);
 
@@ -192,6 +210,11 @@ int fb__sim_mean_ettr(const fb__sim_config *c, double *ettr_out);
 
 double fb__sim_young(double stall_s, double mttf_s);
 double fb__sim_daly(double stall_s, double restart_s, double mttf_s);
+/* Failures and planned stops that fb__sim_run simulates for c, plus
+ * those of fb__sim_optimize when with_search: the work they will take. */
+double fb__sim_expected_events(const fb__sim_config *c, int with_search);
+/* More than this in one command runs for hours: refused. */
+#define FB_SIM_MAX_EVENTS 1e11
 /* Search the checkpoint interval with the best mean ETTR, at or above the
  * persist floor.  0 or negative errno. */
 int fb__sim_optimize(const fb__sim_config *c, fb__sim_optimum *o);
@@ -203,12 +226,12 @@ typedef struct fb__sim_measured {
     double stall_s, persist_s, detect_crash_s, detect_hang_s, restart_s;
     double interval_s;
     long gpus;
-    int samples_stall, samples_detect, samples_restart;
+    int64_t samples_stall, samples_detect, samples_restart;
     /* Restores (restore_done events): bytes per second a rank restored,
      * by the tier the event names (event.source, a later schema minor;
      * without it every restore counts as one from storage). */
     double restore_bps[FB_SIM_NTIERS];
-    int samples_restore[FB_SIM_NTIERS];
+    int64_t samples_restore[FB_SIM_NTIERS];
     double restore_s;         /* mean restore inside a restart (attempts) */
     double bytes_per_rank;    /* checkpoint bytes of one rank             */
 } fb__sim_measured;
@@ -240,6 +263,11 @@ typedef struct fb__sim_point {
     double ettr_at_best;        /* mean ETTR at best_interval_s          */
 } fb__sim_point;
 
+/* Add n simulated events to p; draw: the caller may draw the line (one
+ * thread only).  fb__sim_progress_end clears a terminal's line (p may
+ * be NULL). */
+void fb__sim_progress_add(fb__sim_progress *p, uint64_t n, int draw);
+void fb__sim_progress_end(fb__sim_progress *p);
 /* Format seconds as "1h23m", "12m30s", "45s", "250ms". */
 void fb__sim_fmt_duration(double s, char *buf, size_t size);
 /* Category name for index i (the exponential mode has one, "failure"). */

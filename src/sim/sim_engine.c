@@ -15,7 +15,10 @@
  *   down      detection -> wait for a replacement node -> restart, or for
  *             planned maintenance: final checkpoint -> maintenance ->
  *             restart.  A failure while down counts as an interruption and
- *             starts recovery over from its own detection.
+ *             starts detection over; one during maintenance does not end
+ *             it (the restart waits for the maintenance's end), and one
+ *             before the final checkpoint is persisted loses the work
+ *             since the previous durable checkpoint.
  *
  * With checkpoint tiers (c->tiers) a trial also keeps where the job's
  * state is (compute seconds done, `pos`) and the newest checkpoint each
@@ -323,14 +326,28 @@ static void tier_failure(trial *s, int cat)
 }
 
 /* Planned maintenance with tiers: the final checkpoint goes to storage,
- * and the nodes may be rebooted, so the job comes back from storage. */
-static void tier_maintenance(trial *s, int ckpt_first)
+ * and the nodes may be rebooted, so the job comes back from storage.  The
+ * final checkpoint is counted as on storage from the start; a failure
+ * before its persist ends takes it back (tier_final_lost()), so *before
+ * keeps the checkpoint storage held until then. */
+static void tier_maintenance(trial *s, int ckpt_first, ckpt_at *before)
 {
+    *before = s->store;
     if (ckpt_first)
         s->store = (ckpt_at){s->now, s->mem.index + 1};
     s->mem = s->store;
     s->peer_ok = 0;
     s->restore = s->store;
+    s->restore_tier = FB_SIM_TIER_STORAGE;
+}
+
+/* A failure struck before the final checkpoint of a maintenance was on
+ * storage: the job comes back from the one before it. */
+static void tier_final_lost(trial *s, ckpt_at before)
+{
+    s->store = before;
+    s->mem = before;
+    s->restore = before;
     s->restore_tier = FB_SIM_TIER_STORAGE;
 }
 
@@ -420,51 +437,73 @@ static void spend(double *acc, double from, double to, double until)
 
 /* The job is down from *t: because a failure of category cat struck
  * (cat >= 0), or for planned maintenance (cat < 0; ckpt_first says whether
- * a final checkpoint must be taken).  Returns 0 with *t the time the job
- * runs again, or 1 when the horizon ends first. */
-static int down(trial *s, double *t, int cat, int ckpt_first)
+ * a final checkpoint must be taken first; without tiers, at_risk is the
+ * compute a failure before that checkpoint is persisted throws away).
+ * Returns 0 with *t the time the job runs again, or 1 when the horizon
+ * ends first.
+ *
+ * The job restarts once every reason to stay down has ended: the
+ * maintenance (hold, which a failure inside it does not shorten), the
+ * newest failure's detection, and the wait for replacement nodes
+ * (node_ready, the latest of all failures so far).  A failure while down
+ * counts as an interruption and starts the detection over. */
+static int down(trial *s, double *t, int cat, int ckpt_first,
+                double at_risk)
 {
     const plan *p = s->p;
     const fb__sim_config *c = p->c;
     fb__sim_time *acc = &s->out.t;
-    double node_ready = -INFINITY;
-    if (p->tiers) {
+    double node_ready = -INFINITY, stall_end = -INFINITY, hold = -INFINITY;
+    double final_done = -INFINITY; /* final checkpoint persisted */
+    ckpt_at store_before = {0, 0};
+    if (p->tiers)
         s->restore_tier = -1;
-        if (cat < 0)
-            tier_maintenance(s, ckpt_first);
+    if (cat < 0) {
+        double stall = ckpt_first ? p->stall : 0;
+        double persist = ckpt_first ? p->window : 0;
+        stall_end = *t + stall;
+        final_done = ckpt_first ? stall_end + persist : -INFINITY;
+        hold = stall_end + persist + c->maint_down_s;
+        if (p->tiers)
+            tier_maintenance(s, ckpt_first, &store_before);
     }
     for (;;) {
         double a = *t;
-        double dur[3];
-        double *into[3];
-        if (cat < 0) {
-            dur[0] = ckpt_first ? p->stall : 0;
-            into[0] = &acc->checkpoint;
-            dur[1] = (ckpt_first ? p->window : 0) + c->maint_down_s;
-            into[1] = &acc->maintenance;
-        } else {
+        double detect_end = -INFINITY;
+        if (cat >= 0) {
+            if (a < final_done) {
+                /* The final checkpoint is lost: a normal loss. */
+                final_done = -INFINITY;
+                if (p->tiers) {
+                    tier_final_lost(s, store_before);
+                } else {
+                    acc->useful -= at_risk;
+                    acc->lost += at_risk;
+                }
+            }
             double avail = on_failure(s, cat, a);
             if (avail > node_ready)
                 node_ready = avail;
-            dur[0] = p->detect[cat];
-            into[0] = &acc->detect;
-            dur[1] = node_ready - (a + dur[0]);
-            if (dur[1] < 0)
-                dur[1] = 0;
-            into[1] = &acc->repair_wait;
+            detect_end = a + p->detect[cat];
         }
-        dur[2] = c->restart_s;
+        double ends[4] = {stall_end, hold, detect_end, node_ready};
+        double *into[4] = {&acc->checkpoint, &acc->maintenance,
+                           &acc->detect, &acc->repair_wait};
+        double restart = c->restart_s;
         if (p->tiers)
-            dur[2] += c->restore_s[s->restore_tier];
-        into[2] = &acc->restart;
+            restart += c->restore_s[s->restore_tier];
 
         double until = s->next_fail < p->horizon_s ? s->next_fail
                                                     : p->horizon_s;
         double from = a;
-        for (int i = 0; i < 3; i++) {
-            spend(into[i], from, from + dur[i], until);
-            from += dur[i];
+        for (int i = 0; i < 4; i++) {
+            if (ends[i] > from) {
+                spend(into[i], from, ends[i], until);
+                from = ends[i];
+            }
         }
+        spend(&acc->restart, from, from + restart, until);
+        from += restart;
         if (from <= until) {
             *t = from;
             if (p->tiers)
@@ -518,7 +557,7 @@ static void run_trial(trial *s, uint64_t index)
             }
             /* With tiers the restored state may be newer than storage,
              * and maintenance may reboot the nodes: checkpoint first. */
-            if (down(s, &t, -1, p->tiers && s->now > s->store.pos))
+            if (down(s, &t, -1, p->tiers && s->now > s->store.pos, 0))
                 break;
             continue;
         }
@@ -544,14 +583,14 @@ static void run_trial(trial *s, uint64_t index)
             acc->useful += compute - lost;
             acc->lost += lost;
             t = end;
-            if (down(s, &t, pick_category(s), 0))
+            if (down(s, &t, pick_category(s), 0, 0))
                 break;
         } else {
             acc->useful += compute;
             s->out.planned++;
             next_maint += p->planned_period;
             t = end;
-            if (down(s, &t, -1, 1))
+            if (down(s, &t, -1, 1, lost))
                 break;
         }
     }
@@ -571,6 +610,7 @@ typedef struct worker {
     pthread_t tid;
     uint64_t cat_counts[FB_SIM_MAX_CATEGORIES];
     int rc;
+    int draws;                   /* the calling thread draws progress */
 } worker;
 
 static void *worker_main(void *arg)
@@ -594,10 +634,14 @@ static void *worker_main(void *arg)
         long lo = b * BLOCK_TRIALS, hi = lo + BLOCK_TRIALS;
         if (hi > w->trials)
             hi = w->trials;
+        uint64_t events = 0;
         for (long i = lo; i < hi; i++) {
             run_trial(&s, (uint64_t)i);
             w->out[i] = s.out;
+            events += (uint64_t)s.out.interruptions + s.out.planned + 1;
         }
+        if (w->p.c->progress)
+            fb__sim_progress_add(w->p.c->progress, events, k->draws);
     }
     free(s.heap);
     return NULL;
@@ -709,6 +753,7 @@ int fb__sim_run(const fb__sim_config *c, int keep_trials, fb__sim_result *r)
             break; /* fewer threads only makes it slower */
         started = k;
     }
+    ks[0].draws = 1;
     worker_main(&ks[0]);
     for (int k = 1; k <= started; k++)
         pthread_join(ks[k].tid, NULL);

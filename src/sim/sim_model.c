@@ -175,6 +175,13 @@ static int nonneg(double v)
     return isfinite(v) && v >= 0;
 }
 
+/* A duration an option may give: 0 to 100 years.  Longer ones are not a
+ * job, and their sums and prints would overflow. */
+static int duration(double v)
+{
+    return nonneg(v) && v <= FB_SIM_MAX_SECONDS;
+}
+
 /* An interval below a physical floor: what it is too short for. */
 static int too_short(char *err, size_t size, double interval_s,
                      double need_s, const char *takes, const char *never)
@@ -207,12 +214,13 @@ static int validate_tiers(const fb__sim_config *c, char *err, size_t size)
     if (c->persist_every < 1 || c->persist_every > 1000000)
         return fb__sim_errf(err, size,
                             "--persist-every must be between 1 and 1000000");
-    if (!nonneg(c->peer_s))
-        return fb__sim_errf(err, size, "--peer-copy must be >= 0");
+    if (!duration(c->peer_s))
+        return fb__sim_errf(err, size, "--peer-copy must be between 0 and "
+                            "100 years");
     for (int i = 0; i < FB_SIM_NTIERS; i++)
-        if (!nonneg(c->restore_s[i]))
-            return fb__sim_errf(err, size, "--restore-%s must be >= 0",
-                                fb__sim_tier_name(i));
+        if (!duration(c->restore_s[i]))
+            return fb__sim_errf(err, size, "--restore-%s must be between 0 "
+                                "and 100 years", fb__sim_tier_name(i));
     if (!nonneg(c->double_failure) || c->double_failure > 1)
         return fb__sim_errf(err, size, "--double-failure must be in [0, 1]");
     if (c->interval_s < c->peer_s)
@@ -245,10 +253,18 @@ int fb__sim_validate(const fb__sim_config *c, char *err, size_t size)
     if (!isfinite(c->interval_s) || c->interval_s <= 0)
         return fb__sim_errf(err, size,
                             "--ckpt-interval must be greater than zero");
-    if (!nonneg(c->stall_s))
-        return fb__sim_errf(err, size, "--ckpt-stall must be >= 0");
-    if (!nonneg(c->persist_s))
-        return fb__sim_errf(err, size, "the persist time must be >= 0");
+    if (c->interval_s > FB_SIM_MAX_SECONDS)
+        return fb__sim_errf(err, size,
+                            "--ckpt-interval must be at most 100 years");
+    if (!duration(c->stall_s))
+        return fb__sim_errf(err, size,
+                            "--ckpt-stall must be between 0 and 100 years");
+    if (!duration(c->persist_s))
+        return fb__sim_errf(err, size,
+                            "the persist time (--persist, or "
+                            "--ckpt-size-per-gpu x GPUs / "
+                            "--storage-bandwidth) must be between 0 and "
+                            "100 years");
     if (c->tiers) {
         int rc = validate_tiers(c, err, size);
         if (rc)
@@ -257,18 +273,25 @@ int fb__sim_validate(const fb__sim_config *c, char *err, size_t size)
         return too_short(err, size, c->interval_s, c->persist_s,
                          "persist one checkpoint",
                          "no checkpoint would ever become durable");
-    if (!nonneg(c->restart_s))
-        return fb__sim_errf(err, size, "--restart must be >= 0");
-    if (!nonneg(c->detect_crash_s) || !nonneg(c->detect_hang_s))
-        return fb__sim_errf(err, size, "--detect must be >= 0");
-    if (!nonneg(c->maint_down_s))
-        return fb__sim_errf(err, size, "--maint-duration must be >= 0");
+    if (!duration(c->restart_s))
+        return fb__sim_errf(err, size,
+                            "--restart must be between 0 and 100 years");
+    if (!duration(c->detect_crash_s))
+        return fb__sim_errf(err, size, "--detect-crash (or --detect) must "
+                            "be between 0 and 100 years");
+    if (!duration(c->detect_hang_s))
+        return fb__sim_errf(err, size, "--detect-hang (or --detect) must "
+                            "be between 0 and 100 years");
+    if (!duration(c->maint_down_s))
+        return fb__sim_errf(err, size,
+                            "--maint-duration must be between 0 and 100 "
+                            "years");
     if (c->spares < -1 || c->spares > 10000000)
         return fb__sim_errf(err, size,
                             "--spares must be between 0 and 10000000");
-    if (!nonneg(c->repair_s) || !nonneg(c->drain_repair_s))
-        return fb__sim_errf(err, size,
-                            "--repair and --drain-repair must be >= 0");
+    if (!duration(c->repair_s) || !duration(c->drain_repair_s))
+        return fb__sim_errf(err, size, "--repair and --drain-repair must be "
+                            "between 0 and 100 years");
     if (!nonneg(c->lemon_fraction) || c->lemon_fraction > 1)
         return fb__sim_errf(err, size, "--lemon-fraction must be in [0, 1]");
     if (!isfinite(c->lemon_factor) || c->lemon_factor < 1 ||
@@ -283,6 +306,9 @@ int fb__sim_validate(const fb__sim_config *c, char *err, size_t size)
         if (!isfinite(c->mtbf_s) || c->mtbf_s <= 0)
             return fb__sim_errf(err, size,
                                 "--failure-model exponential needs --mtbf > 0");
+        if (c->mtbf_s > FB_SIM_MAX_SECONDS)
+            return fb__sim_errf(err, size, "--mtbf must be at most 100 "
+                                "years");
     } else {
         if (c->ncat < 1 || c->ncat > FB_SIM_MAX_CATEGORIES)
             return fb__sim_errf(err, size,
@@ -306,9 +332,10 @@ int fb__sim_validate(const fb__sim_config *c, char *err, size_t size)
     if (!isfinite(events) || events > 1e7)
         return fb__sim_errf(
             err, size,
-            "%.3g failures per trial expected: too many to "
-            "simulate (at most 1e7); lower the rates, --gpus or "
-            "--days",
+            "%.3g failures and planned maintenance events per trial "
+            "expected: too many to simulate (at most 1e7); lower the "
+            "rates (--preset, --rates, --mtbf, --planned-per-day), "
+            "--gpus or --days",
             events);
     return 0;
 }

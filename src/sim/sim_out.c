@@ -10,6 +10,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -18,7 +19,14 @@
 void fb__sim_fmt_duration(double s, char *buf, size_t size)
 {
     if (!isfinite(s)) {
-        snprintf(buf, size, "inf");
+        /* no failures: no Young or Daly interval (null in the JSON) */
+        snprintf(buf, size, "none");
+        return;
+    }
+    if (fabs(s) > 1e3 * FB_SIM_MAX_SECONDS) {
+        /* Past any option's bound (a derived figure): as a number, since
+         * the days would not fit a long. */
+        snprintf(buf, size, "%.3gs", s);
         return;
     }
     if (s < 1.0) {
@@ -38,6 +46,44 @@ void fb__sim_fmt_duration(double s, char *buf, size_t size)
         snprintf(buf, size, m ? "%ldh%02ldm" : "%ldh", h, m);
     else
         snprintf(buf, size, sec ? "%ldm%02lds" : "%ldm", m, sec);
+}
+
+void fb__sim_progress_add(fb__sim_progress *p, uint64_t n, int draw)
+{
+    uint64_t done = atomic_fetch_add(&p->done, n) + n;
+    if (!draw)
+        return;
+    uint64_t now = fb__now_ns(), since = now - p->start_ns;
+    uint64_t first = p->on_tty ? 1000000000ull : 10000000000ull;
+    uint64_t period = p->on_tty ? 500000000ull : 10000000000ull;
+    if (since < first || (p->last_ns && now - p->last_ns < period))
+        return;
+    p->last_ns = now;
+    double secs = (double)since / 1e9, rate = (double)done / secs;
+    double frac = p->total > 0 ? (double)done / p->total : 0;
+    if (frac > 0.99) /* the total is an estimate */
+        frac = 0.99;
+    char left[32];
+    fb__sim_fmt_duration(rate > 0 ? (p->total - (double)done) / rate : 0,
+                         left, sizeof left);
+    char line[160];
+    snprintf(line, sizeof line, "%.0f%% of about %.3g events, %.3g "
+             "events/s, about %s left", 100 * frac, p->total, rate,
+             frac >= 0.99 ? "a moment" : left);
+    if (p->on_tty) {
+        fprintf(stderr, "\r\033[Kfirebreak sim: %s", line);
+        p->drawn = 1;
+    } else {
+        fprintf(stderr, "firebreak sim: progress: %s\n", line);
+    }
+}
+
+void fb__sim_progress_end(fb__sim_progress *p)
+{
+    if (p && p->drawn)
+        fputs("\r\033[K", stderr);
+    if (p)
+        p->drawn = 0;
 }
 
 const char *fb__sim_cat_name(const fb__sim_config *c, int i)

@@ -102,6 +102,8 @@ int fb__sim_parse_rate(const char *s, int gpus_per_node, double *per_gpu_s,
         save = slash + 1;
     }
     value /= units[u].seconds;
+    if (!isfinite(value) || value > 1)
+        return -EDOM; /* 1/1e-300/1e-300/gpu-day: inf, unnamed later */
     *per_gpu_s = 0;
     *per_job_s = 0;
     if (units[u].scope == 0)
@@ -148,6 +150,9 @@ static int rate_error(char *err, size_t size, long line, const char *tok,
 {
     if (rc == -ERANGE)
         return line_error(err, size, line, "negative rate '%s'", tok);
+    if (rc == -EDOM)
+        return line_error(err, size, line, "rate '%s' is more than one a "
+                          "second", tok);
     return line_error(err, size, line,
                       "bad rate '%s' (want e.g. 148/54/16384/gpu-day, "
                       "6.5/1000/node-day, 0.87/job-day)", tok);

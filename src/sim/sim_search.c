@@ -166,6 +166,33 @@ static int golden(search *s, const double *gx, const double *gy, int best,
     return rc;
 }
 
+/* Failures and planned stops one trial meets on average. */
+static double events_per_trial(const fb__sim_config *c)
+{
+    return (fb__sim_total_rate(c) + c->planned_per_job_s) * c->horizon_s;
+}
+
+/* Keep each evaluation affordable: enough trials for about
+ * SEARCH_EVENT_BUDGET failures, but never more than asked for. */
+static long search_trials(const fb__sim_config *c)
+{
+    double per_trial = events_per_trial(c);
+    if (per_trial * (double)c->trials <= SEARCH_EVENT_BUDGET)
+        return c->trials;
+    long t = (long)(SEARCH_EVENT_BUDGET / per_trial);
+    return t < 100 ? (c->trials < 100 ? c->trials : 100) : t;
+}
+
+double fb__sim_expected_events(const fb__sim_config *c, int with_search)
+{
+    double per_trial = events_per_trial(c) + 1; /* at least one stretch */
+    double n = (double)c->trials * per_trial;
+    if (with_search) /* the grid, then a fit or a golden-section refinement */
+        n += (GRID_POINTS + GOLDEN_STEPS + 1) * (double)search_trials(c) *
+             per_trial;
+    return n;
+}
+
 int fb__sim_optimize(const fb__sim_config *c, fb__sim_optimum *o)
 {
     memset(o, 0, sizeof *o);
@@ -194,13 +221,7 @@ int fb__sim_optimize(const fb__sim_config *c, fb__sim_optimum *o)
     search s;
     memset(&s, 0, sizeof s);
     s.c = *c;
-    /* Keep each evaluation affordable: enough trials for about
-     * SEARCH_EVENT_BUDGET failures, but never more than asked for. */
-    double per_trial = (rate + c->planned_per_job_s) * c->horizon_s;
-    if (per_trial * (double)c->trials > SEARCH_EVENT_BUDGET) {
-        long t = (long)(SEARCH_EVENT_BUDGET / per_trial);
-        s.c.trials = t < 100 ? (c->trials < 100 ? c->trials : 100) : t;
-    }
+    s.c.trials = search_trials(c);
 
     double floor_s = phys_floor > MIN_INTERVAL_S ? phys_floor
                                                  : MIN_INTERVAL_S;

@@ -194,6 +194,15 @@ expect_usage_error "no journal.sqlite here, but it holds 1 run directory (the ne
 mkdir -p "$tmp/run/logs"
 expect_usage_error "no journal.sqlite here: it is inside the run directory $(realpath "$tmp/run"): give that one" --from-run "$tmp/run/logs"
 expect_usage_error "--from-run $tmp/nope: No such file or directory" --from-run "$tmp/nope"
+# An empty --from-run named /journal.sqlite; reading never creates a file.
+expect_usage_error "--from-run needs a value, not an empty string" --from-run ""
+expect_usage_error "--from-run needs a value, not an empty string" --from-run=
+expect_usage_error "--rates needs a value, not an empty string" --rates ""
+[ ! -e "$tmp/nope" ] || fail "--from-run $tmp/nope created it"
+mkdir "$tmp/nojournal"
+expect_usage_error "no journal.sqlite in this directory" --from-run "$tmp/nojournal"
+[ -z "$(ls -A "$tmp/nojournal")" ] ||
+    fail "--from-run of a directory without a journal created $(ls -A "$tmp/nojournal")"
 # Without event.source values (a run before 1.1) the tiers' restore costs keep their
 # defaults and the toy run's size draws a warning on stderr.
 "$fb" sim --from-run "$tmp/run" --tiers --peer-copy 10s --trials 20 \
@@ -230,6 +239,74 @@ check 'd["policy"]["restart_s"] == 53' "$tmp/fr4" "restart without restore"
     >"$tmp/fr5" 2>/dev/null
 check 'd["policy"]["tiers"]["restore_s"]["storage"] == 16384' "$tmp/fr5" \
     "storage restore bounded by every GPU's bytes at the storage bandwidth"
+
+# A journal value that is not a number, not finite, negative or absurd is
+# refused (exit 2), naming the file, table.column and row: inf gave errors
+# blaming options never given (--ckpt-stall), 1e300 printed durations like
+# -106751991167300d-15h, TEXT read as 0, negatives were dropped in silence,
+# and restore rates came out as "inf PiB/s" or the restart as 0 ms.
+bad_journal() { # NEEDLE SQL
+    rm -rf "$tmp/badrun"
+    cp -r "$tmp/run11" "$tmp/badrun"
+    sqlite3 "$tmp/badrun/journal.sqlite" "$2"
+    expect_usage_error "$tmp/badrun/journal.sqlite: $1" \
+        --from-run "$tmp/badrun" --tiers --peer-copy 10s "${quick[@]}"
+}
+bad_journal "checkpoint.stall_ms of row 1 is inf: want milliseconds" \
+    "update checkpoint set stall_ms = 9e999 where id = 1"
+bad_journal "checkpoint.stall_ms of row 2 is 1e+300: want milliseconds" \
+    "update checkpoint set stall_ms = 1e300 where id = 2"
+bad_journal "checkpoint.stall_ms of row 1 is not a number" \
+    "update checkpoint set stall_ms = 'abc' where id = 1"
+bad_journal "checkpoint.persist_ms of row 3 is -5: want milliseconds" \
+    "update checkpoint set persist_ms = -5 where id = 3"
+bad_journal "incident.detect_ms of row 2 is inf" \
+    "update incident set detect_ms = 9e999 where id = 2"
+bad_journal "attempt.ready_at of row 2 is 1e+300" \
+    "update attempt set ready_at = 1e300 where id = 2"
+bad_journal "attempt.restore_s of row 3 is -5: want seconds" \
+    "update attempt set restore_s = -5 where id = 3"
+bad_journal "attempt.restore_s of row 2 is inf" \
+    "update attempt set restore_s = 9e999 where id = 2"
+bad_journal "run.nproc of row 1 is not a number that fits it" \
+    "update run set nproc = 4294967300"
+bad_journal "event.bytes of row 1 is 9e+18: want bytes" \
+    "update event set bytes = 9000000000000000000 where id = 1"
+bad_journal "event row 2 restores 1048576 bytes in 1e-300 ms: faster than 1 PiB/s" \
+    "update event set value_ms = 1e-300 where id = 2"
+bad_journal "the mean restore (attempt.restore_s, 100 s) is longer than the mean restart it is part of (55 s)" \
+    "update attempt set restore_s = 100 where id > 1"
+
+# Large journals read in about linear time (each incident searched its
+# attempt in a list, each attempt its predecessor among all: 160,000
+# attempts ran for minutes), and each attempt has one predecessor at most:
+# 50,000 attempts numbered 0 and 50,000 numbered 1 counted every pair, and
+# printed "-1794967296 restarts".
+big_journal() { # DIR SQL
+    mkdir -p "$1"
+    sqlite3 "$1/journal.sqlite" <"$src/src/journal/schema.sql"
+    sqlite3 "$1/journal.sqlite" "INSERT INTO meta VALUES ('schema_version', '1.0'), ('writer', 'test');
+INSERT INTO run (id, name, job_id, run_dir, command, launcher, nproc, nnodes,
+                 hostname, max_restarts, hang_timeout_s, started_at)
+  VALUES (1, 't', 'j', '.', '[\"train\"]', 'local', 4, 1, 'h', 3, 30, 1000);
+CREATE TEMP TABLE n AS WITH RECURSIVE c(i) AS
+  (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < $2) SELECT i FROM c;
+$3"
+}
+big_journal "$tmp/big" 160000 "INSERT INTO attempt (id, run_id, number, started_at, ready_at, ended_at)
+  SELECT i, 1, i - 1, 1000 + 10 * i, 1002 + 10 * i, 1009 + 10 * i FROM n;
+INSERT INTO incident (run_id, attempt_id, kind, occurred_at, detected_at, detect_ms, detail)
+  SELECT 1, i, 'crash', 1008 + 10 * i, 1008.5 + 10 * i, 500, 'x' FROM n;"
+timeout 60 "$fb" sim --from-run "$tmp/big" "${quick[@]}" --trials 5 --json \
+    >"$tmp/big.json" 2>/dev/null || fail "a 160,000-attempt journal: exit $?"
+check '"159999 restarts" in d["source"] and d["policy"]["restart_s"] == 3.5' \
+    "$tmp/big.json" "160,000 attempts, a restart of 3.5 s each"
+big_journal "$tmp/dup" 100000 "INSERT INTO attempt (id, run_id, number, started_at, ready_at, ended_at)
+  SELECT i, 1, i > 50000, 1000, 1010, CASE WHEN i > 50000 THEN 1090 ELSE 1005 END FROM n;"
+timeout 60 "$fb" sim --from-run "$tmp/dup" "${quick[@]}" --trials 5 --json \
+    >"$tmp/dup.json" 2>/dev/null || fail "duplicate attempt numbers: exit $?"
+check '"50000 restarts" in d["source"] and d["policy"]["restart_s"] == 5' \
+    "$tmp/dup.json" "one predecessor per attempt"
 
 # Tiers: options, floors and refusals.
 "$fb" sim --trials 50 --no-search --peer-copy 5s --persist-every 4 \
@@ -277,6 +354,19 @@ expect_usage_error "needs --mtbf" --failure-model exponential
 expect_usage_error "unknown --failure-model" --failure-model weibull
 expect_usage_error "--spares has no effect" --failure-model exponential \
     --mtbf 5h --spares 3
+# The exponential model has no persist: these were validated and reported
+# (persist_s 600 in the JSON) but did nothing.
+expect_usage_error "--persist has no effect" --failure-model exponential \
+    --mtbf 5h --persist 10m
+expect_usage_error "--ckpt-size-per-gpu has no effect" \
+    --failure-model exponential --mtbf 5h --ckpt-size-per-gpu 8G
+expect_usage_error "--storage-bandwidth has no effect" \
+    --failure-model exponential --mtbf 5h --storage-bandwidth 1G/s
+"$fb" sim --failure-model exponential --mtbf 5h --from-run "$tmp/run" \
+    "${quick[@]}" --json >"$tmp/expfr" 2>/dev/null ||
+    fail "exponential --from-run refused"
+check 'd["policy"]["persist_s"] == 0 and d["policy"]["stall_s"] == 2' \
+    "$tmp/expfr" "exponential --from-run: the measured stall, no persist"
 expect_usage_error "--gpus must be" --gpus 0
 expect_usage_error "bad value 'x' for --trials" --trials x
 expect_usage_error "--trials must be" --trials 0
@@ -289,6 +379,77 @@ for bad in gpus=8, gpus=8,,16 gpus=,8 "gpus= 8,16" gpus=+8:16 gpus=8:+16 gpus=8:
     expect_usage_error "bad --sweep" --sweep "$bad"
 done
 expect_usage_error "--svg plots a sweep" --svg "$tmp/x.svg"
+# No failures: no Young or Daly interval, "none" as the JSON's null (the
+# text said "inf").
+printf 'failure none 0/gpu-day\n' >"$tmp/zero.rates"
+"$fb" sim --rates "$tmp/zero.rates" --trials 20 >"$tmp/zero.txt"
+grep -Eq "^  young +none$" "$tmp/zero.txt" && grep -Eq "^  daly +none$" "$tmp/zero.txt" ||
+    fail "zero rates: $(grep -E 'young|daly' "$tmp/zero.txt")"
+# Rates too high to be finite name their option or line ("inf failures per
+# trial expected", or a category "negative or not finite" with no line).
+printf 'failure a 1/1e-300/1e-300/gpu-day\n' >"$tmp/tiny.rates"
+expect_usage_error "--rates $tmp/tiny.rates: line 1: rate '1/1e-300/1e-300/gpu-day' is more than one a second" \
+    --rates "$tmp/tiny.rates"
+printf '# huge\nfailure a 1e308/gpu-second\n' >"$tmp/huge.rates"
+expect_usage_error "--rates $tmp/huge.rates: line 2: rate '1e308/gpu-second' is more than one a second" \
+    --rates "$tmp/huge.rates"
+expect_usage_error "--planned-per-day must be between 0 and 86400" \
+    --planned-per-day 1e308
+printf 'failure a 100/gpu-hour\n' >"$tmp/many.rates"
+expect_usage_error "too many to simulate (at most 1e7); lower the rates (--preset, --rates, --mtbf, --planned-per-day), --gpus or --days" \
+    --rates "$tmp/many.rates"
+
+# Work that would run for hours is refused, naming what to lower (100,000
+# GPUs for 100 years ran 321 s with nothing said; a million trials of it
+# about 20 hours).
+expect_usage_error "about 1.77e+12 failures and planned stops to simulate in all (--trials 1000000, and the interval search): more than 1e+11, hours of work; lower --trials, --days or --gpus, or add --no-search" \
+    --gpus 100000 --days 36500 --trials 1000000
+expect_usage_error "(--trials 1000 at every --sweep point, twice): more than 1e+11" \
+    --sweep gpus=1024:100000000 --days 36500
+
+# Progress on a terminal's stderr (script(1) gives it one): a line redrawn
+# after the first second, with a rate and what is left, cleared before the
+# report; none on stdout, none for a short run.  A run that ended within
+# 1.5 s (a fast machine) may rightly have drawn none.
+if command -v script >/dev/null; then
+    t0=$(date +%s%N)
+    script -qec "'$fb' sim --gpus 100000 --days 3650 --trials 300 --no-search >'$tmp/prog.out'" \
+        "$tmp/prog.tty" >/dev/null
+    t1=$(date +%s%N)
+    if [ $(((t1 - t0) / 1000000)) -gt 1500 ]; then
+        grep -aEq $'\r\033\\[Kfirebreak sim: [0-9]+% of about [0-9.e+]+ events, [0-9.e+]+ events/s, about [^ ]+ left' \
+            "$tmp/prog.tty" || fail "no progress line: $(cat -v "$tmp/prog.tty")"
+        grep -aq $'left\r\033\\[K' "$tmp/prog.tty" || fail "progress line not cleared"
+    fi
+    grep -q "events/s" "$tmp/prog.out" && fail "progress on stdout"
+    grep -q "^effective training time" "$tmp/prog.out" || fail "no report after progress"
+    script -qec "'$fb' sim --trials 50 --no-search >/dev/null" "$tmp/quick.tty" >/dev/null
+    grep -aq "events/s" "$tmp/quick.tty" && fail "progress drawn for a short run"
+fi
+
+# Durations past 100 years are refused naming the option (they ran, and
+# printed -106751991167300d-15h).
+expect_usage_error "--restart must be between 0 and 100 years" --restart 1e20
+expect_usage_error "--repair and --drain-repair must be between 0 and 100 years" \
+    --repair 1e308
+expect_usage_error "--detect-crash (or --detect) must be between 0 and 100 years" \
+    --detect 1e19
+expect_usage_error "--detect-hang (or --detect) must be between 0 and 100 years" \
+    --detect-hang 1e19
+expect_usage_error "--ckpt-interval must be at most 100 years" \
+    --ckpt-interval 1e19
+expect_usage_error "--ckpt-stall must be between 0 and 100 years" \
+    --ckpt-stall 1e308
+expect_usage_error "--maint-duration must be between 0 and 100 years" \
+    --maint-duration 1e12
+expect_usage_error "--restore-peer must be between 0 and 100 years" \
+    --peer-copy 5s --restore-peer 1e12
+expect_usage_error "--mtbf must be at most 100 years" \
+    --failure-model exponential --mtbf 1e300
+"$fb" sim --restart 36500d --days 1 "${quick[@]}" >"$tmp/long.txt" ||
+    fail "--restart 36500d refused"
+grep -q "restart 36500d" "$tmp/long.txt" ||
+    fail "100 years printed as $(grep -o 'restart [^,]*' "$tmp/long.txt")"
 expect_usage_error "--lemon-fraction" --lemon-fraction 2
 expect_usage_error "not both" --preset rsc1 --rates "$data/llama3.rates"
 

@@ -122,6 +122,33 @@ static void test_rsc_rates(void)
     }
 }
 
+/* Every trial's parts sum to the horizon; none is negative. */
+static void sum_checks(const fb__sim_config *c, const fb__sim_result *r,
+                       const char *what)
+{
+    for (long i = 0; i < r->trials; i++) {
+        const fb__sim_time *t = &r->per_trial[i].t;
+        double sum = t->useful + t->checkpoint + t->lost + t->detect +
+                     t->restart + t->repair_wait + t->maintenance;
+        if (fabs(sum - c->horizon_s) > 1e-6 * c->horizon_s ||
+            t->useful < -1e-6 || t->lost < 0) {
+            CHECKF(0, "%s trial %ld: parts sum to %.3f of %.3f, useful %.3f",
+                   what, i, sum, c->horizon_s, t->useful);
+            return;
+        }
+    }
+}
+
+/* Run with per-trial records and check their sums; 0 or -1. */
+static int run_summed(const fb__sim_config *c, fb__sim_result *r,
+                      const char *what)
+{
+    if (run(c, r, 1))
+        return -1;
+    sum_checks(c, r, what);
+    return 0;
+}
+
 /* Where the time went must add up to the wall clock, trial by trial,
  * whatever the mix of effects. */
 static void test_time_accounting(void)
@@ -143,19 +170,10 @@ static void test_time_accounting(void)
             c.detect_hang_s = 3600;
         }
         fb__sim_result r;
-        if (run(&c, &r, 1))
+        char what[32];
+        snprintf(what, sizeof what, "variant %d", variant);
+        if (run_summed(&c, &r, what))
             return;
-        for (long i = 0; i < r.trials; i++) {
-            const fb__sim_time *t = &r.per_trial[i].t;
-            double sum = t->useful + t->checkpoint + t->lost + t->detect +
-                         t->restart + t->repair_wait + t->maintenance;
-            if (fabs(sum - c.horizon_s) > 1e-6 * c.horizon_s ||
-                t->useful < 0 || t->lost < 0) {
-                CHECKF(0, "variant %d trial %ld: parts sum to %.3f of %.3f",
-                      variant, i, sum, c.horizon_s);
-                break;
-            }
-        }
         fb__sim_result_free(&r);
     }
 }
@@ -610,6 +628,104 @@ static void test_tiers_floor(void)
     CHECKF(fb__sim_validate(&c, err, sizeof err) == 0, "rejected: %s", err);
 }
 
+/* Planned maintenance lasts its full duration: a failure inside it only
+ * delays the restart to its end, so adding failures cannot shorten it or
+ * raise ETTR (the review's model: 0.763 here).  And a failure before the
+ * final checkpoint is persisted loses the work before the maintenance. */
+static fb__sim_config maint_daily(void)
+{
+    fb__sim_config c = llama3();
+    c.planned_per_job_s = 1.0 / 86400;
+    c.maint_down_s = 4 * 3600;
+    c.trials = 200;
+    return c;
+}
+
+static void test_maintenance(void)
+{
+    fb__sim_config c = maint_daily();
+    fb__sim_result with, without;
+    if (run_summed(&c, &with, "llama3 + daily 4h maintenance"))
+        return;
+    for (int i = 0; i < c.ncat; i++)
+        c.cat[i].rate_per_gpu_s = c.cat[i].rate_per_job_s = 0;
+    if (run(&c, &without, 0))
+        return;
+    double T = c.horizon_s;
+    CHECKF(with.time_mean.maintenance / T > 0.165,
+           "maintenance %.4f of the time with failures, %.4f without",
+           with.time_mean.maintenance / T, without.time_mean.maintenance / T);
+    CHECKF(with.ettr_mean < without.ettr_mean - 0.03 &&
+               fabs(with.ettr_mean - 0.763) < 0.01,
+           "ETTR %.4f with failures, %.4f without (want about 0.763)",
+           with.ettr_mean, without.ettr_mean);
+    fb__sim_result_free(&with);
+
+    /* A failure every hour on average, a maintenance every 2 hours whose
+     * final checkpoint takes an hour to persist: most of them lose it. */
+    for (int tiers = 0; tiers < 2; tiers++) {
+        fb__sim_config d = llama3();
+        d.ncat = 1;
+        memset(&d.cat[0], 0, sizeof d.cat[0]);
+        snprintf(d.cat[0].name, sizeof d.cat[0].name, "job");
+        d.cat[0].rate_per_job_s = 1.0 / 3600;
+        d.planned_per_job_s = 1.0 / 7200;
+        d.maint_down_s = 60;
+        d.interval_s = 4 * 3600;
+        d.stall_s = 1;
+        d.persist_s = 3600;
+        d.detect_crash_s = 0;
+        d.restart_s = 0;
+        d.horizon_s = 20 * 86400.0;
+        if (tiers) {
+            d.tiers = 1;
+            d.peers = 1;
+            d.peer_s = 10;
+            d.persist_every = 1;
+        }
+        fb__sim_result r;
+        if (run_summed(&d, &r, tiers ? "final checkpoint, tiers"
+                                     : "final checkpoint"))
+            return;
+        CHECKF(r.ettr_mean < 0.2,
+               "tiers %d: ETTR %.4f, lost %.4f: the work before a "
+               "maintenance counts as useful though its final checkpoint "
+               "was lost", tiers, r.ettr_mean, r.time_mean.lost / d.horizon_s);
+        fb__sim_result_free(&r);
+    }
+}
+
+/* Durations print as days and hours up to far past any option's bound,
+ * then as a number: never the overflowed -106751991167300d-15h. */
+static void test_durations(void)
+{
+    const struct {
+        double s;
+        const char *want;
+    } cases[] = {
+        {0.25, "250ms"}, {90, "1m30s"}, {86400 * 1.5, "1d12h"},
+        {FB_SIM_MAX_SECONDS, "36500d"}, {1e19, "1e+19s"}, {1e308, "1e+308s"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char buf[64];
+        fb__sim_fmt_duration(cases[i].s, buf, sizeof buf);
+        CHECKF(strcmp(buf, cases[i].want) == 0, "%g s printed as %s, want %s",
+               cases[i].s, buf, cases[i].want);
+    }
+    fb__sim_config c = llama3();
+    char err[256] = "";
+    double *opt[] = {&c.restart_s, &c.repair_s, &c.detect_crash_s,
+                     &c.stall_s, &c.maint_down_s, &c.interval_s};
+    for (size_t i = 0; i < sizeof opt / sizeof opt[0]; i++) {
+        fb__sim_config keep = c;
+        *opt[i] = 1e19;
+        CHECKF(fb__sim_validate(&c, err, sizeof err) != 0 &&
+                   strstr(err, "100 years") != NULL,
+               "duration %zu of 1e19 s: %s", i, err);
+        c = keep;
+    }
+}
+
 static const struct {
     const char *name;
     void (*fn)(void);
@@ -630,6 +746,8 @@ static const struct {
     {"detect", test_detection_kinds},
     {"determinism", test_determinism},
     {"rates", test_rates_parser},
+    {"maintenance", test_maintenance},
+    {"durations", test_durations},
 };
 
 int main(int argc, char **argv)
