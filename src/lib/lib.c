@@ -27,7 +27,8 @@ static struct {
     pid_t pid;            /* the process that attached: a forked child's
                              exit, crash or fb_finalize is not this rank's */
     uint64_t last_beat_ns;
-    uint32_t phase_before_done; /* the phase fb_finalize ended             */
+    uint32_t phase_before_done; /* the phase fb_finalize ended (train when
+                                   the program had set done itself)      */
     char run_dir[PATH_MAX];
     char ckpt_dir[PATH_MAX];
     struct sigaction old_actions[32];
@@ -224,8 +225,12 @@ void fb_finalize(void)
         return;
     uint64_t now = fb__now_ns();
     uint32_t was = atomic_load_explicit(&h->phase, memory_order_relaxed);
-    if (was != FB_PHASE_DONE) /* called twice: the first call's */
+    /* called twice: the first call's; done set by the program itself
+     * (fb_set_phase) before: its work was training */
+    if (was != FB_PHASE_DONE)
         g.phase_before_done = was;
+    else if (!(atomic_load_explicit(&h->end_kind, memory_order_relaxed) == FB__END_FINALIZED))
+        g.phase_before_done = FB_PHASE_TRAIN;
     atomic_store_explicit(&h->phase, FB_PHASE_DONE, memory_order_relaxed);
     atomic_store_explicit(&h->phase_since_mono_ns, now, memory_order_relaxed);
     atomic_store_explicit(&h->heartbeat_mono_ns, now, memory_order_relaxed);

@@ -8,12 +8,14 @@
  *                [--exit-code C] [--abort-after-finalize RANK]
  *                [--init-sleep-ms M] [--early-exit RANK:CODE:LINGER_MS]
  *                [--sdc SKEW_RANK] [--term-record] [--teardown RANK:MS]
- *                [--extra-steps RANK:N]
+ *                [--extra-steps RANK:N] [--leave-open]
  *
  * --teardown: that rank takes MS after fb_finalize before it exits, as a
  * slow (or, with a large MS, hung) teardown would (supervisor_timeouts_status:
  * --exit-timeout).  --extra-steps: that rank takes N steps more than the
  * others (a rank with more work, which the others' teardown waits out).
+ * --leave-open: the checkpoint handle is not closed: its last save, still
+ * being written, is the library's exit handler's to wait for.
  *
  * --early-exit: that rank exits with CODE at step 3, and its process lingers
  * LINGER_MS after firebreak has recorded the exit (it writes
@@ -98,7 +100,7 @@ int main(int argc, char **argv)
     int sdc_skew = -2; /* -2: no SDC check */
     int term_record = 0;
     int fork_exit = 0; /* a forked child finalizes and exits; the rank hangs */
-    int teardown_rank = -1, extra_rank = -1;
+    int teardown_rank = -1, extra_rank = -1, leave_open = 0;
     long teardown_ms = 0, extra_steps = 0;
     long ckpt_every = 0; /* restore, then save every N steps, counting from 1 */
     for (int i = 1; i < argc; i++) {
@@ -122,6 +124,8 @@ int main(int argc, char **argv)
             fork_exit = 1;
         else if (!strcmp(argv[i], "--ignore-term"))
             ignore_term = 1;
+        else if (!strcmp(argv[i], "--leave-open"))
+            leave_open = 1;
         else if (!strcmp(argv[i], "--abort-after-finalize") && i + 1 < argc)
             abort_rank = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--teardown") && i + 1 < argc &&
@@ -255,7 +259,7 @@ int main(int argc, char **argv)
     }
     if (early_rank >= 0)
         linger_ms = 0; /* only the early rank lingers */
-    if (ck)
+    if (ck && !leave_open)
         fb_ckpt_close(ck);
     printf("done rank %d\n", fb_rank());
     fb_finalize();

@@ -54,6 +54,16 @@ rm -rf runs
     || fail "a teardown waiting for a rank still working was a hang: $(tail -3 err.txt)"
 [ "$(json_field out.json '["restarts"]')" = 0 ] || fail "restarted a teardown waiting for a rank"
 rm -rf runs
+# A last save still being written at exit (the handle left open: the
+# library's exit handler waits for it, 3 s): checkpoint work under
+# --ckpt-timeout, not a hang in the teardown under --exit-timeout 1s.
+FIREBREAK_CKPT_WRITE_DELAY_MS=3000 "$FB" run --nproc-per-node 1 --exit-timeout 1 --json \
+    -- "$RANK" --steps 4 --sleep-ms 5 --ckpt-every-from-0 4 --leave-open "$TAG" \
+    >out.json 2>err.txt || fail "a save waited for at exit was a hang: $(tail -3 err.txt)"
+[ "$(json_field out.json '["restarts"]')" = 0 ] || fail "restarted a save waited for at exit"
+ls "$(run_dir)"/checkpoints/step-0000000004/rank-00000.safetensors >/dev/null 2>&1 \
+    || fail "the last save, waited for at exit, is not there: $(ls -R "$(run_dir)" 2>&1 | head)"
+rm -rf runs
 # A slow teardown within the limit, and one with the limit off.
 "$FB" run --nproc-per-node 2 --exit-timeout 10 --json \
     -- "$RANK" --steps 5 --sleep-ms 5 --teardown 1:1500 "$TAG" >out.json 2>err.txt \
