@@ -94,13 +94,24 @@ void fb__repl_log(fb__repl_log_limit *l, const char *fmt, ...)
     unsigned dropped;
     if (!fb__repl_log_allow(l, fb__now_ns(), &dropped) && !dropped)
         return;
+    /* One write(2) of a line made here, not stdio: stderr's stream lock,
+     * held through a write to srun's pipe, is one the idle-priority scrub
+     * must not take (peer.c).  A line past the buffer is cut. */
+    char buf[2048];
+    int n = 0;
     if (dropped)
-        fprintf(stderr, "firebreak: %u more lines like the next left out in the last "
-                "minute\n", dropped);
+        n = snprintf(buf, sizeof buf, "firebreak: %u more lines like the next left out "
+                     "in the last minute\n", dropped);
     va_list ap;
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    int m = vsnprintf(buf + n, sizeof buf - (size_t)n, fmt, ap);
     va_end(ap);
+    size_t len = m < 0 ? (size_t)n : (size_t)n + (size_t)m;
+    if (len >= sizeof buf) {
+        len = sizeof buf - 1;
+        buf[len - 1] = '\n';
+    }
+    (void)fb__write_all(STDERR_FILENO, buf, len);
 }
 
 /* A stage begins now. */
@@ -166,7 +177,11 @@ int fb__repl_key_from_env(void)
     }
     if (!rc)
         fb__repl_set_key(key);
-    unsetenv("FIREBREAK_PEER_KEY"); /* not into what this process starts */
+    /* Not into what this process starts, nor left readable in
+     * /proc/PID/environ (the string is the environment block's own:
+     * unsetenv alone only drops the pointer to it). */
+    memset((char *)v, '0', strlen(v));
+    unsetenv("FIREBREAK_PEER_KEY");
     return rc;
 }
 

@@ -99,8 +99,9 @@ void fb__repl_rx_deadline(uint64_t deadline_ns);
  * a file on the run directory's file system.  Each limiter (one per kind
  * of line, zero-initialized, static) lets FB__REPL_LOG_BURST lines through
  * per FB__REPL_LOG_WINDOW_NS; the rest are counted, and the count is said
- * before the first line of a later window.  Lock-free (atomics): the
- * idle-priority scrub says its drops through one and must take no lock.
+ * before the first line of a later window.  Lock-free (atomics, and each
+ * line one write(2), not stdio's locked stream): the idle-priority scrub
+ * says its drops through one and must take no lock.
  */
 #define FB__REPL_LOG_BURST 10
 #define FB__REPL_LOG_WINDOW_NS 60000000000ull

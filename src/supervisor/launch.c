@@ -92,6 +92,11 @@ static int env_init(envb *e)
             continue;
         memcpy(name, *p, nl);
         name[nl] = '\0';
+        /* The peer copies' key is the watchers' (slurm.c gives it to their
+         * step), never the ranks': mpirun would put it on its command
+         * line (-x), and a program may log its environment. */
+        if (!strcmp(name, "FIREBREAK_PEER_KEY"))
+            continue;
         if (env_set(e, name, eq + 1))
             return -ENOMEM;
     }

@@ -547,8 +547,9 @@ int fb__sup_slurm_init(fb__sup *s)
         return -errno;
     }
     g->self[n] = '\0';
-    /* The peer copies' key (replicate.h): the watchers', srun passes them
-     * the environment; the ranks' shell drops it. */
+    /* The peer copies' key (replicate.h): in this process's environment for
+     * the watchers srun starts (their step's, and `firebreak watch` on
+     * nodes); the ranks' environment leaves it out (launch.c). */
     char key[2 * FB__REPL_KEY_BYTES + 1];
     if (fb__repl_key_new_hex(key) || setenv("FIREBREAK_PEER_KEY", key, 1)) {
         fprintf(stderr, "firebreak run: cannot make the peer copies' key: %s\n",
@@ -904,7 +905,7 @@ int fb__sup_launch_slurm(fb__sup *s)
     int nenv = 0;
     while (env[nenv])
         nenv++;
-    char **envp = calloc((size_t)nenv + 7, sizeof *envp); /* and the watchers' one */
+    char **envp = calloc((size_t)nenv + 8, sizeof *envp); /* and the watchers' two */
     if (!envp) {
         fb__sup_env_free(env);
         return -ENOMEM;
@@ -950,8 +951,7 @@ int fb__sup_launch_slurm(fb__sup *s)
     argv[n++] = "-c";
     argv[n++] = "RANK=$SLURM_PROCID LOCAL_RANK=$SLURM_LOCALID WORLD_SIZE=$SLURM_NTASKS "
                 "GROUP_RANK=$SLURM_NODEID LOCAL_WORLD_SIZE=$SLURM_NTASKS_PER_NODE; "
-                "export RANK LOCAL_RANK WORLD_SIZE GROUP_RANK LOCAL_WORLD_SIZE; "
-                "unset FIREBREAK_PEER_KEY; exec \"$@\""; /* the watchers' only */
+                "export RANK LOCAL_RANK WORLD_SIZE GROUP_RANK LOCAL_WORLD_SIZE; exec \"$@\"";
     argv[n++] = "firebreak-rank";
     for (char *const *a = o->argv; *a && n < 298; a++)
         argv[n++] = *a;
@@ -1018,10 +1018,15 @@ int fb__sup_launch_slurm(fb__sup *s)
      * only: the watchers read no terminal, and slurmstepd reads the
      * variable only for --pty.  The ranks' step keeps srun's abort. */
     static char pty[] = "SLURM_PTY_PORT=0";
-    if (!getenv("SLURM_PTY_PORT")) {
-        envp[m] = pty;
-        envp[m + 1] = NULL;
+    static char key[sizeof "FIREBREAK_PEER_KEY=" + 2 * FB__REPL_KEY_BYTES];
+    const char *kv = getenv("FIREBREAK_PEER_KEY");
+    if (kv) { /* the peer copies' key: the watchers' only */
+        snprintf(key, sizeof key, "FIREBREAK_PEER_KEY=%s", kv);
+        envp[m++] = key;
     }
+    if (!getenv("SLURM_PTY_PORT"))
+        envp[m++] = pty;
+    envp[m] = NULL;
     rc = spawn_step(s, &s->units[UNIT_WATCHERS], wargv, envp, qfd[0], pfd[1], wfd,
                     FB__SUP_UNIT_WATCHERS);
     if (rc)

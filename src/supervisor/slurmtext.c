@@ -107,8 +107,10 @@ void fb__srun_line_parse(const char *line, fb__srun_line *out)
     if (n < sizeof out->tasks) {
         memcpy(out->tasks, list, n);
         out->tasks[n] = '\0';
-    } else {
+    } else { /* cut after a whole entry, never inside a number */
         size_t keep = sizeof out->tasks - 4;
+        while (keep > 0 && list[keep] != ',')
+            keep--;
         memcpy(out->tasks, list, keep);
         memcpy(out->tasks + keep, "...", 4);
     }

@@ -48,8 +48,24 @@ nothing_left() { # RUNDIR
 }
 why() { echo "$(tail -n 5 "$T/$1.err"); $(q $1 "select kind, rank, node, detail from incident")"; }
 
-# 1. Fault-free.
-run ref || fail "fault-free run exited $? ($(why ref))"
+# 1. Fault-free.  The peer copies' key stays the watchers': not on
+# mpirun's command line (-x NAME=VALUE), not in a rank's environment.
+run ref &
+rp=$!
+p=
+for _ in $(seq 200); do
+    p=$(pgrep -f -- "^$MLP " | head -n 1 || true)
+    [ -n "$p" ] && break
+    sleep 0.05
+done
+[ -n "$p" ] || fail "no rank of the fault-free run seen"
+tr '\0' '\n' <"/proc/$p/environ" | grep -q '^FIREBREAK_PEER_KEY=' \
+    && fail "a rank's environment holds the peer copies' key"
+for m in $(pgrep -x mpirun || true); do
+    tr '\0' ' ' <"/proc/$m/cmdline" | grep -q 'FIREBREAK_PEER_KEY' \
+        && fail "mpirun's command line holds the peer copies' key"
+done
+wait $rp || fail "fault-free run exited $? ($(why ref))"
 want=$(cat "$T/ref/final_hash")
 [ -n "$want" ] || fail "no final_hash"
 [ "$(q ref "select nodes from attempt")" = '["node1","node2","node3"]' ] \

@@ -315,8 +315,12 @@ static void keyed(void)
     CHECK_RC(fb__repl_key_new_hex(hex), 0);
     CHECK(strlen(hex) == 64);
     setenv("FIREBREAK_PEER_KEY", hex, 1);
+    const char *held = getenv("FIREBREAK_PEER_KEY");
     CHECK_RC(fb__repl_key_from_env(), 0);
     CHECK(getenv("FIREBREAK_PEER_KEY") == NULL);
+    /* overwritten where it was, not only unset: the environment block
+     * itself is what /proc/PID/environ shows */
+    CHECKF(held && strspn(held, "0") == 64, "the key left in the environment: %s", held);
     int port = free_port();
     fb__peer *p = start_receiver(port);
     if (!p)

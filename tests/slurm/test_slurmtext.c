@@ -53,6 +53,8 @@ static void test_srun(void)
     CHECK_EQ_INT(l.kind, FB__SRUN_TASK_END);
     CHECK_EQ_INT(l.task, 7);
     CHECK_EQ_STR(l.tasks, "7,71,135,199,263,327,391,455...");
+    l = srun("srun: error: node3: tasks 1000,2000,3000,4000,5000,6000,7000: Killed");
+    CHECK_EQ_STR(l.tasks, "1000,2000,3000,4000,5000...");
     CHECK_EQ_STR(l.what, "Killed");
     CHECK_EQ_INT(srun("srun: error: node3: task -1: Killed").kind, FB__SRUN_OTHER);
     CHECK_EQ_INT(srun("srun: error: node3: task 99999999999: Killed").kind, FB__SRUN_OTHER);
