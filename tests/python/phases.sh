@@ -41,32 +41,14 @@ for s in before_first_step nested; do
     ok "$s: completed under the phase it was in"
 done
 
-# A rank that raised: failed in the phase it was in, not "in phase done"
-# (the Python hooks' exit handler marked it finished whatever ended it).
-cat >"$T/raised.py" <<PYEOF
-# $TAG
-import torch
-m = torch.nn.Linear(2, 2)
-o = torch.optim.SGD(m.parameters(), lr=0.1)
-for s in range(3):
-    m(torch.ones(1, 2)).sum().backward()
-    o.step()
-raise RuntimeError("raised on purpose")
-PYEOF
-rc=0
-timeout -s KILL 60 "$FB" run --max-restarts 0 --run-dir "$T/run-raised" \
-    -- "$PY" "$T/raised.py" >"$T/raised.out" 2>"$T/raised.err" || rc=$?
-[ "$rc" = 1 ] || fail "raised: exit $rc, want 1: $(tail -n 3 "$T/raised.err")"
-detail=$(sqlite3 "$T/run-raised/journal.sqlite" "select detail from incident")
-case $detail in
-*"exited with code 1 at step 3 in phase train"*) ;;
-*) fail "raised: incident '$detail', want the exit at step 3 in phase train" ;;
-esac
-ok "raised: the rank failed in phase train, not done"
-
-# sys.exit(3) after the loop: the hooks' exit handler finalizes, and the
-# exit status then says the rank failed, in the phase it was in.
-cat >"$T/exited.py" <<PYEOF
+# A rank that ended badly after three optimizer steps failed in the phase
+# it was in, not "in phase done" (the Python hooks' exit handler finalizes
+# whatever ends the script):
+#  - raised: an uncaught exception (the hooks then do not finalize);
+#  - exited: sys.exit(3) (they do, and the exit status puts the phase back).
+failed_in_train() { # CASE LAST_LINE CODE
+    local c=$1 rc=0 detail
+    cat >"$T/$c.py" <<PYEOF
 # $TAG
 import sys, torch
 m = torch.nn.Linear(2, 2)
@@ -74,15 +56,17 @@ o = torch.optim.SGD(m.parameters(), lr=0.1)
 for s in range(3):
     m(torch.ones(1, 2)).sum().backward()
     o.step()
-sys.exit(3)
+$2
 PYEOF
-rc=0
-timeout -s KILL 60 "$FB" run --max-restarts 0 --run-dir "$T/run-exited" \
-    -- "$PY" "$T/exited.py" >"$T/exited.out" 2>"$T/exited.err" || rc=$?
-[ "$rc" = 1 ] || fail "exited: exit $rc, want 1: $(tail -n 3 "$T/exited.err")"
-detail=$(sqlite3 "$T/run-exited/journal.sqlite" "select detail from incident")
-case $detail in
-*"exited with code 3 at step 3 in phase train"*) ;;
-*) fail "exited: incident '$detail', want the exit at step 3 in phase train" ;;
-esac
-ok "exited: sys.exit(3) failed in phase train, not done"
+    timeout -s KILL 60 "$FB" run --max-restarts 0 --run-dir "$T/run-$c" \
+        -- "$PY" "$T/$c.py" >"$T/$c.out" 2>"$T/$c.err" || rc=$?
+    [ "$rc" = 1 ] || fail "$c: exit $rc, want 1: $(tail -n 3 "$T/$c.err")"
+    detail=$(sqlite3 "$T/run-$c/journal.sqlite" "select detail from incident")
+    case $detail in
+    *"exited with code $3 at step 3 in phase train"*) ;;
+    *) fail "$c: incident '$detail', want the exit at step 3 in phase train" ;;
+    esac
+    ok "$c: the rank failed in phase train, not done"
+}
+failed_in_train raised 'raise RuntimeError("raised on purpose")' 1
+failed_in_train exited 'sys.exit(3)' 3
