@@ -94,6 +94,9 @@ static const char usage_text[] =
     "  --svg FILE               plot of the sweep\n"
     "  --csv                    per-trial (or per-point) CSV\n"
     "  --json                   one JSON object on one line, last line\n"
+    "Durations up to 100 years.  Long work shows a progress line on stderr;\n"
+    "work over 1e11 expected failures and stops (trials x evaluations) is\n"
+    "refused, naming what to lower.\n"
     "exit: 0 ok, 2 usage or input error\n";
 
 enum opt_type { T_DUR, T_LONG, T_INT, T_DOUBLE, T_SIZE, T_BW, T_STR, T_FLAG };
